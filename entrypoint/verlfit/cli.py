@@ -1,0 +1,75 @@
+"""The ``verlfit`` command: a small ``main`` that wires one module per subcommand.
+
+Each subcommand module exposes ``register(subparsers) -> argparse.ArgumentParser``, which adds
+its parser and sets ``func`` (a callable taking the parsed namespace and returning an exit
+status). Modules are imported only when their subcommand runs or help is built, so
+``verlfit prepare-gsm8k`` never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from verlfit import __version__
+from verlfit.errors import VerlfitError
+
+# subcommand name -> module that registers it (order is the order shown in --help)
+SUBCOMMANDS: dict[str, str] = {
+    "prepare-gsm8k": "verlfit.gsm8k",
+    "train": "verlfit.train",
+    "plan": "verlfit.plan",
+    "doctor": "verlfit.doctor",
+    "report": "verlfit.report",
+    "profiles": "verlfit.profiles",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the top-level parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="verlfit",
+        description=(
+            "Run verl 0.4.1 PPO/GRPO on 24 GB-class GPUs (Tesla P40: compute capability 6.1; "
+            "A10/L4: 8.6/8.9)."
+        ),
+        epilog=(
+            "examples:\n"
+            "  $ verlfit prepare-gsm8k --output data/gsm8k\n"
+            "  $ verlfit train --profile p40 --dry-run\n"
+            "  $ verlfit train --emulate p40 --steps 50\n"
+            "  $ verlfit doctor\n"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"verlfit {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in SUBCOMMANDS.values():
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``verlfit`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    A :class:`VerlfitError` is printed as ``verlfit: error: <message>`` with its fix and
+    turns into its exit code; other exceptions propagate with their traceback.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except VerlfitError as error:
+        print(f"verlfit: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("verlfit: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,28 @@
+"""The one project error type.
+
+Every expected failure (bad input, a GPU that cannot run a profile, an unknown verl key)
+raises :class:`VerlfitError` with a message that says what failed and what to do next.
+``verlfit.cli.main`` catches it once and prints it without a traceback; any other exception
+is a bug and keeps its traceback.
+"""
+
+
+class VerlfitError(Exception):
+    """An expected failure with a user-facing message.
+
+    Args:
+        message: what failed, naming the input (a file, a key, a GPU).
+        fix: the command or setting that fixes it; printed on its own line.
+        exit_code: the process exit status ``verlfit`` returns (2 for usage errors).
+    """
+
+    def __init__(self, message: str, fix: str | None = None, exit_code: int = 1):
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+        self.exit_code = exit_code
+
+    def __str__(self) -> str:
+        if self.fix:
+            return f"{self.message}\n  fix: {self.fix}"
+        return self.message

@@ -1,0 +1,236 @@
+"""Hardware profiles as data: one YAML file per profile in this folder, validated on load.
+
+A profile says how verl must run on one class of GPU: the environment defaults
+(``VLLM_DTYPE``, ``TRITON_MAX_SHARED_MEMORY`` in bytes, ``PYTORCH_CUDA_ALLOC_CONF``), the dtype,
+the attention implementation, the rollout engine, and the verl overrides that follow.
+
+* ``p40``: compute capability 6.x. fp32, SDPA, HF rollout, no Triton.
+* ``a10``: compute capability >= 8.0 (A10, L4). bf16, FlashAttention-2, vLLM rollout.
+* ``auto``: ``p40`` below compute capability 8.0, ``a10`` from 8.0 (:func:`select_profile`).
+
+The ``verlfit profiles`` subcommand lists them and prints a profile's environment for the
+container entrypoint (``--env-shell``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from dataclasses import dataclass, field
+from importlib import resources
+
+import yaml
+
+from verlfit.errors import VerlfitError
+
+PROFILE_NAMES = ("p40", "a10")
+ENVIRONMENT_KEYS = ("VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF")
+DTYPES = ("float32", "bfloat16", "float16")
+ATTENTION = ("sdpa", "eager", "flash_attention_2")
+ROLLOUTS = ("hf", "vllm")
+_KEYS = {"name", "description", "image", "compute_capability", "gpu_memory_gib", "environment", "dtype", "attention", "rollout", "overrides", "vllm"}
+_REQUIRED = _KEYS - {"vllm"}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One hardware profile (see the YAML files beside this module).
+
+    Attributes:
+        name: ``"p40"`` or ``"a10"``.
+        description: one line for ``verlfit profiles``.
+        image: the image built for it, e.g. ``"verlfit:p40"``.
+        min_compute_capability: lowest ``(major, minor)`` that can run it.
+        gpu_memory_gib: usable memory of the reference 24 GB card in GiB (plan default and
+            ``--emulate`` limit).
+        environment: defaults for ``VLLM_DTYPE``, ``TRITON_MAX_SHARED_MEMORY`` (bytes, as
+            text) and ``PYTORCH_CUDA_ALLOC_CONF``; user-set values win.
+        dtype: torch dtype name of parameters and compute.
+        attention: HF ``attn_implementation`` for actor, ref and critic.
+        rollout: ``"hf"`` or ``"vllm"``.
+        overrides: verl Hydra overrides (``key=value``, ``+key=value`` for keys absent from
+            ``ppo_trainer.yaml``) that follow from the above.
+        vllm_gpu_memory_utilization: vLLM's fraction of the card (vLLM profiles only).
+    """
+
+    name: str
+    description: str
+    image: str
+    min_compute_capability: tuple[int, int]
+    gpu_memory_gib: float
+    environment: dict[str, str]
+    dtype: str
+    attention: str
+    rollout: str
+    overrides: tuple[str, ...]
+    vllm_gpu_memory_utilization: float | None = None
+    source: str = field(default="", compare=False)
+
+
+def _parse_capability(text: str, where: str) -> tuple[int, int]:
+    try:
+        major, minor = str(text).split(".")
+        return int(major), int(minor)
+    except ValueError:
+        raise VerlfitError(f"{where}: compute_capability.min must look like \"6.0\", got {text!r}") from None
+
+
+def parse_profile(data: dict, source: str) -> Profile:
+    """Validate one profile's parsed YAML and return it.
+
+    Raises:
+        VerlfitError: naming ``source`` and the offending key, for a missing or unknown key,
+            an environment default that is not one of the three knobs, or a value outside
+            the allowed set.
+    """
+    if not isinstance(data, dict):
+        raise VerlfitError(f"{source}: a profile must be a mapping, got {type(data).__name__}")
+    missing = sorted(_REQUIRED - data.keys())
+    unknown = sorted(data.keys() - _KEYS)
+    if missing:
+        raise VerlfitError(f"{source}: missing keys {missing}")
+    if unknown:
+        raise VerlfitError(f"{source}: unknown keys {unknown} (allowed: {sorted(_KEYS)})")
+    environment = data["environment"]
+    if not isinstance(environment, dict) or set(environment) != set(ENVIRONMENT_KEYS):
+        raise VerlfitError(f"{source}: environment must set exactly {list(ENVIRONMENT_KEYS)}, got {sorted(environment or {})}")
+    try:
+        int(environment["TRITON_MAX_SHARED_MEMORY"])
+    except (TypeError, ValueError):
+        raise VerlfitError(f"{source}: TRITON_MAX_SHARED_MEMORY must be a number of bytes, got {environment['TRITON_MAX_SHARED_MEMORY']!r}") from None
+    for key, allowed in (("dtype", DTYPES), ("attention", ATTENTION), ("rollout", ROLLOUTS)):
+        if data[key] not in allowed:
+            raise VerlfitError(f"{source}: {key} must be one of {list(allowed)}, got {data[key]!r}")
+    if environment["VLLM_DTYPE"] not in DTYPES:
+        raise VerlfitError(f"{source}: VLLM_DTYPE must be one of {list(DTYPES)}, got {environment['VLLM_DTYPE']!r}")
+    overrides = data["overrides"]
+    if not isinstance(overrides, list) or not all(isinstance(o, str) and "=" in o for o in overrides):
+        raise VerlfitError(f"{source}: overrides must be a list of 'key=value' strings")
+    vllm = data.get("vllm") or {}
+    utilization = vllm.get("gpu_memory_utilization")
+    if data["rollout"] == "vllm" and not (isinstance(utilization, (int, float)) and 0 < utilization < 1):
+        raise VerlfitError(f"{source}: a vllm profile needs vllm.gpu_memory_utilization in (0, 1), got {utilization!r}")
+    return Profile(
+        name=data["name"],
+        description=data["description"],
+        image=data["image"],
+        min_compute_capability=_parse_capability(data["compute_capability"].get("min"), source),
+        gpu_memory_gib=float(data["gpu_memory_gib"]),
+        environment={key: str(value) for key, value in environment.items()},
+        dtype=data["dtype"],
+        attention=data["attention"],
+        rollout=data["rollout"],
+        overrides=tuple(overrides),
+        vllm_gpu_memory_utilization=float(utilization) if utilization is not None else None,
+        source=source,
+    )
+
+
+def load_profile(name: str) -> Profile:
+    """Load and validate the profile ``name`` (``"p40"`` or ``"a10"``).
+
+    Raises:
+        VerlfitError: for an unknown name (listing the known ones) or an invalid file.
+    """
+    if name not in PROFILE_NAMES:
+        raise VerlfitError(f"unknown profile {name!r}", fix=f"use one of: {', '.join(PROFILE_NAMES)}, auto", exit_code=2)
+    source = f"profiles/{name}.yaml"
+    text = resources.files(__name__).joinpath(f"{name}.yaml").read_text()
+    profile = parse_profile(yaml.safe_load(text), source)
+    if profile.name != name:
+        raise VerlfitError(f"{source}: name is {profile.name!r}, expected {name!r}")
+    return profile
+
+
+def profile_for_capability(compute_capability: tuple[int, int]) -> str:
+    """Name the profile for a compute capability: ``p40`` for 6.x/7.x, ``a10`` from 8.0.
+
+    Raises:
+        VerlfitError: below 6.0 (torch 2.6.0+cu118 has no kernels for it before sm_50, and
+            verlfit has no profile for 5.x).
+    """
+    if compute_capability < (6, 0):
+        raise VerlfitError(f"compute capability {compute_capability[0]}.{compute_capability[1]} is below 6.0: no verlfit profile runs on it")
+    return "p40" if compute_capability < (8, 0) else "a10"
+
+
+def select_profile(name: str, gpu=None) -> Profile:
+    """Resolve ``name`` (``p40``, ``a10`` or ``auto``) against the visible GPU.
+
+    Args:
+        name: the requested profile.
+        gpu: a :class:`verlfit.gpu.GpuInfo` or None when no GPU is visible (dry runs).
+
+    Raises:
+        VerlfitError: ``auto`` with no GPU; or a profile the GPU cannot run, naming the GPU,
+            its compute capability and the profile/image to use instead.
+    """
+    if name == "auto":
+        if gpu is None:
+            raise VerlfitError("--profile auto needs a visible GPU to choose by compute capability", fix="pass --profile p40 or --profile a10")
+        name = profile_for_capability(gpu.compute_capability)
+    profile = load_profile(name)
+    if gpu is not None and gpu.compute_capability < profile.min_compute_capability:
+        instead = profile_for_capability(gpu.compute_capability)
+        need = ".".join(map(str, profile.min_compute_capability))
+        raise VerlfitError(
+            f"profile {profile.name!r} needs compute capability >= {need} (bf16, FlashAttention-2, vLLM), "
+            f"but GPU {gpu.index} is a {gpu.name} with compute capability {gpu.compute_capability_text}",
+            fix=f"use --profile {instead} (image verlfit:{instead})",
+        )
+    return profile
+
+
+def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, str]:
+    """Return the three knobs' values: the user's where set (non-empty), else the profile's.
+
+    ``environ`` is typically ``os.environ``. Only the keys in ``ENVIRONMENT_KEYS`` are returned.
+    """
+    return {key: environ[key] if environ.get(key) else profile.environment[key] for key in ENVIRONMENT_KEYS}
+
+
+def environment_shell(profile: Profile) -> str:
+    """Shell lines that set each knob to the profile default unless the user set it.
+
+    Example line: ``: "${VLLM_DTYPE:=float32}"; export VLLM_DTYPE``. Used by
+    ``entrypoint/entrypoint.sh`` through ``verlfit profiles --env-shell NAME``.
+    """
+    lines = []
+    for key in ENVIRONMENT_KEYS:
+        default = profile.environment[key]
+        lines.append(f"export {key}=\"${{{key}:-{default}}}\"" if not any(c in default for c in "\"$`\\}") else f"export {key}=${{{key}:-{shlex.quote(default)}}}")
+    return "\n".join(lines)
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "profiles",
+        help="list hardware profiles, or show one",
+        description="List verlfit's hardware profiles, show one, or print its environment defaults as shell.",
+        epilog="examples:\n  $ verlfit profiles\n  $ verlfit profiles p40\n  $ eval \"$(verlfit profiles p40 --env-shell)\"",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("name", nargs="?", choices=PROFILE_NAMES, help="profile to show")
+    parser.add_argument("--env-shell", action="store_true", help="print shell lines exporting the environment defaults (user values win)")
+    parser.set_defaults(func=_run)
+    return parser
+
+
+def _run(args) -> int:
+    if args.env_shell:
+        if not args.name:
+            raise VerlfitError("--env-shell needs a profile name", fix="verlfit profiles p40 --env-shell", exit_code=2)
+        print(environment_shell(load_profile(args.name)))
+        return 0
+    names = [args.name] if args.name else PROFILE_NAMES
+    for name in names:
+        profile = load_profile(name)
+        print(f"{profile.name}: {profile.description}")
+        if args.name:
+            print(f"  image: {profile.image}\n  compute capability >= {'.'.join(map(str, profile.min_compute_capability))}")
+            print(f"  dtype: {profile.dtype}; attention: {profile.attention}; rollout: {profile.rollout}")
+            for key, value in profile.environment.items():
+                print(f"  {key}={value}")
+            for override in profile.overrides:
+                print(f"  {override}")
+    return 0

@@ -1,0 +1,13 @@
+"""verlfit report (not yet implemented)."""
+
+from verlfit.errors import VerlfitError
+
+
+def register(subparsers):
+    parser = subparsers.add_parser("report", help="(not yet implemented)")
+    parser.set_defaults(func=_run)
+    return parser
+
+
+def _run(args):
+    raise VerlfitError("verlfit report is not implemented yet")

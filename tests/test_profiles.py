@@ -1,0 +1,50 @@
+"""Profiles: validation on load, auto selection, refusal on a GPU that cannot run one, env precedence."""
+
+import pytest
+
+from verlfit.errors import VerlfitError
+from verlfit.gpu import GpuInfo
+from verlfit.profiles import environment_shell, load_profile, parse_profile, resolve_environment, select_profile
+
+P40 = GpuInfo(index=0, name="Tesla P40", compute_capability=(6, 1), total_memory_bytes=25_637_224_448, free_memory_bytes=25_000_000_000)
+A10 = GpuInfo(index=0, name="NVIDIA A10", compute_capability=(8, 6), total_memory_bytes=24_146_608_128, free_memory_bytes=23_000_000_000)
+
+
+def test_auto_picks_by_compute_capability():
+    assert select_profile("auto", P40).name == "p40"
+    assert select_profile("auto", A10).name == "a10"
+
+
+def test_a10_on_p40_is_refused_naming_gpu_capability_and_fix():
+    with pytest.raises(VerlfitError) as caught:
+        select_profile("a10", P40)
+    text = str(caught.value)
+    assert "GPU 0 is a Tesla P40 with compute capability 6.1" in text
+    assert "use --profile p40 (image verlfit:p40)" in text
+
+
+def test_p40_profile_values():
+    profile = load_profile("p40")
+    assert (profile.dtype, profile.attention, profile.rollout) == ("float32", "sdpa", "hf")
+    assert profile.environment == {"VLLM_DTYPE": "float32", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert "actor_rollout_ref.rollout.name=hf" in profile.overrides
+
+
+def test_user_environment_wins_and_empty_does_not():
+    profile = load_profile("p40")
+    resolved = resolve_environment(profile, {"VLLM_DTYPE": "float16", "PYTORCH_CUDA_ALLOC_CONF": "", "OTHER": "x"})
+    assert resolved == {"VLLM_DTYPE": "float16", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+
+
+def test_environment_shell_lines():
+    assert environment_shell(load_profile("a10")).splitlines()[0] == 'export VLLM_DTYPE="${VLLM_DTYPE:-bfloat16}"'
+
+
+def test_invalid_profile_names_the_key():
+    data = {"name": "x", "description": "d", "image": "i", "compute_capability": {"min": "6.0"}, "gpu_memory_gib": 1, "environment": {"VLLM_DTYPE": "float32", "TRITON_MAX_SHARED_MEMORY": "lots", "PYTORCH_CUDA_ALLOC_CONF": ""}, "dtype": "float32", "attention": "sdpa", "rollout": "hf", "overrides": []}
+    with pytest.raises(VerlfitError, match="x.yaml: TRITON_MAX_SHARED_MEMORY must be a number of bytes, got 'lots'"):
+        parse_profile(data, "x.yaml")
+    data["environment"]["TRITON_MAX_SHARED_MEMORY"] = 1
+    data["cpu_offload"] = True
+    with pytest.raises(VerlfitError, match=r"unknown keys \['cpu_offload'\]"):
+        parse_profile(data, "x.yaml")
