@@ -1,0 +1,41 @@
+"""Shared fixtures: a locally trained Qwen2.5-style tokenizer and a tiny random Qwen2 model (no hub access).
+
+``benchmarks/`` is put on sys.path so tests can ``import make_model``, ``import gsm8k_synthetic`` and
+``import sft_warmup``.
+"""
+
+import os
+import sys
+
+import pytest
+
+_BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
+if _BENCHMARKS not in sys.path:
+    sys.path.insert(0, _BENCHMARKS)
+
+# Never reach for the hub from tests, whatever the environment says.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def qwen_style_tokenizer_dir(tmp_path_factory):
+    """Directory with a byte-level BPE tokenizer (Qwen2TokenizerFast files, Qwen2.5 ChatML template), trained
+    once per session on the built-in corpus (a few seconds)."""
+    import make_model
+
+    out = tmp_path_factory.mktemp("qwen_style_tokenizer")
+    make_model.train_tokenizer(str(out))
+    return str(out)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_dir(tmp_path_factory, qwen_style_tokenizer_dir):
+    """Directory with a random-weight tiny Qwen2ForCausalLM (2 layers, hidden 64, fp32) plus the session
+    tokenizer: loadable with AutoTokenizer / AutoModelForCausalLM.from_pretrained."""
+    import make_model
+
+    out = tmp_path_factory.mktemp("tiny_qwen2")
+    make_model.make_model(str(out), shape="tiny", tokenizer_dir=qwen_style_tokenizer_dir, seed=0)
+    return str(out)
