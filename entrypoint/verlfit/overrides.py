@@ -1,0 +1,406 @@
+"""verl Hydra overrides: build the complete list for ``verl.trainer.main_ppo`` and validate it.
+
+Building is pure (:func:`build_overrides` turns :class:`TrainSettings`, a profile and the
+resolved environment knobs into ``key=value`` strings). Validation (:func:`validate_overrides`)
+composes the list with Hydra against the *installed* verl's own ``ppo_trainer.yaml``, so a key
+that verl does not have fails before Ray starts, with the closest valid keys as a suggestion.
+
+Keys that verl 0.4.1 reads but its yaml lacks need a leading ``+`` (Hydra's "append"); Hydra
+accepts any ``+key``, so such keys are checked against :data:`KNOWN_ADDED_KEYS` instead: a
+``+key`` verl never reads would otherwise be ignored silently.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verlfit.errors import VerlfitError
+
+# Keys absent from verl 0.4.1's ppo_trainer.yaml that verl (or our patch series) reads.
+# Source: fsdp_workers.py:214 (model_dtype), :292-296 / :964-968 (mixed_precision.*),
+# hf_rollout.py:46 (rollout.micro_batch_size), fsdp_workers.py:503/895 (override_config.*),
+# patches/verl-0.4.1 (attn_implementation, autocast_dtype).
+KNOWN_ADDED_KEYS = (
+    "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype",
+    "actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype",
+    "actor_rollout_ref.actor.fsdp_config.mixed_precision.buffer_dtype",
+    "actor_rollout_ref.actor.fsdp_config.model_dtype",
+    "actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype",
+    "actor_rollout_ref.ref.fsdp_config.mixed_precision.reduce_dtype",
+    "actor_rollout_ref.ref.fsdp_config.mixed_precision.buffer_dtype",
+    "actor_rollout_ref.ref.fsdp_config.model_dtype",
+    "critic.model.fsdp_config.mixed_precision.param_dtype",
+    "critic.model.fsdp_config.mixed_precision.reduce_dtype",
+    "critic.model.fsdp_config.mixed_precision.buffer_dtype",
+    "critic.model.fsdp_config.model_dtype",
+    "actor_rollout_ref.rollout.micro_batch_size",
+    "actor_rollout_ref.model.attn_implementation",
+    "critic.model.attn_implementation",
+    "actor_rollout_ref.actor.autocast_dtype",
+    "actor_rollout_ref.ref.autocast_dtype",
+    "critic.autocast_dtype",
+)
+# Any key below these prefixes is passed to the HF config as-is (fsdp_workers.py:503, :895).
+KNOWN_ADDED_PREFIXES = ("actor_rollout_ref.model.override_config.", "critic.model.override_config.")
+
+# Keys that public recipes use but verl has never had, and what to use instead.
+KNOWN_MISTAKES = {
+    "cpu_offload": "verl's FSDP offload keys are fsdp_config.param_offload and fsdp_config.optimizer_offload",
+    "offload_params": "verl's FSDP offload keys are fsdp_config.param_offload and fsdp_config.optimizer_offload",
+    "offload_optimizer": "verl's FSDP offload keys are fsdp_config.param_offload and fsdp_config.optimizer_offload",
+}
+
+# A Triton kernel that asks for more shared memory per block than this is refused on a card
+# with less ("out of resource: shared memory, Required: 81920, Hardware limit: 49152", FACTS.md
+# section 6). Below it, verlfit turns every Triton-backed verl feature off.
+TRITON_MIN_SHARED_MEMORY = 81920
+
+GSM8K_DATA_SOURCE = "openai/gsm8k"
+
+
+@dataclass
+class TrainSettings:
+    """What ``verlfit train`` was asked for, before it becomes verl overrides.
+
+    Sizes are counts of prompts (verl multiplies mini-batches by ``rollout_n`` itself); lengths
+    are tokens; learning rates are per step.
+    """
+
+    model: str = "Qwen/Qwen2.5-0.5B-Instruct"
+    data_dir: str = "data/gsm8k"
+    run_dir: str = "runs/verlfit"
+    algorithm: str = "ppo"  # "ppo" (GAE with a critic) or "grpo" (no critic, n samples, KL loss)
+    steps: int | None = None
+    epochs: int = 1
+    gpus: int = 1
+    nodes: int = 1
+    train_batch_size: int = 32
+    ppo_mini_batch_size: int = 16
+    actor_micro_batch_size: int = 4
+    log_prob_micro_batch_size: int = 8
+    critic_micro_batch_size: int = 4
+    rollout_micro_batch_size: int = 8
+    max_prompt_length: int = 512
+    max_response_length: int = 256
+    rollout_n: int = 4  # used by grpo only
+    actor_lr: float = 1e-6
+    critic_lr: float = 1e-5
+    kl_loss_coef: float = 0.001
+    gradient_checkpointing: bool = True
+    actor_param_offload: bool = False
+    actor_optimizer_offload: bool = False
+    critic_param_offload: bool = False
+    critic_optimizer_offload: bool = False
+    save_freq: int = 25
+    test_freq: int = 25
+    val_batch_size: int = 256
+    validate_before_train: bool = True
+    resume: bool = False
+    loggers: tuple[str, ...] = ("console",)
+    extra_overrides: list[str] = field(default_factory=list)
+
+
+def triton_allowed(environment: dict[str, str], compute_capability: tuple[int, int] | None) -> bool:
+    """True when Triton-backed features (torch.compile, liger, fused kernels) may be enabled.
+
+    Needs ``TRITON_MAX_SHARED_MEMORY`` (bytes) >= :data:`TRITON_MIN_SHARED_MEMORY` and, when the
+    GPU is known, compute capability >= 7.0 (Triton cannot target older GPUs).
+
+    Raises:
+        VerlfitError: when ``TRITON_MAX_SHARED_MEMORY`` is not a whole number of bytes.
+    """
+    text = environment["TRITON_MAX_SHARED_MEMORY"]
+    try:
+        shared_memory = int(text)
+    except ValueError:
+        raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={text!r} is not a number of bytes", fix="unset it, or set e.g. TRITON_MAX_SHARED_MEMORY=49152 (48 KiB)") from None
+    if compute_capability is not None and compute_capability < (7, 0):
+        return False
+    return shared_memory >= TRITON_MIN_SHARED_MEMORY
+
+
+def check_allocator_config(environment: dict[str, str], rollout: str) -> None:
+    """Refuse ``expandable_segments:True`` with vLLM rollout.
+
+    verl always enables vLLM's sleep mode, and vLLM's CuMemAllocator asserts that
+    ``PYTORCH_CUDA_ALLOC_CONF`` does not enable expandable segments (vllm/device_allocator/cumem.py).
+
+    Raises:
+        VerlfitError: naming the variable, the reason and the fix.
+    """
+    conf = environment.get("PYTORCH_CUDA_ALLOC_CONF", "")
+    options = dict(part.split(":", 1) for part in conf.split(",") if ":" in part)
+    if rollout == "vllm" and options.get("expandable_segments", "").strip().lower() == "true":
+        raise VerlfitError(
+            f"PYTORCH_CUDA_ALLOC_CONF={conf!r} enables expandable_segments, which vLLM rejects: "
+            "verl runs vLLM in sleep mode, whose memory pool cannot use expandable segments",
+            fix="unset PYTORCH_CUDA_ALLOC_CONF (the a10 profile sets max_split_size_mb:256) or use the p40 profile's HF rollout",
+        )
+
+
+def _bool(value: bool) -> str:
+    return "True" if value else "False"
+
+
+def quote_value(value: str) -> str:
+    """Quote a value for Hydra's override grammar when it holds characters outside the plain set."""
+    if re.fullmatch(r"[A-Za-z0-9_./:~@+\-]*", value) and value not in ("", "null", "true", "false"):
+        return value
+    escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+def build_overrides(settings: TrainSettings, profile, environment: dict[str, str], compute_capability: tuple[int, int] | None = None) -> list[str]:
+    """Return the complete override list for ``python -m verl.trainer.main_ppo``.
+
+    Order: data, model, algorithm, batch and micro-batch sizes, memory, the profile's
+    overrides, what the environment knobs decide, trainer settings, then the user's
+    ``extra_overrides``; later entries for the same key replace earlier ones
+    (:func:`merge_overrides`), so the user always wins.
+
+    Args:
+        settings: the training request.
+        profile: a :class:`verlfit.profiles.Profile`.
+        environment: the resolved knobs (:func:`verlfit.profiles.resolve_environment`).
+        compute_capability: the GPU's, when known (decides Triton features).
+
+    Raises:
+        VerlfitError: for an unknown algorithm, sizes that do not divide, or a rejected
+            allocator configuration.
+    """
+    s = settings
+    if s.algorithm not in ("ppo", "grpo"):
+        raise VerlfitError(f"--algo {s.algorithm!r} is not supported", fix="use --algo ppo (GAE with a critic) or --algo grpo", exit_code=2)
+    if s.train_batch_size % s.ppo_mini_batch_size:
+        raise VerlfitError(f"--mini-batch-size {s.ppo_mini_batch_size} does not divide --batch-size {s.train_batch_size}", fix="choose a mini-batch size that divides the batch size", exit_code=2)
+    samples = s.rollout_n if s.algorithm == "grpo" else 1
+    per_gpu_mini = s.ppo_mini_batch_size * samples // max(s.gpus * s.nodes, 1)
+    for name, micro in (("actor", s.actor_micro_batch_size), ("critic", s.critic_micro_batch_size)):
+        if per_gpu_mini % micro:
+            raise VerlfitError(f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of {per_gpu_mini} responses", fix="use a power of two no larger than the mini-batch (or leave micro-batches to the planner)", exit_code=2)
+    check_allocator_config(environment, profile.rollout)
+    data = Path(s.data_dir)
+    out = [
+        f"data.train_files={quote_value(str(data / 'train.parquet'))}",
+        f"data.val_files={quote_value(str(data / 'test.parquet'))}",
+        f"data.train_batch_size={s.train_batch_size}",
+        f"data.val_batch_size={s.val_batch_size}",
+        f"data.max_prompt_length={s.max_prompt_length}",
+        f"data.max_response_length={s.max_response_length}",
+        "data.filter_overlong_prompts=True",
+        "data.truncation=error",
+        f"actor_rollout_ref.model.path={quote_value(s.model)}",
+        f"actor_rollout_ref.model.enable_gradient_checkpointing={_bool(s.gradient_checkpointing)}",
+        f"actor_rollout_ref.actor.optim.lr={s.actor_lr}",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={s.ppo_mini_batch_size}",
+        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={s.actor_micro_batch_size}",
+        f"actor_rollout_ref.actor.fsdp_config.param_offload={_bool(s.actor_param_offload)}",
+        f"actor_rollout_ref.actor.fsdp_config.optimizer_offload={_bool(s.actor_optimizer_offload)}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={s.log_prob_micro_batch_size}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={s.log_prob_micro_batch_size}",
+        f"actor_rollout_ref.ref.fsdp_config.param_offload={_bool(s.actor_param_offload)}",
+        f"actor_rollout_ref.rollout.dtype={environment['VLLM_DTYPE']}",
+    ]
+    if s.algorithm == "ppo":
+        out += [
+            "algorithm.adv_estimator=gae",
+            "actor_rollout_ref.rollout.n=1",
+            "actor_rollout_ref.actor.use_kl_loss=False",
+            "algorithm.use_kl_in_reward=False",
+            f"critic.model.path={quote_value(s.model)}",
+            f"critic.optim.lr={s.critic_lr}",
+            f"critic.model.enable_gradient_checkpointing={_bool(s.gradient_checkpointing)}",
+            f"critic.ppo_micro_batch_size_per_gpu={s.critic_micro_batch_size}",
+            f"critic.model.fsdp_config.param_offload={_bool(s.critic_param_offload)}",
+            f"critic.model.fsdp_config.optimizer_offload={_bool(s.critic_optimizer_offload)}",
+        ]
+    else:
+        out += [
+            "algorithm.adv_estimator=grpo",
+            f"actor_rollout_ref.rollout.n={s.rollout_n}",
+            "actor_rollout_ref.actor.use_kl_loss=True",
+            f"actor_rollout_ref.actor.kl_loss_coef={s.kl_loss_coef}",
+            "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+            "actor_rollout_ref.actor.entropy_coeff=0",
+            "algorithm.use_kl_in_reward=False",
+        ]
+    out += list(profile.overrides)
+    if profile.rollout == "hf":
+        out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size}")
+    else:
+        out += [
+            f"actor_rollout_ref.rollout.gpu_memory_utilization={profile.vllm_gpu_memory_utilization}",
+            f"actor_rollout_ref.rollout.max_num_batched_tokens={max(8192, s.max_prompt_length + s.max_response_length)}",
+        ]
+    if not triton_allowed(environment, compute_capability):
+        out += [
+            "actor_rollout_ref.actor.use_torch_compile=False",
+            "actor_rollout_ref.model.use_liger=False",
+            "actor_rollout_ref.model.use_fused_kernels=False",
+        ]
+    loggers = ",".join(f"'{name}'" for name in s.loggers)
+    out += [
+        "trainer.project_name=verlfit",
+        f"trainer.experiment_name={quote_value(Path(s.run_dir).name)}",
+        f"trainer.default_local_dir={quote_value(str(Path(s.run_dir) / 'checkpoints'))}",
+        f"trainer.logger=[{loggers}]",
+        f"trainer.n_gpus_per_node={s.gpus}",
+        f"trainer.nnodes={s.nodes}",
+        # with --steps, epochs only bound the loop: one step per epoch at least, so steps suffice
+        f"trainer.total_epochs={s.steps if s.steps is not None else s.epochs}",
+        f"trainer.total_training_steps={s.steps if s.steps is not None else 'null'}",
+        f"trainer.save_freq={s.save_freq}",
+        f"trainer.test_freq={s.test_freq}",
+        f"trainer.val_before_train={_bool(s.validate_before_train)}",
+        f"trainer.resume_mode={'auto' if s.resume else 'disable'}",
+        "trainer.critic_warmup=0",
+    ]
+    return merge_overrides(out + list(s.extra_overrides))
+
+
+def split_override(override: str) -> tuple[str, str, str]:
+    """Split ``[+|++|~]key=value`` into ``(prefix, key, value)``.
+
+    Raises:
+        VerlfitError: when there is no ``=`` (``~key`` deletions are allowed without one).
+    """
+    match = re.fullmatch(r"(\+\+|\+|~)?([A-Za-z0-9_.\-/@]+)(?:=(.*))?", override, flags=re.S)
+    if not match or (match.group(3) is None and match.group(1) != "~"):
+        raise VerlfitError(f"override {override!r} is not key=value", fix="write overrides as section.key=value, e.g. actor_rollout_ref.actor.optim.lr=1e-6", exit_code=2)
+    return match.group(1) or "", match.group(2), match.group(3) if match.group(3) is not None else ""
+
+
+def merge_overrides(overrides: list[str]) -> list[str]:
+    """Keep one override per key: the last value wins, at the position of the first.
+
+    The prefix (``+`` or none) of the first occurrence is kept, because verlfit's own entries
+    come first and know whether verl's yaml has the key; a user repeating a ``+key`` must not
+    make Hydra fail with "an item is already at".
+    """
+    position: dict[str, int] = {}
+    merged: list[list[str]] = []
+    for override in overrides:
+        prefix, key, value = split_override(override)
+        if key in position:
+            merged[position[key]][2] = value
+            if prefix == "~":
+                merged[position[key]][0] = "~"
+        else:
+            position[key] = len(merged)
+            merged.append([prefix, key, value])
+    return [f"{prefix}{key}" if prefix == "~" else f"{prefix}{key}={value}" for prefix, key, value in merged]
+
+
+def verl_config_dir() -> Path:
+    """Return the installed verl's ``verl/trainer/config`` directory.
+
+    Raises:
+        VerlfitError: when verl is not importable.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise VerlfitError("verl is not installed in this Python, so overrides cannot be validated", fix="pip install verl==0.4.1 (the images install it), or pass --no-validate")
+    config_dir = Path(list(spec.submodule_search_locations)[0]) / "trainer" / "config"
+    if not (config_dir / "ppo_trainer.yaml").is_file():
+        raise VerlfitError(f"{config_dir / 'ppo_trainer.yaml'} is missing: is this a complete verl install?")
+    return config_dir
+
+
+def config_keys(config) -> list[str]:
+    """All dotted key paths of an OmegaConf tree (leaves and sections), unresolved."""
+    from omegaconf import DictConfig
+
+    keys: list[str] = []
+
+    def walk(node, prefix: str) -> None:
+        for key in node.keys():
+            path = f"{prefix}{key}"
+            keys.append(path)
+            child = node._get_node(key)
+            if isinstance(child, DictConfig) and not child._is_missing() and not child._is_none():
+                walk(child, path + ".")
+
+    walk(config, "")
+    return keys
+
+
+def suggest_keys(key: str, valid: list[str], limit: int = 3) -> list[str]:
+    """Closest valid keys to ``key``: same-leaf keys under the same section first, then difflib."""
+    leaf = key.rsplit(".", 1)[-1]
+    section = key.rsplit(".", 1)[0] if "." in key else ""
+    hint_keys = []
+    if leaf in KNOWN_MISTAKES:
+        hint_keys = [k for k in valid if k.startswith(section + ".") and k.rsplit(".", 1)[-1] in ("param_offload", "optimizer_offload")]
+    close = difflib.get_close_matches(key, valid, n=limit, cutoff=0.6)
+    same_section = [k for k in valid if k.startswith(section + ".") and k.count(".") == key.count(".")]
+    close += difflib.get_close_matches(key, same_section, n=limit, cutoff=0.0)
+    seen: list[str] = []
+    for candidate in hint_keys + close:
+        if candidate not in seen:
+            seen.append(candidate)
+    return seen[: max(limit, len(hint_keys))]
+
+
+def _unknown_key_error(key: str, valid: list[str], added: bool) -> VerlfitError:
+    leaf = key.rsplit(".", 1)[-1]
+    suggestions = suggest_keys(key, valid + list(KNOWN_ADDED_KEYS))
+    why = KNOWN_MISTAKES.get(leaf)
+    what = "verl never reads" if added else "verl 0.4.1's ppo_trainer.yaml has no key"
+    message = f"{what} {key!r}"
+    if why:
+        message += f" ({why})"
+    return VerlfitError(message, fix="did you mean: " + ", ".join(suggestions) if suggestions else "see verl's ppo_trainer.yaml", exit_code=2)
+
+
+def validate_overrides(overrides: list[str], config_dir: Path | None = None):
+    """Compose ``overrides`` with Hydra against verl's ``ppo_trainer.yaml``; return the config.
+
+    ``hydra.*`` overrides are skipped (they configure Hydra itself, not verl). ``+key``
+    overrides must name a key in :data:`KNOWN_ADDED_KEYS` or under
+    :data:`KNOWN_ADDED_PREFIXES`.
+
+    Returns:
+        The composed ``omegaconf.DictConfig`` (unresolved), for the dry run and run record.
+
+    Raises:
+        VerlfitError: for an unknown key (with the closest valid keys; for ``cpu_offload`` or
+            ``offload_params`` pointing to ``param_offload`` / ``optimizer_offload``), a ``+`` on
+            a key that already exists, or a value Hydra cannot parse.
+    """
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    config_dir = config_dir or verl_config_dir()
+    base = OmegaConf.load(config_dir / "ppo_trainer.yaml")
+    valid = config_keys(base)
+    valid_set = set(valid)
+    verl_overrides = []
+    for override in overrides:
+        prefix, key, _ = split_override(override)
+        if key.startswith("hydra."):
+            continue
+        if prefix in ("+", "++"):
+            if key in valid_set and prefix == "+":
+                raise VerlfitError(f"{override!r}: verl's yaml already has {key!r}, so '+' (add a new key) is refused by Hydra", fix=f"drop the '+': {override.lstrip('+')}", exit_code=2)
+            if key not in KNOWN_ADDED_KEYS and not key.startswith(KNOWN_ADDED_PREFIXES) and key not in valid_set:
+                raise _unknown_key_error(key, valid, added=True)
+        elif prefix == "" and key not in valid_set:
+            if key in KNOWN_ADDED_KEYS or key.startswith(KNOWN_ADDED_PREFIXES):
+                raise VerlfitError(f"{override!r}: {key!r} is not in verl's yaml, so it needs a leading '+'", fix=f"write +{override}", exit_code=2)
+            raise _unknown_key_error(key, valid, added=False)
+        verl_overrides.append(override)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            return compose(config_name="ppo_trainer", overrides=verl_overrides)
+    except HydraException as error:
+        raise VerlfitError(f"Hydra rejected the overrides: {error}", exit_code=2) from error
+    finally:
+        GlobalHydra.instance().clear()

@@ -1,0 +1,184 @@
+"""verl overrides: the complete lists per profile and algorithm, Hydra validation against verl 0.4.1's yaml."""
+
+import pytest
+
+from verlfit.errors import VerlfitError
+from verlfit.overrides import TrainSettings, build_overrides, merge_overrides, triton_allowed, validate_overrides
+from verlfit.profiles import load_profile, resolve_environment
+
+COMMON_HEAD = [
+    "data.train_files=/data/gsm8k/train.parquet",
+    "data.val_files=/data/gsm8k/test.parquet",
+    "data.train_batch_size=32",
+    "data.val_batch_size=256",
+    "data.max_prompt_length=512",
+    "data.max_response_length=256",
+    "data.filter_overlong_prompts=True",
+    "data.truncation=error",
+    "actor_rollout_ref.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+    "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+    "actor_rollout_ref.actor.optim.lr=1e-06",
+    "actor_rollout_ref.actor.ppo_mini_batch_size=16",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4",
+    "actor_rollout_ref.actor.fsdp_config.param_offload=False",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload=False",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8",
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=8",
+    "actor_rollout_ref.ref.fsdp_config.param_offload=False",
+]
+PPO = [
+    "algorithm.adv_estimator=gae",
+    "actor_rollout_ref.rollout.n=1",
+    "actor_rollout_ref.actor.use_kl_loss=False",
+    "algorithm.use_kl_in_reward=False",
+    "critic.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+    "critic.optim.lr=1e-05",
+    "critic.model.enable_gradient_checkpointing=True",
+    "critic.ppo_micro_batch_size_per_gpu=4",
+    "critic.model.fsdp_config.param_offload=False",
+    "critic.model.fsdp_config.optimizer_offload=False",
+]
+GRPO = [
+    "algorithm.adv_estimator=grpo",
+    "actor_rollout_ref.rollout.n=4",
+    "actor_rollout_ref.actor.use_kl_loss=True",
+    "actor_rollout_ref.actor.kl_loss_coef=0.001",
+    "actor_rollout_ref.actor.kl_loss_type=low_var_kl",
+    "actor_rollout_ref.actor.entropy_coeff=0",
+    "algorithm.use_kl_in_reward=False",
+]
+P40 = [
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp32",
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype=fp32",
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision.buffer_dtype=fp32",
+    "+actor_rollout_ref.ref.fsdp_config.model_dtype=fp32",
+    "+actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype=fp32",
+    "+critic.model.fsdp_config.mixed_precision.param_dtype=fp32",
+    "+critic.model.fsdp_config.mixed_precision.reduce_dtype=fp32",
+    "+critic.model.fsdp_config.mixed_precision.buffer_dtype=fp32",
+    "+actor_rollout_ref.actor.autocast_dtype=fp32",
+    "+actor_rollout_ref.ref.autocast_dtype=fp32",
+    "+critic.autocast_dtype=fp32",
+    "+actor_rollout_ref.model.attn_implementation=sdpa",
+    "+critic.model.attn_implementation=sdpa",
+    "actor_rollout_ref.model.use_remove_padding=False",
+    "critic.model.use_remove_padding=False",
+    "actor_rollout_ref.rollout.name=hf",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    "actor_rollout_ref.rollout.do_sample=True",
+    "+actor_rollout_ref.rollout.micro_batch_size=8",
+    "actor_rollout_ref.actor.use_torch_compile=False",
+    "actor_rollout_ref.model.use_liger=False",
+    "actor_rollout_ref.model.use_fused_kernels=False",
+]
+A10 = [
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16",
+    "+critic.model.fsdp_config.mixed_precision.param_dtype=bf16",
+    "+actor_rollout_ref.actor.autocast_dtype=bf16",
+    "+actor_rollout_ref.ref.autocast_dtype=bf16",
+    "+critic.autocast_dtype=bf16",
+    "+actor_rollout_ref.model.attn_implementation=flash_attention_2",
+    "+critic.model.attn_implementation=flash_attention_2",
+    "actor_rollout_ref.model.use_remove_padding=True",
+    "critic.model.use_remove_padding=True",
+    "actor_rollout_ref.rollout.name=vllm",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    "actor_rollout_ref.rollout.enforce_eager=False",
+    "actor_rollout_ref.rollout.free_cache_engine=True",
+    "actor_rollout_ref.rollout.gpu_memory_utilization=0.35",
+    "actor_rollout_ref.rollout.max_num_batched_tokens=8192",
+]
+
+
+def trainer(name):
+    return [
+        "trainer.project_name=verlfit",
+        f"trainer.experiment_name={name}",
+        f"trainer.default_local_dir=/runs/{name}/checkpoints",
+        "trainer.logger=['console']",
+        "trainer.n_gpus_per_node=1",
+        "trainer.nnodes=1",
+        "trainer.total_epochs=50",
+        "trainer.total_training_steps=50",
+        "trainer.save_freq=25",
+        "trainer.test_freq=25",
+        "trainer.val_before_train=True",
+        "trainer.resume_mode=disable",
+        "trainer.critic_warmup=0",
+    ]
+
+
+def overrides_for(profile_name, algorithm, environ=None, compute_capability=None, **changes):
+    profile = load_profile(profile_name)
+    settings = TrainSettings(algorithm=algorithm, steps=50, data_dir="/data/gsm8k", run_dir=f"/runs/{algorithm}-{profile_name}", **changes)
+    return build_overrides(settings, profile, resolve_environment(profile, environ or {}), compute_capability)
+
+
+@pytest.mark.parametrize(
+    "profile_name, algorithm, expected",
+    [
+        ("p40", "ppo", COMMON_HEAD + ["actor_rollout_ref.rollout.dtype=float32"] + PPO + P40 + trainer("ppo-p40")),
+        ("p40", "grpo", COMMON_HEAD + ["actor_rollout_ref.rollout.dtype=float32"] + GRPO + P40 + trainer("grpo-p40")),
+        ("a10", "ppo", COMMON_HEAD + ["actor_rollout_ref.rollout.dtype=bfloat16"] + PPO + A10 + trainer("ppo-a10")),
+        ("a10", "grpo", COMMON_HEAD + ["actor_rollout_ref.rollout.dtype=bfloat16"] + GRPO + A10 + trainer("grpo-a10")),
+    ],
+)
+def test_complete_override_list_is_accepted_by_verl_config(profile_name, algorithm, expected):
+    overrides = overrides_for(profile_name, algorithm, compute_capability=(6, 1) if profile_name == "p40" else (8, 6))
+    assert overrides == expected
+    config = validate_overrides(overrides)
+    assert config.actor_rollout_ref.rollout.name == ("hf" if profile_name == "p40" else "vllm")
+    assert config.algorithm.adv_estimator == ("gae" if algorithm == "ppo" else "grpo")
+    assert config.actor_rollout_ref.actor.use_torch_compile is (profile_name != "p40")
+
+
+def test_vllm_dtype_knob_sets_rollout_dtype():
+    assert "actor_rollout_ref.rollout.dtype=float16" in overrides_for("p40", "ppo", {"VLLM_DTYPE": "float16"})
+
+
+def test_triton_knob_turns_triton_features_off_on_a10_when_small():
+    overrides = overrides_for("a10", "ppo", {"TRITON_MAX_SHARED_MEMORY": "49152"}, compute_capability=(8, 6))
+    assert overrides[-16:-13] == ["actor_rollout_ref.actor.use_torch_compile=False", "actor_rollout_ref.model.use_liger=False", "actor_rollout_ref.model.use_fused_kernels=False"]
+    assert triton_allowed({"TRITON_MAX_SHARED_MEMORY": "101376"}, (8, 6)) is True
+    assert triton_allowed({"TRITON_MAX_SHARED_MEMORY": "101376"}, (6, 1)) is False
+    with pytest.raises(VerlfitError, match="TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes"):
+        triton_allowed({"TRITON_MAX_SHARED_MEMORY": "48k"}, None)
+
+
+def test_expandable_segments_refused_with_vllm_and_allowed_with_hf():
+    with pytest.raises(VerlfitError) as caught:
+        overrides_for("a10", "ppo", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+    assert "vLLM rejects" in str(caught.value) and "sleep mode" in str(caught.value)
+    assert overrides_for("p40", "ppo", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+
+
+def test_user_overrides_win_and_keep_the_plus_of_the_first():
+    overrides = overrides_for("p40", "ppo", extra_overrides=["+critic.autocast_dtype=bf16", "trainer.save_freq=5", "trainer.val_before_train=False"])
+    assert "+critic.autocast_dtype=bf16" in overrides and "+critic.autocast_dtype=fp32" not in overrides
+    assert overrides.count("trainer.save_freq=5") == 1 and "trainer.save_freq=25" not in overrides
+    validate_overrides(overrides)
+    assert merge_overrides(["a.b=1", "c=2", "a.b=3"]) == ["a.b=3", "c=2"]
+
+
+@pytest.mark.parametrize(
+    "override, fragments",
+    [
+        ("actor_rollout_ref.actor.fsdp_config.cpu_offload=True", ["has no key 'actor_rollout_ref.actor.fsdp_config.cpu_offload'", "param_offload and fsdp_config.optimizer_offload", "did you mean: actor_rollout_ref.actor.fsdp_config.param_offload, actor_rollout_ref.actor.fsdp_config.optimizer_offload"]),
+        ("+actor_rollout_ref.actor.fsdp_config.offload_params=True", ["verl never reads 'actor_rollout_ref.actor.fsdp_config.offload_params'", "did you mean: actor_rollout_ref.actor.fsdp_config.param_offload"]),
+        ("actor_rollout_ref.actor.optim.lrr=1e-6", ["has no key 'actor_rollout_ref.actor.optim.lrr'", "did you mean: actor_rollout_ref.actor.optim.lr"]),
+        ("+actor_rollout_ref.actor.use_torch_compile=False", ["already has 'actor_rollout_ref.actor.use_torch_compile'", "drop the '+': actor_rollout_ref.actor.use_torch_compile=False"]),
+        ("critic.autocast_dtype=fp32", ["needs a leading '+'", "write +critic.autocast_dtype=fp32"]),
+        ("trainer.total_training_steps", ["is not key=value"]),
+    ],
+)
+def test_bad_keys_are_refused_with_a_suggestion(override, fragments):
+    with pytest.raises(VerlfitError) as caught:
+        validate_overrides([override])
+    text = str(caught.value)
+    for fragment in fragments:
+        assert fragment in text
+
+
+def test_micro_batch_must_divide_mini_batch():
+    with pytest.raises(VerlfitError, match="actor micro-batch 3 does not divide the per-GPU mini-batch of 16 responses"):
+        overrides_for("p40", "ppo", actor_micro_batch_size=3)

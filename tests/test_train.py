@@ -1,0 +1,78 @@
+"""verlfit train: dry runs without a GPU, emulation, run directory, resume plan."""
+
+import json
+
+import pytest
+
+from verlfit import cli
+from verlfit.gpu import GpuInfo
+from verlfit.train import create_run_directory, prepare_launch, register, resume_plan
+
+H200 = GpuInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), total_memory_bytes=150_754_820_096, free_memory_bytes=150_000_000_000)
+P40 = GpuInfo(index=0, name="Tesla P40", compute_capability=(6, 1), total_memory_bytes=25_637_224_448, free_memory_bytes=25_000_000_000)
+
+
+def parse(argv):
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser.parse_args(["train", *argv])
+
+
+@pytest.mark.parametrize("profile, rollout", [("p40", "actor_rollout_ref.rollout.name=hf"), ("a10", "actor_rollout_ref.rollout.name=vllm")])
+def test_dry_run_prints_command_without_gpu(profile, rollout, capsys, monkeypatch):
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    assert cli.main(["train", "--profile", profile, "--dry-run", "--steps", "3", "--plan", "off"]) == 0
+    out = capsys.readouterr().out
+    assert f"profile: {profile}    GPU: none detected" in out
+    assert "-m verl.trainer.main_ppo" in out
+    assert rollout in out
+    assert "trainer.total_training_steps=3" in out
+
+
+def test_dry_run_with_auto_profile_and_no_gpu_says_so(capsys):
+    assert cli.main(["train", "--profile", "auto", "--dry-run"]) == 1
+    assert "no NVIDIA GPU visible" in capsys.readouterr().err
+
+
+def test_a10_on_p40_refused_before_anything_starts():
+    from verlfit.errors import VerlfitError
+
+    with pytest.raises(VerlfitError, match="Tesla P40 with compute capability 6.1"):
+        prepare_launch(parse(["--profile", "a10", "--plan", "off"]), environ={}, gpu=P40)
+
+
+def test_emulate_p40_sets_memory_limit_and_p40_paths():
+    plan = prepare_launch(parse(["--emulate", "p40", "--plan", "off"]), environ={"VLLM_DTYPE": "float16"}, gpu=H200)
+    assert plan.environment == {"VLLM_DTYPE": "float16", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "VERLFIT_GPU_MEMORY_LIMIT_GIB": "22.5"}
+    assert "actor_rollout_ref.rollout.name=hf" in plan.overrides
+    assert "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides
+
+
+def test_memory_limit_larger_than_card_is_refused():
+    from verlfit.errors import VerlfitError
+
+    with pytest.raises(VerlfitError, match="more than Tesla P40's 23.9 GiB"):
+        prepare_launch(parse(["--profile", "p40", "--gpu-memory-limit", "30", "--plan", "off"]), environ={}, gpu=P40)
+
+
+def test_run_directory_is_complete_and_resume_reuses_it(tmp_path):
+    args = parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "runs" / "r1"), "--steps", "4"])
+    plan = prepare_launch(args, environ={}, gpu=P40)
+    run_dir = create_run_directory(plan, "data: {}\n")
+    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints", "command.sh", "config.yaml", "run.json"]
+    assert [p.name for p in run_dir.parent.iterdir()] == ["r1"]  # no staging directory left behind
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["total_steps"] == 4 and record["overrides"] == plan.overrides
+    resumed = resume_plan(run_dir)
+    assert "trainer.resume_mode=auto" in resumed.overrides and "trainer.resume_mode=disable" not in resumed.overrides
+    from verlfit.errors import VerlfitError
+
+    with pytest.raises(VerlfitError, match="already exists"):
+        create_run_directory(plan, None)
+
+
+def test_resume_of_a_non_run_directory(tmp_path, capsys):
+    assert cli.main(["train", "--resume", str(tmp_path)]) == 1
+    assert f"{tmp_path} is not a verlfit run directory (no run.json)" in capsys.readouterr().err
