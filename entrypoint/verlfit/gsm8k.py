@@ -1,13 +1,619 @@
-"""verlfit gsm8k (not yet implemented)."""
+"""``verlfit prepare-gsm8k``: GSM8K -> ``train.parquet`` / ``test.parquet`` in verl 0.4.1's schema.
+
+verl's own preprocessing script (``examples/data_preprocess/gsm8k.py``) is not in the PyPI wheel;
+this module reproduces its logic exactly and adds what an air-gapped 24 GB user needs:
+
+* sources: the Hugging Face hub (``datasets.load_dataset("openai/gsm8k", "main")``, which honours
+  ``HF_ENDPOINT``, ``HF_HOME`` and ``HF_HUB_OFFLINE`` / ``HF_DATASETS_OFFLINE`` itself) or a local
+  directory of parquet / jsonl / json files with ``question`` and ``answer`` (see
+  :func:`discover_files` for the rules);
+* rows, exactly as verl's script writes them through ``datasets``' ``to_parquet`` (same column
+  order, struct field order and types, :data:`FEATURES`)::
+
+      data_source  "openai/gsm8k"
+      prompt       [{"role": "user", "content": question + " " + INSTRUCTION}]
+      ability      "math"
+      reward_model {"style": "rule", "ground_truth": first "#### <number>" of the answer, commas removed}
+      extra_info   {"split": split, "index": row index in the source split, "answer": answer, "question": question}
+
+* bad rows (empty question, no ``####``, no number after it) are reported with split and row index
+  and skipped (``strict=True``: fatal); ``extra_info.index`` stays the row's index in the source
+  split, so skipped or dropped rows leave gaps and every written row traces back to its source;
+  with no row skipped or dropped (the real GSM8K) the indices are verl's ``0..n-1``;
+* with a tokenizer, each prompt is measured the way verl's ``RLHFDataset`` does
+  (``len(tokenizer.apply_chat_template(prompt, add_generation_prompt=True))``; verl keeps
+  ``length <= data.max_prompt_length``), the distribution is printed and overlong rows are dropped,
+  so ``data.max_prompt_length`` can never fail (``truncation=error``) many steps into a run;
+* output is written atomically: both files go to temporary files in the output directory first,
+  then ``os.replace``; an error leaves previous outputs untouched and no temporary file behind;
+  the same input gives byte-identical files (parquet holds no timestamp; the ``huggingface`` schema
+  metadata is the fixed feature description).
+
+``verlfit train`` uses :func:`prepare` and :func:`is_prepared`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import secrets
+import statistics
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from verlfit.errors import VerlfitError
 
+HUB_DATASET = "openai/gsm8k"
+HUB_CONFIG = "main"
+DATA_SOURCE = "openai/gsm8k"
+INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
+# verl 0.4.1 examples/data_preprocess/gsm8k.py, extract_solution: the first match, commas removed
+ANSWER_PATTERN = "#### (\\-?[0-9\\.\\,]+)"
+SPLITS = ("train", "test")
+DEFAULT_OUTPUT = "data/gsm8k"
+# file suffix -> datasets builder that reads it
+FORMATS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
+# bad-row lines printed per split before "... and N more" (all of them are in PrepareResult.bad)
+MAX_BAD_LINES = 20
+
+EMPTY_QUESTION = "empty question"
+NO_MARKER = 'answer has no "####"'
+NO_NUMBER = 'no number after "####"'
+
+
+@dataclass(frozen=True)
+class BadRow:
+    """A source row that cannot become a verl row: ``split``, ``index`` in that split, ``reason``."""
+
+    split: str
+    index: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.split} row {self.index}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class LengthStats:
+    """Prompt lengths in tokens (chat template applied, generation prompt added) of one split.
+
+    ``p95`` is the nearest-rank 95th percentile (the smallest length that at least 95% of the
+    prompts do not exceed); ``over_limit`` is how many exceed the limit (None without a limit).
+    """
+
+    count: int
+    min: int
+    median: float
+    p95: int
+    max: int
+    limit: int | None = None
+    over_limit: int | None = None
+
+    def describe(self) -> str:
+        text = f"min {self.min}, median {self.median:g}, p95 {self.p95}, max {self.max} ({self.count} prompts)"
+        if self.limit is not None:
+            text += f"; {self.over_limit} over {self.limit}"
+        return text
+
+
+@dataclass
+class PrepareResult:
+    """What :func:`prepare` wrote.
+
+    Attributes:
+        output_dir: the directory holding the files.
+        paths: split -> path of the written parquet file.
+        rows: split -> rows written.
+        bad: the skipped bad rows, in source order.
+        dropped: split -> rows dropped for exceeding ``max_prompt_length``.
+        lengths: split -> prompt length statistics of the good rows (empty without a tokenizer).
+    """
+
+    output_dir: Path
+    paths: dict[str, Path] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+    bad: list[BadRow] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+    lengths: dict[str, LengthStats] = field(default_factory=dict)
+
+
+@dataclass
+class _RawSplit:
+    name: str
+    origin: str  # where the rows came from, for messages
+    questions: list
+    answers: list
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def extract_ground_truth(answer: str) -> str | None:
+    """verl's ``extract_solution``: the number of the first ``#### <number>``, commas removed.
+
+    Returns None where verl's script would fail its ``assert`` (no match).
+    """
+    solution = re.search(ANSWER_PATTERN, answer)
+    if solution is None:
+        return None
+    return solution.group(0).split("#### ")[1].replace(",", "")
+
+
+def check_row(question: Any, answer: Any) -> tuple[str | None, str | None]:
+    """Return ``(ground_truth, None)`` for a usable row, ``(None, reason)`` for a bad one.
+
+    Bad: an empty (missing or blank) question; an answer without ``####``; ``####`` not followed
+    by a space and a number (a match of verl's pattern with no digit in it, such as ``#### .``,
+    counts as no number: no response can ever score on it).
+    """
+    if not isinstance(question, str) or not question.strip():
+        return None, EMPTY_QUESTION
+    if not isinstance(answer, str) or "####" not in answer:
+        return None, NO_MARKER
+    ground_truth = extract_ground_truth(answer)
+    if ground_truth is None or not any(char.isdigit() for char in ground_truth):
+        return None, NO_NUMBER
+    return ground_truth, None
+
+
+def make_row(split: str, index: int, question: str, answer: str, ground_truth: str) -> dict:
+    """One output row, built exactly like verl's ``process_fn`` (key order included)."""
+    return {
+        "data_source": DATA_SOURCE,
+        "prompt": [{"role": "user", "content": question + " " + INSTRUCTION}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": ground_truth},
+        "extra_info": {"split": split, "index": index, "answer": answer, "question": question},
+    }
+
+
+def features():
+    """The ``datasets.Features`` verl's script ends up with (inferred there from its rows)."""
+    from datasets import Features, Value
+
+    return Features(
+        {
+            "data_source": Value("string"),
+            "prompt": [{"role": Value("string"), "content": Value("string")}],
+            "ability": Value("string"),
+            "reward_model": {"style": Value("string"), "ground_truth": Value("string")},
+            "extra_info": {
+                "split": Value("string"),
+                "index": Value("int64"),
+                "answer": Value("string"),
+                "question": Value("string"),
+            },
+        }
+    )
+
+
+def length_stats(lengths: list[int], limit: int | None = None) -> LengthStats:
+    """Summarise prompt lengths (see :class:`LengthStats`); ``lengths`` must not be empty."""
+    ordered = sorted(lengths)
+    p95 = ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+    over = None if limit is None else sum(1 for length in ordered if length > limit)
+    return LengthStats(len(ordered), ordered[0], statistics.median(ordered), p95, ordered[-1], limit, over)
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def discover_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
+    """Find the train and test files of a local GSM8K copy.
+
+    Rules: in ``directory`` (or, if it has none, in ``directory/main``: the hub's layout), the
+    files of split S are ``S.parquet``, ``S.jsonl``, ``S.json`` and shards ``S-*.parquet`` /
+    ``S-*.jsonl`` / ``S-*.json`` (such as the hub's ``train-00000-of-00001.parquet``), read in
+    name order. All files of a split must share one suffix; both splits must be present.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise VerlfitError(
+            f"--input {directory} is not a directory",
+            fix="pass the directory holding train/test files (e.g. train.jsonl and test.jsonl)",
+        )
+    for candidate in (directory, directory / "main"):
+        if not candidate.is_dir():
+            continue
+        found = {split: _split_files(candidate, split) for split in SPLITS}
+        if not any(found.values()):
+            continue
+        for split in SPLITS:
+            if not found[split]:
+                have = ", ".join(path.name for files in found.values() for path in files)
+                raise VerlfitError(
+                    f"{candidate} has no {split} file (found {have})",
+                    fix=f"add {split}.parquet, {split}.jsonl or {split}.json (or {split}-*.parquet shards) next to them",
+                )
+            suffixes = sorted({path.suffix for path in found[split]})
+            if len(suffixes) > 1:
+                names = ", ".join(path.name for path in found[split])
+                raise VerlfitError(
+                    f"{candidate} has {split} files in more than one format ({names})",
+                    fix=f"keep one format of the {split} split in {candidate}",
+                )
+        return found
+    raise VerlfitError(
+        f"no GSM8K files in {directory}: expected train and test files named train.parquet/.jsonl/.json "
+        f"or train-*.parquet shards (same for test), in {directory} or {directory / 'main'}",
+        fix="point --input at the directory holding them, or leave --input out to download openai/gsm8k",
+    )
+
+
+def _split_files(directory: Path, split: str) -> list[Path]:
+    return sorted(
+        path
+        for path in directory.iterdir()
+        if path.suffix in FORMATS
+        and (path.stem == split or path.name.startswith(split + "-"))
+        and path.is_file()
+    )
+
+
+def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dict[str, _RawSplit]:
+    import datasets
+    import pyarrow
+
+    found = discover_files(directory)
+    splits = {}
+    # a throwaway cache: reading local files must not fill (or depend on) HF_HOME
+    with tempfile.TemporaryDirectory(prefix="verlfit-gsm8k-") as cache_dir:
+        for split, files in found.items():
+            names = ", ".join(str(path) for path in files)
+            try:
+                dataset = datasets.load_dataset(
+                    FORMATS[files[0].suffix],
+                    data_files=[str(path) for path in files],
+                    split="train",
+                    cache_dir=cache_dir,
+                    keep_in_memory=True,
+                )
+            except (datasets.exceptions.DatasetsError, pyarrow.ArrowException, ValueError, OSError) as error:
+                raise VerlfitError(
+                    f"cannot read {names}: {error}",
+                    fix="the files must be parquet, JSON lines or a JSON array of objects with question and answer",
+                ) from error
+            splits[split] = _raw_split(dataset, split, names)
+    log(f"read {directory}: " + ", ".join(f"{split} {len(raw.questions)} rows ({raw.origin})" for split, raw in splits.items()))
+    return splits
+
+
+def _read_hub(log: Callable[[str], None]) -> dict[str, _RawSplit]:
+    import datasets
+    import huggingface_hub
+
+    endpoint = huggingface_hub.constants.ENDPOINT
+    cache = datasets.config.HF_DATASETS_CACHE
+    offline = bool(datasets.config.HF_HUB_OFFLINE)
+    log(f"loading {HUB_DATASET} (config {HUB_CONFIG}) through datasets: endpoint {endpoint}, cache {cache}" + (", offline" if offline else ""))
+    try:
+        loaded = datasets.load_dataset(HUB_DATASET, HUB_CONFIG)
+    except (datasets.exceptions.DatasetsError, OSError, ValueError) as error:
+        if offline:
+            fix = (
+                f"offline mode (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) needs {HUB_DATASET} already in the cache "
+                f"under {cache}: run once online with the same HF_HOME, or copy the hub's main/train-*.parquet "
+                f"and main/test-*.parquet here by hand and pass --input DIR"
+            )
+        else:
+            fix = (
+                f"check the network and HF_ENDPOINT (now {endpoint}), or copy the hub's main/train-*.parquet and "
+                f"main/test-*.parquet by hand and pass --input DIR"
+            )
+        raise VerlfitError(f"cannot load {HUB_DATASET} (config {HUB_CONFIG}): {error}", fix=fix) from error
+    missing = [split for split in SPLITS if split not in loaded]
+    if missing:
+        raise VerlfitError(f"{HUB_DATASET} (config {HUB_CONFIG}) has no {missing[0]} split (has {', '.join(loaded)})")
+    splits = {split: _raw_split(loaded[split], split, f"{HUB_DATASET} {HUB_CONFIG}/{split}") for split in SPLITS}
+    log(f"loaded {HUB_DATASET}: " + ", ".join(f"{split} {len(raw.questions)} rows" for split, raw in splits.items()))
+    return splits
+
+
+def _raw_split(dataset, split: str, origin: str) -> _RawSplit:
+    missing = [column for column in ("question", "answer") if column not in dataset.column_names]
+    if missing:
+        raise VerlfitError(
+            f"{origin} has no {' or '.join(missing)} column (columns: {', '.join(dataset.column_names)})",
+            fix="GSM8K rows need a question and an answer ending in '#### <number>'",
+        )
+    for column in ("question", "answer"):
+        dtype = getattr(dataset.features[column], "dtype", None)
+        if dtype not in ("string", "large_string", "null"):
+            raise VerlfitError(f"{origin}: column {column} holds {dtype or dataset.features[column]}, not text")
+    return _RawSplit(split, origin, dataset["question"], dataset["answer"])
+
+
+# --------------------------------------------------------------------------- tokenizer
+
+
+def load_tokenizer(name_or_path: str):
+    """``AutoTokenizer.from_pretrained(name_or_path)`` (as verl loads it), or a clear error."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    except (OSError, ValueError) as error:
+        raise VerlfitError(
+            f"cannot load tokenizer {name_or_path}: {error}",
+            fix="pass --tokenizer with the model's local directory or a hub name reachable from here",
+        ) from error
+    return tokenizer
+
+
+def prompt_length(tokenizer, messages: list[dict]) -> int:
+    """Tokens of one prompt as verl 0.4.1's ``RLHFDataset`` measures it for ``filter_overlong_prompts``.
+
+    ``RLHFDataset.__getitem__`` (``truncation=error``) counts ``tokenizer(apply_chat_template(...,
+    tokenize=False), add_special_tokens=False)``, which is the same list of ids.
+    """
+    return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+
+
+# --------------------------------------------------------------------------- output
+
+
+def output_paths(output_dir: str | os.PathLike) -> dict[str, Path]:
+    """split -> ``<output_dir>/<split>.parquet``."""
+    return {split: Path(output_dir) / f"{split}.parquet" for split in SPLITS}
+
+
+def is_prepared(output_dir: str | os.PathLike) -> bool:
+    """True when ``output_dir`` holds a non-empty train.parquet and test.parquet in verl's schema."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    expected = features().arrow_schema.remove_metadata()
+    for path in output_paths(output_dir).values():
+        try:
+            metadata = pq.read_metadata(path)
+            schema = metadata.schema.to_arrow_schema().remove_metadata()
+        except (OSError, pyarrow.ArrowException):
+            return False
+        if metadata.num_rows == 0 or not schema.equals(expected):
+            return False
+    return True
+
+
+def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Path]:
+    """Write every split to a temporary file in ``output_dir``, then rename them all into place."""
+    fix = f"free space on the disk of {output_dir} or make it writable, or pass --output DIR elsewhere"
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise VerlfitError(f"cannot create output directory {output_dir}: {error.strerror or error}", fix=fix) from error
+    paths = output_paths(output_dir)
+    temporary: dict[str, Path] = {}
+    try:
+        for split, table in tables.items():
+            temp = output_dir / f".{split}.parquet.{secrets.token_hex(6)}.tmp"
+            # created here (not by mkstemp) so the final file gets the usual umask-based mode
+            os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            temporary[split] = temp
+            table.to_parquet(str(temp))
+            with open(temp, "rb") as handle:
+                os.fsync(handle.fileno())
+        for split, temp in temporary.items():
+            os.replace(temp, paths[split])
+        _fsync_directory(output_dir)
+    except OSError as error:
+        raise VerlfitError(
+            f"cannot write to output directory {output_dir}: {error.strerror or error}; "
+            f"previous {' and '.join(path.name for path in paths.values())} there (if any) are unchanged",
+            fix=fix,
+        ) from error
+    finally:
+        for temp in temporary.values():
+            try:
+                temp.unlink()
+            except FileNotFoundError:
+                pass
+    return paths
+
+
+def _fsync_directory(directory: Path) -> None:
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+@contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """No datasets progress bars while preparing (restored afterwards)."""
+    import datasets
+
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
+
+
+# --------------------------------------------------------------------------- API
+
+
+def prepare(
+    source: str | os.PathLike | None = None,
+    output_dir: str | os.PathLike = DEFAULT_OUTPUT,
+    tokenizer: Any = None,
+    max_prompt_length: int | None = None,
+    strict: bool = False,
+    log: Callable[[str], None] = print,
+) -> PrepareResult:
+    """Prepare GSM8K for verl 0.4.1 and return what was written.
+
+    Args:
+        source: None for the hub (``openai/gsm8k``, config ``main``), else a local directory
+            (rules in :func:`discover_files`).
+        output_dir: where ``train.parquet`` and ``test.parquet`` go (created if missing).
+        tokenizer: a tokenizer name or path (loaded with ``AutoTokenizer``) or a loaded tokenizer
+            with a chat template; prints the prompt length distribution.
+        max_prompt_length: with ``tokenizer``, drop prompts longer than this many tokens.
+        strict: a bad row is fatal instead of skipped.
+        log: receives each progress / summary line.
+
+    Raises:
+        VerlfitError: unreadable source, bad rows with ``strict``, a split with nothing left,
+            an unusable tokenizer, or an output directory that cannot be written (previous
+            outputs are then left as they were).
+    """
+    if max_prompt_length is not None and tokenizer is None:
+        raise VerlfitError(
+            "--max-prompt-length needs --tokenizer: prompt lengths are counted in the model's tokens",
+            fix="add --tokenizer with the model you will train (e.g. Qwen/Qwen2.5-0.5B-Instruct or its local directory)",
+            exit_code=2,
+        )
+    if max_prompt_length is not None and max_prompt_length < 1:
+        raise VerlfitError(f"--max-prompt-length must be at least 1, not {max_prompt_length}", exit_code=2)
+    output_dir = Path(output_dir)
+    result = PrepareResult(output_dir=output_dir)
+    with _quiet_datasets():
+        raw = _read_hub(log) if source is None else _read_local(source, log)
+
+        rows: dict[str, list[dict]] = {}
+        for split in SPLITS:
+            rows[split] = []
+            for index, (question, answer) in enumerate(zip(raw[split].questions, raw[split].answers)):
+                ground_truth, reason = check_row(question, answer)
+                if reason is not None:
+                    result.bad.append(BadRow(split, index, reason))
+                    continue
+                rows[split].append(make_row(split, index, question, answer, ground_truth))
+        if result.bad:
+            if strict:
+                lines = [str(bad) for bad in result.bad[:MAX_BAD_LINES]]
+                if len(result.bad) > MAX_BAD_LINES:
+                    lines.append(f"... and {len(result.bad) - MAX_BAD_LINES} more")
+                raise VerlfitError(
+                    f"{len(result.bad)} bad row(s) and --strict:\n  " + "\n  ".join(lines),
+                    fix="fix those rows in the source, or leave out --strict to skip them",
+                )
+            for split in SPLITS:
+                bad_here = [bad for bad in result.bad if bad.split == split]
+                for bad in bad_here[:MAX_BAD_LINES]:
+                    log(f"skipped {bad}")
+                if len(bad_here) > MAX_BAD_LINES:
+                    log(f"skipped {len(bad_here) - MAX_BAD_LINES} more bad {split} rows")
+
+        if tokenizer is not None:
+            if isinstance(tokenizer, (str, os.PathLike)):
+                name = str(tokenizer)
+                tokenizer = load_tokenizer(name)
+            else:
+                name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
+            if not getattr(tokenizer, "chat_template", None):
+                raise VerlfitError(
+                    f"tokenizer {name} has no chat template; verl renders every prompt with it",
+                    fix="pass the tokenizer of an instruct/chat model (e.g. Qwen/Qwen2.5-0.5B-Instruct)",
+                )
+            for split in SPLITS:
+                if not rows[split]:
+                    continue
+                lengths = [prompt_length(tokenizer, row["prompt"]) for row in rows[split]]
+                stats = length_stats(lengths, max_prompt_length)
+                result.lengths[split] = stats
+                log(f"{split} prompt tokens ({name}, chat template + generation prompt): {stats.describe()}")
+                if max_prompt_length is not None:
+                    kept = [row for row, length in zip(rows[split], lengths) if length <= max_prompt_length]
+                    result.dropped[split] = len(rows[split]) - len(kept)
+                    rows[split] = kept
+                    log(f"dropped {result.dropped[split]} {split} rows over {max_prompt_length} tokens")
+
+        for split in SPLITS:
+            if not rows[split]:
+                bad = sum(1 for row in result.bad if row.split == split)
+                raise VerlfitError(
+                    f"no {split} rows left to write ({len(raw[split].questions)} read, {bad} bad, "
+                    f"{result.dropped.get(split, 0)} over the prompt limit); nothing written to {output_dir}",
+                    fix="check the source files, or raise --max-prompt-length",
+                )
+
+        from datasets import Dataset
+
+        schema = features()
+        tables = {split: Dataset.from_list(rows[split], features=schema) for split in SPLITS}
+        result.paths = _write_atomically(output_dir, tables)
+
+    for split in SPLITS:
+        result.rows[split] = len(rows[split])
+        bad = sum(1 for row in result.bad if row.split == split)
+        dropped = f", {result.dropped[split]} over {max_prompt_length} tokens" if split in result.dropped else ""
+        log(f"{split}: {result.rows[split]} rows written ({bad} bad{dropped}) -> {result.paths[split]}")
+    return result
+
+
+# --------------------------------------------------------------------------- CLI
+
+_DESCRIPTION = f"""\
+Write GSM8K as verl 0.4.1 reads it: <output>/train.parquet and <output>/test.parquet with the
+columns of verl's examples/data_preprocess/gsm8k.py (data_source, prompt, ability, reward_model,
+extra_info); the ground truth is the first '#### <number>' of the answer, commas removed.
+
+source: without --input, {HUB_DATASET} (config {HUB_CONFIG}) through the datasets library, which
+honours HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE=1 / HF_DATASETS_OFFLINE=1. With --input DIR, local
+files with 'question' and 'answer' columns: in DIR, or else in DIR/main (the hub's layout),
+  train.parquet | train.jsonl | train.json | train-*.parquet | train-*.jsonl | train-*.json
+and the same for test; shards are read in name order; one format per split. (.json: JSON lines
+or one JSON array of objects.)
+
+rows: a row with an empty question, no '####' in its answer or no number after it is reported
+as '<split> row <index>: <reason>' and skipped (--strict: fatal). extra_info.index is the row's
+index in its source split, so skipped or dropped rows leave gaps and every row traces back.
+
+lengths: with --tokenizer, each prompt is rendered as verl's RLHFDataset does
+(apply_chat_template(prompt, add_generation_prompt=True)) and the length distribution printed;
+with --max-prompt-length N too, prompts over N tokens are dropped (verl keeps length <= N), so
+data.max_prompt_length=N cannot fail mid-run.
+
+output: written to temporary files in the output directory, then renamed into place; on any
+error the previous files stay as they were. The same input gives byte-identical files.
+"""
+
+_EPILOG = """\
+examples:
+  $ verlfit prepare-gsm8k
+  $ HF_HUB_OFFLINE=1 verlfit prepare-gsm8k --input /data/gsm8k --output data/gsm8k
+  $ verlfit prepare-gsm8k --input ./gsm8k --tokenizer Qwen/Qwen2.5-0.5B-Instruct --max-prompt-length 256
+"""
+
 
 def register(subparsers):
-    parser = subparsers.add_parser("prepare-gsm8k", help="(not yet implemented)")
+    """Add the ``prepare-gsm8k`` parser; its ``func`` runs :func:`prepare`."""
+    parser = subparsers.add_parser(
+        "prepare-gsm8k",
+        help="write GSM8K as verl's train.parquet / test.parquet (hub or local files)",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--input", metavar="DIR", help="local GSM8K directory (default: download from the hub)")
+    parser.add_argument("--output", metavar="DIR", default=DEFAULT_OUTPUT, help=f"output directory (default: {DEFAULT_OUTPUT})")
+    parser.add_argument("--tokenizer", metavar="PATH_OR_NAME", help="tokenizer to measure prompts with (the model you train)")
+    parser.add_argument("--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)")
+    parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
     parser.set_defaults(func=_run)
     return parser
 
 
-def _run(args):
-    raise VerlfitError("verlfit gsm8k is not implemented yet")
+def _run(args) -> int:
+    prepare(
+        source=args.input,
+        output_dir=args.output,
+        tokenizer=args.tokenizer,
+        max_prompt_length=args.max_prompt_length,
+        strict=args.strict,
+    )
+    return 0
