@@ -1,13 +1,296 @@
-"""verlfit report (not yet implemented)."""
+"""``verlfit report RUN_DIR``: plots and a short summary of a run, finished, running or interrupted.
+
+A run directory (made by ``verlfit train``) holds ``metrics.jsonl`` (one record per step, see
+:mod:`verlfit.metrics`), ``train.log`` (verl's full output) and ``run.json`` (``total_steps``, ``command``,
+...). The report reads ``metrics.jsonl`` (a cut last line is skipped) or, without it, parses
+``train.log``; ``run.json`` is optional. It writes, atomically (temporary file + rename), into
+``RUN_DIR/report`` or ``--output``:
+
+    reward.png  kl.png  entropy.png  response_length.png  step_time.png  memory.png  summary.txt
+
+(a plot whose metrics the run never logged is left out). The data behind each plot comes from
+:func:`plot_data`, which tests compare with the input; :func:`build_figure` draws exactly that data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from verlfit.errors import VerlfitError
+from verlfit.metrics import METRICS_FILE, consolidate, is_training_record, parse_log, read_metrics
+from verlfit.progress import LOG_FILE, REWARD_KEY, format_duration, tokens_per_second
+
+RUN_INFO_FILE = "run.json"
+REPORT_DIR = "report"
+SUMMARY_FILE = "summary.txt"
+
+# verl 0.4.1's marked_timer phases inside timing_s/step (ray_trainer.py fit), in execution order.
+# timing_s/generate_sequences and timing_s/reshard are parts of gen and are not stacked again.
+TIMING_PHASES = ("gen", "gen_max", "reward", "old_log_prob", "ref", "values", "adv", "update_critic",
+                 "update_actor", "dump_rollout_generations", "testing", "save_checkpoint")
+
+# plot name -> (title, y label, metric names drawn as lines)
+LINE_PLOTS = {
+    "reward": ("Reward", "score", (REWARD_KEY, "critic/rewards/mean")),
+    "kl": ("KL", "KL", ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl")),
+    "entropy": ("Entropy", "nats/token", ("actor/entropy",)),
+    "response_length": ("Response length", "tokens", ("response_length/mean", "response_length/max", "response_length/min")),
+    "memory": ("Peak GPU memory", "GiB", ("perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb")),
+}
+
+
+@dataclass
+class Run:
+    """What a run directory says: consolidated records (one per step) and what run.json adds."""
+
+    run_dir: Path
+    records: list[dict]
+    source: str
+    info: dict = field(default_factory=dict)
+    total_steps: int | None = None
+
+    @property
+    def training(self) -> list[dict]:
+        return [r for r in self.records if is_training_record(r)]
+
+    @property
+    def finished(self) -> bool:
+        last = self.training[-1]["step"] if self.training else None
+        return any(r.get("finished") for r in self.records) or (
+            self.total_steps is not None and last is not None and last >= self.total_steps)
+
+
+def load_run(run_dir: str | os.PathLike) -> Run:
+    """Read a run directory.
+
+    Raises:
+        VerlfitError: the directory does not exist, or has neither ``metrics.jsonl`` nor ``train.log``.
+    """
+    run_dir = Path(run_dir)
+    what = (f"a run directory (made by verlfit train) holds {METRICS_FILE} (metrics per step), "
+            f"{LOG_FILE} (verl's output) and {RUN_INFO_FILE}")
+    if not run_dir.is_dir():
+        raise VerlfitError(f"{run_dir} is not a directory; {what}", fix="verlfit report runs/<name>")
+    metrics_path, log_path = run_dir / METRICS_FILE, run_dir / LOG_FILE
+    if not metrics_path.is_file() and not log_path.is_file():
+        raise VerlfitError(f"{run_dir} is not a run: it has no {METRICS_FILE} and no {LOG_FILE}; {what}",
+                           fix="pass the directory verlfit train created, e.g. verlfit report runs/<name>")
+    info = _read_run_info(run_dir / RUN_INFO_FILE)
+    total = info.get("total_steps") if isinstance(info.get("total_steps"), int) else None
+    records = read_metrics(run_dir)
+    source = METRICS_FILE
+    log_total = None
+    if log_path.is_file() and (not records or total is None):
+        with open(log_path, encoding="utf-8", errors="replace", newline="") as handle:
+            log_records, parser = parse_log(handle)
+        log_total = parser.total_steps
+        if not records:
+            records, source = log_records, LOG_FILE
+    return Run(run_dir=run_dir, records=consolidate(records), source=source, info=info,
+               total_steps=total if total is not None else log_total)
+
+
+def _read_run_info(path: Path) -> dict:
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def series(records: list[dict], name: str) -> tuple[list[int], list[float]]:
+    """(steps, values) of one metric over the records that have it."""
+    points = [(r["step"], r[name]) for r in records if name in r]
+    return [s for s, _ in points], [v for _, v in points]
+
+
+def plot_data(records: list[dict]) -> dict[str, dict]:
+    """The data of every plot, keyed by plot name (the PNG's stem).
+
+    Line plots: ``{"title", "ylabel", "kind": "line", "lines": {metric: (steps, values)}}`` with only the
+    metrics present; the reward plot adds the ``val-core/*`` metrics (validation score, a marker per
+    validation). Step time: ``{"kind": "stacked", "steps": [...], "phases": {phase: [seconds per step]}}``
+    where the phases are verl's ``timing_s/<phase>`` (0 where absent) plus ``other`` = ``timing_s/step``
+    minus their sum (never below 0). Plots without data are left out.
+    """
+    plots: dict[str, dict] = {}
+    for name, (title, ylabel, metrics) in LINE_PLOTS.items():
+        wanted = list(metrics)
+        if name == "reward":
+            wanted += sorted({k for r in records for k in r if k.startswith("val-core/")})
+        lines = {m: series(records, m) for m in wanted}
+        lines = {m: pts for m, pts in lines.items() if pts[0]}
+        if lines:
+            plots[name] = {"title": title, "ylabel": ylabel, "kind": "line", "lines": lines}
+    timed = [r for r in records if is_training_record(r)]
+    if timed:
+        present = [p for p in TIMING_PHASES if any(f"timing_s/{p}" in r for r in timed)]
+        phases = {p: [r.get(f"timing_s/{p}", 0.0) for r in timed] for p in present}
+        phases["other"] = [max(0.0, r["timing_s/step"] - sum(r.get(f"timing_s/{p}", 0.0) for p in present)) for r in timed]
+        plots["step_time"] = {"title": "Step time by verl phase", "ylabel": "seconds", "kind": "stacked",
+                              "steps": [r["step"] for r in timed], "phases": phases}
+    return plots
+
+
+def build_figure(spec: dict):
+    """A matplotlib Figure (Agg canvas, no pyplot state) drawing exactly ``spec`` from :func:`plot_data`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(8, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    if spec["kind"] == "stacked":
+        bottom = [0.0] * len(spec["steps"])
+        for phase, heights in spec["phases"].items():
+            ax.bar(spec["steps"], heights, bottom=bottom, label=phase)
+            bottom = [b + h for b, h in zip(bottom, heights)]
+    else:
+        for name, (steps, values) in spec["lines"].items():
+            marker = "o" if name.startswith("val-core/") or len(steps) < 20 else None
+            style = "--" if name.startswith("val-core/") else "-"
+            ax.plot(steps, values, style, marker=marker, label=name)
+    ax.set_title(spec["title"])
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel(spec["ylabel"])
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def _write_atomic(path: Path, write) -> None:
+    """Write through ``write(binary_handle)`` to a hidden temporary file beside ``path``, then rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as out:
+            write(out)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def summarize(run: Run) -> str:
+    """The short text summary: status, steps, reward, validation, step time, throughput, peak memory."""
+    lines = [f"run: {run.run_dir} (read from {run.source})"]
+    training = run.training
+    last = training[-1]["step"] if training else None
+    total = run.total_steps
+    of_total = f" of {total}" if total is not None else ""
+    if run.finished:
+        status = f"finished ({last if last is not None else 0}{of_total} steps)"
+    elif _process_alive(run.info.get("pid")):
+        status = f"running (step {last or 0}{of_total} done)"
+    elif total is not None:
+        status = f"interrupted or still running: {last or 0}{of_total} steps done"
+    else:
+        status = f"{last or 0} steps done; total unknown (no run.json total_steps, no 'Total training steps' line)"
+    lines.append(f"status: {status}")
+    if not training:
+        lines.append("no training step has finished yet")
+    rewards = [(r["step"], r[REWARD_KEY]) for r in training if REWARD_KEY in r]
+    if rewards:
+        best = max(rewards, key=lambda p: p[1])
+        lines.append(f"reward ({REWARD_KEY}): last {rewards[-1][1]:.3f} (step {rewards[-1][0]}), best {best[1]:.3f} (step {best[0]})")
+    val_keys = sorted({k for r in run.records for k in r if k.startswith("val-core/")})
+    for key in val_keys:
+        points = [(r["step"], r[key]) for r in run.records if key in r]
+        best = max(points, key=lambda p: p[1])
+        lines.append(f"validation ({key}): last {points[-1][1]:.4f} (step {points[-1][0]}), best {best[1]:.4f} (step {best[0]})")
+    times = [r["timing_s/step"] for r in training]
+    if times:
+        mean = sum(times) / len(times)
+        line = f"step time (timing_s/step): mean {mean:.1f} s over {len(times)} steps"
+        if total is not None and last is not None and last < total and not run.finished:
+            line += f"; {total - last} steps left, about {format_duration(mean * (total - last))}"
+        lines.append(line)
+    tok = [t for t in (tokens_per_second(r) for r in training) if t is not None]
+    if tok:
+        lines.append(f"throughput: mean {sum(tok) / len(tok):.0f} tokens/s (perf/total_num_tokens / timing_s/step)")
+    alloc = [r["perf/max_memory_allocated_gb"] for r in training if "perf/max_memory_allocated_gb" in r]
+    reserved = [r["perf/max_memory_reserved_gb"] for r in training if "perf/max_memory_reserved_gb" in r]
+    if alloc:
+        text = f"peak GPU memory: {max(alloc):.1f} GiB allocated"
+        if reserved:
+            text += f", {max(reserved):.1f} GiB reserved"
+        lines.append(text + " (perf/max_memory_*_gb)")
+    lines.append("note: values come from verl's console, rounded to 3 decimals (the first and final validation scores at full precision)")
+    return "\n".join(lines)
+
+
+def _process_alive(pid) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class ReportResult:
+    output_dir: Path
+    files: list[Path]
+    summary: str
+
+
+def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | None = None) -> ReportResult:
+    """Write the plots and ``summary.txt`` for ``run_dir``; return where and what.
+
+    Raises:
+        VerlfitError: ``run_dir`` is not a run (see :func:`load_run`), or the output cannot be written.
+    """
+    run = load_run(run_dir)
+    out = Path(output_dir) if output_dir is not None else run.run_dir / REPORT_DIR
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise VerlfitError(f"cannot create the report directory {out}: {error.strerror}", fix="pass --output DIR") from error
+    files = []
+    for name, spec in plot_data(run.records).items():
+        fig = build_figure(spec)
+        path = out / f"{name}.png"
+        _write_atomic(path, lambda handle: fig.savefig(handle, format="png"))
+        files.append(path)
+    summary = summarize(run)
+    if files:
+        summary += "\nplots: " + " ".join(p.name for p in files)
+    path = out / SUMMARY_FILE
+    _write_atomic(path, lambda handle: handle.write((summary + "\n").encode()))
+    files.append(path)
+    return ReportResult(output_dir=out, files=files, summary=summary)
 
 
 def register(subparsers):
-    parser = subparsers.add_parser("report", help="(not yet implemented)")
+    import argparse
+
+    parser = subparsers.add_parser(
+        "report",
+        help="plot a run's reward, KL, entropy, lengths, step time and memory; summarize it",
+        description=("Plot and summarize a run directory made by verlfit train, while it runs or after it "
+                     "stopped. Reads metrics.jsonl (or train.log) and run.json."),
+        epilog=("examples:\n"
+                "  $ verlfit report runs/ppo-p40\n"
+                "  $ verlfit report runs/ppo-p40 --output /tmp/ppo-p40-report\n"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
+    parser.add_argument("--output", metavar="DIR", help=f"where to write the plots (default RUN_DIR/{REPORT_DIR})")
     parser.set_defaults(func=_run)
     return parser
 
 
-def _run(args):
-    raise VerlfitError("verlfit report is not implemented yet")
+def _run(args) -> int:
+    result = write_report(args.run_dir, args.output)
+    print(result.summary)
+    print(f"written to {result.output_dir}")
+    return 0

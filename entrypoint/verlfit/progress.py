@@ -1,0 +1,242 @@
+"""A compact view of a running verl job, fed one output line at a time.
+
+``verlfit train`` runs ``python -m verl.trainer.main_ppo`` with stdout and stderr merged and hands every
+line to a :class:`StepWatcher`::
+
+    with StepWatcher(run_dir, total_steps=run["total_steps"]) as watcher:
+        for line in process.stdout:          # text mode, or bytes: both are accepted
+            watcher.feed(line)
+    # watcher.last_step, watcher.finished, watcher.tail_lines for the exit message
+
+The watcher
+
+* appends every line to the full log ``run_dir/train.log`` (flushed line by line);
+* turns verl's step lines into records appended to ``run_dir/metrics.jsonl`` (fsync-ed each, see
+  :mod:`verlfit.metrics`), each with ``time`` (Unix seconds) added;
+* shows step / total, step time, tokens per second, ETA, reward mean (``critic/score/mean``), KL
+  (``actor/kl_loss``, else ``actor/reward_kl_penalty``, else ``actor/ppo_kl``), peak memory, and the
+  validation score when there is one: on a terminal a ``rich`` live bar under one permanent line per step,
+  otherwise (compose logs, CI, a pipe) just the plain line per step, e.g.::
+
+      step 3/10 | 43.3 s/step | 121 tok/s | ETA 5m01s | score 0.188 | ppo_kl 0.000 | mem 13.0 GiB (22.4 reserved)
+
+ETA = mean ``timing_s/step`` of the steps finished since the watcher started x steps left.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Callable, TextIO
+
+from verlfit.metrics import MetricsWriter, VerlConsoleParser, clean_line, is_training_record
+
+LOG_FILE = "train.log"
+REWARD_KEY = "critic/score/mean"
+KL_KEYS = ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl")
+
+
+def format_duration(seconds: float) -> str:
+    """``34`` -> ``"34s"``, ``301`` -> ``"5m01s"``, ``7500`` -> ``"2h05m"``."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def validation_score(record: dict) -> float | None:
+    """The first ``val-core/...`` value of a record (the mean score on the first validation set), or None."""
+    return next((value for name, value in record.items() if name.startswith("val-core/")), None)
+
+
+def tokens_per_second(record: dict) -> float | None:
+    """All tokens of the step over its time (``perf/throughput`` is the same per GPU)."""
+    tokens, seconds = record.get("perf/total_num_tokens"), record.get("timing_s/step")
+    if tokens is not None and seconds:
+        return tokens / seconds
+    return record.get("perf/throughput")
+
+
+def format_step_line(record: dict, total_steps: int | None, eta_seconds: float | None) -> str:
+    """The one-line summary of a record, as printed when the output is not a terminal.
+
+    Fields the record lacks are left out. A validation-only record (step 0, or the resume step) shows
+    just the step and ``val``; the final record (``finished``) says so.
+    """
+    total = "?" if total_steps is None else str(total_steps)
+    head = f"step {record['step']}/{total}"
+    if record.get("finished"):
+        head = f"finished at {head}"
+    parts = [head]
+    if is_training_record(record):
+        parts.append(f"{record['timing_s/step']:.1f} s/step")
+        tok = tokens_per_second(record)
+        if tok is not None:
+            parts.append(f"{tok:.0f} tok/s")
+        if eta_seconds is not None:
+            parts.append(f"ETA {format_duration(eta_seconds)}")
+        if REWARD_KEY in record:
+            parts.append(f"score {record[REWARD_KEY]:.3f}")
+        kl = next((key for key in KL_KEYS if key in record), None)
+        if kl:
+            parts.append(f"{kl.split('/', 1)[1]} {record[kl]:.3f}")
+    val = validation_score(record)
+    if val is not None:
+        parts.append(f"val {val:.3f}")
+    if "perf/max_memory_allocated_gb" in record:
+        mem = f"mem {record['perf/max_memory_allocated_gb']:.1f} GiB"
+        if "perf/max_memory_reserved_gb" in record:
+            mem += f" ({record['perf/max_memory_reserved_gb']:.1f} reserved)"
+        parts.append(mem)
+    return " | ".join(parts)
+
+
+class StepWatcher:
+    """Log, record and display a verl run from its output lines.
+
+    Args:
+        run_dir: the run directory; ``train.log`` and ``metrics.jsonl`` are appended to (a resumed run
+            continues both).
+        total_steps: the run's ``trainer.total_training_steps``; ``None`` takes verl's
+            ``Total training steps: N`` line.
+        stream: where the display goes (default ``sys.stdout`` at construction).
+        tty: force the live display (``True``) or plain lines (``False``); ``None`` asks ``stream.isatty()``.
+        log_path: the full log (default ``run_dir/train.log``).
+        verbose: also echo every verl line to ``stream``.
+        clock: wall-clock source for the records' ``time`` (tests pass a fake).
+
+    Attributes:
+        last_step: step of the last record, or ``None`` before the first.
+        finished: verl printed its final line (the run's last step is done).
+        tail_lines: the last 200 lines, ANSI-stripped, for an error message when verl fails.
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        total_steps: int | None = None,
+        stream: TextIO | None = None,
+        tty: bool | None = None,
+        log_path: str | os.PathLike | None = None,
+        verbose: bool = False,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.total_steps = total_steps
+        self.stream = stream if stream is not None else sys.stdout
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) if tty is None else tty
+        self.log_path = Path(log_path) if log_path is not None else self.run_dir / LOG_FILE
+        self.verbose = verbose
+        self.clock = clock
+        self.parser = VerlConsoleParser()
+        self.tail_lines: collections.deque[str] = collections.deque(maxlen=200)
+        self.last_step: int | None = None
+        self.last_training: dict | None = None
+        self.step_times: list[float] = []
+        self._log = open(self.log_path, "a", encoding="utf-8", errors="replace", buffering=1)
+        self._writer = MetricsWriter(self.run_dir)
+        self._live = None
+        self._closed = False
+        if self.tty:
+            self._start_live()
+
+    @property
+    def finished(self) -> bool:
+        return self.parser.finished
+
+    def eta_seconds(self) -> float | None:
+        """Mean step time of the steps finished so far x steps left, or None when unknown."""
+        total = self.total_steps if self.total_steps is not None else self.parser.total_steps
+        if total is None or not self.step_times or self.last_step is None:
+            return None
+        return sum(self.step_times) / len(self.step_times) * max(0, total - self.last_step)
+
+    def feed(self, line: str | bytes) -> list[dict]:
+        """Take one line of verl's output; return the records it completed (already written)."""
+        if self._closed:
+            raise ValueError("StepWatcher is closed")
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", errors="replace")
+        self._log.write(line if line.endswith("\n") else line + "\n")
+        _, text = clean_line(line)
+        self.tail_lines.append(text)
+        if self.verbose:
+            self._echo(text)
+        records = self.parser.feed(line)
+        if self.total_steps is None and self.parser.total_steps is not None:
+            self.total_steps = self.parser.total_steps
+        for record in records:
+            self._writer.write({**record, "time": self.clock()})
+            self.last_step = record["step"]
+            if is_training_record(record):
+                self.step_times.append(record["timing_s/step"])
+                self.last_training = record
+            self._echo(format_step_line(record, self.total_steps, self.eta_seconds()))
+        if self._live is not None:
+            self._live.refresh()
+        return records
+
+    def close(self) -> None:
+        """Stop the display and close the log and metrics files (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._live is not None:
+            self._live.stop()
+        self._log.close()
+        self._writer.close()
+
+    def __enter__(self) -> "StepWatcher":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # display -----------------------------------------------------------------------------------
+
+    def _echo(self, text: str) -> None:
+        if self._live is not None:
+            self._live.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def _start_live(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        console = Console(file=self.stream, force_terminal=True)
+        self._live = Live(_LiveView(self), console=console, refresh_per_second=2, transient=False,
+                          redirect_stdout=False, redirect_stderr=False)
+        self._live.start()
+
+
+class _LiveView:
+    """What the rich live area shows: a bar with step / total and ETA, then the latest verl line."""
+
+    def __init__(self, watcher: StepWatcher) -> None:
+        self.watcher = watcher
+        self.started = time.monotonic()
+
+    def __rich__(self):
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
+        w = self.watcher
+        done = w.last_step or 0
+        bar = ProgressBar(total=w.total_steps, completed=done, width=30) if w.total_steps else ProgressBar(total=None, width=30)
+        eta = w.eta_seconds()
+        status = f"step {done}/{w.total_steps or '?'}  elapsed {format_duration(time.monotonic() - self.started)}"
+        status += f"  ETA {format_duration(eta)}" if eta is not None else ("  waiting for the first step" if not w.step_times else "")
+        row = Table.grid(padding=(0, 1))
+        row.add_row(bar, Text(status))
+        last = w.tail_lines[-1] if w.tail_lines else "starting verl"
+        return Group(row, Text(last, style="dim", no_wrap=True, overflow="ellipsis"))
