@@ -1,0 +1,561 @@
+"""prepare-gsm8k: exact verl 0.4.1 rows from a hand-written GSM8K-shaped fixture, bad rows, --strict,
+prompt-length filtering checked against verl's own RLHFDataset, byte-identical and atomic writes,
+every input format, and the hub code path run on local files. No test touches the network."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from verlfit import cli, gsm8k
+from verlfit.errors import VerlfitError
+
+INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
+LONG_QUESTION = "A baker fills trays with rolls and stacks the trays by the oven door. " * 12 + (
+    "If he bakes 4 trays an hour for 6 hours, how many trays does he bake?"
+)
+
+# Hand-written rows (not from GSM8K). Train: a thousands comma, a negative, a decimal, no "####",
+# "#### " with no number, an empty question, a second comma, and one very long question.
+TRAIN = [
+    {"question": "An orchard has 40 rows of 40 apple trees. How many trees are there?", "answer": "40 * 40 = <<40*40=1600>>1600 trees.\n#### 1,600"},
+    {"question": "Tom has 3 dollars and spends 8. What is his balance?", "answer": "3 - 8 = <<3-8=-5>>-5 dollars.\n#### -5"},
+    {"question": "Five cakes are shared by two children. How many cakes does each get?", "answer": "5 / 2 = <<5/2=2.5>>2.5 cakes.\n#### 2.5"},
+    {"question": "How many legs do 2 cats have?", "answer": "Each cat has 4 legs, so 2 * 4 = 8 legs."},
+    {"question": "What is 7 + 5?", "answer": "7 + 5 = <<7+5=12>>12\n#### "},
+    {"question": "", "answer": "There are 3.\n#### 3"},
+    {"question": "A shop sells 1,250 pens on Monday and 1,250 on Tuesday. How many pens in all?", "answer": "1,250 + 1,250 = <<1250+1250=2500>>2,500 pens.\n#### 2,500"},
+    {"question": LONG_QUESTION, "answer": "4 * 6 = <<4*6=24>>24 trays.\n#### 24"},
+]
+# Test: a plain row, a whitespace-only question, a long question.
+TEST = [
+    {"question": "Sam reads 12 pages a day for 30 days. How many pages does he read?", "answer": "12 * 30 = <<12*30=360>>360 pages.\n#### 360"},
+    {"question": "   ", "answer": "#### 4"},
+    {"question": LONG_QUESTION.replace("4 trays", "5 trays"), "answer": "5 * 6 = <<5*6=30>>30 trays.\n#### 30"},
+]
+
+
+def row(split, index, source, ground_truth):
+    question, answer = source["question"], source["answer"]
+    return {
+        "data_source": "openai/gsm8k",
+        "prompt": [{"role": "user", "content": question + " " + INSTRUCTION}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": ground_truth},
+        "extra_info": {"split": split, "index": index, "answer": answer, "question": question},
+    }
+
+
+EXPECTED_TRAIN = [
+    row("train", 0, TRAIN[0], "1600"),
+    row("train", 1, TRAIN[1], "-5"),
+    row("train", 2, TRAIN[2], "2.5"),
+    row("train", 6, TRAIN[6], "2500"),
+    row("train", 7, TRAIN[7], "24"),
+]
+EXPECTED_TEST = [row("test", 0, TEST[0], "360"), row("test", 2, TEST[2], "30")]
+EXPECTED_BAD_LINES = [
+    'skipped train row 3: answer has no "####"',
+    'skipped train row 4: no number after "####"',
+    "skipped train row 5: empty question",
+    "skipped test row 1: empty question",
+]
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch, tmp_path):
+    """Offline everywhere, and the datasets cache in tmp: datasets/huggingface_hub read these at import."""
+    import huggingface_hub
+
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets-cache")
+
+
+def write_jsonl(directory: Path, train=TRAIN, test=TEST) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("train", train), ("test", test)):
+        with open(directory / f"{name}.jsonl", "w") as handle:
+            for item in rows:
+                handle.write(json.dumps(item) + "\n")
+    return directory
+
+
+def read_rows(path) -> list[dict]:
+    return pq.read_table(path).to_pylist()
+
+
+def run_prepare(source, output, **kwargs):
+    lines: list[str] = []
+    result = gsm8k.prepare(source, output, log=lines.append, **kwargs)
+    return result, lines
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def test_exact_rows_from_jsonl(tmp_path):
+    out = tmp_path / "out"
+    result, lines = run_prepare(write_jsonl(tmp_path / "in"), out)
+    assert read_rows(out / "train.parquet") == EXPECTED_TRAIN
+    assert read_rows(out / "test.parquet") == EXPECTED_TEST
+    assert result.rows == {"train": 5, "test": 2}
+    assert result.paths == {"train": out / "train.parquet", "test": out / "test.parquet"}
+    assert result.dropped == {} and result.lengths == {}
+    assert [str(bad) for bad in result.bad] == [line.removeprefix("skipped ") for line in EXPECTED_BAD_LINES]
+    assert [line for line in lines if line.startswith("skipped")] == EXPECTED_BAD_LINES
+    assert lines[-2:] == [
+        f"train: 5 rows written (3 bad) -> {out / 'train.parquet'}",
+        f"test: 2 rows written (1 bad) -> {out / 'test.parquet'}",
+    ]
+
+
+def test_schema_is_verl_schema(tmp_path):
+    out = tmp_path / "out"
+    run_prepare(write_jsonl(tmp_path / "in"), out)
+    schema = pq.read_schema(out / "train.parquet")
+    assert schema.remove_metadata() == pa.schema(
+        [
+            ("data_source", pa.string()),
+            ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+            ("ability", pa.string()),
+            ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+            ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64()), ("answer", pa.string()), ("question", pa.string())])),
+        ]
+    )
+
+
+def _verl_script(input_dir: Path, output_dir: Path, cache_dir: Path) -> None:
+    """verl 0.4.1 examples/data_preprocess/gsm8k.py (Apache-2.0), with load_dataset pointed at local files."""
+
+    def extract_solution(solution_str):
+        solution = re.search("#### (\\-?[0-9\\.\\,]+)", solution_str)
+        assert solution is not None
+        final_solution = solution.group(0)
+        final_solution = final_solution.split("#### ")[1].replace(",", "")
+        return final_solution
+
+    data_source = "openai/gsm8k"
+    files = {split: str(input_dir / f"{split}.jsonl") for split in ("train", "test")}
+    dataset = datasets.load_dataset("json", data_files=files, cache_dir=str(cache_dir))
+    instruction_following = 'Let\'s think step by step and output the final answer after "####".'
+
+    def make_map_fn(split):
+        def process_fn(example, idx):
+            question_raw = example.pop("question")
+            question = question_raw + " " + instruction_following
+            answer_raw = example.pop("answer")
+            solution = extract_solution(answer_raw)
+            return {
+                "data_source": data_source,
+                "prompt": [{"role": "user", "content": question}],
+                "ability": "math",
+                "reward_model": {"style": "rule", "ground_truth": solution},
+                "extra_info": {"split": split, "index": idx, "answer": answer_raw, "question": question_raw},
+            }
+
+        return process_fn
+
+    output_dir.mkdir(parents=True)
+    for split in ("train", "test"):
+        dataset[split].map(function=make_map_fn(split), with_indices=True).to_parquet(str(output_dir / f"{split}.parquet"))
+
+
+def test_byte_identical_to_verls_own_script(tmp_path):
+    good = [item for item in TRAIN if gsm8k.check_row(item["question"], item["answer"])[1] is None]
+    good_test = [item for item in TEST if gsm8k.check_row(item["question"], item["answer"])[1] is None]
+    source = write_jsonl(tmp_path / "in", good, good_test)
+    _verl_script(source, tmp_path / "verl", tmp_path / "verl-cache")
+    run_prepare(source, tmp_path / "ours")
+    for split in ("train", "test"):
+        assert (tmp_path / "ours" / f"{split}.parquet").read_bytes() == (tmp_path / "verl" / f"{split}.parquet").read_bytes()
+
+
+def test_verl_reward_scores_each_reference_answer_1(tmp_path):
+    from verl.utils.reward_score.gsm8k import compute_score
+
+    out = tmp_path / "out"
+    run_prepare(write_jsonl(tmp_path / "in"), out)
+    rows = read_rows(out / "train.parquet") + read_rows(out / "test.parquet")
+    assert len(rows) == 7
+    for item in rows:
+        assert compute_score(item["extra_info"]["answer"], item["reward_model"]["ground_truth"]) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("answer", "ground_truth", "reason"),
+    [
+        ("x\n#### 1,600", "1600", None),
+        ("#### -5", "-5", None),
+        ("#### 2.5", "2.5", None),
+        ("#### 1,234,567.5", "1234567.5", None),
+        ("first #### 10 then #### 20", "10", None),  # verl takes the first match
+        ("#### 7 dollars", "7", None),
+        ("no marker", None, 'answer has no "####"'),
+        ("#### ", None, 'no number after "####"'),
+        ("####5", None, 'no number after "####"'),
+        ("#### $5", None, 'no number after "####"'),
+        ("#### ,.", None, 'no number after "####"'),
+        (None, None, 'answer has no "####"'),
+    ],
+)
+def test_check_row(answer, ground_truth, reason):
+    assert gsm8k.check_row("Q?", answer) == (ground_truth, reason)
+
+
+@pytest.mark.parametrize("question", ["", "  \n", None])
+def test_check_row_empty_question(question):
+    assert gsm8k.check_row(question, "#### 1") == (None, "empty question")
+
+
+# --------------------------------------------------------------------------- --strict and CLI
+
+
+def test_strict_fails_listing_every_bad_row_and_writes_nothing(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(VerlfitError) as caught:
+        run_prepare(write_jsonl(tmp_path / "in"), out, strict=True)
+    assert str(caught.value) == (
+        "4 bad row(s) and --strict:\n"
+        '  train row 3: answer has no "####"\n'
+        '  train row 4: no number after "####"\n'
+        "  train row 5: empty question\n"
+        "  test row 1: empty question\n"
+        "  fix: fix those rows in the source, or leave out --strict to skip them"
+    )
+    assert not out.exists()
+
+
+def test_cli_strict_exit_status_and_message(tmp_path, capsys):
+    source = write_jsonl(tmp_path / "in")
+    status = cli.main(["prepare-gsm8k", "--input", str(source), "--output", str(tmp_path / "out"), "--strict"])
+    captured = capsys.readouterr()
+    assert status == 1
+    assert captured.err.startswith("verlfit: error: 4 bad row(s) and --strict:\n  train row 3: answer has no \"####\"\n")
+
+
+def test_cli_summary_and_paths(tmp_path, capsys):
+    source = write_jsonl(tmp_path / "in")
+    out = tmp_path / "out"
+    assert cli.main(["prepare-gsm8k", "--input", str(source), "--output", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        f"read {source}: train 8 rows ({source / 'train.jsonl'}), test 3 rows ({source / 'test.jsonl'})",
+        *EXPECTED_BAD_LINES,
+        f"train: 5 rows written (3 bad) -> {out / 'train.parquet'}",
+        f"test: 2 rows written (1 bad) -> {out / 'test.parquet'}",
+    ]
+    assert gsm8k.is_prepared(out)
+
+
+def test_max_prompt_length_without_tokenizer_is_a_usage_error(tmp_path, capsys):
+    source = write_jsonl(tmp_path / "in")
+    assert cli.main(["prepare-gsm8k", "--input", str(source), "--max-prompt-length", "256"]) == 2
+    assert "--max-prompt-length needs --tokenizer" in capsys.readouterr().err
+
+
+def test_help_documents_discovery_and_index(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["prepare-gsm8k", "--help"])
+    text = capsys.readouterr().out
+    assert "train.parquet | train.jsonl | train.json | train-*.parquet" in text
+    assert "extra_info.index is the row's\nindex in its source split" in text
+
+
+# --------------------------------------------------------------------------- prompt lengths
+
+
+def test_length_stats():
+    stats = gsm8k.length_stats(list(range(20, 0, -1)), limit=18)
+    assert stats == gsm8k.LengthStats(count=20, min=1, median=10.5, p95=19, max=20, limit=18, over_limit=2)
+    assert stats.describe() == "min 1, median 10.5, p95 19, max 20 (20 prompts); 2 over 18"
+    assert gsm8k.length_stats([7]) == gsm8k.LengthStats(1, 7, 7, 7, 7, None, None)
+
+
+def test_tokenizer_drops_exactly_the_long_prompts(tmp_path, qwen_style_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(qwen_style_tokenizer_dir)
+
+    def length(item):
+        messages = [{"role": "user", "content": item["question"] + " " + INSTRUCTION}]
+        return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+
+    good_train = [(i, length(TRAIN[i])) for i in (0, 1, 2, 6, 7)]
+    good_test = [(i, length(TEST[i])) for i in (0, 2)]
+    limit = max(length(TRAIN[i]) for i in (0, 1, 2, 6))  # the longest short prompt: kept (verl keeps <=)
+    assert limit < length(TRAIN[7]) and limit < length(TEST[2]) and limit >= length(TEST[0])
+
+    out = tmp_path / "out"
+    result, lines = run_prepare(write_jsonl(tmp_path / "in"), out, tokenizer=qwen_style_tokenizer_dir, max_prompt_length=limit)
+    assert read_rows(out / "train.parquet") == EXPECTED_TRAIN[:4]
+    assert read_rows(out / "test.parquet") == EXPECTED_TEST[:1]
+    assert result.dropped == {"train": 1, "test": 1}
+    assert result.rows == {"train": 4, "test": 1}
+    expected_train = gsm8k.length_stats([n for _, n in good_train], limit)
+    expected_test = gsm8k.length_stats([n for _, n in good_test], limit)
+    assert result.lengths == {"train": expected_train, "test": expected_test}
+    assert expected_train.over_limit == 1 and expected_train.max == length(TRAIN[7])
+    assert lines[-6:] == [
+        f"train prompt tokens ({qwen_style_tokenizer_dir}, chat template + generation prompt): {expected_train.describe()}",
+        f"dropped 1 train rows over {limit} tokens",
+        f"test prompt tokens ({qwen_style_tokenizer_dir}, chat template + generation prompt): {expected_test.describe()}",
+        f"dropped 1 test rows over {limit} tokens",
+        f"train: 4 rows written (3 bad, 1 over {limit} tokens) -> {out / 'train.parquet'}",
+        f"test: 1 rows written (1 bad, 1 over {limit} tokens) -> {out / 'test.parquet'}",
+    ]
+
+
+def test_length_filter_agrees_with_verls_rlhf_dataset(tmp_path, qwen_style_tokenizer_dir):
+    """verl's own filter_overlong_prompts keeps the same rows, and truncation=error accepts every row we keep."""
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    tokenizer = AutoTokenizer.from_pretrained(qwen_style_tokenizer_dir)
+    source = write_jsonl(tmp_path / "in")
+    everything, _ = run_prepare(source, tmp_path / "all", tokenizer=tokenizer)
+    assert everything.dropped == {}
+    limit = everything.lengths["train"].max - 1  # drops the long train prompt, not the others
+    ours, _ = run_prepare(source, tmp_path / "cut", tokenizer=tokenizer, max_prompt_length=limit)
+
+    def verl_dataset(path, filter_overlong):
+        config = OmegaConf.create(
+            {
+                "max_prompt_length": limit,
+                "filter_overlong_prompts": filter_overlong,
+                "filter_overlong_prompts_workers": 1,
+                "truncation": "error",
+                "cache_dir": str(tmp_path / "verl-cache"),
+            }
+        )
+        return RLHFDataset(data_files=[str(path)], tokenizer=tokenizer, config=config)
+
+    for split in ("train", "test"):
+        filtered = verl_dataset(tmp_path / "all" / f"{split}.parquet", True)
+        kept_by_verl = [item["index"] for item in filtered.dataframe["extra_info"]]
+        kept_by_us = [item["extra_info"]["index"] for item in read_rows(tmp_path / "cut" / f"{split}.parquet")]
+        assert kept_by_us == kept_by_verl
+        strict = verl_dataset(tmp_path / "cut" / f"{split}.parquet", False)
+        for position in range(len(strict)):
+            assert int(strict[position]["attention_mask"].sum()) <= limit
+    assert ours.dropped["train"] == 1
+
+
+def test_tokenizer_without_chat_template_is_refused(tmp_path, qwen_style_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(qwen_style_tokenizer_dir)
+    tokenizer.chat_template = None
+    with pytest.raises(VerlfitError, match="has no chat template"):
+        run_prepare(write_jsonl(tmp_path / "in"), tmp_path / "out", tokenizer=tokenizer)
+
+
+def test_nothing_left_after_filtering_is_an_error(tmp_path, qwen_style_tokenizer_dir):
+    out = tmp_path / "out"
+    with pytest.raises(VerlfitError, match=r"^no train rows left to write \(8 read, 3 bad, 5 over the prompt limit\)"):
+        run_prepare(write_jsonl(tmp_path / "in"), out, tokenizer=qwen_style_tokenizer_dir, max_prompt_length=1)
+    assert not out.exists()
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def test_rerun_is_byte_identical(tmp_path):
+    source = write_jsonl(tmp_path / "in")
+    run_prepare(source, tmp_path / "a")
+    first = {name: (tmp_path / "a" / name).read_bytes() for name in ("train.parquet", "test.parquet")}
+    run_prepare(source, tmp_path / "a")
+    run_prepare(source, tmp_path / "b")
+    for name, data in first.items():
+        assert (tmp_path / "a" / name).read_bytes() == data
+        assert (tmp_path / "b" / name).read_bytes() == data
+    assert sorted(os.listdir(tmp_path / "a")) == ["test.parquet", "train.parquet"]
+
+
+def test_disk_full_mid_write_leaves_previous_output_and_no_temp_file(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    run_prepare(write_jsonl(tmp_path / "old", TRAIN[:3], TEST[:1]), out)
+    before = {name: (out / name).read_bytes() for name in ("train.parquet", "test.parquet")}
+
+    real_to_parquet = datasets.Dataset.to_parquet
+    written: list[str] = []
+
+    def full_on_second_file(self, path, *args, **kwargs):
+        written.append(path)
+        if len(written) == 1:
+            return real_to_parquet(self, path, *args, **kwargs)
+        with open(path, "wb") as handle:
+            handle.write(b"PAR1 half a file")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(datasets.Dataset, "to_parquet", full_on_second_file)
+    with pytest.raises(VerlfitError) as caught:
+        run_prepare(write_jsonl(tmp_path / "new"), out)
+    assert str(caught.value) == (
+        f"cannot write to output directory {out}: No space left on device; "
+        "previous train.parquet and test.parquet there (if any) are unchanged\n"
+        f"  fix: free space on the disk of {out} or make it writable, or pass --output DIR elsewhere"
+    )
+    assert [Path(path).parent for path in written] == [out, out]  # temporary files next to the outputs
+    assert sorted(os.listdir(out)) == ["test.parquet", "train.parquet"]
+    for name, data in before.items():
+        assert (out / name).read_bytes() == data
+
+
+def test_output_directory_that_cannot_be_created(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(VerlfitError, match=f"^cannot create output directory {re.escape(str(blocker / 'gsm8k'))}: "):
+        run_prepare(write_jsonl(tmp_path / "in"), blocker / "gsm8k")
+
+
+def test_is_prepared(tmp_path):
+    out = tmp_path / "out"
+    assert not gsm8k.is_prepared(out)
+    run_prepare(write_jsonl(tmp_path / "in"), out)
+    assert gsm8k.is_prepared(out)
+    pq.write_table(pa.table({"question": ["q"], "answer": ["#### 1"]}), out / "test.parquet")
+    assert not gsm8k.is_prepared(out)
+    (out / "test.parquet").write_bytes(b"garbage")
+    assert not gsm8k.is_prepared(out)
+
+
+# --------------------------------------------------------------------------- input formats and the hub
+
+
+def _as_json_array(directory: Path) -> Path:
+    directory.mkdir()
+    for name, rows in (("train", TRAIN), ("test", TEST)):
+        (directory / f"{name}.json").write_text(json.dumps(rows, indent=1))
+    return directory
+
+
+def _as_hub_layout(directory: Path) -> Path:
+    (directory / "main").mkdir(parents=True)
+    for name, rows in (("train", TRAIN), ("test", TEST)):
+        pq.write_table(pa.Table.from_pylist(rows), directory / "main" / f"{name}-00000-of-00001.parquet")
+    return directory
+
+
+def _as_parquet_shards(directory: Path) -> Path:
+    directory.mkdir()
+    for name, rows in (("train", TRAIN), ("test", TEST)):
+        half = len(rows) // 2
+        pq.write_table(pa.Table.from_pylist(rows[:half]), directory / f"{name}-00000-of-00002.parquet")
+        pq.write_table(pa.Table.from_pylist(rows[half:]), directory / f"{name}-00001-of-00002.parquet")
+    return directory
+
+
+def _as_parquet_with_extra_column(directory: Path) -> Path:
+    directory.mkdir()
+    for name, rows in (("train", TRAIN), ("test", TEST)):
+        table = pa.Table.from_pylist([{"id": i, **item} for i, item in enumerate(rows)])
+        pq.write_table(table, directory / f"{name}.parquet")
+    return directory
+
+
+@pytest.mark.parametrize("make_input", [_as_json_array, _as_hub_layout, _as_parquet_shards, _as_parquet_with_extra_column])
+def test_every_input_format_gives_the_same_files(tmp_path, make_input):
+    run_prepare(write_jsonl(tmp_path / "jsonl"), tmp_path / "reference")
+    run_prepare(make_input(tmp_path / "input"), tmp_path / "out")
+    for name in ("train.parquet", "test.parquet"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "reference" / name).read_bytes()
+
+
+HUB_README = """---
+configs:
+- config_name: main
+  data_files:
+  - split: train
+    path: main/train-*
+  - split: test
+    path: main/test-*
+---
+"""
+
+
+def test_hub_code_path_on_a_local_copy_of_the_hub_repository(tmp_path, monkeypatch):
+    """The real datasets.load_dataset(HUB_DATASET, "main") call, pointed at a local repository laid out like the hub's."""
+    hub = _as_hub_layout(tmp_path / "openai-gsm8k")
+    (hub / "README.md").write_text(HUB_README)
+    monkeypatch.setattr(gsm8k, "HUB_DATASET", str(hub))
+    run_prepare(write_jsonl(tmp_path / "jsonl"), tmp_path / "reference")
+    result, lines = run_prepare(None, tmp_path / "out")
+    assert lines[0].startswith(f"loading {hub} (config main) through datasets: endpoint ")
+    assert lines[1] == f"loaded {hub}: train 8 rows, test 3 rows"
+    assert result.rows == {"train": 5, "test": 2}
+    for name in ("train.parquet", "test.parquet"):
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "reference" / name).read_bytes()
+
+
+def test_hub_offline_without_cache_is_a_clear_error(tmp_path):
+    """A fresh process, so HF_HOME / HF_ENDPOINT / offline are read the way a user's shell sets them."""
+    env = dict(os.environ)
+    env.update(
+        HF_HOME=str(tmp_path / "hf-home"),
+        HF_ENDPOINT="http://127.0.0.1:9",
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+    )
+    env.pop("HF_DATASETS_CACHE", None)
+    out = tmp_path / "out"
+    completed = subprocess.run(
+        [sys.executable, "-m", "verlfit", "prepare-gsm8k", "--output", str(out)],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert completed.returncode == 1
+    cache = tmp_path / "hf-home" / "datasets"
+    assert completed.stdout.startswith(
+        f"loading openai/gsm8k (config main) through datasets: endpoint http://127.0.0.1:9, cache {cache}, offline"
+    )
+    assert "verlfit: error: cannot load openai/gsm8k (config main): " in completed.stderr
+    assert f"fix: offline mode (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) needs openai/gsm8k already in the cache under {cache}" in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert not out.exists()
+
+
+def _mixed_formats(directory: Path) -> None:
+    write_jsonl(directory)
+    pq.write_table(pa.Table.from_pylist(TRAIN), directory / "train.parquet")
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        (lambda d: d.mkdir(), r"^no GSM8K files in {d}: expected train and test files"),
+        (lambda d: (d.mkdir(), (d / "train.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n')), r"^{d} has no test file \(found train.jsonl\)"),
+        (_mixed_formats, r"^{d} has train files in more than one format \(train.jsonl, train.parquet\)"),
+        (
+            lambda d: (d.mkdir(), [(d / f"{s}.jsonl").write_text('{"q": "x", "answer": "#### 1"}\n') for s in ("train", "test")]),
+            r"^{d}/train.jsonl has no question column \(columns: q, answer\)",
+        ),
+        (
+            lambda d: (d.mkdir(), [(d / f"{s}.jsonl").write_text("{not json\n") for s in ("train", "test")]),
+            r"^cannot read {d}/train.jsonl: ",
+        ),
+    ],
+)
+def test_input_errors(tmp_path, setup, message):
+    directory = tmp_path / "in"
+    setup(directory)
+    with pytest.raises(VerlfitError, match=message.format(d=re.escape(str(directory)))):
+        run_prepare(directory, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_input_that_is_not_a_directory(tmp_path):
+    with pytest.raises(VerlfitError, match="is not a directory"):
+        run_prepare(tmp_path / "missing", tmp_path / "out")
