@@ -82,7 +82,7 @@ class TrainSettings:
     actor_micro_batch_size: int = 4
     log_prob_micro_batch_size: int = 8
     critic_micro_batch_size: int = 4
-    rollout_micro_batch_size: int = 8
+    rollout_micro_batch_size: int | None = None  # prompts per HF generate call; None: the whole batch
     max_prompt_length: int = 512
     max_response_length: int = 256
     rollout_n: int = 4  # used by grpo only
@@ -229,7 +229,7 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
         ]
     out += list(profile.overrides)
     if profile.rollout == "hf":
-        out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size}")
+        out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size or s.train_batch_size}")
     else:
         out += [
             f"actor_rollout_ref.rollout.gpu_memory_utilization={profile.vllm_gpu_memory_utilization}",

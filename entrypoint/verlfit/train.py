@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 from verlfit.errors import VerlfitError
+from verlfit.metrics import logger_overrides
 from verlfit.overrides import TrainSettings, build_overrides, split_override, validate_overrides
 from verlfit.profiles import PROFILE_NAMES, load_profile, resolve_environment, select_profile
 
@@ -149,8 +150,8 @@ def settings_from_args(args, run_dir: str) -> TrainSettings:
         extra_overrides=_extra_overrides(args.overrides),
     )
     if args.micro_batch_size:
-        for name in ("actor_micro_batch_size", "critic_micro_batch_size", "log_prob_micro_batch_size", "rollout_micro_batch_size"):
-            setattr(settings, name, args.micro_batch_size)
+        settings.actor_micro_batch_size = settings.critic_micro_batch_size = args.micro_batch_size
+        settings.log_prob_micro_batch_size = args.micro_batch_size * 2
     if args.offload:
         optimizer = args.offload in ("optimizer", "all")
         param = args.offload == "all"
@@ -195,6 +196,8 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
             raise VerlfitError(f"--gpu-memory-limit {limit} GiB is more than {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB", exit_code=2)
         environment[MEMORY_LIMIT_VARIABLE] = f"{limit:g}"
     run_dir = args.run_dir or str(Path("runs") / f"{args.algo}-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.tensorboard:
+        environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
     settings = settings_from_args(args, run_dir)
     if args.plan == "auto":
         notes += apply_plan(settings, profile, args, gpu, limit)
@@ -235,7 +238,7 @@ def describe(plan: LaunchPlan) -> str:
         f"algorithm: {s.algorithm}{f' (n={s.rollout_n})' if s.algorithm == 'grpo' else ''}    model: {s.model}",
         f"data: {s.data_dir}    run directory: {s.run_dir}",
         f"steps: {s.steps if s.steps is not None else f'{s.epochs} epoch(s)'}    batch: {s.train_batch_size} prompts, mini-batch {s.ppo_mini_batch_size}",
-        f"micro-batches per GPU: actor {s.actor_micro_batch_size}, critic {s.critic_micro_batch_size}, log-prob {s.log_prob_micro_batch_size}, rollout {s.rollout_micro_batch_size}",
+        f"micro-batches per GPU: actor {s.actor_micro_batch_size}, critic {s.critic_micro_batch_size}, log-prob {s.log_prob_micro_batch_size}, rollout {s.rollout_micro_batch_size or s.train_batch_size} prompts",
         f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens",
         f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params {s.actor_param_offload}, optimizer {s.actor_optimizer_offload}; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}",
     ]
@@ -348,8 +351,6 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
 
     stream = stream or sys.stdout
     environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1"}
-    if "tensorboard" in plan.settings.loggers:
-        environment["TENSORBOARD_DIR"] = str(run_dir / "tensorboard")
     watcher = StepWatcher(run_dir, total_steps(plan.settings), stream=stream)
     process = subprocess.Popen(plan.command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1, start_new_session=True)
     try:
