@@ -1,0 +1,232 @@
+"""The shape of a decoder-only transformer, read from a Hugging Face ``config.json``, and its exact
+parameter counts as verl builds the actor (``AutoModelForCausalLM``) and the critic
+(``AutoModelForTokenClassification`` with one label, ``verl/utils/model.py`` ``load_valuehead_model``).
+
+Counting rule, per decoder layer (Llama/Qwen2/Qwen3/Mistral layout, ``transformers`` 4.51):
+
+* attention: ``q_proj`` hidden x (heads * head_dim), ``k_proj`` and ``v_proj`` hidden x (kv_heads *
+  head_dim), ``o_proj`` (heads * head_dim) x hidden; biases on q/k/v for Qwen2 (``modeling_qwen2.py``:
+  ``bias=True`` on q/k/v, ``bias=False`` on o), on all four when a Llama-style config sets
+  ``attention_bias``; Qwen3 adds a per-head RMSNorm on q and k (``head_dim`` weights each);
+* MLP (SwiGLU): ``gate_proj`` and ``up_proj`` hidden x intermediate, ``down_proj`` intermediate x
+  hidden (biases only with Llama's ``mlp_bias``);
+* two RMSNorm weight vectors of ``hidden``.
+
+Plus the token embedding (vocab x hidden), the final RMSNorm (hidden) and ``lm_head`` (vocab x hidden,
+shared with the embedding when ``tie_word_embeddings``). The critic replaces ``lm_head`` with
+``score = nn.Linear(hidden, 1)`` (weight and bias: hidden + 1 parameters).
+
+Check: Qwen2.5-0.5B (24 layers, hidden 896, 14 heads, 2 KV heads, intermediate 4864, vocab 151936,
+tied) gives 494,032,768 parameters, the number its model card and ``model.num_parameters()`` report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from verlfit.errors import VerlfitError
+
+DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
+
+# model_type values whose layer layout the counting rule above describes
+KNOWN_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """What the memory model needs to know about a decoder-only transformer.
+
+    Attributes:
+        name: where the shape came from (a path, or a built-in model id).
+        model_type: the config's ``model_type`` (e.g. ``"qwen2"``).
+        num_layers: ``num_hidden_layers``.
+        hidden_size: ``hidden_size``.
+        num_attention_heads: query heads.
+        num_key_value_heads: key/value heads (grouped-query attention when fewer than the query heads).
+        intermediate_size: MLP inner width.
+        vocab_size: rows of the embedding and of ``lm_head``.
+        tie_word_embeddings: ``lm_head`` shares the embedding's weight.
+        head_dim: per-head width; ``hidden_size // num_attention_heads`` unless the config says otherwise.
+        qkv_bias: biases on q/k/v projections.
+        o_bias: bias on the attention output projection.
+        mlp_bias: biases on the three MLP projections.
+        qk_norm: a per-head RMSNorm on q and k (Qwen3).
+    """
+
+    name: str
+    model_type: str
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    head_dim: int
+    qkv_bias: bool = False
+    o_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the concatenated query heads (``heads * head_dim``)."""
+        return self.num_attention_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the concatenated key (or value) heads (``kv_heads * head_dim``)."""
+        return self.num_key_value_heads * self.head_dim
+
+    @property
+    def layer_parameters(self) -> int:
+        """Parameters of one decoder layer."""
+        h, q, kv, i = self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size
+        attention = h * q + 2 * h * kv + q * h
+        if self.qkv_bias:
+            attention += q + 2 * kv
+        if self.o_bias:
+            attention += h
+        if self.qk_norm:
+            attention += 2 * self.head_dim
+        mlp = 3 * h * i + ((2 * i + h) if self.mlp_bias else 0)
+        norms = 2 * h
+        return attention + mlp + norms
+
+    @property
+    def embedding_parameters(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def body_parameters(self) -> int:
+        """Embedding + all decoder layers + final norm: the base model without any head."""
+        return self.embedding_parameters + self.num_layers * self.layer_parameters + self.hidden_size
+
+    @property
+    def actor_parameters(self) -> int:
+        """Parameters of ``AutoModelForCausalLM`` (the actor and the reference policy)."""
+        lm_head = 0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size
+        return self.body_parameters + lm_head
+
+    @property
+    def critic_parameters(self) -> int:
+        """Parameters of ``AutoModelForTokenClassification`` with ``num_labels=1`` (verl's critic)."""
+        return self.body_parameters + self.hidden_size + 1
+
+    def root_unit_parameters(self, critic: bool = False) -> int:
+        """Parameters FSDP keeps in the root unit when it wraps each decoder layer on its own
+        (verl's default ``get_fsdp_wrap_policy``, ``verl/utils/fsdp_utils.py``): everything outside
+        the layers (embedding, final norm, and ``lm_head`` or the critic's ``score``)."""
+        total = self.critic_parameters if critic else self.actor_parameters
+        return total - self.num_layers * self.layer_parameters
+
+
+def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
+    """Build a :class:`ModelShape` from a parsed HF ``config.json``.
+
+    Raises:
+        VerlfitError: naming ``name`` and the missing key when the config lacks one of
+            ``num_hidden_layers``, ``hidden_size``, ``num_attention_heads``, ``intermediate_size``,
+            ``vocab_size``.
+    """
+    if not isinstance(config, dict):
+        raise VerlfitError(f"{name}: expected a JSON object, got {type(config).__name__}")
+    if "text_config" in config and "num_hidden_layers" not in config:
+        config = {**config["text_config"], "tie_word_embeddings": config.get("tie_word_embeddings", config["text_config"].get("tie_word_embeddings"))}
+    required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
+    missing = [key for key in required if not isinstance(config.get(key), int)]
+    if missing:
+        raise VerlfitError(f"{name}: not a decoder-only transformer config: missing {', '.join(missing)}", fix="pass --model a directory holding the model's config.json, or the config.json itself")
+    model_type = str(config.get("model_type", "unknown"))
+    heads = config["num_attention_heads"]
+    kv_heads = config.get("num_key_value_heads") or heads
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    attention_bias = bool(config.get("attention_bias", False))
+    return ModelShape(
+        name=name,
+        model_type=model_type,
+        num_layers=config["num_hidden_layers"],
+        hidden_size=config["hidden_size"],
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        intermediate_size=config["intermediate_size"],
+        vocab_size=config["vocab_size"],
+        # transformers' PretrainedConfig default is True; Llama/Mistral configs write False explicitly
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", True)),
+        head_dim=head_dim,
+        qkv_bias=True if model_type == "qwen2" else attention_bias,
+        o_bias=False if model_type == "qwen2" else attention_bias,
+        mlp_bias=bool(config.get("mlp_bias", False)),
+        qk_norm=model_type == "qwen3",
+    )
+
+
+# Built-in shapes, so `verlfit plan` works offline for the default model and its larger siblings.
+# Values are those of the models' config.json on the hub (Qwen2.5 family, model_type qwen2); the
+# parameter counts they give are the models' reported totals (tests/test_plan.py checks 0.5B).
+_QWEN25 = {
+    "0.5B": dict(num_hidden_layers=24, hidden_size=896, num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864, vocab_size=151936, tie_word_embeddings=True),
+    "1.5B": dict(num_hidden_layers=28, hidden_size=1536, num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960, vocab_size=151936, tie_word_embeddings=True),
+    "3B": dict(num_hidden_layers=36, hidden_size=2048, num_attention_heads=16, num_key_value_heads=2, intermediate_size=11008, vocab_size=151936, tie_word_embeddings=True),
+}
+BUILTIN_SHAPES: dict[str, dict] = {}
+for _size, _values in _QWEN25.items():
+    for _suffix in ("", "-Instruct"):
+        BUILTIN_SHAPES[f"Qwen/Qwen2.5-{_size}{_suffix}"] = {"model_type": "qwen2", **_values}
+
+
+def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> ModelShape:
+    """Find the shape of ``model`` without any network access.
+
+    Looks, in order, at: a ``config.json`` file; a directory holding ``config.json``; the built-in
+    shapes (:data:`BUILTIN_SHAPES`, e.g. ``Qwen/Qwen2.5-0.5B-Instruct``); the local Hugging Face
+    cache for a hub id (``huggingface_hub.try_to_load_from_cache``, no download).
+
+    Args:
+        model: a path or a hub id.
+        hub_cache_lookup: ``f(repo_id, filename) -> path | None``; default
+            ``huggingface_hub.try_to_load_from_cache`` (tests pass a fake).
+
+    Raises:
+        VerlfitError: when no config is found, or the file is not a usable config.
+    """
+    path = Path(os.path.expanduser(model))
+    if path.is_file():
+        return _read_config(path, str(path))
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.is_file():
+            raise VerlfitError(f"{path} has no config.json", fix="pass the model directory (with config.json) or the config.json file")
+        return _read_config(config, str(path))
+    if model in BUILTIN_SHAPES:
+        return shape_from_config(BUILTIN_SHAPES[model], name=f"{model} (built-in shape)")
+    if hub_cache_lookup is None:
+        try:
+            from huggingface_hub import try_to_load_from_cache as hub_cache_lookup
+        except ImportError:
+            hub_cache_lookup = None
+    if hub_cache_lookup is not None and model.count("/") == 1:
+        try:
+            cached = hub_cache_lookup(model, "config.json")
+        except Exception:  # an invalid repo id, an unreadable cache: same as not cached
+            cached = None
+        if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
+            return _read_config(Path(cached), f"{model} (hub cache)")
+    known = ", ".join(sorted(BUILTIN_SHAPES))
+    raise VerlfitError(f"no config.json for model {model!r}: not a file, not a directory, not in the local hub cache", fix=f"pass --model path/to/model_dir or path/to/config.json (built in: {known})")
+
+
+def _read_config(path: Path, name: str) -> ModelShape:
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise VerlfitError(f"{path}: cannot read a JSON config ({error})") from None
+    return shape_from_config(config, name=name)
+
+
+def with_name(shape: ModelShape, name: str) -> ModelShape:
+    """Return ``shape`` relabelled (for display)."""
+    return replace(shape, name=name)
