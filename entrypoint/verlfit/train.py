@@ -419,10 +419,11 @@ def run_blocking_checks(plan: LaunchPlan) -> None:
 
 def ensure_data(settings: TrainSettings) -> None:
     """Prepare GSM8K into ``settings.data_dir`` when its parquet files are missing."""
-    data = Path(settings.data_dir)
-    if (data / "train.parquet").is_file() and (data / "test.parquet").is_file():
-        return
     from verlfit import gsm8k
+
+    data = Path(settings.data_dir)
+    if gsm8k.is_prepared(data):
+        return
 
     print(f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first")
     gsm8k.prepare(source=None, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length)
