@@ -1,0 +1,176 @@
+"""verlfit report on fixture run directories: files, plotted values equal to the input, summary, errors."""
+
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from verlfit import cli, report
+from verlfit.errors import VerlfitError
+from verlfit.metrics import consolidate, read_metrics
+from verlfit.progress import StepWatcher
+from verlfit.report import build_figure, load_run, plot_data, summarize, write_report
+
+LOGS = Path(__file__).parent / "data" / "verl_logs"
+VAL = "val-core/openai/gsm8k/reward/mean@1"
+PNGS = ["reward.png", "kl.png", "entropy.png", "response_length.png", "memory.png", "step_time.png"]
+
+
+def make_run(run_dir, log_name, run_json=None):
+    """A run directory as verlfit train leaves it: train.log and metrics.jsonl from the watcher, run.json."""
+    with open(LOGS / log_name, encoding="utf-8", newline="") as handle, \
+            StepWatcher(run_dir, stream=io.StringIO(), tty=False) as watcher:
+        for line in handle.read().splitlines(keepends=True):
+            watcher.feed(line)
+    if run_json is not None:
+        (run_dir / "run.json").write_text(json.dumps(run_json))
+    return run_dir
+
+
+@pytest.fixture
+def finished_run(tmp_path):
+    return make_run(tmp_path / "ppo-p40", "ppo_p40_finished.log", {"total_steps": 4, "command": ["python", "-m", "verl.trainer.main_ppo"]})
+
+
+@pytest.fixture
+def interrupted_run(tmp_path):
+    run = make_run(tmp_path / "grpo-a10", "grpo_a10_interrupted.log", {"total_steps": 10, "command": ["python"]})
+    with open(run / "metrics.jsonl", "a") as handle:  # the watcher was killed while writing step 4
+        handle.write('{"step":4,"actor/entropy":0.3')
+    return run
+
+
+def test_report_files_exist_and_are_png(finished_run):
+    result = write_report(finished_run)
+    assert result.output_dir == finished_run / "report"
+    assert sorted(p.name for p in result.files) == sorted(PNGS + ["summary.txt"])
+    for name in PNGS:
+        assert (finished_run / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in (finished_run / "report").iterdir() if p.name.startswith(".")] == []  # no temp files left
+
+
+def test_plotted_values_equal_the_input(finished_run):
+    records = consolidate(read_metrics(finished_run))
+    data = plot_data(records)
+    steps = [1, 2, 3, 4]
+    assert data["reward"]["lines"] == {
+        "critic/score/mean": (steps, [0.062, 0.125, 0.188, 0.25]),
+        "critic/rewards/mean": (steps, [0.062, 0.125, 0.188, 0.25]),
+        VAL: ([0, 2, 4], [0.004548900682335102, 0.066, 0.10538286580742987]),  # full precision where verl printed it
+    }
+    assert data["kl"]["lines"] == {"actor/ppo_kl": (steps, [0.0, 0.0, 0.0, 0.0])}
+    assert data["entropy"]["lines"] == {"actor/entropy": (steps, [0.575, 0.563, 0.551, 0.539])}
+    assert data["response_length"]["lines"]["response_length/mean"] == (steps, [193.75, 201.25, 208.75, 216.25])
+    assert data["memory"]["lines"] == {"perf/max_memory_allocated_gb": (steps, [12.962, 13.002, 13.002, 13.002]),
+                                       "perf/max_memory_reserved_gb": (steps, [22.43] * 4)}
+    timing = data["step_time"]
+    assert timing["steps"] == steps
+    assert list(timing["phases"]) == ["gen", "reward", "old_log_prob", "values", "adv", "update_critic", "update_actor",
+                                      "testing", "save_checkpoint", "other"]
+    assert timing["phases"]["gen"] == [21.324, 20.914, 20.504, 20.094]
+    assert timing["phases"]["testing"] == [0.0, 64.119, 0.0, 64.119]
+    assert timing["phases"]["save_checkpoint"] == [0.0, 0.0, 0.0, 18.604]
+    for i, record in enumerate(r for r in records if "timing_s/step" in r):  # the stack adds up to timing_s/step
+        assert sum(column[i] for column in timing["phases"].values()) == pytest.approx(record["timing_s/step"])
+
+
+def test_figures_draw_exactly_the_plot_data(finished_run):
+    data = plot_data(consolidate(read_metrics(finished_run)))
+    reward = build_figure(data["reward"])
+    drawn = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in reward.axes[0].lines}
+    assert drawn == {name: (list(s), list(v)) for name, (s, v) in data["reward"]["lines"].items()}
+    stacked = build_figure(data["step_time"])
+    bars = {c.get_label(): [patch.get_height() for patch in c.patches] for c in stacked.axes[0].containers}
+    assert list(bars) == list(data["step_time"]["phases"])
+    for phase, heights in data["step_time"]["phases"].items():  # matplotlib stores bottom and top: float rounding
+        assert bars[phase] == pytest.approx(heights, abs=1e-9)
+    assert [patch.get_x() + patch.get_width() / 2 for patch in stacked.axes[0].containers[0].patches] == [1, 2, 3, 4]
+
+
+def test_summary_of_a_finished_run(finished_run):
+    text = write_report(finished_run).summary
+    assert text.splitlines()[1:8] == [
+        "status: finished (4 of 4 steps)",
+        "reward (critic/score/mean): last 0.250 (step 4), best 0.250 (step 4)",
+        f"validation ({VAL}): last 0.1054 (step 4), best 0.1054 (step 4)",
+        "step time (timing_s/step): mean 80.2 s over 4 steps",
+        "throughput: mean 81 tokens/s (perf/total_num_tokens / timing_s/step)",
+        "peak GPU memory: 13.0 GiB allocated, 22.4 GiB reserved (perf/max_memory_*_gb)",
+        "note: values come from verl's console, rounded to 3 decimals (the first and final validation scores at full precision)",
+    ]
+    assert (finished_run / "report" / "summary.txt").read_text() == text + "\n"
+
+
+def test_interrupted_run_with_a_cut_last_metrics_line(interrupted_run):
+    result = write_report(interrupted_run)
+    lines = result.summary.splitlines()
+    assert "status: interrupted or still running: 3 of 10 steps done" in lines
+    assert "step time (timing_s/step): mean 17.7 s over 3 steps; 7 steps left, about 2m04s" in lines
+    assert plot_data(load_run(interrupted_run).records)["entropy"]["lines"]["actor/entropy"] == ([1, 2, 3], [0.409, 0.4, 0.391])
+    assert "critic/values/mean" not in str(plot_data(load_run(interrupted_run).records))
+
+
+def test_running_when_run_json_pid_is_alive(interrupted_run):
+    (interrupted_run / "run.json").write_text(json.dumps({"total_steps": 10, "command": [], "pid": os.getpid()}))
+    assert "status: running (step 3 of 10 done)" in summarize(load_run(interrupted_run))
+
+
+def test_falls_back_to_train_log_and_reads_total_from_it(tmp_path):
+    run = tmp_path / "copied"
+    run.mkdir()
+    shutil.copy(LOGS / "grpo_a10_interrupted.log", run / "train.log")  # no metrics.jsonl, no run.json
+    loaded = load_run(run)
+    assert (loaded.source, loaded.total_steps, [r["step"] for r in loaded.records]) == ("train.log", 10, [0, 1, 2, 3])
+    assert "status: interrupted or still running: 3 of 10 steps done" in write_report(run).summary
+
+
+def test_run_without_a_finished_step(tmp_path):
+    (tmp_path / "train.log").write_text("(TaskRunner pid=1) TaskRunner hostname: x, PID: 1\n")
+    result = write_report(tmp_path)
+    assert [p.name for p in result.files] == ["summary.txt"]
+    assert "no training step has finished yet" in result.summary
+
+
+def test_not_a_run_directory(tmp_path):
+    with pytest.raises(VerlfitError) as caught:
+        load_run(tmp_path)
+    text = str(caught.value)
+    assert f"{tmp_path} is not a run: it has no metrics.jsonl and no train.log" in text
+    assert "run.json" in text and "fix:" in text
+    with pytest.raises(VerlfitError, match="is not a directory"):
+        load_run(tmp_path / "missing")
+
+
+def test_cli_report(finished_run, tmp_path, capsys):
+    out = tmp_path / "elsewhere"
+    assert cli.main(["report", str(finished_run), "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "status: finished (4 of 4 steps)" in printed and f"written to {out}" in printed
+    assert sorted(p.name for p in out.iterdir()) == sorted(PNGS + ["summary.txt"])
+
+
+def test_cli_report_on_a_non_run(tmp_path, capsys):
+    assert cli.main(["report", str(tmp_path)]) == 1
+    assert f"verlfit: error: {tmp_path} is not a run" in capsys.readouterr().err
+
+
+def test_failed_plot_write_leaves_neither_partial_file_nor_temp(finished_run, monkeypatch, tmp_path):
+    out = tmp_path / "out"
+    (out).mkdir()
+    (out / "reward.png").write_bytes(b"old")
+
+    def broken_figure(spec):
+        class Broken:
+            def savefig(self, handle, format):
+                handle.write(b"\x89PNG partial")
+                raise OSError(28, "No space left on device")
+        return Broken()
+
+    monkeypatch.setattr(report, "build_figure", broken_figure)
+    with pytest.raises(OSError):
+        write_report(finished_run, out)
+    assert [p.name for p in out.iterdir()] == ["reward.png"]
+    assert (out / "reward.png").read_bytes() == b"old"
