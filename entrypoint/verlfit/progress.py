@@ -178,8 +178,8 @@ class StepWatcher:
                 self.step_times.append(record["timing_s/step"])
                 self.last_training = record
             self._echo(format_step_line(record, self.total_steps, self.eta_seconds()))
-        if self._live is not None:
-            self._live.refresh()
+        if records and self._live is not None:
+            self._live.refresh()  # other lines show at the next automatic refresh (twice a second)
         return records
 
     def close(self) -> None:
