@@ -276,6 +276,7 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
         record = {
             "verlfit_run": 1,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "pid": os.getpid(),  # the verlfit process watching verl; `verlfit report` tells running from interrupted
             "profile": plan.profile_name,
             "gpu": plan.gpu_description,
             "settings": dataclasses.asdict(plan.settings),
@@ -356,7 +357,12 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
     try:
         for line in process.stdout:
             watcher.feed(line)
-        return process.wait()
+        status = process.wait()
+        if status != 0 and not watcher.verbose:
+            print("verlfit: the last lines verl printed:", file=sys.stderr)
+            for line in list(watcher.tail_lines)[-40:]:
+                print(f"  {line}", file=sys.stderr)
+        return status
     except KeyboardInterrupt:
         print("\nverlfit: stopping verl (Ctrl-C again is not needed; waiting up to 60 s)", file=sys.stderr)
         for sig, wait in ((signal.SIGINT, 60), (signal.SIGTERM, 30), (signal.SIGKILL, 10)):
