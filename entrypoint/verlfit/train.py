@@ -351,7 +351,8 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
     from verlfit.progress import StepWatcher
 
     stream = stream or sys.stdout
-    environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1"}
+    # VERLFIT_CONSOLE_FULL_PRECISION: patch 0008 prints exact metric values, so metrics.jsonl keeps them
+    environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1", "VERLFIT_CONSOLE_FULL_PRECISION": "1"}
     watcher = StepWatcher(run_dir, total_steps(plan.settings), stream=stream)
     process = subprocess.Popen(plan.command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1, start_new_session=True)
     try:
