@@ -1,0 +1,506 @@
+"""Probes run in a subprocess against one copy of verl (pristine, partly or fully patched).
+
+Usage: PYTHONPATH=<dir containing verl/> python verl_probe.py PROBE [ARG...]
+The last stdout line is ``PROBE_RESULT <json>``. The tests in this directory start it with the tree they
+want under PYTHONPATH, so the installed verl in the venv is never imported or modified.
+
+Probes:
+  imports            import dp_actor / dp_critic as if CUDA were available, with flash_attn unimportable
+  rollout            HF rollout with a tiny random Qwen2: greedy vs a manual decode, and sampling vs the
+                     rollout config, from a checkpoint whose generation_config.json sets temperature 0.7,
+                     top_p 0.8, top_k 20 and repetition_penalty 1.05
+  autocast           autocast state seen inside the actor, ref, critic and HF-rollout forwards per config
+  wiring             attn_implementation wiring (fsdp_workers, load_valuehead_model), BaseShardingManager.timing
+  triton FAKE_DIR    flash-attn Triton cross-entropy gate, with a fake flash_attn package under FAKE_DIR
+"""
+
+import importlib.abc
+import json
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import warnings  # noqa: E402
+
+warnings.filterwarnings("ignore")
+
+VOCAB = 300
+PAD = 0
+EOS = 299
+PROMPTS = ([11, 12, 13, 14, 15, 16, 17, 18, 19, 20], [31, 32, 33, 34, 35])
+PROMPT_LEN = 10
+
+
+class _BlockFlashAttn(importlib.abc.MetaPathFinder):
+    """Make every ``flash_attn`` import fail, whatever is installed."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "flash_attn" or fullname.startswith("flash_attn."):
+            raise ModuleNotFoundError(f"No module named {fullname!r} (blocked by verl_probe)", name=fullname)
+        return None
+
+
+def block_flash_attn():
+    sys.meta_path.insert(0, _BlockFlashAttn())
+    for name in list(sys.modules):
+        if name == "flash_attn" or name.startswith("flash_attn."):
+            del sys.modules[name]
+
+
+def init_dist():
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        fd, path = tempfile.mkstemp(prefix="verl_probe_pg_")
+        os.close(fd)
+        os.unlink(path)
+        dist.init_process_group("gloo", init_method=f"file://{path}", rank=0, world_size=1)
+
+
+def make_qwen2(seed=0, attn="eager", num_labels=None):
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassification
+
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        rope_theta=10000.0,
+        # Larger than the default 0.02 so that attention is not uniform and positions matter.
+        initializer_range=0.2,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+        attn_implementation=attn,
+    )
+    torch.manual_seed(seed)
+    if num_labels is not None:
+        config.num_labels = num_labels
+        model = Qwen2ForTokenClassification(config)
+    else:
+        model = Qwen2ForCausalLM(config)
+    return model.float().eval()
+
+
+def save_checkpoint(path):
+    """Save the tiny model with a generation_config.json carrying Instruct-style sampling defaults
+    (written by this transformers, i.e. >= 4.50, so generate() would merge them in)."""
+    from transformers import GenerationConfig
+
+    model = make_qwen2(seed=0)
+    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=EOS, pad_token_id=PAD, do_sample=True, temperature=0.7, top_p=0.8, top_k=20, repetition_penalty=1.05)
+    model.save_pretrained(path)
+    return path
+
+
+def left_padded_batch():
+    """input_ids, attention_mask and verl-style position_ids for the two prompts, left-padded."""
+    import torch
+
+    ids = torch.full((len(PROMPTS), PROMPT_LEN), PAD, dtype=torch.long)
+    mask = torch.zeros((len(PROMPTS), PROMPT_LEN), dtype=torch.long)
+    for i, prompt in enumerate(PROMPTS):
+        ids[i, PROMPT_LEN - len(prompt) :] = torch.tensor(prompt)
+        mask[i, PROMPT_LEN - len(prompt) :] = 1
+    position_ids = torch.clip(torch.cumsum(mask, dim=-1) - 1, min=0)  # verl.utils.model.compute_position_id_with_mask
+    return ids, mask, position_ids
+
+
+def rollout_config(**overrides):
+    from omegaconf import OmegaConf
+
+    cfg = {
+        "name": "hf",
+        "do_sample": False,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "n": 1,
+        "response_length": 24,
+        "dtype": "float32",
+        "val_kwargs": {"do_sample": False, "temperature": 0, "top_p": 1.0, "top_k": -1, "n": 1},
+    }
+    cfg.update(overrides)
+    return OmegaConf.create(cfg)
+
+
+def data_proto(ids, mask, position_ids, **meta):
+    from verl import DataProto
+
+    meta = {"eos_token_id": EOS, "pad_token_id": PAD, **meta}
+    return DataProto.from_dict(tensors={"input_ids": ids, "attention_mask": mask, "position_ids": position_ids}, meta_info=meta)
+
+
+def manual_greedy(model, ids, mask, steps):
+    """Greedy decode by full forward passes with explicitly correct positions, no cache, no generate()."""
+    import torch
+
+    seq, att = ids.clone(), mask.clone()
+    out = []
+    with torch.no_grad():
+        for _ in range(steps):
+            pos = torch.clip(torch.cumsum(att, dim=-1) - 1, min=0)
+            logits = model(input_ids=seq, attention_mask=att, position_ids=pos, use_cache=False).logits[:, -1, :]
+            nxt = logits.argmax(-1)
+            out.append(nxt)
+            seq = torch.cat([seq, nxt[:, None]], dim=1)
+            att = torch.cat([att, torch.ones_like(nxt)[:, None]], dim=1)
+    return torch.stack(out, dim=1)
+
+
+def probe_imports():
+    import verl.utils.device as device
+
+    block_flash_attn()
+    device.is_cuda_available = True  # take the branch a GPU worker takes
+    result = {}
+    for mod in ("verl.workers.actor.dp_actor", "verl.workers.critic.dp_critic"):
+        try:
+            module = __import__(mod, fromlist=["*"])
+        except Exception as exc:  # noqa: BLE001
+            result[mod] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            continue
+        result[mod] = {
+            "ok": True,
+            "sources": {name: getattr(module, name).__module__ if hasattr(getattr(module, name), "__module__") else None for name in ("index_first_axis", "pad_input", "rearrange", "unpad_input")},
+        }
+    result["flash_attn_importable"] = _importable("flash_attn")
+    return result
+
+
+def _importable(name):
+    try:
+        __import__(name)
+        return True
+    except ImportError:
+        return False
+
+
+class _Spy:
+    """Wrap model.generate: record kwargs, ask for the processed scores (the distribution sampled from)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.original = model.generate
+        self.calls = []
+        model.generate = self
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append({k: (v if isinstance(v, (int, float, str, bool, type(None))) else type(v).__name__) for k, v in kwargs.items()})
+        kwargs["output_scores"] = True
+        out = self.original(*args, **kwargs)
+        self.scores = out.scores
+        self.generation_config = kwargs.get("generation_config")
+        # what generate() actually used after merging in the checkpoint's generation_config.json
+        self.effective, _ = self.model._prepare_generation_config(self.generation_config, use_model_defaults=kwargs.get("use_model_defaults"))
+        return out
+
+
+def cpu_empty_cache_shim():
+    """HFRollout ends with get_torch_device().empty_cache(); torch.cpu has none. GPU-only code path, so the
+    shim lives here rather than in the patch series."""
+    import torch
+
+    if not hasattr(torch.cpu, "empty_cache"):
+        torch.cpu.empty_cache = lambda: None
+
+
+def probe_rollout():
+    model_dir = save_checkpoint(tempfile.mkdtemp(prefix='verl_probe_model_'))
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    block_flash_attn()
+    cpu_empty_cache_shim()
+    result = {}
+
+    # 1. greedy: the rollout must produce what a manual decode with correct positions produces
+    model = make_qwen2(seed=0)
+    ids, mask, pos = left_padded_batch()
+    steps = 24
+    rollout = HFRollout(model, rollout_config(do_sample=False, response_length=steps))
+    out = rollout.generate_sequences(data_proto(ids, mask, pos, do_sample=False))
+    responses = out.batch["responses"]
+    reference = manual_greedy(model, ids, mask, steps)
+    result["greedy"] = {"rollout": responses.tolist(), "manual": reference.tolist()}
+    # positions verl returns for the response must continue the prompt's
+    out_pos = out.batch["position_ids"]
+    result["greedy"]["position_ids_continue"] = bool(torch.equal(out_pos[:, PROMPT_LEN:], pos[:, -1:] + torch.arange(1, steps + 1)))
+
+    # 2. sampling: checkpoint whose generation_config.json carries sampling defaults
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="eager").eval()
+    gen_cfg = model.generation_config
+    result["checkpoint_generation_config"] = {k: getattr(gen_cfg, k) for k in ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample", "transformers_version")}
+    spy = _Spy(model)
+    torch.manual_seed(1234)
+    steps = 16
+    temperature = 1.0
+    cfg = rollout_config(do_sample=True, temperature=temperature, top_p=1.0, top_k=-1, response_length=steps)
+    sample_ids = ids.repeat(4, 1)
+    sample_mask = mask.repeat(4, 1)
+    sample_pos = pos.repeat(4, 1)
+    out = HFRollout(model, cfg).generate_sequences(data_proto(sample_ids, sample_mask, sample_pos))
+    spy_scores = torch.stack(spy.scores, dim=1)  # (bs, steps_run, vocab): processed logits generate sampled from
+    responses = out.batch["responses"]
+    response_mask = out.batch["attention_mask"][:, PROMPT_LEN:]
+    steps_run = spy_scores.shape[1]
+    sampled_logp = torch.log_softmax(spy_scores.float(), dim=-1)
+
+    with torch.no_grad():
+        logits = model(input_ids=out.batch["input_ids"], attention_mask=out.batch["attention_mask"], position_ids=out.batch["position_ids"], use_cache=False).logits
+    direct = torch.log_softmax(logits[:, PROMPT_LEN - 1 : -1, :].float() / temperature, dim=-1)[:, :steps_run]
+    valid = response_mask[:, :steps_run].bool()
+    tok = responses[:, :steps_run]
+    token_diff = (sampled_logp.gather(-1, tok[..., None]).squeeze(-1) - direct.gather(-1, tok[..., None]).squeeze(-1)).abs()[valid]
+    dist_diff = (sampled_logp.exp() - direct.exp()).abs().sum(-1)[valid]  # total variation x2 per step
+    result["sampling"] = {
+        "valid_tokens": int(valid.sum()),
+        "max_token_logprob_diff": float(token_diff.max()),
+        "max_l1_distribution_diff": float(dist_diff.max()),
+        "generate_kwargs": spy.calls[-1],
+        "effective_generation_config": {k: getattr(spy.effective, k) for k in ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample")},
+    }
+
+    # 3. the same responses scored the way PPO scores them: the patched actor's forward micro-batch
+    try:
+        from verl.workers.actor.dp_actor import DataParallelPPOActor
+    except Exception as exc:  # noqa: BLE001
+        result["actor"] = {"error": f"{type(exc).__name__}: {exc}"}
+        return result
+    init_dist()
+    actor = DataParallelPPOActor(actor_config(autocast_dtype="fp32"), model)
+    micro = {k: out.batch[k] for k in ("responses", "input_ids", "attention_mask", "position_ids")}
+    with torch.no_grad():
+        _, actor_logp = actor._forward_micro_batch(micro, temperature=temperature)
+    actor_logp = actor_logp[:, :steps_run]
+    gen_logp = sampled_logp.gather(-1, tok[..., None]).squeeze(-1)
+    result["actor"] = {"max_logprob_diff_vs_generate": float((actor_logp - gen_logp).abs()[valid].max())}
+    return result
+
+
+def actor_config(**overrides):
+    from omegaconf import OmegaConf
+
+    cfg = {
+        "use_remove_padding": False,
+        "use_fused_kernels": False,
+        "ulysses_sequence_parallel_size": 1,
+        "entropy_from_logits_with_chunking": False,
+        "entropy_checkpointing": False,
+        "use_torch_compile": False,
+    }
+    cfg.update(overrides)
+    return OmegaConf.create(cfg)
+
+
+def critic_config(**overrides):
+    from omegaconf import OmegaConf
+
+    cfg = {"model": {"use_remove_padding": False}, "ulysses_sequence_parallel_size": 1}
+    cfg.update(overrides)
+    return OmegaConf.create(cfg)
+
+
+class _AutocastRecorder:
+    def __init__(self, module):
+        self.seen = []
+        module.register_forward_pre_hook(self._hook)
+
+    def _hook(self, module, args):
+        import torch
+
+        self.seen.append((torch.is_autocast_enabled("cpu"), str(torch.get_autocast_dtype("cpu")).replace("torch.", "")))
+
+
+def probe_autocast():
+    model_dir = save_checkpoint(tempfile.mkdtemp(prefix='verl_probe_model_'))
+    import torch
+
+    from verl.workers.actor.dp_actor import DataParallelPPOActor
+    from verl.workers.critic.dp_critic import DataParallelPPOCritic
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    block_flash_attn()
+    cpu_empty_cache_shim()
+    init_dist()
+    ids, mask, pos = left_padded_batch()
+    micro = {"responses": ids[:, -4:], "input_ids": ids, "attention_mask": mask, "position_ids": pos}
+    settings = {"absent": {}, "fp32": {"autocast_dtype": "fp32"}, "float32": {"autocast_dtype": "float32"}, "32": {"autocast_dtype": 32}, "bf16": {"autocast_dtype": "bf16"}, "fp16": {"autocast_dtype": "fp16"}}
+    result = {"actor": {}, "critic": {}, "rollout": {}}
+
+    model = make_qwen2(seed=0)
+    recorder = _AutocastRecorder(model)
+    with torch.no_grad():
+        reference = torch.log_softmax(model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -5:-1].float(), -1).gather(-1, ids[:, -4:, None]).squeeze(-1)
+    for label, extra in settings.items():
+        actor = DataParallelPPOActor(actor_config(**extra), model)
+        recorder.seen.clear()
+        with torch.no_grad():
+            _, logp = actor._forward_micro_batch(dict(micro), temperature=1.0)
+        result["actor"][label] = {"autocast": recorder.seen[-1], "max_diff_vs_fp32": float((logp.float() - reference).abs().max())}
+
+    critic_model = make_qwen2(seed=0, num_labels=1)
+    crecorder = _AutocastRecorder(critic_model)
+    for label, extra in settings.items():
+        critic = DataParallelPPOCritic(critic_config(**extra), critic_model, critic_optimizer=None)
+        crecorder.seen.clear()
+        with torch.no_grad():
+            critic._forward_micro_batch(dict(micro))
+        result["critic"][label] = {"autocast": crecorder.seen[-1]}
+
+    for label, dtype in {"absent": None, "float32": "float32", "bfloat16": "bfloat16", "fp16": "fp16"}.items():
+        cfg = rollout_config(response_length=2)
+        if dtype is None:
+            del cfg["dtype"]
+        else:
+            cfg.dtype = dtype
+        recorder.seen.clear()
+        HFRollout(model, cfg).generate_sequences(data_proto(ids, mask, pos, do_sample=False))
+        result["rollout"][label] = {"autocast": recorder.seen[0]}
+    try:
+        HFRollout(model, rollout_config(dtype="int8"))
+        result["rollout"]["invalid"] = "accepted"
+    except ValueError as exc:
+        result["rollout"]["invalid"] = f"ValueError: {exc}"
+    return result
+
+
+def probe_wiring():
+    model_dir = save_checkpoint(tempfile.mkdtemp(prefix='verl_probe_model_'))
+    import types
+
+    import transformers
+    from omegaconf import OmegaConf
+
+    block_flash_attn()
+    import verl.utils.model as vmodel
+    import verl.workers.fsdp_workers as fw
+    from verl.workers.sharding_manager.base import BaseShardingManager
+
+    result = {"timing": getattr(BaseShardingManager(), "timing", "missing")}
+
+    class Stop(Exception):
+        pass
+
+    seen = []
+    real_from_pretrained = transformers.AutoConfig.from_pretrained
+
+    def spy_from_pretrained(*args, **kwargs):
+        seen.append(kwargs.get("attn_implementation"))
+        raise Stop
+
+    fw.hf_tokenizer = lambda *a, **k: types.SimpleNamespace(bos_token_id=1, eos_token_id=EOS, pad_token_id=PAD)
+    fw.hf_processor = lambda *a, **k: None
+    fw.log_gpu_memory_usage = lambda *a, **k: None  # CUDA-only memory query
+    transformers.AutoConfig.from_pretrained = spy_from_pretrained
+    actor = {}
+    for label, model_cfg in {"absent": {}, "sdpa": {"attn_implementation": "sdpa"}}.items():
+        config = OmegaConf.create({"model": {"path": model_dir, **model_cfg}})
+        OmegaConf.set_struct(config, True)  # as Hydra hands it over
+        fake = types.SimpleNamespace(config=config, _is_actor=True, rank=0)
+        try:
+            fw.ActorRolloutRefWorker._build_model_optimizer(fake, model_path=model_dir, fsdp_config=OmegaConf.create({}), optim_config=None, override_model_config={})
+        except Stop:
+            pass
+        actor[label] = seen[-1] if seen else None
+    result["actor_attn"] = actor
+
+    critic = {}
+    transformers.AutoConfig.from_pretrained = real_from_pretrained
+    loader_calls = []
+
+    def spy_loader(*args, **kwargs):
+        loader_calls.append(kwargs.get("attn_implementation", "<not passed>"))
+        raise Stop
+
+    vmodel.load_valuehead_model = spy_loader
+    for label, model_cfg in {"absent": {}, "eager": {"attn_implementation": "eager"}}.items():
+        config = OmegaConf.create({"model": {"path": model_dir, "tokenizer_path": model_dir, "fsdp_config": {}, **model_cfg}})
+        OmegaConf.set_struct(config, True)
+        fake = types.SimpleNamespace(config=config, rank=0, device_mesh=None, ulysses_sequence_parallel_size=1)
+        fw.get_init_weight_context_manager = lambda **kw: (lambda: __import__("contextlib").nullcontext())
+        seen.clear()
+        real = transformers.AutoConfig.from_pretrained
+
+        def record(*args, _real=real, **kwargs):
+            seen.append(kwargs.get("attn_implementation"))
+            return _real(*args, **kwargs)
+
+        transformers.AutoConfig.from_pretrained = record
+        try:
+            fw.CriticWorker._build_critic_model_optimizer(fake, config)
+        except Stop:
+            pass
+        finally:
+            transformers.AutoConfig.from_pretrained = real
+        critic[label] = {"config": seen[-1] if seen else None, "loader": loader_calls[-1] if loader_calls else None}
+    result["critic_attn"] = critic
+
+    # the value-head loader itself honours the argument
+    import importlib
+
+    vmodel = importlib.reload(vmodel)
+    cfg = transformers.AutoConfig.from_pretrained(model_dir)
+    cfg.num_labels = 1
+    try:
+        loaded = vmodel.load_valuehead_model(model_dir, __import__("torch").float32, cfg, False, attn_implementation="eager")
+        result["valuehead_eager"] = {"class": type(loaded).__name__, "attn": loaded.config._attn_implementation}
+    except TypeError as exc:
+        result["valuehead_eager"] = {"error": f"TypeError: {exc}"}
+    return result
+
+
+def probe_triton(fake_dir):
+    import torch
+
+    sys.path.insert(0, fake_dir)
+    import flash_attn.ops.triton.cross_entropy as fake_ce
+
+    import verl.utils.torch_functional as tf
+
+    result = {"flash_attn_ce_available": tf.FLAH_ATTN_CROSS_ENTROPY_LOSS_AVAILABLE}
+    logits = torch.randn(2, 3, 7)
+    labels = torch.randint(0, 7, (2, 3))
+    try:
+        out = tf.logprobs_from_logits(logits, labels)
+        expected = torch.log_softmax(logits, -1).gather(-1, labels[..., None]).squeeze(-1)
+        result["cpu_logprobs_match"] = bool(torch.allclose(out, expected, atol=1e-6))
+    except Exception as exc:  # noqa: BLE001
+        result["cpu_logprobs_match"] = f"{type(exc).__name__}: {exc}"
+    result["fake_kernel_calls_on_cpu"] = fake_ce.CALLS
+    gate = getattr(tf, "flash_attn_cross_entropy_supported", None)
+    if gate is not None:
+        capability = {}
+        real = torch.cuda.get_device_capability
+        for cc in [(6, 1), (7, 0), (8, 6)]:
+            torch.cuda.get_device_capability = lambda device=None, _cc=cc: _cc
+            capability[f"{cc[0]}.{cc[1]}"] = gate(torch.device("cuda", 0))
+        torch.cuda.get_device_capability = real
+        capability["cpu"] = gate(torch.device("cpu"))
+        result["gate"] = capability
+    return result
+
+
+def main(argv):
+    probe, args = argv[0], argv[1:]
+    fn = {"imports": probe_imports, "rollout": probe_rollout, "autocast": probe_autocast, "wiring": probe_wiring, "triton": probe_triton}[probe]
+    result = fn(*args)
+    import verl
+
+    result["verl_file"] = verl.__file__
+    print("PROBE_RESULT " + json.dumps(result, default=str))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
