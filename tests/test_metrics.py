@@ -1,3 +1,4 @@
+import math
 """verl 0.4.1 console lines -> records; metrics.jsonl writing and reading; logger overrides.
 
 The logs under tests/data/verl_logs are constructed from verl 0.4.1's formatter (see make_logs.py there).
@@ -221,3 +222,11 @@ def test_tensorboard_env_name_is_the_one_verl_reads():
     source = (Path(importlib.util.find_spec("verl").origin).parent / "utils" / "tracking.py").read_text()
     assert 'os.environ.get("TENSORBOARD_DIR"' in source
     assert '"tensorboard", "console", "clearml"' in source  # both backends exist in supported_backend
+
+
+def test_full_precision_values_from_patch_0008_on_complete_lines():
+    line = "(TaskRunner pid=1) step:3 - actor/ppo_kl:2.5e-05 - critic/score/mean:nan - actor/pg_loss:-0.012345678901234 - perf/throughput:540.1\n"
+    record = parse_step_line(line)
+    assert record["step"] == 3 and record["actor/ppo_kl"] == 2.5e-05 and record["actor/pg_loss"] == -0.012345678901234
+    assert record["perf/throughput"] == 540.1 and math.isnan(record["critic/score/mean"])
+    assert parse_step_line(line.rstrip("\n")) is None  # without its newline it may have been cut

@@ -56,6 +56,9 @@ _RAY_DEDUP = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
 _STEP_HEAD = re.compile(r"^step:(\d+)(?: - (.*))?$")
 # LocalLogger writes f"{v:.3f}": exactly three decimals, or nan / inf / -inf.
 _VALUE = re.compile(r"^-?(?:\d+\.\d{3}|nan|inf)$")
+# With VERLFIT_CONSOLE_FULL_PRECISION=1 (patch 0008) values are Python float reprs: 2.5e-05, -0.0123, 540.1.
+# A repr cannot show that it was cut, so such values are accepted only on a line that ended with its newline.
+_EXACT_VALUE = re.compile(r"^-?(?:\d+(?:\.\d+)?(?:e[-+]?\d+)?|nan|inf)$")
 _TOTAL_STEPS = re.compile(r"^Total training steps: (\d+)\s*$")
 _VAL_DUMP_START = re.compile(r"""^\(?['"](Initial|Final) validation metrics: """)
 _VAL_DUMP_ITEM = re.compile(r"""['"]([^'"]+)['"]: (?:np\.\w+\()?(-?(?:\d+(?:\.\d*)?(?:e[-+]?\d+)?|nan|inf))\)?""")
@@ -89,11 +92,13 @@ def parse_step_line(line: str | bytes) -> dict | None:
         line: one line as printed, with or without its newline, Ray prefix or ANSI colours.
 
     Returns:
-        ``{"step": N, name: float, ...}`` with verl's metric names and its 3-decimal values, or ``None``
+        ``{"step": N, name: float, ...}`` with verl's metric names and values, or ``None``
         for any other line and for a line cut short: a malformed field, a last value without verl's
-        three decimals, or a training line (any key outside ``val-*``) lacking ``perf/throughput``,
+        three decimals (exact float reprs, from patch 0008, only on a line that ends with its newline), or a training line (any key outside ``val-*``) lacking ``perf/throughput``,
         which verl 0.4.1 prints last.
     """
+    complete = line.endswith(b"\n" if isinstance(line, bytes) else "\n")
+    value_pattern = _EXACT_VALUE if complete else _VALUE
     _, text = clean_line(line)
     head = _STEP_HEAD.match(text)
     if not head or not head.group(2):
@@ -101,7 +106,7 @@ def parse_step_line(line: str | bytes) -> dict | None:
     record: dict = {"step": int(head.group(1))}
     for field in head.group(2).split(" - "):
         name, sep, value = field.rpartition(":")
-        if not sep or not name or not _VALUE.match(value):
+        if not sep or not name or not value_pattern.match(value):
             return None
         record[name] = float(value)
     training = any(not name.startswith("val-") for name in record if name != "step")
