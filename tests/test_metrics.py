@@ -1,8 +1,9 @@
-import math
 """verl 0.4.1 console lines -> records; metrics.jsonl writing and reading; logger overrides.
 
 The logs under tests/data/verl_logs are constructed from verl 0.4.1's formatter (see make_logs.py there).
 """
+
+import math
 
 import json
 import os
