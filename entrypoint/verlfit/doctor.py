@@ -1,13 +1,608 @@
-"""verlfit doctor (not yet implemented)."""
+"""``verlfit doctor``: is this machine ready to train? One line per check, PASS / WARN / FAIL / SKIP,
+each with a one-line fix; exit status 1 on any FAIL; ``--json`` for machines.
+
+Checks (name: what it looks at):
+
+* ``driver``: NVIDIA driver new enough for the images' CUDA 11.8 (>= 520.61.05; 450.80.02 and newer
+  run it through CUDA minor-version compatibility: WARN; older: FAIL) (:mod:`verlfit.gpu`).
+* ``gpu``: compute capability against the profile (``--profile`` or ``VERLFIT_PROFILE``) and what
+  follows from it: bf16, FlashAttention-2, vLLM, Triton. No GPU: FAIL (training cannot run).
+* ``torch-arch``: torch's compiled architectures cover the GPU. A ``sm_XY`` cubin runs on compute
+  capability X.Z for Z >= Y (same major), so ``sm_60`` covers the P40's 6.1.
+* ``triton-shared-memory``: ``TRITON_MAX_SHARED_MEMORY`` within the card's per-block limit.
+* ``shm``: ``/dev/shm`` size. Ray puts its object store there and falls back to ``/tmp`` with a
+  warning ("The object store is using /tmp instead of /dev/shm because /dev/shm has only N bytes
+  available. This will harm performance!", ``ray/_private/services.py``) when it is too small;
+  Docker's default is 64 MiB.
+* ``disk``: free space where checkpoints go, against one checkpoint's size (actor and critic fp32
+  weights + AdamW states: 12 bytes per parameter each; verl keeps every checkpoint by default).
+* ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns.
+* ``model``: a local model directory, the local hub cache, or the hub / ``HF_ENDPOINT`` reachable.
+* ``cuda``: torch sees CUDA and can allocate on the GPU.
+* ``patches``: the installed verl carries this verlfit's patch series (``verl/.verlfit-patches``,
+  written by ``patches/apply.py``).
+
+:func:`run_checks` runs them all against a :class:`DoctorContext` (every outside dependency --
+NVML, torch, the filesystem, the network -- is a field, so tests pass fakes); :func:`blocking_checks`
+is the fast subset ``verlfit train`` runs before it launches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
 
 from verlfit.errors import VerlfitError
 
+GIB = 1024**3
+PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
+
+DRIVER_MINIMUM = (520, 61, 5)  # CUDA 11.8 release notes, table 3 (Linux)
+DRIVER_COMPAT_MINIMUM = (450, 80, 2)  # CUDA minor-version compatibility floor for 11.x
+SHM_MINIMUM_BYTES = 2 * GIB
+CHECKPOINT_BYTES_PER_PARAMETER = 12  # fp32 weights 4 + AdamW exp_avg 4 + exp_avg_sq 4 (save_contents model, optimizer)
+VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
+VERL_REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")  # what RLHFDataset and the reward manager read
+HUB_ENDPOINT = "https://huggingface.co"
+NETWORK_TIMEOUT_S = 3.0
+CHECK_NAMES = ("driver", "gpu", "torch-arch", "triton-shared-memory", "shm", "disk", "data", "model", "cuda", "patches")
+BLOCKING = ("driver", "gpu", "triton-shared-memory", "data", "model", "cuda")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check's outcome.
+
+    Attributes:
+        name: one of :data:`CHECK_NAMES`.
+        status: ``"PASS"``, ``"WARN"``, ``"FAIL"`` or ``"SKIP"``.
+        message: one line: what was found.
+        fix: one line: what to do (None for PASS and most SKIPs).
+    """
+
+    name: str
+    status: str
+    message: str
+    fix: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "status": self.status, "message": self.message, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class TorchInfo:
+    """What the torch probe found. ``error`` is set when torch imports but CUDA does not work."""
+
+    version: str
+    cuda_version: str | None
+    arch_list: tuple[str, ...]
+    cuda_available: bool
+    allocation_ok: bool
+    error: str | None = None
+
+
+def probe_torch() -> TorchInfo | None:
+    """Import torch and try a tiny allocation on the GPU; None when torch is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    arch = tuple(torch.cuda.get_arch_list()) if torch.version.cuda else ()
+    available = bool(torch.cuda.is_available())
+    ok, error = False, None
+    if available:
+        try:
+            x = torch.ones(1024, device="cuda")
+            ok = float((x * 2).sum().item()) == 2048.0
+            torch.cuda.synchronize()
+        except Exception as exc:  # a driver/runtime mismatch shows up here
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return TorchInfo(torch.__version__, torch.version.cuda, arch, available, ok, error)
+
+
+def http_head(url: str, timeout: float, headers: Mapping[str, str] | None = None) -> int:
+    """HEAD ``url`` (following redirects); return the HTTP status. Raises OSError when unreachable."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url, method="HEAD", headers=dict(headers or {}))
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return int(error.code)
+
+
+def _installed_verl_dir() -> Path | None:
+    """The installed ``verl`` package directory, found without importing it (importing pulls torch)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("verl")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _default_series(environ: Mapping[str, str]) -> Path | None:
+    """``VERLFIT_PATCHES_DIR`` (the series' folder, or a folder holding ``verl-0.4.1/``), else the
+    repository's ``patches/verl-0.4.1/series`` next to this package's source tree."""
+    candidates = []
+    if environ.get("VERLFIT_PATCHES_DIR"):
+        base = Path(environ["VERLFIT_PATCHES_DIR"])
+        candidates += [base / "series", base / "verl-0.4.1" / "series"]
+    candidates.append(Path(__file__).resolve().parents[2] / "patches" / "verl-0.4.1" / "series")
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _hub_cache_lookup(repo_id: str, filename: str):
+    from huggingface_hub import try_to_load_from_cache
+
+    return try_to_load_from_cache(repo_id, filename)
+
+
+@dataclass
+class DoctorContext:
+    """Everything the checks look at; defaults read the real machine.
+
+    Attributes:
+        profile_name: ``"p40"``, ``"a10"`` or None (then ``VERLFIT_PROFILE``, else chosen by the GPU).
+        environ: environment variables (default ``os.environ``).
+        nvml: passed to :func:`verlfit.gpu.query_gpus` (a fake in tests).
+        torch_probe: returns :class:`TorchInfo` or None without torch.
+        data_dir: where ``train.parquet`` and ``test.parquet`` are expected.
+        model: a model directory or hub id.
+        checkpoint_dir: where checkpoints will be written (the nearest existing parent is measured).
+        shm_path: Ray's shared-memory directory.
+        disk_usage: ``shutil.disk_usage``-like function.
+        shm_size: bytes of the filesystem at ``shm_path`` (None when absent).
+        verl_dir: the installed verl package (found on demand without importing it).
+        series_path: the patch series file (``VERLFIT_PATCHES_DIR`` or the repository's).
+        head: ``f(url, timeout, headers) -> status``; raises OSError when unreachable.
+        hub_cache_lookup: ``f(repo_id, filename) -> path | None`` (no network).
+        timeout: seconds for the network check.
+    """
+
+    profile_name: str | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    nvml: object | None = None
+    torch_probe: Callable[[], TorchInfo | None] = probe_torch
+    data_dir: str = "data/gsm8k"
+    model: str = "Qwen/Qwen2.5-0.5B-Instruct"
+    checkpoint_dir: str = "runs"
+    shm_path: str = "/dev/shm"
+    disk_usage: Callable = shutil.disk_usage
+    shm_size: Callable[[str], int | None] | None = None
+    verl_dir: Path | None | str = "auto"
+    series_path: Path | None | str = "auto"
+    head: Callable = http_head
+    hub_cache_lookup: Callable | None = _hub_cache_lookup
+    timeout: float = NETWORK_TIMEOUT_S
+    _gpu_report: object = field(default=None, repr=False)
+    _torch: object = field(default="unprobed", repr=False)
+
+    def gpu_report(self):
+        if self._gpu_report is None:
+            from verlfit.gpu import query_gpus
+
+            self._gpu_report = query_gpus(self.nvml)
+        return self._gpu_report
+
+    def torch(self) -> TorchInfo | None:
+        if self._torch == "unprobed":
+            self._torch = self.torch_probe()
+        return self._torch
+
+    def profile(self) -> str | None:
+        return self.profile_name or self.environ.get("VERLFIT_PROFILE") or None
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def _version_text(version: tuple[int, ...]) -> str:
+    return ".".join(f"{part:02d}" if i == 2 else str(part) for i, part in enumerate(version))
+
+
+NO_GPU_FIX = "install the NVIDIA driver and run the container with --gpus all (check CUDA_VISIBLE_DEVICES)"
+
+
+def _no_gpu(name: str, report) -> CheckResult:
+    if name == "driver":
+        return CheckResult(name, FAIL, report.error or "no NVIDIA GPU visible", NO_GPU_FIX)
+    what = {"gpu": "training cannot run", "cuda": "CUDA from torch not tried"}[name]
+    return CheckResult(name, FAIL, f"no NVIDIA GPU visible: {what}", NO_GPU_FIX)
+
+
+def check_driver(ctx: DoctorContext) -> CheckResult:
+    report = ctx.gpu_report()
+    if report.driver_version is None:
+        return _no_gpu("driver", report)
+    version = _version_tuple(report.driver_version)
+    cuda = f" (CUDA {report.cuda_driver_version[0]}.{report.cuda_driver_version[1]})" if report.cuda_driver_version else ""
+    if version >= DRIVER_MINIMUM:
+        return CheckResult("driver", PASS, f"driver {report.driver_version}{cuda} runs CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)})")
+    if version >= DRIVER_COMPAT_MINIMUM:
+        return CheckResult("driver", WARN, f"driver {report.driver_version}{cuda} is older than CUDA 11.8's {_version_text(DRIVER_MINIMUM)}: it runs only through minor-version compatibility (no PTX JIT of newer code)", f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}")
+    return CheckResult("driver", FAIL, f"driver {report.driver_version}{cuda} cannot run CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)}, at least {_version_text(DRIVER_COMPAT_MINIMUM)})", f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}")
+
+
+def _features(gpu) -> str:
+    yes = lambda flag: "yes" if flag else "no"  # noqa: E731
+    return f"bf16 {yes(gpu.supports_bf16)}, FlashAttention-2 {yes(gpu.supports_flash_attention_2)}, vLLM {yes(gpu.supports_vllm)}, Triton {yes(gpu.supports_triton)}"
+
+
+def check_gpu(ctx: DoctorContext) -> CheckResult:
+    from verlfit.profiles import PROFILE_NAMES, load_profile, profile_for_capability
+
+    report = ctx.gpu_report()
+    if not report.gpus:
+        return _no_gpu("gpu", report)
+    gpu = min(report.gpus, key=lambda g: g.compute_capability)
+    many = f" (lowest of {report.count} GPUs)" if report.count > 1 else ""
+    described = f"GPU {gpu.index}: {gpu.name}, compute capability {gpu.compute_capability_text}{many}: {_features(gpu)}"
+    try:
+        suited = profile_for_capability(gpu.compute_capability)
+    except VerlfitError as error:
+        return CheckResult("gpu", FAIL, f"{described}; {error.message}", "use a GPU of compute capability 6.0 or newer")
+    name = ctx.profile()
+    if not name or name == "auto":
+        return CheckResult("gpu", PASS, f"{described} -> profile {suited} (image verlfit:{suited})")
+    if name not in PROFILE_NAMES:
+        return CheckResult("gpu", FAIL, f"{described}; unknown profile {name!r}", f"set VERLFIT_PROFILE (or --profile) to one of {', '.join(PROFILE_NAMES)}")
+    profile = load_profile(name)
+    if gpu.compute_capability < profile.min_compute_capability:
+        need = ".".join(map(str, profile.min_compute_capability))
+        return CheckResult("gpu", FAIL, f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, {profile.rollout} rollout)", f"use the verlfit:{suited} image (--profile {suited})")
+    if suited != name:
+        return CheckResult("gpu", WARN, f"{described}; profile {name} runs here but leaves bf16, FlashAttention-2 and vLLM unused", f"use the verlfit:{suited} image (--profile {suited}) for speed, or keep {name} to rehearse a P40")
+    return CheckResult("gpu", PASS, f"{described}; matches profile {name}")
+
+
+def arch_covers(arch_list, compute_capability: tuple[int, int]) -> str | None:
+    """How torch's arch list covers a GPU: ``"sm_XY"`` (a cubin that runs natively: same major,
+    minor <= the GPU's), ``"compute_XY"`` (PTX the driver can JIT), or None."""
+    major, minor = compute_capability
+    best = None
+    for arch in arch_list:
+        match = re.fullmatch(r"(sm|compute)_(\d+?)(\d)[a-z]?", arch)
+        if not match:
+            continue
+        kind, a_major, a_minor = match.group(1), int(match.group(2)), int(match.group(3))
+        if kind == "sm" and a_major == major and a_minor <= minor:
+            return arch
+        if kind == "compute" and (a_major, a_minor) <= (major, minor):
+            best = best or arch
+    return best
+
+
+def check_torch_arch(ctx: DoctorContext) -> CheckResult:
+    report = ctx.gpu_report()
+    if not report.gpus:
+        return CheckResult("torch-arch", SKIP, "no NVIDIA GPU visible: nothing to compare torch's architectures with")
+    info = ctx.torch()
+    if info is None:
+        return CheckResult("torch-arch", SKIP, "torch is not installed here: architectures not checked (run the doctor inside the verlfit image)")
+    if not info.arch_list:
+        return CheckResult("torch-arch", FAIL, f"torch {info.version} is a CPU-only build", "install the CUDA 11.8 build: pip install torch==2.6.0 --index-url https://download.pytorch.org/whl/cu118")
+    for gpu in report.gpus:
+        covered = arch_covers(info.arch_list, gpu.compute_capability)
+        if covered is None:
+            return CheckResult("torch-arch", FAIL, f"torch {info.version} (CUDA {info.cuda_version}) has no kernels for {gpu.name} (compute capability {gpu.compute_capability_text}): arch list {list(info.arch_list)}", "use a torch build that includes this architecture (the image's torch 2.6.0+cu118 covers sm_60 and newer)")
+        if covered.startswith("compute_"):
+            return CheckResult("torch-arch", WARN, f"torch {info.version} covers {gpu.name} ({gpu.compute_capability_text}) only through {covered} PTX, compiled at first use", "use a torch build with native kernels for this GPU")
+    gpu = report.gpus[0]
+    return CheckResult("torch-arch", PASS, f"torch {info.version} (CUDA {info.cuda_version}) runs on compute capability {gpu.compute_capability_text} via {arch_covers(info.arch_list, gpu.compute_capability)} (same major, minor <= {gpu.compute_capability[1]})")
+
+
+def check_triton_shared_memory(ctx: DoctorContext) -> CheckResult:
+    from verlfit.profiles import PROFILE_NAMES, load_profile
+
+    report = ctx.gpu_report()
+    if not report.gpus:
+        return CheckResult("triton-shared-memory", SKIP, "no NVIDIA GPU visible: no per-block limit to compare with")
+    gpu = min(report.gpus, key=lambda g: g.max_shared_memory_per_block)
+    limit = gpu.max_shared_memory_per_block
+    raw = ctx.environ.get("TRITON_MAX_SHARED_MEMORY")
+    source = "TRITON_MAX_SHARED_MEMORY"
+    if not raw:
+        name = ctx.profile()
+        if name in PROFILE_NAMES:
+            raw, source = load_profile(name).environment["TRITON_MAX_SHARED_MEMORY"], f"profile {name}'s TRITON_MAX_SHARED_MEMORY"
+        else:
+            return CheckResult("triton-shared-memory", PASS if not gpu.supports_triton else WARN, f"TRITON_MAX_SHARED_MEMORY is unset; {gpu.name} allows {limit} B per block", None if not gpu.supports_triton else f"export TRITON_MAX_SHARED_MEMORY={limit}")
+    try:
+        value = int(raw)
+    except ValueError:
+        return CheckResult("triton-shared-memory", FAIL, f"{source}={raw!r} is not a number of bytes", f"export TRITON_MAX_SHARED_MEMORY={limit}")
+    if value > limit:
+        return CheckResult("triton-shared-memory", FAIL, f"{source}={value} exceeds {gpu.name}'s {limit} B per block: Triton kernels sized for it fail with 'out of resource: shared memory'", f"export TRITON_MAX_SHARED_MEMORY={limit}")
+    return CheckResult("triton-shared-memory", PASS, f"{source}={value} <= {gpu.name}'s {limit} B per block" + ("" if gpu.supports_triton else " (Triton does not run below compute capability 7.0 anyway)"))
+
+
+def _statvfs_size(path: str) -> int | None:
+    try:
+        stat = os.statvfs(path)
+    except OSError:
+        return None
+    return stat.f_frsize * stat.f_blocks
+
+
+def check_shm(ctx: DoctorContext) -> CheckResult:
+    size = (ctx.shm_size or _statvfs_size)(ctx.shm_path)
+    fix = "run the container with --shm-size=8g (or --ipc=host)"
+    if size is None:
+        return CheckResult("shm", WARN, f"{ctx.shm_path} is missing: Ray's object store falls back to /tmp (slower; Ray warns at start)", fix)
+    if size < SHM_MINIMUM_BYTES:
+        return CheckResult("shm", WARN, f"{ctx.shm_path} is {size / 2**20:.0f} MiB (Docker's default is 64 MiB): Ray's object store falls back to /tmp when it does not fit (slower; Ray warns at start)", fix)
+    return CheckResult("shm", PASS, f"{ctx.shm_path} is {size / GIB:.1f} GiB")
+
+
+def checkpoint_bytes(parameters: int, with_critic: bool = True) -> int:
+    """Bytes of one verl checkpoint: fp32 weights and AdamW states of the actor (and critic)."""
+    return parameters * CHECKPOINT_BYTES_PER_PARAMETER * (2 if with_critic else 1)
+
+
+def check_disk(ctx: DoctorContext) -> CheckResult:
+    from verlfit.model_shape import load_model_shape
+
+    path = Path(ctx.checkpoint_dir).expanduser().absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    try:
+        free = ctx.disk_usage(str(path)).free
+    except OSError as error:
+        return CheckResult("disk", WARN, f"cannot measure free space at {path}: {error}")
+    try:
+        shape = load_model_shape(ctx.model, hub_cache_lookup=ctx.hub_cache_lookup)
+    except VerlfitError:
+        return CheckResult("disk", SKIP, f"{free / GIB:.1f} GiB free at {path}; model {ctx.model!r} has no local config.json to size a checkpoint")
+    one = checkpoint_bytes(shape.actor_parameters)
+    where = f"{free / GIB:.1f} GiB free at {path}; one PPO checkpoint of {shape.actor_parameters / 1e9:.2f}B parameters (actor + critic, fp32 weights + AdamW) is {one / GIB:.1f} GiB"
+    if free < one:
+        return CheckResult("disk", FAIL, where, "free disk space or point --run-dir elsewhere; or save less often (--save-freq)")
+    if free < 3 * one:
+        return CheckResult("disk", WARN, where + ": room for fewer than 3 (verl keeps every checkpoint unless max_actor_ckpt_to_keep is set)", "free disk space, save less often, or set trainer.max_actor_ckpt_to_keep / max_critic_ckpt_to_keep")
+    return CheckResult("disk", PASS, where)
+
+
+def check_data(ctx: DoctorContext) -> CheckResult:
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    data = Path(ctx.data_dir)
+    fix = f"verlfit prepare-gsm8k --output {data}"
+    missing = [name for name in ("train.parquet", "test.parquet") if not (data / name).is_file()]
+    if missing:
+        return CheckResult("data", WARN, f"{data} has no {' or '.join(missing)}: not prepared yet (verlfit train prepares GSM8K there)", fix)
+    rows = {}
+    for name in ("train.parquet", "test.parquet"):
+        path = data / name
+        try:
+            metadata = pq.read_metadata(path)
+            columns = set(metadata.schema.to_arrow_schema().names)
+        except (OSError, pyarrow.ArrowException) as error:
+            return CheckResult("data", FAIL, f"{path} is not readable parquet: {str(error).splitlines()[0]}", fix)
+        absent = [c for c in VERL_REQUIRED_COLUMNS if c not in columns]
+        if absent:
+            return CheckResult("data", FAIL, f"{path} lacks verl's column{'s' if len(absent) > 1 else ''} {', '.join(absent)} (has {', '.join(sorted(columns))})", fix)
+        if metadata.num_rows == 0:
+            return CheckResult("data", FAIL, f"{path} has no rows", fix)
+        rows[name] = metadata.num_rows
+    return CheckResult("data", PASS, f"{data}: train.parquet {rows['train.parquet']} rows, test.parquet {rows['test.parquet']} rows, verl columns present")
+
+
+def check_model(ctx: DoctorContext) -> CheckResult:
+    model = ctx.model
+    path = Path(model).expanduser()
+    if path.exists():
+        if (path / "config.json").is_file():
+            return CheckResult("model", PASS, f"{path} is a local model directory")
+        return CheckResult("model", FAIL, f"{path} exists but has no config.json", "point --model at a Hugging Face model directory")
+    if model.count("/") != 1 or model.startswith((".", "/", "~")):
+        return CheckResult("model", FAIL, f"{model!r} is neither a local directory nor a hub id (owner/name)", "pass --model /path/to/model or a hub id such as Qwen/Qwen2.5-0.5B-Instruct")
+    if ctx.hub_cache_lookup is not None:
+        try:
+            cached = ctx.hub_cache_lookup(model, "config.json")
+        except Exception:
+            cached = None
+        if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
+            return CheckResult("model", PASS, f"{model} is in the local hub cache")
+    endpoint = (ctx.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
+    offline = ctx.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    if offline:
+        return CheckResult("model", FAIL, f"{model} is not in the local hub cache and HF_HUB_OFFLINE is set", "download it first (huggingface-cli download MODEL) or pass --model /path/to/model")
+    url = f"{endpoint}/{model}/resolve/main/config.json"
+    headers = {"Authorization": f"Bearer {ctx.environ['HF_TOKEN']}"} if ctx.environ.get("HF_TOKEN") else {}
+    try:
+        status = ctx.head(url, ctx.timeout, headers)
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "reason", None) or error
+        return CheckResult("model", FAIL, f"{model} is not local and {endpoint} is unreachable ({reason})", "set HF_ENDPOINT to a reachable mirror, or download the model and pass --model /path/to/model")
+    if 200 <= status < 400:
+        return CheckResult("model", PASS, f"{model} is reachable at {endpoint} (HTTP {status}); it downloads at the first run")
+    if status in (401, 403):
+        return CheckResult("model", FAIL, f"{model} at {endpoint} needs authorisation (HTTP {status}): gated or private", "accept the licence on the model page and export HF_TOKEN")
+    if status == 404:
+        return CheckResult("model", FAIL, f"{model} does not exist at {endpoint} (HTTP 404)", "check the model id, or pass --model /path/to/model")
+    return CheckResult("model", FAIL, f"{model}: {endpoint} answered HTTP {status}", "retry later, set HF_ENDPOINT to a mirror, or pass --model /path/to/model")
+
+
+def check_cuda(ctx: DoctorContext) -> CheckResult:
+    report = ctx.gpu_report()
+    if not report.gpus:
+        return _no_gpu("cuda", report)
+    info = ctx.torch()
+    if info is None:
+        return CheckResult("cuda", SKIP, "torch is not installed here: CUDA from torch not checked (run the doctor inside the verlfit image)")
+    if not info.cuda_version:
+        return CheckResult("cuda", FAIL, f"torch {info.version} is a CPU-only build", "install the CUDA 11.8 build of torch 2.6.0")
+    if not info.cuda_available:
+        return CheckResult("cuda", FAIL, f"torch {info.version} (CUDA {info.cuda_version}) sees no usable GPU although NVML does", "check the driver against CUDA 11.8 and that the container got the GPU (--gpus all); see the driver check")
+    if not info.allocation_ok:
+        return CheckResult("cuda", FAIL, f"torch {info.version} could not compute on the GPU: {info.error or 'wrong result'}", "check the driver (>= 520.61.05) and that no other process holds the GPU's memory")
+    return CheckResult("cuda", PASS, f"torch {info.version} (CUDA {info.cuda_version}) allocated and computed on the GPU")
+
+
+def _read_series(series: Path) -> list[tuple[str, str]]:
+    entries = []
+    for line in series.read_text(encoding="utf-8").splitlines():
+        name = line.split("#", 1)[0].strip()
+        if not name:
+            continue
+        digest = hashlib.sha256((series.parent / name).read_bytes()).hexdigest() if (series.parent / name).is_file() else ""
+        entries.append((digest, name))
+    return entries
+
+
+def _read_marker(path: Path) -> list[tuple[str, str]]:
+    entries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        digest, _, name = line.partition("  ")
+        entries.append((digest.strip(), name.strip()))
+    return entries
+
+
+def check_patches(ctx: DoctorContext) -> CheckResult:
+    verl_dir = _installed_verl_dir() if ctx.verl_dir == "auto" else ctx.verl_dir
+    series = _default_series(ctx.environ) if ctx.series_path == "auto" else ctx.series_path
+    if verl_dir is None:
+        return CheckResult("patches", SKIP, "verl is not installed here: patch series not checked (run the doctor inside the verlfit image)")
+    verl_dir = Path(verl_dir)
+    marker = verl_dir / ".verlfit-patches"
+    apply = f"python3 patches/apply.py {verl_dir.parent}"
+    if series is None or not Path(series).is_file():
+        if marker.is_file():
+            return CheckResult("patches", WARN, f"{marker} lists {len(_read_marker(marker))} patches, but this verlfit's series was not found to compare", "set VERLFIT_PATCHES_DIR to the folder holding patches/verl-0.4.1/series")
+        return CheckResult("patches", WARN, f"{verl_dir} has no {marker.name} and no patch series was found to compare", "set VERLFIT_PATCHES_DIR, then run patches/apply.py on the installed verl")
+    expected = _read_series(Path(series))
+    if not marker.is_file():
+        return CheckResult("patches", FAIL, f"the installed verl ({verl_dir}) is not patched: no {marker.name} (verl 0.4.1 stock fails on pre-Ampere GPUs and with HF rollout)", apply)
+    applied = _read_marker(marker)
+    want, have = [n for _, n in expected], [n for _, n in applied]
+    if want != have:
+        missing = [n for n in want if n not in have]
+        extra = [n for n in have if n not in want]
+        detail = "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "", f"not in this series {', '.join(extra)}" if extra else "") if part) or "in another order"
+        return CheckResult("patches", FAIL, f"the installed verl carries another patch series than {series}: {detail}", "reinstall verl 0.4.1 and run patches/apply.py on it (or rebuild the image)")
+    changed = [n for (d1, n), (d2, _) in zip(expected, applied) if d1 and d1 != d2]
+    if changed:
+        return CheckResult("patches", WARN, f"the installed verl has this series' patches, but {', '.join(changed)} changed since they were applied", "reinstall verl 0.4.1 and re-apply the series (or rebuild the image)")
+    return CheckResult("patches", PASS, f"{len(applied)} patches of {Path(series).parent.name} applied to {verl_dir} ({applied[0][1][:4]}..{applied[-1][1][:4]})" if applied else f"the series at {series} is empty")
+
+
+CHECKS: dict[str, Callable[[DoctorContext], CheckResult]] = {
+    "driver": check_driver,
+    "gpu": check_gpu,
+    "torch-arch": check_torch_arch,
+    "triton-shared-memory": check_triton_shared_memory,
+    "shm": check_shm,
+    "disk": check_disk,
+    "data": check_data,
+    "model": check_model,
+    "cuda": check_cuda,
+    "patches": check_patches,
+}
+
+
+def run_checks(context: DoctorContext | None = None, names=CHECK_NAMES) -> list[CheckResult]:
+    """Run the named checks (default: all, in :data:`CHECK_NAMES` order) against ``context``.
+
+    A check that raises unexpectedly becomes a FAIL naming the exception, so the doctor never crashes.
+    """
+    context = context or DoctorContext()
+    results = []
+    for name in names:
+        try:
+            results.append(CHECKS[name](context))
+        except VerlfitError as error:
+            results.append(CheckResult(name, FAIL, error.message, error.fix))
+        except Exception as error:  # the doctor reports; it does not crash
+            results.append(CheckResult(name, FAIL, f"the check itself failed: {type(error).__name__}: {error}", "report this as a verlfit bug"))
+    return results
+
+
+def blocking_checks(profile_name: str | None = None, data_dir: str | None = None, model: str | None = None, environment: Mapping[str, str] | None = None, context: DoctorContext | None = None) -> list[CheckResult]:
+    """Run the fast checks ``verlfit train`` needs to pass before it starts Ray, and return the
+    FAILs only (an empty list means: launch).
+
+    The subset (:data:`BLOCKING`): driver, gpu (capability against ``profile_name``),
+    triton-shared-memory, data, model, cuda. Missing data is a WARN, not a FAIL: train prepares it.
+
+    Args:
+        profile_name: the profile train resolved.
+        data_dir, model: train's settings.
+        environment: the resolved knobs (e.g. ``TRITON_MAX_SHARED_MEMORY``); laid over ``os.environ``.
+        context: a prepared :class:`DoctorContext` (tests); the other arguments then override its fields.
+    """
+    ctx = context or DoctorContext()
+    if profile_name is not None:
+        ctx.profile_name = profile_name
+    if data_dir is not None:
+        ctx.data_dir = data_dir
+    if model is not None:
+        ctx.model = model
+    if environment:
+        ctx.environ = {**ctx.environ, **environment}
+    return [result for result in run_checks(ctx, BLOCKING) if result.status == FAIL]
+
+
+def exit_status(results: list[CheckResult]) -> int:
+    return 1 if any(r.status == FAIL for r in results) else 0
+
+
+def format_results(results: list[CheckResult]) -> str:
+    width = max(len(r.name) for r in results)
+    lines = []
+    for r in results:
+        lines.append(f"{r.status}  {r.name.ljust(width)}  {r.message}")
+        if r.fix and r.status in (WARN, FAIL):
+            lines.append(f"{'':4}  {'':{width}}  fix: {r.fix}")
+    counts = {s: sum(1 for r in results if r.status == s) for s in (PASS, WARN, FAIL, SKIP)}
+    lines.append(", ".join(f"{n} {s}" for s, n in counts.items() if n) + ("" if counts[FAIL] else ": ready" if not counts[WARN] else ": ready, with warnings"))
+    return "\n".join(lines)
+
 
 def register(subparsers):
-    parser = subparsers.add_parser("doctor", help="(not yet implemented)")
+    parser = subparsers.add_parser(
+        "doctor",
+        help="check driver, GPU, torch, Triton, /dev/shm, disk, data, model, CUDA and the verl patches",
+        description="Check that this machine can train: one line per check (PASS, WARN, FAIL, SKIP) with a fix. Exit status 1 on any FAIL.",
+        epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="profile to check the GPU against (default: VERLFIT_PROFILE, else chosen by the GPU)")
+    parser.add_argument("--data", default="data/gsm8k", help="folder with train.parquet and test.parquet (default: %(default)s)")
+    parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="model directory or hub id (default: %(default)s)")
+    parser.add_argument("--run-dir", default="runs", help="where checkpoints go, for the disk check (default: %(default)s)")
+    parser.add_argument("--timeout", type=float, default=NETWORK_TIMEOUT_S, help="seconds for the hub reachability check (default: %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print JSON: {checks: [...], exit_status}")
     parser.set_defaults(func=_run)
     return parser
 
 
-def _run(args):
-    raise VerlfitError("verlfit doctor is not implemented yet")
+def _run(args, context: DoctorContext | None = None, out=None) -> int:
+    out = out or sys.stdout
+    ctx = context or DoctorContext()
+    ctx.profile_name = args.profile or ctx.profile_name
+    ctx.data_dir, ctx.model, ctx.checkpoint_dir, ctx.timeout = args.data, args.model, args.run_dir, args.timeout
+    results = run_checks(ctx)
+    status = exit_status(results)
+    if args.json:
+        out.write(json.dumps({"checks": [r.to_dict() for r in results], "exit_status": status}, indent=2) + "\n")
+    else:
+        out.write(format_results(results) + "\n")
+    return status

@@ -1,13 +1,1207 @@
-"""verlfit plan (not yet implemented)."""
+"""``verlfit plan``: predicted peak GPU memory of each phase of a verl 0.4.1 PPO/GRPO step, and
+``auto_fit``, which sizes micro-batches and turns on checkpointing/offload only when needed.
+
+The model (every formula, its source and its derivation: ``docs/plan.md``):
+
+* verl runs all roles of one GPU in **one process** (``create_colocated_worker_cls``,
+  ``ray_trainer.py:774``), so each phase's peak is what that phase allocates **plus everything the
+  other roles keep on the GPU** between phases: parameters unless ``param_offload``, AdamW states
+  unless ``optimizer_offload`` (``fsdp_workers.py:542-548``, ``1062-1067``). Gradients do not stay:
+  ``zero_grad()`` (set to None) ends every update (``dp_actor.py:525``, ``dp_critic.py:268``).
+* Phases, in the order ``RayPPOTrainer.fit`` runs them (``ray_trainer.py:983-1130``): rollout,
+  old log-prob, ref log-prob (only with a KL term, ``main_ppo.py:155``), values and critic update
+  (only with GAE, i.e. PPO), actor update.
+* Sizes: actor and critic keep fp32 masters (``fsdp_workers.py:216``, ``905``); AdamW keeps two
+  fp32 states (``fsdp_workers.py:367``); FSDP shards parameters, gradients and states over GPUs.
+* The terms that scale with the micro-batch (activations, logits over the vocabulary, the KV cache)
+  use the named coefficients in the block below, derived by counting the tensors autograd saves in
+  ``transformers`` 4.51's Qwen2 layer (the method of Korthikanti et al. 2022, "Reducing Activation
+  Recomputation in Large Transformer Models", section 4.1) and checked against FACTS.md section 5.
+
+Public API (``verlfit train`` calls :func:`fit_for_train`; other code may call these directly):
+
+* :func:`predict` ``(request: PlanRequest, margin=0.90) -> Plan``
+* :func:`auto_fit` ``(request: PlanRequest, margin=0.90, keep=()) -> FitDecision``
+* :func:`request_for_profile` builds a :class:`PlanRequest` from a hardware profile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from dataclasses import dataclass, field, replace
 
 from verlfit.errors import VerlfitError
+from verlfit.model_shape import DEFAULT_MODEL, ModelShape, load_model_shape
+
+GIB = 1024**3
+
+# ======================================================================================
+# Memory-model constants: the only numbers to touch when recalibrating (docs/plan.md §4).
+# "derived" = counted from the code named; "calibrated: <where>" = fitted to a measurement.
+# ======================================================================================
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
+MASTER_BYTES = 4  # derived: actor and critic are built in fp32 (fsdp_workers.py:216, 905)
+GRAD_BYTES = 4  # derived: gradients accumulate on the fp32 flat parameter (FSDP1 casts them back)
+ADAM_STATE_BYTES = 8  # derived: exp_avg + exp_avg_sq, fp32 (torch.optim.AdamW, fsdp_workers.py:367)
+ADAM_STEP_TEMP_BYTES = 4  # derived: foreach AdamW allocates sqrt(exp_avg_sq) for all params at once (torch/optim/adam.py _multi_tensor_adam)
+# FSDP1 (use_orig_params=False) hands each parameter's gradient to autograd as a view of the unit's
+# flat parameter; SplitBackward holds every view's gradient, then concatenates them into a new
+# full-size tensor (torch/distributed/fsdp/_flat_param.py _get_unflat_views). Bytes per parameter
+# of the unit at the end of its backward: fp32 = buffered grads 4 + concatenated copy 4; bf16 =
+# concatenated bf16 2 + the fp32 cast 4. calibrated: FACTS.md §5 fp32 runs (14.8 and 16.6 GiB
+# = 8 and 9 times the parameters in fp32 bytes, see docs/plan.md §5).
+GRAD_UNIT_TRANSIENT_BYTES = {"float32": 8, "bfloat16": 6}
+LAYERS_IN_FLIGHT = 2  # derived: FSDP unshards the running layer plus the prefetched one (BACKWARD_PRE, the default)
+
+# Bytes autograd saves per token per decoder layer (no checkpointing), by compute dtype, split by
+# what they scale with. derived: transformers 4.51 Qwen2DecoderLayer, docs/plan.md §3.
+#   hidden: RMSNorm x2 (input, normalised, output), q (projection, rotate_half, q_embed),
+#           attention output and o_proj input.  fp32: 11 h-sized tensors x 4 B; bf16: 26 B (RMSNorm
+#           upcasts to fp32 inside).
+#   kv:     k projection and rotate_half(k).
+#   intermediate: SwiGLU gate, act(gate), up, product.
+LAYER_ACTIVATION_BYTES = {
+    "float32": {"hidden": 44, "kv": 8, "intermediate": 16},
+    "bfloat16": {"hidden": 26, "kv": 4, "intermediate": 8},
+}
+# K and V as the attention kernel saves them: SDPA and eager get repeat_kv'd copies (heads * head_dim
+# each, transformers/integrations/sdpa_attention.py:30-31); FlashAttention-2 takes the KV heads as they are.
+# eager also saves the softmax probabilities: heads * seq_len per token, fp32 (+ the cast back in bf16).
+EAGER_SCORE_BYTES = {"float32": 4, "bfloat16": 6}
+FINAL_NORM_BYTES = {"float32": 12, "bfloat16": 8}  # per token per hidden unit: the final RMSNorm (3 tensors)
+BACKWARD_WORKSPACE_LAYERS = 1.0  # calibrated: not yet (gradients of one layer's activations while it runs backward)
+
+# Bytes alive per token in a forward without gradients (log-prob, values, prefill): one layer's
+# working set (residual, normalised input, attention output; gate, up, act) plus the stream.
+# derived, calibrated: not yet.
+NO_GRAD_LAYER_BYTES = {
+    "float32": {"hidden": 20, "intermediate": 12},
+    "bfloat16": {"hidden": 14, "intermediate": 6},
+}
+
+# Logits over the vocabulary (dp_actor.py:246-268). The lm_head output covers the whole sequence
+# (batch, prompt + response, vocab) in the compute dtype and is sliced to the response without a
+# copy; log-probs and entropy then work on (batch, response, vocab). Keys: (dtype, fused) where
+# fused = flash-attn's Triton cross-entropy and torch.compile'd entropy are in use (A10 image),
+# else the eager PyTorch paths (torch_functional.py:114-131, 143-147; P40 image).
+# Each entry: bytes per (token, vocab entry) as (over the full sequence, over the response).
+# old log-prob (no grad, entropy on): eager fp32 = softmax + logsumexp's two temporaries (3 x 4 B);
+#   eager bf16 = autocast's fp32 casts on top (4 x 4 B); fused = the contiguous copy for the CE kernel.
+LOGPROB_LOGIT_BYTES = {
+    ("float32", False): (4, 12),
+    ("float32", True): (4, 4),
+    ("bfloat16", False): (2, 16),
+    ("bfloat16", True): (2, 2),
+}
+# ref log-prob (no grad, no entropy): the per-row logsumexp loop only holds one row (counted apart).
+REF_LOGIT_BYTES = {
+    ("float32", False): (4, 0),
+    ("float32", True): (4, 4),
+    ("bfloat16", False): (2, 0),
+    ("bfloat16", True): (2, 2),
+}
+ROW_LOOP_COPIES = 2  # derived: logprobs_from_logits_v2 keeps (response, vocab) temporaries for one row at a time
+# actor update, two moments, take the larger: (a) backward through log-probs: logits alive + the
+# gather's and the rows' gradients over the response; (b) after them: the slice's and the
+# temperature division's gradients over the whole sequence.
+UPDATE_LOGIT_BYTES = {
+    ("float32", False): ((4, 8), (8, 0)),
+    ("float32", True): ((4, 4), (8, 0)),
+    ("bfloat16", False): ((2, 12), (4, 0)),
+    ("bfloat16", True): ((2, 2), (4, 0)),
+}
+ENTROPY_LOSS_BYTES = 8  # per (response token, vocab entry): softmax saved + its gradient, when entropy_coeff != 0
+
+# HF generate (hf_rollout.py:109-123, transformers 4.51 generate with a DynamicCache).
+SAMPLING_BYTES_PER_VOCAB = 28  # derived: fp32 next-token logits, processed scores, top-p sort values + int64 indices, probabilities
+# Allocator headroom kept on top of the predicted allocated peak (fragmentation, CUDA/cuBLAS
+# workspaces, small tensors not modelled). calibrated: not yet; FACTS.md §5 shows that reserved
+# memory climbs to any cap, so fit is judged by allocated + this headroom.
+ALLOCATOR_HEADROOM_BYTES = int(0.5 * GIB)
+# CUDA context and what the driver keeps back: usable = card - this when memory is detected.
+# derived: profiles/a10.yaml (~0.5 GiB context on a 22.5 GiB A10).
+CUDA_CONTEXT_BYTES = int(0.5 * GIB)
+DEFAULT_MARGIN = 0.90
+
+PHASES = ("rollout", "old_log_prob", "ref_log_prob", "values", "critic_update", "actor_update")
+PHASE_TITLES = {
+    "rollout": "rollout",
+    "old_log_prob": "old log-prob",
+    "ref_log_prob": "ref log-prob",
+    "values": "values",
+    "critic_update": "critic update",
+    "actor_update": "actor update",
+}
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache")
+COMPONENT_TITLES = {"weights": "weights", "gradients": "grads", "optimizer": "optimizer", "activations": "activations", "logits": "logits", "kv_cache": "KV cache"}
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """One PPO/GRPO configuration on one class of GPU.
+
+    Batch sizes follow verl: ``train_batch_size`` and ``ppo_mini_batch_size`` count prompts over
+    all GPUs; the micro-batches count responses per GPU (``*_per_gpu`` keys), except
+    ``rollout_micro_batch_size``, which counts prompts per HF ``generate`` call per GPU (each
+    prompt then yields ``rollout_n`` sequences; None = the whole per-GPU batch at once).
+
+    Attributes:
+        shape: the model (:func:`verlfit.model_shape.load_model_shape`).
+        gpu_memory_bytes: memory one process may allocate per GPU (the card less the CUDA context,
+            or a cap such as ``VERLFIT_GPU_MEMORY_LIMIT_GIB``).
+        dtype: compute dtype, ``"float32"`` (P40) or ``"bfloat16"`` (A10: FSDP mixed precision and autocast).
+        algorithm: ``"ppo"`` (GAE, a critic) or ``"grpo"`` (no critic).
+        rollout_n: responses per prompt.
+        use_reference: a reference policy runs (a KL loss or KL reward); None = GRPO yes, PPO no
+            (what ``verlfit train`` sets).
+        rollout: ``"hf"`` or ``"vllm"``; ``vllm_gpu_memory_utilization`` is vLLM's share of the card.
+        attention: ``"sdpa"``, ``"eager"`` or ``"flash_attention_2"``.
+        fused_kernels: flash-attn's Triton cross-entropy and torch.compile'd entropy are in use
+            (the A10 image; never on the P40, which has no Triton).
+        entropy_in_loss: ``actor.entropy_coeff != 0`` (verl 0.4.1 default 0).
+        gpus: GPUs (FSDP shards parameters, gradients and optimizer states over them).
+    """
+
+    shape: ModelShape
+    gpu_memory_bytes: int
+    dtype: str = "float32"
+    algorithm: str = "ppo"
+    rollout_n: int = 1
+    train_batch_size: int = 32
+    ppo_mini_batch_size: int = 16
+    actor_micro_batch_size: int = 4
+    log_prob_micro_batch_size: int = 8
+    critic_micro_batch_size: int = 4
+    rollout_micro_batch_size: int | None = None
+    max_prompt_length: int = 512
+    max_response_length: int = 256
+    rollout: str = "hf"
+    vllm_gpu_memory_utilization: float = 0.5
+    attention: str = "sdpa"
+    gradient_checkpointing: bool = False
+    actor_param_offload: bool = False
+    actor_optimizer_offload: bool = False
+    critic_param_offload: bool = False
+    critic_optimizer_offload: bool = False
+    use_reference: bool | None = None
+    fused_kernels: bool = False
+    entropy_in_loss: bool = False
+    gpus: int = 1
+
+    # --- derived sizes -------------------------------------------------------------
+    @property
+    def samples(self) -> int:
+        """Responses per prompt that verl generates (``rollout.n``)."""
+        return self.rollout_n
+
+    @property
+    def seq_len(self) -> int:
+        """Padded tokens per sequence: verl pads prompts to ``max_prompt_length`` (left) and responses to ``max_response_length``."""
+        return self.max_prompt_length + self.max_response_length
+
+    @property
+    def has_critic(self) -> bool:
+        return self.algorithm == "ppo"
+
+    @property
+    def has_reference(self) -> bool:
+        return self.algorithm == "grpo" if self.use_reference is None else self.use_reference
+
+    @property
+    def per_gpu_prompts(self) -> int:
+        return self.train_batch_size // self.gpus
+
+    @property
+    def per_gpu_responses(self) -> int:
+        return self.train_batch_size * self.samples // self.gpus
+
+    @property
+    def per_gpu_mini_batch(self) -> int:
+        """Responses per optimizer step per GPU (``fsdp_workers.py:157-158``)."""
+        return self.ppo_mini_batch_size * self.samples // self.gpus
+
+    @property
+    def rollout_prompts_per_call(self) -> int:
+        return self.rollout_micro_batch_size or self.per_gpu_prompts
+
+    @property
+    def compute_bytes(self) -> int:
+        return DTYPE_BYTES[self.dtype]
+
+
+@dataclass(frozen=True)
+class PhaseMemory:
+    """Predicted peak of one phase, per GPU, in bytes, and what it is made of.
+
+    ``detail`` says what is on the GPU besides the phase's own tensors and which moment of the
+    phase is the peak.
+    """
+
+    phase: str
+    weights: int = 0
+    gradients: int = 0
+    optimizer: int = 0
+    activations: int = 0
+    logits: int = 0
+    kv_cache: int = 0
+    detail: tuple[str, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.logits + self.kv_cache
+
+    @property
+    def title(self) -> str:
+        return PHASE_TITLES[self.phase]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The prediction for one :class:`PlanRequest`.
+
+    Attributes:
+        phases: the phases that run, in order.
+        peak: the phase with the largest total.
+        headroom_bytes: allocator headroom added on top (:data:`ALLOCATOR_HEADROOM_BYTES`).
+        usable_bytes: ``request.gpu_memory_bytes``.
+        margin: the fraction of usable memory a plan may use and still "fit".
+        verdict: ``"fits"`` (peak + headroom <= margin x usable), ``"tight"`` (<= usable),
+            ``"does not fit"``, or ``"unsupported"`` (verl 0.4.1 cannot run it at any size).
+        notes: why the verdict, and any warning.
+    """
+
+    request: PlanRequest
+    phases: tuple[PhaseMemory, ...]
+    peak: PhaseMemory
+    headroom_bytes: int
+    usable_bytes: int
+    margin: float
+    verdict: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def required_bytes(self) -> int:
+        """Peak allocated plus headroom."""
+        return self.peak.total + self.headroom_bytes
+
+    @property
+    def budget_bytes(self) -> int:
+        return int(self.margin * self.usable_bytes)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict == "fits"
+
+    def phase(self, name: str) -> PhaseMemory | None:
+        return next((p for p in self.phases if p.phase == name), None)
+
+
+@dataclass(frozen=True)
+class FitDecision:
+    """What :func:`auto_fit` chose.
+
+    Attributes:
+        fits: a configuration within the budget was found.
+        request: the chosen configuration (the input request, changed only in micro-batches,
+            gradient checkpointing and offload); when nothing fits, the most memory-saving one tried.
+        plan: :func:`predict` of ``request``.
+        reasons: one human line per decision, e.g.
+            ``"actor micro-batch 4: 8 would need 21.3 GiB of 20.2 GiB (90% of 22.5 GiB)"``.
+        suggestion: when ``fits`` is False, the smallest changes that would fit (found by search), as a message.
+    """
+
+    fits: bool
+    request: PlanRequest
+    plan: Plan
+    reasons: tuple[str, ...]
+    suggestion: str | None = None
+
+
+def gib(value: int | float) -> float:
+    return value / GIB
+
+
+def _fmt(value: int | float) -> str:
+    return f"{value / GIB:.1f} GiB"
+
+
+# --------------------------------------------------------------------------------------
+# building blocks (each returns bytes per GPU)
+# --------------------------------------------------------------------------------------
+
+
+def validate_request(request: PlanRequest) -> None:
+    """Raise :class:`VerlfitError` for a request verl itself would reject (sizes that do not divide)."""
+    r = request
+    if r.dtype not in DTYPE_BYTES:
+        raise VerlfitError(f"dtype {r.dtype!r} is not modelled", fix="use float32 (P40) or bfloat16 (A10/L4)", exit_code=2)
+    if r.algorithm not in ("ppo", "grpo"):
+        raise VerlfitError(f"algorithm {r.algorithm!r} is not supported", fix="use ppo or grpo", exit_code=2)
+    if r.rollout not in ("hf", "vllm"):
+        raise VerlfitError(f"rollout {r.rollout!r} is not supported", fix="use hf or vllm", exit_code=2)
+    if r.attention not in ("sdpa", "eager", "flash_attention_2"):
+        raise VerlfitError(f"attention {r.attention!r} is not modelled", fix="use sdpa, eager or flash_attention_2", exit_code=2)
+    positive = {
+        "batch size": r.train_batch_size, "mini-batch size": r.ppo_mini_batch_size, "GPUs": r.gpus,
+        "actor micro-batch": r.actor_micro_batch_size, "log-prob micro-batch": r.log_prob_micro_batch_size,
+        "critic micro-batch": r.critic_micro_batch_size, "samples": r.rollout_n, "response length": r.max_response_length,
+        "GPU memory": r.gpu_memory_bytes,
+    }
+    for name, value in positive.items():
+        if value is None or value <= 0:
+            raise VerlfitError(f"{name} must be positive, got {value}", exit_code=2)
+    if r.max_prompt_length < 0:
+        raise VerlfitError(f"prompt length must not be negative, got {r.max_prompt_length}", exit_code=2)
+    if r.train_batch_size % r.ppo_mini_batch_size:
+        raise VerlfitError(f"mini-batch {r.ppo_mini_batch_size} does not divide batch {r.train_batch_size}", fix="choose a mini-batch size that divides the batch size", exit_code=2)
+    if r.per_gpu_mini_batch <= 0 or (r.ppo_mini_batch_size * r.samples) % r.gpus:
+        raise VerlfitError(f"the mini-batch of {r.ppo_mini_batch_size * r.samples} responses does not split over {r.gpus} GPUs", exit_code=2)
+    for name, micro in (("actor", r.actor_micro_batch_size), ("critic", r.critic_micro_batch_size)):
+        if r.per_gpu_mini_batch % micro:
+            raise VerlfitError(f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of {r.per_gpu_mini_batch} responses (fsdp_workers.py:165)", fix="use a power of two no larger than the mini-batch", exit_code=2)
+    if r.rollout_micro_batch_size is not None and (r.rollout_micro_batch_size <= 0 or r.per_gpu_prompts % r.rollout_micro_batch_size):
+        raise VerlfitError(f"rollout micro-batch {r.rollout_micro_batch_size} does not divide the per-GPU batch of {r.per_gpu_prompts} prompts (DataProto.chunk needs equal chunks)", exit_code=2)
+    if r.rollout == "vllm" and not 0 < r.vllm_gpu_memory_utilization < 1:
+        raise VerlfitError(f"vLLM gpu_memory_utilization must be in (0, 1), got {r.vllm_gpu_memory_utilization}", exit_code=2)
+
+
+def _shard(params: int, gpus: int) -> int:
+    return math.ceil(params / gpus)
+
+
+def layer_activation_bytes(shape: ModelShape, tokens: int, seq_len: int, dtype: str, attention: str) -> int:
+    """Bytes one decoder layer saves for backward over ``tokens`` tokens (docs/plan.md §3)."""
+    c = LAYER_ACTIVATION_BYTES[dtype]
+    cb = DTYPE_BYTES[dtype]
+    per_token = c["hidden"] * shape.hidden_size + c["kv"] * shape.kv_dim + c["intermediate"] * shape.intermediate_size
+    per_token += 2 * (shape.kv_dim if attention == "flash_attention_2" else shape.q_dim) * cb
+    if attention == "eager":
+        per_token += shape.num_attention_heads * seq_len * EAGER_SCORE_BYTES[dtype]
+    return tokens * per_token
+
+
+def mask_bytes(batch: int, seq_len: int, dtype: str, attention: str) -> int:
+    """The 4-D additive attention mask SDPA/eager get with left padding (batch, 1, seq, seq), shared by all layers."""
+    if attention == "flash_attention_2":
+        return 0
+    return batch * seq_len * seq_len * DTYPE_BYTES[dtype]
+
+
+def training_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype: str, attention: str, checkpointing: bool) -> tuple[int, int]:
+    """Activations of a forward+backward over ``batch`` sequences: (when the backward starts, the
+    largest while it runs through the layers)."""
+    tokens = batch * seq_len
+    cb = DTYPE_BYTES[dtype]
+    layer = layer_activation_bytes(shape, tokens, seq_len, dtype, attention)
+    fixed = tokens * shape.hidden_size * FINAL_NORM_BYTES[dtype] + mask_bytes(batch, seq_len, dtype, attention)
+    if checkpointing:
+        saved = shape.num_layers * tokens * shape.hidden_size * cb + fixed  # each layer keeps only its input
+        return saved, saved + layer + int(BACKWARD_WORKSPACE_LAYERS * layer)  # one layer recomputed, then its backward
+    saved = shape.num_layers * layer + fixed
+    return saved, saved + int(BACKWARD_WORKSPACE_LAYERS * layer)
+
+
+def forward_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype: str, attention: str) -> int:
+    """Activations alive in a forward without gradients (one layer at a time)."""
+    tokens = batch * seq_len
+    c = NO_GRAD_LAYER_BYTES[dtype]
+    cb = DTYPE_BYTES[dtype]
+    per_token = c["hidden"] * shape.hidden_size + c["intermediate"] * shape.intermediate_size
+    per_token += 2 * (shape.kv_dim if attention == "flash_attention_2" else shape.q_dim) * cb
+    total = tokens * per_token + mask_bytes(batch, seq_len, dtype, attention)
+    if attention == "eager":
+        total += batch * shape.num_attention_heads * seq_len * seq_len * EAGER_SCORE_BYTES[dtype]
+    return total
+
+
+def _logit_bytes(table, request: PlanRequest, batch: int) -> int:
+    full, response = table[(request.dtype, request.fused_kernels)]
+    v = request.shape.vocab_size
+    return batch * v * (request.seq_len * full + request.max_response_length * response)
+
+
+def kv_cache_bytes(shape: ModelShape, sequences: int, tokens: int, dtype: str) -> int:
+    """HF generate's DynamicCache: K and V for every layer, KV heads only (before repeat_kv)."""
+    return 2 * shape.num_layers * sequences * tokens * shape.kv_dim * DTYPE_BYTES[dtype]
+
+
+# --------------------------------------------------------------------------------------
+# phases
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    """What stays on the GPU between phases, per role (bytes per GPU)."""
+
+    actor_weights: int
+    actor_optimizer: int
+    critic_weights: int
+    critic_optimizer: int
+    actor_weights_full: int  # the actor's shard, even when offloaded (loaded for its own phases)
+    actor_optimizer_full: int
+    critic_weights_full: int
+    critic_optimizer_full: int
+
+
+def _state(request: PlanRequest) -> _State:
+    r, s = request, request.shape
+    aw = _shard(s.actor_parameters, r.gpus) * MASTER_BYTES
+    ao = _shard(s.actor_parameters, r.gpus) * ADAM_STATE_BYTES
+    cw = _shard(s.critic_parameters, r.gpus) * MASTER_BYTES if r.has_critic else 0
+    co = _shard(s.critic_parameters, r.gpus) * ADAM_STATE_BYTES if r.has_critic else 0
+    return _State(
+        actor_weights=0 if r.actor_param_offload else aw,
+        actor_optimizer=0 if r.actor_optimizer_offload else ao,
+        critic_weights=0 if r.critic_param_offload else cw,
+        critic_optimizer=0 if r.critic_optimizer_offload else co,
+        actor_weights_full=aw,
+        actor_optimizer_full=ao,
+        critic_weights_full=cw,
+        critic_optimizer_full=co,
+    )
+
+
+def _resident_note(request: PlanRequest, st: _State, own: str) -> str:
+    parts = []
+    if own != "actor":
+        parts.append(f"actor weights {_fmt(st.actor_weights)}" if st.actor_weights else "actor weights offloaded")
+        parts.append(f"actor AdamW {_fmt(st.actor_optimizer)}" if st.actor_optimizer else "actor AdamW offloaded")
+    if request.has_critic and own != "critic":
+        parts.append(f"critic weights {_fmt(st.critic_weights)}" if st.critic_weights else "critic weights offloaded")
+        parts.append(f"critic AdamW {_fmt(st.critic_optimizer)}" if st.critic_optimizer else "critic AdamW offloaded")
+    return "resident from other roles: " + ", ".join(parts) if parts else ""
+
+
+def _actor_unit_params(request: PlanRequest) -> int:
+    """Parameters of the actor's largest FSDP unit: the whole model with HF rollout (no wrap
+    policy, fsdp_workers.py:305-308), else the root (embedding, norm, lm_head) + layers in flight."""
+    s = request.shape
+    if request.rollout == "hf":
+        return s.actor_parameters
+    return s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
+
+
+def _critic_unit_params(request: PlanRequest) -> int:
+    s = request.shape
+    return s.root_unit_parameters(critic=True) + LAYERS_IN_FLIGHT * s.layer_parameters
+
+
+def _compute_copy(request: PlanRequest, unit_params: int) -> int:
+    """Unsharded / low-precision parameters FSDP materialises for compute: none on one GPU in fp32."""
+    if request.gpus == 1 and request.compute_bytes == MASTER_BYTES:
+        return 0
+    return unit_params * request.compute_bytes
+
+
+def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
+    r, s = request, request.shape
+    weights = st.actor_weights_full + st.critic_weights
+    optimizer = st.actor_optimizer + st.critic_optimizer
+    notes = [_resident_note(r, st, "actor")]
+    if r.rollout == "vllm":
+        total_card = r.gpu_memory_bytes + CUDA_CONTEXT_BYTES
+        vllm_weights = s.actor_parameters * r.compute_bytes
+        pool = int(r.vllm_gpu_memory_utilization * total_card)
+        if r.actor_param_offload:
+            weights -= st.actor_weights_full  # fsdp_vllm.py: FSDP params go back to CPU once synced
+        notes.append(f"vLLM holds {r.vllm_gpu_memory_utilization:.0%} of the card ({_fmt(pool)}): its weights {_fmt(vllm_weights)} and KV cache")
+        return PhaseMemory("rollout", weights=weights + vllm_weights, optimizer=optimizer, kv_cache=max(pool - vllm_weights, 0), detail=tuple(n for n in notes if n))
+    prompts = r.rollout_prompts_per_call
+    sequences = prompts * r.samples
+    if r.gpus > 1:
+        weights += s.actor_parameters * MASTER_BYTES  # summon_full_params gathers the fp32 model (hf_rollout.py:108)
+    kv = kv_cache_bytes(s, sequences, r.seq_len, r.dtype)
+    cb = r.compute_bytes
+    prefill = forward_activation_bytes(s, sequences, r.max_prompt_length, r.dtype, r.attention)
+    rep = s.kv_dim if r.attention == "flash_attention_2" else s.q_dim
+    decode = sequences * r.seq_len * 2 * (rep + s.kv_dim) * cb  # repeat_kv of one layer's cache + DynamicCache's torch.cat copy
+    sampling = sequences * s.vocab_size * SAMPLING_BYTES_PER_VOCAB
+    notes.append(f"{prompts} prompts x {r.samples} per generate call = {sequences} sequences of {r.seq_len} tokens")
+    return PhaseMemory("rollout", weights=weights, optimizer=optimizer, activations=max(prefill, decode), logits=sampling, kv_cache=kv, detail=tuple(n for n in notes if n))
+
+
+def _old_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
+    r, s = request, request.shape
+    b = r.log_prob_micro_batch_size
+    weights = st.actor_weights_full + _compute_copy(r, _actor_unit_params(r)) + st.critic_weights
+    row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
+    logits = max(_logit_bytes(LOGPROB_LOGIT_BYTES, r, b), _logit_bytes(REF_LOGIT_BYTES, r, b) + row)
+    return PhaseMemory(
+        "old_log_prob",
+        weights=weights,
+        optimizer=st.actor_optimizer + st.critic_optimizer,
+        activations=forward_activation_bytes(s, b, r.seq_len, r.dtype, r.attention),
+        logits=logits,
+        detail=tuple(n for n in (_resident_note(r, st, "actor"), f"micro-batch {b}: logits ({b}, {r.seq_len}, {s.vocab_size}) + entropy over the response") if n),
+    )
+
+
+def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
+    r, s = request, request.shape
+    b = r.log_prob_micro_batch_size
+    # the ref worker's FSDP always offloads its parameters to CPU (fsdp_workers.py:319) and wraps
+    # each layer: only the root unit and the layers in flight are on the GPU, in the compute dtype
+    ref_unit = s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
+    weights = ref_unit * r.compute_bytes + st.actor_weights + st.critic_weights
+    row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
+    return PhaseMemory(
+        "ref_log_prob",
+        weights=weights,
+        optimizer=st.actor_optimizer + st.critic_optimizer,
+        activations=forward_activation_bytes(s, b, r.seq_len, r.dtype, r.attention),
+        logits=_logit_bytes(REF_LOGIT_BYTES, r, b) + row,
+        detail=tuple(n for n in (_resident_note(r, st, "ref"), f"reference model CPU-offloaded by FSDP: {_fmt(ref_unit * r.compute_bytes)} on the GPU while it runs") if n),
+    )
+
+
+def _values(request: PlanRequest, st: _State) -> PhaseMemory:
+    r, s = request, request.shape
+    b = r.critic_micro_batch_size
+    weights = st.critic_weights_full + _compute_copy(r, _critic_unit_params(r)) + st.actor_weights
+    return PhaseMemory(
+        "values",
+        weights=weights,
+        optimizer=st.actor_optimizer + st.critic_optimizer,
+        activations=forward_activation_bytes(s, b, r.seq_len, r.dtype, r.attention),
+        detail=tuple(n for n in (_resident_note(r, st, "critic"), f"micro-batch {b}: value head only, no vocabulary logits") if n),
+    )
+
+
+def _update(request: PlanRequest, st: _State, role: str) -> PhaseMemory:
+    """Peak of a training phase: the largest of four moments (docs/plan.md §2)."""
+    r, s = request, request.shape
+    if role == "actor":
+        params, b = s.actor_parameters, r.actor_micro_batch_size
+        unit = _actor_unit_params(r)
+        own_weights = st.actor_weights_full + _compute_copy(r, unit)
+        own_optimizer = st.actor_optimizer_full
+        other_weights, other_optimizer = st.critic_weights, st.critic_optimizer
+        unit_is_whole = r.rollout == "hf"
+    else:
+        params, b = s.critic_parameters, r.critic_micro_batch_size
+        unit = _critic_unit_params(r)
+        own_weights = st.critic_weights_full + _compute_copy(r, unit)
+        own_optimizer = st.critic_optimizer_full
+        other_weights, other_optimizer = st.actor_weights, st.actor_optimizer
+        unit_is_whole = False
+    root = s.root_unit_parameters(critic=role == "critic")
+    last_unit = params if unit_is_whole else root  # the unit whose backward finishes last (it holds the embedding)
+    accumulation = r.per_gpu_mini_batch // b
+    shard_grads = _shard(params, r.gpus) * GRAD_BYTES
+    earlier_grads = shard_grads if accumulation > 1 else _shard(params - last_unit, r.gpus) * GRAD_BYTES
+    weights = own_weights + other_weights
+    optimizer = own_optimizer + other_optimizer
+    at_logits, in_layers = training_activation_bytes(s, b, r.seq_len, r.dtype, r.attention, r.gradient_checkpointing)
+    logits = 0
+    if role == "actor":
+        (full_a, resp_a), (full_b, resp_b) = UPDATE_LOGIT_BYTES[(r.dtype, r.fused_kernels)]
+        v = s.vocab_size
+        extra = ENTROPY_LOSS_BYTES if r.entropy_in_loss else 0
+        logits = max(b * v * (r.seq_len * full_a + r.max_response_length * (resp_a + extra)), b * v * r.seq_len * full_b)
+    carried = shard_grads if accumulation > 1 else 0  # gradients of the earlier micro-batches
+    lm_grad = root * r.compute_bytes  # the root unit's (lm_head/embedding) gradient arrives first
+    moments = {
+        "backward through the logits": dict(gradients=carried, activations=at_logits, logits=logits),
+        "backward through the layers": dict(gradients=carried + lm_grad, activations=in_layers),
+        "end of backward": dict(gradients=earlier_grads + last_unit * GRAD_UNIT_TRANSIENT_BYTES[r.dtype]),
+        "optimizer step": dict(gradients=shard_grads, optimizer=_shard(params, r.gpus) * ADAM_STEP_TEMP_BYTES),
+    }
+    best_name, best = None, None
+    for name, parts in moments.items():
+        phase = PhaseMemory(f"{role}_update", weights=weights, optimizer=optimizer + parts.get("optimizer", 0), gradients=parts.get("gradients", 0), activations=parts.get("activations", 0), logits=parts.get("logits", 0))
+        if best is None or phase.total > best.total:
+            best_name, best = name, phase
+    notes = [
+        _resident_note(r, st, role),
+        f"micro-batch {b} x {accumulation} per optimizer step{', gradient checkpointing' if r.gradient_checkpointing else ''}; peak at the {best_name}",
+    ]
+    return replace(best, detail=tuple(n for n in notes if n))
+
+
+def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
+    """Predict the peak allocated GPU memory of each phase of one training step, per GPU.
+
+    Args:
+        request: the configuration.
+        margin: fraction of ``request.gpu_memory_bytes`` a plan may fill (peak plus
+            :data:`ALLOCATOR_HEADROOM_BYTES`) and still be called "fits".
+
+    Returns:
+        A :class:`Plan` with the phases that run (PPO: no ref unless ``use_reference``; GRPO: no
+        values/critic update), the peak, and the verdict.
+
+    Raises:
+        VerlfitError: for sizes verl would reject (:func:`validate_request`).
+    """
+    validate_request(request)
+    st = _state(request)
+    phases = [_rollout(request, st), _old_log_prob(request, st)]
+    if request.has_reference:
+        phases.append(_ref_log_prob(request, st))
+    if request.has_critic:
+        phases += [_values(request, st), _update(request, st, "critic")]
+    phases.append(_update(request, st, "actor"))
+    peak = max(phases, key=lambda p: p.total)
+    usable = request.gpu_memory_bytes
+    required = peak.total + ALLOCATOR_HEADROOM_BYTES
+    notes = []
+    if request.rollout == "hf" and request.actor_param_offload:
+        verdict = "unsupported"
+        notes.append("actor param offload with HF rollout: verl 0.4.1 generates without loading offloaded parameters back (fsdp_workers.py:648-680), so generation fails; offload the optimizer only")
+    elif required <= margin * usable:
+        verdict = "fits"
+    elif required <= usable:
+        verdict = "tight"
+        notes.append(f"above the {margin:.0%} margin: fragmentation or a longer-than-modelled sequence can still run out of memory")
+    else:
+        verdict = "does not fit"
+    notes.insert(0, f"peak: {peak.title} {_fmt(peak.total)} + {_fmt(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = {_fmt(required)} of {_fmt(usable)} usable ({required / usable:.0%}); budget at {margin:.0%}: {_fmt(margin * usable)}")
+    return Plan(request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes))
+
+
+# --------------------------------------------------------------------------------------
+# auto-fit
+# --------------------------------------------------------------------------------------
+
+# micro-batch knob -> (request field, title, phases it sizes)
+_MICRO_KNOBS = {
+    "actor": ("actor_micro_batch_size", "actor micro-batch", ("actor_update",)),
+    "log_prob": ("log_prob_micro_batch_size", "log-prob micro-batch", ("old_log_prob", "ref_log_prob")),
+    "critic": ("critic_micro_batch_size", "critic micro-batch", ("values", "critic_update")),
+    "rollout": ("rollout_micro_batch_size", "rollout micro-batch", ("rollout",)),
+}
+KEEPABLE = ("micro_batches", "gradient_checkpointing", "offload")
+
+
+def _powers_of_two_dividing(n: int) -> list[int]:
+    """1, 2, 4, ... up to the largest power of two dividing ``n``, plus ``n`` itself."""
+    out, p = [], 1
+    while p <= n and n % p == 0:
+        out.append(p)
+        p *= 2
+    if n not in out:
+        out.append(n)
+    return out
+
+
+def _candidates(request: PlanRequest, knob: str) -> list[int]:
+    if knob in ("actor", "critic"):
+        return _powers_of_two_dividing(request.per_gpu_mini_batch)
+    if knob == "log_prob":
+        # verl splits without needing equal chunks (dp_actor.py:370); keep powers of two <= the batch
+        out, p = [], 1
+        while p <= request.per_gpu_responses:
+            out.append(p)
+            p *= 2
+        return out
+    return _powers_of_two_dividing(request.per_gpu_prompts)
+
+
+def _phase_total(request: PlanRequest, names: tuple[str, ...]) -> tuple[int, str]:
+    plan = predict(request)
+    totals = [(p.total, p.title) for p in plan.phases if p.phase in names]
+    return max(totals) if totals else (0, "")
+
+
+def _levels(request: PlanRequest, keep: frozenset[str]) -> list[tuple[str, dict]]:
+    """The escalation ladder, cheapest first, never turning off what the request has on."""
+    r = request
+    levels = [("as requested", {})]
+    if "gradient_checkpointing" not in keep and not r.gradient_checkpointing:
+        levels.append(("gradient checkpointing", {"gradient_checkpointing": True}))
+    if "offload" not in keep:
+        optimizer = {"actor_optimizer_offload": True}
+        if r.has_critic:
+            optimizer["critic_optimizer_offload"] = True
+        if any(not getattr(r, k) for k in optimizer):
+            levels.append(("optimizer offload", optimizer))
+        params = {}
+        if r.has_critic:
+            params["critic_param_offload"] = True
+        if r.rollout != "hf":
+            params["actor_param_offload"] = True
+        if any(not getattr(r, k) for k in params):
+            levels.append(("param offload", params))
+    # cumulative: each level includes the ones before it
+    out, acc = [], {}
+    for name, changes in levels:
+        acc = {**acc, **changes}
+        out.append((name, dict(acc)))
+    return out
+
+
+def _budget_text(budget: int, usable: int, margin: float) -> str:
+    return f"{_fmt(budget)} ({margin:.0%} of {_fmt(usable)})"
+
+
+def _size_micro_batches(request: PlanRequest, budget: int, keep: frozenset[str]) -> tuple[PlanRequest | None, list[str], str | None]:
+    """Largest micro-batch per knob whose phases fit ``budget`` at the request's switches.
+
+    Returns (request, reasons, failure): failure names the phase that does not fit at micro-batch 1.
+    """
+    reasons = []
+    chosen = request
+    knobs = [k for k in _MICRO_KNOBS if k != "critic" or request.has_critic]
+    if request.rollout != "hf":
+        knobs = [k for k in knobs if k != "rollout"]
+    usable = request.gpu_memory_bytes
+    margin = budget / usable
+    for knob in knobs:
+        attr, title, names = _MICRO_KNOBS[knob]
+        if "micro_batches" in keep:
+            need, where = _phase_total(chosen, names)
+            if need + ALLOCATOR_HEADROOM_BYTES > budget:
+                return None, reasons, f"{where} at {title} {getattr(chosen, attr) or chosen.per_gpu_prompts} (kept) would need {_fmt(need + ALLOCATOR_HEADROOM_BYTES)} of {_budget_text(budget, usable, margin)}"
+            continue
+        best, refused = None, None
+        for size in _candidates(chosen, knob):
+            trial = replace(chosen, **{attr: size})
+            need, where = _phase_total(trial, names)
+            if need + ALLOCATOR_HEADROOM_BYTES <= budget:
+                best = trial
+            else:
+                refused = (size, need + ALLOCATOR_HEADROOM_BYTES, where)
+                break
+        if best is None:
+            size, need, where = refused
+            return None, reasons, f"{where} at {title} 1 would need {_fmt(need)} of {_budget_text(budget, usable, margin)}"
+        chosen = best
+        value = getattr(best, attr) or best.per_gpu_prompts
+        if refused:
+            size, need, where = refused
+            reasons.append(f"{title} {value}: {size} would need {_fmt(need)} of {_budget_text(budget, usable, margin)} in {where}")
+        else:
+            unit = "prompts per GPU" if knob == "rollout" else "responses per GPU"
+            reasons.append(f"{title} {value}: the largest possible ({value} {unit})")
+    return chosen, reasons, None
+
+
+def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = ()) -> FitDecision:
+    """Choose micro-batches, gradient checkpointing and offload so every phase fits.
+
+    Climbs a ladder, cheapest first: the request's own switches; + gradient checkpointing;
+    + optimizer offload (actor and critic); + parameter offload (critic, and actor unless the
+    rollout is HF, which cannot run with it). At the first rung where every phase fits at
+    micro-batch 1, each micro-batch is raised to the largest power of two dividing its batch that
+    keeps its phases within ``margin`` x usable memory (peak + allocator headroom). Nothing the
+    request turned on is turned off.
+
+    Args:
+        request: the starting configuration (its micro-batches are ignored unless kept).
+        margin: fraction of ``request.gpu_memory_bytes`` to stay under.
+        keep: knobs not to change: any of ``"micro_batches"``, ``"gradient_checkpointing"``, ``"offload"``.
+
+    Returns:
+        A :class:`FitDecision`. When nothing fits even at the top rung with micro-batch 1,
+        ``fits`` is False and ``suggestion`` names the smallest changes that would fit.
+    """
+    keep = frozenset(keep)
+    unknown = keep - set(KEEPABLE)
+    if unknown:
+        raise ValueError(f"unknown keep {sorted(unknown)}; allowed: {KEEPABLE}")
+    validate_request(request)
+    budget = int(margin * request.gpu_memory_bytes)
+    reasons: list[str] = []
+    start = request if "micro_batches" in keep else replace(request, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size)
+    failures: list[tuple[str, str]] = []
+    last_trial = start
+    for name, changes in _levels(request, keep):
+        trial = replace(start, **changes)
+        sized, sized_reasons, failure = _size_micro_batches(trial, budget, keep)
+        if sized is not None:
+            # each switch turned on, with what failed on the rung below it
+            for (_, below), (switch, _) in zip(failures, failures[1:] + [(name, None)]):
+                reasons.append(f"{switch} on: without it, {below}")
+            reasons += sized_reasons
+            if request.rollout == "hf" and not request.actor_param_offload and name == "param offload":
+                reasons.append("actor parameters stay on the GPU: HF rollout cannot run with actor param offload in verl 0.4.1")
+            plan = predict(sized, margin)
+            return FitDecision(True, sized, plan, tuple(reasons), None)
+        failures.append((name, failure))
+        last_trial = trial
+    plan = predict(last_trial, margin)
+    reasons.append(f"nothing fits: even with every saving on, {failures[-1][1]}")
+    return FitDecision(False, last_trial, plan, tuple(reasons), smallest_change(request, margin, keep))
+
+
+def _fits_fully_saved(request: PlanRequest, margin: float, keep: frozenset[str]) -> bool:
+    budget = int(margin * request.gpu_memory_bytes)
+    levels = _levels(request, keep)
+    start = request if "micro_batches" in keep else replace(request, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size)
+    trial = replace(start, **levels[-1][1])
+    try:
+        plan = predict(trial, margin)
+    except VerlfitError:
+        return False
+    return plan.verdict != "unsupported" and plan.required_bytes <= budget
+
+
+def _largest_fitting(lo: int, hi: int, make, margin: float, keep: frozenset[str]) -> int | None:
+    """Largest value in [lo, hi] for which ``make(value)`` fits (fit is monotone in the value)."""
+    if hi < lo or not _fits_fully_saved(make(lo), margin, keep):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _fits_fully_saved(make(mid), margin, keep):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: frozenset[str] = frozenset()) -> str:
+    """Search single-setting changes that make ``request`` fit fully saved; return them as a
+    message, the smallest relative change first. Lengths are searched in steps of 32 tokens."""
+    r = request
+    options: list[tuple[float, str]] = []
+    step = 32
+    best = _largest_fitting(1, (r.max_response_length - 1) // step, lambda k: replace(r, max_response_length=k * step), margin, keep)
+    if best:
+        value = best * step
+        options.append(((r.max_response_length - value) / r.max_response_length, f"--max-response-length {value} (from {r.max_response_length})"))
+    if r.max_prompt_length > step:
+        best = _largest_fitting(1, (r.max_prompt_length - 1) // step, lambda k: replace(r, max_prompt_length=k * step), margin, keep)
+        if best:
+            value = best * step
+            options.append(((r.max_prompt_length - value) / r.max_prompt_length, f"--max-prompt-length {value} (from {r.max_prompt_length})"))
+    if r.algorithm == "grpo" and r.rollout_n > 1:
+        for n in range(r.rollout_n - 1, 0, -1):
+            if _fits_fully_saved(replace(r, rollout_n=n), margin, keep):
+                options.append(((r.rollout_n - n) / r.rollout_n, f"--samples {n} (from {r.rollout_n})"))
+                break
+    for gpus in (2, 4, 8):
+        if gpus > r.gpus and r.train_batch_size % gpus == 0 and (r.ppo_mini_batch_size * r.samples) % gpus == 0:
+            trial = replace(r, gpus=gpus)
+            if _fits_fully_saved(trial, margin, keep):
+                options.append(((gpus - r.gpus) / r.gpus, f"--gpus {gpus} (FSDP shards weights, gradients and optimizer states)"))
+                break
+    if r.algorithm == "ppo" and _fits_fully_saved(replace(r, algorithm="grpo", rollout_n=1, use_reference=False), margin, keep):
+        options.append((1.0, "--algo grpo (no critic model)"))
+    if not options:
+        return "no single change found that fits: use a smaller model or a card with more memory"
+    options.sort(key=lambda item: item[0])
+    return "smallest changes that would fit, each on its own: " + "; ".join(text for _, text in options)
+
+
+# --------------------------------------------------------------------------------------
+# profiles and `verlfit train`
+# --------------------------------------------------------------------------------------
+
+
+def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fields) -> PlanRequest:
+    """A :class:`PlanRequest` with the profile's dtype, attention, rollout and vLLM share.
+
+    ``fused_kernels`` follows the profile: on for FlashAttention-2 profiles (their image ships
+    flash-attn, whose Triton cross-entropy verl then uses, and torch.compile works), off otherwise.
+    Other ``fields`` override.
+    """
+    defaults = dict(
+        shape=shape,
+        gpu_memory_bytes=int(gpu_memory_bytes),
+        dtype=profile.dtype if profile.dtype in DTYPE_BYTES else "bfloat16",
+        attention=profile.attention,
+        rollout=profile.rollout,
+        vllm_gpu_memory_utilization=profile.vllm_gpu_memory_utilization or 0.5,
+        fused_kernels=profile.attention == "flash_attention_2",
+    )
+    defaults.update(fields)
+    return PlanRequest(**defaults)
+
+
+def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShape | None = None) -> PlanRequest:
+    """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`."""
+    s = settings
+    shape = shape or load_model_shape(s.model)
+    return request_for_profile(
+        profile,
+        shape,
+        memory_bytes,
+        algorithm=s.algorithm,
+        rollout_n=s.rollout_n if s.algorithm == "grpo" else 1,
+        train_batch_size=s.train_batch_size,
+        ppo_mini_batch_size=s.ppo_mini_batch_size,
+        actor_micro_batch_size=s.actor_micro_batch_size,
+        log_prob_micro_batch_size=s.log_prob_micro_batch_size,
+        critic_micro_batch_size=s.critic_micro_batch_size,
+        rollout_micro_batch_size=getattr(s, "rollout_micro_batch_size", None),
+        max_prompt_length=s.max_prompt_length,
+        max_response_length=s.max_response_length,
+        gradient_checkpointing=s.gradient_checkpointing,
+        actor_param_offload=s.actor_param_offload,
+        actor_optimizer_offload=s.actor_optimizer_offload,
+        critic_param_offload=s.critic_param_offload,
+        critic_optimizer_offload=s.critic_optimizer_offload,
+        gpus=s.gpus * getattr(s, "nodes", 1),
+    )
+
+
+def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool = False, keep_offload: bool = False, keep_checkpointing: bool = False, margin: float = DEFAULT_MARGIN) -> list[str]:
+    """Run :func:`auto_fit` for ``verlfit train`` and write its choice into ``settings``.
+
+    Returns the lines to print ("what it chose and why"). Raises :class:`VerlfitError` when
+    nothing fits, with the smallest change that would as the fix.
+    """
+    keep = set()
+    if keep_micro_batch:
+        keep.add("micro_batches")
+    if keep_offload:
+        keep.add("offload")
+    if keep_checkpointing:
+        keep.add("gradient_checkpointing")
+    request = request_from_settings(settings, profile, memory_bytes)
+    decision = auto_fit(request, margin=margin, keep=keep)
+    if not decision.fits:
+        raise VerlfitError(
+            f"this configuration does not fit in {_fmt(memory_bytes)} per GPU even with gradient checkpointing, offload and micro-batch 1: " + decision.reasons[-1],
+            fix=decision.suggestion,
+        )
+    chosen = decision.request
+    for name in ("actor_micro_batch_size", "log_prob_micro_batch_size", "critic_micro_batch_size", "gradient_checkpointing", "actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
+        setattr(settings, name, getattr(chosen, name))
+    if chosen.rollout == "hf" and hasattr(settings, "rollout_micro_batch_size"):
+        settings.rollout_micro_batch_size = chosen.rollout_micro_batch_size
+    plan = decision.plan
+    return [f"plan: {line}" for line in decision.reasons] + [f"plan: {plan.notes[0]} -> {plan.verdict}"]
+
+
+# --------------------------------------------------------------------------------------
+# output
+# --------------------------------------------------------------------------------------
+
+
+def plan_to_dict(plan: Plan) -> dict:
+    """JSON-ready form of a plan (bytes as integers, GiB rounded to 3 places)."""
+    r = plan.request
+    request = {k: v for k, v in dataclasses.asdict(r).items() if k != "shape"}
+    shape = dataclasses.asdict(r.shape)
+    shape.update(actor_parameters=r.shape.actor_parameters, critic_parameters=r.shape.critic_parameters)
+    phases = []
+    for p in plan.phases:
+        entry = {"phase": p.phase, "title": p.title}
+        entry.update({f"{c}_bytes": getattr(p, c) for c in COMPONENTS})
+        entry["total_bytes"] = p.total
+        entry["total_gib"] = round(gib(p.total), 3)
+        entry["fraction_of_usable"] = round(p.total / plan.usable_bytes, 4)
+        entry["detail"] = list(p.detail)
+        phases.append(entry)
+    return {
+        "model": shape,
+        "request": request,
+        "phases": phases,
+        "peak_phase": plan.peak.phase,
+        "peak_bytes": plan.peak.total,
+        "headroom_bytes": plan.headroom_bytes,
+        "required_bytes": plan.required_bytes,
+        "usable_bytes": plan.usable_bytes,
+        "margin": plan.margin,
+        "budget_bytes": plan.budget_bytes,
+        "verdict": plan.verdict,
+        "notes": list(plan.notes),
+        "calibrated": False,
+    }
+
+
+def render_table(plan: Plan, console=None) -> None:
+    """Print the per-phase table with ``rich`` (GiB and fraction of usable memory)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    r = plan.request
+    title = f"{r.shape.name}: {r.algorithm.upper()}{f' n={r.samples}' if r.samples > 1 else ''}, {r.dtype}, {r.rollout} rollout, {r.gpus} GPU{'s' if r.gpus > 1 else ''}, {_fmt(plan.usable_bytes)} usable"
+    table = Table(title=title, title_justify="left")
+    table.add_column("phase")
+    for c in COMPONENTS:
+        table.add_column(COMPONENT_TITLES[c], justify="right")
+    table.add_column("total", justify="right")
+    table.add_column("of card", justify="right")
+    for p in plan.phases:
+        style = "bold" if p is plan.peak else None
+        table.add_row(p.title, *(f"{gib(getattr(p, c)):.2f}" for c in COMPONENTS), f"{gib(p.total):.2f}", f"{p.total / plan.usable_bytes:.0%}", style=style)
+    console.print(table)
+    console.print("GiB per GPU; predicted allocated peak of each phase (constants not yet calibrated on a GPU: docs/plan.md)")
+    for p in plan.phases:
+        for line in p.detail:
+            console.print(f"  {p.title}: {line}", highlight=False, soft_wrap=True)
+    for note in plan.notes:
+        console.print(note, highlight=False, soft_wrap=True)
+    console.print(f"verdict: {plan.verdict}", highlight=False)
+
+
+# --------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------
 
 
 def register(subparsers):
-    parser = subparsers.add_parser("plan", help="(not yet implemented)")
+    parser = subparsers.add_parser(
+        "plan",
+        help="predict peak GPU memory per PPO/GRPO phase; --auto-fit sizes micro-batches and offload",
+        description=(
+            "Predict the peak GPU memory of each phase of a verl 0.4.1 PPO/GRPO step (rollout, old log-prob, "
+            "ref log-prob, values, critic update, actor update), split into weights, gradients, optimizer state, "
+            "activations, logits and KV cache, and say whether it fits. Offline: reads the model's config.json "
+            f"(built in: {DEFAULT_MODEL})."
+        ),
+        epilog=(
+            "examples:\n"
+            "  $ verlfit plan --emulate p40\n"
+            "  $ verlfit plan --profile p40 --gpu-memory 22.5 --batch-size 64 --micro-batch-size 8 --gradient-checkpointing\n"
+            "  $ verlfit plan --emulate p40 --algo grpo --samples 8 --auto-fit\n"
+            "  $ verlfit plan --model ./my-model/config.json --profile a10 --json"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)")
+    parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
+    parser.add_argument("--emulate", choices=("p40", "a10"), help="plan for that profile's card: its usable memory (p40: 22.5 GiB)")
+    parser.add_argument("--gpu-memory", type=float, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs (FSDP shards weights, gradients and optimizer states; default 1)")
+    parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="ppo (GAE with a critic) or grpo (n samples, KL loss with a reference model)")
+    parser.add_argument("--samples", type=int, default=4, help="responses per prompt for grpo (default 4)")
+    parser.add_argument("--batch-size", type=int, default=32, help="prompts per step (default 32)")
+    parser.add_argument("--mini-batch-size", type=int, help="prompts per optimizer step (default: half the batch)")
+    parser.add_argument("--micro-batch-size", type=int, help="responses per forward/backward per GPU for every phase")
+    parser.add_argument("--actor-micro-batch-size", type=int, help="actor update (default 4)")
+    parser.add_argument("--log-prob-micro-batch-size", type=int, help="old and ref log-prob (default 8)")
+    parser.add_argument("--critic-micro-batch-size", type=int, help="values and critic update (default 4)")
+    parser.add_argument("--rollout-micro-batch-size", type=int, help="prompts per HF generate call per GPU (default: the whole batch)")
+    parser.add_argument("--max-prompt-length", type=int, default=512, help="tokens (default 512)")
+    parser.add_argument("--max-response-length", type=int, default=256, help="tokens (default 256)")
+    checkpointing = parser.add_mutually_exclusive_group()
+    checkpointing.add_argument("--gradient-checkpointing", dest="gradient_checkpointing", action="store_true", default=None, help="recompute layer activations in backward (verl's default)")
+    checkpointing.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false", help="keep all activations")
+    parser.add_argument("--offload", choices=("none", "optimizer", "all"), help="FSDP offload for actor and critic")
+    for role in ("actor", "critic"):
+        for kind in ("param", "optimizer"):
+            parser.add_argument(f"--{role}-{kind}-offload", action="store_true", help=f"{role} {kind} offload")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="compute dtype (default: the profile's)")
+    parser.add_argument("--rollout", choices=("hf", "vllm"), help="rollout engine (default: the profile's)")
+    parser.add_argument("--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)")
+    parser.add_argument("--attention", choices=("sdpa", "eager", "flash_attention_2"), help="attention implementation (default: the profile's)")
+    parser.add_argument("--reference", action=argparse.BooleanOptionalAction, default=None, help="a reference model runs (default: grpo yes, ppo no)")
+    parser.add_argument("--auto-fit", action="store_true", help="choose micro-batches, checkpointing and offload to fit")
+    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="fraction of usable memory to stay under (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=_run)
     return parser
 
 
-def _run(args):
-    raise VerlfitError("verlfit plan is not implemented yet")
+def _resolve_card(args, nvml=None):
+    """Return (profile, usable bytes, a line saying where the number came from)."""
+    from verlfit.profiles import load_profile, select_profile
+
+    if args.emulate:
+        profile = load_profile(args.profile if args.profile in ("p40", "a10") else args.emulate)
+        memory = args.gpu_memory if args.gpu_memory else load_profile(args.emulate).gpu_memory_gib
+        return profile, int(memory * GIB), f"emulating {args.emulate}: {memory:g} GiB usable"
+    gpu = None
+    source = None
+    if args.gpu_memory is None or args.profile in (None, "auto"):
+        from verlfit.gpu import query_gpus
+
+        report = query_gpus(nvml)
+        gpu = report.gpus[0] if report.gpus else None
+        if gpu is None:
+            source = report.error or "no NVIDIA GPU visible"
+    name = args.profile or ("auto" if gpu else "p40")
+    if name == "auto" and gpu is None:
+        raise VerlfitError("--profile auto needs a visible GPU", fix="pass --profile p40 or --profile a10, or --emulate p40")
+    profile = select_profile(name, gpu) if gpu is not None else load_profile(name)
+    if args.gpu_memory is not None:
+        if args.gpu_memory <= 0:
+            raise VerlfitError(f"--gpu-memory {args.gpu_memory} must be a positive number of GiB", exit_code=2)
+        return profile, int(args.gpu_memory * GIB), f"--gpu-memory {args.gpu_memory:g} GiB"
+    if gpu is not None:
+        usable = min(gpu.total_memory_bytes, gpu.free_memory_bytes + CUDA_CONTEXT_BYTES) - CUDA_CONTEXT_BYTES
+        return profile, usable, f"GPU {gpu.index}: {gpu.name}, {_fmt(gpu.total_memory_bytes)} ({_fmt(gpu.free_memory_bytes)} free) less {_fmt(CUDA_CONTEXT_BYTES)} CUDA context"
+    return profile, int(profile.gpu_memory_gib * GIB), f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass --gpu-memory or --emulate to choose"
+
+
+def request_from_args(args, nvml=None) -> tuple[PlanRequest, str]:
+    """Build the request from parsed ``verlfit plan`` arguments; return it with the memory source line."""
+    profile, memory, source = _resolve_card(args, nvml)
+    shape = load_model_shape(args.model)
+    mini = args.mini_batch_size or max(args.batch_size // 2, 1)
+    micro = args.micro_batch_size
+    offload = args.offload or "none"
+    fields = dict(
+        algorithm=args.algo,
+        rollout_n=args.samples if args.algo == "grpo" else 1,
+        train_batch_size=args.batch_size,
+        ppo_mini_batch_size=mini,
+        actor_micro_batch_size=args.actor_micro_batch_size or micro or 4,
+        log_prob_micro_batch_size=args.log_prob_micro_batch_size or micro or 8,
+        critic_micro_batch_size=args.critic_micro_batch_size or micro or 4,
+        rollout_micro_batch_size=args.rollout_micro_batch_size,
+        max_prompt_length=args.max_prompt_length,
+        max_response_length=args.max_response_length,
+        gradient_checkpointing=bool(args.gradient_checkpointing) if args.gradient_checkpointing is not None else not args.auto_fit,
+        actor_param_offload=args.actor_param_offload or offload == "all",
+        actor_optimizer_offload=args.actor_optimizer_offload or offload in ("optimizer", "all"),
+        critic_param_offload=args.critic_param_offload or offload == "all",
+        critic_optimizer_offload=args.critic_optimizer_offload or offload in ("optimizer", "all"),
+        use_reference=args.reference,
+        gpus=args.gpus,
+    )
+    for name in ("dtype", "rollout", "attention"):
+        if getattr(args, name):
+            fields[name] = getattr(args, name)
+    if args.vllm_gpu_memory_utilization is not None:
+        fields["vllm_gpu_memory_utilization"] = args.vllm_gpu_memory_utilization
+    if args.dtype == "float32" and "attention" not in fields and profile.attention == "flash_attention_2":
+        fields["attention"] = "sdpa"  # FlashAttention-2 has no fp32 kernels
+    return request_for_profile(profile, shape, memory, **fields), source
+
+
+def _run(args, nvml=None, out=None) -> int:
+    out = out or sys.stdout
+    if not 0 < args.margin <= 1:
+        raise VerlfitError(f"--margin {args.margin} must be in (0, 1]", exit_code=2)
+    request, source = request_from_args(args, nvml)
+    keep = []
+    if args.micro_batch_size or any(getattr(args, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic")):
+        keep.append("micro_batches")
+    if args.gradient_checkpointing is not None:
+        keep.append("gradient_checkpointing")
+    if args.offload or any(getattr(args, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer")):
+        keep.append("offload")
+    decision = auto_fit(request, margin=args.margin, keep=keep) if args.auto_fit else None
+    plan = decision.plan if decision else predict(request, margin=args.margin)
+    if args.json:
+        data = plan_to_dict(plan)
+        data["memory_source"] = source
+        if decision:
+            data["auto_fit"] = {"fits": decision.fits, "reasons": list(decision.reasons), "suggestion": decision.suggestion, "kept": keep}
+        out.write(json.dumps(data, indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        console = Console(file=out, width=120)
+        console.print(f"memory: {source}", highlight=False)
+        if decision:
+            console.print("auto-fit:" if decision.fits else "auto-fit: nothing fits", highlight=False)
+            for line in decision.reasons:
+                console.print(f"  {line}", highlight=False, soft_wrap=True)
+            if decision.suggestion:
+                console.print(f"  {decision.suggestion}", highlight=False, soft_wrap=True)
+            r = decision.request
+            console.print(
+                f"  chosen: actor micro-batch {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
+                + (f", critic {r.critic_micro_batch_size}" if r.has_critic else "")
+                + (f", rollout {r.rollout_prompts_per_call} prompts" if r.rollout == "hf" else "")
+                + f"; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}; offload: "
+                + (", ".join(n.replace("_offload", "").replace("_", " ") for n in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(r, n)) or "none"),
+                highlight=False,
+                soft_wrap=True,
+            )
+        render_table(plan, console)
+    if decision is not None and not decision.fits:
+        return 1
+    return 0 if plan.verdict in ("fits", "tight") else 1
