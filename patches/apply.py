@@ -161,6 +161,10 @@ _HUNK_FUZZ = re.compile(r"Hunk #(\d+) succeeded at (\d+) with fuzz (\d+)")
 _FILE_LINE = re.compile(r"^(?:checking|patching) file (.+)$")
 
 
+_WOULD_CREATE = re.compile(r"would create the file (.+?),\s*which already exists", re.S)
+_NO_FILE = re.compile(r"can't find file to patch at input line (\d+)")
+
+
 def describe_failure(output: str) -> Tuple[str, Optional[str]]:
     """(hunk description, reason) for the first problem in patch's output."""
     current_file = None
@@ -169,23 +173,30 @@ def describe_failure(output: str) -> Tuple[str, Optional[str]]:
         if m:
             current_file = m.group(1).strip().strip("'\"")
             continue
+        where = f" of {current_file}" if current_file else ""
         m = _HUNK_FAILED.search(line)
         if m:
-            where = f" of {current_file}" if current_file else ""
             return f"hunk {m.group(1)}{where} (FAILED at line {m.group(2)})", None
         m = _HUNK_FUZZ.search(line)
         if m:
-            where = f" of {current_file}" if current_file else ""
             return f"hunk {m.group(1)}{where} (needs fuzz {m.group(3)}; fuzz is refused)", None
         if "Reversed (or previously applied) patch detected" in line:
-            where = f" {current_file}" if current_file else ""
-            return f"hunk 1 of{where or ' a file'} (changes already present)", "previously applied"
-        if "which already exists" in line and "would create" in line:
-            return f"hunk 1 ({line.strip()})", "previously applied"
-        if "can't find file to patch" in line or "No file to patch" in line:
-            return "hunk 1 (file to patch not found)", None
+            return f"hunk 1{where} (its changes are already there)", "previously applied"
         if "malformed patch" in line or "Only garbage was found" in line:
             return f"hunk ? (malformed patch: {line.strip()})", None
+        if "would create the file" in line:
+            break  # message spans two lines; handled below
+        if "can't find file to patch" in line:
+            break
+    m = _WOULD_CREATE.search(output)
+    if m:
+        path = " ".join(m.group(1).split())
+        return f"hunk 1 of {path} (the file it creates already exists: left over from an earlier apply? reinstall verl cleanly or remove it)", "previously applied"
+    m = _NO_FILE.search(output)
+    if m:
+        headers = re.findall(r"^\|\+\+\+ (\S+)", output, re.M)
+        path = _strip1(headers[-1]) if headers else None
+        return f"hunk 1 of {path or '?'} (file to patch not found: is TARGET the directory that contains verl/?)", None
     last = output.strip().splitlines()[-1] if output.strip() else "no output"
     return f"hunk ? ({last})", None
 

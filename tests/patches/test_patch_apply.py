@@ -172,3 +172,20 @@ def test_usage_errors(tmp_path):
     help_text = subprocess.run(["python3", str(APPLY), "--help"], capture_output=True, text=True).stdout
     for code in range(7):
         assert re.search(rf"^  {code}  ", help_text, re.M), f"exit code {code} undocumented in --help"
+
+
+def test_leftover_file_from_an_earlier_apply_is_named(pristine_root, tmp_path):
+    """e.g. after `pip install --force-reinstall verl`: restored sources, but the files the series added remain."""
+    other = copy_verl(tmp_path / "other")
+    run_apply(other, check_rc=0)
+    shutil.copy2(other / "verl" / "utils" / "bert_padding_fallback.py", pristine_root / "verl" / "utils")
+    proc = run_apply(pristine_root, check_rc=1)
+    assert "0001-" in proc.stderr and "verl/utils/bert_padding_fallback.py" in proc.stderr and "already exists" in proc.stderr
+
+
+def test_missing_source_file_is_named(pristine_root):
+    (pristine_root / "verl" / "utils" / "torch_functional.py").unlink()
+    before = tree_digest(pristine_root)
+    proc = run_apply(pristine_root, check_rc=1)
+    assert "0005-" in proc.stderr and "verl/utils/torch_functional.py" in proc.stderr and "not found" in proc.stderr
+    assert tree_digest(pristine_root) == before
