@@ -573,8 +573,14 @@ def _values(request: PlanRequest, st: _State) -> PhaseMemory:
     )
 
 
-def _update(request: PlanRequest, st: _State, role: str) -> PhaseMemory:
-    """Peak of a training phase: the largest of four moments (docs/plan.md §2)."""
+def update_moments(request: PlanRequest, role: str) -> dict[str, PhaseMemory]:
+    """The four candidate peaks of a training phase (``role`` ``"actor"`` or ``"critic"``):
+    backward through the logits, backward through the layers, end of backward (the last FSDP
+    unit's gradients materialised), optimizer step (docs/plan.md §2)."""
+    return _moments(request, _state(request), role)
+
+
+def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemory]:
     r, s = request, request.shape
     if role == "actor":
         params, b = s.actor_parameters, r.actor_micro_batch_size
@@ -612,11 +618,18 @@ def _update(request: PlanRequest, st: _State, role: str) -> PhaseMemory:
         "end of backward": dict(gradients=earlier_grads + last_unit * GRAD_UNIT_TRANSIENT_BYTES[r.dtype]),
         "optimizer step": dict(gradients=shard_grads, optimizer=_shard(params, r.gpus) * ADAM_STEP_TEMP_BYTES),
     }
-    best_name, best = None, None
-    for name, parts in moments.items():
-        phase = PhaseMemory(f"{role}_update", weights=weights, optimizer=optimizer + parts.get("optimizer", 0), gradients=parts.get("gradients", 0), activations=parts.get("activations", 0), logits=parts.get("logits", 0))
-        if best is None or phase.total > best.total:
-            best_name, best = name, phase
+    return {
+        name: PhaseMemory(f"{role}_update", weights=weights, optimizer=optimizer + parts.get("optimizer", 0), gradients=parts.get("gradients", 0), activations=parts.get("activations", 0), logits=parts.get("logits", 0))
+        for name, parts in moments.items()
+    }
+
+
+def _update(request: PlanRequest, st: _State, role: str) -> PhaseMemory:
+    """Peak of a training phase: the largest of its four moments."""
+    r = request
+    b = r.actor_micro_batch_size if role == "actor" else r.critic_micro_batch_size
+    accumulation = r.per_gpu_mini_batch // b
+    best_name, best = max(_moments(r, st, role).items(), key=lambda item: item[1].total)
     notes = [
         _resident_note(r, st, role),
         f"micro-batch {b} x {accumulation} per optimizer step{', gradient checkpointing' if r.gradient_checkpointing else ''}; peak at the {best_name}",
