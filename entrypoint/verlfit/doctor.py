@@ -274,17 +274,19 @@ def arch_covers(arch_list, compute_capability: tuple[int, int]) -> str | None:
     """How torch's arch list covers a GPU: ``"sm_XY"`` (a cubin that runs natively: same major,
     minor <= the GPU's), ``"compute_XY"`` (PTX the driver can JIT), or None."""
     major, minor = compute_capability
-    best = None
+    native, ptx = [], []
     for arch in arch_list:
         match = re.fullmatch(r"(sm|compute)_(\d+?)(\d)[a-z]?", arch)
         if not match:
             continue
         kind, a_major, a_minor = match.group(1), int(match.group(2)), int(match.group(3))
         if kind == "sm" and a_major == major and a_minor <= minor:
-            return arch
+            native.append((a_minor, arch))
         if kind == "compute" and (a_major, a_minor) <= (major, minor):
-            best = best or arch
-    return best
+            ptx.append(((a_major, a_minor), arch))
+    if native:
+        return max(native)[1]
+    return max(ptx)[1] if ptx else None
 
 
 def check_torch_arch(ctx: DoctorContext) -> CheckResult:

@@ -1,0 +1,340 @@
+"""Doctor: every check against fakes of NVML (a P40, an A10, no GPU), torch, the filesystem and the network;
+exact verdicts and messages, --json, exit status, and the blocking subset train runs."""
+
+import hashlib
+import io
+import json
+import time
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from verlfit import cli, doctor
+from verlfit.doctor import BLOCKING, CHECK_NAMES, DoctorContext, TorchInfo, arch_covers, blocking_checks, run_checks
+
+GIB = 1024**3
+
+
+class FakeNvml:
+    """The pynvml functions gpu.query_gpus calls, answering for the given GPUs."""
+
+    def __init__(self, gpus=(), driver="535.183.01", cuda=12020, error=None):
+        self.gpus, self.driver, self.cuda, self.error = list(gpus), driver, cuda, error
+
+    def nvmlInit(self):
+        if self.error:
+            raise RuntimeError(self.error)
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlSystemGetDriverVersion(self):
+        return self.driver.encode()
+
+    def nvmlSystemGetCudaDriverVersion(self):
+        return self.cuda
+
+    def nvmlDeviceGetCount(self):
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetName(self, handle):
+        return self.gpus[handle][0]
+
+    def nvmlDeviceGetCudaComputeCapability(self, handle):
+        return self.gpus[handle][1]
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return SimpleNamespace(total=self.gpus[handle][2], free=self.gpus[handle][2] - 300 * 2**20)
+
+
+P40 = ("Tesla P40", (6, 1), 25_637_224_448)
+A10 = ("NVIDIA A10", (8, 6), 24_146_608_128)
+NO_GPU = dict(error="NVML Shared Library Not Found")
+TORCH_CU118 = TorchInfo("2.6.0+cu118", "11.8", ("sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"), True, True)
+PATCHES = ["0001-a.patch", "0002-b.patch"]
+
+
+def write_parquet(path, columns=doctor.VERL_COLUMNS, rows=3):
+    table = pa.table({name: [f"{name}{i}" for i in range(rows)] for name in columns})
+    pq.write_table(table, path)
+
+
+@pytest.fixture
+def world(tmp_path):
+    """A prepared machine: data, a local model, a patched verl, the series, roomy disk and /dev/shm."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write_parquet(data / "train.parquet", rows=5)
+    write_parquet(data / "test.parquet", rows=2)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000}))
+    series_dir = tmp_path / "patches" / "verl-0.4.1"
+    series_dir.mkdir(parents=True)
+    for name in PATCHES:
+        (series_dir / name).write_text(f"diff for {name}\n")
+    (series_dir / "series").write_text("# comment\n" + "\n".join(PATCHES) + "\n")
+    verl = tmp_path / "site-packages" / "verl"
+    verl.mkdir(parents=True)
+    marker = "# verl patch series applied by verlfit's patches/apply.py; do not edit.\n" + "".join(f"{hashlib.sha256((series_dir / n).read_bytes()).hexdigest()}  {n}\n" for n in PATCHES)
+    (verl / ".verlfit-patches").write_text(marker)
+    return SimpleNamespace(tmp=tmp_path, data=data, model=model, series=series_dir / "series", verl=verl)
+
+
+def context(world, gpus=(P40,), nvml=None, torch=TORCH_CU118, environ=None, **fields):
+    calls = {"torch": 0, "head": []}
+
+    def torch_probe():
+        calls["torch"] += 1
+        return torch
+
+    def head(url, timeout, headers):
+        calls["head"].append(url)
+        return 200
+
+    values = dict(
+        profile_name=None,
+        environ=dict(environ or {}),
+        nvml=nvml or FakeNvml(gpus),
+        torch_probe=torch_probe,
+        data_dir=str(world.data),
+        model=str(world.model),
+        checkpoint_dir=str(world.tmp / "runs"),
+        disk_usage=lambda path: SimpleNamespace(total=500 * GIB, used=100 * GIB, free=400 * GIB),
+        shm_size=lambda path: 8 * GIB,
+        verl_dir=world.verl,
+        series_path=world.series,
+        head=head,
+        hub_cache_lookup=lambda repo, name: None,
+    )
+    values.update(fields)
+    ctx = DoctorContext(**values)
+    ctx.calls = calls
+    return ctx
+
+
+def by_name(results):
+    return {r.name: r for r in results}
+
+
+def test_p40_ready_with_p40_profile(world):
+    results = by_name(run_checks(context(world, profile_name="p40")))
+    assert [r.status for r in results.values()] == ["PASS"] * len(CHECK_NAMES)
+    assert results["driver"].message == "driver 535.183.01 (CUDA 12.2) runs CUDA 11.8 (needs >= 520.61.05)"
+    assert results["gpu"].message == "GPU 0: Tesla P40, compute capability 6.1: bf16 no, FlashAttention-2 no, vLLM no, Triton no; matches profile p40"
+    assert results["torch-arch"].message == "torch 2.6.0+cu118 (CUDA 11.8) runs on compute capability 6.1 via sm_60 (same major, minor <= 1)"
+    assert results["triton-shared-memory"].message == "profile p40's TRITON_MAX_SHARED_MEMORY=49152 <= Tesla P40's 49152 B per block (Triton does not run below compute capability 7.0 anyway)"
+    assert results["data"].message == f"{world.data}: train.parquet 5 rows, test.parquet 2 rows, verl columns present"
+    assert results["cuda"].message == "torch 2.6.0+cu118 (CUDA 11.8) allocated and computed on the GPU"
+    assert results["patches"].message == f"2 patches of verl-0.4.1 applied to {world.verl} (0001..0002)"
+    assert doctor.exit_status(list(results.values())) == 0
+
+
+def test_a10_profile_on_a_p40_fails_with_the_fix(world):
+    result = by_name(run_checks(context(world, environ={"VERLFIT_PROFILE": "a10"})))["gpu"]
+    assert result.status == "FAIL"
+    assert result.message == "GPU 0: Tesla P40, compute capability 6.1: bf16 no, FlashAttention-2 no, vLLM no, Triton no; profile a10 needs compute capability >= 8.0 (bfloat16, flash_attention_2, vllm rollout)"
+    assert result.fix == "use the verlfit:p40 image (--profile p40)"
+
+
+def test_a10_answers(world):
+    results = by_name(run_checks(context(world, gpus=(A10,), profile_name="a10")))
+    assert results["gpu"].status == "PASS"
+    assert results["gpu"].message == "GPU 0: NVIDIA A10, compute capability 8.6: bf16 yes, FlashAttention-2 yes, vLLM yes, Triton yes; matches profile a10"
+    assert results["torch-arch"].message.endswith("via sm_86 (same major, minor <= 6)")
+    assert results["triton-shared-memory"].message == "profile a10's TRITON_MAX_SHARED_MEMORY=101376 <= NVIDIA A10's 101376 B per block"
+    p40_image = by_name(run_checks(context(world, gpus=(A10,), profile_name="p40")))["gpu"]
+    assert p40_image.status == "WARN"
+    assert p40_image.fix == "use the verlfit:a10 image (--profile a10) for speed, or keep p40 to rehearse a P40"
+    auto = by_name(run_checks(context(world, gpus=(A10,))))["gpu"]
+    assert auto.message.endswith("-> profile a10 (image verlfit:a10)")
+
+
+def test_no_gpu_fails_gpu_checks_without_touching_torch(world):
+    ctx = context(world, nvml=FakeNvml(**NO_GPU))
+    started = time.monotonic()
+    results = by_name(run_checks(ctx))
+    assert time.monotonic() - started < 1.0
+    assert ctx.calls["torch"] == 0
+    assert results["driver"].status == "FAIL"
+    assert results["driver"].message == "no NVIDIA GPU visible: NVML could not start (NVML Shared Library Not Found); is the NVIDIA driver installed and the GPU passed to this container (--gpus all)?"
+    assert (results["gpu"].status, results["gpu"].message) == ("FAIL", "no NVIDIA GPU visible: training cannot run")
+    assert (results["cuda"].status, results["cuda"].message) == ("FAIL", "no NVIDIA GPU visible: CUDA from torch not tried")
+    assert results["torch-arch"].status == results["triton-shared-memory"].status == "SKIP"
+    assert [results[n].status for n in ("shm", "disk", "data", "model", "patches")] == ["PASS"] * 5
+    assert doctor.exit_status(list(results.values())) == 1
+
+
+@pytest.mark.parametrize("driver, status", [("520.61.05", "PASS"), ("470.82.01", "WARN"), ("450.80.02", "WARN"), ("440.33.01", "FAIL")])
+def test_driver_versions(world, driver, status):
+    result = by_name(run_checks(context(world, nvml=FakeNvml([P40], driver=driver, cuda=11040), profile_name="p40"), names=("driver",)))["driver"]
+    assert result.status == status
+    if status == "FAIL":
+        assert result.message == f"driver {driver} (CUDA 11.4) cannot run CUDA 11.8 (needs >= 520.61.05, at least 450.80.02)"
+        assert result.fix == "upgrade the NVIDIA driver to >= 520.61.05"
+
+
+def test_arch_coverage_rules():
+    assert arch_covers(["sm_60", "sm_70"], (6, 1)) == "sm_60"  # sm_60 code runs on 6.1
+    assert arch_covers(["sm_70", "sm_80"], (6, 1)) is None
+    assert arch_covers(["sm_80", "sm_86", "sm_90"], (8, 9)) == "sm_86"
+    assert arch_covers(["sm_90a", "compute_70"], (8, 6)) == "compute_70"
+    assert arch_covers(["sm_86"], (8, 0)) is None  # a higher minor does not run on a lower one
+
+
+def test_torch_without_pascal_kernels_fails(world):
+    torch = TorchInfo("2.6.0+cu124", "12.4", ("sm_70", "sm_80", "sm_90"), True, True)
+    result = by_name(run_checks(context(world, torch=torch), names=("torch-arch",)))["torch-arch"]
+    assert result.status == "FAIL"
+    assert result.message == "torch 2.6.0+cu124 (CUDA 12.4) has no kernels for Tesla P40 (compute capability 6.1): arch list ['sm_70', 'sm_80', 'sm_90']"
+
+
+def test_torch_missing_skips_and_cuda_unusable_fails(world):
+    missing = by_name(run_checks(context(world, torch=None), names=("torch-arch", "cuda")))
+    assert missing["torch-arch"].status == missing["cuda"].status == "SKIP"
+    broken = TorchInfo("2.6.0+cu118", "11.8", TORCH_CU118.arch_list, True, False, "RuntimeError: CUDA error: no kernel image is available")
+    result = by_name(run_checks(context(world, torch=broken), names=("cuda",)))["cuda"]
+    assert (result.status, result.message) == ("FAIL", "torch 2.6.0+cu118 could not compute on the GPU: RuntimeError: CUDA error: no kernel image is available")
+
+
+def test_triton_shared_memory_over_the_p40_limit(world):
+    result = by_name(run_checks(context(world, environ={"TRITON_MAX_SHARED_MEMORY": "101376"}, profile_name="p40"), names=("triton-shared-memory",)))["triton-shared-memory"]
+    assert result.status == "FAIL"
+    assert result.message == "TRITON_MAX_SHARED_MEMORY=101376 exceeds Tesla P40's 49152 B per block: Triton kernels sized for it fail with 'out of resource: shared memory'"
+    assert result.fix == "export TRITON_MAX_SHARED_MEMORY=49152"
+
+
+def test_small_dev_shm_warns(world):
+    result = by_name(run_checks(context(world, shm_size=lambda path: 64 * 2**20), names=("shm",)))["shm"]
+    assert result.status == "WARN"
+    assert result.message == "/dev/shm is 64 MiB (Docker's default is 64 MiB): Ray's object store falls back to /tmp when it does not fit (slower; Ray warns at start)"
+    assert result.fix == "run the container with --shm-size=8g (or --ipc=host)"
+
+
+@pytest.mark.parametrize("free_gib, status", [(1, "FAIL"), (50, "PASS")])
+def test_disk_against_checkpoint_size(world, free_gib, status):
+    # the small model: 138304 parameters x 12 B x 2 (actor + critic) = 3.3 MB per checkpoint
+    usage = lambda path: SimpleNamespace(total=0, used=0, free=free_gib * 2**20 if status == "FAIL" else free_gib * GIB)  # noqa: E731
+    one = doctor.checkpoint_bytes(138304)
+    assert one == 138304 * 24
+    ctx = context(world, disk_usage=usage if status == "PASS" else (lambda path: SimpleNamespace(total=0, used=0, free=one - 1)))
+    result = by_name(run_checks(ctx, names=("disk",)))["disk"]
+    assert result.status == status
+
+
+def test_data_missing_warns_broken_fails(world):
+    (world.data / "test.parquet").unlink()
+    result = by_name(run_checks(context(world), names=("data",)))["data"]
+    assert (result.status, result.fix) == ("WARN", f"verlfit prepare-gsm8k --output {world.data}")
+    (world.data / "test.parquet").write_bytes(b"not parquet")
+    result = by_name(run_checks(context(world), names=("data",)))["data"]
+    assert result.status == "FAIL" and result.message.startswith(f"{world.data / 'test.parquet'} is not readable parquet: ")
+    write_parquet(world.data / "test.parquet", columns=("question", "answer"))
+    result = by_name(run_checks(context(world), names=("data",)))["data"]
+    assert (result.status, result.message) == ("FAIL", f"{world.data / 'test.parquet'} lacks verl's columns data_source, prompt, reward_model (has answer, question)")
+
+
+def test_model_hub_reachable_through_endpoint(world):
+    ctx = context(world, model="Qwen/Qwen2.5-0.5B-Instruct", environ={"HF_ENDPOINT": "https://mirror.example/"})
+    result = by_name(run_checks(ctx, names=("model",)))["model"]
+    assert (result.status, result.message) == ("PASS", "Qwen/Qwen2.5-0.5B-Instruct is reachable at https://mirror.example (HTTP 200); it downloads at the first run")
+    assert ctx.calls["head"] == ["https://mirror.example/Qwen/Qwen2.5-0.5B-Instruct/resolve/main/config.json"]
+
+
+@pytest.mark.parametrize(
+    "answer, message",
+    [
+        (401, "Qwen/Qwen2.5-0.5B-Instruct at https://huggingface.co needs authorisation (HTTP 401): gated or private"),
+        (404, "Qwen/Qwen2.5-0.5B-Instruct does not exist at https://huggingface.co (HTTP 404)"),
+        (OSError("timed out"), "Qwen/Qwen2.5-0.5B-Instruct is not local and https://huggingface.co is unreachable (timed out)"),
+    ],
+)
+def test_model_hub_failures(world, answer, message):
+    def head(url, timeout, headers):
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    result = by_name(run_checks(context(world, model="Qwen/Qwen2.5-0.5B-Instruct", head=head), names=("model",)))["model"]
+    assert (result.status, result.message) == ("FAIL", message)
+
+
+def test_model_cached_or_offline(world):
+    config = world.model / "config.json"
+    cached = by_name(run_checks(context(world, model="Qwen/Qwen2.5-0.5B-Instruct", hub_cache_lookup=lambda repo, name: str(config)), names=("model",)))["model"]
+    assert (cached.status, cached.message) == ("PASS", "Qwen/Qwen2.5-0.5B-Instruct is in the local hub cache")
+    ctx = context(world, model="Qwen/Qwen2.5-0.5B-Instruct", environ={"HF_HUB_OFFLINE": "1"})
+    offline = by_name(run_checks(ctx, names=("model",)))["model"]
+    assert offline.status == "FAIL" and ctx.calls["head"] == []
+
+
+def test_patch_marker_states(world):
+    marker = world.verl / ".verlfit-patches"
+    text = marker.read_text()
+    marker.write_text(text.replace("0002-b.patch", "0002-old.patch"))
+    result = by_name(run_checks(context(world), names=("patches",)))["patches"]
+    assert result.status == "FAIL"
+    assert result.message == f"the installed verl carries another patch series than {world.series}: missing 0002-b.patch; not in this series 0002-old.patch"
+    marker.write_text(text.replace(text.splitlines()[-1][:64], "0" * 64))
+    assert by_name(run_checks(context(world), names=("patches",)))["patches"].status == "WARN"
+    marker.unlink()
+    result = by_name(run_checks(context(world), names=("patches",)))["patches"]
+    assert (result.status, result.fix) == ("FAIL", f"python3 patches/apply.py {world.verl.parent}")
+    assert by_name(run_checks(context(world, verl_dir=None), names=("patches",)))["patches"].status == "SKIP"
+
+
+def test_series_found_through_environment(world, monkeypatch):
+    assert doctor._default_series({"VERLFIT_PATCHES_DIR": str(world.series.parent)}) == world.series
+    assert doctor._default_series({"VERLFIT_PATCHES_DIR": str(world.series.parent.parent)}) == world.series
+    repo_series = doctor._default_series({})
+    assert repo_series is not None and repo_series.name == "series"
+
+
+def test_a_crashing_check_becomes_a_fail(world, monkeypatch):
+    monkeypatch.setitem(doctor.CHECKS, "shm", lambda ctx: 1 / 0)
+    result = by_name(run_checks(context(world), names=("shm",)))["shm"]
+    assert (result.status, result.message) == ("FAIL", "the check itself failed: ZeroDivisionError: division by zero")
+
+
+def test_blocking_checks_return_only_failures_of_the_subset(world):
+    assert blocking_checks(context=context(world)) == []
+    failures = blocking_checks(profile_name="a10", context=context(world, shm_size=lambda path: 1))
+    assert [f.name for f in failures] == ["gpu", "triton-shared-memory"]  # the a10 image's 99 KiB; shm is not blocking
+    failures = blocking_checks(environment={"TRITON_MAX_SHARED_MEMORY": "101376"}, context=context(world, profile_name="p40"))
+    assert [f.name for f in failures] == ["triton-shared-memory"]
+    (world.data / "train.parquet").unlink()
+    assert blocking_checks(context=context(world)) == []  # missing data is a WARN: train prepares it
+    none = blocking_checks(context=context(world, nvml=FakeNvml(**NO_GPU)))
+    assert [f.name for f in none] == ["driver", "gpu", "cuda"]
+    assert set(BLOCKING) <= set(CHECK_NAMES)
+
+
+def test_json_output_and_exit_status(world):
+    args = cli.build_parser().parse_args(["doctor", "--json", "--profile", "a10", "--data", str(world.data), "--model", str(world.model)])
+    out = io.StringIO()
+    status = doctor._run(args, context=context(world), out=out)
+    data = json.loads(out.getvalue())
+    assert status == data["exit_status"] == 1
+    assert [c["name"] for c in data["checks"]] == list(CHECK_NAMES)
+    assert {c["name"]: c["status"] for c in data["checks"]}["gpu"] == "FAIL"
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["doctor", "--profile", "p40", "--data", str(world.data), "--model", str(world.model)])
+    assert doctor._run(args, context=context(world), out=out) == 0
+    assert out.getvalue().splitlines()[-1] == "10 PASS: ready"
+
+
+def test_real_cli_runs_quickly_and_is_consistent(world, capsys):
+    """The real machine (no GPU in CI): JSON parses, the exit status follows the verdicts; no network
+    (local model), about a second."""
+    started = time.monotonic()
+    status = cli.main(["doctor", "--json", "--model", str(world.model), "--data", str(world.data), "--run-dir", str(world.tmp)])
+    elapsed = time.monotonic() - started
+    data = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in data["checks"]] == list(CHECK_NAMES)
+    assert status == (1 if any(c["status"] == "FAIL" for c in data["checks"]) else 0)
+    assert elapsed < 10
