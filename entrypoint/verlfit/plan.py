@@ -707,7 +707,7 @@ def _candidates(request: PlanRequest, knob: str) -> list[int]:
     if knob in ("actor", "critic"):
         return _powers_of_two_dividing(request.per_gpu_mini_batch)
     if knob == "log_prob":
-        # verl splits without needing equal chunks (dp_actor.py:370); keep powers of two <= the batch
+        # verl splits without needing equal chunks (dp_actor.py:345); keep powers of two <= the batch
         out, p = [], 1
         while p <= request.per_gpu_responses:
             out.append(p)
@@ -971,7 +971,7 @@ def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool =
     decision = auto_fit(request, margin=margin, keep=keep)
     if not decision.fits:
         raise VerlfitError(
-            f"this configuration does not fit in {_fmt(memory_bytes)} per GPU even with gradient checkpointing, offload and micro-batch 1: " + decision.reasons[-1],
+            f"this configuration does not fit in {_fmt(memory_bytes)} per GPU even with gradient checkpointing, offload and micro-batch 1: " + decision.reasons[-1].removeprefix("nothing fits: even with every saving on, "),
             fix=decision.suggestion,
         )
     chosen = decision.request
