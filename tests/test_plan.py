@@ -1,7 +1,6 @@
 """Planner: exact parameter counts, hand-computed bytes for a small config, the FACTS.md §5 measurements,
 auto-fit's choices on constructed cards, refusal with the smallest change, and the CLI."""
 
-import io
 import json
 from dataclasses import replace
 

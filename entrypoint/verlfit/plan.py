@@ -32,7 +32,7 @@ import dataclasses
 import json
 import math
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import DEFAULT_MODEL, ModelShape, load_model_shape
