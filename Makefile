@@ -4,6 +4,41 @@ SHELL := /bin/bash
 VENV ?= .venv
 PYTEST_ARGS ?=
 
+# ---- images (docs/images.md) ----------------------------------------------------------------------
+DOCKER ?= docker
+COMPOSE ?= $(DOCKER) compose
+IMAGE ?= verlfit
+# the image `pull`, `train`, `doctor` and `prepare-gsm8k` use; `push` and `save` take all of PROFILES
+PROFILE ?= p40
+PROFILES ?= p40 a10
+# extra `docker build` flags, e.g. BUILD_FLAGS='--secret id=netrc,src=$(HOME)/.netrc --progress plain'
+BUILD_FLAGS ?=
+# pull: MIRROR=<registry>/<namespace>; push: REGISTRY=<registry>/<namespace>
+MIRROR ?=
+REGISTRY ?=
+SAVE_DIR ?= dist
+# arguments after the subcommand for train, doctor and prepare-gsm8k, e.g. ARGS='--algo grpo'
+ARGS ?=
+# the container user: yours, so files in ./data and ./runs belong to you (1000 when you are root:
+# the image never runs as root)
+VERLFIT_UID ?= $(shell id -u | sed 's/^0$$/1000/')
+VERLFIT_GID ?= $(shell id -g | sed 's/^0$$/1000/')
+VCS_REF ?= $(shell git rev-parse HEAD 2>/dev/null)
+export VERLFIT_UID VERLFIT_GID
+
+# Every ARG of the Dockerfiles is a make variable: set on the make command line
+# (`make image-p40 PIP_INDEX_URL=https://mirror/simple`) it is passed as --build-arg; unset, the
+# Dockerfile's default applies. The environment is not consulted (nvidia/cuda shells export
+# CUDA_VERSION and the like). VERLFIT_UID, VERLFIT_GID and VCS_REF always go (set above).
+BUILD_ARG_NAMES := $(sort $(shell sed -n 's/^ARG \([A-Za-z0-9_]*\).*/\1/p' Dockerfile.p40 Dockerfile.a10))
+ALWAYS_BUILD_ARGS := VERLFIT_UID VERLFIT_GID VCS_REF
+build_arg_given = $(or $(filter command line override,$(origin $(1))),$(filter $(ALWAYS_BUILD_ARGS),$(1)))
+BUILD_ARGS = $(strip $(foreach name,$(BUILD_ARG_NAMES),$(if $(call build_arg_given,$(name)),--build-arg '$(name)=$($(name))')))
+# a Dockerfile ARG's default, for the targets that name the base images
+arg_default = $(shell sed -n 's/^ARG $(1)=//p' Dockerfile.p40 | head -n 1)
+base_ref = $(or $(BASE_REGISTRY),$(call arg_default,BASE_REGISTRY))$(or $(BASE_IMAGE),$(call arg_default,BASE_IMAGE)):$(or $($(1)_TAG),$(call arg_default,$(1)_TAG))$(if $(or $($(1)_DIGEST),$(call arg_default,$(1)_DIGEST)),@$(or $($(1)_DIGEST),$(call arg_default,$(1)_DIGEST)))
+BASE_IMAGES = $(call base_ref,BUILD_BASE) $(call base_ref,RUNTIME_BASE)
+
 .PHONY: help
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -12,3 +47,77 @@ help: ## list targets
 test: ## run the whole CPU test suite (creates $(VENV) with pinned packages first)
 	bash tests/bootstrap.sh
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+.PHONY: lint
+lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml against the Compose Specification
+	bash tests/bootstrap.sh
+	$(VENV)/bin/hadolint --config docker/hadolint.yaml Dockerfile.p40 Dockerfile.a10
+	$(VENV)/bin/shellcheck --external-sources docker/*.sh entrypoint/entrypoint.sh
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose.yaml
+
+.PHONY: image-p40
+image-p40: ## build verlfit:p40 (set any Dockerfile ARG: make image-p40 NAME=value)
+	$(DOCKER) build --file Dockerfile.p40 --tag $(IMAGE):p40 $(BUILD_ARGS) $(BUILD_FLAGS) .
+
+.PHONY: image-a10
+image-a10: ## build verlfit:a10; needs VLLM_WHEEL_SHA256=... FLASH_ATTN_WHEEL_SHA256=...
+	@if [ -z '$(VLLM_WHEEL_SHA256)' ] || [ -z '$(FLASH_ATTN_WHEEL_SHA256)' ]; then \
+	  echo "make image-a10: set VLLM_WHEEL_SHA256=<sha256> FLASH_ATTN_WHEEL_SHA256=<sha256> (docs/images.md, 'A10 wheels')" >&2; \
+	  exit 2; \
+	fi
+	$(DOCKER) build --file Dockerfile.a10 --tag $(IMAGE):a10 $(BUILD_ARGS) $(BUILD_FLAGS) .
+
+.PHONY: images
+images: image-p40 image-a10 ## build both images
+
+.PHONY: base-digests
+base-digests: ## show the registry's current manifests of the two base images, to pin *_BASE_DIGEST
+	$(foreach ref,$(BASE_IMAGES),$(DOCKER) buildx imagetools inspect $(ref)$(newline))
+
+.PHONY: pull
+pull: ## pull verlfit:PROFILE from MIRROR=<registry>/<namespace>, tag it verlfit:PROFILE
+	@if [ -z '$(MIRROR)' ]; then echo "make pull: set MIRROR=<registry>/<namespace>, e.g. make pull MIRROR=registry.example.com/ml" >&2; exit 2; fi
+	$(DOCKER) pull $(MIRROR)/$(IMAGE):$(PROFILE)
+	$(DOCKER) tag $(MIRROR)/$(IMAGE):$(PROFILE) $(IMAGE):$(PROFILE)
+
+.PHONY: push
+push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<namespace>
+	@if [ -z '$(REGISTRY)' ]; then echo "make push: set REGISTRY=<registry>/<namespace>, e.g. make push REGISTRY=registry.example.com/ml" >&2; exit 2; fi
+	$(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile)$(newline)$(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile)$(newline))
+
+.PHONY: save
+save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images, SHA256SUMS
+	mkdir -p $(SAVE_DIR)
+	$(foreach profile,$(PROFILES),set -o pipefail; $(DOCKER) save $(IMAGE):$(profile) | gzip -c > $(SAVE_DIR)/$(IMAGE)-$(profile).tar.gz$(newline))
+	$(foreach ref,$(BASE_IMAGES),$(DOCKER) pull $(ref)$(newline))
+	set -o pipefail; $(DOCKER) save $(BASE_IMAGES) | gzip -c > $(SAVE_DIR)/cuda-base.tar.gz
+	cd $(SAVE_DIR) && sha256sum $(foreach profile,$(PROFILES),$(IMAGE)-$(profile).tar.gz) cuda-base.tar.gz > SHA256SUMS
+
+.PHONY: load
+load: ## check dist/SHA256SUMS, then docker load every tarball it lists (air-gapped hosts)
+	cd $(SAVE_DIR) && sha256sum --check SHA256SUMS
+	set -e; for tarball in $$(cut -d' ' -f3 $(SAVE_DIR)/SHA256SUMS); do $(DOCKER) load --input $(SAVE_DIR)/$$tarball; done
+
+.PHONY: prepare-gsm8k
+prepare-gsm8k: ## write GSM8K in verl's format to ./data/gsm8k through compose (ARGS=... passed on)
+	mkdir -p data runs
+	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm prepare-gsm8k $(ARGS)
+
+.PHONY: train
+train: ## train PPO on GSM8K with the PROFILE image through compose (ARGS='--algo grpo' etc.)
+	mkdir -p data runs
+	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm train $(ARGS)
+
+.PHONY: doctor
+doctor: ## check the GPU, driver and image through compose (PROFILE=p40|a10)
+	mkdir -p data runs
+	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm doctor $(ARGS)
+
+.PHONY: lock
+lock: ## regenerate docker/*.lock from docker/image.in and docker/a10.in (needs uv and PyPI)
+	python3 docker/lock.py
+
+define newline
+
+
+endef

@@ -1,0 +1,259 @@
+#!/usr/bin/env python3
+"""Build-time checks of a verlfit image: any FAIL fails the build (the last RUN of the Dockerfiles).
+
+usage: check-image.py [--python 3.10] [--cuda 11.8] [--arch sm_60] [--lock FILE]... [--expect NAME==VERSION]...
+                      [--absent DIST]... [--import MODULE]... [--xformers-cuda 1108] [--cudnn VERSION]
+                      [--verl-dir DIR --patches-dir DIR] [--verlfit PROFILE] [--pip-check] [--pip-check-allow REGEX]...
+
+Each option turns one check on, so the checks can be run one at a time outside an image
+(tests/images/test_check_image.py). One line per check, "PASS name: detail" or "FAIL name: detail",
+then the exit status: 0 when every check passed, 1 otherwise. Versions: "NAME==2.6.0+cu118" must
+match exactly; "NAME==2.7.3" also accepts a local build of 2.7.3 ("2.7.3+cu11torch2.6cxx11abifalse").
+
+Why the architecture check reads ``torch._C._cuda_getArchFlags()``: ``torch.cuda.get_arch_list()``
+returns [] when no GPU is visible, which is always the case in ``docker build``; the arch flags are
+the compile-time list (``sm_50 sm_60 ...``) and need no device. torch 2.6.0+cu118 has sm_60 code,
+which runs on the P40's compute capability 6.1; it has no sm_61 entry (FACTS.md section 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+# distribution name -> the module it would make importable
+MODULES = {"vllm": "vllm", "flash-attn": "flash_attn", "liger-kernel": "liger_kernel", "xformers": "xformers", "apex": "apex"}
+
+
+class CheckFailed(Exception):
+    """A check's failure; its message is the detail printed after FAIL."""
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def read_lock(path: Path) -> dict[str, str]:
+    """``name==version`` lines of a lock file -> {canonical name: version}; options and comments skipped."""
+    pins = {}
+    for line in Path(path).read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        name, separator, version = line.partition("==")
+        if not separator:
+            raise CheckFailed(f"{path}: not an exact pin: {line!r}")
+        pins[canonical(name.split("[")[0])] = version.strip()
+    return pins
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_python(expected: str) -> str:
+    actual = "%d.%d" % sys.version_info[:2]
+    if actual != expected:
+        raise CheckFailed(f"Python {actual}, expected {expected}")
+    return f"Python {sys.version.split()[0]} at {sys.executable}"
+
+
+def check_torch_cuda(expected: str) -> str:
+    import torch
+
+    if torch.version.cuda != expected:
+        raise CheckFailed(f"torch {torch.__version__} is built for CUDA {torch.version.cuda}, expected {expected}")
+    return f"torch {torch.__version__}, CUDA {torch.version.cuda}"
+
+
+def check_arch(arch: str) -> str:
+    import torch
+
+    flags = torch._C._cuda_getArchFlags() if hasattr(torch._C, "_cuda_getArchFlags") else None
+    if not flags:
+        raise CheckFailed(f"torch {torch.__version__} reports no CUDA architectures (a CPU build?)")
+    archs = flags.split()
+    if arch not in archs:
+        raise CheckFailed(f"{arch} is not among torch's CUDA architectures {archs}")
+    return f"{arch} in {' '.join(archs)}"
+
+
+def version_matches(actual: str | None, expected: str) -> bool:
+    """Exact match; an expected version without a local part ("2.7.3") also accepts any local
+    build of it ("2.7.3+cu11torch2.6cxx11abifalse"), one with a local part only itself."""
+    if actual is None:
+        return False
+    return actual == expected or ("+" not in expected and actual.split("+", 1)[0] == expected)
+
+
+def check_pins(pins: dict[str, str], what: str) -> str:
+    wrong = []
+    for name, version in sorted(pins.items()):
+        actual = installed_version(name)
+        if not version_matches(actual, version):
+            wrong.append(f"{name} {actual or 'missing'} (want {version})")
+    if wrong:
+        raise CheckFailed(f"{len(wrong)} of {len(pins)} differ from {what}: " + ", ".join(wrong))
+    return f"{len(pins)} package{'s' if len(pins) != 1 else ''} as {what} says"
+
+
+def check_absent(dists: list[str]) -> str:
+    present = []
+    for dist in dists:
+        version = installed_version(dist)
+        module = MODULES.get(canonical(dist), canonical(dist).replace("-", "_"))
+        if version is not None:
+            present.append(f"{dist} {version} is installed")
+        elif importlib.util.find_spec(module) is not None:
+            present.append(f"module {module} is importable")
+    if present:
+        raise CheckFailed("; ".join(present))
+    return "not installed: " + ", ".join(dists)
+
+
+def check_imports(modules: list[str]) -> str:
+    failed = []
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # noqa: BLE001 - report every import failure, whatever it is
+            failed.append(f"{module}: {type(error).__name__}: {error}")
+    if failed:
+        raise CheckFailed("; ".join(failed))
+    return "imported " + ", ".join(modules)
+
+
+def check_xformers_cuda(expected: int) -> str:
+    spec = importlib.util.find_spec("xformers")
+    if spec is None or not spec.submodule_search_locations:
+        raise CheckFailed("xformers is not installed")
+    build = json.loads((Path(list(spec.submodule_search_locations)[0]) / "cpp_lib.json").read_text())
+    cuda = build["version"]["cuda"]
+    if cuda != expected:
+        raise CheckFailed(f"xformers was built for CUDA {cuda} (torch {build['version']['torch']}), expected {expected}: "
+                          "it came from PyPI, not from TORCH_INDEX_URL")
+    return f"xformers built for CUDA {cuda}, torch {build['version']['torch']}"
+
+
+def check_cudnn(expected: str) -> str:
+    if shutil.which("dpkg-query") is None:
+        raise CheckFailed("dpkg-query not found")
+    version = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libcudnn8"], capture_output=True, text=True).stdout.strip()
+    if version != expected:
+        raise CheckFailed(f"libcudnn8 {version or 'missing'}, expected {expected}")
+    held = subprocess.run(["apt-mark", "showhold"], capture_output=True, text=True).stdout.split()
+    if "libcudnn8" not in held:
+        raise CheckFailed(f"libcudnn8 {version} is not held (apt-mark showhold: {held})")
+    return f"libcudnn8 {version}, held"
+
+
+def check_verl(verl_dir: str, patches_dir: str) -> str:
+    import verl
+
+    location = Path(verl.__file__).resolve().parent
+    if Path(verl_dir).resolve() not in location.parents:
+        raise CheckFailed(f"verl is imported from {location}, not from the patched checkout {verl_dir}")
+    status = subprocess.run([sys.executable, str(Path(patches_dir) / "apply.py"), "--status", verl_dir], capture_output=True, text=True)
+    if status.returncode != 0:
+        raise CheckFailed(f"patches/apply.py --status exited {status.returncode}: {(status.stdout + status.stderr).strip()}")
+    return f"verl {getattr(verl, '__version__', '?')} from {location}, patch series applied"
+
+
+def check_verlfit(profile: str) -> str:
+    for command in (["verlfit", "--help"], ["verlfit", "profiles", profile, "--env-shell"]):
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise CheckFailed(f"{' '.join(command)} exited {result.returncode}: {result.stderr.strip()}")
+    return f"verlfit --help and verlfit profiles {profile} --env-shell run"
+
+
+def check_pip(allow: list[str]) -> str:
+    result = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
+    lines = [line for line in result.stdout.splitlines() if line.strip() and line.strip() != "No broken requirements found."]
+    broken = [line for line in lines if not any(re.search(pattern, line) for pattern in allow)]
+    if broken or (result.returncode != 0 and not lines):
+        raise CheckFailed("pip check: " + "; ".join(broken or [result.stderr.strip()]))
+    return "pip check clean" + (f" apart from {len(lines)} listed exception(s)" if lines else "")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--python", metavar="X.Y", help="the interpreter's major.minor version")
+    parser.add_argument("--cuda", metavar="X.Y", help="torch.version.cuda")
+    parser.add_argument("--arch", metavar="SM", help="an entry of torch's compiled CUDA architectures, e.g. sm_60")
+    parser.add_argument("--lock", action="append", default=[], metavar="FILE", help="every pin of this lock file is installed")
+    parser.add_argument("--expect", action="append", default=[], metavar="NAME==VERSION", help="this exact version is installed")
+    parser.add_argument("--absent", action="append", default=[], metavar="DIST", help="neither installed nor importable")
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help="imports without error")
+    parser.add_argument("--xformers-cuda", type=int, metavar="N", help="xformers' cpp_lib.json CUDA version (1108 = 11.8)")
+    parser.add_argument("--cudnn", metavar="VERSION", help="the held libcudnn8 package version")
+    parser.add_argument("--verl-dir", help="verl is imported from this checkout ...")
+    parser.add_argument("--patches-dir", help="... and patches/apply.py --status passes for it")
+    parser.add_argument("--verlfit", metavar="PROFILE", help="verlfit --help and verlfit profiles PROFILE --env-shell run")
+    parser.add_argument("--pip-check", action="store_true", help="pip check reports nothing beyond --pip-check-allow")
+    parser.add_argument("--pip-check-allow", action="append", default=[], metavar="REGEX", help="a known pip check line")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    checks = []
+    if args.python:
+        checks.append(("python", lambda: check_python(args.python)))
+    if args.cuda:
+        checks.append(("torch-cuda", lambda: check_torch_cuda(args.cuda)))
+    if args.arch:
+        checks.append(("torch-arch", lambda: check_arch(args.arch)))
+    for lock in args.lock:
+        checks.append((f"lock {os.path.basename(lock)}", lambda lock=lock: check_pins(read_lock(Path(lock)), os.path.basename(lock))))
+    if args.expect:
+        expected = {}
+        for item in args.expect:
+            name, separator, version = item.partition("==")
+            if not separator or not version:
+                raise SystemExit(f"check-image.py: --expect needs NAME==VERSION, got {item!r}")
+            expected[canonical(name)] = version
+        checks.append(("versions", lambda: check_pins(expected, "the Dockerfile's version ARGs")))
+    if args.absent:
+        checks.append(("absent", lambda: check_absent(args.absent)))
+    if args.imports:
+        checks.append(("imports", lambda: check_imports(args.imports)))
+    if args.xformers_cuda is not None:
+        checks.append(("xformers-cuda", lambda: check_xformers_cuda(args.xformers_cuda)))
+    if args.cudnn:
+        checks.append(("cudnn", lambda: check_cudnn(args.cudnn)))
+    if args.verl_dir or args.patches_dir:
+        if not (args.verl_dir and args.patches_dir):
+            raise SystemExit("check-image.py: --verl-dir and --patches-dir go together")
+        checks.append(("verl", lambda: check_verl(args.verl_dir, args.patches_dir)))
+    if args.verlfit:
+        checks.append(("verlfit", lambda: check_verlfit(args.verlfit)))
+    if args.pip_check:
+        checks.append(("pip-check", lambda: check_pip(args.pip_check_allow)))
+    if not checks:
+        raise SystemExit("check-image.py: no checks requested (see --help)")
+    failures = 0
+    for name, check in checks:
+        try:
+            print(f"PASS {name}: {check()}", flush=True)
+        except CheckFailed as error:
+            failures += 1
+            print(f"FAIL {name}: {error}", flush=True)
+    print(f"check-image: {len(checks) - failures} passed, {failures} failed", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

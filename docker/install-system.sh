@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# Install one stage's system packages from Ubuntu 22.04 and NVIDIA's CUDA apt repository.
+#
+# Usage: install-system.sh GROUP...
+#   always   ca-certificates, git, GNU patch (patches/apply.py), Python $PYTHON_VERSION and its venv
+#   build    curl (the build stages download wheels)
+#   cudnn    cuDNN $CUDNN_VERSION from NVIDIA's repository, held with apt-mark so no later
+#            apt-get upgrade moves it (runtime stage)
+#   triton   a C compiler and the Python headers, which Triton needs at run time to build its
+#            launcher stubs (A10 image only: Triton cannot target the P40)
+#
+# torch does not use the system cuDNN: torch 2.6.0+cu118 loads the pip package nvidia-cudnn-cu11
+# 9.1.0.70. cuDNN 8.9.7 is there for programs linked against the system cuDNN 8 (docs/images.md).
+#
+# Environment (build args): PYTHON_VERSION (3.10), CUDNN_VERSION (8.9.7.29-1+cuda11.8),
+# APT_MIRROR (replaces archive.ubuntu.com and security.ubuntu.com, e.g. http://mirror.example/ubuntu),
+# CUDA_APT_MIRROR (replaces https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64).
+# Mirrors are used for this one apt run and the original sources are restored afterwards, so no
+# mirror is left in the image. VERLFIT_DRY_RUN=1 prints the commands instead of running them.
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+require PYTHON_VERSION
+[ $# -gt 0 ] || die "usage: install-system.sh build|cudnn|triton..."
+
+UBUNTU_ARCHIVES=(http://archive.ubuntu.com/ubuntu http://security.ubuntu.com/ubuntu)
+CUDA_REPO=https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64
+SOURCES=${APT_SOURCES_DIR:-/etc/apt}         # tests point these two at scratch copies
+LISTS=${APT_LISTS_DIR:-/var/lib/apt/lists}
+
+packages=(ca-certificates git patch python3 "python${PYTHON_VERSION}" "python${PYTHON_VERSION}-venv")
+held=()
+for group in "$@"; do
+  case $group in
+    build) packages+=(curl) ;;
+    cudnn)
+      require CUDNN_VERSION
+      packages+=("libcudnn8=${CUDNN_VERSION}")
+      held+=(libcudnn8)
+      ;;
+    triton) packages+=(gcc libc6-dev "python${PYTHON_VERSION}-dev") ;;
+    *) die "unknown package group '$group' (build, cudnn, triton)" ;;
+  esac
+done
+
+# Point apt at the mirrors for this run only.
+mirrored=()
+if [ -n "${APT_MIRROR:-}" ]; then
+  for archive in "${UBUNTU_ARCHIVES[@]}"; do
+    mirrored+=("s|$archive|${APT_MIRROR%/}|g")
+  done
+fi
+if [ -n "${CUDA_APT_MIRROR:-}" ]; then
+  mirrored+=("s|$CUDA_REPO|${CUDA_APT_MIRROR%/}|g")
+fi
+shopt -s nullglob
+lists=("$SOURCES/sources.list" "$SOURCES"/sources.list.d/*.list)
+shopt -u nullglob
+restore() {
+  local list
+  for list in "${lists[@]}"; do
+    if dry_run || [ -f "$list.verlfit-orig" ]; then
+      run mv "$list.verlfit-orig" "$list"
+    fi
+  done
+}
+if [ ${#mirrored[@]} -gt 0 ]; then
+  trap restore EXIT
+  sed_args=()
+  for expression in "${mirrored[@]}"; do
+    sed_args+=(-e "$expression")
+  done
+  for list in "${lists[@]}"; do
+    run cp "$list" "$list.verlfit-orig"
+    run sed -i "${sed_args[@]}" "$list"
+  done
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+run apt-get update
+run apt-get install -y --no-install-recommends "${packages[@]}"
+if [ ${#held[@]} -gt 0 ]; then
+  run apt-mark hold "${held[@]}"
+fi
+run find "$LISTS" -mindepth 1 -delete
