@@ -41,7 +41,7 @@ train() {  # train NAME ARGS...: one verlfit run, its status recorded, never abo
   local name=$1; shift
   log "start $name: verlfit train $*"
   local start=$SECONDS status=0
-  verlfit train --run-dir "$RUNS/$name" "$@" > "$RUNS/$name.console" 2>&1 || status=$?
+  timeout "${STAGE_TIMEOUT:-3000}" python3 -m verlfit train --run-dir "$RUNS/$name" "$@" > "$RUNS/$name.console" 2>&1 || status=$?
   log "end $name: status $status after $((SECONDS - start)) s"
   tail -n 5 "$RUNS/$name.console" | sed "s/^/  $name| /"
 }
@@ -54,7 +54,7 @@ stage_setup() {
   fi
   python3 -c "import verl.workers.actor.dp_actor, verl.workers.fsdp_workers; print('patched verl imports without flash_attn')"
   [ -f "$MODEL/config.json" ] || python3 benchmarks/make_model.py --shape qwen2.5-0.5b --output "$MODEL"
-  [ -f "$TINY/config.json" ] || python3 benchmarks/make_model.py --shape tiny --output "$TINY" --tokenizer-dir "$MODEL"
+  [ -n "${SKIP_TINY:-}" ] || [ -f "$TINY/config.json" ] || python3 benchmarks/make_model.py --shape tiny --output "$TINY" --tokenizer-dir "$MODEL"
   [ -f "$DATA/train.parquet" ] || verlfit prepare-gsm8k --input "$GSM8K_DIR" --output "$DATA" --tokenizer "$MODEL" --max-prompt-length 512
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$RUNS/stages.log"
 }
@@ -70,18 +70,18 @@ stage_main() {
 }
 
 stage_grpo() {
-  train main-grpo --emulate p40 --algo grpo --model "$MODEL" --data "$DATA" --steps 10 --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}"
+  train main-grpo --emulate p40 --algo grpo --model "$MODEL" --data "$DATA" --steps "${GRPO_STEPS:-10}" --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}"
 }
 
 stage_public() {
   # The blog posts' P40 shape: batch 1, mini-batch 1, micro-batch 1, eager attention, fp32, 256/256.
-  train public-recipe --emulate p40 --plan off --model "$MODEL" --data "$DATA" --steps 10 --batch-size 1 --mini-batch-size 1 \
+  train public-recipe --emulate p40 --plan off --model "$MODEL" --data "$DATA" --steps "${PUBLIC_STEPS:-10}" --batch-size 1 --mini-batch-size 1 \
     --micro-batch-size 1 --max-prompt-length 256 --max-response-length 256 "${COMMON[@]}" -- \
     +actor_rollout_ref.model.attn_implementation=eager +critic.model.attn_implementation=eager
 }
 
 stage_tuned() {
-  train tuned-p40 --emulate p40 --model "$MODEL" --data "$DATA" --steps 10 --max-prompt-length 256 --max-response-length 256 "${COMMON[@]}"
+  train tuned-p40 --emulate p40 --model "$MODEL" --data "$DATA" --steps "${TUNED_STEPS:-10}" --max-prompt-length 256 --max-response-length 256 "${COMMON[@]}"
 }
 
 stage_a10() {

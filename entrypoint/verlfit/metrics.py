@@ -160,7 +160,8 @@ class VerlConsoleParser:
         if _VAL_DUMP_START.match(text):
             self._dump, self._dump_prefix = [text.strip()], prefix
             return self._try_finish_dump()
-        record = parse_step_line(text)
+        complete = line.endswith(b"\n" if isinstance(line, bytes) else "\n")
+        record = parse_step_line(text + "\n" if complete else text)
         if record is None:
             return []
         if self._initial:
