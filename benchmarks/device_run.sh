@@ -41,7 +41,7 @@ train() {  # train NAME ARGS...: one verlfit run, its status recorded, never abo
   local name=$1; shift
   log "start $name: verlfit train $*"
   local start=$SECONDS status=0
-  timeout "${STAGE_TIMEOUT:-3000}" python3 -m verlfit train --run-dir "$RUNS/$name" "$@" > "$RUNS/$name.console" 2>&1 || status=$?
+  timeout -s INT -k 60 "${STAGE_TIMEOUT:-3000}" python3 -m verlfit train --run-dir "$RUNS/$name" "$@" > "$RUNS/$name.console" 2>&1 || status=$?
   log "end $name: status $status after $((SECONDS - start)) s"
   tail -n 5 "$RUNS/$name.console" | sed "s/^/  $name| /"
 }
@@ -70,7 +70,7 @@ stage_main() {
 }
 
 stage_grpo() {
-  train main-grpo --emulate p40 --algo grpo --model "$MODEL" --data "$DATA" --steps "${GRPO_STEPS:-10}" --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}"
+  train main-grpo --emulate p40 --algo grpo --model "$MODEL" --data "$DATA" --steps "${GRPO_STEPS:-10}" --batch-size "${GRPO_BATCH:-32}" --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}"
 }
 
 stage_public() {
