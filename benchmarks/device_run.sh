@@ -47,8 +47,8 @@ train() {  # train NAME ARGS...: one verlfit run, its status recorded, never abo
 }
 
 stage_setup() {
-  if python3 patches/apply.py --check "$SITE" 2>&1 | grep -q "already applied" && python3 patches/apply.py status "$SITE" >/dev/null 2>&1; then
-    log "patches already applied to $SITE"
+  if python3 patches/apply.py --status "$SITE" >/dev/null 2>&1; then
+    log "patch series already applied to $SITE"
   else
     python3 patches/apply.py "$SITE"
   fi
