@@ -1,0 +1,123 @@
+"""compose.yaml: valid against the Compose Specification's JSON schema (the copy check-jsonschema
+ships, offline), and checked for the image variable, GPU reservation, shared memory, volumes, the
+run-time-only Hugging Face settings and the Ray cluster profile."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from importlib import resources
+
+import jsonschema
+import pytest
+import yaml
+
+from image_helpers import DOCKERFILES, REPO, parse_dockerfile
+
+ENTRYPOINT = "/opt/verlfit/entrypoint/entrypoint.sh"
+GPU = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
+VOLUMES = ["./data:/workspace/data", "./runs:/workspace/runs", "hf-cache:/cache/huggingface"]
+ENVIRONMENT = ["HF_ENDPOINT", "HF_TOKEN", "HF_HUB_OFFLINE", "VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF",
+               "CUDA_VISIBLE_DEVICES", "WANDB_API_KEY"]
+
+
+@pytest.fixture(scope="module")
+def compose():
+    return yaml.safe_load((REPO / "compose.yaml").read_text())
+
+
+def compose_schema():
+    return json.loads(resources.files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text())
+
+
+def interpolate(value: str, environ: dict[str, str]) -> str:
+    """Compose's ${VAR:-default} and ${VAR} interpolation."""
+    def replace(match):
+        name, default = match.group(1), match.group(3)
+        return environ.get(name) or (default if default is not None else "")
+    return re.sub(r"\$\{(\w+)(:-([^}]*))?\}", replace, value)
+
+
+def test_schema_is_the_compose_specification():
+    schema = compose_schema()
+    assert (schema["$id"], schema["title"]) == ("compose_spec.json", "Compose Specification")
+
+
+def test_compose_yaml_is_valid_against_the_compose_specification(compose):
+    validator = jsonschema.Draft202012Validator(compose_schema())
+    assert [error.message for error in validator.iter_errors(compose)] == []
+
+
+def test_the_schema_rejects_a_misspelt_key(compose):
+    broken = json.loads(json.dumps(compose))
+    broken["services"]["train"]["shm-size"] = "8gb"
+    assert not jsonschema.Draft202012Validator(compose_schema()).is_valid(broken)
+
+
+def test_services_and_profiles(compose):
+    assert {name: service.get("profiles") for name, service in compose["services"].items()} == {
+        "train": None, "prepare-gsm8k": None, "doctor": None, "shell": None, "ray-head": ["cluster"], "ray-worker": ["cluster"],
+    }
+    assert compose["name"] == "verlfit"
+    assert compose["volumes"] == {"hf-cache": None}
+
+
+@pytest.mark.parametrize("environ, image", [({}, "verlfit:p40"), ({"VERLFIT_PROFILE": "a10"}, "verlfit:a10")])
+def test_one_variable_picks_the_image(compose, environ, image):
+    assert {interpolate(service["image"], environ) for service in compose["services"].values()} == {image}
+
+
+def test_gpu_reservation_everywhere_but_data_preparation(compose):
+    for name, service in compose["services"].items():
+        assert service.get("deploy") == (None if name == "prepare-gsm8k" else GPU), name
+
+
+def test_shared_memory_volumes_user_and_environment(compose):
+    for name, service in compose["services"].items():
+        assert service["shm_size"] == "8gb"
+        assert service["volumes"] == VOLUMES
+        assert service["working_dir"] == "/workspace"
+        assert service["user"] == "${VERLFIT_UID:-1000}:${VERLFIT_GID:-1000}"
+        assert interpolate(service["user"], {}) == "1000:1000"
+        assert (service["init"], service["stop_signal"], service["stop_grace_period"]) == (True, "SIGINT", "2m")
+        # names only: values come from the caller's environment at run time, never from a file
+        assert service["environment"] == ENVIRONMENT
+
+
+def test_volume_targets_match_the_image(compose):
+    for profile, path in DOCKERFILES.items():
+        dockerfile = parse_dockerfile(path)
+        runtime = dockerfile.stage("runtime")
+        environment = {}
+        for env in runtime.all("ENV"):
+            environment.update(env.pairs())
+        assert environment["HF_HOME"] == "/cache/huggingface"
+        assert runtime.all("WORKDIR")[-1].value == "/workspace"
+        assert runtime.all("ENTRYPOINT")[-1].value == json.dumps([ENTRYPOINT])
+    targets = [volume.split(":")[1] for volume in VOLUMES]
+    assert targets == ["/workspace/data", "/workspace/runs", "/cache/huggingface"]
+
+
+def test_each_service_runs_its_subcommand(compose):
+    services = compose["services"]
+    assert services["train"]["entrypoint"] == [ENTRYPOINT, "train"] and "command" not in services["train"]
+    assert services["prepare-gsm8k"]["entrypoint"] == [ENTRYPOINT, "prepare-gsm8k"]
+    assert services["doctor"]["entrypoint"] == [ENTRYPOINT, "doctor"]
+    assert "entrypoint" not in services["shell"] and services["shell"]["command"] == ["bash"]
+    assert (services["shell"]["stdin_open"], services["shell"]["tty"]) == (True, True)
+
+
+def test_ray_cluster_profile(compose):
+    head, worker = compose["services"]["ray-head"], compose["services"]["ray-worker"]
+    assert head["command"] == ["ray", "start", "--head", "--port=6379", "--dashboard-host=0.0.0.0", "--block"]
+    assert worker["command"] == ["ray", "start", "--address=${RAY_HEAD_ADDRESS:-127.0.0.1:6379}", "--block"]
+    assert interpolate(worker["command"][2], {"RAY_HEAD_ADDRESS": "10.0.0.5:6379"}) == "--address=10.0.0.5:6379"
+    # through the image's entrypoint: the profile's environment reaches the raylets and so every worker
+    assert "entrypoint" not in head and "entrypoint" not in worker
+    assert head["network_mode"] == worker["network_mode"] == "host"
+
+
+def test_no_secret_or_mirror_in_the_file():
+    text = (REPO / "compose.yaml").read_text()
+    assert not re.search(r"hf_[A-Za-z0-9]{10,}|HF_TOKEN\s*[:=]\s*\S|https?://(?!127)", text.split("name: verlfit")[1])

@@ -1,0 +1,123 @@
+"""entrypoint/entrypoint.sh on the host, with a stub `verlfit` first on PATH: the stub answers
+`profiles NAME --env-shell` with the real verlfit's output and records every other call."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from image_helpers import REPO
+
+ENTRYPOINT = REPO / "entrypoint" / "entrypoint.sh"
+DEFAULTS = {
+    "p40": {"VLLM_DTYPE": "float32", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
+    "a10": {"VLLM_DTYPE": "bfloat16", "TRITON_MAX_SHARED_MEMORY": "101376", "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:256"},
+}
+
+
+@pytest.fixture()
+def stub_path(tmp_path):
+    stub = tmp_path / "verlfit"
+    stub.write_text(
+        "#!/bin/bash\n"
+        'if [ "$1" = profiles ]; then exec ' + sys.executable + ' -m verlfit "$@"; fi\n'
+        'echo "verlfit-stub: $*"\n'
+        'echo "env: VLLM_DTYPE=$VLLM_DTYPE TRITON_MAX_SHARED_MEMORY=$TRITON_MAX_SHARED_MEMORY PYTORCH_CUDA_ALLOC_CONF=$PYTORCH_CUDA_ALLOC_CONF"\n'
+    )
+    stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
+    return f"{tmp_path}:{os.environ['PATH']}"
+
+
+def entrypoint(stub_path, *args, **env):
+    environment = {"PATH": stub_path, "HOME": os.environ.get("HOME", "/tmp"), **env}
+    return subprocess.run([str(ENTRYPOINT), *args], env=environment, capture_output=True, text=True)
+
+
+def env_line(profile, **overrides):
+    values = {**DEFAULTS[profile], **overrides}
+    return "env: " + " ".join(f"{key}={value}" for key, value in values.items())
+
+
+def test_no_arguments_trains(stub_path):
+    result = entrypoint(stub_path, VERLFIT_PROFILE="p40")
+    assert (result.returncode, result.stdout.splitlines()) == (0, ["verlfit-stub: train", env_line("p40")])
+
+
+@pytest.mark.parametrize("profile", ["p40", "a10"])
+def test_profile_defaults_are_exported(stub_path, profile):
+    result = entrypoint(stub_path, "doctor", VERLFIT_PROFILE=profile)
+    assert result.stdout.splitlines() == ["verlfit-stub: doctor", env_line(profile)]
+
+
+def test_user_values_win(stub_path):
+    result = entrypoint(stub_path, "train", "--dry-run", VERLFIT_PROFILE="p40", VLLM_DTYPE="float16", PYTORCH_CUDA_ALLOC_CONF="max_split_size_mb:128")
+    assert result.stdout.splitlines() == ["verlfit-stub: train --dry-run",
+                                          env_line("p40", VLLM_DTYPE="float16", PYTORCH_CUDA_ALLOC_CONF="max_split_size_mb:128")]
+
+
+def test_every_subcommand_goes_to_verlfit_with_its_arguments(stub_path):
+    from verlfit.cli import SUBCOMMANDS
+
+    for subcommand in SUBCOMMANDS:
+        if subcommand == "profiles":
+            continue  # answered by the real verlfit in this stub
+        result = entrypoint(stub_path, subcommand, "--x", "a b", VERLFIT_PROFILE="a10")
+        assert result.stdout.splitlines()[0] == f"verlfit-stub: {subcommand} --x a b", subcommand
+
+
+def test_options_go_to_verlfit(stub_path):
+    assert entrypoint(stub_path, "--help", VERLFIT_PROFILE="p40").stdout.splitlines()[0] == "verlfit-stub: --help"
+
+
+def test_programs_on_path_run_with_the_defaults_set(stub_path):
+    result = entrypoint(stub_path, "bash", "-c", 'echo "$VLLM_DTYPE $TRITON_MAX_SHARED_MEMORY $PYTORCH_CUDA_ALLOC_CONF $0"', VERLFIT_PROFILE="a10")
+    assert (result.returncode, result.stdout) == (0, "bfloat16 101376 max_split_size_mb:256 bash\n")
+    result = entrypoint(stub_path, "python3", "-c", "import os; print(os.environ['TRITON_MAX_SHARED_MEMORY'])", VERLFIT_PROFILE="p40")
+    assert result.stdout == "49152\n"
+
+
+def test_exec_replaces_the_entrypoint(stub_path):
+    # `exec`: the program keeps the entrypoint's process id, so signals from `docker stop` reach it
+    environment = {"PATH": stub_path, "VERLFIT_PROFILE": "p40"}
+    process = subprocess.Popen([str(ENTRYPOINT), "bash", "-c", "echo $$"], env=environment, stdout=subprocess.PIPE, text=True)
+    output, _ = process.communicate()
+    assert int(output) == process.pid
+
+
+def test_unknown_subcommand_lists_the_subcommands(stub_path):
+    result = entrypoint(stub_path, "trian", VERLFIT_PROFILE="p40")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.splitlines() == [
+        "verlfit: unknown subcommand 'trian'",
+        "subcommands: prepare-gsm8k train plan doctor report profiles",
+        "or any program in the image, e.g. bash, python, ray",
+    ]
+
+
+def test_shell_builtins_are_not_programs(stub_path):
+    assert entrypoint(stub_path, "cd", VERLFIT_PROFILE="p40").returncode == 2
+
+
+def test_profile_must_be_set_and_valid(stub_path):
+    result = entrypoint(stub_path, "train")
+    assert (result.returncode, result.stderr) == (2, "verlfit entrypoint: VERLFIT_PROFILE is not set (the images set it to p40 or a10)\n")
+    result = entrypoint(stub_path, "train", VERLFIT_PROFILE="v100")
+    assert result.returncode == 2 and "verlfit-stub" not in result.stdout
+    assert "invalid choice: 'v100'" in result.stderr
+
+
+def test_subcommand_list_is_verlfits():
+    from verlfit.cli import SUBCOMMANDS
+
+    match = re.search(r"^SUBCOMMANDS=\(([^)]*)\)$", ENTRYPOINT.read_text(), re.MULTILINE)
+    assert match.group(1).split() == list(SUBCOMMANDS)
+
+
+def test_strict_mode():
+    lines = ENTRYPOINT.read_text().splitlines()
+    assert lines[0] == "#!/usr/bin/env bash" and "set -euo pipefail" in lines

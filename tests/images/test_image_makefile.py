@@ -1,0 +1,200 @@
+"""The Makefile's image targets, run for real with a fake `docker` first on PATH that records each
+call (arguments and the compose variables) and writes a few bytes for `docker save`. make runs in
+a scratch copy of the recipes, so ./data, ./runs and dist/ never appear in the checkout."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from image_helpers import DOCKERFILES, REPO, parse_dockerfile
+
+FAKE_DOCKER = """#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["FAKE_DOCKER_LOG"], "a") as log:
+    log.write(json.dumps({"argv": sys.argv[1:], "VERLFIT_PROFILE": os.environ.get("VERLFIT_PROFILE"),
+                          "VERLFIT_UID": os.environ.get("VERLFIT_UID"), "VERLFIT_GID": os.environ.get("VERLFIT_GID")}) + "\\n")
+if sys.argv[1:2] == ["save"]:
+    sys.stdout.write("tarball of " + " ".join(sys.argv[2:]))
+"""
+IDS = ["VERLFIT_UID=1234", "VERLFIT_GID=5678", "VCS_REF=abc123"]
+ID_ARGS = ["--build-arg", "VCS_REF=abc123", "--build-arg", "VERLFIT_GID=5678", "--build-arg", "VERLFIT_UID=1234"]
+
+
+@pytest.fixture()
+def workdir(tmp_path):
+    for name in ("Makefile", "Dockerfile.p40", "Dockerfile.a10", "compose.yaml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER)
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    return tmp_path
+
+
+def make(workdir: Path, *args: str, env: dict | None = None) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    log = workdir / "docker.log"
+    log.unlink(missing_ok=True)
+    environment = {"PATH": f"{workdir / 'fake-bin'}:{os.environ['PATH']}", "HOME": str(workdir), "FAKE_DOCKER_LOG": str(log), **(env or {})}
+    result = subprocess.run(["make", "--no-print-directory", *args], cwd=workdir, env=environment, capture_output=True, text=True)
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return result, calls
+
+
+def argvs(calls):
+    return [call["argv"] for call in calls]
+
+
+def test_plain_make_lists_every_target(workdir):
+    result, calls = make(workdir)
+    assert result.returncode == 0 and calls == []
+    targets = [line.split()[0] for line in result.stdout.splitlines()]
+    assert targets == ["help", "test", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "load",
+                       "prepare-gsm8k", "train", "doctor", "lock"]
+
+
+def test_pull_from_a_mirror_then_tag_locally(workdir):
+    result, calls = make(workdir, "pull", "MIRROR=m.example/x")
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [["pull", "m.example/x/verlfit:p40"], ["tag", "m.example/x/verlfit:p40", "verlfit:p40"]]
+    result, calls = make(workdir, "pull", "MIRROR=m.example/x", "PROFILE=a10")
+    assert argvs(calls) == [["pull", "m.example/x/verlfit:a10"], ["tag", "m.example/x/verlfit:a10", "verlfit:a10"]]
+
+
+def test_pull_without_a_mirror_says_how(workdir):
+    result, calls = make(workdir, "pull")
+    assert result.returncode == 2 and calls == []
+    assert "make pull: set MIRROR=<registry>/<namespace>, e.g. make pull MIRROR=registry.example.com/ml" in result.stderr
+
+
+def test_image_p40_passes_a_build_arg_from_the_command_line(workdir):
+    result, calls = make(workdir, "image-p40", "PIP_INDEX_URL=https://m.example/pypi/simple", *IDS)
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40",
+                             "--build-arg", "PIP_INDEX_URL=https://m.example/pypi/simple", *ID_ARGS, "."]]
+
+
+def test_image_p40_with_defaults_passes_only_the_user_and_revision(workdir):
+    result, calls = make(workdir, "image-p40", *IDS)
+    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS, "."]]
+
+
+def test_the_environment_does_not_leak_into_build_args(workdir):
+    # nvidia/cuda shells export CUDA_VERSION, many shells PIP_INDEX_URL: only the command line counts
+    result, calls = make(workdir, "image-p40", *IDS, env={"PIP_INDEX_URL": "https://leak.example/simple", "CUDNN_VERSION": "9"})
+    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS, "."]]
+
+
+def test_the_default_user_is_yours_and_never_root(workdir):
+    uid = "1000" if os.getuid() == 0 else str(os.getuid())
+    gid = "1000" if os.getgid() == 0 else str(os.getgid())
+    result, calls = make(workdir, "image-p40", "VCS_REF=abc123")
+    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", "--build-arg", "VCS_REF=abc123",
+                             "--build-arg", f"VERLFIT_GID={gid}", "--build-arg", f"VERLFIT_UID={uid}", "."]]
+
+
+def test_every_dockerfile_arg_is_overridable(workdir):
+    names = sorted({name for path in DOCKERFILES.values() for name in parse_dockerfile(path).global_args})
+    assert len(names) == 35
+    settings = [f"{name}=value-of-{name}" for name in names]
+    result, calls = make(workdir, "image-a10", *settings)
+    assert result.returncode == 0, result.stderr
+    argv = calls[0]["argv"]
+    passed = [argv[index + 1] for index, word in enumerate(argv) if word == "--build-arg"]
+    assert passed == [f"{name}=value-of-{name}" for name in names]
+
+
+def test_image_a10_needs_both_wheel_hashes(workdir):
+    result, calls = make(workdir, "image-a10", "VLLM_WHEEL_SHA256=" + "a" * 64)
+    assert result.returncode == 2 and calls == []
+    assert "make image-a10: set VLLM_WHEEL_SHA256=<sha256> FLASH_ATTN_WHEEL_SHA256=<sha256> (docs/images.md, 'A10 wheels')" in result.stderr
+    result, calls = make(workdir, "image-a10", "VLLM_WHEEL_SHA256=" + "a" * 64, "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, *IDS)
+    assert argvs(calls) == [["build", "--file", "Dockerfile.a10", "--tag", "verlfit:a10",
+                             "--build-arg", "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, "--build-arg", "VCS_REF=abc123",
+                             "--build-arg", "VERLFIT_GID=5678", "--build-arg", "VERLFIT_UID=1234",
+                             "--build-arg", "VLLM_WHEEL_SHA256=" + "a" * 64, "."]]
+
+
+def test_images_builds_both(workdir):
+    result, calls = make(workdir, "images", "VLLM_WHEEL_SHA256=a", "FLASH_ATTN_WHEEL_SHA256=b", *IDS)
+    assert [call[:5] for call in argvs(calls)] == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40"],
+                                                    ["build", "--file", "Dockerfile.a10", "--tag", "verlfit:a10"]]
+
+
+def test_build_flags_pass_a_netrc_secret(workdir):
+    result, calls = make(workdir, "image-p40", *IDS, "BUILD_FLAGS=--secret id=netrc,src=/home/me/.netrc")
+    assert argvs(calls)[0][-4:] == ["VERLFIT_UID=1234", "--secret", "id=netrc,src=/home/me/.netrc", "."]
+
+
+def test_push_to_a_registry(workdir):
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml")
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [["tag", "verlfit:p40", "r.example/ml/verlfit:p40"], ["push", "r.example/ml/verlfit:p40"],
+                            ["tag", "verlfit:a10", "r.example/ml/verlfit:a10"], ["push", "r.example/ml/verlfit:a10"]]
+
+
+def test_base_digests_names_both_base_images(workdir):
+    result, calls = make(workdir, "base-digests", "BASE_REGISTRY=mirror.example/hub/", "RUNTIME_BASE_DIGEST=sha256:" + "1" * 64)
+    assert argvs(calls) == [["buildx", "imagetools", "inspect", "mirror.example/hub/nvidia/cuda:11.8.0-devel-ubuntu22.04"],
+                            ["buildx", "imagetools", "inspect", "mirror.example/hub/nvidia/cuda:11.8.0-runtime-ubuntu22.04@sha256:" + "1" * 64]]
+
+
+def test_save_then_load_for_an_air_gapped_host(workdir):
+    result, calls = make(workdir, "save", "SAVE_DIR=out")
+    assert result.returncode == 0, result.stderr
+    bases = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
+    assert argvs(calls) == [["save", "verlfit:p40"], ["save", "verlfit:a10"], ["pull", bases[0]], ["pull", bases[1]], ["save", *bases]]
+    out = workdir / "out"
+    assert sorted(path.name for path in out.iterdir()) == ["SHA256SUMS", "cuda-base.tar.gz", "verlfit-a10.tar.gz", "verlfit-p40.tar.gz"]
+    import gzip
+
+    assert gzip.decompress((out / "cuda-base.tar.gz").read_bytes()).decode() == "tarball of " + " ".join(bases)
+    sums = {line.split()[1]: line.split()[0] for line in (out / "SHA256SUMS").read_text().splitlines()}
+    assert sums == {name: hashlib.sha256((out / name).read_bytes()).hexdigest() for name in ("verlfit-p40.tar.gz", "verlfit-a10.tar.gz", "cuda-base.tar.gz")}
+
+    result, calls = make(workdir, "load", "SAVE_DIR=out")
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [["load", "--input", "out/verlfit-p40.tar.gz"], ["load", "--input", "out/verlfit-a10.tar.gz"],
+                            ["load", "--input", "out/cuda-base.tar.gz"]]
+
+    (out / "verlfit-a10.tar.gz").write_bytes(b"corrupted in transit")
+    result, calls = make(workdir, "load", "SAVE_DIR=out")
+    assert result.returncode != 0 and calls == []
+    assert "verlfit-a10.tar.gz: FAILED" in result.stdout
+
+
+def test_save_with_a_pinned_base_digest(workdir):
+    digest = "sha256:" + "2" * 64
+    result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", f"BUILD_BASE_DIGEST={digest}")
+    assert argvs(calls)[1] == ["pull", f"docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04@{digest}"]
+
+
+@pytest.mark.parametrize("target, service", [("train", "train"), ("doctor", "doctor"), ("prepare-gsm8k", "prepare-gsm8k")])
+def test_compose_targets(workdir, target, service):
+    result, calls = make(workdir, target, "PROFILE=a10", "ARGS=--steps 5", "VERLFIT_UID=1234", "VERLFIT_GID=5678")
+    assert result.returncode == 0, result.stderr
+    assert calls == [{"argv": ["compose", "run", "--rm", service, "--steps", "5"], "VERLFIT_PROFILE": "a10", "VERLFIT_UID": "1234", "VERLFIT_GID": "5678"}]
+    # the bind-mount sources exist before Docker would create them owned by root
+    assert (workdir / "data").is_dir() and (workdir / "runs").is_dir()
+
+
+def test_train_with_no_arguments_is_plain_compose_run_train(workdir):
+    result, calls = make(workdir, "train")
+    assert argvs(calls) == [["compose", "run", "--rm", "train"]]
+    assert calls[0]["VERLFIT_PROFILE"] == "p40"
+
+
+def test_help_and_test_targets_are_unchanged():
+    text = (REPO / "Makefile").read_text()
+    assert ".PHONY: test\ntest: ## run the whole CPU test suite (creates $(VENV) with pinned packages first)\n" \
+           "\tbash tests/bootstrap.sh\n\t$(VENV)/bin/python -m pytest $(PYTEST_ARGS)\n" in text
+    assert ".DEFAULT_GOAL := help" in text

@@ -1,0 +1,255 @@
+"""docker/*.sh outside Docker: each script's exact plan in dry-run mode (VERLFIT_DRY_RUN=1), and
+the parts that can run for real on a scratch directory: apt mirror substitution and restore (with a
+fake apt-get), wheel download and sha256 verification (file:// URLs), verl fetch by commit (a local
+git repository)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from image_helpers import REPO
+
+DOCKER = REPO / "docker"
+SHA = "0123456789abcdef" * 4
+
+
+def run(script: str, *args: str, dry: bool = True, **env: str) -> subprocess.CompletedProcess:
+    environment = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), **env}
+    if dry:
+        environment["VERLFIT_DRY_RUN"] = "1"
+    return subprocess.run([str(DOCKER / script), *args], env=environment, capture_output=True, text=True)
+
+
+def plan(script: str, *args: str, **env: str) -> list[str]:
+    result = run(script, *args, **env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_install_system_build_stage():
+    assert plan("install-system.sh", "build", PYTHON_VERSION="3.10", APT_SOURCES_DIR="/nonexistent") == [
+        "+ apt-get update",
+        "+ apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv curl",
+        "+ find /var/lib/apt/lists -mindepth 1 -delete",
+    ]
+
+
+def test_install_system_runtime_pins_and_holds_cudnn():
+    assert plan("install-system.sh", "cudnn", PYTHON_VERSION="3.10", CUDNN_VERSION="8.9.7.29-1+cuda11.8", APT_SOURCES_DIR="/nonexistent") == [
+        "+ apt-get update",
+        "+ apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv libcudnn8=8.9.7.29-1+cuda11.8",
+        "+ apt-mark hold libcudnn8",
+        "+ find /var/lib/apt/lists -mindepth 1 -delete",
+    ]
+
+
+def test_install_system_triton_group_adds_a_compiler_and_headers():
+    lines = plan("install-system.sh", "cudnn", "triton", PYTHON_VERSION="3.10", CUDNN_VERSION="8.9.7.29-1+cuda11.8", APT_SOURCES_DIR="/nonexistent")
+    assert lines[1] == ("+ apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv "
+                        "libcudnn8=8.9.7.29-1+cuda11.8 gcc libc6-dev python3.10-dev")
+
+
+def test_install_system_refuses_unknown_groups_and_missing_versions():
+    result = run("install-system.sh", "gpu", PYTHON_VERSION="3.10")
+    assert (result.returncode, result.stderr) == (1, "verlfit-build: error: unknown package group 'gpu' (build, cudnn, triton)\n")
+    result = run("install-system.sh", "cudnn", PYTHON_VERSION="3.10")
+    assert (result.returncode, result.stderr) == (1, "verlfit-build: error: CUDNN_VERSION is not set (a build arg of Dockerfile.p40/Dockerfile.a10)\n")
+
+
+@pytest.fixture()
+def apt_root(tmp_path):
+    """A scratch /etc/apt with Ubuntu's and NVIDIA's sources, a scratch lists dir, and fake apt tools
+    that record each call with the sources in effect at that moment."""
+    sources = tmp_path / "etc-apt"
+    (sources / "sources.list.d").mkdir(parents=True)
+    (sources / "sources.list").write_text("deb http://archive.ubuntu.com/ubuntu/ jammy main\ndeb http://security.ubuntu.com/ubuntu/ jammy-security main\n")
+    (sources / "sources.list.d" / "cuda-ubuntu2204-x86_64.list").write_text(
+        "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/ /\n")
+    lists = tmp_path / "lists"
+    (lists / "partial").mkdir(parents=True)
+    (lists / "archive.ubuntu.com_ubuntu_dists_jammy_InRelease").write_text("x")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "apt.log"
+    for tool in ("apt-get", "apt-mark"):
+        path = bin_dir / tool
+        path.write_text(f'#!/bin/bash\necho "{tool} $*" >> {log}\ncat {sources}/sources.list {sources}/sources.list.d/*.list >> {log}\n')
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return sources, lists, bin_dir, log
+
+
+def test_install_system_uses_mirrors_for_one_run_and_restores_the_sources(apt_root):
+    sources, lists, bin_dir, log = apt_root
+    before = {path: path.read_text() for path in sources.rglob("*.list")}
+    result = run("install-system.sh", "cudnn", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
+                 CUDNN_VERSION="8.9.7.29-1+cuda11.8", APT_MIRROR="http://mirror.example/ubuntu/",
+                 CUDA_APT_MIRROR="https://mirror.example/nvidia-cuda/ubuntu2204/x86_64", APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists))
+    assert result.returncode == 0, result.stderr
+    mirrored = ("deb http://mirror.example/ubuntu/ jammy main\ndeb http://mirror.example/ubuntu/ jammy-security main\n"
+                "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] https://mirror.example/nvidia-cuda/ubuntu2204/x86_64/ /\n")
+    assert log.read_text() == (
+        "apt-get update\n" + mirrored
+        + "apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv libcudnn8=8.9.7.29-1+cuda11.8\n" + mirrored
+        + "apt-mark hold libcudnn8\n" + mirrored
+    )
+    # no mirror left behind, no backup files, apt lists emptied
+    assert {path: path.read_text() for path in sources.rglob("*.list")} == before
+    assert sorted(path.name for path in sources.rglob("*")) == ["cuda-ubuntu2204-x86_64.list", "sources.list", "sources.list.d"]
+    assert list(lists.iterdir()) == []
+
+
+def test_install_system_restores_the_sources_when_apt_fails(apt_root):
+    sources, lists, bin_dir, log = apt_root
+    (bin_dir / "apt-get").write_text("#!/bin/bash\nexit 100\n")
+    before = {path: path.read_text() for path in sources.rglob("*.list")}
+    result = run("install-system.sh", "build", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
+                 APT_MIRROR="http://mirror.example/ubuntu", APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists))
+    assert result.returncode == 100
+    assert {path: path.read_text() for path in sources.rglob("*.list")} == before
+    assert not list(sources.rglob("*.verlfit-orig"))
+
+
+def test_install_python_from_the_index_and_from_wheels():
+    assert plan("install-python.sh", PYTHON_VERSION="3.10", PIP_INDEX_URL="https://pypi.example/simple") == [
+        "+ python3.10 -m venv /opt/venv",
+        f"+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --only-binary=:all: "
+        f"--index-url https://pypi.example/simple -r {DOCKER}/python.lock",
+    ]
+    assert plan("install-python.sh", "/wheels/python", PYTHON_VERSION="3.10") == [
+        "+ python3.10 -m venv /opt/venv",
+        "+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --no-index /wheels/python/\\*.whl",
+    ]
+
+
+def test_download_locked_routes_cu118_locks_to_the_torch_index_only():
+    lines = plan("download-locked.sh", "/wheels/torch", str(DOCKER / "torch-cu118.lock"), str(DOCKER / "torch-deps.lock"),
+                 PIP_INDEX_URL="https://pypi.example/simple", TORCH_INDEX_URL="https://torch.example/whl/cu118")
+    prefix = "+ /opt/venv/bin/python -m pip wheel --no-input --disable-pip-version-check --no-deps --no-build-isolation --only-binary=:all:"
+    assert lines == [
+        f"{prefix} --index-url https://torch.example/whl/cu118 --wheel-dir /wheels/torch -r {DOCKER}/torch-cu118.lock",
+        f"{prefix} --index-url https://pypi.example/simple --wheel-dir /wheels/torch -r {DOCKER}/torch-deps.lock",
+    ]
+
+
+def test_download_locked_needs_the_index_it_uses():
+    result = run("download-locked.sh", "/wheels/a10", str(DOCKER / "a10-cu118.lock"), PIP_INDEX_URL="https://pypi.example/simple")
+    assert (result.returncode, result.stderr) == (1, "verlfit-build: error: TORCH_INDEX_URL is not set (a build arg of Dockerfile.p40/Dockerfile.a10)\n")
+    result = run("download-locked.sh", "/wheels", "/nonexistent.lock", PIP_INDEX_URL="x")
+    assert (result.returncode, result.stderr) == (1, "verlfit-build: error: lock file /nonexistent.lock not found\n")
+
+
+def test_install_wheels_and_projects_use_no_index():
+    assert plan("install-wheels.sh", "/wheels/torch", "/wheels/a10") == [
+        "+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --no-index /wheels/torch/\\*.whl /wheels/a10/\\*.whl",
+    ]
+    assert plan("install-project.sh", "--editable", "/opt/verl") == [
+        "+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --no-index --no-build-isolation --editable /opt/verl",
+    ]
+    assert plan("install-project.sh", "/opt/verlfit") == [
+        "+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --no-index --no-build-isolation /opt/verlfit",
+    ]
+
+
+def test_install_wheels_refuses_an_empty_folder(tmp_path):
+    result = run("install-wheels.sh", str(tmp_path), dry=False, VENV=str(tmp_path / "venv"))
+    assert (result.returncode, result.stderr) == (1, f"verlfit-build: error: no wheels in {tmp_path}\n")
+
+
+def test_fetch_wheel_plan_decodes_the_file_name():
+    url = "https://github.com/vllm-project/vllm/releases/download/v0.8.5/vllm-0.8.5%2Bcu118-cp38-abi3-manylinux1_x86_64.whl"
+    assert plan("fetch-wheel.sh", "/wheels/a10", url, SHA) == [
+        "+ mkdir -p /wheels/a10",
+        f"+ curl --fail --silent --show-error --location --retry 3 --netrc-optional --output /wheels/a10/vllm-0.8.5+cu118-cp38-abi3-manylinux1_x86_64.whl {url}",
+        f"+ verify sha256 {SHA} /wheels/a10/vllm-0.8.5+cu118-cp38-abi3-manylinux1_x86_64.whl",
+    ]
+
+
+@pytest.mark.parametrize("sha256, message", [
+    ("", "no sha256 given for x-1.0-py3-none-any.whl; pass its sha256 as a build arg (docs/images.md, 'A10 wheels')"),
+    ("ABC", "sha256 for x-1.0-py3-none-any.whl must be 64 lowercase hex digits, got 'ABC'"),
+])
+def test_fetch_wheel_requires_a_sha256(sha256, message):
+    result = run("fetch-wheel.sh", "/wheels", "https://example.com/x-1.0-py3-none-any.whl", sha256)
+    assert (result.returncode, result.stdout, result.stderr) == (1, "", f"verlfit-build: error: {message}\n")
+
+
+def test_fetch_wheel_verifies_what_it_downloaded(tmp_path):
+    source = tmp_path / "vllm-0.8.5+cu118-cp38-abi3-manylinux1_x86_64.whl"
+    source.write_bytes(b"not really a wheel")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    url = f"file://{tmp_path}/vllm-0.8.5%2Bcu118-cp38-abi3-manylinux1_x86_64.whl"
+    result = run("fetch-wheel.sh", str(tmp_path / "out"), url, digest, dry=False)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out" / source.name).read_bytes() == b"not really a wheel"
+    result = run("fetch-wheel.sh", str(tmp_path / "bad"), url, SHA, dry=False)
+    assert result.returncode == 1
+    assert result.stderr == f"verlfit-build: error: sha256 mismatch for {source.name} from {url}: expected {SHA}, got {digest}\n"
+    assert list((tmp_path / "bad").iterdir()) == []
+
+
+@pytest.fixture()
+def verl_remote(tmp_path):
+    """A local git repository with two commits, standing in for VERL_REPO."""
+    remote = tmp_path / "verl.git"
+    remote.mkdir()
+    git = ["git", "-C", str(remote), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "--quiet"], check=True)
+    (remote / "setup.py").write_text("# release\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "--quiet", "-m", "release"], check=True)
+    release = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    (remote / "setup.py").write_text("# later\n")
+    subprocess.run([*git, "commit", "--quiet", "-am", "later"], check=True)
+    return remote, release
+
+
+def test_install_verl_fetches_the_commit_by_hash(tmp_path, verl_remote):
+    remote, release = verl_remote
+    result = run("install-verl.sh", "fetch", str(tmp_path / "verl"), dry=False, VERL_REPO=f"file://{remote}", VERL_COMMIT=release)
+    assert result.returncode == 0, result.stderr
+    head = subprocess.run(["git", "-C", str(tmp_path / "verl"), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert head == release
+    assert (tmp_path / "verl" / "setup.py").read_text() == "# release\n"
+
+
+def test_install_verl_refuses_a_tag_or_short_hash():
+    result = run("install-verl.sh", "fetch", "/opt/verl", VERL_REPO="https://github.com/volcengine/verl.git", VERL_COMMIT="v0.4.1")
+    assert (result.returncode, result.stderr) == (1, "verlfit-build: error: VERL_COMMIT must be a full 40-digit commit hash, got 'v0.4.1'\n")
+
+
+def test_install_verl_plan():
+    commit = "8d9e350ea58c7ad4b50dd14d9dcb50577242c55f"
+    assert plan("install-verl.sh", "fetch", "/opt/verl", VERL_REPO="https://git.example/verl.git", VERL_COMMIT=commit) == [
+        "+ git init --quiet /opt/verl",
+        "+ git -C /opt/verl remote add origin https://git.example/verl.git",
+        f"+ git -C /opt/verl fetch --quiet --depth 1 origin {commit}",
+        f"+ git -C /opt/verl -c advice.detachedHead=false checkout --quiet {commit}",
+    ]
+    assert plan("install-verl.sh", "patch", "/opt/verl", PATCHES_DIR="/opt/verlfit/patches") == [
+        "+ python3 /opt/verlfit/patches/apply.py /opt/verl",
+    ]
+
+
+def test_install_verl_patch_applies_the_series_to_a_verl_tree(tmp_path):
+    """The patch step for real: verl 0.4.1's package (the PyPI wheel's verl/, identical to the tag's)
+    copied to a scratch tree, patched by patches/apply.py as the build does, then --status passes."""
+    import shutil
+
+    import verl
+
+    tree = tmp_path / "verl-checkout"
+    shutil.copytree(Path(verl.__file__).parent, tree / "verl", ignore=shutil.ignore_patterns("__pycache__", ".verlfit-patches"))
+    if (tree / "verl" / ".verlfit-patches").exists() or subprocess.run(
+            ["python3", str(REPO / "patches" / "apply.py"), "--status", str(tree)], capture_output=True).returncode == 0:
+        pytest.skip("the test environment's verl is already patched")
+    environment = {"PATH": os.environ["PATH"], "PATCHES_DIR": str(REPO / "patches")}
+    result = subprocess.run([str(DOCKER / "install-verl.sh"), "patch", str(tree)], env=environment, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    status = subprocess.run(["python3", str(REPO / "patches" / "apply.py"), "--status", str(tree)], capture_output=True, text=True)
+    assert status.returncode == 0, status.stdout + status.stderr
