@@ -172,6 +172,8 @@ def check_verl(verl_dir: str, patches_dir: str) -> str:
 
 
 def check_verlfit(profile: str) -> str:
+    if shutil.which("verlfit") is None:
+        raise CheckFailed("verlfit is not on PATH")
     for command in (["verlfit", "--help"], ["verlfit", "profiles", profile, "--env-shell"]):
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode != 0:

@@ -153,8 +153,11 @@ def test_pip_check_fails_on_unlisted_problems(fake_pip):
     assert result.stdout.splitlines()[0] == "PASS pip-check: pip check clean apart from 2 listed exception(s)"
 
 
-def test_verlfit_runs():
+def test_verlfit_runs(monkeypatch):
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     assert check("--verlfit", "p40").stdout.splitlines()[0] == "PASS verlfit: verlfit --help and verlfit profiles p40 --env-shell run"
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert check("--verlfit", "p40").stdout.splitlines()[0] == "FAIL verlfit: verlfit is not on PATH"
 
 
 def test_verl_must_come_from_the_patched_checkout(tmp_path):
