@@ -421,3 +421,13 @@ print(sorted(m for m in sys.modules if m.startswith("verl.") and ("megatron" in 
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_docs_name_every_source_arg_and_headline_pin(dockerfiles):
+    text = (REPO / "docs" / "images.md").read_text()
+    for name in (*SOURCE_ARGS, "VLLM_WHEEL_URL", "FLASH_ATTN_WHEEL_URL", "VLLM_WHEEL_SHA256", "FLASH_ATTN_WHEEL_SHA256"):
+        assert f"`{name}" in text, name
+    args = resolved_args(dockerfiles["a10"])
+    for name in ("TORCH_VERSION", "TRANSFORMERS_VERSION", "TENSORDICT_VERSION", "RAY_VERSION", "DATASETS_VERSION", "PYARROW_VERSION",
+                 "HYDRA_CORE_VERSION", "XFORMERS_VERSION", "FLASH_ATTN_VERSION", "VERL_COMMIT", "CUDNN_VERSION"):
+        assert args[name] in text, name
