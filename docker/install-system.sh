@@ -7,13 +7,14 @@
 #   build    curl (the build stages download wheels)
 #   cudnn    cuDNN $CUDNN_VERSION from NVIDIA's repository, held with apt-mark so no later
 #            apt-get upgrade moves it (runtime stage)
-#   triton   a C compiler and the Python headers, which Triton needs at run time to build its
-#            launcher stubs (A10 image only: Triton cannot target the P40)
+#   triton   what Triton needs at run time to build its launcher stubs: a C compiler, the Python
+#            headers and CUDA's link-time libcuda.so stub (Triton links with -lcuda; the container
+#            toolkit mounts only libcuda.so.1). A10 image only: Triton cannot target the P40.
 #
 # torch does not use the system cuDNN: torch 2.6.0+cu118 loads the pip package nvidia-cudnn-cu11
 # 9.1.0.70. cuDNN 8.9.7 is there for programs linked against the system cuDNN 8 (docs/images.md).
 #
-# Environment (build args): PYTHON_VERSION (3.10), CUDNN_VERSION (8.9.7.29-1+cuda11.8),
+# Environment (build args): PYTHON_VERSION (3.10), CUDNN_VERSION (8.9.7.29-1+cuda11.8), TORCH_CUDA_VERSION (11.8),
 # APT_MIRROR (replaces archive.ubuntu.com and security.ubuntu.com, e.g. http://mirror.example/ubuntu),
 # CUDA_APT_MIRROR (replaces https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64).
 # Mirrors are used for this one apt run and the original sources are restored afterwards, so no
@@ -39,7 +40,10 @@ for group in "$@"; do
       packages+=("libcudnn8=${CUDNN_VERSION}")
       held+=(libcudnn8)
       ;;
-    triton) packages+=(gcc libc6-dev "python${PYTHON_VERSION}-dev") ;;
+    triton)
+      require TORCH_CUDA_VERSION
+      packages+=(gcc libc6-dev "python${PYTHON_VERSION}-dev" "cuda-driver-dev-${TORCH_CUDA_VERSION/./-}")
+      ;;
     *) die "unknown package group '$group' (build, cudnn, triton)" ;;
   esac
 done

@@ -84,6 +84,7 @@ A10_ONLY = [
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${VLLM_WHEEL_URL}\" \"${VLLM_WHEEL_SHA256}\" \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${FLASH_ATTN_WHEEL_URL}\" \"${FLASH_ATTN_WHEEL_SHA256}\"",
     "RUN /opt/verlfit/docker/install-system.sh cudnn triton",
+    "    LIBRARY_PATH=/usr/local/cuda/lib64/stubs \\",
     "RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\",
     "    --mount=type=bind,from=wheels,source=/wheels/a10,target=/wheels/a10 \\",
     "    /opt/verlfit/docker/install-wheels.sh /wheels/a10",
@@ -288,10 +289,13 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
     for env in runtime.all("ENV"):
         environment.update(env.pairs())
     constraint = "/opt/verlfit/docker/torch-cu118.lock" + (" /opt/verlfit/docker/a10-cu118.lock" if profile == "a10" else "")
-    assert environment == {
+    expected = {
         "VIRTUAL_ENV": "/opt/venv", "PATH": "/opt/venv/bin:$PATH", "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "VERLFIT_PROFILE": profile, "HOME": "/home/verlfit", "HF_HOME": "/cache/huggingface", "PIP_CONSTRAINT": constraint,
     }
+    if profile == "a10":
+        expected["LIBRARY_PATH"] = "/usr/local/cuda/lib64/stubs"  # Triton's -lcuda links against CUDA's stub
+    assert environment == expected
     user_run = next(run for run in runtime.all("RUN") if "useradd" in run.value)
     assert 'useradd --non-unique --no-log-init --uid "${VERLFIT_UID}" --gid "${VERLFIT_GID}"' in user_run.value
     assert "chmod 1777 /home/verlfit /workspace /workspace/data /workspace/runs /cache/huggingface" in user_run.value

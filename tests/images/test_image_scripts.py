@@ -50,9 +50,10 @@ def test_install_system_runtime_pins_and_holds_cudnn():
 
 
 def test_install_system_triton_group_adds_a_compiler_and_headers():
-    lines = plan("install-system.sh", "cudnn", "triton", PYTHON_VERSION="3.10", CUDNN_VERSION="8.9.7.29-1+cuda11.8", APT_SOURCES_DIR="/nonexistent")
+    lines = plan("install-system.sh", "cudnn", "triton", PYTHON_VERSION="3.10", CUDNN_VERSION="8.9.7.29-1+cuda11.8",
+                 TORCH_CUDA_VERSION="11.8", APT_SOURCES_DIR="/nonexistent")
     assert lines[1] == ("+ apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv "
-                        "libcudnn8=8.9.7.29-1+cuda11.8 gcc libc6-dev python3.10-dev")
+                        "libcudnn8=8.9.7.29-1+cuda11.8 gcc libc6-dev python3.10-dev cuda-driver-dev-11-8")
 
 
 def test_install_system_refuses_unknown_groups_and_missing_versions():
