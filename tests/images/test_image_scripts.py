@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -180,6 +181,7 @@ def test_fetch_wheel_requires_a_sha256(sha256, message):
     assert (result.returncode, result.stdout, result.stderr) == (1, "", f"verlfit-build: error: {message}\n")
 
 
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl (the build stage has it)")
 def test_fetch_wheel_verifies_what_it_downloaded(tmp_path):
     source = tmp_path / "vllm-0.8.5+cu118-cp38-abi3-manylinux1_x86_64.whl"
     source.write_bytes(b"not really a wheel")
@@ -240,8 +242,6 @@ def test_install_verl_plan():
 def test_install_verl_patch_applies_the_series_to_a_verl_tree(tmp_path):
     """The patch step for real: verl 0.4.1's package (the PyPI wheel's verl/, identical to the tag's)
     copied to a scratch tree, patched by patches/apply.py as the build does, then --status passes."""
-    import shutil
-
     import verl
 
     tree = tmp_path / "verl-checkout"
