@@ -48,3 +48,13 @@ def test_invalid_profile_names_the_key():
     data["cpu_offload"] = True
     with pytest.raises(VerlfitError, match=r"unknown keys \['cpu_offload'\]"):
         parse_profile(data, "x.yaml")
+
+
+@pytest.mark.parametrize("variable, value, fragment", [
+    ("VLLM_DTYPE", "int8", "VLLM_DTYPE='int8' is not a rollout dtype\n  fix: unset it (the p40 profile uses float32) or set one of: float32, bfloat16, float16"),
+    ("TRITON_MAX_SHARED_MEMORY", "48k", "TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes"),
+])
+def test_bad_knob_values_are_refused(variable, value, fragment):
+    with pytest.raises(VerlfitError) as caught:
+        resolve_environment(load_profile("p40"), {variable: value})
+    assert fragment in str(caught.value)

@@ -185,8 +185,17 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
     """Return the three knobs' values: the user's where set (non-empty), else the profile's.
 
     ``environ`` is typically ``os.environ``. Only the keys in ``ENVIRONMENT_KEYS`` are returned.
+
+    Raises:
+        VerlfitError: for a ``VLLM_DTYPE`` that is not a torch dtype name verl's rollout accepts,
+            or a ``TRITON_MAX_SHARED_MEMORY`` that is not a whole number of bytes.
     """
-    return {key: environ[key] if environ.get(key) else profile.environment[key] for key in ENVIRONMENT_KEYS}
+    resolved = {key: environ[key] if environ.get(key) else profile.environment[key] for key in ENVIRONMENT_KEYS}
+    if resolved["VLLM_DTYPE"] not in DTYPES:
+        raise VerlfitError(f"VLLM_DTYPE={resolved['VLLM_DTYPE']!r} is not a rollout dtype", fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: {', '.join(DTYPES)}")
+    if not resolved["TRITON_MAX_SHARED_MEMORY"].isdigit():
+        raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={resolved['TRITON_MAX_SHARED_MEMORY']!r} is not a number of bytes", fix=f"unset it (the {profile.name} profile uses {profile.environment['TRITON_MAX_SHARED_MEMORY']}) or set e.g. 49152 (48 KiB)")
+    return resolved
 
 
 def environment_shell(profile: Profile) -> str:
