@@ -76,3 +76,54 @@ def test_run_directory_is_complete_and_resume_reuses_it(tmp_path):
 def test_resume_of_a_non_run_directory(tmp_path, capsys):
     assert cli.main(["train", "--resume", str(tmp_path)]) == 1
     assert f"{tmp_path} is not a verlfit run directory (no run.json)" in capsys.readouterr().err
+
+
+def fake_verl_plan(tmp_path, script):
+    """A LaunchPlan whose command is a small Python script standing in for verl's main_ppo."""
+    import sys
+
+    from verlfit.overrides import TrainSettings
+    from verlfit.train import LaunchPlan
+
+    settings = TrainSettings(run_dir=str(tmp_path / "run"), steps=3)
+    return LaunchPlan(settings, "p40", "fake", {"VLLM_DTYPE": "float32"}, [], [sys.executable, "-c", script], [])
+
+
+STEP = "print('(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - actor/ppo_kl:2.5e-05 - timing_s/step:1.0 - perf/total_num_tokens:100 - perf/throughput:100.0', flush=True)"
+
+
+def test_launch_records_every_step_and_reports_verl_failure(tmp_path, capsys):
+    from verlfit.metrics import read_metrics
+    from verlfit.train import launch
+
+    script = "import os, sys\n" + "\n".join(STEP.format(n=n) for n in (1, 2)) + "\nprint('Traceback: boom', flush=True)\nassert os.environ['VERLFIT_CONSOLE_FULL_PRECISION'] == '1'\nsys.exit(3)"
+    plan = fake_verl_plan(tmp_path, script)
+    run_dir = tmp_path / "run"
+    assert launch(plan, run_dir) == 3
+    records = read_metrics(run_dir)
+    assert [r["step"] for r in records] == [1, 2] and records[0]["actor/ppo_kl"] == 2.5e-05
+    assert "Traceback: boom" in (run_dir / "train.log").read_text()
+    assert "  Traceback: boom" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_verl_and_keeps_finished_steps(tmp_path, capsys):
+    import os
+    import signal
+    import threading
+
+    from verlfit.metrics import read_metrics
+    from verlfit.train import launch
+
+    script = STEP.format(n=1) + "\nimport time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('verl got SIGINT', flush=True)\n    raise SystemExit(1)"
+    plan = fake_verl_plan(tmp_path, script)
+    run_dir = tmp_path / "run"
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        status = launch(plan, run_dir)
+    finally:
+        timer.cancel()
+    assert status == 130
+    assert [r["step"] for r in read_metrics(run_dir)] == [1]
+    assert "verl got SIGINT" in (run_dir / "train.log").read_text()
+    assert f"Continue with: verlfit train --resume {run_dir}" in capsys.readouterr().err

@@ -376,10 +376,25 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
                 break
             except subprocess.TimeoutExpired:
                 continue
+        _drain(process.stdout, watcher, seconds=10)  # verl's last words go to train.log too
         print(f"verlfit: stopped. Continue with: verlfit train --resume {run_dir}", file=sys.stderr)
         return 130
     finally:
         watcher.close()
+
+
+def _drain(stream, watcher, seconds: float) -> None:
+    """Feed what is left in ``stream`` to ``watcher`` for at most ``seconds`` (a Ray process that
+    outlives verl's driver can hold the pipe open, so reading to the end could block forever)."""
+    import threading
+
+    def read() -> None:
+        for line in stream:
+            watcher.feed(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(seconds)
 
 
 def run(args) -> int:
