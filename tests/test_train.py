@@ -127,3 +127,70 @@ def test_ctrl_c_stops_verl_and_keeps_finished_steps(tmp_path, capsys):
     assert [r["step"] for r in read_metrics(run_dir)] == [1]
     assert "verl got SIGINT" in (run_dir / "train.log").read_text()
     assert f"Continue with: verlfit train --resume {run_dir}" in capsys.readouterr().err
+
+
+def test_resume_uses_the_run_directory_it_is_given_and_absolute_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", "runs/r1", "--steps", "4"]), environ={}, gpu=P40)
+    assert plan.settings.run_dir == str(tmp_path / "runs" / "r1") and plan.settings.data_dir == str(tmp_path / "data" / "gsm8k")
+    run_dir = create_run_directory(plan, None)
+    moved = tmp_path / "elsewhere"
+    run_dir.rename(moved)
+    monkeypatch.chdir("/")
+    resumed = resume_plan(moved, steps=10)
+    assert f"trainer.default_local_dir={moved / 'checkpoints'}" in resumed.overrides
+    assert "trainer.total_training_steps=10" in resumed.overrides and "trainer.total_training_steps=4" not in resumed.overrides
+    assert resumed.command[-1] == f"hydra.run.dir={moved / 'hydra'}"
+
+
+@pytest.mark.parametrize("content, fragment", [("{}", "is not a verlfit run record (missing or wrong: overrides, settings, environment, profile, gpu)"), ("[]", "is not a verlfit run record"), ("{", "is not valid JSON")])
+def test_resume_of_a_bad_run_record(tmp_path, capsys, content, fragment):
+    (tmp_path / "run.json").write_text(content)
+    assert cli.main(["train", "--resume", str(tmp_path)]) == 1
+    assert fragment in capsys.readouterr().err
+
+
+def test_resume_refuses_changed_settings(tmp_path, capsys):
+    assert cli.main(["train", "--resume", str(tmp_path), "--batch-size", "8", "--dry-run"]) == 2
+    assert "--batch-size cannot change" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, fragment", [(["--steps", "0"], "argument --steps: 0 must be at least 1"), (["--mini-batch-size", "0"], "argument --mini-batch-size: 0 must be at least 1"), (["--profile", "p40", "--emulate", "a10"], "--profile p40 and --emulate a10 disagree")])
+def test_bad_sizes_and_conflicts(argv, fragment, capsys):
+    try:
+        status = cli.main(["train", "--dry-run", "--plan", "off", *argv])
+    except SystemExit as exit:  # argparse type errors
+        status = exit.code
+    assert status == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_user_memory_limit_variable_is_validated_and_planned_for():
+    from verlfit.errors import VerlfitError
+
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off"]), environ={"VERLFIT_GPU_MEMORY_LIMIT_GIB": "10"}, gpu=P40)
+    assert plan.environment["VERLFIT_GPU_MEMORY_LIMIT_GIB"] == "10"
+    with pytest.raises(VerlfitError, match="VERLFIT_GPU_MEMORY_LIMIT_GIB='abc' is not a positive number of GiB"):
+        prepare_launch(parse(["--profile", "p40", "--plan", "off"]), environ={"VERLFIT_GPU_MEMORY_LIMIT_GIB": "abc"}, gpu=P40)
+
+
+def test_bf16_rollout_refused_on_pascal_and_triton_off_for_p40_without_gpu():
+    from verlfit.errors import VerlfitError
+
+    with pytest.raises(VerlfitError, match=r"VLLM_DTYPE=bfloat16 on Tesla P40 \(compute capability 6.1\): bf16 needs 8.0"):
+        prepare_launch(parse(["--profile", "p40", "--plan", "off"]), environ={"VLLM_DTYPE": "bfloat16"}, gpu=P40)
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run"]), environ={"TRITON_MAX_SHARED_MEMORY": "101376"}, detect_gpu=False)
+    assert "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides
+
+
+def test_training_set_smaller_than_a_batch_is_refused(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from verlfit.errors import VerlfitError
+    from verlfit.overrides import TrainSettings
+    from verlfit.train import check_data_size
+
+    pq.write_table(pa.table({"x": list(range(7))}), tmp_path / "train.parquet")
+    with pytest.raises(VerlfitError, match="train.parquet has 7 rows, fewer than one batch of 32 prompts"):
+        check_data_size(TrainSettings(data_dir=str(tmp_path)))

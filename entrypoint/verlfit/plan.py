@@ -126,7 +126,20 @@ ALLOCATOR_HEADROOM_BYTES = int(0.5 * GIB)
 # CUDA context and what the driver keeps back: usable = card - this when memory is detected.
 # derived: profiles/a10.yaml (~0.5 GiB context on a 22.5 GiB A10).
 CUDA_CONTEXT_BYTES = int(0.5 * GIB)
+# Kept back on a detected card for fragmentation, as profiles/p40.yaml's 22.5 GiB keeps 0.5 GiB of a
+# P40's ~23 GiB usable: so `train --emulate p40` on a big GPU plans within 0.4 GiB of a real P40.
+FRAGMENTATION_RESERVE_BYTES = int(0.5 * GIB)
 DEFAULT_MARGIN = 0.90
+
+
+def usable_memory_bytes(gpu) -> int:
+    """Bytes one process may plan for on a detected ``verlfit.gpu.GpuInfo``.
+
+    The card's total (or free memory plus a CUDA context, when other processes use it) less the CUDA
+    context (:data:`CUDA_CONTEXT_BYTES`) and a fragmentation reserve (:data:`FRAGMENTATION_RESERVE_BYTES`).
+    A Tesla P40 (24451 MiB) gives 22.88 GiB.
+    """
+    return min(gpu.total_memory_bytes, gpu.free_memory_bytes + CUDA_CONTEXT_BYTES) - CUDA_CONTEXT_BYTES - FRAGMENTATION_RESERVE_BYTES
 
 PHASES = ("rollout", "old_log_prob", "ref_log_prob", "values", "critic_update", "actor_update")
 PHASE_TITLES = {
@@ -1132,8 +1145,8 @@ def _resolve_card(args, nvml=None):
             raise VerlfitError(f"--gpu-memory {args.gpu_memory} must be a positive number of GiB", exit_code=2)
         return profile, int(args.gpu_memory * GIB), f"--gpu-memory {args.gpu_memory:g} GiB"
     if gpu is not None:
-        usable = min(gpu.total_memory_bytes, gpu.free_memory_bytes + CUDA_CONTEXT_BYTES) - CUDA_CONTEXT_BYTES
-        return profile, usable, f"GPU {gpu.index}: {gpu.name}, {_fmt(gpu.total_memory_bytes)} ({_fmt(gpu.free_memory_bytes)} free) less {_fmt(CUDA_CONTEXT_BYTES)} CUDA context"
+        usable = usable_memory_bytes(gpu)
+        return profile, usable, f"GPU {gpu.index}: {gpu.name}, {_fmt(gpu.total_memory_bytes)} ({_fmt(gpu.free_memory_bytes)} free) less {_fmt(CUDA_CONTEXT_BYTES)} CUDA context and {_fmt(FRAGMENTATION_RESERVE_BYTES)} fragmentation reserve"
     return profile, int(profile.gpu_memory_gib * GIB), f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass --gpu-memory or --emulate to choose"
 
 

@@ -40,6 +40,23 @@ MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 RUN_FILE = "run.json"
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+# the defaults of every option, filled by register(): --resume refuses options that differ from them
+_DEFAULTS: dict[str, object] = {}
+# options that may change when a run is resumed
+_RESUMABLE = {"resume", "dry_run", "steps", "skip_checks", "no_validate", "func", "command"}
+
+
 def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "train",
@@ -58,21 +75,21 @@ def register(subparsers) -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--profile", default=os.environ.get("VERLFIT_PROFILE", "auto"), choices=(*PROFILE_NAMES, "auto"), help="hardware profile (default: $VERLFIT_PROFILE, else auto by compute capability)")
+    parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="hardware profile (default: $VERLFIT_PROFILE, else auto by compute capability)")
     parser.add_argument("--emulate", choices=PROFILE_NAMES, help="run that profile's code paths and cap each worker at its card's usable memory (p40: 22.5 GiB), to rehearse on a bigger GPU")
     parser.add_argument("--gpu-memory-limit", type=float, metavar="GIB", help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)")
     parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet; prepared from the hub first if missing (default: %(default)s)")
     parser.add_argument("--algo", default="ppo", choices=("ppo", "grpo"), help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss (default: ppo)")
-    parser.add_argument("--steps", type=int, help="total training steps (default: --epochs passes over the data)")
-    parser.add_argument("--epochs", type=int, default=1, help="passes over the training data when --steps is not given (default: 1)")
-    parser.add_argument("--gpus", type=int, default=1, help="GPUs per node (default: 1)")
-    parser.add_argument("--batch-size", type=int, default=32, help="prompts per step (data.train_batch_size, default: 32)")
-    parser.add_argument("--mini-batch-size", type=int, help="prompts per PPO update (default: half the batch)")
-    parser.add_argument("--micro-batch-size", type=int, help="responses per forward/backward on each GPU for actor and critic (default: chosen by the planner)")
-    parser.add_argument("--samples", type=int, default=4, help="GRPO responses per prompt (default: 4)")
-    parser.add_argument("--max-prompt-length", type=int, default=512, help="tokens; longer prompts are dropped when data is prepared (default: 512)")
-    parser.add_argument("--max-response-length", type=int, default=256, help="tokens (default: 256)")
+    parser.add_argument("--steps", type=_positive_int, help="total training steps (default: --epochs passes over the data)")
+    parser.add_argument("--epochs", type=_positive_int, default=1, help="passes over the training data when --steps is not given (default: 1)")
+    parser.add_argument("--gpus", type=_positive_int, default=1, help="GPUs per node (default: 1)")
+    parser.add_argument("--batch-size", type=_positive_int, default=32, help="prompts per step (data.train_batch_size, default: 32)")
+    parser.add_argument("--mini-batch-size", type=_positive_int, help="prompts per PPO update (default: half the batch)")
+    parser.add_argument("--micro-batch-size", type=_positive_int, help="responses per forward/backward on each GPU for actor and critic (default: chosen by the planner)")
+    parser.add_argument("--samples", type=_positive_int, default=4, help="GRPO responses per prompt (default: 4)")
+    parser.add_argument("--max-prompt-length", type=_positive_int, default=512, help="tokens; longer prompts are dropped when data is prepared (default: 512)")
+    parser.add_argument("--max-response-length", type=_positive_int, default=256, help="tokens (default: 256)")
     parser.add_argument("--actor-lr", type=float, default=1e-6, help="actor learning rate (default: 1e-6)")
     parser.add_argument("--critic-lr", type=float, default=1e-5, help="critic learning rate (default: 1e-5)")
     parser.add_argument("--save-freq", type=int, default=25, help="checkpoint every N steps (default: 25; -1 never)")
@@ -83,12 +100,13 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-gradient-checkpointing", action="store_true", help="keep all activations (faster, more memory)")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only --steps may change)")
     parser.add_argument("--dry-run", action="store_true", help="print the command, environment and resolved values, then exit (no GPU needed with --profile p40|a10)")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch")
     parser.add_argument("--no-validate", action="store_true", help="do not validate overrides against the installed verl (not recommended)")
     parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: extra verl overrides, key=value")
     parser.set_defaults(func=run)
+    _DEFAULTS.update({action.dest: action.default for action in parser._actions})
     return parser
 
 
@@ -126,7 +144,7 @@ def _detect_gpu(need: bool):
 
 def settings_from_args(args, run_dir: str) -> TrainSettings:
     """Map parsed ``verlfit train`` arguments onto :class:`TrainSettings` (pure)."""
-    mini = args.mini_batch_size or max(args.batch_size // 2, 1)
+    mini = args.mini_batch_size if args.mini_batch_size is not None else max(args.batch_size // 2, 1)
     settings = TrainSettings(
         model=args.model,
         data_dir=args.data,
@@ -149,7 +167,7 @@ def settings_from_args(args, run_dir: str) -> TrainSettings:
         loggers=("console", "tensorboard") if args.tensorboard else ("console",),
         extra_overrides=_extra_overrides(args.overrides),
     )
-    if args.micro_batch_size:
+    if args.micro_batch_size is not None:
         settings.actor_micro_batch_size = settings.critic_micro_batch_size = args.micro_batch_size
         settings.log_prob_micro_batch_size = args.micro_batch_size * 2
     if args.offload:
@@ -160,14 +178,24 @@ def settings_from_args(args, run_dir: str) -> TrainSettings:
     return settings
 
 
-def memory_limit_gib(args, profile) -> float | None:
-    """The per-worker memory cap in GiB: ``--gpu-memory-limit``, else the emulated card's usable memory."""
+def memory_limit_gib(args, profile, environ: dict[str, str] | None = None) -> float | None:
+    """The per-worker memory cap in GiB: ``--gpu-memory-limit``, else the emulated card's usable memory,
+    else a ``VERLFIT_GPU_MEMORY_LIMIT_GIB`` the user set (validated here, so the planner sizes for it)."""
     if args.gpu_memory_limit is not None:
         if args.gpu_memory_limit <= 0:
             raise VerlfitError(f"--gpu-memory-limit {args.gpu_memory_limit} must be a positive number of GiB", exit_code=2)
         return args.gpu_memory_limit
     if args.emulate:
         return profile.gpu_memory_gib
+    if environ and environ.get(MEMORY_LIMIT_VARIABLE):
+        text = environ[MEMORY_LIMIT_VARIABLE]
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 0 < value < float("inf"):
+            raise VerlfitError(f"{MEMORY_LIMIT_VARIABLE}={text!r} is not a positive number of GiB", fix=f"unset it, or use --gpu-memory-limit GIB (e.g. {MEMORY_LIMIT_VARIABLE}=22.5)", exit_code=2)
+        return value
     return None
 
 
@@ -180,28 +208,40 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     """
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
+    if args.emulate and args.profile not in (None, "auto", args.emulate):
+        raise VerlfitError(f"--profile {args.profile} and --emulate {args.emulate} disagree", fix=f"--emulate {args.emulate} already selects the {args.emulate} profile: drop --profile", exit_code=2)
+    profile_name = args.profile or environ.get("VERLFIT_PROFILE") or "auto"
     if args.emulate:
         profile = load_profile(args.emulate)
         if detect_gpu and gpu is None and not args.dry_run:
             gpu, _ = _detect_gpu(need=True)
         notes.append(f"emulating {profile.name}: its code paths on {gpu.name if gpu else 'this machine'}")
     else:
-        if detect_gpu and gpu is None and (args.profile == "auto" or not args.dry_run):
-            gpu, _ = _detect_gpu(need=args.profile == "auto" or not args.dry_run)
-        profile = select_profile(args.profile, gpu)
+        if detect_gpu and gpu is None and (profile_name == "auto" or not args.dry_run):
+            gpu, _ = _detect_gpu(need=profile_name == "auto" or not args.dry_run)
+        profile = select_profile(profile_name, gpu)
     environment = resolve_environment(profile, environ)
-    limit = memory_limit_gib(args, profile)
+    # Triton and bf16 decisions use the real GPU, or the profile's own card when emulating or without a GPU
+    compute_capability = gpu.compute_capability if gpu is not None and not args.emulate else profile.min_compute_capability
+    if environment["VLLM_DTYPE"] == "bfloat16" and compute_capability < (8, 0):
+        where = gpu.name if gpu is not None and not args.emulate else f"the {profile.name} profile's card"
+        raise VerlfitError(f"VLLM_DTYPE=bfloat16 on {where} (compute capability {compute_capability[0]}.{compute_capability[1]}): bf16 needs 8.0", fix=f"unset VLLM_DTYPE (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']})", exit_code=2)
+    limit = memory_limit_gib(args, profile, environ)
     if limit is not None:
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
             raise VerlfitError(f"--gpu-memory-limit {limit} GiB is more than {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB", exit_code=2)
         environment[MEMORY_LIMIT_VARIABLE] = f"{limit:g}"
-    run_dir = args.run_dir or str(Path("runs") / f"{args.algo}-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    # absolute paths, so the recorded command and --resume work from any directory
+    run_dir = str(Path(args.run_dir or Path("runs") / f"{args.algo}-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve())
     if args.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
     settings = settings_from_args(args, run_dir)
+    settings.data_dir = str(Path(settings.data_dir).resolve())
+    if Path(settings.model).exists():
+        settings.model = str(Path(settings.model).resolve())
     if args.plan == "auto":
         notes += apply_plan(settings, profile, args, gpu, limit)
-    overrides = build_overrides(settings, profile, environment, gpu.compute_capability if gpu and not args.emulate else None)
+    overrides = build_overrides(settings, profile, environment, compute_capability)
     if not args.no_validate:
         validate_overrides(overrides)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, f"hydra.run.dir={Path(run_dir) / 'hydra'}"]
@@ -223,11 +263,11 @@ def apply_plan(settings: TrainSettings, profile, args, gpu, limit_gib: float | N
         return ["planner unavailable: keeping the default micro-batches"]
     if limit_gib is not None:
         memory_bytes = int(limit_gib * 1024**3)
-    elif gpu is not None:
-        memory_bytes = min(gpu.total_memory_bytes, int(profile.gpu_memory_gib * 1024**3)) if args.emulate else gpu.total_memory_bytes
+    elif gpu is not None and not args.emulate:
+        memory_bytes = planner.usable_memory_bytes(gpu)
     else:
         memory_bytes = int(profile.gpu_memory_gib * 1024**3)
-    return fit_for_train(settings, profile, memory_bytes, keep_micro_batch=bool(args.micro_batch_size), keep_offload=bool(args.offload), keep_checkpointing=args.no_gradient_checkpointing)
+    return fit_for_train(settings, profile, memory_bytes, keep_micro_batch=args.micro_batch_size is not None, keep_offload=bool(args.offload), keep_checkpointing=args.no_gradient_checkpointing)
 
 
 def describe(plan: LaunchPlan) -> str:
@@ -238,10 +278,18 @@ def describe(plan: LaunchPlan) -> str:
         f"algorithm: {s.algorithm}{f' (n={s.rollout_n})' if s.algorithm == 'grpo' else ''}    model: {s.model}",
         f"data: {s.data_dir}    run directory: {s.run_dir}",
         f"steps: {s.steps if s.steps is not None else f'{s.epochs} epoch(s)'}    batch: {s.train_batch_size} prompts, mini-batch {s.ppo_mini_batch_size}",
-        f"micro-batches per GPU: actor {s.actor_micro_batch_size}, critic {s.critic_micro_batch_size}, log-prob {s.log_prob_micro_batch_size}, rollout {s.rollout_micro_batch_size or s.train_batch_size} prompts",
+        "micro-batches per GPU: " + ", ".join(
+            [f"actor {s.actor_micro_batch_size}"]
+            + ([f"critic {s.critic_micro_batch_size}"] if s.algorithm == "ppo" else [])
+            + [f"log-prob {s.log_prob_micro_batch_size}"]
+            + ([f"HF rollout {s.rollout_micro_batch_size or s.train_batch_size} prompts"] if "actor_rollout_ref.rollout.name=hf" in plan.overrides else [])
+        ),
         f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens",
-        f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params {s.actor_param_offload}, optimizer {s.actor_optimizer_offload}; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}",
+        f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params {s.actor_param_offload}, optimizer {s.actor_optimizer_offload}"
+        + (f"; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}" if s.algorithm == "ppo" else ""),
     ]
+    if s.extra_overrides:
+        lines.append("your overrides (after --, applied last; they win over the values above): " + " ".join(s.extra_overrides))
     lines += [f"note: {note}" for note in plan.notes]
     lines.append("environment:")
     lines += [f"  {key}={value}" for key, value in plan.environment.items()]
@@ -265,6 +313,8 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
         VerlfitError: when the directory already exists (use --resume) or cannot be created.
     """
     run_dir = Path(plan.settings.run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise VerlfitError(f"--run-dir {run_dir} is a file, not a directory", fix="pass a directory path that does not exist yet")
     if run_dir.exists():
         raise VerlfitError(f"run directory {run_dir} already exists", fix=f"continue it with `verlfit train --resume {run_dir}`, or pass another --run-dir")
     try:
@@ -288,10 +338,14 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
         }
         (staging / RUN_FILE).write_text(json.dumps(record, indent=2) + "\n")
         exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in plan.environment.items())
-        (staging / "command.sh").write_text("#!/usr/bin/env bash\n# The exact verl launch of this run (written by verlfit train).\n" + exports + " \\\n  ".join(shlex.quote(part) for part in plan.command) + "\n")
+        head = " ".join(shlex.quote(part) for part in plan.command[:3])
+        (staging / "command.sh").write_text("#!/usr/bin/env bash\n# The exact verl launch of this run (written by verlfit train).\n" + exports + " \\\n  ".join([head, *(shlex.quote(part) for part in plan.command[3:])]) + "\n")
         if config_yaml is not None:
             (staging / "config.yaml").write_text(config_yaml)
         (staging / "checkpoints").mkdir()
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it 0700; a run directory is shared like any other
         os.replace(staging, run_dir)
     except BaseException:
         import shutil
@@ -312,19 +366,38 @@ def load_run(run_dir: Path) -> dict:
         record = json.loads(path.read_text())
     except FileNotFoundError:
         raise VerlfitError(f"{run_dir} is not a verlfit run directory (no {RUN_FILE})", fix="pass a directory created by `verlfit train`") from None
+    except NotADirectoryError:
+        raise VerlfitError(f"{run_dir} is a file, not a verlfit run directory", fix="pass the directory created by `verlfit train`") from None
     except json.JSONDecodeError as error:
         raise VerlfitError(f"{path} is not valid JSON ({error})") from None
+    required = {"overrides": list, "settings": dict, "environment": dict, "profile": str, "gpu": str}
+    missing = [key for key, kind in required.items() if not isinstance(record, dict) or not isinstance(record.get(key), kind)]
+    if missing:
+        raise VerlfitError(f"{path} is not a verlfit run record (missing or wrong: {', '.join(missing)})", fix="resume only directories created by `verlfit train`")
     return record
 
 
-def resume_plan(run_dir: Path) -> LaunchPlan:
-    """The launch plan of a stopped run with ``trainer.resume_mode=auto``."""
+def resume_plan(run_dir: Path, steps: int | None = None) -> LaunchPlan:
+    """The launch plan of a stopped run: its recorded overrides with ``trainer.resume_mode=auto``.
+
+    The run directory's own path replaces the recorded one in ``trainer.default_local_dir``, so a run
+    moved or resumed from another working directory still finds its checkpoints. ``steps`` extends
+    (or shortens) the run's total training steps.
+    """
+    from verlfit.overrides import merge_overrides, quote_value
+
+    run_dir = Path(run_dir).resolve()
     record = load_run(run_dir)
-    overrides = [o if not o.startswith("trainer.resume_mode=") else "trainer.resume_mode=auto" for o in record["overrides"]]
-    if "trainer.resume_mode=auto" not in overrides:
-        overrides.append("trainer.resume_mode=auto")
-    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, f"hydra.run.dir={Path(run_dir) / 'hydra'}"]
-    settings = TrainSettings(**{**record["settings"], "loggers": tuple(record["settings"]["loggers"]), "resume": True})
+    changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
+    if steps is not None:
+        changes += [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={steps}"]
+    overrides = merge_overrides(record["overrides"] + changes)
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, f"hydra.run.dir={run_dir / 'hydra'}"]
+    known = {f.name for f in dataclasses.fields(TrainSettings)}
+    values = {k: v for k, v in record["settings"].items() if k in known}
+    settings = TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), "resume": True, "run_dir": str(run_dir)})
+    if steps is not None:
+        settings.steps = steps
     return LaunchPlan(settings, record["profile"], record["gpu"], record["environment"], overrides, command, ["resuming from the newest checkpoint"])
 
 
@@ -400,8 +473,11 @@ def _drain(stream, watcher, seconds: float) -> None:
 def run(args) -> int:
     """Entry point of ``verlfit train`` (see the module docstring for the flow)."""
     if args.resume:
-        run_dir = Path(args.resume)
-        plan = resume_plan(run_dir)
+        changed = sorted(f"--{name.replace('_', '-')}" for name, default in _DEFAULTS.items() if name not in _RESUMABLE and (getattr(args, name, default) or None) != (default or None))
+        if changed:
+            raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot change", fix="resume with only --steps (to extend the run), or start a new run", exit_code=2)
+        plan = resume_plan(Path(args.resume), steps=args.steps)
+        run_dir = Path(plan.settings.run_dir)
         if args.dry_run:
             print(describe(plan))
             return 0
@@ -413,6 +489,7 @@ def run(args) -> int:
     if not args.skip_checks:
         run_blocking_checks(plan)
     ensure_data(plan.settings)
+    check_data_size(plan.settings)
     config_yaml = None
     if not args.no_validate:
         from omegaconf import OmegaConf
@@ -437,6 +514,20 @@ def run_blocking_checks(plan: LaunchPlan) -> None:
     failures = blocking_checks(profile_name=plan.profile_name, data_dir=plan.settings.data_dir, model=plan.settings.model, environment=plan.environment)
     if failures:
         raise VerlfitError("pre-flight checks failed:\n" + "\n".join(f"  FAIL {f.name}: {f.message}" + (f"\n       fix: {f.fix}" if f.fix else "") for f in failures), fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway")
+
+
+def check_data_size(settings: TrainSettings) -> None:
+    """Refuse a training set smaller than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
+
+    Raises:
+        VerlfitError: naming the file, its row count and the batch size.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(settings.data_dir) / "train.parquet"
+    rows = pq.ParquetFile(path).metadata.num_rows
+    if rows < settings.train_batch_size:
+        raise VerlfitError(f"{path} has {rows} rows, fewer than one batch of {settings.train_batch_size} prompts", fix=f"use --batch-size {rows} or less, or more data", exit_code=2)
 
 
 def ensure_data(settings: TrainSettings) -> None:
