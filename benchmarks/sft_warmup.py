@@ -1,7 +1,7 @@
 """A short supervised warm-up so that RL on GSM8K-format problems has something to reinforce.
 
 A random model earns no GSM8K reward, so GRPO advantages are all zero and PPO has nothing to learn from
-(FACTS §5). This script fine-tunes a small Qwen2 (``make_model.py --shape small`` by default) on the synthetic
+(an earlier device trial). This script fine-tunes a small Qwen2 (``make_model.py --shape small`` by default) on the synthetic
 problems of ``gsm8k_synthetic.py``, rendered exactly as verl's RL loop will see them:
 
 * prompt = the chat template with ``add_generation_prompt=True`` over one user message, the question + " " +

@@ -13,7 +13,7 @@ match exactly; "NAME==2.7.3" also accepts a local build of 2.7.3 ("2.7.3+cu11tor
 Why the architecture check reads ``torch._C._cuda_getArchFlags()``: ``torch.cuda.get_arch_list()``
 returns [] when no GPU is visible, which is always the case in ``docker build``; the arch flags are
 the compile-time list (``sm_50 sm_60 ...``) and need no device. torch 2.6.0+cu118 has sm_60 code,
-which runs on the P40's compute capability 6.1; it has no sm_61 entry (FACTS.md section 1).
+which runs on the P40's compute capability 6.1; it has no sm_61 entry (torch's build list; see docs/images.md).
 """
 
 from __future__ import annotations

@@ -17,14 +17,17 @@ set -euo pipefail
 SUBCOMMANDS=(prepare-gsm8k train plan doctor report profiles)
 
 profile=${VERLFIT_PROFILE:-}
-if [ -z "$profile" ]; then
-  echo "verlfit entrypoint: VERLFIT_PROFILE is not set (the images set it to p40 or a10)" >&2
-  exit 2
+if [ -n "$profile" ]; then
+  case $profile in
+    p40|a10) ;;
+    *) echo "verlfit entrypoint: VERLFIT_PROFILE=$profile is not a profile (use p40 or a10; the images set it)" >&2; exit 2 ;;
+  esac
+  # Two steps, not eval "$(...)" directly: set -e does not see a failing command substitution
+  # inside eval's argument, and a bad profile must stop here.
+  defaults=$(verlfit profiles "$profile" --env-shell)
+  eval "$defaults"
 fi
-# Two steps, not eval "$(...)" directly: set -e does not see a failing command substitution
-# inside eval's argument, and a bad profile must stop here.
-defaults=$(verlfit profiles "$profile" --env-shell)
-eval "$defaults"
+# Without VERLFIT_PROFILE (outside the images) verlfit itself applies the chosen profile's defaults.
 
 if [ $# -eq 0 ]; then
   exec verlfit train

@@ -1,4 +1,4 @@
-"""Planner: exact parameter counts, hand-computed bytes for a small config, the FACTS.md §5 measurements,
+"""Planner: exact parameter counts, hand-computed bytes for a small config, the the earlier device measurements (docs/plan.md section 5) measurements,
 auto-fit's choices on constructed cards, refusal with the smallest change, and the CLI."""
 
 import json
@@ -135,7 +135,7 @@ def _facts(**fields):
     ],
 )
 def test_facts_section5_fp32_ppo_measurements(fields, measured_gib):
-    """FACTS.md §5 (H200 under a P40 cap, Qwen2.5-0.5B shape, fp32, PPO): max allocated within 3%."""
+    """the earlier device measurements (docs/plan.md section 5) (H200 under a P40 cap, Qwen2.5-0.5B shape, fp32, PPO): max allocated within 3%."""
     predicted = predict(_facts(**fields)).peak.total / GIB
     assert abs(predicted - measured_gib) / measured_gib < 0.03, predicted
 

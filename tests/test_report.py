@@ -99,7 +99,7 @@ def test_summary_of_a_finished_run(finished_run):
         "step time (timing_s/step): mean 80.2 s over 4 steps",
         "throughput: mean 81 tokens/s (perf/total_num_tokens / timing_s/step)",
         "peak GPU memory: 13.0 GiB allocated, 22.4 GiB reserved (perf/max_memory_*_gb)",
-        "note: values come from verl's console, rounded to 3 decimals (the first and final validation scores at full precision)",
+        "note: values come from verl's console: exact for runs of `verlfit train` (patch 0008), 3 decimals for other verl logs",
     ]
     assert (finished_run / "report" / "summary.txt").read_text() == text + "\n"
 

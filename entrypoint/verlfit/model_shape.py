@@ -140,6 +140,9 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     missing = [key for key in required if not isinstance(config.get(key), int)]
     if missing:
         raise VerlfitError(f"{name}: not a decoder-only transformer config: missing {', '.join(missing)}", fix="pass --model a directory holding the model's config.json, or the config.json itself")
+    not_positive = [key for key in (*required, "num_key_value_heads", "head_dim") if config.get(key) is not None and not (isinstance(config[key], int) and config[key] > 0)]
+    if not_positive:
+        raise VerlfitError(f"{name}: {', '.join(f'{key}={config[key]!r}' for key in not_positive)} must be positive whole numbers", fix="check the model's config.json")
     model_type = str(config.get("model_type", "unknown"))
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads") or heads

@@ -54,8 +54,8 @@ KNOWN_MISTAKES = {
 }
 
 # A Triton kernel that asks for more shared memory per block than this is refused on a card
-# with less ("out of resource: shared memory, Required: 81920, Hardware limit: 49152", FACTS.md
-# section 6). Below it, verlfit turns every Triton-backed verl feature off.
+# with less ("out of resource: shared memory, Required: 81920, Hardware limit: 49152", the error
+# P40 users report from Triton kernels). Below it, verlfit turns every Triton-backed verl feature off.
 TRITON_MIN_SHARED_MEMORY = 81920
 
 GSM8K_DATA_SOURCE = "openai/gsm8k"

@@ -16,7 +16,7 @@ The model (every formula, its source and its derivation: ``docs/plan.md``):
 * The terms that scale with the micro-batch (activations, logits over the vocabulary, the KV cache)
   use the named coefficients in the block below, derived by counting the tensors autograd saves in
   ``transformers`` 4.51's Qwen2 layer (the method of Korthikanti et al. 2022, "Reducing Activation
-  Recomputation in Large Transformer Models", section 4.1) and checked against FACTS.md section 5.
+  Recomputation in Large Transformer Models", section 4.1) and checked against earlier device measurements (docs/benchmarks.md, docs/plan.md section 5).
 
 Public API (``verlfit train`` calls :func:`fit_for_train`; other code may call these directly):
 
@@ -53,7 +53,7 @@ ADAM_STEP_TEMP_BYTES = 4  # derived: foreach AdamW allocates sqrt(exp_avg_sq) fo
 # flat parameter; SplitBackward holds every view's gradient, then concatenates them into a new
 # full-size tensor (torch/distributed/fsdp/_flat_param.py _get_unflat_views). Bytes per parameter
 # of the unit at the end of its backward: fp32 = buffered grads 4 + concatenated copy 4; bf16 =
-# concatenated bf16 2 + the fp32 cast 4. calibrated: FACTS.md §5 fp32 runs (14.8 and 16.6 GiB
+# concatenated bf16 2 + the fp32 cast 4. calibrated: the earlier device measurements (docs/plan.md section 5) fp32 runs (14.8 and 16.6 GiB
 # = 8 and 9 times the parameters in fp32 bytes, see docs/plan.md §5).
 GRAD_UNIT_TRANSIENT_BYTES = {"float32": 8, "bfloat16": 6}
 LAYERS_IN_FLIGHT = 2  # derived: FSDP unshards the running layer plus the prefetched one (BACKWARD_PRE, the default)
@@ -120,7 +120,7 @@ ENTROPY_LOSS_BYTES = 8  # per (response token, vocab entry): softmax saved + its
 # HF generate (hf_rollout.py:109-123, transformers 4.51 generate with a DynamicCache).
 SAMPLING_BYTES_PER_VOCAB = 28  # derived: fp32 next-token logits, processed scores, top-p sort values + int64 indices, probabilities
 # Allocator headroom kept on top of the predicted allocated peak (fragmentation, CUDA/cuBLAS
-# workspaces, small tensors not modelled). calibrated: not yet; FACTS.md §5 shows that reserved
+# workspaces, small tensors not modelled). calibrated: not yet; the earlier device measurements (docs/plan.md section 5) shows that reserved
 # memory climbs to any cap, so fit is judged by allocated + this headroom.
 ALLOCATOR_HEADROOM_BYTES = int(0.5 * GIB)
 # CUDA context and what the driver keeps back: usable = card - this when memory is detected.
@@ -1168,7 +1168,7 @@ def request_from_args(args, nvml=None) -> tuple[PlanRequest, str]:
         rollout_micro_batch_size=args.rollout_micro_batch_size,
         max_prompt_length=args.max_prompt_length,
         max_response_length=args.max_response_length,
-        gradient_checkpointing=bool(args.gradient_checkpointing) if args.gradient_checkpointing is not None else not args.auto_fit,
+        gradient_checkpointing=bool(args.gradient_checkpointing) if args.gradient_checkpointing is not None else True,  # verl's default, and what `verlfit train` starts from
         actor_param_offload=args.actor_param_offload or offload == "all",
         actor_optimizer_offload=args.actor_optimizer_offload or offload in ("optimizer", "all"),
         critic_param_offload=args.critic_param_offload or offload == "all",

@@ -220,7 +220,7 @@ def summarize(run: Run) -> str:
         if reserved:
             text += f", {max(reserved):.1f} GiB reserved"
         lines.append(text + " (perf/max_memory_*_gb)")
-    lines.append("note: values come from verl's console, rounded to 3 decimals (the first and final validation scores at full precision)")
+    lines.append("note: values come from verl's console: exact for runs of `verlfit train` (patch 0008), 3 decimals for other verl logs")
     return "\n".join(lines)
 
 

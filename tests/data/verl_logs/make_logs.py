@@ -5,7 +5,7 @@ their format is exact: step lines come from verl's own formatter (``verl.utils.l
 concat_dict_to_str``, 3 decimals), validation dumps from ``pprint`` as ``ray_trainer.py:933/1192`` call it
 (with numpy 2 reprs), metric names and their order from ``RayPPOTrainer.fit`` and the FSDP workers, Ray's
 ``(TaskRunner pid=N)`` / ``(WorkerDict pid=N)`` prefixes. The numbers are plausible (the P40 and A10 scale of
-shared/FACTS.md section 5), not measured. Needs the test venv (verl 0.4.1 and torch importable).
+the project's earlier device measurements (docs/benchmarks.md)), not measured. Needs the test venv (verl 0.4.1 and torch importable).
 
     $ .venv/bin/python tests/data/verl_logs/make_logs.py
 """
