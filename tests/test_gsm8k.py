@@ -559,3 +559,13 @@ def test_input_errors(tmp_path, setup, message):
 def test_input_that_is_not_a_directory(tmp_path):
     with pytest.raises(VerlfitError, match="is not a directory"):
         run_prepare(tmp_path / "missing", tmp_path / "out")
+
+
+def test_output_that_is_a_file_and_a_missing_tokenizer_directory(tmp_path):
+    from verlfit.gsm8k import load_tokenizer
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(VerlfitError, match="is a file, not a directory"):
+        gsm8k._write_atomically(tmp_path / "afile", {})
+    with pytest.raises(VerlfitError, match="--tokenizer /nonexistent/tok: no such directory"):
+        load_tokenizer("/nonexistent/tok")

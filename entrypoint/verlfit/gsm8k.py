@@ -335,6 +335,9 @@ def load_tokenizer(name_or_path: str):
     """``AutoTokenizer.from_pretrained(name_or_path)`` (as verl loads it), or a clear error."""
     from transformers import AutoTokenizer
 
+    looks_local = str(name_or_path).startswith(("/", "./", "../", "~")) or str(name_or_path).count("/") > 1
+    if looks_local and not Path(name_or_path).expanduser().is_dir():
+        raise VerlfitError(f"--tokenizer {name_or_path}: no such directory", fix="pass the model's local directory (holding tokenizer.json) or a hub name such as Qwen/Qwen2.5-0.5B-Instruct")
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:
@@ -382,6 +385,8 @@ def is_prepared(output_dir: str | os.PathLike) -> bool:
 def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Path]:
     """Write every split to a temporary file in ``output_dir``, then rename them all into place."""
     fix = f"free space on the disk of {output_dir} or make it writable, or pass --output DIR elsewhere"
+    if output_dir.exists() and not output_dir.is_dir():
+        raise VerlfitError(f"--output {output_dir} is a file, not a directory", fix="pass --output a directory (it is created if missing)")
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
