@@ -61,7 +61,8 @@ image-p40: ## build verlfit:p40 (set any Dockerfile ARG: make image-p40 NAME=val
 
 .PHONY: image-a10
 image-a10: ## build verlfit:a10; needs VLLM_WHEEL_SHA256=... FLASH_ATTN_WHEEL_SHA256=...
-	@if [ -z '$(VLLM_WHEEL_SHA256)' ] || [ -z '$(FLASH_ATTN_WHEEL_SHA256)' ]; then \
+	@# only command-line values become build args (BUILD_ARGS), so only they satisfy the check
+	@if [ -z '$(and $(call build_arg_given,VLLM_WHEEL_SHA256),$(VLLM_WHEEL_SHA256))' ] || [ -z '$(and $(call build_arg_given,FLASH_ATTN_WHEEL_SHA256),$(FLASH_ATTN_WHEEL_SHA256))' ]; then \
 	  echo "make image-a10: set VLLM_WHEEL_SHA256=<sha256> FLASH_ATTN_WHEEL_SHA256=<sha256> (docs/images.md, 'A10 wheels')" >&2; \
 	  exit 2; \
 	fi

@@ -110,7 +110,7 @@ def test_each_service_runs_its_subcommand(compose):
 
 def test_ray_cluster_profile(compose):
     head, worker = compose["services"]["ray-head"], compose["services"]["ray-worker"]
-    assert head["command"] == ["ray", "start", "--head", "--port=6379", "--dashboard-host=0.0.0.0", "--block"]
+    assert head["command"] == ["ray", "start", "--head", "--port=6379", "--block"]  # dashboard not exposed
     assert worker["command"] == ["ray", "start", "--address=${RAY_HEAD_ADDRESS:-127.0.0.1:6379}", "--block"]
     assert interpolate(worker["command"][2], {"RAY_HEAD_ADDRESS": "10.0.0.5:6379"}) == "--address=10.0.0.5:6379"
     # through the image's entrypoint: the profile's environment reaches the raylets and so every worker

@@ -291,7 +291,7 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
     constraint = "/opt/verlfit/docker/torch-cu118.lock" + (" /opt/verlfit/docker/a10-cu118.lock" if profile == "a10" else "")
     expected = {
         "VIRTUAL_ENV": "/opt/venv", "PATH": "/opt/venv/bin:$PATH", "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "VERLFIT_PROFILE": profile, "HOME": "/home/verlfit", "HF_HOME": "/cache/huggingface", "PIP_CONSTRAINT": constraint,
+        "VERLFIT_PROFILE": profile, "HOME": "/home/verlfit", "LOGNAME": "verlfit", "USER": "verlfit", "HF_HOME": "/cache/huggingface", "PIP_CONSTRAINT": constraint,
     }
     if profile == "a10":
         expected["LIBRARY_PATH"] = "/usr/local/cuda/lib64/stubs"  # Triton's -lcuda links against CUDA's stub

@@ -117,6 +117,9 @@ def test_image_a10_needs_both_wheel_hashes(workdir):
     result, calls = make(workdir, "image-a10", "VLLM_WHEEL_SHA256=" + "a" * 64)
     assert result.returncode == 2 and calls == []
     assert "make image-a10: set VLLM_WHEEL_SHA256=<sha256> FLASH_ATTN_WHEEL_SHA256=<sha256> (docs/images.md, 'A10 wheels')" in result.stderr
+    # hashes in the environment are not passed as build args, so they must not satisfy the check either
+    result, calls = make(workdir, "image-a10", env={"VLLM_WHEEL_SHA256": "a" * 64, "FLASH_ATTN_WHEEL_SHA256": "b" * 64})
+    assert result.returncode == 2 and calls == []
     result, calls = make(workdir, "image-a10", "VLLM_WHEEL_SHA256=" + "a" * 64, "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, *IDS)
     assert argvs(calls) == [["build", "--file", "Dockerfile.a10", "--tag", "verlfit:a10",
                              "--build-arg", "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, "--build-arg", "VCS_REF=abc123",
