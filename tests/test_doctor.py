@@ -4,7 +4,9 @@ exact verdicts and messages, --json, exit status, and the blocking subset train 
 import hashlib
 import io
 import json
+import shutil
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pyarrow as pa
@@ -43,8 +45,9 @@ def world(tmp_path):
     series_dir = tmp_path / "patches" / "verl-0.4.1"
     series_dir.mkdir(parents=True)
     for name in PATCHES:
-        (series_dir / name).write_text(f"diff for {name}\n")
+        (series_dir / name).write_text(f"header of {name}\n--- a/verl/{name}.py\n+++ b/verl/{name}.py\n@@ -0,0 +1 @@\n+x = 1\n")
     (series_dir / "series").write_text("# comment\n" + "\n".join(PATCHES) + "\n")
+    shutil.copy(Path(__file__).resolve().parents[1] / "patches" / "apply.py", tmp_path / "patches" / "apply.py")  # the doctor reads through it
     verl = tmp_path / "site-packages" / "verl"
     verl.mkdir(parents=True)
     marker = "# verl patch series applied by verlfit's patches/apply.py; do not edit.\n" + "".join(f"{hashlib.sha256((series_dir / n).read_bytes()).hexdigest()}  {n}\n" for n in PATCHES)

@@ -457,25 +457,35 @@ def check_cuda(ctx: DoctorContext) -> CheckResult:
     return CheckResult("cuda", PASS, f"torch {info.version} (CUDA {info.cuda_version}) allocated and computed on the GPU")
 
 
+def _apply_tool(series: Path):
+    """The ``patches/apply.py`` beside ``series`` (``patches/<name>/series``), loaded as a module, so the
+    doctor reads the series and the marker exactly as the tool that wrote them. None when it is absent."""
+    import importlib.util
+
+    path = Path(series).resolve().parent.parent / "apply.py"
+    if not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("verlfit_patches_apply", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # dataclasses resolve their module by name
+    spec.loader.exec_module(module)
+    return module
+
+
 def _read_series(series: Path) -> list[tuple[str, str]]:
-    entries = []
-    for line in series.read_text(encoding="utf-8").splitlines():
-        name = line.split("#", 1)[0].strip()
-        if not name:
-            continue
-        digest = hashlib.sha256((series.parent / name).read_bytes()).hexdigest() if (series.parent / name).is_file() else ""
-        entries.append((digest, name))
-    return entries
+    """(sha256, name) of each patch of ``series``, read by ``patches/apply.py``."""
+    tool = _apply_tool(series)
+    if tool is None:
+        raise FileNotFoundError(f"no patches/apply.py beside {series}")
+    return [(patch.sha256, patch.name) for patch in tool.read_series(Path(series))]
 
 
-def _read_marker(path: Path) -> list[tuple[str, str]]:
-    entries = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        digest, _, name = line.partition("  ")
-        entries.append((digest.strip(), name.strip()))
-    return entries
+def _read_marker(series: Path, verl_dir: Path) -> list[tuple[str, str]]:
+    """(sha256, name) entries of the installed verl's marker, read by ``patches/apply.py``."""
+    tool = _apply_tool(series)
+    if tool is None:
+        raise FileNotFoundError(f"no patches/apply.py beside {series}")
+    return tool.read_marker(Path(verl_dir).parent) or []
 
 
 def check_patches(ctx: DoctorContext) -> CheckResult:
@@ -488,12 +498,12 @@ def check_patches(ctx: DoctorContext) -> CheckResult:
     apply = f"python3 patches/apply.py {verl_dir.parent}"
     if series is None or not Path(series).is_file():
         if marker.is_file():
-            return CheckResult("patches", WARN, f"{marker} lists {len(_read_marker(marker))} patches, but this verlfit's series was not found to compare", "set VERLFIT_PATCHES_DIR to the folder holding patches/verl-0.4.1/series")
+            return CheckResult("patches", WARN, f"{marker} exists, but this verlfit's series was not found to compare", "set VERLFIT_PATCHES_DIR to the folder holding patches/verl-0.4.1/series")
         return CheckResult("patches", WARN, f"{verl_dir} has no {marker.name} and no patch series was found to compare", "set VERLFIT_PATCHES_DIR, then run patches/apply.py on the installed verl")
     expected = _read_series(Path(series))
     if not marker.is_file():
         return CheckResult("patches", FAIL, f"the installed verl ({verl_dir}) is not patched: no {marker.name} (verl 0.4.1 stock fails on pre-Ampere GPUs and with HF rollout)", apply)
-    applied = _read_marker(marker)
+    applied = _read_marker(Path(series), verl_dir)
     want, have = [n for _, n in expected], [n for _, n in applied]
     if want != have:
         missing = [n for n in want if n not in have]
