@@ -140,6 +140,39 @@ def test_facts_section5_fp32_ppo_measurements(fields, measured_gib):
     assert abs(predicted - measured_gib) / measured_gib < 0.03, predicted
 
 
+def test_reference_model_stays_on_one_gpu():
+    """FSDP1 NO_SHARD + CPUOffload (one GPU, fsdp_workers.py:319): the views of each unit's GPU copy keep the whole
+    ref model on the GPU after its forward, in the compute dtype, for every later phase (docs/plan.md section 2.0)."""
+    actor = 138304
+    grpo = small_request(algorithm="grpo", rollout_n=4)
+    p = predict(grpo)
+    ref = 4 * actor  # the whole fp32 ref, not just root unit + layers in flight
+    assert p.phase("rollout").weights == 4 * actor + ref == 1_106_432
+    assert p.phase("old_log_prob").weights == 4 * actor + ref
+    assert p.phase("ref_log_prob").weights == ref + 4 * actor
+    assert all(m.weights == 4 * actor + ref for m in plan.update_moments(grpo, "actor").values())
+    assert predict(replace(grpo, dtype="bfloat16")).phase("rollout").weights == 4 * actor + 2 * actor  # bf16 ref (verl's default model_dtype)
+    assert predict(small_request()).phase("rollout").weights == 4 * actor + 4 * 138369  # PPO: no ref
+    # several GPUs: FULL_SHARD frees the units after forward and verl reshards the root (fsdp_workers.py:756-758)
+    two = replace(grpo, gpus=2)
+    assert predict(two).phase("rollout").weights == predict(replace(two, use_reference=False)).phase("rollout").weights
+
+
+@pytest.mark.parametrize(
+    "fields, measured_gib",
+    [
+        # the earlier device trial (docs/plan.md section 5): GRPO 8 x 4, micro 4, checkpointing, optimizer offload, fp32 ref
+        (dict(max_prompt_length=256, train_batch_size=8, ppo_mini_batch_size=8, actor_micro_batch_size=4, log_prob_micro_batch_size=4, gradient_checkpointing=True, actor_optimizer_offload=True), 13.0),
+        # benchmarks/results/2026-11-29-h200/call-2/main-grpo: 8 x 4, mini 4, micro 8/8, prompt 512 (docs/benchmarks.md section 3)
+        (dict(max_prompt_length=512, train_batch_size=8, ppo_mini_batch_size=4, actor_micro_batch_size=8, log_prob_micro_batch_size=8, gradient_checkpointing=True), 16.796),
+    ],
+)
+def test_facts_fp32_grpo_measurements(fields, measured_gib):
+    """fp32 GRPO with a KL loss and a separate fp32 ref on one GPU: max allocated within 3% (the resident ref is 1.84 GiB of it)."""
+    predicted = predict(_facts(algorithm="grpo", rollout_n=4, **fields)).peak.total / GIB
+    assert abs(predicted - measured_gib) / measured_gib < 0.03, predicted
+
+
 def test_verdicts():
     request = _facts(train_batch_size=1, ppo_mini_batch_size=1, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1)
     peak = predict(request).peak.total

@@ -8,6 +8,8 @@ The model (every formula, its source and its derivation: ``docs/plan.md``):
   other roles keep on the GPU** between phases: parameters unless ``param_offload``, AdamW states
   unless ``optimizer_offload`` (``fsdp_workers.py:542-548``, ``1062-1067``). Gradients do not stay:
   ``zero_grad()`` (set to None) ends every update (``dp_actor.py:525``, ``dp_critic.py:268``).
+  On one GPU the reference model stays too, once its first forward has run, despite FSDP's CPU offload
+  (``fsdp_workers.py:319``): see :func:`_ref_resident_bytes`.
 * Phases, in the order ``RayPPOTrainer.fit`` runs them (``ray_trainer.py:983-1130``): rollout,
   old log-prob, ref log-prob (only with a KL term, ``main_ppo.py:155``), values and critic update
   (only with GAE, i.e. PPO), actor update.
@@ -460,6 +462,28 @@ class _State:
     actor_optimizer_full: int
     critic_weights_full: int
     critic_optimizer_full: int
+    ref_weights: int = 0  # the reference model's GPU copy left behind by its forward (_ref_resident_bytes)
+
+
+def _ref_resident_bytes(request: PlanRequest) -> int:
+    """Bytes of the reference model that stay on the GPU between phases.
+
+    verl wraps the ref in FSDP1 with ``CPUOffload(offload_params=True)`` and ``use_orig_params=False``
+    (``fsdp_workers.py:319-327``). On one GPU FSDP1 switches to ``NO_SHARD`` (torch
+    ``fsdp/_init_utils.py`` ``_init_core_state``: world size 1). Each unit's pre-forward copies its CPU flat
+    parameter to a new GPU tensor (``_flat_param.py`` ``pre_unshard`` -> ``flat_param_to``) and points the
+    module's attributes at plain-tensor views of it (``_use_unsharded_views(as_params=False)``); the
+    post-forward reshard only points ``flat_param.data`` back at the CPU shard
+    (``_use_sharded_flat_param``: views are reset only with ``use_orig_params``), and NO_SHARD frees no
+    unsharded buffer. So the views keep every unit's GPU copy alive until the next ref forward replaces it:
+    the whole ref, in its own dtype (verlfit keeps it equal to the compute dtype: fp32 on the P40 via
+    ``ref.fsdp_config.model_dtype``/``param_dtype``, bf16 on the A10 by verl's defaults, ``fsdp_workers.py:214-216``,
+    ``292-298``), from the first step's ref log-prob on. With several GPUs the units are FULL_SHARD and
+    freed after forward, and verl reshards the root itself (``fsdp_workers.py:756-758``): nothing stays.
+    """
+    if not request.has_reference or request.gpus > 1:
+        return 0
+    return request.shape.actor_parameters * request.compute_bytes
 
 
 def _state(request: PlanRequest) -> _State:
@@ -477,6 +501,7 @@ def _state(request: PlanRequest) -> _State:
         actor_optimizer_full=ao,
         critic_weights_full=cw,
         critic_optimizer_full=co,
+        ref_weights=_ref_resident_bytes(r),
     )
 
 
@@ -488,6 +513,8 @@ def _resident_note(request: PlanRequest, st: _State, own: str) -> str:
     if request.has_critic and own != "critic":
         parts.append(f"critic weights {_fmt(st.critic_weights)}" if st.critic_weights else "critic weights offloaded")
         parts.append(f"critic AdamW {_fmt(st.critic_optimizer)}" if st.critic_optimizer else "critic AdamW offloaded")
+    if st.ref_weights and own != "ref":
+        parts.append(f"reference model {_fmt(st.ref_weights)} (left on the GPU by its last forward)")
     return "resident from other roles: " + ", ".join(parts) if parts else ""
 
 
@@ -514,7 +541,7 @@ def _compute_copy(request: PlanRequest, unit_params: int) -> int:
 
 def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
     r, s = request, request.shape
-    weights = st.actor_weights_full + st.critic_weights
+    weights = st.actor_weights_full + st.critic_weights + st.ref_weights
     optimizer = st.actor_optimizer + st.critic_optimizer
     notes = [_resident_note(r, st, "actor")]
     if r.rollout == "vllm":
@@ -542,7 +569,7 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
 def _old_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     r, s = request, request.shape
     b = r.log_prob_micro_batch_size
-    weights = st.actor_weights_full + _compute_copy(r, _actor_unit_params(r)) + st.critic_weights
+    weights = st.actor_weights_full + _compute_copy(r, _actor_unit_params(r)) + st.critic_weights + st.ref_weights
     row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
     logits = max(_logit_bytes(LOGPROB_LOGIT_BYTES, r, b), _logit_bytes(REF_LOGIT_BYTES, r, b) + row)
     return PhaseMemory(
@@ -559,9 +586,11 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     r, s = request, request.shape
     b = r.log_prob_micro_batch_size
     # the ref worker's FSDP always offloads its parameters to CPU (fsdp_workers.py:319) and wraps
-    # each layer: only the root unit and the layers in flight are on the GPU, in the compute dtype
+    # each layer. One GPU: every unit's GPU copy stays referenced after its forward (_ref_resident_bytes),
+    # so the whole ref is there by the logits. Several GPUs: the root unit and the layers in flight only.
     ref_unit = s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
-    weights = ref_unit * r.compute_bytes + st.actor_weights + st.critic_weights
+    ref_on_gpu = st.ref_weights or ref_unit * r.compute_bytes
+    weights = ref_on_gpu + st.actor_weights + st.critic_weights
     row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
     return PhaseMemory(
         "ref_log_prob",
@@ -569,14 +598,14 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
         optimizer=st.actor_optimizer + st.critic_optimizer,
         activations=forward_activation_bytes(s, b, r.seq_len, r.dtype, r.attention),
         logits=_logit_bytes(REF_LOGIT_BYTES, r, b) + row,
-        detail=tuple(n for n in (_resident_note(r, st, "ref"), f"reference model CPU-offloaded by FSDP: {_fmt(ref_unit * r.compute_bytes)} on the GPU while it runs") if n),
+        detail=tuple(n for n in (_resident_note(r, st, "ref"), f"reference model CPU-offloaded by FSDP, but its GPU copy stays on one GPU: {_fmt(ref_on_gpu)}" if st.ref_weights else f"reference model CPU-offloaded by FSDP: {_fmt(ref_on_gpu)} on the GPU while it runs") if n),
     )
 
 
 def _values(request: PlanRequest, st: _State) -> PhaseMemory:
     r, s = request, request.shape
     b = r.critic_micro_batch_size
-    weights = st.critic_weights_full + _compute_copy(r, _critic_unit_params(r)) + st.actor_weights
+    weights = st.critic_weights_full + _compute_copy(r, _critic_unit_params(r)) + st.actor_weights + st.ref_weights
     return PhaseMemory(
         "values",
         weights=weights,
@@ -614,7 +643,7 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
     accumulation = r.per_gpu_mini_batch // b
     shard_grads = _shard(params, r.gpus) * GRAD_BYTES
     earlier_grads = shard_grads if accumulation > 1 else _shard(params - last_unit, r.gpus) * GRAD_BYTES
-    weights = own_weights + other_weights
+    weights = own_weights + other_weights + st.ref_weights
     optimizer = own_optimizer + other_optimizer
     at_logits, in_layers = training_activation_bytes(s, b, r.seq_len, r.dtype, r.attention, r.gradient_checkpointing)
     logits = 0
