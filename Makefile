@@ -44,7 +44,7 @@ help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F ':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: test
-test: ## run the whole CPU test suite (creates $(VENV) with pinned packages first)
+test: ## run the whole CPU test suite (creates .venv, or VENV=..., with pinned packages first)
 	bash tests/bootstrap.sh
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 

@@ -194,3 +194,28 @@ def test_training_set_smaller_than_a_batch_is_refused(tmp_path):
     pq.write_table(pa.table({"x": list(range(7))}), tmp_path / "train.parquet")
     with pytest.raises(VerlfitError, match="train.parquet has 7 rows, fewer than one batch of 32 prompts"):
         check_data_size(TrainSettings(data_dir=str(tmp_path)))
+
+
+def test_emulating_a10_on_a_p40_is_refused_and_nan_limits_are_usage_errors(capsys):
+    from verlfit.errors import VerlfitError
+
+    with pytest.raises(VerlfitError, match="Tesla P40 with compute capability 6.1"):
+        prepare_launch(parse(["--emulate", "a10", "--plan", "off"]), environ={}, gpu=P40)
+    with pytest.raises(SystemExit):
+        parse(["--gpu-memory-limit", "nan"])
+    assert "argument --gpu-memory-limit: nan must be a positive, finite number" in capsys.readouterr().err
+
+
+def test_resume_records_itself_and_moves_tensorboard(tmp_path):
+    args = parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "4"])
+    plan = prepare_launch(args, environ={"TENSORBOARD_DIR": "ignored"}, gpu=P40)
+    plan.environment["TENSORBOARD_DIR"] = str(tmp_path / "r" / "tensorboard")
+    run_dir = create_run_directory(plan, None)
+    moved = tmp_path / "moved"
+    run_dir.rename(moved)
+    assert resume_plan(moved).environment["TENSORBOARD_DIR"] == str(moved / "tensorboard")
+    from verlfit.train import record_resume
+
+    record_resume(moved, 20)
+    record = json.loads((moved / "run.json").read_text())
+    assert record["total_steps"] == 20 and len(record["resumed"]) == 1

@@ -1170,7 +1170,7 @@ def _resolve_card(args, nvml=None):
         raise VerlfitError("--profile auto needs a visible GPU", fix="pass --profile p40 or --profile a10, or --emulate p40")
     profile = select_profile(name, gpu) if gpu is not None else load_profile(name)
     if args.gpu_memory is not None:
-        if args.gpu_memory <= 0:
+        if not (math.isfinite(args.gpu_memory) and args.gpu_memory > 0):
             raise VerlfitError(f"--gpu-memory {args.gpu_memory} must be a positive number of GiB", exit_code=2)
         return profile, int(args.gpu_memory * GIB), f"--gpu-memory {args.gpu_memory:g} GiB"
     if gpu is not None:

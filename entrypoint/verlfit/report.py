@@ -15,6 +15,7 @@ A run directory (made by ``verlfit train``) holds ``metrics.jsonl`` (one record 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,12 +197,12 @@ def summarize(run: Run) -> str:
         lines.append("no training step has finished yet")
     rewards = [(r["step"], r[REWARD_KEY]) for r in training if REWARD_KEY in r]
     if rewards:
-        best = max(rewards, key=lambda p: p[1])
+        best = max(rewards, key=lambda p: -math.inf if math.isnan(p[1]) else p[1])  # a NaN step is never the best
         lines.append(f"reward ({REWARD_KEY}): last {rewards[-1][1]:.3f} (step {rewards[-1][0]}), best {best[1]:.3f} (step {best[0]})")
     val_keys = sorted({k for r in run.records for k in r if k.startswith("val-core/")})
     for key in val_keys:
         points = [(r["step"], r[key]) for r in run.records if key in r]
-        best = max(points, key=lambda p: p[1])
+        best = max(points, key=lambda p: -math.inf if math.isnan(p[1]) else p[1])
         lines.append(f"validation ({key}): last {points[-1][1]:.4f} (step {points[-1][0]}), best {best[1]:.4f} (step {best[0]})")
     times = [r["timing_s/step"] for r in training]
     if times:

@@ -51,6 +51,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (GiB, learning rates)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive, finite number")
+    return value
+
+
 # the defaults of every option, filled by register(): --resume refuses options that differ from them
 _DEFAULTS: dict[str, object] = {}
 # options that may change when a run is resumed
@@ -77,7 +90,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="hardware profile (default: $VERLFIT_PROFILE, else auto by compute capability)")
     parser.add_argument("--emulate", choices=PROFILE_NAMES, help="run that profile's code paths and cap each worker at its card's usable memory (p40: 22.5 GiB), to rehearse on a bigger GPU")
-    parser.add_argument("--gpu-memory-limit", type=float, metavar="GIB", help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl)")
+    parser.add_argument("--gpu-memory-limit", type=_positive_float, metavar="GIB", help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)")
     parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet; prepared from the hub first if missing (default: %(default)s)")
     parser.add_argument("--algo", default="ppo", choices=("ppo", "grpo"), help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss (default: ppo)")
@@ -90,8 +103,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--samples", type=_positive_int, default=4, help="GRPO responses per prompt (default: 4)")
     parser.add_argument("--max-prompt-length", type=_positive_int, default=512, help="tokens; longer prompts are dropped when data is prepared (default: 512)")
     parser.add_argument("--max-response-length", type=_positive_int, default=256, help="tokens (default: 256)")
-    parser.add_argument("--actor-lr", type=float, default=1e-6, help="actor learning rate (default: 1e-6)")
-    parser.add_argument("--critic-lr", type=float, default=1e-5, help="critic learning rate (default: 1e-5)")
+    parser.add_argument("--actor-lr", type=_positive_float, default=1e-6, help="actor learning rate (default: 1e-6)")
+    parser.add_argument("--critic-lr", type=_positive_float, default=1e-5, help="critic learning rate (default: 1e-5)")
     parser.add_argument("--save-freq", type=int, default=25, help="checkpoint every N steps (default: 25; -1 never)")
     parser.add_argument("--test-freq", type=int, default=25, help="validate every N steps (default: 25; -1 never)")
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
@@ -186,6 +199,8 @@ def memory_limit_gib(args, profile, environ: dict[str, str] | None = None) -> fl
             raise VerlfitError(f"--gpu-memory-limit {args.gpu_memory_limit} must be a positive number of GiB", exit_code=2)
         return args.gpu_memory_limit
     if args.emulate:
+        if environ and environ.get(MEMORY_LIMIT_VARIABLE):
+            raise VerlfitError(f"--emulate {args.emulate} sets {MEMORY_LIMIT_VARIABLE}={profile.gpu_memory_gib:g} (the card's usable memory), but {MEMORY_LIMIT_VARIABLE}={environ[MEMORY_LIMIT_VARIABLE]} is set", fix=f"unset {MEMORY_LIMIT_VARIABLE}, or use --profile {args.emulate} --gpu-memory-limit GIB", exit_code=2)
         return profile.gpu_memory_gib
     if environ and environ.get(MEMORY_LIMIT_VARIABLE):
         text = environ[MEMORY_LIMIT_VARIABLE]
@@ -193,7 +208,7 @@ def memory_limit_gib(args, profile, environ: dict[str, str] | None = None) -> fl
             value = float(text)
         except ValueError:
             value = -1.0
-        if not 0 < value < float("inf"):
+        if not 0 < value < float("inf"):  # also false for nan
             raise VerlfitError(f"{MEMORY_LIMIT_VARIABLE}={text!r} is not a positive number of GiB", fix=f"unset it, or use --gpu-memory-limit GIB (e.g. {MEMORY_LIMIT_VARIABLE}=22.5)", exit_code=2)
         return value
     return None
@@ -211,10 +226,13 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     if args.emulate and args.profile not in (None, "auto", args.emulate):
         raise VerlfitError(f"--profile {args.profile} and --emulate {args.emulate} disagree", fix=f"--emulate {args.emulate} already selects the {args.emulate} profile: drop --profile", exit_code=2)
     profile_name = args.profile or environ.get("VERLFIT_PROFILE") or "auto"
+    if not args.profile and profile_name not in (*PROFILE_NAMES, "auto"):
+        raise VerlfitError(f"VERLFIT_PROFILE={profile_name} is not a profile", fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile", exit_code=2)
     if args.emulate:
-        profile = load_profile(args.emulate)
         if detect_gpu and gpu is None and not args.dry_run:
             gpu, _ = _detect_gpu(need=True)
+        # emulation runs the profile's code paths on a card at least as capable: refuse a weaker one
+        profile = select_profile(args.emulate, gpu)
         notes.append(f"emulating {profile.name}: its code paths on {gpu.name if gpu else 'this machine'}")
     else:
         if detect_gpu and gpu is None and (profile_name == "auto" or not args.dry_run):
@@ -224,8 +242,8 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     # Triton and bf16 decisions use the real GPU, or the profile's own card when emulating or without a GPU
     compute_capability = gpu.compute_capability if gpu is not None and not args.emulate else profile.min_compute_capability
     if environment["VLLM_DTYPE"] == "bfloat16" and compute_capability < (8, 0):
-        where = gpu.name if gpu is not None and not args.emulate else f"the {profile.name} profile's card"
-        raise VerlfitError(f"VLLM_DTYPE=bfloat16 on {where} (compute capability {compute_capability[0]}.{compute_capability[1]}): bf16 needs 8.0", fix=f"unset VLLM_DTYPE (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']})", exit_code=2)
+        where = f"{gpu.name} (compute capability {gpu.compute_capability_text})" if gpu is not None and not args.emulate else f"the {profile.name} profile's cards (compute capability below 8.0)"
+        raise VerlfitError(f"VLLM_DTYPE=bfloat16 on {where}: bf16 needs 8.0", fix=f"unset VLLM_DTYPE (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']})", exit_code=2)
     limit = memory_limit_gib(args, profile, environ)
     if limit is not None:
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
@@ -363,7 +381,9 @@ def load_run(run_dir: Path) -> dict:
     """
     path = Path(run_dir) / RUN_FILE
     try:
-        record = json.loads(path.read_text())
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, IsADirectoryError) as error:
+        raise VerlfitError(f"{path} is not a verlfit run record ({type(error).__name__})", fix="resume only directories created by `verlfit train`") from None
     except FileNotFoundError:
         raise VerlfitError(f"{run_dir} is not a verlfit run directory (no {RUN_FILE})", fix="pass a directory created by `verlfit train`") from None
     except NotADirectoryError:
@@ -372,6 +392,8 @@ def load_run(run_dir: Path) -> dict:
         raise VerlfitError(f"{path} is not valid JSON ({error})") from None
     required = {"overrides": list, "settings": dict, "environment": dict, "profile": str, "gpu": str}
     missing = [key for key, kind in required.items() if not isinstance(record, dict) or not isinstance(record.get(key), kind)]
+    if not missing and not all(isinstance(o, str) for o in record["overrides"]):
+        missing = ["overrides"]
     if missing:
         raise VerlfitError(f"{path} is not a verlfit run record (missing or wrong: {', '.join(missing)})", fix="resume only directories created by `verlfit train`")
     return record
@@ -396,9 +418,21 @@ def resume_plan(run_dir: Path, steps: int | None = None) -> LaunchPlan:
     known = {f.name for f in dataclasses.fields(TrainSettings)}
     values = {k: v for k, v in record["settings"].items() if k in known}
     settings = TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), "resume": True, "run_dir": str(run_dir)})
+    environment = dict(record["environment"])
+    if "TENSORBOARD_DIR" in environment:
+        environment["TENSORBOARD_DIR"] = str(run_dir / "tensorboard")
     if steps is not None:
         settings.steps = steps
-    return LaunchPlan(settings, record["profile"], record["gpu"], record["environment"], overrides, command, ["resuming from the newest checkpoint"])
+    return LaunchPlan(settings, record["profile"], record["gpu"], environment, overrides, command, ["resuming from the newest checkpoint"])
+
+
+def record_resume(run_dir: Path, steps: int | None) -> None:
+    """Note a resume in ``run.json`` (atomically): the new total steps, this process's pid, the time."""
+    record = load_run(run_dir)
+    record["pid"] = os.getpid()
+    record["total_steps"] = steps
+    record.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    _write_atomic(Path(run_dir) / RUN_FILE, json.dumps(record, indent=2) + "\n")
 
 
 def total_steps(settings: TrainSettings) -> int | None:
@@ -473,7 +507,9 @@ def _drain(stream, watcher, seconds: float) -> None:
 def run(args) -> int:
     """Entry point of ``verlfit train`` (see the module docstring for the flow)."""
     if args.resume:
-        changed = sorted(f"--{name.replace('_', '-')}" for name, default in _DEFAULTS.items() if name not in _RESUMABLE and (getattr(args, name, default) or None) != (default or None))
+        given = {name: getattr(args, name, default) for name, default in _DEFAULTS.items() if name not in _RESUMABLE}
+        given["overrides"] = _extra_overrides(given.get("overrides") or [])  # a bare `--` changes nothing
+        changed = sorted(f"--{name.replace('_', '-')}" if name != "overrides" else "overrides after --" for name, value in given.items() if (value or None) != (_DEFAULTS[name] or None))
         if changed:
             raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot change", fix="resume with only --steps (to extend the run), or start a new run", exit_code=2)
         plan = resume_plan(Path(args.resume), steps=args.steps)
@@ -481,6 +517,7 @@ def run(args) -> int:
         if args.dry_run:
             print(describe(plan))
             return 0
+        record_resume(run_dir, plan.settings.steps)
         return launch(plan, run_dir)
     plan = prepare_launch(args)
     if args.dry_run:

@@ -198,6 +198,6 @@ def test_train_with_no_arguments_is_plain_compose_run_train(workdir):
 
 def test_help_and_test_targets_are_unchanged():
     text = (REPO / "Makefile").read_text()
-    assert ".PHONY: test\ntest: ## run the whole CPU test suite (creates $(VENV) with pinned packages first)\n" \
+    assert ".PHONY: test\ntest: ## run the whole CPU test suite (creates .venv, or VENV=..., with pinned packages first)\n" \
            "\tbash tests/bootstrap.sh\n\t$(VENV)/bin/python -m pytest $(PYTEST_ARGS)\n" in text
     assert ".DEFAULT_GOAL := help" in text
