@@ -418,7 +418,7 @@ def test_disk_full_mid_write_leaves_previous_output_and_no_temp_file(tmp_path, m
 def test_output_directory_that_cannot_be_created(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(VerlfitError, match=f"^cannot create output directory {re.escape(str(blocker / 'gsm8k'))}: "):
+    with pytest.raises(VerlfitError, match=f"^--output {re.escape(str(blocker / 'gsm8k'))}: {re.escape(str(blocker))} is a file, not a directory"):
         run_prepare(write_jsonl(tmp_path / "in"), blocker / "gsm8k")
 
 
@@ -569,3 +569,14 @@ def test_output_that_is_a_file_and_a_missing_tokenizer_directory(tmp_path):
         gsm8k._write_atomically(tmp_path / "afile", {})
     with pytest.raises(VerlfitError, match="--tokenizer /nonexistent/tok: no such directory"):
         load_tokenizer("/nonexistent/tok")
+
+
+def test_tokenizer_directory_without_tokenizer_files_and_output_below_a_file(tmp_path):
+    from verlfit.gsm8k import load_tokenizer
+
+    (tmp_path / "model").mkdir()
+    with pytest.raises(VerlfitError, match="the directory holds no tokenizer files"):
+        load_tokenizer(str(tmp_path / "model"))
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(VerlfitError, match=r"afile is a file, not a directory"):
+        gsm8k._write_atomically(tmp_path / "afile" / "sub", {})

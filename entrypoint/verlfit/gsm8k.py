@@ -336,8 +336,11 @@ def load_tokenizer(name_or_path: str):
     from transformers import AutoTokenizer
 
     looks_local = str(name_or_path).startswith(("/", "./", "../", "~")) or str(name_or_path).count("/") > 1
-    if looks_local and not Path(name_or_path).expanduser().is_dir():
+    local = Path(name_or_path).expanduser()
+    if looks_local and not local.is_dir():
         raise VerlfitError(f"--tokenizer {name_or_path}: no such directory", fix="pass the model's local directory (holding tokenizer.json) or a hub name such as Qwen/Qwen2.5-0.5B-Instruct")
+    if local.is_dir() and not any((local / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")):
+        raise VerlfitError(f"--tokenizer {name_or_path}: the directory holds no tokenizer files (tokenizer.json, tokenizer_config.json)", fix="pass the model's directory as saved by save_pretrained, which includes its tokenizer")
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:
@@ -387,6 +390,9 @@ def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Pat
     fix = f"free space on the disk of {output_dir} or make it writable, or pass --output DIR elsewhere"
     if output_dir.exists() and not output_dir.is_dir():
         raise VerlfitError(f"--output {output_dir} is a file, not a directory", fix="pass --output a directory (it is created if missing)")
+    file_above = next((parent for parent in output_dir.parents if parent.exists() and not parent.is_dir()), None)
+    if file_above is not None:
+        raise VerlfitError(f"--output {output_dir}: {file_above} is a file, not a directory", fix="pass --output a path whose parents are directories")
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:

@@ -521,6 +521,8 @@ def run(args) -> int:
         return launch(plan, run_dir)
     plan = prepare_launch(args)
     if args.dry_run:
+        if Path(plan.settings.run_dir).exists():
+            plan.notes.append(f"{plan.settings.run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)")
         print(describe(plan))
         return 0
     if not args.skip_checks:
