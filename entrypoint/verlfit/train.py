@@ -273,19 +273,15 @@ def apply_plan(settings: TrainSettings, profile, args, gpu, limit_gib: float | N
     The user's explicit ``--micro-batch-size`` / ``--offload`` / ``--no-gradient-checkpointing``
     are kept. Raises VerlfitError when nothing fits, with the smallest change that would.
     """
-    try:
-        from verlfit import plan as planner
+    from verlfit import plan as planner
 
-        fit_for_train = planner.fit_for_train
-    except (ImportError, AttributeError):
-        return ["planner unavailable: keeping the default micro-batches"]
     if limit_gib is not None:
         memory_bytes = int(limit_gib * 1024**3)
     elif gpu is not None and not args.emulate:
         memory_bytes = planner.usable_memory_bytes(gpu)
     else:
         memory_bytes = int(profile.gpu_memory_gib * 1024**3)
-    return fit_for_train(settings, profile, memory_bytes, keep_micro_batch=args.micro_batch_size is not None, keep_offload=bool(args.offload), keep_checkpointing=args.no_gradient_checkpointing)
+    return planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch=args.micro_batch_size is not None, keep_offload=bool(args.offload), keep_checkpointing=args.no_gradient_checkpointing)
 
 
 def describe(plan: LaunchPlan) -> str:
@@ -546,10 +542,8 @@ def run(args) -> int:
 
 def run_blocking_checks(plan: LaunchPlan) -> None:
     """Run the doctor's fast blocking checks; raise on any FAIL so a hopeless launch stops in seconds."""
-    try:
-        from verlfit.doctor import blocking_checks
-    except ImportError:
-        return
+    from verlfit.doctor import blocking_checks
+
     failures = blocking_checks(profile_name=plan.profile_name, data_dir=plan.settings.data_dir, model=plan.settings.model, environment=plan.environment)
     if failures:
         raise VerlfitError("pre-flight checks failed:\n" + "\n".join(f"  FAIL {f.name}: {f.message}" + (f"\n       fix: {f.fix}" if f.fix else "") for f in failures), fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway")
