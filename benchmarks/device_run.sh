@@ -6,7 +6,8 @@
 # Stages (each writes run directories under $RUNS and appends to $RUNS/stages.log):
 #   setup      apply patches/verl-0.4.1 to the installed verl, make the models and prepare GSM8K
 #   smoke      3 steps each of p40-emulated PPO and GRPO on a tiny random Qwen2 (plus the GPU tests)
-#   main       50 PPO steps, Qwen2.5-0.5B shape, real GSM8K, --emulate p40 (prompt <= 512, response <= 256)
+#   main       50 PPO steps, Qwen2.5-0.5B shape, real GSM8K, --emulate p40 (prompt <= 512, response <= 256),
+#              a checkpoint every 25 steps; main_resume continues it (verlfit train --resume) in a later call
 #   grpo       10 GRPO steps, same setup
 #   public     the public P40 recipe (batch 1, micro-batch 1, eager, fp32, 256/256) under the same limit, 10 steps
 #   tuned      verlfit's p40 configuration (planner) at 256/256 under the same limit, 10 steps
@@ -67,7 +68,15 @@ stage_smoke() {
 }
 
 stage_main() {
-  train main-ppo --emulate p40 --model "$MODEL" --data "$DATA" --steps 50 --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}"
+  # ~11.5 s a step on an H200: 50 steps pass one 10-minute device call, so a checkpoint every 25 steps lets
+  # `main_resume` in the next call finish the run through verl's own resume (STAGE_TIMEOUT stops this one)
+  train main-ppo --emulate p40 --model "$MODEL" --data "$DATA" --steps 50 --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}" --save-freq 25
+}
+
+stage_main_resume() {
+  log "resume main-ppo: verlfit train --resume $RUNS/main-ppo"
+  timeout -s INT -k 60 "${STAGE_TIMEOUT:-3000}" python3 -m verlfit train --resume "$RUNS/main-ppo" >> "$RUNS/main-ppo.console" 2>&1 || log "main-ppo resume: status $?"
+  tail -n 5 "$RUNS/main-ppo.console" | sed "s/^/  main-ppo| /"
 }
 
 stage_grpo() {
