@@ -284,6 +284,12 @@ def apply_plan(settings: TrainSettings, profile, args, gpu, limit_gib: float | N
     return planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch=args.micro_batch_size is not None, keep_offload=bool(args.offload), keep_checkpointing=args.no_gradient_checkpointing)
 
 
+def shell_command(command: list[str], indent: str) -> str:
+    """``command`` quoted for a shell: ``python -m module`` on the first line, one override per continued line."""
+    head = " ".join(shlex.quote(part) for part in command[:3])
+    return f" \\\n{indent}".join([head, *(shlex.quote(part) for part in command[3:])])
+
+
 def describe(plan: LaunchPlan) -> str:
     """The dry-run text: values that matter, the environment, and the exact command."""
     s = plan.settings
@@ -308,8 +314,7 @@ def describe(plan: LaunchPlan) -> str:
     lines.append("environment:")
     lines += [f"  {key}={value}" for key, value in plan.environment.items()]
     lines.append("command:")
-    head = " ".join(shlex.quote(part) for part in plan.command[:3])
-    lines.append("  " + " \\\n    ".join([head, *(shlex.quote(part) for part in plan.command[3:])]))
+    lines.append("  " + shell_command(plan.command, indent="    "))
     return "\n".join(lines)
 
 
@@ -352,8 +357,7 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
         }
         (staging / RUN_FILE).write_text(json.dumps(record, indent=2) + "\n")
         exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in plan.environment.items())
-        head = " ".join(shlex.quote(part) for part in plan.command[:3])
-        (staging / "command.sh").write_text("#!/usr/bin/env bash\n# The exact verl launch of this run (written by verlfit train).\n" + exports + " \\\n  ".join([head, *(shlex.quote(part) for part in plan.command[3:])]) + "\n")
+        (staging / "command.sh").write_text("#!/usr/bin/env bash\n# The exact verl launch of this run (written by verlfit train).\n" + exports + shell_command(plan.command, indent="  ") + "\n")
         if config_yaml is not None:
             (staging / "config.yaml").write_text(config_yaml)
         (staging / "checkpoints").mkdir()
