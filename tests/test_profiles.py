@@ -58,3 +58,58 @@ def test_bad_knob_values_are_refused(variable, value, fragment):
     with pytest.raises(VerlfitError) as caught:
         resolve_environment(load_profile("p40"), {variable: value})
     assert fragment in str(caught.value)
+
+
+def test_customize_a10_to_hf_rollout_and_sdpa_rewrites_exactly_the_overrides_that_follow():
+    from verlfit.profiles import customize
+
+    a10 = load_profile("a10")
+    custom = customize(a10, rollout="hf", attention="sdpa")
+    assert (custom.rollout, custom.attention, custom.vllm_gpu_memory_utilization) == ("hf", "sdpa", None)
+    assert custom.description.endswith("(with rollout hf, attention sdpa)")
+    assert list(custom.overrides) == [
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16",
+        "+critic.model.fsdp_config.mixed_precision.param_dtype=bf16",
+        "+actor_rollout_ref.actor.autocast_dtype=bf16",
+        "+actor_rollout_ref.ref.autocast_dtype=bf16",
+        "+critic.autocast_dtype=bf16",
+        "+actor_rollout_ref.model.attn_implementation=sdpa",
+        "+critic.model.attn_implementation=sdpa",
+        "actor_rollout_ref.model.use_remove_padding=False",
+        "critic.model.use_remove_padding=False",
+        "actor_rollout_ref.rollout.name=hf",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    ]
+    assert a10.rollout == "vllm" and "actor_rollout_ref.rollout.enforce_eager=False" in a10.overrides  # the original is untouched
+
+
+def test_customize_with_the_profiles_own_choices_returns_it_unchanged():
+    from verlfit.profiles import customize
+
+    p40 = load_profile("p40")
+    assert customize(p40) is p40
+    assert customize(p40, rollout="hf", attention="sdpa") is p40
+    eager = customize(p40, attention="eager")
+    assert [o for o in eager.overrides if "attn_implementation" in o or "remove_padding" in o] == [
+        "+actor_rollout_ref.model.attn_implementation=eager",
+        "+critic.model.attn_implementation=eager",
+        "actor_rollout_ref.model.use_remove_padding=False",
+        "critic.model.use_remove_padding=False",
+    ]
+
+
+@pytest.mark.parametrize(
+    "profile, changes, fragment",
+    [
+        ("p40", {"rollout": "vllm"}, "--rollout vllm with the p40 profile: vLLM needs compute capability 7.0"),
+        ("p40", {"attention": "flash_attention_2"}, "FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in float32)"),
+        ("a10", {"rollout": "sglang"}, "rollout 'sglang' is not one of hf, vllm"),
+        ("a10", {"attention": "flash"}, "attention 'flash' is not one of sdpa, eager, flash_attention_2"),
+    ],
+)
+def test_customize_refuses_what_the_profiles_cards_cannot_run(profile, changes, fragment):
+    from verlfit.profiles import customize
+
+    with pytest.raises(VerlfitError) as caught:
+        customize(load_profile(profile), **changes)
+    assert fragment in str(caught.value)

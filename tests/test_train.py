@@ -219,3 +219,21 @@ def test_resume_records_itself_and_moves_tensorboard(tmp_path):
     record_resume(moved, 20)
     record = json.loads((moved / "run.json").read_text())
     assert record["total_steps"] == 20 and len(record["resumed"]) == 1
+
+
+def test_a10_with_hf_rollout_and_sdpa_plans_without_a_vllm_share_and_records_the_choice():
+    plan = prepare_launch(parse(["--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--gpu-memory-limit", "24"]), environ={}, gpu=H200)
+    assert (plan.settings.rollout, plan.settings.attention) == ("hf", "sdpa")
+    assert "actor_rollout_ref.rollout.name=hf" in plan.overrides
+    assert "+actor_rollout_ref.rollout.micro_batch_size=32" in plan.overrides
+    assert "+actor_rollout_ref.model.attn_implementation=sdpa" in plan.overrides
+    assert "actor_rollout_ref.model.use_remove_padding=False" in plan.overrides
+    assert not [o for o in plan.overrides if "gpu_memory_utilization" in o or "enforce_eager" in o]
+    assert "rollout hf instead of the a10 profile's vllm; attention sdpa instead of flash_attention_2" in plan.notes
+
+
+def test_p40_with_vllm_rollout_is_refused_before_anything_starts():
+    from verlfit.errors import VerlfitError
+
+    with pytest.raises(VerlfitError, match="vLLM needs compute capability 7.0"):
+        prepare_launch(parse(["--profile", "p40", "--rollout", "vllm", "--dry-run"]), environ={}, gpu=None)

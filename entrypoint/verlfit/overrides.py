@@ -83,6 +83,8 @@ class TrainSettings:
     log_prob_micro_batch_size: int = 8
     critic_micro_batch_size: int = 4
     rollout_micro_batch_size: int | None = None  # prompts per HF generate call; None: the whole batch
+    rollout: str | None = None  # "hf" or "vllm" as run (the profile's unless --rollout); None: the profile's
+    attention: str | None = None  # attn_implementation as run (the profile's unless --attention); None: the profile's
     max_prompt_length: int = 512
     max_response_length: int = 256
     rollout_n: int = 4  # used by grpo only

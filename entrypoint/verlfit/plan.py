@@ -973,10 +973,12 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
     """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`."""
     s = settings
     shape = shape or load_model_shape(s.model)
+    chosen = {key: value for key, value in (("rollout", getattr(s, "rollout", None)), ("attention", getattr(s, "attention", None))) if value}
     return request_for_profile(
         profile,
         shape,
         memory_bytes,
+        **chosen,
         algorithm=s.algorithm,
         rollout_n=s.rollout_n if s.algorithm == "grpo" else 1,
         train_batch_size=s.train_batch_size,

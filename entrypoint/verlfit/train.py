@@ -34,7 +34,7 @@ from pathlib import Path
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import TrainSettings, build_overrides, split_override, validate_overrides
-from verlfit.profiles import PROFILE_NAMES, load_profile, resolve_environment, select_profile
+from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, customize, load_profile, resolve_environment, select_profile
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 RUN_FILE = "run.json"
@@ -91,6 +91,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="hardware profile (default: $VERLFIT_PROFILE, else auto by compute capability)")
     parser.add_argument("--emulate", choices=PROFILE_NAMES, help="run that profile's code paths and cap each worker at its card's usable memory (p40: 22.5 GiB), to rehearse on a bigger GPU")
     parser.add_argument("--gpu-memory-limit", type=_positive_float, metavar="GIB", help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl)")
+    parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine instead of the profile's: hf (transformers generate; any card) or vllm (a10 profile only; compute capability >= 7.0)")
+    parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs bf16 and compute capability >= 8.0)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)")
     parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet; prepared from the hub first if missing (default: %(default)s)")
     parser.add_argument("--algo", default="ppo", choices=("ppo", "grpo"), help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss (default: ppo)")
@@ -238,6 +240,12 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         if detect_gpu and gpu is None and (profile_name == "auto" or not args.dry_run):
             gpu, _ = _detect_gpu(need=profile_name == "auto" or not args.dry_run)
         profile = select_profile(profile_name, gpu)
+    chosen = customize(profile, rollout=args.rollout, attention=args.attention)
+    changes = [(what, getattr(chosen, what), getattr(profile, what)) for what in ("rollout", "attention") if getattr(chosen, what) != getattr(profile, what)]
+    if changes:
+        first, *rest = changes
+        notes.append("; ".join([f"{first[0]} {first[1]} instead of the {profile.name} profile's {first[2]}", *(f"{what} {new} instead of {old}" for what, new, old in rest)]))
+    profile = chosen
     environment = resolve_environment(profile, environ)
     # Triton and bf16 decisions use the real GPU, or the profile's own card when emulating or without a GPU
     compute_capability = gpu.compute_capability if gpu is not None and not args.emulate else profile.min_compute_capability
@@ -254,6 +262,7 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     if args.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
     settings = settings_from_args(args, run_dir)
+    settings.rollout, settings.attention = profile.rollout, profile.attention
     settings.data_dir = str(Path(settings.data_dir).resolve())
     if Path(settings.model).exists():
         settings.model = str(Path(settings.model).resolve())

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import yaml
@@ -179,6 +179,61 @@ def select_profile(name: str, gpu=None) -> Profile:
             fix=f"use --profile {instead} (image verlfit:{instead})",
         )
     return profile
+
+
+_ATTENTION_KEYS = ("+actor_rollout_ref.model.attn_implementation", "+critic.model.attn_implementation")
+_PADDING_KEYS = ("actor_rollout_ref.model.use_remove_padding", "critic.model.use_remove_padding")
+# vLLM-only keys of a vllm profile, dropped when its rollout becomes HF generate
+_VLLM_ONLY_KEYS = ("actor_rollout_ref.rollout.enforce_eager", "actor_rollout_ref.rollout.free_cache_engine")
+
+
+def customize(profile: Profile, rollout: str | None = None, attention: str | None = None) -> Profile:
+    """``profile`` with another rollout engine or attention implementation (pure; None keeps the profile's).
+
+    Used by ``verlfit train --rollout/--attention``: e.g. an A10 without vLLM (``--rollout hf``), or eager
+    attention to compare against the public P40 recipe. The overrides follow: ``rollout.name``; for HF, the
+    vLLM-only keys dropped and no vLLM memory share; ``attn_implementation`` for actor/ref and critic; and
+    ``use_remove_padding`` on only with FlashAttention-2 (verl packs sequences for FA2's varlen kernel; with
+    SDPA or eager packed sequences would attend across each other).
+
+    Raises:
+        VerlfitError: a value that is not a rollout/attention name; vLLM on a profile whose cards are below
+            compute capability 7.0 (vLLM's minimum); FlashAttention-2 with an fp32 profile (FA2 runs only
+            fp16/bf16) or below compute capability 8.0.
+    """
+    if rollout is not None and rollout not in ROLLOUTS:
+        raise VerlfitError(f"rollout {rollout!r} is not one of {', '.join(ROLLOUTS)}", exit_code=2)
+    if attention is not None and attention not in ATTENTION:
+        raise VerlfitError(f"attention {attention!r} is not one of {', '.join(ATTENTION)}", exit_code=2)
+    rollout = rollout or profile.rollout
+    attention = attention or profile.attention
+    if rollout == profile.rollout and attention == profile.attention:
+        return profile
+    if rollout == "vllm" and profile.min_compute_capability < (7, 0):
+        raise VerlfitError(f"--rollout vllm with the {profile.name} profile: vLLM needs compute capability 7.0 and the verlfit:{profile.name} image has no vLLM", fix="use --rollout hf (the profile's HF generate rollout)", exit_code=2)
+    if attention == "flash_attention_2" and (profile.dtype == "float32" or profile.min_compute_capability < (8, 0)):
+        raise VerlfitError(f"--attention flash_attention_2 with the {profile.name} profile: FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in {profile.dtype})", fix="use --attention sdpa or eager", exit_code=2)
+    overrides = []
+    for override in profile.overrides:
+        key = override.split("=", 1)[0]
+        if key in _ATTENTION_KEYS:
+            override = f"{key}={attention}"
+        elif key in _PADDING_KEYS:
+            override = f"{key}={attention == 'flash_attention_2'}"
+        elif key == "actor_rollout_ref.rollout.name":
+            override = f"{key}={rollout}"
+        elif key in _VLLM_ONLY_KEYS and rollout == "hf":
+            continue
+        overrides.append(override)
+    changed = [f"{what} {value}" for what, value, old in (("rollout", rollout, profile.rollout), ("attention", attention, profile.attention)) if value != old]
+    return replace(
+        profile,
+        description=f"{profile.description} (with {', '.join(changed)})",
+        rollout=rollout,
+        attention=attention,
+        overrides=tuple(overrides),
+        vllm_gpu_memory_utilization=profile.vllm_gpu_memory_utilization if rollout == "vllm" else None,
+    )
 
 
 def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, str]:
