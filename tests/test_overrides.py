@@ -101,6 +101,8 @@ def trainer(name):
         "trainer.total_epochs=50",
         "trainer.total_training_steps=50",
         "trainer.save_freq=25",
+        "trainer.max_actor_ckpt_to_keep=2",
+        "trainer.max_critic_ckpt_to_keep=2",
         "trainer.test_freq=25",
         "trainer.val_before_train=True",
         "trainer.resume_mode=disable",
@@ -138,7 +140,7 @@ def test_vllm_dtype_knob_sets_rollout_dtype():
 
 def test_triton_knob_turns_triton_features_off_on_a10_when_small():
     overrides = overrides_for("a10", "ppo", {"TRITON_MAX_SHARED_MEMORY": "49152"}, compute_capability=(8, 6))
-    assert overrides[-16:-13] == ["actor_rollout_ref.actor.use_torch_compile=False", "actor_rollout_ref.model.use_liger=False", "actor_rollout_ref.model.use_fused_kernels=False"]
+    assert overrides[-18:-15] == ["actor_rollout_ref.actor.use_torch_compile=False", "actor_rollout_ref.model.use_liger=False", "actor_rollout_ref.model.use_fused_kernels=False"]
     assert triton_allowed({"TRITON_MAX_SHARED_MEMORY": "101376"}, (8, 6)) is True
     assert triton_allowed({"TRITON_MAX_SHARED_MEMORY": "101376"}, (6, 1)) is False
     with pytest.raises(VerlfitError, match="TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes"):

@@ -237,3 +237,16 @@ def test_p40_with_vllm_rollout_is_refused_before_anything_starts():
 
     with pytest.raises(VerlfitError, match="vLLM needs compute capability 7.0"):
         prepare_launch(parse(["--profile", "p40", "--rollout", "vllm", "--dry-run"]), environ={}, gpu=None)
+
+
+@pytest.mark.parametrize("argv, expected", [([], "2"), (["--keep-checkpoints", "1"], "1"), (["--keep-checkpoints", "0"], "null")])
+def test_keep_checkpoints_bounds_what_verl_keeps(argv, expected):
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run", *argv]), environ={}, gpu=None)
+    assert f"trainer.max_actor_ckpt_to_keep={expected}" in plan.overrides
+    assert f"trainer.max_critic_ckpt_to_keep={expected}" in plan.overrides
+
+
+def test_negative_keep_checkpoints_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit):
+        parse(["--keep-checkpoints", "-1"])
+    assert "argument --keep-checkpoints: -1 must be 0 or more" in capsys.readouterr().err

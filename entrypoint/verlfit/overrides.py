@@ -97,6 +97,7 @@ class TrainSettings:
     critic_param_offload: bool = False
     critic_optimizer_offload: bool = False
     save_freq: int = 25
+    keep_checkpoints: int = 2  # newest checkpoints kept (0: all, verl's default); ~12 bytes/parameter each for actor and critic
     test_freq: int = 25
     val_batch_size: int = 256
     validate_before_train: bool = True
@@ -255,6 +256,8 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
         f"trainer.total_epochs={s.steps if s.steps is not None else s.epochs}",
         f"trainer.total_training_steps={s.steps if s.steps is not None else 'null'}",
         f"trainer.save_freq={s.save_freq}",
+        f"trainer.max_actor_ckpt_to_keep={s.keep_checkpoints or 'null'}",
+        f"trainer.max_critic_ckpt_to_keep={s.keep_checkpoints or 'null'}",
         f"trainer.test_freq={s.test_freq}",
         f"trainer.val_before_train={_bool(s.validate_before_train)}",
         f"trainer.resume_mode={'auto' if s.resume else 'disable'}",

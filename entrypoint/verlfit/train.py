@@ -51,6 +51,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_int(text: str) -> int:
+    """argparse type: a whole number >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
+    return value
+
+
 def _positive_float(text: str) -> float:
     """argparse type: a finite number > 0 (GiB, learning rates)."""
     import math
@@ -108,6 +119,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--actor-lr", type=_positive_float, default=1e-6, help="actor learning rate (default: 1e-6)")
     parser.add_argument("--critic-lr", type=_positive_float, default=1e-5, help="critic learning rate (default: 1e-5)")
     parser.add_argument("--save-freq", type=int, default=25, help="checkpoint every N steps (default: 25; -1 never)")
+    parser.add_argument("--keep-checkpoints", type=_non_negative_int, default=2, metavar="N", help="keep the newest N checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default: a 0.5B PPO checkpoint is ~11 GiB)")
     parser.add_argument("--test-freq", type=int, default=25, help="validate every N steps (default: 25; -1 never)")
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
     parser.add_argument("--plan", choices=("auto", "off"), default="auto", help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card; off: keep your numbers (default: auto)")
@@ -176,6 +188,7 @@ def settings_from_args(args, run_dir: str) -> TrainSettings:
         actor_lr=args.actor_lr,
         critic_lr=args.critic_lr,
         save_freq=args.save_freq,
+        keep_checkpoints=args.keep_checkpoints,
         test_freq=args.test_freq,
         validate_before_train=not args.no_validate_before_train,
         gradient_checkpointing=not args.no_gradient_checkpointing,
