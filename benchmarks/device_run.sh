@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
 # Run verlfit's GPU benchmarks on a machine with the verl stack (the lent H200 here; any CUDA box).
 #
-#   bash benchmarks/device_run.sh STAGE [STAGE ...]
+#   bash benchmarks/device_run.sh STAGE [STAGE ...]               # one after another
+#   bash benchmarks/device_run.sh --parallel STAGE [STAGE ...]    # all at once (one GPU, one Ray instance each)
 #
 # Stages (each writes run directories under $RUNS and appends to $RUNS/stages.log):
 #   setup      apply patches/verl-0.4.1 to the installed verl, make the models and prepare GSM8K
-#   smoke      3 steps each of p40-emulated PPO and GRPO on a tiny random Qwen2 (plus the GPU tests)
+#   smoke      3 steps each of p40-emulated PPO and GRPO on a tiny random Qwen2
+#   gputests   the pytest suite tests/gpu (3-step p40-emulated PPO and GRPO through verlfit train)
 #   main       50 PPO steps, Qwen2.5-0.5B shape, real GSM8K, --emulate p40 (prompt <= 512, response <= 256),
-#              a checkpoint every 25 steps; main_resume continues it (verlfit train --resume) in a later call
-#   grpo       10 GRPO steps, same setup
+#              a checkpoint every 10 steps (the newest kept); main_resume continues it (verlfit train --resume)
+#   grpo       10 GRPO steps, 32 prompts x 4 samples, same setup
 #   public     the public P40 recipe (batch 1, micro-batch 1, eager, fp32, 256/256) under the same limit, 10 steps
 #   tuned      verlfit's p40 configuration (planner) at 256/256 under the same limit, 10 steps
-#   a10        a10-like path (bf16, sdpa, HF rollout), 20 steps, no limit below 24 GiB
-#   calibrate  short runs without a memory limit for the planner's calibration table
+#   a10        a10-like path (bf16, sdpa, HF rollout), 20 steps, 24 GiB limit
+#   calibrate_p40, calibrate_a10
+#              short runs without a memory limit for the planner's calibration table (fp32 / bf16)
 #   learn      SFT warm-up of a small model on synthetic problems, then PPO and GRPO learning checks
+#              (200 steps each, at two actor learning rates, all four at once)
 #   pack       tar the run records (run.json, metrics.jsonl, train.log tail) into $OUT/runs.tar.gz and write
 #              $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison table)
 #
+# Several verl runs can share one big GPU: each caps its own workers (--emulate / --gpu-memory-limit) and starts
+# its own local Ray instance; their step times then include the others' load (memory figures do not).
+#
 # Environment: VERLFIT_SITE (the site-packages holding verl; default /root/site), GSM8K_DIR (the real
 # GSM8K jsonl files; default .device-stack/b/gsm8k), WORK (models and data; default /root/work),
-# RUNS (default /root/runs), OUT (results to bring back).
+# RUNS (default /root/runs), OUT (results to bring back), DEADLINE (epoch seconds: every run is stopped with
+# SIGINT by then, so a time-limited session still packs its results; default: none), STAGE_TIMEOUT (seconds
+# per run, default 3000), LEARN_LRS (actor learning rates of the learning check, default "1e-5 3e-5").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SITE=${VERLFIT_SITE:-/root/site}
@@ -39,11 +48,21 @@ DATA=$WORK/gsm8k
 # after the CUDA context; 0.5 GiB more is kept for the allocator's fragmentation)
 COMMON=(--skip-checks --no-validate-before-train --test-freq -1 --save-freq -1)
 
+run_limit() {  # seconds a run may take: STAGE_TIMEOUT, cut to what is left before DEADLINE
+  local limit=${STAGE_TIMEOUT:-3000}
+  if [ -n "${DEADLINE:-}" ]; then
+    local left=$(( DEADLINE - $(date +%s) ))
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
+  [ "$limit" -gt 5 ] || limit=5
+  echo "$limit"
+}
+
 train() {  # train NAME ARGS...: one verlfit run, its status recorded, never aborting the whole script
   local name=$1; shift
   log "start $name: verlfit train $*"
   local start=$SECONDS status=0
-  timeout -s INT -k 60 "${STAGE_TIMEOUT:-3000}" python3 -m verlfit train --run-dir "$RUNS/$name" "$@" > "$RUNS/$name.console" 2>&1 || status=$?
+  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit train --run-dir "$RUNS/$name" "$@" > "$RUNS/$name.console" 2>&1 || status=$?
   log "end $name: status $status after $((SECONDS - start)) s"
   tail -n 5 "$RUNS/$name.console" | sed "s/^/  $name| /"
 }
@@ -61,21 +80,27 @@ stage_setup() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$RUNS/stages.log"
 }
 
+stage_gputests() {
+  timeout -s INT -k 20 "$(run_limit)" python3 -m pytest -q -p no:cacheprovider tests/gpu > "$RUNS/gputests.console" 2>&1 || log "tests/gpu: status $?"
+  tail -n 15 "$RUNS/gputests.console" | tee -a "$RUNS/stages.log"
+}
+
 stage_smoke() {
-  python3 -m pytest -q tests/gpu 2>&1 | tee -a "$RUNS/stages.log" | tail -n 15 || true
   train smoke-ppo --emulate p40 --model "$TINY" --data "$DATA" --steps 3 --batch-size 8 --max-response-length 32 "${COMMON[@]}"
   train smoke-grpo --emulate p40 --algo grpo --model "$TINY" --data "$DATA" --steps 3 --batch-size 8 --max-response-length 32 "${COMMON[@]}"
 }
 
 stage_main() {
-  # ~11.5 s a step on an H200: 50 steps pass one 10-minute device call, so a checkpoint every 25 steps lets
-  # `main_resume` in the next call finish the run through verl's own resume (STAGE_TIMEOUT stops this one)
-  train main-ppo --emulate p40 --model "$MODEL" --data "$DATA" --steps 50 --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}" --save-freq 25
+  # ~11.5 s a step alone on an H200: 50 steps outlast one 10-minute device call, so a checkpoint every 10 steps
+  # (only the newest kept: ~11 GiB each) lets `main_resume` in the next call finish the run through verl's resume
+  train main-ppo --emulate p40 --model "$MODEL" --data "$DATA" --steps 50 --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}" --save-freq 10 --keep-checkpoints 1
 }
 
 stage_main_resume() {
   log "resume main-ppo: verlfit train --resume $RUNS/main-ppo"
-  timeout -s INT -k 60 "${STAGE_TIMEOUT:-3000}" python3 -m verlfit train --resume "$RUNS/main-ppo" >> "$RUNS/main-ppo.console" 2>&1 || log "main-ppo resume: status $?"
+  local start=$SECONDS status=0
+  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit train --resume "$RUNS/main-ppo" >> "$RUNS/main-ppo.console" 2>&1 || status=$?
+  log "end main-ppo resume: status $status after $((SECONDS - start)) s"
   tail -n 5 "$RUNS/main-ppo.console" | sed "s/^/  main-ppo| /"
 }
 
@@ -96,33 +121,48 @@ stage_tuned() {
 
 stage_a10() {
   # bf16 + sdpa + HF rollout: flash-attn and vLLM are not on this machine (the real A10 image uses both).
-  train a10-like --profile a10 --gpu-memory-limit 24 --model "$MODEL" --data "$DATA" --steps 20 "${COMMON[@]}" -- \
-    actor_rollout_ref.rollout.name=hf +actor_rollout_ref.rollout.micro_batch_size=32 \
-    +actor_rollout_ref.model.attn_implementation=sdpa +critic.model.attn_implementation=sdpa \
-    actor_rollout_ref.model.use_remove_padding=False critic.model.use_remove_padding=False \
+  train a10-like --profile a10 --rollout hf --attention sdpa --gpu-memory-limit 24 --model "$MODEL" --data "$DATA" --steps 20 "${COMMON[@]}" -- \
     actor_rollout_ref.actor.use_torch_compile=False
 }
 
-stage_calibrate() {
-  local spec
-  # --profile (not --emulate): no memory limit, so max_memory_allocated is the real need
-  for spec in "cal-p40-ppo-m4:--profile p40 --plan off --micro-batch-size 4 --offload optimizer" \
-              "cal-p40-ppo-m8:--profile p40 --plan off --micro-batch-size 8 --offload optimizer --max-response-length 128" \
-              "cal-p40-grpo-m4:--profile p40 --algo grpo --plan off --micro-batch-size 4 --offload optimizer --batch-size 8" ; do
-    train "${spec%%:*}" ${spec#*:} --model "$MODEL" --data "$DATA" --steps 2 "${COMMON[@]}"
+calibrate() {  # calibrate PROFILE_ARGS -- NAME:ARGS ...: 3 steps each, no memory limit (allocated = the real need)
+  local common=() spec
+  while [ "$1" != "--" ]; do common+=("$1"); shift; done; shift
+  for spec in "$@"; do
+    # shellcheck disable=SC2086  # the spec's arguments are words
+    train "${spec%%:*}" "${common[@]}" --plan off ${spec#*:} --model "$MODEL" --data "$DATA" --steps 3 "${COMMON[@]}"
   done
 }
 
+stage_calibrate_p40() {
+  calibrate --profile p40 -- \
+    "cal-p40-ppo-m4-512:--micro-batch-size 4 --max-prompt-length 512 --max-response-length 256" \
+    "cal-p40-ppo-m8-opt:--micro-batch-size 8 --offload optimizer --max-prompt-length 256 --max-response-length 128" \
+    "cal-p40-grpo-m4:--algo grpo --batch-size 8 --micro-batch-size 4 --offload optimizer --max-prompt-length 512 --max-response-length 256"
+}
+
+stage_calibrate_a10() {
+  calibrate --profile a10 --rollout hf --attention sdpa -- \
+    "cal-a10-ppo-m8:--micro-batch-size 8 --max-prompt-length 512 --max-response-length 256" \
+    "cal-a10-ppo-m4-nockpt:--micro-batch-size 4 --no-gradient-checkpointing --max-prompt-length 256 --max-response-length 256" \
+    "cal-a10-grpo-m8:--algo grpo --batch-size 16 --micro-batch-size 8 --max-prompt-length 512 --max-response-length 256"
+}
+
 stage_learn() {
-  local synth=$WORK/synthetic small=$WORK/small-sft
+  local synth=$WORK/synthetic small=$WORK/small-sft lr
   [ -f "$synth/raw/train.jsonl" ] || python3 benchmarks/gsm8k_synthetic.py --output "$synth/raw" --train-size 4096 --test-size 256
   [ -f "$synth/train.parquet" ] || verlfit prepare-gsm8k --input "$synth/raw" --output "$synth" --tokenizer "$MODEL" --max-prompt-length 256
   # seed 2 stopped at 0.34 greedy accuracy (stop at 0.25 on the dev split) in ~30 s on an H200
-  [ -f "$small/config.json" ] || python3 benchmarks/sft_warmup.py --data-dir "$synth/raw" --output "$small" --tokenizer-dir "$MODEL" --seed 2 | tee -a "$RUNS/stages.log"
-  train learn-ppo --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-    --max-response-length 64 --actor-lr 1e-6 --critic-lr 1e-5 --skip-checks --test-freq 20 --save-freq -1
-  train learn-grpo --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-    --max-response-length 64 --actor-lr 1e-6 --skip-checks --test-freq 20 --save-freq -1
+  [ -f "$small/config.json" ] || python3 benchmarks/sft_warmup.py --data-dir "$synth/raw" --output "$small" --tokenizer-dir "$MODEL" --seed 2 | tail -n 3 | tee -a "$RUNS/stages.log"
+  # responses up to 128 tokens: the synthetic answers take 49-88 tokens (median 62) with the local tokenizer,
+  # so 64 would cut off the final "#### N" of about one in six
+  for lr in ${LEARN_LRS:-1e-5 3e-5}; do
+    train "learn-ppo-lr$lr" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-5 --skip-checks --test-freq 20 --save-freq -1 &
+    train "learn-grpo-lr$lr" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+      --max-response-length 128 --actor-lr "$lr" --skip-checks --test-freq 20 --save-freq -1 &
+  done
+  wait
 }
 
 stage_pack() {
@@ -135,7 +175,16 @@ stage_pack() {
   ls -la "$OUT"
 }
 
-for stage in "$@"; do
-  log "== stage $stage"
-  "stage_$stage"
-done
+if [ "${1:-}" = "--parallel" ]; then
+  shift
+  for stage in "$@"; do
+    log "== stage $stage (parallel)"
+    "stage_$stage" &
+  done
+  wait
+else
+  for stage in "$@"; do
+    log "== stage $stage"
+    "stage_$stage"
+  done
+fi

@@ -1,7 +1,7 @@
 """Short GPU version of the main job: 3 steps each of p40-emulated PPO and GRPO through `verlfit train`.
 
 Skipped without CUDA or without the verl stack (verl patched with patches/verl-0.4.1, ray). Run on any
-CUDA machine with `python -m pytest tests/gpu`; benchmarks/device_run.sh smoke runs it on the lent GPU.
+CUDA machine with `python -m pytest tests/gpu`; benchmarks/device_run.sh gputests runs it on the lent GPU.
 The model is a tiny random Qwen2 with the locally trained tokenizer, the data synthetic GSM8K-format
 problems: nothing is downloaded.
 """
