@@ -11,7 +11,9 @@ unpacked ``runs.tar.gz`` of ``benchmarks/device_run.sh pack``. For each run it r
   ``update_critic``, ``update_actor``);
 * peak allocated and reserved memory (``perf/max_memory_allocated_gb`` / ``..._reserved_gb``, GiB: verl divides
   by 1024**3) against the run's per-worker limit, and the planner's prediction for the same settings;
-* whether every loss was finite and whether the policy moved (largest |actor/ppo_kl| at full precision).
+* whether every loss was finite and whether the policy moved (largest |actor/ppo_kl| at full precision);
+* the validation score per validation step (``val-core/...``: verl's strict GSM8K reward, greedy decoding), for
+  the learning check; the markdown then has a second table, one column per run.
 """
 
 from __future__ import annotations
@@ -61,7 +63,8 @@ def predicted_peak_gib(record: dict) -> float | None:
 def summarise(run_dir: Path) -> dict:
     """One run's numbers (see the module docstring)."""
     record = json.loads((run_dir / "run.json").read_text())
-    steps = [r for r in consolidate(read_metrics(run_dir)) if "timing_s/step" in r]
+    records = consolidate(read_metrics(run_dir))
+    steps = [r for r in records if "timing_s/step" in r]
     later = steps[1:] or steps
     settings = record["settings"]
     out = {
@@ -81,6 +84,8 @@ def summarise(run_dir: Path) -> dict:
     }
     if not steps:
         return out
+    # validation before training is a record of its own at step 0
+    out["validation"] = {key: [[r["step"], r[key]] for r in records if key in r] for key in sorted({k for r in records for k in r if k.startswith("val-core/")})}
     out.update(
         step_time_s=statistics.mean(r["timing_s/step"] for r in later),
         tokens_per_step=statistics.mean(r["perf/total_num_tokens"] for r in later),
@@ -117,7 +122,21 @@ def markdown(results: list[dict]) -> str:
             f"| {'on' if r['gradient_checkpointing'] else 'off'} | {'yes' if r['offload']['actor_optimizer_offload'] else 'no'} | {r['steps']} | {r['step_time_s']:.1f} | {r['tokens_per_step']:.0f} "
             f"| {r['tokens_per_second']:.0f} | {r['phases_s']['gen']:.1f} | {r['peak_allocated_gib']:.2f} | {predicted} | {r['peak_reserved_gib']:.2f} | {limit} |"
         )
-    return "\n".join([head, *rows]) + "\n"
+    return "\n".join([head, *rows]) + "\n" + validation_markdown(results)
+
+
+def validation_markdown(results: list[dict]) -> str:
+    """A markdown table of validation scores: one row per validation step, one column per run that validated."""
+    curves = {r["run"]: dict((step, score) for key in r.get("validation", {}) for step, score in r["validation"][key]) for r in results}
+    curves = {run: curve for run, curve in curves.items() if curve}
+    if not curves:
+        return ""
+    runs = sorted(curves)
+    lines = ["", "Validation score (greedy, strict GSM8K reward) per step:", "", "| step | " + " | ".join(runs) + " |", "|---" * (len(runs) + 1) + "|"]
+    for step in sorted({step for curve in curves.values() for step in curve}):
+        lines.append(f"| {step} | " + " | ".join(f"{curves[run][step]:.3f}" if step in curves[run] else "" for run in runs) + " |")
+    first_last = [f"{run}: {curves[run][min(curves[run])]:.3f} -> {curves[run][max(curves[run])]:.3f} (best {max(curves[run].values()):.3f})" for run in runs]
+    return "\n".join(lines + ["", "; ".join(first_last)]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,8 @@ import json
 import statistics
 from pathlib import Path
 
+import pytest
+
 import collect
 
 CALL_2 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-11-29-h200" / "call-2"
@@ -31,3 +33,50 @@ def test_tuned_beats_public_by_the_recorded_factor_and_table_has_a_row_per_run()
     assert tuned["peak_allocated_gib"] / tuned["memory_limit_gib"] < 0.85
     table = collect.markdown([tuned, public]).splitlines()
     assert len(table) == 4 and table[2].startswith("| tuned-p40 | ppo | 32 x 1 | 8/16/8/32 | 256/256 |")
+
+
+CALL_5 = CALL_2.parent / "call-5"
+
+
+def validation_scores(run):
+    """(step, score) of every validation line in the raw metrics, step 0 (before training) included."""
+    rows = [json.loads(line) for line in (CALL_5 / run / "metrics.jsonl").read_text().splitlines()]
+    key = "val-core/openai/gsm8k/reward/mean@1"
+    return {r["step"]: r[key] for r in rows if key in r}
+
+
+def test_learning_check_curves_equal_the_raw_validation_lines_and_rise_by_the_target():
+    results = [collect.summarise(CALL_5 / run) for run in ("learn-grpo-lr1e-5", "learn-ppo-lr1e-5")]
+    for result in results:
+        curve = dict(result["validation"]["val-core/openai/gsm8k/reward/mean@1"])
+        assert curve == validation_scores(result["run"])
+        assert sorted(curve) == list(range(0, 201, 20))
+        assert curve[200] - curve[0] >= 0.10  # issue 6's learning target, on the recorded device run
+    table = collect.validation_markdown(results).splitlines()
+    assert table[3] == "| step | learn-grpo-lr1e-5 | learn-ppo-lr1e-5 |"
+    assert table[5] == "| 0 | 0.320 | 0.320 |"
+    assert table[-1] == "learn-grpo-lr1e-5: 0.320 -> 0.520 (best 0.520); learn-ppo-lr1e-5: 0.320 -> 0.469 (best 0.469)"
+
+
+def test_runs_without_validation_add_no_second_table():
+    assert collect.validation_markdown([collect.summarise(CALL_2 / "tuned-p40")]) == ""
+
+
+# The planner's calibration points (docs/benchmarks.md section 4): recorded device runs of the Qwen2.5-0.5B shape.
+CALIBRATION = [
+    ("call-1", "tuned-p40", 17.96),
+    ("call-2", "public-recipe", 14.79),
+    ("call-2", "main-grpo", 16.80),
+    ("call-3", "main-grpo", 16.80),
+    ("call-3", "a10-like", 16.74),
+    ("call-4", "main-ppo", 16.90),
+]
+
+
+@pytest.mark.parametrize("call, run, measured", CALIBRATION)
+def test_planner_predicts_each_recorded_device_peak_within_15_percent(call, run, measured):
+    directory = CALL_2.parent / call / run
+    steps = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
+    assert round(max(r["perf/max_memory_allocated_gb"] for r in steps if "perf/max_memory_allocated_gb" in r), 2) == measured
+    predicted = collect.predicted_peak_gib(json.loads((directory / "run.json").read_text()))
+    assert abs(predicted - measured) / measured <= 0.15, (predicted, measured)

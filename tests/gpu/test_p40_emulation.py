@@ -7,7 +7,6 @@ problems: nothing is downloaded.
 """
 
 import importlib.util
-import json
 import math
 import subprocess
 import sys
@@ -21,6 +20,8 @@ if not torch.cuda.is_available():
 for module in ("verl", "ray"):
     if importlib.util.find_spec(module) is None:
         pytest.skip(f"needs {module} (the verl stack)", allow_module_level=True)
+
+from verlfit.metrics import consolidate, read_metrics  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,7 +46,10 @@ def run_train(tmp_path, model, data, *extra):
                "--no-validate-before-train", *extra]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    # one record per step: metrics.jsonl also holds the end-of-run marker ({"step": 3, "finished": true}),
+    # which consolidate() merges into step 3 (a device run of 2026-11-29 failed on counting it as a step)
+    rows = consolidate(read_metrics(run_dir))
+    assert rows[-1].get("finished") is True, rows[-1]
     return run_dir, rows
 
 
