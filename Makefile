@@ -52,7 +52,7 @@ test: ## run the whole CPU test suite (creates .venv, or VENV=..., with pinned p
 lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml against the Compose Specification
 	bash tests/bootstrap.sh
 	$(VENV)/bin/hadolint --config docker/hadolint.yaml Dockerfile.p40 Dockerfile.a10
-	$(VENV)/bin/shellcheck --external-sources docker/*.sh entrypoint/entrypoint.sh
+	$(VENV)/bin/shellcheck --external-sources docker/*.sh entrypoint/entrypoint.sh benchmarks/device_run.sh tests/bootstrap.sh .ci/run
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose.yaml
 
 .PHONY: image-p40
