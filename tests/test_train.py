@@ -57,6 +57,12 @@ def test_memory_limit_larger_than_card_is_refused():
         prepare_launch(parse(["--profile", "p40", "--gpu-memory-limit", "30", "--plan", "off"]), environ={}, gpu=P40)
 
 
+def fake_checkpoint(run_dir, step):
+    """What verl leaves after a complete save: global_step_<step>/ and the tracker file naming it."""
+    (run_dir / "checkpoints" / f"global_step_{step}").mkdir(parents=True, exist_ok=True)
+    (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+
 def test_run_directory_is_complete_and_resume_reuses_it(tmp_path):
     args = parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "runs" / "r1"), "--steps", "4"])
     plan = prepare_launch(args, environ={}, gpu=P40)
@@ -65,7 +71,9 @@ def test_run_directory_is_complete_and_resume_reuses_it(tmp_path):
     assert [p.name for p in run_dir.parent.iterdir()] == ["r1"]  # no staging directory left behind
     record = json.loads((run_dir / "run.json").read_text())
     assert record["total_steps"] == 4 and record["overrides"] == plan.overrides
+    fake_checkpoint(run_dir, 2)
     resumed = resume_plan(run_dir)
+    assert resumed.notes == ["resuming from the checkpoint of step 2"]
     assert "trainer.resume_mode=auto" in resumed.overrides and "trainer.resume_mode=disable" not in resumed.overrides
     from verlfit.errors import VerlfitError
 
@@ -126,7 +134,7 @@ def test_ctrl_c_stops_verl_and_keeps_finished_steps(tmp_path, capsys):
     assert status == 130
     assert [r["step"] for r in read_metrics(run_dir)] == [1]
     assert "verl got SIGINT" in (run_dir / "train.log").read_text()
-    assert f"Continue with: verlfit train --resume {run_dir}" in capsys.readouterr().err
+    assert "stopped before the first checkpoint (--save-freq 25): nothing to resume; start a new run" in capsys.readouterr().err
 
 
 def test_resume_uses_the_run_directory_it_is_given_and_absolute_paths(tmp_path, monkeypatch):
@@ -136,11 +144,51 @@ def test_resume_uses_the_run_directory_it_is_given_and_absolute_paths(tmp_path, 
     run_dir = create_run_directory(plan, None)
     moved = tmp_path / "elsewhere"
     run_dir.rename(moved)
+    fake_checkpoint(moved, 2)
     monkeypatch.chdir("/")
     resumed = resume_plan(moved, steps=10)
     assert f"trainer.default_local_dir={moved / 'checkpoints'}" in resumed.overrides
     assert "trainer.total_training_steps=10" in resumed.overrides and "trainer.total_training_steps=4" not in resumed.overrides
     assert resumed.command[-1] == f"hydra.run.dir={moved / 'hydra'}"
+
+
+@pytest.mark.parametrize("tracker, directory, save_freq, when", [
+    (None, None, 25, "the first is saved at step 25"),
+    ("10", None, 25, "the first is saved at step 25"),  # a tracker naming a deleted checkpoint
+    ("garbage", 10, -1, "this run saves none (--save-freq -1)"),
+])
+def test_resume_without_a_complete_checkpoint_is_refused(tmp_path, tracker, directory, save_freq, when):
+    from verlfit.errors import VerlfitError
+
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--save-freq", str(save_freq)]), environ={}, gpu=P40)
+    run_dir = create_run_directory(plan, None)
+    if directory is not None:
+        (run_dir / "checkpoints" / f"global_step_{directory}").mkdir()
+    if tracker is not None:
+        (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").write_text(tracker)
+    with pytest.raises(VerlfitError) as caught:
+        resume_plan(run_dir)
+    assert f"{run_dir} has no complete checkpoint" in str(caught.value) and when in str(caught.value)
+    assert "verl would start again from step 0" in str(caught.value)
+
+
+def test_ctrl_c_after_a_checkpoint_names_its_step(tmp_path, capsys):
+    import os
+    import signal
+    import threading
+
+    from verlfit.train import launch
+
+    run_dir = tmp_path / "run"
+    fake_checkpoint(run_dir, 1)
+    plan = fake_verl_plan(tmp_path, STEP.format(n=1) + "\nimport time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    raise SystemExit(1)")
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        assert launch(plan, run_dir) == 130
+    finally:
+        timer.cancel()
+    assert f"verlfit: stopped. Continue from step 1 with: verlfit train --resume {run_dir}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("content, fragment", [("{}", "is not a verlfit run record (missing or wrong: overrides, settings, environment, profile, gpu)"), ("[]", "is not a verlfit run record"), ("{", "is not valid JSON")])
@@ -213,6 +261,7 @@ def test_resume_records_itself_and_moves_tensorboard(tmp_path):
     run_dir = create_run_directory(plan, None)
     moved = tmp_path / "moved"
     run_dir.rename(moved)
+    fake_checkpoint(moved, 2)
     assert resume_plan(moved).environment["TENSORBOARD_DIR"] == str(moved / "tensorboard")
     from verlfit.train import record_resume
 
@@ -250,3 +299,14 @@ def test_negative_keep_checkpoints_is_refused_by_the_parser(capsys):
     with pytest.raises(SystemExit):
         parse(["--keep-checkpoints", "-1"])
     assert "argument --keep-checkpoints: -1 must be 0 or more" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["runs/a,b", "runs/my (copy)", "runs/x=y", "runs/it's", "runs/x]y", "runs/plain"])
+def test_every_run_directory_name_reaches_hydra_as_one_value(tmp_path, name):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run", "--run-dir", str(tmp_path / name)]), environ={}, gpu=None)
+    parsed = OverridesParser.create().parse_overrides(plan.command[3:])
+    values = {o.key_or_group: o.value() for o in parsed}
+    assert values["hydra.run.dir"] == str(tmp_path / name / "hydra")
+    assert values["trainer.default_local_dir"] == str(tmp_path / name / "checkpoints")

@@ -679,6 +679,13 @@ def _update(request: PlanRequest, st: _State, role: str) -> PhaseMemory:
     return replace(best, detail=tuple(n for n in notes if n))
 
 
+def unsupported_reason(rollout: str, actor_param_offload: bool) -> str | None:
+    """Why verl 0.4.1 cannot run a configuration at any size, or None (``rollout``: "hf" or "vllm")."""
+    if rollout == "hf" and actor_param_offload:
+        return "actor param offload with HF rollout: verl 0.4.1 generates without loading offloaded parameters back (fsdp_workers.py:648-680), so generation fails; offload the optimizer only"
+    return None
+
+
 def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
     """Predict the peak allocated GPU memory of each phase of one training step, per GPU.
 
@@ -706,9 +713,10 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
     usable = request.gpu_memory_bytes
     required = peak.total + ALLOCATOR_HEADROOM_BYTES
     notes = []
-    if request.rollout == "hf" and request.actor_param_offload:
+    reason = unsupported_reason(request.rollout, request.actor_param_offload)
+    if reason:
         verdict = "unsupported"
-        notes.append("actor param offload with HF rollout: verl 0.4.1 generates without loading offloaded parameters back (fsdp_workers.py:648-680), so generation fails; offload the optimizer only")
+        notes.append(reason)
     elif required <= margin * usable:
         verdict = "fits"
     elif required <= usable:
@@ -860,10 +868,11 @@ def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[s
     unknown = keep - set(KEEPABLE)
     if unknown:
         raise ValueError(f"unknown keep {sorted(unknown)}; allowed: {KEEPABLE}")
-    validate_request(request)
     budget = int(margin * request.gpu_memory_bytes)
     reasons: list[str] = []
     start = request if "micro_batches" in keep else replace(request, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size)
+    # micro-batches the planner will choose are not the user's: validate from micro-batch 1 (batch 1 is valid)
+    validate_request(start)
     failures: list[tuple[str, str]] = []
     last_trial = start
     for name, changes in _levels(request, keep):
@@ -1019,6 +1028,9 @@ def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool =
             fix=decision.suggestion,
         )
     chosen = decision.request
+    reason = unsupported_reason(chosen.rollout, chosen.actor_param_offload)
+    if reason:
+        raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer (or leave --offload to the planner)", exit_code=2)
     for name in ("actor_micro_batch_size", "log_prob_micro_batch_size", "critic_micro_batch_size", "gradient_checkpointing", "actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
         setattr(settings, name, getattr(chosen, name))
     if chosen.rollout == "hf" and hasattr(settings, "rollout_micro_batch_size"):

@@ -281,12 +281,26 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         settings.model = str(Path(settings.model).resolve())
     if args.plan == "auto":
         notes += apply_plan(settings, profile, args, gpu, limit)
+    else:
+        from verlfit.plan import unsupported_reason
+
+        reason = unsupported_reason(profile.rollout, settings.actor_param_offload)
+        if reason:
+            raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2)
     overrides = build_overrides(settings, profile, environment, compute_capability)
     if not args.no_validate:
         validate_overrides(overrides)
-    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, f"hydra.run.dir={Path(run_dir) / 'hydra'}"]
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
     gpu_text = f"{gpu.name} (compute capability {gpu.compute_capability_text}, {gpu.total_memory_bytes / 1024**3:.1f} GiB)" if gpu else "none detected"
     return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes)
+
+
+def hydra_run_dir_override(run_dir) -> str:
+    """``hydra.run.dir=RUN_DIR/hydra``, quoted for Hydra's override grammar (a path with ``,`` ``=`` ``(`` ``'``
+    or a space would otherwise be read as a sweep or fail to parse when verl starts)."""
+    from verlfit.overrides import quote_value
+
+    return f"hydra.run.dir={quote_value(str(Path(run_dir) / 'hydra'))}"
 
 
 def apply_plan(settings: TrainSettings, profile, args, gpu, limit_gib: float | None) -> list[str]:
@@ -421,6 +435,24 @@ def load_run(run_dir: Path) -> dict:
     return record
 
 
+CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
+
+
+def latest_checkpoint(run_dir: Path) -> int | None:
+    """The step of the newest complete checkpoint of a run directory, or None when there is none.
+
+    verl 0.4.1 writes ``checkpoints/latest_checkpointed_iteration.txt`` (the step) only after a checkpoint is
+    complete (``ray_trainer.py:837``), and resumes from ``global_step_<step>`` when that directory exists
+    (``find_latest_ckpt_path``, ``checkpoint_manager.py:165-190``); otherwise it trains from scratch.
+    """
+    tracker = Path(run_dir) / "checkpoints" / CHECKPOINT_TRACKER
+    try:
+        step = int(tracker.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    return step if (tracker.parent / f"global_step_{step}").is_dir() else None
+
+
 def resume_plan(run_dir: Path, steps: int | None = None) -> LaunchPlan:
     """The launch plan of a stopped run: its recorded overrides with ``trainer.resume_mode=auto``.
 
@@ -432,11 +464,16 @@ def resume_plan(run_dir: Path, steps: int | None = None) -> LaunchPlan:
 
     run_dir = Path(run_dir).resolve()
     record = load_run(run_dir)
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        save_freq = record["settings"].get("save_freq")
+        when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else "this run saves none (--save-freq -1)"
+        raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / 'checkpoints' / CHECKPOINT_TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
     changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
     if steps is not None:
         changes += [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={steps}"]
     overrides = merge_overrides(record["overrides"] + changes)
-    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, f"hydra.run.dir={run_dir / 'hydra'}"]
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
     known = {f.name for f in dataclasses.fields(TrainSettings)}
     values = {k: v for k, v in record["settings"].items() if k in known}
     settings = TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), "resume": True, "run_dir": str(run_dir)})
@@ -445,7 +482,7 @@ def resume_plan(run_dir: Path, steps: int | None = None) -> LaunchPlan:
         environment["TENSORBOARD_DIR"] = str(run_dir / "tensorboard")
     if steps is not None:
         settings.steps = steps
-    return LaunchPlan(settings, record["profile"], record["gpu"], environment, overrides, command, ["resuming from the newest checkpoint"])
+    return LaunchPlan(settings, record["profile"], record["gpu"], environment, overrides, command, [f"resuming from the checkpoint of step {checkpoint}"])
 
 
 def record_resume(run_dir: Path, steps: int | None) -> None:
@@ -506,7 +543,11 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
             except subprocess.TimeoutExpired:
                 continue
         _drain(process.stdout, watcher, seconds=10)  # verl's last words go to train.log too
-        print(f"verlfit: stopped. Continue with: verlfit train --resume {run_dir}", file=sys.stderr)
+        checkpoint = latest_checkpoint(run_dir)
+        if checkpoint is None:
+            print(f"verlfit: stopped before the first checkpoint (--save-freq {plan.settings.save_freq}): nothing to resume; start a new run", file=sys.stderr)
+        else:
+            print(f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume {run_dir}", file=sys.stderr)
         return 130
     finally:
         watcher.close()
