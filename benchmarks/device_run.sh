@@ -9,7 +9,7 @@
 #   smoke      3 steps each of p40-emulated PPO and GRPO on a tiny random Qwen2
 #   gputests   the pytest suite tests/gpu (3-step p40-emulated PPO and GRPO through verlfit train)
 #   main       50 PPO steps, Qwen2.5-0.5B shape, real GSM8K, --emulate p40 (prompt <= 512, response <= 256),
-#              a checkpoint at step 25 (the newest kept); main_resume continues it (verlfit train --resume)
+#              a checkpoint at step 25; main_resume continues it (verlfit train --resume)
 #   grpo       10 GRPO steps, 32 prompts x 4 samples, same setup
 #   public     the public P40 recipe (batch 1, micro-batch 1, eager, fp32, 256/256) under the same limit, 10 steps
 #   tuned      verlfit's p40 configuration (planner) at 256/256 under the same limit, 10 steps
@@ -92,10 +92,10 @@ stage_smoke() {
 
 stage_main() {
   # ~13.5 s a step alone on an H200 at prompt 512, ~18 s more for each checkpoint save (call 4 of 2026-11-29):
-  # 50 steps outlast one 10-minute device call, so a checkpoint at step 25 (only the newest kept: ~11 GiB) lets
+  # 50 steps outlast one 10-minute device call, so a checkpoint at step 25 (~11 GiB) lets
   # `main_resume` in the next call finish the run through verl's own resume
   local args=(--emulate p40 --model "$MODEL" --data "$DATA" --steps 50 --max-prompt-length 512 --max-response-length 256)
-  train main-ppo "${args[@]}" --skip-checks --no-validate-before-train --test-freq -1 --save-freq 25 --keep-checkpoints 1
+  train main-ppo "${args[@]}" --skip-checks --no-validate-before-train --test-freq -1 --save-freq 25
 }
 
 stage_main_resume() {

@@ -288,17 +288,18 @@ def test_p40_with_vllm_rollout_is_refused_before_anything_starts():
         prepare_launch(parse(["--profile", "p40", "--rollout", "vllm", "--dry-run"]), environ={}, gpu=None)
 
 
-@pytest.mark.parametrize("argv, expected", [([], "2"), (["--keep-checkpoints", "1"], "1"), (["--keep-checkpoints", "0"], "null")])
+@pytest.mark.parametrize("argv, expected", [([], "2"), (["--keep-checkpoints", "3"], "3"), (["--keep-checkpoints", "0"], "null")])
 def test_keep_checkpoints_bounds_what_verl_keeps(argv, expected):
     plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run", *argv]), environ={}, gpu=None)
     assert f"trainer.max_actor_ckpt_to_keep={expected}" in plan.overrides
     assert f"trainer.max_critic_ckpt_to_keep={expected}" in plan.overrides
 
 
-def test_negative_keep_checkpoints_is_refused_by_the_parser(capsys):
+@pytest.mark.parametrize("value, fragment", [("-1", "-1 must be 0 (keep all) or at least 2"), ("1", "1 would leave no checkpoint during each save"), ("1.5", "'1.5' is not a whole number")])
+def test_keep_checkpoints_values_that_could_lose_the_run_are_refused_by_the_parser(capsys, value, fragment):
     with pytest.raises(SystemExit):
-        parse(["--keep-checkpoints", "-1"])
-    assert "argument --keep-checkpoints: -1 must be 0 or more" in capsys.readouterr().err
+        parse(["--keep-checkpoints", value])
+    assert f"argument --keep-checkpoints: {fragment}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("name", ["runs/a,b", "runs/my (copy)", "runs/x=y", "runs/it's", "runs/x]y", "runs/plain"])

@@ -375,7 +375,7 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
     if free < one:
         return CheckResult("disk", FAIL, where, "free disk space or point --run-dir elsewhere; or save less often (--save-freq)")
     if free < 3 * one:
-        return CheckResult("disk", WARN, where + ": room for fewer than 3 (verlfit train keeps the newest 2, --keep-checkpoints; verl alone keeps every one)", "free disk space, save less often (--save-freq), or keep fewer (--keep-checkpoints 1)")
+        return CheckResult("disk", WARN, where + ": room for fewer than 3 (verlfit train keeps the newest 2, --keep-checkpoints; verl alone keeps every one)", "free disk space or point --run-dir elsewhere, or save less often (--save-freq)")
     return CheckResult("disk", PASS, where)
 
 

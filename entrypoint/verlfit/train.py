@@ -51,14 +51,20 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _non_negative_int(text: str) -> int:
-    """argparse type: a whole number >= 0."""
+def _checkpoints_to_keep(text: str) -> int:
+    """argparse type for --keep-checkpoints: 0 (keep all) or a whole number >= 2.
+
+    1 is refused: verl 0.4.1 deletes the oldest kept checkpoint *before* writing the next one
+    (``fsdp_checkpoint_manager.py:183-186``), so with 1 a crash or Ctrl-C during a save leaves no checkpoint.
+    """
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
+        raise argparse.ArgumentTypeError(f"{value} must be 0 (keep all) or at least 2")
+    if value == 1:
+        raise argparse.ArgumentTypeError("1 would leave no checkpoint during each save (verl deletes the previous one before writing the next): use 2 or more, or 0 to keep all")
     return value
 
 
@@ -119,7 +125,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--actor-lr", type=_positive_float, default=1e-6, help="actor learning rate (default: 1e-6)")
     parser.add_argument("--critic-lr", type=_positive_float, default=1e-5, help="critic learning rate (default: 1e-5)")
     parser.add_argument("--save-freq", type=int, default=25, help="checkpoint every N steps (default: 25; -1 never)")
-    parser.add_argument("--keep-checkpoints", type=_non_negative_int, default=2, metavar="N", help="keep the newest N checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default: a 0.5B PPO checkpoint is ~11 GiB)")
+    parser.add_argument("--keep-checkpoints", type=_checkpoints_to_keep, default=2, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what it saved itself: checkpoints from before a --resume stay")
     parser.add_argument("--test-freq", type=int, default=25, help="validate every N steps (default: 25; -1 never)")
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
     parser.add_argument("--plan", choices=("auto", "off"), default="auto", help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card; off: keep your numbers (default: auto)")
