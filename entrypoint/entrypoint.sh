@@ -3,7 +3,8 @@
 #
 # 1. Sets the profile's environment defaults (VLLM_DTYPE, TRITON_MAX_SHARED_MEMORY,
 #    PYTORCH_CUDA_ALLOC_CONF) for VERLFIT_PROFILE, the image's profile; values the user set win.
-#    They are exported here, before anything starts, so Ray workers inherit them.
+#    They are exported here, before anything starts, so Ray workers inherit them; the ones filled in
+#    here are listed in VERLFIT_PROFILE_DEFAULTS, so another profile's values replace them.
 # 2. Runs what was asked:
 #      (no arguments)            verlfit train: PPO on GSM8K with the defaults
 #      a verlfit subcommand      verlfit "$@"            e.g. train --algo grpo, doctor

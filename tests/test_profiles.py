@@ -37,7 +37,35 @@ def test_user_environment_wins_and_empty_does_not():
 
 
 def test_environment_shell_lines():
-    assert environment_shell(load_profile("a10")).splitlines()[0] == 'export VLLM_DTYPE="${VLLM_DTYPE:-bfloat16}"'
+    assert environment_shell(load_profile("a10")).splitlines() == [
+        'VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS:-}"',
+        '[ -n "${VLLM_DTYPE:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} VLLM_DTYPE"',
+        '[ -n "${TRITON_MAX_SHARED_MEMORY:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} TRITON_MAX_SHARED_MEMORY"',
+        '[ -n "${PYTORCH_CUDA_ALLOC_CONF:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} PYTORCH_CUDA_ALLOC_CONF"',
+        "export VERLFIT_PROFILE_DEFAULTS",
+        'export VLLM_DTYPE="${VLLM_DTYPE:-bfloat16}"',
+        'export TRITON_MAX_SHARED_MEMORY="${TRITON_MAX_SHARED_MEMORY:-101376}"',
+        'export PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:-max_split_size_mb:256}"',
+    ]
+
+
+def image_environment(profile_name, **user):
+    """The environment the image's entrypoint leaves: its lines run by bash over the user's variables."""
+    import subprocess
+
+    script = environment_shell(load_profile(profile_name)) + "\nenv -0"
+    env = {"PATH": "/usr/bin:/bin", **user}
+    out = subprocess.run(["bash", "-euc", script], env=env, capture_output=True, text=True, check=True).stdout
+    return dict(line.split("=", 1) for line in out.split("\0") if "=" in line)
+
+
+def test_the_image_profiles_defaults_give_way_to_another_profile_but_user_values_win():
+    environ = image_environment("a10", VLLM_DTYPE="float16")
+    assert environ["VERLFIT_PROFILE_DEFAULTS"].split() == ["TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF"]
+    assert resolve_environment(load_profile("p40"), environ) == {"VLLM_DTYPE": "float16", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert resolve_environment(load_profile("a10"), environ) == {"VLLM_DTYPE": "float16", "TRITON_MAX_SHARED_MEMORY": "101376", "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:256"}
+    # an entrypoint run again inside the container keeps the first one's list
+    assert image_environment("a10", **environ)["VERLFIT_PROFILE_DEFAULTS"].split() == ["TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF"]
 
 
 def test_invalid_profile_names_the_key():

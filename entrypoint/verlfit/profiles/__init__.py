@@ -25,6 +25,7 @@ from verlfit.errors import VerlfitError
 
 PROFILE_NAMES = ("p40", "a10")
 ENVIRONMENT_KEYS = ("VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF")
+DEFAULTED_VARIABLE = "VERLFIT_PROFILE_DEFAULTS"  # knobs the entrypoint set from the image's profile
 DTYPES = ("float32", "bfloat16", "float16")
 ATTENTION = ("sdpa", "eager", "flash_attention_2")
 ROLLOUTS = ("hf", "vllm")
@@ -239,13 +240,18 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
 def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, str]:
     """Return the three knobs' values: the user's where set (non-empty), else the profile's.
 
-    ``environ`` is typically ``os.environ``. Only the keys in ``ENVIRONMENT_KEYS`` are returned.
+    ``environ`` is typically ``os.environ``. Only the keys in ``ENVIRONMENT_KEYS`` are returned. A knob named
+    in ``$VERLFIT_PROFILE_DEFAULTS`` was set by the container entrypoint from the image's profile, not by the
+    user, and is replaced by ``profile``'s value.
 
     Raises:
         VerlfitError: for a ``VLLM_DTYPE`` that is not a torch dtype name verl's rollout accepts,
             or a ``TRITON_MAX_SHARED_MEMORY`` that is not a whole number of bytes.
     """
-    resolved = {key: environ[key] if environ.get(key) else profile.environment[key] for key in ENVIRONMENT_KEYS}
+    # knobs the image's entrypoint filled in from the image's own profile are defaults, not the user's choice:
+    # with another profile (--emulate p40 in the a10 image) that profile's values apply
+    defaulted = set(environ.get(DEFAULTED_VARIABLE, "").split())
+    resolved = {key: environ[key] if environ.get(key) and key not in defaulted else profile.environment[key] for key in ENVIRONMENT_KEYS}
     if resolved["VLLM_DTYPE"] not in DTYPES:
         raise VerlfitError(f"VLLM_DTYPE={resolved['VLLM_DTYPE']!r} is not a rollout dtype", fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: {', '.join(DTYPES)}")
     if not resolved["TRITON_MAX_SHARED_MEMORY"].isdigit():
@@ -256,10 +262,14 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
 def environment_shell(profile: Profile) -> str:
     """Shell lines that set each knob to the profile default unless the user set it.
 
-    Example line: ``: "${VLLM_DTYPE:=float32}"; export VLLM_DTYPE``. Used by
+    Example line: ``export VLLM_DTYPE="${VLLM_DTYPE:-float32}"``; the first lines list the knobs the user
+    left unset in ``$VERLFIT_PROFILE_DEFAULTS`` (see :func:`resolve_environment`). Used by
     ``entrypoint/entrypoint.sh`` through ``verlfit profiles --env-shell NAME``.
     """
-    lines = []
+    # first record which knobs the user left unset (their values below are the profile's, not the user's)
+    lines = [f'{DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}:-}}"']  # an outer entrypoint's list stays
+    lines += [f'[ -n "${{{key}:-}}" ] || {DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}}} {key}"' for key in ENVIRONMENT_KEYS]
+    lines.append(f"export {DEFAULTED_VARIABLE}")
     for key in ENVIRONMENT_KEYS:
         default = profile.environment[key]
         lines.append(f"export {key}=\"${{{key}:-{default}}}\"" if not any(c in default for c in "\"$`\\}") else f"export {key}=${{{key}:-{shlex.quote(default)}}}")
