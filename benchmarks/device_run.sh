@@ -112,9 +112,8 @@ stage_grpo() {
 
 stage_public() {
   # The blog posts' P40 shape: batch 1, mini-batch 1, micro-batch 1, eager attention, fp32, 256/256.
-  train public-recipe --emulate p40 --plan off --model "$MODEL" --data "$DATA" --steps "${PUBLIC_STEPS:-10}" --batch-size 1 --mini-batch-size 1 \
-    --micro-batch-size 1 --max-prompt-length 256 --max-response-length 256 "${COMMON[@]}" -- \
-    +actor_rollout_ref.model.attn_implementation=eager +critic.model.attn_implementation=eager
+  train public-recipe --emulate p40 --plan off --attention eager --model "$MODEL" --data "$DATA" --steps "${PUBLIC_STEPS:-10}" --batch-size 1 \
+    --mini-batch-size 1 --micro-batch-size 1 --max-prompt-length 256 --max-response-length 256 "${COMMON[@]}"
 }
 
 stage_tuned() {

@@ -322,3 +322,25 @@ def test_cli_without_gpu_plans_for_p40():
     assert request.gpu_memory_bytes == int(22.5 * GIB)
     assert source.startswith("no NVIDIA GPU visible: NVML could not start (NVML Shared Library Not Found)")
     assert source.endswith("planning for the p40 card (22.5 GiB usable); pass --gpu-memory or --emulate to choose")
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--profile", "p40", "--dtype", "bfloat16"], "--dtype bfloat16 with the p40 profile: bf16 needs compute capability 8.0"),
+    (["--profile", "p40", "--rollout", "vllm"], "--rollout vllm with the p40 profile: vLLM needs compute capability 7.0"),
+    (["--profile", "p40", "--attention", "flash_attention_2"], "FlashAttention-2 needs compute capability 8.0 and fp16/bf16"),
+    (["--profile", "a10", "--dtype", "float32", "--attention", "flash_attention_2"], "FlashAttention-2 has no fp32 kernels"),
+    (["--profile", "a10", "--rollout", "hf", "--vllm-gpu-memory-utilization", "0.5"], "--vllm-gpu-memory-utilization with the hf rollout"),
+])
+def test_cli_refuses_what_train_refuses(argv, fragment, capsys):
+    status, out = run_cli(["plan", *argv], capsys)
+    assert status == 2 and fragment in out.err
+
+
+def test_plan_and_train_choose_the_same_micro_batches_for_a10_with_hf_rollout_and_sdpa(capsys):
+    from verlfit.train import prepare_launch
+
+    status, out = run_cli(["plan", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--auto-fit"], capsys)
+    assert status == 0
+    args = cli.build_parser().parse_args(["train", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--dry-run"])
+    settings = prepare_launch(args, environ={}, gpu=None).settings
+    assert f"chosen: actor micro-batch {settings.actor_micro_batch_size}, log-prob {settings.log_prob_micro_batch_size}, critic {settings.critic_micro_batch_size}, rollout 32 prompts" in out.out

@@ -318,3 +318,18 @@ def test_emulating_p40_inside_the_a10_image_uses_p40_values_not_the_images_defau
              "VERLFIT_PROFILE_DEFAULTS": " VLLM_DTYPE TRITON_MAX_SHARED_MEMORY PYTORCH_CUDA_ALLOC_CONF"}
     plan = prepare_launch(parse(["--emulate", "p40", "--plan", "off"]), environ=image, gpu=H200)
     assert plan.environment == {"VLLM_DTYPE": "float32", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "VERLFIT_GPU_MEMORY_LIMIT_GIB": "22.5"}
+
+
+@pytest.mark.parametrize("override, fix", [
+    ("+actor_rollout_ref.model.attn_implementation=sdpa", "use --attention sdpa|eager|flash_attention_2 instead"),
+    ("actor_rollout_ref.rollout.name=vllm", "use --rollout hf|vllm instead"),
+    ("critic.model.use_remove_padding=True", "use --attention (packing is on only with flash_attention_2) instead"),
+    ("++actor_rollout_ref.rollout.dtype=bfloat16", "use the VLLM_DTYPE environment variable (checked against the GPU) instead"),
+])
+def test_raw_overrides_of_what_verlfit_checks_are_refused_with_the_option_to_use(override, fix):
+    from verlfit.errors import VerlfitError
+
+    with pytest.raises(VerlfitError) as caught:
+        prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run", "--", override]), environ={}, gpu=None)
+    assert f"override {override!r}: verlfit sets" in caught.value.message
+    assert caught.value.fix == fix

@@ -1195,7 +1195,17 @@ def _resolve_card(args, nvml=None):
 
 def request_from_args(args, nvml=None) -> tuple[PlanRequest, str]:
     """Build the request from parsed ``verlfit plan`` arguments; return it with the memory source line."""
+    from verlfit.profiles import customize
+
     profile, memory, source = _resolve_card(args, nvml)
+    # the same rules as `verlfit train --rollout/--attention` (and so the same fused-kernel assumption)
+    profile = customize(profile, rollout=args.rollout, attention=args.attention)
+    if args.dtype == "bfloat16" and profile.min_compute_capability < (8, 0):
+        raise VerlfitError(f"--dtype bfloat16 with the {profile.name} profile: bf16 needs compute capability 8.0", fix="leave --dtype to the profile (float32)", exit_code=2)
+    if args.dtype == "float32" and profile.attention == "flash_attention_2" and args.attention:
+        raise VerlfitError("--dtype float32 with --attention flash_attention_2: FlashAttention-2 has no fp32 kernels", fix="use --attention sdpa", exit_code=2)
+    if args.vllm_gpu_memory_utilization is not None and profile.rollout != "vllm":
+        raise VerlfitError(f"--vllm-gpu-memory-utilization with the {profile.rollout} rollout: it is vLLM's share of the card", fix="drop it, or plan for --rollout vllm (a10 profile)", exit_code=2)
     shape = load_model_shape(args.model)
     mini = args.mini_batch_size or max(args.batch_size // 2, 1)
     micro = args.micro_batch_size
@@ -1219,9 +1229,8 @@ def request_from_args(args, nvml=None) -> tuple[PlanRequest, str]:
         use_reference=args.reference,
         gpus=args.gpus,
     )
-    for name in ("dtype", "rollout", "attention"):
-        if getattr(args, name):
-            fields[name] = getattr(args, name)
+    if args.dtype:
+        fields["dtype"] = args.dtype
     if args.vllm_gpu_memory_utilization is not None:
         fields["vllm_gpu_memory_utilization"] = args.vllm_gpu_memory_utilization
     if args.dtype == "float32" and "attention" not in fields and profile.attention == "flash_attention_2":

@@ -156,10 +156,30 @@ class LaunchPlan:
     notes: list[str]
 
 
+# verl keys that verlfit derives from its own options and checks against the GPU and profile: a raw override
+# after -- would skip those checks (e.g. SDPA with use_remove_padding=True makes packed sequences attend across
+# each other; vLLM on a P40 fails at its first kernel), so it is refused with the option to use instead.
+MANAGED_KEYS = {
+    "actor_rollout_ref.rollout.name": "--rollout hf|vllm",
+    "actor_rollout_ref.model.attn_implementation": "--attention sdpa|eager|flash_attention_2",
+    "critic.model.attn_implementation": "--attention sdpa|eager|flash_attention_2",
+    "actor_rollout_ref.model.use_remove_padding": "--attention (packing is on only with flash_attention_2)",
+    "critic.model.use_remove_padding": "--attention (packing is on only with flash_attention_2)",
+    "actor_rollout_ref.rollout.dtype": "the VLLM_DTYPE environment variable (checked against the GPU)",
+}
+
+
 def _extra_overrides(raw: list[str]) -> list[str]:
+    """The verl overrides after ``--``, each checked to be ``key=value`` and not one of :data:`MANAGED_KEYS`.
+
+    Raises:
+        VerlfitError: an override that is not ``key=value``, or one that sets a managed key.
+    """
     extras = raw[1:] if raw and raw[0] == "--" else list(raw)
     for override in extras:
-        split_override(override)  # raises a clear error for anything that is not key=value
+        _, key, _ = split_override(override)  # raises a clear error for anything that is not key=value
+        if key in MANAGED_KEYS:
+            raise VerlfitError(f"override {override!r}: verlfit sets {key} itself and checks it against the GPU and profile", fix=f"use {MANAGED_KEYS[key]} instead", exit_code=2)
     return extras
 
 
