@@ -74,7 +74,7 @@ def summarise(run_dir: Path) -> dict:
         "memory_limit_gib": float(record["environment"]["VERLFIT_GPU_MEMORY_LIMIT_GIB"]) if record["environment"].get("VERLFIT_GPU_MEMORY_LIMIT_GIB") else None,
         "batch": settings["train_batch_size"],
         "mini_batch": settings["ppo_mini_batch_size"],
-        "micro_batch": {"actor": settings["actor_micro_batch_size"], "critic": settings["critic_micro_batch_size"], "log_prob": settings["log_prob_micro_batch_size"], "rollout": settings["rollout_micro_batch_size"] or settings["train_batch_size"]},
+        "micro_batch": {"actor": settings["actor_micro_batch_size"], "critic": settings["critic_micro_batch_size"] if settings["algorithm"] == "ppo" else None, "log_prob": settings["log_prob_micro_batch_size"], "rollout": settings["rollout_micro_batch_size"] or settings["train_batch_size"]},
         "samples": settings["rollout_n"] if settings["algorithm"] == "grpo" else 1,
         "lengths": [settings["max_prompt_length"], settings["max_response_length"]],
         "gradient_checkpointing": settings["gradient_checkpointing"],
@@ -118,7 +118,7 @@ def markdown(results: list[dict]) -> str:
         predicted = f"{r['predicted_peak_gib']:.1f}" if "predicted_peak_gib" in r else "n/a"
         limit = f"{r['memory_limit_gib']:g}" if r["memory_limit_gib"] else "none"
         rows.append(
-            f"| {r['run']} | {r['algorithm']} | {r['batch']} x {r['samples']} | {m['actor']}/{m['critic']}/{m['log_prob']}/{m['rollout']} | {r['lengths'][0]}/{r['lengths'][1]} "
+            f"| {r['run']} | {r['algorithm']} | {r['batch']} x {r['samples']} | {m['actor']}/{m['critic'] or '-'}/{m['log_prob']}/{m['rollout']} | {r['lengths'][0]}/{r['lengths'][1]} "
             f"| {'on' if r['gradient_checkpointing'] else 'off'} | {'yes' if r['offload']['actor_optimizer_offload'] else 'no'} | {r['steps']} | {r['step_time_s']:.1f} | {r['tokens_per_step']:.0f} "
             f"| {r['tokens_per_second']:.0f} | {r['phases_s']['gen']:.1f} | {r['peak_allocated_gib']:.2f} | {predicted} | {r['peak_reserved_gib']:.2f} | {limit} |"
         )

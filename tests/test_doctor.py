@@ -307,3 +307,12 @@ def test_real_cli_runs_quickly_and_is_consistent(world, capsys):
     assert [c["name"] for c in data["checks"]] == list(CHECK_NAMES)
     assert status == (1 if any(c["status"] == "FAIL" for c in data["checks"]) else 0)
     assert elapsed < 10
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "301", "soon"])
+def test_doctor_timeout_must_be_a_sensible_number_of_seconds(value, capsys):
+    from verlfit import cli
+
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["doctor", "--timeout", value])
+    assert "argument --timeout: " in capsys.readouterr().err

@@ -200,7 +200,7 @@ def test_resume_of_a_bad_run_record(tmp_path, capsys, content, fragment):
 
 def test_resume_refuses_changed_settings(tmp_path, capsys):
     assert cli.main(["train", "--resume", str(tmp_path), "--batch-size", "8", "--dry-run"]) == 2
-    assert "--batch-size cannot change" in capsys.readouterr().err
+    assert "--batch-size cannot be given with it" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, fragment", [(["--steps", "0"], "argument --steps: 0 must be at least 1"), (["--mini-batch-size", "0"], "argument --mini-batch-size: 0 must be at least 1"), (["--profile", "p40", "--emulate", "a10"], "--profile p40 and --emulate a10 disagree")])
@@ -333,3 +333,13 @@ def test_raw_overrides_of_what_verlfit_checks_are_refused_with_the_option_to_use
         prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run", "--", override]), environ={}, gpu=None)
     assert f"override {override!r}: verlfit sets" in caught.value.message
     assert caught.value.fix == fix
+
+
+def test_resume_may_keep_fewer_checkpoints(tmp_path):
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--keep-checkpoints", "0"]), environ={}, gpu=P40)
+    run_dir = create_run_directory(plan, None)
+    fake_checkpoint(run_dir, 25)
+    assert "trainer.max_actor_ckpt_to_keep=null" in resume_plan(run_dir).overrides
+    resumed = resume_plan(run_dir, keep_checkpoints=3)
+    assert "trainer.max_actor_ckpt_to_keep=3" in resumed.overrides and "trainer.max_critic_ckpt_to_keep=3" in resumed.overrides
+    assert "trainer.max_actor_ckpt_to_keep=null" not in resumed.overrides and resumed.settings.keep_checkpoints == 3

@@ -140,7 +140,7 @@ def check_allocator_config(environment: dict[str, str], rollout: str) -> None:
         raise VerlfitError(
             f"PYTORCH_CUDA_ALLOC_CONF={conf!r} enables expandable_segments, which vLLM rejects: "
             "verl runs vLLM in sleep mode, whose memory pool cannot use expandable segments",
-            fix="unset PYTORCH_CUDA_ALLOC_CONF (the a10 profile sets max_split_size_mb:256) or use the p40 profile's HF rollout",
+            fix="unset PYTORCH_CUDA_ALLOC_CONF (the a10 profile sets max_split_size_mb:256) or use --rollout hf",
         )
 
 

@@ -84,7 +84,7 @@ def _positive_float(text: str) -> float:
 # the defaults of every option, filled by register(): --resume refuses options that differ from them
 _DEFAULTS: dict[str, object] = {}
 # options that may change when a run is resumed
-_RESUMABLE = {"resume", "dry_run", "steps", "skip_checks", "no_validate", "func", "command"}
+_RESUMABLE = {"resume", "dry_run", "steps", "keep_checkpoints", "skip_checks", "no_validate", "func", "command"}
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -125,7 +125,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--actor-lr", type=_positive_float, default=1e-6, help="actor learning rate (default: 1e-6)")
     parser.add_argument("--critic-lr", type=_positive_float, default=1e-5, help="critic learning rate (default: 1e-5)")
     parser.add_argument("--save-freq", type=int, default=25, help="checkpoint every N steps (default: 25; -1 never)")
-    parser.add_argument("--keep-checkpoints", type=_checkpoints_to_keep, default=2, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what it saved itself: checkpoints from before a --resume stay")
+    parser.add_argument("--keep-checkpoints", type=_checkpoints_to_keep, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what it saved itself: checkpoints from before a --resume stay. May be given with --resume")
     parser.add_argument("--test-freq", type=int, default=25, help="validate every N steps (default: 25; -1 never)")
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
     parser.add_argument("--plan", choices=("auto", "off"), default="auto", help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card; off: keep your numbers (default: auto)")
@@ -214,7 +214,7 @@ def settings_from_args(args, run_dir: str) -> TrainSettings:
         actor_lr=args.actor_lr,
         critic_lr=args.critic_lr,
         save_freq=args.save_freq,
-        keep_checkpoints=args.keep_checkpoints,
+        keep_checkpoints=2 if args.keep_checkpoints is None else args.keep_checkpoints,
         test_freq=args.test_freq,
         validate_before_train=not args.no_validate_before_train,
         gradient_checkpointing=not args.no_gradient_checkpointing,
@@ -479,8 +479,10 @@ def latest_checkpoint(run_dir: Path) -> int | None:
     return step if (tracker.parent / f"global_step_{step}").is_dir() else None
 
 
-def resume_plan(run_dir: Path, steps: int | None = None) -> LaunchPlan:
+def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int | None = None) -> LaunchPlan:
     """The launch plan of a stopped run: its recorded overrides with ``trainer.resume_mode=auto``.
+
+    ``keep_checkpoints`` (0: all) replaces the recorded ``--keep-checkpoints``, e.g. to keep fewer when the disk fills.
 
     The run directory's own path replaces the recorded one in ``trainer.default_local_dir``, so a run
     moved or resumed from another working directory still finds its checkpoints. ``steps`` extends
@@ -498,6 +500,8 @@ def resume_plan(run_dir: Path, steps: int | None = None) -> LaunchPlan:
     changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
     if steps is not None:
         changes += [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={steps}"]
+    if keep_checkpoints is not None:
+        changes += [f"trainer.max_actor_ckpt_to_keep={keep_checkpoints or 'null'}", f"trainer.max_critic_ckpt_to_keep={keep_checkpoints or 'null'}"]
     overrides = merge_overrides(record["overrides"] + changes)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
     known = {f.name for f in dataclasses.fields(TrainSettings)}
@@ -508,6 +512,8 @@ def resume_plan(run_dir: Path, steps: int | None = None) -> LaunchPlan:
         environment["TENSORBOARD_DIR"] = str(run_dir / "tensorboard")
     if steps is not None:
         settings.steps = steps
+    if keep_checkpoints is not None:
+        settings.keep_checkpoints = keep_checkpoints
     return LaunchPlan(settings, record["profile"], record["gpu"], environment, overrides, command, [f"resuming from the checkpoint of step {checkpoint}"])
 
 
@@ -600,8 +606,8 @@ def run(args) -> int:
         given["overrides"] = _extra_overrides(given.get("overrides") or [])  # a bare `--` changes nothing
         changed = sorted(f"--{name.replace('_', '-')}" if name != "overrides" else "overrides after --" for name, value in given.items() if (value or None) != (_DEFAULTS[name] or None))
         if changed:
-            raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot change", fix="resume with only --steps (to extend the run), or start a new run", exit_code=2)
-        plan = resume_plan(Path(args.resume), steps=args.steps)
+            raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it", fix="resume with only --steps (to extend the run) or --keep-checkpoints, or start a new run", exit_code=2)
+        plan = resume_plan(Path(args.resume), steps=args.steps, keep_checkpoints=args.keep_checkpoints)
         run_dir = Path(plan.settings.run_dir)
         if args.dry_run:
             print(describe(plan))
