@@ -208,7 +208,9 @@ def test_verl_reward_scores_each_reference_answer_1(tmp_path):
         ("####5", None, 'no number after "####"'),
         ("#### $5", None, 'no number after "####"'),
         ("#### ,.", None, 'no number after "####"'),
-        (None, None, 'answer has no "####"'),
+        (None, None, "no answer"),
+        ("  ", None, "no answer"),
+        ("#### 1.2.3", None, '"1.2.3" after "####" is not a number'),
     ],
 )
 def test_check_row(answer, ground_truth, reason):
@@ -580,3 +582,13 @@ def test_tokenizer_directory_without_tokenizer_files_and_output_below_a_file(tmp
     (tmp_path / "afile").write_text("x")
     with pytest.raises(VerlfitError, match=r"afile is a file, not a directory"):
         gsm8k._write_atomically(tmp_path / "afile" / "sub", {})
+
+
+def test_an_empty_split_file_is_named_and_nothing_is_written(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "train.jsonl").write_text("\n\n")
+    (tmp_path / "in" / "test.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n')
+    with pytest.raises(VerlfitError) as caught:
+        gsm8k.prepare(source=tmp_path / "in", output_dir=tmp_path / "out")
+    assert caught.value.message == f"{tmp_path / 'in' / 'train.jsonl'}: the file is empty"
+    assert not (tmp_path / "out").exists()

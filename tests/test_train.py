@@ -343,3 +343,13 @@ def test_resume_may_keep_fewer_checkpoints(tmp_path):
     resumed = resume_plan(run_dir, keep_checkpoints=3)
     assert "trainer.max_actor_ckpt_to_keep=3" in resumed.overrides and "trainer.max_critic_ckpt_to_keep=3" in resumed.overrides
     assert "trainer.max_actor_ckpt_to_keep=null" not in resumed.overrides and resumed.settings.keep_checkpoints == 3
+
+
+def test_dry_run_warns_about_a_training_set_smaller_than_one_batch(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"prompt": ["a", "b", "c", "d"]}), tmp_path / "data" / "train.parquet")
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--data", str(tmp_path / "data"), "--run-dir", str(tmp_path / "r")]) == 0
+    assert f"note: a real run would refuse this: {tmp_path / 'data' / 'train.parquet'} has 4 rows, fewer than one batch of 32 prompts (use --batch-size 4 or less, or more data)" in capsys.readouterr().out

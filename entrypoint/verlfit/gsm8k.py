@@ -62,6 +62,7 @@ FORMATS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 MAX_BAD_LINES = 20
 
 EMPTY_QUESTION = "empty question"
+NO_ANSWER = "no answer"
 NO_MARKER = 'answer has no "####"'
 NO_NUMBER = 'no number after "####"'
 
@@ -147,17 +148,21 @@ def extract_ground_truth(answer: str) -> str | None:
 def check_row(question: Any, answer: Any) -> tuple[str | None, str | None]:
     """Return ``(ground_truth, None)`` for a usable row, ``(None, reason)`` for a bad one.
 
-    Bad: an empty (missing or blank) question; an answer without ``####``; ``####`` not followed
-    by a space and a number (a match of verl's pattern with no digit in it, such as ``#### .``,
-    counts as no number: no response can ever score on it).
+    Bad: an empty (missing or blank) question; a missing or blank answer; an answer without ``####``;
+    ``####`` not followed by a space and a number (a match of verl's pattern with no digit in it, such as
+    ``#### .``, counts as no number, and one with two decimal points, such as ``#### 1.2.3``, as not a number).
     """
     if not isinstance(question, str) or not question.strip():
         return None, EMPTY_QUESTION
-    if not isinstance(answer, str) or "####" not in answer:
+    if not isinstance(answer, str) or not answer.strip():
+        return None, NO_ANSWER
+    if "####" not in answer:
         return None, NO_MARKER
     ground_truth = extract_ground_truth(answer)
     if ground_truth is None or not any(char.isdigit() for char in ground_truth):
         return None, NO_NUMBER
+    if ground_truth.count(".") > 1:
+        return None, f'"{ground_truth}" after "####" is not a number'
     return ground_truth, None
 
 
@@ -274,9 +279,13 @@ def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dic
                     keep_in_memory=True,
                 )
             except (datasets.exceptions.DatasetsError, pyarrow.ArrowException, ValueError, OSError) as error:
+                empty = [str(path) for path in files if not path.read_bytes().strip()]
+                if empty:
+                    raise VerlfitError(f"{', '.join(empty)}: the file is empty", fix=f"put the {split} rows in it, or remove it") from error
+                cause = f" ({error.__cause__})" if error.__cause__ else ""
                 raise VerlfitError(
-                    f"cannot read {names}: {error}",
-                    fix="the files must be parquet, JSON lines or a JSON array of objects with question and answer",
+                    f"cannot read {names}: {error}{cause}",
+                    fix="the files must be parquet, JSON lines (one JSON object per line: a line that does not parse stops the whole file) or a JSON array of objects with question and answer",
                 ) from error
             splits[split] = _raw_split(dataset, split, names)
     log(f"read {directory}: " + ", ".join(f"{split} {len(raw.questions)} rows ({raw.origin})" for split, raw in splits.items()))
@@ -580,8 +589,9 @@ files with 'question' and 'answer' columns: in DIR, or else in DIR/main (the hub
 and the same for test; shards are read in name order; one format per split. (.json: JSON lines
 or one JSON array of objects.)
 
-rows: a row with an empty question, no '####' in its answer or no number after it is reported
-as '<split> row <index>: <reason>' and skipped (--strict: fatal). extra_info.index is the row's
+rows: a row with an empty question, no answer, no '####' in its answer or no number after it is
+reported as '<split> row <index>: <reason>' and skipped (--strict: fatal). A file that does not parse
+(a broken JSON line, a question that is a number) stops preparation with the reader's error. extra_info.index is the row's
 index in its source split, so skipped or dropped rows leave gaps and every row traces back.
 
 lengths: with --tokenizer, each prompt is rendered as verl's RLHFDataset does

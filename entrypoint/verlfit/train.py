@@ -618,6 +618,11 @@ def run(args) -> int:
     if args.dry_run:
         if Path(plan.settings.run_dir).exists():
             plan.notes.append(f"{plan.settings.run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)")
+        if (Path(plan.settings.data_dir) / "train.parquet").is_file():
+            try:
+                check_data_size(plan.settings)
+            except VerlfitError as error:
+                plan.notes.append(f"a real run would refuse this: {error.message} ({error.fix})")
         print(describe(plan))
         return 0
     if not args.skip_checks:
