@@ -279,6 +279,11 @@ def test_a10_with_hf_rollout_and_sdpa_plans_without_a_vllm_share_and_records_the
     assert "actor_rollout_ref.model.use_remove_padding=False" in plan.overrides
     assert not [o for o in plan.overrides if "gpu_memory_utilization" in o or "enforce_eager" in o]
     assert "rollout hf instead of the a10 profile's vllm; attention sdpa instead of flash_attention_2" in plan.notes
+    from verlfit.train import describe
+
+    text = describe(plan).splitlines()
+    assert text[1] == "rollout: hf    attention: sdpa"
+    assert "checkpoints: every 25 steps, newest 2 kept" in text[6]
 
 
 def test_p40_with_vllm_rollout_is_refused_before_anything_starts():

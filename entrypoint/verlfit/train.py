@@ -357,6 +357,7 @@ def describe(plan: LaunchPlan) -> str:
     s = plan.settings
     lines = [
         f"profile: {plan.profile_name}    GPU: {plan.gpu_description}",
+        *([f"rollout: {s.rollout}    attention: {s.attention}"] if s.rollout and s.attention else []),
         f"algorithm: {s.algorithm}{f' (n={s.rollout_n})' if s.algorithm == 'grpo' else ''}    model: {s.model}",
         f"data: {s.data_dir}    run directory: {s.run_dir}",
         f"steps: {s.steps if s.steps is not None else f'{s.epochs} epoch(s)'}    batch: {s.train_batch_size} prompts, mini-batch {s.ppo_mini_batch_size}",
@@ -366,7 +367,7 @@ def describe(plan: LaunchPlan) -> str:
             + [f"log-prob {s.log_prob_micro_batch_size}"]
             + ([f"HF rollout {s.rollout_micro_batch_size or s.train_batch_size} prompts"] if "actor_rollout_ref.rollout.name=hf" in plan.overrides else [])
         ),
-        f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens",
+        f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: every {s.save_freq} steps, newest {s.keep_checkpoints or 'all'} kept" if s.save_freq > 0 else f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: none (--save-freq {s.save_freq})",
         f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params {s.actor_param_offload}, optimizer {s.actor_optimizer_offload}"
         + (f"; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}" if s.algorithm == "ppo" else ""),
     ]
