@@ -131,7 +131,7 @@ def test_no_gpu_fails_gpu_checks_without_touching_torch(world):
     assert time.monotonic() - started < 1.0
     assert ctx.calls["torch"] == 0
     assert results["driver"].status == "FAIL"
-    assert results["driver"].message == "no NVIDIA GPU visible: NVML could not start (NVML Shared Library Not Found); is the NVIDIA driver installed and the GPU passed to this container (--gpus all)?"
+    assert results["driver"].message == "no NVIDIA GPU visible: NVML could not start (NVML Shared Library Not Found); is the NVIDIA driver installed and the GPU passed to this container (docker run --gpus all)"
     assert (results["gpu"].status, results["gpu"].message) == ("FAIL", "no NVIDIA GPU visible: training cannot run")
     assert (results["cuda"].status, results["cuda"].message) == ("FAIL", "no NVIDIA GPU visible: CUDA from torch not tried")
     assert results["torch-arch"].status == results["triton-shared-memory"].status == "SKIP"

@@ -358,3 +358,9 @@ def test_dry_run_warns_about_a_training_set_smaller_than_one_batch(tmp_path, cap
     pq.write_table(pa.table({"prompt": ["a", "b", "c", "d"]}), tmp_path / "data" / "train.parquet")
     assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--data", str(tmp_path / "data"), "--run-dir", str(tmp_path / "r")]) == 0
     assert f"note: a real run would refuse this: {tmp_path / 'data' / 'train.parquet'} has 4 rows, fewer than one batch of 32 prompts (use --batch-size 4 or less, or more data)" in capsys.readouterr().out
+
+
+def test_a_memory_limit_below_one_gib_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit):
+        parse(["--gpu-memory-limit", "1e-9"])
+    assert "argument --gpu-memory-limit: 1e-9 GiB is less than 1 GiB" in capsys.readouterr().err

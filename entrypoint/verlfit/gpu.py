@@ -140,7 +140,7 @@ def query_gpus(nvml=None) -> GpuReport:
     try:
         nvml.nvmlInit()
     except Exception as error:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
-        return GpuReport(error=f"no NVIDIA GPU visible: NVML could not start ({error}); is the NVIDIA driver installed and the GPU passed to this container (--gpus all)?")
+        return GpuReport(error=f"no NVIDIA GPU visible: NVML could not start ({error}); is the NVIDIA driver installed and the GPU passed to this container (docker run --gpus all)")
     try:
         driver = _text(nvml.nvmlSystemGetDriverVersion())
         cuda = nvml.nvmlSystemGetCudaDriverVersion()  # e.g. 12020 for 12.2

@@ -375,7 +375,7 @@ def validate_request(request: PlanRequest) -> None:
     if r.train_batch_size % r.ppo_mini_batch_size:
         raise VerlfitError(f"mini-batch {r.ppo_mini_batch_size} does not divide batch {r.train_batch_size}", fix="choose a mini-batch size that divides the batch size", exit_code=2)
     if r.per_gpu_mini_batch <= 0 or (r.ppo_mini_batch_size * r.samples) % r.gpus:
-        raise VerlfitError(f"the mini-batch of {r.ppo_mini_batch_size * r.samples} responses does not split over {r.gpus} GPUs", exit_code=2)
+        raise VerlfitError(f"the mini-batch of {r.ppo_mini_batch_size * r.samples} responses does not split over {r.gpus} GPUs", fix="choose a mini-batch size (and --samples) whose responses divide by the number of GPUs", exit_code=2)
     for name, micro in (("actor", r.actor_micro_batch_size), ("critic", r.critic_micro_batch_size)):
         if r.per_gpu_mini_batch % micro:
             raise VerlfitError(f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of {r.per_gpu_mini_batch} responses (fsdp_workers.py:165)", fix="use a power of two no larger than the mini-batch", exit_code=2)
