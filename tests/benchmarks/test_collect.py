@@ -79,4 +79,5 @@ def test_planner_predicts_each_recorded_device_peak_within_15_percent(call, run,
     steps = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
     assert round(max(r["perf/max_memory_allocated_gb"] for r in steps if "perf/max_memory_allocated_gb" in r), 2) == measured
     predicted = collect.predicted_peak_gib(json.loads((directory / "run.json").read_text()))
-    assert abs(predicted - measured) / measured <= 0.15, (predicted, measured)
+    assert abs(predicted - measured) / measured <= 0.15, (predicted, measured)  # the bound
+    assert -0.01 <= (predicted - measured) / measured <= 0.06, (predicted, measured)  # what the model reaches today
