@@ -592,3 +592,9 @@ def test_an_empty_split_file_is_named_and_nothing_is_written(tmp_path):
         gsm8k.prepare(source=tmp_path / "in", output_dir=tmp_path / "out")
     assert caught.value.message == f"{tmp_path / 'in' / 'train.jsonl'}: the file is empty"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bare_tokenizer_name_that_is_no_directory_is_not_looked_up_on_the_hub():
+    with pytest.raises(VerlfitError) as caught:
+        gsm8k.load_tokenizer("nodir")
+    assert caught.value.message == "--tokenizer nodir: no such directory (and not a hub name, which is owner/name)"

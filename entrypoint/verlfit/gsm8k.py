@@ -344,10 +344,11 @@ def load_tokenizer(name_or_path: str):
     """``AutoTokenizer.from_pretrained(name_or_path)`` (as verl loads it), or a clear error."""
     from transformers import AutoTokenizer
 
-    looks_local = str(name_or_path).startswith(("/", "./", "../", "~")) or str(name_or_path).count("/") > 1
+    # hub ids are "owner/name": anything else that is not a directory is a mistyped path, not a hub lookup
+    looks_local = str(name_or_path).startswith(("/", "./", "../", "~")) or str(name_or_path).count("/") != 1
     local = Path(name_or_path).expanduser()
     if looks_local and not local.is_dir():
-        raise VerlfitError(f"--tokenizer {name_or_path}: no such directory", fix="pass the model's local directory (holding tokenizer.json) or a hub name such as Qwen/Qwen2.5-0.5B-Instruct")
+        raise VerlfitError(f"--tokenizer {name_or_path}: no such directory (and not a hub name, which is owner/name)", fix="pass the model's local directory (holding tokenizer.json) or a hub name such as Qwen/Qwen2.5-0.5B-Instruct")
     if local.is_dir() and not any((local / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")):
         raise VerlfitError(f"--tokenizer {name_or_path}: the directory holds no tokenizer files (tokenizer.json, tokenizer_config.json)", fix="pass the model's directory as saved by save_pretrained, which includes its tokenizer")
     try:
@@ -355,7 +356,7 @@ def load_tokenizer(name_or_path: str):
     except (OSError, ValueError) as error:
         raise VerlfitError(
             f"cannot load tokenizer {name_or_path}: {error}",
-            fix="pass --tokenizer with the model's local directory or a hub name reachable from here",
+            fix="pass --tokenizer with the model's local directory or a hub name reachable from here (without network access, set HF_HUB_OFFLINE=1 so a cached model is used at once instead of after retries)",
         ) from error
     return tokenizer
 
