@@ -316,3 +316,11 @@ def test_doctor_timeout_must_be_a_sensible_number_of_seconds(value, capsys):
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["doctor", "--timeout", value])
     assert "argument --timeout: " in capsys.readouterr().err
+
+
+def test_a_file_where_the_data_directory_or_run_directory_should_be_fails(world):
+    afile = world.tmp / "afile"
+    afile.write_text("x")
+    results = by_name(run_checks(context(world, data_dir=str(afile), checkpoint_dir=str(afile / "runs")), names=("data", "disk")))
+    assert (results["data"].status, results["data"].message) == ("FAIL", f"{afile} is a file, not a data directory")
+    assert (results["disk"].status, results["disk"].message) == ("FAIL", f"{afile} is a file: checkpoints cannot go under it ({afile / 'runs'})")

@@ -362,6 +362,8 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
     path = Path(ctx.checkpoint_dir).expanduser().absolute()
     while not path.exists() and path != path.parent:
         path = path.parent
+    if not path.is_dir():
+        return CheckResult("disk", FAIL, f"{path} is a file: checkpoints cannot go under it ({ctx.checkpoint_dir})", "pass --run-dir a directory path")
     try:
         free = ctx.disk_usage(str(path)).free
     except OSError as error:
@@ -385,6 +387,8 @@ def check_data(ctx: DoctorContext) -> CheckResult:
 
     data = Path(ctx.data_dir)
     fix = f"verlfit prepare-gsm8k --output {data}"
+    if data.exists() and not data.is_dir():
+        return CheckResult("data", FAIL, f"{data} is a file, not a data directory", "pass --data the directory that holds (or will hold) train.parquet and test.parquet")
     missing = [name for name in ("train.parquet", "test.parquet") if not (data / name).is_file()]
     if missing:
         return CheckResult("data", WARN, f"{data} has no {' or '.join(missing)}: not prepared yet (verlfit train prepares GSM8K there)", fix)
