@@ -39,9 +39,9 @@ def test_user_environment_wins_and_empty_does_not():
 def test_environment_shell_lines():
     assert environment_shell(load_profile("a10")).splitlines() == [
         'VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS:-}"',
-        '[ -n "${VLLM_DTYPE:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} VLLM_DTYPE"',
-        '[ -n "${TRITON_MAX_SHARED_MEMORY:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} TRITON_MAX_SHARED_MEMORY"',
-        '[ -n "${PYTORCH_CUDA_ALLOC_CONF:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} PYTORCH_CUDA_ALLOC_CONF"',
+        '[ -n "${VLLM_DTYPE:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} VLLM_DTYPE=bfloat16"',
+        '[ -n "${TRITON_MAX_SHARED_MEMORY:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} TRITON_MAX_SHARED_MEMORY=101376"',
+        '[ -n "${PYTORCH_CUDA_ALLOC_CONF:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"',
         "export VERLFIT_PROFILE_DEFAULTS",
         'export VLLM_DTYPE="${VLLM_DTYPE:-bfloat16}"',
         'export TRITON_MAX_SHARED_MEMORY="${TRITON_MAX_SHARED_MEMORY:-101376}"',
@@ -61,11 +61,14 @@ def image_environment(profile_name, **user):
 
 def test_the_image_profiles_defaults_give_way_to_another_profile_but_user_values_win():
     environ = image_environment("a10", VLLM_DTYPE="float16")
-    assert environ["VERLFIT_PROFILE_DEFAULTS"].split() == ["TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF"]
+    assert environ["VERLFIT_PROFILE_DEFAULTS"].split() == ["TRITON_MAX_SHARED_MEMORY=101376", "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"]
     assert resolve_environment(load_profile("p40"), environ) == {"VLLM_DTYPE": "float16", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
     assert resolve_environment(load_profile("a10"), environ) == {"VLLM_DTYPE": "float16", "TRITON_MAX_SHARED_MEMORY": "101376", "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:256"}
     # an entrypoint run again inside the container keeps the first one's list
-    assert image_environment("a10", **environ)["VERLFIT_PROFILE_DEFAULTS"].split() == ["TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF"]
+    assert image_environment("a10", **environ)["VERLFIT_PROFILE_DEFAULTS"].split() == ["TRITON_MAX_SHARED_MEMORY=101376", "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"]
+    # a value the user exports after the entrypoint ran (docker compose run shell) is the user's
+    later = {**environ, "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}
+    assert resolve_environment(load_profile("p40"), later)["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:64"
 
 
 def test_invalid_profile_names_the_key():

@@ -320,7 +320,7 @@ def test_every_run_directory_name_reaches_hydra_as_one_value(tmp_path, name):
 
 def test_emulating_p40_inside_the_a10_image_uses_p40_values_not_the_images_defaults():
     image = {"VLLM_DTYPE": "bfloat16", "TRITON_MAX_SHARED_MEMORY": "101376", "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:256",
-             "VERLFIT_PROFILE_DEFAULTS": " VLLM_DTYPE TRITON_MAX_SHARED_MEMORY PYTORCH_CUDA_ALLOC_CONF"}
+             "VERLFIT_PROFILE_DEFAULTS": " VLLM_DTYPE=bfloat16 TRITON_MAX_SHARED_MEMORY=101376 PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"}
     plan = prepare_launch(parse(["--emulate", "p40", "--plan", "off"]), environ=image, gpu=H200)
     assert plan.environment == {"VLLM_DTYPE": "float32", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True", "VERLFIT_GPU_MEMORY_LIMIT_GIB": "22.5"}
 

@@ -15,6 +15,7 @@ container entrypoint (``--env-shell``).
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -240,9 +241,9 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
 def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, str]:
     """Return the three knobs' values: the user's where set (non-empty), else the profile's.
 
-    ``environ`` is typically ``os.environ``. Only the keys in ``ENVIRONMENT_KEYS`` are returned. A knob named
-    in ``$VERLFIT_PROFILE_DEFAULTS`` was set by the container entrypoint from the image's profile, not by the
-    user, and is replaced by ``profile``'s value.
+    ``environ`` is typically ``os.environ``. Only the keys in ``ENVIRONMENT_KEYS`` are returned. A knob whose
+    ``KEY=VALUE`` is in ``$VERLFIT_PROFILE_DEFAULTS`` still holds what the container entrypoint set from the
+    image's profile, not a user's value, and is replaced by ``profile``'s value.
 
     Raises:
         VerlfitError: for a ``VLLM_DTYPE`` that is not a torch dtype name verl's rollout accepts,
@@ -250,8 +251,9 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
     """
     # knobs the image's entrypoint filled in from the image's own profile are defaults, not the user's choice:
     # with another profile (--emulate p40 in the a10 image) that profile's values apply
-    defaulted = set(environ.get(DEFAULTED_VARIABLE, "").split())
-    resolved = {key: environ[key] if environ.get(key) and key not in defaulted else profile.environment[key] for key in ENVIRONMENT_KEYS}
+    # (KEY=VALUE pairs: a value the user exported afterwards differs from the recorded one and stays the user's)
+    defaulted = dict(token.split("=", 1) for token in environ.get(DEFAULTED_VARIABLE, "").split() if "=" in token)
+    resolved = {key: environ[key] if environ.get(key) and environ[key] != defaulted.get(key) else profile.environment[key] for key in ENVIRONMENT_KEYS}
     if resolved["VLLM_DTYPE"] not in DTYPES:
         raise VerlfitError(f"VLLM_DTYPE={resolved['VLLM_DTYPE']!r} is not a rollout dtype", fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: {', '.join(DTYPES)}")
     if not resolved["TRITON_MAX_SHARED_MEMORY"].isdigit():
@@ -263,12 +265,15 @@ def environment_shell(profile: Profile) -> str:
     """Shell lines that set each knob to the profile default unless the user set it.
 
     Example line: ``export VLLM_DTYPE="${VLLM_DTYPE:-float32}"``; the first lines list the knobs the user
-    left unset in ``$VERLFIT_PROFILE_DEFAULTS`` (see :func:`resolve_environment`). Used by
+    left unset, with the values given them, in ``$VERLFIT_PROFILE_DEFAULTS`` (see :func:`resolve_environment`). Used by
     ``entrypoint/entrypoint.sh`` through ``verlfit profiles --env-shell NAME``.
     """
     # first record which knobs the user left unset (their values below are the profile's, not the user's)
     lines = [f'{DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}:-}}"']  # an outer entrypoint's list stays
-    lines += [f'[ -n "${{{key}:-}}" ] || {DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}}} {key}"' for key in ENVIRONMENT_KEYS]
+    for key in ENVIRONMENT_KEYS:
+        if not re.fullmatch(r"[A-Za-z0-9_.:,=+\-]+", profile.environment[key]):
+            raise VerlfitError(f"profile {profile.name}: {key}={profile.environment[key]!r} holds characters the entrypoint cannot record", fix="use letters, digits and _ . : , = + - in profile environment values")
+    lines += [f'[ -n "${{{key}:-}}" ] || {DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}}} {key}={profile.environment[key]}"' for key in ENVIRONMENT_KEYS]
     lines.append(f"export {DEFAULTED_VARIABLE}")
     for key in ENVIRONMENT_KEYS:
         default = profile.environment[key]
