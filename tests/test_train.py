@@ -364,3 +364,9 @@ def test_a_memory_limit_below_one_gib_is_refused_by_the_parser(capsys):
     with pytest.raises(SystemExit):
         parse(["--gpu-memory-limit", "1e-9"])
     assert "argument --gpu-memory-limit: 1e-9 GiB is less than 1 GiB" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("batch, mini", [(32, 16), (2, 1), (1, 1), (5, 5), (9, 9)])
+def test_the_default_mini_batch_always_divides_the_batch(batch, mini):
+    plan = prepare_launch(parse(["--profile", "p40", "--dry-run", "--batch-size", str(batch)]), environ={}, gpu=None)
+    assert plan.settings.ppo_mini_batch_size == mini

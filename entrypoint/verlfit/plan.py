@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import DEFAULT_MODEL, ModelShape, load_model_shape
+from verlfit.overrides import default_mini_batch
 
 GIB = 1024**3
 
@@ -1138,7 +1139,7 @@ def register(subparsers):
     parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="ppo (GAE with a critic) or grpo (n samples, KL loss with a reference model)")
     parser.add_argument("--samples", type=int, default=4, help="responses per prompt for grpo (default 4)")
     parser.add_argument("--batch-size", type=int, default=32, help="prompts per step (default 32)")
-    parser.add_argument("--mini-batch-size", type=int, help="prompts per optimizer step (default: half the batch)")
+    parser.add_argument("--mini-batch-size", type=int, help="prompts per optimizer step (default: half the batch, or the whole batch when it is odd)")
     parser.add_argument("--micro-batch-size", type=int, help="responses per forward/backward per GPU for every phase")
     parser.add_argument("--actor-micro-batch-size", type=int, help="actor update (default 4)")
     parser.add_argument("--log-prob-micro-batch-size", type=int, help="old and ref log-prob (default 8)")
@@ -1210,7 +1211,7 @@ def request_from_args(args, nvml=None) -> tuple[PlanRequest, str]:
     if args.vllm_gpu_memory_utilization is not None and profile.rollout != "vllm":
         raise VerlfitError(f"--vllm-gpu-memory-utilization with the {profile.rollout} rollout: it is vLLM's share of the card", fix="drop it, or plan for --rollout vllm (a10 profile)", exit_code=2)
     shape = load_model_shape(args.model)
-    mini = args.mini_batch_size or max(args.batch_size // 2, 1)
+    mini = args.mini_batch_size or default_mini_batch(args.batch_size)
     micro = args.micro_batch_size
     offload = args.offload or "none"
     fields = dict(

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
-from verlfit.overrides import TrainSettings, build_overrides, split_override, validate_overrides
+from verlfit.overrides import TrainSettings, build_overrides, default_mini_batch, split_override, validate_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, customize, load_profile, resolve_environment, select_profile
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
@@ -125,7 +125,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--epochs", type=_positive_int, default=1, help="passes over the training data when --steps is not given (default: 1)")
     parser.add_argument("--gpus", type=_positive_int, default=1, help="GPUs per node (default: 1)")
     parser.add_argument("--batch-size", type=_positive_int, default=32, help="prompts per step (data.train_batch_size, default: 32)")
-    parser.add_argument("--mini-batch-size", type=_positive_int, help="prompts per PPO update (default: half the batch)")
+    parser.add_argument("--mini-batch-size", type=_positive_int, help="prompts per PPO update (default: half the batch, or the whole batch when it is odd)")
     parser.add_argument("--micro-batch-size", type=_positive_int, help="responses per forward/backward on each GPU for actor and critic (default: chosen by the planner)")
     parser.add_argument("--samples", type=_positive_int, default=4, help="GRPO responses per prompt (default: 4)")
     parser.add_argument("--max-prompt-length", type=_positive_int, default=512, help="tokens; longer prompts are dropped when data is prepared (default: 512)")
@@ -205,7 +205,7 @@ def _detect_gpu(need: bool):
 
 def settings_from_args(args, run_dir: str) -> TrainSettings:
     """Map parsed ``verlfit train`` arguments onto :class:`TrainSettings` (pure)."""
-    mini = args.mini_batch_size if args.mini_batch_size is not None else max(args.batch_size // 2, 1)
+    mini = args.mini_batch_size if args.mini_batch_size is not None else default_mini_batch(args.batch_size)
     settings = TrainSettings(
         model=args.model,
         data_dir=args.data,
