@@ -370,3 +370,24 @@ def test_a_memory_limit_below_one_gib_is_refused_by_the_parser(capsys):
 def test_the_default_mini_batch_always_divides_the_batch(batch, mini):
     plan = prepare_launch(parse(["--profile", "p40", "--dry-run", "--batch-size", str(batch)]), environ={}, gpu=None)
     assert plan.settings.ppo_mini_batch_size == mini
+
+
+@pytest.mark.parametrize("override, fix", [
+    ("actor_rollout_ref.rollout={name:vllm}", "use --rollout hf|vllm; the VLLM_DTYPE environment variable (checked against the GPU) instead"),
+    ("actor_rollout_ref.actor.fsdp_config.param_offload=True", "use --offload (actor param offload cannot run with the HF rollout) instead"),
+    ("trainer.max_actor_ckpt_to_keep=1", "use --keep-checkpoints (0, or 2 and more) instead"),
+    ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16", "use --profile (the profile decides the dtype from the card) instead"),
+    ("trainer.nnodes=2", "use --nodes (the batch is checked against every GPU) instead"),
+])
+def test_raw_overrides_of_sections_offload_dtype_checkpoints_and_nodes_are_refused(override, fix):
+    from verlfit.errors import VerlfitError
+
+    with pytest.raises(VerlfitError) as caught:
+        prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run", "--", override]), environ={}, gpu=None)
+    assert caught.value.fix == fix
+
+
+def test_nodes_reach_verl_and_the_planner():
+    plan = prepare_launch(parse(["--profile", "p40", "--dry-run", "--nodes", "2", "--gpus", "1"]), environ={}, gpu=None)
+    assert "trainer.nnodes=2" in plan.overrides and "trainer.n_gpus_per_node=1" in plan.overrides
+    assert plan.settings.nodes == 2

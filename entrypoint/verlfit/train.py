@@ -102,7 +102,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         description=(
             "Build, validate and launch `python -m verl.trainer.main_ppo` for this GPU. Every override "
             "is checked against the installed verl's ppo_trainer.yaml before Ray starts. Arguments after "
-            "`--` are extra verl overrides (key=value; they win over verlfit's)."
+            "`--` are extra verl overrides (key=value; they win over verlfit's, except the keys verlfit checks against the GPU: rollout, attention, dtype, offload, checkpoints kept, GPUs and nodes, which have their own options)."
         ),
         epilog=(
             "examples:\n"
@@ -124,6 +124,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=_positive_int, help="total training steps (default: --epochs passes over the data)")
     parser.add_argument("--epochs", type=_positive_int, default=1, help="passes over the training data when --steps is not given (default: 1)")
     parser.add_argument("--gpus", type=_positive_int, default=1, help="GPUs per node (default: 1)")
+    parser.add_argument("--nodes", type=_positive_int, default=1, help="nodes of a running Ray cluster, --gpus each (trainer.nnodes; default: 1)")
     parser.add_argument("--batch-size", type=_positive_int, default=32, help="prompts per step (data.train_batch_size, default: 32)")
     parser.add_argument("--mini-batch-size", type=_positive_int, help="prompts per PPO update (default: half the batch, or the whole batch when it is odd)")
     parser.add_argument("--micro-batch-size", type=_positive_int, help="responses per forward/backward on each GPU for actor and critic (default: chosen by the planner)")
@@ -174,7 +175,28 @@ MANAGED_KEYS = {
     "actor_rollout_ref.model.use_remove_padding": "--attention (packing is on only with flash_attention_2)",
     "critic.model.use_remove_padding": "--attention (packing is on only with flash_attention_2)",
     "actor_rollout_ref.rollout.dtype": "the VLLM_DTYPE environment variable (checked against the GPU)",
+    "actor_rollout_ref.actor.fsdp_config.param_offload": "--offload (actor param offload cannot run with the HF rollout)",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "--offload",
+    "critic.model.fsdp_config.param_offload": "--offload",
+    "critic.model.fsdp_config.optimizer_offload": "--offload",
+    "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype": "--profile (the profile decides the dtype from the card)",
+    "critic.model.fsdp_config.mixed_precision.param_dtype": "--profile (the profile decides the dtype from the card)",
+    "actor_rollout_ref.actor.autocast_dtype": "--profile (the profile decides the dtype from the card)",
+    "actor_rollout_ref.ref.autocast_dtype": "--profile (the profile decides the dtype from the card)",
+    "critic.autocast_dtype": "--profile (the profile decides the dtype from the card)",
+    "trainer.max_actor_ckpt_to_keep": "--keep-checkpoints (0, or 2 and more)",
+    "trainer.max_critic_ckpt_to_keep": "--keep-checkpoints (0, or 2 and more)",
+    "trainer.nnodes": "--nodes (the batch is checked against every GPU)",
+    "trainer.n_gpus_per_node": "--gpus (the batch is checked against every GPU)",
 }
+
+
+def _managed(key: str) -> str | None:
+    """The option to use instead of overriding ``key`` (a managed key, or a section holding one), or None."""
+    if key in MANAGED_KEYS:
+        return MANAGED_KEYS[key]
+    inside = sorted({fix for managed, fix in MANAGED_KEYS.items() if managed.startswith(key + ".")})
+    return "; ".join(inside) if inside else None
 
 
 def _extra_overrides(raw: list[str]) -> list[str]:
@@ -186,8 +208,9 @@ def _extra_overrides(raw: list[str]) -> list[str]:
     extras = raw[1:] if raw and raw[0] == "--" else list(raw)
     for override in extras:
         _, key, _ = split_override(override)  # raises a clear error for anything that is not key=value
-        if key in MANAGED_KEYS:
-            raise VerlfitError(f"override {override!r}: verlfit sets {key} itself and checks it against the GPU and profile", fix=f"use {MANAGED_KEYS[key]} instead", exit_code=2)
+        option = _managed(key)
+        if option:
+            raise VerlfitError(f"override {override!r}: verlfit sets {key} itself and checks it against the GPU and profile", fix=f"use {option} instead", exit_code=2)
     return extras
 
 
@@ -214,6 +237,7 @@ def settings_from_args(args, run_dir: str) -> TrainSettings:
         steps=args.steps,
         epochs=args.epochs,
         gpus=args.gpus,
+        nodes=args.nodes,
         train_batch_size=args.batch_size,
         ppo_mini_batch_size=mini,
         max_prompt_length=args.max_prompt_length,
