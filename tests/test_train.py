@@ -391,3 +391,11 @@ def test_nodes_reach_verl_and_the_planner():
     plan = prepare_launch(parse(["--profile", "p40", "--dry-run", "--nodes", "2", "--gpus", "1"]), environ={}, gpu=None)
     assert "trainer.nnodes=2" in plan.overrides and "trainer.n_gpus_per_node=1" in plan.overrides
     assert plan.settings.nodes == 2
+
+
+def test_vllm_share_is_scaled_to_the_memory_limit_on_a_bigger_card():
+    plan = prepare_launch(parse(["--emulate", "a10", "--plan", "off"]), environ={}, gpu=H200)
+    share = round(0.35 * 22.0 * 1024**3 / H200.total_memory_bytes, 4)
+    assert f"actor_rollout_ref.rollout.gpu_memory_utilization={share}" in plan.overrides
+    assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.35" not in plan.overrides
+    assert share == 0.0548
