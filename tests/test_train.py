@@ -399,3 +399,28 @@ def test_vllm_share_is_scaled_to_the_memory_limit_on_a_bigger_card():
     assert f"actor_rollout_ref.rollout.gpu_memory_utilization={share}" in plan.overrides
     assert "actor_rollout_ref.rollout.gpu_memory_utilization=0.35" not in plan.overrides
     assert share == 0.0548
+
+
+def test_resume_refuses_a_run_that_is_still_training_and_steps_behind_its_checkpoint(tmp_path):
+    import subprocess
+    import sys
+
+    from verlfit.errors import VerlfitError
+
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r")]), environ={}, gpu=P40)
+    run_dir = create_run_directory(plan, None)
+    fake_checkpoint(run_dir, 10)
+    with pytest.raises(VerlfitError, match="the newest checkpoint of .* is already at step 10"):
+        resume_plan(run_dir, steps=10)
+    assert "trainer.total_training_steps=11" in resume_plan(run_dir, steps=11).overrides
+    # a live process whose command line names verlfit, recorded as the run's pid
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "verlfit"])
+    try:
+        record = json.loads((run_dir / "run.json").read_text())
+        (run_dir / "run.json").write_text(json.dumps({**record, "pid": alive.pid}))
+        with pytest.raises(VerlfitError, match=f"is still being trained by process {alive.pid}"):
+            resume_plan(run_dir)
+    finally:
+        alive.kill()
+        alive.wait()
+    assert resume_plan(run_dir).notes == ["resuming from the checkpoint of step 10"]  # the process is gone

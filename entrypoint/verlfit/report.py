@@ -186,7 +186,7 @@ def summarize(run: Run) -> str:
     of_total = f" of {total}" if total is not None else ""
     if run.finished:
         status = f"finished ({last if last is not None else 0}{of_total} steps)"
-    elif _process_alive(run.info.get("pid")):
+    elif process_alive(run.info.get("pid")):
         status = f"running (step {last or 0}{of_total} done)"
     elif total is not None:
         status = f"interrupted or still running: {last or 0}{of_total} steps done"
@@ -225,7 +225,9 @@ def summarize(run: Run) -> str:
     return "\n".join(lines)
 
 
-def _process_alive(pid) -> bool:
+def process_alive(pid, command_fragment: str | None = None) -> bool:
+    """True when process ``pid`` exists (and, with ``command_fragment``, its /proc command line holds it,
+    so that a pid reused after a restart, e.g. a container's pid 1, does not count)."""
     if not isinstance(pid, int) or pid <= 0:
         return False
     try:
@@ -233,8 +235,13 @@ def _process_alive(pid) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    if command_fragment is None:
         return True
-    return True
+    try:
+        return command_fragment.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc: cannot tell, assume it is the run
 
 
 @dataclass

@@ -530,8 +530,13 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     """
     from verlfit.overrides import merge_overrides, quote_value
 
+    from verlfit.report import process_alive
+
     run_dir = Path(run_dir).resolve()
     record = load_run(run_dir)
+    pid = record.get("pid")
+    if pid != os.getpid() and process_alive(pid, "verlfit"):
+        raise VerlfitError(f"{run_dir} is still being trained by process {pid} (verlfit train): a second run would write the same checkpoints and metrics", fix=f"stop it first (Ctrl-C in its terminal, or kill -INT {pid}), then resume")
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         save_freq = record["settings"].get("save_freq")
@@ -539,6 +544,8 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / 'checkpoints' / CHECKPOINT_TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
     changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
     if steps is not None:
+        if steps <= checkpoint:
+            raise VerlfitError(f"--steps {steps} with --resume: the newest checkpoint of {run_dir} is already at step {checkpoint}", fix=f"pass --steps above {checkpoint} (the run's new total), or leave it out", exit_code=2)
         changes += [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={steps}"]
     if keep_checkpoints is not None:
         changes += [f"trainer.max_actor_ckpt_to_keep={keep_checkpoints or 'null'}", f"trainer.max_critic_ckpt_to_keep={keep_checkpoints or 'null'}"]
