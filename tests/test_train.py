@@ -218,7 +218,7 @@ def test_user_memory_limit_variable_is_validated_and_planned_for():
 
     plan = prepare_launch(parse(["--profile", "p40", "--plan", "off"]), environ={"VERLFIT_GPU_MEMORY_LIMIT_GIB": "10"}, gpu=P40)
     assert plan.environment["VERLFIT_GPU_MEMORY_LIMIT_GIB"] == "10"
-    with pytest.raises(VerlfitError, match="VERLFIT_GPU_MEMORY_LIMIT_GIB='abc' is not a positive number of GiB"):
+    with pytest.raises(VerlfitError, match="VERLFIT_GPU_MEMORY_LIMIT_GIB='abc' is not a number of GiB from 1 up"):
         prepare_launch(parse(["--profile", "p40", "--plan", "off"]), environ={"VERLFIT_GPU_MEMORY_LIMIT_GIB": "abc"}, gpu=P40)
 
 
@@ -424,3 +424,22 @@ def test_resume_refuses_a_run_that_is_still_training_and_steps_behind_its_checkp
         alive.kill()
         alive.wait()
     assert resume_plan(run_dir).notes == ["resuming from the checkpoint of step 10"]  # the process is gone
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--batch-size", "6", "--micro-batch-size", "2"], "fix: use a micro-batch size that divides 3: 1, 3"),
+    (["--batch-size", "1", "--algo", "grpo", "--samples", "2", "--gpus", "2"], "the batch of 1 prompts does not split over 2 GPUs"),
+    (["--run-dir", "runs/r${HOME}x"], "holds ${, which verl's Hydra/OmegaConf config would rewrite"),
+    (["--run-dir", "runs/r\\un"], "holds a backslash, which verl's Hydra/OmegaConf config would rewrite"),
+])
+def test_sizes_and_paths_verl_cannot_take_are_refused_with_the_fix(argv, fragment, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["train", "--profile", "p40", "--dry-run", *argv]) == 2
+    assert fragment in capsys.readouterr().err
+
+
+def test_a_memory_limit_variable_below_one_gib_is_refused():
+    from verlfit.errors import VerlfitError
+
+    with pytest.raises(VerlfitError, match="VERLFIT_GPU_MEMORY_LIMIT_GIB='1e-9' is not a number of GiB from 1 up"):
+        prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run"]), environ={"VERLFIT_GPU_MEMORY_LIMIT_GIB": "1e-9"}, gpu=None)

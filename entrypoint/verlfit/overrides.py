@@ -155,7 +155,14 @@ def _bool(value: bool) -> str:
 
 
 def quote_value(value: str) -> str:
-    """Quote a value for Hydra's override grammar when it holds characters outside the plain set."""
+    """Quote a value for Hydra's override grammar when it holds characters outside the plain set.
+
+    Raises:
+        VerlfitError: for ``${`` (OmegaConf would resolve it as an interpolation) or a backslash (Hydra keeps
+            escapes only before quotes, so the path would change): such values cannot pass through verl's config.
+    """
+    if "${" in value or "\\" in value:
+        raise VerlfitError(f"{value!r} holds {'${' if '${' in value else 'a backslash'}, which verl's Hydra/OmegaConf config would rewrite", fix="use a path without ${ and backslashes (rename the directory, or pass another --run-dir/--data/--model)", exit_code=2)
     if re.fullmatch(r"[A-Za-z0-9_./:~@+\-]*", value) and value not in ("", "null", "true", "false"):
         return value
     escaped = value.replace("\\", "\\\\").replace("'", "\\'")

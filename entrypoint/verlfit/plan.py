@@ -378,13 +378,15 @@ def validate_request(request: PlanRequest) -> None:
         raise VerlfitError(f"prompt length must not be negative, got {r.max_prompt_length}", exit_code=2)
     if r.train_batch_size % r.ppo_mini_batch_size:
         raise VerlfitError(f"mini-batch {r.ppo_mini_batch_size} does not divide batch {r.train_batch_size}", fix="choose a mini-batch size that divides the batch size", exit_code=2)
+    if r.train_batch_size % r.gpus:
+        raise VerlfitError(f"the batch of {r.train_batch_size} prompts does not split over {r.gpus} GPUs (verl hands each GPU the same number of prompts)", fix=f"use a --batch-size divisible by {r.gpus}", exit_code=2)
     if r.per_gpu_mini_batch <= 0 or (r.ppo_mini_batch_size * r.samples) % r.gpus:
         raise VerlfitError(f"the mini-batch of {r.ppo_mini_batch_size * r.samples} responses does not split over {r.gpus} GPUs", fix="choose a mini-batch size (and --samples) whose responses divide by the number of GPUs", exit_code=2)
     for name, micro in (("actor", r.actor_micro_batch_size), ("critic", r.critic_micro_batch_size)):
         if r.per_gpu_mini_batch % micro:
-            raise VerlfitError(f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of {r.per_gpu_mini_batch} responses (fsdp_workers.py:165)", fix="use a power of two no larger than the mini-batch", exit_code=2)
+            raise VerlfitError(f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of {r.per_gpu_mini_batch} responses (fsdp_workers.py:165)", fix=f"use a micro-batch size that divides {r.per_gpu_mini_batch}: {', '.join(str(d) for d in range(1, r.per_gpu_mini_batch + 1) if r.per_gpu_mini_batch % d == 0)}", exit_code=2)
     if r.rollout_micro_batch_size is not None and (r.rollout_micro_batch_size <= 0 or r.per_gpu_prompts % r.rollout_micro_batch_size):
-        raise VerlfitError(f"rollout micro-batch {r.rollout_micro_batch_size} does not divide the per-GPU batch of {r.per_gpu_prompts} prompts (DataProto.chunk needs equal chunks)", exit_code=2)
+        raise VerlfitError(f"rollout micro-batch {r.rollout_micro_batch_size} does not divide the per-GPU batch of {r.per_gpu_prompts} prompts (DataProto.chunk needs equal chunks)", fix=f"use a rollout micro-batch that divides {r.per_gpu_prompts}", exit_code=2)
     if r.rollout == "vllm" and not 0 < r.vllm_gpu_memory_utilization < 1:
         raise VerlfitError(f"vLLM gpu_memory_utilization must be in (0, 1), got {r.vllm_gpu_memory_utilization}", exit_code=2)
 
@@ -1112,6 +1114,17 @@ def render_table(plan: Plan, console=None) -> None:
 # --------------------------------------------------------------------------------------
 
 
+def _memory_gib(text: str) -> float:
+    """argparse type for --gpu-memory: GiB, a finite number from 1 up."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of GiB") from None
+    if not 1 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} GiB: give the usable memory per GPU, from 1 GiB up (a P40 leaves 22.5)")
+    return value
+
+
 def register(subparsers):
     parser = subparsers.add_parser(
         "plan",
@@ -1134,7 +1147,7 @@ def register(subparsers):
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)")
     parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
     parser.add_argument("--emulate", choices=("p40", "a10"), help="plan for that profile's card: its usable memory (p40: 22.5 GiB)")
-    parser.add_argument("--gpu-memory", type=float, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
+    parser.add_argument("--gpu-memory", type=_memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs (FSDP shards weights, gradients and optimizer states; default 1)")
     parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="ppo (GAE with a critic) or grpo (n samples, KL loss with a reference model)")
     parser.add_argument("--samples", type=int, default=4, help="responses per prompt for grpo (default 4)")

@@ -281,8 +281,8 @@ def memory_limit_gib(args, profile, environ: dict[str, str] | None = None) -> fl
             value = float(text)
         except ValueError:
             value = -1.0
-        if not 0 < value < float("inf"):  # also false for nan
-            raise VerlfitError(f"{MEMORY_LIMIT_VARIABLE}={text!r} is not a positive number of GiB", fix=f"unset it, or use --gpu-memory-limit GIB (e.g. {MEMORY_LIMIT_VARIABLE}=22.5)", exit_code=2)
+        if not 1 <= value < float("inf"):  # also false for nan
+            raise VerlfitError(f"{MEMORY_LIMIT_VARIABLE}={text!r} is not a number of GiB from 1 up", fix=f"unset it, or use --gpu-memory-limit GIB (e.g. {MEMORY_LIMIT_VARIABLE}=22.5)", exit_code=2)
         return value
     return None
 
