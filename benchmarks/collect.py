@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here (default: stdout)")
     parser.add_argument("--markdown", type=Path, help="write the markdown table here")
     args = parser.parse_args(argv)
+    if not args.results.is_dir():
+        parser.error(f"{args.results} is not a directory")
     runs = sorted(p for p in args.results.iterdir() if (p / "run.json").is_file())
     if not runs:
         parser.error(f"{args.results} holds no run directories (run.json)")

@@ -219,7 +219,7 @@ def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> Model
         if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
             return _read_config(Path(cached), f"{model} (hub cache)")
     known = ", ".join(sorted(BUILTIN_SHAPES))
-    raise VerlfitError(f"no config.json for model {model!r}: not a file, not a directory, not in the local hub cache", fix=f"pass --model path/to/model_dir or path/to/config.json (built in: {known})")
+    raise VerlfitError(f"no config.json for model {model!r}: not a file, not a directory, not in the local hub cache", fix=f"download it first (huggingface-cli download {model} --include config.json puts it in the cache), pass --model a local directory, or use --plan off with verlfit train to size micro-batches yourself (built in: {known})")
 
 
 def _read_config(path: Path, name: str) -> ModelShape:

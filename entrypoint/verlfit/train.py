@@ -142,7 +142,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-gradient-checkpointing", action="store_true", help="keep all activations (faster, more memory)")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only --steps may change)")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only --steps and --keep-checkpoints may be given)")
     parser.add_argument("--dry-run", action="store_true", help="print the command, environment and resolved values, then exit (no GPU needed with --profile p40|a10)")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch")
     parser.add_argument("--no-validate", action="store_true", help="do not validate overrides against the installed verl (not recommended)")
@@ -406,7 +406,7 @@ def describe(plan: LaunchPlan) -> str:
             + [f"log-prob {s.log_prob_micro_batch_size}"]
             + ([f"HF rollout {s.rollout_micro_batch_size or s.train_batch_size} prompts"] if "actor_rollout_ref.rollout.name=hf" in plan.overrides else [])
         ),
-        f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: every {s.save_freq} steps, newest {s.keep_checkpoints or 'all'} kept" if s.save_freq > 0 else f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: none (--save-freq {s.save_freq})",
+        f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: every {s.save_freq} steps, {f'newest {s.keep_checkpoints}' if s.keep_checkpoints else 'all'} kept" if s.save_freq > 0 else f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: none (--save-freq {s.save_freq})",
         f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params {s.actor_param_offload}, optimizer {s.actor_optimizer_offload}"
         + (f"; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}" if s.algorithm == "ppo" else ""),
     ]
@@ -437,7 +437,7 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
     if run_dir.exists() and not run_dir.is_dir():
         raise VerlfitError(f"--run-dir {run_dir} is a file, not a directory", fix="pass a directory path that does not exist yet")
     if run_dir.exists():
-        raise VerlfitError(f"run directory {run_dir} already exists", fix=f"continue it with `verlfit train --resume {run_dir}`, or pass another --run-dir")
+        raise VerlfitError(f"run directory {run_dir} already exists", fix=f"continue it with `verlfit train --resume {shlex.quote(str(run_dir))}`, or pass another --run-dir")
     try:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}.building-"))
@@ -626,7 +626,7 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
         if checkpoint is None:
             print(f"verlfit: stopped before the first checkpoint (--save-freq {plan.settings.save_freq}): nothing to resume; start a new run", file=sys.stderr)
         else:
-            print(f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume {run_dir}", file=sys.stderr)
+            print(f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
         return 130
     finally:
         watcher.close()
