@@ -345,3 +345,17 @@ def test_plan_and_train_choose_the_same_micro_batches_for_a10_with_hf_rollout_an
     args = cli.build_parser().parse_args(["train", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--dry-run"])
     settings = prepare_launch(args, environ={}, gpu=None).settings
     assert f"chosen: actor micro-batch {settings.actor_micro_batch_size}, log-prob {settings.log_prob_micro_batch_size}, critic {settings.critic_micro_batch_size}, rollout 32 prompts" in out.out
+
+
+def test_cli_follows_the_images_profile_and_trains_micro_batch_rule(monkeypatch):
+    class NoNvml:
+        def nvmlInit(self):
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setenv("VERLFIT_PROFILE", "a10")
+    request, _ = plan.request_from_args(cli.build_parser().parse_args(["plan", "--micro-batch-size", "8"]), nvml=NoNvml())
+    assert (request.dtype, request.rollout) == ("bfloat16", "vllm")
+    assert (request.actor_micro_batch_size, request.critic_micro_batch_size, request.log_prob_micro_batch_size) == (8, 8, 16)
+    monkeypatch.setenv("VERLFIT_PROFILE", "v100")
+    with pytest.raises(VerlfitError, match="VERLFIT_PROFILE=v100 is not a profile"):
+        plan.request_from_args(cli.build_parser().parse_args(["plan"]), nvml=NoNvml())

@@ -1153,7 +1153,7 @@ def register(subparsers):
     parser.add_argument("--samples", type=int, default=4, help="responses per prompt for grpo (default 4)")
     parser.add_argument("--batch-size", type=int, default=32, help="prompts per step (default 32)")
     parser.add_argument("--mini-batch-size", type=int, help="prompts per optimizer step (default: half the batch, or the whole batch when it is odd)")
-    parser.add_argument("--micro-batch-size", type=int, help="responses per forward/backward per GPU for every phase")
+    parser.add_argument("--micro-batch-size", type=int, help="responses per forward/backward per GPU for actor and critic; log-prob twice that (as verlfit train)")
     parser.add_argument("--actor-micro-batch-size", type=int, help="actor update (default 4)")
     parser.add_argument("--log-prob-micro-batch-size", type=int, help="old and ref log-prob (default 8)")
     parser.add_argument("--critic-micro-batch-size", type=int, help="values and critic update (default 4)")
@@ -1196,7 +1196,12 @@ def _resolve_card(args, nvml=None):
         gpu = report.gpus[0] if report.gpus else None
         if gpu is None:
             source = report.error or "no NVIDIA GPU visible"
-    name = args.profile or ("auto" if gpu else "p40")
+    import os
+
+    # like verlfit train and doctor: the image's VERLFIT_PROFILE when no --profile is given
+    name = args.profile or os.environ.get("VERLFIT_PROFILE") or ("auto" if gpu else "p40")
+    if name not in ("p40", "a10", "auto"):
+        raise VerlfitError(f"VERLFIT_PROFILE={name} is not a profile", fix="set VERLFIT_PROFILE to p40 or a10, or pass --profile", exit_code=2)
     if name == "auto" and gpu is None:
         raise VerlfitError("--profile auto needs a visible GPU", fix="pass --profile p40 or --profile a10, or --emulate p40")
     profile = select_profile(name, gpu) if gpu is not None else load_profile(name)
@@ -1233,7 +1238,7 @@ def request_from_args(args, nvml=None) -> tuple[PlanRequest, str]:
         train_batch_size=args.batch_size,
         ppo_mini_batch_size=mini,
         actor_micro_batch_size=args.actor_micro_batch_size or micro or 4,
-        log_prob_micro_batch_size=args.log_prob_micro_batch_size or micro or 8,
+        log_prob_micro_batch_size=args.log_prob_micro_batch_size or (2 * micro if micro else 8),  # as verlfit train --micro-batch-size
         critic_micro_batch_size=args.critic_micro_batch_size or micro or 4,
         rollout_micro_batch_size=args.rollout_micro_batch_size,
         max_prompt_length=args.max_prompt_length,
