@@ -443,3 +443,8 @@ def test_a_memory_limit_variable_below_one_gib_is_refused():
 
     with pytest.raises(VerlfitError, match="VERLFIT_GPU_MEMORY_LIMIT_GIB='1e-9' is not a number of GiB from 1 up"):
         prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run"]), environ={"VERLFIT_GPU_MEMORY_LIMIT_GIB": "1e-9"}, gpu=None)
+
+
+def test_samples_without_grpo_is_refused(capsys):
+    assert cli.main(["train", "--profile", "p40", "--dry-run", "--samples", "8"]) == 2
+    assert "--samples 8 with --algo ppo: PPO samples one response per prompt" in capsys.readouterr().err

@@ -296,6 +296,8 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     """
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
+    if args.algo == "ppo" and args.samples != _DEFAULTS.get("samples", args.samples):
+        raise VerlfitError(f"--samples {args.samples} with --algo ppo: PPO samples one response per prompt (its critic gives the baseline)", fix="use --algo grpo for several responses per prompt, or drop --samples", exit_code=2)
     if args.emulate and args.profile not in (None, "auto", args.emulate):
         raise VerlfitError(f"--profile {args.profile} and --emulate {args.emulate} disagree", fix=f"--emulate {args.emulate} already selects the {args.emulate} profile: drop --profile", exit_code=2)
     profile_name = args.profile or environ.get("VERLFIT_PROFILE") or "auto"
