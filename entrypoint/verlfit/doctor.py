@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from verlfit.arguments import timeout_seconds
 from verlfit.errors import VerlfitError
 
 GIB = 1024**3
@@ -592,17 +593,6 @@ def format_results(results: list[CheckResult]) -> str:
     return "\n".join(lines)
 
 
-def _timeout_seconds(text: str) -> float:
-    """argparse type for --timeout: seconds, a finite number > 0 and at most 300."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value <= 300:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"{text} must be more than 0 and at most 300 seconds")
-    return value
-
-
 def register(subparsers):
     parser = subparsers.add_parser(
         "doctor",
@@ -615,7 +605,7 @@ def register(subparsers):
     parser.add_argument("--data", default="data/gsm8k", help="folder with train.parquet and test.parquet (default: %(default)s)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="model directory or hub id (default: %(default)s)")
     parser.add_argument("--run-dir", default="runs", help="where checkpoints go, for the disk check (default: %(default)s)")
-    parser.add_argument("--timeout", type=_timeout_seconds, default=NETWORK_TIMEOUT_S, help="seconds for the hub reachability check (default: %(default)s)")
+    parser.add_argument("--timeout", type=timeout_seconds, default=NETWORK_TIMEOUT_S, help="seconds for the hub reachability check (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON: {checks: [...], exit_status}")
     parser.set_defaults(func=_run)
     return parser

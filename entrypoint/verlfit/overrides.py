@@ -106,6 +106,11 @@ class TrainSettings:
     extra_overrides: list[str] = field(default_factory=list)
 
 
+def keep_checkpoints_overrides(keep: int) -> list[str]:
+    """verl's checkpoint retention for ``--keep-checkpoints`` (0: verl's null, keep every checkpoint)."""
+    return [f"trainer.max_actor_ckpt_to_keep={keep or 'null'}", f"trainer.max_critic_ckpt_to_keep={keep or 'null'}"]
+
+
 def default_mini_batch(batch: int) -> int:
     """Prompts per PPO update when the user gives none: half the batch (two updates a step, as verl's
     GSM8K examples), or the whole batch when it is odd, so that it always divides the batch."""
@@ -269,8 +274,7 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
         f"trainer.total_epochs={s.steps if s.steps is not None else s.epochs}",
         f"trainer.total_training_steps={s.steps if s.steps is not None else 'null'}",
         f"trainer.save_freq={s.save_freq}",
-        f"trainer.max_actor_ckpt_to_keep={s.keep_checkpoints or 'null'}",
-        f"trainer.max_critic_ckpt_to_keep={s.keep_checkpoints or 'null'}",
+        *keep_checkpoints_overrides(s.keep_checkpoints),
         f"trainer.test_freq={s.test_freq}",
         f"trainer.val_before_train={_bool(s.validate_before_train)}",
         f"trainer.resume_mode={'auto' if s.resume else 'disable'}",

@@ -36,6 +36,7 @@ import math
 import sys
 from dataclasses import dataclass, replace
 
+from verlfit.arguments import memory_gib
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import DEFAULT_MODEL, ModelShape, load_model_shape
 from verlfit.overrides import default_mini_batch
@@ -1114,17 +1115,6 @@ def render_table(plan: Plan, console=None) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def _memory_gib(text: str) -> float:
-    """argparse type for --gpu-memory: GiB, a finite number from 1 up."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of GiB") from None
-    if not 1 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} GiB: give the usable memory per GPU, from 1 GiB up (a P40 leaves 22.5)")
-    return value
-
-
 def register(subparsers):
     parser = subparsers.add_parser(
         "plan",
@@ -1147,7 +1137,7 @@ def register(subparsers):
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)")
     parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
     parser.add_argument("--emulate", choices=("p40", "a10"), help="plan for that profile's card: its usable memory (p40: 22.5 GiB)")
-    parser.add_argument("--gpu-memory", type=_memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
+    parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
     parser.add_argument("--gpus", type=int, default=1, help="GPUs (FSDP shards weights, gradients and optimizer states; default 1)")
     parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="ppo (GAE with a critic) or grpo (n samples, KL loss with a reference model)")
     parser.add_argument("--samples", type=int, default=4, help="responses per prompt for grpo (default 4)")
@@ -1205,9 +1195,7 @@ def _resolve_card(args, nvml=None):
     if name == "auto" and gpu is None:
         raise VerlfitError("--profile auto needs a visible GPU", fix="pass --profile p40 or --profile a10, or --emulate p40")
     profile = select_profile(name, gpu) if gpu is not None else load_profile(name)
-    if args.gpu_memory is not None:
-        if not (math.isfinite(args.gpu_memory) and args.gpu_memory > 0):
-            raise VerlfitError(f"--gpu-memory {args.gpu_memory} must be a positive number of GiB", exit_code=2)
+    if args.gpu_memory is not None:  # checked by its argparse type (verlfit.arguments.memory_gib)
         return profile, int(args.gpu_memory * GIB), f"--gpu-memory {args.gpu_memory:g} GiB"
     if gpu is not None:
         usable = usable_memory_bytes(gpu)

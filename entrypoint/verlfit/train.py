@@ -31,24 +31,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from verlfit.arguments import memory_gib, parse_number, positive_number, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
-from verlfit.overrides import TrainSettings, build_overrides, default_mini_batch, split_override, validate_overrides
+from verlfit.overrides import TrainSettings, build_overrides, default_mini_batch, keep_checkpoints_overrides, split_override, validate_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, customize, load_profile, resolve_environment, select_profile
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 RUN_FILE = "run.json"
-
-
-def _positive_int(text: str) -> int:
-    """argparse type: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
 
 
 def _checkpoints_to_keep(text: str) -> int:
@@ -57,35 +47,11 @@ def _checkpoints_to_keep(text: str) -> int:
     1 is refused: verl 0.4.1 deletes the oldest kept checkpoint *before* writing the next one
     (``fsdp_checkpoint_manager.py:183-186``), so with 1 a crash or Ctrl-C during a save leaves no checkpoint.
     """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = parse_number(text, int, "a whole number")
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} must be 0 (keep all) or at least 2")
     if value == 1:
         raise argparse.ArgumentTypeError("1 would leave no checkpoint during each save (verl deletes the previous one before writing the next): use 2 or more, or 0 to keep all")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (GiB, learning rates)."""
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text} must be a positive, finite number")
-    return value
-
-
-def _memory_limit_gib(text: str) -> float:
-    """argparse type for --gpu-memory-limit: GiB, at least 1 (the CUDA context and a model need more than that)."""
-    value = _positive_float(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} GiB is less than 1 GiB: no verl worker runs in that (a P40 leaves 22.5)")
     return value
 
 
@@ -115,24 +81,24 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="hardware profile (default: $VERLFIT_PROFILE, else auto by compute capability)")
     parser.add_argument("--emulate", choices=PROFILE_NAMES, help="run that profile's code paths and cap each worker at its card's usable memory (p40: 22.5 GiB), to rehearse on a bigger GPU")
-    parser.add_argument("--gpu-memory-limit", type=_memory_limit_gib, metavar="GIB", help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl)")
+    parser.add_argument("--gpu-memory-limit", type=memory_gib, metavar="GIB", help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl)")
     parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine instead of the profile's: hf (transformers generate; any card) or vllm (a10 profile only; compute capability >= 7.0)")
     parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs bf16 and compute capability >= 8.0)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)")
     parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet; prepared from the hub first if missing (default: %(default)s)")
     parser.add_argument("--algo", default="ppo", choices=("ppo", "grpo"), help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss (default: ppo)")
-    parser.add_argument("--steps", type=_positive_int, help="total training steps (default: --epochs passes over the data)")
-    parser.add_argument("--epochs", type=_positive_int, default=1, help="passes over the training data when --steps is not given (default: 1)")
-    parser.add_argument("--gpus", type=_positive_int, default=1, help="GPUs per node (default: 1)")
-    parser.add_argument("--nodes", type=_positive_int, default=1, help="nodes of a running Ray cluster, --gpus each (trainer.nnodes; default: 1)")
-    parser.add_argument("--batch-size", type=_positive_int, default=32, help="prompts per step (data.train_batch_size, default: 32)")
-    parser.add_argument("--mini-batch-size", type=_positive_int, help="prompts per PPO update (default: half the batch, or the whole batch when it is odd)")
-    parser.add_argument("--micro-batch-size", type=_positive_int, help="responses per forward/backward on each GPU for actor and critic (default: chosen by the planner)")
-    parser.add_argument("--samples", type=_positive_int, default=4, help="GRPO responses per prompt (default: 4)")
-    parser.add_argument("--max-prompt-length", type=_positive_int, default=512, help="tokens; longer prompts are dropped when data is prepared (default: 512)")
-    parser.add_argument("--max-response-length", type=_positive_int, default=256, help="tokens (default: 256)")
-    parser.add_argument("--actor-lr", type=_positive_float, default=1e-6, help="actor learning rate (default: 1e-6)")
-    parser.add_argument("--critic-lr", type=_positive_float, default=1e-5, help="critic learning rate (default: 1e-5)")
+    parser.add_argument("--steps", type=whole_number, help="total training steps (default: --epochs passes over the data)")
+    parser.add_argument("--epochs", type=whole_number, default=1, help="passes over the training data when --steps is not given (default: 1)")
+    parser.add_argument("--gpus", type=whole_number, default=1, help="GPUs per node (default: 1)")
+    parser.add_argument("--nodes", type=whole_number, default=1, help="nodes of a running Ray cluster, --gpus each (trainer.nnodes; default: 1)")
+    parser.add_argument("--batch-size", type=whole_number, default=32, help="prompts per step (data.train_batch_size, default: 32)")
+    parser.add_argument("--mini-batch-size", type=whole_number, help="prompts per PPO update (default: half the batch, or the whole batch when it is odd)")
+    parser.add_argument("--micro-batch-size", type=whole_number, help="responses per forward/backward on each GPU for actor and critic (default: chosen by the planner)")
+    parser.add_argument("--samples", type=whole_number, default=4, help="GRPO responses per prompt (default: 4)")
+    parser.add_argument("--max-prompt-length", type=whole_number, default=512, help="tokens; longer prompts are dropped when data is prepared (default: 512)")
+    parser.add_argument("--max-response-length", type=whole_number, default=256, help="tokens (default: 256)")
+    parser.add_argument("--actor-lr", type=positive_number, default=1e-6, help="actor learning rate (default: 1e-6)")
+    parser.add_argument("--critic-lr", type=positive_number, default=1e-5, help="critic learning rate (default: 1e-5)")
     parser.add_argument("--save-freq", type=int, default=25, help="checkpoint every N steps (default: 25; -1 never)")
     parser.add_argument("--keep-checkpoints", type=_checkpoints_to_keep, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what it saved itself: checkpoints from before a --resume stay. May be given with --resume")
     parser.add_argument("--test-freq", type=int, default=25, help="validate every N steps (default: 25; -1 never)")
@@ -267,9 +233,7 @@ def settings_from_args(args, run_dir: str) -> TrainSettings:
 def memory_limit_gib(args, profile, environ: dict[str, str] | None = None) -> float | None:
     """The per-worker memory cap in GiB: ``--gpu-memory-limit``, else the emulated card's usable memory,
     else a ``VERLFIT_GPU_MEMORY_LIMIT_GIB`` the user set (validated here, so the planner sizes for it)."""
-    if args.gpu_memory_limit is not None:
-        if args.gpu_memory_limit <= 0:
-            raise VerlfitError(f"--gpu-memory-limit {args.gpu_memory_limit} must be a positive number of GiB", exit_code=2)
+    if args.gpu_memory_limit is not None:  # checked by its argparse type (verlfit.arguments.memory_gib)
         return args.gpu_memory_limit
     if args.emulate:
         if environ and environ.get(MEMORY_LIMIT_VARIABLE):
@@ -550,7 +514,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             raise VerlfitError(f"--steps {steps} with --resume: the newest checkpoint of {run_dir} is already at step {checkpoint}", fix=f"pass --steps above {checkpoint} (the run's new total), or leave it out", exit_code=2)
         changes += [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={steps}"]
     if keep_checkpoints is not None:
-        changes += [f"trainer.max_actor_ckpt_to_keep={keep_checkpoints or 'null'}", f"trainer.max_critic_ckpt_to_keep={keep_checkpoints or 'null'}"]
+        changes += keep_checkpoints_overrides(keep_checkpoints)
     overrides = merge_overrides(record["overrides"] + changes)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
     known = {f.name for f in dataclasses.fields(TrainSettings)}
