@@ -30,6 +30,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+# docker/lock.py beside this file (the image has the whole docker/ folder) reads lock files and names
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lock import canonical, parse_pins  # noqa: E402
+
 # distribution name -> the module it would make importable
 MODULES = {"vllm": "vllm", "flash-attn": "flash_attn", "liger-kernel": "liger_kernel", "xformers": "xformers", "apex": "apex"}
 
@@ -38,22 +42,12 @@ class CheckFailed(Exception):
     """A check's failure; its message is the detail printed after FAIL."""
 
 
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def read_lock(path: Path) -> dict[str, str]:
-    """``name==version`` lines of a lock file -> {canonical name: version}; options and comments skipped."""
-    pins = {}
-    for line in Path(path).read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line or line.startswith("-"):
-            continue
-        name, separator, version = line.partition("==")
-        if not separator:
-            raise CheckFailed(f"{path}: not an exact pin: {line!r}")
-        pins[canonical(name.split("[")[0])] = version.strip()
-    return pins
+    """A lock file's pins as {canonical name: version} (read by docker/lock.py's parser)."""
+    try:
+        return {name: version for name, (_, version) in parse_pins(Path(path).read_text()).items()}
+    except ValueError as error:
+        raise CheckFailed(f"{path}: {error}") from None
 
 
 def installed_version(name: str) -> str | None:

@@ -100,7 +100,14 @@ def write_standins(directory: Path) -> None:
 
 
 def parse_pins(text: str) -> dict[str, tuple[str, str]]:
-    """``name==version`` lines of a requirements text -> {canonical name: (name, version)}."""
+    """``name==version`` lines of a requirements text -> {canonical name: (name as written, version)}.
+
+    Comments, blank lines and option lines (``--no-binary``) are skipped; extras are dropped from the name.
+    The one reader of lock files: docker/check-image.py (inside the image) and the tests use it too.
+
+    Raises:
+        ValueError: ``not an exact pin: LINE`` for any other line.
+    """
     pins = {}
     for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
@@ -108,7 +115,7 @@ def parse_pins(text: str) -> dict[str, tuple[str, str]]:
             continue
         match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)", line)
         if not match:
-            raise SystemExit(f"lock.py: not an exact pin: {line!r}")
+            raise ValueError(f"not an exact pin: {line!r}")
         pins[canonical(match.group(1))] = (match.group(1), match.group(2))
     return pins
 
@@ -133,7 +140,10 @@ class Resolver:
         result = self.compile(requirements, constraints)
         if result.returncode:
             raise SystemExit(f"lock.py: uv could not resolve {requirements}:\n{result.stderr}")
-        return parse_pins(result.stdout)
+        try:
+            return parse_pins(result.stdout)
+        except ValueError as error:
+            raise SystemExit(f"lock.py: uv's output for {requirements}: {error}") from None
 
     def sdist_only(self, requirements: Path) -> tuple[str, ...]:
         """Names in the resolved tree that have no wheel for the target (built from source)."""

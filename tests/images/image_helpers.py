@@ -6,6 +6,7 @@ Nothing here needs a Docker engine.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shlex
@@ -20,6 +21,18 @@ DOCKERFILES = {"p40": REPO / "Dockerfile.p40", "a10": REPO / "Dockerfile.a10"}
 LOCKS = ("python.lock", "torch-cu118.lock", "torch-deps.lock", "common.lock", "a10-cu118.lock", "a10-extra.lock")
 P40_LOCKS = LOCKS[:4]
 VERL_COMMIT = "8d9e350ea58c7ad4b50dd14d9dcb50577242c55f"
+
+
+def load_lock_tool():
+    """docker/lock.py as a module (it is a script, not a package): the project's one lock-file reader."""
+    spec = importlib.util.spec_from_file_location("verlfit_lock_tool", REPO / "docker" / "lock.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LOCK_TOOL = load_lock_tool()
+canonical = LOCK_TOOL.canonical
 
 
 @dataclass
@@ -118,27 +131,15 @@ def resolved_args(dockerfile: Dockerfile, overrides: dict[str, str] | None = Non
 
 
 def read_lock(path: Path) -> dict[str, str]:
-    """Pins of a lock file: {name as written: version}. Option lines (``--no-binary``) are skipped."""
-    pins = {}
-    for line in Path(path).read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line or line.startswith("-"):
-            continue
-        name, separator, version = line.partition("==")
-        assert separator, f"{path}: not an exact pin: {line!r}"
-        pins[name] = version
-    return pins
-
-
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """Pins of a lock file: {name as written: version}, read by docker/lock.py's parser."""
+    return dict(LOCK_TOOL.parse_pins(Path(path).read_text()).values())
 
 
 def lock_pins(*names: str) -> dict[str, str]:
     """Union of the named locks as {canonical name: version}."""
     pins: dict[str, str] = {}
     for name in names:
-        pins.update({canonical(package): version for package, version in read_lock(REPO / "docker" / name).items()})
+        pins.update({package: version for package, (_, version) in LOCK_TOOL.parse_pins((REPO / "docker" / name).read_text()).items()})
     return pins
 
 

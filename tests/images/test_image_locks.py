@@ -5,14 +5,13 @@ declare satisfied by what the images install (the static half of the build's `pi
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import re
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from image_helpers import LOCKS, P40_LOCKS, REPO, canonical, lock_pins, read_lock
+from image_helpers import LOCKS, P40_LOCKS, REPO, canonical, load_lock_tool, lock_pins, read_lock
 
 TARGET = {"python_version": "3.10", "python_full_version": "3.10.12", "sys_platform": "linux", "platform_system": "Linux",
           "platform_machine": "x86_64", "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython"}
@@ -24,11 +23,6 @@ CU11 = {
 }
 
 
-def load_lock_tool():
-    spec = importlib.util.spec_from_file_location("verlfit_lock_tool", REPO / "docker" / "lock.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def satisfied(requirements, pins: dict[str, str]) -> list[str]:
