@@ -174,7 +174,7 @@ def quote_value(value: str) -> str:
     return f"'{escaped}'"
 
 
-def build_overrides(settings: TrainSettings, profile, environment: dict[str, str], compute_capability: tuple[int, int] | None = None) -> list[str]:
+def build_overrides(settings: TrainSettings, profile, environment: dict[str, str], compute_capability: tuple[int, int] | None = None, vllm_card_fraction: float | None = None) -> list[str]:
     """Return the complete override list for ``python -m verl.trainer.main_ppo``.
 
     Order: data, model, algorithm, batch and micro-batch sizes, memory, the profile's
@@ -187,6 +187,8 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
         profile: a :class:`verlfit.profiles.Profile`.
         environment: the resolved knobs (:func:`verlfit.profiles.resolve_environment`).
         compute_capability: the GPU's, when known (decides Triton features).
+        vllm_card_fraction: vLLM's ``gpu_memory_utilization`` when it differs from the profile's share
+            (a memory cap on a bigger card: vLLM takes its fraction of the whole card).
 
     Raises:
         VerlfitError: for an unknown algorithm, sizes that do not divide, or a rejected
@@ -253,7 +255,7 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
         out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size or s.train_batch_size}")
     else:
         out += [
-            f"actor_rollout_ref.rollout.gpu_memory_utilization={profile.vllm_gpu_memory_utilization}",
+            f"actor_rollout_ref.rollout.gpu_memory_utilization={vllm_card_fraction or profile.vllm_gpu_memory_utilization}",
             f"actor_rollout_ref.rollout.max_num_batched_tokens={max(8192, s.max_prompt_length + s.max_response_length)}",
         ]
     if not triton_allowed(environment, compute_capability):

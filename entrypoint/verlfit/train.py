@@ -311,14 +311,13 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         reason = unsupported_reason(profile.rollout, settings.actor_param_offload)
         if reason:
             raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2)
-    overrides = build_overrides(settings, profile, environment, compute_capability)
+    share = None
     if profile.rollout == "vllm" and limit is not None and gpu is not None:
         # vLLM sizes its pool as a fraction of the whole card, not of the per-process cap (patch 0006):
         # keep the profile's share of the *capped* memory
         share = round(profile.vllm_gpu_memory_utilization * limit * 1024**3 / gpu.total_memory_bytes, 4)
-        key = "actor_rollout_ref.rollout.gpu_memory_utilization"
-        overrides = [f"{key}={share}" if o.startswith(key + "=") else o for o in overrides]
         notes.append(f"vLLM's share {profile.vllm_gpu_memory_utilization} of the {limit:g} GiB limit is {share} of {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole card)")
+    overrides = build_overrides(settings, profile, environment, compute_capability, vllm_card_fraction=share)
     if not args.no_validate:
         validate_overrides(overrides)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
