@@ -10,7 +10,8 @@ import sft_warmup
 
 
 def test_instruction_matches_prepare_gsm8k():
-    verlfit_gsm8k = pytest.importorskip("verlfit.gsm8k")
+    from verlfit import gsm8k as verlfit_gsm8k
+
     assert sft_warmup.INSTRUCTION == verlfit_gsm8k.INSTRUCTION
 
 
