@@ -8,8 +8,8 @@
 #   setup      apply patches/verl-0.4.1 to the installed verl, make the models and prepare GSM8K
 #   smoke      3 steps each of p40-emulated PPO and GRPO on a tiny random Qwen2
 #   gputests   the pytest suite tests/gpu (3-step p40-emulated PPO and GRPO through verlfit train)
-#   main       50 PPO steps, Qwen2.5-0.5B shape, real GSM8K, --emulate p40 (prompt <= 512, response <= 256),
-#              a checkpoint at step 25; main_resume continues it (verlfit train --resume)
+#   main       PPO, Qwen2.5-0.5B shape, real GSM8K, --emulate p40 (prompt <= 512, response <= 256): steps 1-25,
+#              ending on a checkpoint; main_resume extends it to 50 steps (verlfit train --resume --steps 50)
 #   grpo       10 GRPO steps, 32 prompts x 4 samples, same setup
 #   public     the public P40 recipe (batch 1, micro-batch 1, eager, fp32, 256/256) under the same limit, 10 steps
 #   tuned      verlfit's p40 configuration (planner) at 256/256 under the same limit, 10 steps
@@ -92,16 +92,17 @@ stage_smoke() {
 
 stage_main() {
   # ~13.5 s a step alone on an H200 at prompt 512, ~18 s more for each checkpoint save (call 4 of 2026-11-29):
-  # 50 steps outlast one 10-minute device call, so a checkpoint at step 25 (~11 GiB) lets
-  # `main_resume` in the next call finish the run through verl's own resume
-  local args=(--emulate p40 --model "$MODEL" --data "$DATA" --steps 50 --max-prompt-length 512 --max-response-length 256)
+  # 50 steps outlast one 10-minute device call, so the run is planned as 25 steps, ending on verl's checkpoint
+  # (~11 GiB), and `main_resume` in the next call extends it to 50 through verl's own resume (--steps 50);
+  # no step is trained twice and none is lost to the call's deadline
+  local args=(--emulate p40 --model "$MODEL" --data "$DATA" --steps 25 --max-prompt-length 512 --max-response-length 256)
   train main-ppo "${args[@]}" --skip-checks --no-validate-before-train --test-freq -1 --save-freq 25
 }
 
 stage_main_resume() {
   log "resume main-ppo: verlfit train --resume $RUNS/main-ppo"
   local start=$SECONDS status=0
-  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit train --resume "$RUNS/main-ppo" >> "$RUNS/main-ppo.console" 2>&1 || status=$?
+  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit train --resume "$RUNS/main-ppo" --steps 50 >> "$RUNS/main-ppo.console" 2>&1 || status=$?
   log "end main-ppo resume: status $status after $((SECONDS - start)) s"
   tail -n 5 "$RUNS/main-ppo.console" | sed "s/^/  main-ppo| /"
 }
