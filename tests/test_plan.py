@@ -115,6 +115,27 @@ def test_activation_and_logits_by_hand():
     assert predict(small_request()).phase("old_log_prob").logits == 2 * 1000 * (64 * 4 + 32 * 8) == 1_024_000
 
 
+def test_bf16_logits_by_hand_without_fused_kernels():
+    bf16 = small_request(dtype="bfloat16")
+    # old log-prob: (2, 64, 1000) bf16 logits + 10 B per (response token, vocab entry) for the eager entropy
+    # (8 B derived, 10 calibrated); larger than the ref path's row loop (2 rows of (32, 1000) fp32)
+    assert predict(bf16).phase("old_log_prob").logits == 2 * 1000 * (64 * 2 + 32 * 10) == 896_000
+    # actor update: bf16 logits + the rows' saved fp32 log_softmax outputs, or after them the slice's and
+    # the division's bf16 gradients over the whole sequence: equal here, 512,000 either way
+    logits = plan.update_moments(bf16, "actor")["backward through the logits"].logits
+    assert logits == max(2 * 1000 * (64 * 2 + 32 * 4), 2 * 1000 * 64 * 4) == 512_000
+
+
+def test_fused_kernels_follow_the_attention_that_runs():
+    from verlfit.profiles import load_profile
+
+    a10 = load_profile("a10")
+    assert plan.request_for_profile(a10, SMALL, 24 * GIB).fused_kernels is True  # flash_attention_2: padding-free path
+    # sdpa on the a10 profile runs verl's padded path: eager entropy, whatever the image holds (dp_actor.py:266-268)
+    assert plan.request_for_profile(a10, SMALL, 24 * GIB, attention="sdpa").fused_kernels is False
+    assert plan.request_for_profile(load_profile("p40"), SMALL, 24 * GIB).fused_kernels is False
+
+
 def test_phases_by_algorithm():
     assert [p.phase for p in predict(small_request()).phases] == ["rollout", "old_log_prob", "values", "critic_update", "actor_update"]
     grpo = predict(small_request(algorithm="grpo", rollout_n=4))

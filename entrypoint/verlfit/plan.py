@@ -98,11 +98,16 @@ NO_GRAD_LAYER_BYTES = {
 #   computes (x - max).exp_() in place (ReduceOps.cpp logsumexp_out_impl) and frees it before pd * logits is
 #   formed; calibrated: H200 main-ppo (512/256, micro 8) 16.90 GiB measured, 17.33 predicted (it was 12 B and
 #   18.49 GiB when logsumexp was assumed to hold two temporaries);
-#   eager bf16 = autocast's fp32 casts on top (4 x 4 B); fused = the contiguous copy for the CE kernel.
+#   eager bf16 (no flash-attn): log-probs loop over rows (counted apart), then entropy_from_logits under autocast:
+#   softmax's fp32 cast and fp32 output, then pd and the fp32 pd * logits = 8 B derived (logsumexp is not on
+#   autocast's fp32 list, so it runs in bf16); calibrated 10 B: H200 cal-a10-ppo-m8 and cal-a10-grpo-m8
+#   (micro 16, 512/256, no memory limit, 2026-11-29 call 9) measured 21.55 and 16.95 GiB, i.e. 9.6 B per
+#   response entry over the bf16 logits (it was 16 B, which over-predicted them by 17% and 22%);
+#   fused = the contiguous copy for the CE kernel.
 LOGPROB_LOGIT_BYTES = {
     ("float32", False): (4, 8),
     ("float32", True): (4, 4),
-    ("bfloat16", False): (2, 16),
+    ("bfloat16", False): (2, 10),
     ("bfloat16", True): (2, 2),
 }
 # ref log-prob (no grad, no entropy): the per-row logsumexp loop only holds one row (counted apart).
@@ -116,10 +121,14 @@ ROW_LOOP_COPIES = 2  # derived: logprobs_from_logits_v2 keeps (response, vocab) 
 # actor update, two moments, take the larger: (a) backward through log-probs: logits alive + the
 # gather's and the rows' gradients over the response; (b) after them: the slice's and the
 # temperature division's gradients over the whole sequence.
+# eager bf16 (a): the bf16 logits + each row's fp32 log_softmax output, saved for its backward (4 B; the
+# autocast cast before it saves nothing); the rows' bf16 gradients replace those outputs as they run.
+# Checked: H200 a10-like (micro 8, 512/256) measured 16.74 GiB for every phase, 17.58 predicted (+5.0%);
+# the 12 B used before put its actor update at 19.32 (+15.4%).
 UPDATE_LOGIT_BYTES = {
     ("float32", False): ((4, 8), (8, 0)),
     ("float32", True): ((4, 4), (8, 0)),
-    ("bfloat16", False): ((2, 12), (4, 0)),
+    ("bfloat16", False): ((2, 4), (4, 0)),
     ("bfloat16", True): ((2, 2), (4, 0)),
 }
 ENTROPY_LOSS_BYTES = 8  # per (response token, vocab entry): softmax saved + its gradient, when entropy_coeff != 0
@@ -968,10 +977,13 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
 def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fields) -> PlanRequest:
     """A :class:`PlanRequest` with the profile's dtype, attention, rollout and vLLM share.
 
-    ``fused_kernels`` follows the profile: on for FlashAttention-2 profiles (their image ships
-    flash-attn, whose Triton cross-entropy verl then uses, and torch.compile works), off otherwise.
+    ``fused_kernels`` follows the attention that will run (``fields["attention"]`` or the profile's):
+    on for FlashAttention-2 (its image ships flash-attn, whose Triton cross-entropy verl then uses, and
+    the padding-free path computes entropy with torch.compile), off for sdpa and eager, where verl's
+    padded path computes entropy eagerly (``dp_actor.py:266-268``) whatever the image holds.
     Other ``fields`` override.
     """
+    attention = fields.get("attention", profile.attention)
     defaults = dict(
         shape=shape,
         gpu_memory_bytes=int(gpu_memory_bytes),
@@ -979,7 +991,7 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
         attention=profile.attention,
         rollout=profile.rollout,
         vllm_gpu_memory_utilization=profile.vllm_gpu_memory_utilization or 0.5,
-        fused_kernels=profile.attention == "flash_attention_2",
+        fused_kernels=attention == "flash_attention_2",
     )
     defaults.update(fields)
     return PlanRequest(**defaults)

@@ -70,6 +70,16 @@ CALIBRATION = [
     ("call-3", "main-grpo", 16.80),
     ("call-3", "a10-like", 16.74),
     ("call-4", "main-ppo", 16.90),
+    ("call-8", "main-ppo", 16.90),  # the full 50 steps (25, then --resume --steps 50)
+    # no memory limit (issue 4: under a limit the allocator's reserve grows to it); the two a10 micro-16 runs
+    # calibrated plan.LOGPROB_LOGIT_BYTES' eager bf16 entry, the others check it
+    ("call-9", "cal-p40-ppo-m4-512", 16.90),
+    ("call-9", "cal-p40-ppo-m8-opt", 13.03),
+    ("call-9", "cal-p40-grpo-m4", 13.03),
+    ("call-9", "cal-a10-ppo-m8", 21.55),
+    ("call-9", "cal-a10-ppo-m4-nockpt", 17.66),
+    ("call-9", "cal-a10-grpo-m8", 16.95),
+    ("call-9", "main-grpo", 16.80),
 ]
 
 
@@ -81,3 +91,17 @@ def test_planner_predicts_each_recorded_device_peak_within_15_percent(call, run,
     predicted = collect.predicted_peak_gib(json.loads((directory / "run.json").read_text()))
     assert abs(predicted - measured) / measured <= 0.15, (predicted, measured)  # the issue's bound
     assert -0.01 <= (predicted - measured) / measured <= 0.06, (predicted, measured)  # what the model reaches today
+
+
+def test_calibration_covers_what_issue_4_asks_without_a_memory_limit():
+    """At least 5 uncapped points: fp32 and bf16, PPO and GRPO, more than one micro-batch and length."""
+    uncapped = []
+    for call, run, _ in CALIBRATION:
+        record = json.loads((CALL_2.parent / call / run / "run.json").read_text())
+        if "VERLFIT_GPU_MEMORY_LIMIT_GIB" not in record["environment"]:
+            settings = record["settings"]
+            uncapped.append((record["profile"], settings["algorithm"], settings["actor_micro_batch_size"], settings["max_prompt_length"], settings["max_response_length"]))
+    assert len(uncapped) == 6
+    assert {(profile, algorithm) for profile, algorithm, *_ in uncapped} == {("p40", "ppo"), ("p40", "grpo"), ("a10", "ppo"), ("a10", "grpo")}
+    assert {micro for _, _, micro, _, _ in uncapped} == {4, 8}
+    assert {(prompt, response) for *_, prompt, response in uncapped} == {(512, 256), (256, 128), (256, 256)}
