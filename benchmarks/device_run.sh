@@ -16,6 +16,8 @@
 #   a10        a10-like path (bf16, sdpa, HF rollout), 20 steps, 24 GiB limit
 #   calibrate_p40, calibrate_a10
 #              short runs without a memory limit for the planner's calibration table (fp32 / bf16)
+#   calibrate_check
+#              one more uncapped bf16 run, to check the coefficient fitted to calibrate_a10
 #   learn      SFT warm-up of a small model on synthetic problems, then PPO and GRPO learning checks
 #              (200 steps each, at two actor learning rates, all four at once)
 #   pack       tar the run records (run.json, metrics.jsonl, train.log tail) into $OUT/runs.tar.gz and write
@@ -148,6 +150,13 @@ stage_calibrate_a10() {
     "cal-a10-ppo-m8:--micro-batch-size 8 --max-prompt-length 512 --max-response-length 256" \
     "cal-a10-ppo-m4-nockpt:--micro-batch-size 4 --no-gradient-checkpointing --max-prompt-length 256 --max-response-length 256" \
     "cal-a10-grpo-m8:--algo grpo --batch-size 16 --micro-batch-size 8 --max-prompt-length 512 --max-response-length 256"
+}
+
+stage_calibrate_check() {
+  # an independent check of the eager bf16 entropy coefficient that cal-a10-ppo-m8 / cal-a10-grpo-m8 fitted:
+  # another micro-batch (log-prob 32) and sequence split (256/256); the planner puts its peak in the old log-prob
+  calibrate --profile a10 --rollout hf --attention sdpa -- \
+    "cal-a10-grpo-m16-256:--algo grpo --batch-size 8 --micro-batch-size 16 --max-prompt-length 256 --max-response-length 256"
 }
 
 stage_learn() {
