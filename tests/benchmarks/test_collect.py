@@ -80,6 +80,7 @@ CALIBRATION = [
     ("call-9", "cal-a10-ppo-m4-nockpt", 17.66),
     ("call-9", "cal-a10-grpo-m8", 16.95),
     ("call-9", "main-grpo", 16.80),
+    ("call-10", "cal-a10-grpo-m16-256", 25.06),  # uncapped, after the fit: an independent check (-3.0%)
 ]
 
 
@@ -90,7 +91,7 @@ def test_planner_predicts_each_recorded_device_peak_within_15_percent(call, run,
     assert round(max(r["perf/max_memory_allocated_gb"] for r in steps if "perf/max_memory_allocated_gb" in r), 2) == measured
     predicted = collect.predicted_peak_gib(json.loads((directory / "run.json").read_text()))
     assert abs(predicted - measured) / measured <= 0.15, (predicted, measured)  # the issue's bound
-    assert -0.01 <= (predicted - measured) / measured <= 0.06, (predicted, measured)  # what the model reaches today
+    assert -0.035 <= (predicted - measured) / measured <= 0.06, (predicted, measured)  # what the model reaches today
 
 
 def test_calibration_covers_what_issue_4_asks_without_a_memory_limit():
@@ -101,7 +102,7 @@ def test_calibration_covers_what_issue_4_asks_without_a_memory_limit():
         if "VERLFIT_GPU_MEMORY_LIMIT_GIB" not in record["environment"]:
             settings = record["settings"]
             uncapped.append((record["profile"], settings["algorithm"], settings["actor_micro_batch_size"], settings["max_prompt_length"], settings["max_response_length"]))
-    assert len(uncapped) == 6
+    assert len(uncapped) == 7
     assert {(profile, algorithm) for profile, algorithm, *_ in uncapped} == {("p40", "ppo"), ("p40", "grpo"), ("a10", "ppo"), ("a10", "grpo")}
-    assert {micro for _, _, micro, _, _ in uncapped} == {4, 8}
+    assert {micro for _, _, micro, _, _ in uncapped} == {4, 8, 16}
     assert {(prompt, response) for *_, prompt, response in uncapped} == {(512, 256), (256, 128), (256, 256)}
