@@ -265,9 +265,34 @@ def test_resume_records_itself_and_moves_tensorboard(tmp_path):
     assert resume_plan(moved).environment["TENSORBOARD_DIR"] == str(moved / "tensorboard")
     from verlfit.train import record_resume
 
-    record_resume(moved, 20)
+    record_resume(moved, resume_plan(moved, steps=20, keep_checkpoints=3))
     record = json.loads((moved / "run.json").read_text())
     assert record["total_steps"] == 20 and len(record["resumed"]) == 1
+    assert (record["settings"]["steps"], record["settings"]["keep_checkpoints"]) == (20, 3)
+    # a second resume without --steps keeps the extended total (it went back to 4 before)
+    again = resume_plan(moved)
+    assert again.settings.steps == 20
+    assert "trainer.total_training_steps=20" in again.overrides and "trainer.total_training_steps=4" not in again.overrides
+    assert "trainer.max_actor_ckpt_to_keep=3" in again.overrides
+
+
+def test_resume_refuses_a_finished_run_unless_steps_extend_it(tmp_path):
+    from verlfit.errors import VerlfitError
+
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "25"]), environ={}, gpu=P40)
+    run_dir = create_run_directory(plan, None)
+    fake_checkpoint(run_dir, 25)
+    with pytest.raises(VerlfitError, match=r"has finished: its newest checkpoint is step 25 of its 25 steps") as error:
+        resume_plan(run_dir)
+    assert error.value.fix.startswith("pass --steps above 25 to train further, e.g. `verlfit train --resume ") and error.value.fix.endswith(" --steps 50`")
+    assert "trainer.total_training_steps=50" in resume_plan(run_dir, steps=50).overrides
+    # a run.json extended before settings were kept: total_steps 50, settings and overrides still 25
+    record = json.loads((run_dir / "run.json").read_text())
+    record["total_steps"] = 50
+    (run_dir / "run.json").write_text(json.dumps(record))
+    fake_checkpoint(run_dir, 40)
+    resumed = resume_plan(run_dir)
+    assert resumed.settings.steps == 50 and "trainer.total_training_steps=50" in resumed.overrides
 
 
 def test_a10_with_hf_rollout_and_sdpa_plans_without_a_vllm_share_and_records_the_choice():

@@ -507,6 +507,11 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         save_freq = record["settings"].get("save_freq")
         when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else "this run saves none (--save-freq -1)"
         raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / 'checkpoints' / CHECKPOINT_TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
+    recorded_total = record.get("total_steps")
+    if steps is None and isinstance(recorded_total, int) and record["settings"].get("steps") not in (None, recorded_total) and checkpoint < recorded_total:
+        steps = recorded_total  # extended by an earlier --resume --steps in a run.json written before it kept the settings too
+    if steps is None and isinstance(recorded_total, int) and checkpoint >= recorded_total:
+        raise VerlfitError(f"{run_dir} has finished: its newest checkpoint is step {checkpoint} of its {recorded_total} steps, and verl would train one more and stop", fix=f"pass --steps above {checkpoint} to train further, e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`", exit_code=2)
     changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
     if steps is not None:
         if steps <= checkpoint:
@@ -529,11 +534,20 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     return LaunchPlan(settings, record["profile"], record["gpu"], environment, overrides, command, [f"resuming from the checkpoint of step {checkpoint}"])
 
 
-def record_resume(run_dir: Path, steps: int | None) -> None:
-    """Note a resume in ``run.json`` (atomically): the new total steps, this process's pid, the time."""
+def record_resume(run_dir: Path, plan: LaunchPlan) -> None:
+    """Note a resume in ``run.json`` (atomically): this process's pid, the time, and what the resume changed.
+
+    ``--steps`` and ``--keep-checkpoints`` given with ``--resume`` become the run's own settings and overrides, so
+    a later ``--resume`` without them keeps the extended total instead of going back to the first one.
+    """
     record = load_run(run_dir)
     record["pid"] = os.getpid()
-    record["total_steps"] = steps
+    if plan.settings.steps is not None:
+        record["total_steps"] = plan.settings.steps
+        record["settings"]["steps"] = plan.settings.steps
+    record["settings"]["keep_checkpoints"] = plan.settings.keep_checkpoints
+    record["overrides"] = list(plan.overrides)
+    record["command"] = list(plan.command)
     record.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     _write_atomic(Path(run_dir) / RUN_FILE, json.dumps(record, indent=2) + "\n")
 
@@ -624,7 +638,7 @@ def run(args) -> int:
         if args.dry_run:
             print(describe(plan))
             return 0
-        record_resume(run_dir, plan.settings.steps)
+        record_resume(run_dir, plan)
         return launch(plan, run_dir)
     plan = prepare_launch(args)
     if args.dry_run:
