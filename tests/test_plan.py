@@ -52,6 +52,12 @@ def test_config_file_and_dir_and_missing(tmp_path):
     assert load_model_shape(str(tmp_path / "config.json")).actor_parameters == 138304
     with pytest.raises(VerlfitError, match="no config.json for model 'nobody/nothing'"):
         load_model_shape("nobody/nothing", hub_cache_lookup=lambda repo, name: None)
+    with pytest.raises(VerlfitError, match="model '/no/such/dir': no such file or directory") as error:
+        load_model_shape("/no/such/dir", hub_cache_lookup=lambda repo, name: None)
+    assert error.value.fix.startswith("check the path, or pass a hub id such as Qwen/Qwen2.5-0.5B-Instruct")
+    (tmp_path / "string.json").write_text(json.dumps({**SMALL_CONFIG, "hidden_size": "64"}))
+    with pytest.raises(VerlfitError, match=r"hidden_size='64' must be a positive whole number"):
+        load_model_shape(str(tmp_path / "string.json"))
     (tmp_path / "bad.json").write_text(json.dumps({"hidden_size": 64}))
     with pytest.raises(VerlfitError, match="missing num_hidden_layers, num_attention_heads, intermediate_size, vocab_size"):
         load_model_shape(str(tmp_path / "bad.json"))

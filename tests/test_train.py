@@ -465,3 +465,21 @@ def test_a_memory_limit_variable_below_one_gib_is_refused():
 def test_samples_without_grpo_is_refused(capsys):
     assert cli.main(["train", "--profile", "p40", "--dry-run", "--samples", "8"]) == 2
     assert "--samples 8 with --algo ppo: PPO samples one response per prompt" in capsys.readouterr().err
+
+
+def test_a_kept_micro_batch_that_cannot_fit_is_named_as_the_first_fix():
+    from verlfit.errors import VerlfitError
+
+    with pytest.raises(VerlfitError) as error:
+        prepare_launch(parse(["--emulate", "p40", "--micro-batch-size", "16"]), environ={}, gpu=H200)
+    assert error.value.message.startswith("this configuration does not fit in 22.5 GiB per GPU even with gradient checkpointing and offload at the micro-batches you set: actor update at actor micro-batch 16 (kept) would need ")
+    # what auto-fit picks for this run without --micro-batch-size (the main job's actor micro-batch 4)
+    assert error.value.fix.startswith("smallest changes that would fit, each on its own: --micro-batch-size 4 (from 16), or leave it out for the planner to choose; --max-response-length ")
+    chosen = prepare_launch(parse(["--emulate", "p40"]), environ={}, gpu=H200).settings
+    assert chosen.actor_micro_batch_size == 4
+
+
+def test_resume_with_an_empty_path_is_refused_not_taken_for_a_new_run(capsys):
+    status = cli.main(["train", "--resume", "", "--dry-run"])
+    assert status == 2
+    assert "verlfit: error: --resume was given an empty path" in capsys.readouterr().err

@@ -137,12 +137,13 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     if "text_config" in config and "num_hidden_layers" not in config:
         config = {**config["text_config"], "tie_word_embeddings": config.get("tie_word_embeddings", config["text_config"].get("tie_word_embeddings"))}
     required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
-    missing = [key for key in required if not isinstance(config.get(key), int)]
+    missing = [key for key in required if key not in config]
     if missing:
         raise VerlfitError(f"{name}: not a decoder-only transformer config: missing {', '.join(missing)}", fix="pass --model a directory holding the model's config.json, or the config.json itself")
-    not_positive = [key for key in (*required, "num_key_value_heads", "head_dim") if config.get(key) is not None and not (isinstance(config[key], int) and config[key] > 0)]
+    not_positive = [key for key in (*required, "num_key_value_heads", "head_dim") if config.get(key) is not None and not (isinstance(config[key], int) and not isinstance(config[key], bool) and config[key] > 0)]
     if not_positive:
-        raise VerlfitError(f"{name}: {', '.join(f'{key}={config[key]!r}' for key in not_positive)} must be positive whole numbers", fix="check the model's config.json")
+        what = "must be a positive whole number" if len(not_positive) == 1 else "must be positive whole numbers"
+        raise VerlfitError(f"{name}: {', '.join(f'{key}={config[key]!r}' for key in not_positive)} {what}", fix="check the model's config.json")
     model_type = str(config.get("model_type", "unknown"))
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads") or heads
@@ -219,6 +220,8 @@ def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> Model
         if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
             return _read_config(Path(cached), f"{model} (hub cache)")
     known = ", ".join(sorted(BUILTIN_SHAPES))
+    if model.startswith(("/", ".", "~")) or os.sep + os.sep in model or model.count("/") > 1:
+        raise VerlfitError(f"model {model!r}: no such file or directory", fix=f"check the path, or pass a hub id such as Qwen/Qwen2.5-0.5B-Instruct (built in: {known})")
     raise VerlfitError(f"no config.json for model {model!r}: not a file, not a directory, not in the local hub cache", fix=f"download it first (huggingface-cli download {model} --include config.json puts it in the cache), pass --model a local directory, or use --plan off with verlfit train to size micro-batches yourself (built in: {known})")
 
 

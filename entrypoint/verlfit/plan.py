@@ -36,7 +36,7 @@ import math
 import sys
 from dataclasses import dataclass, replace
 
-from verlfit.arguments import memory_gib
+from verlfit.arguments import memory_gib, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import DEFAULT_MODEL, ModelShape, load_model_shape
 from verlfit.overrides import default_mini_batch
@@ -146,6 +146,8 @@ CUDA_CONTEXT_BYTES = int(0.5 * GIB)
 # P40's ~23 GiB usable: so `train --emulate p40` on a big GPU plans within 0.4 GiB of a real P40.
 FRAGMENTATION_RESERVE_BYTES = int(0.5 * GIB)
 DEFAULT_MARGIN = 0.90
+# What the predictions were checked against, printed with every plan (update with tests/benchmarks/test_collect.py)
+CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 4"
 
 
 def usable_memory_bytes(gpu) -> int:
@@ -906,7 +908,8 @@ def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[s
         failures.append((name, failure))
         last_trial = trial
     plan = predict(last_trial, margin)
-    reasons.append(f"nothing fits: even with every saving on, {failures[-1][1]}")
+    others = " other" if "micro_batches" in keep else ""
+    reasons.append(f"nothing fits: even with every{others} saving on, {failures[-1][1]}")
     return FitDecision(False, last_trial, plan, tuple(reasons), smallest_change(request, margin, keep))
 
 
@@ -940,6 +943,11 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     message, the smallest relative change first. Lengths are searched in steps of 32 tokens."""
     r = request
     options: list[tuple[float, str]] = []
+    if "micro_batches" in keep:
+        # the user's micro-batch is the first thing to give up: what auto-fit would choose instead
+        free = auto_fit(r, margin, keep - {"micro_batches"})
+        if free.fits:
+            options.append((0.0, f"--micro-batch-size {free.request.actor_micro_batch_size} (from {r.actor_micro_batch_size}), or leave it out for the planner to choose"))
     step = 32
     best = _largest_fitting(1, (r.max_response_length - 1) // step, lambda k: replace(r, max_response_length=k * step), margin, keep)
     if best:
@@ -1042,8 +1050,11 @@ def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool =
     request = request_from_settings(settings, profile, memory_bytes)
     decision = auto_fit(request, margin=margin, keep=keep)
     if not decision.fits:
+        savings = [name for name, kept in (("gradient checkpointing", keep_checkpointing), ("offload", keep_offload)) if not kept]
+        micro = "at the micro-batches you set" if keep_micro_batch else "at micro-batch 1"
+        tried = f"even with {' and '.join(savings)} {micro}" if savings else micro
         raise VerlfitError(
-            f"this configuration does not fit in {_fmt(memory_bytes)} per GPU even with gradient checkpointing, offload and micro-batch 1: " + decision.reasons[-1].removeprefix("nothing fits: even with every saving on, "),
+            f"this configuration does not fit in {_fmt(memory_bytes)} per GPU {tried}: " + decision.reasons[-1].partition(" saving on, ")[2],
             fix=decision.suggestion,
         )
     chosen = decision.request
@@ -1091,7 +1102,7 @@ def plan_to_dict(plan: Plan) -> dict:
         "budget_bytes": plan.budget_bytes,
         "verdict": plan.verdict,
         "notes": list(plan.notes),
-        "calibrated": False,
+        "calibration": CALIBRATION_NOTE,
     }
 
 
@@ -1108,12 +1119,12 @@ def render_table(plan: Plan, console=None) -> None:
     for c in COMPONENTS:
         table.add_column(COMPONENT_TITLES[c], justify="right")
     table.add_column("total", justify="right")
-    table.add_column("of card", justify="right")
+    table.add_column("of usable", justify="right")
     for p in plan.phases:
         style = "bold" if p is plan.peak else None
         table.add_row(p.title, *(f"{gib(getattr(p, c)):.2f}" for c in COMPONENTS), f"{gib(p.total):.2f}", f"{p.total / plan.usable_bytes:.0%}", style=style)
     console.print(table)
-    console.print("GiB per GPU; predicted allocated peak of each phase (within 15% of six device measurements of the 0.5B shape: docs/benchmarks.md section 4)")
+    console.print(f"GiB per GPU; predicted allocated peak of each phase ({CALIBRATION_NOTE})")
     for p in plan.phases:
         for line in p.detail:
             console.print(f"  {p.title}: {line}", highlight=False, soft_wrap=True)
@@ -1150,18 +1161,18 @@ def register(subparsers):
     parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
     parser.add_argument("--emulate", choices=("p40", "a10"), help="plan for that profile's card: its usable memory (p40: 22.5 GiB)")
     parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
-    parser.add_argument("--gpus", type=int, default=1, help="GPUs (FSDP shards weights, gradients and optimizer states; default 1)")
+    parser.add_argument("--gpus", type=whole_number, default=1, help="GPUs (FSDP shards weights, gradients and optimizer states; default 1)")
     parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="ppo (GAE with a critic) or grpo (n samples, KL loss with a reference model)")
-    parser.add_argument("--samples", type=int, default=4, help="responses per prompt for grpo (default 4)")
-    parser.add_argument("--batch-size", type=int, default=32, help="prompts per step (default 32)")
-    parser.add_argument("--mini-batch-size", type=int, help="prompts per optimizer step (default: half the batch, or the whole batch when it is odd)")
-    parser.add_argument("--micro-batch-size", type=int, help="responses per forward/backward per GPU for actor and critic; log-prob twice that (as verlfit train)")
-    parser.add_argument("--actor-micro-batch-size", type=int, help="actor update (default 4)")
-    parser.add_argument("--log-prob-micro-batch-size", type=int, help="old and ref log-prob (default 8)")
-    parser.add_argument("--critic-micro-batch-size", type=int, help="values and critic update (default 4)")
-    parser.add_argument("--rollout-micro-batch-size", type=int, help="prompts per HF generate call per GPU (default: the whole batch)")
-    parser.add_argument("--max-prompt-length", type=int, default=512, help="tokens (default 512)")
-    parser.add_argument("--max-response-length", type=int, default=256, help="tokens (default 256)")
+    parser.add_argument("--samples", type=whole_number, default=4, help="responses per prompt for grpo (default 4)")
+    parser.add_argument("--batch-size", type=whole_number, default=32, help="prompts per step (default 32)")
+    parser.add_argument("--mini-batch-size", type=whole_number, help="prompts per optimizer step (default: half the batch, or the whole batch when it is odd)")
+    parser.add_argument("--micro-batch-size", type=whole_number, help="responses per forward/backward per GPU for actor and critic; log-prob twice that (as verlfit train)")
+    parser.add_argument("--actor-micro-batch-size", type=whole_number, help="actor update (default 4)")
+    parser.add_argument("--log-prob-micro-batch-size", type=whole_number, help="old and ref log-prob (default 8)")
+    parser.add_argument("--critic-micro-batch-size", type=whole_number, help="values and critic update (default 4)")
+    parser.add_argument("--rollout-micro-batch-size", type=whole_number, help="prompts per HF generate call per GPU (default: the whole batch)")
+    parser.add_argument("--max-prompt-length", type=whole_number, default=512, help="tokens (default 512)")
+    parser.add_argument("--max-response-length", type=whole_number, default=256, help="tokens (default 256)")
     checkpointing = parser.add_mutually_exclusive_group()
     checkpointing.add_argument("--gradient-checkpointing", dest="gradient_checkpointing", action="store_true", default=None, help="recompute layer activations in backward (verl's default)")
     checkpointing.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false", help="keep all activations")

@@ -627,7 +627,9 @@ def _drain(stream, watcher, seconds: float) -> None:
 
 def run(args) -> int:
     """Entry point of ``verlfit train`` (see the module docstring for the flow)."""
-    if args.resume:
+    if args.resume is not None:
+        if not args.resume.strip():
+            raise VerlfitError("--resume was given an empty path", fix="pass the run directory to continue, e.g. `verlfit train --resume runs/ppo-p40-20261129-143000`", exit_code=2)
         given = {name: getattr(args, name, default) for name, default in _DEFAULTS.items() if name not in _RESUMABLE}
         given["overrides"] = _extra_overrides(given.get("overrides") or [])  # a bare `--` changes nothing
         changed = sorted(f"--{name.replace('_', '-')}" if name != "overrides" else "overrides after --" for name, value in given.items() if (value or None) != (_DEFAULTS[name] or None))
