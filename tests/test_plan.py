@@ -58,6 +58,12 @@ def test_config_file_and_dir_and_missing(tmp_path):
     (tmp_path / "string.json").write_text(json.dumps({**SMALL_CONFIG, "hidden_size": "64"}))
     with pytest.raises(VerlfitError, match=r"hidden_size='64' must be a positive whole number"):
         load_model_shape(str(tmp_path / "string.json"))
+    (tmp_path / "heads.json").write_text(json.dumps({**SMALL_CONFIG, "num_attention_heads": 3}))
+    with pytest.raises(VerlfitError, match="hidden_size=64 is not a multiple of num_attention_heads=3, and no head_dim is given"):
+        load_model_shape(str(tmp_path / "heads.json"))
+    (tmp_path / "kv.json").write_text(json.dumps({**SMALL_CONFIG, "num_key_value_heads": 3}))
+    with pytest.raises(VerlfitError, match="num_attention_heads=4 is not a multiple of num_key_value_heads=3"):
+        load_model_shape(str(tmp_path / "kv.json"))
     (tmp_path / "bad.json").write_text(json.dumps({"hidden_size": 64}))
     with pytest.raises(VerlfitError, match="missing num_hidden_layers, num_attention_heads, intermediate_size, vocab_size"):
         load_model_shape(str(tmp_path / "bad.json"))
@@ -387,3 +393,12 @@ def test_cli_follows_the_images_profile_and_trains_micro_batch_rule(monkeypatch)
     monkeypatch.setenv("VERLFIT_PROFILE", "v100")
     with pytest.raises(VerlfitError, match="VERLFIT_PROFILE=v100 is not a profile"):
         plan.request_from_args(cli.build_parser().parse_args(["plan"]), nvml=NoNvml())
+
+
+def test_a_plan_that_does_not_fit_points_to_auto_fit(capsys):
+    status, out = run_cli(["plan", "--emulate", "p40", "--micro-batch-size", "16"], capsys)
+    assert status == 1
+    assert "verdict: does not fit" in out.out
+    assert out.out.rstrip().endswith("add --auto-fit to let the planner choose micro-batches, gradient checkpointing and offload (as verlfit train does)")
+    status, out = run_cli(["plan", "--emulate", "p40"], capsys)
+    assert status == 0 and "add --auto-fit" not in out.out

@@ -1313,6 +1313,8 @@ def _run(args, nvml=None, out=None) -> int:
                 soft_wrap=True,
             )
         render_table(plan, console)
+        if decision is None and plan.verdict == "does not fit":
+            console.print("add --auto-fit to let the planner choose micro-batches, gradient checkpointing and offload (as verlfit train does)", highlight=False, soft_wrap=True)
     if decision is not None and not decision.fits:
         return 1
     return 0 if plan.verdict in ("fits", "tight") else 1
