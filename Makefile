@@ -33,7 +33,22 @@ export VERLFIT_UID VERLFIT_GID
 BUILD_ARG_NAMES := $(sort $(shell sed -n 's/^ARG \([A-Za-z0-9_]*\).*/\1/p' Dockerfile.p40 Dockerfile.a10))
 ALWAYS_BUILD_ARGS := VERLFIT_UID VERLFIT_GID VCS_REF
 build_arg_given = $(or $(filter command line override,$(origin $(1))),$(filter $(ALWAYS_BUILD_ARGS),$(1)))
-BUILD_ARGS = $(strip $(foreach name,$(BUILD_ARG_NAMES),$(if $(call build_arg_given,$(name)),--build-arg '$(name)=$($(name))')))
+# Docker's predefined proxy ARGs: they describe the network, not the image, so they are taken from the
+# environment too; Docker keeps them out of the image and out of `docker history`.
+PROXY_ARG_NAMES := HTTP_PROXY HTTPS_PROXY NO_PROXY ALL_PROXY http_proxy https_proxy no_proxy all_proxy
+proxy_given = $(filter command line override environment,$(origin $(1)))
+BUILD_ARGS = $(strip $(foreach name,$(BUILD_ARG_NAMES),$(if $(call build_arg_given,$(name)),--build-arg '$(name)=$($(name))')) \
+  $(foreach name,$(PROXY_ARG_NAMES),$(if $(call proxy_given,$(name)),--build-arg '$(name)=$($(name))')))
+# settings given on the command line that nothing reads (a typo such as PIP_INDEX=...) stop the image targets
+MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER COMPOSE IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID VCS_REF
+UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
+define check_settings
+	@if [ -n '$(UNKNOWN_SETTINGS)' ]; then echo "make $@: $(UNKNOWN_SETTINGS): not a Dockerfile ARG nor a setting of this Makefile (ARGs: $(BUILD_ARG_NAMES))" >&2; exit 2; fi
+endef
+PROFILE_NAMES := p40 a10
+define check_profiles
+	@for profile in $(1); do case " $(PROFILE_NAMES) " in *" $$profile "*) ;; *) echo "make $@: $$profile is not a profile ($(PROFILE_NAMES))" >&2; exit 2;; esac; done
+endef
 # a Dockerfile ARG's default, for the targets that name the base images
 arg_default = $(shell sed -n 's/^ARG $(1)=//p' Dockerfile.p40 | head -n 1)
 base_ref = $(or $(BASE_REGISTRY),$(call arg_default,BASE_REGISTRY))$(or $(BASE_IMAGE),$(call arg_default,BASE_IMAGE)):$(or $($(1)_TAG),$(call arg_default,$(1)_TAG))$(if $(or $($(1)_DIGEST),$(call arg_default,$(1)_DIGEST)),@$(or $($(1)_DIGEST),$(call arg_default,$(1)_DIGEST)))
@@ -57,10 +72,12 @@ lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml ag
 
 .PHONY: image-p40
 image-p40: ## build verlfit:p40 (set any Dockerfile ARG: make image-p40 NAME=value)
+	$(check_settings)
 	$(DOCKER) build --file Dockerfile.p40 --tag $(IMAGE):p40 $(BUILD_ARGS) $(BUILD_FLAGS) .
 
 .PHONY: image-a10
 image-a10: ## build verlfit:a10; needs VLLM_WHEEL_SHA256=... FLASH_ATTN_WHEEL_SHA256=...
+	$(check_settings)
 	@# only command-line values become build args (BUILD_ARGS), so only they satisfy the check
 	@if [ -z '$(and $(call build_arg_given,VLLM_WHEEL_SHA256),$(VLLM_WHEEL_SHA256))' ] || [ -z '$(and $(call build_arg_given,FLASH_ATTN_WHEEL_SHA256),$(FLASH_ATTN_WHEEL_SHA256))' ]; then \
 	  echo "make image-a10: set VLLM_WHEEL_SHA256=<sha256> FLASH_ATTN_WHEEL_SHA256=<sha256> (docs/images.md, 'A10 wheels')" >&2; \
@@ -77,17 +94,20 @@ base-digests: ## show the registry's current manifests of the two base images, t
 
 .PHONY: pull
 pull: ## pull verlfit:PROFILE from MIRROR=<registry>/<namespace>, tag it verlfit:PROFILE
+	$(call check_profiles,$(PROFILE))
 	@if [ -z '$(MIRROR)' ]; then echo "make pull: set MIRROR=<registry>/<namespace>, e.g. make pull MIRROR=registry.example.com/ml" >&2; exit 2; fi
 	$(DOCKER) pull $(MIRROR)/$(IMAGE):$(PROFILE)
 	$(DOCKER) tag $(MIRROR)/$(IMAGE):$(PROFILE) $(IMAGE):$(PROFILE)
 
 .PHONY: push
 push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<namespace>
+	$(call check_profiles,$(PROFILES))
 	@if [ -z '$(REGISTRY)' ]; then echo "make push: set REGISTRY=<registry>/<namespace>, e.g. make push REGISTRY=registry.example.com/ml" >&2; exit 2; fi
 	$(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile)$(newline)$(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile)$(newline))
 
 .PHONY: save
 save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images, SHA256SUMS
+	$(call check_profiles,$(PROFILES))
 	mkdir -p $(SAVE_DIR)
 	$(foreach profile,$(PROFILES),set -o pipefail; $(DOCKER) save $(IMAGE):$(profile) | gzip -c > $(SAVE_DIR)/$(IMAGE)-$(profile).tar.gz$(newline))
 	$(foreach ref,$(BASE_IMAGES),$(DOCKER) pull $(ref)$(newline))
@@ -101,16 +121,19 @@ load: ## check dist/SHA256SUMS, then docker load every tarball it lists (air-gap
 
 .PHONY: prepare-gsm8k
 prepare-gsm8k: ## write GSM8K in verl's format to ./data/gsm8k through compose (ARGS=... passed on)
+	$(call check_profiles,$(PROFILE))
 	mkdir -p data runs
 	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm prepare-gsm8k $(ARGS)
 
 .PHONY: train
 train: ## train PPO on GSM8K with the PROFILE image through compose (ARGS='--algo grpo' etc.)
+	$(call check_profiles,$(PROFILE))
 	mkdir -p data runs
 	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm train $(ARGS)
 
 .PHONY: doctor
 doctor: ## check the GPU, driver and image through compose (PROFILE=p40|a10)
+	$(call check_profiles,$(PROFILE))
 	mkdir -p data runs
 	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm doctor $(ARGS)
 

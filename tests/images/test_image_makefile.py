@@ -201,3 +201,25 @@ def test_help_and_test_targets_are_unchanged():
     assert ".PHONY: test\ntest: ## run the whole CPU test suite (creates .venv, or VENV=..., with pinned packages first)\n" \
            "\tbash tests/bootstrap.sh\n\t$(VENV)/bin/python -m pytest $(PYTEST_ARGS)\n" in text
     assert ".DEFAULT_GOAL := help" in text
+
+
+def test_proxies_pass_from_the_command_line_or_the_environment(workdir):
+    result, calls = make(workdir, "image-p40", *IDS, "HTTPS_PROXY=http://proxy.example:3128", env={"NO_PROXY": "localhost,.example"})
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS,
+                             "--build-arg", "HTTPS_PROXY=http://proxy.example:3128", "--build-arg", "NO_PROXY=localhost,.example", "."]]
+
+
+def test_a_setting_nothing_reads_stops_the_build(workdir):
+    result, calls = make(workdir, "image-p40", *IDS, "PIP_INDEX=https://m.example/simple")
+    assert result.returncode == 2 and calls == []
+    assert result.stderr.startswith("make image-p40: PIP_INDEX: not a Dockerfile ARG nor a setting of this Makefile (ARGs: APT_MIRROR BASE_IMAGE ")
+    assert " PIP_INDEX_URL " in result.stderr
+
+
+@pytest.mark.parametrize("target, setting", [("train", "PROFILE=nonsense"), ("pull", "PROFILE=p4O"), ("save", "PROFILES=p40 v100"), ("push", "PROFILES=a1O")])
+def test_an_unknown_profile_is_refused_before_docker_runs(workdir, target, setting):
+    result, calls = make(workdir, target, setting, "MIRROR=m.example/x", "REGISTRY=r.example/x")
+    assert result.returncode == 2 and calls == []
+    bad = setting.split("=")[1].split()[-1]
+    assert f"make {target}: {bad} is not a profile (p40 a10)" in result.stderr
