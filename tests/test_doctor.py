@@ -294,7 +294,7 @@ def test_json_output_and_exit_status(world):
     out = io.StringIO()
     args = cli.build_parser().parse_args(["doctor", "--profile", "p40", "--data", str(world.data), "--model", str(world.model)])
     assert doctor._run(args, context=context(world), out=out) == 0
-    assert out.getvalue().splitlines()[-1] == "10 PASS: ready"
+    assert out.getvalue().splitlines()[-1] == "11 PASS: ready"
 
 
 def test_real_cli_runs_quickly_and_is_consistent(world, capsys):
@@ -324,3 +324,25 @@ def test_a_file_where_the_data_directory_or_run_directory_should_be_fails(world)
     results = by_name(run_checks(context(world, data_dir=str(afile), checkpoint_dir=str(afile / "runs")), names=("data", "disk")))
     assert (results["data"].status, results["data"].message) == ("FAIL", f"{afile} is a file, not a data directory")
     assert (results["disk"].status, results["disk"].message) == ("FAIL", f"{afile} is a file: checkpoints cannot go under it ({afile / 'runs'})")
+
+
+@pytest.mark.parametrize(
+    "gpus, profile_name, environ, status, message, fix",
+    [
+        ((P40,), "p40", {}, "PASS", "profile p40 (given); VLLM_DTYPE=float32, TRITON_MAX_SHARED_MEMORY=49152", None),
+        ((A10,), None, {}, "PASS", "profile a10 (chosen by NVIDIA A10); VLLM_DTYPE=bfloat16, TRITON_MAX_SHARED_MEMORY=101376", None),
+        ((P40,), None, {"VERLFIT_PROFILE": "nonsense"}, "FAIL", "VERLFIT_PROFILE (or --profile) is 'nonsense', not a profile",
+         "set it to one of p40, a10 (or unset it: the image's own profile, or the GPU's, applies)"),
+        ((P40,), "p40", {"VLLM_DTYPE": "bfloat16"}, "FAIL", "VLLM_DTYPE=bfloat16 on Tesla P40 (compute capability below 8.0): bf16 needs 8.0",
+         "unset VLLM_DTYPE (the p40 profile uses float32)"),
+        ((), "p40", {"VLLM_DTYPE": "bfloat16"}, "FAIL", "VLLM_DTYPE=bfloat16 on the p40 profile's cards (compute capability below 8.0): bf16 needs 8.0",
+         "unset VLLM_DTYPE (the p40 profile uses float32)"),
+        ((P40,), "p40", {"TRITON_MAX_SHARED_MEMORY": "abc"}, "FAIL", "TRITON_MAX_SHARED_MEMORY='abc' is not a number of bytes",
+         "unset it (the p40 profile uses 49152) or set e.g. 49152 (48 KiB)"),
+        ((), None, {}, "SKIP", "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by", None),
+    ],
+)
+def test_environment_check_applies_trains_rules_with_or_without_a_gpu(world, gpus, profile_name, environ, status, message, fix):
+    nvml = FakeNvml(gpus) if gpus else FakeNvml(**NO_GPU)
+    result = by_name(run_checks(context(world, nvml=nvml, profile_name=profile_name, environ=environ), names=("environment",)))["environment"]
+    assert (result.status, result.message, result.fix) == (status, message, fix)

@@ -10,6 +10,10 @@ Checks (name: what it looks at):
 * ``torch-arch``: torch's compiled architectures cover the GPU. A ``sm_XY`` cubin runs on compute
   capability X.Z for Z >= Y (same major), so ``sm_60`` covers the P40's 6.1.
 * ``triton-shared-memory``: ``TRITON_MAX_SHARED_MEMORY`` within the card's per-block limit.
+* ``environment``: the profile named by ``--profile`` / ``VERLFIT_PROFILE`` exists, and the knobs the image's
+  entrypoint sets (``VLLM_DTYPE``, ``TRITON_MAX_SHARED_MEMORY``) are values ``verlfit train`` accepts for it:
+  a torch dtype name, a whole number of bytes, and no bf16 below compute capability 8.0 (the GPU's, or the
+  profile's cards without one). Runs without a GPU.
 * ``shm``: ``/dev/shm`` size. Ray puts its object store there and falls back to ``/tmp`` with a
   warning ("The object store is using /tmp instead of /dev/shm because /dev/shm has only N bytes
   available. This will harm performance!", ``ray/_private/services.py``) when it is too small;
@@ -54,7 +58,7 @@ VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info"
 VERL_REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")  # what RLHFDataset and the reward manager read
 HUB_ENDPOINT = "https://huggingface.co"
 NETWORK_TIMEOUT_S = 3.0
-CHECK_NAMES = ("driver", "gpu", "torch-arch", "triton-shared-memory", "shm", "disk", "data", "model", "cuda", "patches")
+CHECK_NAMES = ("driver", "gpu", "torch-arch", "triton-shared-memory", "environment", "shm", "disk", "data", "model", "cuda", "patches")
 BLOCKING = ("driver", "gpu", "triton-shared-memory", "data", "model", "cuda")
 
 
@@ -334,6 +338,28 @@ def check_triton_shared_memory(ctx: DoctorContext) -> CheckResult:
     return CheckResult("triton-shared-memory", PASS, f"{source}={value} <= {gpu.name}'s {limit} B per block" + ("" if gpu.supports_triton else " (Triton does not run below compute capability 7.0 anyway)"))
 
 
+def check_environment(ctx: DoctorContext) -> CheckResult:
+    from verlfit.profiles import PROFILE_NAMES, load_profile, profile_for_capability, resolve_environment
+
+    report = ctx.gpu_report()
+    gpu = min(report.gpus, key=lambda g: g.compute_capability) if report.gpus else None
+    name = ctx.profile()
+    if name is not None and name not in PROFILE_NAMES:
+        return CheckResult("environment", FAIL, f"VERLFIT_PROFILE (or --profile) is {name!r}, not a profile", f"set it to one of {', '.join(PROFILE_NAMES)} (or unset it: the image's own profile, or the GPU's, applies)")
+    chosen = name or (profile_for_capability(gpu.compute_capability) if gpu is not None else None)
+    if chosen is None:
+        return CheckResult("environment", SKIP, "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by")
+    profile = load_profile(chosen)
+    how = "given" if name else f"chosen by {gpu.name}"
+    environment = resolve_environment(profile, ctx.environ)  # raises VerlfitError for malformed values: a FAIL
+    capability = gpu.compute_capability if gpu is not None else profile.min_compute_capability
+    if environment["VLLM_DTYPE"] == "bfloat16" and capability < (8, 0):
+        where = gpu.name if gpu is not None else f"the {chosen} profile's cards"
+        return CheckResult("environment", FAIL, f"VLLM_DTYPE=bfloat16 on {where} (compute capability below 8.0): bf16 needs 8.0", f"unset VLLM_DTYPE (the {chosen} profile uses {profile.environment['VLLM_DTYPE']})")
+    values = ", ".join(f"{key}={environment[key]}" for key in ("VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY"))
+    return CheckResult("environment", PASS, f"profile {chosen} ({how}); {values}")
+
+
 def _statvfs_size(path: str) -> int | None:
     try:
         stat = os.statvfs(path)
@@ -526,6 +552,7 @@ CHECKS: dict[str, Callable[[DoctorContext], CheckResult]] = {
     "gpu": check_gpu,
     "torch-arch": check_torch_arch,
     "triton-shared-memory": check_triton_shared_memory,
+    "environment": check_environment,
     "shm": check_shm,
     "disk": check_disk,
     "data": check_data,
