@@ -67,8 +67,8 @@ EXPECTED_TEST = [row("test", 0, TEST[0], "360"), row("test", 2, TEST[2], "30")]
 EXPECTED_BAD_LINES = [
     'skipped train row 3: answer has no "####"',
     'skipped train row 4: no number after "####"',
-    "skipped train row 5: empty question",
-    "skipped test row 1: empty question",
+    "skipped train row 5: missing or blank question",
+    "skipped test row 1: missing or blank question",
 ]
 
 
@@ -208,8 +208,8 @@ def test_verl_reward_scores_each_reference_answer_1(tmp_path):
         ("####5", None, 'no number after "####"'),
         ("#### $5", None, 'no number after "####"'),
         ("#### ,.", None, 'no number after "####"'),
-        (None, None, "no answer"),
-        ("  ", None, "no answer"),
+        (None, None, "missing or blank answer"),
+        ("  ", None, "missing or blank answer"),
         ("#### 1.2.3", None, '"1.2.3" after "####" is not a number'),
     ],
 )
@@ -219,7 +219,7 @@ def test_check_row(answer, ground_truth, reason):
 
 @pytest.mark.parametrize("question", ["", "  \n", None])
 def test_check_row_empty_question(question):
-    assert gsm8k.check_row(question, "#### 1") == (None, "empty question")
+    assert gsm8k.check_row(question, "#### 1") == (None, "missing or blank question")
 
 
 # --------------------------------------------------------------------------- --strict and CLI
@@ -233,8 +233,8 @@ def test_strict_fails_listing_every_bad_row_and_writes_nothing(tmp_path):
         "4 bad row(s) and --strict:\n"
         '  train row 3: answer has no "####"\n'
         '  train row 4: no number after "####"\n'
-        "  train row 5: empty question\n"
-        "  test row 1: empty question\n"
+        "  train row 5: missing or blank question\n"
+        "  test row 1: missing or blank question\n"
         "  fix: fix those rows in the source, or leave out --strict to skip them"
     )
     assert not out.exists()
@@ -598,3 +598,24 @@ def test_a_bare_tokenizer_name_that_is_no_directory_is_not_looked_up_on_the_hub(
     with pytest.raises(VerlfitError) as caught:
         gsm8k.load_tokenizer("nodir")
     assert caught.value.message == "--tokenizer nodir: no such directory (and not a hub name, which is owner/name)"
+
+
+def test_a_plain_kill_while_writing_leaves_no_temporary_file_and_the_old_output_unchanged(tmp_path):
+    import os
+    import signal
+
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # what a `verlfit prepare-gsm8k` process starts with
+    (tmp_path / "train.parquet").write_bytes(b"the previous train split")
+
+    class KilledWhileWriting:
+        def to_parquet(self, path):
+            with open(path, "wb") as handle:
+                handle.write(b"half a parquet")
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(SystemExit) as stopped:
+        gsm8k._write_atomically(tmp_path, {"train": KilledWhileWriting()})
+    assert stopped.value.code == 143  # 128 + SIGTERM, as a shell reports it
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["train.parquet"]
+    assert (tmp_path / "train.parquet").read_bytes() == b"the previous train split"
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored once the write is over

@@ -39,8 +39,10 @@ import math
 import os
 import re
 import secrets
+import signal
 import statistics
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +63,8 @@ FORMATS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 # bad-row lines printed per split before "... and N more" (all of them are in PrepareResult.bad)
 MAX_BAD_LINES = 20
 
-EMPTY_QUESTION = "empty question"
-NO_ANSWER = "no answer"
+EMPTY_QUESTION = "missing or blank question"
+NO_ANSWER = "missing or blank answer"
 NO_MARKER = 'answer has no "####"'
 NO_NUMBER = 'no number after "####"'
 
@@ -409,31 +411,52 @@ def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Pat
         raise VerlfitError(f"cannot create output directory {output_dir}: {error.strerror or error}", fix=fix) from error
     paths = output_paths(output_dir)
     temporary: dict[str, Path] = {}
-    try:
-        for split, table in tables.items():
-            temp = output_dir / f".{split}.parquet.{secrets.token_hex(6)}.tmp"
-            # created here (not by mkstemp) so the final file gets the usual umask-based mode
-            os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-            temporary[split] = temp
-            table.to_parquet(str(temp))
-            with open(temp, "rb") as handle:
-                os.fsync(handle.fileno())
-        for split, temp in temporary.items():
-            os.replace(temp, paths[split])
-        _fsync_directory(output_dir)
-    except OSError as error:
-        raise VerlfitError(
-            f"cannot write to output directory {output_dir}: {error.strerror or error}; "
-            f"previous {' and '.join(path.name for path in paths.values())} there (if any) are unchanged",
-            fix=fix,
-        ) from error
-    finally:
-        for temp in temporary.values():
-            try:
-                temp.unlink()
-            except FileNotFoundError:
-                pass
+    # a plain `kill` (SIGTERM) unwinds through the finally below too, which removes the temporary files
+    with _terminate_as_exit():
+        try:
+            for split, table in tables.items():
+                temp = output_dir / f".{split}.parquet.{secrets.token_hex(6)}.tmp"
+                # created here (not by mkstemp) so the final file gets the usual umask-based mode
+                os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                temporary[split] = temp
+                table.to_parquet(str(temp))
+                with open(temp, "rb") as handle:
+                    os.fsync(handle.fileno())
+            for split, temp in temporary.items():
+                os.replace(temp, paths[split])
+            _fsync_directory(output_dir)
+        except OSError as error:
+            raise VerlfitError(
+                f"cannot write to output directory {output_dir}: {error.strerror or error}; "
+                f"previous {' and '.join(path.name for path in paths.values())} there (if any) are unchanged",
+                fix=fix,
+            ) from error
+        finally:
+            for temp in temporary.values():
+                try:
+                    temp.unlink()
+                except FileNotFoundError:
+                    pass
     return paths
+
+
+@contextmanager
+def _terminate_as_exit() -> Iterator[None]:
+    """While inside, SIGTERM raises ``SystemExit(143)`` (128 + 15, the shell's status for it) in the main thread,
+    so ``finally`` blocks run; Python's default for SIGTERM ends the process without unwinding. A handler someone
+    else installed is left alone."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _exit_on_terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _exit_on_terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -590,8 +613,8 @@ files with 'question' and 'answer' columns: in DIR, or else in DIR/main (the hub
 and the same for test; shards are read in name order; one format per split. (.json: JSON lines
 or one JSON array of objects.)
 
-rows: a row with an empty question, no answer, no '####' in its answer or no number after it is
-reported as '<split> row <index>: <reason>' and skipped (--strict: fatal). A file that does not parse
+rows: a row with a missing or blank question or answer, no '####' in its answer or no number after it is
+reported as '<split> row <index>: <reason>' (index counted from 0: line index+1 of a jsonl file) and skipped (--strict: fatal). A file that does not parse
 (a broken JSON line, a question that is a number) stops preparation with the reader's error. extra_info.index is the row's
 index in its source split, so skipped or dropped rows leave gaps and every row traces back.
 
