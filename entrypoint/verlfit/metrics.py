@@ -244,24 +244,27 @@ class MetricsWriter:
         self.close()
 
 
-def read_metrics(run_dir: str | os.PathLike) -> list[dict]:
+def read_metrics(run_dir: str | os.PathLike, unreadable: list[int] | None = None) -> list[dict]:
     """Read ``run_dir/metrics.jsonl`` in file order; ``[]`` when it does not exist.
 
     Lines that are not a complete JSON object with an integer ``step`` are skipped: the last line of a
-    run being written or killed mid-write, and a line an earlier killed run left cut.
+    run being written or killed mid-write, and a line an earlier killed run left cut. Their line numbers
+    (from 1; blank lines aside) are appended to ``unreadable`` when it is given, so a caller can say so.
     """
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
         return []
     records = []
     with open(path, "rb") as handle:
-        for raw in handle:
+        for number, raw in enumerate(handle, start=1):
             try:
                 record = json.loads(raw)
             except ValueError:
-                continue
+                record = None
             if isinstance(record, dict) and isinstance(record.get("step"), int):
                 records.append(record)
+            elif unreadable is not None and raw.strip():
+                unreadable.append(number)
     return records
 
 

@@ -52,6 +52,7 @@ class Run:
     source: str
     info: dict = field(default_factory=dict)
     total_steps: int | None = None
+    unreadable_lines: list[int] = field(default_factory=list)  # of metrics.jsonl, from 1
 
     @property
     def training(self) -> list[dict]:
@@ -81,7 +82,8 @@ def load_run(run_dir: str | os.PathLike) -> Run:
                            fix="pass the directory verlfit train created, e.g. verlfit report runs/<name>")
     info = _read_run_info(run_dir / RUN_INFO_FILE)
     total = info.get("total_steps") if isinstance(info.get("total_steps"), int) else None
-    records = read_metrics(run_dir)
+    unreadable: list[int] = []
+    records = read_metrics(run_dir, unreadable)
     source = METRICS_FILE
     log_total = None
     if log_path.is_file() and (not records or total is None):
@@ -91,7 +93,7 @@ def load_run(run_dir: str | os.PathLike) -> Run:
         if not records:
             records, source = log_records, LOG_FILE
     return Run(run_dir=run_dir, records=consolidate(records), source=source, info=info,
-               total_steps=total if total is not None else log_total)
+               total_steps=total if total is not None else log_total, unreadable_lines=unreadable)
 
 
 def _read_run_info(path: Path) -> dict:
@@ -193,6 +195,10 @@ def summarize(run: Run) -> str:
     else:
         status = f"{last or 0} steps done; total unknown (no run.json total_steps, no 'Total training steps' line)"
     lines.append(f"status: {status}")
+    if run.unreadable_lines:
+        shown = ", ".join(map(str, run.unreadable_lines[:10])) + (" ..." if len(run.unreadable_lines) > 10 else "")
+        lines.append(f"warning: {len(run.unreadable_lines)} line(s) of {METRICS_FILE} are not step records and were skipped "
+                     f"(line {shown}); a run stopped mid-write cuts only its last line")
     if not training:
         lines.append("no training step has finished yet")
     rewards = [(r["step"], r[REWARD_KEY]) for r in training if REWARD_KEY in r]
