@@ -483,3 +483,11 @@ def test_resume_with_an_empty_path_is_refused_not_taken_for_a_new_run(capsys):
     status = cli.main(["train", "--resume", "", "--dry-run"])
     assert status == 2
     assert "verlfit: error: --resume was given an empty path" in capsys.readouterr().err
+
+
+def test_an_unknown_option_is_reported_with_the_subcommands_usage(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["train", "--bogus", "--dry-run"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: verlfit train ") and err.endswith("verlfit train: error: unrecognized arguments: --bogus\n")

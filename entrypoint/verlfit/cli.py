@@ -57,7 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     turns into its exit code; other exceptions propagate with their traceback.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # said by the subcommand's parser, so the usage shown is that command's (argparse's top parser
+        # would print `usage: verlfit COMMAND ...`)
+        commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+        (commands.choices.get(args.command) or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
