@@ -144,3 +144,28 @@ def test_customize_refuses_what_the_profiles_cards_cannot_run(profile, changes, 
     with pytest.raises(VerlfitError) as caught:
         customize(load_profile(profile), **changes)
     assert fragment in str(caught.value)
+
+
+@pytest.mark.parametrize("text, well_formed", [
+    ("expandable_segments:True", True),
+    ("expandable_segments:True,max_split_size_mb:256", True),
+    ("roundup_power2_divisions:[256:1,512:2],max_split_size_mb:128", True),  # commas inside a bracketed list
+    (" backend : cudaMallocAsync ", True),
+    ("garbage", False),
+    ("max_split_size_mb:", False),
+    ("max_split_size_mb:256,", False),
+    ("expandable_segments=True", False),
+])
+def test_allocator_config_syntax(text, well_formed):
+    from verlfit.profiles import allocator_config_is_well_formed
+
+    assert allocator_config_is_well_formed(text) is well_formed
+
+
+def test_a_malformed_allocator_config_is_refused_before_launch():
+    from verlfit.profiles import load_profile, resolve_environment
+
+    with pytest.raises(VerlfitError) as error:
+        resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": "garbage"})
+    assert error.value.message == "PYTORCH_CUDA_ALLOC_CONF='garbage' is not a comma-separated list of option:value"
+    assert error.value.fix == "unset it (the p40 profile uses expandable_segments:True) or write e.g. expandable_segments:True,max_split_size_mb:256"

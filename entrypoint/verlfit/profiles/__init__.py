@@ -238,6 +238,27 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
     )
 
 
+# one option of PYTORCH_CUDA_ALLOC_CONF: name:value, where a value may be a bracketed list with commas
+# (roundup_power2_divisions:[256:1,512:2]); the option names themselves are torch's to check
+_ALLOCATOR_OPTION = re.compile(r"\s*[A-Za-z_]\w*\s*:\s*(?:\[[^\]]*\]|[^,\[\]\s:]+)\s*")
+
+
+def allocator_config_is_well_formed(text: str) -> bool:
+    """Whether ``text`` has the syntax torch's ``CUDAAllocatorConfig`` parses: ``option:value`` entries
+    separated by commas. Option names are not checked (they differ between torch versions)."""
+    position = 0
+    while True:
+        match = _ALLOCATOR_OPTION.match(text, position)
+        if match is None:
+            return False
+        position = match.end()
+        if position == len(text):
+            return True
+        if text[position] != ",":
+            return False
+        position += 1
+
+
 def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, str]:
     """Return the three knobs' values: the user's where set (non-empty), else the profile's.
 
@@ -247,7 +268,9 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
 
     Raises:
         VerlfitError: for a ``VLLM_DTYPE`` that is not a torch dtype name verl's rollout accepts,
-            or a ``TRITON_MAX_SHARED_MEMORY`` that is not a whole number of bytes.
+            a ``TRITON_MAX_SHARED_MEMORY`` that is not a whole number of bytes, or a
+            ``PYTORCH_CUDA_ALLOC_CONF`` that is not a comma-separated list of ``option:value`` (torch reads it
+            only when a worker first touches CUDA, minutes into a run, and stops there on a malformed one).
     """
     # knobs the image's entrypoint filled in from the image's own profile are defaults, not the user's choice:
     # with another profile (--emulate p40 in the a10 image) that profile's values apply
@@ -256,6 +279,8 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
     resolved = {key: environ[key] if environ.get(key) and environ[key] != defaulted.get(key) else profile.environment[key] for key in ENVIRONMENT_KEYS}
     if resolved["VLLM_DTYPE"] not in DTYPES:
         raise VerlfitError(f"VLLM_DTYPE={resolved['VLLM_DTYPE']!r} is not a rollout dtype", fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: {', '.join(DTYPES)}")
+    if not allocator_config_is_well_formed(resolved["PYTORCH_CUDA_ALLOC_CONF"]):
+        raise VerlfitError(f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} is not a comma-separated list of option:value", fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']}) or write e.g. expandable_segments:True,max_split_size_mb:256")
     if not resolved["TRITON_MAX_SHARED_MEMORY"].isdigit():
         raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={resolved['TRITON_MAX_SHARED_MEMORY']!r} is not a number of bytes", fix=f"unset it (the {profile.name} profile uses {profile.environment['TRITON_MAX_SHARED_MEMORY']}) or set e.g. 49152 (48 KiB)")
     return resolved
