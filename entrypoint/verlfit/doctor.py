@@ -11,10 +11,9 @@ Checks (name: what it looks at):
   capability X.Z for Z >= Y (same major), so ``sm_60`` covers the P40's 6.1.
 * ``triton-shared-memory``: ``TRITON_MAX_SHARED_MEMORY`` within the card's per-block limit.
 * ``environment``: the profile named by ``--profile`` / ``VERLFIT_PROFILE`` exists, and the knobs the image's
-  entrypoint sets (``VLLM_DTYPE``, ``TRITON_MAX_SHARED_MEMORY``) are values ``verlfit train`` accepts for it:
-  a torch dtype name, a whole number of bytes, option:value pairs for ``PYTORCH_CUDA_ALLOC_CONF``, and no bf16
-  below compute capability 8.0 (the GPU's, or the
-  profile's cards without one). Runs without a GPU.
+  entrypoint sets are values ``verlfit train`` accepts for it: ``VLLM_DTYPE`` a torch dtype name (no bf16 below
+  compute capability 8.0: the GPU's, or the profile's cards without one), ``TRITON_MAX_SHARED_MEMORY`` a whole
+  number of bytes, ``PYTORCH_CUDA_ALLOC_CONF`` option:value pairs. Runs without a GPU.
 * ``shm``: ``/dev/shm`` size. Ray puts its object store there and falls back to ``/tmp`` with a
   warning ("The object store is using /tmp instead of /dev/shm because /dev/shm has only N bytes
   available. This will harm performance!", ``ray/_private/services.py``) when it is too small;
