@@ -184,3 +184,25 @@ def test_bad_keys_are_refused_with_a_suggestion(override, fragments):
 def test_micro_batch_must_divide_mini_batch():
     with pytest.raises(VerlfitError, match="actor micro-batch 3 does not divide the per-GPU mini-batch of 16 responses"):
         overrides_for("p40", "ppo", actor_micro_batch_size=3)
+
+
+@pytest.mark.parametrize(
+    "override, message, fix",
+    [
+        ("actor_rollout_ref.actor.optim.lr=abc", "'actor_rollout_ref.actor.optim.lr=abc': verl expects a number for actor_rollout_ref.actor.optim.lr (its default is 1e-06)",
+         "write a number, e.g. actor_rollout_ref.actor.optim.lr=1e-06"),
+        ("trainer.val_before_train=yes", "'trainer.val_before_train=yes': verl expects true or false for trainer.val_before_train (its default is true)",
+         "write trainer.val_before_train=True or trainer.val_before_train=False"),
+        ("data.train_batch_size=true", "'data.train_batch_size=true': verl expects a number for data.train_batch_size (its default is 1024)",
+         "write a number, e.g. data.train_batch_size=1024"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_refused(override, message, fix):
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides([override])
+    assert (error.value.message, error.value.fix) == (message, fix)
+
+
+def test_values_of_the_right_type_pass_including_int_for_float_and_null_defaults():
+    config = validate_overrides(["actor_rollout_ref.actor.optim.lr=1", "trainer.val_before_train=False", "data.val_batch_size=64", "trainer.max_actor_ckpt_to_keep=null"])
+    assert (config.actor_rollout_ref.actor.optim.lr, config.trainer.val_before_train, config.data.val_batch_size) == (1, False, 64)

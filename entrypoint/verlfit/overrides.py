@@ -394,7 +394,9 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None):
     Raises:
         VerlfitError: for an unknown key (with the closest valid keys; for ``cpu_offload`` or
             ``offload_params`` pointing to ``param_offload`` / ``optimizer_offload``), a ``+`` on
-            a key that already exists, or a value Hydra cannot parse.
+            a key that already exists, a value Hydra cannot parse, or a value whose type is not the
+            one verl's yaml gives the key (a word for a number, a number for true/false): verl's
+            yaml is not typed, so Hydra takes ``optim.lr=abc`` and the run would fail minutes later.
     """
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -423,8 +425,31 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None):
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-            return compose(config_name="ppo_trainer", overrides=verl_overrides)
+            composed = compose(config_name="ppo_trainer", overrides=verl_overrides)
     except HydraException as error:
         raise VerlfitError(f"Hydra rejected the overrides: {error}", exit_code=2) from error
     finally:
         GlobalHydra.instance().clear()
+    _check_value_types(verl_overrides, OmegaConf.to_container(base, resolve=False), OmegaConf.to_container(composed, resolve=False))
+    return composed
+
+
+def _check_value_types(overrides: list[str], defaults: dict, composed: dict) -> None:
+    """Refuse an override whose value is not of the type of verl's default for that key (numbers may be
+    int or float; a ``${...}`` interpolation and a key whose default is null or a string are not checked)."""
+    def lookup(tree, key):
+        for part in key.split("."):
+            tree = tree.get(part) if isinstance(tree, dict) else None
+        return tree
+
+    for override in overrides:
+        prefix, key, _ = split_override(override)
+        if prefix:
+            continue
+        default, value = lookup(defaults, key), lookup(composed, key)
+        if isinstance(value, str) and value.startswith("${"):
+            continue
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise VerlfitError(f"{override!r}: verl expects true or false for {key} (its default is {str(default).lower()})", fix=f"write {key}=True or {key}=False", exit_code=2)
+        if isinstance(default, (int, float)) and not isinstance(default, bool) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise VerlfitError(f"{override!r}: verl expects a number for {key} (its default is {default})", fix=f"write a number, e.g. {key}={default}", exit_code=2)
