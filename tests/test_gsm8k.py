@@ -619,3 +619,13 @@ def test_a_plain_kill_while_writing_leaves_no_temporary_file_and_the_old_output_
     assert sorted(path.name for path in tmp_path.iterdir()) == ["train.parquet"]
     assert (tmp_path / "train.parquet").read_bytes() == b"the previous train split"
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored once the write is over
+
+
+def test_a_folder_already_in_verls_format_is_recognised_as_such(tmp_path):
+    prepared = tmp_path / "prepared"
+    run_prepare(write_jsonl(tmp_path / "raw"), prepared)
+    with pytest.raises(VerlfitError) as caught:
+        gsm8k.prepare(source=prepared, output_dir=tmp_path / "again")
+    assert caught.value.message.startswith(f"{prepared / 'train.parquet'} is already in verl's format (columns: data_source, prompt, ability, reward_model, extra_info)")
+    assert caught.value.fix == "train on it directly (verlfit train --data DIR), or point --input at the raw question/answer files"
+    assert not (tmp_path / "again").exists()

@@ -327,6 +327,11 @@ def _read_hub(log: Callable[[str], None]) -> dict[str, _RawSplit]:
 
 def _raw_split(dataset, split: str, origin: str) -> _RawSplit:
     missing = [column for column in ("question", "answer") if column not in dataset.column_names]
+    if missing and {"prompt", "reward_model"} <= set(dataset.column_names):
+        raise VerlfitError(
+            f"{origin} is already in verl's format (columns: {', '.join(dataset.column_names)}), not raw GSM8K",
+            fix="train on it directly (verlfit train --data DIR), or point --input at the raw question/answer files",
+        )
     if missing:
         raise VerlfitError(
             f"{origin} has no {' or '.join(missing)} column (columns: {', '.join(dataset.column_names)})",
