@@ -629,3 +629,11 @@ def test_a_folder_already_in_verls_format_is_recognised_as_such(tmp_path):
     assert caught.value.message.startswith(f"{prepared / 'train.parquet'} is already in verl's format (columns: data_source, prompt, ability, reward_model, extra_info)")
     assert caught.value.fix == "train on it directly (verlfit train --data DIR), or point --input at the raw question/answer files"
     assert not (tmp_path / "again").exists()
+
+
+def test_output_into_the_input_folder_is_refused(tmp_path):
+    raw = write_jsonl(tmp_path / "raw")
+    with pytest.raises(VerlfitError) as caught:
+        gsm8k.prepare(source=raw, output_dir=raw)
+    assert caught.value.message.startswith(f"--output {raw} is the --input folder: ")
+    assert sorted(path.name for path in raw.iterdir()) == ["test.jsonl", "train.jsonl"]
