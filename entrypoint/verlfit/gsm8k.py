@@ -528,7 +528,7 @@ def prepare(
     if max_prompt_length is not None and max_prompt_length < 1:
         raise VerlfitError(f"--max-prompt-length must be at least 1, not {max_prompt_length}", exit_code=2)
     output_dir = Path(output_dir)
-    if source is not None and Path(source).resolve() in (output_dir.resolve(), (output_dir / "main").resolve()):
+    if source is not None and Path(source).resolve() == output_dir.resolve():
         raise VerlfitError(
             f"--output {output_dir} is the --input folder: verl's train.parquet/test.parquet would sit beside the raw files, and the next run would find two formats there",
             fix="pass --output another directory, e.g. data/gsm8k",
