@@ -361,6 +361,7 @@ def test_emulating_p40_inside_the_a10_image_uses_p40_values_not_the_images_defau
     ("trainer.max_actor_ckpt_to_keep=1", "use --keep-checkpoints (0, or 2 and more) instead"),
     ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16", "use --profile (the profile decides the dtype from the card) instead"),
     ("trainer.nnodes=2", "use --nodes (the batch is checked against every GPU) instead"),
+    ("trainer.total_training_steps=10", "use --steps (the progress display, --resume and report count against it) instead"),
 ])
 def test_raw_overrides_of_what_verlfit_checks_are_refused_with_the_option_to_use(override, fix):
     from verlfit.errors import VerlfitError
@@ -491,3 +492,22 @@ def test_an_unknown_option_is_reported_with_the_subcommands_usage(capsys):
     assert stopped.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("usage: verlfit train ") and err.endswith("verlfit train: error: unrecognized arguments: --bogus\n")
+
+
+def test_a_run_sized_by_epochs_that_finished_is_refused_too(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from verlfit.errors import VerlfitError
+
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(pa.table({"x": list(range(70))}), data / "train.parquet")  # 70 rows // batch 32 = 2 steps an epoch
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--data", str(data), "--run-dir", str(tmp_path / "r"), "--epochs", "2"]), environ={}, gpu=P40)
+    run_dir = create_run_directory(plan, None)
+    assert json.loads((run_dir / "run.json").read_text())["total_steps"] is None  # recorded without --steps
+    fake_checkpoint(run_dir, 3)
+    assert resume_plan(run_dir).notes == ["resuming from the checkpoint of step 3"]
+    fake_checkpoint(run_dir, 4)
+    with pytest.raises(VerlfitError, match="has finished: its newest checkpoint is step 4 of its 4 steps"):
+        resume_plan(run_dir)

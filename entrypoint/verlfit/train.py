@@ -154,6 +154,8 @@ MANAGED_KEYS = {
     "trainer.max_critic_ckpt_to_keep": "--keep-checkpoints (0, or 2 and more)",
     "trainer.nnodes": "--nodes (the batch is checked against every GPU)",
     "trainer.n_gpus_per_node": "--gpus (the batch is checked against every GPU)",
+    "trainer.total_training_steps": "--steps (the progress display, --resume and report count against it)",
+    "trainer.total_epochs": "--steps or --epochs (the progress display, --resume and report count against them)",
 }
 
 
@@ -508,6 +510,11 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else "this run saves none (--save-freq -1)"
         raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / 'checkpoints' / CHECKPOINT_TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
     recorded_total = record.get("total_steps")
+    if recorded_total is None and record["settings"].get("steps") is None:
+        # a run sized by --epochs: its total is epochs x batches of its train.parquet, as verl counts it
+        fields = {f.name for f in dataclasses.fields(TrainSettings)}
+        recorded = {k: v for k, v in record["settings"].items() if k in fields}
+        recorded_total = total_steps(TrainSettings(**{**recorded, "loggers": tuple(recorded.get("loggers", ("console",)))}))
     if steps is None and isinstance(recorded_total, int) and record["settings"].get("steps") not in (None, recorded_total) and checkpoint < recorded_total:
         steps = recorded_total  # extended by an earlier --resume --steps in a run.json written before it kept the settings too
     if steps is None and isinstance(recorded_total, int) and checkpoint >= recorded_total:
