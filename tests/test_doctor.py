@@ -339,10 +339,21 @@ def test_a_file_where_the_data_directory_or_run_directory_should_be_fails(world)
          "unset VLLM_DTYPE (the p40 profile uses float32)"),
         ((P40,), "p40", {"TRITON_MAX_SHARED_MEMORY": "abc"}, "FAIL", "TRITON_MAX_SHARED_MEMORY='abc' is not a number of bytes",
          "unset it (the p40 profile uses 49152) or set e.g. 49152 (48 KiB)"),
-        ((), None, {}, "SKIP", "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by", None),
+        ((), None, {}, "SKIP", "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by; TRITON_MAX_SHARED_MEMORY and PYTORCH_CUDA_ALLOC_CONF are well formed", None),
+        ((), "auto", {}, "SKIP", "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by; TRITON_MAX_SHARED_MEMORY and PYTORCH_CUDA_ALLOC_CONF are well formed", None),
+        ((A10,), "auto", {}, "PASS", "profile a10 (chosen by NVIDIA A10); VLLM_DTYPE=bfloat16, TRITON_MAX_SHARED_MEMORY=101376", None),
+        ((), None, {"PYTORCH_CUDA_ALLOC_CONF": "garbage"}, "FAIL", "PYTORCH_CUDA_ALLOC_CONF='garbage' is not a comma-separated list of option:value",
+         "unset it (the p40 profile uses expandable_segments:True) or write e.g. expandable_segments:True,max_split_size_mb:256"),
+        ((), "p40", {"TRITON_MAX_SHARED_MEMORY": "65536"}, "FAIL", "TRITON_MAX_SHARED_MEMORY=65536 is outside 1..49152, the shared memory per block of the p40 profile's cards",
+         "unset it (the p40 profile uses 49152)"),
     ],
 )
 def test_environment_check_applies_trains_rules_with_or_without_a_gpu(world, gpus, profile_name, environ, status, message, fix):
     nvml = FakeNvml(gpus) if gpus else FakeNvml(**NO_GPU)
     result = by_name(run_checks(context(world, nvml=nvml, profile_name=profile_name, environ=environ), names=("environment",)))["environment"]
     assert (result.status, result.message, result.fix) == (status, message, fix)
+
+
+def test_triton_shared_memory_of_zero_fails_on_a_gpu(world):
+    result = by_name(run_checks(context(world, profile_name="p40", environ={"TRITON_MAX_SHARED_MEMORY": "0"}), names=("triton-shared-memory",)))["triton-shared-memory"]
+    assert (result.status, result.message, result.fix) == ("FAIL", "TRITON_MAX_SHARED_MEMORY=0: Triton needs some shared memory per block", "export TRITON_MAX_SHARED_MEMORY=49152")

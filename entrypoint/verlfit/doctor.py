@@ -333,6 +333,8 @@ def check_triton_shared_memory(ctx: DoctorContext) -> CheckResult:
         value = int(raw)
     except ValueError:
         return CheckResult("triton-shared-memory", FAIL, f"{source}={raw!r} is not a number of bytes", f"export TRITON_MAX_SHARED_MEMORY={limit}")
+    if value < 1:
+        return CheckResult("triton-shared-memory", FAIL, f"{source}={value}: Triton needs some shared memory per block", f"export TRITON_MAX_SHARED_MEMORY={limit}")
     if value > limit:
         return CheckResult("triton-shared-memory", FAIL, f"{source}={value} exceeds {gpu.name}'s {limit} B per block: Triton kernels sized for it fail with 'out of resource: shared memory'", f"export TRITON_MAX_SHARED_MEMORY={limit}")
     return CheckResult("triton-shared-memory", PASS, f"{source}={value} <= {gpu.name}'s {limit} B per block" + ("" if gpu.supports_triton else " (Triton does not run below compute capability 7.0 anyway)"))
@@ -344,11 +346,14 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
     report = ctx.gpu_report()
     gpu = min(report.gpus, key=lambda g: g.compute_capability) if report.gpus else None
     name = ctx.profile()
+    name = None if name == "auto" else name  # --profile auto: the GPU's profile, as train does
     if name is not None and name not in PROFILE_NAMES:
         return CheckResult("environment", FAIL, f"VERLFIT_PROFILE (or --profile) is {name!r}, not a profile", f"set it to one of {', '.join(PROFILE_NAMES)} (or unset it: the image's own profile, or the GPU's, applies)")
     chosen = name or (profile_for_capability(gpu.compute_capability) if gpu is not None else None)
     if chosen is None:
-        return CheckResult("environment", SKIP, "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by")
+        # no profile to hold the values against: their form can still be checked (any profile's rules do)
+        environment = resolve_environment(load_profile(PROFILE_NAMES[0]), {key: ctx.environ[key] for key in ("TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF") if ctx.environ.get(key)})
+        return CheckResult("environment", SKIP, "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by; TRITON_MAX_SHARED_MEMORY and PYTORCH_CUDA_ALLOC_CONF are well formed")
     profile = load_profile(chosen)
     how = "given" if name else f"chosen by {gpu.name}"
     environment = resolve_environment(profile, ctx.environ)  # raises VerlfitError for malformed values: a FAIL
@@ -356,6 +361,10 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
     if environment["VLLM_DTYPE"] == "bfloat16" and capability < (8, 0):
         where = gpu.name if gpu is not None else f"the {chosen} profile's cards"
         return CheckResult("environment", FAIL, f"VLLM_DTYPE=bfloat16 on {where} (compute capability below 8.0): bf16 needs 8.0", f"unset VLLM_DTYPE (the {chosen} profile uses {profile.environment['VLLM_DTYPE']})")
+    triton, card_limit = int(environment["TRITON_MAX_SHARED_MEMORY"]), int(profile.environment["TRITON_MAX_SHARED_MEMORY"])
+    if gpu is None and not 0 < triton <= card_limit:
+        # with a GPU the triton-shared-memory check compares with the card itself
+        return CheckResult("environment", FAIL, f"TRITON_MAX_SHARED_MEMORY={triton} is outside 1..{card_limit}, the shared memory per block of the {chosen} profile's cards", f"unset it (the {chosen} profile uses {card_limit})")
     values = ", ".join(f"{key}={environment[key]}" for key in ("VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY"))
     return CheckResult("environment", PASS, f"profile {chosen} ({how}); {values}")
 
