@@ -635,5 +635,33 @@ def test_output_into_the_input_folder_is_refused(tmp_path):
     raw = write_jsonl(tmp_path / "raw")
     with pytest.raises(VerlfitError) as caught:
         gsm8k.prepare(source=raw, output_dir=raw)
-    assert caught.value.message.startswith(f"--output {raw} is the --input folder: ")
+    assert caught.value.message.startswith(f"--output {raw} is where --input's files are read from ({raw}, or its main/ folder): ")
     assert sorted(path.name for path in raw.iterdir()) == ["test.jsonl", "train.jsonl"]
+    hub_layout = write_jsonl(tmp_path / "hub" / "main")  # the hub's layout: --input hub reads hub/main
+    with pytest.raises(VerlfitError, match="is where --input's files are read from"):
+        gsm8k.prepare(source=tmp_path / "hub", output_dir=hub_layout)
+
+
+def test_a_successful_write_removes_temporary_files_a_killed_run_left(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".train.parquet.0123456789ab.tmp").write_bytes(b"left by a SIGKILL")
+    (out / ".train.parquet.notours.tmp").write_bytes(b"someone else's")
+    run_prepare(write_jsonl(tmp_path / "raw"), out)
+    assert sorted(path.name for path in out.iterdir()) == [".train.parquet.notours.tmp", "test.parquet", "train.parquet"]
+
+
+def test_a_hangup_while_writing_unwinds_the_same_way(tmp_path):
+    import os
+    import signal
+
+    class HungUpWhileWriting:
+        def to_parquet(self, path):
+            Path(path).write_bytes(b"half")
+            os.kill(os.getpid(), signal.SIGHUP)
+
+    with pytest.raises(SystemExit) as stopped:
+        gsm8k._write_atomically(tmp_path, {"train": HungUpWhileWriting()})
+    assert stopped.value.code == 128 + signal.SIGHUP
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL

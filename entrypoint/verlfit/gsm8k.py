@@ -430,6 +430,11 @@ def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Pat
             for split, temp in temporary.items():
                 os.replace(temp, paths[split])
             _fsync_directory(output_dir)
+            # temporary files an earlier run left when it was killed outright (SIGKILL, power loss): named as ours
+            for split in SPLITS:
+                for stale in output_dir.glob(f".{split}.parquet.*.tmp"):
+                    if re.fullmatch(rf"\.{split}\.parquet\.[0-9a-f]{{12}}\.tmp", stale.name):
+                        stale.unlink(missing_ok=True)
         except OSError as error:
             raise VerlfitError(
                 f"cannot write to output directory {output_dir}: {error.strerror or error}; "
@@ -447,17 +452,20 @@ def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Pat
 
 @contextmanager
 def _terminate_as_exit() -> Iterator[None]:
-    """While inside, SIGTERM raises ``SystemExit(143)`` (128 + 15, the shell's status for it) in the main thread,
-    so ``finally`` blocks run; Python's default for SIGTERM ends the process without unwinding. A handler someone
-    else installed is left alone."""
-    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    """While inside, SIGTERM and SIGHUP raise ``SystemExit(128 + signal)`` (the shell's status for them) in the
+    main thread, so ``finally`` blocks run; Python's default for them ends the process without unwinding.
+    A handler someone else installed is left alone."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.signal(signal.SIGTERM, _exit_on_terminate)
+    taken = [number for number in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(number) is signal.SIG_DFL]
+    for number in taken:
+        signal.signal(number, _exit_on_terminate)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for number in taken:
+            signal.signal(number, signal.SIG_DFL)
 
 
 def _exit_on_terminate(signum, frame) -> None:
@@ -528,9 +536,9 @@ def prepare(
     if max_prompt_length is not None and max_prompt_length < 1:
         raise VerlfitError(f"--max-prompt-length must be at least 1, not {max_prompt_length}", exit_code=2)
     output_dir = Path(output_dir)
-    if source is not None and Path(source).resolve() == output_dir.resolve():
+    if source is not None and output_dir.resolve() in (Path(source).resolve(), Path(source).resolve() / "main"):
         raise VerlfitError(
-            f"--output {output_dir} is the --input folder: verl's train.parquet/test.parquet would sit beside the raw files, and the next run would find two formats there",
+            f"--output {output_dir} is where --input's files are read from ({source}, or its main/ folder): verl's train.parquet/test.parquet would sit beside the raw files, and the next run would find two formats there",
             fix="pass --output another directory, e.g. data/gsm8k",
             exit_code=2,
         )
