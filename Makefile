@@ -11,6 +11,10 @@ IMAGE ?= verlfit
 # the image `pull`, `train`, `doctor` and `prepare-gsm8k` use; `push` and `save` take all of PROFILES
 PROFILE ?= p40
 PROFILES ?= p40 a10
+# `make save PROFILE=p40` (the singular, as pull and train take it) means that one image, unless PROFILES is given too
+ifeq ($(origin PROFILE)$(origin PROFILES),command linefile)
+PROFILES := $(PROFILE)
+endif
 # extra `docker build` flags, e.g. BUILD_FLAGS='--secret id=netrc,src=$(HOME)/.netrc --progress plain'
 BUILD_FLAGS ?=
 # pull: MIRROR=<registry>/<namespace>; push: REGISTRY=<registry>/<namespace>
@@ -37,8 +41,11 @@ build_arg_given = $(or $(filter command line override,$(origin $(1))),$(filter $
 # environment too; Docker keeps them out of the image and out of `docker history`.
 PROXY_ARG_NAMES := HTTP_PROXY HTTPS_PROXY NO_PROXY ALL_PROXY http_proxy https_proxy no_proxy all_proxy
 proxy_given = $(filter command line override environment,$(origin $(1)))
-BUILD_ARGS = $(strip $(foreach name,$(BUILD_ARG_NAMES),$(if $(call build_arg_given,$(name)),--build-arg '$(name)=$($(name))')) \
-  $(foreach name,$(PROXY_ARG_NAMES),$(if $(call proxy_given,$(name)),--build-arg '$(name)=$($(name))')))
+# a value as the shell's single-quoted word: make's $ left as written (a proxy password may hold one), ' escaped
+shell_quote = '$(subst ','\'',$(1))'
+raw_value = $(if $(filter $(ALWAYS_BUILD_ARGS),$(1)),$($(1)),$(value $(1)))
+BUILD_ARGS = $(strip $(foreach name,$(BUILD_ARG_NAMES),$(if $(call build_arg_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))) \
+  $(foreach name,$(PROXY_ARG_NAMES),$(if $(call proxy_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))))
 # settings given on the command line that nothing reads (a typo such as PIP_INDEX=...) stop the image targets
 MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER COMPOSE IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID VCS_REF
 UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
@@ -90,10 +97,12 @@ images: image-p40 image-a10 ## build both images
 
 .PHONY: base-digests
 base-digests: ## show the registry's current manifests of the two base images, to pin *_BASE_DIGEST
+	$(check_settings)
 	$(foreach ref,$(BASE_IMAGES),$(DOCKER) buildx imagetools inspect $(ref)$(newline))
 
 .PHONY: pull
 pull: ## pull verlfit:PROFILE from MIRROR=<registry>/<namespace>, tag it verlfit:PROFILE
+	$(check_settings)
 	$(call check_profiles,$(PROFILE))
 	@if [ -z '$(MIRROR)' ]; then echo "make pull: set MIRROR=<registry>/<namespace>, e.g. make pull MIRROR=registry.example.com/ml" >&2; exit 2; fi
 	$(DOCKER) pull $(MIRROR)/$(IMAGE):$(PROFILE)
@@ -101,12 +110,14 @@ pull: ## pull verlfit:PROFILE from MIRROR=<registry>/<namespace>, tag it verlfit
 
 .PHONY: push
 push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<namespace>
+	$(check_settings)
 	$(call check_profiles,$(PROFILES))
 	@if [ -z '$(REGISTRY)' ]; then echo "make push: set REGISTRY=<registry>/<namespace>, e.g. make push REGISTRY=registry.example.com/ml" >&2; exit 2; fi
 	$(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile)$(newline)$(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile)$(newline))
 
 .PHONY: save
 save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images, SHA256SUMS
+	$(check_settings)
 	$(call check_profiles,$(PROFILES))
 	mkdir -p $(SAVE_DIR)
 	$(foreach profile,$(PROFILES),set -o pipefail; $(DOCKER) save $(IMAGE):$(profile) | gzip -c > $(SAVE_DIR)/$(IMAGE)-$(profile).tar.gz$(newline))

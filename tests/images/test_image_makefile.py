@@ -223,3 +223,19 @@ def test_an_unknown_profile_is_refused_before_docker_runs(workdir, target, setti
     assert result.returncode == 2 and calls == []
     bad = setting.split("=")[1].split()[-1]
     assert f"make {target}: {bad} is not a profile (p40 a10)" in result.stderr
+
+
+def test_values_reach_docker_as_written_dollar_and_quote_included(workdir):
+    result, calls = make(workdir, "image-p40", *IDS, "PIP_INDEX_URL=https://m.example/it's", env={"HTTPS_PROXY": "http://u:p$w0rd@proxy.example:3128"})
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", "--build-arg", "PIP_INDEX_URL=https://m.example/it's", *ID_ARGS,
+                             "--build-arg", "HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128", "."]]
+
+
+def test_save_with_the_singular_profile_saves_that_image_and_a_typo_stops_it(workdir):
+    result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILE=p40")
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls)[0] == ["save", "verlfit:p40"] and ["save", "verlfit:a10"] not in argvs(calls)
+    result, calls = make(workdir, "save", "SAVE_DIR=out", "BASE_REGISTY=mirror.example/hub/")
+    assert result.returncode == 2 and calls == []
+    assert result.stderr.startswith("make save: BASE_REGISTY: not a Dockerfile ARG nor a setting of this Makefile")
