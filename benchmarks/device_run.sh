@@ -200,6 +200,7 @@ stage_pack() {
 
 parallel=""
 if [ "$1" = "--parallel" ]; then parallel=1; shift; fi
+if [ $# -eq 0 ]; then usage >&2; echo "device_run.sh: name at least one stage" >&2; exit 2; fi
 known=$(declare -F | sed -n 's/^declare -f stage_//p')
 for stage in "$@"; do
   if ! grep -qx -- "$stage" <<< "$known"; then

@@ -19,8 +19,9 @@ def test_help_prints_the_stages_and_what_the_script_needs(tmp_path):
 
 
 def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tmp_path):
-    none = run(tmp_path)
-    assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
+    for args in ((), ("--parallel",)):
+        none = run(tmp_path, *args)
+        assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
     assert "device_run.sh: unknown stage 'bogus'; stages: a10 calibrate_a10 calibrate_check calibrate_p40 gputests grpo learn main main_resume pack public setup smoke tuned (--help for what each does)" in bogus.stderr
