@@ -511,3 +511,9 @@ def test_a_run_sized_by_epochs_that_finished_is_refused_too(tmp_path):
     fake_checkpoint(run_dir, 4)
     with pytest.raises(VerlfitError, match="has finished: its newest checkpoint is step 4 of its 4 steps"):
         resume_plan(run_dir)
+
+
+def test_an_unknown_option_before_the_command_is_the_top_parsers(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--bogus", "train", "--dry-run"])
+    assert capsys.readouterr().err.endswith("verlfit: error: unrecognized arguments: --bogus\n")

@@ -61,8 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         # said by the subcommand's parser, so the usage shown is that command's (argparse's top parser
         # would print `usage: verlfit COMMAND ...`)
+        words = list(sys.argv[1:] if argv is None else argv)
+        command_at = words.index(args.command) if args.command in words else len(words)
+        before_command = any(word in unknown for word in words[:command_at])
         commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
-        (commands.choices.get(args.command) or parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+        owner = parser if before_command else (commands.choices.get(args.command) or parser)
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
