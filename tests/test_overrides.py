@@ -195,6 +195,9 @@ def test_micro_batch_must_divide_mini_batch():
          "write trainer.val_before_train=True or trainer.val_before_train=False"),
         ("data.train_batch_size=true", "'data.train_batch_size=true': verl expects a number for data.train_batch_size (its default is 1024)",
          "write a number, e.g. data.train_batch_size=1024"),
+        # a default that is an interpolation is judged by what it resolves to (${actor_rollout_ref.actor.shuffle})
+        ("critic.shuffle=yes", "'critic.shuffle=yes': verl expects true or false for critic.shuffle (its default is false)",
+         "write critic.shuffle=True or critic.shuffle=False"),
     ],
 )
 def test_a_value_of_the_wrong_type_is_refused(override, message, fix):

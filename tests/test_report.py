@@ -177,9 +177,9 @@ def test_failed_plot_write_leaves_neither_partial_file_nor_temp(finished_run, mo
 
 
 def test_unreadable_metrics_lines_are_named_not_passed_over(tmp_path):
-    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "timing_s/step": 2.0}\nnot json\n\n["a list"]\n{"no step": 1}\n{"step": 2, "timing_s/st')
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "timing_s/step": 2.0}\nnot json\n\n["a list"]\n{"no step": 1}\n{"step": true}\n{"step": -1}\n{"step": 2, "timing_s/st')
     run = load_run(tmp_path)
-    assert run.unreadable_lines == [2, 4, 5, 6]  # the blank line 3 is not counted
+    assert run.unreadable_lines == [2, 4, 5, 6, 7, 8]  # the blank line 3 is not counted
     assert [r["step"] for r in run.training] == [1]
-    assert ("warning: 4 line(s) of metrics.jsonl are not step records and were skipped (line 2, 4, 5, 6); "
+    assert ("warning: 6 line(s) of metrics.jsonl are not step records and were skipped (line 2, 4, 5, 6, 7, 8); "
             "a run stopped mid-write cuts only its last line") in summarize(run).splitlines()

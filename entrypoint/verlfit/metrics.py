@@ -261,7 +261,7 @@ def read_metrics(run_dir: str | os.PathLike, unreadable: list[int] | None = None
                 record = json.loads(raw)
             except ValueError:
                 record = None
-            if isinstance(record, dict) and isinstance(record.get("step"), int):
+            if isinstance(record, dict) and isinstance(record.get("step"), int) and not isinstance(record["step"], bool) and record["step"] >= 0:
                 records.append(record)
             elif unreadable is not None and raw.strip():
                 unreadable.append(number)

@@ -430,13 +430,16 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None):
         raise VerlfitError(f"Hydra rejected the overrides: {error}", exit_code=2) from error
     finally:
         GlobalHydra.instance().clear()
-    _check_value_types(verl_overrides, OmegaConf.to_container(base, resolve=False), OmegaConf.to_container(composed, resolve=False))
+    _check_value_types(verl_overrides, OmegaConf.to_container(base, resolve=False), OmegaConf.to_container(composed, resolve=False),
+                       resolve_default=lambda key: OmegaConf.select(base, key, default=None, throw_on_resolution_failure=False))
     return composed
 
 
-def _check_value_types(overrides: list[str], defaults: dict, composed: dict) -> None:
+def _check_value_types(overrides: list[str], defaults: dict, composed: dict, resolve_default=None) -> None:
     """Refuse an override whose value is not of the type of verl's default for that key (numbers may be
-    int or float; a ``${...}`` interpolation and a key whose default is null or a string are not checked)."""
+    int or float). A default that is a ``${...}`` interpolation is judged by what it resolves to
+    (``resolve_default(key)``, None when it cannot be resolved); a value that is one is not checked, nor a key
+    whose default is null or a string."""
     def lookup(tree, key):
         for part in key.split("."):
             tree = tree.get(part) if isinstance(tree, dict) else None
@@ -449,6 +452,8 @@ def _check_value_types(overrides: list[str], defaults: dict, composed: dict) -> 
         default, value = lookup(defaults, key), lookup(composed, key)
         if isinstance(value, str) and value.startswith("${"):
             continue
+        if isinstance(default, str) and default.startswith("${") and resolve_default is not None:
+            default = resolve_default(key)
         if isinstance(default, bool) and not isinstance(value, bool):
             raise VerlfitError(f"{override!r}: verl expects true or false for {key} (its default is {str(default).lower()})", fix=f"write {key}=True or {key}=False", exit_code=2)
         if isinstance(default, (int, float)) and not isinstance(default, bool) and (isinstance(value, bool) or not isinstance(value, (int, float))):
