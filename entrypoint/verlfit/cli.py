@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in SUBCOMMANDS.values():
         importlib.import_module(module_name).register(subparsers)
+    parser.commands = subparsers.choices  # name -> the subcommand's parser, for its own error messages
     return parser
 
 
@@ -64,8 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         words = list(sys.argv[1:] if argv is None else argv)
         command_at = words.index(args.command) if args.command in words else len(words)
         before_command = any(word in unknown for word in words[:command_at])
-        commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
-        owner = parser if before_command else (commands.choices.get(args.command) or parser)
+        owner = parser if before_command else parser.commands.get(args.command, parser)
         owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help()

@@ -341,7 +341,7 @@ def check_triton_shared_memory(ctx: DoctorContext) -> CheckResult:
 
 
 def check_environment(ctx: DoctorContext) -> CheckResult:
-    from verlfit.profiles import PROFILE_NAMES, load_profile, profile_for_capability, resolve_environment
+    from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, load_profile, profile_for_capability, resolve_environment
 
     report = ctx.gpu_report()
     gpu = min(report.gpus, key=lambda g: g.compute_capability) if report.gpus else None
@@ -352,15 +352,15 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
     chosen = name or (profile_for_capability(gpu.compute_capability) if gpu is not None else None)
     if chosen is None:
         # no profile to hold the values against: their form can still be checked (any profile's rules do)
-        environment = resolve_environment(load_profile(PROFILE_NAMES[0]), {key: ctx.environ[key] for key in ("TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF") if ctx.environ.get(key)})
+        resolve_environment(load_profile(PROFILE_NAMES[0]), {key: ctx.environ[key] for key in ("TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF") if ctx.environ.get(key)})
         return CheckResult("environment", SKIP, "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by; TRITON_MAX_SHARED_MEMORY and PYTORCH_CUDA_ALLOC_CONF are well formed")
     profile = load_profile(chosen)
     how = "given" if name else f"chosen by {gpu.name}"
-    environment = resolve_environment(profile, ctx.environ)  # raises VerlfitError for malformed values: a FAIL
+    # malformed values and bf16 below 8.0 raise VerlfitError, which run_checks reports as a FAIL with its fix
+    environment = resolve_environment(profile, ctx.environ)
     capability = gpu.compute_capability if gpu is not None else profile.min_compute_capability
-    if environment["VLLM_DTYPE"] == "bfloat16" and capability < (8, 0):
-        where = gpu.name if gpu is not None else f"the {chosen} profile's cards"
-        return CheckResult("environment", FAIL, f"VLLM_DTYPE=bfloat16 on {where} (compute capability below 8.0): bf16 needs 8.0", f"unset VLLM_DTYPE (the {chosen} profile uses {profile.environment['VLLM_DTYPE']})")
+    card = gpu.name if gpu is not None else f"the {chosen} profile's cards"
+    check_rollout_dtype(profile, environment, capability, f"{card} (compute capability below 8.0)")
     triton, card_limit = int(environment["TRITON_MAX_SHARED_MEMORY"]), int(profile.environment["TRITON_MAX_SHARED_MEMORY"])
     if gpu is None and not 0 < triton <= card_limit:
         # with a GPU the triton-shared-memory check compares with the card itself

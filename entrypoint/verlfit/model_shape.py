@@ -144,14 +144,13 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     if not_positive:
         what = "must be a positive whole number" if len(not_positive) == 1 else "must be positive whole numbers"
         raise VerlfitError(f"{name}: {', '.join(f'{key}={config[key]!r}' for key in not_positive)} {what}", fix="check the model's config.json")
-    if "head_dim" not in config and config["hidden_size"] % config["num_attention_heads"]:
-        raise VerlfitError(f"{name}: hidden_size={config['hidden_size']} is not a multiple of num_attention_heads={config['num_attention_heads']}, and no head_dim is given", fix="check the model's config.json")
-    kv_heads = config.get("num_key_value_heads") or config["num_attention_heads"]
-    if config["num_attention_heads"] % kv_heads:
-        raise VerlfitError(f"{name}: num_attention_heads={config['num_attention_heads']} is not a multiple of num_key_value_heads={kv_heads} (grouped-query attention shares each KV head among whole groups)", fix="check the model's config.json")
     model_type = str(config.get("model_type", "unknown"))
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads") or heads
+    if "head_dim" not in config and config["hidden_size"] % heads:
+        raise VerlfitError(f"{name}: hidden_size={config['hidden_size']} is not a multiple of num_attention_heads={heads}, and no head_dim is given", fix="check the model's config.json")
+    if heads % kv_heads:
+        raise VerlfitError(f"{name}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads} (grouped-query attention shares each KV head among whole groups)", fix="check the model's config.json")
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
     attention_bias = bool(config.get("attention_bias", False))
     return ModelShape(

@@ -430,30 +430,27 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None):
         raise VerlfitError(f"Hydra rejected the overrides: {error}", exit_code=2) from error
     finally:
         GlobalHydra.instance().clear()
-    _check_value_types(verl_overrides, OmegaConf.to_container(base, resolve=False), OmegaConf.to_container(composed, resolve=False),
-                       resolve_default=lambda key: OmegaConf.select(base, key, default=None, throw_on_resolution_failure=False))
+    _check_value_types(verl_overrides, base, composed)
     return composed
 
 
-def _check_value_types(overrides: list[str], defaults: dict, composed: dict, resolve_default=None) -> None:
+def _check_value_types(overrides: list[str], base, composed) -> None:
     """Refuse an override whose value is not of the type of verl's default for that key (numbers may be
-    int or float). A default that is a ``${...}`` interpolation is judged by what it resolves to
-    (``resolve_default(key)``, None when it cannot be resolved); a value that is one is not checked, nor a key
-    whose default is null or a string."""
-    def lookup(tree, key):
-        for part in key.split("."):
-            tree = tree.get(part) if isinstance(tree, dict) else None
-        return tree
+    int or float). ``base`` is verl's yaml, ``composed`` the config with the overrides (OmegaConf). A default
+    that is a ``${...}`` interpolation is judged by what it resolves to; a value that is one is not checked,
+    nor a key whose default is null or a string."""
+    from omegaconf import OmegaConf
 
     for override in overrides:
         prefix, key, _ = split_override(override)
         if prefix:
             continue
-        default, value = lookup(defaults, key), lookup(composed, key)
-        if isinstance(value, str) and value.startswith("${"):
+        parent_key, _, leaf = key.rpartition(".")
+        parent = OmegaConf.select(composed, parent_key) if parent_key else composed
+        if OmegaConf.is_config(parent) and OmegaConf.is_interpolation(parent, leaf):
             continue
-        if isinstance(default, str) and default.startswith("${") and resolve_default is not None:
-            default = resolve_default(key)
+        default = OmegaConf.select(base, key, default=None, throw_on_resolution_failure=False)
+        value = OmegaConf.select(composed, key, default=None)
         if isinstance(default, bool) and not isinstance(value, bool):
             raise VerlfitError(f"{override!r}: verl expects true or false for {key} (its default is {str(default).lower()})", fix=f"write {key}=True or {key}=False", exit_code=2)
         if isinstance(default, (int, float)) and not isinstance(default, bool) and (isinstance(value, bool) or not isinstance(value, (int, float))):

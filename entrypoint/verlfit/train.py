@@ -35,7 +35,7 @@ from verlfit.arguments import memory_gib, parse_number, positive_number, whole_n
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import TrainSettings, build_overrides, default_mini_batch, keep_checkpoints_overrides, split_override, validate_overrides
-from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, customize, load_profile, resolve_environment, select_profile
+from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, check_rollout_dtype, customize, load_profile, resolve_environment, select_profile
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 RUN_FILE = "run.json"
@@ -288,9 +288,8 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     environment = resolve_environment(profile, environ)
     # Triton and bf16 decisions use the real GPU, or the profile's own card when emulating or without a GPU
     compute_capability = gpu.compute_capability if gpu is not None and not args.emulate else profile.min_compute_capability
-    if environment["VLLM_DTYPE"] == "bfloat16" and compute_capability < (8, 0):
-        where = f"{gpu.name} (compute capability {gpu.compute_capability_text})" if gpu is not None and not args.emulate else f"the {profile.name} profile's cards (compute capability below 8.0)"
-        raise VerlfitError(f"VLLM_DTYPE=bfloat16 on {where}: bf16 needs 8.0", fix=f"unset VLLM_DTYPE (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']})", exit_code=2)
+    where = f"{gpu.name} (compute capability {gpu.compute_capability_text})" if gpu is not None and not args.emulate else f"the {profile.name} profile's cards (compute capability below 8.0)"
+    check_rollout_dtype(profile, environment, compute_capability, where)
     limit = memory_limit_gib(args, profile, environ)
     if limit is not None:
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
@@ -509,12 +508,12 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         save_freq = record["settings"].get("save_freq")
         when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else "this run saves none (--save-freq -1)"
         raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / 'checkpoints' / CHECKPOINT_TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
+    known = {f.name for f in dataclasses.fields(TrainSettings)}
+    values = {k: v for k, v in record["settings"].items() if k in known}
+    settings = TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), "resume": True, "run_dir": str(run_dir)})
     recorded_total = record.get("total_steps")
-    if recorded_total is None and record["settings"].get("steps") is None:
-        # a run sized by --epochs: its total is epochs x batches of its train.parquet, as verl counts it
-        fields = {f.name for f in dataclasses.fields(TrainSettings)}
-        recorded = {k: v for k, v in record["settings"].items() if k in fields}
-        recorded_total = total_steps(TrainSettings(**{**recorded, "loggers": tuple(recorded.get("loggers", ("console",)))}))
+    if recorded_total is None and settings.steps is None:
+        recorded_total = total_steps(settings)  # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
     if steps is None and isinstance(recorded_total, int) and record["settings"].get("steps") not in (None, recorded_total) and checkpoint < recorded_total:
         steps = recorded_total  # extended by an earlier --resume --steps in a run.json written before it kept the settings too
     if steps is None and isinstance(recorded_total, int) and checkpoint >= recorded_total:
@@ -528,9 +527,6 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         changes += keep_checkpoints_overrides(keep_checkpoints)
     overrides = merge_overrides(record["overrides"] + changes)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
-    known = {f.name for f in dataclasses.fields(TrainSettings)}
-    values = {k: v for k, v in record["settings"].items() if k in known}
-    settings = TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), "resume": True, "run_dir": str(run_dir)})
     environment = dict(record["environment"])
     if "TENSORBOARD_DIR" in environment:
         environment["TENSORBOARD_DIR"] = str(run_dir / "tensorboard")

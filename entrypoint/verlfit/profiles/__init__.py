@@ -286,6 +286,19 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
     return resolved
 
 
+def check_rollout_dtype(profile: Profile, environment: dict[str, str], compute_capability: tuple[int, int], where: str) -> None:
+    """Refuse ``VLLM_DTYPE=bfloat16`` below compute capability 8.0 (bf16 needs Ampere).
+
+    ``environment`` is :func:`resolve_environment`'s result; ``where`` names the card for the message
+    (e.g. ``"Tesla P40 (compute capability 6.1)"``). Used by ``verlfit train`` and ``verlfit doctor``.
+
+    Raises:
+        VerlfitError: naming ``where`` and the profile's own rollout dtype as the fix.
+    """
+    if environment["VLLM_DTYPE"] == "bfloat16" and compute_capability < (8, 0):
+        raise VerlfitError(f"VLLM_DTYPE=bfloat16 on {where}: bf16 needs 8.0", fix=f"unset VLLM_DTYPE (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']})", exit_code=2)
+
+
 def environment_shell(profile: Profile) -> str:
     """Shell lines that set each knob to the profile default unless the user set it.
 
