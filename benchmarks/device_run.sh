@@ -33,8 +33,8 @@
 # Environment: VERLFIT_SITE (the site-packages holding verl; default: where `python3` imports verl from),
 # GSM8K_DIR (a folder with the real GSM8K as train.jsonl and test.jsonl, the rows of the hub's openai/gsm8k
 # "main" config, as `verlfit prepare-gsm8k --input` reads them; default .device-stack/b/gsm8k, where the
-# project's device staging puts them), WORK (models and data; default /root/work),
-# RUNS (default /root/runs), OUT (results to bring back), DEADLINE (epoch seconds: every run is stopped with
+# project's device staging puts them), WORK (models and data; default ~/verlfit-bench/work),
+# RUNS (default ~/verlfit-bench/runs), OUT (results to bring back), DEADLINE (epoch seconds: every run is stopped with
 # SIGINT by then, so a time-limited session still packs its results; default: none), STAGE_TIMEOUT (seconds
 # per run, default 3000), LEARN_LRS (actor learning rates of the learning check, default "1e-5 3e-5").
 set -euo pipefail
@@ -46,8 +46,8 @@ case "${1:-}" in
 esac
 SITE=${VERLFIT_SITE:-}
 GSM8K_DIR=${GSM8K_DIR:-.device-stack/b/gsm8k}
-WORK=${WORK:-/root/work}
-RUNS=${RUNS:-/root/runs}
+WORK=${WORK:-$HOME/verlfit-bench/work}
+RUNS=${RUNS:-$HOME/verlfit-bench/runs}
 OUT=${OUT:-/tmp/out}
 export PYTHONPATH="$PWD/entrypoint${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
