@@ -174,7 +174,7 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
 
 # Built-in shapes, so `verlfit plan` works offline for the default model and its larger siblings.
 # Values are those of the models' config.json on the hub (Qwen2.5 family, model_type qwen2); the
-# parameter counts they give are the models' reported totals (tests/test_plan.py checks 0.5B).
+# parameter counts they give are the models' reported totals (tests/test_model_shape.py checks 0.5B).
 _QWEN25 = {
     "0.5B": dict(num_hidden_layers=24, hidden_size=896, num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864, vocab_size=151936, tie_word_embeddings=True),
     "1.5B": dict(num_hidden_layers=28, hidden_size=1536, num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960, vocab_size=151936, tie_word_embeddings=True),

@@ -1,5 +1,4 @@
-"""``verlfit plan``: predicted peak GPU memory of each phase of a verl 0.4.1 PPO/GRPO step, and
-``auto_fit``, which sizes micro-batches and turns on checkpointing/offload only when needed.
+"""The memory model of ``verlfit plan``: predicted peak GPU memory of each phase of a verl 0.4.1 PPO/GRPO step.
 
 The model (every formula, its source and its derivation: ``docs/plan.md``):
 
@@ -20,26 +19,17 @@ The model (every formula, its source and its derivation: ``docs/plan.md``):
   ``transformers`` 4.51's Qwen2 layer (the method of Korthikanti et al. 2022, "Reducing Activation
   Recomputation in Large Transformer Models", section 4.1) and checked against earlier device measurements (docs/benchmarks.md, docs/plan.md section 5).
 
-Public API (``verlfit train`` calls :func:`fit_for_train`; other code may call these directly):
-
-* :func:`predict` ``(request: PlanRequest, margin=0.90) -> Plan``
-* :func:`auto_fit` ``(request: PlanRequest, margin=0.90, keep=()) -> FitDecision``
-* :func:`request_for_profile` builds a :class:`PlanRequest` from a hardware profile.
+Public API: :func:`predict` ``(request: PlanRequest, margin=0.90) -> Plan``; :func:`validate_request`;
+:func:`update_moments`; :func:`usable_memory_bytes`; the building blocks (``*_bytes``), each in bytes per GPU.
 """
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
-import json
 import math
-import sys
 from dataclasses import dataclass, replace
 
-from verlfit.arguments import memory_gib, whole_number
 from verlfit.errors import VerlfitError
-from verlfit.model_shape import DEFAULT_MODEL, ModelShape, load_model_shape
-from verlfit.overrides import default_mini_batch
+from verlfit.model_shape import ModelShape
 
 GIB = 1024**3
 
@@ -332,32 +322,12 @@ class Plan:
         return next((p for p in self.phases if p.phase == name), None)
 
 
-@dataclass(frozen=True)
-class FitDecision:
-    """What :func:`auto_fit` chose.
-
-    Attributes:
-        fits: a configuration within the budget was found.
-        request: the chosen configuration (the input request, changed only in micro-batches,
-            gradient checkpointing and offload); when nothing fits, the most memory-saving one tried.
-        plan: :func:`predict` of ``request``.
-        reasons: one human line per decision, e.g.
-            ``"actor micro-batch 4: 8 would need 21.3 GiB of 20.2 GiB (90% of 22.5 GiB)"``.
-        suggestion: when ``fits`` is False, the smallest changes that would fit (found by search), as a message.
-    """
-
-    fits: bool
-    request: PlanRequest
-    plan: Plan
-    reasons: tuple[str, ...]
-    suggestion: str | None = None
-
-
 def gib(value: int | float) -> float:
     return value / GIB
 
 
-def _fmt(value: int | float) -> str:
+def format_gib(value: int | float) -> str:
+    """``value`` bytes as ``"12.3 GiB"`` (one decimal), the form every plan message uses."""
     return f"{value / GIB:.1f} GiB"
 
 
@@ -526,13 +496,13 @@ def _state(request: PlanRequest) -> _State:
 def _resident_note(request: PlanRequest, st: _State, own: str) -> str:
     parts = []
     if own != "actor":
-        parts.append(f"actor weights {_fmt(st.actor_weights)}" if st.actor_weights else "actor weights offloaded")
-        parts.append(f"actor AdamW {_fmt(st.actor_optimizer)}" if st.actor_optimizer else "actor AdamW offloaded")
+        parts.append(f"actor weights {format_gib(st.actor_weights)}" if st.actor_weights else "actor weights offloaded")
+        parts.append(f"actor AdamW {format_gib(st.actor_optimizer)}" if st.actor_optimizer else "actor AdamW offloaded")
     if request.has_critic and own != "critic":
-        parts.append(f"critic weights {_fmt(st.critic_weights)}" if st.critic_weights else "critic weights offloaded")
-        parts.append(f"critic AdamW {_fmt(st.critic_optimizer)}" if st.critic_optimizer else "critic AdamW offloaded")
+        parts.append(f"critic weights {format_gib(st.critic_weights)}" if st.critic_weights else "critic weights offloaded")
+        parts.append(f"critic AdamW {format_gib(st.critic_optimizer)}" if st.critic_optimizer else "critic AdamW offloaded")
     if st.ref_weights and own != "ref":
-        parts.append(f"reference model {_fmt(st.ref_weights)} (left on the GPU by its last forward)")
+        parts.append(f"reference model {format_gib(st.ref_weights)} (left on the GPU by its last forward)")
     return "resident from other roles: " + ", ".join(parts) if parts else ""
 
 
@@ -568,7 +538,7 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
         pool = int(r.vllm_gpu_memory_utilization * total_card)
         if r.actor_param_offload:
             weights -= st.actor_weights_full  # fsdp_vllm.py: FSDP params go back to CPU once synced
-        notes.append(f"vLLM holds {r.vllm_gpu_memory_utilization:.0%} of the card ({_fmt(pool)}): its weights {_fmt(vllm_weights)} and KV cache")
+        notes.append(f"vLLM holds {r.vllm_gpu_memory_utilization:.0%} of the card ({format_gib(pool)}): its weights {format_gib(vllm_weights)} and KV cache")
         return PhaseMemory("rollout", weights=weights + vllm_weights, optimizer=optimizer, kv_cache=max(pool - vllm_weights, 0), detail=tuple(n for n in notes if n))
     prompts = r.rollout_prompts_per_call
     sequences = prompts * r.samples
@@ -616,7 +586,7 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
         optimizer=st.actor_optimizer + st.critic_optimizer,
         activations=forward_activation_bytes(s, b, r.seq_len, r.dtype, r.attention),
         logits=_logit_bytes(REF_LOGIT_BYTES, r, b) + row,
-        detail=tuple(n for n in (_resident_note(r, st, "ref"), f"reference model CPU-offloaded by FSDP, but its GPU copy stays on one GPU: {_fmt(ref_on_gpu)}" if st.ref_weights else f"reference model CPU-offloaded by FSDP: {_fmt(ref_on_gpu)} on the GPU while it runs") if n),
+        detail=tuple(n for n in (_resident_note(r, st, "ref"), f"reference model CPU-offloaded by FSDP, but its GPU copy stays on one GPU: {format_gib(ref_on_gpu)}" if st.ref_weights else f"reference model CPU-offloaded by FSDP: {format_gib(ref_on_gpu)} on the GPU while it runs") if n),
     )
 
 
@@ -742,579 +712,5 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
         notes.append(f"above the {margin:.0%} margin: fragmentation or a longer-than-modelled sequence can still run out of memory")
     else:
         verdict = "does not fit"
-    notes.insert(0, f"peak: {peak.title} {_fmt(peak.total)} + {_fmt(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = {_fmt(required)} of {_fmt(usable)} usable ({required / usable:.0%}); budget at {margin:.0%}: {_fmt(margin * usable)}")
+    notes.insert(0, f"peak: {peak.title} {format_gib(peak.total)} + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = {format_gib(required)} of {format_gib(usable)} usable ({required / usable:.0%}); budget at {margin:.0%}: {format_gib(margin * usable)}")
     return Plan(request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes))
-
-
-# --------------------------------------------------------------------------------------
-# auto-fit
-# --------------------------------------------------------------------------------------
-
-# micro-batch knob -> (request field, title, phases it sizes)
-_MICRO_KNOBS = {
-    "actor": ("actor_micro_batch_size", "actor micro-batch", ("actor_update",)),
-    "log_prob": ("log_prob_micro_batch_size", "log-prob micro-batch", ("old_log_prob", "ref_log_prob")),
-    "critic": ("critic_micro_batch_size", "critic micro-batch", ("values", "critic_update")),
-    "rollout": ("rollout_micro_batch_size", "rollout micro-batch", ("rollout",)),
-}
-KEEPABLE = ("micro_batches", "gradient_checkpointing", "offload")
-
-
-def _powers_of_two_dividing(n: int) -> list[int]:
-    """1, 2, 4, ... up to the largest power of two dividing ``n``, plus ``n`` itself."""
-    out, p = [], 1
-    while p <= n and n % p == 0:
-        out.append(p)
-        p *= 2
-    if n not in out:
-        out.append(n)
-    return out
-
-
-def _candidates(request: PlanRequest, knob: str) -> list[int]:
-    if knob in ("actor", "critic"):
-        return _powers_of_two_dividing(request.per_gpu_mini_batch)
-    if knob == "log_prob":
-        # verl splits without needing equal chunks (dp_actor.py:345); keep powers of two <= the batch
-        out, p = [], 1
-        while p <= request.per_gpu_responses:
-            out.append(p)
-            p *= 2
-        return out
-    return _powers_of_two_dividing(request.per_gpu_prompts)
-
-
-def _phase_total(request: PlanRequest, names: tuple[str, ...]) -> tuple[int, str]:
-    plan = predict(request)
-    totals = [(p.total, p.title) for p in plan.phases if p.phase in names]
-    return max(totals) if totals else (0, "")
-
-
-def _levels(request: PlanRequest, keep: frozenset[str]) -> list[tuple[str, dict]]:
-    """The escalation ladder, cheapest first, never turning off what the request has on."""
-    r = request
-    levels = [("as requested", {})]
-    if "gradient_checkpointing" not in keep and not r.gradient_checkpointing:
-        levels.append(("gradient checkpointing", {"gradient_checkpointing": True}))
-    if "offload" not in keep:
-        optimizer = {"actor_optimizer_offload": True}
-        if r.has_critic:
-            optimizer["critic_optimizer_offload"] = True
-        if any(not getattr(r, k) for k in optimizer):
-            levels.append(("optimizer offload", optimizer))
-        params = {}
-        if r.has_critic:
-            params["critic_param_offload"] = True
-        if r.rollout != "hf":
-            params["actor_param_offload"] = True
-        if any(not getattr(r, k) for k in params):
-            levels.append(("param offload", params))
-    # cumulative: each level includes the ones before it
-    out, acc = [], {}
-    for name, changes in levels:
-        acc = {**acc, **changes}
-        out.append((name, dict(acc)))
-    return out
-
-
-def _budget_text(budget: int, usable: int, margin: float) -> str:
-    return f"{_fmt(budget)} ({margin:.0%} of {_fmt(usable)})"
-
-
-def _size_micro_batches(request: PlanRequest, budget: int, keep: frozenset[str]) -> tuple[PlanRequest | None, list[str], str | None]:
-    """Largest micro-batch per knob whose phases fit ``budget`` at the request's switches.
-
-    Returns (request, reasons, failure): failure names the phase that does not fit at micro-batch 1.
-    """
-    reasons = []
-    chosen = request
-    knobs = [k for k in _MICRO_KNOBS if k != "critic" or request.has_critic]
-    if request.rollout != "hf":
-        knobs = [k for k in knobs if k != "rollout"]
-    usable = request.gpu_memory_bytes
-    margin = budget / usable
-    for knob in knobs:
-        attr, title, names = _MICRO_KNOBS[knob]
-        if "micro_batches" in keep:
-            need, where = _phase_total(chosen, names)
-            if need + ALLOCATOR_HEADROOM_BYTES > budget:
-                return None, reasons, f"{where} at {title} {getattr(chosen, attr) or chosen.per_gpu_prompts} (kept) would need {_fmt(need + ALLOCATOR_HEADROOM_BYTES)} of {_budget_text(budget, usable, margin)}"
-            continue
-        best, refused = None, None
-        for size in _candidates(chosen, knob):
-            trial = replace(chosen, **{attr: size})
-            need, where = _phase_total(trial, names)
-            if need + ALLOCATOR_HEADROOM_BYTES <= budget:
-                best = trial
-            else:
-                refused = (size, need + ALLOCATOR_HEADROOM_BYTES, where)
-                break
-        if best is None:
-            size, need, where = refused
-            return None, reasons, f"{where} at {title} 1 would need {_fmt(need)} of {_budget_text(budget, usable, margin)}"
-        chosen = best
-        value = getattr(best, attr) or best.per_gpu_prompts
-        if refused:
-            size, need, where = refused
-            reasons.append(f"{title} {value}: {size} would need {_fmt(need)} of {_budget_text(budget, usable, margin)} in {where}")
-        else:
-            unit = "prompts per GPU" if knob == "rollout" else "responses per GPU"
-            reasons.append(f"{title} {value}: the largest possible ({value} {unit})")
-    return chosen, reasons, None
-
-
-def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = ()) -> FitDecision:
-    """Choose micro-batches, gradient checkpointing and offload so every phase fits.
-
-    Climbs a ladder, cheapest first: the request's own switches; + gradient checkpointing;
-    + optimizer offload (actor and critic); + parameter offload (critic, and actor unless the
-    rollout is HF, which cannot run with it). At the first rung where every phase fits at
-    micro-batch 1, each micro-batch is raised to the largest power of two dividing its batch that
-    keeps its phases within ``margin`` x usable memory (peak + allocator headroom). Nothing the
-    request turned on is turned off.
-
-    Args:
-        request: the starting configuration (its micro-batches are ignored unless kept).
-        margin: fraction of ``request.gpu_memory_bytes`` to stay under.
-        keep: knobs not to change: any of ``"micro_batches"``, ``"gradient_checkpointing"``, ``"offload"``.
-
-    Returns:
-        A :class:`FitDecision`. When nothing fits even at the top rung with micro-batch 1,
-        ``fits`` is False and ``suggestion`` names the smallest changes that would fit.
-    """
-    keep = frozenset(keep)
-    unknown = keep - set(KEEPABLE)
-    if unknown:
-        raise ValueError(f"unknown keep {sorted(unknown)}; allowed: {KEEPABLE}")
-    budget = int(margin * request.gpu_memory_bytes)
-    reasons: list[str] = []
-    start = request if "micro_batches" in keep else replace(request, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size)
-    # micro-batches the planner will choose are not the user's: validate from micro-batch 1 (batch 1 is valid)
-    validate_request(start)
-    failures: list[tuple[str, str]] = []
-    last_trial = start
-    for name, changes in _levels(request, keep):
-        trial = replace(start, **changes)
-        sized, sized_reasons, failure = _size_micro_batches(trial, budget, keep)
-        if sized is not None:
-            # each switch turned on, with what failed on the rung below it
-            for (_, below), (switch, _) in zip(failures, failures[1:] + [(name, None)]):
-                reasons.append(f"{switch} on: without it, {below}")
-            reasons += sized_reasons
-            if request.rollout == "hf" and not request.actor_param_offload and name == "param offload":
-                reasons.append("actor parameters stay on the GPU: HF rollout cannot run with actor param offload in verl 0.4.1")
-            plan = predict(sized, margin)
-            return FitDecision(True, sized, plan, tuple(reasons), None)
-        failures.append((name, failure))
-        last_trial = trial
-    plan = predict(last_trial, margin)
-    others = " other" if "micro_batches" in keep else ""
-    reasons.append(f"nothing fits: even with every{others} saving on, {failures[-1][1]}")
-    return FitDecision(False, last_trial, plan, tuple(reasons), smallest_change(request, margin, keep))
-
-
-def _fits_fully_saved(request: PlanRequest, margin: float, keep: frozenset[str]) -> bool:
-    budget = int(margin * request.gpu_memory_bytes)
-    levels = _levels(request, keep)
-    start = request if "micro_batches" in keep else replace(request, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size)
-    trial = replace(start, **levels[-1][1])
-    try:
-        plan = predict(trial, margin)
-    except VerlfitError:
-        return False
-    return plan.verdict != "unsupported" and plan.required_bytes <= budget
-
-
-def _largest_fitting(lo: int, hi: int, make, margin: float, keep: frozenset[str]) -> int | None:
-    """Largest value in [lo, hi] for which ``make(value)`` fits (fit is monotone in the value)."""
-    if hi < lo or not _fits_fully_saved(make(lo), margin, keep):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if _fits_fully_saved(make(mid), margin, keep):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: frozenset[str] = frozenset()) -> str:
-    """Search single-setting changes that make ``request`` fit fully saved; return them as a
-    message, the smallest relative change first. Lengths are searched in steps of 32 tokens."""
-    r = request
-    options: list[tuple[float, str]] = []
-    if "micro_batches" in keep:
-        # the user's micro-batch is the first thing to give up: what auto-fit would choose instead
-        free = auto_fit(r, margin, keep - {"micro_batches"})
-        if free.fits:
-            options.append((0.0, f"--micro-batch-size {free.request.actor_micro_batch_size} (from {r.actor_micro_batch_size}), or leave it out for the planner to choose"))
-    step = 32
-    best = _largest_fitting(1, (r.max_response_length - 1) // step, lambda k: replace(r, max_response_length=k * step), margin, keep)
-    if best:
-        value = best * step
-        options.append(((r.max_response_length - value) / r.max_response_length, f"--max-response-length {value} (from {r.max_response_length})"))
-    if r.max_prompt_length > step:
-        best = _largest_fitting(1, (r.max_prompt_length - 1) // step, lambda k: replace(r, max_prompt_length=k * step), margin, keep)
-        if best:
-            value = best * step
-            options.append(((r.max_prompt_length - value) / r.max_prompt_length, f"--max-prompt-length {value} (from {r.max_prompt_length})"))
-    if r.algorithm == "grpo" and r.rollout_n > 1:
-        for n in range(r.rollout_n - 1, 0, -1):
-            if _fits_fully_saved(replace(r, rollout_n=n), margin, keep):
-                options.append(((r.rollout_n - n) / r.rollout_n, f"--samples {n} (from {r.rollout_n})"))
-                break
-    for gpus in (2, 4, 8):
-        if gpus > r.gpus and r.train_batch_size % gpus == 0 and (r.ppo_mini_batch_size * r.samples) % gpus == 0:
-            trial = replace(r, gpus=gpus)
-            if _fits_fully_saved(trial, margin, keep):
-                options.append(((gpus - r.gpus) / r.gpus, f"--gpus {gpus} (FSDP shards weights, gradients and optimizer states)"))
-                break
-    if r.algorithm == "ppo" and _fits_fully_saved(replace(r, algorithm="grpo", rollout_n=1, use_reference=False), margin, keep):
-        options.append((1.0, "--algo grpo (no critic model)"))
-    if not options:
-        return "no single change found that fits: use a smaller model or a card with more memory"
-    options.sort(key=lambda item: item[0])
-    return "smallest changes that would fit, each on its own: " + "; ".join(text for _, text in options)
-
-
-# --------------------------------------------------------------------------------------
-# profiles and `verlfit train`
-# --------------------------------------------------------------------------------------
-
-
-def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fields) -> PlanRequest:
-    """A :class:`PlanRequest` with the profile's dtype, attention, rollout and vLLM share.
-
-    ``fused_kernels`` follows the attention that will run (``fields["attention"]`` or the profile's):
-    on for FlashAttention-2 (its image ships flash-attn, whose Triton cross-entropy verl then uses, and
-    the padding-free path computes entropy with torch.compile), off for sdpa and eager, where verl's
-    padded path computes entropy eagerly (``dp_actor.py:266-268``) whatever the image holds.
-    Other ``fields`` override.
-    """
-    attention = fields.get("attention", profile.attention)
-    defaults = dict(
-        shape=shape,
-        gpu_memory_bytes=int(gpu_memory_bytes),
-        dtype=profile.dtype if profile.dtype in DTYPE_BYTES else "bfloat16",
-        attention=profile.attention,
-        rollout=profile.rollout,
-        vllm_gpu_memory_utilization=profile.vllm_gpu_memory_utilization or 0.5,
-        fused_kernels=attention == "flash_attention_2",
-    )
-    defaults.update(fields)
-    return PlanRequest(**defaults)
-
-
-def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShape | None = None) -> PlanRequest:
-    """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`."""
-    s = settings
-    shape = shape or load_model_shape(s.model)
-    chosen = {key: value for key, value in (("rollout", getattr(s, "rollout", None)), ("attention", getattr(s, "attention", None))) if value}
-    return request_for_profile(
-        profile,
-        shape,
-        memory_bytes,
-        **chosen,
-        algorithm=s.algorithm,
-        rollout_n=s.rollout_n if s.algorithm == "grpo" else 1,
-        train_batch_size=s.train_batch_size,
-        ppo_mini_batch_size=s.ppo_mini_batch_size,
-        actor_micro_batch_size=s.actor_micro_batch_size,
-        log_prob_micro_batch_size=s.log_prob_micro_batch_size,
-        critic_micro_batch_size=s.critic_micro_batch_size,
-        rollout_micro_batch_size=getattr(s, "rollout_micro_batch_size", None),
-        max_prompt_length=s.max_prompt_length,
-        max_response_length=s.max_response_length,
-        gradient_checkpointing=s.gradient_checkpointing,
-        actor_param_offload=s.actor_param_offload,
-        actor_optimizer_offload=s.actor_optimizer_offload,
-        critic_param_offload=s.critic_param_offload,
-        critic_optimizer_offload=s.critic_optimizer_offload,
-        gpus=s.gpus * getattr(s, "nodes", 1),
-    )
-
-
-def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool = False, keep_offload: bool = False, keep_checkpointing: bool = False, margin: float = DEFAULT_MARGIN) -> list[str]:
-    """Run :func:`auto_fit` for ``verlfit train`` and write its choice into ``settings``.
-
-    Returns the lines to print ("what it chose and why"). Raises :class:`VerlfitError` when
-    nothing fits, with the smallest change that would as the fix.
-    """
-    keep = set()
-    if keep_micro_batch:
-        keep.add("micro_batches")
-    if keep_offload:
-        keep.add("offload")
-    if keep_checkpointing:
-        keep.add("gradient_checkpointing")
-    request = request_from_settings(settings, profile, memory_bytes)
-    decision = auto_fit(request, margin=margin, keep=keep)
-    if not decision.fits:
-        savings = [name for name, kept in (("gradient checkpointing", keep_checkpointing), ("offload", keep_offload)) if not kept]
-        micro = "at the micro-batches you set" if keep_micro_batch else "at micro-batch 1"
-        tried = f"even with {' and '.join(savings)} {micro}" if savings else micro
-        raise VerlfitError(
-            f"this configuration does not fit in {_fmt(memory_bytes)} per GPU {tried}: " + decision.reasons[-1].partition(" saving on, ")[2],
-            fix=decision.suggestion,
-        )
-    chosen = decision.request
-    reason = unsupported_reason(chosen.rollout, chosen.actor_param_offload)
-    if reason:
-        raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer (or leave --offload to the planner)", exit_code=2)
-    for name in ("actor_micro_batch_size", "log_prob_micro_batch_size", "critic_micro_batch_size", "gradient_checkpointing", "actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
-        setattr(settings, name, getattr(chosen, name))
-    if chosen.rollout == "hf" and hasattr(settings, "rollout_micro_batch_size"):
-        settings.rollout_micro_batch_size = chosen.rollout_micro_batch_size
-    plan = decision.plan
-    return [f"plan: {line}" for line in decision.reasons] + [f"plan: {plan.notes[0]} -> {plan.verdict}"]
-
-
-# --------------------------------------------------------------------------------------
-# output
-# --------------------------------------------------------------------------------------
-
-
-def plan_to_dict(plan: Plan) -> dict:
-    """JSON-ready form of a plan (bytes as integers, GiB rounded to 3 places)."""
-    r = plan.request
-    request = {k: v for k, v in dataclasses.asdict(r).items() if k != "shape"}
-    shape = dataclasses.asdict(r.shape)
-    shape.update(actor_parameters=r.shape.actor_parameters, critic_parameters=r.shape.critic_parameters)
-    phases = []
-    for p in plan.phases:
-        entry = {"phase": p.phase, "title": p.title}
-        entry.update({f"{c}_bytes": getattr(p, c) for c in COMPONENTS})
-        entry["total_bytes"] = p.total
-        entry["total_gib"] = round(gib(p.total), 3)
-        entry["fraction_of_usable"] = round(p.total / plan.usable_bytes, 4)
-        entry["detail"] = list(p.detail)
-        phases.append(entry)
-    return {
-        "model": shape,
-        "request": request,
-        "phases": phases,
-        "peak_phase": plan.peak.phase,
-        "peak_bytes": plan.peak.total,
-        "headroom_bytes": plan.headroom_bytes,
-        "required_bytes": plan.required_bytes,
-        "usable_bytes": plan.usable_bytes,
-        "margin": plan.margin,
-        "budget_bytes": plan.budget_bytes,
-        "verdict": plan.verdict,
-        "notes": list(plan.notes),
-        "calibration": CALIBRATION_NOTE,
-    }
-
-
-def render_table(plan: Plan, console=None) -> None:
-    """Print the per-phase table with ``rich`` (GiB and fraction of usable memory)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    console = console or Console()
-    r = plan.request
-    title = f"{r.shape.name}: {r.algorithm.upper()}{f' n={r.samples}' if r.samples > 1 else ''}, {r.dtype}, {r.rollout} rollout, {r.gpus} GPU{'s' if r.gpus > 1 else ''}, {_fmt(plan.usable_bytes)} usable"
-    table = Table(title=title, title_justify="left")
-    table.add_column("phase")
-    for c in COMPONENTS:
-        table.add_column(COMPONENT_TITLES[c], justify="right")
-    table.add_column("total", justify="right")
-    table.add_column("of usable", justify="right")
-    for p in plan.phases:
-        style = "bold" if p is plan.peak else None
-        table.add_row(p.title, *(f"{gib(getattr(p, c)):.2f}" for c in COMPONENTS), f"{gib(p.total):.2f}", f"{p.total / plan.usable_bytes:.0%}", style=style)
-    console.print(table)
-    console.print(f"GiB per GPU; predicted allocated peak of each phase ({CALIBRATION_NOTE})")
-    for p in plan.phases:
-        for line in p.detail:
-            console.print(f"  {p.title}: {line}", highlight=False, soft_wrap=True)
-    for note in plan.notes:
-        console.print(note, highlight=False, soft_wrap=True)
-    console.print(f"verdict: {plan.verdict}", highlight=False)
-
-
-# --------------------------------------------------------------------------------------
-# CLI
-# --------------------------------------------------------------------------------------
-
-
-def register(subparsers):
-    parser = subparsers.add_parser(
-        "plan",
-        help="predict peak GPU memory per PPO/GRPO phase; --auto-fit sizes micro-batches and offload",
-        description=(
-            "Predict the peak GPU memory of each phase of a verl 0.4.1 PPO/GRPO step (rollout, old log-prob, "
-            "ref log-prob, values, critic update, actor update), split into weights, gradients, optimizer state, "
-            "activations, logits and KV cache, and say whether it fits. Offline: reads the model's config.json "
-            f"(built in: {DEFAULT_MODEL})."
-        ),
-        epilog=(
-            "examples:\n"
-            "  $ verlfit plan --emulate p40\n"
-            "  $ verlfit plan --profile p40 --gpu-memory 22.5 --batch-size 64 --micro-batch-size 8 --gradient-checkpointing\n"
-            "  $ verlfit plan --emulate p40 --algo grpo --samples 8 --auto-fit\n"
-            "  $ verlfit plan --model ./my-model/config.json --profile a10 --json"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--model", default=DEFAULT_MODEL, help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)")
-    parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
-    parser.add_argument("--emulate", choices=("p40", "a10"), help="plan for that profile's card: its usable memory (p40: 22.5 GiB)")
-    parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
-    parser.add_argument("--gpus", type=whole_number, default=1, help="GPUs (FSDP shards weights, gradients and optimizer states; default 1)")
-    parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="ppo (GAE with a critic) or grpo (n samples, KL loss with a reference model)")
-    parser.add_argument("--samples", type=whole_number, default=4, help="responses per prompt for grpo (default 4)")
-    parser.add_argument("--batch-size", type=whole_number, default=32, help="prompts per step (default 32)")
-    parser.add_argument("--mini-batch-size", type=whole_number, help="prompts per optimizer step (default: half the batch, or the whole batch when it is odd)")
-    parser.add_argument("--micro-batch-size", type=whole_number, help="responses per forward/backward per GPU for actor and critic; log-prob twice that (as verlfit train)")
-    parser.add_argument("--actor-micro-batch-size", type=whole_number, help="actor update (default 4)")
-    parser.add_argument("--log-prob-micro-batch-size", type=whole_number, help="old and ref log-prob (default 8)")
-    parser.add_argument("--critic-micro-batch-size", type=whole_number, help="values and critic update (default 4)")
-    parser.add_argument("--rollout-micro-batch-size", type=whole_number, help="prompts per HF generate call per GPU (default: the whole batch)")
-    parser.add_argument("--max-prompt-length", type=whole_number, default=512, help="tokens (default 512)")
-    parser.add_argument("--max-response-length", type=whole_number, default=256, help="tokens (default 256)")
-    checkpointing = parser.add_mutually_exclusive_group()
-    checkpointing.add_argument("--gradient-checkpointing", dest="gradient_checkpointing", action="store_true", default=None, help="recompute layer activations in backward (verl's default)")
-    checkpointing.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false", help="keep all activations")
-    parser.add_argument("--offload", choices=("none", "optimizer", "all"), help="FSDP offload for actor and critic")
-    for role in ("actor", "critic"):
-        for kind in ("param", "optimizer"):
-            parser.add_argument(f"--{role}-{kind}-offload", action="store_true", help=f"{role} {kind} offload")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="compute dtype (default: the profile's)")
-    parser.add_argument("--rollout", choices=("hf", "vllm"), help="rollout engine (default: the profile's)")
-    parser.add_argument("--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)")
-    parser.add_argument("--attention", choices=("sdpa", "eager", "flash_attention_2"), help="attention implementation (default: the profile's)")
-    parser.add_argument("--reference", action=argparse.BooleanOptionalAction, default=None, help="a reference model runs (default: grpo yes, ppo no)")
-    parser.add_argument("--auto-fit", action="store_true", help="choose micro-batches, checkpointing and offload to fit")
-    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="fraction of usable memory to stay under (default %(default)s)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _resolve_card(args, nvml=None):
-    """Return (profile, usable bytes, a line saying where the number came from)."""
-    from verlfit.profiles import load_profile, select_profile
-
-    if args.emulate:
-        profile = load_profile(args.profile if args.profile in ("p40", "a10") else args.emulate)
-        memory = args.gpu_memory if args.gpu_memory else load_profile(args.emulate).gpu_memory_gib
-        return profile, int(memory * GIB), f"emulating {args.emulate}: {memory:g} GiB usable"
-    gpu = None
-    source = None
-    if args.gpu_memory is None or args.profile in (None, "auto"):
-        from verlfit.gpu import query_gpus
-
-        report = query_gpus(nvml)
-        gpu = report.gpus[0] if report.gpus else None
-        if gpu is None:
-            source = report.error or "no NVIDIA GPU visible"
-    import os
-
-    # like verlfit train and doctor: the image's VERLFIT_PROFILE when no --profile is given
-    name = args.profile or os.environ.get("VERLFIT_PROFILE") or ("auto" if gpu else "p40")
-    if name not in ("p40", "a10", "auto"):
-        raise VerlfitError(f"VERLFIT_PROFILE={name} is not a profile", fix="set VERLFIT_PROFILE to p40 or a10, or pass --profile", exit_code=2)
-    if name == "auto" and gpu is None:
-        raise VerlfitError("--profile auto needs a visible GPU", fix="pass --profile p40 or --profile a10, or --emulate p40")
-    profile = select_profile(name, gpu) if gpu is not None else load_profile(name)
-    if args.gpu_memory is not None:  # checked by its argparse type (verlfit.arguments.memory_gib)
-        return profile, int(args.gpu_memory * GIB), f"--gpu-memory {args.gpu_memory:g} GiB"
-    if gpu is not None:
-        usable = usable_memory_bytes(gpu)
-        return profile, usable, f"GPU {gpu.index}: {gpu.name}, {_fmt(gpu.total_memory_bytes)} ({_fmt(gpu.free_memory_bytes)} free) less {_fmt(CUDA_CONTEXT_BYTES)} CUDA context and {_fmt(FRAGMENTATION_RESERVE_BYTES)} fragmentation reserve"
-    return profile, int(profile.gpu_memory_gib * GIB), f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass --gpu-memory or --emulate to choose"
-
-
-def request_from_args(args, nvml=None) -> tuple[PlanRequest, str]:
-    """Build the request from parsed ``verlfit plan`` arguments; return it with the memory source line."""
-    from verlfit.profiles import customize
-
-    profile, memory, source = _resolve_card(args, nvml)
-    # the same rules as `verlfit train --rollout/--attention` (and so the same fused-kernel assumption)
-    profile = customize(profile, rollout=args.rollout, attention=args.attention)
-    if args.dtype == "bfloat16" and profile.min_compute_capability < (8, 0):
-        raise VerlfitError(f"--dtype bfloat16 with the {profile.name} profile: bf16 needs compute capability 8.0", fix="leave --dtype to the profile (float32)", exit_code=2)
-    if args.dtype == "float32" and profile.attention == "flash_attention_2" and args.attention:
-        raise VerlfitError("--dtype float32 with --attention flash_attention_2: FlashAttention-2 has no fp32 kernels", fix="use --attention sdpa", exit_code=2)
-    if args.vllm_gpu_memory_utilization is not None and profile.rollout != "vllm":
-        raise VerlfitError(f"--vllm-gpu-memory-utilization with the {profile.rollout} rollout: it is vLLM's share of the card", fix="drop it, or plan for --rollout vllm (a10 profile)", exit_code=2)
-    shape = load_model_shape(args.model)
-    mini = args.mini_batch_size or default_mini_batch(args.batch_size)
-    micro = args.micro_batch_size
-    offload = args.offload or "none"
-    fields = dict(
-        algorithm=args.algo,
-        rollout_n=args.samples if args.algo == "grpo" else 1,
-        train_batch_size=args.batch_size,
-        ppo_mini_batch_size=mini,
-        actor_micro_batch_size=args.actor_micro_batch_size or micro or 4,
-        log_prob_micro_batch_size=args.log_prob_micro_batch_size or (2 * micro if micro else 8),  # as verlfit train --micro-batch-size
-        critic_micro_batch_size=args.critic_micro_batch_size or micro or 4,
-        rollout_micro_batch_size=args.rollout_micro_batch_size,
-        max_prompt_length=args.max_prompt_length,
-        max_response_length=args.max_response_length,
-        gradient_checkpointing=bool(args.gradient_checkpointing) if args.gradient_checkpointing is not None else True,  # verl's default, and what `verlfit train` starts from
-        actor_param_offload=args.actor_param_offload or offload == "all",
-        actor_optimizer_offload=args.actor_optimizer_offload or offload in ("optimizer", "all"),
-        critic_param_offload=args.critic_param_offload or offload == "all",
-        critic_optimizer_offload=args.critic_optimizer_offload or offload in ("optimizer", "all"),
-        use_reference=args.reference,
-        gpus=args.gpus,
-    )
-    if args.dtype:
-        fields["dtype"] = args.dtype
-    if args.vllm_gpu_memory_utilization is not None:
-        fields["vllm_gpu_memory_utilization"] = args.vllm_gpu_memory_utilization
-    if args.dtype == "float32" and "attention" not in fields and profile.attention == "flash_attention_2":
-        fields["attention"] = "sdpa"  # FlashAttention-2 has no fp32 kernels
-    return request_for_profile(profile, shape, memory, **fields), source
-
-
-def _run(args, nvml=None, out=None) -> int:
-    out = out or sys.stdout
-    if not 0 < args.margin <= 1:
-        raise VerlfitError(f"--margin {args.margin} must be in (0, 1]", exit_code=2)
-    request, source = request_from_args(args, nvml)
-    keep = []
-    if args.micro_batch_size or any(getattr(args, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic")):
-        keep.append("micro_batches")
-    if args.gradient_checkpointing is not None:
-        keep.append("gradient_checkpointing")
-    if args.offload or any(getattr(args, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer")):
-        keep.append("offload")
-    decision = auto_fit(request, margin=args.margin, keep=keep) if args.auto_fit else None
-    plan = decision.plan if decision else predict(request, margin=args.margin)
-    if args.json:
-        data = plan_to_dict(plan)
-        data["memory_source"] = source
-        if decision:
-            data["auto_fit"] = {"fits": decision.fits, "reasons": list(decision.reasons), "suggestion": decision.suggestion, "kept": keep}
-        out.write(json.dumps(data, indent=2) + "\n")
-    else:
-        from rich.console import Console
-
-        console = Console(file=out, width=120)
-        console.print(f"memory: {source}", highlight=False)
-        if decision:
-            console.print("auto-fit:" if decision.fits else "auto-fit: nothing fits", highlight=False)
-            for line in decision.reasons:
-                console.print(f"  {line}", highlight=False, soft_wrap=True)
-            if decision.suggestion:
-                console.print(f"  {decision.suggestion}", highlight=False, soft_wrap=True)
-            r = decision.request
-            console.print(
-                f"  chosen: actor micro-batch {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
-                + (f", critic {r.critic_micro_batch_size}" if r.has_critic else "")
-                + (f", rollout {r.rollout_prompts_per_call} prompts" if r.rollout == "hf" else "")
-                + f"; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}; offload: "
-                + (", ".join(n.replace("_offload", "").replace("_", " ") for n in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(r, n)) or "none"),
-                highlight=False,
-                soft_wrap=True,
-            )
-        render_table(plan, console)
-        if decision is None and plan.verdict == "does not fit":
-            console.print("add --auto-fit to let the planner choose micro-batches, gradient checkpointing and offload (as verlfit train does)", highlight=False, soft_wrap=True)
-    if decision is not None and not decision.fits:
-        return 1
-    return 0 if plan.verdict in ("fits", "tight") else 1

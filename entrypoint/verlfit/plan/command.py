@@ -1,0 +1,118 @@
+"""The ``verlfit plan`` subcommand: its arguments (:func:`register`) and its run (:func:`_run`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from verlfit.arguments import memory_gib, whole_number
+from verlfit.errors import VerlfitError
+from verlfit.model_shape import DEFAULT_MODEL
+from verlfit.plan.fit import auto_fit
+from verlfit.plan.memory import DEFAULT_MARGIN, predict
+from verlfit.plan.render import plan_to_dict, render_table
+from verlfit.plan.request import request_from_args
+
+
+def register(subparsers):
+    parser = subparsers.add_parser(
+        "plan",
+        help="predict peak GPU memory per PPO/GRPO phase; --auto-fit sizes micro-batches and offload",
+        description=(
+            "Predict the peak GPU memory of each phase of a verl 0.4.1 PPO/GRPO step (rollout, old log-prob, "
+            "ref log-prob, values, critic update, actor update), split into weights, gradients, optimizer state, "
+            "activations, logits and KV cache, and say whether it fits. Offline: reads the model's config.json "
+            f"(built in: {DEFAULT_MODEL})."
+        ),
+        epilog=(
+            "examples:\n"
+            "  $ verlfit plan --emulate p40\n"
+            "  $ verlfit plan --profile p40 --gpu-memory 22.5 --batch-size 64 --micro-batch-size 8 --gradient-checkpointing\n"
+            "  $ verlfit plan --emulate p40 --algo grpo --samples 8 --auto-fit\n"
+            "  $ verlfit plan --model ./my-model/config.json --profile a10 --json"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)")
+    parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
+    parser.add_argument("--emulate", choices=("p40", "a10"), help="plan for that profile's card: its usable memory (p40: 22.5 GiB)")
+    parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
+    parser.add_argument("--gpus", type=whole_number, default=1, help="GPUs (FSDP shards weights, gradients and optimizer states; default 1)")
+    parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="ppo (GAE with a critic) or grpo (n samples, KL loss with a reference model)")
+    parser.add_argument("--samples", type=whole_number, default=4, help="responses per prompt for grpo (default 4)")
+    parser.add_argument("--batch-size", type=whole_number, default=32, help="prompts per step (default 32)")
+    parser.add_argument("--mini-batch-size", type=whole_number, help="prompts per optimizer step (default: half the batch, or the whole batch when it is odd)")
+    parser.add_argument("--micro-batch-size", type=whole_number, help="responses per forward/backward per GPU for actor and critic; log-prob twice that (as verlfit train)")
+    parser.add_argument("--actor-micro-batch-size", type=whole_number, help="actor update (default 4)")
+    parser.add_argument("--log-prob-micro-batch-size", type=whole_number, help="old and ref log-prob (default 8)")
+    parser.add_argument("--critic-micro-batch-size", type=whole_number, help="values and critic update (default 4)")
+    parser.add_argument("--rollout-micro-batch-size", type=whole_number, help="prompts per HF generate call per GPU (default: the whole batch)")
+    parser.add_argument("--max-prompt-length", type=whole_number, default=512, help="tokens (default 512)")
+    parser.add_argument("--max-response-length", type=whole_number, default=256, help="tokens (default 256)")
+    checkpointing = parser.add_mutually_exclusive_group()
+    checkpointing.add_argument("--gradient-checkpointing", dest="gradient_checkpointing", action="store_true", default=None, help="recompute layer activations in backward (verl's default)")
+    checkpointing.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false", help="keep all activations")
+    parser.add_argument("--offload", choices=("none", "optimizer", "all"), help="FSDP offload for actor and critic")
+    for role in ("actor", "critic"):
+        for kind in ("param", "optimizer"):
+            parser.add_argument(f"--{role}-{kind}-offload", action="store_true", help=f"{role} {kind} offload")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="compute dtype (default: the profile's)")
+    parser.add_argument("--rollout", choices=("hf", "vllm"), help="rollout engine (default: the profile's)")
+    parser.add_argument("--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)")
+    parser.add_argument("--attention", choices=("sdpa", "eager", "flash_attention_2"), help="attention implementation (default: the profile's)")
+    parser.add_argument("--reference", action=argparse.BooleanOptionalAction, default=None, help="a reference model runs (default: grpo yes, ppo no)")
+    parser.add_argument("--auto-fit", action="store_true", help="choose micro-batches, checkpointing and offload to fit")
+    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="fraction of usable memory to stay under (default %(default)s)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.set_defaults(func=_run)
+    return parser
+
+
+def _run(args, nvml=None, out=None) -> int:
+    out = out or sys.stdout
+    if not 0 < args.margin <= 1:
+        raise VerlfitError(f"--margin {args.margin} must be in (0, 1]", exit_code=2)
+    request, source = request_from_args(args, nvml)
+    keep = []
+    if args.micro_batch_size or any(getattr(args, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic")):
+        keep.append("micro_batches")
+    if args.gradient_checkpointing is not None:
+        keep.append("gradient_checkpointing")
+    if args.offload or any(getattr(args, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer")):
+        keep.append("offload")
+    decision = auto_fit(request, margin=args.margin, keep=keep) if args.auto_fit else None
+    plan = decision.plan if decision else predict(request, margin=args.margin)
+    if args.json:
+        data = plan_to_dict(plan)
+        data["memory_source"] = source
+        if decision:
+            data["auto_fit"] = {"fits": decision.fits, "reasons": list(decision.reasons), "suggestion": decision.suggestion, "kept": keep}
+        out.write(json.dumps(data, indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        console = Console(file=out, width=120)
+        console.print(f"memory: {source}", highlight=False)
+        if decision:
+            console.print("auto-fit:" if decision.fits else "auto-fit: nothing fits", highlight=False)
+            for line in decision.reasons:
+                console.print(f"  {line}", highlight=False, soft_wrap=True)
+            if decision.suggestion:
+                console.print(f"  {decision.suggestion}", highlight=False, soft_wrap=True)
+            r = decision.request
+            console.print(
+                f"  chosen: actor micro-batch {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
+                + (f", critic {r.critic_micro_batch_size}" if r.has_critic else "")
+                + (f", rollout {r.rollout_prompts_per_call} prompts" if r.rollout == "hf" else "")
+                + f"; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}; offload: "
+                + (", ".join(n.replace("_offload", "").replace("_", " ") for n in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(r, n)) or "none"),
+                highlight=False,
+                soft_wrap=True,
+            )
+        render_table(plan, console)
+        if decision is None and plan.verdict == "does not fit":
+            console.print("add --auto-fit to let the planner choose micro-batches, gradient checkpointing and offload (as verlfit train does)", highlight=False, soft_wrap=True)
+    if decision is not None and not decision.fits:
+        return 1
+    return 0 if plan.verdict in ("fits", "tight") else 1

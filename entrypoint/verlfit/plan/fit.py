@@ -1,0 +1,300 @@
+"""The fitting search of ``verlfit plan --auto-fit`` and ``verlfit train --plan auto``: :func:`auto_fit` sizes
+micro-batches and turns on gradient checkpointing and offload only when needed; :func:`smallest_change` searches
+the single changes that would make a hopeless configuration fit; :func:`fit_for_train` applies the choice to
+``verlfit train``'s settings (docs/plan.md section 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from verlfit.errors import VerlfitError
+from verlfit.plan.memory import ALLOCATOR_HEADROOM_BYTES, DEFAULT_MARGIN, Plan, PlanRequest, format_gib, predict, unsupported_reason, validate_request
+from verlfit.plan.request import request_from_settings
+
+
+@dataclass(frozen=True)
+class FitDecision:
+    """What :func:`auto_fit` chose.
+
+    Attributes:
+        fits: a configuration within the budget was found.
+        request: the chosen configuration (the input request, changed only in micro-batches,
+            gradient checkpointing and offload); when nothing fits, the most memory-saving one tried.
+        plan: :func:`predict` of ``request``.
+        reasons: one human line per decision, e.g.
+            ``"actor micro-batch 4: 8 would need 21.3 GiB of 20.2 GiB (90% of 22.5 GiB)"``.
+        suggestion: when ``fits`` is False, the smallest changes that would fit (found by search), as a message.
+    """
+
+    fits: bool
+    request: PlanRequest
+    plan: Plan
+    reasons: tuple[str, ...]
+    suggestion: str | None = None
+
+
+# --------------------------------------------------------------------------------------
+# auto-fit
+# --------------------------------------------------------------------------------------
+
+# micro-batch knob -> (request field, title, phases it sizes)
+_MICRO_KNOBS = {
+    "actor": ("actor_micro_batch_size", "actor micro-batch", ("actor_update",)),
+    "log_prob": ("log_prob_micro_batch_size", "log-prob micro-batch", ("old_log_prob", "ref_log_prob")),
+    "critic": ("critic_micro_batch_size", "critic micro-batch", ("values", "critic_update")),
+    "rollout": ("rollout_micro_batch_size", "rollout micro-batch", ("rollout",)),
+}
+KEEPABLE = ("micro_batches", "gradient_checkpointing", "offload")
+
+
+def _powers_of_two_dividing(n: int) -> list[int]:
+    """1, 2, 4, ... up to the largest power of two dividing ``n``, plus ``n`` itself."""
+    out, p = [], 1
+    while p <= n and n % p == 0:
+        out.append(p)
+        p *= 2
+    if n not in out:
+        out.append(n)
+    return out
+
+
+def _candidates(request: PlanRequest, knob: str) -> list[int]:
+    if knob in ("actor", "critic"):
+        return _powers_of_two_dividing(request.per_gpu_mini_batch)
+    if knob == "log_prob":
+        # verl splits without needing equal chunks (dp_actor.py:345); keep powers of two <= the batch
+        out, p = [], 1
+        while p <= request.per_gpu_responses:
+            out.append(p)
+            p *= 2
+        return out
+    return _powers_of_two_dividing(request.per_gpu_prompts)
+
+
+def _phase_total(request: PlanRequest, names: tuple[str, ...]) -> tuple[int, str]:
+    plan = predict(request)
+    totals = [(p.total, p.title) for p in plan.phases if p.phase in names]
+    return max(totals) if totals else (0, "")
+
+
+def _levels(request: PlanRequest, keep: frozenset[str]) -> list[tuple[str, dict]]:
+    """The escalation ladder, cheapest first, never turning off what the request has on."""
+    r = request
+    levels = [("as requested", {})]
+    if "gradient_checkpointing" not in keep and not r.gradient_checkpointing:
+        levels.append(("gradient checkpointing", {"gradient_checkpointing": True}))
+    if "offload" not in keep:
+        optimizer = {"actor_optimizer_offload": True}
+        if r.has_critic:
+            optimizer["critic_optimizer_offload"] = True
+        if any(not getattr(r, k) for k in optimizer):
+            levels.append(("optimizer offload", optimizer))
+        params = {}
+        if r.has_critic:
+            params["critic_param_offload"] = True
+        if r.rollout != "hf":
+            params["actor_param_offload"] = True
+        if any(not getattr(r, k) for k in params):
+            levels.append(("param offload", params))
+    # cumulative: each level includes the ones before it
+    out, acc = [], {}
+    for name, changes in levels:
+        acc = {**acc, **changes}
+        out.append((name, dict(acc)))
+    return out
+
+
+def _budget_text(budget: int, usable: int, margin: float) -> str:
+    return f"{format_gib(budget)} ({margin:.0%} of {format_gib(usable)})"
+
+
+def _size_micro_batches(request: PlanRequest, budget: int, keep: frozenset[str]) -> tuple[PlanRequest | None, list[str], str | None]:
+    """Largest micro-batch per knob whose phases fit ``budget`` at the request's switches.
+
+    Returns (request, reasons, failure): failure names the phase that does not fit at micro-batch 1.
+    """
+    reasons = []
+    chosen = request
+    knobs = [k for k in _MICRO_KNOBS if k != "critic" or request.has_critic]
+    if request.rollout != "hf":
+        knobs = [k for k in knobs if k != "rollout"]
+    usable = request.gpu_memory_bytes
+    margin = budget / usable
+    for knob in knobs:
+        attr, title, names = _MICRO_KNOBS[knob]
+        if "micro_batches" in keep:
+            need, where = _phase_total(chosen, names)
+            if need + ALLOCATOR_HEADROOM_BYTES > budget:
+                return None, reasons, f"{where} at {title} {getattr(chosen, attr) or chosen.per_gpu_prompts} (kept) would need {format_gib(need + ALLOCATOR_HEADROOM_BYTES)} of {_budget_text(budget, usable, margin)}"
+            continue
+        best, refused = None, None
+        for size in _candidates(chosen, knob):
+            trial = replace(chosen, **{attr: size})
+            need, where = _phase_total(trial, names)
+            if need + ALLOCATOR_HEADROOM_BYTES <= budget:
+                best = trial
+            else:
+                refused = (size, need + ALLOCATOR_HEADROOM_BYTES, where)
+                break
+        if best is None:
+            size, need, where = refused
+            return None, reasons, f"{where} at {title} 1 would need {format_gib(need)} of {_budget_text(budget, usable, margin)}"
+        chosen = best
+        value = getattr(best, attr) or best.per_gpu_prompts
+        if refused:
+            size, need, where = refused
+            reasons.append(f"{title} {value}: {size} would need {format_gib(need)} of {_budget_text(budget, usable, margin)} in {where}")
+        else:
+            unit = "prompts per GPU" if knob == "rollout" else "responses per GPU"
+            reasons.append(f"{title} {value}: the largest possible ({value} {unit})")
+    return chosen, reasons, None
+
+
+def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = ()) -> FitDecision:
+    """Choose micro-batches, gradient checkpointing and offload so every phase fits.
+
+    Climbs a ladder, cheapest first: the request's own switches; + gradient checkpointing;
+    + optimizer offload (actor and critic); + parameter offload (critic, and actor unless the
+    rollout is HF, which cannot run with it). At the first rung where every phase fits at
+    micro-batch 1, each micro-batch is raised to the largest power of two dividing its batch that
+    keeps its phases within ``margin`` x usable memory (peak + allocator headroom). Nothing the
+    request turned on is turned off.
+
+    Args:
+        request: the starting configuration (its micro-batches are ignored unless kept).
+        margin: fraction of ``request.gpu_memory_bytes`` to stay under.
+        keep: knobs not to change: any of ``"micro_batches"``, ``"gradient_checkpointing"``, ``"offload"``.
+
+    Returns:
+        A :class:`FitDecision`. When nothing fits even at the top rung with micro-batch 1,
+        ``fits`` is False and ``suggestion`` names the smallest changes that would fit.
+    """
+    keep = frozenset(keep)
+    unknown = keep - set(KEEPABLE)
+    if unknown:
+        raise ValueError(f"unknown keep {sorted(unknown)}; allowed: {KEEPABLE}")
+    budget = int(margin * request.gpu_memory_bytes)
+    reasons: list[str] = []
+    start = request if "micro_batches" in keep else replace(request, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size)
+    # micro-batches the planner will choose are not the user's: validate from micro-batch 1 (batch 1 is valid)
+    validate_request(start)
+    failures: list[tuple[str, str]] = []
+    last_trial = start
+    for name, changes in _levels(request, keep):
+        trial = replace(start, **changes)
+        sized, sized_reasons, failure = _size_micro_batches(trial, budget, keep)
+        if sized is not None:
+            # each switch turned on, with what failed on the rung below it
+            for (_, below), (switch, _) in zip(failures, failures[1:] + [(name, None)]):
+                reasons.append(f"{switch} on: without it, {below}")
+            reasons += sized_reasons
+            if request.rollout == "hf" and not request.actor_param_offload and name == "param offload":
+                reasons.append("actor parameters stay on the GPU: HF rollout cannot run with actor param offload in verl 0.4.1")
+            plan = predict(sized, margin)
+            return FitDecision(True, sized, plan, tuple(reasons), None)
+        failures.append((name, failure))
+        last_trial = trial
+    plan = predict(last_trial, margin)
+    others = " other" if "micro_batches" in keep else ""
+    reasons.append(f"nothing fits: even with every{others} saving on, {failures[-1][1]}")
+    return FitDecision(False, last_trial, plan, tuple(reasons), smallest_change(request, margin, keep))
+
+
+def _fits_fully_saved(request: PlanRequest, margin: float, keep: frozenset[str]) -> bool:
+    budget = int(margin * request.gpu_memory_bytes)
+    levels = _levels(request, keep)
+    start = request if "micro_batches" in keep else replace(request, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size)
+    trial = replace(start, **levels[-1][1])
+    try:
+        plan = predict(trial, margin)
+    except VerlfitError:
+        return False
+    return plan.verdict != "unsupported" and plan.required_bytes <= budget
+
+
+def _largest_fitting(lo: int, hi: int, make, margin: float, keep: frozenset[str]) -> int | None:
+    """Largest value in [lo, hi] for which ``make(value)`` fits (fit is monotone in the value)."""
+    if hi < lo or not _fits_fully_saved(make(lo), margin, keep):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if _fits_fully_saved(make(mid), margin, keep):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: frozenset[str] = frozenset()) -> str:
+    """Search single-setting changes that make ``request`` fit fully saved; return them as a
+    message, the smallest relative change first. Lengths are searched in steps of 32 tokens."""
+    r = request
+    options: list[tuple[float, str]] = []
+    if "micro_batches" in keep:
+        # the user's micro-batch is the first thing to give up: what auto-fit would choose instead
+        free = auto_fit(r, margin, keep - {"micro_batches"})
+        if free.fits:
+            options.append((0.0, f"--micro-batch-size {free.request.actor_micro_batch_size} (from {r.actor_micro_batch_size}), or leave it out for the planner to choose"))
+    step = 32
+    best = _largest_fitting(1, (r.max_response_length - 1) // step, lambda k: replace(r, max_response_length=k * step), margin, keep)
+    if best:
+        value = best * step
+        options.append(((r.max_response_length - value) / r.max_response_length, f"--max-response-length {value} (from {r.max_response_length})"))
+    if r.max_prompt_length > step:
+        best = _largest_fitting(1, (r.max_prompt_length - 1) // step, lambda k: replace(r, max_prompt_length=k * step), margin, keep)
+        if best:
+            value = best * step
+            options.append(((r.max_prompt_length - value) / r.max_prompt_length, f"--max-prompt-length {value} (from {r.max_prompt_length})"))
+    if r.algorithm == "grpo" and r.rollout_n > 1:
+        for n in range(r.rollout_n - 1, 0, -1):
+            if _fits_fully_saved(replace(r, rollout_n=n), margin, keep):
+                options.append(((r.rollout_n - n) / r.rollout_n, f"--samples {n} (from {r.rollout_n})"))
+                break
+    for gpus in (2, 4, 8):
+        if gpus > r.gpus and r.train_batch_size % gpus == 0 and (r.ppo_mini_batch_size * r.samples) % gpus == 0:
+            trial = replace(r, gpus=gpus)
+            if _fits_fully_saved(trial, margin, keep):
+                options.append(((gpus - r.gpus) / r.gpus, f"--gpus {gpus} (FSDP shards weights, gradients and optimizer states)"))
+                break
+    if r.algorithm == "ppo" and _fits_fully_saved(replace(r, algorithm="grpo", rollout_n=1, use_reference=False), margin, keep):
+        options.append((1.0, "--algo grpo (no critic model)"))
+    if not options:
+        return "no single change found that fits: use a smaller model or a card with more memory"
+    options.sort(key=lambda item: item[0])
+    return "smallest changes that would fit, each on its own: " + "; ".join(text for _, text in options)
+
+
+def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool = False, keep_offload: bool = False, keep_checkpointing: bool = False, margin: float = DEFAULT_MARGIN) -> list[str]:
+    """Run :func:`auto_fit` for ``verlfit train`` and write its choice into ``settings``.
+
+    Returns the lines to print ("what it chose and why"). Raises :class:`VerlfitError` when
+    nothing fits, with the smallest change that would as the fix.
+    """
+    keep = set()
+    if keep_micro_batch:
+        keep.add("micro_batches")
+    if keep_offload:
+        keep.add("offload")
+    if keep_checkpointing:
+        keep.add("gradient_checkpointing")
+    request = request_from_settings(settings, profile, memory_bytes)
+    decision = auto_fit(request, margin=margin, keep=keep)
+    if not decision.fits:
+        savings = [name for name, kept in (("gradient checkpointing", keep_checkpointing), ("offload", keep_offload)) if not kept]
+        micro = "at the micro-batches you set" if keep_micro_batch else "at micro-batch 1"
+        tried = f"even with {' and '.join(savings)} {micro}" if savings else micro
+        raise VerlfitError(
+            f"this configuration does not fit in {format_gib(memory_bytes)} per GPU {tried}: " + decision.reasons[-1].partition(" saving on, ")[2],
+            fix=decision.suggestion,
+        )
+    chosen = decision.request
+    reason = unsupported_reason(chosen.rollout, chosen.actor_param_offload)
+    if reason:
+        raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer (or leave --offload to the planner)", exit_code=2)
+    for name in ("actor_micro_batch_size", "log_prob_micro_batch_size", "critic_micro_batch_size", "gradient_checkpointing", "actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
+        setattr(settings, name, getattr(chosen, name))
+    if chosen.rollout == "hf" and hasattr(settings, "rollout_micro_batch_size"):
+        settings.rollout_micro_batch_size = chosen.rollout_micro_batch_size
+    plan = decision.plan
+    return [f"plan: {line}" for line in decision.reasons] + [f"plan: {plan.notes[0]} -> {plan.verdict}"]

@@ -1,0 +1,66 @@
+"""Output of ``verlfit plan``: a plan as JSON-ready data (:func:`plan_to_dict`) or as a ``rich`` table (:func:`render_table`)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from verlfit.plan.memory import CALIBRATION_NOTE, COMPONENT_TITLES, COMPONENTS, Plan, format_gib, gib
+
+
+def plan_to_dict(plan: Plan) -> dict:
+    """JSON-ready form of a plan (bytes as integers, GiB rounded to 3 places)."""
+    r = plan.request
+    request = {k: v for k, v in dataclasses.asdict(r).items() if k != "shape"}
+    shape = dataclasses.asdict(r.shape)
+    shape.update(actor_parameters=r.shape.actor_parameters, critic_parameters=r.shape.critic_parameters)
+    phases = []
+    for p in plan.phases:
+        entry = {"phase": p.phase, "title": p.title}
+        entry.update({f"{c}_bytes": getattr(p, c) for c in COMPONENTS})
+        entry["total_bytes"] = p.total
+        entry["total_gib"] = round(gib(p.total), 3)
+        entry["fraction_of_usable"] = round(p.total / plan.usable_bytes, 4)
+        entry["detail"] = list(p.detail)
+        phases.append(entry)
+    return {
+        "model": shape,
+        "request": request,
+        "phases": phases,
+        "peak_phase": plan.peak.phase,
+        "peak_bytes": plan.peak.total,
+        "headroom_bytes": plan.headroom_bytes,
+        "required_bytes": plan.required_bytes,
+        "usable_bytes": plan.usable_bytes,
+        "margin": plan.margin,
+        "budget_bytes": plan.budget_bytes,
+        "verdict": plan.verdict,
+        "notes": list(plan.notes),
+        "calibration": CALIBRATION_NOTE,
+    }
+
+
+def render_table(plan: Plan, console=None) -> None:
+    """Print the per-phase table with ``rich`` (GiB and fraction of usable memory)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    r = plan.request
+    title = f"{r.shape.name}: {r.algorithm.upper()}{f' n={r.samples}' if r.samples > 1 else ''}, {r.dtype}, {r.rollout} rollout, {r.gpus} GPU{'s' if r.gpus > 1 else ''}, {format_gib(plan.usable_bytes)} usable"
+    table = Table(title=title, title_justify="left")
+    table.add_column("phase")
+    for c in COMPONENTS:
+        table.add_column(COMPONENT_TITLES[c], justify="right")
+    table.add_column("total", justify="right")
+    table.add_column("of usable", justify="right")
+    for p in plan.phases:
+        style = "bold" if p is plan.peak else None
+        table.add_row(p.title, *(f"{gib(getattr(p, c)):.2f}" for c in COMPONENTS), f"{gib(p.total):.2f}", f"{p.total / plan.usable_bytes:.0%}", style=style)
+    console.print(table)
+    console.print(f"GiB per GPU; predicted allocated peak of each phase ({CALIBRATION_NOTE})")
+    for p in plan.phases:
+        for line in p.detail:
+            console.print(f"  {p.title}: {line}", highlight=False, soft_wrap=True)
+    for note in plan.notes:
+        console.print(note, highlight=False, soft_wrap=True)
+    console.print(f"verdict: {plan.verdict}", highlight=False)

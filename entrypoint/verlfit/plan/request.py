@@ -1,0 +1,142 @@
+"""Building a :class:`verlfit.plan.memory.PlanRequest`: from a hardware profile (:func:`request_for_profile`),
+from ``verlfit train``'s settings (:func:`request_from_settings`) and from ``verlfit plan``'s arguments
+(:func:`request_from_args`, which also says where the usable memory figure came from).
+"""
+
+from __future__ import annotations
+
+from verlfit.errors import VerlfitError
+from verlfit.model_shape import ModelShape, load_model_shape
+from verlfit.overrides import default_mini_batch
+from verlfit.plan.memory import CUDA_CONTEXT_BYTES, DTYPE_BYTES, FRAGMENTATION_RESERVE_BYTES, GIB, PlanRequest, format_gib, usable_memory_bytes
+
+
+def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fields) -> PlanRequest:
+    """A :class:`PlanRequest` with the profile's dtype, attention, rollout and vLLM share.
+
+    ``fused_kernels`` follows the attention that will run (``fields["attention"]`` or the profile's):
+    on for FlashAttention-2 (its image ships flash-attn, whose Triton cross-entropy verl then uses, and
+    the padding-free path computes entropy with torch.compile), off for sdpa and eager, where verl's
+    padded path computes entropy eagerly (``dp_actor.py:266-268``) whatever the image holds.
+    Other ``fields`` override.
+    """
+    attention = fields.get("attention", profile.attention)
+    defaults = dict(
+        shape=shape,
+        gpu_memory_bytes=int(gpu_memory_bytes),
+        dtype=profile.dtype if profile.dtype in DTYPE_BYTES else "bfloat16",
+        attention=profile.attention,
+        rollout=profile.rollout,
+        vllm_gpu_memory_utilization=profile.vllm_gpu_memory_utilization or 0.5,
+        fused_kernels=attention == "flash_attention_2",
+    )
+    defaults.update(fields)
+    return PlanRequest(**defaults)
+
+
+def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShape | None = None) -> PlanRequest:
+    """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`."""
+    s = settings
+    shape = shape or load_model_shape(s.model)
+    chosen = {key: value for key, value in (("rollout", getattr(s, "rollout", None)), ("attention", getattr(s, "attention", None))) if value}
+    return request_for_profile(
+        profile,
+        shape,
+        memory_bytes,
+        **chosen,
+        algorithm=s.algorithm,
+        rollout_n=s.rollout_n if s.algorithm == "grpo" else 1,
+        train_batch_size=s.train_batch_size,
+        ppo_mini_batch_size=s.ppo_mini_batch_size,
+        actor_micro_batch_size=s.actor_micro_batch_size,
+        log_prob_micro_batch_size=s.log_prob_micro_batch_size,
+        critic_micro_batch_size=s.critic_micro_batch_size,
+        rollout_micro_batch_size=getattr(s, "rollout_micro_batch_size", None),
+        max_prompt_length=s.max_prompt_length,
+        max_response_length=s.max_response_length,
+        gradient_checkpointing=s.gradient_checkpointing,
+        actor_param_offload=s.actor_param_offload,
+        actor_optimizer_offload=s.actor_optimizer_offload,
+        critic_param_offload=s.critic_param_offload,
+        critic_optimizer_offload=s.critic_optimizer_offload,
+        gpus=s.gpus * getattr(s, "nodes", 1),
+    )
+
+
+def _resolve_card(args, nvml=None):
+    """Return (profile, usable bytes, a line saying where the number came from)."""
+    from verlfit.profiles import load_profile, select_profile
+
+    if args.emulate:
+        profile = load_profile(args.profile if args.profile in ("p40", "a10") else args.emulate)
+        memory = args.gpu_memory if args.gpu_memory else load_profile(args.emulate).gpu_memory_gib
+        return profile, int(memory * GIB), f"emulating {args.emulate}: {memory:g} GiB usable"
+    gpu = None
+    source = None
+    if args.gpu_memory is None or args.profile in (None, "auto"):
+        from verlfit.gpu import query_gpus
+
+        report = query_gpus(nvml)
+        gpu = report.gpus[0] if report.gpus else None
+        if gpu is None:
+            source = report.error or "no NVIDIA GPU visible"
+    import os
+
+    # like verlfit train and doctor: the image's VERLFIT_PROFILE when no --profile is given
+    name = args.profile or os.environ.get("VERLFIT_PROFILE") or ("auto" if gpu else "p40")
+    if name not in ("p40", "a10", "auto"):
+        raise VerlfitError(f"VERLFIT_PROFILE={name} is not a profile", fix="set VERLFIT_PROFILE to p40 or a10, or pass --profile", exit_code=2)
+    if name == "auto" and gpu is None:
+        raise VerlfitError("--profile auto needs a visible GPU", fix="pass --profile p40 or --profile a10, or --emulate p40")
+    profile = select_profile(name, gpu) if gpu is not None else load_profile(name)
+    if args.gpu_memory is not None:  # checked by its argparse type (verlfit.arguments.memory_gib)
+        return profile, int(args.gpu_memory * GIB), f"--gpu-memory {args.gpu_memory:g} GiB"
+    if gpu is not None:
+        usable = usable_memory_bytes(gpu)
+        return profile, usable, f"GPU {gpu.index}: {gpu.name}, {format_gib(gpu.total_memory_bytes)} ({format_gib(gpu.free_memory_bytes)} free) less {format_gib(CUDA_CONTEXT_BYTES)} CUDA context and {format_gib(FRAGMENTATION_RESERVE_BYTES)} fragmentation reserve"
+    return profile, int(profile.gpu_memory_gib * GIB), f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass --gpu-memory or --emulate to choose"
+
+
+def request_from_args(args, nvml=None) -> tuple[PlanRequest, str]:
+    """Build the request from parsed ``verlfit plan`` arguments; return it with the memory source line."""
+    from verlfit.profiles import customize
+
+    profile, memory, source = _resolve_card(args, nvml)
+    # the same rules as `verlfit train --rollout/--attention` (and so the same fused-kernel assumption)
+    profile = customize(profile, rollout=args.rollout, attention=args.attention)
+    if args.dtype == "bfloat16" and profile.min_compute_capability < (8, 0):
+        raise VerlfitError(f"--dtype bfloat16 with the {profile.name} profile: bf16 needs compute capability 8.0", fix="leave --dtype to the profile (float32)", exit_code=2)
+    if args.dtype == "float32" and profile.attention == "flash_attention_2" and args.attention:
+        raise VerlfitError("--dtype float32 with --attention flash_attention_2: FlashAttention-2 has no fp32 kernels", fix="use --attention sdpa", exit_code=2)
+    if args.vllm_gpu_memory_utilization is not None and profile.rollout != "vllm":
+        raise VerlfitError(f"--vllm-gpu-memory-utilization with the {profile.rollout} rollout: it is vLLM's share of the card", fix="drop it, or plan for --rollout vllm (a10 profile)", exit_code=2)
+    shape = load_model_shape(args.model)
+    mini = args.mini_batch_size or default_mini_batch(args.batch_size)
+    micro = args.micro_batch_size
+    offload = args.offload or "none"
+    fields = dict(
+        algorithm=args.algo,
+        rollout_n=args.samples if args.algo == "grpo" else 1,
+        train_batch_size=args.batch_size,
+        ppo_mini_batch_size=mini,
+        actor_micro_batch_size=args.actor_micro_batch_size or micro or 4,
+        log_prob_micro_batch_size=args.log_prob_micro_batch_size or (2 * micro if micro else 8),  # as verlfit train --micro-batch-size
+        critic_micro_batch_size=args.critic_micro_batch_size or micro or 4,
+        rollout_micro_batch_size=args.rollout_micro_batch_size,
+        max_prompt_length=args.max_prompt_length,
+        max_response_length=args.max_response_length,
+        gradient_checkpointing=bool(args.gradient_checkpointing) if args.gradient_checkpointing is not None else True,  # verl's default, and what `verlfit train` starts from
+        actor_param_offload=args.actor_param_offload or offload == "all",
+        actor_optimizer_offload=args.actor_optimizer_offload or offload in ("optimizer", "all"),
+        critic_param_offload=args.critic_param_offload or offload == "all",
+        critic_optimizer_offload=args.critic_optimizer_offload or offload in ("optimizer", "all"),
+        use_reference=args.reference,
+        gpus=args.gpus,
+    )
+    if args.dtype:
+        fields["dtype"] = args.dtype
+    if args.vllm_gpu_memory_utilization is not None:
+        fields["vllm_gpu_memory_utilization"] = args.vllm_gpu_memory_utilization
+    if args.dtype == "float32" and "attention" not in fields and profile.attention == "flash_attention_2":
+        fields["attention"] = "sdpa"  # FlashAttention-2 has no fp32 kernels
+    return request_for_profile(profile, shape, memory, **fields), source

@@ -1,0 +1,71 @@
+"""The verlfit plan command (verlfit.plan.command, rendered by verlfit.plan.render), run in-process through the CLI."""
+
+import json
+
+import pytest
+
+from plan_helpers import SMALL_CONFIG
+from verlfit import cli
+from verlfit.plan import memory
+from verlfit.plan.memory import GIB
+
+
+def run_cli(argv, capsys):
+    status = cli.main(argv)
+    return status, capsys.readouterr()
+
+
+def test_cli_json_for_emulated_p40(capsys):
+    status, out = run_cli(["plan", "--emulate", "p40", "--json"], capsys)
+    data = json.loads(out.out)
+    assert status == 0
+    assert data["usable_bytes"] == int(22.5 * GIB)
+    assert data["model"]["actor_parameters"] == 494_032_768
+    assert [p["phase"] for p in data["phases"]] == ["rollout", "old_log_prob", "values", "critic_update", "actor_update"]
+    assert data["request"]["dtype"] == "float32" and data["request"]["rollout"] == "hf"
+    assert data["verdict"] in ("fits", "tight")
+    assert data["headroom_bytes"] == memory.ALLOCATOR_HEADROOM_BYTES
+
+
+def test_cli_table_auto_fit_grpo(capsys, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(SMALL_CONFIG))
+    status, out = run_cli(["plan", "--model", str(tmp_path), "--profile", "p40", "--gpu-memory", "4", "--algo", "grpo", "--auto-fit"], capsys)
+    assert status == 0
+    assert "auto-fit:" in out.out and "ref log-prob" in out.out and "verdict: fits" in out.out
+
+
+def test_cli_refusal_exit_status(capsys):
+    status, out = run_cli(["plan", "--emulate", "p40", "--max-response-length", "8192", "--max-prompt-length", "1024", "--auto-fit"], capsys)
+    assert status == 1
+    assert "auto-fit: nothing fits" in out.out and "--max-response-length" in out.out
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--profile", "p40", "--dtype", "bfloat16"], "--dtype bfloat16 with the p40 profile: bf16 needs compute capability 8.0"),
+    (["--profile", "p40", "--rollout", "vllm"], "--rollout vllm with the p40 profile: vLLM needs compute capability 7.0"),
+    (["--profile", "p40", "--attention", "flash_attention_2"], "FlashAttention-2 needs compute capability 8.0 and fp16/bf16"),
+    (["--profile", "a10", "--dtype", "float32", "--attention", "flash_attention_2"], "FlashAttention-2 has no fp32 kernels"),
+    (["--profile", "a10", "--rollout", "hf", "--vllm-gpu-memory-utilization", "0.5"], "--vllm-gpu-memory-utilization with the hf rollout"),
+])
+def test_cli_refuses_what_train_refuses(argv, fragment, capsys):
+    status, out = run_cli(["plan", *argv], capsys)
+    assert status == 2 and fragment in out.err
+
+
+def test_plan_and_train_choose_the_same_micro_batches_for_a10_with_hf_rollout_and_sdpa(capsys):
+    from verlfit.train import prepare_launch
+
+    status, out = run_cli(["plan", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--auto-fit"], capsys)
+    assert status == 0
+    args = cli.build_parser().parse_args(["train", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--dry-run"])
+    settings = prepare_launch(args, environ={}, gpu=None).settings
+    assert f"chosen: actor micro-batch {settings.actor_micro_batch_size}, log-prob {settings.log_prob_micro_batch_size}, critic {settings.critic_micro_batch_size}, rollout 32 prompts" in out.out
+
+
+def test_a_plan_that_does_not_fit_points_to_auto_fit(capsys):
+    status, out = run_cli(["plan", "--emulate", "p40", "--micro-batch-size", "16"], capsys)
+    assert status == 1
+    assert "verdict: does not fit" in out.out
+    assert out.out.rstrip().endswith("add --auto-fit to let the planner choose micro-batches, gradient checkpointing and offload (as verlfit train does)")
+    status, out = run_cli(["plan", "--emulate", "p40"], capsys)
+    assert status == 0 and "add --auto-fit" not in out.out

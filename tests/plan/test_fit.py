@@ -1,0 +1,104 @@
+"""The fitting search (verlfit.plan.fit): auto-fit's choices on constructed cards, refusal with the smallest
+change, and what it writes into verlfit train's settings."""
+
+from dataclasses import replace
+
+import pytest
+
+from plan_helpers import qwen_request
+from verlfit.errors import VerlfitError
+from verlfit.plan import fit, memory
+from verlfit.plan.fit import auto_fit
+from verlfit.plan.memory import GIB, predict
+
+
+def _need(request, phase):
+    return predict(request).phase(phase).total + memory.ALLOCATOR_HEADROOM_BYTES
+
+
+def test_auto_fit_picks_the_largest_actor_micro_batch_that_fits():
+    base = qwen_request(train_batch_size=32, ppo_mini_batch_size=16, gradient_checkpointing=True, actor_optimizer_offload=True, critic_optimizer_offload=True)
+    need4 = _need(replace(base, actor_micro_batch_size=4), "actor_update")
+    need8 = _need(replace(base, actor_micro_batch_size=8), "actor_update")
+    assert need4 < need8
+    card = int((need4 + need8) / 2 / 0.9)
+    decision = auto_fit(replace(base, gpu_memory_bytes=card), keep=("gradient_checkpointing", "offload"))
+    assert decision.fits and decision.request.actor_micro_batch_size == 4
+    budget = int(0.9 * card)
+    assert f"actor micro-batch 4: 8 would need {need8 / GIB:.1f} GiB of {budget / GIB:.1f} GiB (90% of {card / GIB:.1f} GiB) in actor update" in decision.reasons
+    # every phase of the chosen plan is within the budget
+    assert decision.plan.required_bytes <= budget
+
+
+def test_auto_fit_turns_on_checkpointing_only_when_needed():
+    base = qwen_request(max_prompt_length=512, max_response_length=1024)
+    ones = dict(actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1)
+    without = predict(replace(base, **ones)).required_bytes
+    with_gc = predict(replace(base, gradient_checkpointing=True, **ones)).required_bytes
+    assert with_gc < without
+    card = int((with_gc + without) / 2 / 0.9)
+    decision = auto_fit(replace(base, gpu_memory_bytes=card))
+    r = decision.request
+    assert decision.fits and r.gradient_checkpointing
+    assert not (r.actor_optimizer_offload or r.critic_optimizer_offload or r.actor_param_offload or r.critic_param_offload)
+    assert decision.reasons[0].startswith("gradient checkpointing on: without it, ")
+    roomy = auto_fit(replace(base, gpu_memory_bytes=4 * card))
+    assert roomy.fits and not roomy.request.gradient_checkpointing
+
+
+def test_auto_fit_never_offloads_actor_params_with_hf_rollout():
+    decision = auto_fit(qwen_request(max_prompt_length=1024, max_response_length=8192, gpu_memory_bytes=int(22.5 * GIB)))
+    assert not decision.request.actor_param_offload
+
+
+def test_auto_fit_refuses_with_the_smallest_change():
+    request = qwen_request(max_prompt_length=1024, max_response_length=8192, gpu_memory_bytes=int(22.5 * GIB))
+    decision = auto_fit(request)
+    assert not decision.fits
+    assert decision.reasons[-1].startswith("nothing fits: even with every saving on, ")
+    assert decision.suggestion.startswith("smallest changes that would fit, each on its own: --max-response-length ")
+    length = int(decision.suggestion.split("--max-response-length ")[1].split()[0])
+    assert length % 32 == 0 and length < 8192
+    assert auto_fit(replace(request, max_response_length=length)).fits
+    assert not auto_fit(replace(request, max_response_length=length + 32)).fits
+
+
+def test_auto_fit_keeps_what_it_is_told_to():
+    request = qwen_request(actor_micro_batch_size=2, critic_micro_batch_size=2, log_prob_micro_batch_size=2, rollout_micro_batch_size=4, gradient_checkpointing=True, gpu_memory_bytes=int(22.5 * GIB))
+    decision = auto_fit(request, keep=("micro_batches", "offload", "gradient_checkpointing"))
+    assert decision.fits and decision.request == request
+
+
+class Settings:
+    """The attributes of verlfit.overrides.TrainSettings that fit_for_train reads and writes."""
+
+    model = "Qwen/Qwen2.5-0.5B-Instruct"
+    algorithm = "ppo"
+    rollout_n = 4
+    gpus = 1
+    nodes = 1
+    train_batch_size = 32
+    ppo_mini_batch_size = 16
+    actor_micro_batch_size = 4
+    log_prob_micro_batch_size = 8
+    critic_micro_batch_size = 4
+    rollout_micro_batch_size = None
+    max_prompt_length = 512
+    max_response_length = 256
+    gradient_checkpointing = True
+    actor_param_offload = actor_optimizer_offload = critic_param_offload = critic_optimizer_offload = False
+
+
+def test_fit_for_train_writes_settings_and_refuses():
+    from verlfit.profiles import load_profile
+
+    settings = Settings()
+    lines = fit.fit_for_train(settings, load_profile("p40"), int(22.5 * GIB))
+    assert lines[-1].startswith("plan: peak: ") and lines[-1].endswith("-> fits")
+    assert settings.gradient_checkpointing  # never turned off
+    assert settings.rollout_micro_batch_size in (1, 2, 4, 8, 16, 32)
+    hopeless = Settings()
+    hopeless.max_response_length = 8192
+    with pytest.raises(VerlfitError) as caught:
+        fit.fit_for_train(hopeless, load_profile("p40"), int(22.5 * GIB))
+    assert caught.value.fix.startswith("smallest changes that would fit")

@@ -1,0 +1,145 @@
+"""The memory model (verlfit.plan.memory): hand-computed bytes for a small config, the earlier device measurements
+(docs/plan.md section 5), verdicts and refusals."""
+
+from dataclasses import replace
+
+import pytest
+
+from plan_helpers import QWEN, SMALL, qwen_request, small_request
+from verlfit.errors import VerlfitError
+from verlfit.plan import memory
+from verlfit.plan.memory import GIB, predict
+
+
+def test_weights_gradients_optimizer_bytes_fp32():
+    actor, critic = 138304, 138369
+    p = predict(small_request())
+    rollout = p.phase("rollout")
+    assert rollout.weights == 4 * actor + 4 * critic == 1_106_692
+    assert rollout.optimizer == 8 * actor + 8 * critic == 2_213_384
+    assert rollout.gradients == 0  # zero_grad() ends every update
+    moments = memory.update_moments(small_request(), "actor")
+    assert moments["end of backward"].weights == 4 * actor + 4 * critic  # fp32 on one GPU: no second copy for compute
+    # end of backward: the whole-model FSDP unit's gradients buffered + concatenated (8 B/param)
+    # on top of the earlier micro-batch's (4 B/param; 2 micro-batches per optimizer step)
+    assert moments["end of backward"].gradients == 4 * actor + 8 * actor
+    step = moments["optimizer step"]
+    assert (step.gradients, step.optimizer) == (4 * actor, 8 * actor + 8 * critic + 4 * actor)  # + foreach AdamW's sqrt temporary
+    assert p.phase("actor_update").total == max(m.total for m in moments.values())
+
+
+def test_weights_gradients_optimizer_bytes_bf16():
+    actor, critic = 138304, 138369
+    p = predict(small_request(dtype="bfloat16"))
+    assert p.phase("rollout").weights == 4 * actor + 4 * critic  # fp32 masters (fsdp_workers.py:216, 905)
+    assert p.phase("old_log_prob").weights == 4 * actor + 4 * critic + 2 * actor  # + FSDP's bf16 copy of the whole (unwrapped) actor
+    end = memory.update_moments(small_request(dtype="bfloat16"), "actor")["end of backward"]
+    assert end.gradients == 4 * actor + 6 * actor  # bf16 concatenated 2 + its fp32 cast 4, per param
+    assert end.optimizer == 8 * actor + 8 * critic
+    assert end.weights == 4 * actor + 4 * critic + 2 * actor
+
+
+def test_two_gpus_shard_states():
+    one, two = predict(small_request()), predict(small_request(gpus=2))
+    assert two.phase("values").optimizer == memory._shard(138304, 2) * 8 + memory._shard(138369, 2) * 8
+    assert two.phase("values").optimizer < one.phase("values").optimizer
+
+
+def test_activation_and_logits_by_hand():
+    # per token per layer, fp32, SDPA: 44*h + 8*kv + 16*I + 2*q_dim*4 (repeat_kv'd K and V)
+    per_token = 44 * 64 + 8 * 32 + 16 * 128 + 2 * 64 * 4
+    assert per_token == 5632
+    tokens = 2 * 64  # micro-batch 2 x (32 prompt + 32 response)
+    layer = tokens * per_token
+    assert memory.layer_activation_bytes(SMALL, tokens, 64, "float32", "sdpa") == layer == 720_896
+    final_norm = tokens * 64 * 12
+    mask = 2 * 64 * 64 * 4
+    saved = 2 * layer + final_norm + mask
+    assert memory.training_activation_bytes(SMALL, 2, 64, "float32", "sdpa", checkpointing=False) == (saved, saved + layer)
+    checkpointed = 2 * tokens * 64 * 4 + final_norm + mask
+    assert memory.training_activation_bytes(SMALL, 2, 64, "float32", "sdpa", checkpointing=True) == (checkpointed, checkpointed + 2 * layer)
+    # old log-prob logits: (2, 64, 1000) fp32 + 2 fp32 tensors over (2, 32, 1000) for the eager entropy
+    # (the softmax, and logsumexp's one temporary or the product pd * logits)
+    assert predict(small_request()).phase("old_log_prob").logits == 2 * 1000 * (64 * 4 + 32 * 8) == 1_024_000
+
+
+def test_bf16_logits_by_hand_without_fused_kernels():
+    bf16 = small_request(dtype="bfloat16")
+    # old log-prob: (2, 64, 1000) bf16 logits + 10 B per (response token, vocab entry) for the eager entropy
+    # (8 B derived, 10 calibrated); larger than the ref path's row loop (2 rows of (32, 1000) fp32)
+    assert predict(bf16).phase("old_log_prob").logits == 2 * 1000 * (64 * 2 + 32 * 10) == 896_000
+    # actor update: bf16 logits + the rows' saved fp32 log_softmax outputs, or after them the slice's and
+    # the division's bf16 gradients over the whole sequence: equal here, 512,000 either way
+    logits = memory.update_moments(bf16, "actor")["backward through the logits"].logits
+    assert logits == max(2 * 1000 * (64 * 2 + 32 * 4), 2 * 1000 * 64 * 4) == 512_000
+
+
+def test_phases_by_algorithm():
+    assert [p.phase for p in predict(small_request()).phases] == ["rollout", "old_log_prob", "values", "critic_update", "actor_update"]
+    grpo = predict(small_request(algorithm="grpo", rollout_n=4))
+    assert [p.phase for p in grpo.phases] == ["rollout", "old_log_prob", "ref_log_prob", "actor_update"]
+    assert grpo.phase("rollout").kv_cache == 2 * 2 * (8 * 4) * 64 * 32 * 4  # K,V x layers x sequences x tokens x kv_dim x fp32
+
+
+@pytest.mark.parametrize(
+    "fields, measured_gib",
+    [
+        (dict(train_batch_size=1, ppo_mini_batch_size=1, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1), 14.8),
+        (dict(train_batch_size=8, ppo_mini_batch_size=8, actor_micro_batch_size=2, critic_micro_batch_size=2, log_prob_micro_batch_size=2, gradient_checkpointing=True), 16.6),
+        (dict(train_batch_size=16, ppo_mini_batch_size=16, actor_micro_batch_size=4, critic_micro_batch_size=4, log_prob_micro_batch_size=4, gradient_checkpointing=True, actor_optimizer_offload=True, critic_optimizer_offload=True), 13.0),
+    ],
+)
+def test_facts_section5_fp32_ppo_measurements(fields, measured_gib):
+    """the earlier device measurements (docs/memory.md section 5) (H200 under a P40 cap, Qwen2.5-0.5B shape, fp32, PPO): max allocated within 3%."""
+    predicted = predict(qwen_request(**fields)).peak.total / GIB
+    assert abs(predicted - measured_gib) / measured_gib < 0.03, predicted
+
+
+def test_reference_model_stays_on_one_gpu():
+    """FSDP1 NO_SHARD + CPUOffload (one GPU, fsdp_workers.py:319): the views of each unit's GPU copy keep the whole
+    ref model on the GPU after its forward, in the compute dtype, for every later phase (docs/memory.md section 2.0)."""
+    actor = 138304
+    grpo = small_request(algorithm="grpo", rollout_n=4)
+    p = predict(grpo)
+    ref = 4 * actor  # the whole fp32 ref, not just root unit + layers in flight
+    assert p.phase("rollout").weights == 4 * actor + ref == 1_106_432
+    assert p.phase("old_log_prob").weights == 4 * actor + ref
+    assert p.phase("ref_log_prob").weights == ref + 4 * actor
+    assert all(m.weights == 4 * actor + ref for m in memory.update_moments(grpo, "actor").values())
+    assert predict(replace(grpo, dtype="bfloat16")).phase("rollout").weights == 4 * actor + 2 * actor  # bf16 ref (verl's default model_dtype)
+    assert predict(small_request()).phase("rollout").weights == 4 * actor + 4 * 138369  # PPO: no ref
+    # several GPUs: FULL_SHARD frees the units after forward and verl reshards the root (fsdp_workers.py:756-758)
+    two = replace(grpo, gpus=2)
+    assert predict(two).phase("rollout").weights == predict(replace(two, use_reference=False)).phase("rollout").weights
+
+
+@pytest.mark.parametrize(
+    "fields, measured_gib",
+    [
+        # the earlier device trial (docs/memory.md section 5): GRPO 8 x 4, micro 4, checkpointing, optimizer offload, fp32 ref
+        (dict(max_prompt_length=256, train_batch_size=8, ppo_mini_batch_size=8, actor_micro_batch_size=4, log_prob_micro_batch_size=4, gradient_checkpointing=True, actor_optimizer_offload=True), 13.0),
+        # benchmarks/results/2026-11-29-h200/call-2/main-grpo: 8 x 4, mini 4, micro 8/8, prompt 512 (docs/benchmarks.md section 3)
+        (dict(max_prompt_length=512, train_batch_size=8, ppo_mini_batch_size=4, actor_micro_batch_size=8, log_prob_micro_batch_size=8, gradient_checkpointing=True), 16.796),
+    ],
+)
+def test_facts_fp32_grpo_measurements(fields, measured_gib):
+    """fp32 GRPO with a KL loss and a separate fp32 ref on one GPU: max allocated within 3% (the resident ref is 1.84 GiB of it)."""
+    predicted = predict(qwen_request(algorithm="grpo", rollout_n=4, **fields)).peak.total / GIB
+    assert abs(predicted - measured_gib) / measured_gib < 0.03, predicted
+
+
+def test_verdicts():
+    request = qwen_request(train_batch_size=1, ppo_mini_batch_size=1, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1)
+    peak = predict(request).peak.total
+    need = peak + memory.ALLOCATOR_HEADROOM_BYTES
+    assert predict(replace(request, gpu_memory_bytes=int(need / 0.9) + 1)).verdict == "fits"
+    assert predict(replace(request, gpu_memory_bytes=need)).verdict == "tight"
+    assert predict(replace(request, gpu_memory_bytes=need - 1)).verdict == "does not fit"
+    unsupported = predict(replace(request, actor_param_offload=True))
+    assert unsupported.verdict == "unsupported"
+    assert "fsdp_workers.py:648-680" in unsupported.notes[-1]
+
+
+def test_invalid_micro_batch_is_refused():
+    with pytest.raises(VerlfitError, match="actor micro-batch 3 does not divide the per-GPU mini-batch of 4 responses"):
+        predict(small_request(actor_micro_batch_size=3))

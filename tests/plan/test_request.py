@@ -1,0 +1,45 @@
+"""Building a PlanRequest (verlfit.plan.request): from a profile and from verlfit plan's arguments."""
+
+import pytest
+
+from plan_helpers import SMALL
+from verlfit import cli
+from verlfit.errors import VerlfitError
+from verlfit.plan.memory import GIB
+from verlfit.plan.request import request_for_profile, request_from_args
+
+
+def test_fused_kernels_follow_the_attention_that_runs():
+    from verlfit.profiles import load_profile
+
+    a10 = load_profile("a10")
+    assert request_for_profile(a10, SMALL, 24 * GIB).fused_kernels is True  # flash_attention_2: padding-free path
+    # sdpa on the a10 profile runs verl's padded path: eager entropy, whatever the image holds (dp_actor.py:266-268)
+    assert request_for_profile(a10, SMALL, 24 * GIB, attention="sdpa").fused_kernels is False
+    assert request_for_profile(load_profile("p40"), SMALL, 24 * GIB).fused_kernels is False
+
+
+def test_cli_without_gpu_plans_for_p40():
+    class NoNvml:
+        def nvmlInit(self):
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    args = cli.build_parser().parse_args(["plan"])
+    request, source = request_from_args(args, nvml=NoNvml())
+    assert request.gpu_memory_bytes == int(22.5 * GIB)
+    assert source.startswith("no NVIDIA GPU visible: NVML could not start (NVML Shared Library Not Found)")
+    assert source.endswith("planning for the p40 card (22.5 GiB usable); pass --gpu-memory or --emulate to choose")
+
+
+def test_cli_follows_the_images_profile_and_trains_micro_batch_rule(monkeypatch):
+    class NoNvml:
+        def nvmlInit(self):
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setenv("VERLFIT_PROFILE", "a10")
+    request, _ = request_from_args(cli.build_parser().parse_args(["plan", "--micro-batch-size", "8"]), nvml=NoNvml())
+    assert (request.dtype, request.rollout) == ("bfloat16", "vllm")
+    assert (request.actor_micro_batch_size, request.critic_micro_batch_size, request.log_prob_micro_batch_size) == (8, 8, 16)
+    monkeypatch.setenv("VERLFIT_PROFILE", "v100")
+    with pytest.raises(VerlfitError, match="VERLFIT_PROFILE=v100 is not a profile"):
+        request_from_args(cli.build_parser().parse_args(["plan"]), nvml=NoNvml())
