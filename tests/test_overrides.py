@@ -209,3 +209,40 @@ def test_a_value_of_the_wrong_type_is_refused(override, message, fix):
 def test_values_of_the_right_type_pass_including_int_for_float_and_null_defaults():
     config = validate_overrides(["actor_rollout_ref.actor.optim.lr=1", "trainer.val_before_train=False", "data.val_batch_size=64", "trainer.max_actor_ckpt_to_keep=null"])
     assert (config.actor_rollout_ref.actor.optim.lr, config.trainer.val_before_train, config.data.val_batch_size) == (1, False, 64)
+
+
+def test_every_managed_key_is_a_key_verl_reads():
+    """The managed-key table names real keys: each is in verl 0.4.1's ppo_trainer.yaml or one verl reads without it."""
+    from omegaconf import OmegaConf
+
+    from verlfit.overrides import KNOWN_ADDED_KEYS, MANAGED_KEYS, config_keys, verl_config_dir
+
+    valid = set(config_keys(OmegaConf.load(verl_config_dir() / "ppo_trainer.yaml"))) | set(KNOWN_ADDED_KEYS)
+    assert sorted(key for key in MANAGED_KEYS if key not in valid) == []
+
+
+@pytest.mark.parametrize("key, option", [
+    ("data.train_batch_size", "--batch-size"),
+    ("critic.forward_micro_batch_size_per_gpu", "--micro-batch-size (or leave micro-batches to the planner: --plan auto)"),
+    ("actor_rollout_ref.rollout.n", "--samples (with --algo grpo)"),
+    # a section holding managed keys: their options, sorted, once each
+    ("critic.model", "--attention (packing is on only with flash_attention_2); --attention sdpa|eager|flash_attention_2; --gradient-checkpointing / --no-gradient-checkpointing; --offload none|optimizer|all; --profile (the profile decides the dtype from the card)"),
+    # left to the user: learning rates, and LoRA until verlfit has options for it and plans its memory
+    ("actor_rollout_ref.actor.optim.lr", None),
+    ("actor_rollout_ref.model.lora_rank", None),
+    ("data.train_batch", None),  # a prefix of a key's name, not a section holding it
+])
+def test_managed_key_option(key, option):
+    from verlfit.overrides import managed_key_option
+
+    assert managed_key_option(key) == option
+
+
+def test_user_overrides_drop_the_separator_and_refuse_managed_keys():
+    from verlfit.overrides import user_overrides
+
+    assert user_overrides(["--", "actor_rollout_ref.actor.optim.lr=5e-6"]) == ["actor_rollout_ref.actor.optim.lr=5e-6"]
+    with pytest.raises(VerlfitError) as caught:
+        user_overrides(["--", "actor_rollout_ref.actor.optim.lr=5e-6", "+data.max_prompt_length=128"])
+    assert caught.value.message.startswith("override '+data.max_prompt_length=128': verlfit sets data.max_prompt_length itself")
+    assert (caught.value.fix, caught.value.exit_code) == ("use --max-prompt-length instead", 2)

@@ -356,12 +356,25 @@ def test_emulating_p40_inside_the_a10_image_uses_p40_values_not_the_images_defau
     ("critic.model.use_remove_padding=True", "use --attention (packing is on only with flash_attention_2) instead"),
     ("++actor_rollout_ref.rollout.dtype=bfloat16", "use the VLLM_DTYPE environment variable (checked against the GPU) instead"),
     # a whole section holding managed keys, offload, dtype, checkpoints kept, nodes
-    ("actor_rollout_ref.rollout={name:vllm}", "use --rollout hf|vllm; the VLLM_DTYPE environment variable (checked against the GPU) instead"),
+    ("actor_rollout_ref.rollout={name:vllm}", "use --max-prompt-length; --max-response-length; --micro-batch-size (or leave micro-batches to the planner: --plan auto); --rollout hf|vllm; --samples (with --algo grpo); the VLLM_DTYPE environment variable (checked against the GPU) instead"),
     ("actor_rollout_ref.actor.fsdp_config.param_offload=True", "use --offload (actor param offload cannot run with the HF rollout) instead"),
     ("trainer.max_actor_ckpt_to_keep=1", "use --keep-checkpoints (0, or 2 and more) instead"),
     ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16", "use --profile (the profile decides the dtype from the card) instead"),
     ("trainer.nnodes=2", "use --nodes (the batch is checked against every GPU) instead"),
     ("trainer.total_training_steps=10", "use --steps (the progress display, --resume and report count against it) instead"),
+    # sizes the planner and verl's own checks depend on (issue 16 item 2: a batch of 8 under mini-batch 16 was accepted)
+    ("data.train_batch_size=8", "use --batch-size instead"),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size=4", "use --mini-batch-size instead"),
+    ("critic.ppo_mini_batch_size=4", "use --mini-batch-size instead"),
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2", "use --micro-batch-size (or leave micro-batches to the planner: --plan auto) instead"),
+    ("actor_rollout_ref.ref.log_prob_micro_batch_size=16", "use --micro-batch-size (or leave micro-batches to the planner: --plan auto) instead"),
+    ("critic.forward_micro_batch_size_per_gpu=8", "use --micro-batch-size (or leave micro-batches to the planner: --plan auto) instead"),
+    ("data.max_response_length=1024", "use --max-response-length instead"),
+    ("actor_rollout_ref.rollout.prompt_length=128", "use --max-prompt-length instead"),
+    ("actor_rollout_ref.rollout.n=8", "use --samples (with --algo grpo) instead"),
+    ("critic.model.enable_gradient_checkpointing=False", "use --gradient-checkpointing / --no-gradient-checkpointing instead"),
+    ("actor_rollout_ref.ref.fsdp_config.param_offload=False", "use --offload none|optimizer|all instead"),
+    ("trainer.total_epochs=3", "use --steps or --epochs (the progress display, --resume and report count against them) instead"),
 ])
 def test_raw_overrides_of_what_verlfit_checks_are_refused_with_the_option_to_use(override, fix):
     from verlfit.errors import VerlfitError
@@ -370,6 +383,21 @@ def test_raw_overrides_of_what_verlfit_checks_are_refused_with_the_option_to_use
         prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run", "--", override]), environ={}, gpu=None)
     assert f"override {override!r}: verlfit sets" in caught.value.message
     assert caught.value.fix == fix
+
+
+def test_a_managed_batch_size_after_the_separator_is_refused_by_the_command(capsys):
+    """issue 16 item 2: `verlfit train --dry-run --profile p40 -- data.train_batch_size=8` was accepted while the header,
+    the plan and verl's mini-batch check all used 32."""
+    assert cli.main(["train", "--dry-run", "--profile", "p40", "--", "data.train_batch_size=8"]) == 2
+    err = capsys.readouterr().err
+    assert "override 'data.train_batch_size=8': verlfit sets data.train_batch_size itself" in err
+    assert "fix: use --batch-size instead" in err
+
+
+def test_the_managed_keys_are_listed_in_the_help_by_option():
+    text = cli.build_parser().commands["train"].format_help()
+    assert "  --batch-size: data.train_batch_size\n" in text
+    assert "  --mini-batch-size: actor_rollout_ref.actor.ppo_mini_batch_size, critic.ppo_mini_batch_size\n" in text
 
 
 def test_resume_may_keep_fewer_checkpoints(tmp_path):

@@ -285,6 +285,114 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
     return merge_overrides(out + list(s.extra_overrides))
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Managed keys: the verl keys verlfit sets from its own options and checks (against the GPU, the profile and the
+# planner's memory plan). A raw override after `--` would skip those checks: `data.train_batch_size=8` under a
+# mini-batch of 16 makes verl assert after Ray starts, and the plan sized for another batch; SDPA with
+# use_remove_padding=True makes packed sequences attend across each other; vLLM on a P40 fails at its first
+# kernel. So every key below (and a whole section holding one) is refused with the option to use instead
+# (user_overrides). The one rule, the one table: key -> the option. Keys verl interpolates from a managed key
+# (rollout.prompt_length from data.max_prompt_length, critic.forward_micro_batch_size* from critic.ppo_*) are
+# managed too, so the interpolation cannot be cut. Not here: LoRA keys (`*.model.lora_rank`, `lora_alpha`,
+# `target_modules`) until verlfit has options for them and plans their memory, and the HF rollout's
+# `+actor_rollout_ref.rollout.micro_batch_size` (no option of its own: --plan auto sizes it).
+# ---------------------------------------------------------------------------------------------------------------
+_MICRO_BATCH = "--micro-batch-size (or leave micro-batches to the planner: --plan auto)"
+_OFFLOAD = "--offload none|optimizer|all"
+_CHECKPOINTING = "--gradient-checkpointing / --no-gradient-checkpointing"
+_DTYPE = "--profile (the profile decides the dtype from the card)"
+_ATTENTION = "--attention sdpa|eager|flash_attention_2"
+_PACKING = "--attention (packing is on only with flash_attention_2)"
+_KEEP = "--keep-checkpoints (0, or 2 and more)"
+MANAGED_KEYS: dict[str, str] = {
+    # batch and mini-batch sizes (prompts)
+    "data.train_batch_size": "--batch-size",
+    "actor_rollout_ref.actor.ppo_mini_batch_size": "--mini-batch-size",
+    "critic.ppo_mini_batch_size": "--mini-batch-size",
+    # micro-batches (responses per GPU; the global forms verl 0.4.1 still reads conflict with the per-GPU ones)
+    "actor_rollout_ref.actor.ppo_micro_batch_size": _MICRO_BATCH,
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": _MICRO_BATCH,
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size": _MICRO_BATCH,
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": _MICRO_BATCH,
+    "actor_rollout_ref.ref.log_prob_micro_batch_size": _MICRO_BATCH,
+    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": _MICRO_BATCH,
+    "critic.ppo_micro_batch_size": _MICRO_BATCH,
+    "critic.ppo_micro_batch_size_per_gpu": _MICRO_BATCH,
+    "critic.forward_micro_batch_size": _MICRO_BATCH,
+    "critic.forward_micro_batch_size_per_gpu": _MICRO_BATCH,
+    # lengths (tokens)
+    "data.max_prompt_length": "--max-prompt-length",
+    "data.max_response_length": "--max-response-length",
+    "actor_rollout_ref.rollout.prompt_length": "--max-prompt-length",
+    "actor_rollout_ref.rollout.response_length": "--max-response-length",
+    # the rollout: engine, responses per prompt, dtype
+    "actor_rollout_ref.rollout.name": "--rollout hf|vllm",
+    "actor_rollout_ref.rollout.n": "--samples (with --algo grpo)",
+    "actor_rollout_ref.rollout.dtype": "the VLLM_DTYPE environment variable (checked against the GPU)",
+    # attention and packing
+    "actor_rollout_ref.model.attn_implementation": _ATTENTION,
+    "critic.model.attn_implementation": _ATTENTION,
+    "actor_rollout_ref.model.use_remove_padding": _PACKING,
+    "critic.model.use_remove_padding": _PACKING,
+    # gradient checkpointing
+    "actor_rollout_ref.model.enable_gradient_checkpointing": _CHECKPOINTING,
+    "critic.model.enable_gradient_checkpointing": _CHECKPOINTING,
+    # offload
+    "actor_rollout_ref.actor.fsdp_config.param_offload": "--offload (actor param offload cannot run with the HF rollout)",
+    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": _OFFLOAD,
+    "actor_rollout_ref.ref.fsdp_config.param_offload": _OFFLOAD,
+    "critic.model.fsdp_config.param_offload": _OFFLOAD,
+    "critic.model.fsdp_config.optimizer_offload": _OFFLOAD,
+    # dtype
+    "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype": _DTYPE,
+    "critic.model.fsdp_config.mixed_precision.param_dtype": _DTYPE,
+    "actor_rollout_ref.actor.autocast_dtype": _DTYPE,
+    "actor_rollout_ref.ref.autocast_dtype": _DTYPE,
+    "critic.autocast_dtype": _DTYPE,
+    # checkpoints kept, GPUs and nodes, steps and epochs
+    "trainer.max_actor_ckpt_to_keep": _KEEP,
+    "trainer.max_critic_ckpt_to_keep": _KEEP,
+    "trainer.nnodes": "--nodes (the batch is checked against every GPU)",
+    "trainer.n_gpus_per_node": "--gpus (the batch is checked against every GPU)",
+    "trainer.total_training_steps": "--steps (the progress display, --resume and report count against it)",
+    "trainer.total_epochs": "--steps or --epochs (the progress display, --resume and report count against them)",
+}
+
+
+def managed_key_option(key: str) -> str | None:
+    """The option to use instead of overriding ``key`` (a key of :data:`MANAGED_KEYS`, or a section holding
+    some: their options joined by "; "), or None when verlfit leaves ``key`` to the user."""
+    if key in MANAGED_KEYS:
+        return MANAGED_KEYS[key]
+    inside = sorted({option for managed, option in MANAGED_KEYS.items() if managed.startswith(key + ".")})
+    return "; ".join(inside) if inside else None
+
+
+def user_overrides(raw: list[str]) -> list[str]:
+    """The verl overrides a user gave after ``--`` (a leading ``--`` dropped), each checked to be ``key=value``
+    and to leave :data:`MANAGED_KEYS` alone.
+
+    Raises:
+        VerlfitError (exit status 2): an override that is not ``key=value``, or one that sets a managed key or a
+            section holding one, with the option to use instead as the fix.
+    """
+    extras = raw[1:] if raw and raw[0] == "--" else list(raw)
+    for override in extras:
+        _, key, _ = split_override(override)  # raises a clear error for anything that is not key=value
+        option = managed_key_option(key)
+        if option:
+            raise VerlfitError(f"override {override!r}: verlfit sets {key} itself from its options and checks it against the GPU, the profile and the memory plan", fix=f"use {option} instead", exit_code=2)
+    return extras
+
+
+def managed_keys_help() -> str:
+    """The managed keys grouped by the option that sets them, one line each, for ``verlfit train --help``."""
+    by_option: dict[str, list[str]] = {}
+    for key, option in MANAGED_KEYS.items():
+        by_option.setdefault(option, []).append(key)
+    return "\n".join(f"  {option}: {', '.join(keys)}" for option, keys in by_option.items())
+
+
 def split_override(override: str) -> tuple[str, str, str]:
     """Split ``[+|++|~]key=value`` into ``(prefix, key, value)``.
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from verlfit.arguments import memory_gib, parse_number, positive_number, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
-from verlfit.overrides import TrainSettings, build_overrides, default_mini_batch, keep_checkpoints_overrides, split_override, validate_overrides
+from verlfit.overrides import TrainSettings, build_overrides, default_mini_batch, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, check_rollout_dtype, customize, load_profile, resolve_environment, select_profile
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
@@ -68,7 +68,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         description=(
             "Build, validate and launch `python -m verl.trainer.main_ppo` for this GPU. Every override "
             "is checked against the installed verl's ppo_trainer.yaml before Ray starts. Arguments after "
-            "`--` are extra verl overrides (key=value; they win over verlfit's, except the keys verlfit checks against the GPU: rollout, attention, dtype, offload, checkpoints kept, GPUs and nodes, which have their own options)."
+            "`--` are extra verl overrides (key=value; they win over verlfit's), except the keys verlfit sets from its own options and checks against the GPU, the profile and the memory plan (batch sizes, micro-batches, lengths, rollout engine and n, attention, dtype, gradient checkpointing, offload, checkpoints kept, GPUs and nodes, steps and epochs): those are refused with the option to use, listed at the end."
         ),
         epilog=(
             "examples:\n"
@@ -76,6 +76,7 @@ def register(subparsers) -> argparse.ArgumentParser:
             "  $ verlfit train --emulate p40 --steps 50            # P40 code paths + 22.5 GiB per worker on a bigger GPU\n"
             "  $ verlfit train --algo grpo --steps 10 -- actor_rollout_ref.actor.optim.lr=5e-6\n"
             "  $ verlfit train --resume runs/ppo-p40-20261129-143000\n"
+            "\nverl keys verlfit sets itself (refused after --; the option to use instead: keys):\n" + managed_keys_help()
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -131,57 +132,6 @@ class LaunchPlan:
     notes: list[str]
 
 
-# verl keys that verlfit derives from its own options and checks against the GPU and profile: a raw override
-# after -- would skip those checks (e.g. SDPA with use_remove_padding=True makes packed sequences attend across
-# each other; vLLM on a P40 fails at its first kernel), so it is refused with the option to use instead.
-MANAGED_KEYS = {
-    "actor_rollout_ref.rollout.name": "--rollout hf|vllm",
-    "actor_rollout_ref.model.attn_implementation": "--attention sdpa|eager|flash_attention_2",
-    "critic.model.attn_implementation": "--attention sdpa|eager|flash_attention_2",
-    "actor_rollout_ref.model.use_remove_padding": "--attention (packing is on only with flash_attention_2)",
-    "critic.model.use_remove_padding": "--attention (packing is on only with flash_attention_2)",
-    "actor_rollout_ref.rollout.dtype": "the VLLM_DTYPE environment variable (checked against the GPU)",
-    "actor_rollout_ref.actor.fsdp_config.param_offload": "--offload (actor param offload cannot run with the HF rollout)",
-    "actor_rollout_ref.actor.fsdp_config.optimizer_offload": "--offload",
-    "critic.model.fsdp_config.param_offload": "--offload",
-    "critic.model.fsdp_config.optimizer_offload": "--offload",
-    "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype": "--profile (the profile decides the dtype from the card)",
-    "critic.model.fsdp_config.mixed_precision.param_dtype": "--profile (the profile decides the dtype from the card)",
-    "actor_rollout_ref.actor.autocast_dtype": "--profile (the profile decides the dtype from the card)",
-    "actor_rollout_ref.ref.autocast_dtype": "--profile (the profile decides the dtype from the card)",
-    "critic.autocast_dtype": "--profile (the profile decides the dtype from the card)",
-    "trainer.max_actor_ckpt_to_keep": "--keep-checkpoints (0, or 2 and more)",
-    "trainer.max_critic_ckpt_to_keep": "--keep-checkpoints (0, or 2 and more)",
-    "trainer.nnodes": "--nodes (the batch is checked against every GPU)",
-    "trainer.n_gpus_per_node": "--gpus (the batch is checked against every GPU)",
-    "trainer.total_training_steps": "--steps (the progress display, --resume and report count against it)",
-    "trainer.total_epochs": "--steps or --epochs (the progress display, --resume and report count against them)",
-}
-
-
-def _managed(key: str) -> str | None:
-    """The option to use instead of overriding ``key`` (a managed key, or a section holding one), or None."""
-    if key in MANAGED_KEYS:
-        return MANAGED_KEYS[key]
-    inside = sorted({fix for managed, fix in MANAGED_KEYS.items() if managed.startswith(key + ".")})
-    return "; ".join(inside) if inside else None
-
-
-def _extra_overrides(raw: list[str]) -> list[str]:
-    """The verl overrides after ``--``, each checked to be ``key=value`` and not one of :data:`MANAGED_KEYS`.
-
-    Raises:
-        VerlfitError: an override that is not ``key=value``, or one that sets a managed key.
-    """
-    extras = raw[1:] if raw and raw[0] == "--" else list(raw)
-    for override in extras:
-        _, key, _ = split_override(override)  # raises a clear error for anything that is not key=value
-        option = _managed(key)
-        if option:
-            raise VerlfitError(f"override {override!r}: verlfit sets {key} itself and checks it against the GPU and profile", fix=f"use {option} instead", exit_code=2)
-    return extras
-
-
 def _detect_gpu(need: bool):
     """Return the first visible GPU, or None when none is visible and ``need`` is False."""
     from verlfit.gpu import query_gpus
@@ -219,7 +169,7 @@ def settings_from_args(args, run_dir: str) -> TrainSettings:
         validate_before_train=not args.no_validate_before_train,
         gradient_checkpointing=not args.no_gradient_checkpointing,
         loggers=("console", "tensorboard") if args.tensorboard else ("console",),
-        extra_overrides=_extra_overrides(args.overrides),
+        extra_overrides=user_overrides(args.overrides),
     )
     if args.micro_batch_size is not None:
         settings.actor_micro_batch_size = settings.critic_micro_batch_size = args.micro_batch_size
@@ -634,7 +584,7 @@ def run(args) -> int:
         if not args.resume.strip():
             raise VerlfitError("--resume was given an empty path", fix="pass the run directory to continue, e.g. `verlfit train --resume runs/ppo-p40-20261129-143000`", exit_code=2)
         given = {name: getattr(args, name, default) for name, default in _DEFAULTS.items() if name not in _RESUMABLE}
-        given["overrides"] = _extra_overrides(given.get("overrides") or [])  # a bare `--` changes nothing
+        given["overrides"] = user_overrides(given.get("overrides") or [])  # a bare `--` changes nothing
         changed = sorted(f"--{name.replace('_', '-')}" if name != "overrides" else "overrides after --" for name, value in given.items() if (value or None) != (_DEFAULTS[name] or None))
         if changed:
             raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it", fix="resume with only --steps (to extend the run) or --keep-checkpoints, or start a new run", exit_code=2)
