@@ -545,3 +545,19 @@ def test_an_unknown_option_before_the_command_is_the_top_parsers(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--bogus", "train", "--dry-run"])
     assert capsys.readouterr().err.endswith("verlfit: error: unrecognized arguments: --bogus\n")
+
+
+@pytest.mark.parametrize("argv, fix", [
+    # issue 16 item 7: the profile was passed; what makes it run without a GPU is --dry-run
+    (["--profile", "p40", "--data", "D", "--steps", "2"], "run `verlfit doctor`; for a dry run without a GPU add --dry-run"),
+    (["--emulate", "p40", "--steps", "2"], "run `verlfit doctor`; for a dry run without a GPU add --dry-run"),
+    (["--profile", "auto", "--dry-run"], "run `verlfit doctor`; for a dry run without a GPU pass --dry-run with --profile p40 or --profile a10"),
+])
+def test_no_gpu_fix_names_what_is_missing(argv, fix, monkeypatch):
+    from verlfit import gpu
+    from verlfit.errors import VerlfitError
+
+    monkeypatch.setattr(gpu, "query_gpus", lambda nvml=None: gpu.GpuReport(gpus=[], driver_version=None, cuda_driver_version=None, error="no NVIDIA GPU visible: NVML could not start"))
+    with pytest.raises(VerlfitError) as caught:
+        prepare_launch(parse(argv), environ={})
+    assert (caught.value.message, caught.value.fix) == ("no NVIDIA GPU visible: NVML could not start", fix)

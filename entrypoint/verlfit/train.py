@@ -132,14 +132,19 @@ class LaunchPlan:
     notes: list[str]
 
 
-def _detect_gpu(need: bool):
-    """Return the first visible GPU, or None when none is visible and ``need`` is False."""
+def _detect_gpu(need: bool, profile_named: bool = False):
+    """Return the first visible GPU, or None when none is visible and ``need`` is False.
+
+    ``profile_named``: a profile was chosen (``--profile p40|a10``, ``--emulate``, ``VERLFIT_PROFILE``), so the
+    GPU was needed only because this is not a dry run: the fix then points to ``--dry-run``.
+    """
     from verlfit.gpu import query_gpus
 
     report = query_gpus()
     if report.error:
         if need:
-            raise VerlfitError(report.error, fix="run `verlfit doctor`; for a dry run pass --profile p40 or --profile a10")
+            dry_run = "for a dry run without a GPU add --dry-run" if profile_named else "for a dry run without a GPU pass --dry-run with --profile p40 or --profile a10"
+            raise VerlfitError(report.error, fix=f"run `verlfit doctor`; {dry_run}")
         return None, report
     return report.gpus[0], report
 
@@ -221,13 +226,13 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         raise VerlfitError(f"VERLFIT_PROFILE={profile_name} is not a profile", fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile", exit_code=2)
     if args.emulate:
         if detect_gpu and gpu is None and not args.dry_run:
-            gpu, _ = _detect_gpu(need=True)
+            gpu, _ = _detect_gpu(need=True, profile_named=True)
         # emulation runs the profile's code paths on a card at least as capable: refuse a weaker one
         profile = select_profile(args.emulate, gpu)
         notes.append(f"emulating {profile.name}: its code paths on {gpu.name if gpu else 'this machine'}")
     else:
         if detect_gpu and gpu is None and (profile_name == "auto" or not args.dry_run):
-            gpu, _ = _detect_gpu(need=profile_name == "auto" or not args.dry_run)
+            gpu, _ = _detect_gpu(need=profile_name == "auto" or not args.dry_run, profile_named=profile_name != "auto")
         profile = select_profile(profile_name, gpu)
     chosen = customize(profile, rollout=args.rollout, attention=args.attention)
     changes = [(what, getattr(chosen, what), getattr(profile, what)) for what in ("rollout", "attention") if getattr(chosen, what) != getattr(profile, what)]
