@@ -102,3 +102,25 @@ def test_fit_for_train_writes_settings_and_refuses():
     with pytest.raises(VerlfitError) as caught:
         fit.fit_for_train(hopeless, load_profile("p40"), int(22.5 * GIB))
     assert caught.value.fix.startswith("smallest changes that would fit")
+
+
+def test_auto_fit_reasons_for_a_batch_that_is_not_a_power_of_two():
+    """issue 16 item 8: with --batch-size 3 auto-fit said "log-prob micro-batch 2: the largest possible (2 responses
+    per GPU)" although there are 3. verl's log-prob split takes a last, smaller chunk (dp_actor.py:345), so the whole
+    3 is a candidate; every choice names the real count."""
+    decision = auto_fit(qwen_request(train_batch_size=3, ppo_mini_batch_size=3, gradient_checkpointing=True, gpu_memory_bytes=80 * GIB), keep=("gradient_checkpointing", "offload"))
+    assert decision.fits
+    assert decision.reasons == (
+        "actor micro-batch 3: the largest possible (3 responses per GPU)",
+        "log-prob micro-batch 3: the largest possible (3 responses per GPU)",
+        "critic micro-batch 3: the largest possible (3 responses per GPU)",
+        "rollout micro-batch 3: the largest possible (3 prompts per GPU)",
+    )
+    r = decision.request
+    assert (r.actor_micro_batch_size, r.log_prob_micro_batch_size, r.critic_micro_batch_size, r.rollout_micro_batch_size) == (3, 3, 3, 3)
+
+
+def test_log_prob_candidates_end_with_the_whole_batch():
+    assert fit._candidates(qwen_request(train_batch_size=3, ppo_mini_batch_size=3), "log_prob") == [1, 2, 3]
+    assert fit._candidates(qwen_request(train_batch_size=24, ppo_mini_batch_size=12), "log_prob") == [1, 2, 4, 8, 16, 24]
+    assert fit._candidates(qwen_request(train_batch_size=32, ppo_mini_batch_size=16), "log_prob") == [1, 2, 4, 8, 16, 32]

@@ -63,12 +63,13 @@ def _candidates(request: PlanRequest, knob: str) -> list[int]:
     if knob in ("actor", "critic"):
         return _powers_of_two_dividing(request.per_gpu_mini_batch)
     if knob == "log_prob":
-        # verl splits without needing equal chunks (dp_actor.py:345); keep powers of two <= the batch
+        # verl splits without needing equal chunks (dp_actor.py:345, TensorDict.split: the last chunk is smaller):
+        # powers of two below the batch, then the whole batch
         out, p = [], 1
-        while p <= request.per_gpu_responses:
+        while p < request.per_gpu_responses:
             out.append(p)
             p *= 2
-        return out
+        return out + [request.per_gpu_responses]
     return _powers_of_two_dividing(request.per_gpu_prompts)
 
 
