@@ -201,6 +201,9 @@ def test_resume_of_a_bad_run_record(tmp_path, capsys, content, fragment):
 def test_resume_refuses_changed_settings(tmp_path, capsys):
     assert cli.main(["train", "--resume", str(tmp_path), "--batch-size", "8", "--dry-run"]) == 2
     assert "--batch-size cannot be given with it" in capsys.readouterr().err
+    # a switch whose default is None (one option pair shared with verlfit plan): turning it off is a change too
+    assert cli.main(["train", "--resume", str(tmp_path), "--no-gradient-checkpointing", "--dry-run"]) == 2
+    assert "; --gradient-checkpointing/--no-gradient-checkpointing cannot be given with it" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, fragment", [(["--steps", "0"], "argument --steps: 0 must be at least 1"), (["--mini-batch-size", "0"], "argument --mini-batch-size: 0 must be at least 1"), (["--profile", "p40", "--emulate", "a10"], "--profile p40 and --emulate a10 disagree")])

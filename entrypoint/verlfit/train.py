@@ -31,10 +31,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from verlfit.arguments import memory_gib, parse_number, positive_number, whole_number
+from verlfit.arguments import add_sizing_arguments, memory_gib, parse_number, positive_number, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
-from verlfit.overrides import TrainSettings, build_overrides, default_mini_batch, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
+from verlfit.overrides import TrainSettings, build_overrides, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, check_rollout_dtype, customize, load_profile, resolve_environment, select_profile
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
@@ -87,26 +87,16 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs bf16 and compute capability >= 8.0)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)")
     parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet; prepared from the hub first if missing (default: %(default)s)")
-    parser.add_argument("--algo", default="ppo", choices=("ppo", "grpo"), help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss (default: ppo)")
+    add_sizing_arguments(parser)  # --algo --samples --gpus --batch-size ... --plan: shared with verlfit plan
     parser.add_argument("--steps", type=whole_number, help="total training steps (default: --epochs passes over the data)")
     parser.add_argument("--epochs", type=whole_number, default=1, help="passes over the training data when --steps is not given (default: 1)")
-    parser.add_argument("--gpus", type=whole_number, default=1, help="GPUs per node (default: 1)")
     parser.add_argument("--nodes", type=whole_number, default=1, help="nodes of a running Ray cluster, --gpus each (trainer.nnodes; default: 1)")
-    parser.add_argument("--batch-size", type=whole_number, default=32, help="prompts per step (data.train_batch_size, default: 32)")
-    parser.add_argument("--mini-batch-size", type=whole_number, help="prompts per PPO update (default: half the batch, or the whole batch when it is odd)")
-    parser.add_argument("--micro-batch-size", type=whole_number, help="responses per forward/backward on each GPU for actor and critic (default: chosen by the planner)")
-    parser.add_argument("--samples", type=whole_number, default=4, help="GRPO responses per prompt (default: 4)")
-    parser.add_argument("--max-prompt-length", type=whole_number, default=512, help="tokens; longer prompts are dropped when data is prepared (default: 512)")
-    parser.add_argument("--max-response-length", type=whole_number, default=256, help="tokens (default: 256)")
     parser.add_argument("--actor-lr", type=positive_number, default=1e-6, help="actor learning rate (default: 1e-6)")
     parser.add_argument("--critic-lr", type=positive_number, default=1e-5, help="critic learning rate (default: 1e-5)")
     parser.add_argument("--save-freq", type=int, default=25, help="checkpoint every N steps (default: 25; -1 never)")
     parser.add_argument("--keep-checkpoints", type=_checkpoints_to_keep, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what it saved itself: checkpoints from before a --resume stay. May be given with --resume")
     parser.add_argument("--test-freq", type=int, default=25, help="validate every N steps (default: 25; -1 never)")
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
-    parser.add_argument("--plan", choices=("auto", "off"), default="auto", help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card; off: keep your numbers (default: auto)")
-    parser.add_argument("--offload", choices=("none", "optimizer", "all"), help="FSDP offload for actor and critic (default: the planner decides; none with --plan off)")
-    parser.add_argument("--no-gradient-checkpointing", action="store_true", help="keep all activations (faster, more memory)")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only --steps and --keep-checkpoints may be given)")
@@ -150,41 +140,31 @@ def _detect_gpu(need: bool, profile_named: bool = False):
 
 
 def settings_from_args(args, run_dir: str) -> TrainSettings:
-    """Map parsed ``verlfit train`` arguments onto :class:`TrainSettings` (pure)."""
-    mini = args.mini_batch_size if args.mini_batch_size is not None else default_mini_batch(args.batch_size)
-    settings = TrainSettings(
+    """Map parsed ``verlfit train`` arguments onto :class:`TrainSettings` (pure). The sizes come from
+    :func:`verlfit.plan.request.sizing_from_args`, as ``verlfit plan``'s do.
+
+    Raises:
+        VerlfitError: sizes refused by ``sizing_from_args``, or a managed key after ``--``.
+    """
+    from verlfit.plan.request import sizing_from_args
+
+    return TrainSettings(
+        **sizing_from_args(args),
         model=args.model,
         data_dir=args.data,
         run_dir=run_dir,
-        algorithm=args.algo,
         steps=args.steps,
         epochs=args.epochs,
-        gpus=args.gpus,
         nodes=args.nodes,
-        train_batch_size=args.batch_size,
-        ppo_mini_batch_size=mini,
-        max_prompt_length=args.max_prompt_length,
-        max_response_length=args.max_response_length,
-        rollout_n=args.samples,
         actor_lr=args.actor_lr,
         critic_lr=args.critic_lr,
         save_freq=args.save_freq,
         keep_checkpoints=2 if args.keep_checkpoints is None else args.keep_checkpoints,
         test_freq=args.test_freq,
         validate_before_train=not args.no_validate_before_train,
-        gradient_checkpointing=not args.no_gradient_checkpointing,
         loggers=("console", "tensorboard") if args.tensorboard else ("console",),
         extra_overrides=user_overrides(args.overrides),
     )
-    if args.micro_batch_size is not None:
-        settings.actor_micro_batch_size = settings.critic_micro_batch_size = args.micro_batch_size
-        settings.log_prob_micro_batch_size = args.micro_batch_size * 2
-    if args.offload:
-        optimizer = args.offload in ("optimizer", "all")
-        param = args.offload == "all"
-        settings.actor_optimizer_offload = settings.critic_optimizer_offload = optimizer
-        settings.actor_param_offload = settings.critic_param_offload = param
-    return settings
 
 
 def memory_limit_gib(args, profile, environ: dict[str, str] | None = None) -> float | None:
@@ -217,8 +197,9 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     """
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
-    if args.algo == "ppo" and args.samples != _DEFAULTS.get("samples", args.samples):
-        raise VerlfitError(f"--samples {args.samples} with --algo ppo: PPO samples one response per prompt (its critic gives the baseline)", fix="use --algo grpo for several responses per prompt, or drop --samples", exit_code=2)
+    from verlfit.plan.request import check_sizing_args
+
+    check_sizing_args(args)  # before the GPU is looked for: the same refusals as verlfit plan's
     if args.emulate and args.profile not in (None, "auto", args.emulate):
         raise VerlfitError(f"--profile {args.profile} and --emulate {args.emulate} disagree", fix=f"--emulate {args.emulate} already selects the {args.emulate} profile: drop --profile", exit_code=2)
     profile_name = args.profile or environ.get("VERLFIT_PROFILE") or "auto"
@@ -303,7 +284,10 @@ def apply_plan(settings: TrainSettings, profile, args, gpu, limit_gib: float | N
         memory_bytes = planner.usable_memory_bytes(gpu)
     else:
         memory_bytes = int(profile.gpu_memory_gib * 1024**3)
-    return planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch=args.micro_batch_size is not None, keep_offload=bool(args.offload), keep_checkpointing=args.no_gradient_checkpointing)
+    from verlfit.plan.request import sizing_keep
+
+    keep = sizing_keep(args)
+    return planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch="micro_batches" in keep, keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep)
 
 
 def shell_command(command: list[str], indent: str) -> str:
@@ -590,7 +574,10 @@ def run(args) -> int:
             raise VerlfitError("--resume was given an empty path", fix="pass the run directory to continue, e.g. `verlfit train --resume runs/ppo-p40-20261129-143000`", exit_code=2)
         given = {name: getattr(args, name, default) for name, default in _DEFAULTS.items() if name not in _RESUMABLE}
         given["overrides"] = user_overrides(given.get("overrides") or [])  # a bare `--` changes nothing
-        changed = sorted(f"--{name.replace('_', '-')}" if name != "overrides" else "overrides after --" for name, value in given.items() if (value or None) != (_DEFAULTS[name] or None))
+        # a True/False against a None default (--gradient-checkpointing / --no-gradient-checkpointing) is a change too
+        differs = {name for name, value in given.items() if (value != _DEFAULTS[name] if isinstance(value, bool) else (value or None) != (_DEFAULTS[name] or None))}
+        labels = {"overrides": "overrides after --", "gradient_checkpointing": "--gradient-checkpointing/--no-gradient-checkpointing"}
+        changed = sorted(labels.get(name, f"--{name.replace('_', '-')}") for name in differs)
         if changed:
             raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it", fix="resume with only --steps (to extend the run) or --keep-checkpoints, or start a new run", exit_code=2)
         plan = resume_plan(Path(args.resume), steps=args.steps, keep_checkpoints=args.keep_checkpoints)

@@ -62,10 +62,50 @@ def test_plan_and_train_choose_the_same_micro_batches_for_a10_with_hf_rollout_an
     assert f"chosen: actor micro-batch {settings.actor_micro_batch_size}, log-prob {settings.log_prob_micro_batch_size}, critic {settings.critic_micro_batch_size}, rollout 32 prompts" in out.out
 
 
-def test_a_plan_that_does_not_fit_points_to_auto_fit(capsys):
-    status, out = run_cli(["plan", "--emulate", "p40", "--micro-batch-size", "16"], capsys)
+def test_a_plan_with_plan_off_always_says_the_planner_did_not_choose(capsys):
+    """issue 16 item 3: the "add --auto-fit" hint appeared only when a plan did not fit; plan now sizes as train does
+    by default, and every --plan off plan says so, whatever its verdict."""
+    from verlfit.plan.command import PLAN_OFF_HINT
+
+    assert PLAN_OFF_HINT == "--plan off: micro-batches, gradient checkpointing and offload as given (as verlfit train --plan off runs them); without --plan off the planner chooses them to fit, as verlfit train does by default"
+    status, out = run_cli(["plan", "--emulate", "p40", "--micro-batch-size", "16", "--plan", "off"], capsys)
     assert status == 1
     assert "verdict: does not fit" in out.out
-    assert out.out.rstrip().endswith("add --auto-fit to let the planner choose micro-batches, gradient checkpointing and offload (as verlfit train does)")
+    assert out.out.rstrip().endswith(PLAN_OFF_HINT)
+    status, out = run_cli(["plan", "--emulate", "p40", "--plan", "off"], capsys)
+    assert status == 0 and "verdict: fits" in out.out and out.out.rstrip().endswith(PLAN_OFF_HINT)
     status, out = run_cli(["plan", "--emulate", "p40"], capsys)
-    assert status == 0 and "add --auto-fit" not in out.out
+    assert status == 0 and "--plan off" not in out.out and "auto-fit:" in out.out
+
+
+def test_plan_sizes_by_default_as_train_does(capsys):
+    """issue 16 item 3: plan's default critic micro-batch was 4 while train's planner chose 16."""
+    from verlfit.train import prepare_launch
+
+    status, out = run_cli(["plan", "--emulate", "p40"], capsys)
+    assert status == 0
+    settings = prepare_launch(cli.build_parser().parse_args(["train", "--emulate", "p40", "--dry-run"]), environ={}, gpu=None).settings
+    assert (settings.actor_micro_batch_size, settings.log_prob_micro_batch_size, settings.critic_micro_batch_size) == (4, 8, 16)
+    assert "chosen: actor micro-batch 4, log-prob 8, critic 16, rollout 32 prompts; gradient checkpointing on; offload: none" in out.out
+
+
+@pytest.mark.parametrize("argv", [["--algo", "ppo", "--samples", "8"], ["--samples", "4"]])
+def test_plan_refuses_samples_with_ppo_as_train_does(argv, capsys):
+    """issue 16 item 3: `verlfit plan --algo ppo --samples 8` said "fits" (samples ignored) while train refused it."""
+    status, out = run_cli(["plan", "--emulate", "p40", *argv], capsys)
+    assert status == 2
+    assert f"--samples {argv[-1]} with --algo ppo: PPO samples one response per prompt (its critic gives the baseline)" in out.err
+    assert cli.main(["train", "--emulate", "p40", "--dry-run", *argv]) == 2
+    assert f"--samples {argv[-1]} with --algo ppo" in capsys.readouterr().err
+
+
+def test_plan_and_train_share_the_sizing_options():
+    """One definition (verlfit.arguments.add_sizing_arguments): same option strings, defaults and help in both commands."""
+    commands = cli.build_parser().commands
+    shared = ("--algo", "--samples", "--gpus", "--batch-size", "--mini-batch-size", "--micro-batch-size", "--max-prompt-length", "--max-response-length", "--gradient-checkpointing", "--no-gradient-checkpointing", "--offload", "--plan")
+
+    def described(parser):
+        actions = {option: action for action in parser._actions for option in action.option_strings}
+        return [(option, actions[option].default, actions[option].help, actions[option].choices) for option in shared]
+
+    assert described(commands["plan"]) == described(commands["train"])

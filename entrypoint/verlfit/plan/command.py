@@ -6,19 +6,23 @@ import argparse
 import json
 import sys
 
-from verlfit.arguments import memory_gib, whole_number
+from verlfit.arguments import add_sizing_arguments, memory_gib, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import DEFAULT_MODEL
 from verlfit.plan.fit import auto_fit
 from verlfit.plan.memory import DEFAULT_MARGIN, predict
 from verlfit.plan.render import plan_to_dict, render_table
-from verlfit.plan.request import request_from_args
+from verlfit.plan.request import request_from_args, sizing_keep
+
+
+# printed after every plan made with --plan off, whatever its verdict: the planner did not choose
+PLAN_OFF_HINT = "--plan off: micro-batches, gradient checkpointing and offload as given (as verlfit train --plan off runs them); without --plan off the planner chooses them to fit, as verlfit train does by default"
 
 
 def register(subparsers):
     parser = subparsers.add_parser(
         "plan",
-        help="predict peak GPU memory per PPO/GRPO phase; --auto-fit sizes micro-batches and offload",
+        help="predict peak GPU memory per PPO/GRPO phase, with micro-batches, checkpointing and offload chosen as verlfit train chooses them (--plan off: as given)",
         description=(
             "Predict the peak GPU memory of each phase of a verl 0.4.1 PPO/GRPO step (rollout, old log-prob, "
             "ref log-prob, values, critic update, actor update), split into weights, gradients, optimizer state, "
@@ -27,9 +31,9 @@ def register(subparsers):
         ),
         epilog=(
             "examples:\n"
-            "  $ verlfit plan --emulate p40\n"
-            "  $ verlfit plan --profile p40 --gpu-memory 22.5 --batch-size 64 --micro-batch-size 8 --gradient-checkpointing\n"
-            "  $ verlfit plan --emulate p40 --algo grpo --samples 8 --auto-fit\n"
+            "  $ verlfit plan --emulate p40                      # what verlfit train --emulate p40 will choose\n"
+            "  $ verlfit plan --profile p40 --gpu-memory 22.5 --batch-size 64 --micro-batch-size 8 --plan off\n"
+            "  $ verlfit plan --emulate p40 --algo grpo --samples 8\n"
             "  $ verlfit plan --model ./my-model/config.json --profile a10 --json"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -38,22 +42,13 @@ def register(subparsers):
     parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
     parser.add_argument("--emulate", choices=("p40", "a10"), help="plan for that profile's card: its usable memory (p40: 22.5 GiB)")
     parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
-    parser.add_argument("--gpus", type=whole_number, default=1, help="GPUs (FSDP shards weights, gradients and optimizer states; default 1)")
-    parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="ppo (GAE with a critic) or grpo (n samples, KL loss with a reference model)")
-    parser.add_argument("--samples", type=whole_number, default=4, help="responses per prompt for grpo (default 4)")
-    parser.add_argument("--batch-size", type=whole_number, default=32, help="prompts per step (default 32)")
-    parser.add_argument("--mini-batch-size", type=whole_number, help="prompts per optimizer step (default: half the batch, or the whole batch when it is odd)")
-    parser.add_argument("--micro-batch-size", type=whole_number, help="responses per forward/backward per GPU for actor and critic; log-prob twice that (as verlfit train)")
-    parser.add_argument("--actor-micro-batch-size", type=whole_number, help="actor update (default 4)")
-    parser.add_argument("--log-prob-micro-batch-size", type=whole_number, help="old and ref log-prob (default 8)")
-    parser.add_argument("--critic-micro-batch-size", type=whole_number, help="values and critic update (default 4)")
+    # the options that size the run: the same definitions, defaults and refusals as verlfit train's
+    add_sizing_arguments(parser)
+    parser.add_argument("--auto-fit", dest="plan", action="store_const", const="auto", default="auto", help="the same as --plan auto (the default)")
+    parser.add_argument("--actor-micro-batch-size", type=whole_number, help="actor update only (default: --micro-batch-size, else as verlfit train)")
+    parser.add_argument("--log-prob-micro-batch-size", type=whole_number, help="old and ref log-prob only (default: twice --micro-batch-size, else as verlfit train)")
+    parser.add_argument("--critic-micro-batch-size", type=whole_number, help="values and critic update only (default: --micro-batch-size, else as verlfit train)")
     parser.add_argument("--rollout-micro-batch-size", type=whole_number, help="prompts per HF generate call per GPU (default: the whole batch)")
-    parser.add_argument("--max-prompt-length", type=whole_number, default=512, help="tokens (default 512)")
-    parser.add_argument("--max-response-length", type=whole_number, default=256, help="tokens (default 256)")
-    checkpointing = parser.add_mutually_exclusive_group()
-    checkpointing.add_argument("--gradient-checkpointing", dest="gradient_checkpointing", action="store_true", default=None, help="recompute layer activations in backward (verl's default)")
-    checkpointing.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false", help="keep all activations")
-    parser.add_argument("--offload", choices=("none", "optimizer", "all"), help="FSDP offload for actor and critic")
     for role in ("actor", "critic"):
         for kind in ("param", "optimizer"):
             parser.add_argument(f"--{role}-{kind}-offload", action="store_true", help=f"{role} {kind} offload")
@@ -62,7 +57,6 @@ def register(subparsers):
     parser.add_argument("--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)")
     parser.add_argument("--attention", choices=("sdpa", "eager", "flash_attention_2"), help="attention implementation (default: the profile's)")
     parser.add_argument("--reference", action=argparse.BooleanOptionalAction, default=None, help="a reference model runs (default: grpo yes, ppo no)")
-    parser.add_argument("--auto-fit", action="store_true", help="choose micro-batches, checkpointing and offload to fit")
     parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="fraction of usable memory to stay under (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.set_defaults(func=_run)
@@ -74,14 +68,12 @@ def _run(args, nvml=None, out=None) -> int:
     if not 0 < args.margin <= 1:
         raise VerlfitError(f"--margin {args.margin} must be in (0, 1]", exit_code=2)
     request, source = request_from_args(args, nvml)
-    keep = []
-    if args.micro_batch_size or any(getattr(args, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic")):
-        keep.append("micro_batches")
-    if args.gradient_checkpointing is not None:
-        keep.append("gradient_checkpointing")
-    if args.offload or any(getattr(args, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer")):
-        keep.append("offload")
-    decision = auto_fit(request, margin=args.margin, keep=keep) if args.auto_fit else None
+    keep = sorted(sizing_keep(args))  # what --plan auto keeps, as in verlfit train
+    if any(getattr(args, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic")) and "micro_batches" not in keep:
+        keep = sorted({*keep, "micro_batches"})
+    if any(getattr(args, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer")) and "offload" not in keep:
+        keep = sorted({*keep, "offload"})
+    decision = auto_fit(request, margin=args.margin, keep=keep) if args.plan == "auto" else None
     plan = decision.plan if decision else predict(request, margin=args.margin)
     if args.json:
         data = plan_to_dict(plan)
@@ -111,8 +103,8 @@ def _run(args, nvml=None, out=None) -> int:
                 soft_wrap=True,
             )
         render_table(plan, console)
-        if decision is None and plan.verdict == "does not fit":
-            console.print("add --auto-fit to let the planner choose micro-batches, gradient checkpointing and offload (as verlfit train does)", highlight=False, soft_wrap=True)
+        if decision is None:
+            console.print(PLAN_OFF_HINT, highlight=False, soft_wrap=True)
     if decision is not None and not decision.fits:
         return 1
     return 0 if plan.verdict in ("fits", "tight") else 1

@@ -5,10 +5,66 @@ from ``verlfit train``'s settings (:func:`request_from_settings`) and from ``ver
 
 from __future__ import annotations
 
+from verlfit.arguments import DEFAULT_SAMPLES
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape, load_model_shape
 from verlfit.overrides import default_mini_batch
 from verlfit.plan.memory import CUDA_CONTEXT_BYTES, DTYPE_BYTES, FRAGMENTATION_RESERVE_BYTES, GIB, PlanRequest, format_gib, usable_memory_bytes
+
+
+def check_sizing_args(args) -> None:
+    """Refuse sizing options (:func:`verlfit.arguments.add_sizing_arguments`) that do not go together, for
+    ``verlfit train`` and ``verlfit plan`` alike.
+
+    Raises:
+        VerlfitError (exit status 2): ``--samples`` with ``--algo ppo``.
+    """
+    if args.algo == "ppo" and args.samples is not None:
+        raise VerlfitError(f"--samples {args.samples} with --algo ppo: PPO samples one response per prompt (its critic gives the baseline)", fix="use --algo grpo for several responses per prompt, or drop --samples", exit_code=2)
+
+
+def sizing_from_args(args) -> dict:
+    """The :class:`verlfit.overrides.TrainSettings` fields set by the shared sizing options
+    (:func:`verlfit.arguments.add_sizing_arguments`): the one place ``verlfit train`` and ``verlfit plan`` take
+    their defaults from, so the plan is sized as the run will be.
+
+    Defaults: mini-batch half the batch (the whole batch when it is odd, :func:`verlfit.overrides.default_mini_batch`);
+    micro-batches TrainSettings' (actor 4, log-prob 8, critic 4) or, with ``--micro-batch-size M``, M for actor and
+    critic and 2M for log-prob; gradient checkpointing on; offload none; GRPO samples :data:`DEFAULT_SAMPLES`.
+
+    Raises:
+        VerlfitError: from :func:`check_sizing_args`.
+    """
+    check_sizing_args(args)
+    fields = dict(
+        algorithm=args.algo,
+        rollout_n=args.samples if args.samples is not None else DEFAULT_SAMPLES,
+        gpus=args.gpus,
+        train_batch_size=args.batch_size,
+        ppo_mini_batch_size=args.mini_batch_size if args.mini_batch_size is not None else default_mini_batch(args.batch_size),
+        max_prompt_length=args.max_prompt_length,
+        max_response_length=args.max_response_length,
+        gradient_checkpointing=args.gradient_checkpointing is not False,
+    )
+    if args.micro_batch_size is not None:
+        fields.update(actor_micro_batch_size=args.micro_batch_size, critic_micro_batch_size=args.micro_batch_size, log_prob_micro_batch_size=2 * args.micro_batch_size)
+    if args.offload:
+        optimizer, param = args.offload in ("optimizer", "all"), args.offload == "all"
+        fields.update(actor_optimizer_offload=optimizer, critic_optimizer_offload=optimizer, actor_param_offload=param, critic_param_offload=param)
+    return fields
+
+
+def sizing_keep(args) -> set[str]:
+    """What ``--plan auto`` must not change (:data:`verlfit.plan.fit.KEEPABLE` names): the micro-batches, gradient
+    checkpointing and offload the user set with the shared sizing options."""
+    keep = set()
+    if args.micro_batch_size is not None:
+        keep.add("micro_batches")
+    if args.gradient_checkpointing is not None:
+        keep.add("gradient_checkpointing")
+    if args.offload:
+        keep.add("offload")
+    return keep
 
 
 def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fields) -> PlanRequest:
@@ -34,16 +90,15 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
     return PlanRequest(**defaults)
 
 
-def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShape | None = None) -> PlanRequest:
-    """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`."""
+def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShape | None = None, **fields) -> PlanRequest:
+    """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`: the one mapping ``verlfit train``
+    (through :func:`verlfit.plan.fit.fit_for_train`) and ``verlfit plan`` (:func:`request_from_args`) use.
+    ``fields`` (what-if choices such as ``dtype`` or ``use_reference``) override the mapped ones."""
     s = settings
     shape = shape or load_model_shape(s.model)
     chosen = {key: value for key, value in (("rollout", getattr(s, "rollout", None)), ("attention", getattr(s, "attention", None))) if value}
-    return request_for_profile(
-        profile,
-        shape,
-        memory_bytes,
-        **chosen,
+    mapped = dict(
+        chosen,
         algorithm=s.algorithm,
         rollout_n=s.rollout_n if s.algorithm == "grpo" else 1,
         train_batch_size=s.train_batch_size,
@@ -61,6 +116,7 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
         critic_optimizer_offload=s.critic_optimizer_offload,
         gpus=s.gpus * getattr(s, "nodes", 1),
     )
+    return request_for_profile(profile, shape, memory_bytes, **{**mapped, **fields})
 
 
 def _resolve_card(args, nvml=None):
@@ -110,33 +166,21 @@ def request_from_args(args, nvml=None) -> tuple[PlanRequest, str]:
         raise VerlfitError("--dtype float32 with --attention flash_attention_2: FlashAttention-2 has no fp32 kernels", fix="use --attention sdpa", exit_code=2)
     if args.vllm_gpu_memory_utilization is not None and profile.rollout != "vllm":
         raise VerlfitError(f"--vllm-gpu-memory-utilization with the {profile.rollout} rollout: it is vLLM's share of the card", fix="drop it, or plan for --rollout vllm (a10 profile)", exit_code=2)
-    shape = load_model_shape(args.model)
-    mini = args.mini_batch_size or default_mini_batch(args.batch_size)
-    micro = args.micro_batch_size
-    offload = args.offload or "none"
-    fields = dict(
-        algorithm=args.algo,
-        rollout_n=args.samples if args.algo == "grpo" else 1,
-        train_batch_size=args.batch_size,
-        ppo_mini_batch_size=mini,
-        actor_micro_batch_size=args.actor_micro_batch_size or micro or 4,
-        log_prob_micro_batch_size=args.log_prob_micro_batch_size or (2 * micro if micro else 8),  # as verlfit train --micro-batch-size
-        critic_micro_batch_size=args.critic_micro_batch_size or micro or 4,
-        rollout_micro_batch_size=args.rollout_micro_batch_size,
-        max_prompt_length=args.max_prompt_length,
-        max_response_length=args.max_response_length,
-        gradient_checkpointing=bool(args.gradient_checkpointing) if args.gradient_checkpointing is not None else True,  # verl's default, and what `verlfit train` starts from
-        actor_param_offload=args.actor_param_offload or offload == "all",
-        actor_optimizer_offload=args.actor_optimizer_offload or offload in ("optimizer", "all"),
-        critic_param_offload=args.critic_param_offload or offload == "all",
-        critic_optimizer_offload=args.critic_optimizer_offload or offload in ("optimizer", "all"),
-        use_reference=args.reference,
-        gpus=args.gpus,
-    )
+    from verlfit.overrides import TrainSettings
+
+    # the sizes as verlfit train takes them (same defaults, same refusals), then plan's per-role what-ifs
+    settings = TrainSettings(model=args.model, **sizing_from_args(args))
+    for role in ("actor", "log_prob", "critic", "rollout"):
+        if getattr(args, f"{role}_micro_batch_size"):
+            setattr(settings, f"{role}_micro_batch_size", getattr(args, f"{role}_micro_batch_size"))
+    for name in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
+        if getattr(args, name):
+            setattr(settings, name, True)
+    fields = dict(use_reference=args.reference)
     if args.dtype:
         fields["dtype"] = args.dtype
     if args.vllm_gpu_memory_utilization is not None:
         fields["vllm_gpu_memory_utilization"] = args.vllm_gpu_memory_utilization
-    if args.dtype == "float32" and "attention" not in fields and profile.attention == "flash_attention_2":
+    if args.dtype == "float32" and profile.attention == "flash_attention_2":
         fields["attention"] = "sdpa"  # FlashAttention-2 has no fp32 kernels
-    return request_for_profile(profile, shape, memory, **fields), source
+    return request_from_settings(settings, profile, memory, load_model_shape(args.model), **fields), source
