@@ -1,6 +1,8 @@
 """verlfit train: dry runs without a GPU, emulation, run directory, resume plan."""
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 
@@ -465,6 +467,12 @@ def test_resume_refuses_a_run_that_is_still_training_and_steps_behind_its_checkp
     # a live process whose command line names verlfit, recorded as the run's pid
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "verlfit"])
     try:
+        # until the child has exec'd, /proc shows pytest's command line (the test raced on this)
+        cmdline = Path(f"/proc/{alive.pid}/cmdline")
+        for _ in range(500):
+            if b"verlfit" in cmdline.read_bytes():
+                break
+            time.sleep(0.01)
         record = json.loads((run_dir / "run.json").read_text())
         (run_dir / "run.json").write_text(json.dumps({**record, "pid": alive.pid}))
         with pytest.raises(VerlfitError, match=f"is still being trained by process {alive.pid}"):
