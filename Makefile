@@ -46,20 +46,45 @@ shell_quote = '$(subst ','\'',$(1))'
 raw_value = $(if $(filter $(ALWAYS_BUILD_ARGS),$(1)),$($(1)),$(value $(1)))
 BUILD_ARGS = $(strip $(foreach name,$(BUILD_ARG_NAMES),$(if $(call build_arg_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))) \
   $(foreach name,$(PROXY_ARG_NAMES),$(if $(call proxy_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))))
+# BuildKit's own build arg: BUILDKIT_SYNTAX=<mirror>/docker/dockerfile:1.7 replaces the frontend image the
+# Dockerfiles' `# syntax=` line names (a mirror, where Docker Hub is out of reach); from the command line only
+BUILDKIT_ARG_NAMES := BUILDKIT_SYNTAX
+BUILD_ARGS += $(foreach name,$(BUILDKIT_ARG_NAMES),$(if $(filter command line override,$(origin $(name))),--build-arg $(call shell_quote,$(name)=$(value $(name)))))
 # settings given on the command line that nothing reads (a typo such as PIP_INDEX=...) stop the image targets
 MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER COMPOSE IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID VCS_REF
-UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
+UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(BUILDKIT_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
 define check_settings
 	@if [ -n '$(UNKNOWN_SETTINGS)' ]; then echo "make $@: $(UNKNOWN_SETTINGS): not a Dockerfile ARG nor a setting of this Makefile (ARGs: $(BUILD_ARG_NAMES))" >&2; exit 2; fi
+	@case '$(value BASE_REGISTRY)' in ''|*/) ;; *) echo "make $@: BASE_REGISTRY=$(value BASE_REGISTRY) must end in \"/\" (it is a prefix: BASE_REGISTRY=$(value BASE_REGISTRY)/)" >&2; exit 2;; esac
 endef
+# The Dockerfiles need BuildKit (RUN --mount; the legacy builder fails on the first one): every build goes
+# through `docker buildx build`, and this check stops before it with the fix when buildx is missing.
+define check_buildkit
+	@if ! $(DOCKER) buildx version >/dev/null 2>&1; then \
+	  echo "make $@: BuildKit is needed (the Dockerfiles use RUN --mount) and '$(DOCKER) buildx version' failed: install Docker's buildx plugin (package docker-buildx-plugin; Docker >= 23 ships it) (docs/images.md, 'Building')" >&2; \
+	  exit 2; \
+	fi
+endef
+DOCKER_BUILD = $(DOCKER) buildx build --load
 PROFILE_NAMES := p40 a10
 define check_profiles
 	@for profile in $(1); do case " $(PROFILE_NAMES) " in *" $$profile "*) ;; *) echo "make $@: $$profile is not a profile ($(PROFILE_NAMES))" >&2; exit 2;; esac; done
 endef
 # a Dockerfile ARG's default, for the targets that name the base images
 arg_default = $(shell sed -n 's/^ARG $(1)=//p' Dockerfile.p40 | head -n 1)
-base_ref = $(or $(BASE_REGISTRY),$(call arg_default,BASE_REGISTRY))$(or $(BASE_IMAGE),$(call arg_default,BASE_IMAGE)):$(or $($(1)_TAG),$(call arg_default,$(1)_TAG))$(if $(or $($(1)_DIGEST),$(call arg_default,$(1)_DIGEST)),@$(or $($(1)_DIGEST),$(call arg_default,$(1)_DIGEST)))
+# the base image's tag (registry prefix, image, tag), its pinned digest (empty when none), and both
+base_tag_ref = $(or $(BASE_REGISTRY),$(call arg_default,BASE_REGISTRY))$(or $(BASE_IMAGE),$(call arg_default,BASE_IMAGE)):$(or $($(1)_TAG),$(call arg_default,$(1)_TAG))
+base_digest = $(or $($(1)_DIGEST),$(call arg_default,$(1)_DIGEST))
+base_ref = $(call base_tag_ref,$(1))$(if $(call base_digest,$(1)),@$(call base_digest,$(1)))
 BASE_IMAGES = $(call base_ref,BUILD_BASE) $(call base_ref,RUNTIME_BASE)
+# one line NAME_DIGEST=sha256:... for a base: the digest its tag has in the registry now (buildx imagetools)
+define print_base_digest
+	@set -o pipefail; ref='$(call base_tag_ref,$(1))'; pinned='$(call base_digest,$(1))'; \
+	digest=$$($(DOCKER) buildx imagetools inspect --format '{{json .Manifest.Digest}}' "$$ref" | tr -d '"') || exit 1; \
+	case $$digest in sha256:*) ;; *) echo "make $@: no digest for $$ref (buildx imagetools answered '$$digest')" >&2; exit 1;; esac; \
+	note=; if [ -n "$$pinned" ] && [ "$$pinned" != "$$digest" ]; then note=" (pinned now: $$pinned; the tag has moved)"; fi; \
+	echo "$(1)_DIGEST=$$digest  # $$ref$$note"
+endef
 
 .PHONY: help
 help: ## list targets
@@ -80,7 +105,8 @@ lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml ag
 .PHONY: image-p40
 image-p40: ## build verlfit:p40 (set any Dockerfile ARG: make image-p40 NAME=value)
 	$(check_settings)
-	$(DOCKER) build --file Dockerfile.p40 --tag $(IMAGE):p40 $(BUILD_ARGS) $(BUILD_FLAGS) .
+	$(check_buildkit)
+	$(DOCKER_BUILD) --file Dockerfile.p40 --tag $(IMAGE):p40 $(BUILD_ARGS) $(BUILD_FLAGS) .
 
 .PHONY: image-a10
 image-a10: ## build verlfit:a10; needs VLLM_WHEEL_SHA256=... FLASH_ATTN_WHEEL_SHA256=...
@@ -90,15 +116,18 @@ image-a10: ## build verlfit:a10; needs VLLM_WHEEL_SHA256=... FLASH_ATTN_WHEEL_SH
 	  echo "make image-a10: set VLLM_WHEEL_SHA256=<sha256> FLASH_ATTN_WHEEL_SHA256=<sha256> (docs/images.md, 'A10 wheels')" >&2; \
 	  exit 2; \
 	fi
-	$(DOCKER) build --file Dockerfile.a10 --tag $(IMAGE):a10 $(BUILD_ARGS) $(BUILD_FLAGS) .
+	$(check_buildkit)
+	$(DOCKER_BUILD) --file Dockerfile.a10 --tag $(IMAGE):a10 $(BUILD_ARGS) $(BUILD_FLAGS) .
 
 .PHONY: images
 images: image-p40 image-a10 ## build both images
 
 .PHONY: base-digests
-base-digests: ## show the registry's current manifests of the two base images, to pin *_BASE_DIGEST
+base-digests: ## print BUILD_BASE_DIGEST=... RUNTIME_BASE_DIGEST=...: the base tags' digests now, to pin (BASE_REGISTRY=nvcr.io/ too)
 	$(check_settings)
-	$(foreach ref,$(BASE_IMAGES),$(DOCKER) buildx imagetools inspect $(ref)$(newline))
+	$(check_buildkit)
+	$(call print_base_digest,BUILD_BASE)
+	$(call print_base_digest,RUNTIME_BASE)
 
 .PHONY: pull
 pull: ## pull verlfit:PROFILE from MIRROR=<registry>/<namespace>, tag it verlfit:PROFILE

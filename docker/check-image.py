@@ -2,7 +2,7 @@
 """Build-time checks of a verlfit image: any FAIL fails the build (the last RUN of the Dockerfiles).
 
 usage: check-image.py [--python 3.10] [--cuda 11.8] [--arch sm_60] [--lock FILE]... [--expect NAME==VERSION]...
-                      [--absent DIST]... [--import MODULE]... [--xformers-cuda 1108] [--cudnn VERSION]
+                      [--absent DIST]... [--import MODULE]... [--extension MODULE]... [--xformers-cuda 1108] [--cudnn VERSION]
                       [--verl-dir DIR --patches-dir DIR] [--verlfit PROFILE] [--pip-check] [--pip-check-allow REGEX]...
 
 Each option turns one check on, so the checks can be run one at a time outside an image
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import json
@@ -129,6 +130,35 @@ def check_imports(modules: list[str]) -> str:
     return "imported " + ", ".join(modules)
 
 
+def check_extensions(modules: list[str]) -> str:
+    """Each module is a compiled extension (loaded by ExtensionFileLoader from a shared object) that
+    imports. flash-attn's Python package imports its extension flash_attn_2_cuda lazily in places, and
+    a wheel built against another torch fails exactly there, with an undefined C++ symbol of torch
+    (an ABI mismatch): importing the extension itself, after torch, proves it links to this torch.
+    Needs no GPU: the CUDA driver is only opened at the first kernel launch."""
+    import torch  # noqa: F401 - torch's libraries must be loaded first, as flash_attn does
+
+    failed, loaded = [], []
+    for module in modules:
+        spec = importlib.util.find_spec(module)
+        if spec is None:
+            failed.append(f"{module}: not found")
+            continue
+        if not isinstance(spec.loader, importlib.machinery.ExtensionFileLoader):
+            failed.append(f"{module}: {spec.origin} is not a compiled extension")
+            continue
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            hint = " (built against another torch: an ABI mismatch)" if "undefined symbol" in str(error) else ""
+            failed.append(f"{module}: {type(error).__name__}: {error}{hint}")
+            continue
+        loaded.append(f"{module} ({os.path.basename(spec.origin)})")
+    if failed:
+        raise CheckFailed("; ".join(failed))
+    return "loaded " + ", ".join(loaded)
+
+
 def check_xformers_cuda(expected: int) -> str:
     spec = importlib.util.find_spec("xformers")
     if spec is None or not spec.submodule_search_locations:
@@ -193,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--expect", action="append", default=[], metavar="NAME==VERSION", help="this exact version is installed")
     parser.add_argument("--absent", action="append", default=[], metavar="DIST", help="neither installed nor importable")
     parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE", help="imports without error")
+    parser.add_argument("--extension", dest="extensions", action="append", default=[], metavar="MODULE",
+                        help="a compiled extension module that loads against the installed torch (flash_attn_2_cuda)")
     parser.add_argument("--xformers-cuda", type=int, metavar="N", help="xformers' cpp_lib.json CUDA version (1108 = 11.8)")
     parser.add_argument("--cudnn", metavar="VERSION", help="the held libcudnn8 package version")
     parser.add_argument("--verl-dir", help="verl is imported from this checkout ...")
@@ -226,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         checks.append(("absent", lambda: check_absent(args.absent)))
     if args.imports:
         checks.append(("imports", lambda: check_imports(args.imports)))
+    if args.extensions:
+        checks.append(("extensions", lambda: check_extensions(args.extensions)))
     if args.xformers_cuda is not None:
         checks.append(("xformers-cuda", lambda: check_xformers_cuda(args.xformers_cuda)))
     if args.cudnn:

@@ -6,8 +6,11 @@
 # Usage: download-locked.sh DEST LOCK...
 #   *-cu118.lock  from TORCH_INDEX_URL only: the CUDA 11.8 builds of torch, torchvision,
 #                 torchaudio and xformers carry the same version numbers as PyPI's CUDA 12 builds
-#                 (or exist only there), so no other index may be consulted
-#   other *.lock  from PIP_INDEX_URL only
+#                 (or exist only there), so no other index may be consulted. These locks carry no
+#                 hashes (PyTorch's index was not reachable to read them: docs/images.md, "Hashes"):
+#                 the one index they may come from is their guard.
+#   other *.lock  from PIP_INDEX_URL only, with --require-hashes: every pin carries the sha256 of
+#                 each file pip may pick (docker/lock.py), so a rebuild downloads the same bytes
 #
 # Every package of a layer is pinned with == in its lock (the whole dependency tree, written by
 # docker/lock.py), so pip runs with --no-deps and resolves nothing; `pip check` at the end of the
@@ -23,10 +26,10 @@ shift
 for lock in "$@"; do
   [ -f "$lock" ] || die "lock file $lock not found"
   case $(basename "$lock") in
-    *-cu118.lock) require TORCH_INDEX_URL; index=$TORCH_INDEX_URL ;;
-    *.lock) require PIP_INDEX_URL; index=$PIP_INDEX_URL ;;
+    *-cu118.lock) require TORCH_INDEX_URL; index=$TORCH_INDEX_URL; hashes=() ;;
+    *.lock) require PIP_INDEX_URL; index=$PIP_INDEX_URL; hashes=(--require-hashes) ;;
     *) die "$lock: not a .lock file" ;;
   esac
   run "$VENV/bin/python" -m pip wheel --no-input --disable-pip-version-check --no-deps --no-build-isolation \
-    --only-binary=:all: --index-url "$index" --wheel-dir "$dest" -r "$lock"
+    --only-binary=:all: "${hashes[@]}" --index-url "$index" --wheel-dir "$dest" -r "$lock"
 done

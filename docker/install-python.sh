@@ -3,7 +3,7 @@
 # Create the image's Python environment: a venv at $VENV (/opt/venv) on Ubuntu's Python
 # $PYTHON_VERSION (3.10) with pip, setuptools and wheel at the pins of docker/python.lock.
 #
-# Usage: install-python.sh            download the pins from PIP_INDEX_URL (build stages)
+# Usage: install-python.sh            download the pins from PIP_INDEX_URL, --require-hashes (build stages)
 #        install-python.sh WHEEL_DIR  install the wheels in WHEEL_DIR, no index (runtime stage)
 #
 # setuptools stays below 81 because verl 0.4.1 imports pkg_resources.
@@ -18,5 +18,5 @@ if [ $# -eq 1 ]; then
   pip_install --no-index "$1"/*.whl
 else
   require PIP_INDEX_URL
-  pip_install --only-binary=:all: --index-url "$PIP_INDEX_URL" -r "$DOCKER_DIR/python.lock"
+  pip_install --only-binary=:all: --require-hashes --index-url "$PIP_INDEX_URL" -r "$DOCKER_DIR/python.lock"
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerate the lock files (docker/*.lock) from docker/image.in and docker/a10.in.
 
-usage: python3 docker/lock.py [--uv PATH] [--exclude-newer TIMESTAMP]
+usage: python3 docker/lock.py [--uv PATH] [--exclude-newer TIMESTAMP] [--index-url URL]
+       python3 docker/lock.py --hashes-only [--index-url URL]
 
 Each lock is one image layer, pinned to the whole dependency tree with ``==`` so the build installs
 with ``--no-deps`` and resolves nothing:
@@ -24,6 +25,15 @@ for the cu118 builds: STANDINS below) let uv resolve the rest against PyPI. PyPI
 metadata stands in for its cu118 release wheel, which declares the same requirements. The build
 proves both: ``pip check`` (docker/check-image.py) fails on any requirement a real wheel declares
 that the locks do not satisfy.
+
+Hashes: every pin of a PIP_INDEX_URL lock carries ``--hash=sha256:...`` for each file of that version
+pip could pick on the target (the cp310 manylinux/linux x86_64 wheels, or the sdist of a
+``--no-binary`` package), read from the index's PEP 691 JSON pages (``--index-url``, PyPI by
+default), so the build installs them with ``--require-hashes`` and a rebuilt image gets the same
+bytes. The two TORCH_INDEX_URL locks (HASH_EXEMPT) carry none: PyTorch's cu118 index was not
+reachable where the locks were made, so their hashes could not be read; the build installs them
+without ``--require-hashes`` from that one index (docs/images.md, "Hashes"). ``--hashes-only`` keeps
+every pin and (re)reads the hashes, with no uv and no resolution; it needs ``packaging``.
 """
 
 from __future__ import annotations
@@ -31,11 +41,14 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
+import json
 import re
 import subprocess
 import sys
 import tempfile
+import urllib.request
 import zipfile
+from typing import NamedTuple
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -43,6 +56,8 @@ UV_VERSION = "0.13.9"
 EXCLUDE_NEWER = "2025-07-01T00:00:00Z"  # just after verl 0.4.1's release
 PYTHON_VERSION = "3.10"
 PLATFORM = "x86_64-manylinux_2_35"
+INDEX_URL = "https://pypi.org/simple"
+GLIBC_MINOR = 35  # Ubuntu 22.04's glibc 2.35: manylinux_2_35 and every older manylinux tag install
 
 CU11 = (
     "nvidia-cuda-nvrtc-cu11==11.8.89", "nvidia-cuda-runtime-cu11==11.8.89", "nvidia-cuda-cupti-cu11==11.8.87",
@@ -76,6 +91,12 @@ HEADERS = {
 }
 
 
+# locks whose pins come from TORCH_INDEX_URL: no hashes (the index was not reachable to read them)
+HASH_EXEMPT = ("torch-cu118.lock", "a10-cu118.lock")
+HASH_EXEMPT_NOTE = ("# No --hash lines: PyTorch's index was not reachable where this lock was made, so its hashes",
+                    "# could not be read; the build installs this lock without --require-hashes (docs/images.md, \"Hashes\").")
+
+
 def canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
@@ -99,8 +120,32 @@ def write_standins(directory: Path) -> None:
                 wheel.writestr(path, text)
 
 
-def parse_pins(text: str) -> dict[str, tuple[str, str]]:
-    """``name==version`` lines of a requirements text -> {canonical name: (name as written, version)}.
+class Pin(NamedTuple):
+    """One lock line: ``name==version`` (the name as written) and its ``--hash=sha256:`` digests."""
+
+    name: str
+    version: str
+    hashes: tuple[str, ...] = ()
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Requirement-file lines with comments removed and backslash continuations joined (pip's rules)."""
+    lines, pending = [], ""
+    for raw in text.splitlines():
+        line = re.sub(r"(^|\s)#.*$", "", raw).rstrip()  # a comment starts at a "#" after whitespace
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        lines.append((pending + line).strip())
+        pending = ""
+    if pending.strip():
+        lines.append(pending.strip())
+    return [line for line in lines if line]
+
+
+def parse_lock(text: str) -> dict[str, Pin]:
+    """A lock's pins: {canonical name: Pin}. A pin is ``name==version``, optionally followed by
+    ``--hash=sha256:<64 hex digits>`` options (on the line or on backslash-continued lines).
 
     Comments, blank lines and option lines (``--no-binary``) are skipped; extras are dropped from the name.
     The one reader of lock files: docker/check-image.py (inside the image) and the tests use it too.
@@ -109,15 +154,103 @@ def parse_pins(text: str) -> dict[str, tuple[str, str]]:
         ValueError: ``not an exact pin: LINE`` for any other line.
     """
     pins = {}
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line or line.startswith("-"):
+    for line in _logical_lines(text):
+        if line.startswith("-"):
             continue
-        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)", line)
-        if not match:
+        words = line.split()
+        match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)", words[0])
+        hashes = tuple(word[len("--hash=sha256:"):] for word in words[1:] if re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", word))
+        if not match or len(hashes) != len(words) - 1:
             raise ValueError(f"not an exact pin: {line!r}")
-        pins[canonical(match.group(1))] = (match.group(1), match.group(2))
+        pins[canonical(match.group(1))] = Pin(match.group(1), match.group(2), hashes)
     return pins
+
+
+def parse_pins(text: str) -> dict[str, tuple[str, str]]:
+    """``name==version`` lines of a lock -> {canonical name: (name as written, version)} (parse_lock without hashes).
+
+    Raises:
+        ValueError: as parse_lock.
+    """
+    return {key: (pin.name, pin.version) for key, pin in parse_lock(text).items()}
+
+
+def no_binary_names(text: str) -> tuple[str, ...]:
+    """The names a lock's ``--no-binary a,b`` line lists (built from their sdist)."""
+    names: list[str] = []
+    for line in _logical_lines(text):
+        if line.startswith("--no-binary"):
+            names += [canonical(name) for name in line.split(None, 1)[1].split(",")]
+    return tuple(sorted(names))
+
+
+def target_tags() -> set:
+    """The wheel tags pip accepts on the images' Python: CPython 3.10 on glibc 2.35 x86_64 (manylinux_2_35
+    down to manylinux_2_5, their legacy aliases manylinux2014/2010/1, linux_x86_64), through ``packaging.tags``."""
+    from packaging import tags
+
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+    platforms = []
+    for minor in range(GLIBC_MINOR, 4, -1):
+        platforms.append(f"manylinux_2_{minor}_x86_64")
+        if minor in legacy:
+            platforms.append(f"{legacy[minor]}_x86_64")
+    platforms.append("linux_x86_64")
+    return set(tags.cpython_tags((3, 10), abis=["cp310"], platforms=platforms)) | set(
+        tags.compatible_tags((3, 10), interpreter="cp310", platforms=platforms))
+
+
+def select_hashes(files: list[dict], name: str, version: str, from_source: bool, accepted: set) -> tuple[str, ...]:
+    """The sha256 digests of the files of ``name==version`` that pip could pick on the target.
+
+    ``files`` is a PEP 691 project page's "files" list ({"filename", "hashes": {"sha256"}}). A package
+    built from source (``from_source``) gets its sdists' digests; any other its wheels whose tags are in
+    ``accepted`` (target_tags()). Sorted, so a rerun writes the same lock.
+
+    Raises:
+        SystemExit: naming the pin when no such file is on the index.
+    """
+    from packaging.utils import InvalidSdistFilename, InvalidWheelFilename, parse_sdist_filename, parse_wheel_filename
+    from packaging.version import Version
+
+    wanted, digests = Version(version), set()
+    for entry in files:
+        filename = entry["filename"]
+        try:
+            if filename.endswith(".whl"):
+                if from_source:
+                    continue
+                project, file_version, _, file_tags = parse_wheel_filename(filename)
+                if not file_tags & accepted:
+                    continue
+            elif from_source:
+                project, file_version = parse_sdist_filename(filename)
+            else:
+                continue
+        except (InvalidWheelFilename, InvalidSdistFilename):
+            continue
+        if canonical(project) == canonical(name) and file_version == wanted and "sha256" in entry.get("hashes", {}):
+            digests.add(entry["hashes"]["sha256"])
+    if not digests:
+        kind = "sdist" if from_source else "cp310 manylinux x86_64 wheel"
+        raise SystemExit(f"lock.py: no {kind} of {name}=={version} on the index: cannot pin its hash")
+    return tuple(sorted(digests))
+
+
+def index_files(index_url: str, name: str) -> list[dict]:
+    """A project's files from a PEP 691 JSON simple index (``{index_url}/{name}/``): the "files" list."""
+    request = urllib.request.Request(f"{index_url.rstrip('/')}/{canonical(name)}/",
+                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.load(response)["files"]
+
+
+def add_hashes(pins: dict[str, Pin], no_binary: tuple[str, ...], fetch=None, accepted: set | None = None) -> dict[str, Pin]:
+    """``pins`` with each one's hashes read from the index (``fetch(name) -> files``; index_files on PyPI by default)."""
+    fetch = fetch or (lambda name: index_files(INDEX_URL, name))
+    accepted = target_tags() if accepted is None else accepted
+    return {key: Pin(pin.name, pin.version, select_hashes(fetch(pin.name), pin.name, pin.version, key in no_binary, accepted))
+            for key, pin in pins.items()}
 
 
 class Resolver:
@@ -141,7 +274,7 @@ class Resolver:
         if result.returncode:
             raise SystemExit(f"lock.py: uv could not resolve {requirements}:\n{result.stderr}")
         try:
-            return parse_pins(result.stdout)
+            return parse_pins(result.stdout)  # uv's own hashes would include the stand-ins' (add_hashes)
         except ValueError as error:
             raise SystemExit(f"lock.py: uv's output for {requirements}: {error}") from None
 
@@ -159,18 +292,32 @@ class Resolver:
         raise SystemExit("lock.py: too many sdist-only packages")
 
 
-def render(name: str, pins: dict[str, tuple[str, str]], no_binary: tuple[str, ...], exclude_newer: str) -> str:
+def render(name: str, pins: dict, no_binary: tuple[str, ...], exclude_newer: str) -> str:
+    """A lock file's text. ``pins`` maps canonical names to Pin (hashes written one per continued line)
+    or to (name, version) pairs (no hashes)."""
     lines = [
         f"# docker/{name}: {HEADERS[name]}.",
         f"# Generated by docker/lock.py (uv {UV_VERSION}; CPython {PYTHON_VERSION}, {PLATFORM}; published before",
         f"# {exclude_newer}) from docker/image.in and docker/a10.in. Do not edit: change the .in files and rerun.",
     ]
+    if name in HASH_EXEMPT:
+        lines += HASH_EXEMPT_NOTE
     here = sorted(set(no_binary) & set(pins))
     if here:
         lines.append("# no wheel is published for these; the build stage builds them from source (pure Python):")
         lines.append("--no-binary " + ",".join(here))
-    lines += [f"{pins[key][0]}=={pins[key][1]}" for key in sorted(pins)]
+    for key in sorted(pins):
+        pin = pins[key] if isinstance(pins[key], Pin) else Pin(*pins[key])
+        lines.append(" \\\n".join([f"{pin.name}=={pin.version}", *(f"    --hash=sha256:{digest}" for digest in pin.hashes)]))
     return "\n".join(lines) + "\n"
+
+
+def hash_layers(layers: dict[str, dict], no_binary: tuple[str, ...], fetch=None) -> dict[str, dict]:
+    """Every layer but HASH_EXEMPT with its pins' hashes (add_hashes); the exempt ones as they are."""
+    accepted = target_tags()
+    return {name: pins if name in HASH_EXEMPT else
+            add_hashes({key: pin if isinstance(pin, Pin) else Pin(*pin) for key, pin in pins.items()}, no_binary, fetch, accepted)
+            for name, pins in layers.items()}
 
 
 def split_layers(a10: dict, p40: dict, torch_closure: dict) -> dict[str, dict]:
@@ -194,11 +341,35 @@ def split_layers(a10: dict, p40: dict, torch_closure: dict) -> dict[str, dict]:
     return layers
 
 
+def rehash(fetch=None) -> None:
+    """``--hashes-only``: keep every lock's pins, no-binary list and date; (re)write its hashes."""
+    layers, no_binary, dates = {}, (), {}
+    for name in HEADERS:
+        text = (HERE / name).read_text()
+        layers[name] = parse_lock(text)
+        no_binary += no_binary_names(text)
+        found = re.search(r"^# (\S+)\) from docker/image.in", text, re.MULTILINE)
+        if not found:
+            raise SystemExit(f"lock.py: docker/{name} has no generated header; run lock.py without --hashes-only")
+        dates[name] = found.group(1)
+    for name, pins in hash_layers(layers, no_binary, fetch).items():
+        (HERE / name).write_text(render(name, pins, no_binary, dates[name]))
+        print(f"docker/{name}: {len(pins)} packages" + ("" if name in HASH_EXEMPT else ", hashes read"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--uv", default="uv", help="uv executable (version %s)" % UV_VERSION)
     parser.add_argument("--exclude-newer", default=EXCLUDE_NEWER)
+    parser.add_argument("--index-url", default=INDEX_URL, help="a PEP 691 (JSON) simple index to read the hashes from (default %(default)s)")
+    parser.add_argument("--hashes-only", action="store_true", help="keep the pins, (re)read their hashes; needs no uv")
     args = parser.parse_args(argv)
+    def fetch(name: str) -> list[dict]:
+        return index_files(args.index_url, name)
+
+    if args.hashes_only:
+        rehash(fetch)
+        return 0
     version = subprocess.run([args.uv, "--version"], capture_output=True, text=True, check=True).stdout.split()[1]
     if version != UV_VERSION:
         print(f"lock.py: warning: uv {version}, the locks were made with {UV_VERSION}", file=sys.stderr)
@@ -214,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
                                                (("torch", "2.6.0+cu118"), ("torchvision", "0.21.0+cu118"), ("torchaudio", "2.6.0+cu118"))))
         torch_closure = resolver.pins(work / "torch.in", work / "a10.txt")
         no_binary = resolver.sdist_only(work / "a10.txt")
-    for name, pins in split_layers(a10, p40, torch_closure).items():
+    for name, pins in hash_layers(split_layers(a10, p40, torch_closure), no_binary, fetch).items():
         (HERE / name).write_text(render(name, pins, no_binary, args.exclude_newer))
         print(f"docker/{name}: {len(pins)} packages")
     return 0

@@ -3,10 +3,20 @@
 # tests/requirements-ci.txt, verl 0.4.1 from PyPI without its dependencies (its wheel carries
 # ppo_trainer.yaml and the sources the patch series applies to), and verlfit itself, editable.
 # Safe to re-run: a stamp file records the hash of what was installed.
+#
+# Environment:
+#   PYTHON           the interpreter that creates the venv (python3; 3.10-3.12, with its venv module)
+#   VENV             where the venv goes (.venv)
+#   TORCH_INDEX_URL  where the CPU build of torch comes from (https://download.pytorch.org/whl/cpu).
+#                    PyPI's torch for Linux x86_64 is the CUDA build, which pulls several GB of nvidia-*
+#                    wheels the tests never use. The index is probed first (5 s at most); when it does not
+#                    answer, or TORCH_INDEX_URL is set empty, torch comes from plain PyPI like the rest.
+#                    Either way one line on stderr says which.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 venv=${VENV:-.venv}
 python=${PYTHON:-python3}
+torch_index=${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}
 stamp="$venv/.verlfit-test-stamp"
 want=$(cat tests/requirements-ci.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -14,6 +24,30 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
 fi
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip
+
+# torch first, from the CPU index when it answers: installed with --no-deps, it satisfies the pin of
+# requirements-ci.txt (PEP 440: "==2.13.0" matches the local version "2.13.0+cpu"), so the next pip
+# run keeps it and takes its dependencies from PyPI.
+torch_pin=$(grep -E '^torch==' tests/requirements-ci.txt)
+reachable() {
+  "$venv/bin/python" - "$1" <<'EOF'
+import sys, urllib.request
+try:
+    urllib.request.urlopen(sys.argv[1].rstrip("/") + "/torch/", timeout=5).close()
+except Exception as error:  # any failure means: not usable, fall back to PyPI
+    print(f"{type(error).__name__}: {error}", file=sys.stderr)
+    sys.exit(1)
+EOF
+}
+if [ -z "$torch_index" ]; then
+  echo "tests/bootstrap.sh: torch ($torch_pin) from PyPI (TORCH_INDEX_URL is empty)" >&2
+elif reason=$(reachable "$torch_index" 2>&1); then
+  echo "tests/bootstrap.sh: torch ($torch_pin) CPU build from $torch_index" >&2
+  "$venv/bin/python" -m pip install -q --no-deps --index-url "$torch_index" "$torch_pin"
+else
+  echo "tests/bootstrap.sh: $torch_index did not answer ($reason): torch ($torch_pin) from PyPI instead" \
+    "(on Linux x86_64 that can be the CUDA build; set TORCH_INDEX_URL to a reachable CPU index)" >&2
+fi
 "$venv/bin/python" -m pip install -q -r tests/requirements-ci.txt
 "$venv/bin/python" -m pip install -q --no-deps verl==0.4.1
 "$venv/bin/python" -m pip install -q --no-deps -e .

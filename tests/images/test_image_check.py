@@ -3,6 +3,7 @@ fake torch (CUDA 11.8 arch flags and no GPU), a fake xformers build record and a
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -171,3 +172,39 @@ def test_verl_must_come_from_the_patched_checkout(tmp_path):
 def test_no_checks_is_a_usage_error():
     result = check()
     assert (result.returncode, result.stderr.strip()) == (1, "check-image.py: no checks requested (see --help)")
+
+
+def test_extension_must_be_compiled_and_load_against_this_torch(fake_torch, tmp_path):
+    """flash_attn_2_cuda built against another torch fails to load with an undefined symbol: a
+    shared object whose one function calls a symbol nothing defines stands in for it (Python opens
+    extensions with RTLD_NOW, so the load fails as the real mismatch does)."""
+    import importlib.machinery
+    import shutil
+    import sysconfig
+
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    source = tmp_path / "mismatch.c"
+    source.write_text("extern void _ZN3c1015SmallVectorBaseIjE8grow_podEPvmm(void);\n"
+                      "void flash_attn_entry(void) { _ZN3c1015SmallVectorBaseIjE8grow_podEPvmm(); }\n")
+    assert shutil.which("gcc"), "the test needs gcc (.ci/run installs it)"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(fake_torch / f"flash_attn_2_cuda{suffix}"), str(source)], check=True)
+    result = check("--extension", "flash_attn_2_cuda", fakes=fake_torch)
+    line = result.stdout.splitlines()[0]
+    assert line.startswith(f"FAIL extensions: flash_attn_2_cuda: ImportError: {fake_torch / f'flash_attn_2_cuda{suffix}'}: undefined symbol: "
+                           "_ZN3c1015SmallVectorBaseIjE8grow_podEPvmm"), line
+    assert line.endswith(" (built against another torch: an ABI mismatch)")
+    assert result.returncode == 1
+
+    # a Python module of that name (a stand-in that would hide the extension) is no extension
+    (fake_torch / f"flash_attn_2_cuda{suffix}").unlink()
+    (fake_torch / "flash_attn_2_cuda.py").write_text("")
+    assert check("--extension", "flash_attn_2_cuda", fakes=fake_torch).stdout.splitlines()[0] == \
+        f"FAIL extensions: flash_attn_2_cuda: {fake_torch / 'flash_attn_2_cuda.py'} is not a compiled extension"
+    assert check("--extension", "no_such_extension", fakes=fake_torch).stdout.splitlines()[0] == \
+        "FAIL extensions: no_such_extension: not found"
+
+    # a compiled extension that links passes (the interpreter's own _ctypes)
+    origin = importlib.util.find_spec("_ctypes").origin
+    assert isinstance(importlib.util.find_spec("_ctypes").loader, importlib.machinery.ExtensionFileLoader)
+    assert check("--extension", "_ctypes", fakes=fake_torch).stdout.splitlines()[0] == \
+        f"PASS extensions: loaded _ctypes ({os.path.basename(origin)})"

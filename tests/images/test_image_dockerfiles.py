@@ -99,6 +99,7 @@ A10_ONLY = [
     "      --expect \"flash-attn==${FLASH_ATTN_VERSION}\" --xformers-cuda 1108 \\",
     "      --absent liger-kernel --absent apex \\",
     "      --import vllm --import flash_attn --import verl.workers.rollout.vllm_rollout \\",
+    "      --extension flash_attn_2_cuda \\",
     "      --verlfit a10 --pip-check",
     "LABEL org.opencontainers.image.title=\"verlfit-a10\" \\",
     "      org.opencontainers.image.description=\"verl 0.4.1 PPO/GRPO for the A10 and L4 (compute capability 8.6/8.9): bf16, FlashAttention-2, vLLM rollout\" \\",
@@ -242,6 +243,18 @@ def test_p40_installs_no_vllm_flash_attn_liger_or_xformers(dockerfiles):
     absent = [value for option, value in check_options(dockerfiles["p40"]) if option == "--absent"]
     assert absent == ["vllm", "flash-attn", "liger-kernel", "xformers", "apex"]
     assert [value for option, value in check_options(dockerfiles["a10"]) if option == "--absent"] == ["liger-kernel", "apex"]
+
+
+def test_dockerfiles_pin_the_buildkit_frontend_on_their_first_line(profile):
+    # a parser directive counts only before any comment or instruction; 1.7 has every RUN --mount used
+    assert DOCKERFILES[profile].read_text().splitlines()[0] == "# syntax=docker/dockerfile:1.7"
+
+
+def test_a10_check_loads_flash_attns_compiled_extension(dockerfiles):
+    # `import flash_attn` alone can pass with an extension that does not link against this torch
+    options = check_options(dockerfiles["a10"])
+    assert ("--extension", "flash_attn_2_cuda") in options
+    assert [value for option, value in check_options(dockerfiles["p40"]) if option == "--extension"] == []
 
 
 def test_dockerfiles_differ_only_in_gpu_lines():

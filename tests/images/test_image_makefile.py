@@ -18,14 +18,25 @@ import pytest
 from image_helpers import DOCKERFILES, REPO, parse_dockerfile
 
 FAKE_DOCKER = """#!/usr/bin/env python3
-import json, os, sys
+import hashlib, json, os, sys
 with open(os.environ["FAKE_DOCKER_LOG"], "a") as log:
     log.write(json.dumps({"argv": sys.argv[1:], "VERLFIT_PROFILE": os.environ.get("VERLFIT_PROFILE"),
                           "VERLFIT_UID": os.environ.get("VERLFIT_UID"), "VERLFIT_GID": os.environ.get("VERLFIT_GID")}) + "\\n")
 if sys.argv[1:2] == ["save"]:
     sys.stdout.write("tarball of " + " ".join(sys.argv[2:]))
+if sys.argv[1:2] == ["buildx"] and os.environ.get("FAKE_DOCKER_NO_BUILDX"):
+    # what the docker CLI says when the buildx plugin is not installed
+    sys.stderr.write("docker: 'buildx' is not a docker command.\\nSee 'docker --help'\\n")
+    sys.exit(1)
+if sys.argv[1:3] == ["buildx", "version"]:
+    print("github.com/docker/buildx v0.25.0 faked")
+if sys.argv[1:4] == ["buildx", "imagetools", "inspect"] and sys.argv[4:6] == ["--format", "{{json .Manifest.Digest}}"]:
+    # a registry's answer: the digest of the tag's manifest list, as JSON
+    print(json.dumps("sha256:" + hashlib.sha256(sys.argv[6].encode()).hexdigest()))
 """
 IDS = ["VERLFIT_UID=1234", "VERLFIT_GID=5678", "VCS_REF=abc123"]
+BUILDX = ["buildx", "version"]
+BUILD = ["buildx", "build", "--load"]
 ID_ARGS = ["--build-arg", "VCS_REF=abc123", "--build-arg", "VERLFIT_GID=5678", "--build-arg", "VERLFIT_UID=1234"]
 
 
@@ -79,38 +90,40 @@ def test_pull_without_a_mirror_says_how(workdir):
 def test_image_p40_passes_a_build_arg_from_the_command_line(workdir):
     result, calls = make(workdir, "image-p40", "PIP_INDEX_URL=https://m.example/pypi/simple", *IDS)
     assert result.returncode == 0, result.stderr
-    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40",
+    assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40",
                              "--build-arg", "PIP_INDEX_URL=https://m.example/pypi/simple", *ID_ARGS, "."]]
 
 
 def test_image_p40_with_defaults_passes_only_the_user_and_revision(workdir):
     result, calls = make(workdir, "image-p40", *IDS)
-    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS, "."]]
+    assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS, "."]]
 
 
 def test_the_environment_does_not_leak_into_build_args(workdir):
     # nvidia/cuda shells export CUDA_VERSION, many shells PIP_INDEX_URL: only the command line counts
     result, calls = make(workdir, "image-p40", *IDS, env={"PIP_INDEX_URL": "https://leak.example/simple", "CUDNN_VERSION": "9"})
-    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS, "."]]
+    assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS, "."]]
 
 
 def test_the_default_user_is_yours_and_never_root(workdir):
     uid = "1000" if os.getuid() == 0 else str(os.getuid())
     gid = "1000" if os.getgid() == 0 else str(os.getgid())
     result, calls = make(workdir, "image-p40", "VCS_REF=abc123")
-    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", "--build-arg", "VCS_REF=abc123",
+    assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", "--build-arg", "VCS_REF=abc123",
                              "--build-arg", f"VERLFIT_GID={gid}", "--build-arg", f"VERLFIT_UID={uid}", "."]]
 
 
 def test_every_dockerfile_arg_is_overridable(workdir):
     names = sorted({name for path in DOCKERFILES.values() for name in parse_dockerfile(path).global_args})
     assert len(names) == 35
-    settings = [f"{name}=value-of-{name}" for name in names]
+    value = {name: f"value-of-{name}" for name in names} | {"BASE_REGISTRY": "value-of-BASE_REGISTRY/"}  # a prefix ends in /
+    settings = [f"{name}={value[name]}" for name in names]
     result, calls = make(workdir, "image-a10", *settings)
     assert result.returncode == 0, result.stderr
-    argv = calls[0]["argv"]
+    assert calls[0]["argv"] == BUILDX
+    argv = calls[1]["argv"]
     passed = [argv[index + 1] for index, word in enumerate(argv) if word == "--build-arg"]
-    assert passed == [f"{name}=value-of-{name}" for name in names]
+    assert passed == settings
 
 
 def test_image_a10_needs_both_wheel_hashes(workdir):
@@ -121,7 +134,7 @@ def test_image_a10_needs_both_wheel_hashes(workdir):
     result, calls = make(workdir, "image-a10", env={"VLLM_WHEEL_SHA256": "a" * 64, "FLASH_ATTN_WHEEL_SHA256": "b" * 64})
     assert result.returncode == 2 and calls == []
     result, calls = make(workdir, "image-a10", "VLLM_WHEEL_SHA256=" + "a" * 64, "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, *IDS)
-    assert argvs(calls) == [["build", "--file", "Dockerfile.a10", "--tag", "verlfit:a10",
+    assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.a10", "--tag", "verlfit:a10",
                              "--build-arg", "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, "--build-arg", "VCS_REF=abc123",
                              "--build-arg", "VERLFIT_GID=5678", "--build-arg", "VERLFIT_UID=1234",
                              "--build-arg", "VLLM_WHEEL_SHA256=" + "a" * 64, "."]]
@@ -129,13 +142,13 @@ def test_image_a10_needs_both_wheel_hashes(workdir):
 
 def test_images_builds_both(workdir):
     result, calls = make(workdir, "images", "VLLM_WHEEL_SHA256=a", "FLASH_ATTN_WHEEL_SHA256=b", *IDS)
-    assert [call[:5] for call in argvs(calls)] == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40"],
-                                                    ["build", "--file", "Dockerfile.a10", "--tag", "verlfit:a10"]]
+    assert [call[:7] for call in argvs(calls)] == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40"],
+                                                    BUILDX, [*BUILD, "--file", "Dockerfile.a10", "--tag", "verlfit:a10"]]
 
 
 def test_build_flags_pass_a_netrc_secret(workdir):
     result, calls = make(workdir, "image-p40", *IDS, "BUILD_FLAGS=--secret id=netrc,src=/home/me/.netrc")
-    assert argvs(calls)[0][-4:] == ["VERLFIT_UID=1234", "--secret", "id=netrc,src=/home/me/.netrc", "."]
+    assert argvs(calls)[1][-4:] == ["VERLFIT_UID=1234", "--secret", "id=netrc,src=/home/me/.netrc", "."]
 
 
 def test_push_to_a_registry(workdir):
@@ -145,10 +158,73 @@ def test_push_to_a_registry(workdir):
                             ["tag", "verlfit:a10", "r.example/ml/verlfit:a10"], ["push", "r.example/ml/verlfit:a10"]]
 
 
-def test_base_digests_names_both_base_images(workdir):
-    result, calls = make(workdir, "base-digests", "BASE_REGISTRY=mirror.example/hub/", "RUNTIME_BASE_DIGEST=sha256:" + "1" * 64)
-    assert argvs(calls) == [["buildx", "imagetools", "inspect", "mirror.example/hub/nvidia/cuda:11.8.0-devel-ubuntu22.04"],
-                            ["buildx", "imagetools", "inspect", "mirror.example/hub/nvidia/cuda:11.8.0-runtime-ubuntu22.04@sha256:" + "1" * 64]]
+def fake_digest(ref: str) -> str:
+    return "sha256:" + hashlib.sha256(ref.encode()).hexdigest()
+
+
+def test_base_digests_prints_the_digests_to_pin(workdir):
+    result, calls = make(workdir, "base-digests")
+    assert result.returncode == 0, result.stderr
+    refs = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
+    assert argvs(calls) == [BUILDX, *[["buildx", "imagetools", "inspect", "--format", "{{json .Manifest.Digest}}", ref] for ref in refs]]
+    assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]}",
+                                          f"RUNTIME_BASE_DIGEST={fake_digest(refs[1])}  # {refs[1]}"]
+
+
+def test_base_digests_from_a_mirror_say_when_a_pinned_tag_has_moved(workdir):
+    pinned = "sha256:" + "1" * 64
+    result, calls = make(workdir, "base-digests", "BASE_REGISTRY=mirror.example/hub/", f"RUNTIME_BASE_DIGEST={pinned}")
+    runtime = "mirror.example/hub/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
+    # the tag is asked for, not the pinned digest: the answer is what the tag points at now
+    assert argvs(calls)[2] == ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest.Digest}}", runtime]
+    assert result.stdout.splitlines()[1] == f"RUNTIME_BASE_DIGEST={fake_digest(runtime)}  # {runtime} (pinned now: {pinned}; the tag has moved)"
+
+
+def test_nvidias_registry_is_the_second_source_of_the_base_images(workdir):
+    """NVIDIA's NGC registry carries the same images as Docker Hub's nvidia/cuda under
+    nvcr.io/nvidia/cuda:<tag>, so BASE_REGISTRY=nvcr.io/ is all it takes (docs/images.md)."""
+    refs = ["nvcr.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "nvcr.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
+    result, calls = make(workdir, "base-digests", "BASE_REGISTRY=nvcr.io/")
+    assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]}",
+                                          f"RUNTIME_BASE_DIGEST={fake_digest(refs[1])}  # {refs[1]}"]
+    digests = [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}", f"RUNTIME_BASE_DIGEST={fake_digest(refs[1])}"]
+    result, calls = make(workdir, "image-p40", "BASE_REGISTRY=nvcr.io/", *digests, *IDS)
+    assert result.returncode == 0, result.stderr
+    argv = argvs(calls)[1]
+    passed = [argv[index + 1] for index, word in enumerate(argv) if word == "--build-arg"]
+    assert passed[:3] == ["BASE_REGISTRY=nvcr.io/", digests[0], digests[1]]
+    # what the Dockerfile's FROM lines then name
+    from image_helpers import resolved_args, shell_expand
+
+    dockerfile = parse_dockerfile(DOCKERFILES["p40"])
+    values = resolved_args(dockerfile, {"BASE_REGISTRY": "nvcr.io/", "BUILD_BASE_DIGEST": fake_digest(refs[0])})
+    assert shell_expand(dockerfile.stage("build").base, values) == f"{refs[0]}@{fake_digest(refs[0])}"
+    assert shell_expand(dockerfile.stage("runtime").base, values) == refs[1]
+    result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", "BASE_REGISTRY=nvcr.io/")
+    assert argvs(calls)[1:3] == [["pull", refs[0]], ["pull", refs[1]]]
+
+
+def test_a_base_registry_without_its_slash_is_refused(workdir):
+    result, calls = make(workdir, "image-p40", "BASE_REGISTRY=nvcr.io", *IDS)
+    assert result.returncode == 2 and calls == []
+    assert 'make image-p40: BASE_REGISTRY=nvcr.io must end in "/" (it is a prefix: BASE_REGISTRY=nvcr.io/)' in result.stderr
+
+
+@pytest.mark.parametrize("target, settings", [("image-p40", []), ("image-a10", ["VLLM_WHEEL_SHA256=a", "FLASH_ATTN_WHEEL_SHA256=b"]),
+                                              ("base-digests", [])])
+def test_without_buildkit_the_build_stops_before_docker_build_with_the_fix(workdir, target, settings):
+    result, calls = make(workdir, target, *settings, *IDS, env={"FAKE_DOCKER_NO_BUILDX": "1"})
+    assert result.returncode == 2
+    assert argvs(calls) == [BUILDX]  # the check, and no build: the legacy builder would fail on RUN --mount
+    assert (f"make {target}: BuildKit is needed (the Dockerfiles use RUN --mount) and 'docker buildx version' failed: "
+            "install Docker's buildx plugin (package docker-buildx-plugin; Docker >= 23 ships it) (docs/images.md, 'Building')") in result.stderr
+
+
+def test_buildkit_syntax_names_a_frontend_mirror(workdir):
+    result, calls = make(workdir, "image-p40", *IDS, "BUILDKIT_SYNTAX=mirror.example/docker/dockerfile:1.7")
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls)[1] == [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS,
+                               "--build-arg", "BUILDKIT_SYNTAX=mirror.example/docker/dockerfile:1.7", "."]
 
 
 def test_save_then_load_for_an_air_gapped_host(workdir):
@@ -206,7 +282,7 @@ def test_help_and_test_targets_are_unchanged():
 def test_proxies_pass_from_the_command_line_or_the_environment(workdir):
     result, calls = make(workdir, "image-p40", *IDS, "HTTPS_PROXY=http://proxy.example:3128", env={"NO_PROXY": "localhost,.example"})
     assert result.returncode == 0, result.stderr
-    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS,
+    assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS,
                              "--build-arg", "HTTPS_PROXY=http://proxy.example:3128", "--build-arg", "NO_PROXY=localhost,.example", "."]]
 
 
@@ -228,7 +304,7 @@ def test_an_unknown_profile_is_refused_before_docker_runs(workdir, target, setti
 def test_values_reach_docker_as_written_dollar_and_quote_included(workdir):
     result, calls = make(workdir, "image-p40", *IDS, "PIP_INDEX_URL=https://m.example/it's", env={"HTTPS_PROXY": "http://u:p$w0rd@proxy.example:3128"})
     assert result.returncode == 0, result.stderr
-    assert argvs(calls) == [["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", "--build-arg", "PIP_INDEX_URL=https://m.example/it's", *ID_ARGS,
+    assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", "--build-arg", "PIP_INDEX_URL=https://m.example/it's", *ID_ARGS,
                              "--build-arg", "HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128", "."]]
 
 

@@ -121,7 +121,7 @@ def test_install_python_from_the_index_and_from_wheels():
     assert plan("install-python.sh", PYTHON_VERSION="3.10", PIP_INDEX_URL="https://pypi.example/simple") == [
         "+ python3.10 -m venv /opt/venv",
         f"+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --only-binary=:all: "
-        f"--index-url https://pypi.example/simple -r {DOCKER}/python.lock",
+        f"--require-hashes --index-url https://pypi.example/simple -r {DOCKER}/python.lock",
     ]
     assert plan("install-python.sh", "/wheels/python", PYTHON_VERSION="3.10") == [
         "+ python3.10 -m venv /opt/venv",
@@ -135,8 +135,12 @@ def test_download_locked_routes_cu118_locks_to_the_torch_index_only():
     prefix = "+ /opt/venv/bin/python -m pip wheel --no-input --disable-pip-version-check --no-deps --no-build-isolation --only-binary=:all:"
     assert lines == [
         f"{prefix} --index-url https://torch.example/whl/cu118 --wheel-dir /wheels/torch -r {DOCKER}/torch-cu118.lock",
-        f"{prefix} --index-url https://pypi.example/simple --wheel-dir /wheels/torch -r {DOCKER}/torch-deps.lock",
+        f"{prefix} --require-hashes --index-url https://pypi.example/simple --wheel-dir /wheels/torch -r {DOCKER}/torch-deps.lock",
     ]
+    # every PyPI lock of both images goes through --require-hashes; only the torch index's locks do not
+    for lock in ("python.lock", "common.lock", "a10-extra.lock", "a10-cu118.lock"):
+        line, = plan("download-locked.sh", "/wheels", str(DOCKER / lock), PIP_INDEX_URL="https://p.example", TORCH_INDEX_URL="https://t.example")
+        assert ("--require-hashes" in line.split()) == (not lock.endswith("-cu118.lock")), line
 
 
 def test_download_locked_needs_the_index_it_uses():
