@@ -35,16 +35,6 @@ WORKER_METHOD_PHASES: dict[str, str] = {
     "ref_init_model": "model_init",
 }
 
-# The micro-batch setting that sizes each phase's peak (verlfit train's flags)
-PHASE_MICRO_BATCH_FLAG: dict[str, str] = {
-    "rollout": "--rollout-micro-batch-size",
-    "old_log_prob": "--log-prob-micro-batch-size",
-    "ref_log_prob": "--log-prob-micro-batch-size",
-    "values": "--log-prob-micro-batch-size",
-    "critic_update": "--critic-micro-batch-size",
-    "actor_update": "--micro-batch-size",
-}
-
 _METHOD = re.compile(r"ray::WorkerDict\.(\w+)\(")
 _OOM = re.compile(r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError|CUDA out of memory")
 _OOM_DETAIL = re.compile(r"Tried to allocate ([\d.]+ [KMG]iB)\. GPU \d+ has a total capacity of ([\d.]+ [KMG]iB) of which ([\d.]+ [KMG]iB) is free")
@@ -145,3 +135,76 @@ def checkpoint_bytes(request) -> int:
         critic_trained = getattr(request, "critic_trainable_parameters", None) or critic_params
         total += role_bytes(critic_params, critic_trained)
     return total
+
+
+PHASE_WORDS = {
+    "rollout": "the rollout (HF generate)",
+    "old_log_prob": "the old log-prob pass",
+    "ref_log_prob": "the reference log-prob pass",
+    "values": "the critic's value pass",
+    "critic_update": "the critic update",
+    "actor_update": "the actor update",
+    "checkpoint": "a checkpoint save",
+    "model_init": "model loading",
+}
+
+
+# PlanRequest field -> (what auto-fit changed, how its value is written)
+FIT_CHOICES: dict[str, tuple[str, object]] = {
+    "actor_micro_batch_size": ("actor micro-batch", str),
+    "critic_micro_batch_size": ("critic micro-batch", str),
+    "log_prob_micro_batch_size": ("log-prob micro-batch", str),
+    "gradient_checkpointing": ("gradient checkpointing", lambda on: "on" if on else "off"),
+    "actor_optimizer_offload": ("actor optimizer offload", lambda on: "on" if on else "off"),
+    "actor_param_offload": ("actor parameter offload", lambda on: "on" if on else "off"),
+    "critic_optimizer_offload": ("critic optimizer offload", lambda on: "on" if on else "off"),
+    "critic_param_offload": ("critic parameter offload", lambda on: "on" if on else "off"),
+}
+
+
+def explain(failure: Failure, request=None, run_dir: str = "RUN_DIR", checkpoint_step: int | None = None, disk_free_bytes: int | None = None, disk_path: str | None = None) -> tuple[str, str]:
+    """Return ``(message, fix)`` for ``failure`` in the user's terms.
+
+    Args:
+        request: the run's :class:`verlfit.plan.PlanRequest` (for an out-of-memory step: the planner's prediction
+            for the phase and the micro-batch auto-fit would pick; for a full disk: what one checkpoint needs).
+        checkpoint_step: the newest complete checkpoint (``latest_checkpointed_iteration.txt``), None if none.
+        disk_free_bytes, disk_path: free space on the checkpoint folder's file system, and the folder.
+    """
+    from verlfit.plan import auto_fit, format_gib, predict
+
+    where = PHASE_WORDS.get(failure.phase, "an unknown phase") + (f" (verl's {failure.worker_method})" if failure.worker_method else "")
+    resume = f"verlfit train --resume {run_dir}" + (f" continues from step {checkpoint_step}" if checkpoint_step else " (after the first checkpoint; before it, start again)")
+    if failure.kind == "out_of_memory":
+        message = f"verl ran out of GPU memory in {where}"
+        if failure.facts:
+            message += f": torch asked for {failure.facts['tried']} with {failure.facts['free']} of {failure.facts['capacity']} free"
+        fix = "run with the planner on (drop --plan off and any micro-batch you set), or lower the micro-batch of that phase"
+        if request is not None:
+            plan = predict(request)
+            phase = next((p for p in plan.phases if p.phase == failure.phase), None)
+            if phase is not None:
+                message += f"; the planner predicts {format_gib(phase.total)} for this phase against {format_gib(plan.usable_bytes)} usable"
+            decision = auto_fit(request)
+            if decision.fits:
+                chosen = decision.request
+                changes = [f"{title} {written(getattr(chosen, name))}" for name, (title, written) in FIT_CHOICES.items() if getattr(chosen, name) != getattr(request, name)]
+                micro = min(chosen.actor_micro_batch_size, chosen.critic_micro_batch_size) if request.has_critic else chosen.actor_micro_batch_size
+                fix = f"auto-fit picks {', '.join(changes) or 'these sizes'}: drop --plan off so verlfit train sizes the run (or set --micro-batch-size {micro} yourself)"
+            elif decision.suggestion:
+                fix = decision.suggestion
+        return message, fix
+    if failure.kind == "disk_full":
+        message = f"the disk filled up during {where}"
+        if disk_path is not None and disk_free_bytes is not None:
+            message += f": {disk_path} has {format_gib(disk_free_bytes)} free"
+        if request is not None:
+            message += f"; one checkpoint of this run needs about {format_gib(checkpoint_bytes(request))}"
+        kept = f"; the checkpoint of step {checkpoint_step} is complete and kept" if checkpoint_step else ""
+        return message + kept, f"free space (or lower --keep-checkpoints, raise --save-freq), then {resume}"
+    if failure.kind == "shared_memory":
+        return f"Ray's object store (in /dev/shm) was full during {where}", "give the container more shared memory (compose.yaml's shm_size: 8gb, or docker run --shm-size=8g), then " + resume
+    return (
+        f"a verl worker process died during {where}: killed by a signal, or by the kernel's out-of-memory killer (host RAM: see `dmesg | grep -i 'killed process'`)",
+        resume,
+    )
