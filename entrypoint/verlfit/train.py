@@ -529,6 +529,8 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
             print("verlfit: the last lines verl printed:", file=sys.stderr)
             for line in list(watcher.tail_lines)[-40:]:
                 print(f"  {line}", file=sys.stderr)
+        if status not in (0, 130, -signal.SIGINT):
+            report_failure(plan, run_dir, status)
         return status
     except KeyboardInterrupt:
         print("\nverlfit: stopping verl (Ctrl-C again is not needed; waiting up to 60 s)", file=sys.stderr)
@@ -551,6 +553,56 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
         return 130
     finally:
         watcher.close()
+
+
+def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list[str] | None = None) -> dict | None:
+    """Say why verl stopped (verlfit.failure) and record it in ``run.json`` as ``outcome``; return that record.
+
+    Reads the last 4000 lines of ``train.log`` unless ``log_lines`` is given. Nothing recognised: the outcome
+    still says failed, with verl's exit status and reason None. The run directory is otherwise untouched, except
+    that a checkpoint folder newer than verl's marker (a save the failure cut short: verl writes
+    ``latest_checkpointed_iteration.txt`` after the save, ``ray_trainer.py:830-835``) is removed after a full disk,
+    so the space it held is free again and ``--resume`` starts from the marker's step.
+    """
+    import shutil
+
+    from verlfit import failure as failures
+
+    if log_lines is None:
+        log = run_dir / "train.log"
+        log_lines = log.read_text(errors="replace").splitlines()[-4000:] if log.is_file() else []
+    found = failures.diagnose(log_lines)
+    outcome = {"status": "failed", "exit_status": status, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "reason": None}
+    if found is not None:
+        request = None
+        try:
+            from verlfit.plan import request_from_settings
+
+            profile = load_profile(plan.profile_name)
+            limit = plan.environment.get("VERLFIT_GPU_MEMORY_LIMIT_GIB") or os.environ.get("VERLFIT_GPU_MEMORY_LIMIT_GIB")
+            memory = int(float(limit) * 1024**3) if limit else int(profile.gpu_memory_gib * 1024**3)
+            request = request_from_settings(plan.settings, profile, memory)
+        except (VerlfitError, OSError, ValueError) as error:  # the explanation goes on without the planner's figures
+            print(f"verlfit: (the planner could not size this run for the explanation: {error})", file=sys.stderr)
+        step = latest_checkpoint(run_dir)
+        free = path = None
+        if found.kind == "disk_full":
+            checkpoints = run_dir / "checkpoints"
+            for partial in sorted(checkpoints.glob("global_step_*")) if checkpoints.is_dir() else []:
+                number = partial.name.rpartition("_")[2]
+                if number.isdigit() and (step is None or int(number) > step):
+                    shutil.rmtree(partial)
+                    print(f"verlfit: removed {partial}: a checkpoint the full disk cut short (verl had not marked it complete)", file=sys.stderr)
+            path = str(checkpoints if checkpoints.is_dir() else run_dir)
+            free = shutil.disk_usage(path).free
+        message, fix = failures.explain(found, request, run_dir=shlex.quote(str(run_dir)), checkpoint_step=step, disk_free_bytes=free, disk_path=path)
+        print(f"verlfit: {message}\n  fix: {fix}", file=sys.stderr)
+        outcome.update(reason=found.kind, phase=found.phase, worker_method=found.worker_method, message=message, fix=fix, log_line=found.detail)
+    record_path = run_dir / RUN_FILE
+    if record_path.is_file():
+        record = json.loads(record_path.read_text())
+        _write_atomic(record_path, json.dumps({**record, "outcome": outcome}, indent=2) + "\n")
+    return outcome
 
 
 def _drain(stream, watcher, seconds: float) -> None:

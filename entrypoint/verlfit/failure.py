@@ -1,0 +1,210 @@
+"""Why a verl run stopped: read the end of its log and say it in the user's terms.
+
+verl runs its workers as Ray actors; when one fails, the driver prints Ray's wrapped traceback
+(``ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor()``)
+and exits non-zero. The user needs three facts from it: what went wrong, in which phase of the
+PPO/GRPO step, and what to change. :func:`diagnose` finds them in the log's lines; the launcher
+(``verlfit train``) prints its message and records it in ``run.json``.
+
+How phases are named: verl colocates its roles (actor/rollout, critic, reference) in one Ray
+actor class, ``WorkerDict``, whose methods are ``<role>_<method>``
+(``verl/single_controller/ray/base.py:684``, ``method_name_with_prefix = key + "_" + method_name``)
+and the trainer calls them once per phase (``verl/trainer/ppo/ray_trainer.py:983-1130``).
+:data:`WORKER_METHOD_PHASES` maps those names to the planner's phases
+(:data:`verlfit.plan.PHASES`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Ray method of verl's colocated WorkerDict -> the planner's phase (verlfit.plan.PHASES) or "checkpoint"
+WORKER_METHOD_PHASES: dict[str, str] = {
+    "actor_rollout_generate_sequences": "rollout",
+    "actor_rollout_compute_log_prob": "old_log_prob",
+    "actor_rollout_compute_ref_log_prob": "ref_log_prob",
+    "ref_compute_ref_log_prob": "ref_log_prob",
+    "critic_compute_values": "values",
+    "critic_update_critic": "critic_update",
+    "actor_rollout_update_actor": "actor_update",
+    "actor_rollout_save_checkpoint": "checkpoint",
+    "critic_save_checkpoint": "checkpoint",
+    "actor_rollout_init_model": "model_init",
+    "critic_init_model": "model_init",
+    "ref_init_model": "model_init",
+}
+
+_METHOD = re.compile(r"ray::WorkerDict\.(\w+)\(")
+_OOM = re.compile(r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError|CUDA out of memory")
+_OOM_DETAIL = re.compile(r"Tried to allocate ([\d.]+ [KMG]iB)\. GPU \d+ has a total capacity of ([\d.]+ [KMG]iB) of which ([\d.]+ [KMG]iB) is free")
+_DISK_FULL = re.compile(r"\[Errno 28\]|No space left on device|ENOSPC")
+_ACTOR_DIED = re.compile(r"ActorDiedError|The actor died unexpectedly|Worker exit type: SYSTEM_ERROR|RayActorError")
+_OBJECT_STORE = re.compile(r"ObjectStoreFullError|object store is full|/dev/shm .*(?:too small|only has)")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What stopped a run.
+
+    Attributes:
+        kind: ``"out_of_memory"``, ``"disk_full"``, ``"worker_died"`` or ``"shared_memory"``.
+        phase: the planner's phase name (``"actor_update"``, ...), ``"checkpoint"``, ``"model_init"``
+            or None when the log does not say.
+        worker_method: verl's Ray method that was running (``"actor_rollout_update_actor"``) or None.
+        detail: the log line the diagnosis rests on (stripped).
+        facts: figures read from the log (for OOM: ``tried``, ``capacity``, ``free`` as written by torch).
+    """
+
+    kind: str
+    phase: str | None
+    worker_method: str | None
+    detail: str
+    facts: dict = field(default_factory=dict)
+
+    @property
+    def role(self) -> str | None:
+        """verl's role whose method was running: ``actor_rollout``, ``critic`` or ``ref``."""
+        if not self.worker_method:
+            return None
+        for role in ("actor_rollout", "critic", "ref"):
+            if self.worker_method.startswith(role + "_"):
+                return role
+        return None
+
+
+def _last_method(lines: list[str], before: int) -> str | None:
+    """The last ``ray::WorkerDict.<method>(`` named at or before line ``before`` (or anywhere after it, as
+    Ray prints the task name both above and below the wrapped traceback)."""
+    for line in reversed(lines[: before + 1]):
+        match = _METHOD.search(line)
+        if match:
+            return match.group(1)
+    for line in lines[before + 1 :]:
+        match = _METHOD.search(line)
+        if match:
+            return match.group(1)
+    return None
+
+
+def diagnose(lines: list[str]) -> Failure | None:
+    """Classify a failed run from its log lines (oldest first); None when nothing is recognised.
+
+    The first match wins in this order: CUDA out-of-memory, a full disk, Ray's shared-memory object
+    store, a dead worker (a worker killed by a signal or by the kernel's OOM killer surfaces as
+    ``ActorDiedError`` in the driver). A dead worker is checked last because Ray also reports the
+    actors of a run that failed for one of the other reasons as dead.
+    """
+    for kind, pattern in (("out_of_memory", _OOM), ("disk_full", _DISK_FULL), ("shared_memory", _OBJECT_STORE), ("worker_died", _ACTOR_DIED)):
+        for index, line in enumerate(lines):
+            if pattern.search(line):
+                method = _last_method(lines, index)
+                facts, detail = {}, line.strip()
+                if kind == "out_of_memory":
+                    for later in lines[index:]:
+                        figures = _OOM_DETAIL.search(later)
+                        if figures:  # torch's own line says more than Ray's wrapper around it
+                            facts = {"tried": figures.group(1), "capacity": figures.group(2), "free": figures.group(3)}
+                            detail = later.strip()
+                            break
+                return Failure(kind=kind, phase=WORKER_METHOD_PHASES.get(method) if method else None, worker_method=method, detail=detail, facts=facts)
+    return None
+
+
+def checkpoint_bytes(request) -> int:
+    """Bytes one verl checkpoint (``global_step_N/``) takes on disk for ``request`` (a :class:`verlfit.plan.PlanRequest`).
+
+    verl's ``FSDPCheckpointManager.save_checkpoint`` (``verl/utils/checkpoint/fsdp_checkpoint_manager.py:198-215``)
+    writes, per role (actor; critic for PPO), the model's sharded state dict in the parameters' dtype (fp32: verl
+    builds actor and critic in fp32 whatever the compute dtype, ``fsdp_workers.py:216, 905``: 4 bytes a parameter),
+    the AdamW state (``exp_avg`` + ``exp_avg_sq``, fp32: 8 bytes a trained parameter) and a small extra state
+    (scheduler, RNG), plus the config/tokenizer files under ``huggingface/`` (under 20 MiB for Qwen2.5's tokenizer:
+    counted as 32 MiB a role). With LoRA (a request's ``lora_rank`` > 0), the optimizer state covers the adapter only.
+    For the Qwen2.5-0.5B shape this is 11.1 GiB with PPO (actor and critic 494 M parameters each: the critic keeps
+    the embedding) and 5.6 GiB with GRPO.
+    """
+    def role_bytes(params: int, trained: int) -> int:
+        return params * 4 + trained * 8 + 32 * 1024**2
+
+    shape = request.shape
+    actor_params = shape.actor_parameters
+    actor_trained = getattr(request, "actor_trainable_parameters", None) or actor_params
+    total = role_bytes(actor_params, actor_trained)
+    if request.has_critic:
+        critic_params = shape.critic_parameters
+        critic_trained = getattr(request, "critic_trainable_parameters", None) or critic_params
+        total += role_bytes(critic_params, critic_trained)
+    return total
+
+
+PHASE_WORDS = {
+    "rollout": "the rollout (HF generate)",
+    "old_log_prob": "the old log-prob pass",
+    "ref_log_prob": "the reference log-prob pass",
+    "values": "the critic's value pass",
+    "critic_update": "the critic update",
+    "actor_update": "the actor update",
+    "checkpoint": "a checkpoint save",
+    "model_init": "model loading",
+}
+
+
+# PlanRequest field -> (what auto-fit changed, how its value is written)
+FIT_CHOICES: dict[str, tuple[str, object]] = {
+    "actor_micro_batch_size": ("actor micro-batch", str),
+    "critic_micro_batch_size": ("critic micro-batch", str),
+    "log_prob_micro_batch_size": ("log-prob micro-batch", str),
+    "gradient_checkpointing": ("gradient checkpointing", lambda on: "on" if on else "off"),
+    "actor_optimizer_offload": ("actor optimizer offload", lambda on: "on" if on else "off"),
+    "actor_param_offload": ("actor parameter offload", lambda on: "on" if on else "off"),
+    "critic_optimizer_offload": ("critic optimizer offload", lambda on: "on" if on else "off"),
+    "critic_param_offload": ("critic parameter offload", lambda on: "on" if on else "off"),
+}
+
+
+def explain(failure: Failure, request=None, run_dir: str = "RUN_DIR", checkpoint_step: int | None = None, disk_free_bytes: int | None = None, disk_path: str | None = None) -> tuple[str, str]:
+    """Return ``(message, fix)`` for ``failure`` in the user's terms.
+
+    Args:
+        request: the run's :class:`verlfit.plan.PlanRequest` (for an out-of-memory step: the planner's prediction
+            for the phase and the micro-batch auto-fit would pick; for a full disk: what one checkpoint needs).
+        checkpoint_step: the newest complete checkpoint (``latest_checkpointed_iteration.txt``), None if none.
+        disk_free_bytes, disk_path: free space on the checkpoint folder's file system, and the folder.
+    """
+    from verlfit.plan import auto_fit, format_gib, predict
+
+    where = PHASE_WORDS.get(failure.phase, "an unknown phase") + (f" (verl's {failure.worker_method})" if failure.worker_method else "")
+    resume = f"verlfit train --resume {run_dir}" + (f" continues from step {checkpoint_step}" if checkpoint_step else " (after the first checkpoint; before it, start again)")
+    if failure.kind == "out_of_memory":
+        message = f"verl ran out of GPU memory in {where}"
+        if failure.facts:
+            message += f": torch asked for {failure.facts['tried']} with {failure.facts['free']} of {failure.facts['capacity']} free"
+        fix = "run with the planner on (drop --plan off and any micro-batch you set), or lower the micro-batch of that phase"
+        if request is not None:
+            plan = predict(request)
+            phase = next((p for p in plan.phases if p.phase == failure.phase), None)
+            if phase is not None:
+                message += f"; the planner predicts {format_gib(phase.total)} for this phase against {format_gib(plan.usable_bytes)} usable"
+            decision = auto_fit(request)
+            if decision.fits:
+                chosen = decision.request
+                changes = [f"{title} {written(getattr(chosen, name))}" for name, (title, written) in FIT_CHOICES.items() if getattr(chosen, name) != getattr(request, name)]
+                micro = min(chosen.actor_micro_batch_size, chosen.critic_micro_batch_size) if request.has_critic else chosen.actor_micro_batch_size
+                fix = f"auto-fit picks {', '.join(changes) or 'these sizes'}: drop --plan off so verlfit train sizes the run (or set --micro-batch-size {micro} yourself)"
+            elif decision.suggestion:
+                fix = decision.suggestion
+        return message, fix
+    if failure.kind == "disk_full":
+        message = f"the disk filled up during {where}"
+        if disk_path is not None and disk_free_bytes is not None:
+            message += f": {disk_path} has {format_gib(disk_free_bytes)} free"
+        if request is not None:
+            message += f"; one checkpoint of this run needs about {format_gib(checkpoint_bytes(request))}"
+        kept = f"; the checkpoint of step {checkpoint_step} is complete and kept" if checkpoint_step else ""
+        return message + kept, f"free space (or lower --keep-checkpoints, raise --save-freq), then {resume}"
+    if failure.kind == "shared_memory":
+        return f"Ray's object store (in /dev/shm) was full during {where}", "give the container more shared memory (compose.yaml's shm_size: 8gb, or docker run --shm-size=8g), then " + resume
+    return (
+        f"a verl worker process died during {where}: killed by a signal, or by the kernel's out-of-memory killer (host RAM: see `dmesg | grep -i 'killed process'`)",
+        resume,
+    )
