@@ -1,9 +1,9 @@
-"""Fit the time model's efficiency factors (``verlfit.plan_time.FACTORS``) to recorded runs; print predicted vs
+"""Fit the time model's efficiency factors (``verlfit.plan.time.FACTORS``) to recorded runs; print predicted vs
 measured seconds per phase and per step.
 
     python benchmarks/calibrate_time.py                      # the stored H200 records, the stored factors
     python benchmarks/calibrate_time.py --fit                # refit, print the fitted factors and the table
-    python benchmarks/calibrate_time.py --fit --write-factors  # and write them into plan_time.py
+    python benchmarks/calibrate_time.py --fit --write-factors  # and write them into entrypoint/verlfit/plan/time.py
     python benchmarks/calibrate_time.py --fit --record DIR --record DIR2   # add run dirs (all steps after the 1st)
 
 Records: run directories written by ``verlfit train`` (``run.json`` settings, ``metrics.jsonl`` verl's
@@ -39,7 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoint"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from verlfit import plan, plan_time  # noqa: E402
+from verlfit import plan
+from verlfit.plan import time as plan_time  # noqa: E402
 from verlfit.cards import get_card  # noqa: E402
 from verlfit.metrics import consolidate, read_metrics  # noqa: E402
 from verlfit.model_shape import load_model_shape, shape_from_config  # noqa: E402
@@ -159,7 +160,7 @@ def _round(value: float) -> float:
 
 
 def fit(records: list[Record], card) -> dict:
-    """Fitted :data:`verlfit.plan_time.FACTORS` (4 significant digits) from ``records`` on ``card``."""
+    """Fitted :data:`verlfit.plan.time.FACTORS` (4 significant digits) from ``records`` on ``card``."""
     import numpy as np
 
     data = rows(records, card)
@@ -210,8 +211,8 @@ def table(records: list[Record], card, factors: dict) -> tuple[str, list[dict]]:
     return "\n".join(lines), results
 
 
-def write_factors(factors: dict, path: Path = ROOT / "entrypoint" / "verlfit" / "plan_time.py") -> None:
-    """Replace the ``FACTORS = {...}`` block in plan_time.py (temp file + rename)."""
+def write_factors(factors: dict, path: Path = ROOT / "entrypoint" / "verlfit" / "plan" / "time.py") -> None:
+    """Replace the ``FACTORS = {...}`` block in plan/time.py (temp file + rename)."""
     text = path.read_text()
     body = "FACTORS = {\n" + "".join(f'    "{k}": {v!r},\n' for k, v in factors.items()) + "}"
     new, count = re.subn(r"FACTORS = \{\n(?:    .*\n)*?\}", body, text, count=1)
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--record", action="append", default=[], help="an extra run directory (run.json + metrics.jsonl) recorded alone on the card; repeatable")
     parser.add_argument("--card", default="h200", help="the card the records ran on (default h200)")
     parser.add_argument("--fit", action="store_true", help="refit the factors (else use the stored plan_time.FACTORS)")
-    parser.add_argument("--write-factors", action="store_true", help="with --fit: write the fitted factors into plan_time.py")
+    parser.add_argument("--write-factors", action="store_true", help="with --fit: write the fitted factors into entrypoint/verlfit/plan/time.py")
     parser.add_argument("--json", help="also write the table as JSON here")
     args = parser.parse_args(argv)
     card = get_card(args.card)

@@ -1,4 +1,4 @@
-"""Datasheet facts of the GPUs the time estimate (``verlfit.plan_time``) knows, as data, each number with its source.
+"""Datasheet facts of the GPUs the time estimate (``verlfit.plan.time``) knows, as data, each number with its source.
 
 Units: TFLOP/s (10**12 floating-point operations per second, dense: the datasheets' "with sparsity" figures are
 halved), GB/s (10**9 bytes per second), PCIe rate per direction in GB/s.
@@ -48,7 +48,7 @@ class Card:
         memory_gbps: peak device-memory bandwidth, GB/s.
         pcie_gbps: host link rate per direction, GB/s (FSDP offload traffic).
         pcie: the link, e.g. ``"PCIe 3.0 x16"``.
-        measured: a verlfit run on this very card calibrated the time model (see ``plan_time.FACTORS``); False
+        measured: a verlfit run on this very card calibrated the time model (see ``verlfit.plan.time.FACTORS``); False
             means the estimate for it is datasheet-based and unverified.
         sources: what each number rests on (module docstring has the full list).
     """

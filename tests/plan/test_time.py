@@ -1,12 +1,14 @@
-"""The time model (verlfit.plan_time): counts against a hand computation, the fit, the labels."""
+"""The time model (verlfit.plan.time): counts against a hand computation, the fit, the labels."""
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
-from verlfit import plan, plan_time
+from verlfit import plan
+from verlfit.plan import time as plan_time
 from verlfit.cards import CARDS, card_for_gpu_name, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import shape_from_config
@@ -133,3 +135,56 @@ def test_calibration_fit_reproduces_the_stored_factors():
     _, results = calibrate_time.table(records, card, plan_time.FACTORS)
     assert len(results) == 12
     assert all(abs(r["error"]) <= 0.25 for r in results), [(r["record"], r["error"]) for r in results]
+
+
+def _run_plan(argv, nvml=None):
+    import io
+
+    from verlfit.plan import command
+
+    out = io.StringIO()
+    status = command._run(_parsed(argv), nvml=nvml, out=out)
+    return status, out.getvalue()
+
+
+def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
+    status, out = _run_plan(["--emulate", "p40", "--steps", "200"])
+    request = plan.request_from_args(_parsed(["--emulate", "p40"]))[0]
+    est = plan_time.estimate(request, "p40")
+    assert status == 0
+    assert "card: --emulate p40\n" in out
+    assert "time on Tesla P40 (datasheet-based estimate, unverified on a real card):\n" in out
+    assert f"  {'step':<30} {est.step_seconds:8.2f} s\n" in out
+    assert f"  run of 200 steps: {est.step_seconds * 200:.0f} s = {est.step_seconds * 200 / 3600:.2f} h\n" in out
+
+
+def _parsed(argv):
+    import argparse
+
+    from verlfit.plan import command
+
+    parser = argparse.ArgumentParser()
+    command.register(parser.add_subparsers())
+    return parser.parse_args(["plan", *argv])
+
+
+def test_plan_json_time_for_the_detected_gpu_and_dataset_epochs():
+    from fakes import FakeNvml
+
+    nvml = FakeNvml(gpus=[("NVIDIA H200", (9, 0), 141 * 2**30)])
+    status, out = _run_plan(["--profile", "p40", "--gpu-memory", "22.5", "--dataset-size", "7473", "--epochs", "2", "--json"], nvml=nvml)
+    data = json.loads(out)["time"]
+    assert data["card"] == "h200" and data["card_source"] == "GPU 0: NVIDIA H200"
+    assert data["label"] == "estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py)"
+    assert data["steps"] == 2 * (7473 // 32)
+    assert data["run_h"] == round(data["step_s"] * data["steps"] / 3600, 3)
+    assert list(data["phases_s"]) == ["gen", "old_log_prob", "values", "update_critic", "update_actor", "other"]
+
+
+def test_plan_unknown_gpu_falls_back_to_the_profile_card():
+    from fakes import FakeNvml
+
+    nvml = FakeNvml(gpus=[("NVIDIA A100-SXM4-80GB", (8, 0), 80 * 2**30)])
+    card, why = plan_time.card_for_args(_parsed(["--profile", "a10"]), nvml)
+    assert card.key == "a10"
+    assert why == "no datasheet facts for NVIDIA A100-SXM4-80GB: estimating for the a10 profile's card"

@@ -44,13 +44,13 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from verlfit.cards import Card, get_card
+from verlfit.cards import CARDS, Card, card_for_gpu_name, get_card
 from verlfit.model_shape import ModelShape
-from verlfit.plan import PlanRequest
+from verlfit.plan.memory import PlanRequest
 
 # ======================================================================================
 # Fitted factors: written by `python benchmarks/calibrate_time.py --write-factors` (reproducible: the script refits
-# them from the records and tests/test_plan_time.py checks the fit gives these values). Records: the H200 runs of
+# them from the records and tests/plan/test_time.py checks the fit gives these values). Records: the H200 runs of
 # benchmarks/results/2026-11-29-h200 that had the GPU alone (calibrate_time.VALID_RECORDS: call-1 smoke-ppo,
 # smoke-grpo, tuned-p40; call-2 main-grpo, public-recipe, tuned-p40; call-4 main-ppo steps 12-39; call-5
 # learn-ppo/learn-grpo; call-7 main-ppo steps 2-25; call-8 main-ppo steps 37-50; call-10 cal-a10-grpo-m16-256).
@@ -383,3 +383,53 @@ def estimate_to_dict(est: StepEstimate, steps: int | None) -> dict:
         "run_h": round(est.step_seconds * steps / 3600, 3) if steps else None,
         "factors": dict(FACTORS),
     }
+
+
+# --------------------------------------------------------------------------------------
+# `verlfit plan` (the command calls these two)
+# --------------------------------------------------------------------------------------
+
+
+def add_arguments(parser) -> None:
+    """``verlfit plan``'s options for the time estimate."""
+    from verlfit.arguments import whole_number
+
+    group = parser.add_argument_group("time estimate")
+    group.add_argument("--card", choices=list(CARDS), help="estimate time on this card (default: --emulate's card, else the detected GPU, else the profile's card)")
+    group.add_argument("--steps", type=whole_number, help="steps of the run, for the run's total time")
+    group.add_argument("--epochs", type=whole_number, help="epochs of the run (with --dataset-size; default 1)")
+    group.add_argument("--dataset-size", type=whole_number, metavar="ROWS", help="training rows (GSM8K train: 7473); steps = epochs x rows // batch size")
+    group.add_argument("--save-freq", type=whole_number, help="steps between checkpoint saves (adds their time per step)")
+    group.add_argument("--trim-padding", action="store_true", help="training passes run over used tokens only (sequence packing), not the padded length")
+    group.add_argument("--mean-prompt-length", type=float, help=f"mean prompt tokens with --trim-padding (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)")
+    group.add_argument("--mean-response-length", type=float, help="mean response tokens with --trim-padding (default: --max-response-length)")
+
+
+def card_for_args(args, nvml=None) -> tuple[Card, str]:
+    """The card ``verlfit plan`` estimates time on, and a line saying why: ``--card``, ``--emulate``, the
+    detected GPU (NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the profile's card."""
+    import os
+
+    if getattr(args, "card", None):
+        return get_card(args.card), f"--card {args.card}"
+    if args.emulate:
+        return get_card(args.emulate), f"--emulate {args.emulate}"
+    from verlfit.gpu import query_gpus
+
+    report = query_gpus(nvml)
+    profile = args.profile if args.profile in ("p40", "a10") else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in ("p40", "a10") else None
+    if report.gpus:
+        card = card_for_gpu_name(report.gpus[0].name)
+        if card is not None:
+            return card, f"GPU {report.gpus[0].index}: {report.gpus[0].name}"
+        fallback = profile or "p40"
+        return get_card(fallback), f"no datasheet facts for {report.gpus[0].name}: estimating for the {fallback} profile's card"
+    return get_card(profile or "p40"), f"no GPU visible: the {profile or 'p40'} profile's card"
+
+
+def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str]:
+    """(estimate, run steps or None, card line) for parsed ``verlfit plan`` arguments."""
+    card, why = card_for_args(args, nvml)
+    inputs = TimeInputs(trim_padding=args.trim_padding, mean_prompt_length=args.mean_prompt_length, mean_response_length=args.mean_response_length, save_freq=args.save_freq)
+    steps = run_steps(args.steps, args.epochs, args.dataset_size, request.train_batch_size)
+    return estimate(request, card, inputs), steps, why
