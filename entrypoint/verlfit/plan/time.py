@@ -433,3 +433,31 @@ def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate
     inputs = TimeInputs(trim_padding=args.trim_padding, mean_prompt_length=args.mean_prompt_length, mean_response_length=args.mean_response_length, save_freq=args.save_freq)
     steps = run_steps(args.steps, args.epochs, args.dataset_size, request.train_batch_size)
     return estimate(request, card, inputs), steps, why
+
+
+# --------------------------------------------------------------------------------------
+# `verlfit train`
+# --------------------------------------------------------------------------------------
+
+
+def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulate: str | None = None) -> tuple[list[str], float | None]:
+    """(lines to print beside the memory verdict, estimated seconds per step on the GPU the run uses) for
+    ``verlfit train``'s settings. The run's card is the detected GPU (NVML name), else the profile's card; under
+    ``--emulate`` the emulated card's estimate is printed too (the run itself goes at the real GPU's speed).
+
+    Raises:
+        VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`).
+    """
+    from verlfit.plan.request import request_from_settings
+
+    request = request_from_settings(settings, profile, 24 * 1024**3)
+    inputs = TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None)
+    running = (card_for_gpu_name(gpu_name) if gpu_name else None) or get_card(profile.name if profile.name in CARDS else "p40")
+    cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
+    lines, eta = [], None
+    for card in cards:
+        est = estimate(request, card, inputs)
+        eta = est.step_seconds if eta is None else eta
+        run = f", {steps} steps = {est.step_seconds * steps / 3600:.2f} h" if steps else ""
+        lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")
+    return lines, eta
