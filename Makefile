@@ -177,6 +177,12 @@ doctor: ## check the GPU, driver and image through compose (PROFILE=p40|a10)
 	mkdir -p data runs
 	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm doctor $(ARGS)
 
+.PHONY: bench
+bench: ## measure this card: verlfit bench (public P40 recipe vs verlfit, a few steps each) through compose, JSON under runs/
+	$(call check_profiles,$(PROFILE))
+	mkdir -p data runs
+	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm bench $(ARGS)
+
 .PHONY: lock
 lock: ## regenerate docker/*.lock from docker/image.in and docker/a10.in (needs uv and PyPI)
 	python3 docker/lock.py

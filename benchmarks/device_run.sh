@@ -20,6 +20,7 @@
 #              one more uncapped bf16 run, to check the coefficient fitted to calibrate_a10
 #   learn      SFT warm-up of a small model on synthetic problems, then PPO and GRPO learning checks
 #              (200 steps each, at two actor learning rates, all four at once)
+#   bench      verlfit bench on the card as it is and with --emulate p40; the JSON files go to $OUT
 #   pack       tar the run records (run.json, metrics.jsonl, train.log tail) into $OUT/runs.tar.gz and write
 #              $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison table)
 #
@@ -186,6 +187,13 @@ stage_learn() {
       --max-response-length 128 --actor-lr "$lr" --skip-checks --test-freq 20 --save-freq -1 &
   done
   wait
+}
+
+stage_bench() {
+  local gsm=()
+  [ -f "$GSM8K_DIR/train.jsonl" ] && gsm=(--gsm8k "$GSM8K_DIR")
+  verlfit bench --work "$WORK/bench" --output "$OUT/bench-h200.json" "${gsm[@]}" 2>&1 | tee -a "$RUNS/stages.log" | tail -n 20 || log "bench: status $?"
+  verlfit bench --emulate p40 --work "$WORK/bench" --output "$OUT/bench-h200-emulate-p40.json" "${gsm[@]}" 2>&1 | tee -a "$RUNS/stages.log" | tail -n 20 || log "bench --emulate p40: status $?"
 }
 
 stage_pack() {

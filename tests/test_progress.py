@@ -115,3 +115,13 @@ def test_format_duration():
 def test_format_step_line_prefers_kl_loss_and_leaves_out_what_is_missing():
     record = {"step": 7, "timing_s/step": 3.0, "perf/throughput": 100.0, "actor/ppo_kl": 0.002, "actor/kl_loss": 0.011}
     assert format_step_line(record, None, None) == "step 7/? | 3.0 s/step | 100 tok/s | kl_loss 0.011"
+
+
+def test_eta_starts_from_the_initial_estimate_until_a_step_is_done(tmp_path):
+    watcher = StepWatcher(tmp_path, total_steps=10, stream=io.StringIO(), tty=False, initial_step_seconds=12.5)
+    assert watcher.eta_seconds() == 125.0
+    watcher.step_times.append(20.0)
+    watcher.last_step = 1
+    assert watcher.eta_seconds() == 180.0
+    watcher.close()
+    assert StepWatcher(tmp_path, total_steps=10, stream=io.StringIO(), tty=False).eta_seconds() is None

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "doctor": "verlfit.doctor",
     "report": "verlfit.report",
     "profiles": "verlfit.profiles",
+    "bench": "verlfit.bench",
 }
 
 

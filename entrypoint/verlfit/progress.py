@@ -20,7 +20,8 @@ The watcher
 
       step 3/10 | 43.3 s/step | 121 tok/s | ETA 5m01s | score 0.188 | ppo_kl 0.000 | mem 13.0 GiB (22.4 reserved)
 
-ETA = mean ``timing_s/step`` of the steps finished since the watcher started x steps left.
+ETA = mean ``timing_s/step`` of the steps finished since the watcher started x steps left (before the first step:
+the time model's estimate, ``initial_step_seconds``, when ``verlfit train`` could make one).
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ class StepWatcher:
         log_path: the full log (default ``run_dir/train.log``).
         verbose: also echo every verl line to ``stream``.
         clock: wall-clock source for the records' ``time`` (tests pass a fake).
+        initial_step_seconds: an estimated step time (``verlfit.plan.time``) the ETA uses until a step is done.
 
     Attributes:
         last_step: step of the last record, or ``None`` before the first.
@@ -125,6 +127,7 @@ class StepWatcher:
         log_path: str | os.PathLike | None = None,
         verbose: bool = False,
         clock: Callable[[], float] = time.time,
+        initial_step_seconds: float | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -134,6 +137,7 @@ class StepWatcher:
         self.log_path = Path(log_path) if log_path is not None else self.run_dir / LOG_FILE
         self.verbose = verbose
         self.clock = clock
+        self.initial_step_seconds = initial_step_seconds
         self.parser = VerlConsoleParser()
         self.tail_lines: collections.deque[str] = collections.deque(maxlen=200)
         self.last_step: int | None = None
@@ -151,8 +155,11 @@ class StepWatcher:
         return self.parser.finished
 
     def eta_seconds(self) -> float | None:
-        """Mean step time of the steps finished so far x steps left, or None when unknown."""
+        """Mean step time of the steps finished so far x steps left; before the first step, the initial
+        estimate x all steps (``initial_step_seconds``); None when unknown."""
         total = self.total_steps if self.total_steps is not None else self.parser.total_steps
+        if total is not None and not self.step_times and self.initial_step_seconds is not None:
+            return self.initial_step_seconds * max(0, total - (self.last_step or 0))
         if total is None or not self.step_times or self.last_step is None:
             return None
         return sum(self.step_times) / len(self.step_times) * max(0, total - self.last_step)

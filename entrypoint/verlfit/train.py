@@ -284,10 +284,12 @@ def apply_plan(settings: TrainSettings, profile, args, gpu, limit_gib: float | N
         memory_bytes = planner.usable_memory_bytes(gpu)
     else:
         memory_bytes = int(profile.gpu_memory_gib * 1024**3)
+    from verlfit.plan import time as plan_time
     from verlfit.plan.request import sizing_keep
 
     keep = sizing_keep(args)
-    return planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch="micro_batches" in keep, keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep)
+    lines = planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch="micro_batches" in keep, keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep)
+    return lines + plan_time.for_train(settings, profile, gpu.name if gpu is not None else None, total_steps(settings), args.emulate)[0]
 
 
 def shell_command(command: list[str], indent: str) -> str:
@@ -507,6 +509,17 @@ def total_steps(settings: TrainSettings) -> int | None:
     return settings.epochs * (rows // settings.train_batch_size)
 
 
+def _estimated_step_seconds(plan: LaunchPlan) -> float | None:
+    """The time model's step estimate on the run's GPU, for the ETA before the first step (None: no estimate)."""
+    from verlfit.plan import time as plan_time
+    from verlfit.profiles import load_profile
+
+    try:
+        return plan_time.for_train(plan.settings, load_profile(plan.profile_name), plan.gpu_description, None)[1]
+    except VerlfitError:  # a model whose shape cannot be read: the ETA waits for the first step, as before
+        return None
+
+
 def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
     """Run verl, feeding every output line to the progress watcher; return verl's exit status.
 
@@ -519,7 +532,7 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
     stream = stream or sys.stdout
     # VERLFIT_CONSOLE_FULL_PRECISION: patch 0008 prints exact metric values, so metrics.jsonl keeps them
     environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1", "VERLFIT_CONSOLE_FULL_PRECISION": "1"}
-    watcher = StepWatcher(run_dir, total_steps(plan.settings), stream=stream)
+    watcher = StepWatcher(run_dir, total_steps(plan.settings), stream=stream, initial_step_seconds=_estimated_step_seconds(plan))
     process = subprocess.Popen(plan.command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1, start_new_session=True)
     try:
         for line in process.stdout:

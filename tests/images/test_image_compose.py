@@ -57,7 +57,7 @@ def test_the_schema_rejects_a_misspelt_key(compose):
 
 def test_services_and_profiles(compose):
     assert {name: service.get("profiles") for name, service in compose["services"].items()} == {
-        "train": None, "prepare-gsm8k": None, "doctor": None, "shell": None, "ray-head": ["cluster"], "ray-worker": ["cluster"],
+        "train": None, "prepare-gsm8k": None, "doctor": None, "bench": None, "shell": None, "ray-head": ["cluster"], "ray-worker": ["cluster"],
     }
     assert compose["name"] == "verlfit"
     assert compose["volumes"] == {"hf-cache": None}

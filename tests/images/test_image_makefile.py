@@ -70,7 +70,7 @@ def test_plain_make_lists_every_target(workdir):
     assert result.returncode == 0 and calls == []
     targets = [line.split()[0] for line in result.stdout.splitlines()]
     assert targets == ["help", "test", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "load",
-                       "prepare-gsm8k", "train", "doctor", "lock"]
+                       "prepare-gsm8k", "train", "doctor", "bench", "lock"]
 
 
 def test_pull_from_a_mirror_then_tag_locally(workdir):

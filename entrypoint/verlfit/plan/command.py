@@ -12,6 +12,7 @@ from verlfit.model_shape import DEFAULT_MODEL
 from verlfit.plan.fit import auto_fit
 from verlfit.plan.memory import DEFAULT_MARGIN, predict
 from verlfit.plan.render import plan_to_dict, render_table
+from verlfit.plan import time as plan_time
 from verlfit.plan.request import request_from_args, sizing_keep
 
 
@@ -59,6 +60,7 @@ def register(subparsers):
     parser.add_argument("--reference", action=argparse.BooleanOptionalAction, default=None, help="a reference model runs (default: grpo yes, ppo no)")
     parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="fraction of usable memory to stay under (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    plan_time.add_arguments(parser)
     parser.set_defaults(func=_run)
     return parser
 
@@ -75,11 +77,13 @@ def _run(args, nvml=None, out=None) -> int:
         keep = sorted({*keep, "offload"})
     decision = auto_fit(request, margin=args.margin, keep=keep) if args.plan == "auto" else None
     plan = decision.plan if decision else predict(request, margin=args.margin)
+    timing, steps, card_line = plan_time.report_for_args(args, plan.request, nvml)
     if args.json:
         data = plan_to_dict(plan)
         data["memory_source"] = source
         if decision:
             data["auto_fit"] = {"fits": decision.fits, "reasons": list(decision.reasons), "suggestion": decision.suggestion, "kept": keep}
+        data["time"] = {**plan_time.estimate_to_dict(timing, steps), "card_source": card_line}
         out.write(json.dumps(data, indent=2) + "\n")
     else:
         from rich.console import Console
@@ -103,6 +107,9 @@ def _run(args, nvml=None, out=None) -> int:
                 soft_wrap=True,
             )
         render_table(plan, console)
+        console.print(f"card: {card_line}", highlight=False, soft_wrap=True)
+        for line in plan_time.estimate_lines(timing, steps):
+            console.print(line, highlight=False, soft_wrap=True)
         if decision is None:
             console.print(PLAN_OFF_HINT, highlight=False, soft_wrap=True)
     if decision is not None and not decision.fits:

@@ -1,0 +1,268 @@
+"""``verlfit bench``: measure this card with two short runs, print one table and write it as JSON to share.
+
+Steps (no network):
+
+1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA): a FAIL
+   stops here with the doctor's fix;
+2. a random-weight model of Qwen2.5-0.5B's exact shape and a locally trained tokenizer
+   (``benchmarks/make_model.py``), once, under ``--work``;
+3. data: ``--gsm8k DIR`` (the real GSM8K as ``train.jsonl``/``test.jsonl``) or generated GSM8K-format problems
+   (``benchmarks/gsm8k_synthetic.py``), prepared by ``verlfit prepare-gsm8k``;
+4. ``--steps`` steps of each configuration (``benchmarks/device_run.sh`` stage_public and stage_tuned, 256/256):
+   ``public-recipe``: the public P40 recipe (batch 1, mini-batch 1, micro-batch 1, eager attention, fp32, planner
+   off); ``verlfit``: verlfit's own (batch 32, the planner's micro-batches, checkpointing and offload), both
+   through ``verlfit train`` on the card as it is (``--emulate`` only when asked);
+5. a table: s/step (mean of the steps after the first), seconds per phase, tokens/s (verl's
+   ``perf/total_num_tokens`` / ``timing_s/step``), peak allocated (``perf/max_memory_allocated_gb``, GiB), the
+   time model's estimate for the same settings on this card (``verlfit.plan.time``) against the measurement, and the
+   card, driver, CUDA, torch, verl and patch series; written atomically as JSON to ``--output``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from verlfit.arguments import whole_number
+from verlfit.errors import VerlfitError
+
+CONFIGS = {
+    # device_run.sh stage_public: the blog posts' P40 shape
+    "public-recipe": ["--plan", "off", "--attention", "eager", "--batch-size", "1", "--mini-batch-size", "1", "--micro-batch-size", "1"],
+    # device_run.sh stage_tuned: verlfit's p40 configuration, the planner's choice at batch 32
+    "verlfit": [],
+}
+COMMON = ["--max-prompt-length", "256", "--max-response-length", "256", "--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "-1"]
+PHASES = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor")
+BENCHMARKS_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "bench",
+        help="measure this card: the public P40 recipe and verlfit's configuration for a few steps each; one table + JSON",
+        description=__doc__.split("\n\n")[0] + " Needs a GPU and verl; makes its model and data locally.",
+        epilog="examples:\n  $ verlfit bench                      # writes verlfit-bench-<card>.json\n  $ verlfit bench --gsm8k ~/gsm8k --steps 6 --output p40.json\n  $ verlfit bench --emulate p40        # on a bigger GPU, P40 code paths and memory cap",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--steps", type=whole_number, default=4, help="steps per configuration (default 4; the first is not timed)")
+    parser.add_argument("--gsm8k", metavar="DIR", help="the real GSM8K as train.jsonl and test.jsonl (default: generated problems)")
+    parser.add_argument("--configs", default="public-recipe,verlfit", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: both)")
+    parser.add_argument("--emulate", choices=("p40", "a10"), help="emulate that card (its code paths and memory cap) instead of running the card as it is")
+    parser.add_argument("--profile", choices=("p40", "a10", "auto"), default="auto", help="profile when not emulating (default: by the GPU)")
+    parser.add_argument("--work", default=os.path.join("~", ".cache", "verlfit-bench"), help="model, data and run directories (default %(default)s)")
+    parser.add_argument("--output", help="JSON file to write (default: verlfit-bench-<card>.json in the current directory)")
+    parser.add_argument("--benchmarks-dir", default=str(BENCHMARKS_DIR), help="the checkout's benchmarks/ (make_model.py, gsm8k_synthetic.py); default %(default)s")
+    parser.set_defaults(func=_run)
+    return parser
+
+
+def validate_args(args) -> list[str]:
+    """Check the arguments; return the configurations to run.
+
+    Raises:
+        VerlfitError: an unknown configuration, fewer than 2 steps, a --gsm8k folder without its files, no
+            benchmarks/ helpers.
+    """
+    names = [n.strip() for n in args.configs.split(",") if n.strip()]
+    unknown = [n for n in names if n not in CONFIGS]
+    if unknown or not names:
+        raise VerlfitError(f"--configs {args.configs!r}: unknown {', '.join(unknown) or 'empty list'}", fix=f"use a comma-separated list of: {', '.join(CONFIGS)}", exit_code=2)
+    if args.steps < 2:
+        raise VerlfitError(f"--steps {args.steps}: the first step is warm-up, so at least 2 are needed for a timing", fix="use --steps 2 or more (default 4)", exit_code=2)
+    if args.gsm8k:
+        missing = [name for name in ("train.jsonl", "test.jsonl") if not (Path(args.gsm8k).expanduser() / name).is_file()]
+        if missing:
+            raise VerlfitError(f"--gsm8k {args.gsm8k}: no {' or '.join(missing)} there", fix="pass the folder holding GSM8K's train.jsonl and test.jsonl (openai/gsm8k main), or leave --gsm8k out for generated problems", exit_code=2)
+    if not (Path(args.benchmarks_dir) / "make_model.py").is_file():
+        raise VerlfitError(f"--benchmarks-dir {args.benchmarks_dir}: no make_model.py", fix="run from a verlfit checkout, or pass its benchmarks/ folder", exit_code=2)
+    return names
+
+
+# --------------------------------------------------------------------------------------
+# summarising a recorded run (pure apart from reading the run directory)
+# --------------------------------------------------------------------------------------
+
+
+def summarise_run(run_dir: Path, card_key: str | None) -> dict:
+    """One configuration's row from its run directory (``run.json`` + ``metrics.jsonl``)."""
+    from verlfit.metrics import consolidate, read_metrics
+
+    record = json.loads((run_dir / "run.json").read_text())
+    steps = [r for r in consolidate(read_metrics(run_dir)) if "timing_s/step" in r]
+    if not steps:
+        raise VerlfitError(f"{run_dir}: verl recorded no step", fix=f"see {run_dir / 'train.log'}")
+    later = steps[1:] or steps
+    mean = lambda key: statistics.mean(r[key] for r in later)  # noqa: E731
+    step_s = mean("timing_s/step")
+    settings = record["settings"]
+    row = {
+        "run": run_dir.name,
+        "steps_timed": len(later),
+        "batch": settings["train_batch_size"],
+        "micro_batch": {"actor": settings["actor_micro_batch_size"], "log_prob": settings["log_prob_micro_batch_size"], "critic": settings["critic_micro_batch_size"]},
+        "step_s": round(step_s, 3),
+        "phases_s": {p: round(mean(f"timing_s/{p}"), 3) for p in PHASES if all(f"timing_s/{p}" in r for r in later)},
+        "tokens_per_s": round(statistics.mean(r["perf/total_num_tokens"] / r["timing_s/step"] for r in later), 1) if all("perf/total_num_tokens" in r for r in later) else None,
+        "peak_allocated_gib": round(max(r.get("perf/max_memory_allocated_gb", 0.0) for r in steps), 2),
+        "estimate_step_s": None,
+    }
+    if card_key:
+        row["estimate_step_s"] = round(_estimate(record, card_key), 3)
+        row["estimate_error"] = round(row["estimate_step_s"] / step_s - 1, 4)
+    return row
+
+
+def _estimate(record: dict, card_key: str) -> float:
+    from verlfit.model_shape import load_model_shape
+    from verlfit.overrides import TrainSettings
+    from verlfit.plan import time as plan_time
+    from verlfit.plan.request import request_from_settings
+    from verlfit.profiles import load_profile
+
+    fields = {f.name for f in dataclasses.fields(TrainSettings)}
+    values = {k: v for k, v in record["settings"].items() if k in fields}
+    values["loggers"] = tuple(values.get("loggers", ("console",)))
+    settings = TrainSettings(**values)
+    config = Path(settings.model) / "config.json"
+    shape = load_model_shape(str(config) if config.is_file() else "Qwen/Qwen2.5-0.5B-Instruct")
+    request = request_from_settings(settings, load_profile(record["profile"]), 24 * 1024**3, shape=shape)
+    if any(o.endswith("attn_implementation=eager") for o in record.get("overrides", ())):
+        request = dataclasses.replace(request, attention="eager")
+    return plan_time.estimate(request, card_key).step_seconds
+
+
+def render(result: dict, console=None) -> None:
+    """Print the result as one ``rich`` table plus the machine line."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    m = result["machine"]
+    table = Table(title=f"verlfit bench: {m['card']}{' (emulating ' + result['emulate'] + ')' if result.get('emulate') else ''}", title_justify="left")
+    for column in ("configuration", "batch", "s/step", *PHASES, "tokens/s", "peak alloc GiB", "estimate s/step", "estimate vs measured"):
+        table.add_column(column, justify="left" if column == "configuration" else "right")
+    for row in result["runs"]:
+        error = row.get("estimate_error")
+        table.add_row(
+            row["run"], str(row["batch"]), f"{row['step_s']:.2f}", *(f"{row['phases_s'][p]:.2f}" if p in row["phases_s"] else "-" for p in PHASES),
+            f"{row['tokens_per_s']:.0f}" if row["tokens_per_s"] is not None else "-", f"{row['peak_allocated_gib']:.2f}",
+            f"{row['estimate_step_s']:.2f}" if row["estimate_step_s"] is not None else "-", f"{error:+.0%}" if error is not None else "-",
+        )
+    console.print(table)
+    console.print(f"card {m['card']}, driver {m['driver']}, CUDA {m['cuda']}, torch {m['torch']}, verl {m['verl']}, patch series {m['patches']}", highlight=False, soft_wrap=True)
+
+
+def write_json(result: dict, path: Path) -> None:
+    """Write ``result`` to ``path`` through a temp file in the same folder and a rename (never half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+# --------------------------------------------------------------------------------------
+# the machine and the runs (I/O)
+# --------------------------------------------------------------------------------------
+
+
+def machine_facts(nvml=None) -> dict:
+    """Card, driver, CUDA, torch, verl and patch series of this machine (what is missing says so)."""
+    from importlib import metadata
+
+    from verlfit.gpu import query_gpus
+
+    report = query_gpus(nvml)
+    gpu = report.gpus[0] if report.gpus else None
+    try:
+        import torch
+
+        torch_text = f"{torch.__version__} (CUDA {torch.version.cuda})"
+    except ImportError:
+        torch_text = "not installed"
+    try:
+        verl = metadata.version("verl")
+    except metadata.PackageNotFoundError:
+        verl = "not installed"
+    series = Path(__file__).resolve().parents[2] / "patches" / "verl-0.4.1" / "series"
+    patches = ", ".join(line.split()[0] for line in series.read_text().splitlines() if line.strip() and not line.startswith("#")) if series.is_file() else os.environ.get("VERLFIT_PATCHES_DIR", "unknown")
+    return {
+        "card": gpu.name if gpu else (report.error or "no GPU"),
+        "compute_capability": gpu.compute_capability_text if gpu else None,
+        "memory_gib": round(gpu.total_memory_bytes / 1024**3, 1) if gpu else None,
+        "driver": report.driver_version,
+        "cuda": ".".join(map(str, report.cuda_driver_version)) if report.cuda_driver_version else None,
+        "torch": torch_text,
+        "verl": verl,
+        "patches": patches,
+    }
+
+
+def _prepare(args, work: Path) -> tuple[Path, Path]:
+    model = work / "qwen2.5-0.5b-random"
+    data = work / ("gsm8k" if args.gsm8k else "gsm8k-synthetic")
+    python = sys.executable
+    if not (model / "config.json").is_file():
+        print(f"bench: making a random-weight Qwen2.5-0.5B-shape model in {model}", flush=True)
+        subprocess.run([python, str(Path(args.benchmarks_dir) / "make_model.py"), "--shape", "qwen2.5-0.5b", "--output", str(model)], check=True)
+    if not (data / "train.parquet").is_file():
+        source = Path(args.gsm8k).expanduser() if args.gsm8k else work / "synthetic-raw"
+        if not args.gsm8k:
+            subprocess.run([python, str(Path(args.benchmarks_dir) / "gsm8k_synthetic.py"), "--output", str(source)], check=True)
+        print(f"bench: preparing {source} into {data}", flush=True)
+        subprocess.run([python, "-m", "verlfit", "prepare-gsm8k", "--input", str(source), "--output", str(data), "--tokenizer", str(model), "--max-prompt-length", "256"], check=True)
+    return model, data
+
+
+def train_args(name: str, args, model: Path, data: Path, run_dir: Path) -> list[str]:
+    """``verlfit train`` arguments of one configuration."""
+    card = ["--emulate", args.emulate] if args.emulate else ["--profile", args.profile]
+    return ["train", "--run-dir", str(run_dir), *card, "--model", str(model), "--data", str(data), "--steps", str(args.steps), *CONFIGS[name], *COMMON]
+
+
+def launch(argv: list[str]) -> int:
+    """Run ``python -m verlfit ARGV`` with its progress on this terminal; return its exit status."""
+    return subprocess.run([sys.executable, "-m", "verlfit", *argv]).returncode
+
+
+def _run(args, nvml=None, run=launch) -> int:
+    from verlfit.cards import card_for_gpu_name
+    from verlfit.doctor import blocking_checks
+
+    names = validate_args(args)
+    profile = args.emulate or (None if args.profile == "auto" else args.profile)
+    failures = [f for f in blocking_checks(profile_name=profile) if f.name not in ("data", "model")]
+    if failures:
+        lines = "; ".join(f"{f.name}: {f.message}" for f in failures)
+        raise VerlfitError(f"this machine cannot run the bench: {lines}", fix="; ".join(f.fix for f in failures if f.fix) or "run verlfit doctor")
+    machine = machine_facts(nvml)
+    card = card_for_gpu_name(machine["card"])
+    work = Path(args.work).expanduser()
+    model, data = _prepare(args, work)
+    rows = []
+    for i, name in enumerate(names, 1):
+        run_dir = work / "runs" / name
+        print(f"bench: [{i}/{len(names)}] {name}: verlfit {' '.join(train_args(name, args, model, data, run_dir))}", flush=True)
+        status = run(train_args(name, args, model, data, run_dir))
+        if status != 0:
+            raise VerlfitError(f"bench: the {name} run failed (verl exited with status {status})", fix=f"see {run_dir / 'train.log'}")
+        rows.append(summarise_run(run_dir, card.key if card else None))
+    result = {"verlfit_bench": 1, "emulate": args.emulate, "steps": args.steps, "data": "gsm8k" if args.gsm8k else "generated", "machine": machine, "runs": rows}
+    render(result)
+    output = Path(args.output).expanduser() if args.output else Path(f"verlfit-bench-{(card.key if card else 'gpu')}{'-emulate-' + args.emulate if args.emulate else ''}.json")
+    write_json(result, output)
+    print(f"bench: wrote {output}; attach it to an issue on verlfit's tracker", flush=True)
+    return 0

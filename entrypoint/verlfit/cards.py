@@ -1,0 +1,120 @@
+"""Datasheet facts of the GPUs the time estimate (``verlfit.plan.time``) knows, as data, each number with its source.
+
+Units: TFLOP/s (10**12 floating-point operations per second, dense: the datasheets' "with sparsity" figures are
+halved), GB/s (10**9 bytes per second), PCIe rate per direction in GB/s.
+
+Sources:
+
+* ``nvidia-p40``: NVIDIA Tesla P40 datasheet (2016): 12 TFLOPS single precision "with GPU Boost", 346 GB/s,
+  24 GB GDDR5, PCIe 3.0 x16. 11.76 TFLOP/s = 3840 CUDA cores x 2 x 1531 MHz boost (the figure the datasheet
+  rounds to 12); the same 11.76 TFLOPS, 3840 cores, 1531 MHz and PCIe 3.0 x16 on third-party spec pages
+  (sysrqmts.com/gpus/nvidia/tesla/p40, gpuark.com/en/gpu/nvidia-tesla-p40). No fast fp16/bf16: fp16 runs at 1/64
+  of fp32 (same pages), so the card is fp32-only.
+* ``nvidia-a10``: NVIDIA A10 Tensor Core GPU datasheet: FP32 31.2 TFLOPS, BF16 Tensor Core 125 TFLOPS (250 with
+  sparsity), 600 GB/s GDDR6, PCIe Gen4 64 GB/s (bidirectional, so 32 per direction). Cross-check: 31.24 TFLOPS and
+  600.2 GB/s, PCIe 4.0 x16 (sysrqmts.com A10 PCIe page).
+* ``nvidia-l4``: NVIDIA L4 Tensor Core GPU datasheet: FP32 30.3 TFLOPS, BF16 Tensor Core 242 TFLOPS with sparsity
+  (121 dense), 300 GB/s, PCIe Gen4 x16 64 GB/s. Cross-check: 30.29 TFLOPS, 300.1 GB/s, PCIe 4.0 x16
+  (fpsbench.com L4 page); 242 TFLOPS FP16 tensor with sparsity (grokipedia.com NVIDIA_L4_vs_L40S).
+* ``nvidia-h200``: NVIDIA H200 Tensor Core GPU datasheet, SXM column: FP32 67 TFLOPS (non-tensor), BF16 Tensor Core
+  1,979 TFLOPS with sparsity (989 dense), 4.8 TB/s HBM3e, PCIe Gen5 128 GB/s (bidirectional, so 64 per direction).
+  Cross-check: 66.91 TFLOPS FP32 (hmc-tech.com H200 SXM page), ~989 TFLOPS BF16 dense and 4.8 TB/s
+  (itkb.uw.cz H200 vs B300, dense figures).
+
+PCIe per direction: PCI-SIG rates x16 lanes, 128b/130b encoding: Gen3 8 GT/s -> 15.75 GB/s, Gen4 -> 31.5,
+Gen5 -> 63.0 (the datasheets' bidirectional 32/64/128 GB/s halved, rounded).
+
+The NVIDIA datasheet PDFs themselves were not reachable from where this table was written; every figure above was
+checked against the third-party spec pages named, which agree with the datasheet values quoted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from verlfit.errors import VerlfitError
+
+
+@dataclass(frozen=True)
+class Card:
+    """One GPU model's datasheet peak rates.
+
+    Attributes:
+        key: short name used by ``--emulate``/profiles (``"p40"``, ``"a10"``, ``"l4"``, ``"h200"``).
+        name: marketing name, as NVML reports it (matched by substring, case-insensitive).
+        fp32_tflops: peak fp32 (non-tensor) rate, TFLOP/s. On the H200 this is what fp32 matmuls run at with TF32
+            off (torch's default ``torch.backends.cuda.matmul.allow_tf32 = False``).
+        bf16_tflops: peak dense bf16 tensor-core rate, TFLOP/s; None where the card has no bf16 hardware.
+        memory_gbps: peak device-memory bandwidth, GB/s.
+        pcie_gbps: host link rate per direction, GB/s (FSDP offload traffic).
+        pcie: the link, e.g. ``"PCIe 3.0 x16"``.
+        measured: a verlfit run on this very card calibrated the time model (see ``verlfit.plan.time.FACTORS``); False
+            means the estimate for it is datasheet-based and unverified.
+        sources: what each number rests on (module docstring has the full list).
+    """
+
+    key: str
+    name: str
+    fp32_tflops: float
+    bf16_tflops: float | None
+    memory_gbps: float
+    pcie_gbps: float
+    pcie: str
+    measured: bool = False
+    sources: dict = field(default_factory=dict)
+
+    def peak_flops(self, dtype: str) -> float:
+        """Peak FLOP/s for the compute dtype (``"float32"`` or ``"bfloat16"``).
+
+        Raises:
+            VerlfitError: bf16 on a card without bf16 hardware.
+        """
+        if dtype == "float32":
+            return self.fp32_tflops * 1e12
+        if self.bf16_tflops is None:
+            raise VerlfitError(f"{self.name} has no bf16 hardware: no time estimate for --dtype bfloat16", fix="plan with --dtype float32")
+        return self.bf16_tflops * 1e12
+
+
+CARDS: dict[str, Card] = {
+    "p40": Card(
+        "p40", "Tesla P40", 11.76, None, 346.0, 15.75, "PCIe 3.0 x16",
+        sources={"fp32_tflops": "3840 cores x 2 x 1531 MHz (NVIDIA P40 datasheet: 12 TFLOPS with boost)", "memory_gbps": "NVIDIA P40 datasheet", "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b"},
+    ),
+    "a10": Card(
+        "a10", "A10", 31.2, 125.0, 600.0, 31.5, "PCIe 4.0 x16",
+        sources={"fp32_tflops": "NVIDIA A10 datasheet", "bf16_tflops": "NVIDIA A10 datasheet (250 with sparsity, halved)", "memory_gbps": "NVIDIA A10 datasheet", "pcie_gbps": "PCIe Gen4 64 GB/s bidirectional (datasheet)"},
+    ),
+    "l4": Card(
+        "l4", "L4", 30.3, 121.0, 300.0, 31.5, "PCIe 4.0 x16",
+        sources={"fp32_tflops": "NVIDIA L4 datasheet", "bf16_tflops": "NVIDIA L4 datasheet (242 with sparsity, halved)", "memory_gbps": "NVIDIA L4 datasheet", "pcie_gbps": "PCIe Gen4 x16 64 GB/s bidirectional (datasheet)"},
+    ),
+    "h200": Card(
+        "h200", "H200", 67.0, 989.0, 4800.0, 63.0, "PCIe 5.0 x16", measured=True,
+        sources={"fp32_tflops": "NVIDIA H200 datasheet, SXM, FP32", "bf16_tflops": "NVIDIA H200 datasheet, SXM (1,979 with sparsity, halved)", "memory_gbps": "NVIDIA H200 datasheet, 4.8 TB/s", "pcie_gbps": "PCIe Gen5 128 GB/s bidirectional (datasheet)"},
+    ),
+}
+
+# an NVML name that contains the left string is that card; the order matters ("A100" must not match "A10")
+_NAME_MATCH = (("P40", "p40"), ("A100", None), ("A10G", None), ("A10", "a10"), ("L40", None), ("L4", "l4"), ("H200", "h200"))
+
+
+def card_for_gpu_name(name: str) -> Card | None:
+    """The :class:`Card` whose NVML name ``name`` is (e.g. ``"NVIDIA H200"``, ``"Tesla P40"``), or None when unknown."""
+    upper = name.upper()
+    for fragment, key in _NAME_MATCH:
+        if fragment in upper:
+            return CARDS[key] if key else None
+    return None
+
+
+def get_card(key: str) -> Card:
+    """The card named ``key`` (``p40``, ``a10``, ``l4``, ``h200``).
+
+    Raises:
+        VerlfitError: naming the known keys.
+    """
+    try:
+        return CARDS[key.lower()]
+    except KeyError:
+        raise VerlfitError(f"no datasheet facts for card {key!r}", fix=f"use one of: {', '.join(CARDS)}") from None

@@ -1,0 +1,463 @@
+"""Step-time estimate of a verl 0.4.1 PPO/GRPO run on a named card: seconds per phase, per step and per run.
+
+Each phase's time is work counted from the model shape (:class:`verlfit.model_shape.ModelShape`) divided by the
+card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency factor fitted to recorded H200 runs
+(:data:`FACTORS`, ``benchmarks/calibrate_time.py``). The phases are verl's ``timing_s/*`` metrics:
+
+* ``gen`` (HF rollout): prefill = one forward over the left-padded prompts (``max_prompt_length`` columns, logits of
+  the last position only: transformers 4.51 ``generate`` passes ``logits_to_keep=1``); decode = ``decode_steps``
+  steps (random weights never stop early, so ``max_response_length``), each reading all matmul weights, the KV
+  cache (three times: attention reads it, ``DynamicCache.update``'s ``torch.cat`` reads and writes it) and the
+  next-token logits, plus a fixed per-step cost of the HF ``generate`` loop that does not depend on the card
+  (CPU-bound: the facts file's 25.4 ms per decode step at batch 32 on the H200 against ~10 ms of GPU time):
+  ``decode_overhead_s + decode_overhead_per_layer_s * layers``.
+* ``old_log_prob``, ``ref``: actor forwards over ``S`` columns; ``values``: critic forward; ``update_critic``,
+  ``update_actor``: forward + backward (2x the forward: weight and input gradients; 1x with LoRA, whose frozen base
+  gets no weight gradients) + gradient checkpointing's second forward of the layers, plus AdamW's pass over
+  parameters, gradients and both states per optimizer step. ``S`` = ``max_prompt_length + max_response_length``:
+  verl pads every training pass to it (prompts left-padded by the dataset, responses right-padded by the rollout),
+  unless the request says padding is trimmed (:class:`TimeInputs` ``trim_padding``: the mean used lengths then).
+* FLOPs of one forward over ``T`` tokens of ``S`` columns: ``2 T (L * layer matmul params + head)`` + SDPA's score
+  and value products ``4 T S q_dim L`` (the full ``S x S`` square: with a padding mask SDPA runs the masked kernel,
+  not a causal one). ``head`` = vocab x hidden (the LM head: HF computes logits for every position) for the actor,
+  hidden for the critic's ``score``.
+* Offload moves bytes over PCIe at the card's datasheet link rate: optimizer offload 16 B per parameter per update
+  (8 B of AdamW state in and out, ``fsdp_workers.py`` load/offload around ``update_actor``/``update_critic``), param
+  offload 8 B per parameter (4 in, 4 out) per phase that uses the role. No recorded run with offload ran alone, so
+  no efficiency is fitted for PCIe (the datasheet rate is used as is).
+* ``save_checkpoint``: (4 B weights + 8 B AdamW state) per parameter of actor and critic, at the fitted
+  ``save_bytes_per_s`` (a disk rate of the H200 machine), once every ``save_freq`` steps.
+* ``other``: the rest of ``timing_s/step`` (reward, advantages, Ray dispatch), a fitted constant.
+
+Time of a phase = (FLOPs / peak FLOP/s + bytes / peak bandwidth) / efficiency + a fitted fixed cost per
+micro-batch per layer (kernel launches: what dominates the tiny models). Efficiencies and fixed costs are fitted
+on the H200 and applied to every card: on P40/A10/L4 the result is a datasheet-based estimate, unverified on a
+real card (``verlfit bench`` on such a card measures it).
+
+Public API: :func:`estimate` ``(request, card, inputs=None) -> StepEstimate``; :func:`run_estimate`;
+:func:`estimate_lines`; :data:`FACTORS`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from verlfit.cards import CARDS, Card, card_for_gpu_name, get_card
+from verlfit.model_shape import ModelShape
+from verlfit.plan.memory import PlanRequest
+
+# ======================================================================================
+# Fitted factors: written by `python benchmarks/calibrate_time.py --write-factors` (reproducible: the script refits
+# them from the records and tests/plan/test_time.py checks the fit gives these values). Records: the H200 runs of
+# benchmarks/results/2026-11-29-h200 that had the GPU alone (calibrate_time.VALID_RECORDS: call-1 smoke-ppo,
+# smoke-grpo, tuned-p40; call-2 main-grpo, public-recipe, tuned-p40; call-4 main-ppo steps 12-39; call-5
+# learn-ppo/learn-grpo; call-7 main-ppo steps 2-25; call-8 main-ppo steps 37-50; call-10 cal-a10-grpo-m16-256).
+# ======================================================================================
+FACTORS = {
+    "train_efficiency_float32": 0.795,
+    "train_efficiency_bfloat16": 0.3973,
+    "pass_overhead_s": 0.00876,
+    "pass_overhead_per_layer_s": 0.001441,
+    "decode_efficiency": 0.5264,
+    "decode_overhead_s": 0.004064,
+    "decode_overhead_per_layer_s": 0.0009768,
+    "save_bytes_per_s": 647200000.0,
+    "other_s": 0.01973,
+}
+# ======================================================================================
+
+ADAM_BYTES_PER_PARAM = 32  # derived: AdamW foreach reads+writes param (8), reads grad (4), reads+writes exp_avg and exp_avg_sq (16), sqrt temp (4)
+SAVE_BYTES_PER_PARAM = 12  # derived: fp32 weights (4) + AdamW exp_avg, exp_avg_sq (8) per parameter of each trained role
+OPTIMIZER_OFFLOAD_BYTES_PER_PARAM = 16  # derived: 8 B of AdamW state loaded before and offloaded after each update
+PARAM_OFFLOAD_BYTES_PER_PARAM = 8  # derived: fp32 params loaded (4) and offloaded (4) around each phase
+KV_CACHE_PASSES = 3  # derived: attention reads the cache; DynamicCache.update's torch.cat reads and writes it again
+SAMPLING_BYTES_PER_VOCAB = 28  # the memory model's count (verlfit.plan): fp32 logits, scores, top-p sort, probabilities
+EAGER_SCORE_PASSES = 4  # derived: eager attention writes the scores, softmax reads and writes them, AV reads them
+
+PHASES = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor", "save_checkpoint", "other")
+PHASE_TITLES = {
+    "gen": "generation (prefill + decode)",
+    "old_log_prob": "old log-prob",
+    "ref": "ref log-prob",
+    "values": "values",
+    "update_critic": "critic update",
+    "update_actor": "actor update",
+    "save_checkpoint": "checkpoint save (per step)",
+    "other": "other (reward, advantages)",
+}
+UNVERIFIED_LABEL = "datasheet-based estimate, unverified on a real card"
+CALIBRATED_LABEL = "estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py)"
+
+# Measured mean used lengths (FACTS.md section 5): real GSM8K prompts with Qwen's chat template average 133 tokens;
+# random-weight models fill the response (255 of 256).
+GSM8K_MEAN_PROMPT_TOKENS = 133
+
+
+@dataclass(frozen=True)
+class TimeInputs:
+    """What the time estimate needs beyond a :class:`PlanRequest`.
+
+    Attributes:
+        decode_steps: decode steps per generate call (tokens); None = ``max_response_length`` (models that never stop
+            early, as random weights).
+        trim_padding: training passes run over the used tokens only (sequence packing), not the padded length.
+        mean_prompt_length, mean_response_length: mean used tokens per sequence, for ``trim_padding`` (None =
+            :data:`GSM8K_MEAN_PROMPT_TOKENS` and ``max_response_length``).
+        save_freq: steps between checkpoint saves (None or <= 0: no saves).
+        lora_rank: the actor's LoRA rank (0 = full fine-tuning); None = ``getattr(request, "lora_rank", 0)``.
+        critic_lora_rank: the critic's; None = ``getattr(request, "critic_lora_rank", 0)``.
+    """
+
+    decode_steps: int | None = None
+    trim_padding: bool = False
+    mean_prompt_length: float | None = None
+    mean_response_length: float | None = None
+    save_freq: int | None = None
+    lora_rank: int | None = None
+    critic_lora_rank: int | None = None
+
+
+@dataclass(frozen=True)
+class PhaseWork:
+    """The counted work of one phase, per GPU, per step.
+
+    Attributes:
+        flops: floating-point operations of the training-style passes (and prefill).
+        bytes: device-memory bytes of those passes.
+        passes_x_layers: micro-batch passes x layers (for the fixed per-pass cost that grows with the layers).
+        passes: micro-batch passes (forward = 1, backward = 2, recompute = 1 per micro-batch; prefill = 1 per call).
+        decode_steps: decode steps (generation only).
+        decode_layer_steps: decode steps x layers (the per-layer part of the HF loop's fixed cost).
+        decode_flops, decode_bytes: the decode steps' FLOPs and bytes (generation only).
+        pcie_bytes: offload traffic over the host link.
+        save_bytes: checkpoint bytes (save only, per save).
+    """
+
+    flops: float = 0.0
+    bytes: float = 0.0
+    passes_x_layers: float = 0.0
+    passes: float = 0.0
+    decode_steps: float = 0.0
+    decode_layer_steps: float = 0.0
+    decode_flops: float = 0.0
+    decode_bytes: float = 0.0
+    pcie_bytes: float = 0.0
+    save_bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepEstimate:
+    """Seconds per step on ``card``: ``phases`` maps a :data:`PHASES` name to seconds (only phases that run)."""
+
+    card: Card
+    phases: dict
+    work: dict = field(default_factory=dict)
+
+    @property
+    def step_seconds(self) -> float:
+        return sum(self.phases.values())
+
+    @property
+    def label(self) -> str:
+        return CALIBRATED_LABEL if self.card.measured else UNVERIFIED_LABEL
+
+
+# --------------------------------------------------------------------------------------
+# counting (pure)
+# --------------------------------------------------------------------------------------
+
+
+def layer_matmul_parameters(shape: ModelShape) -> int:
+    """Weights of one decoder layer's matmuls: q, k, v, o and the three SwiGLU projections (no biases, no norms)."""
+    h, q, kv, i = shape.hidden_size, shape.q_dim, shape.kv_dim, shape.intermediate_size
+    return h * q + 2 * h * kv + q * h + 3 * h * i
+
+
+def forward_flops(shape: ModelShape, sequences: float, columns: float, head_width: int, head_positions: float | None = None) -> tuple[float, float]:
+    """FLOPs of one forward of ``sequences`` x ``columns`` tokens: (layers incl. attention, head).
+
+    ``head_width`` is the head's output width (vocab for the LM head, 1 for the critic's score); ``head_positions``
+    the positions per sequence the head runs on (default: all ``columns``).
+    """
+    tokens = sequences * columns
+    layers = 2 * tokens * shape.num_layers * layer_matmul_parameters(shape) + 4 * tokens * columns * shape.q_dim * shape.num_layers
+    positions = columns if head_positions is None else head_positions
+    head = 2 * sequences * positions * shape.hidden_size * head_width
+    return float(layers), float(head)
+
+
+def _lengths(request: PlanRequest, inputs: TimeInputs) -> float:
+    if not inputs.trim_padding:
+        return float(request.seq_len)
+    prompt = inputs.mean_prompt_length if inputs.mean_prompt_length is not None else min(GSM8K_MEAN_PROMPT_TOKENS, request.max_prompt_length)
+    response = inputs.mean_response_length if inputs.mean_response_length is not None else request.max_response_length
+    return float(prompt + response)
+
+
+def _role_parameters(shape: ModelShape, critic: bool) -> int:
+    return shape.critic_parameters if critic else shape.actor_parameters
+
+
+def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora: bool, columns: float) -> PhaseWork:
+    """Forward (``train=False``) or training pass over all per-GPU responses in micro-batches of ``micro``."""
+    shape = request.shape
+    sequences = request.per_gpu_responses
+    head_width = 1 if critic else shape.vocab_size
+    layers, head = forward_flops(shape, sequences, columns, head_width)
+    cb = request.compute_bytes
+    params = _role_parameters(shape, critic)
+    micro_batches = math.ceil(sequences / max(1, micro))
+    response = request.max_response_length
+    logits = 0.0 if critic else sequences * columns * shape.vocab_size * cb + 2 * sequences * response * shape.vocab_size * 4
+    eager = EAGER_SCORE_PASSES * sequences * shape.num_attention_heads * columns * columns * cb * shape.num_layers if request.attention == "eager" else 0.0
+    if not train:
+        flops = layers + head
+        weight_reads = micro_batches * params * cb
+        return PhaseWork(flops=flops, bytes=weight_reads + logits + eager, passes_x_layers=micro_batches * shape.num_layers, passes=micro_batches)
+    backward = 1 if lora else 2
+    recompute = 1 if request.gradient_checkpointing else 0
+    flops = layers * (1 + backward + recompute) + head * (1 + backward)
+    passes = 1 + backward + recompute
+    optimizer_steps = max(1, sequences // max(1, request.per_gpu_mini_batch))
+    trained = 0 if lora else params  # LoRA: the adapter's optimizer pass is negligible
+    bytes_ = micro_batches * params * cb * passes + micro_batches * trained * 4 + optimizer_steps * trained * ADAM_BYTES_PER_PARAM + logits * 2 + eager * (1 + backward + recompute)
+    return PhaseWork(flops=flops, bytes=bytes_, passes_x_layers=micro_batches * shape.num_layers * passes, passes=micro_batches * passes)
+
+
+def _with_pcie(work: PhaseWork, pcie_bytes: float) -> PhaseWork:
+    return dataclasses.replace(work, pcie_bytes=work.pcie_bytes + pcie_bytes)
+
+
+def generation_work(request: PlanRequest, inputs: TimeInputs) -> PhaseWork:
+    """Prefill and decode work of one step's HF rollout, per GPU."""
+    shape = request.shape
+    prompt = request.max_prompt_length
+    steps = inputs.decode_steps if inputs.decode_steps is not None else request.max_response_length
+    calls = math.ceil(request.per_gpu_prompts / max(1, request.rollout_prompts_per_call))
+    batch = request.rollout_prompts_per_call * request.samples  # sequences per generate call
+    sequences = request.per_gpu_responses
+    cb = request.compute_bytes
+    layers, head = forward_flops(shape, sequences, prompt, shape.vocab_size, head_positions=1)
+    matmul = shape.num_layers * layer_matmul_parameters(shape) + shape.vocab_size * shape.hidden_size
+    context = prompt + steps / 2  # mean cached columns over the decode steps
+    step_flops = 2 * batch * matmul + 4 * batch * context * shape.q_dim * shape.num_layers
+    kv = batch * shape.num_layers * 2 * shape.kv_dim * context * cb * KV_CACHE_PASSES
+    step_bytes = matmul * cb + kv + batch * shape.vocab_size * SAMPLING_BYTES_PER_VOCAB
+    prefill_bytes = calls * _role_parameters(shape, False) * cb
+    return PhaseWork(
+        flops=layers + head,
+        bytes=prefill_bytes,
+        passes_x_layers=calls * shape.num_layers,
+        passes=calls,
+        decode_steps=calls * steps,
+        decode_layer_steps=calls * steps * shape.num_layers,
+        decode_flops=calls * steps * step_flops,
+        decode_bytes=calls * steps * step_bytes,
+    )
+
+
+def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
+    """Counted work of every phase that runs (a :data:`PHASES` name -> :class:`PhaseWork`), per GPU, per step."""
+    inputs = inputs or TimeInputs()
+    lora = (inputs.lora_rank if inputs.lora_rank is not None else getattr(request, "lora_rank", 0) or 0) > 0
+    critic_lora = (inputs.critic_lora_rank if inputs.critic_lora_rank is not None else getattr(request, "critic_lora_rank", 0) or 0) > 0
+    columns = _lengths(request, inputs)
+    shape = request.shape
+    actor_params, critic_params = shape.actor_parameters / request.gpus, shape.critic_parameters / request.gpus
+    actor_move = PARAM_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_param_offload else 0.0
+    critic_move = PARAM_OFFLOAD_BYTES_PER_PARAM * critic_params if request.critic_param_offload else 0.0
+    work = {"gen": _with_pcie(generation_work(request, inputs), actor_move)}
+    work["old_log_prob"] = _with_pcie(_pass_work(request, False, request.log_prob_micro_batch_size, False, lora, columns), actor_move)
+    if request.has_reference:
+        work["ref"] = _pass_work(request, False, request.log_prob_micro_batch_size, False, lora, columns)
+    if request.has_critic:
+        work["values"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, False, critic_lora, columns), critic_move)
+        optimizer = OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * critic_params if request.critic_optimizer_offload and not critic_lora else 0.0
+        work["update_critic"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, True, critic_lora, columns), critic_move + optimizer)
+    optimizer = OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_optimizer_offload and not lora else 0.0
+    work["update_actor"] = _with_pcie(_pass_work(request, False, request.actor_micro_batch_size, True, lora, columns), actor_move + optimizer)
+    if inputs.save_freq and inputs.save_freq > 0:
+        saved = (0 if lora else actor_params) + ((0 if critic_lora else critic_params) if request.has_critic else 0)
+        work["save_checkpoint"] = PhaseWork(save_bytes=SAVE_BYTES_PER_PARAM * saved / inputs.save_freq)
+    return work
+
+
+# --------------------------------------------------------------------------------------
+# seconds
+# --------------------------------------------------------------------------------------
+
+
+# the fitted coefficients, in the order of phase_features' columns (benchmarks/calibrate_time.py fits them)
+COEFFICIENTS = ("1/train_efficiency_float32", "1/train_efficiency_bfloat16", "pass_overhead_s", "pass_overhead_per_layer_s", "1/decode_efficiency", "decode_overhead_s", "decode_overhead_per_layer_s")
+
+
+def phase_features(work: PhaseWork, card: Card, dtype: str) -> tuple[tuple[float, ...], float]:
+    """(features, fixed seconds) of one phase: its time is ``sum(features[k] * coefficient[k]) + fixed``.
+
+    Features, in :data:`COEFFICIENTS` order: ideal seconds of the passes at the card's peaks (FLOPs / peak +
+    bytes / bandwidth) in the fp32 column or the bf16 column, micro-batch passes, passes x layers, ideal seconds of the decode steps,
+    decode steps, decode steps x layers. Fixed: PCIe offload traffic at the datasheet link rate.
+    """
+    flops_rate = card.peak_flops(dtype)
+    bandwidth = card.memory_gbps * 1e9
+    ideal = work.flops / flops_rate + work.bytes / bandwidth
+    decode = (work.decode_flops / flops_rate + work.decode_bytes / bandwidth) if work.decode_steps else 0.0
+    features = (ideal if dtype == "float32" else 0.0, ideal if dtype != "float32" else 0.0, work.passes, work.passes_x_layers, decode, work.decode_steps, work.decode_layer_steps)
+    return features, work.pcie_bytes / (card.pcie_gbps * 1e9)
+
+
+def coefficients(factors: dict) -> tuple[float, ...]:
+    """:data:`FACTORS` as the coefficients of :func:`phase_features`."""
+    f = factors
+    return (1 / f["train_efficiency_float32"], 1 / f["train_efficiency_bfloat16"], f["pass_overhead_s"], f["pass_overhead_per_layer_s"], 1 / f["decode_efficiency"], f["decode_overhead_s"], f["decode_overhead_per_layer_s"])
+
+
+def phase_seconds(work: PhaseWork, card: Card, dtype: str, factors: dict | None = None) -> float:
+    """Seconds of one phase's work on ``card`` with the fitted ``factors`` (default :data:`FACTORS`)."""
+    f = FACTORS if factors is None else factors
+    features, fixed = phase_features(work, card, dtype)
+    seconds = fixed + sum(x * c for x, c in zip(features, coefficients(f)))
+    return seconds + work.save_bytes / f["save_bytes_per_s"]
+
+
+def estimate(request: PlanRequest, card: Card | str, inputs: TimeInputs | None = None, factors: dict | None = None) -> StepEstimate:
+    """Seconds per step and per phase of ``request`` on ``card`` (a :class:`Card` or its key).
+
+    Raises:
+        VerlfitError: bf16 on a card without bf16 (:meth:`Card.peak_flops`).
+    """
+    card = get_card(card) if isinstance(card, str) else card
+    f = FACTORS if factors is None else factors
+    work = phase_work(request, inputs)
+    phases = {name: phase_seconds(w, card, request.dtype, f) for name, w in work.items()}
+    phases["other"] = f["other_s"]
+    return StepEstimate(card=card, phases=phases, work=work)
+
+
+def run_steps(steps: int | None = None, epochs: int | None = None, dataset_rows: int | None = None, train_batch_size: int = 32) -> int | None:
+    """Steps of a run: ``steps`` if given, else ``epochs x floor(dataset_rows / train_batch_size)`` (verl's
+    dataloader drops the last partial batch, ``drop_last=True`` in ``ray_trainer.py``), else None."""
+    if steps:
+        return steps
+    if dataset_rows is not None:
+        return (epochs or 1) * (dataset_rows // train_batch_size)
+    return None
+
+
+def format_seconds(seconds: float) -> str:
+    """``"12.3 s"`` below a minute, else ``"4.5 min (0.08 h)"`` / ``"3.2 h"``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min ({seconds / 3600:.2f} h)"
+    return f"{seconds / 3600:.1f} h ({seconds:.0f} s)"
+
+
+def estimate_lines(est: StepEstimate, steps: int | None) -> list[str]:
+    """Human lines: the label, one line per phase, the step, and the run when ``steps`` is known."""
+    lines = [f"time on {est.card.name} ({UNVERIFIED_LABEL if not est.card.measured else CALIBRATED_LABEL}):"]
+    for name in PHASES:
+        if name in est.phases:
+            lines.append(f"  {PHASE_TITLES[name]:<30} {est.phases[name]:8.2f} s")
+    lines.append(f"  {'step':<30} {est.step_seconds:8.2f} s")
+    if steps:
+        total = est.step_seconds * steps
+        lines.append(f"  run of {steps} steps: {total:.0f} s = {total / 3600:.2f} h")
+    else:
+        lines.append("  run: pass --steps, or --dataset-size (and --epochs), for the whole run")
+    return lines
+
+
+def estimate_to_dict(est: StepEstimate, steps: int | None) -> dict:
+    """JSON-ready form: seconds per phase, per step and per run, the card and the label."""
+    return {
+        "card": est.card.key,
+        "card_name": est.card.name,
+        "label": est.label,
+        "phases_s": {name: round(value, 4) for name, value in est.phases.items()},
+        "step_s": round(est.step_seconds, 4),
+        "steps": steps,
+        "run_s": round(est.step_seconds * steps, 1) if steps else None,
+        "run_h": round(est.step_seconds * steps / 3600, 3) if steps else None,
+        "factors": dict(FACTORS),
+    }
+
+
+# --------------------------------------------------------------------------------------
+# `verlfit plan` (the command calls these two)
+# --------------------------------------------------------------------------------------
+
+
+def add_arguments(parser) -> None:
+    """``verlfit plan``'s options for the time estimate."""
+    from verlfit.arguments import whole_number
+
+    group = parser.add_argument_group("time estimate")
+    group.add_argument("--card", choices=list(CARDS), help="estimate time on this card (default: --emulate's card, else the detected GPU, else the profile's card)")
+    group.add_argument("--steps", type=whole_number, help="steps of the run, for the run's total time")
+    group.add_argument("--epochs", type=whole_number, help="epochs of the run (with --dataset-size; default 1)")
+    group.add_argument("--dataset-size", type=whole_number, metavar="ROWS", help="training rows (GSM8K train: 7473); steps = epochs x rows // batch size")
+    group.add_argument("--save-freq", type=whole_number, help="steps between checkpoint saves (adds their time per step)")
+    group.add_argument("--trim-padding", action="store_true", help="training passes run over used tokens only (sequence packing), not the padded length")
+    group.add_argument("--mean-prompt-length", type=float, help=f"mean prompt tokens with --trim-padding (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)")
+    group.add_argument("--mean-response-length", type=float, help="mean response tokens with --trim-padding (default: --max-response-length)")
+
+
+def card_for_args(args, nvml=None) -> tuple[Card, str]:
+    """The card ``verlfit plan`` estimates time on, and a line saying why: ``--card``, ``--emulate``, the
+    detected GPU (NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the profile's card."""
+    import os
+
+    if getattr(args, "card", None):
+        return get_card(args.card), f"--card {args.card}"
+    if args.emulate:
+        return get_card(args.emulate), f"--emulate {args.emulate}"
+    from verlfit.gpu import query_gpus
+
+    report = query_gpus(nvml)
+    profile = args.profile if args.profile in ("p40", "a10") else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in ("p40", "a10") else None
+    if report.gpus:
+        card = card_for_gpu_name(report.gpus[0].name)
+        if card is not None:
+            return card, f"GPU {report.gpus[0].index}: {report.gpus[0].name}"
+        fallback = profile or "p40"
+        return get_card(fallback), f"no datasheet facts for {report.gpus[0].name}: estimating for the {fallback} profile's card"
+    return get_card(profile or "p40"), f"no GPU visible: the {profile or 'p40'} profile's card"
+
+
+def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str]:
+    """(estimate, run steps or None, card line) for parsed ``verlfit plan`` arguments."""
+    card, why = card_for_args(args, nvml)
+    inputs = TimeInputs(trim_padding=args.trim_padding, mean_prompt_length=args.mean_prompt_length, mean_response_length=args.mean_response_length, save_freq=args.save_freq)
+    steps = run_steps(args.steps, args.epochs, args.dataset_size, request.train_batch_size)
+    return estimate(request, card, inputs), steps, why
+
+
+# --------------------------------------------------------------------------------------
+# `verlfit train`
+# --------------------------------------------------------------------------------------
+
+
+def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulate: str | None = None) -> tuple[list[str], float | None]:
+    """(lines to print beside the memory verdict, estimated seconds per step on the GPU the run uses) for
+    ``verlfit train``'s settings. The run's card is the detected GPU (NVML name), else the profile's card; under
+    ``--emulate`` the emulated card's estimate is printed too (the run itself goes at the real GPU's speed).
+
+    Raises:
+        VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`).
+    """
+    from verlfit.plan.request import request_from_settings
+
+    request = request_from_settings(settings, profile, 24 * 1024**3)
+    inputs = TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None)
+    running = (card_for_gpu_name(gpu_name) if gpu_name else None) or get_card(profile.name if profile.name in CARDS else "p40")
+    cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
+    lines, eta = [], None
+    for card in cards:
+        est = estimate(request, card, inputs)
+        eta = est.step_seconds if eta is None else eta
+        run = f", {steps} steps = {est.step_seconds * steps / 3600:.2f} h" if steps else ""
+        lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")
+    return lines, eta
