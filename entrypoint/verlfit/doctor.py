@@ -46,6 +46,7 @@ from typing import Callable, Mapping
 
 from verlfit.arguments import timeout_seconds
 from verlfit.errors import VerlfitError
+from verlfit.hub import HUB_ENDPOINT, NETWORK_TIMEOUT_S, http_head, offline_variable, probe
 
 GIB = 1024**3
 PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
@@ -56,8 +57,6 @@ SHM_MINIMUM_BYTES = 2 * GIB
 CHECKPOINT_BYTES_PER_PARAMETER = 12  # fp32 weights 4 + AdamW exp_avg 4 + exp_avg_sq 4 (save_contents model, optimizer)
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 VERL_REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")  # what RLHFDataset and the reward manager read
-HUB_ENDPOINT = "https://huggingface.co"
-NETWORK_TIMEOUT_S = 3.0
 CHECK_NAMES = ("driver", "gpu", "torch-arch", "triton-shared-memory", "environment", "shm", "disk", "data", "model", "cuda", "patches")
 BLOCKING = ("driver", "gpu", "triton-shared-memory", "data", "model", "cuda")
 
@@ -111,19 +110,6 @@ def probe_torch() -> TorchInfo | None:
         except Exception as exc:  # a driver/runtime mismatch shows up here
             error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return TorchInfo(torch.__version__, torch.version.cuda, arch, available, ok, error)
-
-
-def http_head(url: str, timeout: float, headers: Mapping[str, str] | None = None) -> int:
-    """HEAD ``url`` (following redirects); return the HTTP status. Raises OSError when unreachable."""
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(url, method="HEAD", headers=dict(headers or {}))
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        return int(error.code)
 
 
 def _installed_verl_dir() -> Path | None:
@@ -446,12 +432,18 @@ def check_data(ctx: DoctorContext) -> CheckResult:
 
 
 def check_model(ctx: DoctorContext) -> CheckResult:
+    from verlfit.model_files import inspect_model_dir
+
     model = ctx.model
     path = Path(model).expanduser()
     if path.exists():
-        if (path / "config.json").is_file():
-            return CheckResult("model", PASS, f"{path} is a local model directory")
-        return CheckResult("model", FAIL, f"{path} exists but has no config.json", "point --model at a Hugging Face model directory")
+        if not path.is_dir():
+            return CheckResult("model", FAIL, f"{path} is a file, not a model directory", "point --model at a Hugging Face model directory (config.json, weights, tokenizer) or pass a hub id")
+        try:
+            found = inspect_model_dir(path)
+        except VerlfitError as error:
+            return CheckResult("model", FAIL, error.message, error.fix)
+        return CheckResult("model", PASS, f"{path} is a local model directory: {found.describe()}")
     if model.count("/") != 1 or model.startswith((".", "/", "~")):
         return CheckResult("model", FAIL, f"{model!r} is neither a local directory nor a hub id (owner/name)", "pass --model /path/to/model or a hub id such as Qwen/Qwen2.5-0.5B-Instruct")
     if ctx.hub_cache_lookup is not None:
@@ -461,18 +453,13 @@ def check_model(ctx: DoctorContext) -> CheckResult:
             cached = None
         if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
             return CheckResult("model", PASS, f"{model} is in the local hub cache")
-    endpoint = (ctx.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
-    offline = ctx.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-    if offline:
+    if offline_variable(ctx.environ):
         return CheckResult("model", FAIL, f"{model} is not in the local hub cache and HF_HUB_OFFLINE is set", "download it first (huggingface-cli download MODEL) or pass --model /path/to/model")
-    url = f"{endpoint}/{model}/resolve/main/config.json"
-    headers = {"Authorization": f"Bearer {ctx.environ['HF_TOKEN']}"} if ctx.environ.get("HF_TOKEN") else {}
-    try:
-        status = ctx.head(url, ctx.timeout, headers)
-    except (OSError, ValueError) as error:
-        reason = getattr(error, "reason", None) or error
-        return CheckResult("model", FAIL, f"{model} is not local and {endpoint} is unreachable ({reason})", "set HF_ENDPOINT to a reachable mirror, or download the model and pass --model /path/to/model")
-    if 200 <= status < 400:
+    answer = probe(model, "config.json", ctx.environ, ctx.timeout, ctx.head)
+    endpoint, status = answer.endpoint, answer.status
+    if status is None:
+        return CheckResult("model", FAIL, f"{model} is not local and {endpoint} is unreachable ({answer.reason})", "set HF_ENDPOINT to a reachable mirror, or download the model and pass --model /path/to/model")
+    if answer.reachable:
         return CheckResult("model", PASS, f"{model} is reachable at {endpoint} (HTTP {status}); it downloads at the first run")
     if status in (401, 403):
         return CheckResult("model", FAIL, f"{model} at {endpoint} needs authorisation (HTTP {status}): gated or private", "accept the licence on the model page and export HF_TOKEN")
