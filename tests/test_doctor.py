@@ -78,6 +78,7 @@ def context(world, gpus=(P40,), nvml=None, torch=TORCH_CU118, environ=None, **fi
         series_path=world.series,
         head=head,
         hub_cache_lookup=lambda repo, name: None,
+        dataset_cache_lookup=lambda dataset: None,
     )
     values.update(fields)
     ctx = DoctorContext(**values)
@@ -440,3 +441,50 @@ def test_train_refuses_the_directory_the_doctor_fails(world):
     with pytest.raises(doctor.VerlfitError) as raised:
         train.run_blocking_checks(plan)
     assert f"  FAIL model: {only_config} has no weights: neither model.safetensors" in raised.value.message
+
+
+def test_no_data_and_no_hub_fails_instead_of_promising_preparation(world):
+    nowhere = world.tmp / "nonexistent"
+    offline = by_name(run_checks(context(world, data_dir=str(nowhere), environ={"HF_HUB_OFFLINE": "1"}), names=("data",)))["data"]
+    assert (offline.status, offline.message) == ("FAIL", f"{nowhere} has no train.parquet or test.parquet and no raw GSM8K files, and openai/gsm8k is not in the datasets cache while HF_HUB_OFFLINE is set: verlfit train has nothing to prepare from")
+    assert offline.fix.startswith(f"copy GSM8K's files (the hub's main/train-*.parquet and main/test-*.parquet, or train/test .jsonl with question and answer) into {nowhere}")
+
+    def unreachable(url, timeout, headers):
+        raise OSError("timed out")
+
+    ctx = context(world, data_dir=str(nowhere), head=unreachable)
+    result = by_name(run_checks(ctx, names=("data",)))["data"]
+    assert (result.status, result.message) == ("FAIL", f"{nowhere} has no train.parquet or test.parquet and no raw GSM8K files, and https://huggingface.co is unreachable (timed out): verlfit train has nothing to prepare from")
+    assert [f.name for f in blocking_checks(context=context(world, data_dir=str(nowhere), head=unreachable))] == ["data"]
+    # the hub reachable, or GSM8K in the datasets cache: a WARN (train prepares it), and the HEAD asked for its train split
+    ctx = context(world, data_dir=str(nowhere), environ={"HF_ENDPOINT": "https://mirror.example"})
+    reachable = by_name(run_checks(ctx, names=("data",)))["data"]
+    assert (reachable.status, reachable.message) == ("WARN", f"{nowhere} has no train.parquet or test.parquet and no raw GSM8K files: not prepared yet (verlfit train prepares GSM8K there from https://mirror.example)")
+    assert ctx.calls["head"] == ["https://mirror.example/datasets/openai/gsm8k/resolve/main/main/train-00000-of-00001.parquet"]
+    cached = by_name(run_checks(context(world, data_dir=str(nowhere), environ={"HF_HUB_OFFLINE": "1"}, dataset_cache_lookup=lambda dataset: "/cache/openai___gsm8k"), names=("data",)))["data"]
+    assert (cached.status, cached.message) == ("WARN", f"{nowhere} has no train.parquet or test.parquet and no raw GSM8K files: not prepared yet (verlfit train prepares GSM8K there from the datasets cache, /cache/openai___gsm8k)")
+
+
+@pytest.mark.parametrize("layout", ["flat jsonl", "hub parquet"])
+def test_raw_gsm8k_files_in_the_data_directory_are_what_train_prepares(world, layout):
+    raw = world.tmp / "raw"
+    rows = [{"question": "q", "answer": "a #### 1"}]
+    if layout == "flat jsonl":
+        raw.mkdir()
+        for split in ("train", "test"):
+            (raw / f"{split}.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    else:
+        (raw / "main").mkdir(parents=True)
+        for split in ("train", "test"):
+            pq.write_table(pa.Table.from_pylist(rows), raw / "main" / f"{split}-00000-of-00001.parquet")
+
+    def unreachable(url, timeout, headers):
+        raise AssertionError("the hub is not needed")
+
+    result = by_name(run_checks(context(world, data_dir=str(raw), head=unreachable), names=("data",)))["data"]
+    assert (result.status, result.message, result.fix) == ("WARN", f"{raw} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {raw / 'verl'}", f"verlfit prepare-gsm8k --input {raw} --output {raw / 'verl'}")
+    # train's blocking checks look at --data/verl, with the raw files above it
+    assert blocking_checks(data_dir=str(raw / "verl"), context=context(world, head=unreachable)) == []
+    (raw / ("train.jsonl" if layout == "flat jsonl" else "main/train-00000-of-00001.parquet")).unlink()
+    result = by_name(run_checks(context(world, data_dir=str(raw), head=unreachable), names=("data",)))["data"]
+    assert (result.status, result.message) == ("FAIL", f"{raw if layout == 'flat jsonl' else raw / 'main'} has no train file (found test{'.jsonl' if layout == 'flat jsonl' else '-00000-of-00001.parquet'})")

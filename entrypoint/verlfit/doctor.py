@@ -20,7 +20,8 @@ Checks (name: what it looks at):
   Docker's default is 64 MiB.
 * ``disk``: free space where checkpoints go, against one checkpoint's size (actor and critic fp32
   weights + AdamW states: 12 bytes per parameter each; verl keeps every checkpoint by default).
-* ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns.
+* ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns; raw GSM8K files in ``--data`` (a WARN:
+  train prepares them into ``--data/verl``); neither: a WARN when the datasets cache or the hub has GSM8K, else a FAIL.
 * ``model``: a local model directory, the local hub cache, or the hub / ``HF_ENDPOINT`` reachable.
 * ``cuda``: torch sees CUDA and can allocate on the GPU.
 * ``patches``: the installed verl carries this verlfit's patch series (``verl/.verlfit-patches``,
@@ -46,7 +47,8 @@ from typing import Callable, Mapping
 
 from verlfit.arguments import timeout_seconds
 from verlfit.errors import VerlfitError
-from verlfit.hub import HUB_ENDPOINT, NETWORK_TIMEOUT_S, http_head, offline_variable, probe
+from verlfit.gsm8k import VERL_REQUIRED_COLUMNS  # what RLHFDataset and the reward manager read
+from verlfit.hub import NETWORK_TIMEOUT_S, http_head, offline_variable, probe
 
 GIB = 1024**3
 PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
@@ -56,7 +58,6 @@ DRIVER_COMPAT_MINIMUM = (450, 80, 2)  # CUDA minor-version compatibility floor f
 SHM_MINIMUM_BYTES = 2 * GIB
 CHECKPOINT_BYTES_PER_PARAMETER = 12  # fp32 weights 4 + AdamW exp_avg 4 + exp_avg_sq 4 (save_contents model, optimizer)
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
-VERL_REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")  # what RLHFDataset and the reward manager read
 CHECK_NAMES = ("driver", "gpu", "torch-arch", "triton-shared-memory", "environment", "shm", "disk", "data", "model", "cuda", "patches")
 BLOCKING = ("driver", "gpu", "triton-shared-memory", "data", "model", "cuda")
 
@@ -142,6 +143,15 @@ def _hub_cache_lookup(repo_id: str, filename: str):
     return try_to_load_from_cache(repo_id, filename)
 
 
+def _dataset_cache_lookup(dataset_id: str) -> str | None:
+    """The ``datasets`` cache folder of hub dataset ``dataset_id`` when a load left it there (``owner___name``
+    under ``HF_DATASETS_CACHE``, the name datasets 3.6's ``load.py`` gives it; offline loads read it), else None."""
+    import datasets.config
+
+    folder = Path(datasets.config.HF_DATASETS_CACHE) / dataset_id.replace("/", "___")
+    return str(folder) if folder.is_dir() and any(folder.iterdir()) else None
+
+
 @dataclass
 class DoctorContext:
     """Everything the checks look at; defaults read the real machine.
@@ -161,6 +171,8 @@ class DoctorContext:
         series_path: the patch series file (``VERLFIT_PATCHES_DIR`` or the repository's).
         head: ``f(url, timeout, headers) -> status``; raises OSError when unreachable.
         hub_cache_lookup: ``f(repo_id, filename) -> path | None`` (no network).
+        dataset_cache_lookup: ``f(dataset_id) -> folder | None``: where ``datasets`` keeps a loaded hub dataset
+            (no network).
         timeout: seconds for the network check.
     """
 
@@ -178,6 +190,7 @@ class DoctorContext:
     series_path: Path | None | str = "auto"
     head: Callable = http_head
     hub_cache_lookup: Callable | None = _hub_cache_lookup
+    dataset_cache_lookup: Callable[[str], str | None] | None = _dataset_cache_lookup
     timeout: float = NETWORK_TIMEOUT_S
     _gpu_report: object = field(default=None, repr=False)
     _torch: object = field(default="unprobed", repr=False)
@@ -407,16 +420,22 @@ def check_data(ctx: DoctorContext) -> CheckResult:
     import pyarrow
     import pyarrow.parquet as pq
 
+    from verlfit import gsm8k
+
     data = Path(ctx.data_dir)
-    fix = f"verlfit prepare-gsm8k --output {data}"
     if data.exists() and not data.is_dir():
         return CheckResult("data", FAIL, f"{data} is a file, not a data directory", "pass --data the directory that holds (or will hold) train.parquet and test.parquet")
-    missing = [name for name in ("train.parquet", "test.parquet") if not (data / name).is_file()]
+    # raw GSM8K files in --data are prepared into --data/verl by train (an incomplete set raises: a FAIL with its fix)
+    prepared, source = gsm8k.training_data(data)
+    fix = f"verlfit prepare-gsm8k --input {source} --output {prepared}" if source is not None else f"verlfit prepare-gsm8k --output {prepared}"
+    missing = [name for name in ("train.parquet", "test.parquet") if not (prepared / name).is_file()]
+    if missing and source is not None:
+        return CheckResult("data", WARN, f"{source} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {prepared}", fix)
     if missing:
-        return CheckResult("data", WARN, f"{data} has no {' or '.join(missing)}: not prepared yet (verlfit train prepares GSM8K there)", fix)
+        return _hub_data(ctx, prepared, missing, fix)
     rows = {}
     for name in ("train.parquet", "test.parquet"):
-        path = data / name
+        path = prepared / name
         try:
             metadata = pq.read_metadata(path)
             columns = set(metadata.schema.to_arrow_schema().names)
@@ -428,7 +447,28 @@ def check_data(ctx: DoctorContext) -> CheckResult:
         if metadata.num_rows == 0:
             return CheckResult("data", FAIL, f"{path} has no rows", fix)
         rows[name] = metadata.num_rows
-    return CheckResult("data", PASS, f"{data}: train.parquet {rows['train.parquet']} rows, test.parquet {rows['test.parquet']} rows, verl columns present")
+    return CheckResult("data", PASS, f"{prepared}: train.parquet {rows['train.parquet']} rows, test.parquet {rows['test.parquet']} rows, verl columns present")
+
+
+def _hub_data(ctx: DoctorContext, data: Path, missing: list[str], fix: str) -> CheckResult:
+    """No verl files and no raw files in ``data``: train would prepare GSM8K from the hub. WARN when the datasets
+    cache or the hub (one HEAD, ``ctx.timeout``) can give it; FAIL when neither can."""
+    from verlfit.gsm8k import HUB_DATASET, HUB_TRAIN_FILE
+
+    absent = f"{data} has no {' or '.join(missing)} and no raw GSM8K files"
+    local = f"copy GSM8K's files (the hub's main/train-*.parquet and main/test-*.parquet, or train/test .jsonl with question and answer) into {data} and run verlfit train (or {fix.replace('prepare-gsm8k', 'prepare-gsm8k --input DIR')})"
+    cached = ctx.dataset_cache_lookup(HUB_DATASET) if ctx.dataset_cache_lookup is not None else None
+    if cached:
+        return CheckResult("data", WARN, f"{absent}: not prepared yet (verlfit train prepares GSM8K there from the datasets cache, {cached})", fix)
+    offline = offline_variable(ctx.environ, datasets=True)
+    if offline:
+        return CheckResult("data", FAIL, f"{absent}, and {HUB_DATASET} is not in the datasets cache while {offline} is set: verlfit train has nothing to prepare from", local)
+    answer = probe(HUB_DATASET, HUB_TRAIN_FILE, ctx.environ, ctx.timeout, ctx.head, repo_type="dataset")
+    if answer.status is None:
+        return CheckResult("data", FAIL, f"{absent}, and {answer.endpoint} is unreachable ({answer.reason}): verlfit train has nothing to prepare from", f"{local}; or set HF_ENDPOINT to a reachable mirror")
+    if not answer.reachable:
+        return CheckResult("data", FAIL, f"{absent}, and {answer.endpoint} answered HTTP {answer.status} for {HUB_DATASET}", f"{local}; or set HF_ENDPOINT to a mirror that has {HUB_DATASET}")
+    return CheckResult("data", WARN, f"{absent}: not prepared yet (verlfit train prepares GSM8K there from {answer.endpoint})", fix)
 
 
 def check_model(ctx: DoctorContext) -> CheckResult:
@@ -580,7 +620,8 @@ def blocking_checks(profile_name: str | None = None, data_dir: str | None = None
     FAILs only (an empty list means: launch).
 
     The subset (:data:`BLOCKING`): driver, gpu (capability against ``profile_name``),
-    triton-shared-memory, data, model, cuda. Missing data is a WARN, not a FAIL: train prepares it.
+    triton-shared-memory, data, model, cuda. Missing data is a WARN, not a FAIL, when train can prepare it (raw
+    files in ``data_dir``, the datasets cache or a reachable hub); a FAIL when nothing can give it.
 
     Args:
         profile_name: the profile train resolved.

@@ -29,7 +29,9 @@ this module reproduces its logic exactly and adds what an air-gapped 24 GB user 
   the same input gives byte-identical files (parquet holds no timestamp; the ``huggingface`` schema
   metadata is the fixed feature description).
 
-``verlfit train`` uses :func:`prepare` and :func:`is_prepared`.
+``verlfit train`` uses :func:`training_data`, :func:`prepare` and :func:`is_prepared`: ``--data DIR`` holding raw
+GSM8K files is prepared from them into ``DIR/verl`` (:data:`PREPARED_FOLDER`), as ``prepare-gsm8k --input DIR
+--output DIR/verl`` does; a ``DIR`` with neither verl's files nor raw ones is prepared from the hub.
 """
 
 from __future__ import annotations
@@ -58,6 +60,11 @@ INSTRUCTION = 'Let\'s think step by step and output the final answer after "####
 ANSWER_PATTERN = "#### (\\-?[0-9\\.\\,]+)"
 SPLITS = ("train", "test")
 DEFAULT_OUTPUT = "data/gsm8k"
+# where `verlfit train --data DIR` writes verl's files when DIR holds raw GSM8K files (beside them they would
+# make a second format there: discover_files refuses that, and train.parquet may be a raw file's name)
+PREPARED_FOLDER = "verl"
+VERL_REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")  # what RLHFDataset and the reward manager read
+HUB_TRAIN_FILE = "main/train-00000-of-00001.parquet"  # openai/gsm8k's train split on the hub
 # file suffix -> datasets builder that reads it
 FORMATS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 # bad-row lines printed per split before "... and N more" (all of them are in PrepareResult.bad)
@@ -427,6 +434,59 @@ def prompt_length(tokenizer, messages: list[dict]) -> int:
 def output_paths(output_dir: str | os.PathLike) -> dict[str, Path]:
     """split -> ``<output_dir>/<split>.parquet``."""
     return {split: Path(output_dir) / f"{split}.parquet" for split in SPLITS}
+
+
+def _file_kind(path: Path) -> str:
+    """``"raw"`` (a json/jsonl file, or parquet with question and answer columns), ``"verl"`` (parquet with verl's
+    columns), else ``"other"`` (parquet with neither, or whose schema does not read: the data check reports it)."""
+    if path.suffix != ".parquet":
+        return "raw"
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(path).names)
+    except (OSError, pyarrow.ArrowException):
+        return "other"
+    if set(VERL_REQUIRED_COLUMNS) <= names:
+        return "verl"
+    return "raw" if {"question", "answer"} <= names else "other"
+
+
+def raw_files(directory: str | os.PathLike) -> dict[str, list[Path]] | None:
+    """The raw GSM8K files of ``directory`` by :func:`discover_files`' rules (in it or in its ``main/``), or None
+    when it holds none, or any parquet file in verl's format (it is then verl data, complete or not), or only
+    parquet that is neither raw nor verl's (unreadable, other columns: the data check names what is wrong).
+
+    Raises:
+        VerlfitError: from :func:`discover_files`, for one split without the other or a split in two formats.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    candidates = [c for c in (directory, directory / "main") if c.is_dir()]
+    found = [path for c in candidates for split in SPLITS for path in _split_files(c, split)]
+    kinds = {_file_kind(path) for path in found}
+    if "raw" not in kinds or "verl" in kinds:
+        return None  # nothing, or (some of) verl's own files: verl data, checked as such
+    return discover_files(directory)
+
+
+def training_data(data_dir: str | os.PathLike) -> tuple[Path, Path | None]:
+    """Where ``verlfit train --data data_dir`` reads verl's ``train.parquet``/``test.parquet``, and the raw source
+    they are prepared from when missing: ``(data_dir / PREPARED_FOLDER, data_dir)`` when ``data_dir`` holds raw GSM8K
+    files; ``(data_dir, data_dir.parent)`` when ``data_dir`` is that folder already; else ``(data_dir, None)``
+    (prepared there, or prepared from the hub). Looks at names and parquet schemas only.
+
+    Raises:
+        VerlfitError: from :func:`raw_files`, for an incomplete or mixed set of raw files.
+    """
+    data_dir = Path(data_dir)
+    if data_dir.name == PREPARED_FOLDER and raw_files(data_dir.parent) is not None:
+        return data_dir, data_dir.parent
+    if raw_files(data_dir) is not None:
+        return data_dir / PREPARED_FOLDER, data_dir
+    return data_dir, None
 
 
 def is_prepared(output_dir: str | os.PathLike) -> bool:
