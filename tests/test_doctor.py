@@ -488,3 +488,14 @@ def test_raw_gsm8k_files_in_the_data_directory_are_what_train_prepares(world, la
     (raw / ("train.jsonl" if layout == "flat jsonl" else "main/train-00000-of-00001.parquet")).unlink()
     result = by_name(run_checks(context(world, data_dir=str(raw), head=unreachable), names=("data",)))["data"]
     assert (result.status, result.message) == ("FAIL", f"{raw if layout == 'flat jsonl' else raw / 'main'} has no train file (found test{'.jsonl' if layout == 'flat jsonl' else '-00000-of-00001.parquet'})")
+
+
+def test_a_7x_card_is_told_why_it_gets_the_p40_profile_and_what_it_leaves_off(world):
+    t4 = ("Tesla T4", (7, 5), 16_106_127_360)
+    note = "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on; this card could also run Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY=49152, under the 81920 B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
+    auto = by_name(run_checks(context(world, gpus=(t4,)), names=("gpu",)))["gpu"]
+    assert (auto.status, auto.message) == ("PASS", f"GPU 0: Tesla T4, compute capability 7.5: bf16 no, FlashAttention-2 no, vLLM yes, Triton yes -> profile p40 (image verlfit:p40); {note}")
+    given = by_name(run_checks(context(world, gpus=(t4,), profile_name="p40"), names=("gpu",)))["gpu"]
+    assert (given.status, given.message) == ("PASS", f"GPU 0: Tesla T4, compute capability 7.5: bf16 no, FlashAttention-2 no, vLLM yes, Triton yes; matches profile p40; {note}")
+    p100 = by_name(run_checks(context(world, gpus=(("Tesla P100-PCIE-16GB", (6, 0), 17_071_734_784),)), names=("gpu",)))["gpu"]
+    assert p100.message.endswith("-> profile p40 (image verlfit:p40); profile p40 for Tesla P100-PCIE-16GB (compute capability 6.0): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on; it has the P40's other limits too (Triton and vLLM need 7.0), so the profile leaves nothing off")

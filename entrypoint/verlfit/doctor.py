@@ -248,7 +248,7 @@ def _features(gpu) -> str:
 
 
 def check_gpu(ctx: DoctorContext) -> CheckResult:
-    from verlfit.profiles import PROFILE_NAMES, load_profile, profile_for_capability
+    from verlfit.profiles import PROFILE_NAMES, load_profile, profile_choice_note, profile_for_capability
 
     report = ctx.gpu_report()
     if not report.gpus:
@@ -262,7 +262,8 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
         return CheckResult("gpu", FAIL, f"{described}; {error.message}", "use a GPU of compute capability 6.0 or newer")
     name = ctx.profile()
     if not name or name == "auto":
-        return CheckResult("gpu", PASS, f"{described} -> profile {suited} (image verlfit:{suited})")
+        note = profile_choice_note(suited, gpu)
+        return CheckResult("gpu", PASS, f"{described} -> profile {suited} (image verlfit:{suited})" + (f"; {note}" if note else ""))
     if name not in PROFILE_NAMES:
         return CheckResult("gpu", FAIL, f"{described}; unknown profile {name!r}", f"set VERLFIT_PROFILE (or --profile) to one of {', '.join(PROFILE_NAMES)}")
     profile = load_profile(name)
@@ -271,7 +272,8 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
         return CheckResult("gpu", FAIL, f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, {profile.rollout} rollout)", f"use the verlfit:{suited} image (--profile {suited})")
     if suited != name:
         return CheckResult("gpu", WARN, f"{described}; profile {name} runs here but leaves bf16, FlashAttention-2 and vLLM unused", f"use the verlfit:{suited} image (--profile {suited}) for speed, or keep {name} to rehearse a P40")
-    return CheckResult("gpu", PASS, f"{described}; matches profile {name}")
+    note = profile_choice_note(name, gpu)
+    return CheckResult("gpu", PASS, f"{described}; matches profile {name}" + (f"; {note}" if note else ""))
 
 
 def arch_covers(arch_list, compute_capability: tuple[int, int]) -> str | None:

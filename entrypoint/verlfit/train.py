@@ -36,7 +36,7 @@ from verlfit.arguments import memory_gib, parse_number, positive_number, whole_n
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import TrainSettings, build_overrides, default_mini_batch, keep_checkpoints_overrides, split_override, validate_overrides
-from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, check_rollout_dtype, customize, load_profile, resolve_environment, select_profile
+from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, check_rollout_dtype, customize, load_profile, profile_choice_note, resolve_environment, select_profile
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 RUN_FILE = "run.json"
@@ -280,6 +280,9 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         if detect_gpu and gpu is None and (profile_name == "auto" or not args.dry_run):
             gpu, _ = _detect_gpu(need=profile_name == "auto" or not args.dry_run)
         profile = select_profile(profile_name, gpu)
+        choice = profile_choice_note(profile.name, gpu) if gpu is not None else None  # a 6.0 or 7.x card on p40: say why
+        if choice:
+            notes.append(choice)
     chosen = customize(profile, rollout=args.rollout, attention=args.attention)
     changes = [(what, getattr(chosen, what), getattr(profile, what)) for what in ("rollout", "attention") if getattr(chosen, what) != getattr(profile, what)]
     if changes:
