@@ -6,7 +6,8 @@ Checks (name: what it looks at):
 * ``driver``: NVIDIA driver new enough for the images' CUDA 11.8 (>= 520.61.05; 450.80.02 and newer
   run it through CUDA minor-version compatibility: WARN; older: FAIL) (:mod:`verlfit.gpu`).
 * ``gpu``: compute capability against the profile (``--profile`` or ``VERLFIT_PROFILE``) and what
-  follows from it: bf16, FlashAttention-2, vLLM, Triton. No GPU: FAIL (training cannot run).
+  follows from it: bf16, FlashAttention-2, vLLM, Triton; for a 6.0 or 7.x card on the p40 profile, why and what
+  the profile leaves off (:func:`verlfit.profiles.profile_choice_note`). No GPU: FAIL (training cannot run).
 * ``torch-arch``: torch's compiled architectures cover the GPU. A ``sm_XY`` cubin runs on compute
   capability X.Z for Z >= Y (same major), so ``sm_60`` covers the P40's 6.1.
 * ``triton-shared-memory``: ``TRITON_MAX_SHARED_MEMORY`` within the card's per-block limit.
@@ -22,7 +23,9 @@ Checks (name: what it looks at):
   weights + AdamW states: 12 bytes per parameter each; verl keeps every checkpoint by default).
 * ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns; raw GSM8K files in ``--data`` (a WARN:
   train prepares them into ``--data/verl``); neither: a WARN when the datasets cache or the hub has GSM8K, else a FAIL.
-* ``model``: a local model directory, the local hub cache, or the hub / ``HF_ENDPOINT`` reachable.
+* ``model``: a local model directory with config, readable weights of the config's size and a tokenizer
+  (:mod:`verlfit.model_files`; a Git LFS pointer: run ``git lfs pull``), the local hub cache, or the hub /
+  ``HF_ENDPOINT`` reachable (:mod:`verlfit.hub`).
 * ``cuda``: torch sees CUDA and can allocate on the GPU.
 * ``patches``: the installed verl carries this verlfit's patch series (``verl/.verlfit-patches``,
   written by ``patches/apply.py``).
