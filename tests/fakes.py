@@ -36,3 +36,46 @@ class FakeNvml:
 
     def nvmlDeviceGetMemoryInfo(self, handle):
         return SimpleNamespace(total=self.gpus[handle][2], free=self.gpus[handle][2] - 300 * 2**20)
+
+
+TINY_QWEN2_CONFIG = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000}
+LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 988097824\n"
+
+
+def write_model_dir(directory, config=TINY_QWEN2_CONFIG, shards=1, extra_parameters=0, tokenizer=("tokenizer.json",)):
+    """A model directory as save_pretrained leaves it, without torch: config.json, safetensors weights whose
+    tensors hold exactly the config's actor parameter count (verlfit.model_shape) plus ``extra_parameters``,
+    split into ``shards`` files with a model.safetensors.index.json when more than one, and the ``tokenizer``
+    files (placeholders: the doctor checks their presence, AutoTokenizer is not run). Returns the directory."""
+    import json
+    from pathlib import Path
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from verlfit.model_shape import shape_from_config
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    shape = shape_from_config(config)
+    tensors = {"model.embed_tokens.weight": np.zeros((shape.vocab_size, shape.hidden_size), dtype=np.float32)}
+    for layer in range(shape.num_layers):
+        tensors[f"model.layers.{layer}.packed"] = np.zeros(shape.layer_parameters, dtype=np.float32)
+    tensors["model.norm.weight"] = np.zeros(shape.hidden_size + extra_parameters, dtype=np.float32)
+    if not shape.tie_word_embeddings:
+        tensors["lm_head.weight"] = np.zeros((shape.vocab_size, shape.hidden_size), dtype=np.float32)
+    if shards == 1:
+        save_file(tensors, str(directory / "model.safetensors"))
+    else:
+        names = list(tensors)
+        weight_map = {}
+        for shard in range(shards):
+            file = f"model-{shard + 1:05d}-of-{shards:05d}.safetensors"
+            part = {name: tensors[name] for name in names[shard::shards]}
+            save_file(part, str(directory / file))
+            weight_map.update({name: file for name in part})
+        (directory / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+    for name in tokenizer:
+        (directory / name).write_text("{}\n")
+    return directory

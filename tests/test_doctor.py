@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fakes import FakeNvml
+from fakes import LFS_POINTER, FakeNvml, write_model_dir
 from verlfit import cli, doctor
 from verlfit.doctor import BLOCKING, CHECK_NAMES, DoctorContext, TorchInfo, arch_covers, blocking_checks, run_checks
 
@@ -39,9 +39,7 @@ def world(tmp_path):
     data.mkdir()
     write_parquet(data / "train.parquet", rows=5)
     write_parquet(data / "test.parquet", rows=2)
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000}))
+    model = write_model_dir(tmp_path / "model")
     series_dir = tmp_path / "patches" / "verl-0.4.1"
     series_dir.mkdir(parents=True)
     for name in PATCHES:
@@ -80,6 +78,7 @@ def context(world, gpus=(P40,), nvml=None, torch=TORCH_CU118, environ=None, **fi
         series_path=world.series,
         head=head,
         hub_cache_lookup=lambda repo, name: None,
+        dataset_cache_lookup=lambda dataset: None,
     )
     values.update(fields)
     ctx = DoctorContext(**values)
@@ -357,3 +356,146 @@ def test_environment_check_applies_trains_rules_with_or_without_a_gpu(world, gpu
 def test_triton_shared_memory_of_zero_fails_on_a_gpu(world):
     result = by_name(run_checks(context(world, profile_name="p40", environ={"TRITON_MAX_SHARED_MEMORY": "0"}), names=("triton-shared-memory",)))["triton-shared-memory"]
     assert (result.status, result.message, result.fix) == ("FAIL", "TRITON_MAX_SHARED_MEMORY=0: Triton needs some shared memory per block", "export TRITON_MAX_SHARED_MEMORY=49152")
+
+
+def model_check(world, model):
+    return by_name(run_checks(context(world, model=str(model)), names=("model",)))["model"]
+
+
+def test_a_complete_local_model_passes_saying_what_it_holds(world):
+    result = model_check(world, world.model)
+    assert (result.status, result.message) == ("PASS", f"{world.model} is a local model directory: config.json, weights model.safetensors (4 tensors, 138,304 parameters; config.json: 138,304), tokenizer tokenizer.json")
+    sharded = write_model_dir(world.tmp / "sharded", shards=2, tokenizer=("vocab.json", "merges.txt"))
+    result = model_check(world, sharded)
+    assert (result.status, result.message) == ("PASS", f"{sharded} is a local model directory: config.json, weights 2 shards (model-00001-of-00002.safetensors ..) (4 tensors, 138,304 parameters; config.json: 138,304), tokenizer vocab.json + merges.txt")
+
+
+def test_a_model_saved_by_transformers_passes(world, tiny_qwen2_dir):
+    result = model_check(world, tiny_qwen2_dir)
+    assert result.status == "PASS", result.message
+    assert result.message.startswith(f"{tiny_qwen2_dir} is a local model directory: config.json, weights model.safetensors (")
+
+
+def test_a_directory_with_only_a_config_fails_naming_the_weights(world, capsys):
+    only_config = world.tmp / "only-config"
+    only_config.mkdir()
+    shutil.copy(world.model / "config.json", only_config / "config.json")
+    result = model_check(world, only_config)
+    assert (result.status, result.message) == ("FAIL", f"{only_config} has no weights: neither model.safetensors, model.safetensors.index.json with its shards, nor pytorch_model.bin")
+    assert result.fix == f"copy the model's weight files next to config.json (huggingface-cli download MODEL --local-dir {only_config}), or pass --model a complete model directory"
+    # the real command: exit status 1 and the FAIL line naming the weights
+    status = cli.main(["doctor", "--model", str(only_config), "--data", str(world.data), "--run-dir", str(world.tmp)])
+    out = capsys.readouterr().out
+    assert status == 1
+    assert f"FAIL  model                 {only_config} has no weights: neither model.safetensors" in out
+
+
+def test_git_lfs_pointers_fail_with_git_lfs_pull(world):
+    (world.model / "model.safetensors").write_text(LFS_POINTER)
+    result = model_check(world, world.model)
+    assert (result.status, result.message) == ("FAIL", f"{world.model}: model.safetensors is a Git LFS pointer (a small text file), not the content: the clone was made without git lfs")
+    assert result.fix.startswith(f"run `git lfs pull` in {world.model} (install git-lfs first)")
+    write_model_dir(world.model)
+    (world.model / "tokenizer.json").write_text(LFS_POINTER)
+    result = model_check(world, world.model)
+    assert (result.status, result.message) == ("FAIL", f"{world.model}: tokenizer.json is a Git LFS pointer (a small text file), not the content: the clone was made without git lfs")
+
+
+def test_an_index_with_a_missing_shard_fails_naming_it(world):
+    model = write_model_dir(world.tmp / "sharded", shards=3)
+    (model / "model-00002-of-00003.safetensors").unlink()
+    result = model_check(world, model)
+    assert (result.status, result.message) == ("FAIL", f"{model}: model.safetensors.index.json names 3 weight shards; missing: model-00002-of-00003.safetensors")
+
+
+def test_a_cut_short_safetensors_file_fails(world):
+    weights = world.model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    result = model_check(world, world.model)
+    assert (result.status, result.message) == ("FAIL", f"{weights} is not a readable safetensors file: Error while deserializing header: incomplete metadata, file not fully covered")
+
+
+def test_weights_of_another_size_than_the_config_fail(world):
+    # 138,304 expected; up to 5% over the untied count (138,304 + 64,000) is accepted (a tied lm_head saved anyway)
+    write_model_dir(world.model, extra_parameters=64_000)
+    assert model_check(world, world.model).status == "PASS"
+    write_model_dir(world.model, extra_parameters=100_000)
+    result = model_check(world, world.model)
+    assert (result.status, result.message) == ("FAIL", f"{world.model}: the weights hold 238,304 parameters in 4 tensors, but config.json describes a qwen2 of 138,304: the weights are incomplete or belong to another model")
+
+
+def test_a_model_without_tokenizer_fails(world):
+    (world.model / "tokenizer.json").unlink()
+    (world.model / "vocab.json").write_text("{}")  # merges.txt missing: not a tokenizer
+    result = model_check(world, world.model)
+    assert (result.status, result.message) == ("FAIL", f"{world.model} has no tokenizer: AutoTokenizer needs tokenizer.json, or vocab.json + merges.txt, or tokenizer.model (or vocab.txt)")
+
+
+def test_train_refuses_the_directory_the_doctor_fails(world):
+    from verlfit import train
+
+    only_config = world.tmp / "only-config"
+    only_config.mkdir()
+    shutil.copy(world.model / "config.json", only_config / "config.json")
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config)), environment={})
+    with pytest.raises(doctor.VerlfitError) as raised:
+        train.run_blocking_checks(plan)
+    assert f"  FAIL model: {only_config} has no weights: neither model.safetensors" in raised.value.message
+
+
+def test_no_data_and_no_hub_fails_instead_of_promising_preparation(world):
+    nowhere = world.tmp / "nonexistent"
+    offline = by_name(run_checks(context(world, data_dir=str(nowhere), environ={"HF_HUB_OFFLINE": "1"}), names=("data",)))["data"]
+    assert (offline.status, offline.message) == ("FAIL", f"{nowhere} has no train.parquet or test.parquet and no raw GSM8K files, and openai/gsm8k is not in the datasets cache while HF_HUB_OFFLINE is set: verlfit train has nothing to prepare from")
+    assert offline.fix.startswith(f"copy GSM8K's files (the hub's main/train-*.parquet and main/test-*.parquet, or train/test .jsonl with question and answer) into {nowhere}")
+
+    def unreachable(url, timeout, headers):
+        raise OSError("timed out")
+
+    ctx = context(world, data_dir=str(nowhere), head=unreachable)
+    result = by_name(run_checks(ctx, names=("data",)))["data"]
+    assert (result.status, result.message) == ("FAIL", f"{nowhere} has no train.parquet or test.parquet and no raw GSM8K files, and https://huggingface.co is unreachable (timed out): verlfit train has nothing to prepare from")
+    assert [f.name for f in blocking_checks(context=context(world, data_dir=str(nowhere), head=unreachable))] == ["data"]
+    # the hub reachable, or GSM8K in the datasets cache: a WARN (train prepares it), and the HEAD asked for its train split
+    ctx = context(world, data_dir=str(nowhere), environ={"HF_ENDPOINT": "https://mirror.example"})
+    reachable = by_name(run_checks(ctx, names=("data",)))["data"]
+    assert (reachable.status, reachable.message) == ("WARN", f"{nowhere} has no train.parquet or test.parquet and no raw GSM8K files: not prepared yet (verlfit train prepares GSM8K there from https://mirror.example)")
+    assert ctx.calls["head"] == ["https://mirror.example/datasets/openai/gsm8k/resolve/main/main/train-00000-of-00001.parquet"]
+    cached = by_name(run_checks(context(world, data_dir=str(nowhere), environ={"HF_HUB_OFFLINE": "1"}, dataset_cache_lookup=lambda dataset: "/cache/openai___gsm8k"), names=("data",)))["data"]
+    assert (cached.status, cached.message) == ("WARN", f"{nowhere} has no train.parquet or test.parquet and no raw GSM8K files: not prepared yet (verlfit train prepares GSM8K there from the datasets cache, /cache/openai___gsm8k)")
+
+
+@pytest.mark.parametrize("layout", ["flat jsonl", "hub parquet"])
+def test_raw_gsm8k_files_in_the_data_directory_are_what_train_prepares(world, layout):
+    raw = world.tmp / "raw"
+    rows = [{"question": "q", "answer": "a #### 1"}]
+    if layout == "flat jsonl":
+        raw.mkdir()
+        for split in ("train", "test"):
+            (raw / f"{split}.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    else:
+        (raw / "main").mkdir(parents=True)
+        for split in ("train", "test"):
+            pq.write_table(pa.Table.from_pylist(rows), raw / "main" / f"{split}-00000-of-00001.parquet")
+
+    def unreachable(url, timeout, headers):
+        raise AssertionError("the hub is not needed")
+
+    result = by_name(run_checks(context(world, data_dir=str(raw), head=unreachable), names=("data",)))["data"]
+    assert (result.status, result.message, result.fix) == ("WARN", f"{raw} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {raw / 'verl'}", f"verlfit prepare-gsm8k --input {raw} --output {raw / 'verl'}")
+    # train's blocking checks look at --data/verl, with the raw files above it
+    assert blocking_checks(data_dir=str(raw / "verl"), context=context(world, head=unreachable)) == []
+    (raw / ("train.jsonl" if layout == "flat jsonl" else "main/train-00000-of-00001.parquet")).unlink()
+    result = by_name(run_checks(context(world, data_dir=str(raw), head=unreachable), names=("data",)))["data"]
+    assert (result.status, result.message) == ("FAIL", f"{raw if layout == 'flat jsonl' else raw / 'main'} has no train file (found test{'.jsonl' if layout == 'flat jsonl' else '-00000-of-00001.parquet'})")
+
+
+def test_a_7x_card_is_told_why_it_gets_the_p40_profile_and_what_it_leaves_off(world):
+    t4 = ("Tesla T4", (7, 5), 16_106_127_360)
+    note = "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on; this card could also run Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY=49152, under the 81920 B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
+    auto = by_name(run_checks(context(world, gpus=(t4,)), names=("gpu",)))["gpu"]
+    assert (auto.status, auto.message) == ("PASS", f"GPU 0: Tesla T4, compute capability 7.5: bf16 no, FlashAttention-2 no, vLLM yes, Triton yes -> profile p40 (image verlfit:p40); {note}")
+    given = by_name(run_checks(context(world, gpus=(t4,), profile_name="p40"), names=("gpu",)))["gpu"]
+    assert (given.status, given.message) == ("PASS", f"GPU 0: Tesla T4, compute capability 7.5: bf16 no, FlashAttention-2 no, vLLM yes, Triton yes; matches profile p40; {note}")
+    p100 = by_name(run_checks(context(world, gpus=(("Tesla P100-PCIE-16GB", (6, 0), 17_071_734_784),)), names=("gpu",)))["gpu"]
+    assert p100.message.endswith("-> profile p40 (image verlfit:p40); profile p40 for Tesla P100-PCIE-16GB (compute capability 6.0): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on; it has the P40's other limits too (Triton and vLLM need 7.0), so the profile leaves nothing off")

@@ -665,3 +665,99 @@ def test_a_hangup_while_writing_unwinds_the_same_way(tmp_path):
     assert stopped.value.code == 128 + signal.SIGHUP
     assert list(tmp_path.iterdir()) == []
     assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+
+
+@pytest.mark.parametrize(
+    "offline, message, fix",
+    [
+        ("1", "verlfit: error: --tokenizer Qwen/Qwen2.5-0.5B-Instruct is not in the local hub cache, and HF_HUB_OFFLINE=1 is set, so it is not downloaded",
+         "fix: pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or `huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it), or fill the cache where the hub is reachable (huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct) with the same HF_HOME"),
+        ("", "verlfit: error: --tokenizer Qwen/Qwen2.5-0.5B-Instruct is not in the local hub cache and http://127.0.0.1:9 is unreachable (",
+         "fix: pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or `huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it), or set HF_ENDPOINT to a reachable mirror"),
+    ],
+)
+def test_a_hub_tokenizer_without_the_hub_fails_fast_with_a_fix_for_the_case(tmp_path, offline, message, fix):
+    """A fresh process (the user's shell): no cache, the hub unreachable. The tokenizer is asked for before any
+    data is read, so nothing is written; the fix never says to set HF_HUB_OFFLINE (set or not, an uncached model
+    stays unavailable)."""
+    env = dict(os.environ)
+    env.update(HF_HOME=str(tmp_path / "hf-home"), HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_OFFLINE=offline, TRANSFORMERS_OFFLINE=offline, HF_DATASETS_OFFLINE=offline)
+    env.pop("HF_HUB_CACHE", None)
+    out = tmp_path / "out"
+    completed = subprocess.run(
+        [sys.executable, "-m", "verlfit", "prepare-gsm8k", "--input", str(write_jsonl(tmp_path / "raw")), "--output", str(out), "--tokenizer", "Qwen/Qwen2.5-0.5B-Instruct"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert completed.returncode == 1
+    assert message in completed.stderr
+    assert fix in completed.stderr
+    assert "HF_HUB_OFFLINE=1 so" not in completed.stderr and "Traceback" not in completed.stderr
+    assert completed.stdout == ""  # the tokenizer first: no data was read
+    assert not out.exists()
+
+
+def test_a_hub_tokenizer_is_probed_once_with_the_doctors_timeout(monkeypatch):
+    import time
+
+    asked = []
+
+    def head(url, timeout, headers):
+        asked.append((url, timeout))
+        raise OSError("timed out")
+
+    started = time.monotonic()
+    with pytest.raises(VerlfitError) as caught:
+        gsm8k.load_tokenizer("Qwen/Qwen2.5-0.5B-Instruct", environ={"HF_ENDPOINT": "https://mirror.example/"}, head=head, cache_lookup=lambda repo, name: None)
+    assert time.monotonic() - started < 3.0
+    assert asked == [("https://mirror.example/Qwen/Qwen2.5-0.5B-Instruct/resolve/main/tokenizer_config.json", 3.0)]
+    assert caught.value.message == "--tokenizer Qwen/Qwen2.5-0.5B-Instruct is not in the local hub cache and https://mirror.example is unreachable (timed out)"
+    for status, fragment in ((404, "does not exist at https://mirror.example (HTTP 404)"), (401, "at https://mirror.example needs authorisation (HTTP 401): gated or private")):
+        with pytest.raises(VerlfitError) as caught:
+            gsm8k.load_tokenizer("Qwen/Qwen2.5-0.5B-Instruct", environ={"HF_ENDPOINT": "https://mirror.example/"}, head=lambda url, timeout, headers: status, cache_lookup=lambda repo, name: None)
+        assert caught.value.message == f"--tokenizer Qwen/Qwen2.5-0.5B-Instruct {fragment}"
+
+
+def test_a_cached_hub_tokenizer_loads_without_asking_the_hub(tmp_path, qwen_style_tokenizer_dir, monkeypatch):
+    """tokenizer_config.json in the cache: AutoTokenizer with local_files_only, no HEAD."""
+    from transformers import AutoTokenizer
+
+    seen = []
+    real = AutoTokenizer.from_pretrained
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda name, **kwargs: seen.append((name, kwargs)) or real(qwen_style_tokenizer_dir))
+    cached = Path(qwen_style_tokenizer_dir) / "tokenizer_config.json"
+
+    def head(url, timeout, headers):
+        raise AssertionError("the hub was asked")
+
+    tokenizer = gsm8k.load_tokenizer("Qwen/Qwen2.5-0.5B-Instruct", environ={}, head=head, cache_lookup=lambda repo, name: str(cached))
+    assert seen == [("Qwen/Qwen2.5-0.5B-Instruct", {"local_files_only": True})]
+    assert tokenizer.chat_template
+
+
+@pytest.mark.parametrize("layout", ["flat", "hub"])
+def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, tiny_qwen2_dir, capsys, layout):
+    """`verlfit train --data DIR` with raw GSM8K in DIR: verl's files come from those rows, into DIR/verl, exactly as
+    `prepare-gsm8k --input DIR --output DIR/verl` writes them (the hub is offline here: conftest)."""
+    from verlfit import train
+
+    raw = tmp_path / "raw"
+    if layout == "flat":
+        write_jsonl(raw)
+    else:
+        (raw / "main").mkdir(parents=True)
+        for split, rows in (("train", TRAIN), ("test", TEST)):
+            pq.write_table(pa.Table.from_pylist(rows), raw / "main" / f"{split}-00000-of-00001.parquet")
+    args = cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--data", str(raw), "--model", tiny_qwen2_dir, "--run-dir", str(tmp_path / "run")])
+    plan = train.prepare_launch(args, environ={}, gpu=None)
+    assert plan.settings.data_dir == str((raw / "verl").resolve())
+    assert f"data.train_files={raw.resolve() / 'verl' / 'train.parquet'}" in plan.overrides
+    train.ensure_data(plan.settings)
+    assert capsys.readouterr().out.startswith(f"verlfit: {raw.resolve() / 'verl'} has no train.parquet/test.parquet: preparing GSM8K first, from the raw files in {raw.resolve()}\nread {raw.resolve()}: train ")
+    reference, _ = run_prepare(raw, tmp_path / "reference", tokenizer=tiny_qwen2_dir, max_prompt_length=512)
+    for name in ("train.parquet", "test.parquet"):
+        assert (raw / "verl" / name).read_bytes() == (tmp_path / "reference" / name).read_bytes()
+    assert [row["extra_info"]["question"] for row in read_rows(raw / "verl" / "train.parquet")] == [row["extra_info"]["question"] for row in read_rows(tmp_path / "reference" / "train.parquet")]
+    # a second launch finds them prepared
+    assert train.prepare_launch(args, environ={}, gpu=None).settings.data_dir == plan.settings.data_dir
+    train.ensure_data(plan.settings)
+    assert capsys.readouterr().out == ""

@@ -169,3 +169,40 @@ def test_a_malformed_allocator_config_is_refused_before_launch():
         resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": "garbage"})
     assert error.value.message == "PYTORCH_CUDA_ALLOC_CONF='garbage' is not a comma-separated list of option:value"
     assert error.value.fix == "unset it (the p40 profile uses expandable_segments:True) or write e.g. expandable_segments:True,max_split_size_mb:256"
+
+
+T4 = GpuInfo(index=0, name="Tesla T4", compute_capability=(7, 5), total_memory_bytes=16_106_127_360, free_memory_bytes=15_000_000_000)
+V100 = GpuInfo(index=0, name="Tesla V100-SXM2-32GB", compute_capability=(7, 0), total_memory_bytes=34_089_730_048, free_memory_bytes=33_000_000_000)
+P100 = GpuInfo(index=0, name="Tesla P100-PCIE-16GB", compute_capability=(6, 0), total_memory_bytes=17_071_734_784, free_memory_bytes=16_000_000_000)
+SEVEN_X = "; this card could also run Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY=49152, under the 81920 B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
+
+
+@pytest.mark.parametrize(
+    "gpu, note",
+    [
+        (T4, "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X),
+        (V100, "profile p40 for Tesla V100-SXM2-32GB (compute capability 7.0): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X),
+        (P100, "profile p40 for Tesla P100-PCIE-16GB (compute capability 6.0): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on; it has the P40's other limits too (Triton and vLLM need 7.0), so the profile leaves nothing off"),
+        (P40, None),
+    ],
+)
+def test_cards_the_p40_profile_was_not_made_for_are_told_why_and_what_is_left_off(gpu, note):
+    from verlfit.profiles import profile_choice_note
+
+    assert select_profile("auto", gpu).name == "p40"
+    assert profile_choice_note("p40", gpu) == note
+    assert profile_choice_note("a10", A10) is None
+
+
+def test_train_says_at_launch_which_profile_a_7x_card_got_and_why(capsys):
+    from verlfit import cli
+    from verlfit.train import describe, prepare_launch
+
+    args = cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"])
+    plan = prepare_launch(args, environ={}, gpu=T4)
+    assert plan.profile_name == "p40"
+    expected = "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X
+    assert plan.notes == [expected]
+    assert f"note: {expected}" in describe(plan).splitlines()
+    assert "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides  # what the note says the profile leaves off
+    assert prepare_launch(cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=P40).notes == []

@@ -6,7 +6,8 @@ Checks (name: what it looks at):
 * ``driver``: NVIDIA driver new enough for the images' CUDA 11.8 (>= 520.61.05; 450.80.02 and newer
   run it through CUDA minor-version compatibility: WARN; older: FAIL) (:mod:`verlfit.gpu`).
 * ``gpu``: compute capability against the profile (``--profile`` or ``VERLFIT_PROFILE``) and what
-  follows from it: bf16, FlashAttention-2, vLLM, Triton. No GPU: FAIL (training cannot run).
+  follows from it: bf16, FlashAttention-2, vLLM, Triton; for a 6.0 or 7.x card on the p40 profile, why and what
+  the profile leaves off (:func:`verlfit.profiles.profile_choice_note`). No GPU: FAIL (training cannot run).
 * ``torch-arch``: torch's compiled architectures cover the GPU. A ``sm_XY`` cubin runs on compute
   capability X.Z for Z >= Y (same major), so ``sm_60`` covers the P40's 6.1.
 * ``triton-shared-memory``: ``TRITON_MAX_SHARED_MEMORY`` within the card's per-block limit.
@@ -20,8 +21,11 @@ Checks (name: what it looks at):
   Docker's default is 64 MiB.
 * ``disk``: free space where checkpoints go, against one checkpoint's size (actor and critic fp32
   weights + AdamW states: 12 bytes per parameter each; verl keeps every checkpoint by default).
-* ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns.
-* ``model``: a local model directory, the local hub cache, or the hub / ``HF_ENDPOINT`` reachable.
+* ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns; raw GSM8K files in ``--data`` (a WARN:
+  train prepares them into ``--data/verl``); neither: a WARN when the datasets cache or the hub has GSM8K, else a FAIL.
+* ``model``: a local model directory with config, readable weights of the config's size and a tokenizer
+  (:mod:`verlfit.model_files`; a Git LFS pointer: run ``git lfs pull``), the local hub cache, or the hub /
+  ``HF_ENDPOINT`` reachable (:mod:`verlfit.hub`).
 * ``cuda``: torch sees CUDA and can allocate on the GPU.
 * ``patches``: the installed verl carries this verlfit's patch series (``verl/.verlfit-patches``,
   written by ``patches/apply.py``).
@@ -46,6 +50,8 @@ from typing import Callable, Mapping
 
 from verlfit.arguments import timeout_seconds
 from verlfit.errors import VerlfitError
+from verlfit.gsm8k import VERL_REQUIRED_COLUMNS  # what RLHFDataset and the reward manager read
+from verlfit.hub import NETWORK_TIMEOUT_S, http_head, offline_variable, probe
 
 GIB = 1024**3
 PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
@@ -55,9 +61,6 @@ DRIVER_COMPAT_MINIMUM = (450, 80, 2)  # CUDA minor-version compatibility floor f
 SHM_MINIMUM_BYTES = 2 * GIB
 CHECKPOINT_BYTES_PER_PARAMETER = 12  # fp32 weights 4 + AdamW exp_avg 4 + exp_avg_sq 4 (save_contents model, optimizer)
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
-VERL_REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")  # what RLHFDataset and the reward manager read
-HUB_ENDPOINT = "https://huggingface.co"
-NETWORK_TIMEOUT_S = 3.0
 CHECK_NAMES = ("driver", "gpu", "torch-arch", "triton-shared-memory", "environment", "shm", "disk", "data", "model", "cuda", "patches")
 BLOCKING = ("driver", "gpu", "triton-shared-memory", "data", "model", "cuda")
 
@@ -113,19 +116,6 @@ def probe_torch() -> TorchInfo | None:
     return TorchInfo(torch.__version__, torch.version.cuda, arch, available, ok, error)
 
 
-def http_head(url: str, timeout: float, headers: Mapping[str, str] | None = None) -> int:
-    """HEAD ``url`` (following redirects); return the HTTP status. Raises OSError when unreachable."""
-    import urllib.error
-    import urllib.request
-
-    request = urllib.request.Request(url, method="HEAD", headers=dict(headers or {}))
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return int(response.status)
-    except urllib.error.HTTPError as error:
-        return int(error.code)
-
-
 def _installed_verl_dir() -> Path | None:
     """The installed ``verl`` package directory, found without importing it (importing pulls torch)."""
     import importlib.util
@@ -156,6 +146,15 @@ def _hub_cache_lookup(repo_id: str, filename: str):
     return try_to_load_from_cache(repo_id, filename)
 
 
+def _dataset_cache_lookup(dataset_id: str) -> str | None:
+    """The ``datasets`` cache folder of hub dataset ``dataset_id`` when a load left it there (``owner___name``
+    under ``HF_DATASETS_CACHE``, the name datasets 3.6's ``load.py`` gives it; offline loads read it), else None."""
+    import datasets.config
+
+    folder = Path(datasets.config.HF_DATASETS_CACHE) / dataset_id.replace("/", "___")
+    return str(folder) if folder.is_dir() and any(folder.iterdir()) else None
+
+
 @dataclass
 class DoctorContext:
     """Everything the checks look at; defaults read the real machine.
@@ -175,6 +174,8 @@ class DoctorContext:
         series_path: the patch series file (``VERLFIT_PATCHES_DIR`` or the repository's).
         head: ``f(url, timeout, headers) -> status``; raises OSError when unreachable.
         hub_cache_lookup: ``f(repo_id, filename) -> path | None`` (no network).
+        dataset_cache_lookup: ``f(dataset_id) -> folder | None``: where ``datasets`` keeps a loaded hub dataset
+            (no network).
         timeout: seconds for the network check.
     """
 
@@ -192,6 +193,7 @@ class DoctorContext:
     series_path: Path | None | str = "auto"
     head: Callable = http_head
     hub_cache_lookup: Callable | None = _hub_cache_lookup
+    dataset_cache_lookup: Callable[[str], str | None] | None = _dataset_cache_lookup
     timeout: float = NETWORK_TIMEOUT_S
     _gpu_report: object = field(default=None, repr=False)
     _torch: object = field(default="unprobed", repr=False)
@@ -249,7 +251,7 @@ def _features(gpu) -> str:
 
 
 def check_gpu(ctx: DoctorContext) -> CheckResult:
-    from verlfit.profiles import PROFILE_NAMES, load_profile, profile_for_capability
+    from verlfit.profiles import PROFILE_NAMES, load_profile, profile_choice_note, profile_for_capability
 
     report = ctx.gpu_report()
     if not report.gpus:
@@ -263,7 +265,8 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
         return CheckResult("gpu", FAIL, f"{described}; {error.message}", "use a GPU of compute capability 6.0 or newer")
     name = ctx.profile()
     if not name or name == "auto":
-        return CheckResult("gpu", PASS, f"{described} -> profile {suited} (image verlfit:{suited})")
+        note = profile_choice_note(suited, gpu)
+        return CheckResult("gpu", PASS, f"{described} -> profile {suited} (image verlfit:{suited})" + (f"; {note}" if note else ""))
     if name not in PROFILE_NAMES:
         return CheckResult("gpu", FAIL, f"{described}; unknown profile {name!r}", f"set VERLFIT_PROFILE (or --profile) to one of {', '.join(PROFILE_NAMES)}")
     profile = load_profile(name)
@@ -272,7 +275,8 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
         return CheckResult("gpu", FAIL, f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, {profile.rollout} rollout)", f"use the verlfit:{suited} image (--profile {suited})")
     if suited != name:
         return CheckResult("gpu", WARN, f"{described}; profile {name} runs here but leaves bf16, FlashAttention-2 and vLLM unused", f"use the verlfit:{suited} image (--profile {suited}) for speed, or keep {name} to rehearse a P40")
-    return CheckResult("gpu", PASS, f"{described}; matches profile {name}")
+    note = profile_choice_note(name, gpu)
+    return CheckResult("gpu", PASS, f"{described}; matches profile {name}" + (f"; {note}" if note else ""))
 
 
 def arch_covers(arch_list, compute_capability: tuple[int, int]) -> str | None:
@@ -421,16 +425,22 @@ def check_data(ctx: DoctorContext) -> CheckResult:
     import pyarrow
     import pyarrow.parquet as pq
 
+    from verlfit import gsm8k
+
     data = Path(ctx.data_dir)
-    fix = f"verlfit prepare-gsm8k --output {data}"
     if data.exists() and not data.is_dir():
         return CheckResult("data", FAIL, f"{data} is a file, not a data directory", "pass --data the directory that holds (or will hold) train.parquet and test.parquet")
-    missing = [name for name in ("train.parquet", "test.parquet") if not (data / name).is_file()]
+    # raw GSM8K files in --data are prepared into --data/verl by train (an incomplete set raises: a FAIL with its fix)
+    prepared, source = gsm8k.training_data(data)
+    fix = f"verlfit prepare-gsm8k --input {source} --output {prepared}" if source is not None else f"verlfit prepare-gsm8k --output {prepared}"
+    missing = [name for name in ("train.parquet", "test.parquet") if not (prepared / name).is_file()]
+    if missing and source is not None:
+        return CheckResult("data", WARN, f"{source} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {prepared}", fix)
     if missing:
-        return CheckResult("data", WARN, f"{data} has no {' or '.join(missing)}: not prepared yet (verlfit train prepares GSM8K there)", fix)
+        return _hub_data(ctx, prepared, missing, fix)
     rows = {}
     for name in ("train.parquet", "test.parquet"):
-        path = data / name
+        path = prepared / name
         try:
             metadata = pq.read_metadata(path)
             columns = set(metadata.schema.to_arrow_schema().names)
@@ -442,16 +452,43 @@ def check_data(ctx: DoctorContext) -> CheckResult:
         if metadata.num_rows == 0:
             return CheckResult("data", FAIL, f"{path} has no rows", fix)
         rows[name] = metadata.num_rows
-    return CheckResult("data", PASS, f"{data}: train.parquet {rows['train.parquet']} rows, test.parquet {rows['test.parquet']} rows, verl columns present")
+    return CheckResult("data", PASS, f"{prepared}: train.parquet {rows['train.parquet']} rows, test.parquet {rows['test.parquet']} rows, verl columns present")
+
+
+def _hub_data(ctx: DoctorContext, data: Path, missing: list[str], fix: str) -> CheckResult:
+    """No verl files and no raw files in ``data``: train would prepare GSM8K from the hub. WARN when the datasets
+    cache or the hub (one HEAD, ``ctx.timeout``) can give it; FAIL when neither can."""
+    from verlfit.gsm8k import HUB_DATASET, HUB_TRAIN_FILE
+
+    absent = f"{data} has no {' or '.join(missing)} and no raw GSM8K files"
+    local = f"copy GSM8K's files (the hub's main/train-*.parquet and main/test-*.parquet, or train/test .jsonl with question and answer) into {data} and run verlfit train (or {fix.replace('prepare-gsm8k', 'prepare-gsm8k --input DIR')})"
+    cached = ctx.dataset_cache_lookup(HUB_DATASET) if ctx.dataset_cache_lookup is not None else None
+    if cached:
+        return CheckResult("data", WARN, f"{absent}: not prepared yet (verlfit train prepares GSM8K there from the datasets cache, {cached})", fix)
+    offline = offline_variable(ctx.environ, datasets=True)
+    if offline:
+        return CheckResult("data", FAIL, f"{absent}, and {HUB_DATASET} is not in the datasets cache while {offline} is set: verlfit train has nothing to prepare from", local)
+    answer = probe(HUB_DATASET, HUB_TRAIN_FILE, ctx.environ, ctx.timeout, ctx.head, repo_type="dataset")
+    if answer.status is None:
+        return CheckResult("data", FAIL, f"{absent}, and {answer.endpoint} is unreachable ({answer.reason}): verlfit train has nothing to prepare from", f"{local}; or set HF_ENDPOINT to a reachable mirror")
+    if not answer.reachable:
+        return CheckResult("data", FAIL, f"{absent}, and {answer.endpoint} answered HTTP {answer.status} for {HUB_DATASET}", f"{local}; or set HF_ENDPOINT to a mirror that has {HUB_DATASET}")
+    return CheckResult("data", WARN, f"{absent}: not prepared yet (verlfit train prepares GSM8K there from {answer.endpoint})", fix)
 
 
 def check_model(ctx: DoctorContext) -> CheckResult:
+    from verlfit.model_files import inspect_model_dir
+
     model = ctx.model
     path = Path(model).expanduser()
     if path.exists():
-        if (path / "config.json").is_file():
-            return CheckResult("model", PASS, f"{path} is a local model directory")
-        return CheckResult("model", FAIL, f"{path} exists but has no config.json", "point --model at a Hugging Face model directory")
+        if not path.is_dir():
+            return CheckResult("model", FAIL, f"{path} is a file, not a model directory", "point --model at a Hugging Face model directory (config.json, weights, tokenizer) or pass a hub id")
+        try:
+            found = inspect_model_dir(path)
+        except VerlfitError as error:
+            return CheckResult("model", FAIL, error.message, error.fix)
+        return CheckResult("model", PASS, f"{path} is a local model directory: {found.describe()}")
     if model.count("/") != 1 or model.startswith((".", "/", "~")):
         return CheckResult("model", FAIL, f"{model!r} is neither a local directory nor a hub id (owner/name)", "pass --model /path/to/model or a hub id such as Qwen/Qwen2.5-0.5B-Instruct")
     if ctx.hub_cache_lookup is not None:
@@ -461,18 +498,13 @@ def check_model(ctx: DoctorContext) -> CheckResult:
             cached = None
         if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
             return CheckResult("model", PASS, f"{model} is in the local hub cache")
-    endpoint = (ctx.environ.get("HF_ENDPOINT") or HUB_ENDPOINT).rstrip("/")
-    offline = ctx.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
-    if offline:
+    if offline_variable(ctx.environ):
         return CheckResult("model", FAIL, f"{model} is not in the local hub cache and HF_HUB_OFFLINE is set", "download it first (huggingface-cli download MODEL) or pass --model /path/to/model")
-    url = f"{endpoint}/{model}/resolve/main/config.json"
-    headers = {"Authorization": f"Bearer {ctx.environ['HF_TOKEN']}"} if ctx.environ.get("HF_TOKEN") else {}
-    try:
-        status = ctx.head(url, ctx.timeout, headers)
-    except (OSError, ValueError) as error:
-        reason = getattr(error, "reason", None) or error
-        return CheckResult("model", FAIL, f"{model} is not local and {endpoint} is unreachable ({reason})", "set HF_ENDPOINT to a reachable mirror, or download the model and pass --model /path/to/model")
-    if 200 <= status < 400:
+    answer = probe(model, "config.json", ctx.environ, ctx.timeout, ctx.head)
+    endpoint, status = answer.endpoint, answer.status
+    if status is None:
+        return CheckResult("model", FAIL, f"{model} is not local and {endpoint} is unreachable ({answer.reason})", "set HF_ENDPOINT to a reachable mirror, or download the model and pass --model /path/to/model")
+    if answer.reachable:
         return CheckResult("model", PASS, f"{model} is reachable at {endpoint} (HTTP {status}); it downloads at the first run")
     if status in (401, 403):
         return CheckResult("model", FAIL, f"{model} at {endpoint} needs authorisation (HTTP {status}): gated or private", "accept the licence on the model page and export HF_TOKEN")
@@ -593,7 +625,8 @@ def blocking_checks(profile_name: str | None = None, data_dir: str | None = None
     FAILs only (an empty list means: launch).
 
     The subset (:data:`BLOCKING`): driver, gpu (capability against ``profile_name``),
-    triton-shared-memory, data, model, cuda. Missing data is a WARN, not a FAIL: train prepares it.
+    triton-shared-memory, data, model, cuda. Missing data is a WARN, not a FAIL, when train can prepare it (raw
+    files in ``data_dir``, the datasets cache or a reachable hub); a FAIL when nothing can give it.
 
     Args:
         profile_name: the profile train resolved.

@@ -29,7 +29,9 @@ this module reproduces its logic exactly and adds what an air-gapped 24 GB user 
   the same input gives byte-identical files (parquet holds no timestamp; the ``huggingface`` schema
   metadata is the fixed feature description).
 
-``verlfit train`` uses :func:`prepare` and :func:`is_prepared`.
+``verlfit train`` uses :func:`training_data`, :func:`prepare` and :func:`is_prepared`: ``--data DIR`` holding raw
+GSM8K files is prepared from them into ``DIR/verl`` (:data:`PREPARED_FOLDER`), as ``prepare-gsm8k --input DIR
+--output DIR/verl`` does; a ``DIR`` with neither verl's files nor raw ones is prepared from the hub.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from verlfit.errors import VerlfitError
 
@@ -58,6 +60,11 @@ INSTRUCTION = 'Let\'s think step by step and output the final answer after "####
 ANSWER_PATTERN = "#### (\\-?[0-9\\.\\,]+)"
 SPLITS = ("train", "test")
 DEFAULT_OUTPUT = "data/gsm8k"
+# where `verlfit train --data DIR` writes verl's files when DIR holds raw GSM8K files (beside them they would
+# make a second format there: discover_files refuses that, and train.parquet may be a raw file's name)
+PREPARED_FOLDER = "verl"
+VERL_REQUIRED_COLUMNS = ("data_source", "prompt", "reward_model")  # what RLHFDataset and the reward manager read
+HUB_TRAIN_FILE = "main/train-00000-of-00001.parquet"  # openai/gsm8k's train split on the hub
 # file suffix -> datasets builder that reads it
 FORMATS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 # bad-row lines printed per split before "... and N more" (all of them are in PrepareResult.bad)
@@ -347,10 +354,26 @@ def _raw_split(dataset, split: str, origin: str) -> _RawSplit:
 # --------------------------------------------------------------------------- tokenizer
 
 
-def load_tokenizer(name_or_path: str):
-    """``AutoTokenizer.from_pretrained(name_or_path)`` (as verl loads it), or a clear error."""
-    from transformers import AutoTokenizer
+def load_tokenizer(name_or_path: str, environ: Mapping[str, str] | None = None, head: Callable | None = None, cache_lookup: Callable | None = None):
+    """``AutoTokenizer.from_pretrained(name_or_path)`` (as verl loads it), or a clear error in seconds.
 
+    A hub id (``owner/name``) is taken from the local hub cache when its ``tokenizer_config.json`` is there
+    (``local_files_only``: no network). Otherwise ``HF_HUB_OFFLINE`` set means it cannot be had, and without it one
+    HEAD of the hub (``HF_ENDPOINT``, :data:`verlfit.hub.NETWORK_TIMEOUT_S` = 3 s, the doctor's probe) decides
+    before ``huggingface_hub`` would spend about 50 s in retries.
+
+    Args:
+        environ: environment variables (default ``os.environ``).
+        head: ``f(url, timeout, headers) -> status`` for the hub probe (default :func:`verlfit.hub.http_head`).
+        cache_lookup: ``f(repo_id, filename) -> path | None`` (default ``huggingface_hub.try_to_load_from_cache``).
+
+    Raises:
+        VerlfitError: a path that is not a directory or holds no tokenizer files; a hub id that is neither cached
+            nor downloadable (offline, hub unreachable, gated, absent); a tokenizer that does not load.
+    """
+    from verlfit import hub
+
+    environ = os.environ if environ is None else environ
     # hub ids are "owner/name": anything else that is not a directory is a mistyped path, not a hub lookup
     looks_local = str(name_or_path).startswith(("/", "./", "../", "~")) or str(name_or_path).count("/") != 1
     local = Path(name_or_path).expanduser()
@@ -358,13 +381,41 @@ def load_tokenizer(name_or_path: str):
         raise VerlfitError(f"--tokenizer {name_or_path}: no such directory (and not a hub name, which is owner/name)", fix="pass the model's local directory (holding tokenizer.json) or a hub name such as Qwen/Qwen2.5-0.5B-Instruct")
     if local.is_dir() and not any((local / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")):
         raise VerlfitError(f"--tokenizer {name_or_path}: the directory holds no tokenizer files (tokenizer.json, tokenizer_config.json)", fix="pass the model's directory as saved by save_pretrained, which includes its tokenizer")
+    local_dir_fix = "pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or `huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it)"
+    from transformers import AutoTokenizer
+
+    if not local.is_dir():
+        if cache_lookup is None:
+            from huggingface_hub import try_to_load_from_cache as cache_lookup
+        try:
+            cached = cache_lookup(str(name_or_path), "tokenizer_config.json")
+        except Exception:  # an invalid repo id, an unreadable cache: same as not cached
+            cached = None
+        if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
+            try:
+                return AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
+            except (OSError, ValueError):
+                pass  # only part of it is cached: the hub decides below
+        offline = hub.offline_variable(environ)
+        if offline:
+            raise VerlfitError(
+                f"--tokenizer {name_or_path} is not in the local hub cache, and {offline}=1 is set, so it is not downloaded",
+                fix=f"{local_dir_fix}, or fill the cache where the hub is reachable (huggingface-cli download {name_or_path}) with the same HF_HOME",
+            )
+        answer = hub.probe(str(name_or_path), "tokenizer_config.json", environ, hub.NETWORK_TIMEOUT_S, head or hub.http_head)
+        if answer.status is None:
+            raise VerlfitError(
+                f"--tokenizer {name_or_path} is not in the local hub cache and {answer.endpoint} is unreachable ({answer.reason})",
+                fix=f"{local_dir_fix}, or set HF_ENDPOINT to a reachable mirror",
+            )
+        if answer.status in (401, 403):
+            raise VerlfitError(f"--tokenizer {name_or_path} at {answer.endpoint} needs authorisation (HTTP {answer.status}): gated or private", fix="accept the licence on the model page and export HF_TOKEN, or " + local_dir_fix)
+        if answer.status == 404:
+            raise VerlfitError(f"--tokenizer {name_or_path} does not exist at {answer.endpoint} (HTTP 404)", fix="check the model id, or " + local_dir_fix)
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:
-        raise VerlfitError(
-            f"cannot load tokenizer {name_or_path}: {error}",
-            fix="pass --tokenizer with the model's local directory or a hub name reachable from here (without network access, set HF_HUB_OFFLINE=1 so a cached model is used at once instead of after retries)",
-        ) from error
+        raise VerlfitError(f"cannot load tokenizer {name_or_path}: {error}", fix=local_dir_fix + " or a hub name reachable from here") from error
     return tokenizer
 
 
@@ -383,6 +434,59 @@ def prompt_length(tokenizer, messages: list[dict]) -> int:
 def output_paths(output_dir: str | os.PathLike) -> dict[str, Path]:
     """split -> ``<output_dir>/<split>.parquet``."""
     return {split: Path(output_dir) / f"{split}.parquet" for split in SPLITS}
+
+
+def _file_kind(path: Path) -> str:
+    """``"raw"`` (a json/jsonl file, or parquet with question and answer columns), ``"verl"`` (parquet with verl's
+    columns), else ``"other"`` (parquet with neither, or whose schema does not read: the data check reports it)."""
+    if path.suffix != ".parquet":
+        return "raw"
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(path).names)
+    except (OSError, pyarrow.ArrowException):
+        return "other"
+    if set(VERL_REQUIRED_COLUMNS) <= names:
+        return "verl"
+    return "raw" if {"question", "answer"} <= names else "other"
+
+
+def raw_files(directory: str | os.PathLike) -> dict[str, list[Path]] | None:
+    """The raw GSM8K files of ``directory`` by :func:`discover_files`' rules (in it or in its ``main/``), or None
+    when it holds none, or any parquet file in verl's format (it is then verl data, complete or not), or only
+    parquet that is neither raw nor verl's (unreadable, other columns: the data check names what is wrong).
+
+    Raises:
+        VerlfitError: from :func:`discover_files`, for one split without the other or a split in two formats.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    candidates = [c for c in (directory, directory / "main") if c.is_dir()]
+    found = [path for c in candidates for split in SPLITS for path in _split_files(c, split)]
+    kinds = {_file_kind(path) for path in found}
+    if "raw" not in kinds or "verl" in kinds:
+        return None  # nothing, or (some of) verl's own files: verl data, checked as such
+    return discover_files(directory)
+
+
+def training_data(data_dir: str | os.PathLike) -> tuple[Path, Path | None]:
+    """Where ``verlfit train --data data_dir`` reads verl's ``train.parquet``/``test.parquet``, and the raw source
+    they are prepared from when missing: ``(data_dir / PREPARED_FOLDER, data_dir)`` when ``data_dir`` holds raw GSM8K
+    files; ``(data_dir, data_dir.parent)`` when ``data_dir`` is that folder already; else ``(data_dir, None)``
+    (prepared there, or prepared from the hub). Looks at names and parquet schemas only.
+
+    Raises:
+        VerlfitError: from :func:`raw_files`, for an incomplete or mixed set of raw files.
+    """
+    data_dir = Path(data_dir)
+    if data_dir.name == PREPARED_FOLDER and raw_files(data_dir.parent) is not None:
+        return data_dir, data_dir.parent
+    if raw_files(data_dir) is not None:
+        return data_dir / PREPARED_FOLDER, data_dir
+    return data_dir, None
 
 
 def is_prepared(output_dir: str | os.PathLike) -> bool:
@@ -543,6 +647,18 @@ def prepare(
             exit_code=2,
         )
     result = PrepareResult(output_dir=output_dir)
+    # the tokenizer first: a hub id that cannot be had fails in seconds, before any data is read or downloaded
+    if tokenizer is not None:
+        if isinstance(tokenizer, (str, os.PathLike)):
+            name = str(tokenizer)
+            tokenizer = load_tokenizer(name)
+        else:
+            name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
+        if not getattr(tokenizer, "chat_template", None):
+            raise VerlfitError(
+                f"tokenizer {name} has no chat template; verl renders every prompt with it",
+                fix="pass the tokenizer of an instruct/chat model (e.g. Qwen/Qwen2.5-0.5B-Instruct)",
+            )
     with _quiet_datasets():
         raw = _read_hub(log) if source is None else _read_local(source, log)
 
@@ -572,16 +688,6 @@ def prepare(
                     log(f"skipped {len(bad_here) - MAX_BAD_LINES} more bad {split} rows")
 
         if tokenizer is not None:
-            if isinstance(tokenizer, (str, os.PathLike)):
-                name = str(tokenizer)
-                tokenizer = load_tokenizer(name)
-            else:
-                name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
-            if not getattr(tokenizer, "chat_template", None):
-                raise VerlfitError(
-                    f"tokenizer {name} has no chat template; verl renders every prompt with it",
-                    fix="pass the tokenizer of an instruct/chat model (e.g. Qwen/Qwen2.5-0.5B-Instruct)",
-                )
             for split in SPLITS:
                 if not rows[split]:
                     continue

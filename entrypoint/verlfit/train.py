@@ -31,11 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from verlfit import gsm8k
 from verlfit.arguments import add_sizing_arguments, memory_gib, parse_number, positive_number, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import TrainSettings, build_overrides, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
-from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, check_rollout_dtype, customize, load_profile, resolve_environment, select_profile
+from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, check_rollout_dtype, customize, load_profile, profile_choice_note, resolve_environment, select_profile
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 RUN_FILE = "run.json"
@@ -86,7 +87,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine instead of the profile's: hf (transformers generate; any card) or vllm (a10 profile only; compute capability >= 7.0)")
     parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs bf16 and compute capability >= 8.0)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)")
-    parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet; prepared from the hub first if missing (default: %(default)s)")
+    parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet, prepared from the hub first if missing; or with raw GSM8K files (train/test .jsonl/.parquet with question and answer, or the hub's main/ folder), prepared from them into DIR/verl (default: %(default)s)")
     add_sizing_arguments(parser)  # --algo --samples --gpus --batch-size ... --plan: shared with verlfit plan
     parser.add_argument("--steps", type=whole_number, help="total training steps (default: --epochs passes over the data)")
     parser.add_argument("--epochs", type=whole_number, default=1, help="passes over the training data when --steps is not given (default: 1)")
@@ -215,6 +216,9 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         if detect_gpu and gpu is None and (profile_name == "auto" or not args.dry_run):
             gpu, _ = _detect_gpu(need=profile_name == "auto" or not args.dry_run, profile_named=profile_name != "auto")
         profile = select_profile(profile_name, gpu)
+        choice = profile_choice_note(profile.name, gpu) if gpu is not None else None  # a 6.0 or 7.x card on p40: say why
+        if choice:
+            notes.append(choice)
     chosen = customize(profile, rollout=args.rollout, attention=args.attention)
     changes = [(what, getattr(chosen, what), getattr(profile, what)) for what in ("rollout", "attention") if getattr(chosen, what) != getattr(profile, what)]
     if changes:
@@ -237,7 +241,7 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
     settings = settings_from_args(args, run_dir)
     settings.rollout, settings.attention = profile.rollout, profile.attention
-    settings.data_dir = str(Path(settings.data_dir).resolve())
+    settings.data_dir = str(gsm8k.training_data(Path(settings.data_dir).resolve())[0])  # raw GSM8K files in --data: verl's files go to --data/verl
     if Path(settings.model).exists():
         settings.model = str(Path(settings.model).resolve())
     if args.plan == "auto":
@@ -706,12 +710,12 @@ def check_data_size(settings: TrainSettings) -> None:
 
 
 def ensure_data(settings: TrainSettings) -> None:
-    """Prepare GSM8K into ``settings.data_dir`` when its parquet files are missing."""
-    from verlfit import gsm8k
-
+    """Prepare GSM8K into ``settings.data_dir`` when its parquet files are missing: from the raw GSM8K files of
+    ``--data`` when it holds some (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`),
+    else from the hub."""
     data = Path(settings.data_dir)
     if gsm8k.is_prepared(data):
         return
-
-    print(f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first")
-    gsm8k.prepare(source=None, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length)
+    _, source = gsm8k.training_data(data)
+    print(f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first, from " + (f"the raw files in {source}" if source is not None else "the hub"))
+    gsm8k.prepare(source=source, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length)

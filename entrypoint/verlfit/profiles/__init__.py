@@ -4,7 +4,9 @@ A profile says how verl must run on one class of GPU: the environment defaults
 (``VLLM_DTYPE``, ``TRITON_MAX_SHARED_MEMORY`` in bytes, ``PYTORCH_CUDA_ALLOC_CONF``), the dtype,
 the attention implementation, the rollout engine, and the verl overrides that follow.
 
-* ``p40``: compute capability 6.x. fp32, SDPA, HF rollout, no Triton.
+* ``p40``: compute capability 6.x. fp32, SDPA, HF rollout, no Triton. Also what runs on 7.x cards (V100 7.0,
+  T4 and RTX 20xx 7.5): they lack bf16 and FlashAttention-2 (both need 8.0), which the a10 profile is built on;
+  :func:`profile_choice_note` says so, and what such a card could use that the profile leaves off.
 * ``a10``: compute capability >= 8.0 (A10, L4). bf16, FlashAttention-2, vLLM rollout.
 * ``auto``: ``p40`` below compute capability 8.0, ``a10`` from 8.0 (:func:`select_profile`).
 
@@ -154,6 +156,30 @@ def profile_for_capability(compute_capability: tuple[int, int]) -> str:
     if compute_capability < (6, 0):
         raise VerlfitError(f"compute capability {compute_capability[0]}.{compute_capability[1]} is below 6.0: no verlfit profile runs on it")
     return "p40" if compute_capability < (8, 0) else "a10"
+
+
+REFERENCE_CAPABILITY = {"p40": (6, 1)}  # the card a profile was made and measured for (FACTS.md section 1)
+
+
+def profile_choice_note(profile_name: str, gpu) -> str | None:
+    """Why ``profile_name`` runs on ``gpu`` (a :class:`verlfit.gpu.GpuInfo`) although the card is not the one the
+    profile was made for, and what the card could use that the profile leaves off; None for the profile's own
+    cards (p40 on 6.1, a10 on 8.0 and newer) and for a card the profile cannot run.
+
+    Facts (FACTS.md section 1; :class:`verlfit.gpu.GpuInfo`): bf16 and FlashAttention-2 need compute capability
+    8.0; Triton (torch.compile's Inductor, Triton kernels) and vLLM need 7.0. Printed by ``verlfit train`` at launch
+    (and in its dry run) and by ``verlfit doctor``'s gpu check.
+    """
+    capability = tuple(gpu.compute_capability)
+    if profile_name != "p40" or capability == REFERENCE_CAPABILITY["p40"] or not (6, 0) <= capability < (8, 0):
+        return None
+    why = f"profile p40 for {gpu.name} (compute capability {gpu.compute_capability_text}): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on"
+    if capability[0] == 7:
+        from verlfit.overrides import TRITON_MIN_SHARED_MEMORY
+
+        shared = load_profile("p40").environment["TRITON_MAX_SHARED_MEMORY"]
+        return why + f"; this card could also run Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY={shared}, under the {TRITON_MIN_SHARED_MEMORY} B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
+    return why + "; it has the P40's other limits too (Triton and vLLM need 7.0), so the profile leaves nothing off"
 
 
 def select_profile(name: str, gpu=None) -> Profile:
