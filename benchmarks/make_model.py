@@ -9,8 +9,8 @@
   generation_config.json) plus those tokenizer files: the directory works as ``--model`` for verl
   (``AutoTokenizer``/``AutoModelForCausalLM.from_pretrained(local_dir)``).
 
-Shapes: ``qwen2.5-0.5b`` is Qwen2.5-0.5B-Instruct's config exactly (vocab 151936 rows even though the local
-tokenizer is smaller, so memory and compute are the real model's); ``tiny`` (CPU tests) and ``small`` (learning
+Shapes: ``qwen2.5-0.5b``, ``qwen2.5-1.5b`` and ``qwen2.5-3b`` are the Qwen2.5-*-Instruct configs (vocab 151936
+rows even though the local tokenizer is smaller, so memory and compute are the real model's); ``tiny`` (CPU tests) and ``small`` (learning
 check) use vocab = tokenizer size.
 
 CLI::
@@ -140,6 +140,24 @@ SHAPES = {
         sliding_window=32768, use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
         tie_word_embeddings=True, hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
     ),
+    # Qwen/Qwen2.5-1.5B-Instruct and Qwen/Qwen2.5-3B-Instruct config.json. Layers, hidden, heads, KV heads,
+    # intermediate, vocabulary, tied embeddings, rope_theta, rms_norm_eps and max_position_embeddings as in
+    # the project facts file (FACTS.md, section 1) and in public copies of those configs (found with the code search:
+    # "intermediate_size": 8960 / 11008 with Qwen/Qwen2.5-1.5B-Instruct / -3B-Instruct). max_window_layers
+    # (21 / 70) and sliding_window are the checkpoints' values as recalled, not re-read here: they act only with
+    # use_sliding_window=True, which these configs set False.
+    "qwen2.5-1.5b": dict(
+        hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+        num_key_value_heads=2, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=32768, max_window_layers=21,
+        sliding_window=32768, use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
+        tie_word_embeddings=True, hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+    ),
+    "qwen2.5-3b": dict(
+        hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
+        num_key_value_heads=2, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=32768, max_window_layers=70,
+        sliding_window=32768, use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
+        tie_word_embeddings=True, hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+    ),
     "tiny": dict(
         hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         vocab_size=None, max_position_embeddings=32768, max_window_layers=2, sliding_window=32768,
@@ -153,7 +171,7 @@ SHAPES = {
         hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
     ),
 }
-DEFAULT_DTYPE = {"qwen2.5-0.5b": "bfloat16", "tiny": "float32", "small": "float32"}
+DEFAULT_DTYPE = {"qwen2.5-0.5b": "bfloat16", "qwen2.5-1.5b": "bfloat16", "qwen2.5-3b": "bfloat16", "tiny": "float32", "small": "float32"}
 
 _WORDS = (
     "the a an and or but so then after before when while because if of to in on at for with from by about into "

@@ -162,3 +162,34 @@ def test_cli_tokenizer_only(tmp_path):
     from transformers import AutoTokenizer
 
     assert len(AutoTokenizer.from_pretrained(str(out))) <= 1000
+
+
+def _qwen2_parameter_count(hidden, intermediate, layers, heads, kv_heads, vocab):
+    """Parameters of a Qwen2ForCausalLM with tied embeddings: q/k/v projections with bias, o without, SwiGLU MLP,
+    two RMSNorms per layer and a final one."""
+    kv = hidden // heads * kv_heads
+    attention = (hidden * hidden + hidden) + 2 * (hidden * kv + kv) + hidden * hidden
+    per_layer = attention + 3 * hidden * intermediate + 2 * hidden
+    return vocab * hidden + layers * per_layer + hidden
+
+
+@pytest.mark.parametrize(
+    "shape,dims,params",
+    [
+        ("qwen2.5-1.5b", dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2), 1_543_714_304),
+        ("qwen2.5-3b", dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2), 3_085_938_688),
+    ],
+)
+def test_qwen25_larger_configs_are_exact_and_count_their_parameters(tok, shape, dims, params):
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    config = make_model.model_config(shape, tok)
+    cfg = config.to_dict()
+    expected = dict(dims, vocab_size=151936, tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6, max_position_embeddings=32768, use_sliding_window=False, hidden_act="silu", torch_dtype="bfloat16", model_type="qwen2")
+    assert {k: cfg[k] for k in expected} == expected
+    formula = _qwen2_parameter_count(dims["hidden_size"], dims["intermediate_size"], dims["num_hidden_layers"], dims["num_attention_heads"], dims["num_key_value_heads"], 151936)
+    assert formula == params
+    with torch.device("meta"):  # the shape only: no memory for 1.5B/3B random weights in a CPU test
+        model = Qwen2ForCausalLM(config)
+    assert sum(p.numel() for p in model.parameters()) == params

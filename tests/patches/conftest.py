@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_patch_helpers import BEFORE_ROLLOUT_FIX, PROBE, copy_verl, partial_series, run_apply
+from verl_patch_helpers import BEFORE_LORA, BEFORE_ROLLOUT_FIX, LORA_WRAP_ONLY, PROBE, copy_verl, partial_series, run_apply
 
 
 @pytest.fixture
@@ -20,14 +20,19 @@ def pristine_root(tmp_path):
 
 @pytest.fixture(scope="session")
 def trees(tmp_path_factory):
-    """Session copies of verl: 'patched' (whole series, via apply.py), 'partial' (0001-0003), 'pristine'."""
+    """Session copies of verl: 'patched' (whole series, via apply.py), 'partial' (0001-0003), 'pristine',
+    'before_lora' (0001-0008) and 'lora_wrap_only' (0001-0009)."""
     base = tmp_path_factory.mktemp("verl_trees")
     patched = copy_verl(base / "patched")
     run_apply(patched, check_rc=0)
     partial = copy_verl(base / "partial")
     run_apply("--series", partial_series(base / "series_partial", BEFORE_ROLLOUT_FIX), partial, check_rc=0)
     pristine = copy_verl(base / "pristine")
-    return {"patched": patched, "partial": partial, "pristine": pristine}
+    trees = {"patched": patched, "partial": partial, "pristine": pristine}
+    for name, count in {"before_lora": BEFORE_LORA, "lora_wrap_only": LORA_WRAP_ONLY}.items():
+        trees[name] = copy_verl(base / name)
+        run_apply("--series", partial_series(base / f"series_{name}", count), trees[name], check_rc=0)
+    return trees
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +61,9 @@ PROBES = {
     ("pristine", "wiring"): (),
     ("patched", "triton"): ("FAKE",),
     ("pristine", "triton"): ("FAKE",),
+    ("patched", "lora"): (),
+    ("before_lora", "lora"): (),
+    ("lora_wrap_only", "lora"): (),
 }
 
 

@@ -24,6 +24,10 @@ PROBE = Path(__file__).resolve().parent / "verl_probe.py"
 # Patches up to and including the autocast one: the HF rollout runs in fp32 but without the 0004 fixes,
 # so rollout tests can show that they fail without 0004 and pass with it.
 BEFORE_ROLLOUT_FIX = 3
+# Patches up to 0008 (before the LoRA fixes) and up to 0009 (LoRA actor builds with the HF rollout, adapter
+# checkpoint and critic head not yet fixed): the LoRA tests show each defect on these trees.
+BEFORE_LORA = 8
+LORA_WRAP_ONLY = 9
 
 
 def series_names(series=SERIES):

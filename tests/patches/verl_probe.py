@@ -12,6 +12,10 @@ Probes:
   autocast           autocast state seen inside the actor, ref, critic and HF-rollout forwards per config
   wiring             attn_implementation wiring (fsdp_workers, load_valuehead_model), BaseShardingManager.timing
   triton FAKE_DIR    flash-attn Triton cross-entropy gate, with a fake flash_attn package under FAKE_DIR
+  lora               LoRA actor (HF rollout, FSDP1, fp32, SDPA) and LoRA critic built and driven by verl's own
+                     ActorRolloutRefWorker / CriticWorker (init_model, generate_sequences, compute_log_prob,
+                     compute_ref_log_prob, update_actor, save_checkpoint, compute_values, update_critic), with a
+                     nonzero adapter, against the merged model (merge_and_unload) and the base model
 """
 
 import importlib.abc
@@ -492,9 +496,304 @@ def probe_triton(fake_dir):
     return result
 
 
+# ---------------------------------------------------------------------------------------------- LoRA
+
+LORA_RANK = 8
+LORA_ALPHA = 16
+RESPONSE_STEPS = 24
+
+
+def _cpu_worker_shims(fw, captured):
+    """Test-side shims that let verl's FSDP workers run on CPU with gloo, world size 1. None changes what the
+    workers compute: FSDP1 refuses CPU modules with ``sync_module_states=True`` and needs ``device_id`` to run
+    on CPU (with one rank, syncing is a no-op); torch.cpu lacks the memory statistics update_actor reports; the
+    tokenizer is only read for its special token ids. ``get_peft_model`` is wrapped to make the adapter nonzero
+    (PEFT initialises lora_B to zero, so an adapter that is silently ignored would look correct) and to keep a
+    copy of the base model and of the adapted model, as they were before FSDP wrapped them."""
+    import copy
+    import types
+
+    import torch
+
+    fw.hf_tokenizer = lambda *a, **k: types.SimpleNamespace(bos_token_id=1, eos_token_id=EOS, pad_token_id=PAD)
+    fw.hf_processor = lambda *a, **k: None
+    fw.log_gpu_memory_usage = lambda *a, **k: None
+    for name in ("max_memory_allocated", "max_memory_reserved", "memory_allocated", "memory_reserved"):
+        if not hasattr(torch.cpu, name):
+            setattr(torch.cpu, name, lambda *a: 0)
+    if not hasattr(torch.cpu, "mem_get_info"):
+        torch.cpu.mem_get_info = lambda *a: (0, 0)
+    if not hasattr(torch.cpu, "get_device_name"):
+        torch.cpu.get_device_name = lambda *a: "CPU"  # FlopsCounter's device lookup (MFU metric only)
+    real_fsdp = fw.FSDP
+
+    def cpu_fsdp(*args, **kwargs):
+        kwargs["sync_module_states"] = False
+        kwargs["device_id"] = torch.device("cpu")
+        return real_fsdp(*args, **kwargs)
+
+    fw.FSDP = cpu_fsdp
+    real_get_peft_model = fw.get_peft_model
+
+    def nonzero_get_peft_model(model, peft_config, *args, **kwargs):
+        base = copy.deepcopy(model)
+        peft_model = real_get_peft_model(model, peft_config, *args, **kwargs)
+        generator = torch.Generator().manual_seed(7 + len(captured))
+        with torch.no_grad():
+            for name, param in peft_model.named_parameters():
+                if "lora_B" in name:
+                    param.copy_(torch.randn(param.shape, generator=generator) * 0.3)
+        captured.append({"base": base, "peft": copy.deepcopy(peft_model), "config": peft_config})
+        return peft_model
+
+    fw.get_peft_model = nonzero_get_peft_model
+
+
+def lora_trainer_config(model_dir, target_modules="all-linear"):
+    """verl's ppo_trainer.yaml with the P40 profile's keys and LoRA on actor and critic, resolved."""
+    import verl
+    from omegaconf import OmegaConf, open_dict
+
+    full = OmegaConf.load(os.path.join(os.path.dirname(verl.__file__), "trainer", "config", "ppo_trainer.yaml"))
+    fp32 = {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    with open_dict(full):
+        model = full.actor_rollout_ref.model
+        model.path = model_dir
+        model.lora_rank, model.lora_alpha, model.target_modules = LORA_RANK, LORA_ALPHA, target_modules
+        model.attn_implementation = "sdpa"
+        model.use_remove_padding = False
+        model.enable_gradient_checkpointing = True
+        actor = full.actor_rollout_ref.actor
+        actor.fsdp_config.mixed_precision = fp32
+        actor.autocast_dtype = "fp32"
+        actor.use_torch_compile = False
+        actor.ppo_mini_batch_size = 2
+        actor.ppo_micro_batch_size_per_gpu = 1
+        actor.optim.lr = 1e-2
+        actor.use_kl_loss = True
+        full.actor_rollout_ref.ref.autocast_dtype = "fp32"
+        full.actor_rollout_ref.ref.fsdp_config.model_dtype = "fp32"
+        rollout = full.actor_rollout_ref.rollout
+        rollout.name, rollout.dtype, rollout.tensor_model_parallel_size = "hf", "float32", 1
+        rollout.do_sample, rollout.response_length = False, RESPONSE_STEPS
+        rollout.log_prob_micro_batch_size_per_gpu = 2
+        critic = full.critic
+        critic.model.path = critic.model.tokenizer_path = model_dir
+        critic.model.lora_rank, critic.model.lora_alpha, critic.model.target_modules = LORA_RANK, LORA_ALPHA, target_modules
+        critic.model.attn_implementation = "sdpa"
+        critic.model.use_remove_padding = False
+        critic.model.enable_gradient_checkpointing = True
+        critic.model.fsdp_config.mixed_precision = fp32
+        critic.autocast_dtype = "fp32"
+        critic.ppo_mini_batch_size = 2
+        critic.ppo_micro_batch_size_per_gpu = 1
+        critic.forward_micro_batch_size_per_gpu = 2
+        critic.optim.lr = 1e-2
+        full.trainer.total_training_steps = 1
+    OmegaConf.resolve(full)
+    return full
+
+
+def _sequence_logprobs(model, batch):
+    """log p(response token) under ``model``: the reference computation for verl's log-probs (fp32, no autocast)."""
+    import torch
+
+    responses = batch["responses"]
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"], use_cache=False).logits
+    logits = logits[:, -responses.shape[1] - 1 : -1, :].float()
+    return torch.log_softmax(logits, dim=-1).gather(-1, responses[..., None]).squeeze(-1)
+
+
+def _values(model, batch):
+    import torch
+
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"], use_cache=False).logits
+    return logits[:, -batch["responses"].shape[1] - 1 : -1].squeeze(-1).float()
+
+
+def _masked_max_diff(a, b, mask):
+    return float((a.float() - b.float()).abs()[mask.bool()].max())
+
+
+def _full_params(fsdp_module):
+    """{name: tensor copy} of every parameter of an FSDP1 module, unsharded, with PEFT's own names."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    with FSDP.summon_full_params(fsdp_module, writeback=False):
+        return {name.replace("_fsdp_wrapped_module.", ""): p.detach().clone() for name, p in fsdp_module.named_parameters()}
+
+
+class _GradAtStep:
+    """Wrap optimizer.step: record, at each step, the gradients the FSDP module's flat parameters hold."""
+
+    def __init__(self, fsdp_module, optimizer):
+        self.seen = []
+        real_step = optimizer.step
+
+        def step(*args, **kwargs):
+            self.seen.append([(p.requires_grad, p.grad is not None, p.numel()) for _, p in fsdp_module.named_parameters()])
+            return real_step(*args, **kwargs)
+
+        optimizer.step = step
+
+
+def _param_report(fsdp_module, optimizer, peft_model, grads):
+    """Which parameters of the FSDP module received gradients at the optimizer steps, and what AdamW keeps state for."""
+    params = list(fsdp_module.named_parameters())
+    at_step = [entry for seen in grads.seen for entry in seen]
+    state = [p for group in optimizer.param_groups for p in group["params"] if optimizer.state.get(p)]
+    return {
+        "dtypes": sorted({str(p.dtype).replace("torch.", "") for _, p in params}),
+        "optimizer_params_numel": sum(p.numel() for group in optimizer.param_groups for p in group["params"]),
+        "optimizer_state_numel": sum(p.numel() for p in state),
+        "optimizer_state_requires_grad": sorted({bool(p.requires_grad) for p in state}),
+        "optimizer_state_dtypes": sorted({str(t.dtype).replace("torch.", "") for p in state for t in optimizer.state[p].values() if t.dim() > 0}),
+        "steps": len(grads.seen),
+        "with_grad_numel_per_step": sorted({sum(n for _, has_grad, n in seen if has_grad) for seen in grads.seen}),
+        "frozen_with_grad": sum(1 for requires_grad, has_grad, _ in at_step if has_grad and not requires_grad),
+        "trainable_without_grad": sum(1 for requires_grad, has_grad, _ in at_step if requires_grad and not has_grad),
+        "adapter_numel": sum(p.numel() for _, p in peft_model.named_parameters() if p.requires_grad),
+        "trainable_not_lora": sorted(n for n, p in peft_model.named_parameters() if p.requires_grad and "lora_" not in n),
+        "total_numel": sum(p.numel() for _, p in peft_model.named_parameters()),
+    }
+
+
+def _changed(before, after):
+    import torch
+
+    changed = sorted(name for name in before if not torch.equal(before[name], after[name]))
+    return {"changed": changed, "unchanged_count": len(before) - len(changed)}
+
+
+def probe_lora():
+    import copy
+    import socket
+
+    model_dir = save_checkpoint(tempfile.mkdtemp(prefix="verl_probe_model_"))
+    import torch
+    from tensordict import TensorDict
+
+    block_flash_attn()
+    cpu_empty_cache_shim()
+    init_dist()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    for key, value in {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+        os.environ.setdefault(key, value)
+
+    import verl.workers.fsdp_workers as fw
+    from verl import DataProto
+
+    captured = []
+    _cpu_worker_shims(fw, captured)
+    config = lora_trainer_config(model_dir)
+    result = {"peft_version": __import__("peft").__version__}
+
+    # ------------------------------------------------------------------ actor, rollout and in-actor reference
+    worker = fw.ActorRolloutRefWorker(config.actor_rollout_ref, role="actor_rollout")
+    try:
+        worker.init_model()
+    except Exception as exc:  # noqa: BLE001
+        result["actor_init_error"] = f"{type(exc).__name__}: {exc}"
+        return result
+    base, peft_model = captured[0]["base"], captured[0]["peft"]
+    merged = copy.deepcopy(peft_model).merge_and_unload().eval()
+    base.eval()
+    inner = worker.actor_module.base_model.model
+    result["actor"] = {
+        "module": type(worker.actor_module).__name__,
+        "attn_implementation": inner.config._attn_implementation,
+        "mixed_precision_param_dtype": str(worker.actor_module_fsdp.mixed_precision.param_dtype).replace("torch.", ""),
+        "target_modules": sorted(captured[0]["config"].target_modules),
+        "lora_b_nonzero": bool(all(float(p.abs().sum()) > 0 for n, p in peft_model.named_parameters() if "lora_B" in n)),
+    }
+
+    ids, mask, pos = left_padded_batch()
+    out = worker.generate_sequences(data_proto(ids, mask, pos, do_sample=False))
+    batch = out.batch
+    response_mask = batch["attention_mask"][:, PROMPT_LEN:]
+    result["rollout"] = {
+        "responses": batch["responses"].tolist(),
+        "merged_manual": manual_greedy(merged, ids, mask, RESPONSE_STEPS).tolist(),
+        "base_manual": manual_greedy(base, ids, mask, RESPONSE_STEPS).tolist(),
+    }
+
+    tensors = {k: batch[k] for k in ("responses", "input_ids", "attention_mask", "position_ids", "prompts")}
+    old = worker.compute_log_prob(DataProto.from_dict(tensors=dict(tensors)))
+    ref = worker.compute_ref_log_prob(DataProto.from_dict(tensors=dict(tensors)))
+    merged_logp, base_logp = _sequence_logprobs(merged, tensors), _sequence_logprobs(base, tensors)
+    old_logp, ref_logp = old.batch["old_log_probs"], ref.batch["ref_log_prob"]
+    result["logprobs"] = {
+        "dtypes": [str(old_logp.dtype).replace("torch.", ""), str(ref_logp.dtype).replace("torch.", "")],
+        "old_vs_merged": _masked_max_diff(old_logp, merged_logp, response_mask),
+        "old_vs_base": _masked_max_diff(old_logp, base_logp, response_mask),
+        "ref_vs_base": _masked_max_diff(ref_logp, base_logp, response_mask),
+        "ref_vs_merged": _masked_max_diff(ref_logp, merged_logp, response_mask),
+    }
+
+    before = _full_params(worker.actor_module_fsdp)
+    generator = torch.Generator().manual_seed(3)
+    update = dict(tensors, old_log_probs=old_logp, ref_log_prob=ref_logp, advantages=torch.randn(response_mask.shape, generator=generator) * response_mask)
+    n_tokens = batch["attention_mask"].sum(-1).tolist()
+    actor_grads = _GradAtStep(worker.actor_module_fsdp, worker.actor_optimizer)
+    metrics = worker.update_actor(DataProto.from_dict(tensors=update, meta_info={"temperature": 1.0, "global_token_num": n_tokens})).meta_info["metrics"]
+    result["update"] = _param_report(worker.actor_module_fsdp, worker.actor_optimizer, peft_model, actor_grads)
+    after = _full_params(worker.actor_module_fsdp)
+    result["update"].update(_changed(before, after))
+    result["update"]["pg_loss_finite"] = bool(all(torch.isfinite(torch.tensor(v)).all() for k, v in metrics.items() if k.startswith("actor/pg_loss")))
+    ref_after = worker.compute_ref_log_prob(DataProto.from_dict(tensors=dict(tensors))).batch["ref_log_prob"]
+    old_after = worker.compute_log_prob(DataProto.from_dict(tensors=dict(tensors))).batch["old_log_probs"]
+    result["update"]["ref_after_vs_base"] = _masked_max_diff(ref_after, base_logp, response_mask)
+    result["update"]["old_after_vs_old_before"] = _masked_max_diff(old_after, old_logp, response_mask)
+
+    # checkpoint: verl writes only the adapter under lora_adapter/ (fsdp_workers.py save_checkpoint)
+    ckpt = tempfile.mkdtemp(prefix="verl_probe_ckpt_")
+    worker.checkpoint_manager = __import__("types").SimpleNamespace(save_checkpoint=lambda **kw: None)  # full FSDP state: not LoRA's concern
+    worker.save_checkpoint(local_path=ckpt)
+    adapter_dir = os.path.join(ckpt, "lora_adapter")
+    result["checkpoint"] = {"files": sorted(os.listdir(adapter_dir)) if os.path.isdir(adapter_dir) else []}
+    if result["checkpoint"]["files"]:
+        from peft import PeftModel
+
+        reloaded = PeftModel.from_pretrained(copy.deepcopy(base), adapter_dir).eval()
+        result["checkpoint"]["reloaded_vs_trained_logprob"] = _masked_max_diff(_sequence_logprobs(reloaded, tensors), old_after, response_mask)
+        result["checkpoint"]["reloaded_vs_base_logprob"] = _masked_max_diff(_sequence_logprobs(reloaded, tensors), base_logp, response_mask)
+
+    # ------------------------------------------------------------------ critic
+    critic_worker = fw.CriticWorker(config.critic)
+    try:
+        critic_worker.init_model()
+    except Exception as exc:  # noqa: BLE001
+        result["critic_init_error"] = f"{type(exc).__name__}: {exc}"
+        return result
+    cbase, cpeft = captured[1]["base"], captured[1]["peft"]
+    cpeft.eval()
+    values = critic_worker.compute_values(DataProto.from_dict(tensors=dict(tensors))).batch["values"]
+    critic_fsdp = critic_worker.critic_module
+    result["critic"] = {
+        "module": type(critic_fsdp._fsdp_wrapped_module).__name__,
+        "task_type": str(getattr(captured[1]["config"].task_type, "value", captured[1]["config"].task_type)),
+        "attn_implementation": cbase.config._attn_implementation,
+        "mixed_precision_param_dtype": str(critic_fsdp.mixed_precision.param_dtype).replace("torch.", ""),
+        "values_vs_adapted": _masked_max_diff(values, _values(cpeft, tensors), response_mask),
+        "values_vs_base": _masked_max_diff(values, _values(cbase.eval(), tensors), response_mask),
+    }
+    cbefore = _full_params(critic_fsdp)
+    returns = torch.randn(response_mask.shape, generator=generator) * response_mask
+    critic_update = dict(tensors, values=values, returns=returns)
+    critic_grads = _GradAtStep(critic_fsdp, critic_worker.critic_optimizer)
+    critic_worker.update_critic(DataProto.from_dict(tensors=critic_update, meta_info={"global_token_num": n_tokens}))
+    result["critic_update"] = _param_report(critic_fsdp, critic_worker.critic_optimizer, cpeft, critic_grads)
+    result["critic_update"].update(_changed(cbefore, _full_params(critic_fsdp)))
+    return result
+
+
 def main(argv):
     probe, args = argv[0], argv[1:]
-    fn = {"imports": probe_imports, "rollout": probe_rollout, "autocast": probe_autocast, "wiring": probe_wiring, "triton": probe_triton}[probe]
+    fn = {"imports": probe_imports, "rollout": probe_rollout, "autocast": probe_autocast, "wiring": probe_wiring, "triton": probe_triton, "lora": probe_lora}[probe]
     result = fn(*args)
     import verl
 
