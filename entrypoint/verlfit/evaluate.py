@@ -229,7 +229,8 @@ class ResolvedModel:
 
 def resolve_model(model: str, workdir: Path) -> ResolvedModel:
     """A model directory or hub id as given; a run directory (it has ``checkpoints/``): its newest complete
-    checkpoint, exported into ``workdir`` (a temporary directory the caller removes).
+    checkpoint, exported into ``workdir`` (a temporary directory the caller removes). ``RUN/export/global_step_N``
+    (verlfit export's default output) counts as step N of RUN, so its eval is written under ``RUN/eval``.
 
     Raises:
         VerlfitError: from :func:`verlfit.export.find_checkpoint` for a run without a complete checkpoint.
@@ -243,6 +244,12 @@ def resolve_model(model: str, workdir: Path) -> ResolvedModel:
     if path.exists() and not (path / "config.json").is_file():
         raise VerlfitError(f"{model} is neither a model directory (no config.json) nor a run directory (no checkpoints/)",
                            fix="pass a model directory, a hub id or a run directory made by verlfit train")
+    run_dir = path.parent.parent
+    if path.parent.name == "export" and (run_dir / "checkpoints").is_dir() and path.name.startswith("global_step_") and path.name[12:].isdigit():
+        # a checkpoint verlfit export wrote to its default place: the eval belongs to the run (RUN/eval/...)
+        from verlfit import export
+
+        return ResolvedModel(model, path.name, run_dir, int(path.name[12:]), export._run_info(run_dir))
     return ResolvedModel(model, path.name or model.replace("/", "--"))
 
 
