@@ -15,7 +15,7 @@
 # The subcommand list is verlfit.cli.SUBCOMMANDS (tests/images/test_entrypoint.py keeps it equal).
 set -euo pipefail
 
-SUBCOMMANDS=(prepare-gsm8k train plan doctor report profiles)
+SUBCOMMANDS=(prepare-gsm8k train plan doctor report export eval profiles)
 
 profile=${VERLFIT_PROFILE:-}
 if [ -n "$profile" ]; then
