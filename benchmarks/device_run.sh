@@ -19,7 +19,10 @@
 #   calibrate_check
 #              one more uncapped bf16 run, to check the coefficient fitted to calibrate_a10
 #   learn      SFT warm-up of a small model on synthetic problems, then PPO and GRPO learning checks
-#              (200 steps each, at two actor learning rates, all four at once)
+#              (200 steps each, at two actor learning rates, all four at once; each ends on a checkpoint of step 200)
+#   export_eval
+#              verlfit export of the learning check's final checkpoint (EXPORT_RUN, default learn-grpo-lr1e-5), then
+#              verlfit eval of it --compare the starting model on the 256 held-out problems (the rows its validation used)
 #   bench      verlfit bench on the card as it is and with --emulate p40; the JSON files go to $OUT
 #   pack       tar the run records (run.json, metrics.jsonl, train.log tail) into $OUT/runs.tar.gz and write
 #              $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison table)
@@ -179,14 +182,36 @@ stage_learn() {
   # 0.315 greedy accuracy on 200 test problems (call 5 of 2026-11-29)
   [ -f "$small/config.json" ] || python3 benchmarks/sft_warmup.py --data-dir "$synth/raw" --output "$small" --tokenizer-dir "$MODEL" --seed 2 | tail -n 3 | tee -a "$RUNS/stages.log"
   # responses up to 128 tokens: the synthetic answers take 49-88 tokens (median 62) with the local tokenizer,
-  # so 64 would cut off the final "#### N" of about one in six
+  # so 64 would cut off the final "#### N" of about one in six.
+  # --save-freq 200: one checkpoint, of the last step (verl also saves on the last step whatever the frequency),
+  # for stage export_eval; the small model's checkpoint is a few hundred MB
   for lr in ${LEARN_LRS:-1e-5 3e-5}; do
     train "learn-ppo-lr$lr" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-5 --skip-checks --test-freq 20 --save-freq -1 &
+      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-5 --skip-checks --test-freq 20 --save-freq 200 &
     train "learn-grpo-lr$lr" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr "$lr" --skip-checks --test-freq 20 --save-freq -1 &
+      --max-response-length 128 --actor-lr "$lr" --skip-checks --test-freq 20 --save-freq 200 &
   done
   wait
+}
+
+stage_export_eval() {
+  # The learning check's final checkpoint as a Hugging Face model, scored against the model it started from on the
+  # 256 held-out problems its validation used (same greedy decoding, same strict score, fp32 + SDPA from the run's
+  # p40 profile, responses <= 128 tokens from the run's settings). Call 5 of 2026-11-29 validated learn-grpo-lr1e-5
+  # at 0.320 (step 0) and 0.520 (step 200): eval should agree within noise (about +-0.03 for one accuracy on 256 rows).
+  local synth=$WORK/synthetic small=$WORK/small-sft name=${EXPORT_RUN:-learn-grpo-lr1e-5} status=0 step out
+  local run=$RUNS/$name
+  step=$(cat "$run/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null || echo none)
+  log "export_eval $name: verlfit export (checkpoint of step $step), then verlfit eval --compare $small"
+  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit export "$run" --force > "$RUNS/$name.export.console" 2>&1 || status=$?
+  log "end export $name: status $status"; tail -n 3 "$RUNS/$name.export.console" | sed "s/^/  export| /"
+  [ "$status" -eq 0 ] || return 0
+  out=$run/eval/global_step_$step-test
+  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit eval "$run/export/global_step_$step" --data "$synth" --limit 256 --batch-size 64 \
+    --compare "$small" --output "$out" > "$RUNS/$name.eval.console" 2>&1 || status=$?
+  log "end eval $name: status $status"; tail -n 4 "$RUNS/$name.eval.console" | sed "s/^/  eval| /" | tee -a "$RUNS/stages.log"
+  [ -f "$out/comparison.json" ] && cp "$out/comparison.json" "$RUNS/$name.eval.json"
+  python3 -m verlfit report "$run" > /dev/null 2>&1 && grep -E '^(validation|eval) ' "$run/report/summary.txt" | tee -a "$RUNS/stages.log" || true
 }
 
 stage_bench() {
@@ -198,7 +223,7 @@ stage_bench() {
 
 stage_pack() {
   local list
-  list=$(cd "$RUNS" && find . -maxdepth 2 \( -name run.json -o -name metrics.jsonl -o -name '*.console' -o -name stages.log -o -name train.log \) | sort)
+  list=$(cd "$RUNS" && find . -maxdepth 2 \( -name run.json -o -name metrics.jsonl -o -name '*.console' -o -name '*.eval.json' -o -name stages.log -o -name train.log \) | sort)
   # train.log can be long: keep its last 400 lines
   (cd "$RUNS" && for f in $list; do case $f in *train.log) tail -n 400 "$f" > "$f.tail" && echo "$f.tail";; *) echo "$f";; esac; done) > "$RUNS/.pack"
   tar -C "$RUNS" -czf "$OUT/runs.tar.gz" -T "$RUNS/.pack"

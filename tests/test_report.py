@@ -81,7 +81,9 @@ def test_figures_draw_exactly_the_plot_data(finished_run):
     data = plot_data(consolidate(read_metrics(finished_run)))
     reward = build_figure(data["reward"])
     drawn = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in reward.axes[0].lines}
-    assert drawn == {name: (list(s), list(v)) for name, (s, v) in data["reward"]["lines"].items()}
+    baselines = {f"step-0 baseline {v:.3f}": ([0, 1], [v, v]) for v in data["reward"]["baselines"].values()}  # axhline: x in axes units
+    assert baselines == {"step-0 baseline 0.005": ([0, 1], [data["reward"]["lines"][VAL][1][0]] * 2)}
+    assert drawn == {name: (list(s), list(v)) for name, (s, v) in data["reward"]["lines"].items()} | baselines
     stacked = build_figure(data["step_time"])
     bars = {c.get_label(): [patch.get_height() for patch in c.patches] for c in stacked.axes[0].containers}
     assert list(bars) == list(data["step_time"]["phases"])
@@ -95,7 +97,7 @@ def test_summary_of_a_finished_run(finished_run):
     assert text.splitlines()[1:8] == [
         "status: finished (4 of 4 steps)",
         "reward (critic/score/mean): last 0.250 (step 4), best 0.250 (step 4)",
-        f"validation ({VAL}): last 0.1054 (step 4), best 0.1054 (step 4)",
+        f"validation ({VAL}): step 0 (before training) 0.0045 -> last 0.1054 (step 4), best 0.1054 (step 4)",
         "step time (timing_s/step): mean 80.2 s over 4 steps",
         "throughput: mean 81 tokens/s (perf/total_num_tokens / timing_s/step)",
         "peak GPU memory: 13.0 GiB allocated, 22.4 GiB reserved (perf/max_memory_*_gb)",
@@ -183,3 +185,73 @@ def test_unreadable_metrics_lines_are_named_not_passed_over(tmp_path):
     assert [r["step"] for r in run.training] == [1]
     assert ("warning: 6 line(s) of metrics.jsonl are not step records and were skipped (line 2, 4, 5, 6, 7, 8); "
             "a run stopped mid-write cuts only its last line") in summarize(run).splitlines()
+
+
+def test_corrupt_run_json_is_named_and_status_comes_from_metrics(interrupted_run):
+    # before: a corrupt run.json was read as {} without a word
+    (interrupted_run / "run.json").write_text('{"total_steps": 10, "pid":')
+    text = summarize(load_run(interrupted_run))
+    lines = text.splitlines()
+    assert lines[1] == "status: interrupted or still running: 3 of 10 steps done"  # the total from train.log's "Total training steps"
+    assert lines[2] == (f"warning: {interrupted_run / 'run.json'} is not valid JSON (Expecting value: line 1 column 27 (char 26)): "
+                        "run.json's total steps and process id are unknown; the status above is what metrics.jsonl alone supports")
+
+
+def test_run_json_that_is_not_an_object(finished_run):
+    (finished_run / "run.json").write_text("[1, 2]")
+    assert f"warning: {finished_run / 'run.json'} is not a verlfit run record (a JSON list, not an object)" in summarize(load_run(finished_run))
+
+
+def test_no_warning_without_run_json(finished_run):
+    (finished_run / "run.json").unlink()
+    assert not [line for line in summarize(load_run(finished_run)).splitlines() if line.startswith("warning:")]
+
+
+def _validated_run(tmp_path):
+    run = tmp_path / "learn"
+    run.mkdir()
+    records = [{"step": 0, VAL: 0.3203125}, {"step": 1, "timing_s/step": 2.0, "critic/score/mean": 0.1},
+               {"step": 2, "timing_s/step": 2.0, "critic/score/mean": 0.2, VAL: 0.51953125}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (run / "run.json").write_text(json.dumps({"total_steps": 2, "command": []}))
+    return run
+
+
+def test_validation_curve_keeps_its_step_0_baseline(tmp_path):
+    run = _validated_run(tmp_path)
+    data = plot_data(load_run(run).records)["reward"]
+    assert data["lines"][VAL] == ([0, 2], [0.3203125, 0.51953125])
+    assert data["baselines"] == {VAL: 0.3203125}
+    build_figure(data)
+    assert f"validation ({VAL}): step 0 (before training) 0.3203 -> last 0.5195 (step 2), best 0.5195 (step 2)" in summarize(load_run(run))
+
+
+def test_eval_of_the_exported_checkpoint_before_after(tmp_path):
+    from verlfit import evaluate
+
+    run = _validated_run(tmp_path)
+    out = run / "eval" / "global_step_2-test"
+    rows = [evaluate.RowResult(i, i, "r", "1", "1", s, 3) for i, s in enumerate([1.0, 1.0, 0.0, 1.0])]
+    other = [evaluate.RowResult(i, i, "r", "1", "1", s, 3) for i, s in enumerate([0.0, 1.0, 0.0, 0.0])]
+    evaluate.write_results(out, rows, evaluate.summarize(rows) | {"model": str(run), "step": 2, "split": "test"})
+    other_summary = evaluate.summarize(other) | {"model": "start-model", "step": None, "split": "test"}
+    evaluate.write_results(out / "compare", other, other_summary)
+    comparison = evaluate.paired_difference([r.score for r in rows], [r.score for r in other]) | {"other": other_summary}
+    (out / "comparison.json").write_text(json.dumps(comparison))
+    line = [line for line in summarize(load_run(run)).splitlines() if line.startswith("eval ")]
+    half = 1.959963984540054 * 0.5773502691896257 / 2  # stdev of the differences 1,0,0,1 over sqrt(4)
+    assert line == [f"eval (verlfit eval, 4 rows of test, greedy, verl's strict GSM8K score; {out}): before -> after: "
+                    f"start-model 0.2500 -> exported step 2 0.7500 (difference +0.5000, 95% CI [{0.5 - half:+.4f}, {0.5 + half:+.4f}])"]
+    (out / "comparison.json").unlink()
+    assert f"exported step 2 accuracy 0.7500, format 1.0000" in summarize(load_run(run))
+
+
+def test_reports_of_recorded_runs_stay_out_of_git():
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    record = "benchmarks/results/2026-11-29-h200/call-5/learn-grpo-lr1e-5"
+    assert (repo / record / "run.json").is_file()
+    for generated in ("report/summary.txt", "report/reward.png", "eval/global_step_200-test/summary.json", "export/global_step_200/model.safetensors"):
+        assert subprocess.run(["git", "check-ignore", "-q", f"{record}/{generated}"], cwd=repo).returncode == 0, generated
+    assert subprocess.run(["git", "check-ignore", "-q", f"{record}/run.json"], cwd=repo).returncode == 1  # the record itself stays tracked

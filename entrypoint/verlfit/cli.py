@@ -22,6 +22,8 @@ SUBCOMMANDS: dict[str, str] = {
     "plan": "verlfit.plan",
     "doctor": "verlfit.doctor",
     "report": "verlfit.report",
+    "export": "verlfit.export",
+    "eval": "verlfit.evaluate",
     "profiles": "verlfit.profiles",
     "bench": "verlfit.bench",
 }

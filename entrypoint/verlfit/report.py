@@ -8,7 +8,13 @@ A run directory (made by ``verlfit train``) holds ``metrics.jsonl`` (one record 
 
     reward.png  kl.png  entropy.png  response_length.png  step_time.png  memory.png  summary.txt
 
-(a plot whose metrics the run never logged is left out). The data behind each plot comes from
+(a plot whose metrics the run never logged is left out). The validation curve keeps its step-0 point (verl's
+validation before training) as a dotted baseline, and the summary says "step 0 (before training) X -> last Y".
+When ``verlfit eval`` scored an exported checkpoint of the run (``RUN_DIR/eval/*/summary.json``, its default
+output for a run directory), the summary adds that accuracy, as before -> after when it ran with ``--compare``.
+An unreadable ``run.json`` is named (as ``verlfit train --resume`` names it) and the status then rests on the
+metrics alone. Reports of the recorded runs under ``benchmarks/results`` are kept out of git by ``.gitignore``
+(``report/``, ``eval/`` and ``export/`` there), so the default output stays beside the run. The data behind each plot comes from
 :func:`plot_data`, which tests compare with the input; :func:`build_figure` draws exactly that data.
 """
 
@@ -53,6 +59,8 @@ class Run:
     info: dict = field(default_factory=dict)
     total_steps: int | None = None
     unreadable_lines: list[int] = field(default_factory=list)  # of metrics.jsonl, from 1
+    info_error: str | None = None  # why run.json could not be read (None: read, or absent)
+    evaluation: dict | None = None  # the newest RUN/eval/*/summary.json of this run's exported checkpoint (verlfit eval)
 
     @property
     def training(self) -> list[dict]:
@@ -80,7 +88,7 @@ def load_run(run_dir: str | os.PathLike) -> Run:
     if not metrics_path.is_file() and not log_path.is_file():
         raise VerlfitError(f"{run_dir} is not a run: it has no {METRICS_FILE} and no {LOG_FILE}; {what}",
                            fix="pass the directory verlfit train created, e.g. verlfit report runs/<name>")
-    info = _read_run_info(run_dir / RUN_INFO_FILE)
+    info, info_error = _read_run_info(run_dir / RUN_INFO_FILE)
     total = info.get("total_steps") if isinstance(info.get("total_steps"), int) else None
     unreadable: list[int] = []
     records = read_metrics(run_dir, unreadable)
@@ -93,15 +101,46 @@ def load_run(run_dir: str | os.PathLike) -> Run:
         if not records:
             records, source = log_records, LOG_FILE
     return Run(run_dir=run_dir, records=consolidate(records), source=source, info=info,
-               total_steps=total if total is not None else log_total, unreadable_lines=unreadable)
+               total_steps=total if total is not None else log_total, unreadable_lines=unreadable,
+               info_error=info_error, evaluation=read_evaluation(run_dir))
 
 
-def _read_run_info(path: Path) -> dict:
+def _read_run_info(path: Path) -> tuple[dict, str | None]:
+    """(run.json's record, None) or ({}, why it is unreadable); a missing run.json is not an error (a copied verl log).
+
+    The reasons are worded as ``verlfit train --resume`` words them (``train.load_run``).
+    """
     try:
         info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return info if isinstance(info, dict) else {}
+    except FileNotFoundError:
+        return {}, None
+    except json.JSONDecodeError as error:
+        return {}, f"{path} is not valid JSON ({error})"
+    except (UnicodeDecodeError, OSError) as error:
+        return {}, f"{path} is not a verlfit run record ({type(error).__name__})"
+    if not isinstance(info, dict):
+        return {}, f"{path} is not a verlfit run record (a JSON {type(info).__name__}, not an object)"
+    return info, None
+
+
+def read_evaluation(run_dir: Path) -> dict | None:
+    """The summary ``verlfit eval`` wrote for this run's newest evaluated checkpoint (``RUN/eval/*/summary.json``
+    whose ``step`` is set), with its ``comparison`` (``comparison.json`` beside it) when ``--compare`` was given."""
+    from verlfit.evaluate import COMPARISON_FILE, EVAL_DIR, SUMMARY_FILE as EVAL_SUMMARY
+
+    found = []
+    for path in sorted((run_dir / EVAL_DIR).glob(f"*/{EVAL_SUMMARY}")):
+        try:
+            summary = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(summary, dict) and isinstance(summary.get("step"), int) and isinstance(summary.get("accuracy"), (int, float)):
+            try:
+                comparison = json.loads((path.parent / COMPARISON_FILE).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                comparison = None
+            found.append(summary | {"comparison": comparison if isinstance(comparison, dict) else None, "path": str(path.parent)})
+    return max(found, key=lambda s: s["step"]) if found else None
 
 
 def series(records: list[dict], name: str) -> tuple[list[int], list[float]]:
@@ -115,7 +154,7 @@ def plot_data(records: list[dict]) -> dict[str, dict]:
 
     Line plots: ``{"title", "ylabel", "kind": "line", "lines": {metric: (steps, values)}}`` with only the
     metrics present; the reward plot adds the ``val-core/*`` metrics (validation score, a marker per
-    validation). Step time: ``{"kind": "stacked", "steps": [...], "phases": {phase: [seconds per step]}}``
+    validation) and ``"baselines": {metric: step-0 value}`` for those validated before training. Step time: ``{"kind": "stacked", "steps": [...], "phases": {phase: [seconds per step]}}``
     where the phases are verl's ``timing_s/<phase>`` (0 where absent) plus ``other`` = ``timing_s/step``
     minus their sum (never below 0). Plots without data are left out.
     """
@@ -128,6 +167,9 @@ def plot_data(records: list[dict]) -> dict[str, dict]:
         lines = {m: pts for m, pts in lines.items() if pts[0]}
         if lines:
             plots[name] = {"title": title, "ylabel": ylabel, "kind": "line", "lines": lines}
+            baselines = {m: pts[1][0] for m, pts in lines.items() if m.startswith("val-core/") and pts[0][0] == 0}
+            if baselines:
+                plots[name]["baselines"] = baselines  # validation before training (step 0): a dotted level line
     timed = [r for r in records if is_training_record(r)]
     if timed:
         present = [p for p in TIMING_PHASES if any(f"timing_s/{p}" in r for r in timed)]
@@ -157,6 +199,8 @@ def build_figure(spec: dict):
             marker = "o" if name.startswith("val-core/") or len(steps) < 20 else None
             style = "--" if name.startswith("val-core/") else "-"
             ax.plot(steps, values, style, marker=marker, label=name)
+        for name, value in spec.get("baselines", {}).items():
+            ax.axhline(value, linestyle=":", color="gray", label=f"step-0 baseline {value:.3f}")
     ax.set_title(spec["title"])
     ax.set_xlabel("step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -195,6 +239,9 @@ def summarize(run: Run) -> str:
     else:
         status = f"{last or 0} steps done; total unknown (no run.json total_steps, no 'Total training steps' line)"
     lines.append(f"status: {status}")
+    if run.info_error:
+        lines.append(f"warning: {run.info_error}: {RUN_INFO_FILE}'s total steps and process id are unknown; "
+                     f"the status above is what {run.source} alone supports")
     if run.unreadable_lines:
         shown = ", ".join(map(str, run.unreadable_lines[:10])) + (" ..." if len(run.unreadable_lines) > 10 else "")
         lines.append(f"warning: {len(run.unreadable_lines)} line(s) of {METRICS_FILE} are not step records and were skipped "
@@ -209,7 +256,10 @@ def summarize(run: Run) -> str:
     for key in val_keys:
         points = [(r["step"], r[key]) for r in run.records if key in r]
         best = max(points, key=lambda p: -math.inf if math.isnan(p[1]) else p[1])
-        lines.append(f"validation ({key}): last {points[-1][1]:.4f} (step {points[-1][0]}), best {best[1]:.4f} (step {best[0]})")
+        start = f"step 0 (before training) {points[0][1]:.4f} -> " if points[0][0] == 0 and len(points) > 1 else ""
+        lines.append(f"validation ({key}): {start}last {points[-1][1]:.4f} (step {points[-1][0]}), best {best[1]:.4f} (step {best[0]})")
+    if run.evaluation:
+        lines.append(describe_evaluation(run.evaluation))
     times = [r["timing_s/step"] for r in training]
     if times:
         mean = sum(times) / len(times)
@@ -229,6 +279,19 @@ def summarize(run: Run) -> str:
         lines.append(text + " (perf/max_memory_*_gb)")
     lines.append("note: values come from verl's console: exact for runs of `verlfit train` (patch 0008), 3 decimals for other verl logs")
     return "\n".join(lines)
+
+
+def describe_evaluation(evaluation: dict) -> str:
+    """One line: the eval of the exported checkpoint, and before -> after when it was compared with another model."""
+    e = evaluation
+    where = f"{e.get('rows')} rows of {e.get('split')}, greedy, verl's strict GSM8K score; {e['path']}"
+    comparison = e.get("comparison")
+    if comparison and isinstance(comparison.get("other"), dict) and isinstance(comparison["other"].get("accuracy"), (int, float)):
+        other = comparison["other"]
+        return (f"eval (verlfit eval, {where}): before -> after: {other.get('model')} {other['accuracy']:.4f} -> "
+                f"exported step {e['step']} {e['accuracy']:.4f} (difference {comparison['difference']:+.4f}, "
+                f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}])")
+    return f"eval (verlfit eval, {where}): exported step {e['step']} accuracy {e['accuracy']:.4f}, format {e['format_rate']:.4f}"
 
 
 def process_alive(pid, command_fragment: str | None = None) -> bool:

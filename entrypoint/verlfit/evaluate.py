@@ -1,0 +1,388 @@
+"""``verlfit eval MODEL``: GSM8K accuracy of a model with verl's strict reward and greedy decoding.
+
+Scoring is verl's own: ``verl.utils.reward_score.default_compute_score(data_source, response, ground_truth)``, the
+function training validation calls through ``NaiveRewardManager`` (``reward_manager/naive.py``); for
+``openai/gsm8k`` it is ``gsm8k.compute_score`` with ``method="strict"``: 1.0 when the *last* ``#### N`` of the
+response (commas and ``$`` removed) equals the ground truth as text, 0 otherwise (no ``#### N`` at all: 0).
+
+Generation is HF ``generate``, greedy (``do_sample=False``, ``num_beams=1``), batched with left padding, prompts
+built as verl's ``RLHFDataset`` builds them (``apply_chat_template(prompt, add_generation_prompt=True,
+tokenize=False)`` then tokenized with ``add_special_tokens=False``), the same call as verl's HF rollout with
+verlfit's patch 0004: no ``position_ids`` (derived from the attention mask), ``repetition_penalty=1.0`` and
+``use_model_defaults=False`` so nothing comes from the checkpoint's ``generation_config.json`` but the stop
+tokens (verl's ``fsdp_workers.generate_sequences`` takes ``eos_token_id`` from it too). HF generate and not
+verl's own rollout: verl's rollout runs only inside its Ray/FSDP workers (a ``RayPPOTrainer`` with a worker
+group), and vLLM does not run on compute capability 6.x; HF generate is the rollout the P40 profile trains with,
+so the numbers are the ones validation reports (same greedy setting, same dtype and attention: the profile's,
+fp32 + SDPA for p40). No evaluation library (lm-eval-harness, lighteval) is used: they score GSM8K their own
+way (flexible extraction, few-shot prompts), which is not the number training reports.
+
+Output (``--output``, default ``RUN/eval/global_step_N-SPLIT`` for a run directory, else ``eval/NAME-SPLIT``):
+``rows.jsonl`` (one line per row: ``row`` index in the split, ``index`` = extra_info.index, ``response``,
+``extracted`` answer or null, ``ground_truth``, ``score``, ``response_tokens``) and ``summary.json``
+(``accuracy``, ``format_rate`` = share of responses with a ``#### N``, ``mean_response_tokens``, ``rows``, the
+model and settings); with ``--compare OTHER`` also ``compare/`` (the same for OTHER) and ``comparison.json``
+(paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`). Each file is
+written to a temporary name and renamed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from verlfit.errors import VerlfitError
+
+ROWS_FILE = "rows.jsonl"
+SUMMARY_FILE = "summary.json"
+COMPARISON_FILE = "comparison.json"
+EVAL_DIR = "eval"  # RUN/eval/global_step_N-SPLIT for a run directory
+DEFAULT_MAX_NEW_TOKENS = 256  # verlfit train's --max-response-length default (overrides.TrainSettings)
+
+# A generator turns a batch of chat prompts (lists of {"role", "content"}) into (response text, response tokens).
+Generator = Callable[[Sequence[list]], list[tuple[str, int]]]
+
+
+@dataclass
+class RowResult:
+    row: int
+    index: int | None
+    response: str
+    extracted: str | None
+    ground_truth: str
+    score: float
+    response_tokens: int
+
+
+def score_response(data_source: str, response: str, ground_truth: str) -> tuple[float, str | None]:
+    """(verl's reward of ``response``, the answer verl's strict extraction finds or None)."""
+    from verl.utils.reward_score import default_compute_score
+    from verl.utils.reward_score.gsm8k import extract_solution
+
+    return float(default_compute_score(data_source, response, ground_truth)), extract_solution(response, method="strict")
+
+
+def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | None = None) -> list[dict]:
+    """The first ``limit`` rows (all when None) of ``DATA_DIR/SPLIT.parquet`` as written by ``verlfit prepare-gsm8k``.
+
+    Raises:
+        VerlfitError: the file is missing or unreadable, or lacks verl's columns.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(data_dir) / f"{split}.parquet"
+    if not path.is_file():
+        raise VerlfitError(f"{path} does not exist", fix=f"prepare it with `verlfit prepare-gsm8k --output {data_dir}`, or pass --data DIR / --split")
+    try:
+        table = pq.read_table(path)
+    except Exception as error:  # pyarrow raises ArrowInvalid / OSError for a damaged file
+        raise VerlfitError(f"{path} is not a readable parquet file ({error})", fix="prepare it again with verlfit prepare-gsm8k") from error
+    missing = {"data_source", "prompt", "reward_model"} - set(table.column_names)
+    if missing:
+        raise VerlfitError(f"{path} lacks the column(s) {', '.join(sorted(missing))} of verl's schema", fix="prepare it with verlfit prepare-gsm8k")
+    if limit is not None:
+        table = table.slice(0, limit)
+    return table.to_pylist()
+
+
+def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, progress=None) -> list[RowResult]:
+    """Generate and score every row, ``batch_size`` prompts per ``generate`` call; ``progress(n_done)`` after each batch."""
+    results = []
+    for start in range(0, len(rows), batch_size):
+        batch = rows[start:start + batch_size]
+        outputs = generate([row["prompt"] for row in batch])
+        if len(outputs) != len(batch):
+            raise RuntimeError(f"the generator returned {len(outputs)} responses for {len(batch)} prompts")
+        for offset, (row, (text, tokens)) in enumerate(zip(batch, outputs)):
+            truth = str(row["reward_model"]["ground_truth"])
+            score, extracted = score_response(row["data_source"], text, truth)
+            index = (row.get("extra_info") or {}).get("index")
+            results.append(RowResult(start + offset, index, text, extracted, truth, score, tokens))
+        if progress is not None:
+            progress(len(results))
+    return results
+
+
+def summarize(results: list[RowResult]) -> dict:
+    """``{"rows", "accuracy", "correct", "format_rate", "mean_response_tokens"}`` (rates in [0, 1], tokens per response)."""
+    n = len(results)
+    if n == 0:
+        return {"rows": 0, "accuracy": None, "correct": 0, "format_rate": None, "mean_response_tokens": None}
+    correct = sum(r.score for r in results)
+    return {"rows": n, "accuracy": correct / n, "correct": correct, "format_rate": sum(r.extracted is not None for r in results) / n,
+            "mean_response_tokens": sum(r.response_tokens for r in results) / n}
+
+
+def paired_difference(scores: Sequence[float], other: Sequence[float], confidence: float = 0.95) -> dict:
+    """Mean of ``scores[i] - other[i]`` over the same rows with a normal-approximation confidence interval.
+
+    The interval is mean ± z * s / sqrt(n), where s is the sample standard deviation of the per-row differences
+    (each -1, 0 or 1) and z the normal quantile (``statistics.NormalDist``; 1.96 for 95 %). Pairing removes the
+    between-problem variance that two independent accuracies would carry; the normal approximation is fine for
+    a few hundred rows and is what a paired t-test gives at that size. Also counts the discordant rows
+    (``only_model``: right only for MODEL; ``only_other``), McNemar's counts.
+
+    Raises:
+        ValueError: the sequences differ in length or are empty.
+    """
+    if len(scores) != len(other) or not scores:
+        raise ValueError(f"paired scores need the same rows: {len(scores)} and {len(other)}")
+    diffs = [a - b for a, b in zip(scores, other)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    sd = statistics.stdev(diffs) if n > 1 else 0.0
+    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
+    half = z * sd / math.sqrt(n)
+    return {"rows": n, "difference": mean, "confidence": confidence, "low": mean - half, "high": mean + half,
+            "stdev_of_differences": sd, "only_model": sum(d > 0 for d in diffs), "only_other": sum(d < 0 for d in diffs),
+            "method": "normal approximation on the paired per-row differences"}
+
+
+class HFGenerator:
+    """Greedy batched HF generate of one model (see the module docstring for why and how).
+
+    Args:
+        model_path: a model directory or hub id.
+        dtype: torch dtype name (the profile's: ``float32`` for p40, ``bfloat16`` for a10).
+        attention: HF ``attn_implementation`` (``sdpa`` for p40).
+        max_new_tokens: response budget in tokens (the run's ``--max-response-length`` to match its validation).
+        device: ``"cuda"`` or ``"cpu"`` (default: cuda when available).
+    """
+
+    def __init__(self, model_path: str, dtype: str = "float32", attention: str = "sdpa", max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, device: str | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
+            self.model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=getattr(torch, dtype), attn_implementation=attention).to(self.device).eval()
+        except OSError as error:
+            raise VerlfitError(f"cannot load the model {model_path}: {error}", fix="pass a model directory with config.json, weights and tokenizer, or a hub id (network or HF cache needed)") from error
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token  # verl's hf_tokenizer does the same (utils/tokenizer.py)
+        try:
+            eos = GenerationConfig.from_pretrained(model_path).eos_token_id
+        except OSError:
+            eos = None
+        self.eos_token_id = eos if eos is not None else self.tokenizer.eos_token_id
+        self.stop = set(self.eos_token_id if isinstance(self.eos_token_id, list) else [self.eos_token_id])
+        self.max_new_tokens = max_new_tokens
+        self.generation_config = GenerationConfig(do_sample=False, num_beams=1, repetition_penalty=1.0)
+        import inspect
+
+        from transformers.generation.utils import GenerationMixin
+
+        self.extra = {"use_model_defaults": False} if "use_model_defaults" in inspect.signature(GenerationMixin.generate).parameters else {}
+
+    def __call__(self, prompts: Sequence[list]) -> list[tuple[str, int]]:
+        import torch
+
+        texts = [self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False) for messages in prompts]
+        batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        with torch.no_grad():
+            output = self.model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], max_new_tokens=self.max_new_tokens,
+                                         eos_token_id=self.eos_token_id, pad_token_id=self.tokenizer.pad_token_id,
+                                         generation_config=self.generation_config, use_cache=True, **self.extra)
+        results = []
+        for sequence in output[:, batch["input_ids"].shape[1]:].tolist():
+            length = next((i + 1 for i, token in enumerate(sequence) if token in self.stop), len(sequence))  # through the first stop token, as verl's response mask
+            results.append((self.tokenizer.decode(sequence[:length], skip_special_tokens=True), length))
+        return results
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False, encoding="utf-8") as handle:
+        temporary = Path(handle.name)
+        try:
+            handle.write(text)
+        except BaseException:
+            handle.close()
+            temporary.unlink(missing_ok=True)
+            raise
+    os.replace(temporary, path)
+
+
+def write_results(out: Path, results: list[RowResult], summary: dict) -> None:
+    """``out/rows.jsonl`` and ``out/summary.json``, each written atomically."""
+    _write_atomic(out / ROWS_FILE, "".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in results))
+    _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+
+
+@dataclass
+class ResolvedModel:
+    path: str  # what from_pretrained loads
+    label: str  # for output names
+    run_dir: Path | None = None
+    step: int | None = None
+    run_info: dict | None = None
+
+
+def resolve_model(model: str, workdir: Path) -> ResolvedModel:
+    """A model directory or hub id as given; a run directory (it has ``checkpoints/``): its newest complete
+    checkpoint, exported into ``workdir`` (a temporary directory the caller removes). ``RUN/export/global_step_N``
+    (verlfit export's default output) counts as step N of RUN, so its eval is written under ``RUN/eval``.
+
+    Raises:
+        VerlfitError: from :func:`verlfit.export.find_checkpoint` for a run without a complete checkpoint.
+    """
+    path = Path(model)
+    if path.is_dir() and (path / "checkpoints").is_dir() and not (path / "config.json").is_file():
+        from verlfit import export
+
+        result = export.export(path, "latest", output=workdir / "model")
+        return ResolvedModel(str(result.output), f"global_step_{result.checkpoint.step}", path, result.checkpoint.step, export._run_info(path))
+    if path.exists() and not (path / "config.json").is_file():
+        raise VerlfitError(f"{model} is neither a model directory (no config.json) nor a run directory (no checkpoints/)",
+                           fix="pass a model directory, a hub id or a run directory made by verlfit train")
+    run_dir = path.parent.parent
+    if path.parent.name == "export" and (run_dir / "checkpoints").is_dir() and path.name.startswith("global_step_") and path.name[12:].isdigit():
+        # a checkpoint verlfit export wrote to its default place: the eval belongs to the run (RUN/eval/...)
+        from verlfit import export
+
+        return ResolvedModel(model, path.name, run_dir, int(path.name[12:]), export._run_info(run_dir))
+    return ResolvedModel(model, path.name or model.replace("/", "--"))
+
+
+def resolve_settings(model: ResolvedModel, profile_name: str | None, gpu_detect=None) -> tuple[str, str, str]:
+    """(dtype, attention, where they came from): the run's profile for a run directory, else ``--profile``, else
+    the visible GPU's profile, else fp32 + SDPA on the CPU."""
+    from verlfit.profiles import load_profile, select_profile
+
+    if profile_name is None and model.run_info and isinstance(model.run_info.get("profile"), str):
+        profile = load_profile(model.run_info["profile"])
+        attention = (model.run_info.get("settings") or {}).get("attention") or profile.attention
+        return profile.dtype, attention, f"the run's profile {profile.name}"
+    if profile_name is not None and profile_name != "auto":
+        profile = load_profile(profile_name)
+        return profile.dtype, profile.attention, f"--profile {profile.name}"
+    from verlfit.gpu import query_gpus
+
+    report = (gpu_detect or query_gpus)()
+    if report.gpus:
+        profile = select_profile("auto", report.gpus[0])
+        return profile.dtype, profile.attention, f"profile {profile.name} for {report.gpus[0].name}"
+    return "float32", "sdpa", "no GPU: fp32 + SDPA on the CPU"
+
+
+def default_output(model: ResolvedModel, split: str) -> Path:
+    if model.run_dir is not None:
+        return model.run_dir / EVAL_DIR / f"{model.label}-{split}"
+    return Path(EVAL_DIR) / f"{model.label}-{split}"
+
+
+def _progress_bar(total: int, description: str):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+
+
+def run_eval(model: str, data: str, split: str = "test", limit: int | None = None, batch_size: int = 16, output: str | None = None,
+             compare: str | None = None, profile: str | None = None, max_new_tokens: int | None = None, make_generator=HFGenerator) -> dict:
+    """Evaluate ``model`` (and ``compare``) on the same rows; write the files (module docstring); return the summary
+    (with ``"comparison"`` when ``compare`` is given)."""
+    import shutil
+
+    rows = load_rows(data, split, limit)
+    if not rows:
+        raise VerlfitError(f"{Path(data) / f'{split}.parquet'} has no rows", fix="prepare the data again")
+    work = Path(tempfile.mkdtemp(prefix="verlfit-eval-"))
+    try:
+        resolved = resolve_model(model, work / "model")
+        out = Path(output) if output is not None else default_output(resolved, split)
+        settings = (resolved.run_info or {}).get("settings") or {}
+        tokens = max_new_tokens or settings.get("max_response_length") or DEFAULT_MAX_NEW_TOKENS
+        dtype, attention, why = resolve_settings(resolved, profile)
+        targets = [(resolved, out)]
+        if compare is not None:
+            targets.append((resolve_model(compare, work / "compare"), out / "compare"))
+        summaries, scores = [], []
+        for target, where in targets:
+            generator = make_generator(target.path, dtype=dtype, attention=attention, max_new_tokens=tokens)
+            started = time.monotonic()
+            with _progress_bar(len(rows), target.label) as bar:
+                task = bar.add_task(f"eval {target.label}", total=len(rows))
+                results = evaluate_rows(rows, generator, batch_size, progress=lambda done: bar.update(task, completed=done))
+            del generator
+            summary = summarize(results) | {"model": model if target is resolved else compare, "loaded_from": target.path if target.run_dir is None else None,
+                                           "run_dir": str(target.run_dir) if target.run_dir else None, "step": target.step,
+                                           "data": str(Path(data) / f"{split}.parquet"), "split": split, "limit": limit,
+                                           "dtype": dtype, "attention": attention, "settings_from": why, "max_new_tokens": tokens,
+                                           "decoding": "greedy", "score": "verl.utils.reward_score.default_compute_score (gsm8k strict)",
+                                           "seconds": round(time.monotonic() - started, 1)}
+            write_results(where, results, summary)
+            summaries.append(summary)
+            scores.append([r.score for r in results])
+        summary = summaries[0]
+        if compare is not None:
+            comparison = paired_difference(scores[0], scores[1]) | {"model": summaries[0], "other": summaries[1]}
+            _write_atomic(out / COMPARISON_FILE, json.dumps(comparison, indent=2) + "\n")
+            summary = summary | {"comparison": comparison}
+        summary["output"] = str(out)
+        return summary
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def describe(summary: dict) -> str:
+    lines = [f"{summary['model']}: accuracy {summary['accuracy']:.4f} ({summary['correct']:g}/{summary['rows']}), "
+             f"format {summary['format_rate']:.4f}, mean response {summary['mean_response_tokens']:.1f} tokens "
+             f"({summary['dtype']}, {summary['attention']}: {summary['settings_from']})"]
+    comparison = summary.get("comparison")
+    if comparison:
+        other = comparison["other"]
+        lines.append(f"{other['model']}: accuracy {other['accuracy']:.4f} ({other['correct']:g}/{other['rows']}), "
+                     f"format {other['format_rate']:.4f}, mean response {other['mean_response_tokens']:.1f} tokens")
+        lines.append(f"difference (model - other, same {comparison['rows']} rows): {comparison['difference']:+.4f}, "
+                     f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}] "
+                     f"({comparison['method']}); right only for model: {comparison['only_model']}, only for other: {comparison['only_other']}")
+    lines.append(f"written to {summary['output']}")
+    return "\n".join(lines)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= 1")
+    return int(text)
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "eval",
+        help="GSM8K accuracy of a model (verl's strict reward, greedy), optionally against another",
+        description=("Score MODEL on a prepared GSM8K split with verl's strict GSM8K reward (the training validation score) "
+                     "and greedy HF generate in the profile's dtype and attention. MODEL is a model directory, a hub id, "
+                     "or a run directory (its newest checkpoint, exported to a temporary directory)."),
+        epilog=("examples:\n"
+                "  $ verlfit eval runs/ppo-p40 --data data/gsm8k\n"
+                "  $ verlfit eval runs/ppo-p40 --compare Qwen/Qwen2.5-0.5B-Instruct --limit 256\n"
+                "  $ verlfit eval runs/ppo-p40/export/global_step_50 --profile p40 --batch-size 32 --output eval/step50\n"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("model", metavar="MODEL", help="model directory, hub id, or run directory")
+    parser.add_argument("--data", default="data/gsm8k", metavar="DIR", help="prepared GSM8K (verlfit prepare-gsm8k; default data/gsm8k)")
+    parser.add_argument("--split", default="test", help="which SPLIT.parquet (default test, what validation uses)")
+    parser.add_argument("--limit", type=_positive, metavar="N", help="only the first N rows")
+    parser.add_argument("--compare", metavar="OTHER", help="also score OTHER on the same rows; print the paired difference with a 95%% CI")
+    parser.add_argument("--batch-size", type=_positive, default=16, help="prompts per generate call (default 16)")
+    parser.add_argument("--max-new-tokens", type=_positive, metavar="T", help=f"response budget in tokens (default: the run's --max-response-length, else {DEFAULT_MAX_NEW_TOKENS})")
+    parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)")
+    parser.add_argument("--output", metavar="DIR", help=f"where to write {ROWS_FILE} and {SUMMARY_FILE} (default RUN/{EVAL_DIR}/global_step_N-SPLIT or {EVAL_DIR}/NAME-SPLIT)")
+    parser.set_defaults(func=_run)
+    return parser
+
+
+def _run(args) -> int:
+    summary = run_eval(args.model, args.data, args.split, args.limit, args.batch_size, args.output, args.compare, args.profile, args.max_new_tokens)
+    print(describe(summary))
+    return 0

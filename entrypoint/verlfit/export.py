@@ -1,0 +1,456 @@
+"""``verlfit export RUN_DIR``: a checkpoint of a run as a Hugging Face model directory.
+
+verl 0.4.1 saves a checkpoint of step N as (``ray_trainer.py:806-839``, ``fsdp_checkpoint_manager.py:159-305``)::
+
+    RUN_DIR/checkpoints/
+      global_step_N/
+        actor/  model_world_size_W_rank_R.pt   one FSDP SHARDED_STATE_DICT per rank R < W (DTensor shards)
+                optim_world_size_W_rank_R.pt   extra_state_world_size_W_rank_R.pt
+                fsdp_config.json               {"FSDP_version": 1, "world_size": W}   (written by rank 0)
+                huggingface/                   config.json, tokenizer files, generation_config.json when the
+                                               model had one (no weights unless checkpoint.save_contents has hf_model)
+        critic/ the same for the critic (PPO only)
+        data.pt                                the dataloader state, written after actor and critic
+      latest_checkpointed_iteration.txt        N, written last (ray_trainer.py:837-839)
+
+so a checkpoint is complete when its step is at most the step in ``latest_checkpointed_iteration.txt`` (verl
+writes the marker only after the whole save, and saves one step at a time) and its files are all there: a
+``global_step_N`` above the marker, or without ``data.pt``, a rank's shard or ``fsdp_config.json``, was cut off
+mid-save (Ctrl-C, a full disk, a killed container).
+
+The weights are merged by verl's own merger (``verl/model_merger``, what ``python -m verl.model_merger merge
+--backend fsdp --local_dir .../actor --target_dir OUT`` runs): its ``FSDPModelMerger`` reads the world size from
+``fsdp_config.json``, loads every rank's shard and joins the DTensor shards by their placement. What verlfit adds,
+because the merger as shipped does not do it:
+
+* the dtype: the merger casts every tensor to bfloat16 (``fsdp_model_merger.py`` ``_load_and_merge_state_dicts``),
+  which rounds the fp32 weights a P40 run trained (verl keeps fp32 master weights under FSDP mixed precision on
+  both profiles) to 8 bits of mantissa. verlfit keeps the checkpoint's dtype unless ``--dtype`` asks otherwise;
+* LoRA: the merger writes ``lora_adapter/`` with ``lora_alpha: 0`` ("not set", ``base_model_merger.py``
+  ``save_lora_adapter``) beside the *unmerged* base weights. verlfit takes ``lora_alpha`` from the run's
+  ``config.yaml`` and either merges the adapter into the base with PEFT (``merge_and_unload``, the default) or
+  writes a PEFT adapter directory (``--adapter-only``);
+* the critic: its ``huggingface/config.json`` names the actor's ``*ForCausalLM`` architecture (verl saves the
+  config it loaded, ``fsdp_workers.py:910``), so the merger would build the wrong class; verlfit builds
+  ``AutoModelForTokenClassification`` (``num_labels=1``, verl's value model) when the weights have a ``score`` head;
+* the checks above (complete checkpoint, step, output) and an atomic output directory (temporary name, renamed
+  when complete; ``--force`` replaces an existing one only after the new one is complete).
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from verlfit.errors import VerlfitError
+
+CHECKPOINTS_DIR = "checkpoints"
+TRACKER = "latest_checkpointed_iteration.txt"  # ray_trainer.py:837, written after every save
+EXPORT_DIR = "export"  # default output: RUN_DIR/export/global_step_N
+DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per parameter
+_SHARD = re.compile(r"model_world_size_(\d+)_rank_(\d+)\.pt")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One complete verl checkpoint: ``path`` is ``RUN_DIR/checkpoints/global_step_<step>``."""
+
+    run_dir: Path
+    step: int
+    path: Path
+    world_size: int
+    has_critic: bool
+
+    def role_dir(self, role: str) -> Path:
+        return self.path / role
+
+
+def _steps(root: Path) -> list[int]:
+    found = []
+    for entry in root.glob("global_step_*") if root.is_dir() else ():
+        suffix = entry.name[len("global_step_"):]
+        if entry.is_dir() and suffix.isdigit():
+            found.append(int(suffix))
+    return sorted(found)
+
+
+def _read_tracker(root: Path) -> int | None:
+    try:
+        text = (root / TRACKER).read_text().strip()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise VerlfitError(f"cannot read {root / TRACKER}: {error.strerror}") from error
+    return int(text) if text.isdigit() else None
+
+
+def _missing_files(role_dir: Path) -> tuple[int | None, list[str]]:
+    """(world size, files of one role's checkpoint that are missing)."""
+    missing = []
+    world_size = None
+    config = role_dir / "fsdp_config.json"
+    try:
+        world_size = int(json.loads(config.read_text())["world_size"])
+    except FileNotFoundError:
+        missing.append("fsdp_config.json")
+    except (OSError, ValueError, KeyError, TypeError):
+        missing.append("fsdp_config.json (unreadable)")
+    if world_size is None:
+        shards = [int(m.group(1)) for m in map(_SHARD.fullmatch, os.listdir(role_dir) if role_dir.is_dir() else []) if m]
+        world_size = max(shards) if shards else None
+    if world_size is not None:
+        missing += [f"model_world_size_{world_size}_rank_{rank}.pt" for rank in range(world_size)
+                    if not (role_dir / f"model_world_size_{world_size}_rank_{rank}.pt").is_file()]
+    else:
+        missing.append("model_world_size_W_rank_R.pt")
+    if not (role_dir / "huggingface" / "config.json").is_file():
+        missing.append("huggingface/config.json")
+    return world_size, missing
+
+
+def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> Checkpoint:
+    """The complete checkpoint of ``run_dir`` at ``step`` (a whole number, or ``"latest"``: the marker's step).
+
+    Raises:
+        VerlfitError: ``run_dir`` is not a directory; it has no checkpoint; ``step`` was not saved (or was
+            pruned by ``--keep-checkpoints``); the checkpoint is incomplete (above verl's marker, or files missing).
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise VerlfitError(f"{run_dir} is not a directory; pass a run directory made by verlfit train",
+                           fix="verlfit export runs/<name>")
+    root = run_dir / CHECKPOINTS_DIR
+    steps = _steps(root)
+    marker = _read_tracker(root)
+    saved = ", ".join(map(str, steps))
+    if not steps:
+        raise VerlfitError(f"{run_dir} has no checkpoint ({root} holds no global_step_N directory)",
+                           fix="train with --save-freq N (verl saves every N steps and at the last step; -1 saves none)")
+    if step == "latest":
+        if marker is None:
+            raise VerlfitError(f"{run_dir} has no complete checkpoint: {root / TRACKER} (verl's marker, written after a "
+                               f"checkpoint is saved) is missing; global_step {saved} were cut off mid-save",
+                               fix="resume the run to write a complete one (verlfit train --resume RUN_DIR)")
+        step = marker
+    if step not in steps:
+        raise VerlfitError(f"{run_dir} has no checkpoint of step {step}; saved: global_step {saved}"
+                           + (f" (newest complete: {marker})" if marker is not None else ""),
+                           fix=f"pass --step with one of: {saved}, or latest")
+    path = root / f"global_step_{step}"
+    if marker is None or step > marker:
+        raise VerlfitError(f"{path} is incomplete: verl's marker {root / TRACKER} says "
+                           f"{'nothing' if marker is None else f'step {marker}'}, so the save of step {step} did not finish",
+                           fix=f"export a complete step ({', '.join(str(s) for s in steps if marker is not None and s <= marker) or 'none yet'}) "
+                               "or resume the run")
+    world_size, missing = _missing_files(path / "actor")
+    has_critic = (path / "critic").is_dir()
+    if has_critic:
+        missing += [f"critic/{name}" for name in _missing_files(path / "critic")[1]]
+    missing = [m if m.startswith("critic/") else f"actor/{m}" for m in missing]
+    if not (path / "data.pt").is_file():
+        missing.append("data.pt")
+    if missing:
+        raise VerlfitError(f"{path} is incomplete: missing {', '.join(missing)}",
+                           fix="export another step (--step N) or resume the run to save a new checkpoint")
+    return Checkpoint(run_dir=run_dir, step=step, path=path, world_size=world_size, has_critic=has_critic)
+
+
+def merged_state_dict(role_dir: Path, dtype=None) -> dict:
+    """The full state dict of one role's FSDP checkpoint, merged by verl's ``FSDPModelMerger``.
+
+    Same as ``python -m verl.model_merger merge --backend fsdp --local_dir ROLE_DIR``'s merge, but the tensors keep
+    their dtype (the merger casts to bfloat16) or are cast to ``dtype``. Keys are the module's own (``model.*``,
+    ``lm_head.weight``; ``base_model.model.*`` with ``lora_A/lora_B.default.weight`` for a LoRA run).
+    """
+    import torch
+    from torch.distributed.tensor import DTensor
+    from verl.model_merger.base_model_merger import ModelMergerConfig
+    from verl.model_merger.fsdp_model_merger import FSDPModelMerger
+
+    config = ModelMergerConfig(operation="merge", backend="fsdp", local_dir=str(role_dir), target_dir=None,
+                               hf_model_config_path=str(role_dir / "huggingface"))
+    merger = FSDPModelMerger(config)
+    world_size = merger._get_world_size()
+    shards = [torch.load(role_dir / f"model_world_size_{world_size}_rank_{rank}.pt", map_location="cpu", weights_only=False)
+              for rank in range(world_size)]
+    mesh, mesh_dim_names = merger._extract_device_mesh_info(shards[0], world_size)
+    total_shards, mesh_shape = merger._calculate_shard_configuration(mesh, mesh_dim_names)
+    if total_shards != world_size or len(mesh_shape) != 1:
+        raise VerlfitError(f"{role_dir}: a device mesh of {mesh_shape} ({mesh_dim_names}) is not a plain FSDP checkpoint",
+                           fix="merge it with python -m verl.model_merger merge --backend fsdp")
+    merged = {}
+    for key in sorted(shards[0]):
+        parts = [shard.pop(key) for shard in shards]
+        if isinstance(parts[0], DTensor):
+            placements = tuple(parts[0].placements)
+            if mesh_dim_names[0] in ("dp", "ddp"):
+                placements = placements[1:]
+            tensor = merger._merge_by_placement([p._local_tensor for p in parts], placements[0])
+        else:
+            tensor = torch.cat(parts, dim=0)  # verl's rule for plain tensors
+        merged[key] = tensor if dtype is None else tensor.to(dtype)
+    return merged
+
+
+def split_lora(state_dict: dict) -> tuple[dict, dict, int, list[str]]:
+    """(base state dict, adapter state dict in PEFT's saved form, rank r, target module names).
+
+    Key mapping as verl's ``save_lora_adapter`` (``base_model_merger.py``): ``.lora_A.default.weight`` ->
+    ``.lora_A.weight`` for the adapter; ``base_model.model.`` and ``.base_layer`` dropped for the base.
+    """
+    adapter, base, targets, rank = {}, {}, set(), None
+    for name, tensor in state_dict.items():
+        if "lora_" in name:
+            key = name.replace(".default.weight", ".weight")
+            adapter[key] = tensor
+            targets.add(key.split(".")[-3])
+            if ".lora_A." in key:
+                rank = tensor.shape[0]
+        else:
+            base[name.replace("base_model.model.", "", 1).replace(".base_layer.weight", ".weight").replace(".base_layer.bias", ".bias")] = tensor
+    return base, adapter, rank or 0, sorted(targets)
+
+
+def lora_alpha_of(run_dir: Path, role: str) -> float:
+    """``lora_alpha`` the run trained with, from its ``config.yaml`` (verl's resolved config, written by verlfit train).
+
+    Raises:
+        VerlfitError: no readable ``config.yaml`` with the key (pass ``--lora-alpha``).
+    """
+    from omegaconf import OmegaConf
+
+    key = "critic.model.lora_alpha" if role == "critic" else "actor_rollout_ref.model.lora_alpha"
+    path = run_dir / "config.yaml"
+    try:
+        value = OmegaConf.select(OmegaConf.load(path), key)
+    except (OSError, ValueError) as error:
+        raise VerlfitError(f"the checkpoint holds a LoRA adapter but {path} (the run's verl config) cannot be read ({error}): "
+                           "lora_alpha is not in the checkpoint", fix="pass --lora-alpha (the run's actor_rollout_ref.model.lora_alpha)") from error
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise VerlfitError(f"{path} has no number at {key}", fix="pass --lora-alpha")
+    return float(value)
+
+
+def _model_class(state_dict: dict, config):
+    from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
+
+    if "score.weight" in state_dict:  # verl's value model (critic): AutoModelForTokenClassification, num_labels=1
+        config.num_labels = state_dict["score.weight"].shape[0]
+        config.architectures = [config.architectures[0].replace("ForCausalLM", "ForTokenClassification")] if config.architectures else None
+        return AutoModelForTokenClassification
+    return AutoModelForCausalLM
+
+
+def _build_model(state_dict: dict, config, dtype):
+    """A transformers model holding exactly ``state_dict`` (strict: a missing or extra key raises)."""
+    from accelerate import init_empty_weights
+
+    cls = _model_class(state_dict, config)
+    config.torch_dtype = dtype
+    with init_empty_weights():  # parameters on meta, buffers (rotary inv_freq) real
+        model = cls.from_config(config, torch_dtype=dtype)
+    model.load_state_dict(state_dict, strict=True, assign=True)
+    model.tie_weights()
+    return model
+
+
+def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha: float | None, base_model: str | None, role: str) -> str:
+    """Write one role (actor or critic) to ``out``; return what it wrote ("model" or "adapter")."""
+    import torch
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    hf_dir = role_dir / "huggingface"
+    state_dict = merged_state_dict(role_dir)
+    target = dtype if dtype is not None else next(iter(state_dict.values())).dtype
+    state_dict = {k: v.to(target) for k, v in state_dict.items()}
+    config = AutoConfig.from_pretrained(hf_dir)
+    base, adapter, rank, targets = split_lora(state_dict)
+    out.mkdir(parents=True)
+    AutoTokenizer.from_pretrained(hf_dir).save_pretrained(out)
+    if adapter:
+        from peft import LoraConfig, TaskType, get_peft_model, set_peft_model_state_dict
+
+        task = TaskType.TOKEN_CLS if "score.weight" in base else TaskType.CAUSAL_LM
+        lora = LoraConfig(r=rank, lora_alpha=lora_alpha, target_modules=targets, task_type=task, bias="none",
+                          base_model_name_or_path=base_model)
+        if adapter_only:
+            lora.save_pretrained(out)
+            from safetensors.torch import save_file
+
+            save_file({k: v.contiguous() for k, v in adapter.items()}, str(out / "adapter_model.safetensors"))
+            return "adapter"
+        peft_model = get_peft_model(_build_model(base, config, target), lora)
+        result = set_peft_model_state_dict(peft_model, {k: v for k, v in adapter.items()})
+        if result.unexpected_keys:
+            raise VerlfitError(f"{role_dir}: adapter keys PEFT does not know: {result.unexpected_keys[:3]}")
+        model = peft_model.merge_and_unload()
+    else:
+        if adapter_only:
+            raise VerlfitError(f"--adapter-only: {role_dir} holds no LoRA adapter (a full fine-tuning run)",
+                               fix="leave out --adapter-only to export the full model")
+        model = _build_model(base, config, target)
+    if model.can_generate() and (hf_dir / "generation_config.json").is_file():
+        model.generation_config = GenerationConfig.from_pretrained(hf_dir)
+    with torch.no_grad():
+        model.save_pretrained(out, safe_serialization=True)
+    return "model"
+
+
+def _needed_bytes(checkpoint: Checkpoint, roles: list[str], dtype_name: str | None) -> int:
+    """Bytes the output needs, about: the shards' size, scaled to ``dtype_name`` (shards hold fp32: 4 bytes/parameter)."""
+    total = sum(f.stat().st_size for role in roles for f in checkpoint.role_dir(role).glob("model_world_size_*_rank_*.pt"))
+    return total if dtype_name is None else total * DTYPES[dtype_name] // 4
+
+
+def _disk_full(where: Path, needed: int | None = None) -> VerlfitError:
+    free = shutil.disk_usage(where).free
+    need = f"; the model needs about {needed / 2**30:.2f} GiB" if needed else ""
+    return VerlfitError(f"not enough disk space at {where}: {free / 2**30:.2f} GiB free{need}",
+                        fix="free space there, or pass --output on another disk (or --dtype bfloat16 for half the size)")
+
+
+@dataclass
+class ExportResult:
+    checkpoint: Checkpoint
+    output: Path
+    written: dict  # role -> "model" or "adapter"
+
+
+def export(run_dir, step: int | str = "latest", output=None, dtype: str | None = None, adapter_only: bool = False,
+           critic: bool = False, force: bool = False, lora_alpha: float | None = None) -> ExportResult:
+    """Export the actor (and, with ``critic``, the critic into ``OUTPUT/critic``) of one checkpoint.
+
+    Output (default ``RUN_DIR/export/global_step_N``): ``config.json``, ``generation_config.json`` (when the model
+    had one), ``model.safetensors`` (or shards with an index), tokenizer files; with ``adapter_only``
+    ``adapter_config.json`` + ``adapter_model.safetensors`` instead of the weights. Written under a temporary name
+    beside ``output`` and renamed when complete.
+
+    Raises:
+        VerlfitError: see :func:`find_checkpoint`; ``output`` exists (without ``force``); ``critic`` for a run
+            without one; the disk is full (with the free space); ``adapter_only`` for a full run.
+    """
+    import torch
+
+    checkpoint = find_checkpoint(run_dir, step)
+    if dtype is not None and dtype not in DTYPES:
+        raise VerlfitError(f"--dtype {dtype}: not one of {', '.join(DTYPES)}", exit_code=2)
+    if critic and not checkpoint.has_critic:
+        raise VerlfitError(f"--critic: {checkpoint.path} has no critic (a GRPO run trains none)", fix="leave out --critic")
+    out = Path(output) if output is not None else checkpoint.run_dir / EXPORT_DIR / (f"global_step_{checkpoint.step}" + ("-adapter" if adapter_only else ""))
+    if out.exists() and not force:
+        raise VerlfitError(f"the output {out} already exists", fix="pass --force to replace it, or another --output")
+    roles = ["actor"] + (["critic"] if critic else [])
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        if error.errno == errno.ENOSPC:
+            raise _disk_full(out.parent) from error
+        raise VerlfitError(f"cannot create {out.parent}: {error.strerror}", fix="pass a writable --output") from error
+    needed = _needed_bytes(checkpoint, roles, dtype)
+    if shutil.disk_usage(out.parent).free < needed:
+        raise _disk_full(out.parent, needed)
+    info = _run_info(checkpoint.run_dir)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.exporting-"))
+    try:
+        written = {}
+        for role in roles:
+            alpha = lora_alpha if lora_alpha is not None else _alpha_if_lora(checkpoint, role)
+            written[role] = _save_role(checkpoint.role_dir(role), staging / ("model" if role == "actor" else "critic"),
+                                       getattr(torch, dtype) if dtype else None, adapter_only, alpha,
+                                       info.get("settings", {}).get("model") if isinstance(info.get("settings"), dict) else None, role)
+            if role == "actor":
+                for entry in (staging / "model").iterdir():
+                    entry.rename(staging / entry.name)
+                (staging / "model").rmdir()
+        os.chmod(staging, 0o777 & ~_umask())
+        if out.exists():
+            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.replaced-"))
+            os.replace(out, old / out.name)
+            os.replace(staging, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(staging, out)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        if error.errno == errno.ENOSPC:
+            raise _disk_full(out.parent, needed) from error
+        raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return ExportResult(checkpoint=checkpoint, output=out, written=written)
+
+
+def _alpha_if_lora(checkpoint: Checkpoint, role: str) -> float | None:
+    """lora_alpha when the role's shards hold a LoRA adapter (looked up in config.yaml), else None."""
+    import torch
+
+    role_dir = checkpoint.role_dir(role)
+    shard = torch.load(role_dir / f"model_world_size_{checkpoint.world_size}_rank_0.pt", map_location="meta", weights_only=False)
+    if not any("lora_" in key for key in shard):
+        return None
+    return lora_alpha_of(checkpoint.run_dir, role)
+
+
+def _run_info(run_dir: Path) -> dict:
+    try:
+        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _step(text: str) -> int | str:
+    if text == "latest":
+        return text
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: a step number (global_step_N) or latest")
+    return int(text)
+
+
+def register(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "export",
+        help="write a run's checkpoint as a Hugging Face model directory (verl's merger)",
+        description=("Merge the FSDP shards of one checkpoint of a run (RUN_DIR/checkpoints/global_step_N) into a model "
+                     "directory that transformers' AutoModelForCausalLM.from_pretrained loads: safetensors weights, "
+                     "config.json, generation_config.json and tokenizer files. A LoRA run's adapter is merged into the "
+                     "base (PEFT merge_and_unload) unless --adapter-only."),
+        epilog=("examples:\n"
+                "  $ verlfit export runs/ppo-p40\n"
+                "  $ verlfit export runs/ppo-p40 --step 50 --output models/ppo-p40-step50\n"
+                "  $ verlfit export runs/lora-a10 --adapter-only\n"
+                "  $ verlfit export runs/ppo-p40 --critic --dtype bfloat16 --force\n"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory made by verlfit train")
+    parser.add_argument("--step", type=_step, default="latest", metavar="N|latest",
+                        help="which checkpoint (global_step_N); latest: the newest complete one (default)")
+    parser.add_argument("--output", metavar="DIR", help=f"where to write the model (default RUN_DIR/{EXPORT_DIR}/global_step_N)")
+    parser.add_argument("--dtype", choices=tuple(DTYPES), help="dtype of the written weights (default: the checkpoint's, fp32 for verl's FSDP master weights; bfloat16 halves the size and rounds)")
+    parser.add_argument("--adapter-only", action="store_true", help="LoRA runs: write the PEFT adapter directory instead of the merged model")
+    parser.add_argument("--lora-alpha", type=float, metavar="A", help="LoRA runs: lora_alpha when the run has no config.yaml (default: the run's)")
+    parser.add_argument("--critic", action="store_true", help="also export the critic (PPO) into OUTPUT/critic")
+    parser.add_argument("--force", action="store_true", help="replace an existing output directory (after the new one is complete)")
+    parser.set_defaults(func=_run)
+    return parser
+
+
+def _run(args) -> int:
+    result = export(args.run_dir, args.step, args.output, args.dtype, args.adapter_only, args.critic, args.force, args.lora_alpha)
+    what = ", ".join(f"{role} {kind}" for role, kind in result.written.items())
+    print(f"exported step {result.checkpoint.step} of {result.checkpoint.run_dir} ({what}) to {result.output}")
+    return 0

@@ -1,0 +1,139 @@
+"""verlfit eval: verl's strict GSM8K score on fixtures with fixed responses, the HF generate path on a tiny
+model, paired comparison, outputs and run directories."""
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+
+from verlfit import cli, evaluate
+from verlfit.errors import VerlfitError
+from verlfit.gsm8k import features, make_row
+
+# (question, ground truth, fixed response, expected score, expected extracted answer)
+CASES = [
+    ("q0 apples", "72", "She has 48 + 24 = 72 apples.\n#### 72", 1.0, "72"),
+    ("q1 commas", "1234", "The total is 1,234.\n#### 1,234", 1.0, "1234"),
+    ("q2 negative", "-5", "The change is -5 degrees.\n#### -5", 1.0, "-5"),
+    ("q3 no marker", "18", "The answer is 18.", 0.0, None),
+    ("q4 wrong", "10", "#### 11", 0.0, "11"),
+    ("q5 last wins", "7", "#### 3 first guess, then fixed: #### 7", 1.0, "7"),
+    ("q6 dollar", "30", "It costs $30.\n#### $30", 0.0, None),  # strict pattern needs a digit right after '#### '
+    ("q7 decimal", "2.5", "#### 2.50", 0.0, "2.50"),  # compared as text, as verl does
+]
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    from datasets import Dataset
+
+    rows = [make_row("test", 100 + i, question, f"... #### {truth}", truth) for i, (question, truth, *_rest) in enumerate(CASES)]
+    Dataset.from_list(rows, features=features()).to_parquet(str(tmp_path / "test.parquet"))
+    return tmp_path
+
+
+def fixed(responses):
+    """A generator returning, for each prompt, the response keyed by its question's first word (q0, q1, ...)."""
+    calls = []
+
+    def generate(prompts):
+        calls.append(len(prompts))
+        texts = [responses[p[0]["content"].split()[0]] for p in prompts]
+        return [(text, len(text.split())) for text in texts]
+
+    generate.calls = calls
+    return generate
+
+
+def test_scores_are_verls_strict_reward(data_dir):
+    rows = evaluate.load_rows(data_dir)
+    generator = fixed({q.split()[0]: r for q, _t, r, _s, _e in CASES})
+    results = evaluate.evaluate_rows(rows, generator, batch_size=3)
+    assert generator.calls == [3, 3, 2]
+    assert [r.score for r in results] == [c[3] for c in CASES]
+    assert [r.extracted for r in results] == [c[4] for c in CASES]
+    assert [(r.row, r.index, r.ground_truth) for r in results] == [(i, 100 + i, c[1]) for i, c in enumerate(CASES)]
+    summary = evaluate.summarize(results)
+    words = [len(c[2].split()) for c in CASES]
+    assert summary == {"rows": 8, "accuracy": 4 / 8, "correct": 4.0, "format_rate": 6 / 8, "mean_response_tokens": sum(words) / 8}
+
+
+def test_same_function_as_training_validation():
+    from verl.utils.reward_score import default_compute_score, gsm8k
+
+    for _q, truth, response, expected, _e in CASES:
+        assert default_compute_score("openai/gsm8k", response, truth) == gsm8k.compute_score(response, truth) == expected
+
+
+def test_limit_and_missing_data(data_dir, tmp_path):
+    assert [r["extra_info"]["index"] for r in evaluate.load_rows(data_dir, limit=2)] == [100, 101]
+    with pytest.raises(VerlfitError, match=r"dev.parquet does not exist") as error:
+        evaluate.load_rows(data_dir, split="dev")
+    assert "verlfit prepare-gsm8k" in str(error.value)
+
+
+def test_paired_difference_reference_values():
+    a = [1, 1, 0, 1, 0, 1, 1, 0, 1, 1]
+    b = [0, 1, 0, 1, 1, 0, 0, 0, 1, 0]
+    diffs = [x - y for x, y in zip(a, b)]  # 1,0,0,0,-1,1,1,0,0,1 -> mean 0.3
+    result = evaluate.paired_difference(a, b)
+    half = 1.959963984540054 * statistics.stdev(diffs) / math.sqrt(10)
+    assert result["difference"] == pytest.approx(0.3)
+    assert (result["low"], result["high"]) == (pytest.approx(0.3 - half), pytest.approx(0.3 + half))
+    assert (result["only_model"], result["only_other"], result["rows"]) == (4, 1, 10)
+    with pytest.raises(ValueError, match="same rows"):
+        evaluate.paired_difference([1], [1, 0])
+
+
+def test_run_eval_writes_rows_summary_and_comparison(data_dir, tmp_path):
+    good = {q.split()[0]: r for q, _t, r, _s, _e in CASES}
+    bad = dict(good, q0="#### 71", q1="no idea")
+
+    def make_generator(path, **settings):
+        assert settings == {"dtype": "float32", "attention": "sdpa", "max_new_tokens": 64}
+        return fixed(good if path == "after" else bad)
+
+    out = tmp_path / "out"
+    summary = evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", profile="p40", max_new_tokens=64, batch_size=4, make_generator=make_generator)
+    lines = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert lines[1] == {"row": 1, "index": 101, "response": "The total is 1,234.\n#### 1,234", "extracted": "1234", "ground_truth": "1234", "score": 1.0, "response_tokens": 6}
+    written = json.loads((out / "summary.json").read_text())
+    assert (written["accuracy"], written["format_rate"], written["settings_from"]) == (0.5, 0.75, "--profile p40")
+    other = json.loads((out / "compare" / "summary.json").read_text())
+    assert (other["accuracy"], other["format_rate"]) == (2 / 8, 5 / 8)
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert (comparison["difference"], comparison["only_model"], comparison["only_other"]) == (0.25, 2, 0)
+    assert summary["comparison"]["difference"] == 0.25
+    assert sorted(p.name for p in out.iterdir()) == ["compare", "comparison.json", "rows.jsonl", "summary.json"]  # no temporary files
+    text = evaluate.describe(summary)
+    assert "after: accuracy 0.5000 (4/8), format 0.7500" in text and "difference (model - other, same 8 rows): +0.2500" in text
+
+
+def test_hf_generate_batched_equals_one_by_one(tiny_qwen2_dir):
+    generator = evaluate.HFGenerator(tiny_qwen2_dir, max_new_tokens=6, device="cpu")
+    prompts = [[{"role": "user", "content": "What is 2 + 3?"}], [{"role": "user", "content": "A much longer question about apples and pears that pads the others"}], [{"role": "user", "content": "Hi"}]]
+    batched = generator(prompts)
+    single = [generator([p])[0] for p in prompts]
+    assert batched == single
+    assert all(1 <= tokens <= 6 for _text, tokens in batched)
+    assert generator.tokenizer.padding_side == "left"
+    assert generator.extra == {"use_model_defaults": False}
+
+
+def test_cli_on_a_run_directory_exports_on_the_fly(tmp_path, data_dir):
+    import test_export
+
+    run = test_export._make(tmp_path / "run", "--step", "2")
+    assert cli.main(["eval", str(run), "--data", str(data_dir), "--limit", "3", "--max-new-tokens", "4", "--batch-size", "2"]) == 0
+    out = run / "eval" / "global_step_2-test"
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["rows"], summary["step"], summary["run_dir"], summary["settings_from"], summary["dtype"]) == (3, 2, str(run), "the run's profile p40", "float32")
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 3
+    assert not (run / "export").exists()  # exported into a temporary directory, removed
+
+
+def test_not_a_model(tmp_path, data_dir):
+    with pytest.raises(VerlfitError, match="neither a model directory"):
+        evaluate.run_eval(str(tmp_path), str(data_dir))

@@ -1,0 +1,212 @@
+"""verlfit export on real verl 0.4.1 FSDP checkpoints written on CPU (tests/verl_checkpoint_maker.py: two gloo
+ranks, FSDP1 FULL_SHARD over a 1-D device mesh, verl's own FSDPCheckpointManager)."""
+
+import errno
+import json
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from verlfit import cli, export
+from verlfit.errors import VerlfitError
+
+MAKER = Path(__file__).resolve().parent / "verl_checkpoint_maker.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _make(run_dir: Path, *flags) -> Path:
+    proc = subprocess.run([sys.executable, str(MAKER), str(run_dir), "--port", str(_free_port()), *flags],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory):
+    """A PPO run with actor and critic checkpoints of step 2."""
+    return _make(tmp_path_factory.mktemp("full") / "run", "--critic", "--step", "2")
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory):
+    """A LoRA run (r 4, alpha 8 on q_proj/v_proj), actor only, step 3."""
+    return _make(tmp_path_factory.mktemp("lora") / "run", "--lora", "--step", "3")
+
+
+def _logits(model_dir, input_ids, cls=None):
+    from transformers import AutoModelForCausalLM
+
+    model = (cls or AutoModelForCausalLM).from_pretrained(model_dir, attn_implementation="sdpa", torch_dtype="auto").eval()
+    with torch.no_grad():
+        return model(input_ids=input_ids).logits, model
+
+
+def _copy_run(run: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("export"))
+    return copy
+
+
+def test_verl_layout_is_what_the_manager_wrote(full_run):
+    step = full_run / "checkpoints" / "global_step_2"
+    assert (full_run / "checkpoints" / "latest_checkpointed_iteration.txt").read_text() == "2"
+    assert json.loads((step / "actor" / "fsdp_config.json").read_text()) == {"FSDP_version": 1, "world_size": 2}
+    names = sorted(p.name for p in (step / "actor").iterdir())
+    assert names == ["extra_state_world_size_2_rank_0.pt", "extra_state_world_size_2_rank_1.pt", "fsdp_config.json", "huggingface",
+                     "model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt", "optim_world_size_2_rank_0.pt", "optim_world_size_2_rank_1.pt"]
+    shard = torch.load(step / "actor" / "model_world_size_2_rank_0.pt", weights_only=False)
+    from torch.distributed.tensor import DTensor
+
+    assert isinstance(shard["model.embed_tokens.weight"], DTensor)
+    assert shard["model.embed_tokens.weight"]._local_tensor.shape == (32, 32)  # vocab 64 split over 2 ranks
+
+
+def test_full_export_reloads_with_the_saved_logits(full_run):
+    from transformers import AutoModelForTokenClassification, AutoTokenizer, GenerationConfig
+
+    assert cli.main([ "export", str(full_run), "--critic"]) == 0
+    out = full_run / "export" / "global_step_2"
+    reference = torch.load(full_run / "reference_step_2.pt")
+    logits, model = _logits(out, reference["input_ids"])
+    assert model.dtype == torch.float32
+    torch.testing.assert_close(logits, reference["actor_logits"], rtol=0, atol=1e-6)
+    values, critic = _logits(out / "critic", reference["input_ids"], AutoModelForTokenClassification)
+    assert critic.config.num_labels == 1 and critic.config.architectures == ["Qwen2ForTokenClassification"]
+    torch.testing.assert_close(values, reference["critic_logits"], rtol=0, atol=1e-6)
+    assert json.loads((out / "config.json").read_text())["torch_dtype"] == "float32"
+    assert GenerationConfig.from_pretrained(out).temperature == 0.7  # the base model's generation_config.json
+    assert AutoTokenizer.from_pretrained(out).eos_token == "<eos>"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["global_step_2"]  # no temporary directory left
+
+
+def test_bfloat16_only_when_asked(full_run, tmp_path):
+    out = tmp_path / "bf16"
+    export.export(full_run, output=out, dtype="bfloat16")
+    reference = torch.load(full_run / "reference_step_2.pt")
+    logits, model = _logits(out, reference["input_ids"])
+    assert model.dtype == torch.bfloat16
+    assert not torch.equal(logits.float(), reference["actor_logits"])
+    torch.testing.assert_close(logits.float(), reference["actor_logits"], rtol=0.05, atol=0.05)
+
+
+def test_lora_merged_and_adapter_only(lora_run):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    reference = torch.load(lora_run / "reference_step_3.pt")
+    merged = export.export(lora_run)
+    assert merged.output == lora_run / "export" / "global_step_3" and merged.written == {"actor": "model"}
+    logits, model = _logits(merged.output, reference["input_ids"])
+    assert not any("lora" in name for name, _ in model.named_parameters())
+    torch.testing.assert_close(logits, reference["actor_logits"], rtol=0, atol=1e-5)
+    base_logits, _ = _logits(lora_run / "base", reference["input_ids"])
+    assert (base_logits - reference["actor_logits"]).abs().max() > 1e-3  # the adapter changed the model
+    adapter = export.export(lora_run, adapter_only=True)
+    assert adapter.output == lora_run / "export" / "global_step_3-adapter"
+    config = json.loads((adapter.output / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"], sorted(config["target_modules"]), config["base_model_name_or_path"]) == (4, 8.0, ["q_proj", "v_proj"], str(lora_run / "base"))
+    peft_model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(lora_run / "base", attn_implementation="sdpa"), adapter.output).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(peft_model(input_ids=reference["input_ids"]).logits, reference["actor_logits"], rtol=0, atol=1e-6)
+
+
+def test_lora_without_config_yaml_needs_lora_alpha(lora_run, tmp_path):
+    run = _copy_run(lora_run, tmp_path)
+    (run / "config.yaml").unlink()
+    with pytest.raises(VerlfitError, match="lora_alpha is not in the checkpoint") as error:
+        export.export(run, output=tmp_path / "out")
+    assert "--lora-alpha" in str(error.value)
+    assert not list(tmp_path.glob(".out.*"))
+    export.export(run, output=tmp_path / "out", adapter_only=True, lora_alpha=8)
+    assert json.loads((tmp_path / "out" / "adapter_config.json").read_text())["lora_alpha"] == 8
+
+
+def test_no_checkpoint(tmp_path):
+    (tmp_path / "checkpoints").mkdir()
+    with pytest.raises(VerlfitError, match=r"has no checkpoint .*holds no global_step_N") as error:
+        export.find_checkpoint(tmp_path)
+    assert "--save-freq" in str(error.value)
+
+
+def test_marker_missing_is_incomplete(full_run, tmp_path):
+    run = _copy_run(full_run, tmp_path)
+    (run / "checkpoints" / "latest_checkpointed_iteration.txt").unlink()
+    with pytest.raises(VerlfitError, match=r"no complete checkpoint: .*latest_checkpointed_iteration.txt .*missing; global_step 2 were cut off"):
+        export.find_checkpoint(run)
+    with pytest.raises(VerlfitError, match="global_step_2 is incomplete: verl's marker .* says nothing"):
+        export.find_checkpoint(run, 2)
+
+
+def test_step_above_marker_and_missing_step(full_run, tmp_path):
+    run = _copy_run(full_run, tmp_path)
+    shutil.copytree(run / "checkpoints" / "global_step_2", run / "checkpoints" / "global_step_4")
+    with pytest.raises(VerlfitError, match=r"global_step_4 is incomplete: verl's marker .* says step 2, so the save of step 4 did not finish"):
+        export.find_checkpoint(run, 4)
+    with pytest.raises(VerlfitError, match=r"has no checkpoint of step 3; saved: global_step 2, 4 \(newest complete: 2\)"):
+        export.find_checkpoint(run, 3)
+    assert export.find_checkpoint(run).step == 2
+
+
+def test_missing_shard_and_data(full_run, tmp_path):
+    run = _copy_run(full_run, tmp_path)
+    step = run / "checkpoints" / "global_step_2"
+    (step / "actor" / "model_world_size_2_rank_1.pt").unlink()
+    (step / "data.pt").unlink()
+    with pytest.raises(VerlfitError, match=r"is incomplete: missing actor/model_world_size_2_rank_1.pt, data.pt"):
+        export.find_checkpoint(run)
+
+
+def test_output_exists_then_force(full_run, tmp_path):
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "old.txt").write_text("old")
+    assert cli.main(["export", str(full_run), "--output", str(out)]) == 1
+    assert (out / "old.txt").exists()
+    with pytest.raises(VerlfitError, match="already exists") as error:
+        export.export(full_run, output=out)
+    assert "--force" in str(error.value)
+    export.export(full_run, output=out, force=True)
+    assert not (out / "old.txt").exists() and (out / "model.safetensors").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_full_disk_says_so_and_leaves_nothing(full_run, tmp_path, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(export, "_save_role", full)
+    with pytest.raises(VerlfitError, match=r"not enough disk space at .*: [0-9.]+ GiB free; the model needs about 0.00 GiB") as error:
+        export.export(full_run, output=tmp_path / "out")
+    assert "--output on another disk" in str(error.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_full_disk_before_writing(full_run, tmp_path, monkeypatch):
+    monkeypatch.setattr(export.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10, 10, 1000))
+    with pytest.raises(VerlfitError, match=r"not enough disk space .*0.00 GiB free; the model needs about"):
+        export.export(full_run, output=tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_critic_and_adapter_only_refused_where_they_do_not_apply(full_run, lora_run, tmp_path):
+    with pytest.raises(VerlfitError, match="--critic: .* has no critic"):
+        export.export(lora_run, output=tmp_path / "a", critic=True)
+    with pytest.raises(VerlfitError, match="--adapter-only: .* holds no LoRA adapter"):
+        export.export(full_run, output=tmp_path / "b", adapter_only=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_step_argument(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["export", "runs/x", "--step", "two"])
+    assert "'two': a step number (global_step_N) or latest" in capsys.readouterr().err
