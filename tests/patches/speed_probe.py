@@ -7,6 +7,8 @@ Probes:
   trim      actor (log-probs, entropy, one PPO update) and critic (values, one value update) with
             trim_padding on and off, eager and sdpa, on a batch whose rows have different prompt and
             response lengths: the largest differences on response_mask positions
+  rollout   HF rollout with rollout.trim_padding on and off (greedy; sampling with n=2 from the same seed):
+            whether every output tensor is identical
 """
 
 import copy
@@ -145,8 +147,74 @@ def probe_trim():
     return result
 
 
+ROLLOUT_PROMPTS = ((11, 12, 13, 14, 15), (21, 22, 23, 24, 25, 26, 27, 28, 29, 30), (31, 32, 33, 34, 35, 36, 37))
+ROLLOUT_WIDTH = 16
+
+
+def rollout_batch():
+    """Prompts of 5, 10 and 7 tokens left-padded to 16 columns (6 columns of padding in every row)."""
+    import torch
+
+    ids = torch.full((len(ROLLOUT_PROMPTS), ROLLOUT_WIDTH), PAD, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, prompt in enumerate(ROLLOUT_PROMPTS):
+        ids[i, ROLLOUT_WIDTH - len(prompt) :] = torch.tensor(prompt)
+        mask[i, ROLLOUT_WIDTH - len(prompt) :] = 1
+    return ids, mask, torch.clip(torch.cumsum(mask, dim=-1) - 1, min=0)
+
+
+def _run_rollout(model, cfg, seed=None, **meta):
+    import torch
+    from verl_probe import data_proto
+
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    ids, mask, pos = rollout_batch()
+    if seed is not None:
+        torch.manual_seed(seed)
+    out = HFRollout(model, cfg).generate_sequences(data_proto(ids, mask, pos, **meta))
+    return {k: out.batch[k] for k in ("prompts", "responses", "input_ids", "attention_mask", "position_ids")}
+
+
+def _same(a, b):
+    import torch
+
+    return {k: bool(torch.equal(a[k], b[k])) for k in a}
+
+
+def probe_rollout():
+    from verl_probe import cpu_empty_cache_shim, manual_greedy, rollout_config
+
+    model = make_qwen2(seed=0, attn="sdpa")
+    block_flash_attn()
+    cpu_empty_cache_shim()
+    widths = []
+    original_generate = model.generate
+
+    def spy_generate(*args, **kwargs):
+        widths.append(kwargs["input_ids"].shape[1])
+        return original_generate(*args, **kwargs)
+
+    model.generate = spy_generate
+    result = {"generate_widths": {}}
+    steps = 24
+    greedy = {}
+    for trim in (False, True):
+        widths.clear()
+        greedy[trim] = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, trim_padding=trim), do_sample=False)
+        result["generate_widths"][str(trim)] = list(widths)
+    result["greedy_same"] = _same(greedy[False], greedy[True])
+    ids, mask, _ = rollout_batch()
+    result["greedy_matches_manual"] = greedy[True]["responses"].tolist() == manual_greedy(model, ids, mask, steps).tolist()
+    sampled = {trim: _run_rollout(model, rollout_config(do_sample=True, n=2, response_length=steps, micro_batch_size=2, trim_padding=trim), seed=7) for trim in (False, True)}
+    result["sampled_same"] = _same(sampled[False], sampled[True])
+    result["sampled_shape"] = list(sampled[True]["input_ids"].shape)
+    result["sampled_prompts_restored"] = bool((sampled[True]["prompts"] == ids.repeat_interleave(2, dim=0)).all())
+    return result
+
+
 def main(argv):
-    fn = {"trim": probe_trim}[argv[0]]
+    fn = {"trim": probe_trim, "rollout": probe_rollout}[argv[0]]
     result = fn(*argv[1:])
     import verl
 
