@@ -9,6 +9,9 @@ Probes:
             response lengths: the largest differences on response_mask positions
   rollout   HF rollout with rollout.trim_padding on and off (greedy; sampling with n=2 from the same seed):
             whether every output tensor is identical
+  static    static-cache decoder (patch 0022, eager on CPU) vs HF generate: greedy tokens with and without
+            early EOS, the warped scores vs generate's, the Gumbel-max sampling frequencies, and HFRollout
+            with rollout.cuda_graph (plain and FSDP-wrapped module) vs without
 """
 
 import copy
@@ -213,8 +216,112 @@ def probe_rollout():
     return result
 
 
+def _generate(model, ids, mask, steps, eos, **kwargs):
+    from transformers import GenerationConfig
+
+    cfg = GenerationConfig(max_new_tokens=steps, eos_token_id=eos, pad_token_id=PAD, repetition_penalty=1.0, **kwargs)
+    return model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, use_model_defaults=False, return_dict_in_generate=True, output_scores=True, output_logits=True)
+
+
+def probe_static():
+    import torch
+    from verl_probe import cpu_empty_cache_shim, rollout_config
+
+    from verl.workers.rollout.static_decode import StaticDecoder, next_tokens, sampling_processors
+
+    ids, mask, _ = rollout_batch()
+    result = {}
+    steps = 32
+    for attn in ("eager", "sdpa"):
+        model = make_qwen2(seed=0, attn=attn)
+        res = {}
+        with torch.no_grad():
+            ref = _generate(model, ids, mask, steps, EOS, do_sample=False).sequences
+            dec = StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=EOS, pad_token_id=PAD)
+            res["greedy_equal"] = dec.generate(ids, mask, steps).tolist() == ref.tolist()
+            res["greedy_len"] = ref.size(1)
+            # early EOS: the token row 1 emits at step 3 and row 0 at step 5 end those rows there
+            eos = [int(ref[1, ids.size(1) + 3]), int(ref[0, ids.size(1) + 5])]
+            ref_eos = _generate(model, ids, mask, steps, eos, do_sample=False).sequences
+            dec = StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=PAD)
+            got = dec.generate(ids, mask, steps)
+            res["eos_equal"] = got.tolist() == ref_eos.tolist()
+            res["eos_pad_after"] = int((got[:, ids.size(1):] == PAD).sum())
+            res["eos_len"] = [got.size(1), ref_eos.size(1)]
+            # every row ends early: decoding stops after the step where the last row finished
+            all_eos = list({int(ref[i, ids.size(1) + 2]) for i in range(ids.size(0))})
+            res["all_eos_len"] = [StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=all_eos, pad_token_id=PAD).generate(ids, mask, steps).size(1), _generate(model, ids, mask, steps, all_eos, do_sample=False).sequences.size(1)]
+        result[attn] = res
+
+    # the warped scores generate samples from (output_scores) equal sampling_processors applied to its raw logits
+    model = make_qwen2(seed=0, attn="sdpa")
+    warp = {}
+    for label, cfg in {"t0.7_k20_p0.8": dict(temperature=0.7, top_k=20, top_p=0.8), "t1_k0_p1": dict(temperature=1.0, top_k=0, top_p=1.0), "t1.3_k0_p0.9": dict(temperature=1.3, top_k=0, top_p=0.9)}.items():
+        torch.manual_seed(3)
+        with torch.no_grad():
+            out = _generate(model, ids, mask, 8, EOS, do_sample=True, **cfg)
+        procs = sampling_processors(True, **cfg)
+        diffs = []
+        for raw, processed in zip(out.logits, out.scores):
+            mine = procs(None, raw.float())
+            same_inf = torch.equal(torch.isinf(mine), torch.isinf(processed))
+            finite = ~torch.isinf(processed)
+            diffs.append(float((mine[finite] - processed[finite]).abs().max()) if same_inf else float("inf"))
+        warp[label] = {"max_diff": max(diffs), "processors": [type(p).__name__ for p in procs]}
+    result["warpers"] = warp
+
+    # Gumbel-max picks token i with probability softmax(warped)[i]: 400000 draws from one row of 12 tokens
+    logits = torch.tensor([[2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -1.5, 0.25, 0.75, 1.25, 3.0]])
+    procs = sampling_processors(True, temperature=0.8, top_k=8, top_p=0.95)
+    target = torch.softmax(procs(None, logits.clone()), -1)[0]
+    g = torch.Generator().manual_seed(0)
+    draws = next_tokens(logits.expand(400000, -1), True, procs, generator=g)
+    freq = torch.bincount(draws, minlength=12).float() / draws.numel()
+    result["gumbel"] = {"max_abs_freq_diff": float((freq - target).abs().max()), "filtered_drawn": int(freq[target == 0].sum() * draws.numel()), "kept": int((target > 0).sum())}
+    try:
+        sampling_processors(True, temperature=0.0)
+        result["zero_temperature"] = "accepted"
+    except ValueError as exc:
+        result["zero_temperature"] = f"ValueError: {exc}"
+
+    # through verl's HFRollout: cuda_graph (eager static decode on CPU) vs generate, plain and FSDP-wrapped
+    block_flash_attn()
+    cpu_empty_cache_shim()
+    init_dist()
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+
+    roll = {}
+    calls = []
+    original_generate = model.generate
+    model.generate = lambda *a, **k: calls.append(1) or original_generate(*a, **k)
+    base = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2), do_sample=False)
+    for label, trim in (("static", False), ("static_trim", True)):
+        out = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=True, trim_padding=trim), do_sample=False)
+        roll[label] = _same(base, out)
+    roll["generate_calls"] = len(calls)  # 2 micro-batches without cuda_graph, none with it
+    wrapped = FSDP(make_qwen2(seed=0, attn="sdpa"), auto_wrap_policy=ModuleWrapPolicy({Qwen2DecoderLayer}), device_id=torch.device("cpu"))
+    out = _run_rollout(wrapped, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=True), do_sample=False)
+    roll["fsdp_static"] = _same(base, out)
+    roll["fsdp_restored"] = sum(isinstance(m, FSDP) for m in wrapped.modules())
+    sampled = _run_rollout(model, rollout_config(do_sample=True, n=2, temperature=0.9, top_k=30, top_p=0.9, response_length=steps, micro_batch_size=2, cuda_graph=True), seed=5)
+    roll["sampled_shape"] = list(sampled["input_ids"].shape)
+    # PPO's view of those samples: each sampled token must be allowed by top-k/top-p at its step
+    with torch.no_grad():
+        logits = model(input_ids=sampled["input_ids"], attention_mask=sampled["attention_mask"], position_ids=sampled["position_ids"]).logits[:, ROLLOUT_WIDTH - 1 : -1].float()
+    procs = sampling_processors(True, temperature=0.9, top_k=30, top_p=0.9)
+    allowed = torch.stack([~torch.isinf(procs(None, logits[:, t].clone())) for t in range(steps)], dim=1)
+    valid = sampled["attention_mask"][:, ROLLOUT_WIDTH:].bool()
+    chosen_allowed = allowed.gather(-1, sampled["responses"][..., None]).squeeze(-1)
+    roll["sampled_tokens_outside_top_k_top_p"] = int((~chosen_allowed & valid).sum())
+    roll["sampled_valid_tokens"] = int(valid.sum())
+    result["rollout"] = roll
+    return result
+
+
 def main(argv):
-    fn = {"trim": probe_trim, "rollout": probe_rollout}[argv[0]]
+    fn = {"trim": probe_trim, "rollout": probe_rollout, "static": probe_static}[argv[0]]
     result = fn(*argv[1:])
     import verl
 
