@@ -209,3 +209,14 @@ def test_a_value_of_the_wrong_type_is_refused(override, message, fix):
 def test_values_of_the_right_type_pass_including_int_for_float_and_null_defaults():
     config = validate_overrides(["actor_rollout_ref.actor.optim.lr=1", "trainer.val_before_train=False", "data.val_batch_size=64", "trainer.max_actor_ckpt_to_keep=null"])
     assert (config.actor_rollout_ref.actor.optim.lr, config.trainer.val_before_train, config.data.val_batch_size) == (1, False, 64)
+
+
+def test_speed_patch_keys_are_accepted_with_plus_and_reach_the_config():
+    # patches 0020-0022 read these with .get(key, False); verl's yaml lacks them, so they take a leading '+'
+    keys = ["actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding", "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph"]
+    config = validate_overrides([f"+{key}=True" for key in keys])
+    from omegaconf import OmegaConf
+
+    assert [OmegaConf.select(config, key) for key in keys] == [True] * 5
+    with pytest.raises(VerlfitError, match="needs a leading '\\+'"):
+        validate_overrides(["actor_rollout_ref.rollout.cuda_graph=True"])
