@@ -156,7 +156,7 @@ speed_keys() {  # speed_keys CONFIG: the extra verl overrides of one stage_speed
     trim_train) echo "${SPEED_TRIM_TRAIN[@]}" ;;
     trim_rollout) echo "${SPEED_TRIM_ROLLOUT[@]}" ;;
     cuda_graph) echo "${SPEED_CUDA_GRAPH[@]}" ;;
-    all) echo "${SPEED_TRIM_TRAIN[@]} ${SPEED_TRIM_ROLLOUT[@]} ${SPEED_CUDA_GRAPH[@]}" ;;
+    all) echo "${SPEED_TRIM_TRAIN[*]} ${SPEED_TRIM_ROLLOUT[*]} ${SPEED_CUDA_GRAPH[*]}" ;;
     *) log "stage speed: unknown configuration '$1' (today trim_train trim_rollout cuda_graph all)"; return 2 ;;
   esac
 }
