@@ -24,6 +24,11 @@
 #              verlfit export of the learning check's final checkpoint (EXPORT_RUN, default learn-grpo-lr1e-5), then
 #              verlfit eval of it --compare the starting model on the 256 held-out problems (the rows its validation used)
 #   bench      verlfit bench on the card as it is and with --emulate p40; the JSON files go to $OUT
+#   speed      issue 13: the main job's configuration (PPO, 0.5B shape, --emulate p40, 512/256, batch 32), 10 steps
+#              per configuration of SPEED_CONFIGS (default "today all": today's path, then all of patches
+#              0020-0022's keys on, one after the other so neither shares the GPU; "trim_train trim_rollout
+#              cuda_graph" are each one alone), SPEED_PARALLEL=1 runs them at once; then benchmarks/decode_bench.py
+#              (ms per decode step at batch 32 and 64, prefill, generate vs graph) into $OUT/decode_bench.json
 #   pack       tar the run records (run.json, metrics.jsonl, train.log tail) into $OUT/runs.tar.gz and write
 #              $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison table)
 #
@@ -142,6 +147,47 @@ stage_a10() {
   # bf16 + sdpa + HF rollout: flash-attn and vLLM are not on this machine (the real A10 image uses both).
   train a10-like --profile a10 --rollout hf --attention sdpa --gpu-memory-limit 24 --model "$MODEL" --data "$DATA" --steps 20 "${COMMON[@]}" -- \
     actor_rollout_ref.actor.use_torch_compile=False
+}
+
+# issue 13's keys (patches 0020-0022), per configuration of stage_speed
+SPEED_TRIM_TRAIN=(+actor_rollout_ref.actor.trim_padding=True +actor_rollout_ref.ref.trim_padding=True +critic.trim_padding=True)
+SPEED_TRIM_ROLLOUT=(+actor_rollout_ref.rollout.trim_padding=True)
+SPEED_CUDA_GRAPH=(+actor_rollout_ref.rollout.cuda_graph=True)
+
+speed_keys() {  # speed_keys CONFIG: the extra verl overrides of one stage_speed configuration
+  case $1 in
+    today) ;;
+    trim_train) echo "${SPEED_TRIM_TRAIN[@]}" ;;
+    trim_rollout) echo "${SPEED_TRIM_ROLLOUT[@]}" ;;
+    cuda_graph) echo "${SPEED_CUDA_GRAPH[@]}" ;;
+    all) echo "${SPEED_TRIM_TRAIN[*]} ${SPEED_TRIM_ROLLOUT[*]} ${SPEED_CUDA_GRAPH[*]}" ;;
+    *) log "stage speed: unknown configuration '$1' (today trim_train trim_rollout cuda_graph all)"; return 2 ;;
+  esac
+}
+
+stage_speed() {
+  # Sequential by default: 10 steps x ~14 s plus ~1-1.5 min of start-up per run, so "today all" is ~7-8 min
+  # of one 10-minute call; five configurations one after another would be ~18 min. SPEED_PARALLEL=1 runs
+  # them at once: then step times include the others' load (memory figures do not).
+  local config keys extra
+  for config in ${SPEED_CONFIGS:-today all}; do
+    keys=$(speed_keys "$config") || continue
+    extra=()
+    # shellcheck disable=SC2206  # keys are words without spaces
+    [ -z "$keys" ] || extra=(-- $keys)
+    if [ -n "${SPEED_PARALLEL:-}" ]; then
+      train "speed-$config" --emulate p40 --model "$MODEL" --data "$DATA" --steps "${SPEED_STEPS:-10}" --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}" "${extra[@]}" &
+    else
+      train "speed-$config" --emulate p40 --model "$MODEL" --data "$DATA" --steps "${SPEED_STEPS:-10}" --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}" "${extra[@]}"
+    fi
+  done
+  wait
+  log "start decode_bench: batch 32 and 64, prompts 100-256 of 256 columns, 256 new tokens, fp32"
+  timeout -s INT -k 20 "$(run_limit)" python3 benchmarks/decode_bench.py --model "$MODEL" --output "$RUNS/decode_bench.json" > "$RUNS/decode_bench.console" 2>&1 \
+    || log "decode_bench: status $?"
+  tail -n 4 "$RUNS/decode_bench.console" | sed "s/^/  decode_bench| /"
+  [ -f "$RUNS/decode_bench.json" ] && cp "$RUNS/decode_bench.json" "$OUT/decode_bench.json"
+  return 0
 }
 
 calibrate() {  # calibrate PROFILE_ARGS -- NAME:ARGS ...: 3 steps each, no memory limit (allocated = the real need)

@@ -246,3 +246,14 @@ def test_user_overrides_drop_the_separator_and_refuse_managed_keys():
         user_overrides(["--", "actor_rollout_ref.actor.optim.lr=5e-6", "+data.max_prompt_length=128"])
     assert caught.value.message.startswith("override '+data.max_prompt_length=128': verlfit sets data.max_prompt_length itself")
     assert (caught.value.fix, caught.value.exit_code) == ("use --max-prompt-length instead", 2)
+
+
+def test_speed_patch_keys_are_accepted_with_plus_and_reach_the_config():
+    # patches 0020-0022 read these with .get(key, False); verl's yaml lacks them, so they take a leading '+'
+    keys = ["actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding", "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph"]
+    config = validate_overrides([f"+{key}=True" for key in keys])
+    from omegaconf import OmegaConf
+
+    assert [OmegaConf.select(config, key) for key in keys] == [True] * 5
+    with pytest.raises(VerlfitError, match="needs a leading '\\+'"):
+        validate_overrides(["actor_rollout_ref.rollout.cuda_graph=True"])

@@ -1,0 +1,333 @@
+"""Probes for the speed patches (0020+), run in a subprocess against one patched copy of verl.
+
+Usage: PYTHONPATH=<dir containing verl/> python speed_probe.py PROBE
+The last stdout line is ``PROBE_RESULT <json>`` (as verl_probe.py, whose tiny-model helpers it reuses).
+
+Probes:
+  trim      actor (log-probs, entropy, one PPO update) and critic (values, one value update) with
+            trim_padding on and off, eager and sdpa, on a batch whose rows have different prompt and
+            response lengths: the largest differences on response_mask positions
+  rollout   HF rollout with rollout.trim_padding on and off (greedy; sampling with n=2 from the same seed):
+            whether every output tensor is identical
+  static    static-cache decoder (patch 0022, eager on CPU) vs HF generate: greedy tokens with and without
+            early EOS, the warped scores vs generate's, the Gumbel-max sampling frequencies, and HFRollout
+            with rollout.cuda_graph (plain and FSDP-wrapped module) vs without
+"""
+
+import copy
+import json
+import sys
+
+from verl_probe import EOS, PAD, actor_config, block_flash_attn, critic_config, init_dist, make_qwen2
+
+PROMPT_LEN = 12
+RESPONSE_LEN = 10
+# (prompt tokens, response tokens incl. EOS) per row; micro-batches of 2 rows: windows [3, 19) and [5, 18)
+ROWS = ((5, 4), (9, 7), (3, 2), (7, 6))
+
+
+def verl_batch(seed=0):
+    """A verl-layout batch: left-padded prompts, right-padded responses ending in EOS, verl's position_ids."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    bs = len(ROWS)
+    ids = torch.full((bs, PROMPT_LEN + RESPONSE_LEN), PAD, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, (p, r) in enumerate(ROWS):
+        ids[i, PROMPT_LEN - p : PROMPT_LEN] = torch.randint(1, EOS, (p,), generator=g)
+        ids[i, PROMPT_LEN : PROMPT_LEN + r - 1] = torch.randint(1, EOS, (r - 1,), generator=g)
+        ids[i, PROMPT_LEN + r - 1] = EOS
+        mask[i, PROMPT_LEN - p : PROMPT_LEN + r] = 1
+    # verl: prompt positions cumsum(mask) - 1 clipped at 0; response positions continue from the last prompt one
+    prompt_pos = torch.clip(torch.cumsum(mask[:, :PROMPT_LEN], dim=-1) - 1, min=0)
+    pos = torch.cat([prompt_pos, prompt_pos[:, -1:] + torch.arange(1, RESPONSE_LEN + 1)], dim=1)
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": pos, "responses": ids[:, PROMPT_LEN:].clone()}
+
+
+def _max_masked_diff(a, b, mask):
+    return float((a - b).abs()[mask.bool()].max())
+
+
+def _outside_window_zero(t, mask):
+    """Trimmed outputs right of each micro-batch's window must be exactly 0."""
+    import torch
+
+    out = True
+    for start in range(0, t.size(0), 2):
+        used = mask[start : start + 2].bool().any(0).nonzero().flatten()
+        out &= bool(torch.all(t[start : start + 2, int(used[-1]) + 1 :] == 0))
+    return out
+
+
+def cpu_memory_shim():
+    """verl's GPUMemoryLogger (update_policy, update_critic, compute_values) queries device memory; torch.cpu
+    has no such queries. GPU-only code path, so the shim lives here rather than in the patch series."""
+    import torch
+
+    for name in ("memory_allocated", "memory_reserved"):
+        if not hasattr(torch.cpu, name):
+            setattr(torch.cpu, name, lambda: 0)
+    if not hasattr(torch.cpu, "mem_get_info"):
+        torch.cpu.mem_get_info = lambda: (0, 0)
+
+
+def probe_trim():
+    import torch
+    from verl import DataProto
+    from verl.workers.actor.dp_actor import DataParallelPPOActor
+    from verl.workers.critic.dp_critic import DataParallelPPOCritic
+
+    make_qwen2()  # import transformers' Qwen2 modules before flash_attn is blocked
+    block_flash_attn()
+    cpu_memory_shim()
+    init_dist()
+    torch.manual_seed(0)
+    base = verl_batch()
+    mask = base["attention_mask"][:, PROMPT_LEN:]
+    g = torch.Generator().manual_seed(1)
+    old_log_probs = -torch.rand(mask.shape, generator=g) * 6
+    ref_log_prob = old_log_probs + 0.1 * torch.randn(mask.shape, generator=g)
+    advantages = torch.randn(mask.shape, generator=g)
+    values_in = torch.randn(mask.shape, generator=g)
+    returns = torch.randn(mask.shape, generator=g)
+    result = {"windows": []}
+    from verl.utils.padding_window import padding_window
+
+    for start in range(0, len(ROWS), 2):
+        result["windows"].append(list(padding_window(base["attention_mask"][start : start + 2], RESPONSE_LEN)))
+
+    update_cfg = dict(
+        ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2, ppo_epochs=1, clip_ratio=0.2, clip_ratio_low=None, clip_ratio_high=None, entropy_coeff=0.01,
+        loss_agg_mode="token-mean", policy_loss={"loss_mode": "vanilla"}, use_kl_loss=True, kl_loss_type="low_var_kl", kl_loss_coef=0.1, use_dynamic_bsz=False, grad_clip=1.0e9, autocast_dtype="fp32",
+    )
+    for attn in ("eager", "sdpa"):
+        res = {}
+        outs = {}
+        for trim in (False, True):
+            model = make_qwen2(seed=0, attn=attn)
+            actor = DataParallelPPOActor(actor_config(trim_padding=trim, **update_cfg), model, torch.optim.SGD(model.parameters(), lr=1.0))
+            data = DataProto.from_dict(tensors=dict(base), meta_info={"micro_batch_size": 2, "temperature": 0.7, "use_dynamic_bsz": False})
+            logp, ent = actor.compute_log_prob(data, calculate_entropy=True)
+            before = [p.detach().clone() for p in model.parameters()]
+            upd = DataProto.from_dict(tensors={**base, "old_log_probs": old_log_probs, "advantages": advantages, "ref_log_prob": ref_log_prob}, meta_info={"temperature": 0.7})
+            metrics = actor.update_policy(upd)
+            step = [p.detach() - b for p, b in zip(model.parameters(), before)]  # = -grad (SGD, lr 1, no clipping)
+
+            cmodel = make_qwen2(seed=0, attn=attn, num_labels=1)
+            cmodel.dropout.p = 0.0  # verl builds the critic with classifier_dropout = 0.0 (fsdp_workers.py:929)
+            critic = DataParallelPPOCritic(
+                critic_config(trim_padding=trim, autocast_dtype="fp32", ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2, ppo_epochs=1, cliprange_value=0.5, loss_agg_mode="token-mean", use_dynamic_bsz=False, grad_clip=1.0e9),
+                cmodel,
+                torch.optim.SGD(cmodel.parameters(), lr=1.0),
+            )
+            values = critic.compute_values(DataProto.from_dict(tensors=dict(base), meta_info={"micro_batch_size": 2, "use_dynamic_bsz": False}))
+            cbefore = [p.detach().clone() for p in cmodel.parameters()]
+            cmetrics = critic.update_critic(DataProto.from_dict(tensors={**base, "values": values_in, "returns": returns}))
+            cstep = [p.detach() - b for p, b in zip(cmodel.parameters(), cbefore)]
+            outs[trim] = dict(logp=logp, ent=ent, step=step, metrics=metrics, values=values, cstep=cstep, cmetrics=cmetrics)
+        a, b = outs[False], outs[True]
+        res["logp_max_diff"] = _max_masked_diff(a["logp"], b["logp"], mask)
+        res["entropy_max_diff"] = _max_masked_diff(a["ent"], b["ent"], mask)
+        res["values_max_diff"] = float((a["values"] - b["values"]).abs().max())  # compute_values masks both
+        res["logp_outside_window_zero"] = _outside_window_zero(b["logp"], mask)
+        res["entropy_outside_window_zero"] = _outside_window_zero(b["ent"], mask)
+        res["actor_step_max_diff"] = max(float((x - y).abs().max()) for x, y in zip(a["step"], b["step"]))
+        res["actor_step_max"] = max(float(x.abs().max()) for x in a["step"])
+        res["critic_step_max_diff"] = max(float((x - y).abs().max()) for x, y in zip(a["cstep"], b["cstep"]))
+        res["critic_step_max"] = max(float(x.abs().max()) for x in a["cstep"])
+        res["metrics"] = {k: [a["metrics"][k], b["metrics"][k]] for k in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm")}
+        res["cmetrics"] = {k: [a["cmetrics"][k], b["cmetrics"][k]] for k in ("critic/vf_loss", "critic/grad_norm")}
+        # the untrimmed path really computes something else on padding right of the window
+        res["untrimmed_outside_window_nonzero"] = not _outside_window_zero(a["logp"], mask)
+        result[attn] = res
+    result["absent_key"] = {"actor": DataParallelPPOActor(actor_config(), make_qwen2()).trim_padding, "critic": DataParallelPPOCritic(critic_config(), make_qwen2(num_labels=1), None).trim_padding}
+    try:
+        DataParallelPPOActor(actor_config(trim_padding=True, use_fused_kernels=True), make_qwen2())
+        result["fused_refused"] = "accepted"
+    except ValueError as exc:
+        result["fused_refused"] = f"ValueError: {exc}"
+    return result
+
+
+ROLLOUT_PROMPTS = ((11, 12, 13, 14, 15), (21, 22, 23, 24, 25, 26, 27, 28, 29, 30), (31, 32, 33, 34, 35, 36, 37))
+ROLLOUT_WIDTH = 16
+
+
+def rollout_batch():
+    """Prompts of 5, 10 and 7 tokens left-padded to 16 columns (6 columns of padding in every row)."""
+    import torch
+
+    ids = torch.full((len(ROLLOUT_PROMPTS), ROLLOUT_WIDTH), PAD, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, prompt in enumerate(ROLLOUT_PROMPTS):
+        ids[i, ROLLOUT_WIDTH - len(prompt) :] = torch.tensor(prompt)
+        mask[i, ROLLOUT_WIDTH - len(prompt) :] = 1
+    return ids, mask, torch.clip(torch.cumsum(mask, dim=-1) - 1, min=0)
+
+
+def _run_rollout(model, cfg, seed=None, **meta):
+    import torch
+    from verl_probe import data_proto
+
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    ids, mask, pos = rollout_batch()
+    if seed is not None:
+        torch.manual_seed(seed)
+    out = HFRollout(model, cfg).generate_sequences(data_proto(ids, mask, pos, **meta))
+    return {k: out.batch[k] for k in ("prompts", "responses", "input_ids", "attention_mask", "position_ids")}
+
+
+def _same(a, b):
+    import torch
+
+    return {k: bool(torch.equal(a[k], b[k])) for k in a}
+
+
+def probe_rollout():
+    from verl_probe import cpu_empty_cache_shim, manual_greedy, rollout_config
+
+    model = make_qwen2(seed=0, attn="sdpa")
+    block_flash_attn()
+    cpu_empty_cache_shim()
+    widths = []
+    original_generate = model.generate
+
+    def spy_generate(*args, **kwargs):
+        widths.append(kwargs["input_ids"].shape[1])
+        return original_generate(*args, **kwargs)
+
+    model.generate = spy_generate
+    result = {"generate_widths": {}}
+    steps = 24
+    greedy = {}
+    for trim in (False, True):
+        widths.clear()
+        greedy[trim] = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, trim_padding=trim), do_sample=False)
+        result["generate_widths"][str(trim)] = list(widths)
+    result["greedy_same"] = _same(greedy[False], greedy[True])
+    ids, mask, _ = rollout_batch()
+    result["greedy_matches_manual"] = greedy[True]["responses"].tolist() == manual_greedy(model, ids, mask, steps).tolist()
+    sampled = {trim: _run_rollout(model, rollout_config(do_sample=True, n=2, response_length=steps, micro_batch_size=2, trim_padding=trim), seed=7) for trim in (False, True)}
+    result["sampled_same"] = _same(sampled[False], sampled[True])
+    result["sampled_shape"] = list(sampled[True]["input_ids"].shape)
+    result["sampled_prompts_restored"] = bool((sampled[True]["prompts"] == ids.repeat_interleave(2, dim=0)).all())
+    return result
+
+
+def _generate(model, ids, mask, steps, eos, **kwargs):
+    from transformers import GenerationConfig
+
+    cfg = GenerationConfig(max_new_tokens=steps, eos_token_id=eos, pad_token_id=PAD, repetition_penalty=1.0, **kwargs)
+    return model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, use_model_defaults=False, return_dict_in_generate=True, output_scores=True, output_logits=True)
+
+
+def probe_static():
+    import torch
+    from verl_probe import cpu_empty_cache_shim, rollout_config
+
+    from verl.workers.rollout.static_decode import StaticDecoder, next_tokens, sampling_processors
+
+    ids, mask, _ = rollout_batch()
+    result = {}
+    steps = 32
+    for attn in ("eager", "sdpa"):
+        model = make_qwen2(seed=0, attn=attn)
+        res = {}
+        with torch.no_grad():
+            ref = _generate(model, ids, mask, steps, EOS, do_sample=False).sequences
+            dec = StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=EOS, pad_token_id=PAD)
+            res["greedy_equal"] = dec.generate(ids, mask, steps).tolist() == ref.tolist()
+            res["greedy_len"] = ref.size(1)
+            # early EOS: the token row 1 emits at step 3 and row 0 at step 5 end those rows there
+            eos = [int(ref[1, ids.size(1) + 3]), int(ref[0, ids.size(1) + 5])]
+            ref_eos = _generate(model, ids, mask, steps, eos, do_sample=False).sequences
+            dec = StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=PAD)
+            got = dec.generate(ids, mask, steps)
+            res["eos_equal"] = got.tolist() == ref_eos.tolist()
+            res["eos_pad_after"] = int((got[:, ids.size(1):] == PAD).sum())
+            res["eos_len"] = [got.size(1), ref_eos.size(1)]
+            # every row ends early: decoding stops after the step where the last row finished
+            all_eos = list({int(ref[i, ids.size(1) + 2]) for i in range(ids.size(0))})
+            res["all_eos_len"] = [StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=all_eos, pad_token_id=PAD).generate(ids, mask, steps).size(1), _generate(model, ids, mask, steps, all_eos, do_sample=False).sequences.size(1)]
+        result[attn] = res
+
+    # the warped scores generate samples from (output_scores) equal sampling_processors applied to its raw logits
+    model = make_qwen2(seed=0, attn="sdpa")
+    warp = {}
+    for label, cfg in {"t0.7_k20_p0.8": dict(temperature=0.7, top_k=20, top_p=0.8), "t1_k0_p1": dict(temperature=1.0, top_k=0, top_p=1.0), "t1.3_k0_p0.9": dict(temperature=1.3, top_k=0, top_p=0.9)}.items():
+        torch.manual_seed(3)
+        with torch.no_grad():
+            out = _generate(model, ids, mask, 8, EOS, do_sample=True, **cfg)
+        procs = sampling_processors(True, **cfg)
+        diffs = []
+        for raw, processed in zip(out.logits, out.scores):
+            mine = procs(None, raw.float())
+            same_inf = torch.equal(torch.isinf(mine), torch.isinf(processed))
+            finite = ~torch.isinf(processed)
+            diffs.append(float((mine[finite] - processed[finite]).abs().max()) if same_inf else float("inf"))
+        warp[label] = {"max_diff": max(diffs), "processors": [type(p).__name__ for p in procs]}
+    result["warpers"] = warp
+
+    # Gumbel-max picks token i with probability softmax(warped)[i]: 400000 draws from one row of 12 tokens
+    logits = torch.tensor([[2.0, 1.5, 1.0, 0.5, 0.0, -0.5, -1.0, -1.5, 0.25, 0.75, 1.25, 3.0]])
+    procs = sampling_processors(True, temperature=0.8, top_k=8, top_p=0.95)
+    target = torch.softmax(procs(None, logits.clone()), -1)[0]
+    g = torch.Generator().manual_seed(0)
+    draws = next_tokens(logits.expand(400000, -1), True, procs, generator=g)
+    freq = torch.bincount(draws, minlength=12).float() / draws.numel()
+    result["gumbel"] = {"max_abs_freq_diff": float((freq - target).abs().max()), "filtered_drawn": int(freq[target == 0].sum() * draws.numel()), "kept": int((target > 0).sum())}
+    try:
+        sampling_processors(True, temperature=0.0)
+        result["zero_temperature"] = "accepted"
+    except ValueError as exc:
+        result["zero_temperature"] = f"ValueError: {exc}"
+
+    # through verl's HFRollout: cuda_graph (eager static decode on CPU) vs generate, plain and FSDP-wrapped
+    block_flash_attn()
+    cpu_empty_cache_shim()
+    init_dist()
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
+
+    roll = {}
+    calls = []
+    original_generate = model.generate
+    model.generate = lambda *a, **k: calls.append(1) or original_generate(*a, **k)
+    base = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2), do_sample=False)
+    for label, trim in (("static", False), ("static_trim", True)):
+        out = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=True, trim_padding=trim), do_sample=False)
+        roll[label] = _same(base, out)
+    roll["generate_calls"] = len(calls)  # 2 micro-batches without cuda_graph, none with it
+    wrapped = FSDP(make_qwen2(seed=0, attn="sdpa"), auto_wrap_policy=ModuleWrapPolicy({Qwen2DecoderLayer}), device_id=torch.device("cpu"))
+    out = _run_rollout(wrapped, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=True), do_sample=False)
+    roll["fsdp_static"] = _same(base, out)
+    roll["fsdp_restored"] = sum(isinstance(m, FSDP) for m in wrapped.modules())
+    sampled = _run_rollout(model, rollout_config(do_sample=True, n=2, temperature=0.9, top_k=30, top_p=0.9, response_length=steps, micro_batch_size=2, cuda_graph=True), seed=5)
+    roll["sampled_shape"] = list(sampled["input_ids"].shape)
+    # PPO's view of those samples: each sampled token must be allowed by top-k/top-p at its step
+    with torch.no_grad():
+        logits = model(input_ids=sampled["input_ids"], attention_mask=sampled["attention_mask"], position_ids=sampled["position_ids"]).logits[:, ROLLOUT_WIDTH - 1 : -1].float()
+    procs = sampling_processors(True, temperature=0.9, top_k=30, top_p=0.9)
+    allowed = torch.stack([~torch.isinf(procs(None, logits[:, t].clone())) for t in range(steps)], dim=1)
+    valid = sampled["attention_mask"][:, ROLLOUT_WIDTH:].bool()
+    chosen_allowed = allowed.gather(-1, sampled["responses"][..., None]).squeeze(-1)
+    roll["sampled_tokens_outside_top_k_top_p"] = int((~chosen_allowed & valid).sum())
+    roll["sampled_valid_tokens"] = int(valid.sum())
+    result["rollout"] = roll
+    return result
+
+
+def main(argv):
+    fn = {"trim": probe_trim, "rollout": probe_rollout, "static": probe_static}[argv[0]]
+    result = fn(*argv[1:])
+    import verl
+
+    result["verl_file"] = verl.__file__
+    print("PROBE_RESULT " + json.dumps(result, default=str))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
