@@ -231,11 +231,21 @@ stage_learn() {
   # so 64 would cut off the final "#### N" of about one in six.
   # --save-freq 200: one checkpoint, of the last step (verl also saves on the last step whatever the frequency),
   # for stage export_eval; the small model's checkpoint is a few hundred MB
+  # LEARN_ALGOS (default "ppo grpo"), LEARN_TAG (a suffix for the run names) and LEARN_EXTRA (more verlfit train
+  # words, e.g. "-- +actor_rollout_ref.actor.trim_padding=True") run variants of the same check
+  local algo extra=()
+  # shellcheck disable=SC2206  # LEARN_EXTRA is words without spaces
+  [ -z "${LEARN_EXTRA:-}" ] || extra=(${LEARN_EXTRA})
   for lr in ${LEARN_LRS:-1e-5 3e-5}; do
-    train "learn-ppo-lr$lr" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-5 --skip-checks --test-freq 20 --save-freq 200 &
-    train "learn-grpo-lr$lr" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr "$lr" --skip-checks --test-freq 20 --save-freq 200 &
+    for algo in ${LEARN_ALGOS:-ppo grpo}; do
+      if [ "$algo" = ppo ]; then
+        train "learn-ppo-lr$lr${LEARN_TAG:-}" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+          --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-5 --skip-checks --test-freq 20 --save-freq 200 "${extra[@]}" &
+      else
+        train "learn-grpo-lr$lr${LEARN_TAG:-}" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+          --max-response-length 128 --actor-lr "$lr" --skip-checks --test-freq 20 --save-freq 200 "${extra[@]}" &
+      fi
+    done
   done
   wait
 }
