@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from verlfit.errors import VerlfitError
-from verlfit.plan.memory import ALLOCATOR_HEADROOM_BYTES, DEFAULT_MARGIN, LORA_SUGGESTED_RANK, Plan, PlanRequest, format_gib, predict, unsupported_reason, validate_request
+from verlfit.plan.memory import ALLOCATOR_HEADROOM_BYTES, DEFAULT_MARGIN, LORA_SUGGESTED_RANK, lora_notes, Plan, PlanRequest, format_gib, predict, unsupported_reason, validate_request
 from verlfit.plan.request import request_from_settings
 
 
@@ -306,4 +306,4 @@ def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool =
     if chosen.rollout == "hf" and hasattr(settings, "rollout_micro_batch_size"):
         settings.rollout_micro_batch_size = chosen.rollout_micro_batch_size
     plan = decision.plan
-    return [f"plan: {line}" for line in decision.reasons] + [f"plan: {plan.notes[0]} -> {plan.verdict}"]
+    return [f"plan: {line}" for line in decision.reasons] + [f"plan: {plan.notes[0]} -> {plan.verdict}"] + [f"plan: {line}" for line in lora_notes(chosen)]
