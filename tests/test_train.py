@@ -583,7 +583,7 @@ def test_dry_run_with_lora_prints_verls_lora_keys_for_actor_and_critic_without_a
     assert "LoRA: actor rank 32, critic rank 32 (0 = fully trained), alpha 16, target modules all-linear" in out
     for key in LORA_ACTOR + LORA_CRITIC:
         assert f"    {key} \\\n" in out
-    assert "note: plan: LoRA actor: rank 32 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 17,596,416 adapter parameters train" in out
+    assert "note: plan: LoRA actor: rank 32 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 17,596,416 parameters train (3.56% of 494,032,768: adapters)" in out
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -591,8 +591,8 @@ def test_dry_run_with_lora_prints_verls_lora_keys_for_actor_and_critic_without_a
     (["--lora-rank", "32", "--algo", "grpo"], LORA_ACTOR),
     (["--lora-rank", "32", "--critic-lora-rank", "0"], LORA_ACTOR),
     (["--critic-lora-rank", "8", "--lora-alpha", "32"], ["critic.model.lora_rank=8", "critic.model.lora_alpha=32", "critic.model.target_modules=all-linear"]),
-    (["--lora-rank", "64", "--lora-alpha", "0.5", "--lora-target-modules", "q_proj,v_proj,score", "--algo", "grpo"],
-     ["actor_rollout_ref.model.lora_rank=64", "actor_rollout_ref.model.lora_alpha=0.5", "actor_rollout_ref.model.target_modules=[q_proj,v_proj,score]"]),
+    (["--lora-rank", "64", "--lora-alpha", "0.5", "--lora-target-modules", "q_proj,v_proj,o_proj", "--algo", "grpo"],
+     ["actor_rollout_ref.model.lora_rank=64", "actor_rollout_ref.model.lora_alpha=0.5", "actor_rollout_ref.model.target_modules=[q_proj,v_proj,o_proj]"]),
     ([], []),  # full fine-tuning: verl's defaults, no LoRA keys
 ])
 def test_lora_options_become_verls_keys_validated_by_hydra(argv, expected):
@@ -653,20 +653,20 @@ def test_raw_lora_overrides_are_refused_naming_the_option(override, option, caps
 
 
 def test_lora_settings_are_recorded_and_resume_keeps_them(tmp_path, capsys):
-    args = parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "4", "--lora-rank", "16", "--lora-target-modules", "q_proj,v_proj,score"])
+    args = parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "4", "--lora-rank", "16", "--lora-target-modules", "q_proj,v_proj,o_proj"])
     plan = prepare_launch(args, environ={}, gpu=P40)
     run_dir = create_run_directory(plan, None)
     settings = json.loads((run_dir / "run.json").read_text())["settings"]
-    assert (settings["lora_rank"], settings["critic_lora_rank"], settings["lora_alpha"], settings["lora_target_modules"]) == (16, 16, 16, ["q_proj", "v_proj", "score"])
+    assert (settings["lora_rank"], settings["critic_lora_rank"], settings["lora_alpha"], settings["lora_target_modules"]) == (16, 16, 16, ["q_proj", "v_proj", "o_proj"])
     fake_checkpoint(run_dir, 2)
     resumed = resume_plan(run_dir)
-    assert _lora_keys(resumed.overrides) == ["actor_rollout_ref.model.lora_rank=16", "actor_rollout_ref.model.lora_alpha=16", "actor_rollout_ref.model.target_modules=[q_proj,v_proj,score]", "critic.model.lora_rank=16", "critic.model.lora_alpha=16", "critic.model.target_modules=[q_proj,v_proj,score]"]
+    assert _lora_keys(resumed.overrides) == ["actor_rollout_ref.model.lora_rank=16", "actor_rollout_ref.model.lora_alpha=16", "actor_rollout_ref.model.target_modules=[q_proj,v_proj,o_proj]", "critic.model.lora_rank=16", "critic.model.lora_alpha=16", "critic.model.target_modules=[q_proj,v_proj,o_proj]"]
     assert (resumed.settings.lora_rank, resumed.settings.critic_lora_rank) == (16, 16)
     # the planner reads the recorded list back as PEFT's names
     from verlfit.plan.request import request_from_settings
     from verlfit.profiles import load_profile
 
-    assert request_from_settings(resumed.settings, load_profile("p40"), 22 * 1024**3).lora_target_modules == ("q_proj", "v_proj", "score")
+    assert request_from_settings(resumed.settings, load_profile("p40"), 22 * 1024**3).lora_target_modules == ("q_proj", "v_proj", "o_proj")
     # changing LoRA on resume is a change of settings
     assert cli.main(["train", "--resume", str(run_dir), "--lora-rank", "8", "--dry-run"]) == 2
     assert "--lora-rank cannot be given with it" in capsys.readouterr().err

@@ -119,7 +119,7 @@ def test_plan_3b_grpo_on_a_p40_fits_with_lora_and_names_lora_without(capsys):
     assert status == 0
     text = " ".join(out.out.split())
     assert "verdict: fits" in text
-    assert "LoRA actor: rank 32 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 59,867,136 adapter parameters train (1.94% of 3,085,938,688)" in text
+    assert "LoRA actor: rank 32 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 59,867,136 parameters train (1.94% of 3,085,938,688: adapters)" in text
     assert "ref log-prob: the actor with its LoRA adapter disabled is the reference (no second model)" in text
     status, out = run_cli(["plan", "--model", model, "--algo", "grpo", "--emulate", "p40"], capsys)
     assert status == 1
@@ -129,10 +129,11 @@ def test_plan_3b_grpo_on_a_p40_fits_with_lora_and_names_lora_without(capsys):
 
 
 def test_plan_json_records_the_lora_request(capsys):
-    status, out = run_cli(["plan", "--emulate", "p40", "--lora-rank", "16", "--lora-target-modules", "q_proj,v_proj,score", "--json"], capsys)
+    status, out = run_cli(["plan", "--emulate", "p40", "--lora-rank", "16", "--lora-target-modules", "q_proj,v_proj,o_proj", "--json"], capsys)
     data = json.loads(out.out)
     assert status == 0
-    assert (data["request"]["lora_rank"], data["request"]["critic_lora_rank"], data["request"]["lora_target_modules"]) == (16, 16, ["q_proj", "v_proj", "score"])
-    # AdamW for the adapters only: q (896+896) and v (896+128) x 24 layers x 16, the critic's score (896+1) x 16 more
-    actor_adapter = 16 * 24 * (1792 + 1024)
-    assert data["phases"][0]["optimizer_bytes"] == 8 * actor_adapter + 8 * (actor_adapter + 16 * 897)
+    assert (data["request"]["lora_rank"], data["request"]["critic_lora_rank"], data["request"]["lora_target_modules"]) == (16, 16, ["q_proj", "v_proj", "o_proj"])
+    # AdamW for the adapters only: q (896+896), v (896+128) and o (896+896) x 24 layers x 16; the critic's value
+    # head (896+1) in full on top (patch 0011)
+    actor_adapter = 16 * 24 * (1792 + 1024 + 1792)
+    assert data["phases"][0]["optimizer_bytes"] == 8 * actor_adapter + 8 * (actor_adapter + 897)

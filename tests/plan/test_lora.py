@@ -21,12 +21,13 @@ QWEN_3B = load_model_shape(str(FIXTURES / "qwen2.5-3b"))
 ACTOR, CRITIC = 138304, 138369  # the small config's parameters (tests/plan/test_memory.py)
 # rank 8 on the small config: per layer q 8*(64+64), k and v 8*(64+32), o 8*(64+64), gate/up/down 8*(64+128)
 SMALL_ADAPTER = 2 * (1024 + 768 + 768 + 1024 + 3 * 1536)  # 16,384
-SMALL_CRITIC_ADAPTER = SMALL_ADAPTER + 8 * (64 + 1)  # + the value head score = Linear(64, 1)
+SMALL_CRITIC_ADAPTER = SMALL_ADAPTER + 64 + 1  # + the value head score = Linear(64, 1), trained in full (patch 0011)
 
 
 def _peft_trainable(model_class, target_modules, rank=8):
-    """Trainable parameters after verl's own get_peft_model call (fsdp_workers.py:278-283, 945-956), and
-    the names of the trainable tensors that are not lora_A/lora_B."""
+    """Trainable and total parameters after verl's own get_peft_model call (fsdp_workers.py:278-283, 945-956;
+    the critic with patch 0011's modules_to_save), and the names of the trainable tensors that are not
+    lora_A/lora_B."""
     import torch
     from peft import LoraConfig, TaskType, get_peft_model
     from transformers import Qwen2Config
@@ -35,35 +36,48 @@ def _peft_trainable(model_class, target_modules, rank=8):
     torch.manual_seed(0)
     model = model_class.from_config(config)
     model.enable_input_require_grads()
-    lora = LoraConfig(task_type=TaskType.CAUSAL_LM, r=rank, lora_alpha=16, target_modules=target_modules, bias="none")
+    modules_to_save = [name for name in ("score", "v_head") if hasattr(model, name)] or None  # patch 0011
+    lora = LoraConfig(task_type=TaskType.CAUSAL_LM, r=rank, lora_alpha=16, target_modules=target_modules, bias="none", modules_to_save=modules_to_save)
     peft_model = get_peft_model(model, lora)
     trainable = [(name, p) for name, p in peft_model.named_parameters() if p.requires_grad]
-    return sum(p.numel() for _, p in trainable), sorted(name for name, _ in trainable if "lora_A" not in name and "lora_B" not in name), {str(p.dtype) for _, p in trainable}
+    total = sum(p.numel() for p in peft_model.parameters())
+    return sum(p.numel() for _, p in trainable), total, sorted(name for name, _ in trainable if "lora_A" not in name and "lora_B" not in name), {str(p.dtype) for _, p in trainable}
 
 
 @pytest.mark.parametrize(
     "target_modules, actor_expected, critic_expected",
     [
         ("all-linear", SMALL_ADAPTER, SMALL_CRITIC_ADAPTER),
-        (["q_proj", "v_proj"], 2 * (1024 + 768), 2 * (1024 + 768)),
-        (["down_proj", "score"], 2 * 1536, 2 * 1536 + 8 * 65),
-        (["o_proj", "lm_head"], 2 * 1024 + 8 * (64 + 1000), 2 * 1024),
+        (["q_proj", "v_proj"], 2 * (1024 + 768), 2 * (1024 + 768) + 65),
+        (["down_proj"], 2 * 1536, 2 * 1536 + 65),
+        (["o_proj", "lm_head"], 2 * 1024 + 8 * (64 + 1000), 2 * 1024 + 65),
     ],
 )
 def test_adapter_parameters_equal_peft(target_modules, actor_expected, critic_expected):
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
     targets = target_modules if isinstance(target_modules, str) else tuple(target_modules)
+    heads = {"actor": [], "critic": ["base_model.model.score.modules_to_save.default.bias", "base_model.model.score.modules_to_save.default.weight"]}
     for role, model_class, expected in (("actor", AutoModelForCausalLM, actor_expected), ("critic", AutoModelForTokenClassification, critic_expected)):
-        peft_count, other_trainable, dtypes = _peft_trainable(model_class, target_modules)
-        assert adapter_parameters(SMALL, role, 8, targets) == peft_count == expected, role
-        assert other_trainable == []  # the base, lm_head and the critic's score stay frozen (no modules_to_save)
+        trained, total, other_trainable, dtypes = _peft_trainable(model_class, target_modules)
+        assert adapter_parameters(SMALL, role, 8, targets) == trained == expected, role
+        assert role_parameters(small_request(lora_rank=8, lora_target_modules=targets), role) == (total, trained)
+        assert other_trainable == heads[role]  # the base and lm_head stay frozen; the critic's head trains in full
         assert dtypes == {"torch.float32"}
+
+
+def test_score_named_as_a_target_adapts_nothing_in_peft_so_it_is_refused():
+    from transformers import AutoModelForTokenClassification
+
+    trained, _, _, _ = _peft_trainable(AutoModelForTokenClassification, ["q_proj", "score"])
+    assert trained == 2 * 1024 + 65  # q_proj's adapters and the head in full: no LoRA on score
+    with pytest.raises(VerlfitError, match="the critic's value head is trained in full with LoRA"):
+        predict(small_request(lora_rank=8, lora_target_modules=("q_proj", "score")))
 
 
 def test_qwen25_adapter_sizes():
     assert adapter_parameters(QWEN, "actor", 32) == 24 * 32 * (1792 + 1024 + 1024 + 1792 + 3 * 5760) == 17_596_416
-    assert adapter_parameters(QWEN, "critic", 32) == 17_596_416 + 32 * 897 == 17_625_120
+    assert adapter_parameters(QWEN, "critic", 32) == 17_596_416 + 897 == 17_597_313
     assert adapter_parameters(QWEN_1P5B, "actor", 32) == 28 * 32 * (3072 + 1792 + 1792 + 3072 + 3 * 10496) == 36_929_536
     assert adapter_parameters(QWEN_3B, "actor", 32) == 36 * 32 * (4096 + 2304 + 2304 + 4096 + 3 * 13056) == 59_867_136
     assert QWEN_3B.actor_parameters == 3_085_938_688 and QWEN_1P5B.actor_parameters == 1_543_714_304  # the models' reported sizes
@@ -88,6 +102,7 @@ def test_lora_state_bytes_ppo():
     assert moments["backward through the layers"].gradients == 4 * SMALL_ADAPTER
     critic = memory.update_moments(r, "critic")
     assert critic["optimizer step"].gradients == 4 * SMALL_CRITIC_ADAPTER
+    assert critic["backward through the layers"].gradients == 4 * SMALL_CRITIC_ADAPTER + 4 * 65  # + the head's gradient, first
 
 
 def test_lora_activations_add_the_adapter_rank_per_target():
@@ -100,9 +115,9 @@ def test_lora_activations_add_the_adapter_rank_per_target():
     assert lora[1] - full[1] == 3 * tokens * 56 * 4
     actor = memory.update_moments(small_request(lora_rank=8, gradient_checkpointing=False), "actor")["backward through the logits"]
     assert actor.activations == lora[0]
-    # a critic with score as a target saves its lora_A output too (the head's 8 values per token)
+    # the critic's head trains in full: no adapter output of its own
     critic = memory.update_moments(small_request(lora_rank=8, gradient_checkpointing=False), "critic")["backward through the logits"]
-    assert critic.activations == lora[0] + tokens * 8 * 4
+    assert critic.activations == lora[0]
 
 
 def test_grpo_lora_has_no_reference_model():
@@ -122,16 +137,14 @@ def test_critic_lora_rank_apart():
     assert predict(r).phase("values").optimizer == 8 * SMALL_ADAPTER + 8 * CRITIC
     r = small_request(lora_rank=0, critic_lora_rank=4)
     assert role_parameters(r, "actor") == (ACTOR, ACTOR)
-    assert role_parameters(r, "critic")[1] == SMALL_CRITIC_ADAPTER // 2
+    assert role_parameters(r, "critic")[1] == SMALL_ADAPTER // 2 + 65
 
 
-def test_lora_notes_and_value_head_warning():
+def test_lora_notes():
     notes = predict(small_request(lora_rank=8)).notes
-    assert notes[1] == "LoRA actor: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,384 adapter parameters train (11.85% of 138,304); the base is frozen, with no gradients or AdamW states"
-    assert notes[2].startswith("LoRA critic: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, score: 16,904 adapter parameters")
+    assert notes[1] == "LoRA actor: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,384 parameters train (11.85% of 138,304: adapters); the base is frozen, with no gradients or AdamW states"
+    assert notes[2] == "LoRA critic: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,449 parameters train (11.89% of 138,369: adapters + the value head score in full (65)); the base is frozen, with no gradients or AdamW states"
     assert notes[-1] == memory.LORA_CALIBRATION_NOTE
-    notes = predict(small_request(lora_rank=8, lora_target_modules=("q_proj", "v_proj"))).notes
-    assert "LoRA critic: its value head (score) is not a target, so it keeps its random initialisation and never trains: add score to the target modules or use all-linear" in notes
     assert predict(small_request(algorithm="grpo", rollout_n=2, lora_rank=8)).notes[1].endswith("; the reference is the actor with its adapter disabled (no second model)")
     assert not any("LoRA" in n for n in predict(small_request()).notes)
 

@@ -151,19 +151,20 @@ DEFAULT_MARGIN = 0.90
 #   The frozen base's flat parameters therefore have requires_grad=False: autograd gives them no gradient,
 #   torch.optim.AdamW (over all parameters, fsdp_workers.py:367) skips parameters whose grad is None, so no
 #   gradient and no AdamW state exist for the base. Gradients and states: adapter parameters only.
-#   (With HF rollout verl 0.4.1 drops the wrap policy, fsdp_workers.py:306-308, and one flat parameter would mix
-#   frozen and trainable tensors, which FSDP1 refuses: the P40 path needs the LoRA units kept; see
-#   patches/verl-0.4.1 on branch lorapatch.)
+#   With HF rollout stock verl 0.4.1 drops the wrap policy (fsdp_workers.py:306-308), and one flat parameter would
+#   mix frozen and trainable tensors, which FSDP1 refuses at init; patch 0009 keeps the LoRA policy (adapters and
+#   decoder layers as units), so the actor's largest frozen unit is the root (embedding, norm, lm_head).
 # * No reference model: the ref log-prob is the actor's forward with its adapter disabled (ray_trainer.py:338,
 #   783, 1074-1077; fsdp_workers.py:694-695, 729-731), through compute_log_prob, which computes the entropy too
 #   (fsdp_workers.py:706, calculate_entropy=True): its logits term is the old log-prob's.
 # * "all-linear" (verl's yaml default, ppo_trainer.yaml:132, 657) is PEFT's _maybe_include_all_linear_layers
 #   (peft/tuners/tuners_utils.py, same rule in 0.15.2, the image's, and 0.21.2): every nn.Linear except the
-#   model's get_output_embeddings(), so lm_head is left out of the actor. The critic
-#   (AutoModelForTokenClassification) has no output embeddings, and verl wraps it with task type CAUSAL_LM, not
-#   SEQ_CLS, so its value head score = Linear(hidden, 1) is a target too and gets rank * (hidden + 1) adapter
-#   parameters; the head itself stays frozen (no modules_to_save). Checked by counting get_peft_model's
-#   trainable parameters on a tiny Qwen2 (tests/plan/test_lora.py).
+#   model's get_output_embeddings(), so lm_head is left out of the actor.
+# * The critic's value head score = Linear(hidden, 1) is newly initialised; stock verl gives PEFT no
+#   modules_to_save, so it would stay frozen and random (all-linear would only put a LoRA on it). Patch 0011
+#   passes modules_to_save=["score"]: PEFT then trains a copy of the whole head (hidden + 1 parameters, the frozen
+#   original stays) and adapts no LoRA onto it, even when score is named in target_modules (PEFT 0.15.2 and 0.21.2).
+#   Checked by counting get_peft_model's trainable and total parameters on a tiny Qwen2 (tests/plan/test_lora.py).
 # * Activations as full fine-tuning (the adapters save the same layer inputs a trained base Linear saves), plus
 #   lora_A's output, saved by lora_B for its weight gradient: rank values per targeted Linear per token.
 #   With fewer targets than all linear layers the frozen untargeted Linears save no input, so this is then an
@@ -171,7 +172,7 @@ DEFAULT_MARGIN = 0.90
 LORA_ALL_LINEAR = "all-linear"
 # Linear layers of a Qwen2/Llama decoder layer, as PEFT matches target names (the last name of the module path)
 LORA_LAYER_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-LORA_HEAD_TARGETS = {"actor": "lm_head", "critic": "score"}
+LORA_HEAD_TARGET = "lm_head"  # the actor's output head: a target only when named
 LORA_CALIBRATION_NOTE = "LoRA terms: derived, not yet calibrated (no device run with LoRA measured yet; docs/plan.md section 7)"
 LORA_SUGGESTED_RANK = 32  # the rank smallest_change proposes: ppo_trainer.yaml:124's example ("e.g., 32")
 # What the predictions were checked against, printed with every plan (update with tests/benchmarks/test_collect.py)
@@ -227,7 +228,8 @@ class PlanRequest:
         lora_rank: the actor's LoRA rank (``actor_rollout_ref.model.lora_rank``; 0 = every parameter trains).
         critic_lora_rank: the critic's (``critic.model.lora_rank``); None = the actor's, 0 = a fully trained critic.
         lora_target_modules: ``"all-linear"`` (PEFT: every Linear but ``lm_head``) or a tuple of Linear names
-            from :data:`LORA_LAYER_TARGETS` plus ``lm_head`` (actor) / ``score`` (critic's value head).
+            from :data:`LORA_LAYER_TARGETS` plus ``lm_head`` (the actor's head; the critic's value head trains in
+            full with LoRA, patch 0011).
     """
 
     shape: ModelShape
@@ -437,7 +439,9 @@ def _validate_lora(r: PlanRequest) -> None:
             lora_targets(r.shape, roles[0], r.lora_target_modules)  # refuses a string other than all-linear
         return
     names = tuple(r.lora_target_modules)
-    known = (*LORA_LAYER_TARGETS, *LORA_HEAD_TARGETS.values())
+    known = (*LORA_LAYER_TARGETS, LORA_HEAD_TARGET)
+    if "score" in names:
+        raise VerlfitError("LoRA target modules score: the critic's value head is trained in full with LoRA (modules_to_save, patch 0011), so PEFT puts no adapter on it", fix="drop score from --lora-target-modules", exit_code=2)
     unknown = [name for name in names if name not in known]
     if not names or unknown:
         raise VerlfitError(f"LoRA target modules {', '.join(unknown) if unknown else '(none)'}: not a Linear layer of a {r.shape.model_type} model that the planner models", fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(known)}", exit_code=2)
@@ -447,9 +451,7 @@ def _validate_lora(r: PlanRequest) -> None:
 
 
 def lora_notes(request: PlanRequest) -> tuple[str, ...]:
-    """What LoRA changes in a plan, one line per role with an adapter, and the warning that a critic whose
-    value head is not a target keeps its random head (verl wraps the critic with task type CAUSAL_LM and no
-    ``modules_to_save``, fsdp_workers.py:949-956, so ``score`` trains only through its own adapter)."""
+    """What LoRA changes in a plan, one line per role with an adapter."""
     r = request
     notes = []
     for role in ("actor", "critic"):
@@ -459,12 +461,11 @@ def lora_notes(request: PlanRequest) -> tuple[str, ...]:
         total, trained = role_parameters(r, role)
         base = total - trained
         targets = lora_targets(r.shape, role, r.lora_target_modules)
-        line = f"LoRA {role}: rank {rank} on {', '.join(targets)}: {trained:,} adapter parameters train ({trained / base:.2%} of {base:,}); the base is frozen, with no gradients or AdamW states"
+        head = f" + the value head score in full ({r.shape.hidden_size + 1:,})" if role == "critic" else ""
+        line = f"LoRA {role}: rank {rank} on {', '.join(targets)}: {trained:,} parameters train ({trained / base:.2%} of {base:,}: adapters{head}); the base is frozen, with no gradients or AdamW states"
         if role == "actor" and r.has_reference:
             line += "; the reference is the actor with its adapter disabled (no second model)"
         notes.append(line)
-        if role == "critic" and "score" not in targets:
-            notes.append("LoRA critic: its value head (score) is not a target, so it keeps its random initialisation and never trains: add score to the target modules or use all-linear")
     if notes:
         notes.append(LORA_CALIBRATION_NOTE)
     return tuple(notes)
@@ -541,9 +542,7 @@ def lora_linear_shapes(shape: ModelShape, role: str) -> dict[str, tuple[int, int
         "gate_proj": (h, i, n), "up_proj": (h, i, n), "down_proj": (i, h, n),
     }
     if role == "actor":
-        linears["lm_head"] = (h, shape.vocab_size, 1)
-    else:
-        linears["score"] = (h, 1, 1)
+        linears[LORA_HEAD_TARGET] = (h, shape.vocab_size, 1)
     return linears
 
 
@@ -551,30 +550,35 @@ def lora_targets(shape: ModelShape, role: str, target_modules: str | tuple[str, 
     """The Linear names PEFT adapts in ``role``'s model for verl's ``target_modules``.
 
     ``"all-linear"``: every Linear but the output embeddings (PEFT ``_maybe_include_all_linear_layers``): the
-    seven layer projections, plus the critic's ``score`` (no output embeddings, task type CAUSAL_LM). A tuple:
-    the names in it that ``role``'s model has (PEFT matches a name against the end of each module's path).
+    seven layer projections; the critic's ``score`` is a module to save (patch 0011), which PEFT does not adapt.
+    A tuple: the names in it that ``role``'s model has (PEFT matches a name against the end of each module's path).
     """
     if isinstance(target_modules, str):
         if target_modules != LORA_ALL_LINEAR:
-            raise VerlfitError(f"LoRA target modules {target_modules!r}: the planner models {LORA_ALL_LINEAR!r} or a list of Linear names", fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(LORA_LAYER_TARGETS)}, lm_head, score", exit_code=2)
-        return LORA_LAYER_TARGETS + (("score",) if role == "critic" else ())
+            raise VerlfitError(f"LoRA target modules {target_modules!r}: the planner models {LORA_ALL_LINEAR!r} or a list of Linear names", fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(LORA_LAYER_TARGETS)}, {LORA_HEAD_TARGET}", exit_code=2)
+        return LORA_LAYER_TARGETS
     known = lora_linear_shapes(shape, role)
     return tuple(name for name in known if name in target_modules)
 
 
 def adapter_parameters(shape: ModelShape, role: str, rank: int, target_modules: str | tuple[str, ...] = LORA_ALL_LINEAR) -> int:
-    """Parameters LoRA adds to ``role``'s model: ``rank * (in + out)`` per targeted Linear (lora_A is
-    rank x in, lora_B out x rank, no bias). Qwen2.5-0.5B, rank 32, all-linear: 17,596,416 (actor), 17,625,120 (critic: + score)."""
+    """Parameters LoRA adds to ``role``'s model, all of them trained: ``rank * (in + out)`` per targeted Linear
+    (lora_A is rank x in, lora_B out x rank, no bias), and for the critic the trained copy of its value head
+    (``hidden + 1``: PEFT's modules_to_save, patch 0011). Qwen2.5-0.5B, rank 32, all-linear: 17,596,416 (actor),
+    17,597,313 (critic)."""
     if rank <= 0:
         return 0
     linears = lora_linear_shapes(shape, role)
-    return sum(rank * (linears[name][0] + linears[name][1]) * linears[name][2] for name in lora_targets(shape, role, target_modules))
+    adapters = sum(rank * (linears[name][0] + linears[name][1]) * linears[name][2] for name in lora_targets(shape, role, target_modules))
+    return adapters + (shape.hidden_size + 1 if role == "critic" else 0)
 
 
 def _largest_adapter_module(shape: ModelShape, role: str, rank: int, target_modules) -> int:
-    """Parameters of the largest lora_A or lora_B: each is an FSDP unit of its own (fsdp_utils.py:98-104)."""
+    """Parameters of the largest trained leaf (a lora_A, a lora_B, the critic's trained value head): each is an
+    FSDP unit of its own (fsdp_utils.py:98-104)."""
     linears = lora_linear_shapes(shape, role)
-    return max((rank * max(linears[name][:2]) for name in lora_targets(shape, role, target_modules)), default=0)
+    largest = max((rank * max(linears[name][:2]) for name in lora_targets(shape, role, target_modules)), default=0)
+    return max(largest, shape.hidden_size + 1) if role == "critic" else largest
 
 
 def _adapter_widths(shape: ModelShape, role: str, rank: int, target_modules) -> tuple[int, int]:
@@ -583,7 +587,7 @@ def _adapter_widths(shape: ModelShape, role: str, rank: int, target_modules) -> 
         return 0, 0
     targets = lora_targets(shape, role, target_modules)
     layer = sum(rank for name in targets if name in LORA_LAYER_TARGETS)
-    return layer, rank * (LORA_HEAD_TARGETS[role] in targets)
+    return layer, rank * (LORA_HEAD_TARGET in targets)
 
 
 # --------------------------------------------------------------------------------------
@@ -681,10 +685,12 @@ def _resident_note(request: PlanRequest, st: _State, own: str) -> str:
 
 def _actor_unit_params(request: PlanRequest) -> int:
     """Parameters of the actor's largest FSDP unit: the whole model with HF rollout (no wrap
-    policy, fsdp_workers.py:305-308), else the root (embedding, norm, lm_head) + layers in flight."""
+    policy, fsdp_workers.py:305-308) unless LoRA is on (patch 0009), else the root (embedding, norm, lm_head) +
+    layers in flight."""
     s = request.shape
-    if request.rollout == "hf":
+    if request.rollout == "hf" and request.lora_rank == 0:
         return s.actor_parameters
+    # with LoRA, patch 0009 keeps verl's LoRA wrap policy for the HF rollout too: layers and adapters are units
     return s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
 
 
@@ -810,8 +816,10 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
         # frozen flat parameters get no gradient; each lora_A/lora_B is its own unit, and the head's own
         # gradient is only its adapter's (if targeted)
         last_unit = _largest_adapter_module(s, role, rank, r.lora_target_modules)
-        head_in, head_out, _ = lora_linear_shapes(s, role)[LORA_HEAD_TARGETS[role]]
-        head_grad = rank * (head_in + head_out) * r.compute_bytes if LORA_HEAD_TARGETS[role] in lora_targets(s, role, r.lora_target_modules) else 0
+        if role == "critic":
+            head_grad = (s.hidden_size + 1) * r.compute_bytes  # the value head, trained in full (patch 0011)
+        else:
+            head_grad = rank * (s.hidden_size + s.vocab_size) * r.compute_bytes if LORA_HEAD_TARGET in lora_targets(s, role, r.lora_target_modules) else 0
     else:
         last_unit = params if unit_is_whole else root  # the unit whose backward finishes last (it holds the embedding)
         head_grad = root * r.compute_bytes  # the root unit's (lm_head/embedding) gradient arrives first
