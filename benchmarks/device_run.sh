@@ -29,6 +29,14 @@
 #              0020-0022's keys on, one after the other so neither shares the GPU; "trim_train trim_rollout
 #              cuda_graph" are each one alone), SPEED_PARALLEL=1 runs them at once; then benchmarks/decode_bench.py
 #              (ms per decode step at batch 32 and 64, prefill, generate vs graph) into $OUT/decode_bench.json
+#   lora_1p5b_ppo
+#              PPO with LoRA actor and critic (rank 32), Qwen2.5-1.5B shape, real GSM8K, --emulate p40, 512/256,
+#              batch 32, 10 steps, checkpoints at steps 5 and 10; then benchmarks/adapter_norm.py on its adapters
+#   lora_3b_grpo
+#              GRPO with LoRA (rank 32), Qwen2.5-3B shape, same setup, 32 prompts x 4 samples (what `verlfit plan`
+#              says fits), 5 steps, checkpoints at steps 3 and 5; then adapter_norm.py
+#   learn_lora the learning check of `learn` with LoRA (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor
+#              learning rates ten times the full-parameter ones (all four at once)
 #   pack       tar the run records (run.json, metrics.jsonl, train.log tail) into $OUT/runs.tar.gz and write
 #              $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison table)
 #
@@ -45,7 +53,10 @@
 # project's device staging puts them), WORK (models and data; default ~/verlfit-bench/work),
 # RUNS (default ~/verlfit-bench/runs), OUT (results to bring back), DEADLINE (epoch seconds: every run is stopped with
 # SIGINT by then, so a time-limited session still packs its results; default: none), STAGE_TIMEOUT (seconds
-# per run, default 3000), LEARN_LRS (actor learning rates of the learning check, default "1e-5 3e-5").
+# per run, default 3000), LEARN_LRS (actor learning rates of the learning check, default "1e-5 3e-5"),
+# LEARN_LORA_LRS (the same for learn_lora, default "1e-4 3e-4"), LORA_3B_BATCH and LORA_3B_SAMPLES (default 32
+# and 4), KEEP_FULL_CHECKPOINTS (set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO
+# checkpoint, instead of deleting them once adapter_norm.py has read the adapters).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -63,6 +74,8 @@ export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 HF_DATAS
 verlfit() { python3 -m verlfit "$@"; }
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$RUNS/stages.log"; }
 MODEL=$WORK/qwen2.5-0.5b-random
+MODEL_1P5B=$WORK/qwen2.5-1.5b-random
+MODEL_3B=$WORK/qwen2.5-3b-random
 TINY=$WORK/tiny
 DATA=$WORK/gsm8k
 # P40 emulation: 22.5 GiB per worker (profiles/p40.yaml gpu_memory_gib: a P40 shows 24451 MiB, ~23 GiB usable
@@ -97,6 +110,13 @@ stage_setup() {
   fi
   python3 -c "import verl.workers.actor.dp_actor, verl.workers.fsdp_workers; print('patched verl imports without flash_attn')"
   [ -f "$MODEL/config.json" ] || python3 benchmarks/make_model.py --shape qwen2.5-0.5b --output "$MODEL"
+  # the bigger shapes (random weights, the 0.5B's tokenizer) only when a stage of this call trains them
+  if grep -qw lora_1p5b_ppo <<< "$STAGES" && [ ! -f "$MODEL_1P5B/config.json" ]; then
+    python3 benchmarks/make_model.py --shape qwen2.5-1.5b --output "$MODEL_1P5B" --tokenizer-dir "$MODEL"
+  fi
+  if grep -qw lora_3b_grpo <<< "$STAGES" && [ ! -f "$MODEL_3B/config.json" ]; then
+    python3 benchmarks/make_model.py --shape qwen2.5-3b --output "$MODEL_3B" --tokenizer-dir "$MODEL"
+  fi
   [ -n "${SKIP_TINY:-}" ] || [ -f "$TINY/config.json" ] || python3 benchmarks/make_model.py --shape tiny --output "$TINY" --tokenizer-dir "$MODEL"
   [ -f "$DATA/train.parquet" ] || verlfit prepare-gsm8k --input "$GSM8K_DIR" --output "$DATA" --tokenizer "$MODEL" --max-prompt-length 512
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee -a "$RUNS/stages.log"
@@ -220,13 +240,18 @@ stage_calibrate_check() {
     "cal-a10-grpo-m16-256:--algo grpo --batch-size 8 --micro-batch-size 16 --max-prompt-length 256 --max-response-length 256"
 }
 
-stage_learn() {
-  local synth=$WORK/synthetic small=$WORK/small-sft lr
+learn_data() {  # the synthetic problems and the SFT-warmed small model, shared by learn and learn_lora
+  local synth=$WORK/synthetic small=$WORK/small-sft
   [ -f "$synth/raw/train.jsonl" ] || python3 benchmarks/gsm8k_synthetic.py --output "$synth/raw" --train-size 4096 --test-size 256
   [ -f "$synth/train.parquet" ] || verlfit prepare-gsm8k --input "$synth/raw" --output "$synth" --tokenizer "$MODEL" --max-prompt-length 256
   # seed 2 stopped at step 450 with 0.340 on the dev split (the stop rule is >= 0.25), ~30 s on an H200;
   # 0.315 greedy accuracy on 200 test problems (call 5 of 2026-11-29)
   [ -f "$small/config.json" ] || python3 benchmarks/sft_warmup.py --data-dir "$synth/raw" --output "$small" --tokenizer-dir "$MODEL" --seed 2 | tail -n 3 | tee -a "$RUNS/stages.log"
+}
+
+stage_learn() {
+  local synth=$WORK/synthetic small=$WORK/small-sft lr
+  learn_data
   # responses up to 128 tokens: the synthetic answers take 49-88 tokens (median 62) with the local tokenizer,
   # so 64 would cut off the final "#### N" of about one in six.
   # --save-freq 200: one checkpoint, of the last step (verl also saves on the last step whatever the frequency),
@@ -277,9 +302,57 @@ stage_bench() {
   verlfit bench --emulate p40 --work "$WORK/bench" --output "$OUT/bench-h200-emulate-p40.json" "${gsm[@]}" 2>&1 | tee -a "$RUNS/stages.log" | tail -n 20 || log "bench --emulate p40: status $?"
 }
 
+adapters() {  # adapters NAME: the adapter's norms per checkpoint into the log and NAME.adapters.json
+  python3 benchmarks/adapter_norm.py "$RUNS/$1" --json "$RUNS/$1.adapters.json" 2>&1 | sed "s/^/  $1 adapter| /" | tee -a "$RUNS/stages.log" || true
+  if [ -z "${KEEP_FULL_CHECKPOINTS:-}" ]; then
+    # verl saves the whole FSDP state (frozen base included) beside lora_adapter/: ~12 GiB a checkpoint here;
+    # once the adapters are read, only lora_adapter/ and the tracker are kept (these runs are not resumed)
+    find "$RUNS/$1/checkpoints" -path '*/global_step_*' -name '*.pt' -delete 2>/dev/null || true
+  fi
+}
+
+stage_lora_1p5b_ppo() {
+  [ -f "$MODEL_1P5B/config.json" ] || { log "lora_1p5b_ppo: no $MODEL_1P5B (run setup with this stage named)"; return 0; }
+  verlfit plan --model "$MODEL_1P5B" --emulate p40 --lora-rank 32 --batch-size 32 > "$RUNS/lora-1p5b-ppo.plan" 2>&1 || true
+  # the planner's verdict for full-parameter PPO of the same model, for the README table
+  verlfit plan --model "$MODEL_1P5B" --emulate p40 --batch-size 32 > "$RUNS/full-1p5b-ppo.plan" 2>&1 || true
+  train lora-1p5b-ppo --emulate p40 --model "$MODEL_1P5B" --data "$DATA" --steps 10 --batch-size 32 --max-prompt-length 512 \
+    --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 5
+  adapters lora-1p5b-ppo
+}
+
+stage_lora_3b_grpo() {
+  [ -f "$MODEL_3B/config.json" ] || { log "lora_3b_grpo: no $MODEL_3B (run setup with this stage named)"; return 0; }
+  local batch=${LORA_3B_BATCH:-32} samples=${LORA_3B_SAMPLES:-4}
+  verlfit plan --model "$MODEL_3B" --emulate p40 --algo grpo --samples "$samples" --lora-rank 32 --batch-size "$batch" > "$RUNS/lora-3b-grpo.plan" 2>&1 || true
+  # save at step 3 and at the last step (verl saves every --save-freq steps and at the end)
+  train lora-3b-grpo --emulate p40 --algo grpo --samples "$samples" --model "$MODEL_3B" --data "$DATA" --steps 5 --batch-size "$batch" \
+    --max-prompt-length 512 --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 3
+  adapters lora-3b-grpo
+}
+
+stage_learn_lora() {
+  # The learning check of stage_learn with LoRA. Rank 32 on the small model (hidden 256, 4 layers): an eighth of
+  # the full rank of its square projections, enough room that capacity is not what is tested, and the adapter
+  # stays small (720,896 parameters on the 4 layers). alpha 32 (scaling 1) and learning rates ten times the
+  # full-parameter check's: Schulman et al., "LoRA Without Regret" (Thinking Machines, 2025) find the best
+  # LoRA learning rate about 10x full fine-tuning's, roughly independent of the rank under alpha/r scaling,
+  # and RL (policy gradient) as well served by LoRA as by full fine-tuning even at small ranks. The critic (LoRA at
+  # the same rank, its value head trained in full, patch 0011) gets ten times its full-parameter rate too.
+  local synth=$WORK/synthetic small=$WORK/small-sft lr
+  learn_data
+  for lr in ${LEARN_LORA_LRS:-1e-4 3e-4}; do
+    train "learn-lora-ppo-lr$lr" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-4 --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq 20 --save-freq -1 &
+    train "learn-lora-grpo-lr$lr" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+      --max-response-length 128 --actor-lr "$lr" --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq 20 --save-freq -1 &
+  done
+  wait
+}
+
 stage_pack() {
   local list
-  list=$(cd "$RUNS" && find . -maxdepth 2 \( -name run.json -o -name metrics.jsonl -o -name '*.console' -o -name '*.eval.json' -o -name stages.log -o -name train.log \) | sort)
+  list=$(cd "$RUNS" && find . -maxdepth 2 \( -name run.json -o -name metrics.jsonl -o -name '*.console' -o -name '*.eval.json' -o -name stages.log -o -name train.log -o -name '*.adapters.json' -o -name '*.plan' \) | sort)
   # train.log can be long: keep its last 400 lines
   (cd "$RUNS" && for f in $list; do case $f in *train.log) tail -n 400 "$f" > "$f.tail" && echo "$f.tail";; *) echo "$f";; esac; done) > "$RUNS/.pack"
   tar -C "$RUNS" -czf "$OUT/runs.tar.gz" -T "$RUNS/.pack"
@@ -297,6 +370,7 @@ for stage in "$@"; do
     exit 2
   fi
 done
+STAGES="$*"  # what this call runs: setup builds the bigger models only for the stages that train them
 mkdir -p "$WORK" "$RUNS" "$OUT"
 if [ -n "$parallel" ]; then
   for stage in "$@"; do

@@ -226,10 +226,14 @@ def test_every_managed_key_is_a_key_verl_reads():
     ("critic.forward_micro_batch_size_per_gpu", "--micro-batch-size (or leave micro-batches to the planner: --plan auto)"),
     ("actor_rollout_ref.rollout.n", "--samples (with --algo grpo)"),
     # a section holding managed keys: their options, sorted, once each
-    ("critic.model", "--attention (packing is on only with flash_attention_2); --attention sdpa|eager|flash_attention_2; --gradient-checkpointing / --no-gradient-checkpointing; --offload none|optimizer|all; --profile (the profile decides the dtype from the card)"),
-    # left to the user: learning rates, and LoRA until verlfit has options for it and plans its memory
+    ("critic.model", "--attention (packing is on only with flash_attention_2); --attention sdpa|eager|flash_attention_2; --critic-lora-rank; --gradient-checkpointing / --no-gradient-checkpointing; --lora-alpha; --lora-target-modules; --offload none|optimizer|all; --profile (the profile decides the dtype from the card)"),
+    # LoRA: what trains, so what the planner counts
+    ("actor_rollout_ref.model.lora_rank", "--lora-rank"),
+    ("actor_rollout_ref.model.target_modules", "--lora-target-modules"),
+    ("critic.model.lora_alpha", "--lora-alpha"),
+    ("critic.model.lora_rank", "--critic-lora-rank"),
+    # left to the user: learning rates
     ("actor_rollout_ref.actor.optim.lr", None),
-    ("actor_rollout_ref.model.lora_rank", None),
     ("data.train_batch", None),  # a prefix of a key's name, not a section holding it
 ])
 def test_managed_key_option(key, option):

@@ -586,3 +586,119 @@ def test_the_plan_verdict_comes_with_the_estimated_run_time():
     on_h200, on_p40 = (plan_time.estimate(request, card, inputs).step_seconds for card in ("h200", "p40"))
     assert f"plan: estimated time on H200: {on_h200:.1f} s/step, 50 steps = {on_h200 * 50 / 3600:.2f} h (estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py))" in plan.notes
     assert f"plan: estimated time on Tesla P40: {on_p40:.1f} s/step, 50 steps = {on_p40 * 50 / 3600:.2f} h (datasheet-based estimate, unverified on a real card)" in plan.notes
+
+
+# ---------------------------------------------------------------------------------------------- LoRA (issue 12)
+
+LORA_ACTOR = ["actor_rollout_ref.model.lora_rank=32", "actor_rollout_ref.model.lora_alpha=16", "actor_rollout_ref.model.target_modules=all-linear"]
+LORA_CRITIC = ["critic.model.lora_rank=32", "critic.model.lora_alpha=16", "critic.model.target_modules=all-linear"]
+
+
+def _lora_keys(overrides):
+    return [o for o in overrides if ".lora_" in o or ".target_modules=" in o]
+
+
+def test_dry_run_with_lora_prints_verls_lora_keys_for_actor_and_critic_without_a_gpu(capsys, monkeypatch):
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    assert cli.main(["train", "--dry-run", "--profile", "p40", "--lora-rank", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "LoRA: actor rank 32, critic rank 32 (0 = fully trained), alpha 16, target modules all-linear" in out
+    for key in LORA_ACTOR + LORA_CRITIC:
+        assert f"    {key} \\\n" in out
+    assert "note: plan: LoRA actor: rank 32 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 17,596,416 parameters train (3.56% of 494,032,768: adapters)" in out
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--lora-rank", "32"], LORA_ACTOR + LORA_CRITIC),
+    (["--lora-rank", "32", "--algo", "grpo"], LORA_ACTOR),
+    (["--lora-rank", "32", "--critic-lora-rank", "0"], LORA_ACTOR),
+    (["--critic-lora-rank", "8", "--lora-alpha", "32"], ["critic.model.lora_rank=8", "critic.model.lora_alpha=32", "critic.model.target_modules=all-linear"]),
+    (["--lora-rank", "64", "--lora-alpha", "0.5", "--lora-target-modules", "q_proj,v_proj,o_proj", "--algo", "grpo"],
+     ["actor_rollout_ref.model.lora_rank=64", "actor_rollout_ref.model.lora_alpha=0.5", "actor_rollout_ref.model.target_modules=[q_proj,v_proj,o_proj]"]),
+    ([], []),  # full fine-tuning: verl's defaults, no LoRA keys
+])
+def test_lora_options_become_verls_keys_validated_by_hydra(argv, expected):
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", *argv]), environ={}, gpu=P40)
+    assert _lora_keys(plan.overrides) == expected
+    # prepare_launch composed them with Hydra against verl's yaml; the config PEFT gets:
+    from verlfit.overrides import validate_overrides
+
+    config = validate_overrides(plan.overrides)
+    if expected and expected[0].startswith("actor_rollout_ref"):
+        assert config.actor_rollout_ref.model.lora_rank == int(expected[0].split("=")[1])
+
+
+def test_lora_target_list_reaches_peft_as_a_list():
+    from omegaconf import OmegaConf
+
+    from verlfit.overrides import validate_overrides
+
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "8", "--lora-target-modules", "q_proj,v_proj"]), environ={}, gpu=P40)
+    config = validate_overrides(plan.overrides)
+    assert OmegaConf.to_container(config.actor_rollout_ref.model.target_modules) == ["q_proj", "v_proj"]
+    assert OmegaConf.to_container(config.critic.model.target_modules) == ["q_proj", "v_proj"]
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--algo", "grpo", "--critic-lora-rank", "8"], "--critic-lora-rank 8 with --algo grpo: GRPO has no critic"),
+    (["--lora-alpha", "32"], "--lora-alpha without LoRA: every parameter trains, so there is no adapter to apply it to"),
+    (["--lora-rank", "8", "--critic-lora-rank", "0", "--algo", "grpo"], "--critic-lora-rank 0 with --algo grpo"),
+    (["--lora-rank", "0", "--lora-target-modules", "q_proj", "--lora-alpha", "8"], "--lora-alpha and --lora-target-modules without LoRA"),
+])
+def test_lora_options_that_do_not_go_together_are_refused(argv, fragment, capsys):
+    assert cli.main(["train", "--dry-run", "--profile", "p40", *argv]) == 2
+    assert fragment in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--lora-rank", "-1"], "argument --lora-rank: -1 must be 0 (full fine-tuning) or more"),
+    (["--lora-rank", "eight"], "argument --lora-rank: 'eight' is not a whole number"),
+    (["--lora-target-modules", "q_proj,,v_proj"], "argument --lora-target-modules: 'q_proj,,v_proj' is not all-linear or a comma-separated list"),
+    (["--lora-alpha", "0"], "argument --lora-alpha: 0 must be a positive, finite number"),
+])
+def test_bad_lora_values_are_refused_by_the_parser(argv, fragment, capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["train", "--dry-run", "--profile", "p40", *argv])
+    assert exit.value.code == 2
+    assert fragment in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("override, option", [
+    ("actor_rollout_ref.model.lora_rank=8", "--lora-rank"),
+    ("actor_rollout_ref.model.lora_alpha=8", "--lora-alpha"),
+    ("critic.model.lora_rank=8", "--critic-lora-rank"),
+    ("critic.model.target_modules=[q_proj]", "--lora-target-modules"),
+])
+def test_raw_lora_overrides_are_refused_naming_the_option(override, option, capsys):
+    assert cli.main(["train", "--dry-run", "--profile", "p40", "--", override]) == 2
+    assert f"use {option} instead" in capsys.readouterr().err
+
+
+def test_lora_settings_are_recorded_and_resume_keeps_them(tmp_path, capsys):
+    args = parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "4", "--lora-rank", "16", "--lora-target-modules", "q_proj,v_proj,o_proj"])
+    plan = prepare_launch(args, environ={}, gpu=P40)
+    run_dir = create_run_directory(plan, None)
+    settings = json.loads((run_dir / "run.json").read_text())["settings"]
+    assert (settings["lora_rank"], settings["critic_lora_rank"], settings["lora_alpha"], settings["lora_target_modules"]) == (16, 16, 16, ["q_proj", "v_proj", "o_proj"])
+    fake_checkpoint(run_dir, 2)
+    resumed = resume_plan(run_dir)
+    assert _lora_keys(resumed.overrides) == ["actor_rollout_ref.model.lora_rank=16", "actor_rollout_ref.model.lora_alpha=16", "actor_rollout_ref.model.target_modules=[q_proj,v_proj,o_proj]", "critic.model.lora_rank=16", "critic.model.lora_alpha=16", "critic.model.target_modules=[q_proj,v_proj,o_proj]"]
+    assert (resumed.settings.lora_rank, resumed.settings.critic_lora_rank) == (16, 16)
+    # the planner reads the recorded list back as PEFT's names
+    from verlfit.plan.request import request_from_settings
+    from verlfit.profiles import load_profile
+
+    assert request_from_settings(resumed.settings, load_profile("p40"), 22 * 1024**3).lora_target_modules == ("q_proj", "v_proj", "o_proj")
+    # changing LoRA on resume is a change of settings
+    assert cli.main(["train", "--resume", str(run_dir), "--lora-rank", "8", "--dry-run"]) == 2
+    assert "--lora-rank cannot be given with it" in capsys.readouterr().err
+
+
+def test_the_lora_flags_are_in_both_helps(capsys):
+    for command in ("train", "plan"):
+        with pytest.raises(SystemExit):
+            cli.main([command, "--help"])
+        out = capsys.readouterr().out
+        for flag in ("--lora-rank N", "--lora-alpha A", "--lora-target-modules NAMES", "--critic-lora-rank N"):
+            assert flag in out, (command, flag)
+        assert "default: 16, verl's own" in " ".join(out.split())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from typing import Callable, TypeVar
 
 Number = TypeVar("Number", int, float)
@@ -51,12 +52,37 @@ def timeout_seconds(text: str) -> float:
 
 
 DEFAULT_SAMPLES = 4  # GRPO responses per prompt when --samples is not given
+# LoRA defaults: verl 0.4.1's own (ppo_trainer.yaml:128 and :654 lora_alpha 16; :132 and :657 target_modules all-linear)
+DEFAULT_LORA_ALPHA = 16
+DEFAULT_LORA_TARGET_MODULES = "all-linear"
+
+
+def rank(text: str) -> int:
+    """A LoRA rank: a whole number >= 0 (0 = every parameter trains)."""
+    value = parse_number(text, int, "a whole number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 (full fine-tuning) or more")
+    return value
+
+
+def target_modules(text: str) -> str | tuple[str, ...]:
+    """LoRA target modules: ``all-linear`` (PEFT's shorthand) or comma-separated Linear module names
+    (``q_proj,v_proj``), as PEFT matches them against the end of each module's path."""
+    if text.strip().lower() == DEFAULT_LORA_TARGET_MODULES:
+        return DEFAULT_LORA_TARGET_MODULES
+    names = tuple(part.strip() for part in text.split(","))
+    bad = [name for name in names if not re.fullmatch(r"[A-Za-z0-9_.]+", name)]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{text!r} is not all-linear or a comma-separated list of module names such as q_proj,v_proj")
+    return tuple(dict.fromkeys(names))
 
 
 def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options that size a run, shared by ``verlfit train`` and ``verlfit plan`` so they cannot drift:
     ``--algo --samples --gpus --batch-size --mini-batch-size --micro-batch-size --max-prompt-length
-    --max-response-length --gradient-checkpointing/--no-gradient-checkpointing --offload --plan``.
+    --max-response-length --gradient-checkpointing/--no-gradient-checkpointing --offload --plan``, and LoRA's
+    ``--lora-rank --lora-alpha --lora-target-modules --critic-lora-rank`` (they change what trains, so what the
+    planner counts).
 
     Both commands turn them into a request through ``verlfit.plan.request.sizing_from_args`` (same defaults, same
     refusals). Sizes count prompts (micro-batches: responses per GPU); lengths count tokens.
@@ -73,4 +99,9 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     checkpointing.add_argument("--gradient-checkpointing", dest="gradient_checkpointing", action="store_true", default=None, help="recompute layer activations in backward (the default, as verl's)")
     checkpointing.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false", default=None, help="keep all activations (faster, more memory)")
     parser.add_argument("--offload", choices=("none", "optimizer", "all"), help="FSDP offload for actor and critic (default: the planner decides; none with --plan off)")
+    lora = parser.add_argument_group("LoRA (verl's actor_rollout_ref.model / critic.model lora_rank, lora_alpha, target_modules)")
+    lora.add_argument("--lora-rank", type=rank, default=0, metavar="N", help="train LoRA adapters of rank N instead of every parameter: the base weights freeze (no gradients, no AdamW states) and GRPO's reference is the actor with its adapter disabled, so no second model is loaded; 0 = full fine-tuning (default: 0)")
+    lora.add_argument("--lora-alpha", type=positive_number, metavar="A", help=f"LoRA scaling numerator: the adapter's output is multiplied by A/N (default: {DEFAULT_LORA_ALPHA}, verl's own; needs --lora-rank or --critic-lora-rank)")
+    lora.add_argument("--lora-target-modules", type=target_modules, metavar="NAMES", help=f"Linear layers that get adapters: {DEFAULT_LORA_TARGET_MODULES} (PEFT: every Linear but lm_head; in the critic the value head score too) or names such as q_proj,k_proj,v_proj,o_proj (default: {DEFAULT_LORA_TARGET_MODULES}, verl's own)")
+    lora.add_argument("--critic-lora-rank", type=rank, metavar="N", help="the PPO critic's LoRA rank; 0 = a fully trained critic (default: --lora-rank's; refused with --algo grpo, which has no critic)")
     parser.add_argument("--plan", choices=("auto", "off"), default="auto", help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card, keeping any of them you set; off: keep your numbers (default: auto)")

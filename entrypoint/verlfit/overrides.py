@@ -98,6 +98,10 @@ class TrainSettings:
     critic_lr: float = 1e-5
     kl_loss_coef: float = 0.001
     gradient_checkpointing: bool = True
+    lora_rank: int = 0  # the actor's LoRA rank; 0 = every parameter trains
+    critic_lora_rank: int | None = None  # the PPO critic's; None = the actor's
+    lora_alpha: float = 16  # verl's default (ppo_trainer.yaml:128, 654)
+    lora_target_modules: str | tuple[str, ...] = "all-linear"  # verl's default (ppo_trainer.yaml:132, 657)
     actor_param_offload: bool = False
     actor_optimizer_offload: bool = False
     critic_param_offload: bool = False
@@ -115,6 +119,20 @@ class TrainSettings:
 def keep_checkpoints_overrides(keep: int) -> list[str]:
     """verl's checkpoint retention for ``--keep-checkpoints`` (0: verl's null, keep every checkpoint)."""
     return [f"trainer.max_actor_ckpt_to_keep={keep or 'null'}", f"trainer.max_critic_ckpt_to_keep={keep or 'null'}"]
+
+
+def lora_overrides(section: str, rank: int, alpha: float, target_modules: str | tuple[str, ...]) -> list[str]:
+    """verl's three LoRA keys under ``section`` (``actor_rollout_ref.model`` or ``critic.model``,
+    ppo_trainer.yaml:124-132, 650-657), or none when ``rank`` is 0 (verl's default: no adapter).
+
+    ``target_modules`` is ``"all-linear"`` or Linear names, written as a Hydra list (``[q_proj,v_proj]``), which
+    verl turns into a Python list for PEFT (``convert_to_regular_types``, fsdp_workers.py:282, 953).
+    """
+    if rank <= 0:
+        return []
+    alpha_text = str(int(alpha)) if float(alpha).is_integer() else repr(float(alpha))
+    targets = target_modules if isinstance(target_modules, str) else "[" + ",".join(target_modules) + "]"
+    return [f"{section}.lora_rank={rank}", f"{section}.lora_alpha={alpha_text}", f"{section}.target_modules={targets}"]
 
 
 def default_mini_batch(batch: int) -> int:
@@ -223,6 +241,7 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
         "data.truncation=error",
         f"actor_rollout_ref.model.path={quote_value(s.model)}",
         f"actor_rollout_ref.model.enable_gradient_checkpointing={_bool(s.gradient_checkpointing)}",
+        *lora_overrides("actor_rollout_ref.model", s.lora_rank, s.lora_alpha, s.lora_target_modules),
         f"actor_rollout_ref.actor.optim.lr={s.actor_lr}",
         f"actor_rollout_ref.actor.ppo_mini_batch_size={s.ppo_mini_batch_size}",
         f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={s.actor_micro_batch_size}",
@@ -242,6 +261,7 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
             f"critic.model.path={quote_value(s.model)}",
             f"critic.optim.lr={s.critic_lr}",
             f"critic.model.enable_gradient_checkpointing={_bool(s.gradient_checkpointing)}",
+            *lora_overrides("critic.model", s.lora_rank if s.critic_lora_rank is None else s.critic_lora_rank, s.lora_alpha, s.lora_target_modules),
             f"critic.ppo_micro_batch_size_per_gpu={s.critic_micro_batch_size}",
             f"critic.model.fsdp_config.param_offload={_bool(s.critic_param_offload)}",
             f"critic.model.fsdp_config.optimizer_offload={_bool(s.critic_optimizer_offload)}",
@@ -299,9 +319,9 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
 # kernel. So every key below (and a whole section holding one) is refused with the option to use instead
 # (user_overrides). The one rule, the one table: key -> the option. Keys verl interpolates from a managed key
 # (rollout.prompt_length from data.max_prompt_length, critic.forward_micro_batch_size* from critic.ppo_*) are
-# managed too, so the interpolation cannot be cut. Not here: LoRA keys (`*.model.lora_rank`, `lora_alpha`,
-# `target_modules`) until verlfit has options for them and plans their memory, and the HF rollout's
-# `+actor_rollout_ref.rollout.micro_batch_size` (no option of its own: --plan auto sizes it).
+# managed too, so the interpolation cannot be cut. LoRA's keys are managed (--lora-rank ...): the planner counts
+# what trains. Not here: the HF rollout's `+actor_rollout_ref.rollout.micro_batch_size` (no option of its own:
+# --plan auto sizes it).
 # ---------------------------------------------------------------------------------------------------------------
 _MICRO_BATCH = "--micro-batch-size (or leave micro-batches to the planner: --plan auto)"
 _OFFLOAD = "--offload none|optimizer|all"
@@ -355,6 +375,13 @@ MANAGED_KEYS: dict[str, str] = {
     "actor_rollout_ref.actor.autocast_dtype": _DTYPE,
     "actor_rollout_ref.ref.autocast_dtype": _DTYPE,
     "critic.autocast_dtype": _DTYPE,
+    # LoRA: what trains (the planner counts adapters, frozen weights and the missing reference model)
+    "actor_rollout_ref.model.lora_rank": "--lora-rank",
+    "actor_rollout_ref.model.lora_alpha": "--lora-alpha",
+    "actor_rollout_ref.model.target_modules": "--lora-target-modules",
+    "critic.model.lora_rank": "--critic-lora-rank",
+    "critic.model.lora_alpha": "--lora-alpha",
+    "critic.model.target_modules": "--lora-target-modules",
     # checkpoints kept, GPUs and nodes, steps and epochs
     "trainer.max_actor_ckpt_to_keep": _KEEP,
     "trainer.max_critic_ckpt_to_keep": _KEEP,

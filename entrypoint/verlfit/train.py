@@ -302,6 +302,16 @@ def shell_command(command: list[str], indent: str) -> str:
     return f" \\\n{indent}".join([head, *(shlex.quote(part) for part in command[3:])])
 
 
+def _lora_line(s: TrainSettings) -> str:
+    """The dry run's LoRA line: each role's rank (0 = fully trained), alpha and target modules."""
+    critic = s.lora_rank if s.critic_lora_rank is None else s.critic_lora_rank
+    ranks = [f"actor rank {s.lora_rank}"] + ([f"critic rank {critic}"] if s.algorithm == "ppo" else [])
+    if s.lora_rank == 0 and (s.algorithm != "ppo" or critic == 0):
+        return "LoRA: off (every parameter trains)"
+    targets = s.lora_target_modules if isinstance(s.lora_target_modules, str) else ",".join(s.lora_target_modules)
+    return f"LoRA: {', '.join(ranks)} (0 = fully trained), alpha {s.lora_alpha:g}, target modules {targets}"
+
+
 def describe(plan: LaunchPlan) -> str:
     """The dry-run text: values that matter, the environment, and the exact command."""
     s = plan.settings
@@ -320,6 +330,7 @@ def describe(plan: LaunchPlan) -> str:
         f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: every {s.save_freq} steps, {f'newest {s.keep_checkpoints}' if s.keep_checkpoints else 'all'} kept" if s.save_freq > 0 else f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: none (--save-freq {s.save_freq})",
         f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params {s.actor_param_offload}, optimizer {s.actor_optimizer_offload}"
         + (f"; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}" if s.algorithm == "ppo" else ""),
+        _lora_line(s),
     ]
     if s.extra_overrides:
         lines.append("your overrides (after --, applied last; they win over the values above): " + " ".join(s.extra_overrides))

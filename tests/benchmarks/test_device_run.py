@@ -24,7 +24,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests grpo learn main main_resume pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests grpo learn learn_lora lora_1p5b_ppo lora_3b_grpo main main_resume pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 

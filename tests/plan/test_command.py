@@ -109,3 +109,31 @@ def test_plan_and_train_share_the_sizing_options():
         return [(option, actions[option].default, actions[option].help, actions[option].choices) for option in shared]
 
     assert described(commands["plan"]) == described(commands["train"])
+
+
+def test_plan_3b_grpo_on_a_p40_fits_with_lora_and_names_lora_without(capsys):
+    from pathlib import Path
+
+    model = str(Path(__file__).parent / "fixtures" / "qwen2.5-3b")
+    status, out = run_cli(["plan", "--model", model, "--lora-rank", "32", "--algo", "grpo", "--emulate", "p40"], capsys)
+    assert status == 0
+    text = " ".join(out.out.split())
+    assert "verdict: fits" in text
+    assert "LoRA actor: rank 32 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 59,867,136 parameters train (1.94% of 3,085,938,688: adapters)" in text
+    assert "ref log-prob: the actor with its LoRA adapter disabled is the reference (no second model)" in text
+    status, out = run_cli(["plan", "--model", model, "--algo", "grpo", "--emulate", "p40"], capsys)
+    assert status == 1
+    text = " ".join(out.out.split())
+    assert "auto-fit: nothing fits" in text
+    assert "smallest changes that would fit, each on its own: --lora-rank 32 (LoRA: the base weights freeze, only adapters train, with no gradients or AdamW states for the base and no separate reference model)" in text
+
+
+def test_plan_json_records_the_lora_request(capsys):
+    status, out = run_cli(["plan", "--emulate", "p40", "--lora-rank", "16", "--lora-target-modules", "q_proj,v_proj,o_proj", "--json"], capsys)
+    data = json.loads(out.out)
+    assert status == 0
+    assert (data["request"]["lora_rank"], data["request"]["critic_lora_rank"], data["request"]["lora_target_modules"]) == (16, 16, ["q_proj", "v_proj", "o_proj"])
+    # AdamW for the adapters only: q (896+896), v (896+128) and o (896+896) x 24 layers x 16; the critic's value
+    # head (896+1) in full on top (patch 0011)
+    actor_adapter = 16 * 24 * (1792 + 1024 + 1792)
+    assert data["phases"][0]["optimizer_bytes"] == 8 * actor_adapter + 8 * (actor_adapter + 897)

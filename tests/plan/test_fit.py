@@ -87,6 +87,9 @@ class Settings:
     max_response_length = 256
     gradient_checkpointing = True
     actor_param_offload = actor_optimizer_offload = critic_param_offload = critic_optimizer_offload = False
+    lora_rank = 0
+    critic_lora_rank = None
+    lora_target_modules = "all-linear"
 
 
 def test_fit_for_train_writes_settings_and_refuses():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from verlfit.errors import VerlfitError
-from verlfit.plan.memory import ALLOCATOR_HEADROOM_BYTES, DEFAULT_MARGIN, Plan, PlanRequest, format_gib, predict, unsupported_reason, validate_request
+from verlfit.plan.memory import ALLOCATOR_HEADROOM_BYTES, DEFAULT_MARGIN, LORA_SUGGESTED_RANK, lora_notes, Plan, PlanRequest, format_gib, predict, unsupported_reason, validate_request
 from verlfit.plan.request import request_from_settings
 
 
@@ -229,7 +229,9 @@ def _largest_fitting(lo: int, hi: int, make, margin: float, keep: frozenset[str]
 
 def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: frozenset[str] = frozenset()) -> str:
     """Search single-setting changes that make ``request`` fit fully saved; return them as a
-    message, the smallest relative change first. Lengths are searched in steps of 32 tokens."""
+    message, the smallest relative change first. Lengths are searched in steps of 32 tokens.
+    A fully trained actor (or PPO critic) is offered LoRA at rank :data:`LORA_SUGGESTED_RANK` (the adapter's
+    size barely depends on the rank: what LoRA saves is the base's gradients, AdamW states and the reference model)."""
     r = request
     options: list[tuple[float, str]] = []
     if "micro_batches" in keep:
@@ -258,6 +260,12 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
             if _fits_fully_saved(trial, margin, keep):
                 options.append(((gpus - r.gpus) / r.gpus, f"--gpus {gpus} (FSDP shards weights, gradients and optimizer states)"))
                 break
+    if r.lora_rank == 0 or (r.has_critic and r.lora_rank_of("critic") == 0):
+        # LoRA on every role that trains fully (the critic follows the actor's rank unless it was set apart)
+        lora = replace(r, lora_rank=r.lora_rank or LORA_SUGGESTED_RANK, critic_lora_rank=None if r.critic_lora_rank is None or r.critic_lora_rank == 0 else r.critic_lora_rank)
+        if _fits_fully_saved(lora, margin, keep):
+            flag = f"--lora-rank {LORA_SUGGESTED_RANK}" if r.lora_rank == 0 else f"--critic-lora-rank {r.lora_rank}"
+            options.append((1.0, f"{flag} (LoRA: the base weights freeze, only adapters train, with no gradients or AdamW states for the base{' and no separate reference model' if r.has_reference and r.lora_rank == 0 else ''})"))
     if r.algorithm == "ppo" and _fits_fully_saved(replace(r, algorithm="grpo", rollout_n=1, use_reference=False), margin, keep):
         options.append((1.0, "--algo grpo (no critic model)"))
     if not options:
@@ -298,4 +306,4 @@ def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool =
     if chosen.rollout == "hf" and hasattr(settings, "rollout_micro_batch_size"):
         settings.rollout_micro_batch_size = chosen.rollout_micro_batch_size
     plan = decision.plan
-    return [f"plan: {line}" for line in decision.reasons] + [f"plan: {plan.notes[0]} -> {plan.verdict}"]
+    return [f"plan: {line}" for line in decision.reasons] + [f"plan: {plan.notes[0]} -> {plan.verdict}"] + [f"plan: {line}" for line in lora_notes(chosen)]

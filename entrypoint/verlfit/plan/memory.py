@@ -136,6 +136,45 @@ CUDA_CONTEXT_BYTES = int(0.5 * GIB)
 # P40's ~23 GiB usable: so `train --emulate p40` on a big GPU plans within 0.4 GiB of a real P40.
 FRAGMENTATION_RESERVE_BYTES = int(0.5 * GIB)
 DEFAULT_MARGIN = 0.90
+
+# --- LoRA (verl 0.4.1 wraps actor and critic with PEFT get_peft_model, fsdp_workers.py:278-283, 945-956) -------
+# derived, not yet calibrated: no device run with LoRA has been measured yet (issue 12 item 5 runs it).
+# What the terms below assume, and where it is read (docs/plan.md section 7):
+# * PEFT freezes every base parameter (requires_grad=False) and adds, per targeted Linear(in, out), lora_A
+#   (rank x in) and lora_B (out x rank): rank * (in + out) parameters, no bias (verl passes bias="none").
+# * The adapter is fp32: PEFT builds lora_A/lora_B in the base layer's dtype (fp32: the actor and critic are
+#   built in fp32, fsdp_workers.py:214-216, 905) and get_peft_model's autocast_adapter_dtype=True keeps it fp32
+#   on a bf16 base. So master 4 B, gradient 4 B and AdamW 8 B per adapter parameter, as full fine-tuning.
+# * verl wraps with FSDP1 use_orig_params=False (fsdp_workers.py:326, 988), which flattens only tensors of one
+#   requires_grad (torch fsdp/_flat_param.py _validate_tensors_to_flatten), and its LoRA wrap policy makes every
+#   leaf module with a trainable weight (lora_A, lora_B) an FSDP unit of its own (utils/fsdp_utils.py:98-104).
+#   The frozen base's flat parameters therefore have requires_grad=False: autograd gives them no gradient,
+#   torch.optim.AdamW (over all parameters, fsdp_workers.py:367) skips parameters whose grad is None, so no
+#   gradient and no AdamW state exist for the base. Gradients and states: adapter parameters only.
+#   With HF rollout stock verl 0.4.1 drops the wrap policy (fsdp_workers.py:306-308), and one flat parameter would
+#   mix frozen and trainable tensors, which FSDP1 refuses at init; patch 0009 keeps the LoRA policy (adapters and
+#   decoder layers as units), so the actor's largest frozen unit is the root (embedding, norm, lm_head).
+# * No reference model: the ref log-prob is the actor's forward with its adapter disabled (ray_trainer.py:338,
+#   783, 1074-1077; fsdp_workers.py:694-695, 729-731), through compute_log_prob, which computes the entropy too
+#   (fsdp_workers.py:706, calculate_entropy=True): its logits term is the old log-prob's.
+# * "all-linear" (verl's yaml default, ppo_trainer.yaml:132, 657) is PEFT's _maybe_include_all_linear_layers
+#   (peft/tuners/tuners_utils.py, same rule in 0.15.2, the image's, and 0.21.2): every nn.Linear except the
+#   model's get_output_embeddings(), so lm_head is left out of the actor.
+# * The critic's value head score = Linear(hidden, 1) is newly initialised; stock verl gives PEFT no
+#   modules_to_save, so it would stay frozen and random (all-linear would only put a LoRA on it). Patch 0011
+#   passes modules_to_save=["score"]: PEFT then trains a copy of the whole head (hidden + 1 parameters, the frozen
+#   original stays) and adapts no LoRA onto it, even when score is named in target_modules (PEFT 0.15.2 and 0.21.2).
+#   Checked by counting get_peft_model's trainable and total parameters on a tiny Qwen2 (tests/plan/test_lora.py).
+# * Activations as full fine-tuning (the adapters save the same layer inputs a trained base Linear saves), plus
+#   lora_A's output, saved by lora_B for its weight gradient: rank values per targeted Linear per token.
+#   With fewer targets than all linear layers the frozen untargeted Linears save no input, so this is then an
+#   upper bound.
+LORA_ALL_LINEAR = "all-linear"
+# Linear layers of a Qwen2/Llama decoder layer, as PEFT matches target names (the last name of the module path)
+LORA_LAYER_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LORA_HEAD_TARGET = "lm_head"  # the actor's output head: a target only when named
+LORA_CALIBRATION_NOTE = "LoRA terms: derived, not yet calibrated (no device run with LoRA measured yet; docs/plan.md section 7)"
+LORA_SUGGESTED_RANK = 32  # the rank smallest_change proposes: ppo_trainer.yaml:124's example ("e.g., 32")
 # What the predictions were checked against, printed with every plan (update with tests/benchmarks/test_collect.py)
 CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 4"
 
@@ -186,6 +225,11 @@ class PlanRequest:
             (the A10 image; never on the P40, which has no Triton).
         entropy_in_loss: ``actor.entropy_coeff != 0`` (verl 0.4.1 default 0).
         gpus: GPUs (FSDP shards parameters, gradients and optimizer states over them).
+        lora_rank: the actor's LoRA rank (``actor_rollout_ref.model.lora_rank``; 0 = every parameter trains).
+        critic_lora_rank: the critic's (``critic.model.lora_rank``); None = the actor's, 0 = a fully trained critic.
+        lora_target_modules: ``"all-linear"`` (PEFT: every Linear but ``lm_head``) or a tuple of Linear names
+            from :data:`LORA_LAYER_TARGETS` plus ``lm_head`` (the actor's head; the critic's value head trains in
+            full with LoRA, patch 0011).
     """
 
     shape: ModelShape
@@ -213,6 +257,9 @@ class PlanRequest:
     fused_kernels: bool = False
     entropy_in_loss: bool = False
     gpus: int = 1
+    lora_rank: int = 0
+    critic_lora_rank: int | None = None
+    lora_target_modules: str | tuple[str, ...] = LORA_ALL_LINEAR
 
     # --- derived sizes -------------------------------------------------------------
     @property
@@ -253,6 +300,12 @@ class PlanRequest:
     @property
     def compute_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
+
+    def lora_rank_of(self, role: str) -> int:
+        """LoRA rank of ``role`` (``"actor"`` or ``"critic"``); 0 = fully trained."""
+        if role == "actor":
+            return self.lora_rank
+        return self.lora_rank if self.critic_lora_rank is None else self.critic_lora_rank
 
 
 @dataclass(frozen=True)
@@ -371,17 +424,63 @@ def validate_request(request: PlanRequest) -> None:
         raise VerlfitError(f"rollout micro-batch {r.rollout_micro_batch_size} does not divide the per-GPU batch of {r.per_gpu_prompts} prompts (DataProto.chunk needs equal chunks)", fix=f"use a rollout micro-batch that divides {r.per_gpu_prompts}", exit_code=2)
     if r.rollout == "vllm" and not 0 < r.vllm_gpu_memory_utilization < 1:
         raise VerlfitError(f"vLLM gpu_memory_utilization must be in (0, 1), got {r.vllm_gpu_memory_utilization}", exit_code=2)
+    _validate_lora(r)
+
+
+def _validate_lora(r: PlanRequest) -> None:
+    """LoRA ranks are whole numbers >= 0; target modules name Linear layers each LoRA model has (PEFT raises
+    "Target modules ... not found in the base model" when none matches)."""
+    for name, rank in (("LoRA rank", r.lora_rank), ("critic LoRA rank", r.critic_lora_rank)):
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+            raise VerlfitError(f"{name} must be a whole number >= 0 (0 = full fine-tuning), got {rank!r}", exit_code=2)
+    roles = [role for role in ("actor", "critic") if r.lora_rank_of(role) > 0 and (role == "actor" or r.has_critic)]
+    if not roles or isinstance(r.lora_target_modules, str):
+        if roles:
+            lora_targets(r.shape, roles[0], r.lora_target_modules)  # refuses a string other than all-linear
+        return
+    names = tuple(r.lora_target_modules)
+    known = (*LORA_LAYER_TARGETS, LORA_HEAD_TARGET)
+    if "score" in names:
+        raise VerlfitError("LoRA target modules score: the critic's value head is trained in full with LoRA (modules_to_save, patch 0011), so PEFT puts no adapter on it", fix="drop score from --lora-target-modules", exit_code=2)
+    unknown = [name for name in names if name not in known]
+    if not names or unknown:
+        raise VerlfitError(f"LoRA target modules {', '.join(unknown) if unknown else '(none)'}: not a Linear layer of a {r.shape.model_type} model that the planner models", fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(known)}", exit_code=2)
+    for role in roles:
+        if not lora_targets(r.shape, role, names):
+            raise VerlfitError(f"LoRA target modules {', '.join(names)}: none is in the {role}'s model, so PEFT would refuse it (\"Target modules ... not found in the base model\")", fix=f"add a layer projection such as {', '.join(LORA_LAYER_TARGETS[:2])}", exit_code=2)
+
+
+def lora_notes(request: PlanRequest) -> tuple[str, ...]:
+    """What LoRA changes in a plan, one line per role with an adapter."""
+    r = request
+    notes = []
+    for role in ("actor", "critic"):
+        rank = r.lora_rank_of(role)
+        if rank <= 0 or (role == "critic" and not r.has_critic):
+            continue
+        total, trained = role_parameters(r, role)
+        base = total - trained
+        targets = lora_targets(r.shape, role, r.lora_target_modules)
+        head = f" + the value head score in full ({r.shape.hidden_size + 1:,})" if role == "critic" else ""
+        line = f"LoRA {role}: rank {rank} on {', '.join(targets)}: {trained:,} parameters train ({trained / base:.2%} of {base:,}: adapters{head}); the base is frozen, with no gradients or AdamW states"
+        if role == "actor" and r.has_reference:
+            line += "; the reference is the actor with its adapter disabled (no second model)"
+        notes.append(line)
+    if notes:
+        notes.append(LORA_CALIBRATION_NOTE)
+    return tuple(notes)
 
 
 def _shard(params: int, gpus: int) -> int:
     return math.ceil(params / gpus)
 
 
-def layer_activation_bytes(shape: ModelShape, tokens: int, seq_len: int, dtype: str, attention: str) -> int:
-    """Bytes one decoder layer saves for backward over ``tokens`` tokens (docs/plan.md §3)."""
+def layer_activation_bytes(shape: ModelShape, tokens: int, seq_len: int, dtype: str, attention: str, adapter_width: int = 0) -> int:
+    """Bytes one decoder layer saves for backward over ``tokens`` tokens (docs/plan.md §3); ``adapter_width``:
+    LoRA's lora_A outputs per token (rank per targeted Linear), saved in the compute dtype."""
     c = LAYER_ACTIVATION_BYTES[dtype]
     cb = DTYPE_BYTES[dtype]
-    per_token = c["hidden"] * shape.hidden_size + c["kv"] * shape.kv_dim + c["intermediate"] * shape.intermediate_size
+    per_token = c["hidden"] * shape.hidden_size + c["kv"] * shape.kv_dim + c["intermediate"] * shape.intermediate_size + adapter_width * cb
     per_token += 2 * (shape.kv_dim if attention == "flash_attention_2" else shape.q_dim) * cb
     if attention == "eager":
         per_token += shape.num_attention_heads * seq_len * EAGER_SCORE_BYTES[dtype]
@@ -395,13 +494,14 @@ def mask_bytes(batch: int, seq_len: int, dtype: str, attention: str) -> int:
     return batch * seq_len * seq_len * DTYPE_BYTES[dtype]
 
 
-def training_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype: str, attention: str, checkpointing: bool) -> tuple[int, int]:
+def training_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype: str, attention: str, checkpointing: bool, adapter_widths: tuple[int, int] = (0, 0)) -> tuple[int, int]:
     """Activations of a forward+backward over ``batch`` sequences: (when the backward starts, the
-    largest while it runs through the layers)."""
+    largest while it runs through the layers). ``adapter_widths``: LoRA's saved lora_A outputs per token,
+    (per decoder layer, in the head) (:func:`_adapter_widths`)."""
     tokens = batch * seq_len
     cb = DTYPE_BYTES[dtype]
-    layer = layer_activation_bytes(shape, tokens, seq_len, dtype, attention)
-    fixed = tokens * shape.hidden_size * FINAL_NORM_BYTES[dtype] + mask_bytes(batch, seq_len, dtype, attention)
+    layer = layer_activation_bytes(shape, tokens, seq_len, dtype, attention, adapter_widths[0])
+    fixed = tokens * shape.hidden_size * FINAL_NORM_BYTES[dtype] + mask_bytes(batch, seq_len, dtype, attention) + tokens * adapter_widths[1] * cb
     if checkpointing:
         saved = shape.num_layers * tokens * shape.hidden_size * cb + fixed  # each layer keeps only its input
         return saved, saved + layer + int(BACKWARD_WORKSPACE_LAYERS * layer)  # one layer recomputed, then its backward
@@ -431,6 +531,63 @@ def _logit_bytes(table, request: PlanRequest, batch: int) -> int:
 def kv_cache_bytes(shape: ModelShape, sequences: int, tokens: int, dtype: str) -> int:
     """HF generate's DynamicCache: K and V for every layer, KV heads only (before repeat_kv)."""
     return 2 * shape.num_layers * sequences * tokens * shape.kv_dim * DTYPE_BYTES[dtype]
+
+
+def lora_linear_shapes(shape: ModelShape, role: str) -> dict[str, tuple[int, int, int]]:
+    """The Linear layers LoRA can target in ``role``'s model (``"actor"``: ``AutoModelForCausalLM``;
+    ``"critic"``: ``AutoModelForTokenClassification``, one label): name -> (in features, out features, how many)."""
+    h, q, kv, i, n = shape.hidden_size, shape.q_dim, shape.kv_dim, shape.intermediate_size, shape.num_layers
+    linears = {
+        "q_proj": (h, q, n), "k_proj": (h, kv, n), "v_proj": (h, kv, n), "o_proj": (q, h, n),
+        "gate_proj": (h, i, n), "up_proj": (h, i, n), "down_proj": (i, h, n),
+    }
+    if role == "actor":
+        linears[LORA_HEAD_TARGET] = (h, shape.vocab_size, 1)
+    return linears
+
+
+def lora_targets(shape: ModelShape, role: str, target_modules: str | tuple[str, ...]) -> tuple[str, ...]:
+    """The Linear names PEFT adapts in ``role``'s model for verl's ``target_modules``.
+
+    ``"all-linear"``: every Linear but the output embeddings (PEFT ``_maybe_include_all_linear_layers``): the
+    seven layer projections; the critic's ``score`` is a module to save (patch 0011), which PEFT does not adapt.
+    A tuple: the names in it that ``role``'s model has (PEFT matches a name against the end of each module's path).
+    """
+    if isinstance(target_modules, str):
+        if target_modules != LORA_ALL_LINEAR:
+            raise VerlfitError(f"LoRA target modules {target_modules!r}: the planner models {LORA_ALL_LINEAR!r} or a list of Linear names", fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(LORA_LAYER_TARGETS)}, {LORA_HEAD_TARGET}", exit_code=2)
+        return LORA_LAYER_TARGETS
+    known = lora_linear_shapes(shape, role)
+    return tuple(name for name in known if name in target_modules)
+
+
+def adapter_parameters(shape: ModelShape, role: str, rank: int, target_modules: str | tuple[str, ...] = LORA_ALL_LINEAR) -> int:
+    """Parameters LoRA adds to ``role``'s model, all of them trained: ``rank * (in + out)`` per targeted Linear
+    (lora_A is rank x in, lora_B out x rank, no bias), and for the critic the trained copy of its value head
+    (``hidden + 1``: PEFT's modules_to_save, patch 0011). Qwen2.5-0.5B, rank 32, all-linear: 17,596,416 (actor),
+    17,597,313 (critic)."""
+    if rank <= 0:
+        return 0
+    linears = lora_linear_shapes(shape, role)
+    adapters = sum(rank * (linears[name][0] + linears[name][1]) * linears[name][2] for name in lora_targets(shape, role, target_modules))
+    return adapters + (shape.hidden_size + 1 if role == "critic" else 0)
+
+
+def _largest_adapter_module(shape: ModelShape, role: str, rank: int, target_modules) -> int:
+    """Parameters of the largest trained leaf (a lora_A, a lora_B, the critic's trained value head): each is an
+    FSDP unit of its own (fsdp_utils.py:98-104)."""
+    linears = lora_linear_shapes(shape, role)
+    largest = max((rank * max(linears[name][:2]) for name in lora_targets(shape, role, target_modules)), default=0)
+    return max(largest, shape.hidden_size + 1) if role == "critic" else largest
+
+
+def _adapter_widths(shape: ModelShape, role: str, rank: int, target_modules) -> tuple[int, int]:
+    """Values lora_A's outputs add per token: (per decoder layer, in the head): ``rank`` per targeted Linear."""
+    if rank <= 0:
+        return 0, 0
+    targets = lora_targets(shape, role, target_modules)
+    layer = sum(rank for name in targets if name in LORA_LAYER_TARGETS)
+    return layer, rank * (LORA_HEAD_TARGET in targets)
 
 
 # --------------------------------------------------------------------------------------
@@ -468,18 +625,38 @@ def _ref_resident_bytes(request: PlanRequest) -> int:
     ``ref.fsdp_config.model_dtype``/``param_dtype``, bf16 on the A10 by verl's defaults, ``fsdp_workers.py:214-216``,
     ``292-298``), from the first step's ref log-prob on. With several GPUs the units are FULL_SHARD and
     freed after forward, and verl reshards the root itself (``fsdp_workers.py:756-758``): nothing stays.
+    With a LoRA actor there is no reference model: the actor with its adapter disabled is the reference
+    (``ray_trainer.py:338``, ``783``), so nothing stays.
     """
-    if not request.has_reference or request.gpus > 1:
+    if not request.has_reference or request.gpus > 1 or request.lora_rank > 0:
         return 0
     return request.shape.actor_parameters * request.compute_bytes
 
 
+def role_parameters(request: PlanRequest, role: str) -> tuple[int, int]:
+    """(all parameters, trained parameters) of ``role``'s model (``"actor"`` or ``"critic"``).
+
+    Full fine-tuning trains all of them; with LoRA the model is the frozen base plus the adapter
+    (:func:`adapter_parameters`) and only the adapter trains.
+    """
+    s = request.shape
+    base = s.actor_parameters if role == "actor" else s.critic_parameters
+    rank = request.lora_rank_of(role)
+    if rank <= 0:
+        return base, base
+    adapter = adapter_parameters(s, role, rank, request.lora_target_modules)
+    return base + adapter, adapter
+
+
 def _state(request: PlanRequest) -> _State:
-    r, s = request, request.shape
-    aw = _shard(s.actor_parameters, r.gpus) * MASTER_BYTES
-    ao = _shard(s.actor_parameters, r.gpus) * ADAM_STATE_BYTES
-    cw = _shard(s.critic_parameters, r.gpus) * MASTER_BYTES if r.has_critic else 0
-    co = _shard(s.critic_parameters, r.gpus) * ADAM_STATE_BYTES if r.has_critic else 0
+    r = request
+    actor_all, actor_trained = role_parameters(r, "actor")
+    critic_all, critic_trained = role_parameters(r, "critic")
+    # masters: the base (trained or frozen) and any adapter, fp32; AdamW: the trained parameters only
+    aw = _shard(actor_all, r.gpus) * MASTER_BYTES
+    ao = _shard(actor_trained, r.gpus) * ADAM_STATE_BYTES
+    cw = _shard(critic_all, r.gpus) * MASTER_BYTES if r.has_critic else 0
+    co = _shard(critic_trained, r.gpus) * ADAM_STATE_BYTES if r.has_critic else 0
     return _State(
         actor_weights=0 if r.actor_param_offload else aw,
         actor_optimizer=0 if r.actor_optimizer_offload else ao,
@@ -508,10 +685,12 @@ def _resident_note(request: PlanRequest, st: _State, own: str) -> str:
 
 def _actor_unit_params(request: PlanRequest) -> int:
     """Parameters of the actor's largest FSDP unit: the whole model with HF rollout (no wrap
-    policy, fsdp_workers.py:305-308), else the root (embedding, norm, lm_head) + layers in flight."""
+    policy, fsdp_workers.py:305-308) unless LoRA is on (patch 0009), else the root (embedding, norm, lm_head) +
+    layers in flight."""
     s = request.shape
-    if request.rollout == "hf":
+    if request.rollout == "hf" and request.lora_rank == 0:
         return s.actor_parameters
+    # with LoRA, patch 0009 keeps verl's LoRA wrap policy for the HF rollout too: layers and adapters are units
     return s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
 
 
@@ -573,6 +752,10 @@ def _old_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
 def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     r, s = request, request.shape
     b = r.log_prob_micro_batch_size
+    if r.lora_rank > 0:
+        # the actor's compute_log_prob under disable_adapter(), entropy included (fsdp_workers.py:694-706, 729-731)
+        old = _old_log_prob(request, st)
+        return replace(old, phase="ref_log_prob", detail=tuple(n for n in (_resident_note(r, st, "actor"), "the actor with its LoRA adapter disabled is the reference (no second model): the old log-prob's forward, entropy included") if n))
     # the ref worker's FSDP always offloads its parameters to CPU (fsdp_workers.py:319) and wraps
     # each layer. One GPU: every unit's GPU copy stays referenced after its forward (_ref_resident_bytes),
     # so the whole ref is there by the logits. Several GPUs: the root unit and the layers in flight only.
@@ -612,28 +795,40 @@ def update_moments(request: PlanRequest, role: str) -> dict[str, PhaseMemory]:
 
 def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemory]:
     r, s = request, request.shape
+    rank = r.lora_rank_of(role)
     if role == "actor":
-        params, b = s.actor_parameters, r.actor_micro_batch_size
+        b = r.actor_micro_batch_size
         unit = _actor_unit_params(r)
         own_weights = st.actor_weights_full + _compute_copy(r, unit)
         own_optimizer = st.actor_optimizer_full
         other_weights, other_optimizer = st.critic_weights, st.critic_optimizer
         unit_is_whole = r.rollout == "hf"
     else:
-        params, b = s.critic_parameters, r.critic_micro_batch_size
+        b = r.critic_micro_batch_size
         unit = _critic_unit_params(r)
         own_weights = st.critic_weights_full + _compute_copy(r, unit)
         own_optimizer = st.critic_optimizer_full
         other_weights, other_optimizer = st.actor_weights, st.actor_optimizer
         unit_is_whole = False
+    params = role_parameters(r, role)[1]  # parameters with gradients and AdamW states
     root = s.root_unit_parameters(critic=role == "critic")
-    last_unit = params if unit_is_whole else root  # the unit whose backward finishes last (it holds the embedding)
+    if rank > 0:
+        # frozen flat parameters get no gradient; each lora_A/lora_B is its own unit, and the head's own
+        # gradient is only its adapter's (if targeted)
+        last_unit = _largest_adapter_module(s, role, rank, r.lora_target_modules)
+        if role == "critic":
+            head_grad = (s.hidden_size + 1) * r.compute_bytes  # the value head, trained in full (patch 0011)
+        else:
+            head_grad = rank * (s.hidden_size + s.vocab_size) * r.compute_bytes if LORA_HEAD_TARGET in lora_targets(s, role, r.lora_target_modules) else 0
+    else:
+        last_unit = params if unit_is_whole else root  # the unit whose backward finishes last (it holds the embedding)
+        head_grad = root * r.compute_bytes  # the root unit's (lm_head/embedding) gradient arrives first
     accumulation = r.per_gpu_mini_batch // b
     shard_grads = _shard(params, r.gpus) * GRAD_BYTES
     earlier_grads = shard_grads if accumulation > 1 else _shard(params - last_unit, r.gpus) * GRAD_BYTES
     weights = own_weights + other_weights + st.ref_weights
     optimizer = own_optimizer + other_optimizer
-    at_logits, in_layers = training_activation_bytes(s, b, r.seq_len, r.dtype, r.attention, r.gradient_checkpointing)
+    at_logits, in_layers = training_activation_bytes(s, b, r.seq_len, r.dtype, r.attention, r.gradient_checkpointing, _adapter_widths(s, role, rank, r.lora_target_modules))
     logits = 0
     if role == "actor":
         (full_a, resp_a), (full_b, resp_b) = UPDATE_LOGIT_BYTES[(r.dtype, r.fused_kernels)]
@@ -641,10 +836,9 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
         extra = ENTROPY_LOSS_BYTES if r.entropy_in_loss else 0
         logits = max(b * v * (r.seq_len * full_a + r.max_response_length * (resp_a + extra)), b * v * r.seq_len * full_b)
     carried = shard_grads if accumulation > 1 else 0  # gradients of the earlier micro-batches
-    lm_grad = root * r.compute_bytes  # the root unit's (lm_head/embedding) gradient arrives first
     moments = {
         "backward through the logits": dict(gradients=carried, activations=at_logits, logits=logits),
-        "backward through the layers": dict(gradients=carried + lm_grad, activations=in_layers),
+        "backward through the layers": dict(gradients=carried + head_grad, activations=in_layers),
         "end of backward": dict(gradients=earlier_grads + last_unit * GRAD_UNIT_TRANSIENT_BYTES[r.dtype]),
         "optimizer step": dict(gradients=shard_grads, optimizer=_shard(params, r.gpus) * ADAM_STEP_TEMP_BYTES),
     }
@@ -664,6 +858,9 @@ def _update(request: PlanRequest, st: _State, role: str) -> PhaseMemory:
         _resident_note(r, st, role),
         f"micro-batch {b} x {accumulation} per optimizer step{', gradient checkpointing' if r.gradient_checkpointing else ''}; peak at the {best_name}",
     ]
+    rank = r.lora_rank_of(role)
+    if rank > 0:
+        notes.append(f"LoRA rank {rank}: gradients and AdamW states for the {role_parameters(r, role)[1]:,} adapter parameters only; the base is frozen")
     return replace(best, detail=tuple(n for n in notes if n))
 
 
@@ -712,5 +909,6 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
         notes.append(f"above the {margin:.0%} margin: fragmentation or a longer-than-modelled sequence can still run out of memory")
     else:
         verdict = "does not fit"
+    notes.extend(lora_notes(request))
     notes.insert(0, f"peak: {peak.title} {format_gib(peak.total)} + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = {format_gib(required)} of {format_gib(usable)} usable ({required / usable:.0%}); budget at {margin:.0%}: {format_gib(margin * usable)}")
     return Plan(request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes))

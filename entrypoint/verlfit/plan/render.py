@@ -39,6 +39,11 @@ def plan_to_dict(plan: Plan) -> dict:
     }
 
 
+def _lora_title(r) -> str:
+    ranks = [f"{role} {r.lora_rank_of(role)}" for role in ("actor", "critic") if r.lora_rank_of(role) > 0 and (role == "actor" or r.has_critic)]
+    return f", LoRA rank {', '.join(ranks)}" if ranks else ""
+
+
 def render_table(plan: Plan, console=None) -> None:
     """Print the per-phase table with ``rich`` (GiB and fraction of usable memory)."""
     from rich.console import Console
@@ -46,7 +51,7 @@ def render_table(plan: Plan, console=None) -> None:
 
     console = console or Console()
     r = plan.request
-    title = f"{r.shape.name}: {r.algorithm.upper()}{f' n={r.samples}' if r.samples > 1 else ''}, {r.dtype}, {r.rollout} rollout, {r.gpus} GPU{'s' if r.gpus > 1 else ''}, {format_gib(plan.usable_bytes)} usable"
+    title = f"{r.shape.name}: {r.algorithm.upper()}{f' n={r.samples}' if r.samples > 1 else ''}, {r.dtype}, {r.rollout} rollout, {r.gpus} GPU{'s' if r.gpus > 1 else ''}{_lora_title(r)}, {format_gib(plan.usable_bytes)} usable"
     table = Table(title=title, title_justify="left")
     table.add_column("phase")
     for c in COMPONENTS:

@@ -5,7 +5,7 @@ from ``verlfit train``'s settings (:func:`request_from_settings`) and from ``ver
 
 from __future__ import annotations
 
-from verlfit.arguments import DEFAULT_SAMPLES
+from verlfit.arguments import DEFAULT_LORA_ALPHA, DEFAULT_LORA_TARGET_MODULES, DEFAULT_SAMPLES
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape, load_model_shape
 from verlfit.overrides import default_mini_batch
@@ -17,10 +17,18 @@ def check_sizing_args(args) -> None:
     ``verlfit train`` and ``verlfit plan`` alike.
 
     Raises:
-        VerlfitError (exit status 2): ``--samples`` with ``--algo ppo``.
+        VerlfitError (exit status 2): ``--samples`` with ``--algo ppo``; ``--critic-lora-rank`` with ``--algo grpo``;
+            ``--lora-alpha`` or ``--lora-target-modules`` without an adapter to apply them to.
     """
     if args.algo == "ppo" and args.samples is not None:
         raise VerlfitError(f"--samples {args.samples} with --algo ppo: PPO samples one response per prompt (its critic gives the baseline)", fix="use --algo grpo for several responses per prompt, or drop --samples", exit_code=2)
+    if args.algo == "grpo" and args.critic_lora_rank is not None:
+        raise VerlfitError(f"--critic-lora-rank {args.critic_lora_rank} with --algo grpo: GRPO has no critic", fix="drop --critic-lora-rank (--lora-rank sets the actor's), or use --algo ppo", exit_code=2)
+    critic_rank = (args.lora_rank if args.critic_lora_rank is None else args.critic_lora_rank) if args.algo == "ppo" else 0
+    if args.lora_rank == 0 and critic_rank == 0:
+        unused = [flag for flag, value in (("--lora-alpha", args.lora_alpha), ("--lora-target-modules", args.lora_target_modules)) if value is not None]
+        if unused:
+            raise VerlfitError(f"{' and '.join(unused)} without LoRA: every parameter trains, so there is no adapter to apply {'them' if len(unused) > 1 else 'it'} to", fix="add --lora-rank N (e.g. 32), or drop " + " and ".join(unused), exit_code=2)
 
 
 def sizing_from_args(args) -> dict:
@@ -30,7 +38,9 @@ def sizing_from_args(args) -> dict:
 
     Defaults: mini-batch half the batch (the whole batch when it is odd, :func:`verlfit.overrides.default_mini_batch`);
     micro-batches TrainSettings' (actor 4, log-prob 8, critic 4) or, with ``--micro-batch-size M``, M for actor and
-    critic and 2M for log-prob; gradient checkpointing on; offload none; GRPO samples :data:`DEFAULT_SAMPLES`.
+    critic and 2M for log-prob; gradient checkpointing on; offload none; GRPO samples :data:`DEFAULT_SAMPLES`;
+    LoRA off (rank 0); with LoRA alpha :data:`DEFAULT_LORA_ALPHA` and target modules
+    :data:`DEFAULT_LORA_TARGET_MODULES` (verl's own defaults), and for PPO the critic at the actor's rank.
 
     Raises:
         VerlfitError: from :func:`check_sizing_args`.
@@ -45,6 +55,10 @@ def sizing_from_args(args) -> dict:
         max_prompt_length=args.max_prompt_length,
         max_response_length=args.max_response_length,
         gradient_checkpointing=args.gradient_checkpointing is not False,
+        lora_rank=args.lora_rank,
+        critic_lora_rank=(args.lora_rank if args.critic_lora_rank is None else args.critic_lora_rank) if args.algo == "ppo" else None,
+        lora_alpha=args.lora_alpha if args.lora_alpha is not None else DEFAULT_LORA_ALPHA,
+        lora_target_modules=args.lora_target_modules if args.lora_target_modules is not None else DEFAULT_LORA_TARGET_MODULES,
     )
     if args.micro_batch_size is not None:
         fields.update(actor_micro_batch_size=args.micro_batch_size, critic_micro_batch_size=args.micro_batch_size, log_prob_micro_batch_size=2 * args.micro_batch_size)
@@ -115,6 +129,10 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
         critic_param_offload=s.critic_param_offload,
         critic_optimizer_offload=s.critic_optimizer_offload,
         gpus=s.gpus * getattr(s, "nodes", 1),
+        lora_rank=s.lora_rank,
+        critic_lora_rank=s.critic_lora_rank,
+        # run.json keeps a list of names as a JSON list
+        lora_target_modules=s.lora_target_modules if isinstance(s.lora_target_modules, str) else tuple(s.lora_target_modules),
     )
     return request_for_profile(profile, shape, memory_bytes, **{**mapped, **fields})
 

@@ -1,0 +1,44 @@
+"""benchmarks/fits_table.py: the README's "What fits on a 24 GB card" table is the planner's, row by row."""
+
+from pathlib import Path
+
+import pytest
+
+import fits_table  # benchmarks/ is on sys.path (tests/conftest.py)
+from verlfit.model_shape import load_model_shape
+from verlfit.plan import GIB, auto_fit, format_gib, request_for_profile
+from verlfit.profiles import load_profile
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_the_readme_table_is_the_scripts_output():
+    assert fits_table.readme_table(README.read_text(encoding="utf-8")) == fits_table.table()
+    assert fits_table.main(["--check", str(README)]) == 0
+
+
+@pytest.mark.parametrize("card, size, algorithm, lora", [("p40", "3B", "grpo", True), ("p40", "1.5B", "ppo", False), ("a10", "1.5B", "ppo", True)])
+def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lora):
+    profile = load_profile(card)
+    request = request_for_profile(
+        profile, load_model_shape(f"Qwen/Qwen2.5-{size}-Instruct"), int(profile.gpu_memory_gib * GIB), algorithm=algorithm,
+        rollout_n=4 if algorithm == "grpo" else 1, train_batch_size=32, ppo_mini_batch_size=16, max_prompt_length=512, max_response_length=256,
+        gradient_checkpointing=True, lora_rank=32 if lora else 0,
+    )
+    decision = auto_fit(request)
+    cells = fits_table.row(card, size, algorithm, lora)
+    assert cells[:4] == [card.upper(), f"Qwen2.5-{size}", f"{algorithm.upper()} 32{' x 4' if algorithm == 'grpo' else ''}", "LoRA r32" if lora else "full"]
+    assert cells[4].startswith("fits (micro-batch") == decision.fits
+    assert cells[5] == (format_gib(decision.plan.peak.total) if decision.fits else f"> {format_gib(decision.plan.peak.total)}")
+    assert cells[6:] == ["not run", "not run"]
+
+
+def test_check_and_write_on_a_stale_table(tmp_path, capsys):
+    stale = tmp_path / "README.md"
+    stale.write_text(f"intro\n{fits_table.START}\n| old |\n{fits_table.END}\noutro\n", encoding="utf-8")
+    assert fits_table.main(["--check", str(stale)]) == 1
+    assert "table differs from the planner's" in capsys.readouterr().err
+    assert fits_table.main(["--write", str(stale)]) == 0
+    assert stale.read_text(encoding="utf-8") == "intro\n" + fits_table.table() + "outro\n"
+    (tmp_path / "empty.md").write_text("no table\n")
+    assert fits_table.main(["--check", str(tmp_path / "empty.md")]) == 1
