@@ -35,7 +35,7 @@
 #   lora_3b_grpo
 #              GRPO with LoRA (rank 32), Qwen2.5-3B shape, same setup, 32 prompts x 4 samples (what `verlfit plan`
 #              says fits), 5 steps, checkpoints at steps 3 and 5; then adapter_norm.py
-#   learn_lora the learning check of `learn` with LoRA (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor
+#   learn_lora the learning check of `learn` with LoRA (LEARN_TEST_FREQ: validation every N steps, default 20, for both) (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor
 #              learning rates ten times the full-parameter ones (all four at once)
 #   pack       tar the run records (run.json, metrics.jsonl, train.log tail) into $OUT/runs.tar.gz and write
 #              $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison table)
@@ -265,10 +265,10 @@ stage_learn() {
     for algo in ${LEARN_ALGOS:-ppo grpo}; do
       if [ "$algo" = ppo ]; then
         train "learn-ppo-lr$lr${LEARN_TAG:-}" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-          --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-5 --skip-checks --test-freq 20 --save-freq 200 "${extra[@]}" &
+          --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-5 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq 200 "${extra[@]}" &
       else
         train "learn-grpo-lr$lr${LEARN_TAG:-}" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-          --max-response-length 128 --actor-lr "$lr" --skip-checks --test-freq 20 --save-freq 200 "${extra[@]}" &
+          --max-response-length 128 --actor-lr "$lr" --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq 200 "${extra[@]}" &
       fi
     done
   done
@@ -343,9 +343,9 @@ stage_learn_lora() {
   learn_data
   for lr in ${LEARN_LORA_LRS:-1e-4 3e-4}; do
     train "learn-lora-ppo-lr$lr" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-4 --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq 20 --save-freq -1 &
+      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-4 --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 &
     train "learn-lora-grpo-lr$lr" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr "$lr" --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq 20 --save-freq -1 &
+      --max-response-length 128 --actor-lr "$lr" --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 &
   done
   wait
 }

@@ -53,13 +53,13 @@ def test_checkpointing_adds_a_forward_of_the_layers_and_lora_drops_weight_gradie
     assert lora.flops == 26240 * 2 + 5120 * 2
 
 
-def test_lora_rank_is_read_from_the_request_when_it_has_one():
-    @dataclasses.dataclass(frozen=True)
-    class WithLora(plan.PlanRequest):
-        lora_rank: int = 16
-
-    work = plan_time.phase_work(WithLora(**dataclasses.asdict(tiny_request()) | {"shape": TINY}))["update_actor"]
-    assert work.flops == 26240 * 2 + 5120 * 2
+def test_lora_rank_is_read_from_the_request():
+    work = plan_time.phase_work(tiny_request(lora_rank=16))
+    assert work["update_actor"].flops == 26240 * 2 + 5120 * 2
+    # the critic takes the actor's rank unless its own is set (PlanRequest.lora_rank_of)
+    assert work["update_critic"].flops == plan_time.phase_work(tiny_request(), plan_time.TimeInputs(lora_rank=16, critic_lora_rank=16))["update_critic"].flops
+    full_critic = plan_time.phase_work(tiny_request(lora_rank=16, critic_lora_rank=0))["update_critic"]
+    assert full_critic.flops == plan_time.phase_work(tiny_request())["update_critic"].flops
 
 
 def test_trimmed_padding_uses_the_mean_lengths():

@@ -106,8 +106,9 @@ class TimeInputs:
         mean_prompt_length, mean_response_length: mean used tokens per sequence, for ``trim_padding`` (None =
             :data:`GSM8K_MEAN_PROMPT_TOKENS` and ``max_response_length``).
         save_freq: steps between checkpoint saves (None or <= 0: no saves).
-        lora_rank: the actor's LoRA rank (0 = full fine-tuning); None = ``getattr(request, "lora_rank", 0)``.
-        critic_lora_rank: the critic's; None = ``getattr(request, "critic_lora_rank", 0)``.
+        lora_rank: the actor's LoRA rank (0 = full fine-tuning); None = the request's (``PlanRequest.lora_rank``).
+        critic_lora_rank: the critic's; None = the request's (``PlanRequest.lora_rank_of("critic")``: the actor's
+            rank unless the critic's is set).
     """
 
     decode_steps: int | None = None
@@ -261,8 +262,8 @@ def generation_work(request: PlanRequest, inputs: TimeInputs) -> PhaseWork:
 def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
     """Counted work of every phase that runs (a :data:`PHASES` name -> :class:`PhaseWork`), per GPU, per step."""
     inputs = inputs or TimeInputs()
-    lora = (inputs.lora_rank if inputs.lora_rank is not None else getattr(request, "lora_rank", 0) or 0) > 0
-    critic_lora = (inputs.critic_lora_rank if inputs.critic_lora_rank is not None else getattr(request, "critic_lora_rank", 0) or 0) > 0
+    lora = (inputs.lora_rank if inputs.lora_rank is not None else request.lora_rank_of("actor")) > 0
+    critic_lora = (inputs.critic_lora_rank if inputs.critic_lora_rank is not None else request.lora_rank_of("critic")) > 0
     columns = _lengths(request, inputs)
     shape = request.shape
     actor_params, critic_params = shape.actor_parameters / request.gpus, shape.critic_parameters / request.gpus
