@@ -74,6 +74,7 @@ def context(world, gpus=(P40,), nvml=None, torch=TORCH_CU118, environ=None, **fi
         checkpoint_dir=str(world.tmp / "runs"),
         disk_usage=lambda path: SimpleNamespace(total=500 * GIB, used=100 * GIB, free=400 * GIB),
         shm_size=lambda path: 8 * GIB,
+        available_memory=lambda: 16 * GIB,  # Ray's store: 30% = 4.8 GiB, in the 8 GiB /dev/shm
         verl_dir=world.verl,
         series_path=world.series,
         head=head,
@@ -177,22 +178,101 @@ def test_triton_shared_memory_over_the_p40_limit(world):
     assert result.fix == "export TRITON_MAX_SHARED_MEMORY=49152"
 
 
-def test_small_dev_shm_warns(world):
-    result = by_name(run_checks(context(world, shm_size=lambda path: 64 * 2**20), names=("shm",)))["shm"]
-    assert result.status == "WARN"
-    assert result.message == "/dev/shm is 64 MiB (Docker's default is 64 MiB): Ray's object store falls back to /tmp when it does not fit (slower; Ray warns at start)"
-    assert result.fix == "run the container with --shm-size=8g (or --ipc=host)"
+def test_dockers_default_dev_shm_fails_with_the_size_to_give(world):
+    result = by_name(run_checks(context(world, shm_size=lambda path: 64 * 2**20, available_memory=lambda: 64 * GIB), names=("shm",)))["shm"]
+    assert result.status == "FAIL"
+    assert result.message == ("/dev/shm has 64 MiB free (Docker's default /dev/shm is 64 MiB); Ray's object store here is 10.0 GB "
+                              "(30% of the 64.0 GiB available RAM, at most 10 GB): Ray would move it to /tmp, on disk (\"This will harm performance!\")")
+    # 10 GB x 1.1 (Ray's own advice) = 10.24 GiB -> 11; the cap is 90% of what /dev/shm has free
+    assert result.fix == ("give the container 11 GiB of shared memory: compose.yaml's shm_size: 11gb, or docker run --shm-size=11g (or --ipc=host); "
+                          "or cap Ray's store to fit: export RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES=60397977")
+    assert "shm" in BLOCKING
 
 
-@pytest.mark.parametrize("free_gib, status", [(1, "FAIL"), (50, "PASS")])
-def test_disk_against_checkpoint_size(world, free_gib, status):
-    # the small model: 138304 parameters x 12 B x 2 (actor + critic) = 3.3 MB per checkpoint
-    usage = lambda path: SimpleNamespace(total=0, used=0, free=free_gib * 2**20 if status == "FAIL" else free_gib * GIB)  # noqa: E731
-    one = doctor.checkpoint_bytes(138304)
-    assert one == 138304 * 24
-    ctx = context(world, disk_usage=usage if status == "PASS" else (lambda path: SimpleNamespace(total=0, used=0, free=one - 1)))
+@pytest.mark.parametrize("shm_gib, ram_gib, status", [(8, 16, "PASS"), (8, 64, "FAIL"), (11, 64, "PASS"), (0.5, 1, "PASS"), (0.5, 2, "FAIL")])
+def test_shm_verdict_is_rays_own_choice_of_dev_shm(world, monkeypatch, tmp_path, shm_gib, ram_gib, status):
+    """Reference: Ray 2.46's own ResourceSpec.resolve and determine_plasma_store_config, fed the same sizes."""
+    import ray._private.utils as ray_utils
+    from ray._private import services
+    from ray._private.resource_spec import ResourceSpec
+
+    shm, ram = int(shm_gib * GIB), int(ram_gib * GIB)
+    monkeypatch.setattr(ray_utils, "get_shared_memory_bytes", lambda: shm)
+    monkeypatch.setattr(ray_utils, "estimate_available_memory", lambda: ram)
+    monkeypatch.setattr(ray_utils, "get_system_memory", lambda: ram)
+    rays_store = ResourceSpec(num_cpus=1, num_gpus=0).resolve(is_head=True, node_ip_address="127.0.0.1").object_store_memory
+    rays_directory = services.determine_plasma_store_config(rays_store, str(tmp_path))[0]
+    assert doctor.ray_object_store_bytes(ram, shm, {}) == int(rays_store)
+    result = by_name(run_checks(context(world, shm_size=lambda path: shm, available_memory=lambda: ram), names=("shm",)))["shm"]
+    assert (result.status, rays_directory) == (status, "/dev/shm" if status == "PASS" else "/tmp")  # Ray's user temp dir
+
+
+def test_capping_rays_store_as_the_fix_says_passes(world):
+    small = context(world, shm_size=lambda path: 8 * GIB, available_memory=lambda: 64 * GIB)
+    assert by_name(run_checks(small, names=("shm",)))["shm"].status == "FAIL"
+    small.environ = {"RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES": str(int(8 * GIB * 0.9))}
+    result = by_name(run_checks(small, names=("shm",)))["shm"]
+    assert (result.status, result.message) == ("PASS", "/dev/shm has 8.0 GiB free; Ray's object store here is 7.7 GB (30% of the 64.0 GiB available RAM, at most 10 GB): it fits")
+
+
+def test_missing_dev_shm_fails(world):
+    result = by_name(run_checks(context(world, shm_size=lambda path: None), names=("shm",)))["shm"]
+    assert result.status == "FAIL" and result.message.startswith("/dev/shm is missing: Ray reads its size when it starts")
+
+
+def test_train_refuses_a_small_dev_shm(world, monkeypatch):
+    from verlfit import train
+
+    monkeypatch.setattr(doctor, "_statvfs_free", lambda path: 64 * 2**20)
+    monkeypatch.setattr(doctor, "available_memory_bytes", lambda: 64 * GIB)
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model)), environment={})
+    with pytest.raises(doctor.VerlfitError) as raised:
+        train.run_blocking_checks(plan)
+    assert "  FAIL shm: /dev/shm has 64 MiB free (Docker's default /dev/shm is 64 MiB)" in raised.value.message
+    assert "fix: give the container 11 GiB of shared memory: compose.yaml's shm_size: 11gb, or docker run --shm-size=11g" in raised.value.message
+
+
+# the small model of fakes.write_model_dir, PPO: actor and critic, fp32 weights + AdamW, + 32 MiB of tokenizer files each
+def small_checkpoint(world, algorithm="ppo"):
+    from verlfit.failure import checkpoint_bytes
+    from verlfit.model_shape import load_model_shape
+
+    shape = load_model_shape(str(world.model))
+    roles = [(shape.actor_parameters,)] + ([(shape.critic_parameters,)] if algorithm == "ppo" else [])
+    one = sum(params * 12 + 32 * 2**20 for (params,) in roles)
+    request = SimpleNamespace(shape=shape, has_critic=algorithm == "ppo")
+    assert one == checkpoint_bytes(request)
+    return one
+
+
+@pytest.mark.parametrize("algorithm, keep, fit, status", [
+    ("ppo", 2, 2, "PASS"), ("ppo", 2, 1.5, "WARN"), ("ppo", 2, 0.9, "FAIL"), ("grpo", 3, 2.5, "WARN"), ("grpo", 3, 3, "PASS"), ("ppo", 0, 1.9, "WARN"),
+])
+def test_disk_holds_the_checkpoints_kept_at_once(world, algorithm, keep, fit, status):
+    one = small_checkpoint(world, algorithm)
+    free = int(one * fit)
+    ctx = context(world, algorithm=algorithm, keep_checkpoints=keep, disk_usage=lambda path: SimpleNamespace(total=0, used=0, free=free))
     result = by_name(run_checks(ctx, names=("disk",)))["disk"]
+    held = keep or 2  # keep all: the doctor does not know the run's length, 2 are counted
     assert result.status == status
+    head = f"{free / GIB:.1f} GiB free at {world.tmp}; this run holds {held} checkpoints of {one / GIB:.1f} GiB at once: {held * one / GIB:.1f} GiB"
+    tail = {"PASS": "", "WARN": f": only {int(fit)} fit, the save after that fails with a full disk", "FAIL": ": not even one checkpoint fits"}[status]
+    assert result.message == head + tail  # runs/ does not exist yet: its nearest existing parent is measured
+
+
+def test_checkpoints_held_follows_verls_pruning():
+    from verlfit.doctor import checkpoints_held
+
+    assert [checkpoints_held(2), checkpoints_held(5), checkpoints_held(0), checkpoints_held(0, 20), checkpoints_held(5, 3), checkpoints_held(2, 1)] == [2, 5, 2, 20, 3, 1]
+
+
+def test_doctor_cli_sizes_the_disk_for_algo_and_keep(world, monkeypatch):
+    seen = {}
+    monkeypatch.setitem(doctor.CHECKS, "disk", lambda ctx: seen.update(algo=ctx.algorithm, keep=ctx.keep_checkpoints) or doctor.CheckResult("disk", "PASS", "ok"))
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["doctor", "--algo", "grpo", "--keep-checkpoints", "4", "--model", str(world.model)])
+    doctor._run(args, context=context(world), out=out)
+    assert seen == {"algo": "grpo", "keep": 4}
 
 
 def test_data_missing_warns_broken_fails(world):
@@ -272,7 +352,7 @@ def test_a_crashing_check_becomes_a_fail(world, monkeypatch):
 def test_blocking_checks_return_only_failures_of_the_subset(world):
     assert blocking_checks(context=context(world)) == []
     failures = blocking_checks(profile_name="a10", context=context(world, shm_size=lambda path: 1))
-    assert [f.name for f in failures] == ["gpu", "triton-shared-memory"]  # the a10 image's 99 KiB; shm is not blocking
+    assert [f.name for f in failures] == ["gpu", "triton-shared-memory", "shm"]  # the a10 image's 99 KiB; 1 byte of /dev/shm
     failures = blocking_checks(environment={"TRITON_MAX_SHARED_MEMORY": "101376"}, context=context(world, profile_name="p40"))
     assert [f.name for f in failures] == ["triton-shared-memory"]
     (world.data / "train.parquet").unlink()

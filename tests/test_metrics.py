@@ -231,3 +231,22 @@ def test_full_precision_values_from_patch_0008_on_complete_lines():
     assert record["step"] == 3 and record["actor/ppo_kl"] == 2.5e-05 and record["actor/pg_loss"] == -0.012345678901234
     assert record["perf/throughput"] == 540.1 and math.isnan(record["critic/score/mean"])
     assert parse_step_line(line.rstrip("\n")) is None  # without its newline it may have been cut
+
+
+def test_consolidate_forgets_a_finished_marker_once_training_goes_on():
+    # finished at step 2, then resumed with more --steps: step 3 trained
+    merged = consolidate([train(1, 0.1), train(2, 0.2), {"step": 2, "finished": True, VAL: 0.3}, train(3, 0.35)])
+    assert [(r["step"], "finished" in r) for r in merged] == [(1, False), (2, False), (3, False)]
+    assert merged[1][VAL] == 0.3
+
+
+def test_drop_after_checkpoint_keeps_what_the_resumed_run_continues(tmp_path):
+    lines = [json.dumps(r) for r in ({"step": 0, VAL: 0.1}, train(1, 0.1), train(2, 0.2), {"step": 2, "finished": True, VAL: 0.2}, train(3, 0.3))]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 4, "critic/sc')  # a kill cut the last record
+    assert metrics.drop_after_checkpoint(tmp_path, 2) == 1  # step 3 (the cut line is not a record)
+    assert read_metrics(tmp_path) == [{"step": 0, VAL: 0.1}, train(1, 0.1), train(2, 0.2), {"step": 2, VAL: 0.2}]
+    assert (tmp_path / "metrics.jsonl").read_text().endswith("}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]  # the temporary file was renamed
+    before = (tmp_path / "metrics.jsonl").stat().st_mtime_ns
+    assert metrics.drop_after_checkpoint(tmp_path, 2) == 0 and (tmp_path / "metrics.jsonl").stat().st_mtime_ns == before  # nothing to drop: untouched
+    assert metrics.drop_after_checkpoint(tmp_path / "absent", 2) == 0 and not (tmp_path / "absent").exists()

@@ -125,3 +125,104 @@ def test_eta_starts_from_the_initial_estimate_until_a_step_is_done(tmp_path):
     assert watcher.eta_seconds() == 180.0
     watcher.close()
     assert StepWatcher(tmp_path, total_steps=10, stream=io.StringIO(), tty=False).eta_seconds() is None
+
+
+def test_a_resumed_run_records_each_step_once(tmp_path):
+    """Two sessions: the first killed during step 6 after its checkpoint of step 4, the second resumed from it."""
+    from verlfit.metrics import consolidate, is_training_record
+
+    watch(tmp_path, "ppo_resumed_first_session.log", tty=False)
+    assert [r["step"] for r in read_metrics(tmp_path)] == [0, 1, 2, 3, 4, 5]
+    ticks = iter(range(2000, 3000))
+    with StepWatcher(tmp_path, stream=io.StringIO(), tty=False, clock=lambda: float(next(ticks)), resume_step=4) as watcher:
+        assert [r["step"] for r in read_metrics(tmp_path)] == [0, 1, 2, 3, 4]  # step 5 dropped before verl starts again
+        for line in log_lines("ppo_resumed_second_session.log"):
+            watcher.feed(line)
+    records = read_metrics(tmp_path)
+    assert [(r["step"], r["time"], is_training_record(r), bool(r.get("finished"))) for r in records] == [
+        (0, 1000.0, False, False), (1, 1001.0, True, False), (2, 1002.0, True, False), (3, 1003.0, True, False), (4, 1004.0, True, False),
+        (4, 2000.0, False, False), (5, 2001.0, True, False), (6, 2002.0, True, False), (6, 2003.0, False, True)]
+    training = [r["step"] for r in records if is_training_record(r)]
+    assert training == [1, 2, 3, 4, 5, 6]  # each training step exactly once
+    assert records[6]["critic/score/mean"] == 0.188  # step 5 as the second session trained it (the first session: 0.062; 3 decimals)
+    merged = consolidate(records)
+    assert [r["step"] for r in merged] == [0, 1, 2, 3, 4, 5, 6] and merged[4]["val-core/openai/gsm8k/reward/mean@1"] == 0.0712
+    # the full log keeps both sessions, step 5 twice
+    assert sum(" step:5 - " in line for line in (tmp_path / "train.log").read_text().splitlines()) == 2
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def stall_watcher(tmp_path, **kwargs):
+    clock, out = FakeClock(), io.StringIO()
+    watcher = StepWatcher(tmp_path, total_steps=6, stream=out, tty=False, clock=lambda: 0.0, monotonic=clock, **kwargs)
+    return watcher, clock, out
+
+
+def feed_at(watcher, clock, seconds, line):
+    clock.now = seconds
+    return watcher.feed(line)
+
+
+def test_a_stall_is_reported_once_with_the_phase_and_not_stopped(tmp_path):
+    lines = log_lines("ppo_resumed_first_session.log")
+    watcher, clock, out = stall_watcher(tmp_path, initial_step_seconds=100.0)
+    feed_at(watcher, clock, 5, lines[0])  # Total training steps: 6
+    # before the first record: max(10 min, 5 x 100 s) + 30 min of startup
+    assert watcher.stall_limit() == (2400.0, "5 x the estimated step, 1m40s, at least 10m00s, + 30m00s for startup before the first record")
+    clock.now = 2399
+    assert watcher.check_stall() is None
+    clock.now = 2400
+    stall = watcher.check_stall()
+    assert (stall.seconds, stall.next_step, stall.phase, stall.phase_seconds, stall.last_line, stall.stopping) == (
+        2400, 1, "model loading (the Ray workers build the models)", 2395, "Total training steps: 6", False)
+    assert out.getvalue().splitlines() == [
+        "verlfit: no step has finished for 40m00s (limit 40m00s: 5 x the estimated step, 1m40s, at least 10m00s, + 30m00s for startup "
+        "before the first record); step 1 is in progress; verl last entered model loading (the Ray workers build the models) 39m55s ago; "
+        "its last line, 39m55s ago: 'Total training steps: 6'; not stopped (verlfit train --stall-timeout SECONDS stops a stalled run)"]
+    clock.now = 2500
+    assert watcher.check_stall().seconds == 2500 and len(out.getvalue().splitlines()) == 1  # said once
+    assert not watcher.stop_requested
+    for line in lines[1:7]:  # the initial validation, then its step:0 record
+        feed_at(watcher, clock, 2600, line)
+    assert watcher.stall is None
+    assert out.getvalue().splitlines()[-1] == "verlfit: step 0 finished after 43m20s without one: the stall is over"
+    feed_at(watcher, clock, 2650, lines[7])  # step 1
+    step1 = watcher.step_times[0]
+    feed_at(watcher, clock, 2700, lines[8])  # local_global_step_folder: .../global_step_2
+    assert watcher.phase == "the checkpoint save of step 2"
+    assert watcher.stall_limit() == (600.0, f"5 x the longest step so far, {round(step1)}s, at least 10m00s")
+    clock.now = 3249  # 600 s after step 1
+    assert watcher.check_stall() is None
+    clock.now = 3250
+    assert (watcher.check_stall().phase, watcher.stall.phase_seconds, watcher.stall.next_step) == ("the checkpoint save of step 2", 550, 2)
+    watcher.close()
+
+
+def test_stall_timeout_asks_to_stop_and_names_a_worker_method(tmp_path):
+    watcher, clock, out = stall_watcher(tmp_path, stall_timeout=120)
+    feed_at(watcher, clock, 10, "(TaskRunner pid=1) step:3 - critic/score/mean:0.500 - timing_s/step:2.000 - perf/throughput:10.000\n")
+    feed_at(watcher, clock, 20, "(TaskRunner pid=1)   File \"ray_trainer.py\", line 1129, in fit: ray::WorkerDict.actor_rollout_update_actor() (pid=9)\n")
+    assert watcher.stall_limit() == (120, "--stall-timeout 120")
+    clock.now = 129.9
+    assert watcher.check_stall() is None and not watcher.stop_requested
+    clock.now = 130
+    stall = watcher.check_stall()
+    assert (stall.next_step, stall.phase, stall.stopping, watcher.stop_requested) == (4, "the actor update (verl's actor_rollout_update_actor)", True, True)
+    assert out.getvalue().splitlines()[-1].endswith("; stopping verl (--stall-timeout)")
+    watcher.close()
+
+
+def test_a_finished_run_never_stalls(tmp_path):
+    watcher, clock, _ = stall_watcher(tmp_path, stall_timeout=1)
+    for line in log_lines("ppo_p40_finished.log"):
+        watcher.feed(line)
+    clock.now = 10_000
+    assert watcher.finished and watcher.check_stall() is None
+    watcher.close()

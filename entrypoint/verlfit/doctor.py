@@ -15,12 +15,15 @@ Checks (name: what it looks at):
   entrypoint sets are values ``verlfit train`` accepts for it: ``VLLM_DTYPE`` a torch dtype name (no bf16 below
   compute capability 8.0: the GPU's, or the profile's cards without one), ``TRITON_MAX_SHARED_MEMORY`` a whole
   number of bytes, ``PYTORCH_CUDA_ALLOC_CONF`` option:value pairs. Runs without a GPU.
-* ``shm``: ``/dev/shm`` size. Ray puts its object store there and falls back to ``/tmp`` with a
-  warning ("The object store is using /tmp instead of /dev/shm because /dev/shm has only N bytes
-  available. This will harm performance!", ``ray/_private/services.py``) when it is too small;
-  Docker's default is 64 MiB.
-* ``disk``: free space where checkpoints go, against one checkpoint's size (actor and critic fp32
-  weights + AdamW states: 12 bytes per parameter each; verl keeps every checkpoint by default).
+* ``shm``: ``/dev/shm`` against Ray's default object store (:func:`ray_object_store_bytes`: 30% of the available
+  RAM, at most 10 GB unless /dev/shm is bigger). Ray keeps the store in /dev/shm only when /dev/shm has that
+  much free; otherwise it moves it to /tmp with "This will harm performance!" (ray 2.46
+  ``_private/services.py:2136-2170``). Below that: FAIL (blocking: ``verlfit train`` refuses), with the size to
+  give the container (compose ``shm_size``, ``docker run --shm-size``); Docker's default is 64 MiB.
+* ``disk``: free space where checkpoints go (``--run-dir``) against the checkpoints a run holds at once
+  (:func:`checkpoint_space`): one checkpoint's size is :func:`verlfit.failure.checkpoint_bytes` of ``--model``
+  and ``--algo`` at train's defaults; ``--keep-checkpoints`` of them (train's default 2) must fit: WARN below that,
+  FAIL below one.
 * ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns; raw GSM8K files in ``--data`` (a WARN:
   train prepares them into ``--data/verl``); neither: a WARN when the datasets cache or the hub has GSM8K, else a FAIL.
 * ``model``: a local model directory with config, readable weights of the config's size and a tokenizer
@@ -40,6 +43,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -58,11 +62,13 @@ PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
 
 DRIVER_MINIMUM = (520, 61, 5)  # CUDA 11.8 release notes, table 3 (Linux)
 DRIVER_COMPAT_MINIMUM = (450, 80, 2)  # CUDA minor-version compatibility floor for 11.x
-SHM_MINIMUM_BYTES = 2 * GIB
-CHECKPOINT_BYTES_PER_PARAMETER = 12  # fp32 weights 4 + AdamW exp_avg 4 + exp_avg_sq 4 (save_contents model, optimizer)
+# Ray 2.46's default object store size (ray/_private/ray_constants.py:76-79 and :117; resource_spec.py:225-265)
+RAY_OBJECT_STORE_PROPORTION = 0.3  # DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, env RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION
+RAY_SHM_CAP_FLOOR_BYTES = 10**10  # REQUIRE_SHM_SIZE_THRESHOLD: the /dev/shm cap never goes below 10 GB
+RAY_OBJECT_STORE_MAX_BYTES = 200 * 10**9  # DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES, env RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 CHECK_NAMES = ("driver", "gpu", "torch-arch", "triton-shared-memory", "environment", "shm", "disk", "data", "model", "cuda", "patches")
-BLOCKING = ("driver", "gpu", "triton-shared-memory", "data", "model", "cuda")
+BLOCKING = ("driver", "gpu", "triton-shared-memory", "shm", "data", "model", "cuda")
 
 
 @dataclass(frozen=True)
@@ -169,7 +175,10 @@ class DoctorContext:
         checkpoint_dir: where checkpoints will be written (the nearest existing parent is measured).
         shm_path: Ray's shared-memory directory.
         disk_usage: ``shutil.disk_usage``-like function.
-        shm_size: bytes of the filesystem at ``shm_path`` (None when absent).
+        shm_size: bytes free in the filesystem at ``shm_path`` (None when absent), as Ray measures them.
+        available_memory: ``f() -> bytes`` of available RAM, as Ray measures it (:func:`available_memory_bytes`).
+        algorithm, keep_checkpoints: the run the disk check sizes (``--algo``, ``--keep-checkpoints``; train's
+            defaults ``ppo`` and 2).
         verl_dir: the installed verl package (found on demand without importing it).
         series_path: the patch series file (``VERLFIT_PATCHES_DIR`` or the repository's).
         head: ``f(url, timeout, headers) -> status``; raises OSError when unreachable.
@@ -189,6 +198,9 @@ class DoctorContext:
     shm_path: str = "/dev/shm"
     disk_usage: Callable = shutil.disk_usage
     shm_size: Callable[[str], int | None] | None = None
+    available_memory: Callable[[], int] | None = None
+    algorithm: str = "ppo"
+    keep_checkpoints: int = 2
     verl_dir: Path | None | str = "auto"
     series_path: Path | None | str = "auto"
     head: Callable = http_head
@@ -373,52 +385,117 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
     return CheckResult("environment", PASS, f"profile {chosen} ({how}); {values}")
 
 
-def _statvfs_size(path: str) -> int | None:
+def _statvfs_free(path: str) -> int | None:
+    """Bytes free at ``path`` as Ray counts them (``f_bsize * f_bavail``, ray 2.46 ``_private/utils.py:708-727``)."""
     try:
         stat = os.statvfs(path)
     except OSError:
         return None
-    return stat.f_frsize * stat.f_blocks
+    return stat.f_bsize * stat.f_bavail
+
+
+def available_memory_bytes() -> int:
+    """Available RAM as Ray estimates it when it sizes its object store: ``ray._private.utils.estimate_available_memory``
+    (total minus used, cgroup-aware); without ray, ``MemAvailable`` of ``/proc/meminfo`` read through psutil."""
+    try:
+        from ray._private.utils import estimate_available_memory
+    except ImportError:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    return int(estimate_available_memory())
+
+
+def ray_object_store_bytes(available_memory: int, shm_free: int, environ: Mapping[str, str] | None = None) -> int:
+    """The object store size ``ray.init()`` picks by default on Linux (ray 2.46 ``_private/resource_spec.py:225-265``):
+    ``RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION`` (0.3) x the available memory, capped at
+    ``min(RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES (200 GB), max(10 GB, 0.95 x /dev/shm free))``. Ray then puts it in
+    /dev/shm when /dev/shm has that many bytes free, else in /tmp (``_private/services.py:2136-2170``).
+
+    With /dev/shm under 10 GB the store is min(30% of the RAM, 10 GB): 10 GB on any host with more than 33 GB free.
+    """
+    environ = os.environ if environ is None else environ
+    proportion = float(environ.get("RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION") or RAY_OBJECT_STORE_PROPORTION)
+    ceiling = int(environ.get("RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES") or RAY_OBJECT_STORE_MAX_BYTES)
+    cap = min(ceiling, max(RAY_SHM_CAP_FLOOR_BYTES, int(shm_free * 0.95)))
+    return min(int(available_memory * proportion), cap)
 
 
 def check_shm(ctx: DoctorContext) -> CheckResult:
-    size = (ctx.shm_size or _statvfs_size)(ctx.shm_path)
-    fix = "run the container with --shm-size=8g (or --ipc=host)"
-    if size is None:
-        return CheckResult("shm", WARN, f"{ctx.shm_path} is missing: Ray's object store falls back to /tmp (slower; Ray warns at start)", fix)
-    if size < SHM_MINIMUM_BYTES:
-        return CheckResult("shm", WARN, f"{ctx.shm_path} is {size / 2**20:.0f} MiB (Docker's default is 64 MiB): Ray's object store falls back to /tmp when it does not fit (slower; Ray warns at start)", fix)
-    return CheckResult("shm", PASS, f"{ctx.shm_path} is {size / GIB:.1f} GiB")
+    free = (ctx.shm_size or _statvfs_free)(ctx.shm_path)
+    if free is None:
+        return CheckResult("shm", FAIL, f"{ctx.shm_path} is missing: Ray reads its size when it starts (ray._private.utils.get_shared_memory_bytes) and fails without it", "run the container with a /dev/shm (Docker gives one; compose.yaml's shm_size: 11gb, or docker run --shm-size=11g)")
+    available = (ctx.available_memory or available_memory_bytes)()
+    store = ray_object_store_bytes(available, free, ctx.environ)
+    need_gib = math.ceil(store * 1.1 / GIB)  # Ray's own advice: the store x 1.1 (services.py:2170)
+    what = f"Ray's object store here is {store / 1e9:.1f} GB (30% of the {available / GIB:.1f} GiB available RAM, at most 10 GB)"
+    if free < store:
+        return CheckResult(
+            "shm", FAIL,
+            f"{ctx.shm_path} has {free / 2**20:.0f} MiB free (Docker's default /dev/shm is 64 MiB); {what}: Ray would move it to /tmp, on disk (\"This will harm performance!\")",
+            f"give the container {need_gib} GiB of shared memory: compose.yaml's shm_size: {need_gib}gb, or docker run --shm-size={need_gib}g (or --ipc=host); "
+            f"or cap Ray's store to fit: export RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES={int(free * 0.9)}",
+        )
+    return CheckResult("shm", PASS, f"{ctx.shm_path} has {free / GIB:.1f} GiB free; {what}: it fits")
 
 
-def checkpoint_bytes(parameters: int, with_critic: bool = True) -> int:
-    """Bytes of one verl checkpoint: fp32 weights and AdamW states of the actor (and critic)."""
-    return parameters * CHECKPOINT_BYTES_PER_PARAMETER * (2 if with_critic else 1)
+def _existing_parent(path: str | os.PathLike) -> Path:
+    """``path`` or its nearest existing parent (a run directory is measured before it is created)."""
+    path = Path(path).expanduser().absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def checkpoints_held(keep: int, saves: int | None = None) -> int:
+    """How many checkpoints a run has on disk at its peak.
+
+    verl 0.4.1 deletes the oldest kept checkpoint *before* it writes the next one, once ``keep`` exist
+    (``fsdp_checkpoint_manager.py:183-186``), so the peak is ``keep`` (``keep`` - 1 complete + the one being
+    written), not ``keep`` + 1. ``keep`` 0 (keep all) holds every save: ``saves`` when known, else 2 are counted.
+    The prune list is per process: checkpoints from before a ``--resume`` stay, so a resumed run needs the same
+    room again on top of them. Never more than ``saves`` when that is known.
+    """
+    held = keep if keep > 0 else (saves if saves is not None else 2)
+    return max(1, min(held, saves) if saves is not None else held)
+
+
+def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, disk_usage: Callable = shutil.disk_usage) -> CheckResult:
+    """The ``disk`` verdict for checkpoints of ``one_checkpoint`` bytes under ``path``, ``held`` at once
+    (:func:`checkpoints_held`): FAIL when not even one fits, WARN when fewer than ``held`` fit, else PASS. The message
+    names the measured folder (``path`` or its nearest existing parent), the free GiB and the need."""
+    where = _existing_parent(path)
+    if not where.is_dir():
+        return CheckResult("disk", FAIL, f"{where} is a file: checkpoints cannot go under it ({path})", "pass --run-dir a directory path")
+    try:
+        free = disk_usage(str(where)).free
+    except OSError as error:
+        return CheckResult("disk", WARN, f"cannot measure free space at {where}: {error}")
+    need = held * one_checkpoint
+    text = f"{free / GIB:.1f} GiB free at {where}; this run holds {held} checkpoint{'s' if held > 1 else ''} of {one_checkpoint / GIB:.1f} GiB at once: {need / GIB:.1f} GiB"
+    fix = "free disk space, point --run-dir at a bigger disk, or keep fewer (--keep-checkpoints 2) / save less often (--save-freq)"
+    if free < one_checkpoint:
+        return CheckResult("disk", FAIL, text + ": not even one checkpoint fits", fix)
+    if free < need:
+        return CheckResult("disk", WARN, text + f": only {free // one_checkpoint} fit, the save after that fails with a full disk", fix)
+    return CheckResult("disk", PASS, text)
 
 
 def check_disk(ctx: DoctorContext) -> CheckResult:
+    from verlfit.failure import checkpoint_bytes
     from verlfit.model_shape import load_model_shape
+    from verlfit.overrides import TrainSettings
+    from verlfit.plan.request import request_from_settings
+    from verlfit.profiles import PROFILE_NAMES, load_profile
 
-    path = Path(ctx.checkpoint_dir).expanduser().absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    if not path.is_dir():
-        return CheckResult("disk", FAIL, f"{path} is a file: checkpoints cannot go under it ({ctx.checkpoint_dir})", "pass --run-dir a directory path")
-    try:
-        free = ctx.disk_usage(str(path)).free
-    except OSError as error:
-        return CheckResult("disk", WARN, f"cannot measure free space at {path}: {error}")
     try:
         shape = load_model_shape(ctx.model, hub_cache_lookup=ctx.hub_cache_lookup)
     except VerlfitError:
-        return CheckResult("disk", SKIP, f"{free / GIB:.1f} GiB free at {path}; model {ctx.model!r} has no local config.json to size a checkpoint")
-    one = checkpoint_bytes(shape.actor_parameters)
-    where = f"{free / GIB:.1f} GiB free at {path}; one PPO checkpoint of {shape.actor_parameters / 1e9:.2f}B parameters (actor + critic, fp32 weights + AdamW) is {one / GIB:.1f} GiB"
-    if free < one:
-        return CheckResult("disk", FAIL, where, "free disk space or point --run-dir elsewhere; or save less often (--save-freq)")
-    if free < 3 * one:
-        return CheckResult("disk", WARN, where + ": room for fewer than 3 (verlfit train keeps the newest 2, --keep-checkpoints; verl alone keeps every one)", "free disk space or point --run-dir elsewhere, or save less often (--save-freq)")
-    return CheckResult("disk", PASS, where)
+        where = _existing_parent(ctx.checkpoint_dir)
+        return CheckResult("disk", SKIP, f"model {ctx.model!r} has no local config.json to size a checkpoint (free space at {where} not judged)")
+    profile = load_profile(ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0])  # the size does not depend on it
+    request = request_from_settings(TrainSettings(model=ctx.model, algorithm=ctx.algorithm), profile, 24 * GIB, shape=shape)
+    return checkpoint_space(ctx.checkpoint_dir, checkpoint_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage)
 
 
 def check_data(ctx: DoctorContext) -> CheckResult:
@@ -662,6 +739,16 @@ def format_results(results: list[CheckResult]) -> str:
     return "\n".join(lines)
 
 
+def _kept(text: str) -> int:
+    """argparse type for doctor's --keep-checkpoints: 0 (all) or more."""
+    from verlfit.arguments import parse_number
+
+    value = parse_number(text, int, "a whole number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 (keep all) or more")
+    return value
+
+
 def register(subparsers):
     parser = subparsers.add_parser(
         "doctor",
@@ -674,6 +761,8 @@ def register(subparsers):
     parser.add_argument("--data", default="data/gsm8k", help="folder with train.parquet and test.parquet (default: %(default)s)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="model directory or hub id (default: %(default)s)")
     parser.add_argument("--run-dir", default="runs", help="where checkpoints go, for the disk check (default: %(default)s)")
+    parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="the algorithm whose checkpoints the disk check sizes (PPO: actor and critic; default: %(default)s, as train)")
+    parser.add_argument("--keep-checkpoints", type=_kept, default=2, metavar="N", help="checkpoints the run keeps, for the disk check (default: %(default)s, as train; 0: all)")
     parser.add_argument("--timeout", type=timeout_seconds, default=NETWORK_TIMEOUT_S, help="seconds for the hub reachability check (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON: {checks: [...], exit_status}")
     parser.set_defaults(func=_run)
@@ -685,6 +774,7 @@ def _run(args, context: DoctorContext | None = None, out=None) -> int:
     ctx = context or DoctorContext()
     ctx.profile_name = args.profile or ctx.profile_name
     ctx.data_dir, ctx.model, ctx.checkpoint_dir, ctx.timeout = args.data, args.model, args.run_dir, args.timeout
+    ctx.algorithm, ctx.keep_checkpoints = args.algo, args.keep_checkpoints
     results = run_checks(ctx)
     status = exit_status(results)
     if args.json:

@@ -203,7 +203,7 @@ def explain(failure: Failure, request=None, run_dir: str = "RUN_DIR", checkpoint
         kept = f"; the checkpoint of step {checkpoint_step} is complete and kept" if checkpoint_step else ""
         return message + kept, f"free space (or lower --keep-checkpoints, raise --save-freq), then {resume}"
     if failure.kind == "shared_memory":
-        return f"Ray's object store (in /dev/shm) was full during {where}", "give the container more shared memory (compose.yaml's shm_size: 8gb, or docker run --shm-size=8g), then " + resume
+        return f"Ray's object store (in /dev/shm) was full during {where}", "give the container more shared memory (compose.yaml's shm_size: 11gb, or docker run --shm-size=11g), then " + resume
     return (
         f"a verl worker process died during {where}: killed by a signal, or by the kernel's out-of-memory killer (host RAM: see `dmesg | grep -i 'killed process'`)",
         resume,

@@ -32,6 +32,20 @@ A record is ``{"step": int, <verl metric name>: float, ...}``. Keys without a ``
 ``finished`` (``True`` on the record made from verl's "Final validation metrics" line).
 Several records may share a step (the step-0 validation line after a resume, the final line);
 :func:`consolidate` merges them.
+
+After resumes, each training step is recorded exactly once. A resumed verl run restarts from its newest complete
+checkpoint (step C: ``latest_checkpointed_iteration.txt``) and trains steps C+1, C+2, ... again, so the steps an
+interrupted session finished after C are retrained and would be recorded twice. Two rules keep one record a step:
+
+* at the resume, before verl starts, :func:`drop_after_checkpoint` rewrites ``metrics.jsonl`` (temp file and rename)
+  without the records of steps after C and without an earlier ``finished`` marker, so the file never holds a step
+  from the discarded segment (``verlfit train`` does this through :class:`verlfit.progress.StepWatcher`'s
+  ``resume_step``; ``train.log`` keeps every line of every segment, so nothing read is lost);
+* readers take :func:`consolidate`: a training record for step S replaces any earlier records of steps >= S (a
+  file written before the first rule, or a log parsed whole, ``verlfit report`` on ``train.log``).
+
+The validation line verl prints at the resume step (``step:C - val-core/...``) and the final marker stay separate
+lines of their step; :func:`consolidate` merges them into that step's record.
 """
 
 from __future__ import annotations
@@ -289,8 +303,38 @@ def consolidate(records: Iterable[dict]) -> list[dict]:
                 del by_step[later]
             if is_training_record(previous):
                 previous = {}
+            for earlier in by_step.values():  # a run trained on after a "finished" marker (resumed with more --steps)
+                earlier.pop("finished", None)
         by_step[step] = {**previous, **record}
     return [by_step[step] for step in sorted(by_step)]
+
+
+def drop_after_checkpoint(run_dir: str | os.PathLike, checkpoint_step: int) -> int:
+    """Make ``run_dir/metrics.jsonl`` what a run resumed from the checkpoint of ``checkpoint_step`` continues.
+
+    Keeps, in file order, the records of steps <= ``checkpoint_step`` without their ``finished`` key (the run goes
+    on); drops the records of later steps (verl trains those steps again and they are recorded again) and unreadable
+    lines (a record cut by a kill). Writes a temporary file in the same folder, fsyncs it and renames it over the
+    old one, so a kill during the rewrite leaves either file whole. Nothing to drop: the file is left untouched.
+
+    Returns:
+        the number of records dropped (cut lines not counted).
+    """
+    path = Path(run_dir) / METRICS_FILE
+    unreadable: list[int] = []
+    records = read_metrics(run_dir, unreadable)
+    kept = [{k: v for k, v in r.items() if k != "finished"} for r in records if r["step"] <= checkpoint_step]
+    dropped = len(records) - len(kept)
+    if not dropped and not unreadable and not any("finished" in r for r in records):
+        return 0
+    temporary = path.with_name(f".{path.name}.resume")
+    with open(temporary, "wb") as handle:
+        for record in kept:
+            handle.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    return dropped
 
 
 def logger_overrides(tensorboard: bool, run_dir: str | os.PathLike, check: bool = True) -> tuple[list[str], dict[str, str]]:

@@ -22,22 +22,92 @@ The watcher
 
 ETA = mean ``timing_s/step`` of the steps finished since the watcher started x steps left (before the first step:
 the time model's estimate, ``initial_step_seconds``, when ``verlfit train`` could make one).
+
+A resumed run (``resume_step``: the checkpoint verl continues from) first drops the records after that step from
+``metrics.jsonl`` (:func:`verlfit.metrics.drop_after_checkpoint`): verl trains those steps again, so each step ends
+up recorded once.
+
+**Stalls.** :meth:`StepWatcher.check_stall`, called every few seconds by ``verlfit train`` whether or not verl
+printed anything, reports a stall when no step (or validation record) has finished for longer than the limit:
+``--stall-timeout`` when given, else :data:`STALL_FACTOR` x the longest step of this session (before the first
+one, the time model's estimate), at least :data:`STALL_MINIMUM_S`, plus :data:`STARTUP_ALLOWANCE_S` before the
+first record (Ray start, model loading and the initial validation come first). These are verlfit's choices, not
+measurements: a validation step and a checkpoint save are part of ``timing_s/step`` and take a few times a plain
+step (``tests/data/verl_logs``: 108 s against 44 s), so 5x leaves room for both without waiting hours.
+
+The stall message names the phase verl last entered, as far as its output tells: verl 0.4.1 prints nothing between
+a step's phases (rollout, log-probs, values, updates: ``ray_trainer.py:979-1130`` only time them), so the phases
+that can be named are the ones it announces (:data:`PHASE_SIGNALS`: model loading, checkpoint loading, validation
+generation and scoring, a checkpoint save, and a Ray worker method named in a traceback); otherwise "step N: the
+rollout, log-prob passes and updates" since the last finished step. The message also quotes verl's last line and
+how long ago it came. Only with ``stall_timeout`` set does :attr:`StepWatcher.stop_requested` turn on, and
+``verlfit train`` then stops verl as on Ctrl-C and records the run as stalled.
 """
 
 from __future__ import annotations
 
 import collections
 import os
+import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
-from verlfit.metrics import MetricsWriter, VerlConsoleParser, clean_line, is_training_record
+from verlfit.failure import PHASE_WORDS, WORKER_METHOD_PHASES
+from verlfit.metrics import MetricsWriter, VerlConsoleParser, clean_line, drop_after_checkpoint, is_training_record
 
 LOG_FILE = "train.log"
 REWARD_KEY = "critic/score/mean"
 KL_KEYS = ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl")
+
+STALL_FACTOR = 5  # x the longest step so far (or the estimate): verlfit's choice, see the module docstring
+STALL_MINIMUM_S = 600.0
+STARTUP_ALLOWANCE_S = 1800.0  # added before the first record: Ray start, model loading, initial validation
+
+# verl 0.4.1's lines that announce a phase (text after the Ray prefix) -> the phase; "{next}" is the step in progress
+PHASE_SIGNALS: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"^Total training steps: \d+"), "model loading (the Ray workers build the models)"),  # ray_trainer.py:536, before init_workers
+    (re.compile(r"^Load from checkpoint folder: "), "loading the checkpoint"),  # ray_trainer.py:868
+    (re.compile(r"^(?:Training from scratch|Resuming from )"), "step {next}: the rollout, log-prob passes and updates"),  # ray_trainer.py:858, 873
+    (re.compile(r"^test_gen_batch meta info: "), "validation: generating answers to the test prompts"),  # ray_trainer.py:646
+    (re.compile(r"^validation generation end"), "validation: scoring the answers"),  # ray_trainer.py:659
+    (re.compile(r"^local_global_step_folder: "), "the checkpoint save of step {next}"),  # ray_trainer.py:812
+)
+_SETTING_STEP = re.compile(r"^Setting global step to (\d+)")  # ray_trainer.py:872, a resume
+_WORKER_METHOD = re.compile(r"ray::WorkerDict\.(\w+)\(")
+
+
+@dataclass(frozen=True)
+class Stall:
+    """No step has finished for longer than the limit.
+
+    Attributes:
+        seconds: since the last record (a finished step or validation), or since the watcher started.
+        limit: the limit in seconds; ``limit_source`` says where it came from.
+        next_step: the step in progress.
+        phase: the phase verl last entered (see the module docstring); ``phase_seconds`` ago.
+        last_line: verl's last line (ANSI-stripped, Ray prefix off), ``last_line_seconds`` ago; None before any.
+        stopping: verlfit stops verl for it (``--stall-timeout`` given).
+    """
+
+    seconds: float
+    limit: float
+    limit_source: str
+    next_step: int
+    phase: str
+    phase_seconds: float
+    last_line: str | None
+    last_line_seconds: float | None
+    stopping: bool
+
+    def message(self) -> str:
+        text = (f"no step has finished for {format_duration(self.seconds)} (limit {format_duration(self.limit)}: {self.limit_source}); "
+                f"step {self.next_step} is in progress; verl last entered {self.phase} {format_duration(self.phase_seconds)} ago")
+        if self.last_line is not None:
+            text += f"; its last line, {format_duration(self.last_line_seconds)} ago: {self.last_line[:160]!r}"
+        return text + ("; stopping verl (--stall-timeout)" if self.stopping else "; not stopped (verlfit train --stall-timeout SECONDS stops a stalled run)")
 
 
 def format_duration(seconds: float) -> str:
@@ -110,12 +180,21 @@ class StepWatcher:
         log_path: the full log (default ``run_dir/train.log``).
         verbose: also echo every verl line to ``stream``.
         clock: wall-clock source for the records' ``time`` (tests pass a fake).
-        initial_step_seconds: an estimated step time (``verlfit.plan.time``) the ETA uses until a step is done.
+        initial_step_seconds: an estimated step time (``verlfit.plan.time``) the ETA uses until a step is done,
+            and the stall limit too.
+        resume_step: the checkpoint step a resumed verl run continues from: records after it are dropped from
+            ``metrics.jsonl`` first (:func:`verlfit.metrics.drop_after_checkpoint`). None: a new run.
+        stall_timeout: seconds without a finished step after which verl is to be stopped (``--stall-timeout``);
+            None or 0: the derived limit, and a stall is only reported.
+        monotonic: the clock of the stall limit, in seconds (tests pass a fake).
 
     Attributes:
         last_step: step of the last record, or ``None`` before the first.
         finished: verl printed its final line (the run's last step is done).
         tail_lines: the last 200 lines, ANSI-stripped, for an error message when verl fails.
+        phase: the phase verl last entered, as its output tells (module docstring).
+        stall: the current :class:`Stall`, or None while steps finish.
+        stop_requested: a stall passed ``stall_timeout``: the caller should stop verl.
     """
 
     def __init__(
@@ -128,6 +207,9 @@ class StepWatcher:
         verbose: bool = False,
         clock: Callable[[], float] = time.time,
         initial_step_seconds: float | None = None,
+        resume_step: int | None = None,
+        stall_timeout: float | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -143,7 +225,18 @@ class StepWatcher:
         self.last_step: int | None = None
         self.last_training: dict | None = None
         self.step_times: list[float] = []
+        self.stall_timeout = stall_timeout or None
+        self.monotonic = monotonic
+        self._base_step = resume_step or 0  # the step verl starts after (a resume's checkpoint)
+        self._progress_at = self._line_at = self._phase_at = monotonic()
+        self._seen_record = False
+        self._last_text: str | None = None
+        self.phase = "startup (Ray and the workers starting)"
+        self.stall: Stall | None = None
+        self.stop_requested = False
         self._log = open(self.log_path, "a", encoding="utf-8", errors="replace", buffering=1)
+        if resume_step is not None:
+            drop_after_checkpoint(self.run_dir, resume_step)
         self._writer = MetricsWriter(self.run_dir)
         self._live = None
         self._closed = False
@@ -173,8 +266,12 @@ class StepWatcher:
         self._log.write(line if line.endswith("\n") else line + "\n")
         _, text = clean_line(line)
         self.tail_lines.append(text)
+        now = self.monotonic()
+        if text.strip():
+            self._last_text, self._line_at = text, now
         if self.verbose:
             self._echo(text)
+        self._follow_phase(text, now)
         records = self.parser.feed(line)
         if self.total_steps is None and self.parser.total_steps is not None:
             self.total_steps = self.parser.total_steps
@@ -185,9 +282,69 @@ class StepWatcher:
                 self.step_times.append(record["timing_s/step"])
                 self.last_training = record
             self._echo(format_step_line(record, self.total_steps, self.eta_seconds()))
+            if self.stall is not None:
+                self._echo(f"verlfit: step {record['step']} finished after {format_duration(now - self._progress_at)} without one: the stall is over")
+            self._progress_at, self._seen_record, self.stall = now, True, None
+            self._base_step = record["step"]
+            self._enter(f"step {record['step'] + 1}: the rollout, log-prob passes and updates", now)
         if records and self._live is not None:
             self._live.refresh()  # other lines show at the next automatic refresh (twice a second)
         return records
+
+    # stalls --------------------------------------------------------------------------------------
+
+    def _enter(self, phase: str, now: float) -> None:
+        if phase != self.phase:
+            self.phase, self._phase_at = phase, now
+
+    def _follow_phase(self, text: str, now: float) -> None:
+        setting = _SETTING_STEP.match(text)
+        if setting:
+            self._base_step = int(setting.group(1))
+        method = _WORKER_METHOD.search(text)
+        if method:
+            name = method.group(1)
+            self._enter(f"{PHASE_WORDS.get(WORKER_METHOD_PHASES.get(name), 'a worker call')} (verl's {name})", now)
+            return
+        for pattern, phase in PHASE_SIGNALS:
+            if pattern.match(text):
+                self._enter(phase.format(next=self._base_step + 1), now)
+                return
+
+    def stall_limit(self) -> tuple[float, str]:
+        """(seconds without a finished step that make a stall, where that number comes from)."""
+        if self.stall_timeout:
+            return self.stall_timeout, f"--stall-timeout {self.stall_timeout:g}"
+        measured = max(self.step_times) if self.step_times else None
+        reference = measured if measured is not None else self.initial_step_seconds
+        if reference:
+            what = f"the longest step so far, {format_duration(reference)}" if measured is not None else f"the estimated step, {format_duration(reference)}"
+            limit, source = max(STALL_MINIMUM_S, STALL_FACTOR * reference), f"{STALL_FACTOR} x {what}, at least {format_duration(STALL_MINIMUM_S)}"
+        else:
+            limit, source = STALL_MINIMUM_S, f"no step time known: {format_duration(STALL_MINIMUM_S)}"
+        if not self._seen_record:
+            limit += STARTUP_ALLOWANCE_S
+            source += f", + {format_duration(STARTUP_ALLOWANCE_S)} for startup before the first record"
+        return limit, source
+
+    def check_stall(self) -> Stall | None:
+        """The current :class:`Stall`, or None while steps finish within the limit. The first time a stall is
+        seen, its message is shown, and with ``stall_timeout`` :attr:`stop_requested` turns on. Call it every
+        few seconds: it reads only the clock."""
+        if self._closed or self.finished:
+            return None
+        now = self.monotonic()
+        limit, source = self.stall_limit()
+        seconds = now - self._progress_at
+        if seconds < limit:
+            return None
+        first = self.stall is None
+        self.stall = Stall(seconds, limit, source, self._base_step + 1, self.phase, now - self._phase_at, self._last_text,
+                           None if self._last_text is None else now - self._line_at, bool(self.stall_timeout))
+        if first:
+            self._echo("verlfit: " + self.stall.message())
+            self.stop_requested = bool(self.stall_timeout)
+        return self.stall
 
     def close(self) -> None:
         """Stop the display and close the log and metrics files (idempotent)."""
@@ -243,6 +400,8 @@ class _LiveView:
         eta = w.eta_seconds()
         status = f"step {done}/{w.total_steps or '?'}  elapsed {format_duration(time.monotonic() - self.started)}"
         status += f"  ETA {format_duration(eta)}" if eta is not None else ("  waiting for the first step" if not w.step_times else "")
+        if w.stall is not None:
+            status += f"  STALLED: no step for {format_duration(w.stall.seconds)}, in {w.stall.phase}"
         row = Table.grid(padding=(0, 1))
         row.add_row(bar, Text(status))
         last = w.tail_lines[-1] if w.tail_lines else "starting verl"

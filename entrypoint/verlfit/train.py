@@ -24,6 +24,7 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -59,7 +60,16 @@ def _checkpoints_to_keep(text: str) -> int:
 # the defaults of every option, filled by register(): --resume refuses options that differ from them
 _DEFAULTS: dict[str, object] = {}
 # options that may change when a run is resumed
-_RESUMABLE = {"resume", "dry_run", "steps", "keep_checkpoints", "skip_checks", "no_validate", "func", "command"}
+_RESUMABLE = {"resume", "dry_run", "steps", "keep_checkpoints", "stall_timeout", "skip_checks", "no_validate", "func", "command"}
+STALLED_STATUS = 124  # launch()'s status after --stall-timeout stopped verl (timeout(1)'s convention)
+
+
+def _stall_seconds(text: str) -> float:
+    """argparse type for --stall-timeout: seconds, 0 (never stop) or more."""
+    value = parse_number(text, float, "a number of seconds")
+    if not 0 <= value < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} must be 0 (never stop) or a number of seconds")
+    return value
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -100,7 +110,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only --steps and --keep-checkpoints may be given)")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only --steps, --keep-checkpoints and --stall-timeout may be given)")
+    parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled (default: never stop; a stall is reported after 5 x the longest step, at least 10 min, see verlfit.progress). May be given with --resume")
     parser.add_argument("--dry-run", action="store_true", help="print the command, environment and resolved values, then exit (no GPU needed with --profile p40|a10)")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch")
     parser.add_argument("--no-validate", action="store_true", help="do not validate overrides against the installed verl (not recommended)")
@@ -535,23 +546,60 @@ def _estimated_step_seconds(plan: LaunchPlan) -> float | None:
         return None
 
 
-def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
+def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | None = None, poll_seconds: float = 5.0) -> int:
     """Run verl, feeding every output line to the progress watcher; return verl's exit status.
 
     Ctrl-C sends SIGINT to verl's whole process group (verl's driver shuts its local Ray cluster
     down on exit), waits up to 60 s, then SIGTERM, then SIGKILL. Checkpoints are not damaged:
     verl writes ``latest_checkpointed_iteration.txt`` only after a checkpoint is complete.
+
+    verl's output is read by a thread, so the watcher's stall check (:meth:`verlfit.progress.StepWatcher.check_stall`)
+    runs every ``poll_seconds`` even when verl prints nothing. With ``stall_timeout`` (``--stall-timeout``, seconds)
+    a stall stops verl the way Ctrl-C does, ``run.json`` records ``outcome`` ``{"status": "stalled", ...}`` and the
+    status is :data:`STALLED_STATUS`. A resumed run (``plan.settings.resume``) first drops the records after its
+    checkpoint from ``metrics.jsonl``: verl trains those steps again (:func:`verlfit.metrics.drop_after_checkpoint`).
     """
+    import queue
+    import threading
+
     from verlfit.progress import StepWatcher
 
     stream = stream or sys.stdout
     # VERLFIT_CONSOLE_FULL_PRECISION: patch 0008 prints exact metric values, so metrics.jsonl keeps them
     environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1", "VERLFIT_CONSOLE_FULL_PRECISION": "1"}
-    watcher = StepWatcher(run_dir, total_steps(plan.settings), stream=stream, initial_step_seconds=_estimated_step_seconds(plan))
+    resume_step = latest_checkpoint(run_dir) if plan.settings.resume else None
+    watcher = StepWatcher(run_dir, total_steps(plan.settings), stream=stream, initial_step_seconds=_estimated_step_seconds(plan), resume_step=resume_step, stall_timeout=stall_timeout)
     process = subprocess.Popen(plan.command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1, start_new_session=True)
+    lines: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        try:
+            for line in process.stdout:
+                lines.put(line)
+        finally:
+            lines.put(None)  # end of output
+
+    threading.Thread(target=read, daemon=True).start()
     try:
-        for line in process.stdout:
-            watcher.feed(line)
+        while True:
+            try:
+                line = lines.get(timeout=poll_seconds)
+            except queue.Empty:
+                line = ""
+            if line is None:
+                break
+            if line:
+                watcher.feed(line)
+            watcher.check_stall()
+            if watcher.stop_requested:
+                stall = watcher.stall
+                _stop(process, lines, watcher)
+                outcome = {"status": "stalled", "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "reason": "stall", "seconds_without_a_step": round(stall.seconds, 1),
+                           "limit_seconds": stall.limit, "step": stall.next_step, "phase": stall.phase, "message": stall.message(), "log_line": stall.last_line}
+                _record_outcome(run_dir, outcome)
+                print(f"verlfit: stopped verl: {stall.message().removesuffix('; stopping verl (--stall-timeout)')}", file=sys.stderr)
+                _say_how_to_continue(plan, run_dir)
+                return STALLED_STATUS
         status = process.wait()
         if status != 0 and not watcher.verbose:
             print("verlfit: the last lines verl printed:", file=sys.stderr)
@@ -562,25 +610,42 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None) -> int:
         return status
     except KeyboardInterrupt:
         print("\nverlfit: stopping verl (Ctrl-C again is not needed; waiting up to 60 s)", file=sys.stderr)
-        for sig, wait in ((signal.SIGINT, 60), (signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                process.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        _drain(process.stdout, watcher, seconds=10)  # verl's last words go to train.log too
-        checkpoint = latest_checkpoint(run_dir)
-        if checkpoint is None:
-            print(f"verlfit: stopped before the first checkpoint (--save-freq {plan.settings.save_freq}): nothing to resume; start a new run", file=sys.stderr)
-        else:
-            print(f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
+        _stop(process, lines, watcher)
+        _say_how_to_continue(plan, run_dir)
         return 130
     finally:
         watcher.close()
+
+
+def _stop(process, lines, watcher) -> None:
+    """Stop verl's process group: SIGINT, 60 s, SIGTERM, 30 s, SIGKILL; then feed its last words to the watcher."""
+    for sig, wait in ((signal.SIGINT, 60), (signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            process.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    _drain(lines, watcher, seconds=10)  # verl's last words go to train.log too
+
+
+def _say_how_to_continue(plan: LaunchPlan, run_dir: Path) -> None:
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        print(f"verlfit: stopped before the first checkpoint (--save-freq {plan.settings.save_freq}): nothing to resume; start a new run", file=sys.stderr)
+    else:
+        print(f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
+
+
+def _record_outcome(run_dir: Path, outcome: dict) -> None:
+    """Set ``outcome`` in ``run_dir/run.json`` (atomically); nothing when there is no run.json."""
+    record_path = run_dir / RUN_FILE
+    if record_path.is_file():
+        record = json.loads(record_path.read_text())
+        _write_atomic(record_path, json.dumps({**record, "outcome": outcome}, indent=2) + "\n")
 
 
 def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list[str] | None = None) -> dict | None:
@@ -604,12 +669,7 @@ def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list
     if found is not None:
         request = None
         try:
-            from verlfit.plan import request_from_settings
-
-            profile = load_profile(plan.profile_name)
-            limit = plan.environment.get("VERLFIT_GPU_MEMORY_LIMIT_GIB") or os.environ.get("VERLFIT_GPU_MEMORY_LIMIT_GIB")
-            memory = int(float(limit) * 1024**3) if limit else int(profile.gpu_memory_gib * 1024**3)
-            request = request_from_settings(plan.settings, profile, memory)
+            request = _run_request(plan)
         except (VerlfitError, OSError, ValueError) as error:  # the explanation goes on without the planner's figures
             print(f"verlfit: (the planner could not size this run for the explanation: {error})", file=sys.stderr)
         step = latest_checkpoint(run_dir)
@@ -633,18 +693,21 @@ def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list
     return outcome
 
 
-def _drain(stream, watcher, seconds: float) -> None:
-    """Feed what is left in ``stream`` to ``watcher`` for at most ``seconds`` (a Ray process that
-    outlives verl's driver can hold the pipe open, so reading to the end could block forever)."""
-    import threading
+def _drain(lines, watcher, seconds: float) -> None:
+    """Feed what is left in ``lines`` (launch's queue of verl's output, None at its end) to ``watcher`` for at most
+    ``seconds`` (a Ray process that outlives verl's driver can hold the pipe open, so waiting for the end could
+    block forever)."""
+    import queue
 
-    def read() -> None:
-        for line in stream:
-            watcher.feed(line)
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    reader.join(seconds)
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            line = lines.get(timeout=left)
+        except queue.Empty:
+            return
+        if line is None:
+            return
+        watcher.feed(line)
 
 
 def run(args) -> int:
@@ -666,7 +729,10 @@ def run(args) -> int:
             print(describe(plan))
             return 0
         record_resume(run_dir, plan)
-        return launch(plan, run_dir)
+        warning = checkpoint_space_warning(plan, resumed_from=latest_checkpoint(run_dir))
+        if warning:
+            print(f"verlfit: {warning}")
+        return launch(plan, run_dir, stall_timeout=args.stall_timeout)
     plan = prepare_launch(args)
     if args.dry_run:
         if Path(plan.settings.run_dir).exists():
@@ -687,14 +753,62 @@ def run(args) -> int:
         from omegaconf import OmegaConf
 
         config_yaml = OmegaConf.to_yaml(validate_overrides(plan.overrides))
+    warning = checkpoint_space_warning(plan)
+    if warning:
+        plan.notes.append(warning)
     for note in plan.notes:
         print(f"verlfit: {note}")
     run_dir = create_run_directory(plan, config_yaml)
     print(f"verlfit: run directory {run_dir}")
-    status = launch(plan, run_dir)
-    if status not in (0, 130):
+    status = launch(plan, run_dir, stall_timeout=args.stall_timeout)
+    if status not in (0, 130, STALLED_STATUS):
         print(f"verlfit: verl exited with status {status}; the full log is {run_dir / 'train.log'}", file=sys.stderr)
     return status
+
+
+def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, disk_usage=None) -> str | None:
+    """A pre-launch warning when the run directory's file system cannot hold the checkpoints this run keeps at once;
+    None when it can, when the run saves none, or when the model's shape cannot be read.
+
+    One checkpoint is :func:`verlfit.failure.checkpoint_bytes` of the run's plan request; the run holds
+    :func:`verlfit.doctor.checkpoints_held` of them (``--keep-checkpoints`` K: K at the peak, since verl deletes the
+    oldest before writing the next; never more than the saves this session makes: one every ``--save-freq`` steps
+    and one at the last step, ``ray_trainer.py:1158-1160``). ``resumed_from``: the checkpoint step a resume
+    continues from (checkpoints already there stay, verl does not prune them; the saves counted start after it).
+    Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once: 22.2 GiB ..."``.
+    """
+    from verlfit import doctor
+    from verlfit.failure import checkpoint_bytes
+
+    settings = plan.settings
+    if settings.save_freq <= 0:
+        return None
+    try:
+        one = checkpoint_bytes(_run_request(plan))
+    except (VerlfitError, OSError, ValueError):
+        return None
+    total, start = total_steps(settings), resumed_from or 0
+    saves = None if total is None else max(0, total // settings.save_freq - start // settings.save_freq) + (1 if total % settings.save_freq and total > start else 0)
+    if saves == 0:
+        return None
+    result = doctor.checkpoint_space(settings.run_dir, one, doctor.checkpoints_held(settings.keep_checkpoints, saves), disk_usage or shutil.disk_usage)
+    if result.status == doctor.PASS:
+        return None
+    return f"{result.status} disk: {result.message} (fix: {result.fix})"
+
+
+def _run_request(plan: LaunchPlan):
+    """The planner's :class:`verlfit.plan.PlanRequest` of a launch plan, sized for its memory limit (else its card's).
+
+    Raises:
+        VerlfitError: the model's shape cannot be read; ValueError: a malformed memory limit.
+    """
+    from verlfit.plan import request_from_settings
+
+    profile = load_profile(plan.profile_name)
+    limit = plan.environment.get(MEMORY_LIMIT_VARIABLE) or os.environ.get(MEMORY_LIMIT_VARIABLE)
+    memory = int(float(limit) * 1024**3) if limit else int(profile.gpu_memory_gib * 1024**3)
+    return request_from_settings(plan.settings, profile, memory)
 
 
 def run_blocking_checks(plan: LaunchPlan) -> None:

@@ -75,7 +75,7 @@ def test_gpu_reservation_everywhere_but_data_preparation(compose):
 
 def test_shared_memory_volumes_user_and_environment(compose):
     for name, service in compose["services"].items():
-        assert service["shm_size"] == "8gb"
+        assert service["shm_size"] == "11gb"
         assert service["volumes"] == VOLUMES
         assert service["working_dir"] == "/workspace"
         assert service["user"] == "${VERLFIT_UID:-1000}:${VERLFIT_GID:-1000}"

@@ -207,6 +207,31 @@ def partial_step():
     return out, third[: third.index("timing_s/update_actor:") + len("timing_s/update_actor:") + 2]
 
 
+def ppo_resumed():
+    """A PPO run of 6 steps saving every 2, in two sessions: the first killed (SIGKILL, nothing printed) during step 6
+    after its checkpoint of step 4; the second resumed from that checkpoint, so it trains step 5 again."""
+    val = lambda x: {"val-core/openai/gsm8k/reward/mean@1": np.float64(x)}  # noqa: E731
+    gen = TR + "test_gen_batch meta info: {'eos_token_id': 151645, 'pad_token_id': 151643, 'recompute_log_prob': False, 'do_sample': False, 'validate': True}"
+    folder = "/runs/ppo-p40/checkpoints/global_step_{}"
+    first = [TR + "Total training steps: 6", TR + "Training from scratch", gen, TR + "validation generation end",
+             *val_dump("Initial", val(0.004548900682335102), TR), TR + concat_dict_to_str(val(0.004548900682335102), step=0)]
+    for step in range(1, 6):
+        if step % 2 == 0:
+            first.append(TR + f"local_global_step_folder: {folder.format(step)}")
+        first.append(TR + concat_dict_to_str(ppo_step(step, 0, save=step % 2 == 0), step=step))
+    second = [TR + "Total training steps: 6", TR + f"Load from checkpoint folder: {folder.format(4)}", TR + "Setting global step to 4",
+              TR + f"Resuming from {folder.format(4)}", gen, TR + "validation generation end",
+              *val_dump("Initial", val(0.0712), TR), TR + concat_dict_to_str(val(0.0712), step=4)]
+    for step in (5, 6):
+        if step == 6:
+            second += [gen, TR + "validation generation end", TR + f"local_global_step_folder: {folder.format(6)}"]
+        metrics = ppo_step(step + 10, 0, val=val(0.0913) if step == 6 else None, save=step == 6)  # other values than the first session's
+        metrics["training/global_step"] = step
+        second.append(TR + concat_dict_to_str(metrics, step=step))
+    second += val_dump("Final", val(0.0913), TR)
+    return first, second
+
+
 def write(name, lines, tail=""):
     text = "\n".join(lines) + "\n" + tail
     (HERE / name).write_text(text, encoding="utf-8")
@@ -216,3 +241,6 @@ if __name__ == "__main__":
     write("ppo_p40_finished.log", ppo_finished())
     write("grpo_a10_interrupted.log", *grpo_interrupted())
     write("ppo_partial_step_line.log", *partial_step())
+    first, second = ppo_resumed()
+    write("ppo_resumed_first_session.log", first)
+    write("ppo_resumed_second_session.log", second)

@@ -1,0 +1,104 @@
+"""verlfit train's issue-17 parts on CPU: --stall-timeout stops a stand-in verl that stops printing and records the
+run as stalled; a resumed launch records each step once; the pre-launch warning when checkpoints will not fit."""
+
+import json
+import shutil
+import sys
+import time
+
+import pytest
+
+from test_train import P40, STEP, fake_checkpoint, fake_verl_plan, parse
+from verlfit import cli
+from verlfit.metrics import read_metrics
+from verlfit.train import STALLED_STATUS, checkpoint_space_warning, launch, prepare_launch
+
+GIB = 1024**3
+
+
+def test_stall_timeout_stops_verl_and_records_the_run_as_stalled(tmp_path, capsys):
+    script = STEP.format(n=1) + "\nimport time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('verl got SIGINT', flush=True)\n    raise SystemExit(1)"
+    plan = fake_verl_plan(tmp_path, script)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"verlfit_run": 1}))
+    started = time.monotonic()
+    assert launch(plan, run_dir, stall_timeout=1.5, poll_seconds=0.1) == STALLED_STATUS
+    assert time.monotonic() - started < 30  # SIGINT was enough: no 60 s wait
+    assert [r["step"] for r in read_metrics(run_dir)] == [1]
+    assert "verl got SIGINT" in (run_dir / "train.log").read_text()
+    outcome = json.loads((run_dir / "run.json").read_text())["outcome"]
+    assert (outcome["status"], outcome["reason"], outcome["step"], outcome["limit_seconds"], outcome["phase"]) == (
+        "stalled", "stall", 2, 1.5, "step 2: the rollout, log-prob passes and updates")
+    assert outcome["seconds_without_a_step"] >= 1.5
+    err = capsys.readouterr().err
+    assert "verlfit: stopped verl: no step has finished for 2s (limit 2s: --stall-timeout 1.5); step 2 is in progress" in err
+    assert "stopped before the first checkpoint (--save-freq 25): nothing to resume; start a new run" in err
+
+
+def test_without_stall_timeout_a_quiet_verl_is_not_stopped(tmp_path):
+    plan = fake_verl_plan(tmp_path, STEP.format(n=1) + "\nimport time\ntime.sleep(1)\n" + STEP.format(n=2))
+    assert launch(plan, tmp_path / "run", poll_seconds=0.1) == 0
+    assert [r["step"] for r in read_metrics(tmp_path / "run")] == [1, 2]
+
+
+def test_a_resumed_launch_drops_the_steps_verl_trains_again(tmp_path):
+    run_dir = tmp_path / "run"
+    fake_checkpoint(run_dir, 1)
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": n, "timing_s/step": 1.0, "first": True}) + "\n" for n in (1, 2)))
+    plan = fake_verl_plan(tmp_path, STEP.format(n=2) + "\n" + STEP.format(n=3))
+    plan.settings.resume = True
+    assert launch(plan, run_dir, poll_seconds=0.1) == 0
+    assert [(r["step"], r.get("first", False)) for r in read_metrics(run_dir)] == [(1, True), (2, False), (3, False)]
+
+
+def plan_for(tmp_path, *argv):
+    return prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "runs" / "r"), *argv]), environ={}, gpu=P40)
+
+
+def free(gib):
+    return lambda path: shutil._ntuple_diskusage(0, 0, int(gib * GIB))
+
+
+ROLE = 32 * 2**20  # tokenizer/config files a role
+ONE = 494_032_768 * 12 + ROLE + 494_033_665 * 12 + ROLE  # one Qwen2.5-0.5B PPO checkpoint: actor + critic (tests/test_failure.py)
+
+
+@pytest.mark.parametrize("argv, free_gib, resumed_from, held", [
+    (["--steps", "100"], 15, None, 2),            # keep 2 (train's default)
+    (["--steps", "100"], 30, None, None),         # room for both
+    (["--steps", "30"], 15, None, 2),             # a save at 25 and one at the last step
+    (["--steps", "20"], 15, None, None),          # one save: the last step's
+    (["--steps", "100", "--keep-checkpoints", "0"], 40, None, 4),  # keep all: every save of the run
+    (["--steps", "100"], 15, 75, None),           # resumed at 75: one save left (step 100)
+    (["--steps", "100", "--save-freq", "-1"], 1, None, None),      # no checkpoints
+])
+def test_checkpoint_space_warning(tmp_path, argv, free_gib, resumed_from, held):
+    (tmp_path / "runs").mkdir()
+    warning = checkpoint_space_warning(plan_for(tmp_path, *argv), resumed_from=resumed_from, disk_usage=free(free_gib))
+    if held is None:
+        assert warning is None
+        return
+    fits = int(free_gib * GIB) // ONE
+    assert warning == (f"WARN disk: {free_gib:.1f} GiB free at {tmp_path / 'runs'}; this run holds {held} checkpoints of 11.1 GiB at once: "
+                       f"{held * ONE / GIB:.1f} GiB: only {fits} fit, the save after that fails with a full disk "
+                       "(fix: free disk space, point --run-dir at a bigger disk, or keep fewer (--keep-checkpoints 2) / save less often (--save-freq))")
+
+
+def test_a_disk_for_less_than_one_checkpoint_is_a_fail_in_the_warning(tmp_path):
+    (tmp_path / "runs").mkdir()
+    warning = checkpoint_space_warning(plan_for(tmp_path, "--steps", "100"), disk_usage=free(4))
+    assert warning.startswith(f"FAIL disk: 4.0 GiB free at {tmp_path / 'runs'}; this run holds 2 checkpoints of 11.1 GiB at once: 22.2 GiB: not even one checkpoint fits")
+
+
+def test_stall_timeout_argument(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--dry-run", "--stall-timeout", "-5"])
+    assert "argument --stall-timeout: -5 must be 0 (never stop) or a number of seconds" in capsys.readouterr().err
+    assert parse(["--stall-timeout", "900"]).stall_timeout == 900.0 and parse([]).stall_timeout is None
+
+
+def test_stall_timeout_may_be_given_with_resume(tmp_path, capsys):
+    status = cli.main(["train", "--resume", str(tmp_path), "--stall-timeout", "600", "--dry-run"])
+    err = capsys.readouterr().err
+    assert status == 1 and "cannot be given with it" not in err and "is not a verlfit run directory" in err
