@@ -18,7 +18,8 @@
 #              short runs without a memory limit for the planner's calibration table (fp32 / bf16)
 #   calibrate_check
 #              one more uncapped bf16 run, to check the coefficient fitted to calibrate_a10
-#   learn      SFT warm-up of a small model on synthetic problems, then PPO and GRPO learning checks
+#   learn      SFT warm-up of a small model on synthetic problems, then PPO and GRPO learning checks (LEARN_LRS,
+#              LEARN_ALGOS, LEARN_TAG, LEARN_EXTRA, LEARN_TEST_FREQ: validation every N steps, default 20; also for learn_lora)
 #              (200 steps each, at two actor learning rates, all four at once; each ends on a checkpoint of step 200)
 #   export_eval
 #              verlfit export of the learning check's final checkpoint (EXPORT_RUN, default learn-grpo-lr1e-5), then
@@ -35,8 +36,14 @@
 #   lora_3b_grpo
 #              GRPO with LoRA (rank 32), Qwen2.5-3B shape, same setup, 32 prompts x 4 samples (what `verlfit plan`
 #              says fits), 5 steps, checkpoints at steps 3 and 5; then adapter_norm.py
-#   learn_lora the learning check of `learn` with LoRA (LEARN_TEST_FREQ: validation every N steps, default 20, for both) (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor
+#   learn_lora the learning check of `learn` with LoRA (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor
 #              learning rates ten times the full-parameter ones (all four at once)
+#   multigpu   issue 18, on a kind with 2 or more GPUs: doctor's topology and `nvidia-smi topo -m`; the main job's
+#              configuration (PPO, 0.5B shape, --emulate p40, 512/256) for MULTIGPU_STEPS (default 10) steps with
+#              --gpus 1, then --gpus 2, then --gpus 2 with NCCL_P2P_DISABLE=1 forced; full-parameter PPO of the 1.5B
+#              shape on 2 emulated P40s (the planner's verdict, then 10 steps sized by hand: --plan off, micro-batch 1,
+#              optimizer offload); then a two-node Ray cluster on this host (two `ray start`, one GPU each, the
+#              workers' environment given at `ray start`) and `verlfit train --nodes 2 --gpus 1` on it
 #   pack       tar the run records (run.json, metrics.jsonl, train.log tail) into $OUT/runs.tar.gz and write
 #              $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison table)
 #
@@ -348,6 +355,32 @@ stage_learn_lora() {
       --max-response-length 128 --actor-lr "$lr" --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 &
   done
   wait
+}
+
+stage_multigpu() {
+  local steps=${MULTIGPU_STEPS:-10} big=$WORK/qwen2.5-1.5b-random port=${MULTIGPU_RAY_PORT:-6390}
+  local args=(--emulate p40 --model "$MODEL" --data "$DATA" --steps "$steps" --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}")
+  { verlfit doctor --profile p40 --data "$DATA" --model "$MODEL" || true; nvidia-smi topo -m || true; } > "$RUNS/multigpu-topology.console" 2>&1
+  grep -A12 ' topology ' "$RUNS/multigpu-topology.console" | tee -a "$RUNS/stages.log" || true
+  train multigpu-gpus1 "${args[@]}" --gpus 1
+  train multigpu-gpus2 "${args[@]}" --gpus 2
+  NCCL_P2P_DISABLE=1 train multigpu-gpus2-no-p2p "${args[@]}" --gpus 2
+  [ -f "$big/config.json" ] || python3 benchmarks/make_model.py --shape qwen2.5-1.5b --output "$big" --tokenizer-dir "$MODEL"
+  verlfit plan --emulate p40 --model "$big" --gpus 2 > "$RUNS/multigpu-1.5b.plan" 2>&1 || log "plan 1.5B on 2 emulated P40s: status $? (the planner says it does not fit)"
+  train multigpu-1.5b-gpus2 --emulate p40 --model "$big" --data "$DATA" --steps 10 --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}" \
+    --gpus 2 --plan off --micro-batch-size 1 --offload optimizer
+  # two nodes on one host: each raylet sees one GPU; a pre-started cluster's workers take their environment from
+  # `ray start` (FACTS.md, verl's main_ppo.py:42-45), so the profile's knobs and the emulated card's limit go there
+  local defaults
+  defaults=$(verlfit profiles p40 --env-shell)
+  (
+    eval "$defaults"
+    export VERLFIT_GPU_MEMORY_LIMIT_GIB=22.5
+    CUDA_VISIBLE_DEVICES=0 python3 -m ray.scripts.scripts start --head --port="$port" --num-gpus=1 --disable-usage-stats
+    CUDA_VISIBLE_DEVICES=1 python3 -m ray.scripts.scripts start --address="127.0.0.1:$port" --num-gpus=1 --disable-usage-stats
+  ) > "$RUNS/multigpu-ray.console" 2>&1 || log "ray start: status $?"
+  RAY_ADDRESS="127.0.0.1:$port" train multigpu-nodes2 "${args[@]}" --nodes 2 --gpus 1
+  python3 -m ray.scripts.scripts stop --force >> "$RUNS/multigpu-ray.console" 2>&1 || true
 }
 
 stage_pack() {

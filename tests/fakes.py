@@ -2,12 +2,28 @@
 
 from types import SimpleNamespace
 
+import pynvml  # nvidia-ml-py: the fake answers with its real constants and error class
+
 
 class FakeNvml:
-    """The pynvml functions gpu.query_gpus calls, answering for the given GPUs."""
+    """The pynvml functions gpu.query_gpus calls, answering for the given GPUs.
 
-    def __init__(self, gpus=(), driver="535.183.01", cuda=12020, error=None):
+    ``gpus``: (name, (major, minor), total bytes) each, NVML index = position. ``pci_buses``: each GPU's PCI bus
+    number (default: its index), so NVML order and PCI order can differ as on real boards. ``p2p``: {(a, b): NVML
+    P2P status} for the read capability (default OK; give one direction, the other answers the same). ``nvlink``:
+    pairs joined by NVLink. ``levels``: {(a, b): NVML_TOPOLOGY_*} (default host bridge); ``levels_error`` makes the
+    common-ancestor query raise NVMLError_NotSupported, as NVML does on some platforms.
+    """
+
+    NVML_P2P_CAPS_INDEX_READ = pynvml.NVML_P2P_CAPS_INDEX_READ  # (0,) in nvidia-ml-py: a tuple, kept as is
+    NVML_P2P_CAPS_INDEX_NVLINK = pynvml.NVML_P2P_CAPS_INDEX_NVLINK
+    NVML_P2P_STATUS_OK = pynvml.NVML_P2P_STATUS_OK
+    NVMLError = pynvml.NVMLError
+
+    def __init__(self, gpus=(), driver="535.183.01", cuda=12020, error=None, pci_buses=None, p2p=None, nvlink=(), levels=None, levels_error=False):
         self.gpus, self.driver, self.cuda, self.error = list(gpus), driver, cuda, error
+        self.pci_buses = list(pci_buses) if pci_buses is not None else list(range(len(self.gpus)))
+        self.p2p, self.nvlink, self.levels, self.levels_error = dict(p2p or {}), {frozenset(pair) for pair in nvlink}, dict(levels or {}), levels_error
 
     def nvmlInit(self):
         if self.error:
@@ -36,6 +52,28 @@ class FakeNvml:
 
     def nvmlDeviceGetMemoryInfo(self, handle):
         return SimpleNamespace(total=self.gpus[handle][2], free=self.gpus[handle][2] - 300 * 2**20)
+
+    def nvmlDeviceGetUUID(self, handle):
+        return f"GPU-{handle:08x}-aaaa-bbbb-cccc-{self.pci_buses[handle]:012x}"
+
+    def nvmlDeviceGetPciInfo(self, handle):
+        bus = self.pci_buses[handle]
+        return SimpleNamespace(busId=f"00000000:{bus:02X}:00.0".encode(), domain=0, bus=bus, device=0)
+
+    def _pair(self, table, a, b, default):
+        return table.get((a, b), table.get((b, a), default))
+
+    def nvmlDeviceGetP2PStatus(self, a, b, index):
+        if not isinstance(index, int):  # what ctypes does with a tuple
+            raise TypeError(f"Don't know how to convert parameter 3 ({index!r})")
+        if index == pynvml.NVML_P2P_CAPS_INDEX_NVLINK:
+            return pynvml.NVML_P2P_STATUS_OK if frozenset((a, b)) in self.nvlink else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
+        return self._pair(self.p2p, a, b, pynvml.NVML_P2P_STATUS_OK)
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
+        if self.levels_error:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return self._pair(self.levels, a, b, pynvml.NVML_TOPOLOGY_HOSTBRIDGE)
 
 
 TINY_QWEN2_CONFIG = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000}

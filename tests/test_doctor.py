@@ -373,7 +373,7 @@ def test_json_output_and_exit_status(world):
     out = io.StringIO()
     args = cli.build_parser().parse_args(["doctor", "--profile", "p40", "--data", str(world.data), "--model", str(world.model)])
     assert doctor._run(args, context=context(world), out=out) == 0
-    assert out.getvalue().splitlines()[-1] == "11 PASS: ready"
+    assert out.getvalue().splitlines()[-1] == "12 PASS: ready"
 
 
 def test_real_cli_runs_quickly_and_is_consistent(world, capsys):
@@ -579,3 +579,58 @@ def test_a_7x_card_is_told_why_it_gets_the_p40_profile_and_what_it_leaves_off(wo
     assert (given.status, given.message) == ("PASS", f"GPU 0: Tesla T4, compute capability 7.5: bf16 no, FlashAttention-2 no, vLLM yes, Triton yes; matches profile p40; {note}")
     p100 = by_name(run_checks(context(world, gpus=(("Tesla P100-PCIE-16GB", (6, 0), 17_071_734_784),)), names=("gpu",)))["gpu"]
     assert p100.message.endswith("-> profile p40 (image verlfit:p40); profile p40 for Tesla P100-PCIE-16GB (compute capability 6.0): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on; it has the P40's other limits too (Triton and vLLM need 7.0), so the profile leaves nothing off")
+
+
+# ---- topology: mixed cards, per-pair PCIe level / NVLink / P2P, the NCCL settings in force (issue 18)
+
+import pynvml  # noqa: E402
+
+
+def test_one_gpu_needs_no_peer_to_peer_and_shows_verls_nccl_setting(world):
+    result = by_name(run_checks(context(world), names=("topology",)))["topology"]
+    assert (result.status, result.message) == ("PASS", "1 GPU visible (GPU 0, Tesla P40): no traffic between GPUs")
+    assert result.details == ("NCCL settings in force: NCCL_DEBUG=WARN (verl's main_ppo sets it for its workers)",)
+
+
+def test_pairs_without_p2p_are_listed_and_verlfit_train_disables_nccl_p2p(world):
+    nvml = FakeNvml([P40, P40, P40], p2p={(0, 2): pynvml.NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED, (1, 2): pynvml.NVML_P2P_STATUS_CHIPSET_NOT_SUPPORTED}, levels={(0, 1): pynvml.NVML_TOPOLOGY_SINGLE, (0, 2): pynvml.NVML_TOPOLOGY_SYSTEM, (1, 2): pynvml.NVML_TOPOLOGY_SYSTEM})
+    result = by_name(run_checks(context(world, nvml=nvml, environ={"NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO"}), names=("topology",)))["topology"]
+    assert (result.status, result.message) == ("PASS", "3 x Tesla P40 visible (GPU 0, 1, 2): 2 of 3 pairs without P2P: verlfit train sets NCCL_P2P_DISABLE=1 (NCCL through host memory)")
+    assert result.details == (
+        "GPU 0 - GPU 1: PCIe PIX (one PCIe switch), P2P yes",
+        "GPU 0 - GPU 2: PCIe SYS (the link between CPU sockets (QPI/UPI, Infinity Fabric)), P2P no (NVML status 1: the chipset does not support it)",
+        "GPU 1 - GPU 2: PCIe SYS (the link between CPU sockets (QPI/UPI, Infinity Fabric)), P2P no (NVML status 1: the chipset does not support it)",
+        "NCCL settings in force: NCCL_DEBUG=WARN (verl's main_ppo sets it for its workers, yours (INFO) is replaced); NCCL_P2P_DISABLE=1 (verlfit train sets it: a pair without P2P); NCCL_SOCKET_IFNAME=eth0 (yours)",
+    )
+    text = doctor.format_results([result])
+    assert "PASS  topology  3 x Tesla P40 visible" in text and "\n" + " " * 18 + "GPU 0 - GPU 1: PCIe PIX (one PCIe switch), P2P yes\n" in text
+    # CUDA_VISIBLE_DEVICES keeps the two GPUs behind one switch: nothing to disable
+    picked = by_name(run_checks(context(world, nvml=nvml, environ={"CUDA_VISIBLE_DEVICES": "0,1"}), names=("topology",)))["topology"]
+    assert (picked.status, picked.message) == ("PASS", "2 x Tesla P40 visible (GPU 0, 1): every pair reads the other's memory directly (P2P)")
+    assert picked.details[-1] == "NCCL settings in force: NCCL_DEBUG=WARN (verl's main_ppo sets it for its workers)"
+
+
+def test_the_users_nccl_p2p_setting_is_kept_with_a_warning(world):
+    nvml = FakeNvml([P40, P40], p2p={(0, 1): pynvml.NVML_P2P_STATUS_GPU_NOT_SUPPORTED}, nvlink=())
+    result = by_name(run_checks(context(world, nvml=nvml, environ={"NCCL_P2P_DISABLE": "0"}), names=("topology",)))["topology"]
+    assert (result.status, result.message) == ("WARN", "2 x Tesla P40 visible (GPU 0, 1): 1 of 1 pairs without P2P; your NCCL_P2P_DISABLE=0 is kept (verlfit would set NCCL_P2P_DISABLE=1)")
+    assert result.fix == "unset it, so verlfit train sets NCCL_P2P_DISABLE=1, unless that path is known to work"
+    assert result.details[-1] == "NCCL settings in force: NCCL_DEBUG=WARN (verl's main_ppo sets it for its workers); NCCL_P2P_DISABLE=0 (yours)"
+
+
+def test_mixed_cards_fail_naming_both_and_the_selection(world):
+    nvml = FakeNvml([A10, P40], pci_buses=[0x81, 0x02])
+    result = by_name(run_checks(context(world, nvml=nvml), names=("topology",)))["topology"]
+    assert result.status == "FAIL"
+    assert result.message == "this machine has GPUs of 2 kinds (NVML indices, as nvidia-smi numbers them): Tesla P40 (compute capability 6.1, 23.9 GiB): GPU 1; NVIDIA A10 (compute capability 8.6, 22.5 GiB): GPU 0; one run needs cards of one kind (one profile, one memory plan, equal FSDP shards)"
+    assert result.fix == "run on one kind: CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=0 for the Tesla P40 or CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES=1 for the NVIDIA A10"
+    fixed = by_name(run_checks(context(world, nvml=nvml, environ={"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"}), names=("topology",)))["topology"]
+    assert (fixed.status, fixed.message) == ("PASS", "1 GPU visible (GPU 0, NVIDIA A10): no traffic between GPUs")
+    unmappable = by_name(run_checks(context(world, nvml=nvml, environ={"CUDA_VISIBLE_DEVICES": "1"}), names=("topology",)))["topology"]
+    assert (unmappable.status, unmappable.fix) == ("FAIL", "also set CUDA_DEVICE_ORDER=PCI_BUS_ID (then the indices are nvidia-smi's), or name the GPUs by UUID (nvidia-smi -L)")
+    hidden = by_name(run_checks(context(world, nvml=nvml, environ={"CUDA_VISIBLE_DEVICES": ""}), names=("topology",)))["topology"]
+    assert (hidden.status, hidden.message) == ("FAIL", "CUDA_VISIBLE_DEVICES= hides all 2 GPUs NVML sees")
+    none = by_name(run_checks(context(world, nvml=FakeNvml(**NO_GPU)), names=("topology",)))["topology"]
+    assert (none.status, none.message) == ("SKIP", "no NVIDIA GPU visible: topology not read")
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["details"] == [] and data["fix"] == result.fix

@@ -8,6 +8,10 @@ Checks (name: what it looks at):
 * ``gpu``: compute capability against the profile (``--profile`` or ``VERLFIT_PROFILE``) and what
   follows from it: bf16, FlashAttention-2, vLLM, Triton; for a 6.0 or 7.x card on the p40 profile, why and what
   the profile leaves off (:func:`verlfit.profiles.profile_choice_note`). No GPU: FAIL (training cannot run).
+* ``topology``: the GPUs a CUDA process sees (``CUDA_VISIBLE_DEVICES``, read in PCI bus order: :mod:`verlfit.gpu`)
+  are of one kind (else FAIL, naming each kind and the ``CUDA_VISIBLE_DEVICES`` that keeps it); one line per pair:
+  PCIe level (nvidia-smi topo's PIX/PXB/PHB/NODE/SYS) or NVLink, and whether NVML allows peer-to-peer reads; the
+  NCCL settings the workers get (yours, verlfit train's ``NCCL_P2P_DISABLE=1`` where a pair lacks P2P, verl's own).
 * ``torch-arch``: torch's compiled architectures cover the GPU. A ``sm_XY`` cubin runs on compute
   capability X.Z for Z >= Y (same major), so ``sm_60`` covers the P40's 6.1.
 * ``triton-shared-memory``: ``TRITON_MAX_SHARED_MEMORY`` within the card's per-block limit.
@@ -67,7 +71,7 @@ RAY_OBJECT_STORE_PROPORTION = 0.3  # DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, env
 RAY_SHM_CAP_FLOOR_BYTES = 10**10  # REQUIRE_SHM_SIZE_THRESHOLD: the /dev/shm cap never goes below 10 GB
 RAY_OBJECT_STORE_MAX_BYTES = 200 * 10**9  # DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES, env RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
-CHECK_NAMES = ("driver", "gpu", "torch-arch", "triton-shared-memory", "environment", "shm", "disk", "data", "model", "cuda", "patches")
+CHECK_NAMES = ("driver", "gpu", "topology", "torch-arch", "triton-shared-memory", "environment", "shm", "disk", "data", "model", "cuda", "patches")
 BLOCKING = ("driver", "gpu", "triton-shared-memory", "shm", "data", "model", "cuda")
 
 
@@ -80,15 +84,17 @@ class CheckResult:
         status: ``"PASS"``, ``"WARN"``, ``"FAIL"`` or ``"SKIP"``.
         message: one line: what was found.
         fix: one line: what to do (None for PASS and most SKIPs).
+        details: further lines under the message (e.g. one per GPU pair); usually empty.
     """
 
     name: str
     status: str
     message: str
     fix: str | None = None
+    details: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "message": self.message, "fix": self.fix}
+        return {"name": self.name, "status": self.status, "message": self.message, "fix": self.fix, "details": list(self.details)}
 
 
 @dataclass(frozen=True)
@@ -289,6 +295,52 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
         return CheckResult("gpu", WARN, f"{described}; profile {name} runs here but leaves bf16, FlashAttention-2 and vLLM unused", f"use the verlfit:{suited} image (--profile {suited}) for speed, or keep {name} to rehearse a P40")
     note = profile_choice_note(name, gpu)
     return CheckResult("gpu", PASS, f"{described}; matches profile {name}" + (f"; {note}" if note else ""))
+
+
+# verl 0.4.1's main_ppo.py:42-45 starts Ray with runtime_env env_vars that replace these in every worker
+VERL_WORKER_NCCL = {"NCCL_DEBUG": "WARN"}
+
+
+def nccl_in_force(environ: Mapping[str, str], added: Mapping[str, str]) -> str:
+    """The NCCL variables verl's workers get, each with where it comes from, as one line."""
+    parts = []
+    for name in sorted({*(k for k in environ if k.startswith("NCCL_")), *added, *VERL_WORKER_NCCL}):
+        if name in VERL_WORKER_NCCL:
+            mine = f", yours ({environ[name]}) is replaced" if name in environ and environ[name] != VERL_WORKER_NCCL[name] else ""
+            parts.append(f"{name}={VERL_WORKER_NCCL[name]} (verl's main_ppo sets it for its workers{mine})")
+        elif name in added:
+            parts.append(f"{name}={added[name]} (verlfit train sets it: a pair without P2P)")
+        else:
+            parts.append(f"{name}={environ[name]} (yours)")
+    return "; ".join(parts)
+
+
+def check_topology(ctx: DoctorContext) -> CheckResult:
+    from verlfit.gpu import cuda_visible_gpus, links_among, nccl_environment, refuse_mixed_cards
+
+    report = ctx.gpu_report()
+    if not report.gpus:
+        return CheckResult("topology", SKIP, "no NVIDIA GPU visible: topology not read")
+    try:
+        visible = cuda_visible_gpus(report.gpus, ctx.environ)
+        refuse_mixed_cards(report.gpus, visible, ctx.environ)
+    except VerlfitError as error:
+        return CheckResult("topology", FAIL, error.message, error.fix)
+    if not visible:
+        return CheckResult("topology", FAIL, f"CUDA_VISIBLE_DEVICES={ctx.environ.get('CUDA_VISIBLE_DEVICES')} hides all {report.count} GPUs NVML sees", "unset CUDA_VISIBLE_DEVICES, or list GPUs by index (nvidia-smi's, with CUDA_DEVICE_ORDER=PCI_BUS_ID) or UUID")
+    links = links_among(report.links, visible)
+    added, notes = nccl_environment(links, len(visible), ctx.environ)
+    details = (*(link.describe() for link in links), "NCCL settings in force: " + nccl_in_force(ctx.environ, added))
+    indices = ", ".join(str(g.index) for g in visible)
+    if len(visible) == 1:
+        return CheckResult("topology", PASS, f"1 GPU visible (GPU {indices}, {visible[0].name}): no traffic between GPUs", details=details)
+    shown = f"{len(visible)} x {visible[0].name} visible (GPU {indices})"
+    direct = sum(link.p2p_read for link in links)
+    if direct == len(links):
+        return CheckResult("topology", PASS, f"{shown}: every pair reads the other's memory directly (P2P)", details=details)
+    if not added:  # the user's NCCL_P2P_DISABLE or NCCL_P2P_LEVEL is kept
+        return CheckResult("topology", WARN, f"{shown}: {len(links) - direct} of {len(links)} pairs without P2P; {notes[0].split('; ', 1)[1]}", "unset it, so verlfit train sets NCCL_P2P_DISABLE=1, unless that path is known to work", details=details)
+    return CheckResult("topology", PASS, f"{shown}: {len(links) - direct} of {len(links)} pairs without P2P: verlfit train sets NCCL_P2P_DISABLE=1 (NCCL through host memory)", details=details)
 
 
 def arch_covers(arch_list, compute_capability: tuple[int, int]) -> str | None:
@@ -668,6 +720,7 @@ def check_patches(ctx: DoctorContext) -> CheckResult:
 CHECKS: dict[str, Callable[[DoctorContext], CheckResult]] = {
     "driver": check_driver,
     "gpu": check_gpu,
+    "topology": check_topology,
     "torch-arch": check_torch_arch,
     "triton-shared-memory": check_triton_shared_memory,
     "environment": check_environment,
@@ -732,6 +785,7 @@ def format_results(results: list[CheckResult]) -> str:
     lines = []
     for r in results:
         lines.append(f"{r.status}  {r.name.ljust(width)}  {r.message}")
+        lines += [f"{'':4}  {'':{width}}    {detail}" for detail in r.details]
         if r.fix and r.status in (WARN, FAIL):
             lines.append(f"{'':4}  {'':{width}}  fix: {r.fix}")
     counts = {s: sum(1 for r in results if r.status == s) for s in (PASS, WARN, FAIL, SKIP)}
@@ -752,7 +806,7 @@ def _kept(text: str) -> int:
 def register(subparsers):
     parser = subparsers.add_parser(
         "doctor",
-        help="check driver, GPU, torch, Triton, /dev/shm, disk, data, model, CUDA and the verl patches",
+        help="check driver, GPU, GPU topology and NCCL, torch, Triton, /dev/shm, disk, data, model, CUDA and the verl patches",
         description="Check that this machine can train: one line per check (PASS, WARN, FAIL, SKIP) with a fix. Exit status 1 on any FAIL.",
         epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -134,21 +134,44 @@ class LaunchPlan:
     notes: list[str]
 
 
-def _detect_gpu(need: bool, profile_named: bool = False):
-    """Return the first visible GPU, or None when none is visible and ``need`` is False.
+def _detect_gpu(need: bool, profile_named: bool = False, environ=None, report=None, gpus: int = 1):
+    """Return the first GPU a CUDA process sees (``CUDA_VISIBLE_DEVICES``, PCI bus order) and NVML's report, or
+    (None, report) when none is visible and ``need`` is False.
 
     ``profile_named``: a profile was chosen (``--profile p40|a10``, ``--emulate``, ``VERLFIT_PROFILE``), so the
-    GPU was needed only because this is not a dry run: the fix then points to ``--dry-run``.
-    """
-    from verlfit.gpu import query_gpus
+    GPU was needed only because this is not a dry run: the fix then points to ``--dry-run``. ``report``: NVML's
+    answer when the caller has it (tests), else :func:`verlfit.gpu.query_gpus` asks.
 
-    report = query_gpus()
+    Raises:
+        VerlfitError: no GPU (when ``need``); visible cards of several kinds, or fewer than ``gpus``
+            (:func:`verlfit.gpu.refuse_mixed_cards`, :func:`verlfit.gpu.refuse_too_few`).
+    """
+    from verlfit.gpu import cuda_visible_gpus, query_gpus, refuse_mixed_cards, refuse_too_few
+
+    report = report if report is not None else query_gpus()
     if report.error:
         if need:
             dry_run = "for a dry run without a GPU add --dry-run" if profile_named else "for a dry run without a GPU pass --dry-run with --profile p40 or --profile a10"
             raise VerlfitError(report.error, fix=f"run `verlfit doctor`; {dry_run}")
         return None, report
-    return report.gpus[0], report
+    environ = {} if environ is None else environ
+    visible = cuda_visible_gpus(report.gpus, environ)
+    refuse_mixed_cards(report.gpus, visible, environ)  # before the profile is chosen from the first of them
+    if need:
+        refuse_too_few(visible, gpus, environ)
+    return (visible[0] if visible else None), report
+
+
+def _nccl_settings(report, environ, environment: dict[str, str], gpus: int, nodes: int) -> list[str]:
+    """Add NCCL's peer-to-peer fallback to ``environment`` where NVML says two of the visible GPUs cannot reach
+    each other (:func:`verlfit.gpu.nccl_environment`; the user's NCCL variables win); return the notes."""
+    from verlfit.gpu import cuda_visible_gpus, links_among, nccl_environment
+
+    added, notes = nccl_environment(links_among(report.links, cuda_visible_gpus(report.gpus, environ)), gpus, environ)
+    environment.update(added)
+    if added and nodes > 1:
+        notes.append("with --nodes, the workers of a running Ray cluster take their environment from `ray start`, not from verlfit: start every node with NCCL_P2P_DISABLE=1 too")
+    return notes
 
 
 def settings_from_args(args, run_dir: str) -> TrainSettings:
@@ -200,8 +223,11 @@ def memory_limit_gib(args, profile, environ: dict[str, str] | None = None) -> fl
     return None
 
 
-def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect_gpu=True) -> LaunchPlan:
+def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect_gpu=True, gpu_report=None) -> LaunchPlan:
     """Resolve profile, environment, plan and overrides for ``args``; validate; no side effects.
+
+    ``gpu``: the GPU to plan for, instead of asking NVML; ``gpu_report``: NVML's answer to use instead of asking
+    (tests: a fake NVML's :func:`verlfit.gpu.query_gpus`); it also gives the pairs for NCCL's P2P fallback.
 
     Raises:
         VerlfitError: profile/GPU mismatch, bad sizes, an allocator setting vLLM rejects, or an
@@ -209,6 +235,7 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     """
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
+    report = None
     from verlfit.plan.request import check_sizing_args
 
     check_sizing_args(args)  # before the GPU is looked for: the same refusals as verlfit plan's
@@ -219,13 +246,13 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         raise VerlfitError(f"VERLFIT_PROFILE={profile_name} is not a profile", fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile", exit_code=2)
     if args.emulate:
         if detect_gpu and gpu is None and not args.dry_run:
-            gpu, _ = _detect_gpu(need=True, profile_named=True)
+            gpu, report = _detect_gpu(need=True, profile_named=True, environ=environ, report=gpu_report, gpus=args.gpus)
         # emulation runs the profile's code paths on a card at least as capable: refuse a weaker one
         profile = select_profile(args.emulate, gpu)
         notes.append(f"emulating {profile.name}: its code paths on {gpu.name if gpu else 'this machine'}")
     else:
         if detect_gpu and gpu is None and (profile_name == "auto" or not args.dry_run):
-            gpu, _ = _detect_gpu(need=profile_name == "auto" or not args.dry_run, profile_named=profile_name != "auto")
+            gpu, report = _detect_gpu(need=profile_name == "auto" or not args.dry_run, profile_named=profile_name != "auto", environ=environ, report=gpu_report, gpus=args.gpus)
         profile = select_profile(profile_name, gpu)
         choice = profile_choice_note(profile.name, gpu) if gpu is not None else None  # a 6.0 or 7.x card on p40: say why
         if choice:
@@ -237,6 +264,8 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         notes.append("; ".join([f"{first[0]} {first[1]} instead of the {profile.name} profile's {first[2]}", *(f"{what} {new} instead of {old}" for what, new, old in rest)]))
     profile = chosen
     environment = resolve_environment(profile, environ)
+    if report is not None and report.gpus:
+        notes += _nccl_settings(report, environ, environment, args.gpus, args.nodes)
     # Triton and bf16 decisions use the real GPU, or the profile's own card when emulating or without a GPU
     compute_capability = gpu.compute_capability if gpu is not None and not args.emulate else profile.min_compute_capability
     where = f"{gpu.name} (compute capability {gpu.compute_capability_text})" if gpu is not None and not args.emulate else f"the {profile.name} profile's cards (compute capability below 8.0)"

@@ -24,7 +24,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests grpo learn learn_lora lora_1p5b_ppo lora_3b_grpo main main_resume pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests grpo learn learn_lora lora_1p5b_ppo lora_3b_grpo main main_resume multigpu pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -48,3 +48,35 @@ def test_speed_stage_passes_each_configurations_keys_after_the_train_arguments(t
         f"benchmarks/decode_bench.py --model {work}/qwen2.5-0.5b-random --output {tmp_path}/runs/decode_bench.json",
     ]
     assert "stage speed: unknown configuration 'bogus'" in (tmp_path / "runs" / "stages.log").read_text()
+
+
+def test_multigpu_stage_runs_the_issue_18_measurements_in_order_with_their_environment(tmp_path):
+    # the fake python3 records each command with the variables the stage sets for it (no GPU, no verl, no Ray here)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "calls"
+    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$* | NCCL_P2P_DISABLE=$NCCL_P2P_DISABLE RAY_ADDRESS=$RAY_ADDRESS CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES LIMIT=$VERLFIT_GPU_MEMORY_LIMIT_GIB" >> {log}\n')
+    (bin_dir / "python3").chmod(0o755)
+    env = {key: value for key, value in os.environ.items() if key not in ("NCCL_P2P_DISABLE", "RAY_ADDRESS", "CUDA_VISIBLE_DEVICES", "VERLFIT_GPU_MEMORY_LIMIT_GIB")}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(tmp_path / "work"), RUNS=str(tmp_path / "runs"), OUT=str(tmp_path / "out"))
+    result = subprocess.run(["bash", str(SCRIPT), "multigpu"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    common = f"--emulate p40 --model {work}/qwen2.5-0.5b-random --data {work}/gsm8k --steps 10 --max-prompt-length 512 --max-response-length 256 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
+    plain = "| NCCL_P2P_DISABLE= RAY_ADDRESS= CUDA_VISIBLE_DEVICES= LIMIT="
+    assert log.read_text().splitlines() == [
+        f"-m verlfit doctor --profile p40 --data {work}/gsm8k --model {work}/qwen2.5-0.5b-random {plain}",
+        f"-m verlfit train --run-dir {runs}/multigpu-gpus1 {common} --gpus 1 {plain}",
+        f"-m verlfit train --run-dir {runs}/multigpu-gpus2 {common} --gpus 2 {plain}",
+        f"-m verlfit train --run-dir {runs}/multigpu-gpus2-no-p2p {common} --gpus 2 | NCCL_P2P_DISABLE=1 RAY_ADDRESS= CUDA_VISIBLE_DEVICES= LIMIT=",
+        f"benchmarks/make_model.py --shape qwen2.5-1.5b --output {work}/qwen2.5-1.5b-random --tokenizer-dir {work}/qwen2.5-0.5b-random {plain}",
+        f"-m verlfit plan --emulate p40 --model {work}/qwen2.5-1.5b-random --gpus 2 {plain}",
+        f"-m verlfit train --run-dir {runs}/multigpu-1.5b-gpus2 --emulate p40 --model {work}/qwen2.5-1.5b-random --data {work}/gsm8k --steps 10 --max-prompt-length 512 --max-response-length 256 "
+        f"--skip-checks --no-validate-before-train --test-freq -1 --save-freq -1 --gpus 2 --plan off --micro-batch-size 1 --offload optimizer {plain}",
+        f"-m verlfit profiles p40 --env-shell {plain}",
+        "-m ray.scripts.scripts start --head --port=6390 --num-gpus=1 --disable-usage-stats | NCCL_P2P_DISABLE= RAY_ADDRESS= CUDA_VISIBLE_DEVICES=0 LIMIT=22.5",
+        "-m ray.scripts.scripts start --address=127.0.0.1:6390 --num-gpus=1 --disable-usage-stats | NCCL_P2P_DISABLE= RAY_ADDRESS= CUDA_VISIBLE_DEVICES=1 LIMIT=22.5",
+        f"-m verlfit train --run-dir {runs}/multigpu-nodes2 {common} --nodes 2 --gpus 1 | NCCL_P2P_DISABLE= RAY_ADDRESS=127.0.0.1:6390 CUDA_VISIBLE_DEVICES= LIMIT=",
+        f"-m ray.scripts.scripts stop --force {plain}",
+    ]
+    assert "multigpu   issue 18, on a kind with 2 or more GPUs" in subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60).stdout

@@ -19,7 +19,7 @@ ENTRYPOINT = "/opt/verlfit/entrypoint/entrypoint.sh"
 GPU = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
 VOLUMES = ["./data:/workspace/data", "./runs:/workspace/runs", "hf-cache:/cache/huggingface"]
 ENVIRONMENT = ["HF_ENDPOINT", "HF_TOKEN", "HF_HUB_OFFLINE", "VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF",
-               "CUDA_VISIBLE_DEVICES", "WANDB_API_KEY"]
+               "CUDA_VISIBLE_DEVICES", "WANDB_API_KEY", "CUDA_DEVICE_ORDER", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SOCKET_IFNAME", "VERLFIT_GPU_MEMORY_LIMIT_GIB"]
 
 
 @pytest.fixture(scope="module")

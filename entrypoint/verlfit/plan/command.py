@@ -16,6 +16,65 @@ from verlfit.plan import time as plan_time
 from verlfit.plan.request import request_from_args, sizing_keep
 
 
+# the sizes `verlfit plan --gpus N` (N > 1) compares at N GPUs and at 1: Qwen2.5 shapes (verlfit.model_shape.BUILTIN_SHAPES)
+SIZE_MODELS = ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-3B-Instruct")
+
+
+def size_rows(request, margin: float = DEFAULT_MARGIN) -> list[dict]:
+    """Which model sizes ``request.gpus`` cards open up: for each of :data:`SIZE_MODELS` and each algorithm, the
+    auto-fitted (:func:`verlfit.plan.fit.auto_fit`) full-parameter plan at 1 GPU and at ``request.gpus``, with the
+    request's card, dtype, rollout, batch and lengths. GRPO takes the request's samples when it is GRPO, else
+    :data:`verlfit.arguments.DEFAULT_SAMPLES`; each algorithm its own reference default.
+
+    Returns:
+        One dict per (model, algorithm): ``model``, ``algorithm``, ``samples``, and per GPU count (``"1"``,
+        ``"<N>"``) ``{"fits": bool, "required_bytes": peak + allocator headroom per GPU, "offload": [pieces]}``.
+    """
+    import dataclasses
+
+    from verlfit.arguments import DEFAULT_SAMPLES
+    from verlfit.model_shape import load_model_shape
+
+    rows = []
+    for model in SIZE_MODELS:
+        for algorithm in ("ppo", "grpo"):
+            same = algorithm == request.algorithm
+            samples = 1 if algorithm == "ppo" else (request.rollout_n if same else DEFAULT_SAMPLES)
+            row = {"model": model, "algorithm": algorithm, "samples": samples}
+            for gpus in (1, request.gpus):
+                trial = dataclasses.replace(request, shape=load_model_shape(model), algorithm=algorithm, rollout_n=samples, use_reference=request.use_reference if same else None, gpus=gpus)
+                decision = auto_fit(trial, margin=margin)
+                chosen = decision.request
+                offload = [name.replace("_offload", "").replace("_", " ") for name in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(chosen, name)]
+                row[str(gpus)] = {"fits": decision.fits, "required_bytes": decision.plan.required_bytes, "offload": offload}
+            rows.append(row)
+    return rows
+
+
+def _size_cell(cell: dict) -> str:
+    from verlfit.plan.memory import gib
+
+    if not cell["fits"]:
+        return f"no: {gib(cell['required_bytes']):.1f} GiB"
+    return f"fits {gib(cell['required_bytes']):.1f} GiB" + (f", offload {', '.join(cell['offload'])}" if cell["offload"] else "")
+
+
+def render_sizes(rows: list[dict], gpus: int, usable_bytes: int, console) -> None:
+    """Print :func:`size_rows` as a table: one row per model and algorithm, 1 GPU against ``gpus``."""
+    from rich.table import Table
+
+    from verlfit.plan.memory import format_gib
+
+    console.print(f"model sizes at {gpus} GPUs against 1: full-parameter, this batch and lengths, auto-fitted; predicted peak per GPU + allocator headroom, of {format_gib(usable_bytes)} usable", highlight=False, soft_wrap=True)
+    table = Table()
+    for column in ("model", "algorithm", "1 GPU", f"{gpus} GPUs"):
+        table.add_column(column)
+    for row in rows:
+        algorithm = "PPO" if row["algorithm"] == "ppo" else f"GRPO n={row['samples']}"
+        table.add_row(row["model"].removeprefix("Qwen/").removesuffix("-Instruct"), algorithm, _size_cell(row["1"]), _size_cell(row[str(gpus)]))
+    console.print(table)
+
+
 # printed after every plan made with --plan off, whatever its verdict: the planner did not choose
 PLAN_OFF_HINT = "--plan off: micro-batches, gradient checkpointing and offload as given (as verlfit train --plan off runs them); without --plan off the planner chooses them to fit, as verlfit train does by default"
 
@@ -35,6 +94,7 @@ def register(subparsers):
             "  $ verlfit plan --emulate p40                      # what verlfit train --emulate p40 will choose\n"
             "  $ verlfit plan --profile p40 --gpu-memory 22.5 --batch-size 64 --micro-batch-size 8 --plan off\n"
             "  $ verlfit plan --emulate p40 --algo grpo --samples 8\n"
+            "  $ verlfit plan --emulate p40 --gpus 2                # per-GPU memory, and which Qwen2.5 sizes 2 cards open up\n"
             "  $ verlfit plan --model ./my-model/config.json --profile a10 --json"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -84,6 +144,8 @@ def _run(args, nvml=None, out=None) -> int:
         if decision:
             data["auto_fit"] = {"fits": decision.fits, "reasons": list(decision.reasons), "suggestion": decision.suggestion, "kept": keep}
         data["time"] = {**plan_time.estimate_to_dict(timing, steps), "card_source": card_line}
+        if plan.request.gpus > 1:
+            data["sizes"] = size_rows(plan.request, args.margin)
         out.write(json.dumps(data, indent=2) + "\n")
     else:
         from rich.console import Console
@@ -112,6 +174,8 @@ def _run(args, nvml=None, out=None) -> int:
             console.print(line, highlight=False, soft_wrap=True)
         if decision is None:
             console.print(PLAN_OFF_HINT, highlight=False, soft_wrap=True)
+        if plan.request.gpus > 1:  # the question --gpus N asks: what N cards open up (12 auto-fits, ~50 ms)
+            render_sizes(size_rows(plan.request, args.margin), plan.request.gpus, plan.usable_bytes, console)
     if decision is not None and not decision.fits:
         return 1
     return 0 if plan.verdict in ("fits", "tight") else 1
