@@ -1,4 +1,4 @@
-"""benchmarks/gsm8k_synthetic.py: deterministic GSM8K-format "a + b - c" word problems."""
+"""benchmarks/gsm8k_synthetic.py and verlfit.synthetic_gsm8k (the code it wraps): deterministic GSM8K-format "a + b - c" word problems."""
 
 import json
 import re

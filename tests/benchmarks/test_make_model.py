@@ -1,4 +1,4 @@
-"""benchmarks/make_model.py: the local Qwen2.5-style tokenizer and random Qwen2 checkpoints."""
+"""benchmarks/make_model.py and verlfit.synthetic_model (the code it wraps): the local Qwen2.5-style tokenizer and random Qwen2 checkpoints."""
 
 import json
 import os
