@@ -1,4 +1,5 @@
-"""verlfit bench: argument checks, the table and the JSON from recorded runs (the training launch is mocked)."""
+"""verlfit bench: argument checks, the model and data it makes from the package alone (no checkout), the table and
+the JSON from recorded runs (the training launch is mocked)."""
 
 import io
 import json
@@ -29,8 +30,6 @@ def test_validation_names_the_bad_input(tmp_path):
         bench.validate_args(parse(["--steps", "1"]))
     with pytest.raises(VerlfitError, match=f"--gsm8k {tmp_path}: no train.jsonl or test.jsonl there"):
         bench.validate_args(parse(["--gsm8k", str(tmp_path)]))
-    with pytest.raises(VerlfitError, match="no make_model.py"):
-        bench.validate_args(parse(["--benchmarks-dir", str(tmp_path)]))
     assert bench.validate_args(parse(["--configs", "verlfit"])) == ["verlfit"]
 
 
@@ -59,27 +58,37 @@ def test_bench_runs_both_configurations_and_writes_the_json(tmp_path, monkeypatc
     import verlfit.doctor
 
     monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [])
-    monkeypatch.setattr(bench, "_prepare", lambda args, work: (Path("/m"), Path("/d")))
+    prepared = []
+    monkeypatch.setattr(bench, "prepare_inputs", lambda work, shape, gsm8k: prepared.append((work, shape, gsm8k)) or (Path("/m"), Path("/d")))
     monkeypatch.setattr(bench, "machine_facts", lambda nvml=None: {"card": "NVIDIA H200", "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0", "verl": "0.4.1", "patches": "0001-0008", "compute_capability": "9.0", "memory_gib": 140.4})
     launched = []
 
     def fake_run(argv):
         run_dir = Path(argv[argv.index("--run-dir") + 1])
-        launched.append(run_dir.name)
+        assert not run_dir.exists()  # verlfit train refuses an existing run directory
+        launched.append(run_dir)
         shutil.copytree(RECORDED[run_dir.name], run_dir)
         return 0
 
     output = tmp_path / "out" / "bench.json"
     status = bench._run(parse(["--work", str(tmp_path), "--output", str(output)]), run=fake_run)
     out = capsys.readouterr().out
-    assert status == 0 and launched == ["public-recipe", "verlfit"]
+    assert status == 0 and [r.name for r in launched] == ["public-recipe", "verlfit"]
+    runs = launched[0].parent
+    assert launched[1].parent == runs and runs.parent == tmp_path / "runs"
+    assert prepared == [(tmp_path, "qwen2.5-0.5b", None)]
     data = json.loads(output.read_text())
     assert [r["run"] for r in data["runs"]] == ["public-recipe", "verlfit"]
-    assert data["runs"][1] == bench.summarise_run(tmp_path / "runs" / "verlfit", "h200")
-    assert data["machine"]["card"] == "NVIDIA H200" and data["data"] == "generated"
+    assert data["runs"][1] == bench.summarise_run(runs / "verlfit", "h200")
+    assert data["machine"]["card"] == "NVIDIA H200" and data["data"] == "generated" and data["model"] == "qwen2.5-0.5b"
     assert "card NVIDIA H200, driver 580.159.04, CUDA 13.0, torch 2.11.0, verl 0.4.1, patch series 0001-0008" in out
     assert f"bench: wrote {output}; attach it to an issue on verlfit's tracker" in out
     assert list(output.parent.iterdir()) == [output]
+
+    # a second bench with the same --work (and another shape) runs into a folder of its own
+    assert bench._run(parse(["--work", str(tmp_path), "--output", str(output), "--shape", "qwen2.5-1.5b", "--configs", "verlfit"]), run=fake_run) == 0
+    assert launched[2].name == "verlfit" and launched[2].parent not in (runs, tmp_path / "runs") and launched[2].parent.parent == tmp_path / "runs"
+    assert prepared[1] == (tmp_path, "qwen2.5-1.5b", None) and json.loads(output.read_text())["model"] == "qwen2.5-1.5b"
 
 
 def test_bench_refuses_where_the_doctor_fails(monkeypatch, tmp_path):
@@ -102,3 +111,130 @@ def test_render_table_rows():
     assert "verlfit bench: NVIDIA H200 (emulating p40)" in text
     row = result["runs"][0]
     assert f"{row['step_s']:.2f}" in text and f"{row['estimate_error']:+.0%}" in text
+
+
+# --------------------------------------------------------------------------------------
+# the model and data, made from an installed verlfit: a copy of the package with no checkout around it
+# --------------------------------------------------------------------------------------
+
+INSTALLED_CHECK = """
+import json, sys
+from pathlib import Path
+import verlfit
+from verlfit import bench
+package = Path(verlfit.__file__).resolve().parent
+assert not (package.parents[1] / "benchmarks").exists(), package
+assert not [p for p in sys.path if "benchmarks" in p], sys.path
+work = Path(sys.argv[1])
+model, data = bench.prepare_inputs(work, shape="tiny", synthetic_sizes=(40, 8), log=lambda line: print(line, flush=True))
+print(json.dumps({"package": str(package), "model": str(model), "data": str(data)}))
+"""
+
+
+def _installed_copy(tmp_path: Path) -> dict:
+    """An environment whose only verlfit is a copy of entrypoint/verlfit under tmp_path/site (what pip installs into
+    site-packages), with no benchmarks/ on the path and the hub unreachable."""
+    import os
+
+    site = tmp_path / "site"
+    shutil.copytree(ROOT / "entrypoint" / "verlfit", site / "verlfit", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VERLFIT_PATCHES_DIR")}
+    env.update(PYTHONPATH=str(site), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9", TOKENIZERS_PARALLELISM="false")
+    return env
+
+
+def test_bench_help_from_an_installed_verlfit(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "verlfit", "bench", "--help"], cwd=tmp_path, env=_installed_copy(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: verlfit bench [-h] [--steps STEPS] [--gsm8k DIR]")
+    assert "--shape {qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-3b}" in done.stdout
+    assert "benchmarks" not in done.stdout
+
+
+def test_bench_makes_a_loadable_model_and_prepared_data_from_the_package_alone(tmp_path):
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from verlfit import gsm8k, synthetic_gsm8k
+
+    work = tmp_path / "work"
+    command = [sys.executable, "-c", INSTALLED_CHECK, str(work)]
+    done = subprocess.run(command, cwd=tmp_path, env=_installed_copy(tmp_path), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    result = json.loads(lines[-1])
+    assert result == {"package": str(tmp_path / "site" / "verlfit"), "model": str(work / "tiny-random"), "data": str(work / "gsm8k-synthetic")}
+    assert lines[0] == f"bench: making a random-weight tiny-shape model and its tokenizer in {work / 'tiny-random'}"
+    assert lines[1] == f"bench: generating 40 + 8 GSM8K-format problems in {work / 'synthetic-raw'}"
+    assert lines[2] == f"bench: preparing {work / 'synthetic-raw'} into {work / 'gsm8k-synthetic'}"
+    assert sorted(p.name for p in work.iterdir()) == ["gsm8k-synthetic", "synthetic-raw", "tiny-random"]  # no temp folder left
+
+    tokenizer = AutoTokenizer.from_pretrained(work / "tiny-random")
+    model = AutoModelForCausalLM.from_pretrained(work / "tiny-random")
+    assert type(model).__name__ == "Qwen2ForCausalLM"
+    assert (model.config.num_hidden_layers, model.config.hidden_size, model.config.vocab_size) == (2, 64, len(tokenizer))
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "What is 2 + 3?"}], tokenize=False, add_generation_prompt=True) == (
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+        "<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    with torch.no_grad():
+        logits = model(**tokenizer(["#### 5"], return_tensors="pt")).logits
+    assert logits.shape[-1] == len(tokenizer) and torch.isfinite(logits).all()
+
+    # the data: verl's schema, every generated problem kept (their prompts are far below 256 tokens), in order
+    assert gsm8k.is_prepared(work / "gsm8k-synthetic")
+    expected = synthetic_gsm8k.generate_splits(n_train=40, n_test=8, seed=0)
+    for split, rows in expected.items():
+        table = pq.read_table(work / "gsm8k-synthetic" / f"{split}.parquet").to_pylist()
+        assert [r["extra_info"]["question"] for r in table] == [r["question"] for r in rows]
+        assert [r["reward_model"]["ground_truth"] for r in table] == [synthetic_gsm8k.answer_value(r["answer"]) for r in rows]
+        assert [json.loads(line) for line in (work / "synthetic-raw" / f"{split}.jsonl").read_text().splitlines()] == rows
+
+    # a second bench reuses all three folders as they are
+    stamps = {p: p.stat().st_mtime_ns for p in work.rglob("*")}
+    done = subprocess.run(command, cwd=tmp_path, env=_installed_copy(tmp_path / "again"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:-1] == [] and {p: p.stat().st_mtime_ns for p in work.rglob("*")} == stamps
+
+
+def test_prepare_inputs_refuses_an_incomplete_folder_and_leaves_no_half_one(tmp_path, monkeypatch):
+    from verlfit import synthetic_model
+
+    (tmp_path / "qwen2.5-0.5b-random").mkdir()
+    with pytest.raises(VerlfitError, match=r"qwen2.5-0.5b-random exists but is incomplete") as error:
+        bench.prepare_inputs(tmp_path, log=lambda line: None)
+    assert error.value.fix == f"remove {tmp_path / 'qwen2.5-0.5b-random'} and run the bench again"
+
+    def half_then_fail(output_dir, **kw):
+        (Path(output_dir) / "config.json").write_text("{}")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synthetic_model, "make_model", half_then_fail)
+    with pytest.raises(KeyboardInterrupt):
+        bench.prepare_inputs(tmp_path / "fresh", shape="tiny", log=lambda line: None)
+    assert list((tmp_path / "fresh").iterdir()) == []
+
+
+def test_patch_series_reads_the_installed_verls_marker_first(tmp_path, monkeypatch):
+    import verlfit.doctor
+
+    verl = tmp_path / "verl"
+    verl.mkdir()
+    series = tmp_path / "patches" / "verl-0.4.1"
+    series.mkdir(parents=True)
+    (series / "series").write_text("# comment\n0001-a.patch\n0002-b.patch\n")
+    environ = {"VERLFIT_PATCHES_DIR": str(tmp_path / "patches")}
+    assert bench.patch_series(environ, verl_dir=verl) == "0001-a.patch, 0002-b.patch (series, not checked against verl)"
+    (verl / ".verlfit-patches").write_text("# verl patch series applied by verlfit's patches/apply.py; do not edit.\n# series: verl-0.4.1\n" + "a" * 64 + "  0001-a.patch\n" + "b" * 64 + "  0009-c.patch\n")
+    assert bench.patch_series(environ, verl_dir=verl) == "0001-a.patch, 0009-c.patch"
+    assert bench.patch_series({"VERLFIT_PATCHES_DIR": str(tmp_path / "nowhere")}, verl_dir=None).endswith("(series, not checked against verl)")  # the checkout's own
+    monkeypatch.setattr(verlfit.doctor, "_default_series", lambda environ: None)  # an installed verlfit, no checkout
+    assert bench.patch_series({}, verl_dir=verl) == "0001-a.patch, 0009-c.patch"
+    assert bench.patch_series({}, verl_dir=None) == "unknown"

@@ -4,18 +4,21 @@ Steps (no network):
 
 1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA): a FAIL
    stops here with the doctor's fix;
-2. a random-weight model of Qwen2.5-0.5B's exact shape and a locally trained tokenizer
-   (``benchmarks/make_model.py``), once, under ``--work``;
+2. a random-weight model of Qwen2.5-0.5B's exact shape (``--shape``: 1.5B, 3B) and a locally trained tokenizer
+   with Qwen's chat template (:mod:`verlfit.synthetic_model`), once, under ``--work``;
 3. data: ``--gsm8k DIR`` (the real GSM8K as ``train.jsonl``/``test.jsonl``) or generated GSM8K-format problems
-   (``benchmarks/gsm8k_synthetic.py``), prepared by ``verlfit prepare-gsm8k``;
+   (:mod:`verlfit.synthetic_gsm8k`), prepared as ``verlfit prepare-gsm8k`` does (:func:`verlfit.gsm8k.prepare`);
 4. ``--steps`` steps of each configuration (``benchmarks/device_run.sh`` stage_public and stage_tuned, 256/256):
    ``public-recipe``: the public P40 recipe (batch 1, mini-batch 1, micro-batch 1, eager attention, fp32, planner
    off); ``verlfit``: verlfit's own (batch 32, the planner's micro-batches, checkpointing and offload), both
-   through ``verlfit train`` on the card as it is (``--emulate`` only when asked);
+   through ``verlfit train`` on the card as it is (``--emulate`` only when asked), into
+   ``--work``/runs/<start time>-<random>/<configuration> (a new folder per bench);
 5. a table: s/step (mean of the steps after the first), seconds per phase, tokens/s (verl's
    ``perf/total_num_tokens`` / ``timing_s/step``), peak allocated (``perf/max_memory_allocated_gb``, GiB), the
    time model's estimate for the same settings on this card (``verlfit.plan.time``) against the measurement, and the
    card, driver, CUDA, torch, verl and patch series; written atomically as JSON to ``--output``.
+
+Everything it runs is in the package: it works from an installed verlfit (the images) with no checkout.
 """
 
 from __future__ import annotations
@@ -24,11 +27,14 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Callable
 
 from verlfit.arguments import whole_number
 from verlfit.errors import VerlfitError
@@ -39,9 +45,14 @@ CONFIGS = {
     # device_run.sh stage_tuned: verlfit's p40 configuration, the planner's choice at batch 32
     "verlfit": [],
 }
-COMMON = ["--max-prompt-length", "256", "--max-response-length", "256", "--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "-1"]
+MAX_PROMPT_LENGTH = 256  # device_run.sh's 256/256; longer prompts are dropped when the data is prepared
+COMMON = ["--max-prompt-length", str(MAX_PROMPT_LENGTH), "--max-response-length", "256", "--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "-1"]
 PHASES = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor")
-BENCHMARKS_DIR = Path(__file__).resolve().parents[2] / "benchmarks"
+# verlfit.synthetic_model.SHAPES that are real Qwen2.5-Instruct configurations (the others are test shapes)
+MODEL_SHAPES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b")
+# generated problems without --gsm8k: benchmarks/gsm8k_synthetic.py's default sizes (train, test); a few steps at
+# batch 32 use 32 per step
+SYNTHETIC_SIZES = (5000, 500)
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -54,12 +65,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--steps", type=whole_number, default=4, help="steps per configuration (default 4; the first is not timed)")
     parser.add_argument("--gsm8k", metavar="DIR", help="the real GSM8K as train.jsonl and test.jsonl (default: generated problems)")
+    parser.add_argument("--shape", choices=MODEL_SHAPES, default="qwen2.5-0.5b", help="the random-weight model's shape, a Qwen2.5-Instruct configuration (default %(default)s); from 1.5B on, "
+                        "public-recipe (planner off, no offload) will not fit 24 GB: fp32 weights, gradients and Adam state are 16 bytes a parameter, "
+                        "23 GiB at 1.5B, so pass --configs verlfit there")
     parser.add_argument("--configs", default="public-recipe,verlfit", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: both)")
     parser.add_argument("--emulate", choices=("p40", "a10"), help="emulate that card (its code paths and memory cap) instead of running the card as it is")
     parser.add_argument("--profile", choices=("p40", "a10", "auto"), default="auto", help="profile when not emulating (default: by the GPU)")
     parser.add_argument("--work", default=os.path.join("~", ".cache", "verlfit-bench"), help="model, data and run directories (default %(default)s)")
     parser.add_argument("--output", help="JSON file to write (default: verlfit-bench-<card>.json in the current directory)")
-    parser.add_argument("--benchmarks-dir", default=str(BENCHMARKS_DIR), help="the checkout's benchmarks/ (make_model.py, gsm8k_synthetic.py); default %(default)s")
     parser.set_defaults(func=_run)
     return parser
 
@@ -68,8 +81,7 @@ def validate_args(args) -> list[str]:
     """Check the arguments; return the configurations to run.
 
     Raises:
-        VerlfitError: an unknown configuration, fewer than 2 steps, a --gsm8k folder without its files, no
-            benchmarks/ helpers.
+        VerlfitError: an unknown configuration, fewer than 2 steps, a --gsm8k folder without its files.
     """
     names = [n.strip() for n in args.configs.split(",") if n.strip()]
     unknown = [n for n in names if n not in CONFIGS]
@@ -81,8 +93,6 @@ def validate_args(args) -> list[str]:
         missing = [name for name in ("train.jsonl", "test.jsonl") if not (Path(args.gsm8k).expanduser() / name).is_file()]
         if missing:
             raise VerlfitError(f"--gsm8k {args.gsm8k}: no {' or '.join(missing)} there", fix="pass the folder holding GSM8K's train.jsonl and test.jsonl (openai/gsm8k main), or leave --gsm8k out for generated problems", exit_code=2)
-    if not (Path(args.benchmarks_dir) / "make_model.py").is_file():
-        raise VerlfitError(f"--benchmarks-dir {args.benchmarks_dir}: no make_model.py", fix="run from a verlfit checkout, or pass its benchmarks/ folder", exit_code=2)
     return names
 
 
@@ -197,8 +207,7 @@ def machine_facts(nvml=None) -> dict:
         verl = metadata.version("verl")
     except metadata.PackageNotFoundError:
         verl = "not installed"
-    series = Path(__file__).resolve().parents[2] / "patches" / "verl-0.4.1" / "series"
-    patches = ", ".join(line.split()[0] for line in series.read_text().splitlines() if line.strip() and not line.startswith("#")) if series.is_file() else os.environ.get("VERLFIT_PATCHES_DIR", "unknown")
+    patches = patch_series(os.environ)
     return {
         "card": gpu.name if gpu else (report.error or "no GPU"),
         "compute_capability": gpu.compute_capability_text if gpu else None,
@@ -211,20 +220,83 @@ def machine_facts(nvml=None) -> dict:
     }
 
 
-def _prepare(args, work: Path) -> tuple[Path, Path]:
-    model = work / "qwen2.5-0.5b-random"
-    data = work / ("gsm8k" if args.gsm8k else "gsm8k-synthetic")
-    python = sys.executable
+def patch_series(environ, verl_dir: Path | None | str = "auto") -> str:
+    """The verl patches this machine runs, comma-separated: the installed verl's ``.verlfit-patches`` marker
+    (``patches/apply.py`` writes it, ``sha256  name`` a line, ``#`` comments), else this verlfit's series file
+    (``VERLFIT_PATCHES_DIR`` or the checkout's, as the doctor finds it) marked "(series, not checked against
+    verl)", else "unknown". An installed verlfit (the images) has no checkout beside it: the marker answers there.
+    """
+    from verlfit.doctor import _default_series, _installed_verl_dir
+
+    verl_dir = _installed_verl_dir() if verl_dir == "auto" else verl_dir
+    marker = Path(verl_dir) / ".verlfit-patches" if verl_dir else None
+    if marker is not None and marker.is_file():
+        names = [line.split("  ", 1)[-1].strip() for line in marker.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
+        return ", ".join(names) or "none (empty marker)"
+    series = _default_series(environ)
+    if series is not None:
+        names = [line.split()[0] for line in series.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
+        return f"{', '.join(names)} (series, not checked against verl)"
+    return "unknown"
+
+
+def prepare_inputs(work: Path, shape: str = "qwen2.5-0.5b", gsm8k: Path | None = None, synthetic_sizes: tuple[int, int] = SYNTHETIC_SIZES, log: Callable[[str], None] = print) -> tuple[Path, Path]:
+    """Make the bench's model and data under ``work`` once; return (model folder, prepared data folder).
+
+    * model: ``work/<shape>-random``, a random-weight ``Qwen2ForCausalLM`` of ``shape`` (a
+      :data:`verlfit.synthetic_model.SHAPES` key; the CLI offers :data:`MODEL_SHAPES`) with a locally trained
+      tokenizer (:func:`verlfit.synthetic_model.make_model`, seed 0): loadable with
+      ``AutoModelForCausalLM``/``AutoTokenizer.from_pretrained``;
+    * data: ``work/gsm8k`` prepared from ``gsm8k`` (train.jsonl, test.jsonl), or ``work/gsm8k-synthetic`` prepared
+      from ``synthetic_sizes`` (train, test) generated problems written to ``work/synthetic-raw``
+      (:func:`verlfit.synthetic_gsm8k.write_splits`, seed 0); verl's ``train.parquet``/``test.parquet``, prompts
+      measured with the model's tokenizer and those over :data:`MAX_PROMPT_LENGTH` tokens dropped
+      (:func:`verlfit.gsm8k.prepare`).
+
+    What exists already is reused (the model: its config.json; the data: :func:`verlfit.gsm8k.is_prepared`). The
+    model and the raw problems are written to a hidden folder beside their final name and renamed when complete,
+    so an interrupted bench leaves nothing a later one takes for whole. No network.
+
+    Raises:
+        VerlfitError: a leftover incomplete model or raw-data folder in the way, or what
+            :func:`verlfit.gsm8k.prepare` raises (no usable row, an unwritable folder).
+    """
+    from verlfit import gsm8k as gsm8k_data
+    from verlfit import synthetic_gsm8k, synthetic_model
+
+    work.mkdir(parents=True, exist_ok=True)
+    model = work / f"{shape}-random"
+    data = work / ("gsm8k" if gsm8k else "gsm8k-synthetic")
     if not (model / "config.json").is_file():
-        print(f"bench: making a random-weight Qwen2.5-0.5B-shape model in {model}", flush=True)
-        subprocess.run([python, str(Path(args.benchmarks_dir) / "make_model.py"), "--shape", "qwen2.5-0.5b", "--output", str(model)], check=True)
-    if not (data / "train.parquet").is_file():
-        source = Path(args.gsm8k).expanduser() if args.gsm8k else work / "synthetic-raw"
-        if not args.gsm8k:
-            subprocess.run([python, str(Path(args.benchmarks_dir) / "gsm8k_synthetic.py"), "--output", str(source)], check=True)
-        print(f"bench: preparing {source} into {data}", flush=True)
-        subprocess.run([python, "-m", "verlfit", "prepare-gsm8k", "--input", str(source), "--output", str(data), "--tokenizer", str(model), "--max-prompt-length", "256"], check=True)
+        log(f"bench: making a random-weight {shape}-shape model and its tokenizer in {model}")
+        _make_folder(model, lambda tmp: synthetic_model.make_model(str(tmp), shape=shape, seed=0))
+    if not gsm8k_data.is_prepared(data):
+        source = gsm8k
+        if source is None:
+            source = work / "synthetic-raw"
+            if not all((source / f"{split}.jsonl").is_file() for split in ("train", "test")):
+                n_train, n_test = synthetic_sizes
+                log(f"bench: generating {n_train} + {n_test} GSM8K-format problems in {source}")
+                _make_folder(source, lambda tmp: synthetic_gsm8k.write_splits(str(tmp), n_train=n_train, n_test=n_test, seed=0))
+        log(f"bench: preparing {source} into {data}")
+        gsm8k_data.prepare(source=str(source), output_dir=str(data), tokenizer=str(model), max_prompt_length=MAX_PROMPT_LENGTH, log=log)
     return model, data
+
+
+def _make_folder(target: Path, make: Callable[[Path], object]) -> None:
+    """Run ``make(tmp)`` on a fresh hidden folder beside ``target``, then rename it to ``target``; on any error
+    remove it and re-raise."""
+    if target.exists():
+        raise VerlfitError(f"{target} exists but is incomplete (an earlier bench stopped while writing it?)", fix=f"remove {target} and run the bench again")
+    tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        make(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def train_args(name: str, args, model: Path, data: Path, run_dir: Path) -> list[str]:
@@ -251,16 +323,23 @@ def _run(args, nvml=None, run=launch) -> int:
     machine = machine_facts(nvml)
     card = card_for_gpu_name(machine["card"])
     work = Path(args.work).expanduser()
-    model, data = _prepare(args, work)
+    # the tokenizer is trained and used here, then verl's processes are started: without this, tokenizers warns
+    # in each child that parallelism was used before the fork (device_run.sh sets the same)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    model, data = prepare_inputs(work, shape=args.shape, gsm8k=Path(args.gsm8k).expanduser() if args.gsm8k else None)
+    # one folder per bench under work/runs, named by its start time: verlfit train refuses an existing run
+    # directory, so a second bench with the same --work must not reuse the first one's
+    (work / "runs").mkdir(parents=True, exist_ok=True)
+    runs = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=work / "runs"))
     rows = []
     for i, name in enumerate(names, 1):
-        run_dir = work / "runs" / name
+        run_dir = runs / name
         print(f"bench: [{i}/{len(names)}] {name}: verlfit {' '.join(train_args(name, args, model, data, run_dir))}", flush=True)
         status = run(train_args(name, args, model, data, run_dir))
         if status != 0:
             raise VerlfitError(f"bench: the {name} run failed (verl exited with status {status})", fix=f"see {run_dir / 'train.log'}")
         rows.append(summarise_run(run_dir, card.key if card else None))
-    result = {"verlfit_bench": 1, "emulate": args.emulate, "steps": args.steps, "data": "gsm8k" if args.gsm8k else "generated", "machine": machine, "runs": rows}
+    result = {"verlfit_bench": 1, "emulate": args.emulate, "steps": args.steps, "model": args.shape, "data": "gsm8k" if args.gsm8k else "generated", "machine": machine, "runs": rows}
     render(result)
     output = Path(args.output).expanduser() if args.output else Path(f"verlfit-bench-{(card.key if card else 'gpu')}{'-emulate-' + args.emulate if args.emulate else ''}.json")
     write_json(result, output)

@@ -1,4 +1,4 @@
-"""benchmarks/gsm8k_synthetic.py: deterministic GSM8K-format "a + b - c" word problems."""
+"""benchmarks/gsm8k_synthetic.py and verlfit.synthetic_gsm8k (the code it wraps): deterministic GSM8K-format "a + b - c" word problems."""
 
 import json
 import re
@@ -89,3 +89,10 @@ def test_cli_writes_jsonl(tmp_path):
         assert all(set(r) == {"question", "answer"} for r in rows[split])
     assert rows["train"][:2] == FIRST_TRAIN_SEED0
     assert rows["test"][0] == FIRST_TEST_SEED0
+
+
+def test_the_script_is_a_thin_command_line_over_the_package():
+    from verlfit import synthetic_gsm8k
+
+    assert g.synthetic_gsm8k is synthetic_gsm8k
+    assert [getattr(g, name) is getattr(synthetic_gsm8k, name) for name in synthetic_gsm8k.__all__] == [True] * len(synthetic_gsm8k.__all__)

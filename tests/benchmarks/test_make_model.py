@@ -1,4 +1,4 @@
-"""benchmarks/make_model.py: the local Qwen2.5-style tokenizer and random Qwen2 checkpoints."""
+"""benchmarks/make_model.py and verlfit.synthetic_model (the code it wraps): the local Qwen2.5-style tokenizer and random Qwen2 checkpoints."""
 
 import json
 import os
@@ -193,3 +193,10 @@ def test_qwen25_larger_configs_are_exact_and_count_their_parameters(tok, shape, 
     with torch.device("meta"):  # the shape only: no memory for 1.5B/3B random weights in a CPU test
         model = Qwen2ForCausalLM(config)
     assert sum(p.numel() for p in model.parameters()) == params
+
+
+def test_the_script_is_a_thin_command_line_over_the_package():
+    from verlfit import synthetic_model
+
+    assert make_model.synthetic_model is synthetic_model
+    assert [getattr(make_model, name) is getattr(synthetic_model, name) for name in synthetic_model.__all__] == [True] * len(synthetic_model.__all__)
