@@ -77,10 +77,11 @@ def shape_for(model: str):
     import make_model
 
     name = Path(model).name
-    for key, shape_name in (("0.5b", None), ("small", "small"), ("tiny", "tiny")):
+    for key, builtin in (("0.5b", "Qwen/Qwen2.5-0.5B-Instruct"), ("1.5b", "Qwen/Qwen2.5-1.5B-Instruct"), ("3b", "Qwen/Qwen2.5-3B-Instruct")):
+        if key in name:  # benchmarks/make_model.py's exact Qwen2.5 shapes (random weights)
+            return load_model_shape(builtin)
+    for key, shape_name in (("small", "small"), ("tiny", "tiny")):
         if key in name:
-            if shape_name is None:
-                return load_model_shape("Qwen/Qwen2.5-0.5B-Instruct")
             values = dict(make_model.SHAPES[shape_name], model_type="qwen2")
             values["vocab_size"] = values["vocab_size"] or DEFAULT_TOKENIZER_ROWS
             return shape_from_config(values, name=f"make_model.py shape {shape_name}")
