@@ -110,6 +110,12 @@ def test_customize_a10_to_hf_rollout_and_sdpa_rewrites_exactly_the_overrides_tha
         "critic.model.use_remove_padding=False",
         "actor_rollout_ref.rollout.name=hf",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+        # the profile's fallbacks: the HF rollout's speed keys, then the padded path's trimming (patches 0020-0022)
+        "+actor_rollout_ref.rollout.trim_padding=True",
+        "+actor_rollout_ref.rollout.cuda_graph=True",
+        "+actor_rollout_ref.actor.trim_padding=True",
+        "+actor_rollout_ref.ref.trim_padding=True",
+        "+critic.trim_padding=True",
     ]
     assert a10.rollout == "vllm" and "actor_rollout_ref.rollout.enforce_eager=False" in a10.overrides  # the original is untouched
 
@@ -206,3 +212,27 @@ def test_train_says_at_launch_which_profile_a_7x_card_got_and_why(capsys):
     assert f"note: {expected}" in describe(plan).splitlines()
     assert "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides  # what the note says the profile leaves off
     assert prepare_launch(cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=P40).notes == []
+
+
+def test_a10_fallbacks_apply_one_at_a_time_and_p40_carries_the_speed_keys_itself():
+    from verlfit.profiles import customize
+
+    speed = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True", "+actor_rollout_ref.rollout.cuda_graph=True"]
+    a10 = load_profile("a10")
+    assert not any("trim_padding" in o or "cuda_graph" in o for o in a10.overrides)  # vLLM and packed FA2 sequences
+    assert customize(a10, rollout="hf").overrides[-2:] == ("+actor_rollout_ref.rollout.trim_padding=True", "+actor_rollout_ref.rollout.cuda_graph=True")
+    assert customize(a10, attention="sdpa").overrides[-3:] == tuple(speed[:3])
+    assert list(load_profile("p40").overrides[-5:]) == speed
+    assert customize(load_profile("p40"), attention="eager").overrides[-5:] == tuple(speed)  # no fallbacks to add: already there
+
+
+def test_fallbacks_must_be_lists_of_overrides():
+    from importlib import resources
+
+    import yaml
+
+    data = yaml.safe_load(resources.files("verlfit.profiles").joinpath("a10.yaml").read_text())
+    with pytest.raises(VerlfitError, match=r"fallbacks must be a mapping with the keys \['hf_rollout', 'padded_training'\], got \['vllm_rollout'\]"):
+        parse_profile({**data, "fallbacks": {"vllm_rollout": []}}, "x.yaml")
+    with pytest.raises(VerlfitError, match="fallbacks.hf_rollout must be a list of 'key=value' strings"):
+        parse_profile({**data, "fallbacks": {"hf_rollout": ["cuda_graph"]}}, "x.yaml")

@@ -32,8 +32,9 @@ DEFAULTED_VARIABLE = "VERLFIT_PROFILE_DEFAULTS"  # knobs the entrypoint set from
 DTYPES = ("float32", "bfloat16", "float16")
 ATTENTION = ("sdpa", "eager", "flash_attention_2")
 ROLLOUTS = ("hf", "vllm")
-_KEYS = {"name", "description", "image", "compute_capability", "gpu_memory_gib", "environment", "dtype", "attention", "rollout", "overrides", "vllm"}
-_REQUIRED = _KEYS - {"vllm"}
+_KEYS = {"name", "description", "image", "compute_capability", "gpu_memory_gib", "environment", "dtype", "attention", "rollout", "overrides", "vllm", "fallbacks"}
+_REQUIRED = _KEYS - {"vllm", "fallbacks"}
+_FALLBACKS = ("hf_rollout", "padded_training")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,10 @@ class Profile:
         overrides: verl Hydra overrides (``key=value``, ``+key=value`` for keys absent from
             ``ppo_trainer.yaml``) that follow from the above.
         vllm_gpu_memory_utilization: vLLM's fraction of the card (vLLM profiles only).
+        hf_rollout_overrides: added by :func:`customize` when a run falls back from the profile's vLLM to the HF
+            rollout (``--rollout hf``): what the HF rollout needs that vLLM does not (the YAML's ``fallbacks.hf_rollout``).
+        padded_training_overrides: added by :func:`customize` when a run leaves FlashAttention-2's packed sequences
+            for padded ones (``--attention sdpa|eager``; the YAML's ``fallbacks.padded_training``).
     """
 
     name: str
@@ -68,6 +73,8 @@ class Profile:
     rollout: str
     overrides: tuple[str, ...]
     vllm_gpu_memory_utilization: float | None = None
+    hf_rollout_overrides: tuple[str, ...] = ()
+    padded_training_overrides: tuple[str, ...] = ()
     source: str = field(default="", compare=False)
 
 
@@ -110,6 +117,12 @@ def parse_profile(data: dict, source: str) -> Profile:
     overrides = data["overrides"]
     if not isinstance(overrides, list) or not all(isinstance(o, str) and "=" in o for o in overrides):
         raise VerlfitError(f"{source}: overrides must be a list of 'key=value' strings")
+    fallbacks = data.get("fallbacks") or {}
+    if not isinstance(fallbacks, dict) or set(fallbacks) - set(_FALLBACKS):
+        raise VerlfitError(f"{source}: fallbacks must be a mapping with the keys {list(_FALLBACKS)}, got {sorted(fallbacks) if isinstance(fallbacks, dict) else fallbacks!r}")
+    for name, listed in fallbacks.items():
+        if not isinstance(listed, list) or not all(isinstance(o, str) and "=" in o for o in listed):
+            raise VerlfitError(f"{source}: fallbacks.{name} must be a list of 'key=value' strings")
     vllm = data.get("vllm") or {}
     utilization = vllm.get("gpu_memory_utilization")
     if data["rollout"] == "vllm" and not (isinstance(utilization, (int, float)) and 0 < utilization < 1):
@@ -126,6 +139,8 @@ def parse_profile(data: dict, source: str) -> Profile:
         rollout=data["rollout"],
         overrides=tuple(overrides),
         vllm_gpu_memory_utilization=float(utilization) if utilization is not None else None,
+        hf_rollout_overrides=tuple(fallbacks.get("hf_rollout") or ()),
+        padded_training_overrides=tuple(fallbacks.get("padded_training") or ()),
         source=source,
     )
 
@@ -222,7 +237,9 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
     attention to compare against the public P40 recipe. The overrides follow: ``rollout.name``; for HF, the
     vLLM-only keys dropped and no vLLM memory share; ``attn_implementation`` for actor/ref and critic; and
     ``use_remove_padding`` on only with FlashAttention-2 (verl packs sequences for FA2's varlen kernel; with
-    SDPA or eager packed sequences would attend across each other).
+    SDPA or eager packed sequences would attend across each other); and the profile's ``fallbacks``: for a run
+    that leaves vLLM for the HF rollout, the HF rollout's speed keys (patches 0021-0022), and for one that leaves
+    packed sequences, the padded path's trimming (patch 0020).
 
     Raises:
         VerlfitError: a value that is not a rollout/attention name; vLLM on a profile whose cards are below
@@ -253,6 +270,10 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
         elif key in _VLLM_ONLY_KEYS and rollout == "hf":
             continue
         overrides.append(override)
+    if rollout == "hf" and profile.rollout != "hf":
+        overrides += profile.hf_rollout_overrides
+    if attention != "flash_attention_2" and profile.attention == "flash_attention_2":
+        overrides += profile.padded_training_overrides
     changed = [f"{what} {value}" for what, value, old in (("rollout", rollout, profile.rollout), ("attention", attention, profile.attention)) if value != old]
     return replace(
         profile,
