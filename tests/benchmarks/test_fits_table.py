@@ -30,7 +30,7 @@ def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lor
     assert cells[:4] == [card.upper(), f"Qwen2.5-{size}", f"{algorithm.upper()} 32{' x 4' if algorithm == 'grpo' else ''}", "LoRA r32" if lora else "full"]
     assert cells[4].startswith("fits (micro-batch") == decision.fits
     assert cells[5] == (format_gib(decision.plan.peak.total) if decision.fits else f"> {format_gib(decision.plan.peak.total)}")
-    assert cells[6:] == ["not run", "not run"]
+    assert cells[6:] == list(fits_table.MEASURED.get((card, size, algorithm, "LoRA r32" if lora else "full"), ("not run", "not run")))
 
 
 def test_check_and_write_on_a_stale_table(tmp_path, capsys):
@@ -42,3 +42,8 @@ def test_check_and_write_on_a_stale_table(tmp_path, capsys):
     assert stale.read_text(encoding="utf-8") == "intro\n" + fits_table.table() + "outro\n"
     (tmp_path / "empty.md").write_text("no table\n")
     assert fits_table.main(["--check", str(tmp_path / "empty.md")]) == 1
+
+
+def test_measured_cells_come_from_the_records_table():
+    assert fits_table.row("p40", "1.5B", "ppo", True)[6:] == ["18.19 GiB", "89.5, shared GPU; LoRA generation slow (section 8.2)"]
+    assert fits_table.row("p40", "1.5B", "ppo", False)[6:] == ["not run", "not run"]
