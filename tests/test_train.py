@@ -702,3 +702,17 @@ def test_the_lora_flags_are_in_both_helps(capsys):
         for flag in ("--lora-rank N", "--lora-alpha A", "--lora-target-modules NAMES", "--critic-lora-rank N"):
             assert flag in out, (command, flag)
         assert "default: 16, verl's own" in " ".join(out.split())
+
+
+def test_lora_turns_the_p40_profiles_cuda_graph_decoding_off_unless_the_user_turns_it_on():
+    from verlfit.overrides import LORA_CUDA_GRAPH_NOTE
+
+    lora = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32"]), environ={}, gpu=P40)
+    assert [o for o in lora.overrides if "cuda_graph" in o] == ["+actor_rollout_ref.rollout.cuda_graph=False"]
+    assert LORA_CUDA_GRAPH_NOTE in lora.notes
+    full = prepare_launch(parse(["--profile", "p40", "--plan", "off"]), environ={}, gpu=P40)
+    assert [o for o in full.overrides if "cuda_graph" in o] == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert LORA_CUDA_GRAPH_NOTE not in full.notes
+    chosen = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--", "actor_rollout_ref.rollout.cuda_graph=True"]), environ={}, gpu=P40)
+    assert [o for o in chosen.overrides if "cuda_graph" in o] == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert LORA_CUDA_GRAPH_NOTE not in chosen.notes

@@ -198,6 +198,13 @@ def quote_value(value: str) -> str:
     return f"'{escaped}'"
 
 
+CUDA_GRAPH_KEY = "actor_rollout_ref.rollout.cuda_graph"
+LORA_CUDA_GRAPH_NOTE = (
+    "CUDA-graph decoding (patch 0022) is off with LoRA: it matches generate with a LoRA adapter on the CPU but has "
+    "not run with one on a GPU yet; `-- actor_rollout_ref.rollout.cuda_graph=True` turns it on"
+)
+
+
 def build_overrides(settings: TrainSettings, profile, environment: dict[str, str], compute_capability: tuple[int, int] | None = None, vllm_card_fraction: float | None = None) -> list[str]:
     """Return the complete override list for ``python -m verl.trainer.main_ppo``.
 
@@ -277,6 +284,8 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
             "algorithm.use_kl_in_reward=False",
         ]
     out += list(profile.overrides)
+    if s.lora_rank and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides:
+        out.append(f"+{CUDA_GRAPH_KEY}=False")  # LORA_CUDA_GRAPH_NOTE; the user's own value after -- still wins
     if profile.rollout == "hf":
         out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size or s.train_batch_size}")
     else:
