@@ -27,9 +27,14 @@
 #   bench      verlfit bench on the card as it is and with --emulate p40; the JSON files go to $OUT
 #   speed      issue 13: the main job's configuration (PPO, 0.5B shape, --emulate p40, 512/256, batch 32), 10 steps
 #              per configuration of SPEED_CONFIGS (default "today all": today's path, then all of patches
-#              0020-0022's keys on, one after the other so neither shares the GPU; "trim_train trim_rollout
-#              cuda_graph" are each one alone), SPEED_PARALLEL=1 runs them at once; then benchmarks/decode_bench.py
+#              0020-0023's keys on, one after the other so neither shares the GPU; "trim_train trim_rollout
+#              cuda_graph unwrap" are each one alone), SPEED_PARALLEL=1 runs them at once; then benchmarks/decode_bench.py
 #              (ms per decode step at batch 32 and 64, prefill, generate vs graph) into $OUT/decode_bench.json
+#   lora_speed the HF rollout with LoRA (patch 0023): lora_1p5b_ppo's run (1.5B shape, rank 32, --emulate p40, 512/256,
+#              batch 32) for LORA_SPEED_STEPS (default 4) steps per configuration of LORA_SPEED_CONFIGS (default
+#              "unwrap all today": rollout.unwrap_fsdp alone, every speed key, then none; the speed configurations'
+#              names), one after the other; without the key generation took ~63.5 s a step, so "today" alone is
+#              ~7-8 min: give the list over two calls (e.g. "unwrap all", then "today") within 10-minute calls
 #   lora_1p5b_ppo
 #              PPO with LoRA actor and critic (rank 32), Qwen2.5-1.5B shape, real GSM8K, --emulate p40, 512/256,
 #              batch 32, 10 steps, checkpoints at steps 5 and 10; then benchmarks/adapter_norm.py on its adapters
@@ -118,7 +123,7 @@ stage_setup() {
   python3 -c "import verl.workers.actor.dp_actor, verl.workers.fsdp_workers; print('patched verl imports without flash_attn')"
   [ -f "$MODEL/config.json" ] || python3 benchmarks/make_model.py --shape qwen2.5-0.5b --output "$MODEL"
   # the bigger shapes (random weights, the 0.5B's tokenizer) only when a stage of this call trains them
-  if grep -qw lora_1p5b_ppo <<< "$STAGES" && [ ! -f "$MODEL_1P5B/config.json" ]; then
+  if grep -qwE 'lora_1p5b_ppo|lora_speed' <<< "$STAGES" && [ ! -f "$MODEL_1P5B/config.json" ]; then
     python3 benchmarks/make_model.py --shape qwen2.5-1.5b --output "$MODEL_1P5B" --tokenizer-dir "$MODEL"
   fi
   if grep -qw lora_3b_grpo <<< "$STAGES" && [ ! -f "$MODEL_3B/config.json" ]; then
@@ -176,10 +181,12 @@ stage_a10() {
     actor_rollout_ref.actor.use_torch_compile=False
 }
 
-# issue 13's keys (patches 0020-0022), per configuration of stage_speed
+# issue 13's keys (patches 0020-0023), per configuration of stage_speed and stage_lora_speed
 SPEED_TRIM_TRAIN=(+actor_rollout_ref.actor.trim_padding=True +actor_rollout_ref.ref.trim_padding=True +critic.trim_padding=True)
 SPEED_TRIM_ROLLOUT=(+actor_rollout_ref.rollout.trim_padding=True)
 SPEED_CUDA_GRAPH=(+actor_rollout_ref.rollout.cuda_graph=True)
+# generate() without FSDP's per-unit hooks: with LoRA every adapter Linear is an FSDP unit (patch 0009)
+SPEED_UNWRAP=(+actor_rollout_ref.rollout.unwrap_fsdp=True)
 
 speed_keys() {  # speed_keys CONFIG: the extra verl overrides of one stage_speed configuration
   case $1 in
@@ -187,8 +194,9 @@ speed_keys() {  # speed_keys CONFIG: the extra verl overrides of one stage_speed
     trim_train) echo "${SPEED_TRIM_TRAIN[@]}" ;;
     trim_rollout) echo "${SPEED_TRIM_ROLLOUT[@]}" ;;
     cuda_graph) echo "${SPEED_CUDA_GRAPH[@]}" ;;
-    all) echo "${SPEED_TRIM_TRAIN[*]} ${SPEED_TRIM_ROLLOUT[*]} ${SPEED_CUDA_GRAPH[*]}" ;;
-    *) log "stage speed: unknown configuration '$1' (today trim_train trim_rollout cuda_graph all)"; return 2 ;;
+    unwrap) echo "${SPEED_UNWRAP[@]}" ;;
+    all) echo "${SPEED_TRIM_TRAIN[*]} ${SPEED_TRIM_ROLLOUT[*]} ${SPEED_CUDA_GRAPH[*]} ${SPEED_UNWRAP[*]}" ;;
+    *) log "stage ${2:-speed}: unknown configuration '$1' (today trim_train trim_rollout cuda_graph unwrap all)"; return 2 ;;
   esac
 }
 
@@ -214,6 +222,23 @@ stage_speed() {
     || log "decode_bench: status $?"
   tail -n 4 "$RUNS/decode_bench.console" | sed "s/^/  decode_bench| /"
   [ -f "$RUNS/decode_bench.json" ] && cp "$RUNS/decode_bench.json" "$OUT/decode_bench.json"
+  return 0
+}
+
+stage_lora_speed() {
+  # lora_1p5b_ppo (call of 2026-12-01): 63.5 s of generation a step (~250 ms per decode step at batch 32) against
+  # 7.4 s for the full-parameter 0.5B; the suspect is FSDP's hooks on every adapter unit per token (patch 0023).
+  # Unwrapped first, so a call cut short by its deadline still measures the key.
+  [ -f "$MODEL_1P5B/config.json" ] || { log "lora_speed: no $MODEL_1P5B (run setup with this stage named)"; return 0; }
+  local config keys extra
+  for config in ${LORA_SPEED_CONFIGS:-unwrap all today}; do
+    keys=$(speed_keys "$config" lora_speed) || continue
+    extra=()
+    # shellcheck disable=SC2206  # keys are words without spaces
+    [ -z "$keys" ] || extra=(-- $keys)
+    train "lora-speed-$config" --emulate p40 --model "$MODEL_1P5B" --data "$DATA" --steps "${LORA_SPEED_STEPS:-4}" --batch-size 32 --max-prompt-length 512 \
+      --max-response-length 256 --lora-rank 32 "${COMMON[@]}" "${extra[@]}"
+  done
   return 0
 }
 

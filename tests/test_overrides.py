@@ -258,11 +258,13 @@ def test_user_overrides_drop_the_separator_and_refuse_managed_keys():
 
 
 def test_speed_patch_keys_are_accepted_with_plus_and_reach_the_config():
-    # patches 0020-0022 read these with .get(key, False); verl's yaml lacks them, so they take a leading '+'
-    keys = ["actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding", "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph"]
+    # patches 0020-0023 read these with .get(key, False); verl's yaml lacks them, so they take a leading '+'
+    keys = ["actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding", "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph", "actor_rollout_ref.rollout.unwrap_fsdp"]
     config = validate_overrides([f"+{key}=True" for key in keys])
     from omegaconf import OmegaConf
 
-    assert [OmegaConf.select(config, key) for key in keys] == [True] * 5
+    assert [OmegaConf.select(config, key) for key in keys] == [True] * 6
     with pytest.raises(VerlfitError, match="needs a leading '\\+'"):
         validate_overrides(["actor_rollout_ref.rollout.cuda_graph=True"])
+    with pytest.raises(VerlfitError, match="needs a leading '\\+'"):
+        validate_overrides(["actor_rollout_ref.rollout.unwrap_fsdp=True"])

@@ -22,7 +22,7 @@ from verlfit.errors import VerlfitError
 # Keys absent from verl 0.4.1's ppo_trainer.yaml that verl (or our patch series) reads.
 # Source: fsdp_workers.py:214 (model_dtype), :292-296 / :964-968 (mixed_precision.*),
 # hf_rollout.py:46 (rollout.micro_batch_size), fsdp_workers.py:503/895 (override_config.*),
-# patches/verl-0.4.1 (attn_implementation, autocast_dtype, trim_padding, cuda_graph).
+# patches/verl-0.4.1 (attn_implementation, autocast_dtype, trim_padding, cuda_graph, unwrap_fsdp).
 KNOWN_ADDED_KEYS = (
     "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype",
     "actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype",
@@ -48,6 +48,8 @@ KNOWN_ADDED_KEYS = (
     "critic.trim_padding",
     "actor_rollout_ref.rollout.trim_padding",
     "actor_rollout_ref.rollout.cuda_graph",
+    # patch 0023: HF generate through the unwrapped module, without FSDP's per-unit hooks (LoRA rollout speed)
+    "actor_rollout_ref.rollout.unwrap_fsdp",
 )
 # Any key below these prefixes is passed to the HF config as-is (fsdp_workers.py:503, :895).
 KNOWN_ADDED_PREFIXES = ("actor_rollout_ref.model.override_config.", "critic.model.override_config.")

@@ -24,7 +24,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests grpo learn learn_lora lora_1p5b_ppo lora_3b_grpo main main_resume multigpu pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests grpo learn learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -44,10 +44,68 @@ def test_speed_stage_passes_each_configurations_keys_after_the_train_arguments(t
     assert calls == [
         f"-m verlfit train --run-dir {tmp_path}/runs/speed-today {common}",
         f"-m verlfit train --run-dir {tmp_path}/runs/speed-all {common} -- +actor_rollout_ref.actor.trim_padding=True +actor_rollout_ref.ref.trim_padding=True "
-        "+critic.trim_padding=True +actor_rollout_ref.rollout.trim_padding=True +actor_rollout_ref.rollout.cuda_graph=True",
+        "+critic.trim_padding=True +actor_rollout_ref.rollout.trim_padding=True +actor_rollout_ref.rollout.cuda_graph=True +actor_rollout_ref.rollout.unwrap_fsdp=True",
         f"benchmarks/decode_bench.py --model {work}/qwen2.5-0.5b-random --output {tmp_path}/runs/decode_bench.json",
     ]
     assert "stage speed: unknown configuration 'bogus'" in (tmp_path / "runs" / "stages.log").read_text()
+
+
+def _fake_python(tmp_path):
+    """A bin directory whose python3 appends its arguments to tmp_path/calls (no GPU, no verl here)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "calls"}\n')
+    (bin_dir / "python3").chmod(0o755)
+    return bin_dir
+
+
+def test_lora_speed_stage_runs_the_1p5b_lora_ppo_with_and_without_the_unwrap_key_one_after_the_other(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    env = {key: value for key, value in os.environ.items() if key not in ("LORA_SPEED_CONFIGS", "LORA_SPEED_STEPS")}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"))
+    # without the 1.5B model (setup makes it when lora_speed is named) the stage says so and runs nothing
+    result = subprocess.run(["bash", str(SCRIPT), "lora_speed"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "calls").exists()
+    assert f"lora_speed: no {work}/qwen2.5-1.5b-random (run setup with this stage named)" in (runs / "stages.log").read_text()
+    (work / "qwen2.5-1.5b-random").mkdir(parents=True)
+    (work / "qwen2.5-1.5b-random" / "config.json").write_text("{}")
+    result = subprocess.run(["bash", str(SCRIPT), "lora_speed"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    train = f"-m verlfit train --run-dir {runs}/lora-speed-%s --emulate p40 --model {work}/qwen2.5-1.5b-random --data {work}/gsm8k --steps 4 --batch-size 32 --max-prompt-length 512 --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        train % "unwrap" + " -- +actor_rollout_ref.rollout.unwrap_fsdp=True",
+        train % "all" + " -- +actor_rollout_ref.actor.trim_padding=True +actor_rollout_ref.ref.trim_padding=True +critic.trim_padding=True "
+        "+actor_rollout_ref.rollout.trim_padding=True +actor_rollout_ref.rollout.cuda_graph=True +actor_rollout_ref.rollout.unwrap_fsdp=True",
+        train % "today",
+    ]
+    (tmp_path / "calls").unlink()
+    env.update(LORA_SPEED_CONFIGS="today bogus cuda_graph", LORA_SPEED_STEPS="2")
+    result = subprocess.run(["bash", str(SCRIPT), "lora_speed"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        (train % "today").replace("--steps 4", "--steps 2"),
+        (train % "cuda_graph").replace("--steps 4", "--steps 2") + " -- +actor_rollout_ref.rollout.cuda_graph=True",
+    ]
+    assert "stage lora_speed: unknown configuration 'bogus'" in (runs / "stages.log").read_text()
+
+
+def test_setup_makes_the_1p5b_model_when_lora_speed_is_named(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work = tmp_path / "work"
+    (work / "qwen2.5-0.5b-random").mkdir(parents=True)
+    (work / "qwen2.5-0.5b-random" / "config.json").write_text("{}")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(work), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"), "VERLFIT_SITE": str(tmp_path / "site"), "SKIP_TINY": "1"}
+    nvidia = bin_dir / "nvidia-smi"
+    nvidia.write_text("#!/bin/sh\necho fake\n")
+    nvidia.chmod(0o755)
+    # stage setup only; lora_speed is named in the same call (its run finds no config.json: the fake made none)
+    result = subprocess.run(["bash", str(SCRIPT), "setup", "lora_speed"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert f"benchmarks/make_model.py --shape qwen2.5-1.5b --output {work}/qwen2.5-1.5b-random --tokenizer-dir {work}/qwen2.5-0.5b-random" in calls
+    assert not any("qwen2.5-3b" in call for call in calls)
 
 
 def test_multigpu_stage_runs_the_issue_18_measurements_in_order_with_their_environment(tmp_path):

@@ -12,6 +12,11 @@ Probes:
   static    static-cache decoder (patch 0022, eager on CPU) vs HF generate: greedy tokens with and without
             early EOS, the warped scores vs generate's, the Gumbel-max sampling frequencies, and HFRollout
             with rollout.cuda_graph (plain and FSDP-wrapped module) vs without
+  unwrap    patch 0023 (rollout.unwrap_fsdp) with LoRA through verl's ActorRolloutRefWorker (the LoRA FSDP
+            wrap policy of 0009, a nonzero adapter): two identical workers, one with the key; generation
+            (greedy; sampled with n=2 from one seed; with cuda_graph too), the FSDP forwards run while
+            generating, the module tree after, then compute_log_prob, update_actor and generation again on
+            both; and StaticDecoder on the PEFT model against generate of the merged model
 """
 
 import copy
@@ -320,8 +325,181 @@ def probe_static():
     return result
 
 
+UNWRAP_SAMPLING = {"temperature": 0.9, "top_k": 30, "top_p": 0.9}
+
+
+def _lora_worker(fw, captured, model_dir, **rollout_keys):
+    """verl's ActorRolloutRefWorker (actor + HF rollout + ref in actor) with LoRA, the sampling of
+    UNWRAP_SAMPLING, n=2 and the extra rollout keys given; ``captured`` is emptied first, so every worker gets
+    the same nonzero adapter (verl_probe._cpu_worker_shims seeds lora_B by len(captured))."""
+    import torch
+    from omegaconf import open_dict
+    from verl_probe import lora_trainer_config
+
+    captured.clear()
+    config = lora_trainer_config(model_dir)
+    with open_dict(config):
+        rollout = config.actor_rollout_ref.rollout
+        rollout.do_sample, rollout.n = True, 2  # greedy generation passes do_sample=False in meta_info
+        for key, value in {**UNWRAP_SAMPLING, **rollout_keys}.items():
+            rollout[key] = value
+    worker = fw.ActorRolloutRefWorker(config.actor_rollout_ref, role="actor_rollout")
+    torch.manual_seed(0)  # PEFT draws lora_A from the global generator
+    worker.init_model()
+    return worker
+
+
+class _FsdpForwardCounter:
+    """Counts FullyShardedDataParallel.forward calls (each one an FSDP unit's pre/post-forward hooks)."""
+
+    def __init__(self):
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+        self.calls = 0
+        real = FSDP.forward
+
+        def forward(module, *args, **kwargs):
+            self.calls += 1
+            return real(module, *args, **kwargs)
+
+        FSDP.forward = forward
+
+    def take(self):
+        calls, self.calls = self.calls, 0
+        return calls
+
+
+def _pad_after_eos(responses):
+    """(rows, steps) token ids -> the same with every token after a row's first EOS replaced by PAD."""
+    import torch
+
+    after = (torch.cumsum((responses == EOS).long(), dim=-1) - (responses == EOS).long()) > 0
+    return responses.masked_fill(after, PAD)
+
+
+def _tree(module):
+    """The module tree as (name, object id, type) rows: equal only if the very same objects are in place."""
+    return [(name, id(m), type(m).__name__) for name, m in module.named_modules()]
+
+
+def probe_unwrap():
+    import os
+    import socket
+    import tempfile
+
+    import torch
+    from verl_probe import LORA_RANK, PROMPT_LEN, RESPONSE_STEPS, _cpu_worker_shims, _full_params, cpu_empty_cache_shim, data_proto, left_padded_batch, manual_greedy, save_checkpoint
+
+    model_dir = save_checkpoint(tempfile.mkdtemp(prefix="speed_probe_model_"))
+    block_flash_attn()
+    cpu_empty_cache_shim()
+    init_dist()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    for key, value in {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+        os.environ.setdefault(key, value)
+    import verl.workers.fsdp_workers as fw
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from verl import DataProto
+
+    from verl.workers.rollout.static_decode import StaticDecoder
+
+    captured = []
+    _cpu_worker_shims(fw, captured)
+    plain = _lora_worker(fw, captured, model_dir)
+    peft_model = captured[0]["peft"].eval()  # the adapted model as verl built it, before FSDP wrapped it
+    unwrap = _lora_worker(fw, captured, model_dir, unwrap_fsdp=True)
+    workers = {"plain": plain, "unwrap": unwrap}
+    result = {
+        "key_read": {label: getattr(w.rollout, "unwrap_fsdp", None) for label, w in workers.items()},  # None: a tree without 0023
+        "lora_rank": LORA_RANK,
+        "lora_b_nonzero": bool(all(float(p.abs().sum()) > 0 for n, p in peft_model.named_parameters() if "lora_B" in n)),
+        "fsdp_units": sum(isinstance(m, FSDP) for m in unwrap.actor_module_fsdp.modules()),
+    }
+    counter = _FsdpForwardCounter()
+    tree_before = _tree(unwrap.actor_module_fsdp)
+    ids, mask, pos = left_padded_batch()
+
+    def generate(worker, seed=None, **meta):
+        if seed is not None:
+            torch.manual_seed(seed)
+        out = worker.generate_sequences(data_proto(ids, mask, pos, **meta))
+        return {k: out.batch[k] for k in ("prompts", "responses", "input_ids", "attention_mask", "position_ids")}
+
+    fsdp_forwards, greedy, sampled = {}, {}, {}
+    for label, worker in workers.items():
+        counter.take()
+        greedy[label] = generate(worker, do_sample=False)
+        fsdp_forwards[label] = counter.take()
+        sampled[label] = generate(worker, seed=5)
+    result["fsdp_forwards_greedy"] = fsdp_forwards
+    result["greedy_same"] = _same(greedy["plain"], greedy["unwrap"])
+    result["sampled_same"] = _same(sampled["plain"], sampled["unwrap"])
+    result["sampled_shape"] = list(sampled["unwrap"]["input_ids"].shape)
+    merged = copy.deepcopy(peft_model).merge_and_unload().eval()
+    expected = _pad_after_eos(manual_greedy(merged, ids, mask, RESPONSE_STEPS))  # rows that emit EOS get pad after it, as generate
+    result["greedy_equals_merged_manual"] = greedy["unwrap"]["responses"].tolist() == expected.tolist()
+    result["greedy_rows_ended_by_eos"] = int((greedy["unwrap"]["responses"] == EOS).any(-1).sum())
+    result["greedy_differs_from_base"] = greedy["unwrap"]["responses"].tolist() != manual_greedy(captured[0]["base"].eval(), ids, mask, RESPONSE_STEPS).tolist()
+    # rollout.cuda_graph on the same worker (the static decoder, eager on CPU, on the unwrapped PEFT model)
+    unwrap.rollout.cuda_graph = True
+    counter.take()
+    result["cuda_graph_greedy_same"] = _same(greedy["plain"], generate(unwrap, do_sample=False))
+    result["fsdp_forwards_cuda_graph"] = counter.take()
+    unwrap.rollout.cuda_graph = False
+    result["tree_restored"] = _tree(unwrap.actor_module_fsdp) == tree_before
+    result["tree_fsdp_units_after"] = sum(isinstance(m, FSDP) for m in unwrap.actor_module_fsdp.modules())
+
+    # after generating, the FSDP worker trains as before: log-probs, one update, log-probs and generation again
+    batch = sampled["plain"]
+    response_mask = batch["attention_mask"][:, PROMPT_LEN:]
+    old = {label: w.compute_log_prob(DataProto.from_dict(tensors=dict(batch))).batch["old_log_probs"] for label, w in workers.items()}
+    result["old_log_probs_same"] = bool(torch.equal(old["plain"], old["unwrap"]))
+    generator = torch.Generator().manual_seed(3)
+    advantages = torch.randn(response_mask.shape, generator=generator) * response_mask
+    n_tokens = batch["attention_mask"].sum(-1).tolist()
+    metrics, params, before = {}, {}, _full_params(unwrap.actor_module_fsdp)
+    for label, w in workers.items():
+        ref = w.compute_ref_log_prob(DataProto.from_dict(tensors=dict(batch))).batch["ref_log_prob"]
+        update = dict(batch, old_log_probs=old[label], ref_log_prob=ref, advantages=advantages)
+        metrics[label] = w.update_actor(DataProto.from_dict(tensors=update, meta_info={"temperature": 1.0, "global_token_num": n_tokens})).meta_info["metrics"]
+        params[label] = _full_params(w.actor_module_fsdp)
+    result["update_metrics_same"] = {k: metrics["plain"][k] == metrics["unwrap"][k] for k in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm")}
+    result["params_after_update_same"] = all(torch.equal(params["plain"][n], params["unwrap"][n]) for n in params["plain"])
+    changed = sorted(n for n in before if not torch.equal(before[n], params["unwrap"][n]))
+    result["changed_only_adapter"] = bool(changed) and all(".lora_A." in n or ".lora_B." in n for n in changed)
+    new = {label: w.compute_log_prob(DataProto.from_dict(tensors=dict(batch))).batch["old_log_probs"] for label, w in workers.items()}
+    result["log_probs_after_update_same"] = bool(torch.equal(new["plain"], new["unwrap"]))
+    result["log_probs_moved"] = float((new["unwrap"] - old["unwrap"]).abs()[response_mask.bool()].max())
+    result["greedy_after_update_same"] = _same(generate(plain, do_sample=False), generate(unwrap, do_sample=False))
+    counter.take()
+
+    # the static decoder on the PEFT model itself (adapter active) vs generate of the merged model
+    rids, rmask, _ = rollout_batch()
+    steps = 32
+    static = {}
+    with torch.no_grad():
+        ref = _generate(merged, rids, rmask, steps, EOS, do_sample=False).sequences
+        dec = StaticDecoder(peft_model, rids.size(0), rids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=EOS, pad_token_id=PAD)
+        got = dec.generate(rids, rmask, steps)
+        static["module"] = type(peft_model).__name__
+        static["greedy_equal_merged"] = got.tolist() == ref.tolist()
+        static["greedy_len"] = got.size(1)
+        static["greedy_equal_peft_generate"] = got.tolist() == _generate(peft_model, rids, rmask, steps, EOS, do_sample=False).sequences.tolist()
+        static["differs_from_base"] = got.tolist() != _generate(captured[0]["base"], rids, rmask, steps, EOS, do_sample=False).sequences.tolist()
+        eos = [int(ref[1, rids.size(1) + 3]), int(ref[0, rids.size(1) + 5])]
+        ref_eos = _generate(merged, rids, rmask, steps, eos, do_sample=False).sequences
+        dec_eos = StaticDecoder(peft_model, rids.size(0), rids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=PAD)
+        got_eos = dec_eos.generate(rids, rmask, steps)
+        static["eos_equal_merged"] = got_eos.tolist() == ref_eos.tolist()
+        static["eos_pad_after"] = int((got_eos[:, rids.size(1) :] == PAD).sum())
+    result["static_peft"] = static
+    return result
+
+
 def main(argv):
-    fn = {"trim": probe_trim, "rollout": probe_rollout, "static": probe_static}[argv[0]]
+    fn = {"trim": probe_trim, "rollout": probe_rollout, "static": probe_static, "unwrap": probe_unwrap}[argv[0]]
     result = fn(*argv[1:])
     import verl
 
