@@ -6,23 +6,33 @@ measured seconds per phase and per step.
     python benchmarks/calibrate_time.py --fit --write-factors  # and write them into entrypoint/verlfit/plan/time.py
     python benchmarks/calibrate_time.py --fit --record DIR --record DIR2   # add run dirs (all steps after the 1st)
 
-Records: run directories written by ``verlfit train`` (``run.json`` settings, ``metrics.jsonl`` verl's
+Records: run directories written by ``verlfit train`` (``run.json`` settings and overrides, ``metrics.jsonl`` verl's
 ``timing_s/*`` per step). Only runs that had the GPU to themselves count as timings (docs/benchmarks.md, "Sharing
 the GPU slows every run"; benchmarks/results/2026-11-29-h200/README.md): :data:`VALID_RECORDS` lists them with the
 steps used. Call 3 and call 9 shared the GPU (seven and nine runs at once) and call 8's main-ppo steps 26-36 ran
 beside tests/gpu: none of those steps is used. Call 5's two learning runs ran together but are small (tiny
-kernels, CPU-bound, 16 cores): they are used, as the brief of issue 14 counts call 5 alone.
+kernels, CPU-bound, 16 cores): they are used, as the brief of issue 14 counts call 5 alone. 2026-12-01 call 2's
+speed-today and speed-all (the main job without and with patches 0020-0022's five keys) ran alone, one after the
+other; :data:`EXCLUDED_RECORDS` names that day's runs that shared the GPU (call 3's LoRA 1.5B/3B, call 4's learning
+check with the keys) and why: the 1.5B LoRA record is the only larger shape and cannot calibrate.
 
 Per run: the mean over the used steps of each phase (``timing_s/gen``, ``old_log_prob``, ``ref``, ``values``,
 ``update_critic``, ``update_actor``) and of ``timing_s/step``, steps with a checkpoint save excluded (their save
 time is fitted on its own: ``timing_s/save_checkpoint``); decode steps per generate call = the mean of
-``response_length/max`` (the longest response sets how long ``generate`` runs).
+``response_length/max`` (the longest response sets how long ``generate`` runs). The speed switches come from the
+run's overrides (``plan_time.speed_switches``); with the rollout trim and one generate call per step, the rollout
+width is the mean of ``prompt_length/max`` (the batch's longest prompt).
 
 Fit: weighted least squares (every row divided by its measured seconds, so each phase counts by its relative
 error) of the phase seconds on the features of ``plan_time.phase_features``: 1/efficiency for fp32 and bf16
-passes, a fixed cost per micro-batch pass per layer, 1/efficiency of decode, a fixed cost per decode step and per
-decode step per layer. ``save_bytes_per_s`` = saved bytes / measured save seconds over all saves; ``other_s`` =
-the median over runs of (measured step - sum of measured phases). numpy is needed for --fit only (the test environment has it).
+passes, fixed costs per micro-batch pass and per pass per layer, the decode step's GPU side (1/efficiency, a floor
+per step per layer) and the HF loop's CPU side (per step, per step per layer). Rows: every fitted phase of every
+record, plus :data:`DECODE_BENCHES` (``benchmarks/decode_bench.py``: patch 0022's replays, the GPU side alone).
+speed-all's training phases are not fitted: with speed-today, its untrimmed twin, they derive
+``GSM8K_WINDOW_PROMPT_TOKENS`` (:func:`window_prompt_tokens`). ``save_bytes_per_s`` = saved bytes / measured save
+seconds over all saves; ``other_s`` = the median over runs of (measured step - sum of measured phases).
+``--write-factors`` writes FACTORS and the two derived GSM8K widths. numpy is needed for --fit only (the test
+environment has it).
 """
 
 from __future__ import annotations

@@ -7,18 +7,20 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
 * ``gen`` (HF rollout): prefill = one forward over the left-padded prompts (``max_prompt_length`` columns, or the
   micro-batch's longest prompt with patch 0021's rollout trim; logits of the last position only: transformers 4.51
   ``generate`` passes ``logits_to_keep=1``); decode = ``decode_steps`` steps (random weights never stop early, so
-  ``max_response_length``), each reading all matmul weights, the KV cache (three times: attention reads it,
-  ``DynamicCache.update``'s ``torch.cat`` reads and writes it; :func:`kv_cache_passes`) and the next-token logits.
-  HF ``generate``'s loop adds a fixed per-step cost that does not depend on the
-  card (CPU-bound: the facts file's 25.4 ms per decode step at batch 32 on the H200; verl's FSDP-wrapped module
-  adds FSDP's hooks per layer): ``decode_overhead_s + decode_overhead_per_layer_s * layers``.
+  ``max_response_length``), each reading all matmul weights, the KV cache (``3 + 2 g`` times:
+  ``DynamicCache.update``'s ``torch.cat`` reads and writes it, ``repeat_kv`` reads it and writes ``g`` copies
+  that SDPA reads, ``g`` = query heads per KV head: :func:`kv_cache_passes`) and the next-token logits. A decode
+  step's GPU side is that work at the fitted ``decode_efficiency`` plus a floor per layer (``decode_gpu_per_layer_s``:
+  the many small kernels of one step); HF ``generate``'s loop adds a CPU side that does not depend on the card
+  (the facts file's 25.4 ms per decode step at batch 32 on the H200; verl's FSDP-wrapped module adds FSDP's hooks
+  per layer): ``decode_overhead_s + decode_overhead_per_layer_s * layers``. The two add up (the H200's HF step is
+  the sum of the CUDA-graph replay's GPU time and the rest, benchmarks/results/2026-12-01-h200/call-2).
 * ``gen`` with patch 0022 (``rollout.cuda_graph``): a StaticCache of ``max_prompt_length + max_response_length``
-  columns (``hf_rollout.py``: ``cache_len=prompt_length + response_length``, untrimmed), every step attends over
-  all of it (cache moved ``1 + 2 g`` times, ``g`` query heads per KV head: ``repeat_kv``'s copies, no ``torch.cat``); the first decode step runs eagerly and the second is
-  captured (counted as two HF-loop steps), the rest are graph replays: no CPU launch cost, but a fitted GPU floor
-  per replay per layer (``graph_step_overhead_per_layer_s``: the many small kernels of a decode step) and their
-  own efficiency (``graph_decode_efficiency``), fitted on ``benchmarks/decode_bench.py``'s replays and the
-  speed-all record (2026-12-01).
+  columns (``hf_rollout.py``: ``cache_len=prompt_length + response_length``, not the trimmed width), attended in
+  full every step (cache moved ``1 + 2 g`` times: no ``torch.cat``); the eager warm-up step and the capture go
+  through the HF loop (two steps), the rest are replays: the GPU side only. ``decode_efficiency`` and
+  ``decode_gpu_per_layer_s`` rest on ``benchmarks/decode_bench.py``'s replays (no CPU side hides them there) with
+  the HF records; the CPU terms on the HF records.
 * ``old_log_prob``, ``ref``: actor forwards over ``S`` columns; ``values``: critic forward; ``update_critic``,
   ``update_actor``: forward + backward (2x the forward: weight and input gradients; 1x with LoRA, whose frozen base
   gets no weight gradients) + gradient checkpointing's second forward of the layers, plus AdamW's pass over
