@@ -6,23 +6,33 @@ measured seconds per phase and per step.
     python benchmarks/calibrate_time.py --fit --write-factors  # and write them into entrypoint/verlfit/plan/time.py
     python benchmarks/calibrate_time.py --fit --record DIR --record DIR2   # add run dirs (all steps after the 1st)
 
-Records: run directories written by ``verlfit train`` (``run.json`` settings, ``metrics.jsonl`` verl's
+Records: run directories written by ``verlfit train`` (``run.json`` settings and overrides, ``metrics.jsonl`` verl's
 ``timing_s/*`` per step). Only runs that had the GPU to themselves count as timings (docs/benchmarks.md, "Sharing
 the GPU slows every run"; benchmarks/results/2026-11-29-h200/README.md): :data:`VALID_RECORDS` lists them with the
 steps used. Call 3 and call 9 shared the GPU (seven and nine runs at once) and call 8's main-ppo steps 26-36 ran
 beside tests/gpu: none of those steps is used. Call 5's two learning runs ran together but are small (tiny
-kernels, CPU-bound, 16 cores): they are used, as the brief of issue 14 counts call 5 alone.
+kernels, CPU-bound, 16 cores): they are used, as the brief of issue 14 counts call 5 alone. 2026-12-01 call 2's
+speed-today and speed-all (the main job without and with patches 0020-0022's five keys) ran alone, one after the
+other; :data:`EXCLUDED_RECORDS` names that day's runs that shared the GPU (call 3's LoRA 1.5B/3B, call 4's learning
+check with the keys) and why: the 1.5B LoRA record is the only larger shape and cannot calibrate.
 
 Per run: the mean over the used steps of each phase (``timing_s/gen``, ``old_log_prob``, ``ref``, ``values``,
 ``update_critic``, ``update_actor``) and of ``timing_s/step``, steps with a checkpoint save excluded (their save
 time is fitted on its own: ``timing_s/save_checkpoint``); decode steps per generate call = the mean of
-``response_length/max`` (the longest response sets how long ``generate`` runs).
+``response_length/max`` (the longest response sets how long ``generate`` runs). The speed switches come from the
+run's overrides (``plan_time.speed_switches``); with the rollout trim and one generate call per step, the rollout
+width is the mean of ``prompt_length/max`` (the batch's longest prompt).
 
 Fit: weighted least squares (every row divided by its measured seconds, so each phase counts by its relative
 error) of the phase seconds on the features of ``plan_time.phase_features``: 1/efficiency for fp32 and bf16
-passes, a fixed cost per micro-batch pass per layer, 1/efficiency of decode, a fixed cost per decode step and per
-decode step per layer. ``save_bytes_per_s`` = saved bytes / measured save seconds over all saves; ``other_s`` =
-the median over runs of (measured step - sum of measured phases). numpy is needed for --fit only (the test environment has it).
+passes, fixed costs per micro-batch pass and per pass per layer, the decode step's GPU side (1/efficiency, a floor
+per step per layer) and the HF loop's CPU side (per step, per step per layer). Rows: every fitted phase of every
+record, plus :data:`DECODE_BENCHES` (``benchmarks/decode_bench.py``: patch 0022's replays, the GPU side alone).
+speed-all's training phases are not fitted: with speed-today, its untrimmed twin, they derive
+``GSM8K_WINDOW_PROMPT_TOKENS`` (:func:`window_prompt_tokens`). ``save_bytes_per_s`` = saved bytes / measured save
+seconds over all saves; ``other_s`` = the median over runs of (measured step - sum of measured phases).
+``--write-factors`` writes FACTORS and the two derived GSM8K widths. numpy is needed for --fit only (the test
+environment has it).
 """
 
 from __future__ import annotations
@@ -45,10 +55,13 @@ from verlfit.cards import get_card  # noqa: E402
 from verlfit.metrics import consolidate, read_metrics  # noqa: E402
 from verlfit.model_shape import load_model_shape, shape_from_config  # noqa: E402
 
-H200 = ROOT / "benchmarks" / "results" / "2026-11-29-h200"
+RESULTS = ROOT / "benchmarks" / "results"
+H200 = RESULTS / "2026-11-29-h200"
 MEASURED = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor")
+TRAINED = ("old_log_prob", "ref", "values", "update_critic", "update_actor")  # the passes patch 0020 trims
 
-# (record dir relative to H200, first step used, last step used or None, why)
+# (record dir relative to benchmarks/results/2026-11-29-h200 or, for later dates, to benchmarks/results; first step
+# used, last step used or None, why)
 VALID_RECORDS = (
     ("call-1/smoke-ppo", 2, None, "call 1: smoke stage alone"),
     ("call-1/smoke-grpo", 2, None, "call 1: smoke stage alone"),
@@ -62,7 +75,31 @@ VALID_RECORDS = (
     ("call-7/main-ppo", 2, 25, "call 7 alone"),
     ("call-8/main-ppo", 37, 50, "call 8: steps 26-36 shared the GPU with tests/gpu; 1-25 are call 7's"),
     ("call-10/cal-a10-grpo-m16-256", 2, None, "call 10 alone, bf16, no memory cap"),
+    ("2026-12-01-h200/call-2/speed-today", 2, None, "2026-12-01 call 2: alone, today's path (the speed stage's runs one after another)"),
+    ("2026-12-01-h200/call-2/speed-all", 2, None, "2026-12-01 call 2: alone, patches 0020-0022's five keys on; its training phases set the derived window (GSM8K_WINDOW_PROMPT_TOKENS), only its generation is fitted"),
 )
+# a record with patch 0020 on -> its untrimmed twin (same job, same data order, the same session): the twin's
+# measured/predicted ratio per phase cancels the model's own error on that phase when the window is derived
+WINDOW_RECORDS = {"2026-12-01-h200/call-2/speed-all": "2026-12-01-h200/call-2/speed-today"}
+# the rollout width (GSM8K_ROLLOUT_PROMPT_TOKENS) is the mean batch-32 longest prompt of this record
+ROLLOUT_WIDTH_RECORD = "2026-12-01-h200/call-2/speed-all"
+
+# recorded but not timings: they shared the GPU (docs/benchmarks.md, "Sharing the GPU slows every run")
+EXCLUDED_RECORDS = (
+    ("2026-12-01-h200/call-4/learn-grpo-lr1e-5-fast", "the learning check (GRPO 64x4, 256/128) with the five speed keys, 200 steps, but it shared the GPU with two other runs"),
+    ("2026-12-01-h200/call-3/lora-1p5b-ppo", "1.5B LoRA PPO: shared the GPU with a 3B run loading and generating, and its generation is slowed by the LoRA/FSDP-hook issue being fixed separately; the only larger-shape record, so no larger shape calibrates yet"),
+    ("2026-12-01-h200/call-3/lora-3b-grpo", "3B LoRA GRPO: shared the GPU with the 1.5B run"),
+)
+
+# benchmarks/decode_bench.py runs: patch 0022's replayed decode steps, alone on the GPU (its HF generate rows run
+# without verl's FSDP wrapper, so they are not verl's decode loop and are shown, not fitted)
+DECODE_BENCHES = ("2026-12-01-h200/call-2/decode_bench.json",)
+DECODE_BENCH_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # its "qwen2.5-0.5b-random": make_model.py's exact 0.5B shape
+
+
+def record_path(rel: str) -> Path:
+    """A :data:`VALID_RECORDS` entry's directory: dated entries under benchmarks/results, others under H200."""
+    return RESULTS / rel if rel[:4].isdigit() else H200 / rel
 
 # the models the records name ($WORK/<dir>): their config.json stayed on the device machine; shapes from
 # benchmarks/make_model.py SHAPES (vocab = the local tokenizer's 8192 rows for tiny and small)
@@ -99,6 +136,8 @@ class Record:
     save_s: list  # seconds of each save
     save_bytes: float
     description: str
+    fitted: tuple = MEASURED  # the measured phases the fit uses
+    prompt_max: float = 0.0  # mean over the used steps of verl's prompt_length/max (the batch's longest prompt)
 
 
 def load_record(run_dir: Path, first: int = 2, last: int | None = None, name: str | None = None) -> Record:
@@ -119,11 +158,16 @@ def load_record(run_dir: Path, first: int = 2, last: int | None = None, name: st
     request = plan.request_from_settings(settings, load_profile(record["profile"]), 140 * 1024**3, shape=shape_for(settings.model))
     if any(o.endswith("attn_implementation=eager") for o in record["overrides"]):
         request = dataclasses.replace(request, attention="eager")
-    inputs = plan_time.TimeInputs(decode_steps=round(statistics.mean(r["response_length/max"] for r in plain)))
+    switches = plan_time.speed_switches([*record["overrides"]])
+    prompt_max = statistics.mean(r["prompt_length/max"] for r in plain)
+    if switches.get("rollout_trim_padding") and request.rollout_prompts_per_call >= request.per_gpu_prompts:
+        switches["rollout_prompt_length"] = prompt_max  # one generate call per step: its width is the batch's longest prompt, as recorded
+    inputs = plan_time.TimeInputs(decode_steps=round(statistics.mean(r["response_length/max"] for r in plain)), **switches)
     measured = {p: statistics.mean(r.get(f"timing_s/{p}", 0.0) for r in plain) for p in MEASURED if any(f"timing_s/{p}" in r for r in plain)}
     save_work = plan_time.phase_work(request, dataclasses.replace(inputs, save_freq=1)).get("save_checkpoint")
     s = record["settings"]
-    description = f"{s['algorithm']} {request.shape.num_layers}L/{request.shape.hidden_size} b{s['train_batch_size']}x{request.samples} {s['max_prompt_length']}/{s['max_response_length']} mb {request.actor_micro_batch_size}/{request.log_prob_micro_batch_size}{f'/{request.critic_micro_batch_size}' if request.has_critic else ''} {request.dtype} {request.attention}"
+    keys = " ".join(name for name, on in (("trim", inputs.trim_padding), ("rollout-trim", inputs.rollout_trim_padding), ("cuda-graph", inputs.cuda_graph)) if on)
+    description = f"{s['algorithm']} {request.shape.num_layers}L/{request.shape.hidden_size} b{s['train_batch_size']}x{request.samples} {s['max_prompt_length']}/{s['max_response_length']} mb {request.actor_micro_batch_size}/{request.log_prob_micro_batch_size}{f'/{request.critic_micro_batch_size}' if request.has_critic else ''} {request.dtype} {request.attention}{f' {keys}' if keys else ''}"
     return Record(
         name=name or run_dir.name,
         request=request,
@@ -134,37 +178,119 @@ def load_record(run_dir: Path, first: int = 2, last: int | None = None, name: st
         save_s=[r["timing_s/save_checkpoint"] for r in saves],
         save_bytes=save_work.save_bytes if save_work else 0.0,
         description=description,
+        prompt_max=prompt_max,
     )
 
 
 def stored_records(extra: list[str] = ()) -> list[Record]:
     """The valid H200 records plus ``extra`` run directories (all their steps after the first)."""
-    records = [load_record(H200 / rel, first, last, name=rel) for rel, first, last, _ in VALID_RECORDS]
+    records = [load_record(record_path(rel), first, last, name=rel) for rel, first, last, _ in VALID_RECORDS]
+    records = [dataclasses.replace(r, fitted=("gen",)) if r.name in WINDOW_RECORDS else r for r in records]  # its training phases derive the window
     records += [load_record(Path(d), 2, None, name=str(d)) for d in extra]
     return records
 
 
-def rows(records: list[Record], card) -> list[tuple[tuple[float, ...], float, float]]:
-    """(features, fixed seconds, measured seconds) for every measured phase of every record."""
+@dataclasses.dataclass
+class DecodeBench:
+    """One ``benchmarks/decode_bench.py`` run of patch 0022's static decoder: ``steps`` decode steps (new tokens
+    - 1, prefill excluded) of ``batch`` rows from ``prompt_width`` columns into a cache of ``prompt_width +
+    new_tokens``, measured ``seconds`` (static_graph total - prefill)."""
+
+    name: str
+    batch: int
+    prompt_width: int
+    new_tokens: int
+    seconds: float
+    generate_seconds: float  # HF generate's decode steps in the same process (shown, not fitted)
+
+    def work(self, shape, cuda_graph: bool = True):
+        return plan_time.decode_work(shape, self.batch, self.prompt_width, self.new_tokens - 1, 4, cuda_graph=cuda_graph, cache_columns=self.prompt_width + self.new_tokens)
+
+
+def decode_benches() -> list[DecodeBench]:
+    """The :data:`DECODE_BENCHES` runs (fp32 only: the model's compute bytes are 4)."""
+    out = []
+    for rel in DECODE_BENCHES:
+        data = json.loads((RESULTS / rel).read_text())
+        if data["dtype"] != "fp32":
+            raise SystemExit(f"{rel}: dtype {data['dtype']}; only fp32 decode benches are read")
+        for run in data["runs"]:
+            steps = run["new_tokens"] - 1
+            graph, hf = run["static_graph"], run["generate"]
+            out.append(DecodeBench(f"{rel} batch {run['batch']}", run["batch"], run["prompt_width"], run["new_tokens"], graph["ms_per_decode_step"] * steps / 1e3, hf["ms_per_decode_step"] * steps / 1e3))
+    return out
+
+
+def rows(records: list[Record], card, benches: list[DecodeBench] = ()) -> list[tuple[tuple[float, ...], float, float]]:
+    """(features, fixed seconds, measured seconds) for every fitted measured phase of every record and every
+    decode bench's replayed steps."""
     out = []
     for rec in records:
         work = plan_time.phase_work(rec.request, rec.inputs)
         for phase, seconds in rec.measured.items():
-            if phase in work and seconds > 0:
+            if phase in work and phase in rec.fitted and seconds > 0:
                 features, fixed = plan_time.phase_features(work[phase], card, rec.request.dtype)
                 out.append((features, fixed, seconds))
+    shape = shape_for(DECODE_BENCH_MODEL)
+    for bench in benches:
+        features, fixed = plan_time.phase_features(bench.work(shape), card, "float32")
+        out.append((features, fixed, bench.seconds))
     return out
+
+
+def trained_phases(rec: Record, card, factors: dict, window: float | None = None) -> dict:
+    """Predicted seconds of ``rec``'s measured training phases (:data:`TRAINED`), the window's prompt columns
+    ``window`` (None: the inputs' own)."""
+    inputs = rec.inputs if window is None else dataclasses.replace(rec.inputs, window_prompt_length=window)
+    est = plan_time.estimate(rec.request, card, inputs, factors=factors)
+    return {p: est.phases[p] for p in TRAINED if p in rec.measured}
+
+
+def window_prompt_tokens(records: list[Record], card, factors: dict, phases: tuple = TRAINED) -> int:
+    """:data:`verlfit.plan.time.GSM8K_WINDOW_PROMPT_TOKENS`: the window prompt columns (whole tokens, bisection
+    over 1 .. max_prompt_length) at which the :data:`WINDOW_RECORDS`' training ``phases`` sum to their measured
+    seconds, each phase's prediction scaled by its untrimmed twin's measured / predicted (so the model's own error on
+    a phase, e.g. the actor update's +22% on the main job, does not move the window)."""
+    by_name = {r.name: r for r in records}
+    pairs = [(by_name[a], by_name[b]) for a, b in WINDOW_RECORDS.items() if a in by_name and b in by_name]
+    if not pairs:
+        raise SystemExit(f"no window record with its twin among {sorted(by_name)}")
+    low, high = 1.0, float(min(r.request.max_prompt_length for r, _ in pairs))
+    scales = []
+    for rec, twin in pairs:
+        untrimmed = trained_phases(twin, card, factors)
+        scales.append({p: twin.measured[p] / untrimmed[p] for p in untrimmed if p in phases})
+
+    def excess(window: float) -> float:
+        total = 0.0
+        for (rec, _), scale in zip(pairs, scales):
+            predicted = trained_phases(rec, card, factors, window)
+            total += sum(predicted[p] * scale[p] - rec.measured[p] for p in scale)
+        return total
+
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if excess(middle) < 0 else (low, middle)
+    return round((low + high) / 2)
+
+
+def rollout_prompt_tokens(records: list[Record]) -> int:
+    """:data:`verlfit.plan.time.GSM8K_ROLLOUT_PROMPT_TOKENS`: :data:`ROLLOUT_WIDTH_RECORD`'s mean batch-32 longest
+    prompt (verl's ``prompt_length/max``) over its used steps."""
+    (rec,) = [r for r in records if r.name == ROLLOUT_WIDTH_RECORD]
+    return round(rec.prompt_max)
 
 
 def _round(value: float) -> float:
     return float(f"{value:.4g}")
 
 
-def fit(records: list[Record], card) -> dict:
-    """Fitted :data:`verlfit.plan.time.FACTORS` (4 significant digits) from ``records`` on ``card``."""
+def fit(records: list[Record], card, benches: list[DecodeBench] = ()) -> dict:
+    """Fitted :data:`verlfit.plan.time.FACTORS` (4 significant digits) from ``records`` (and ``benches``: without
+    them no CUDA-graph row, the graph factors stay as stored) on ``card``."""
     import numpy as np
 
-    data = rows(records, card)
+    data = rows(records, card, benches)
     x = np.array([f for f, _, _ in data], dtype=float)
     y = np.array([m - fixed for _, fixed, m in data], dtype=float)
     weight = 1.0 / np.array([m for _, _, m in data], dtype=float)
@@ -180,6 +306,7 @@ def fit(records: list[Record], card) -> dict:
         "pass_overhead_s": _round(coef["pass_overhead_s"]),
         "pass_overhead_per_layer_s": _round(coef["pass_overhead_per_layer_s"]),
         "decode_efficiency": _round(1 / coef["1/decode_efficiency"]),
+        "decode_gpu_per_layer_s": _round(coef["decode_gpu_per_layer_s"]),
         "decode_overhead_s": _round(coef["decode_overhead_s"]),
         "decode_overhead_per_layer_s": _round(coef["decode_overhead_per_layer_s"]),
     }
@@ -212,13 +339,43 @@ def table(records: list[Record], card, factors: dict) -> tuple[str, list[dict]]:
     return "\n".join(lines), results
 
 
-def write_factors(factors: dict, path: Path = ROOT / "entrypoint" / "verlfit" / "plan" / "time.py") -> None:
-    """Replace the ``FACTORS = {...}`` block in plan/time.py (temp file + rename)."""
+def bench_table(benches: list[DecodeBench], card, factors: dict) -> tuple[str, list[dict]]:
+    """Markdown table of the decode benches: predicted vs measured ms per decode step, patch 0022's replays
+    (fitted) and HF ``generate`` in the same process (not fitted: no FSDP wrapper, unlike verl's rollout)."""
+    shape = shape_for(DECODE_BENCH_MODEL)
+    lines = ["| decode bench | rows | cache columns | graph ms/step pred | meas | error | HF generate ms/step pred (verl's loop) | meas (bare generate) |", "|---|---|---|---|---|---|---|---|"]
+    results = []
+    for bench in benches:
+        steps = bench.new_tokens - 1
+        graph = plan_time.phase_seconds(bench.work(shape), card, "float32", factors) / steps * 1e3
+        hf = plan_time.phase_seconds(bench.work(shape, cuda_graph=False), card, "float32", factors) / steps * 1e3
+        measured, measured_hf = bench.seconds / steps * 1e3, bench.generate_seconds / steps * 1e3
+        lines.append(f"| {bench.name} | {bench.batch} | {bench.prompt_width + bench.new_tokens} | {graph:.1f} | {measured:.1f} | {graph / measured - 1:+.0%} | {hf:.1f} | {measured_hf:.1f} |")
+        results.append({"bench": bench.name, "graph_ms": [round(graph, 2), round(measured, 2)], "generate_ms": [round(hf, 2), round(measured_hf, 2)], "error": round(graph / measured - 1, 4)})
+    return "\n".join(lines), results
+
+
+def notes() -> str:
+    """The table's notes: which records are excluded and why, what the speed records set."""
+    lines = ["Notes:"]
+    lines += [f"- excluded, {rel}: {why} (shared the GPU: not a timing)" for rel, why in EXCLUDED_RECORDS]
+    lines.append(f"- no record of a larger shape than 0.5B ran alone: every fitted factor comes from the 0.5B shape and smaller (the 1.5B/3B records above shared the GPU)")
+    lines += [f"- {rec}: its training phases are not fitted, they derive the window (GSM8K_WINDOW_PROMPT_TOKENS) against {twin}; its generation is fitted with the decode benches" for rec, twin in WINDOW_RECORDS.items()]
+    return "\n".join(lines)
+
+
+def write_factors(factors: dict, path: Path = ROOT / "entrypoint" / "verlfit" / "plan" / "time.py", constants: dict | None = None) -> None:
+    """Replace the ``FACTORS = {...}`` block in plan/time.py, and each ``NAME = <int>`` line of ``constants``
+    (temp file + rename)."""
     text = path.read_text()
     body = "FACTORS = {\n" + "".join(f'    "{k}": {v!r},\n' for k, v in factors.items()) + "}"
     new, count = re.subn(r"FACTORS = \{\n(?:    .*\n)*?\}", body, text, count=1)
     if count != 1:
         raise SystemExit(f"{path}: no FACTORS block to replace")
+    for name, value in (constants or {}).items():
+        new, count = re.subn(rf"^{name} = \d+$", f"{name} = {int(value)}", new, count=1, flags=re.M)
+        if count != 1:
+            raise SystemExit(f"{path}: no '{name} = <int>' line to replace")
     tmp = path.with_suffix(".py.tmp")
     tmp.write_text(new)
     tmp.replace(path)
@@ -234,18 +391,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     card = get_card(args.card)
     records = stored_records(args.record)
-    factors = fit(records, card) if args.fit else dict(plan_time.FACTORS)
+    benches = decode_benches()
+    factors = fit(records, card, benches) if args.fit else dict(plan_time.FACTORS)
+    constants = {"GSM8K_WINDOW_PROMPT_TOKENS": window_prompt_tokens(records, card, factors), "GSM8K_ROLLOUT_PROMPT_TOKENS": rollout_prompt_tokens(records)}
     print("factors:", json.dumps(factors))
+    print("derived:", json.dumps(constants), "(stored:", json.dumps({k: getattr(plan_time, k) for k in constants}) + ")", "window per phase:", json.dumps({p: window_prompt_tokens(records, card, factors, (p,)) for p in TRAINED if p != "ref"}))
     text, results = table(records, card, factors)
     print(text)
     inside = sum(1 for r in results if abs(r["error"]) <= 0.25)
     print(f"{inside} of {len(results)} records within +-25% per step")
+    print()
+    bench_text, bench_results = bench_table(benches, card, factors)
+    print(bench_text)
+    print()
+    print(notes())
     if args.write_factors:
         if not args.fit:
             raise SystemExit("--write-factors needs --fit")
-        write_factors(factors)
+        write_factors(factors, constants=constants)
     if args.json:
-        Path(args.json).write_text(json.dumps({"factors": factors, "records": results}, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({"factors": factors, "derived": constants, "records": results, "decode_benches": bench_results}, indent=2) + "\n")
     return 0
 
 

@@ -62,21 +62,100 @@ def test_lora_rank_is_read_from_the_request():
     assert full_critic.flops == plan_time.phase_work(tiny_request())["update_critic"].flops
 
 
-def test_trimmed_padding_uses_the_mean_lengths():
-    work = plan_time.phase_work(tiny_request(), plan_time.TimeInputs(trim_padding=True, mean_prompt_length=1, mean_response_length=1))["old_log_prob"]
+def test_packed_sequences_use_the_mean_lengths():
+    work = plan_time.phase_work(tiny_request(), plan_time.TimeInputs(pack_sequences=True, mean_prompt_length=1, mean_response_length=1))["old_log_prob"]
     layers, head = plan_time.forward_flops(TINY, 2, 2, 32)
     assert work.flops == layers + head
+
+
+def test_trimmed_training_passes_run_on_the_window_by_hand():
+    # prompt <= 6, response 2: padded 8 columns; the window: longest prompt 2 + longest response 2 = 4 columns
+    request = tiny_request(max_prompt_length=6)
+    work = plan_time.phase_work(request, plan_time.TimeInputs(trim_padding=True, window_prompt_length=2))
+    # 2 sequences x 4 columns = 8 tokens; layers 2*8*2*576 = 18432; attention 4*8*4*8*2 = 2048; head 2*2*4*8*32 = 4096
+    assert work["old_log_prob"].flops == 18432 + 2048 + 4096
+    # one micro-batch of 2: weights once; logits 2*4*32*4 (compute) + 2*2*2*32*4 (log-softmax over the 2 response columns)
+    assert work["old_log_prob"].bytes == TINY.actor_parameters * 4 + 2 * 4 * 32 * 4 + 2 * 2 * 2 * 32 * 4
+    assert work["update_actor"].flops == (18432 + 2048) * 3 + 4096 * 3
+    # the critic's head is 1 wide: 2*2*4*8*1 = 128
+    assert work["values"].flops == 18432 + 2048 + 128
+    # the default window: min(GSM8K_WINDOW_PROMPT_TOKENS, max_prompt_length) + max_response_length
+    assert plan_time.training_columns(request, plan_time.TimeInputs(trim_padding=True), "actor") == (8.0, 2.0)
+    big = tiny_request(max_prompt_length=512, max_response_length=256)
+    assert plan_time.training_columns(big, plan_time.TimeInputs(trim_padding=True), "critic") == (plan_time.GSM8K_WINDOW_PROMPT_TOKENS + 256.0, 256.0)
+    assert plan_time.training_columns(big, plan_time.TimeInputs(), "critic") == (768.0, 256.0)
+
+
+def test_training_trim_is_per_role():
+    request = tiny_request(max_prompt_length=6, use_reference=True)
+    full = plan_time.phase_work(request)
+    critic_only = plan_time.phase_work(request, plan_time.TimeInputs(trim_padding=("critic",), window_prompt_length=2))
+    assert critic_only["old_log_prob"] == full["old_log_prob"] and critic_only["update_actor"] == full["update_actor"] and critic_only["ref"] == full["ref"]
+    assert critic_only["values"].flops == 18432 + 2048 + 128
+    ref_only = plan_time.phase_work(request, plan_time.TimeInputs(trim_padding=("ref",), window_prompt_length=2))
+    assert ref_only["ref"].flops == 18432 + 2048 + 4096 and ref_only["old_log_prob"] == full["old_log_prob"]
+    assert plan_time.TimeInputs(trim_padding=True).trim_padding == ("actor", "ref", "critic")
+    with pytest.raises(VerlfitError, match=r"trim_padding role\(s\) \['rollout'\] unknown"):
+        plan_time.TimeInputs(trim_padding=("rollout",))
 
 
 def test_generation_work_by_hand():
     work = plan_time.phase_work(tiny_request())["gen"]
     # prefill: 2 sequences x 3 columns, head on the last position only
     assert work.flops == 2 * 6 * 2 * 576 + 4 * 6 * 3 * 8 * 2 + 2 * 2 * 1 * 8 * 32
-    assert work.decode_steps == 2 and work.decode_layer_steps == 4
+    assert work.decode_steps == 2 and work.decode_layer_steps == 4 and work.graph_steps == 0
     matmul = 2 * 576 + 32 * 8
     context = 3 + 1
     assert work.decode_flops == 2 * (2 * 2 * matmul + 4 * 2 * context * 8 * 2)
-    assert work.decode_bytes == 2 * (matmul * 4 + 2 * 2 * 2 * 4 * context * 4 * 3 + 2 * 32 * 28)
+    # KV cache 2 rows x 2 layers x (k, v) x kv_dim 4 x context x 4 B, moved 7 times: repeat_kv reads it and writes
+    # 2 copies (2 query heads per KV head), SDPA reads them, torch.cat reads and writes it
+    assert plan_time.kv_cache_passes(TINY, static=False) == 7 and plan_time.kv_cache_passes(TINY, static=True) == 5
+    assert work.decode_bytes == 2 * (matmul * 4 + 2 * 2 * 2 * 4 * context * 4 * 7 + 2 * 32 * 28)
+
+
+def test_rollout_trim_generates_from_the_longest_prompt_by_hand():
+    request = tiny_request(max_prompt_length=6)
+    work = plan_time.phase_work(request, plan_time.TimeInputs(rollout_trim_padding=True, rollout_prompt_length=2))["gen"]
+    # prefill over 2 columns: layers 2*4*2*576 = 9216, attention 4*4*2*8*2 = 512, head 2*2*1*8*32 = 1024
+    assert work.flops == 9216 + 512 + 1024
+    matmul = 2 * 576 + 32 * 8
+    context = 2 + 1  # the cache grows from the cut prompt
+    assert work.decode_flops == 2 * (2 * 2 * matmul + 4 * 2 * context * 8 * 2)
+    untrimmed = plan_time.phase_work(request)["gen"]
+    assert untrimmed.flops == 2 * 12 * 2 * 576 + 4 * 12 * 6 * 8 * 2 + 1024
+    # the default width: GSM8K's measured longest prompt of a batch of 32, capped at max_prompt_length
+    assert plan_time.rollout_prompt_columns(request, plan_time.TimeInputs(rollout_trim_padding=True)) == 6.0
+    assert plan_time.rollout_prompt_columns(tiny_request(max_prompt_length=512), plan_time.TimeInputs(rollout_trim_padding=True)) == plan_time.GSM8K_ROLLOUT_PROMPT_TOKENS
+
+
+def test_cuda_graph_decode_by_hand():
+    # 4 decode steps: the eager warm-up and the capture through the HF loop, 2 replays; the StaticCache holds
+    # max_prompt_length + max_response_length = 3 + 4 columns, attended in full every step, moved 5 times
+    request = tiny_request(max_response_length=4)
+    work = plan_time.phase_work(request, plan_time.TimeInputs(cuda_graph=True))["gen"]
+    matmul = 2 * 576 + 32 * 8
+    flops = 2 * 2 * matmul + 4 * 2 * 7 * 8 * 2
+    bytes_ = matmul * 4 + 2 * 2 * 2 * 4 * 7 * 4 * 5 + 2 * 32 * 28
+    assert (work.decode_steps, work.decode_layer_steps, work.graph_steps, work.graph_layer_steps) == (2, 4, 2, 4)
+    assert (work.decode_flops, work.decode_bytes, work.graph_flops, work.graph_bytes) == (2 * flops, 2 * bytes_, 2 * flops, 2 * bytes_)
+    # replays pay the decode step's GPU side only; the HF loop's steps pay its CPU side too
+    f = plan_time.FACTORS
+    h200 = CARDS["h200"]
+    assert plan_time.phase_seconds(plan_time.PhaseWork(graph_steps=10, graph_layer_steps=20), h200, "float32") == pytest.approx(20 * f["decode_gpu_per_layer_s"])
+    assert plan_time.phase_seconds(plan_time.PhaseWork(decode_steps=10, decode_layer_steps=20), h200, "float32") == pytest.approx(20 * f["decode_gpu_per_layer_s"] + 10 * f["decode_overhead_s"] + 20 * f["decode_overhead_per_layer_s"])
+    one = plan_time.PhaseWork(graph_steps=1, graph_flops=67e12)
+    assert plan_time.phase_seconds(one, h200, "float32") == pytest.approx(1 / f["decode_efficiency"])
+
+
+def test_speed_switches_from_overrides():
+    five = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True", "+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert plan_time.speed_switches(five) == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True, "cuda_graph": True}
+    assert plan_time.speed_switches(["data.max_prompt_length=512", "+critic.trim_padding=true"]) == {"trim_padding": ("critic",)}
+    # the last one wins; ~key deletes it (verl then reads the absent key as False)
+    assert plan_time.speed_switches([*five, "actor_rollout_ref.rollout.cuda_graph=False", "~critic.trim_padding"]) == {"trim_padding": ("actor", "ref"), "rollout_trim_padding": True}
+    assert plan_time.speed_switches([]) == {}
+    with pytest.raises(VerlfitError, match=r"override 'critic.trim_padding=\[' does not parse"):
+        plan_time.speed_switches(["critic.trim_padding=["])
 
 
 def test_offload_moves_bytes_over_pcie():
@@ -131,10 +210,36 @@ def test_calibration_fit_reproduces_the_stored_factors():
 
     card = get_card("h200")
     records = calibrate_time.stored_records()
-    assert calibrate_time.fit(records, card) == plan_time.FACTORS
+    benches = calibrate_time.decode_benches()
+    assert calibrate_time.fit(records, card, benches) == plan_time.FACTORS
+    assert calibrate_time.window_prompt_tokens(records, card, plan_time.FACTORS) == plan_time.GSM8K_WINDOW_PROMPT_TOKENS
+    assert calibrate_time.rollout_prompt_tokens(records) == plan_time.GSM8K_ROLLOUT_PROMPT_TOKENS
     _, results = calibrate_time.table(records, card, plan_time.FACTORS)
-    assert len(results) == 12
+    assert len(results) == 14
+    assert [r["record"] for r in results][-2:] == ["2026-12-01-h200/call-2/speed-today", "2026-12-01-h200/call-2/speed-all"]
     assert all(abs(r["error"]) <= 0.25 for r in results), [(r["record"], r["error"]) for r in results]
+    _, bench_results = calibrate_time.bench_table(benches, card, plan_time.FACTORS)
+    assert [b["bench"] for b in bench_results] == ["2026-12-01-h200/call-2/decode_bench.json batch 32", "2026-12-01-h200/call-2/decode_bench.json batch 64"]
+    assert all(abs(b["error"]) <= 0.25 for b in bench_results), bench_results
+
+
+def test_calibration_reads_the_speed_keys_and_excludes_shared_runs():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import calibrate_time
+
+    records = {r.name: r for r in calibrate_time.stored_records()}
+    all_keys = records["2026-12-01-h200/call-2/speed-all"]
+    assert (all_keys.inputs.trim_padding, all_keys.inputs.rollout_trim_padding, all_keys.inputs.cuda_graph) == (("actor", "ref", "critic"), True, True)
+    assert all_keys.fitted == ("gen",)
+    # one rollout micro-batch of 32 per step: its width is the batch's longest prompt as verl recorded it (steps 2-10)
+    assert all_keys.inputs.rollout_prompt_length == pytest.approx((232 + 239 + 217 + 293 + 249 + 209 + 219 + 207 + 203) / 9)
+    today = records["2026-12-01-h200/call-2/speed-today"]
+    assert (today.inputs.trim_padding, today.inputs.rollout_trim_padding, today.inputs.cuda_graph) == ((), False, False)
+    assert today.measured["gen"] == pytest.approx(7.40, abs=0.005) and all_keys.measured["gen"] == pytest.approx(3.70, abs=0.005)
+    excluded = {rel for rel, _ in calibrate_time.EXCLUDED_RECORDS}
+    assert {"2026-12-01-h200/call-4/learn-grpo-lr1e-5-fast", "2026-12-01-h200/call-3/lora-1p5b-ppo"} <= excluded
+    assert not excluded & set(records)
+    assert "no record of a larger shape than 0.5B ran alone" in calibrate_time.notes()
 
 
 def _run_plan(argv, nvml=None):
@@ -188,3 +293,80 @@ def test_plan_unknown_gpu_falls_back_to_the_profile_card():
     card, why = plan_time.card_for_args(_parsed(["--profile", "a10"]), nvml)
     assert card.key == "a10"
     assert why == "no datasheet facts for NVIDIA A100-SXM4-80GB: estimating for the a10 profile's card"
+
+
+FIVE_KEYS = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True", "+actor_rollout_ref.rollout.cuda_graph=True"]
+
+
+def _train_estimate(capsys, extra):
+    import re
+
+    from verlfit import cli
+
+    assert cli.main(["train", "--emulate", "p40", "--dry-run", "--steps", "200", *extra]) == 0
+    out = capsys.readouterr().out
+    (line,) = [line for line in out.splitlines() if "plan: estimated time on Tesla P40" in line]
+    return float(re.search(r"([0-9.]+) s/step", line).group(1)), out
+
+
+def _train_request(settings, profile):
+    from verlfit.model_shape import load_model_shape
+    from verlfit.plan.request import request_from_settings
+
+    return request_from_settings(settings, profile, 24 * 1024**3, shape=load_model_shape(settings.model))
+
+
+def test_train_dry_run_estimate_follows_the_speed_keys(capsys, monkeypatch):
+    import argparse
+
+    from verlfit.profiles import load_profile
+    from verlfit.train import prepare_launch, register
+
+    monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
+    today, _ = _train_estimate(capsys, [])
+    with_keys, out = _train_estimate(capsys, ["--", *FIVE_KEYS])
+    assert "+actor_rollout_ref.rollout.cuda_graph=True" in out  # the keys do reach verl's command
+    assert with_keys < today
+    # the printed figures are the model's for the planned settings with and without the three switches
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    settings = prepare_launch(parser.parse_args(["train", "--emulate", "p40", "--dry-run", "--steps", "200", "--", *FIVE_KEYS]), environ={}).settings
+    request = _train_request(settings, load_profile("p40"))
+    expected = {keys: plan_time.estimate(request, "p40", plan_time.TimeInputs(save_freq=25, trim_padding=keys, rollout_trim_padding=keys, cuda_graph=keys)).step_seconds for keys in (False, True)}
+    assert (f"{today:.1f}", f"{with_keys:.1f}") == (f"{expected[False]:.1f}", f"{expected[True]:.1f}")
+
+
+def test_train_reads_speed_keys_from_the_profile_too():
+    from verlfit.overrides import TrainSettings
+    from verlfit.profiles import load_profile
+
+    profile = load_profile("p40")
+    switched = dataclasses.replace(profile, overrides=(*profile.overrides, *FIVE_KEYS))
+    settings = TrainSettings(steps=10, save_freq=-1)
+    request = _train_request(settings, profile)
+
+    def model(**switches):
+        return plan_time.estimate(request, "p40", plan_time.TimeInputs(**switches)).step_seconds
+
+    plain = plan_time.for_train(settings, profile, None, 10)[1]
+    from_profile = plan_time.for_train(settings, switched, None, 10)[1]
+    from_user = plan_time.for_train(dataclasses.replace(settings, extra_overrides=list(FIVE_KEYS)), profile, None, 10)[1]
+    # the user's ~key after -- turns the profile's switch back off
+    undone = plan_time.for_train(dataclasses.replace(settings, extra_overrides=["~actor_rollout_ref.rollout.cuda_graph"]), switched, None, 10)[1]
+    assert plain == model()
+    assert from_profile == from_user == model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True) < plain
+    assert undone == model(trim_padding=True, rollout_trim_padding=True) != from_profile
+
+
+def test_plan_flags_set_the_speed_switches():
+    args = _parsed(["--emulate", "p40", "--trim-padding", "--rollout-trim-padding", "--cuda-graph", "--window-prompt-length", "180", "--rollout-prompt-length", "300"])
+    inputs = plan_time.inputs_for_args(args)
+    assert (inputs.trim_padding, inputs.rollout_trim_padding, inputs.cuda_graph, inputs.window_prompt_length, inputs.rollout_prompt_length) == (("actor", "ref", "critic"), True, True, 180.0, 300.0)
+    # unset flags follow the profile's overrides; --no-... turns a profile's switch off
+    assert plan_time.inputs_for_args(_parsed(["--emulate", "p40"]), FIVE_KEYS).cuda_graph is True
+    off = plan_time.inputs_for_args(_parsed(["--emulate", "p40", "--no-cuda-graph", "--no-trim-padding"]), FIVE_KEYS)
+    assert (off.trim_padding, off.rollout_trim_padding, off.cuda_graph) == ((), True, False)
+    status, out = _run_plan(["--emulate", "p40", "--steps", "200", "--trim-padding", "--rollout-trim-padding", "--cuda-graph"])
+    est = plan_time.estimate(plan.auto_fit(plan.request_from_args(_parsed(["--emulate", "p40"]))[0]).request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True))
+    assert status == 0
+    assert f"  {'step':<30} {est.step_seconds:8.2f} s\n" in out

@@ -4,19 +4,33 @@ Each phase's time is work counted from the model shape (:class:`verlfit.model_sh
 card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency factor fitted to recorded H200 runs
 (:data:`FACTORS`, ``benchmarks/calibrate_time.py``). The phases are verl's ``timing_s/*`` metrics:
 
-* ``gen`` (HF rollout): prefill = one forward over the left-padded prompts (``max_prompt_length`` columns, logits of
-  the last position only: transformers 4.51 ``generate`` passes ``logits_to_keep=1``); decode = ``decode_steps``
-  steps (random weights never stop early, so ``max_response_length``), each reading all matmul weights, the KV
-  cache (three times: attention reads it, ``DynamicCache.update``'s ``torch.cat`` reads and writes it) and the
-  next-token logits, plus a fixed per-step cost of the HF ``generate`` loop that does not depend on the card
-  (CPU-bound: the facts file's 25.4 ms per decode step at batch 32 on the H200 against ~10 ms of GPU time):
-  ``decode_overhead_s + decode_overhead_per_layer_s * layers``.
+* ``gen`` (HF rollout): prefill = one forward over the left-padded prompts (``max_prompt_length`` columns, or the
+  micro-batch's longest prompt with patch 0021's rollout trim; logits of the last position only: transformers 4.51
+  ``generate`` passes ``logits_to_keep=1``); decode = ``decode_steps`` steps (random weights never stop early, so
+  ``max_response_length``), each reading all matmul weights, the KV cache (``3 + 2 g`` times:
+  ``DynamicCache.update``'s ``torch.cat`` reads and writes it, ``repeat_kv`` reads it and writes ``g`` copies
+  that SDPA reads, ``g`` = query heads per KV head: :func:`kv_cache_passes`) and the next-token logits. A decode
+  step's GPU side is that work at the fitted ``decode_efficiency`` plus a floor per layer (``decode_gpu_per_layer_s``:
+  the many small kernels of one step); HF ``generate``'s loop adds a CPU side that does not depend on the card
+  (the facts file's 25.4 ms per decode step at batch 32 on the H200; verl's FSDP-wrapped module adds FSDP's hooks
+  per layer): ``decode_overhead_s + decode_overhead_per_layer_s * layers``. The two add up (the H200's HF step is
+  the sum of the CUDA-graph replay's GPU time and the rest, benchmarks/results/2026-12-01-h200/call-2).
+* ``gen`` with patch 0022 (``rollout.cuda_graph``): a StaticCache of ``max_prompt_length + max_response_length``
+  columns (``hf_rollout.py``: ``cache_len=prompt_length + response_length``, not the trimmed width), attended in
+  full every step (cache moved ``1 + 2 g`` times: no ``torch.cat``); the eager warm-up step and the capture go
+  through the HF loop (two steps), the rest are replays: the GPU side only. ``decode_efficiency`` and
+  ``decode_gpu_per_layer_s`` rest on ``benchmarks/decode_bench.py``'s replays (no CPU side hides them there) with
+  the HF records; the CPU terms on the HF records.
 * ``old_log_prob``, ``ref``: actor forwards over ``S`` columns; ``values``: critic forward; ``update_critic``,
   ``update_actor``: forward + backward (2x the forward: weight and input gradients; 1x with LoRA, whose frozen base
   gets no weight gradients) + gradient checkpointing's second forward of the layers, plus AdamW's pass over
   parameters, gradients and both states per optimizer step. ``S`` = ``max_prompt_length + max_response_length``:
-  verl pads every training pass to it (prompts left-padded by the dataset, responses right-padded by the rollout),
-  unless the request says padding is trimmed (:class:`TimeInputs` ``trim_padding``: the mean used lengths then).
+  verl pads every training pass to it (prompts left-padded by the dataset, responses right-padded by the rollout).
+  With patch 0020 (``actor.trim_padding``, ``ref.trim_padding``, ``critic.trim_padding``: :class:`TimeInputs`
+  ``trim_padding``) each micro-batch runs on the window of columns its rows use: ``S`` = the micro-batch's longest
+  prompt + longest response (:data:`GSM8K_WINDOW_PROMPT_TOKENS`, ``max_response_length`` unless given). With
+  ``pack_sequences`` (verl's ``use_remove_padding``: FlashAttention-2 varlen, not in verlfit's images) the mean
+  used lengths.
 * FLOPs of one forward over ``T`` tokens of ``S`` columns: ``2 T (L * layer matmul params + head)`` + SDPA's score
   and value products ``4 T S q_dim L`` (the full ``S x S`` square: with a padding mask SDPA runs the masked kernel,
   not a causal one). ``head`` = vocab x hidden (the LM head: HF computes logits for every position) for the actor,
@@ -34,8 +48,9 @@ micro-batch per layer (kernel launches: what dominates the tiny models). Efficie
 on the H200 and applied to every card: on P40/A10/L4 the result is a datasheet-based estimate, unverified on a
 real card (``verlfit bench`` on such a card measures it).
 
-Public API: :func:`estimate` ``(request, card, inputs=None) -> StepEstimate``; :func:`run_estimate`;
-:func:`estimate_lines`; :data:`FACTORS`.
+Public API: :func:`estimate` ``(request, card, inputs=None) -> StepEstimate``; :class:`TimeInputs` (and
+:func:`speed_switches`: patches 0020-0022's keys in an override list -> its switches); :func:`estimate_lines`;
+:data:`FACTORS`.
 """
 
 from __future__ import annotations
@@ -45,24 +60,28 @@ import math
 from dataclasses import dataclass, field
 
 from verlfit.cards import CARDS, Card, card_for_gpu_name, get_card
+from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
 from verlfit.plan.memory import PlanRequest
 
 # ======================================================================================
-# Fitted factors: written by `python benchmarks/calibrate_time.py --write-factors` (reproducible: the script refits
+# Fitted factors: written by `python benchmarks/calibrate_time.py --fit --write-factors` (reproducible: the script refits
 # them from the records and tests/plan/test_time.py checks the fit gives these values). Records: the H200 runs of
 # benchmarks/results/2026-11-29-h200 that had the GPU alone (calibrate_time.VALID_RECORDS: call-1 smoke-ppo,
 # smoke-grpo, tuned-p40; call-2 main-grpo, public-recipe, tuned-p40; call-4 main-ppo steps 12-39; call-5
-# learn-ppo/learn-grpo; call-7 main-ppo steps 2-25; call-8 main-ppo steps 37-50; call-10 cal-a10-grpo-m16-256).
+# learn-ppo/learn-grpo; call-7 main-ppo steps 2-25; call-8 main-ppo steps 37-50; call-10 cal-a10-grpo-m16-256) and
+# of 2026-12-01 call 2 (speed-today; speed-all's generation only), plus that call's decode_bench.json replays (the
+# two graph_* factors). No record of a shape above 0.5B ran alone (2026-12-01 call 3's 1.5B/3B shared the GPU).
 # ======================================================================================
 FACTORS = {
-    "train_efficiency_float32": 0.795,
-    "train_efficiency_bfloat16": 0.3973,
-    "pass_overhead_s": 0.00876,
-    "pass_overhead_per_layer_s": 0.001441,
-    "decode_efficiency": 0.5264,
-    "decode_overhead_s": 0.004064,
-    "decode_overhead_per_layer_s": 0.0009768,
+    "train_efficiency_float32": 0.7877,
+    "train_efficiency_bfloat16": 0.3844,
+    "pass_overhead_s": 0.008909,
+    "pass_overhead_per_layer_s": 0.001376,
+    "decode_efficiency": 0.5394,
+    "decode_gpu_per_layer_s": 0.0003121,
+    "decode_overhead_s": 0.004217,
+    "decode_overhead_per_layer_s": 0.0005689,
     "save_bytes_per_s": 647200000.0,
     "other_s": 0.01973,
 }
@@ -72,7 +91,6 @@ ADAM_BYTES_PER_PARAM = 32  # derived: AdamW foreach reads+writes param (8), read
 SAVE_BYTES_PER_PARAM = 12  # derived: fp32 weights (4) + AdamW exp_avg, exp_avg_sq (8) per parameter of each trained role
 OPTIMIZER_OFFLOAD_BYTES_PER_PARAM = 16  # derived: 8 B of AdamW state loaded before and offloaded after each update
 PARAM_OFFLOAD_BYTES_PER_PARAM = 8  # derived: fp32 params loaded (4) and offloaded (4) around each phase
-KV_CACHE_PASSES = 3  # derived: attention reads the cache; DynamicCache.update's torch.cat reads and writes it again
 SAMPLING_BYTES_PER_VOCAB = 28  # the memory model's count (verlfit.plan): fp32 logits, scores, top-p sort, probabilities
 EAGER_SCORE_PASSES = 4  # derived: eager attention writes the scores, softmax reads and writes them, AV reads them
 
@@ -93,6 +111,25 @@ CALIBRATED_LABEL = "estimate calibrated on recorded H200 runs (benchmarks/calibr
 # Measured mean used lengths (FACTS.md section 5): real GSM8K prompts with Qwen's chat template average 133 tokens;
 # random-weight models fill the response (255 of 256).
 GSM8K_MEAN_PROMPT_TOKENS = 133
+# The longest prompt of one HF rollout micro-batch of 32 GSM8K prompts (patch 0021's trimmed width), measured: the
+# mean over steps 2-10 of verl's prompt_length/max in benchmarks/results/2026-12-01-h200/call-2/speed-all (one
+# rollout micro-batch of 32 = the batch; per step 203-293; GSM8K's longest prompt is 451 of 512 with the local
+# tokenizer). A smaller rollout micro-batch has a shorter longest prompt: this is an upper-side value for it.
+# benchmarks/calibrate_time.py `rollout_prompt_tokens` recomputes it from that record.
+GSM8K_ROLLOUT_PROMPT_TOKENS = 230
+# The window's prompt columns of one training micro-batch with patch 0020 (its longest prompt), derived from one
+# record, not counted: the value at which the model's training phases (old log-prob, values, critic and actor
+# update) of benchmarks/results/2026-12-01-h200/call-2/speed-all (micro-batches 4/8/16, 512/256) sum to the
+# measured 3.77 s, each phase scaled by its measured/predicted on the untrimmed twin speed-today (5.70 s), with the
+# fitted FACTORS (benchmarks/calibrate_time.py `window_prompt_tokens`). It is an effective width, below the real
+# longest prompt (GSM8K mean 133, batch-32 longest ~230): phase by phase the same derivation gives old log-prob
+# (micro-batch 8) 182, values 172 and critic update 167 (16), actor update 117 (4): the actor update saves more
+# than the model's columns account for. The brief's first guess, time proportional to columns (0.66 x 768 - 256
+# = 250), ignores the attention square and the fixed per-pass costs.
+GSM8K_WINDOW_PROMPT_TOKENS = 150
+
+
+TRAINING_ROLES = ("actor", "ref", "critic")  # the roles whose passes patch 0020 trims (one key each)
 
 
 @dataclass(frozen=True)
@@ -102,22 +139,94 @@ class TimeInputs:
     Attributes:
         decode_steps: decode steps per generate call (tokens); None = ``max_response_length`` (models that never stop
             early, as random weights).
-        trim_padding: training passes run over the used tokens only (sequence packing), not the padded length.
-        mean_prompt_length, mean_response_length: mean used tokens per sequence, for ``trim_padding`` (None =
+        trim_padding: the roles (of :data:`TRAINING_ROLES`) whose passes patch 0020 trims to the micro-batch's
+            window of used columns (keys ``+actor_rollout_ref.actor.trim_padding``, ``...ref.trim_padding``,
+            ``+critic.trim_padding``); True = all three, False = none. ``actor`` covers old log-prob and the actor
+            update, ``ref`` the ref log-prob, ``critic`` values and the critic update.
+        window_prompt_length, window_response_length: the window's columns with ``trim_padding``: the longest prompt
+            and the longest response of a micro-batch (None = :data:`GSM8K_WINDOW_PROMPT_TOKENS` capped at
+            ``max_prompt_length``, and ``max_response_length``: random weights always fill the response).
+        rollout_trim_padding: patch 0021 (``+actor_rollout_ref.rollout.trim_padding``): each rollout micro-batch
+            is generated from its prompts cut to the longest one.
+        rollout_prompt_length: that longest prompt, tokens (None = :data:`GSM8K_ROLLOUT_PROMPT_TOKENS` capped at
+            ``max_prompt_length``).
+        cuda_graph: patch 0022 (``+actor_rollout_ref.rollout.cuda_graph``): decode steps replayed as a CUDA graph.
+        pack_sequences: training passes run over the used tokens only (verl's packed path,
+            ``use_remove_padding=True``: needs FlashAttention-2, which verlfit's images do not have), not padded
+            columns; it wins over ``trim_padding``.
+        mean_prompt_length, mean_response_length: mean used tokens per sequence, for ``pack_sequences`` (None =
             :data:`GSM8K_MEAN_PROMPT_TOKENS` and ``max_response_length``).
         save_freq: steps between checkpoint saves (None or <= 0: no saves).
         lora_rank: the actor's LoRA rank (0 = full fine-tuning); None = the request's (``PlanRequest.lora_rank``).
         critic_lora_rank: the critic's; None = the request's (``PlanRequest.lora_rank_of("critic")``: the actor's
             rank unless the critic's is set).
+
+    Raises:
+        VerlfitError: a ``trim_padding`` role that is not one of :data:`TRAINING_ROLES`.
     """
 
     decode_steps: int | None = None
-    trim_padding: bool = False
+    trim_padding: bool | tuple[str, ...] = ()
+    window_prompt_length: float | None = None
+    window_response_length: float | None = None
+    rollout_trim_padding: bool = False
+    rollout_prompt_length: float | None = None
+    cuda_graph: bool = False
+    pack_sequences: bool = False
     mean_prompt_length: float | None = None
     mean_response_length: float | None = None
     save_freq: int | None = None
     lora_rank: int | None = None
     critic_lora_rank: int | None = None
+
+    def __post_init__(self):
+        roles = TRAINING_ROLES if self.trim_padding is True else () if self.trim_padding is False else tuple(self.trim_padding)
+        unknown = [r for r in roles if r not in TRAINING_ROLES]
+        if unknown:
+            raise VerlfitError(f"time estimate: trim_padding role(s) {unknown} unknown", fix=f"use some of {', '.join(TRAINING_ROLES)}")
+        object.__setattr__(self, "trim_padding", tuple(r for r in TRAINING_ROLES if r in roles))
+
+
+# patch keys -> TimeInputs fields (patches/verl-0.4.1/0020-0022 headers; verlfit.overrides.KNOWN_ADDED_KEYS)
+SPEED_KEYS = {
+    "actor_rollout_ref.actor.trim_padding": "actor",
+    "actor_rollout_ref.ref.trim_padding": "ref",
+    "critic.trim_padding": "critic",
+    "actor_rollout_ref.rollout.trim_padding": "rollout_trim_padding",
+    "actor_rollout_ref.rollout.cuda_graph": "cuda_graph",
+}
+
+
+def speed_switches(overrides) -> dict:
+    """The :class:`TimeInputs` fields (``trim_padding``, ``rollout_trim_padding``, ``cuda_graph``) that a verl
+    override list sets through patches 0020-0022's keys (:data:`SPEED_KEYS`), in order: a later override of a key
+    wins, ``~key`` switches it off. Values as verl reads them (``bool(config.get(key, False))``), parsed by Hydra's
+    own override parser.
+
+    Raises:
+        VerlfitError: an override Hydra cannot parse (naming it).
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    state = {}
+    for text in overrides:
+        try:
+            (override,) = parser.parse_overrides([text])
+        except HydraException as err:
+            raise VerlfitError(f"override {text!r} does not parse: {err}", fix="write overrides as section.key=value") from err
+        key = override.key_or_group
+        if key in SPEED_KEYS:
+            state[SPEED_KEYS[key]] = False if override.is_delete() else bool(override.value())
+    switches = {}
+    roles = tuple(r for r in TRAINING_ROLES if state.get(r))
+    if roles:
+        switches["trim_padding"] = roles
+    for name in ("rollout_trim_padding", "cuda_graph"):
+        if state.get(name):
+            switches[name] = True
+    return switches
 
 
 @dataclass(frozen=True)
@@ -129,9 +238,13 @@ class PhaseWork:
         bytes: device-memory bytes of those passes.
         passes_x_layers: micro-batch passes x layers (for the fixed per-pass cost that grows with the layers).
         passes: micro-batch passes (forward = 1, backward = 2, recompute = 1 per micro-batch; prefill = 1 per call).
-        decode_steps: decode steps (generation only).
-        decode_layer_steps: decode steps x layers (the per-layer part of the HF loop's fixed cost).
-        decode_flops, decode_bytes: the decode steps' FLOPs and bytes (generation only).
+        decode_steps: decode steps through the HF loop (generation only; with a CUDA graph the eager warm-up and
+            the capture).
+        decode_layer_steps: those steps x layers (the per-layer part of the HF loop's fixed cost).
+        decode_flops, decode_bytes: those steps' FLOPs and bytes.
+        graph_steps: decode steps replayed as a CUDA graph (patch 0022).
+        graph_layer_steps: replays x layers (the replay's fitted GPU floor per layer).
+        graph_flops, graph_bytes: the replays' FLOPs and bytes.
         pcie_bytes: offload traffic over the host link.
         save_bytes: checkpoint bytes (save only, per save).
     """
@@ -144,6 +257,10 @@ class PhaseWork:
     decode_layer_steps: float = 0.0
     decode_flops: float = 0.0
     decode_bytes: float = 0.0
+    graph_steps: float = 0.0
+    graph_layer_steps: float = 0.0
+    graph_flops: float = 0.0
+    graph_bytes: float = 0.0
     pcie_bytes: float = 0.0
     save_bytes: float = 0.0
 
@@ -189,20 +306,28 @@ def forward_flops(shape: ModelShape, sequences: float, columns: float, head_widt
     return float(layers), float(head)
 
 
-def _lengths(request: PlanRequest, inputs: TimeInputs) -> float:
-    if not inputs.trim_padding:
-        return float(request.seq_len)
-    prompt = inputs.mean_prompt_length if inputs.mean_prompt_length is not None else min(GSM8K_MEAN_PROMPT_TOKENS, request.max_prompt_length)
-    response = inputs.mean_response_length if inputs.mean_response_length is not None else request.max_response_length
-    return float(prompt + response)
+def training_columns(request: PlanRequest, inputs: TimeInputs, role: str) -> tuple[float, float]:
+    """(columns, response columns) one training pass of ``role`` (:data:`TRAINING_ROLES`) runs over per sequence:
+    verl's padded ``max_prompt_length + max_response_length``; with ``pack_sequences`` the mean used lengths; with
+    patch 0020 trimming ``role`` the window (longest prompt + longest response of a micro-batch)."""
+    if inputs.pack_sequences:
+        prompt = inputs.mean_prompt_length if inputs.mean_prompt_length is not None else min(GSM8K_MEAN_PROMPT_TOKENS, request.max_prompt_length)
+        response = inputs.mean_response_length if inputs.mean_response_length is not None else request.max_response_length
+    elif role in inputs.trim_padding:
+        prompt = inputs.window_prompt_length if inputs.window_prompt_length is not None else min(GSM8K_WINDOW_PROMPT_TOKENS, request.max_prompt_length)
+        response = inputs.window_response_length if inputs.window_response_length is not None else request.max_response_length
+    else:
+        return float(request.seq_len), float(request.max_response_length)
+    return float(prompt + response), float(response)
 
 
 def _role_parameters(shape: ModelShape, critic: bool) -> int:
     return shape.critic_parameters if critic else shape.actor_parameters
 
 
-def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora: bool, columns: float) -> PhaseWork:
-    """Forward (``train=False``) or training pass over all per-GPU responses in micro-batches of ``micro``."""
+def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora: bool, columns: float, response: float | None = None) -> PhaseWork:
+    """Forward (``train=False``) or training pass over all per-GPU responses in micro-batches of ``micro``, each
+    sequence ``columns`` wide with ``response`` response columns (default ``max_response_length``)."""
     shape = request.shape
     sequences = request.per_gpu_responses
     head_width = 1 if critic else shape.vocab_size
@@ -210,7 +335,7 @@ def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora
     cb = request.compute_bytes
     params = _role_parameters(shape, critic)
     micro_batches = math.ceil(sequences / max(1, micro))
-    response = request.max_response_length
+    response = request.max_response_length if response is None else response
     logits = 0.0 if critic else sequences * columns * shape.vocab_size * cb + 2 * sequences * response * shape.vocab_size * 4
     eager = EAGER_SCORE_PASSES * sequences * shape.num_attention_heads * columns * columns * cb * shape.num_layers if request.attention == "eager" else 0.0
     if not train:
@@ -231,32 +356,69 @@ def _with_pcie(work: PhaseWork, pcie_bytes: float) -> PhaseWork:
     return dataclasses.replace(work, pcie_bytes=work.pcie_bytes + pcie_bytes)
 
 
+def kv_cache_passes(shape: ModelShape, static: bool) -> int:
+    """Times one decode step moves the whole KV cache: ``repeat_kv`` reads it and writes ``g`` copies (``g`` =
+    query heads per KV head; transformers 4.51 ``integrations/sdpa_attention.py``, also the eager path), attention
+    reads the copies: ``1 + 2 g``; a DynamicCache (HF ``generate``) adds ``torch.cat``'s read and write of it
+    (``DynamicCache.update``), a StaticCache (patch 0022) writes the new column in place."""
+    groups = shape.num_attention_heads // max(1, shape.num_key_value_heads)
+    return 1 + 2 * groups + (0 if static else 2)
+
+
+def decode_step_work(shape: ModelShape, batch: int, context: float, compute_bytes: int, static: bool) -> tuple[float, float]:
+    """(FLOPs, bytes) of one decode step of ``batch`` rows attending over ``context`` cached columns: every matmul
+    weight and the LM head read once, ``2 batch (matmuls + head)`` + attention's ``4 batch context q_dim layers``
+    FLOPs, the KV cache ``kv_cache_passes`` times, sampling over the vocabulary."""
+    matmul = shape.num_layers * layer_matmul_parameters(shape) + shape.vocab_size * shape.hidden_size
+    flops = 2 * batch * matmul + 4 * batch * context * shape.q_dim * shape.num_layers
+    kv = batch * shape.num_layers * 2 * shape.kv_dim * context * compute_bytes * kv_cache_passes(shape, static)
+    return float(flops), float(matmul * compute_bytes + kv + batch * shape.vocab_size * SAMPLING_BYTES_PER_VOCAB)
+
+
+def decode_work(shape: ModelShape, batch: int, prompt_columns: float, steps: int, compute_bytes: int, cuda_graph: bool = False, cache_columns: float | None = None) -> PhaseWork:
+    """Decode work of one generate call: ``steps`` steps of ``batch`` rows after a prompt of ``prompt_columns``.
+
+    HF ``generate`` (``cuda_graph=False``): a DynamicCache that grows from ``prompt_columns`` (mean context
+    ``prompt_columns + steps / 2``), every step through the HF loop. Patch 0022: a StaticCache of
+    ``cache_columns`` (verl's ``max_prompt_length + max_response_length``; default ``prompt_columns + steps``),
+    attended in full every step; the eager warm-up step and the capture go through the loop (two steps), the
+    other ``steps - 2`` are replays.
+    """
+    if not cuda_graph:
+        flops, bytes_ = decode_step_work(shape, batch, prompt_columns + steps / 2, compute_bytes, static=False)
+        return PhaseWork(decode_steps=steps, decode_layer_steps=steps * shape.num_layers, decode_flops=steps * flops, decode_bytes=steps * bytes_)
+    cache = prompt_columns + steps if cache_columns is None else cache_columns
+    eager, replays = min(2, steps), max(0, steps - 2)
+    flops, bytes_ = decode_step_work(shape, batch, cache, compute_bytes, static=True)
+    return PhaseWork(
+        decode_steps=eager, decode_layer_steps=eager * shape.num_layers, decode_flops=eager * flops, decode_bytes=eager * bytes_,
+        graph_steps=replays, graph_layer_steps=replays * shape.num_layers, graph_flops=replays * flops, graph_bytes=replays * bytes_,
+    )
+
+
+def rollout_prompt_columns(request: PlanRequest, inputs: TimeInputs) -> float:
+    """Prompt columns a rollout micro-batch is generated from: ``max_prompt_length`` (verl left-pads every prompt
+    to it), or with patch 0021 its longest prompt (:attr:`TimeInputs.rollout_prompt_length`)."""
+    if not inputs.rollout_trim_padding:
+        return float(request.max_prompt_length)
+    width = inputs.rollout_prompt_length if inputs.rollout_prompt_length is not None else GSM8K_ROLLOUT_PROMPT_TOKENS
+    return float(min(width, request.max_prompt_length))
+
+
 def generation_work(request: PlanRequest, inputs: TimeInputs) -> PhaseWork:
     """Prefill and decode work of one step's HF rollout, per GPU."""
     shape = request.shape
-    prompt = request.max_prompt_length
+    prompt = rollout_prompt_columns(request, inputs)
     steps = inputs.decode_steps if inputs.decode_steps is not None else request.max_response_length
     calls = math.ceil(request.per_gpu_prompts / max(1, request.rollout_prompts_per_call))
     batch = request.rollout_prompts_per_call * request.samples  # sequences per generate call
     sequences = request.per_gpu_responses
     cb = request.compute_bytes
     layers, head = forward_flops(shape, sequences, prompt, shape.vocab_size, head_positions=1)
-    matmul = shape.num_layers * layer_matmul_parameters(shape) + shape.vocab_size * shape.hidden_size
-    context = prompt + steps / 2  # mean cached columns over the decode steps
-    step_flops = 2 * batch * matmul + 4 * batch * context * shape.q_dim * shape.num_layers
-    kv = batch * shape.num_layers * 2 * shape.kv_dim * context * cb * KV_CACHE_PASSES
-    step_bytes = matmul * cb + kv + batch * shape.vocab_size * SAMPLING_BYTES_PER_VOCAB
+    decode = decode_work(shape, batch, prompt, steps, cb, inputs.cuda_graph, cache_columns=request.seq_len)
     prefill_bytes = calls * _role_parameters(shape, False) * cb
-    return PhaseWork(
-        flops=layers + head,
-        bytes=prefill_bytes,
-        passes_x_layers=calls * shape.num_layers,
-        passes=calls,
-        decode_steps=calls * steps,
-        decode_layer_steps=calls * steps * shape.num_layers,
-        decode_flops=calls * steps * step_flops,
-        decode_bytes=calls * steps * step_bytes,
-    )
+    scaled = {name: calls * getattr(decode, name) for name in ("decode_steps", "decode_layer_steps", "decode_flops", "decode_bytes", "graph_steps", "graph_layer_steps", "graph_flops", "graph_bytes")}
+    return PhaseWork(flops=layers + head, bytes=prefill_bytes, passes_x_layers=calls * shape.num_layers, passes=calls, **scaled)
 
 
 def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
@@ -264,21 +426,21 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
     inputs = inputs or TimeInputs()
     lora = (inputs.lora_rank if inputs.lora_rank is not None else request.lora_rank_of("actor")) > 0
     critic_lora = (inputs.critic_lora_rank if inputs.critic_lora_rank is not None else request.lora_rank_of("critic")) > 0
-    columns = _lengths(request, inputs)
+    columns = {role: training_columns(request, inputs, role) for role in TRAINING_ROLES}
     shape = request.shape
     actor_params, critic_params = shape.actor_parameters / request.gpus, shape.critic_parameters / request.gpus
     actor_move = PARAM_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_param_offload else 0.0
     critic_move = PARAM_OFFLOAD_BYTES_PER_PARAM * critic_params if request.critic_param_offload else 0.0
     work = {"gen": _with_pcie(generation_work(request, inputs), actor_move)}
-    work["old_log_prob"] = _with_pcie(_pass_work(request, False, request.log_prob_micro_batch_size, False, lora, columns), actor_move)
+    work["old_log_prob"] = _with_pcie(_pass_work(request, False, request.log_prob_micro_batch_size, False, lora, *columns["actor"]), actor_move)
     if request.has_reference:
-        work["ref"] = _pass_work(request, False, request.log_prob_micro_batch_size, False, lora, columns)
+        work["ref"] = _pass_work(request, False, request.log_prob_micro_batch_size, False, lora, *columns["ref"])
     if request.has_critic:
-        work["values"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, False, critic_lora, columns), critic_move)
+        work["values"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, False, critic_lora, *columns["critic"]), critic_move)
         optimizer = OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * critic_params if request.critic_optimizer_offload and not critic_lora else 0.0
-        work["update_critic"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, True, critic_lora, columns), critic_move + optimizer)
+        work["update_critic"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, True, critic_lora, *columns["critic"]), critic_move + optimizer)
     optimizer = OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_optimizer_offload and not lora else 0.0
-    work["update_actor"] = _with_pcie(_pass_work(request, False, request.actor_micro_batch_size, True, lora, columns), actor_move + optimizer)
+    work["update_actor"] = _with_pcie(_pass_work(request, False, request.actor_micro_batch_size, True, lora, *columns["actor"]), actor_move + optimizer)
     if inputs.save_freq and inputs.save_freq > 0:
         saved = (0 if lora else actor_params) + ((0 if critic_lora else critic_params) if request.has_critic else 0)
         work["save_checkpoint"] = PhaseWork(save_bytes=SAVE_BYTES_PER_PARAM * saved / inputs.save_freq)
@@ -291,28 +453,30 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
 
 
 # the fitted coefficients, in the order of phase_features' columns (benchmarks/calibrate_time.py fits them)
-COEFFICIENTS = ("1/train_efficiency_float32", "1/train_efficiency_bfloat16", "pass_overhead_s", "pass_overhead_per_layer_s", "1/decode_efficiency", "decode_overhead_s", "decode_overhead_per_layer_s")
+COEFFICIENTS = ("1/train_efficiency_float32", "1/train_efficiency_bfloat16", "pass_overhead_s", "pass_overhead_per_layer_s", "1/decode_efficiency", "decode_gpu_per_layer_s", "decode_overhead_s", "decode_overhead_per_layer_s")
 
 
 def phase_features(work: PhaseWork, card: Card, dtype: str) -> tuple[tuple[float, ...], float]:
     """(features, fixed seconds) of one phase: its time is ``sum(features[k] * coefficient[k]) + fixed``.
 
     Features, in :data:`COEFFICIENTS` order: ideal seconds of the passes at the card's peaks (FLOPs / peak +
-    bytes / bandwidth) in the fp32 column or the bf16 column, micro-batch passes, passes x layers, ideal seconds of the decode steps,
-    decode steps, decode steps x layers. Fixed: PCIe offload traffic at the datasheet link rate.
+    bytes / bandwidth) in the fp32 column or the bf16 column, micro-batch passes, passes x layers; the GPU side of
+    every decode step (HF loop and CUDA-graph replay alike): its ideal seconds, decode steps x layers; the HF loop's
+    CPU side (absent from replays): its decode steps, those steps x layers. Fixed: PCIe offload traffic at the
+    datasheet link rate.
     """
     flops_rate = card.peak_flops(dtype)
     bandwidth = card.memory_gbps * 1e9
     ideal = work.flops / flops_rate + work.bytes / bandwidth
-    decode = (work.decode_flops / flops_rate + work.decode_bytes / bandwidth) if work.decode_steps else 0.0
-    features = (ideal if dtype == "float32" else 0.0, ideal if dtype != "float32" else 0.0, work.passes, work.passes_x_layers, decode, work.decode_steps, work.decode_layer_steps)
+    decode = (work.decode_flops + work.graph_flops) / flops_rate + (work.decode_bytes + work.graph_bytes) / bandwidth
+    features = (ideal if dtype == "float32" else 0.0, ideal if dtype != "float32" else 0.0, work.passes, work.passes_x_layers, decode, work.decode_layer_steps + work.graph_layer_steps, work.decode_steps, work.decode_layer_steps)
     return features, work.pcie_bytes / (card.pcie_gbps * 1e9)
 
 
 def coefficients(factors: dict) -> tuple[float, ...]:
     """:data:`FACTORS` as the coefficients of :func:`phase_features`."""
     f = factors
-    return (1 / f["train_efficiency_float32"], 1 / f["train_efficiency_bfloat16"], f["pass_overhead_s"], f["pass_overhead_per_layer_s"], 1 / f["decode_efficiency"], f["decode_overhead_s"], f["decode_overhead_per_layer_s"])
+    return (1 / f["train_efficiency_float32"], 1 / f["train_efficiency_bfloat16"], f["pass_overhead_s"], f["pass_overhead_per_layer_s"], 1 / f["decode_efficiency"], f["decode_gpu_per_layer_s"], f["decode_overhead_s"], f["decode_overhead_per_layer_s"])
 
 
 def phase_seconds(work: PhaseWork, card: Card, dtype: str, factors: dict | None = None) -> float:
@@ -393,6 +557,8 @@ def estimate_to_dict(est: StepEstimate, steps: int | None) -> dict:
 
 def add_arguments(parser) -> None:
     """``verlfit plan``'s options for the time estimate."""
+    import argparse
+
     from verlfit.arguments import whole_number
 
     group = parser.add_argument_group("time estimate")
@@ -401,9 +567,16 @@ def add_arguments(parser) -> None:
     group.add_argument("--epochs", type=whole_number, help="epochs of the run (with --dataset-size; default 1)")
     group.add_argument("--dataset-size", type=whole_number, metavar="ROWS", help="training rows (GSM8K train: 7473); steps = epochs x rows // batch size")
     group.add_argument("--save-freq", type=whole_number, help="steps between checkpoint saves (adds their time per step)")
-    group.add_argument("--trim-padding", action="store_true", help="training passes run over used tokens only (sequence packing), not the padded length")
-    group.add_argument("--mean-prompt-length", type=float, help=f"mean prompt tokens with --trim-padding (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)")
-    group.add_argument("--mean-response-length", type=float, help="mean response tokens with --trim-padding (default: --max-response-length)")
+    # patches 0020-0022 (verl keys in SPEED_KEYS): unset = what the profile's overrides say
+    group.add_argument("--trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns (+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, +critic.trim_padding; default: the profile's)")
+    group.add_argument("--window-prompt-length", type=float, metavar="TOKENS", help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length)")
+    group.add_argument("--window-response-length", type=float, metavar="TOKENS", help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it)")
+    group.add_argument("--rollout-trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0021: each HF rollout micro-batch is generated from prompts cut to its longest (+actor_rollout_ref.rollout.trim_padding; default: the profile's)")
+    group.add_argument("--rollout-prompt-length", type=float, metavar="TOKENS", help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length)")
+    group.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None, help="patch 0022: HF rollout decode steps replayed as a CUDA graph (+actor_rollout_ref.rollout.cuda_graph; default: the profile's)")
+    group.add_argument("--pack-sequences", action="store_true", help="what-if: training passes over used tokens only (verl's use_remove_padding, which needs FlashAttention-2: not in verlfit's images)")
+    group.add_argument("--mean-prompt-length", type=float, help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)")
+    group.add_argument("--mean-response-length", type=float, help="mean response tokens with --pack-sequences (default: --max-response-length)")
 
 
 def card_for_args(args, nvml=None) -> tuple[Card, str]:
@@ -428,10 +601,36 @@ def card_for_args(args, nvml=None) -> tuple[Card, str]:
     return get_card(profile or "p40"), f"no GPU visible: the {profile or 'p40'} profile's card"
 
 
+def inputs_for_args(args, profile_overrides=()) -> TimeInputs:
+    """:class:`TimeInputs` for parsed ``verlfit plan`` arguments: patches 0020-0022's switches as the profile's
+    overrides set them (:func:`speed_switches`), each replaced by its flag when given (``--trim-padding`` /
+    ``--no-trim-padding``, ``--rollout-trim-padding``, ``--cuda-graph``)."""
+    switches = speed_switches(profile_overrides)
+    if args.trim_padding is not None:
+        switches["trim_padding"] = args.trim_padding
+    for name in ("rollout_trim_padding", "cuda_graph"):
+        if getattr(args, name) is not None:
+            switches[name] = getattr(args, name)
+    return TimeInputs(
+        **switches,
+        window_prompt_length=args.window_prompt_length,
+        window_response_length=args.window_response_length,
+        rollout_prompt_length=args.rollout_prompt_length,
+        pack_sequences=args.pack_sequences,
+        mean_prompt_length=args.mean_prompt_length,
+        mean_response_length=args.mean_response_length,
+        save_freq=args.save_freq,
+    )
+
+
 def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str]:
-    """(estimate, run steps or None, card line) for parsed ``verlfit plan`` arguments."""
+    """(estimate, run steps or None, card line) for parsed ``verlfit plan`` arguments; the speed switches from the
+    profile the plan uses (``verlfit.plan.request``'s choice) and the flags (:func:`inputs_for_args`)."""
+    from verlfit.plan.request import _resolve_card
+
     card, why = card_for_args(args, nvml)
-    inputs = TimeInputs(trim_padding=args.trim_padding, mean_prompt_length=args.mean_prompt_length, mean_response_length=args.mean_response_length, save_freq=args.save_freq)
+    profile = _resolve_card(args, nvml)[0]
+    inputs = inputs_for_args(args, profile.overrides)
     steps = run_steps(args.steps, args.epochs, args.dataset_size, request.train_batch_size)
     return estimate(request, card, inputs), steps, why
 
@@ -445,14 +644,18 @@ def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulat
     """(lines to print beside the memory verdict, estimated seconds per step on the GPU the run uses) for
     ``verlfit train``'s settings. The run's card is the detected GPU (NVML name), else the profile's card; under
     ``--emulate`` the emulated card's estimate is printed too (the run itself goes at the real GPU's speed).
+    Patches 0020-0022's switches are read from the profile's overrides and the user's (``settings.extra_overrides``,
+    after ``--``), as the run will apply them (:func:`speed_switches`).
 
     Raises:
-        VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`).
+        VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`); an
+            override Hydra cannot parse (:func:`speed_switches`).
     """
     from verlfit.plan.request import request_from_settings
 
     request = request_from_settings(settings, profile, 24 * 1024**3)
-    inputs = TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None)
+    switches = speed_switches([*profile.overrides, *settings.extra_overrides])  # the order build_overrides applies them
+    inputs = TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None, **switches)
     running = (card_for_gpu_name(gpu_name) if gpu_name else None) or get_card(profile.name if profile.name in CARDS else "p40")
     cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
     lines, eta = [], None
