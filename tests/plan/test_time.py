@@ -255,7 +255,12 @@ def _run_plan(argv, nvml=None):
 def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
     status, out = _run_plan(["--emulate", "p40", "--steps", "200"])
     request = plan.request_from_args(_parsed(["--emulate", "p40"]))[0]
-    est = plan_time.estimate(plan.auto_fit(request).request, "p40")  # plan sizes the run as train does (auto-fit)
+    from verlfit.profiles import load_profile
+
+    # plan sizes the run as train does (auto-fit) and reads the profile's speed keys (on in p40)
+    switches = plan_time.speed_switches(load_profile("p40").overrides)
+    assert switches == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True, "cuda_graph": True}
+    est = plan_time.estimate(plan.auto_fit(request).request, "p40", plan_time.TimeInputs(**switches))
     assert status == 0
     assert "card: --emulate p40\n" in out
     assert "time on Tesla P40 (datasheet-based estimate, unverified on a real card):\n" in out
@@ -323,8 +328,10 @@ def test_train_dry_run_estimate_follows_the_speed_keys(capsys, monkeypatch):
     from verlfit.train import prepare_launch, register
 
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
-    today, _ = _train_estimate(capsys, [])
-    with_keys, out = _train_estimate(capsys, ["--", *FIVE_KEYS])
+    # the p40 profile turns the five keys on; `key=False` after -- turns each off again (today's path)
+    today, off = _train_estimate(capsys, ["--", *(key.replace("=True", "=False") for key in FIVE_KEYS)])
+    assert "+actor_rollout_ref.rollout.cuda_graph=False" in off
+    with_keys, out = _train_estimate(capsys, [])
     assert "+actor_rollout_ref.rollout.cuda_graph=True" in out  # the keys do reach verl's command
     assert with_keys < today
     # the printed figures are the model's for the planned settings with and without the three switches
@@ -340,8 +347,9 @@ def test_train_reads_speed_keys_from_the_profile_too():
     from verlfit.overrides import TrainSettings
     from verlfit.profiles import load_profile
 
-    profile = load_profile("p40")
-    switched = dataclasses.replace(profile, overrides=(*profile.overrides, *FIVE_KEYS))
+    switched = load_profile("p40")  # carries the five keys
+    assert all(key in switched.overrides for key in FIVE_KEYS)
+    profile = dataclasses.replace(switched, overrides=tuple(o for o in switched.overrides if o not in FIVE_KEYS))
     settings = TrainSettings(steps=10, save_freq=-1)
     request = _train_request(settings, profile)
 
