@@ -90,8 +90,9 @@ PHASE_TITLES = {
 UNVERIFIED_LABEL = "datasheet-based estimate, unverified on a real card"
 CALIBRATED_LABEL = "estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py)"
 
-# Measured mean used lengths (FACTS.md section 5): real GSM8K prompts with Qwen's chat template average 133 tokens;
-# random-weight models fill the response (255 of 256).
+# Measured mean used lengths: real GSM8K prompts with Qwen's chat template average 133 tokens (patch 0020's header,
+# patches/verl-0.4.1/0020-trim-padding-training.patch); random-weight models fill the response (255 of 256; they never
+# stop: docs/benchmarks.md section 8.1).
 GSM8K_MEAN_PROMPT_TOKENS = 133
 
 
