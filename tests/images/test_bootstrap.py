@@ -188,3 +188,19 @@ def test_a_missing_interpreter_is_named_with_the_fix(checkout):
     assert result.returncode == 2 and calls == []
     assert result.stderr == ("tests/bootstrap.sh: PYTHON=python3.99: no such command; install Python 3.10, 3.11 or 3.12 (with its venv module) "
                              "or set PYTHON to one, e.g. PYTHON=python3.12 make test\n")
+
+
+def test_the_license_is_a_pep_639_string_and_the_build_takes_a_setuptools_that_reads_it():
+    # the table form `license = { text = ... }` prints setuptools' deprecation banner on every install
+    from packaging.requirements import Requirement
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert project["project"]["license"] == "Apache-2.0"
+    build = [Requirement(text) for text in project["build-system"]["requires"]]
+    pins = [Requirement(line) for line in (REPO / "tests" / "requirements-ci.txt").read_text().splitlines() if line.startswith("setuptools")]
+    for requirement in [*(r for r in build if r.name == "setuptools"), *pins]:
+        assert not requirement.specifier.contains("76.1.0") and requirement.specifier.contains("77.0.0"), requirement  # PEP 639: setuptools 77
