@@ -66,6 +66,14 @@ define check_buildkit
 	fi
 endef
 DOCKER_BUILD = $(DOCKER) buildx build --load
+# train, doctor, prepare-gsm8k and bench go through `docker compose run --rm`: without the Compose v2 plugin the
+# docker CLI reads `compose` as an image name and fails with "unknown flag: --rm" (exit 125); this check says why first.
+define check_compose
+	@if ! $(COMPOSE) version >/dev/null 2>&1; then \
+	  echo "make $@: Docker Compose v2 is needed and '$(COMPOSE) version' failed: install Docker's compose plugin (package docker-compose-plugin) or set COMPOSE=<your compose command> (docs/images.md, 'Running with compose')" >&2; \
+	  exit 2; \
+	fi
+endef
 PROFILE_NAMES := p40 a10
 define check_profiles
 	@for profile in $(1); do case " $(PROFILE_NAMES) " in *" $$profile "*) ;; *) echo "make $@: $$profile is not a profile ($(PROFILE_NAMES))" >&2; exit 2;; esac; done
@@ -162,24 +170,28 @@ load: ## check dist/SHA256SUMS, then docker load every tarball it lists (air-gap
 .PHONY: prepare-gsm8k
 prepare-gsm8k: ## write GSM8K in verl's format to ./data/gsm8k through compose (ARGS=... passed on)
 	$(call check_profiles,$(PROFILE))
+	$(check_compose)
 	mkdir -p data runs
 	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm prepare-gsm8k $(ARGS)
 
 .PHONY: train
 train: ## train PPO on GSM8K with the PROFILE image through compose (ARGS='--algo grpo' etc.)
 	$(call check_profiles,$(PROFILE))
+	$(check_compose)
 	mkdir -p data runs
 	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm train $(ARGS)
 
 .PHONY: doctor
 doctor: ## check the GPU, driver and image through compose (PROFILE=p40|a10)
 	$(call check_profiles,$(PROFILE))
+	$(check_compose)
 	mkdir -p data runs
 	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm doctor $(ARGS)
 
 .PHONY: bench
 bench: ## measure this card: verlfit bench (public P40 recipe vs verlfit, a few steps each) through compose, JSON under runs/
 	$(call check_profiles,$(PROFILE))
+	$(check_compose)
 	mkdir -p data runs
 	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm bench $(ARGS)
 

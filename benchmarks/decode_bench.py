@@ -3,7 +3,7 @@
 static-cache decoder replayed as a CUDA graph, on one GPU.
 
 For each batch size: prompts of 100-256 tokens left-padded to --prompt-width columns (the main job's GSM8K
-prompts average 133 tokens, FACTS.md 5), --new-tokens new tokens with no EOS (a random model never stops
+prompts average 133 tokens, patch 0020's header), --new-tokens new tokens with no EOS (a random model never stops
 anyway), greedy. Reported per path: prefill time (one forward over the prompts, ms), ms per decode step
 ((total - prefill) / (new tokens - 1)), total seconds, and whether the greedy tokens are identical. fp32,
 SDPA, TF32 off (a P40 has no TF32), unless --dtype bf16 (autocast, the a10 rollout).

@@ -395,7 +395,7 @@ stage_multigpu() {
   train multigpu-1.5b-gpus2 --emulate p40 --model "$big" --data "$DATA" --steps 10 --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}" \
     --gpus 2 --plan off --micro-batch-size 1 --offload optimizer
   # two nodes on one host: each raylet sees one GPU; a pre-started cluster's workers take their environment from
-  # `ray start` (FACTS.md, verl's main_ppo.py:42-45), so the profile's knobs and the emulated card's limit go there
+  # `ray start` (verl's main_ppo.py:42-45), so the profile's knobs and the emulated card's limit go there
   local defaults
   defaults=$(verlfit profiles p40 --env-shell)
   (

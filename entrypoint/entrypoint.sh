@@ -12,7 +12,7 @@
 #      a program on PATH         that program            e.g. bash, python, ray start --head
 #      anything else             "unknown subcommand" with the list, exit status 2
 #
-# The subcommand list is verlfit.cli.SUBCOMMANDS (tests/images/test_entrypoint.py keeps it equal).
+# The subcommand list is verlfit.cli.SUBCOMMANDS (tests/images/test_image_entrypoint.py keeps it equal).
 set -euo pipefail
 
 SUBCOMMANDS=(prepare-gsm8k train plan doctor report export eval profiles bench)

@@ -2,7 +2,9 @@
 # Create (or reuse) the test virtual environment at ${VENV:-.venv} with the exact pins of
 # tests/requirements-ci.txt, verl 0.4.1 from PyPI without its dependencies (its wheel carries
 # ppo_trainer.yaml and the sources the patch series applies to), and verlfit itself, editable.
-# Safe to re-run: a stamp file records the hash of what was installed.
+# Safe to re-run: a stamp file records the hash of what was installed and the interpreter's version;
+# a venv made by another Python version (PYTHON=python3.12 after a 3.11 .venv) is recreated, and
+# stderr says so.
 #
 # Environment:
 #   PYTHON           the interpreter that creates the venv (python3; 3.10-3.12, with its venv module)
@@ -18,11 +20,40 @@ venv=${VENV:-.venv}
 python=${PYTHON:-python3}
 torch_index=${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}
 stamp="$venv/.verlfit-test-stamp"
-want=$(cat tests/requirements-ci.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+# X.Y.Z of an interpreter, or nothing when it does not run
+python_version() {
+  "$1" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null
+}
+# pyproject.toml's requires-python (">=3.10,<3.13"; tests/images/test_bootstrap.py checks the two agree),
+# checked before anything is installed
+if ! command -v "$python" >/dev/null 2>&1; then
+  echo "tests/bootstrap.sh: PYTHON=$python: no such command; install Python 3.10, 3.11 or 3.12 (with its venv module)" \
+    "or set PYTHON to one, e.g. PYTHON=python3.12 make test" >&2
+  exit 2
+fi
+version=$(python_version "$python") || true
+case $version in
+  3.10.*|3.11.*|3.12.*) ;;
+  *)
+    echo "tests/bootstrap.sh: PYTHON=$python is Python ${version:-(it did not run)}; verlfit needs 3.10, 3.11 or 3.12" \
+      "(pyproject.toml: requires-python >=3.10,<3.13): set PYTHON to one, e.g. PYTHON=python3.12 make test" >&2
+    exit 2;;
+esac
+want="$(cat tests/requirements-ci.txt pyproject.toml | sha256sum | cut -d' ' -f1) python $version"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
-[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+if [ -x "$venv/bin/python" ]; then
+  # a venv's site-packages is per X.Y: another minor version means a new venv, not a reinstall
+  have=$(python_version "$venv/bin/python") || true
+  if [ "${have%.*}" != "${version%.*}" ]; then
+    echo "tests/bootstrap.sh: $venv has Python ${have:-(its python does not run)}, PYTHON=$python is $version:" \
+      "recreating $venv" >&2
+    "$python" -m venv --clear "$venv"
+  fi
+else
+  "$python" -m venv "$venv"
+fi
 "$venv/bin/python" -m pip install -q --upgrade pip
 
 # torch first, from the CPU index when it answers: installed with --no-deps, it satisfies the pin of

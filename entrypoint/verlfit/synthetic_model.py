@@ -141,7 +141,7 @@ SHAPES = {
     ),
     # Qwen/Qwen2.5-1.5B-Instruct and Qwen/Qwen2.5-3B-Instruct config.json. Layers, hidden, heads, KV heads,
     # intermediate, vocabulary, tied embeddings, rope_theta, rms_norm_eps and max_position_embeddings as in
-    # the project facts file (FACTS.md, section 1) and in public copies of those configs (found with the code search:
+    # verlfit.model_shape's built-in Qwen2.5 shapes (the hub's config.json values) and in public copies of those configs (found with the code search:
     # "intermediate_size": 8960 / 11008 with Qwen/Qwen2.5-1.5B-Instruct / -3B-Instruct). max_window_layers
     # (21 / 70) and sliding_window are the checkpoints' values as recalled, not re-read here: they act only with
     # use_sliding_window=True, which these configs set False.

@@ -28,6 +28,13 @@ if sys.argv[1:2] == ["buildx"] and os.environ.get("FAKE_DOCKER_NO_BUILDX"):
     # what the docker CLI says when the buildx plugin is not installed
     sys.stderr.write("docker: 'buildx' is not a docker command.\\nSee 'docker --help'\\n")
     sys.exit(1)
+if sys.argv[1:2] == ["compose"] and os.environ.get("FAKE_DOCKER_NO_COMPOSE"):
+    # the docker CLI without the Compose v2 plugin: `docker compose run --rm ...` fails with
+    # "unknown flag: --rm" and exit status 125
+    sys.stderr.write("unknown flag: --rm\\nSee 'docker --help'.\\n")
+    sys.exit(125)
+if sys.argv[1:3] == ["compose", "version"]:
+    print("Docker Compose version v2.39.1 faked")
 if sys.argv[1:3] == ["buildx", "version"]:
     print("github.com/docker/buildx v0.25.0 faked")
 if sys.argv[1:4] == ["buildx", "imagetools", "inspect"] and sys.argv[4:6] == ["--format", "{{json .Manifest.Digest}}"]:
@@ -36,6 +43,7 @@ if sys.argv[1:4] == ["buildx", "imagetools", "inspect"] and sys.argv[4:6] == ["-
 """
 IDS = ["VERLFIT_UID=1234", "VERLFIT_GID=5678", "VCS_REF=abc123"]
 BUILDX = ["buildx", "version"]
+COMPOSE_VERSION = ["compose", "version"]
 BUILD = ["buildx", "build", "--load"]
 ID_ARGS = ["--build-arg", "VCS_REF=abc123", "--build-arg", "VERLFIT_GID=5678", "--build-arg", "VERLFIT_UID=1234"]
 
@@ -257,19 +265,33 @@ def test_save_with_a_pinned_base_digest(workdir):
     assert argvs(calls)[1] == ["pull", f"docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04@{digest}"]
 
 
-@pytest.mark.parametrize("target, service", [("train", "train"), ("doctor", "doctor"), ("prepare-gsm8k", "prepare-gsm8k")])
+COMPOSE_TARGETS = [("train", "train"), ("doctor", "doctor"), ("prepare-gsm8k", "prepare-gsm8k"), ("bench", "bench")]
+
+
+@pytest.mark.parametrize("target, service", COMPOSE_TARGETS)
 def test_compose_targets(workdir, target, service):
     result, calls = make(workdir, target, "PROFILE=a10", "ARGS=--steps 5", "VERLFIT_UID=1234", "VERLFIT_GID=5678")
     assert result.returncode == 0, result.stderr
-    assert calls == [{"argv": ["compose", "run", "--rm", service, "--steps", "5"], "VERLFIT_PROFILE": "a10", "VERLFIT_UID": "1234", "VERLFIT_GID": "5678"}]
+    assert argvs(calls) == [COMPOSE_VERSION, ["compose", "run", "--rm", service, "--steps", "5"]]
+    assert calls[1] == {"argv": ["compose", "run", "--rm", service, "--steps", "5"], "VERLFIT_PROFILE": "a10", "VERLFIT_UID": "1234", "VERLFIT_GID": "5678"}
     # the bind-mount sources exist before Docker would create them owned by root
     assert (workdir / "data").is_dir() and (workdir / "runs").is_dir()
 
 
 def test_train_with_no_arguments_is_plain_compose_run_train(workdir):
     result, calls = make(workdir, "train")
-    assert argvs(calls) == [["compose", "run", "--rm", "train"]]
-    assert calls[0]["VERLFIT_PROFILE"] == "p40"
+    assert argvs(calls) == [COMPOSE_VERSION, ["compose", "run", "--rm", "train"]]
+    assert calls[1]["VERLFIT_PROFILE"] == "p40"
+
+
+@pytest.mark.parametrize("target, service", COMPOSE_TARGETS)
+def test_without_the_compose_plugin_the_target_stops_before_compose_run_with_the_fix(workdir, target, service):
+    result, calls = make(workdir, target, env={"FAKE_DOCKER_NO_COMPOSE": "1"})
+    assert result.returncode == 2
+    assert argvs(calls) == [COMPOSE_VERSION]  # and no `compose run`, which would fail with "unknown flag: --rm"
+    assert "unknown flag" not in result.stderr
+    assert (f"make {target}: Docker Compose v2 is needed and 'docker compose version' failed: install Docker's compose plugin "
+            "(package docker-compose-plugin) or set COMPOSE=<your compose command> (docs/images.md, 'Running with compose')") in result.stderr
 
 
 def test_help_and_test_targets_are_unchanged():

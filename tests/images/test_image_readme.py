@@ -55,3 +55,98 @@ def test_developer_prerequisites_are_named():
     for needed in ("Python 3.10–3.12 with its `venv` module", "`python3-venv`", "GNU `patch`", "`curl`", "`gcc`",
                    "PYTHON=python3.12 make test", "`TORCH_INDEX_URL` (default `https://download.pytorch.org/whl/cpu`)"):
         assert needed in developing, needed
+
+
+ARCHITECTURE = (REPO / "docs" / "architecture.md").read_text()
+PATCHES_README = (REPO / "patches" / "README.md").read_text()
+
+
+def test_every_subcommand_has_a_line_in_the_launcher_table():
+    import sys
+
+    sys.path.insert(0, str(REPO / "entrypoint"))
+    from verlfit.cli import SUBCOMMANDS
+
+    table = section(README, "## The launcher: `verlfit`")
+    rows = re.findall(r"^\| `verlfit ([a-z0-9-]+)", table, re.MULTILINE)
+    assert sorted(rows) == sorted(SUBCOMMANDS)
+
+
+def test_every_compose_service_is_named():
+    import yaml
+
+    services = yaml.safe_load((REPO / "compose.yaml").read_text())["services"]
+    running = flat(section(README, "### Running with compose"))
+    single_host = [name for name, service in services.items() if "cluster" not in service.get("profiles", [])]
+    assert "bench" in single_host
+    for name in single_host:
+        assert f"`{name}`" in running, name
+    assert "package `docker-compose-plugin`" in running
+
+
+def test_every_module_is_in_the_readme_layout_and_the_architecture_table():
+    package = REPO / "entrypoint" / "verlfit"
+    modules = sorted(path.stem for path in package.glob("*.py") if path.stem not in ("__init__", "__main__"))
+    plan_parts = sorted(path.stem for path in (package / "plan").glob("*.py") if path.stem != "__init__")
+    layout = section(README, "Layout: ")
+    for name in modules + plan_parts:
+        assert f"`{name}`" in layout, name
+    for name in modules:
+        assert f"| `{name}.py` |" in ARCHITECTURE, name
+    for name in plan_parts:
+        assert f"| `plan/{name}.py` |" in ARCHITECTURE, name
+
+
+def test_every_key_a_patch_adds_is_in_the_architecture_keys_table():
+    series = section(PATCHES_README, "## The series")
+    keys = sorted(set(re.findall(r"`(\+[a-z_.]+)`", series)))
+    assert "+actor_rollout_ref.rollout.unwrap_fsdp" in keys and "+critic.trim_padding" in keys
+    table = section(ARCHITECTURE, "## Keys added by patches/verl-0.4.1")
+    for key in keys:
+        assert f"| `{key}=" in table, key
+    for lora_key in ("actor_rollout_ref.model.lora_rank", "critic.model.lora_rank"):
+        assert f"| `{lora_key}` > 0" in table, lora_key
+
+
+def test_the_developing_section_names_the_version_pairs_the_tests_and_images_differ_in():
+    from image_helpers import LOCKS, lock_pins
+
+    images = lock_pins(*LOCKS)
+    tests = dict(line.split("==") for line in (REPO / "tests" / "requirements-ci.txt").read_text().splitlines()
+                 if "==" in line and not line.startswith("#"))
+    developing = flat(section(README, "## Developing"))
+    assert f"torch {tests['torch']} (the CPU build) here, {images['torch']} in the images" in developing
+    assert f"PEFT {tests['peft']} here, {images['peft']} in the images" in developing
+    for name in ("accelerate", "pyarrow", "tokenizers"):
+        assert tests[name] != images[name], name
+        assert f"{name} {tests[name]} / {images[name]}" in developing, name
+    assert f"transformers {tests['transformers']} in both" in developing and tests["transformers"] == images["transformers"]
+    assert "third torch, 2.11.0+cu130" in developing
+    # patch 0010's claim, as patches/README.md makes it
+    assert "PEFT 0.15, the images' pin, accepted them" in flat(PATCHES_README) and "loads back to the trained adapter with both versions" in flat(PATCHES_README)
+    assert "with PEFT 0.15 and 0.21" in developing
+
+
+def test_the_image_table_quotes_xformers_as_locked():
+    from image_helpers import lock_pins
+
+    version = lock_pins("a10-cu118.lock")["xformers"]
+    assert f"/ {version} (the CUDA 11.8 build, from the PyTorch cu118 index) |" in section(README, "## Images")
+
+
+def test_the_speed_keys_paragraph_matches_the_profile_and_train():
+    speed = flat(section(README, "### The p40 profile's speed keys"))
+    profile = (REPO / "entrypoint" / "verlfit" / "profiles" / "p40.yaml").read_text()
+    for key in ("actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding",
+                "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph"):
+        assert f"`+{key}`" in speed and key in profile, key
+    assert "`-- +actor_rollout_ref.rollout.unwrap_fsdp=True`" in speed and "**not yet measured**" in speed
+    assert "`verlfit train -- actor_rollout_ref.rollout.cuda_graph=False`" in speed
+
+
+def test_no_tracker_that_does_not_exist_and_no_internal_notes_cited():
+    assert "the project's tracker" not in README
+    tracked = __import__("subprocess").run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    citing = [name for name in tracked if (REPO / name).is_file() and "FACTS.md" in (REPO / name).read_text(errors="replace")
+              and name != "tests/images/test_image_readme.py"]
+    assert citing == []

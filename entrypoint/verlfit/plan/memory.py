@@ -138,7 +138,7 @@ FRAGMENTATION_RESERVE_BYTES = int(0.5 * GIB)
 DEFAULT_MARGIN = 0.90
 
 # --- LoRA (verl 0.4.1 wraps actor and critic with PEFT get_peft_model, fsdp_workers.py:278-283, 945-956) -------
-# derived, not yet calibrated: no device run with LoRA has been measured yet (issue 12 item 5 runs it).
+# derived; one device run checks them (Qwen2.5-1.5B shape, PPO, rank 32: 18.19 GiB measured, 19.7 GiB predicted, docs/benchmarks.md section 8.2).
 # What the terms below assume, and where it is read (docs/plan.md section 7):
 # * PEFT freezes every base parameter (requires_grad=False) and adds, per targeted Linear(in, out), lora_A
 #   (rank x in) and lora_B (out x rank): rank * (in + out) parameters, no bias (verl passes bias="none").
@@ -173,10 +173,17 @@ LORA_ALL_LINEAR = "all-linear"
 # Linear layers of a Qwen2/Llama decoder layer, as PEFT matches target names (the last name of the module path)
 LORA_LAYER_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LORA_HEAD_TARGET = "lm_head"  # the actor's output head: a target only when named
-LORA_CALIBRATION_NOTE = "LoRA terms: derived, not yet calibrated (no device run with LoRA measured yet; docs/plan.md section 7)"
+LORA_CALIBRATION_NOTE = ("LoRA terms: derived (docs/plan.md section 7), checked by one device run: Qwen2.5-1.5B shape, PPO, "
+                         "rank 32, 18.19 GiB measured against 19.7 GiB predicted (docs/benchmarks.md section 8.2)")
 LORA_SUGGESTED_RANK = 32  # the rank smallest_change proposes: ppo_trainer.yaml:124's example ("e.g., 32")
 # What the predictions were checked against, printed with every plan (update with tests/benchmarks/test_collect.py)
 CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 4"
+# Added to CALIBRATION_NOTE under a plan of any other shape (verlfit.plan.render.calibration_note): the range above
+# is the 0.5B's only
+CALIBRATED_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
+EXTRAPOLATED_NOTE = ("this shape is not the Qwen2.5-0.5B: its prediction is extrapolated from that calibration; the one "
+                     "larger shape measured, Qwen2.5-1.5B with LoRA rank 32 (PPO), peaked at 18.19 GiB against 19.7 GiB "
+                     "predicted: docs/benchmarks.md section 8.2")
 
 
 def usable_memory_bytes(gpu) -> int:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from verlfit.plan.memory import CALIBRATION_NOTE, COMPONENT_TITLES, COMPONENTS, Plan, format_gib, gib
+from verlfit.model_shape import ModelShape, load_model_shape
+from verlfit.plan.memory import CALIBRATED_MODEL, CALIBRATION_NOTE, COMPONENT_TITLES, COMPONENTS, EXTRAPOLATED_NOTE, Plan, format_gib, gib
+
+
+def calibration_note(shape: ModelShape) -> str:
+    """What the plan's numbers were checked against, for a plan of ``shape``: :data:`CALIBRATION_NOTE`, and for any
+    shape other than the calibrated Qwen2.5-0.5B's (compared on every dimension, not the name) that it is
+    extrapolated (:data:`EXTRAPOLATED_NOTE`)."""
+    calibrated = dataclasses.replace(load_model_shape(CALIBRATED_MODEL), name=shape.name)
+    return CALIBRATION_NOTE if shape == calibrated else f"{CALIBRATION_NOTE}; {EXTRAPOLATED_NOTE}"
 
 
 def plan_to_dict(plan: Plan) -> dict:
@@ -35,7 +44,7 @@ def plan_to_dict(plan: Plan) -> dict:
         "budget_bytes": plan.budget_bytes,
         "verdict": plan.verdict,
         "notes": list(plan.notes),
-        "calibration": CALIBRATION_NOTE,
+        "calibration": calibration_note(r.shape),
     }
 
 
@@ -62,7 +71,7 @@ def render_table(plan: Plan, console=None) -> None:
         style = "bold" if p is plan.peak else None
         table.add_row(p.title, *(f"{gib(getattr(p, c)):.2f}" for c in COMPONENTS), f"{gib(p.total):.2f}", f"{p.total / plan.usable_bytes:.0%}", style=style)
     console.print(table)
-    console.print(f"GiB per GPU; predicted allocated peak of each phase ({CALIBRATION_NOTE})")
+    console.print(f"GiB per GPU; predicted allocated peak of each phase ({calibration_note(r.shape)})")
     for p in plan.phases:
         for line in p.detail:
             console.print(f"  {p.title}: {line}", highlight=False, soft_wrap=True)

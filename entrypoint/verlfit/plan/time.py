@@ -108,8 +108,9 @@ PHASE_TITLES = {
 UNVERIFIED_LABEL = "datasheet-based estimate, unverified on a real card"
 CALIBRATED_LABEL = "estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py)"
 
-# Measured mean used lengths (FACTS.md section 5): real GSM8K prompts with Qwen's chat template average 133 tokens;
-# random-weight models fill the response (255 of 256).
+# Measured mean used lengths: real GSM8K prompts with Qwen's chat template average 133 tokens (patch 0020's header,
+# patches/verl-0.4.1/0020-trim-padding-training.patch); random-weight models fill the response (255 of 256; they never
+# stop: docs/benchmarks.md section 8.1).
 GSM8K_MEAN_PROMPT_TOKENS = 133
 # The longest prompt of one HF rollout micro-batch of 32 GSM8K prompts (patch 0021's trimmed width), measured: the
 # mean over steps 2-10 of verl's prompt_length/max in benchmarks/results/2026-12-01-h200/call-2/speed-all (one

@@ -173,7 +173,7 @@ def profile_for_capability(compute_capability: tuple[int, int]) -> str:
     return "p40" if compute_capability < (8, 0) else "a10"
 
 
-REFERENCE_CAPABILITY = {"p40": (6, 1)}  # the card a profile was made and measured for (FACTS.md section 1)
+REFERENCE_CAPABILITY = {"p40": (6, 1)}  # the card a profile was made and measured for (README.md's card table: Tesla P40, compute capability 6.1)
 
 
 def profile_choice_note(profile_name: str, gpu) -> str | None:
@@ -181,7 +181,7 @@ def profile_choice_note(profile_name: str, gpu) -> str | None:
     profile was made for, and what the card could use that the profile leaves off; None for the profile's own
     cards (p40 on 6.1, a10 on 8.0 and newer) and for a card the profile cannot run.
 
-    Facts (FACTS.md section 1; :class:`verlfit.gpu.GpuInfo`): bf16 and FlashAttention-2 need compute capability
+    Facts (:class:`verlfit.gpu.GpuInfo`'s supports_* properties, which name their sources): bf16 and FlashAttention-2 need compute capability
     8.0; Triton (torch.compile's Inductor, Triton kernels) and vLLM need 7.0. Printed by ``verlfit train`` at launch
     (and in its dry run) and by ``verlfit doctor``'s gpu check.
     """
