@@ -1,7 +1,9 @@
 """verlfit eval: verl's strict GSM8K score on fixtures with fixed responses, the HF generate path on a tiny
 model, paired comparison, outputs and run directories."""
 
+import errno
 import json
+import shutil
 import math
 import statistics
 from pathlib import Path
@@ -96,7 +98,7 @@ def test_run_eval_writes_rows_summary_and_comparison(data_dir, tmp_path):
         return fixed(good if path == "after" else bad)
 
     out = tmp_path / "out"
-    summary = evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", profile="p40", max_new_tokens=64, batch_size=4, make_generator=make_generator)
+    summary = evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", profile="p40", max_new_tokens=64, batch_size=4, make_generator=make_generator, preflight=False)
     lines = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
     assert lines[1] == {"row": 1, "index": 101, "response": "The total is 1,234.\n#### 1,234", "extracted": "1234", "ground_truth": "1234", "score": 1.0, "response_tokens": 6}
     written = json.loads((out / "summary.json").read_text())
@@ -137,3 +139,72 @@ def test_cli_on_a_run_directory_exports_on_the_fly(tmp_path, data_dir):
 def test_not_a_model(tmp_path, data_dir):
     with pytest.raises(VerlfitError, match="neither a model directory"):
         evaluate.run_eval(str(tmp_path), str(data_dir))
+
+
+def _never(path, **settings):
+    raise AssertionError(f"{path} was loaded for scoring")
+
+
+def test_a_path_that_does_not_exist_is_named_without_a_traceback(data_dir, capsys):
+    assert cli.main(["eval", "/nonexistent", "--data", str(data_dir)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("verlfit: error: MODEL /nonexistent: no such directory (and not a hub id, which is owner/name)\n  fix: pass a model directory")
+    assert "Traceback" not in err and "HFValidationError" not in err
+
+
+@pytest.mark.parametrize("offline, reason", [("1", "(HF_HUB_OFFLINE=1 is set, and it is not in the local hub cache)"),
+                                             ("", "(http://127.0.0.1:9: ")])
+def test_a_hub_looking_path_that_is_no_directory_fails_in_seconds(data_dir, monkeypatch, offline, reason):
+    """runs/typo is a valid hub id as well as a relative path: with no such directory and no hub (offline, or an
+    endpoint that refuses the connection) it fails at once, saying both."""
+    import time
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", offline)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    started = time.monotonic()
+    with pytest.raises(VerlfitError) as error:
+        evaluate.run_eval("runs/typo", str(data_dir), make_generator=_never)
+    assert time.monotonic() - started < 10
+    assert error.value.message.startswith(f"MODEL runs/typo is not a local directory and the hub is unreachable {reason}")
+    assert "check the path (ls runs)" in error.value.fix
+
+
+def test_compare_is_checked_before_the_model_is_scored(data_dir, tiny_qwen2_dir, tmp_path):
+    with pytest.raises(VerlfitError, match=r"^--compare \./nope: no such directory"):
+        evaluate.run_eval(tiny_qwen2_dir, str(data_dir), compare="./nope", output=str(tmp_path / "a"), make_generator=_never)
+    only_config = tmp_path / "only-config"
+    only_config.mkdir()
+    shutil.copy(Path(tiny_qwen2_dir) / "config.json", only_config / "config.json")
+    with pytest.raises(VerlfitError, match=rf"^--compare {only_config}: cannot load its tokenizer from {only_config}"):
+        evaluate.run_eval(tiny_qwen2_dir, str(data_dir), compare=str(only_config), output=str(tmp_path / "b"), make_generator=_never)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["only-config", "test.parquet"]  # the outputs it created were removed
+
+
+def test_an_unwritable_output_fails_before_any_row_is_scored(data_dir, tiny_qwen2_dir, tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(VerlfitError) as error:
+        evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(blocker / "ev"), make_generator=_never)
+    assert error.value.message.startswith(f"cannot write to --output {blocker / 'ev'}: ")
+    real_mkdir = Path.mkdir
+
+    def denied(self, *args, **kwargs):  # tests run as root, which no file mode stops: the kernel's answer, faked
+        if self == tmp_path / "ro" / "ev":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    (tmp_path / "ro").mkdir()
+    monkeypatch.setattr(Path, "mkdir", denied)
+    with pytest.raises(VerlfitError) as error:
+        evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ro" / "ev"), make_generator=_never)
+    assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: permission denied"
+
+
+def test_a_failed_result_write_names_the_file(tmp_path, monkeypatch):
+    def full(source, target):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(evaluate.os, "replace", full)
+    with pytest.raises(VerlfitError, match=rf"^cannot write {tmp_path / 'summary.json'}: no space left on the disk"):
+        evaluate._write_atomic(tmp_path / "summary.json", "{}")
+    assert list(tmp_path.iterdir()) == []

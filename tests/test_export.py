@@ -210,3 +210,91 @@ def test_step_argument(capsys):
     with pytest.raises(SystemExit):
         cli.main(["export", "runs/x", "--step", "two"])
     assert "'two': a step number (global_step_N) or latest" in capsys.readouterr().err
+
+
+def _two_steps(full_run, tmp_path) -> Path:
+    """A copy of full_run with a complete older step 1 (a copy of step 2) beside step 2."""
+    run = _copy_run(full_run, tmp_path)
+    shutil.copytree(run / "checkpoints" / "global_step_2", run / "checkpoints" / "global_step_1")
+    return run
+
+
+def test_truncated_shard_is_named_with_the_older_steps_and_leaves_nothing(full_run, tmp_path, capsys):
+    run = _two_steps(full_run, tmp_path)
+    shard = run / "checkpoints" / "global_step_2" / "actor" / "model_world_size_2_rank_1.pt"
+    shard.write_bytes(shard.read_bytes()[:1000])
+    assert cli.main(["export", str(run)]) == 1
+    err = capsys.readouterr().err
+    assert f"verlfit: error: cannot read the shard {shard} (" in err and "the file is damaged (truncated or not a torch checkpoint)" in err
+    assert "fix: export an older checkpoint with --step N (saved: global_step 1)" in err
+    assert "Traceback" not in err
+    assert not (run / "export").exists()  # the default output's parent was created by this run: removed again
+
+
+def test_garbage_shard_is_named_and_the_output_parents_it_created_are_removed(full_run, tmp_path):
+    run = _copy_run(full_run, tmp_path)
+    shard = run / "checkpoints" / "global_step_2" / "actor" / "model_world_size_2_rank_0.pt"
+    shard.write_bytes(b"this is not a checkpoint" * 100)
+    with pytest.raises(VerlfitError, match=r"cannot read the shard .*model_world_size_2_rank_0.pt \(UnpicklingError: ") as error:
+        export.export(run, output=tmp_path / "new" / "deeper" / "out")
+    assert error.value.fix == f"no other checkpoint is saved (only global_step 2): resume the run (verlfit train --resume {run}) to save a new one"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert not (run / "export").exists()
+
+
+def test_unwritable_output_is_named_and_directories_it_created_are_removed(full_run, tmp_path, monkeypatch):
+    # tests run as root, which no file mode stops: the kernel's answer is faked where verl's export first writes
+    def denied(*args, dir=None, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", dir)
+
+    monkeypatch.setattr(export.tempfile, "mkdtemp", denied)
+    kept = tmp_path / "ro"
+    kept.mkdir()
+    with pytest.raises(VerlfitError) as error:
+        export.export(full_run, output=kept / "sub" / "exp")
+    assert error.value.message == f"cannot export to {kept / 'sub'}: permission denied ({kept / 'sub'})"
+    assert error.value.fix == "pass --output a directory you can write (and with room for the model)"
+    assert list(kept.iterdir()) == []  # sub/ (made by this run) removed, ro/ (there before) kept
+    assert kept.is_dir()
+
+
+def test_lora_alpha_on_a_full_run_is_refused(full_run, tmp_path, capsys):
+    assert cli.main(["export", str(full_run), "--lora-alpha", "8", "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"--lora-alpha 8: {full_run / 'checkpoints' / 'global_step_2'} holds no LoRA adapter (a full fine-tuning run), so there is no alpha to apply" in err
+    assert "fix: leave out --lora-alpha" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+NOISE = ("pickling/unpickling of the DeviceMesh", "pkg_resources is deprecated", "Sliding Window Attention is enabled")
+
+
+def test_export_output_has_none_of_the_known_warnings(full_run, tmp_path):
+    """A fresh process as a user runs it: the result line is all there is (the CPU test checkpoint's Qwen2 config
+    has sliding_window set, and its shards pickle a DeviceMesh, so each message did show before)."""
+    import os
+
+    env = dict(os.environ, PYTHONPATH=str(Path(export.__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-m", "verlfit", "export", str(full_run), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"exported step 2 of {full_run} (actor model) to {tmp_path / 'out'}\n"
+    assert [line for line in proc.stderr.splitlines() if any(noise in line for noise in NOISE)] == []
+
+
+def test_quiet_known_warnings_drops_only_those(caplog):
+    import logging
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with export.quiet_known_warnings():
+            warnings.warn("pkg_resources is deprecated as an API. See ...", UserWarning)
+            warnings.warn("another warning", UserWarning)
+            logging.getLogger("torch.distributed.device_mesh").warning("It seems like pickling/unpickling of the DeviceMesh occurred before the PGs were created. x")
+            logging.getLogger("torch.distributed.device_mesh").warning("something else")
+            logging.getLogger("transformers.models.qwen2.modeling_qwen2").warning("Sliding Window Attention is enabled but not implemented for `sdpa`; ...")
+        warnings.warn("pkg_resources is deprecated as an API, outside", UserWarning)
+    assert [str(w.message) for w in caught] == ["another warning", "pkg_resources is deprecated as an API, outside"]
+    assert [r.getMessage() for r in caplog.records] == ["something else"]
+    assert logging.getLogger("torch.distributed.device_mesh").filters == []

@@ -407,9 +407,9 @@ def test_disk_full_mid_write_leaves_previous_output_and_no_temp_file(tmp_path, m
     with pytest.raises(VerlfitError) as caught:
         run_prepare(write_jsonl(tmp_path / "new"), out)
     assert str(caught.value) == (
-        f"cannot write to output directory {out}: No space left on device; "
+        f"cannot write to output directory {out}: no space left on the disk of {out}; "
         "previous train.parquet and test.parquet there (if any) are unchanged\n"
-        f"  fix: free space on the disk of {out} or make it writable, or pass --output DIR elsewhere"
+        f"  fix: free space on the disk of {out}, or pass --output DIR on another disk"
     )
     assert [Path(path).parent for path in written] == [out, out]  # temporary files next to the outputs
     assert sorted(os.listdir(out)) == ["test.parquet", "train.parquet"]
@@ -761,3 +761,56 @@ def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, ti
     assert train.prepare_launch(args, environ={}, gpu=None).settings.data_dir == plan.settings.data_dir
     train.ensure_data(plan.settings)
     assert capsys.readouterr().out == ""
+
+
+def test_hub_unreachable_fails_fast_before_datasets_retries(tmp_path):
+    """A fresh process with no offline switch and an endpoint that refuses connections: one probe, then the error
+    (before: datasets' retries and tracebacks, then its own error)."""
+    import time
+
+    env = dict(os.environ, HF_HOME=str(tmp_path / "hf-home"), HF_ENDPOINT="http://127.0.0.1:9",
+               HF_HUB_OFFLINE="", HF_DATASETS_OFFLINE="", TRANSFORMERS_OFFLINE="")
+    env.pop("HF_DATASETS_CACHE", None)
+    out = tmp_path / "out"
+    started = time.monotonic()
+    completed = subprocess.run([sys.executable, "-m", "verlfit", "prepare-gsm8k", "--output", str(out)],
+                               env=env, capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < 30
+    assert completed.returncode == 1
+    cache = tmp_path / "hf-home" / "datasets"
+    assert completed.stderr.startswith("verlfit: error: cannot load openai/gsm8k (config main): http://127.0.0.1:9 is unreachable (")
+    assert f"and it is not in the datasets cache under {cache}\n  fix: set HF_ENDPOINT to a reachable mirror, or copy the hub's main/train-*.parquet and main/test-*.parquet here by hand and pass --input DIR" in completed.stderr
+    assert "Traceback" not in completed.stderr and "Retrying" not in completed.stderr
+    assert not out.exists()
+
+
+def test_a_failed_write_removes_the_directories_it_created_only(tmp_path, monkeypatch):
+    def full(self, path, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    source = write_jsonl(tmp_path / "src")
+    monkeypatch.setattr(datasets.Dataset, "to_parquet", full)
+    with pytest.raises(VerlfitError, match="no space left on the disk of"):
+        run_prepare(source, tmp_path / "new" / "out")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(VerlfitError, match="no space left on the disk of"):
+        run_prepare(source, tmp_path / "kept")
+    assert (tmp_path / "kept").is_dir() and list((tmp_path / "kept").iterdir()) == []
+
+
+def test_permission_on_the_parent_is_named_as_such(tmp_path, monkeypatch):
+    real_mkdir = Path.mkdir
+    readonly = tmp_path / "ro"
+    readonly.mkdir()
+
+    def denied(self, *args, **kwargs):  # tests run as root, which no file mode stops: the kernel's answer, faked
+        if self.parent == readonly:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", denied)
+    with pytest.raises(VerlfitError) as caught:
+        run_prepare(write_jsonl(tmp_path / "src"), readonly / "sub")
+    assert str(caught.value) == (f"cannot create output directory {readonly / 'sub'}: permission denied ({readonly} is not writable for this user)\n"
+                                 "  fix: pass --output a directory you can write (e.g. under your home or the current directory)")

@@ -29,6 +29,7 @@ written to a temporary name and renamed.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -165,7 +166,7 @@ class HFGenerator:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
             self.model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=getattr(torch, dtype), attn_implementation=attention).to(self.device).eval()
-        except OSError as error:
+        except (OSError, ValueError) as error:  # huggingface_hub's HFValidationError is a ValueError
             raise VerlfitError(f"cannot load the model {model_path}: {error}", fix="pass a model directory with config.json, weights and tokenizer, or a hub id (network or HF cache needed)") from error
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token  # verl's hf_tokenizer does the same (utils/tokenizer.py)
@@ -199,17 +200,73 @@ class HFGenerator:
         return results
 
 
+def _os_cause(error: OSError) -> str:
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "permission denied"
+    if error.errno == errno.ENOSPC:
+        return "no space left on the disk"
+    return error.strerror or str(error)
+
+
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False, encoding="utf-8") as handle:
-        temporary = Path(handle.name)
-        try:
+    """Write ``text`` to a temporary file beside ``path``, then rename it to ``path``.
+
+    Raises:
+        VerlfitError: an OSError (permission, full disk), naming ``path``; no temporary file is left.
+    """
+    temporary = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False, encoding="utf-8") as handle:
+            temporary = Path(handle.name)
             handle.write(text)
-        except BaseException:
-            handle.close()
+        os.replace(temporary, path)
+    except OSError as error:
+        if temporary is not None:
             temporary.unlink(missing_ok=True)
-            raise
-    os.replace(temporary, path)
+        raise VerlfitError(f"cannot write {path}: {_os_cause(error)}", fix="pass --output a directory you can write, on a disk with room") from error
+    except BaseException:
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
+        raise
+
+
+def prepare_output(out: Path) -> list[Path]:
+    """Create ``out`` (and its parents) and check that a file can be written there, before any row is scored;
+    return the directories this call created (outermost first) so a failed eval can remove them.
+
+    Raises:
+        VerlfitError: ``out`` cannot be created or written (permission, a file in the way, full disk), naming it.
+    """
+    from verlfit.export import _missing_parents, _remove_created
+
+    created = _missing_parents(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".verlfit-write-check-"):
+            pass
+    except OSError as error:
+        _remove_created(created)
+        raise VerlfitError(f"cannot write to --output {out}: {_os_cause(error)}" + (f" ({error.filename})" if error.filename and str(error.filename) != str(out) else ""),
+                           fix="pass --output a directory you can write (it is created if missing)") from error
+    return created
+
+
+def check_loadable(path: str, what: str, name: str) -> None:
+    """Load the tokenizer and config of the model at ``path`` (no weights: seconds), so that a model that will
+    not load fails before any other is scored.
+
+    Raises:
+        VerlfitError: the tokenizer or config does not load, naming ``what name``.
+    """
+    from transformers import AutoConfig, AutoTokenizer
+
+    for part, load in (("config", AutoConfig.from_pretrained), ("tokenizer", AutoTokenizer.from_pretrained)):
+        try:
+            load(path)
+        except (OSError, ValueError) as error:
+            raise VerlfitError(f"{what} {name}: cannot load its {part} from {path}: {error}",
+                               fix="pass a model directory with config.json, weights and tokenizer files (what verlfit export writes), or a hub id") from error
 
 
 def write_results(out: Path, results: list[RowResult], summary: dict) -> None:
@@ -288,15 +345,40 @@ def _progress_bar(total: int, description: str):
 
 
 def run_eval(model: str, data: str, split: str = "test", limit: int | None = None, batch_size: int = 16, output: str | None = None,
-             compare: str | None = None, profile: str | None = None, max_new_tokens: int | None = None, make_generator=HFGenerator) -> dict:
+             compare: str | None = None, profile: str | None = None, max_new_tokens: int | None = None, make_generator=HFGenerator,
+             preflight: bool = True) -> dict:
     """Evaluate ``model`` (and ``compare``) on the same rows; write the files (module docstring); return the summary
-    (with ``"comparison"`` when ``compare`` is given)."""
+    (with ``"comparison"`` when ``compare`` is given).
+
+    Before any row is scored: both models are found (:func:`verlfit.hub.require_model_source`: a path that does
+    not exist, or a hub id that is neither a local directory nor reachable, fails in seconds), run directories are
+    exported, the output directory is created and checked writable, and (``preflight``) both models' config and
+    tokenizer are loaded. ``preflight=False`` skips the finding and loading (for a ``make_generator`` that loads
+    nothing, in tests).
+
+    Raises:
+        VerlfitError: the data (:func:`load_rows`), a model, ``compare`` or the output as above.
+    """
+    from verlfit.export import quiet_known_warnings
+
+    with quiet_known_warnings():
+        return _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight)
+
+
+def _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight) -> dict:
     import shutil
+
+    from verlfit import hub
 
     rows = load_rows(data, split, limit)
     if not rows:
         raise VerlfitError(f"{Path(data) / f'{split}.parquet'} has no rows", fix="prepare the data again")
+    named = [(model, "MODEL")] + ([(compare, "--compare")] if compare is not None else [])
+    if preflight:
+        for name, what in named:
+            hub.require_model_source(name, what, os.environ)
     work = Path(tempfile.mkdtemp(prefix="verlfit-eval-"))
+    created: list[Path] = []
     try:
         resolved = resolve_model(model, work / "model")
         out = Path(output) if output is not None else default_output(resolved, split)
@@ -306,6 +388,10 @@ def run_eval(model: str, data: str, split: str = "test", limit: int | None = Non
         targets = [(resolved, out)]
         if compare is not None:
             targets.append((resolve_model(compare, work / "compare"), out / "compare"))
+        created = prepare_output(out)
+        if preflight:
+            for (target, _where), (name, what) in zip(targets, named):
+                check_loadable(target.path, what, name)
         summaries, scores = [], []
         for target, where in targets:
             generator = make_generator(target.path, dtype=dtype, attention=attention, max_new_tokens=tokens)
@@ -330,6 +416,11 @@ def run_eval(model: str, data: str, split: str = "test", limit: int | None = Non
             summary = summary | {"comparison": comparison}
         summary["output"] = str(out)
         return summary
+    except BaseException:
+        from verlfit.export import _remove_created
+
+        _remove_created(created)  # only directories this eval created, only while empty
+        raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -42,12 +42,17 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import logging
 import os
+import pickle
 import re
 import shutil
 import tempfile
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from verlfit.errors import VerlfitError
 
@@ -56,6 +61,49 @@ TRACKER = "latest_checkpointed_iteration.txt"  # ray_trainer.py:837, written aft
 EXPORT_DIR = "export"  # default output: RUN_DIR/export/global_step_N
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per parameter
 _SHARD = re.compile(r"model_world_size_(\d+)_rank_(\d+)\.pt")
+
+# Known messages that bury export's and eval's result lines, all harmless here; silenced by exact message, nothing broader:
+# - torch/distributed/device_mesh.py:396 (logger.warning, torch 2.6/2.7): every shard verl saved pickles its
+#   DeviceMesh, and unpickling it outside the training process groups logs this once per shard;
+# - verl/__init__.py:18 `import pkg_resources` (setuptools' UserWarning, once per process);
+# - transformers' Qwen2/Qwen3 decoder layers (modeling_qwen2.py:240, logger.warning_once) when the config has a
+#   sliding_window and the attention is not flash_attention_2 (Qwen2.5's config.json sets sliding_window while
+#   use_sliding_window is false, so the window is never used).
+NOISY_LOGS = (
+    ("torch.distributed.device_mesh", r"It seems like pickling/unpickling of the DeviceMesh occurred before the PGs were created"),
+    *((f"transformers.models.{name}.modeling_{name}", r"Sliding Window Attention is enabled but not implemented for")
+      for name in ("qwen2", "qwen3", "qwen2_vl", "qwen2_5_vl")),
+)
+NOISY_WARNINGS = ((UserWarning, r"pkg_resources is deprecated as an API"),)
+
+
+class _DropMessage(logging.Filter):
+    def __init__(self, pattern: str):
+        super().__init__()
+        self.pattern = re.compile(pattern)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not self.pattern.match(record.getMessage())
+
+
+@contextmanager
+def quiet_known_warnings() -> Iterator[None]:
+    """While inside, the messages of :data:`NOISY_LOGS` (logging records of those loggers whose message starts
+    with the pattern) and :data:`NOISY_WARNINGS` (``warnings.filterwarnings`` by category and message) are
+    dropped; every other log record and warning passes. Restored on the way out."""
+    added = []
+    with warnings.catch_warnings():
+        for category, message in NOISY_WARNINGS:
+            warnings.filterwarnings("ignore", message=message, category=category)
+        for name, pattern in NOISY_LOGS:
+            logger, drop = logging.getLogger(name), _DropMessage(pattern)
+            logger.addFilter(drop)
+            added.append((logger, drop))
+        try:
+            yield
+        finally:
+            for logger, drop in added:
+                logger.removeFilter(drop)
 
 
 @dataclass(frozen=True)
@@ -162,12 +210,41 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
     return Checkpoint(run_dir=run_dir, step=step, path=path, world_size=world_size, has_critic=has_critic)
 
 
-def merged_state_dict(role_dir: Path, dtype=None) -> dict:
+def load_shard(path: Path, map_location="cpu", fix: str | None = None) -> dict:
+    """``torch.load`` of one verl shard (``weights_only=False``: it holds DTensors and their DeviceMesh).
+
+    Raises:
+        VerlfitError: the file is truncated or not a torch checkpoint (torch raises OSError, RuntimeError,
+            pickle.UnpicklingError or EOFError for those), naming ``path``; ``fix`` is the advice given.
+    """
+    import torch
+
+    try:
+        return torch.load(path, map_location=map_location, weights_only=False)
+    except (OSError, RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as error:
+        raise VerlfitError(f"cannot read the shard {path} ({type(error).__name__}: {error}): the file is damaged (truncated or not a torch checkpoint)",
+                           fix=fix or "export another checkpoint of the run (--step N)") from error
+
+
+def older_steps_fix(checkpoint: "Checkpoint") -> str:
+    """The advice for a damaged checkpoint: the other complete steps of its run to pass as ``--step N``."""
+    root = checkpoint.run_dir / CHECKPOINTS_DIR
+    marker = _read_tracker(root)
+    others = [s for s in _steps(root) if s != checkpoint.step and marker is not None and s <= marker]
+    if others:
+        return f"export an older checkpoint with --step N (saved: global_step {', '.join(map(str, others))})"
+    return f"no other checkpoint is saved (only global_step {checkpoint.step}): resume the run (verlfit train --resume {checkpoint.run_dir}) to save a new one"
+
+
+def merged_state_dict(role_dir: Path, dtype=None, fix: str | None = None) -> dict:
     """The full state dict of one role's FSDP checkpoint, merged by verl's ``FSDPModelMerger``.
 
     Same as ``python -m verl.model_merger merge --backend fsdp --local_dir ROLE_DIR``'s merge, but the tensors keep
     their dtype (the merger casts to bfloat16) or are cast to ``dtype``. Keys are the module's own (``model.*``,
     ``lm_head.weight``; ``base_model.model.*`` with ``lora_A/lora_B.default.weight`` for a LoRA run).
+
+    Raises:
+        VerlfitError: a damaged shard (:func:`load_shard`, with ``fix``); a mesh that is not plain FSDP.
     """
     import torch
     from torch.distributed.tensor import DTensor
@@ -178,8 +255,7 @@ def merged_state_dict(role_dir: Path, dtype=None) -> dict:
                                hf_model_config_path=str(role_dir / "huggingface"))
     merger = FSDPModelMerger(config)
     world_size = merger._get_world_size()
-    shards = [torch.load(role_dir / f"model_world_size_{world_size}_rank_{rank}.pt", map_location="cpu", weights_only=False)
-              for rank in range(world_size)]
+    shards = [load_shard(role_dir / f"model_world_size_{world_size}_rank_{rank}.pt", "cpu", fix) for rank in range(world_size)]
     mesh, mesh_dim_names = merger._extract_device_mesh_info(shards[0], world_size)
     total_shards, mesh_shape = merger._calculate_shard_configuration(mesh, mesh_dim_names)
     if total_shards != world_size or len(mesh_shape) != 1:
@@ -261,13 +337,14 @@ def _build_model(state_dict: dict, config, dtype):
     return model
 
 
-def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha: float | None, base_model: str | None, role: str) -> str:
+def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha: float | None, base_model: str | None, role: str,
+               fix: str | None = None) -> str:
     """Write one role (actor or critic) to ``out``; return what it wrote ("model" or "adapter")."""
     import torch
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
     hf_dir = role_dir / "huggingface"
-    state_dict = merged_state_dict(role_dir)
+    state_dict = merged_state_dict(role_dir, fix=fix)
     target = dtype if dtype is not None else next(iter(state_dict.values())).dtype
     state_dict = {k: v.to(target) for k, v in state_dict.items()}
     config = AutoConfig.from_pretrained(hf_dir)
@@ -330,12 +407,47 @@ def export(run_dir, step: int | str = "latest", output=None, dtype: str | None =
     Output (default ``RUN_DIR/export/global_step_N``): ``config.json``, ``generation_config.json`` (when the model
     had one), ``model.safetensors`` (or shards with an index), tokenizer files; with ``adapter_only``
     ``adapter_config.json`` + ``adapter_model.safetensors`` instead of the weights. Written under a temporary name
-    beside ``output`` and renamed when complete.
+    beside ``output`` and renamed when complete; on any failure the temporary directory and every directory this
+    call created above ``output`` are removed (none that existed before).
 
     Raises:
         VerlfitError: see :func:`find_checkpoint`; ``output`` exists (without ``force``); ``critic`` for a run
-            without one; the disk is full (with the free space); ``adapter_only`` for a full run.
+            without one; the disk is full (with the free space); ``adapter_only`` for a full run; ``lora_alpha``
+            for a run without LoRA (exit status 2); a damaged shard (named, with the other saved steps); any other
+            OSError while writing (naming the path).
     """
+    with quiet_known_warnings():
+        return _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alpha)
+
+
+def _missing_parents(directory: Path) -> list[Path]:
+    """The directories of ``directory`` and its parents that do not exist yet, outermost first."""
+    missing = []
+    for candidate in (directory, *directory.parents):
+        if candidate.exists() or candidate.is_symlink():
+            break
+        missing.append(candidate)
+    return missing[::-1]
+
+
+def _remove_created(created: list[Path]) -> None:
+    """Remove the directories this run created (innermost first), each only while empty."""
+    for directory in reversed(created):
+        try:
+            directory.rmdir()
+        except OSError:
+            break  # not empty (someone else wrote there) or already gone: leave it and its parents
+
+
+def _write_error(where: Path, error: OSError, needed: int | None = None) -> VerlfitError:
+    if error.errno == errno.ENOSPC:
+        return _disk_full(where, needed)
+    cause = "permission denied" if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else error.strerror or str(error)
+    return VerlfitError(f"cannot export to {where}: {cause}" + (f" ({error.filename})" if error.filename else ""),
+                        fix="pass --output a directory you can write (and with room for the model)")
+
+
+def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alpha) -> ExportResult:
     import torch
 
     checkpoint = find_checkpoint(run_dir, step)
@@ -347,56 +459,58 @@ def export(run_dir, step: int | str = "latest", output=None, dtype: str | None =
     if out.exists() and not force:
         raise VerlfitError(f"the output {out} already exists", fix="pass --force to replace it, or another --output")
     roles = ["actor"] + (["critic"] if critic else [])
+    damaged = older_steps_fix(checkpoint)
+    lora_roles = [role for role in roles if _has_lora(checkpoint, role, damaged)]
+    if lora_alpha is not None and not lora_roles:
+        raise VerlfitError(f"--lora-alpha {lora_alpha:g}: {checkpoint.path} holds no LoRA adapter (a full fine-tuning run), so there is no alpha to apply",
+                           fix="leave out --lora-alpha", exit_code=2)
+    alphas = {role: (lora_alpha if lora_alpha is not None else lora_alpha_of(checkpoint.run_dir, role)) if role in lora_roles else None for role in roles}
+    created = _missing_parents(out.parent)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        if error.errno == errno.ENOSPC:
-            raise _disk_full(out.parent) from error
-        raise VerlfitError(f"cannot create {out.parent}: {error.strerror}", fix="pass a writable --output") from error
-    needed = _needed_bytes(checkpoint, roles, dtype)
-    if shutil.disk_usage(out.parent).free < needed:
-        raise _disk_full(out.parent, needed)
-    info = _run_info(checkpoint.run_dir)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.exporting-"))
+        _remove_created(created)
+        raise _write_error(out.parent, error) from error
+    staging = None
     try:
-        written = {}
-        for role in roles:
-            alpha = lora_alpha if lora_alpha is not None else _alpha_if_lora(checkpoint, role)
-            written[role] = _save_role(checkpoint.role_dir(role), staging / ("model" if role == "actor" else "critic"),
-                                       getattr(torch, dtype) if dtype else None, adapter_only, alpha,
-                                       info.get("settings", {}).get("model") if isinstance(info.get("settings"), dict) else None, role)
-            if role == "actor":
-                for entry in (staging / "model").iterdir():
-                    entry.rename(staging / entry.name)
-                (staging / "model").rmdir()
-        os.chmod(staging, 0o777 & ~_umask())
-        if out.exists():
-            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.replaced-"))
-            os.replace(out, old / out.name)
-            os.replace(staging, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(staging, out)
-    except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        if error.errno == errno.ENOSPC:
-            raise _disk_full(out.parent, needed) from error
-        raise
+        needed = _needed_bytes(checkpoint, roles, dtype)
+        if shutil.disk_usage(out.parent).free < needed:
+            raise _disk_full(out.parent, needed)
+        info = _run_info(checkpoint.run_dir)
+        base_model = info.get("settings", {}).get("model") if isinstance(info.get("settings"), dict) else None
+        try:
+            staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.exporting-"))
+            written = {}
+            for role in roles:
+                written[role] = _save_role(checkpoint.role_dir(role), staging / ("model" if role == "actor" else "critic"),
+                                           getattr(torch, dtype) if dtype else None, adapter_only, alphas[role], base_model, role, damaged)
+                if role == "actor":
+                    for entry in (staging / "model").iterdir():
+                        entry.rename(staging / entry.name)
+                    (staging / "model").rmdir()
+            os.chmod(staging, 0o777 & ~_umask())
+            if out.exists():
+                old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.replaced-"))
+                os.replace(out, old / out.name)
+                os.replace(staging, out)
+                shutil.rmtree(old)
+            else:
+                os.replace(staging, out)
+        except OSError as error:
+            raise _write_error(out.parent, error, needed) from error
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        _remove_created(created)
         raise
     return ExportResult(checkpoint=checkpoint, output=out, written=written)
 
 
-def _alpha_if_lora(checkpoint: Checkpoint, role: str) -> float | None:
-    """lora_alpha when the role's shards hold a LoRA adapter (looked up in config.yaml), else None."""
-    import torch
-
+def _has_lora(checkpoint: Checkpoint, role: str, fix: str | None = None) -> bool:
+    """Whether the role's rank-0 shard holds LoRA adapter weights (loaded on the meta device: no tensor data)."""
     role_dir = checkpoint.role_dir(role)
-    shard = torch.load(role_dir / f"model_world_size_{checkpoint.world_size}_rank_0.pt", map_location="meta", weights_only=False)
-    if not any("lora_" in key for key in shard):
-        return None
-    return lora_alpha_of(checkpoint.run_dir, role)
+    shard = load_shard(role_dir / f"model_world_size_{checkpoint.world_size}_rank_0.pt", "meta", fix)
+    return any("lora_" in key for key in shard)
 
 
 def _run_info(run_dir: Path) -> dict:

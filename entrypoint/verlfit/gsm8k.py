@@ -37,6 +37,7 @@ GSM8K files is prepared from them into ``DIR/verl`` (:data:`PREPARED_FOLDER`), a
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import re
@@ -301,13 +302,29 @@ def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dic
     return splits
 
 
-def _read_hub(log: Callable[[str], None]) -> dict[str, _RawSplit]:
+def _read_hub(log: Callable[[str], None], environ: Mapping[str, str] | None = None, head: Callable | None = None) -> dict[str, _RawSplit]:
+    """GSM8K from the hub through ``datasets.load_dataset``. When it is not in the datasets cache and no offline
+    switch is set, one HEAD of its train file (:func:`verlfit.hub.probe`, 3 s) first: an unreachable hub fails in
+    seconds instead of after ``datasets``' retries (about 24 s of tracebacks, measured with no network)."""
     import datasets
     import huggingface_hub
 
+    from verlfit import hub
+
+    environ = os.environ if environ is None else environ
     endpoint = huggingface_hub.constants.ENDPOINT
     cache = datasets.config.HF_DATASETS_CACHE
     offline = bool(datasets.config.HF_HUB_OFFLINE)
+    by_hand = "copy the hub's main/train-*.parquet and main/test-*.parquet here by hand and pass --input DIR"
+    folder = Path(cache) / HUB_DATASET.replace("/", "___")  # where datasets 3.6's load.py keeps it (as verlfit doctor looks)
+    cached = folder.is_dir() and any(folder.iterdir())
+    if not offline and not cached:
+        answer = hub.probe(HUB_DATASET, HUB_TRAIN_FILE, environ, hub.NETWORK_TIMEOUT_S, head or hub.http_head, repo_type="dataset")
+        if answer.status is None:
+            raise VerlfitError(
+                f"cannot load {HUB_DATASET} (config {HUB_CONFIG}): {answer.endpoint} is unreachable ({answer.reason}) and it is not in the datasets cache under {cache}",
+                fix=f"set HF_ENDPOINT to a reachable mirror, or {by_hand}",
+            )
     log(f"loading {HUB_DATASET} (config {HUB_CONFIG}) through datasets: endpoint {endpoint}, cache {cache}" + (", offline" if offline else ""))
     try:
         loaded = datasets.load_dataset(HUB_DATASET, HUB_CONFIG)
@@ -507,17 +524,48 @@ def is_prepared(output_dir: str | os.PathLike) -> bool:
 
 
 def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Path]:
-    """Write every split to a temporary file in ``output_dir``, then rename them all into place."""
-    fix = f"free space on the disk of {output_dir} or make it writable, or pass --output DIR elsewhere"
+    """Write every split to a temporary file in ``output_dir``, then rename them all into place. ``output_dir`` and
+    the parents it lacks are created first and removed again (each only while empty) when the write fails."""
     if output_dir.exists() and not output_dir.is_dir():
         raise VerlfitError(f"--output {output_dir} is a file, not a directory", fix="pass --output a directory (it is created if missing)")
     file_above = next((parent for parent in output_dir.parents if parent.exists() and not parent.is_dir()), None)
     if file_above is not None:
         raise VerlfitError(f"--output {output_dir}: {file_above} is a file, not a directory", fix="pass --output a path whose parents are directories")
+    from verlfit.export import _missing_parents, _remove_created
+
+    created = _missing_parents(output_dir)  # removed again if the write fails (never a directory that existed)
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise VerlfitError(f"cannot create output directory {output_dir}: {error.strerror or error}", fix=fix) from error
+        _remove_created(created)
+        raise VerlfitError(f"cannot create output directory {output_dir}: {_cause(error, output_dir)}", fix=_output_fix(error, output_dir)) from error
+    try:
+        return _write_tables(output_dir, tables)
+    except BaseException:
+        _remove_created(created)
+        raise
+
+
+def _cause(error: OSError, output_dir: Path) -> str:
+    """What the kernel said, naming the directory it is about: permission (EACCES/EPERM/EROFS) on the nearest
+    existing directory, or a full disk (ENOSPC)."""
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        where = next((parent for parent in (output_dir, *output_dir.parents) if parent.exists()), output_dir)
+        return f"permission denied ({where} is not writable for this user)" if error.errno != errno.EROFS else f"{where} is on a read-only file system"
+    if error.errno == errno.ENOSPC:
+        return f"no space left on the disk of {output_dir}"
+    return error.strerror or str(error)
+
+
+def _output_fix(error: OSError, output_dir: Path) -> str:
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "pass --output a directory you can write (e.g. under your home or the current directory)"
+    if error.errno == errno.ENOSPC:
+        return f"free space on the disk of {output_dir}, or pass --output DIR on another disk"
+    return f"pass --output DIR elsewhere"
+
+
+def _write_tables(output_dir: Path, tables: dict[str, Any]) -> dict[str, Path]:
     paths = output_paths(output_dir)
     temporary: dict[str, Path] = {}
     # a plain `kill` (SIGTERM) unwinds through the finally below too, which removes the temporary files
@@ -541,9 +589,9 @@ def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Pat
                         stale.unlink(missing_ok=True)
         except OSError as error:
             raise VerlfitError(
-                f"cannot write to output directory {output_dir}: {error.strerror or error}; "
+                f"cannot write to output directory {output_dir}: {_cause(error, output_dir)}; "
                 f"previous {' and '.join(path.name for path in paths.values())} there (if any) are unchanged",
-                fix=fix,
+                fix=_output_fix(error, output_dir),
             ) from error
         finally:
             for temp in temporary.values():
