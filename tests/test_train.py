@@ -361,7 +361,7 @@ def test_emulating_p40_inside_the_a10_image_uses_p40_values_not_the_images_defau
     ("critic.model.use_remove_padding=True", "use --attention (packing is on only with flash_attention_2) instead"),
     ("++actor_rollout_ref.rollout.dtype=bfloat16", "use the VLLM_DTYPE environment variable (checked against the GPU) instead"),
     # a whole section holding managed keys, offload, dtype, checkpoints kept, nodes
-    ("actor_rollout_ref.rollout={name:vllm}", "use --max-prompt-length; --max-response-length; --micro-batch-size (or leave micro-batches to the planner: --plan auto); --rollout hf|vllm; --samples (with --algo grpo); the VLLM_DTYPE environment variable (checked against the GPU) instead"),
+    ("actor_rollout_ref.rollout={name:vllm}", "use --max-prompt-length; --max-response-length; --micro-batch-size (or leave micro-batches to the planner: --plan auto); --rollout hf|vllm; --samples (with --algo grpo); the VLLM_DTYPE environment variable (checked against the GPU); the profile (its vLLM share of the card, which the planner counts; --gpu-memory-limit scales it) instead"),
     ("actor_rollout_ref.actor.fsdp_config.param_offload=True", "use --offload (actor param offload cannot run with the HF rollout) instead"),
     ("trainer.max_actor_ckpt_to_keep=1", "use --keep-checkpoints (0, or 2 and more) instead"),
     ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16", "use --profile (the profile decides the dtype from the card) instead"),
@@ -380,6 +380,23 @@ def test_emulating_p40_inside_the_a10_image_uses_p40_values_not_the_images_defau
     ("critic.model.enable_gradient_checkpointing=False", "use --gradient-checkpointing / --no-gradient-checkpointing instead"),
     ("actor_rollout_ref.ref.fsdp_config.param_offload=False", "use --offload none|optimizer|all instead"),
     ("trainer.total_epochs=3", "use --steps or --epochs (the progress display, --resume and report count against them) instead"),
+    # what the plan sizes and run.json records, and the run directory's layout (new-user trial: accepted before, the
+    # plan sized the 0.5B PPO, run.json said ppo, and --resume/export looked in RUN/checkpoints)
+    ("actor_rollout_ref.model.path=/other", "use --model (the planner sizes the model it reads; actor, reference and critic start from it) instead"),
+    ("critic.model.path=/other", "use --model (the planner sizes the model it reads; actor, reference and critic start from it) instead"),
+    ("algorithm.adv_estimator=grpo", "use --algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies) instead"),
+    ("actor_rollout_ref.actor.use_kl_loss=True", "use --algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies) instead"),
+    ("algorithm.use_kl_in_reward=True", "use --algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies) instead"),
+    ("trainer.default_local_dir=/tmp/x", "use --run-dir (checkpoints go to RUN_DIR/checkpoints, where --resume, report and export look) instead"),
+    ("trainer.resume_mode=auto", "use --resume RUN_DIR (continues from RUN_DIR/checkpoints; a new run starts from step 0) instead"),
+    ("data.train_files=/d/train.parquet", "use --data (a directory with train.parquet and test.parquet; the step count and the batch check read it) instead"),
+    ("data.val_files=/d/test.parquet", "use --data (a directory with train.parquet and test.parquet; the step count and the batch check read it) instead"),
+    ("trainer.n_gpus_per_node=2", "use --gpus (the batch is checked against every GPU) instead"),
+    ("actor_rollout_ref.rollout.gpu_memory_utilization=0.9", "use the profile (its vLLM share of the card, which the planner counts; --gpu-memory-limit scales it) instead"),
+    ("trainer.save_freq=5", "use --save-freq instead"),
+    ("trainer.test_freq=5", "use --test-freq instead"),
+    ("trainer.max_critic_ckpt_to_keep=3", "use --keep-checkpoints (0, or 2 and more) instead"),
+    ("trainer.val_before_train=False", "use --no-validate-before-train instead"),
 ])
 def test_raw_overrides_of_what_verlfit_checks_are_refused_with_the_option_to_use(override, fix):
     from verlfit.errors import VerlfitError
@@ -397,6 +414,26 @@ def test_a_managed_batch_size_after_the_separator_is_refused_by_the_command(caps
     err = capsys.readouterr().err
     assert "override 'data.train_batch_size=8': verlfit sets data.train_batch_size itself" in err
     assert "fix: use --batch-size instead" in err
+
+
+def test_the_bypass_of_the_trial_is_refused_by_the_command(capsys):
+    """new-user trial: `--dry-run -- actor_rollout_ref.model.path=/other algorithm.adv_estimator=grpo
+    trainer.default_local_dir=/tmp/x` exited 0 with a plan for the 0.5B PPO; the first such key is refused."""
+    assert cli.main(["train", "--profile", "p40", "--dry-run", "--", "actor_rollout_ref.model.path=/other", "algorithm.adv_estimator=grpo", "trainer.default_local_dir=/tmp/x"]) == 2
+    assert "override 'actor_rollout_ref.model.path=/other': verlfit sets actor_rollout_ref.model.path itself" in capsys.readouterr().err
+
+
+def test_every_option_the_managed_keys_name_is_a_real_train_option():
+    """The fix of each managed key names options `verlfit train --help` has (a renamed flag would make the fix a lie)."""
+    import re
+
+    from verlfit.overrides import MANAGED_KEYS
+
+    train = cli.build_parser().commands["train"]
+    flags = {flag for action in train._actions for flag in action.option_strings}
+    named = {flag for option in MANAGED_KEYS.values() for flag in re.findall(r"--[a-z][a-z0-9-]*", option)}
+    assert sorted(named - flags) == []
+    assert {"--model", "--algo", "--data", "--run-dir", "--resume", "--save-freq", "--test-freq", "--keep-checkpoints", "--no-validate-before-train", "--gpus", "--nodes"} <= named
 
 
 def test_the_managed_keys_are_listed_in_the_help_by_option():

@@ -79,7 +79,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         description=(
             "Build, validate and launch `python -m verl.trainer.main_ppo` for this GPU. Every override "
             "is checked against the installed verl's ppo_trainer.yaml before Ray starts. Arguments after "
-            "`--` are extra verl overrides (key=value; they win over verlfit's), except the keys verlfit sets from its own options and checks against the GPU, the profile and the memory plan (batch sizes, micro-batches, lengths, rollout engine and n, attention, dtype, gradient checkpointing, offload, checkpoints kept, GPUs and nodes, steps and epochs): those are refused with the option to use, listed at the end."
+            "`--` are extra verl overrides (key=value; they win over verlfit's), except the keys verlfit sets from its own options and checks against the GPU, the profile and the memory plan (model, algorithm, data files, batch sizes, micro-batches, lengths, rollout engine, n and vLLM's memory share, attention, dtype, gradient checkpointing, offload, the run directory's checkpoints and resuming, checkpoint and validation frequency and checkpoints kept, GPUs and nodes, steps and epochs): those are refused with the option to use, listed at the end."
         ),
         epilog=(
             "examples:\n"
