@@ -452,14 +452,30 @@ def test_resume_may_keep_fewer_checkpoints(tmp_path):
     assert "trainer.max_actor_ckpt_to_keep=null" not in resumed.overrides and resumed.settings.keep_checkpoints == 3
 
 
-def test_dry_run_warns_about_a_training_set_smaller_than_one_batch(tmp_path, capsys):
+def test_dry_run_fails_as_a_real_run_would_on_a_training_set_smaller_than_one_batch(tmp_path, capsys):
+    """new-user trial: `--data DIR --batch-size 10000` with 7473 rows printed a plan that "fits" (a note said a real
+    run would refuse it, and the exit status was 0); the dry run now fails with the launch's own refusal."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     (tmp_path / "data").mkdir()
-    pq.write_table(pa.table({"prompt": ["a", "b", "c", "d"]}), tmp_path / "data" / "train.parquet")
-    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--data", str(tmp_path / "data"), "--run-dir", str(tmp_path / "r")]) == 0
-    assert f"note: a real run would refuse this: {tmp_path / 'data' / 'train.parquet'} has 4 rows, fewer than one batch of 32 prompts (use --batch-size 4 or less, or more data)" in capsys.readouterr().out
+    pq.write_table(pa.table({"prompt": [str(i) for i in range(7473)]}), tmp_path / "data" / "train.parquet")
+    assert cli.main(["train", "--profile", "p40", "--dry-run", "--batch-size", "10000", "--data", str(tmp_path / "data"), "--run-dir", str(tmp_path / "r")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no plan verdict, estimate or command for a run that cannot start
+    assert err == f"verlfit: error: {tmp_path / 'data' / 'train.parquet'} has 7473 rows, fewer than one batch of 10000 prompts\n  fix: use --batch-size 7473 or less, or more data\n"
+
+
+def test_dry_run_counts_the_steps_an_epoch_takes_when_the_data_is_there(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"prompt": [str(i) for i in range(7473)]}), tmp_path / "data" / "train.parquet")
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--epochs", "2", "--data", str(tmp_path / "data"), "--run-dir", str(tmp_path / "r")]) == 0
+    assert "\nsteps: 466 (2 epoch(s) of 7473 rows // 32 prompts a batch)    batch: 32 prompts" in capsys.readouterr().out  # 2 x 233 whole batches
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--data", str(tmp_path / "none"), "--run-dir", str(tmp_path / "r")]) == 0
+    assert "\nsteps: 1 epoch(s)    batch: 32 prompts" in capsys.readouterr().out  # no data yet: nothing to count
 
 
 def test_a_memory_limit_below_one_gib_is_refused_by_the_parser(capsys):
