@@ -200,9 +200,33 @@ def test_resume_of_a_bad_run_record(tmp_path, capsys, content, fragment):
     assert fragment in capsys.readouterr().err
 
 
+def test_resume_with_steps_behind_the_checkpoint_offers_only_what_works(tmp_path):
+    """new-user trial: `--resume RUN --steps 10` on a finished 50-step run said "or leave it out", and leaving it
+    out is refused ("has finished"); on an unfinished run leaving it out does finish the run."""
+    from verlfit.errors import VerlfitError
+
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "50"]), environ={}, gpu=P40)
+    run_dir = create_run_directory(plan, None)
+    fake_checkpoint(run_dir, 50)
+    with pytest.raises(VerlfitError, match="--steps 10 with --resume: the newest checkpoint of .* is already at step 50") as finished:
+        resume_plan(run_dir, steps=10)
+    assert finished.value.fix == f"pass --steps above 50 (the run's new total; it has finished its 50 steps), e.g. `verlfit train --resume {run_dir} --steps 100`"
+    assert "trainer.total_training_steps=100" in resume_plan(run_dir, steps=100).overrides  # the example works
+    fake_checkpoint(run_dir, 25)
+    with pytest.raises(VerlfitError) as unfinished:
+        resume_plan(run_dir, steps=10)
+    assert unfinished.value.fix == "pass --steps above 25 (the run's new total), or leave it out to finish the run's own 50 steps"
+    assert resume_plan(run_dir).notes == ["resuming from the checkpoint of step 25"]  # leaving it out works
+
+
 def test_resume_refuses_changed_settings(tmp_path, capsys):
     assert cli.main(["train", "--resume", str(tmp_path), "--batch-size", "8", "--dry-run"]) == 2
-    assert "--batch-size cannot be given with it" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--batch-size cannot be given with it" in err
+    # new-user trial: the fix named --steps and --keep-checkpoints only; every option --resume takes is listed
+    assert "  fix: resume with only --steps (the run's new total, to extend it), --keep-checkpoints, --stall-timeout, --dry-run, --skip-checks, --no-validate; or start a new run\n" in err
+    resume = next(action for action in cli.build_parser().commands["train"]._actions if "--resume" in action.option_strings)
+    assert resume.help.endswith("(only --steps, --keep-checkpoints, --stall-timeout, --dry-run, --skip-checks, --no-validate may be given)")
     # a switch whose default is None (one option pair shared with verlfit plan): turning it off is a change too
     assert cli.main(["train", "--resume", str(tmp_path), "--no-gradient-checkpointing", "--dry-run"]) == 2
     assert "; --gradient-checkpointing/--no-gradient-checkpointing cannot be given with it" in capsys.readouterr().err

@@ -59,8 +59,16 @@ def _checkpoints_to_keep(text: str) -> int:
 
 # the defaults of every option, filled by register(): --resume refuses options that differ from them
 _DEFAULTS: dict[str, object] = {}
-# options that may change when a run is resumed
-_RESUMABLE = {"resume", "dry_run", "steps", "keep_checkpoints", "stall_timeout", "skip_checks", "no_validate", "func", "command"}
+# options that may be given with --resume (what each does there); the fix of a refused one lists them all
+_RESUMABLE_OPTIONS = {
+    "steps": "--steps (the run's new total, to extend it)",
+    "keep_checkpoints": "--keep-checkpoints",
+    "stall_timeout": "--stall-timeout",
+    "dry_run": "--dry-run",
+    "skip_checks": "--skip-checks",
+    "no_validate": "--no-validate",
+}
+_RESUMABLE = {"resume", "func", "command", *_RESUMABLE_OPTIONS}
 STALLED_STATUS = 124  # launch()'s status after --stall-timeout stopped verl (timeout(1)'s convention)
 
 
@@ -110,7 +118,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only --steps, --keep-checkpoints and --stall-timeout may be given)")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only " + ", ".join(option.partition(" (")[0] for option in _RESUMABLE_OPTIONS.values()) + " may be given)")
     parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled (default: never stop; a stall is reported after 5 x the longest step, at least 10 min, see verlfit.progress). May be given with --resume")
     parser.add_argument("--dry-run", action="store_true", help="print the command, environment and resolved values, then exit (no GPU needed with --profile p40|a10)")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch")
@@ -530,7 +538,11 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
     if steps is not None:
         if steps <= checkpoint:
-            raise VerlfitError(f"--steps {steps} with --resume: the newest checkpoint of {run_dir} is already at step {checkpoint}", fix=f"pass --steps above {checkpoint} (the run's new total), or leave it out", exit_code=2)
+            if isinstance(recorded_total, int) and checkpoint >= recorded_total:  # finished: without --steps it is refused too
+                fix = f"pass --steps above {checkpoint} (the run's new total; it has finished its {recorded_total} steps), e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`"
+            else:
+                fix = f"pass --steps above {checkpoint} (the run's new total), or leave it out to finish the run's own " + (f"{recorded_total} steps" if isinstance(recorded_total, int) else "steps")
+            raise VerlfitError(f"--steps {steps} with --resume: the newest checkpoint of {run_dir} is already at step {checkpoint}", fix=fix, exit_code=2)
         changes += [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={steps}"]
     if keep_checkpoints is not None:
         changes += keep_checkpoints_overrides(keep_checkpoints)
@@ -772,7 +784,7 @@ def run(args) -> int:
         labels = {"overrides": "overrides after --", "gradient_checkpointing": "--gradient-checkpointing/--no-gradient-checkpointing"}
         changed = sorted(labels.get(name, f"--{name.replace('_', '-')}") for name in differs)
         if changed:
-            raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it", fix="resume with only --steps (to extend the run) or --keep-checkpoints, or start a new run", exit_code=2)
+            raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it", fix=f"resume with only {', '.join(_RESUMABLE_OPTIONS.values())}; or start a new run", exit_code=2)
         plan = resume_plan(Path(args.resume), steps=args.steps, keep_checkpoints=args.keep_checkpoints)
         run_dir = Path(plan.settings.run_dir)
         if args.dry_run:
