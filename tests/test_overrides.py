@@ -148,14 +148,16 @@ def test_triton_knob_turns_triton_features_off_on_a10_when_small():
     assert overrides[-18:-15] == ["actor_rollout_ref.actor.use_torch_compile=False", "actor_rollout_ref.model.use_liger=False", "actor_rollout_ref.model.use_fused_kernels=False"]
     assert triton_allowed({"TRITON_MAX_SHARED_MEMORY": "101376"}, (8, 6)) is True
     assert triton_allowed({"TRITON_MAX_SHARED_MEMORY": "101376"}, (6, 1)) is False
-    with pytest.raises(VerlfitError, match="TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes"):
+    with pytest.raises(VerlfitError, match="TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes") as caught:
         triton_allowed({"TRITON_MAX_SHARED_MEMORY": "48k"}, None)
+    assert caught.value.exit_code == 2  # a bad environment value is a usage error
 
 
 def test_expandable_segments_refused_with_vllm_and_allowed_with_hf():
     with pytest.raises(VerlfitError) as caught:
         overrides_for("a10", "ppo", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
     assert "vLLM rejects" in str(caught.value) and "sleep mode" in str(caught.value)
+    assert caught.value.exit_code == 2  # a bad environment value is a usage error
     assert overrides_for("p40", "ppo", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
 
 

@@ -460,6 +460,26 @@ def test_every_option_the_managed_keys_name_is_a_real_train_option():
     assert {"--model", "--algo", "--data", "--run-dir", "--resume", "--save-freq", "--test-freq", "--keep-checkpoints", "--no-validate-before-train", "--gpus", "--nodes"} <= named
 
 
+@pytest.mark.parametrize("option", ["--save-freq", "--test-freq"])
+def test_a_frequency_of_0_means_never_as_in_verl_and_the_help_says_so(option, capsys):
+    """new-user trial: 0 was accepted while the help named only -1 for never; verl 0.4.1 saves and validates only
+    above 0 (ray_trainer.py:1151, :1158), so 0 and -1 are documented as never and lower values refused."""
+    action = next(a for a in cli.build_parser().commands["train"]._actions if option in a.option_strings)
+    assert action.help.endswith("(default: 25; 0 or -1: never, as verl treats any value <= 0)")
+    for value in ("0", "-1", "5"):
+        plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run", option, value]), environ={}, gpu=None)
+        assert f"trainer.{option[2:].replace('-', '_')}={value}" in plan.overrides
+    with pytest.raises(SystemExit):
+        parse([option, "-2"])
+    assert f"argument {option}: -2 must be a number of steps (1 or more), or 0 or -1 for never" in capsys.readouterr().err
+
+
+def test_the_stall_timeout_help_says_0_never_stops():
+    action = next(a for a in cli.build_parser().commands["train"]._actions if "--stall-timeout" in a.option_strings)
+    assert "(default, or 0: never stop;" in action.help
+    assert parse(["--stall-timeout", "0"]).stall_timeout == 0
+
+
 def test_the_managed_keys_are_listed_in_the_help_by_option():
     text = cli.build_parser().commands["train"].format_help()
     assert "  --batch-size: data.train_batch_size\n" in text

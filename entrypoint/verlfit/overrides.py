@@ -156,7 +156,7 @@ def triton_allowed(environment: dict[str, str], compute_capability: tuple[int, i
     try:
         shared_memory = int(text)
     except ValueError:
-        raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={text!r} is not a number of bytes", fix="unset it, or set e.g. TRITON_MAX_SHARED_MEMORY=49152 (48 KiB)") from None
+        raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={text!r} is not a number of bytes", fix="unset it, or set e.g. TRITON_MAX_SHARED_MEMORY=49152 (48 KiB)", exit_code=2) from None
     if compute_capability is not None and compute_capability < (7, 0):
         return False
     return shared_memory >= TRITON_MIN_SHARED_MEMORY
@@ -178,6 +178,7 @@ def check_allocator_config(environment: dict[str, str], rollout: str) -> None:
             f"PYTORCH_CUDA_ALLOC_CONF={conf!r} enables expandable_segments, which vLLM rejects: "
             "verl runs vLLM in sleep mode, whose memory pool cannot use expandable segments",
             fix="unset PYTORCH_CUDA_ALLOC_CONF (the a10 profile sets max_split_size_mb:256) or use --rollout hf",
+            exit_code=2,
         )
 
 

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from verlfit import gsm8k
-from verlfit.arguments import add_sizing_arguments, memory_gib, parse_number, positive_number, whole_number
+from verlfit.arguments import add_sizing_arguments, checkpoints_to_keep, frequency, memory_gib, parse_number, positive_number, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import CUDA_GRAPH_KEY, LORA_CUDA_GRAPH_NOTE, TrainSettings, build_overrides, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
@@ -41,20 +41,6 @@ from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, check_rollout_d
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 RUN_FILE = "run.json"
-
-
-def _checkpoints_to_keep(text: str) -> int:
-    """argparse type for --keep-checkpoints: 0 (keep all) or a whole number >= 2.
-
-    1 is refused: verl 0.4.1 deletes the oldest kept checkpoint *before* writing the next one
-    (``fsdp_checkpoint_manager.py:183-186``), so with 1 a crash or Ctrl-C during a save leaves no checkpoint.
-    """
-    value = parse_number(text, int, "a whole number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 (keep all) or at least 2")
-    if value == 1:
-        raise argparse.ArgumentTypeError("1 would leave no checkpoint during each save (verl deletes the previous one before writing the next): use 2 or more, or 0 to keep all")
-    return value
 
 
 # the defaults of every option, filled by register(): --resume refuses options that differ from them
@@ -112,14 +98,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--nodes", type=whole_number, default=1, help="nodes of a running Ray cluster, --gpus each (trainer.nnodes; default: 1)")
     parser.add_argument("--actor-lr", type=positive_number, default=1e-6, help="actor learning rate (default: 1e-6)")
     parser.add_argument("--critic-lr", type=positive_number, default=1e-5, help="critic learning rate (default: 1e-5)")
-    parser.add_argument("--save-freq", type=int, default=25, help="checkpoint every N steps (default: 25; -1 never)")
-    parser.add_argument("--keep-checkpoints", type=_checkpoints_to_keep, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what it saved itself: checkpoints from before a --resume stay. May be given with --resume")
-    parser.add_argument("--test-freq", type=int, default=25, help="validate every N steps (default: 25; -1 never)")
+    parser.add_argument("--save-freq", type=frequency, default=25, metavar="N", help="checkpoint every N steps and at the last (default: 25; 0 or -1: never, as verl treats any value <= 0)")
+    parser.add_argument("--keep-checkpoints", type=checkpoints_to_keep, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what it saved itself: checkpoints from before a --resume stay. May be given with --resume")
+    parser.add_argument("--test-freq", type=frequency, default=25, metavar="N", help="validate every N steps and at the last (default: 25; 0 or -1: never, as verl treats any value <= 0)")
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only " + ", ".join(option.partition(" (")[0] for option in _RESUMABLE_OPTIONS.values()) + " may be given)")
-    parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled (default: never stop; a stall is reported after 5 x the longest step, at least 10 min, see verlfit.progress). May be given with --resume")
+    parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled (default, or 0: never stop; a stall is only reported, after 5 x the longest step, at least 10 min, see verlfit.progress). May be given with --resume")
     parser.add_argument("--dry-run", action="store_true", help="print the command, environment and resolved values, then exit (no GPU needed with --profile p40|a10)")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch")
     parser.add_argument("--no-validate", action="store_true", help="do not validate overrides against the installed verl (not recommended)")
@@ -523,7 +509,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         save_freq = record["settings"].get("save_freq")
-        when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else "this run saves none (--save-freq -1)"
+        when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else f"this run saves none (--save-freq {save_freq if isinstance(save_freq, int) else -1})"
         raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / 'checkpoints' / CHECKPOINT_TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
     known = {f.name for f in dataclasses.fields(TrainSettings)}
     values = {k: v for k, v in record["settings"].items() if k in known}
