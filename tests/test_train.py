@@ -480,6 +480,19 @@ def test_the_stall_timeout_help_says_0_never_stops():
     assert parse(["--stall-timeout", "0"]).stall_timeout == 0
 
 
+@pytest.mark.parametrize("option, fix", [
+    ("--data", "pass a directory with train.parquet and test.parquet, or raw GSM8K files"),
+    ("--run-dir", "pass a directory that does not exist yet: verlfit creates it"),
+])
+def test_a_data_or_run_directory_that_is_a_file_is_refused_by_the_dry_run(option, fix, tmp_path, capsys):
+    """new-user trial: `train --dry-run --run-dir FILE` (or --data FILE) printed a plan and exited 0."""
+    existing = tmp_path / "notes.txt"
+    existing.write_text("x")
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", option, str(existing)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"verlfit: error: {option} {existing} is a file: it must be a directory\n  fix: {fix}\n"
+
+
 def test_the_managed_keys_are_listed_in_the_help_by_option():
     text = cli.build_parser().commands["train"].format_help()
     assert "  --batch-size: data.train_batch_size\n" in text

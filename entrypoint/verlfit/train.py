@@ -224,8 +224,8 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     (tests: a fake NVML's :func:`verlfit.gpu.query_gpus`); it also gives the pairs for NCCL's P2P fallback.
 
     Raises:
-        VerlfitError: profile/GPU mismatch, bad sizes, an allocator setting vLLM rejects, or an
-            override that verl does not know.
+        VerlfitError: profile/GPU mismatch, bad sizes, an allocator setting vLLM rejects, an
+            override that verl does not know, or a ``--data`` / ``--run-dir`` that is an existing file.
     """
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
@@ -269,6 +269,9 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
             raise VerlfitError(f"--gpu-memory-limit {limit} GiB is more than {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB", exit_code=2)
         environment[MEMORY_LIMIT_VARIABLE] = f"{limit:g}"
+    for option, given, what in (("--data", args.data, "with train.parquet and test.parquet, or raw GSM8K files"), ("--run-dir", args.run_dir, "that does not exist yet: verlfit creates it")):
+        if given and Path(given).exists() and not Path(given).is_dir():
+            raise VerlfitError(f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2)
     # absolute paths, so the recorded command and --resume work from any directory
     run_dir = str(Path(args.run_dir or Path("runs") / f"{args.algo}-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve())
     if args.tensorboard:
