@@ -275,6 +275,17 @@ def test_doctor_cli_sizes_the_disk_for_algo_and_keep(world, monkeypatch):
     assert seen == {"algo": "grpo", "keep": 4}
 
 
+@pytest.mark.parametrize("command", ["doctor", "train"])
+def test_doctor_and_train_refuse_the_same_checkpoint_counts(command, capsys):
+    """new-user trial: `verlfit doctor --keep-checkpoints 1` was accepted although train refuses 1 (one parser type now)."""
+    parser = cli.build_parser()
+    with pytest.raises(SystemExit) as stopped:
+        parser.parse_args([command, "--keep-checkpoints", "1"])
+    assert stopped.value.code == 2
+    assert "argument --keep-checkpoints: 1 would leave no checkpoint during each save" in capsys.readouterr().err
+    assert [parser.parse_args([command, "--keep-checkpoints", n]).keep_checkpoints for n in ("0", "2")] == [0, 2]
+
+
 def test_data_missing_warns_broken_fails(world):
     (world.data / "test.parquet").unlink()
     result = by_name(run_checks(context(world), names=("data",)))["data"]

@@ -148,14 +148,16 @@ def test_triton_knob_turns_triton_features_off_on_a10_when_small():
     assert overrides[-18:-15] == ["actor_rollout_ref.actor.use_torch_compile=False", "actor_rollout_ref.model.use_liger=False", "actor_rollout_ref.model.use_fused_kernels=False"]
     assert triton_allowed({"TRITON_MAX_SHARED_MEMORY": "101376"}, (8, 6)) is True
     assert triton_allowed({"TRITON_MAX_SHARED_MEMORY": "101376"}, (6, 1)) is False
-    with pytest.raises(VerlfitError, match="TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes"):
+    with pytest.raises(VerlfitError, match="TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes") as caught:
         triton_allowed({"TRITON_MAX_SHARED_MEMORY": "48k"}, None)
+    assert caught.value.exit_code == 2  # a bad environment value is a usage error
 
 
 def test_expandable_segments_refused_with_vllm_and_allowed_with_hf():
     with pytest.raises(VerlfitError) as caught:
         overrides_for("a10", "ppo", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
     assert "vLLM rejects" in str(caught.value) and "sleep mode" in str(caught.value)
+    assert caught.value.exit_code == 2  # a bad environment value is a usage error
     assert overrides_for("p40", "ppo", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
 
 
@@ -231,7 +233,12 @@ def test_every_managed_key_is_a_key_verl_reads():
     ("critic.forward_micro_batch_size_per_gpu", "--micro-batch-size (or leave micro-batches to the planner: --plan auto)"),
     ("actor_rollout_ref.rollout.n", "--samples (with --algo grpo)"),
     # a section holding managed keys: their options, sorted, once each
-    ("critic.model", "--attention (packing is on only with flash_attention_2); --attention sdpa|eager|flash_attention_2; --critic-lora-rank; --gradient-checkpointing / --no-gradient-checkpointing; --lora-alpha; --lora-target-modules; --offload none|optimizer|all; --profile (the profile decides the dtype from the card)"),
+    ("critic.model", "--attention (packing is on only with flash_attention_2); --attention sdpa|eager|flash_attention_2; --critic-lora-rank; --gradient-checkpointing / --no-gradient-checkpointing; --lora-alpha; --lora-target-modules; --model (the planner sizes the model it reads; actor, reference and critic start from it); --offload none|optimizer|all; --profile (the profile decides the dtype from the card)"),
+    # what the plan sizes and the run directory's layout (new-user trial: these were accepted after --)
+    ("actor_rollout_ref.model.path", "--model (the planner sizes the model it reads; actor, reference and critic start from it)"),
+    ("algorithm", "--algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies)"),
+    ("trainer.default_local_dir", "--run-dir (checkpoints go to RUN_DIR/checkpoints, where --resume, report and export look)"),
+    ("data.val_files", "--data (a directory with train.parquet and test.parquet; the step count and the batch check read it)"),
     # LoRA: what trains, so what the planner counts
     ("actor_rollout_ref.model.lora_rank", "--lora-rank"),
     ("actor_rollout_ref.model.target_modules", "--lora-target-modules"),

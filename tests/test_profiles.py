@@ -84,11 +84,28 @@ def test_invalid_profile_names_the_key():
 @pytest.mark.parametrize("variable, value, fragment", [
     ("VLLM_DTYPE", "int8", "VLLM_DTYPE='int8' is not a rollout dtype\n  fix: unset it (the p40 profile uses float32) or set one of: float32, bfloat16, float16"),
     ("TRITON_MAX_SHARED_MEMORY", "48k", "TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes"),
+    ("PYTORCH_CUDA_ALLOC_CONF", "garbage", "PYTORCH_CUDA_ALLOC_CONF='garbage' is not a comma-separated list of option:value"),
 ])
 def test_bad_knob_values_are_refused(variable, value, fragment):
     with pytest.raises(VerlfitError) as caught:
         resolve_environment(load_profile("p40"), {variable: value})
     assert fragment in str(caught.value)
+    assert caught.value.exit_code == 2  # a usage error, as VLLM_DTYPE=bfloat16 on a P40 is
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("bfloat16", "VLLM_DTYPE=bfloat16 on the p40 profile's cards (compute capability below 8.0): bf16 needs 8.0"),
+    ("fp99", "VLLM_DTYPE='fp99' is not a rollout dtype"),
+])
+def test_a_bad_rollout_dtype_is_a_usage_error_whatever_is_wrong_with_it(value, fragment, monkeypatch, capsys):
+    """new-user trial: VLLM_DTYPE=bfloat16 on the p40 profile exited 2 and VLLM_DTYPE=fp99 exited 1, for the same
+    kind of error (a bad environment value)."""
+    from verlfit import cli
+
+    monkeypatch.setenv("VLLM_DTYPE", value)
+    monkeypatch.delenv("VERLFIT_PROFILE_DEFAULTS", raising=False)
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run"]) == 2
+    assert fragment in capsys.readouterr().err
 
 
 def test_customize_a10_to_hf_rollout_and_sdpa_rewrites_exactly_the_overrides_that_follow():

@@ -200,9 +200,33 @@ def test_resume_of_a_bad_run_record(tmp_path, capsys, content, fragment):
     assert fragment in capsys.readouterr().err
 
 
+def test_resume_with_steps_behind_the_checkpoint_offers_only_what_works(tmp_path):
+    """new-user trial: `--resume RUN --steps 10` on a finished 50-step run said "or leave it out", and leaving it
+    out is refused ("has finished"); on an unfinished run leaving it out does finish the run."""
+    from verlfit.errors import VerlfitError
+
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "50"]), environ={}, gpu=P40)
+    run_dir = create_run_directory(plan, None)
+    fake_checkpoint(run_dir, 50)
+    with pytest.raises(VerlfitError, match="--steps 10 with --resume: the newest checkpoint of .* is already at step 50") as finished:
+        resume_plan(run_dir, steps=10)
+    assert finished.value.fix == f"pass --steps above 50 (the run's new total; it has finished its 50 steps), e.g. `verlfit train --resume {run_dir} --steps 100`"
+    assert "trainer.total_training_steps=100" in resume_plan(run_dir, steps=100).overrides  # the example works
+    fake_checkpoint(run_dir, 25)
+    with pytest.raises(VerlfitError) as unfinished:
+        resume_plan(run_dir, steps=10)
+    assert unfinished.value.fix == "pass --steps above 25 (the run's new total), or leave it out to finish the run's own 50 steps"
+    assert resume_plan(run_dir).notes == ["resuming from the checkpoint of step 25"]  # leaving it out works
+
+
 def test_resume_refuses_changed_settings(tmp_path, capsys):
     assert cli.main(["train", "--resume", str(tmp_path), "--batch-size", "8", "--dry-run"]) == 2
-    assert "--batch-size cannot be given with it" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--batch-size cannot be given with it" in err
+    # new-user trial: the fix named --steps and --keep-checkpoints only; every option --resume takes is listed
+    assert "  fix: resume with only --steps (the run's new total, to extend it), --keep-checkpoints, --stall-timeout, --dry-run, --skip-checks, --no-validate; or start a new run\n" in err
+    resume = next(action for action in cli.build_parser().commands["train"]._actions if "--resume" in action.option_strings)
+    assert resume.help.endswith("(only --steps, --keep-checkpoints, --stall-timeout, --dry-run, --skip-checks, --no-validate may be given)")
     # a switch whose default is None (one option pair shared with verlfit plan): turning it off is a change too
     assert cli.main(["train", "--resume", str(tmp_path), "--no-gradient-checkpointing", "--dry-run"]) == 2
     assert "; --gradient-checkpointing/--no-gradient-checkpointing cannot be given with it" in capsys.readouterr().err
@@ -361,7 +385,7 @@ def test_emulating_p40_inside_the_a10_image_uses_p40_values_not_the_images_defau
     ("critic.model.use_remove_padding=True", "use --attention (packing is on only with flash_attention_2) instead"),
     ("++actor_rollout_ref.rollout.dtype=bfloat16", "use the VLLM_DTYPE environment variable (checked against the GPU) instead"),
     # a whole section holding managed keys, offload, dtype, checkpoints kept, nodes
-    ("actor_rollout_ref.rollout={name:vllm}", "use --max-prompt-length; --max-response-length; --micro-batch-size (or leave micro-batches to the planner: --plan auto); --rollout hf|vllm; --samples (with --algo grpo); the VLLM_DTYPE environment variable (checked against the GPU) instead"),
+    ("actor_rollout_ref.rollout={name:vllm}", "use --max-prompt-length; --max-response-length; --micro-batch-size (or leave micro-batches to the planner: --plan auto); --rollout hf|vllm; --samples (with --algo grpo); the VLLM_DTYPE environment variable (checked against the GPU); the profile (its vLLM share of the card, which the planner counts; --gpu-memory-limit scales it) instead"),
     ("actor_rollout_ref.actor.fsdp_config.param_offload=True", "use --offload (actor param offload cannot run with the HF rollout) instead"),
     ("trainer.max_actor_ckpt_to_keep=1", "use --keep-checkpoints (0, or 2 and more) instead"),
     ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=bf16", "use --profile (the profile decides the dtype from the card) instead"),
@@ -380,6 +404,23 @@ def test_emulating_p40_inside_the_a10_image_uses_p40_values_not_the_images_defau
     ("critic.model.enable_gradient_checkpointing=False", "use --gradient-checkpointing / --no-gradient-checkpointing instead"),
     ("actor_rollout_ref.ref.fsdp_config.param_offload=False", "use --offload none|optimizer|all instead"),
     ("trainer.total_epochs=3", "use --steps or --epochs (the progress display, --resume and report count against them) instead"),
+    # what the plan sizes and run.json records, and the run directory's layout (new-user trial: accepted before, the
+    # plan sized the 0.5B PPO, run.json said ppo, and --resume/export looked in RUN/checkpoints)
+    ("actor_rollout_ref.model.path=/other", "use --model (the planner sizes the model it reads; actor, reference and critic start from it) instead"),
+    ("critic.model.path=/other", "use --model (the planner sizes the model it reads; actor, reference and critic start from it) instead"),
+    ("algorithm.adv_estimator=grpo", "use --algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies) instead"),
+    ("actor_rollout_ref.actor.use_kl_loss=True", "use --algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies) instead"),
+    ("algorithm.use_kl_in_reward=True", "use --algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies) instead"),
+    ("trainer.default_local_dir=/tmp/x", "use --run-dir (checkpoints go to RUN_DIR/checkpoints, where --resume, report and export look) instead"),
+    ("trainer.resume_mode=auto", "use --resume RUN_DIR (continues from RUN_DIR/checkpoints; a new run starts from step 0) instead"),
+    ("data.train_files=/d/train.parquet", "use --data (a directory with train.parquet and test.parquet; the step count and the batch check read it) instead"),
+    ("data.val_files=/d/test.parquet", "use --data (a directory with train.parquet and test.parquet; the step count and the batch check read it) instead"),
+    ("trainer.n_gpus_per_node=2", "use --gpus (the batch is checked against every GPU) instead"),
+    ("actor_rollout_ref.rollout.gpu_memory_utilization=0.9", "use the profile (its vLLM share of the card, which the planner counts; --gpu-memory-limit scales it) instead"),
+    ("trainer.save_freq=5", "use --save-freq instead"),
+    ("trainer.test_freq=5", "use --test-freq instead"),
+    ("trainer.max_critic_ckpt_to_keep=3", "use --keep-checkpoints (0, or 2 and more) instead"),
+    ("trainer.val_before_train=False", "use --no-validate-before-train instead"),
 ])
 def test_raw_overrides_of_what_verlfit_checks_are_refused_with_the_option_to_use(override, fix):
     from verlfit.errors import VerlfitError
@@ -399,6 +440,59 @@ def test_a_managed_batch_size_after_the_separator_is_refused_by_the_command(caps
     assert "fix: use --batch-size instead" in err
 
 
+def test_the_bypass_of_the_trial_is_refused_by_the_command(capsys):
+    """new-user trial: `--dry-run -- actor_rollout_ref.model.path=/other algorithm.adv_estimator=grpo
+    trainer.default_local_dir=/tmp/x` exited 0 with a plan for the 0.5B PPO; the first such key is refused."""
+    assert cli.main(["train", "--profile", "p40", "--dry-run", "--", "actor_rollout_ref.model.path=/other", "algorithm.adv_estimator=grpo", "trainer.default_local_dir=/tmp/x"]) == 2
+    assert "override 'actor_rollout_ref.model.path=/other': verlfit sets actor_rollout_ref.model.path itself" in capsys.readouterr().err
+
+
+def test_every_option_the_managed_keys_name_is_a_real_train_option():
+    """The fix of each managed key names options `verlfit train --help` has (a renamed flag would make the fix a lie)."""
+    import re
+
+    from verlfit.overrides import MANAGED_KEYS
+
+    train = cli.build_parser().commands["train"]
+    flags = {flag for action in train._actions for flag in action.option_strings}
+    named = {flag for option in MANAGED_KEYS.values() for flag in re.findall(r"--[a-z][a-z0-9-]*", option)}
+    assert sorted(named - flags) == []
+    assert {"--model", "--algo", "--data", "--run-dir", "--resume", "--save-freq", "--test-freq", "--keep-checkpoints", "--no-validate-before-train", "--gpus", "--nodes"} <= named
+
+
+@pytest.mark.parametrize("option", ["--save-freq", "--test-freq"])
+def test_a_frequency_of_0_means_never_as_in_verl_and_the_help_says_so(option, capsys):
+    """new-user trial: 0 was accepted while the help named only -1 for never; verl 0.4.1 saves and validates only
+    above 0 (ray_trainer.py:1151, :1158), so 0 and -1 are documented as never and lower values refused."""
+    action = next(a for a in cli.build_parser().commands["train"]._actions if option in a.option_strings)
+    assert action.help.endswith("(default: 25; 0 or -1: never, as verl treats any value <= 0)")
+    for value in ("0", "-1", "5"):
+        plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run", option, value]), environ={}, gpu=None)
+        assert f"trainer.{option[2:].replace('-', '_')}={value}" in plan.overrides
+    with pytest.raises(SystemExit):
+        parse([option, "-2"])
+    assert f"argument {option}: -2 must be a number of steps (1 or more), or 0 or -1 for never" in capsys.readouterr().err
+
+
+def test_the_stall_timeout_help_says_0_never_stops():
+    action = next(a for a in cli.build_parser().commands["train"]._actions if "--stall-timeout" in a.option_strings)
+    assert "(default, or 0: never stop;" in action.help
+    assert parse(["--stall-timeout", "0"]).stall_timeout == 0
+
+
+@pytest.mark.parametrize("option, fix", [
+    ("--data", "pass a directory with train.parquet and test.parquet, or raw GSM8K files"),
+    ("--run-dir", "pass a directory that does not exist yet: verlfit creates it"),
+])
+def test_a_data_or_run_directory_that_is_a_file_is_refused_by_the_dry_run(option, fix, tmp_path, capsys):
+    """new-user trial: `train --dry-run --run-dir FILE` (or --data FILE) printed a plan and exited 0."""
+    existing = tmp_path / "notes.txt"
+    existing.write_text("x")
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", option, str(existing)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"verlfit: error: {option} {existing} is a file: it must be a directory\n  fix: {fix}\n"
+
+
 def test_the_managed_keys_are_listed_in_the_help_by_option():
     text = cli.build_parser().commands["train"].format_help()
     assert "  --batch-size: data.train_batch_size\n" in text
@@ -415,14 +509,30 @@ def test_resume_may_keep_fewer_checkpoints(tmp_path):
     assert "trainer.max_actor_ckpt_to_keep=null" not in resumed.overrides and resumed.settings.keep_checkpoints == 3
 
 
-def test_dry_run_warns_about_a_training_set_smaller_than_one_batch(tmp_path, capsys):
+def test_dry_run_fails_as_a_real_run_would_on_a_training_set_smaller_than_one_batch(tmp_path, capsys):
+    """new-user trial: `--data DIR --batch-size 10000` with 7473 rows printed a plan that "fits" (a note said a real
+    run would refuse it, and the exit status was 0); the dry run now fails with the launch's own refusal."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     (tmp_path / "data").mkdir()
-    pq.write_table(pa.table({"prompt": ["a", "b", "c", "d"]}), tmp_path / "data" / "train.parquet")
-    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--data", str(tmp_path / "data"), "--run-dir", str(tmp_path / "r")]) == 0
-    assert f"note: a real run would refuse this: {tmp_path / 'data' / 'train.parquet'} has 4 rows, fewer than one batch of 32 prompts (use --batch-size 4 or less, or more data)" in capsys.readouterr().out
+    pq.write_table(pa.table({"prompt": [str(i) for i in range(7473)]}), tmp_path / "data" / "train.parquet")
+    assert cli.main(["train", "--profile", "p40", "--dry-run", "--batch-size", "10000", "--data", str(tmp_path / "data"), "--run-dir", str(tmp_path / "r")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # no plan verdict, estimate or command for a run that cannot start
+    assert err == f"verlfit: error: {tmp_path / 'data' / 'train.parquet'} has 7473 rows, fewer than one batch of 10000 prompts\n  fix: use --batch-size 7473 or less, or more data\n"
+
+
+def test_dry_run_counts_the_steps_an_epoch_takes_when_the_data_is_there(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"prompt": [str(i) for i in range(7473)]}), tmp_path / "data" / "train.parquet")
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--epochs", "2", "--data", str(tmp_path / "data"), "--run-dir", str(tmp_path / "r")]) == 0
+    assert "\nsteps: 466 (2 epoch(s) of 7473 rows // 32 prompts a batch)    batch: 32 prompts" in capsys.readouterr().out  # 2 x 233 whole batches
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--data", str(tmp_path / "none"), "--run-dir", str(tmp_path / "r")]) == 0
+    assert "\nsteps: 1 epoch(s)    batch: 32 prompts" in capsys.readouterr().out  # no data yet: nothing to count
 
 
 def test_a_memory_limit_below_one_gib_is_refused_by_the_parser(capsys):

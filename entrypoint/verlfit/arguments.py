@@ -27,6 +27,32 @@ def whole_number(text: str) -> int:
     return value
 
 
+def frequency(text: str) -> int:
+    """Every how many steps (``--save-freq``, ``--test-freq``): a whole number >= 1, or 0 or -1 for never.
+
+    verl 0.4.1 saves and validates only when the frequency is above 0 (``ray_trainer.py:1151`` and ``:1158``:
+    ``test_freq > 0 and ...``, ``save_freq > 0 and ...``), so 0 and -1 both mean never; lower values are refused.
+    """
+    value = parse_number(text, int, "a whole number of steps")
+    if value < -1:
+        raise argparse.ArgumentTypeError(f"{value} must be a number of steps (1 or more), or 0 or -1 for never")
+    return value
+
+
+def checkpoints_to_keep(text: str) -> int:
+    """``--keep-checkpoints`` of ``verlfit train`` and ``verlfit doctor``: 0 (keep all) or a whole number >= 2.
+
+    1 is refused: verl 0.4.1 deletes the oldest kept checkpoint *before* writing the next one
+    (``fsdp_checkpoint_manager.py:183-186``), so with 1 a crash or Ctrl-C during a save leaves no checkpoint.
+    """
+    value = parse_number(text, int, "a whole number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 (keep all) or at least 2")
+    if value == 1:
+        raise argparse.ArgumentTypeError("1 would leave no checkpoint during each save (verl deletes the previous one before writing the next): use 2 or more, or 0 to keep all")
+    return value
+
+
 def positive_number(text: str) -> float:
     """A finite number > 0 (learning rates, GiB)."""
     value = parse_number(text, float, "a number")

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from verlfit.arguments import timeout_seconds
+from verlfit.arguments import checkpoints_to_keep, timeout_seconds
 from verlfit.errors import VerlfitError
 from verlfit.gsm8k import VERL_REQUIRED_COLUMNS  # what RLHFDataset and the reward manager read
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head, offline_variable, probe
@@ -793,16 +793,6 @@ def format_results(results: list[CheckResult]) -> str:
     return "\n".join(lines)
 
 
-def _kept(text: str) -> int:
-    """argparse type for doctor's --keep-checkpoints: 0 (all) or more."""
-    from verlfit.arguments import parse_number
-
-    value = parse_number(text, int, "a whole number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 (keep all) or more")
-    return value
-
-
 def register(subparsers):
     parser = subparsers.add_parser(
         "doctor",
@@ -816,7 +806,7 @@ def register(subparsers):
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="model directory or hub id (default: %(default)s)")
     parser.add_argument("--run-dir", default="runs", help="where checkpoints go, for the disk check (default: %(default)s)")
     parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="the algorithm whose checkpoints the disk check sizes (PPO: actor and critic; default: %(default)s, as train)")
-    parser.add_argument("--keep-checkpoints", type=_kept, default=2, metavar="N", help="checkpoints the run keeps, for the disk check (default: %(default)s, as train; 0: all)")
+    parser.add_argument("--keep-checkpoints", type=checkpoints_to_keep, default=2, metavar="N", help="checkpoints the run keeps, for the disk check: 0 (all) or 2 and more, as train takes (default: %(default)s, as train)")
     parser.add_argument("--timeout", type=timeout_seconds, default=NETWORK_TIMEOUT_S, help="seconds for the hub reachability check (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON: {checks: [...], exit_status}")
     parser.set_defaults(func=_run)

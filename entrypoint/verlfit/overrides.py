@@ -156,7 +156,7 @@ def triton_allowed(environment: dict[str, str], compute_capability: tuple[int, i
     try:
         shared_memory = int(text)
     except ValueError:
-        raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={text!r} is not a number of bytes", fix="unset it, or set e.g. TRITON_MAX_SHARED_MEMORY=49152 (48 KiB)") from None
+        raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={text!r} is not a number of bytes", fix="unset it, or set e.g. TRITON_MAX_SHARED_MEMORY=49152 (48 KiB)", exit_code=2) from None
     if compute_capability is not None and compute_capability < (7, 0):
         return False
     return shared_memory >= TRITON_MIN_SHARED_MEMORY
@@ -178,6 +178,7 @@ def check_allocator_config(environment: dict[str, str], rollout: str) -> None:
             f"PYTORCH_CUDA_ALLOC_CONF={conf!r} enables expandable_segments, which vLLM rejects: "
             "verl runs vLLM in sleep mode, whose memory pool cannot use expandable segments",
             fix="unset PYTORCH_CUDA_ALLOC_CONF (the a10 profile sets max_split_size_mb:256) or use --rollout hf",
+            exit_code=2,
         )
 
 
@@ -331,8 +332,10 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
 # (user_overrides). The one rule, the one table: key -> the option. Keys verl interpolates from a managed key
 # (rollout.prompt_length from data.max_prompt_length, critic.forward_micro_batch_size* from critic.ppo_*) are
 # managed too, so the interpolation cannot be cut. LoRA's keys are managed (--lora-rank ...): the planner counts
-# what trains. Not here: the HF rollout's `+actor_rollout_ref.rollout.micro_batch_size` (no option of its own:
-# --plan auto sizes it).
+# what trains. So are the keys that decide what the plan sizes and what the run directory records (the model, the
+# algorithm, the data files), and the run directory's own layout (checkpoints in RUN_DIR/checkpoints, where --resume,
+# report and export look; resume_mode, which --resume sets). Not here: the HF rollout's
+# `+actor_rollout_ref.rollout.micro_batch_size` (no option of its own: --plan auto sizes it).
 # ---------------------------------------------------------------------------------------------------------------
 _MICRO_BATCH = "--micro-batch-size (or leave micro-batches to the planner: --plan auto)"
 _OFFLOAD = "--offload none|optimizer|all"
@@ -341,7 +344,18 @@ _DTYPE = "--profile (the profile decides the dtype from the card)"
 _ATTENTION = "--attention sdpa|eager|flash_attention_2"
 _PACKING = "--attention (packing is on only with flash_attention_2)"
 _KEEP = "--keep-checkpoints (0, or 2 and more)"
+_MODEL = "--model (the planner sizes the model it reads; actor, reference and critic start from it)"
+_ALGO = "--algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies)"
+_DATA = "--data (a directory with train.parquet and test.parquet; the step count and the batch check read it)"
 MANAGED_KEYS: dict[str, str] = {
+    # what is trained, how and on what (the plan, run.json and report follow these options)
+    "actor_rollout_ref.model.path": _MODEL,
+    "critic.model.path": _MODEL,
+    "algorithm.adv_estimator": _ALGO,
+    "actor_rollout_ref.actor.use_kl_loss": _ALGO,
+    "algorithm.use_kl_in_reward": _ALGO,
+    "data.train_files": _DATA,
+    "data.val_files": _DATA,
     # batch and mini-batch sizes (prompts)
     "data.train_batch_size": "--batch-size",
     "actor_rollout_ref.actor.ppo_mini_batch_size": "--mini-batch-size",
@@ -366,6 +380,8 @@ MANAGED_KEYS: dict[str, str] = {
     "actor_rollout_ref.rollout.name": "--rollout hf|vllm",
     "actor_rollout_ref.rollout.n": "--samples (with --algo grpo)",
     "actor_rollout_ref.rollout.dtype": "the VLLM_DTYPE environment variable (checked against the GPU)",
+    # vLLM's memory pool: the planner counts it; the profile's share, scaled to a --gpu-memory-limit on a bigger card
+    "actor_rollout_ref.rollout.gpu_memory_utilization": "the profile (its vLLM share of the card, which the planner counts; --gpu-memory-limit scales it)",
     # attention and packing
     "actor_rollout_ref.model.attn_implementation": _ATTENTION,
     "critic.model.attn_implementation": _ATTENTION,
@@ -393,9 +409,16 @@ MANAGED_KEYS: dict[str, str] = {
     "critic.model.lora_rank": "--critic-lora-rank",
     "critic.model.lora_alpha": "--lora-alpha",
     "critic.model.target_modules": "--lora-target-modules",
-    # checkpoints kept, GPUs and nodes, steps and epochs
+    # the run directory's layout and resuming: checkpoints go to RUN_DIR/checkpoints, where --resume and export look
+    "trainer.default_local_dir": "--run-dir (checkpoints go to RUN_DIR/checkpoints, where --resume, report and export look)",
+    "trainer.resume_mode": "--resume RUN_DIR (continues from RUN_DIR/checkpoints; a new run starts from step 0)",
+    # checkpoints: how often and how many are kept; validation: how often and before training
+    "trainer.save_freq": "--save-freq",
     "trainer.max_actor_ckpt_to_keep": _KEEP,
     "trainer.max_critic_ckpt_to_keep": _KEEP,
+    "trainer.test_freq": "--test-freq",
+    "trainer.val_before_train": "--no-validate-before-train",
+    # GPUs and nodes, steps and epochs
     "trainer.nnodes": "--nodes (the batch is checked against every GPU)",
     "trainer.n_gpus_per_node": "--gpus (the batch is checked against every GPU)",
     "trainer.total_training_steps": "--steps (the progress display, --resume and report count against it)",

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from verlfit import gsm8k
-from verlfit.arguments import add_sizing_arguments, memory_gib, parse_number, positive_number, whole_number
+from verlfit.arguments import add_sizing_arguments, checkpoints_to_keep, frequency, memory_gib, parse_number, positive_number, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import CUDA_GRAPH_KEY, LORA_CUDA_GRAPH_NOTE, TrainSettings, build_overrides, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
@@ -43,24 +43,18 @@ MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 RUN_FILE = "run.json"
 
 
-def _checkpoints_to_keep(text: str) -> int:
-    """argparse type for --keep-checkpoints: 0 (keep all) or a whole number >= 2.
-
-    1 is refused: verl 0.4.1 deletes the oldest kept checkpoint *before* writing the next one
-    (``fsdp_checkpoint_manager.py:183-186``), so with 1 a crash or Ctrl-C during a save leaves no checkpoint.
-    """
-    value = parse_number(text, int, "a whole number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 (keep all) or at least 2")
-    if value == 1:
-        raise argparse.ArgumentTypeError("1 would leave no checkpoint during each save (verl deletes the previous one before writing the next): use 2 or more, or 0 to keep all")
-    return value
-
-
 # the defaults of every option, filled by register(): --resume refuses options that differ from them
 _DEFAULTS: dict[str, object] = {}
-# options that may change when a run is resumed
-_RESUMABLE = {"resume", "dry_run", "steps", "keep_checkpoints", "stall_timeout", "skip_checks", "no_validate", "func", "command"}
+# options that may be given with --resume (what each does there); the fix of a refused one lists them all
+_RESUMABLE_OPTIONS = {
+    "steps": "--steps (the run's new total, to extend it)",
+    "keep_checkpoints": "--keep-checkpoints",
+    "stall_timeout": "--stall-timeout",
+    "dry_run": "--dry-run",
+    "skip_checks": "--skip-checks",
+    "no_validate": "--no-validate",
+}
+_RESUMABLE = {"resume", "func", "command", *_RESUMABLE_OPTIONS}
 STALLED_STATUS = 124  # launch()'s status after --stall-timeout stopped verl (timeout(1)'s convention)
 
 
@@ -79,7 +73,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         description=(
             "Build, validate and launch `python -m verl.trainer.main_ppo` for this GPU. Every override "
             "is checked against the installed verl's ppo_trainer.yaml before Ray starts. Arguments after "
-            "`--` are extra verl overrides (key=value; they win over verlfit's), except the keys verlfit sets from its own options and checks against the GPU, the profile and the memory plan (batch sizes, micro-batches, lengths, rollout engine and n, attention, dtype, gradient checkpointing, offload, checkpoints kept, GPUs and nodes, steps and epochs): those are refused with the option to use, listed at the end."
+            "`--` are extra verl overrides (key=value; they win over verlfit's), except the keys verlfit sets from its own options and checks against the GPU, the profile and the memory plan (model, algorithm, data files, batch sizes, micro-batches, lengths, rollout engine, n and vLLM's memory share, attention, dtype, gradient checkpointing, offload, the run directory's checkpoints and resuming, checkpoint and validation frequency and checkpoints kept, GPUs and nodes, steps and epochs): those are refused with the option to use, listed at the end."
         ),
         epilog=(
             "examples:\n"
@@ -104,14 +98,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--nodes", type=whole_number, default=1, help="nodes of a running Ray cluster, --gpus each (trainer.nnodes; default: 1)")
     parser.add_argument("--actor-lr", type=positive_number, default=1e-6, help="actor learning rate (default: 1e-6)")
     parser.add_argument("--critic-lr", type=positive_number, default=1e-5, help="critic learning rate (default: 1e-5)")
-    parser.add_argument("--save-freq", type=int, default=25, help="checkpoint every N steps (default: 25; -1 never)")
-    parser.add_argument("--keep-checkpoints", type=_checkpoints_to_keep, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what it saved itself: checkpoints from before a --resume stay. May be given with --resume")
-    parser.add_argument("--test-freq", type=int, default=25, help="validate every N steps (default: 25; -1 never)")
+    parser.add_argument("--save-freq", type=frequency, default=25, metavar="N", help="checkpoint every N steps and at the last (default: 25; 0 or -1: never, as verl treats any value <= 0)")
+    parser.add_argument("--keep-checkpoints", type=checkpoints_to_keep, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what it saved itself: checkpoints from before a --resume stay. May be given with --resume")
+    parser.add_argument("--test-freq", type=frequency, default=25, metavar="N", help="validate every N steps and at the last (default: 25; 0 or -1: never, as verl treats any value <= 0)")
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only --steps, --keep-checkpoints and --stall-timeout may be given)")
-    parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled (default: never stop; a stall is reported after 5 x the longest step, at least 10 min, see verlfit.progress). May be given with --resume")
+    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only " + ", ".join(option.partition(" (")[0] for option in _RESUMABLE_OPTIONS.values()) + " may be given)")
+    parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled (default, or 0: never stop; a stall is only reported, after 5 x the longest step, at least 10 min, see verlfit.progress). May be given with --resume")
     parser.add_argument("--dry-run", action="store_true", help="print the command, environment and resolved values, then exit (no GPU needed with --profile p40|a10)")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch")
     parser.add_argument("--no-validate", action="store_true", help="do not validate overrides against the installed verl (not recommended)")
@@ -230,8 +224,8 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     (tests: a fake NVML's :func:`verlfit.gpu.query_gpus`); it also gives the pairs for NCCL's P2P fallback.
 
     Raises:
-        VerlfitError: profile/GPU mismatch, bad sizes, an allocator setting vLLM rejects, or an
-            override that verl does not know.
+        VerlfitError: profile/GPU mismatch, bad sizes, an allocator setting vLLM rejects, an
+            override that verl does not know, or a ``--data`` / ``--run-dir`` that is an existing file.
     """
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
@@ -275,6 +269,9 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
             raise VerlfitError(f"--gpu-memory-limit {limit} GiB is more than {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB", exit_code=2)
         environment[MEMORY_LIMIT_VARIABLE] = f"{limit:g}"
+    for option, given, what in (("--data", args.data, "with train.parquet and test.parquet, or raw GSM8K files"), ("--run-dir", args.run_dir, "that does not exist yet: verlfit creates it")):
+        if given and Path(given).exists() and not Path(given).is_dir():
+            raise VerlfitError(f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2)
     # absolute paths, so the recorded command and --resume work from any directory
     run_dir = str(Path(args.run_dir or Path("runs") / f"{args.algo}-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve())
     if args.tensorboard:
@@ -354,6 +351,17 @@ def _lora_line(s: TrainSettings) -> str:
     return f"LoRA: {', '.join(ranks)} (0 = fully trained), alpha {s.lora_alpha:g}, target modules {targets}"
 
 
+def _steps_text(s: TrainSettings) -> str:
+    """The dry run's step count: ``--steps``; else, when train.parquet is there, the steps verl will take
+    (``"233 (1 epoch(s) of 7473 rows // 32 prompts a batch)"``); else ``"1 epoch(s)"``."""
+    if s.steps is not None:
+        return str(s.steps)
+    rows = training_rows(s)
+    if rows is None:
+        return f"{s.epochs} epoch(s)"
+    return f"{total_steps(s)} ({s.epochs} epoch(s) of {rows} rows // {s.train_batch_size} prompts a batch)"
+
+
 def describe(plan: LaunchPlan) -> str:
     """The dry-run text: values that matter, the environment, and the exact command."""
     s = plan.settings
@@ -362,7 +370,7 @@ def describe(plan: LaunchPlan) -> str:
         *([f"rollout: {s.rollout}    attention: {s.attention}"] if s.rollout and s.attention else []),
         f"algorithm: {s.algorithm}{f' (n={s.rollout_n})' if s.algorithm == 'grpo' else ''}    model: {s.model}",
         f"data: {s.data_dir}    run directory: {s.run_dir}",
-        f"steps: {s.steps if s.steps is not None else f'{s.epochs} epoch(s)'}    batch: {s.train_batch_size} prompts, mini-batch {s.ppo_mini_batch_size}",
+        f"steps: {_steps_text(s)}    batch: {s.train_batch_size} prompts, mini-batch {s.ppo_mini_batch_size}",
         "micro-batches per GPU: " + ", ".join(
             [f"actor {s.actor_micro_batch_size}"]
             + ([f"critic {s.critic_micro_batch_size}"] if s.algorithm == "ppo" else [])
@@ -504,7 +512,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         save_freq = record["settings"].get("save_freq")
-        when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else "this run saves none (--save-freq -1)"
+        when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else f"this run saves none (--save-freq {save_freq if isinstance(save_freq, int) else -1})"
         raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / 'checkpoints' / CHECKPOINT_TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
     known = {f.name for f in dataclasses.fields(TrainSettings)}
     values = {k: v for k, v in record["settings"].items() if k in known}
@@ -519,7 +527,11 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
     if steps is not None:
         if steps <= checkpoint:
-            raise VerlfitError(f"--steps {steps} with --resume: the newest checkpoint of {run_dir} is already at step {checkpoint}", fix=f"pass --steps above {checkpoint} (the run's new total), or leave it out", exit_code=2)
+            if isinstance(recorded_total, int) and checkpoint >= recorded_total:  # finished: without --steps it is refused too
+                fix = f"pass --steps above {checkpoint} (the run's new total; it has finished its {recorded_total} steps), e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`"
+            else:
+                fix = f"pass --steps above {checkpoint} (the run's new total), or leave it out to finish the run's own " + (f"{recorded_total} steps" if isinstance(recorded_total, int) else "steps")
+            raise VerlfitError(f"--steps {steps} with --resume: the newest checkpoint of {run_dir} is already at step {checkpoint}", fix=fix, exit_code=2)
         changes += [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={steps}"]
     if keep_checkpoints is not None:
         changes += keep_checkpoints_overrides(keep_checkpoints)
@@ -553,15 +565,23 @@ def record_resume(run_dir: Path, plan: LaunchPlan) -> None:
     _write_atomic(Path(run_dir) / RUN_FILE, json.dumps(record, indent=2) + "\n")
 
 
-def total_steps(settings: TrainSettings) -> int | None:
-    """Training steps the run will take: ``--steps``, else epochs x batches in train.parquet."""
-    if settings.steps is not None:
-        return settings.steps
+def training_rows(settings: TrainSettings) -> int | None:
+    """Rows (prompts) of ``settings.data_dir/train.parquet`` from its metadata, or None when it cannot be read."""
     try:
         import pyarrow.parquet as pq
 
-        rows = pq.ParquetFile(Path(settings.data_dir) / "train.parquet").metadata.num_rows
+        return pq.ParquetFile(Path(settings.data_dir) / "train.parquet").metadata.num_rows
     except (OSError, ImportError):
+        return None
+
+
+def total_steps(settings: TrainSettings) -> int | None:
+    """Training steps the run will take: ``--steps``, else epochs x whole batches in train.parquet (verl's
+    dataloader drops the last partial batch, ``drop_last=True``, ``ray_trainer.py:507``)."""
+    if settings.steps is not None:
+        return settings.steps
+    rows = training_rows(settings)
+    if rows is None:
         return None
     return settings.epochs * (rows // settings.train_batch_size)
 
@@ -753,7 +773,7 @@ def run(args) -> int:
         labels = {"overrides": "overrides after --", "gradient_checkpointing": "--gradient-checkpointing/--no-gradient-checkpointing"}
         changed = sorted(labels.get(name, f"--{name.replace('_', '-')}") for name in differs)
         if changed:
-            raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it", fix="resume with only --steps (to extend the run) or --keep-checkpoints, or start a new run", exit_code=2)
+            raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it", fix=f"resume with only {', '.join(_RESUMABLE_OPTIONS.values())}; or start a new run", exit_code=2)
         plan = resume_plan(Path(args.resume), steps=args.steps, keep_checkpoints=args.keep_checkpoints)
         run_dir = Path(plan.settings.run_dir)
         if args.dry_run:
@@ -769,10 +789,8 @@ def run(args) -> int:
         if Path(plan.settings.run_dir).exists():
             plan.notes.append(f"{plan.settings.run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)")
         if (Path(plan.settings.data_dir) / "train.parquet").is_file():
-            try:
-                check_data_size(plan.settings)
-            except VerlfitError as error:
-                plan.notes.append(f"a real run would refuse this: {error.message} ({error.fix})")
+            # the refusal a real launch makes, as the dry run's failure (exit 2): no plan verdict for a run that cannot start
+            check_data_size(plan.settings)
         print(describe(plan))
         return 0
     if not args.skip_checks:

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from plan_helpers import qwen_request
+from plan_helpers import QWEN, qwen_request
 from verlfit.errors import VerlfitError
 from verlfit.plan import fit, memory
 from verlfit.plan.fit import auto_fit
@@ -127,3 +127,25 @@ def test_log_prob_candidates_end_with_the_whole_batch():
     assert fit._candidates(qwen_request(train_batch_size=3, ppo_mini_batch_size=3), "log_prob") == [1, 2, 3]
     assert fit._candidates(qwen_request(train_batch_size=24, ppo_mini_batch_size=12), "log_prob") == [1, 2, 4, 8, 16, 24]
     assert fit._candidates(qwen_request(train_batch_size=32, ppo_mini_batch_size=16), "log_prob") == [1, 2, 4, 8, 16, 32]
+
+
+def test_a_lora_rank_too_large_for_the_card_is_offered_the_largest_rank_that_fits():
+    """new-user trial: `verlfit train --lora-rank 100000` said "no single change found that fits: use a smaller model
+    or a card with more memory", while a smaller --lora-rank fits the 0.5B on a P40."""
+    from verlfit.plan.fit import DEFAULT_MARGIN, _fits_fully_saved
+    from verlfit.plan.request import request_for_profile
+    from verlfit.profiles import load_profile
+
+    # as train builds it: the critic at the actor's rank (--lora-rank alone sets both)
+    request = request_for_profile(load_profile("p40"), QWEN, int(22.5 * GIB), algorithm="ppo", rollout_n=1, lora_rank=100000, critic_lora_rank=100000)
+    decision = auto_fit(request)
+    assert not decision.fits
+    prefix = "smallest changes that would fit, each on its own: --lora-rank "
+    assert decision.suggestion.startswith(prefix)
+    rank = int(decision.suggestion.removeprefix(prefix).split()[0])
+    assert decision.suggestion == f"{prefix}{rank} (from 100000; and --critic-lora-rank {rank} if you gave one)"
+    assert _fits_fully_saved(replace(request, lora_rank=rank, critic_lora_rank=rank), DEFAULT_MARGIN, frozenset())
+    assert not _fits_fully_saved(replace(request, lora_rank=rank + 1, critic_lora_rank=rank + 1), DEFAULT_MARGIN, frozenset())
+    # a critic rank set apart is lowered on its own
+    apart = auto_fit(replace(request, lora_rank=32)).suggestion
+    assert apart.startswith("smallest changes that would fit, each on its own: --critic-lora-rank ") and "--lora-rank" not in apart.replace("--critic-lora-rank", "")

@@ -200,5 +200,6 @@ def test_smallest_change_offers_the_critic_rank_when_only_the_critic_trains_full
     r = _p40(QWEN_1P5B, algorithm="ppo", rollout_n=1, lora_rank=32, critic_lora_rank=0)
     assert not auto_fit(r).fits
     assert "--critic-lora-rank 32 (LoRA: the base weights freeze" in smallest_change(r)
-    # nothing to offer once both roles use LoRA
-    assert "--lora-rank" not in smallest_change(replace(_p40(QWEN_3B, lora_rank=32), max_prompt_length=4096))
+    # no LoRA to turn on once both roles use it: only a smaller rank, where one fits
+    both = smallest_change(replace(_p40(QWEN_3B, lora_rank=32), max_prompt_length=4096))
+    assert "(LoRA: the base weights freeze" not in both and "; --lora-rank 31 (from 32); " in both

@@ -231,7 +231,9 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     """Search single-setting changes that make ``request`` fit fully saved; return them as a
     message, the smallest relative change first. Lengths are searched in steps of 32 tokens.
     A fully trained actor (or PPO critic) is offered LoRA at rank :data:`LORA_SUGGESTED_RANK` (the adapter's
-    size barely depends on the rank: what LoRA saves is the base's gradients, AdamW states and the reference model)."""
+    size barely depends on the rank: what LoRA saves is the base's gradients, AdamW states and the reference model);
+    a LoRA rank too large for the card is offered the largest smaller rank that fits (``--lora-rank``, and
+    ``--critic-lora-rank`` for a critic rank set apart)."""
     r = request
     options: list[tuple[float, str]] = []
     if "micro_batches" in keep:
@@ -266,10 +268,24 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
         if _fits_fully_saved(lora, margin, keep):
             flag = f"--lora-rank {LORA_SUGGESTED_RANK}" if r.lora_rank == 0 else f"--critic-lora-rank {r.lora_rank}"
             options.append((1.0, f"{flag} (LoRA: the base weights freeze, only adapters train, with no gradients or AdamW states for the base{' and no separate reference model' if r.has_reference and r.lora_rank == 0 else ''})"))
+    # a LoRA rank too large for the card (an adapter grows with the rank: rank x (inputs + outputs) per Linear):
+    # the largest smaller rank that fits, for the actor (with the critic when it follows) and for a critic set apart
+    # (a critic at the actor's rank follows it: train's --lora-rank alone sets both)
+    critic_rank = r.lora_rank_of("critic") if r.has_critic else 0
+    follows = r.has_critic and critic_rank == r.lora_rank
+    if r.lora_rank > 1:
+        best = _largest_fitting(1, r.lora_rank - 1, lambda k: replace(r, lora_rank=k, critic_lora_rank=None if follows else r.critic_lora_rank), margin, keep)
+        if best:
+            options.append(((r.lora_rank - best) / r.lora_rank, f"--lora-rank {best} (from {r.lora_rank}{f'; and --critic-lora-rank {best} if you gave one' if follows else ''})"))
+    if critic_rank > 1 and not follows:
+        best = _largest_fitting(1, critic_rank - 1, lambda k: replace(r, critic_lora_rank=k), margin, keep)
+        if best:
+            options.append(((critic_rank - best) / critic_rank, f"--critic-lora-rank {best} (from {critic_rank})"))
     if r.algorithm == "ppo" and _fits_fully_saved(replace(r, algorithm="grpo", rollout_n=1, use_reference=False), margin, keep):
         options.append((1.0, "--algo grpo (no critic model)"))
     if not options:
-        return "no single change found that fits: use a smaller model or a card with more memory"
+        lora = r.lora_rank > 0 or critic_rank > 0
+        return "no single change found that fits" + (" (not even LoRA rank 1)" if lora else "") + ": use a smaller model or a card with more memory"
     options.sort(key=lambda item: item[0])
     return "smallest changes that would fit, each on its own: " + "; ".join(text for _, text in options)
 

@@ -314,7 +314,8 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
     image's profile, not a user's value, and is replaced by ``profile``'s value.
 
     Raises:
-        VerlfitError: for a ``VLLM_DTYPE`` that is not a torch dtype name verl's rollout accepts,
+        VerlfitError (exit status 2, a usage error like every bad environment value): for a ``VLLM_DTYPE`` that is
+            not a torch dtype name verl's rollout accepts,
             a ``TRITON_MAX_SHARED_MEMORY`` that is not a whole number of bytes, or a
             ``PYTORCH_CUDA_ALLOC_CONF`` that is not a comma-separated list of ``option:value`` (torch reads it
             only when a worker first touches CUDA, minutes into a run, and stops there on a malformed one).
@@ -325,11 +326,11 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
     defaulted = dict(token.split("=", 1) for token in environ.get(DEFAULTED_VARIABLE, "").split() if "=" in token)
     resolved = {key: environ[key] if environ.get(key) and environ[key] != defaulted.get(key) else profile.environment[key] for key in ENVIRONMENT_KEYS}
     if resolved["VLLM_DTYPE"] not in DTYPES:
-        raise VerlfitError(f"VLLM_DTYPE={resolved['VLLM_DTYPE']!r} is not a rollout dtype", fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: {', '.join(DTYPES)}")
+        raise VerlfitError(f"VLLM_DTYPE={resolved['VLLM_DTYPE']!r} is not a rollout dtype", fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: {', '.join(DTYPES)}", exit_code=2)
     if not allocator_config_is_well_formed(resolved["PYTORCH_CUDA_ALLOC_CONF"]):
-        raise VerlfitError(f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} is not a comma-separated list of option:value", fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']}) or write e.g. expandable_segments:True,max_split_size_mb:256")
+        raise VerlfitError(f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} is not a comma-separated list of option:value", fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']}) or write e.g. expandable_segments:True,max_split_size_mb:256", exit_code=2)
     if not resolved["TRITON_MAX_SHARED_MEMORY"].isdigit():
-        raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={resolved['TRITON_MAX_SHARED_MEMORY']!r} is not a number of bytes", fix=f"unset it (the {profile.name} profile uses {profile.environment['TRITON_MAX_SHARED_MEMORY']}) or set e.g. 49152 (48 KiB)")
+        raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={resolved['TRITON_MAX_SHARED_MEMORY']!r} is not a number of bytes", fix=f"unset it (the {profile.name} profile uses {profile.environment['TRITON_MAX_SHARED_MEMORY']}) or set e.g. 49152 (48 KiB)", exit_code=2)
     return resolved
 
 
