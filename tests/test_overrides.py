@@ -70,7 +70,6 @@ P40 = [
     "+actor_rollout_ref.ref.trim_padding=True",
     "+critic.trim_padding=True",
     "+actor_rollout_ref.rollout.trim_padding=True",
-    "+actor_rollout_ref.rollout.cuda_graph=True",
     "+actor_rollout_ref.rollout.micro_batch_size=32",
     "actor_rollout_ref.actor.use_torch_compile=False",
     "actor_rollout_ref.model.use_liger=False",

@@ -127,9 +127,8 @@ def test_customize_a10_to_hf_rollout_and_sdpa_rewrites_exactly_the_overrides_tha
         "critic.model.use_remove_padding=False",
         "actor_rollout_ref.rollout.name=hf",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        # the profile's fallbacks: the HF rollout's speed keys, then the padded path's trimming (patches 0020-0022)
+        # the profile's fallbacks: the HF rollout's trimming, then the padded path's (patches 0021, 0020)
         "+actor_rollout_ref.rollout.trim_padding=True",
-        "+actor_rollout_ref.rollout.cuda_graph=True",
         "+actor_rollout_ref.actor.trim_padding=True",
         "+actor_rollout_ref.ref.trim_padding=True",
         "+critic.trim_padding=True",
@@ -234,13 +233,16 @@ def test_train_says_at_launch_which_profile_a_7x_card_got_and_why(capsys):
 def test_a10_fallbacks_apply_one_at_a_time_and_p40_carries_the_speed_keys_itself():
     from verlfit.profiles import customize
 
-    speed = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True", "+actor_rollout_ref.rollout.cuda_graph=True"]
+    trims = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True"]
     a10 = load_profile("a10")
     assert not any("trim_padding" in o or "cuda_graph" in o for o in a10.overrides)  # vLLM and packed FA2 sequences
-    assert customize(a10, rollout="hf").overrides[-2:] == ("+actor_rollout_ref.rollout.trim_padding=True", "+actor_rollout_ref.rollout.cuda_graph=True")
-    assert customize(a10, attention="sdpa").overrides[-3:] == tuple(speed[:3])
-    assert list(load_profile("p40").overrides[-5:]) == speed
-    assert customize(load_profile("p40"), attention="eager").overrides[-5:] == tuple(speed)  # no fallbacks to add: already there
+    assert customize(a10, rollout="hf").overrides[-1:] == ("+actor_rollout_ref.rollout.trim_padding=True",)
+    assert customize(a10, attention="sdpa").overrides[-3:] == tuple(trims[:3])
+    assert list(load_profile("p40").overrides[-4:]) == trims
+    assert customize(load_profile("p40"), attention="eager").overrides[-4:] == tuple(trims)  # no fallbacks to add: already there
+    # CUDA-graph decoding (patch 0022) is opt-in in both profiles (p40.yaml says why)
+    for profile in (load_profile("p40"), customize(a10, rollout="hf", attention="sdpa")):
+        assert not any("cuda_graph" in o for o in profile.overrides)
 
 
 def test_fallbacks_must_be_lists_of_overrides():

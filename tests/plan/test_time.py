@@ -257,9 +257,10 @@ def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
     request = plan.request_from_args(_parsed(["--emulate", "p40"]))[0]
     from verlfit.profiles import load_profile
 
-    # plan sizes the run as train does (auto-fit) and reads the profile's speed keys (on in p40)
+    # plan sizes the run as train does (auto-fit) and reads the profile's speed keys (the trims on in p40; the
+    # CUDA graph opt-in)
     switches = plan_time.speed_switches(load_profile("p40").overrides)
-    assert switches == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True, "cuda_graph": True}
+    assert switches == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True}
     est = plan_time.estimate(plan.auto_fit(request).request, "p40", plan_time.TimeInputs(**switches))
     assert status == 0
     assert "card: --emulate p40\n" in out
@@ -328,10 +329,11 @@ def test_train_dry_run_estimate_follows_the_speed_keys(capsys, monkeypatch):
     from verlfit.train import prepare_launch, register
 
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
-    # the p40 profile turns the five keys on; `key=False` after -- turns each off again (today's path)
+    # the p40 profile turns the four trims on; `key=False` after -- turns each off again (today's path), and the
+    # CUDA graph is opt-in: `+...cuda_graph=True` after --
     today, off = _train_estimate(capsys, ["--", *(key.replace("=True", "=False") for key in FIVE_KEYS)])
-    assert "+actor_rollout_ref.rollout.cuda_graph=False" in off
-    with_keys, out = _train_estimate(capsys, [])
+    assert "+actor_rollout_ref.rollout.cuda_graph=False" in off and "+actor_rollout_ref.rollout.trim_padding=False" in off
+    with_keys, out = _train_estimate(capsys, ["--", FIVE_KEYS[-1]])
     assert "+actor_rollout_ref.rollout.cuda_graph=True" in out  # the keys do reach verl's command
     assert with_keys < today
     # the printed figures are the model's for the planned settings with and without the three switches
@@ -347,9 +349,10 @@ def test_train_reads_speed_keys_from_the_profile_too():
     from verlfit.overrides import TrainSettings
     from verlfit.profiles import load_profile
 
-    switched = load_profile("p40")  # carries the five keys
-    assert all(key in switched.overrides for key in FIVE_KEYS)
-    profile = dataclasses.replace(switched, overrides=tuple(o for o in switched.overrides if o not in FIVE_KEYS))
+    shipped = load_profile("p40")  # carries the four trims, not the CUDA graph
+    assert [key in shipped.overrides for key in FIVE_KEYS] == [True, True, True, True, False]
+    profile = dataclasses.replace(shipped, overrides=tuple(o for o in shipped.overrides if o not in FIVE_KEYS))
+    switched = dataclasses.replace(profile, overrides=(*profile.overrides, *FIVE_KEYS))
     settings = TrainSettings(steps=10, save_freq=-1)
     request = _train_request(settings, profile)
 
