@@ -137,11 +137,17 @@ def test_the_image_table_quotes_xformers_as_locked():
 def test_the_speed_keys_paragraph_matches_the_profile_and_train():
     speed = flat(section(README, "### The p40 profile's speed keys"))
     profile = (REPO / "entrypoint" / "verlfit" / "profiles" / "p40.yaml").read_text()
+    from verlfit.profiles import load_profile
+
+    p40 = load_profile("p40").overrides
     for key in ("actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding",
-                "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph"):
-        assert f"`+{key}`" in speed and key in profile, key
+                "actor_rollout_ref.rollout.trim_padding"):
+        assert f"`+{key}`" in speed and f"+{key}=True" in p40, key
+    # CUDA-graph decoding: opt-in, as the profile has it
+    assert "`-- +actor_rollout_ref.rollout.cuda_graph=True`) is **opt-in**" in speed
+    assert not any("cuda_graph" in o for o in p40) and "cuda_graph itself stays opt-in" in profile
     assert "`-- +actor_rollout_ref.rollout.unwrap_fsdp=True`" in speed and "**not yet measured**" in speed
-    assert "`verlfit train -- actor_rollout_ref.rollout.cuda_graph=False`" in speed
+    assert "`verlfit train -- actor_rollout_ref.rollout.trim_padding=False`" in speed
 
 
 def test_no_tracker_that_does_not_exist_and_no_internal_notes_cited():
