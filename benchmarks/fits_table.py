@@ -32,7 +32,7 @@ LORA_RANK = 32
 # (docs/benchmarks.md); filled by the lead after the device runs
 MEASURED: dict[tuple[str, str, str, str], tuple[str, str]] = {
     # H200 in P40 emulation (22.5 GiB per worker); s/step is the H200's, not a P40's (docs/benchmarks.md)
-    ("p40", "0.5B", "ppo", "full"): ("16.98 GiB", "7.5 (2026-12-01 call 2, alone)"),
+    ("p40", "0.5B", "ppo", "full"): ("16.90 GiB (16.98 with CUDA graphs)", "13.1 untrimmed; 7.5 with trims + CUDA graphs (2026-12-01 call 2)"),
     ("p40", "0.5B", "grpo", "full"): ("16.80 GiB", "not timed alone (2026-11-29 call 9)"),
     ("p40", "1.5B", "ppo", "LoRA r32"): ("18.19 GiB", "89.5, shared GPU; LoRA generation slow (section 8.2)"),
     ("p40", "3B", "grpo", "LoRA r32"): ("no step finished", "> 430 s for step 1 (section 8.2)"),
