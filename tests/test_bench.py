@@ -101,6 +101,26 @@ def test_bench_refuses_where_the_doctor_fails(monkeypatch, tmp_path):
     assert error.value.fix == "install the driver"
 
 
+def test_bench_says_each_fix_once(monkeypatch, tmp_path):
+    import verlfit.doctor
+    from verlfit.doctor import CheckResult
+
+    same = "install the NVIDIA driver and run the container with --gpus all"
+    failures = [CheckResult("driver", "FAIL", "no NVIDIA driver", same), CheckResult("gpu", "FAIL", "no GPU", same),
+                CheckResult("cuda", "FAIL", "CUDA unavailable", same), CheckResult("patches", "FAIL", "verl not patched", "python3 patches/apply.py X")]
+    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: failures)
+    with pytest.raises(VerlfitError) as error:
+        bench._run(parse(["--work", str(tmp_path)]), run=lambda argv: pytest.fail("launched"))
+    assert error.value.fix == f"{same}; python3 patches/apply.py X"
+
+
+def test_bench_help_is_plain_prose(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and "Measure this card with two short runs" in out and "patched verl" in out
+
+
 def test_render_table_rows():
     from rich.console import Console
 
@@ -222,19 +242,15 @@ def test_prepare_inputs_refuses_an_incomplete_folder_and_leaves_no_half_one(tmp_
     assert list((tmp_path / "fresh").iterdir()) == []
 
 
-def test_patch_series_reads_the_installed_verls_marker_first(tmp_path, monkeypatch):
-    import verlfit.doctor
-
+def test_patch_series_reads_the_installed_verls_marker_only(tmp_path):
     verl = tmp_path / "verl"
     verl.mkdir()
     series = tmp_path / "patches" / "verl-0.4.1"
     series.mkdir(parents=True)
     (series / "series").write_text("# comment\n0001-a.patch\n0002-b.patch\n")
     environ = {"VERLFIT_PATCHES_DIR": str(tmp_path / "patches")}
-    assert bench.patch_series(environ, verl_dir=verl) == "0001-a.patch, 0002-b.patch (series, not checked against verl)"
+    assert bench.patch_series(environ, verl_dir=verl) == "not patched"  # the checkout's series is not what runs
     (verl / ".verlfit-patches").write_text("# verl patch series applied by verlfit's patches/apply.py; do not edit.\n# series: verl-0.4.1\n" + "a" * 64 + "  0001-a.patch\n" + "b" * 64 + "  0009-c.patch\n")
     assert bench.patch_series(environ, verl_dir=verl) == "0001-a.patch, 0009-c.patch"
-    assert bench.patch_series({"VERLFIT_PATCHES_DIR": str(tmp_path / "nowhere")}, verl_dir=None).endswith("(series, not checked against verl)")  # the checkout's own
-    monkeypatch.setattr(verlfit.doctor, "_default_series", lambda environ: None)  # an installed verlfit, no checkout
     assert bench.patch_series({}, verl_dir=verl) == "0001-a.patch, 0009-c.patch"
-    assert bench.patch_series({}, verl_dir=None) == "unknown"
+    assert bench.patch_series(environ, verl_dir=None) == "unknown"

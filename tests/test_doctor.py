@@ -645,3 +645,17 @@ def test_mixed_cards_fail_naming_both_and_the_selection(world):
     assert (none.status, none.message) == ("SKIP", "no NVIDIA GPU visible: topology not read")
     data = json.loads(json.dumps(result.to_dict()))
     assert data["details"] == [] and data["fix"] == result.fix
+
+
+def test_an_unpatched_verl_blocks_train_and_bench_but_a_warn_does_not(world):
+    assert "patches" in BLOCKING
+    marker = world.verl / ".verlfit-patches"
+    text = marker.read_text()
+    marker.write_text(text.replace(text.splitlines()[-1][:64], "0" * 64))  # a patch changed since applied: WARN
+    assert blocking_checks(context=context(world)) == []
+    assert blocking_checks(context=context(world, series_path=world.tmp / "no-series")) == []  # series not found: WARN
+    marker.unlink()
+    assert blocking_checks(context=context(world, series_path=world.tmp / "no-series")) == []  # nothing to compare with: WARN
+    failures = blocking_checks(context=context(world))
+    assert [(f.name, f.status, f.fix) for f in failures] == [("patches", "FAIL", f"python3 patches/apply.py {world.verl.parent}")]
+    assert blocking_checks(context=context(world, verl_dir=None)) == []  # no verl here: SKIP

@@ -208,3 +208,53 @@ def test_a_failed_result_write_names_the_file(tmp_path, monkeypatch):
     with pytest.raises(VerlfitError, match=rf"^cannot write {tmp_path / 'summary.json'}: no space left on the disk"):
         evaluate._write_atomic(tmp_path / "summary.json", "{}")
     assert list(tmp_path.iterdir()) == []
+
+
+def _fixed_generator(path, **settings):
+    good = {q.split()[0]: r for q, _t, r, _s, _e in CASES}
+    return fixed(good if path == "after" else dict(good, q0="#### 71", q1="no idea"))
+
+
+def test_eval_without_compare_removes_the_stale_comparison(data_dir, tmp_path):
+    out = tmp_path / "out"
+    evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", limit=8, make_generator=_fixed_generator, preflight=False)
+    (out / "compare" / "notes.txt").write_text("mine")  # not eval's: must stay
+    summary = evaluate.run_eval("after", str(data_dir), output=str(out), limit=4, make_generator=_fixed_generator, preflight=False)
+    assert sorted(p.name for p in out.iterdir()) == ["compare", "rows.jsonl", "summary.json"]
+    assert sorted(p.name for p in (out / "compare").iterdir()) == ["notes.txt"]
+    assert json.loads((out / "summary.json").read_text())["rows"] == 4 and "comparison" not in summary
+    (out / "compare" / "notes.txt").unlink()
+    evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", limit=8, make_generator=_fixed_generator, preflight=False)
+    evaluate.run_eval("after", str(data_dir), output=str(out), limit=4, make_generator=_fixed_generator, preflight=False)
+    assert sorted(p.name for p in out.iterdir()) == ["rows.jsonl", "summary.json"]
+
+
+def test_compare_with_itself_is_refused(data_dir, tiny_qwen2_dir, tmp_path, capsys):
+    link = tmp_path / "same"
+    link.symlink_to(tiny_qwen2_dir)
+    assert cli.main(["eval", tiny_qwen2_dir, "--compare", str(link), "--data", str(data_dir), "--output", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"--compare {link} is the same model as MODEL {tiny_qwen2_dir}" in err
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(VerlfitError, match="--compare Qwen/X is the same model as MODEL Qwen/X") as info:
+        evaluate.run_eval("Qwen/X", str(data_dir), compare="Qwen/X", make_generator=_never)
+    assert info.value.exit_code == 2
+
+
+def test_result_lines_are_labelled_model_and_other(data_dir, tmp_path):
+    summary = evaluate.run_eval("after", str(data_dir), output=str(tmp_path / "o"), compare="before", make_generator=_fixed_generator, preflight=False)
+    lines = evaluate.describe(summary).splitlines()
+    assert lines[0].startswith("model after: accuracy 0.5000 (4/8)") and lines[1].startswith("other before: accuracy 0.2500 (2/8)")
+
+
+def test_outputs_get_the_umask_mode(data_dir, tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        out = tmp_path / "o"
+        evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", make_generator=_fixed_generator, preflight=False)
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(out)): p.stat().st_mode & 0o777 for p in out.rglob("*") if p.is_file()}
+    assert modes == {"rows.jsonl": 0o644, "summary.json": 0o644, "comparison.json": 0o644, "compare/rows.jsonl": 0o644, "compare/summary.json": 0o644}

@@ -138,23 +138,64 @@ def test_no_checkpoint(tmp_path):
     assert "--save-freq" in str(error.value)
 
 
-def test_marker_missing_is_incomplete(full_run, tmp_path):
+def test_marker_missing_is_incomplete(full_run, tmp_path, capsys):
     run = _copy_run(full_run, tmp_path)
     (run / "checkpoints" / "latest_checkpointed_iteration.txt").unlink()
-    with pytest.raises(VerlfitError, match=r"no complete checkpoint: .*latest_checkpointed_iteration.txt .*missing; global_step 2 were cut off"):
+    with pytest.raises(VerlfitError, match=r"no complete checkpoint: .*latest_checkpointed_iteration.txt .*missing; global_step_2 was cut off mid-save"):
         export.find_checkpoint(run)
-    with pytest.raises(VerlfitError, match="global_step_2 is incomplete: verl's marker .* says nothing"):
+    with pytest.raises(VerlfitError, match=r"global_step_2 is incomplete: verl's marker .*latest_checkpointed_iteration.txt is missing, so the save of step 2 did not finish") as error:
         export.find_checkpoint(run, 2)
+    assert error.value.fix == f"no step is complete: resume the run to save one (verlfit train --resume {run})"
+    shutil.copytree(run / "checkpoints" / "global_step_2", run / "checkpoints" / "global_step_5")
+    with pytest.raises(VerlfitError, match="global_step_2, global_step_5 were cut off mid-save"):
+        export.find_checkpoint(run)
+    assert cli.main(["export", str(run), "--step", "4"]) == 2  # no complete step to suggest: not "5, or latest"
+    err = capsys.readouterr().err
+    assert "has no checkpoint of step 4; saved: global_step_2, global_step_5 (none complete)" in err
+    assert "fix: no step is complete: resume the run" in err and "latest" not in err.split("fix:")[1]
 
 
-def test_step_above_marker_and_missing_step(full_run, tmp_path):
+def test_step_above_marker_and_missing_step(full_run, tmp_path, capsys):
     run = _copy_run(full_run, tmp_path)
     shutil.copytree(run / "checkpoints" / "global_step_2", run / "checkpoints" / "global_step_4")
-    with pytest.raises(VerlfitError, match=r"global_step_4 is incomplete: verl's marker .* says step 2, so the save of step 4 did not finish"):
+    with pytest.raises(VerlfitError, match=r"global_step_4 is incomplete: verl's marker .* says step 2, so the save of step 4 did not finish") as error:
         export.find_checkpoint(run, 4)
-    with pytest.raises(VerlfitError, match=r"has no checkpoint of step 3; saved: global_step 2, 4 \(newest complete: 2\)"):
+    assert error.value.exit_code == 2
+    with pytest.raises(VerlfitError, match=r"has no checkpoint of step 3; saved: global_step_2, global_step_4 \(complete: 2\)\n") as error:
         export.find_checkpoint(run, 3)
+    assert (error.value.fix, error.value.exit_code) == ("pass --step with one of the complete steps: global_step_2", 2)
     assert export.find_checkpoint(run).step == 2
+    assert export.find_checkpoint(run, "global_step_2").step == 2
+
+
+def test_newest_complete_skips_a_marked_step_with_missing_files(full_run, tmp_path, capsys):
+    run = _copy_run(full_run, tmp_path)
+    root = run / "checkpoints"
+    shutil.copytree(root / "global_step_2", root / "global_step_5")
+    (root / "global_step_5" / "data.pt").unlink()
+    (root / "latest_checkpointed_iteration.txt").write_text("5")
+    assert cli.main(["export", str(run), "--step", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "has no checkpoint of step 4; saved: global_step_2, global_step_5 (complete: 2)" in err
+    assert "fix: pass --step with one of the complete steps: global_step_2" in err
+    with pytest.raises(VerlfitError, match="global_step_5 is incomplete: missing data.pt") as error:
+        export.find_checkpoint(run)
+    assert error.value.fix == "pass --step with one of the complete steps: global_step_2, or resume the run to save a new checkpoint"
+
+
+@pytest.mark.parametrize("text, expected", [("7", 7), ("global_step_7", 7), ("latest", "latest")])
+def test_step_accepts_the_directory_name(text, expected):
+    assert export.parse_step(text) == expected
+
+
+def test_bad_step_is_a_usage_error(full_run, capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["export", str(full_run), "--step", "global_step_x"])
+    assert exit.value.code == 2
+    assert "'global_step_x': a step number (N or global_step_N) or latest" in capsys.readouterr().err
+    with pytest.raises(VerlfitError, match="--step 'two'") as error:
+        export.find_checkpoint(full_run, "two")
+    assert error.value.exit_code == 2
 
 
 def test_missing_shard_and_data(full_run, tmp_path):
@@ -209,7 +250,7 @@ def test_critic_and_adapter_only_refused_where_they_do_not_apply(full_run, lora_
 def test_step_argument(capsys):
     with pytest.raises(SystemExit):
         cli.main(["export", "runs/x", "--step", "two"])
-    assert "'two': a step number (global_step_N) or latest" in capsys.readouterr().err
+    assert "'two': a step number (N or global_step_N) or latest" in capsys.readouterr().err
 
 
 def _two_steps(full_run, tmp_path) -> Path:
@@ -226,7 +267,7 @@ def test_truncated_shard_is_named_with_the_older_steps_and_leaves_nothing(full_r
     assert cli.main(["export", str(run)]) == 1
     err = capsys.readouterr().err
     assert f"verlfit: error: cannot read the shard {shard} (" in err and "the file is damaged (truncated or not a torch checkpoint)" in err
-    assert "fix: export an older checkpoint with --step N (saved: global_step 1)" in err
+    assert "fix: export another complete checkpoint with --step: global_step_1" in err
     assert "Traceback" not in err
     assert not (run / "export").exists()  # the default output's parent was created by this run: removed again
 

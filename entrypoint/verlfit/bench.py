@@ -2,7 +2,7 @@
 
 Steps (no network):
 
-1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA): a FAIL
+1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA, verl patched): a FAIL
    stops here with the doctor's fix;
 2. a random-weight model of Qwen2.5-0.5B's exact shape (``--shape``: 1.5B, 3B) and a locally trained tokenizer
    with Qwen's chat template (:mod:`verlfit.synthetic_model`), once, under ``--work``;
@@ -59,7 +59,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "bench",
         help="measure this card: the public P40 recipe and verlfit's configuration for a few steps each; one table + JSON",
-        description=__doc__.split("\n\n")[0] + " Needs a GPU and verl; makes its model and data locally.",
+        description=("Measure this card with two short runs (the public P40 recipe and verlfit's configuration), print one table "
+                     "and write it as JSON to share. Needs a GPU and a patched verl; makes its model and data locally."),
         epilog="examples:\n  $ verlfit bench                      # writes verlfit-bench-<card>.json\n  $ verlfit bench --gsm8k ~/gsm8k --steps 6 --output p40.json\n  $ verlfit bench --emulate p40        # on a bigger GPU, P40 code paths and memory cap",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -222,22 +223,20 @@ def machine_facts(nvml=None) -> dict:
 
 def patch_series(environ, verl_dir: Path | None | str = "auto") -> str:
     """The verl patches this machine runs, comma-separated: the installed verl's ``.verlfit-patches`` marker
-    (``patches/apply.py`` writes it, ``sha256  name`` a line, ``#`` comments), else this verlfit's series file
-    (``VERLFIT_PATCHES_DIR`` or the checkout's, as the doctor finds it) marked "(series, not checked against
-    verl)", else "unknown". An installed verlfit (the images) has no checkout beside it: the marker answers there.
+    (``patches/apply.py`` writes it, ``sha256  name`` a line, ``#`` comments); "not patched" when verl is installed
+    without a marker (what runs is stock verl, whatever series a checkout holds); "unknown" without verl.
+    ``environ`` is unused (kept for callers).
     """
-    from verlfit.doctor import _default_series, _installed_verl_dir
+    from verlfit.doctor import _installed_verl_dir
 
     verl_dir = _installed_verl_dir() if verl_dir == "auto" else verl_dir
-    marker = Path(verl_dir) / ".verlfit-patches" if verl_dir else None
-    if marker is not None and marker.is_file():
+    if not verl_dir:
+        return "unknown"
+    marker = Path(verl_dir) / ".verlfit-patches"
+    if marker.is_file():
         names = [line.split("  ", 1)[-1].strip() for line in marker.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
         return ", ".join(names) or "none (empty marker)"
-    series = _default_series(environ)
-    if series is not None:
-        names = [line.split()[0] for line in series.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
-        return f"{', '.join(names)} (series, not checked against verl)"
-    return "unknown"
+    return "not patched"
 
 
 def prepare_inputs(work: Path, shape: str = "qwen2.5-0.5b", gsm8k: Path | None = None, synthetic_sizes: tuple[int, int] = SYNTHETIC_SIZES, log: Callable[[str], None] = print) -> tuple[Path, Path]:
@@ -319,7 +318,7 @@ def _run(args, nvml=None, run=launch) -> int:
     failures = [f for f in blocking_checks(profile_name=profile) if f.name not in ("data", "model")]
     if failures:
         lines = "; ".join(f"{f.name}: {f.message}" for f in failures)
-        raise VerlfitError(f"this machine cannot run the bench: {lines}", fix="; ".join(f.fix for f in failures if f.fix) or "run verlfit doctor")
+        raise VerlfitError(f"this machine cannot run the bench: {lines}", fix="; ".join(dict.fromkeys(f.fix for f in failures if f.fix)) or "run verlfit doctor")
     machine = machine_facts(nvml)
     card = card_for_gpu_name(machine["card"])
     work = Path(args.work).expanduser()

@@ -72,7 +72,9 @@ RAY_SHM_CAP_FLOOR_BYTES = 10**10  # REQUIRE_SHM_SIZE_THRESHOLD: the /dev/shm cap
 RAY_OBJECT_STORE_MAX_BYTES = 200 * 10**9  # DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES, env RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 CHECK_NAMES = ("driver", "gpu", "topology", "torch-arch", "triton-shared-memory", "environment", "shm", "disk", "data", "model", "cuda", "patches")
-BLOCKING = ("driver", "gpu", "triton-shared-memory", "shm", "data", "model", "cuda")
+# patches: stock verl 0.4.1 breaks on the P40 path (FAIL: not patched, or another series); its WARNs (series not
+# found to compare, a patch changed since applied) and SKIP (no verl) do not block.
+BLOCKING = ("driver", "gpu", "triton-shared-memory", "shm", "data", "model", "cuda", "patches")
 
 
 @dataclass(frozen=True)
@@ -755,7 +757,8 @@ def blocking_checks(profile_name: str | None = None, data_dir: str | None = None
     FAILs only (an empty list means: launch).
 
     The subset (:data:`BLOCKING`): driver, gpu (capability against ``profile_name``),
-    triton-shared-memory, data, model, cuda. Missing data is a WARN, not a FAIL, when train can prepare it (raw
+    triton-shared-memory, shm, data, model, cuda, patches (a FAIL only: verl unpatched or carrying another
+    series; its WARNs do not block). Missing data is a WARN, not a FAIL, when train can prepare it (raw
     files in ``data_dir``, the datasets cache or a reachable hub); a FAIL when nothing can give it.
 
     Args:

@@ -22,8 +22,10 @@ Output (``--output``, default ``RUN/eval/global_step_N-SPLIT`` for a run directo
 ``extracted`` answer or null, ``ground_truth``, ``score``, ``response_tokens``) and ``summary.json``
 (``accuracy``, ``format_rate`` = share of responses with a ``#### N``, ``mean_response_tokens``, ``rows``, the
 model and settings); with ``--compare OTHER`` also ``compare/`` (the same for OTHER) and ``comparison.json``
-(paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`). Each file is
-written to a temporary name and renamed.
+(paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`); without
+``--compare`` those two of an earlier eval into the same output are removed (:func:`remove_stale_comparison`).
+``--compare`` naming MODEL itself is refused. Each file is written to a temporary name, given the umask's mode
+and renamed.
 """
 
 from __future__ import annotations
@@ -208,8 +210,15 @@ def _os_cause(error: OSError) -> str:
     return error.strerror or str(error)
 
 
+def _umask_mode() -> int:
+    """``0o666`` less the process umask: the mode ``open()`` gives a new file (NamedTemporaryFile makes 0600)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it to ``path``.
+    """Write ``text`` to a temporary file beside ``path``, give it the umask's mode, then rename it to ``path``.
 
     Raises:
         VerlfitError: an OSError (permission, full disk), naming ``path``; no temporary file is left.
@@ -220,6 +229,7 @@ def _write_atomic(path: Path, text: str) -> None:
         with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False, encoding="utf-8") as handle:
             temporary = Path(handle.name)
             handle.write(text)
+        os.chmod(temporary, _umask_mode())
         os.replace(temporary, path)
     except OSError as error:
         if temporary is not None:
@@ -267,6 +277,41 @@ def check_loadable(path: str, what: str, name: str) -> None:
         except (OSError, ValueError) as error:
             raise VerlfitError(f"{what} {name}: cannot load its {part} from {path}: {error}",
                                fix="pass a model directory with config.json, weights and tokenizer files (what verlfit export writes), or a hub id") from error
+
+
+def remove_stale_comparison(out: Path) -> list[Path]:
+    """Remove what an earlier ``--compare`` eval wrote into ``out`` (``comparison.json``, then ``compare/rows.jsonl``
+    and ``compare/summary.json``, then ``compare/`` if that left it empty), so that a later eval without
+    ``--compare`` is not reported with the old comparison; only those files, nothing else in ``compare/``.
+    Returns the paths removed.
+
+    Raises:
+        VerlfitError: a file cannot be removed (permission), naming it.
+    """
+    removed = []
+    compare = out / "compare"
+    for path in (out / COMPARISON_FILE, compare / ROWS_FILE, compare / SUMMARY_FILE):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise VerlfitError(f"cannot remove the stale comparison file {path}: {_os_cause(error)}", fix="remove it by hand or pass another --output") from error
+        removed.append(path)
+    try:
+        compare.rmdir()
+        removed.append(compare)
+    except OSError:
+        pass  # missing, or holds files eval did not write: left alone
+    return removed
+
+
+def same_model(model: str, other: str) -> bool:
+    """Whether ``model`` and ``other`` name the same thing: the same resolved path (symlinks and ``./`` followed),
+    or the same hub id."""
+    if os.path.exists(model) or os.path.exists(other):
+        return os.path.realpath(model) == os.path.realpath(other)
+    return model == other
 
 
 def write_results(out: Path, results: list[RowResult], summary: dict) -> None:
@@ -370,6 +415,9 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
 
     from verlfit import hub
 
+    if compare is not None and same_model(model, compare):
+        raise VerlfitError(f"--compare {compare} is the same model as MODEL {model} ({os.path.realpath(compare)}): the difference would be 0 by construction",
+                           fix="pass --compare another model (for example the base model the run trained from)", exit_code=2)
     rows = load_rows(data, split, limit)
     if not rows:
         raise VerlfitError(f"{Path(data) / f'{split}.parquet'} has no rows", fix="prepare the data again")
@@ -414,6 +462,8 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
             comparison = paired_difference(scores[0], scores[1]) | {"model": summaries[0], "other": summaries[1]}
             _write_atomic(out / COMPARISON_FILE, json.dumps(comparison, indent=2) + "\n")
             summary = summary | {"comparison": comparison}
+        else:
+            remove_stale_comparison(out)
         summary["output"] = str(out)
         return summary
     except BaseException:
@@ -426,13 +476,13 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
 
 
 def describe(summary: dict) -> str:
-    lines = [f"{summary['model']}: accuracy {summary['accuracy']:.4f} ({summary['correct']:g}/{summary['rows']}), "
+    comparison = summary.get("comparison")
+    lines = [f"{'model ' if comparison else ''}{summary['model']}: accuracy {summary['accuracy']:.4f} ({summary['correct']:g}/{summary['rows']}), "
              f"format {summary['format_rate']:.4f}, mean response {summary['mean_response_tokens']:.1f} tokens "
              f"({summary['dtype']}, {summary['attention']}: {summary['settings_from']})"]
-    comparison = summary.get("comparison")
     if comparison:
         other = comparison["other"]
-        lines.append(f"{other['model']}: accuracy {other['accuracy']:.4f} ({other['correct']:g}/{other['rows']}), "
+        lines.append(f"other {other['model']}: accuracy {other['accuracy']:.4f} ({other['correct']:g}/{other['rows']}), "
                      f"format {other['format_rate']:.4f}, mean response {other['mean_response_tokens']:.1f} tokens")
         lines.append(f"difference (model - other, same {comparison['rows']} rows): {comparison['difference']:+.4f}, "
                      f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}] "

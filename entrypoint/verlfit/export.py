@@ -163,40 +163,8 @@ def _missing_files(role_dir: Path) -> tuple[int | None, list[str]]:
     return world_size, missing
 
 
-def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> Checkpoint:
-    """The complete checkpoint of ``run_dir`` at ``step`` (a whole number, or ``"latest"``: the marker's step).
-
-    Raises:
-        VerlfitError: ``run_dir`` is not a directory; it has no checkpoint; ``step`` was not saved (or was
-            pruned by ``--keep-checkpoints``); the checkpoint is incomplete (above verl's marker, or files missing).
-    """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise VerlfitError(f"{run_dir} is not a directory; pass a run directory made by verlfit train",
-                           fix="verlfit export runs/<name>")
-    root = run_dir / CHECKPOINTS_DIR
-    steps = _steps(root)
-    marker = _read_tracker(root)
-    saved = ", ".join(map(str, steps))
-    if not steps:
-        raise VerlfitError(f"{run_dir} has no checkpoint ({root} holds no global_step_N directory)",
-                           fix="train with --save-freq N (verl saves every N steps and at the last step; -1 saves none)")
-    if step == "latest":
-        if marker is None:
-            raise VerlfitError(f"{run_dir} has no complete checkpoint: {root / TRACKER} (verl's marker, written after a "
-                               f"checkpoint is saved) is missing; global_step {saved} were cut off mid-save",
-                               fix="resume the run to write a complete one (verlfit train --resume RUN_DIR)")
-        step = marker
-    if step not in steps:
-        raise VerlfitError(f"{run_dir} has no checkpoint of step {step}; saved: global_step {saved}"
-                           + (f" (newest complete: {marker})" if marker is not None else ""),
-                           fix=f"pass --step with one of: {saved}, or latest")
-    path = root / f"global_step_{step}"
-    if marker is None or step > marker:
-        raise VerlfitError(f"{path} is incomplete: verl's marker {root / TRACKER} says "
-                           f"{'nothing' if marker is None else f'step {marker}'}, so the save of step {step} did not finish",
-                           fix=f"export a complete step ({', '.join(str(s) for s in steps if marker is not None and s <= marker) or 'none yet'}) "
-                               "or resume the run")
+def _step_missing(path: Path) -> tuple[int | None, bool, list[str]]:
+    """(actor world size, whether a critic was saved, the files missing) of the checkpoint directory ``path``."""
     world_size, missing = _missing_files(path / "actor")
     has_critic = (path / "critic").is_dir()
     if has_critic:
@@ -204,9 +172,83 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
     missing = [m if m.startswith("critic/") else f"actor/{m}" for m in missing]
     if not (path / "data.pt").is_file():
         missing.append("data.pt")
+    return world_size, has_critic, missing
+
+
+def complete_steps(root: Path, steps: list[int], marker: int | None) -> list[int]:
+    """The steps of ``steps`` that can be exported: at or below verl's marker and with no file missing."""
+    return [s for s in steps if marker is not None and s <= marker and not _step_missing(root / f"global_step_{s}")[2]]
+
+
+def _step_names(steps: list[int]) -> str:
+    return ", ".join(f"global_step_{s}" for s in steps)
+
+
+def _choose_fix(complete: list[int], run_dir: Path) -> str:
+    if complete:
+        return f"pass --step with one of the complete steps: {_step_names(complete)}"
+    return f"no step is complete: resume the run to save one (verlfit train --resume {run_dir})"
+
+
+def parse_step(text: str) -> int | str:
+    """``"latest"``, or the step number of ``"N"`` or ``"global_step_N"`` (the checkpoint directory's name).
+
+    Raises:
+        ValueError: anything else.
+    """
+    if text == "latest":
+        return text
+    number = text[len("global_step_"):] if text.startswith("global_step_") else text
+    if not number.isdigit():
+        raise ValueError(f"{text!r}: a step number (N or global_step_N) or latest")
+    return int(number)
+
+
+def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> Checkpoint:
+    """The complete checkpoint of ``run_dir`` at ``step`` (a whole number, ``"global_step_N"``, or ``"latest"``: the
+    marker's step).
+
+    Raises:
+        VerlfitError: ``run_dir`` is not a directory; it has no checkpoint; the checkpoint is incomplete (above
+            verl's marker, or files missing); ``step`` was not saved (or was pruned by ``--keep-checkpoints``) or is
+            above the marker (exit status 2, naming the complete steps).
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise VerlfitError(f"{run_dir} is not a directory; pass a run directory made by verlfit train",
+                           fix="verlfit export runs/<name>")
+    if isinstance(step, str):
+        try:
+            step = parse_step(step)
+        except ValueError as error:
+            raise VerlfitError(f"--step {error}", fix="pass --step N, global_step_N or latest", exit_code=2) from None
+    root = run_dir / CHECKPOINTS_DIR
+    steps = _steps(root)
+    marker = _read_tracker(root)
+    if not steps:
+        raise VerlfitError(f"{run_dir} has no checkpoint ({root} holds no global_step_N directory)",
+                           fix="train with --save-freq N (verl saves every N steps and at the last step; -1 saves none)")
+    complete = complete_steps(root, steps, marker)
+    if step == "latest":
+        if marker is None:
+            raise VerlfitError(f"{run_dir} has no complete checkpoint: {root / TRACKER} (verl's marker, written after a "
+                               f"checkpoint is saved) is missing; {_step_names(steps)} {'was' if len(steps) == 1 else 'were'} cut off mid-save",
+                               fix=f"resume the run to write a complete one (verlfit train --resume {run_dir})")
+        step = marker
+    elif step not in steps:
+        raise VerlfitError(f"{run_dir} has no checkpoint of step {step}; saved: {_step_names(steps)}"
+                           + (f" (complete: {', '.join(map(str, complete))})" if complete else " (none complete)"),
+                           fix=_choose_fix(complete, run_dir), exit_code=2)
+    path = root / f"global_step_{step}"
+    if marker is None or step > marker:
+        said = "is missing" if marker is None else f"says step {marker}"
+        raise VerlfitError(f"{path} is incomplete: verl's marker {root / TRACKER} {said}, so the save of step {step} did not finish",
+                           fix=_choose_fix(complete, run_dir) + (", or resume the run" if complete else ""), exit_code=2)
+    world_size, has_critic, missing = _step_missing(path)
     if missing:
+        others = [s for s in complete if s != step]
         raise VerlfitError(f"{path} is incomplete: missing {', '.join(missing)}",
-                           fix="export another step (--step N) or resume the run to save a new checkpoint")
+                           fix=(_choose_fix(others, run_dir) + ", or resume the run to save a new checkpoint") if others else _choose_fix([], run_dir))
     return Checkpoint(run_dir=run_dir, step=step, path=path, world_size=world_size, has_critic=has_critic)
 
 
@@ -230,9 +272,9 @@ def older_steps_fix(checkpoint: "Checkpoint") -> str:
     """The advice for a damaged checkpoint: the other complete steps of its run to pass as ``--step N``."""
     root = checkpoint.run_dir / CHECKPOINTS_DIR
     marker = _read_tracker(root)
-    others = [s for s in _steps(root) if s != checkpoint.step and marker is not None and s <= marker]
+    others = [s for s in complete_steps(root, _steps(root), marker) if s != checkpoint.step]
     if others:
-        return f"export an older checkpoint with --step N (saved: global_step {', '.join(map(str, others))})"
+        return f"export another complete checkpoint with --step: {_step_names(others)}"
     return f"no other checkpoint is saved (only global_step {checkpoint.step}): resume the run (verlfit train --resume {checkpoint.run_dir}) to save a new one"
 
 
@@ -528,11 +570,10 @@ def _umask() -> int:
 
 
 def _step(text: str) -> int | str:
-    if text == "latest":
-        return text
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: a step number (global_step_N) or latest")
-    return int(text)
+    try:
+        return parse_step(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -552,7 +593,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory made by verlfit train")
     parser.add_argument("--step", type=_step, default="latest", metavar="N|latest",
-                        help="which checkpoint (global_step_N); latest: the newest complete one (default)")
+                        help="which checkpoint: N or global_step_N (its directory's name); latest: the newest complete one (default)")
     parser.add_argument("--output", metavar="DIR", help=f"where to write the model (default RUN_DIR/{EXPORT_DIR}/global_step_N)")
     parser.add_argument("--dtype", choices=tuple(DTYPES), help="dtype of the written weights (default: the checkpoint's, fp32 for verl's FSDP master weights; bfloat16 halves the size and rounds)")
     parser.add_argument("--adapter-only", action="store_true", help="LoRA runs: write the PEFT adapter directory instead of the merged model")

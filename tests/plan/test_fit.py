@@ -131,21 +131,44 @@ def test_log_prob_candidates_end_with_the_whole_batch():
 
 def test_a_lora_rank_too_large_for_the_card_is_offered_the_largest_rank_that_fits():
     """new-user trial: `verlfit train --lora-rank 100000` said "no single change found that fits: use a smaller model
-    or a card with more memory", while a smaller --lora-rank fits the 0.5B on a P40."""
+    or a card with more memory", while a smaller --lora-rank fits on a P40."""
     from verlfit.plan.fit import DEFAULT_MARGIN, _fits_fully_saved
     from verlfit.plan.request import request_for_profile
     from verlfit.profiles import load_profile
+    from test_lora import QWEN_1P5B
 
-    # as train builds it: the critic at the actor's rank (--lora-rank alone sets both)
-    request = request_for_profile(load_profile("p40"), QWEN, int(22.5 * GIB), algorithm="ppo", rollout_n=1, lora_rank=100000, critic_lora_rank=100000)
+    # as train builds it: the critic at the actor's rank (--lora-rank alone sets both); 1536 = the 1.5B's bound
+    request = request_for_profile(load_profile("p40"), QWEN_1P5B, int(22.5 * GIB), algorithm="ppo", rollout_n=1, lora_rank=1536, critic_lora_rank=1536)
     decision = auto_fit(request)
     assert not decision.fits
     prefix = "smallest changes that would fit, each on its own: --lora-rank "
     assert decision.suggestion.startswith(prefix)
     rank = int(decision.suggestion.removeprefix(prefix).split()[0])
-    assert decision.suggestion == f"{prefix}{rank} (from 100000; and --critic-lora-rank {rank} if you gave one)"
+    assert decision.suggestion.startswith(f"{prefix}{rank} (from 1536; and --critic-lora-rank {rank} if you gave one)")
     assert _fits_fully_saved(replace(request, lora_rank=rank, critic_lora_rank=rank), DEFAULT_MARGIN, frozenset())
     assert not _fits_fully_saved(replace(request, lora_rank=rank + 1, critic_lora_rank=rank + 1), DEFAULT_MARGIN, frozenset())
     # a critic rank set apart is lowered on its own
     apart = auto_fit(replace(request, lora_rank=32)).suggestion
     assert apart.startswith("smallest changes that would fit, each on its own: --critic-lora-rank ") and "--lora-rank" not in apart.replace("--critic-lora-rank", "")
+
+
+def test_lora_rank_suggestions_stay_within_the_layers_rank():
+    """new-user trial: the 0.5B (hidden 896) was offered --lora-rank 1307; no LoRA update of its layers has a rank
+    above min(in, out features) = 896 (q_proj 896 -> 896), and rank 896 fits on a P40."""
+    from verlfit.plan.request import request_for_profile
+    from verlfit.profiles import load_profile
+
+    request = request_for_profile(load_profile("p40"), QWEN, int(22.5 * GIB), algorithm="ppo", rollout_n=1, lora_rank=896, critic_lora_rank=896)
+    assert memory.lora_rank_bound(QWEN, "actor") == (896, "q_proj")
+    assert auto_fit(request).fits
+    unvalidated = replace(request, lora_rank=100000, critic_lora_rank=100000)  # what the search sees, past validation
+    assert fit.smallest_change(unvalidated).startswith("smallest changes that would fit, each on its own: --lora-rank 896 (from 100000;")
+    with pytest.raises(VerlfitError) as error:
+        auto_fit(unvalidated)
+    assert error.value.exit_code == 2
+    assert str(error.value) == ("--lora-rank 100000: above 896, the largest rank a LoRA update of the actor's targeted layers can have on "
+                                f"{QWEN.name} (min(in, out features); the widest is q_proj, 896 -> 896): a larger rank adds memory and no capacity\n"
+                                "  fix: use --lora-rank 896 or less (e.g. 32)")
+    with pytest.raises(VerlfitError, match=r"^--critic-lora-rank 900: above 896, the largest rank a LoRA update of the critic's"):
+        memory.validate_request(replace(request, lora_rank=32, critic_lora_rank=900))
+    memory.validate_request(replace(request, lora_rank=896, critic_lora_rank=896))

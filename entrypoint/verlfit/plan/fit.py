@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from verlfit.errors import VerlfitError
-from verlfit.plan.memory import ALLOCATOR_HEADROOM_BYTES, DEFAULT_MARGIN, LORA_SUGGESTED_RANK, lora_notes, Plan, PlanRequest, format_gib, predict, unsupported_reason, validate_request
+from verlfit.plan.memory import ALLOCATOR_HEADROOM_BYTES, DEFAULT_MARGIN, LORA_SUGGESTED_RANK, lora_notes, lora_rank_bound, Plan, PlanRequest, format_gib, predict, unsupported_reason, validate_request
 from verlfit.plan.request import request_from_settings
 
 
@@ -273,12 +273,13 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     # (a critic at the actor's rank follows it: train's --lora-rank alone sets both)
     critic_rank = r.lora_rank_of("critic") if r.has_critic else 0
     follows = r.has_critic and critic_rank == r.lora_rank
+    # ranks above min(in, out features) of the targeted layers add no capacity: never suggested (memory.lora_rank_bound)
     if r.lora_rank > 1:
-        best = _largest_fitting(1, r.lora_rank - 1, lambda k: replace(r, lora_rank=k, critic_lora_rank=None if follows else r.critic_lora_rank), margin, keep)
+        best = _largest_fitting(1, min(r.lora_rank - 1, lora_rank_bound(r.shape, "actor", r.lora_target_modules)[0]), lambda k: replace(r, lora_rank=k, critic_lora_rank=None if follows else r.critic_lora_rank), margin, keep)
         if best:
             options.append(((r.lora_rank - best) / r.lora_rank, f"--lora-rank {best} (from {r.lora_rank}{f'; and --critic-lora-rank {best} if you gave one' if follows else ''})"))
     if critic_rank > 1 and not follows:
-        best = _largest_fitting(1, critic_rank - 1, lambda k: replace(r, critic_lora_rank=k), margin, keep)
+        best = _largest_fitting(1, min(critic_rank - 1, lora_rank_bound(r.shape, "critic", r.lora_target_modules)[0]), lambda k: replace(r, critic_lora_rank=k), margin, keep)
         if best:
             options.append(((critic_rank - best) / critic_rank, f"--critic-lora-rank {best} (from {critic_rank})"))
     if r.algorithm == "ppo" and _fits_fully_saved(replace(r, algorithm="grpo", rollout_n=1, use_reference=False), margin, keep):

@@ -444,6 +444,7 @@ def _validate_lora(r: PlanRequest) -> None:
     if not roles or isinstance(r.lora_target_modules, str):
         if roles:
             lora_targets(r.shape, roles[0], r.lora_target_modules)  # refuses a string other than all-linear
+        _validate_lora_rank_bound(r, roles)
         return
     names = tuple(r.lora_target_modules)
     known = (*LORA_LAYER_TARGETS, LORA_HEAD_TARGET)
@@ -455,6 +456,20 @@ def _validate_lora(r: PlanRequest) -> None:
     for role in roles:
         if not lora_targets(r.shape, role, names):
             raise VerlfitError(f"LoRA target modules {', '.join(names)}: none is in the {role}'s model, so PEFT would refuse it (\"Target modules ... not found in the base model\")", fix=f"add a layer projection such as {', '.join(LORA_LAYER_TARGETS[:2])}", exit_code=2)
+    _validate_lora_rank_bound(r, roles)
+
+
+def _validate_lora_rank_bound(r: PlanRequest, roles: list[str]) -> None:
+    """A LoRA rank above :func:`lora_rank_bound` of its role is refused (exit status 2)."""
+    for role in roles:
+        rank = r.lora_rank_of(role)
+        bound, layer = lora_rank_bound(r.shape, role, r.lora_target_modules)
+        if rank > bound:
+            flag = "--critic-lora-rank" if role == "critic" and r.critic_lora_rank is not None and r.critic_lora_rank != r.lora_rank else "--lora-rank"
+            inputs, outputs, _count = lora_linear_shapes(r.shape, role)[layer]
+            raise VerlfitError(f"{flag} {rank}: above {bound}, the largest rank a LoRA update of the {role}'s targeted layers can have on {r.shape.name} "
+                               f"(min(in, out features); the widest is {layer}, {inputs} -> {outputs}): a larger rank adds memory and no capacity",
+                               fix=f"use {flag} {bound} or less (e.g. {min(bound, LORA_SUGGESTED_RANK)})", exit_code=2)
 
 
 def lora_notes(request: PlanRequest) -> tuple[str, ...]:
@@ -551,6 +566,21 @@ def lora_linear_shapes(shape: ModelShape, role: str) -> dict[str, tuple[int, int
     if role == "actor":
         linears[LORA_HEAD_TARGET] = (h, shape.vocab_size, 1)
     return linears
+
+
+def lora_rank_bound(shape: ModelShape, role: str, target_modules: str | tuple[str, ...] = LORA_ALL_LINEAR) -> tuple[int, str]:
+    """(the largest useful LoRA rank for ``role``, the layer that sets it): the largest ``min(in, out features)``
+    over the targeted Linear layers. A layer's LoRA update ``B @ A`` has rank at most ``min(in, out)``, so a rank
+    above the bound adds parameters and memory to every layer and capacity to none (Qwen2.5-0.5B all-linear: 896,
+    the hidden size; k_proj/v_proj, 896 -> 128, are full-rank from 128 on).
+
+    Raises:
+        VerlfitError: ``target_modules`` as :func:`lora_targets`.
+    """
+    linears = lora_linear_shapes(shape, role)
+    names = lora_targets(shape, role, target_modules) or tuple(linears)
+    layer = max(names, key=lambda name: min(linears[name][0], linears[name][1]))
+    return min(linears[layer][0], linears[layer][1]), layer
 
 
 def lora_targets(shape: ModelShape, role: str, target_modules: str | tuple[str, ...]) -> tuple[str, ...]:
