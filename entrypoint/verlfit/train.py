@@ -597,7 +597,7 @@ def _estimated_step_seconds(plan: LaunchPlan) -> float | None:
     from verlfit.profiles import load_profile
 
     try:
-        return plan_time.for_train(plan.settings, load_profile(plan.profile_name), plan.gpu_description, None)[1]
+        return plan_time.for_train(plan.settings, load_profile(plan.profile_name), plan.gpu_description, None, overrides=plan.overrides)[1]
     except VerlfitError:  # a model whose shape cannot be read: the ETA waits for the first step, as before
         return None
 

@@ -170,8 +170,10 @@ def _run(args, nvml=None, out=None) -> int:
             )
         render_table(plan, console)
         console.print(f"card: {card_line}", highlight=False, soft_wrap=True)
-        for line in plan_time.estimate_lines(timing, steps):
+        for line in plan_time.estimate_lines(timing, steps, args.dataset_size, plan.request.train_batch_size):
             console.print(line, highlight=False, soft_wrap=True)
+        if plan.request.lora_rank_of("actor") > 0:
+            console.print(plan_time.LORA_GENERATION_NOTE, highlight=False, soft_wrap=True)
         if decision is None:
             console.print(PLAN_OFF_HINT, highlight=False, soft_wrap=True)
         if plan.request.gpus > 1:  # the question --gpus N asks: what N cards open up (12 auto-fits, ~50 ms)
