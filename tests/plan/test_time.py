@@ -453,3 +453,25 @@ def test_plan_with_fewer_rows_than_a_batch_says_no_step():
     status, out = _run_plan(["--emulate", "p40", "--dataset-size", "10"])
     assert "  run: 10 rows are fewer than one batch of 32: no step\n" in out
     assert "pass --steps" not in out
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1.5"])
+@pytest.mark.parametrize("flag", ["--window-prompt-length", "--window-response-length", "--rollout-prompt-length"])
+def test_window_lengths_are_whole_numbers(flag, value, capsys):
+    with pytest.raises(SystemExit):
+        _parsed(["--emulate", "p40", flag, value])
+    assert f"argument {flag}:" in capsys.readouterr().err
+
+
+def test_window_lengths_above_the_maximum_are_refused_and_without_their_switch_noted():
+    with pytest.raises(VerlfitError, match=r"--window-prompt-length 100000 is more than --max-prompt-length 512"):
+        _run_plan(["--emulate", "p40", "--window-prompt-length", "100000"])
+    with pytest.raises(VerlfitError, match=r"--rollout-prompt-length 513 is more than --max-prompt-length 512"):
+        _run_plan(["--emulate", "p40", "--rollout-prompt-length", "513"])
+    with pytest.raises(VerlfitError, match=r"--window-response-length 300 is more than --max-response-length 256"):
+        _run_plan(["--emulate", "p40", "--max-response-length", "256", "--window-response-length", "300"])
+    status, out = _run_plan(["--emulate", "p40", "--no-trim-padding", "--window-prompt-length", "100", "--rollout-prompt-length", "100"])
+    assert "note: --window-prompt-length 100 has no effect: --trim-padding is off (the profile's keys or --no-trim-padding)\n" in out
+    assert "rollout-prompt-length 100 has no effect" not in out  # the p40 profile turns the rollout trim on
+    status, out = _run_plan(["--emulate", "p40", "--window-prompt-length", "100"])
+    assert "has no effect" not in out

@@ -607,10 +607,10 @@ def add_arguments(parser) -> None:
     group.add_argument("--save-freq", type=frequency, default=25, metavar="N", help="steps between checkpoint saves, adding their time per step (default: 25, as verlfit train; 0 or -1: never)")
     # patches 0020-0022 (verl keys in SPEED_KEYS): unset = what the profile's overrides say
     group.add_argument("--trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns (+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, +critic.trim_padding; default: the profile's)")
-    group.add_argument("--window-prompt-length", type=float, metavar="TOKENS", help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length)")
-    group.add_argument("--window-response-length", type=float, metavar="TOKENS", help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it)")
+    group.add_argument("--window-prompt-length", type=whole_number, metavar="TOKENS", help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length; a larger value is refused)")
+    group.add_argument("--window-response-length", type=whole_number, metavar="TOKENS", help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it; a larger value is refused)")
     group.add_argument("--rollout-trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0021: each HF rollout micro-batch is generated from prompts cut to its longest (+actor_rollout_ref.rollout.trim_padding; default: the profile's)")
-    group.add_argument("--rollout-prompt-length", type=float, metavar="TOKENS", help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length)")
+    group.add_argument("--rollout-prompt-length", type=whole_number, metavar="TOKENS", help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length; a larger value is refused)")
     group.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None, help="patch 0022: HF rollout decode steps replayed as a CUDA graph (+actor_rollout_ref.rollout.cuda_graph; default: the profile's)")
     group.add_argument("--pack-sequences", action="store_true", help="what-if: training passes over used tokens only (verl's use_remove_padding, which needs FlashAttention-2: not in verlfit's images)")
     group.add_argument("--mean-prompt-length", type=float, help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)")
@@ -659,6 +659,32 @@ def inputs_for_args(args, profile_overrides=()) -> TimeInputs:
         mean_response_length=args.mean_response_length,
         save_freq=args.save_freq if args.save_freq > 0 else None,
     )
+
+
+def length_notes(args, request: PlanRequest, inputs: TimeInputs) -> list[str]:
+    """Check ``--window-prompt-length``, ``--window-response-length`` and ``--rollout-prompt-length`` against the
+    request's ``max_prompt_length`` / ``max_response_length`` (a window cannot be wider than verl's padding);
+    return a note for each one given while its trim switch is off (``inputs``: no effect then).
+
+    Raises:
+        VerlfitError: a value above its maximum (exit 2, naming the flag and the maximum).
+    """
+    checks = (
+        ("window_prompt_length", "max_prompt_length", bool(inputs.trim_padding), "--trim-padding"),
+        ("window_response_length", "max_response_length", bool(inputs.trim_padding), "--trim-padding"),
+        ("rollout_prompt_length", "max_prompt_length", inputs.rollout_trim_padding, "--rollout-trim-padding"),
+    )
+    notes = []
+    for name, limit_name, switched_on, switch in checks:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        flag, limit = "--" + name.replace("_", "-"), getattr(request, limit_name)
+        if value > limit:
+            raise VerlfitError(f"{flag} {value} is more than --{limit_name.replace('_', '-')} {limit}: verl pads to {limit} tokens, no window is wider", fix=f"pass {flag} {limit} or less, or raise --{limit_name.replace('_', '-')}", exit_code=2)
+        if not switched_on:
+            notes.append(f"note: {flag} {value} has no effect: {switch} is off (the profile's keys or --no-{switch[2:]})")
+    return notes
 
 
 def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str]:
