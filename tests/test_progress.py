@@ -226,3 +226,17 @@ def test_a_finished_run_never_stalls(tmp_path):
     clock.now = 10_000
     assert watcher.finished and watcher.check_stall() is None
     watcher.close()
+
+
+def test_stall_timeout_counts_from_the_first_record_with_the_startup_allowance_before_it(tmp_path):
+    # a new-user trial: --stall-timeout 60 stopped a run during model loading (the raw 60 s applied before any record)
+    watcher, clock, out = stall_watcher(tmp_path, stall_timeout=60)
+    feed_at(watcher, clock, 5, "Total training steps: 6\n")
+    assert watcher.stall_limit() == (1860.0, "--stall-timeout 60, + 30m00s for startup before the first record")
+    clock.now = 1859
+    assert watcher.check_stall() is None and not watcher.stop_requested
+    feed_at(watcher, clock, 1800, "(TaskRunner pid=1) step:1 - critic/score/mean:0.500 - timing_s/step:2.000 - perf/throughput:10.000\n")
+    assert watcher.stall_limit() == (60, "--stall-timeout 60")
+    clock.now = 1860
+    assert watcher.check_stall().stopping and watcher.stop_requested
+    watcher.close()

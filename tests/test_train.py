@@ -690,13 +690,15 @@ def test_the_plan_verdict_comes_with_the_estimated_run_time():
     from verlfit.plan.request import request_from_settings
     from verlfit.profiles import load_profile
 
-    plan = prepare_launch(parse(["--emulate", "p40", "--steps", "50"]), environ={}, gpu=H200)
+    plan = prepare_launch(parse(["--emulate", "p40", "--steps", "200"]), environ={}, gpu=H200)
     request = request_from_settings(plan.settings, load_profile("p40"), 24 * 1024**3, shape=load_model_shape(plan.settings.model))
     # the p40 profile's speed keys (patches 0020-0022) are part of what the estimate models
     inputs = plan_time.TimeInputs(save_freq=plan.settings.save_freq, **plan_time.speed_switches(load_profile("p40").overrides))
     on_h200, on_p40 = (plan_time.estimate(request, card, inputs).step_seconds for card in ("h200", "p40"))
-    assert f"plan: estimated time on H200: {on_h200:.1f} s/step, 50 steps = {on_h200 * 50 / 3600:.2f} h (estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py))" in plan.notes
-    assert f"plan: estimated time on Tesla P40: {on_p40:.1f} s/step, 50 steps = {on_p40 * 50 / 3600:.2f} h (datasheet-based estimate, unverified on a real card)" in plan.notes
+    # below an hour in minutes (a new-user trial read "2 steps = 0.00 h"), above it in hours
+    assert on_h200 * 200 < 3600 < on_p40 * 200
+    assert f"plan: estimated time on H200: {on_h200:.1f} s/step, 200 steps = {round(on_h200 * 200 / 60)} min (estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py))" in plan.notes
+    assert f"plan: estimated time on Tesla P40: {on_p40:.1f} s/step, 200 steps = {on_p40 * 200 / 3600:.1f} h (datasheet-based estimate, unverified on a real card)" in plan.notes
 
 
 # ---------------------------------------------------------------------------------------------- LoRA (issue 12)

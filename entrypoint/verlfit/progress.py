@@ -30,8 +30,9 @@ up recorded once.
 **Stalls.** :meth:`StepWatcher.check_stall`, called every few seconds by ``verlfit train`` whether or not verl
 printed anything, reports a stall when no step (or validation record) has finished for longer than the limit:
 ``--stall-timeout`` when given, else :data:`STALL_FACTOR` x the longest step of this session (before the first
-one, the time model's estimate), at least :data:`STALL_MINIMUM_S`, plus :data:`STARTUP_ALLOWANCE_S` before the
-first record (Ray start, model loading and the initial validation come first). These are verlfit's choices, not
+one, the time model's estimate), at least :data:`STALL_MINIMUM_S`; either way plus :data:`STARTUP_ALLOWANCE_S`
+before the first record (Ray start, model loading and the initial validation come first: a ``--stall-timeout 60``
+counts its 60 s only from the first record on, so it does not stop a run during model loading). These are verlfit's choices, not
 measurements: a validation step and a checkpoint save are part of ``timing_s/step`` and take a few times a plain
 step (``tests/data/verl_logs``: 108 s against 44 s), so 5x leaves room for both without waiting hours.
 
@@ -184,8 +185,9 @@ class StepWatcher:
             and the stall limit too.
         resume_step: the checkpoint step a resumed verl run continues from: records after it are dropped from
             ``metrics.jsonl`` first (:func:`verlfit.metrics.drop_after_checkpoint`). None: a new run.
-        stall_timeout: seconds without a finished step after which verl is to be stopped (``--stall-timeout``);
-            None or 0: the derived limit, and a stall is only reported.
+        stall_timeout: seconds without a finished step after which verl is to be stopped (``--stall-timeout``),
+            plus :data:`STARTUP_ALLOWANCE_S` before the first record; None or 0: the derived limit, and a stall is
+            only reported.
         monotonic: the clock of the stall limit, in seconds (tests pass a fake).
 
     Attributes:
@@ -314,7 +316,15 @@ class StepWatcher:
     def stall_limit(self) -> tuple[float, str]:
         """(seconds without a finished step that make a stall, where that number comes from)."""
         if self.stall_timeout:
-            return self.stall_timeout, f"--stall-timeout {self.stall_timeout:g}"
+            limit, source = self.stall_timeout, f"--stall-timeout {self.stall_timeout:g}"
+        else:
+            limit, source = self._derived_limit()
+        if not self._seen_record:
+            limit += STARTUP_ALLOWANCE_S
+            source += f", + {format_duration(STARTUP_ALLOWANCE_S)} for startup before the first record"
+        return limit, source
+
+    def _derived_limit(self) -> tuple[float, str]:
         measured = max(self.step_times) if self.step_times else None
         reference = measured if measured is not None else self.initial_step_seconds
         if reference:
@@ -322,9 +332,6 @@ class StepWatcher:
             limit, source = max(STALL_MINIMUM_S, STALL_FACTOR * reference), f"{STALL_FACTOR} x {what}, at least {format_duration(STALL_MINIMUM_S)}"
         else:
             limit, source = STALL_MINIMUM_S, f"no step time known: {format_duration(STALL_MINIMUM_S)}"
-        if not self._seen_record:
-            limit += STARTUP_ALLOWANCE_S
-            source += f", + {format_duration(STARTUP_ALLOWANCE_S)} for startup before the first record"
         return limit, source
 
     def check_stall(self) -> Stall | None:

@@ -105,7 +105,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only " + ", ".join(option.partition(" (")[0] for option in _RESUMABLE_OPTIONS.values()) + " may be given)")
-    parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled (default, or 0: never stop; a stall is only reported, after 5 x the longest step, at least 10 min, see verlfit.progress). May be given with --resume")
+    parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled; before the first step record, 30 min of startup allowance (Ray start, model loading, the initial validation) is added, so SECONDS counts from the first record on (default, or 0: never stop; a stall is only reported, after 5 x the longest step, at least 10 min, + the same startup allowance, see verlfit.progress). May be given with --resume")
     parser.add_argument("--dry-run", action="store_true", help="print the command, environment and resolved values, then exit (no GPU needed with --profile p40|a10)")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch")
     parser.add_argument("--no-validate", action="store_true", help="do not validate overrides against the installed verl (not recommended)")
@@ -362,8 +362,9 @@ def _steps_text(s: TrainSettings) -> str:
     return f"{total_steps(s)} ({s.epochs} epoch(s) of {rows} rows // {s.train_batch_size} prompts a batch)"
 
 
-def describe(plan: LaunchPlan) -> str:
-    """The dry-run text: values that matter, the environment, and the exact command."""
+def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
+    """The dry-run text: values that matter, the environment, and the exact command; ``stall_timeout``
+    (``--stall-timeout``, seconds) adds its line when given (not 0)."""
     s = plan.settings
     lines = [
         f"profile: {plan.profile_name}    GPU: {plan.gpu_description}",
@@ -382,6 +383,10 @@ def describe(plan: LaunchPlan) -> str:
         + (f"; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}" if s.algorithm == "ppo" else ""),
         _lora_line(s),
     ]
+    if stall_timeout:
+        from verlfit.progress import STARTUP_ALLOWANCE_S
+
+        lines.append(f"stall timeout: stop verl after {stall_timeout:g} s without a finished step (--stall-timeout; + {STARTUP_ALLOWANCE_S / 60:g} min of startup before the first record)")
     if s.extra_overrides:
         lines.append("your overrides (after --, applied last; they win over the values above): " + " ".join(s.extra_overrides))
     lines += [f"note: {note}" for note in plan.notes]
@@ -592,7 +597,7 @@ def _estimated_step_seconds(plan: LaunchPlan) -> float | None:
     from verlfit.profiles import load_profile
 
     try:
-        return plan_time.for_train(plan.settings, load_profile(plan.profile_name), plan.gpu_description, None)[1]
+        return plan_time.for_train(plan.settings, load_profile(plan.profile_name), plan.gpu_description, None, overrides=plan.overrides)[1]
     except VerlfitError:  # a model whose shape cannot be read: the ETA waits for the first step, as before
         return None
 
@@ -777,7 +782,7 @@ def run(args) -> int:
         plan = resume_plan(Path(args.resume), steps=args.steps, keep_checkpoints=args.keep_checkpoints)
         run_dir = Path(plan.settings.run_dir)
         if args.dry_run:
-            print(describe(plan))
+            print(describe(plan, args.stall_timeout))
             return 0
         record_resume(run_dir, plan)
         warning = checkpoint_space_warning(plan, resumed_from=latest_checkpoint(run_dir))
@@ -791,7 +796,7 @@ def run(args) -> int:
         if (Path(plan.settings.data_dir) / "train.parquet").is_file():
             # the refusal a real launch makes, as the dry run's failure (exit 2): no plan verdict for a run that cannot start
             check_data_size(plan.settings)
-        print(describe(plan))
+        print(describe(plan, args.stall_timeout))
         return 0
     if not args.skip_checks:
         run_blocking_checks(plan)

@@ -194,7 +194,13 @@ def test_estimate_lines_label_and_run():
     est = plan_time.estimate(tiny_request(), "p40")
     lines = plan_time.estimate_lines(est, 100)
     assert lines[0] == "time on Tesla P40 (datasheet-based estimate, unverified on a real card):"
-    assert lines[-1] == f"  run of 100 steps: {est.step_seconds * 100:.0f} s = {est.step_seconds * 100 / 3600:.2f} h"
+    assert est.step_seconds * 100 < 120
+    assert lines[-1] == f"  run of 100 steps: {round(est.step_seconds * 100)} s"
+
+
+def test_run_time_shows_seconds_or_minutes_below_an_hour():
+    # a new-user trial read "2 steps = 0.00 h"
+    assert [plan_time.format_run_seconds(s) for s in (0.4, 69.2, 119.4, 120, 1830, 3599, 3600, 6840)] == ["0 s", "69 s", "119 s", "2 min", "30 min", "60 min", "1.0 h", "1.9 h"]
     assert plan_time.estimate_lines(plan_time.estimate(tiny_request(), "h200"), None)[0].endswith("(estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py)):")
 
 
@@ -261,12 +267,13 @@ def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
     # CUDA graph opt-in)
     switches = plan_time.speed_switches(load_profile("p40").overrides)
     assert switches == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True}
-    est = plan_time.estimate(plan.auto_fit(request).request, "p40", plan_time.TimeInputs(**switches))
+    # plan's --save-freq defaults to train's 25 (a checkpoint save every 25 steps is part of the step time)
+    est = plan_time.estimate(plan.auto_fit(request).request, "p40", plan_time.TimeInputs(**switches, save_freq=25))
     assert status == 0
     assert "card: --emulate p40\n" in out
     assert "time on Tesla P40 (datasheet-based estimate, unverified on a real card):\n" in out
     assert f"  {'step':<30} {est.step_seconds:8.2f} s\n" in out
-    assert f"  run of 200 steps: {est.step_seconds * 200:.0f} s = {est.step_seconds * 200 / 3600:.2f} h\n" in out
+    assert f"  run of 200 steps: {est.step_seconds * 200 / 3600:.1f} h ({est.step_seconds * 200:.0f} s)\n" in out
 
 
 def _parsed(argv):
@@ -289,7 +296,8 @@ def test_plan_json_time_for_the_detected_gpu_and_dataset_epochs():
     assert data["label"] == "estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py)"
     assert data["steps"] == 2 * (7473 // 32)
     assert data["run_h"] == round(data["step_s"] * data["steps"] / 3600, 3)
-    assert list(data["phases_s"]) == ["gen", "old_log_prob", "values", "update_critic", "update_actor", "other"]
+    # --save-freq defaults to train's 25: the checkpoint save is a phase
+    assert list(data["phases_s"]) == ["gen", "old_log_prob", "values", "update_critic", "update_actor", "save_checkpoint", "other"]
 
 
 def test_plan_unknown_gpu_falls_back_to_the_profile_card():
@@ -378,6 +386,95 @@ def test_plan_flags_set_the_speed_switches():
     off = plan_time.inputs_for_args(_parsed(["--emulate", "p40", "--no-cuda-graph", "--no-trim-padding"]), FIVE_KEYS)
     assert (off.trim_padding, off.rollout_trim_padding, off.cuda_graph) == ((), True, False)
     status, out = _run_plan(["--emulate", "p40", "--steps", "200", "--trim-padding", "--rollout-trim-padding", "--cuda-graph"])
-    est = plan_time.estimate(plan.auto_fit(plan.request_from_args(_parsed(["--emulate", "p40"]))[0]).request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True))
+    est = plan_time.estimate(plan.auto_fit(plan.request_from_args(_parsed(["--emulate", "p40"]))[0]).request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
     assert status == 0
     assert f"  {'step':<30} {est.step_seconds:8.2f} s\n" in out
+
+
+def test_train_estimate_with_lora_models_the_forced_cuda_graph_off_and_says_generation_is_not_modelled():
+    # a new-user trial: with LoRA build_overrides forces +...cuda_graph=False, but the estimate modelled CUDA graphs on
+    from verlfit.overrides import TrainSettings
+    from verlfit.profiles import load_profile
+    from verlfit.train import LaunchPlan
+
+    profile = load_profile("p40")
+    settings = TrainSettings(steps=10, save_freq=-1, lora_rank=32)
+    request = _train_request(settings, profile)
+
+    def model(**switches):
+        return plan_time.estimate(request, "p40", plan_time.TimeInputs(**switches)).step_seconds
+
+    lines, seconds = plan_time.for_train(settings, profile, None, 10)
+    graphs_off = model(trim_padding=True, rollout_trim_padding=True)
+    assert seconds == graphs_off != model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
+    assert lines[-1] == ("plan: LoRA generation through FSDP is not modelled: measured 7-9x slower than this model's figure on the H200 "
+                         "(docs/benchmarks.md section 8.2); patch 0023's unwrap_fsdp key addresses it")
+    # the final override list, when given, is what is read: the user's cuda_graph=True after the forcing wins
+    assert plan_time.for_train(settings, profile, None, 10, overrides=[*profile.overrides, "+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.rollout.cuda_graph=True"])[1] == model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
+    full = plan_time.for_train(dataclasses.replace(settings, lora_rank=0), profile, None, 10)[0]
+    assert not any("LoRA" in line for line in full)
+
+
+def test_lora_checkpoints_count_the_frozen_base_and_the_adapters_optimizer_state():
+    # verl 0.4.1 FSDPCheckpointManager.save_checkpoint saves model.state_dict() (base + adapters, fp32) and
+    # optimizer.state_dict() (AdamW's two states of the trained adapters): Qwen2.5-0.5B, rank 32, all-linear
+    from verlfit.model_shape import load_model_shape
+
+    request = plan.PlanRequest(shape=load_model_shape("Qwen/Qwen2.5-0.5B-Instruct"), gpu_memory_bytes=24 * 2**30, lora_rank=32)
+    assert plan_time.checkpoint_bytes(request, "actor") == 4 * (494_032_768 + 17_596_416) + 8 * 17_596_416
+    assert plan_time.checkpoint_bytes(request, "actor", rank=0) == 12 * 494_032_768
+    work = plan_time.phase_work(request, plan_time.TimeInputs(save_freq=25))
+    critic = plan_time.checkpoint_bytes(request, "critic")
+    assert critic == 4 * (request.shape.critic_parameters + 17_597_313) + 8 * 17_597_313
+    assert work["save_checkpoint"].save_bytes == (plan_time.checkpoint_bytes(request, "actor") + critic) / 25
+
+
+def test_plan_save_freq_defaults_to_trains_and_takes_its_type(capsys):
+    assert _parsed(["--emulate", "p40"]).save_freq == 25
+    assert _parsed(["--emulate", "p40", "--save-freq", "-1"]).save_freq == -1
+    assert plan_time.inputs_for_args(_parsed(["--emulate", "p40", "--save-freq", "0"])).save_freq is None
+    with pytest.raises(SystemExit):
+        _parsed(["--emulate", "p40", "--save-freq", "-2"])
+    assert "-2 must be a number of steps (1 or more), or 0 or -1 for never" in capsys.readouterr().err
+
+
+def test_plan_and_train_dry_run_give_the_same_step_time(capsys, monkeypatch):
+    # a new-user trial: plan --emulate p40 --steps 200 said 34.11 s (no saves), train --dry-run 34.8 s (a save every 25)
+    import re
+
+    from verlfit import cli
+
+    monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
+    status, out = _run_plan(["--emulate", "p40", "--steps", "200"])
+    planned = float(re.search(r"  step +([0-9.]+) s\n", out).group(1))
+    assert cli.main(["train", "--dry-run", "--emulate", "p40", "--steps", "200"]) == 0
+    trained = float(re.search(r"plan: estimated time on Tesla P40: ([0-9.]+) s/step", capsys.readouterr().out).group(1))
+    assert f"{planned:.1f}" == f"{trained:.1f}"
+
+
+def test_plan_with_fewer_rows_than_a_batch_says_no_step():
+    status, out = _run_plan(["--emulate", "p40", "--dataset-size", "10"])
+    assert "  run: 10 rows are fewer than one batch of 32: no step\n" in out
+    assert "pass --steps" not in out
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "1.5"])
+@pytest.mark.parametrize("flag", ["--window-prompt-length", "--window-response-length", "--rollout-prompt-length"])
+def test_window_lengths_are_whole_numbers(flag, value, capsys):
+    with pytest.raises(SystemExit):
+        _parsed(["--emulate", "p40", flag, value])
+    assert f"argument {flag}:" in capsys.readouterr().err
+
+
+def test_window_lengths_above_the_maximum_are_refused_and_without_their_switch_noted():
+    with pytest.raises(VerlfitError, match=r"--window-prompt-length 100000 is more than --max-prompt-length 512"):
+        _run_plan(["--emulate", "p40", "--window-prompt-length", "100000"])
+    with pytest.raises(VerlfitError, match=r"--rollout-prompt-length 513 is more than --max-prompt-length 512"):
+        _run_plan(["--emulate", "p40", "--rollout-prompt-length", "513"])
+    with pytest.raises(VerlfitError, match=r"--window-response-length 300 is more than --max-response-length 256"):
+        _run_plan(["--emulate", "p40", "--max-response-length", "256", "--window-response-length", "300"])
+    status, out = _run_plan(["--emulate", "p40", "--no-trim-padding", "--window-prompt-length", "100", "--rollout-prompt-length", "100"])
+    assert "note: --window-prompt-length 100 has no effect: --trim-padding is off (the profile's keys or --no-trim-padding)\n" in out
+    assert "rollout-prompt-length 100 has no effect" not in out  # the p40 profile turns the rollout trim on
+    status, out = _run_plan(["--emulate", "p40", "--window-prompt-length", "100"])
+    assert "has no effect" not in out

@@ -138,12 +138,15 @@ def _run(args, nvml=None, out=None) -> int:
     decision = auto_fit(request, margin=args.margin, keep=keep) if args.plan == "auto" else None
     plan = decision.plan if decision else predict(request, margin=args.margin)
     timing, steps, card_line = plan_time.report_for_args(args, plan.request, nvml)
+    from verlfit.plan.request import _resolve_card
+
+    length_notes = plan_time.length_notes(args, plan.request, plan_time.inputs_for_args(args, _resolve_card(args, nvml)[0].overrides))
     if args.json:
         data = plan_to_dict(plan)
         data["memory_source"] = source
         if decision:
             data["auto_fit"] = {"fits": decision.fits, "reasons": list(decision.reasons), "suggestion": decision.suggestion, "kept": keep}
-        data["time"] = {**plan_time.estimate_to_dict(timing, steps), "card_source": card_line}
+        data["time"] = {**plan_time.estimate_to_dict(timing, steps), "card_source": card_line, "notes": [line.removeprefix("note: ") for line in length_notes]}
         if plan.request.gpus > 1:
             data["sizes"] = size_rows(plan.request, args.margin)
         out.write(json.dumps(data, indent=2) + "\n")
@@ -170,7 +173,11 @@ def _run(args, nvml=None, out=None) -> int:
             )
         render_table(plan, console)
         console.print(f"card: {card_line}", highlight=False, soft_wrap=True)
-        for line in plan_time.estimate_lines(timing, steps):
+        for line in plan_time.estimate_lines(timing, steps, args.dataset_size, plan.request.train_batch_size):
+            console.print(line, highlight=False, soft_wrap=True)
+        if plan.request.lora_rank_of("actor") > 0:
+            console.print(plan_time.LORA_GENERATION_NOTE, highlight=False, soft_wrap=True)
+        for line in length_notes:
             console.print(line, highlight=False, soft_wrap=True)
         if decision is None:
             console.print(PLAN_OFF_HINT, highlight=False, soft_wrap=True)

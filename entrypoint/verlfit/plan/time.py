@@ -39,7 +39,8 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   (8 B of AdamW state in and out, ``fsdp_workers.py`` load/offload around ``update_actor``/``update_critic``), param
   offload 8 B per parameter (4 in, 4 out) per phase that uses the role. No recorded run with offload ran alone, so
   no efficiency is fitted for PCIe (the datasheet rate is used as is).
-* ``save_checkpoint``: (4 B weights + 8 B AdamW state) per parameter of actor and critic, at the fitted
+* ``save_checkpoint``: (4 B weights + 8 B AdamW state) per parameter of actor and critic (with LoRA: 4 B per
+  parameter of the frozen base and the adapter, 8 B per adapter parameter: :func:`checkpoint_bytes`), at the fitted
   ``save_bytes_per_s`` (a disk rate of the H200 machine), once every ``save_freq`` steps.
 * ``other``: the rest of ``timing_s/step`` (reward, advantages, Ray dispatch), a fitted constant.
 
@@ -62,7 +63,7 @@ from dataclasses import dataclass, field
 from verlfit.cards import CARDS, Card, card_for_gpu_name, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
-from verlfit.plan.memory import PlanRequest
+from verlfit.plan.memory import PlanRequest, adapter_parameters
 
 # ======================================================================================
 # Fitted factors: written by `python benchmarks/calibrate_time.py --fit --write-factors` (reproducible: the script refits
@@ -89,6 +90,12 @@ FACTORS = {
 
 ADAM_BYTES_PER_PARAM = 32  # derived: AdamW foreach reads+writes param (8), reads grad (4), reads+writes exp_avg and exp_avg_sq (16), sqrt temp (4)
 SAVE_BYTES_PER_PARAM = 12  # derived: fp32 weights (4) + AdamW exp_avg, exp_avg_sq (8) per parameter of each trained role
+WEIGHT_BYTES_PER_PARAM = 4  # fp32 weights in the checkpoint's model shard
+ADAM_STATE_BYTES_PER_PARAM = SAVE_BYTES_PER_PARAM - WEIGHT_BYTES_PER_PARAM  # exp_avg, exp_avg_sq of each trained parameter
+LORA_GENERATION_NOTE = (
+    "LoRA generation through FSDP is not modelled: measured 7-9x slower than this model's figure on the H200 "
+    "(docs/benchmarks.md section 8.2); patch 0023's unwrap_fsdp key addresses it"
+)
 OPTIMIZER_OFFLOAD_BYTES_PER_PARAM = 16  # derived: 8 B of AdamW state loaded before and offloaded after each update
 PARAM_OFFLOAD_BYTES_PER_PARAM = 8  # derived: fp32 params loaded (4) and offloaded (4) around each phase
 SAMPLING_BYTES_PER_VOCAB = 28  # the memory model's count (verlfit.plan): fp32 logits, scores, top-p sort, probabilities
@@ -443,9 +450,27 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
     optimizer = OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_optimizer_offload and not lora else 0.0
     work["update_actor"] = _with_pcie(_pass_work(request, False, request.actor_micro_batch_size, True, lora, *columns["actor"]), actor_move + optimizer)
     if inputs.save_freq and inputs.save_freq > 0:
-        saved = (0 if lora else actor_params) + ((0 if critic_lora else critic_params) if request.has_critic else 0)
-        work["save_checkpoint"] = PhaseWork(save_bytes=SAVE_BYTES_PER_PARAM * saved / inputs.save_freq)
+        saved = checkpoint_bytes(request, "actor", inputs.lora_rank) + (checkpoint_bytes(request, "critic", inputs.critic_lora_rank) if request.has_critic else 0)
+        work["save_checkpoint"] = PhaseWork(save_bytes=saved / request.gpus / inputs.save_freq)
     return work
+
+
+def checkpoint_bytes(request: PlanRequest, role: str, rank: int | None = None) -> int:
+    """Bytes one checkpoint of ``role`` (``"actor"`` or ``"critic"``) writes, all GPUs together.
+
+    verl 0.4.1's ``FSDPCheckpointManager.save_checkpoint`` (``verl/utils/checkpoint/fsdp_checkpoint_manager.py``
+    :203-215) saves ``self.model.state_dict()`` and ``self.optimizer.state_dict()``: the whole model's fp32 weights
+    (with LoRA the frozen base too, plus the adapters) and AdamW's two states of each trained parameter (with LoRA
+    only the adapters'). Fully trained: 12 B per parameter; LoRA: 4 B x (base + adapter) + 8 B x adapter
+    (:func:`verlfit.plan.memory.adapter_parameters`). ``rank``: the role's LoRA rank, None = the request's.
+    """
+    shape = request.shape
+    params = shape.actor_parameters if role == "actor" else shape.critic_parameters
+    rank = request.lora_rank_of(role) if rank is None else rank
+    if rank <= 0:
+        return SAVE_BYTES_PER_PARAM * params
+    adapter = adapter_parameters(shape, role, rank, request.lora_target_modules)
+    return WEIGHT_BYTES_PER_PARAM * (params + adapter) + ADAM_STATE_BYTES_PER_PARAM * adapter
 
 
 # --------------------------------------------------------------------------------------
@@ -521,8 +546,18 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h ({seconds:.0f} s)"
 
 
-def estimate_lines(est: StepEstimate, steps: int | None) -> list[str]:
-    """Human lines: the label, one line per phase, the step, and the run when ``steps`` is known."""
+def format_run_seconds(seconds: float) -> str:
+    """A run's time: ``"69 s"`` below two minutes, ``"12 min"`` below an hour, else ``"1.9 h"``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate_lines(est: StepEstimate, steps: int | None, dataset_rows: int | None = None, train_batch_size: int | None = None) -> list[str]:
+    """Human lines: the label, one line per phase, the step, and the run when ``steps`` is known; ``dataset_rows``
+    (``--dataset-size``) fewer than ``train_batch_size`` make no step (verl drops the partial batch): said so."""
     lines = [f"time on {est.card.name} ({UNVERIFIED_LABEL if not est.card.measured else CALIBRATED_LABEL}):"]
     for name in PHASES:
         if name in est.phases:
@@ -530,7 +565,9 @@ def estimate_lines(est: StepEstimate, steps: int | None) -> list[str]:
     lines.append(f"  {'step':<30} {est.step_seconds:8.2f} s")
     if steps:
         total = est.step_seconds * steps
-        lines.append(f"  run of {steps} steps: {total:.0f} s = {total / 3600:.2f} h")
+        lines.append(f"  run of {steps} steps: {format_run_seconds(total)}" + (f" ({total:.0f} s)" if total >= 120 else ""))
+    elif dataset_rows is not None and train_batch_size and dataset_rows < train_batch_size:
+        lines.append(f"  run: {dataset_rows} rows are fewer than one batch of {train_batch_size}: no step")
     else:
         lines.append("  run: pass --steps, or --dataset-size (and --epochs), for the whole run")
     return lines
@@ -560,20 +597,20 @@ def add_arguments(parser) -> None:
     """``verlfit plan``'s options for the time estimate."""
     import argparse
 
-    from verlfit.arguments import whole_number
+    from verlfit.arguments import frequency, whole_number
 
     group = parser.add_argument_group("time estimate")
     group.add_argument("--card", choices=list(CARDS), help="estimate time on this card (default: --emulate's card, else the detected GPU, else the profile's card)")
     group.add_argument("--steps", type=whole_number, help="steps of the run, for the run's total time")
     group.add_argument("--epochs", type=whole_number, help="epochs of the run (with --dataset-size; default 1)")
     group.add_argument("--dataset-size", type=whole_number, metavar="ROWS", help="training rows (GSM8K train: 7473); steps = epochs x rows // batch size")
-    group.add_argument("--save-freq", type=whole_number, help="steps between checkpoint saves (adds their time per step)")
+    group.add_argument("--save-freq", type=frequency, default=25, metavar="N", help="steps between checkpoint saves, adding their time per step (default: 25, as verlfit train; 0 or -1: never)")
     # patches 0020-0022 (verl keys in SPEED_KEYS): unset = what the profile's overrides say
     group.add_argument("--trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns (+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, +critic.trim_padding; default: the profile's)")
-    group.add_argument("--window-prompt-length", type=float, metavar="TOKENS", help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length)")
-    group.add_argument("--window-response-length", type=float, metavar="TOKENS", help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it)")
+    group.add_argument("--window-prompt-length", type=whole_number, metavar="TOKENS", help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length; a larger value is refused)")
+    group.add_argument("--window-response-length", type=whole_number, metavar="TOKENS", help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it; a larger value is refused)")
     group.add_argument("--rollout-trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0021: each HF rollout micro-batch is generated from prompts cut to its longest (+actor_rollout_ref.rollout.trim_padding; default: the profile's)")
-    group.add_argument("--rollout-prompt-length", type=float, metavar="TOKENS", help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length)")
+    group.add_argument("--rollout-prompt-length", type=whole_number, metavar="TOKENS", help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length; a larger value is refused)")
     group.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None, help="patch 0022: HF rollout decode steps replayed as a CUDA graph (+actor_rollout_ref.rollout.cuda_graph; default: the profile's)")
     group.add_argument("--pack-sequences", action="store_true", help="what-if: training passes over used tokens only (verl's use_remove_padding, which needs FlashAttention-2: not in verlfit's images)")
     group.add_argument("--mean-prompt-length", type=float, help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)")
@@ -620,8 +657,34 @@ def inputs_for_args(args, profile_overrides=()) -> TimeInputs:
         pack_sequences=args.pack_sequences,
         mean_prompt_length=args.mean_prompt_length,
         mean_response_length=args.mean_response_length,
-        save_freq=args.save_freq,
+        save_freq=args.save_freq if args.save_freq > 0 else None,
     )
+
+
+def length_notes(args, request: PlanRequest, inputs: TimeInputs) -> list[str]:
+    """Check ``--window-prompt-length``, ``--window-response-length`` and ``--rollout-prompt-length`` against the
+    request's ``max_prompt_length`` / ``max_response_length`` (a window cannot be wider than verl's padding);
+    return a note for each one given while its trim switch is off (``inputs``: no effect then).
+
+    Raises:
+        VerlfitError: a value above its maximum (exit 2, naming the flag and the maximum).
+    """
+    checks = (
+        ("window_prompt_length", "max_prompt_length", bool(inputs.trim_padding), "--trim-padding"),
+        ("window_response_length", "max_response_length", bool(inputs.trim_padding), "--trim-padding"),
+        ("rollout_prompt_length", "max_prompt_length", inputs.rollout_trim_padding, "--rollout-trim-padding"),
+    )
+    notes = []
+    for name, limit_name, switched_on, switch in checks:
+        value = getattr(args, name, None)
+        if value is None:
+            continue
+        flag, limit = "--" + name.replace("_", "-"), getattr(request, limit_name)
+        if value > limit:
+            raise VerlfitError(f"{flag} {value} is more than --{limit_name.replace('_', '-')} {limit}: verl pads to {limit} tokens, no window is wider", fix=f"pass {flag} {limit} or less, or raise --{limit_name.replace('_', '-')}", exit_code=2)
+        if not switched_on:
+            notes.append(f"note: {flag} {value} has no effect: {switch} is off (the profile's keys or --no-{switch[2:]})")
+    return notes
 
 
 def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str]:
@@ -641,21 +704,29 @@ def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate
 # --------------------------------------------------------------------------------------
 
 
-def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulate: str | None = None) -> tuple[list[str], float | None]:
+def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulate: str | None = None, overrides: list[str] | None = None) -> tuple[list[str], float | None]:
     """(lines to print beside the memory verdict, estimated seconds per step on the GPU the run uses) for
     ``verlfit train``'s settings. The run's card is the detected GPU (NVML name), else the profile's card; under
     ``--emulate`` the emulated card's estimate is printed too (the run itself goes at the real GPU's speed).
-    Patches 0020-0022's switches are read from the profile's overrides and the user's (``settings.extra_overrides``,
-    after ``--``), as the run will apply them (:func:`speed_switches`).
+    Patches 0020-0022's switches are read from ``overrides``, the run's final override list
+    (``LaunchPlan.overrides``: what verl gets); before that list is built (None), from the profile's overrides,
+    LoRA's forcing of ``+actor_rollout_ref.rollout.cuda_graph=False`` (:func:`verlfit.overrides.build_overrides`,
+    ``LORA_CUDA_GRAPH_NOTE``) and the user's (``settings.extra_overrides``, after ``--``), in the order
+    build_overrides applies them (:func:`speed_switches`). With an actor LoRA the lines end with
+    :data:`LORA_GENERATION_NOTE`.
 
     Raises:
         VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`); an
             override Hydra cannot parse (:func:`speed_switches`).
     """
+    from verlfit.overrides import CUDA_GRAPH_KEY
     from verlfit.plan.request import request_from_settings
 
     request = request_from_settings(settings, profile, 24 * 1024**3)
-    switches = speed_switches([*profile.overrides, *settings.extra_overrides])  # the order build_overrides applies them
+    if overrides is None:
+        forced = [f"+{CUDA_GRAPH_KEY}=False"] if settings.lora_rank and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides else []
+        overrides = [*profile.overrides, *forced, *settings.extra_overrides]
+    switches = speed_switches(overrides)
     inputs = TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None, **switches)
     running = (card_for_gpu_name(gpu_name) if gpu_name else None) or get_card(profile.name if profile.name in CARDS else "p40")
     cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
@@ -663,6 +734,8 @@ def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulat
     for card in cards:
         est = estimate(request, card, inputs)
         eta = est.step_seconds if eta is None else eta
-        run = f", {steps} steps = {est.step_seconds * steps / 3600:.2f} h" if steps else ""
+        run = f", {steps} steps = {format_run_seconds(est.step_seconds * steps)}" if steps else ""
         lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")
+    if request.lora_rank_of("actor") > 0:
+        lines.append(f"plan: {LORA_GENERATION_NOTE}")
     return lines, eta
