@@ -478,3 +478,14 @@ def test_window_lengths_above_the_maximum_are_refused_and_without_their_switch_n
     assert "rollout-prompt-length 100 has no effect" not in out  # the p40 profile turns the rollout trim on
     status, out = _run_plan(["--emulate", "p40", "--window-prompt-length", "100"])
     assert "has no effect" not in out
+
+
+def test_the_a10_profiles_vllm_path_is_said_to_be_unmodelled(capsys):
+    from verlfit import cli
+
+    assert cli.main(["train", "--dry-run", "--profile", "a10", "--steps", "10"]) == 0
+    assert f"note: plan: {plan_time.VLLM_NOTE}" in capsys.readouterr().out
+    assert cli.main(["train", "--dry-run", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--steps", "10"]) == 0
+    assert plan_time.VLLM_NOTE not in capsys.readouterr().out
+    status, out = _run_plan(["--profile", "a10"])
+    assert plan_time.VLLM_NOTE + "\n" in out

@@ -177,6 +177,8 @@ def _run(args, nvml=None, out=None) -> int:
             console.print(line, highlight=False, soft_wrap=True)
         if plan.request.lora_rank_of("actor") > 0:
             console.print(plan_time.LORA_GENERATION_NOTE, highlight=False, soft_wrap=True)
+        if plan.request.rollout == "vllm":
+            console.print(plan_time.VLLM_NOTE, highlight=False, soft_wrap=True)
         for line in length_notes:
             console.print(line, highlight=False, soft_wrap=True)
         if decision is None:

@@ -29,7 +29,7 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   With patch 0020 (``actor.trim_padding``, ``ref.trim_padding``, ``critic.trim_padding``: :class:`TimeInputs`
   ``trim_padding``) each micro-batch runs on the window of columns its rows use: ``S`` = the micro-batch's longest
   prompt + longest response (:data:`GSM8K_WINDOW_PROMPT_TOKENS`, ``max_response_length`` unless given). With
-  ``pack_sequences`` (verl's ``use_remove_padding``: FlashAttention-2 varlen, not in verlfit's images) the mean
+  ``pack_sequences`` (verl's ``use_remove_padding``: FlashAttention-2 varlen: the a10 profile's own path; not on a P40) the mean
   used lengths.
 * FLOPs of one forward over ``T`` tokens of ``S`` columns: ``2 T (L * layer matmul params + head)`` + SDPA's score
   and value products ``4 T S q_dim L`` (the full ``S x S`` square: with a padding mask SDPA runs the masked kernel,
@@ -95,6 +95,10 @@ ADAM_STATE_BYTES_PER_PARAM = SAVE_BYTES_PER_PARAM - WEIGHT_BYTES_PER_PARAM  # ex
 LORA_GENERATION_NOTE = (
     "LoRA generation through FSDP is not modelled: measured 7-9x slower than this model's figure on the H200 "
     "(docs/benchmarks.md section 8.2); patch 0023's unwrap_fsdp key addresses it"
+)
+VLLM_NOTE = (
+    "vLLM rollout and FlashAttention-2's packed sequences (the a10 profile's own path) are not modelled: this estimate "
+    "is the padded HF path's and likely overstates the a10 profile's step time (no vLLM run has been measured)"
 )
 OPTIMIZER_OFFLOAD_BYTES_PER_PARAM = 16  # derived: 8 B of AdamW state loaded before and offloaded after each update
 PARAM_OFFLOAD_BYTES_PER_PARAM = 8  # derived: fp32 params loaded (4) and offloaded (4) around each phase
@@ -612,7 +616,7 @@ def add_arguments(parser) -> None:
     group.add_argument("--rollout-trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0021: each HF rollout micro-batch is generated from prompts cut to its longest (+actor_rollout_ref.rollout.trim_padding; default: the profile's)")
     group.add_argument("--rollout-prompt-length", type=whole_number, metavar="TOKENS", help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length; a larger value is refused)")
     group.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None, help="patch 0022: HF rollout decode steps replayed as a CUDA graph (+actor_rollout_ref.rollout.cuda_graph; default: the profile's)")
-    group.add_argument("--pack-sequences", action="store_true", help="what-if: training passes over used tokens only (verl's use_remove_padding, which needs FlashAttention-2: not in verlfit's images)")
+    group.add_argument("--pack-sequences", action="store_true", help="what-if: training passes over used tokens only (verl's use_remove_padding with FlashAttention-2: the a10 profile's default; not on a P40). The estimate does not model it or vLLM unless asked: the a10 profile's own path is estimated as padded HF generation")
     group.add_argument("--mean-prompt-length", type=float, help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)")
     group.add_argument("--mean-response-length", type=float, help="mean response tokens with --pack-sequences (default: --max-response-length)")
 
@@ -738,4 +742,6 @@ def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulat
         lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")
     if request.lora_rank_of("actor") > 0:
         lines.append(f"plan: {LORA_GENERATION_NOTE}")
+    if request.rollout == "vllm":
+        lines.append(f"plan: {VLLM_NOTE}")
     return lines, eta
