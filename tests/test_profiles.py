@@ -255,3 +255,14 @@ def test_fallbacks_must_be_lists_of_overrides():
         parse_profile({**data, "fallbacks": {"vllm_rollout": []}}, "x.yaml")
     with pytest.raises(VerlfitError, match="fallbacks.hf_rollout must be a list of 'key=value' strings"):
         parse_profile({**data, "fallbacks": {"hf_rollout": ["cuda_graph"]}}, "x.yaml")
+
+
+def test_profiles_command_shows_the_a10_fallbacks(capsys):
+    from verlfit import cli
+
+    assert cli.main(["profiles", "a10"]) == 0
+    out = capsys.readouterr().out
+    assert "  with --rollout hf also:\n    +actor_rollout_ref.rollout.trim_padding=True\n" in out
+    assert "  with --attention sdpa|eager also:\n    +actor_rollout_ref.actor.trim_padding=True\n    +actor_rollout_ref.ref.trim_padding=True\n    +critic.trim_padding=True\n" in out
+    assert cli.main(["profiles", "p40"]) == 0
+    assert "also:" not in capsys.readouterr().out

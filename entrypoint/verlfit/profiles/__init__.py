@@ -398,4 +398,9 @@ def _run(args) -> int:
                 print(f"  {key}={value}")
             for override in profile.overrides:
                 print(f"  {override}")
+            for title, listed in (("--rollout hf", profile.hf_rollout_overrides), ("--attention sdpa|eager", profile.padded_training_overrides)):
+                if listed:
+                    print(f"  with {title} also:")
+                    for override in listed:
+                        print(f"    {override}")
     return 0
