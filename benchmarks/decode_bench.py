@@ -10,7 +10,7 @@ SDPA, TF32 off (a P40 has no TF32), unless --dtype bf16 (autocast, the a10 rollo
 
 Needs a CUDA GPU and verl patched with patches/verl-0.4.1 (0022). Writes --output (JSON) via a temp file.
 
-  python3 benchmarks/decode_bench.py --model ~/verlfit-bench/work/qwen2.5-0.5b-random --output decode.json
+  python3 benchmarks/decode_bench.py --model MODEL_DIR --output decode.json   # MODEL_DIR: benchmarks/make_model.py --shape qwen2.5-0.5b
 """
 
 import argparse

@@ -248,15 +248,15 @@ def prepare_output(out: Path) -> list[Path]:
     Raises:
         VerlfitError: ``out`` cannot be created or written (permission, a file in the way, full disk), naming it.
     """
-    from verlfit.export import _missing_parents, _remove_created
+    from verlfit.output_directories import missing_parents, remove_created
 
-    created = _missing_parents(out)
+    created = missing_parents(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out, prefix=".verlfit-write-check-"):
             pass
     except OSError as error:
-        _remove_created(created)
+        remove_created(created)
         raise VerlfitError(f"cannot write to --output {out}: {_os_cause(error)}" + (f" ({error.filename})" if error.filename and str(error.filename) != str(out) else ""),
                            fix="pass --output a directory you can write (it is created if missing)") from error
     return created
@@ -467,9 +467,9 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
         summary["output"] = str(out)
         return summary
     except BaseException:
-        from verlfit.export import _remove_created
+        from verlfit.output_directories import remove_created
 
-        _remove_created(created)  # only directories this eval created, only while empty
+        remove_created(created)  # only directories this eval created, only while empty
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)

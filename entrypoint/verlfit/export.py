@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Iterator
 
 from verlfit.errors import VerlfitError
+from verlfit.output_directories import missing_parents, remove_created
 
 CHECKPOINTS_DIR = "checkpoints"
 TRACKER = "latest_checkpointed_iteration.txt"  # ray_trainer.py:837, written after every save
@@ -462,25 +463,6 @@ def export(run_dir, step: int | str = "latest", output=None, dtype: str | None =
         return _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alpha)
 
 
-def _missing_parents(directory: Path) -> list[Path]:
-    """The directories of ``directory`` and its parents that do not exist yet, outermost first."""
-    missing = []
-    for candidate in (directory, *directory.parents):
-        if candidate.exists() or candidate.is_symlink():
-            break
-        missing.append(candidate)
-    return missing[::-1]
-
-
-def _remove_created(created: list[Path]) -> None:
-    """Remove the directories this run created (innermost first), each only while empty."""
-    for directory in reversed(created):
-        try:
-            directory.rmdir()
-        except OSError:
-            break  # not empty (someone else wrote there) or already gone: leave it and its parents
-
-
 def _write_error(where: Path, error: OSError, needed: int | None = None) -> VerlfitError:
     if error.errno == errno.ENOSPC:
         return _disk_full(where, needed)
@@ -507,11 +489,11 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
         raise VerlfitError(f"--lora-alpha {lora_alpha:g}: {checkpoint.path} holds no LoRA adapter (a full fine-tuning run), so there is no alpha to apply",
                            fix="leave out --lora-alpha", exit_code=2)
     alphas = {role: (lora_alpha if lora_alpha is not None else lora_alpha_of(checkpoint.run_dir, role)) if role in lora_roles else None for role in roles}
-    created = _missing_parents(out.parent)
+    created = missing_parents(out.parent)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        _remove_created(created)
+        remove_created(created)
         raise _write_error(out.parent, error) from error
     staging = None
     try:
@@ -543,7 +525,7 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
     except BaseException:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-        _remove_created(created)
+        remove_created(created)
         raise
     return ExportResult(checkpoint=checkpoint, output=out, written=written)
 

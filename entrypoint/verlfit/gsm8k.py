@@ -531,18 +531,18 @@ def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Pat
     file_above = next((parent for parent in output_dir.parents if parent.exists() and not parent.is_dir()), None)
     if file_above is not None:
         raise VerlfitError(f"--output {output_dir}: {file_above} is a file, not a directory", fix="pass --output a path whose parents are directories")
-    from verlfit.export import _missing_parents, _remove_created
+    from verlfit.output_directories import missing_parents, remove_created
 
-    created = _missing_parents(output_dir)  # removed again if the write fails (never a directory that existed)
+    created = missing_parents(output_dir)  # removed again if the write fails (never a directory that existed)
     try:
         output_dir.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        _remove_created(created)
+        remove_created(created)
         raise VerlfitError(f"cannot create output directory {output_dir}: {_cause(error, output_dir)}", fix=_output_fix(error, output_dir)) from error
     try:
         return _write_tables(output_dir, tables)
     except BaseException:
-        _remove_created(created)
+        remove_created(created)
         raise
 
 

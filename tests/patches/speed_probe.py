@@ -383,22 +383,13 @@ def _tree(module):
 
 
 def probe_unwrap():
-    import os
-    import socket
     import tempfile
 
     import torch
-    from verl_probe import LORA_RANK, PROMPT_LEN, RESPONSE_STEPS, _cpu_worker_shims, _full_params, cpu_empty_cache_shim, data_proto, left_padded_batch, manual_greedy, save_checkpoint
+    from verl_probe import LORA_RANK, PROMPT_LEN, RESPONSE_STEPS, _cpu_worker_shims, _full_params, data_proto, left_padded_batch, manual_greedy, save_checkpoint, single_process_worker_env
 
     model_dir = save_checkpoint(tempfile.mkdtemp(prefix="speed_probe_model_"))
-    block_flash_attn()
-    cpu_empty_cache_shim()
-    init_dist()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    for key, value in {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
-        os.environ.setdefault(key, value)
+    single_process_worker_env()
     import verl.workers.fsdp_workers as fw
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from verl import DataProto

@@ -667,13 +667,10 @@ def _changed(before, after):
     return {"changed": changed, "unchanged_count": len(before) - len(changed)}
 
 
-def probe_lora():
-    import copy
+def single_process_worker_env():
+    """What verl's FSDP workers need to run in this one CPU process: flash-attn blocked, CPU stand-ins for the CUDA
+    memory queries, a gloo process group, and the torchrun variables of a world of one on a free loopback port."""
     import socket
-
-    model_dir = save_checkpoint(tempfile.mkdtemp(prefix="verl_probe_model_"))
-    import torch
-    from tensordict import TensorDict
 
     block_flash_attn()
     cpu_empty_cache_shim()
@@ -683,6 +680,16 @@ def probe_lora():
         port = sock.getsockname()[1]
     for key, value in {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
         os.environ.setdefault(key, value)
+
+
+def probe_lora():
+    import copy
+
+    model_dir = save_checkpoint(tempfile.mkdtemp(prefix="verl_probe_model_"))
+    import torch
+    from tensordict import TensorDict
+
+    single_process_worker_env()
 
     import verl.workers.fsdp_workers as fw
     from verl import DataProto

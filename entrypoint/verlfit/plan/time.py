@@ -541,15 +541,6 @@ def run_steps(steps: int | None = None, epochs: int | None = None, dataset_rows:
     return None
 
 
-def format_seconds(seconds: float) -> str:
-    """``"12.3 s"`` below a minute, else ``"4.5 min (0.08 h)"`` / ``"3.2 h"``."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min ({seconds / 3600:.2f} h)"
-    return f"{seconds / 3600:.1f} h ({seconds:.0f} s)"
-
-
 def format_run_seconds(seconds: float) -> str:
     """A run's time: ``"69 s"`` below two minutes, ``"12 min"`` below an hour, else ``"1.9 h"``."""
     if seconds < 120:
