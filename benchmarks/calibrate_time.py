@@ -80,6 +80,8 @@ VALID_RECORDS = (
 )
 # a record with patch 0020 on -> its untrimmed twin (same job, same data order, the same session): the twin's
 # measured/predicted ratio per phase cancels the model's own error on that phase when the window is derived
+# patch 0022 sized its StaticCache to the untrimmed prompt + response width until 2026-12-01's second session
+UNTRIMMED_STATIC_CACHE_RECORDS = {"2026-12-01-h200/call-2/speed-all", "2026-12-01-h200/call-4/learn-grpo-lr1e-5-fast"}
 WINDOW_RECORDS = {"2026-12-01-h200/call-2/speed-all": "2026-12-01-h200/call-2/speed-today"}
 # the rollout width (GSM8K_ROLLOUT_PROMPT_TOKENS) is the mean batch-32 longest prompt of this record
 ROLLOUT_WIDTH_RECORD = "2026-12-01-h200/call-2/speed-all"
@@ -162,6 +164,8 @@ def load_record(run_dir: Path, first: int = 2, last: int | None = None, name: st
     prompt_max = statistics.mean(r["prompt_length/max"] for r in plain)
     if switches.get("rollout_trim_padding") and request.rollout_prompts_per_call >= request.per_gpu_prompts:
         switches["rollout_prompt_length"] = prompt_max  # one generate call per step: its width is the batch's longest prompt, as recorded
+    if name in UNTRIMMED_STATIC_CACHE_RECORDS:
+        switches["static_cache_untrimmed"] = True
     inputs = plan_time.TimeInputs(decode_steps=round(statistics.mean(r["response_length/max"] for r in plain)), **switches)
     measured = {p: statistics.mean(r.get(f"timing_s/{p}", 0.0) for r in plain) for p in MEASURED if any(f"timing_s/{p}" in r for r in plain)}
     save_work = plan_time.phase_work(request, dataclasses.replace(inputs, save_freq=1)).get("save_checkpoint")

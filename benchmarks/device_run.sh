@@ -28,8 +28,14 @@
 #   speed      issue 13: the main job's configuration (PPO, 0.5B shape, --emulate p40, 512/256, batch 32), 10 steps
 #              per configuration of SPEED_CONFIGS (default "today all": today's path, then all of patches
 #              0020-0023's keys on, one after the other so neither shares the GPU; "trim_train trim_rollout
-#              cuda_graph unwrap" are each one alone), SPEED_PARALLEL=1 runs them at once; then benchmarks/decode_bench.py
+#              cuda_graph unwrap" are each one alone, "trims" the p40 profile's default: both trims, no graph; every
+#              configuration sets each key it leaves off to False, since the profile turns the trims on),
+#              SPEED_PARALLEL=1 runs them at once; then benchmarks/decode_bench.py
 #              (ms per decode step at batch 32 and 64, prefill, generate vs graph) into $OUT/decode_bench.json
+#   graph_memory
+#              issue 13: benchmarks/graph_memory_probe.py: allocated memory after each of GRAPH_MEMORY_CALLS (default 8)
+#              CUDA-graph generate calls (0.5B shape, batch 32), a new side stream per capture vs patch 0022's
+#              capture_stream; into $OUT/graph_memory.json
 #   lora_speed the HF rollout with LoRA (patch 0023): lora_1p5b_ppo's run (1.5B shape, rank 32, --emulate p40, 512/256,
 #              batch 32) for LORA_SPEED_STEPS (default 4) steps per configuration of LORA_SPEED_CONFIGS (default
 #              "unwrap all today": rollout.unwrap_fsdp alone, every speed key, then none; the speed configurations'
@@ -67,7 +73,9 @@
 # SIGINT by then, so a time-limited session still packs its results; default: none), STAGE_TIMEOUT (seconds
 # per run, default 3000), LEARN_LRS (actor learning rates of the learning check, default "1e-5 3e-5"),
 # LEARN_LORA_LRS (the same for learn_lora, default "1e-4 3e-4"), LORA_3B_BATCH and LORA_3B_SAMPLES (default 32
-# and 4), KEEP_FULL_CHECKPOINTS (set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO
+# and 4), LORA_EXTRA (more verlfit train words for lora_1p5b_ppo, lora_3b_grpo and learn_lora, e.g.
+# "-- +actor_rollout_ref.rollout.unwrap_fsdp=True"), SKIP_DECODE_BENCH (set: stage speed runs no decode_bench.py),
+# KEEP_FULL_CHECKPOINTS (set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO
 # checkpoint, instead of deleting them once adapter_norm.py has read the adapters).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -188,15 +196,21 @@ SPEED_CUDA_GRAPH=(+actor_rollout_ref.rollout.cuda_graph=True)
 # generate() without FSDP's per-unit hooks: with LoRA every adapter Linear is an FSDP unit (patch 0009)
 SPEED_UNWRAP=(+actor_rollout_ref.rollout.unwrap_fsdp=True)
 
+# the p40 profile turns the four trim keys on (profiles/p40.yaml): a configuration states every key it leaves off
+# (verlfit merges a repeated key, the last value wins: overrides.merge_overrides)
+SPEED_NO_TRIM_TRAIN=(+actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False +critic.trim_padding=False)
+SPEED_NO_TRIM_ROLLOUT=(+actor_rollout_ref.rollout.trim_padding=False)
+
 speed_keys() {  # speed_keys CONFIG: the extra verl overrides of one stage_speed configuration
   case $1 in
-    today) ;;
-    trim_train) echo "${SPEED_TRIM_TRAIN[@]}" ;;
-    trim_rollout) echo "${SPEED_TRIM_ROLLOUT[@]}" ;;
-    cuda_graph) echo "${SPEED_CUDA_GRAPH[@]}" ;;
-    unwrap) echo "${SPEED_UNWRAP[@]}" ;;
+    today) echo "${SPEED_NO_TRIM_TRAIN[*]} ${SPEED_NO_TRIM_ROLLOUT[*]}" ;;
+    trim_train) echo "${SPEED_TRIM_TRAIN[*]} ${SPEED_NO_TRIM_ROLLOUT[*]}" ;;
+    trim_rollout) echo "${SPEED_NO_TRIM_TRAIN[*]} ${SPEED_TRIM_ROLLOUT[*]}" ;;
+    cuda_graph) echo "${SPEED_NO_TRIM_TRAIN[*]} ${SPEED_NO_TRIM_ROLLOUT[*]} ${SPEED_CUDA_GRAPH[*]}" ;;
+    unwrap) echo "${SPEED_NO_TRIM_TRAIN[*]} ${SPEED_NO_TRIM_ROLLOUT[*]} ${SPEED_UNWRAP[*]}" ;;
+    trims) echo "${SPEED_TRIM_TRAIN[*]} ${SPEED_TRIM_ROLLOUT[*]}" ;;  # the p40 profile's default since 2026-12-01
     all) echo "${SPEED_TRIM_TRAIN[*]} ${SPEED_TRIM_ROLLOUT[*]} ${SPEED_CUDA_GRAPH[*]} ${SPEED_UNWRAP[*]}" ;;
-    *) log "stage ${2:-speed}: unknown configuration '$1' (today trim_train trim_rollout cuda_graph unwrap all)"; return 2 ;;
+    *) log "stage ${2:-speed}: unknown configuration '$1' (today trim_train trim_rollout cuda_graph unwrap trims all)"; return 2 ;;
   esac
 }
 
@@ -217,11 +231,24 @@ stage_speed() {
     fi
   done
   wait
+  [ -z "${SKIP_DECODE_BENCH:-}" ] || return 0
   log "start decode_bench: batch 32 and 64, prompts 100-256 of 256 columns, 256 new tokens, fp32"
   timeout -s INT -k 20 "$(run_limit)" python3 benchmarks/decode_bench.py --model "$MODEL" --output "$RUNS/decode_bench.json" > "$RUNS/decode_bench.console" 2>&1 \
     || log "decode_bench: status $?"
   tail -n 4 "$RUNS/decode_bench.console" | sed "s/^/  decode_bench| /"
   [ -f "$RUNS/decode_bench.json" ] && cp "$RUNS/decode_bench.json" "$OUT/decode_bench.json"
+  return 0
+}
+
+stage_graph_memory() {
+  # issue 13: does patch 0022 leave allocated memory behind per generate call? benchmarks/graph_memory_probe.py
+  # decodes GRAPH_MEMORY_CALLS times with a fresh StaticDecoder each, with a new side stream per capture (as
+  # before the fix) and with capture_stream (the fix), and records torch.cuda.memory_allocated after each
+  log "start graph_memory: allocated memory after each of ${GRAPH_MEMORY_CALLS:-8} CUDA-graph generate calls, per capture-stream policy"
+  timeout -s INT -k 20 "$(run_limit)" python3 benchmarks/graph_memory_probe.py --model "$MODEL" --calls "${GRAPH_MEMORY_CALLS:-8}" \
+    --output "$RUNS/graph_memory.json" > "$RUNS/graph_memory.console" 2>&1 || log "graph_memory: status $?"
+  tail -n 6 "$RUNS/graph_memory.console" | sed "s/^/  graph_memory| /" | tee -a "$RUNS/stages.log"
+  [ -f "$RUNS/graph_memory.json" ] && cp "$RUNS/graph_memory.json" "$OUT/graph_memory.json"
   return 0
 }
 
@@ -348,18 +375,23 @@ stage_lora_1p5b_ppo() {
   verlfit plan --model "$MODEL_1P5B" --emulate p40 --lora-rank 32 --batch-size 32 > "$RUNS/lora-1p5b-ppo.plan" 2>&1 || true
   # the planner's verdict for full-parameter PPO of the same model, for the README table
   verlfit plan --model "$MODEL_1P5B" --emulate p40 --batch-size 32 > "$RUNS/full-1p5b-ppo.plan" 2>&1 || true
+  local extra=()
+  # shellcheck disable=SC2206  # LORA_EXTRA is words without spaces
+  [ -z "${LORA_EXTRA:-}" ] || extra=(${LORA_EXTRA})
   train lora-1p5b-ppo --emulate p40 --model "$MODEL_1P5B" --data "$DATA" --steps 10 --batch-size 32 --max-prompt-length 512 \
-    --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 5
+    --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 5 "${extra[@]}"
   adapters lora-1p5b-ppo
 }
 
 stage_lora_3b_grpo() {
   [ -f "$MODEL_3B/config.json" ] || { log "lora_3b_grpo: no $MODEL_3B (run setup with this stage named)"; return 0; }
-  local batch=${LORA_3B_BATCH:-32} samples=${LORA_3B_SAMPLES:-4}
+  local batch=${LORA_3B_BATCH:-32} samples=${LORA_3B_SAMPLES:-4} extra=()
+  # shellcheck disable=SC2206  # LORA_EXTRA is words without spaces
+  [ -z "${LORA_EXTRA:-}" ] || extra=(${LORA_EXTRA})
   verlfit plan --model "$MODEL_3B" --emulate p40 --algo grpo --samples "$samples" --lora-rank 32 --batch-size "$batch" > "$RUNS/lora-3b-grpo.plan" 2>&1 || true
   # save at step 3 and at the last step (verl saves every --save-freq steps and at the end)
   train lora-3b-grpo --emulate p40 --algo grpo --samples "$samples" --model "$MODEL_3B" --data "$DATA" --steps 5 --batch-size "$batch" \
-    --max-prompt-length 512 --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 3
+    --max-prompt-length 512 --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 3 "${extra[@]}"
   adapters lora-3b-grpo
 }
 
@@ -371,13 +403,15 @@ stage_learn_lora() {
   # LoRA learning rate about 10x full fine-tuning's, roughly independent of the rank under alpha/r scaling,
   # and RL (policy gradient) as well served by LoRA as by full fine-tuning even at small ranks. The critic (LoRA at
   # the same rank, its value head trained in full, patch 0011) gets ten times its full-parameter rate too.
-  local synth=$WORK/synthetic small=$WORK/small-sft lr
+  local synth=$WORK/synthetic small=$WORK/small-sft lr extra=()
   learn_data
+  # shellcheck disable=SC2206  # LORA_EXTRA is words without spaces
+  [ -z "${LORA_EXTRA:-}" ] || extra=(${LORA_EXTRA})
   for lr in ${LEARN_LORA_LRS:-1e-4 3e-4}; do
     train "learn-lora-ppo-lr$lr" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-4 --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 &
+      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-4 --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 "${extra[@]}" &
     train "learn-lora-grpo-lr$lr" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr "$lr" --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 &
+      --max-response-length 128 --actor-lr "$lr" --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 "${extra[@]}" &
   done
   wait
 }

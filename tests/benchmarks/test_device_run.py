@@ -1,6 +1,7 @@
 """benchmarks/device_run.sh argument handling (its stages need a GPU and are run on the device, not here)."""
 
 import os
+import sys
 import subprocess
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests grpo learn learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests graph_memory grpo learn learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -35,14 +36,20 @@ def test_speed_stage_passes_each_configurations_keys_after_the_train_arguments(t
     log = tmp_path / "calls"
     (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
     (bin_dir / "python3").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(tmp_path / "work"), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"), "SPEED_CONFIGS": "today all bogus"}
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(tmp_path / "work"), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"), "SPEED_CONFIGS": "today trim_rollout trims all bogus"}
     result = subprocess.run(["bash", str(SCRIPT), "speed"], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     calls = log.read_text().splitlines()
     work = tmp_path / "work"
     common = f"--emulate p40 --model {work}/qwen2.5-0.5b-random --data {work}/gsm8k --steps 10 --max-prompt-length 512 --max-response-length 256 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
     assert calls == [
-        f"-m verlfit train --run-dir {tmp_path}/runs/speed-today {common}",
+        # the p40 profile turns the trims on: today's path and a key alone say False for every key they leave off
+        f"-m verlfit train --run-dir {tmp_path}/runs/speed-today {common} -- +actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False "
+        "+critic.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False",
+        f"-m verlfit train --run-dir {tmp_path}/runs/speed-trim_rollout {common} -- +actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False "
+        "+critic.trim_padding=False +actor_rollout_ref.rollout.trim_padding=True",
+        f"-m verlfit train --run-dir {tmp_path}/runs/speed-trims {common} -- +actor_rollout_ref.actor.trim_padding=True +actor_rollout_ref.ref.trim_padding=True "
+        "+critic.trim_padding=True +actor_rollout_ref.rollout.trim_padding=True",
         f"-m verlfit train --run-dir {tmp_path}/runs/speed-all {common} -- +actor_rollout_ref.actor.trim_padding=True +actor_rollout_ref.ref.trim_padding=True "
         "+critic.trim_padding=True +actor_rollout_ref.rollout.trim_padding=True +actor_rollout_ref.rollout.cuda_graph=True +actor_rollout_ref.rollout.unwrap_fsdp=True",
         f"benchmarks/decode_bench.py --model {work}/qwen2.5-0.5b-random --output {tmp_path}/runs/decode_bench.json",
@@ -75,18 +82,22 @@ def test_lora_speed_stage_runs_the_1p5b_lora_ppo_with_and_without_the_unwrap_key
     assert result.returncode == 0, result.stderr
     train = f"-m verlfit train --run-dir {runs}/lora-speed-%s --emulate p40 --model {work}/qwen2.5-1.5b-random --data {work}/gsm8k --steps 4 --batch-size 32 --max-prompt-length 512 --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
     assert (tmp_path / "calls").read_text().splitlines() == [
-        train % "unwrap" + " -- +actor_rollout_ref.rollout.unwrap_fsdp=True",
+        train % "unwrap" + " -- +actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False +critic.trim_padding=False "
+        "+actor_rollout_ref.rollout.trim_padding=False +actor_rollout_ref.rollout.unwrap_fsdp=True",
         train % "all" + " -- +actor_rollout_ref.actor.trim_padding=True +actor_rollout_ref.ref.trim_padding=True +critic.trim_padding=True "
         "+actor_rollout_ref.rollout.trim_padding=True +actor_rollout_ref.rollout.cuda_graph=True +actor_rollout_ref.rollout.unwrap_fsdp=True",
-        train % "today",
+        train % "today" + " -- +actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False +critic.trim_padding=False "
+        "+actor_rollout_ref.rollout.trim_padding=False",
     ]
     (tmp_path / "calls").unlink()
     env.update(LORA_SPEED_CONFIGS="today bogus cuda_graph", LORA_SPEED_STEPS="2")
     result = subprocess.run(["bash", str(SCRIPT), "lora_speed"], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "calls").read_text().splitlines() == [
-        (train % "today").replace("--steps 4", "--steps 2"),
-        (train % "cuda_graph").replace("--steps 4", "--steps 2") + " -- +actor_rollout_ref.rollout.cuda_graph=True",
+        (train % "today").replace("--steps 4", "--steps 2") + " -- +actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False "
+        "+critic.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False",
+        (train % "cuda_graph").replace("--steps 4", "--steps 2") + " -- +actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False "
+        "+critic.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False +actor_rollout_ref.rollout.cuda_graph=True",
     ]
     assert "stage lora_speed: unknown configuration 'bogus'" in (runs / "stages.log").read_text()
 
@@ -138,3 +149,13 @@ def test_multigpu_stage_runs_the_issue_18_measurements_in_order_with_their_envir
         f"-m ray.scripts.scripts stop --force {plain}",
     ]
     assert "multigpu   issue 18, on a kind with 2 or more GPUs" in subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60).stdout
+
+
+def test_graph_memory_growth_is_the_least_squares_slope():
+    sys.path.insert(0, str(SCRIPT.parent))
+    import graph_memory_probe
+
+    assert graph_memory_probe.growth_per_call([100.0, 132.0, 164.0, 196.0]) == 32.0
+    assert graph_memory_probe.growth_per_call([5.0, 5.0, 5.0]) == 0.0
+    assert graph_memory_probe.growth_per_call([7.0]) == 0.0
+    assert round(graph_memory_probe.growth_per_call([0.0, 1.0, 0.0, 1.0]), 6) == 0.2

@@ -15,8 +15,9 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   (the facts file's 25.4 ms per decode step at batch 32 on the H200; verl's FSDP-wrapped module adds FSDP's hooks
   per layer): ``decode_overhead_s + decode_overhead_per_layer_s * layers``. The two add up (the H200's HF step is
   the sum of the CUDA-graph replay's GPU time and the rest, benchmarks/results/2026-12-01-h200/call-2).
-* ``gen`` with patch 0022 (``rollout.cuda_graph``): a StaticCache of ``max_prompt_length + max_response_length``
-  columns (``hf_rollout.py``: ``cache_len=prompt_length + response_length``, not the trimmed width), attended in
+* ``gen`` with patch 0022 (``rollout.cuda_graph``): a StaticCache of the prompt columns generated from (the
+  trimmed width with patch 0021, else ``max_prompt_length``) + ``max_response_length`` (``hf_rollout.py``:
+  ``cache_len=prompt_length - lead + response_length``; before 2026-12-01's second call the untrimmed width), attended in
   full every step (cache moved ``1 + 2 g`` times: no ``torch.cat``); the eager warm-up step and the capture go
   through the HF loop (two steps), the rest are replays: the GPU side only. ``decode_efficiency`` and
   ``decode_gpu_per_layer_s`` rest on ``benchmarks/decode_bench.py``'s replays (no CPU side hides them there) with
@@ -163,6 +164,8 @@ class TimeInputs:
         rollout_prompt_length: that longest prompt, tokens (None = :data:`GSM8K_ROLLOUT_PROMPT_TOKENS` capped at
             ``max_prompt_length``).
         cuda_graph: patch 0022 (``+actor_rollout_ref.rollout.cuda_graph``): decode steps replayed as a CUDA graph.
+        static_cache_untrimmed: the StaticCache was ``max_prompt_length + max_response_length`` columns whatever
+            the rollout trim (patch 0022 before 2026-12-01's second session; its records are calibrated with it).
         pack_sequences: training passes run over the used tokens only (verl's packed path,
             ``use_remove_padding=True``: needs FlashAttention-2, which verlfit's images do not have), not padded
             columns; it wins over ``trim_padding``.
@@ -184,6 +187,7 @@ class TimeInputs:
     rollout_trim_padding: bool = False
     rollout_prompt_length: float | None = None
     cuda_graph: bool = False
+    static_cache_untrimmed: bool = False
     pack_sequences: bool = False
     mean_prompt_length: float | None = None
     mean_response_length: float | None = None
@@ -392,7 +396,7 @@ def decode_work(shape: ModelShape, batch: int, prompt_columns: float, steps: int
 
     HF ``generate`` (``cuda_graph=False``): a DynamicCache that grows from ``prompt_columns`` (mean context
     ``prompt_columns + steps / 2``), every step through the HF loop. Patch 0022: a StaticCache of
-    ``cache_columns`` (verl's ``max_prompt_length + max_response_length``; default ``prompt_columns + steps``),
+    ``cache_columns`` (the prompt columns generated from + ``max_response_length``; default ``prompt_columns + steps``),
     attended in full every step; the eager warm-up step and the capture go through the loop (two steps), the
     other ``steps - 2`` are replays.
     """
@@ -427,7 +431,7 @@ def generation_work(request: PlanRequest, inputs: TimeInputs) -> PhaseWork:
     sequences = request.per_gpu_responses
     cb = request.compute_bytes
     layers, head = forward_flops(shape, sequences, prompt, shape.vocab_size, head_positions=1)
-    decode = decode_work(shape, batch, prompt, steps, cb, inputs.cuda_graph, cache_columns=request.seq_len)
+    decode = decode_work(shape, batch, prompt, steps, cb, inputs.cuda_graph, cache_columns=request.seq_len if inputs.static_cache_untrimmed else prompt + request.max_response_length)
     prefill_bytes = calls * _role_parameters(shape, False) * cb
     scaled = {name: calls * getattr(decode, name) for name in ("decode_steps", "decode_layer_steps", "decode_flops", "decode_bytes", "graph_steps", "graph_layer_steps", "graph_flops", "graph_bytes")}
     return PhaseWork(flops=layers + head, bytes=prefill_bytes, passes_x_layers=calls * shape.num_layers, passes=calls, **scaled)
