@@ -24,7 +24,8 @@
 #   export_eval
 #              verlfit export of the learning check's final checkpoint (EXPORT_RUN, default learn-grpo-lr1e-5), then
 #              verlfit eval of it --compare the starting model on the 256 held-out problems (the rows its validation used)
-#   bench      verlfit bench on the card as it is and with --emulate p40; the JSON files go to $OUT
+#   bench      verlfit bench on the card as it is and with --emulate p40 (BENCH_MODES, default "card emulate_p40",
+#              one after the other); the JSON files go to $OUT
 #   speed      issue 13: the main job's configuration (PPO, 0.5B shape, --emulate p40, 512/256, batch 32), 10 steps
 #              per configuration of SPEED_CONFIGS (default "today all": today's path, then all of patches
 #              0020-0023's keys on, one after the other so neither shares the GPU; "trim_train trim_rollout
@@ -43,12 +44,16 @@
 #              ~7-8 min: give the list over two calls (e.g. "unwrap all", then "today") within 10-minute calls
 #   lora_1p5b_ppo
 #              PPO with LoRA actor and critic (rank 32), Qwen2.5-1.5B shape, real GSM8K, --emulate p40, 512/256,
-#              batch 32, 10 steps, checkpoints at steps 5 and 10; then benchmarks/adapter_norm.py on its adapters
+#              batch 32, 10 steps, checkpoints at steps 5 and 10; then benchmarks/adapter_norm.py on its adapters;
+#              a run a call's deadline cut is resumed (verlfit train --resume) when the stage runs again (also
+#              lora_3b_grpo and learn_lora)
 #   lora_3b_grpo
 #              GRPO with LoRA (rank 32), Qwen2.5-3B shape, same setup, 32 prompts x 4 samples (what `verlfit plan`
 #              says fits), 5 steps, checkpoints at steps 3 and 5; then adapter_norm.py
+#   learn_data the synthetic problems and the SFT-warmed small model of learn/learn_lora alone (run it before
+#              stages started --parallel that need them)
 #   learn_lora the learning check of `learn` with LoRA (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor
-#              learning rates ten times the full-parameter ones (all four at once)
+#              learning rates ten times the full-parameter ones (all four at once), checkpoints every 50 steps
 #   multigpu   issue 18, on a kind with 2 or more GPUs: doctor's topology and `nvidia-smi topo -m`; the main job's
 #              configuration (PPO, 0.5B shape, --emulate p40, 512/256) for MULTIGPU_STEPS (default 10) steps with
 #              --gpus 1, then --gpus 2, then --gpus 2 with NCCL_P2P_DISABLE=1 forced; full-parameter PPO of the 1.5B
@@ -209,8 +214,9 @@ speed_keys() {  # speed_keys CONFIG: the extra verl overrides of one stage_speed
     cuda_graph) echo "${SPEED_NO_TRIM_TRAIN[*]} ${SPEED_NO_TRIM_ROLLOUT[*]} ${SPEED_CUDA_GRAPH[*]}" ;;
     unwrap) echo "${SPEED_NO_TRIM_TRAIN[*]} ${SPEED_NO_TRIM_ROLLOUT[*]} ${SPEED_UNWRAP[*]}" ;;
     trims) echo "${SPEED_TRIM_TRAIN[*]} ${SPEED_TRIM_ROLLOUT[*]}" ;;  # the p40 profile's default since 2026-12-01
+    trims_unwrap) echo "${SPEED_TRIM_TRAIN[*]} ${SPEED_TRIM_ROLLOUT[*]} ${SPEED_UNWRAP[*]}" ;;  # LoRA's candidate default
     all) echo "${SPEED_TRIM_TRAIN[*]} ${SPEED_TRIM_ROLLOUT[*]} ${SPEED_CUDA_GRAPH[*]} ${SPEED_UNWRAP[*]}" ;;
-    *) log "stage ${2:-speed}: unknown configuration '$1' (today trim_train trim_rollout cuda_graph unwrap trims all)"; return 2 ;;
+    *) log "stage ${2:-speed}: unknown configuration '$1' (today trim_train trim_rollout cuda_graph unwrap trims trims_unwrap all)"; return 2 ;;
   esac
 }
 
@@ -308,6 +314,10 @@ learn_data() {  # the synthetic problems and the SFT-warmed small model, shared 
   [ -f "$small/config.json" ] || python3 benchmarks/sft_warmup.py --data-dir "$synth/raw" --output "$small" --tokenizer-dir "$MODEL" --seed 2 | tail -n 3 | tee -a "$RUNS/stages.log"
 }
 
+stage_learn_data() {  # learn_data alone: stages started --parallel after it do not race to make the small model
+  learn_data
+}
+
 stage_learn() {
   local synth=$WORK/synthetic small=$WORK/small-sft lr
   learn_data
@@ -357,17 +367,39 @@ stage_export_eval() {
 stage_bench() {
   local gsm=()
   [ -f "$GSM8K_DIR/train.jsonl" ] && gsm=(--gsm8k "$GSM8K_DIR")
-  verlfit bench --work "$WORK/bench" --output "$OUT/bench-h200.json" "${gsm[@]}" 2>&1 | tee -a "$RUNS/stages.log" | tail -n 20 || log "bench: status $?"
-  verlfit bench --emulate p40 --work "$WORK/bench" --output "$OUT/bench-h200-emulate-p40.json" "${gsm[@]}" 2>&1 | tee -a "$RUNS/stages.log" | tail -n 20 || log "bench --emulate p40: status $?"
+  local mode
+  for mode in ${BENCH_MODES:-card emulate_p40}; do
+    case $mode in
+      card) verlfit bench --work "$WORK/bench" --output "$OUT/bench-h200.json" "${gsm[@]}" 2>&1 | tee -a "$RUNS/stages.log" | tail -n 20 || log "bench: status $?" ;;
+      emulate_p40) verlfit bench --emulate p40 --work "$WORK/bench" --output "$OUT/bench-h200-emulate-p40.json" "${gsm[@]}" 2>&1 | tee -a "$RUNS/stages.log" | tail -n 20 || log "bench --emulate p40: status $?" ;;
+      *) log "stage bench: unknown mode '$mode' (card emulate_p40)" ;;
+    esac
+  done
 }
 
 adapters() {  # adapters NAME: the adapter's norms per checkpoint into the log and NAME.adapters.json
   python3 benchmarks/adapter_norm.py "$RUNS/$1" --json "$RUNS/$1.adapters.json" 2>&1 | sed "s/^/  $1 adapter| /" | tee -a "$RUNS/stages.log" || true
   if [ -z "${KEEP_FULL_CHECKPOINTS:-}" ]; then
     # verl saves the whole FSDP state (frozen base included) beside lora_adapter/: ~12 GiB a checkpoint here;
-    # once the adapters are read, only lora_adapter/ and the tracker are kept (these runs are not resumed)
-    find "$RUNS/$1/checkpoints" -path '*/global_step_*' -name '*.pt' -delete 2>/dev/null || true
+    # once the adapters are read, only lora_adapter/ is kept of every checkpoint but the newest (a run cut by a
+    # call's deadline is resumed from it by the next call: train_or_resume)
+    local newest
+    newest=$(cat "$RUNS/$1/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null || echo none)
+    find "$RUNS/$1/checkpoints" -path '*/global_step_*' -not -path "*/global_step_$newest/*" -name '*.pt' -delete 2>/dev/null || true
   fi
+}
+
+train_or_resume() {  # train_or_resume NAME ARGS...: a new run, or `verlfit train --resume` of one a deadline cut short
+  local name=$1; shift
+  if [ ! -f "$RUNS/$name/run.json" ]; then
+    train "$name" "$@"
+    return 0
+  fi
+  log "resume $name: verlfit train --resume $RUNS/$name"
+  local start=$SECONDS status=0
+  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit train --resume "$RUNS/$name" >> "$RUNS/$name.console" 2>&1 || status=$?
+  log "end $name resume: status $status after $((SECONDS - start)) s"
+  tail -n 5 "$RUNS/$name.console" | sed "s/^/  $name| /"
 }
 
 stage_lora_1p5b_ppo() {
@@ -378,7 +410,7 @@ stage_lora_1p5b_ppo() {
   local extra=()
   # shellcheck disable=SC2206  # LORA_EXTRA is words without spaces
   [ -z "${LORA_EXTRA:-}" ] || extra=(${LORA_EXTRA})
-  train lora-1p5b-ppo --emulate p40 --model "$MODEL_1P5B" --data "$DATA" --steps 10 --batch-size 32 --max-prompt-length 512 \
+  train_or_resume lora-1p5b-ppo --emulate p40 --model "$MODEL_1P5B" --data "$DATA" --steps 10 --batch-size 32 --max-prompt-length 512 \
     --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 5 "${extra[@]}"
   adapters lora-1p5b-ppo
 }
@@ -390,7 +422,7 @@ stage_lora_3b_grpo() {
   [ -z "${LORA_EXTRA:-}" ] || extra=(${LORA_EXTRA})
   verlfit plan --model "$MODEL_3B" --emulate p40 --algo grpo --samples "$samples" --lora-rank 32 --batch-size "$batch" > "$RUNS/lora-3b-grpo.plan" 2>&1 || true
   # save at step 3 and at the last step (verl saves every --save-freq steps and at the end)
-  train lora-3b-grpo --emulate p40 --algo grpo --samples "$samples" --model "$MODEL_3B" --data "$DATA" --steps 5 --batch-size "$batch" \
+  train_or_resume lora-3b-grpo --emulate p40 --algo grpo --samples "$samples" --model "$MODEL_3B" --data "$DATA" --steps 5 --batch-size "$batch" \
     --max-prompt-length 512 --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 3 "${extra[@]}"
   adapters lora-3b-grpo
 }
@@ -408,10 +440,11 @@ stage_learn_lora() {
   # shellcheck disable=SC2206  # LORA_EXTRA is words without spaces
   [ -z "${LORA_EXTRA:-}" ] || extra=(${LORA_EXTRA})
   for lr in ${LEARN_LORA_LRS:-1e-4 3e-4}; do
-    train "learn-lora-ppo-lr$lr" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-4 --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 "${extra[@]}" &
-    train "learn-lora-grpo-lr$lr" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr "$lr" --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 "${extra[@]}" &
+    # --save-freq 50: a run a call's deadline cuts is resumed by the next call (train_or_resume)
+    train_or_resume "learn-lora-ppo-lr$lr" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+      --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-4 --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq 50 "${extra[@]}" &
+    train_or_resume "learn-lora-grpo-lr$lr" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+      --max-response-length 128 --actor-lr "$lr" --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq 50 "${extra[@]}" &
   done
   wait
 }

@@ -25,7 +25,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests graph_memory grpo learn learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests graph_memory grpo learn learn_data learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -159,3 +159,32 @@ def test_graph_memory_growth_is_the_least_squares_slope():
     assert graph_memory_probe.growth_per_call([5.0, 5.0, 5.0]) == 0.0
     assert graph_memory_probe.growth_per_call([7.0]) == 0.0
     assert round(graph_memory_probe.growth_per_call([0.0, 1.0, 0.0, 1.0]), 6) == 0.2
+
+
+def test_a_lora_run_cut_by_a_deadline_is_resumed_when_its_stage_runs_again(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    (work / "qwen2.5-1.5b-random").mkdir(parents=True)
+    (work / "qwen2.5-1.5b-random" / "config.json").write_text("{}")
+    env = {key: value for key, value in os.environ.items() if key != "LORA_EXTRA"}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"), LORA_EXTRA="-- +actor_rollout_ref.rollout.unwrap_fsdp=True")
+    result = subprocess.run(["bash", str(SCRIPT), "lora_1p5b_ppo"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[2] == (
+        f"-m verlfit train --run-dir {runs}/lora-1p5b-ppo --emulate p40 --model {work}/qwen2.5-1.5b-random --data {work}/gsm8k --steps 10 --batch-size 32 "
+        "--max-prompt-length 512 --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 5 -- +actor_rollout_ref.rollout.unwrap_fsdp=True"
+    )
+    # the next call finds the run the deadline cut (its run.json) and resumes it; the newest checkpoint keeps its shards
+    (runs / "lora-1p5b-ppo").mkdir()
+    (runs / "lora-1p5b-ppo" / "run.json").write_text("{}")
+    for step in (5, 10):
+        (runs / "lora-1p5b-ppo" / "checkpoints" / f"global_step_{step}" / "actor").mkdir(parents=True)
+        (runs / "lora-1p5b-ppo" / "checkpoints" / f"global_step_{step}" / "actor" / "model_world_size_1_rank_0.pt").write_text("x")
+    (runs / "lora-1p5b-ppo" / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("10")
+    (tmp_path / "calls").unlink()
+    result = subprocess.run(["bash", str(SCRIPT), "lora_1p5b_ppo"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "calls").read_text().splitlines()[2] == f"-m verlfit train --resume {runs}/lora-1p5b-ppo"
+    shards = sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*.pt"))
+    assert shards == ["lora-1p5b-ppo/checkpoints/global_step_10/actor/model_world_size_1_rank_0.pt"]
