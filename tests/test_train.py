@@ -595,7 +595,7 @@ def test_resume_refuses_a_run_that_is_still_training_and_steps_behind_its_checkp
 
 @pytest.mark.parametrize("argv, fragment", [
     (["--batch-size", "6", "--micro-batch-size", "2"], "fix: use a micro-batch size that divides 3: 1, 3"),
-    (["--batch-size", "1", "--algo", "grpo", "--samples", "2", "--gpus", "2"], "the batch of 1 prompts does not split over 2 GPUs"),
+    (["--batch-size", "1", "--algo", "grpo", "--samples", "2", "--gpus", "2"], "the batch of 1 prompt does not split over 2 GPUs"),
     (["--run-dir", "runs/r${HOME}x"], "holds ${, which verl's Hydra/OmegaConf config would rewrite"),
     (["--run-dir", "runs/r\\un"], "holds a backslash, which verl's Hydra/OmegaConf config would rewrite"),
 ])

@@ -143,3 +143,11 @@ def test_verdicts():
 def test_invalid_micro_batch_is_refused():
     with pytest.raises(VerlfitError, match="actor micro-batch 3 does not divide the per-GPU mini-batch of 4 responses"):
         predict(small_request(actor_micro_batch_size=3))
+
+
+def test_rollout_note_counts_one_prompt_in_the_singular():
+    # a new-user trial read "1 prompts x 1 per generate call = 1 sequences" for the public recipe's batch 1
+    one = predict(small_request(train_batch_size=1, ppo_mini_batch_size=1, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1))
+    assert one.phase("rollout").detail[-1].startswith("1 prompt x 1 per generate call = 1 sequence of ")
+    four = predict(small_request(algorithm="grpo", rollout_n=4))
+    assert four.phase("rollout").detail[-1].startswith("8 prompts x 4 per generate call = 32 sequences of ")

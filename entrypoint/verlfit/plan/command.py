@@ -165,7 +165,7 @@ def _run(args, nvml=None, out=None) -> int:
             console.print(
                 f"  chosen: actor micro-batch {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
                 + (f", critic {r.critic_micro_batch_size}" if r.has_critic else "")
-                + (f", rollout {r.rollout_prompts_per_call} prompts" if r.rollout == "hf" else "")
+                + (f", rollout {r.rollout_prompts_per_call} prompt{'' if r.rollout_prompts_per_call == 1 else 's'}" if r.rollout == "hf" else "")
                 + f"; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}; offload: "
                 + (", ".join(n.replace("_offload", "").replace("_", " ") for n in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(r, n)) or "none"),
                 highlight=False,

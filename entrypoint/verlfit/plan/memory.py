@@ -421,7 +421,7 @@ def validate_request(request: PlanRequest) -> None:
     if r.train_batch_size % r.ppo_mini_batch_size:
         raise VerlfitError(f"mini-batch {r.ppo_mini_batch_size} does not divide batch {r.train_batch_size}", fix="choose a mini-batch size that divides the batch size", exit_code=2)
     if r.train_batch_size % r.gpus:
-        raise VerlfitError(f"the batch of {r.train_batch_size} prompts does not split over {r.gpus} GPUs (verl hands each GPU the same number of prompts)", fix=f"use a --batch-size divisible by {r.gpus}", exit_code=2)
+        raise VerlfitError(f"the batch of {r.train_batch_size} prompt{'' if r.train_batch_size == 1 else 's'} does not split over {r.gpus} GPUs (verl hands each GPU the same number of prompts)", fix=f"use a --batch-size divisible by {r.gpus}", exit_code=2)
     if r.per_gpu_mini_batch <= 0 or (r.ppo_mini_batch_size * r.samples) % r.gpus:
         raise VerlfitError(f"the mini-batch of {r.ppo_mini_batch_size * r.samples} responses does not split over {r.gpus} GPUs", fix="choose a mini-batch size (and --samples) whose responses divide by the number of GPUs", exit_code=2)
     for name, micro in (("actor", r.actor_micro_batch_size), ("critic", r.critic_micro_batch_size)):
@@ -766,7 +766,7 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
     rep = s.kv_dim if r.attention == "flash_attention_2" else s.q_dim
     decode = sequences * r.seq_len * 2 * (rep + s.kv_dim) * cb  # repeat_kv of one layer's cache + DynamicCache's torch.cat copy
     sampling = sequences * s.vocab_size * SAMPLING_BYTES_PER_VOCAB
-    notes.append(f"{prompts} prompts x {r.samples} per generate call = {sequences} sequences of {r.seq_len} tokens")
+    notes.append(f"{prompts} prompt{'' if prompts == 1 else 's'} x {r.samples} per generate call = {sequences} sequence{'' if sequences == 1 else 's'} of {r.seq_len} tokens")
     return PhaseMemory("rollout", weights=weights, optimizer=optimizer, activations=max(prefill, decode), logits=sampling, kv_cache=kv, detail=tuple(n for n in notes if n))
 
 
