@@ -79,7 +79,8 @@
 # per run, default 3000), LEARN_LRS (actor learning rates of the learning check, default "1e-5 3e-5"),
 # LEARN_LORA_LRS (the same for learn_lora, default "1e-4 3e-4"), LORA_3B_BATCH and LORA_3B_SAMPLES (default 32
 # and 4), LORA_EXTRA (more verlfit train words for lora_1p5b_ppo, lora_3b_grpo and learn_lora, e.g.
-# "-- +actor_rollout_ref.rollout.unwrap_fsdp=True"), SKIP_DECODE_BENCH (set: stage speed runs no decode_bench.py),
+# "-- +actor_rollout_ref.rollout.unwrap_fsdp=True"), SETUP_FOR (stage names setup makes the bigger models for, as
+# if they were named in the same call: for a setup run before a --parallel call), SKIP_DECODE_BENCH (set: stage speed runs no decode_bench.py),
 # KEEP_FULL_CHECKPOINTS (set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO
 # checkpoint, instead of deleting them once adapter_norm.py has read the adapters).
 set -euo pipefail
@@ -136,10 +137,10 @@ stage_setup() {
   python3 -c "import verl.workers.actor.dp_actor, verl.workers.fsdp_workers; print('patched verl imports without flash_attn')"
   [ -f "$MODEL/config.json" ] || python3 benchmarks/make_model.py --shape qwen2.5-0.5b --output "$MODEL"
   # the bigger shapes (random weights, the 0.5B's tokenizer) only when a stage of this call trains them
-  if grep -qwE 'lora_1p5b_ppo|lora_speed' <<< "$STAGES" && [ ! -f "$MODEL_1P5B/config.json" ]; then
+  if grep -qwE 'lora_1p5b_ppo|lora_speed' <<< "$STAGES ${SETUP_FOR:-}" && [ ! -f "$MODEL_1P5B/config.json" ]; then
     python3 benchmarks/make_model.py --shape qwen2.5-1.5b --output "$MODEL_1P5B" --tokenizer-dir "$MODEL"
   fi
-  if grep -qw lora_3b_grpo <<< "$STAGES" && [ ! -f "$MODEL_3B/config.json" ]; then
+  if grep -qw lora_3b_grpo <<< "$STAGES ${SETUP_FOR:-}" && [ ! -f "$MODEL_3B/config.json" ]; then
     python3 benchmarks/make_model.py --shape qwen2.5-3b --output "$MODEL_3B" --tokenizer-dir "$MODEL"
   fi
   [ -n "${SKIP_TINY:-}" ] || [ -f "$TINY/config.json" ] || python3 benchmarks/make_model.py --shape tiny --output "$TINY" --tokenizer-dir "$MODEL"

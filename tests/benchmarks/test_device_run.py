@@ -117,6 +117,12 @@ def test_setup_makes_the_1p5b_model_when_lora_speed_is_named(tmp_path):
     calls = (tmp_path / "calls").read_text().splitlines()
     assert f"benchmarks/make_model.py --shape qwen2.5-1.5b --output {work}/qwen2.5-1.5b-random --tokenizer-dir {work}/qwen2.5-0.5b-random" in calls
     assert not any("qwen2.5-3b" in call for call in calls)
+    # setup alone, told by SETUP_FOR which stages will follow (a --parallel call after it)
+    (tmp_path / "calls").unlink()
+    result = subprocess.run(["bash", str(SCRIPT), "setup"], capture_output=True, text=True, env={**env, "SETUP_FOR": "lora_3b_grpo"}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert f"benchmarks/make_model.py --shape qwen2.5-3b --output {work}/qwen2.5-3b-random --tokenizer-dir {work}/qwen2.5-0.5b-random" in calls
 
 
 def test_multigpu_stage_runs_the_issue_18_measurements_in_order_with_their_environment(tmp_path):
