@@ -294,13 +294,17 @@ stage_calibrate_check() {
     "cal-a10-grpo-m16-256:--algo grpo --batch-size 8 --micro-batch-size 16 --max-prompt-length 256 --max-response-length 256"
 }
 
-learn_data() {  # the synthetic problems and the SFT-warmed small model, shared by learn and learn_lora
+learn_data() {  # the synthetic problems and the SFT-warmed small model, shared by learn, learn_lora, soak and fault stages
+  # one maker at a time: --parallel soak_ppo soak_grpo fault_worker fault_disk all need them (flock: the others wait)
+  (
+  flock 9
   local synth=$WORK/synthetic small=$WORK/small-sft
   [ -f "$synth/raw/train.jsonl" ] || python3 benchmarks/gsm8k_synthetic.py --output "$synth/raw" --train-size 4096 --test-size 256
   [ -f "$synth/train.parquet" ] || verlfit prepare-gsm8k --input "$synth/raw" --output "$synth" --tokenizer "$MODEL" --max-prompt-length 256
   # seed 2 stopped at step 450 with 0.340 on the dev split (the stop rule is >= 0.25), ~30 s on an H200;
   # 0.315 greedy accuracy on 200 test problems (call 5 of 2026-11-29)
   [ -f "$small/config.json" ] || python3 benchmarks/sft_warmup.py --data-dir "$synth/raw" --output "$small" --tokenizer-dir "$MODEL" --seed 2 | tail -n 3 | tee -a "$RUNS/stages.log"
+  ) 9> "$WORK/.learn_data.lock"
 }
 
 stage_learn() {
@@ -440,8 +444,10 @@ soak() {  # soak NAME TOTAL PLAN TRAIN_ARGS...: one run through its interruption
 }
 
 soak_data() {  # $WORK/gsm8k-val256: $DATA's training set, the first 256 rows of its test set (validation every 100 steps)
+  (
+  flock 9
   local val=$WORK/gsm8k-val256
-  [ -f "$val/test.parquet" ] && return 0
+  [ -f "$val/test.parquet" ] && exit 0
   mkdir -p "$val"
   ln -sfn "$DATA/train.parquet" "$val/train.parquet"
   python3 - "$DATA/test.parquet" "$val/test.parquet" <<'PY'
@@ -451,6 +457,7 @@ source, target = sys.argv[1:3]
 pq.write_table(pq.read_table(source).slice(0, 256), target + ".partial")
 os.replace(target + ".partial", target)
 PY
+  ) 9> "$WORK/.soak_data.lock"
 }
 
 SOAK_ARGS=(--emulate p40 --max-prompt-length 512 --max-response-length 256 --batch-size 64 --save-freq 50 --test-freq 100 --skip-checks)

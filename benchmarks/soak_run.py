@@ -90,7 +90,8 @@ class Driver:
         with open(self.console, "rb") as handle:
             handle.seek(offset)
             text = handle.read().decode(errors="replace").splitlines()
-        said = [line for line in text if line.startswith("verlfit:")]
+        # verlfit's diagnosis (verlfit/failure.py) comes before its closing "verl exited with status N; the full log is ..."
+        said = [line for line in text if line.startswith("verlfit:") and not line.startswith(("verlfit: verl exited with status", "verlfit: the last lines verl printed"))]
         return said[-1] if said else None
 
     def _sample(self, pid: int, stop: threading.Event) -> None:
@@ -109,6 +110,13 @@ class Driver:
             return process.wait(timeout=max(seconds, 0.1))
         except subprocess.TimeoutExpired:
             return None
+
+    def _budget(self, seconds: float) -> float:
+        """``seconds``, cut to what is left before the deadline (at least the deadline's grace): an action's wait
+        must not outlast the device call."""
+        if self.deadline is None:
+            return seconds
+        return min(seconds, max(self.deadline - time.time(), self.grace_s))
 
     def _kill(self, process: subprocess.Popen) -> int:
         killed = process_tree.kill_run(process.pid)
@@ -194,9 +202,9 @@ class Driver:
         sent = time.monotonic()
         if item.action == "sigint":
             os.kill(process.pid, signal.SIGINT)
-            status = self._wait(process, self.sigint_wait_s)
+            status = self._wait(process, self._budget(self.sigint_wait_s))
             if status is None:
-                self.log(f"verlfit did not exit {self.sigint_wait_s:.0f} s after SIGINT")
+                self.log(f"verlfit did not exit {time.monotonic() - sent:.0f} s after SIGINT")
                 status = self._kill(process)
         elif item.action == "sigkill":
             status = self._kill(process)
@@ -210,9 +218,9 @@ class Driver:
                 self.log(f"kill-worker: SIGKILL to {target.pid} ({' '.join(target.cmdline())[:160]}) of {len(workers)} WorkerDict processes")
                 sent = time.monotonic()
                 target.send_signal(signal.SIGKILL)
-                status = self._wait(process, self.worker_wait_s)
+                status = self._wait(process, self._budget(self.worker_wait_s))
                 if status is None:
-                    self.log(f"verlfit did not exit {self.worker_wait_s:.0f} s after the worker's death")
+                    self.log(f"verlfit did not exit {time.monotonic() - sent:.0f} s after the worker's death")
                     status = self._kill(process)
         seconds = time.monotonic() - sent
         for line in self._console_tail(offset, lines=8):

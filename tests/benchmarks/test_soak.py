@@ -177,6 +177,20 @@ def test_a_run_that_ends_by_itself_short_of_its_total_is_not_relaunched(tmp_path
     assert "not relaunched: the last launch ended by itself at step 0" in (tmp_path / "stages.log").read_text()
 
 
+def test_waits_after_an_action_end_at_the_deadline(tmp_path):
+    assert _driver(tmp_path, "", deadline=None)._budget(600) == 600
+    assert _driver(tmp_path, "", deadline=time.time() + 2)._budget(600) == 5  # the grace: verlfit gets that long anyway
+    assert 95 < _driver(tmp_path, "", deadline=time.time() + 100)._budget(600) <= 100
+
+
+def test_the_note_is_verlfits_diagnosis_not_its_closing_line(tmp_path):
+    driver = _driver(tmp_path, "")
+    driver.console.write_text("old\nverlfit: earlier\nverlfit: the last lines verl printed:\n  ray.exceptions.ActorDiedError\n"
+                              "verlfit: verl's actor worker died in the rollout\n  fix: resume\nverlfit: verl exited with status 1; the full log is x\n")
+    assert driver._last_verlfit_line(4) == "verlfit: verl's actor worker died in the rollout"
+    assert driver._last_verlfit_line(len(driver.console.read_bytes())) is None
+
+
 def _made_up_run(tmp_path, steps, memory, total=6):
     run = tmp_path / "soak-ppo"
     (run / "checkpoints" / "global_step_4").mkdir(parents=True)
