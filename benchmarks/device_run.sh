@@ -60,8 +60,29 @@
 #              shape on 2 emulated P40s (the planner's verdict, then 10 steps sized by hand: --plan off, micro-batch 1,
 #              optimizer offload); then a two-node Ray cluster on this host (two `ray start`, one GPU each, the
 #              workers' environment given at `ray start`) and `verlfit train --nodes 2 --gpus 1` on it
-#   pack       tar the run records (run.json, metrics.jsonl, train.log tail) into $OUT/runs.tar.gz and write
-#              $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison table)
+#   soak_ppo   issue 17: PPO of the learning check's small model (learn's SFT warm-up) on the real GSM8K, --emulate p40,
+#              512/256, batch 64, 500 steps, checkpoints every 50, validation every 100 on the first 256 test rows
+#              ($WORK/gsm8k-val256); interrupted as SOAK_PPO_PLAN says (default "sigint@150 sigkill@300": Ctrl-C's
+#              SIGINT to verlfit at step 150, then --resume; SIGKILL of every process of the run at step 300, then
+#              --resume; benchmarks/soak_run.py). Re-entrant: name it again in the next call and it continues (the
+#              events done are in $RUNS/soak-ppo.events; a DEADLINE cut is one too); a finished run is not relaunched.
+#              Host memory (RSS of verlfit, verl's driver, the Ray workers) every 10 s into $RUNS/soak-ppo.rss.csv
+#   soak_grpo  the same for GRPO (4 samples a prompt), 300 steps, SOAK_GRPO_PLAN (default "sigint@120"); $RUNS/soak-grpo.*
+#   fault_oom  the 0.5B shape, --emulate p40 --plan off, batch, mini-batch and micro-batch 64 at 512/256 (the actor's fp32
+#              logits alone are 64 x 768 x 151936 x 4 B = 27.8 GiB of the 22.5), 2 steps: expected to fail; logs
+#              verlfit's diagnosis (verlfit/failure.py) and run.json's outcome
+#   fault_worker
+#              the small model on the synthetic problems (as learn), batch 64, response 128, 12 steps, checkpoints every 5:
+#              at step 7 SIGKILL one Ray WorkerDict process of the run (FAULT_WORKER_PLAN, default "kill-worker@7"),
+#              the seconds until verlfit exits and what it said into $RUNS/fault-worker.events, then --resume to 12
+#   fault_disk the small model's PPO (as fault_worker, --save-freq 2, 6 steps) with its run directory in a tmpfs
+#              ($RUNS/fault-disk-mnt; needs root; a refused mount is logged and the stage ends): once the step-2
+#              checkpoint is complete the tmpfs is shrunk to 1.5 x what it holds, so the step-4 checkpoint fills it;
+#              logs verlfit's full-disk message and the checkpoints left, remounts it 8 x bigger and resumes to step 6;
+#              the records are copied to $RUNS/fault-disk and the tmpfs unmounted
+#   pack       tar the run records (run.json, metrics.jsonl, train.log tail, the soak stages' *.events, *.rss.csv) into
+#              $OUT/runs.tar.gz and write $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison
+#              table); first benchmarks/soak_check.py on soak-ppo and soak-grpo when present ($RUNS/NAME.soak.json)
 #
 # Several verl runs can share one big GPU: each caps its own workers (--emulate / --gpu-memory-limit) and starts
 # its own local Ray instance; their step times then include the others' load (memory figures do not).
@@ -82,7 +103,9 @@
 # "-- +actor_rollout_ref.rollout.unwrap_fsdp=True"), SETUP_FOR (stage names setup makes the bigger models for, as
 # if they were named in the same call: for a setup run before a --parallel call), SKIP_DECODE_BENCH (set: stage speed runs no decode_bench.py),
 # KEEP_FULL_CHECKPOINTS (set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO
-# checkpoint, instead of deleting them once adapter_norm.py has read the adapters).
+# checkpoint, instead of deleting them once adapter_norm.py has read the adapters), SOAK_PPO_PLAN, SOAK_GRPO_PLAN,
+# FAULT_WORKER_PLAN (the soak and fault stages' interruptions, words ACTION@STEP: benchmarks/soak_plan.py),
+# SOAK_PPO_STEPS and SOAK_GRPO_STEPS (the soak runs' lengths, default 500 and 300).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -306,13 +329,17 @@ stage_calibrate_check() {
     "cal-a10-grpo-m16-256:--algo grpo --batch-size 8 --micro-batch-size 16 --max-prompt-length 256 --max-response-length 256"
 }
 
-learn_data() {  # the synthetic problems and the SFT-warmed small model, shared by learn and learn_lora
+learn_data() {  # the synthetic problems and the SFT-warmed small model, shared by learn, learn_lora, soak and fault stages
+  # one maker at a time: --parallel soak_ppo soak_grpo fault_worker fault_disk all need them (flock: the others wait)
+  (
+  flock 9
   local synth=$WORK/synthetic small=$WORK/small-sft
   [ -f "$synth/raw/train.jsonl" ] || python3 benchmarks/gsm8k_synthetic.py --output "$synth/raw" --train-size 4096 --test-size 256
   [ -f "$synth/train.parquet" ] || verlfit prepare-gsm8k --input "$synth/raw" --output "$synth" --tokenizer "$MODEL" --max-prompt-length 256
   # seed 2 stopped at step 450 with 0.340 on the dev split (the stop rule is >= 0.25), ~30 s on an H200;
   # 0.315 greedy accuracy on 200 test problems (call 5 of 2026-11-29)
   [ -f "$small/config.json" ] || python3 benchmarks/sft_warmup.py --data-dir "$synth/raw" --output "$small" --tokenizer-dir "$MODEL" --seed 2 | tail -n 3 | tee -a "$RUNS/stages.log"
+  ) 9> "$WORK/.learn_data.lock"
 }
 
 stage_learn_data() {  # learn_data alone: stages started --parallel after it do not race to make the small model
@@ -476,9 +503,130 @@ stage_multigpu() {
   python3 -m ray.scripts.scripts stop --force >> "$RUNS/multigpu-ray.console" 2>&1 || true
 }
 
+soak() {  # soak NAME TOTAL PLAN TRAIN_ARGS...: one run through its interruption plan (benchmarks/soak_run.py), re-entrant
+  local name=$1 total=$2 plan=$3 status=0; shift 3
+  local deadline=()
+  [ -z "${DEADLINE:-}" ] || deadline=(--deadline "$DEADLINE")
+  log "soak $name: $total steps, plan '$plan'$( [ -f "$RUNS/$name.events" ] && echo "; events so far: $(cut -f2 "$RUNS/$name.events" | paste -sd, -)")"
+  python3 benchmarks/soak_run.py --runs "$RUNS" --name "$name" --total "$total" --plan "$plan" "${deadline[@]}" -- "$@" || status=$?
+  log "soak $name: status $status"
+}
+
+soak_data() {  # $WORK/gsm8k-val256: $DATA's training set, the first 256 rows of its test set (validation every 100 steps)
+  (
+  flock 9
+  local val=$WORK/gsm8k-val256
+  [ -f "$val/test.parquet" ] && exit 0
+  mkdir -p "$val"
+  ln -sfn "$DATA/train.parquet" "$val/train.parquet"
+  python3 - "$DATA/test.parquet" "$val/test.parquet" <<'PY'
+import os, sys
+import pyarrow.parquet as pq
+source, target = sys.argv[1:3]
+pq.write_table(pq.read_table(source).slice(0, 256), target + ".partial")
+os.replace(target + ".partial", target)
+PY
+  ) 9> "$WORK/.soak_data.lock"
+}
+
+SOAK_ARGS=(--emulate p40 --max-prompt-length 512 --max-response-length 256 --batch-size 64 --save-freq 50 --test-freq 100 --skip-checks)
+
+stage_soak_ppo() {
+  learn_data
+  soak_data
+  local steps=${SOAK_PPO_STEPS:-500}
+  soak soak-ppo "$steps" "${SOAK_PPO_PLAN-sigint@150 sigkill@300}" --model "$WORK/small-sft" --data "$WORK/gsm8k-val256" --steps "$steps" "${SOAK_ARGS[@]}"
+}
+
+stage_soak_grpo() {
+  learn_data
+  soak_data
+  local steps=${SOAK_GRPO_STEPS:-300}
+  soak soak-grpo "$steps" "${SOAK_GRPO_PLAN-sigint@120}" --algo grpo --samples 4 --model "$WORK/small-sft" --data "$WORK/gsm8k-val256" --steps "$steps" "${SOAK_ARGS[@]}"
+}
+
+run_outcome() {  # run_outcome RUN_DIR: run.json's outcome as one JSON line (none: the run finished or has no record)
+  python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1])).get("outcome")))' "$1/run.json" 2>/dev/null || echo "no $1/run.json"
+}
+
+stage_fault_oom() {
+  if [ -f "$RUNS/fault-oom/run.json" ]; then log "fault_oom: done in an earlier call ($RUNS/fault-oom): $(run_outcome "$RUNS/fault-oom")"; return 0; fi
+  train fault-oom --emulate p40 --plan off --batch-size 64 --mini-batch-size 64 --micro-batch-size 64 --model "$MODEL" --data "$DATA" --steps 2 \
+    --max-prompt-length 512 --max-response-length 256 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1
+  grep '^verlfit:\|^  fix:' "$RUNS/fault-oom.console" | tail -n 8 | sed 's/^/  fault-oom| /' | tee -a "$RUNS/stages.log" || true
+  log "fault_oom outcome: $(run_outcome "$RUNS/fault-oom")"
+}
+
+FAULT_SMALL_ARGS=(--emulate p40 --batch-size 64 --max-prompt-length 256 --max-response-length 128 --skip-checks --no-validate-before-train --test-freq -1)
+
+stage_fault_worker() {
+  learn_data
+  soak fault-worker 12 "${FAULT_WORKER_PLAN-kill-worker@7}" --model "$WORK/small-sft" --data "$WORK/synthetic" --steps 12 --save-freq 5 "${FAULT_SMALL_ARGS[@]}"
+}
+
+checkpoints_in() {  # checkpoints_in RUN_DIR: its global_step_* folders, in step order, on one line
+  find "$1/checkpoints" -maxdepth 1 -name 'global_step_*' -printf '%f\n' 2>/dev/null | sort -V | paste -sd' ' -
+}
+
+stage_fault_disk() {
+  local mnt=$RUNS/fault-disk-mnt keep=$RUNS/fault-disk used size status=0 start out
+  local run=$mnt/run
+  if [ -f "$keep/run.json" ]; then log "fault_disk: done in an earlier call ($keep): $(run_outcome "$keep")"; return 0; fi
+  learn_data
+  mkdir -p "$mnt"
+  if mountpoint -q "$mnt"; then log "fault_disk: $mnt is still mounted from an earlier call: unmounting, starting again"; umount "$mnt" || return 0; fi
+  # big at first: the step-2 checkpoint's real size is measured, then the tmpfs is shrunk around it
+  if ! out=$(mount -t tmpfs -o size=16g tmpfs "$mnt" 2>&1); then log "tmpfs mount refused: $out"; return 0; fi
+  log "fault_disk: tmpfs of 16 GiB at $mnt; verlfit train --run-dir $run, checkpoints every 2 steps"
+  start=$SECONDS
+  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit train --run-dir "$run" --model "$WORK/small-sft" --data "$WORK/synthetic" --steps 6 --save-freq 2 \
+    "${FAULT_SMALL_ARGS[@]}" > "$RUNS/fault-disk.console" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null && [ ! -f "$run/checkpoints/latest_checkpointed_iteration.txt" ]; do sleep 1; done
+  if [ -f "$run/checkpoints/latest_checkpointed_iteration.txt" ]; then
+    used=$(df --output=used -B1 "$mnt" | tail -n 1 | tr -d ' ')
+    size=$(( used * 3 / 2 ))
+    if mount -o remount,size="$size" "$mnt"; then
+      log "fault_disk: step-2 checkpoint complete, $used bytes used; tmpfs shrunk to $size bytes: the step-4 checkpoint cannot fit"
+    else
+      log "fault_disk: remount to $size bytes refused"
+    fi
+    du -sb "$run/checkpoints/"global_step_* 2>/dev/null | sed 's/^/  fault-disk| /' | tee -a "$RUNS/stages.log" || true
+  fi
+  wait "$pid" || status=$?
+  log "end fault-disk: status $status after $((SECONDS - start)) s (expected: a failure at the step-4 save)"
+  grep '^verlfit:\|^  fix:' "$RUNS/fault-disk.console" | tail -n 8 | sed 's/^/  fault-disk| /' | tee -a "$RUNS/stages.log" || true
+  log "fault_disk outcome: $(run_outcome "$run")"
+  log "fault_disk checkpoints left: $(checkpoints_in "$run") (tracker: $(cat "$run/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null || echo none))"
+  find "$run/checkpoints" -path '*global_step_*' -type f -printf '%s %P\n' 2>/dev/null | sed 's/^/  fault-disk file| /' >> "$RUNS/stages.log" || true
+  printf '%s\tfull disk at the step-4 save\t%s\t-\t%s\t%s\n' "$(date +%Y-%m-%dT%H:%M:%S%z)" "$(cat "$run/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)" "$status" \
+    "$(grep '^verlfit:' "$RUNS/fault-disk.console" | tail -n 1 | tr '\t' ' ')" >> "$RUNS/fault-disk.events"
+  if [ -f "$run/run.json" ]; then
+    used=$(df --output=used -B1 "$mnt" | tail -n 1 | tr -d ' ')
+    mount -o remount,size=$(( (used + 1) * 8 )) "$mnt" && log "fault_disk: tmpfs grown to $(( (used + 1) * 8 )) bytes; verlfit train --resume $run"
+    status=0
+    echo "== resume" >> "$RUNS/fault-disk.console"
+    timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit train --resume "$run" >> "$RUNS/fault-disk.console" 2>&1 || status=$?
+    log "end fault-disk resume: status $status"
+    tail -n 5 "$RUNS/fault-disk.console" | sed 's/^/  fault-disk| /'
+    printf '%s\tresume after growing the disk\t%s\t-\t%s\t%s\n' "$(date +%Y-%m-%dT%H:%M:%S%z)" "$(cat "$run/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)" "$status" \
+      "$(grep '^verlfit:' "$RUNS/fault-disk.console" | tail -n 1 | tr '\t' ' ')" >> "$RUNS/fault-disk.events"
+    log "fault_disk checkpoints after the resume: $(checkpoints_in "$run")"
+    mkdir -p "$keep"
+    cp "$run/run.json" "$run/metrics.jsonl" "$keep/" 2>/dev/null || true
+    tail -n 400 "$run/train.log" > "$keep/train.log" 2>/dev/null || true
+  fi
+  umount "$mnt" || log "fault_disk: umount $mnt: status $?"
+}
+
 stage_pack() {
-  local list
-  list=$(cd "$RUNS" && find . -maxdepth 2 \( -name run.json -o -name metrics.jsonl -o -name '*.console' -o -name '*.eval.json' -o -name stages.log -o -name train.log -o -name '*.adapters.json' -o -name '*.plan' \) | sort)
+  local list name
+  for name in soak-ppo soak-grpo; do
+    [ -f "$RUNS/$name/run.json" ] || continue
+    python3 benchmarks/soak_check.py "$RUNS/$name" --json "$RUNS/$name.soak.json" 2>&1 | sed "s/^/  $name soak| /" | tee -a "$RUNS/stages.log" || true
+  done
+  list=$(cd "$RUNS" && find . -maxdepth 2 \( -name run.json -o -name metrics.jsonl -o -name '*.console' -o -name '*.eval.json' -o -name stages.log -o -name train.log -o -name '*.adapters.json' -o -name '*.plan' \
+    -o -name '*.rss.csv' -o -name '*.events' -o -name '*.soak.json' \) -not -path './fault-disk-mnt/*' | sort)
   # train.log can be long: keep its last 400 lines
   (cd "$RUNS" && for f in $list; do case $f in *train.log) tail -n 400 "$f" > "$f.tail" && echo "$f.tail";; *) echo "$f";; esac; done) > "$RUNS/.pack"
   tar -C "$RUNS" -czf "$OUT/runs.tar.gz" -T "$RUNS/.pack"

@@ -25,7 +25,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval gputests graph_memory grpo learn learn_data learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu pack public setup smoke speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker gputests graph_memory grpo learn learn_data learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -194,3 +194,80 @@ def test_a_lora_run_cut_by_a_deadline_is_resumed_when_its_stage_runs_again(tmp_p
     assert (tmp_path / "calls").read_text().splitlines()[2] == f"-m verlfit train --resume {runs}/lora-1p5b-ppo"
     shards = sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*.pt"))
     assert shards == ["lora-1p5b-ppo/checkpoints/global_step_10/actor/model_world_size_1_rank_0.pt"]
+
+
+def test_help_documents_the_soak_and_fault_stages(tmp_path):
+    text = run(tmp_path, "--help").stdout
+    for start in ("  soak_ppo   issue 17: PPO of the learning check's small model", "  soak_grpo  the same for GRPO", "  fault_oom  the 0.5B shape",
+                  "  fault_worker\n", "  fault_disk the small model's PPO", "SOAK_PPO_PLAN, SOAK_GRPO_PLAN,\nFAULT_WORKER_PLAN"):
+        assert start in text, start
+
+
+def _stage_env(tmp_path, bin_dir, **extra):
+    env = {key: value for key, value in os.environ.items() if key not in ("DEADLINE", "SOAK_PPO_PLAN", "SOAK_GRPO_PLAN", "FAULT_WORKER_PLAN")}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(tmp_path / "work"), RUNS=str(tmp_path / "runs"), OUT=str(tmp_path / "out"), **extra)
+    return env
+
+
+def test_soak_and_fault_worker_stages_hand_their_run_to_the_soak_driver(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    (work / "small-sft").mkdir(parents=True)
+    (work / "small-sft" / "config.json").write_text("{}")
+    for folder in ("synthetic", "synthetic/raw"):
+        (work / folder).mkdir(exist_ok=True)
+    (work / "synthetic" / "raw" / "train.jsonl").write_text("")
+    (work / "synthetic" / "train.parquet").write_text("")
+    env = _stage_env(tmp_path, bin_dir, DEADLINE="2000000000", SOAK_GRPO_PLAN="sigint@10 sigkill@20")
+    result = subprocess.run(["bash", str(SCRIPT), "soak_ppo", "soak_grpo", "fault_worker"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    val = work / "gsm8k-val256"
+    soak = "--emulate p40 --max-prompt-length 512 --max-response-length 256 --batch-size 64 --save-freq 50 --test-freq 100 --skip-checks"
+    assert calls == [
+        f"- {work}/gsm8k/test.parquet {val}/test.parquet",  # the 256-row validation slice (pyarrow, from stdin)
+        f"benchmarks/soak_run.py --runs {runs} --name soak-ppo --total 500 --plan sigint@150 sigkill@300 --deadline 2000000000 -- --model {work}/small-sft --data {val} --steps 500 {soak}",
+        f"- {work}/gsm8k/test.parquet {val}/test.parquet",
+        f"benchmarks/soak_run.py --runs {runs} --name soak-grpo --total 300 --plan sigint@10 sigkill@20 --deadline 2000000000 -- --algo grpo --samples 4 --model {work}/small-sft --data {val} --steps 300 {soak}",
+        f"benchmarks/soak_run.py --runs {runs} --name fault-worker --total 12 --plan kill-worker@7 --deadline 2000000000 -- --model {work}/small-sft --data {work}/synthetic --steps 12 --save-freq 5 "
+        "--emulate p40 --batch-size 64 --max-prompt-length 256 --max-response-length 128 --skip-checks --no-validate-before-train --test-freq -1",
+    ]
+    assert (val / "train.parquet").resolve() == work / "gsm8k" / "train.parquet"  # the full training set, linked
+    assert "soak soak-ppo: 500 steps, plan 'sigint@150 sigkill@300'" in (runs / "stages.log").read_text()
+
+
+def test_fault_disk_stage_ends_with_a_log_line_when_tmpfs_cannot_be_mounted(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    (bin_dir / "mount").write_text("#!/bin/sh\necho 'mount: only root can use \"--types\" option' >&2\nexit 1\n")
+    (bin_dir / "mount").chmod(0o755)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    (work / "small-sft").mkdir(parents=True)
+    (work / "small-sft" / "config.json").write_text("{}")
+    (work / "synthetic" / "raw").mkdir(parents=True)
+    (work / "synthetic" / "raw" / "train.jsonl").write_text("")
+    (work / "synthetic" / "train.parquet").write_text("")
+    result = subprocess.run(["bash", str(SCRIPT), "fault_disk"], capture_output=True, text=True, env=_stage_env(tmp_path, bin_dir), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert 'tmpfs mount refused: mount: only root can use "--types" option' in (runs / "stages.log").read_text()
+    assert not (tmp_path / "calls").exists()  # no training was started
+
+
+def test_fault_oom_stage_runs_the_oversized_micro_batch_once(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    env = _stage_env(tmp_path, bin_dir)
+    result = subprocess.run(["bash", str(SCRIPT), "fault_oom"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[0] == (f"-m verlfit train --run-dir {runs}/fault-oom --emulate p40 --plan off --batch-size 64 --mini-batch-size 64 --micro-batch-size 64 "
+                        f"--model {work}/qwen2.5-0.5b-random --data {work}/gsm8k --steps 2 --max-prompt-length 512 --max-response-length 256 "
+                        "--skip-checks --no-validate-before-train --test-freq -1 --save-freq -1")
+    assert calls[1].startswith("-c import json, sys;") and calls[1].endswith(f"{runs}/fault-oom/run.json")
+    # a later call: the run is there, nothing is relaunched
+    (runs / "fault-oom").mkdir()
+    (runs / "fault-oom" / "run.json").write_text('{"outcome": {"status": "failed", "reason": "oom"}}')
+    (tmp_path / "calls").unlink()
+    result = subprocess.run(["bash", str(SCRIPT), "fault_oom"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "train" not in (tmp_path / "calls").read_text()
+    assert f"fault_oom: done in an earlier call ({runs}/fault-oom)" in (runs / "stages.log").read_text()
