@@ -80,6 +80,28 @@ def rss_trend(rows: list[dict], from_step: int = FROM_STEP) -> dict:
     return result
 
 
+def rss_figure(rows: list[dict], title: str):
+    """A matplotlib Figure of host RSS (MiB) against the training step for verl's driver and the Ray workers'
+    sum, one point per sample of NAME.rss.csv whose RSS is above 0 (a role's process not there yet, or gone, as
+    around each resume, is left out)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 4))
+    for role, label in (("driver_mib", "verl driver"), ("workers_sum_mib", "Ray workers (sum)")):
+        points = [(int(row["step"]), float(row[role])) for row in rows if float(row[role]) > 0]
+        axes.plot([p[0] for p in points], [p[1] for p in points], ".", label=label)
+    axes.set_xlabel("step")
+    axes.set_ylabel("RSS, MiB")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend(loc="lower right", fontsize="small")
+    figure.tight_layout()
+    return figure
+
+
 def validation_scores(records: list[dict]) -> list[tuple[int, str, float]]:
     """``(step, key, score)`` of every record with a ``val-core/`` key (its first), in file order."""
     scores = []
@@ -160,6 +182,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     parser.add_argument("run", type=Path, help="the soak run's directory (RUNS/NAME)")
     parser.add_argument("--json", type=Path, help="also write the result here (JSON)")
+    parser.add_argument("--plot", type=Path, help="also plot host RSS per role against the step from NAME.rss.csv into this PNG")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "entrypoint"))
     from verlfit.errors import VerlfitError
@@ -170,6 +193,15 @@ def main(argv=None) -> int:
         print(f"soak_check.py: {error}", file=sys.stderr)
         return 2
     print(render(result))
+    if args.plot:
+        rss_path = args.run.parent / f"{args.run.name}.rss.csv"
+        if not rss_path.is_file():
+            print(f"soak_check.py: --plot: no {rss_path} (benchmarks/soak_run.py writes it beside the run)", file=sys.stderr)
+            return 2
+        figure = rss_figure(list(csv.DictReader(rss_path.open())), f"Host memory of {args.run.name}")
+        with tempfile.NamedTemporaryFile(dir=args.plot.parent, prefix=f".{args.plot.name}.", suffix=".png", delete=False) as handle:
+            figure.savefig(handle, format="png", dpi=100)
+        os.replace(handle.name, args.plot)
     if args.json:
         with tempfile.NamedTemporaryFile("w", dir=args.json.parent, prefix=f".{args.json.name}.", delete=False) as handle:
             json.dump(result, handle, indent=2)

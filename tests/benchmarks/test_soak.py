@@ -254,3 +254,17 @@ def test_soak_check_fails_on_repeated_or_missing_steps_and_on_memory_growth(tmp_
     not_a_run = subprocess.run([sys.executable, str(BENCHMARKS / "soak_check.py"), str(tmp_path)], capture_output=True, text=True, timeout=60,
                                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(BENCHMARKS.parent / "entrypoint")})
     assert not_a_run.returncode == 2 and "is not a verlfit run directory (no run.json)" in not_a_run.stderr
+
+
+def test_rss_figure_plots_driver_and_workers_against_the_step_leaving_out_absent_processes():
+    rows = [
+        {"time": "1", "step": "50", "verlfit_mib": "34", "driver_mib": "792.5", "workers_sum_mib": "0.0", "workers_max_mib": "0.0", "workers": "0"},
+        {"time": "2", "step": "51", "verlfit_mib": "34", "driver_mib": "792.6", "workers_sum_mib": "2364.7", "workers_max_mib": "2364.7", "workers": "1"},
+        {"time": "3", "step": "76", "verlfit_mib": "0", "driver_mib": "0.0", "workers_sum_mib": "0.0", "workers_max_mib": "0.0", "workers": "0"},
+        {"time": "4", "step": "99", "verlfit_mib": "34", "driver_mib": "792.7", "workers_sum_mib": "2379.9", "workers_max_mib": "2379.9", "workers": "1"},
+    ]
+    axes = soak_check.rss_figure(rows, "Host memory of soak-ppo").axes[0]
+    driver, workers = axes.get_lines()
+    assert (list(driver.get_xdata()), list(driver.get_ydata())) == ([50, 51, 99], [792.5, 792.6, 792.7])
+    assert (list(workers.get_xdata()), list(workers.get_ydata())) == ([51, 99], [2364.7, 2379.9])
+    assert (axes.get_xlabel(), axes.get_ylabel(), axes.get_title()) == ("step", "RSS, MiB", "Host memory of soak-ppo")
