@@ -840,3 +840,20 @@ def test_lora_turns_a_profiles_cuda_graph_decoding_off_unless_the_user_turns_it_
     assert cuda_graph(full.settings) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
     chosen = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--", "+actor_rollout_ref.rollout.cuda_graph=True"]), environ={}, gpu=P40)
     assert cuda_graph(chosen.settings) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+
+
+def test_lora_on_one_gpu_generates_through_the_unwrapped_module_unless_the_user_says_otherwise():
+    from verlfit.overrides import LORA_UNWRAP_NOTE
+
+    def unwrap(launch):
+        return [o for o in launch.overrides if "unwrap_fsdp" in o]
+
+    lora = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32"]), environ={}, gpu=P40)
+    assert unwrap(lora) == ["+actor_rollout_ref.rollout.unwrap_fsdp=True"]
+    assert LORA_UNWRAP_NOTE in lora.notes
+    full = prepare_launch(parse(["--profile", "p40", "--plan", "off"]), environ={}, gpu=P40)
+    assert unwrap(full) == [] and LORA_UNWRAP_NOTE not in full.notes
+    off = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--", "+actor_rollout_ref.rollout.unwrap_fsdp=False"]), environ={}, gpu=P40)
+    assert unwrap(off) == ["+actor_rollout_ref.rollout.unwrap_fsdp=False"]
+    two = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--gpus", "2"]), environ={}, gpu=P40)
+    assert unwrap(two) == []

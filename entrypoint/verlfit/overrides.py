@@ -202,10 +202,23 @@ def quote_value(value: str) -> str:
 
 
 CUDA_GRAPH_KEY = "actor_rollout_ref.rollout.cuda_graph"
+UNWRAP_KEY = "actor_rollout_ref.rollout.unwrap_fsdp"
+LORA_UNWRAP_NOTE = (
+    "LoRA on the HF rollout generates through the unwrapped module (patch 0023, +actor_rollout_ref.rollout.unwrap_fsdp=True): "
+    "FSDP's hooks on every adapter unit ran for every token (1.5B PPO: 63.5 s of generation a step without it, 24.8 s with "
+    "it, both sharing the device's GPU: docs/benchmarks.md section 9.2); one GPU only; "
+    "`-- +actor_rollout_ref.rollout.unwrap_fsdp=False` turns it off"
+)
 LORA_CUDA_GRAPH_NOTE = (
     "CUDA-graph decoding (patch 0022) is off with LoRA: it matches generate with a LoRA adapter on the CPU but has "
     "not run with one on a GPU yet; `-- actor_rollout_ref.rollout.cuda_graph=True` turns it on"
 )
+
+
+def unwraps_lora_generation(settings: TrainSettings, profile) -> bool:
+    """Whether verlfit turns patch 0023's ``unwrap_fsdp`` on: a LoRA actor, the HF rollout, one GPU in all (on
+    several GPUs every rank would gather the whole model for generation, untested: the patch's header)."""
+    return bool(settings.lora_rank) and profile.rollout == "hf" and settings.gpus * settings.nodes == 1
 
 
 def build_overrides(settings: TrainSettings, profile, environment: dict[str, str], compute_capability: tuple[int, int] | None = None, vllm_card_fraction: float | None = None) -> list[str]:
@@ -289,6 +302,8 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
     out += list(profile.overrides)
     if s.lora_rank and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides:
         out.append(f"+{CUDA_GRAPH_KEY}=False")  # LORA_CUDA_GRAPH_NOTE; the user's own value after -- still wins
+    if unwraps_lora_generation(s, profile):
+        out.append(f"+{UNWRAP_KEY}=True")  # LORA_UNWRAP_NOTE; the user's own value after -- still wins
     if profile.rollout == "hf":
         out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size or s.train_batch_size}")
     else:

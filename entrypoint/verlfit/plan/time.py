@@ -94,8 +94,9 @@ SAVE_BYTES_PER_PARAM = 12  # derived: fp32 weights (4) + AdamW exp_avg, exp_avg_
 WEIGHT_BYTES_PER_PARAM = 4  # fp32 weights in the checkpoint's model shard
 ADAM_STATE_BYTES_PER_PARAM = SAVE_BYTES_PER_PARAM - WEIGHT_BYTES_PER_PARAM  # exp_avg, exp_avg_sq of each trained parameter
 LORA_GENERATION_NOTE = (
-    "LoRA generation through FSDP is not modelled: measured 7-9x slower than this model's figure on the H200 "
-    "(docs/benchmarks.md section 8.2); patch 0023's unwrap_fsdp key addresses it"
+    "LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
+    "(docs/benchmarks.md section 8.2); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
+    "2.5x faster than that, measured only while sharing the GPU (section 9.2)"
 )
 VLLM_NOTE = (
     "vLLM rollout and FlashAttention-2's packed sequences (the a10 profile's own path) are not modelled: this estimate "
