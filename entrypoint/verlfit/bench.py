@@ -207,14 +207,26 @@ def summarise_run(run_dir: Path, card_key: str | None) -> dict:
 
 
 def ran_code_paths(record: dict) -> dict:
-    """The code paths a run ran, from its ``run.json`` record: {"profile", "rollout", "attention", "dtype"}. Rollout
-    and attention are train's settings as run (``TrainSettings.rollout``/``attention``; None there, as in run
-    directories before they were recorded, means the profile's own); dtype is the profile's."""
+    """The code paths a run ran, from its ``run.json`` record: {"profile", "rollout", "attention", "dtype"}.
+
+    Rollout and attention are the verl overrides it launched with (``actor_rollout_ref.rollout.name``,
+    ``actor_rollout_ref.model.attn_implementation``; the last one given wins, as in Hydra), else train's recorded
+    settings, else the profile's own; dtype is the profile's (``dtype:`` in its YAML).
+    """
     from verlfit.profiles import load_profile
 
     profile = load_profile(record["profile"])
+    given = {}
+    for override in record.get("overrides", ()):
+        key, _, value = override.lstrip("+").partition("=")
+        given[key] = value
     settings = record["settings"]
-    return {"profile": profile.name, "rollout": settings.get("rollout") or profile.rollout, "attention": settings.get("attention") or profile.attention, "dtype": profile.dtype}
+    return {
+        "profile": profile.name,
+        "rollout": given.get("actor_rollout_ref.rollout.name") or settings.get("rollout") or profile.rollout,
+        "attention": given.get("actor_rollout_ref.model.attn_implementation") or settings.get("attention") or profile.attention,
+        "dtype": profile.dtype,
+    }
 
 
 def code_paths_line(runs: list[dict]) -> str:
