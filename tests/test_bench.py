@@ -300,7 +300,7 @@ def _refused(monkeypatch, tmp_path, capsys, argv, packages=("vllm", "flash_attn"
     monkeypatch.setattr(importlib.util, "find_spec", without(*packages))
     monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: pytest.fail("the doctor's checks ran"))
     monkeypatch.setattr(bench, "prepare_inputs", lambda *a, **kw: pytest.fail("the model and data were made"))
-    monkeypatch.setattr(bench, "launch", lambda argv: pytest.fail("a run was launched"))
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **kw: pytest.fail("a run was launched"))
     monkeypatch.chdir(tmp_path)
     status = cli.main(["bench", "--work", str(tmp_path / "work"), *argv])
     assert list(tmp_path.iterdir()) == []  # no work folder, no JSON

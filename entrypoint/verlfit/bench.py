@@ -86,7 +86,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine of both runs instead of the profile's (verlfit train --rollout): hf (transformers generate; any card) or vllm (a10 profile only); "
                         "hf where vLLM is not installed")
     parser.add_argument("--attention", choices=ATTENTION, help=f"attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or flash_attention_2 (a10 profile only); "
-                        f"sdpa where flash-attn is not installed. The public-recipe run keeps the recipe's {PUBLIC_RECIPE_ATTENTION}")
+                        f"sdpa where flash-attn is not installed. The public-recipe run keeps the recipe's {PUBLIC_RECIPE_ATTENTION} attention")
     parser.add_argument("--work", default=os.path.join("~", ".cache", "verlfit-bench"), help="model, data and run directories (default %(default)s)")
     parser.add_argument("--output", help="JSON file to write (default: verlfit-bench-<card>.json in the current directory)")
     parser.set_defaults(func=_run)
