@@ -24,8 +24,8 @@
 #   export_eval
 #              verlfit export of the learning check's final checkpoint (EXPORT_RUN, default learn-grpo-lr1e-5), then
 #              verlfit eval of it --compare the starting model on the 256 held-out problems (the rows its validation used)
-#   bench      verlfit bench on the card as it is and with --emulate p40 (BENCH_MODES, default "card emulate_p40",
-#              one after the other); the JSON files go to $OUT
+#   bench      verlfit bench on the card as it is (--rollout hf --attention sdpa: this stack has no vLLM/flash-attn)
+#              and with --emulate p40 (BENCH_MODES, default "card emulate_p40", one after the other); the JSON files go to $OUT
 #   speed      issue 13: the main job's configuration (PPO, 0.5B shape, --emulate p40, 512/256, batch 32), 10 steps
 #              per configuration of SPEED_CONFIGS (default "today all": today's path, then all of patches
 #              0020-0023's keys on, one after the other so neither shares the GPU; "trim_train trim_rollout
@@ -398,7 +398,10 @@ stage_bench() {
   local mode
   for mode in ${BENCH_MODES:-card emulate_p40}; do
     case $mode in
-      card) verlfit bench --work "$WORK/bench" --output "$OUT/bench-h200.json" "${gsm[@]}" 2>&1 | tee -a "$RUNS/stages.log" | tail -n 20 || log "bench: status $?" ;;
+      # the card as it is: an H200 (9.0) gets the a10 profile, whose vLLM rollout and FlashAttention-2 this stack
+      # lacks (no vllm, no flash_attn: bench refuses at once without them), so HF generate and SDPA, as on an A10
+      # without them (profiles/a10.yaml fallbacks); the public recipe keeps its eager attention
+      card) verlfit bench --rollout hf --attention sdpa --work "$WORK/bench" --output "$OUT/bench-h200.json" "${gsm[@]}" 2>&1 | tee -a "$RUNS/stages.log" | tail -n 20 || log "bench: status $?" ;;
       emulate_p40) verlfit bench --emulate p40 --work "$WORK/bench" --output "$OUT/bench-h200-emulate-p40.json" "${gsm[@]}" 2>&1 | tee -a "$RUNS/stages.log" | tail -n 20 || log "bench --emulate p40: status $?" ;;
       *) log "stage bench: unknown mode '$mode' (card emulate_p40)" ;;
     esac

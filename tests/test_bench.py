@@ -254,3 +254,169 @@ def test_patch_series_reads_the_installed_verls_marker_only(tmp_path):
     assert bench.patch_series(environ, verl_dir=verl) == "0001-a.patch, 0009-c.patch"
     assert bench.patch_series({}, verl_dir=verl) == "0001-a.patch, 0009-c.patch"
     assert bench.patch_series(environ, verl_dir=None) == "unknown"
+
+
+# --------------------------------------------------------------------------------------
+# a card whose profile's engines are not installed (an H200 without vLLM and flash-attn picks the a10 profile)
+# --------------------------------------------------------------------------------------
+
+H200_NVML = FakeNvml([("NVIDIA H200", (9, 0), 150_754_820_096)], driver="580.159.04", cuda=13000)
+
+
+def without(*packages):
+    """importlib.util.find_spec as in a Python without ``packages``."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    return lambda name, *rest: None if name in packages else real(name, *rest)
+
+
+def test_missing_engine_packages_names_package_use_and_option():
+    from verlfit.doctor import missing_engine_packages
+
+    nothing = without("vllm", "flash_attn")
+    assert missing_engine_packages("vllm", "flash_attention_2", find_spec=nothing) == [
+        ("vllm", "the vLLM rollout", "--rollout hf"), ("flash_attn", "FlashAttention-2 attention", "--attention sdpa")]
+    assert missing_engine_packages("hf", "flash_attention_2", find_spec=nothing) == [("flash_attn", "FlashAttention-2 attention", "--attention sdpa")]
+    assert missing_engine_packages("hf", "sdpa", find_spec=nothing) == []
+    assert missing_engine_packages("hf", "eager", find_spec=lambda name: pytest.fail(f"looked for {name}")) == []
+    assert missing_engine_packages("vllm", "flash_attention_2", find_spec=lambda name: object()) == []
+
+    def broken(name):
+        raise ValueError(f"{name}.__spec__ is None")
+
+    assert [package for package, _, _ in missing_engine_packages("vllm", "sdpa", find_spec=broken)] == ["vllm"]
+
+
+def _refused(monkeypatch, tmp_path, capsys, argv, packages=("vllm", "flash_attn")):
+    """Run ``verlfit bench ARGV`` on a fake H200 in a Python without ``packages``; nothing after the engine check may run."""
+    import importlib.util
+
+    import verlfit.doctor
+    import verlfit.gpu
+
+    real_query = verlfit.gpu.query_gpus
+    monkeypatch.setattr(verlfit.gpu, "query_gpus", lambda nvml=None: real_query(H200_NVML))
+    monkeypatch.setattr(importlib.util, "find_spec", without(*packages))
+    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: pytest.fail("the doctor's checks ran"))
+    monkeypatch.setattr(bench, "prepare_inputs", lambda *a, **kw: pytest.fail("the model and data were made"))
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **kw: pytest.fail("a run was launched"))
+    monkeypatch.chdir(tmp_path)
+    status = cli.main(["bench", "--work", str(tmp_path / "work"), *argv])
+    assert list(tmp_path.iterdir()) == []  # no work folder, no JSON
+    return status, capsys.readouterr().err
+
+
+def test_bench_refuses_the_a10_profile_without_vllm_and_flash_attn(monkeypatch, tmp_path, capsys):
+    import sys
+
+    status, err = _refused(monkeypatch, tmp_path, capsys, [])
+    assert status == 2
+    assert err == (
+        "verlfit: error: bench: the a10 profile (chosen for NVIDIA H200, compute capability 9.0) needs vllm for the vLLM rollout (public-recipe, verlfit) "
+        f"and flash_attn for FlashAttention-2 attention (verlfit); this Python ({sys.executable}) has neither\n"
+        "  fix: pass --rollout hf --attention sdpa (this card without vllm and flash_attn), or --emulate p40 (the P40's code paths); "
+        "or run the bench in the verlfit:a10 image (it has vLLM and flash-attn)\n"
+    )
+
+
+def test_bench_refusal_names_only_what_is_still_missing(monkeypatch, tmp_path, capsys):
+    import sys
+
+    status, err = _refused(monkeypatch, tmp_path, capsys, ["--rollout", "hf"])
+    assert status == 2
+    assert err.startswith(f"verlfit: error: bench: the a10 profile (chosen for NVIDIA H200, compute capability 9.0) needs flash_attn for FlashAttention-2 attention (verlfit); this Python ({sys.executable}) has no flash_attn\n")
+    assert "  fix: pass --attention sdpa (this card without flash_attn), or --emulate p40" in err
+    # the public recipe's eager attention needs no flash_attn: with --configs public-recipe only vLLM is missing
+    status, err = _refused(monkeypatch, tmp_path, capsys, ["--configs", "public-recipe", "--emulate", "a10"], packages=("vllm",))
+    assert status == 2 and "the a10 profile (--emulate a10) needs vllm for the vLLM rollout (public-recipe); this Python" in err and "fix: pass --rollout hf (this card without vllm)" in err
+
+
+def test_bench_refuses_vllm_on_the_p40_profile_before_anything_runs(monkeypatch, tmp_path, capsys):
+    status, err = _refused(monkeypatch, tmp_path, capsys, ["--emulate", "p40", "--rollout", "vllm"], packages=())
+    assert status == 2 and err.startswith("verlfit: error: --rollout vllm with the p40 profile: vLLM needs compute capability 7.0")
+
+
+def test_bench_with_hf_and_sdpa_passes_the_engine_check_without_vllm_or_flash_attn(monkeypatch, tmp_path):
+    import importlib.util
+
+    import verlfit.doctor
+    from verlfit.doctor import CheckResult
+
+    reached = []
+    monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
+    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: reached.append(kw) or [CheckResult("cuda", "FAIL", "stop here", None)])
+    for argv in (["--rollout", "hf", "--attention", "sdpa"], ["--emulate", "p40"]):
+        with pytest.raises(VerlfitError, match="this machine cannot run the bench: cuda: stop here"):
+            bench._run(parse(["--work", str(tmp_path / "work"), *argv]), nvml=H200_NVML, run=lambda argv: pytest.fail("launched"))
+    assert reached == [{"profile_name": None}, {"profile_name": "p40"}]
+
+
+def test_train_arguments_carry_rollout_to_both_runs_and_attention_to_verlfit_only():
+    args = parse(["--rollout", "hf", "--attention", "sdpa", "--steps", "3"])
+    common = ["--max-prompt-length", "256", "--max-response-length", "256", "--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "-1"]
+    assert bench.train_args("public-recipe", args, Path("/m"), Path("/d"), Path("/r")) == [
+        "train", "--run-dir", "/r", "--profile", "auto", "--model", "/m", "--data", "/d", "--steps", "3",
+        "--plan", "off", "--attention", "eager", "--batch-size", "1", "--mini-batch-size", "1", "--micro-batch-size", "1", "--rollout", "hf", *common,
+    ]
+    assert bench.train_args("verlfit", args, Path("/m"), Path("/d"), Path("/r")) == [
+        "train", "--run-dir", "/r", "--profile", "auto", "--model", "/m", "--data", "/d", "--steps", "3", "--rollout", "hf", "--attention", "sdpa", *common,
+    ]
+    # without the options the commands are as before
+    assert "--rollout" not in bench.train_args("verlfit", parse([]), Path("/m"), Path("/d"), Path("/r"))
+    assert bench.train_args("verlfit", parse(["--attention", "eager"]), Path("/m"), Path("/d"), Path("/r"))[11:13] == ["--attention", "eager"]
+
+
+def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path, capsys):
+    """The train commands bench makes, resolved by verlfit train itself on an H200, give the run.json rows the
+    bench reads back: profile a10, HF rollout in both, eager (public recipe) and SDPA (verlfit), bf16."""
+    import dataclasses
+    import importlib.util
+
+    import verlfit.doctor
+    from verlfit import train
+
+    monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
+    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [])
+    monkeypatch.setattr(bench, "prepare_inputs", lambda work, shape, gsm8k: (Path("Qwen/Qwen2.5-0.5B-Instruct"), tmp_path / "data"))
+    monkeypatch.setattr(bench, "machine_facts", lambda nvml=None: {"card": "NVIDIA H200", "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0", "verl": "0.4.1", "patches": "p", "compute_capability": "9.0", "memory_gib": 140.4})
+    from verlfit.gpu import query_gpus
+
+    h200 = H200_NVML
+    plans = {}
+
+    def fake_run(argv):
+        run_dir = Path(argv[argv.index("--run-dir") + 1])
+        plan = train.prepare_launch(cli.build_parser().parse_args(argv), environ={}, gpu=query_gpus(h200).gpus[0])
+        plans[run_dir.name] = plan
+        run_dir.mkdir(parents=True)
+        shutil.copy(RECORDED[run_dir.name] / "metrics.jsonl", run_dir)
+        (run_dir / "run.json").write_text(json.dumps({"profile": plan.profile_name, "settings": dataclasses.asdict(plan.settings), "overrides": plan.overrides}))
+        return 0
+
+    output = tmp_path / "bench.json"
+    assert bench._run(parse(["--work", str(tmp_path), "--output", str(output), "--rollout", "hf", "--attention", "sdpa"]), nvml=h200, run=fake_run) == 0
+    assert "actor_rollout_ref.rollout.name=hf" in plans["public-recipe"].overrides and "+actor_rollout_ref.model.attn_implementation=eager" in plans["public-recipe"].overrides
+    assert "actor_rollout_ref.rollout.name=hf" in plans["verlfit"].overrides and "+actor_rollout_ref.model.attn_implementation=sdpa" in plans["verlfit"].overrides
+    data = json.loads(output.read_text())
+    assert (data["profile"], data["rollout"], data["attention"], data["emulate"]) == ("a10", "hf", "sdpa", None)
+    assert [{k: r[k] for k in ("run", "profile", "rollout", "attention", "dtype")} for r in data["runs"]] == [
+        {"run": "public-recipe", "profile": "a10", "rollout": "hf", "attention": "eager", "dtype": "bfloat16"},
+        {"run": "verlfit", "profile": "a10", "rollout": "hf", "attention": "sdpa", "dtype": "bfloat16"},
+    ]
+    assert "bench: [2/2] verlfit: verlfit train --run-dir " in capsys.readouterr().out
+    # the table's title line names them
+    from rich.console import Console
+
+    text = io.StringIO()
+    bench.render(data, Console(file=text, width=250))
+    assert text.getvalue().splitlines()[0].rstrip() == "verlfit bench: NVIDIA H200: profile a10, rollout hf, attention eager (public-recipe) / sdpa (verlfit), bfloat16"
+
+
+def test_recorded_runs_code_paths():
+    """From the run.json of recorded H200 runs: the p40 public recipe (eager, from its overrides: its settings predate
+    the rollout/attention fields) and an a10 run that fell back to HF generate and SDPA."""
+    read = lambda path: bench.ran_code_paths(json.loads((path / "run.json").read_text()))  # noqa: E731
+    assert read(CALL2 / "public-recipe") == {"profile": "p40", "rollout": "hf", "attention": "eager", "dtype": "float32"}
+    assert read(CALL2 / "tuned-p40") == {"profile": "p40", "rollout": "hf", "attention": "sdpa", "dtype": "float32"}
+    assert read(ROOT / "benchmarks" / "results" / "2026-11-29-h200" / "call-3" / "a10-like") == {"profile": "a10", "rollout": "hf", "attention": "sdpa", "dtype": "bfloat16"}

@@ -2,6 +2,10 @@
 
 Steps (no network):
 
+0. the profile each run will use (``--emulate``, ``--profile``, or the GPU's compute capability, as ``verlfit train``
+   chooses it) and its rollout and attention after ``--rollout``/``--attention``: the packages they import (vllm for
+   the vLLM rollout, flash_attn for FlashAttention-2: :func:`verlfit.doctor.missing_engine_packages`) must be
+   there, else it stops at once (exit status 2, nothing written) naming them and the options that run without them;
 1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA, verl patched): a FAIL
    stops here with the doctor's fix;
 2. a random-weight model of Qwen2.5-0.5B's exact shape (``--shape``: 1.5B, 3B) and a locally trained tokenizer
@@ -11,12 +15,15 @@ Steps (no network):
 4. ``--steps`` steps of each configuration (``benchmarks/device_run.sh`` stage_public and stage_tuned, 256/256):
    ``public-recipe``: the public P40 recipe (batch 1, mini-batch 1, micro-batch 1, eager attention, fp32, planner
    off); ``verlfit``: verlfit's own (batch 32, the planner's micro-batches, checkpointing and offload), both
-   through ``verlfit train`` on the card as it is (``--emulate`` only when asked), into
+   through ``verlfit train`` on the card as it is (``--emulate`` only when asked), ``--rollout`` passed to both,
+   ``--attention`` to the verlfit run only (the public recipe's attention is eager), into
    ``--work``/runs/<start time>-<random>/<configuration> (a new folder per bench);
 5. a table: s/step (mean of the steps after the first), seconds per phase, tokens/s (verl's
    ``perf/total_num_tokens`` / ``timing_s/step``), peak allocated (``perf/max_memory_allocated_gb``, GiB), the
    time model's estimate for the same settings on this card (``verlfit.plan.time``) against the measurement, and the
-   card, driver, CUDA, torch, verl and patch series; written atomically as JSON to ``--output``.
+   card, driver, CUDA, torch, verl and patch series; the header line and each run's JSON row name the code paths
+   that ran (profile, rollout, attention, dtype: from the run's ``run.json``); written atomically as JSON to
+   ``--output``.
 
 Everything it runs is in the package: it works from an installed verlfit (the images) with no checkout.
 """
@@ -38,10 +45,12 @@ from typing import Callable
 
 from verlfit.arguments import whole_number
 from verlfit.errors import VerlfitError
+from verlfit.profiles import ATTENTION, ROLLOUTS
 
+PUBLIC_RECIPE_ATTENTION = "eager"  # the blog posts' P40 recipe: no FlashAttention-2 below compute capability 8.0
 CONFIGS = {
     # device_run.sh stage_public: the blog posts' P40 shape
-    "public-recipe": ["--plan", "off", "--attention", "eager", "--batch-size", "1", "--mini-batch-size", "1", "--micro-batch-size", "1"],
+    "public-recipe": ["--plan", "off", "--attention", PUBLIC_RECIPE_ATTENTION, "--batch-size", "1", "--mini-batch-size", "1", "--micro-batch-size", "1"],
     # device_run.sh stage_tuned: verlfit's p40 configuration, the planner's choice at batch 32
     "verlfit": [],
 }
@@ -61,7 +70,9 @@ def register(subparsers) -> argparse.ArgumentParser:
         help="measure this card: the public P40 recipe and verlfit's configuration for a few steps each; one table + JSON",
         description=("Measure this card with two short runs (the public P40 recipe and verlfit's configuration), print one table "
                      "and write it as JSON to share. Needs a GPU and a patched verl; makes its model and data locally."),
-        epilog="examples:\n  $ verlfit bench                      # writes verlfit-bench-<card>.json\n  $ verlfit bench --gsm8k ~/gsm8k --steps 6 --output p40.json\n  $ verlfit bench --emulate p40        # on a bigger GPU, P40 code paths and memory cap",
+        epilog=("examples:\n  $ verlfit bench                      # writes verlfit-bench-<card>.json\n  $ verlfit bench --gsm8k ~/gsm8k --steps 6 --output p40.json\n"
+                "  $ verlfit bench --emulate p40        # on a bigger GPU, P40 code paths and memory cap\n"
+                "  $ verlfit bench --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--steps", type=whole_number, default=4, help="steps per configuration (default 4; the first is not timed)")
@@ -72,6 +83,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--configs", default="public-recipe,verlfit", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: both)")
     parser.add_argument("--emulate", choices=("p40", "a10"), help="emulate that card (its code paths and memory cap) instead of running the card as it is")
     parser.add_argument("--profile", choices=("p40", "a10", "auto"), default="auto", help="profile when not emulating (default: by the GPU)")
+    parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine of both runs instead of the profile's (verlfit train --rollout): hf (transformers generate; any card) or vllm (a10 profile only); "
+                        "hf where vLLM is not installed")
+    parser.add_argument("--attention", choices=ATTENTION, help=f"attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or flash_attention_2 (a10 profile only); "
+                        f"sdpa where flash-attn is not installed. The public-recipe run keeps the recipe's {PUBLIC_RECIPE_ATTENTION} attention")
     parser.add_argument("--work", default=os.path.join("~", ".cache", "verlfit-bench"), help="model, data and run directories (default %(default)s)")
     parser.add_argument("--output", help="JSON file to write (default: verlfit-bench-<card>.json in the current directory)")
     parser.set_defaults(func=_run)
@@ -97,6 +112,65 @@ def validate_args(args) -> list[str]:
     return names
 
 
+def run_attention(name: str, args) -> str | None:
+    """The ``--attention`` a configuration passes to ``verlfit train``: the public recipe's own
+    (:data:`PUBLIC_RECIPE_ATTENTION`), else bench's ``--attention`` (None: the profile's)."""
+    return PUBLIC_RECIPE_ATTENTION if name == "public-recipe" else args.attention
+
+
+def planned_code_paths(args, names: list[str], gpu) -> tuple[str, dict[str, dict]] | None:
+    """The profile and, per configuration, the code paths ``verlfit train`` will run: (how the profile was chosen,
+    {name: {"profile", "rollout", "attention", "dtype"}}), resolved as train resolves them
+    (:func:`verlfit.profiles.select_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, then
+    :func:`verlfit.profiles.customize` with ``--rollout`` and :func:`run_attention`). None for ``--profile auto``
+    without a visible GPU (the doctor's driver and gpu checks then say why).
+
+    Raises:
+        VerlfitError: what select_profile and customize raise: a profile the GPU cannot run, vLLM or
+            FlashAttention-2 on the p40 profile (exit status 2).
+    """
+    from verlfit.profiles import customize, select_profile
+
+    name = args.emulate or args.profile
+    if name == "auto" and gpu is None:
+        return None
+    profile = select_profile(name, gpu)
+    chosen_by = f"--emulate {args.emulate}" if args.emulate else f"--profile {args.profile}" if args.profile != "auto" else f"chosen for {gpu.name}, compute capability {gpu.compute_capability_text}"
+    paths = {}
+    for run in names:
+        chosen = customize(profile, rollout=args.rollout, attention=run_attention(run, args))
+        paths[run] = {"profile": profile.name, "rollout": chosen.rollout, "attention": chosen.attention, "dtype": chosen.dtype}
+    return chosen_by, paths
+
+
+def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None) -> None:
+    """Refuse a bench whose runs need a package this Python cannot import (vllm for the vLLM rollout, flash_attn for
+    FlashAttention-2: :func:`verlfit.doctor.missing_engine_packages`), before anything is made or launched: verl
+    would fail a minute in, deep in a Ray traceback.
+
+    Raises:
+        VerlfitError (exit status 2): naming the profile, each missing package, what needs it and which runs, and
+            the options that run without them (``--rollout hf``, ``--attention sdpa``, or ``--emulate p40``).
+    """
+    from verlfit.doctor import missing_engine_packages
+
+    missing: dict[tuple[str, str, str], list[str]] = {}
+    for run, path in paths.items():
+        for entry in missing_engine_packages(path["rollout"], path["attention"], find_spec=find_spec):
+            missing.setdefault(entry, []).append(run)
+    if not missing:
+        return
+    profile = next(iter(paths.values()))["profile"]
+    needs = " and ".join(f"{package} for {what} ({', '.join(runs)})" for (package, what, _), runs in missing.items())
+    packages = [package for package, _, _ in missing]
+    options = " ".join(option for _, _, option in missing)
+    raise VerlfitError(
+        f"bench: the {profile} profile ({chosen_by}) needs {needs}; this Python ({sys.executable}) has {'no ' + packages[0] if len(packages) == 1 else 'neither'}",
+        fix=f"pass {options} (this card without {' and '.join(packages)}), or --emulate p40 (the P40's code paths); or run the bench in the verlfit:a10 image (it has vLLM and flash-attn)",
+        exit_code=2,
+    )
+
+
 # --------------------------------------------------------------------------------------
 # summarising a recorded run (pure apart from reading the run directory)
 # --------------------------------------------------------------------------------------
@@ -116,6 +190,7 @@ def summarise_run(run_dir: Path, card_key: str | None) -> dict:
     settings = record["settings"]
     row = {
         "run": run_dir.name,
+        **ran_code_paths(record),
         "steps_timed": len(later),
         "batch": settings["train_batch_size"],
         "micro_batch": {"actor": settings["actor_micro_batch_size"], "log_prob": settings["log_prob_micro_batch_size"], "critic": settings["critic_micro_batch_size"]},
@@ -129,6 +204,41 @@ def summarise_run(run_dir: Path, card_key: str | None) -> dict:
         row["estimate_step_s"] = round(_estimate(record, card_key), 3)
         row["estimate_error"] = round(row["estimate_step_s"] / step_s - 1, 4)
     return row
+
+
+def ran_code_paths(record: dict) -> dict:
+    """The code paths a run ran, from its ``run.json`` record: {"profile", "rollout", "attention", "dtype"}.
+
+    Rollout and attention are the verl overrides it launched with (``actor_rollout_ref.rollout.name``,
+    ``actor_rollout_ref.model.attn_implementation``; the last one given wins, as in Hydra), else train's recorded
+    settings, else the profile's own; dtype is the profile's (``dtype:`` in its YAML).
+    """
+    from verlfit.profiles import load_profile
+
+    profile = load_profile(record["profile"])
+    given = {}
+    for override in record.get("overrides", ()):
+        key, _, value = override.lstrip("+").partition("=")
+        given[key] = value
+    settings = record["settings"]
+    return {
+        "profile": profile.name,
+        "rollout": given.get("actor_rollout_ref.rollout.name") or settings.get("rollout") or profile.rollout,
+        "attention": given.get("actor_rollout_ref.model.attn_implementation") or settings.get("attention") or profile.attention,
+        "dtype": profile.dtype,
+    }
+
+
+def code_paths_line(runs: list[dict]) -> str:
+    """``profile a10, rollout hf, attention eager (public-recipe) / sdpa (verlfit), bfloat16``: each of the runs'
+    code paths once when they agree, else per run."""
+    def one(key: str) -> str:
+        values = [row.get(key) for row in runs]
+        if len(set(values)) == 1:
+            return str(values[0])
+        return " / ".join(f"{value} ({row['run']})" for value, row in zip(values, runs))
+
+    return f"profile {one('profile')}, rollout {one('rollout')}, attention {one('attention')}, {one('dtype')}"
 
 
 def _estimate(record: dict, card_key: str) -> float:
@@ -157,7 +267,10 @@ def render(result: dict, console=None) -> None:
 
     console = console or Console()
     m = result["machine"]
-    table = Table(title=f"verlfit bench: {m['card']}{' (emulating ' + result['emulate'] + ')' if result.get('emulate') else ''}", title_justify="left")
+    title = f"verlfit bench: {m['card']}{' (emulating ' + result['emulate'] + ')' if result.get('emulate') else ''}"
+    if result["runs"] and "profile" in result["runs"][0]:
+        title += f": {code_paths_line(result['runs'])}"
+    table = Table(title=title, title_justify="left")
     for column in ("configuration", "batch", "s/step", *PHASES, "tokens/s", "peak alloc GiB", "estimate s/step", "estimate vs measured"):
         table.add_column(column, justify="left" if column == "configuration" else "right")
     for row in result["runs"]:
@@ -299,9 +412,11 @@ def _make_folder(target: Path, make: Callable[[Path], object]) -> None:
 
 
 def train_args(name: str, args, model: Path, data: Path, run_dir: Path) -> list[str]:
-    """``verlfit train`` arguments of one configuration."""
+    """``verlfit train`` arguments of one configuration: bench's ``--rollout`` for both, its ``--attention`` for the
+    verlfit run only (the public recipe passes its own, :data:`PUBLIC_RECIPE_ATTENTION`)."""
     card = ["--emulate", args.emulate] if args.emulate else ["--profile", args.profile]
-    return ["train", "--run-dir", str(run_dir), *card, "--model", str(model), "--data", str(data), "--steps", str(args.steps), *CONFIGS[name], *COMMON]
+    engines = (["--rollout", args.rollout] if args.rollout else []) + (["--attention", args.attention] if args.attention and name != "public-recipe" else [])
+    return ["train", "--run-dir", str(run_dir), *card, "--model", str(model), "--data", str(data), "--steps", str(args.steps), *CONFIGS[name], *engines, *COMMON]
 
 
 def launch(argv: list[str]) -> int:
@@ -309,11 +424,18 @@ def launch(argv: list[str]) -> int:
     return subprocess.run([sys.executable, "-m", "verlfit", *argv]).returncode
 
 
-def _run(args, nvml=None, run=launch) -> int:
+def _run(args, nvml=None, run=launch, find_spec=None) -> int:
     from verlfit.cards import card_for_gpu_name
     from verlfit.doctor import blocking_checks
+    from verlfit.gpu import cuda_visible_gpus, query_gpus
 
     names = validate_args(args)
+    # first, what needs only NVML and importlib (milliseconds): the profile's rollout and attention packages
+    report = query_gpus(nvml)
+    visible = cuda_visible_gpus(report.gpus, os.environ) if not report.error else []
+    planned = planned_code_paths(args, names, visible[0] if visible else None)
+    if planned is not None:
+        check_engine_packages(*planned, find_spec=find_spec)
     profile = args.emulate or (None if args.profile == "auto" else args.profile)
     failures = [f for f in blocking_checks(profile_name=profile) if f.name not in ("data", "model")]
     if failures:
@@ -338,7 +460,8 @@ def _run(args, nvml=None, run=launch) -> int:
         if status != 0:
             raise VerlfitError(f"bench: the {name} run failed (verl exited with status {status})", fix=f"see {run_dir / 'train.log'}")
         rows.append(summarise_run(run_dir, card.key if card else None))
-    result = {"verlfit_bench": 1, "emulate": args.emulate, "steps": args.steps, "model": args.shape, "data": "gsm8k" if args.gsm8k else "generated", "machine": machine, "runs": rows}
+    # rollout/attention: the options as given (None: the profile's); each run's row has the code paths it ran
+    result = {"verlfit_bench": 1, "emulate": args.emulate, "profile": rows[0]["profile"], "rollout": args.rollout, "attention": args.attention, "steps": args.steps, "model": args.shape, "data": "gsm8k" if args.gsm8k else "generated", "machine": machine, "runs": rows}
     render(result)
     output = Path(args.output).expanduser() if args.output else Path(f"verlfit-bench-{(card.key if card else 'gpu')}{'-emulate-' + args.emulate if args.emulate else ''}.json")
     write_json(result, output)

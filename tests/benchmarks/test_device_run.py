@@ -271,3 +271,17 @@ def test_fault_oom_stage_runs_the_oversized_micro_batch_once(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "train" not in (tmp_path / "calls").read_text()
     assert f"fault_oom: done in an earlier call ({runs}/fault-oom)" in (runs / "stages.log").read_text()
+
+
+def test_bench_stage_runs_the_card_with_hf_rollout_and_sdpa_then_emulating_p40(tmp_path):
+    # the device's stack has no vLLM and no flash-attn: the card's bench (a10 profile on an H200) must fall back
+    bin_dir = _fake_python(tmp_path)
+    work, out = tmp_path / "work", tmp_path / "out"
+    env = {key: value for key, value in os.environ.items() if key != "BENCH_MODES"}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(tmp_path / "runs"), OUT=str(out), GSM8K_DIR=str(tmp_path / "no-gsm8k"))
+    result = subprocess.run(["bash", str(SCRIPT), "bench"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"-m verlfit bench --rollout hf --attention sdpa --work {work}/bench --output {out}/bench-h200.json",
+        f"-m verlfit bench --emulate p40 --work {work}/bench --output {out}/bench-h200-emulate-p40.json",
+    ]
