@@ -47,7 +47,7 @@ def test_a_full_disk_keeps_the_complete_checkpoint_and_removes_the_cut_short_one
 def test_a_dead_worker_names_the_role_and_an_unknown_failure_is_still_recorded(tmp_path, capsys):
     plan, run_dir = _run(tmp_path)
     outcome = report_failure(plan, run_dir, 1, log_lines=DIED_LOG)
-    assert "a verl worker process died during the critic's value pass (verl's critic_compute_values)" in capsys.readouterr().err
+    assert "a verl worker process died during the critic's value pass, in the critic worker (verl's critic_compute_values)" in capsys.readouterr().err
     assert (outcome["reason"], outcome["phase"], outcome["worker_method"]) == ("worker_died", "values", "critic_compute_values")
     outcome = report_failure(plan, run_dir, 2, log_lines=["KeyError: 'x'"])
     assert (outcome["status"], outcome["exit_status"], outcome["reason"]) == ("failed", 2, None)
