@@ -1,6 +1,8 @@
 """verlfit.failure: a failed run's log read into what failed, where, and how big a checkpoint is."""
 
-from verlfit.failure import checkpoint_bytes, diagnose
+from pathlib import Path
+
+from verlfit.failure import checkpoint_bytes, diagnose, disk_full_seen_by_verlfit, explain
 from verlfit.model_shape import load_model_shape
 from verlfit.plan import GIB, PlanRequest
 
@@ -55,6 +57,40 @@ def test_full_disk_during_a_checkpoint_save():
 def test_dead_worker_names_the_method_ray_printed_after_the_error():
     failure = diagnose(DIED_LOG)
     assert (failure.kind, failure.phase, failure.role) == ("worker_died", "values", "critic")
+
+
+KILLED_LOG = (Path(__file__).parent / "data" / "verl_logs" / "ray_worker_killed_h200.log").read_text().splitlines()
+
+
+def test_a_killed_worker_is_placed_by_the_trainers_call_when_ray_names_only_the_class():
+    # recorded on the H200: Ray's ActorDiedError names the WorkerDict class, the driver's traceback the call
+    failure = diagnose(KILLED_LOG)
+    assert (failure.kind, failure.phase, failure.worker_method, failure.role) == ("worker_died", "rollout", "actor_rollout_generate_sequences", "actor_rollout")
+    assert failure.detail == "ray.exceptions.RayTaskError(ActorDiedError): ray::TaskRunner.run() (pid=15857, ip=192.0.2.2, actor_id=adee72229480e4faa05254e001000000, repr=<main_ppo.TaskRunner object at 0x7f21e7f08b30>)"
+    message, fix = explain(failure, run_dir="$RUNS/fault-worker", checkpoint_step=5)
+    assert message == ("a verl worker process died during the rollout (HF generate), in the actor/rollout worker (verl's actor_rollout_generate_sequences): "
+                       "killed by a signal, or by the kernel's out-of-memory killer (host RAM: see `dmesg | grep -i 'killed process'`)")
+    assert fix == "verlfit train --resume $RUNS/fault-worker continues from step 5"
+
+
+def test_each_worker_group_of_the_trainer_names_its_role():
+    calls = {"self.critic_wg.update_critic(batch)": ("critic_update_critic", "critic_update", "critic"),
+             "self.ref_policy_wg.compute_ref_log_prob(batch)": ("ref_compute_ref_log_prob", "ref_log_prob", "ref"),
+             "self.actor_rollout_wg.save_checkpoint(actor_local_path, actor_remote_path, self.global_steps)": ("actor_rollout_save_checkpoint", "checkpoint", "actor_rollout")}
+    for call, expected in calls.items():
+        failure = diagnose([f"    {call}", "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."])
+        assert (failure.worker_method, failure.phase, failure.role) == expected
+
+
+def test_rays_task_name_wins_over_the_trainers_call():
+    failure = diagnose(["    actor_output = self.actor_rollout_wg.update_actor(batch)", *DIED_LOG])
+    assert failure.worker_method == "critic_compute_values"
+
+
+def test_verlfits_own_full_disk_takes_the_phase_of_the_last_method_named():
+    failure = disk_full_seen_by_verlfit(DISK_LOG[:2], "verlfit could not write to /r: [Errno 28] No space left on device")
+    assert (failure.kind, failure.phase, failure.worker_method) == ("disk_full", "checkpoint", "actor_rollout_save_checkpoint")
+    assert disk_full_seen_by_verlfit(["step:1"], "x").phase is None
 
 
 def test_an_oom_outranks_the_dead_actors_ray_reports_after_it():

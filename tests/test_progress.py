@@ -240,3 +240,26 @@ def test_stall_timeout_counts_from_the_first_record_with_the_startup_allowance_b
     clock.now = 1860
     assert watcher.check_stall().stopping and watcher.stop_requested
     watcher.close()
+
+
+def test_a_metrics_file_that_cannot_be_written_is_said_once_and_the_steps_still_show(tmp_path, monkeypatch):
+    import errno
+
+    from verlfit.metrics import MetricsWriter
+
+    def refused(self, record):
+        raise OSError(errno.EACCES, "Permission denied")
+
+    out = io.StringIO()
+    watcher = StepWatcher(tmp_path, total_steps=3, stream=out, tty=False)
+    monkeypatch.setattr(MetricsWriter, "write", refused)
+    for n in (1, 2):
+        watcher.feed(f"(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - timing_s/step:1.0 - perf/total_num_tokens:100 - perf/throughput:100.0\n")
+    watcher.close()
+    assert out.getvalue().splitlines() == [
+        f"verlfit: {tmp_path / 'metrics.jsonl'} is incomplete from here on: writing it failed ([Errno 13] Permission denied); the records of step 1 on are not in it; the steps still show here",
+        "step 1/3 | 1.0 s/step | 100 tok/s | ETA 2s",
+        "step 2/3 | 1.0 s/step | 100 tok/s | ETA 1s",
+    ]
+    assert isinstance(watcher.metrics_error, OSError) and watcher.log_error is None
+    assert len((tmp_path / "train.log").read_text().splitlines()) == 2 and len(watcher.log_lines) == 2

@@ -12,6 +12,13 @@ actor class, ``WorkerDict``, whose methods are ``<role>_<method>``
 and the trainer calls them once per phase (``verl/trainer/ppo/ray_trainer.py:983-1130``).
 :data:`WORKER_METHOD_PHASES` maps those names to the planner's phases
 (:data:`verlfit.plan.PHASES`).
+
+Where the method's name comes from: Ray names the task in its wrapped error (``ray::WorkerDict.<method>()``) when a
+worker's method raises. When the worker process itself dies (SIGKILL, the kernel's OOM killer), Ray's
+``ActorDiedError`` names only the class (``create_colocated_worker_cls.<locals>.WorkerDict``); the method is then
+read from the driver's traceback above it, the trainer's call on the role's worker group
+(``self.actor_rollout_wg.generate_sequences(gen_batch)``, ``ray_trainer.py:983``), whose WorkerDict method is the
+group's role prefix + the call (:data:`WORKER_GROUP_ROLES`; recorded: ``tests/data/verl_logs/ray_worker_killed_h200.log``).
 """
 
 from __future__ import annotations
@@ -35,7 +42,14 @@ WORKER_METHOD_PHASES: dict[str, str] = {
     "ref_init_model": "model_init",
 }
 
-_METHOD = re.compile(r"ray::WorkerDict\.(\w+)\(")
+# RayPPOTrainer's worker-group attribute -> the WorkerDict role prefix it was spawned with (ray_trainer.py:780-792)
+WORKER_GROUP_ROLES: dict[str, str] = {"actor_rollout_wg": "actor_rollout", "critic_wg": "critic", "ref_policy_wg": "ref", "rm_wg": "rm"}
+
+# verl's role -> the words a message uses for it (the role prefixes of verl/trainer/ppo/ray_trainer.py:736-757)
+ROLE_WORDS: dict[str, str] = {"actor_rollout": "the actor/rollout worker", "critic": "the critic worker", "ref": "the reference worker", "rm": "the reward-model worker"}
+
+_METHOD = re.compile(r"ray::WorkerDict\.(\w+)")
+_GROUP_CALL = re.compile(r"\bself\.(" + "|".join(WORKER_GROUP_ROLES) + r")\.(\w+)\(")
 _OOM = re.compile(r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError|CUDA out of memory")
 _OOM_DETAIL = re.compile(r"Tried to allocate ([\d.]+ [KMG]iB)\. GPU \d+ has a total capacity of ([\d.]+ [KMG]iB) of which ([\d.]+ [KMG]iB) is free")
 _DISK_FULL = re.compile(r"\[Errno 28\]|No space left on device|ENOSPC")
@@ -64,27 +78,36 @@ class Failure:
 
     @property
     def role(self) -> str | None:
-        """verl's role whose method was running: ``actor_rollout``, ``critic`` or ``ref``."""
+        """verl's role whose method was running: ``actor_rollout``, ``critic``, ``ref`` or ``rm``."""
         if not self.worker_method:
             return None
-        for role in ("actor_rollout", "critic", "ref"):
+        for role in ROLE_WORDS:
             if self.worker_method.startswith(role + "_"):
                 return role
         return None
 
 
-def _last_method(lines: list[str], before: int) -> str | None:
-    """The last ``ray::WorkerDict.<method>(`` named at or before line ``before`` (or anywhere after it, as
-    Ray prints the task name both above and below the wrapped traceback)."""
-    for line in reversed(lines[: before + 1]):
-        match = _METHOD.search(line)
-        if match:
-            return match.group(1)
-    for line in lines[before + 1 :]:
-        match = _METHOD.search(line)
-        if match:
-            return match.group(1)
+def _search_around(lines: list[str], before: int, find) -> str | None:
+    """``find(line)``'s first answer at or before line ``before``, nearest first, else the first after it."""
+    for line in (*reversed(lines[: before + 1]), *lines[before + 1 :]):
+        found = find(line)
+        if found:
+            return found
     return None
+
+
+def _group_call(line: str) -> str | None:
+    match = _GROUP_CALL.search(line)
+    return f"{WORKER_GROUP_ROLES[match.group(1)]}_{match.group(2)}" if match else None
+
+
+def _last_method(lines: list[str], before: int) -> str | None:
+    """The WorkerDict method that was running: the last ``ray::WorkerDict.<method>`` named at or before line
+    ``before`` (or anywhere after it, as Ray prints the task name both above and below the wrapped traceback);
+    when Ray names none (a killed worker), the trainer's worker-group call in the driver's traceback, nearest
+    the same way (module docstring)."""
+    return (_search_around(lines, before, lambda line: (match := _METHOD.search(line)) and match.group(1))
+            or _search_around(lines, before, _group_call))
 
 
 def diagnose(lines: list[str]) -> Failure | None:
@@ -109,6 +132,14 @@ def diagnose(lines: list[str]) -> Failure | None:
                             break
                 return Failure(kind=kind, phase=WORKER_METHOD_PHASES.get(method) if method else None, worker_method=method, detail=detail, facts=facts)
     return None
+
+
+def disk_full_seen_by_verlfit(lines: list[str], detail: str) -> Failure:
+    """A full disk that verlfit's own write into the run directory met (``ENOSPC`` on ``train.log``), for a log in
+    which :func:`diagnose` found nothing more specific: the phase is that of the last WorkerDict method the lines
+    name (None when they name none); ``detail`` says what verlfit could not write."""
+    method = _last_method(lines, len(lines) - 1)
+    return Failure(kind="disk_full", phase=WORKER_METHOD_PHASES.get(method) if method else None, worker_method=method, detail=detail)
 
 
 def checkpoint_bytes(request) -> int:
@@ -204,6 +235,8 @@ def explain(failure: Failure, request=None, run_dir: str = "RUN_DIR", checkpoint
         return message + kept, f"free space (or lower --keep-checkpoints, raise --save-freq), then {resume}"
     if failure.kind == "shared_memory":
         return f"Ray's object store (in /dev/shm) was full during {where}", "give the container more shared memory (compose.yaml's shm_size: 11gb, or docker run --shm-size=11g), then " + resume
+    if failure.worker_method and failure.role:
+        where = f"{PHASE_WORDS.get(failure.phase, 'an unknown phase')}, in {ROLE_WORDS[failure.role]} (verl's {failure.worker_method})"
     return (
         f"a verl worker process died during {where}: killed by a signal, or by the kernel's out-of-memory killer (host RAM: see `dmesg | grep -i 'killed process'`)",
         resume,

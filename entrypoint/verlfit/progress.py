@@ -43,13 +43,22 @@ generation and scoring, a checkpoint save, and a Ray worker method named in a tr
 rollout, log-prob passes and updates" since the last finished step. The message also quotes verl's last line and
 how long ago it came. Only with ``stall_timeout`` set does :attr:`StepWatcher.stop_requested` turn on, and
 ``verlfit train`` then stops verl as on Ctrl-C and records the run as stalled.
+
+**A failed write.** When appending to ``train.log`` or ``metrics.jsonl`` fails (``OSError``: a full disk,
+``ENOSPC``, is the one seen, on a run directory that filled during a checkpoint save), the watcher stops writing
+that file, says so once (the file, the error, and for a full disk the free bytes ``shutil.disk_usage`` reports), and
+goes on: step lines still show, and :attr:`StepWatcher.log_lines` keeps verl's last :data:`DIAGNOSIS_LINES` lines in
+memory for the diagnosis (:func:`verlfit.train.report_failure`), so verlfit keeps reading verl's output, waits for
+it and explains the failure instead of stopping with a traceback while verl runs on.
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import os
 import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -66,6 +75,7 @@ KL_KEYS = ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl")
 STALL_FACTOR = 5  # x the longest step so far (or the estimate): verlfit's choice, see the module docstring
 STALL_MINIMUM_S = 600.0
 STARTUP_ALLOWANCE_S = 1800.0  # added before the first record: Ray start, model loading, initial validation
+DIAGNOSIS_LINES = 4000  # verl's last lines kept in memory for verlfit.failure.diagnose (what report_failure reads of train.log)
 
 # verl 0.4.1's lines that announce a phase (text after the Ray prefix) -> the phase; "{next}" is the step in progress
 PHASE_SIGNALS: tuple[tuple[re.Pattern, str], ...] = (
@@ -194,6 +204,11 @@ class StepWatcher:
         last_step: step of the last record, or ``None`` before the first.
         finished: verl printed its final line (the run's last step is done).
         tail_lines: the last 200 lines, ANSI-stripped, for an error message when verl fails.
+        log_lines: the last :data:`DIAGNOSIS_LINES` lines of this session, ANSI-stripped, for the diagnosis
+            (:func:`verlfit.failure.diagnose`); kept whether or not ``train.log`` could be written.
+        log_error: the ``OSError`` that stopped the writing of ``train.log`` (the file is incomplete from there on),
+            None while it is written.
+        metrics_error: the same for ``metrics.jsonl``.
         phase: the phase verl last entered, as its output tells (module docstring).
         stall: the current :class:`Stall`, or None while steps finish.
         stop_requested: a stall passed ``stall_timeout``: the caller should stop verl.
@@ -224,6 +239,9 @@ class StepWatcher:
         self.initial_step_seconds = initial_step_seconds
         self.parser = VerlConsoleParser()
         self.tail_lines: collections.deque[str] = collections.deque(maxlen=200)
+        self.log_lines: collections.deque[str] = collections.deque(maxlen=DIAGNOSIS_LINES)
+        self.log_error: OSError | None = None
+        self.metrics_error: OSError | None = None
         self.last_step: int | None = None
         self.last_training: dict | None = None
         self.step_times: list[float] = []
@@ -265,9 +283,15 @@ class StepWatcher:
             raise ValueError("StepWatcher is closed")
         if isinstance(line, bytes):
             line = line.decode("utf-8", errors="replace")
-        self._log.write(line if line.endswith("\n") else line + "\n")
+        if self.log_error is None:
+            try:
+                self._log.write(line if line.endswith("\n") else line + "\n")
+            except OSError as error:
+                self.log_error = error
+                self._abandon(self._log, self.log_path, error, f"verlfit stops writing it and keeps verl's last {DIAGNOSIS_LINES} lines in memory for the diagnosis")
         _, text = clean_line(line)
         self.tail_lines.append(text)
+        self.log_lines.append(text)
         now = self.monotonic()
         if text.strip():
             self._last_text, self._line_at = text, now
@@ -278,7 +302,12 @@ class StepWatcher:
         if self.total_steps is None and self.parser.total_steps is not None:
             self.total_steps = self.parser.total_steps
         for record in records:
-            self._writer.write({**record, "time": self.clock()})
+            if self.metrics_error is None:
+                try:
+                    self._writer.write({**record, "time": self.clock()})
+                except OSError as error:
+                    self.metrics_error = error
+                    self._abandon(self._writer, self._writer.path, error, f"the records of step {record['step']} on are not in it; the steps still show here")
             self.last_step = record["step"]
             if is_training_record(record):
                 self.step_times.append(record["timing_s/step"])
@@ -360,8 +389,31 @@ class StepWatcher:
         self._closed = True
         if self._live is not None:
             self._live.stop()
-        self._log.close()
-        self._writer.close()
+        for file, path, kept, failed in ((self._log, self.log_path, "its last lines are lost", "log_error"),
+                                         (self._writer, self._writer.path, "its last record may be cut", "metrics_error")):
+            if getattr(self, failed) is None:
+                try:
+                    file.close()  # flushes: the disk can fill between the last line and this
+                except OSError as error:
+                    setattr(self, failed, error)
+                    self._abandon(file, path, error, kept)
+
+    def _abandon(self, file, path: Path, error: OSError, kept: str) -> None:
+        """Stop writing ``file`` after ``error``: say so once, with the free space when the disk is full, and close it
+        (its unwritten buffer is dropped: closing flushes it, which fails again)."""
+        if error.errno == errno.ENOSPC:
+            try:
+                free = f"{shutil.disk_usage(path.parent).free} bytes free in {path.parent}"
+            except OSError as usage_error:
+                free = f"free space in {path.parent} unknown: {usage_error}"
+            why = f"the disk is full ({error.strerror or os.strerror(error.errno)}; {free})"
+        else:
+            why = f"writing it failed ({error})"
+        self._echo(f"verlfit: {path} is incomplete from here on: {why}; {kept}")
+        try:
+            file.close()
+        except OSError:
+            pass  # the same failure again, already reported: the file descriptor is closed all the same
 
     def __enter__(self) -> "StepWatcher":
         return self

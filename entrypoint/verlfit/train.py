@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import os
 import shlex
@@ -400,10 +401,21 @@ def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
-        handle.write(text)
-        temporary = Path(handle.name)
-    os.replace(temporary, path)
+    """Write ``text`` to ``path`` through a temporary file in its folder and a rename.
+
+    Raises:
+        OSError: the write or the rename failed (a full disk: ``ENOSPC``); the temporary file is removed and
+            ``path`` is as it was.
+    """
+    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False)
+    temporary = Path(handle.name)
+    try:
+        with handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
@@ -616,6 +628,11 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
     a stall stops verl the way Ctrl-C does, ``run.json`` records ``outcome`` ``{"status": "stalled", ...}`` and the
     status is :data:`STALLED_STATUS`. A resumed run (``plan.settings.resume``) first drops the records after its
     checkpoint from ``metrics.jsonl``: verl trains those steps again (:func:`verlfit.metrics.drop_after_checkpoint`).
+
+    When verl fails, the diagnosis (:func:`report_failure`) reads the watcher's in-memory copy of this session's last
+    lines, so it works when ``train.log`` could not be written (a full disk: the watcher says so and goes on reading
+    verl's output, :mod:`verlfit.progress`); the closing line then names the log as incomplete. An unexpected error in
+    verlfit itself stops verl's process group before its traceback, so verl is never left running unwatched.
     """
     import queue
     import threading
@@ -664,19 +681,26 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
             for line in list(watcher.tail_lines)[-40:]:
                 print(f"  {line}", file=sys.stderr)
         if status not in (0, 130, -signal.SIGINT):
-            report_failure(plan, run_dir, status)
+            report_failure(plan, run_dir, status, log_lines=list(watcher.log_lines), write_error=watcher.log_error or watcher.metrics_error)
+            log = f"the full log is {watcher.log_path}" if watcher.log_error is None else f"the log {watcher.log_path} is incomplete (writing it failed: {watcher.log_error})"
+            print(f"verlfit: verl exited with status {status}; {log}", file=sys.stderr)
         return status
     except KeyboardInterrupt:
         print("\nverlfit: stopping verl (Ctrl-C again is not needed; waiting up to 60 s)", file=sys.stderr)
         _stop(process, lines, watcher)
         _say_how_to_continue(plan, run_dir)
         return 130
+    except Exception:
+        print("verlfit: stopping verl after an error in verlfit itself (its traceback follows)", file=sys.stderr)
+        _stop(process, lines, None)  # not fed to the watcher: it may be what failed
+        raise
     finally:
         watcher.close()
 
 
 def _stop(process, lines, watcher) -> None:
-    """Stop verl's process group: SIGINT, 60 s, SIGTERM, 30 s, SIGKILL; then feed its last words to the watcher."""
+    """Stop verl's process group: SIGINT, 60 s, SIGTERM, 30 s, SIGKILL; then feed its last words to the watcher
+    (``watcher`` None: they are left unread)."""
     for sig, wait in ((signal.SIGINT, 60), (signal.SIGTERM, 30), (signal.SIGKILL, 10)):
         try:
             os.killpg(process.pid, sig)
@@ -687,7 +711,8 @@ def _stop(process, lines, watcher) -> None:
             break
         except subprocess.TimeoutExpired:
             continue
-    _drain(lines, watcher, seconds=10)  # verl's last words go to train.log too
+    if watcher is not None:
+        _drain(lines, watcher, seconds=10)  # verl's last words go to train.log too
 
 
 def _say_how_to_continue(plan: LaunchPlan, run_dir: Path) -> None:
@@ -698,15 +723,23 @@ def _say_how_to_continue(plan: LaunchPlan, run_dir: Path) -> None:
         print(f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
 
 
-def _record_outcome(run_dir: Path, outcome: dict) -> None:
-    """Set ``outcome`` in ``run_dir/run.json`` (atomically); nothing when there is no run.json."""
+def _record_outcome(run_dir: Path, outcome: dict) -> bool:
+    """Set ``outcome`` in ``run_dir/run.json`` (atomically); nothing when there is no run.json. Return whether it was
+    recorded: a write that fails (a full disk) is said on stderr, run.json stays as it was and no temporary file is
+    left (:func:`_write_atomic`), since the run's failure, already explained, is what the user needs to see."""
     record_path = run_dir / RUN_FILE
-    if record_path.is_file():
-        record = json.loads(record_path.read_text())
+    if not record_path.is_file():
+        return False
+    record = json.loads(record_path.read_text())
+    try:
         _write_atomic(record_path, json.dumps({**record, "outcome": outcome}, indent=2) + "\n")
+    except OSError as error:
+        print(f"verlfit: could not update {record_path} with the outcome: {error}; it is unchanged", file=sys.stderr)
+        return False
+    return True
 
 
-def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list[str] | None = None) -> dict | None:
+def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list[str] | None = None, write_error: OSError | None = None) -> dict | None:
     """Say why verl stopped (verlfit.failure) and record it in ``run.json`` as ``outcome``; return that record.
 
     Reads the last 4000 lines of ``train.log`` unless ``log_lines`` is given. Nothing recognised: the outcome
@@ -714,6 +747,12 @@ def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list
     that a checkpoint folder newer than verl's marker (a save the failure cut short: verl writes
     ``latest_checkpointed_iteration.txt`` after the save, ``ray_trainer.py:830-835``) is removed after a full disk,
     so the space it held is free again and ``--resume`` starts from the marker's step.
+
+    ``write_error``: verlfit's own write into the run directory that failed during the run (the watcher's
+    ``train.log`` or ``metrics.jsonl``). An ``ENOSPC`` there makes the diagnosis a full disk when verl's lines say
+    nothing more specific (none recognised, or only dead workers: :func:`verlfit.failure.disk_full_seen_by_verlfit`);
+    torch's own save error does not always name ``ENOSPC``. A ``run.json`` that cannot be written is said on stderr
+    (:func:`_record_outcome`).
     """
     import shutil
 
@@ -723,6 +762,8 @@ def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list
         log = run_dir / "train.log"
         log_lines = log.read_text(errors="replace").splitlines()[-4000:] if log.is_file() else []
     found = failures.diagnose(log_lines)
+    if write_error is not None and write_error.errno == errno.ENOSPC and (found is None or found.kind == "worker_died"):
+        found = failures.disk_full_seen_by_verlfit(log_lines, f"verlfit could not write to {run_dir}: {write_error}")
     outcome = {"status": "failed", "exit_status": status, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "reason": None}
     if found is not None:
         request = None
@@ -744,10 +785,7 @@ def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list
         message, fix = failures.explain(found, request, run_dir=shlex.quote(str(run_dir)), checkpoint_step=step, disk_free_bytes=free, disk_path=path)
         print(f"verlfit: {message}\n  fix: {fix}", file=sys.stderr)
         outcome.update(reason=found.kind, phase=found.phase, worker_method=found.worker_method, message=message, fix=fix, log_line=found.detail)
-    record_path = run_dir / RUN_FILE
-    if record_path.is_file():
-        record = json.loads(record_path.read_text())
-        _write_atomic(record_path, json.dumps({**record, "outcome": outcome}, indent=2) + "\n")
+    _record_outcome(run_dir, outcome)
     return outcome
 
 
@@ -816,10 +854,7 @@ def run(args) -> int:
         print(f"verlfit: {note}")
     run_dir = create_run_directory(plan, config_yaml)
     print(f"verlfit: run directory {run_dir}")
-    status = launch(plan, run_dir, stall_timeout=args.stall_timeout)
-    if status not in (0, 130, STALLED_STATUS):
-        print(f"verlfit: verl exited with status {status}; the full log is {run_dir / 'train.log'}", file=sys.stderr)
-    return status
+    return launch(plan, run_dir, stall_timeout=args.stall_timeout)
 
 
 def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, disk_usage=None) -> str | None:
