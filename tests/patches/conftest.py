@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from verl_patch_helpers import BEFORE_LORA, BEFORE_ROLLOUT_FIX, LORA_WRAP_ONLY, PROBE, copy_verl, partial_series, run_apply
+from verl_patch_helpers import BEFORE_CKPT, BEFORE_LORA, BEFORE_ROLLOUT_FIX, LORA_WRAP_ONLY, PROBE, copy_verl, partial_series, run_apply
 
 
 @pytest.fixture
@@ -21,7 +21,7 @@ def pristine_root(tmp_path):
 @pytest.fixture(scope="session")
 def trees(tmp_path_factory):
     """Session copies of verl: 'patched' (whole series, via apply.py), 'partial' (0001-0003), 'pristine',
-    'before_lora' (0001-0008) and 'lora_wrap_only' (0001-0009)."""
+    'before_lora' (0001-0008), 'lora_wrap_only' (0001-0009) and 'before_ckpt' (0001-0011)."""
     base = tmp_path_factory.mktemp("verl_trees")
     patched = copy_verl(base / "patched")
     run_apply(patched, check_rc=0)
@@ -29,7 +29,7 @@ def trees(tmp_path_factory):
     run_apply("--series", partial_series(base / "series_partial", BEFORE_ROLLOUT_FIX), partial, check_rc=0)
     pristine = copy_verl(base / "pristine")
     trees = {"patched": patched, "partial": partial, "pristine": pristine}
-    for name, count in {"before_lora": BEFORE_LORA, "lora_wrap_only": LORA_WRAP_ONLY}.items():
+    for name, count in {"before_lora": BEFORE_LORA, "lora_wrap_only": LORA_WRAP_ONLY, "before_ckpt": BEFORE_CKPT}.items():
         trees[name] = copy_verl(base / name)
         run_apply("--series", partial_series(base / f"series_{name}", count), trees[name], check_rc=0)
     return trees
@@ -64,6 +64,8 @@ PROBES = {
     ("patched", "lora"): (),
     ("before_lora", "lora"): (),
     ("lora_wrap_only", "lora"): (),
+    ("patched", "checkpoint"): (),
+    ("before_ckpt", "checkpoint"): (),
 }
 
 

@@ -28,6 +28,8 @@ BEFORE_ROLLOUT_FIX = 3
 # checkpoint and critic head not yet fixed): the LoRA tests show each defect on these trees.
 BEFORE_LORA = 8
 LORA_WRAP_ONLY = 9
+# Patches up to 0011 (before 0012): the checkpoint manager loads without map_location.
+BEFORE_CKPT = 11
 
 
 def series_names(series=SERIES):

@@ -12,6 +12,9 @@ Probes:
   autocast           autocast state seen inside the actor, ref, critic and HF-rollout forwards per config
   wiring             attn_implementation wiring (fsdp_workers, load_valuehead_model), BaseShardingManager.timing
   triton FAKE_DIR    flash-attn Triton cross-entropy gate, with a fake flash_attn package under FAKE_DIR
+  checkpoint         verl's FSDPCheckpointManager on FSDP1 (one rank: NO_SHARD) tiny Qwen2s (full with tied
+                     embeddings; LoRA with verl's LoRA wrap policy): save, train on, load; torch.load calls,
+                     saved storage locations, the saved dict against FSDP's own state dict (patch 0012)
   lora               LoRA actor (HF rollout, FSDP1, fp32, SDPA) and LoRA critic built and driven by verl's own
                      ActorRolloutRefWorker / CriticWorker (init_model, generate_sequences, compute_log_prob,
                      compute_ref_log_prob, update_actor, save_checkpoint, compute_values, update_critic), with a
@@ -65,7 +68,7 @@ def init_dist():
         dist.init_process_group("gloo", init_method=f"file://{path}", rank=0, world_size=1)
 
 
-def make_qwen2(seed=0, attn="eager", num_labels=None):
+def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False):
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassification
 
@@ -80,7 +83,7 @@ def make_qwen2(seed=0, attn="eager", num_labels=None):
         rope_theta=10000.0,
         # Larger than the default 0.02 so that attention is not uniform and positions matter.
         initializer_range=0.2,
-        tie_word_embeddings=False,
+        tie_word_embeddings=tie_word_embeddings,
         bos_token_id=1,
         eos_token_id=EOS,
         pad_token_id=PAD,
@@ -798,9 +801,118 @@ def probe_lora():
     return result
 
 
+class _Tokenizer:
+    """The checkpoint manager only calls processing_class.save_pretrained(dir) (fsdp_checkpoint_manager.py:248)."""
+
+    def save_pretrained(self, path):
+        with open(os.path.join(path, "tokenizer_stub.txt"), "w") as f:
+            f.write("stub\n")
+
+
+def _checkpoint_case(lora):
+    """Save, one more training step, load, through verl's FSDPCheckpointManager; the facts patch 0012 asserts."""
+    import copy
+
+    import torch
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import MixedPrecision, ShardedStateDictConfig, ShardingStrategy, StateDictType
+
+    from verl.utils.checkpoint.fsdp_checkpoint_manager import FSDPCheckpointManager
+    from verl.utils.fsdp_utils import get_fsdp_wrap_policy
+
+    model = make_qwen2(seed=0, tie_word_embeddings=not lora)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+    model.train()
+    fp32 = MixedPrecision(param_dtype=torch.float32, reduce_dtype=torch.float32, buffer_dtype=torch.float32)
+    # as fsdp_workers.py:314-330 (FULL_SHARD on a world of one becomes NO_SHARD), on CPU as in _cpu_worker_shims
+    fsdp = FSDP(model, auto_wrap_policy=get_fsdp_wrap_policy(model, config=None, is_lora=lora), device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD, mixed_precision=fp32, sync_module_states=False, use_orig_params=False)
+    optimizer = torch.optim.AdamW(fsdp.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + step))
+    generator = torch.Generator().manual_seed(3)
+
+    def train_step():
+        ids = torch.randint(1, VOCAB - 1, (2, 12), generator=generator)
+        loss = fsdp(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+
+    def full_params():
+        with FSDP.summon_full_params(fsdp, writeback=False):
+            return {name: p.detach().clone() for name, p in fsdp.named_parameters()}
+
+    train_step()
+    manager = FSDPCheckpointManager(fsdp, optimizer, scheduler, processing_class=_Tokenizer(), checkpoint_config=None)
+    ckpt = tempfile.mkdtemp(prefix="verl_probe_ckpt_")
+    with FSDP.state_dict_type(fsdp, StateDictType.SHARDED_STATE_DICT, ShardedStateDictConfig()):
+        fsdp_state_dict = {k: v.clone() for k, v in fsdp.state_dict().items()}  # FSDP's own dict, no checkpoint manager
+    params_at_save, optim_at_save = full_params(), copy.deepcopy(optimizer.state_dict())
+    manager.save_checkpoint(ckpt, global_step=1)
+    train_step()
+    params_moved = any(not torch.equal(params_at_save[k], v) for k, v in full_params().items())
+
+    loads = []
+    real_load = torch.load
+
+    def recording_load(*args, **kwargs):
+        loads.append({"file": os.path.basename(str(args[0])), "map_location": kwargs.get("map_location")})
+        return real_load(*args, **kwargs)
+
+    torch.load = recording_load
+    try:
+        manager.load_checkpoint(ckpt)
+    finally:
+        torch.load = real_load
+    params_after, optim_after = full_params(), optimizer.state_dict()
+
+    def same(a, b):
+        if isinstance(a, torch.Tensor):
+            return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+        if isinstance(a, dict):
+            return isinstance(b, dict) and a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        if isinstance(a, (list, tuple)):
+            return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return a == b
+
+    locations = {}
+    files = {}
+    for name in sorted(os.listdir(ckpt)):
+        if name.endswith(".pt"):
+            seen = []
+            files[name] = real_load(os.path.join(ckpt, name), map_location=lambda storage, loc: (seen.append(loc), storage)[1], weights_only=False)
+            locations[name] = sorted(set(seen))
+    saved_model = files["model_world_size_1_rank_0.pt"]
+    result = {
+        "strategies": sorted({unit.sharding_strategy.name for unit in FSDP.fsdp_modules(fsdp)}),
+        "params_moved_after_save": params_moved,
+        "params_round_trip": same(params_at_save, params_after),
+        "optimizer_round_trip": same(optim_at_save, optim_after),
+        "optimizer_state_count": len(optim_after["state"]),
+        "scheduler_last_epoch": scheduler.last_epoch,
+        "loads": loads,
+        "storage_locations": locations,
+        "saved_keys_equal_fsdp": list(saved_model.keys()) == list(fsdp_state_dict.keys()),
+        "saved_values_equal_fsdp": same(dict(saved_model), fsdp_state_dict),
+        "saved_key_count": len(saved_model),
+        "saved_tensor_devices": sorted({str(v.device) for v in saved_model.values() if isinstance(v, torch.Tensor)}),
+    }
+    if not lora:
+        result["tied_keys_share_storage"] = saved_model["lm_head.weight"].untyped_storage().data_ptr() == saved_model["model.embed_tokens.weight"].untyped_storage().data_ptr()
+    return result
+
+
+def probe_checkpoint():
+    init_dist()
+    return {"full": _checkpoint_case(lora=False), "lora": _checkpoint_case(lora=True)}
+
+
 def main(argv):
     probe, args = argv[0], argv[1:]
-    fn = {"imports": probe_imports, "rollout": probe_rollout, "autocast": probe_autocast, "wiring": probe_wiring, "triton": probe_triton, "lora": probe_lora}[probe]
+    fn = {"imports": probe_imports, "rollout": probe_rollout, "autocast": probe_autocast, "wiring": probe_wiring, "triton": probe_triton, "lora": probe_lora, "checkpoint": probe_checkpoint}[probe]
     result = fn(*args)
     import verl
 
