@@ -80,6 +80,7 @@ def context(world, gpus=(P40,), nvml=None, torch=TORCH_CU118, environ=None, **fi
         head=head,
         hub_cache_lookup=lambda repo, name: None,
         dataset_cache_lookup=lambda dataset: None,
+        find_spec=lambda name: SimpleNamespace(name=name),  # the image's Python: vllm and flash_attn importable
     )
     values.update(fields)
     ctx = DoctorContext(**values)
@@ -225,7 +226,7 @@ def test_train_refuses_a_small_dev_shm(world, monkeypatch):
 
     monkeypatch.setattr(doctor, "_statvfs_free", lambda path: 64 * 2**20)
     monkeypatch.setattr(doctor, "available_memory_bytes", lambda: 64 * GIB)
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model)), environment={})
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={})
     with pytest.raises(doctor.VerlfitError) as raised:
         train.run_blocking_checks(plan)
     assert "  FAIL shm: /dev/shm has 64 MiB free (Docker's default /dev/shm is 64 MiB)" in raised.value.message
@@ -384,7 +385,7 @@ def test_json_output_and_exit_status(world):
     out = io.StringIO()
     args = cli.build_parser().parse_args(["doctor", "--profile", "p40", "--data", str(world.data), "--model", str(world.model)])
     assert doctor._run(args, context=context(world), out=out) == 0
-    assert out.getvalue().splitlines()[-1] == "12 PASS: ready"
+    assert out.getvalue().splitlines()[-1] == "13 PASS: ready"
 
 
 def test_real_cli_runs_quickly_and_is_consistent(world, capsys):
@@ -528,7 +529,7 @@ def test_train_refuses_the_directory_the_doctor_fails(world):
     only_config = world.tmp / "only-config"
     only_config.mkdir()
     shutil.copy(world.model / "config.json", only_config / "config.json")
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config)), environment={})
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={})
     with pytest.raises(doctor.VerlfitError) as raised:
         train.run_blocking_checks(plan)
     assert f"  FAIL model: {only_config} has no weights: neither model.safetensors" in raised.value.message
