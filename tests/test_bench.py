@@ -352,6 +352,22 @@ def test_bench_with_hf_and_sdpa_passes_the_engine_check_without_vllm_or_flash_at
     assert reached == [{"profile_name": None}, {"profile_name": "p40"}]
 
 
+def test_bench_leaves_the_engine_packages_to_its_own_per_run_check(monkeypatch, tmp_path):
+    """The doctor's engines check sees the profile's engines, not bench's per-run ones (the public recipe's eager
+    attention; bench's --rollout/--attention): bench checked them itself, so its FAIL is not bench's refusal."""
+    import importlib.util
+
+    import verlfit.doctor
+    from verlfit.doctor import CheckResult
+
+    monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
+    failures = [CheckResult("engines", "FAIL", "profile a10 needs vllm", "pass --rollout hf"), CheckResult("cuda", "FAIL", "stop here", None)]
+    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: failures)
+    with pytest.raises(VerlfitError) as raised:
+        bench._run(parse(["--work", str(tmp_path / "work"), "--rollout", "hf", "--attention", "sdpa"]), nvml=H200_NVML, run=lambda argv: pytest.fail("launched"))
+    assert (raised.value.message, raised.value.fix) == ("this machine cannot run the bench: cuda: stop here", "run verlfit doctor")
+
+
 def test_train_arguments_carry_rollout_to_both_runs_and_attention_to_verlfit_only():
     args = parse(["--rollout", "hf", "--attention", "sdpa", "--steps", "3"])
     common = ["--max-prompt-length", "256", "--max-response-length", "256", "--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "-1"]

@@ -80,6 +80,7 @@ def context(world, gpus=(P40,), nvml=None, torch=TORCH_CU118, environ=None, **fi
         head=head,
         hub_cache_lookup=lambda repo, name: None,
         dataset_cache_lookup=lambda dataset: None,
+        find_spec=lambda name: SimpleNamespace(name=name),  # the image's Python: vllm and flash_attn importable
     )
     values.update(fields)
     ctx = DoctorContext(**values)
@@ -225,7 +226,7 @@ def test_train_refuses_a_small_dev_shm(world, monkeypatch):
 
     monkeypatch.setattr(doctor, "_statvfs_free", lambda path: 64 * 2**20)
     monkeypatch.setattr(doctor, "available_memory_bytes", lambda: 64 * GIB)
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model)), environment={})
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={})
     with pytest.raises(doctor.VerlfitError) as raised:
         train.run_blocking_checks(plan)
     assert "  FAIL shm: /dev/shm has 64 MiB free (Docker's default /dev/shm is 64 MiB)" in raised.value.message
@@ -384,7 +385,7 @@ def test_json_output_and_exit_status(world):
     out = io.StringIO()
     args = cli.build_parser().parse_args(["doctor", "--profile", "p40", "--data", str(world.data), "--model", str(world.model)])
     assert doctor._run(args, context=context(world), out=out) == 0
-    assert out.getvalue().splitlines()[-1] == "12 PASS: ready"
+    assert out.getvalue().splitlines()[-1] == "13 PASS: ready"
 
 
 def test_real_cli_runs_quickly_and_is_consistent(world, capsys):
@@ -528,7 +529,7 @@ def test_train_refuses_the_directory_the_doctor_fails(world):
     only_config = world.tmp / "only-config"
     only_config.mkdir()
     shutil.copy(world.model / "config.json", only_config / "config.json")
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config)), environment={})
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={})
     with pytest.raises(doctor.VerlfitError) as raised:
         train.run_blocking_checks(plan)
     assert f"  FAIL model: {only_config} has no weights: neither model.safetensors" in raised.value.message
@@ -659,3 +660,152 @@ def test_an_unpatched_verl_blocks_train_and_bench_but_a_warn_does_not(world):
     failures = blocking_checks(context=context(world))
     assert [(f.name, f.status, f.fix) for f in failures] == [("patches", "FAIL", f"python3 patches/apply.py {world.verl.parent}")]
     assert blocking_checks(context=context(world, verl_dir=None)) == []  # no verl here: SKIP
+
+
+# --------------------------------------------------------------------------------------
+# engines: the packages the profile's rollout and attention import (vllm, flash_attn), after --rollout/--attention
+# --------------------------------------------------------------------------------------
+
+def without(*packages):
+    """importlib.util.find_spec as in a Python without ``packages`` (tests/test_bench.py's, for the doctor)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    return lambda name, *rest: None if name in packages else real(name, *rest)
+
+
+def only(*packages):
+    """A find_spec that finds ``packages`` and nothing else."""
+    return lambda name, *rest: SimpleNamespace(name=name) if name in packages else None
+
+
+def engines(world, **fields):
+    return by_name(run_checks(context(world, **fields), names=("engines",)))["engines"]
+
+
+def test_engines_fail_names_the_packages_and_the_options_that_run_without_them(world):
+    import sys
+
+    # a named profile needs no GPU
+    result = engines(world, profile_name="a10", nvml=FakeNvml(**NO_GPU), find_spec=without("vllm", "flash_attn"))
+    assert (result.status, result.message, result.fix) == (
+        "FAIL",
+        f"profile a10 (given) with rollout vllm and attention flash_attention_2 needs vllm for the vLLM rollout and flash_attn for FlashAttention-2 attention; this Python ({sys.executable}) has neither: verl would fail a minute in, after Ray starts",
+        "pass --rollout hf --attention sdpa to verlfit train (it then runs without vllm and flash_attn), or run in the verlfit:a10 image (it has vLLM and flash-attn)",
+    )
+    result = engines(world, profile_name="a10", rollout="hf", find_spec=without("vllm", "flash_attn"))
+    assert (result.status, result.message, result.fix) == (
+        "FAIL",
+        f"profile a10 (given) with rollout hf and attention flash_attention_2 needs flash_attn for FlashAttention-2 attention; this Python ({sys.executable}) has no flash_attn: verl would fail a minute in, after Ray starts",
+        "pass --attention sdpa to verlfit train (it then runs without flash_attn), or run in the verlfit:a10 image (it has vLLM and flash-attn)",
+    )
+    # chosen by the GPU, as train's auto; VERLFIT_PROFILE counts as given
+    result = engines(world, gpus=(A10,), find_spec=only("flash_attn"))
+    assert (result.status, result.message) == ("FAIL", f"profile a10 (chosen by NVIDIA A10) with rollout vllm and attention flash_attention_2 needs vllm for the vLLM rollout; this Python ({sys.executable}) has no vllm: verl would fail a minute in, after Ray starts")
+    assert result.fix == "pass --rollout hf to verlfit train (it then runs without vllm), or run in the verlfit:a10 image (it has vLLM and flash-attn)"
+    assert engines(world, environ={"VERLFIT_PROFILE": "a10"}, attention="sdpa", find_spec=only("flash_attn")).message.startswith("profile a10 (given) with rollout vllm and attention sdpa needs vllm for the vLLM rollout;")
+
+
+def test_engines_pass_names_what_they_found_or_that_nothing_is_needed(world):
+    looked = []
+    result = engines(world, profile_name="a10", nvml=FakeNvml(**NO_GPU), find_spec=lambda name: looked.append(name) or SimpleNamespace(name=name))
+    assert (result.status, result.message, result.fix) == ("PASS", "profile a10 (given) with rollout vllm and attention flash_attention_2: vllm and flash_attn importable", None)
+    assert looked == ["vllm", "flash_attn"]
+    nothing = lambda name: pytest.fail(f"looked for {name}")  # noqa: E731
+    result = engines(world, profile_name="a10", rollout="hf", attention="sdpa", find_spec=nothing)
+    assert (result.status, result.message) == ("PASS", "profile a10 (given) with rollout hf and attention sdpa: no vllm or flash_attn needed")
+    assert engines(world, profile_name="a10", attention="eager", find_spec=only("vllm")).message == "profile a10 (given) with rollout vllm and attention eager: vllm importable"
+    assert engines(world, find_spec=nothing).message == "profile p40 (chosen by Tesla P40) with rollout hf and attention sdpa: no vllm or flash_attn needed"
+
+
+def test_engines_refuse_what_the_profile_cannot_run_and_skip_without_a_profile(world):
+    result = engines(world, profile_name="p40", rollout="vllm")
+    assert (result.status, result.message, result.fix) == ("FAIL", "--rollout vllm with the p40 profile: vLLM needs compute capability 7.0 and the verlfit:p40 image has no vLLM", "use --rollout hf (the profile's HF generate rollout)")
+    result = engines(world, nvml=FakeNvml(**NO_GPU), find_spec=lambda name: pytest.fail(f"looked for {name}"))
+    assert (result.status, result.message) == ("SKIP", "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by: the rollout's and attention's packages not checked")
+
+
+def test_doctor_json_carries_engines_and_takes_trains_options(world):
+    import sys
+
+    out = io.StringIO()
+    paths = ["--data", str(world.data), "--model", str(world.model), "--run-dir", str(world.tmp / "runs")]
+    args = cli.build_parser().parse_args(["doctor", "--json", "--profile", "a10", *paths])
+    assert doctor._run(args, context=context(world, gpus=(A10,), find_spec=without("vllm", "flash_attn")), out=out) == 1
+    data = json.loads(out.getvalue())
+    assert [c["name"] for c in data["checks"]] == list(CHECK_NAMES) and CHECK_NAMES.index("engines") == CHECK_NAMES.index("environment") + 1
+    assert {c["name"]: c["status"] for c in data["checks"] if c["status"] != "PASS"} == {"engines": "FAIL"}
+    assert [c for c in data["checks"] if c["name"] == "engines"] == [{
+        "name": "engines", "status": "FAIL",
+        "message": f"profile a10 (given) with rollout vllm and attention flash_attention_2 needs vllm for the vLLM rollout and flash_attn for FlashAttention-2 attention; this Python ({sys.executable}) has neither: verl would fail a minute in, after Ray starts",
+        "fix": "pass --rollout hf --attention sdpa to verlfit train (it then runs without vllm and flash_attn), or run in the verlfit:a10 image (it has vLLM and flash-attn)",
+        "details": [],
+    }]
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["doctor", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", *paths])
+    assert doctor._run(args, context=context(world, gpus=(A10,), find_spec=without("vllm", "flash_attn")), out=out) == 0
+    assert "PASS  engines               profile a10 (given) with rollout hf and attention sdpa: no vllm or flash_attn needed" in out.getvalue().splitlines()
+    assert out.getvalue().splitlines()[-1] == "13 PASS: ready"
+
+
+H200_NVML = FakeNvml([("NVIDIA H200", (9, 0), 150_754_820_096)], driver="580.159.04", cuda=13000)
+
+
+class Launched(Exception):
+    """Raised where train goes on past its blocking checks."""
+
+
+def train_without_engines(monkeypatch, tmp_path, capsys, argv):
+    """``verlfit train --profile a10 ARGV`` on a fake H200 in a Python without vllm and flash_attn, the doctor's other
+    blocking checks passing; returns (exit status, stderr, the checks that ran). Past the checks, train stops at
+    ensure_data (raising :class:`Launched`)."""
+    import importlib.util
+
+    import verlfit.gpu
+    from verlfit import train
+    from verlfit.doctor import CheckResult
+
+    real_query = verlfit.gpu.query_gpus
+    monkeypatch.setattr(verlfit.gpu, "query_gpus", lambda nvml=None: real_query(H200_NVML))
+    monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
+    ran = []
+    for name in BLOCKING:
+        if name != "engines":
+            monkeypatch.setitem(doctor.CHECKS, name, lambda ctx, name=name: ran.append(name) or CheckResult(name, "PASS", "fake"))
+    real_engines = doctor.CHECKS["engines"]
+    monkeypatch.setitem(doctor.CHECKS, "engines", lambda ctx: ran.append("engines") or real_engines(ctx))
+
+    def launched(settings):
+        raise Launched(settings.rollout, settings.attention)
+
+    monkeypatch.setattr(train, "ensure_data", launched)
+    monkeypatch.setattr(train.subprocess, "Popen", lambda *a, **kw: pytest.fail("verl was launched"))
+    status = cli.main(["train", "--profile", "a10", "--plan", "off", "--no-validate", "--run-dir", str(tmp_path / "run"), *argv])
+    assert not (tmp_path / "run").exists()
+    return status, capsys.readouterr().err, ran
+
+
+def test_train_without_vllm_refuses_before_launching_and_hf_sdpa_passes(monkeypatch, tmp_path, capsys):
+    import sys
+
+    status, err, ran = train_without_engines(monkeypatch, tmp_path, capsys, [])
+    assert status == 1  # as the other blocking checks' refusals
+    assert err == (
+        "verlfit: error: pre-flight checks failed:\n"
+        f"  FAIL engines: profile a10 (given) with rollout vllm and attention flash_attention_2 needs vllm for the vLLM rollout and flash_attn for FlashAttention-2 attention; this Python ({sys.executable}) has neither: verl would fail a minute in, after Ray starts\n"
+        "       fix: pass --rollout hf --attention sdpa to verlfit train (it then runs without vllm and flash_attn), or run in the verlfit:a10 image (it has vLLM and flash-attn)\n"
+        "  fix: run `verlfit doctor` for the full report, or --skip-checks to launch anyway\n"
+    )
+    assert ran == list(BLOCKING)
+    status, err, ran = train_without_engines(monkeypatch, tmp_path, capsys, ["--rollout", "hf"])
+    assert status == 1 and "  FAIL engines: profile a10 (given) with rollout hf and attention flash_attention_2 needs flash_attn for FlashAttention-2 attention;" in err
+    assert "       fix: pass --attention sdpa to verlfit train (it then runs without flash_attn)" in err
+    with pytest.raises(Launched) as launched:
+        train_without_engines(monkeypatch, tmp_path, capsys, ["--rollout", "hf", "--attention", "sdpa"])
+    assert launched.value.args == ("hf", "sdpa")
+
+
+def test_train_skip_checks_skips_the_engines_check_too(monkeypatch, tmp_path, capsys):
+    with pytest.raises(Launched) as launched:
+        train_without_engines(monkeypatch, tmp_path, capsys, ["--skip-checks"])
+    assert launched.value.args == ("vllm", "flash_attention_2")

@@ -19,6 +19,11 @@ Checks (name: what it looks at):
   entrypoint sets are values ``verlfit train`` accepts for it: ``VLLM_DTYPE`` a torch dtype name (no bf16 below
   compute capability 8.0: the GPU's, or the profile's cards without one), ``TRITON_MAX_SHARED_MEMORY`` a whole
   number of bytes, ``PYTORCH_CUDA_ALLOC_CONF`` option:value pairs. Runs without a GPU.
+* ``engines``: the Python packages the profile's rollout and attention import, after ``--rollout`` / ``--attention``
+  (:func:`verlfit.profiles.customize`): vllm for the vLLM rollout, flash_attn for FlashAttention-2
+  (:func:`missing_engine_packages`, found without importing them). One missing: FAIL (blocking: verl would fail a
+  minute in, after Ray starts), with ``--rollout hf`` / ``--attention sdpa`` or the profile's image as the fix.
+  Runs without a GPU when the profile is named.
 * ``shm``: ``/dev/shm`` against Ray's default object store (:func:`ray_object_store_bytes`: 30% of the available
   RAM, at most 10 GB unless /dev/shm is bigger). Ray keeps the store in /dev/shm only when /dev/shm has that
   much free; otherwise it moves it to /tmp with "This will harm performance!" (ray 2.46
@@ -71,10 +76,10 @@ RAY_OBJECT_STORE_PROPORTION = 0.3  # DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, env
 RAY_SHM_CAP_FLOOR_BYTES = 10**10  # REQUIRE_SHM_SIZE_THRESHOLD: the /dev/shm cap never goes below 10 GB
 RAY_OBJECT_STORE_MAX_BYTES = 200 * 10**9  # DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES, env RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
-CHECK_NAMES = ("driver", "gpu", "topology", "torch-arch", "triton-shared-memory", "environment", "shm", "disk", "data", "model", "cuda", "patches")
+CHECK_NAMES = ("driver", "gpu", "topology", "torch-arch", "triton-shared-memory", "environment", "engines", "shm", "disk", "data", "model", "cuda", "patches")
 # patches: stock verl 0.4.1 breaks on the P40 path (FAIL: not patched, or another series); its WARNs (series not
 # found to compare, a patch changed since applied) and SKIP (no verl) do not block.
-BLOCKING = ("driver", "gpu", "triton-shared-memory", "shm", "data", "model", "cuda", "patches")
+BLOCKING = ("driver", "gpu", "triton-shared-memory", "engines", "shm", "data", "model", "cuda", "patches")
 
 
 @dataclass(frozen=True)
@@ -208,6 +213,8 @@ class DoctorContext:
 
     Attributes:
         profile_name: ``"p40"``, ``"a10"`` or None (then ``VERLFIT_PROFILE``, else chosen by the GPU).
+        rollout, attention: ``--rollout`` / ``--attention`` (None: the profile's), for the engines check.
+        find_spec: ``importlib.util.find_spec``-like lookup of a package by name (None: the real one; tests pass fakes).
         environ: environment variables (default ``os.environ``).
         nvml: passed to :func:`verlfit.gpu.query_gpus` (a fake in tests).
         torch_probe: returns :class:`TorchInfo` or None without torch.
@@ -230,6 +237,9 @@ class DoctorContext:
     """
 
     profile_name: str | None = None
+    rollout: str | None = None
+    attention: str | None = None
+    find_spec: Callable | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     nvml: object | None = None
     torch_probe: Callable[[], TorchInfo | None] = probe_torch
@@ -470,6 +480,38 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
         return CheckResult("environment", FAIL, f"TRITON_MAX_SHARED_MEMORY={triton} is outside 1..{card_limit}, the shared memory per block of the {chosen} profile's cards", f"unset it (the {chosen} profile uses {card_limit})")
     values = ", ".join(f"{key}={environment[key]}" for key in ("VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY"))
     return CheckResult("environment", PASS, f"profile {chosen} ({how}); {values}")
+
+
+def check_engines(ctx: DoctorContext) -> CheckResult:
+    """The profile's rollout and attention, after ``ctx.rollout`` / ``ctx.attention``, against the packages they
+    import (:func:`missing_engine_packages`). The profile: ``ctx.profile()``, else the GPU's (as train's ``auto``)."""
+    from verlfit.profiles import customize, load_profile, profile_for_capability
+
+    name = ctx.profile()
+    how = "given"
+    if not name or name == "auto":
+        report = ctx.gpu_report()
+        if not report.gpus:
+            return CheckResult("engines", SKIP, "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by: the rollout's and attention's packages not checked")
+        gpu = min(report.gpus, key=lambda g: g.compute_capability)
+        name, how = profile_for_capability(gpu.compute_capability), f"chosen by {gpu.name}"
+    # an unknown profile, vLLM on p40, FlashAttention-2 in fp32 raise VerlfitError: run_checks reports its FAIL and fix
+    profile = customize(load_profile(name), rollout=ctx.rollout, attention=ctx.attention)
+    engines = f"profile {name} ({how}) with rollout {profile.rollout} and attention {profile.attention}"
+    missing = missing_engine_packages(profile.rollout, profile.attention, find_spec=ctx.find_spec)
+    if missing:
+        needs = " and ".join(f"{package} for {what}" for package, what, _ in missing)
+        packages = [package for package, _, _ in missing]
+        has = f"no {packages[0]}" if len(packages) == 1 else "neither"
+        return CheckResult(
+            "engines", FAIL,
+            f"{engines} needs {needs}; this Python ({sys.executable}) has {has}: verl would fail a minute in, after Ray starts",
+            f"pass {' '.join(option for _, _, option in missing)} to verlfit train (it then runs without {' and '.join(packages)}), or run in the verlfit:{profile.name} image (it has vLLM and flash-attn)",
+        )
+    needed = [ENGINE_PACKAGES[choice][0] for choice in (("rollout", profile.rollout), ("attention", profile.attention)) if choice in ENGINE_PACKAGES]
+    if not needed:
+        return CheckResult("engines", PASS, f"{engines}: no vllm or flash_attn needed")
+    return CheckResult("engines", PASS, f"{engines}: {' and '.join(needed)} importable")
 
 
 def _statvfs_free(path: str) -> int | None:
@@ -759,6 +801,7 @@ CHECKS: dict[str, Callable[[DoctorContext], CheckResult]] = {
     "torch-arch": check_torch_arch,
     "triton-shared-memory": check_triton_shared_memory,
     "environment": check_environment,
+    "engines": check_engines,
     "shm": check_shm,
     "disk": check_disk,
     "data": check_data,
@@ -785,17 +828,19 @@ def run_checks(context: DoctorContext | None = None, names=CHECK_NAMES) -> list[
     return results
 
 
-def blocking_checks(profile_name: str | None = None, data_dir: str | None = None, model: str | None = None, environment: Mapping[str, str] | None = None, context: DoctorContext | None = None) -> list[CheckResult]:
+def blocking_checks(profile_name: str | None = None, data_dir: str | None = None, model: str | None = None, environment: Mapping[str, str] | None = None, context: DoctorContext | None = None, rollout: str | None = None, attention: str | None = None) -> list[CheckResult]:
     """Run the fast checks ``verlfit train`` needs to pass before it starts Ray, and return the
     FAILs only (an empty list means: launch).
 
     The subset (:data:`BLOCKING`): driver, gpu (capability against ``profile_name``),
-    triton-shared-memory, shm, data, model, cuda, patches (a FAIL only: verl unpatched or carrying another
+    triton-shared-memory, engines (vllm / flash_attn for ``rollout`` / ``attention``), shm, data, model, cuda,
+    patches (a FAIL only: verl unpatched or carrying another
     series; its WARNs do not block). Missing data is a WARN, not a FAIL, when train can prepare it (raw
     files in ``data_dir``, the datasets cache or a reachable hub); a FAIL when nothing can give it.
 
     Args:
         profile_name: the profile train resolved.
+        rollout, attention: train's rollout and attention (``--rollout`` / ``--attention``; None: the profile's).
         data_dir, model: train's settings.
         environment: the resolved knobs (e.g. ``TRITON_MAX_SHARED_MEMORY``); laid over ``os.environ``.
         context: a prepared :class:`DoctorContext` (tests); the other arguments then override its fields.
@@ -807,6 +852,10 @@ def blocking_checks(profile_name: str | None = None, data_dir: str | None = None
         ctx.data_dir = data_dir
     if model is not None:
         ctx.model = model
+    if rollout is not None:
+        ctx.rollout = rollout
+    if attention is not None:
+        ctx.attention = attention
     if environment:
         ctx.environ = {**ctx.environ, **environment}
     return [result for result in run_checks(ctx, BLOCKING) if result.status == FAIL]
@@ -830,14 +879,18 @@ def format_results(results: list[CheckResult]) -> str:
 
 
 def register(subparsers):
+    from verlfit.profiles import ATTENTION, ROLLOUTS
+
     parser = subparsers.add_parser(
         "doctor",
-        help="check driver, GPU, GPU topology and NCCL, torch, Triton, /dev/shm, disk, data, model, CUDA and the verl patches",
+        help="check driver, GPU, GPU topology and NCCL, torch, Triton, the rollout and attention packages, /dev/shm, disk, data, model, CUDA and the verl patches",
         description="Check that this machine can train: one line per check (PASS, WARN, FAIL, SKIP) with a fix. Exit status 1 on any FAIL.",
-        epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
+        epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --profile a10 --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="profile to check the GPU against (default: VERLFIT_PROFILE, else chosen by the GPU)")
+    parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine instead of the profile's, as verlfit train --rollout (hf needs no vllm)")
+    parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's, as verlfit train --attention (sdpa and eager need no flash_attn)")
     parser.add_argument("--data", default="data/gsm8k", help="folder with train.parquet and test.parquet (default: %(default)s)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="model directory or hub id (default: %(default)s)")
     parser.add_argument("--run-dir", default="runs", help="where checkpoints go, for the disk check (default: %(default)s)")
@@ -853,6 +906,7 @@ def _run(args, context: DoctorContext | None = None, out=None) -> int:
     out = out or sys.stdout
     ctx = context or DoctorContext()
     ctx.profile_name = args.profile or ctx.profile_name
+    ctx.rollout, ctx.attention = args.rollout or ctx.rollout, args.attention or ctx.attention
     ctx.data_dir, ctx.model, ctx.checkpoint_dir, ctx.timeout = args.data, args.model, args.run_dir, args.timeout
     ctx.algorithm, ctx.keep_checkpoints = args.algo, args.keep_checkpoints
     results = run_checks(ctx)

@@ -903,10 +903,13 @@ def _run_request(plan: LaunchPlan):
 
 
 def run_blocking_checks(plan: LaunchPlan) -> None:
-    """Run the doctor's fast blocking checks; raise on any FAIL so a hopeless launch stops in seconds."""
+    """Run the doctor's fast blocking checks (:func:`verlfit.doctor.blocking_checks`: among them the engines check of
+    the plan's rollout and attention, after ``--rollout`` / ``--attention``); raise on any FAIL so a hopeless launch
+    stops in seconds."""
     from verlfit.doctor import blocking_checks
 
-    failures = blocking_checks(profile_name=plan.profile_name, data_dir=plan.settings.data_dir, model=plan.settings.model, environment=plan.environment)
+    settings = plan.settings
+    failures = blocking_checks(profile_name=plan.profile_name, data_dir=settings.data_dir, model=settings.model, environment=plan.environment, rollout=settings.rollout, attention=settings.attention)
     if failures:
         raise VerlfitError("pre-flight checks failed:\n" + "\n".join(f"  FAIL {f.name}: {f.message}" + (f"\n       fix: {f.fix}" if f.fix else "") for f in failures), fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway")
 
