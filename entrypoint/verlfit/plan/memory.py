@@ -173,8 +173,9 @@ LORA_ALL_LINEAR = "all-linear"
 # Linear layers of a Qwen2/Llama decoder layer, as PEFT matches target names (the last name of the module path)
 LORA_LAYER_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LORA_HEAD_TARGET = "lm_head"  # the actor's output head: a target only when named
-LORA_CALIBRATION_NOTE = ("LoRA terms: derived (docs/plan.md section 7), checked by one device run: Qwen2.5-1.5B shape, PPO, "
-                         "rank 32, 18.19 GiB measured against 19.7 GiB predicted (docs/benchmarks.md section 8.2)")
+LORA_CALIBRATION_NOTE = ("LoRA terms: derived (docs/plan.md section 7), checked by two device runs at rank 32 with the p40 profile's trims: "
+                         "Qwen2.5-1.5B PPO 17.20 GiB measured against 19.7 predicted (-12.7%), Qwen2.5-3B GRPO 16.48 against 19.1 (-13.7%); "
+                         "the planner counts untrimmed widths (docs/benchmarks.md section 9.2)")
 LORA_SUGGESTED_RANK = 32  # the rank smallest_change proposes: ppo_trainer.yaml:124's example ("e.g., 32")
 # What the predictions were checked against, printed with every plan (update with tests/benchmarks/test_collect.py)
 CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 4"
