@@ -274,3 +274,13 @@ def test_speed_patch_keys_are_accepted_with_plus_and_reach_the_config():
         validate_overrides(["actor_rollout_ref.rollout.cuda_graph=True"])
     with pytest.raises(VerlfitError, match="needs a leading '\\+'"):
         validate_overrides(["actor_rollout_ref.rollout.unwrap_fsdp=True"])
+
+
+def test_override_value_is_the_last_setting_of_the_key_whatever_its_prefix():
+    from verlfit.overrides import override_value
+
+    key = "actor_rollout_ref.rollout.unwrap_fsdp"
+    assert override_value([f"+{key}=True", "a.b=1", f"{key}=False"], key) == "False"
+    assert override_value([f"++{key}=True"], key) == "True"
+    assert override_value([f"+{key}=True", f"~{key}"], key) is None
+    assert override_value(["a.b=1"], key) is None

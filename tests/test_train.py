@@ -855,5 +855,8 @@ def test_lora_on_one_gpu_generates_through_the_unwrapped_module_unless_the_user_
     assert unwrap(full) == [] and LORA_UNWRAP_NOTE not in full.notes
     off = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--", "+actor_rollout_ref.rollout.unwrap_fsdp=False"]), environ={}, gpu=P40)
     assert unwrap(off) == ["+actor_rollout_ref.rollout.unwrap_fsdp=False"]
+    assert LORA_UNWRAP_NOTE not in off.notes  # a new-user trial read the note after turning the key off
+    plain = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--", "actor_rollout_ref.rollout.unwrap_fsdp=False"]), environ={}, gpu=P40)
+    assert unwrap(plain) == ["+actor_rollout_ref.rollout.unwrap_fsdp=False"] and LORA_UNWRAP_NOTE not in plain.notes
     two = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--gpus", "2"]), environ={}, gpu=P40)
     assert unwrap(two) == []

@@ -487,6 +487,17 @@ def split_override(override: str) -> tuple[str, str, str]:
     return match.group(1) or "", match.group(2), match.group(3) if match.group(3) is not None else ""
 
 
+def override_value(overrides: list[str], key: str) -> str | None:
+    """The value the last override of ``key`` (any ``+``/``++`` prefix) sets in a verl override list, as written
+    (``"True"``), or None when none sets it or the last one deletes it (``~key``)."""
+    value = None
+    for override in overrides:
+        prefix, name, text = split_override(override)
+        if name == key:
+            value = None if prefix == "~" else text
+    return value
+
+
 def merge_overrides(overrides: list[str]) -> list[str]:
     """Keep one override per key: the last value wins, at the position of the first.
 
