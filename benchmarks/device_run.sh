@@ -100,7 +100,7 @@
 # per run, default 3000), LEARN_LRS (actor learning rates of the learning check, default "1e-5 3e-5"),
 # LEARN_LORA_LRS (the same for learn_lora, default "1e-4 3e-4"), LORA_3B_BATCH and LORA_3B_SAMPLES (default 32
 # and 4), LORA_EXTRA (more verlfit train words for lora_1p5b_ppo, lora_3b_grpo and learn_lora, e.g.
-# "-- +actor_rollout_ref.rollout.unwrap_fsdp=True"), SETUP_FOR (stage names setup makes the bigger models for, as
+# "-- +actor_rollout_ref.rollout.unwrap_fsdp=False" to measure LoRA without patch 0023, which train turns on for LoRA), SETUP_FOR (stage names setup makes the bigger models for, as
 # if they were named in the same call: for a setup run before a --parallel call), SKIP_DECODE_BENCH (set: stage speed runs no decode_bench.py),
 # KEEP_FULL_CHECKPOINTS (set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO
 # checkpoint, instead of deleting them once adapter_norm.py has read the adapters), SOAK_PPO_PLAN, SOAK_GRPO_PLAN,

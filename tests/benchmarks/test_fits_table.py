@@ -45,8 +45,8 @@ def test_check_and_write_on_a_stale_table(tmp_path, capsys):
 
 
 def test_measured_cells_come_from_the_records_table():
-    # the 1.5B LoRA PPO cell is that run's record: the largest running peak of steps 1-5 (before its first checkpoint
-    # save) and of all ten steps, and its mean s/step after step 1 (benchmarks/results/2026-12-01-h200-session2)
+    # the 1.5B LoRA PPO cell is that run's record: the largest running peak of steps 1-5 (its first process) and of all
+    # ten steps (steps 6-10 ran in the process resumed from the step-5 checkpoint), and its mean s/step after step 1 (benchmarks/results/2026-12-01-h200-session2)
     import json
 
     records = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-12-01-h200-session2" / "call-3" / "lora-1p5b-ppo" / "metrics.jsonl"
@@ -55,5 +55,5 @@ def test_measured_cells_come_from_the_records_table():
     mean_step = sum(row["timing_s/step"] for row in steps[1:]) / len(steps[1:])  # collect.py leaves out step 1 (start-up)
     assert [row["step"] for row in steps] == list(range(1, 11))
     assert fits_table.row("p40", "1.5B", "ppo", True)[6:] == [
-        f"{peak(steps[:5]):.2f} GiB ({peak(steps):.2f} after a checkpoint save)", f"{mean_step:.1f}, shared GPU (section 9.2; 10 of 10 steps)"]
+        f"{peak(steps[:5]):.2f} GiB ({peak(steps):.2f} after a resume's checkpoint load)", f"{mean_step:.1f}, shared GPU (section 9.2; 10 of 10 steps)"]
     assert fits_table.row("p40", "1.5B", "ppo", False)[6:] == ["not run", "not run"]
