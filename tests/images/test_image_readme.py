@@ -146,7 +146,13 @@ def test_the_speed_keys_paragraph_matches_the_profile_and_train():
     # CUDA-graph decoding: opt-in, as the profile has it
     assert "`-- +actor_rollout_ref.rollout.cuda_graph=True`) is **opt-in**" in speed
     assert not any("cuda_graph" in o for o in p40) and "cuda_graph itself stays opt-in" in profile
-    assert "`-- +actor_rollout_ref.rollout.unwrap_fsdp=True`" in speed and "**not yet measured**" in speed
+    # patch 0023: on by verlfit for LoRA on one GPU (overrides.unwraps_lora_generation), off after -- by the user
+    from verlfit.overrides import TrainSettings, unwraps_lora_generation
+
+    assert unwraps_lora_generation(TrainSettings(model="m", lora_rank=32), load_profile("p40"))
+    assert not unwraps_lora_generation(TrainSettings(model="m", lora_rank=32, gpus=2), load_profile("p40"))
+    assert "with `--lora-rank` on one GPU, verlfit turns on patch 0023 (`+actor_rollout_ref.rollout.unwrap_fsdp=True`" in speed
+    assert "`-- +actor_rollout_ref.rollout.unwrap_fsdp=False` turns it off" in speed
     assert "`verlfit train -- actor_rollout_ref.rollout.trim_padding=False`" in speed
 
 
