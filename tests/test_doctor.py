@@ -261,6 +261,11 @@ def test_disk_holds_the_checkpoints_kept_at_once(world, algorithm, keep, fit, st
     head = f"{free / GIB:.1f} GiB free at {world.tmp}; this run holds {held} checkpoints of {one / GIB:.1f} GiB at once: {held * one / GIB:.1f} GiB"
     tail = {"PASS": "", "WARN": f": only {int(fit)} fit, the save after that fails with a full disk", "FAIL": ": not even one checkpoint fits"}[status]
     assert result.message == head + tail  # runs/ does not exist yet: its nearest existing parent is measured
+    # the fix names only what changes the verdict: nothing but space when none fits; --keep-checkpoints only below held
+    fix = {"PASS": None, "FAIL": f"free disk space at {world.tmp} or point --run-dir at a bigger disk",
+           "WARN": f"free disk space at {world.tmp}, point --run-dir at a bigger disk" + (f", keep {int(fit)} (--keep-checkpoints {int(fit)})" if 2 <= int(fit) < held else "")
+           + f" or save at most {int(fit)} time{'s' if int(fit) > 1 else ''} in the run (--save-freq)"}[status]
+    assert result.fix == fix
 
 
 def test_checkpoints_held_follows_verls_pruning():

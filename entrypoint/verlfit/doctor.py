@@ -589,10 +589,15 @@ def checkpoints_held(keep: int, saves: int | None = None) -> int:
     return max(1, min(held, saves) if saves is not None else held)
 
 
-def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, disk_usage: Callable = shutil.disk_usage) -> CheckResult:
+def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, disk_usage: Callable = shutil.disk_usage, resume: bool = False) -> CheckResult:
     """The ``disk`` verdict for checkpoints of ``one_checkpoint`` bytes under ``path``, ``held`` at once
     (:func:`checkpoints_held`): FAIL when not even one fits, WARN when fewer than ``held`` fit, else PASS. The message
-    names the measured folder (``path`` or its nearest existing parent), the free GiB and the need."""
+    names the measured folder (``path`` or its nearest existing parent), the free GiB and the need.
+
+    The fix names only what changes the verdict: more space (and, unless ``resume``, another ``--run-dir``); when
+    some fit, keeping that many (``--keep-checkpoints N``, N = those that fit, when N >= 2 and below ``held``) and,
+    unless ``resume`` (a resumed run keeps its ``--save-freq``), saving at most that many times (``--save-freq``).
+    Neither helps when not even one fits."""
     where = _existing_parent(path)
     if not where.is_dir():
         return CheckResult("disk", FAIL, f"{where} is a file: checkpoints cannot go under it ({path})", "pass --run-dir a directory path")
@@ -602,12 +607,17 @@ def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, di
         return CheckResult("disk", WARN, f"cannot measure free space at {where}: {error}")
     need = held * one_checkpoint
     text = f"{free / GIB:.1f} GiB free at {where}; this run holds {held} checkpoint{'s' if held > 1 else ''} of {one_checkpoint / GIB:.1f} GiB at once: {need / GIB:.1f} GiB"
-    fix = "free disk space, point --run-dir at a bigger disk, or keep fewer (--keep-checkpoints 2) / save less often (--save-freq)"
-    if free < one_checkpoint:
-        return CheckResult("disk", FAIL, text + ": not even one checkpoint fits", fix)
-    if free < need:
-        return CheckResult("disk", WARN, text + f": only {free // one_checkpoint} fit, the save after that fails with a full disk", fix)
-    return CheckResult("disk", PASS, text)
+    if free >= need:
+        return CheckResult("disk", PASS, text)
+    fit = free // one_checkpoint
+    fixes = [f"free disk space at {where}"] + ([] if resume else ["point --run-dir at a bigger disk"])
+    if fit < 1:
+        return CheckResult("disk", FAIL, text + ": not even one checkpoint fits", " or ".join(fixes))
+    if 2 <= fit < held:
+        fixes.append(f"keep {fit} (--keep-checkpoints {fit})")
+    if not resume:
+        fixes.append(f"save at most {fit} time{'s' if fit > 1 else ''} in the run (--save-freq)")
+    return CheckResult("disk", WARN, text + f": only {fit} fit, the save after that fails with a full disk", ", ".join(fixes[:-1]) + " or " + fixes[-1])
 
 
 def check_disk(ctx: DoctorContext) -> CheckResult:
