@@ -184,6 +184,12 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, help="also write the result here (JSON)")
     parser.add_argument("--plot", type=Path, help="also plot host RSS per role against the step from NAME.rss.csv into this PNG")
     args = parser.parse_args(argv)
+    if args.plot:  # before the report and the JSON: a --plot that cannot be drawn writes nothing
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as error:
+            print(f"soak_check.py: --plot needs matplotlib, which this Python cannot import ({error}): pip install matplotlib, or run soak_check.py with verlfit's environment's Python", file=sys.stderr)
+            return 2
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "entrypoint"))
     from verlfit.errors import VerlfitError
 

@@ -241,7 +241,9 @@ def small_checkpoint(world, algorithm="ppo"):
     shape = load_model_shape(str(world.model))
     roles = [(shape.actor_parameters,)] + ([(shape.critic_parameters,)] if algorithm == "ppo" else [])
     one = sum(params * 12 + 32 * 2**20 for (params,) in roles)
-    request = SimpleNamespace(shape=shape, has_critic=algorithm == "ppo")
+    from verlfit.plan import PlanRequest
+
+    request = PlanRequest(shape=shape, gpu_memory_bytes=24 * GIB, algorithm=algorithm)
     assert one == checkpoint_bytes(request)
     return one
 
@@ -259,6 +261,11 @@ def test_disk_holds_the_checkpoints_kept_at_once(world, algorithm, keep, fit, st
     head = f"{free / GIB:.1f} GiB free at {world.tmp}; this run holds {held} checkpoints of {one / GIB:.1f} GiB at once: {held * one / GIB:.1f} GiB"
     tail = {"PASS": "", "WARN": f": only {int(fit)} fit, the save after that fails with a full disk", "FAIL": ": not even one checkpoint fits"}[status]
     assert result.message == head + tail  # runs/ does not exist yet: its nearest existing parent is measured
+    # the fix names only what changes the verdict: nothing but space when none fits; --keep-checkpoints only below held
+    fix = {"PASS": None, "FAIL": f"free disk space at {world.tmp} or point --run-dir at a bigger disk",
+           "WARN": f"free disk space at {world.tmp}, point --run-dir at a bigger disk" + (f", keep {int(fit)} (--keep-checkpoints {int(fit)})" if 2 <= int(fit) < held else "")
+           + f" or save at most {int(fit)} time{'s' if int(fit) > 1 else ''} in the run (--save-freq)"}[status]
+    assert result.fix == fix
 
 
 def test_checkpoints_held_follows_verls_pruning():
@@ -274,6 +281,26 @@ def test_doctor_cli_sizes_the_disk_for_algo_and_keep(world, monkeypatch):
     args = cli.build_parser().parse_args(["doctor", "--algo", "grpo", "--keep-checkpoints", "4", "--model", str(world.model)])
     doctor._run(args, context=context(world), out=out)
     assert seen == {"algo": "grpo", "keep": 4}
+
+
+def test_doctor_sizes_a_lora_run_with_lora_rank(world, monkeypatch):
+    """new-user trial: doctor had no --lora-rank, so a LoRA run's disk need was that of full fine-tuning (34.6 GiB for
+    1.5B PPO instead of 12.5 GiB: tests/test_failure.py)."""
+    seen = {}
+    monkeypatch.setitem(doctor.CHECKS, "disk", lambda ctx: seen.update(rank=ctx.lora_rank, critic=ctx.critic_lora_rank) or doctor.CheckResult("disk", "PASS", "ok"))
+    args = cli.build_parser().parse_args(["doctor", "--lora-rank", "32", "--critic-lora-rank", "0", "--model", str(world.model)])
+    doctor._run(args, context=context(world), out=io.StringIO())
+    assert seen == {"rank": 32, "critic": 0}
+    monkeypatch.undo()
+
+    free = 20 * GIB
+    usage = lambda path: SimpleNamespace(total=0, used=0, free=free)  # noqa: E731
+    lora = by_name(run_checks(context(world, model="Qwen/Qwen2.5-1.5B-Instruct", lora_rank=32, disk_usage=usage), names=("disk",)))["disk"]
+    assert (lora.status, lora.message) == ("WARN", f"20.0 GiB free at {world.tmp}; this run holds 2 checkpoints of 12.5 GiB at once: 25.1 GiB: only 1 fit, the save after that fails with a full disk")
+    full = by_name(run_checks(context(world, model="Qwen/Qwen2.5-1.5B-Instruct", disk_usage=usage), names=("disk",)))["disk"]
+    assert (full.status, full.message) == ("FAIL", f"20.0 GiB free at {world.tmp}; this run holds 2 checkpoints of 34.6 GiB at once: 69.1 GiB: not even one checkpoint fits")
+    critic_full = by_name(run_checks(context(world, model="Qwen/Qwen2.5-1.5B-Instruct", lora_rank=32, critic_lora_rank=0, disk_usage=usage), names=("disk",)))["disk"]
+    assert "checkpoints of 23.6 GiB at once" in critic_full.message  # (6,651,566,080 + 18,558,144,524 + 147,718,144) B: tests/test_failure.py
 
 
 @pytest.mark.parametrize("command", ["doctor", "train"])

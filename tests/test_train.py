@@ -622,7 +622,8 @@ def test_a_kept_micro_batch_that_cannot_fit_is_named_as_the_first_fix():
 
     with pytest.raises(VerlfitError) as error:
         prepare_launch(parse(["--emulate", "p40", "--micro-batch-size", "16"]), environ={}, gpu=H200)
-    assert error.value.message.startswith("this configuration does not fit in 22.5 GiB per GPU even with gradient checkpointing and offload at the micro-batches you set: actor update at actor micro-batch 16 (kept) would need ")
+    assert error.value.message.startswith("this configuration does not fit in 22.5 GiB per GPU even with gradient checkpointing and offload at the micro-batches you set: old log-prob at log-prob micro-batch 32 (kept) would need 27.5 GiB of 20.2 GiB (90% of 22.5 GiB)")
+    # the plan's peak phase, the one its peak line names (log-prob runs at twice --micro-batch-size), not the first knob tried
     # what auto-fit picks for this run without --micro-batch-size (the main job's actor micro-batch 4)
     assert error.value.fix.startswith("smallest changes that would fit, each on its own: --micro-batch-size 4 (from 16), or leave it out for the planner to choose; --max-response-length ")
     chosen = prepare_launch(parse(["--emulate", "p40"]), environ={}, gpu=H200).settings

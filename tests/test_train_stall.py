@@ -80,15 +80,32 @@ def test_checkpoint_space_warning(tmp_path, argv, free_gib, resumed_from, held):
         assert warning is None
         return
     fits = int(free_gib * GIB) // ONE
+    keep = f", keep {fits} (--keep-checkpoints {fits})" if 2 <= fits < held else ""
     assert warning == (f"WARN disk: {free_gib:.1f} GiB free at {tmp_path / 'runs'}; this run holds {held} checkpoints of 11.1 GiB at once: "
-                       f"{held * ONE / GIB:.1f} GiB: only {fits} fit, the save after that fails with a full disk "
-                       "(fix: free disk space, point --run-dir at a bigger disk, or keep fewer (--keep-checkpoints 2) / save less often (--save-freq))")
+                       f"{held * ONE / GIB:.1f} GiB: only {fits} fit, the save after that fails with a full disk; not blocking: the run starts anyway "
+                       f"(fix: free disk space at {tmp_path / 'runs'}, point --run-dir at a bigger disk{keep} or save at most {fits} time{'s' if fits > 1 else ''} in the run (--save-freq))")
 
 
-def test_a_disk_for_less_than_one_checkpoint_is_a_fail_in_the_warning(tmp_path):
+def test_a_disk_for_less_than_one_checkpoint_is_a_warn_in_train_as_the_run_still_launches(tmp_path):
     (tmp_path / "runs").mkdir()
     warning = checkpoint_space_warning(plan_for(tmp_path, "--steps", "100"), disk_usage=free(4))
-    assert warning.startswith(f"FAIL disk: 4.0 GiB free at {tmp_path / 'runs'}; this run holds 2 checkpoints of 11.1 GiB at once: 22.2 GiB: not even one checkpoint fits")
+    assert warning == (f"WARN disk: 4.0 GiB free at {tmp_path / 'runs'}; this run holds 2 checkpoints of 11.1 GiB at once: 22.2 GiB: not even one checkpoint fits; "
+                       f"not blocking: the run starts anyway (fix: free disk space at {tmp_path / 'runs'} or point --run-dir at a bigger disk)")
+
+
+def test_the_disk_fix_suggests_keeping_fewer_only_when_that_changes_something(tmp_path):
+    (tmp_path / "runs").mkdir()
+    # keep all, 4 saves, room for 3: keeping 3 helps
+    warning = checkpoint_space_warning(plan_for(tmp_path, "--steps", "100", "--keep-checkpoints", "0"), disk_usage=free(35))
+    assert warning.endswith(f"(fix: free disk space at {tmp_path / 'runs'}, point --run-dir at a bigger disk, keep 3 (--keep-checkpoints 3) or save at most 3 times in the run (--save-freq))")
+    # a resume holding one checkpoint that does not fit (the recorded lora-1p5b-ppo.console): no --keep-checkpoints
+    # (2 already, the least), no --run-dir or --save-freq (a resume keeps them): only more space
+    warning = checkpoint_space_warning(plan_for(tmp_path, "--steps", "100"), resumed_from=75, disk_usage=free(4), resume=True)
+    assert warning == (f"WARN disk: 4.0 GiB free at {tmp_path / 'runs'}; this run holds 1 checkpoint of 11.1 GiB at once: 11.1 GiB: not even one checkpoint fits; "
+                       f"not blocking: the run starts anyway (fix: free disk space at {tmp_path / 'runs'})")
+    # keep 2, room for 1: keeping fewer cannot help (2 is the least), saving once can
+    warning = checkpoint_space_warning(plan_for(tmp_path, "--steps", "100"), disk_usage=free(15))
+    assert "--keep-checkpoints" not in warning and warning.endswith("or save at most 1 time in the run (--save-freq))")
 
 
 def test_stall_timeout_argument(capsys):

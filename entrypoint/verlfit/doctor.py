@@ -30,8 +30,8 @@ Checks (name: what it looks at):
   ``_private/services.py:2136-2170``). Below that: FAIL (blocking: ``verlfit train`` refuses), with the size to
   give the container (compose ``shm_size``, ``docker run --shm-size``); Docker's default is 64 MiB.
 * ``disk``: free space where checkpoints go (``--run-dir``) against the checkpoints a run holds at once
-  (:func:`checkpoint_space`): one checkpoint's size is :func:`verlfit.failure.checkpoint_bytes` of ``--model``
-  and ``--algo`` at train's defaults; ``--keep-checkpoints`` of them (train's default 2) must fit: WARN below that,
+  (:func:`checkpoint_space`): one checkpoint's size is :func:`verlfit.failure.checkpoint_bytes` of ``--model``,
+  ``--algo``, ``--lora-rank`` and ``--critic-lora-rank`` (all-linear targets) at train's defaults; ``--keep-checkpoints`` of them (train's default 2) must fit: WARN below that,
   FAIL below one.
 * ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns; raw GSM8K files in ``--data`` (a WARN:
   train prepares them into ``--data/verl``); neither: a WARN when the datasets cache or the hub has GSM8K, else a FAIL.
@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from verlfit.arguments import checkpoints_to_keep, timeout_seconds
+from verlfit.arguments import checkpoints_to_keep, rank, timeout_seconds
 from verlfit.errors import VerlfitError
 from verlfit.gsm8k import VERL_REQUIRED_COLUMNS  # what RLHFDataset and the reward manager read
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head, offline_variable, probe
@@ -225,8 +225,9 @@ class DoctorContext:
         disk_usage: ``shutil.disk_usage``-like function.
         shm_size: bytes free in the filesystem at ``shm_path`` (None when absent), as Ray measures them.
         available_memory: ``f() -> bytes`` of available RAM, as Ray measures it (:func:`available_memory_bytes`).
-        algorithm, keep_checkpoints: the run the disk check sizes (``--algo``, ``--keep-checkpoints``; train's
-            defaults ``ppo`` and 2).
+        algorithm, keep_checkpoints, lora_rank, critic_lora_rank: the run the disk check sizes (``--algo``,
+            ``--keep-checkpoints``, ``--lora-rank``, ``--critic-lora-rank``; train's defaults ``ppo``, 2, 0 (full
+            fine-tuning) and None (the actor's rank)).
         verl_dir: the installed verl package (found on demand without importing it).
         series_path: the patch series file (``VERLFIT_PATCHES_DIR`` or the repository's).
         head: ``f(url, timeout, headers) -> status``; raises OSError when unreachable.
@@ -252,6 +253,8 @@ class DoctorContext:
     available_memory: Callable[[], int] | None = None
     algorithm: str = "ppo"
     keep_checkpoints: int = 2
+    lora_rank: int = 0
+    critic_lora_rank: int | None = None
     verl_dir: Path | None | str = "auto"
     series_path: Path | None | str = "auto"
     head: Callable = http_head
@@ -589,10 +592,15 @@ def checkpoints_held(keep: int, saves: int | None = None) -> int:
     return max(1, min(held, saves) if saves is not None else held)
 
 
-def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, disk_usage: Callable = shutil.disk_usage) -> CheckResult:
+def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, disk_usage: Callable = shutil.disk_usage, resume: bool = False) -> CheckResult:
     """The ``disk`` verdict for checkpoints of ``one_checkpoint`` bytes under ``path``, ``held`` at once
     (:func:`checkpoints_held`): FAIL when not even one fits, WARN when fewer than ``held`` fit, else PASS. The message
-    names the measured folder (``path`` or its nearest existing parent), the free GiB and the need."""
+    names the measured folder (``path`` or its nearest existing parent), the free GiB and the need.
+
+    The fix names only what changes the verdict: more space (and, unless ``resume``, another ``--run-dir``); when
+    some fit, keeping that many (``--keep-checkpoints N``, N = those that fit, when N >= 2 and below ``held``) and,
+    unless ``resume`` (a resumed run keeps its ``--save-freq``), saving at most that many times (``--save-freq``).
+    Neither helps when not even one fits."""
     where = _existing_parent(path)
     if not where.is_dir():
         return CheckResult("disk", FAIL, f"{where} is a file: checkpoints cannot go under it ({path})", "pass --run-dir a directory path")
@@ -602,12 +610,17 @@ def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, di
         return CheckResult("disk", WARN, f"cannot measure free space at {where}: {error}")
     need = held * one_checkpoint
     text = f"{free / GIB:.1f} GiB free at {where}; this run holds {held} checkpoint{'s' if held > 1 else ''} of {one_checkpoint / GIB:.1f} GiB at once: {need / GIB:.1f} GiB"
-    fix = "free disk space, point --run-dir at a bigger disk, or keep fewer (--keep-checkpoints 2) / save less often (--save-freq)"
-    if free < one_checkpoint:
-        return CheckResult("disk", FAIL, text + ": not even one checkpoint fits", fix)
-    if free < need:
-        return CheckResult("disk", WARN, text + f": only {free // one_checkpoint} fit, the save after that fails with a full disk", fix)
-    return CheckResult("disk", PASS, text)
+    if free >= need:
+        return CheckResult("disk", PASS, text)
+    fit = free // one_checkpoint
+    fixes = [f"free disk space at {where}"] + ([] if resume else ["point --run-dir at a bigger disk"])
+    if fit < 1:
+        return CheckResult("disk", FAIL, text + ": not even one checkpoint fits", " or ".join(fixes))
+    if 2 <= fit < held:
+        fixes.append(f"keep {fit} (--keep-checkpoints {fit})")
+    if not resume:
+        fixes.append(f"save at most {fit} time{'s' if fit > 1 else ''} in the run (--save-freq)")
+    return CheckResult("disk", WARN, text + f": only {fit} fit, the save after that fails with a full disk", ", ".join(fixes[:-1]) + " or " + fixes[-1])
 
 
 def check_disk(ctx: DoctorContext) -> CheckResult:
@@ -623,7 +636,7 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
         where = _existing_parent(ctx.checkpoint_dir)
         return CheckResult("disk", SKIP, f"model {ctx.model!r} has no local config.json to size a checkpoint (free space at {where} not judged)")
     profile = load_profile(ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0])  # the size does not depend on it
-    request = request_from_settings(TrainSettings(model=ctx.model, algorithm=ctx.algorithm), profile, 24 * GIB, shape=shape)
+    request = request_from_settings(TrainSettings(model=ctx.model, algorithm=ctx.algorithm, lora_rank=ctx.lora_rank, critic_lora_rank=ctx.critic_lora_rank if ctx.algorithm == "ppo" else None), profile, 24 * GIB, shape=shape)
     return checkpoint_space(ctx.checkpoint_dir, checkpoint_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage)
 
 
@@ -896,6 +909,8 @@ def register(subparsers):
     parser.add_argument("--run-dir", default="runs", help="where checkpoints go, for the disk check (default: %(default)s)")
     parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="the algorithm whose checkpoints the disk check sizes (PPO: actor and critic; default: %(default)s, as train)")
     parser.add_argument("--keep-checkpoints", type=checkpoints_to_keep, default=2, metavar="N", help="checkpoints the run keeps, for the disk check: 0 (all) or 2 and more, as train takes (default: %(default)s, as train)")
+    parser.add_argument("--lora-rank", type=rank, default=0, metavar="N", help="the run's LoRA rank, for the disk check: a LoRA checkpoint holds the frozen base, the adapters and AdamW states of the adapters only; 0 = full fine-tuning (default: %(default)s, as train)")
+    parser.add_argument("--critic-lora-rank", type=rank, metavar="N", help="the PPO critic's LoRA rank, for the disk check (default: --lora-rank's, as train; ignored with --algo grpo)")
     parser.add_argument("--timeout", type=timeout_seconds, default=NETWORK_TIMEOUT_S, help="seconds for the hub reachability check (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON: {checks: [...], exit_status}")
     parser.set_defaults(func=_run)
@@ -909,6 +924,7 @@ def _run(args, context: DoctorContext | None = None, out=None) -> int:
     ctx.rollout, ctx.attention = args.rollout or ctx.rollout, args.attention or ctx.attention
     ctx.data_dir, ctx.model, ctx.checkpoint_dir, ctx.timeout = args.data, args.model, args.run_dir, args.timeout
     ctx.algorithm, ctx.keep_checkpoints = args.algo, args.keep_checkpoints
+    ctx.lora_rank, ctx.critic_lora_rank = args.lora_rank, args.critic_lora_rank
     results = run_checks(ctx)
     status = exit_status(results)
     if args.json:

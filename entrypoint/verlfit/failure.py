@@ -142,29 +142,36 @@ def disk_full_seen_by_verlfit(lines: list[str], detail: str) -> Failure:
     return Failure(kind="disk_full", phase=WORKER_METHOD_PHASES.get(method) if method else None, worker_method=method, detail=detail)
 
 
+HF_FILES_BYTES = 32 * 1024**2  # a role's huggingface/ config + tokenizer files (under 20 MiB for Qwen2.5's), rounded up
+
+
 def checkpoint_bytes(request) -> int:
     """Bytes one verl checkpoint (``global_step_N/``) takes on disk for ``request`` (a :class:`verlfit.plan.PlanRequest`).
 
-    verl's ``FSDPCheckpointManager.save_checkpoint`` (``verl/utils/checkpoint/fsdp_checkpoint_manager.py:198-215``)
-    writes, per role (actor; critic for PPO), the model's sharded state dict in the parameters' dtype (fp32: verl
-    builds actor and critic in fp32 whatever the compute dtype, ``fsdp_workers.py:216, 905``: 4 bytes a parameter),
-    the AdamW state (``exp_avg`` + ``exp_avg_sq``, fp32: 8 bytes a trained parameter) and a small extra state
-    (scheduler, RNG), plus the config/tokenizer files under ``huggingface/`` (under 20 MiB for Qwen2.5's tokenizer:
-    counted as 32 MiB a role). With LoRA (a request's ``lora_rank`` > 0), the optimizer state covers the adapter only.
-    For the Qwen2.5-0.5B shape this is 11.1 GiB with PPO (actor and critic 494 M parameters each: the critic keeps
-    the embedding) and 5.6 GiB with GRPO.
+    What verl 0.4.1 writes, per role (actor; critic for PPO): ``FSDPCheckpointManager.save_checkpoint``
+    (``verl/utils/checkpoint/fsdp_checkpoint_manager.py:198-215``) saves the role's whole model state dict and its
+    AdamW optimizer state dict, sized by :func:`verlfit.plan.time.checkpoint_bytes`: 4 bytes a parameter of fp32
+    weights (verl builds actor and critic in fp32 whatever the compute dtype, ``fsdp_workers.py:216, 905``; with LoRA
+    the frozen base is saved too, plus the adapters) and 8 bytes (``exp_avg`` + ``exp_avg_sq``, fp32) a parameter
+    that has a gradient (every parameter fully trained; with LoRA the adapters only, and for the critic its trained
+    value head, patch 0011: :func:`verlfit.plan.memory.adapter_parameters` of the request's ``lora_rank_of(role)``
+    and ``lora_target_modules``); a small extra state (scheduler, RNG: 15 KB recorded) and the config/tokenizer
+    files under ``huggingface/`` (:data:`HF_FILES_BYTES` a role). A LoRA actor also writes
+    ``lora_adapter/adapter_model.safetensors`` (``fsdp_workers.py:775-797``): its adapters once more, 4 bytes a
+    parameter (the critic's ``save_checkpoint`` writes no adapter file, ``fsdp_workers.py:1142-1152``).
+    Qwen2.5-0.5B, fully trained: 11.1 GiB with PPO (actor and critic 494 M parameters each: the critic keeps the
+    embedding), 5.6 GiB with GRPO. LoRA rank 32, all-linear: Qwen2.5-1.5B PPO 12.5 GiB, Qwen2.5-3B GRPO 12.4 GiB
+    (the device record: "~12 GiB a checkpoint", ``benchmarks/device_run.sh``).
     """
-    def role_bytes(params: int, trained: int) -> int:
-        return params * 4 + trained * 8 + 32 * 1024**2
+    from verlfit.plan.memory import adapter_parameters
+    from verlfit.plan.time import WEIGHT_BYTES_PER_PARAM
+    from verlfit.plan.time import checkpoint_bytes as role_state_bytes
 
-    shape = request.shape
-    actor_params = shape.actor_parameters
-    actor_trained = getattr(request, "actor_trainable_parameters", None) or actor_params
-    total = role_bytes(actor_params, actor_trained)
-    if request.has_critic:
-        critic_params = shape.critic_parameters
-        critic_trained = getattr(request, "critic_trainable_parameters", None) or critic_params
-        total += role_bytes(critic_params, critic_trained)
+    roles = ("actor", "critic") if request.has_critic else ("actor",)
+    total = sum(role_state_bytes(request, role) + HF_FILES_BYTES for role in roles)
+    rank = request.lora_rank_of("actor")
+    if rank > 0:
+        total += WEIGHT_BYTES_PER_PARAM * adapter_parameters(request.shape, "actor", rank, request.lora_target_modules)
     return total
 
 

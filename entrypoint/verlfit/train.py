@@ -825,7 +825,7 @@ def run(args) -> int:
             print(describe(plan, args.stall_timeout))
             return 0
         record_resume(run_dir, plan)
-        warning = checkpoint_space_warning(plan, resumed_from=latest_checkpoint(run_dir))
+        warning = checkpoint_space_warning(plan, resumed_from=latest_checkpoint(run_dir), resume=True)
         if warning:
             print(f"verlfit: {warning}")
         return launch(plan, run_dir, stall_timeout=args.stall_timeout)
@@ -857,7 +857,7 @@ def run(args) -> int:
     return launch(plan, run_dir, stall_timeout=args.stall_timeout)
 
 
-def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, disk_usage=None) -> str | None:
+def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, disk_usage=None, resume: bool = False) -> str | None:
     """A pre-launch warning when the run directory's file system cannot hold the checkpoints this run keeps at once;
     None when it can, when the run saves none, or when the model's shape cannot be read.
 
@@ -865,8 +865,11 @@ def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, 
     :func:`verlfit.doctor.checkpoints_held` of them (``--keep-checkpoints`` K: K at the peak, since verl deletes the
     oldest before writing the next; never more than the saves this session makes: one every ``--save-freq`` steps
     and one at the last step, ``ray_trainer.py:1158-1160``). ``resumed_from``: the checkpoint step a resume
-    continues from (checkpoints already there stay, verl does not prune them; the saves counted start after it).
-    Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once: 22.2 GiB ..."``.
+    continues from (checkpoints already there stay, verl does not prune them; the saves counted start after it);
+    ``resume``: a ``--resume`` (its fix then names only what a resume can change: :func:`verlfit.doctor.checkpoint_space`).
+    Always a WARN, even where ``verlfit doctor`` says FAIL (not even one fits): the run launches after it.
+    Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once: 22.2 GiB ...;
+    not blocking: the run starts anyway (fix: ...)"``.
     """
     from verlfit import doctor
     from verlfit.failure import checkpoint_bytes
@@ -882,10 +885,11 @@ def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, 
     saves = None if total is None else max(0, total // settings.save_freq - start // settings.save_freq) + (1 if total % settings.save_freq and total > start else 0)
     if saves == 0:
         return None
-    result = doctor.checkpoint_space(settings.run_dir, one, doctor.checkpoints_held(settings.keep_checkpoints, saves), disk_usage or shutil.disk_usage)
+    result = doctor.checkpoint_space(settings.run_dir, one, doctor.checkpoints_held(settings.keep_checkpoints, saves), disk_usage or shutil.disk_usage, resume=resume)
     if result.status == doctor.PASS:
         return None
-    return f"{result.status} disk: {result.message} (fix: {result.fix})"
+    # WARN whatever the doctor's verdict: the run launches after it (doctor's FAIL means blocking; this check is not)
+    return f"WARN disk: {result.message}; not blocking: the run starts anyway (fix: {result.fix})"
 
 
 def _run_request(plan: LaunchPlan):

@@ -268,3 +268,18 @@ def test_rss_figure_plots_driver_and_workers_against_the_step_leaving_out_absent
     assert (list(driver.get_xdata()), list(driver.get_ydata())) == ([50, 51, 99], [792.5, 792.6, 792.7])
     assert (list(workers.get_xdata()), list(workers.get_ydata())) == ([51, 99], [2364.7, 2379.9])
     assert (axes.get_xlabel(), axes.get_ylabel(), axes.get_title()) == ("step", "RSS, MiB", "Host memory of soak-ppo")
+
+
+def test_soak_check_plot_without_matplotlib_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    """new-user trial: --plot on a Python without matplotlib printed the report, then died with ModuleNotFoundError."""
+    run = _made_up_run(tmp_path, [1, 2, 3, 4, 5, 6], [10.0] * 6)
+    for name in [name for name in sys.modules if name == "matplotlib" or name.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ModuleNotFoundError
+    out, plot = tmp_path / "soak-ppo.soak.json", tmp_path / "rss.png"
+    assert soak_check.main([str(run), "--json", str(out), "--plot", str(plot)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == ("soak_check.py: --plot needs matplotlib, which this Python cannot import (import of matplotlib halted; None in sys.modules): "
+                            "pip install matplotlib, or run soak_check.py with verlfit's environment's Python\n")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["soak-ppo", "soak-ppo.events", "soak-ppo.rss.csv"]

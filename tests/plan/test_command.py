@@ -168,3 +168,13 @@ def test_the_calibrated_shape_under_another_name_is_not_extrapolated_and_a_small
     (tmp_path / "config.json").write_text(json.dumps(SMALL_CONFIG))
     status, out = run_cli(["plan", "--model", str(tmp_path), "--profile", "p40", "--gpu-memory", "4", "--json"], capsys)
     assert json.loads(out.out)["calibration"] == CALIBRATED + EXTRAPOLATED
+
+
+def test_plan_help_lists_every_built_in_shape(capsys):
+    """new-user trial: plan --help said "(built in: Qwen/Qwen2.5-0.5B-Instruct)" though 1.5B and 3B, base and
+    Instruct, are built in too (train's model error lists all six)."""
+    with pytest.raises(SystemExit):
+        cli.main(["plan", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("(built in: Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-0.5B-Instruct, Qwen/Qwen2.5-1.5B, "
+            "Qwen/Qwen2.5-1.5B-Instruct, Qwen/Qwen2.5-3B, Qwen/Qwen2.5-3B-Instruct).") in out

@@ -172,3 +172,20 @@ def test_lora_rank_suggestions_stay_within_the_layers_rank():
     with pytest.raises(VerlfitError, match=r"^--critic-lora-rank 900: above 896, the largest rank a LoRA update of the critic's"):
         memory.validate_request(replace(request, lora_rank=32, critic_lora_rank=900))
     memory.validate_request(replace(request, lora_rank=896, critic_lora_rank=896))
+
+
+def test_nothing_fits_names_the_phase_the_peak_line_names():
+    """new-user trial: full-parameter 1.5B PPO said "nothing fits: ... actor update at actor micro-batch 1 would need
+    35.0 GiB" while its peak line said "peak: critic update 34.5 GiB" (both 34.50 GiB in the table; the critic update is
+    30,740 bytes larger: its value head)."""
+    from verlfit.model_shape import load_model_shape
+    from verlfit.plan.memory import ALLOCATOR_HEADROOM_BYTES, format_gib
+    from verlfit.plan.request import request_for_profile
+    from verlfit.profiles import load_profile
+
+    request = request_for_profile(load_profile("p40"), load_model_shape("Qwen/Qwen2.5-1.5B-Instruct"), int(22.5 * GIB))
+    decision = auto_fit(request)
+    phases = {p.phase: p.total for p in decision.plan.phases}
+    assert phases["critic_update"] - phases["actor_update"] == 30_740 and decision.plan.peak.phase == "critic_update"
+    assert decision.reasons[0] == "nothing fits: even with every saving on, critic update at critic micro-batch 1 would need 35.0 GiB of 20.2 GiB (90% of 22.5 GiB)"
+    assert decision.plan.notes[0].startswith(f"peak: critic update 34.5 GiB + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = 35.0 GiB")

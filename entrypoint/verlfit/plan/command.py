@@ -8,7 +8,7 @@ import sys
 
 from verlfit.arguments import add_sizing_arguments, memory_gib, whole_number
 from verlfit.errors import VerlfitError
-from verlfit.model_shape import DEFAULT_MODEL
+from verlfit.model_shape import BUILTIN_SHAPES, DEFAULT_MODEL
 from verlfit.plan.fit import auto_fit
 from verlfit.plan.memory import DEFAULT_MARGIN, predict
 from verlfit.plan.render import plan_to_dict, render_table
@@ -87,7 +87,7 @@ def register(subparsers):
             "Predict the peak GPU memory of each phase of a verl 0.4.1 PPO/GRPO step (rollout, old log-prob, "
             "ref log-prob, values, critic update, actor update), split into weights, gradients, optimizer state, "
             "activations, logits and KV cache, and say whether it fits. Offline: reads the model's config.json "
-            f"(built in: {DEFAULT_MODEL})."
+            f"(built in: {', '.join(sorted(BUILTIN_SHAPES))})."
         ),
         epilog=(
             "examples:\n"

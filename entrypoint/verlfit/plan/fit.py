@@ -152,6 +152,19 @@ def _size_micro_batches(request: PlanRequest, budget: int, keep: frozenset[str])
     return chosen, reasons, None
 
 
+def _peak_failure(plan: Plan, budget: int, keep: frozenset[str]) -> str | None:
+    """What does not fit, named after the plan's peak phase (the phase the table's ``peak:`` line names: the first
+    largest total, :func:`verlfit.plan.memory.predict`), so that a tie or near-tie between phases of two micro-batch
+    knobs (a PPO actor update and critic update at micro-batch 1) is told as one phase; None when the peak is no
+    micro-batch knob's phase (the caller keeps the first knob's failure)."""
+    request, peak = plan.request, plan.peak
+    for knob, (attr, title, names) in _MICRO_KNOBS.items():
+        if peak.phase in names and (knob != "rollout" or request.rollout == "hf"):
+            kept = " (kept)" if "micro_batches" in keep else ""
+            return f"{peak.title} at {title} {getattr(request, attr) or request.per_gpu_prompts}{kept} would need {format_gib(peak.total + ALLOCATOR_HEADROOM_BYTES)} of {_budget_text(budget, plan.usable_bytes, plan.margin)}"
+    return None
+
+
 def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = ()) -> FitDecision:
     """Choose micro-batches, gradient checkpointing and offload so every phase fits.
 
@@ -198,7 +211,7 @@ def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[s
         last_trial = trial
     plan = predict(last_trial, margin)
     others = " other" if "micro_batches" in keep else ""
-    reasons.append(f"nothing fits: even with every{others} saving on, {failures[-1][1]}")
+    reasons.append(f"nothing fits: even with every{others} saving on, {_peak_failure(plan, budget, keep) or failures[-1][1]}")
     return FitDecision(False, last_trial, plan, tuple(reasons), smallest_change(request, margin, keep))
 
 
