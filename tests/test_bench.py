@@ -31,6 +31,10 @@ def test_validation_names_the_bad_input(tmp_path):
     with pytest.raises(VerlfitError, match=f"--gsm8k {tmp_path}: no train.jsonl or test.jsonl there"):
         bench.validate_args(parse(["--gsm8k", str(tmp_path)]))
     assert bench.validate_args(parse(["--configs", "verlfit"])) == ["verlfit"]
+    # a new-user trial's --configs verlfit,verlfit was accepted
+    with pytest.raises(VerlfitError, match=r"--configs 'verlfit,verlfit': verlfit named twice \(each configuration runs once\)") as twice:
+        bench.validate_args(parse(["--configs", "verlfit,verlfit"]))
+    assert twice.value.fix == "name each once, e.g. --configs verlfit"
 
 
 def test_train_arguments_follow_device_run_stages(tmp_path):

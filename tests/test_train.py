@@ -861,3 +861,9 @@ def test_lora_on_one_gpu_generates_through_the_unwrapped_module_unless_the_user_
     assert unwrap(plain) == ["+actor_rollout_ref.rollout.unwrap_fsdp=False"] and LORA_UNWRAP_NOTE not in plain.notes
     two = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--gpus", "2"]), environ={}, gpu=P40)
     assert unwrap(two) == []
+    # a user who turns it on across GPUs is told it is untested there
+    from verlfit.overrides import UNWRAP_SEVERAL_GPUS_NOTE
+
+    assert UNWRAP_SEVERAL_GPUS_NOTE not in two.notes
+    asked = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--gpus", "2", "--", "+actor_rollout_ref.rollout.unwrap_fsdp=True"]), environ={}, gpu=P40)
+    assert unwrap(asked) == ["+actor_rollout_ref.rollout.unwrap_fsdp=True"] and UNWRAP_SEVERAL_GPUS_NOTE in asked.notes

@@ -97,12 +97,15 @@ def validate_args(args) -> list[str]:
     """Check the arguments; return the configurations to run.
 
     Raises:
-        VerlfitError: an unknown configuration, fewer than 2 steps, a --gsm8k folder without its files.
+        VerlfitError: an unknown or repeated configuration, fewer than 2 steps, a --gsm8k folder without its files.
     """
     names = [n.strip() for n in args.configs.split(",") if n.strip()]
     unknown = [n for n in names if n not in CONFIGS]
     if unknown or not names:
         raise VerlfitError(f"--configs {args.configs!r}: unknown {', '.join(unknown) or 'empty list'}", fix=f"use a comma-separated list of: {', '.join(CONFIGS)}", exit_code=2)
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise VerlfitError(f"--configs {args.configs!r}: {', '.join(repeated)} named twice (each configuration runs once)", fix=f"name each once, e.g. --configs {','.join(dict.fromkeys(names))}", exit_code=2)
     if args.steps < 2:
         raise VerlfitError(f"--steps {args.steps}: the first step is warm-up, so at least 2 are needed for a timing", fix="use --steps 2 or more (default 4)", exit_code=2)
     if args.gsm8k:

@@ -215,6 +215,12 @@ LORA_CUDA_GRAPH_NOTE = (
 )
 
 
+UNWRAP_SEVERAL_GPUS_NOTE = (
+    "+actor_rollout_ref.rollout.unwrap_fsdp=True on several GPUs is untested (patch 0023's header): every rank gathers "
+    "the whole model in full precision for generation (the planner counts a gathered fp32 model in the rollout)"
+)
+
+
 def unwraps_lora_generation(settings: TrainSettings, profile) -> bool:
     """Whether verlfit turns patch 0023's ``unwrap_fsdp`` on: a LoRA actor, the HF rollout, one GPU in all (on
     several GPUs every rank would gather the whole model for generation, untested: the patch's header)."""
