@@ -284,3 +284,19 @@ def test_override_value_is_the_last_setting_of_the_key_whatever_its_prefix():
     assert override_value([f"++{key}=True"], key) == "True"
     assert override_value([f"+{key}=True", f"~{key}"], key) is None
     assert override_value(["a.b=1"], key) is None
+
+
+def test_a_patch_switch_must_be_true_or_false():
+    # a new-user trial's `-- +actor_rollout_ref.rollout.unwrap_fsdp=maybe` was accepted; the patched verl reads
+    # bool("maybe"), which is on
+    from verlfit.errors import VerlfitError
+    from verlfit.overrides import SWITCH_ADDED_KEYS, validate_overrides
+
+    assert SWITCH_ADDED_KEYS == ("actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding",
+                                 "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph", "actor_rollout_ref.rollout.unwrap_fsdp")
+    with pytest.raises(VerlfitError, match=r"'\+actor_rollout_ref.rollout.unwrap_fsdp=maybe': actor_rollout_ref.rollout.unwrap_fsdp is a switch of verlfit's patch series, true or false") as error:
+        validate_overrides(["+actor_rollout_ref.rollout.unwrap_fsdp=maybe"])
+    assert error.value.fix == "write +actor_rollout_ref.rollout.unwrap_fsdp=True or +actor_rollout_ref.rollout.unwrap_fsdp=False"
+    with pytest.raises(VerlfitError, match="critic.trim_padding is a switch"):
+        validate_overrides(["+critic.trim_padding=1"])
+    validate_overrides(["+critic.trim_padding=False", "+actor_rollout_ref.rollout.cuda_graph=true"])

@@ -51,6 +51,9 @@ KNOWN_ADDED_KEYS = (
     # patch 0023: HF generate through the unwrapped module, without FSDP's per-unit hooks (LoRA rollout speed)
     "actor_rollout_ref.rollout.unwrap_fsdp",
 )
+# The switches of patches 0020-0023, read as bool(config.get(key, False)) by the patched verl: any non-empty word
+# would turn one on, so their values are checked as true/false (_check_value_types)
+SWITCH_ADDED_KEYS = tuple(key for key in KNOWN_ADDED_KEYS if key.endswith((".trim_padding", ".cuda_graph", ".unwrap_fsdp")))
 # Any key below these prefixes is passed to the HF config as-is (fsdp_workers.py:503, :895).
 KNOWN_ADDED_PREFIXES = ("actor_rollout_ref.model.override_config.", "critic.model.override_config.")
 
@@ -645,11 +648,16 @@ def _check_value_types(overrides: list[str], base, composed) -> None:
     """Refuse an override whose value is not of the type of verl's default for that key (numbers may be
     int or float). ``base`` is verl's yaml, ``composed`` the config with the overrides (OmegaConf). A default
     that is a ``${...}`` interpolation is judged by what it resolves to; a value that is one is not checked,
-    nor a key whose default is null or a string."""
+    nor a key whose default is null or a string. The patch series' switches (:data:`SWITCH_ADDED_KEYS`, added with
+    ``+``) must be true or false."""
     from omegaconf import OmegaConf
 
     for override in overrides:
         prefix, key, _ = split_override(override)
+        if prefix in ("+", "++") and key in SWITCH_ADDED_KEYS:
+            if not isinstance(OmegaConf.select(composed, key, default=None), bool):
+                raise VerlfitError(f"{override!r}: {key} is a switch of verlfit's patch series, true or false (the patched verl reads bool(value), so any word turns it on)", fix=f"write +{key}=True or +{key}=False", exit_code=2)
+            continue
         if prefix:
             continue
         parent_key, _, leaf = key.rpartition(".")
