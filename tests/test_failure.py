@@ -141,3 +141,20 @@ def test_checkpoint_bytes_of_a_fully_trained_run_are_unchanged_beside_lora():
     # a LoRA actor beside a fully trained critic (--critic-lora-rank 0): the critic keeps 12 bytes a parameter
     mixed = PlanRequest(shape=shape, gpu_memory_bytes=22 * GIB, algorithm="ppo", lora_rank=32, critic_lora_rank=0)
     assert checkpoint_bytes(mixed) == 4 * (1_543_714_304 + ADAPTER_1P5B) + 8 * ADAPTER_1P5B + 1_543_715_841 * 12 + 2 * 32 * 1024**2 + 4 * ADAPTER_1P5B
+
+
+def test_an_oom_under_a_per_process_limit_names_the_limit_not_the_cards_free_memory():
+    # the device's fault_oom (benchmarks/results/2026-12-01-h200-session2/call-2/fault-oom.console): an H200 capped at
+    # 22.5 GiB as a P40; the message quoted "91.22 GiB of 139.80 GiB free", which is not what ran out
+    lines = [
+        "(WorkerDict pid=4972) Traceback (most recent call last):",
+        "ray::WorkerDict.actor_rollout_compute_log_prob() (pid=4972)",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.27 GiB. GPU 0 has a total capacity of 139.80 GiB of which 91.22 GiB is free. "
+        "Including non-PyTorch memory, this process has 22.66 GiB memory in use. 22.50 GiB allowed; Of the allocated memory 21.39 GiB is allocated by "
+        "PyTorch, and 58.39 MiB is reserved by PyTorch but unallocated.",
+    ]
+    failure = diagnose(lines)
+    assert failure.facts == {"tried": "9.27 GiB", "capacity": "139.80 GiB", "free": "91.22 GiB", "allowed": "22.50 GiB", "allocated": "21.39 GiB"}
+    message, _ = explain(failure, None, "/runs/r")
+    assert message == ("verl ran out of GPU memory in the old log-prob pass (verl's actor_rollout_compute_log_prob): torch asked for 9.27 GiB with "
+                       "21.39 GiB of the 22.50 GiB allowed to this process already allocated (the card itself had 91.22 GiB of 139.80 GiB free)")

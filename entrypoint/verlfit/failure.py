@@ -52,6 +52,9 @@ _METHOD = re.compile(r"ray::WorkerDict\.(\w+)")
 _GROUP_CALL = re.compile(r"\bself\.(" + "|".join(WORKER_GROUP_ROLES) + r")\.(\w+)\(")
 _OOM = re.compile(r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError|CUDA out of memory")
 _OOM_DETAIL = re.compile(r"Tried to allocate ([\d.]+ [KMG]iB)\. GPU \d+ has a total capacity of ([\d.]+ [KMG]iB) of which ([\d.]+ [KMG]iB) is free")
+# under a per-process limit (torch.cuda.set_per_process_memory_fraction: patch 0006, --gpu-memory-limit, --emulate)
+# torch's line adds "X GiB allowed; Of the allocated memory Y GiB is allocated by PyTorch"
+_OOM_LIMIT = re.compile(r"([\d.]+ [KMG]iB) allowed; Of the allocated memory ([\d.]+ [KMG]iB) is allocated by PyTorch")
 _DISK_FULL = re.compile(r"\[Errno 28\]|No space left on device|ENOSPC")
 _ACTOR_DIED = re.compile(r"ActorDiedError|The actor died unexpectedly|Worker exit type: SYSTEM_ERROR|RayActorError")
 _OBJECT_STORE = re.compile(r"ObjectStoreFullError|object store is full|/dev/shm .*(?:too small|only has)")
@@ -67,7 +70,8 @@ class Failure:
             or None when the log does not say.
         worker_method: verl's Ray method that was running (``"actor_rollout_update_actor"``) or None.
         detail: the log line the diagnosis rests on (stripped).
-        facts: figures read from the log (for OOM: ``tried``, ``capacity``, ``free`` as written by torch).
+        facts: figures read from the log (for OOM: ``tried``, ``capacity``, ``free`` as written by torch, and under a
+            per-process limit ``allowed`` and ``allocated``).
     """
 
     kind: str
@@ -128,6 +132,9 @@ def diagnose(lines: list[str]) -> Failure | None:
                         figures = _OOM_DETAIL.search(later)
                         if figures:  # torch's own line says more than Ray's wrapper around it
                             facts = {"tried": figures.group(1), "capacity": figures.group(2), "free": figures.group(3)}
+                            limit = _OOM_LIMIT.search(later)
+                            if limit:
+                                facts.update(allowed=limit.group(1), allocated=limit.group(2))
                             detail = later.strip()
                             break
                 return Failure(kind=kind, phase=WORKER_METHOD_PHASES.get(method) if method else None, worker_method=method, detail=detail, facts=facts)
@@ -216,7 +223,11 @@ def explain(failure: Failure, request=None, run_dir: str = "RUN_DIR", checkpoint
     if failure.kind == "out_of_memory":
         message = f"verl ran out of GPU memory in {where}"
         if failure.facts:
-            message += f": torch asked for {failure.facts['tried']} with {failure.facts['free']} of {failure.facts['capacity']} free"
+            if "allowed" in failure.facts:  # the per-process limit ran out, not the card
+                message += (f": torch asked for {failure.facts['tried']} with {failure.facts['allocated']} of the {failure.facts['allowed']} allowed "
+                            f"to this process already allocated (the card itself had {failure.facts['free']} of {failure.facts['capacity']} free)")
+            else:
+                message += f": torch asked for {failure.facts['tried']} with {failure.facts['free']} of {failure.facts['capacity']} free"
         fix = "run with the planner on (drop --plan off and any micro-batch you set), or lower the micro-batch of that phase"
         if request is not None:
             plan = predict(request)
