@@ -155,7 +155,7 @@ def render(result: dict) -> str:
     s, m, c = result["steps"], result["gpu_memory"], result["checkpoints"]
     lines = [
         f"run {result['run']}: {'PASS' if result['ok'] else 'FAIL'}",
-        f"steps: {s['recorded']} recorded of {result['total_steps']}: {'each once' if s['ok'] else 'NOT each once'}; duplicates {_listing(s['duplicates'])}; missing {_listing(s['missing'])}"
+        f"steps: {s['recorded']} recorded of {result['total_steps']}: {'each once' if s['ok'] else ('some twice' if s['duplicates'] else 'NOT all recorded')}; duplicates {_listing(s['duplicates'])}; missing {_listing(s['missing'])}"
         + (f"; outside 1..{result['total_steps']}: {_listing(s['unexpected'])}" if s["unexpected"] else ""),
         f"checkpoints left: {len(c['left'])} ({' '.join(c['left']) or 'none'}); --keep-checkpoints {c['keep_checkpoints']}",
     ]

@@ -258,8 +258,8 @@ def test_disk_holds_the_checkpoints_kept_at_once(world, algorithm, keep, fit, st
     result = by_name(run_checks(ctx, names=("disk",)))["disk"]
     held = keep or 2  # keep all: the doctor does not know the run's length, 2 are counted
     assert result.status == status
-    head = f"{free / GIB:.1f} GiB free at {world.tmp}; this run holds {held} checkpoints of {one / GIB:.1f} GiB at once: {held * one / GIB:.1f} GiB"
-    tail = {"PASS": "", "WARN": f": only {int(fit)} fit, the save after that fails with a full disk", "FAIL": ": not even one checkpoint fits"}[status]
+    head = f"{free / GIB:.1f} GiB free at {world.tmp}; this run holds {held} checkpoints of {one / GIB:.1f} GiB at once ({held * one / GIB:.1f} GiB)"
+    tail = {"PASS": "", "WARN": f": only {int(fit)} fit{'s' if int(fit) == 1 else ''}, the save after that fails with a full disk", "FAIL": ": not even one checkpoint fits"}[status]
     assert result.message == head + tail  # runs/ does not exist yet: its nearest existing parent is measured
     # the fix names only what changes the verdict: nothing but space when none fits; --keep-checkpoints only below held
     fix = {"PASS": None, "FAIL": f"free disk space at {world.tmp} or point --run-dir at a bigger disk",
@@ -296,9 +296,9 @@ def test_doctor_sizes_a_lora_run_with_lora_rank(world, monkeypatch):
     free = 20 * GIB
     usage = lambda path: SimpleNamespace(total=0, used=0, free=free)  # noqa: E731
     lora = by_name(run_checks(context(world, model="Qwen/Qwen2.5-1.5B-Instruct", lora_rank=32, disk_usage=usage), names=("disk",)))["disk"]
-    assert (lora.status, lora.message) == ("WARN", f"20.0 GiB free at {world.tmp}; this run holds 2 checkpoints of 12.5 GiB at once: 25.1 GiB: only 1 fit, the save after that fails with a full disk")
+    assert (lora.status, lora.message) == ("WARN", f"20.0 GiB free at {world.tmp}; this run holds 2 checkpoints of 12.5 GiB at once (25.1 GiB): only 1 fits, the save after that fails with a full disk")
     full = by_name(run_checks(context(world, model="Qwen/Qwen2.5-1.5B-Instruct", disk_usage=usage), names=("disk",)))["disk"]
-    assert (full.status, full.message) == ("FAIL", f"20.0 GiB free at {world.tmp}; this run holds 2 checkpoints of 34.6 GiB at once: 69.1 GiB: not even one checkpoint fits")
+    assert (full.status, full.message) == ("FAIL", f"20.0 GiB free at {world.tmp}; this run holds 2 checkpoints of 34.6 GiB at once (69.1 GiB): not even one checkpoint fits")
     critic_full = by_name(run_checks(context(world, model="Qwen/Qwen2.5-1.5B-Instruct", lora_rank=32, critic_lora_rank=0, disk_usage=usage), names=("disk",)))["disk"]
     assert "checkpoints of 23.6 GiB at once" in critic_full.message  # (6,651,566,080 + 18,558,144,524 + 147,718,144) B: tests/test_failure.py
 

@@ -867,3 +867,17 @@ def test_lora_on_one_gpu_generates_through_the_unwrapped_module_unless_the_user_
     assert UNWRAP_SEVERAL_GPUS_NOTE not in two.notes
     asked = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--gpus", "2", "--", "+actor_rollout_ref.rollout.unwrap_fsdp=True"]), environ={}, gpu=P40)
     assert unwrap(asked) == ["+actor_rollout_ref.rollout.unwrap_fsdp=True"] and UNWRAP_SEVERAL_GPUS_NOTE in asked.notes
+
+
+def test_a_dry_run_says_when_a_real_run_would_fail_the_engines_check(capsys, monkeypatch):
+    # a second new-user trial rehearsed `train --profile a10 --dry-run` on a Python without vllm and got a clean plan
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("vllm", "flash_attn") else real_find_spec(name, *a))
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    assert cli.main(["train", "--profile", "a10", "--dry-run", "--steps", "3", "--plan", "off"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "this Python has no vllm and no flash_attn: a real run would refuse it (FAIL engines; --rollout hf, --attention sdpa, or the verlfit:a10 image)" in out
+    assert cli.main(["train", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--dry-run", "--steps", "3", "--plan", "off"]) == 0
+    assert "FAIL engines" not in capsys.readouterr().out

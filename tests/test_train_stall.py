@@ -81,15 +81,15 @@ def test_checkpoint_space_warning(tmp_path, argv, free_gib, resumed_from, held):
         return
     fits = int(free_gib * GIB) // ONE
     keep = f", keep {fits} (--keep-checkpoints {fits})" if 2 <= fits < held else ""
-    assert warning == (f"WARN disk: {free_gib:.1f} GiB free at {tmp_path / 'runs'}; this run holds {held} checkpoints of 11.1 GiB at once: "
-                       f"{held * ONE / GIB:.1f} GiB: only {fits} fit, the save after that fails with a full disk; not blocking: the run starts anyway "
+    assert warning == (f"WARN disk: {free_gib:.1f} GiB free at {tmp_path / 'runs'}; this run holds {held} checkpoints of 11.1 GiB at once "
+                       f"({held * ONE / GIB:.1f} GiB): only {fits} fit{'s' if fits == 1 else ''}, the save after that fails with a full disk; not blocking: the run starts anyway "
                        f"(fix: free disk space at {tmp_path / 'runs'}, point --run-dir at a bigger disk{keep} or save at most {fits} time{'s' if fits > 1 else ''} in the run (--save-freq))")
 
 
 def test_a_disk_for_less_than_one_checkpoint_is_a_warn_in_train_as_the_run_still_launches(tmp_path):
     (tmp_path / "runs").mkdir()
     warning = checkpoint_space_warning(plan_for(tmp_path, "--steps", "100"), disk_usage=free(4))
-    assert warning == (f"WARN disk: 4.0 GiB free at {tmp_path / 'runs'}; this run holds 2 checkpoints of 11.1 GiB at once: 22.2 GiB: not even one checkpoint fits; "
+    assert warning == (f"WARN disk: 4.0 GiB free at {tmp_path / 'runs'}; this run holds 2 checkpoints of 11.1 GiB at once (22.2 GiB): not even one checkpoint fits; "
                        f"not blocking: the run starts anyway (fix: free disk space at {tmp_path / 'runs'} or point --run-dir at a bigger disk)")
 
 
@@ -101,7 +101,7 @@ def test_the_disk_fix_suggests_keeping_fewer_only_when_that_changes_something(tm
     # a resume holding one checkpoint that does not fit (the recorded lora-1p5b-ppo.console): no --keep-checkpoints
     # (2 already, the least), no --run-dir or --save-freq (a resume keeps them): only more space
     warning = checkpoint_space_warning(plan_for(tmp_path, "--steps", "100"), resumed_from=75, disk_usage=free(4), resume=True)
-    assert warning == (f"WARN disk: 4.0 GiB free at {tmp_path / 'runs'}; this run holds 1 checkpoint of 11.1 GiB at once: 11.1 GiB: not even one checkpoint fits; "
+    assert warning == (f"WARN disk: 4.0 GiB free at {tmp_path / 'runs'}; this run holds 1 checkpoint of 11.1 GiB at once (11.1 GiB): not even one checkpoint fits; "
                        f"not blocking: the run starts anyway (fix: free disk space at {tmp_path / 'runs'})")
     # keep 2, room for 1: keeping fewer cannot help (2 is the least), saving once can
     warning = checkpoint_space_warning(plan_for(tmp_path, "--steps", "100"), disk_usage=free(15))

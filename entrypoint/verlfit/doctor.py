@@ -609,7 +609,7 @@ def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, di
     except OSError as error:
         return CheckResult("disk", WARN, f"cannot measure free space at {where}: {error}")
     need = held * one_checkpoint
-    text = f"{free / GIB:.1f} GiB free at {where}; this run holds {held} checkpoint{'s' if held > 1 else ''} of {one_checkpoint / GIB:.1f} GiB at once: {need / GIB:.1f} GiB"
+    text = f"{free / GIB:.1f} GiB free at {where}; this run holds {held} checkpoint{'s' if held > 1 else ''} of {one_checkpoint / GIB:.1f} GiB at once ({need / GIB:.1f} GiB)"
     if free >= need:
         return CheckResult("disk", PASS, text)
     fit = free // one_checkpoint
@@ -620,7 +620,7 @@ def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, di
         fixes.append(f"keep {fit} (--keep-checkpoints {fit})")
     if not resume:
         fixes.append(f"save at most {fit} time{'s' if fit > 1 else ''} in the run (--save-freq)")
-    return CheckResult("disk", WARN, text + f": only {fit} fit, the save after that fails with a full disk", ", ".join(fixes[:-1]) + " or " + fixes[-1])
+    return CheckResult("disk", WARN, text + f": only {fit} fit{'s' if fit == 1 else ''}, the save after that fails with a full disk", ", ".join(fixes[:-1]) + " or " + fixes[-1])
 
 
 def check_disk(ctx: DoctorContext) -> CheckResult:

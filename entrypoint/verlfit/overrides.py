@@ -656,7 +656,7 @@ def _check_value_types(overrides: list[str], base, composed) -> None:
         prefix, key, _ = split_override(override)
         if prefix in ("+", "++") and key in SWITCH_ADDED_KEYS:
             if not isinstance(OmegaConf.select(composed, key, default=None), bool):
-                raise VerlfitError(f"{override!r}: {key} is a switch of verlfit's patch series, true or false (the patched verl reads bool(value), so any word turns it on)", fix=f"write +{key}=True or +{key}=False", exit_code=2)
+                raise VerlfitError(f"{override!r}: {key} is a switch of verlfit's patch series, true or false (the patched verl reads bool(value), so a word such as 'maybe' would turn it on)", fix=f"write +{key}=True or +{key}=False", exit_code=2)
             continue
         if prefix:
             continue

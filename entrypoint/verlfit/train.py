@@ -835,6 +835,13 @@ def run(args) -> int:
     if args.dry_run:
         if Path(plan.settings.run_dir).exists():
             plan.notes.append(f"{plan.settings.run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)")
+        from verlfit.doctor import missing_engine_packages
+
+        missing = missing_engine_packages(plan.settings.rollout, plan.settings.attention)
+        if missing and not args.skip_checks:
+            # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
+            plan.notes.append(f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
+                              f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)")
         if (Path(plan.settings.data_dir) / "train.parquet").is_file():
             # the refusal a real launch makes, as the dry run's failure (exit 2): no plan verdict for a run that cannot start
             check_data_size(plan.settings)
@@ -870,7 +877,7 @@ def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, 
     continues from (checkpoints already there stay, verl does not prune them; the saves counted start after it);
     ``resume``: a ``--resume`` (its fix then names only what a resume can change: :func:`verlfit.doctor.checkpoint_space`).
     Always a WARN, even where ``verlfit doctor`` says FAIL (not even one fits): the run launches after it.
-    Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once: 22.2 GiB ...;
+    Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once (22.2 GiB) ...;
     not blocking: the run starts anyway (fix: ...)"``.
     """
     from verlfit import doctor

@@ -244,7 +244,7 @@ def test_soak_check_fails_on_repeated_or_missing_steps_and_on_memory_growth(tmp_
     assert result.returncode == 1, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == f"run {run}: FAIL"
-    assert lines[1] == "steps: 6 recorded of 6: NOT each once; duplicates 3; missing 5"
+    assert lines[1] == "steps: 6 recorded of 6: some twice; duplicates 3; missing 5"
     assert lines[2] == "checkpoints left: 3 (global_step_2 global_step_4 global_step_6); --keep-checkpoints 2"
     assert lines[3] == "GPU peak allocated: no perf/max_memory_allocated_gb at or after step 50: FAIL"
     assert "validation: step 0 0.2500, step 6 0.3750 (val-core/openai/gsm8k/reward/mean@1)" in lines

@@ -142,9 +142,9 @@ def test_plan_json_records_the_lora_request(capsys):
 
 CALIBRATED = ("within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, "
               "fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 4")
-EXTRAPOLATED = ("; this shape is not the Qwen2.5-0.5B: its prediction is extrapolated from that calibration; the one larger shape "
-                "measured, Qwen2.5-1.5B with LoRA rank 32 (PPO), peaked at 18.19 GiB against 19.7 GiB predicted: "
-                "docs/benchmarks.md section 8.2")
+EXTRAPOLATED = ("; this shape is not the Qwen2.5-0.5B: its prediction is extrapolated from that calibration; the larger shapes "
+                "measured, with LoRA rank 32, peaked below it: Qwen2.5-1.5B PPO 17.20 GiB against 19.7 predicted, Qwen2.5-3B GRPO "
+                "16.48 against 19.1 (docs/benchmarks.md section 9.2)")
 
 
 @pytest.mark.parametrize("model, algo, note", [("Qwen/Qwen2.5-0.5B-Instruct", "ppo", CALIBRATED), ("Qwen/Qwen2.5-1.5B-Instruct", "ppo", CALIBRATED + EXTRAPOLATED),

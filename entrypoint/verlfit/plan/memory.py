@@ -182,9 +182,9 @@ CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 d
 # Added to CALIBRATION_NOTE under a plan of any other shape (verlfit.plan.render.calibration_note): the range above
 # is the 0.5B's only
 CALIBRATED_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
-EXTRAPOLATED_NOTE = ("this shape is not the Qwen2.5-0.5B: its prediction is extrapolated from that calibration; the one "
-                     "larger shape measured, Qwen2.5-1.5B with LoRA rank 32 (PPO), peaked at 18.19 GiB against 19.7 GiB "
-                     "predicted: docs/benchmarks.md section 8.2")
+EXTRAPOLATED_NOTE = ("this shape is not the Qwen2.5-0.5B: its prediction is extrapolated from that calibration; the "
+                     "larger shapes measured, with LoRA rank 32, peaked below it: Qwen2.5-1.5B PPO 17.20 GiB against 19.7 "
+                     "predicted, Qwen2.5-3B GRPO 16.48 against 19.1 (docs/benchmarks.md section 9.2)")
 
 
 def usable_memory_bytes(gpu) -> int:
