@@ -31,11 +31,8 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
 
 def test_speed_stage_passes_each_configurations_keys_after_the_train_arguments(tmp_path):
     # a fake python3 records every command the stage runs (no GPU, no verl here)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
+    bin_dir = _fake_python(tmp_path)
     log = tmp_path / "calls"
-    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
-    (bin_dir / "python3").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(tmp_path / "work"), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"), "SPEED_CONFIGS": "today trim_rollout trims all bogus"}
     result = subprocess.run(["bash", str(SCRIPT), "speed"], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
