@@ -98,8 +98,9 @@
 # RUNS (default ~/verlfit-bench/runs), OUT (results to bring back), DEADLINE (epoch seconds: every run is stopped with
 # SIGINT by then, so a time-limited session still packs its results; default: none), STAGE_TIMEOUT (seconds
 # per run, default 3000), LEARN_LRS (actor learning rates of the learning check, default "1e-5 3e-5"),
-# LEARN_LORA_LRS (the same for learn_lora, default "1e-4 3e-4"), LORA_3B_BATCH and LORA_3B_SAMPLES (default 32
-# and 4), LORA_EXTRA (more verlfit train words for lora_1p5b_ppo, lora_3b_grpo and learn_lora, e.g.
+# LEARN_LORA_LRS (the same for learn_lora, default "1e-4 3e-4"), LORA_3B_BATCH, LORA_3B_SAMPLES and LORA_3B_STEPS (default 32,
+# 4 and 5: a lower LORA_3B_STEPS in one call and the default in the next checks a resume from the step-3 checkpoint),
+# LEARN_LORA_ALGOS (learn_lora's algorithms, default "ppo grpo"), LORA_EXTRA (more verlfit train words for lora_1p5b_ppo, lora_3b_grpo and learn_lora, e.g.
 # "-- +actor_rollout_ref.rollout.unwrap_fsdp=False" to measure LoRA without patch 0023, which train turns on for LoRA), SETUP_FOR (stage names setup makes the bigger models for, as
 # if they were named in the same call: for a setup run before a --parallel call), SKIP_DECODE_BENCH (set: stage speed runs no decode_bench.py),
 # KEEP_FULL_CHECKPOINTS (set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO
@@ -426,9 +427,18 @@ train_or_resume() {  # train_or_resume NAME ARGS...: a new run, or `verlfit trai
     train "$name" "$@"
     return 0
   fi
-  log "resume $name: verlfit train --resume $RUNS/$name"
+  # the stage's --steps is the run's total: a run that finished fewer (LORA_3B_STEPS lower in an earlier call) is
+  # extended to it by `--resume --steps N`; one whose checkpoint already reaches it is left as it is
+  local steps="" previous="" word checkpoint
+  for word in "$@"; do [ "$previous" != --steps ] || steps=$word; previous=$word; done
+  checkpoint=$(cat "$RUNS/$name/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)
+  if [ -n "$steps" ] && [ "$checkpoint" -ge "$steps" ]; then
+    log "$name: finished (its checkpoint of step $checkpoint reaches --steps $steps): not resumed"
+    return 0
+  fi
+  log "resume $name: verlfit train --resume $RUNS/$name${steps:+ --steps $steps}"
   local start=$SECONDS status=0
-  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit train --resume "$RUNS/$name" >> "$RUNS/$name.console" 2>&1 || status=$?
+  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit train --resume "$RUNS/$name" ${steps:+--steps "$steps"} >> "$RUNS/$name.console" 2>&1 || status=$?
   log "end $name resume: status $status after $((SECONDS - start)) s"
   tail -n 5 "$RUNS/$name.console" | sed "s/^/  $name| /"
 }
@@ -448,12 +458,12 @@ stage_lora_1p5b_ppo() {
 
 stage_lora_3b_grpo() {
   [ -f "$MODEL_3B/config.json" ] || { log "lora_3b_grpo: no $MODEL_3B (run setup with this stage named)"; return 0; }
-  local batch=${LORA_3B_BATCH:-32} samples=${LORA_3B_SAMPLES:-4} extra=()
+  local batch=${LORA_3B_BATCH:-32} samples=${LORA_3B_SAMPLES:-4} steps=${LORA_3B_STEPS:-5} extra=()
   # shellcheck disable=SC2206  # LORA_EXTRA is words without spaces
   [ -z "${LORA_EXTRA:-}" ] || extra=(${LORA_EXTRA})
   verlfit plan --model "$MODEL_3B" --emulate p40 --algo grpo --samples "$samples" --lora-rank 32 --batch-size "$batch" > "$RUNS/lora-3b-grpo.plan" 2>&1 || true
   # save at step 3 and at the last step (verl saves every --save-freq steps and at the end)
-  train_or_resume lora-3b-grpo --emulate p40 --algo grpo --samples "$samples" --model "$MODEL_3B" --data "$DATA" --steps 5 --batch-size "$batch" \
+  train_or_resume lora-3b-grpo --emulate p40 --algo grpo --samples "$samples" --model "$MODEL_3B" --data "$DATA" --steps "$steps" --batch-size "$batch" \
     --max-prompt-length 512 --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 3 "${extra[@]}"
   adapters lora-3b-grpo
 }
@@ -472,9 +482,9 @@ stage_learn_lora() {
   [ -z "${LORA_EXTRA:-}" ] || extra=(${LORA_EXTRA})
   for lr in ${LEARN_LORA_LRS:-1e-4 3e-4}; do
     # --save-freq 50: a run a call's deadline cuts is resumed by the next call (train_or_resume)
-    train_or_resume "learn-lora-ppo-lr$lr" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+    grep -qw ppo <<< "${LEARN_LORA_ALGOS:-ppo grpo}" && train_or_resume "learn-lora-ppo-lr$lr" --emulate p40 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
       --max-response-length 128 --actor-lr "$lr" --critic-lr 5e-4 --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq 50 "${extra[@]}" &
-    train_or_resume "learn-lora-grpo-lr$lr" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+    grep -qw grpo <<< "${LEARN_LORA_ALGOS:-ppo grpo}" && train_or_resume "learn-lora-grpo-lr$lr" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
       --max-response-length 128 --actor-lr "$lr" --lora-rank 32 --lora-alpha 32 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq 50 "${extra[@]}" &
   done
   wait

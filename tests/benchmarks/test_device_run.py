@@ -184,13 +184,42 @@ def test_a_lora_run_cut_by_a_deadline_is_resumed_when_its_stage_runs_again(tmp_p
     for step in (5, 10):
         (runs / "lora-1p5b-ppo" / "checkpoints" / f"global_step_{step}" / "actor").mkdir(parents=True)
         (runs / "lora-1p5b-ppo" / "checkpoints" / f"global_step_{step}" / "actor" / "model_world_size_1_rank_0.pt").write_text("x")
+    (runs / "lora-1p5b-ppo" / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("5")
+    (tmp_path / "calls").unlink()
+    result = subprocess.run(["bash", str(SCRIPT), "lora_1p5b_ppo"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "calls").read_text().splitlines()[2] == f"-m verlfit train --resume {runs}/lora-1p5b-ppo --steps 10"
+    shards = sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*.pt"))
+    assert shards == ["lora-1p5b-ppo/checkpoints/global_step_5/actor/model_world_size_1_rank_0.pt"]
+    # a run whose checkpoint reaches the stage's --steps is not resumed again (verlfit would refuse: it has finished)
     (runs / "lora-1p5b-ppo" / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("10")
     (tmp_path / "calls").unlink()
     result = subprocess.run(["bash", str(SCRIPT), "lora_1p5b_ppo"], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert (tmp_path / "calls").read_text().splitlines()[2] == f"-m verlfit train --resume {runs}/lora-1p5b-ppo"
-    shards = sorted(p.relative_to(runs).as_posix() for p in runs.rglob("*.pt"))
-    assert shards == ["lora-1p5b-ppo/checkpoints/global_step_10/actor/model_world_size_1_rank_0.pt"]
+    assert not any(" --resume " in line for line in (tmp_path / "calls").read_text().splitlines())
+    assert "lora-1p5b-ppo: finished (its checkpoint of step 10 reaches --steps 10): not resumed" in (runs / "stages.log").read_text()
+
+
+def test_lora_3b_steps_makes_a_short_first_run_that_the_default_extends(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    (work / "qwen2.5-3b-random").mkdir(parents=True)
+    (work / "qwen2.5-3b-random" / "config.json").write_text("{}")
+    env = {key: value for key, value in os.environ.items() if key not in ("LORA_EXTRA", "LORA_3B_BATCH", "LORA_3B_STEPS")}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"))
+    result = subprocess.run(["bash", str(SCRIPT), "lora_3b_grpo"], capture_output=True, text=True, env={**env, "LORA_3B_STEPS": "3", "LORA_3B_BATCH": "8"}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    first = [line for line in (tmp_path / "calls").read_text().splitlines() if line.startswith("-m verlfit train")]
+    assert first == [f"-m verlfit train --run-dir {runs}/lora-3b-grpo --emulate p40 --algo grpo --samples 4 --model {work}/qwen2.5-3b-random --data {work}/gsm8k --steps 3 --batch-size 8 "
+                     "--max-prompt-length 512 --max-response-length 256 --lora-rank 32 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 3"]
+    (runs / "lora-3b-grpo").mkdir()
+    (runs / "lora-3b-grpo" / "run.json").write_text("{}")
+    (runs / "lora-3b-grpo" / "checkpoints").mkdir()
+    (runs / "lora-3b-grpo" / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("3")
+    (tmp_path / "calls").unlink()
+    result = subprocess.run(["bash", str(SCRIPT), "lora_3b_grpo"], capture_output=True, text=True, env={**env, "LORA_3B_BATCH": "8"}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert f"-m verlfit train --resume {runs}/lora-3b-grpo --steps 5" in (tmp_path / "calls").read_text().splitlines()
 
 
 def test_help_documents_the_soak_and_fault_stages(tmp_path):
