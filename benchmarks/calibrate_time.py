@@ -13,8 +13,12 @@ steps used. Call 3 and call 9 shared the GPU (seven and nine runs at once) and c
 beside tests/gpu: none of those steps is used. Call 5's two learning runs ran together but are small (tiny
 kernels, CPU-bound, 16 cores): they are used, as the brief of issue 14 counts call 5 alone. 2026-12-01 call 2's
 speed-today and speed-all (the main job without and with patches 0020-0022's five keys) ran alone, one after the
-other; :data:`EXCLUDED_RECORDS` names that day's runs that shared the GPU (call 3's LoRA 1.5B/3B, call 4's learning
-check with the keys) and why: the 1.5B LoRA record is the only larger shape and cannot calibrate.
+other; so did the third session's speed-today, speed-trims, speed-all (the main job with every switch off, the
+four trims, the trims + cuda_graph + unwrap_fsdp: benchmarks/results/2026-12-01-h200-session3/README.md) and
+lora-speed-trims_unwrap (Qwen2.5-1.5B PPO, LoRA rank 32 on actor and critic, the trims + unwrap_fsdp, steps 2-3):
+the one record of a shape above 0.5B alone, and the only one behind the two LoRA factors (adapter_pass_overhead_s,
+adapter_decode_overhead_s; the second is set by its generation alone). :data:`EXCLUDED_RECORDS` names the runs that
+shared the GPU and why (2026-12-01 call 3's LoRA 1.5B/3B, call 4's learning check with the keys).
 
 Per run: the mean over the used steps of each phase (``timing_s/gen``, ``old_log_prob``, ``ref``, ``values``,
 ``update_critic``, ``update_actor``) and of ``timing_s/step``, steps with a checkpoint save excluded (their save
@@ -28,8 +32,10 @@ error) of the phase seconds on the features of ``plan_time.phase_features``: 1/e
 passes, fixed costs per micro-batch pass and per pass per layer, the decode step's GPU side (1/efficiency, a floor
 per step per layer) and the HF loop's CPU side (per step, per step per layer). Rows: every fitted phase of every
 record, plus :data:`DECODE_BENCHES` (``benchmarks/decode_bench.py``: patch 0022's replays, the GPU side alone).
-speed-all's training phases are not fitted: with speed-today, its untrimmed twin, they derive
-``GSM8K_WINDOW_PROMPT_TOKENS`` (:func:`window_prompt_tokens`). ``save_bytes_per_s`` = saved bytes / measured save
+The trimmed main-job records' training phases (:data:`WINDOW_RECORDS`) are not fitted: with speed-today, their
+untrimmed twin of the same session, they derive ``GSM8K_WINDOW_PROMPT_TOKENS`` (:func:`window_prompt_tokens`). The
+LoRA record's fitted training phases use the stored window, so after a change ``--fit --write-factors`` is run
+again until the factors and the window stop moving (twice for the third session's records). ``save_bytes_per_s`` = saved bytes / measured save
 seconds over all saves; ``other_s`` = the median over runs of (measured step - sum of measured phases).
 ``--write-factors`` writes FACTORS and the two derived GSM8K widths. numpy is needed for --fit only (the test
 environment has it).
@@ -77,19 +83,27 @@ VALID_RECORDS = (
     ("call-10/cal-a10-grpo-m16-256", 2, None, "call 10 alone, bf16, no memory cap"),
     ("2026-12-01-h200/call-2/speed-today", 2, None, "2026-12-01 call 2: alone, today's path (the speed stage's runs one after another)"),
     ("2026-12-01-h200/call-2/speed-all", 2, None, "2026-12-01 call 2: alone, patches 0020-0022's five keys on; its training phases set the derived window (GSM8K_WINDOW_PROMPT_TOKENS), only its generation is fitted"),
+    ("2026-12-01-h200-session3/call-5/speed-today", 2, None, "2026-12-01 third session, call 4: alone (one run at a time), the main job with every patch switch off"),
+    ("2026-12-01-h200-session3/call-5/speed-trims", 2, None, "third session, call 5: alone, the four trim_padding keys on, no CUDA graph; its training phases set the window with its twin, only its generation is fitted"),
+    ("2026-12-01-h200-session3/call-5/speed-all", 2, None, "third session, call 4: alone, trims + cuda_graph + unwrap_fsdp, the StaticCache sized to the trimmed width; its training phases set the window, only its generation is fitted"),
+    ("2026-12-01-h200-session3/call-5/lora-speed-trims_unwrap", 2, 3, "third session, call 4: alone, Qwen2.5-1.5B PPO, LoRA rank 32 on actor and critic, trims + unwrap_fsdp, 3 steps: the only record of a shape above 0.5B alone and of LoRA alone"),
 )
 # a record with patch 0020 on -> its untrimmed twin (same job, same data order, the same session): the twin's
 # measured/predicted ratio per phase cancels the model's own error on that phase when the window is derived
 # patch 0022 sized its StaticCache to the untrimmed prompt + response width until 2026-12-01's second session
 UNTRIMMED_STATIC_CACHE_RECORDS = {"2026-12-01-h200/call-2/speed-all", "2026-12-01-h200/call-4/learn-grpo-lr1e-5-fast"}
-WINDOW_RECORDS = {"2026-12-01-h200/call-2/speed-all": "2026-12-01-h200/call-2/speed-today"}
+WINDOW_RECORDS = {
+    "2026-12-01-h200/call-2/speed-all": "2026-12-01-h200/call-2/speed-today",
+    "2026-12-01-h200-session3/call-5/speed-trims": "2026-12-01-h200-session3/call-5/speed-today",
+    "2026-12-01-h200-session3/call-5/speed-all": "2026-12-01-h200-session3/call-5/speed-today",
+}
 # the rollout width (GSM8K_ROLLOUT_PROMPT_TOKENS) is the mean batch-32 longest prompt of this record
 ROLLOUT_WIDTH_RECORD = "2026-12-01-h200/call-2/speed-all"
 
 # recorded but not timings: they shared the GPU (docs/benchmarks.md, "Sharing the GPU slows every run")
 EXCLUDED_RECORDS = (
     ("2026-12-01-h200/call-4/learn-grpo-lr1e-5-fast", "the learning check (GRPO 64x4, 256/128) with the five speed keys, 200 steps, but it shared the GPU with two other runs"),
-    ("2026-12-01-h200/call-3/lora-1p5b-ppo", "1.5B LoRA PPO: shared the GPU with a 3B run loading and generating, and its generation is slowed by the LoRA/FSDP-hook issue being fixed separately; the only larger-shape record, so no larger shape calibrates yet"),
+    ("2026-12-01-h200/call-3/lora-1p5b-ppo", "1.5B LoRA PPO: shared the GPU with a 3B run loading and generating, and generated through FSDP's hooks (no unwrap_fsdp); the same shape alone with unwrap_fsdp is 2026-12-01-h200-session3/call-5/lora-speed-trims_unwrap"),
     ("2026-12-01-h200/call-3/lora-3b-grpo", "3B LoRA GRPO: shared the GPU with the 1.5B run"),
 )
 
@@ -318,6 +332,9 @@ def fit(records: list[Record], card, benches: list[DecodeBench] = ()) -> dict:
     factors["save_bytes_per_s"] = _round(sum(b for b, _ in saves) / sum(s for _, s in saves)) if saves else plan_time.FACTORS["save_bytes_per_s"]
     # the step's remainder outside the measured phases (reward, advantages, dispatch), as measured
     factors["other_s"] = _round(statistics.median(rec.step_s - sum(rec.measured.values()) for rec in records))
+    # LoRA's fixed costs per adapted Linear: fitted when a LoRA record is among the rows, else as stored
+    for name in ("adapter_pass_overhead_s", "adapter_decode_overhead_s"):
+        factors[name] = _round(coef[name]) if name in coef else plan_time.FACTORS[name]
     return factors
 
 
@@ -363,7 +380,7 @@ def notes() -> str:
     """The table's notes: which records are excluded and why, what the speed records set."""
     lines = ["Notes:"]
     lines += [f"- excluded, {rel}: {why} (shared the GPU: not a timing)" for rel, why in EXCLUDED_RECORDS]
-    lines.append(f"- no record of a larger shape than 0.5B ran alone: every fitted factor comes from the 0.5B shape and smaller (the 1.5B/3B records above shared the GPU)")
+    lines.append("- one record of a larger shape than 0.5B ran alone: 2026-12-01-h200-session3/call-5/lora-speed-trims_unwrap (Qwen2.5-1.5B, LoRA rank 32 PPO, 2 steps used); it alone sets adapter_pass_overhead_s (with its 4 training phases) and adapter_decode_overhead_s (its generation alone: that phase is reproduced by construction, not checked); no full-parameter shape above 0.5B ran alone")
     lines += [f"- {rec}: its training phases are not fitted, they derive the window (GSM8K_WINDOW_PROMPT_TOKENS) against {twin}; its generation is fitted with the decode benches" for rec, twin in WINDOW_RECORDS.items()]
     return "\n".join(lines)
 

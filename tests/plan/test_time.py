@@ -50,12 +50,16 @@ def test_checkpointing_adds_a_forward_of_the_layers_and_lora_drops_weight_gradie
     ckpt = plan_time.phase_work(tiny_request(gradient_checkpointing=True))["update_actor"]
     assert ckpt.flops == 26240 * 4 + 5120 * 3
     lora = plan_time.phase_work(tiny_request(), plan_time.TimeInputs(lora_rank=8))["update_actor"]
-    assert lora.flops == 26240 * 2 + 5120 * 2
+    # the frozen base: forward + input gradients (2x); the adapters, rank 8 on the 7 linears of 2 layers:
+    # 8 x (q 16 + k 12 + v 12 + o 16 + gate 24 + up 24 + down 24) x 2 = 2048 parameters, 2 x 10 tokens x 2048
+    # forward FLOPs, 3x with their input and weight gradients
+    assert lora.flops == 26240 * 2 + 5120 * 2 + 3 * 2 * 10 * 2048
+    assert (lora.passes, lora.adapter_passes) == (2 * 2, 2 * 2 * 14)
 
 
 def test_lora_rank_is_read_from_the_request():
     work = plan_time.phase_work(tiny_request(lora_rank=16))
-    assert work["update_actor"].flops == 26240 * 2 + 5120 * 2
+    assert work["update_actor"].flops == 26240 * 2 + 5120 * 2 + 3 * 2 * 10 * 4096  # rank 16: 4096 adapter parameters
     # the critic takes the actor's rank unless its own is set (PlanRequest.lora_rank_of)
     assert work["update_critic"].flops == plan_time.phase_work(tiny_request(), plan_time.TimeInputs(lora_rank=16, critic_lora_rank=16))["update_critic"].flops
     full_critic = plan_time.phase_work(tiny_request(lora_rank=16, critic_lora_rank=0))["update_critic"]
@@ -221,9 +225,15 @@ def test_calibration_fit_reproduces_the_stored_factors():
     assert calibrate_time.window_prompt_tokens(records, card, plan_time.FACTORS) == plan_time.GSM8K_WINDOW_PROMPT_TOKENS
     assert calibrate_time.rollout_prompt_tokens(records) == plan_time.GSM8K_ROLLOUT_PROMPT_TOKENS
     _, results = calibrate_time.table(records, card, plan_time.FACTORS)
-    assert len(results) == 14
-    assert [r["record"] for r in results][-2:] == ["2026-12-01-h200/call-2/speed-today", "2026-12-01-h200/call-2/speed-all"]
+    assert len(results) == 18
+    session3 = "2026-12-01-h200-session3/call-5/"
+    assert [r["record"] for r in results][-6:] == ["2026-12-01-h200/call-2/speed-today", "2026-12-01-h200/call-2/speed-all", *(session3 + n for n in ("speed-today", "speed-trims", "speed-all", "lora-speed-trims_unwrap"))]
     assert all(abs(r["error"]) <= 0.25 for r in results), [(r["record"], r["error"]) for r in results]
+    # the LoRA record is the only row with adapted Linears: it alone sets the two adapter factors, and its
+    # generation (the only row of adapter_decode_overhead_s) is reproduced exactly, to the factor's 4 digits
+    lora = {r["record"]: r for r in results}[session3 + "lora-speed-trims_unwrap"]
+    assert lora["phases"]["gen"][0] == pytest.approx(lora["phases"]["gen"][1], rel=1e-3)
+    assert [rec.name for rec in records if any(plan_time.phase_work(rec.request, rec.inputs)[p].adapter_passes for p in rec.measured)] == [session3 + "lora-speed-trims_unwrap"]
     _, bench_results = calibrate_time.bench_table(benches, card, plan_time.FACTORS)
     assert [b["bench"] for b in bench_results] == ["2026-12-01-h200/call-2/decode_bench.json batch 32", "2026-12-01-h200/call-2/decode_bench.json batch 64"]
     assert all(abs(b["error"]) <= 0.25 for b in bench_results), bench_results
@@ -245,7 +255,16 @@ def test_calibration_reads_the_speed_keys_and_excludes_shared_runs():
     excluded = {rel for rel, _ in calibrate_time.EXCLUDED_RECORDS}
     assert {"2026-12-01-h200/call-4/learn-grpo-lr1e-5-fast", "2026-12-01-h200/call-3/lora-1p5b-ppo"} <= excluded
     assert not excluded & set(records)
-    assert "no record of a larger shape than 0.5B ran alone" in calibrate_time.notes()
+    assert "one record of a larger shape than 0.5B ran alone: 2026-12-01-h200-session3/call-5/lora-speed-trims_unwrap" in calibrate_time.notes()
+    # the third session's records: the switches from their overrides, the StaticCache sized to the trimmed width
+    session3 = "2026-12-01-h200-session3/call-5/"
+    trims, new_all, lora = records[session3 + "speed-trims"], records[session3 + "speed-all"], records[session3 + "lora-speed-trims_unwrap"]
+    assert (trims.inputs.trim_padding, trims.inputs.rollout_trim_padding, trims.inputs.cuda_graph, trims.inputs.unwrap_fsdp) == (("actor", "ref", "critic"), True, False, False)
+    assert (new_all.inputs.cuda_graph, new_all.inputs.unwrap_fsdp, new_all.inputs.static_cache_untrimmed, all_keys.inputs.static_cache_untrimmed) == (True, True, False, True)
+    assert trims.fitted == new_all.fitted == ("gen",) and lora.fitted == calibrate_time.MEASURED
+    # the 3-step LoRA run: steps 2-3, the Qwen2.5-1.5B shape (make_model.py's), LoRA rank 32 on actor and critic
+    assert (lora.steps_used, lora.request.shape.num_layers, lora.request.shape.hidden_size, lora.request.lora_rank_of("actor"), lora.request.lora_rank_of("critic")) == (2, 28, 1536, 32, 32)
+    assert (lora.inputs.unwrap_fsdp, lora.inputs.cuda_graph, lora.request.has_reference) == (True, False, False)
 
 
 def _run_plan(argv, nvml=None):
@@ -391,13 +410,13 @@ def test_plan_flags_set_the_speed_switches():
     assert f"  {'step':<30} {est.step_seconds:8.2f} s\n" in out
 
 
-def test_train_estimate_with_lora_models_the_forced_cuda_graph_off_and_says_generation_is_not_modelled():
-    # a new-user trial: with LoRA build_overrides forces +...cuda_graph=False, but the estimate modelled CUDA graphs on
+def test_train_estimate_with_lora_models_the_forced_cuda_graph_off_and_the_unwrapped_generation():
+    # a new-user trial: with LoRA build_overrides forces +...cuda_graph=False, but the estimate modelled CUDA graphs on;
+    # the profile's switches are stated here (the five keys on), not read from the p40 profile's defaults
     from verlfit.overrides import TrainSettings
     from verlfit.profiles import load_profile
-    from verlfit.train import LaunchPlan
 
-    profile = load_profile("p40")
+    profile = dataclasses.replace(load_profile("p40"), overrides=tuple(FIVE_KEYS))
     settings = TrainSettings(steps=10, save_freq=-1, lora_rank=32)
     request = _train_request(settings, profile)
 
@@ -405,11 +424,16 @@ def test_train_estimate_with_lora_models_the_forced_cuda_graph_off_and_says_gene
         return plan_time.estimate(request, "p40", plan_time.TimeInputs(**switches)).step_seconds
 
     lines, seconds = plan_time.for_train(settings, profile, None, 10)
-    graphs_off = model(trim_padding=True, rollout_trim_padding=True)
+    graphs_off = model(trim_padding=True, rollout_trim_padding=True, unwrap_fsdp=True)
     assert seconds == graphs_off != model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
-    assert lines[-1] == ("plan: LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
-                         "(docs/benchmarks.md section 8.2); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
-                         "2.5x faster than that, measured only while sharing the GPU (section 9.2)")
+    # LoRA on one GPU: build_overrides adds +...unwrap_fsdp=True, whose generation the estimate models
+    assert lines[-1] == ("plan: LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
+                         "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 7)")
+    # the user's unwrap_fsdp=False after -- : generation through FSDP's hooks, not modelled
+    wrapped = plan_time.for_train(dataclasses.replace(settings, extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False"]), profile, None, 10)[0]
+    assert wrapped[-1] == ("plan: LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
+                           "(docs/benchmarks.md section 8.2); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
+                           "2.5x faster than that, measured only while sharing the GPU (section 9.2)")
     # the final override list, when given, is what is read: the user's cuda_graph=True after the forcing wins
     assert plan_time.for_train(settings, profile, None, 10, overrides=[*profile.overrides, "+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.rollout.cuda_graph=True"])[1] == model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
     full = plan_time.for_train(dataclasses.replace(settings, lora_rank=0), profile, None, 10)[0]
@@ -490,3 +514,74 @@ def test_the_a10_profiles_vllm_path_is_said_to_be_unmodelled(capsys):
     assert plan_time.VLLM_NOTE not in capsys.readouterr().out
     status, out = _run_plan(["--profile", "a10"])
     assert plan_time.VLLM_NOTE + "\n" in out
+
+
+def test_lora_update_counts_the_frozen_base_the_adapters_and_their_fixed_costs_on_the_1p5b_shape():
+    # Qwen2.5-1.5B (28 layers, hidden 1536, q 1536, KV 256, intermediate 8960, vocab 151936), LoRA rank 32 on all
+    # linear layers: per layer 32 x (q 3072 + k 1792 + v 1792 + o 3072 + gate 10496 + up 10496 + down 10496)
+    from verlfit.model_shape import load_model_shape
+
+    shape = load_model_shape("Qwen/Qwen2.5-1.5B-Instruct")
+    adapter = 32 * (3072 + 1792 + 1792 + 3072 + 3 * 10496) * 28
+    assert plan_time.lora_adapter_work(shape, "actor", 32) == plan_time.lora_adapter_work(shape, "critic", 32) == (adapter, 7 * 28) == (36_929_536, 196)
+    assert plan_time.lora_adapter_work(shape, "actor", 0) == (0, 0)
+    # PPO, 32 responses of 512 + 256 columns (untrimmed), actor micro-batch 4, gradient checkpointing
+    full_request = plan.PlanRequest(shape=shape, gpu_memory_bytes=24 * 2**30, train_batch_size=32, ppo_mini_batch_size=16, actor_micro_batch_size=4, log_prob_micro_batch_size=8, critic_micro_batch_size=16, max_prompt_length=512, max_response_length=256, gradient_checkpointing=True)
+    lora_request = dataclasses.replace(full_request, lora_rank=32)
+    tokens, columns = 32 * 768, 768
+    layer_params = 1536 * 1536 * 2 + 2 * 1536 * 256 + 3 * 1536 * 8960  # q, o; k, v; gate, up, down
+    layers = 2 * tokens * 28 * layer_params + 4 * tokens * columns * 1536 * 28
+    head = 2 * tokens * 1536 * 151936
+    full = plan_time.phase_work(full_request)["update_actor"]
+    lora = plan_time.phase_work(lora_request)["update_actor"]
+    # full: forward + 2x backward + the recompute of the layers, the head without recompute
+    assert full.flops == 4 * layers + 3 * head
+    # LoRA: the frozen base's backward is input gradients only (2x the forward, + the recompute); the adapters'
+    # forward 2 x tokens x adapter parameters, 3x with their input and weight gradients, + the recompute
+    assert lora.flops == 3 * layers + 2 * head + 4 * 2 * tokens * adapter
+    # fixed costs: 8 micro-batches x 3 passes (forward, input-gradient backward, recompute) x 196 adapted Linears
+    assert (full.passes, lora.passes, full.adapter_passes, lora.adapter_passes) == (8 * 4, 8 * 3, 0, 8 * 3 * 196)
+    # bytes: the base and the adapters read per pass, gradients and AdamW over the adapters only (full: every parameter)
+    logits = tokens * 151936 * 4 + 2 * 32 * 256 * 151936 * 4
+    params = shape.actor_parameters
+    assert lora.bytes == 8 * (params + adapter) * 4 * 3 + 8 * adapter * 4 + 2 * adapter * 32 + 2 * logits
+    assert full.bytes == 8 * params * 4 * 4 + 8 * params * 4 + 2 * params * 32 + 2 * logits
+    # seconds: the adapters' fixed cost is adapter_pass_overhead_s per adapted Linear per pass
+    card = get_card("h200")
+    f = plan_time.FACTORS
+    bare = dataclasses.replace(lora, adapter_passes=0)
+    assert plan_time.phase_seconds(lora, card, "float32") - plan_time.phase_seconds(bare, card, "float32") == pytest.approx(8 * 3 * 196 * f["adapter_pass_overhead_s"])
+    # no ref model: with LoRA the ref log-prob is the actor with its adapter disabled, a base forward
+    grpo = dataclasses.replace(lora_request, algorithm="grpo", rollout_n=4, train_batch_size=8, ppo_mini_batch_size=4)
+    work = plan_time.phase_work(grpo)
+    ref, old = work["ref"], work["old_log_prob"]
+    assert (ref.flops, ref.adapter_passes) == (layers + head, 0)
+    assert (old.flops, old.adapter_passes) == (layers + head + 2 * tokens * adapter, 4 * 196)
+    # generation: 256 decode steps through the HF loop, each paying every adapted Linear's fixed cost
+    assert plan_time.phase_work(lora_request)["gen"].adapter_decode_steps == 256 * 196
+    assert plan_time.phase_work(full_request)["gen"].adapter_decode_steps == 0
+
+
+def test_speed_switches_read_unwrap_fsdp():
+    assert plan_time.speed_switches(["+actor_rollout_ref.rollout.unwrap_fsdp=True"]) == {"unwrap_fsdp": True}
+    assert plan_time.speed_switches(["+actor_rollout_ref.rollout.unwrap_fsdp=True", "+actor_rollout_ref.rollout.unwrap_fsdp=False"]) == {}
+
+
+def test_benchmarks_section_7_holds_the_scripts_table_and_the_p40_graph_figures():
+    # docs/benchmarks.md section 7 is calibrate_time.py's output with the stored factors, regenerated by hand
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import calibrate_time
+
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    section = text[text.index("## 7. Time-model calibration"):text.index("## 8. Second round")]
+    card = get_card("h200")
+    table, _ = calibrate_time.table(calibrate_time.stored_records(), card, plan_time.FACTORS)
+    assert table in section
+    assert calibrate_time.notes() in section
+    assert "factors: " + json.dumps(plan_time.FACTORS) in section
+    # the P40 paragraph's figures: the main job (the p40 profile's request), switches stated, a save every 25 steps
+    request = plan.auto_fit(plan.request_from_args(_parsed(["--emulate", "p40"]))[0]).request
+    trims = plan_time.estimate(request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, save_freq=25))
+    graph = plan_time.estimate(request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
+    assert f"it gives {trims.step_seconds:.1f} s a step with the four trims and {graph.step_seconds:.1f} s with the trims + cuda_graph" in " ".join(section.split())
+    assert f"generation {trims.phases['gen']:.1f} -> {graph.phases['gen']:.1f} s ({graph.phases['gen'] / trims.phases['gen'] - 1:.0%})" in " ".join(section.split())

@@ -23,9 +23,25 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   ``decode_gpu_per_layer_s`` rest on ``benchmarks/decode_bench.py``'s replays (no CPU side hides them there) with
   the HF records; the CPU terms on the HF records.
 * ``old_log_prob``, ``ref``: actor forwards over ``S`` columns; ``values``: critic forward; ``update_critic``,
-  ``update_actor``: forward + backward (2x the forward: weight and input gradients; 1x with LoRA, whose frozen base
-  gets no weight gradients) + gradient checkpointing's second forward of the layers, plus AdamW's pass over
-  parameters, gradients and both states per optimizer step. ``S`` = ``max_prompt_length + max_response_length``:
+  ``update_actor``: forward + backward (2x the forward: weight and input gradients) + gradient checkpointing's
+  second forward of the layers, plus AdamW's pass over parameters, gradients and both states per optimizer step.
+* LoRA (PEFT ``get_peft_model``, verl 0.4.1 ``fsdp_workers.py:278-283`` actor, ``:945-956`` critic; the terms of
+  :func:`lora_adapter_work`): the frozen base's backward computes input gradients only (its flat parameters have
+  ``requires_grad=False``: :mod:`verlfit.plan.memory`'s LoRA notes), so a base training pass is forward +
+  1x backward (+ the recompute), 2x the forward instead of 3x; each targeted Linear adds its adapter, ``B (A x)``
+  (PEFT ``lora.Linear.forward``: ``result + lora_B(lora_A(dropout(x))) * scaling``): ``2 rank (in + out)`` FLOPs
+  per token forward, 2x that backward (input and weight gradients of ``lora_A``, ``lora_B``), AdamW over the
+  adapter parameters only. Its fixed cost: verl's LoRA wrap policy makes every ``lora_A`` and ``lora_B`` an FSDP
+  unit of its own (``utils/fsdp_utils.py:98-104``), whose hooks run in every pass, and PEFT's forward adds its own
+  small kernels: a fitted ``adapter_pass_overhead_s`` per targeted Linear per pass; in the HF rollout loop (patch
+  0023's ``unwrap_fsdp``: no FSDP hooks, PEFT's forward as it is) ``adapter_decode_overhead_s`` per targeted
+  Linear per decode step. Both rest on one record alone (benchmarks/results/2026-12-01-h200-session3/call-5/
+  lora-speed-trims_unwrap: Qwen2.5-1.5B PPO, rank 32, all-linear, actor and critic): the decode term is set by
+  that record's generation alone. No ref model: the ref log-prob is the actor with its adapter disabled
+  (``fsdp_workers.py:694-695, 729-731``), a base forward without the adapters' work. LoRA generation without
+  ``unwrap_fsdp`` (FSDP's hooks on every adapter unit per token) is not modelled (:data:`LORA_GENERATION_NOTE`).
+* ``unwrap_fsdp`` (patch 0023) without LoRA: its loop skips the decoder layers' FSDP hooks; no record has it on
+  without a CUDA graph (which unwraps already), so it is estimated as the wrapped loop (an upper side). ``S`` = ``max_prompt_length + max_response_length``:
   verl pads every training pass to it (prompts left-padded by the dataset, responses right-padded by the rollout).
   With patch 0020 (``actor.trim_padding``, ``ref.trim_padding``, ``critic.trim_padding``: :class:`TimeInputs`
   ``trim_padding``) each micro-batch runs on the window of columns its rows use: ``S`` = the micro-batch's longest
@@ -46,7 +62,7 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
 * ``other``: the rest of ``timing_s/step`` (reward, advantages, Ray dispatch), a fitted constant.
 
 Time of a phase = (FLOPs / peak FLOP/s + bytes / peak bandwidth) / efficiency + a fitted fixed cost per
-micro-batch per layer (kernel launches: what dominates the tiny models). Efficiencies and fixed costs are fitted
+micro-batch per layer (kernel launches: what dominates the tiny models), and with LoRA per adapted Linear. Efficiencies and fixed costs are fitted
 on the H200 and applied to every card: on P40/A10/L4 the result is a datasheet-based estimate, unverified on a
 real card (``verlfit bench`` on such a card measures it).
 
@@ -64,7 +80,7 @@ from dataclasses import dataclass, field
 from verlfit.cards import CARDS, Card, card_for_gpu_name, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
-from verlfit.plan.memory import PlanRequest, adapter_parameters
+from verlfit.plan.memory import PlanRequest, adapter_parameters, lora_linear_shapes, lora_targets
 
 # ======================================================================================
 # Fitted factors: written by `python benchmarks/calibrate_time.py --fit --write-factors` (reproducible: the script refits
@@ -73,19 +89,23 @@ from verlfit.plan.memory import PlanRequest, adapter_parameters
 # smoke-grpo, tuned-p40; call-2 main-grpo, public-recipe, tuned-p40; call-4 main-ppo steps 12-39; call-5
 # learn-ppo/learn-grpo; call-7 main-ppo steps 2-25; call-8 main-ppo steps 37-50; call-10 cal-a10-grpo-m16-256) and
 # of 2026-12-01 call 2 (speed-today; speed-all's generation only), plus that call's decode_bench.json replays (the
-# two graph_* factors). No record of a shape above 0.5B ran alone (2026-12-01 call 3's 1.5B/3B shared the GPU).
+# two graph_* factors), and of 2026-12-01's third session, call 5 (speed-today, speed-trims, speed-all: the main
+# job alone, its trimmed records' generation only; lora-speed-trims_unwrap: Qwen2.5-1.5B LoRA PPO, steps 2-3, the
+# only shape above 0.5B that ran alone and the only record behind the two adapter_* factors).
 # ======================================================================================
 FACTORS = {
-    "train_efficiency_float32": 0.7877,
-    "train_efficiency_bfloat16": 0.3844,
-    "pass_overhead_s": 0.008909,
-    "pass_overhead_per_layer_s": 0.001376,
-    "decode_efficiency": 0.5394,
-    "decode_gpu_per_layer_s": 0.0003121,
-    "decode_overhead_s": 0.004217,
-    "decode_overhead_per_layer_s": 0.0005689,
+    "train_efficiency_float32": 0.7864,
+    "train_efficiency_bfloat16": 0.377,
+    "pass_overhead_s": 0.009004,
+    "pass_overhead_per_layer_s": 0.001337,
+    "decode_efficiency": 0.5824,
+    "decode_gpu_per_layer_s": 0.0003199,
+    "decode_overhead_s": 0.004256,
+    "decode_overhead_per_layer_s": 0.0005511,
     "save_bytes_per_s": 647200000.0,
-    "other_s": 0.01973,
+    "other_s": 0.0192,
+    "adapter_pass_overhead_s": 0.0006096,
+    "adapter_decode_overhead_s": 9.766e-05,
 }
 # ======================================================================================
 
@@ -93,10 +113,15 @@ ADAM_BYTES_PER_PARAM = 32  # derived: AdamW foreach reads+writes param (8), read
 SAVE_BYTES_PER_PARAM = 12  # derived: fp32 weights (4) + AdamW exp_avg, exp_avg_sq (8) per parameter of each trained role
 WEIGHT_BYTES_PER_PARAM = 4  # fp32 weights in the checkpoint's model shard
 ADAM_STATE_BYTES_PER_PARAM = SAVE_BYTES_PER_PARAM - WEIGHT_BYTES_PER_PARAM  # exp_avg, exp_avg_sq of each trained parameter
-LORA_GENERATION_NOTE = (
+LORA_GENERATION_NOTE = (  # LoRA without patch 0023's unwrap_fsdp
     "LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
     "(docs/benchmarks.md section 8.2); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
     "2.5x faster than that, measured only while sharing the GPU (section 9.2)"
+)
+# with +actor_rollout_ref.rollout.unwrap_fsdp=True (TimeInputs.unwrap_fsdp) LoRA generation is modelled, on one record
+LORA_UNWRAPPED_GENERATION_NOTE = (
+    "LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
+    "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 7)"
 )
 VLLM_NOTE = (
     "vLLM rollout and FlashAttention-2's packed sequences (the a10 profile's own path) are not modelled: this estimate "
@@ -131,16 +156,18 @@ GSM8K_MEAN_PROMPT_TOKENS = 133
 # tokenizer). A smaller rollout micro-batch has a shorter longest prompt: this is an upper-side value for it.
 # benchmarks/calibrate_time.py `rollout_prompt_tokens` recomputes it from that record.
 GSM8K_ROLLOUT_PROMPT_TOKENS = 230
-# The window's prompt columns of one training micro-batch with patch 0020 (its longest prompt), derived from one
-# record, not counted: the value at which the model's training phases (old log-prob, values, critic and actor
-# update) of benchmarks/results/2026-12-01-h200/call-2/speed-all (micro-batches 4/8/16, 512/256) sum to the
-# measured 3.77 s, each phase scaled by its measured/predicted on the untrimmed twin speed-today (5.70 s), with the
-# fitted FACTORS (benchmarks/calibrate_time.py `window_prompt_tokens`). It is an effective width, below the real
-# longest prompt (GSM8K mean 133, batch-32 longest ~230): phase by phase the same derivation gives old log-prob
-# (micro-batch 8) 182, values 172 and critic update 167 (16), actor update 117 (4): the actor update saves more
-# than the model's columns account for. The brief's first guess, time proportional to columns (0.66 x 768 - 256
-# = 250), ignores the attention square and the fixed per-pass costs.
-GSM8K_WINDOW_PROMPT_TOKENS = 150
+# The window's prompt columns of one training micro-batch with patch 0020 (its longest prompt), derived from three
+# records, not counted: the value at which the model's training phases (old log-prob, values, critic and actor
+# update) of the main job with the trims (micro-batches 4/8/16, 512/256) sum to their measured seconds, each phase
+# scaled by its measured/predicted on the untrimmed twin of the same session, with the fitted FACTORS
+# (benchmarks/calibrate_time.py `window_prompt_tokens`, WINDOW_RECORDS): benchmarks/results/2026-12-01-h200/call-2/
+# speed-all 3.77 s against speed-today 5.70 s, and 2026-12-01-h200-session3/call-5/speed-trims 3.91 s and
+# speed-all 3.67 s against speed-today 5.68 s. It is an effective width, below the real longest prompt (GSM8K
+# mean 133, batch-32 longest ~230): phase by phase the same derivation gives old log-prob (micro-batch 8) 178,
+# values 170 and critic update 167 (16), actor update 134 (4): the actor update saves more than the model's
+# columns account for. The brief's first guess, time proportional to columns (0.66 x 768 - 256 = 250), ignores
+# the attention square and the fixed per-pass costs.
+GSM8K_WINDOW_PROMPT_TOKENS = 156
 
 
 TRAINING_ROLES = ("actor", "ref", "critic")  # the roles whose passes patch 0020 trims (one key each)
@@ -165,6 +192,9 @@ class TimeInputs:
         rollout_prompt_length: that longest prompt, tokens (None = :data:`GSM8K_ROLLOUT_PROMPT_TOKENS` capped at
             ``max_prompt_length``).
         cuda_graph: patch 0022 (``+actor_rollout_ref.rollout.cuda_graph``): decode steps replayed as a CUDA graph.
+        unwrap_fsdp: patch 0023 (``+actor_rollout_ref.rollout.unwrap_fsdp``): the HF rollout generates through
+            the unwrapped module; with LoRA the generation's adapter terms are then modelled (without it they are
+            not: :data:`LORA_GENERATION_NOTE`), without LoRA it changes nothing here (see the module's docstring).
         static_cache_untrimmed: the StaticCache was ``max_prompt_length + max_response_length`` columns whatever
             the rollout trim (patch 0022 before 2026-12-01's second session; its records are calibrated with it).
         pack_sequences: training passes run over the used tokens only (verl's packed path,
@@ -188,6 +218,7 @@ class TimeInputs:
     rollout_trim_padding: bool = False
     rollout_prompt_length: float | None = None
     cuda_graph: bool = False
+    unwrap_fsdp: bool = False
     static_cache_untrimmed: bool = False
     pack_sequences: bool = False
     mean_prompt_length: float | None = None
@@ -211,12 +242,13 @@ SPEED_KEYS = {
     "critic.trim_padding": "critic",
     "actor_rollout_ref.rollout.trim_padding": "rollout_trim_padding",
     "actor_rollout_ref.rollout.cuda_graph": "cuda_graph",
+    "actor_rollout_ref.rollout.unwrap_fsdp": "unwrap_fsdp",
 }
 
 
 def speed_switches(overrides) -> dict:
-    """The :class:`TimeInputs` fields (``trim_padding``, ``rollout_trim_padding``, ``cuda_graph``) that a verl
-    override list sets through patches 0020-0022's keys (:data:`SPEED_KEYS`), in order: a later override of a key
+    """The :class:`TimeInputs` fields (``trim_padding``, ``rollout_trim_padding``, ``cuda_graph``, ``unwrap_fsdp``)
+    that a verl override list sets through patches 0020-0023's keys (:data:`SPEED_KEYS`), in order: a later override of a key
     wins, ``~key`` switches it off. Values as verl reads them (``bool(config.get(key, False))``), parsed by Hydra's
     own override parser.
 
@@ -240,7 +272,7 @@ def speed_switches(overrides) -> dict:
     roles = tuple(r for r in TRAINING_ROLES if state.get(r))
     if roles:
         switches["trim_padding"] = roles
-    for name in ("rollout_trim_padding", "cuda_graph"):
+    for name in ("rollout_trim_padding", "cuda_graph", "unwrap_fsdp"):
         if state.get(name):
             switches[name] = True
     return switches
@@ -264,6 +296,8 @@ class PhaseWork:
         graph_flops, graph_bytes: the replays' FLOPs and bytes.
         pcie_bytes: offload traffic over the host link.
         save_bytes: checkpoint bytes (save only, per save).
+        adapter_passes: LoRA's micro-batch passes x adapted Linears (training-style passes and prefill).
+        adapter_decode_steps: LoRA's decode steps through the HF loop x adapted Linears.
     """
 
     flops: float = 0.0
@@ -280,6 +314,8 @@ class PhaseWork:
     graph_bytes: float = 0.0
     pcie_bytes: float = 0.0
     save_bytes: float = 0.0
+    adapter_passes: float = 0.0
+    adapter_decode_steps: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -342,13 +378,31 @@ def _role_parameters(shape: ModelShape, critic: bool) -> int:
     return shape.critic_parameters if critic else shape.actor_parameters
 
 
-def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora: bool, columns: float, response: float | None = None) -> PhaseWork:
+def lora_adapter_work(shape: ModelShape, role: str, rank: int, target_modules="all-linear") -> tuple[int, int]:
+    """(adapter matmul parameters, adapted Linears) of ``role``'s LoRA at ``rank`` (0: ``(0, 0)``): ``rank (in +
+    out)`` per targeted Linear (lora_A rank x in, lora_B out x rank: a token's adapter forward is 2x that in
+    FLOPs), summed over every layer, and how many Linears carry an adapter (each one's lora_A and lora_B are
+    FSDP units of their own: ``utils/fsdp_utils.py:98-104``). The critic's trained value-head copy (patch 0011,
+    ``hidden + 1`` parameters) is not an adapter's matmul and is left out. Targets as
+    :func:`verlfit.plan.memory.lora_targets`; Qwen2.5-1.5B, rank 32, all-linear: (36,929,536, 196) for the actor."""
+    if rank <= 0:
+        return 0, 0
+    linears = lora_linear_shapes(shape, role)
+    names = lora_targets(shape, role, target_modules)
+    return sum(rank * (linears[n][0] + linears[n][1]) * linears[n][2] for n in names), sum(linears[n][2] for n in names)
+
+
+def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora: bool, columns: float, response: float | None = None, adapter: tuple[int, int] = (0, 0)) -> PhaseWork:
     """Forward (``train=False``) or training pass over all per-GPU responses in micro-batches of ``micro``, each
-    sequence ``columns`` wide with ``response`` response columns (default ``max_response_length``)."""
+    sequence ``columns`` wide with ``response`` response columns (default ``max_response_length``). ``lora``: the
+    base is frozen (no weight gradients, no optimizer pass over it); ``adapter``: :func:`lora_adapter_work` of the
+    adapters that run in this pass ((0, 0) for the ref log-prob, whose adapter is disabled)."""
     shape = request.shape
     sequences = request.per_gpu_responses
     head_width = 1 if critic else shape.vocab_size
     layers, head = forward_flops(shape, sequences, columns, head_width)
+    adapter_params, adapted = adapter
+    adapter_flops = 2.0 * sequences * columns * adapter_params  # B (A x) per token: 2 rank (in + out) per Linear
     cb = request.compute_bytes
     params = _role_parameters(shape, critic)
     micro_batches = math.ceil(sequences / max(1, micro))
@@ -356,17 +410,18 @@ def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora
     logits = 0.0 if critic else sequences * columns * shape.vocab_size * cb + 2 * sequences * response * shape.vocab_size * 4
     eager = EAGER_SCORE_PASSES * sequences * shape.num_attention_heads * columns * columns * cb * shape.num_layers if request.attention == "eager" else 0.0
     if not train:
-        flops = layers + head
-        weight_reads = micro_batches * params * cb
-        return PhaseWork(flops=flops, bytes=weight_reads + logits + eager, passes_x_layers=micro_batches * shape.num_layers, passes=micro_batches)
-    backward = 1 if lora else 2
+        flops = layers + head + adapter_flops
+        weight_reads = micro_batches * (params + adapter_params) * cb
+        return PhaseWork(flops=flops, bytes=weight_reads + logits + eager, passes_x_layers=micro_batches * shape.num_layers, passes=micro_batches, adapter_passes=micro_batches * adapted)
+    backward = 1 if lora else 2  # a frozen base: input gradients only
     recompute = 1 if request.gradient_checkpointing else 0
-    flops = layers * (1 + backward + recompute) + head * (1 + backward)
+    # the adapters' backward: input and weight gradients of lora_A and lora_B (2x their forward), recomputed too
+    flops = layers * (1 + backward + recompute) + head * (1 + backward) + adapter_flops * (1 + 2 + recompute)
     passes = 1 + backward + recompute
     optimizer_steps = max(1, sequences // max(1, request.per_gpu_mini_batch))
-    trained = 0 if lora else params  # LoRA: the adapter's optimizer pass is negligible
-    bytes_ = micro_batches * params * cb * passes + micro_batches * trained * 4 + optimizer_steps * trained * ADAM_BYTES_PER_PARAM + logits * 2 + eager * (1 + backward + recompute)
-    return PhaseWork(flops=flops, bytes=bytes_, passes_x_layers=micro_batches * shape.num_layers * passes, passes=micro_batches * passes)
+    trained = adapter_params if lora else params  # gradients and AdamW: the adapters only with LoRA
+    bytes_ = micro_batches * (params + adapter_params) * cb * passes + micro_batches * trained * 4 + optimizer_steps * trained * ADAM_BYTES_PER_PARAM + logits * 2 + eager * (1 + backward + recompute)
+    return PhaseWork(flops=flops, bytes=bytes_, passes_x_layers=micro_batches * shape.num_layers * passes, passes=micro_batches * passes, adapter_passes=micro_batches * passes * adapted)
 
 
 def _with_pcie(work: PhaseWork, pcie_bytes: float) -> PhaseWork:
@@ -392,24 +447,31 @@ def decode_step_work(shape: ModelShape, batch: int, context: float, compute_byte
     return float(flops), float(matmul * compute_bytes + kv + batch * shape.vocab_size * SAMPLING_BYTES_PER_VOCAB)
 
 
-def decode_work(shape: ModelShape, batch: int, prompt_columns: float, steps: int, compute_bytes: int, cuda_graph: bool = False, cache_columns: float | None = None) -> PhaseWork:
+def decode_work(shape: ModelShape, batch: int, prompt_columns: float, steps: int, compute_bytes: int, cuda_graph: bool = False, cache_columns: float | None = None, adapter: tuple[int, int] = (0, 0)) -> PhaseWork:
     """Decode work of one generate call: ``steps`` steps of ``batch`` rows after a prompt of ``prompt_columns``.
 
     HF ``generate`` (``cuda_graph=False``): a DynamicCache that grows from ``prompt_columns`` (mean context
     ``prompt_columns + steps / 2``), every step through the HF loop. Patch 0022: a StaticCache of
     ``cache_columns`` (the prompt columns generated from + ``max_response_length``; default ``prompt_columns + steps``),
     attended in full every step; the eager warm-up step and the capture go through the loop (two steps), the
-    other ``steps - 2`` are replays.
+    other ``steps - 2`` are replays. ``adapter``: LoRA's :func:`lora_adapter_work`: every step reads the adapters'
+    weights and adds ``2 batch`` x their parameters in FLOPs; the steps through the HF loop pay each adapted
+    Linear's fixed cost (``adapter_decode_steps``), replays do not (their kernels are in the graph).
     """
+    adapter_params, adapted = adapter
+    extra_flops, extra_bytes = 2.0 * batch * adapter_params, float(adapter_params * compute_bytes)
     if not cuda_graph:
         flops, bytes_ = decode_step_work(shape, batch, prompt_columns + steps / 2, compute_bytes, static=False)
-        return PhaseWork(decode_steps=steps, decode_layer_steps=steps * shape.num_layers, decode_flops=steps * flops, decode_bytes=steps * bytes_)
+        flops, bytes_ = flops + extra_flops, bytes_ + extra_bytes
+        return PhaseWork(decode_steps=steps, decode_layer_steps=steps * shape.num_layers, decode_flops=steps * flops, decode_bytes=steps * bytes_, adapter_decode_steps=steps * adapted)
     cache = prompt_columns + steps if cache_columns is None else cache_columns
     eager, replays = min(2, steps), max(0, steps - 2)
     flops, bytes_ = decode_step_work(shape, batch, cache, compute_bytes, static=True)
+    flops, bytes_ = flops + extra_flops, bytes_ + extra_bytes
     return PhaseWork(
         decode_steps=eager, decode_layer_steps=eager * shape.num_layers, decode_flops=eager * flops, decode_bytes=eager * bytes_,
         graph_steps=replays, graph_layer_steps=replays * shape.num_layers, graph_flops=replays * flops, graph_bytes=replays * bytes_,
+        adapter_decode_steps=eager * adapted,
     )
 
 
@@ -422,8 +484,9 @@ def rollout_prompt_columns(request: PlanRequest, inputs: TimeInputs) -> float:
     return float(min(width, request.max_prompt_length))
 
 
-def generation_work(request: PlanRequest, inputs: TimeInputs) -> PhaseWork:
-    """Prefill and decode work of one step's HF rollout, per GPU."""
+def generation_work(request: PlanRequest, inputs: TimeInputs, adapter: tuple[int, int] = (0, 0)) -> PhaseWork:
+    """Prefill and decode work of one step's HF rollout, per GPU; ``adapter``: the actor's LoRA
+    (:func:`lora_adapter_work`), run in the prefill and every decode step."""
     shape = request.shape
     prompt = rollout_prompt_columns(request, inputs)
     steps = inputs.decode_steps if inputs.decode_steps is not None else request.max_response_length
@@ -432,32 +495,37 @@ def generation_work(request: PlanRequest, inputs: TimeInputs) -> PhaseWork:
     sequences = request.per_gpu_responses
     cb = request.compute_bytes
     layers, head = forward_flops(shape, sequences, prompt, shape.vocab_size, head_positions=1)
-    decode = decode_work(shape, batch, prompt, steps, cb, inputs.cuda_graph, cache_columns=request.seq_len if inputs.static_cache_untrimmed else prompt + request.max_response_length)
-    prefill_bytes = calls * _role_parameters(shape, False) * cb
-    scaled = {name: calls * getattr(decode, name) for name in ("decode_steps", "decode_layer_steps", "decode_flops", "decode_bytes", "graph_steps", "graph_layer_steps", "graph_flops", "graph_bytes")}
-    return PhaseWork(flops=layers + head, bytes=prefill_bytes, passes_x_layers=calls * shape.num_layers, passes=calls, **scaled)
+    decode = decode_work(shape, batch, prompt, steps, cb, inputs.cuda_graph, cache_columns=request.seq_len if inputs.static_cache_untrimmed else prompt + request.max_response_length, adapter=adapter)
+    prefill_bytes = calls * (_role_parameters(shape, False) + adapter[0]) * cb
+    prefill_adapter = 2.0 * sequences * prompt * adapter[0]
+    scaled = {name: calls * getattr(decode, name) for name in ("decode_steps", "decode_layer_steps", "decode_flops", "decode_bytes", "graph_steps", "graph_layer_steps", "graph_flops", "graph_bytes", "adapter_decode_steps")}
+    # the prefill's adapters: their FLOPs and weights; their fixed cost, one step's in 1 + decode_steps, is left out
+    return PhaseWork(flops=layers + head + prefill_adapter, bytes=prefill_bytes, passes_x_layers=calls * shape.num_layers, passes=calls, **scaled)
 
 
 def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
     """Counted work of every phase that runs (a :data:`PHASES` name -> :class:`PhaseWork`), per GPU, per step."""
     inputs = inputs or TimeInputs()
-    lora = (inputs.lora_rank if inputs.lora_rank is not None else request.lora_rank_of("actor")) > 0
-    critic_lora = (inputs.critic_lora_rank if inputs.critic_lora_rank is not None else request.lora_rank_of("critic")) > 0
-    columns = {role: training_columns(request, inputs, role) for role in TRAINING_ROLES}
+    rank = inputs.lora_rank if inputs.lora_rank is not None else request.lora_rank_of("actor")
+    critic_rank = inputs.critic_lora_rank if inputs.critic_lora_rank is not None else request.lora_rank_of("critic")
+    lora, critic_lora = rank > 0, critic_rank > 0
     shape = request.shape
+    adapter = lora_adapter_work(shape, "actor", rank, request.lora_target_modules)
+    critic_adapter = lora_adapter_work(shape, "critic", critic_rank, request.lora_target_modules)
+    columns = {role: training_columns(request, inputs, role) for role in TRAINING_ROLES}
     actor_params, critic_params = shape.actor_parameters / request.gpus, shape.critic_parameters / request.gpus
     actor_move = PARAM_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_param_offload else 0.0
     critic_move = PARAM_OFFLOAD_BYTES_PER_PARAM * critic_params if request.critic_param_offload else 0.0
-    work = {"gen": _with_pcie(generation_work(request, inputs), actor_move)}
-    work["old_log_prob"] = _with_pcie(_pass_work(request, False, request.log_prob_micro_batch_size, False, lora, *columns["actor"]), actor_move)
-    if request.has_reference:
+    work = {"gen": _with_pcie(generation_work(request, inputs, adapter), actor_move)}
+    work["old_log_prob"] = _with_pcie(_pass_work(request, False, request.log_prob_micro_batch_size, False, lora, *columns["actor"], adapter=adapter), actor_move)
+    if request.has_reference:  # with LoRA: the actor with its adapter disabled (fsdp_workers.py:694-695)
         work["ref"] = _pass_work(request, False, request.log_prob_micro_batch_size, False, lora, *columns["ref"])
     if request.has_critic:
-        work["values"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, False, critic_lora, *columns["critic"]), critic_move)
+        work["values"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, False, critic_lora, *columns["critic"], adapter=critic_adapter), critic_move)
         optimizer = OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * critic_params if request.critic_optimizer_offload and not critic_lora else 0.0
-        work["update_critic"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, True, critic_lora, *columns["critic"]), critic_move + optimizer)
+        work["update_critic"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, True, critic_lora, *columns["critic"], adapter=critic_adapter), critic_move + optimizer)
     optimizer = OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_optimizer_offload and not lora else 0.0
-    work["update_actor"] = _with_pcie(_pass_work(request, False, request.actor_micro_batch_size, True, lora, *columns["actor"]), actor_move + optimizer)
+    work["update_actor"] = _with_pcie(_pass_work(request, False, request.actor_micro_batch_size, True, lora, *columns["actor"], adapter=adapter), actor_move + optimizer)
     if inputs.save_freq and inputs.save_freq > 0:
         saved = checkpoint_bytes(request, "actor", inputs.lora_rank) + (checkpoint_bytes(request, "critic", inputs.critic_lora_rank) if request.has_critic else 0)
         work["save_checkpoint"] = PhaseWork(save_bytes=saved / request.gpus / inputs.save_freq)
@@ -488,7 +556,7 @@ def checkpoint_bytes(request: PlanRequest, role: str, rank: int | None = None) -
 
 
 # the fitted coefficients, in the order of phase_features' columns (benchmarks/calibrate_time.py fits them)
-COEFFICIENTS = ("1/train_efficiency_float32", "1/train_efficiency_bfloat16", "pass_overhead_s", "pass_overhead_per_layer_s", "1/decode_efficiency", "decode_gpu_per_layer_s", "decode_overhead_s", "decode_overhead_per_layer_s")
+COEFFICIENTS = ("1/train_efficiency_float32", "1/train_efficiency_bfloat16", "pass_overhead_s", "pass_overhead_per_layer_s", "1/decode_efficiency", "decode_gpu_per_layer_s", "decode_overhead_s", "decode_overhead_per_layer_s", "adapter_pass_overhead_s", "adapter_decode_overhead_s")
 
 
 def phase_features(work: PhaseWork, card: Card, dtype: str) -> tuple[tuple[float, ...], float]:
@@ -497,21 +565,21 @@ def phase_features(work: PhaseWork, card: Card, dtype: str) -> tuple[tuple[float
     Features, in :data:`COEFFICIENTS` order: ideal seconds of the passes at the card's peaks (FLOPs / peak +
     bytes / bandwidth) in the fp32 column or the bf16 column, micro-batch passes, passes x layers; the GPU side of
     every decode step (HF loop and CUDA-graph replay alike): its ideal seconds, decode steps x layers; the HF loop's
-    CPU side (absent from replays): its decode steps, those steps x layers. Fixed: PCIe offload traffic at the
-    datasheet link rate.
+    CPU side (absent from replays): its decode steps, those steps x layers; LoRA's passes x adapted Linears and
+    HF-loop decode steps x adapted Linears. Fixed: PCIe offload traffic at the datasheet link rate.
     """
     flops_rate = card.peak_flops(dtype)
     bandwidth = card.memory_gbps * 1e9
     ideal = work.flops / flops_rate + work.bytes / bandwidth
     decode = (work.decode_flops + work.graph_flops) / flops_rate + (work.decode_bytes + work.graph_bytes) / bandwidth
-    features = (ideal if dtype == "float32" else 0.0, ideal if dtype != "float32" else 0.0, work.passes, work.passes_x_layers, decode, work.decode_layer_steps + work.graph_layer_steps, work.decode_steps, work.decode_layer_steps)
+    features = (ideal if dtype == "float32" else 0.0, ideal if dtype != "float32" else 0.0, work.passes, work.passes_x_layers, decode, work.decode_layer_steps + work.graph_layer_steps, work.decode_steps, work.decode_layer_steps, work.adapter_passes, work.adapter_decode_steps)
     return features, work.pcie_bytes / (card.pcie_gbps * 1e9)
 
 
 def coefficients(factors: dict) -> tuple[float, ...]:
     """:data:`FACTORS` as the coefficients of :func:`phase_features`."""
     f = factors
-    return (1 / f["train_efficiency_float32"], 1 / f["train_efficiency_bfloat16"], f["pass_overhead_s"], f["pass_overhead_per_layer_s"], 1 / f["decode_efficiency"], f["decode_gpu_per_layer_s"], f["decode_overhead_s"], f["decode_overhead_per_layer_s"])
+    return (1 / f["train_efficiency_float32"], 1 / f["train_efficiency_bfloat16"], f["pass_overhead_s"], f["pass_overhead_per_layer_s"], 1 / f["decode_efficiency"], f["decode_gpu_per_layer_s"], f["decode_overhead_s"], f["decode_overhead_per_layer_s"], f["adapter_pass_overhead_s"], f["adapter_decode_overhead_s"])
 
 
 def phase_seconds(work: PhaseWork, card: Card, dtype: str, factors: dict | None = None) -> float:
@@ -711,21 +779,23 @@ def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulat
     Patches 0020-0022's switches are read from ``overrides``, the run's final override list
     (``LaunchPlan.overrides``: what verl gets); before that list is built (None), from the profile's overrides,
     LoRA's forcing of ``+actor_rollout_ref.rollout.cuda_graph=False`` (:func:`verlfit.overrides.build_overrides`,
-    ``LORA_CUDA_GRAPH_NOTE``) and the user's (``settings.extra_overrides``, after ``--``), in the order
-    build_overrides applies them (:func:`speed_switches`). With an actor LoRA the lines end with
-    :data:`LORA_GENERATION_NOTE`.
+    ``LORA_CUDA_GRAPH_NOTE``), its ``+actor_rollout_ref.rollout.unwrap_fsdp=True`` on one GPU
+    (:func:`verlfit.overrides.unwraps_lora_generation`) and the user's (``settings.extra_overrides``, after
+    ``--``), in the order build_overrides applies them (:func:`speed_switches`). With an actor LoRA the lines end
+    with :data:`LORA_UNWRAPPED_GENERATION_NOTE` when ``unwrap_fsdp`` is on, else :data:`LORA_GENERATION_NOTE`.
 
     Raises:
         VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`); an
             override Hydra cannot parse (:func:`speed_switches`).
     """
-    from verlfit.overrides import CUDA_GRAPH_KEY
+    from verlfit.overrides import CUDA_GRAPH_KEY, UNWRAP_KEY, unwraps_lora_generation
     from verlfit.plan.request import request_from_settings
 
     request = request_from_settings(settings, profile, 24 * 1024**3)
     if overrides is None:
         forced = [f"+{CUDA_GRAPH_KEY}=False"] if settings.lora_rank and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides else []
-        overrides = [*profile.overrides, *forced, *settings.extra_overrides]
+        unwrap = [f"+{UNWRAP_KEY}=True"] if unwraps_lora_generation(settings, profile) else []
+        overrides = [*profile.overrides, *forced, *unwrap, *settings.extra_overrides]
     switches = speed_switches(overrides)
     inputs = TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None, **switches)
     running = (card_for_gpu_name(gpu_name) if gpu_name else None) or get_card(profile.name if profile.name in CARDS else "p40")
@@ -737,7 +807,7 @@ def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulat
         run = f", {steps} steps = {format_run_seconds(est.step_seconds * steps)}" if steps else ""
         lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")
     if request.lora_rank_of("actor") > 0:
-        lines.append(f"plan: {LORA_GENERATION_NOTE}")
+        lines.append(f"plan: {LORA_UNWRAPPED_GENERATION_NOTE if inputs.unwrap_fsdp else LORA_GENERATION_NOTE}")
     if request.rollout == "vllm":
         lines.append(f"plan: {VLLM_NOTE}")
     return lines, eta
