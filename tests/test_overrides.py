@@ -70,6 +70,7 @@ P40 = [
     "+actor_rollout_ref.ref.trim_padding=True",
     "+critic.trim_padding=True",
     "+actor_rollout_ref.rollout.trim_padding=True",
+    "+actor_rollout_ref.rollout.cuda_graph=True",
     "+actor_rollout_ref.rollout.micro_batch_size=32",
     "actor_rollout_ref.actor.use_torch_compile=False",
     "actor_rollout_ref.model.use_liger=False",
@@ -300,3 +301,49 @@ def test_a_patch_switch_must_be_true_or_false():
     with pytest.raises(VerlfitError, match="critic.trim_padding is a switch"):
         validate_overrides(["+critic.trim_padding=1"])
     validate_overrides(["+critic.trim_padding=False", "+actor_rollout_ref.rollout.cuda_graph=true"])
+
+
+def test_several_gpus_turn_the_p40_profiles_cuda_graph_decoding_off_and_the_user_can_turn_it_back_on():
+    # patch 0022 is written and tested for FSDP1 on one GPU (NO_SHARD); the p40 profile turns it on
+    from verlfit.overrides import CUDA_GRAPH_SEVERAL_GPUS_NOTE, forced_switches
+
+    p40 = load_profile("p40")
+    assert [o for o in p40.overrides if "cuda_graph" in o] == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+
+    def graph(**changes):
+        return [o for o in overrides_for("p40", "ppo", **changes) if "cuda_graph" in o or "unwrap_fsdp" in o]
+
+    assert graph() == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert graph(gpus=2) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
+    assert graph(gpus=1, nodes=2) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
+    assert graph(gpus=2, extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=True"]) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    # LoRA: off too; on one GPU verlfit turns patch 0023 on instead, on several neither
+    assert graph(lora_rank=32) == ["+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.rollout.unwrap_fsdp=True"]
+    assert graph(lora_rank=32, gpus=2) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
+    assert forced_switches(TrainSettings(model="m", gpus=4), p40) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
+    assert forced_switches(TrainSettings(model="m", gpus=4), load_profile("a10")) == []  # nothing to turn off there
+    assert CUDA_GRAPH_SEVERAL_GPUS_NOTE == (
+        "CUDA-graph decoding (patch 0022) is off on several GPUs: it is written and tested for FSDP1 on one GPU only "
+        "(NO_SHARD: the full parameters are in place; on several GPUs every rank would gather the whole model for "
+        "generation, untested: the patch's header); `-- +actor_rollout_ref.rollout.cuda_graph=True` turns it on"
+    )
+
+
+def test_offload_keeps_the_p40_profiles_cuda_graph_decoding_and_actor_param_offload_never_meets_it():
+    # the critic's parameter offload (what auto-fit chooses with the HF rollout) and the optimizers' do not touch the
+    # module generated with: the CUDA graph stays on
+    kept = overrides_for("p40", "ppo", critic_param_offload=True, actor_optimizer_offload=True, critic_optimizer_offload=True)
+    assert [o for o in kept if "cuda_graph" in o or "param_offload" in o] == [
+        "actor_rollout_ref.actor.fsdp_config.param_offload=False",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=False",
+        "critic.model.fsdp_config.param_offload=True",
+        "+actor_rollout_ref.rollout.cuda_graph=True",
+    ]
+    # the actor's parameter offload cannot reach the HF rollout: verlfit refuses it (verl 0.4.1 would generate on
+    # CPU tensors), and `--` cannot set it
+    from verlfit.overrides import user_overrides
+    from verlfit.plan import unsupported_reason
+
+    assert unsupported_reason("hf", True).startswith("actor param offload with HF rollout: verl 0.4.1 generates without loading offloaded parameters back")
+    with pytest.raises(VerlfitError, match="verlfit sets actor_rollout_ref.actor.fsdp_config.param_offload itself"):
+        user_overrides(["actor_rollout_ref.actor.fsdp_config.param_offload=True"])

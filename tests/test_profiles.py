@@ -238,11 +238,16 @@ def test_a10_fallbacks_apply_one_at_a_time_and_p40_carries_the_speed_keys_itself
     assert not any("trim_padding" in o or "cuda_graph" in o for o in a10.overrides)  # vLLM and packed FA2 sequences
     assert customize(a10, rollout="hf").overrides[-1:] == ("+actor_rollout_ref.rollout.trim_padding=True",)
     assert customize(a10, attention="sdpa").overrides[-3:] == tuple(trims[:3])
-    assert list(load_profile("p40").overrides[-4:]) == trims
-    assert customize(load_profile("p40"), attention="eager").overrides[-4:] == tuple(trims)  # no fallbacks to add: already there
-    # CUDA-graph decoding (patch 0022) is opt-in in both profiles (p40.yaml says why)
-    for profile in (load_profile("p40"), customize(a10, rollout="hf", attention="sdpa")):
-        assert not any("cuda_graph" in o for o in profile.overrides)
+    graph = "+actor_rollout_ref.rollout.cuda_graph=True"
+    assert list(load_profile("p40").overrides[-5:]) == [*trims, graph]
+    assert customize(load_profile("p40"), attention="eager").overrides[-5:] == (*trims, graph)  # no fallbacks to add: already there
+    # CUDA-graph decoding (patch 0022): on in the p40 profile (measured there, p40.yaml), and still opt-in in the
+    # a10's HF fallback: measured and GPU-tested in fp32 only (a10.yaml says why)
+    assert [o for o in load_profile("p40").overrides if "cuda_graph" in o] == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert not any("cuda_graph" in o for o in customize(a10, rollout="hf", attention="sdpa").overrides)
+    from importlib import resources
+
+    assert "measured and GPU-tested in fp32 only (the p40 path, p40.yaml)" in resources.files("verlfit.profiles").joinpath("a10.yaml").read_text()
 
 
 def test_fallbacks_must_be_lists_of_overrides():

@@ -819,28 +819,40 @@ def test_the_lora_flags_are_in_both_helps(capsys):
 
 
 def test_lora_turns_a_profiles_cuda_graph_decoding_off_unless_the_user_turns_it_on():
-    """The shipped profiles leave CUDA-graph decoding opt-in; a profile that turned it on would still not get it
-    with LoRA (not yet run with an adapter on a GPU), unless the user asks after --."""
-    import dataclasses
+    """The p40 profile turns CUDA-graph decoding on; with LoRA (not yet run with an adapter on a GPU) verlfit turns
+    it off with a note, unless the user asks after --."""
+    from verlfit.overrides import LORA_CUDA_GRAPH_NOTE
 
-    from verlfit.overrides import LORA_CUDA_GRAPH_NOTE, build_overrides
-    from verlfit.profiles import load_profile, resolve_environment
+    def cuda_graph(plan):
+        return [o for o in plan.overrides if "cuda_graph" in o]
 
-    shipped = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32"]), environ={}, gpu=P40)
-    assert [o for o in shipped.overrides if "cuda_graph" in o] == []
-    assert LORA_CUDA_GRAPH_NOTE not in shipped.notes
-    p40 = load_profile("p40")
-    graphs = dataclasses.replace(p40, overrides=(*p40.overrides, "+actor_rollout_ref.rollout.cuda_graph=True"))
-    environment = resolve_environment(graphs, {})
-
-    def cuda_graph(settings):
-        return [o for o in build_overrides(settings, graphs, environment, (6, 1)) if "cuda_graph" in o]
-
-    assert cuda_graph(shipped.settings) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     full = prepare_launch(parse(["--profile", "p40", "--plan", "off"]), environ={}, gpu=P40)
-    assert cuda_graph(full.settings) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert cuda_graph(full) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert LORA_CUDA_GRAPH_NOTE not in full.notes
+    lora = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32"]), environ={}, gpu=P40)
+    assert cuda_graph(lora) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
+    assert LORA_CUDA_GRAPH_NOTE in lora.notes
     chosen = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--", "+actor_rollout_ref.rollout.cuda_graph=True"]), environ={}, gpu=P40)
-    assert cuda_graph(chosen.settings) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert cuda_graph(chosen) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert LORA_CUDA_GRAPH_NOTE not in chosen.notes
+
+
+def test_dry_run_shows_the_p40_profiles_cuda_graph_decoding_and_several_gpus_turn_it_off_with_a_note(capsys, monkeypatch):
+    # issue 13's "what must show": the dry run's verl command carries the key
+    from verlfit.overrides import CUDA_GRAPH_SEVERAL_GPUS_NOTE
+
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
+    assert cli.main(["train", "--profile", "p40", "--dry-run", "--steps", "3", "--plan", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "+actor_rollout_ref.rollout.cuda_graph=True" in out and "cuda_graph=False" not in out
+    assert CUDA_GRAPH_SEVERAL_GPUS_NOTE not in out
+    two = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--gpus", "2"]), environ={}, gpu=P40, detect_gpu=False)
+    assert [o for o in two.overrides if "cuda_graph" in o] == ["+actor_rollout_ref.rollout.cuda_graph=False"]
+    assert CUDA_GRAPH_SEVERAL_GPUS_NOTE in two.notes
+    forced = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--gpus", "2", "--", "+actor_rollout_ref.rollout.cuda_graph=True"]), environ={}, gpu=P40, detect_gpu=False)
+    assert [o for o in forced.overrides if "cuda_graph" in o] == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert CUDA_GRAPH_SEVERAL_GPUS_NOTE not in forced.notes
 
 
 def test_lora_on_one_gpu_generates_through_the_unwrapped_module_unless_the_user_says_otherwise():

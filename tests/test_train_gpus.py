@@ -89,6 +89,9 @@ def test_gpus_without_peer_to_peer_get_nccl_p2p_disable_and_the_users_setting_wi
     one = prepare_launch(parse(["--profile", "p40", "--gpus", "1", "--plan", "off"]), environ={}, gpu_report=blocked)
     assert "NCCL_P2P_DISABLE" not in one.environment
     nodes = prepare_launch(parse(["--profile", "p40", "--gpus", "2", "--nodes", "2", "--plan", "off"]), environ={}, gpu_report=blocked)
-    assert nodes.notes[-1] == "with --nodes, the workers of a running Ray cluster take their environment from `ray start`, not from verlfit: start every node with NCCL_P2P_DISABLE=1 too"
+    from verlfit.overrides import CUDA_GRAPH_SEVERAL_GPUS_NOTE
+
+    # the last two: this one, then the p40 profile's CUDA graph turned off on several GPUs
+    assert nodes.notes[-2:] == ["with --nodes, the workers of a running Ray cluster take their environment from `ray start`, not from verlfit: start every node with NCCL_P2P_DISABLE=1 too", CUDA_GRAPH_SEVERAL_GPUS_NOTE]
     reachable = prepare_launch(parse(["--profile", "p40", "--gpus", "2", "--plan", "off"]), environ={}, gpu_report=_real_query(FakeNvml([P40, P40])))
     assert "NCCL_P2P_DISABLE" not in reachable.environment

@@ -218,6 +218,13 @@ LORA_CUDA_GRAPH_NOTE = (
 )
 
 
+CUDA_GRAPH_SEVERAL_GPUS_NOTE = (
+    "CUDA-graph decoding (patch 0022) is off on several GPUs: it is written and tested for FSDP1 on one GPU only "
+    "(NO_SHARD: the full parameters are in place; on several GPUs every rank would gather the whole model for "
+    "generation, untested: the patch's header); `-- +actor_rollout_ref.rollout.cuda_graph=True` turns it on"
+)
+
+
 UNWRAP_SEVERAL_GPUS_NOTE = (
     "+actor_rollout_ref.rollout.unwrap_fsdp=True on several GPUs is untested (patch 0023's header): every rank gathers "
     "the whole model in full precision for generation (the planner counts a gathered fp32 model in the rollout)"
@@ -228,6 +235,26 @@ def unwraps_lora_generation(settings: TrainSettings, profile) -> bool:
     """Whether verlfit turns patch 0023's ``unwrap_fsdp`` on: a LoRA actor, the HF rollout, one GPU in all (on
     several GPUs every rank would gather the whole model for generation, untested: the patch's header)."""
     return bool(settings.lora_rank) and profile.rollout == "hf" and settings.gpus * settings.nodes == 1
+
+
+def forced_switches(settings: TrainSettings, profile) -> list[str]:
+    """What verlfit sets over the profile's patch switches for this run, in :func:`build_overrides`' order (after
+    the profile's overrides, before the user's after ``--``, so the user's own value still wins):
+
+    * ``+actor_rollout_ref.rollout.cuda_graph=False`` when the profile turns patch 0022 on and the actor has LoRA
+      (:data:`LORA_CUDA_GRAPH_NOTE`) or the run has several GPUs (:data:`CUDA_GRAPH_SEVERAL_GPUS_NOTE`; the patch
+      is for FSDP1 on one GPU). FSDP parameter offload of the actor needs no rule: with the HF rollout verlfit
+      refuses it before (``verlfit.plan.unsupported_reason``; ``--`` cannot set it, :data:`MANAGED_KEYS`), and
+      the critic's or the reference's offload does not touch the module generated with.
+    * ``+actor_rollout_ref.rollout.unwrap_fsdp=True`` for a LoRA actor on one GPU with the HF rollout
+      (:func:`unwraps_lora_generation`, :data:`LORA_UNWRAP_NOTE`).
+    """
+    out = []
+    if f"+{CUDA_GRAPH_KEY}=True" in profile.overrides and (settings.lora_rank or settings.gpus * settings.nodes > 1):
+        out.append(f"+{CUDA_GRAPH_KEY}=False")
+    if unwraps_lora_generation(settings, profile):
+        out.append(f"+{UNWRAP_KEY}=True")
+    return out
 
 
 def build_overrides(settings: TrainSettings, profile, environment: dict[str, str], compute_capability: tuple[int, int] | None = None, vllm_card_fraction: float | None = None) -> list[str]:
@@ -309,10 +336,7 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
             "algorithm.use_kl_in_reward=False",
         ]
     out += list(profile.overrides)
-    if s.lora_rank and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides:
-        out.append(f"+{CUDA_GRAPH_KEY}=False")  # LORA_CUDA_GRAPH_NOTE; the user's own value after -- still wins
-    if unwraps_lora_generation(s, profile):
-        out.append(f"+{UNWRAP_KEY}=True")  # LORA_UNWRAP_NOTE; the user's own value after -- still wins
+    out += forced_switches(s, profile)  # the notes say why; the user's own value after -- still wins
     if profile.rollout == "hf":
         out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size or s.train_batch_size}")
     else:

@@ -37,7 +37,7 @@ from verlfit import gsm8k
 from verlfit.arguments import add_sizing_arguments, checkpoints_to_keep, frequency, memory_gib, parse_number, positive_number, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
-from verlfit.overrides import CUDA_GRAPH_KEY, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, override_value, unwraps_lora_generation, build_overrides, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
+from verlfit.overrides import CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, forced_switches, override_value, unwraps_lora_generation, build_overrides, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, check_rollout_dtype, customize, load_profile, profile_choice_note, resolve_environment, select_profile
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
@@ -297,8 +297,11 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         share = round(profile.vllm_gpu_memory_utilization * limit * 1024**3 / gpu.total_memory_bytes, 4)
         notes.append(f"vLLM's share {profile.vllm_gpu_memory_utilization} of the {limit:g} GiB limit is {share} of {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole card)")
     overrides = build_overrides(settings, profile, environment, compute_capability, vllm_card_fraction=share)
-    if f"+{CUDA_GRAPH_KEY}=False" in overrides and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides and settings.lora_rank:
-        notes.append(LORA_CUDA_GRAPH_NOTE)
+    if f"+{CUDA_GRAPH_KEY}=False" in overrides and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides:
+        if settings.lora_rank:
+            notes.append(LORA_CUDA_GRAPH_NOTE)
+        if settings.gpus * settings.nodes > 1:
+            notes.append(CUDA_GRAPH_SEVERAL_GPUS_NOTE)
     if unwraps_lora_generation(settings, profile) and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
         notes.append(LORA_UNWRAP_NOTE)  # not when the user turned it off after --
     if settings.gpus * settings.nodes > 1 and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
@@ -337,7 +340,9 @@ def apply_plan(settings: TrainSettings, profile, args, gpu, limit_gib: float | N
 
     keep = sizing_keep(args)
     lines = planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch="micro_batches" in keep, keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep)
-    return lines + plan_time.for_train(settings, profile, gpu.name if gpu is not None else None, total_steps(settings), args.emulate)[0]
+    # the switches as the run will get them: the profile's, what verlfit forces (LoRA, several GPUs), the user's
+    switches = [*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides]
+    return lines + plan_time.for_train(settings, profile, gpu.name if gpu is not None else None, total_steps(settings), args.emulate, overrides=switches)[0]
 
 
 def shell_command(command: list[str], indent: str) -> str:

@@ -139,15 +139,22 @@ def test_the_speed_keys_paragraph_matches_the_profile_and_train():
     profile = (REPO / "entrypoint" / "verlfit" / "profiles" / "p40.yaml").read_text()
     from verlfit.profiles import load_profile
 
+    from verlfit.overrides import TrainSettings
+
     p40 = load_profile("p40").overrides
     for key in ("actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding",
                 "actor_rollout_ref.rollout.trim_padding"):
         assert f"`+{key}`" in speed and f"+{key}=True" in p40, key
-    # CUDA-graph decoding: opt-in, as the profile has it
-    assert "`-- +actor_rollout_ref.rollout.cuda_graph=True`) is **opt-in**" in speed
-    assert not any("cuda_graph" in o for o in p40) and "cuda_graph itself stays opt-in" in profile
+    # CUDA-graph decoding: on in the profile since section 10's run, off with LoRA and on several GPUs (forced_switches)
+    assert "it turns on CUDA-graph decoding without Triton too (patch 0022, `+actor_rollout_ref.rollout.cuda_graph`)" in speed
+    assert "+actor_rollout_ref.rollout.cuda_graph=True" in p40 and "(docs/benchmarks.md section 10;" in profile
+    from verlfit.overrides import forced_switches
+
+    assert forced_switches(TrainSettings(model="m", lora_rank=32), load_profile("p40"))[0] == "+actor_rollout_ref.rollout.cuda_graph=False"
+    assert forced_switches(TrainSettings(model="m", gpus=2), load_profile("p40")) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
+    assert "for `--lora-rank` (not run with an adapter on a GPU yet) and on several GPUs (written and tested for one)" in speed
     # patch 0023: on by verlfit for LoRA on one GPU (overrides.unwraps_lora_generation), off after -- by the user
-    from verlfit.overrides import TrainSettings, unwraps_lora_generation
+    from verlfit.overrides import unwraps_lora_generation
 
     assert unwraps_lora_generation(TrainSettings(model="m", lora_rank=32), load_profile("p40"))
     assert not unwraps_lora_generation(TrainSettings(model="m", lora_rank=32, gpus=2), load_profile("p40"))

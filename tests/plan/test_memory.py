@@ -151,3 +151,34 @@ def test_rollout_note_counts_one_prompt_in_the_singular():
     assert one.phase("rollout").detail[-1].startswith("1 prompt x 1 per generate call = 1 sequence of ")
     four = predict(small_request(algorithm="grpo", rollout_n=4))
     assert four.phase("rollout").detail[-1].startswith("8 prompts x 4 per generate call = 32 sequences of ")
+
+
+def test_cuda_graph_rollout_counts_the_static_cache_in_fp32_and_the_decoders_buffers():
+    # patch 0022's StaticDecoder: transformers' StaticCache of prompt + response columns, allocated whole, in the
+    # dtype of the parameters it decodes with (the fp32 actor also under bf16 mixed precision), plus its buffers
+    import torch
+    from transformers import Qwen2Config, StaticCache
+
+    from plan_helpers import SMALL_CONFIG
+
+    config = Qwen2Config(**{key: value for key, value in SMALL_CONFIG.items() if key != "model_type"})
+    sequences, cache_len = 8, 64  # the small request's 8 prompts in one generate call, 32 prompt + 32 response columns
+    cache = StaticCache(config=config, max_batch_size=sequences, max_cache_len=cache_len, device="cpu", dtype=torch.float32)
+    static = sum(t.numel() * t.element_size() for t in (*cache.key_cache, *cache.value_cache))
+    assert static == 2 * 2 * 8 * 64 * 32 * 4 == 262_144  # K,V x layers x sequences x columns x kv_dim x fp32
+    buffers = 8 * 64 * 8 + 8 * (3 * 8 + 1)  # mask (int64); tokens, positions, captured token (int64); finished (bool)
+    for dtype in ("float32", "bfloat16"):
+        graph = predict(small_request(dtype=dtype, cuda_graph=True)).phase("rollout")
+        assert graph.kv_cache == static + buffers == 266_440, dtype
+        assert graph.logits == predict(small_request(dtype=dtype)).phase("rollout").logits == 8 * 1000 * 28  # one step's sampling, as generate
+        assert graph.detail[-2] == "CUDA-graph decoding (patch 0022): a static KV cache of 64 columns in fp32, 0.0 GiB with the decoder's buffers"
+    assert predict(small_request(dtype="bfloat16")).phase("rollout").kv_cache == static // 2  # generate's DynamicCache in bf16
+    # prefill over 8 x 32 tokens attends over all 64 cache columns: one layer's no-grad working set (fp32 20 h + 12 I),
+    # K and V repeated to the 4 heads over 64 columns, the mask (8, 1, 32, 64); no torch.cat copy while decoding
+    fp32 = predict(small_request(cuda_graph=True)).phase("rollout")
+    prefill = 8 * 32 * (20 * 64 + 12 * 128) + 8 * 64 * 2 * 64 * 4 + 8 * 32 * 64 * 4
+    assert fp32.activations == prefill == 1_048_576
+    assert predict(small_request()).phase("rollout").activations == 8 * 32 * (20 * 64 + 12 * 128 + 2 * 64 * 4) + 8 * 32 * 32 * 4 == 884_736
+    # bf16: the fp32 cache repeated (4 B), then autocast's bf16 copies for SDPA (2 B)
+    bf16 = predict(small_request(dtype="bfloat16", cuda_graph=True)).phase("rollout")
+    assert bf16.activations == 8 * 32 * (14 * 64 + 6 * 128) + 8 * 64 * 2 * 64 * (4 + 2) + 8 * 32 * 64 * 2 == 851_968

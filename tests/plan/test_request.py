@@ -43,3 +43,27 @@ def test_cli_follows_the_images_profile_and_trains_micro_batch_rule(monkeypatch)
     monkeypatch.setenv("VERLFIT_PROFILE", "v100")
     with pytest.raises(VerlfitError, match="VERLFIT_PROFILE=v100 is not a profile"):
         request_from_args(cli.build_parser().parse_args(["plan"]), nvml=NoNvml())
+
+
+def test_the_request_decodes_with_cuda_graphs_as_the_runs_override_list_says():
+    # the profile's +actor_rollout_ref.rollout.cuda_graph=True, verlfit's forcing off (LoRA, several GPUs), the user's
+    # value after -- last (verlfit.overrides.forced_switches, build_overrides' order)
+    from verlfit.overrides import TrainSettings
+    from verlfit.plan.request import request_from_settings
+    from verlfit.profiles import customize, load_profile
+
+    p40, a10 = load_profile("p40"), load_profile("a10")
+
+    def graph(profile, **fields):
+        return request_from_settings(TrainSettings(model="m", **fields), profile, 24 * GIB, shape=SMALL).cuda_graph
+
+    assert graph(p40) is True
+    assert (graph(p40, lora_rank=32), graph(p40, gpus=2), graph(p40, nodes=2)) == (False, False, False)
+    assert graph(p40, gpus=2, extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=True"]) is True
+    assert graph(p40, extra_overrides=["actor_rollout_ref.rollout.cuda_graph=False"]) is False
+    assert graph(p40, extra_overrides=["~actor_rollout_ref.rollout.cuda_graph"]) is False
+    assert graph(a10) is False  # vLLM, and its HF fallback keeps it opt-in
+    assert graph(customize(a10, rollout="hf"), extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=True"]) is True
+    # verlfit plan: the profile's, or --cuda-graph / --no-cuda-graph (the flags the time model reads too)
+    assert request_from_args(cli.build_parser().parse_args(["plan", "--emulate", "p40"]))[0].cuda_graph is True
+    assert request_from_args(cli.build_parser().parse_args(["plan", "--emulate", "p40", "--no-cuda-graph"]))[0].cuda_graph is False

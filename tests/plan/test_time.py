@@ -282,10 +282,10 @@ def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
     request = plan.request_from_args(_parsed(["--emulate", "p40"]))[0]
     from verlfit.profiles import load_profile
 
-    # plan sizes the run as train does (auto-fit) and reads the profile's speed keys (the trims on in p40; the
-    # CUDA graph opt-in)
+    # plan sizes the run as train does (auto-fit) and reads the profile's speed keys (the trims and the CUDA graph
+    # on in p40)
     switches = plan_time.speed_switches(load_profile("p40").overrides)
-    assert switches == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True}
+    assert switches == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True, "cuda_graph": True}
     # plan's --save-freq defaults to train's 25 (a checkpoint save every 25 steps is part of the step time)
     est = plan_time.estimate(plan.auto_fit(request).request, "p40", plan_time.TimeInputs(**switches, save_freq=25))
     assert status == 0
@@ -356,8 +356,8 @@ def test_train_dry_run_estimate_follows_the_speed_keys(capsys, monkeypatch):
     from verlfit.train import prepare_launch, register
 
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
-    # the p40 profile turns the four trims on; `key=False` after -- turns each off again (today's path), and the
-    # CUDA graph is opt-in: `+...cuda_graph=True` after --
+    # the p40 profile turns the four trims and the CUDA graph on; `key=False` after -- turns each off again (today's
+    # path); `+...cuda_graph=True` after -- repeats the profile's
     today, off = _train_estimate(capsys, ["--", *(key.replace("=True", "=False") for key in FIVE_KEYS)])
     assert "+actor_rollout_ref.rollout.cuda_graph=False" in off and "+actor_rollout_ref.rollout.trim_padding=False" in off
     with_keys, out = _train_estimate(capsys, ["--", FIVE_KEYS[-1]])
@@ -376,8 +376,8 @@ def test_train_reads_speed_keys_from_the_profile_too():
     from verlfit.overrides import TrainSettings
     from verlfit.profiles import load_profile
 
-    shipped = load_profile("p40")  # carries the four trims, not the CUDA graph
-    assert [key in shipped.overrides for key in FIVE_KEYS] == [True, True, True, True, False]
+    shipped = load_profile("p40")  # carries the four trims and the CUDA graph
+    assert [key in shipped.overrides for key in FIVE_KEYS] == [True, True, True, True, True]
     profile = dataclasses.replace(shipped, overrides=tuple(o for o in shipped.overrides if o not in FIVE_KEYS))
     switched = dataclasses.replace(profile, overrides=(*profile.overrides, *FIVE_KEYS))
     settings = TrainSettings(steps=10, save_freq=-1)

@@ -238,6 +238,8 @@ class PlanRequest:
         lora_target_modules: ``"all-linear"`` (PEFT: every Linear but ``lm_head``) or a tuple of Linear names
             from :data:`LORA_LAYER_TARGETS` plus ``lm_head`` (the actor's head; the critic's value head trains in
             full with LoRA, patch 0011).
+        cuda_graph: the HF rollout decodes with patch 0022's StaticDecoder (``+actor_rollout_ref.rollout.cuda_graph``):
+            its StaticCache and static buffers replace generate's DynamicCache (:func:`static_decode_bytes`).
     """
 
     shape: ModelShape
@@ -268,6 +270,7 @@ class PlanRequest:
     lora_rank: int = 0
     critic_lora_rank: int | None = None
     lora_target_modules: str | tuple[str, ...] = LORA_ALL_LINEAR
+    cuda_graph: bool = False
 
     # --- derived sizes -------------------------------------------------------------
     @property
@@ -510,11 +513,12 @@ def layer_activation_bytes(shape: ModelShape, tokens: int, seq_len: int, dtype: 
     return tokens * per_token
 
 
-def mask_bytes(batch: int, seq_len: int, dtype: str, attention: str) -> int:
-    """The 4-D additive attention mask SDPA/eager get with left padding (batch, 1, seq, seq), shared by all layers."""
+def mask_bytes(batch: int, seq_len: int, dtype: str, attention: str, kv_len: int | None = None) -> int:
+    """The 4-D additive attention mask SDPA/eager get with left padding (batch, 1, seq, kv_len), shared by all
+    layers; ``kv_len`` (the key columns) defaults to ``seq_len``: a StaticCache makes it the cache's length."""
     if attention == "flash_attention_2":
         return 0
-    return batch * seq_len * seq_len * DTYPE_BYTES[dtype]
+    return batch * seq_len * (seq_len if kv_len is None else kv_len) * DTYPE_BYTES[dtype]
 
 
 def training_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype: str, attention: str, checkpointing: bool, adapter_widths: tuple[int, int] = (0, 0)) -> tuple[int, int]:
@@ -532,16 +536,21 @@ def training_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype
     return saved, saved + int(BACKWARD_WORKSPACE_LAYERS * layer)
 
 
-def forward_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype: str, attention: str) -> int:
-    """Activations alive in a forward without gradients (one layer at a time)."""
+def forward_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype: str, attention: str, kv_len: int | None = None, kv_bytes: int | None = None) -> int:
+    """Activations alive in a forward without gradients (one layer at a time) over ``batch`` x ``seq_len`` tokens.
+
+    ``kv_len``: the key/value columns attention reads (default ``seq_len``; a StaticCache's prefill reads the
+    whole cache, :func:`static_decode_bytes`); ``kv_bytes``: bytes per element of the K and V the attention kernel
+    gets (default the compute dtype's)."""
     tokens = batch * seq_len
+    kv_len = seq_len if kv_len is None else kv_len
     c = NO_GRAD_LAYER_BYTES[dtype]
     cb = DTYPE_BYTES[dtype]
     per_token = c["hidden"] * shape.hidden_size + c["intermediate"] * shape.intermediate_size
-    per_token += 2 * (shape.kv_dim if attention == "flash_attention_2" else shape.q_dim) * cb
-    total = tokens * per_token + mask_bytes(batch, seq_len, dtype, attention)
+    total = tokens * per_token + batch * kv_len * 2 * (shape.kv_dim if attention == "flash_attention_2" else shape.q_dim) * (cb if kv_bytes is None else kv_bytes)
+    total += mask_bytes(batch, seq_len, dtype, attention, kv_len)
     if attention == "eager":
-        total += batch * shape.num_attention_heads * seq_len * seq_len * EAGER_SCORE_BYTES[dtype]
+        total += batch * shape.num_attention_heads * seq_len * kv_len * EAGER_SCORE_BYTES[dtype]
     return total
 
 
@@ -554,6 +563,34 @@ def _logit_bytes(table, request: PlanRequest, batch: int) -> int:
 def kv_cache_bytes(shape: ModelShape, sequences: int, tokens: int, dtype: str) -> int:
     """HF generate's DynamicCache: K and V for every layer, KV heads only (before repeat_kv)."""
     return 2 * shape.num_layers * sequences * tokens * shape.kv_dim * DTYPE_BYTES[dtype]
+
+
+# Patch 0022's StaticDecoder (verl/workers/rollout/static_decode.py) keeps, besides its StaticCache, the step's
+# inputs and outputs at fixed addresses for graph replay: the attention mask (batch, cache columns) in int64, the
+# token, position and captured-token rows (batch) in int64, the finished flags (batch) in bool.
+STATIC_DECODE_MASK_BYTES = 8  # derived: static_decode.py, self.mask (torch.long)
+STATIC_DECODE_ROW_BYTES = 3 * 8 + 1  # derived: self.tokens, self.positions, graph_token (torch.long), self.finished (torch.bool)
+
+
+def static_decode_bytes(shape: ModelShape, sequences: int, cache_len: int, dtype: str, attention: str) -> tuple[int, int]:
+    """Patch 0022's CUDA-graph decoding of ``sequences`` rows into a cache of ``cache_len`` columns (prompt +
+    response): (what it holds for the whole call, the K and V bytes per element attention then gets).
+
+    Held: transformers 4.51's StaticCache, allocated whole at the start (``cache_utils.py`` StaticCache.__init__:
+    K and V of (batch, KV heads, cache_len, head_dim) for every layer), in the dtype of the parameters it decodes
+    with (``StaticCache(dtype=param.dtype)``: the actor's fp32 masters, which ``summon_full_params`` yields in full
+    precision also under bf16 mixed precision), plus the decoder's static buffers (:data:`STATIC_DECODE_MASK_BYTES`,
+    :data:`STATIC_DECODE_ROW_BYTES`). The captured step's logits and sampling tensors live inside one step (freed
+    within the capture, reused by the graph's pool) and are :data:`SAMPLING_BYTES_PER_VOCAB` as with ``generate``.
+
+    Per element: SDPA and eager repeat the fp32 cache to every head (``repeat_kv``), and under bf16 autocast SDPA
+    takes bf16 copies of those; FlashAttention-2 gets the KV heads cast to the compute dtype.
+    """
+    cb = DTYPE_BYTES[dtype]
+    held = kv_cache_bytes(shape, sequences, cache_len, "float32") + sequences * cache_len * STATIC_DECODE_MASK_BYTES + sequences * STATIC_DECODE_ROW_BYTES
+    if attention == "flash_attention_2":
+        return held, cb
+    return held, MASTER_BYTES + (cb if cb != MASTER_BYTES else 0)
 
 
 def lora_linear_shapes(shape: ModelShape, role: str) -> dict[str, tuple[int, int, int]]:
@@ -761,11 +798,19 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
     sequences = prompts * r.samples
     if r.gpus > 1:
         weights += s.actor_parameters * MASTER_BYTES  # summon_full_params gathers the fp32 model (hf_rollout.py:108)
-    kv = kv_cache_bytes(s, sequences, r.seq_len, r.dtype)
     cb = r.compute_bytes
-    prefill = forward_activation_bytes(s, sequences, r.max_prompt_length, r.dtype, r.attention)
     rep = s.kv_dim if r.attention == "flash_attention_2" else s.q_dim
-    decode = sequences * r.seq_len * 2 * (rep + s.kv_dim) * cb  # repeat_kv of one layer's cache + DynamicCache's torch.cat copy
+    if r.cuda_graph:
+        # patch 0022: the StaticCache of the padded width (trim_padding narrows a micro-batch only to its longest
+        # prompt), whole from the prefill on, which then attends over all its columns; no torch.cat while decoding
+        kv, kv_bytes = static_decode_bytes(s, sequences, r.seq_len, r.dtype, r.attention)
+        prefill = forward_activation_bytes(s, sequences, r.max_prompt_length, r.dtype, r.attention, kv_len=r.seq_len, kv_bytes=kv_bytes)
+        decode = sequences * r.seq_len * 2 * rep * kv_bytes  # one layer's cache as attention gets it
+        notes.append(f"CUDA-graph decoding (patch 0022): a static KV cache of {r.seq_len} columns in fp32, {format_gib(kv)} with the decoder's buffers")
+    else:
+        kv = kv_cache_bytes(s, sequences, r.seq_len, r.dtype)
+        prefill = forward_activation_bytes(s, sequences, r.max_prompt_length, r.dtype, r.attention)
+        decode = sequences * r.seq_len * 2 * (rep + s.kv_dim) * cb  # repeat_kv of one layer's cache + DynamicCache's torch.cat copy
     sampling = sequences * s.vocab_size * SAMPLING_BYTES_PER_VOCAB
     notes.append(f"{prompts} prompt{'' if prompts == 1 else 's'} x {r.samples} per generate call = {sequences} sequence{'' if sequences == 1 else 's'} of {r.seq_len} tokens")
     return PhaseMemory("rollout", weights=weights, optimizer=optimizer, activations=max(prefill, decode), logits=sampling, kv_cache=kv, detail=tuple(n for n in notes if n))

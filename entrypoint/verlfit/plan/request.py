@@ -107,10 +107,17 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
 def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShape | None = None, **fields) -> PlanRequest:
     """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`: the one mapping ``verlfit train``
     (through :func:`verlfit.plan.fit.fit_for_train`) and ``verlfit plan`` (:func:`request_from_args`) use.
-    ``fields`` (what-if choices such as ``dtype`` or ``use_reference``) override the mapped ones."""
+    ``fields`` (what-if choices such as ``dtype`` or ``use_reference``) override the mapped ones.
+
+    ``cuda_graph`` (patch 0022) is what the run's override list will say for ``+actor_rollout_ref.rollout.cuda_graph``:
+    the profile's, then verlfit's forcing (:func:`verlfit.overrides.forced_switches`: off with LoRA and on several
+    GPUs), then the user's after ``--`` (``settings.extra_overrides``); only the HF rollout reads it."""
+    from verlfit.overrides import CUDA_GRAPH_KEY, forced_switches, override_value
+
     s = settings
     shape = shape or load_model_shape(s.model)
     chosen = {key: value for key, value in (("rollout", getattr(s, "rollout", None)), ("attention", getattr(s, "attention", None))) if value}
+    graph = override_value([*profile.overrides, *forced_switches(s, profile), *getattr(s, "extra_overrides", ())], CUDA_GRAPH_KEY)
     mapped = dict(
         chosen,
         algorithm=s.algorithm,
@@ -133,6 +140,7 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
         critic_lora_rank=s.critic_lora_rank,
         # run.json keeps a list of names as a JSON list
         lora_target_modules=s.lora_target_modules if isinstance(s.lora_target_modules, str) else tuple(s.lora_target_modules),
+        cuda_graph=chosen.get("rollout", profile.rollout) == "hf" and graph is not None and graph.lower() == "true",
     )
     return request_for_profile(profile, shape, memory_bytes, **{**mapped, **fields})
 
@@ -195,6 +203,8 @@ def request_from_args(args, nvml=None) -> tuple[PlanRequest, str]:
         if getattr(args, name):
             setattr(settings, name, True)
     fields = dict(use_reference=args.reference)
+    if getattr(args, "cuda_graph", None) is not None and profile.rollout == "hf":
+        fields["cuda_graph"] = args.cuda_graph  # --cuda-graph / --no-cuda-graph (the time model reads it too)
     if args.dtype:
         fields["dtype"] = args.dtype
     if args.vllm_gpu_memory_utilization is not None:
