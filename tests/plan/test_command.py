@@ -178,3 +178,30 @@ def test_plan_help_lists_every_built_in_shape(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert ("(built in: Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-0.5B-Instruct, Qwen/Qwen2.5-1.5B, "
             "Qwen/Qwen2.5-1.5B-Instruct, Qwen/Qwen2.5-3B, Qwen/Qwen2.5-3B-Instruct).") in out
+
+
+@pytest.mark.parametrize("extra", [["--lora-rank", "32"], ["--gpus", "2"]])
+def test_the_time_estimate_assumes_the_switches_verlfit_train_would_force(extra, capsys):
+    """The p40 profile turns CUDA-graph decoding on; verlfit train turns it off for a LoRA actor and on several GPUs
+    (verlfit.overrides.forced_switches). plan's memory already followed that; its time estimate assumed the graph on
+    (27.2 instead of 34.6 s a step for the 0.5B with LoRA on a P40) until it read the same forcing."""
+
+    def plan_json(*flags):
+        status, out = run_cli(["plan", "--emulate", "p40", "--json", *extra, *flags], capsys)
+        assert status == 0
+        return json.loads(out.out)
+
+    default, graph_off, graph_on = plan_json(), plan_json("--no-cuda-graph"), plan_json("--cuda-graph")
+    assert default["request"]["cuda_graph"] is False and graph_on["request"]["cuda_graph"] is True
+    assert default["time"]["step_s"] == graph_off["time"]["step_s"]
+    assert default["time"]["phases_s"]["gen"] > graph_on["time"]["phases_s"]["gen"]
+
+
+def test_a_lora_plan_names_the_unwrapped_generation_its_estimate_models(capsys):
+    from verlfit.plan import time as plan_time
+
+    status, out = run_cli(["plan", "--emulate", "p40", "--lora-rank", "32"], capsys)
+    text = " ".join(out.out.split())
+    assert status == 0
+    assert " ".join(plan_time.LORA_UNWRAPPED_GENERATION_NOTE.split()) in text
+    assert "LoRA generation is not modelled" not in text

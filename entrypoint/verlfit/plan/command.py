@@ -140,7 +140,8 @@ def _run(args, nvml=None, out=None) -> int:
     timing, steps, card_line = plan_time.report_for_args(args, plan.request, nvml)
     from verlfit.plan.request import _resolve_card
 
-    length_notes = plan_time.length_notes(args, plan.request, plan_time.inputs_for_args(args, _resolve_card(args, nvml)[0].overrides))
+    switches = plan_time.inputs_for_args(args, plan_time.plan_switch_overrides(plan.request, _resolve_card(args, nvml)[0]))
+    length_notes = plan_time.length_notes(args, plan.request, switches)
     if args.json:
         data = plan_to_dict(plan)
         data["memory_source"] = source
@@ -176,7 +177,7 @@ def _run(args, nvml=None, out=None) -> int:
         for line in plan_time.estimate_lines(timing, steps, args.dataset_size, plan.request.train_batch_size):
             console.print(line, highlight=False, soft_wrap=True)
         if plan.request.lora_rank_of("actor") > 0:
-            console.print(plan_time.LORA_GENERATION_NOTE, highlight=False, soft_wrap=True)
+            console.print(plan_time.LORA_UNWRAPPED_GENERATION_NOTE if switches.unwrap_fsdp else plan_time.LORA_GENERATION_NOTE, highlight=False, soft_wrap=True)
         if plan.request.rollout == "vllm":
             console.print(plan_time.VLLM_NOTE, highlight=False, soft_wrap=True)
         for line in length_notes:

@@ -755,14 +755,29 @@ def length_notes(args, request: PlanRequest, inputs: TimeInputs) -> list[str]:
     return notes
 
 
+def plan_switch_overrides(request: PlanRequest, profile) -> list[str]:
+    """The patch switches a ``verlfit plan`` request runs with, as the override list ``verlfit train`` would build
+    before the user's ``--`` ones: the profile's overrides, then what verlfit forces over them for this request
+    (:func:`verlfit.overrides.forced_switches`: ``cuda_graph`` off with a LoRA actor or on several GPUs,
+    ``unwrap_fsdp`` on for a LoRA actor on one GPU with the HF rollout), so the time estimate assumes the switches
+    the memory plan (``request.cuda_graph``) does. ``request.gpus`` is the run's GPUs in all."""
+    import types
+
+    from verlfit.overrides import forced_switches
+
+    run = types.SimpleNamespace(lora_rank=request.lora_rank, gpus=request.gpus, nodes=1)
+    return [*profile.overrides, *forced_switches(run, types.SimpleNamespace(overrides=profile.overrides, rollout=request.rollout))]
+
+
 def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str]:
     """(estimate, run steps or None, card line) for parsed ``verlfit plan`` arguments; the speed switches from the
-    profile the plan uses (``verlfit.plan.request``'s choice) and the flags (:func:`inputs_for_args`)."""
+    profile the plan uses (``verlfit.plan.request``'s choice) with verlfit's forcing (:func:`plan_switch_overrides`)
+    and the flags (:func:`inputs_for_args`)."""
     from verlfit.plan.request import _resolve_card
 
     card, why = card_for_args(args, nvml)
     profile = _resolve_card(args, nvml)[0]
-    inputs = inputs_for_args(args, profile.overrides)
+    inputs = inputs_for_args(args, plan_switch_overrides(request, profile))
     steps = run_steps(args.steps, args.epochs, args.dataset_size, request.train_batch_size)
     return estimate(request, card, inputs), steps, why
 
@@ -776,26 +791,23 @@ def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulat
     """(lines to print beside the memory verdict, estimated seconds per step on the GPU the run uses) for
     ``verlfit train``'s settings. The run's card is the detected GPU (NVML name), else the profile's card; under
     ``--emulate`` the emulated card's estimate is printed too (the run itself goes at the real GPU's speed).
-    Patches 0020-0022's switches are read from ``overrides``, the run's final override list
+    Patches 0020-0023's switches are read from ``overrides``, the run's final override list
     (``LaunchPlan.overrides``: what verl gets); before that list is built (None), from the profile's overrides,
-    LoRA's forcing of ``+actor_rollout_ref.rollout.cuda_graph=False`` (:func:`verlfit.overrides.build_overrides`,
-    ``LORA_CUDA_GRAPH_NOTE``), its ``+actor_rollout_ref.rollout.unwrap_fsdp=True`` on one GPU
-    (:func:`verlfit.overrides.unwraps_lora_generation`) and the user's (``settings.extra_overrides``, after
-    ``--``), in the order build_overrides applies them (:func:`speed_switches`). With an actor LoRA the lines end
+    verlfit's forcing over them (:func:`verlfit.overrides.forced_switches`: ``cuda_graph`` off with LoRA or several
+    GPUs, ``unwrap_fsdp`` on for LoRA on one GPU) and the user's (``settings.extra_overrides``, after ``--``), in the
+    order build_overrides applies them (:func:`speed_switches`). With an actor LoRA the lines end
     with :data:`LORA_UNWRAPPED_GENERATION_NOTE` when ``unwrap_fsdp`` is on, else :data:`LORA_GENERATION_NOTE`.
 
     Raises:
         VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`); an
             override Hydra cannot parse (:func:`speed_switches`).
     """
-    from verlfit.overrides import CUDA_GRAPH_KEY, UNWRAP_KEY, unwraps_lora_generation
+    from verlfit.overrides import forced_switches
     from verlfit.plan.request import request_from_settings
 
     request = request_from_settings(settings, profile, 24 * 1024**3)
     if overrides is None:
-        forced = [f"+{CUDA_GRAPH_KEY}=False"] if settings.lora_rank and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides else []
-        unwrap = [f"+{UNWRAP_KEY}=True"] if unwraps_lora_generation(settings, profile) else []
-        overrides = [*profile.overrides, *forced, *unwrap, *settings.extra_overrides]
+        overrides = [*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides]
     switches = speed_switches(overrides)
     inputs = TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None, **switches)
     running = (card_for_gpu_name(gpu_name) if gpu_name else None) or get_card(profile.name if profile.name in CARDS else "p40")
