@@ -33,12 +33,25 @@ from verlfit.metrics import consolidate, read_metrics  # noqa: E402
 PHASES = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor")
 LOSSES = ("actor/pg_loss", "critic/vf_loss", "actor/kl_loss")
 QWEN05B = "Qwen/Qwen2.5-0.5B-Instruct"
+# device_run.sh's random-weight models (MODEL, MODEL_1P5B, MODEL_3B: make_model.py --shape qwen2.5-*) have the
+# Instruct configs' shapes (verlfit.synthetic_model.SHAPES), which the planner has built in
+BUILT_IN_SHAPES = {"qwen2.5-0.5b-random": QWEN05B, "qwen2.5-1.5b-random": "Qwen/Qwen2.5-1.5B-Instruct", "qwen2.5-3b-random": "Qwen/Qwen2.5-3B-Instruct"}
+
+
+def built_in_shape(model: str) -> str | None:
+    """The built-in shape (hub id) of a run's model path: a 0.5B-named model or one of device_run.sh's
+    random-weight models (:data:`BUILT_IN_SHAPES`, by the directory's name); None for any other."""
+    name = Path(model).name
+    if name in BUILT_IN_SHAPES:
+        return BUILT_IN_SHAPES[name]
+    return QWEN05B if "0.5b" in model else None
 
 
 def predicted_peak_gib(record: dict) -> float | None:
     """The planner's peak (GiB, allocator headroom excluded) for the run's recorded settings.
 
-    The benchmark models are random-weight copies of Qwen2.5-0.5B's shape, so the built-in shape is used;
+    The benchmark models are random-weight copies of Qwen2.5 shapes, so the built-in shape is used where the
+    model's config.json is not on this machine (:func:`built_in_shape`);
     extra ``*.attn_implementation=eager`` overrides switch the prediction to eager attention.
     """
     from verlfit import plan
@@ -51,7 +64,7 @@ def predicted_peak_gib(record: dict) -> float | None:
     values["loggers"] = tuple(values.get("loggers", ("console",)))
     settings = TrainSettings(**values)
     config = Path(settings.model) / "config.json"
-    shape = load_model_shape(str(config)) if config.is_file() else load_model_shape(QWEN05B if "0.5b" in settings.model else settings.model)
+    shape = load_model_shape(str(config)) if config.is_file() else load_model_shape(built_in_shape(settings.model) or settings.model)
     limit = record["environment"].get("VERLFIT_GPU_MEMORY_LIMIT_GIB")
     memory = int(float(limit) * 1024**3) if limit else 140 * 1024**3
     request = plan.request_from_settings(settings, load_profile(record["profile"]), memory, shape=shape)
@@ -100,7 +113,7 @@ def summarise(run_dir: Path) -> dict:
         mean_score=statistics.mean(r.get("critic/score/mean", 0.0) for r in steps),
     )
     model = Path(settings["model"])
-    if not (model / "config.json").is_file() and "0.5b" not in model.name:
+    if not (model / "config.json").is_file() and built_in_shape(str(model)) is None:
         # a model made on the device (tiny, small-sft): its config.json is only where the runs were made
         out["predicted_peak_gib_error"] = f"model {model.name}: its config.json is not on this machine (run collect.py where the model is)"
         return out

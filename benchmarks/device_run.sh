@@ -476,7 +476,10 @@ stage_learn_lora() {
   # LoRA learning rate about 10x full fine-tuning's, roughly independent of the rank under alpha/r scaling,
   # and RL (policy gradient) as well served by LoRA as by full fine-tuning even at small ranks. The critic (LoRA at
   # the same rank, its value head trained in full, patch 0011) gets ten times its full-parameter rate too.
-  local synth=$WORK/synthetic small=$WORK/small-sft lr extra=()
+  local synth=$WORK/synthetic small=$WORK/small-sft lr algo extra=()
+  for algo in ${LEARN_LORA_ALGOS:-ppo grpo}; do  # a typo would run nothing and say nothing: a device call lost
+    case $algo in ppo | grpo) ;; *) log "learn_lora: LEARN_LORA_ALGOS has '$algo'; write ppo, grpo or both (\"ppo grpo\"): nothing run"; return 0 ;; esac
+  done
   learn_data
   # shellcheck disable=SC2206  # LORA_EXTRA is words without spaces
   [ -z "${LORA_EXTRA:-}" ] || extra=(${LORA_EXTRA})

@@ -106,3 +106,22 @@ def test_calibration_covers_what_issue_4_asks_without_a_memory_limit():
     assert {(profile, algorithm) for profile, algorithm, *_ in uncapped} == {("p40", "ppo"), ("p40", "grpo"), ("a10", "ppo"), ("a10", "grpo")}
     assert {micro for _, _, micro, _, _ in uncapped} == {4, 8, 16}
     assert {(prompt, response) for *_, prompt, response in uncapped} == {(512, 256), (256, 128), (256, 256)}
+
+
+SESSION_3_CALL_5 = CALL_2.parents[1] / "2026-12-01-h200-session3" / "call-5"
+
+
+@pytest.mark.parametrize("run, predicted", [("lora-speed-trims_unwrap", 19.7), ("lora-3b-grpo", 19.1), ("speed-all", 17.3)])
+def test_the_larger_random_weight_shapes_get_their_prediction_off_the_device(run, predicted):
+    """The device's $WORK/qwen2.5-1.5b-random and -3b-random have the built-in Instruct shapes; collect.py knew only
+    the 0.5B's, so run here its table said n/a where the device's results.md says 19.7 and 19.1."""
+    result = collect.summarise(SESSION_3_CALL_5 / run)
+    assert "predicted_peak_gib_error" not in result
+    assert round(result["predicted_peak_gib"], 1) == predicted
+    row = next(line for line in (SESSION_3_CALL_5 / "results.md").read_text().splitlines() if line.startswith(f"| {run} |"))
+    assert row in collect.markdown([result])
+
+
+def test_a_model_made_on_the_device_says_where_to_run_collect():
+    result = collect.summarise(SESSION_3_CALL_5 / "learn-lora-ppo-lr1e-4")
+    assert result["predicted_peak_gib_error"] == "model small-sft: its config.json is not on this machine (run collect.py where the model is)"

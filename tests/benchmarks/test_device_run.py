@@ -311,3 +311,16 @@ def test_bench_stage_runs_the_card_with_hf_rollout_and_sdpa_then_emulating_p40(t
         f"-m verlfit bench --rollout hf --attention sdpa --work {work}/bench --output {out}/bench-h200.json",
         f"-m verlfit bench --emulate p40 --work {work}/bench --output {out}/bench-h200-emulate-p40.json",
     ]
+
+
+def test_learn_lora_names_an_unknown_algorithm_and_runs_nothing(tmp_path):
+    """LEARN_LORA_ALGOS=gpro matched neither grep -w and the stage ran nothing without a word."""
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    env = {key: value for key, value in os.environ.items() if key not in ("LORA_EXTRA", "LEARN_LORA_LRS")}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"), LEARN_LORA_ALGOS="ppo gpro")
+    result = subprocess.run(["bash", str(SCRIPT), "learn_lora"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "learn_lora: LEARN_LORA_ALGOS has 'gpro'; write ppo, grpo or both (\"ppo grpo\"): nothing run" in (runs / "stages.log").read_text()
+    calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []
+    assert not any(line.startswith("-m verlfit train") for line in calls)

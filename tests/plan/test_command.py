@@ -205,3 +205,52 @@ def test_a_lora_plan_names_the_unwrapped_generation_its_estimate_models(capsys):
     assert status == 0
     assert " ".join(plan_time.LORA_UNWRAPPED_GENERATION_NOTE.split()) in text
     assert "LoRA generation is not modelled" not in text
+
+
+@pytest.mark.parametrize(("fallback", "same_as"), [
+    (["--rollout", "hf"], ["--rollout-trim-padding"]),
+    (["--rollout", "hf", "--attention", "sdpa"], ["--rollout-trim-padding", "--trim-padding"]),
+])
+def test_the_time_estimate_of_an_a10_fallback_has_the_fallbacks_switches(fallback, same_as, capsys):
+    """verlfit train --profile a10 --rollout hf (--attention sdpa) adds the a10 profile's fallbacks (the trims of
+    patches 0020-0021, verlfit.profiles.customize) and estimates 16.5 (14.3) s a step on an A10; plan estimated the
+    same run without them, 18.1 (18.1) s, until it read the customized profile's overrides."""
+    from verlfit import train
+    from verlfit.overrides import TrainSettings
+    from verlfit.plan import time as plan_time
+    from verlfit.profiles import customize, load_profile
+
+    def plan(*flags):
+        status, out = run_cli(["plan", "--profile", "a10", "--json", *fallback, *flags], capsys)
+        assert status == 0
+        return json.loads(out.out)
+
+    default = plan()
+    assert default["time"]["step_s"] == plan(*same_as)["time"]["step_s"] < plan("--no-rollout-trim-padding", "--no-trim-padding")["time"]["step_s"]
+    profile = customize(load_profile("a10"), rollout="hf", attention=fallback[3] if len(fallback) > 2 else None)
+    sizes = {f"{k}_micro_batch_size": default["request"][f"{k}_micro_batch_size"] for k in ("actor", "critic", "log_prob", "rollout")}
+    _, train_step_s = plan_time.for_train(TrainSettings(**sizes), profile, None, None)
+    assert train_step_s == pytest.approx(default["time"]["step_s"], abs=1e-3)
+
+
+def test_the_time_estimate_of_the_vllm_rollout_ignores_the_hf_rollouts_switches(capsys):
+    """--cuda-graph (patch 0022) and --rollout-trim-padding (0021) change verl's HF rollout only: with the a10
+    profile's vLLM the estimate took 13.4 instead of 17.7 s a step for a switch vLLM never reads (and verlfit train
+    --profile a10 -- +actor_rollout_ref.rollout.cuda_graph=True the same)."""
+    from verlfit.overrides import TrainSettings
+    from verlfit.plan import time as plan_time
+    from verlfit.profiles import load_profile
+
+    def plan(*flags):
+        status, out = run_cli(["plan", "--profile", "a10", "--json", *flags], capsys)
+        assert status == 0
+        return json.loads(out.out)
+
+    default = plan()
+    for flag in ("--cuda-graph", "--rollout-trim-padding"):
+        data = plan(flag)
+        assert data["time"]["step_s"] == default["time"]["step_s"]
+        assert data["time"]["notes"] == [f"{flag} has no effect with the vllm rollout: its patch changes verl's HF rollout only (--rollout hf)"]
+    settings = TrainSettings(extra_overrides=("+actor_rollout_ref.rollout.cuda_graph=True",))
+    profile = load_profile("a10")
+    assert plan_time.for_train(settings, profile, None, None)[1] == plan_time.for_train(TrainSettings(), profile, None, None)[1]

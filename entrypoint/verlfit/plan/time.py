@@ -506,6 +506,10 @@ def generation_work(request: PlanRequest, inputs: TimeInputs, adapter: tuple[int
 def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
     """Counted work of every phase that runs (a :data:`PHASES` name -> :class:`PhaseWork`), per GPU, per step."""
     inputs = inputs or TimeInputs()
+    if request.rollout != "hf" and (inputs.cuda_graph or inputs.rollout_trim_padding):
+        # patches 0021-0022 change verl's HF rollout only: vLLM never reads their keys, and its generation is
+        # estimated as the padded HF path's without them (VLLM_NOTE)
+        inputs = dataclasses.replace(inputs, cuda_graph=False, rollout_trim_padding=False)
     rank = inputs.lora_rank if inputs.lora_rank is not None else request.lora_rank_of("actor")
     critic_rank = inputs.critic_lora_rank if inputs.critic_lora_rank is not None else request.lora_rank_of("critic")
     lora, critic_lora = rank > 0, critic_rank > 0
@@ -732,7 +736,8 @@ def inputs_for_args(args, profile_overrides=()) -> TimeInputs:
 def length_notes(args, request: PlanRequest, inputs: TimeInputs) -> list[str]:
     """Check ``--window-prompt-length``, ``--window-response-length`` and ``--rollout-prompt-length`` against the
     request's ``max_prompt_length`` / ``max_response_length`` (a window cannot be wider than verl's padding);
-    return a note for each one given while its trim switch is off (``inputs``: no effect then).
+    return a note for each one given while its trim switch is off (``inputs``: no effect then), and for
+    ``--rollout-trim-padding`` / ``--cuda-graph`` with the vLLM rollout (patches 0021-0022 are the HF rollout's).
 
     Raises:
         VerlfitError: a value above its maximum (exit 2, naming the flag and the maximum).
@@ -752,6 +757,11 @@ def length_notes(args, request: PlanRequest, inputs: TimeInputs) -> list[str]:
             raise VerlfitError(f"{flag} {value} is more than --{limit_name.replace('_', '-')} {limit}: verl pads to {limit} tokens, no window is wider", fix=f"pass {flag} {limit} or less, or raise --{limit_name.replace('_', '-')}", exit_code=2)
         if not switched_on:
             notes.append(f"note: {flag} {value} has no effect: {switch} is off (the profile's keys or --no-{switch[2:]})")
+    if request.rollout != "hf":
+        for name in ("rollout_trim_padding", "cuda_graph"):
+            if getattr(args, name, None):
+                flag = "--" + name.replace("_", "-")
+                notes.append(f"note: {flag} has no effect with the {request.rollout} rollout: its patch changes verl's HF rollout only (--rollout hf)")
     return notes
 
 
@@ -760,11 +770,20 @@ def plan_switch_overrides(request: PlanRequest, profile) -> list[str]:
     before the user's ``--`` ones: the profile's overrides, then what verlfit forces over them for this request
     (:func:`verlfit.overrides.forced_switches`: ``cuda_graph`` off with a LoRA actor or on several GPUs,
     ``unwrap_fsdp`` on for a LoRA actor on one GPU with the HF rollout), so the time estimate assumes the switches
-    the memory plan (``request.cuda_graph``) does. ``request.gpus`` is the run's GPUs in all."""
+    the memory plan (``request.cuda_graph``) does. ``request.gpus`` is the run's GPUs in all. ``profile`` is the
+    profile as loaded: with another rollout or attention than its own (``--rollout hf``, ``--attention sdpa``) its
+    overrides are those :func:`verlfit.profiles.customize` gives ``verlfit train`` (the a10 profile's fallbacks add
+    the trims of patches 0020-0021).
+
+    Raises:
+        VerlfitError: a rollout or attention the profile cannot run (:func:`verlfit.profiles.customize`).
+    """
     import types
 
     from verlfit.overrides import forced_switches
+    from verlfit.profiles import customize
 
+    profile = customize(profile, rollout=request.rollout, attention=request.attention)
     run = types.SimpleNamespace(lora_rank=request.lora_rank, gpus=request.gpus, nodes=1)
     return [*profile.overrides, *forced_switches(run, types.SimpleNamespace(overrides=profile.overrides, rollout=request.rollout))]
 
