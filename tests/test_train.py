@@ -832,6 +832,8 @@ def test_lora_turns_a_profiles_cuda_graph_decoding_off_unless_the_user_turns_it_
     lora = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32"]), environ={}, gpu=P40)
     assert cuda_graph(lora) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert LORA_CUDA_GRAPH_NOTE in lora.notes
+    # the way back that the note gives is the one the several-GPUs note and the README give (with the +)
+    assert LORA_CUDA_GRAPH_NOTE.endswith("`-- +actor_rollout_ref.rollout.cuda_graph=True` turns it on")
     chosen = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--", "+actor_rollout_ref.rollout.cuda_graph=True"]), environ={}, gpu=P40)
     assert cuda_graph(chosen) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
     assert LORA_CUDA_GRAPH_NOTE not in chosen.notes

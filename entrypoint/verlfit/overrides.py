@@ -214,7 +214,7 @@ LORA_UNWRAP_NOTE = (
 )
 LORA_CUDA_GRAPH_NOTE = (
     "CUDA-graph decoding (patch 0022) is off with LoRA: it matches generate with a LoRA adapter on the CPU but has "
-    "not run with one on a GPU yet; `-- actor_rollout_ref.rollout.cuda_graph=True` turns it on"
+    "not run with one on a GPU yet; `-- +actor_rollout_ref.rollout.cuda_graph=True` turns it on"
 )
 
 
