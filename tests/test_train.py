@@ -895,3 +895,16 @@ def test_a_dry_run_says_when_a_real_run_would_fail_the_engines_check(capsys, mon
     assert "this Python has no vllm and no flash_attn: a real run would refuse it (FAIL engines; --rollout hf, --attention sdpa, or the verlfit:a10 image)" in out
     assert cli.main(["train", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--dry-run", "--steps", "3", "--plan", "off"]) == 0
     assert "FAIL engines" not in capsys.readouterr().out
+
+
+def test_an_hf_rollout_switch_on_the_vllm_rollout_gets_a_note_that_it_does_nothing():
+    # new-user trial: `verlfit train --profile a10 -- +actor_rollout_ref.rollout.cuda_graph=True` was taken silently,
+    # though vLLM never reads the key (plan already said so)
+    plan = prepare_launch(parse(["--profile", "a10", "--plan", "off", "--", "+actor_rollout_ref.rollout.cuda_graph=True", "+actor_rollout_ref.rollout.trim_padding=True"]), environ={}, gpu=H200)
+    assert [note for note in plan.notes if "has no effect" in note] == [
+        "+actor_rollout_ref.rollout.cuda_graph=True has no effect with the vllm rollout: its patch changes verl's HF rollout only (--rollout hf)",
+        "+actor_rollout_ref.rollout.trim_padding=True has no effect with the vllm rollout: its patch changes verl's HF rollout only (--rollout hf)",
+    ]
+    hf = prepare_launch(parse(["--profile", "a10", "--rollout", "hf", "--plan", "off", "--", "+actor_rollout_ref.rollout.cuda_graph=True"]), environ={}, gpu=H200)
+    assert not any("has no effect" in note for note in hf.notes)
+    assert not any("has no effect" in note for note in prepare_launch(parse(["--profile", "a10", "--plan", "off"]), environ={}, gpu=H200).notes)

@@ -306,6 +306,10 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
         notes.append(LORA_UNWRAP_NOTE)  # not when the user turned it off after --
     if settings.gpus * settings.nodes > 1 and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
         notes.append(UNWRAP_SEVERAL_GPUS_NOTE)  # only the user can set it there
+    if profile.rollout != "hf":
+        for key in (CUDA_GRAPH_KEY, UNWRAP_KEY, "actor_rollout_ref.rollout.trim_padding"):
+            if override_value(overrides, key) in ("True", "true"):  # only the user can set them on a non-HF rollout
+                notes.append(f"+{key}=True has no effect with the {profile.rollout} rollout: its patch changes verl's HF rollout only (--rollout hf)")
     if not args.no_validate:
         validate_overrides(overrides)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
