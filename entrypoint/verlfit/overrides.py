@@ -231,6 +231,13 @@ UNWRAP_SEVERAL_GPUS_NOTE = (
 )
 
 
+def hf_rollout_only_note(subject: str, rollout: str) -> str:
+    """The note for a patch switch of verl's HF rollout (0021's ``rollout.trim_padding``, 0022's ``cuda_graph``,
+    0023's ``unwrap_fsdp``) asked for on another ``rollout``, which never reads it; ``subject`` names what asked
+    (``verlfit plan``'s flag, or the override ``verlfit train`` was given)."""
+    return f"{subject} has no effect with the {rollout} rollout: its patch changes verl's HF rollout only (--rollout hf)"
+
+
 def unwraps_lora_generation(settings: TrainSettings, profile) -> bool:
     """Whether verlfit turns patch 0023's ``unwrap_fsdp`` on: a LoRA actor, the HF rollout, one GPU in all (on
     several GPUs every rank would gather the whole model for generation, untested: the patch's header)."""

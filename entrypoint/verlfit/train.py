@@ -37,7 +37,7 @@ from verlfit import gsm8k
 from verlfit.arguments import add_sizing_arguments, checkpoints_to_keep, frequency, memory_gib, parse_number, positive_number, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
-from verlfit.overrides import CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, forced_switches, override_value, unwraps_lora_generation, build_overrides, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
+from verlfit.overrides import CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, hf_rollout_only_note, override_value, unwraps_lora_generation, build_overrides, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS, check_rollout_dtype, customize, load_profile, profile_choice_note, resolve_environment, select_profile
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
@@ -309,7 +309,7 @@ def prepare_launch(args, environ: dict[str, str] | None = None, gpu=None, detect
     if profile.rollout != "hf":
         for key in (CUDA_GRAPH_KEY, UNWRAP_KEY, "actor_rollout_ref.rollout.trim_padding"):
             if override_value(overrides, key) in ("True", "true"):  # only the user can set them on a non-HF rollout
-                notes.append(f"+{key}=True has no effect with the {profile.rollout} rollout: its patch changes verl's HF rollout only (--rollout hf)")
+                notes.append(hf_rollout_only_note(f"+{key}=True", profile.rollout))
     if not args.no_validate:
         validate_overrides(overrides)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
@@ -344,9 +344,9 @@ def apply_plan(settings: TrainSettings, profile, args, gpu, limit_gib: float | N
 
     keep = sizing_keep(args)
     lines = planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch="micro_batches" in keep, keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep)
-    # the switches as the run will get them: the profile's, what verlfit forces (LoRA, several GPUs), the user's
-    switches = [*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides]
-    return lines + plan_time.for_train(settings, profile, gpu.name if gpu is not None else None, total_steps(settings), args.emulate, overrides=switches)[0]
+    # no override list yet: for_train reads the switches as the run will get them (the profile's, what verlfit
+    # forces for LoRA and several GPUs, the user's)
+    return lines + plan_time.for_train(settings, profile, gpu.name if gpu is not None else None, total_steps(settings), args.emulate)[0]
 
 
 def shell_command(command: list[str], indent: str) -> str:

@@ -137,10 +137,7 @@ def _run(args, nvml=None, out=None) -> int:
         keep = sorted({*keep, "offload"})
     decision = auto_fit(request, margin=args.margin, keep=keep) if args.plan == "auto" else None
     plan = decision.plan if decision else predict(request, margin=args.margin)
-    timing, steps, card_line = plan_time.report_for_args(args, plan.request, nvml)
-    from verlfit.plan.request import _resolve_card
-
-    switches = plan_time.inputs_for_args(args, plan_time.plan_switch_overrides(plan.request, _resolve_card(args, nvml)[0]))
+    timing, steps, card_line, switches = plan_time.report_for_args(args, plan.request, nvml)
     length_notes = plan_time.length_notes(args, plan.request, switches)
     if args.json:
         data = plan_to_dict(plan)

@@ -758,10 +758,11 @@ def length_notes(args, request: PlanRequest, inputs: TimeInputs) -> list[str]:
         if not switched_on:
             notes.append(f"note: {flag} {value} has no effect: {switch} is off (the profile's keys or --no-{switch[2:]})")
     if request.rollout != "hf":
+        from verlfit.overrides import hf_rollout_only_note
+
         for name in ("rollout_trim_padding", "cuda_graph"):
             if getattr(args, name, None):
-                flag = "--" + name.replace("_", "-")
-                notes.append(f"note: {flag} has no effect with the {request.rollout} rollout: its patch changes verl's HF rollout only (--rollout hf)")
+                notes.append("note: " + hf_rollout_only_note("--" + name.replace("_", "-"), request.rollout))
     return notes
 
 
@@ -778,27 +779,25 @@ def plan_switch_overrides(request: PlanRequest, profile) -> list[str]:
     Raises:
         VerlfitError: a rollout or attention the profile cannot run (:func:`verlfit.profiles.customize`).
     """
-    import types
-
-    from verlfit.overrides import forced_switches
+    from verlfit.overrides import TrainSettings, forced_switches
     from verlfit.profiles import customize
 
     profile = customize(profile, rollout=request.rollout, attention=request.attention)
-    run = types.SimpleNamespace(lora_rank=request.lora_rank, gpus=request.gpus, nodes=1)
-    return [*profile.overrides, *forced_switches(run, types.SimpleNamespace(overrides=profile.overrides, rollout=request.rollout))]
+    run = TrainSettings(model=request.shape.name, lora_rank=request.lora_rank, gpus=request.gpus)
+    return [*profile.overrides, *forced_switches(run, profile)]
 
 
-def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str]:
-    """(estimate, run steps or None, card line) for parsed ``verlfit plan`` arguments; the speed switches from the
-    profile the plan uses (``verlfit.plan.request``'s choice) with verlfit's forcing (:func:`plan_switch_overrides`)
-    and the flags (:func:`inputs_for_args`)."""
+def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str, TimeInputs]:
+    """(estimate, run steps or None, card line, the :class:`TimeInputs` estimated with) for parsed ``verlfit plan``
+    arguments; the speed switches from the profile the plan uses (``verlfit.plan.request``'s choice) with verlfit's
+    forcing (:func:`plan_switch_overrides`) and the flags (:func:`inputs_for_args`)."""
     from verlfit.plan.request import _resolve_card
 
     card, why = card_for_args(args, nvml)
     profile = _resolve_card(args, nvml)[0]
     inputs = inputs_for_args(args, plan_switch_overrides(request, profile))
     steps = run_steps(args.steps, args.epochs, args.dataset_size, request.train_batch_size)
-    return estimate(request, card, inputs), steps, why
+    return estimate(request, card, inputs), steps, why, inputs
 
 
 # --------------------------------------------------------------------------------------
