@@ -622,11 +622,13 @@ stage_fault_disk() {
     mount -o remount,size=$(( (used + 1) * 8 )) "$mnt" && log "fault_disk: tmpfs grown to $(( (used + 1) * 8 )) bytes; verlfit train --resume $run"
     status=0
     echo "== resume" >> "$RUNS/fault-disk.console"
+    local before; before=$(wc -c < "$RUNS/fault-disk.console")
     timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit train --resume "$run" >> "$RUNS/fault-disk.console" 2>&1 || status=$?
     log "end fault-disk resume: status $status"
     tail -n 5 "$RUNS/fault-disk.console" | sed 's/^/  fault-disk| /'
+    # the resume's own last word (verlfit's line, or the display's "finished at step N/M"), not the failed run's
     printf '%s\tresume after growing the disk\t%s\t-\t%s\t%s\n' "$(date +%Y-%m-%dT%H:%M:%S%z)" "$(cat "$run/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)" "$status" \
-      "$(grep '^verlfit:' "$RUNS/fault-disk.console" | tail -n 1 | tr '\t' ' ')" >> "$RUNS/fault-disk.events"
+      "$(tail -c +$((before + 1)) "$RUNS/fault-disk.console" | grep -E '^(verlfit:|finished at step)' | tail -n 1 | tr '\t' ' ' | grep . || echo -)" >> "$RUNS/fault-disk.events"
     log "fault_disk checkpoints after the resume: $(checkpoints_in "$run")"
     mkdir -p "$keep"
     cp "$run/run.json" "$run/metrics.jsonl" "$keep/" 2>/dev/null || true

@@ -7,8 +7,8 @@ memory samples of benchmarks/soak_run.py) and ``NAME.events``. Reports:
 
 - the training steps recorded in metrics.jsonl: each of 1..TOTAL (run.json's ``total_steps``) exactly once, else
   the duplicates and the missing steps;
-- the ``global_step_*`` checkpoints left against run.json's ``--keep-checkpoints`` (verl prunes only the checkpoints
-  one session saved, so each resume can leave up to that many more: reported, not judged);
+- the ``global_step_*`` checkpoints left against run.json's ``--keep-checkpoints`` K: more than K fails (verl prunes
+  only its own session's saves; verlfit removes the rest, :mod:`verlfit.checkpoints`; K 0 keeps all);
 - peak allocated GPU memory (``perf/max_memory_allocated_gb``, GiB: the actor update's ``torch.cuda.max_memory_allocated``,
   verlfit/metrics.py) at step 50 (or the first step after it) against the last step: growth beyond 3 % fails;
 - host RSS per role (verlfit, verl's driver, the Ray workers' sum and largest) from the samples taken at step 50 and
@@ -16,8 +16,8 @@ memory samples of benchmarks/soak_run.py) and ``NAME.events``. Reports:
 - the validation score per validated step (the first ``val-core/`` key, as verlfit.progress reads it);
 - the events file's lines.
 
-Exit status 0 when the steps are exactly once each and GPU memory did not grow beyond 3 %, 1 otherwise, 2 for a
-directory that is not a verlfit run.
+Exit status 0 when the steps are exactly once each, no more than K checkpoints are left and GPU memory did not grow
+beyond 3 %, 1 otherwise, 2 for a directory that is not a verlfit run.
 """
 
 from __future__ import annotations
@@ -135,15 +135,20 @@ def check_run(run_dir: Path, from_step: int = FROM_STEP) -> dict:
         "run": str(run_dir),
         "total_steps": total,
         "steps": steps,
-        "checkpoints": {"left": left, "keep_checkpoints": record["settings"].get("keep_checkpoints")},
+        "checkpoints": checkpoint_check(left, record["settings"].get("keep_checkpoints")),
         "gpu_memory": memory,
         "from_step": from_step,
         "rss": rss_trend(rows, from_step),
         "rss_samples": len(rows),
         "validation": [{"step": s, "key": k, "score": v} for s, k, v in validation_scores(records)],
         "events": soak_plan.read_events(run_dir.parent / f"{run_dir.name}.events"),
-        "ok": steps["ok"] and memory["ok"],
+        "ok": steps["ok"] and memory["ok"] and checkpoint_check(left, record["settings"].get("keep_checkpoints"))["ok"],
     }
+
+
+def checkpoint_check(left: list[str], keep: int | None) -> dict:
+    """``{"left", "keep_checkpoints", "ok"}``: ok when ``keep`` is 0 or unset (keep all) or at most ``keep`` folders are left."""
+    return {"left": left, "keep_checkpoints": keep, "ok": not keep or len(left) <= keep}
 
 
 def _listing(values: list[int], most: int = 20) -> str:
@@ -157,7 +162,7 @@ def render(result: dict) -> str:
         f"run {result['run']}: {'PASS' if result['ok'] else 'FAIL'}",
         f"steps: {s['recorded']} recorded of {result['total_steps']}: {'each once' if s['ok'] else ('some twice' if s['duplicates'] else 'NOT all recorded')}; duplicates {_listing(s['duplicates'])}; missing {_listing(s['missing'])}"
         + (f"; outside 1..{result['total_steps']}: {_listing(s['unexpected'])}" if s["unexpected"] else ""),
-        f"checkpoints left: {len(c['left'])} ({' '.join(c['left']) or 'none'}); --keep-checkpoints {c['keep_checkpoints']}",
+        f"checkpoints left: {len(c['left'])} ({' '.join(c['left']) or 'none'}); --keep-checkpoints {c['keep_checkpoints']}: {'PASS' if c['ok'] else 'FAIL'}",
     ]
     if m["ratio"] is None:
         lines.append(f"GPU peak allocated: no {MEMORY_KEY} at or after step {result['from_step']}: FAIL")

@@ -43,8 +43,8 @@ MIN_LAUNCH_S = 60  # no launch this close to the deadline: Ray's start and the m
 
 
 def latest_checkpoint(run_dir: Path) -> int | None:
-    """verlfit's own answer (:func:`verlfit.train.latest_checkpoint`): the newest complete checkpoint's step."""
-    from verlfit.train import latest_checkpoint as newest
+    """verlfit's own answer (:func:`verlfit.checkpoints.latest_checkpoint`): the newest complete checkpoint's step."""
+    from verlfit.checkpoints import latest_checkpoint as newest
 
     return newest(run_dir)
 

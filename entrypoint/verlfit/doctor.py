@@ -585,8 +585,10 @@ def checkpoints_held(keep: int, saves: int | None = None) -> int:
     verl 0.4.1 deletes the oldest kept checkpoint *before* it writes the next one, once ``keep`` exist
     (``fsdp_checkpoint_manager.py:183-186``), so the peak is ``keep`` (``keep`` - 1 complete + the one being
     written), not ``keep`` + 1. ``keep`` 0 (keep all) holds every save: ``saves`` when known, else 2 are counted.
-    The prune list is per process: checkpoints from before a ``--resume`` stay, so a resumed run needs the same
-    room again on top of them. Never more than ``saves`` when that is known.
+    verl's prune list is per process: checkpoints from before a ``--resume`` are left to verlfit, which removes
+    them as the resumed run's saves complete (:mod:`verlfit.checkpoints`), so a resumed run holds at most ``keep`` + 1
+    at once (the one being written); its check asks for ``keep`` more, which covers that. Never more than ``saves``
+    when that is known.
     """
     held = keep if keep > 0 else (saves if saves is not None else 2)
     return max(1, min(held, saves) if saves is not None else held)

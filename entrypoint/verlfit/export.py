@@ -54,11 +54,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, read_marker, saved_steps
 from verlfit.errors import VerlfitError
 from verlfit.output_directories import missing_parents, remove_created
 
-CHECKPOINTS_DIR = "checkpoints"
-TRACKER = "latest_checkpointed_iteration.txt"  # ray_trainer.py:837, written after every save
 EXPORT_DIR = "export"  # default output: RUN_DIR/export/global_step_N
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per parameter
 _SHARD = re.compile(r"model_world_size_(\d+)_rank_(\d+)\.pt")
@@ -119,25 +118,6 @@ class Checkpoint:
 
     def role_dir(self, role: str) -> Path:
         return self.path / role
-
-
-def _steps(root: Path) -> list[int]:
-    found = []
-    for entry in root.glob("global_step_*") if root.is_dir() else ():
-        suffix = entry.name[len("global_step_"):]
-        if entry.is_dir() and suffix.isdigit():
-            found.append(int(suffix))
-    return sorted(found)
-
-
-def _read_tracker(root: Path) -> int | None:
-    try:
-        text = (root / TRACKER).read_text().strip()
-    except FileNotFoundError:
-        return None
-    except OSError as error:
-        raise VerlfitError(f"cannot read {root / TRACKER}: {error.strerror}") from error
-    return int(text) if text.isdigit() else None
 
 
 def _missing_files(role_dir: Path) -> tuple[int | None, list[str]]:
@@ -224,8 +204,8 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
         except ValueError as error:
             raise VerlfitError(f"--step {error}", fix="pass --step N, global_step_N or latest", exit_code=2) from None
     root = run_dir / CHECKPOINTS_DIR
-    steps = _steps(root)
-    marker = _read_tracker(root)
+    steps = saved_steps(root)
+    marker = read_marker(root)
     if not steps:
         raise VerlfitError(f"{run_dir} has no checkpoint ({root} holds no global_step_N directory)",
                            fix="train with --save-freq N (verl saves every N steps and at the last step; -1 saves none)")
@@ -272,8 +252,8 @@ def load_shard(path: Path, map_location="cpu", fix: str | None = None) -> dict:
 def older_steps_fix(checkpoint: "Checkpoint") -> str:
     """The advice for a damaged checkpoint: the other complete steps of its run to pass as ``--step N``."""
     root = checkpoint.run_dir / CHECKPOINTS_DIR
-    marker = _read_tracker(root)
-    others = [s for s in complete_steps(root, _steps(root), marker) if s != checkpoint.step]
+    marker = read_marker(root)
+    others = [s for s in complete_steps(root, saved_steps(root), marker) if s != checkpoint.step]
     if others:
         return f"export another complete checkpoint with --step: {_step_names(others)}"
     return f"no other checkpoint is saved (only global_step {checkpoint.step}): resume the run (verlfit train --resume {checkpoint.run_dir}) to save a new one"

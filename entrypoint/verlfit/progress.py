@@ -423,6 +423,10 @@ class StepWatcher:
 
     # display -----------------------------------------------------------------------------------
 
+    def say(self, text: str) -> None:
+        """Print one line of verlfit's own (not verl's) above the progress display; it is not written to train.log."""
+        self._echo(text)
+
     def _echo(self, text: str) -> None:
         if self._live is not None:
             self._live.console.print(text, markup=False, highlight=False, soft_wrap=True)

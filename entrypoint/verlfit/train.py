@@ -35,6 +35,7 @@ from pathlib import Path
 
 from verlfit import gsm8k
 from verlfit.arguments import add_sizing_arguments, checkpoints_to_keep, frequency, memory_gib, parse_number, positive_number, whole_number
+from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, CheckpointKeeper, latest_checkpoint, remove_cut_short
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, hf_rollout_only_note, override_value, unwraps_lora_generation, build_overrides, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
@@ -100,7 +101,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--actor-lr", type=positive_number, default=1e-6, help="actor learning rate (default: 1e-6)")
     parser.add_argument("--critic-lr", type=positive_number, default=1e-5, help="critic learning rate (default: 1e-5)")
     parser.add_argument("--save-freq", type=frequency, default=25, metavar="N", help="checkpoint every N steps and at the last (default: 25; 0 or -1: never, as verl treats any value <= 0)")
-    parser.add_argument("--keep-checkpoints", type=checkpoints_to_keep, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what it saved itself: checkpoints from before a --resume stay. May be given with --resume")
+    parser.add_argument("--keep-checkpoints", type=checkpoints_to_keep, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what its own session saved; verlfit removes the rest (checkpoints from before a --resume, the data.pt verl leaves) as new ones complete. May be given with --resume")
     parser.add_argument("--test-freq", type=frequency, default=25, metavar="N", help="validate every N steps and at the last (default: 25; 0 or -1: never, as verl treats any value <= 0)")
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
@@ -503,24 +504,6 @@ def load_run(run_dir: Path) -> dict:
     return record
 
 
-CHECKPOINT_TRACKER = "latest_checkpointed_iteration.txt"
-
-
-def latest_checkpoint(run_dir: Path) -> int | None:
-    """The step of the newest complete checkpoint of a run directory, or None when there is none.
-
-    verl 0.4.1 writes ``checkpoints/latest_checkpointed_iteration.txt`` (the step) only after a checkpoint is
-    complete (``ray_trainer.py:837``), and resumes from ``global_step_<step>`` when that directory exists
-    (``find_latest_ckpt_path``, ``checkpoint_manager.py:165-190``); otherwise it trains from scratch.
-    """
-    tracker = Path(run_dir) / "checkpoints" / CHECKPOINT_TRACKER
-    try:
-        step = int(tracker.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-    return step if (tracker.parent / f"global_step_{step}").is_dir() else None
-
-
 def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int | None = None) -> LaunchPlan:
     """The launch plan of a stopped run: its recorded overrides with ``trainer.resume_mode=auto``.
 
@@ -543,7 +526,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     if checkpoint is None:
         save_freq = record["settings"].get("save_freq")
         when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else f"this run saves none (--save-freq {save_freq if isinstance(save_freq, int) else -1})"
-        raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / 'checkpoints' / CHECKPOINT_TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
+        raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
     known = {f.name for f in dataclasses.fields(TrainSettings)}
     values = {k: v for k, v in record["settings"].items() if k in known}
     settings = TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), "resume": True, "run_dir": str(run_dir)})
@@ -637,7 +620,9 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
     verl's output is read by a thread, so the watcher's stall check (:meth:`verlfit.progress.StepWatcher.check_stall`)
     runs every ``poll_seconds`` even when verl prints nothing. With ``stall_timeout`` (``--stall-timeout``, seconds)
     a stall stops verl the way Ctrl-C does, ``run.json`` records ``outcome`` ``{"status": "stalled", ...}`` and the
-    status is :data:`STALLED_STATUS`. A resumed run (``plan.settings.resume``) first drops the records after its
+    status is :data:`STALLED_STATUS`. Checkpoints beyond ``--keep-checkpoints`` are removed before verl starts, each
+    time verl's marker names a new step and when verl exits (:class:`verlfit.checkpoints.CheckpointKeeper`: verl prunes
+    only its own session's saves, and leaves their ``data.pt``). A resumed run (``plan.settings.resume``) first drops the records after its
     checkpoint from ``metrics.jsonl``: verl trains those steps again (:func:`verlfit.metrics.drop_after_checkpoint`).
 
     When verl fails, the diagnosis (:func:`report_failure`) reads the watcher's in-memory copy of this session's last
@@ -655,6 +640,8 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
     environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1", "VERLFIT_CONSOLE_FULL_PRECISION": "1"}
     resume_step = latest_checkpoint(run_dir) if plan.settings.resume else None
     watcher = StepWatcher(run_dir, total_steps(plan.settings), stream=stream, initial_step_seconds=_estimated_step_seconds(plan), resume_step=resume_step, stall_timeout=stall_timeout)
+    keeper = CheckpointKeeper(run_dir, plan.settings.keep_checkpoints, watcher.say)
+    keeper.check(force=True)  # a resumed run: the checkpoints from before it, which verl will not prune
     process = subprocess.Popen(plan.command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1, start_new_session=True)
     lines: queue.Queue = queue.Queue()
 
@@ -677,6 +664,7 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
             if line:
                 watcher.feed(line)
             watcher.check_stall()
+            keeper.check()
             if watcher.stop_requested:
                 stall = watcher.stall
                 _stop(process, lines, watcher)
@@ -706,6 +694,7 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
         _stop(process, lines, None)  # not fed to the watcher: it may be what failed
         raise
     finally:
+        keeper.check(force=True)  # the last save (and a Ctrl-C's or failure's) is settled now
         watcher.close()
 
 
@@ -785,12 +774,9 @@ def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list
         step = latest_checkpoint(run_dir)
         free = path = None
         if found.kind == "disk_full":
-            checkpoints = run_dir / "checkpoints"
-            for partial in sorted(checkpoints.glob("global_step_*")) if checkpoints.is_dir() else []:
-                number = partial.name.rpartition("_")[2]
-                if number.isdigit() and (step is None or int(number) > step):
-                    shutil.rmtree(partial)
-                    print(f"verlfit: removed {partial}: a checkpoint the full disk cut short (verl had not marked it complete)", file=sys.stderr)
+            checkpoints = run_dir / CHECKPOINTS_DIR
+            for partial in remove_cut_short(run_dir):
+                print(f"verlfit: removed {partial}: a checkpoint the full disk cut short (verl had not marked it complete)", file=sys.stderr)
             path = str(checkpoints if checkpoints.is_dir() else run_dir)
             free = shutil.disk_usage(path).free
         message, fix = failures.explain(found, request, run_dir=shlex.quote(str(run_dir)), checkpoint_step=step, disk_free_bytes=free, disk_path=path)
@@ -883,7 +869,8 @@ def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, 
     :func:`verlfit.doctor.checkpoints_held` of them (``--keep-checkpoints`` K: K at the peak, since verl deletes the
     oldest before writing the next; never more than the saves this session makes: one every ``--save-freq`` steps
     and one at the last step, ``ray_trainer.py:1158-1160``). ``resumed_from``: the checkpoint step a resume
-    continues from (checkpoints already there stay, verl does not prune them; the saves counted start after it);
+    continues from (the saves counted start after it; the checkpoints already there are pruned by verlfit as new ones
+    complete, so counting K more is generous: a resumed run holds at most K + 1 at once);
     ``resume``: a ``--resume`` (its fix then names only what a resume can change: :func:`verlfit.doctor.checkpoint_space`).
     Always a WARN, even where ``verlfit doctor`` says FAIL (not even one fits): the run launches after it.
     Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once (22.2 GiB) ...;

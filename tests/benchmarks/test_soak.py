@@ -191,11 +191,11 @@ def test_the_note_is_verlfits_diagnosis_not_its_closing_line(tmp_path):
     assert driver._last_verlfit_line(len(driver.console.read_bytes())) is None
 
 
-def _made_up_run(tmp_path, steps, memory, total=6):
+def _made_up_run(tmp_path, steps, memory, total=6, checkpoints=(4, 6)):
     run = tmp_path / "soak-ppo"
-    (run / "checkpoints" / "global_step_4").mkdir(parents=True)
-    (run / "checkpoints" / "global_step_6").mkdir()
-    (run / "checkpoints" / "global_step_2").mkdir()
+    (run / "checkpoints").mkdir(parents=True)
+    for step in checkpoints:
+        (run / "checkpoints" / f"global_step_{step}").mkdir()
     record = {"total_steps": total, "settings": {"steps": total, "keep_checkpoints": 2}, "overrides": [], "environment": {}, "profile": "p40", "gpu": "H200"}
     (run / "run.json").write_text(json.dumps(record))
     lines = [{"step": 0, "val-core/openai/gsm8k/reward/mean@1": 0.25}]
@@ -216,7 +216,9 @@ def test_soak_check_reports_exact_values_of_a_clean_run(tmp_path):
     run = _made_up_run(tmp_path, [1, 2, 3, 4, 5, 6], [9.0, 10.0, 10.1, 10.2, 10.25, 10.3])
     result = soak_check.check_run(run, from_step=2)
     assert result["steps"] == {"recorded": 6, "duplicates": [], "missing": [], "unexpected": [], "ok": True}
-    assert result["checkpoints"] == {"left": ["global_step_2", "global_step_4", "global_step_6"], "keep_checkpoints": 2}
+    assert result["checkpoints"] == {"left": ["global_step_4", "global_step_6"], "keep_checkpoints": 2, "ok": True}
+    assert soak_check.checkpoint_check(["global_step_2", "global_step_4", "global_step_6"], 2)["ok"] is False
+    assert soak_check.checkpoint_check(["global_step_2", "global_step_4", "global_step_6"], 0)["ok"] is True  # 0: keep all
     assert result["validation"] == [{"step": 0, "key": "val-core/openai/gsm8k/reward/mean@1", "score": 0.25}, {"step": 6, "key": "val-core/openai/gsm8k/reward/mean@1", "score": 0.375}]
     assert [(e["event"], e["status"]) for e in result["events"]] == [("sigint@3", 130)]
     assert result["ok"] is True
@@ -237,7 +239,7 @@ def test_soak_check_fails_on_repeated_or_missing_steps_and_on_memory_growth(tmp_
     grown = soak_check.memory_check([{"step": 50, "perf/max_memory_allocated_gb": 10.0}, {"step": 60}, {"step": 70, "perf/max_memory_allocated_gb": 10.31}])
     assert grown["ratio"] == pytest.approx(1.031) and grown["ok"] is False and (grown["step"], grown["last_step"]) == (50, 70)
     assert soak_check.memory_check([{"step": 10, "perf/max_memory_allocated_gb": 10.0}])["ok"] is False  # nothing at or after step 50
-    run = _made_up_run(tmp_path, [1, 2, 3, 3, 4, 6], [10.0] * 6)
+    run = _made_up_run(tmp_path, [1, 2, 3, 3, 4, 6], [10.0] * 6, checkpoints=(2, 4, 6))
     out = tmp_path / "soak-ppo.soak.json"
     result = subprocess.run([sys.executable, str(BENCHMARKS / "soak_check.py"), str(run), "--json", str(out)], capture_output=True, text=True, timeout=60,
                             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(BENCHMARKS.parent / "entrypoint")})
@@ -245,7 +247,7 @@ def test_soak_check_fails_on_repeated_or_missing_steps_and_on_memory_growth(tmp_
     lines = result.stdout.splitlines()
     assert lines[0] == f"run {run}: FAIL"
     assert lines[1] == "steps: 6 recorded of 6: some twice; duplicates 3; missing 5"
-    assert lines[2] == "checkpoints left: 3 (global_step_2 global_step_4 global_step_6); --keep-checkpoints 2"
+    assert lines[2] == "checkpoints left: 3 (global_step_2 global_step_4 global_step_6); --keep-checkpoints 2: FAIL"
     assert lines[3] == "GPU peak allocated: no perf/max_memory_allocated_gb at or after step 50: FAIL"
     assert "validation: step 0 0.2500, step 6 0.3750 (val-core/openai/gsm8k/reward/mean@1)" in lines
     assert lines[-1].endswith("sigint@3 at step 3, exit 10.0 s, status 130: verlfit: stopped.")

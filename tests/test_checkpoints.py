@@ -1,0 +1,175 @@
+"""verlfit.checkpoints: --keep-checkpoints holds across resumes (issue 17: the 500-step soak of 2026-12-01 left ten
+global_step folders with --keep-checkpoints 2, because verl prunes only its own session's saves)."""
+
+import io
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from stand_in_verl_saves import verl_alone
+from verlfit.checkpoints import CheckpointKeeper, checkpoints_to_prune, latest_checkpoint, prune, remove_cut_short
+from verlfit.overrides import TrainSettings
+from verlfit.train import LaunchPlan, launch
+
+HERE = Path(__file__).parent
+# The soak's sessions (benchmarks/results/2026-12-01-h200-session4/call-4/soak-ppo.events): Ctrl-C at step 150, a
+# call deadline's Ctrl-C at 255 (resumed from 250), SIGKILL of the whole run at 301 (resumed from 300), then to 500.
+SOAK_SESSIONS = [(0, 150), (150, 255), (250, 301), (300, 500)]
+
+
+def layout(checkpoints: Path) -> dict[str, list[str]]:
+    """global_step_N -> its entries, sorted (what is left of each checkpoint)."""
+    return {p.name: sorted(c.name for c in p.iterdir()) for p in sorted(checkpoints.iterdir(), key=lambda p: p.name) if p.is_dir()}
+
+
+def steps_left(checkpoints: Path) -> list[int]:
+    return sorted(int(p.name.rpartition("_")[2]) for p in checkpoints.glob("global_step_*"))
+
+
+def test_verl_alone_leaves_what_the_soak_left(tmp_path):
+    """The stand-in reproduces the device record: ten folders, whole checkpoints at 100-300 and 450-500, the rest
+    holding only data.pt (verl removed their actor/ and critic/)."""
+    checkpoints = verl_alone(SOAK_SESSIONS, save_freq=50, keep=2, root=tmp_path, last=500)
+    assert steps_left(checkpoints) == [50, 100, 150, 200, 250, 300, 350, 400, 450, 500]
+    whole = [s for s in steps_left(checkpoints) if (checkpoints / f"global_step_{s}" / "actor").is_dir()]
+    assert whole == [100, 150, 200, 250, 300, 450, 500]
+    assert layout(checkpoints)["global_step_50"] == ["data.pt"]
+    assert checkpoints_to_prune(checkpoints, 2) == [50, 100, 150, 200, 250, 300, 350, 400]
+
+
+def make(checkpoints: Path, whole: list[int], husks: list[int] = (), marker: int | None = None) -> None:
+    for step in whole:
+        (checkpoints / f"global_step_{step}" / "actor").mkdir(parents=True)
+        (checkpoints / f"global_step_{step}" / "data.pt").write_bytes(b"d")
+    for step in husks:
+        (checkpoints / f"global_step_{step}").mkdir(parents=True)
+        (checkpoints / f"global_step_{step}" / "data.pt").write_bytes(b"d")
+    if marker is not None:
+        (checkpoints / "latest_checkpointed_iteration.txt").write_text(f"{marker}\n")
+
+
+def test_what_is_pruned(tmp_path):
+    checkpoints = tmp_path / "run" / "checkpoints"
+    make(checkpoints, whole=[10, 20, 30, 50], husks=[40], marker=30)
+    (checkpoints / "global_step_x").mkdir()
+    assert checkpoints_to_prune(checkpoints, 2) == [10]  # 40 and 50 are above the marker: a save in progress
+    assert checkpoints_to_prune(checkpoints, 3) == []
+    assert checkpoints_to_prune(checkpoints, 0) == []  # --keep-checkpoints 0: keep all
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("40")
+    assert checkpoints_to_prune(checkpoints, 2) == [10]  # the marker's own step stays, whole or not
+    (checkpoints / "latest_checkpointed_iteration.txt").unlink()
+    assert checkpoints_to_prune(checkpoints, 2) == []  # no marker: nothing is settled
+
+
+def test_prune_removes_and_an_interrupted_removal_is_finished_next_time(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    checkpoints = run / "checkpoints"
+    make(checkpoints, whole=[1, 2, 3, 4], marker=4)
+    real_rmtree = shutil.rmtree
+    calls = []
+
+    def cut(path, *args, **kwargs):  # the removal is cut off after the rename (a Ctrl-C, a power cut)
+        calls.append(Path(path).name)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "rmtree", cut)
+    with pytest.raises(KeyboardInterrupt):
+        prune(run, 2)
+    assert calls == [".removing-global_step_1"]
+    assert sorted(p.name for p in checkpoints.iterdir()) == [".removing-global_step_1", "global_step_2", "global_step_3", "global_step_4", "latest_checkpointed_iteration.txt"]
+    assert latest_checkpoint(run) == 4
+    monkeypatch.setattr(shutil, "rmtree", real_rmtree)
+    assert prune(run, 2) == [checkpoints / "global_step_2"]
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["global_step_3", "global_step_4", "latest_checkpointed_iteration.txt"]
+
+
+def test_remove_cut_short(tmp_path):
+    run = tmp_path / "run"
+    make(run / "checkpoints", whole=[2, 4], husks=[6], marker=2)
+    assert remove_cut_short(run) == [run / "checkpoints" / "global_step_4", run / "checkpoints" / "global_step_6"]
+    assert steps_left(run / "checkpoints") == [2]
+
+
+def test_keeper_prunes_when_the_marker_moves_and_says_so(tmp_path):
+    run = tmp_path / "run"
+    checkpoints = run / "checkpoints"
+    make(checkpoints, whole=[5, 10], marker=10)
+    said, now = [], [0.0]
+    keeper = CheckpointKeeper(run, 2, said.append, interval=1.0, clock=lambda: now[0])
+    assert keeper.check(force=True) == [] and said == []
+    make(checkpoints, whole=[15], marker=15)
+    now[0] = 0.5
+    assert keeper.check() == []  # within the interval: not looked at
+    now[0] = 1.5
+    assert keeper.check() == [checkpoints / "global_step_5"]
+    assert said == ["verlfit: removed global_step_5 (--keep-checkpoints 2; kept: global_step_10, global_step_15)"]
+    now[0] = 3.0
+    assert keeper.check() == []  # the marker did not move
+
+
+def test_keeper_says_a_failed_removal_once_and_stops(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    make(run / "checkpoints", whole=[5, 10, 15], marker=15)
+    said = []
+    keeper = CheckpointKeeper(run, 2, said.append)
+
+    def refuse(self, target):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "rename", refuse)
+    assert keeper.check(force=True) == []
+    make(run / "checkpoints", whole=[20], marker=20)
+    assert keeper.check(force=True) == []
+    assert said == [f"verlfit: could not remove old checkpoints of {run} for --keep-checkpoints 2: [Errno 13] Permission denied: "
+                    f"'{run / 'checkpoints' / 'global_step_5'}'; they stay on disk (nothing is lost) and verlfit stops pruning for this session: "
+                    "delete the global_step_N folders you do not need"]
+    assert steps_left(run / "checkpoints") == [5, 10, 15, 20]
+
+
+def stand_in_plan(run_dir: Path, start: int, end: int, keep: int, kill: bool = False) -> LaunchPlan:
+    settings = TrainSettings(run_dir=str(run_dir), steps=500, save_freq=50, keep_checkpoints=keep, resume=start > 0)
+    command = [sys.executable, str(HERE / "stand_in_verl_saves.py"), str(run_dir), "--start", str(start), "--end", str(end),
+               "--last", "500", "--save-freq", "50", "--keep", str(keep)] + (["--kill"] if kill else [])
+    return LaunchPlan(settings, "p40", "fake", {}, [], command, [])
+
+
+def test_the_soak_through_launch_keeps_the_newest_two(tmp_path):
+    """The soak's four sessions through verlfit train's launch: after each, only the newest two whole checkpoints."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"verlfit_run": 1}))
+    after, said = [], []
+    for start, end in SOAK_SESSIONS:
+        display = io.StringIO()
+        status = launch(stand_in_plan(run, start, end, keep=2, kill=(end == 301)), run, stream=display, poll_seconds=0.05)
+        after.append((status, steps_left(run / "checkpoints")))
+        said += [line for line in display.getvalue().splitlines() if line.startswith("verlfit: removed")]
+    assert after == [(0, [100, 150]), (0, [200, 250]), (-9, [250, 300]), (0, [450, 500])]
+    assert layout(run / "checkpoints") == {"global_step_450": ["actor", "critic", "data.pt"], "global_step_500": ["actor", "critic", "data.pt"]}
+    assert said == [
+        "verlfit: removed global_step_50 (--keep-checkpoints 2; kept: global_step_100, global_step_150)",  # verl's own husk
+        "verlfit: removed global_step_100, global_step_150 (--keep-checkpoints 2; kept: global_step_200, global_step_250)",
+        "verlfit: removed global_step_200 (--keep-checkpoints 2; kept: global_step_250, global_step_300)",  # verl killed: as verl exits
+        "verlfit: removed global_step_250, global_step_300, global_step_350, global_step_400 (--keep-checkpoints 2; kept: global_step_450, global_step_500)",
+    ]
+
+
+def test_a_resume_after_a_power_cut_prunes_before_verl_starts(tmp_path):
+    """verlfit itself was killed too (no check as verl exited): the resumed launch's first check prunes."""
+    run = tmp_path / "run"
+    verl_alone(SOAK_SESSIONS[:2], save_freq=50, keep=2, root=run, last=500)
+    display = io.StringIO()
+    assert launch(stand_in_plan(run, 250, 252, keep=2), run, stream=display, poll_seconds=0.05) == 0
+    assert display.getvalue().splitlines()[0] == "verlfit: removed global_step_50, global_step_100, global_step_150 (--keep-checkpoints 2; kept: global_step_200, global_step_250)"
+    assert steps_left(run / "checkpoints") == [200, 250]
+
+
+def test_keep_all_removes_nothing(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    for start, end in SOAK_SESSIONS[:2]:
+        launch(stand_in_plan(run, start, end, keep=0), run, poll_seconds=0.05)
+    assert steps_left(run / "checkpoints") == [50, 100, 150, 200, 250]
