@@ -60,6 +60,8 @@ def test_what_is_pruned(tmp_path):
     assert checkpoints_to_prune(checkpoints, 0) == []  # --keep-checkpoints 0: keep all
     (checkpoints / "latest_checkpointed_iteration.txt").write_text("40")
     assert checkpoints_to_prune(checkpoints, 2) == [10]  # the marker's own step stays, whole or not
+    (checkpoints / "latest_checkpointed_iteration.txt").write_text("35")
+    assert checkpoints_to_prune(checkpoints, 2) == []  # the marker's folder is gone: verl starts over, keep what is there
     (checkpoints / "latest_checkpointed_iteration.txt").unlink()
     assert checkpoints_to_prune(checkpoints, 2) == []  # no marker: nothing is settled
 

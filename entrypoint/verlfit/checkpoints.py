@@ -80,10 +80,11 @@ def checkpoints_to_prune(checkpoints: Path, keep: int) -> list[int]:
     ``keep`` whole ones. Whole: at or below the marker with an ``actor/`` folder (what verl's own pruning removes
     first, so a folder it pruned, holding only ``data.pt``, is not whole). The marker's own step is never removed,
     nor anything above it (a save in progress, or one a failure cut short: :func:`remove_cut_short`). ``keep`` 0 (keep
-    all, ``--keep-checkpoints 0``) or no marker: [].
+    all, ``--keep-checkpoints 0``), no marker, or a marker whose ``global_step_N`` is gone (verl would train from
+    step 0, and the older checkpoints may be all the user has): [].
     """
     marker = read_marker(checkpoints)
-    if keep <= 0 or marker is None:
+    if keep <= 0 or marker is None or not (checkpoints / f"{STEP_PREFIX}{marker}").is_dir():
         return []
     settled = [step for step in saved_steps(checkpoints) if step <= marker]
     whole = [step for step in settled if (checkpoints / f"{STEP_PREFIX}{step}" / "actor").is_dir()]
