@@ -175,3 +175,75 @@ def test_keep_all_removes_nothing(tmp_path):
     for start, end in SOAK_SESSIONS[:2]:
         launch(stand_in_plan(run, start, end, keep=0), run, poll_seconds=0.05)
     assert steps_left(run / "checkpoints") == [50, 100, 150, 200, 250]
+
+
+# new-user trial 4: odd run directories, made by hand or by other tools
+
+@pytest.mark.parametrize("content", ["²".encode(), b"\xff\xfe\x00", "١٢".encode()])
+def test_a_marker_that_is_not_an_ascii_whole_number_names_no_step(tmp_path, content):
+    """'²' passed str.isdigit and then failed int() (a ValueError traceback from resume, export and the keeper);
+    bytes that are not UTF-8 failed decoding (UnicodeDecodeError); verl itself writes str(step) in ASCII."""
+    run = tmp_path / "run"
+    make(run / "checkpoints", whole=[2, 4, 6])
+    (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_bytes(content)
+    assert latest_checkpoint(run) is None
+    assert checkpoints_to_prune(run / "checkpoints", 2) == []
+    assert CheckpointKeeper(run, 2, print).check(force=True) == []
+    assert steps_left(run / "checkpoints") == [2, 4, 6]
+
+
+def test_only_the_names_verl_writes_are_steps(tmp_path):
+    """global_step_² made int() fail; global_step_007 was read as step 7 and its removal then failed on the missing
+    global_step_7, which stopped pruning for the session. verl writes global_step_{step} (ray_trainer.py:806)."""
+    from verlfit.checkpoints import saved_steps
+
+    run = tmp_path / "run"
+    make(run / "checkpoints", whole=[2, 4, 6], marker=6)
+    for name in ("global_step_²", "global_step_007", "global_step_١"):
+        (run / "checkpoints" / name / "actor").mkdir(parents=True)
+    assert saved_steps(run / "checkpoints") == [2, 4, 6]
+    assert prune(run, 2) == [run / "checkpoints" / "global_step_2"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["global_step_007", "global_step_4", "global_step_6", "global_step_²", "global_step_١", "latest_checkpointed_iteration.txt"]
+
+
+def test_a_marker_naming_no_folder_settles_nothing(tmp_path):
+    """A marker whose global_step_N is gone (deleted by hand, or a number verl never wrote) is not a checkpoint verl
+    resumes from (find_latest_ckpt_path returns None, checkpoint_manager.py:189): nothing is pruned against it."""
+    run = tmp_path / "run"
+    make(run / "checkpoints", whole=[2, 4, 6], marker=99999999999999999999999)
+    assert checkpoints_to_prune(run / "checkpoints", 2) == []
+    (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("8")
+    assert prune(run, 2) == []
+    assert steps_left(run / "checkpoints") == [2, 4, 6]
+
+
+def test_a_leftover_that_is_a_file_or_a_link_is_removed_and_pruning_goes_on(tmp_path):
+    """A .removing-global_step_N file made shutil.rmtree raise NotADirectoryError on every call: no run of that
+    directory could prune again."""
+    run = tmp_path / "run"
+    make(run / "checkpoints", whole=[2, 4, 6], marker=6)
+    (run / "checkpoints" / ".removing-global_step_1").write_text("x")
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (run / "checkpoints" / ".removing-global_step_0").symlink_to(target)
+    assert prune(run, 2) == [run / "checkpoints" / "global_step_2"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["global_step_4", "global_step_6", "latest_checkpointed_iteration.txt"]
+    assert target.is_dir()  # a link is removed, not what it points to
+
+
+def test_a_linked_checkpoint_is_not_removed_and_the_message_names_it(tmp_path):
+    """A global_step_N that is a symbolic link (a checkpoint moved to another disk): shutil.rmtree refuses links, after
+    prune had already renamed the link to .removing-global_step_N, which then failed every later prune too. Now it
+    is refused before anything is renamed, naming the link and what to do."""
+    run = tmp_path / "run"
+    make(run / "checkpoints", whole=[4, 6], marker=6)
+    target = tmp_path / "disk2" / "global_step_2"
+    (target / "actor").mkdir(parents=True)
+    (run / "checkpoints" / "global_step_2").symlink_to(target)
+    said = []
+    assert CheckpointKeeper(run, 2, said.append).check(force=True) == []
+    assert said == [f"verlfit: could not remove old checkpoints of {run} for --keep-checkpoints 2: {run / 'checkpoints' / 'global_step_2'} is a "
+                    f"symbolic link to {target}, and verlfit does not delete through links: remove the link (and {target} if you no longer need it); "
+                    "they stay on disk (nothing is lost) and verlfit stops pruning for this session: delete the global_step_N folders you do not need"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["global_step_2", "global_step_4", "global_step_6", "latest_checkpointed_iteration.txt"]
+    assert (target / "actor").is_dir()

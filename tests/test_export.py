@@ -145,14 +145,19 @@ def test_marker_missing_is_incomplete(full_run, tmp_path, capsys):
         export.find_checkpoint(run)
     with pytest.raises(VerlfitError, match=r"global_step_2 is incomplete: verl's marker .*latest_checkpointed_iteration.txt is missing, so the save of step 2 did not finish") as error:
         export.find_checkpoint(run, 2)
-    assert error.value.fix == f"no step is complete: resume the run to save one (verlfit train --resume {run})"
+    # not "resume the run": verlfit train --resume refuses a run without a marker (new-user trial 4)
+    assert error.value.fix == "no step is complete, and without verl's marker `verlfit train --resume` refuses the run too (verl would start again from step 0): start a new run with another --run-dir"
     shutil.copytree(run / "checkpoints" / "global_step_2", run / "checkpoints" / "global_step_5")
     with pytest.raises(VerlfitError, match="global_step_2, global_step_5 were cut off mid-save"):
         export.find_checkpoint(run)
     assert cli.main(["export", str(run), "--step", "4"]) == 2  # no complete step to suggest: not "5, or latest"
     err = capsys.readouterr().err
     assert "has no checkpoint of step 4; saved: global_step_2, global_step_5 (none complete)" in err
-    assert "fix: no step is complete: resume the run" in err and "latest" not in err.split("fix:")[1]
+    assert "fix: no step is complete, and without verl's marker `verlfit train --resume` refuses the run too" in err and "latest" not in err.split("fix:")[1]
+    (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_bytes(b"\xff\xfe")  # there, but no step (trial 4: "is missing" before)
+    with pytest.raises(VerlfitError, match=r"latest_checkpointed_iteration.txt \(verl's marker, written after a checkpoint is saved\) holds no step number; global_step_2, global_step_5 were cut off") as error:
+        export.find_checkpoint(run)
+    assert error.value.fix.startswith("no step is complete, and without verl's marker")
 
 
 def test_step_above_marker_and_missing_step(full_run, tmp_path, capsys):

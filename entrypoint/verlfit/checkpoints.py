@@ -19,6 +19,7 @@ when verl exits (:func:`verlfit.train.launch`).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -30,33 +31,36 @@ CHECKPOINTS_DIR = "checkpoints"
 TRACKER = "latest_checkpointed_iteration.txt"  # ray_trainer.py:837, written after every save
 STEP_PREFIX = "global_step_"
 REMOVING_PREFIX = ".removing-"  # a pruned checkpoint's name while it is removed: never a global_step_N to verl or export
+_STEP_NAME = re.compile(r"0|[1-9][0-9]*")  # the N verl writes in global_step_N: str(step), ASCII, no leading zero
+_MARKER = re.compile(rb"[0-9]+")  # what verl's int() reads back from the marker (ray_trainer.py:837, checkpoint_manager.py:187), ASCII only
 
 
 def saved_steps(checkpoints: Path) -> list[int]:
     """The N of every ``global_step_N`` folder under ``checkpoints`` (``RUN_DIR/checkpoints``), ascending; [] when the
-    folder does not exist. Other names are ignored."""
+    folder does not exist. Other names (``global_step_007``, ``global_step_²``, files) are ignored: verl writes
+    ``global_step_{step}`` (``ray_trainer.py:806``)."""
     found = []
     for entry in checkpoints.glob(f"{STEP_PREFIX}*") if checkpoints.is_dir() else ():
         suffix = entry.name[len(STEP_PREFIX):]
-        if entry.is_dir() and suffix.isdigit():
+        if entry.is_dir() and _STEP_NAME.fullmatch(suffix):
             found.append(int(suffix))
     return sorted(found)
 
 
 def read_marker(checkpoints: Path) -> int | None:
     """The step in verl's marker ``checkpoints/latest_checkpointed_iteration.txt``; None when it is missing or holds no
-    whole number.
+    whole number in ASCII digits (text that is not UTF-8, ``²``, ``-3``, ``+4`` are none).
 
     Raises:
         VerlfitError: the marker exists but cannot be read (permissions, I/O error), naming it.
     """
     try:
-        text = (checkpoints / TRACKER).read_text().strip()
+        text = (checkpoints / TRACKER).read_bytes().strip()
     except FileNotFoundError:
         return None
     except OSError as error:
         raise VerlfitError(f"cannot read {checkpoints / TRACKER}: {error.strerror}") from error
-    return int(text) if text.isdigit() else None
+    return int(text) if _MARKER.fullmatch(text) else None
 
 
 def latest_checkpoint(run_dir: str | os.PathLike) -> int | None:
@@ -80,8 +84,8 @@ def checkpoints_to_prune(checkpoints: Path, keep: int) -> list[int]:
     ``keep`` whole ones. Whole: at or below the marker with an ``actor/`` folder (what verl's own pruning removes
     first, so a folder it pruned, holding only ``data.pt``, is not whole). The marker's own step is never removed,
     nor anything above it (a save in progress, or one a failure cut short: :func:`remove_cut_short`). ``keep`` 0 (keep
-    all, ``--keep-checkpoints 0``), no marker, or a marker whose ``global_step_N`` is gone (verl would train from
-    step 0, and the older checkpoints may be all the user has): [].
+    all, ``--keep-checkpoints 0``), no marker, or a marker whose ``global_step_N`` is not there (verl resumes from
+    nothing then, ``checkpoint_manager.py:189``, and the older checkpoints may be all the user has): [].
     """
     marker = read_marker(checkpoints)
     if keep <= 0 or marker is None or not (checkpoints / f"{STEP_PREFIX}{marker}").is_dir():
@@ -101,16 +105,24 @@ def prune(run_dir: str | os.PathLike, keep: int) -> list[Path]:
     deleted by the next call. Safe while verl runs: verl writes only steps above the marker, and its own pruning
     skips a path that is gone (``checkpoint_manager.py:138``).
 
+    A ``global_step_N`` that is a symbolic link is not removed: verlfit does not delete through links.
+
     Raises:
         OSError: a folder could not be renamed or deleted (permissions, I/O error); what was removed before stays removed.
-        VerlfitError: verl's marker cannot be read.
+        VerlfitError: verl's marker cannot be read, or a checkpoint to remove is a symbolic link (nothing renamed).
     """
     checkpoints = Path(run_dir) / CHECKPOINTS_DIR
     for leftover in checkpoints.glob(f"{REMOVING_PREFIX}{STEP_PREFIX}*") if checkpoints.is_dir() else ():
-        shutil.rmtree(leftover)
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover)
+        else:  # a file, or a link renamed by an older verlfit: the link goes, not what it points to
+            leftover.unlink()
     removed = []
     for step in checkpoints_to_prune(checkpoints, keep):
         path = checkpoints / f"{STEP_PREFIX}{step}"
+        if path.is_symlink():
+            raise VerlfitError(f"{path} is a symbolic link to {os.readlink(path)}, and verlfit does not delete through links: "
+                               f"remove the link (and {os.readlink(path)} if you no longer need it)")
         doomed = checkpoints / f"{REMOVING_PREFIX}{path.name}"
         path.rename(doomed)
         shutil.rmtree(doomed)

@@ -161,13 +161,22 @@ def complete_steps(root: Path, steps: list[int], marker: int | None) -> list[int
     return [s for s in steps if marker is not None and s <= marker and not _step_missing(root / f"global_step_{s}")[2]]
 
 
+def _marker_state(root: Path) -> str:
+    """Why :func:`verlfit.checkpoints.read_marker` gave no step: the marker is missing, or holds no step number."""
+    return "holds no step number" if (root / TRACKER).exists() else "is missing"
+
+
 def _step_names(steps: list[int]) -> str:
     return ", ".join(f"global_step_{s}" for s in steps)
 
 
-def _choose_fix(complete: list[int], run_dir: Path) -> str:
+def _choose_fix(complete: list[int], run_dir: Path, marker: int | None = 0) -> str:
+    """``marker`` None (verl's marker missing or naming no step): ``verlfit train --resume`` refuses such a run too
+    (:func:`verlfit.train.resume_plan`: verl would start again from step 0), so the fix is not a resume."""
     if complete:
         return f"pass --step with one of the complete steps: {_step_names(complete)}"
+    if marker is None:
+        return "no step is complete, and without verl's marker `verlfit train --resume` refuses the run too (verl would start again from step 0): start a new run with another --run-dir"
     return f"no step is complete: resume the run to save one (verlfit train --resume {run_dir})"
 
 
@@ -213,18 +222,18 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
     if step == "latest":
         if marker is None:
             raise VerlfitError(f"{run_dir} has no complete checkpoint: {root / TRACKER} (verl's marker, written after a "
-                               f"checkpoint is saved) is missing; {_step_names(steps)} {'was' if len(steps) == 1 else 'were'} cut off mid-save",
-                               fix=f"resume the run to write a complete one (verlfit train --resume {run_dir})")
+                               f"checkpoint is saved) {_marker_state(root)}; {_step_names(steps)} {'was' if len(steps) == 1 else 'were'} cut off mid-save",
+                               fix=_choose_fix([], run_dir, marker))
         step = marker
     elif step not in steps:
         raise VerlfitError(f"{run_dir} has no checkpoint of step {step}; saved: {_step_names(steps)}"
                            + (f" (complete: {', '.join(map(str, complete))})" if complete else " (none complete)"),
-                           fix=_choose_fix(complete, run_dir), exit_code=2)
+                           fix=_choose_fix(complete, run_dir, marker), exit_code=2)
     path = root / f"global_step_{step}"
     if marker is None or step > marker:
-        said = "is missing" if marker is None else f"says step {marker}"
+        said = _marker_state(root) if marker is None else f"says step {marker}"
         raise VerlfitError(f"{path} is incomplete: verl's marker {root / TRACKER} {said}, so the save of step {step} did not finish",
-                           fix=_choose_fix(complete, run_dir) + (", or resume the run" if complete else ""), exit_code=2)
+                           fix=_choose_fix(complete, run_dir, marker) + (", or resume the run" if complete else ""), exit_code=2)
     world_size, has_critic, missing = _step_missing(path)
     if missing:
         others = [s for s in complete if s != step]
