@@ -247,3 +247,30 @@ def test_a_linked_checkpoint_is_not_removed_and_the_message_names_it(tmp_path):
                     "they stay on disk (nothing is lost) and verlfit stops pruning for this session: delete the global_step_N folders you do not need"]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["global_step_2", "global_step_4", "global_step_6", "latest_checkpointed_iteration.txt"]
     assert (target / "actor").is_dir()
+
+
+def test_a_resume_dry_run_says_what_the_resume_would_remove(tmp_path, capsys):
+    from test_train import P40, parse
+    from verlfit import cli
+    from verlfit.train import create_run_directory, prepare_launch
+
+    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "500"]), environ={}, gpu=P40)
+    run = create_run_directory(plan, "data: {}\n")
+    verl_alone(SOAK_SESSIONS[:2], save_freq=50, keep=2, root=run, last=500)
+    assert cli.main(["train", "--resume", str(run), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert ("note: the resume would first remove global_step_50, global_step_100, global_step_150 (--keep-checkpoints 2; "
+            "verl keeps only its own session's saves, so verlfit prunes the rest)") in out
+    assert steps_left(run / "checkpoints") == [50, 100, 150, 200, 250]  # a rehearsal removes nothing
+    assert cli.main(["train", "--resume", str(run), "--dry-run", "--keep-checkpoints", "0"]) == 0
+    assert "would first remove" not in capsys.readouterr().out
+
+
+def test_remove_cut_short_removes_a_link_not_its_target(tmp_path):
+    run = tmp_path / "run"
+    make(run / "checkpoints", whole=[2], marker=2)
+    target = tmp_path / "elsewhere"
+    (target / "actor").mkdir(parents=True)
+    (run / "checkpoints" / "global_step_4").symlink_to(target)
+    assert remove_cut_short(run) == [run / "checkpoints" / "global_step_4"]
+    assert steps_left(run / "checkpoints") == [2] and (target / "actor").is_dir()

@@ -144,7 +144,10 @@ def remove_cut_short(run_dir: str | os.PathLike) -> list[Path]:
     for step in saved_steps(checkpoints):
         if marker is None or step > marker:
             path = checkpoints / f"{STEP_PREFIX}{step}"
-            shutil.rmtree(path)
+            if path.is_symlink():  # the link goes, not what it points to
+                path.unlink()
+            else:
+                shutil.rmtree(path)
             removed.append(path)
     return removed
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from verlfit import gsm8k
 from verlfit.arguments import add_sizing_arguments, checkpoints_to_keep, frequency, memory_gib, parse_number, positive_number, whole_number
-from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, CheckpointKeeper, latest_checkpoint, remove_cut_short
+from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, CheckpointKeeper, checkpoints_to_prune, latest_checkpoint, remove_cut_short
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, hf_rollout_only_note, override_value, unwraps_lora_generation, build_overrides, keep_checkpoints_overrides, managed_keys_help, user_overrides, validate_overrides
@@ -819,6 +819,10 @@ def run(args) -> int:
         plan = resume_plan(Path(args.resume), steps=args.steps, keep_checkpoints=args.keep_checkpoints)
         run_dir = Path(plan.settings.run_dir)
         if args.dry_run:
+            doomed = checkpoints_to_prune(run_dir / CHECKPOINTS_DIR, plan.settings.keep_checkpoints)
+            if doomed:  # what the real resume's first check removes (CheckpointKeeper in launch), said in the rehearsal
+                plan.notes.append(f"the resume would first remove {', '.join(f'global_step_{step}' for step in doomed)} "
+                                  f"(--keep-checkpoints {plan.settings.keep_checkpoints}; verl keeps only its own session's saves, so verlfit prunes the rest)")
             print(describe(plan, args.stall_timeout))
             return 0
         record_resume(run_dir, plan)
