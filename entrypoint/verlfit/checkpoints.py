@@ -132,8 +132,9 @@ def prune(run_dir: str | os.PathLike, keep: int) -> list[Path]:
 
 def remove_cut_short(run_dir: str | os.PathLike) -> list[Path]:
     """Remove every ``global_step_N`` above the newest complete checkpoint (:func:`latest_checkpoint`; all of them
-    when there is none): saves a failure cut short, which verl never resumes from. Return the removed paths, oldest first. Used after a full disk, so the space
-    they held is free again (:func:`verlfit.train.report_failure`).
+    when there is none): saves a failure cut short, which verl never resumes from. Return the removed paths, oldest
+    first. Used after a full disk, so the space they held is free again (:func:`verlfit.train.report_failure`). A
+    linked folder loses its link, not what it points to.
 
     Raises:
         OSError: a folder could not be deleted.
