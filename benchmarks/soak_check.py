@@ -118,6 +118,7 @@ def check_run(run_dir: Path, from_step: int = FROM_STEP) -> dict:
     Raises:
         VerlfitError: ``run_dir`` is not a verlfit run directory (verlfit.train.load_run).
     """
+    from verlfit.checkpoints import CHECKPOINTS_DIR, STEP_PREFIX, saved_steps
     from verlfit.metrics import is_training_record, read_metrics
     from verlfit.train import load_run
 
@@ -125,8 +126,7 @@ def check_run(run_dir: Path, from_step: int = FROM_STEP) -> dict:
     total = record.get("total_steps") or record["settings"].get("steps")
     records = read_metrics(run_dir)
     training = [r for r in records if is_training_record(r)]
-    checkpoints = run_dir / "checkpoints"
-    left = sorted((p.name for p in checkpoints.glob("global_step_*") if p.is_dir()), key=lambda name: int(name.rpartition("_")[2]) if name.rpartition("_")[2].isdigit() else -1) if checkpoints.is_dir() else []
+    left = [f"{STEP_PREFIX}{step}" for step in saved_steps(run_dir / CHECKPOINTS_DIR)]
     rss_path = run_dir.parent / f"{run_dir.name}.rss.csv"
     rows = list(csv.DictReader(rss_path.open())) if rss_path.is_file() else []
     steps = step_check([r["step"] for r in training], total)

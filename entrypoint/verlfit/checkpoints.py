@@ -71,11 +71,19 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> int | None:
     (``find_latest_ckpt_path``, ``checkpoint_manager.py:165-190``); otherwise it trains from scratch. A marker that
     cannot be read counts as none.
     """
-    checkpoints = Path(run_dir) / CHECKPOINTS_DIR
     try:
-        step = read_marker(checkpoints)
+        return _resumable_step(Path(run_dir) / CHECKPOINTS_DIR)
     except VerlfitError:
         return None
+
+
+def _resumable_step(checkpoints: Path) -> int | None:
+    """verl's marker step when its ``global_step_N`` folder is there (what verl resumes from), else None.
+
+    Raises:
+        VerlfitError: the marker cannot be read (:func:`read_marker`).
+    """
+    step = read_marker(checkpoints)
     return step if step is not None and (checkpoints / f"{STEP_PREFIX}{step}").is_dir() else None
 
 
@@ -87,8 +95,8 @@ def checkpoints_to_prune(checkpoints: Path, keep: int) -> list[int]:
     all, ``--keep-checkpoints 0``), no marker, or a marker whose ``global_step_N`` is not there (verl resumes from
     nothing then, ``checkpoint_manager.py:189``, and the older checkpoints may be all the user has): [].
     """
-    marker = read_marker(checkpoints)
-    if keep <= 0 or marker is None or not (checkpoints / f"{STEP_PREFIX}{marker}").is_dir():
+    marker = _resumable_step(checkpoints)
+    if keep <= 0 or marker is None:
         return []
     settled = [step for step in saved_steps(checkpoints) if step <= marker]
     whole = [step for step in settled if (checkpoints / f"{STEP_PREFIX}{step}" / "actor").is_dir()]
