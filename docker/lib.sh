@@ -13,6 +13,18 @@ VENV=${VENV:-/opt/venv}
 
 dry_run() { [ "${VERLFIT_DRY_RUN:-0}" = 1 ]; }
 
+# A private or intercepting TLS certificate authority: the build secret `ca-bundle` (a PEM bundle: the system's
+# bundle with that authority in it, e.g. /etc/ssl/certs/ca-certificates.crt of a host that trusts it), mounted at
+# /run/secrets/ca-bundle for one RUN and never written to a layer. When it is there, pip, git, curl, Python's ssl
+# and apt (APT_CA_OPTIONS, for https sources) trust it instead of their own bundles. VERLFIT_CA_BUNDLE names
+# another path (tests).
+CA_BUNDLE=${VERLFIT_CA_BUNDLE:-/run/secrets/ca-bundle}
+APT_CA_OPTIONS=()
+if [ -s "$CA_BUNDLE" ]; then
+  export PIP_CERT=$CA_BUNDLE GIT_SSL_CAINFO=$CA_BUNDLE CURL_CA_BUNDLE=$CA_BUNDLE SSL_CERT_FILE=$CA_BUNDLE REQUESTS_CA_BUNDLE=$CA_BUNDLE
+  APT_CA_OPTIONS=(-o "Acquire::https::CaInfo=$CA_BUNDLE")
+fi
+
 # run CMD ARGS...: run a command, or print it in dry-run mode.
 run() {
   if dry_run; then

@@ -30,22 +30,33 @@ def test_p40_profile_values():
     assert "actor_rollout_ref.rollout.name=hf" in profile.overrides
 
 
-def test_user_environment_wins_and_empty_does_not():
+def test_user_environment_wins_an_empty_value_too():
+    """Issue 24: `-e PYTORCH_CUDA_ALLOC_CONF=` is how a user switches the profile's allocator settings off; it used
+    to be replaced by the default."""
     profile = load_profile("p40")
     resolved = resolve_environment(profile, {"VLLM_DTYPE": "float16", "PYTORCH_CUDA_ALLOC_CONF": "", "OTHER": "x"})
-    assert resolved == {"VLLM_DTYPE": "float16", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert resolved == {"VLLM_DTYPE": "float16", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": ""}
+    with pytest.raises(VerlfitError) as raised:
+        resolve_environment(profile, {"VLLM_DTYPE": ""})
+    assert raised.value.message == "VLLM_DTYPE='' is not a rollout dtype"
+
+
+def test_an_empty_user_value_stays_empty_through_the_image_entrypoint():
+    environ = image_environment("p40", PYTORCH_CUDA_ALLOC_CONF="")
+    assert environ["PYTORCH_CUDA_ALLOC_CONF"] == ""
+    assert environ["VERLFIT_PROFILE_DEFAULTS"].split() == ["VLLM_DTYPE=float32", "TRITON_MAX_SHARED_MEMORY=49152"]
 
 
 def test_environment_shell_lines():
     assert environment_shell(load_profile("a10")).splitlines() == [
         'VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS:-}"',
-        '[ -n "${VLLM_DTYPE:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} VLLM_DTYPE=bfloat16"',
-        '[ -n "${TRITON_MAX_SHARED_MEMORY:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} TRITON_MAX_SHARED_MEMORY=101376"',
-        '[ -n "${PYTORCH_CUDA_ALLOC_CONF:-}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"',
+        '[ -n "${VLLM_DTYPE+set}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} VLLM_DTYPE=bfloat16"',
+        '[ -n "${TRITON_MAX_SHARED_MEMORY+set}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} TRITON_MAX_SHARED_MEMORY=101376"',
+        '[ -n "${PYTORCH_CUDA_ALLOC_CONF+set}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"',
         "export VERLFIT_PROFILE_DEFAULTS",
-        'export VLLM_DTYPE="${VLLM_DTYPE:-bfloat16}"',
-        'export TRITON_MAX_SHARED_MEMORY="${TRITON_MAX_SHARED_MEMORY:-101376}"',
-        'export PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:-max_split_size_mb:256}"',
+        'export VLLM_DTYPE="${VLLM_DTYPE-bfloat16}"',
+        'export TRITON_MAX_SHARED_MEMORY="${TRITON_MAX_SHARED_MEMORY-101376}"',
+        'export PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF-max_split_size_mb:256}"',
     ]
 
 

@@ -31,7 +31,8 @@ from image_helpers import (
 PROFILES = ("p40", "a10")
 STAGES = [("build", "${BASE_REGISTRY}${BASE_IMAGE}:${BUILD_BASE_TAG}${BUILD_BASE_DIGEST:+@${BUILD_BASE_DIGEST}}"),
           ("wheels", "build"), ("verl-source", "build"),
-          ("runtime", "${BASE_REGISTRY}${BASE_IMAGE}:${RUNTIME_BASE_TAG}${RUNTIME_BASE_DIGEST:+@${RUNTIME_BASE_DIGEST}}")]
+          ("runtime-system", "${BASE_REGISTRY}${BASE_IMAGE}:${RUNTIME_BASE_TAG}${RUNTIME_BASE_DIGEST:+@${RUNTIME_BASE_DIGEST}}"),
+          ("runtime", "runtime-system")]
 # version ARG -> (package in the locks, value)
 VERSION_ARGS = {
     "TORCH_VERSION": ("torch", "2.6.0+cu118"),
@@ -51,7 +52,7 @@ GPU_ONLY = ("vllm", "flash-attn", "liger-kernel", "xformers")
 
 # Every instruction line (comments aside) in which the two files differ: the GPU difference.
 P40_ONLY = [
-    "RUN /opt/verlfit/docker/install-system.sh cudnn",
+    "    /opt/verlfit/docker/install-system.sh cudnn",
     "ENV VERLFIT_PROFILE=p40 \\",
     "    PIP_CONSTRAINT=/opt/verlfit/docker/torch-cu118.lock",
     "      --python \"${PYTHON_VERSION}\" --cuda \"${TORCH_CUDA_VERSION}\" --arch sm_60 --cudnn \"${CUDNN_VERSION}\" \\",
@@ -78,12 +79,13 @@ A10_ONLY = [
     "COPY docker/fetch-wheel.sh /opt/verlfit/docker/",
     "RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\",
     "    --mount=type=secret,id=netrc,target=/root/.netrc \\",
+    "    --mount=type=secret,id=ca-bundle \\",
     "    --mount=type=bind,source=docker/a10-cu118.lock,target=/opt/verlfit/docker/a10-cu118.lock \\",
     "    --mount=type=bind,source=docker/a10-extra.lock,target=/opt/verlfit/docker/a10-extra.lock \\",
     "    /opt/verlfit/docker/download-locked.sh /wheels/a10 /opt/verlfit/docker/a10-cu118.lock /opt/verlfit/docker/a10-extra.lock \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${VLLM_WHEEL_URL}\" \"${VLLM_WHEEL_SHA256}\" \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${FLASH_ATTN_WHEEL_URL}\" \"${FLASH_ATTN_WHEEL_SHA256}\"",
-    "RUN /opt/verlfit/docker/install-system.sh cudnn triton",
+    "    /opt/verlfit/docker/install-system.sh cudnn triton",
     "    LIBRARY_PATH=/usr/local/cuda/lib64/stubs \\",
     "RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\",
     "    --mount=type=bind,from=wheels,source=/wheels/a10,target=/wheels/a10 \\",
@@ -245,9 +247,12 @@ def test_p40_installs_no_vllm_flash_attn_liger_or_xformers(dockerfiles):
     assert [value for option, value in check_options(dockerfiles["a10"]) if option == "--absent"] == ["liger-kernel", "apex"]
 
 
-def test_dockerfiles_pin_the_buildkit_frontend_on_their_first_line(profile):
-    # a parser directive counts only before any comment or instruction; 1.7 has every RUN --mount used
-    assert DOCKERFILES[profile].read_text().splitlines()[0] == "# syntax=docker/dockerfile:1.7"
+def test_dockerfiles_name_no_frontend_image(profile):
+    """Issue 24: a `# syntax=` line makes BuildKit pull a frontend image from the public Docker registry before
+    anything else, so nothing builds without that registry; the engine's own frontend parses these files (the
+    rehearsal build, tests/images/rehearsal, shows it). No parser directive of any kind, then."""
+    lines = DOCKERFILES[profile].read_text().splitlines()
+    assert not any(re.match(r"#\s*(syntax|escape|check)\s*=", line, re.IGNORECASE) for line in lines)
 
 
 def test_a10_check_loads_flash_attns_compiled_extension(dockerfiles):
@@ -277,8 +282,12 @@ def test_no_env_carries_an_index_mirror_proxy_or_secret(dockerfiles, profile):
 def test_package_sources_stay_in_the_build_stages(dockerfiles, profile):
     dockerfile = dockerfiles[profile]
     runtime_args = set(dockerfile.stage("runtime").args())
-    # apt needs its mirrors where the packages are installed; nothing else about sources reaches it
-    assert runtime_args & set(SOURCE_ARGS) == {"APT_MIRROR", "CUDA_APT_MIRROR", "BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
+    # apt needs its mirrors where the packages are installed: the runtime-system stage, whose one RUN is the apt
+    # step (so the mirrors show in that one history entry); nothing about sources reaches the runtime stage but labels
+    system = dockerfile.stage("runtime-system")
+    assert set(system.args()) & set(SOURCE_ARGS) == {"APT_MIRROR", "CUDA_APT_MIRROR"}
+    assert [run.value.split()[-2:] for run in system.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", "cudnn"] if profile == "p40" else ["cudnn", "triton"]]
+    assert runtime_args & set(SOURCE_ARGS) == {"BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
     label_only = {"BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
     for run in dockerfile.stage("runtime").all("RUN"):
         assert not any(f"${{{name}" in run.value for name in label_only)
@@ -305,13 +314,17 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
     expected = {
         "VIRTUAL_ENV": "/opt/venv", "PATH": "/opt/venv/bin:$PATH", "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "VERLFIT_PROFILE": profile, "HOME": "/home/verlfit", "LOGNAME": "verlfit", "USER": "verlfit", "HF_HOME": "/cache/huggingface", "PIP_CONSTRAINT": constraint,
+        # verlfit doctor compares the installed verl with the image's own patch series (issue 24: it WARNed)
+        "VERLFIT_PATCHES_DIR": "/opt/verlfit/patches",
     }
     if profile == "a10":
         expected["LIBRARY_PATH"] = "/usr/local/cuda/lib64/stubs"  # Triton's -lcuda links against CUDA's stub
     assert environment == expected
     user_run = next(run for run in runtime.all("RUN") if "useradd" in run.value)
     assert 'useradd --non-unique --no-log-init --uid "${VERLFIT_UID}" --gid "${VERLFIT_GID}"' in user_run.value
-    assert "chmod 1777 /home/verlfit /workspace /workspace/data /workspace/runs /cache/huggingface" in user_run.value
+    assert "chmod 1777 /home/verlfit /workspace /cache/huggingface" in user_run.value
+    # no empty mount-point folders left in the image (compose mounts ./data and ./runs; verlfit creates them otherwise)
+    assert "/workspace/data" not in user_run.value and "/workspace/runs" not in user_run.value
 
 
 def test_labels_record_profile_and_pins(dockerfiles, profile):
@@ -361,12 +374,17 @@ def test_pip_runs_have_cache_mounts_and_network_runs_the_netrc_secret(dockerfile
                 assert {"type": "cache", "target": "/root/.cache/pip", "sharing": "locked"} in mounts, run.line
             if any(script in run.value for script in network_scripts) or (stage.name == "build" and "install-python.sh" in run.value):
                 assert {"type": "secret", "id": "netrc", "target": "/root/.netrc"} in mounts, run.line
+                # a private or intercepting TLS certificate authority (issue 24): trusted where the network is used
+                assert {"type": "secret", "id": "ca-bundle"} in mounts, run.line
+            if "install-system.sh" in run.value:
+                assert {"type": "secret", "id": "ca-bundle"} in mounts, run.line
 
 
 def test_every_stage_sets_pipefail_shell(dockerfiles, profile):
+    names = [stage.name for stage in dockerfiles[profile].stages]
     for stage in dockerfiles[profile].stages:
-        if stage.base == "build":
-            continue  # inherits the build stage's SHELL
+        if stage.base in names:
+            continue  # inherits its parent stage's SHELL
         assert stage.all("SHELL")[0].value == '["/bin/bash", "-o", "pipefail", "-c"]'
 
 

