@@ -21,6 +21,8 @@ BUILD_FLAGS ?=
 MIRROR ?=
 REGISTRY ?=
 SAVE_DIR ?= dist
+# gzip for make save: pigz (the same format, every core) where it is installed
+COMPRESS ?= $(shell command -v pigz >/dev/null 2>&1 && echo pigz || echo gzip)
 # arguments after the subcommand for train, doctor and prepare-gsm8k, e.g. ARGS='--algo grpo'
 ARGS ?=
 # the container user: yours, so files in ./data and ./runs belong to you (1000 when you are root:
@@ -47,7 +49,7 @@ raw_value = $(if $(filter $(ALWAYS_BUILD_ARGS),$(1)),$($(1)),$(value $(1)))
 BUILD_ARGS = $(strip $(foreach name,$(BUILD_ARG_NAMES),$(if $(call build_arg_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))) \
   $(foreach name,$(PROXY_ARG_NAMES),$(if $(call proxy_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))))
 # settings given on the command line that nothing reads (a typo such as PIP_INDEX=...) stop the image targets
-MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER DOCKER_BUILD COMPOSE IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID VCS_REF
+MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER DOCKER_BUILD COMPOSE COMPRESS IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID VCS_REF
 UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
 define check_settings
 	@if [ -n '$(UNKNOWN_SETTINGS)' ]; then echo "make $@: $(UNKNOWN_SETTINGS): not a Dockerfile ARG nor a setting of this Makefile (ARGs: $(BUILD_ARG_NAMES))" >&2; exit 2; fi
@@ -91,6 +93,9 @@ base_tag_ref = $(or $(BASE_REGISTRY),$(call arg_default,BASE_REGISTRY))$(or $(BA
 base_digest = $(or $($(1)_DIGEST),$(call arg_default,$(1)_DIGEST))
 base_ref = $(call base_tag_ref,$(1))$(if $(call base_digest,$(1)),@$(call base_digest,$(1)))
 BASE_IMAGES = $(call base_ref,BUILD_BASE) $(call base_ref,RUNTIME_BASE)
+# the bases as `make save` stores them: by tag (pulled by digest where one is pinned, then tagged), so `make load`
+# gives named images an offline rebuild can start from (docker load keeps no registry digest)
+BASE_TAGS = $(call base_tag_ref,BUILD_BASE) $(call base_tag_ref,RUNTIME_BASE)
 # one line NAME_DIGEST=sha256:... for a base: the digest its tag has in the registry now. With buildx, read
 # without pulling (imagetools); without it, `docker pull` the tag and read the digest the pull recorded (RepoDigests)
 define print_base_digest
@@ -114,6 +119,10 @@ help: ## list targets
 test: ## run the whole CPU test suite (creates .venv, or VENV=..., with pinned packages first)
 	bash tests/bootstrap.sh
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+.PHONY: rehearse
+rehearse: ## as root: build the p40 image for real with stand-ins for what the network cannot reach, check it, run the suite in it (docs/images.md)
+	bash tests/images/rehearsal/rehearse.sh
 
 .PHONY: lint
 lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml against the Compose Specification
@@ -162,19 +171,21 @@ push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<name
 	$(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile)$(newline)$(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile)$(newline))
 
 .PHONY: save
-save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images, SHA256SUMS
+save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images (by tag), SHA256SUMS
 	$(check_settings)
 	$(call check_profiles,$(PROFILES))
 	mkdir -p $(SAVE_DIR)
 	$(foreach profile,$(PROFILES),$(call save_tarball,$(SAVE_DIR)/$(IMAGE)-$(profile).tar.gz,$(IMAGE):$(profile))$(newline))
-	$(foreach ref,$(BASE_IMAGES),$(DOCKER) pull $(ref)$(newline))
-	$(call save_tarball,$(SAVE_DIR)/cuda-base.tar.gz,$(BASE_IMAGES))
+	$(foreach base,BUILD_BASE RUNTIME_BASE,$(DOCKER) pull $(call base_ref,$(base))$(newline)$(if $(call base_digest,$(base)),$(DOCKER) tag $(call base_ref,$(base)) $(call base_tag_ref,$(base))$(newline)))
+	$(call save_tarball,$(SAVE_DIR)/cuda-base.tar.gz,$(BASE_TAGS))
 	cd $(SAVE_DIR) && sha256sum $(foreach profile,$(PROFILES),$(IMAGE)-$(profile).tar.gz) cuda-base.tar.gz > SHA256SUMS.partial && mv SHA256SUMS.partial SHA256SUMS
 
 .PHONY: load
 load: ## check dist/SHA256SUMS, then docker load every tarball it lists (air-gapped hosts)
 	cd $(SAVE_DIR) && sha256sum --check SHA256SUMS
 	set -e; for tarball in $$(cut -d' ' -f3 $(SAVE_DIR)/SHA256SUMS); do $(DOCKER) load --input $(SAVE_DIR)/$$tarball; done
+	@echo "make load: loaded. The CUDA bases are tagged as make save found them, without registry digests (docker load keeps none):" \
+	  "a rebuild here uses them with BUILD_BASE_DIGEST and RUNTIME_BASE_DIGEST unset, and needs your package mirrors (docs/images.md, 'Air-gapped hosts')"
 
 .PHONY: prepare-gsm8k
 prepare-gsm8k: ## write GSM8K in verl's format to ./data/gsm8k through compose (ARGS=... passed on)
@@ -207,7 +218,7 @@ lock: ## regenerate docker/*.lock from docker/image.in and docker/a10.in (needs 
 # save_tarball,FILE,IMAGES: docker save | gzip into FILE.partial, renamed to FILE once whole; a failed save
 # leaves no FILE (and no .partial) behind
 define save_tarball
-set -o pipefail; $(DOCKER) save $(2) | gzip -c > $(1).partial || { rm -f $(1).partial; exit 1; }; mv $(1).partial $(1)
+set -o pipefail; $(DOCKER) save $(2) | $(COMPRESS) -c > $(1).partial || { rm -f $(1).partial; exit 1; }; mv $(1).partial $(1)
 endef
 
 define newline

@@ -2,6 +2,7 @@
 the re-entrant driver (soak_run.py against tests/benchmarks/fake_verlfit.py) and the soak check (soak_check.py)."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -62,12 +63,13 @@ def run_tree():
         "subprocess.Popen(['bash', '-c', \"bash -c 'exec -a ray::WorkerDict.actor_rollout_compute_log_prob sleep 60' & exec -a 'python -m verl.trainer.main_ppo' sleep 60\"], start_new_session=True)\n"
         "time.sleep(60)\n"
     )
-    root = subprocess.Popen([sys.executable, "-c", script], process_group=0)  # its own group, as soak_run.py gives verlfit
+    # its own group, as soak_run.py gives verlfit (preexec_fn, not process_group=: that needs Python 3.11, the image has 3.10)
+    root = subprocess.Popen([sys.executable, "-c", script], preexec_fn=os.setpgrp)
     deadline = time.monotonic() + 10
     while len(psutil.Process(root.pid).children(recursive=True)) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     # a member of the root's process group that is not its descendant (as a wrapper's sibling would be)
-    sibling = subprocess.Popen(["sleep", "60"], process_group=root.pid)
+    sibling = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: os.setpgid(0, root.pid))
     yield root, sibling
     for process in (root, sibling):
         process.kill()

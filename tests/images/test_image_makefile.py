@@ -94,7 +94,7 @@ def test_plain_make_lists_every_target(workdir):
     result, calls = make(workdir)
     assert result.returncode == 0 and calls == []
     targets = [line.split()[0] for line in result.stdout.splitlines()]
-    assert targets == ["help", "test", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "load",
+    assert targets == ["help", "test", "rehearse", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "load",
                        "prepare-gsm8k", "train", "doctor", "bench", "lock"]
 
 
@@ -314,7 +314,13 @@ def test_save_then_load_for_an_air_gapped_host(workdir):
 def test_save_with_a_pinned_base_digest(workdir):
     digest = "sha256:" + "2" * 64
     result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", f"BUILD_BASE_DIGEST={digest}")
-    assert argvs(calls)[1] == ["pull", f"docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04@{digest}"]
+    devel, runtime = "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
+    # pulled by the pinned digest, then saved by tag: docker load keeps no registry digest, and an image saved by
+    # digest alone loads with no name at all, so nothing could build FROM it on the air-gapped host (issue 24)
+    assert argvs(calls)[1:] == [["pull", f"{devel}@{digest}"], ["tag", f"{devel}@{digest}", devel], ["pull", runtime], ["save", devel, runtime]]
+    assert "make load" not in result.stdout
+    result, calls = make(workdir, "load", "SAVE_DIR=out")
+    assert "a rebuild here uses them with BUILD_BASE_DIGEST and RUNTIME_BASE_DIGEST unset" in result.stdout
 
 
 COMPOSE_TARGETS = [("train", "train"), ("doctor", "doctor"), ("prepare-gsm8k", "prepare-gsm8k"), ("bench", "bench")]

@@ -42,6 +42,12 @@ def series_names(series=SERIES):
 
 
 def installed_verl_dir() -> Path:
+    """The pristine verl 0.4.1 package every test copies: ``VERLFIT_PRISTINE_VERL`` when set (a folder holding verl's
+    ``verl/`` package: inside the image, whose installed verl is patched, the rehearsal's test image exports the
+    pristine tree of /opt/verl's commit there; tests/images/rehearsal/Dockerfile.tests), else the installed verl
+    (the PyPI 0.4.1 wheel in the test venv)."""
+    if os.environ.get("VERLFIT_PRISTINE_VERL"):
+        return Path(os.environ["VERLFIT_PRISTINE_VERL"]) / "verl"
     spec = importlib.util.find_spec("verl")
     assert spec is not None and spec.submodule_search_locations, "verl 0.4.1 must be installed in the test venv"
     return Path(list(spec.submodule_search_locations)[0])
@@ -52,7 +58,7 @@ def copy_verl(dest_root: Path) -> Path:
     if (installed_verl_dir() / ".verlfit-patches").exists():
         import pytest
 
-        pytest.skip("the installed verl is already patched; these tests need the pristine PyPI 0.4.1 wheel")
+        pytest.skip("the installed verl is already patched; these tests need the pristine PyPI 0.4.1 wheel (or VERLFIT_PRISTINE_VERL)")
     dest_root.mkdir(parents=True, exist_ok=True)
     shutil.copytree(installed_verl_dir(), dest_root / "verl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dest_root

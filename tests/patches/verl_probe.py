@@ -506,6 +506,25 @@ LORA_ALPHA = 16
 RESPONSE_STEPS = 24
 
 
+def _gloo_average():
+    """verl's ``reduce_timing`` (verl/utils/debug/performance.py:179) all-reduces with ``ReduceOp.AVG``, which NCCL
+    (verl's backend on GPUs) has and torch 2.6's Gloo lacks ("Cannot use ReduceOp.AVG with Gloo": the image's torch;
+    newer torch has it). On a Gloo group an AVG becomes a SUM divided by the world size: the same average, exact for
+    the world of one these tests run."""
+    import torch.distributed as dist
+
+    real_all_reduce = dist.all_reduce
+
+    def all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
+        if op == dist.ReduceOp.AVG and dist.get_backend(group) == "gloo":
+            real_all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
+            tensor.div_(dist.get_world_size(group))
+            return None
+        return real_all_reduce(tensor, op=op, group=group, async_op=async_op)
+
+    dist.all_reduce = all_reduce
+
+
 def _cpu_worker_shims(fw, captured):
     """Test-side shims that let verl's FSDP workers run on CPU with gloo, world size 1. None changes what the
     workers compute: FSDP1 refuses CPU modules with ``sync_module_states=True`` and needs ``device_id`` to run
@@ -536,6 +555,7 @@ def _cpu_worker_shims(fw, captured):
         return real_fsdp(*args, **kwargs)
 
     fw.FSDP = cpu_fsdp
+    _gloo_average()
     real_get_peft_model = fw.get_peft_model
 
     def nonzero_get_peft_model(model, peft_config, *args, **kwargs):

@@ -10,10 +10,12 @@ What changes in each wheel, and nothing else:
 - torch carries the CUDA 12 libraries its compiled code links to that the cu11 packages do not provide
   (libcudart.so.12, libcublas.so.12, ...), under ``nvidia/<name>/lib/`` (``cusparselt/lib/``) where its RPATH looks, so
   ``import torch`` works on a machine without a GPU as the real build's does.
-``torch.version.cuda`` stays ``12.4``: the image's CUDA check reports it (check-image.py ``--stand-in-cuda``).
+``torch.version.cuda`` stays ``12.4``: the rehearsal builds with ``TORCH_CUDA_VERSION=12.4``, so the image's CUDA check
+runs and reports the CUDA it saw. PyPI's xformers 0.0.29.post2 (the A10 image's, CUDA 12.4 build) is served as it is:
+docker/a10-cu118.lock pins it without a local label.
 
 Usage: python stand_in_torch_index.py PYPI_WHEELS CU12_WHEELS TORCH_DEPS_LOCK OUT
-  PYPI_WHEELS  folder with PyPI's torch-2.6.0, torchvision-0.21.0 and torchaudio-2.6.0 cp310 wheels
+  PYPI_WHEELS  folder with PyPI's torch-2.6.0, torchvision-0.21.0, torchaudio-2.6.0 and xformers-0.0.29.post2 cp310 wheels
   CU12_WHEELS  folder with the nvidia-*-cu12 wheels named in CU12_LIBRARIES (torch 2.6.0's own pins)
   OUT          written: OUT/simple/<project>/index.html and OUT/files/*.whl
 """
@@ -32,13 +34,13 @@ import zipfile
 from pathlib import Path
 
 LOCAL_LABEL = "cu118"
-# nvidia-*-cu12 packages (torch 2.6.0's own pins, tests/images/rehearsal/stand-in-cu12.txt) whose libraries
-# torch 2.6.0's libtorch_cuda.so needs (readelf -d: NEEDED) under a soname no nvidia-*-cu11 package of
+# nvidia-*-cu12 packages (torch 2.6.0's own pins, tests/images/rehearsal/stand-in-cu12.txt) whose libraries torch
+# 2.6.0's own libraries need (readelf -d on torch/lib/*.so: NEEDED) under a soname no nvidia-*-cu11 package of
 # torch-deps.lock provides: libcudart.so.12, libcublas(Lt).so.12, libcufft.so.11, libcusparse.so.12 (and the
-# libnvJitLink.so.12 it needs), libcusparseLt.so.0. cuDNN 9, NCCL 2 and cuRAND 10 have the same sonames in both;
-# what torch opens only on a GPU (cuSOLVER, NVRTC, CUPTI) is left out.
+# libnvJitLink.so.12 it needs), libcusparseLt.so.0, libcupti.so.12, libnvrtc.so.12. cuDNN 9, NCCL 2, cuRAND 10 and
+# cuSOLVER 11 have the same sonames in both (only libtorch_cuda_linalg.so links cuSOLVER, loaded on first GPU use).
 CU12_LIBRARIES = ("nvidia_cuda_runtime_cu12", "nvidia_cublas_cu12", "nvidia_cufft_cu12", "nvidia_cusparse_cu12",
-                  "nvidia_nvjitlink_cu12", "nvidia_cusparselt_cu12")
+                  "nvidia_nvjitlink_cu12", "nvidia_cusparselt_cu12", "nvidia_cuda_cupti_cu12", "nvidia_cuda_nvrtc_cu12")
 
 
 def record_hash(data: bytes) -> str:
@@ -139,7 +141,11 @@ def main(argv: list[str]) -> int:
             print(f"{pypi}: expected one {project}-{version}-cp310-*.whl, found {[path.name for path in found]}", file=sys.stderr)
             return 1
         made.append(relabel(found[0], files_dir, cu11, cu12 if project == "torch" else None))
-    write_index(made, out)
+    served = list(made)
+    for wheel in sorted(pypi.glob("xformers-0.0.29.post2-cp310-*.whl")):
+        shutil.copyfile(wheel, files_dir / wheel.name)
+        served.append(files_dir / wheel.name)
+    write_index(served, out)
     for path in made:
         print(f"stand-in: {path.name} (from PyPI's {path.name.replace('+' + LOCAL_LABEL, '')})")
     return 0
