@@ -12,12 +12,14 @@ Probes:
   static    static-cache decoder (patch 0022, eager on CPU) vs HF generate: greedy tokens with and without
             early EOS, the warped scores vs generate's, the Gumbel-max sampling frequencies, and HFRollout
             with rollout.cuda_graph (plain and FSDP-wrapped module) vs without
-  no_eos    the ids the rollout gets for EOS and padding as verl passes them (patch 0022's special_tokens, issue
+  no_eos MODEL_DIR
+            the ids the rollout gets for EOS and padding as verl passes them (patch 0022's special_tokens, issue
             29): StaticDecoder vs generate called as HFRollout calls it, greedy, on tiny random Qwen2 and Qwen3
             models without an EOS id, for no EOS, no pad, an EOS list and an EOS id with no pad, and the model's
             own EOS left out by the rollout; then verl's ActorRolloutRefWorker.generate_sequences (its
-            eos/pad rule: the generation config's, else the tokenizer's) on a checkpoint whose tokenizer has an
-            EOS and whose generation config has none, with and without rollout.cuda_graph
+            eos/pad rule: the generation config's, else the tokenizer's) on MODEL_DIR, a checkpoint whose
+            tokenizer has an EOS and whose generation config has none (synthetic_model.make_model(no_eos=True)),
+            with and without rollout.cuda_graph
   unwrap    patch 0023 (rollout.unwrap_fsdp) with LoRA through verl's ActorRolloutRefWorker (the LoRA FSDP
             wrap policy of 0009, a nonzero adapter): two identical workers, one with the key; generation
             (greedy; sampled with n=2 from one seed; with cuda_graph too), the FSDP forwards run while
@@ -359,24 +361,6 @@ def _static_greedy(model, ids, mask, steps, eos, pad):
     return StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=pad).generate(ids, mask, steps)
 
 
-def _save_no_eos_checkpoint(path):
-    """A checkpoint directory whose tokenizer has an EOS (<eos>, id EOS) and a pad token (<pad>, id PAD) while
-    config.json and generation_config.json have neither: a word-level tokenizer over the VOCAB ids, the tiny
-    Qwen2 without EOS."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-    from verl_probe import VOCAB
-
-    vocab = {f"t{i}": i for i in range(VOCAB)}
-    vocab["<pad>"], vocab["<eos>"] = PAD, EOS
-    del vocab[f"t{PAD}"], vocab[f"t{EOS}"]
-    raw = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
-    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    PreTrainedTokenizerFast(tokenizer_object=raw, eos_token="<eos>", pad_token="<pad>").save_pretrained(path)
-    make_qwen2(seed=0, attn="sdpa", eos_token_id=None, pad_token_id=None).save_pretrained(path)
-    return path
-
-
 def _after_first_eos(responses, eos_ids):
     """(rows, steps) token ids -> the tokens that follow each row's first token in eos_ids, all rows, as a list."""
     out = []
@@ -386,10 +370,9 @@ def _after_first_eos(responses, eos_ids):
     return out
 
 
-def probe_no_eos():
+def probe_no_eos(model_dir):
     import json as json_module
     import os
-    import tempfile
 
     import torch
     from verl_probe import cpu_empty_cache_shim, data_proto, rollout_config
@@ -459,17 +442,18 @@ def probe_no_eos():
     from verl.utils.model import get_generation_config
     from verl.workers.sharding_manager.base import BaseShardingManager
 
-    path = _save_no_eos_checkpoint(tempfile.mkdtemp(prefix="speed_probe_no_eos_"))
-    with open(os.path.join(path, "generation_config.json")) as f:
+    from transformers import AutoModelForCausalLM
+
+    with open(os.path.join(model_dir, "generation_config.json")) as f:
         saved = json_module.load(f)
-    model = make_qwen2(seed=0, attn="sdpa", eos_token_id=None, pad_token_id=None)
-    tokenizer = hf_tokenizer(path)
-    worker_path = {"tokenizer_eos_pad": [tokenizer.eos_token_id, tokenizer.pad_token_id], "generation_config_json_keys": sorted(k for k in saved if k != "transformers_version")}
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa", torch_dtype=torch.float32).eval()
+    tokenizer = hf_tokenizer(model_dir)
+    worker_path = {"tokenizer_eos_pad": [tokenizer.eos_token, tokenizer.pad_token], "generation_config_json_keys": sorted(k for k in saved if k != "transformers_version")}
     outputs = {}
     for cuda_graph in (False, True):
         worker = type("WorkerState", (), {})()  # the attributes generate_sequences reads
         worker._is_rollout = True
-        worker.generation_config = get_generation_config(path)
+        worker.generation_config = get_generation_config(model_dir)
         worker.tokenizer = tokenizer
         worker.rollout_sharding_manager = BaseShardingManager()
         worker.rollout = HFRollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=cuda_graph))

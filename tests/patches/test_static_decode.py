@@ -2,7 +2,9 @@
 eagerly on CPU (the capture/replay layer is tested on a GPU by tests/gpu/test_cuda_graph_decode.py).
 
 The probe (speed_probe.py static) compares the patched StaticDecoder with transformers' generate on a tiny
-random Qwen2 (eager and sdpa), prompts of 5, 10 and 7 tokens left-padded to 16 columns, 32 new tokens.
+random Qwen2 (eager and sdpa), prompts of 5, 10 and 7 tokens left-padded to 16 columns, 32 new tokens. The
+no_eos probe (issue 29, patches 0022 and 0024) covers the EOS and pad ids verl may pass: none at all, an EOS
+without a pad id, an EOS list, and a checkpoint whose EOS is only in its tokenizer.
 """
 
 import os
@@ -83,8 +85,8 @@ NO_EOS_MODELS = ["qwen2_no_eos", "qwen3_no_eos", "qwen2_model_eos"]
 
 
 @pytest.fixture(scope="module")
-def no_eos(trees):
-    return run_speed_probe(trees["patched"], "no_eos")
+def no_eos(trees, tiny_qwen2_no_eos_dir):
+    return run_speed_probe(trees["patched"], "no_eos", tiny_qwen2_no_eos_dir)
 
 
 def test_special_tokens_read_eos_and_pad_as_generate(no_eos):
@@ -127,10 +129,11 @@ def test_eos_without_pad_id_pads_with_the_first_eos_as_generate(no_eos, model, c
 
 def test_verl_worker_takes_eos_from_the_generation_config_and_decodes_without_one(no_eos):
     worker = no_eos["worker"]
-    # the tokenizer has an EOS (299) and a pad (0); the generation config has neither, and verl's worker passes
-    # the generation config's (None) to the rollout: no EOS, with and without rollout.cuda_graph
-    assert worker["tokenizer_eos_pad"] == [299, 0]
-    assert "eos_token_id" not in worker["generation_config_json_keys"]
+    # the project's tiny Qwen2 without EOS: the tokenizer has an EOS and a pad token, the generation config has
+    # neither, and verl's worker passes the generation config's (None) to the rollout: no EOS, with and without
+    # rollout.cuda_graph
+    assert worker["tokenizer_eos_pad"] == ["<|im_end|>", "<|endoftext|>"]
+    assert worker["generation_config_json_keys"] == ["bos_token_id"]
     for key in ("cuda_graph_False", "cuda_graph_True"):
         assert worker[key] == {"responses_shape": [3, 32], "response_mask_ones": 3 * 32}  # every response token counts
     assert worker["same"] == TENSORS
@@ -138,13 +141,13 @@ def test_verl_worker_takes_eos_from_the_generation_config_and_decodes_without_on
 
 
 @pytest.fixture(scope="module")
-def no_eos_before_0024(tmp_path_factory):
+def no_eos_before_0024(tmp_path_factory, tiny_qwen2_no_eos_dir):
     """The no_eos probe on the series up to 0023 (patch 0024 left out; 0022 as it is now)."""
     names = series_names()
     base = tmp_path_factory.mktemp("before_no_eos")
     root = copy_verl(base / "tree")
     run_apply("--series", partial_series(base / "series", names.index("0024-hf-rollout-no-eos.patch")), root, check_rc=0)
-    return run_speed_probe(root, "no_eos")
+    return run_speed_probe(root, "no_eos", tiny_qwen2_no_eos_dir)
 
 
 def test_rollout_with_eos_and_no_pad_fills_with_the_first_eos_as_generate(no_eos):
