@@ -80,6 +80,11 @@
 #              checkpoint is complete the tmpfs is shrunk to 1.5 x what it holds, so the step-4 checkpoint fills it;
 #              logs verlfit's full-disk message and the checkpoints left, remounts it 8 x bigger and resumes to step 6;
 #              the records are copied to $RUNS/fault-disk and the tmpfs unmounted
+#   noeos      issue 29: a random Qwen3-0.6B-shaped model whose config.json and generation_config.json have no
+#              eos_token_id (benchmarks/qwen3_no_eos_model.py, the 0.5B's tokenizer; made once, into
+#              $WORK/qwen3-0.6b-no-eos), then `verlfit train --emulate p40 --model DIR --steps 3` on setup's GSM8K (the
+#              p40 profile turns patch 0022's cuda_graph on; the rollout gets no EOS id and decodes every response to
+#              the full length); logs the run's outcome and the response lengths of its steps
 #   pack       tar the run records (run.json, metrics.jsonl, train.log tail, the soak stages' *.events, *.rss.csv) into
 #              $OUT/runs.tar.gz and write $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison
 #              table); first benchmarks/soak_check.py on soak-ppo and soak-grpo when present ($RUNS/NAME.soak.json)
@@ -127,6 +132,7 @@ MODEL=$WORK/qwen2.5-0.5b-random
 MODEL_1P5B=$WORK/qwen2.5-1.5b-random
 MODEL_3B=$WORK/qwen2.5-3b-random
 TINY=$WORK/tiny
+MODEL_NO_EOS=$WORK/qwen3-0.6b-no-eos
 DATA=$WORK/gsm8k
 # P40 emulation: 22.5 GiB per worker (profiles/p40.yaml gpu_memory_gib: a P40 shows 24451 MiB, ~23 GiB usable
 # after the CUDA context; 0.5 GiB more is kept for the allocator's fragmentation)
@@ -635,6 +641,19 @@ stage_fault_disk() {
     tail -n 400 "$run/train.log" > "$keep/train.log" 2>/dev/null || true
   fi
   umount "$mnt" || log "fault_disk: umount $mnt: status $?"
+}
+
+stage_noeos() {
+  # issue 29: the CUDA-graph decoder raised TypeError on eos_token_id=None at the first generation (and verl's HF
+  # rollout itself died one line after generate: patch 0024); expected now: 3 steps, every response of full length
+  [ -f "$MODEL/tokenizer.json" ] || { log "noeos: no $MODEL (run setup first: it makes the tokenizer and GSM8K)"; return 0; }
+  [ -f "$MODEL_NO_EOS/config.json" ] || python3 benchmarks/qwen3_no_eos_model.py --output "$MODEL_NO_EOS" --tokenizer-dir "$MODEL" \
+    || { log "noeos: making $MODEL_NO_EOS failed: status $?"; return 0; }
+  train noeos-qwen3-0.6b --emulate p40 --model "$MODEL_NO_EOS" --data "$DATA" --steps 3 "${COMMON[@]}"
+  log "noeos outcome: $(run_outcome "$RUNS/noeos-qwen3-0.6b")"
+  # without an EOS every response is response_length tokens long: min = mean = max, clip_ratio 1.0
+  python3 -c 'import json, sys; [print("step", r["step"], "response_length min/mean/max/clip_ratio", *(r.get("response_length/" + k) for k in ("min", "mean", "max", "clip_ratio"))) for r in map(json.loads, open(sys.argv[1])) if "response_length/mean" in r]' \
+    "$RUNS/noeos-qwen3-0.6b/metrics.jsonl" 2>&1 | sed 's/^/  noeos| /' | tee -a "$RUNS/stages.log" || true
 }
 
 stage_pack() {

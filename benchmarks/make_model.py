@@ -4,6 +4,7 @@ made locally with no hub access.
     python benchmarks/make_model.py --shape qwen2.5-0.5b --output DIR
     python benchmarks/make_model.py --tokenizer-only --output DIR
     python benchmarks/make_model.py --shape tiny --output DIR --generation-sampling-defaults
+    python benchmarks/make_model.py --shape tiny --output DIR --no-eos
 
 Shapes: qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b (the Qwen2.5-*-Instruct configs), tiny and small. The code lives in
 the package (``verlfit bench`` uses it inside the images); this script runs the checkout's copy and re-exports its
@@ -40,6 +41,9 @@ def main(argv=None) -> int:
     ap.add_argument("--generation-sampling-defaults", action="store_true",
                     help="write Qwen2.5-Instruct's sampling fields into generation_config.json "
                          f"({SAMPLING_DEFAULTS})")
+    ap.add_argument("--no-eos", action="store_true",
+                    help="write config.json and generation_config.json without eos_token_id and pad_token_id "
+                         "(the tokenizer keeps its EOS): verl's rollout then decodes without an EOS id (issue 29)")
     a = ap.parse_args(argv)
 
     tok_dir = a.tokenizer_dir
@@ -51,7 +55,8 @@ def main(argv=None) -> int:
     if a.tokenizer_only:
         return 0
     synthetic_model.make_model(a.output, shape=a.shape, tokenizer_dir=tok_dir, seed=a.seed, dtype=a.dtype,
-                               generation_sampling_defaults=a.generation_sampling_defaults, vocab_size=a.vocab_size)
+                               generation_sampling_defaults=a.generation_sampling_defaults, vocab_size=a.vocab_size,
+                               no_eos=a.no_eos)
     with open(os.path.join(a.output, "config.json"), encoding="utf-8") as f:
         cfg = json.load(f)
     print(f"model: {a.output} (shape {a.shape}, {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "

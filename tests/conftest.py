@@ -39,3 +39,15 @@ def tiny_qwen2_dir(tmp_path_factory, qwen_style_tokenizer_dir):
     out = tmp_path_factory.mktemp("tiny_qwen2")
     make_model.make_model(str(out), shape="tiny", tokenizer_dir=qwen_style_tokenizer_dir, seed=0)
     return str(out)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_no_eos_dir(tmp_path_factory, qwen_style_tokenizer_dir):
+    """The tiny Qwen2 of ``tiny_qwen2_dir`` (same seed) without an EOS id: config.json and generation_config.json
+    have no eos_token_id and no pad_token_id, the tokenizer keeps <|im_end|> and <|endoftext|> (issue 29; as
+    transformers 4.51.3 saves a random Qwen3 made from a config without them)."""
+    import make_model
+
+    out = tmp_path_factory.mktemp("tiny_qwen2_no_eos")
+    make_model.make_model(str(out), shape="tiny", tokenizer_dir=qwen_style_tokenizer_dir, seed=0, no_eos=True)
+    return str(out)

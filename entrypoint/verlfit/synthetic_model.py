@@ -329,8 +329,9 @@ def special_ids(tokenizer) -> dict:
     return ids
 
 
-def model_config(shape: str, tokenizer, dtype: Optional[str] = None):
-    """The ``Qwen2Config`` for ``shape`` with bos/eos/pad ids taken from ``tokenizer``."""
+def model_config(shape: str, tokenizer, dtype: Optional[str] = None, no_eos: bool = False):
+    """The ``Qwen2Config`` for ``shape`` with bos/eos/pad ids taken from ``tokenizer``; ``no_eos``: without
+    ``eos_token_id`` (None, as a config made without one)."""
     from transformers import Qwen2Config
 
     if shape not in SHAPES:
@@ -344,7 +345,7 @@ def model_config(shape: str, tokenizer, dtype: Optional[str] = None):
     dtype = dtype or DEFAULT_DTYPE[shape]
     cfg = Qwen2Config(
         bos_token_id=ids[ENDOFTEXT],
-        eos_token_id=ids[IM_END],
+        eos_token_id=None if no_eos else ids[IM_END],
         torch_dtype=dtype,
         architectures=["Qwen2ForCausalLM"],
         **kw,
@@ -354,13 +355,16 @@ def model_config(shape: str, tokenizer, dtype: Optional[str] = None):
 
 def make_model(output_dir: str, shape: str = "qwen2.5-0.5b", tokenizer_dir: Optional[str] = None, seed: int = 0,
                dtype: Optional[str] = None, generation_sampling_defaults: bool = False,
-               vocab_size: int = DEFAULT_VOCAB_SIZE) -> str:
+               vocab_size: int = DEFAULT_VOCAB_SIZE, no_eos: bool = False) -> str:
     """Write a random-weight ``Qwen2ForCausalLM`` of ``shape`` with the tokenizer files to ``output_dir``.
 
     ``tokenizer_dir``: a directory made by ``train_tokenizer`` (its files are copied); if None, a tokenizer is
     trained into ``output_dir`` (``vocab_size``). ``dtype``: the saved weights' dtype (default bfloat16 for
     qwen2.5-0.5b as the real checkpoint, float32 otherwise). ``generation_sampling_defaults``: write
-    Qwen2.5-Instruct's sampling fields into generation_config.json (``SAMPLING_DEFAULTS``). Returns output_dir.
+    Qwen2.5-Instruct's sampling fields into generation_config.json (``SAMPLING_DEFAULTS``). ``no_eos``: neither
+    config.json nor generation_config.json has ``eos_token_id`` or ``pad_token_id`` (the tokenizer keeps
+    ``<|im_end|>`` and ``<|endoftext|>``): what transformers 4.51.3 writes for a model made from a config without
+    them, e.g. a random Qwen3 (issue 29); verl then gives the rollout no EOS id and no pad id. Returns output_dir.
     """
     import torch
     from transformers import AutoTokenizer, GenerationConfig, Qwen2ForCausalLM
@@ -376,7 +380,7 @@ def make_model(output_dir: str, shape: str = "qwen2.5-0.5b", tokenizer_dir: Opti
                     shutil.copyfile(src, os.path.join(output_dir, name))
         tokenizer = AutoTokenizer.from_pretrained(output_dir)
 
-    cfg = model_config(shape, tokenizer, dtype)
+    cfg = model_config(shape, tokenizer, dtype, no_eos=no_eos)
     torch_dtype = getattr(torch, cfg.torch_dtype if isinstance(cfg.torch_dtype, str) else str(cfg.torch_dtype)
                           .replace("torch.", ""))
     torch.manual_seed(seed)
@@ -387,6 +391,8 @@ def make_model(output_dir: str, shape: str = "qwen2.5-0.5b", tokenizer_dir: Opti
 
     ids = special_ids(tokenizer)
     gen = dict(bos_token_id=ids[ENDOFTEXT], eos_token_id=[ids[IM_END], ids[ENDOFTEXT]], pad_token_id=ids[ENDOFTEXT])
+    if no_eos:
+        del gen["eos_token_id"], gen["pad_token_id"]
     if generation_sampling_defaults:
         gen.update(SAMPLING_DEFAULTS)
     model.generation_config = GenerationConfig(**gen)

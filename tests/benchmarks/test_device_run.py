@@ -25,7 +25,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker gputests graph_memory grpo learn learn_data learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker gputests graph_memory grpo learn learn_data learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu noeos pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -120,6 +120,35 @@ def test_setup_makes_the_1p5b_model_when_lora_speed_is_named(tmp_path):
     assert result.returncode == 0, result.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     assert f"benchmarks/make_model.py --shape qwen2.5-3b --output {work}/qwen2.5-3b-random --tokenizer-dir {work}/qwen2.5-0.5b-random" in calls
+
+
+def test_noeos_stage_makes_the_qwen3_model_without_eos_once_and_trains_it_3_steps(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(work), "RUNS": str(runs), "OUT": str(tmp_path / "out")}
+    # before setup (no tokenizer, no GSM8K) the stage says so and runs nothing
+    result = subprocess.run(["bash", str(SCRIPT), "noeos"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "calls").exists()
+    assert f"noeos: no {work}/qwen2.5-0.5b-random (run setup first: it makes the tokenizer and GSM8K)" in (runs / "stages.log").read_text()
+    (work / "qwen2.5-0.5b-random").mkdir(parents=True)
+    (work / "qwen2.5-0.5b-random" / "tokenizer.json").write_text("{}")
+    result = subprocess.run(["bash", str(SCRIPT), "noeos"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    # issue 29's command: verlfit train --emulate p40 --model DIR --steps 3 (the p40 profile turns cuda_graph on)
+    assert calls[:2] == [
+        f"benchmarks/qwen3_no_eos_model.py --output {work}/qwen3-0.6b-no-eos --tokenizer-dir {work}/qwen2.5-0.5b-random",
+        f"-m verlfit train --run-dir {runs}/noeos-qwen3-0.6b --emulate p40 --model {work}/qwen3-0.6b-no-eos --data {work}/gsm8k --steps 3 "
+        "--skip-checks --no-validate-before-train --test-freq -1 --save-freq -1",
+    ]
+    # a model made by an earlier call is reused
+    (tmp_path / "calls").unlink()
+    (work / "qwen3-0.6b-no-eos").mkdir()
+    (work / "qwen3-0.6b-no-eos" / "config.json").write_text("{}")
+    result = subprocess.run(["bash", str(SCRIPT), "noeos"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert not any("qwen3_no_eos_model.py" in call for call in (tmp_path / "calls").read_text().splitlines())
 
 
 def test_multigpu_stage_runs_the_issue_18_measurements_in_order_with_their_environment(tmp_path):

@@ -2,6 +2,7 @@
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -140,6 +141,31 @@ def test_generation_config_has_no_sampling_fields(tiny_qwen2_dir):
         cfg = json.load(f)
     assert gen["eos_token_id"] == [cfg["eos_token_id"], cfg["bos_token_id"]]
     assert gen["pad_token_id"] == cfg["bos_token_id"]
+
+
+def test_no_eos_model_has_no_eos_or_pad_id_but_its_tokenizer_does(tiny_qwen2_no_eos_dir, tiny_qwen2_dir):
+    from transformers import AutoTokenizer, GenerationConfig
+
+    with open(os.path.join(tiny_qwen2_no_eos_dir, "generation_config.json")) as f:
+        gen = json.load(f)
+    with open(os.path.join(tiny_qwen2_no_eos_dir, "config.json")) as f:
+        cfg = json.load(f)
+    tok = AutoTokenizer.from_pretrained(tiny_qwen2_no_eos_dir)
+    assert gen == {"bos_token_id": cfg["bos_token_id"], "transformers_version": "4.51.3"}
+    assert "eos_token_id" not in cfg and "pad_token_id" not in cfg
+    assert GenerationConfig.from_pretrained(tiny_qwen2_no_eos_dir).eos_token_id is None  # what verl passes the rollout
+    assert (tok.eos_token, tok.pad_token) == ("<|im_end|>", "<|endoftext|>")
+    # the same weights as the model with EOS: only the ids differ
+    assert (Path(tiny_qwen2_no_eos_dir) / "model.safetensors").read_bytes() == (Path(tiny_qwen2_dir) / "model.safetensors").read_bytes()
+    with open(os.path.join(tiny_qwen2_dir, "config.json")) as f:
+        with_eos = json.load(f)
+    assert {k: v for k, v in with_eos.items() if k != "eos_token_id"} == cfg
+
+
+def test_cli_no_eos(tmp_path, qwen_style_tokenizer_dir):
+    assert make_model.main(["--shape", "tiny", "--output", str(tmp_path / "m"), "--tokenizer-dir", qwen_style_tokenizer_dir, "--no-eos"]) == 0
+    with open(tmp_path / "m" / "generation_config.json") as f:
+        assert "eos_token_id" not in json.load(f)
 
 
 def test_cli_sampling_defaults_and_determinism(tmp_path, qwen_style_tokenizer_dir):

@@ -3,7 +3,7 @@
 Skipped without CUDA or without a patched verl (static_decode.py comes with patches/verl-0.4.1). On the
 device, benchmarks/device_run.sh gputests runs it. A tiny random Qwen2 (4 layers, hidden 128), left-padded
 prompts, 48 new tokens: graph replay against HF generate on the same GPU, fp32 and bf16, a second batch size,
-and an FSDP-wrapped module through verl's HFRollout.
+without an EOS or pad id (issue 29), and an FSDP-wrapped module through verl's HFRollout.
 """
 
 import importlib.util
@@ -73,6 +73,29 @@ def test_graph_replay_with_early_eos_equals_generate():
     expected = hf_greedy(model, ids, mask, eos=eos)
     assert got.tolist() == expected.tolist()
     assert int((got[:, ids.size(1) :] == PAD).sum()) > 0
+
+
+def _generate_as_hf_rollout(model, ids, mask, eos, pad):
+    """generate() as verl's HFRollout calls it: eos/pad as keywords (None allowed), next to a GenerationConfig."""
+    cfg = GenerationConfig(do_sample=False, num_beams=1, repetition_penalty=1.0)
+    with torch.no_grad():
+        return model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=STEPS, eos_token_id=eos, pad_token_id=pad, generation_config=cfg, use_model_defaults=False)
+
+
+def test_graph_replay_without_eos_or_pad_id_equals_generate():
+    # issue 29: a generation config without eos_token_id gives the rollout None; generate decodes every row to
+    # STEPS tokens, and so does the replayed graph (no EOS handling captured); an EOS with pad None pads with it
+    model = tiny_model()
+    ids, mask = prompts(6)
+    dec = StaticDecoder(model, 6, ids.size(1) + STEPS, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=None, pad_token_id=None)
+    got = dec.generate(ids, mask, STEPS)
+    assert dec.captures == 1
+    assert got.size(1) == ids.size(1) + STEPS
+    assert got.tolist() == _generate_as_hf_rollout(model, ids, mask, None, None).tolist()
+    eos = [int(got[0, ids.size(1) + 4]), int(got[2, ids.size(1) + 9])]
+    early = StaticDecoder(model, 6, ids.size(1) + STEPS, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=None).generate(ids, mask, STEPS)
+    assert early.tolist() == _generate_as_hf_rollout(model, ids, mask, eos, None).tolist()
+    assert bool((early[0, ids.size(1) + 5 :] == eos[0]).all())  # row 0 ended by step 4: padded with the first EOS id
 
 
 def test_graph_replay_bf16_autocast_matches_eager_static_decode():

@@ -12,6 +12,14 @@ Probes:
   static    static-cache decoder (patch 0022, eager on CPU) vs HF generate: greedy tokens with and without
             early EOS, the warped scores vs generate's, the Gumbel-max sampling frequencies, and HFRollout
             with rollout.cuda_graph (plain and FSDP-wrapped module) vs without
+  no_eos MODEL_DIR
+            the ids the rollout gets for EOS and padding as verl passes them (patch 0022's special_tokens, issue
+            29): StaticDecoder vs generate called as HFRollout calls it, greedy, on tiny random Qwen2 and Qwen3
+            models without an EOS id, for no EOS, no pad, an EOS list and an EOS id with no pad, and the model's
+            own EOS left out by the rollout; then verl's ActorRolloutRefWorker.generate_sequences (its
+            eos/pad rule: the generation config's, else the tokenizer's) on MODEL_DIR, a checkpoint whose
+            tokenizer has an EOS and whose generation config has none (synthetic_model.make_model(no_eos=True)),
+            with and without rollout.cuda_graph
   unwrap    patch 0023 (rollout.unwrap_fsdp) with LoRA through verl's ActorRolloutRefWorker (the LoRA FSDP
             wrap policy of 0009, a nonzero adapter): two identical workers, one with the key; generation
             (greedy; sampled with n=2 from one seed; with cuda_graph too), the FSDP forwards run while
@@ -325,6 +333,149 @@ def probe_static():
     return result
 
 
+def make_qwen3(seed=0, attn="sdpa"):
+    """A tiny random Qwen3ForCausalLM (per-head q/k RMSNorm, head_dim 16) whose config has no EOS and no pad id,
+    as a Qwen3Config made without them (transformers 4.51.3 gives Qwen3Config no EOS default)."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from verl_probe import VOCAB
+
+    config = Qwen3Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256, initializer_range=0.2, tie_word_embeddings=False, attn_implementation=attn)
+    torch.manual_seed(seed)
+    return Qwen3ForCausalLM(config).float().eval()
+
+
+def _generate_as_hf_rollout(model, ids, mask, steps, eos, pad):
+    """generate() called as verl's HFRollout calls it for greedy decoding: eos/pad as keyword arguments next to a
+    GenerationConfig without them, repetition_penalty 1.0 and use_model_defaults=False (patch 0004)."""
+    from transformers import GenerationConfig
+
+    cfg = GenerationConfig(do_sample=False, num_beams=1, repetition_penalty=1.0)
+    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=steps, eos_token_id=eos, pad_token_id=pad, generation_config=cfg, output_scores=False, return_dict_in_generate=True, use_cache=True, use_model_defaults=False)
+    return out.sequences
+
+
+def _static_greedy(model, ids, mask, steps, eos, pad):
+    from verl.workers.rollout.static_decode import StaticDecoder
+
+    return StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=pad).generate(ids, mask, steps)
+
+
+def _after_first_eos(responses, eos_ids):
+    """(rows, steps) token ids -> the tokens that follow each row's first token in eos_ids, all rows, as a list."""
+    out = []
+    for row in responses.tolist():
+        hits = [i for i, t in enumerate(row) if t in eos_ids]
+        out += row[hits[0] + 1 :] if hits else []
+    return out
+
+
+def probe_no_eos(model_dir):
+    import json as json_module
+    import os
+
+    import torch
+    from verl_probe import cpu_empty_cache_shim, data_proto, rollout_config
+
+    from verl.workers.rollout import static_decode
+
+    ids, mask, _ = rollout_batch()
+    steps = 32
+    width = ids.size(1)
+    pairs = {"none_none": (None, None), "none_pad": (None, PAD), "empty_pad": ([], PAD), "int_none": (7, None), "list_none": ([9, 7], None), "list_pad": ([9, 7], PAD)}
+    result = {"special_tokens": {label: list(static_decode.special_tokens(eos, pad)) for label, (eos, pad) in pairs.items()} if hasattr(static_decode, "special_tokens") else "missing"}
+    models = {"qwen2_no_eos": make_qwen2(seed=0, attn="sdpa", eos_token_id=None, pad_token_id=None), "qwen3_no_eos": make_qwen3(seed=0), "qwen2_model_eos": make_qwen2(seed=0, attn="sdpa")}
+    cases = {}
+    for name, model in models.items():
+        res = {"model_generation_config_eos": model.generation_config.eos_token_id}
+        with torch.no_grad():
+            full = _generate_as_hf_rollout(model, ids, mask, steps, None, None)
+            # EOS ids taken from the no-EOS decode: the token row 1 emits at step 3 and row 0 at step 5
+            eos_list = [int(full[1, width + 3]), int(full[0, width + 5])]
+            for label, (eos, pad) in {"no_eos_no_pad": (None, None), "no_eos_pad": (None, PAD), "eos_list_no_pad": (eos_list, None), "eos_int_no_pad": (eos_list[0], None)}.items():
+                ref = _generate_as_hf_rollout(model, ids, mask, steps, eos, pad)
+                try:
+                    got = _static_greedy(model, ids, mask, steps, eos, pad)
+                except Exception as exc:  # the defect of issue 29, reported rather than raised
+                    res[label] = {"error": f"{type(exc).__name__}: {exc}"}
+                    continue
+                eos_ids = [] if eos is None else [eos] if isinstance(eos, int) else eos
+                after = _after_first_eos(got[:, width:], eos_ids)
+                res[label] = {
+                    "equal": got.tolist() == ref.tolist(),
+                    "len": [got.size(1), ref.size(1)],
+                    # tokens after a row's first EOS, and how many of them are the first EOS id (generate's pad without one)
+                    "after_eos": [len(after), after.count(eos_ids[0])] if eos_ids else None,
+                }
+        cases[name] = res
+    result["cases"] = cases
+
+    # HFRollout with an EOS list and no pad id (a generation config like Llama 3.2's), every row stopping by its
+    # third token: verl appends the columns generate did not produce
+    cpu_empty_cache_shim()
+    block_flash_attn()
+    from verl.workers.rollout.hf_rollout import HFRollout
+
+    model = models["qwen2_no_eos"]
+    with torch.no_grad():
+        full = _generate_as_hf_rollout(model, ids, mask, steps, None, None)
+    early = sorted({int(full[i, width + 2]) for i in range(ids.size(0))})
+    early_out, rollout_eos = {}, {"eos": early}
+    for cuda_graph in (False, True):
+        try:
+            early_out[cuda_graph] = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=3, cuda_graph=cuda_graph), do_sample=False, eos_token_id=early, pad_token_id=None)
+        except Exception as exc:
+            rollout_eos[f"cuda_graph_{cuda_graph}"] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        responses = early_out[cuda_graph]["responses"]
+        after = _after_first_eos(responses, early)
+        rollout_eos[f"cuda_graph_{cuda_graph}"] = {"responses_shape": list(responses.shape), "after_eos": [len(after), after.count(early[0])], "response_mask_ones": int(early_out[cuda_graph]["attention_mask"][:, width:].sum())}
+    if len(early_out) == 2:
+        rollout_eos["same"] = _same(early_out[False], early_out[True])
+    result["rollout_eos_no_pad"] = rollout_eos
+
+    # verl's own worker path: ActorRolloutRefWorker.generate_sequences builds the rollout's eos/pad ids (the
+    # generation config's when the checkpoint has one, fsdp_workers.py:654-657) and calls HFRollout
+    cpu_memory_shim()
+    import verl.workers.fsdp_workers as fw
+    from verl.utils import hf_tokenizer
+    from verl.utils.model import get_generation_config
+    from verl.workers.sharding_manager.base import BaseShardingManager
+
+    from transformers import AutoModelForCausalLM
+
+    with open(os.path.join(model_dir, "generation_config.json")) as f:
+        saved = json_module.load(f)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa", torch_dtype=torch.float32).eval()
+    tokenizer = hf_tokenizer(model_dir)
+    worker_path = {"tokenizer_eos_pad": [tokenizer.eos_token, tokenizer.pad_token], "generation_config_json_keys": sorted(k for k in saved if k != "transformers_version")}
+    outputs = {}
+    for cuda_graph in (False, True):
+        worker = type("WorkerState", (), {})()  # the attributes generate_sequences reads
+        worker._is_rollout = True
+        worker.generation_config = get_generation_config(model_dir)
+        worker.tokenizer = tokenizer
+        worker.rollout_sharding_manager = BaseShardingManager()
+        worker.rollout = HFRollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=cuda_graph))
+        prompt_ids, prompt_mask, prompt_pos = rollout_batch()
+        try:
+            out = fw.ActorRolloutRefWorker.generate_sequences(worker, data_proto(prompt_ids, prompt_mask, prompt_pos, do_sample=False))
+        except Exception as exc:
+            worker_path[f"cuda_graph_{cuda_graph}"] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
+        outputs[cuda_graph] = {k: out.batch[k] for k in ("prompts", "responses", "input_ids", "attention_mask", "position_ids")}
+        worker_path[f"cuda_graph_{cuda_graph}"] = {
+            "responses_shape": list(out.batch["responses"].shape),
+            "response_mask_ones": int(out.batch["attention_mask"][:, width:].sum()),
+        }
+    if len(outputs) == 2:
+        worker_path["same"] = _same(outputs[False], outputs[True])
+        with torch.no_grad():
+            worker_path["generate_equal"] = outputs[True]["input_ids"].tolist() == _generate_as_hf_rollout(model, prompt_ids, prompt_mask, steps, None, None).tolist()
+    result["worker"] = worker_path
+    return result
+
+
 UNWRAP_SAMPLING = {"temperature": 0.9, "top_k": 30, "top_p": 0.9}
 
 
@@ -490,7 +641,7 @@ def probe_unwrap():
 
 
 def main(argv):
-    fn = {"trim": probe_trim, "rollout": probe_rollout, "static": probe_static, "unwrap": probe_unwrap}[argv[0]]
+    fn = {"trim": probe_trim, "rollout": probe_rollout, "static": probe_static, "no_eos": probe_no_eos, "unwrap": probe_unwrap}[argv[0]]
     result = fn(*argv[1:])
     import verl
 

@@ -68,7 +68,10 @@ def init_dist():
         dist.init_process_group("gloo", init_method=f"file://{path}", rank=0, world_size=1)
 
 
-def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False):
+def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False, eos_token_id=EOS, pad_token_id=PAD):
+    """A tiny random Qwen2 (causal LM, or token classification with num_labels). eos_token_id=None and
+    pad_token_id=None give the model without an EOS id (config.json and generation_config.json without one,
+    as transformers writes a config made without them: issue 29)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassification
 
@@ -85,8 +88,8 @@ def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False)
         initializer_range=0.2,
         tie_word_embeddings=tie_word_embeddings,
         bos_token_id=1,
-        eos_token_id=EOS,
-        pad_token_id=PAD,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
         attn_implementation=attn,
     )
     torch.manual_seed(seed)
