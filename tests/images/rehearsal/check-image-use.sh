@@ -72,4 +72,4 @@ EOF
 DOCKER_BUILDKIT=1 $docker build --quiet --network host --secret "id=ca-bundle,src=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}" \
   --label io.verlfit.rehearsal=1 --file "$work/Dockerfile.derived" --tag "${image%%:*}:derived" "$work" >/dev/null
 expect "a derived image adds a package and keeps torch's pin" "0.9.0 2.6.0+cu118" \
-  "$(run "${image%%:*}:derived" python -c 'import tabulate, torch; print(tabulate.__version__, torch.__version__)')"
+  "$(run "${image%%:*}:derived" python -c 'import importlib.metadata as m; print(m.version("tabulate"), m.version("torch"))')"

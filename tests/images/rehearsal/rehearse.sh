@@ -23,6 +23,7 @@
 #   REHEARSAL_PORT_BASE first of the four local ports (5055: registry; +1 http; +2 git)
 #   REHEARSAL_SKIP      space-separated steps to skip while iterating locally: save a10 suite
 #   CA_BUNDLE           the host's CA bundle (/etc/ssl/certs/ca-certificates.crt)
+#   REHEARSAL_KEEP_BUILD_CACHE  set: leave the engine's build cache for the next run (default: pruned at the end)
 # Leaves nothing running and removes the images, containers and files it made, on failure too (the stand-in
 # cache stays). Exit status: 0 when every check passed.
 set -euo pipefail
@@ -77,7 +78,9 @@ cleanup() {
              "$registry/nvidia/cuda:11.8.0-devel-ubuntu22.04" "$registry/nvidia/cuda:11.8.0-runtime-ubuntu22.04"; do
     $docker image rm -f "$ref" >/dev/null 2>&1
   done
-  $docker image prune -f >/dev/null 2>&1
+  $docker image prune -f --filter label=io.verlfit.rehearsal=1 >/dev/null 2>&1
+  # the build cache it filled (~10 GB), unless asked to keep it for the next local run
+  [ -n "${REHEARSAL_KEEP_BUILD_CACHE:-}" ] || $docker builder prune -af >/dev/null 2>&1
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
   if [ -n "$dockerd_pid" ]; then
     kill "$dockerd_pid" 2>/dev/null; wait "$dockerd_pid" 2>/dev/null
@@ -238,8 +241,12 @@ if ! skipped suite; then
     --build-arg IMAGE="$image:p40" --file "$here/Dockerfile.tests" --tag "$image:p40-tests" . >"$work/tests-build.log" 2>&1 \
     || { tail -30 "$work/tests-build.log" >&2; fail "the test image"; }
   suite_started=$(date +%s)
-  run --network none "$image:p40-tests" 2>&1 | tee "$work/suite.log" | tail -5
-  [ "${PIPESTATUS[0]}" = 0 ] || fail "the CPU suite inside the image"
+  if ! run --network none "$image:p40-tests" >"$work/suite.log" 2>&1; then
+    grep -E '^(FAILED|ERROR)' "$work/suite.log" | head -40 >&2
+    tail -5 "$work/suite.log" >&2
+    fail "the CPU suite inside the image"
+  fi
+  tail -3 "$work/suite.log"
   check "the CPU suite inside the image in $(($(date +%s) - suite_started))s: $(grep -Eo '[0-9]+ passed.*' "$work/suite.log" | tail -1)"
 fi
 
