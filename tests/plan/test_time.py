@@ -353,7 +353,8 @@ def test_train_dry_run_estimate_follows_the_speed_keys(capsys, monkeypatch):
     import argparse
 
     from verlfit.profiles import load_profile
-    from verlfit.train import prepare_launch, register
+    from verlfit.train.command import register
+    from verlfit.train.settings import prepare_launch
 
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
     # the p40 profile turns the four trims and the CUDA graph on; `key=False` after -- turns each off again (today's
