@@ -394,7 +394,7 @@ def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path
     import importlib.util
 
     import verlfit.doctor
-    from verlfit.train.settings import prepare_launch
+    from verlfit.train.command import prepare_launch
 
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
     monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [])

@@ -8,9 +8,8 @@ import pytest
 
 from verlfit import cli
 from verlfit.gpu import GpuInfo
-from verlfit.train.command import register
+from verlfit.train.command import prepare_launch, register
 from verlfit.train.run_directory import create_run_directory, resume_plan
-from verlfit.train.settings import prepare_launch
 
 H200 = GpuInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), total_memory_bytes=150_754_820_096, free_memory_bytes=150_000_000_000)
 P40 = GpuInfo(index=0, name="Tesla P40", compute_capability=(6, 1), total_memory_bytes=25_637_224_448, free_memory_bytes=25_000_000_000)

@@ -18,8 +18,10 @@ with ``trainer.resume_mode=auto``: verl loads the newest complete checkpoint
 
 The package, one file per part, from the command down:
 
-* :mod:`verlfit.train.command`: the subcommand's options (:func:`register`, as ``verlfit.cli`` expects) and ``run``.
-* :mod:`verlfit.train.settings`: :func:`prepare_launch`: profile, environment, settings, plan and overrides (steps 1-4).
+* :mod:`verlfit.train.command`: the subcommand's options (:func:`register`, as ``verlfit.cli`` expects), their
+  typed form (``train_options``: the one place that reads the namespace) and ``run``.
+* :mod:`verlfit.train.settings`: :class:`TrainOptions` (the typed options) and :func:`build_launch`: profile,
+  environment, settings, plan and overrides (steps 1-4).
 * :mod:`verlfit.train.describe`: the dry run's text (step 5).
 * :mod:`verlfit.train.preflight`: blocking checks, data prepared and sized, checkpoint space (step 6, before the run).
 * :mod:`verlfit.train.run_directory`: create, load, resume, record (``run.json``, ``command.sh``).

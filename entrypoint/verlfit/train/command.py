@@ -1,5 +1,6 @@
-"""The ``verlfit train`` subcommand: its options (:func:`register`) and :func:`run`, which takes the new run or the
-resume through the parts of :mod:`verlfit.train`.
+"""The ``verlfit train`` subcommand: its options (:func:`register`), their typed form (:func:`train_options`, the one
+place that reads the parsed namespace) and :func:`run`, which takes the new run or the resume through the parts of
+:mod:`verlfit.train`.
 """
 
 from __future__ import annotations
@@ -8,16 +9,16 @@ import argparse
 import os
 from pathlib import Path
 
-from verlfit.arguments import add_sizing_arguments, checkpoints_to_keep, frequency, memory_gib, parse_number, positive_number, whole_number
+from verlfit.arguments import SizingOptions, add_sizing_arguments, checkpoints_to_keep, frequency, memory_gib, parse_number, positive_number, typed_options, whole_number
 from verlfit.checkpoints import CHECKPOINTS_DIR, checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
 from verlfit.overrides import managed_keys_help, user_overrides, validate_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
 from verlfit.train.describe import describe
-from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE
+from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan
 from verlfit.train.preflight import check_data_size, checkpoint_space_warning, ensure_data, run_blocking_checks
 from verlfit.train.run_directory import create_run_directory, record_resume, resume_plan
-from verlfit.train.settings import prepare_launch
+from verlfit.train.settings import TrainOptions, build_launch
 from verlfit.train.supervise import launch
 
 # the defaults of every option, filled by register(): --resume refuses options that differ from them
@@ -91,7 +92,24 @@ def register(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def run(args) -> int:
+def train_options(args: argparse.Namespace) -> TrainOptions:
+    """``verlfit train``'s parsed options as :class:`verlfit.train.settings.TrainOptions` (the sizing ones as
+    :class:`verlfit.arguments.SizingOptions`): what the rest of :mod:`verlfit.train` reads."""
+    parsed = vars(args)
+    return typed_options(TrainOptions, parsed, sizing=typed_options(SizingOptions, parsed))
+
+
+def prepare_launch(args: argparse.Namespace, environ: dict[str, str] | None = None, gpu=None, detect_gpu=True, gpu_report=None) -> LaunchPlan:
+    """The launch plan of parsed ``verlfit train`` options: :func:`verlfit.train.settings.build_launch` of
+    :func:`train_options` (``environ``, ``gpu``, ``detect_gpu``, ``gpu_report`` as there); no side effects.
+
+    Raises:
+        VerlfitError: what build_launch raises (profile/GPU mismatch, bad sizes, an unknown override, ...).
+    """
+    return build_launch(train_options(args), environ=environ, gpu=gpu, detect_gpu=detect_gpu, gpu_report=gpu_report)
+
+
+def run(args: argparse.Namespace) -> int:
     """Entry point of ``verlfit train`` (see the module docstring for the flow)."""
     if args.resume is not None:
         if not args.resume.strip():

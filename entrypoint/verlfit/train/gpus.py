@@ -48,14 +48,15 @@ def nccl_settings(report, environ, environment: dict[str, str], gpus: int, nodes
     return notes
 
 
-def memory_limit_gib(args, profile, environ: dict[str, str] | None = None) -> float | None:
-    """The per-worker memory cap in GiB: ``--gpu-memory-limit``, else the emulated card's usable memory,
-    else a ``VERLFIT_GPU_MEMORY_LIMIT_GIB`` the user set (validated here, so the planner sizes for it)."""
-    if args.gpu_memory_limit is not None:  # checked by its argparse type (verlfit.arguments.memory_gib)
-        return args.gpu_memory_limit
-    if args.emulate:
+def memory_limit_gib(given_gib: float | None, emulate: str | None, profile, environ: dict[str, str] | None = None) -> float | None:
+    """The per-worker memory cap in GiB: ``given_gib`` (``--gpu-memory-limit``), else the emulated card's usable
+    memory (``emulate``: ``--emulate``'s profile name), else a ``VERLFIT_GPU_MEMORY_LIMIT_GIB`` the user set
+    (validated here, so the planner sizes for it)."""
+    if given_gib is not None:  # checked by its argparse type (verlfit.arguments.memory_gib)
+        return given_gib
+    if emulate:
         if environ and environ.get(MEMORY_LIMIT_VARIABLE):
-            raise VerlfitError(f"--emulate {args.emulate} sets {MEMORY_LIMIT_VARIABLE}={profile.gpu_memory_gib:g} (the card's usable memory), but {MEMORY_LIMIT_VARIABLE}={environ[MEMORY_LIMIT_VARIABLE]} is set", fix=f"unset {MEMORY_LIMIT_VARIABLE}, or use --profile {args.emulate} --gpu-memory-limit GIB", exit_code=2)
+            raise VerlfitError(f"--emulate {emulate} sets {MEMORY_LIMIT_VARIABLE}={profile.gpu_memory_gib:g} (the card's usable memory), but {MEMORY_LIMIT_VARIABLE}={environ[MEMORY_LIMIT_VARIABLE]} is set", fix=f"unset {MEMORY_LIMIT_VARIABLE}, or use --profile {emulate} --gpu-memory-limit GIB", exit_code=2)
         return profile.gpu_memory_gib
     if environ and environ.get(MEMORY_LIMIT_VARIABLE):
         text = environ[MEMORY_LIMIT_VARIABLE]

@@ -116,6 +116,15 @@ def load_run(run_dir: Path) -> dict:
     return record
 
 
+def recorded_settings(record: dict, **changes) -> TrainSettings:
+    """The :class:`TrainSettings` a run recorded in ``run.json`` (its ``settings``; fields this verlfit does not know
+    are left out, ``loggers`` back to a tuple), with ``changes`` applied: what a resume continues and what
+    ``verlfit bench`` estimates a recorded run from."""
+    known = {f.name for f in dataclasses.fields(TrainSettings)}
+    values = {k: v for k, v in record["settings"].items() if k in known}
+    return TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), **changes})
+
+
 def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int | None = None) -> LaunchPlan:
     """The launch plan of a stopped run: its recorded overrides with ``trainer.resume_mode=auto``.
 
@@ -139,9 +148,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         save_freq = record["settings"].get("save_freq")
         when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else f"this run saves none (--save-freq {save_freq if isinstance(save_freq, int) else -1})"
         raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
-    known = {f.name for f in dataclasses.fields(TrainSettings)}
-    values = {k: v for k, v in record["settings"].items() if k in known}
-    settings = TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), "resume": True, "run_dir": str(run_dir)})
+    settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
     recorded_total = record.get("total_steps")
     if recorded_total is None and settings.steps is None:
         recorded_total = total_steps(settings)  # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
