@@ -15,6 +15,7 @@ import pytest
 
 from fakes import LFS_POINTER, FakeNvml, write_model_dir
 from verlfit import cli, doctor
+from verlfit.checks.patches import default_series
 from verlfit.doctor import BLOCKING, CHECK_NAMES, DoctorContext, TorchInfo, arch_covers, blocking_checks, run_checks
 
 GIB = 1024**3
@@ -376,9 +377,9 @@ def test_patch_marker_states(world):
 
 
 def test_series_found_through_environment(world, monkeypatch):
-    assert doctor._default_series({"VERLFIT_PATCHES_DIR": str(world.series.parent)}) == world.series
-    assert doctor._default_series({"VERLFIT_PATCHES_DIR": str(world.series.parent.parent)}) == world.series
-    repo_series = doctor._default_series({})
+    assert default_series({"VERLFIT_PATCHES_DIR": str(world.series.parent)}) == world.series
+    assert default_series({"VERLFIT_PATCHES_DIR": str(world.series.parent.parent)}) == world.series
+    repo_series = default_series({})
     assert repo_series is not None and repo_series.name == "series"
 
 

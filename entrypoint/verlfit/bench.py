@@ -344,9 +344,9 @@ def patch_series(environ, verl_dir: Path | None | str = "auto") -> str:
     without a marker (what runs is stock verl, whatever series a checkout holds); "unknown" without verl.
     ``environ`` is unused (kept for callers).
     """
-    from verlfit.doctor import _installed_verl_dir
+    from verlfit.checks.patches import installed_verl_dir
 
-    verl_dir = _installed_verl_dir() if verl_dir == "auto" else verl_dir
+    verl_dir = installed_verl_dir() if verl_dir == "auto" else verl_dir
     if not verl_dir:
         return "unknown"
     marker = Path(verl_dir) / ".verlfit-patches"
