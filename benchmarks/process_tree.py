@@ -1,7 +1,7 @@
 """The processes of one verlfit run, found from the ``verlfit train`` PID (issue 17's soak and fault stages).
 
 A run is a process tree: ``verlfit train`` starts verl's driver (``python -m verl.trainer.main_ppo``, in its own
-session: ``train.py`` ``launch``, ``start_new_session=True``); the driver's ``ray.init`` starts Ray's GCS server,
+session: ``verlfit/train/supervise.py`` ``launch``, ``start_new_session=True``); the driver's ``ray.init`` starts Ray's GCS server,
 raylet and dashboard, and the raylet starts the workers (``ray::WorkerDict`` once verl's worker group is made,
 ``ray::IDLE`` before). Other runs share the machine, so nothing here looks past the run's own tree and process
 group: no ``pgrep`` over the machine, no ``ray stop``. psutil (a Ray dependency, ``docker/common.lock``) walks

@@ -116,11 +116,11 @@ def check_run(run_dir: Path, from_step: int = FROM_STEP) -> dict:
     """Everything the module docstring lists, for one run directory; GPU memory and RSS from ``from_step``.
 
     Raises:
-        VerlfitError: ``run_dir`` is not a verlfit run directory (verlfit.train.load_run).
+        VerlfitError: ``run_dir`` is not a verlfit run directory (verlfit.train.run_directory.load_run).
     """
     from verlfit.checkpoints import CHECKPOINTS_DIR, STEP_PREFIX, saved_steps
     from verlfit.metrics import is_training_record, read_metrics
-    from verlfit.train import load_run
+    from verlfit.train.run_directory import load_run
 
     record = load_run(run_dir)
     total = record.get("total_steps") or record["settings"].get("steps")

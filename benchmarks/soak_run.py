@@ -36,7 +36,7 @@ import process_tree  # noqa: E402
 import soak_plan  # noqa: E402
 
 RSS_HEADER = "time,step,verlfit_mib,driver_mib,workers_sum_mib,workers_max_mib,workers\n"
-SIGINT_WAIT_S = 240  # verlfit's own stop: SIGINT to verl, 60 s, SIGTERM, 30 s, SIGKILL, 10 s, + 10 s drain (train.py _stop)
+SIGINT_WAIT_S = 240  # verlfit's own stop: SIGINT to verl, 60 s, SIGTERM, 30 s, SIGKILL, 10 s, + 10 s drain (verlfit/train/supervise.py _stop)
 DEADLINE_GRACE_S = 20  # as device_run.sh's `timeout -k 20`: then the whole run is killed (no Ray left on the GPU)
 WORKER_EXIT_WAIT_S = 600  # verl notices a dead actor at its next remote call (Ray's ActorDiedError)
 MIN_LAUNCH_S = 60  # no launch this close to the deadline: Ray's start and the model's loading take about a minute

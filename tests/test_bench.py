@@ -394,7 +394,7 @@ def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path
     import importlib.util
 
     import verlfit.doctor
-    from verlfit import train
+    from verlfit.train.command import prepare_launch
 
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
     monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [])
@@ -407,7 +407,7 @@ def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path
 
     def fake_run(argv):
         run_dir = Path(argv[argv.index("--run-dir") + 1])
-        plan = train.prepare_launch(cli.build_parser().parse_args(argv), environ={}, gpu=query_gpus(h200).gpus[0])
+        plan = prepare_launch(cli.build_parser().parse_args(argv), environ={}, gpu=query_gpus(h200).gpus[0])
         plans[run_dir.name] = plan
         run_dir.mkdir(parents=True)
         shutil.copy(RECORDED[run_dir.name] / "metrics.jsonl", run_dir)

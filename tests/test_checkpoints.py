@@ -12,7 +12,8 @@ import pytest
 from stand_in_verl_saves import verl_alone
 from verlfit.checkpoints import CheckpointKeeper, checkpoints_to_prune, latest_checkpoint, prune, remove_cut_short
 from verlfit.overrides import TrainSettings
-from verlfit.train import LaunchPlan, launch
+from verlfit.train.launch_plan import LaunchPlan
+from verlfit.train.supervise import launch
 
 HERE = Path(__file__).parent
 # The soak's sessions (benchmarks/results/2026-12-01-h200-session4/call-4/soak-ppo.events): Ctrl-C at step 150, a
@@ -252,7 +253,8 @@ def test_a_linked_checkpoint_is_not_removed_and_the_message_names_it(tmp_path):
 def test_a_resume_dry_run_says_what_the_resume_would_remove(tmp_path, capsys):
     from test_train import P40, parse
     from verlfit import cli
-    from verlfit.train import create_run_directory, prepare_launch
+    from verlfit.train.run_directory import create_run_directory
+    from verlfit.train.command import prepare_launch
 
     plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "500"]), environ={}, gpu=P40)
     run = create_run_directory(plan, "data: {}\n")

@@ -15,6 +15,7 @@ import pytest
 
 from fakes import LFS_POINTER, FakeNvml, write_model_dir
 from verlfit import cli, doctor
+from verlfit.checks.patches import default_series
 from verlfit.doctor import BLOCKING, CHECK_NAMES, DoctorContext, TorchInfo, arch_covers, blocking_checks, run_checks
 
 GIB = 1024**3
@@ -222,13 +223,13 @@ def test_missing_dev_shm_fails(world):
 
 
 def test_train_refuses_a_small_dev_shm(world, monkeypatch):
-    from verlfit import train
+    from verlfit.train import preflight
 
     monkeypatch.setattr(doctor, "_statvfs_free", lambda path: 64 * 2**20)
     monkeypatch.setattr(doctor, "available_memory_bytes", lambda: 64 * GIB)
     plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={})
     with pytest.raises(doctor.VerlfitError) as raised:
-        train.run_blocking_checks(plan)
+        preflight.run_blocking_checks(plan)
     assert "  FAIL shm: /dev/shm has 64 MiB free (Docker's default /dev/shm is 64 MiB)" in raised.value.message
     assert "fix: give the container 11 GiB of shared memory: compose.yaml's shm_size: 11gb, or docker run --shm-size=11g" in raised.value.message
 
@@ -376,9 +377,9 @@ def test_patch_marker_states(world):
 
 
 def test_series_found_through_environment(world, monkeypatch):
-    assert doctor._default_series({"VERLFIT_PATCHES_DIR": str(world.series.parent)}) == world.series
-    assert doctor._default_series({"VERLFIT_PATCHES_DIR": str(world.series.parent.parent)}) == world.series
-    repo_series = doctor._default_series({})
+    assert default_series({"VERLFIT_PATCHES_DIR": str(world.series.parent)}) == world.series
+    assert default_series({"VERLFIT_PATCHES_DIR": str(world.series.parent.parent)}) == world.series
+    repo_series = default_series({})
     assert repo_series is not None and repo_series.name == "series"
 
 
@@ -557,14 +558,14 @@ def test_a_model_without_tokenizer_fails(world):
 
 
 def test_train_refuses_the_directory_the_doctor_fails(world):
-    from verlfit import train
+    from verlfit.train import preflight
 
     only_config = world.tmp / "only-config"
     only_config.mkdir()
     shutil.copy(world.model / "config.json", only_config / "config.json")
     plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={})
     with pytest.raises(doctor.VerlfitError) as raised:
-        train.run_blocking_checks(plan)
+        preflight.run_blocking_checks(plan)
     assert f"  FAIL model: {only_config} has no weights: neither model.safetensors" in raised.value.message
 
 
@@ -795,8 +796,8 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
     import importlib.util
 
     import verlfit.gpu
-    from verlfit import train
     from verlfit.doctor import CheckResult
+    from verlfit.train import command, supervise
 
     real_query = verlfit.gpu.query_gpus
     monkeypatch.setattr(verlfit.gpu, "query_gpus", lambda nvml=None: real_query(H200_NVML))
@@ -811,8 +812,8 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
     def launched(settings):
         raise Launched(settings.rollout, settings.attention)
 
-    monkeypatch.setattr(train, "ensure_data", launched)
-    monkeypatch.setattr(train.subprocess, "Popen", lambda *a, **kw: pytest.fail("verl was launched"))
+    monkeypatch.setattr(command, "ensure_data", launched)
+    monkeypatch.setattr(supervise.subprocess, "Popen", lambda *a, **kw: pytest.fail("verl was launched"))
     status = cli.main(["train", "--profile", "a10", "--plan", "off", "--no-validate", "--run-dir", str(tmp_path / "run"), *argv])
     assert not (tmp_path / "run").exists()
     return status, capsys.readouterr().err, ran

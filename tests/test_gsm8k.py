@@ -738,7 +738,8 @@ def test_a_cached_hub_tokenizer_loads_without_asking_the_hub(tmp_path, qwen_styl
 def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, tiny_qwen2_dir, capsys, layout):
     """`verlfit train --data DIR` with raw GSM8K in DIR: verl's files come from those rows, into DIR/verl, exactly as
     `prepare-gsm8k --input DIR --output DIR/verl` writes them (the hub is offline here: conftest)."""
-    from verlfit import train
+    from verlfit.train.preflight import ensure_data
+    from verlfit.train.command import prepare_launch
 
     raw = tmp_path / "raw"
     if layout == "flat":
@@ -748,18 +749,18 @@ def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, ti
         for split, rows in (("train", TRAIN), ("test", TEST)):
             pq.write_table(pa.Table.from_pylist(rows), raw / "main" / f"{split}-00000-of-00001.parquet")
     args = cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--data", str(raw), "--model", tiny_qwen2_dir, "--run-dir", str(tmp_path / "run")])
-    plan = train.prepare_launch(args, environ={}, gpu=None)
+    plan = prepare_launch(args, environ={}, gpu=None)
     assert plan.settings.data_dir == str((raw / "verl").resolve())
     assert f"data.train_files={raw.resolve() / 'verl' / 'train.parquet'}" in plan.overrides
-    train.ensure_data(plan.settings)
+    ensure_data(plan.settings)
     assert capsys.readouterr().out.startswith(f"verlfit: {raw.resolve() / 'verl'} has no train.parquet/test.parquet: preparing GSM8K first, from the raw files in {raw.resolve()}\nread {raw.resolve()}: train ")
     reference, _ = run_prepare(raw, tmp_path / "reference", tokenizer=tiny_qwen2_dir, max_prompt_length=512)
     for name in ("train.parquet", "test.parquet"):
         assert (raw / "verl" / name).read_bytes() == (tmp_path / "reference" / name).read_bytes()
     assert [row["extra_info"]["question"] for row in read_rows(raw / "verl" / "train.parquet")] == [row["extra_info"]["question"] for row in read_rows(tmp_path / "reference" / "train.parquet")]
     # a second launch finds them prepared
-    assert train.prepare_launch(args, environ={}, gpu=None).settings.data_dir == plan.settings.data_dir
-    train.ensure_data(plan.settings)
+    assert prepare_launch(args, environ={}, gpu=None).settings.data_dir == plan.settings.data_dir
+    ensure_data(plan.settings)
     assert capsys.readouterr().out == ""
 
 

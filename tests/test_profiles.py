@@ -229,7 +229,8 @@ def test_cards_the_p40_profile_was_not_made_for_are_told_why_and_what_is_left_of
 
 def test_train_says_at_launch_which_profile_a_7x_card_got_and_why(capsys):
     from verlfit import cli
-    from verlfit.train import describe, prepare_launch
+    from verlfit.train.describe import describe
+    from verlfit.train.command import prepare_launch
 
     args = cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"])
     plan = prepare_launch(args, environ={}, gpu=T4)

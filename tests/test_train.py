@@ -8,7 +8,8 @@ import pytest
 
 from verlfit import cli
 from verlfit.gpu import GpuInfo
-from verlfit.train import create_run_directory, prepare_launch, register, resume_plan
+from verlfit.train.command import prepare_launch, register
+from verlfit.train.run_directory import create_run_directory, resume_plan
 
 H200 = GpuInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), total_memory_bytes=150_754_820_096, free_memory_bytes=150_000_000_000)
 P40 = GpuInfo(index=0, name="Tesla P40", compute_capability=(6, 1), total_memory_bytes=25_637_224_448, free_memory_bytes=25_000_000_000)
@@ -93,7 +94,7 @@ def fake_verl_plan(tmp_path, script):
     import sys
 
     from verlfit.overrides import TrainSettings
-    from verlfit.train import LaunchPlan
+    from verlfit.train.launch_plan import LaunchPlan
 
     settings = TrainSettings(run_dir=str(tmp_path / "run"), steps=3)
     return LaunchPlan(settings, "p40", "fake", {"VLLM_DTYPE": "float32"}, [], [sys.executable, "-c", script], [])
@@ -104,7 +105,7 @@ STEP = "print('(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - actor/ppo_kl:2.
 
 def test_launch_records_every_step_and_reports_verl_failure(tmp_path, capsys):
     from verlfit.metrics import read_metrics
-    from verlfit.train import launch
+    from verlfit.train.supervise import launch
 
     script = "import os, sys\n" + "\n".join(STEP.format(n=n) for n in (1, 2)) + "\nprint('Traceback: boom', flush=True)\nassert os.environ['VERLFIT_CONSOLE_FULL_PRECISION'] == '1'\nsys.exit(3)"
     plan = fake_verl_plan(tmp_path, script)
@@ -122,7 +123,7 @@ def test_ctrl_c_stops_verl_and_keeps_finished_steps(tmp_path, capsys):
     import threading
 
     from verlfit.metrics import read_metrics
-    from verlfit.train import launch
+    from verlfit.train.supervise import launch
 
     script = STEP.format(n=1) + "\nimport time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('verl got SIGINT', flush=True)\n    raise SystemExit(1)"
     plan = fake_verl_plan(tmp_path, script)
@@ -179,7 +180,7 @@ def test_ctrl_c_after_a_checkpoint_names_its_step(tmp_path, capsys):
     import signal
     import threading
 
-    from verlfit.train import launch
+    from verlfit.train.supervise import launch
 
     run_dir = tmp_path / "run"
     fake_checkpoint(run_dir, 1)
@@ -266,7 +267,7 @@ def test_training_set_smaller_than_a_batch_is_refused(tmp_path):
 
     from verlfit.errors import VerlfitError
     from verlfit.overrides import TrainSettings
-    from verlfit.train import check_data_size
+    from verlfit.train.preflight import check_data_size
 
     pq.write_table(pa.table({"x": list(range(7))}), tmp_path / "train.parquet")
     with pytest.raises(VerlfitError, match="train.parquet has 7 rows, fewer than one batch of 32 prompts"):
@@ -292,7 +293,7 @@ def test_resume_records_itself_and_moves_tensorboard(tmp_path):
     run_dir.rename(moved)
     fake_checkpoint(moved, 2)
     assert resume_plan(moved).environment["TENSORBOARD_DIR"] == str(moved / "tensorboard")
-    from verlfit.train import record_resume
+    from verlfit.train.run_directory import record_resume
 
     record_resume(moved, resume_plan(moved, steps=20, keep_checkpoints=3))
     record = json.loads((moved / "run.json").read_text())
@@ -333,7 +334,7 @@ def test_a10_with_hf_rollout_and_sdpa_plans_without_a_vllm_share_and_records_the
     assert "actor_rollout_ref.model.use_remove_padding=False" in plan.overrides
     assert not [o for o in plan.overrides if "gpu_memory_utilization" in o or "enforce_eager" in o]
     assert "rollout hf instead of the a10 profile's vllm; attention sdpa instead of flash_attention_2" in plan.notes
-    from verlfit.train import describe
+    from verlfit.train.describe import describe
 
     text = describe(plan).splitlines()
     assert text[1] == "rollout: hf    attention: sdpa"

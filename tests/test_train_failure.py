@@ -15,7 +15,9 @@ from test_failure import DIED_LOG, DISK_LOG, OOM_LOG
 from test_train import P40, STEP, fake_checkpoint, fake_verl_plan, parse
 
 from verlfit.metrics import read_metrics
-from verlfit.train import create_run_directory, launch, prepare_launch, report_failure
+from verlfit.train.run_directory import create_run_directory
+from verlfit.train.command import prepare_launch
+from verlfit.train.supervise import launch, report_failure
 
 
 def _run(tmp_path, *extra):
@@ -141,7 +143,7 @@ def test_a_full_disk_under_train_log_is_said_once_and_diagnosed_from_the_lines_k
 
 
 def test_a_run_json_the_full_disk_cannot_take_is_said_and_left_as_it_was(full_disk, monkeypatch, capsys):
-    from verlfit import train
+    from verlfit.train import run_directory
 
     plan, run_dir = full_disk
     real = tempfile.NamedTemporaryFile
@@ -151,7 +153,7 @@ def test_a_run_json_the_full_disk_cannot_take_is_said_and_left_as_it_was(full_di
         handle.write = lambda text: (_ for _ in ()).throw(NO_SPACE)
         return handle
 
-    monkeypatch.setattr(train.tempfile, "NamedTemporaryFile", no_space)
+    monkeypatch.setattr(run_directory.tempfile, "NamedTemporaryFile", no_space)
     assert launch(plan, run_dir, poll_seconds=0.1) == 1
     err = capsys.readouterr().err
     assert f"verlfit: could not update {run_dir / 'run.json'} with the outcome: [Errno 28] No space left on device; it is unchanged\n" in err

@@ -11,7 +11,9 @@ import pytest
 from test_train import P40, STEP, fake_checkpoint, fake_verl_plan, parse
 from verlfit import cli
 from verlfit.metrics import read_metrics
-from verlfit.train import STALLED_STATUS, checkpoint_space_warning, launch, prepare_launch
+from verlfit.train.preflight import checkpoint_space_warning
+from verlfit.train.command import prepare_launch
+from verlfit.train.supervise import STALLED_STATUS, launch
 
 GIB = 1024**3
 
@@ -98,7 +100,7 @@ def test_the_disk_fix_suggests_keeping_fewer_only_when_that_changes_something(tm
     # keep all, 4 saves, room for 3: keeping 3 helps
     warning = checkpoint_space_warning(plan_for(tmp_path, "--steps", "100", "--keep-checkpoints", "0"), disk_usage=free(35))
     assert warning.endswith(f"(fix: free disk space at {tmp_path / 'runs'}, point --run-dir at a bigger disk, keep 3 (--keep-checkpoints 3) or save at most 3 times in the run (--save-freq))")
-    # a resume holding one checkpoint that does not fit (the recorded lora-1p5b-ppo.console): no --keep-checkpoints
+    # a resume holding one checkpoint that does not fit (the recorded lora-1p5b-ppo.console.gz): no --keep-checkpoints
     # (2 already, the least), no --run-dir or --save-freq (a resume keeps them): only more space
     warning = checkpoint_space_warning(plan_for(tmp_path, "--steps", "100"), resumed_from=75, disk_usage=free(4), resume=True)
     assert warning == (f"WARN disk: 4.0 GiB free at {tmp_path / 'runs'}; this run holds 1 checkpoint of 11.1 GiB at once (11.1 GiB): not even one checkpoint fits; "

@@ -1,12 +1,18 @@
 """argparse ``type=`` functions for verlfit's numeric options: each returns the value or raises
-``argparse.ArgumentTypeError``, which argparse prints as ``argument --OPTION: MESSAGE`` with exit status 2."""
+``argparse.ArgumentTypeError``, which argparse prints as ``argument --OPTION: MESSAGE`` with exit status 2.
+
+Also the options shared by ``verlfit train`` and ``verlfit plan`` (:func:`add_sizing_arguments`) and their typed
+form (:class:`SizingOptions`), and :func:`typed_options`, with which a command module turns its parsed options into
+its one typed request: below the command modules no function reads an argparse namespace.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import re
-from typing import Callable, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 Number = TypeVar("Number", int, float)
 
@@ -110,8 +116,8 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     ``--lora-rank --lora-alpha --lora-target-modules --critic-lora-rank`` (they change what trains, so what the
     planner counts).
 
-    Both commands turn them into a request through ``verlfit.plan.request.sizing_from_args`` (same defaults, same
-    refusals). Sizes count prompts (micro-batches: responses per GPU); lengths count tokens.
+    Both commands take them as :class:`SizingOptions` (:func:`typed_options`) and turn them into sizes through
+    :func:`verlfit.plan.request.sizing_fields` (same defaults, same refusals). Sizes count prompts (micro-batches: responses per GPU); lengths count tokens.
     """
     parser.add_argument("--algo", default="ppo", choices=("ppo", "grpo"), help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss with a reference model (default: ppo)")
     parser.add_argument("--samples", type=whole_number, help=f"GRPO responses per prompt (default: {DEFAULT_SAMPLES}; refused with --algo ppo)")
@@ -131,3 +137,41 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     lora.add_argument("--lora-target-modules", type=target_modules, metavar="NAMES", help=f"Linear layers that get adapters: {DEFAULT_LORA_TARGET_MODULES} (PEFT: every Linear but lm_head; in the critic the value head score too) or names such as q_proj,k_proj,v_proj,o_proj (default: {DEFAULT_LORA_TARGET_MODULES}, verl's own)")
     lora.add_argument("--critic-lora-rank", type=rank, metavar="N", help="the PPO critic's LoRA rank; 0 = a fully trained critic (default: --lora-rank's; refused with --algo grpo, which has no critic)")
     parser.add_argument("--plan", choices=("auto", "off"), default="auto", help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card, keeping any of them you set; off: keep your numbers (default: auto)")
+
+
+@dataclasses.dataclass(frozen=True)
+class SizingOptions:
+    """The options of :func:`add_sizing_arguments` as typed values, one field per option (its argparse dest); None:
+    not given (the default then comes from :func:`verlfit.plan.request.sizing_fields`). The defaults live in the
+    parser alone, so the fields have none. Sizes count prompts (micro-batch: responses per GPU); lengths count tokens.
+    """
+
+    algo: str
+    samples: int | None
+    gpus: int
+    batch_size: int
+    mini_batch_size: int | None
+    micro_batch_size: int | None
+    max_prompt_length: int
+    max_response_length: int
+    gradient_checkpointing: bool | None
+    offload: str | None
+    lora_rank: int
+    lora_alpha: float | None
+    lora_target_modules: str | tuple[str, ...] | None
+    critic_lora_rank: int | None
+    plan: str
+
+
+Options = TypeVar("Options")
+
+
+def typed_options(kind: type[Options], parsed: Mapping[str, Any], **given: Any) -> Options:
+    """``kind`` (a dataclass of options) from parsed option values (``vars()`` of argparse's namespace: dest ->
+    value), one field each by its name; ``given`` fields (a nested dataclass such as :class:`SizingOptions`) are taken
+    as they are. Values the dataclass does not name are left out.
+
+    Raises:
+        KeyError: a field the parser has no option for (a dataclass and its parser that drifted apart).
+    """
+    return kind(**{field.name: given[field.name] if field.name in given else parsed[field.name] for field in dataclasses.fields(kind)})

@@ -31,7 +31,6 @@ Everything it runs is in the package: it works from an installed verlfit (the im
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -245,22 +244,24 @@ def code_paths_line(runs: list[dict]) -> str:
 
 
 def _estimate(record: dict, card_key: str) -> float:
+    """The time model's seconds per step on ``card_key`` for a recorded run (its ``run.json``), from the planner's
+    request as ``verlfit train`` builds it (:func:`verlfit.plan.request.request_from_settings` of the recorded
+    settings, :func:`verlfit.train.run_directory.recorded_settings`), with the code paths the run ran
+    (:func:`ran_code_paths`) and the speed switches and checkpoint frequency it ran with
+    (:func:`verlfit.plan.time.inputs_for_train` of its override list). A model folder that is not on this machine is estimated as Qwen2.5-0.5B."""
     from verlfit.model_shape import load_model_shape
-    from verlfit.overrides import TrainSettings
     from verlfit.plan import time as plan_time
     from verlfit.plan.request import request_from_settings
     from verlfit.profiles import load_profile
+    from verlfit.train.run_directory import recorded_settings
 
-    fields = {f.name for f in dataclasses.fields(TrainSettings)}
-    values = {k: v for k, v in record["settings"].items() if k in fields}
-    values["loggers"] = tuple(values.get("loggers", ("console",)))
-    settings = TrainSettings(**values)
+    ran = ran_code_paths(record)
+    settings = recorded_settings(record, rollout=ran["rollout"], attention=ran["attention"])
     config = Path(settings.model) / "config.json"
     shape = load_model_shape(str(config) if config.is_file() else "Qwen/Qwen2.5-0.5B-Instruct")
-    request = request_from_settings(settings, load_profile(record["profile"]), 24 * 1024**3, shape=shape)
-    if any(o.endswith("attn_implementation=eager") for o in record.get("overrides", ())):
-        request = dataclasses.replace(request, attention="eager")
-    return plan_time.estimate(request, card_key).step_seconds
+    profile = load_profile(record["profile"])
+    request = request_from_settings(settings, profile, 24 * 1024**3, shape=shape)
+    return plan_time.estimate(request, card_key, plan_time.inputs_for_train(settings, profile, record.get("overrides", []))).step_seconds
 
 
 def render(result: dict, console=None) -> None:
@@ -343,9 +344,9 @@ def patch_series(environ, verl_dir: Path | None | str = "auto") -> str:
     without a marker (what runs is stock verl, whatever series a checkout holds); "unknown" without verl.
     ``environ`` is unused (kept for callers).
     """
-    from verlfit.doctor import _installed_verl_dir
+    from verlfit.checks.patches import installed_verl_dir
 
-    verl_dir = _installed_verl_dir() if verl_dir == "auto" else verl_dir
+    verl_dir = installed_verl_dir() if verl_dir == "auto" else verl_dir
     if not verl_dir:
         return "unknown"
     marker = Path(verl_dir) / ".verlfit-patches"

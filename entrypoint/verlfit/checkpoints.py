@@ -13,7 +13,7 @@ paths of its own saves are a list in memory (``previous_saved_paths``, ``fsdp_ch
 ``--resume`` stayed on disk: the 500-step PPO soak of 2026-12-01 (three resumes, ``--keep-checkpoints 2``) ended with
 ten ``global_step_*`` folders, seven of them whole checkpoints (docs/reliability.md). :func:`prune` removes what verl
 leaves; ``verlfit train`` calls it before a resumed run starts, each time the marker changes while verl runs, and
-when verl exits (:func:`verlfit.train.launch`).
+when verl exits (:func:`verlfit.train.supervise.launch`).
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def prune(run_dir: str | os.PathLike, keep: int) -> list[Path]:
 def remove_cut_short(run_dir: str | os.PathLike) -> list[Path]:
     """Remove every ``global_step_N`` above the newest complete checkpoint (:func:`latest_checkpoint`; all of them
     when there is none): saves a failure cut short, which verl never resumes from. Return the removed paths, oldest
-    first. Used after a full disk, so the space they held is free again (:func:`verlfit.train.report_failure`). A
+    first. Used after a full disk, so the space they held is free again (:func:`verlfit.train.supervise.report_failure`). A
     linked folder loses its link, not what it points to.
 
     Raises:

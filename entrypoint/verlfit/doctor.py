@@ -45,12 +45,16 @@ Checks (name: what it looks at):
 :func:`run_checks` runs them all against a :class:`DoctorContext` (every outside dependency --
 NVML, torch, the filesystem, the network -- is a field, so tests pass fakes); :func:`blocking_checks`
 is the fast subset ``verlfit train`` runs before it launches.
+
+The checks other commands need too live in :mod:`verlfit.checks`, one module per thing checked (data folder, model
+folder, patch series); this module gives each its line (``check_data``, ``check_model``, ``check_patches`` read
+their inputs from the :class:`DoctorContext`) and is the one place that prints them as PASS/WARN/FAIL. It stays
+one module of machine checks: each check is short, and the list (:data:`CHECKS`) is the doctor's report.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -63,11 +67,13 @@ from typing import Callable, Mapping
 
 from verlfit.arguments import checkpoints_to_keep, rank, timeout_seconds
 from verlfit.errors import VerlfitError
-from verlfit.gsm8k import VERL_REQUIRED_COLUMNS  # what RLHFDataset and the reward manager read
-from verlfit.hub import NETWORK_TIMEOUT_S, http_head, offline_variable, probe
+from verlfit.checks.data_folder import check_data_folder, datasets_cache_folder
+from verlfit.checks.model_folder import check_model_folder, hub_cache_file
+from verlfit.checks.patches import check_patches as check_patch_series, default_series, installed_verl_dir
+from verlfit.checks.result import FAIL, PASS, SKIP, WARN, CheckResult
+from verlfit.hub import NETWORK_TIMEOUT_S, http_head
 
 GIB = 1024**3
-PASS, WARN, FAIL, SKIP = "PASS", "WARN", "FAIL", "SKIP"
 
 DRIVER_MINIMUM = (520, 61, 5)  # CUDA 11.8 release notes, table 3 (Linux)
 DRIVER_COMPAT_MINIMUM = (450, 80, 2)  # CUDA minor-version compatibility floor for 11.x
@@ -82,26 +88,6 @@ CHECK_NAMES = ("driver", "gpu", "topology", "torch-arch", "triton-shared-memory"
 BLOCKING = ("driver", "gpu", "triton-shared-memory", "engines", "shm", "data", "model", "cuda", "patches")
 
 
-@dataclass(frozen=True)
-class CheckResult:
-    """One check's outcome.
-
-    Attributes:
-        name: one of :data:`CHECK_NAMES`.
-        status: ``"PASS"``, ``"WARN"``, ``"FAIL"`` or ``"SKIP"``.
-        message: one line: what was found.
-        fix: one line: what to do (None for PASS and most SKIPs).
-        details: further lines under the message (e.g. one per GPU pair); usually empty.
-    """
-
-    name: str
-    status: str
-    message: str
-    fix: str | None = None
-    details: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "message": self.message, "fix": self.fix, "details": list(self.details)}
 
 
 @dataclass(frozen=True)
@@ -135,17 +121,6 @@ def probe_torch() -> TorchInfo | None:
     return TorchInfo(torch.__version__, torch.version.cuda, arch, available, ok, error)
 
 
-def _installed_verl_dir() -> Path | None:
-    """The installed ``verl`` package directory, found without importing it (importing pulls torch)."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("verl")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
 
 
 # The Python package an engine choice imports, what it is, and the option that runs without it. Sources: verl 0.4.1
@@ -181,30 +156,6 @@ def missing_engine_packages(rollout: str | None, attention: str | None, find_spe
     return missing
 
 
-def _default_series(environ: Mapping[str, str]) -> Path | None:
-    """``VERLFIT_PATCHES_DIR`` (the series' folder, or a folder holding ``verl-0.4.1/``), else the
-    repository's ``patches/verl-0.4.1/series`` next to this package's source tree."""
-    candidates = []
-    if environ.get("VERLFIT_PATCHES_DIR"):
-        base = Path(environ["VERLFIT_PATCHES_DIR"])
-        candidates += [base / "series", base / "verl-0.4.1" / "series"]
-    candidates.append(Path(__file__).resolve().parents[2] / "patches" / "verl-0.4.1" / "series")
-    return next((c for c in candidates if c.is_file()), None)
-
-
-def _hub_cache_lookup(repo_id: str, filename: str):
-    from huggingface_hub import try_to_load_from_cache
-
-    return try_to_load_from_cache(repo_id, filename)
-
-
-def _dataset_cache_lookup(dataset_id: str) -> str | None:
-    """The ``datasets`` cache folder of hub dataset ``dataset_id`` when a load left it there (``owner___name``
-    under ``HF_DATASETS_CACHE``, the name datasets 3.6's ``load.py`` gives it; offline loads read it), else None."""
-    import datasets.config
-
-    folder = Path(datasets.config.HF_DATASETS_CACHE) / dataset_id.replace("/", "___")
-    return str(folder) if folder.is_dir() and any(folder.iterdir()) else None
 
 
 @dataclass
@@ -258,8 +209,8 @@ class DoctorContext:
     verl_dir: Path | None | str = "auto"
     series_path: Path | None | str = "auto"
     head: Callable = http_head
-    hub_cache_lookup: Callable | None = _hub_cache_lookup
-    dataset_cache_lookup: Callable[[str], str | None] | None = _dataset_cache_lookup
+    hub_cache_lookup: Callable | None = hub_cache_file
+    dataset_cache_lookup: Callable[[str], str | None] | None = datasets_cache_folder
     timeout: float = NETWORK_TIMEOUT_S
     _gpu_report: object = field(default=None, repr=False)
     _torch: object = field(default="unprobed", repr=False)
@@ -642,96 +593,10 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
     return checkpoint_space(ctx.checkpoint_dir, checkpoint_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage)
 
 
-def check_data(ctx: DoctorContext) -> CheckResult:
-    import pyarrow
-    import pyarrow.parquet as pq
-
-    from verlfit import gsm8k
-
-    data = Path(ctx.data_dir)
-    if data.exists() and not data.is_dir():
-        return CheckResult("data", FAIL, f"{data} is a file, not a data directory", "pass --data the directory that holds (or will hold) train.parquet and test.parquet")
-    # raw GSM8K files in --data are prepared into --data/verl by train (an incomplete set raises: a FAIL with its fix)
-    prepared, source = gsm8k.training_data(data)
-    fix = f"verlfit prepare-gsm8k --input {source} --output {prepared}" if source is not None else f"verlfit prepare-gsm8k --output {prepared}"
-    missing = [name for name in ("train.parquet", "test.parquet") if not (prepared / name).is_file()]
-    if missing and source is not None:
-        return CheckResult("data", WARN, f"{source} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {prepared}", fix)
-    if missing:
-        return _hub_data(ctx, prepared, missing, fix)
-    rows = {}
-    for name in ("train.parquet", "test.parquet"):
-        path = prepared / name
-        try:
-            metadata = pq.read_metadata(path)
-            columns = set(metadata.schema.to_arrow_schema().names)
-        except (OSError, pyarrow.ArrowException) as error:
-            return CheckResult("data", FAIL, f"{path} is not readable parquet: {str(error).splitlines()[0]}", fix)
-        absent = [c for c in VERL_REQUIRED_COLUMNS if c not in columns]
-        if absent:
-            return CheckResult("data", FAIL, f"{path} lacks verl's column{'s' if len(absent) > 1 else ''} {', '.join(absent)} (has {', '.join(sorted(columns))})", fix)
-        if metadata.num_rows == 0:
-            return CheckResult("data", FAIL, f"{path} has no rows", fix)
-        rows[name] = metadata.num_rows
-    return CheckResult("data", PASS, f"{prepared}: train.parquet {rows['train.parquet']} rows, test.parquet {rows['test.parquet']} rows, verl columns present")
 
 
-def _hub_data(ctx: DoctorContext, data: Path, missing: list[str], fix: str) -> CheckResult:
-    """No verl files and no raw files in ``data``: train would prepare GSM8K from the hub. WARN when the datasets
-    cache or the hub (one HEAD, ``ctx.timeout``) can give it; FAIL when neither can."""
-    from verlfit.gsm8k import HUB_DATASET, HUB_TRAIN_FILE
-
-    absent = f"{data} has no {' or '.join(missing)} and no raw GSM8K files"
-    local = f"copy GSM8K's files (the hub's main/train-*.parquet and main/test-*.parquet, or train/test .jsonl with question and answer) into {data} and run verlfit train (or {fix.replace('prepare-gsm8k', 'prepare-gsm8k --input DIR')})"
-    cached = ctx.dataset_cache_lookup(HUB_DATASET) if ctx.dataset_cache_lookup is not None else None
-    if cached:
-        return CheckResult("data", WARN, f"{absent}: not prepared yet (verlfit train prepares GSM8K there from the datasets cache, {cached})", fix)
-    offline = offline_variable(ctx.environ, datasets=True)
-    if offline:
-        return CheckResult("data", FAIL, f"{absent}, and {HUB_DATASET} is not in the datasets cache while {offline} is set: verlfit train has nothing to prepare from", local)
-    answer = probe(HUB_DATASET, HUB_TRAIN_FILE, ctx.environ, ctx.timeout, ctx.head, repo_type="dataset")
-    if answer.status is None:
-        return CheckResult("data", FAIL, f"{absent}, and {answer.endpoint} is unreachable ({answer.reason}): verlfit train has nothing to prepare from", f"{local}; or set HF_ENDPOINT to a reachable mirror")
-    if not answer.reachable:
-        return CheckResult("data", FAIL, f"{absent}, and {answer.endpoint} answered HTTP {answer.status} for {HUB_DATASET}", f"{local}; or set HF_ENDPOINT to a mirror that has {HUB_DATASET}")
-    return CheckResult("data", WARN, f"{absent}: not prepared yet (verlfit train prepares GSM8K there from {answer.endpoint})", fix)
 
 
-def check_model(ctx: DoctorContext) -> CheckResult:
-    from verlfit.model_files import inspect_model_dir
-
-    model = ctx.model
-    path = Path(model).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            return CheckResult("model", FAIL, f"{path} is a file, not a model directory", "point --model at a Hugging Face model directory (config.json, weights, tokenizer) or pass a hub id")
-        try:
-            found = inspect_model_dir(path)
-        except VerlfitError as error:
-            return CheckResult("model", FAIL, error.message, error.fix)
-        return CheckResult("model", PASS, f"{path} is a local model directory: {found.describe()}")
-    if model.count("/") != 1 or model.startswith((".", "/", "~")):
-        return CheckResult("model", FAIL, f"{model!r} is neither a local directory nor a hub id (owner/name)", "pass --model /path/to/model or a hub id such as Qwen/Qwen2.5-0.5B-Instruct")
-    if ctx.hub_cache_lookup is not None:
-        try:
-            cached = ctx.hub_cache_lookup(model, "config.json")
-        except Exception:
-            cached = None
-        if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
-            return CheckResult("model", PASS, f"{model} is in the local hub cache")
-    if offline_variable(ctx.environ):
-        return CheckResult("model", FAIL, f"{model} is not in the local hub cache and HF_HUB_OFFLINE is set", "download it first (huggingface-cli download MODEL) or pass --model /path/to/model")
-    answer = probe(model, "config.json", ctx.environ, ctx.timeout, ctx.head)
-    endpoint, status = answer.endpoint, answer.status
-    if status is None:
-        return CheckResult("model", FAIL, f"{model} is not local and {endpoint} is unreachable ({answer.reason})", "set HF_ENDPOINT to a reachable mirror, or download the model and pass --model /path/to/model")
-    if answer.reachable:
-        return CheckResult("model", PASS, f"{model} is reachable at {endpoint} (HTTP {status}); it downloads at the first run")
-    if status in (401, 403):
-        return CheckResult("model", FAIL, f"{model} at {endpoint} needs authorisation (HTTP {status}): gated or private", "accept the licence on the model page and export HF_TOKEN")
-    if status == 404:
-        return CheckResult("model", FAIL, f"{model} does not exist at {endpoint} (HTTP 404)", "check the model id, or pass --model /path/to/model")
-    return CheckResult("model", FAIL, f"{model}: {endpoint} answered HTTP {status}", "retry later, set HF_ENDPOINT to a mirror, or pass --model /path/to/model")
 
 
 def check_cuda(ctx: DoctorContext) -> CheckResult:
@@ -750,63 +615,31 @@ def check_cuda(ctx: DoctorContext) -> CheckResult:
     return CheckResult("cuda", PASS, f"torch {info.version} (CUDA {info.cuda_version}) allocated and computed on the GPU")
 
 
-def _apply_tool(series: Path):
-    """The ``patches/apply.py`` beside ``series`` (``patches/<name>/series``), loaded as a module, so the
-    doctor reads the series and the marker exactly as the tool that wrote them. None when it is absent."""
-    import importlib.util
-
-    path = Path(series).resolve().parent.parent / "apply.py"
-    if not path.is_file():
-        return None
-    spec = importlib.util.spec_from_file_location("verlfit_patches_apply", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
 
 
-def _read_series(series: Path) -> list[tuple[str, str]]:
-    """(sha256, name) of each patch of ``series``, read by ``patches/apply.py``."""
-    tool = _apply_tool(series)
-    if tool is None:
-        raise FileNotFoundError(f"no patches/apply.py beside {series}")
-    return [(patch.sha256, patch.name) for patch in tool.read_series(Path(series))]
 
 
-def _read_marker(series: Path, verl_dir: Path) -> list[tuple[str, str]]:
-    """(sha256, name) entries of the installed verl's marker, read by ``patches/apply.py``."""
-    tool = _apply_tool(series)
-    if tool is None:
-        raise FileNotFoundError(f"no patches/apply.py beside {series}")
-    return tool.read_marker(Path(verl_dir).parent) or []
+
+
+
+
+def check_data(ctx: DoctorContext) -> CheckResult:
+    """The ``data`` line: :func:`verlfit.checks.data_folder.check_data_folder` of ``ctx.data_dir``."""
+    return check_data_folder(ctx.data_dir, ctx.environ, ctx.timeout, ctx.head, ctx.dataset_cache_lookup)
+
+
+def check_model(ctx: DoctorContext) -> CheckResult:
+    """The ``model`` line: :func:`verlfit.checks.model_folder.check_model_folder` of ``ctx.model``."""
+    return check_model_folder(ctx.model, ctx.environ, ctx.timeout, ctx.head, ctx.hub_cache_lookup)
 
 
 def check_patches(ctx: DoctorContext) -> CheckResult:
-    verl_dir = _installed_verl_dir() if ctx.verl_dir == "auto" else ctx.verl_dir
-    series = _default_series(ctx.environ) if ctx.series_path == "auto" else ctx.series_path
-    if verl_dir is None:
-        return CheckResult("patches", SKIP, "verl is not installed here: patch series not checked (run the doctor inside the verlfit image)")
-    verl_dir = Path(verl_dir)
-    marker = verl_dir / ".verlfit-patches"
-    apply = f"python3 patches/apply.py {verl_dir.parent}"
-    if series is None or not Path(series).is_file():
-        if marker.is_file():
-            return CheckResult("patches", WARN, f"{marker} exists, but this verlfit's series was not found to compare", "set VERLFIT_PATCHES_DIR to the folder holding patches/verl-0.4.1/series")
-        return CheckResult("patches", WARN, f"{verl_dir} has no {marker.name} and no patch series was found to compare", "set VERLFIT_PATCHES_DIR, then run patches/apply.py on the installed verl")
-    expected = _read_series(Path(series))
-    if not marker.is_file():
-        return CheckResult("patches", FAIL, f"the installed verl ({verl_dir}) is not patched: no {marker.name} (verl 0.4.1 stock fails on pre-Ampere GPUs and with HF rollout)", apply)
-    applied = _read_marker(Path(series), verl_dir)
-    want, have = [n for _, n in expected], [n for _, n in applied]
-    if want != have:
-        missing = [n for n in want if n not in have]
-        extra = [n for n in have if n not in want]
-        detail = "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "", f"not in this series {', '.join(extra)}" if extra else "") if part) or "in another order"
-        return CheckResult("patches", FAIL, f"the installed verl carries another patch series than {series}: {detail}", "reinstall verl 0.4.1 and run patches/apply.py on it (or rebuild the image)")
-    changed = [n for (d1, n), (d2, _) in zip(expected, applied) if d1 and d1 != d2]
-    if changed:
-        return CheckResult("patches", WARN, f"the installed verl has this series' patches, but {', '.join(changed)} changed since they were applied", "reinstall verl 0.4.1 and re-apply the series (or rebuild the image)")
-    return CheckResult("patches", PASS, f"{len(applied)} patches of {Path(series).parent.name} applied to {verl_dir} ({applied[0][1][:4]}..{applied[-1][1][:4]})" if applied else f"the series at {series} is empty")
+    """The ``patches`` line: :func:`verlfit.checks.patches.check_patches` of the installed verl (``ctx.verl_dir``,
+    ``"auto"``: found) against the series (``ctx.series_path``, ``"auto"``: ``VERLFIT_PATCHES_DIR`` or the
+    repository's)."""
+    verl_dir = installed_verl_dir() if ctx.verl_dir == "auto" else ctx.verl_dir
+    series = default_series(ctx.environ) if ctx.series_path == "auto" else ctx.series_path
+    return check_patch_series(verl_dir, series)
 
 
 CHECKS: dict[str, Callable[[DoctorContext], CheckResult]] = {

@@ -172,7 +172,7 @@ def _step_names(steps: list[int]) -> str:
 
 def _choose_fix(complete: list[int], run_dir: Path, marker: int | None = 0) -> str:
     """``marker`` None (verl's marker missing or naming no step): ``verlfit train --resume`` refuses such a run too
-    (:func:`verlfit.train.resume_plan`: verl would start again from step 0), so the fix is not a resume."""
+    (:func:`verlfit.train.run_directory.resume_plan`: verl would start again from step 0), so the fix is not a resume."""
     if complete:
         return f"pass --step with one of the complete steps: {_step_names(complete)}"
     if marker is None:

@@ -48,7 +48,7 @@ how long ago it came. Only with ``stall_timeout`` set does :attr:`StepWatcher.st
 ``ENOSPC``, is the one seen, on a run directory that filled during a checkpoint save), the watcher stops writing
 that file, says so once (the file, the error, and for a full disk the free bytes ``shutil.disk_usage`` reports), and
 goes on: step lines still show, and :attr:`StepWatcher.log_lines` keeps verl's last :data:`DIAGNOSIS_LINES` lines in
-memory for the diagnosis (:func:`verlfit.train.report_failure`), so verlfit keeps reading verl's output, waits for
+memory for the diagnosis (:func:`verlfit.train.supervise.report_failure`), so verlfit keeps reading verl's output, waits for
 it and explains the failure instead of stopping with a traceback while verl runs on.
 """
 

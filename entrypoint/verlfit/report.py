@@ -108,7 +108,7 @@ def load_run(run_dir: str | os.PathLike) -> Run:
 def _read_run_info(path: Path) -> tuple[dict, str | None]:
     """(run.json's record, None) or ({}, why it is unreadable); a missing run.json is not an error (a copied verl log).
 
-    The reasons are worded as ``verlfit train --resume`` words them (``train.load_run``).
+    The reasons are worded as ``verlfit train --resume`` words them (``verlfit.train.run_directory.load_run``).
     """
     try:
         info = json.loads(path.read_text(encoding="utf-8"))

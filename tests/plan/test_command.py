@@ -54,7 +54,7 @@ def test_cli_refuses_what_train_refuses(argv, fragment, capsys):
 
 
 def test_plan_and_train_choose_the_same_micro_batches_for_a10_with_hf_rollout_and_sdpa(capsys):
-    from verlfit.train import prepare_launch
+    from verlfit.train.command import prepare_launch
 
     status, out = run_cli(["plan", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--auto-fit"], capsys)
     assert status == 0
@@ -81,7 +81,7 @@ def test_a_plan_with_plan_off_always_says_the_planner_did_not_choose(capsys):
 
 def test_plan_sizes_by_default_as_train_does(capsys):
     """issue 16 item 3: plan's default critic micro-batch was 4 while train's planner chose 16."""
-    from verlfit.train import prepare_launch
+    from verlfit.train.command import prepare_launch
 
     status, out = run_cli(["plan", "--emulate", "p40"], capsys)
     assert status == 0

@@ -6,7 +6,8 @@ from plan_helpers import SMALL
 from verlfit import cli
 from verlfit.errors import VerlfitError
 from verlfit.plan.memory import GIB
-from verlfit.plan.request import request_for_profile, request_from_args
+from verlfit.plan.command import plan_options
+from verlfit.plan.request import request_for_profile, request_from_options
 
 
 def test_fused_kernels_follow_the_attention_that_runs():
@@ -25,7 +26,7 @@ def test_cli_without_gpu_plans_for_p40():
             raise RuntimeError("NVML Shared Library Not Found")
 
     args = cli.build_parser().parse_args(["plan"])
-    request, source = request_from_args(args, nvml=NoNvml())
+    request, source = request_from_options(plan_options(args), nvml=NoNvml())
     assert request.gpu_memory_bytes == int(22.5 * GIB)
     assert source.startswith("no NVIDIA GPU visible: NVML could not start (NVML Shared Library Not Found)")
     assert source.endswith("planning for the p40 card (22.5 GiB usable); pass --gpu-memory or --emulate to choose")
@@ -37,12 +38,12 @@ def test_cli_follows_the_images_profile_and_trains_micro_batch_rule(monkeypatch)
             raise RuntimeError("NVML Shared Library Not Found")
 
     monkeypatch.setenv("VERLFIT_PROFILE", "a10")
-    request, _ = request_from_args(cli.build_parser().parse_args(["plan", "--micro-batch-size", "8"]), nvml=NoNvml())
+    request, _ = request_from_options(plan_options(cli.build_parser().parse_args(["plan", "--micro-batch-size", "8"])), nvml=NoNvml())
     assert (request.dtype, request.rollout) == ("bfloat16", "vllm")
     assert (request.actor_micro_batch_size, request.critic_micro_batch_size, request.log_prob_micro_batch_size) == (8, 8, 16)
     monkeypatch.setenv("VERLFIT_PROFILE", "v100")
     with pytest.raises(VerlfitError, match="VERLFIT_PROFILE=v100 is not a profile"):
-        request_from_args(cli.build_parser().parse_args(["plan"]), nvml=NoNvml())
+        request_from_options(plan_options(cli.build_parser().parse_args(["plan"])), nvml=NoNvml())
 
 
 def test_the_request_decodes_with_cuda_graphs_as_the_runs_override_list_says():
@@ -65,5 +66,5 @@ def test_the_request_decodes_with_cuda_graphs_as_the_runs_override_list_says():
     assert graph(a10) is False  # vLLM, and its HF fallback keeps it opt-in
     assert graph(customize(a10, rollout="hf"), extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=True"]) is True
     # verlfit plan: the profile's, or --cuda-graph / --no-cuda-graph (the flags the time model reads too)
-    assert request_from_args(cli.build_parser().parse_args(["plan", "--emulate", "p40"]))[0].cuda_graph is True
-    assert request_from_args(cli.build_parser().parse_args(["plan", "--emulate", "p40", "--no-cuda-graph"]))[0].cuda_graph is False
+    assert request_from_options(plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40"])))[0].cuda_graph is True
+    assert request_from_options(plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40", "--no-cuda-graph"])))[0].cuda_graph is False

@@ -279,7 +279,7 @@ def _run_plan(argv, nvml=None):
 
 def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
     status, out = _run_plan(["--emulate", "p40", "--steps", "200"])
-    request = plan.request_from_args(_parsed(["--emulate", "p40"]))[0]
+    request = plan.request_from_options(_options(["--emulate", "p40"]))[0]
     from verlfit.profiles import load_profile
 
     # plan sizes the run as train does (auto-fit) and reads the profile's speed keys (the trims and the CUDA graph
@@ -305,6 +305,13 @@ def _parsed(argv):
     return parser.parse_args(["plan", *argv])
 
 
+def _options(argv):
+    """``verlfit plan ARGV``'s typed options (verlfit.plan.command.plan_options), as the planner reads them."""
+    from verlfit.plan import command
+
+    return command.plan_options(_parsed(argv))
+
+
 def test_plan_json_time_for_the_detected_gpu_and_dataset_epochs():
     from fakes import FakeNvml
 
@@ -323,7 +330,7 @@ def test_plan_unknown_gpu_falls_back_to_the_profile_card():
     from fakes import FakeNvml
 
     nvml = FakeNvml(gpus=[("NVIDIA A100-SXM4-80GB", (8, 0), 80 * 2**30)])
-    card, why = plan_time.card_for_args(_parsed(["--profile", "a10"]), nvml)
+    card, why = plan_time.card_for_options(_options(["--profile", "a10"]), nvml)
     assert card.key == "a10"
     assert why == "no datasheet facts for NVIDIA A100-SXM4-80GB: estimating for the a10 profile's card"
 
@@ -353,7 +360,7 @@ def test_train_dry_run_estimate_follows_the_speed_keys(capsys, monkeypatch):
     import argparse
 
     from verlfit.profiles import load_profile
-    from verlfit.train import prepare_launch, register
+    from verlfit.train.command import prepare_launch, register
 
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
     # the p40 profile turns the four trims and the CUDA graph on; `key=False` after -- turns each off again (today's
@@ -397,15 +404,15 @@ def test_train_reads_speed_keys_from_the_profile_too():
 
 
 def test_plan_flags_set_the_speed_switches():
-    args = _parsed(["--emulate", "p40", "--trim-padding", "--rollout-trim-padding", "--cuda-graph", "--window-prompt-length", "180", "--rollout-prompt-length", "300"])
-    inputs = plan_time.inputs_for_args(args)
+    options = _options(["--emulate", "p40", "--trim-padding", "--rollout-trim-padding", "--cuda-graph", "--window-prompt-length", "180", "--rollout-prompt-length", "300"])
+    inputs = plan_time.inputs_for_options(options)
     assert (inputs.trim_padding, inputs.rollout_trim_padding, inputs.cuda_graph, inputs.window_prompt_length, inputs.rollout_prompt_length) == (("actor", "ref", "critic"), True, True, 180.0, 300.0)
     # unset flags follow the profile's overrides; --no-... turns a profile's switch off
-    assert plan_time.inputs_for_args(_parsed(["--emulate", "p40"]), FIVE_KEYS).cuda_graph is True
-    off = plan_time.inputs_for_args(_parsed(["--emulate", "p40", "--no-cuda-graph", "--no-trim-padding"]), FIVE_KEYS)
+    assert plan_time.inputs_for_options(_options(["--emulate", "p40"]), FIVE_KEYS).cuda_graph is True
+    off = plan_time.inputs_for_options(_options(["--emulate", "p40", "--no-cuda-graph", "--no-trim-padding"]), FIVE_KEYS)
     assert (off.trim_padding, off.rollout_trim_padding, off.cuda_graph) == ((), True, False)
     status, out = _run_plan(["--emulate", "p40", "--steps", "200", "--trim-padding", "--rollout-trim-padding", "--cuda-graph"])
-    est = plan_time.estimate(plan.auto_fit(plan.request_from_args(_parsed(["--emulate", "p40"]))[0]).request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
+    est = plan_time.estimate(plan.auto_fit(plan.request_from_options(_options(["--emulate", "p40"]))[0]).request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
     assert status == 0
     assert f"  {'step':<30} {est.step_seconds:8.2f} s\n" in out
 
@@ -457,7 +464,7 @@ def test_lora_checkpoints_count_the_frozen_base_and_the_adapters_optimizer_state
 def test_plan_save_freq_defaults_to_trains_and_takes_its_type(capsys):
     assert _parsed(["--emulate", "p40"]).save_freq == 25
     assert _parsed(["--emulate", "p40", "--save-freq", "-1"]).save_freq == -1
-    assert plan_time.inputs_for_args(_parsed(["--emulate", "p40", "--save-freq", "0"])).save_freq is None
+    assert plan_time.inputs_for_options(_options(["--emulate", "p40", "--save-freq", "0"])).save_freq is None
     with pytest.raises(SystemExit):
         _parsed(["--emulate", "p40", "--save-freq", "-2"])
     assert "-2 must be a number of steps (1 or more), or 0 or -1 for never" in capsys.readouterr().err
@@ -580,7 +587,7 @@ def test_benchmarks_section_7_holds_the_scripts_table_and_the_p40_graph_figures(
     assert calibrate_time.notes() in section
     assert "factors: " + json.dumps(plan_time.FACTORS) in section
     # the P40 paragraph's figures: the main job (the p40 profile's request), switches stated, a save every 25 steps
-    request = plan.auto_fit(plan.request_from_args(_parsed(["--emulate", "p40"]))[0]).request
+    request = plan.auto_fit(plan.request_from_options(_options(["--emulate", "p40"]))[0]).request
     trims = plan_time.estimate(request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, save_freq=25))
     graph = plan_time.estimate(request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
     assert f"it gives {trims.step_seconds:.1f} s a step with the four trims and {graph.step_seconds:.1f} s with the trims + cuda_graph" in " ".join(section.split())

@@ -7,7 +7,7 @@ The package, one file per part (formulas, sources and derivations: ``docs/plan.m
   :class:`PhaseMemory`, :class:`Plan`, :func:`predict`.
 * :mod:`verlfit.plan.fit`: :func:`auto_fit`, :func:`smallest_change` and :func:`fit_for_train` (``verlfit train --plan auto``).
 * :mod:`verlfit.plan.request`: building a :class:`PlanRequest` from a profile, ``verlfit train``'s settings or
-  ``verlfit plan``'s arguments.
+  ``verlfit plan``'s options (:class:`PlanOptions`).
 * :mod:`verlfit.plan.render`: a plan as JSON-ready data or a table.
 * :mod:`verlfit.plan.command`: the ``verlfit plan`` subcommand (:func:`register`, as ``verlfit.cli`` expects).
 
@@ -63,7 +63,7 @@ from verlfit.plan.memory import (
     usable_memory_bytes,
     validate_request,
 )
-from verlfit.plan.request import request_for_profile, request_from_args, request_from_settings
+from verlfit.plan.request import PlanOptions, request_for_profile, request_from_options, request_from_settings
 from verlfit.plan.fit import KEEPABLE, FitDecision, auto_fit, fit_for_train, smallest_change
 from verlfit.plan.render import plan_to_dict, render_table
 from verlfit.plan.command import register

@@ -1,4 +1,5 @@
-"""The ``verlfit plan`` subcommand: its arguments (:func:`register`) and its run (:func:`_run`)."""
+"""The ``verlfit plan`` subcommand: its arguments (:func:`register`), their typed form (:func:`plan_options`, the one
+place that reads the parsed namespace) and its run (:func:`_run`)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,14 @@ import argparse
 import json
 import sys
 
-from verlfit.arguments import add_sizing_arguments, memory_gib, whole_number
+from verlfit.arguments import SizingOptions, add_sizing_arguments, memory_gib, typed_options, whole_number
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import BUILTIN_SHAPES, DEFAULT_MODEL
 from verlfit.plan.fit import auto_fit
 from verlfit.plan.memory import DEFAULT_MARGIN, predict
 from verlfit.plan.render import plan_to_dict, render_table
 from verlfit.plan import time as plan_time
-from verlfit.plan.request import request_from_args, sizing_keep
+from verlfit.plan.request import PlanOptions, request_from_options, sizing_keep
 
 
 # the sizes `verlfit plan --gpus N` (N > 1) compares at N GPUs and at 1: Qwen2.5 shapes (verlfit.model_shape.BUILTIN_SHAPES)
@@ -125,28 +126,36 @@ def register(subparsers):
     return parser
 
 
-def _run(args, nvml=None, out=None) -> int:
+def plan_options(args: argparse.Namespace) -> PlanOptions:
+    """``verlfit plan``'s parsed options as :class:`verlfit.plan.request.PlanOptions` (the sizing ones as
+    :class:`verlfit.arguments.SizingOptions`): what the rest of the planner reads."""
+    parsed = vars(args)
+    return typed_options(PlanOptions, parsed, sizing=typed_options(SizingOptions, parsed))
+
+
+def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
     out = out or sys.stdout
-    if not 0 < args.margin <= 1:
-        raise VerlfitError(f"--margin {args.margin} must be in (0, 1]", exit_code=2)
-    request, source = request_from_args(args, nvml)
-    keep = sorted(sizing_keep(args))  # what --plan auto keeps, as in verlfit train
-    if any(getattr(args, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic")) and "micro_batches" not in keep:
+    options = plan_options(args)
+    if not 0 < options.margin <= 1:
+        raise VerlfitError(f"--margin {options.margin} must be in (0, 1]", exit_code=2)
+    request, source = request_from_options(options, nvml)
+    keep = sorted(sizing_keep(options.sizing))  # what --plan auto keeps, as in verlfit train
+    if any(getattr(options, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic")) and "micro_batches" not in keep:
         keep = sorted({*keep, "micro_batches"})
-    if any(getattr(args, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer")) and "offload" not in keep:
+    if any(getattr(options, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer")) and "offload" not in keep:
         keep = sorted({*keep, "offload"})
-    decision = auto_fit(request, margin=args.margin, keep=keep) if args.plan == "auto" else None
-    plan = decision.plan if decision else predict(request, margin=args.margin)
-    timing, steps, card_line, switches = plan_time.report_for_args(args, plan.request, nvml)
-    length_notes = plan_time.length_notes(args, plan.request, switches)
-    if args.json:
+    decision = auto_fit(request, margin=options.margin, keep=keep) if options.sizing.plan == "auto" else None
+    plan = decision.plan if decision else predict(request, margin=options.margin)
+    timing, steps, card_line, switches = plan_time.report_for_options(options, plan.request, nvml)
+    length_notes = plan_time.length_notes(options, plan.request, switches)
+    if options.json:
         data = plan_to_dict(plan)
         data["memory_source"] = source
         if decision:
             data["auto_fit"] = {"fits": decision.fits, "reasons": list(decision.reasons), "suggestion": decision.suggestion, "kept": keep}
         data["time"] = {**plan_time.estimate_to_dict(timing, steps), "card_source": card_line, "notes": [line.removeprefix("note: ") for line in length_notes]}
         if plan.request.gpus > 1:
-            data["sizes"] = size_rows(plan.request, args.margin)
+            data["sizes"] = size_rows(plan.request, options.margin)
         out.write(json.dumps(data, indent=2) + "\n")
     else:
         from rich.console import Console
@@ -171,7 +180,7 @@ def _run(args, nvml=None, out=None) -> int:
             )
         render_table(plan, console)
         console.print(f"card: {card_line}", highlight=False, soft_wrap=True)
-        for line in plan_time.estimate_lines(timing, steps, args.dataset_size, plan.request.train_batch_size):
+        for line in plan_time.estimate_lines(timing, steps, options.dataset_size, plan.request.train_batch_size):
             console.print(line, highlight=False, soft_wrap=True)
         if plan.request.lora_rank_of("actor") > 0:
             console.print(plan_time.LORA_UNWRAPPED_GENERATION_NOTE if switches.unwrap_fsdp else plan_time.LORA_GENERATION_NOTE, highlight=False, soft_wrap=True)
@@ -182,7 +191,7 @@ def _run(args, nvml=None, out=None) -> int:
         if decision is None:
             console.print(PLAN_OFF_HINT, highlight=False, soft_wrap=True)
         if plan.request.gpus > 1:  # the question --gpus N asks: what N cards open up (12 auto-fits, ~50 ms)
-            render_sizes(size_rows(plan.request, args.margin), plan.request.gpus, plan.usable_bytes, console)
+            render_sizes(size_rows(plan.request, options.margin), plan.request.gpus, plan.usable_bytes, console)
     if decision is not None and not decision.fits:
         return 1
     return 0 if plan.verdict in ("fits", "tight") else 1

@@ -689,19 +689,19 @@ def add_arguments(parser) -> None:
     group.add_argument("--mean-response-length", type=float, help="mean response tokens with --pack-sequences (default: --max-response-length)")
 
 
-def card_for_args(args, nvml=None) -> tuple[Card, str]:
+def card_for_options(options, nvml=None) -> tuple[Card, str]:
     """The card ``verlfit plan`` estimates time on, and a line saying why: ``--card``, ``--emulate``, the
     detected GPU (NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the profile's card."""
     import os
 
-    if getattr(args, "card", None):
-        return get_card(args.card), f"--card {args.card}"
-    if args.emulate:
-        return get_card(args.emulate), f"--emulate {args.emulate}"
+    if options.card:
+        return get_card(options.card), f"--card {options.card}"
+    if options.emulate:
+        return get_card(options.emulate), f"--emulate {options.emulate}"
     from verlfit.gpu import query_gpus
 
     report = query_gpus(nvml)
-    profile = args.profile if args.profile in ("p40", "a10") else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in ("p40", "a10") else None
+    profile = options.profile if options.profile in ("p40", "a10") else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in ("p40", "a10") else None
     if report.gpus:
         card = card_for_gpu_name(report.gpus[0].name)
         if card is not None:
@@ -711,29 +711,29 @@ def card_for_args(args, nvml=None) -> tuple[Card, str]:
     return get_card(profile or "p40"), f"no GPU visible: the {profile or 'p40'} profile's card"
 
 
-def inputs_for_args(args, profile_overrides=()) -> TimeInputs:
-    """:class:`TimeInputs` for parsed ``verlfit plan`` arguments: patches 0020-0022's switches as the profile's
+def inputs_for_options(options, profile_overrides=()) -> TimeInputs:
+    """:class:`TimeInputs` for ``verlfit plan``'s options (:class:`verlfit.plan.request.PlanOptions`): patches 0020-0022's switches as the profile's
     overrides set them (:func:`speed_switches`), each replaced by its flag when given (``--trim-padding`` /
     ``--no-trim-padding``, ``--rollout-trim-padding``, ``--cuda-graph``)."""
     switches = speed_switches(profile_overrides)
-    if args.trim_padding is not None:
-        switches["trim_padding"] = args.trim_padding
+    if options.trim_padding is not None:
+        switches["trim_padding"] = options.trim_padding
     for name in ("rollout_trim_padding", "cuda_graph"):
-        if getattr(args, name) is not None:
-            switches[name] = getattr(args, name)
+        if getattr(options, name) is not None:
+            switches[name] = getattr(options, name)
     return TimeInputs(
         **switches,
-        window_prompt_length=args.window_prompt_length,
-        window_response_length=args.window_response_length,
-        rollout_prompt_length=args.rollout_prompt_length,
-        pack_sequences=args.pack_sequences,
-        mean_prompt_length=args.mean_prompt_length,
-        mean_response_length=args.mean_response_length,
-        save_freq=args.save_freq if args.save_freq > 0 else None,
+        window_prompt_length=options.window_prompt_length,
+        window_response_length=options.window_response_length,
+        rollout_prompt_length=options.rollout_prompt_length,
+        pack_sequences=options.pack_sequences,
+        mean_prompt_length=options.mean_prompt_length,
+        mean_response_length=options.mean_response_length,
+        save_freq=options.save_freq if options.save_freq > 0 else None,
     )
 
 
-def length_notes(args, request: PlanRequest, inputs: TimeInputs) -> list[str]:
+def length_notes(options, request: PlanRequest, inputs: TimeInputs) -> list[str]:
     """Check ``--window-prompt-length``, ``--window-response-length`` and ``--rollout-prompt-length`` against the
     request's ``max_prompt_length`` / ``max_response_length`` (a window cannot be wider than verl's padding);
     return a note for each one given while its trim switch is off (``inputs``: no effect then), and for
@@ -749,7 +749,7 @@ def length_notes(args, request: PlanRequest, inputs: TimeInputs) -> list[str]:
     )
     notes = []
     for name, limit_name, switched_on, switch in checks:
-        value = getattr(args, name, None)
+        value = getattr(options, name)
         if value is None:
             continue
         flag, limit = "--" + name.replace("_", "-"), getattr(request, limit_name)
@@ -761,7 +761,7 @@ def length_notes(args, request: PlanRequest, inputs: TimeInputs) -> list[str]:
         from verlfit.overrides import hf_rollout_only_note
 
         for name in ("rollout_trim_padding", "cuda_graph"):
-            if getattr(args, name, None):
+            if getattr(options, name):
                 notes.append("note: " + hf_rollout_only_note("--" + name.replace("_", "-"), request.rollout))
     return notes
 
@@ -787,22 +787,40 @@ def plan_switch_overrides(request: PlanRequest, profile) -> list[str]:
     return [*profile.overrides, *forced_switches(run, profile)]
 
 
-def report_for_args(args, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str, TimeInputs]:
-    """(estimate, run steps or None, card line, the :class:`TimeInputs` estimated with) for parsed ``verlfit plan``
-    arguments; the speed switches from the profile the plan uses (``verlfit.plan.request``'s choice) with verlfit's
-    forcing (:func:`plan_switch_overrides`) and the flags (:func:`inputs_for_args`)."""
+def report_for_options(options, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str, TimeInputs]:
+    """(estimate, run steps or None, card line, the :class:`TimeInputs` estimated with) for ``verlfit plan``'s
+    options (:class:`verlfit.plan.request.PlanOptions`); the speed switches from the profile the plan uses
+    (``verlfit.plan.request``'s choice) with verlfit's forcing (:func:`plan_switch_overrides`) and the flags
+    (:func:`inputs_for_options`)."""
     from verlfit.plan.request import _resolve_card
 
-    card, why = card_for_args(args, nvml)
-    profile = _resolve_card(args, nvml)[0]
-    inputs = inputs_for_args(args, plan_switch_overrides(request, profile))
-    steps = run_steps(args.steps, args.epochs, args.dataset_size, request.train_batch_size)
+    card, why = card_for_options(options, nvml)
+    profile = _resolve_card(options, nvml)[0]
+    inputs = inputs_for_options(options, plan_switch_overrides(request, profile))
+    steps = run_steps(options.steps, options.epochs, options.dataset_size, request.train_batch_size)
     return estimate(request, card, inputs), steps, why, inputs
 
 
 # --------------------------------------------------------------------------------------
 # `verlfit train`
 # --------------------------------------------------------------------------------------
+
+
+def inputs_for_train(settings, profile, overrides: list[str] | None = None) -> TimeInputs:
+    """:class:`TimeInputs` of a ``verlfit train`` run (:class:`verlfit.overrides.TrainSettings`): its checkpoint
+    frequency, and patches 0020-0023's switches read from ``overrides``, the run's final override list (what verl
+    gets: ``LaunchPlan.overrides``, or ``run.json``'s for a recorded run); before that list is built (None), from the
+    profile's overrides, verlfit's forcing over them (:func:`verlfit.overrides.forced_switches`) and the user's
+    (``settings.extra_overrides``), in the order build_overrides applies them (:func:`speed_switches`).
+
+    Raises:
+        VerlfitError: an override Hydra cannot parse (:func:`speed_switches`).
+    """
+    from verlfit.overrides import forced_switches
+
+    if overrides is None:
+        overrides = [*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides]
+    return TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None, **speed_switches(overrides))
 
 
 def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulate: str | None = None, overrides: list[str] | None = None) -> tuple[list[str], float | None]:
@@ -820,14 +838,10 @@ def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulat
         VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`); an
             override Hydra cannot parse (:func:`speed_switches`).
     """
-    from verlfit.overrides import forced_switches
     from verlfit.plan.request import request_from_settings
 
     request = request_from_settings(settings, profile, 24 * 1024**3)
-    if overrides is None:
-        overrides = [*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides]
-    switches = speed_switches(overrides)
-    inputs = TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None, **switches)
+    inputs = inputs_for_train(settings, profile, overrides)
     running = (card_for_gpu_name(gpu_name) if gpu_name else None) or get_card(profile.name if profile.name in CARDS else "p40")
     cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
     lines, eta = [], None

@@ -1,0 +1,71 @@
+"""What ``verlfit train`` launches: :class:`LaunchPlan` (settings, command, environment, notes) and the facts every
+part of the launch reads from it: the steps the run will take (:func:`total_steps`), the planner's request of the run
+(:func:`plan_request`) and Hydra's run-directory override (:func:`hydra_run_dir_override`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from verlfit.overrides import TrainSettings
+from verlfit.profiles import load_profile
+
+MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
+
+
+@dataclasses.dataclass
+class LaunchPlan:
+    """Everything needed to start verl: the command, its environment additions and the record."""
+
+    settings: TrainSettings
+    profile_name: str
+    gpu_description: str
+    environment: dict[str, str]
+    overrides: list[str]
+    command: list[str]
+    notes: list[str]
+
+
+def hydra_run_dir_override(run_dir) -> str:
+    """``hydra.run.dir=RUN_DIR/hydra``, quoted for Hydra's override grammar (a path with ``,`` ``=`` ``(`` ``'``
+    or a space would otherwise be read as a sweep or fail to parse when verl starts)."""
+    from verlfit.overrides import quote_value
+
+    return f"hydra.run.dir={quote_value(str(Path(run_dir) / 'hydra'))}"
+
+
+def training_rows(settings: TrainSettings) -> int | None:
+    """Rows (prompts) of ``settings.data_dir/train.parquet`` from its metadata, or None when it cannot be read."""
+    try:
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(Path(settings.data_dir) / "train.parquet").metadata.num_rows
+    except (OSError, ImportError):
+        return None
+
+
+def total_steps(settings: TrainSettings) -> int | None:
+    """Training steps the run will take: ``--steps``, else epochs x whole batches in train.parquet (verl's
+    dataloader drops the last partial batch, ``drop_last=True``, ``ray_trainer.py:507``)."""
+    if settings.steps is not None:
+        return settings.steps
+    rows = training_rows(settings)
+    if rows is None:
+        return None
+    return settings.epochs * (rows // settings.train_batch_size)
+
+
+def plan_request(plan: LaunchPlan):
+    """The planner's :class:`verlfit.plan.PlanRequest` of a launch plan, sized for its memory limit (else its card's).
+
+    Raises:
+        VerlfitError: the model's shape cannot be read; ValueError: a malformed memory limit.
+    """
+    from verlfit.plan import request_from_settings
+
+    profile = load_profile(plan.profile_name)
+    limit = plan.environment.get(MEMORY_LIMIT_VARIABLE) or os.environ.get(MEMORY_LIMIT_VARIABLE)
+    memory = int(float(limit) * 1024**3) if limit else int(profile.gpu_memory_gib * 1024**3)
+    return request_from_settings(plan.settings, profile, memory)

@@ -1,0 +1,89 @@
+"""What ``verlfit train`` checks and prepares before it launches: the doctor's blocking checks
+(:func:`run_blocking_checks`), the training data prepared when missing (:func:`ensure_data`) and at least one batch
+of it (:func:`check_data_size`), and a warning when the disk cannot hold the checkpoints kept
+(:func:`checkpoint_space_warning`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from verlfit import gsm8k
+from verlfit.errors import VerlfitError
+from verlfit.overrides import TrainSettings
+from verlfit.train.launch_plan import LaunchPlan, plan_request, total_steps
+
+
+def run_blocking_checks(plan: LaunchPlan) -> None:
+    """Run the doctor's fast blocking checks (:func:`verlfit.doctor.blocking_checks`: among them the engines check of
+    the plan's rollout and attention, after ``--rollout`` / ``--attention``); raise on any FAIL so a hopeless launch
+    stops in seconds."""
+    from verlfit.doctor import blocking_checks
+
+    settings = plan.settings
+    failures = blocking_checks(profile_name=plan.profile_name, data_dir=settings.data_dir, model=settings.model, environment=plan.environment, rollout=settings.rollout, attention=settings.attention)
+    if failures:
+        raise VerlfitError("pre-flight checks failed:\n" + "\n".join(f"  FAIL {f.name}: {f.message}" + (f"\n       fix: {f.fix}" if f.fix else "") for f in failures), fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway")
+
+
+def check_data_size(settings: TrainSettings) -> None:
+    """Refuse a training set smaller than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
+
+    Raises:
+        VerlfitError: naming the file, its row count and the batch size.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(settings.data_dir) / "train.parquet"
+    rows = pq.ParquetFile(path).metadata.num_rows
+    if rows < settings.train_batch_size:
+        raise VerlfitError(f"{path} has {rows} rows, fewer than one batch of {settings.train_batch_size} prompts", fix=f"use --batch-size {rows} or less, or more data", exit_code=2)
+
+
+def ensure_data(settings: TrainSettings) -> None:
+    """Prepare GSM8K into ``settings.data_dir`` when its parquet files are missing: from the raw GSM8K files of
+    ``--data`` when it holds some (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`),
+    else from the hub."""
+    data = Path(settings.data_dir)
+    if gsm8k.is_prepared(data):
+        return
+    _, source = gsm8k.training_data(data)
+    print(f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first, from " + (f"the raw files in {source}" if source is not None else "the hub"))
+    gsm8k.prepare(source=source, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length)
+
+
+def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, disk_usage=None, resume: bool = False) -> str | None:
+    """A pre-launch warning when the run directory's file system cannot hold the checkpoints this run keeps at once;
+    None when it can, when the run saves none, or when the model's shape cannot be read.
+
+    One checkpoint is :func:`verlfit.failure.checkpoint_bytes` of the run's plan request; the run holds
+    :func:`verlfit.doctor.checkpoints_held` of them (``--keep-checkpoints`` K: K at the peak, since verl deletes the
+    oldest before writing the next; never more than the saves this session makes: one every ``--save-freq`` steps
+    and one at the last step, ``ray_trainer.py:1158-1160``). ``resumed_from``: the checkpoint step a resume
+    continues from (the saves counted start after it; the checkpoints already there are pruned by verlfit as new ones
+    complete, so counting K more is generous: a resumed run holds at most K + 1 at once);
+    ``resume``: a ``--resume`` (its fix then names only what a resume can change: :func:`verlfit.doctor.checkpoint_space`).
+    Always a WARN, even where ``verlfit doctor`` says FAIL (not even one fits): the run launches after it.
+    Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once (22.2 GiB) ...;
+    not blocking: the run starts anyway (fix: ...)"``.
+    """
+    from verlfit import doctor
+    from verlfit.failure import checkpoint_bytes
+
+    settings = plan.settings
+    if settings.save_freq <= 0:
+        return None
+    try:
+        one = checkpoint_bytes(plan_request(plan))
+    except (VerlfitError, OSError, ValueError):
+        return None
+    total, start = total_steps(settings), resumed_from or 0
+    saves = None if total is None else max(0, total // settings.save_freq - start // settings.save_freq) + (1 if total % settings.save_freq and total > start else 0)
+    if saves == 0:
+        return None
+    result = doctor.checkpoint_space(settings.run_dir, one, doctor.checkpoints_held(settings.keep_checkpoints, saves), disk_usage or shutil.disk_usage, resume=resume)
+    if result.status == doctor.PASS:
+        return None
+    # WARN whatever the doctor's verdict: the run launches after it (doctor's FAIL means blocking; this check is not)
+    return f"WARN disk: {result.message}; not blocking: the run starts anyway (fix: {result.fix})"

@@ -1,0 +1,213 @@
+"""A ``verlfit train`` run directory: created atomically with its records (:func:`create_run_directory`: ``run.json``,
+``command.sh``, ``config.yaml``, ``checkpoints/``), read back (:func:`load_run`), resumed (:func:`resume_plan`,
+:func:`record_resume`) and given its outcome (:func:`record_outcome`). Every write goes through a temporary file and a
+rename (:func:`write_atomic`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, latest_checkpoint
+from verlfit.errors import VerlfitError
+from verlfit.overrides import TrainSettings, keep_checkpoints_overrides
+from verlfit.train.describe import shell_command
+from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
+
+RUN_FILE = "run.json"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in its folder and a rename.
+
+    Raises:
+        OSError: the write or the rename failed (a full disk: ``ENOSPC``); the temporary file is removed and
+            ``path`` is as it was.
+    """
+    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False)
+    temporary = Path(handle.name)
+    try:
+        with handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
+    """Create the run directory atomically: build it under a hidden temporary name, then rename.
+
+    Raises:
+        VerlfitError: when the directory already exists (use --resume) or cannot be created.
+    """
+    run_dir = Path(plan.settings.run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise VerlfitError(f"--run-dir {run_dir} is a file, not a directory", fix="pass a directory path that does not exist yet")
+    if run_dir.exists():
+        raise VerlfitError(f"run directory {run_dir} already exists", fix=f"continue it with `verlfit train --resume {shlex.quote(str(run_dir))}`, or pass another --run-dir")
+    try:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}.building-"))
+    except OSError as error:
+        raise VerlfitError(f"cannot create the run directory {run_dir}: {error.strerror}", fix="choose a writable --run-dir") from error
+    try:
+        record = {
+            "verlfit_run": 1,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "pid": os.getpid(),  # the verlfit process watching verl; `verlfit report` tells running from interrupted
+            "profile": plan.profile_name,
+            "gpu": plan.gpu_description,
+            "settings": dataclasses.asdict(plan.settings),
+            "total_steps": plan.settings.steps,
+            "environment": plan.environment,
+            "overrides": plan.overrides,
+            "command": plan.command,
+            "notes": plan.notes,
+        }
+        (staging / RUN_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in plan.environment.items())
+        (staging / "command.sh").write_text("#!/usr/bin/env bash\n# The exact verl launch of this run (written by verlfit train).\n" + exports + shell_command(plan.command, indent="  ") + "\n")
+        if config_yaml is not None:
+            (staging / "config.yaml").write_text(config_yaml)
+        (staging / "checkpoints").mkdir()
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it 0700; a run directory is shared like any other
+        os.replace(staging, run_dir)
+    except BaseException:
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return run_dir
+
+
+def load_run(run_dir: Path) -> dict:
+    """Read ``run.json`` of a run directory.
+
+    Raises:
+        VerlfitError: when ``run_dir`` is not a verlfit run directory.
+    """
+    path = Path(run_dir) / RUN_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, IsADirectoryError) as error:
+        raise VerlfitError(f"{path} is not a verlfit run record ({type(error).__name__})", fix="resume only directories created by `verlfit train`") from None
+    except FileNotFoundError:
+        raise VerlfitError(f"{run_dir} is not a verlfit run directory (no {RUN_FILE})", fix="pass a directory created by `verlfit train`") from None
+    except NotADirectoryError:
+        raise VerlfitError(f"{run_dir} is a file, not a verlfit run directory", fix="pass the directory created by `verlfit train`") from None
+    except json.JSONDecodeError as error:
+        raise VerlfitError(f"{path} is not valid JSON ({error})") from None
+    required = {"overrides": list, "settings": dict, "environment": dict, "profile": str, "gpu": str}
+    missing = [key for key, kind in required.items() if not isinstance(record, dict) or not isinstance(record.get(key), kind)]
+    if not missing and not all(isinstance(o, str) for o in record["overrides"]):
+        missing = ["overrides"]
+    if missing:
+        raise VerlfitError(f"{path} is not a verlfit run record (missing or wrong: {', '.join(missing)})", fix="resume only directories created by `verlfit train`")
+    return record
+
+
+def recorded_settings(record: dict, **changes) -> TrainSettings:
+    """The :class:`TrainSettings` a run recorded in ``run.json`` (its ``settings``; fields this verlfit does not know
+    are left out, ``loggers`` back to a tuple), with ``changes`` applied: what a resume continues and what
+    ``verlfit bench`` estimates a recorded run from."""
+    known = {f.name for f in dataclasses.fields(TrainSettings)}
+    values = {k: v for k, v in record["settings"].items() if k in known}
+    return TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), **changes})
+
+
+def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int | None = None) -> LaunchPlan:
+    """The launch plan of a stopped run: its recorded overrides with ``trainer.resume_mode=auto``.
+
+    ``keep_checkpoints`` (0: all) replaces the recorded ``--keep-checkpoints``, e.g. to keep fewer when the disk fills.
+
+    The run directory's own path replaces the recorded one in ``trainer.default_local_dir``, so a run
+    moved or resumed from another working directory still finds its checkpoints. ``steps`` extends
+    (or shortens) the run's total training steps.
+    """
+    from verlfit.overrides import merge_overrides, quote_value
+
+    from verlfit.report import process_alive
+
+    run_dir = Path(run_dir).resolve()
+    record = load_run(run_dir)
+    pid = record.get("pid")
+    if pid != os.getpid() and process_alive(pid, "verlfit"):
+        raise VerlfitError(f"{run_dir} is still being trained by process {pid} (verlfit train): a second run would write the same checkpoints and metrics", fix=f"stop it first (Ctrl-C in its terminal, or kill -INT {pid}), then resume")
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        save_freq = record["settings"].get("save_freq")
+        when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else f"this run saves none (--save-freq {save_freq if isinstance(save_freq, int) else -1})"
+        raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
+    settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
+    recorded_total = record.get("total_steps")
+    if recorded_total is None and settings.steps is None:
+        recorded_total = total_steps(settings)  # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
+    if steps is None and isinstance(recorded_total, int) and record["settings"].get("steps") not in (None, recorded_total) and checkpoint < recorded_total:
+        steps = recorded_total  # extended by an earlier --resume --steps in a run.json written before it kept the settings too
+    if steps is None and isinstance(recorded_total, int) and checkpoint >= recorded_total:
+        raise VerlfitError(f"{run_dir} has finished: its newest checkpoint is step {checkpoint} of its {recorded_total} steps, and verl would train one more and stop", fix=f"pass --steps above {checkpoint} to train further, e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`", exit_code=2)
+    changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
+    if steps is not None:
+        if steps <= checkpoint:
+            if isinstance(recorded_total, int) and checkpoint >= recorded_total:  # finished: without --steps it is refused too
+                fix = f"pass --steps above {checkpoint} (the run's new total; it has finished its {recorded_total} steps), e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`"
+            else:
+                fix = f"pass --steps above {checkpoint} (the run's new total), or leave it out to finish the run's own " + (f"{recorded_total} steps" if isinstance(recorded_total, int) else "steps")
+            raise VerlfitError(f"--steps {steps} with --resume: the newest checkpoint of {run_dir} is already at step {checkpoint}", fix=fix, exit_code=2)
+        changes += [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={steps}"]
+    if keep_checkpoints is not None:
+        changes += keep_checkpoints_overrides(keep_checkpoints)
+    overrides = merge_overrides(record["overrides"] + changes)
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
+    environment = dict(record["environment"])
+    if "TENSORBOARD_DIR" in environment:
+        environment["TENSORBOARD_DIR"] = str(run_dir / "tensorboard")
+    if steps is not None:
+        settings.steps = steps
+    if keep_checkpoints is not None:
+        settings.keep_checkpoints = keep_checkpoints
+    return LaunchPlan(settings, record["profile"], record["gpu"], environment, overrides, command, [f"resuming from the checkpoint of step {checkpoint}"])
+
+
+def record_resume(run_dir: Path, plan: LaunchPlan) -> None:
+    """Note a resume in ``run.json`` (atomically): this process's pid, the time, and what the resume changed.
+
+    ``--steps`` and ``--keep-checkpoints`` given with ``--resume`` become the run's own settings and overrides, so
+    a later ``--resume`` without them keeps the extended total instead of going back to the first one.
+    """
+    record = load_run(run_dir)
+    record["pid"] = os.getpid()
+    if plan.settings.steps is not None:
+        record["total_steps"] = plan.settings.steps
+        record["settings"]["steps"] = plan.settings.steps
+    record["settings"]["keep_checkpoints"] = plan.settings.keep_checkpoints
+    record["overrides"] = list(plan.overrides)
+    record["command"] = list(plan.command)
+    record.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    write_atomic(Path(run_dir) / RUN_FILE, json.dumps(record, indent=2) + "\n")
+
+
+def record_outcome(run_dir: Path, outcome: dict) -> bool:
+    """Set ``outcome`` in ``run_dir/run.json`` (atomically); nothing when there is no run.json. Return whether it was
+    recorded: a write that fails (a full disk) is said on stderr, run.json stays as it was and no temporary file is
+    left (:func:`write_atomic`), since the run's failure, already explained, is what the user needs to see."""
+    record_path = run_dir / RUN_FILE
+    if not record_path.is_file():
+        return False
+    record = json.loads(record_path.read_text())
+    try:
+        write_atomic(record_path, json.dumps({**record, "outcome": outcome}, indent=2) + "\n")
+    except OSError as error:
+        print(f"verlfit: could not update {record_path} with the outcome: {error}; it is unchanged", file=sys.stderr)
+        return False
+    return True

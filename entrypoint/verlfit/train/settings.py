@@ -1,0 +1,205 @@
+"""Building a ``verlfit train`` launch (no side effects): the profile against the GPU, the environment, the
+:class:`verlfit.overrides.TrainSettings` from the command's options, the planner's sizes (``--plan auto``) and the
+validated override list, as one :class:`verlfit.train.launch_plan.LaunchPlan` (:func:`build_launch`).
+
+One concept, build_launch's many checks: each refusal stands before the next decision that depends on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+from verlfit import gsm8k
+from verlfit.arguments import SizingOptions
+from verlfit.errors import VerlfitError
+from verlfit.metrics import logger_overrides
+from verlfit.overrides import CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, build_overrides, hf_rollout_only_note, override_value, unwraps_lora_generation, user_overrides, validate_overrides
+from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, customize, profile_choice_note, resolve_environment, select_profile
+from verlfit.train.gpus import find_gpu, memory_limit_gib, nccl_settings
+from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan, hydra_run_dir_override, total_steps
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOptions:
+    """``verlfit train``'s options for a new run as typed values, one field per option (its argparse dest; the shared
+    sizing options in ``sizing``), built by :func:`verlfit.train.command.train_options`. None: not given (the
+    profile's, the planner's or verlfit's default applies). Memory in GiB; ``overrides``: the words after ``--``."""
+
+    profile: str | None
+    emulate: str | None
+    gpu_memory_limit: float | None
+    rollout: str | None
+    attention: str | None
+    model: str
+    data: str
+    sizing: SizingOptions
+    steps: int | None
+    epochs: int
+    nodes: int
+    actor_lr: float
+    critic_lr: float
+    save_freq: int
+    keep_checkpoints: int | None
+    test_freq: int
+    no_validate_before_train: bool
+    tensorboard: bool
+    run_dir: str | None
+    dry_run: bool
+    no_validate: bool
+    overrides: list[str]
+
+
+def train_settings(options: TrainOptions, run_dir: str) -> TrainSettings:
+    """Map ``verlfit train``'s options onto :class:`TrainSettings` (pure). The sizes come from
+    :func:`verlfit.plan.request.sizing_fields`, as ``verlfit plan``'s do.
+
+    Raises:
+        VerlfitError: sizes refused by ``sizing_fields``, or a managed key after ``--``.
+    """
+    from verlfit.plan.request import sizing_fields
+
+    return TrainSettings(
+        **sizing_fields(options.sizing),
+        model=options.model,
+        data_dir=options.data,
+        run_dir=run_dir,
+        steps=options.steps,
+        epochs=options.epochs,
+        nodes=options.nodes,
+        actor_lr=options.actor_lr,
+        critic_lr=options.critic_lr,
+        save_freq=options.save_freq,
+        keep_checkpoints=2 if options.keep_checkpoints is None else options.keep_checkpoints,
+        test_freq=options.test_freq,
+        validate_before_train=not options.no_validate_before_train,
+        loggers=("console", "tensorboard") if options.tensorboard else ("console",),
+        extra_overrides=user_overrides(options.overrides),
+    )
+
+
+def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, gpu=None, detect_gpu=True, gpu_report=None) -> LaunchPlan:
+    """Resolve profile, environment, plan and overrides for ``options``; validate; no side effects.
+
+    ``gpu``: the GPU to plan for, instead of asking NVML; ``gpu_report``: NVML's answer to use instead of asking
+    (tests: a fake NVML's :func:`verlfit.gpu.query_gpus`); it also gives the pairs for NCCL's P2P fallback.
+
+    Raises:
+        VerlfitError: profile/GPU mismatch, bad sizes, an allocator setting vLLM rejects, an
+            override that verl does not know, or a ``--data`` / ``--run-dir`` that is an existing file.
+    """
+    environ = dict(os.environ if environ is None else environ)
+    notes: list[str] = []
+    report = None
+    from verlfit.plan.request import check_sizing
+
+    check_sizing(options.sizing)  # before the GPU is looked for: the same refusals as verlfit plan's
+    if options.emulate and options.profile not in (None, "auto", options.emulate):
+        raise VerlfitError(f"--profile {options.profile} and --emulate {options.emulate} disagree", fix=f"--emulate {options.emulate} already selects the {options.emulate} profile: drop --profile", exit_code=2)
+    profile_name = options.profile or environ.get("VERLFIT_PROFILE") or "auto"
+    if not options.profile and profile_name not in (*PROFILE_NAMES, "auto"):
+        raise VerlfitError(f"VERLFIT_PROFILE={profile_name} is not a profile", fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile", exit_code=2)
+    if options.emulate:
+        if detect_gpu and gpu is None and not options.dry_run:
+            gpu, report = find_gpu(need=True, profile_named=True, environ=environ, report=gpu_report, gpus=options.sizing.gpus)
+        # emulation runs the profile's code paths on a card at least as capable: refuse a weaker one
+        profile = select_profile(options.emulate, gpu)
+        notes.append(f"emulating {profile.name}: its code paths on {gpu.name if gpu else 'this machine'}")
+    else:
+        if detect_gpu and gpu is None and (profile_name == "auto" or not options.dry_run):
+            gpu, report = find_gpu(need=profile_name == "auto" or not options.dry_run, profile_named=profile_name != "auto", environ=environ, report=gpu_report, gpus=options.sizing.gpus)
+        profile = select_profile(profile_name, gpu)
+        choice = profile_choice_note(profile.name, gpu) if gpu is not None else None  # a 6.0 or 7.x card on p40: say why
+        if choice:
+            notes.append(choice)
+    chosen = customize(profile, rollout=options.rollout, attention=options.attention)
+    changes = [(what, getattr(chosen, what), getattr(profile, what)) for what in ("rollout", "attention") if getattr(chosen, what) != getattr(profile, what)]
+    if changes:
+        first, *rest = changes
+        notes.append("; ".join([f"{first[0]} {first[1]} instead of the {profile.name} profile's {first[2]}", *(f"{what} {new} instead of {old}" for what, new, old in rest)]))
+    profile = chosen
+    environment = resolve_environment(profile, environ)
+    if report is not None and report.gpus:
+        notes += nccl_settings(report, environ, environment, options.sizing.gpus, options.nodes)
+    # Triton and bf16 decisions use the real GPU, or the profile's own card when emulating or without a GPU
+    compute_capability = gpu.compute_capability if gpu is not None and not options.emulate else profile.min_compute_capability
+    where = f"{gpu.name} (compute capability {gpu.compute_capability_text})" if gpu is not None and not options.emulate else f"the {profile.name} profile's cards (compute capability below 8.0)"
+    check_rollout_dtype(profile, environment, compute_capability, where)
+    limit = memory_limit_gib(options.gpu_memory_limit, options.emulate, profile, environ)
+    if limit is not None:
+        if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
+            raise VerlfitError(f"--gpu-memory-limit {limit} GiB is more than {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB", exit_code=2)
+        environment[MEMORY_LIMIT_VARIABLE] = f"{limit:g}"
+    for option, given, what in (("--data", options.data, "with train.parquet and test.parquet, or raw GSM8K files"), ("--run-dir", options.run_dir, "that does not exist yet: verlfit creates it")):
+        if given and Path(given).exists() and not Path(given).is_dir():
+            raise VerlfitError(f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2)
+    # absolute paths, so the recorded command and --resume work from any directory
+    run_dir = str(Path(options.run_dir or Path("runs") / f"{options.sizing.algo}-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve())
+    if options.tensorboard:
+        environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
+    settings = train_settings(options, run_dir)
+    settings.rollout, settings.attention = profile.rollout, profile.attention
+    settings.data_dir = str(gsm8k.training_data(Path(settings.data_dir).resolve())[0])  # raw GSM8K files in --data: verl's files go to --data/verl
+    if Path(settings.model).exists():
+        settings.model = str(Path(settings.model).resolve())
+    if options.sizing.plan == "auto":
+        notes += apply_plan(settings, profile, options.sizing, gpu, limit, options.emulate)
+    else:
+        from verlfit.plan import unsupported_reason
+
+        reason = unsupported_reason(profile.rollout, settings.actor_param_offload)
+        if reason:
+            raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2)
+    share = None
+    if profile.rollout == "vllm" and limit is not None and gpu is not None:
+        # vLLM sizes its pool as a fraction of the whole card, not of the per-process cap (patch 0006):
+        # keep the profile's share of the *capped* memory
+        share = round(profile.vllm_gpu_memory_utilization * limit * 1024**3 / gpu.total_memory_bytes, 4)
+        notes.append(f"vLLM's share {profile.vllm_gpu_memory_utilization} of the {limit:g} GiB limit is {share} of {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole card)")
+    overrides = build_overrides(settings, profile, environment, compute_capability, vllm_card_fraction=share)
+    if f"+{CUDA_GRAPH_KEY}=False" in overrides and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides:
+        if settings.lora_rank:
+            notes.append(LORA_CUDA_GRAPH_NOTE)
+        if settings.gpus * settings.nodes > 1:
+            notes.append(CUDA_GRAPH_SEVERAL_GPUS_NOTE)
+    if unwraps_lora_generation(settings, profile) and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
+        notes.append(LORA_UNWRAP_NOTE)  # not when the user turned it off after --
+    if settings.gpus * settings.nodes > 1 and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
+        notes.append(UNWRAP_SEVERAL_GPUS_NOTE)  # only the user can set it there
+    if profile.rollout != "hf":
+        for key in (CUDA_GRAPH_KEY, UNWRAP_KEY, "actor_rollout_ref.rollout.trim_padding"):
+            if override_value(overrides, key) in ("True", "true"):  # only the user can set them on a non-HF rollout
+                notes.append(hf_rollout_only_note(f"+{key}=True", profile.rollout))
+    if not options.no_validate:
+        validate_overrides(overrides)
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
+    gpu_text = f"{gpu.name} (compute capability {gpu.compute_capability_text}, {gpu.total_memory_bytes / 1024**3:.1f} GiB)" if gpu else "none detected"
+    return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes)
+
+
+def apply_plan(settings: TrainSettings, profile, sizing: SizingOptions, gpu, limit_gib: float | None, emulate: str | None = None) -> list[str]:
+    """Let the planner choose micro-batches, checkpointing and offload; return what it said.
+
+    The user's explicit ``--micro-batch-size`` / ``--offload`` / ``--no-gradient-checkpointing`` (in ``sizing``)
+    are kept. ``emulate``: ``--emulate``'s profile name (the planner then sizes for its card, not ``gpu``). Raises
+    VerlfitError when nothing fits, with the smallest change that would.
+    """
+    from verlfit import plan as planner
+
+    if limit_gib is not None:
+        memory_bytes = int(limit_gib * 1024**3)
+    elif gpu is not None and not emulate:
+        memory_bytes = planner.usable_memory_bytes(gpu)
+    else:
+        memory_bytes = int(profile.gpu_memory_gib * 1024**3)
+    from verlfit.plan import time as plan_time
+    from verlfit.plan.request import sizing_keep
+
+    keep = sizing_keep(sizing)
+    lines = planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch="micro_batches" in keep, keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep)
+    # no override list yet: for_train reads the switches as the run will get them (the profile's, what verlfit
+    # forces for LoRA and several GPUs, the user's)
+    return lines + plan_time.for_train(settings, profile, gpu.name if gpu is not None else None, total_steps(settings), emulate)[0]
