@@ -128,7 +128,7 @@ rehearse: ## as root: build the p40 image for real with stand-ins for what the n
 lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml against the Compose Specification
 	bash tests/bootstrap.sh
 	$(VENV)/bin/hadolint --config docker/hadolint.yaml Dockerfile.p40 Dockerfile.a10
-	$(VENV)/bin/shellcheck --external-sources docker/*.sh entrypoint/entrypoint.sh benchmarks/device_run.sh tests/bootstrap.sh .ci/run
+	$(VENV)/bin/shellcheck --external-sources docker/*.sh entrypoint/entrypoint.sh benchmarks/device_run.sh tests/bootstrap.sh .ci/run tests/images/rehearsal/*.sh
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose.yaml
 
 .PHONY: image-p40

@@ -19,9 +19,11 @@ dry_run() { [ "${VERLFIT_DRY_RUN:-0}" = 1 ]; }
 # and apt (APT_CA_OPTIONS, for https sources) trust it instead of their own bundles. VERLFIT_CA_BUNDLE names
 # another path (tests).
 CA_BUNDLE=${VERLFIT_CA_BUNDLE:-/run/secrets/ca-bundle}
+# shellcheck disable=SC2034  # read by install-system.sh, which sources this file
 APT_CA_OPTIONS=()
 if [ -s "$CA_BUNDLE" ]; then
   export PIP_CERT=$CA_BUNDLE GIT_SSL_CAINFO=$CA_BUNDLE CURL_CA_BUNDLE=$CA_BUNDLE SSL_CERT_FILE=$CA_BUNDLE REQUESTS_CA_BUNDLE=$CA_BUNDLE
+  # shellcheck disable=SC2034
   APT_CA_OPTIONS=(-o "Acquire::https::CaInfo=$CA_BUNDLE")
 fi
 

@@ -16,7 +16,9 @@ import yaml
 from image_helpers import REPO
 
 BIN = Path(sys.executable).parent
-SCRIPTS = sorted(str(path.relative_to(REPO)) for path in (REPO / "docker").glob("*.sh")) + ["entrypoint/entrypoint.sh", "benchmarks/device_run.sh", "tests/bootstrap.sh", ".ci/run"]
+SCRIPTS = (sorted(str(path.relative_to(REPO)) for path in (REPO / "docker").glob("*.sh"))
+           + ["entrypoint/entrypoint.sh", "benchmarks/device_run.sh", "tests/bootstrap.sh", ".ci/run"]
+           + sorted(str(path.relative_to(REPO)) for path in (REPO / "tests" / "images" / "rehearsal").glob("*.sh")))
 
 
 def tool(name: str) -> str:
@@ -46,9 +48,12 @@ def test_hadolint_config_still_catches_problems(tmp_path):
 
 
 def test_shellcheck_is_clean():
-    assert SCRIPTS == ["docker/download-locked.sh", "docker/fetch-wheel.sh", "docker/install-project.sh", "docker/install-python.sh",
-                       "docker/install-system.sh", "docker/install-verl.sh", "docker/install-wheels.sh", "docker/lib.sh",
-                       "entrypoint/entrypoint.sh", "benchmarks/device_run.sh", "tests/bootstrap.sh", ".ci/run"]
+    assert SCRIPTS == ["docker/build-command.sh", "docker/compose-run.sh", "docker/download-locked.sh", "docker/fetch-wheel.sh",
+                       "docker/install-project.sh", "docker/install-python.sh", "docker/install-system.sh", "docker/install-verl.sh",
+                       "docker/install-wheels.sh", "docker/lib.sh", "entrypoint/entrypoint.sh", "benchmarks/device_run.sh",
+                       "tests/bootstrap.sh", ".ci/run", "tests/images/rehearsal/check-image-use.sh",
+                       "tests/images/rehearsal/rehearse.sh", "tests/images/rehearsal/stand-in-bases.sh",
+                       "tests/images/rehearsal/stand-in-cudnn.sh"]
     result = subprocess.run([tool("shellcheck"), "--external-sources", *SCRIPTS], cwd=REPO, capture_output=True, text=True)
     assert (result.returncode, result.stdout) == (0, "")
 
@@ -65,5 +70,5 @@ def test_make_lint_runs_the_same_commands():
     assert ("lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml against the Compose Specification\n"
             "\tbash tests/bootstrap.sh\n"
             "\t$(VENV)/bin/hadolint --config docker/hadolint.yaml Dockerfile.p40 Dockerfile.a10\n"
-            "\t$(VENV)/bin/shellcheck --external-sources docker/*.sh entrypoint/entrypoint.sh benchmarks/device_run.sh tests/bootstrap.sh .ci/run\n"
+            "\t$(VENV)/bin/shellcheck --external-sources docker/*.sh entrypoint/entrypoint.sh benchmarks/device_run.sh tests/bootstrap.sh .ci/run tests/images/rehearsal/*.sh\n"
             "\t$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose.yaml\n") in text

@@ -58,6 +58,9 @@ if sys.argv[1:4] == ["buildx", "imagetools", "inspect"] and sys.argv[4:6] == ["-
     print(json.dumps("sha256:" + hashlib.sha256(sys.argv[6].encode()).hexdigest()))
 """
 IDS = ["VERLFIT_UID=1234", "VERLFIT_GID=5678", "VCS_REF=abc123"]
+# the container user of the compose targets' tests: another user's ids as root (make chowns ./data and ./runs to them),
+# your own otherwise (a non-root make cannot give its folders away, and refuses ids that could not write them)
+RUN_UID, RUN_GID = ("1234", "5678") if os.getuid() == 0 else (str(os.getuid()), str(os.getgid()))
 BUILDX = ["buildx", "version"]
 COMPOSE_VERSION = ["compose", "version"]
 BUILD = ["buildx", "build", "--load"]
@@ -328,10 +331,10 @@ COMPOSE_TARGETS = [("train", "train"), ("doctor", "doctor"), ("prepare-gsm8k", "
 
 @pytest.mark.parametrize("target, service", COMPOSE_TARGETS)
 def test_compose_targets(workdir, target, service):
-    result, calls = make(workdir, target, "PROFILE=a10", "ARGS=--steps 5", "VERLFIT_UID=1234", "VERLFIT_GID=5678")
+    result, calls = make(workdir, target, "PROFILE=a10", "ARGS=--steps 5", f"VERLFIT_UID={RUN_UID}", f"VERLFIT_GID={RUN_GID}")
     assert result.returncode == 0, result.stderr
     assert argvs(calls) == [COMPOSE_VERSION, ["compose", "run", "--rm", service, "--steps", "5"]]
-    assert calls[1] == {"argv": ["compose", "run", "--rm", service, "--steps", "5"], "VERLFIT_PROFILE": "a10", "VERLFIT_UID": "1234", "VERLFIT_GID": "5678"}
+    assert calls[1] == {"argv": ["compose", "run", "--rm", service, "--steps", "5"], "VERLFIT_PROFILE": "a10", "VERLFIT_UID": RUN_UID, "VERLFIT_GID": RUN_GID}
     # the bind-mount sources exist before Docker would create them owned by root
     assert (workdir / "data").is_dir() and (workdir / "runs").is_dir()
 
@@ -426,7 +429,7 @@ def test_a_mount_folder_the_container_user_cannot_write_stops_with_the_chown(wor
 
 
 def test_no_nvidia_container_toolkit_is_recognised_and_named(workdir):
-    result, calls = make(workdir, "train", "ARGS=could-not-select", "VERLFIT_UID=1234", "VERLFIT_GID=5678")
+    result, calls = make(workdir, "train", "ARGS=could-not-select", f"VERLFIT_UID={RUN_UID}", f"VERLFIT_GID={RUN_GID}")
     assert result.returncode == 2  # make's status for a failed recipe
     assert 'could not select device driver "nvidia"' in result.stderr  # Docker's own words stay
     assert ("make train: this Docker engine cannot give containers a GPU: install the NVIDIA Container Toolkit (package "

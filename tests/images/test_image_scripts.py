@@ -316,11 +316,13 @@ def test_install_verl_patch_applies_the_series_to_a_verl_tree(tmp_path):
     copied to a scratch tree, patched by patches/apply.py as the build does, then --status passes."""
     import verl
 
+    # verl as released: VERLFIT_PRISTINE_VERL inside the image (whose /opt/verl is patched; the test image exports the
+    # commit's tree there), else the test venv's PyPI wheel. The copy keeps any .verlfit-patches marker, so a patched
+    # tree is seen as one (issue 24: the copy dropped the marker and apply.py then failed on a patched tree).
+    source = Path(os.environ["VERLFIT_PRISTINE_VERL"]) / "verl" if os.environ.get("VERLFIT_PRISTINE_VERL") else Path(verl.__file__).parent
     tree = tmp_path / "verl-checkout"
-    shutil.copytree(Path(verl.__file__).parent, tree / "verl", ignore=shutil.ignore_patterns("__pycache__", ".verlfit-patches"))
-    if (tree / "verl" / ".verlfit-patches").exists() or subprocess.run(
-            ["python3", str(REPO / "patches" / "apply.py"), "--status", str(tree)], capture_output=True).returncode == 0:
-        pytest.skip("the test environment's verl is already patched")
+    shutil.copytree(source, tree / "verl", ignore=shutil.ignore_patterns("__pycache__"))
+    assert not (tree / "verl" / ".verlfit-patches").exists(), f"{source} is a patched verl: set VERLFIT_PRISTINE_VERL to verl as released"
     environment = {"PATH": os.environ["PATH"], "PATCHES_DIR": str(REPO / "patches")}
     result = subprocess.run([str(DOCKER / "install-verl.sh"), "patch", str(tree)], env=environment, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr

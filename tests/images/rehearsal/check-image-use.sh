@@ -5,6 +5,8 @@
 # PASS on the patches), the stand-ins named in the labels, and a derived image adding a package (how a user adds one).
 #
 # Usage: check-image-use.sh IMAGE WORKDIR      (DOCKER: the docker client; exits 1 at the first failed check)
+# The commands in single quotes run in the container, where the variables are the image's:
+# shellcheck disable=SC2016
 set -euo pipefail
 image=$1 work=$2
 docker=${DOCKER:-docker}
@@ -43,7 +45,7 @@ chown -R 1000:1000 "$data"
 run -v "$data:/workspace/data" "$image" prepare-gsm8k --input /workspace/data/input --output /workspace/data/gsm8k >"$work/prepare.log" 2>&1 \
   || { cat "$work/prepare.log" >&2; fail "prepare-gsm8k in the image"; }
 expect "prepare-gsm8k wrote verl's files, owned by the image's user" "1000:1000 test.parquet train.parquet" \
-  "$(stat -c %u:%g "$data/gsm8k/train.parquet") $(cd "$data/gsm8k" && ls -- *.parquet | tr '\n' ' ' | sed 's/ $//')"
+  "$(stat -c %u:%g "$data/gsm8k/train.parquet") $(find "$data/gsm8k" -maxdepth 1 -name '*.parquet' -printf '%f\n' | sort | tr '\n' ' ' | sed 's/ $//')"
 run -v "$data:/workspace/data" -e HF_HUB_OFFLINE=1 "$image" train --dry-run --profile p40 --batch-size 8 --data /workspace/data/gsm8k >"$work/dry-run.log" 2>&1 \
   || { cat "$work/dry-run.log" >&2; fail "train --dry-run in the image"; }
 grep -q 'verl.trainer.main_ppo' "$work/dry-run.log" || fail "train --dry-run printed no verl command: $(head -5 "$work/dry-run.log")"

@@ -18,7 +18,7 @@
 # Environment:
 #   VERL_BUNDLE         verl's bundle (../shared/verl/verl-v0.4.1.bundle beside the checkout). Where there is none, verl's
 #                       repository is stood in by one commit of PyPI's verl 0.4.1 sdist (its verl/ is byte-identical to
-#                       the tag's: ../shared/FACTS.md section 2), VERL_COMMIT set to that commit, and the label says so
+#                       the tag's), VERL_COMMIT set to that commit, and the label says so
 #   REHEARSAL_CACHE     where stand-ins are kept between runs (/var/tmp/verlfit-rehearsal); CI starts empty
 #   REHEARSAL_PORT_BASE first of the four local ports (5055: registry; +1 http; +2 git)
 #   REHEARSAL_SKIP      space-separated steps to skip while iterating locally: save a10 suite
@@ -73,7 +73,7 @@ cleanup() {
   local status=$?
   set +e
   say "cleaning up (status $status)"
-  $docker rm -f $($docker ps -aq --filter "label=io.verlfit.rehearsal") >/dev/null 2>&1
+  $docker ps -aq --filter "label=io.verlfit.rehearsal" | xargs -r "$docker" rm -f >/dev/null 2>&1
   for ref in "$image:p40" "$image:p40-tests" "$image:p40-offline" "$image:a10-wheels" "$image:derived" \
              "$registry/nvidia/cuda:11.8.0-devel-ubuntu22.04" "$registry/nvidia/cuda:11.8.0-runtime-ubuntu22.04"; do
     $docker image rm -f "$ref" >/dev/null 2>&1
@@ -220,10 +220,11 @@ if ! skipped save; then
   make --no-print-directory save IMAGE="$image" PROFILES=p40 SAVE_DIR="$work/dist" BASE_REGISTRY="$registry/" \
     BUILD_BASE_DIGEST="$build_digest" RUNTIME_BASE_DIGEST="$runtime_digest" >"$work/save.log" 2>&1 \
     || { tail -20 "$work/save.log" >&2; fail "make save"; }
-  check "make save in $(($(date +%s) - save_started))s: $(du -sh "$work/dist" | cut -f1) ($(ls "$work/dist" | tr '\n' ' '))"
+  check "make save in $(($(date +%s) - save_started))s: $(du -sh "$work/dist" | cut -f1) ($(find "$work/dist" -maxdepth 1 -type f -printf '%f ' | sort))"
   # the air-gapped host: no registry, none of the images
   kill "$registry_pid"; wait "$registry_pid" 2>/dev/null || true
-  $docker image rm -f "$image:p40" $($docker image ls -q "$registry/nvidia/cuda") >/dev/null 2>&1 || true
+  $docker image rm -f "$image:p40" >/dev/null
+  $docker image ls -q "$registry/nvidia/cuda" | sort -u | xargs -r "$docker" image rm -f >/dev/null
   load_started=$(date +%s)
   make --no-print-directory load SAVE_DIR="$work/dist" >"$work/load.log" 2>&1 || { tail -20 "$work/load.log" >&2; fail "make load"; }
   check "make load in $(($(date +%s) - load_started))s: $(grep -c 'Loaded image' "$work/load.log") images"
@@ -241,7 +242,9 @@ if ! skipped suite; then
     --build-arg IMAGE="$image:p40" --file "$here/Dockerfile.tests" --tag "$image:p40-tests" . >"$work/tests-build.log" 2>&1 \
     || { tail -30 "$work/tests-build.log" >&2; fail "the test image"; }
   suite_started=$(date +%s)
-  if ! run --network none "$image:p40-tests" >"$work/suite.log" 2>&1; then
+  # the network as the host has it (a lock test asks PyPI for the pinned hashes), through its CA bundle
+  if ! run --network host -v "$ca_bundle:/etc/verlfit-ca.crt:ro" -e SSL_CERT_FILE=/etc/verlfit-ca.crt \
+       -e REQUESTS_CA_BUNDLE=/etc/verlfit-ca.crt "$image:p40-tests" >"$work/suite.log" 2>&1; then
     grep -E '^(FAILED|ERROR)' "$work/suite.log" | head -40 >&2
     tail -5 "$work/suite.log" >&2
     fail "the CPU suite inside the image"
