@@ -645,7 +645,7 @@ stage_fault_disk() {
 
 stage_noeos() {
   # issue 29: the CUDA-graph decoder raised TypeError on eos_token_id=None at the first generation (and verl's HF
-  # rollout itself died one line after generate: patch 0024); expected now: 3 steps, every response of full length
+  # rollout itself died one line after generate: patch 0025); expected now: 3 steps, every response of full length
   [ -f "$MODEL/tokenizer.json" ] || { log "noeos: no $MODEL (run setup first: it makes the tokenizer and GSM8K)"; return 0; }
   [ -f "$MODEL_NO_EOS/config.json" ] || python3 benchmarks/qwen3_no_eos_model.py --output "$MODEL_NO_EOS" --tokenizer-dir "$MODEL" \
     || { log "noeos: making $MODEL_NO_EOS failed: status $?"; return 0; }

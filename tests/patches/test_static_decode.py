@@ -3,7 +3,7 @@ eagerly on CPU (the capture/replay layer is tested on a GPU by tests/gpu/test_cu
 
 The probe (speed_probe.py static) compares the patched StaticDecoder with transformers' generate on a tiny
 random Qwen2 (eager and sdpa), prompts of 5, 10 and 7 tokens left-padded to 16 columns, 32 new tokens. The
-no_eos probe (issue 29, patches 0022 and 0024) covers the EOS and pad ids verl may pass: none at all, an EOS
+no_eos probe (issue 29, patches 0022 and 0025) covers the EOS and pad ids verl may pass: none at all, an EOS
 without a pad id, an EOS list, and a checkpoint whose EOS is only in its tokenizer.
 """
 
@@ -141,12 +141,12 @@ def test_verl_worker_takes_eos_from_the_generation_config_and_decodes_without_on
 
 
 @pytest.fixture(scope="module")
-def no_eos_before_0024(tmp_path_factory, tiny_qwen2_no_eos_dir):
-    """The no_eos probe on the series up to 0023 (patch 0024 left out; 0022 as it is now)."""
+def no_eos_before_0025(tmp_path_factory, tiny_qwen2_no_eos_dir):
+    """The no_eos probe on the series up to 0024 (patch 0025 left out; 0022 as it is now)."""
     names = series_names()
     base = tmp_path_factory.mktemp("before_no_eos")
     root = copy_verl(base / "tree")
-    run_apply("--series", partial_series(base / "series", names.index("0024-hf-rollout-no-eos.patch")), root, check_rc=0)
+    run_apply("--series", partial_series(base / "series", names.index("0025-hf-rollout-no-eos.patch")), root, check_rc=0)
     return run_speed_probe(root, "no_eos", tiny_qwen2_no_eos_dir)
 
 
@@ -161,12 +161,12 @@ def test_rollout_with_eos_and_no_pad_fills_with_the_first_eos_as_generate(no_eos
     assert roll["same"] == TENSORS
 
 
-def test_without_0024_verl_hf_rollout_itself_fails_without_eos_or_pad(no_eos_before_0024):
+def test_without_0025_verl_hf_rollout_itself_fails_without_eos_or_pad(no_eos_before_0025):
     # stock verl: generate decodes to full length, then get_response_mask(eos_token=None) runs torch.tensor(None);
     # with an EOS and no pad id the columns after an early stop are None * tensor
-    worker = no_eos_before_0024["worker"]
+    worker = no_eos_before_0025["worker"]
     assert worker["cuda_graph_False"] == worker["cuda_graph_True"] == {"error": "RuntimeError: Could not infer dtype of NoneType"}
-    roll = no_eos_before_0024["rollout_eos_no_pad"]
+    roll = no_eos_before_0025["rollout_eos_no_pad"]
     assert roll["cuda_graph_False"] == roll["cuda_graph_True"] == {"error": "TypeError: unsupported operand type(s) for *: 'NoneType' and 'Tensor'"}
     # the decoder itself (patch 0022) equals generate there already
-    assert no_eos_before_0024["cases"]["qwen3_no_eos"]["no_eos_no_pad"]["equal"] is True
+    assert no_eos_before_0025["cases"]["qwen3_no_eos"]["no_eos_no_pad"]["equal"] is True
