@@ -701,7 +701,9 @@ def card_for_args(args, nvml=None) -> tuple[Card, str]:
     from verlfit.gpu import query_gpus
 
     report = query_gpus(nvml)
-    profile = args.profile if args.profile in ("p40", "a10") else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in ("p40", "a10") else None
+    from verlfit.profiles import PROFILE_NAMES
+
+    profile = args.profile if args.profile in PROFILE_NAMES else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in PROFILE_NAMES else None
     if report.gpus:
         card = card_for_gpu_name(report.gpus[0].name)
         if card is not None:
