@@ -18,6 +18,8 @@ Probes:
   overflow  an inf or nan injected into one micro-batch's gradient (a backward hook on the first decoder layer's
             output): the update is skipped with weights and AdamW state bit-identical, the scale halved, the
             metrics say so; the next clean update steps; max_consecutive_skips overflowing updates in a row raise
+  stock     on a tree without 0024: an fp16 actor whose every update overflows, five updates (no scaler, no metric,
+            no stop)
   logprob   a tiny random Qwen2's HF rollout (verl's HFRollout) in fp16 autocast, with and without patch 0022's
             static decoder, sampled: its per-token log-probs (generate's raw logits under fp16) against verl's fp32
             compute_log_prob of the same tokens
@@ -29,7 +31,9 @@ import sys
 from verl_probe import EOS, PAD, VOCAB, actor_config, block_flash_attn, critic_config, init_dist, make_qwen2
 from speed_probe import PROMPT_LEN, RESPONSE_LEN, ROWS, cpu_memory_shim, verl_batch
 
-INIT_SCALE = 2.0**16
+# the overflow probe starts lower than torch's 2**16, at which the tiny Qwen2 critic's first update overflows by itself
+# (the update probe shows it): so the first, clean update steps and AdamW has state to keep
+OVERFLOW_INIT_SCALE = 1024.0
 
 
 def make_qwen3(seed=0, num_labels=None):
@@ -46,6 +50,16 @@ def make_qwen3(seed=0, num_labels=None):
         config.num_labels = num_labels
         return Qwen3ForTokenClassification(config).float().eval()
     return Qwen3ForCausalLM(config).float().eval()
+
+
+def _setup():
+    """Import transformers' Qwen2 and Qwen3 modules before flash_attn is blocked (as speed_probe.probe_trim), then
+    the CPU shims and the gloo process group."""
+    make_qwen2()
+    make_qwen3()
+    block_flash_attn()
+    cpu_memory_shim()
+    init_dist()
 
 
 def _model(arch, seed=0, critic=False):
@@ -135,13 +149,18 @@ def _critic_update(critic, base, extra):
 
 
 def _step(role, arch, fp16, scaling, grad_clip):
-    """(parameter change as one vector, metrics) of one update."""
+    """(parameter change as one vector, metrics of the update that stepped, updates skipped before it) of one update.
+    With loss scaling an update whose scaled gradients overflow is skipped (weights untouched, SGD has no state) and
+    repeated at the halved scale, as training would go on, at most 8 times."""
     base, extra = _inputs()
     make, update = (_actor, _actor_update) if role == "actor" else (_critic, _critic_update)
     worker, module, _ = make(arch, fp16, scaling, grad_clip)
     before = _flat(module)
-    metrics = update(worker, base, extra)
-    return _flat(module) - before, metrics
+    for skipped in range(8):
+        metrics = update(worker, base, extra)
+        if not metrics.get(f"{role}/skipped_updates"):
+            break
+    return _flat(module) - before, metrics, skipped
 
 
 def _compare(a, b):
@@ -151,9 +170,7 @@ def _compare(a, b):
 def probe_update():
     import torch
 
-    block_flash_attn()
-    cpu_memory_shim()
-    init_dist()
+    _setup()
     with torch.autocast("cpu", dtype=torch.float16):
         x = torch.randn(2, 2)
         autocast_dtype = str(torch.nn.functional.linear(x, x).dtype)
@@ -163,14 +180,14 @@ def probe_update():
         for role in ("actor", "critic"):
             res = {}
             for label, clip in (("unclipped", 1.0e9), ("clipped", 0.05)):
-                ref, ref_metrics = _step(role, arch, False, None, clip)
-                half, half_metrics = _step(role, arch, True, on, clip)
-                res[label] = {**_compare(ref, half), "grad_norm": [ref_metrics[f"{role}/grad_norm"], half_metrics[f"{role}/grad_norm"]], "loss_scale": half_metrics[f"{role}/loss_scale"], "skipped": half_metrics[f"{role}/skipped_updates"]}
+                ref, ref_metrics, _ = _step(role, arch, False, None, clip)
+                half, half_metrics, skipped = _step(role, arch, True, on, clip)
+                res[label] = {**_compare(ref, half), "grad_norm": [ref_metrics[f"{role}/grad_norm"][0], half_metrics[f"{role}/grad_norm"][0]], "loss_scale": half_metrics[f"{role}/loss_scale"], "skipped_before": skipped, "skipped_total": half_metrics[f"{role}/skipped_updates_total"]}
                 if label == "clipped":
                     res[label]["step_norm"] = [float(ref.norm()), float(half.norm())]
             # the scaler alone (fp32): scaling by 2**16 and unscaling are exact, so the update is bit-identical
-            scaled, _ = _step(role, arch, False, on, 0.05)
-            ref, _ = _step(role, arch, False, None, 0.05)
+            scaled, _, _ = _step(role, arch, False, on, 0.05)
+            ref, _, _ = _step(role, arch, False, None, 0.05)
             res["fp32_scaler_bit_identical"] = bool(torch.equal(scaled, ref))
             result[f"{arch}_{role}"] = res
     # key absent: stock verl (no scaler, scale() returns the very loss object)
@@ -229,15 +246,13 @@ def _same_state(a, b):
 def probe_overflow():
     import torch
 
-    block_flash_attn()
-    cpu_memory_shim()
-    init_dist()
+    _setup()
     result = {}
     base, extra = _inputs()
     for role in ("actor", "critic"):
         make, update = (_actor, _actor_update) if role == "actor" else (_critic, _critic_update)
         for value in ("inf", "nan"):
-            worker, module, opt = make("qwen2", True, {"enabled": True, "max_consecutive_skips": 3}, 1.0, optimizer="adamw", lr=1e-3)
+            worker, module, opt = make("qwen2", True, {"enabled": True, "init_scale": OVERFLOW_INIT_SCALE, "max_consecutive_skips": 3}, 1.0, optimizer="adamw", lr=1e-3)
             # micro-batches are counted per forward with gradients: 2 a clean update (then AdamW has state), 2 poisoned
             # (one of them overflows), 2 clean again
             _inject(module, float(value), calls={2})
@@ -257,7 +272,7 @@ def probe_overflow():
             res["next_moved"] = not bool(torch.equal(weights, _flat(module)))
             result[f"{role}_{value}"] = res
         # every update overflows: the third in a row stops the run
-        worker, module, opt = make("qwen2", True, {"enabled": True, "max_consecutive_skips": 3}, 1.0, optimizer="adamw", lr=1e-3)
+        worker, module, opt = make("qwen2", True, {"enabled": True, "init_scale": OVERFLOW_INIT_SCALE, "max_consecutive_skips": 3}, 1.0, optimizer="adamw", lr=1e-3)
         _inject(module, float("inf"), calls=set(range(100)))
         seen = []
         try:
@@ -269,6 +284,20 @@ def probe_overflow():
     return result
 
 
+def probe_stock():
+    """On a tree without patch 0024: an fp16 actor whose every update overflows, five updates."""
+    import torch
+
+    _setup()
+    base, extra = _inputs()
+    worker, module, _ = _actor("qwen2", True, None, 1.0, optimizer="adamw", lr=1e-3)
+    _inject(module, float("inf"), calls=set(range(100)))
+    keys = set()
+    for _ in range(5):
+        keys |= {k for k in _actor_update(worker, base, extra) if "scale" in k or "skipped" in k}
+    return {"has_loss_scaler": hasattr(worker, "loss_scaler"), "updates": 5, "metric_keys": sorted(keys), "weights_untouched": bool(torch.equal(_flat(module), _flat(_actor("qwen2", True, None, 1.0)[1])))}
+
+
 def probe_logprob():
     import torch
     from verl_probe import cpu_empty_cache_shim, rollout_config
@@ -277,10 +306,8 @@ def probe_logprob():
     from verl.workers.actor.dp_actor import DataParallelPPOActor
     from verl.workers.rollout.hf_rollout import HFRollout
 
-    block_flash_attn()
+    _setup()
     cpu_empty_cache_shim()
-    cpu_memory_shim()
-    init_dist()
     result = {}
     steps = 24
     model = make_qwen2(seed=0, attn="sdpa")
@@ -307,7 +334,7 @@ def probe_logprob():
     return result
 
 
-PROBES = {"update": probe_update, "overflow": probe_overflow, "logprob": probe_logprob}
+PROBES = {"update": probe_update, "overflow": probe_overflow, "stock": probe_stock, "logprob": probe_logprob}
 
 
 def main(argv):
