@@ -245,7 +245,7 @@ def select_profile(name: str, gpu=None) -> Profile:
         raise VerlfitError(
             f"profile {profile.name!r} needs compute capability >= {need} ({'fp16 tensor cores' if profile.name in FP16_PROFILES else 'bf16, FlashAttention-2, vLLM'}), "
             f"but GPU {gpu.index} is a {gpu.name} with compute capability {gpu.compute_capability_text}",
-            fix=f"use --profile {instead} (image verlfit:{instead})",
+            fix=f"use --profile {instead} (image {load_profile(instead).image})",
         )
     return profile
 
@@ -282,6 +282,8 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
         return profile
     if rollout == "vllm" and profile.min_compute_capability < (7, 0):
         raise VerlfitError(f"--rollout vllm with the {profile.name} profile: vLLM needs compute capability 7.0 and the verlfit:{profile.name} image has no vLLM", fix="use --rollout hf (the profile's HF generate rollout)", exit_code=2)
+    if rollout == "vllm" and profile.rollout != "vllm":
+        raise VerlfitError(f"--rollout vllm with the {profile.name} profile: it runs in the {profile.image} image, which has no vLLM, and verlfit has no vLLM settings for it (docs/fp16.md has an unmeasured recipe with the a10 image's vLLM on compute capability 7.x)", fix="use --rollout hf (the profile's HF generate rollout)", exit_code=2)
     if attention == "flash_attention_2" and (profile.dtype == "float32" or profile.min_compute_capability < (8, 0)):
         raise VerlfitError(f"--attention flash_attention_2 with the {profile.name} profile: FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in {profile.dtype})", fix="use --attention sdpa or eager", exit_code=2)
     overrides = []
