@@ -299,7 +299,7 @@ stage_fp16() {
 }
 
 stage_learn_fp16() {
-  # learn's check at one learning rate (1e-5: 3e-5 made fp32 PPO fall, FACTS.md section 5), fp16 training under the T4's
+  # learn's check at one learning rate (1e-5: 3e-5 made fp32 PPO fall in the learn stage), fp16 training under the T4's
   # memory, with the profile's fp16 rollout and with an fp32 rollout; 200 steps x ~1.1 s + start-up, all at once
   local synth=$WORK/synthetic small=$WORK/small-sft rollout algo
   learn_data

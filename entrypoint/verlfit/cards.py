@@ -38,8 +38,8 @@ Gen5 -> 63.0 (the datasheets' bidirectional 32/64/128 GB/s halved, rounded).
 
 The NVIDIA datasheet PDFs themselves were not reachable from where this table was written; every P40, A10, L4 and
 H200 figure above was checked against the third-party spec pages named, which agree with the datasheet values
-quoted. The T4, V100 and RTX 2080 Ti figures are the datasheet values as quoted in the project's facts file
-(FACTS.md section 1, [reported: datasheets]) and the Turing whitepaper; none of them has been checked on a card.
+quoted. The T4, V100 and RTX 2080 Ti figures are the datasheet and Turing-whitepaper values as commonly quoted, not
+cross-checked against spec pages here; none of them has been checked on a card.
 """
 
 from __future__ import annotations
