@@ -33,6 +33,15 @@
 #              configuration sets each key it leaves off to False, since the profile turns the trims on),
 #              SPEED_PARALLEL=1 runs them at once; then benchmarks/decode_bench.py
 #              (ms per decode step at batch 32 and 64, prefill, generate vs graph) into $OUT/decode_bench.json
+#   fp16       issue 27: the main job's configuration (PPO, 0.5B shape, real GSM8K, 512/256, batch 32, as speed) for
+#              FP16_STEPS (default 10) steps under --emulate t4 (fp16 + loss scaling, 14 GiB), --emulate v100 (30.5 GiB),
+#              then the fp32 p40 profile under the T4's 14 GiB (--profile p40 --gpu-memory-limit 14: the same budget), one
+#              after the other (FP16_CONFIGS, default "t4 v100 p40_t4_budget"); each run's `verlfit plan` verdict first
+#              (NAME.plan, for predicted vs measured peak)
+#   learn_fp16 issue 27: the learning check of `learn` (its SFT-warmed small model and synthetic problems) in fp16:
+#              --emulate t4, PPO and GRPO, 200 steps, actor lr 1e-5, with the rollout in fp16 (the profile's) and in
+#              fp32 (VLLM_DTYPE=float32: fp32 rollout, fp16 training); LEARN_FP16_ROLLOUTS (default "float16 float32"),
+#              all four at once
 #   graph_memory
 #              issue 13: benchmarks/graph_memory_probe.py: allocated memory after each of GRAPH_MEMORY_CALLS (default 8)
 #              CUDA-graph generate calls (0.5B shape, batch 32), a new side stream per capture vs patch 0022's
@@ -275,6 +284,43 @@ stage_speed() {
   tail -n 4 "$RUNS/decode_bench.console" | sed "s/^/  decode_bench| /"
   [ -f "$RUNS/decode_bench.json" ] && cp "$RUNS/decode_bench.json" "$OUT/decode_bench.json"
   return 0
+}
+
+stage_fp16() {
+  # ~1.5 min of start-up plus 10 steps per run; the fp32 run of the P40 profile took 6.6 s a step at 22.5 GiB
+  # (docs/benchmarks.md section 10): three runs in one after the other are ~7-8 min of one 10-minute call
+  local config args
+  for config in ${FP16_CONFIGS:-t4 v100 p40_t4_budget}; do
+    case $config in
+      t4) args=(--emulate t4) ;;
+      v100) args=(--emulate v100) ;;
+      p40_t4_budget) args=(--profile p40 --gpu-memory-limit 14) ;;
+      *) log "stage fp16: unknown configuration '$config' (t4 v100 p40_t4_budget)"; continue ;;
+    esac
+    verlfit plan "${args[@]/--gpu-memory-limit/--gpu-memory}" --model "$MODEL" --batch-size 32 --max-prompt-length 512 --max-response-length 256 > "$RUNS/fp16-$config.plan" 2>&1 \
+      || log "plan fp16-$config: status $?"
+    train "fp16-$config" "${args[@]}" --model "$MODEL" --data "$DATA" --steps "${FP16_STEPS:-10}" --batch-size 32 --max-prompt-length 512 --max-response-length 256 "${COMMON[@]}"
+  done
+  return 0
+}
+
+stage_learn_fp16() {
+  # learn's check at one learning rate (1e-5: 3e-5 made fp32 PPO fall in the learn stage), fp16 training under the T4's
+  # memory, with the profile's fp16 rollout and with an fp32 rollout; 200 steps x ~1.1 s + start-up, all at once
+  local synth=$WORK/synthetic small=$WORK/small-sft rollout algo
+  learn_data
+  for rollout in ${LEARN_FP16_ROLLOUTS:-float16 float32}; do
+    for algo in ppo grpo; do
+      if [ "$algo" = ppo ]; then
+        VLLM_DTYPE=$rollout train "learn-fp16-ppo-rollout-$rollout" --emulate t4 --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+          --max-response-length 128 --actor-lr 1e-5 --critic-lr 5e-5 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 &
+      else
+        VLLM_DTYPE=$rollout train "learn-fp16-grpo-rollout-$rollout" --emulate t4 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
+          --max-response-length 128 --actor-lr 1e-5 --skip-checks --test-freq "${LEARN_TEST_FREQ:-20}" --save-freq -1 &
+      fi
+    done
+  done
+  wait
 }
 
 stage_graph_memory() {

@@ -20,8 +20,8 @@ SUBCOMMANDS=(prepare-gsm8k train plan doctor report export eval profiles bench)
 profile=${VERLFIT_PROFILE:-}
 if [ -n "$profile" ]; then
   case $profile in
-    p40|a10) ;;
-    *) echo "verlfit entrypoint: VERLFIT_PROFILE=$profile is not a profile (use p40 or a10; the images set it)" >&2; exit 2 ;;
+    p40|t4|v100|a10) ;;
+    *) echo "verlfit entrypoint: VERLFIT_PROFILE=$profile is not a profile (use p40, t4, v100 or a10; the images set it)" >&2; exit 2 ;;
   esac
   # Two steps, not eval "$(...)" directly: set -e does not see a failing command substitution
   # inside eval's argument, and a bad profile must stop here.

@@ -158,3 +158,21 @@ def test_an_oom_under_a_per_process_limit_names_the_limit_not_the_cards_free_mem
     message, _ = explain(failure, None, "/runs/r")
     assert message == ("verl ran out of GPU memory in the old log-prob pass (verl's actor_rollout_compute_log_prob): torch asked for 9.27 GiB with "
                        "21.39 GiB of the 22.50 GiB allowed to this process already allocated (the card itself had 91.22 GiB of 139.80 GiB free)")
+
+
+def test_fp16_loss_scalings_stop_is_named_with_its_figures_and_the_fix():
+    # patch 0024's RuntimeError as Ray relays it from the critic worker (verl/utils/loss_scaling.py's exact text)
+    lines = [
+        "(WorkerDict pid=4242) WARN: critic update skipped: inf/nan gradients at loss scale 2; scale now 1",
+        "ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.critic_update_critic() (pid=4242, ip=10.0.0.1)",
+        "RuntimeError: verlfit loss scaling: the last 20 critic updates all overflowed in fp16 (inf/nan gradients at every loss scale "
+        "from 65536 down to 0.125); stopping instead of training on nothing. fp16 cannot hold this model's activations or gradients: "
+        "train in fp32 (verlfit --profile p40), or lower the learning rate (critic.loss_scaling.max_consecutive_skips sets the limit)",
+    ]
+    failure = diagnose(lines)
+    assert (failure.kind, failure.phase, failure.worker_method) == ("fp16_overflow", "critic_update", "critic_update_critic")
+    assert failure.facts == {"updates": 20, "role": "critic", "from_scale": "65536", "to_scale": "0.125"}
+    message, fix = explain(failure)
+    assert message == ("fp16 loss scaling stopped the run in the critic update (verl's critic_update_critic): the last 20 critic updates all "
+                       "overflowed (inf/nan gradients at every loss scale from 65536 down to 0.125), so fp16 cannot hold this run's gradients")
+    assert fix == "train it in fp32 (verlfit train --profile p40: slower on this card) or with a lower --critic-lr"

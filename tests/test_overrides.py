@@ -294,7 +294,8 @@ def test_a_patch_switch_must_be_true_or_false():
     from verlfit.overrides import SWITCH_ADDED_KEYS, validate_overrides
 
     assert SWITCH_ADDED_KEYS == ("actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding",
-                                 "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph", "actor_rollout_ref.rollout.unwrap_fsdp")
+                                 "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph", "actor_rollout_ref.rollout.unwrap_fsdp",
+                                 "actor_rollout_ref.actor.loss_scaling.enabled", "critic.loss_scaling.enabled")
     with pytest.raises(VerlfitError, match=r"'\+actor_rollout_ref.rollout.unwrap_fsdp=maybe': actor_rollout_ref.rollout.unwrap_fsdp is a switch of verlfit's patch series, true or false \(the patched verl reads bool\(value\), so a word such as 'maybe' would turn it on\)") as error:
         validate_overrides(["+actor_rollout_ref.rollout.unwrap_fsdp=maybe"])
     assert error.value.fix == "write +actor_rollout_ref.rollout.unwrap_fsdp=True or +actor_rollout_ref.rollout.unwrap_fsdp=False"

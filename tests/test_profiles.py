@@ -167,6 +167,8 @@ def test_customize_with_the_profiles_own_choices_returns_it_unchanged():
     [
         ("p40", {"rollout": "vllm"}, "--rollout vllm with the p40 profile: vLLM needs compute capability 7.0"),
         ("p40", {"attention": "flash_attention_2"}, "FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in float32)"),
+        ("t4", {"rollout": "vllm"}, "--rollout vllm with the t4 profile: it runs in the verlfit:p40 image, which has no vLLM"),
+        ("v100", {"attention": "flash_attention_2"}, "FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in float16)"),
         ("a10", {"rollout": "sglang"}, "rollout 'sglang' is not one of hf, vllm"),
         ("a10", {"attention": "flash"}, "attention 'flash' is not one of sdpa, eager, flash_attention_2"),
     ],
@@ -207,14 +209,15 @@ def test_a_malformed_allocator_config_is_refused_before_launch():
 T4 = GpuInfo(index=0, name="Tesla T4", compute_capability=(7, 5), total_memory_bytes=16_106_127_360, free_memory_bytes=15_000_000_000)
 V100 = GpuInfo(index=0, name="Tesla V100-SXM2-32GB", compute_capability=(7, 0), total_memory_bytes=34_089_730_048, free_memory_bytes=33_000_000_000)
 P100 = GpuInfo(index=0, name="Tesla P100-PCIE-16GB", compute_capability=(6, 0), total_memory_bytes=17_071_734_784, free_memory_bytes=16_000_000_000)
-SEVEN_X = "; this card could also run Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY=49152, under the 81920 B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
+SEVEN_X = "; this card could also run fp16 on its tensor cores (the {} profile, which auto picks), Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY=49152, under the 81920 B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
+FP16_NOTE = "fp16 tensor cores but no bf16 and no FlashAttention-2 (both need 8.0), so fp16 compute with fp32 master weights and dynamic loss scaling (an overflowing update is skipped and shows in the progress line); --profile p40 runs it in fp32"
 
 
 @pytest.mark.parametrize(
     "gpu, note",
     [
-        (T4, "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X),
-        (V100, "profile p40 for Tesla V100-SXM2-32GB (compute capability 7.0): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X),
+        (T4, "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X.format("t4")),
+        (V100, "profile p40 for Tesla V100-SXM2-32GB (compute capability 7.0): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X.format("v100")),
         (P100, "profile p40 for Tesla P100-PCIE-16GB (compute capability 6.0): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on; it has the P40's other limits too (Triton and vLLM need 7.0), so the profile leaves nothing off"),
         (P40, None),
     ],
@@ -222,7 +225,7 @@ SEVEN_X = "; this card could also run Triton (torch.compile, Triton kernels) and
 def test_cards_the_p40_profile_was_not_made_for_are_told_why_and_what_is_left_off(gpu, note):
     from verlfit.profiles import profile_choice_note
 
-    assert select_profile("auto", gpu).name == "p40"
+    assert select_profile("p40", gpu).name == "p40"  # --profile p40 stays possible on a 7.x card
     assert profile_choice_note("p40", gpu) == note
     assert profile_choice_note("a10", A10) is None
 
@@ -232,10 +235,10 @@ def test_train_says_at_launch_which_profile_a_7x_card_got_and_why(capsys):
     from verlfit.train.describe import describe
     from verlfit.train.command import prepare_launch
 
-    args = cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"])
+    args = cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--dry-run"])
     plan = prepare_launch(args, environ={}, gpu=T4)
     assert plan.profile_name == "p40"
-    expected = "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X
+    expected = "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X.format("t4")
     assert plan.notes == [expected]
     assert f"note: {expected}" in describe(plan).splitlines()
     assert "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides  # what the note says the profile leaves off
@@ -283,3 +286,96 @@ def test_profiles_command_shows_the_a10_fallbacks(capsys):
     assert "  with --attention sdpa|eager also:\n    +actor_rollout_ref.actor.trim_padding=True\n    +actor_rollout_ref.ref.trim_padding=True\n    +critic.trim_padding=True\n" in out
     assert cli.main(["profiles", "p40"]) == 0
     assert "also:" not in capsys.readouterr().out
+
+
+# --- compute capability 7.x: the fp16 profiles (issue 27) -----------------------------------------------------------
+RTX2080TI = GpuInfo(index=0, name="NVIDIA GeForce RTX 2080 Ti", compute_capability=(7, 5), total_memory_bytes=11_546_394_624, free_memory_bytes=11_000_000_000)
+XAVIER = GpuInfo(index=0, name="Xavier", compute_capability=(7, 2), total_memory_bytes=16_000_000_000, free_memory_bytes=15_000_000_000)
+FP16_KEYS = [
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp16",
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype=fp32",
+    "+actor_rollout_ref.actor.fsdp_config.mixed_precision.buffer_dtype=fp32",
+    "+actor_rollout_ref.ref.fsdp_config.model_dtype=fp16",
+    "+actor_rollout_ref.ref.fsdp_config.mixed_precision.param_dtype=fp16",
+    "+critic.model.fsdp_config.mixed_precision.param_dtype=fp16",
+    "+critic.model.fsdp_config.mixed_precision.reduce_dtype=fp32",
+    "+critic.model.fsdp_config.mixed_precision.buffer_dtype=fp32",
+    "+actor_rollout_ref.actor.autocast_dtype=fp16",
+    "+actor_rollout_ref.ref.autocast_dtype=fp16",
+    "+critic.autocast_dtype=fp16",
+    "+actor_rollout_ref.actor.loss_scaling.enabled=True",
+    "+critic.loss_scaling.enabled=True",
+    "+actor_rollout_ref.model.attn_implementation=sdpa",
+    "+critic.model.attn_implementation=sdpa",
+    "actor_rollout_ref.model.use_remove_padding=False",
+    "critic.model.use_remove_padding=False",
+    "actor_rollout_ref.rollout.name=hf",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    "actor_rollout_ref.rollout.do_sample=True",
+    "+actor_rollout_ref.actor.trim_padding=True",
+    "+actor_rollout_ref.ref.trim_padding=True",
+    "+critic.trim_padding=True",
+    "+actor_rollout_ref.rollout.trim_padding=True",
+    "+actor_rollout_ref.rollout.cuda_graph=True",
+]
+
+
+@pytest.mark.parametrize("gpu, name", [(T4, "t4"), (RTX2080TI, "t4"), (V100, "v100"), (XAVIER, "v100"), (P100, "p40"), (P40, "p40"), (A10, "a10")])
+def test_auto_gives_7x_cards_the_fp16_profiles(gpu, name):
+    assert select_profile("auto", gpu).name == name
+
+
+def test_the_fp16_profiles_values_and_their_one_difference():
+    t4, v100 = load_profile("t4"), load_profile("v100")
+    for profile in (t4, v100):
+        assert (profile.dtype, profile.attention, profile.rollout, profile.image, profile.min_compute_capability) == ("float16", "sdpa", "hf", "verlfit:p40", (7, 0))
+        assert list(profile.overrides) == FP16_KEYS
+        assert profile.environment["VLLM_DTYPE"] == "float16"
+    # the reference cards: usable memory (the --emulate cap) and shared memory per block (Triton's gate)
+    assert (t4.gpu_memory_gib, t4.environment["TRITON_MAX_SHARED_MEMORY"]) == (14.0, "65536")
+    assert (v100.gpu_memory_gib, v100.environment["TRITON_MAX_SHARED_MEMORY"]) == (30.5, "98304")
+
+
+def test_triton_backed_features_stay_off_on_the_t4_and_on_for_the_v100():
+    from verlfit.overrides import triton_allowed
+
+    assert triton_allowed(load_profile("t4").environment, (7, 5)) is False
+    assert triton_allowed(load_profile("v100").environment, (7, 0)) is True
+
+
+@pytest.mark.parametrize(
+    "profile, gpu, note",
+    [
+        ("t4", T4, "profile t4 for Tesla T4 (compute capability 7.5): " + FP16_NOTE),
+        ("v100", V100, "profile v100 for Tesla V100-SXM2-32GB (compute capability 7.0): " + FP16_NOTE),
+        ("t4", V100, "profile t4 for Tesla V100-SXM2-32GB (compute capability 7.0): " + FP16_NOTE + "; the t4 profile is made for the T4 (16 GB) (compute capability 7.5): same code paths, its shared memory per block decides Triton"),
+        ("t4", A10, None),
+    ],
+)
+def test_the_fp16_profiles_say_why_fp16(profile, gpu, note):
+    from verlfit.profiles import profile_choice_note
+
+    assert profile_choice_note(profile, gpu) == note
+
+
+def test_the_fp16_profiles_are_refused_on_a_pascal_card_naming_the_fix():
+    with pytest.raises(VerlfitError) as caught:
+        select_profile("t4", P40)
+    assert caught.value.message == "profile 't4' needs compute capability >= 7.0 (fp16 tensor cores), but GPU 0 is a Tesla P40 with compute capability 6.1"
+    assert caught.value.fix == "use --profile p40 (image verlfit:p40)"
+
+
+def test_auto_on_a_t4_says_why_at_launch_and_the_dry_run_prints_the_fp16_and_loss_scaling_keys():
+    from verlfit import cli
+    from verlfit.train import describe, prepare_launch
+
+    plan = prepare_launch(cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=T4)
+    assert plan.profile_name == "t4"
+    assert plan.notes == ["profile t4 for Tesla T4 (compute capability 7.5): " + FP16_NOTE]
+    text = describe(plan).splitlines()
+    for key in ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp16", "+actor_rollout_ref.actor.autocast_dtype=fp16", "+actor_rollout_ref.actor.loss_scaling.enabled=True", "+critic.loss_scaling.enabled=True"):
+        assert key in plan.overrides
+        assert any(key in line for line in text), key
+    assert "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides  # 64 KiB shared memory: no Triton
+    v100 = prepare_launch(cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=V100)
+    assert v100.profile_name == "v100" and "actor_rollout_ref.actor.use_torch_compile=False" not in v100.overrides

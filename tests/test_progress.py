@@ -117,6 +117,16 @@ def test_format_step_line_prefers_kl_loss_and_leaves_out_what_is_missing():
     assert format_step_line(record, None, None) == "step 7/? | 3.0 s/step | 100 tok/s | kl_loss 0.011"
 
 
+def test_the_step_line_shows_the_updates_fp16_loss_scaling_skipped_and_nothing_when_none():
+    # patch 0024's metrics, as verl's console line carries them (one value per step)
+    record = {"step": 4, "timing_s/step": 2.0, "actor/skipped_updates": 1.0, "actor/loss_scale": 32768.0, "actor/skipped_updates_total": 3.0, "critic/skipped_updates": 0.0, "critic/loss_scale": 65536.0}
+    assert format_step_line(record, 10, None) == "step 4/10 | 2.0 s/step | skipped updates (fp16 overflow): actor 1; loss scale actor 32768"
+    record["critic/skipped_updates"], record["critic/loss_scale"] = 2.0, 16384.0
+    assert format_step_line(record, 10, None) == "step 4/10 | 2.0 s/step | skipped updates (fp16 overflow): actor 1, critic 2; loss scale actor 32768, critic 16384"
+    record["actor/skipped_updates"] = record["critic/skipped_updates"] = 0.0
+    assert format_step_line(record, 10, None) == "step 4/10 | 2.0 s/step"
+
+
 def test_eta_starts_from_the_initial_estimate_until_a_step_is_done(tmp_path):
     watcher = StepWatcher(tmp_path, total_steps=10, stream=io.StringIO(), tty=False, initial_step_seconds=12.5)
     assert watcher.eta_seconds() == 125.0

@@ -57,6 +57,8 @@ _OOM_DETAIL = re.compile(r"Tried to allocate ([\d.]+ [KMG]iB)\. GPU \d+ has a to
 _OOM_LIMIT = re.compile(r"([\d.]+ [KMG]iB) allowed; Of the allocated memory ([\d.]+ [KMG]iB) is allocated by PyTorch")
 _DISK_FULL = re.compile(r"\[Errno 28\]|No space left on device|ENOSPC")
 _ACTOR_DIED = re.compile(r"ActorDiedError|The actor died unexpectedly|Worker exit type: SYSTEM_ERROR|RayActorError")
+# patch 0024's stop (verl/utils/loss_scaling.py LossScaler.step): every update overflowed in fp16 N times in a row
+_FP16_OVERFLOW = re.compile(r"verlfit loss scaling: the last (\d+) (actor|critic) updates all overflowed in fp16 \(inf/nan gradients at every loss scale from (\S+) down to (\S+)\)")
 _OBJECT_STORE = re.compile(r"ObjectStoreFullError|object store is full|/dev/shm .*(?:too small|only has)")
 
 
@@ -65,7 +67,8 @@ class Failure:
     """What stopped a run.
 
     Attributes:
-        kind: ``"out_of_memory"``, ``"disk_full"``, ``"worker_died"`` or ``"shared_memory"``.
+        kind: ``"out_of_memory"``, ``"disk_full"``, ``"worker_died"``, ``"shared_memory"`` or ``"fp16_overflow"``
+            (patch 0024's dynamic loss scaling stopped the run: facts ``updates``, ``role``, ``from_scale``, ``to_scale``).
         phase: the planner's phase name (``"actor_update"``, ...), ``"checkpoint"``, ``"model_init"``
             or None when the log does not say.
         worker_method: verl's Ray method that was running (``"actor_rollout_update_actor"``) or None.
@@ -118,11 +121,11 @@ def diagnose(lines: list[str]) -> Failure | None:
     """Classify a failed run from its log lines (oldest first); None when nothing is recognised.
 
     The first match wins in this order: CUDA out-of-memory, a full disk, Ray's shared-memory object
-    store, a dead worker (a worker killed by a signal or by the kernel's OOM killer surfaces as
+    store, fp16 loss scaling's stop (patch 0024), a dead worker (a worker killed by a signal or by the kernel's OOM killer surfaces as
     ``ActorDiedError`` in the driver). A dead worker is checked last because Ray also reports the
     actors of a run that failed for one of the other reasons as dead.
     """
-    for kind, pattern in (("out_of_memory", _OOM), ("disk_full", _DISK_FULL), ("shared_memory", _OBJECT_STORE), ("worker_died", _ACTOR_DIED)):
+    for kind, pattern in (("out_of_memory", _OOM), ("disk_full", _DISK_FULL), ("shared_memory", _OBJECT_STORE), ("fp16_overflow", _FP16_OVERFLOW), ("worker_died", _ACTOR_DIED)):
         for index, line in enumerate(lines):
             if pattern.search(line):
                 method = _last_method(lines, index)
@@ -137,6 +140,9 @@ def diagnose(lines: list[str]) -> Failure | None:
                                 facts.update(allowed=limit.group(1), allocated=limit.group(2))
                             detail = later.strip()
                             break
+                if kind == "fp16_overflow":
+                    found = pattern.search(line)
+                    facts = {"updates": int(found.group(1)), "role": found.group(2), "from_scale": found.group(3), "to_scale": found.group(4)}
                 return Failure(kind=kind, phase=WORKER_METHOD_PHASES.get(method) if method else None, worker_method=method, detail=detail, facts=facts)
     return None
 
@@ -253,6 +259,13 @@ def explain(failure: Failure, request=None, run_dir: str = "RUN_DIR", checkpoint
         return message + kept, f"free space (or lower --keep-checkpoints, raise --save-freq), then {resume}"
     if failure.kind == "shared_memory":
         return f"Ray's object store (in /dev/shm) was full during {where}", "give the container more shared memory (compose.yaml's shm_size: 11gb, or docker run --shm-size=11g), then " + resume
+    if failure.kind == "fp16_overflow":
+        f = failure.facts
+        return (
+            f"fp16 loss scaling stopped the run in {where}: the last {f['updates']} {f['role']} updates all overflowed "
+            f"(inf/nan gradients at every loss scale from {f['from_scale']} down to {f['to_scale']}), so fp16 cannot hold this run's gradients",
+            f"train it in fp32 (verlfit train --profile p40: slower on this card) or with a lower --{f['role']}-lr",
+        )
     if failure.worker_method and failure.role:
         where = f"{PHASE_WORDS.get(failure.phase, 'an unknown phase')}, in {ROLE_WORDS[failure.role]} (verl's {failure.worker_method})"
     return (

@@ -22,7 +22,7 @@ from verlfit.errors import VerlfitError
 # Keys absent from verl 0.4.1's ppo_trainer.yaml that verl (or our patch series) reads.
 # Source: fsdp_workers.py:214 (model_dtype), :292-296 / :964-968 (mixed_precision.*),
 # hf_rollout.py:46 (rollout.micro_batch_size), fsdp_workers.py:503/895 (override_config.*),
-# patches/verl-0.4.1 (attn_implementation, autocast_dtype, trim_padding, cuda_graph, unwrap_fsdp).
+# patches/verl-0.4.1 (attn_implementation, autocast_dtype, trim_padding, cuda_graph, unwrap_fsdp, loss_scaling.*).
 KNOWN_ADDED_KEYS = (
     "actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype",
     "actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype",
@@ -50,10 +50,12 @@ KNOWN_ADDED_KEYS = (
     "actor_rollout_ref.rollout.cuda_graph",
     # patch 0023: HF generate through the unwrapped module, without FSDP's per-unit hooks (LoRA rollout speed)
     "actor_rollout_ref.rollout.unwrap_fsdp",
+    # patch 0024 (issue 27): dynamic loss scaling of fp16 actor and critic updates (verl/utils/loss_scaling.py)
+    *(f"{role}.loss_scaling.{name}" for role in ("actor_rollout_ref.actor", "critic") for name in ("enabled", "init_scale", "growth_interval", "max_consecutive_skips")),
 )
-# The switches of patches 0020-0023, read as bool(config.get(key, False)) by the patched verl: any non-empty word
+# The switches of patches 0020-0024, read as bool(config.get(key, False)) by the patched verl: any non-empty word
 # would turn one on, so their values are checked as true/false (_check_value_types)
-SWITCH_ADDED_KEYS = tuple(key for key in KNOWN_ADDED_KEYS if key.endswith((".trim_padding", ".cuda_graph", ".unwrap_fsdp")))
+SWITCH_ADDED_KEYS = tuple(key for key in KNOWN_ADDED_KEYS if key.endswith((".trim_padding", ".cuda_graph", ".unwrap_fsdp", ".loss_scaling.enabled")))
 # Any key below these prefixes is passed to the HF config as-is (fsdp_workers.py:503, :895).
 KNOWN_ADDED_PREFIXES = ("actor_rollout_ref.model.override_config.", "critic.model.override_config.")
 

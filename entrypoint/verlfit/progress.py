@@ -15,7 +15,8 @@ The watcher
   :mod:`verlfit.metrics`), each with ``time`` (Unix seconds) added;
 * shows step / total, step time, tokens per second, ETA, reward mean (``critic/score/mean``), KL
   (``actor/kl_loss``, else ``actor/reward_kl_penalty``, else ``actor/ppo_kl``), peak memory, and the
-  validation score when there is one: on a terminal a ``rich`` live bar under one permanent line per step,
+  validation score when there is one, and the updates fp16 loss scaling skipped in the step when there are any
+  (:func:`skipped_updates_text`): on a terminal a ``rich`` live bar under one permanent line per step,
   otherwise (compose logs, CI, a pipe) just the plain line per step, e.g.::
 
       step 3/10 | 43.3 s/step | 121 tok/s | ETA 5m01s | score 0.188 | ppo_kl 0.000 | mem 13.0 GiB (22.4 reserved)
@@ -71,6 +72,7 @@ from verlfit.metrics import MetricsWriter, VerlConsoleParser, clean_line, drop_a
 LOG_FILE = "train.log"
 REWARD_KEY = "critic/score/mean"
 KL_KEYS = ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl")
+LOSS_SCALED_ROLES = ("actor", "critic")  # patch 0024's metrics {role}/skipped_updates and {role}/loss_scale (fp16 profiles)
 
 STALL_FACTOR = 5  # x the longest step so far (or the estimate): verlfit's choice, see the module docstring
 STALL_MINIMUM_S = 600.0
@@ -144,6 +146,17 @@ def tokens_per_second(record: dict) -> float | None:
     return record.get("perf/throughput")
 
 
+def skipped_updates_text(record: dict) -> str | None:
+    """What patch 0024's dynamic loss scaling skipped in this step, e.g. ``"skipped updates (fp16 overflow): actor 1;
+    loss scale actor 32768"``; None when the record has no skipped update (or no loss scaling: fp32 and bf16 runs)."""
+    skipped = {role: record.get(f"{role}/skipped_updates", 0) for role in LOSS_SCALED_ROLES}
+    roles = [role for role, count in skipped.items() if count > 0]
+    if not roles:
+        return None
+    scales = [f"{role} {record[f'{role}/loss_scale']:g}" for role in roles if f"{role}/loss_scale" in record]
+    return f"skipped updates (fp16 overflow): {', '.join(f'{role} {skipped[role]:g}' for role in roles)}" + (f"; loss scale {', '.join(scales)}" if scales else "")
+
+
 def format_step_line(record: dict, total_steps: int | None, eta_seconds: float | None) -> str:
     """The one-line summary of a record, as printed when the output is not a terminal.
 
@@ -167,6 +180,9 @@ def format_step_line(record: dict, total_steps: int | None, eta_seconds: float |
         kl = next((key for key in KL_KEYS if key in record), None)
         if kl:
             parts.append(f"{kl.split('/', 1)[1]} {record[kl]:.3f}")
+        skipped = skipped_updates_text(record)
+        if skipped:
+            parts.append(skipped)
     val = validation_score(record)
     if val is not None:
         parts.append(f"val {val:.3f}")

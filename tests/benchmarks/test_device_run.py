@@ -25,7 +25,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker gputests graph_memory grpo learn learn_data learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu noeos pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 gputests graph_memory grpo learn learn_data learn_fp16 learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu noeos pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -353,3 +353,48 @@ def test_learn_lora_names_an_unknown_algorithm_and_runs_nothing(tmp_path):
     assert "learn_lora: LEARN_LORA_ALGOS has 'gpro'; write ppo, grpo or both (\"ppo grpo\"): nothing run" in (runs / "stages.log").read_text()
     calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []
     assert not any(line.startswith("-m verlfit train") for line in calls)
+
+
+def _fake_python_with_rollout_dtype(tmp_path):
+    """As _fake_python, each line starting with the VLLM_DTYPE the command saw."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(f'#!/bin/sh\necho "VLLM_DTYPE=${{VLLM_DTYPE:-}} $*" >> {tmp_path / "calls"}\n')
+    (bin_dir / "python3").chmod(0o755)
+    return bin_dir
+
+
+def test_fp16_stage_plans_and_runs_t4_v100_and_p40_on_the_t4_budget_one_after_the_other(tmp_path):
+    bin_dir = _fake_python_with_rollout_dtype(tmp_path)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(tmp_path / "work"), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"), "FP16_CONFIGS": "t4 v100 p40_t4_budget bogus"}
+    env.pop("VLLM_DTYPE", None)
+    result = subprocess.run(["bash", str(SCRIPT), "fp16"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    sizes = f"--model {work}/qwen2.5-0.5b-random --batch-size 32 --max-prompt-length 512 --max-response-length 256"
+    common = f"--model {work}/qwen2.5-0.5b-random --data {work}/gsm8k --steps 10 --batch-size 32 --max-prompt-length 512 --max-response-length 256 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"VLLM_DTYPE= -m verlfit plan --emulate t4 {sizes}",
+        f"VLLM_DTYPE= -m verlfit train --run-dir {runs}/fp16-t4 --emulate t4 {common}",
+        f"VLLM_DTYPE= -m verlfit plan --emulate v100 {sizes}",
+        f"VLLM_DTYPE= -m verlfit train --run-dir {runs}/fp16-v100 --emulate v100 {common}",
+        f"VLLM_DTYPE= -m verlfit plan --profile p40 --gpu-memory 14 {sizes}",
+        f"VLLM_DTYPE= -m verlfit train --run-dir {runs}/fp16-p40_t4_budget --profile p40 --gpu-memory-limit 14 {common}",
+    ]
+    assert "stage fp16: unknown configuration 'bogus'" in (runs / "stages.log").read_text()
+
+
+def test_learn_fp16_stage_runs_ppo_and_grpo_with_an_fp16_and_an_fp32_rollout(tmp_path):
+    bin_dir = _fake_python_with_rollout_dtype(tmp_path)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(tmp_path / "work"), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out")}
+    env.pop("VLLM_DTYPE", None)
+    result = subprocess.run(["bash", str(SCRIPT), "learn_fp16"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    trains = sorted(line for line in (tmp_path / "calls").read_text().splitlines() if " -m verlfit train " in line)
+    shape = f"--model {work}/small-sft --data {work}/synthetic --steps 200 --batch-size 64 --max-prompt-length 256 --max-response-length 128 --actor-lr 1e-5"
+    tail = "--skip-checks --test-freq 20 --save-freq -1"
+    assert trains == sorted(
+        f"VLLM_DTYPE={dtype} -m verlfit train --run-dir {runs}/learn-fp16-{algo}-rollout-{dtype} --emulate t4 {'--algo grpo ' if algo == 'grpo' else ''}{shape} {'--critic-lr 5e-5 ' if algo == 'ppo' else ''}{tail}"
+        for dtype in ("float16", "float32") for algo in ("ppo", "grpo")
+    )

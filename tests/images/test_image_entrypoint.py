@@ -106,9 +106,13 @@ def test_shell_builtins_are_not_programs(stub_path):
 def test_profile_is_optional_and_must_be_valid(stub_path):
     result = entrypoint(stub_path, "train")  # outside the images: verlfit applies the profile itself
     assert result.returncode == 0 and "verlfit-stub" in result.stdout
-    result = entrypoint(stub_path, "train", VERLFIT_PROFILE="v100")
+    result = entrypoint(stub_path, "train", VERLFIT_PROFILE="k80")
     assert result.returncode == 2 and "verlfit-stub" not in result.stdout
-    assert result.stderr == "verlfit entrypoint: VERLFIT_PROFILE=v100 is not a profile (use p40 or a10; the images set it)\n"
+    assert result.stderr == "verlfit entrypoint: VERLFIT_PROFILE=k80 is not a profile (use p40, t4, v100 or a10; the images set it)\n"
+    # the entrypoint's list is verlfit's (issue 27 added t4 and v100, which run in the verlfit:p40 image)
+    from verlfit.profiles import PROFILE_NAMES
+
+    assert f"    {'|'.join(PROFILE_NAMES)}) ;;" in (REPO / "entrypoint" / "entrypoint.sh").read_text()
 
 
 def test_subcommand_list_is_verlfits():

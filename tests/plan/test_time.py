@@ -190,8 +190,15 @@ def test_cards_match_nvml_names():
     assert card_for_gpu_name("NVIDIA A100-SXM4-80GB") is None
     assert card_for_gpu_name("NVIDIA L4").key == "l4"
     assert card_for_gpu_name("NVIDIA H200").key == "h200"
-    with pytest.raises(VerlfitError, match="use one of: p40, a10, l4, h200"):
-        get_card("v100")
+    # compute capability 7.x (issue 27): NVML's names for them
+    assert card_for_gpu_name("Tesla T4").key == "t4"
+    assert card_for_gpu_name("Tesla V100-SXM2-32GB").key == "v100"
+    assert card_for_gpu_name("Tesla V100-SXM2-16GB").key == "v100"
+    assert card_for_gpu_name("Tesla V100-PCIE-32GB").key == "v100-pcie"
+    assert card_for_gpu_name("Tesla V100S-PCIE-32GB") is None  # faster than the V100: not matched to it
+    assert card_for_gpu_name("NVIDIA GeForce RTX 2080 Ti").key == "rtx2080ti"
+    with pytest.raises(VerlfitError, match="use one of: p40, t4, v100, v100-pcie, rtx2080ti, a10, l4, h200"):
+        get_card("k80")
 
 
 def test_estimate_lines_label_and_run():

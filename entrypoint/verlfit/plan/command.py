@@ -15,6 +15,7 @@ from verlfit.plan.memory import DEFAULT_MARGIN, predict
 from verlfit.plan.render import plan_to_dict, render_table
 from verlfit.plan import time as plan_time
 from verlfit.plan.request import PlanOptions, request_from_options, sizing_keep
+from verlfit.profiles import PROFILE_NAMES
 
 
 # the sizes `verlfit plan --gpus N` (N > 1) compares at N GPUs and at 1: Qwen2.5 shapes (verlfit.model_shape.BUILTIN_SHAPES)
@@ -95,14 +96,15 @@ def register(subparsers):
             "  $ verlfit plan --emulate p40                      # what verlfit train --emulate p40 will choose\n"
             "  $ verlfit plan --profile p40 --gpu-memory 22.5 --batch-size 64 --micro-batch-size 8 --plan off\n"
             "  $ verlfit plan --emulate p40 --algo grpo --samples 8\n"
+            "  $ verlfit plan --emulate t4                       # fp16 with loss scaling on a 16 GB T4\n"
             "  $ verlfit plan --emulate p40 --gpus 2                # per-GPU memory, and which Qwen2.5 sizes 2 cards open up\n"
             "  $ verlfit plan --model ./my-model/config.json --profile a10 --json"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)")
-    parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
-    parser.add_argument("--emulate", choices=("p40", "a10"), help="plan for that profile's card: its usable memory (p40: 22.5 GiB)")
+    parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
+    parser.add_argument("--emulate", choices=PROFILE_NAMES, help="plan for that profile's card: its usable memory (p40 22.5, t4 14, v100 30.5 GiB) and datasheet rates")
     parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
     # the options that size the run: the same definitions, defaults and refusals as verlfit train's
     add_sizing_arguments(parser)
@@ -114,7 +116,7 @@ def register(subparsers):
     for role in ("actor", "critic"):
         for kind in ("param", "optimizer"):
             parser.add_argument(f"--{role}-{kind}-offload", action="store_true", help=f"{role} {kind} offload")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="compute dtype (default: the profile's)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="compute dtype (default: the profile's)")
     parser.add_argument("--rollout", choices=("hf", "vllm"), help="rollout engine (default: the profile's)")
     parser.add_argument("--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)")
     parser.add_argument("--attention", choices=("sdpa", "eager", "flash_attention_2"), help="attention implementation (default: the profile's)")

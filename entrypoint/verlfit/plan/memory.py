@@ -123,6 +123,23 @@ UPDATE_LOGIT_BYTES = {
 }
 ENTROPY_LOSS_BYTES = 8  # per (response token, vocab entry): softmax saved + its gradient, when entropy_coeff != 0
 
+# fp16 (the t4 and v100 profiles: FSDP mixed precision param_dtype fp16, fp16 autocast, fp32 masters, gradients
+# and AdamW states, a ref loaded in fp16) saves the same tensors as bf16, at the same 2 bytes: transformers 4.51's
+# Qwen2 (RMSNorm upcasts to fp32 for any input dtype) and verl's log-prob paths (logprobs_from_logits_v2 loops rows
+# for every dtype but fp32/fp64, torch_functional.py:114-131) branch on fp32 or not, never on bf16 vs fp16, and
+# autocast's fp32 op list (softmax, log_softmax) is the same for both. So every per-dtype coefficient above holds
+# for fp16 as derived for bf16 (derived, not calibrated: the bf16 calibrations came from A10-like H200 runs; no fp16
+# run has been measured). Dynamic loss scaling (patch 0024) adds no tensor of gradient size: torch's
+# _amp_foreach_non_finite_check_and_unscale_ unscales in place, and ShardedGradScaler keeps the scale, its growth
+# tracker and one inf flag per device (torch/distributed/fsdp/sharded_grad_scaler.py: three 4-byte scalars per
+# trained role), counted as 0 here (12 bytes).
+HALF_PRECISION = ("bfloat16", "float16")
+for _table in (DTYPE_BYTES, GRAD_UNIT_TRANSIENT_BYTES, LAYER_ACTIVATION_BYTES, EAGER_SCORE_BYTES, FINAL_NORM_BYTES, NO_GRAD_LAYER_BYTES):
+    _table["float16"] = _table["bfloat16"]
+for _table in (LOGPROB_LOGIT_BYTES, REF_LOGIT_BYTES, UPDATE_LOGIT_BYTES):
+    for _fused in (False, True):
+        _table[("float16", _fused)] = _table[("bfloat16", _fused)]
+
 # HF generate (hf_rollout.py:109-123, transformers 4.51 generate with a DynamicCache).
 SAMPLING_BYTES_PER_VOCAB = 28  # derived: fp32 next-token logits, processed scores, top-p sort values + int64 indices, probabilities
 # Allocator headroom kept on top of the predicted allocated peak (fragmentation, CUDA/cuBLAS
@@ -222,7 +239,8 @@ class PlanRequest:
         shape: the model (:func:`verlfit.model_shape.load_model_shape`).
         gpu_memory_bytes: memory one process may allocate per GPU (the card less the CUDA context,
             or a cap such as ``VERLFIT_GPU_MEMORY_LIMIT_GIB``).
-        dtype: compute dtype, ``"float32"`` (P40) or ``"bfloat16"`` (A10: FSDP mixed precision and autocast).
+        dtype: compute dtype, ``"float32"`` (P40), ``"bfloat16"`` (A10: FSDP mixed precision and autocast) or
+            ``"float16"`` (T4, V100: the same with dynamic loss scaling, patch 0024).
         algorithm: ``"ppo"`` (GAE, a critic) or ``"grpo"`` (no critic).
         rollout_n: responses per prompt.
         use_reference: a reference policy runs (a KL loss or KL reward); None = GRPO yes, PPO no
@@ -404,7 +422,7 @@ def validate_request(request: PlanRequest) -> None:
     """Raise :class:`VerlfitError` for a request verl itself would reject (sizes that do not divide)."""
     r = request
     if r.dtype not in DTYPE_BYTES:
-        raise VerlfitError(f"dtype {r.dtype!r} is not modelled", fix="use float32 (P40) or bfloat16 (A10/L4)", exit_code=2)
+        raise VerlfitError(f"dtype {r.dtype!r} is not modelled", fix="use float32 (P40), float16 (T4, V100) or bfloat16 (A10/L4)", exit_code=2)
     if r.algorithm not in ("ppo", "grpo"):
         raise VerlfitError(f"algorithm {r.algorithm!r} is not supported", fix="use ppo or grpo", exit_code=2)
     if r.rollout not in ("hf", "vllm"):

@@ -701,7 +701,9 @@ def card_for_options(options, nvml=None) -> tuple[Card, str]:
     from verlfit.gpu import query_gpus
 
     report = query_gpus(nvml)
-    profile = options.profile if options.profile in ("p40", "a10") else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in ("p40", "a10") else None
+    from verlfit.profiles import PROFILE_NAMES
+
+    profile = options.profile if options.profile in PROFILE_NAMES else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in PROFILE_NAMES else None
     if report.gpus:
         card = card_for_gpu_name(report.gpus[0].name)
         if card is not None:

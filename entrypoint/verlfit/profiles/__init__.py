@@ -4,11 +4,15 @@ A profile says how verl must run on one class of GPU: the environment defaults
 (``VLLM_DTYPE``, ``TRITON_MAX_SHARED_MEMORY`` in bytes, ``PYTORCH_CUDA_ALLOC_CONF``), the dtype,
 the attention implementation, the rollout engine, and the verl overrides that follow.
 
-* ``p40``: compute capability 6.x. fp32, SDPA, HF rollout, no Triton. Also what runs on 7.x cards (V100 7.0,
-  T4 and RTX 20xx 7.5): they lack bf16 and FlashAttention-2 (both need 8.0), which the a10 profile is built on;
-  :func:`profile_choice_note` says so, and what such a card could use that the profile leaves off.
+* ``p40``: compute capability 6.x. fp32, SDPA, HF rollout, no Triton. A 7.x card can still run it
+  (``--profile p40``: fp32, the reference path); :func:`profile_choice_note` says what it then leaves off.
+* ``t4`` and ``v100``: compute capability 7.x (T4 and RTX 20xx 7.5; V100 7.0). fp16 compute with fp32 master
+  weights and dynamic loss scaling (patch 0024), SDPA, HF rollout in fp16: the cards have fp16 tensor cores but
+  no bf16 and no FlashAttention-2 (both need 8.0). The two differ only in their reference card (usable memory,
+  the ``--emulate`` cap) and its shared memory per block (64 KiB on 7.5 keeps Triton-backed features off,
+  96 KiB on 7.0 allows them); their verl overrides are the same.
 * ``a10``: compute capability >= 8.0 (A10, L4). bf16, FlashAttention-2, vLLM rollout.
-* ``auto``: ``p40`` below compute capability 8.0, ``a10`` from 8.0 (:func:`select_profile`).
+* ``auto``: ``p40`` for 6.x, ``v100`` for 7.0-7.4, ``t4`` for 7.5-7.x, ``a10`` from 8.0 (:func:`select_profile`).
 
 The ``verlfit profiles`` subcommand lists them and prints a profile's environment for the
 container entrypoint (``--env-shell``).
@@ -26,7 +30,8 @@ import yaml
 
 from verlfit.errors import VerlfitError
 
-PROFILE_NAMES = ("p40", "a10")
+PROFILE_NAMES = ("p40", "t4", "v100", "a10")
+FP16_PROFILES = ("t4", "v100")  # fp16 with loss scaling, for compute capability 7.x
 ENVIRONMENT_KEYS = ("VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF")
 DEFAULTED_VARIABLE = "VERLFIT_PROFILE_DEFAULTS"  # knobs the entrypoint set from the image's profile
 DTYPES = ("float32", "bfloat16", "float16")
@@ -42,12 +47,12 @@ class Profile:
     """One hardware profile (see the YAML files beside this module).
 
     Attributes:
-        name: ``"p40"`` or ``"a10"``.
+        name: ``"p40"``, ``"t4"``, ``"v100"`` or ``"a10"``.
         description: one line for ``verlfit profiles``.
         image: the image built for it, e.g. ``"verlfit:p40"``.
         min_compute_capability: lowest ``(major, minor)`` that can run it.
-        gpu_memory_gib: usable memory of the reference 24 GB card in GiB (plan default and
-            ``--emulate`` limit).
+        gpu_memory_gib: usable memory of the reference card in GiB (P40 and A10 24 GB, T4 16 GB, V100 32 GB;
+            plan default and ``--emulate`` limit).
         environment: defaults for ``VLLM_DTYPE``, ``TRITON_MAX_SHARED_MEMORY`` (bytes, as
             text) and ``PYTORCH_CUDA_ALLOC_CONF``; user-set values win.
         dtype: torch dtype name of parameters and compute.
@@ -146,7 +151,7 @@ def parse_profile(data: dict, source: str) -> Profile:
 
 
 def load_profile(name: str) -> Profile:
-    """Load and validate the profile ``name`` (``"p40"`` or ``"a10"``).
+    """Load and validate the profile ``name`` (one of :data:`PROFILE_NAMES`).
 
     Raises:
         VerlfitError: for an unknown name (listing the known ones) or an invalid file.
@@ -162,7 +167,8 @@ def load_profile(name: str) -> Profile:
 
 
 def profile_for_capability(compute_capability: tuple[int, int]) -> str:
-    """Name the profile for a compute capability: ``p40`` for 6.x/7.x, ``a10`` from 8.0.
+    """Name the profile for a compute capability: ``p40`` for 6.x, ``v100`` for 7.0-7.4 (V100 7.0, Jetson Xavier
+    7.2), ``t4`` for 7.5 and above below 8.0 (T4, RTX 20xx), ``a10`` from 8.0.
 
     Raises:
         VerlfitError: below 6.0 (torch 2.6.0+cu118 has no kernels for it before sm_50, and
@@ -170,35 +176,55 @@ def profile_for_capability(compute_capability: tuple[int, int]) -> str:
     """
     if compute_capability < (6, 0):
         raise VerlfitError(f"compute capability {compute_capability[0]}.{compute_capability[1]} is below 6.0: no verlfit profile runs on it")
-    return "p40" if compute_capability < (8, 0) else "a10"
+    if compute_capability < (7, 0):
+        return "p40"
+    if compute_capability < (8, 0):
+        return "v100" if compute_capability < (7, 5) else "t4"
+    return "a10"
 
 
-REFERENCE_CAPABILITY = {"p40": (6, 1)}  # the card a profile was made and measured for (README.md's card table: Tesla P40, compute capability 6.1)
+# the card a profile was made for (README.md's card table: Tesla P40 6.1; T4 7.5; V100 7.0)
+REFERENCE_CAPABILITY = {"p40": (6, 1), "t4": (7, 5), "v100": (7, 0)}
+REFERENCE_CARD = {"p40": "Tesla P40", "t4": "T4 (16 GB)", "v100": "V100 (32 GB)"}
 
 
 def profile_choice_note(profile_name: str, gpu) -> str | None:
-    """Why ``profile_name`` runs on ``gpu`` (a :class:`verlfit.gpu.GpuInfo`) although the card is not the one the
-    profile was made for, and what the card could use that the profile leaves off; None for the profile's own
-    cards (p40 on 6.1, a10 on 8.0 and newer) and for a card the profile cannot run.
+    """Why ``profile_name`` runs on ``gpu`` (a :class:`verlfit.gpu.GpuInfo`), when that needs saying: a card the
+    profile was not made for, and what it could use that the profile leaves off; for the fp16 profiles (t4, v100)
+    on any 7.x card, why fp16 and what it changes. None for the p40 profile on 6.1, a10 on 8.0 and newer, and a card
+    the profile cannot run.
 
     Facts (:class:`verlfit.gpu.GpuInfo`'s supports_* properties, which name their sources): bf16 and FlashAttention-2 need compute capability
-    8.0; Triton (torch.compile's Inductor, Triton kernels) and vLLM need 7.0. Printed by ``verlfit train`` at launch
-    (and in its dry run) and by ``verlfit doctor``'s gpu check.
+    8.0; Triton (torch.compile's Inductor, Triton kernels) and vLLM need 7.0; fp16 tensor cores from 7.0 (cards.py:
+    T4 65 TFLOP/s fp16 against 8.1 fp32, V100 125 against 15.7). Printed by ``verlfit train`` at launch (and in its
+    dry run) and by ``verlfit doctor``'s gpu check.
     """
     capability = tuple(gpu.compute_capability)
+    where = f"{gpu.name} (compute capability {gpu.compute_capability_text})"
+    if profile_name in FP16_PROFILES:
+        if not (7, 0) <= capability < (8, 0):
+            return None
+        note = (f"profile {profile_name} for {where}: fp16 tensor cores but no bf16 and no FlashAttention-2 (both need 8.0), so fp16 compute "
+                "with fp32 master weights and dynamic loss scaling (an overflowing update is skipped and shows in the progress line); "
+                "--profile p40 runs it in fp32")
+        if capability != REFERENCE_CAPABILITY[profile_name]:
+            note += f"; the {profile_name} profile is made for the {REFERENCE_CARD[profile_name]} (compute capability {'.'.join(map(str, REFERENCE_CAPABILITY[profile_name]))}): same code paths, its shared memory per block decides Triton"
+        return note
     if profile_name != "p40" or capability == REFERENCE_CAPABILITY["p40"] or not (6, 0) <= capability < (8, 0):
         return None
-    why = f"profile p40 for {gpu.name} (compute capability {gpu.compute_capability_text}): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on"
+    why = f"profile p40 for {where}: below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on"
     if capability[0] == 7:
         from verlfit.overrides import TRITON_MIN_SHARED_MEMORY
 
         shared = load_profile("p40").environment["TRITON_MAX_SHARED_MEMORY"]
-        return why + f"; this card could also run Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY={shared}, under the {TRITON_MIN_SHARED_MEMORY} B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
+        return why + (f"; this card could also run fp16 on its tensor cores (the {profile_for_capability(capability)} profile, which auto picks), "
+                      f"Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY={shared}, "
+                      f"under the {TRITON_MIN_SHARED_MEMORY} B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)")
     return why + "; it has the P40's other limits too (Triton and vLLM need 7.0), so the profile leaves nothing off"
 
 
 def select_profile(name: str, gpu=None) -> Profile:
-    """Resolve ``name`` (``p40``, ``a10`` or ``auto``) against the visible GPU.
+    """Resolve ``name`` (one of :data:`PROFILE_NAMES`, or ``auto``) against the visible GPU.
 
     Args:
         name: the requested profile.
@@ -210,16 +236,16 @@ def select_profile(name: str, gpu=None) -> Profile:
     """
     if name == "auto":
         if gpu is None:
-            raise VerlfitError("--profile auto needs a visible GPU to choose by compute capability", fix="pass --profile p40 or --profile a10")
+            raise VerlfitError("--profile auto needs a visible GPU to choose by compute capability", fix=f"pass --profile with one of {', '.join(PROFILE_NAMES)}")
         name = profile_for_capability(gpu.compute_capability)
     profile = load_profile(name)
     if gpu is not None and gpu.compute_capability < profile.min_compute_capability:
         instead = profile_for_capability(gpu.compute_capability)
         need = ".".join(map(str, profile.min_compute_capability))
         raise VerlfitError(
-            f"profile {profile.name!r} needs compute capability >= {need} (bf16, FlashAttention-2, vLLM), "
+            f"profile {profile.name!r} needs compute capability >= {need} ({'fp16 tensor cores' if profile.name in FP16_PROFILES else 'bf16, FlashAttention-2, vLLM'}), "
             f"but GPU {gpu.index} is a {gpu.name} with compute capability {gpu.compute_capability_text}",
-            fix=f"use --profile {instead} (image verlfit:{instead})",
+            fix=f"use --profile {instead} (image {load_profile(instead).image})",
         )
     return profile
 
@@ -256,6 +282,8 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
         return profile
     if rollout == "vllm" and profile.min_compute_capability < (7, 0):
         raise VerlfitError(f"--rollout vllm with the {profile.name} profile: vLLM needs compute capability 7.0 and the verlfit:{profile.name} image has no vLLM", fix="use --rollout hf (the profile's HF generate rollout)", exit_code=2)
+    if rollout == "vllm" and profile.rollout != "vllm":
+        raise VerlfitError(f"--rollout vllm with the {profile.name} profile: it runs in the {profile.image} image, which has no vLLM, and verlfit has no vLLM settings for it (docs/fp16.md has an unmeasured recipe with the a10 image's vLLM on compute capability 7.x)", fix="use --rollout hf (the profile's HF generate rollout)", exit_code=2)
     if attention == "flash_attention_2" and (profile.dtype == "float32" or profile.min_compute_capability < (8, 0)):
         raise VerlfitError(f"--attention flash_attention_2 with the {profile.name} profile: FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in {profile.dtype})", fix="use --attention sdpa or eager", exit_code=2)
     overrides = []
