@@ -620,17 +620,18 @@ def test_a_7x_card_is_told_why_it_gets_the_p40_profile_and_what_it_leaves_off(wo
     t4 = ("Tesla T4", (7, 5), 16_106_127_360)
     note = "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on; this card could also run fp16 on its tensor cores (the t4 profile, which auto picks), Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY=49152, under the 81920 B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
     auto = by_name(run_checks(context(world, gpus=(t4,)), names=("gpu",)))["gpu"]
-    # issue 27: auto gives a 7.x card the fp16 profile, and says why (the image named in between is doctor.py's
-    # verlfit:<profile>, which for t4 should be the profile's own image, verlfit:p40: wiring left to doctor.py)
+    # issue 27: auto gives a 7.x card the fp16 profile, and says why; the image it names is the t4 profile's own
     fp16_note = "profile t4 for Tesla T4 (compute capability 7.5): fp16 tensor cores but no bf16 and no FlashAttention-2 (both need 8.0), so fp16 compute with fp32 master weights and dynamic loss scaling (an overflowing update is skipped and shows in the progress line); --profile p40 runs it in fp32"
     assert auto.status == "PASS"
-    assert auto.message.startswith("GPU 0: Tesla T4, compute capability 7.5: bf16 no, FlashAttention-2 no, vLLM yes, Triton yes -> profile t4 (image ")
-    assert auto.message.endswith(f"); {fp16_note}")
+    assert auto.message == f"GPU 0: Tesla T4, compute capability 7.5: bf16 no, FlashAttention-2 no, vLLM yes, Triton yes -> profile t4 (image verlfit:p40); {fp16_note}"
     given = by_name(run_checks(context(world, gpus=(t4,), profile_name="p40"), names=("gpu",)))["gpu"]
-    # --profile p40 on a T4 runs, but leaves the card's fp16 unused now that t4 suits it: a warning (doctor.py's text
-    # still names bf16, FlashAttention-2 and vLLM and the image verlfit:t4: wiring left to doctor.py, issue 27's report)
+    # --profile p40 on a T4 runs, but leaves the card's fp16 tensor cores unused now that t4 suits it: a warning
     assert given.status == "WARN"
-    assert given.message.startswith("GPU 0: Tesla T4, compute capability 7.5: bf16 no, FlashAttention-2 no, vLLM yes, Triton yes; profile p40 runs here")
+    assert given.message == "GPU 0: Tesla T4, compute capability 7.5: bf16 no, FlashAttention-2 no, vLLM yes, Triton yes; profile p40 runs here but leaves fp16 tensor cores unused"
+    assert given.fix == "use the verlfit:p40 image (--profile t4) for speed, or keep p40 to rehearse a P40"
+    # t4 on a V100 (whose own profile is v100): the same code paths, so no warning
+    v100 = by_name(run_checks(context(world, gpus=(("Tesla V100-SXM2-32GB", (7, 0), 34_359_738_368),), profile_name="t4"), names=("gpu",)))["gpu"]
+    assert v100.status == "PASS" and "profile t4 runs the same code paths as v100, this card's profile" in v100.message
     from verlfit.gpu import GpuInfo
     from verlfit.profiles import profile_choice_note
 

@@ -367,7 +367,8 @@ def test_the_fp16_profiles_are_refused_on_a_pascal_card_naming_the_fix():
 
 def test_auto_on_a_t4_says_why_at_launch_and_the_dry_run_prints_the_fp16_and_loss_scaling_keys():
     from verlfit import cli
-    from verlfit.train import describe, prepare_launch
+    from verlfit.train.command import prepare_launch
+    from verlfit.train.describe import describe
 
     plan = prepare_launch(cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=T4)
     assert plan.profile_name == "t4"

@@ -44,7 +44,7 @@ from typing import Callable
 
 from verlfit.arguments import whole_number
 from verlfit.errors import VerlfitError
-from verlfit.profiles import ATTENTION, ROLLOUTS
+from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
 
 PUBLIC_RECIPE_ATTENTION = "eager"  # the blog posts' P40 recipe: no FlashAttention-2 below compute capability 8.0
 CONFIGS = {
@@ -80,8 +80,8 @@ def register(subparsers) -> argparse.ArgumentParser:
                         "public-recipe (planner off, no offload) will not fit 24 GB: fp32 weights, gradients and Adam state are 16 bytes a parameter, "
                         "23 GiB at 1.5B, so pass --configs verlfit there")
     parser.add_argument("--configs", default="public-recipe,verlfit", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: both)")
-    parser.add_argument("--emulate", choices=("p40", "a10"), help="emulate that card (its code paths and memory cap) instead of running the card as it is")
-    parser.add_argument("--profile", choices=("p40", "a10", "auto"), default="auto", help="profile when not emulating (default: by the GPU)")
+    parser.add_argument("--emulate", choices=PROFILE_NAMES, help="emulate that card (its code paths and memory cap) instead of running the card as it is")
+    parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), default="auto", help="profile when not emulating (default: by the GPU)")
     parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine of both runs instead of the profile's (verlfit train --rollout): hf (transformers generate; any card) or vllm (a10 profile only); "
                         "hf where vLLM is not installed")
     parser.add_argument("--attention", choices=ATTENTION, help=f"attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or flash_attention_2 (a10 profile only); "

@@ -72,6 +72,7 @@ from verlfit.checks.model_folder import check_model_folder, hub_cache_file
 from verlfit.checks.patches import check_patches as check_patch_series, default_series, installed_verl_dir
 from verlfit.checks.result import FAIL, PASS, SKIP, WARN, CheckResult
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head
+from verlfit.profiles import PROFILE_NAMES
 
 GIB = 1024**3
 
@@ -267,6 +268,19 @@ def _features(gpu) -> str:
     return f"bf16 {yes(gpu.supports_bf16)}, FlashAttention-2 {yes(gpu.supports_flash_attention_2)}, vLLM {yes(gpu.supports_vllm)}, Triton {yes(gpu.supports_triton)}"
 
 
+def _left_unused(running, suited) -> str:
+    """What the card's own profile ``suited`` uses that ``running`` does not, in words ("bf16, FlashAttention-2 and
+    vLLM" for p40 on an A10; "fp16 tensor cores" for p40 on a T4); empty when both run the same code paths."""
+    words = []
+    if suited.dtype != running.dtype:
+        words.append({"bfloat16": "bf16", "float16": "fp16 tensor cores"}.get(suited.dtype, suited.dtype))
+    if suited.attention != running.attention and suited.attention == "flash_attention_2":
+        words.append("FlashAttention-2")
+    if suited.rollout != running.rollout and suited.rollout == "vllm":
+        words.append("vLLM")
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
 def check_gpu(ctx: DoctorContext) -> CheckResult:
     from verlfit.profiles import PROFILE_NAMES, load_profile, profile_choice_note, profile_for_capability
 
@@ -283,15 +297,19 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
     name = ctx.profile()
     if not name or name == "auto":
         note = profile_choice_note(suited, gpu)
-        return CheckResult("gpu", PASS, f"{described} -> profile {suited} (image verlfit:{suited})" + (f"; {note}" if note else ""))
+        return CheckResult("gpu", PASS, f"{described} -> profile {suited} (image {load_profile(suited).image})" + (f"; {note}" if note else ""))
     if name not in PROFILE_NAMES:
         return CheckResult("gpu", FAIL, f"{described}; unknown profile {name!r}", f"set VERLFIT_PROFILE (or --profile) to one of {', '.join(PROFILE_NAMES)}")
     profile = load_profile(name)
     if gpu.compute_capability < profile.min_compute_capability:
         need = ".".join(map(str, profile.min_compute_capability))
-        return CheckResult("gpu", FAIL, f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, {profile.rollout} rollout)", f"use the verlfit:{suited} image (--profile {suited})")
+        return CheckResult("gpu", FAIL, f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, {profile.rollout} rollout)", f"use the {load_profile(suited).image} image (--profile {suited})")
     if suited != name:
-        return CheckResult("gpu", WARN, f"{described}; profile {name} runs here but leaves bf16, FlashAttention-2 and vLLM unused", f"use the verlfit:{suited} image (--profile {suited}) for speed, or keep {name} to rehearse a P40")
+        unused = _left_unused(profile, load_profile(suited))
+        if not unused:  # t4 on a V100 or v100 on a T4: the same code paths, another card's memory figures
+            note = profile_choice_note(name, gpu)
+            return CheckResult("gpu", PASS, f"{described}; profile {name} runs the same code paths as {suited}, this card's profile" + (f"; {note}" if note else ""))
+        return CheckResult("gpu", WARN, f"{described}; profile {name} runs here but leaves {unused} unused", f"use the {load_profile(suited).image} image (--profile {suited}) for speed, or keep {name} to rehearse a P40")
     note = profile_choice_note(name, gpu)
     return CheckResult("gpu", PASS, f"{described}; matches profile {name}" + (f"; {note}" if note else ""))
 
@@ -736,7 +754,7 @@ def register(subparsers):
         epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --profile a10 --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="profile to check the GPU against (default: VERLFIT_PROFILE, else chosen by the GPU)")
+    parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="profile to check the GPU against (default: VERLFIT_PROFILE, else chosen by the GPU)")
     parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine instead of the profile's, as verlfit train --rollout (hf needs no vllm)")
     parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's, as verlfit train --attention (sdpa and eager need no flash_attn)")
     parser.add_argument("--data", default="data/gsm8k", help="folder with train.parquet and test.parquet (default: %(default)s)")

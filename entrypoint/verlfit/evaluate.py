@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from verlfit.errors import VerlfitError
+from verlfit.profiles import PROFILE_NAMES
 
 ROWS_FILE = "rows.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -517,7 +518,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--compare", metavar="OTHER", help="also score OTHER on the same rows; print the paired difference with a 95%% CI")
     parser.add_argument("--batch-size", type=_positive, default=16, help="prompts per generate call (default 16)")
     parser.add_argument("--max-new-tokens", type=_positive, metavar="T", help=f"response budget in tokens (default: the run's --max-response-length, else {DEFAULT_MAX_NEW_TOKENS})")
-    parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)")
+    parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)")
     parser.add_argument("--output", metavar="DIR", help=f"where to write {ROWS_FILE} and {SUMMARY_FILE} (default RUN/{EVAL_DIR}/global_step_N-SPLIT or {EVAL_DIR}/NAME-SPLIT)")
     parser.set_defaults(func=_run)
     return parser

@@ -41,8 +41,8 @@ def test_cli_follows_the_images_profile_and_trains_micro_batch_rule(monkeypatch)
     request, _ = request_from_options(plan_options(cli.build_parser().parse_args(["plan", "--micro-batch-size", "8"])), nvml=NoNvml())
     assert (request.dtype, request.rollout) == ("bfloat16", "vllm")
     assert (request.actor_micro_batch_size, request.critic_micro_batch_size, request.log_prob_micro_batch_size) == (8, 8, 16)
-    monkeypatch.setenv("VERLFIT_PROFILE", "v100")
-    with pytest.raises(VerlfitError, match="VERLFIT_PROFILE=v100 is not a profile"):
+    monkeypatch.setenv("VERLFIT_PROFILE", "p100")
+    with pytest.raises(VerlfitError, match="VERLFIT_PROFILE=p100 is not a profile"):
         request_from_options(plan_options(cli.build_parser().parse_args(["plan"])), nvml=NoNvml())
 
 

@@ -194,10 +194,10 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
 
 def _resolve_card(options: PlanOptions, nvml=None):
     """Return (profile, usable bytes, a line saying where the number came from)."""
-    from verlfit.profiles import load_profile, select_profile
+    from verlfit.profiles import PROFILE_NAMES, load_profile, select_profile
 
     if options.emulate:
-        profile = load_profile(options.profile if options.profile in ("p40", "a10") else options.emulate)
+        profile = load_profile(options.profile if options.profile in PROFILE_NAMES else options.emulate)
         memory = options.gpu_memory if options.gpu_memory else load_profile(options.emulate).gpu_memory_gib
         return profile, int(memory * GIB), f"emulating {options.emulate}: {memory:g} GiB usable"
     gpu = None
@@ -213,10 +213,10 @@ def _resolve_card(options: PlanOptions, nvml=None):
 
     # like verlfit train and doctor: the image's VERLFIT_PROFILE when no --profile is given
     name = options.profile or os.environ.get("VERLFIT_PROFILE") or ("auto" if gpu else "p40")
-    if name not in ("p40", "a10", "auto"):
-        raise VerlfitError(f"VERLFIT_PROFILE={name} is not a profile", fix="set VERLFIT_PROFILE to p40 or a10, or pass --profile", exit_code=2)
+    if name not in (*PROFILE_NAMES, "auto"):
+        raise VerlfitError(f"VERLFIT_PROFILE={name} is not a profile", fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile", exit_code=2)
     if name == "auto" and gpu is None:
-        raise VerlfitError("--profile auto needs a visible GPU", fix="pass --profile p40 or --profile a10, or --emulate p40")
+        raise VerlfitError("--profile auto needs a visible GPU", fix=f"pass --profile ({', '.join(PROFILE_NAMES)}), or --emulate p40")
     profile = select_profile(name, gpu) if gpu is not None else load_profile(name)
     if options.gpu_memory is not None:  # checked by its argparse type (verlfit.arguments.memory_gib)
         return profile, int(options.gpu_memory * GIB), f"--gpu-memory {options.gpu_memory:g} GiB"
