@@ -271,7 +271,7 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
         if not problems:
             return FolderReport(path, FolderState.VERL_FORMAT, entries, f"it holds train.parquet and test.parquet in verl's format ({why_not})")
         return FolderReport(path, FolderState.FOREIGN, entries, "; ".join(problems))
-    return FolderReport(path, FolderState.FOREIGN, entries, why_not if listed is not None else "it holds files verlfit did not write")
+    return FolderReport(path, FolderState.FOREIGN, entries, why_not)
 
 
 def _unchanged(path: Path, recorded: dict) -> bool:
@@ -304,9 +304,11 @@ def refuse_to_overwrite(report: FolderReport, output_flag: str = "--output", for
     kind = "data in verl's format that verlfit did not write" if report.state is FolderState.VERL_FORMAT else "files verlfit did not write"
     replaced = [name for name in writes if name in report.entries]
     kept = [name for name in report.entries if name not in writes]
-    force = f"{force_flag} to write there anyway: it replaces {', '.join(replaced)}" if replaced else f"{force_flag} to write {', '.join(writes)} there anyway"
-    if kept:
-        force += f" and keeps {', '.join(kept[:8])}{' and more' if len(kept) > 8 else ''} as they are"
+    kept_text = f"{', '.join(kept[:8])}{' and more' if len(kept) > 8 else ''} as they are"
+    if replaced:
+        force = f"{force_flag} to write there anyway: it replaces {', '.join(replaced)}" + (f" and keeps {kept_text}" if kept else "")
+    else:
+        force = f"{force_flag} to write {', '.join(writes)} there anyway" + (f"; it keeps {kept_text}" if kept else "")
     return VerlfitError(
         f"{output_flag} {path} holds {kind} ({shown}; {report.reason}): verlfit writes prepared data only into a folder "
         "that is absent, empty, or holds data it prepared itself",

@@ -130,7 +130,10 @@ def make_scorer(reward_function: str | None, rows: list[dict], base: str | os.Pa
         function = rewards.load_reward_function(reward)
         rewards.call_on_rows(function, [{**row, "_row": index} for index, row in enumerate(rows[:rewards.ROWS_CHECKED])], label=f"{reward.name} in {reward.path}")
         return Scorer(reward, function)
-    unscored = sorted({str(row["data_source"]) for row in rows if not rewards.verl_scores(str(row["data_source"]))})
+    first = {}  # data_source -> the ground truth of its first row (verl's scorer is asked with it)
+    for row in rows:
+        first.setdefault(str(row["data_source"]), row["reward_model"]["ground_truth"])
+    unscored = sorted(source for source, truth in first.items() if not rewards.verl_scores(source, truth))
     if unscored:
         raise VerlfitError(f"verl 0.4.1 has no scorer for data_source {', '.join(map(repr, unscored))}: nothing to score the responses with",
                            fix="pass --reward-function FILE.py[:FUNCTION], the reward the model was trained with", exit_code=2)
@@ -563,8 +566,6 @@ def describe(summary: dict) -> str:
     lines = [f"{'model ' if comparison else ''}{summary['model']}: accuracy {summary['accuracy']:.4f} ({summary['correct']:g}/{summary['rows']}), "
              f"{_format(summary)}mean response {summary['mean_response_tokens']:.1f} tokens "
              f"({summary['dtype']}, {summary['attention']}: {summary['settings_from']})"]
-    if summary.get("score"):
-        lines.append(f"scored by {summary['score']}")
     if comparison:
         other = comparison["other"]
         lines.append(f"other {other['model']}: accuracy {other['accuracy']:.4f} ({other['correct']:g}/{other['rows']}), "
@@ -572,6 +573,8 @@ def describe(summary: dict) -> str:
         lines.append(f"difference (model - other, same {comparison['rows']} rows): {comparison['difference']:+.4f}, "
                      f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}] "
                      f"({comparison['method']}); right only for model: {comparison['only_model']}, only for other: {comparison['only_other']}")
+    if summary.get("score"):
+        lines.append(f"scored by {summary['score']}")
     lines.append(f"written to {summary['output']}")
     return "\n".join(lines)
 

@@ -157,8 +157,8 @@ def load_reward_function(reward: RewardFunction) -> Callable:
 
 def _where(error: BaseException, path: Path) -> str:
     """`` (line N)`` of the deepest frame of ``error``'s traceback in ``path`` (or of a SyntaxError), else ``""``."""
-    if isinstance(error, SyntaxError) and error.lineno:
-        return f" (line {error.lineno})"
+    if isinstance(error, SyntaxError):
+        return ""  # its message names the file and line already
     line = None
     for frame, number in _frames(error.__traceback__):
         if Path(frame.f_code.co_filename) == path:
@@ -283,25 +283,27 @@ def data_sources(parquet: str | os.PathLike, keys: DataKeys = DataKeys()) -> lis
     return sorted(str(value) for value in pc.unique(column).to_pylist())
 
 
-def verl_scores(data_source: str) -> bool:
+def verl_scores(data_source: str, ground_truth: Any = "0") -> bool:
     """True when verl 0.4.1's ``default_compute_score`` has a scorer for ``data_source``: decided by verl's own
-    dispatch (``verl/utils/reward_score/__init__.py``), called with an empty response and ground truth ``"0"``;
-    only its ``NotImplementedError`` means no.
+    dispatch (``verl/utils/reward_score/__init__.py``), called with an empty response and ``ground_truth`` (pass a
+    real row's: some scorers need their own form, e.g. search-R1's ``{"target": [...]}``); only its
+    ``NotImplementedError`` means no.
 
     Raises:
         VerlfitError: the scorer verl dispatches to fails on that input for another reason (e.g. geo3k's
-            ``mathruler`` is not installed), naming the data source and the error.
+            ``mathruler`` is not installed, or the ground truth is not in the form it reads), naming the data source
+            and the error.
     """
     from verl.utils.reward_score import default_compute_score
 
     try:
-        default_compute_score(data_source, "", "0")
+        default_compute_score(data_source, "", ground_truth)
     except NotImplementedError:
         return False
-    except Exception as error:  # the dispatch found a scorer, and that scorer cannot run here
+    except Exception as error:  # the dispatch found a scorer, and that scorer cannot score this row here
         raise VerlfitError(
-            f"verl's scorer for data_source {data_source!r} fails on an empty response: {type(error).__name__}: {error}",
-            fix="install what it needs in the image, or pass --reward-function FILE.py:FUNCTION",
+            f"verl's scorer for data_source {data_source!r} fails on an empty response with ground truth {ground_truth!r}: {type(error).__name__}: {error}",
+            fix="install what the scorer needs in the image and give the ground truth the form it reads, or pass --reward-function FILE.py:FUNCTION",
             exit_code=2,
         ) from error
     return True
@@ -334,7 +336,15 @@ def check_verl_scores(train_parquet: str | os.PathLike, keys: DataKeys = DataKey
     """
     from verl.utils.reward_score import default_compute_score
 
-    unscored = [source for source in data_sources(train_parquet, keys) if not verl_scores(source)]
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(train_parquet, columns=[keys.reward_fn_key, "reward_model"])
+    unscored = []
+    for source in data_sources(train_parquet, keys):
+        first = table.filter(pc.equal(table.column(keys.reward_fn_key).cast("string"), source)).slice(0, 1).to_pylist()
+        if not verl_scores(source, first[0]["reward_model"]["ground_truth"] if first else "0"):
+            unscored.append(source)
     if unscored:
         raise VerlfitError(
             f"verl 0.4.1 has no scorer for data_source {', '.join(repr(source) for source in unscored)} in {train_parquet} "

@@ -68,11 +68,23 @@ def init_dist():
         dist.init_process_group("gloo", init_method=f"file://{path}", rank=0, world_size=1)
 
 
-def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False):
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassification
+# the model family the probes build (issue 26): qwen2 (default), qwen3 (q/k norms, head_dim 32 apart from
+# hidden/heads) or llama; the tests set it per run (conftest.model_family), every size stays the same
+FAMILY = os.environ.get("VERL_PROBE_FAMILY", "qwen2")
+FAMILY_CLASSES = {
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", "Qwen2ForTokenClassification", {}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", "Qwen3ForTokenClassification", {"head_dim": 32}),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", "LlamaForTokenClassification", {}),
+}
 
-    config = Qwen2Config(
+
+def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False):
+    """The tiny random model of the probes' family (:data:`FAMILY`; the name stays: Qwen2 is the default)."""
+    import torch
+    import transformers
+
+    config_name, causal_name, token_name, extra = FAMILY_CLASSES[FAMILY]
+    config = getattr(transformers, config_name)(
         vocab_size=VOCAB,
         hidden_size=64,
         intermediate_size=128,
@@ -88,13 +100,14 @@ def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False)
         eos_token_id=EOS,
         pad_token_id=PAD,
         attn_implementation=attn,
+        **extra,
     )
     torch.manual_seed(seed)
     if num_labels is not None:
         config.num_labels = num_labels
-        model = Qwen2ForTokenClassification(config)
+        model = getattr(transformers, token_name)(config)
     else:
-        model = Qwen2ForCausalLM(config)
+        model = getattr(transformers, causal_name)(config)
     return model.float().eval()
 
 
