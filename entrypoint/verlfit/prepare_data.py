@@ -361,6 +361,30 @@ def prepare_data(
 
 # --------------------------------------------------------------------------- CLI
 
+_DESCRIPTION = """\
+Write your own question/answer files as verl 0.4.1 reads them: <output>/train.parquet and
+<output>/test.parquet with the five columns of verl's GSM8K script (data_source, prompt, ability,
+reward_model, extra_info). data_source is --data-source on every row (your reward function receives
+it: verl's own scorers know only their datasets' names); prompt is an optional --system-prompt
+message, then the question (or --prompt-template with {question} in it); the ground truth is the
+answer column as text (a number is written as Python writes it).
+
+input: .jsonl (one JSON object a line), .json (an array of objects), .csv (header line first),
+.parquet. A row with a missing or blank question or answer, an answer that is neither text nor a
+number, or a line that is not a JSON object is reported as '<file> line N, column C: reason'
+(parquet and .json: row/item N, counted from 0) and skipped (--strict: fatal).
+
+split: --test FILE, or --test-fraction F of --train's good rows drawn with --seed (at least one row
+each side); extra_info.index is the row's position in its file.
+
+lengths: with --tokenizer, prompts are measured as verl's RLHFDataset measures them; with
+--max-prompt-length N, prompts over N tokens are dropped (as prepare-gsm8k does).
+
+output: temporary files renamed into place, then a marker (.verlfit-prepared.json). --output must
+be absent, empty or hold data verlfit prepared; anything else is refused (--force writes there
+anyway, replacing only train.parquet and test.parquet).
+"""
+
 _EPILOG = """\
 examples:
   $ verlfit prepare-data --train units.jsonl --test-fraction 0.1 --data-source my/units --output data/units
@@ -377,7 +401,7 @@ def register(subparsers):
     parser = subparsers.add_parser(
         "prepare-data",
         help="write your own question/answer files as verl's train.parquet / test.parquet",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        description=_DESCRIPTION,
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

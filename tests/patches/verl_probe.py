@@ -68,14 +68,16 @@ def init_dist():
         dist.init_process_group("gloo", init_method=f"file://{path}", rank=0, world_size=1)
 
 
-# the model family the probes build (issue 26): qwen2 (default), qwen3 (q/k norms, head_dim 32 apart from
-# hidden/heads) or llama; the tests set it per run (conftest.model_family), every size stays the same
+# the model family the probes build (issue 26): qwen2 (default), qwen3 (q/k norms; head_dim set to hidden/heads = 16,
+# Qwen3Config's default being 128) or llama; tests/patches/test_model_families.py sets it per run; every size stays
+# the same, so the tests' counts (e.g. test_patched_verl_lora.ADAPTER_NUMEL) hold for each family
 FAMILY = os.environ.get("VERL_PROBE_FAMILY", "qwen2")
 FAMILY_CLASSES = {
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", "Qwen2ForTokenClassification", {}),
-    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", "Qwen3ForTokenClassification", {"head_dim": 32}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", "Qwen3ForTokenClassification", {"head_dim": 16}),
     "llama": ("LlamaConfig", "LlamaForCausalLM", "LlamaForTokenClassification", {}),
 }
+BUILT = []  # the class names make_qwen2 built in this process (reported as the result's models_built)
 
 
 def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False):
@@ -108,6 +110,7 @@ def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False)
         model = getattr(transformers, token_name)(config)
     else:
         model = getattr(transformers, causal_name)(config)
+    BUILT.append(type(model).__name__)
     return model.float().eval()
 
 
@@ -930,6 +933,7 @@ def main(argv):
     import verl
 
     result["verl_file"] = verl.__file__
+    result["models_built"] = sorted(set(BUILT))
     print("PROBE_RESULT " + json.dumps(result, default=str))
 
 
