@@ -184,13 +184,14 @@ def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, p
 
 def summarize(results: list[RowResult]) -> dict:
     """``{"rows", "accuracy", "correct", "format_rate", "mean_response_tokens", "score"}`` (rates in [0, 1], tokens per
-    response). ``format_rate`` is the share of GSM8K-strict-scored rows (``scored_by`` :data:`GSM8K_STRICT`) whose
+    response). ``format_rate`` is the share of GSM8K-strict-scored rows (``scored_by`` :data:`GSM8K_STRICT`, or empty: rows
+    written before the label existed were all scored so) whose
     response has a ``#### N``, None when no row is scored so; ``score`` names the scorers used (``"; "``-joined)."""
     n = len(results)
     if n == 0:
         return {"rows": 0, "accuracy": None, "correct": 0, "format_rate": None, "mean_response_tokens": None}
     correct = sum(r.score for r in results)
-    strict = [r for r in results if r.scored_by == GSM8K_STRICT]
+    strict = [r for r in results if r.scored_by in (GSM8K_STRICT, "")]  # "": a row of an eval before the label (GSM8K strict)
     scorers = "; ".join(dict.fromkeys(r.scored_by for r in results if r.scored_by))
     return {"rows": n, "accuracy": correct / n, "correct": correct, "format_rate": sum(r.extracted is not None for r in strict) / len(strict) if strict else None,
             "mean_response_tokens": sum(r.response_tokens for r in results) / n} | ({"score": scorers} if scorers else {})
