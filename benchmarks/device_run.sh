@@ -69,6 +69,15 @@
 #              shape on 2 emulated P40s (the planner's verdict, then 10 steps sized by hand: --plan off, micro-batch 1,
 #              optimizer offload); then a two-node Ray cluster on this host (two `ray start`, one GPU each, the
 #              workers' environment given at `ray start`) and `verlfit train --nodes 2 --gpus 1` on it
+#   own_task   issue 26: a task that is not GSM8K end to end, --emulate p40: benchmarks/own_task.py's shelf-stock problems
+#              (jsonl, problem/solution columns), prepared by verlfit prepare-data (data_source verlfit/shelf-stock),
+#              scored by benchmarks/own_task_reward.py (OWN_REWARD: verl's custom_reward_function keys after --): GRPO
+#              with LoRA rank 16 on the Qwen3-1.7B shape and PPO full-parameter on the Qwen3-0.6B shape (random
+#              weights, 4 steps each, a checkpoint of step 4), each with its plan; then verlfit export and verlfit
+#              eval --reward-function on 64 held-out problems (run setup with this stage named first: it makes the models)
+#   learn_own  issue 26: the learning check's small model (learn's SFT warm-up) on the own task with its reward function,
+#              GRPO, 200 steps, lr 1e-5, validation every 20 steps; then export and eval --reward-function --compare
+#              the starting model on the 256 held-out problems: the held-out score should rise by at least +0.10
 #   soak_ppo   issue 17: PPO of the learning check's small model (learn's SFT warm-up) on the real GSM8K, --emulate p40,
 #              512/256, batch 64, 500 steps, checkpoints every 50, validation every 100 on the first 256 test rows
 #              ($WORK/gsm8k-val256); interrupted as SOAK_PPO_PLAN says (default "sigint@150 sigkill@300": Ctrl-C's
@@ -140,6 +149,14 @@ log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$RUNS/stages.log"; }
 MODEL=$WORK/qwen2.5-0.5b-random
 MODEL_1P5B=$WORK/qwen2.5-1.5b-random
 MODEL_3B=$WORK/qwen2.5-3b-random
+MODEL_QWEN3_0P6B=$WORK/qwen3-0.6b-random
+MODEL_QWEN3_1P7B=$WORK/qwen3-1.7b-random
+OWN=$WORK/own
+OWN_REWARD_FILE=$PWD/benchmarks/own_task_reward.py
+# the own task's reward function, as verl's keys after `--` (verlfit checks no reward function yet); when
+# `verlfit train --reward-function FILE[:NAME]` exists (issue 26 phase B) this becomes
+# OWN_REWARD=(--reward-function "$OWN_REWARD_FILE:compute_score"), and it must stay the last words of a train call
+OWN_REWARD=(-- "custom_reward_function.path=$OWN_REWARD_FILE" custom_reward_function.name=compute_score)
 TINY=$WORK/tiny
 MODEL_NO_EOS=$WORK/qwen3-0.6b-no-eos
 DATA=$WORK/gsm8k
@@ -181,6 +198,10 @@ stage_setup() {
   fi
   if grep -qw lora_3b_grpo <<< "$STAGES ${SETUP_FOR:-}" && [ ! -f "$MODEL_3B/config.json" ]; then
     python3 benchmarks/make_model.py --shape qwen2.5-3b --output "$MODEL_3B" --tokenizer-dir "$MODEL"
+  fi
+  if grep -qw own_task <<< "$STAGES ${SETUP_FOR:-}"; then
+    [ -f "$MODEL_QWEN3_0P6B/config.json" ] || python3 benchmarks/make_model.py --shape qwen3-0.6b --output "$MODEL_QWEN3_0P6B" --tokenizer-dir "$MODEL"
+    [ -f "$MODEL_QWEN3_1P7B/config.json" ] || python3 benchmarks/make_model.py --shape qwen3-1.7b --output "$MODEL_QWEN3_1P7B" --tokenizer-dir "$MODEL"
   fi
   [ -n "${SKIP_TINY:-}" ] || [ -f "$TINY/config.json" ] || python3 benchmarks/make_model.py --shape tiny --output "$TINY" --tokenizer-dir "$MODEL"
   [ -f "$DATA/train.parquet" ] || verlfit prepare-gsm8k --input "$GSM8K_DIR" --output "$DATA" --tokenizer "$MODEL" --max-prompt-length 512
@@ -443,6 +464,72 @@ stage_export_eval() {
   log "end eval $name: status $status"; tail -n 4 "$RUNS/$name.eval.console" | sed "s/^/  eval| /" | tee -a "$RUNS/stages.log"
   [ -f "$out/comparison.json" ] && cp "$out/comparison.json" "$RUNS/$name.eval.json"
   python3 -m verlfit report "$run" > /dev/null 2>&1 && grep -E '^(validation|eval) ' "$run/report/summary.txt" | tee -a "$RUNS/stages.log" || true
+}
+
+own_data() {  # the own task's problems, prepared by verlfit prepare-data with the local tokenizer (all models here share it)
+  (
+  flock 9
+  [ -f "$OWN/raw/train.jsonl" ] || python3 benchmarks/own_task.py --output "$OWN/raw" --train-size 4096 --test-size 256
+  if [ ! -f "$OWN/data/train.parquet" ]; then
+    verlfit prepare-data --train "$OWN/raw/train.jsonl" --test "$OWN/raw/test.jsonl" --question-column problem --answer-column solution \
+      --data-source verlfit/shelf-stock --prompt-template "$(python3 -c 'import sys; sys.path.insert(0, "benchmarks"); import own_task; print(own_task.PROMPT_TEMPLATE)')" \
+      --tokenizer "$MODEL" --max-prompt-length 256 --output "$OWN/data" 2>&1 | tail -n 4 | tee -a "$RUNS/stages.log"
+  fi
+  ) 9> "$WORK/.own_data.lock"
+}
+
+own_export_eval() {  # own_export_eval NAME [EVAL ARGS...]: export the run's last checkpoint, eval it with the own reward
+  local name=$1 status=0 step out; shift
+  local run=$RUNS/$name
+  step=$(cat "$run/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null || echo none)
+  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit export "$run" --force > "$RUNS/$name.export.console" 2>&1 || status=$?
+  log "end export $name (checkpoint of step $step): status $status"; tail -n 3 "$RUNS/$name.export.console" | sed "s/^/  export| /"
+  [ "$status" -eq 0 ] || return 0
+  out=$run/eval/global_step_$step-test
+  timeout -s INT -k 20 "$(run_limit)" python3 -m verlfit eval "$run/export/global_step_$step" --data "$OWN/data" --batch-size 64 \
+    --reward-function "$OWN_REWARD_FILE:compute_score" --output "$out" "$@" > "$RUNS/$name.eval.console" 2>&1 || status=$?
+  log "end eval $name: status $status"; tail -n 5 "$RUNS/$name.eval.console" | sed "s/^/  eval| /" | tee -a "$RUNS/stages.log"
+  [ -f "$out/summary.json" ] && cp "$out/summary.json" "$RUNS/$name.eval.json"
+  [ -f "$out/comparison.json" ] && cp "$out/comparison.json" "$RUNS/$name.eval.json"
+  return 0
+}
+
+stage_own_task() {
+  own_data
+  local name
+  # GRPO with LoRA on the Qwen3-1.7B shape; PPO full-parameter on the Qwen3-0.6B shape: 4 steps each, no validation,
+  # one checkpoint of the last step for export; the plan first (its predicted peak against the run's measured one)
+  if [ -f "$MODEL_QWEN3_1P7B/config.json" ]; then
+    name=own-grpo-lora-qwen3-1p7b
+    verlfit plan --model "$MODEL_QWEN3_1P7B" --emulate p40 --algo grpo --lora-rank 16 --batch-size 16 --max-prompt-length 256 --max-response-length 128 > "$RUNS/$name.plan" 2>&1 || true
+    train "$name" --emulate p40 --algo grpo --lora-rank 16 --model "$MODEL_QWEN3_1P7B" --data "$OWN/data" --steps 4 --batch-size 16 \
+      --max-prompt-length 256 --max-response-length 128 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 4 "${OWN_REWARD[@]}"
+    own_export_eval "$name" --limit 64
+  else
+    log "own_task: no $MODEL_QWEN3_1P7B (run setup with this stage named)"
+  fi
+  if [ -f "$MODEL_QWEN3_0P6B/config.json" ]; then
+    name=own-ppo-qwen3-0p6b
+    verlfit plan --model "$MODEL_QWEN3_0P6B" --emulate p40 --batch-size 16 --max-prompt-length 256 --max-response-length 128 > "$RUNS/$name.plan" 2>&1 || true
+    train "$name" --emulate p40 --model "$MODEL_QWEN3_0P6B" --data "$OWN/data" --steps 4 --batch-size 16 \
+      --max-prompt-length 256 --max-response-length 128 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 4 "${OWN_REWARD[@]}"
+    own_export_eval "$name" --limit 64
+  else
+    log "own_task: no $MODEL_QWEN3_0P6B (run setup with this stage named)"
+  fi
+}
+
+stage_learn_own() {
+  learn_data
+  own_data
+  local small=$WORK/small-sft name=learn-own-grpo
+  # as learn's GRPO run at its first learning rate, on the own task and scored by its reward function (training and
+  # validation: verl uses the custom reward for both); the 256 held-out problems are validated every 20 steps
+  train "$name" --emulate p40 --algo grpo --model "$small" --data "$OWN/data" --steps 200 --batch-size 64 --max-prompt-length 256 \
+    --max-response-length 128 --actor-lr 1e-5 --skip-checks --test-freq 20 --save-freq 200 "${OWN_REWARD[@]}"
+  grep -o '"val-core/verlfit/shelf-stock/reward/mean@1": [0-9.]*' "$RUNS/$name/metrics.jsonl" 2>/dev/null | sed -n '1p;$p' | sed "s/^/  $name validation| /" | tee -a "$RUNS/stages.log" || true
+  own_export_eval "$name" --compare "$small"
+  log "learn_own: expected a held-out difference (model - start) of at least +0.10 in $RUNS/$name.eval.json"
 }
 
 stage_bench() {

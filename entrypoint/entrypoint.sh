@@ -15,7 +15,7 @@
 # The subcommand list is verlfit.cli.SUBCOMMANDS (tests/images/test_image_entrypoint.py keeps it equal).
 set -euo pipefail
 
-SUBCOMMANDS=(prepare-gsm8k train plan doctor report export eval profiles bench)
+SUBCOMMANDS=(prepare-gsm8k prepare-data train plan doctor report export eval profiles bench)
 
 profile=${VERLFIT_PROFILE:-}
 if [ -n "$profile" ]; then

@@ -51,3 +51,40 @@ def tiny_qwen2_no_eos_dir(tmp_path_factory, qwen_style_tokenizer_dir):
     out = tmp_path_factory.mktemp("tiny_qwen2_no_eos")
     make_model.make_model(str(out), shape="tiny", tokenizer_dir=qwen_style_tokenizer_dir, seed=0, no_eos=True)
     return str(out)
+
+
+# the model families the CPU tests run on (issue 26): a tiny random model of each, same tokenizer
+MODEL_FAMILIES = ("qwen2", "qwen3", "llama")
+_FAMILY_SHAPES = {"qwen2": "tiny", "qwen3": "tiny-qwen3", "llama": "tiny-llama"}
+
+
+@pytest.fixture(scope="session")
+def tiny_family_dirs(tmp_path_factory, qwen_style_tokenizer_dir, tiny_qwen2_dir):
+    """family -> directory of a tiny random model (2 layers, hidden 64, fp32) with the session tokenizer: qwen2 (the
+    ``tiny_qwen2_dir``), qwen3 (head_dim 32 apart from hidden/heads, q/k norms, tied), llama (untied lm_head), and
+    ``"llama-no-eos"``: the llama model with no eos id anywhere (config.json and generation_config.json), as some
+    base checkpoints ship."""
+    import json
+
+    import make_model
+
+    dirs = {"qwen2": tiny_qwen2_dir}
+    for family in MODEL_FAMILIES[1:]:
+        out = tmp_path_factory.mktemp(f"tiny_{family}")
+        make_model.make_model(str(out), shape=_FAMILY_SHAPES[family], tokenizer_dir=qwen_style_tokenizer_dir, seed=0)
+        dirs[family] = str(out)
+    no_eos = tmp_path_factory.mktemp("tiny_llama_no_eos")
+    make_model.make_model(str(no_eos), shape="tiny-llama", tokenizer_dir=qwen_style_tokenizer_dir, seed=0)
+    for name in ("config.json", "generation_config.json"):
+        path = no_eos / name
+        content = json.loads(path.read_text())
+        content.pop("eos_token_id", None)
+        path.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n")
+    dirs["llama-no-eos"] = str(no_eos)
+    return dirs
+
+
+@pytest.fixture(params=MODEL_FAMILIES)
+def tiny_family_dir(request, tiny_family_dirs):
+    """Each family's tiny model in turn (a test taking it runs once per family)."""
+    return tiny_family_dirs[request.param]

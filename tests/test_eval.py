@@ -59,7 +59,8 @@ def test_scores_are_verls_strict_reward(data_dir):
     assert [(r.row, r.index, r.ground_truth) for r in results] == [(i, 100 + i, c[1]) for i, c in enumerate(CASES)]
     summary = evaluate.summarize(results)
     words = [len(c[2].split()) for c in CASES]
-    assert summary == {"rows": 8, "accuracy": 4 / 8, "correct": 4.0, "format_rate": 6 / 8, "mean_response_tokens": sum(words) / 8}
+    assert summary == {"rows": 8, "accuracy": 4 / 8, "correct": 4.0, "format_rate": 6 / 8, "mean_response_tokens": sum(words) / 8,
+                       "score": "verl default_compute_score, openai/gsm8k: gsm8k strict"}
 
 
 def test_same_function_as_training_validation():
@@ -100,7 +101,8 @@ def test_run_eval_writes_rows_summary_and_comparison(data_dir, tmp_path):
     out = tmp_path / "out"
     summary = evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", profile="p40", max_new_tokens=64, batch_size=4, make_generator=make_generator, preflight=False)
     lines = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
-    assert lines[1] == {"row": 1, "index": 101, "response": "The total is 1,234.\n#### 1,234", "extracted": "1234", "ground_truth": "1234", "score": 1.0, "response_tokens": 6}
+    assert lines[1] == {"row": 1, "index": 101, "response": "The total is 1,234.\n#### 1,234", "extracted": "1234", "ground_truth": "1234", "score": 1.0, "response_tokens": 6,
+                        "scored_by": "verl default_compute_score, openai/gsm8k: gsm8k strict"}
     written = json.loads((out / "summary.json").read_text())
     assert (written["accuracy"], written["format_rate"], written["settings_from"]) == (0.5, 0.75, "--profile p40")
     other = json.loads((out / "compare" / "summary.json").read_text())
@@ -113,8 +115,8 @@ def test_run_eval_writes_rows_summary_and_comparison(data_dir, tmp_path):
     assert "after: accuracy 0.5000 (4/8), format 0.7500" in text and "difference (model - other, same 8 rows): +0.2500" in text
 
 
-def test_hf_generate_batched_equals_one_by_one(tiny_qwen2_dir):
-    generator = evaluate.HFGenerator(tiny_qwen2_dir, max_new_tokens=6, device="cpu")
+def test_hf_generate_batched_equals_one_by_one(tiny_family_dir):
+    generator = evaluate.HFGenerator(tiny_family_dir, max_new_tokens=6, device="cpu")
     prompts = [[{"role": "user", "content": "What is 2 + 3?"}], [{"role": "user", "content": "A much longer question about apples and pears that pads the others"}], [{"role": "user", "content": "Hi"}]]
     batched = generator(prompts)
     single = [generator([p])[0] for p in prompts]
@@ -258,3 +260,64 @@ def test_outputs_get_the_umask_mode(data_dir, tmp_path):
         os.umask(old)
     modes = {str(p.relative_to(out)): p.stat().st_mode & 0o777 for p in out.rglob("*") if p.is_file()}
     assert modes == {"rows.jsonl": 0o644, "summary.json": 0o644, "comparison.json": 0o644, "compare/rows.jsonl": 0o644, "compare/summary.json": 0o644}
+
+
+# --------------------------------------------------------------------------- any task
+
+
+def _task_dir(tmp_path, data_source, rows):
+    """test.parquet of (question, ground truth) rows with ``data_source``, in prepare-data's schema."""
+    from datasets import Dataset
+
+    from verlfit.prepare_data import make_row as task_row
+
+    folder = tmp_path / data_source.replace("/", "_")
+    folder.mkdir()
+    Dataset.from_list([task_row("test", i, q, t, data_source, "custom", None, None) for i, (q, t) in enumerate(rows)], features=features()).to_parquet(str(folder / "test.parquet"))
+    return folder
+
+
+def test_math_rows_are_scored_by_verls_math_scorer_and_labelled_so(tmp_path):
+    # issue 26 finding 5: MATH data was scored by verl's MATH scorer but labelled "(gsm8k strict)", with a format
+    # rate from GSM8K's extraction
+    data = _task_dir(tmp_path, "lighteval/MATH", [("q0 sum", "4"), ("q1 frac", "\\frac{1}{2}")])
+    generator = fixed({"q0": "so \\boxed{4}", "q1": "#### 0.5"})
+    summary = evaluate.run_eval("m", str(data), output=str(tmp_path / "out"), make_generator=lambda path, **settings: generator, preflight=False)
+    assert (summary["accuracy"], summary["format_rate"], summary["score"]) == (0.5, None, "verl default_compute_score, lighteval/MATH")
+    assert "format" not in evaluate.describe(summary).split("\n")[0]
+    assert "scored by verl default_compute_score, lighteval/MATH" in evaluate.describe(summary)
+
+
+def test_a_data_source_verl_cannot_score_is_refused_before_generating(tmp_path):
+    data = _task_dir(tmp_path, "my/units", [("q0 km", "1000")])
+    with pytest.raises(VerlfitError) as caught:
+        evaluate.run_eval("m", str(data), output=str(tmp_path / "out"), make_generator=_never, preflight=False)
+    assert caught.value.message == "verl 0.4.1 has no scorer for data_source 'my/units': nothing to score the responses with"
+    assert caught.value.fix == "pass --reward-function FILE.py[:FUNCTION], the reward the model was trained with"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_reward_function_scores_and_labels_the_rows(tmp_path, capsys):
+    data = _task_dir(tmp_path, "my/units", [("q0 km", "1000"), ("q1 m", "0.001"), ("q2 cm", "10")])
+    reward = tmp_path / "units_reward.py"
+    reward.write_text("def score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                      "    return {'score': 1.0 if solution_str.strip().endswith('ANSWER: ' + ground_truth) else 0.0, 'source': data_source}\n")
+    generator = fixed({"q0": "ANSWER: 1000", "q1": "ANSWER: 0.01", "q2": "10"})
+    summary = evaluate.run_eval("m", str(data), output=str(tmp_path / "out"), make_generator=lambda path, **settings: generator, preflight=False,
+                                reward_function=f"{reward}:score")
+    assert (summary["accuracy"], summary["correct"], summary["format_rate"]) == (1 / 3, 1.0, None)
+    assert summary["score"] == f"reward function {reward}:score"
+    rows = [json.loads(line) for line in (tmp_path / "out" / "rows.jsonl").read_text().splitlines()]
+    assert [(r["score"], r["extracted"], r["scored_by"]) for r in rows] == [(1.0, None, f"reward function {reward}:score"), (0.0, None, f"reward function {reward}:score"), (0.0, None, f"reward function {reward}:score")]
+    with pytest.raises(VerlfitError, match=f"has no function 'compute_score' \\(its functions: score\\)"):
+        evaluate.run_eval("m", str(data), output=str(tmp_path / "out2"), make_generator=_never, preflight=False, reward_function=str(reward))
+    assert cli.main(["eval", "m", "--data", str(data), "--reward-function", f"{reward}:nope"]) == 2
+    assert "has no function 'nope' (its functions: score)" in capsys.readouterr().err
+
+
+def test_hf_generate_on_a_model_without_an_eos_id(tiny_family_dirs):
+    # no eos id in config.json nor generation_config.json: the tokenizer's eos (<|im_end|>) stops generation
+    generator = evaluate.HFGenerator(tiny_family_dirs["llama-no-eos"], max_new_tokens=6, device="cpu")
+    assert generator.eos_token_id == generator.tokenizer.eos_token_id is not None
+    prompts = [[{"role": "user", "content": "What is 2 + 3?"}], [{"role": "user", "content": "Hi"}]]
+    assert generator(prompts) == [generator([p])[0] for p in prompts]

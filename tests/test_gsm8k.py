@@ -384,7 +384,7 @@ def test_rerun_is_byte_identical(tmp_path):
     for name, data in first.items():
         assert (tmp_path / "a" / name).read_bytes() == data
         assert (tmp_path / "b" / name).read_bytes() == data
-    assert sorted(os.listdir(tmp_path / "a")) == ["test.parquet", "train.parquet"]
+    assert sorted(os.listdir(tmp_path / "a")) == [".verlfit-prepared.json", "test.parquet", "train.parquet"]
 
 
 def test_disk_full_mid_write_leaves_previous_output_and_no_temp_file(tmp_path, monkeypatch):
@@ -412,7 +412,7 @@ def test_disk_full_mid_write_leaves_previous_output_and_no_temp_file(tmp_path, m
         f"  fix: free space on the disk of {out}, or pass --output DIR on another disk"
     )
     assert [Path(path).parent for path in written] == [out, out]  # temporary files next to the outputs
-    assert sorted(os.listdir(out)) == ["test.parquet", "train.parquet"]
+    assert sorted(os.listdir(out)) == [".verlfit-prepared.json", "test.parquet", "train.parquet"]  # the first run's marker, unchanged
     for name, data in before.items():
         assert (out / name).read_bytes() == data
 
@@ -646,9 +646,14 @@ def test_a_successful_write_removes_temporary_files_a_killed_run_left(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / ".train.parquet.0123456789ab.tmp").write_bytes(b"left by a SIGKILL")
+    run_prepare(write_jsonl(tmp_path / "raw"), out)  # a killed run's leftover alone does not make the folder the user's
+    assert sorted(path.name for path in out.iterdir()) == [".verlfit-prepared.json", "test.parquet", "train.parquet"]
+    (out / ".train.parquet.0123456789ab.tmp").write_bytes(b"left by a SIGKILL")
     (out / ".train.parquet.notours.tmp").write_bytes(b"someone else's")
-    run_prepare(write_jsonl(tmp_path / "raw"), out)
-    assert sorted(path.name for path in out.iterdir()) == [".train.parquet.notours.tmp", "test.parquet", "train.parquet"]
+    with pytest.raises(VerlfitError, match=r"holds data in verl's format that verlfit did not write \(\.train\.parquet\.notours\.tmp, test\.parquet, train\.parquet; "):
+        run_prepare(write_jsonl(tmp_path / "raw"), out)
+    run_prepare(write_jsonl(tmp_path / "raw"), out, force=True)
+    assert sorted(path.name for path in out.iterdir()) == [".train.parquet.notours.tmp", ".verlfit-prepared.json", "test.parquet", "train.parquet"]
 
 
 def test_a_hangup_while_writing_unwinds_the_same_way(tmp_path):

@@ -1,9 +1,15 @@
-"""``verlfit eval MODEL``: GSM8K accuracy of a model with verl's strict reward and greedy decoding.
+"""``verlfit eval MODEL``: accuracy of a model on a prepared split, scored as training validation scores it, with
+greedy decoding.
 
-Scoring is verl's own: ``verl.utils.reward_score.default_compute_score(data_source, response, ground_truth)``, the
+Scoring: with ``--reward-function FILE[:NAME]`` (or the reward function a run directory's ``run.json`` records under
+``reward_function``: ``{"path", "name"}``), that function, called as verl's naive reward manager calls it
+(:mod:`verlfit.reward_function`); otherwise verl's own scorer for each row's ``data_source``: ``verl.utils.reward_score.default_compute_score(data_source, response, ground_truth)``, the
 function training validation calls through ``NaiveRewardManager`` (``reward_manager/naive.py``); for
 ``openai/gsm8k`` it is ``gsm8k.compute_score`` with ``method="strict"``: 1.0 when the *last* ``#### N`` of the
-response (commas and ``$`` removed) equals the ground truth as text, 0 otherwise (no ``#### N`` at all: 0).
+response (commas and ``$`` removed) equals the ground truth as text, 0 otherwise (no ``#### N`` at all: 0). A
+``data_source`` verl has no scorer for, without a reward function, is refused before anything is generated. The
+summary's ``score`` says which scorer was used; ``format_rate`` (the share of responses with a ``#### N``) is given
+only for rows verl scores with GSM8K's strict extraction (``openai/gsm8k`` without a reward function), else null.
 
 Generation is HF ``generate``, greedy (``do_sample=False``, ``num_beams=1``), batched with left padding, prompts
 built as verl's ``RLHFDataset`` builds them (``apply_chat_template(prompt, add_generation_prompt=True,
@@ -64,14 +70,75 @@ class RowResult:
     ground_truth: str
     score: float
     response_tokens: int
+    scored_by: str = ""
 
 
-def score_response(data_source: str, response: str, ground_truth: str) -> tuple[float, str | None]:
-    """(verl's reward of ``response``, the answer verl's strict extraction finds or None)."""
+GSM8K_SOURCE = "openai/gsm8k"  # the data_source verl scores with gsm8k.compute_score (strict extraction)
+GSM8K_STRICT = "verl default_compute_score, openai/gsm8k: gsm8k strict"
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """How rows are scored: a reward function (its ``RewardFunction`` and the loaded callable), or verl's
+    ``default_compute_score`` when both are None."""
+
+    reward: object = None
+    function: Callable | None = None
+
+    def label(self, data_source: str) -> str:
+        """What scored a row of ``data_source`` (e.g. ``"verl default_compute_score, lighteval/MATH"``)."""
+        if self.function is not None:
+            return f"reward function {self.reward}"
+        return GSM8K_STRICT if data_source == GSM8K_SOURCE else f"verl default_compute_score, {data_source}"
+
+
+def score_response(data_source: str, response: str, ground_truth: str, extra_info: dict | None = None, scorer: Scorer = Scorer()) -> tuple[float, str | None]:
+    """(the reward of ``response``, the answer GSM8K's strict extraction finds or None). The extraction is made only
+    where it is what scores the row: verl's scorer on ``openai/gsm8k``; else None.
+
+    Raises:
+        VerlfitError: the reward function returns neither a number nor a dict with a numeric ``"score"``.
+    """
     from verl.utils.reward_score import default_compute_score
     from verl.utils.reward_score.gsm8k import extract_solution
 
-    return float(default_compute_score(data_source, response, ground_truth)), extract_solution(response, method="strict")
+    from verlfit.reward_function import score_value
+
+    if scorer.function is not None:
+        result = scorer.function(data_source=data_source, solution_str=response, ground_truth=ground_truth, extra_info=extra_info)
+        value = score_value(result)
+        if value is None:
+            raise VerlfitError(f"reward function {scorer.reward} returned {result!r}: verl needs a number, or a dict with a numeric 'score'", fix="return a float, or {'score': float, ...}")
+        return value, None
+    value = score_value(default_compute_score(data_source, response, ground_truth, extra_info))
+    extracted = extract_solution(response, method="strict") if data_source == GSM8K_SOURCE else None
+    return float(value), extracted
+
+
+def make_scorer(reward_function: str | None, rows: list[dict], base: str | os.PathLike | None = None) -> Scorer:
+    """The :class:`Scorer` for ``rows``: the reward function ``FILE[:NAME]`` (loaded and called on the first rows,
+    :func:`verlfit.reward_function.load_reward_function`), or verl's scorer when every ``data_source`` of ``rows`` is
+    one it scores (:func:`verlfit.reward_function.verl_scores`).
+
+    Raises:
+        VerlfitError: exit status 2: the reward function does not load or fails on a row; a data_source verl cannot
+            score without one.
+    """
+    from verlfit import reward_function as rewards
+
+    if reward_function is not None:
+        reward = reward_function if isinstance(reward_function, rewards.RewardFunction) else rewards.parse_reward_function(reward_function, base)
+        function = rewards.load_reward_function(reward)
+        rewards.call_on_rows(function, [{**row, "_row": index} for index, row in enumerate(rows[:rewards.ROWS_CHECKED])], label=f"{reward.name} in {reward.path}")
+        return Scorer(reward, function)
+    first = {}  # data_source -> the ground truth of its first row (verl's scorer is asked with it)
+    for row in rows:
+        first.setdefault(str(row["data_source"]), row["reward_model"]["ground_truth"])
+    unscored = sorted(source for source, truth in first.items() if not rewards.verl_scores(source, truth))
+    if unscored:
+        raise VerlfitError(f"verl 0.4.1 has no scorer for data_source {', '.join(map(repr, unscored))}: nothing to score the responses with",
+                           fix="pass --reward-function FILE.py[:FUNCTION], the reward the model was trained with", exit_code=2)
+    return Scorer()
 
 
 def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | None = None) -> list[dict]:
@@ -97,8 +164,9 @@ def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | Non
     return table.to_pylist()
 
 
-def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, progress=None) -> list[RowResult]:
-    """Generate and score every row, ``batch_size`` prompts per ``generate`` call; ``progress(n_done)`` after each batch."""
+def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, progress=None, scorer: Scorer = Scorer()) -> list[RowResult]:
+    """Generate and score every row (with ``scorer``), ``batch_size`` prompts per ``generate`` call;
+    ``progress(n_done)`` after each batch."""
     results = []
     for start in range(0, len(rows), batch_size):
         batch = rows[start:start + batch_size]
@@ -107,22 +175,27 @@ def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, p
             raise RuntimeError(f"the generator returned {len(outputs)} responses for {len(batch)} prompts")
         for offset, (row, (text, tokens)) in enumerate(zip(batch, outputs)):
             truth = str(row["reward_model"]["ground_truth"])
-            score, extracted = score_response(row["data_source"], text, truth)
+            score, extracted = score_response(row["data_source"], text, truth, row.get("extra_info"), scorer)
             index = (row.get("extra_info") or {}).get("index")
-            results.append(RowResult(start + offset, index, text, extracted, truth, score, tokens))
+            results.append(RowResult(start + offset, index, text, extracted, truth, score, tokens, scorer.label(row["data_source"])))
         if progress is not None:
             progress(len(results))
     return results
 
 
 def summarize(results: list[RowResult]) -> dict:
-    """``{"rows", "accuracy", "correct", "format_rate", "mean_response_tokens"}`` (rates in [0, 1], tokens per response)."""
+    """``{"rows", "accuracy", "correct", "format_rate", "mean_response_tokens", "score"}`` (rates in [0, 1], tokens per
+    response). ``format_rate`` is the share of GSM8K-strict-scored rows (``scored_by`` :data:`GSM8K_STRICT`, or empty: rows
+    written before the label existed were all scored so) whose
+    response has a ``#### N``, None when no row is scored so; ``score`` names the scorers used (``"; "``-joined)."""
     n = len(results)
     if n == 0:
         return {"rows": 0, "accuracy": None, "correct": 0, "format_rate": None, "mean_response_tokens": None}
     correct = sum(r.score for r in results)
-    return {"rows": n, "accuracy": correct / n, "correct": correct, "format_rate": sum(r.extracted is not None for r in results) / n,
-            "mean_response_tokens": sum(r.response_tokens for r in results) / n}
+    strict = [r for r in results if r.scored_by in (GSM8K_STRICT, "")]  # "": a row of an eval before the label (GSM8K strict)
+    scorers = "; ".join(dict.fromkeys(r.scored_by for r in results if r.scored_by))
+    return {"rows": n, "accuracy": correct / n, "correct": correct, "format_rate": sum(r.extracted is not None for r in strict) / len(strict) if strict else None,
+            "mean_response_tokens": sum(r.response_tokens for r in results) / n} | ({"score": scorers} if scorers else {})
 
 
 def paired_difference(scores: Sequence[float], other: Sequence[float], confidence: float = 0.95) -> dict:
@@ -392,7 +465,7 @@ def _progress_bar(total: int, description: str):
 
 def run_eval(model: str, data: str, split: str = "test", limit: int | None = None, batch_size: int = 16, output: str | None = None,
              compare: str | None = None, profile: str | None = None, max_new_tokens: int | None = None, make_generator=HFGenerator,
-             preflight: bool = True) -> dict:
+             preflight: bool = True, reward_function: str | None = None) -> dict:
     """Evaluate ``model`` (and ``compare``) on the same rows; write the files (module docstring); return the summary
     (with ``"comparison"`` when ``compare`` is given).
 
@@ -402,16 +475,20 @@ def run_eval(model: str, data: str, split: str = "test", limit: int | None = Non
     tokenizer are loaded. ``preflight=False`` skips the finding and loading (for a ``make_generator`` that loads
     nothing, in tests).
 
+    ``reward_function`` (``FILE[:NAME]``) scores the rows; without it, the one a run directory's ``run.json`` records
+    (``reward_function``: ``{"path", "name"}``), else verl's scorer (:func:`make_scorer`, checked before generating).
+
     Raises:
-        VerlfitError: the data (:func:`load_rows`), a model, ``compare`` or the output as above.
+        VerlfitError: the data (:func:`load_rows`), a model, ``compare``, the scorer (:func:`make_scorer`) or the
+            output as above.
     """
     from verlfit.export import quiet_known_warnings
 
     with quiet_known_warnings():
-        return _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight)
+        return _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight, reward_function)
 
 
-def _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight) -> dict:
+def _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight, reward_function=None) -> dict:
     import shutil
 
     from verlfit import hub
@@ -422,6 +499,7 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
     rows = load_rows(data, split, limit)
     if not rows:
         raise VerlfitError(f"{Path(data) / f'{split}.parquet'} has no rows", fix="prepare the data again")
+    scorer = make_scorer(reward_function, rows) if reward_function is not None else None
     named = [(model, "MODEL")] + ([(compare, "--compare")] if compare is not None else [])
     if preflight:
         for name, what in named:
@@ -432,6 +510,11 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
         resolved = resolve_model(model, work / "model")
         out = Path(output) if output is not None else default_output(resolved, split)
         settings = (resolved.run_info or {}).get("settings") or {}
+        if scorer is None:
+            recorded = (resolved.run_info or {}).get("reward_function") or {}
+            from verlfit.reward_function import RewardFunction
+
+            scorer = make_scorer(RewardFunction(Path(recorded["path"]), recorded.get("name") or "compute_score") if recorded.get("path") else None, rows)
         tokens = max_new_tokens or settings.get("max_response_length") or DEFAULT_MAX_NEW_TOKENS
         dtype, attention, why = resolve_settings(resolved, profile)
         targets = [(resolved, out)]
@@ -447,13 +530,13 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
             started = time.monotonic()
             with _progress_bar(len(rows), target.label) as bar:
                 task = bar.add_task(f"eval {target.label}", total=len(rows))
-                results = evaluate_rows(rows, generator, batch_size, progress=lambda done: bar.update(task, completed=done))
+                results = evaluate_rows(rows, generator, batch_size, progress=lambda done: bar.update(task, completed=done), scorer=scorer)
             del generator
             summary = summarize(results) | {"model": model if target is resolved else compare, "loaded_from": target.path if target.run_dir is None else None,
                                            "run_dir": str(target.run_dir) if target.run_dir else None, "step": target.step,
                                            "data": str(Path(data) / f"{split}.parquet"), "split": split, "limit": limit,
                                            "dtype": dtype, "attention": attention, "settings_from": why, "max_new_tokens": tokens,
-                                           "decoding": "greedy", "score": "verl.utils.reward_score.default_compute_score (gsm8k strict)",
+                                           "decoding": "greedy",
                                            "seconds": round(time.monotonic() - started, 1)}
             write_results(where, results, summary)
             summaries.append(summary)
@@ -476,18 +559,24 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _format(summary: dict) -> str:
+    return "" if summary.get("format_rate") is None else f"format {summary['format_rate']:.4f}, "
+
+
 def describe(summary: dict) -> str:
     comparison = summary.get("comparison")
     lines = [f"{'model ' if comparison else ''}{summary['model']}: accuracy {summary['accuracy']:.4f} ({summary['correct']:g}/{summary['rows']}), "
-             f"format {summary['format_rate']:.4f}, mean response {summary['mean_response_tokens']:.1f} tokens "
+             f"{_format(summary)}mean response {summary['mean_response_tokens']:.1f} tokens "
              f"({summary['dtype']}, {summary['attention']}: {summary['settings_from']})"]
     if comparison:
         other = comparison["other"]
         lines.append(f"other {other['model']}: accuracy {other['accuracy']:.4f} ({other['correct']:g}/{other['rows']}), "
-                     f"format {other['format_rate']:.4f}, mean response {other['mean_response_tokens']:.1f} tokens")
+                     f"{_format(other)}mean response {other['mean_response_tokens']:.1f} tokens")
         lines.append(f"difference (model - other, same {comparison['rows']} rows): {comparison['difference']:+.4f}, "
                      f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}] "
                      f"({comparison['method']}); right only for model: {comparison['only_model']}, only for other: {comparison['only_other']}")
+    if summary.get("score"):
+        lines.append(f"scored by {summary['score']}")
     lines.append(f"written to {summary['output']}")
     return "\n".join(lines)
 
@@ -520,11 +609,13 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=_positive, metavar="T", help=f"response budget in tokens (default: the run's --max-response-length, else {DEFAULT_MAX_NEW_TOKENS})")
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)")
     parser.add_argument("--output", metavar="DIR", help=f"where to write {ROWS_FILE} and {SUMMARY_FILE} (default RUN/{EVAL_DIR}/global_step_N-SPLIT or {EVAL_DIR}/NAME-SPLIT)")
+    parser.add_argument("--reward-function", metavar="FILE[:NAME]", help="score with this reward function (verl's custom_reward_function; NAME default compute_score) instead of verl's scorer for each row's data_source (default: the run's, else verl's)")
     parser.set_defaults(func=_run)
     return parser
 
 
 def _run(args) -> int:
-    summary = run_eval(args.model, args.data, args.split, args.limit, args.batch_size, args.output, args.compare, args.profile, args.max_new_tokens)
+    summary = run_eval(args.model, args.data, args.split, args.limit, args.batch_size, args.output, args.compare, args.profile, args.max_new_tokens,
+                       reward_function=args.reward_function)
     print(describe(summary))
     return 0

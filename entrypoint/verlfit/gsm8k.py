@@ -506,26 +506,51 @@ def training_data(data_dir: str | os.PathLike) -> tuple[Path, Path | None]:
     return data_dir, None
 
 
-def is_prepared(output_dir: str | os.PathLike) -> bool:
-    """True when ``output_dir`` holds a non-empty train.parquet and test.parquet in verl's schema."""
+def is_prepared(output_dir: str | os.PathLike, keys=None) -> bool:
+    """True when ``output_dir`` holds a non-empty train.parquet and test.parquet verl reads: written by verlfit
+    (:data:`verlfit.data_folder.MARKER_NAME`, unchanged since) or in verl's format by anyone (verl's own
+    ``examples/data_preprocess/gsm8k.py``, whose struct fields pyarrow 20 writes in another order: schemas are compared
+    by content, :func:`verlfit.data_folder.schemas_match`).
+
+    Args:
+        keys: the data keys verl runs with (:class:`verlfit.data_folder.DataKeys`; default ``prompt``/``data_source``).
+    """
     import pyarrow
     import pyarrow.parquet as pq
 
-    expected = features().arrow_schema.remove_metadata()
+    from verlfit.data_folder import DataKeys, data_folder_state
+
+    if not data_folder_state(output_dir, keys or DataKeys()).prepared:
+        return False
     for path in output_paths(output_dir).values():
         try:
-            metadata = pq.read_metadata(path)
-            schema = metadata.schema.to_arrow_schema().remove_metadata()
+            if pq.read_metadata(path).num_rows == 0:
+                return False
         except (OSError, pyarrow.ArrowException):
-            return False
-        if metadata.num_rows == 0 or not schema.equals(expected):
             return False
     return True
 
 
-def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Path]:
-    """Write every split to a temporary file in ``output_dir``, then rename them all into place. ``output_dir`` and
-    the parents it lacks are created first and removed again (each only while empty) when the write fails."""
+def has_gsm8k_schema(path: str | os.PathLike) -> bool:
+    """True when the parquet file ``path`` has exactly the columns and types of verl's GSM8K script's output
+    (:func:`features`), struct fields in any order."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    from verlfit.data_folder import schemas_match
+
+    try:
+        schema = pq.read_schema(path)
+    except (OSError, pyarrow.ArrowException):
+        return False
+    return schemas_match(schema, features().arrow_schema)
+
+
+def _write_atomically(output_dir: Path, tables: dict[str, Any], written_by: str = "verlfit prepare-gsm8k") -> dict[str, Path]:
+    """Write every split to a temporary file in ``output_dir``, then rename them all into place, then the verlfit
+    marker listing them (:func:`verlfit.data_folder.write_marker`). ``output_dir`` and the parents it lacks are created
+    first and removed again (each only while empty) when the write fails. Whether ``output_dir`` may be written is the
+    caller's check (:func:`verlfit.data_folder.check_writable`)."""
     if output_dir.exists() and not output_dir.is_dir():
         raise VerlfitError(f"--output {output_dir} is a file, not a directory", fix="pass --output a directory (it is created if missing)")
     file_above = next((parent for parent in output_dir.parents if parent.exists() and not parent.is_dir()), None)
@@ -540,7 +565,7 @@ def _write_atomically(output_dir: Path, tables: dict[str, Any]) -> dict[str, Pat
         remove_created(created)
         raise VerlfitError(f"cannot create output directory {output_dir}: {_cause(error, output_dir)}", fix=_output_fix(error, output_dir)) from error
     try:
-        return _write_tables(output_dir, tables)
+        return _write_tables(output_dir, tables, written_by)
     except BaseException:
         remove_created(created)
         raise
@@ -565,7 +590,9 @@ def _output_fix(error: OSError, output_dir: Path) -> str:
     return f"pass --output DIR elsewhere"
 
 
-def _write_tables(output_dir: Path, tables: dict[str, Any]) -> dict[str, Path]:
+def _write_tables(output_dir: Path, tables: dict[str, Any], written_by: str) -> dict[str, Path]:
+    from verlfit.data_folder import write_marker
+
     paths = output_paths(output_dir)
     temporary: dict[str, Path] = {}
     # a plain `kill` (SIGTERM) unwinds through the finally below too, which removes the temporary files
@@ -581,6 +608,9 @@ def _write_tables(output_dir: Path, tables: dict[str, Any]) -> dict[str, Path]:
                     os.fsync(handle.fileno())
             for split, temp in temporary.items():
                 os.replace(temp, paths[split])
+            # the marker last: a write cut short before it leaves files verlfit does not claim (refused next time
+            # without --force), never a marker claiming files it did not write
+            write_marker(output_dir, [paths[split].name for split in tables], written_by)
             _fsync_directory(output_dir)
             # temporary files an earlier run left when it was killed outright (SIGKILL, power loss): named as ours
             for split in SPLITS:
@@ -661,6 +691,7 @@ def prepare(
     max_prompt_length: int | None = None,
     strict: bool = False,
     log: Callable[[str], None] = print,
+    force: bool = False,
 ) -> PrepareResult:
     """Prepare GSM8K for verl 0.4.1 and return what was written.
 
@@ -673,11 +704,15 @@ def prepare(
         max_prompt_length: with ``tokenizer``, drop prompts longer than this many tokens.
         strict: a bad row is fatal instead of skipped.
         log: receives each progress / summary line.
+        force: write into ``output_dir`` even when it holds files verlfit did not write (its train.parquet and
+            test.parquet are replaced, other files kept).
 
     Raises:
         VerlfitError: unreadable source, bad rows with ``strict``, a split with nothing left,
             an unusable tokenizer, or an output directory that cannot be written (previous
-            outputs are then left as they were).
+            outputs are then left as they were); exit status 2 for an output directory holding files verlfit did not
+            write, without ``force`` (:func:`verlfit.data_folder.refuse_to_overwrite`), checked before anything is
+            read.
     """
     if max_prompt_length is not None and tokenizer is None:
         raise VerlfitError(
@@ -694,6 +729,9 @@ def prepare(
             fix="pass --output another directory, e.g. data/gsm8k",
             exit_code=2,
         )
+    from verlfit.data_folder import check_writable
+
+    check_writable(output_dir, force=force)
     result = PrepareResult(output_dir=output_dir)
     # the tokenizer first: a hub id that cannot be had fails in seconds, before any data is read or downloaded
     if tokenizer is not None:
@@ -796,8 +834,12 @@ lengths: with --tokenizer, each prompt is rendered as verl's RLHFDataset does
 with --max-prompt-length N too, prompts over N tokens are dropped (verl keeps length <= N), so
 data.max_prompt_length=N cannot fail mid-run.
 
-output: written to temporary files in the output directory, then renamed into place; on any
-error the previous files stay as they were. The same input gives byte-identical files.
+output: written to temporary files in the output directory, then renamed into place, then a
+marker (.verlfit-prepared.json: each file's size and SHA-256); on any error the previous files
+stay as they were. The same input gives byte-identical parquet files. The output directory must
+be absent, empty or hold data verlfit prepared (its marker, files unchanged): anything else is
+refused before anything is read (--force writes there anyway, replacing only train.parquet and
+test.parquet).
 """
 
 _EPILOG = """\
@@ -822,6 +864,7 @@ def register(subparsers):
     parser.add_argument("--tokenizer", metavar="PATH_OR_NAME", help="tokenizer to measure prompts with (the model you train)")
     parser.add_argument("--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)")
     parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
+    parser.add_argument("--force", action="store_true", help="write into --output even when it holds files verlfit did not write (replaces its train.parquet and test.parquet, keeps the rest)")
     parser.set_defaults(func=_run)
     return parser
 
@@ -833,5 +876,6 @@ def _run(args) -> int:
         tokenizer=args.tokenizer,
         max_prompt_length=args.max_prompt_length,
         strict=args.strict,
+        force=args.force,
     )
     return 0

@@ -33,6 +33,10 @@ DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 
 # model_type values whose layer layout the counting rule above describes
 KNOWN_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral")
+# config keys that make a model a mixture of experts (transformers 4.51: qwen2_moe/qwen3_moe num_experts, mixtral
+# num_local_experts, deepseek_v2/v3 n_routed_experts, ...): the rule above counts one dense MLP per layer, so such a
+# config is refused (it would plan ~1.9B for Qwen1.5-MoE-A2.7B's ~14.3B)
+EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size")
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,14 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
         raise VerlfitError(f"{name}: expected a JSON object, got {type(config).__name__}")
     if "text_config" in config and "num_hidden_layers" not in config:
         config = {**config["text_config"], "tie_word_embeddings": config.get("tie_word_embeddings", config["text_config"].get("tie_word_embeddings"))}
+    experts = [key for key in EXPERT_KEYS if config.get(key) not in (None, 0, False)]
+    if experts:
+        raise VerlfitError(
+            f"{name}: a mixture-of-experts model ({', '.join(f'{key}={config[key]!r}' for key in experts)}, model_type {config.get('model_type', 'unknown')!r}): "
+            "verlfit counts parameters and memory for dense models only (one MLP per layer), and would under-count this one by the experts it leaves out",
+            fix="train a dense model (e.g. Qwen/Qwen3-1.7B, meta-llama/Llama-3.2-1B-Instruct, Qwen/Qwen2.5-1.5B-Instruct), or use --plan off and size micro-batches yourself",
+            exit_code=2,
+        )
     required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
     missing = [key for key in required if key not in config]
     if missing:
@@ -184,6 +196,42 @@ BUILTIN_SHAPES: dict[str, dict] = {}
 for _size, _values in _QWEN25.items():
     for _suffix in ("", "-Instruct"):
         BUILTIN_SHAPES[f"Qwen/Qwen2.5-{_size}{_suffix}"] = {"model_type": "qwen2", **_values}
+# Qwen3 dense (model_type qwen3: q/k RMSNorm per head, head_dim 128 whatever hidden/heads, no attention bias, tied):
+# the hub's config.json of Qwen/Qwen3-0.6B and Qwen3-4B as public copies quote them (found with the code search,
+# e.g. a model card copy of Qwen3-4B's config.json, transformers_version 4.51.0), 1.7B from two independent
+# re-implementations (levanter's qwen3_1_7b, a test table of Qwen3_1_7B); base models share the "-Base" shapes.
+_QWEN3 = {
+    "0.6B": dict(num_hidden_layers=28, hidden_size=1024, num_attention_heads=16, num_key_value_heads=8, head_dim=128, intermediate_size=3072, vocab_size=151936, tie_word_embeddings=True),
+    "1.7B": dict(num_hidden_layers=28, hidden_size=2048, num_attention_heads=16, num_key_value_heads=8, head_dim=128, intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True),
+    "4B": dict(num_hidden_layers=36, hidden_size=2560, num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=9728, vocab_size=151936, tie_word_embeddings=True),
+}
+for _size, _values in _QWEN3.items():
+    for _suffix in ("", "-Base"):
+        BUILTIN_SHAPES[f"Qwen/Qwen3-{_size}{_suffix}"] = {"model_type": "qwen3", "attention_bias": False, **_values}
+# Llama 3.2 text models (model_type llama, tied, no biases): meta-llama/Llama-3.2-1B(-Instruct) and -3B(-Instruct)
+# config.json as public copies quote them (the code search: a transformers LlamaConfig of Llama-3.2-1B-Instruct
+# with its hub commit hash, an sglang table of Llama-3.2-3B's config.json).
+_LLAMA32 = {
+    "1B": dict(num_hidden_layers=16, hidden_size=2048, num_attention_heads=32, num_key_value_heads=8, head_dim=64, intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True),
+    "3B": dict(num_hidden_layers=28, hidden_size=3072, num_attention_heads=24, num_key_value_heads=8, head_dim=128, intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True),
+}
+for _size, _values in _LLAMA32.items():
+    for _suffix in ("", "-Instruct"):
+        BUILTIN_SHAPES[f"meta-llama/Llama-3.2-{_size}{_suffix}"] = {"model_type": "llama", "attention_bias": False, "mlp_bias": False, **_values}
+
+
+def check_model_argument(model: str, option: str = "--model") -> None:
+    """Refuse a ``--model`` that names a model's ``config.json`` (or any file) instead of its folder: verl loads the
+    weights and tokenizer from the folder (``AutoModelForCausalLM.from_pretrained``), which a file is not.
+
+    Raises:
+        VerlfitError: exit status 2, with the folder to pass instead.
+    """
+    path = Path(os.path.expanduser(model))
+    if path.is_file():
+        folder = path.parent if str(path.parent) not in ("", ".") else Path(".")
+        what = "a model's config.json" if path.name == "config.json" else "a file"
+        raise VerlfitError(f"{option} {model} is {what}, not a model folder: verl loads the weights and the tokenizer from the folder", fix=f"pass {option} {folder} (the folder holding config.json, the weights and the tokenizer)", exit_code=2)
 
 
 def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> ModelShape:

@@ -291,7 +291,8 @@ def describe_evaluation(evaluation: dict) -> str:
         return (f"eval (verlfit eval, {where}): before -> after: {other.get('model')} {other['accuracy']:.4f} -> "
                 f"exported step {e['step']} {e['accuracy']:.4f} (difference {comparison['difference']:+.4f}, "
                 f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}])")
-    return f"eval (verlfit eval, {where}): exported step {e['step']} accuracy {e['accuracy']:.4f}, format {e['format_rate']:.4f}"
+    form = "" if e.get("format_rate") is None else f", format {e['format_rate']:.4f}"  # GSM8K's extraction only (verlfit.evaluate)
+    return f"eval (verlfit eval, {where}): exported step {e['step']} accuracy {e['accuracy']:.4f}{form}"
 
 
 def process_alive(pid, command_fragment: str | None = None) -> bool:

@@ -169,8 +169,40 @@ SHAPES = {
         use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
         hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
     ),
+    # Qwen/Qwen3-0.6B and Qwen/Qwen3-1.7B config.json (verlfit.model_shape's built-in Qwen3 shapes: head_dim 128,
+    # q/k norms, tied); rope_theta 1e6, rms_norm_eps 1e-6 as in the hub's Qwen3-0.6B config.json. The tokenizer is
+    # the local one (its ids fit the 151936 rows).
+    "qwen3-0.6b": dict(
+        model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+        num_key_value_heads=8, head_dim=128, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=40960,
+        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
+        attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+    ),
+    "qwen3-1.7b": dict(
+        model_type="qwen3", hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
+        num_key_value_heads=8, head_dim=128, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=40960,
+        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
+        attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+    ),
+    # tiny random models of the other families for the CPU tests (head_dim apart from hidden/heads for qwen3; an
+    # untied lm_head for llama, as Llama 3.1 8B has)
+    "tiny-qwen3": dict(
+        model_type="qwen3", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=32, vocab_size=None, max_position_embeddings=32768, rope_theta=1000000.0,
+        rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu", attention_bias=False, attention_dropout=0.0,
+        initializer_range=0.02, use_cache=True,
+    ),
+    "tiny-llama": dict(
+        model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=None, max_position_embeddings=32768, rope_theta=500000.0, rms_norm_eps=1e-5,
+        tie_word_embeddings=False, hidden_act="silu", attention_bias=False, mlp_bias=False, attention_dropout=0.0,
+        initializer_range=0.02, use_cache=True,
+    ),
 }
-DEFAULT_DTYPE = {"qwen2.5-0.5b": "bfloat16", "qwen2.5-1.5b": "bfloat16", "qwen2.5-3b": "bfloat16", "tiny": "float32", "small": "float32"}
+DEFAULT_DTYPE = {"qwen2.5-0.5b": "bfloat16", "qwen2.5-1.5b": "bfloat16", "qwen2.5-3b": "bfloat16", "tiny": "float32", "small": "float32",
+                 "qwen3-0.6b": "bfloat16", "qwen3-1.7b": "bfloat16", "tiny-qwen3": "float32", "tiny-llama": "float32"}
+# model_type -> (config class, causal LM class) in transformers (4.51 has all three)
+FAMILIES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "llama": ("LlamaConfig", "LlamaForCausalLM")}
 
 _WORDS = (
     "the a an and or but so then after before when while because if of to in on at for with from by about into "
@@ -330,24 +362,25 @@ def special_ids(tokenizer) -> dict:
 
 
 def model_config(shape: str, tokenizer, dtype: Optional[str] = None, no_eos: bool = False):
-    """The ``Qwen2Config`` for ``shape`` with bos/eos/pad ids taken from ``tokenizer``; ``no_eos``: without
-    ``eos_token_id`` (None, as a config made without one)."""
-    from transformers import Qwen2Config
+    """The config (``Qwen2Config``, or the ``Qwen3Config`` / ``LlamaConfig`` of those shapes) for ``shape`` with bos/eos
+    ids taken from ``tokenizer``; ``no_eos``: without ``eos_token_id`` (None, as a config made without one)."""
+    import transformers
 
     if shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r}; choose from {sorted(SHAPES)}")
     kw = dict(SHAPES[shape])
+    config_class, model_class = FAMILIES[kw.pop("model_type", "qwen2")]
     ids = special_ids(tokenizer)
     if kw["vocab_size"] is None:
         kw["vocab_size"] = len(tokenizer)
     if max(ids.values()) >= kw["vocab_size"]:
         raise ValueError(f"special token ids {ids} do not fit vocab_size {kw['vocab_size']}")
     dtype = dtype or DEFAULT_DTYPE[shape]
-    cfg = Qwen2Config(
+    cfg = getattr(transformers, config_class)(
         bos_token_id=ids[ENDOFTEXT],
         eos_token_id=None if no_eos else ids[IM_END],
         torch_dtype=dtype,
-        architectures=["Qwen2ForCausalLM"],
+        architectures=[model_class],
         **kw,
     )
     return cfg
@@ -356,7 +389,8 @@ def model_config(shape: str, tokenizer, dtype: Optional[str] = None, no_eos: boo
 def make_model(output_dir: str, shape: str = "qwen2.5-0.5b", tokenizer_dir: Optional[str] = None, seed: int = 0,
                dtype: Optional[str] = None, generation_sampling_defaults: bool = False,
                vocab_size: int = DEFAULT_VOCAB_SIZE, no_eos: bool = False) -> str:
-    """Write a random-weight ``Qwen2ForCausalLM`` of ``shape`` with the tokenizer files to ``output_dir``.
+    """Write a random-weight ``Qwen2ForCausalLM`` (``Qwen3ForCausalLM``, ``LlamaForCausalLM`` for those shapes) of
+    ``shape`` with the tokenizer files to ``output_dir``.
 
     ``tokenizer_dir``: a directory made by ``train_tokenizer`` (its files are copied); if None, a tokenizer is
     trained into ``output_dir`` (``vocab_size``). ``dtype``: the saved weights' dtype (default bfloat16 for
@@ -367,7 +401,8 @@ def make_model(output_dir: str, shape: str = "qwen2.5-0.5b", tokenizer_dir: Opti
     them, e.g. a random Qwen3 (issue 29); verl then gives the rollout no EOS id and no pad id. Returns output_dir.
     """
     import torch
-    from transformers import AutoTokenizer, GenerationConfig, Qwen2ForCausalLM
+    import transformers
+    from transformers import AutoTokenizer, GenerationConfig
 
     os.makedirs(output_dir, exist_ok=True)
     if tokenizer_dir is None:
@@ -385,7 +420,7 @@ def make_model(output_dir: str, shape: str = "qwen2.5-0.5b", tokenizer_dir: Opti
                           .replace("torch.", ""))
     torch.manual_seed(seed)
     with torch.no_grad():
-        model = Qwen2ForCausalLM(cfg)
+        model = getattr(transformers, FAMILIES[cfg.model_type][1])(cfg)
     model = model.to(torch_dtype)
     model.config.torch_dtype = torch_dtype
 

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "device_run.sh"
+REPO = SCRIPT.parents[1]
 
 
 def run(tmp_path, *args):
@@ -25,7 +26,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 gputests graph_memory grpo learn learn_data learn_fp16 learn_lora lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu noeos pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu noeos own_task pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -398,3 +399,43 @@ def test_learn_fp16_stage_runs_ppo_and_grpo_with_an_fp16_and_an_fp32_rollout(tmp
         f"VLLM_DTYPE={dtype} -m verlfit train --run-dir {runs}/learn-fp16-{algo}-rollout-{dtype} --emulate t4 {'--algo grpo ' if algo == 'grpo' else ''}{shape} {'--critic-lr 5e-5 ' if algo == 'ppo' else ''}{tail}"
         for dtype in ("float16", "float32") for algo in ("ppo", "grpo")
     )
+
+
+def test_own_task_stage_prepares_the_own_data_and_trains_both_models_with_the_reward_function(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    for name in ("qwen3-0.6b-random", "qwen3-1.7b-random"):
+        (work / name).mkdir(parents=True)
+        (work / name / "config.json").write_text("{}")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(work), "RUNS": str(runs), "OUT": str(tmp_path / "out")}
+    result = subprocess.run(["bash", str(SCRIPT), "own_task"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    reward = f"{REPO}/benchmarks/own_task_reward.py"
+    assert calls[0] == f"benchmarks/own_task.py --output {work}/own/raw --train-size 4096 --test-size 256"
+    assert calls[2].startswith(f"-m verlfit prepare-data --train {work}/own/raw/train.jsonl --test {work}/own/raw/test.jsonl --question-column problem --answer-column solution --data-source verlfit/shelf-stock --prompt-template ")
+    trains = [call for call in calls if call.startswith("-m verlfit train")]
+    assert trains == [
+        f"-m verlfit train --run-dir {runs}/own-grpo-lora-qwen3-1p7b --emulate p40 --algo grpo --lora-rank 16 --model {work}/qwen3-1.7b-random --data {work}/own/data --steps 4 --batch-size 16 --max-prompt-length 256 --max-response-length 128 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 4 -- custom_reward_function.path={reward} custom_reward_function.name=compute_score",
+        f"-m verlfit train --run-dir {runs}/own-ppo-qwen3-0p6b --emulate p40 --model {work}/qwen3-0.6b-random --data {work}/own/data --steps 4 --batch-size 16 --max-prompt-length 256 --max-response-length 128 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 4 -- custom_reward_function.path={reward} custom_reward_function.name=compute_score",
+    ]
+    evals = [call for call in calls if call.startswith("-m verlfit eval")]
+    assert evals == [
+        f"-m verlfit eval {runs}/own-{name}/export/global_step_none --data {work}/own/data --batch-size 64 --reward-function {reward}:compute_score --output {runs}/own-{name}/eval/global_step_none-test --limit 64"
+        for name in ("grpo-lora-qwen3-1p7b", "ppo-qwen3-0p6b")
+    ]
+
+
+def test_setup_makes_the_qwen3_models_when_own_task_is_named(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work = tmp_path / "work"
+    (work / "qwen2.5-0.5b-random").mkdir(parents=True)
+    (work / "qwen2.5-0.5b-random" / "config.json").write_text("{}")
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho fake\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(work), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"), "VERLFIT_SITE": str(tmp_path / "site"), "SKIP_TINY": "1", "SETUP_FOR": "own_task"}
+    result = subprocess.run(["bash", str(SCRIPT), "setup"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    for shape in ("qwen3-0.6b", "qwen3-1.7b"):
+        assert f"benchmarks/make_model.py --shape {shape} --output {work}/{shape}-random --tokenizer-dir {work}/qwen2.5-0.5b-random" in calls

@@ -94,7 +94,7 @@ def test_unknown_subcommand_lists_the_subcommands(stub_path):
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         "verlfit: unknown subcommand 'trian'",
-        "subcommands: prepare-gsm8k train plan doctor report export eval profiles bench",
+        "subcommands: prepare-gsm8k prepare-data train plan doctor report export eval profiles bench",
         "or any program in the image, e.g. bash, python, ray",
     ]
 

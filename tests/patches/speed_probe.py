@@ -646,6 +646,7 @@ def main(argv):
     import verl
 
     result["verl_file"] = verl.__file__
+    result["models_built"] = sorted(set(sys.modules["verl_probe"].BUILT))  # the family really built (issue 26)
     print("PROBE_RESULT " + json.dumps(result, default=str))
 
 

@@ -68,14 +68,27 @@ def init_dist():
         dist.init_process_group("gloo", init_method=f"file://{path}", rank=0, world_size=1)
 
 
-def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False, eos_token_id=EOS, pad_token_id=PAD):
-    """A tiny random Qwen2 (causal LM, or token classification with num_labels). eos_token_id=None and
-    pad_token_id=None give the model without an EOS id (config.json and generation_config.json without one,
-    as transformers writes a config made without them: issue 29)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2ForTokenClassification
+# the model family the probes build (issue 26): qwen2 (default), qwen3 (q/k norms; head_dim set to hidden/heads = 16,
+# Qwen3Config's default being 128) or llama; tests/patches/test_model_families.py sets it per run; every size stays
+# the same, so the tests' counts (e.g. test_patched_verl_lora.ADAPTER_NUMEL) hold for each family
+FAMILY = os.environ.get("VERL_PROBE_FAMILY", "qwen2")
+FAMILY_CLASSES = {
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", "Qwen2ForTokenClassification", {}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", "Qwen3ForTokenClassification", {"head_dim": 16}),
+    "llama": ("LlamaConfig", "LlamaForCausalLM", "LlamaForTokenClassification", {}),
+}
+BUILT = []  # the class names make_qwen2 built in this process (reported as the result's models_built)
 
-    config = Qwen2Config(
+
+def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False, eos_token_id=EOS, pad_token_id=PAD):
+    """The tiny random model of the probes' family (:data:`FAMILY`; the name stays: Qwen2 is the default), causal LM or
+    token classification with num_labels. eos_token_id=None and pad_token_id=None give the model without an EOS id
+    (config.json and generation_config.json without one, as transformers writes a config made without them: issue 29)."""
+    import torch
+    import transformers
+
+    config_name, causal_name, token_name, extra = FAMILY_CLASSES[FAMILY]
+    config = getattr(transformers, config_name)(
         vocab_size=VOCAB,
         hidden_size=64,
         intermediate_size=128,
@@ -91,13 +104,15 @@ def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False,
         eos_token_id=eos_token_id,
         pad_token_id=pad_token_id,
         attn_implementation=attn,
+        **extra,
     )
     torch.manual_seed(seed)
     if num_labels is not None:
         config.num_labels = num_labels
-        model = Qwen2ForTokenClassification(config)
+        model = getattr(transformers, token_name)(config)
     else:
-        model = Qwen2ForCausalLM(config)
+        model = getattr(transformers, causal_name)(config)
+    BUILT.append(type(model).__name__)
     return model.float().eval()
 
 
@@ -940,6 +955,7 @@ def main(argv):
     import verl
 
     result["verl_file"] = verl.__file__
+    result["models_built"] = sorted(set(BUILT))
     print("PROBE_RESULT " + json.dumps(result, default=str))
 
 

@@ -1,0 +1,446 @@
+"""``verlfit prepare-data``: the user's own question/answer files -> ``train.parquet`` / ``test.parquet`` in verl
+0.4.1's schema, the same five columns verl's GSM8K script writes (:func:`verlfit.gsm8k.features`)::
+
+    data_source  the name the user gives (--data-source): what verl's reward manager dispatches on
+    prompt       [{"role": "system", "content": --system-prompt} (when given),
+                  {"role": "user", "content": --prompt-template with {question} replaced (default: the question)}]
+    ability      --ability (default "custom")
+    reward_model {"style": "rule", "ground_truth": the answer column, as text}
+    extra_info   {"split": "train"/"test", "index": the row's position in its file, "answer": as ground_truth,
+                  "question": the question column}
+
+Input: ``.jsonl`` (one JSON object per line; blank lines skipped), ``.json`` (an array of objects), ``.csv`` (a header
+line, then rows), ``.parquet``. The text formats are read with Python's ``json`` and ``csv`` modules line by line, so
+a bad row is named by its line number (and no type is inferred across rows: an answer may be ``42`` in one row and
+``"x"`` in the next); parquet with pyarrow, rows named by index. A row is bad (named with its file, line or row, and
+column; skipped, or fatal with ``--strict``) when its question is missing, not text or blank, or its answer is
+missing, blank, or neither text nor a number. A line that is not JSON, or not an object, is a bad row too.
+
+Split: ``--test FILE``, or ``--test-fraction F`` of the good rows of ``--train`` chosen by ``random.Random(--seed)``
+(at least one row each side). Lengths: with ``--tokenizer`` (the model you train), each prompt is measured as verl's
+``RLHFDataset`` measures it (:func:`verlfit.gsm8k.prompt_length`) and, with ``--max-prompt-length N``, prompts over N
+tokens are dropped, as ``prepare-gsm8k`` does. Output: as ``prepare-gsm8k`` (temporary files, renames, then the
+verlfit marker), only into a folder that is absent, empty or holds data verlfit prepared
+(:mod:`verlfit.data_folder`; ``--force`` otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from verlfit.errors import VerlfitError
+
+DEFAULT_ABILITY = "custom"
+SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
+MAX_BAD_LINES = 20
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    """One row read from a file: where it is (``"train.jsonl line 3"``), its index among the file's rows, and its
+    values (a dict, or None for a line that is not a JSON object: ``problem`` says why)."""
+
+    where: str
+    index: int
+    values: dict | None
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class BadRow:
+    """A row that cannot become a verl row: where it is, the column, and why."""
+
+    where: str
+    column: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.where}, column {self.column}: {self.reason}" if self.column else f"{self.where}: {self.reason}"
+
+
+@dataclass
+class PrepareDataResult:
+    """What :func:`prepare_data` wrote: folder, paths and rows per split, bad rows, rows dropped per split for
+    length, and the prompt length statistics per split (with a tokenizer)."""
+
+    output_dir: Path
+    paths: dict[str, Path] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)
+    read: dict[str, int] = field(default_factory=dict)
+    bad: list[BadRow] = field(default_factory=list)
+    dropped: dict[str, int] = field(default_factory=dict)
+    lengths: dict[str, Any] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_rows(path: str | os.PathLike) -> list[SourceRow]:
+    """Every row of a ``.jsonl`` / ``.json`` / ``.csv`` / ``.parquet`` file with where it is.
+
+    Raises:
+        VerlfitError: the file is missing, has another suffix, or does not parse as a whole (a JSON array that does
+            not parse, a parquet file that does not read, a csv without a header).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise VerlfitError(f"{path}: no such file", fix="pass the file holding your questions and answers (.jsonl, .json, .csv or .parquet)", exit_code=2)
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise VerlfitError(f"{path}: cannot read {suffix or 'a file without a suffix'}", fix=f"give the file one of the suffixes {', '.join(SUFFIXES)} (and that format)", exit_code=2)
+    try:
+        if suffix == ".jsonl":
+            return list(_jsonl_rows(path))
+        if suffix == ".json":
+            return _json_rows(path)
+        if suffix == ".csv":
+            return list(_csv_rows(path))
+        return _parquet_rows(path)
+    except UnicodeDecodeError as error:
+        raise VerlfitError(f"{path} is not UTF-8 text ({error})", fix="save the file as UTF-8", exit_code=2) from error
+
+
+def _jsonl_rows(path: Path) -> Iterator[SourceRow]:
+    with open(path, encoding="utf-8") as handle:
+        index = 0
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path} line {number}"
+            try:
+                values = json.loads(line)
+            except json.JSONDecodeError as error:
+                yield SourceRow(where, index, None, f"not JSON ({error.msg}, column {error.colno})")
+            else:
+                yield SourceRow(where, index, values, "") if isinstance(values, dict) else SourceRow(where, index, None, f"a JSON {type(values).__name__}, not an object")
+            index += 1
+
+
+def _json_rows(path: Path) -> list[SourceRow]:
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise VerlfitError(f"{path} is not JSON: {error.msg} at line {error.lineno}, column {error.colno}", fix="a .json file holds one array of objects; for one object per line name it .jsonl", exit_code=2) from error
+    if not isinstance(content, list):
+        raise VerlfitError(f"{path} holds a JSON {type(content).__name__}, not an array of objects", fix="a .json file holds one array of objects; for one object per line name it .jsonl", exit_code=2)
+    return [
+        SourceRow(f"{path} item {index}", index, item) if isinstance(item, dict) else SourceRow(f"{path} item {index}", index, None, f"a JSON {type(item).__name__}, not an object")
+        for index, item in enumerate(content)
+    ]
+
+
+def _csv_rows(path: Path) -> Iterator[SourceRow]:
+    with open(path, encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle)
+        if reader.fieldnames is None:
+            raise VerlfitError(f"{path} is empty: a .csv file needs a header line naming its columns", fix="add a header line, e.g. question,answer", exit_code=2)
+        start = reader.line_num + 1
+        for index, values in enumerate(reader):
+            yield SourceRow(f"{path} line {start}", index, {key: value for key, value in values.items() if key is not None})
+            start = reader.line_num + 1
+
+
+def _parquet_rows(path: Path) -> list[SourceRow]:
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except (OSError, pyarrow.ArrowException) as error:
+        raise VerlfitError(f"{path} does not read as parquet ({error})", fix="pass a parquet file, or the data as .jsonl/.json/.csv", exit_code=2) from error
+    return [SourceRow(f"{path} row {index}", index, values) for index, values in enumerate(table.to_pylist())]
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def answer_text(value: Any) -> str | None:
+    """The ground truth as text: a string as is, a whole number as its digits, another finite number as Python
+    writes it (``0.5``); None for anything else (missing, bool, NaN, a list, an object)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return str(value)
+
+
+def check_row(row: SourceRow, question_column: str, answer_column: str) -> tuple[tuple[str, str] | None, BadRow | None]:
+    """``((question, ground_truth), None)`` for a usable row, ``(None, BadRow)`` naming the first bad column."""
+    if row.values is None:
+        return None, BadRow(row.where, "", row.problem)
+    question = row.values.get(question_column)
+    if question_column not in row.values:
+        return None, BadRow(row.where, question_column, "missing")
+    if not isinstance(question, str) or not question.strip():
+        return None, BadRow(row.where, question_column, "blank" if isinstance(question, str) or question is None else f"a {type(question).__name__}, not text")
+    if answer_column not in row.values:
+        return None, BadRow(row.where, answer_column, "missing")
+    answer = answer_text(row.values.get(answer_column))
+    if answer is None:
+        value = row.values.get(answer_column)
+        return None, BadRow(row.where, answer_column, "blank" if value is None else f"{value!r} is neither text nor a number")
+    if not answer.strip():
+        return None, BadRow(row.where, answer_column, "blank")
+    return (question, answer), None
+
+
+def render_prompt(question: str, system_prompt: str | None = None, template: str | None = None) -> list[dict]:
+    """The chat messages of one row: an optional system message, then the user message (``template`` with
+    ``{question}`` replaced, or the question itself)."""
+    content = question if template is None else template.replace("{question}", question)
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    return messages + [{"role": "user", "content": content}]
+
+
+def make_row(split: str, index: int, question: str, answer: str, data_source: str, ability: str, system_prompt: str | None, template: str | None) -> dict:
+    """One verl row (column and field order as verl's GSM8K script writes them, :func:`verlfit.gsm8k.make_row`)."""
+    return {
+        "data_source": data_source,
+        "prompt": render_prompt(question, system_prompt, template),
+        "ability": ability,
+        "reward_model": {"style": "rule", "ground_truth": answer},
+        "extra_info": {"split": split, "index": index, "answer": answer, "question": question},
+    }
+
+
+def split_indices(count: int, test_fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """(train, test) positions of ``count`` rows: ``round(count * test_fraction)`` test rows (at least 1, at most
+    ``count - 1``) drawn by ``random.Random(seed).sample``; both lists in ascending order.
+
+    Raises:
+        VerlfitError: fewer than 2 rows, or a fraction outside (0, 1).
+    """
+    if not 0 < test_fraction < 1:
+        raise VerlfitError(f"--test-fraction {test_fraction}: must be between 0 and 1 (exclusive)", fix="e.g. --test-fraction 0.1", exit_code=2)
+    if count < 2:
+        raise VerlfitError(f"{count} good row(s): a train/test split needs at least 2", fix="add rows, or pass --test FILE", exit_code=2)
+    test_count = min(count - 1, max(1, round(count * test_fraction)))
+    test = sorted(random.Random(seed).sample(range(count), test_count))
+    chosen = set(test)
+    return [index for index in range(count) if index not in chosen], test
+
+
+# --------------------------------------------------------------------------- API
+
+
+def prepare_data(
+    train: str | os.PathLike,
+    data_source: str,
+    output_dir: str | os.PathLike,
+    test: str | os.PathLike | None = None,
+    test_fraction: float | None = None,
+    seed: int = 0,
+    question_column: str = "question",
+    answer_column: str = "answer",
+    system_prompt: str | None = None,
+    prompt_template: str | None = None,
+    ability: str = DEFAULT_ABILITY,
+    tokenizer: Any = None,
+    max_prompt_length: int | None = None,
+    strict: bool = False,
+    force: bool = False,
+    log: Callable[[str], None] = print,
+) -> PrepareDataResult:
+    """Turn the user's files into verl's ``train.parquet`` / ``test.parquet`` (see the module docstring).
+
+    Args:
+        train: the training rows (``.jsonl``/``.json``/``.csv``/``.parquet``).
+        data_source: the ``data_source`` of every row (what the reward function or verl's scorer dispatches on).
+        output_dir: where the two files go.
+        test: the held-out rows; or None with ``test_fraction``.
+        test_fraction: the share of ``train``'s good rows held out (with ``seed``).
+        seed: the split's random seed.
+        question_column, answer_column: the columns holding them.
+        system_prompt: a system message put before each question.
+        prompt_template: the user message, with ``{question}`` where the question goes.
+        ability: verl's ``ability`` column.
+        tokenizer: a tokenizer name or path (or a loaded one) to measure prompts with.
+        max_prompt_length: with ``tokenizer``: drop prompts over this many tokens.
+        strict: a bad row is fatal instead of skipped.
+        force: write into a folder holding files verlfit did not write (replaces train.parquet and test.parquet).
+        log: receives each progress line.
+
+    Raises:
+        VerlfitError: exit status 2 for bad arguments, a folder verlfit may not write (before anything is read), an
+            unreadable file, bad rows with ``strict``, or a split with no row left; 1 for a write that fails.
+    """
+    from verlfit import gsm8k
+    from verlfit.data_folder import check_writable
+
+    if (test is None) == (test_fraction is None):
+        raise VerlfitError("give the held-out rows one way: --test FILE or --test-fraction F", fix="e.g. --test test.jsonl, or --test-fraction 0.1 --seed 0", exit_code=2)
+    if not data_source or not data_source.strip():
+        raise VerlfitError("--data-source is empty", fix="name your task, e.g. --data-source my/unit-conversion (your reward function receives it)", exit_code=2)
+    if prompt_template is not None and "{question}" not in prompt_template:
+        raise VerlfitError(f"--prompt-template {prompt_template!r} has no {{question}}", fix="put {question} where the question goes, e.g. --prompt-template 'Convert: {question} Answer after ####.'", exit_code=2)
+    if max_prompt_length is not None and tokenizer is None:
+        raise VerlfitError("--max-prompt-length needs --tokenizer: prompt lengths are counted in the model's tokens", fix="add --tokenizer with the model you will train (its folder or hub name)", exit_code=2)
+    if max_prompt_length is not None and max_prompt_length < 1:
+        raise VerlfitError(f"--max-prompt-length must be at least 1, not {max_prompt_length}", exit_code=2)
+    output_dir = Path(output_dir)
+    check_writable(output_dir, force=force)
+    name = None
+    if tokenizer is not None:
+        if isinstance(tokenizer, (str, os.PathLike)):
+            name = str(tokenizer)
+            tokenizer = gsm8k.load_tokenizer(name)
+        else:
+            name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
+        if not getattr(tokenizer, "chat_template", None):
+            raise VerlfitError(f"tokenizer {name} has no chat template; verl renders every prompt with it", fix="pass the tokenizer of an instruct/chat model")
+
+    result = PrepareDataResult(output_dir=output_dir)
+    sources = {"train": read_rows(train)} if test is None else {"train": read_rows(train), "test": read_rows(test)}
+    good: dict[str, list[tuple[int, str, str]]] = {}
+    for split, source_rows in sources.items():
+        result.read[split] = len(source_rows)
+        good[split] = []
+        for row in source_rows:
+            values, bad = check_row(row, question_column, answer_column)
+            if bad is not None:
+                result.bad.append(bad)
+            else:
+                good[split].append((row.index, *values))
+        log(f"read {train if split == 'train' else test}: {len(source_rows)} rows, {len(good[split])} good")
+    if result.bad:
+        lines = [str(bad) for bad in result.bad[:MAX_BAD_LINES]] + ([f"... and {len(result.bad) - MAX_BAD_LINES} more"] if len(result.bad) > MAX_BAD_LINES else [])
+        if strict:
+            raise VerlfitError(f"{len(result.bad)} bad row(s) and --strict:\n  " + "\n  ".join(lines), fix="fix those rows, or leave out --strict to skip them", exit_code=2)
+        for line in lines:
+            log(f"skipped {line}")
+    if test is None:
+        if not good["train"]:
+            raise VerlfitError(f"no good rows in {train} ({result.read['train']} read, {len(result.bad)} bad); nothing written", fix=f"check the columns: --question-column {question_column} --answer-column {answer_column}", exit_code=2)
+        train_at, test_at = split_indices(len(good["train"]), test_fraction, seed)
+        good = {"train": [good["train"][i] for i in train_at], "test": [good["train"][i] for i in test_at]}
+        log(f"split {len(train_at) + len(test_at)} good rows with seed {seed}: {len(train_at)} train, {len(test_at)} test")
+
+    rows = {split: [make_row(split, index, question, answer, data_source, ability, system_prompt, prompt_template) for index, question, answer in good[split]] for split in ("train", "test")}
+    if tokenizer is not None:
+        for split in ("train", "test"):
+            if not rows[split]:
+                continue
+            lengths = [gsm8k.prompt_length(tokenizer, row["prompt"]) for row in rows[split]]
+            stats = gsm8k.length_stats(lengths, max_prompt_length)
+            result.lengths[split] = stats
+            log(f"{split} prompt tokens ({name}, chat template + generation prompt): {stats.describe()}")
+            if max_prompt_length is not None:
+                kept = [row for row, length in zip(rows[split], lengths) if length <= max_prompt_length]
+                result.dropped[split] = len(rows[split]) - len(kept)
+                rows[split] = kept
+                log(f"dropped {result.dropped[split]} {split} rows over {max_prompt_length} tokens")
+    for split in ("train", "test"):
+        if not rows[split]:
+            raise VerlfitError(
+                f"no {split} rows left to write ({len(good[split])} good, {result.dropped.get(split, 0)} over the prompt limit); nothing written to {output_dir}",
+                fix="check the source files and columns, or raise --max-prompt-length",
+                exit_code=2,
+            )
+
+    from datasets import Dataset
+
+    with gsm8k._quiet_datasets():
+        tables = {split: Dataset.from_list(rows[split], features=gsm8k.features()) for split in ("train", "test")}
+        result.paths = gsm8k._write_atomically(output_dir, tables, written_by="verlfit prepare-data")
+    for split in ("train", "test"):
+        result.rows[split] = len(rows[split])
+        dropped = f", {result.dropped[split]} over {max_prompt_length} tokens dropped" if split in result.dropped else ""
+        log(f"{split}: {result.rows[split]} rows written{dropped} -> {result.paths[split]}")
+    return result
+
+
+# --------------------------------------------------------------------------- CLI
+
+_DESCRIPTION = """\
+Write your own question/answer files as verl 0.4.1 reads them: <output>/train.parquet and
+<output>/test.parquet with the five columns of verl's GSM8K script (data_source, prompt, ability,
+reward_model, extra_info). data_source is --data-source on every row (your reward function receives
+it: verl's own scorers know only their datasets' names); prompt is an optional --system-prompt
+message, then the question (or --prompt-template with {question} in it); the ground truth is the
+answer column as text (a number is written as Python writes it).
+
+input: .jsonl (one JSON object a line), .json (an array of objects), .csv (header line first),
+.parquet. A row with a missing or blank question or answer, an answer that is neither text nor a
+number, or a line that is not a JSON object is reported as '<file> line N, column C: reason'
+(parquet and .json: row/item N, counted from 0) and skipped (--strict: fatal).
+
+split: --test FILE, or --test-fraction F of --train's good rows drawn with --seed (at least one row
+each side); extra_info.index is the row's position in its file.
+
+lengths: with --tokenizer, prompts are measured as verl's RLHFDataset measures them; with
+--max-prompt-length N, prompts over N tokens are dropped (as prepare-gsm8k does).
+
+output: temporary files renamed into place, then a marker (.verlfit-prepared.json). --output must
+be absent, empty or hold data verlfit prepared; anything else is refused (--force writes there
+anyway, replacing only train.parquet and test.parquet).
+"""
+
+_EPILOG = """\
+examples:
+  $ verlfit prepare-data --train units.jsonl --test-fraction 0.1 --data-source my/units --output data/units
+  $ verlfit prepare-data --train train.csv --test test.csv --question-column problem --answer-column solution \\
+      --data-source my/task --prompt-template 'Solve: {question} Put the answer after ####.' \\
+      --tokenizer Qwen/Qwen3-1.7B --max-prompt-length 256 --output data/task
+then train with your reward function:
+  $ verlfit train --data data/units -- custom_reward_function.path=$PWD/reward.py custom_reward_function.name=compute_score
+"""
+
+
+def register(subparsers):
+    """Add the ``prepare-data`` parser; its ``func`` runs :func:`prepare_data`."""
+    parser = subparsers.add_parser(
+        "prepare-data",
+        help="write your own question/answer files as verl's train.parquet / test.parquet",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--train", metavar="FILE", required=True, help="training rows: .jsonl, .json, .csv or .parquet")
+    held_out = parser.add_mutually_exclusive_group(required=True)
+    held_out.add_argument("--test", metavar="FILE", help="held-out rows (same formats)")
+    held_out.add_argument("--test-fraction", metavar="F", type=float, help="hold out this share of --train's good rows (0 < F < 1)")
+    parser.add_argument("--seed", metavar="N", type=int, default=0, help="random seed of --test-fraction's split (default 0)")
+    parser.add_argument("--data-source", metavar="NAME", required=True, help="the data_source of every row: your reward function receives it")
+    parser.add_argument("--question-column", metavar="NAME", default="question", help="column holding the question (default: question)")
+    parser.add_argument("--answer-column", metavar="NAME", default="answer", help="column holding the answer, the ground truth (default: answer)")
+    parser.add_argument("--system-prompt", metavar="TEXT", help="a system message before each question")
+    parser.add_argument("--prompt-template", metavar="TEXT", help="the user message, with {question} where the question goes (default: the question)")
+    parser.add_argument("--ability", metavar="NAME", default=DEFAULT_ABILITY, help=f"verl's ability column (default: {DEFAULT_ABILITY})")
+    parser.add_argument("--tokenizer", "--model", dest="tokenizer", metavar="PATH_OR_NAME", help="the model you train (its folder or hub name): prompts are measured in its tokens")
+    parser.add_argument("--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)")
+    parser.add_argument("--output", metavar="DIR", required=True, help="output folder: absent, empty, or written by verlfit before")
+    parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
+    parser.add_argument("--force", action="store_true", help="write into --output even when it holds files verlfit did not write (replaces its train.parquet and test.parquet, keeps the rest)")
+    parser.set_defaults(func=_run)
+    return parser
+
+
+def _run(args) -> int:
+    prepare_data(
+        train=args.train,
+        test=args.test,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        data_source=args.data_source,
+        question_column=args.question_column,
+        answer_column=args.answer_column,
+        system_prompt=args.system_prompt,
+        prompt_template=args.prompt_template,
+        ability=args.ability,
+        tokenizer=args.tokenizer,
+        max_prompt_length=args.max_prompt_length,
+        output_dir=args.output,
+        strict=args.strict,
+        force=args.force,
+    )
+    return 0

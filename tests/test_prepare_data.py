@@ -1,0 +1,152 @@
+"""prepare-data: the user's own question/answer files as verl's five columns, bad rows named by line and column,
+exact counts, the split, prompt-length filtering, and the data folder rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from verlfit import cli, gsm8k
+from verlfit.data_folder import FolderState, data_folder_state, schemas_match
+from verlfit.errors import VerlfitError
+from verlfit.prepare_data import prepare_data, split_indices
+
+ROWS = [
+    {"q": "Convert 2 km to m.", "a": "2000"},
+    {"q": "Convert 3 m to cm.", "a": 300},
+    {"q": "", "a": "1"},
+    {"q": "Convert 5 kg to g.", "a": "5000"},
+    {"q": "Convert 1 h to min.", "a": None},
+    {"q": "Convert 7 cm to mm.", "a": "70"},
+]
+
+
+def write_jsonl(path: Path, rows, blank_after: int | None = None, garbage_at: int | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(row) for row in rows]
+    if garbage_at is not None:
+        lines.insert(garbage_at, "{not json")
+    if blank_after is not None:
+        lines.insert(blank_after, "")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run(tmp_path, **kwargs):
+    lines: list[str] = []
+    arguments = dict(data_source="my/units", output_dir=tmp_path / "out", question_column="q", answer_column="a", log=lines.append) | kwargs
+    return prepare_data(**arguments), lines
+
+
+def test_exact_rows_from_two_files_with_bad_rows_named_by_line_and_column(tmp_path):
+    train = write_jsonl(tmp_path / "in" / "train.jsonl", ROWS, blank_after=1, garbage_at=5)
+    test = write_jsonl(tmp_path / "in" / "test.jsonl", [{"q": "Convert 4 l to ml.", "a": 4000.5}])
+    result, lines = run(tmp_path, train=train, test=test, system_prompt="Answer with a number.", prompt_template="{question} Put the answer after ####.")
+    assert [str(bad) for bad in result.bad] == [
+        f"{train} line 4, column q: blank",
+        f"{train} line 6, column a: blank",
+        f"{train} line 7: not JSON (Expecting property name enclosed in double quotes, column 2)",
+    ]
+    assert (result.read, result.rows) == ({"train": 7, "test": 1}, {"train": 4, "test": 1})
+    written = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()
+    assert written[1] == {
+        "data_source": "my/units",
+        "prompt": [{"role": "system", "content": "Answer with a number."}, {"role": "user", "content": "Convert 3 m to cm. Put the answer after ####."}],
+        "ability": "custom",
+        "reward_model": {"style": "rule", "ground_truth": "300"},
+        "extra_info": {"split": "train", "index": 1, "answer": "300", "question": "Convert 3 m to cm."},
+    }
+    assert [row["extra_info"]["index"] for row in written] == [0, 1, 3, 6]  # position among the file's rows
+    assert pq.read_table(tmp_path / "out" / "test.parquet").to_pylist()[0]["reward_model"]["ground_truth"] == "4000.5"
+    assert schemas_match(pq.read_schema(tmp_path / "out" / "train.parquet"), gsm8k.features().arrow_schema)
+    assert lines[-2:] == [f"train: 4 rows written -> {tmp_path / 'out' / 'train.parquet'}", f"test: 1 rows written -> {tmp_path / 'out' / 'test.parquet'}"]
+    assert data_folder_state(tmp_path / "out").state is FolderState.VERLFIT_PREPARED
+    assert gsm8k.is_prepared(tmp_path / "out")
+
+
+def test_csv_json_and_parquet_read_the_same_rows(tmp_path):
+    good = [row for row in ROWS if row["q"] and row["a"] is not None]
+    (tmp_path / "rows.csv").write_text("q,a\n" + "".join(f'"{row["q"]}",{row["a"]}\n' for row in good))
+    (tmp_path / "rows.json").write_text(json.dumps(good))
+    pq.write_table(pa.Table.from_pylist([{"q": row["q"], "a": str(row["a"])} for row in good]), tmp_path / "rows.parquet")
+    outputs = []
+    for suffix in ("csv", "json", "parquet"):
+        result, _ = run(tmp_path, train=tmp_path / f"rows.{suffix}", test_fraction=0.25, seed=3, output_dir=tmp_path / suffix)
+        assert result.rows == {"train": 3, "test": 1}
+        outputs.append([(tmp_path / suffix / f"{split}.parquet").read_bytes() for split in ("train", "test")])
+    assert outputs[0] == outputs[1] == outputs[2]
+
+
+def test_csv_bad_row_is_named_by_its_line_even_after_a_quoted_newline(tmp_path):
+    (tmp_path / "rows.csv").write_text('q,a\n"two\nlines",1\n"ok",\n"fine",3\n')
+    result, _ = run(tmp_path, train=tmp_path / "rows.csv", test_fraction=0.5)
+    assert [str(bad) for bad in result.bad] == [f"{tmp_path / 'rows.csv'} line 4, column a: blank"]
+
+
+def test_split_is_seeded_and_exact():
+    train, test = split_indices(10, 0.2, seed=0)
+    assert (len(train), len(test)) == (8, 2) and sorted(train + test) == list(range(10))
+    assert split_indices(10, 0.2, seed=0) == (train, test)
+    assert split_indices(10, 0.2, seed=1) != (train, test)
+    assert split_indices(3, 0.01, seed=0)[1] != []  # at least one held-out row
+    with pytest.raises(VerlfitError, match="must be between 0 and 1"):
+        split_indices(10, 1.0, seed=0)
+
+
+def test_strict_fails_listing_the_bad_rows_and_writes_nothing(tmp_path):
+    train = write_jsonl(tmp_path / "train.jsonl", ROWS)
+    with pytest.raises(VerlfitError) as caught:
+        run(tmp_path, train=train, test_fraction=0.5, strict=True)
+    assert caught.value.message == f"2 bad row(s) and --strict:\n  {train} line 3, column q: blank\n  {train} line 5, column a: blank"
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_column_names_the_flag(tmp_path):
+    train = write_jsonl(tmp_path / "train.jsonl", [{"question": "x", "answer": "1"}] * 2)
+    with pytest.raises(VerlfitError) as caught:
+        run(tmp_path, train=train, test_fraction=0.5)
+    assert caught.value.message == f"no good rows in {train} (2 read, 2 bad); nothing written"
+    assert caught.value.fix == "check the columns: --question-column q --answer-column a"
+
+
+def test_never_writes_into_the_users_folder(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.parquet").write_bytes(b"mine")
+    train = write_jsonl(tmp_path / "train.jsonl", ROWS)
+    with pytest.raises(VerlfitError) as caught:
+        run(tmp_path, train=train, test_fraction=0.5)
+    assert caught.value.exit_code == 2
+    assert caught.value.fix == "pass --output a new folder, or --force to write there anyway: it replaces train.parquet"
+    assert (out / "train.parquet").read_bytes() == b"mine"
+    result, _ = run(tmp_path, train=train, test_fraction=0.5, force=True)
+    assert result.rows == {"train": 2, "test": 2}
+
+
+def test_prompt_length_filter_uses_the_models_tokens(tmp_path, qwen_style_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(qwen_style_tokenizer_dir)
+    rows = [{"q": "Convert 1 km to m.", "a": "1000"}, {"q": "Convert " + "many " * 80 + "km to m.", "a": "1"}, {"q": "Convert 2 km to m.", "a": "2000"}]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    lengths = [gsm8k.prompt_length(tokenizer, [{"role": "user", "content": row["q"]}]) for row in rows]
+    limit = max(lengths[0], lengths[2])
+    assert lengths[1] > limit
+    result, lines = run(tmp_path, train=train, test=train, tokenizer=tokenizer, max_prompt_length=limit)
+    assert (result.rows, result.dropped) == ({"train": 2, "test": 2}, {"train": 1, "test": 1})
+    assert f"dropped 1 train rows over {limit} tokens" in lines
+
+
+def test_cli_registers_prepare_data(tmp_path, capsys):
+    train = write_jsonl(tmp_path / "train.jsonl", [{"question": f"q{i}", "answer": str(i)} for i in range(10)])
+    assert cli.main(["prepare-data", "--train", str(train), "--test-fraction", "0.2", "--data-source", "my/task", "--output", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "split 10 good rows with seed 0: 8 train, 2 test" in out
+    with pytest.raises(SystemExit) as stopped:  # --test or --test-fraction
+        cli.main(["prepare-data", "--train", str(train), "--data-source", "x", "--output", str(tmp_path / "o2")])
+    assert stopped.value.code == 2
+    assert "one of the arguments --test --test-fraction is required" in capsys.readouterr().err

@@ -1,0 +1,146 @@
+"""The reward check: a FILE[:NAME] reward function loaded as verl 0.4.1's get_custom_reward_fn loads it and called as
+its naive reward manager calls it, on real training rows; and whether verl's default_compute_score scores a
+data_source, by verl's own dispatch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from verlfit import reward_function as rewards
+from verlfit.data_folder import DataKeys
+from verlfit.errors import VerlfitError
+
+GOOD = '''
+import re
+
+
+def helper(text):
+    return text.strip()
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    found = re.findall(r"#### (\\S+)", solution_str)
+    return 1.0 if found and found[-1] == ground_truth else 0.0
+
+
+def score_dict(data_source, solution_str, ground_truth, extra_info=None, bonus=0.0):
+    return {"score": float(solution_str == ground_truth) + bonus, "exact": solution_str == ground_truth}
+'''
+
+
+def write_train(folder: Path, rows=None) -> Path:
+    rows = rows or [
+        {"data_source": "my/units", "prompt": [{"role": "user", "content": f"q{i}"}], "ability": "custom",
+         "reward_model": {"style": "rule", "ground_truth": str(i)}, "extra_info": {"split": "train", "index": i}}
+        for i in range(5)
+    ]
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), folder / "train.parquet")
+    return folder / "train.parquet"
+
+
+def reward_file(tmp_path: Path, text: str = GOOD, name: str = "reward.py") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_parse_defaults_the_name_and_makes_the_path_absolute(tmp_path):
+    assert rewards.parse_reward_function("r.py", base=tmp_path) == rewards.RewardFunction(tmp_path / "r.py", "compute_score")
+    assert rewards.parse_reward_function("sub/r.py:score", base=tmp_path) == rewards.RewardFunction(tmp_path / "sub" / "r.py", "score")
+    assert rewards.parse_reward_function("/abs/r.py:score").overrides == ["custom_reward_function.path=/abs/r.py", "custom_reward_function.name=score"]
+    assert rewards.from_overrides("r.py", None, base=tmp_path) == rewards.RewardFunction(tmp_path / "r.py", "compute_score")
+    assert rewards.from_overrides("null", "x") is None
+    with pytest.raises(VerlfitError, match="no function name after ':'"):
+        rewards.parse_reward_function("r.py:")
+
+
+def test_a_good_function_is_called_on_real_rows_with_the_truth_and_an_empty_response(tmp_path):
+    train = write_train(tmp_path / "data")
+    scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path), "compute_score"), train)
+    # the ground truth alone has no "#### ", so this function gives 0 both times: the call ran, which is the check
+    assert [(s.row, s.solution, s.score) for s in scored] == [(0, "0", 0.0), (0, "", 0.0), (1, "1", 0.0), (1, "", 0.0), (2, "2", 0.0), (2, "", 0.0)]
+    scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path), "score_dict"), train, reward_kwargs={"bonus": 0.5}, count=1)
+    assert [(s.solution, s.score) for s in scored] == [("0", 1.5), ("", 0.5)]
+
+
+def test_a_wrong_name_lists_the_functions_the_file_has(tmp_path):
+    path = reward_file(tmp_path)
+    with pytest.raises(VerlfitError) as caught:
+        rewards.load_reward_function(rewards.RewardFunction(path, "score"))
+    assert caught.value.exit_code == 2
+    assert str(caught.value) == (
+        f"reward function file {path} has no function 'score' (its functions: compute_score, helper, score_dict)\n"
+        f"  fix: pass --reward-function {path}:NAME with one of them, or rename the function"
+    )
+
+
+def test_missing_file_import_error_and_signature(tmp_path):
+    with pytest.raises(VerlfitError, match=f"^reward function file {tmp_path / 'none.py'} does not exist"):
+        rewards.load_reward_function(rewards.RewardFunction(tmp_path / "none.py"))
+    broken = reward_file(tmp_path, "import os\n\nraise_here = 1 / 0\n", "broken.py")
+    with pytest.raises(VerlfitError) as caught:
+        rewards.load_reward_function(rewards.RewardFunction(broken))
+    assert caught.value.message == f"reward function file {broken} does not import: ZeroDivisionError: division by zero (line 3)"
+    syntax = reward_file(tmp_path, "def compute_score(:\n", "syntax.py")
+    with pytest.raises(VerlfitError, match=r"does not import: SyntaxError: invalid syntax \(syntax\.py, line 1\)\n"):
+        rewards.load_reward_function(rewards.RewardFunction(syntax))
+    two_args = reward_file(tmp_path, "def compute_score(solution, truth):\n    return 0.0\n", "two.py")
+    with pytest.raises(VerlfitError) as caught:
+        rewards.load_reward_function(rewards.RewardFunction(two_args))
+    assert caught.value.message.startswith(f"compute_score in {two_args} cannot be called as verl 0.4.1 calls it, with the keywords data_source, solution_str, ground_truth, extra_info (")
+    # verl's keywords are passed by name, so **kwargs takes them all
+    assert callable(rewards.load_reward_function(rewards.RewardFunction(reward_file(tmp_path, "def compute_score(**kwargs):\n    return 1\n", "kw.py"))))
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("    return 'yes'\n", "compute_score in {path} returned 'yes' (str) on training row 0 (data_source 'my/units', ground truth '0') with the ground truth as the response: verl needs a number, or a dict with a numeric 'score'"),
+        ("    return {'acc': 1.0}\n", "compute_score in {path} returned {{'acc': 1.0}} (dict) on training row 0 (data_source 'my/units', ground truth '0') with the ground truth as the response: verl needs a number, or a dict with a numeric 'score'"),
+        ("    return float(solution_str)\n", "compute_score in {path} raised ValueError: could not convert string to float: '' on training row 0 (data_source 'my/units', ground truth '0') with an empty response as the response"),
+        ("    return float('nan')\n", "compute_score in {path} returned nan on training row 0 (data_source 'my/units', ground truth '0') with the ground truth as the response"),
+        ("    return 1.0 if int(ground_truth) < 2 else extra_info['missing']\n", "compute_score in {path} raised KeyError: 'missing' on training row 2 (data_source 'my/units', ground truth '2') with the ground truth as the response"),
+    ],
+)
+def test_a_reward_that_cannot_be_computed_fails_naming_the_row(tmp_path, body, message):
+    path = reward_file(tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" + body)
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"))
+    assert caught.value.message == message.format(path=path)
+
+
+def test_reward_fn_key_names_the_data_source_column(tmp_path):
+    rows = [{"task": "t", "prompt": "p", "reward_model": {"style": "rule", "ground_truth": "7"}}]
+    train = write_train(tmp_path / "data", rows)
+    seen = reward_file(tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0 if (data_source, extra_info) == ('t', None) else 0.0\n")
+    scored = rewards.check_reward_function(rewards.RewardFunction(seen), train, keys=DataKeys(reward_fn_key="task"))
+    assert [s.score for s in scored] == [1.0, 1.0]
+    with pytest.raises(VerlfitError, match="lacks data_source, which verl's reward manager reads"):
+        rewards.training_rows(train)
+
+
+def test_verl_scores_matches_verls_dispatch():
+    for source in ("openai/gsm8k", "lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "math_dapo", "aime2024", "numina_olympiads"):
+        assert rewards.verl_scores(source), source
+    assert rewards.verl_scores("searchR1_nq", {"target": ["Paris"]})  # its scorer reads this form of ground truth
+    # verl dispatches hiyouga/geometry3k to geo3k, whose scorer imports mathruler (not installed here, nor in the images)
+    with pytest.raises(VerlfitError, match="^verl's scorer for data_source 'hiyouga/geometry3k' fails on an empty response with ground truth '0': ModuleNotFoundError: No module named 'mathruler'"):
+        rewards.verl_scores("hiyouga/geometry3k")
+    for source in ("my/units", "gsm8k", "openai/gsm8k ", "MATH", "hendrycks_math"):
+        assert not rewards.verl_scores(source), source
+
+
+def test_a_data_source_verl_cannot_score_is_refused_with_the_fix(tmp_path):
+    train = write_train(tmp_path / "data")
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_verl_scores(train)
+    assert caught.value.exit_code == 2
+    assert caught.value.message.startswith(f"verl 0.4.1 has no scorer for data_source 'my/units' in {train} ")
+    assert caught.value.fix.startswith("pass a reward function: --reward-function FILE.py:FUNCTION")
+    gsm = write_train(tmp_path / "gsm", [{"data_source": "openai/gsm8k", "prompt": "p", "reward_model": {"style": "rule", "ground_truth": "72"}}])
+    assert [(s.solution, s.score) for s in rewards.check_verl_scores(gsm)] == [("72", 0.0), ("", 0.0)]  # no "#### 72": 0, as verl scores it
