@@ -305,8 +305,15 @@ def render(result: dict, console=None) -> None:
             f"{row['tokens_per_s']:.0f}" if row["tokens_per_s"] is not None else "-", f"{row['peak_allocated_gib']:.2f}",
             f"{row['estimate_step_s']:.2f}" if row["estimate_step_s"] is not None else "-", f"{error:+.0%}" if error is not None else "-",
         )
-    width = None if console.is_terminal else max(console.width, Measurement.get(console, console.options, table).maximum)
-    console.print(table, width=width)
+    if console.is_terminal:
+        console.print(table)
+    else:  # print's own width= is capped at the console's: widen the console for the table, then put it back
+        width = console.width
+        console.width = max(width, Measurement.get(console, console.options.update_width(10_000), table).maximum)
+        try:
+            console.print(table)
+        finally:
+            console.width = width
     console.print(f"card {m['card']}, driver {m['driver']}, CUDA {m['cuda']}, torch {m['torch']}, verl {m['verl']}, patch series {m['patches']}", highlight=False, soft_wrap=True)
 
 
