@@ -96,7 +96,10 @@ def register(subparsers):
             "  $ verlfit plan --profile p40 --gpu-memory 22.5 --batch-size 64 --micro-batch-size 8 --plan off\n"
             "  $ verlfit plan --emulate p40 --algo grpo --samples 8\n"
             "  $ verlfit plan --emulate p40 --gpus 2                # per-GPU memory, and which Qwen2.5 sizes 2 cards open up\n"
-            "  $ verlfit plan --model ./my-model/config.json --profile a10 --json"
+            "  $ verlfit plan --model ./my-model/config.json --profile a10 --json\n"
+            "\nverdicts: fits (peak + headroom within --margin of the usable memory; exit status 0); tight (above the margin,\n"
+            "within the card: it can still run out of memory, and verlfit train's planner does not choose it; exit 1);\n"
+            "does not fit (exit 1); unsupported (verl 0.4.1 cannot run it at any size; exit 1)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -148,6 +151,8 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
     plan = decision.plan if decision else predict(request, margin=options.margin)
     timing, steps, card_line, switches = plan_time.report_for_options(options, plan.request, nvml)
     length_notes = plan_time.length_notes(options, plan.request, switches)
+    if options.steps is not None and options.epochs is not None:  # as verlfit train says it
+        length_notes.append(f"note: --steps {options.steps} and --epochs {options.epochs}: --steps wins: the run's time is of {options.steps} steps (--epochs counts only without --steps)")
     if options.json:
         data = plan_to_dict(plan)
         data["memory_source"] = source
@@ -192,6 +197,8 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
             console.print(PLAN_OFF_HINT, highlight=False, soft_wrap=True)
         if plan.request.gpus > 1:  # the question --gpus N asks: what N cards open up (12 auto-fits, ~50 ms)
             render_sizes(size_rows(plan.request, options.margin), plan.request.gpus, plan.usable_bytes, console)
+    # one meaning for every verdict: 0 only for "fits" (within the margin, what verlfit train's planner accepts);
+    # "tight" (above the margin, within the card), "does not fit" and "unsupported" exit 1, with or without auto-fit
     if decision is not None and not decision.fits:
         return 1
-    return 0 if plan.verdict in ("fits", "tight") else 1
+    return 0 if plan.verdict == "fits" else 1

@@ -38,6 +38,22 @@ def _steps_text(s: TrainSettings) -> str:
     return f"{total_steps(s)} ({s.epochs} epoch(s) of {rows} rows // {s.train_batch_size} prompts a batch)"
 
 
+
+def data_note(data_dir: str, environ) -> str | None:
+    """What a real run would do about its data before it launches, for the dry run to say (it prepares nothing):
+    None when verl's files are in ``data_dir`` (the dry run then checks their size as the run does); else the
+    ``data`` check a real launch runs (:func:`verlfit.checks.data_folder.check_data_folder`, one HEAD request to the
+    hub at most, none offline): its FAIL as the refusal the run would make, its WARN as the preparing it would do."""
+    from verlfit.checks.data_folder import check_data_folder
+    from verlfit.checks.result import FAIL, PASS
+
+    result = check_data_folder(data_dir, environ)
+    if result.status == PASS:
+        return None
+    if result.status == FAIL:
+        return f"a real run would refuse its data: FAIL data: {result.message}" + (f" (fix: {result.fix})" if result.fix else "")
+    return f"a real run would first prepare its data: {result.message}"
+
 def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
     """The dry-run text: values that matter, the environment, and the exact command; ``stall_timeout``
     (``--stall-timeout``, seconds) adds its line when given (not 0)."""
