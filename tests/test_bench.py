@@ -315,7 +315,7 @@ def test_bench_refuses_the_a10_profile_without_vllm_and_flash_attn(monkeypatch, 
     import sys
 
     status, err = _refused(monkeypatch, tmp_path, capsys, [])
-    assert status == 2
+    assert status == 1  # as verlfit train's FAIL engines (test_train_and_bench_exit_alike_for_a_missing_engine)
     assert err == (
         "verlfit: error: bench: the a10 profile (chosen for NVIDIA H200, compute capability 9.0) needs vllm for the vLLM rollout (public-recipe, verlfit) "
         f"and flash_attn for FlashAttention-2 attention (verlfit); this Python ({sys.executable}) has neither\n"
@@ -328,12 +328,12 @@ def test_bench_refusal_names_only_what_is_still_missing(monkeypatch, tmp_path, c
     import sys
 
     status, err = _refused(monkeypatch, tmp_path, capsys, ["--rollout", "hf"])
-    assert status == 2
+    assert status == 1
     assert err.startswith(f"verlfit: error: bench: the a10 profile (chosen for NVIDIA H200, compute capability 9.0) needs flash_attn for FlashAttention-2 attention (verlfit); this Python ({sys.executable}) has no flash_attn\n")
     assert "  fix: pass --attention sdpa (this card without flash_attn), or --emulate p40" in err
     # the public recipe's eager attention needs no flash_attn: with --configs public-recipe only vLLM is missing
     status, err = _refused(monkeypatch, tmp_path, capsys, ["--configs", "public-recipe", "--emulate", "a10"], packages=("vllm",))
-    assert status == 2 and "the a10 profile (--emulate a10) needs vllm for the vLLM rollout (public-recipe); this Python" in err and "fix: pass --rollout hf (this card without vllm)" in err
+    assert status == 1 and "the a10 profile (--emulate a10) needs vllm for the vLLM rollout (public-recipe); this Python" in err and "fix: pass --rollout hf (this card without vllm)" in err
 
 
 def test_bench_refuses_vllm_on_the_p40_profile_before_anything_runs(monkeypatch, tmp_path, capsys):
@@ -547,3 +547,23 @@ def plan_time_request(settings):
     from verlfit.profiles import load_profile
 
     return request_from_settings(settings, load_profile("p40"), 24 * 1024**3, shape=load_model_shape("Qwen/Qwen2.5-0.5B-Instruct"))
+
+
+
+def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, capsys):
+    # bench exited 2 and train 1 for the same missing vllm on the a10 profile
+    import verlfit.doctor
+    import verlfit.train.command as train_command
+    from test_train import H200
+
+    status, _ = _refused(monkeypatch, tmp_path, capsys, ["--configs", "public-recipe", "--emulate", "a10"], packages=("vllm",))
+    monkeypatch.undo()
+    no_vllm = without("vllm")
+    # train's pre-flight with the doctor's own engines check as its only blocking check (the machine's driver aside)
+    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [verlfit.doctor.check_engines(verlfit.doctor.DoctorContext(profile_name="a10", rollout=kw["rollout"], attention=kw["attention"], find_spec=no_vllm))])
+    real = train_command.prepare_launch
+    monkeypatch.setattr(train_command, "prepare_launch", lambda args: real(args, environ={}, gpu=H200))
+    train_status = cli.main(["train", "--emulate", "a10", "--attention", "sdpa", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert "FAIL engines: profile a10" in err and "needs vllm" in err
+    assert train_status == status == 1

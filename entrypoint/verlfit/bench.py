@@ -5,7 +5,7 @@ Steps (no network):
 0. the profile each run will use (``--emulate``, ``--profile``, or the GPU's compute capability, as ``verlfit train``
    chooses it) and its rollout and attention after ``--rollout``/``--attention``: the packages they import (vllm for
    the vLLM rollout, flash_attn for FlashAttention-2: :func:`verlfit.doctor.missing_engine_packages`) must be
-   there, else it stops at once (exit status 2, nothing written) naming them and the options that run without them;
+   there, else it stops at once (exit status 1, as train's pre-flight FAIL engines; nothing written) naming them and the options that run without them;
 1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA, verl patched): a FAIL
    stops here with the doctor's fix;
 2. a random-weight model of Qwen2.5-0.5B's exact shape (``--shape``: 1.5B, 3B) and a locally trained tokenizer
@@ -153,7 +153,8 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
     would fail a minute in, deep in a Ray traceback.
 
     Raises:
-        VerlfitError (exit status 2): naming the profile, each missing package, what needs it and which runs, and
+        VerlfitError (exit status 1, as ``verlfit train``'s FAIL engines before a launch: this Python lacks a package,
+            the options are not wrong): naming the profile, each missing package, what needs it and which runs, and
             the options that run without them (``--rollout hf``, ``--attention sdpa``, or ``--emulate p40``).
     """
     from verlfit.doctor import missing_engine_packages
@@ -171,7 +172,7 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
     raise VerlfitError(
         f"bench: the {profile} profile ({chosen_by}) needs {needs}; this Python ({sys.executable}) has {'no ' + packages[0] if len(packages) == 1 else 'neither'}",
         fix=f"pass {options} (this card without {' and '.join(packages)}), or --emulate p40 (the P40's code paths); or run the bench in the verlfit:a10 image (it has vLLM and flash-attn)",
-        exit_code=2,
+        exit_code=1,
     )
 
 

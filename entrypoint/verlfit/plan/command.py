@@ -188,7 +188,7 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
         for line in plan_time.estimate_lines(timing, steps, options.dataset_size, plan.request.train_batch_size):
             console.print(line, highlight=False, soft_wrap=True)
         if plan.request.lora_rank_of("actor") > 0:
-            console.print(plan_time.LORA_UNWRAPPED_GENERATION_NOTE if switches.unwrap_fsdp else plan_time.LORA_GENERATION_NOTE, highlight=False, soft_wrap=True)
+            console.print(plan_time.lora_generation_note(plan.request.rollout, switches.unwrap_fsdp), highlight=False, soft_wrap=True)
         if plan.request.rollout == "vllm":
             console.print(plan_time.VLLM_NOTE, highlight=False, soft_wrap=True)
         for line in length_notes:

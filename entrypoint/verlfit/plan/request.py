@@ -114,7 +114,8 @@ def sizing_fields(sizing: SizingOptions) -> dict:
 
     Defaults: mini-batch half the batch (the whole batch when it is odd, :func:`verlfit.overrides.default_mini_batch`);
     micro-batches TrainSettings' (actor 4, log-prob 8, critic 4) or, with ``--micro-batch-size M``, M for actor and
-    critic and 2M for log-prob; gradient checkpointing on; offload none; GRPO samples :data:`DEFAULT_SAMPLES`;
+    critic and 2M for log-prob; gradient checkpointing on; offload none; responses per prompt (``rollout_n``) 1 for PPO, for GRPO
+    ``--samples`` or :data:`DEFAULT_SAMPLES`;
     LoRA off (rank 0); with LoRA alpha :data:`DEFAULT_LORA_ALPHA` and target modules
     :data:`DEFAULT_LORA_TARGET_MODULES` (verl's own defaults), and for PPO the critic at the actor's rank.
 
@@ -124,7 +125,8 @@ def sizing_fields(sizing: SizingOptions) -> dict:
     check_sizing(sizing)
     fields = dict(
         algorithm=sizing.algo,
-        rollout_n=sizing.samples if sizing.samples is not None else DEFAULT_SAMPLES,
+        # responses per prompt as the run samples them: PPO one (build_overrides sets rollout.n=1), GRPO --samples
+        rollout_n=1 if sizing.algo == "ppo" else sizing.samples if sizing.samples is not None else DEFAULT_SAMPLES,
         gpus=sizing.gpus,
         train_batch_size=sizing.batch_size,
         ppo_mini_batch_size=sizing.mini_batch_size if sizing.mini_batch_size is not None else default_mini_batch(sizing.batch_size),

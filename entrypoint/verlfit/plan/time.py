@@ -123,6 +123,22 @@ LORA_UNWRAPPED_GENERATION_NOTE = (
     "LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
     "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 7)"
 )
+# LoRA on the vLLM rollout (the a10 profile's own path): patch 0023 (unwrap_fsdp) is the HF rollout's, never on here
+LORA_VLLM_GENERATION_NOTE = (
+    "LoRA generation on the vLLM rollout is not modelled: verl loads the adapter into vLLM's LoRA slots, and patch "
+    "0023's unwrap_fsdp (the HF rollout's) does not apply; no LoRA run on vLLM has been measured"
+)
+
+
+def lora_generation_note(rollout: str, unwrap_fsdp: bool) -> str:
+    """What the time estimate says of a LoRA actor's generation, for the rollout the run uses: on ``vllm``
+    :data:`LORA_VLLM_GENERATION_NOTE`; on ``hf`` with patch 0023's ``unwrap_fsdp`` :data:`LORA_UNWRAPPED_GENERATION_NOTE`,
+    without it :data:`LORA_GENERATION_NOTE`."""
+    if rollout == "vllm":
+        return LORA_VLLM_GENERATION_NOTE
+    return LORA_UNWRAPPED_GENERATION_NOTE if unwrap_fsdp else LORA_GENERATION_NOTE
+
+
 VLLM_NOTE = (
     "vLLM rollout and FlashAttention-2's packed sequences (the a10 profile's own path) are not modelled: this estimate "
     "is the padded HF path's and likely overstates the a10 profile's step time (no vLLM run has been measured)"
@@ -906,7 +922,7 @@ def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulat
         run = f", {steps} steps = {format_run_seconds(est.step_seconds * steps)}" if steps else ""
         lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")
     if request.lora_rank_of("actor") > 0:
-        lines.append(f"plan: {LORA_UNWRAPPED_GENERATION_NOTE if inputs.unwrap_fsdp else LORA_GENERATION_NOTE}")
+        lines.append(f"plan: {lora_generation_note(request.rollout, inputs.unwrap_fsdp)}")
     if request.rollout == "vllm":
         lines.append(f"plan: {VLLM_NOTE}")
     return lines, eta
