@@ -98,17 +98,17 @@ def test_the_dry_run_says_what_the_real_run_would_refuse(tmp_path, capsys, monke
     run_dir.mkdir()
     data = tmp_path / "nothing-here"
     assert cli.main(["train", "--profile", "p40", "--dry-run", "--run-dir", str(run_dir), "--data", str(data)]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the dry run wraps its notes at 110 columns
     assert f"note: {run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)" in out
     assert (f"note: a real run would refuse its data: FAIL data: {data} has no train.parquet or test.parquet and no raw GSM8K files, "
-            f"and openai/gsm8k is not in the datasets cache while HF_DATASETS_OFFLINE is set: verlfit train has nothing to prepare from") in out.replace("\n  ", " ")
+            f"and openai/gsm8k is not in the datasets cache while HF_DATASETS_OFFLINE is set: verlfit train has nothing to prepare from") in out
     # raw GSM8K files: the real run prepares them first, and the dry run says so
     raw = tmp_path / "raw"
     raw.mkdir()
     for split in ("train", "test"):
         (raw / f"{split}.jsonl").write_text(json.dumps({"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"}) + "\n")
     assert cli.main(["train", "--profile", "p40", "--dry-run", "--data", str(raw)]) == 0
-    out = capsys.readouterr().out.replace("\n  ", " ")
+    out = " ".join(capsys.readouterr().out.split())
     assert f"note: a real run would first prepare its data: {raw} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {raw / 'verl'}" in out
 
 
@@ -121,3 +121,19 @@ def test_steps_with_epochs_says_steps_wins(capsys):
     assert prepare_launch(train_parse(["--profile", "p40", "--dry-run"]), environ={}, detect_gpu=False).settings.epochs == 1
     assert cli.main(["plan", "--emulate", "p40", "--steps", "5", "--epochs", "3"]) == 0
     assert "note: --steps 5 and --epochs 3: --steps wins: the run's time is of 5 steps (--epochs counts only without --steps)" in capsys.readouterr().out
+
+
+def test_the_dry_runs_notes_are_wrapped_and_lose_no_word(capsys):
+    # a new-user trial: the dry run's longest lines were 255-389 characters of patch numbers and doc references
+    from verlfit.overrides import LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE
+    from verlfit.train.describe import NOTE_WIDTH
+
+    assert cli.main(["train", "--profile", "p40", "--dry-run", "--lora-rank", "32"]) == 0
+    out = capsys.readouterr().out
+    text = out.split("\nenvironment:\n")[0]
+    notes = [line for line in text.splitlines() if line.startswith(("note:", "      "))]
+    assert len(notes) > len([line for line in notes if line.startswith("note:")]) and max(map(len, notes)) <= NOTE_WIDTH
+    flat = " ".join(text.split())
+    assert f"note: {LORA_UNWRAP_NOTE}" in flat and f"note: {LORA_CUDA_GRAPH_NOTE}" in flat
+    # the command is never wrapped: one override a line
+    assert "    +actor_rollout_ref.rollout.unwrap_fsdp=True \\\n" in out

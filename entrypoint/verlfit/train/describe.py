@@ -39,6 +39,18 @@ def _steps_text(s: TrainSettings) -> str:
 
 
 
+NOTE_WIDTH = 110  # columns of a dry run's notes (patch numbers and doc references ran to 389 on one line)
+NOTE_INDENT = "      "  # under the text after "note: "
+
+
+def wrap_note(note: str) -> str:
+    """One dry-run note as ``note: ...``, wrapped at spaces to :data:`NOTE_WIDTH` columns, continued under its
+    first word (:data:`NOTE_INDENT`); words are never cut, so a path or an override longer than a line stays whole.
+    ``" ".join(text.split())`` of the result gives ``"note: " + note`` back for a note without runs of spaces."""
+    import textwrap
+
+    return textwrap.fill(note, width=NOTE_WIDTH, initial_indent="note: ", subsequent_indent=NOTE_INDENT, break_long_words=False, break_on_hyphens=False)
+
 def data_note(data_dir: str, environ) -> str | None:
     """What a real run would do about its data before it launches, for the dry run to say (it prepares nothing):
     None when verl's files are in ``data_dir`` (the dry run then checks their size as the run does); else the
@@ -81,7 +93,7 @@ def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
         lines.append(f"stall timeout: stop verl after {stall_timeout:g} s without a finished step (--stall-timeout; + {STARTUP_ALLOWANCE_S / 60:g} min of startup before the first record)")
     if s.extra_overrides:
         lines.append("your overrides (after --, applied last; they win over the values above): " + " ".join(s.extra_overrides))
-    lines += [f"note: {note}" for note in plan.notes]
+    lines += [wrap_note(note) for note in plan.notes]
     lines.append("environment:")
     lines += [f"  {key}={value}" for key, value in plan.environment.items()]
     lines.append("command:")
