@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from verlfit import cli
-from verlfit.stack import missing_packages, require
+from verlfit.checks.stack import missing_packages, require
 
 FIX = ("run verlfit in its image (docker compose run verlfit {command} ...), or install torch transformers into this Python "
        "(the versions verlfit is tested with: tests/requirements-ci.txt; `make test` builds .venv with them)")

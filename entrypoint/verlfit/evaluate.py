@@ -524,7 +524,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def _run(args) -> int:
-    from verlfit.stack import require
+    from verlfit.checks.stack import require
 
     require("eval")  # the same words as train and export
     summary = run_eval(args.model, args.data, args.split, args.limit, args.batch_size, args.output, args.compare, args.profile, args.max_new_tokens)

@@ -443,12 +443,12 @@ def export(run_dir, step: int | str = "latest", output=None, dtype: str | None =
     call created above ``output`` are removed (none that existed before).
 
     Raises:
-        VerlfitError: torch, transformers or verl missing (:func:`verlfit.stack.require`); see :func:`find_checkpoint`; ``output`` exists (without ``force``) or is a file; ``critic`` for a run
+        VerlfitError: torch, transformers or verl missing (:func:`verlfit.checks.stack.require`); see :func:`find_checkpoint`; ``output`` exists (without ``force``) or is a file; ``critic`` for a run
             without one; the disk is full (with the free space); ``adapter_only`` for a full run; ``lora_alpha``
             for a run without LoRA (exit status 2); a damaged shard (named, with the other saved steps); any other
             OSError while writing (naming the path).
     """
-    from verlfit.stack import require
+    from verlfit.checks.stack import require
 
     require("export")  # before torch is imported: the same words as train and eval
     with quiet_known_warnings():

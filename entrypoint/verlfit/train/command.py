@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
             check_data_size(plan.settings)
         print(describe(plan, args.stall_timeout))
         return 0
-    from verlfit.stack import require
+    from verlfit.checks.stack import require
 
     require("train")  # the same words as export and eval
     if not args.skip_checks:
