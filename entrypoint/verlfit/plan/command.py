@@ -106,7 +106,7 @@ def register(subparsers):
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)")
     parser.add_argument("--profile", choices=("p40", "a10", "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
     parser.add_argument("--emulate", choices=("p40", "a10"), help="plan for that profile's card: its usable memory (p40: 22.5 GiB)")
-    parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
+    parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context); with --emulate, at most the emulated card's (p40: 22.5)")
     # the options that size the run: the same definitions, defaults and refusals as verlfit train's
     add_sizing_arguments(parser)
     parser.add_argument("--auto-fit", dest="plan", action="store_const", const="auto", default="auto", help="the same as --plan auto (the default)")
