@@ -315,7 +315,7 @@ def test_bench_refuses_the_a10_profile_without_vllm_and_flash_attn(monkeypatch, 
     import sys
 
     status, err = _refused(monkeypatch, tmp_path, capsys, [])
-    assert status == 2
+    assert status == 1  # as verlfit train's FAIL engines (test_train_and_bench_exit_alike_for_a_missing_engine)
     assert err == (
         "verlfit: error: bench: the a10 profile (chosen for NVIDIA H200, compute capability 9.0) needs vllm for the vLLM rollout (public-recipe, verlfit) "
         f"and flash_attn for FlashAttention-2 attention (verlfit); this Python ({sys.executable}) has neither\n"
@@ -328,12 +328,12 @@ def test_bench_refusal_names_only_what_is_still_missing(monkeypatch, tmp_path, c
     import sys
 
     status, err = _refused(monkeypatch, tmp_path, capsys, ["--rollout", "hf"])
-    assert status == 2
+    assert status == 1
     assert err.startswith(f"verlfit: error: bench: the a10 profile (chosen for NVIDIA H200, compute capability 9.0) needs flash_attn for FlashAttention-2 attention (verlfit); this Python ({sys.executable}) has no flash_attn\n")
     assert "  fix: pass --attention sdpa (this card without flash_attn), or --emulate p40" in err
     # the public recipe's eager attention needs no flash_attn: with --configs public-recipe only vLLM is missing
     status, err = _refused(monkeypatch, tmp_path, capsys, ["--configs", "public-recipe", "--emulate", "a10"], packages=("vllm",))
-    assert status == 2 and "the a10 profile (--emulate a10) needs vllm for the vLLM rollout (public-recipe); this Python" in err and "fix: pass --rollout hf (this card without vllm)" in err
+    assert status == 1 and "the a10 profile (--emulate a10) needs vllm for the vLLM rollout (public-recipe); this Python" in err and "fix: pass --rollout hf (this card without vllm)" in err
 
 
 def test_bench_refuses_vllm_on_the_p40_profile_before_anything_runs(monkeypatch, tmp_path, capsys):
@@ -440,3 +440,130 @@ def test_recorded_runs_code_paths():
     assert read(CALL2 / "public-recipe") == {"profile": "p40", "rollout": "hf", "attention": "eager", "dtype": "float32"}
     assert read(CALL2 / "tuned-p40") == {"profile": "p40", "rollout": "hf", "attention": "sdpa", "dtype": "float32"}
     assert read(ROOT / "benchmarks" / "results" / "2026-11-29-h200" / "call-3" / "a10-like") == {"profile": "a10", "rollout": "hf", "attention": "sdpa", "dtype": "bfloat16"}
+
+
+# ---------------------------------------------------------------------------------------- issue 28: the owner's kit
+
+
+def test_the_table_is_whole_in_a_log_that_is_not_a_terminal():
+    # `verlfit bench ... | cat`: rich fitted the table into 80 columns and a held-back run printed `│ ve… │  32 │ 5.… │`
+    from rich.console import Console
+
+    result = {"emulate": "p40", "machine": {"card": "NVIDIA H200", "driver": "d", "cuda": "c", "torch": "t", "verl": "v", "patches": "p"},
+              "runs": [bench.summarise_run(RECORDED[name], "h200") for name in ("public-recipe", "verlfit")]}
+    for row, name in zip(result["runs"], ("public-recipe", "verlfit")):
+        row["run"] = name
+    log = io.StringIO()
+    console = Console(file=log, width=80)  # what rich gives a pipe or a file
+    assert not console.is_terminal
+    bench.render(result, console)
+    text = log.getvalue()
+    assert "…" not in text
+    for row in result["runs"]:
+        (line,) = [line for line in text.splitlines() if f" {row['run']} " in line]
+        cells = [cell.strip() for cell in line.strip("│ ").split("│")]
+        assert cells == [row["run"], str(row["batch"]), f"{row['step_s']:.2f}", *(f"{row['phases_s'][p]:.2f}" if p in row["phases_s"] else "-" for p in bench.PHASES),
+                         f"{row['tokens_per_s']:.0f}", f"{row['peak_allocated_gib']:.2f}", f"{row['estimate_step_s']:.2f}", f"{row['estimate_error']:+.0%}"]
+    for column in ("configuration", "tokens/s", "peak alloc GiB", "estimate s/step", "estimate vs measured"):
+        assert column in text
+    # on a terminal the console's own width still rules
+    narrow = io.StringIO()
+    bench.render(result, Console(file=narrow, width=80, force_terminal=True, color_system=None))
+    assert max(len(line) for line in narrow.getvalue().splitlines()[:-1]) <= 80
+
+
+def _record_like_train(tmp_path, argv):
+    """A run.json written by verlfit train's own code for ``argv`` on an H200 (the run directory of a real launch),
+    and train's printed estimate of that run's card (the H200's)."""
+    import re
+
+    from verlfit.gpu import GpuInfo
+    from verlfit.train.command import prepare_launch, register
+    from verlfit.train.run_directory import create_run_directory
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    h200 = GpuInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), total_memory_bytes=150_754_820_096, free_memory_bytes=150_000_000_000)
+    plan = prepare_launch(parser.parse_args(["train", "--run-dir", str(tmp_path / "run"), *argv]), environ={}, gpu=h200)
+    (line,) = [note for note in plan.notes if note.startswith("plan: estimated time on H200:")]
+    run_dir = create_run_directory(plan, None)
+    return json.loads((run_dir / "run.json").read_text()), float(re.search(r"([0-9.]+) s/step", line).group(1))
+
+
+import argparse  # noqa: E402
+
+
+@pytest.mark.parametrize("argv", [
+    ["--emulate", "p40", "--steps", "4", "--max-prompt-length", "256", "--max-response-length", "256"],  # bench's verlfit run
+    ["--emulate", "p40", "--steps", "4", "--algo", "grpo", "--lora-rank", "32"],
+    ["--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--steps", "4"],
+])
+def test_bench_and_train_give_one_estimate_for_the_same_settings(tmp_path, argv):
+    # a held-back run: the bench said 11.48 s for verlfit's run where `verlfit train` printed 6.5 s for it
+    from verlfit.plan import time as plan_time
+
+    record, printed = _record_like_train(tmp_path, argv)
+    assert f"{bench._estimate(record, 'h200'):.1f}" == f"{printed:.1f}"
+    # exactly: GSM8K's own lengths measured give the estimate train makes (which assumes them)
+    gsm8k = plan_time.MeasuredLengths(prompt_mean=plan_time.GSM8K_MEAN_PROMPT_TOKENS, prompt_max=plan_time.GSM8K_ROLLOUT_PROMPT_TOKENS,
+                                      response_mean=record["settings"]["max_response_length"], response_max=record["settings"]["max_response_length"])
+    assert bench._estimate(record, "h200", gsm8k) == pytest.approx(bench._estimate(record, "h200"), rel=1e-12)
+
+
+def test_the_estimate_is_of_the_prompts_that_ran(tmp_path):
+    # the generated problems' prompts are ~75 tokens: the estimate must not assume GSM8K's (mean 133, longest 230)
+    from verlfit.plan import time as plan_time
+
+    record, _ = _record_like_train(tmp_path, ["--emulate", "p40", "--steps", "4", "--max-prompt-length", "256", "--max-response-length", "256"])
+    run_dir = tmp_path / "run"
+    steps = [{"step": s, "timing_s/step": 5.0, "timing_s/gen": 3.0, "prompt_length/mean": 74.0 + s, "prompt_length/max": 90.0, "response_length/mean": 250.0, "response_length/max": 256.0,
+              "perf/total_num_tokens": 10000, "perf/max_memory_allocated_gb": 16.0} for s in (1, 2, 3, 4)]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+    row = bench.summarise_run(run_dir, "h200")
+    # the steps after the first: prompt means 76, 77, 78
+    lengths = plan_time.MeasuredLengths(prompt_mean=77.0, prompt_max=90.0, response_mean=250.0, response_max=256.0)
+    assert row["estimate_lengths"] == {"prompt_mean": 77.0, "prompt_max": 90.0, "response_mean": 250.0, "response_max": 256.0}
+    from verlfit.profiles import load_profile
+    from verlfit.train.run_directory import recorded_settings
+
+    settings = recorded_settings(record, rollout="hf", attention="sdpa")
+    request = plan_time_request(settings)
+    inputs = plan_time.inputs_for_train(settings, load_profile("p40"), record["overrides"])
+    window = 77.0 + (156 - 133) / (230 - 133) * (90.0 - 77.0)
+    expected = plan_time.estimate(request, "h200", plan_time.TimeInputs(**{**inputs.__dict__, "decode_steps": 256, "rollout_prompt_length": 90.0, "window_prompt_length": window,
+                                                                          "window_response_length": 256.0, "mean_prompt_length": 77.0, "mean_response_length": 250.0}))
+    assert row["estimate_step_s"] == round(expected.step_seconds, 3)
+    assert row["estimate_step_s"] < round(bench._estimate(record, "h200"), 3)  # shorter prompts than GSM8K's: less work
+    assert row["estimate_step_s"] == round(bench._estimate(record, "h200", lengths), 3)
+    # a record without verl's length metrics: GSM8K's lengths, as train assumes, and said so in the JSON (None)
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if "length" not in k}) + "\n" for r in steps))
+    bare = bench.summarise_run(run_dir, "h200")
+    assert bare["estimate_lengths"] is None and bare["estimate_step_s"] == round(bench._estimate(record, "h200"), 3)
+
+
+def plan_time_request(settings):
+    from verlfit.model_shape import load_model_shape
+    from verlfit.plan.request import request_from_settings
+    from verlfit.profiles import load_profile
+
+    return request_from_settings(settings, load_profile("p40"), 24 * 1024**3, shape=load_model_shape("Qwen/Qwen2.5-0.5B-Instruct"))
+
+
+
+def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, capsys):
+    # bench exited 2 and train 1 for the same missing vllm on the a10 profile
+    import verlfit.doctor
+    import verlfit.train.command as train_command
+    from test_train import H200
+
+    status, _ = _refused(monkeypatch, tmp_path, capsys, ["--configs", "public-recipe", "--emulate", "a10"], packages=("vllm",))
+    monkeypatch.undo()
+    no_vllm = without("vllm")
+    # train's pre-flight with the doctor's own engines check as its only blocking check (the machine's driver aside)
+    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [verlfit.doctor.check_engines(verlfit.doctor.DoctorContext(profile_name="a10", rollout=kw["rollout"], attention=kw["attention"], find_spec=no_vllm))])
+    real = train_command.prepare_launch
+    monkeypatch.setattr(train_command, "prepare_launch", lambda args: real(args, environ={}, gpu=H200))
+    train_status = cli.main(["train", "--emulate", "a10", "--attention", "sdpa", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert "FAIL engines: profile a10" in err and "needs vllm" in err
+    assert train_status == status == 1

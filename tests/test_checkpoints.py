@@ -260,7 +260,7 @@ def test_a_resume_dry_run_says_what_the_resume_would_remove(tmp_path, capsys):
     run = create_run_directory(plan, "data: {}\n")
     verl_alone(SOAK_SESSIONS[:2], save_freq=50, keep=2, root=run, last=500)
     assert cli.main(["train", "--resume", str(run), "--dry-run"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the dry run wraps its notes
     assert ("note: the resume would first remove global_step_50, global_step_100, global_step_150 (--keep-checkpoints 2; "
             "verl keeps only its own session's saves, so verlfit prunes the rest)") in out
     assert steps_left(run / "checkpoints") == [50, 100, 150, 200, 250]  # a rehearsal removes nothing

@@ -344,3 +344,31 @@ def test_quiet_known_warnings_drops_only_those(caplog):
     assert [str(w.message) for w in caught] == ["another warning", "pkg_resources is deprecated as an API, outside"]
     assert [r.getMessage() for r in caplog.records] == ["something else"]
     assert logging.getLogger("torch.distributed.device_mesh").filters == []
+
+
+def test_force_onto_a_file_is_refused_and_the_file_kept(full_run, tmp_path, capsys):
+    # a new-user trial: --force replaced a regular file with the model directory
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    assert cli.main(["export", str(full_run), "--output", str(target), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert f"verlfit: error: the output {target} is a file, not a model directory: export writes a directory and --force replaces only one" in err
+    assert "fix: pass --output a directory path (new, or an earlier export to replace with --force)" in err
+    assert target.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_every_exported_file_follows_the_umask(full_run, tmp_path, umask):
+    # model.safetensors came out 0600 while config.json and the tokenizer files were 0644
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        result = export.export(full_run, output=tmp_path / "model", critic=True)
+    finally:
+        os.umask(old)
+    modes = {str(path.relative_to(result.output)): stat.S_IMODE(path.stat().st_mode) for path in result.output.rglob("*")}
+    assert modes["model.safetensors"] == modes["config.json"] == modes["critic/model.safetensors"] == 0o666 & ~umask
+    assert all(mode == (0o777 if (result.output / name).is_dir() else 0o666) & ~umask for name, mode in modes.items())
+    assert stat.S_IMODE(result.output.stat().st_mode) == 0o777 & ~umask

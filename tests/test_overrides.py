@@ -348,3 +348,53 @@ def test_offload_keeps_the_p40_profiles_cuda_graph_decoding_and_actor_param_offl
     assert unsupported_reason("hf", True).startswith("actor param offload with HF rollout: verl 0.4.1 generates without loading offloaded parameters back")
     with pytest.raises(VerlfitError, match="verlfit sets actor_rollout_ref.actor.fsdp_config.param_offload itself"):
         user_overrides(["actor_rollout_ref.actor.fsdp_config.param_offload=True"])
+
+
+# ------------------------------------------------------------------------ values that break a run (issue 28, item 5)
+
+
+@pytest.mark.parametrize(
+    "override, message, fix",
+    [
+        ("~actor_rollout_ref.actor.optim.lr",
+         "'~actor_rollout_ref.actor.optim.lr' deletes actor_rollout_ref.actor.optim.lr, which verl 0.4.1 reads (every key of its ppo_trainer.yaml is read where its feature runs): the run would fail after Ray starts",
+         "set a value instead: actor_rollout_ref.actor.optim.lr=VALUE (verl's default: 1e-06)"),
+        ("actor_rollout_ref.actor.ppo_epochs=0",
+         "actor_rollout_ref.actor.ppo_epochs=0: it must be a whole number from 1; 0 passes over each batch: the actor never updates (verl 0.4.1 dp_actor.py:401 loops ppo_epochs times)",
+         "set actor_rollout_ref.actor.ppo_epochs to a whole number from 1, or leave it to verl's default"),
+        ("critic.ppo_epochs=0",
+         "critic.ppo_epochs=0: it must be a whole number from 1; 0 passes over each batch: the critic never updates (dp_critic.py:206)",
+         "set critic.ppo_epochs to a whole number from 1, or leave it to verl's default"),
+        ("actor_rollout_ref.rollout.temperature=-0.5",
+         "actor_rollout_ref.rollout.temperature=-0.5: it must be a temperature from 0; sampling divides the logits by it: below 0 the least likely tokens win (transformers and vLLM refuse it mid-run)",
+         "set actor_rollout_ref.rollout.temperature to a temperature from 0, or leave it to verl's default"),
+        ("actor_rollout_ref.rollout.top_p=0",
+         "actor_rollout_ref.rollout.top_p=0: it must be a probability in (0, 1]; the share of probability mass sampled from",
+         "set actor_rollout_ref.rollout.top_p to a probability in (0, 1], or leave it to verl's default"),
+        ("critic.optim.lr=-1e-5",
+         "critic.optim.lr=-1e-05: it must be a learning rate from 0; a negative learning rate climbs the loss",
+         "set critic.optim.lr to a learning rate from 0, or leave it to verl's default"),
+    ],
+)
+def test_values_that_silently_break_a_run_are_refused(override, message, fix):
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides([override])
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (message, fix, 2)
+
+
+def test_ppo_epochs_of_the_actor_reaches_the_critic_through_verls_interpolation():
+    # critic.ppo_epochs is ${actor_rollout_ref.actor.ppo_epochs}: 0 on the actor is caught on the actor first
+    with pytest.raises(VerlfitError, match=r"^actor_rollout_ref\.actor\.ppo_epochs=0"):
+        validate_overrides(["actor_rollout_ref.actor.ppo_epochs=0", "critic.ppo_epochs=2"])
+    config = validate_overrides(["actor_rollout_ref.actor.ppo_epochs=2", "actor_rollout_ref.rollout.temperature=0", "+actor_rollout_ref.rollout.cuda_graph=False"])
+    assert (config.critic.ppo_epochs, config.actor_rollout_ref.rollout.temperature) == (2, 0)
+
+
+def test_a_reward_model_is_refused_with_what_verlfit_scores_with():
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides(["reward_model.enable=True"])
+    assert error.value.message.startswith("reward_model.enable=True: verlfit does not run a reward model: the planner does not count its memory")
+    assert "fsdp_workers.py:1241" in error.value.message and error.value.exit_code == 2
+    assert error.value.fix.startswith("drop reward_model.enable=True: verlfit scores GSM8K with verl's rule-based reward (default_compute_score)")
+    assert validate_overrides(["reward_model.enable=False"]).reward_model.enable is False
+

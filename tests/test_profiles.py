@@ -239,8 +239,9 @@ def test_train_says_at_launch_which_profile_a_7x_card_got_and_why(capsys):
     plan = prepare_launch(args, environ={}, gpu=T4)
     assert plan.profile_name == "p40"
     expected = "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X.format("t4")
-    assert plan.notes == [expected]
-    assert f"note: {expected}" in describe(plan).splitlines()
+    # and the planner's warning: the p40 profile's default sizes, as given (--plan off), do not fit a T4's 15 GiB
+    assert [note for note in plan.notes if not note.startswith("plan: WARN --plan off: ")] == [expected]
+    assert f"note: {expected}" in " ".join(describe(plan).split())  # the dry run wraps its notes
     assert "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides  # what the note says the profile leaves off
     assert prepare_launch(cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=P40).notes == []
 

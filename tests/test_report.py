@@ -255,3 +255,21 @@ def test_reports_of_recorded_runs_stay_out_of_git():
     for generated in ("report/summary.txt", "report/reward.png", "eval/global_step_200-test/summary.json", "export/global_step_200/model.safetensors"):
         assert subprocess.run(["git", "check-ignore", "-q", f"{record}/{generated}"], cwd=repo).returncode == 0, generated
     assert subprocess.run(["git", "check-ignore", "-q", f"{record}/run.json"], cwd=repo).returncode == 1  # the record itself stays tracked
+
+
+def test_report_on_a_corrupt_run_exits_1_with_the_fix_resume_gives(interrupted_run, capsys):
+    # a new-user trial: the report of a damaged run.json exited 0, and --resume on it said no fix
+    from verlfit import cli
+    from verlfit.report import DAMAGED_RECORD_FIX
+
+    (interrupted_run / "run.json").write_text('{"total_steps": 10, "pid":')
+    assert cli.main(["report", str(interrupted_run)]) == 1
+    captured = capsys.readouterr()
+    assert (interrupted_run / "report" / "summary.txt").is_file() and "status: interrupted or still running: 3 of 10 steps done" in captured.out
+    why = f"{interrupted_run / 'run.json'} is not valid JSON (Expecting value: line 1 column 27 (char 26))"
+    assert captured.err == f"verlfit: error: {why}: the report above rests on the metrics alone (total steps and process id unknown)\n  fix: {DAMAGED_RECORD_FIX}\n"
+    assert cli.main(["train", "--resume", str(interrupted_run)]) == 1
+    assert capsys.readouterr().err == f"verlfit: error: {why}\n  fix: {DAMAGED_RECORD_FIX}\n"
+    # a readable run.json: exit 0
+    (interrupted_run / "run.json").write_text('{"total_steps": 10}')
+    assert cli.main(["report", str(interrupted_run)]) == 0

@@ -720,7 +720,8 @@ def test_dry_run_with_lora_prints_verls_lora_keys_for_actor_and_critic_without_a
     assert "LoRA: actor rank 32, critic rank 32 (0 = fully trained), alpha 16, target modules all-linear" in out
     for key in LORA_ACTOR + LORA_CRITIC:
         assert f"    {key} \\\n" in out
-    assert "note: plan: LoRA actor: rank 32 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 17,596,416 parameters train (3.56% of 494,032,768: adapters)" in out
+    # notes are wrapped at 110 columns (issue 28): read them with the line breaks undone
+    assert "note: plan: LoRA actor: rank 32 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 17,596,416 parameters train (3.56% of 494,032,768: adapters)" in " ".join(out.split())
 
 
 @pytest.mark.parametrize("argv, expected", [

@@ -5,7 +5,7 @@ Steps (no network):
 0. the profile each run will use (``--emulate``, ``--profile``, or the GPU's compute capability, as ``verlfit train``
    chooses it) and its rollout and attention after ``--rollout``/``--attention``: the packages they import (vllm for
    the vLLM rollout, flash_attn for FlashAttention-2: :func:`verlfit.doctor.missing_engine_packages`) must be
-   there, else it stops at once (exit status 2, nothing written) naming them and the options that run without them;
+   there, else it stops at once (exit status 1, as train's pre-flight FAIL engines; nothing written) naming them and the options that run without them;
 1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA, verl patched): a FAIL
    stops here with the doctor's fix;
 2. a random-weight model of Qwen2.5-0.5B's exact shape (``--shape``: 1.5B, 3B) and a locally trained tokenizer
@@ -20,7 +20,8 @@ Steps (no network):
    ``--work``/runs/<start time>-<random>/<configuration> (a new folder per bench);
 5. a table: s/step (mean of the steps after the first), seconds per phase, tokens/s (verl's
    ``perf/total_num_tokens`` / ``timing_s/step``), peak allocated (``perf/max_memory_allocated_gb``, GiB), the
-   time model's estimate for the same settings on this card (``verlfit.plan.time``) against the measurement, and the
+   time model's estimate for the same settings on this card (``verlfit.plan.time.train_step_estimate``, the one
+   ``verlfit train`` prints, with the prompt and response lengths the run measured) against the measurement, and the
    card, driver, CUDA, torch, verl and patch series; the header line and each run's JSON row name the code paths
    that ran (profile, rollout, attention, dtype: from the run's ``run.json``); written atomically as JSON to
    ``--output``.
@@ -31,6 +32,7 @@ Everything it runs is in the package: it works from an installed verlfit (the im
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -151,7 +153,8 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
     would fail a minute in, deep in a Ray traceback.
 
     Raises:
-        VerlfitError (exit status 2): naming the profile, each missing package, what needs it and which runs, and
+        VerlfitError (exit status 1, as ``verlfit train``'s FAIL engines before a launch: this Python lacks a package,
+            the options are not wrong): naming the profile, each missing package, what needs it and which runs, and
             the options that run without them (``--rollout hf``, ``--attention sdpa``, or ``--emulate p40``).
     """
     from verlfit.doctor import missing_engine_packages
@@ -169,7 +172,7 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
     raise VerlfitError(
         f"bench: the {profile} profile ({chosen_by}) needs {needs}; this Python ({sys.executable}) has {'no ' + packages[0] if len(packages) == 1 else 'neither'}",
         fix=f"pass {options} (this card without {' and '.join(packages)}), or --emulate p40 (the P40's code paths); or run the bench in the verlfit:a10 image (it has vLLM and flash-attn)",
-        exit_code=2,
+        exit_code=1,
     )
 
 
@@ -203,9 +206,23 @@ def summarise_run(run_dir: Path, card_key: str | None) -> dict:
         "estimate_step_s": None,
     }
     if card_key:
-        row["estimate_step_s"] = round(_estimate(record, card_key), 3)
+        lengths = measured_lengths(later)
+        row["estimate_step_s"] = round(_estimate(record, card_key, lengths), 3)
         row["estimate_error"] = round(row["estimate_step_s"] / step_s - 1, 4)
+        row["estimate_lengths"] = dataclasses.asdict(lengths) if lengths is not None else None
     return row
+
+
+def measured_lengths(records: list[dict]):
+    """The lengths the timed steps ran with (:class:`verlfit.plan.time.MeasuredLengths`, tokens): the mean over
+    ``records`` of verl's ``prompt_length/mean``, ``prompt_length/max``, ``response_length/mean`` and
+    ``response_length/max``; None when a record lacks one (the estimate then assumes GSM8K's lengths)."""
+    from verlfit.plan.time import MeasuredLengths
+
+    keys = {"prompt_mean": "prompt_length/mean", "prompt_max": "prompt_length/max", "response_mean": "response_length/mean", "response_max": "response_length/max"}
+    if not records or not all(key in r for r in records for key in keys.values()):
+        return None
+    return MeasuredLengths(**{field: statistics.mean(r[key] for r in records) for field, key in keys.items()})
 
 
 def ran_code_paths(record: dict) -> dict:
@@ -243,15 +260,16 @@ def code_paths_line(runs: list[dict]) -> str:
     return f"profile {one('profile')}, rollout {one('rollout')}, attention {one('attention')}, {one('dtype')}"
 
 
-def _estimate(record: dict, card_key: str) -> float:
-    """The time model's seconds per step on ``card_key`` for a recorded run (its ``run.json``), from the planner's
-    request as ``verlfit train`` builds it (:func:`verlfit.plan.request.request_from_settings` of the recorded
-    settings, :func:`verlfit.train.run_directory.recorded_settings`), with the code paths the run ran
-    (:func:`ran_code_paths`) and the speed switches and checkpoint frequency it ran with
-    (:func:`verlfit.plan.time.inputs_for_train` of its override list). A model folder that is not on this machine is estimated as Qwen2.5-0.5B."""
+def _estimate(record: dict, card_key: str, lengths=None) -> float:
+    """The time model's seconds per step on ``card_key`` for a recorded run (its ``run.json``): the estimate
+    ``verlfit train`` prints for the same settings (:func:`verlfit.plan.time.train_step_estimate` of the recorded
+    settings, :func:`verlfit.train.run_directory.recorded_settings`, with the code paths the run ran,
+    :func:`ran_code_paths`, and its override list's speed switches and checkpoint frequency), with ``lengths``
+    (:class:`verlfit.plan.time.MeasuredLengths`, from the run's metrics: :func:`measured_lengths`) the prompts and
+    responses the run actually had instead of GSM8K's (the generated problems' prompts are ~75 tokens). A model
+    folder that is not on this machine is estimated as Qwen2.5-0.5B."""
     from verlfit.model_shape import load_model_shape
     from verlfit.plan import time as plan_time
-    from verlfit.plan.request import request_from_settings
     from verlfit.profiles import load_profile
     from verlfit.train.run_directory import recorded_settings
 
@@ -260,13 +278,17 @@ def _estimate(record: dict, card_key: str) -> float:
     config = Path(settings.model) / "config.json"
     shape = load_model_shape(str(config) if config.is_file() else "Qwen/Qwen2.5-0.5B-Instruct")
     profile = load_profile(record["profile"])
-    request = request_from_settings(settings, profile, 24 * 1024**3, shape=shape)
-    return plan_time.estimate(request, card_key, plan_time.inputs_for_train(settings, profile, record.get("overrides", []))).step_seconds
+    return plan_time.train_step_estimate(settings, profile, card_key, record.get("overrides", []), lengths, shape=shape).step_seconds
 
 
 def render(result: dict, console=None) -> None:
-    """Print the result as one ``rich`` table plus the machine line."""
+    """Print the result as one ``rich`` table plus the machine line.
+
+    On a console that is not a terminal (``| tee``, a log file, ``docker compose run`` without a TTY) rich would fit
+    the table into 80 columns and cut every cell to ``…``; there the table is printed at its natural width instead,
+    so each cell is whole in the log (the JSON holds the same values)."""
     from rich.console import Console
+    from rich.measure import Measurement
     from rich.table import Table
 
     console = console or Console()
@@ -284,7 +306,15 @@ def render(result: dict, console=None) -> None:
             f"{row['tokens_per_s']:.0f}" if row["tokens_per_s"] is not None else "-", f"{row['peak_allocated_gib']:.2f}",
             f"{row['estimate_step_s']:.2f}" if row["estimate_step_s"] is not None else "-", f"{error:+.0%}" if error is not None else "-",
         )
-    console.print(table)
+    if console.is_terminal:
+        console.print(table)
+    else:  # print's own width= is capped at the console's: widen the console for the table, then put it back
+        width = console.width
+        console.width = max(width, Measurement.get(console, console.options.update_width(10_000), table).maximum)
+        try:
+            console.print(table)
+        finally:
+            console.width = width
     console.print(f"card {m['card']}, driver {m['driver']}, CUDA {m['cuda']}, torch {m['torch']}, verl {m['verl']}, patch series {m['patches']}", highlight=False, soft_wrap=True)
 
 

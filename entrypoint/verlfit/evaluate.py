@@ -615,6 +615,9 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 
 def _run(args) -> int:
+    from verlfit.checks.stack import require
+
+    require("eval")  # the same words as train and export
     summary = run_eval(args.model, args.data, args.split, args.limit, args.batch_size, args.output, args.compare, args.profile, args.max_new_tokens,
                        reward_function=args.reward_function)
     print(describe(summary))

@@ -443,11 +443,14 @@ def export(run_dir, step: int | str = "latest", output=None, dtype: str | None =
     call created above ``output`` are removed (none that existed before).
 
     Raises:
-        VerlfitError: see :func:`find_checkpoint`; ``output`` exists (without ``force``); ``critic`` for a run
+        VerlfitError: torch, transformers or verl missing (:func:`verlfit.checks.stack.require`); see :func:`find_checkpoint`; ``output`` exists (without ``force``) or is a file; ``critic`` for a run
             without one; the disk is full (with the free space); ``adapter_only`` for a full run; ``lora_alpha``
             for a run without LoRA (exit status 2); a damaged shard (named, with the other saved steps); any other
             OSError while writing (naming the path).
     """
+    from verlfit.checks.stack import require
+
+    require("export")  # before torch is imported: the same words as train and eval
     with quiet_known_warnings():
         return _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alpha)
 
@@ -469,6 +472,10 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
     if critic and not checkpoint.has_critic:
         raise VerlfitError(f"--critic: {checkpoint.path} has no critic (a GRPO run trains none)", fix="leave out --critic")
     out = Path(output) if output is not None else checkpoint.run_dir / EXPORT_DIR / (f"global_step_{checkpoint.step}" + ("-adapter" if adapter_only else ""))
+    if (out.exists() or out.is_symlink()) and not out.is_dir():
+        # --force replaces a model directory; a file there (or a link) is something else, never removed
+        raise VerlfitError(f"the output {out} is {'a link' if out.is_symlink() else 'a file'}, not a model directory: export writes a directory and --force replaces only one",
+                           fix="pass --output a directory path (new, or an earlier export to replace with --force)", exit_code=2)
     if out.exists() and not force:
         raise VerlfitError(f"the output {out} already exists", fix="pass --force to replace it, or another --output")
     roles = ["actor"] + (["critic"] if critic else [])
@@ -501,7 +508,7 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
                     for entry in (staging / "model").iterdir():
                         entry.rename(staging / entry.name)
                     (staging / "model").rmdir()
-            os.chmod(staging, 0o777 & ~_umask())
+            share_as_umask(staging)
             if out.exists():
                 old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.replaced-"))
                 os.replace(out, old / out.name)
@@ -538,6 +545,19 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def share_as_umask(folder: Path) -> None:
+    """Give ``folder`` and everything in it the modes a plain ``open``/``mkdir`` would under the process umask
+    (files ``0o666 & ~umask``, folders ``0o777 & ~umask``): ``mkdtemp`` makes the folder 0700 and the safetensors
+    writer leaves ``model.safetensors`` 0600, while the tokenizer and config files follow the umask."""
+    mask = _umask()
+    for root, folders, files in os.walk(folder):
+        for name in files:
+            os.chmod(Path(root) / name, 0o666 & ~mask)
+        for name in folders:
+            os.chmod(Path(root) / name, 0o777 & ~mask)
+    os.chmod(folder, 0o777 & ~mask)
 
 
 def _step(text: str) -> int | str:

@@ -660,6 +660,11 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None):
                 raise VerlfitError(f"{override!r}: verl's yaml already has {key!r}, so '+' (add a new key) is refused by Hydra", fix=f"drop the '+': {override.lstrip('+')}", exit_code=2)
             if key not in KNOWN_ADDED_KEYS and not key.startswith(KNOWN_ADDED_PREFIXES) and key not in valid_set:
                 raise _unknown_key_error(key, valid, added=True)
+        elif prefix == "~" and key in valid_set:
+            # verl reads its yaml's keys as attributes (config.actor.optim.lr): a deleted one fails after Ray starts
+            default = OmegaConf.select(base, key, default=None, throw_on_resolution_failure=False)
+            raise VerlfitError(f"{override!r} deletes {key}, which verl 0.4.1 reads (every key of its ppo_trainer.yaml is read where its feature runs): the run would fail after Ray starts",
+                               fix=f"set a value instead: {key}=VALUE" + (f" (verl's default: {default})" if not OmegaConf.is_config(default) and default is not None else ""), exit_code=2)
         elif prefix == "" and key not in valid_set:
             if key in KNOWN_ADDED_KEYS or key.startswith(KNOWN_ADDED_PREFIXES):
                 raise VerlfitError(f"{override!r}: {key!r} is not in verl's yaml, so it needs a leading '+'", fix=f"write +{override}", exit_code=2)
@@ -674,7 +679,47 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None):
     finally:
         GlobalHydra.instance().clear()
     _check_value_types(verl_overrides, base, composed)
+    check_values(composed)
     return composed
+
+
+# Values verl 0.4.1 takes without a word but that break a run or train nothing: (key, test, what it must be, why).
+# Checked on the composed config (interpolations resolved: critic.ppo_epochs follows the actor's).
+VALUE_RULES = (
+    ("actor_rollout_ref.actor.ppo_epochs", lambda v: v >= 1, "a whole number from 1", "0 passes over each batch: the actor never updates (verl 0.4.1 dp_actor.py:401 loops ppo_epochs times)"),
+    ("critic.ppo_epochs", lambda v: v >= 1, "a whole number from 1", "0 passes over each batch: the critic never updates (dp_critic.py:206)"),
+    ("actor_rollout_ref.actor.optim.lr", lambda v: v >= 0, "a learning rate from 0", "a negative learning rate climbs the loss"),
+    ("critic.optim.lr", lambda v: v >= 0, "a learning rate from 0", "a negative learning rate climbs the loss"),
+    ("actor_rollout_ref.rollout.temperature", lambda v: v >= 0, "a temperature from 0", "sampling divides the logits by it: below 0 the least likely tokens win (transformers and vLLM refuse it mid-run)"),
+    ("actor_rollout_ref.rollout.val_kwargs.temperature", lambda v: v >= 0, "a temperature from 0", "sampling divides the logits by it: below 0 the least likely tokens win"),
+    ("actor_rollout_ref.rollout.top_p", lambda v: 0 < v <= 1, "a probability in (0, 1]", "the share of probability mass sampled from"),
+)
+REWARD_MODEL_KEY = "reward_model.enable"
+
+
+def check_values(config) -> None:
+    """Refuse values verl 0.4.1 accepts but that break a run or train nothing (:data:`VALUE_RULES`: ``ppo_epochs=0``,
+    a negative learning rate or temperature, ``top_p`` outside (0, 1]), and a reward model (``reward_model.enable=True``):
+    ``config`` is the composed verl config (OmegaConf).
+
+    Raises:
+        VerlfitError (exit status 2): naming the key, its value, what it must be and why; for the reward model, what
+            verlfit scores with instead.
+    """
+    from omegaconf import OmegaConf
+
+    for key, test, must, why in VALUE_RULES:
+        value = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not test(value):
+            raise VerlfitError(f"{key}={value}: it must be {must}; {why}", fix=f"set {key} to {must}, or leave it to verl's default", exit_code=2)
+    if OmegaConf.select(config, REWARD_MODEL_KEY, default=False, throw_on_resolution_failure=False) is True:
+        raise VerlfitError(
+            f"{REWARD_MODEL_KEY}=True: verlfit does not run a reward model: the planner does not count its memory, and verl 0.4.1's reward-model "
+            "loader asks for FlashAttention-2 (fsdp_workers.py:1241), which no card below compute capability 8.0 has",
+            fix="drop reward_model.enable=True: verlfit scores GSM8K with verl's rule-based reward (default_compute_score); for your own reward, "
+                "a reward function (verl's custom_reward_function.path and .name)",
+            exit_code=2,
+        )
 
 
 def _check_value_types(overrides: list[str], base, composed) -> None:

@@ -31,6 +31,10 @@ from verlfit.metrics import METRICS_FILE, consolidate, is_training_record, parse
 from verlfit.progress import LOG_FILE, REWARD_KEY, format_duration, tokens_per_second
 
 RUN_INFO_FILE = "run.json"
+# what to do about a run.json that cannot be read: report and `train --resume` give the same fix
+DAMAGED_RECORD_FIX = (f"{RUN_INFO_FILE} is verlfit train's record of the run (settings, overrides, total steps), written whole through a "
+                      "temporary file: a damaged one was edited or copied in part; restore it from a copy, or start a new run with the "
+                      "same options (the run's command.sh holds its verl command)")
 REPORT_DIR = "report"
 SUMMARY_FILE = "summary.txt"
 
@@ -319,6 +323,7 @@ class ReportResult:
     output_dir: Path
     files: list[Path]
     summary: str
+    info_error: str | None = None  # why run.json could not be read (the report then rests on the metrics alone)
 
 
 def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | None = None) -> ReportResult:
@@ -345,7 +350,7 @@ def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | Non
     path = out / SUMMARY_FILE
     _write_atomic(path, lambda handle: handle.write((summary + "\n").encode()))
     files.append(path)
-    return ReportResult(output_dir=out, files=files, summary=summary)
+    return ReportResult(output_dir=out, files=files, summary=summary, info_error=run.info_error)
 
 
 def register(subparsers):
@@ -368,7 +373,11 @@ def register(subparsers):
 
 
 def _run(args) -> int:
+    """Write and print the report; a run whose run.json cannot be read still gets its report (from the metrics), then
+    exits 1 with the fix (:data:`DAMAGED_RECORD_FIX`), as ``verlfit train --resume`` refuses it."""
     result = write_report(args.run_dir, args.output)
     print(result.summary)
     print(f"written to {result.output_dir}")
+    if result.info_error:
+        raise VerlfitError(f"{result.info_error}: the report above rests on the metrics alone (total steps and process id unknown)", fix=DAMAGED_RECORD_FIX)
     return 0

@@ -98,14 +98,17 @@ def register(subparsers):
             "  $ verlfit plan --emulate p40 --algo grpo --samples 8\n"
             "  $ verlfit plan --emulate t4                       # fp16 with loss scaling on a 16 GB T4\n"
             "  $ verlfit plan --emulate p40 --gpus 2                # per-GPU memory, and which Qwen2.5 sizes 2 cards open up\n"
-            "  $ verlfit plan --model ./my-model/config.json --profile a10 --json"
+            "  $ verlfit plan --model ./my-model/config.json --profile a10 --json\n"
+            "\nverdicts: fits (peak + headroom within --margin of the usable memory; exit status 0); tight (above the margin,\n"
+            "within the card: it can still run out of memory, and verlfit train's planner does not choose it; exit 1);\n"
+            "does not fit (exit 1); unsupported (verl 0.4.1 cannot run it at any size; exit 1)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)")
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
     parser.add_argument("--emulate", choices=PROFILE_NAMES, help="plan for that profile's card: its usable memory (p40 22.5, t4 14, v100 30.5 GiB) and datasheet rates")
-    parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context)")
+    parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context); with --emulate, at most the emulated card's (p40: 22.5)")
     # the options that size the run: the same definitions, defaults and refusals as verlfit train's
     add_sizing_arguments(parser)
     parser.add_argument("--auto-fit", dest="plan", action="store_const", const="auto", default="auto", help="the same as --plan auto (the default)")
@@ -150,6 +153,8 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
     plan = decision.plan if decision else predict(request, margin=options.margin)
     timing, steps, card_line, switches = plan_time.report_for_options(options, plan.request, nvml)
     length_notes = plan_time.length_notes(options, plan.request, switches)
+    if options.steps is not None and options.epochs is not None:  # as verlfit train says it
+        length_notes.append(f"note: --steps {options.steps} and --epochs {options.epochs}: --steps wins: the run's time is of {options.steps} steps (--epochs counts only without --steps)")
     if options.json:
         data = plan_to_dict(plan)
         data["memory_source"] = source
@@ -185,7 +190,7 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
         for line in plan_time.estimate_lines(timing, steps, options.dataset_size, plan.request.train_batch_size):
             console.print(line, highlight=False, soft_wrap=True)
         if plan.request.lora_rank_of("actor") > 0:
-            console.print(plan_time.LORA_UNWRAPPED_GENERATION_NOTE if switches.unwrap_fsdp else plan_time.LORA_GENERATION_NOTE, highlight=False, soft_wrap=True)
+            console.print(plan_time.lora_generation_note(plan.request.rollout, switches.unwrap_fsdp), highlight=False, soft_wrap=True)
         if plan.request.rollout == "vllm":
             console.print(plan_time.VLLM_NOTE, highlight=False, soft_wrap=True)
         for line in length_notes:
@@ -194,6 +199,8 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
             console.print(PLAN_OFF_HINT, highlight=False, soft_wrap=True)
         if plan.request.gpus > 1:  # the question --gpus N asks: what N cards open up (12 auto-fits, ~50 ms)
             render_sizes(size_rows(plan.request, options.margin), plan.request.gpus, plan.usable_bytes, console)
+    # one meaning for every verdict: 0 only for "fits" (within the margin, what verlfit train's planner accepts);
+    # "tight" (above the margin, within the card), "does not fit" and "unsupported" exit 1, with or without auto-fit
     if decision is not None and not decision.fits:
         return 1
-    return 0 if plan.verdict in ("fits", "tight") else 1
+    return 0 if plan.verdict == "fits" else 1

@@ -337,3 +337,25 @@ def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool =
         settings.rollout_micro_batch_size = chosen.rollout_micro_batch_size
     plan = decision.plan
     return [f"plan: {line}" for line in decision.reasons] + [f"plan: {plan.notes[0]} -> {plan.verdict}"] + [f"plan: {line}" for line in lora_notes(chosen)]
+
+
+def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAULT_MARGIN) -> list[str]:
+    """The planner's warning for ``verlfit train --plan off`` (sizes as given): none when the run's plan
+    (:func:`predict` of :func:`request_from_settings`, ``memory_bytes`` per GPU) fits; otherwise one line with its peak
+    and verdict ("tight" or "does not fit": the run may run out of memory, verl after Ray has started) and what would
+    fit: ``--plan auto``'s choice when it finds one, else the smallest change (:func:`auto_fit`). The run still
+    launches: ``--plan off`` is the user's call."""
+    request = request_from_settings(settings, profile, memory_bytes)
+    plan = predict(request, margin)
+    if plan.verdict == "fits":
+        return []
+    decision = auto_fit(request, margin=margin)
+    if decision.fits:
+        chosen = decision.request
+        offload = [name.replace("_offload", "").replace("_", " ") for name in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(chosen, name)]
+        then = (f"without --plan off the planner would choose: micro-batches actor {chosen.actor_micro_batch_size}, log-prob {chosen.log_prob_micro_batch_size}"
+                + (f", critic {chosen.critic_micro_batch_size}" if chosen.has_critic else "")
+                + f"; gradient checkpointing {'on' if chosen.gradient_checkpointing else 'off'}; offload {', '.join(offload) or 'none'}")
+    else:
+        then = decision.suggestion or "nothing fits this card"
+    return [f"plan: WARN --plan off: {plan.notes[0]} -> {plan.verdict}: verl may run out of memory; {then}"]

@@ -1007,7 +1007,7 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
         verdict = "fits"
     elif required <= usable:
         verdict = "tight"
-        notes.append(f"above the {margin:.0%} margin: fragmentation or a longer-than-modelled sequence can still run out of memory")
+        notes.append(f"above the {margin:.0%} margin: fragmentation or a longer-than-modelled sequence can still run out of memory (verlfit train's planner does not choose a tight plan; verlfit plan exits 1 for it)")
     else:
         verdict = "does not fit"
     notes.extend(lora_notes(request))

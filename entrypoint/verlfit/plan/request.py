@@ -59,6 +59,35 @@ class PlanOptions:
     mean_response_length: float | None
 
 
+
+def check_card_options(emulate: str | None, profile: str | None, memory_gib: float | None, memory_option: str) -> None:
+    """Refuse card options that do not go together, for ``verlfit train`` and ``verlfit plan`` alike: ``--emulate``
+    with another ``--profile``, and ``--emulate`` with a memory (``memory_option``: train's ``--gpu-memory-limit``,
+    plan's ``--gpu-memory``; GiB) above the emulated card's usable memory (its profile's ``gpu_memory_gib``), which
+    would no longer be that card. A smaller memory is a tighter card and stays allowed.
+
+    Raises:
+        VerlfitError (exit status 2): naming both options, with the one that expresses what was meant.
+    """
+    if emulate and profile not in (None, "auto", emulate):
+        raise VerlfitError(f"--profile {profile} and --emulate {emulate} disagree", fix=f"--emulate {emulate} already selects the {emulate} profile: drop --profile", exit_code=2)
+    if emulate and memory_gib is not None:
+        from verlfit.profiles import load_profile
+
+        card = load_profile(emulate).gpu_memory_gib
+        if memory_gib > card:
+            raise VerlfitError(f"{memory_option} {memory_gib:g} with --emulate {emulate}: more than the {emulate} card's {card:g} GiB usable, so it would no longer emulate that card",
+                               fix=f"drop {memory_option} (--emulate {emulate} caps each worker at {card:g} GiB), or use --profile {emulate} {memory_option} {memory_gib:g} for the {emulate} profile's code paths with {memory_gib:g} GiB", exit_code=2)
+
+
+def beyond_the_card_note(profile, memory_gib: float | None) -> str | None:
+    """The label of a plan or run sized for more memory (GiB) than the profile's own card has (its
+    ``gpu_memory_gib``: ``--profile p40 --gpu-memory-limit 1000``): the profile's code paths, not its card; None
+    otherwise."""
+    if memory_gib is None or memory_gib <= profile.gpu_memory_gib:
+        return None
+    return f"more than the {profile.name} profile's card has ({profile.gpu_memory_gib:g} GiB usable): the {profile.name} profile's code paths with {memory_gib:g} GiB, no longer a {profile.name} card"
+
 def check_sizing(sizing: SizingOptions) -> None:
     """Refuse sizing options (:func:`verlfit.arguments.add_sizing_arguments`) that do not go together, for
     ``verlfit train`` and ``verlfit plan`` alike.
@@ -85,7 +114,8 @@ def sizing_fields(sizing: SizingOptions) -> dict:
 
     Defaults: mini-batch half the batch (the whole batch when it is odd, :func:`verlfit.overrides.default_mini_batch`);
     micro-batches TrainSettings' (actor 4, log-prob 8, critic 4) or, with ``--micro-batch-size M``, M for actor and
-    critic and 2M for log-prob; gradient checkpointing on; offload none; GRPO samples :data:`DEFAULT_SAMPLES`;
+    critic and 2M for log-prob; gradient checkpointing on; offload none; responses per prompt (``rollout_n``) 1 for PPO, for GRPO
+    ``--samples`` or :data:`DEFAULT_SAMPLES`;
     LoRA off (rank 0); with LoRA alpha :data:`DEFAULT_LORA_ALPHA` and target modules
     :data:`DEFAULT_LORA_TARGET_MODULES` (verl's own defaults), and for PPO the critic at the actor's rank.
 
@@ -95,7 +125,8 @@ def sizing_fields(sizing: SizingOptions) -> dict:
     check_sizing(sizing)
     fields = dict(
         algorithm=sizing.algo,
-        rollout_n=sizing.samples if sizing.samples is not None else DEFAULT_SAMPLES,
+        # responses per prompt as the run samples them: PPO one (build_overrides sets rollout.n=1), GRPO --samples
+        rollout_n=1 if sizing.algo == "ppo" else sizing.samples if sizing.samples is not None else DEFAULT_SAMPLES,
         gpus=sizing.gpus,
         train_batch_size=sizing.batch_size,
         ppo_mini_batch_size=sizing.mini_batch_size if sizing.mini_batch_size is not None else default_mini_batch(sizing.batch_size),
@@ -196,8 +227,9 @@ def _resolve_card(options: PlanOptions, nvml=None):
     """Return (profile, usable bytes, a line saying where the number came from)."""
     from verlfit.profiles import PROFILE_NAMES, load_profile, select_profile
 
+    check_card_options(options.emulate, options.profile, options.gpu_memory, "--gpu-memory")  # as verlfit train refuses them
     if options.emulate:
-        profile = load_profile(options.profile if options.profile in PROFILE_NAMES else options.emulate)
+        profile = load_profile(options.emulate)
         memory = options.gpu_memory if options.gpu_memory else load_profile(options.emulate).gpu_memory_gib
         return profile, int(memory * GIB), f"emulating {options.emulate}: {memory:g} GiB usable"
     gpu = None
@@ -219,7 +251,8 @@ def _resolve_card(options: PlanOptions, nvml=None):
         raise VerlfitError("--profile auto needs a visible GPU", fix=f"pass --profile ({', '.join(PROFILE_NAMES)}), or --emulate p40")
     profile = select_profile(name, gpu) if gpu is not None else load_profile(name)
     if options.gpu_memory is not None:  # checked by its argparse type (verlfit.arguments.memory_gib)
-        return profile, int(options.gpu_memory * GIB), f"--gpu-memory {options.gpu_memory:g} GiB"
+        beyond = beyond_the_card_note(profile, options.gpu_memory)
+        return profile, int(options.gpu_memory * GIB), f"--gpu-memory {options.gpu_memory:g} GiB" + (f" ({beyond})" if beyond else "")
     if gpu is not None:
         usable = usable_memory_bytes(gpu)
         return profile, usable, f"GPU {gpu.index}: {gpu.name}, {format_gib(gpu.total_memory_bytes)} ({format_gib(gpu.free_memory_bytes)} free) less {format_gib(CUDA_CONTEXT_BYTES)} CUDA context and {format_gib(FRAGMENTATION_RESERVE_BYTES)} fragmentation reserve"

@@ -123,6 +123,22 @@ LORA_UNWRAPPED_GENERATION_NOTE = (
     "LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
     "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 7)"
 )
+# LoRA on the vLLM rollout (the a10 profile's own path): patch 0023 (unwrap_fsdp) is the HF rollout's, never on here
+LORA_VLLM_GENERATION_NOTE = (
+    "LoRA generation on the vLLM rollout is not modelled: verl loads the adapter into vLLM's LoRA slots, and patch "
+    "0023's unwrap_fsdp (the HF rollout's) does not apply; no LoRA run on vLLM has been measured"
+)
+
+
+def lora_generation_note(rollout: str, unwrap_fsdp: bool) -> str:
+    """What the time estimate says of a LoRA actor's generation, for the rollout the run uses: on ``vllm``
+    :data:`LORA_VLLM_GENERATION_NOTE`; on ``hf`` with patch 0023's ``unwrap_fsdp`` :data:`LORA_UNWRAPPED_GENERATION_NOTE`,
+    without it :data:`LORA_GENERATION_NOTE`."""
+    if rollout == "vllm":
+        return LORA_VLLM_GENERATION_NOTE
+    return LORA_UNWRAPPED_GENERATION_NOTE if unwrap_fsdp else LORA_GENERATION_NOTE
+
+
 VLLM_NOTE = (
     "vLLM rollout and FlashAttention-2's packed sequences (the a10 profile's own path) are not modelled: this estimate "
     "is the padded HF path's and likely overstates the a10 profile's step time (no vLLM run has been measured)"
@@ -169,6 +185,12 @@ GSM8K_ROLLOUT_PROMPT_TOKENS = 230
 # the attention square and the fixed per-pass costs.
 GSM8K_WINDOW_PROMPT_TOKENS = 156
 
+
+# Where the calibrated window (GSM8K_WINDOW_PROMPT_TOKENS, an effective width) sits between GSM8K's mean prompt
+# (GSM8K_MEAN_PROMPT_TOKENS) and a batch's longest (GSM8K_ROLLOUT_PROMPT_TOKENS): (156 - 133) / (230 - 133) = 0.237.
+# measured_lengths puts a run's own window at the same place between its own mean and longest prompt, so GSM8K's
+# lengths give back exactly the defaults above.
+WINDOW_POSITION = (GSM8K_WINDOW_PROMPT_TOKENS - GSM8K_MEAN_PROMPT_TOKENS) / (GSM8K_ROLLOUT_PROMPT_TOKENS - GSM8K_MEAN_PROMPT_TOKENS)
 
 TRAINING_ROLES = ("actor", "ref", "critic")  # the roles whose passes patch 0020 trims (one key each)
 
@@ -825,6 +847,55 @@ def inputs_for_train(settings, profile, overrides: list[str] | None = None) -> T
     return TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None, **speed_switches(overrides))
 
 
+@dataclass(frozen=True)
+class MeasuredLengths:
+    """The lengths a run's batches had, in tokens: verl's ``prompt_length/mean``, ``prompt_length/max``,
+    ``response_length/mean`` and ``response_length/max`` (``ray_trainer.py`` ``compute_data_metrics``), each the mean
+    over the steps measured."""
+
+    prompt_mean: float
+    prompt_max: float
+    response_mean: float
+    response_max: float
+
+
+def measured_lengths(inputs: TimeInputs, lengths: MeasuredLengths) -> TimeInputs:
+    """``inputs`` with the lengths a run measured instead of GSM8K's (what the estimate assumes without them): the
+    rollout's longest prompt (patch 0021) and the decode steps are the measured longest prompt and response; the
+    training window (patch 0020) is the longest response and the prompt at :data:`WINDOW_POSITION` between the
+    measured mean and longest (the calibrated effective width, placed as for GSM8K); packed sequences (verl's
+    ``use_remove_padding``) use the means. GSM8K's own lengths (mean 133, longest 230, responses filled) give back
+    the defaults."""
+    return dataclasses.replace(
+        inputs,
+        decode_steps=max(1, round(lengths.response_max)),
+        rollout_prompt_length=lengths.prompt_max,
+        window_prompt_length=lengths.prompt_mean + WINDOW_POSITION * (lengths.prompt_max - lengths.prompt_mean),
+        window_response_length=lengths.response_max,
+        mean_prompt_length=lengths.prompt_mean,
+        mean_response_length=lengths.response_mean,
+    )
+
+
+def train_step_estimate(settings, profile, card: Card | str, overrides: list[str] | None = None, lengths: MeasuredLengths | None = None, shape: ModelShape | None = None) -> StepEstimate:
+    """The step-time estimate of ``verlfit train``'s settings (:class:`verlfit.overrides.TrainSettings`) on ``card``:
+    the one ``verlfit train`` prints (:func:`for_train`) and ``verlfit bench`` compares with what it measured. The
+    planner's request as train builds it (:func:`verlfit.plan.request.request_from_settings`, 24 GiB: memory does not
+    enter the time), the switches of :func:`inputs_for_train`, and with ``lengths`` the run's measured lengths
+    (:func:`measured_lengths`) instead of GSM8K's; ``shape``: the model's, when ``settings.model`` cannot be read.
+
+    Raises:
+        VerlfitError: the model's shape cannot be read; an override Hydra cannot parse (:func:`speed_switches`).
+    """
+    from verlfit.plan.request import request_from_settings
+
+    request = request_from_settings(settings, profile, 24 * 1024**3, shape=shape)
+    inputs = inputs_for_train(settings, profile, overrides)
+    if lengths is not None:
+        inputs = measured_lengths(inputs, lengths)
+    return estimate(request, card, inputs)
+
+
 def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulate: str | None = None, overrides: list[str] | None = None) -> tuple[list[str], float | None]:
     """(lines to print beside the memory verdict, estimated seconds per step on the GPU the run uses) for
     ``verlfit train``'s settings. The run's card is the detected GPU (NVML name), else the profile's card; under
@@ -848,12 +919,12 @@ def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulat
     cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
     lines, eta = [], None
     for card in cards:
-        est = estimate(request, card, inputs)
+        est = train_step_estimate(settings, profile, card, overrides)
         eta = est.step_seconds if eta is None else eta
         run = f", {steps} steps = {format_run_seconds(est.step_seconds * steps)}" if steps else ""
         lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")
     if request.lora_rank_of("actor") > 0:
-        lines.append(f"plan: {LORA_UNWRAPPED_GENERATION_NOTE if inputs.unwrap_fsdp else LORA_GENERATION_NOTE}")
+        lines.append(f"plan: {lora_generation_note(request.rollout, inputs.unwrap_fsdp)}")
     if request.rollout == "vllm":
         lines.append(f"plan: {VLLM_NOTE}")
     return lines, eta

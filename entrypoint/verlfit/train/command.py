@@ -14,7 +14,7 @@ from verlfit.checkpoints import CHECKPOINTS_DIR, checkpoints_to_prune, latest_ch
 from verlfit.errors import VerlfitError
 from verlfit.overrides import managed_keys_help, user_overrides, validate_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
-from verlfit.train.describe import describe
+from verlfit.train.describe import data_note, describe
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan
 from verlfit.train.preflight import check_data_size, checkpoint_space_warning, ensure_data, run_blocking_checks
 from verlfit.train.run_directory import create_run_directory, record_resume, resume_plan
@@ -64,14 +64,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="hardware profile (default: $VERLFIT_PROFILE, else auto by compute capability)")
     parser.add_argument("--emulate", choices=PROFILE_NAMES, help="run that profile's code paths and cap each worker at its card's usable memory (p40: 22.5 GiB), to rehearse on a bigger GPU")
-    parser.add_argument("--gpu-memory-limit", type=memory_gib, metavar="GIB", help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl)")
+    parser.add_argument("--gpu-memory-limit", type=memory_gib, metavar="GIB", help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl); with --emulate, at most the emulated card's (p40: 22.5)")
     parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine instead of the profile's: hf (transformers generate; any card) or vllm (a10 profile only; compute capability >= 7.0)")
     parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs bf16 and compute capability >= 8.0)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)")
     parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet, prepared from the hub first if missing; or with raw GSM8K files (train/test .jsonl/.parquet with question and answer, or the hub's main/ folder), prepared from them into DIR/verl (default: %(default)s)")
     add_sizing_arguments(parser)  # --algo --samples --gpus --batch-size ... --plan: shared with verlfit plan
     parser.add_argument("--steps", type=whole_number, help="total training steps (default: --epochs passes over the data)")
-    parser.add_argument("--epochs", type=whole_number, default=1, help="passes over the training data when --steps is not given (default: 1)")
+    parser.add_argument("--epochs", type=whole_number, help="passes over the training data when --steps is not given (default: 1; with --steps, --steps wins)")
     parser.add_argument("--nodes", type=whole_number, default=1, help="nodes of a running Ray cluster, --gpus each (trainer.nnodes; default: 1)")
     parser.add_argument("--actor-lr", type=positive_number, default=1e-6, help="actor learning rate (default: 1e-6)")
     parser.add_argument("--critic-lr", type=positive_number, default=1e-5, help="critic learning rate (default: 1e-5)")
@@ -147,11 +147,17 @@ def run(args: argparse.Namespace) -> int:
             # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
             plan.notes.append(f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
                               f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)")
+        note = data_note(plan.settings.data_dir, os.environ)  # what the real run's data check would say
+        if note:
+            plan.notes.append(note)
         if (Path(plan.settings.data_dir) / "train.parquet").is_file():
             # the refusal a real launch makes, as the dry run's failure (exit 2): no plan verdict for a run that cannot start
             check_data_size(plan.settings)
         print(describe(plan, args.stall_timeout))
         return 0
+    from verlfit.checks.stack import require
+
+    require("train")  # the same words as export and eval
     if not args.skip_checks:
         run_blocking_checks(plan)
     ensure_data(plan.settings)

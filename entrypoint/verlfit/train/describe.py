@@ -38,6 +38,34 @@ def _steps_text(s: TrainSettings) -> str:
     return f"{total_steps(s)} ({s.epochs} epoch(s) of {rows} rows // {s.train_batch_size} prompts a batch)"
 
 
+
+NOTE_WIDTH = 110  # columns of a dry run's notes (patch numbers and doc references ran to 389 on one line)
+NOTE_INDENT = "      "  # under the text after "note: "
+
+
+def wrap_note(note: str) -> str:
+    """One dry-run note as ``note: ...``, wrapped at spaces to :data:`NOTE_WIDTH` columns, continued under its
+    first word (:data:`NOTE_INDENT`); words are never cut, so a path or an override longer than a line stays whole.
+    ``" ".join(text.split())`` of the result gives ``"note: " + note`` back for a note without runs of spaces."""
+    import textwrap
+
+    return textwrap.fill(note, width=NOTE_WIDTH, initial_indent="note: ", subsequent_indent=NOTE_INDENT, break_long_words=False, break_on_hyphens=False)
+
+def data_note(data_dir: str, environ) -> str | None:
+    """What a real run would do about its data before it launches, for the dry run to say (it prepares nothing):
+    None when verl's files are in ``data_dir`` (the dry run then checks their size as the run does); else the
+    ``data`` check a real launch runs (:func:`verlfit.checks.data_folder.check_data_folder`, one HEAD request to the
+    hub at most, none offline): its FAIL as the refusal the run would make, its WARN as the preparing it would do."""
+    from verlfit.checks.data_folder import check_data_folder
+    from verlfit.checks.result import FAIL, PASS
+
+    result = check_data_folder(data_dir, environ)
+    if result.status == PASS:
+        return None
+    if result.status == FAIL:
+        return f"a real run would refuse its data: FAIL data: {result.message}" + (f" (fix: {result.fix})" if result.fix else "")
+    return f"a real run would first prepare its data: {result.message}"
+
 def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
     """The dry-run text: values that matter, the environment, and the exact command; ``stall_timeout``
     (``--stall-timeout``, seconds) adds its line when given (not 0)."""
@@ -65,7 +93,7 @@ def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
         lines.append(f"stall timeout: stop verl after {stall_timeout:g} s without a finished step (--stall-timeout; + {STARTUP_ALLOWANCE_S / 60:g} min of startup before the first record)")
     if s.extra_overrides:
         lines.append("your overrides (after --, applied last; they win over the values above): " + " ".join(s.extra_overrides))
-    lines += [f"note: {note}" for note in plan.notes]
+    lines += [wrap_note(note) for note in plan.notes]
     lines.append("environment:")
     lines += [f"  {key}={value}" for key, value in plan.environment.items()]
     lines.append("command:")

@@ -106,7 +106,9 @@ def load_run(run_dir: Path) -> dict:
     except NotADirectoryError:
         raise VerlfitError(f"{run_dir} is a file, not a verlfit run directory", fix="pass the directory created by `verlfit train`") from None
     except json.JSONDecodeError as error:
-        raise VerlfitError(f"{path} is not valid JSON ({error})") from None
+        from verlfit.report import DAMAGED_RECORD_FIX
+
+        raise VerlfitError(f"{path} is not valid JSON ({error})", fix=DAMAGED_RECORD_FIX) from None
     required = {"overrides": list, "settings": dict, "environment": dict, "profile": str, "gpu": str}
     missing = [key for key, kind in required.items() if not isinstance(record, dict) or not isinstance(record.get(key), kind)]
     if not missing and not all(isinstance(o, str) for o in record["overrides"]):

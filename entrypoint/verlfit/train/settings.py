@@ -38,7 +38,7 @@ class TrainOptions:
     data: str
     sizing: SizingOptions
     steps: int | None
-    epochs: int
+    epochs: int | None
     nodes: int
     actor_lr: float
     critic_lr: float
@@ -68,7 +68,7 @@ def train_settings(options: TrainOptions, run_dir: str) -> TrainSettings:
         data_dir=options.data,
         run_dir=run_dir,
         steps=options.steps,
-        epochs=options.epochs,
+        epochs=1 if options.epochs is None else options.epochs,
         nodes=options.nodes,
         actor_lr=options.actor_lr,
         critic_lr=options.critic_lr,
@@ -94,11 +94,10 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
     report = None
-    from verlfit.plan.request import check_sizing
+    from verlfit.plan.request import beyond_the_card_note, check_card_options, check_sizing
 
     check_sizing(options.sizing)  # before the GPU is looked for: the same refusals as verlfit plan's
-    if options.emulate and options.profile not in (None, "auto", options.emulate):
-        raise VerlfitError(f"--profile {options.profile} and --emulate {options.emulate} disagree", fix=f"--emulate {options.emulate} already selects the {options.emulate} profile: drop --profile", exit_code=2)
+    check_card_options(options.emulate, options.profile, options.gpu_memory_limit, "--gpu-memory-limit")
     profile_name = options.profile or environ.get("VERLFIT_PROFILE") or "auto"
     if not options.profile and profile_name not in (*PROFILE_NAMES, "auto"):
         raise VerlfitError(f"VERLFIT_PROFILE={profile_name} is not a profile", fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile", exit_code=2)
@@ -133,6 +132,9 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
             raise VerlfitError(f"--gpu-memory-limit {limit} GiB is more than {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB", exit_code=2)
         environment[MEMORY_LIMIT_VARIABLE] = f"{limit:g}"
+        beyond = beyond_the_card_note(profile, limit)
+        if beyond:
+            notes.append(f"{'--gpu-memory-limit' if options.gpu_memory_limit is not None else MEMORY_LIMIT_VARIABLE} {limit:g} GiB is {beyond}")
     for option, given, what in (("--data", options.data, "with train.parquet and test.parquet, or raw GSM8K files"), ("--run-dir", options.run_dir, "that does not exist yet: verlfit creates it")):
         if given and Path(given).exists() and not Path(given).is_dir():
             raise VerlfitError(f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2)
@@ -141,6 +143,8 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     if options.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
     settings = train_settings(options, run_dir)
+    if options.steps is not None and options.epochs is not None:
+        notes.append(f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after {options.steps} steps, however many epochs that is (--epochs counts only without --steps)")
     settings.rollout, settings.attention = profile.rollout, profile.attention
     settings.data_dir = str(gsm8k.training_data(Path(settings.data_dir).resolve())[0])  # raw GSM8K files in --data: verl's files go to --data/verl
     if Path(settings.model).exists():
@@ -153,6 +157,9 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
         reason = unsupported_reason(profile.rollout, settings.actor_param_offload)
         if reason:
             raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2)
+        from verlfit.plan.fit import plan_off_warning
+
+        notes += plan_off_warning(settings, profile, plan_memory_bytes(profile, gpu, limit, options.emulate))  # sizes as given: say what the planner thinks of them
     share = None
     if profile.rollout == "vllm" and limit is not None and gpu is not None:
         # vLLM sizes its pool as a fraction of the whole card, not of the per-process cap (patch 0006):
@@ -189,12 +196,7 @@ def apply_plan(settings: TrainSettings, profile, sizing: SizingOptions, gpu, lim
     """
     from verlfit import plan as planner
 
-    if limit_gib is not None:
-        memory_bytes = int(limit_gib * 1024**3)
-    elif gpu is not None and not emulate:
-        memory_bytes = planner.usable_memory_bytes(gpu)
-    else:
-        memory_bytes = int(profile.gpu_memory_gib * 1024**3)
+    memory_bytes = plan_memory_bytes(profile, gpu, limit_gib, emulate)
     from verlfit.plan import time as plan_time
     from verlfit.plan.request import sizing_keep
 
@@ -203,3 +205,17 @@ def apply_plan(settings: TrainSettings, profile, sizing: SizingOptions, gpu, lim
     # no override list yet: for_train reads the switches as the run will get them (the profile's, what verlfit
     # forces for LoRA and several GPUs, the user's)
     return lines + plan_time.for_train(settings, profile, gpu.name if gpu is not None else None, total_steps(settings), emulate)[0]
+
+
+def plan_memory_bytes(profile, gpu, limit_gib: float | None, emulate: str | None = None) -> int:
+    """The usable memory per GPU, bytes, that the planner sizes a run for: the memory cap (``limit_gib``:
+    ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the detected card's usable
+    memory (:func:`verlfit.plan.usable_memory_bytes`; not under ``emulate``), else the profile's card
+    (``gpu_memory_gib``)."""
+    from verlfit import plan as planner
+
+    if limit_gib is not None:
+        return int(limit_gib * 1024**3)
+    if gpu is not None and not emulate:
+        return planner.usable_memory_bytes(gpu)
+    return int(profile.gpu_memory_gib * 1024**3)
