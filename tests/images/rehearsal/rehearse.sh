@@ -147,10 +147,10 @@ say "stand-in: the PyTorch cu118 index (PyPI's CUDA 12.4 wheels relabelled +cu11
 if [ ! -f "$cache/torch-index/done" ]; then
   rm -rf "$cache/torch-index" "$cache/pypi-torch" "$cache/pypi-cu12"
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.10 --implementation cp \
-    --platform manylinux1_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux1_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
     --require-hashes -r "$here/stand-in-torch.txt" -d "$cache/pypi-torch"
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.10 --implementation cp \
-    --platform manylinux1_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux1_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
     --require-hashes -r "$here/stand-in-cu12.txt" -d "$cache/pypi-cu12"
   python3 "$here/stand_in_torch_index.py" "$cache/pypi-torch" "$cache/pypi-cu12" docker/torch-deps.lock "$cache/torch-index"
   touch "$cache/torch-index/done"
