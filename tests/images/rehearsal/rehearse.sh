@@ -19,6 +19,7 @@
 #   VERL_BUNDLE         verl's bundle (../shared/verl/verl-v0.4.1.bundle beside the checkout). Where there is none, verl's
 #                       repository is stood in by one commit of PyPI's verl 0.4.1 sdist (its verl/ is byte-identical to
 #                       the tag's), VERL_COMMIT set to that commit, and the label says so
+#   REHEARSAL_VERL      sdist: use the sdist stand-in for verl's repository even where the bundle is
 #   REHEARSAL_CACHE     where stand-ins are kept between runs (/var/tmp/verlfit-rehearsal); CI starts empty
 #   REHEARSAL_PORT_BASE first of the four local ports (5055: registry; +1 http; +2 git)
 #   REHEARSAL_SKIP      space-separated steps to skip while iterating locally: save a10 suite
@@ -32,9 +33,15 @@ repo=$(pwd)
 here=$repo/tests/images/rehearsal
 cache=${REHEARSAL_CACHE:-/var/tmp/verlfit-rehearsal}
 bundle=${VERL_BUNDLE:-}
+if [ -n "$bundle" ] && [ ! -f "$bundle" ]; then
+  echo "rehearsal: VERL_BUNDLE=$bundle: no such file (../shared/verl/README.md; or REHEARSAL_VERL=sdist)" >&2
+  exit 2
+fi
 for candidate in "$repo/../shared/verl/verl-v0.4.1.bundle" /work/shared/verl/verl-v0.4.1.bundle; do
   [ -n "$bundle" ] || [ ! -f "$candidate" ] || bundle=$candidate
 done
+# REHEARSAL_VERL=sdist: the stand-in made from PyPI's sdist even where the bundle is (to rehearse that path)
+[ "${REHEARSAL_VERL:-}" != sdist ] || bundle=
 ca_bundle=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 port=${REHEARSAL_PORT_BASE:-5055}
 registry=127.0.0.1:$port http_port=$((port + 1)) git_port=$((port + 2))
