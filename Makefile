@@ -67,7 +67,7 @@ define build_image
 	@build=$$($(build_command)) || exit 2; \
 	set -x; $$build --file Dockerfile.$(1) --tag $(IMAGE):$(1) $(BUILD_ARGS) $(BUILD_FLAGS) .
 endef
-# train, doctor, prepare-gsm8k and bench go through `docker compose run --rm` (docker/compose-run.sh). Without the
+# train, doctor, prepare-gsm8k, bench, export, eval and report go through `docker compose run --rm` (docker/compose-run.sh). Without the
 # Compose v2 plugin the docker CLI reads `compose` as an image name and fails with "unknown flag: --rm" (exit 125);
 # Compose v1 (docker-compose 1.x, the only compose Debian 12 packages) rejects compose.yaml's top-level `name`.
 # This check says which, and the fix, first.
@@ -119,6 +119,11 @@ help: ## list targets
 test: ## run the whole CPU test suite (creates .venv, or VENV=..., with pinned packages first)
 	bash tests/bootstrap.sh
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+.PHONY: dev
+dev: ## a working verlfit without a GPU or Docker: .venv (or VENV=...) with verl 0.4.1, CPU torch and verlfit (tests/bootstrap.sh)
+	bash tests/bootstrap.sh
+	@echo "make dev: $(VENV)/bin/verlfit is ready (plan, train --dry-run, prepare-gsm8k, prepare-data, eval on CPU)"
 
 .PHONY: rehearse
 rehearse: ## as root: build the p40 image for real with stand-ins for what the network cannot reach, check it, run the suite in it (docs/images.md)
@@ -210,6 +215,24 @@ bench: ## measure this card: verlfit bench (public P40 recipe vs verlfit, a few 
 	$(call check_profiles,$(PROFILE))
 	$(check_compose)
 	$(call compose_run,bench)
+
+.PHONY: export
+export: ## merge a run's checkpoint into a model folder through compose (ARGS='runs/RUN [--step N] [--dtype bfloat16]')
+	$(call check_profiles,$(PROFILE))
+	$(check_compose)
+	$(call compose_run,export)
+
+.PHONY: eval
+eval: ## score a run or model through compose (ARGS='runs/RUN [--data DIR] [--compare MODEL] [--reward-function FILE]')
+	$(call check_profiles,$(PROFILE))
+	$(check_compose)
+	$(call compose_run,eval)
+
+.PHONY: report
+report: ## plots and a summary of a run through compose (ARGS=runs/RUN)
+	$(call check_profiles,$(PROFILE))
+	$(check_compose)
+	$(call compose_run,report)
 
 .PHONY: lock
 lock: ## regenerate docker/*.lock from docker/image.in and docker/a10.in (needs uv and PyPI)

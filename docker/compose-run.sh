@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `docker compose run --rm SERVICE ARGS...` for the Makefile's train, doctor, prepare-gsm8k and bench, with the
+# `docker compose run --rm SERVICE ARGS...` for the Makefile's train, doctor, prepare-gsm8k, bench, export, eval and report, with the
 # host side made right first and Docker's failures that have a known cause explained after.
 #
 # Usage: compose-run.sh TARGET SERVICE [ARGS...]

@@ -57,7 +57,8 @@ def test_the_schema_rejects_a_misspelt_key(compose):
 
 def test_services_and_profiles(compose):
     assert {name: service.get("profiles") for name, service in compose["services"].items()} == {
-        "train": None, "prepare-gsm8k": None, "doctor": None, "bench": None, "shell": None, "ray-head": ["cluster"], "ray-worker": ["cluster"],
+        "train": None, "prepare-gsm8k": None, "doctor": None, "bench": None, "export": None, "eval": None, "report": None, "shell": None,
+        "ray-head": ["cluster"], "ray-worker": ["cluster"],
     }
     assert compose["name"] == "verlfit"
     assert compose["volumes"] == {"hf-cache": None}
@@ -68,9 +69,10 @@ def test_one_variable_picks_the_image(compose, environ, image):
     assert {interpolate(service["image"], environ) for service in compose["services"].values()} == {image}
 
 
-def test_gpu_reservation_everywhere_but_data_preparation(compose):
+def test_gpu_reservation_everywhere_but_data_preparation_export_and_report(compose):
+    # prepare-gsm8k, export (FSDP shards merged on the CPU) and report (plots from files) run on any host
     for name, service in compose["services"].items():
-        assert service.get("deploy") == (None if name == "prepare-gsm8k" else GPU), name
+        assert service.get("deploy") == (None if name in ("prepare-gsm8k", "export", "report") else GPU), name
 
 
 def test_shared_memory_volumes_user_and_environment(compose):
@@ -104,6 +106,8 @@ def test_each_service_runs_its_subcommand(compose):
     assert services["train"]["entrypoint"] == [ENTRYPOINT, "train"] and "command" not in services["train"]
     assert services["prepare-gsm8k"]["entrypoint"] == [ENTRYPOINT, "prepare-gsm8k"]
     assert services["doctor"]["entrypoint"] == [ENTRYPOINT, "doctor"]
+    for name in ("export", "eval", "report"):
+        assert services[name]["entrypoint"] == [ENTRYPOINT, name] and "command" not in services[name], name
     assert "entrypoint" not in services["shell"] and services["shell"]["command"] == ["bash"]
     assert (services["shell"]["stdin_open"], services["shell"]["tty"]) == (True, True)
 

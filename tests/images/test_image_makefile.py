@@ -97,8 +97,8 @@ def test_plain_make_lists_every_target(workdir):
     result, calls = make(workdir)
     assert result.returncode == 0 and calls == []
     targets = [line.split()[0] for line in result.stdout.splitlines()]
-    assert targets == ["help", "test", "rehearse", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "load",
-                       "prepare-gsm8k", "train", "doctor", "bench", "lock"]
+    assert targets == ["help", "test", "dev", "rehearse", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "load",
+                       "prepare-gsm8k", "train", "doctor", "bench", "export", "eval", "report", "lock"]
 
 
 def test_pull_from_a_mirror_then_tag_locally(workdir):
@@ -326,7 +326,16 @@ def test_save_with_a_pinned_base_digest(workdir):
     assert "a rebuild here uses them with BUILD_BASE_DIGEST and RUNTIME_BASE_DIGEST unset" in result.stdout
 
 
-COMPOSE_TARGETS = [("train", "train"), ("doctor", "doctor"), ("prepare-gsm8k", "prepare-gsm8k"), ("bench", "bench")]
+COMPOSE_TARGETS = [("train", "train"), ("doctor", "doctor"), ("prepare-gsm8k", "prepare-gsm8k"), ("bench", "bench"), ("export", "export"),
+                   ("eval", "eval"), ("report", "report")]
+
+
+def test_export_eval_and_report_take_the_run_directory_as_the_readme_shows(workdir):
+    result, calls = make(workdir, "eval", "ARGS=runs/ppo-p40-1 --compare Qwen/Qwen2.5-0.5B-Instruct")
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [COMPOSE_VERSION, ["compose", "run", "--rm", "eval", "runs/ppo-p40-1", "--compare", "Qwen/Qwen2.5-0.5B-Instruct"]]
+    result, calls = make(workdir, "export", "ARGS=runs/ppo-p40-1", "PROFILE=a10")
+    assert argvs(calls) == [COMPOSE_VERSION, ["compose", "run", "--rm", "export", "runs/ppo-p40-1"]] and calls[1]["VERLFIT_PROFILE"] == "a10"
 
 
 @pytest.mark.parametrize("target, service", COMPOSE_TARGETS)

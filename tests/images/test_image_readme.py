@@ -169,3 +169,87 @@ def test_no_tracker_that_does_not_exist_and_no_internal_notes_cited():
     citing = [name for name in tracked if (REPO / name).is_file() and "FACTS.md" in (REPO / name).read_text(errors="replace")
               and name != "tests/images/test_image_readme.py"]
     assert citing == []
+
+
+def fenced_block(heading: str) -> list[str]:
+    """The first ```bash block under a README heading, as command lines (comments dropped, continuations joined)."""
+    body = section(README, heading)
+    block = re.search(r"```bash\n(.*?)```", body, re.DOTALL).group(1)
+    lines = [line.split("  #")[0].rstrip() for line in block.replace("\\\n", " ").splitlines()]
+    return [" ".join(line.split()) for line in lines if line.strip()]
+
+
+def test_the_first_40_lines_give_the_two_docker_commands_and_the_test_command():
+    first = "\n".join(README.splitlines()[:40])
+    for command in ("make image-p40", "make train", "docker compose run --rm train", "make test"):
+        assert command in first, command
+    assert "GSM8K" in first and "Qwen2.5-0.5B-Instruct" in first
+
+
+def test_no_rounds_of_work_and_no_internal_call_numbers():
+    assert re.findall(r"(?i)\b(?:second|third|fourth|fifth) round\b|\bcall \d", README) == []
+
+
+def test_the_try_it_without_a_gpu_lines_run_as_written(tmp_path):
+    """The README's CPU path, line by line: `make dev` (tests/bootstrap.sh into VENV: this interpreter's venv, which
+    bootstrap.sh made, so it checks its stamp and returns at once instead of installing again), then each
+    `.venv/bin/verlfit ...` line with that venv's verlfit, run from an empty folder so nothing lands in the checkout."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    lines = fenced_block("## Try it without a GPU or Docker")
+    assert lines == ["make dev", ".venv/bin/verlfit plan --profile p40", ".venv/bin/verlfit train --dry-run --profile p40"]
+    venv = Path(sys.prefix)
+    environment = {**os.environ, "VENV": str(venv)}
+    made = subprocess.run(["make", "-C", str(REPO), "dev", f"VENV={venv}"], env=environment, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    assert f"make dev: {venv}/bin/verlfit is ready" in made.stdout
+    outputs = []
+    for line in lines[1:]:
+        ran = subprocess.run(line.replace(".venv/bin/", f"{venv}/bin/"), shell=True, cwd=tmp_path, env=environment,
+                             capture_output=True, text=True, timeout=300)
+        assert ran.returncode == 0, (line, ran.stdout[-2000:], ran.stderr[-2000:])
+        outputs.append(ran.stdout)
+    assert "fits" in outputs[0]
+    assert "python3 -m verl.trainer.main_ppo" in outputs[1] or "verl.trainer.main_ppo" in outputs[1]
+    assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
+
+
+def test_the_own_task_example_prepares_data_the_reward_function_scores(tmp_path):
+    """The README's own-task example up to training: the generator and `verlfit prepare-data` lines run as written (in
+    an empty folder holding a link to benchmarks/), then the reward file scores the prepared rows' ground truth 1.0."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    lines = fenced_block("## Your own task")
+    assert lines[0] == "python3 benchmarks/own_task.py --output data/shelf-raw"
+    assert lines[1].startswith("verlfit prepare-data --train data/shelf-raw/train.jsonl --test data/shelf-raw/test.jsonl ")
+    assert lines[2] == "cp benchmarks/own_task_reward.py data/shelf_reward.py"
+    assert lines[3] == ("verlfit train --data data/shelf --reward-function data/shelf_reward.py:compute_score --model Qwen/Qwen3-0.6B "
+                        "--algo grpo --steps 100")
+    assert lines[4] == "verlfit eval runs/RUN --data data/shelf --reward-function data/shelf_reward.py"
+    (tmp_path / "benchmarks").symlink_to(REPO / "benchmarks")
+    bin_dir = os.path.dirname(sys.executable)
+    environment = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
+    for line in lines[:3]:
+        ran = subprocess.run(line.replace("python3 ", f"{sys.executable} ", 1), shell=True, cwd=tmp_path, env=environment,
+                             capture_output=True, text=True, timeout=300)
+        assert ran.returncode == 0, (line, ran.stdout[-2000:], ran.stderr[-2000:])
+    train = pq.read_table(tmp_path / "data" / "shelf" / "train.parquet").to_pylist()
+    test = pq.read_table(tmp_path / "data" / "shelf" / "test.parquet").to_pylist()
+    assert (len(train), len(test)) == (4096, 256)
+    assert {row["data_source"] for row in train + test} == {"verlfit/shelf-stock"}
+    first = train[0]
+    assert first["prompt"][-1]["content"].endswith('Think step by step, then give the final number on its own line as "Answer: N".')
+    spec = importlib.util.spec_from_file_location("shelf_reward", tmp_path / "data" / "shelf_reward.py")
+    reward = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reward)
+    truth = first["reward_model"]["ground_truth"]
+    assert reward.compute_score("verlfit/shelf-stock", f"Answer: {truth}", truth, first.get("extra_info")) == 1.0
+    assert reward.compute_score("verlfit/shelf-stock", "", truth, first.get("extra_info")) == 0.0
