@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
             # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
             plan.notes.append(f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
                               f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)")
-        note = data_note(plan.settings.data_dir, os.environ)  # what the real run's data check would say
+        note = data_note(plan.settings.data_dir, os.environ, data_keys(plan.overrides))  # what the real run's data check would say
         if note:
             plan.notes.append(note)
         if (Path(plan.settings.data_dir) / "train.parquet").is_file():

@@ -21,8 +21,10 @@ def run_blocking_checks(plan: LaunchPlan) -> None:
     stops in seconds."""
     from verlfit.doctor import blocking_checks
 
+    from verlfit.train.reward import data_keys
+
     settings = plan.settings
-    failures = blocking_checks(profile_name=plan.profile_name, data_dir=settings.data_dir, model=settings.model, environment=plan.environment, rollout=settings.rollout, attention=settings.attention)
+    failures = blocking_checks(profile_name=plan.profile_name, data_dir=settings.data_dir, model=settings.model, environment=plan.environment, rollout=settings.rollout, attention=settings.attention, data_keys=data_keys(plan.overrides))
     if failures:
         raise VerlfitError("pre-flight checks failed:\n" + "\n".join(f"  FAIL {f.name}: {f.message}" + (f"\n       fix: {f.fix}" if f.fix else "") for f in failures), fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway")
 
@@ -57,6 +59,7 @@ def ensure_data(settings: TrainSettings) -> None:
             train.parquet without test.parquet, or files that are not verl's): the fix names the missing file, or
             asks for a folder with both.
     """
+    from verlfit.checks.data_folder import data_folder_refusal
     from verlfit.data_folder import data_folder_state
     from verlfit.train.reward import data_keys
 
@@ -69,32 +72,6 @@ def ensure_data(settings: TrainSettings) -> None:
     _, source = gsm8k.training_data(data)
     print(f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first, from " + (f"the raw files in {source}" if source is not None else "the hub"))
     gsm8k.prepare(source=source, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length)
-
-
-def data_folder_refusal(report) -> VerlfitError:
-    """``verlfit train``'s refusal of a ``--data`` folder that holds files verlfit did not write and is not verl's
-    prepared data (a :class:`verlfit.data_folder.FolderReport` that is neither ``prepared`` nor ``writable``): it
-    prepares nothing there. The fix names what is missing: a split file, or verl's columns."""
-    from verlfit.data_folder import FolderState, SPLIT_FILES
-
-    data = report.path
-    if report.state is FolderState.NOT_A_FOLDER:
-        return VerlfitError(f"--data {data} is a file, not a folder", fix="pass --data the folder holding train.parquet and test.parquet", exit_code=2)
-    missing = [name for name in SPLIT_FILES if name not in report.entries]
-    shown = ", ".join(report.entries[:8]) + (f" and {len(report.entries) - 8} more" if len(report.entries) > 8 else "")
-    if missing and len(missing) < len(SPLIT_FILES):
-        have = next(name for name in SPLIT_FILES if name not in missing)
-        fix = f"add {missing[0]} (verl {'validates on' if missing[0] == 'test.parquet' else 'trains on'} it) next to {have} in {data}, or point --data at a folder holding both train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files)"
-    elif missing:
-        fix = "point --data at a folder holding train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or at a new folder for verlfit to prepare GSM8K into"
-    else:
-        fix = "give them the columns verl reads (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or set data.prompt_key / data.reward_fn_key after -- to your columns"
-    return VerlfitError(
-        f"--data {data} holds files verlfit did not write ({shown}; {report.reason}) and no train.parquet and test.parquet in verl's format: "
-        "verlfit train prepares GSM8K only into a folder that is absent, empty or holds data it prepared, so it writes nothing there",
-        fix=fix,
-        exit_code=2,
-    )
 
 
 def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, disk_usage=None, resume: bool = False) -> str | None:
