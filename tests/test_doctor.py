@@ -862,3 +862,67 @@ def test_train_skip_checks_skips_the_engines_check_too(monkeypatch, tmp_path, ca
     with pytest.raises(Launched) as launched:
         train_without_engines(monkeypatch, tmp_path, capsys, ["--skip-checks"])
     assert launched.value.args == ("vllm", "flash_attention_2")
+
+
+# --------------------------------------------------------------------------- issue 26 phase B: the user's own task
+
+
+def write_own_task(folder, prompt_key="prompt", data_source="arith", test=True):
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.table({
+        "data_source": [data_source] * 4,
+        prompt_key: [[{"role": "user", "content": f"{i} + {i}?"}] for i in range(4)],
+        "reward_model": [{"style": "rule", "ground_truth": str(2 * i)} for i in range(4)],
+    })
+    pq.write_table(table, folder / "train.parquet")
+    if test:
+        pq.write_table(table, folder / "test.parquet")
+    return folder
+
+
+def doctor_lines(world, *argv):
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["doctor", "--profile", "p40", "--model", str(world.model), *argv])
+    status = doctor._run(args, context=context(world), out=out)
+    return status, {line.split()[1]: line for line in out.getvalue().splitlines() if line[:4] in ("PASS", "WARN", "FAIL", "SKIP")}, out.getvalue()
+
+
+def test_verl_data_with_its_own_prompt_key_passes_when_the_override_is_given(world):
+    # issue 26 finding 1: verl-valid data with data.prompt_key=question FAILed, with `prepare-gsm8k --output DIR` as the fix
+    data = write_own_task(world.tmp / "question", prompt_key="question", data_source="openai/gsm8k")
+    status, lines, text = doctor_lines(world, "--data", str(data))
+    assert lines["data"].startswith(f"FAIL  data ") and "train.parquet lacks prompt; test.parquet lacks prompt" in lines["data"]
+    assert "prepare-gsm8k" not in text and "set data.prompt_key / data.reward_fn_key after -- to your columns" in text
+    status, lines, _ = doctor_lines(world, "--data", str(data), "--", "data.prompt_key=question")
+    assert lines["data"].split(None, 2)[2] == f"{data}: train.parquet 4 rows, test.parquet 4 rows, verl columns present"
+    assert lines["reward"].split(None, 2)[2] == f"verl's default_compute_score scores every data_source of {data / 'train.parquet'} (checked on 3 training rows)"
+    assert status == 0
+
+
+def test_a_folder_with_only_the_users_train_parquet_fails_without_a_fix_that_overwrites_it(world):
+    data = write_own_task(world.tmp / "mine", test=False)
+    result = by_name(run_checks(context(world, data_dir=str(data)), names=("data",)))["data"]
+    assert result.status == "FAIL"
+    assert result.fix == f"add test.parquet (verl validates on it) next to train.parquet in {data}, or point --data at a folder holding both train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files)"
+
+
+def test_doctor_checks_the_reward_function_and_the_data_sources_verl_scores(world):
+    data = write_own_task(world.tmp / "own")
+    reward = world.tmp / "reward.py"
+    reward.write_text("def score(data_source, solution_str, ground_truth, extra_info=None):\n    return float(solution_str == ground_truth)\n")
+    status, lines, text = doctor_lines(world, "--data", str(data))
+    assert status == 1 and lines["reward"].startswith(f"FAIL  reward ") and f"verl 0.4.1 has no scorer for data_source 'arith' in {data / 'train.parquet'}" in lines["reward"]
+    assert "fix: pass a reward function: --reward-function FILE.py:FUNCTION" in text
+    status, lines, text = doctor_lines(world, "--data", str(data), "--reward-function", f"{reward}:compute_score")
+    assert status == 1 and lines["reward"].split(None, 2)[2] == f"reward function file {reward} has no function 'compute_score' (its functions: score)"
+    assert f"fix: pass --reward-function {reward}:score, or rename the function" in text
+    status, lines, _ = doctor_lines(world, "--data", str(data), "--reward-function", f"{reward}:score")
+    assert status == 0 and lines["reward"].split(None, 2)[2] == f"score in {reward} scores the first 3 training rows (1, 0, 1, 0, 1, 0: the ground truth, then an empty response)"
+
+
+def test_the_model_check_fails_a_mixture_of_experts_config(world):
+    config = json.loads((world.model / "config.json").read_text())
+    (world.model / "config.json").write_text(json.dumps({**config, "model_type": "qwen2_moe", "num_experts": 60, "num_experts_per_tok": 4}))
+    result = by_name(run_checks(context(world), names=("model",)))["model"]
+    assert result.status == "FAIL"
+    assert result.message.startswith(f"{world.model / 'config.json'}: a mixture-of-experts model (num_experts=60, num_experts_per_tok=4, model_type 'qwen2_moe'): verlfit counts parameters and memory for dense models only")
