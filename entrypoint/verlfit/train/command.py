@@ -59,6 +59,7 @@ def register(subparsers) -> argparse.ArgumentParser:
             "  $ verlfit train --profile p40 --dry-run\n"
             "  $ verlfit train --emulate p40 --steps 50            # P40 code paths + 22.5 GiB per worker on a bigger GPU\n"
             "  $ verlfit train --algo grpo --steps 10 -- actor_rollout_ref.actor.optim.lr=5e-6\n"
+            "  $ verlfit train --data data/mytask --reward-function reward.py:compute_score --dry-run   # your own task\n"
             "  $ verlfit train --resume runs/ppo-p40-20261129-143000\n"
             "\nverl keys verlfit sets itself (refused after --; the option to use instead: keys):\n" + managed_keys_help()
         ),
