@@ -782,7 +782,7 @@ def register(subparsers):
         "doctor",
         help="check driver, GPU, GPU topology and NCCL, torch, Triton, the rollout and attention packages, /dev/shm, disk, data, model, CUDA and the verl patches",
         description="Check that this machine can train: one line per check (PASS, WARN, FAIL, SKIP) with a fix. Exit status 1 on any FAIL.",
-        epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --profile a10 --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
+        epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --profile a10 --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn\n  $ verlfit doctor --data data/mytask --reward-function reward.py:compute_score -- data.prompt_key=question\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="profile to check the GPU against (default: VERLFIT_PROFILE, else chosen by the GPU)")
