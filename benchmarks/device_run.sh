@@ -71,7 +71,7 @@
 #              workers' environment given at `ray start`) and `verlfit train --nodes 2 --gpus 1` on it
 #   own_task   issue 26: a task that is not GSM8K end to end, --emulate p40: benchmarks/own_task.py's shelf-stock problems
 #              (jsonl, problem/solution columns), prepared by verlfit prepare-data (data_source verlfit/shelf-stock),
-#              scored by benchmarks/own_task_reward.py (OWN_REWARD: verl's custom_reward_function keys after --): GRPO
+#              scored by benchmarks/own_task_reward.py (OWN_REWARD: --reward-function FILE:compute_score): GRPO
 #              with LoRA rank 16 on the Qwen3-1.7B shape and PPO full-parameter on the Qwen3-0.6B shape (random
 #              weights, 4 steps each, a checkpoint of step 4), each with its plan; then verlfit export and verlfit
 #              eval --reward-function on 64 held-out problems (run setup with this stage named first: it makes the models)
@@ -153,10 +153,9 @@ MODEL_QWEN3_0P6B=$WORK/qwen3-0.6b-random
 MODEL_QWEN3_1P7B=$WORK/qwen3-1.7b-random
 OWN=$WORK/own
 OWN_REWARD_FILE=$PWD/benchmarks/own_task_reward.py
-# the own task's reward function, as verl's keys after `--` (verlfit checks no reward function yet); when
-# `verlfit train --reward-function FILE[:NAME]` exists (issue 26 phase B) this becomes
-# OWN_REWARD=(--reward-function "$OWN_REWARD_FILE:compute_score"), and it must stay the last words of a train call
-OWN_REWARD=(-- "custom_reward_function.path=$OWN_REWARD_FILE" custom_reward_function.name=compute_score)
+# the own task's reward function: verlfit train checks it on the training rows before launch, copies it into the run
+# directory and records it in run.json (issue 26 phase B)
+OWN_REWARD=(--reward-function "$OWN_REWARD_FILE:compute_score")
 TINY=$WORK/tiny
 MODEL_NO_EOS=$WORK/qwen3-0.6b-no-eos
 DATA=$WORK/gsm8k

@@ -29,7 +29,9 @@ PATCHES = ["0001-a.patch", "0002-b.patch"]
 
 
 def write_parquet(path, columns=doctor.VERL_COLUMNS, rows=3):
-    table = pa.table({name: [f"{name}{i}" for i in range(rows)] for name in columns})
+    """verl-format rows (GSM8K's data_source, a reward_model struct with ground_truth) in ``columns``."""
+    values = {"data_source": ["openai/gsm8k"] * rows, "reward_model": [{"style": "rule", "ground_truth": str(i)} for i in range(rows)]}
+    table = pa.table({name: values.get(name, [f"{name}{i}" for i in range(rows)]) for name in columns})
     pq.write_table(table, path)
 
 
@@ -227,7 +229,7 @@ def test_train_refuses_a_small_dev_shm(world, monkeypatch):
 
     monkeypatch.setattr(doctor, "_statvfs_free", lambda path: 64 * 2**20)
     monkeypatch.setattr(doctor, "available_memory_bytes", lambda: 64 * GIB)
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={})
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={}, overrides=[])
     with pytest.raises(doctor.VerlfitError) as raised:
         preflight.run_blocking_checks(plan)
     assert "  FAIL shm: /dev/shm has 64 MiB free (Docker's default /dev/shm is 64 MiB)" in raised.value.message
@@ -317,14 +319,17 @@ def test_doctor_and_train_refuse_the_same_checkpoint_counts(command, capsys):
 
 def test_data_missing_warns_broken_fails(world):
     (world.data / "test.parquet").unlink()
+    (world.data / "train.parquet").unlink()
     result = by_name(run_checks(context(world), names=("data",)))["data"]
-    assert (result.status, result.fix) == ("WARN", f"verlfit prepare-gsm8k --output {world.data}")
+    assert (result.status, result.fix) == ("WARN", f"verlfit prepare-gsm8k --output {world.data}")  # an empty folder: train prepares GSM8K there
+    write_parquet(world.data / "train.parquet", rows=5)
     (world.data / "test.parquet").write_bytes(b"not parquet")
     result = by_name(run_checks(context(world), names=("data",)))["data"]
-    assert result.status == "FAIL" and result.message.startswith(f"{world.data / 'test.parquet'} is not readable parquet: ")
+    assert result.status == "FAIL" and result.message.startswith(f"--data {world.data} holds files verlfit did not write (test.parquet, train.parquet; test.parquet does not read as parquet) and no train.parquet and test.parquet in verl's format")
     write_parquet(world.data / "test.parquet", columns=("question", "answer"))
     result = by_name(run_checks(context(world), names=("data",)))["data"]
-    assert (result.status, result.message) == ("FAIL", f"{world.data / 'test.parquet'} lacks verl's columns data_source, prompt, reward_model (has answer, question)")
+    assert (result.status, result.message.partition(") and")[0]) == ("FAIL", f"--data {world.data} holds files verlfit did not write (test.parquet, train.parquet; test.parquet lacks data_source, prompt, reward_model")
+    assert "prepare-gsm8k" not in result.fix  # never a fix that writes over the user's files
 
 
 def test_model_hub_reachable_through_endpoint(world):
@@ -396,7 +401,8 @@ def test_blocking_checks_return_only_failures_of_the_subset(world):
     failures = blocking_checks(environment={"TRITON_MAX_SHARED_MEMORY": "101376"}, context=context(world, profile_name="p40"))
     assert [f.name for f in failures] == ["triton-shared-memory"]
     (world.data / "train.parquet").unlink()
-    assert blocking_checks(context=context(world)) == []  # missing data is a WARN: train prepares it
+    (world.data / "test.parquet").unlink()
+    assert blocking_checks(context=context(world)) == []  # missing data (an empty folder) is a WARN: train prepares it
     none = blocking_checks(context=context(world, nvml=FakeNvml(**NO_GPU)))
     assert [f.name for f in none] == ["driver", "gpu", "cuda"]
     assert set(BLOCKING) <= set(CHECK_NAMES)
@@ -413,7 +419,7 @@ def test_json_output_and_exit_status(world):
     out = io.StringIO()
     args = cli.build_parser().parse_args(["doctor", "--profile", "p40", "--data", str(world.data), "--model", str(world.model)])
     assert doctor._run(args, context=context(world), out=out) == 0
-    assert out.getvalue().splitlines()[-1] == "13 PASS: ready"
+    assert out.getvalue().splitlines()[-1] == "14 PASS: ready"
 
 
 def test_real_cli_runs_quickly_and_is_consistent(world, capsys):
@@ -563,7 +569,7 @@ def test_train_refuses_the_directory_the_doctor_fails(world):
     only_config = world.tmp / "only-config"
     only_config.mkdir()
     shutil.copy(world.model / "config.json", only_config / "config.json")
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={})
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={}, overrides=[])
     with pytest.raises(doctor.VerlfitError) as raised:
         preflight.run_blocking_checks(plan)
     assert f"  FAIL model: {only_config} has no weights: neither model.safetensors" in raised.value.message
@@ -792,7 +798,7 @@ def test_doctor_json_carries_engines_and_takes_trains_options(world):
     args = cli.build_parser().parse_args(["doctor", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", *paths])
     assert doctor._run(args, context=context(world, gpus=(A10,), find_spec=without("vllm", "flash_attn")), out=out) == 0
     assert "PASS  engines               profile a10 (given) with rollout hf and attention sdpa: no vllm or flash_attn needed" in out.getvalue().splitlines()
-    assert out.getvalue().splitlines()[-1] == "13 PASS: ready"
+    assert out.getvalue().splitlines()[-1] == "14 PASS: ready"
 
 
 H200_NVML = FakeNvml([("NVIDIA H200", (9, 0), 150_754_820_096)], driver="580.159.04", cuda=13000)
@@ -856,3 +862,67 @@ def test_train_skip_checks_skips_the_engines_check_too(monkeypatch, tmp_path, ca
     with pytest.raises(Launched) as launched:
         train_without_engines(monkeypatch, tmp_path, capsys, ["--skip-checks"])
     assert launched.value.args == ("vllm", "flash_attention_2")
+
+
+# --------------------------------------------------------------------------- issue 26 phase B: the user's own task
+
+
+def write_own_task(folder, prompt_key="prompt", data_source="arith", test=True):
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.table({
+        "data_source": [data_source] * 4,
+        prompt_key: [[{"role": "user", "content": f"{i} + {i}?"}] for i in range(4)],
+        "reward_model": [{"style": "rule", "ground_truth": str(2 * i)} for i in range(4)],
+    })
+    pq.write_table(table, folder / "train.parquet")
+    if test:
+        pq.write_table(table, folder / "test.parquet")
+    return folder
+
+
+def doctor_lines(world, *argv):
+    out = io.StringIO()
+    args = cli.build_parser().parse_args(["doctor", "--profile", "p40", "--model", str(world.model), *argv])
+    status = doctor._run(args, context=context(world), out=out)
+    return status, {line.split()[1]: line for line in out.getvalue().splitlines() if line[:4] in ("PASS", "WARN", "FAIL", "SKIP")}, out.getvalue()
+
+
+def test_verl_data_with_its_own_prompt_key_passes_when_the_override_is_given(world):
+    # issue 26 finding 1: verl-valid data with data.prompt_key=question FAILed, with `prepare-gsm8k --output DIR` as the fix
+    data = write_own_task(world.tmp / "question", prompt_key="question", data_source="openai/gsm8k")
+    status, lines, text = doctor_lines(world, "--data", str(data))
+    assert lines["data"].startswith(f"FAIL  data ") and "train.parquet lacks prompt; test.parquet lacks prompt" in lines["data"]
+    assert "prepare-gsm8k" not in text and "set data.prompt_key / data.reward_fn_key after -- to your columns" in text
+    status, lines, _ = doctor_lines(world, "--data", str(data), "--", "data.prompt_key=question")
+    assert lines["data"].split(None, 2)[2] == f"{data}: train.parquet 4 rows, test.parquet 4 rows, verl columns present"
+    assert lines["reward"].split(None, 2)[2] == f"verl's default_compute_score scores every data_source of {data / 'train.parquet'} (checked on 3 training rows)"
+    assert status == 0
+
+
+def test_a_folder_with_only_the_users_train_parquet_fails_without_a_fix_that_overwrites_it(world):
+    data = write_own_task(world.tmp / "mine", test=False)
+    result = by_name(run_checks(context(world, data_dir=str(data)), names=("data",)))["data"]
+    assert result.status == "FAIL"
+    assert result.fix == f"add test.parquet (verl validates on it) next to train.parquet in {data}, or point --data at a folder holding both train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files)"
+
+
+def test_doctor_checks_the_reward_function_and_the_data_sources_verl_scores(world):
+    data = write_own_task(world.tmp / "own")
+    reward = world.tmp / "reward.py"
+    reward.write_text("def score(data_source, solution_str, ground_truth, extra_info=None):\n    return float(solution_str == ground_truth)\n")
+    status, lines, text = doctor_lines(world, "--data", str(data))
+    assert status == 1 and lines["reward"].startswith(f"FAIL  reward ") and f"verl 0.4.1 has no scorer for data_source 'arith' in {data / 'train.parquet'}" in lines["reward"]
+    assert "fix: pass a reward function: --reward-function FILE.py:FUNCTION" in text
+    status, lines, text = doctor_lines(world, "--data", str(data), "--reward-function", f"{reward}:compute_score")
+    assert status == 1 and lines["reward"].split(None, 2)[2] == f"reward function file {reward} has no function 'compute_score' (its functions: score)"
+    assert f"fix: pass --reward-function {reward}:score, or rename the function" in text
+    status, lines, _ = doctor_lines(world, "--data", str(data), "--reward-function", f"{reward}:score")
+    assert status == 0 and lines["reward"].split(None, 2)[2] == f"score in {reward} scores the first 3 training rows (1, 0, 1, 0, 1, 0: the ground truth, then an empty response)"
+
+
+def test_the_model_check_fails_a_mixture_of_experts_config(world):
+    config = json.loads((world.model / "config.json").read_text())
+    (world.model / "config.json").write_text(json.dumps({**config, "model_type": "qwen2_moe", "num_experts": 60, "num_experts_per_tok": 4}))
+    result = by_name(run_checks(context(world), names=("model",)))["model"]
+    assert result.status == "FAIL"
+    assert result.message.startswith(f"{world.model / 'config.json'}: a mixture-of-experts model (num_experts=60, num_experts_per_tok=4, model_type 'qwen2_moe'): verlfit counts parameters and memory for dense models only")

@@ -71,6 +71,8 @@ from verlfit.checks.data_folder import check_data_folder, datasets_cache_folder
 from verlfit.checks.model_folder import check_model_folder, hub_cache_file
 from verlfit.checks.patches import check_patches as check_patch_series, default_series, installed_verl_dir
 from verlfit.checks.result import FAIL, PASS, SKIP, WARN, CheckResult
+from verlfit.data_folder import DataKeys
+from verlfit.reward_function import RewardFunction
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head
 from verlfit.profiles import PROFILE_NAMES
 
@@ -83,7 +85,7 @@ RAY_OBJECT_STORE_PROPORTION = 0.3  # DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, env
 RAY_SHM_CAP_FLOOR_BYTES = 10**10  # REQUIRE_SHM_SIZE_THRESHOLD: the /dev/shm cap never goes below 10 GB
 RAY_OBJECT_STORE_MAX_BYTES = 200 * 10**9  # DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES, env RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
-CHECK_NAMES = ("driver", "gpu", "topology", "torch-arch", "triton-shared-memory", "environment", "engines", "shm", "disk", "data", "model", "cuda", "patches")
+CHECK_NAMES = ("driver", "gpu", "topology", "torch-arch", "triton-shared-memory", "environment", "engines", "shm", "disk", "data", "reward", "model", "cuda", "patches")
 # patches: stock verl 0.4.1 breaks on the P40 path (FAIL: not patched, or another series); its WARNs (series not
 # found to compare, a patch changed since applied) and SKIP (no verl) do not block.
 BLOCKING = ("driver", "gpu", "triton-shared-memory", "engines", "shm", "data", "model", "cuda", "patches")
@@ -187,6 +189,8 @@ class DoctorContext:
         dataset_cache_lookup: ``f(dataset_id) -> folder | None``: where ``datasets`` keeps a loaded hub dataset
             (no network).
         timeout: seconds for the network check.
+        data_keys: the data keys the run uses (``data.prompt_key`` / ``data.reward_fn_key`` after ``--``).
+        reward_function: the run's reward function (``--reward-function``), None: verl's scorer for each data_source.
     """
 
     profile_name: str | None = None
@@ -213,6 +217,8 @@ class DoctorContext:
     hub_cache_lookup: Callable | None = hub_cache_file
     dataset_cache_lookup: Callable[[str], str | None] | None = datasets_cache_folder
     timeout: float = NETWORK_TIMEOUT_S
+    data_keys: DataKeys = field(default_factory=DataKeys)
+    reward_function: RewardFunction | None = None
     _gpu_report: object = field(default=None, repr=False)
     _torch: object = field(default="unprobed", repr=False)
 
@@ -642,8 +648,29 @@ def check_cuda(ctx: DoctorContext) -> CheckResult:
 
 
 def check_data(ctx: DoctorContext) -> CheckResult:
-    """The ``data`` line: :func:`verlfit.checks.data_folder.check_data_folder` of ``ctx.data_dir``."""
-    return check_data_folder(ctx.data_dir, ctx.environ, ctx.timeout, ctx.head, ctx.dataset_cache_lookup)
+    """The ``data`` line: :func:`verlfit.checks.data_folder.check_data_folder` of ``ctx.data_dir`` with
+    ``ctx.data_keys``."""
+    return check_data_folder(ctx.data_dir, ctx.environ, ctx.timeout, ctx.head, ctx.dataset_cache_lookup, keys=ctx.data_keys)
+
+
+def check_reward(ctx: DoctorContext) -> CheckResult:
+    """The ``reward`` line: the checks ``verlfit train`` makes before launch on the first rows of
+    ``train.parquet`` (:func:`verlfit.reward_function.check_reward_function` of ``ctx.reward_function``, or without
+    one :func:`verlfit.reward_function.check_verl_scores`: every data_source scorable by verl); SKIP while the data
+    is not prepared (the ``data`` line says why). A refusal (exit status 2 in train) is a FAIL with its fix."""
+    from verlfit import gsm8k
+    from verlfit.data_folder import data_folder_state
+    from verlfit.reward_function import check_reward_function, check_verl_scores
+
+    prepared, _ = gsm8k.training_data(Path(ctx.data_dir))
+    if not data_folder_state(prepared, ctx.data_keys).prepared:
+        return CheckResult("reward", SKIP, f"{prepared} holds no prepared data to score (see the data line)" + (f"; {ctx.reward_function} is checked once it does" if ctx.reward_function else ""))
+    parquet = prepared / "train.parquet"
+    if ctx.reward_function is not None:
+        scored = check_reward_function(ctx.reward_function, parquet, ctx.data_keys)
+        return CheckResult("reward", PASS, f"{ctx.reward_function.name} in {ctx.reward_function.path} scores the first {len(scored) // 2} training rows ({', '.join(f'{s.score:g}' for s in scored)}: the ground truth, then an empty response)")
+    scored = check_verl_scores(parquet, ctx.data_keys)
+    return CheckResult("reward", PASS, f"verl's default_compute_score scores every {ctx.data_keys.reward_fn_key} of {parquet} (checked on {len(scored) // 2} training rows)")
 
 
 def check_model(ctx: DoctorContext) -> CheckResult:
@@ -671,6 +698,7 @@ CHECKS: dict[str, Callable[[DoctorContext], CheckResult]] = {
     "shm": check_shm,
     "disk": check_disk,
     "data": check_data,
+    "reward": check_reward,
     "model": check_model,
     "cuda": check_cuda,
     "patches": check_patches,
@@ -694,7 +722,7 @@ def run_checks(context: DoctorContext | None = None, names=CHECK_NAMES) -> list[
     return results
 
 
-def blocking_checks(profile_name: str | None = None, data_dir: str | None = None, model: str | None = None, environment: Mapping[str, str] | None = None, context: DoctorContext | None = None, rollout: str | None = None, attention: str | None = None) -> list[CheckResult]:
+def blocking_checks(profile_name: str | None = None, data_dir: str | None = None, model: str | None = None, environment: Mapping[str, str] | None = None, context: DoctorContext | None = None, rollout: str | None = None, attention: str | None = None, data_keys: DataKeys | None = None) -> list[CheckResult]:
     """Run the fast checks ``verlfit train`` needs to pass before it starts Ray, and return the
     FAILs only (an empty list means: launch).
 
@@ -708,6 +736,7 @@ def blocking_checks(profile_name: str | None = None, data_dir: str | None = None
         profile_name: the profile train resolved.
         rollout, attention: train's rollout and attention (``--rollout`` / ``--attention``; None: the profile's).
         data_dir, model: train's settings.
+        data_keys: the data keys of train's overrides (``data.prompt_key``, ``data.reward_fn_key``).
         environment: the resolved knobs (e.g. ``TRITON_MAX_SHARED_MEMORY``); laid over ``os.environ``.
         context: a prepared :class:`DoctorContext` (tests); the other arguments then override its fields.
     """
@@ -720,6 +749,8 @@ def blocking_checks(profile_name: str | None = None, data_dir: str | None = None
         ctx.model = model
     if rollout is not None:
         ctx.rollout = rollout
+    if data_keys is not None:
+        ctx.data_keys = data_keys
     if attention is not None:
         ctx.attention = attention
     if environment:
@@ -751,7 +782,7 @@ def register(subparsers):
         "doctor",
         help="check driver, GPU, GPU topology and NCCL, torch, Triton, the rollout and attention packages, /dev/shm, disk, data, model, CUDA and the verl patches",
         description="Check that this machine can train: one line per check (PASS, WARN, FAIL, SKIP) with a fix. Exit status 1 on any FAIL.",
-        epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --profile a10 --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
+        epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --profile a10 --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn\n  $ verlfit doctor --data data/mytask --reward-function reward.py:compute_score -- data.prompt_key=question\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="profile to check the GPU against (default: VERLFIT_PROFILE, else chosen by the GPU)")
@@ -765,7 +796,9 @@ def register(subparsers):
     parser.add_argument("--lora-rank", type=rank, default=0, metavar="N", help="the run's LoRA rank, for the disk check: a LoRA checkpoint holds the frozen base, the adapters and AdamW states of the adapters only; 0 = full fine-tuning (default: %(default)s, as train)")
     parser.add_argument("--critic-lora-rank", type=rank, metavar="N", help="the PPO critic's LoRA rank, for the disk check (default: --lora-rank's, as train; ignored with --algo grpo)")
     parser.add_argument("--timeout", type=timeout_seconds, default=NETWORK_TIMEOUT_S, help="seconds for the hub reachability check (default: %(default)s)")
+    parser.add_argument("--reward-function", metavar="FILE[:NAME]", help="the run's reward function, as verlfit train --reward-function takes it: the reward line imports it and calls it on the first training rows (default: verl's scorer, which must know every data_source)")
     parser.add_argument("--json", action="store_true", help="print JSON: {checks: [...], exit_status}")
+    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: the verl overrides the run gets; the data and reward lines read data.prompt_key, data.reward_fn_key and custom_reward_function.path/.name")
     parser.set_defaults(func=_run)
     return parser
 
@@ -778,6 +811,12 @@ def _run(args, context: DoctorContext | None = None, out=None) -> int:
     ctx.data_dir, ctx.model, ctx.checkpoint_dir, ctx.timeout = args.data, args.model, args.run_dir, args.timeout
     ctx.algorithm, ctx.keep_checkpoints = args.algo, args.keep_checkpoints
     ctx.lora_rank, ctx.critic_lora_rank = args.lora_rank, args.critic_lora_rank
+    from verlfit.overrides import user_overrides
+    from verlfit.train.reward import data_keys, run_reward_function
+
+    overrides = user_overrides(getattr(args, "overrides", None) or [])
+    ctx.data_keys = data_keys(overrides)
+    ctx.reward_function, _ = run_reward_function(getattr(args, "reward_function", None), overrides)
     results = run_checks(ctx)
     status = exit_status(results)
     if args.json:

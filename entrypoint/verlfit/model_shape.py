@@ -128,6 +128,12 @@ class ModelShape:
         return total - self.num_layers * self.layer_parameters
 
 
+def expert_keys(config: dict) -> list[str]:
+    """The :data:`EXPERT_KEYS` a parsed ``config.json`` sets (to anything but None, 0 or False): a mixture of
+    experts, which :func:`shape_from_config` refuses; empty for a dense model."""
+    return [key for key in EXPERT_KEYS if config.get(key) not in (None, 0, False)]
+
+
 def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     """Build a :class:`ModelShape` from a parsed HF ``config.json``.
 
@@ -140,7 +146,7 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
         raise VerlfitError(f"{name}: expected a JSON object, got {type(config).__name__}")
     if "text_config" in config and "num_hidden_layers" not in config:
         config = {**config["text_config"], "tie_word_embeddings": config.get("tie_word_embeddings", config["text_config"].get("tie_word_embeddings"))}
-    experts = [key for key in EXPERT_KEYS if config.get(key) not in (None, 0, False)]
+    experts = expert_keys(config)
     if experts:
         raise VerlfitError(
             f"{name}: a mixture-of-experts model ({', '.join(f'{key}={config[key]!r}' for key in experts)}, model_type {config.get('model_type', 'unknown')!r}): "

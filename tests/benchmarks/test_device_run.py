@@ -416,8 +416,8 @@ def test_own_task_stage_prepares_the_own_data_and_trains_both_models_with_the_re
     assert calls[2].startswith(f"-m verlfit prepare-data --train {work}/own/raw/train.jsonl --test {work}/own/raw/test.jsonl --question-column problem --answer-column solution --data-source verlfit/shelf-stock --prompt-template ")
     trains = [call for call in calls if call.startswith("-m verlfit train")]
     assert trains == [
-        f"-m verlfit train --run-dir {runs}/own-grpo-lora-qwen3-1p7b --emulate p40 --algo grpo --lora-rank 16 --model {work}/qwen3-1.7b-random --data {work}/own/data --steps 4 --batch-size 16 --max-prompt-length 256 --max-response-length 128 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 4 -- custom_reward_function.path={reward} custom_reward_function.name=compute_score",
-        f"-m verlfit train --run-dir {runs}/own-ppo-qwen3-0p6b --emulate p40 --model {work}/qwen3-0.6b-random --data {work}/own/data --steps 4 --batch-size 16 --max-prompt-length 256 --max-response-length 128 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 4 -- custom_reward_function.path={reward} custom_reward_function.name=compute_score",
+        f"-m verlfit train --run-dir {runs}/own-grpo-lora-qwen3-1p7b --emulate p40 --algo grpo --lora-rank 16 --model {work}/qwen3-1.7b-random --data {work}/own/data --steps 4 --batch-size 16 --max-prompt-length 256 --max-response-length 128 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 4 --reward-function {reward}:compute_score",
+        f"-m verlfit train --run-dir {runs}/own-ppo-qwen3-0p6b --emulate p40 --model {work}/qwen3-0.6b-random --data {work}/own/data --steps 4 --batch-size 16 --max-prompt-length 256 --max-response-length 128 --skip-checks --no-validate-before-train --test-freq -1 --save-freq 4 --reward-function {reward}:compute_score",
     ]
     evals = [call for call in calls if call.startswith("-m verlfit eval")]
     assert evals == [

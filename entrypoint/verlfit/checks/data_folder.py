@@ -10,8 +10,35 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from verlfit.checks.result import FAIL, PASS, WARN, CheckResult
-from verlfit.gsm8k import VERL_REQUIRED_COLUMNS  # what RLHFDataset and the reward manager read
+from verlfit.data_folder import DataKeys
+from verlfit.errors import VerlfitError
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head, offline_variable, probe
+
+def data_folder_refusal(report) -> VerlfitError:
+    """``verlfit train``'s refusal of a ``--data`` folder that holds files verlfit did not write and is not verl's
+    prepared data (a :class:`verlfit.data_folder.FolderReport` that is neither ``prepared`` nor ``writable``): it
+    prepares nothing there. The fix names what is missing: a split file, or verl's columns."""
+    from verlfit.data_folder import SPLIT_FILES, FolderState
+
+    data = report.path
+    if report.state is FolderState.NOT_A_FOLDER:
+        return VerlfitError(f"--data {data} is a file, not a folder", fix="pass --data the folder holding train.parquet and test.parquet", exit_code=2)
+    missing = [name for name in SPLIT_FILES if name not in report.entries]
+    shown = ", ".join(report.entries[:8]) + (f" and {len(report.entries) - 8} more" if len(report.entries) > 8 else "")
+    if missing and len(missing) < len(SPLIT_FILES):
+        have = next(name for name in SPLIT_FILES if name not in missing)
+        fix = f"add {missing[0]} (verl {'validates on' if missing[0] == 'test.parquet' else 'trains on'} it) next to {have} in {data}, or point --data at a folder holding both train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files)"
+    elif missing:
+        fix = "point --data at a folder holding train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or at a new folder for verlfit to prepare GSM8K into"
+    else:
+        fix = "give them the columns verl reads (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or set data.prompt_key / data.reward_fn_key after -- to your columns"
+    return VerlfitError(
+        f"--data {data} holds files verlfit did not write ({shown}; {report.reason}) and no train.parquet and test.parquet in verl's format: "
+        "verlfit train prepares GSM8K only into a folder that is absent, empty or holds data it prepared, so it writes nothing there",
+        fix=fix,
+        exit_code=2,
+    )
+
 
 def datasets_cache_folder(dataset_id: str) -> str | None:
     """The ``datasets`` cache folder of hub dataset ``dataset_id`` when a load left it there (``owner___name``
@@ -22,11 +49,14 @@ def datasets_cache_folder(dataset_id: str) -> str | None:
     return str(folder) if folder.is_dir() and any(folder.iterdir()) else None
 
 
-def check_data_folder(data_dir: str | os.PathLike, environ: Mapping[str, str], timeout: float = NETWORK_TIMEOUT_S, head: Callable = http_head, dataset_cache_lookup: Callable[[str], str | None] | None = datasets_cache_folder) -> CheckResult:
+def check_data_folder(data_dir: str | os.PathLike, environ: Mapping[str, str], timeout: float = NETWORK_TIMEOUT_S, head: Callable = http_head, dataset_cache_lookup: Callable[[str], str | None] | None = datasets_cache_folder, keys: DataKeys = DataKeys()) -> CheckResult:
     """The ``data`` check of ``data_dir`` (``--data``): PASS when verl's ``train.parquet`` and ``test.parquet`` are
-    there, readable, with verl's columns (:data:`verlfit.gsm8k.VERL_REQUIRED_COLUMNS`) and rows; WARN when they are
-    not prepared yet but ``verlfit train`` can prepare them (from raw GSM8K files in ``data_dir``
-    (:func:`verlfit.gsm8k.training_data`), the datasets cache or the hub); FAIL with the fix otherwise.
+    there, readable, with the columns verl reads under ``keys`` (``data.prompt_key``, ``data.reward_fn_key``:
+    :func:`verlfit.data_folder.missing_verl_columns`) and rows; WARN when they are not prepared yet but ``verlfit
+    train`` can prepare them into an absent or empty folder (from raw GSM8K files in ``data_dir``
+    (:func:`verlfit.gsm8k.training_data`), the datasets cache or the hub); FAIL with the fix otherwise. A folder
+    holding the user's files (:func:`verlfit.data_folder.data_folder_state`: neither prepared nor writable) is a FAIL
+    whose fix never prepares data over them (:func:`data_folder_refusal`).
 
     ``environ``: the environment (HF_ENDPOINT, the offline variables); ``timeout`` (s) and ``head``: the one hub
     HEAD request (:func:`verlfit.hub.probe`); ``dataset_cache_lookup``: where ``datasets`` keeps a loaded hub dataset
@@ -36,29 +66,35 @@ def check_data_folder(data_dir: str | os.PathLike, environ: Mapping[str, str], t
     import pyarrow.parquet as pq
 
     from verlfit import gsm8k
+    from verlfit.data_folder import SPLIT_FILES, data_folder_state, missing_verl_columns
 
     data = Path(data_dir)
     if data.exists() and not data.is_dir():
         return CheckResult("data", FAIL, f"{data} is a file, not a data directory", "pass --data the directory that holds (or will hold) train.parquet and test.parquet")
     # raw GSM8K files in --data are prepared into --data/verl by train (an incomplete set raises: a FAIL with its fix)
     prepared, source = gsm8k.training_data(data)
+    report = data_folder_state(prepared, keys)
+    if not report.prepared and not report.writable:
+        # the user's files: never a fix that prepares data over them
+        refusal = data_folder_refusal(report)
+        return CheckResult("data", FAIL, refusal.message, refusal.fix)
     fix = f"verlfit prepare-gsm8k --input {source} --output {prepared}" if source is not None else f"verlfit prepare-gsm8k --output {prepared}"
-    missing = [name for name in ("train.parquet", "test.parquet") if not (prepared / name).is_file()]
+    missing = [name for name in SPLIT_FILES if not (prepared / name).is_file()]
     if missing and source is not None:
         return CheckResult("data", WARN, f"{source} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {prepared}", fix)
     if missing:
         return _hub_data(prepared, missing, fix, environ, timeout, head, dataset_cache_lookup)
     rows = {}
-    for name in ("train.parquet", "test.parquet"):
+    for name in SPLIT_FILES:
         path = prepared / name
         try:
             metadata = pq.read_metadata(path)
-            columns = set(metadata.schema.to_arrow_schema().names)
+            schema = metadata.schema.to_arrow_schema()
         except (OSError, pyarrow.ArrowException) as error:
             return CheckResult("data", FAIL, f"{path} is not readable parquet: {str(error).splitlines()[0]}", fix)
-        absent = [c for c in VERL_REQUIRED_COLUMNS if c not in columns]
+        absent = missing_verl_columns(schema, keys)
         if absent:
-            return CheckResult("data", FAIL, f"{path} lacks verl's column{'s' if len(absent) > 1 else ''} {', '.join(absent)} (has {', '.join(sorted(columns))})", fix)
+            return CheckResult("data", FAIL, f"{path} lacks verl's column{'s' if len(absent) > 1 else ''} {', '.join(absent)} (has {', '.join(sorted(schema.names))})", fix)
         if metadata.num_rows == 0:
             return CheckResult("data", FAIL, f"{path} has no rows", fix)
         rows[name] = metadata.num_rows

@@ -22,11 +22,33 @@ def hub_cache_file(repo_id: str, filename: str):
     return try_to_load_from_cache(repo_id, filename)
 
 
+def mixture_of_experts_refusal(config_path: Path) -> VerlfitError | None:
+    """The planner's refusal of a mixture-of-experts ``config.json`` (:func:`verlfit.model_shape.shape_from_config`:
+    it counts one dense MLP per layer), as an error to report; None for a dense model or a config that does not read
+    as a JSON object (the other checks name that)."""
+    import json
+
+    from verlfit.model_shape import expert_keys, shape_from_config
+
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    text_config = config.get("text_config") if isinstance(config, dict) else None
+    if not isinstance(config, dict) or not (expert_keys(config) or (isinstance(text_config, dict) and expert_keys(text_config))):
+        return None
+    try:
+        shape_from_config(config, str(config_path))
+    except VerlfitError as error:
+        return error
+    return None
+
+
 def check_model_folder(model: str, environ: Mapping[str, str], timeout: float = NETWORK_TIMEOUT_S, head: Callable = http_head, hub_cache_lookup: Callable | None = hub_cache_file) -> CheckResult:
     """The ``model`` check of ``model`` (``--model``: a local directory or a hub id): PASS for a model directory
     with config, weights and tokenizer (:func:`verlfit.model_files.inspect_model_dir`), a hub id in the local cache,
     or one the hub answers for; FAIL with the fix otherwise (a file, a folder without weights, gated, missing,
-    unreachable, offline).
+    unreachable, offline; a mixture-of-experts config, which the planner refuses: :func:`mixture_of_experts_refusal`).
 
     ``environ``: the environment (HF_ENDPOINT, HF_HUB_OFFLINE); ``timeout`` (s) and ``head``: the one hub HEAD
     request (:func:`verlfit.hub.probe`); ``hub_cache_lookup``: ``f(repo_id, filename) -> path | None`` (no network).
@@ -41,6 +63,9 @@ def check_model_folder(model: str, environ: Mapping[str, str], timeout: float = 
             found = inspect_model_dir(path)
         except VerlfitError as error:
             return CheckResult("model", FAIL, error.message, error.fix)
+        refusal = mixture_of_experts_refusal(path / "config.json")
+        if refusal is not None:
+            return CheckResult("model", FAIL, refusal.message, refusal.fix)
         return CheckResult("model", PASS, f"{path} is a local model directory: {found.describe()}")
     if model.count("/") != 1 or model.startswith((".", "/", "~")):
         return CheckResult("model", FAIL, f"{model!r} is neither a local directory nor a hub id (owner/name)", "pass --model /path/to/model or a hub id such as Qwen/Qwen2.5-0.5B-Instruct")

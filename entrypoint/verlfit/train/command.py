@@ -17,6 +17,8 @@ from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
 from verlfit.train.describe import data_note, describe
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan
 from verlfit.train.preflight import check_data_size, checkpoint_space_warning, ensure_data, run_blocking_checks
+from verlfit.data_folder import data_folder_state
+from verlfit.train.reward import check_run_reward, data_keys
 from verlfit.train.run_directory import create_run_directory, record_resume, resume_plan
 from verlfit.train.settings import TrainOptions, build_launch
 from verlfit.train.supervise import launch
@@ -57,6 +59,7 @@ def register(subparsers) -> argparse.ArgumentParser:
             "  $ verlfit train --profile p40 --dry-run\n"
             "  $ verlfit train --emulate p40 --steps 50            # P40 code paths + 22.5 GiB per worker on a bigger GPU\n"
             "  $ verlfit train --algo grpo --steps 10 -- actor_rollout_ref.actor.optim.lr=5e-6\n"
+            "  $ verlfit train --data data/mytask --reward-function reward.py:compute_score --dry-run   # your own task\n"
             "  $ verlfit train --resume runs/ppo-p40-20261129-143000\n"
             "\nverl keys verlfit sets itself (refused after --; the option to use instead: keys):\n" + managed_keys_help()
         ),
@@ -69,6 +72,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs bf16 and compute capability >= 8.0)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)")
     parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet, prepared from the hub first if missing; or with raw GSM8K files (train/test .jsonl/.parquet with question and answer, or the hub's main/ folder), prepared from them into DIR/verl (default: %(default)s)")
+    parser.add_argument("--reward-function", metavar="FILE[:NAME]", help="score responses with the function NAME (default: compute_score) of the Python file FILE, called as verl 0.4.1 calls it: NAME(data_source, solution_str, ground_truth, extra_info) returning a number or a dict with 'score' (verl's custom_reward_function.path/.name, which may be given after -- instead). Checked on the first training rows before launch, copied into the run directory and recorded in run.json (default: verl's scorer for each row's data_source)")
     add_sizing_arguments(parser)  # --algo --samples --gpus --batch-size ... --plan: shared with verlfit plan
     parser.add_argument("--steps", type=whole_number, help="total training steps (default: --epochs passes over the data)")
     parser.add_argument("--epochs", type=whole_number, help="passes over the training data when --steps is not given (default: 1; with --steps, --steps wins)")
@@ -147,12 +151,16 @@ def run(args: argparse.Namespace) -> int:
             # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
             plan.notes.append(f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
                               f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)")
-        note = data_note(plan.settings.data_dir, os.environ)  # what the real run's data check would say
+        note = data_note(plan.settings.data_dir, os.environ, data_keys(plan.overrides))  # what the real run's data check would say
         if note:
             plan.notes.append(note)
         if (Path(plan.settings.data_dir) / "train.parquet").is_file():
-            # the refusal a real launch makes, as the dry run's failure (exit 2): no plan verdict for a run that cannot start
+            # the refusals a real launch makes, as the dry run's failure (exit 2): no plan verdict for a run that cannot start
             check_data_size(plan.settings)
+        if data_folder_state(plan.settings.data_dir, data_keys(plan.overrides)).prepared:
+            plan.notes.append(check_run_reward(plan.settings.data_dir, plan.reward_function, plan.overrides))
+        elif plan.reward_function is not None:
+            plan.notes.append(f"reward function: {plan.reward_function.name} in {plan.reward_function.path} (checked on the training rows once the data is prepared)")
         print(describe(plan, args.stall_timeout))
         return 0
     from verlfit.checks.stack import require
@@ -162,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         run_blocking_checks(plan)
     ensure_data(plan.settings)
     check_data_size(plan.settings)
+    plan.notes.append(check_run_reward(plan.settings.data_dir, plan.reward_function, plan.overrides))
     config_yaml = None
     if not args.no_validate:
         from omegaconf import OmegaConf

@@ -51,15 +51,18 @@ def wrap_note(note: str) -> str:
 
     return textwrap.fill(note, width=NOTE_WIDTH, initial_indent="note: ", subsequent_indent=NOTE_INDENT, break_long_words=False, break_on_hyphens=False)
 
-def data_note(data_dir: str, environ) -> str | None:
+def data_note(data_dir: str, environ, keys=None) -> str | None:
     """What a real run would do about its data before it launches, for the dry run to say (it prepares nothing):
     None when verl's files are in ``data_dir`` (the dry run then checks their size as the run does); else the
     ``data`` check a real launch runs (:func:`verlfit.checks.data_folder.check_data_folder`, one HEAD request to the
-    hub at most, none offline): its FAIL as the refusal the run would make, its WARN as the preparing it would do."""
+    hub at most, none offline; ``keys``: the run's data keys): its FAIL as the refusal the run would make, its WARN as
+    the preparing it would do."""
     from verlfit.checks.data_folder import check_data_folder
     from verlfit.checks.result import FAIL, PASS
 
-    result = check_data_folder(data_dir, environ)
+    from verlfit.data_folder import DataKeys
+
+    result = check_data_folder(data_dir, environ, keys=keys or DataKeys())
     if result.status == PASS:
         return None
     if result.status == FAIL:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from verlfit.overrides import TrainSettings
 from verlfit.profiles import load_profile
+from verlfit.reward_function import RewardFunction
 
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 
@@ -26,6 +27,8 @@ class LaunchPlan:
     overrides: list[str]
     command: list[str]
     notes: list[str]
+    # the reward function the run was given (the user's file; verl loads its copy in the run directory), None: verl's
+    reward_function: RewardFunction | None = None
 
 
 def hydra_run_dir_override(run_dir) -> str:
@@ -39,10 +42,13 @@ def hydra_run_dir_override(run_dir) -> str:
 def training_rows(settings: TrainSettings) -> int | None:
     """Rows (prompts) of ``settings.data_dir/train.parquet`` from its metadata, or None when it cannot be read."""
     try:
+        import pyarrow
         import pyarrow.parquet as pq
 
         return pq.ParquetFile(Path(settings.data_dir) / "train.parquet").metadata.num_rows
-    except (OSError, ImportError):
+    except ImportError:
+        return None
+    except (OSError, pyarrow.ArrowException):  # not parquet: check_data_size refuses it with its fix
         return None
 
 

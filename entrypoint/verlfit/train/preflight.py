@@ -21,8 +21,10 @@ def run_blocking_checks(plan: LaunchPlan) -> None:
     stops in seconds."""
     from verlfit.doctor import blocking_checks
 
+    from verlfit.train.reward import data_keys
+
     settings = plan.settings
-    failures = blocking_checks(profile_name=plan.profile_name, data_dir=settings.data_dir, model=settings.model, environment=plan.environment, rollout=settings.rollout, attention=settings.attention)
+    failures = blocking_checks(profile_name=plan.profile_name, data_dir=settings.data_dir, model=settings.model, environment=plan.environment, rollout=settings.rollout, attention=settings.attention, data_keys=data_keys(plan.overrides))
     if failures:
         raise VerlfitError("pre-flight checks failed:\n" + "\n".join(f"  FAIL {f.name}: {f.message}" + (f"\n       fix: {f.fix}" if f.fix else "") for f in failures), fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway")
 
@@ -31,23 +33,42 @@ def check_data_size(settings: TrainSettings) -> None:
     """Refuse a training set smaller than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
 
     Raises:
-        VerlfitError: naming the file, its row count and the batch size.
+        VerlfitError: naming the file, its row count and the batch size; or the file that does not read as parquet.
     """
+    import pyarrow
     import pyarrow.parquet as pq
 
     path = Path(settings.data_dir) / "train.parquet"
-    rows = pq.ParquetFile(path).metadata.num_rows
+    try:
+        rows = pq.ParquetFile(path).metadata.num_rows
+    except (OSError, pyarrow.ArrowException) as error:
+        raise VerlfitError(f"{path} does not read as parquet: {str(error).splitlines()[0] if str(error) else type(error).__name__}", fix="prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet", exit_code=2) from error
     if rows < settings.train_batch_size:
         raise VerlfitError(f"{path} has {rows} rows, fewer than one batch of {settings.train_batch_size} prompts", fix=f"use --batch-size {rows} or less, or more data", exit_code=2)
 
 
 def ensure_data(settings: TrainSettings) -> None:
-    """Prepare GSM8K into ``settings.data_dir`` when its parquet files are missing: from the raw GSM8K files of
-    ``--data`` when it holds some (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`),
-    else from the hub."""
+    """Prepare GSM8K into ``settings.data_dir`` when it holds no prepared data, and only where that loses nothing:
+    a folder that is absent, empty or holds data verlfit wrote (:func:`verlfit.data_folder.data_folder_state`, with the
+    run's ``data.prompt_key`` / ``data.reward_fn_key``); from the raw GSM8K files of ``--data`` when it holds some
+    (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`), else from the hub. A folder
+    with verl-format data (verlfit's or anyone's) is used as it is.
+
+    Raises:
+        VerlfitError: exit status 2, writing nothing, when ``settings.data_dir`` holds the user's files (e.g. a
+            train.parquet without test.parquet, or files that are not verl's): the fix names the missing file, or
+            asks for a folder with both.
+    """
+    from verlfit.checks.data_folder import data_folder_refusal
+    from verlfit.data_folder import data_folder_state
+    from verlfit.train.reward import data_keys
+
     data = Path(settings.data_dir)
-    if gsm8k.is_prepared(data):
+    report = data_folder_state(data, data_keys(settings.extra_overrides))
+    if report.prepared:
         return
+    if not report.writable:
+        raise data_folder_refusal(report)
     _, source = gsm8k.training_data(data)
     print(f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first, from " + (f"the raw files in {source}" if source is not None else "the hub"))
     gsm8k.prepare(source=source, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length)

@@ -72,6 +72,8 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
             "command": plan.command,
             "notes": plan.notes,
         }
+        if plan.reward_function is not None:
+            record["reward_function"] = copy_reward_function(plan.reward_function, staging, run_dir)
         (staging / RUN_FILE).write_text(json.dumps(record, indent=2) + "\n")
         exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in plan.environment.items())
         (staging / "command.sh").write_text("#!/usr/bin/env bash\n# The exact verl launch of this run (written by verlfit train).\n" + exports + shell_command(plan.command, indent="  ") + "\n")
@@ -88,6 +90,28 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return run_dir
+
+
+def copy_reward_function(reward, staging: Path, run_dir: Path) -> dict:
+    """Copy the reward function's file into the run directory being built (``staging``, renamed to ``run_dir``
+    after), at :func:`verlfit.train.reward.reward_copy_path`, and return run.json's ``reward_function`` record:
+    ``{"path": the copy (absolute, under run_dir), "name", "source": the user's file, "sha256": of the copy}``.
+
+    Raises:
+        VerlfitError: the file cannot be read (it was checked moments before: it moved or lost its permissions).
+    """
+    import shutil
+
+    from verlfit.data_folder import file_digest
+    from verlfit.train.reward import reward_copy_path
+
+    copy = reward_copy_path(staging, reward)
+    copy.parent.mkdir()
+    try:
+        shutil.copyfile(reward.path, copy)
+    except OSError as error:
+        raise VerlfitError(f"cannot copy the reward function file {reward.path} into the run directory: {error}", fix="check that the file is readable and pass --reward-function again", exit_code=2) from error
+    return {"path": str(reward_copy_path(run_dir, reward)), "name": reward.name, "source": str(reward.path), "sha256": file_digest(copy)}
 
 
 def load_run(run_dir: Path) -> dict:

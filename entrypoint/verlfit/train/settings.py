@@ -17,7 +17,7 @@ from verlfit import gsm8k
 from verlfit.arguments import SizingOptions
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
-from verlfit.overrides import CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, build_overrides, hf_rollout_only_note, override_value, unwraps_lora_generation, user_overrides, validate_overrides
+from verlfit.overrides import merge_overrides, CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, build_overrides, hf_rollout_only_note, override_value, unwraps_lora_generation, user_overrides, validate_overrides
 from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, customize, profile_choice_note, resolve_environment, select_profile
 from verlfit.train.gpus import find_gpu, memory_limit_gib, nccl_settings
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan, hydra_run_dir_override, total_steps
@@ -51,6 +51,7 @@ class TrainOptions:
     dry_run: bool
     no_validate: bool
     overrides: list[str]
+    reward_function: str | None = None  # --reward-function FILE[:NAME]
 
 
 def train_settings(options: TrainOptions, run_dir: str) -> TrainSettings:
@@ -143,10 +144,17 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     if options.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
     settings = train_settings(options, run_dir)
+    from verlfit.train.reward import reward_overrides, run_reward_function
+
+    # --reward-function, or verl's keys after --: one check, made absolute, and verl pointed at the run directory's copy
+    reward, settings.extra_overrides = run_reward_function(options.reward_function, settings.extra_overrides)
     if options.steps is not None and options.epochs is not None:
         notes.append(f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after {options.steps} steps, however many epochs that is (--epochs counts only without --steps)")
     settings.rollout, settings.attention = profile.rollout, profile.attention
     settings.data_dir = str(gsm8k.training_data(Path(settings.data_dir).resolve())[0])  # raw GSM8K files in --data: verl's files go to --data/verl
+    from verlfit.model_shape import check_model_argument
+
+    check_model_argument(options.model)  # a config.json file is not a model folder
     if Path(settings.model).exists():
         settings.model = str(Path(settings.model).resolve())
     if options.sizing.plan == "auto":
@@ -167,6 +175,8 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
         share = round(profile.vllm_gpu_memory_utilization * limit * 1024**3 / gpu.total_memory_bytes, 4)
         notes.append(f"vLLM's share {profile.vllm_gpu_memory_utilization} of the {limit:g} GiB limit is {share} of {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole card)")
     overrides = build_overrides(settings, profile, environment, compute_capability, vllm_card_fraction=share)
+    if reward is not None:
+        overrides = merge_overrides(overrides + reward_overrides(run_dir, reward))
     if f"+{CUDA_GRAPH_KEY}=False" in overrides and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides:
         if settings.lora_rank:
             notes.append(LORA_CUDA_GRAPH_NOTE)
@@ -184,7 +194,7 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
         validate_overrides(overrides)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
     gpu_text = f"{gpu.name} (compute capability {gpu.compute_capability_text}, {gpu.total_memory_bytes / 1024**3:.1f} GiB)" if gpu else "none detected"
-    return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes)
+    return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward)
 
 
 def apply_plan(settings: TrainSettings, profile, sizing: SizingOptions, gpu, limit_gib: float | None, emulate: str | None = None) -> list[str]:

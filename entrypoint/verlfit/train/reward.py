@@ -1,0 +1,86 @@
+"""The reward a ``verlfit train`` run is scored with: chosen from ``--reward-function FILE[:NAME]`` or verl's
+``custom_reward_function.path`` / ``.name`` after ``--`` (:func:`run_reward_function`, made absolute), pointed at
+its copy in the run directory (:func:`reward_overrides`, :data:`REWARD_FOLDER`), and checked on the training set's
+rows before launch (:func:`check_run_reward`: the function, or verl's scorer for every ``data_source`` when there is
+none). The copy makes ``--resume``, ``verlfit export`` and ``verlfit eval`` use the rule the run trained with, even
+when the user's file changes later.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from verlfit.data_folder import DataKeys
+from verlfit.errors import VerlfitError
+from verlfit.overrides import override_value, split_override
+from verlfit.reward_function import RewardFunction, check_reward_function, check_verl_scores, from_overrides, parse_reward_function
+
+REWARD_FOLDER = "reward"  # RUN_DIR/reward/<the file's name>: the copy verl loads
+PATH_KEY = "custom_reward_function.path"
+NAME_KEY = "custom_reward_function.name"
+
+
+def data_keys(overrides: list[str]) -> DataKeys:
+    """The :class:`DataKeys` verl runs with under ``overrides`` (``data.prompt_key``, ``data.reward_fn_key``; verl
+    0.4.1's defaults ``prompt`` / ``data_source`` where not set)."""
+    return DataKeys(prompt_key=override_value(overrides, "data.prompt_key") or "prompt", reward_fn_key=override_value(overrides, "data.reward_fn_key") or "data_source")
+
+
+def run_reward_function(spec: str | None, overrides: list[str], base: str | os.PathLike | None = None) -> tuple[RewardFunction | None, list[str]]:
+    """The run's reward function and the user's overrides without the ``custom_reward_function.path`` / ``.name``
+    keys (verlfit sets them again, pointing at the run directory's copy: :func:`reward_overrides`).
+
+    Args:
+        spec: ``--reward-function``'s ``FILE[:NAME]`` (None: not given).
+        overrides: the user's overrides after ``--``.
+        base: the folder relative paths are read against (default: the current directory).
+
+    Raises:
+        VerlfitError: exit status 2: both ``--reward-function`` and ``custom_reward_function.path`` given; a name
+            without a path; what :func:`verlfit.reward_function.parse_reward_function` raises.
+    """
+    path, name = override_value(overrides, PATH_KEY), override_value(overrides, NAME_KEY)
+    rest = [override for override in overrides if split_override(override)[1] not in (PATH_KEY, NAME_KEY)]
+    if spec is not None and (path or name):
+        raise VerlfitError(
+            f"--reward-function {spec} and {PATH_KEY}/{NAME_KEY} after -- both name a reward function",
+            fix="give it once: --reward-function FILE.py:FUNCTION (the keys after -- mean the same)",
+            exit_code=2,
+        )
+    if spec is not None:
+        return parse_reward_function(spec, base), rest
+    reward = from_overrides(path, name, base)
+    if reward is None and name:
+        raise VerlfitError(f"{NAME_KEY}={name} after -- without {PATH_KEY}: verl ignores the name and scores with its own default_compute_score", fix=f"pass --reward-function FILE.py:{name}", exit_code=2)
+    return reward, rest
+
+
+def reward_copy_path(run_dir: str | os.PathLike, reward: RewardFunction) -> Path:
+    """Where the run directory keeps its copy of the reward file: ``RUN_DIR/reward/<file name>``."""
+    return Path(run_dir) / REWARD_FOLDER / reward.path.name
+
+
+def reward_overrides(run_dir: str | os.PathLike, reward: RewardFunction) -> list[str]:
+    """verl's overrides selecting the run directory's copy of ``reward`` (absolute, quoted for Hydra)."""
+    from verlfit.overrides import quote_value
+
+    return [f"{PATH_KEY}={quote_value(str(reward_copy_path(run_dir, reward)))}", f"{NAME_KEY}={reward.name}"]
+
+
+def check_run_reward(data_dir: str | os.PathLike, reward: RewardFunction | None, overrides: list[str]) -> str:
+    """Check the reward on the first rows of ``data_dir/train.parquet`` before launch: ``reward``'s function
+    (:func:`verlfit.reward_function.check_reward_function`), or without one verl's ``default_compute_score`` for
+    every ``data_source`` (:func:`verlfit.reward_function.check_verl_scores`). Returns the line the dry run prints.
+
+    Raises:
+        VerlfitError: exit status 2 naming the file, the function and the row; or the data sources verl cannot score,
+            with the fix (--reward-function).
+    """
+    parquet = Path(data_dir) / "train.parquet"
+    keys = data_keys(overrides)
+    if reward is not None:
+        scored = check_reward_function(reward, parquet, keys)
+        return f"reward function: {reward.name} in {reward.path} (checked on {len(scored) // 2} training rows: {', '.join(f'{s.score:g}' for s in scored)})"
+    scored = check_verl_scores(parquet, keys)
+    return f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (checked on {len(scored) // 2} training rows)"

@@ -1,0 +1,189 @@
+"""Issue 26 phase B: ``verlfit train`` with the user's own task: ``--reward-function FILE[:NAME]`` (and verl's
+``custom_reward_function`` keys after ``--``) checked on the training rows before launch, copied into the run
+directory and recorded in run.json; data verl cannot score refused with the fix; the user's data folder never
+filled with GSM8K; a config.json ``--model`` and a garbage train.parquet refused cleanly."""
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from verlfit import cli
+from verlfit.errors import VerlfitError
+
+REWARD = '''
+def score(data_source, solution_str, ground_truth, extra_info=None):
+    return 1.0 if solution_str.strip() == ground_truth else 0.0
+
+
+def helper(text):
+    return text
+'''
+
+
+def own_data(folder: Path, data_source="arith", prompt_key="prompt", rows=40, test=True) -> Path:
+    """train.parquet (and test.parquet) in verl's format with the user's own data_source: ground truth str(2 * i)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    table = pa.table({
+        "data_source": [data_source] * rows,
+        prompt_key: [[{"role": "user", "content": f"{i} + {i}?"}] for i in range(rows)],
+        "ability": ["math"] * rows,
+        "reward_model": [{"style": "rule", "ground_truth": str(2 * i)} for i in range(rows)],
+        "extra_info": [{"index": i} for i in range(rows)],
+    })
+    pq.write_table(table, folder / "train.parquet")
+    if test:
+        pq.write_table(table.slice(0, 8), folder / "test.parquet")
+    return folder
+
+
+def reward_file(folder: Path, text=REWARD, name="my_reward.py") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(text)
+    return folder / name
+
+
+def dry_run(tmp_path, *argv):
+    return cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--run-dir", str(tmp_path / "run"), *argv])
+
+
+def unwrapped(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_dry_run_checks_and_prints_the_reward_function_and_points_verl_at_the_run_directorys_copy(tmp_path, capsys):
+    data, reward = own_data(tmp_path / "data"), reward_file(tmp_path / "task")
+    assert dry_run(tmp_path, "--data", str(data), "--reward-function", f"{reward}:score") == 0
+    out = unwrapped(capsys.readouterr().out)
+    # 3 rows, twice each: the ground truth (1.0), an empty response (0.0)
+    assert f"note: reward function: score in {reward} (checked on 3 training rows: 1, 0, 1, 0, 1, 0)" in out
+    assert f"custom_reward_function.path={tmp_path.resolve() / 'run' / 'reward' / 'my_reward.py'} \\ custom_reward_function.name=score \\" in out
+
+
+def test_a_wrong_function_name_exits_2_naming_the_file_and_its_functions(tmp_path, capsys):
+    data, reward = own_data(tmp_path / "data"), reward_file(tmp_path / "task")
+    assert dry_run(tmp_path, "--data", str(data), "--reward-function", f"{reward}:compute_score") == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (f"verlfit: error: reward function file {reward} has no function 'compute_score' (its functions: helper, score)\n"
+                   f"  fix: pass --reward-function {reward}:NAME with one of them, or rename the function\n")
+
+
+def test_a_reward_that_raises_on_a_row_exits_2_naming_the_row(tmp_path, capsys):
+    data = own_data(tmp_path / "data")
+    reward = reward_file(tmp_path / "task", "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return int(solution_str) == int(ground_truth)\n")
+    assert dry_run(tmp_path, "--data", str(data), "--reward-function", str(reward)) == 2
+    err = capsys.readouterr().err
+    assert f"verlfit: error: compute_score in {reward} raised ValueError: invalid literal for int() with base 10: '' on training row 0 (data_source 'arith', ground truth '0') with an empty response as the response\n" in err
+
+
+def test_the_keys_after_the_separator_go_through_the_same_check_and_are_made_absolute(tmp_path, capsys, monkeypatch):
+    from verlfit.train.command import prepare_launch
+
+    data = own_data(tmp_path / "data")
+    reward_file(tmp_path / "task")
+    monkeypatch.chdir(tmp_path / "task")
+    argv = ["--data", str(data), "--", "custom_reward_function.path=my_reward.py", "custom_reward_function.name=score"]
+    plan = prepare_launch(cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--run-dir", str(tmp_path / "run"), *argv]), environ={}, gpu=None, detect_gpu=False)
+    assert str(plan.reward_function) == f"{tmp_path / 'task' / 'my_reward.py'}:score"
+    assert [o for o in plan.overrides if o.startswith("custom_reward_function.")] == [f"custom_reward_function.path={tmp_path.resolve() / 'run' / 'reward' / 'my_reward.py'}", "custom_reward_function.name=score"]
+    assert plan.settings.extra_overrides == []  # verlfit sets them, to the copy
+    assert dry_run(tmp_path, "--data", str(data), "--", "custom_reward_function.path=my_reward.py", "custom_reward_function.name=nope") == 2
+    assert f"reward function file {tmp_path / 'task' / 'my_reward.py'} has no function 'nope' (its functions: helper, score)" in capsys.readouterr().err
+    assert dry_run(tmp_path, "--data", str(data), "--reward-function", "my_reward.py:score", "--", "custom_reward_function.path=my_reward.py") == 2
+    assert "--reward-function my_reward.py:score and custom_reward_function.path/custom_reward_function.name after -- both name a reward function" in capsys.readouterr().err
+
+
+def test_a_data_source_verl_cannot_score_is_refused_before_launch_with_the_fix(tmp_path, capsys):
+    data = own_data(tmp_path / "data", data_source="arith")
+    assert dry_run(tmp_path, "--data", str(data)) == 2
+    err = capsys.readouterr().err
+    assert f"verlfit: error: verl 0.4.1 has no scorer for data_source 'arith' in {data / 'train.parquet'}" in err
+    assert "  fix: pass a reward function: --reward-function FILE.py:FUNCTION" in err
+
+
+def test_gsm8k_data_without_a_reward_function_says_verls_scorer_is_used(tmp_path, capsys):
+    data = own_data(tmp_path / "data", data_source="openai/gsm8k")
+    assert dry_run(tmp_path, "--data", str(data)) == 0
+    assert "note: reward function: verl's default_compute_score for the data's data_source (checked on 3 training rows)" in unwrapped(capsys.readouterr().out)
+
+
+def test_the_run_directory_holds_a_copy_recorded_in_run_json_and_resume_reuses_it(tmp_path):
+    from verlfit.data_folder import file_digest
+    from verlfit.train.command import prepare_launch
+    from verlfit.train.run_directory import create_run_directory, resume_plan
+
+    data, reward = own_data(tmp_path / "data"), reward_file(tmp_path / "task")
+    plan = prepare_launch(cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "run"), "--data", str(data), "--reward-function", f"{reward}:score", "--save-freq", "1", "--steps", "3"]), environ={}, gpu=None, detect_gpu=False)
+    run_dir = create_run_directory(plan, None)
+    copy = run_dir.resolve() / "reward" / "my_reward.py"
+    assert copy.read_text() == REWARD
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["reward_function"] == {"path": str(copy), "name": "score", "source": str(reward), "sha256": file_digest(reward)}
+    reward.write_text("def score(**kwargs):\n    return 0.0\n")  # the user edits the file after the run started
+    (run_dir / "checkpoints" / "global_step_1").mkdir()
+    (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("1")
+    resumed = resume_plan(run_dir)
+    assert f"custom_reward_function.path={copy}" in resumed.overrides
+    assert "custom_reward_function.name=score" in resumed.overrides
+
+
+# --------------------------------------------------------------------------- never the user's files
+
+
+def test_train_refuses_a_data_folder_with_only_the_users_train_parquet_and_writes_nothing(tmp_path, capsys):
+    from verlfit.train.command import prepare_launch
+    from verlfit.train.preflight import ensure_data
+
+    data = own_data(tmp_path / "data", test=False)
+    before = {path.name: path.read_bytes() for path in data.iterdir()}
+    plan = prepare_launch(cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "run"), "--data", str(data)]), environ={}, gpu=None, detect_gpu=False)
+    with pytest.raises(VerlfitError) as caught:
+        ensure_data(plan.settings)
+    assert caught.value.exit_code == 2
+    assert str(caught.value) == (
+        f"--data {data.resolve()} holds files verlfit did not write (train.parquet; no verlfit marker) and no train.parquet and test.parquet in verl's format: "
+        "verlfit train prepares GSM8K only into a folder that is absent, empty or holds data it prepared, so it writes nothing there\n"
+        f"  fix: add test.parquet (verl validates on it) next to train.parquet in {data.resolve()}, or point --data at a folder holding both train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files)"
+    )
+    assert capsys.readouterr().out == ""  # no "preparing GSM8K first"
+    assert {path.name: path.read_bytes() for path in data.iterdir()} == before
+
+
+def test_train_refuses_a_folder_of_other_files_and_uses_verl_data_with_its_own_prompt_key(tmp_path, capsys):
+    from verlfit.overrides import TrainSettings
+    from verlfit.train.preflight import ensure_data
+
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "questions.jsonl").write_text('{"q": "2+2?"}\n')
+    with pytest.raises(VerlfitError, match=r"holds files verlfit did not write \(questions\.jsonl; no verlfit marker\).*\n  fix: point --data at a folder holding train\.parquet and test\.parquet"):
+        ensure_data(TrainSettings(data_dir=str(notes)))
+    assert sorted(path.name for path in notes.iterdir()) == ["questions.jsonl"]
+    question = own_data(tmp_path / "question", prompt_key="question")
+    before = {path.name: path.read_bytes() for path in question.iterdir()}
+    with pytest.raises(VerlfitError, match=r"train\.parquet lacks prompt; test\.parquet lacks prompt\) .*\n  fix: give them the columns verl reads"):
+        ensure_data(TrainSettings(data_dir=str(question)))
+    ensure_data(TrainSettings(data_dir=str(question), extra_overrides=["data.prompt_key=question"]))  # verl's own data with its key: used as is
+    assert capsys.readouterr().out == ""
+    assert {path.name: path.read_bytes() for path in question.iterdir()} == before
+
+
+def test_a_config_json_model_and_a_garbage_train_parquet_are_clean_errors_in_the_dry_run(tmp_path, capsys):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    assert dry_run(tmp_path, "--model", str(model / "config.json")) == 2
+    assert capsys.readouterr().err == (f"verlfit: error: --model {model / 'config.json'} is a model's config.json, not a model folder: verl loads the weights and the tokenizer from the folder\n"
+                                       f"  fix: pass --model {model} (the folder holding config.json, the weights and the tokenizer)\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.parquet").write_bytes(b"not parquet at all")
+    (data / "test.parquet").write_bytes(b"not parquet either")
+    assert dry_run(tmp_path, "--data", str(data)) == 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and out == ""
+    assert err.startswith(f"verlfit: error: {data / 'train.parquet'} does not read as parquet: ")
+    assert err.endswith("  fix: prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet\n")
