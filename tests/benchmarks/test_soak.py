@@ -140,8 +140,8 @@ def test_the_driver_interrupts_and_resumes_the_run_as_planned_each_step_once(tmp
     # no process of the run is left (the SIGKILL took the driver and the worker too); a killed process leaves the table
     # when it is reaped, which a loaded machine can take a moment over: looked for again for up to 10 s
     def left_over():
-        return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] and "ray::WorkerDict.actor_rollout_generate_sequences" in p.info["cmdline"][0]
-                and p.status() != psutil.STATUS_ZOMBIE]
+        return [p for p in psutil.process_iter(["cmdline", "status"]) if p.info["cmdline"] and "ray::WorkerDict.actor_rollout_generate_sequences" in p.info["cmdline"][0]
+                and p.info["status"] != psutil.STATUS_ZOMBIE]
     deadline = time.monotonic() + 10
     while left_over() and time.monotonic() < deadline:
         time.sleep(0.2)
