@@ -37,7 +37,7 @@ if [ -n "$bundle" ] && [ ! -f "$bundle" ]; then
   echo "rehearsal: VERL_BUNDLE=$bundle: no such file (../shared/verl/README.md; or REHEARSAL_VERL=sdist)" >&2
   exit 2
 fi
-for candidate in "$repo/../shared/verl/verl-v0.4.1.bundle" /work/shared/verl/verl-v0.4.1.bundle; do
+for candidate in "$repo/../shared/verl/verl-v0.4.1.bundle"; do
   [ -n "$bundle" ] || [ ! -f "$candidate" ] || bundle=$candidate
 done
 # REHEARSAL_VERL=sdist: the stand-in made from PyPI's sdist even where the bundle is (to rehearse that path)
