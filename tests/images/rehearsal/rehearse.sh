@@ -37,9 +37,8 @@ if [ -n "$bundle" ] && [ ! -f "$bundle" ]; then
   echo "rehearsal: VERL_BUNDLE=$bundle: no such file (../shared/verl/README.md; or REHEARSAL_VERL=sdist)" >&2
   exit 2
 fi
-for candidate in "$repo/../shared/verl/verl-v0.4.1.bundle"; do
-  [ -n "$bundle" ] || [ ! -f "$candidate" ] || bundle=$candidate
-done
+beside_checkout=$repo/../shared/verl/verl-v0.4.1.bundle
+[ -n "$bundle" ] || [ ! -f "$beside_checkout" ] || bundle=$beside_checkout
 # REHEARSAL_VERL=sdist: the stand-in made from PyPI's sdist even where the bundle is (to rehearse that path)
 [ "${REHEARSAL_VERL:-}" != sdist ] || bundle=
 ca_bundle=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
