@@ -75,6 +75,9 @@
 #              with LoRA rank 16 on the Qwen3-1.7B shape and PPO full-parameter on the Qwen3-0.6B shape (random
 #              weights, 4 steps each, a checkpoint of step 4), each with its plan; then verlfit export and verlfit
 #              eval --reward-function on 64 held-out problems (run setup with this stage named first: it makes the models)
+#   lora_families issue 26 item 6: LoRA runs of the new families (Qwen3 0.6B/1.7B/4B, Llama 3.2 1B/3B shapes, random
+#              weights made here), PPO and GRPO, GSM8K and the own task, 3 steps each, all at once, each with its plan;
+#              one with the trims off (LORA_FAMILY_RUNS)
 #   learn_own  issue 26: the learning check's small model (learn's SFT warm-up) on the own task with its reward function,
 #              GRPO, 200 steps, lr 1e-5, validation every 20 steps; then export and eval --reward-function --compare
 #              the starting model on the 256 held-out problems: the held-out score should rise by at least +0.10
@@ -529,6 +532,43 @@ stage_learn_own() {
   grep -o '"val-core/verlfit/shelf-stock/reward/mean@1": [0-9.]*' "$RUNS/$name/metrics.jsonl" 2>/dev/null | sed -n '1p;$p' | sed "s/^/  $name validation| /" | tee -a "$RUNS/stages.log" || true
   own_export_eval "$name" --compare "$small"
   log "learn_own: expected a held-out difference (model - start) of at least +0.10 in $RUNS/$name.eval.json"
+}
+
+# issue 26 item 6: LoRA on the new families, --emulate p40, 3 steps each, all at once (each capped at 22.5 GiB), with
+# the plan first; the planner's sizes (auto-fit). NAME|MAKE_MODEL_SHAPE|DATA (gsm8k, own)|verlfit train words
+LORA_FAMILY_RUNS=(
+  "lora-qwen3-0p6b-ppo-gsm8k|qwen3-0.6b|gsm8k|--lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256"
+  "lora-qwen3-1p7b-ppo-own|qwen3-1.7b|own|--lora-rank 16 --batch-size 16 --max-prompt-length 256 --max-response-length 128"
+  "lora-qwen3-4b-grpo-own|qwen3-4b|own|--algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 256 --max-response-length 128"
+  "lora-llama-3.2-1b-grpo-gsm8k|llama-3.2-1b|gsm8k|--algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
+  "lora-llama-3.2-3b-grpo-gsm8k|llama-3.2-3b|gsm8k|--algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 512 --max-response-length 256"
+  # the same as the 1B run with the p40 profile's trims off (patches 0020-0021): the planner's full widths, so the
+  # LoRA terms are checked apart from the trims' effect
+  "lora-llama-3.2-1b-grpo-gsm8k-untrimmed|llama-3.2-1b|gsm8k|--algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256 -- +actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False"
+)
+
+lora_family_run() {  # lora_family_run SPEC: make the model if missing, plan, train 3 steps (LORA_FAMILY_RUNS' format)
+  local name shape data words model
+  IFS='|' read -r name shape data words <<< "$1"
+  model=$WORK/$shape-random
+  (
+  flock 9
+  [ -f "$model/config.json" ] || python3 benchmarks/make_model.py --shape "$shape" --output "$model" --tokenizer-dir "$MODEL" > "$RUNS/$name.make.console" 2>&1
+  ) 9> "$WORK/.$shape.lock" || { log "lora_families: making $model failed: status $?"; return 0; }
+  case $data in gsm8k) data=$DATA ;; own) own_data; data=$OWN/data ;; esac
+  local plan_words=${words%% -- *}
+  # shellcheck disable=SC2086  # words: the run's verlfit train words, split on spaces by design
+  verlfit plan --model "$model" --emulate p40 $plan_words > "$RUNS/$name.plan" 2>&1 || true
+  # shellcheck disable=SC2086
+  train "$name" --emulate p40 --model "$model" --data "$data" --steps 3 "${COMMON[@]}" $words
+}
+
+stage_lora_families() {
+  local spec
+  for spec in "${LORA_FAMILY_RUNS[@]}"; do
+    lora_family_run "$spec" &
+  done
+  wait
 }
 
 stage_bench() {

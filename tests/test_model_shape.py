@@ -138,3 +138,21 @@ def test_model_pointing_at_a_config_file_is_refused_with_its_folder(tmp_path):
     )
     check_model_argument(str(tmp_path))  # the folder is fine
     check_model_argument("Qwen/Qwen3-1.7B")  # a hub id is fine
+
+
+# the random-weight models the device runs train (benchmarks/make_model.py --shape) have the built-in shapes exactly
+SYNTHETIC_OF_BUILTIN = {"qwen3-0.6b": "Qwen/Qwen3-0.6B", "qwen3-1.7b": "Qwen/Qwen3-1.7B", "qwen3-4b": "Qwen/Qwen3-4B",
+                        "llama-3.2-1b": "meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-3b": "meta-llama/Llama-3.2-3B-Instruct"}
+
+
+@pytest.mark.parametrize("synthetic", sorted(SYNTHETIC_OF_BUILTIN))
+def test_synthetic_family_models_have_the_builtin_shapes(synthetic, tmp_path):
+    import dataclasses
+
+    from verlfit.synthetic_model import model_config, train_tokenizer
+
+    tokenizer = train_tokenizer(str(tmp_path / "tokenizer"), vocab_size=512)
+    config = model_config(synthetic, tokenizer)
+    config.save_pretrained(tmp_path / "model")
+    made, builtin = load_model_shape(str(tmp_path / "model")), load_model_shape(SYNTHETIC_OF_BUILTIN[synthetic])
+    assert dataclasses.replace(made, name=builtin.name) == builtin

@@ -184,6 +184,29 @@ SHAPES = {
         rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
         attention_dropout=0.0, initializer_range=0.02, use_cache=True,
     ),
+    "qwen3-4b": dict(
+        model_type="qwen3", hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=128, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=40960,
+        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
+        attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+    ),
+    # meta-llama/Llama-3.2-1B-Instruct and -3B-Instruct config.json (verlfit.model_shape's built-in Llama 3.2 shapes:
+    # tied, no biases, 128256 rows); rope_theta 500000, rms_norm_eps 1e-5 and the llama3 rope scaling as in the hub's
+    # config.json. The tokenizer is the local one (its ids fit the 128256 rows).
+    "llama-3.2-1b": dict(
+        model_type="llama", hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=64, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
+        rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192),
+        rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu", attention_bias=False, mlp_bias=False,
+        attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+    ),
+    "llama-3.2-3b": dict(
+        model_type="llama", hidden_size=3072, intermediate_size=8192, num_hidden_layers=28, num_attention_heads=24,
+        num_key_value_heads=8, head_dim=128, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
+        rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192),
+        rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu", attention_bias=False, mlp_bias=False,
+        attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+    ),
     # tiny random models of the other families for the CPU tests (head_dim apart from hidden/heads for qwen3; an
     # untied lm_head for llama, as Llama 3.1 8B has)
     "tiny-qwen3": dict(
@@ -200,7 +223,8 @@ SHAPES = {
     ),
 }
 DEFAULT_DTYPE = {"qwen2.5-0.5b": "bfloat16", "qwen2.5-1.5b": "bfloat16", "qwen2.5-3b": "bfloat16", "tiny": "float32", "small": "float32",
-                 "qwen3-0.6b": "bfloat16", "qwen3-1.7b": "bfloat16", "tiny-qwen3": "float32", "tiny-llama": "float32"}
+                 "qwen3-0.6b": "bfloat16", "qwen3-1.7b": "bfloat16", "qwen3-4b": "bfloat16",
+                 "llama-3.2-1b": "bfloat16", "llama-3.2-3b": "bfloat16", "tiny-qwen3": "float32", "tiny-llama": "float32"}
 # model_type -> (config class, causal LM class) in transformers (4.51 has all three)
 FAMILIES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "llama": ("LlamaConfig", "LlamaForCausalLM")}
 
