@@ -26,7 +26,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora_1p5b_ppo lora_3b_grpo lora_speed main main_resume multigpu noeos own_task pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora_1p5b_ppo lora_3b_grpo lora_families lora_speed main main_resume multigpu noeos own_task pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -439,3 +439,30 @@ def test_setup_makes_the_qwen3_models_when_own_task_is_named(tmp_path):
     calls = (tmp_path / "calls").read_text().splitlines()
     for shape in ("qwen3-0.6b", "qwen3-1.7b"):
         assert f"benchmarks/make_model.py --shape {shape} --output {work}/{shape}-random --tokenizer-dir {work}/qwen2.5-0.5b-random" in calls
+
+
+def test_lora_families_stage_makes_each_model_plans_and_trains_every_run(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(work), "RUNS": str(runs), "OUT": str(tmp_path / "out")}
+    result = subprocess.run(["bash", str(SCRIPT), "lora_families"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()  # the runs go at once: their lines interleave
+    common = "--skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
+    gsm8k, own = f"--data {work}/gsm8k", f"--data {work}/own/data"
+    untrimmed = "-- +actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False"
+    expected_train = [
+        f"lora-qwen3-0p6b-ppo-gsm8k --emulate p40 --model {work}/qwen3-0.6b-random {gsm8k} --steps 3 {common} --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256",
+        f"lora-qwen3-1p7b-ppo-own --emulate p40 --model {work}/qwen3-1.7b-random {own} --steps 3 {common} --lora-rank 16 --batch-size 16 --max-prompt-length 256 --max-response-length 128",
+        f"lora-qwen3-4b-grpo-own --emulate p40 --model {work}/qwen3-4b-random {own} --steps 3 {common} --algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 256 --max-response-length 128",
+        f"lora-llama-3.2-1b-grpo-gsm8k --emulate p40 --model {work}/llama-3.2-1b-random {gsm8k} --steps 3 {common} --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256",
+        f"lora-llama-3.2-3b-grpo-gsm8k --emulate p40 --model {work}/llama-3.2-3b-random {gsm8k} --steps 3 {common} --algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 512 --max-response-length 256",
+        f"lora-llama-3.2-1b-grpo-gsm8k-untrimmed --emulate p40 --model {work}/llama-3.2-1b-random {gsm8k} --steps 3 {common} --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256 {untrimmed}",
+    ]
+    assert sorted(line for line in calls if " train " in line) == sorted(f"-m verlfit train --run-dir {runs}/{words}" for words in expected_train)
+    # a model is made where its config.json is missing (the fake python writes none, so the two 1B runs both ask)
+    makes = sorted(line.split(" --output ")[1].split()[0] for line in calls if line.startswith("benchmarks/make_model.py"))
+    assert makes == sorted(f"{work}/{shape}-random" for shape in ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "llama-3.2-1b", "llama-3.2-1b", "llama-3.2-3b"))
+    # the plan gets the sizes, never the overrides after --
+    assert f"-m verlfit plan --model {work}/llama-3.2-1b-random --emulate p40 --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256" in calls
+    assert not any(" plan " in line and " -- " in line for line in calls)
