@@ -35,7 +35,10 @@ LOSSES = ("actor/pg_loss", "critic/vf_loss", "actor/kl_loss")
 QWEN05B = "Qwen/Qwen2.5-0.5B-Instruct"
 # device_run.sh's random-weight models (MODEL, MODEL_1P5B, MODEL_3B: make_model.py --shape qwen2.5-*) have the
 # Instruct configs' shapes (verlfit.synthetic_model.SHAPES), which the planner has built in
-BUILT_IN_SHAPES = {"qwen2.5-0.5b-random": QWEN05B, "qwen2.5-1.5b-random": "Qwen/Qwen2.5-1.5B-Instruct", "qwen2.5-3b-random": "Qwen/Qwen2.5-3B-Instruct"}
+BUILT_IN_SHAPES = {"qwen2.5-0.5b-random": QWEN05B, "qwen2.5-1.5b-random": "Qwen/Qwen2.5-1.5B-Instruct", "qwen2.5-3b-random": "Qwen/Qwen2.5-3B-Instruct",
+                   # make_model.py's other families (tests/test_model_shape.py checks these shapes equal the built-in ones)
+                   "qwen3-0.6b-random": "Qwen/Qwen3-0.6B", "qwen3-1.7b-random": "Qwen/Qwen3-1.7B", "qwen3-4b-random": "Qwen/Qwen3-4B",
+                   "llama-3.2-1b-random": "meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-3b-random": "meta-llama/Llama-3.2-3B-Instruct"}
 
 
 def built_in_shape(model: str) -> str | None:
@@ -47,21 +50,26 @@ def built_in_shape(model: str) -> str | None:
     return QWEN05B if "0.5b" in model else None
 
 
-def predicted_peak_gib(record: dict) -> float | None:
+def predicted_peak_gib(record: dict, longest_prompt_length: int | None = None) -> float | None:
     """The planner's peak (GiB, allocator headroom excluded) for the run's recorded settings.
 
-    The benchmark models are random-weight copies of Qwen2.5 shapes, so the built-in shape is used where the
+    The benchmark models are random-weight copies of built-in shapes, so the built-in shape is used where the
     model's config.json is not on this machine (:func:`built_in_shape`);
     extra ``*.attn_implementation=eager`` overrides switch the prediction to eager attention.
+    ``longest_prompt_length``: the prompt columns the run's trims cut to (tokens), e.g. the longest prompt its
+    steps measured (verl's ``prompt_length/max``); None = the run's recorded value, if any.
     """
     from verlfit import plan
     from verlfit.model_shape import load_model_shape
     from verlfit.overrides import TrainSettings
+    from verlfit.plan.time import speed_switches
     from verlfit.profiles import load_profile
 
     settings_fields = {f.name for f in dataclasses.fields(TrainSettings)}
     values = {k: v for k, v in record["settings"].items() if k in settings_fields}
     values["loggers"] = tuple(values.get("loggers", ("console",)))
+    if longest_prompt_length is not None:
+        values["longest_prompt_length"] = longest_prompt_length
     settings = TrainSettings(**values)
     config = Path(settings.model) / "config.json"
     shape = load_model_shape(str(config)) if config.is_file() else load_model_shape(built_in_shape(settings.model) or settings.model)
@@ -70,6 +78,10 @@ def predicted_peak_gib(record: dict) -> float | None:
     request = plan.request_from_settings(settings, load_profile(record["profile"]), memory, shape=shape)
     if any(o.endswith("attn_implementation=eager") for o in record["overrides"]):
         request = dataclasses.replace(request, attention="eager")
+    # the patch switches as the run had them (its override list), not as today's profile sets them
+    switches = speed_switches(record["overrides"])
+    request = dataclasses.replace(request, trim_padding=switches.get("trim_padding", ()), rollout_trim_padding=switches.get("rollout_trim_padding", False),
+                                  cuda_graph=request.rollout == "hf" and switches.get("cuda_graph", False))
     return plan.gib(plan.predict(request).peak.total)
 
 
@@ -118,6 +130,11 @@ def summarise(run_dir: Path) -> dict:
         out["predicted_peak_gib_error"] = f"model {model.name}: its config.json is not on this machine (run collect.py where the model is)"
         return out
     out["predicted_peak_gib"] = predicted_peak_gib(record)
+    longest = max((r["prompt_length/max"] for r in steps if "prompt_length/max" in r), default=None)
+    if longest is not None:
+        # the prediction with the prompt columns the run's trims cut to: its steps' longest prompt
+        out["longest_prompt_measured"] = int(longest)
+        out["predicted_peak_gib_at_measured_prompts"] = predicted_peak_gib(record, int(longest))
     return out
 
 

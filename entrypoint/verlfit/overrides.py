@@ -100,6 +100,9 @@ class TrainSettings:
     attention: str | None = None  # attn_implementation as run (the profile's unless --attention); None: the profile's
     max_prompt_length: int = 512
     max_response_length: int = 256
+    # tokens of train.parquet's longest prompt as verl counts it, measured by verlfit train where the profile trims
+    # padding (verlfit.prompt_lengths); the planner's prompt columns (PlanRequest.prompt_window); not a verl key
+    longest_prompt_length: int | None = None
     rollout_n: int = 4  # used by grpo only
     actor_lr: float = 1e-6
     critic_lr: float = 1e-5

@@ -124,6 +124,7 @@ def register(subparsers):
     parser.add_argument("--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)")
     parser.add_argument("--attention", choices=("sdpa", "eager", "flash_attention_2"), help="attention implementation (default: the profile's)")
     parser.add_argument("--reference", action=argparse.BooleanOptionalAction, default=None, help="a reference model runs (default: grpo yes, ppo no)")
+    parser.add_argument("--longest-prompt-length", type=whole_number, metavar="TOKENS", help="the longest prompt of your training data, in tokens with the model's chat template (verlfit train measures it from --data): with the profile's trims (patches 0020-0021) memory is counted for it instead of --max-prompt-length (default: not known, the prompt limit is counted)")
     parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="fraction of usable memory to stay under (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     plan_time.add_arguments(parser)

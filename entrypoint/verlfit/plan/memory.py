@@ -190,9 +190,9 @@ LORA_ALL_LINEAR = "all-linear"
 # Linear layers of a Qwen2/Llama decoder layer, as PEFT matches target names (the last name of the module path)
 LORA_LAYER_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LORA_HEAD_TARGET = "lm_head"  # the actor's output head: a target only when named
-LORA_CALIBRATION_NOTE = ("LoRA terms: derived (docs/plan.md section 7), checked by two device runs at rank 32 with the p40 profile's trims: "
-                         "Qwen2.5-1.5B PPO 17.20 GiB measured against 19.7 predicted (-12.7%), Qwen2.5-3B GRPO 16.48 against 19.1 (-13.7%); "
-                         "the planner counts untrimmed widths (docs/benchmarks.md section 9.2)")
+LORA_CALIBRATION_NOTE = ("LoRA terms: derived (docs/plan.md section 7), nothing fitted; against four device runs with the p40 profile's trims, "
+                         "counted at the prompt columns each run measured, +2.9% to +5.5% (Qwen2.5-1.5B PPO, Qwen2.5-3B GRPO, Qwen3-1.7B GRPO); "
+                         "one run without the trims +8.4% (docs/benchmarks.md section 13)")
 LORA_SUGGESTED_RANK = 32  # the rank smallest_change proposes: ppo_trainer.yaml:124's example ("e.g., 32")
 # What the predictions were checked against, printed with every plan (update with tests/benchmarks/test_collect.py)
 CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 4"
@@ -200,8 +200,8 @@ CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 d
 # is the 0.5B's only
 CALIBRATED_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 EXTRAPOLATED_NOTE = ("this shape is not the Qwen2.5-0.5B: its prediction is extrapolated from that calibration; the "
-                     "larger shapes measured, with LoRA rank 32, peaked below it: Qwen2.5-1.5B PPO 17.20 GiB against 19.7 "
-                     "predicted, Qwen2.5-3B GRPO 16.48 against 19.1 (docs/benchmarks.md section 9.2)")
+                     "larger shapes measured (Qwen2.5-1.5B and 3B, Qwen3-1.7B, LoRA) peaked within +2.9% to +5.5% of it at "
+                     "the prompt columns they used (docs/benchmarks.md section 13)")
 
 
 def usable_memory_bytes(gpu) -> int:
@@ -258,6 +258,14 @@ class PlanRequest:
             full with LoRA, patch 0011).
         cuda_graph: the HF rollout decodes with patch 0022's StaticDecoder (``+actor_rollout_ref.rollout.cuda_graph``):
             its StaticCache and static buffers replace generate's DynamicCache (:func:`static_decode_bytes`).
+        trim_padding: the roles (``"actor"``, ``"ref"``, ``"critic"``) that run each micro-batch on the columns its
+            rows use (patch 0020: ``+actor_rollout_ref.actor.trim_padding``, ``.ref.``, ``+critic.``).
+        rollout_trim_padding: the HF rollout generates each micro-batch from its prompts cut to the longest one
+            (patch 0021: ``+actor_rollout_ref.rollout.trim_padding``).
+        longest_prompt_length: the longest prompt of the training data, tokens as verl counts them (the chat
+            template applied: :func:`verlfit.prompt_lengths.longest_prompt_length`); None = not known. With the
+            trims, a micro-batch's prompt columns are its own longest prompt, never more than the data's
+            (:attr:`prompt_window`); verl's ``filter_overlong_prompts`` keeps it within ``max_prompt_length``.
     """
 
     shape: ModelShape
@@ -289,6 +297,9 @@ class PlanRequest:
     critic_lora_rank: int | None = None
     lora_target_modules: str | tuple[str, ...] = LORA_ALL_LINEAR
     cuda_graph: bool = False
+    trim_padding: tuple[str, ...] = ()
+    rollout_trim_padding: bool = False
+    longest_prompt_length: int | None = None
 
     # --- derived sizes -------------------------------------------------------------
     @property
@@ -300,6 +311,34 @@ class PlanRequest:
     def seq_len(self) -> int:
         """Padded tokens per sequence: verl pads prompts to ``max_prompt_length`` (left) and responses to ``max_response_length``."""
         return self.max_prompt_length + self.max_response_length
+
+    @property
+    def prompt_window(self) -> int:
+        """Prompt columns a trimmed micro-batch can have: the data's longest prompt when known (capped at
+        ``max_prompt_length``), else ``max_prompt_length``. Responses keep ``max_response_length``: any response
+        may run to the limit (random weights and a policy early in training do)."""
+        if self.longest_prompt_length is None:
+            return self.max_prompt_length
+        return min(self.longest_prompt_length, self.max_prompt_length)
+
+    def seq_len_of(self, role: str) -> int:
+        """Columns of ``role``'s log-prob, values or update micro-batches (``"actor"``, ``"ref"``, ``"critic"``):
+        :attr:`prompt_window` + ``max_response_length`` where patch 0020 trims that role, else :attr:`seq_len`. With
+        LoRA the ref log-prob is the actor's forward (its adapter disabled), so it goes as the actor's."""
+        if role == "ref" and self.lora_rank > 0:
+            role = "actor"
+        return (self.prompt_window if role in self.trim_padding else self.max_prompt_length) + self.max_response_length
+
+    @property
+    def rollout_prompt_length(self) -> int:
+        """Prompt columns HF generate starts from: :attr:`prompt_window` with patch 0021's trim, else
+        ``max_prompt_length`` (verl's left padding)."""
+        return self.prompt_window if self.rollout_trim_padding and self.rollout == "hf" else self.max_prompt_length
+
+    @property
+    def rollout_seq_len(self) -> int:
+        """Columns of a generated sequence (the KV cache's length): :attr:`rollout_prompt_length` + ``max_response_length``."""
+        return self.rollout_prompt_length + self.max_response_length
 
     @property
     def has_critic(self) -> bool:
@@ -440,6 +479,8 @@ def validate_request(request: PlanRequest) -> None:
             raise VerlfitError(f"{name} must be positive, got {value}", exit_code=2)
     if r.max_prompt_length < 0:
         raise VerlfitError(f"prompt length must not be negative, got {r.max_prompt_length}", exit_code=2)
+    if r.longest_prompt_length is not None and r.longest_prompt_length <= 0:
+        raise VerlfitError(f"longest prompt length must be positive, got {r.longest_prompt_length}", fix="give the tokens of the data's longest prompt, or leave it out", exit_code=2)
     if r.train_batch_size % r.ppo_mini_batch_size:
         raise VerlfitError(f"mini-batch {r.ppo_mini_batch_size} does not divide batch {r.train_batch_size}", fix="choose a mini-batch size that divides the batch size", exit_code=2)
     if r.train_batch_size % r.gpus:
@@ -572,10 +613,10 @@ def forward_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype:
     return total
 
 
-def _logit_bytes(table, request: PlanRequest, batch: int) -> int:
+def _logit_bytes(table, request: PlanRequest, batch: int, role: str) -> int:
     full, response = table[(request.dtype, request.fused_kernels)]
     v = request.shape.vocab_size
-    return batch * v * (request.seq_len * full + request.max_response_length * response)
+    return batch * v * (request.seq_len_of(role) * full + request.max_response_length * response)
 
 
 def kv_cache_bytes(shape: ModelShape, sequences: int, tokens: int, dtype: str) -> int:
@@ -821,16 +862,16 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
     if r.cuda_graph:
         # patch 0022: the StaticCache of the padded width (trim_padding narrows a micro-batch only to its longest
         # prompt), whole from the prefill on, which then attends over all its columns; no torch.cat while decoding
-        kv, kv_bytes = static_decode_bytes(s, sequences, r.seq_len, r.dtype, r.attention)
-        prefill = forward_activation_bytes(s, sequences, r.max_prompt_length, r.dtype, r.attention, kv_len=r.seq_len, kv_bytes=kv_bytes)
-        decode = sequences * r.seq_len * 2 * rep * kv_bytes  # one layer's cache as attention gets it
-        notes.append(f"CUDA-graph decoding (patch 0022): a static KV cache of {r.seq_len} columns in fp32, {format_gib(kv)} with the decoder's buffers")
+        kv, kv_bytes = static_decode_bytes(s, sequences, r.rollout_seq_len, r.dtype, r.attention)
+        prefill = forward_activation_bytes(s, sequences, r.rollout_prompt_length, r.dtype, r.attention, kv_len=r.rollout_seq_len, kv_bytes=kv_bytes)
+        decode = sequences * r.rollout_seq_len * 2 * rep * kv_bytes  # one layer's cache as attention gets it
+        notes.append(f"CUDA-graph decoding (patch 0022): a static KV cache of {r.rollout_seq_len} columns in fp32, {format_gib(kv)} with the decoder's buffers")
     else:
-        kv = kv_cache_bytes(s, sequences, r.seq_len, r.dtype)
-        prefill = forward_activation_bytes(s, sequences, r.max_prompt_length, r.dtype, r.attention)
-        decode = sequences * r.seq_len * 2 * (rep + s.kv_dim) * cb  # repeat_kv of one layer's cache + DynamicCache's torch.cat copy
+        kv = kv_cache_bytes(s, sequences, r.rollout_seq_len, r.dtype)
+        prefill = forward_activation_bytes(s, sequences, r.rollout_prompt_length, r.dtype, r.attention)
+        decode = sequences * r.rollout_seq_len * 2 * (rep + s.kv_dim) * cb  # repeat_kv of one layer's cache + DynamicCache's torch.cat copy
     sampling = sequences * s.vocab_size * SAMPLING_BYTES_PER_VOCAB
-    notes.append(f"{prompts} prompt{'' if prompts == 1 else 's'} x {r.samples} per generate call = {sequences} sequence{'' if sequences == 1 else 's'} of {r.seq_len} tokens")
+    notes.append(f"{prompts} prompt{'' if prompts == 1 else 's'} x {r.samples} per generate call = {sequences} sequence{'' if sequences == 1 else 's'} of {r.rollout_seq_len} tokens")
     return PhaseMemory("rollout", weights=weights, optimizer=optimizer, activations=max(prefill, decode), logits=sampling, kv_cache=kv, detail=tuple(n for n in notes if n))
 
 
@@ -839,14 +880,14 @@ def _old_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     b = r.log_prob_micro_batch_size
     weights = st.actor_weights_full + _compute_copy(r, _actor_unit_params(r)) + st.critic_weights + st.ref_weights
     row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
-    logits = max(_logit_bytes(LOGPROB_LOGIT_BYTES, r, b), _logit_bytes(REF_LOGIT_BYTES, r, b) + row)
+    logits = max(_logit_bytes(LOGPROB_LOGIT_BYTES, r, b, "actor"), _logit_bytes(REF_LOGIT_BYTES, r, b, "actor") + row)
     return PhaseMemory(
         "old_log_prob",
         weights=weights,
         optimizer=st.actor_optimizer + st.critic_optimizer,
-        activations=forward_activation_bytes(s, b, r.seq_len, r.dtype, r.attention),
+        activations=forward_activation_bytes(s, b, r.seq_len_of("actor"), r.dtype, r.attention),
         logits=logits,
-        detail=tuple(n for n in (_resident_note(r, st, "actor"), f"micro-batch {b}: logits ({b}, {r.seq_len}, {s.vocab_size}) + entropy over the response") if n),
+        detail=tuple(n for n in (_resident_note(r, st, "actor"), f"micro-batch {b}: logits ({b}, {r.seq_len_of('actor')}, {s.vocab_size}) + entropy over the response") if n),
     )
 
 
@@ -868,8 +909,8 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
         "ref_log_prob",
         weights=weights,
         optimizer=st.actor_optimizer + st.critic_optimizer,
-        activations=forward_activation_bytes(s, b, r.seq_len, r.dtype, r.attention),
-        logits=_logit_bytes(REF_LOGIT_BYTES, r, b) + row,
+        activations=forward_activation_bytes(s, b, r.seq_len_of("ref"), r.dtype, r.attention),
+        logits=_logit_bytes(REF_LOGIT_BYTES, r, b, "ref") + row,
         detail=tuple(n for n in (_resident_note(r, st, "ref"), f"reference model CPU-offloaded by FSDP, but its GPU copy stays on one GPU: {format_gib(ref_on_gpu)}" if st.ref_weights else f"reference model CPU-offloaded by FSDP: {format_gib(ref_on_gpu)} on the GPU while it runs") if n),
     )
 
@@ -882,7 +923,7 @@ def _values(request: PlanRequest, st: _State) -> PhaseMemory:
         "values",
         weights=weights,
         optimizer=st.actor_optimizer + st.critic_optimizer,
-        activations=forward_activation_bytes(s, b, r.seq_len, r.dtype, r.attention),
+        activations=forward_activation_bytes(s, b, r.seq_len_of("critic"), r.dtype, r.attention),
         detail=tuple(n for n in (_resident_note(r, st, "critic"), f"micro-batch {b}: value head only, no vocabulary logits") if n),
     )
 
@@ -929,13 +970,14 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
     earlier_grads = shard_grads if accumulation > 1 else _shard(params - last_unit, r.gpus) * GRAD_BYTES
     weights = own_weights + other_weights + st.ref_weights
     optimizer = own_optimizer + other_optimizer
-    at_logits, in_layers = training_activation_bytes(s, b, r.seq_len, r.dtype, r.attention, r.gradient_checkpointing, _adapter_widths(s, role, rank, r.lora_target_modules))
+    at_logits, in_layers = training_activation_bytes(s, b, r.seq_len_of(role), r.dtype, r.attention, r.gradient_checkpointing, _adapter_widths(s, role, rank, r.lora_target_modules))
     logits = 0
     if role == "actor":
         (full_a, resp_a), (full_b, resp_b) = UPDATE_LOGIT_BYTES[(r.dtype, r.fused_kernels)]
         v = s.vocab_size
         extra = ENTROPY_LOSS_BYTES if r.entropy_in_loss else 0
-        logits = max(b * v * (r.seq_len * full_a + r.max_response_length * (resp_a + extra)), b * v * r.seq_len * full_b)
+        width = r.seq_len_of(role)
+        logits = max(b * v * (width * full_a + r.max_response_length * (resp_a + extra)), b * v * width * full_b)
     carried = shard_grads if accumulation > 1 else 0  # gradients of the earlier micro-batches
     moments = {
         "backward through the logits": dict(gradients=carried, activations=at_logits, logits=logits),
@@ -963,6 +1005,18 @@ def _update(request: PlanRequest, st: _State, role: str) -> PhaseMemory:
     if rank > 0:
         notes.append(f"LoRA rank {rank}: gradients and AdamW states for the {role_parameters(r, role)[1]:,} adapter parameters only; the base is frozen")
     return replace(best, detail=tuple(n for n in notes if n))
+
+
+def window_note(request: PlanRequest) -> str | None:
+    """The line a plan carries when the trims (patches 0020-0021) narrow its passes to the data's longest prompt
+    (:attr:`PlanRequest.prompt_window` below ``max_prompt_length``); None otherwise."""
+    r = request
+    running = {"actor": True, "ref": r.has_reference and r.lora_rank == 0, "critic": r.has_critic}  # a LoRA ref is the actor's pass
+    trimmed = [role for role in r.trim_padding if running[role]] + (["rollout"] if r.rollout_prompt_length < r.max_prompt_length else [])
+    if r.prompt_window >= r.max_prompt_length or not trimmed:
+        return None
+    return (f"prompt columns: {r.prompt_window}, the data's longest prompt, not the {r.max_prompt_length} of the prompt limit: "
+            f"the trims (patches 0020-0021: {', '.join(trimmed)}) run each micro-batch on its own longest prompt; responses are counted at their limit, {r.max_response_length}")
 
 
 def unsupported_reason(rollout: str, actor_param_offload: bool) -> str | None:
@@ -1011,5 +1065,8 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
     else:
         verdict = "does not fit"
     notes.extend(lora_notes(request))
+    window = window_note(request)
+    if window:
+        notes.append(window)
     notes.insert(0, f"peak: {peak.title} {format_gib(peak.total)} + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = {format_gib(required)} of {format_gib(usable)} usable ({required / usable:.0%}); budget at {margin:.0%}: {format_gib(margin * usable)}")
     return Plan(request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes))

@@ -40,6 +40,7 @@ class PlanOptions:
     vllm_gpu_memory_utilization: float | None
     attention: str | None
     reference: bool | None
+    longest_prompt_length: int | None
     margin: float
     json: bool
     # the time estimate's (verlfit.plan.time.add_arguments)
@@ -189,13 +190,18 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
 
     ``cuda_graph`` (patch 0022) is what the run's override list will say for ``+actor_rollout_ref.rollout.cuda_graph``:
     the profile's, then verlfit's forcing (:func:`verlfit.overrides.forced_switches`: off with LoRA and on several
-    GPUs), then the user's after ``--`` (``settings.extra_overrides``); only the HF rollout reads it."""
+    GPUs), then the user's after ``--`` (``settings.extra_overrides``); only the HF rollout reads it. The trims
+    (patches 0020-0021) are read from the same list; with them ``settings.longest_prompt_length`` (when measured)
+    narrows the prompt columns the planner counts (:attr:`verlfit.plan.memory.PlanRequest.prompt_window`)."""
     from verlfit.overrides import CUDA_GRAPH_KEY, forced_switches, override_value
+    from verlfit.plan.time import speed_switches
 
     s = settings
     shape = shape or load_model_shape(s.model)
     chosen = {key: value for key, value in (("rollout", getattr(s, "rollout", None)), ("attention", getattr(s, "attention", None))) if value}
-    graph = override_value([*profile.overrides, *forced_switches(s, profile), *getattr(s, "extra_overrides", ())], CUDA_GRAPH_KEY)
+    switch_overrides = [*profile.overrides, *forced_switches(s, profile), *getattr(s, "extra_overrides", ())]
+    graph = override_value(switch_overrides, CUDA_GRAPH_KEY)
+    trims = speed_switches(switch_overrides)  # patches 0020-0021's keys as the run will get them
     mapped = dict(
         chosen,
         algorithm=s.algorithm,
@@ -219,6 +225,9 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
         # run.json keeps a list of names as a JSON list
         lora_target_modules=s.lora_target_modules if isinstance(s.lora_target_modules, str) else tuple(s.lora_target_modules),
         cuda_graph=chosen.get("rollout", profile.rollout) == "hf" and graph is not None and graph.lower() == "true",
+        trim_padding=trims.get("trim_padding", ()),
+        rollout_trim_padding=trims.get("rollout_trim_padding", False),
+        longest_prompt_length=getattr(s, "longest_prompt_length", None),
     )
     return request_for_profile(profile, shape, memory_bytes, **{**mapped, **fields})
 
@@ -282,7 +291,13 @@ def request_from_options(options: PlanOptions, nvml=None) -> tuple[PlanRequest, 
     for name in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
         if getattr(options, name):
             setattr(settings, name, True)
+    settings.longest_prompt_length = options.longest_prompt_length
     fields = dict(use_reference=options.reference)
+    # the time estimate's switches (--trim-padding, --rollout-trim-padding) count for memory too
+    if options.trim_padding is not None:
+        fields["trim_padding"] = ("actor", "ref", "critic") if options.trim_padding else ()
+    if options.rollout_trim_padding is not None:
+        fields["rollout_trim_padding"] = options.rollout_trim_padding
     if options.cuda_graph is not None and profile.rollout == "hf":
         fields["cuda_graph"] = options.cuda_graph  # --cuda-graph / --no-cuda-graph (the time model reads it too)
     if options.dtype:

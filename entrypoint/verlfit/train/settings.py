@@ -157,6 +157,7 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     check_model_argument(options.model)  # a config.json file is not a model folder
     if Path(settings.model).exists():
         settings.model = str(Path(settings.model).resolve())
+    notes += measure_prompts(settings, profile)
     if options.sizing.plan == "auto":
         notes += apply_plan(settings, profile, options.sizing, gpu, limit, options.emulate)
     else:
@@ -195,6 +196,24 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
     gpu_text = f"{gpu.name} (compute capability {gpu.compute_capability_text}, {gpu.total_memory_bytes / 1024**3:.1f} GiB)" if gpu else "none detected"
     return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward)
+
+
+def measure_prompts(settings: TrainSettings, profile) -> list[str]:
+    """Where the run trims padding (patches 0020-0021, as the run's override list will say), set
+    ``settings.longest_prompt_length`` to the training data's longest prompt (:func:`verlfit.prompt_lengths.measure_for_train`,
+    with the run's ``data.prompt_key``) and return the line saying what was measured or why not; else nothing."""
+    from verlfit.overrides import forced_switches
+    from verlfit.plan.time import speed_switches
+    from verlfit.train.reward import data_keys
+
+    trims = speed_switches([*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides])
+    if not (trims.get("trim_padding") or trims.get("rollout_trim_padding") and profile.rollout == "hf"):
+        return []
+    from verlfit.prompt_lengths import measure_for_train
+
+    measured = measure_for_train(settings.data_dir, settings.model, settings.max_prompt_length, data_keys(settings.extra_overrides).prompt_key)
+    settings.longest_prompt_length = measured.longest
+    return [measured.note]
 
 
 def apply_plan(settings: TrainSettings, profile, sizing: SizingOptions, gpu, limit_gib: float | None, emulate: str | None = None) -> list[str]:
