@@ -44,7 +44,8 @@ def longest_prompt_length(parquet: str | os.PathLike, tokenizer, prompt_key: str
     Raises:
         KeyError: ``prompt_key`` is not a column of ``parquet`` (naming it).
         OSError, pyarrow.ArrowException: ``parquet`` cannot be read.
-        ValueError: no prompt left to measure (an empty file, or every prompt over the limit).
+        ValueError: a row whose prompt is not a list of chat messages (naming the row); no prompt left to measure (an
+            empty file, or every prompt over the limit).
     """
     import pyarrow.parquet as pq
 
@@ -52,6 +53,9 @@ def longest_prompt_length(parquet: str | os.PathLike, tokenizer, prompt_key: str
     if prompt_key not in pq.read_schema(path).names:
         raise KeyError(f"{path} has no column {prompt_key!r}")
     prompts = pq.read_table(path, columns=[prompt_key]).column(prompt_key).to_pylist()
+    for row, messages in enumerate(prompts):
+        if not isinstance(messages, list) or not all(isinstance(message, dict) for message in messages):
+            raise ValueError(f"{path} row {row}: {prompt_key} is not a list of chat messages (verl's format: [{{'role': 'user', 'content': ...}}])")
     longest = None
     for start in range(0, len(prompts), TOKENIZE_BATCH_ROWS):
         texts = tokenizer.apply_chat_template(prompts[start:start + TOKENIZE_BATCH_ROWS], add_generation_prompt=True, tokenize=False)
@@ -93,5 +97,6 @@ def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length
     try:
         longest, measured = longest_prompt_length(path, tokenizer, prompt_key, max_prompt_length)
     except (KeyError, ValueError, OSError, pyarrow.ArrowException) as error:
-        return PromptMeasurement(None, f"prompt lengths not measured: {str(error).strip(chr(39))}; {limit_note}")
+        message = error.args[0] if isinstance(error, KeyError) else str(error)  # str() of a KeyError is its repr
+        return PromptMeasurement(None, f"prompt lengths not measured: {message}; {limit_note}")
     return PromptMeasurement(longest, f"longest prompt {longest} tokens of {max_prompt_length} ({measured:,} rows of {path.name}, {model}'s chat template): with the trims (patches 0020-0021) the planner counts {longest} prompt columns")

@@ -1,0 +1,55 @@
+"""The planner with the trims (patches 0020-0021): a micro-batch runs on its own longest prompt, so with the data's
+longest prompt known the plan is the plan of that prompt limit, phase by phase."""
+
+from dataclasses import replace
+
+import pytest
+from plan_helpers import qwen_request
+
+from verlfit.errors import VerlfitError
+from verlfit.plan.memory import predict, window_note
+
+ALL_ROLES = ("actor", "ref", "critic")
+
+
+def totals(request):
+    return {phase.phase: phase.total for phase in predict(request).phases}
+
+
+@pytest.mark.parametrize("algorithm, lora_rank, cuda_graph", [("ppo", 0, True), ("ppo", 0, False), ("grpo", 0, True), ("ppo", 32, False), ("grpo", 16, False)])
+def test_trimmed_to_the_datas_longest_prompt_is_the_plan_of_that_prompt_limit(algorithm, lora_rank, cuda_graph):
+    base = qwen_request(algorithm=algorithm, rollout_n=4 if algorithm == "grpo" else 1, max_prompt_length=512, lora_rank=lora_rank, cuda_graph=cuda_graph)
+    trimmed = replace(base, trim_padding=ALL_ROLES, rollout_trim_padding=True, longest_prompt_length=203)
+    assert totals(trimmed) == totals(replace(base, max_prompt_length=203))
+    assert predict(trimmed).peak.total < predict(base).peak.total
+
+
+def test_without_the_longest_prompt_or_the_trims_nothing_changes_and_the_limit_caps_it():
+    base = qwen_request(max_prompt_length=512)
+    assert totals(replace(base, trim_padding=ALL_ROLES, rollout_trim_padding=True)) == totals(base)  # not measured: the limit
+    assert totals(replace(base, longest_prompt_length=203)) == totals(base)  # measured, nothing trimmed
+    assert totals(replace(base, trim_padding=ALL_ROLES, rollout_trim_padding=True, longest_prompt_length=900)) == totals(base)  # verl drops longer prompts
+
+
+def test_each_trim_narrows_its_own_phases_only():
+    base = qwen_request(algorithm="grpo", rollout_n=4, max_prompt_length=512, use_reference=True)
+    narrow = totals(replace(base, max_prompt_length=203))
+    full = totals(base)
+    rollout_only = totals(replace(base, rollout_trim_padding=True, longest_prompt_length=203))
+    assert rollout_only == {**full, "rollout": narrow["rollout"]}
+    actor_only = totals(replace(base, trim_padding=("actor",), longest_prompt_length=203))
+    assert actor_only == {**full, "old_log_prob": narrow["old_log_prob"], "actor_update": narrow["actor_update"]}
+    # with LoRA the reference is the actor's forward with its adapter disabled: it goes as the actor's trim
+    lora = replace(base, lora_rank=16)
+    lora_narrow = totals(replace(lora, max_prompt_length=203))
+    assert totals(replace(lora, trim_padding=("actor",), longest_prompt_length=203)) == {**totals(lora), **{k: lora_narrow[k] for k in ("old_log_prob", "ref_log_prob", "actor_update")}}
+
+
+def test_the_plan_says_which_prompt_columns_it_counted_and_refuses_a_longest_prompt_of_zero():
+    request = qwen_request(algorithm="grpo", rollout_n=4, max_prompt_length=256, max_response_length=128, lora_rank=16, trim_padding=ALL_ROLES, rollout_trim_padding=True, longest_prompt_length=103)
+    assert window_note(request) == ("prompt columns: 103, the data's longest prompt, not the 256 of the prompt limit: the trims (patches 0020-0021: "
+                                    "actor, rollout) run each micro-batch on its own longest prompt; responses are counted at their limit, 128")
+    assert window_note(request) in predict(request).notes
+    assert window_note(replace(request, longest_prompt_length=None)) is None
+    with pytest.raises(VerlfitError, match="longest prompt length must be positive, got 0"):
+        predict(replace(request, longest_prompt_length=0))
