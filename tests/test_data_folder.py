@@ -114,8 +114,27 @@ def test_data_keys_are_honoured(tmp_path):
     assert data_folder_state(folder, DataKeys(prompt_key="question")).state is FolderState.VERL_FORMAT
     assert gsm8k.is_prepared(folder, DataKeys(prompt_key="question"))
     assert data_folder.missing_verl_columns(table.schema, DataKeys(prompt_key="question", reward_fn_key="task")) == ["task"]
-    no_truth = pa.schema([("data_source", pa.string()), ("prompt", pa.string()), ("reward_model", pa.struct([("style", pa.string())]))])
+    messages = pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))
+    no_truth = pa.schema([("data_source", pa.string()), ("prompt", messages), ("reward_model", pa.struct([("style", pa.string())]))])
     assert data_folder.missing_verl_columns(no_truth) == ["reward_model.ground_truth"]
+
+
+def test_a_prompt_column_of_plain_strings_is_not_verls_format(tmp_path):
+    """new-user trial: a train.parquet whose prompt column held strings passed doctor and train, and verl's
+    RLHFDataset then applied the chat template to no message at all: every prompt trained on was empty."""
+    folder = tmp_path / "strings"
+    folder.mkdir()
+    table = pa.table({"data_source": ["mine"], "prompt": ["What is 2 + 2?"], "reward_model": [{"style": "rule", "ground_truth": "4"}]})
+    for split in ("train", "test"):
+        pq.write_table(table, folder / f"{split}.parquet")
+    assert data_folder.missing_verl_columns(table.schema) == ["prompt as chat messages (a list of {role, content}; it holds string)"]
+    report = data_folder_state(folder)
+    assert report.state is FolderState.FOREIGN and report.reason == (
+        "train.parquet lacks prompt as chat messages (a list of {role, content}; it holds string); "
+        "test.parquet lacks prompt as chat messages (a list of {role, content}; it holds string)")
+    for wrong in (pa.list_(pa.string()), pa.list_(pa.struct([("role", pa.string())])), pa.list_(pa.struct([("role", pa.string()), ("content", pa.int64())]))):
+        assert not data_folder.is_chat_messages(wrong)
+    assert data_folder.is_chat_messages(pa.large_list(pa.struct([("role", pa.large_string()), ("content", pa.string()), ("name", pa.string())])))
 
 
 def test_prepare_gsm8k_refuses_a_folder_with_the_users_verl_data_and_says_how(tmp_path):

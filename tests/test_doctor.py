@@ -29,8 +29,9 @@ PATCHES = ["0001-a.patch", "0002-b.patch"]
 
 
 def write_parquet(path, columns=doctor.VERL_COLUMNS, rows=3):
-    """verl-format rows (GSM8K's data_source, a reward_model struct with ground_truth) in ``columns``."""
-    values = {"data_source": ["openai/gsm8k"] * rows, "reward_model": [{"style": "rule", "ground_truth": str(i)} for i in range(rows)]}
+    """verl-format rows (GSM8K's data_source, chat messages, a reward_model struct with ground_truth) in ``columns``."""
+    values = {"data_source": ["openai/gsm8k"] * rows, "reward_model": [{"style": "rule", "ground_truth": str(i)} for i in range(rows)],
+              "prompt": [[{"role": "user", "content": f"question {i}"}] for i in range(rows)]}
     table = pa.table({name: values.get(name, [f"{name}{i}" for i in range(rows)]) for name in columns})
     pq.write_table(table, path)
 

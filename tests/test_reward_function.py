@@ -115,7 +115,7 @@ def test_a_reward_that_cannot_be_computed_fails_naming_the_row(tmp_path, body, m
 
 
 def test_reward_fn_key_names_the_data_source_column(tmp_path):
-    rows = [{"task": "t", "prompt": "p", "reward_model": {"style": "rule", "ground_truth": "7"}}]
+    rows = [{"task": "t", "prompt": [{"role": "user", "content": "p"}], "reward_model": {"style": "rule", "ground_truth": "7"}}]
     train = write_train(tmp_path / "data", rows)
     seen = reward_file(tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0 if (data_source, extra_info) == ('t', None) else 0.0\n")
     scored = rewards.check_reward_function(rewards.RewardFunction(seen), train, keys=DataKeys(reward_fn_key="task"))
@@ -142,5 +142,5 @@ def test_a_data_source_verl_cannot_score_is_refused_with_the_fix(tmp_path):
     assert caught.value.exit_code == 2
     assert caught.value.message.startswith(f"verl 0.4.1 has no scorer for data_source 'my/units' in {train} ")
     assert caught.value.fix.startswith("pass a reward function: --reward-function FILE.py:FUNCTION")
-    gsm = write_train(tmp_path / "gsm", [{"data_source": "openai/gsm8k", "prompt": "p", "reward_model": {"style": "rule", "ground_truth": "72"}}])
+    gsm = write_train(tmp_path / "gsm", [{"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "p"}], "reward_model": {"style": "rule", "ground_truth": "72"}}])
     assert [(s.solution, s.score) for s in rewards.check_verl_scores(gsm)] == [("72", 0.0), ("", 0.0)]  # no "#### 72": 0, as verl scores it

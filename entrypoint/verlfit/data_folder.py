@@ -133,13 +133,30 @@ def schemas_match(schema, expected) -> bool:
     return schema_content(schema) == schema_content(expected)
 
 
+def is_chat_messages(data_type) -> bool:
+    """True when a parquet column of ``data_type`` (a ``pyarrow.DataType``) holds chat messages as verl's
+    ``RLHFDataset`` reads its prompt column: a list of structs with string ``role`` and ``content`` fields, the
+    messages ``tokenizer.apply_chat_template`` takes (``rl_dataset.py`` ``_build_messages``)."""
+    import pyarrow as pa
+
+    data_type = normalized_type(data_type)
+    if not pa.types.is_list(data_type) or not pa.types.is_struct(data_type.value_type):
+        return False
+    message = data_type.value_type
+    return all(message.get_field_index(name) >= 0 and pa.types.is_string(message.field(name).type) for name in ("role", "content"))
+
+
 def missing_verl_columns(schema, keys: DataKeys = DataKeys()) -> list[str]:
-    """What verl 0.4.1 needs and a parquet schema lacks: the columns of ``keys.required_columns``, and
-    ``reward_model.ground_truth`` (the naive reward manager reads ``non_tensor_batch["reward_model"]["ground_truth"]``,
-    ``verl/workers/reward_manager/naive.py``). Empty when verl can read it."""
+    """What verl 0.4.1 needs and a parquet schema lacks: the columns of ``keys.required_columns``, the prompt column as
+    chat messages (:func:`is_chat_messages`), and ``reward_model.ground_truth`` (the naive reward manager reads
+    ``non_tensor_batch["reward_model"]["ground_truth"]``, ``verl/workers/reward_manager/naive.py``). Empty when verl
+    can read it."""
     import pyarrow as pa
 
     missing = [column for column in keys.required_columns if column not in schema.names]
+    if keys.prompt_key in schema.names and not is_chat_messages(schema.field(keys.prompt_key).type):
+        # verl applies the chat template to it: a plain string would be read as no message at all
+        missing.append(f"{keys.prompt_key} as chat messages (a list of {{role, content}}; it holds {schema.field(keys.prompt_key).type})")
     if "reward_model" in schema.names:
         reward_model = schema.field("reward_model").type
         if not pa.types.is_struct(reward_model) or reward_model.get_field_index("ground_truth") < 0:
