@@ -47,9 +47,35 @@ def test_each_trim_narrows_its_own_phases_only():
 
 def test_the_plan_says_which_prompt_columns_it_counted_and_refuses_a_longest_prompt_of_zero():
     request = qwen_request(algorithm="grpo", rollout_n=4, max_prompt_length=256, max_response_length=128, lora_rank=16, trim_padding=ALL_ROLES, rollout_trim_padding=True, longest_prompt_length=103)
-    assert window_note(request) == ("prompt columns: 103, the data's longest prompt, not the 256 of the prompt limit: the trims (patches 0020-0021: "
-                                    "actor, rollout) run each micro-batch on its own longest prompt; responses are counted at their limit, 128")
+    assert window_note(request) == ("prompt columns: 103, the data's longest prompt, not the 256 of the prompt limit: the trims (patch 0020 for actor; "
+                                    "patch 0021 for the rollout) run each micro-batch on its own longest prompt; responses are counted at their limit, 128")
+    assert window_note(replace(request, trim_padding=())) == ("prompt columns: 103, the data's longest prompt, not the 256 of the prompt limit: the trims "
+                                                              "(patch 0021 for the rollout) run each micro-batch on its own longest prompt; responses are counted at their limit, 128")
     assert window_note(request) in predict(request).notes
     assert window_note(replace(request, longest_prompt_length=None)) is None
     with pytest.raises(VerlfitError, match="longest prompt length must be positive, got 0"):
         predict(replace(request, longest_prompt_length=0))
+
+
+def test_the_time_estimate_caps_gsm8ks_prompt_widths_at_the_datas_longest_prompt():
+    """new-user trial: the estimate took GSM8K's widths (156 training, 230 rollout) even for data whose longest prompt
+    was 20 tokens."""
+    from verlfit.plan.time import GSM8K_ROLLOUT_PROMPT_TOKENS, GSM8K_WINDOW_PROMPT_TOKENS, TimeInputs, rollout_prompt_columns, training_columns
+
+    inputs = TimeInputs(trim_padding=True, rollout_trim_padding=True)
+    request = qwen_request(max_prompt_length=512, trim_padding=ALL_ROLES, rollout_trim_padding=True)
+    assert training_columns(request, inputs, "actor") == (GSM8K_WINDOW_PROMPT_TOKENS + 256, 256)
+    assert rollout_prompt_columns(request, inputs) == GSM8K_ROLLOUT_PROMPT_TOKENS
+    short = replace(request, longest_prompt_length=20)
+    assert training_columns(short, inputs, "actor") == (20 + 256, 256)
+    assert rollout_prompt_columns(short, inputs) == 20
+    assert rollout_prompt_columns(replace(request, longest_prompt_length=400), inputs) == GSM8K_ROLLOUT_PROMPT_TOKENS  # longer data: GSM8K's
+    assert rollout_prompt_columns(short, replace(inputs, rollout_prompt_length=100)) == 100  # given: as given
+
+
+def test_plan_refuses_a_longest_prompt_above_the_prompt_limit(capsys):
+    from verlfit import cli
+
+    assert cli.main(["plan", "--emulate", "p40", "--max-prompt-length", "256", "--longest-prompt-length", "300"]) == 2
+    assert capsys.readouterr().err == ("verlfit: error: --longest-prompt-length 300 is above --max-prompt-length 256: verl drops the longer prompts (filter_overlong_prompts), so no micro-batch has them\n"
+                                       "  fix: give at most 256, or raise --max-prompt-length to 300\n")

@@ -1012,11 +1012,16 @@ def window_note(request: PlanRequest) -> str | None:
     (:attr:`PlanRequest.prompt_window` below ``max_prompt_length``); None otherwise."""
     r = request
     running = {"actor": True, "ref": r.has_reference and r.lora_rank == 0, "critic": r.has_critic}  # a LoRA ref is the actor's pass
-    trimmed = [role for role in r.trim_padding if running[role]] + (["rollout"] if r.rollout_prompt_length < r.max_prompt_length else [])
-    if r.prompt_window >= r.max_prompt_length or not trimmed:
+    trims = []
+    roles = [role for role in r.trim_padding if running[role]]
+    if roles:
+        trims.append(f"patch 0020 for {', '.join(roles)}")
+    if r.rollout_prompt_length < r.max_prompt_length:
+        trims.append("patch 0021 for the rollout")
+    if r.prompt_window >= r.max_prompt_length or not trims:
         return None
     return (f"prompt columns: {r.prompt_window}, the data's longest prompt, not the {r.max_prompt_length} of the prompt limit: "
-            f"the trims (patches 0020-0021: {', '.join(trimmed)}) run each micro-batch on its own longest prompt; responses are counted at their limit, {r.max_response_length}")
+            f"the trims ({'; '.join(trims)}) run each micro-batch on its own longest prompt; responses are counted at their limit, {r.max_response_length}")
 
 
 def unsupported_reason(rollout: str, actor_param_offload: bool) -> str | None:

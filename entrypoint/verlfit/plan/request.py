@@ -291,6 +291,9 @@ def request_from_options(options: PlanOptions, nvml=None) -> tuple[PlanRequest, 
     for name in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
         if getattr(options, name):
             setattr(settings, name, True)
+    if options.longest_prompt_length is not None and options.longest_prompt_length > settings.max_prompt_length:
+        raise VerlfitError(f"--longest-prompt-length {options.longest_prompt_length} is above --max-prompt-length {settings.max_prompt_length}: verl drops the longer prompts (filter_overlong_prompts), so no micro-batch has them",
+                           fix=f"give at most {settings.max_prompt_length}, or raise --max-prompt-length to {options.longest_prompt_length}", exit_code=2)
     settings.longest_prompt_length = options.longest_prompt_length
     fields = dict(use_reference=options.reference)
     # the time estimate's switches (--trim-padding, --rollout-trim-padding) count for memory too

@@ -207,12 +207,13 @@ class TimeInputs:
             ``+critic.trim_padding``); True = all three, False = none. ``actor`` covers old log-prob and the actor
             update, ``ref`` the ref log-prob, ``critic`` values and the critic update.
         window_prompt_length, window_response_length: the window's columns with ``trim_padding``: the longest prompt
-            and the longest response of a micro-batch (None = :data:`GSM8K_WINDOW_PROMPT_TOKENS` capped at
-            ``max_prompt_length``, and ``max_response_length``: random weights always fill the response).
+            and the longest response of a micro-batch (None = :data:`GSM8K_WINDOW_PROMPT_TOKENS` capped at the
+            request's ``prompt_window``: ``max_prompt_length``, or the data's longest prompt when known; and
+            ``max_response_length``: random weights always fill the response).
         rollout_trim_padding: patch 0021 (``+actor_rollout_ref.rollout.trim_padding``): each rollout micro-batch
             is generated from its prompts cut to the longest one.
         rollout_prompt_length: that longest prompt, tokens (None = :data:`GSM8K_ROLLOUT_PROMPT_TOKENS` capped at
-            ``max_prompt_length``).
+            the request's ``prompt_window``).
         cuda_graph: patch 0022 (``+actor_rollout_ref.rollout.cuda_graph``): decode steps replayed as a CUDA graph.
         unwrap_fsdp: patch 0023 (``+actor_rollout_ref.rollout.unwrap_fsdp``): the HF rollout generates through
             the unwrapped module; with LoRA the generation's adapter terms are then modelled (without it they are
@@ -389,7 +390,7 @@ def training_columns(request: PlanRequest, inputs: TimeInputs, role: str) -> tup
         prompt = inputs.mean_prompt_length if inputs.mean_prompt_length is not None else min(GSM8K_MEAN_PROMPT_TOKENS, request.max_prompt_length)
         response = inputs.mean_response_length if inputs.mean_response_length is not None else request.max_response_length
     elif role in inputs.trim_padding:
-        prompt = inputs.window_prompt_length if inputs.window_prompt_length is not None else min(GSM8K_WINDOW_PROMPT_TOKENS, request.max_prompt_length)
+        prompt = inputs.window_prompt_length if inputs.window_prompt_length is not None else min(GSM8K_WINDOW_PROMPT_TOKENS, request.prompt_window)
         response = inputs.window_response_length if inputs.window_response_length is not None else request.max_response_length
     else:
         return float(request.seq_len), float(request.max_response_length)
@@ -502,8 +503,9 @@ def rollout_prompt_columns(request: PlanRequest, inputs: TimeInputs) -> float:
     to it), or with patch 0021 its longest prompt (:attr:`TimeInputs.rollout_prompt_length`)."""
     if not inputs.rollout_trim_padding:
         return float(request.max_prompt_length)
-    width = inputs.rollout_prompt_length if inputs.rollout_prompt_length is not None else GSM8K_ROLLOUT_PROMPT_TOKENS
-    return float(min(width, request.max_prompt_length))
+    if inputs.rollout_prompt_length is not None:
+        return float(min(inputs.rollout_prompt_length, request.max_prompt_length))
+    return float(min(GSM8K_ROLLOUT_PROMPT_TOKENS, request.prompt_window))  # never more than the data's longest prompt
 
 
 def generation_work(request: PlanRequest, inputs: TimeInputs, adapter: tuple[int, int] = (0, 0)) -> PhaseWork:

@@ -200,8 +200,13 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
 
 def measure_prompts(settings: TrainSettings, profile) -> list[str]:
     """Where the run trims padding (patches 0020-0021, as the run's override list will say), set
-    ``settings.longest_prompt_length`` to the training data's longest prompt (:func:`verlfit.prompt_lengths.measure_for_train`,
-    with the run's ``data.prompt_key``) and return the line saying what was measured or why not; else nothing."""
+    ``settings.longest_prompt_length`` to the data's longest prompt (:func:`verlfit.prompt_lengths.measure_for_train`,
+    with the run's ``data.prompt_key``) and return the line saying what was measured or why not; else nothing.
+
+    Raises:
+        VerlfitError (exit status 2): verl's ``filter_overlong_prompts`` would leave train.parquet no prompt, or fewer
+            than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
+    """
     from verlfit.overrides import forced_switches
     from verlfit.plan.time import speed_switches
     from verlfit.train.reward import data_keys
@@ -212,6 +217,11 @@ def measure_prompts(settings: TrainSettings, profile) -> list[str]:
     from verlfit.prompt_lengths import measure_for_train
 
     measured = measure_for_train(settings.data_dir, settings.model, settings.max_prompt_length, data_keys(settings.extra_overrides).prompt_key)
+    train = measured.train
+    if train is not None and train.kept < train.rows and train.kept < settings.train_batch_size:
+        path = Path(settings.data_dir) / "train.parquet"
+        raise VerlfitError(f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length {settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), fewer than one batch of {settings.train_batch_size} prompts",
+                           fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length", exit_code=2)
     settings.longest_prompt_length = measured.longest
     return [measured.note]
 
