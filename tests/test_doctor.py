@@ -927,3 +927,21 @@ def test_the_model_check_fails_a_mixture_of_experts_config(world):
     result = by_name(run_checks(context(world), names=("model",)))["model"]
     assert result.status == "FAIL"
     assert result.message.startswith(f"{world.model / 'config.json'}: a mixture-of-experts model (num_experts=60, num_experts_per_tok=4, model_type 'qwen2_moe'): verlfit counts parameters and memory for dense models only")
+
+
+def test_empty_own_data_gets_a_fix_for_own_data_never_gsm8k(world):
+    """new-user trial: an empty train.parquet in the user's verl-format folder got `verlfit prepare-gsm8k --output` as
+    doctor's fix, and train's dry run `use --batch-size 0 or less`."""
+    from verlfit.train.preflight import check_data_size
+    from verlfit.overrides import TrainSettings
+
+    data = write_own_task(world.tmp / "own")
+    empty = pa.table({name: pa.array([], type=pq.read_schema(data / "train.parquet").field(name).type) for name in ("data_source", "prompt", "reward_model")})
+    pq.write_table(empty, data / "train.parquet")
+    status, lines, text = doctor_lines(world, "--data", str(data))
+    assert lines["data"].startswith(f"FAIL  data ") and f"{data / 'train.parquet'} has no rows" in lines["data"]
+    assert "prepare-gsm8k" not in text and "make train.parquet and test.parquet again from your own files (verlfit prepare-data --output NEW_FOLDER)" in " ".join(text.split())
+    with pytest.raises(doctor.VerlfitError) as refused:
+        check_data_size(TrainSettings(data_dir=str(data)))
+    assert (refused.value.message, refused.value.exit_code) == (f"{data / 'train.parquet'} has no rows", 2)
+    assert refused.value.fix.startswith("prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files")

@@ -910,3 +910,17 @@ def test_an_hf_rollout_switch_on_the_vllm_rollout_gets_a_note_that_it_does_nothi
     hf = prepare_launch(parse(["--profile", "a10", "--rollout", "hf", "--plan", "off", "--", "+actor_rollout_ref.rollout.cuda_graph=True"]), environ={}, gpu=H200)
     assert not any("has no effect" in note for note in hf.notes)
     assert not any("has no effect" in note for note in prepare_launch(parse(["--profile", "a10", "--plan", "off"]), environ={}, gpu=H200).notes)
+
+
+def test_dry_run_says_a_real_run_would_refuse_a_local_model_without_a_tokenizer(tmp_path, capsys):
+    """new-user trial: a model folder without tokenizer files passed the dry run (doctor FAILs it, and so does a real run)."""
+    from fakes import write_model_dir
+
+    model = tmp_path / "model"
+    write_model_dir(model, tokenizer=())
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--model", str(model), "--run-dir", str(tmp_path / "r")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"note: a real run would refuse its model: FAIL model: {model} has no tokenizer: AutoTokenizer needs tokenizer.json" in out
+    write_model_dir(tmp_path / "whole")  # with its tokenizer: nothing to say
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--model", str(tmp_path / "whole"), "--run-dir", str(tmp_path / "r")]) == 0
+    assert "refuse its model" not in capsys.readouterr().out

@@ -58,7 +58,7 @@ def test_dry_run_checks_and_prints_the_reward_function_and_points_verl_at_the_ru
     assert dry_run(tmp_path, "--data", str(data), "--reward-function", f"{reward}:score") == 0
     out = unwrapped(capsys.readouterr().out)
     # 3 rows, twice each: the ground truth (1.0), an empty response (0.0)
-    assert f"note: reward function: score in {reward} (checked on 3 training rows: 1, 0, 1, 0, 1, 0)" in out
+    assert f"note: reward function: score in {reward} (checked on 3 training rows, each as the ground truth then as an empty response: 1, 0, 1, 0, 1, 0)" in out
     assert f"custom_reward_function.path={tmp_path.resolve() / 'run' / 'reward' / 'my_reward.py'} \\ custom_reward_function.name=score \\" in out
 
 

@@ -242,6 +242,18 @@ def _marker_files(folder: Path) -> tuple[dict | None, str]:
     return files, ""
 
 
+def written_by(folder: str | os.PathLike) -> str | None:
+    """The command recorded in ``folder``'s verlfit marker (``"verlfit prepare-gsm8k"``, ``"verlfit prepare-data"``),
+    or None without a readable marker. Says who wrote the folder, not whether its files are unchanged since
+    (:func:`data_folder_state` checks that)."""
+    try:
+        content = json.loads((Path(folder) / MARKER_NAME).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    command = content.get("written_by") if isinstance(content, dict) else None
+    return command if isinstance(command, str) else None
+
+
 # --------------------------------------------------------------------------- state
 
 

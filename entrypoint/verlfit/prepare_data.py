@@ -392,7 +392,7 @@ examples:
       --data-source my/task --prompt-template 'Solve: {question} Put the answer after ####.' \\
       --tokenizer Qwen/Qwen3-1.7B --max-prompt-length 256 --output data/task
 then train with your reward function:
-  $ verlfit train --data data/units -- custom_reward_function.path=$PWD/reward.py custom_reward_function.name=compute_score
+  $ verlfit train --data data/units --reward-function reward.py:compute_score
 """
 
 

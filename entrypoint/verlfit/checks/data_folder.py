@@ -66,7 +66,7 @@ def check_data_folder(data_dir: str | os.PathLike, environ: Mapping[str, str], t
     import pyarrow.parquet as pq
 
     from verlfit import gsm8k
-    from verlfit.data_folder import SPLIT_FILES, data_folder_state, missing_verl_columns
+    from verlfit.data_folder import SPLIT_FILES, data_folder_state, missing_verl_columns, written_by
 
     data = Path(data_dir)
     if data.exists() and not data.is_dir():
@@ -79,6 +79,9 @@ def check_data_folder(data_dir: str | os.PathLike, environ: Mapping[str, str], t
         refusal = data_folder_refusal(report)
         return CheckResult("data", FAIL, refusal.message, refusal.fix)
     fix = f"verlfit prepare-gsm8k --input {source} --output {prepared}" if source is not None else f"verlfit prepare-gsm8k --output {prepared}"
+    if report.prepared and written_by(prepared) != "verlfit prepare-gsm8k":
+        # the user's own task (verlfit prepare-data's, or verl-format data from elsewhere): never GSM8K over it
+        fix = "make train.parquet and test.parquet again from your own files (verlfit prepare-data --output NEW_FOLDER), or point --data at a folder with verl's files"
     missing = [name for name in SPLIT_FILES if not (prepared / name).is_file()]
     if missing and source is not None:
         return CheckResult("data", WARN, f"{source} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {prepared}", fix)

@@ -14,7 +14,7 @@ from verlfit.checkpoints import CHECKPOINTS_DIR, checkpoints_to_prune, latest_ch
 from verlfit.errors import VerlfitError
 from verlfit.overrides import managed_keys_help, user_overrides, validate_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
-from verlfit.train.describe import data_note, describe
+from verlfit.train.describe import data_note, describe, model_note
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan
 from verlfit.train.preflight import check_data_size, checkpoint_space_warning, ensure_data, run_blocking_checks
 from verlfit.data_folder import data_folder_state
@@ -151,9 +151,10 @@ def run(args: argparse.Namespace) -> int:
             # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
             plan.notes.append(f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
                               f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)")
-        note = data_note(plan.settings.data_dir, os.environ, data_keys(plan.overrides))  # what the real run's data check would say
-        if note:
-            plan.notes.append(note)
+        for note in (model_note(plan.settings.model, os.environ) if not args.skip_checks else None,  # what the real run's checks would say
+                     data_note(plan.settings.data_dir, os.environ, data_keys(plan.overrides))):
+            if note:
+                plan.notes.append(note)
         if (Path(plan.settings.data_dir) / "train.parquet").is_file():
             # the refusals a real launch makes, as the dry run's failure (exit 2): no plan verdict for a run that cannot start
             check_data_size(plan.settings)

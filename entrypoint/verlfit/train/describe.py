@@ -6,6 +6,7 @@ matter, the environment and the exact command (:func:`describe`), and the comman
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from verlfit.overrides import TrainSettings
 from verlfit.train.launch_plan import LaunchPlan, total_steps, training_rows
@@ -50,6 +51,22 @@ def wrap_note(note: str) -> str:
     import textwrap
 
     return textwrap.fill(note, width=NOTE_WIDTH, initial_indent="note: ", subsequent_indent=NOTE_INDENT, break_long_words=False, break_on_hyphens=False)
+
+def model_note(model: str, environ) -> str | None:
+    """What a real run would say of a local ``model`` folder before it launches, for the dry run to say: the ``model``
+    check's FAIL (:func:`verlfit.checks.model_folder.check_model_folder`: config.json, weights, tokenizer files) as
+    the refusal the run would make; None when it passes, and for a hub name (no network in a dry run: ``verlfit
+    doctor`` checks it)."""
+    from verlfit.checks.model_folder import check_model_folder
+    from verlfit.checks.result import FAIL
+
+    if not Path(model).is_dir():
+        return None
+    result = check_model_folder(model, environ)
+    if result.status != FAIL:
+        return None
+    return f"a real run would refuse its model: FAIL model: {result.message}" + (f" (fix: {result.fix})" if result.fix else "")
+
 
 def data_note(data_dir: str, environ, keys=None) -> str | None:
     """What a real run would do about its data before it launches, for the dry run to say (it prepares nothing):

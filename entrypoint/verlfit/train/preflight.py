@@ -43,6 +43,8 @@ def check_data_size(settings: TrainSettings) -> None:
         rows = pq.ParquetFile(path).metadata.num_rows
     except (OSError, pyarrow.ArrowException) as error:
         raise VerlfitError(f"{path} does not read as parquet: {str(error).splitlines()[0] if str(error) else type(error).__name__}", fix="prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet", exit_code=2) from error
+    if rows == 0:
+        raise VerlfitError(f"{path} has no rows", fix="prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet", exit_code=2)
     if rows < settings.train_batch_size:
         raise VerlfitError(f"{path} has {rows} rows, fewer than one batch of {settings.train_batch_size} prompts", fix=f"use --batch-size {rows} or less, or more data", exit_code=2)
 

@@ -81,6 +81,6 @@ def check_run_reward(data_dir: str | os.PathLike, reward: RewardFunction | None,
     keys = data_keys(overrides)
     if reward is not None:
         scored = check_reward_function(reward, parquet, keys)
-        return f"reward function: {reward.name} in {reward.path} (checked on {len(scored) // 2} training rows: {', '.join(f'{s.score:g}' for s in scored)})"
+        return f"reward function: {reward.name} in {reward.path} (checked on {len(scored) // 2} training rows, each as the ground truth then as an empty response: {', '.join(f'{s.score:g}' for s in scored)})"
     scored = check_verl_scores(parquet, keys)
     return f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (checked on {len(scored) // 2} training rows)"
