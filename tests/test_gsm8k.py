@@ -673,11 +673,17 @@ def test_a_hangup_while_writing_unwinds_the_same_way(tmp_path):
             Path(path).write_bytes(b"half")
             os.kill(os.getpid(), signal.SIGHUP)
 
-    with pytest.raises(SystemExit) as stopped:
-        gsm8k._write_atomically(tmp_path, {"train": HungUpWhileWriting()})
+    # under nohup (SIGHUP ignored) verlfit leaves the disposition alone and the hangup does nothing: the test needs
+    # Python's default, as a shell gives it
+    inherited = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            gsm8k._write_atomically(tmp_path, {"train": HungUpWhileWriting()})
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGHUP, inherited)
     assert stopped.value.code == 128 + signal.SIGHUP
     assert list(tmp_path.iterdir()) == []
-    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
 
 
 @pytest.mark.parametrize(
