@@ -50,7 +50,8 @@ class PromptMeasurement:
 
     Attributes:
         longest: tokens of the longest prompt verl keeps, over train.parquet and test.parquet, or None when not measured.
-        note: one line for the run's notes: the measured length, or why it was not measured.
+        note: one line for the run's notes: the measured length, or why it was not measured; empty where there is no
+            train.parquet yet (the run's data check says what happens then).
         train: train.parquet's counts (None when not measured).
     """
 
@@ -104,7 +105,7 @@ def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length
     limit_note = f"the planner counts the prompt limit, {max_prompt_length} tokens"
     paths = [Path(data_dir) / name for name in SPLITS]
     if not paths[0].is_file():
-        return PromptMeasurement(None, f"prompt lengths not measured: no {paths[0]} yet; {limit_note}")
+        return PromptMeasurement(None, "")  # no data yet (the run's data check says what it will do): nothing to say
     paths = [path for path in paths if path.is_file()]
     try:
         rows = sum(pq.ParquetFile(path).metadata.num_rows for path in paths)

@@ -223,7 +223,7 @@ def measure_prompts(settings: TrainSettings, profile) -> list[str]:
         raise VerlfitError(f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length {settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), fewer than one batch of {settings.train_batch_size} prompts",
                            fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length", exit_code=2)
     settings.longest_prompt_length = measured.longest
-    return [measured.note]
+    return [measured.note] if measured.note else []
 
 
 def apply_plan(settings: TrainSettings, profile, sizing: SizingOptions, gpu, limit_gib: float | None, emulate: str | None = None) -> list[str]:
