@@ -79,3 +79,35 @@ def test_plan_refuses_a_longest_prompt_above_the_prompt_limit(capsys):
     assert cli.main(["plan", "--emulate", "p40", "--max-prompt-length", "256", "--longest-prompt-length", "300"]) == 2
     assert capsys.readouterr().err == ("verlfit: error: --longest-prompt-length 300 is above --max-prompt-length 256: verl drops the longer prompts (filter_overlong_prompts), so no micro-batch has them\n"
                                        "  fix: give at most 256, or raise --max-prompt-length to 300\n")
+
+
+def test_plan_with_data_measures_its_longest_prompt_and_rows_as_train_does(tmp_path, tiny_qwen2_dir, capsys):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from transformers import AutoTokenizer
+
+    from verlfit import cli
+    from verlfit.gsm8k import prompt_length
+
+    data = tmp_path / "data"
+    data.mkdir()
+    questions = [f"What is {i} + {i * 7}?" for i in range(40)] + ["A shelf holds 12 boxes of 7 jars each; 19 jars are sold. How many jars are left?"]
+    messages = [[{"role": "user", "content": q}] for q in questions]
+    pq.write_table(pa.table({"prompt": messages}), data / "train.parquet")
+    pq.write_table(pa.table({"prompt": messages[:2]}), data / "test.parquet")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen2_dir)
+    longest = max(prompt_length(tokenizer, m) for m in messages)
+    words = ["plan", "--emulate", "p40", "--model", tiny_qwen2_dir, "--max-prompt-length", "256", "--batch-size", "8", "--json"]
+    assert cli.main([*words, "--data", str(data)]) == 0
+    measured = json.loads(capsys.readouterr().out)
+    assert measured["time"]["notes"][0] == f"longest prompt {longest} tokens of 256 (train.parquet 41 rows, test.parquet 2 rows; {tiny_qwen2_dir}'s chat template): with the trims (patches 0020-0021) the planner counts {longest} prompt columns"
+    assert measured["time"]["steps"] == 41 // 8  # the data's rows as --dataset-size
+    assert cli.main([*words, "--longest-prompt-length", str(longest), "--dataset-size", "41"]) == 0
+    given = json.loads(capsys.readouterr().out)
+    assert [p["total_bytes"] for p in measured["phases"]] == [p["total_bytes"] for p in given["phases"]]
+    assert cli.main([*words, "--data", str(data), "--longest-prompt-length", "9"]) == 2
+    assert capsys.readouterr().err == f"verlfit: error: --data {data} and --longest-prompt-length 9: --data measures the longest prompt\n  fix: drop one of them\n"
+    assert cli.main([*words, "--data", str(tmp_path / "none")]) == 2
+    assert f"verlfit: error: --data {tmp_path / 'none'} is not a folder" in capsys.readouterr().err

@@ -4,8 +4,10 @@ place that reads the parsed namespace) and its run (:func:`_run`)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
+from pathlib import Path
 
 from verlfit.arguments import SizingOptions, add_sizing_arguments, memory_gib, typed_options, whole_number
 from verlfit.errors import VerlfitError
@@ -124,6 +126,7 @@ def register(subparsers):
     parser.add_argument("--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)")
     parser.add_argument("--attention", choices=("sdpa", "eager", "flash_attention_2"), help="attention implementation (default: the profile's)")
     parser.add_argument("--reference", action=argparse.BooleanOptionalAction, default=None, help="a reference model runs (default: grpo yes, ppo no)")
+    parser.add_argument("--data", metavar="DIR", help="your verl-format data folder (train.parquet, test.parquet): its longest prompt is measured with --model's local tokenizer, as verlfit train measures it, and its rows give --dataset-size")
     parser.add_argument("--longest-prompt-length", type=whole_number, metavar="TOKENS", help="the longest prompt of your training data, in tokens with the model's chat template (verlfit train measures it from --data): with the profile's trims (patches 0020-0021) memory is counted for it instead of --max-prompt-length (default: not known, the prompt limit is counted)")
     parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="fraction of usable memory to stay under (default %(default)s)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -139,11 +142,35 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
     return typed_options(PlanOptions, parsed, sizing=typed_options(SizingOptions, parsed))
 
 
+def measure_data(options: PlanOptions) -> tuple[PlanOptions, list[str]]:
+    """``options`` with ``--data``'s measurements filled in: its longest prompt (:func:`verlfit.prompt_lengths.measure_for_train`
+    with ``--model``'s local tokenizer, prompt key ``prompt``) as ``longest_prompt_length`` and its training rows as
+    ``dataset_size`` (unless given); and the note lines saying what was measured. Without ``--data``: as given, no note.
+
+    Raises:
+        VerlfitError (exit status 2): ``--data`` with ``--longest-prompt-length`` (one or the other); ``--data`` not a
+            folder; every training prompt longer than ``--max-prompt-length`` (verl would drop them all).
+    """
+    if options.data is None:
+        return options, []
+    if options.longest_prompt_length is not None:
+        raise VerlfitError(f"--data {options.data} and --longest-prompt-length {options.longest_prompt_length}: --data measures the longest prompt", fix="drop one of them", exit_code=2)
+    if not Path(options.data).is_dir():
+        raise VerlfitError(f"--data {options.data} is not a folder", fix="pass the folder holding train.parquet and test.parquet (verlfit prepare-data or prepare-gsm8k make them)", exit_code=2)
+    from verlfit.prompt_lengths import measure_for_train
+
+    measured = measure_for_train(options.data, options.model, options.sizing.max_prompt_length)
+    notes = [f"note: {measured.note or f'no train.parquet in {options.data}: the planner counts the prompt limit'}"]
+    rows = measured.train.kept if measured.train is not None else None
+    return dataclasses.replace(options, longest_prompt_length=measured.longest, dataset_size=options.dataset_size or rows or None), notes
+
+
 def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
     out = out or sys.stdout
     options = plan_options(args)
     if not 0 < options.margin <= 1:
         raise VerlfitError(f"--margin {options.margin} must be in (0, 1]", exit_code=2)
+    options, data_notes = measure_data(options)
     request, source = request_from_options(options, nvml)
     keep = sorted(sizing_keep(options.sizing))  # what --plan auto keeps, as in verlfit train
     if any(getattr(options, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic")) and "micro_batches" not in keep:
@@ -153,7 +180,7 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
     decision = auto_fit(request, margin=options.margin, keep=keep) if options.sizing.plan == "auto" else None
     plan = decision.plan if decision else predict(request, margin=options.margin)
     timing, steps, card_line, switches = plan_time.report_for_options(options, plan.request, nvml)
-    length_notes = plan_time.length_notes(options, plan.request, switches)
+    length_notes = data_notes + plan_time.length_notes(options, plan.request, switches)
     if options.steps is not None and options.epochs is not None:  # as verlfit train says it
         length_notes.append(f"note: --steps {options.steps} and --epochs {options.epochs}: --steps wins: the run's time is of {options.steps} steps (--epochs counts only without --steps)")
     if options.json:

@@ -40,6 +40,7 @@ class PlanOptions:
     vllm_gpu_memory_utilization: float | None
     attention: str | None
     reference: bool | None
+    data: str | None
     longest_prompt_length: int | None
     margin: float
     json: bool
