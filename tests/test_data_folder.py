@@ -127,11 +127,11 @@ def test_a_prompt_column_of_plain_strings_is_not_verls_format(tmp_path):
     table = pa.table({"data_source": ["mine"], "prompt": ["What is 2 + 2?"], "reward_model": [{"style": "rule", "ground_truth": "4"}]})
     for split in ("train", "test"):
         pq.write_table(table, folder / f"{split}.parquet")
-    assert data_folder.missing_verl_columns(table.schema) == ["prompt as chat messages (a list of {role, content}; it holds string)"]
+    assert data_folder.missing_verl_columns(table.schema) == ["prompt as chat messages (a list of {role, content}; it holds plain strings)"]
     report = data_folder_state(folder)
     assert report.state is FolderState.FOREIGN and report.reason == (
-        "train.parquet lacks prompt as chat messages (a list of {role, content}; it holds string); "
-        "test.parquet lacks prompt as chat messages (a list of {role, content}; it holds string)")
+        "train.parquet lacks prompt as chat messages (a list of {role, content}; it holds plain strings); "
+        "test.parquet lacks prompt as chat messages (a list of {role, content}; it holds plain strings)")
     for wrong in (pa.list_(pa.string()), pa.list_(pa.struct([("role", pa.string())])), pa.list_(pa.struct([("role", pa.string()), ("content", pa.int64())]))):
         assert not data_folder.is_chat_messages(wrong)
     assert data_folder.is_chat_messages(pa.large_list(pa.struct([("role", pa.large_string()), ("content", pa.string()), ("name", pa.string())])))

@@ -84,7 +84,10 @@ def test_measure_for_train_says_what_it_measured_or_why_not(tmp_path, tiny_qwen2
     assert measure_for_train(data, tiny_qwen2_dir, 256) == PromptMeasurement(None, f"prompt lengths not measured: 3 rows in train.parquet (verlfit measures up to 2); {limit}")
     (data / "train.parquet").write_text("not parquet")
     result = measure_for_train(data, tiny_qwen2_dir, 256)
-    assert result.longest is None and result.note.startswith("prompt lengths not measured: ") and result.note.endswith(limit)
+    assert result.longest is None and result.note.startswith(f"prompt lengths not measured: {data / 'train.parquet'} does not read as parquet (") and result.note.endswith(limit)
+    pq.write_table(pa.table({"prompt": pa.array([], type=pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])))}), data / "train.parquet")
+    write_prompts(data, ["2 + 3?"], name="test.parquet")
+    assert measure_for_train(data, tiny_qwen2_dir, 256) == PromptMeasurement(None, f"prompt lengths not measured: {data / 'train.parquet'} has no rows; {limit}", PromptLengths(0, 0, None, None))
 
 
 def test_train_measures_the_data_where_the_profile_trims_and_plans_with_it(tmp_path, tiny_qwen2_dir, tokenizer, capsys):
@@ -116,7 +119,8 @@ def test_train_measures_the_data_where_the_profile_trims_and_plans_with_it(tmp_p
     assert plan_request(plan).prompt_window == longest
     # the trims off after --: nothing is measured, the prompt limit is counted
     untrimmed = build_launch_plan(parse_train_options([*words, "--", *(f"+{key}=False" for key in ("actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding", "actor_rollout_ref.rollout.trim_padding"))]))
-    assert untrimmed.settings.longest_prompt_length is None and not any(note.startswith(("longest prompt", "prompt lengths")) for note in untrimmed.notes)
+    assert untrimmed.settings.longest_prompt_length is None
+    assert f"longest prompt {longest} tokens of 256 (train.parquet 3 rows, test.parquet 1 rows; {tiny_qwen2_dir}'s chat template): without the trims (patches 0020-0021) every micro-batch is padded to the limit, which the planner counts" in untrimmed.notes
     assert plan_request(untrimmed).prompt_window == 256
 
 
@@ -137,3 +141,11 @@ def test_train_refuses_a_run_whose_prompts_verl_would_drop(tmp_path, tiny_qwen2_
     assert err == (f"verlfit: error: {data / 'train.parquet'} has 1 of its 3 prompts within --max-prompt-length {min(lengths)} tokens (verl's filter_overlong_prompts drops the others), fewer than one batch of 2 prompts\n"
                    "  fix: use --batch-size 1 or less, or a longer --max-prompt-length\n")
     assert not (tmp_path / "run").exists()
+    # the same refusal without the trims (second new-user trial: it was skipped with them off)
+    untrimmed = ["--", *(f"+{key}=False" for key in ("actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding", "actor_rollout_ref.rollout.trim_padding"))]
+    assert cli.main(["train", *words, "--batch-size", "2", "--max-prompt-length", str(min(lengths) - 1), *untrimmed]) == 2
+    assert f"verlfit: error: every prompt of {data / 'train.parquet'} is longer than --max-prompt-length {min(lengths) - 1} tokens" in capsys.readouterr().err
+    # steps are counted from the prompts verl keeps: 2 of 3 rows, batch 1, 2 epochs = 4 steps (not 6)
+    keep_two = sorted(lengths)[1]
+    assert cli.main(["train", *words, "--batch-size", "1", "--mini-batch-size", "1", "--epochs", "2", "--max-prompt-length", str(keep_two)]) == 0
+    assert "steps: 4 (2 epoch(s) of 2 of 3 rows within the prompt limit // 1 prompts a batch)" in " ".join(capsys.readouterr().out.split())

@@ -156,7 +156,8 @@ def missing_verl_columns(schema, keys: DataKeys = DataKeys()) -> list[str]:
     missing = [column for column in keys.required_columns if column not in schema.names]
     if keys.prompt_key in schema.names and not is_chat_messages(schema.field(keys.prompt_key).type):
         # verl applies the chat template to it: a plain string would be read as no message at all
-        missing.append(f"{keys.prompt_key} as chat messages (a list of {{role, content}}; it holds {schema.field(keys.prompt_key).type})")
+        held = normalized_type(schema.field(keys.prompt_key).type)
+        missing.append(f"{keys.prompt_key} as chat messages (a list of {{role, content}}; it holds {'plain strings' if held == pa.string() else held})")
     if "reward_model" in schema.names:
         reward_model = schema.field("reward_model").type
         if not pa.types.is_struct(reward_model) or reward_model.get_field_index("ground_truth") < 0:

@@ -103,6 +103,9 @@ class TrainSettings:
     # tokens of train.parquet's longest prompt as verl counts it, measured by verlfit train where the profile trims
     # padding (verlfit.prompt_lengths); the planner's prompt columns (PlanRequest.prompt_window); not a verl key
     longest_prompt_length: int | None = None
+    # rows of train.parquet within max_prompt_length, where verl's filter_overlong_prompts drops some (measured by
+    # verlfit train with the prompt lengths); None: all rows. Steps are counted from it; not a verl key
+    train_prompts_kept: int | None = None
     rollout_n: int = 4  # used by grpo only
     actor_lr: float = 1e-6
     critic_lr: float = 1e-5

@@ -87,9 +87,11 @@ def prompt_lengths(parquet: str | os.PathLike, tokenizer, prompt_key: str = "pro
     return PromptLengths(len(lengths), len(kept), max(kept, default=None), min(lengths, default=None))
 
 
-def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length: int, prompt_key: str = "prompt") -> PromptMeasurement:
+def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length: int, prompt_key: str = "prompt", trimmed: bool = True) -> PromptMeasurement:
     """The longest prompt of ``data_dir``'s train.parquet and test.parquet for ``verlfit train``'s planner, with
     ``model``'s tokenizer read from local files only (a folder, or the Hugging Face cache: nothing is downloaded to plan).
+    ``trimmed``: the run trims padding (patches 0020-0021), so the planner counts the longest prompt; without the
+    trims it counts the limit, and the measurement only checks what verl's filter keeps.
 
     Does not raise for what the run's own checks report (no data yet, a file pyarrow cannot read, a missing column,
     prompts that are not messages, no local tokenizer): the measurement is then None and the note says why; the
@@ -107,10 +109,12 @@ def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length
     if not paths[0].is_file():
         return PromptMeasurement(None, "")  # no data yet (the run's data check says what it will do): nothing to say
     paths = [path for path in paths if path.is_file()]
-    try:
-        rows = sum(pq.ParquetFile(path).metadata.num_rows for path in paths)
-    except (OSError, pyarrow.ArrowException) as error:
-        return PromptMeasurement(None, f"prompt lengths not measured: {error}; {limit_note}")
+    rows = 0
+    for path in paths:
+        try:
+            rows += pq.ParquetFile(path).metadata.num_rows
+        except (OSError, pyarrow.ArrowException) as error:
+            return PromptMeasurement(None, f"prompt lengths not measured: {path} does not read as parquet ({str(error).rstrip('.')}); {limit_note}")
     if rows > MEASURED_ROWS_LIMIT:
         return PromptMeasurement(None, f"prompt lengths not measured: {rows:,} rows in {', '.join(path.name for path in paths)} (verlfit measures up to {MEASURED_ROWS_LIMIT:,}); {limit_note}")
     from transformers import AutoTokenizer
@@ -125,7 +129,9 @@ def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length
         message = error.args[0] if isinstance(error, KeyError) else str(error)  # str() of a KeyError is its repr
         return PromptMeasurement(None, f"prompt lengths not measured: {message}; {limit_note}")
     train = measured[SPLITS[0]]
-    if train.rows and not train.kept:
+    if not train.rows:
+        return PromptMeasurement(None, f"prompt lengths not measured: {paths[0]} has no rows; {limit_note}", train)
+    if not train.kept:
         raise VerlfitError(f"every prompt of {paths[0]} is longer than --max-prompt-length {max_prompt_length} tokens (the shortest has {train.shortest}, "
                            "with the model's chat template): verl's filter_overlong_prompts would drop them all and leave the run no data",
                            fix=f"use --max-prompt-length {train.shortest} or more, or shorter prompts", exit_code=2)
@@ -133,4 +139,7 @@ def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length
     if longest is None:
         return PromptMeasurement(None, f"prompt lengths not measured: no prompt in {', '.join(measured)}; {limit_note}", train)
     counts = ", ".join(f"{name} {lengths.rows:,} rows" + (f" ({lengths.rows - lengths.kept:,} over the limit: verl drops them)" if lengths.kept < lengths.rows else "") for name, lengths in measured.items())
-    return PromptMeasurement(longest, f"longest prompt {longest} tokens of {max_prompt_length} ({counts}; {model}'s chat template): with the trims (patches 0020-0021) the planner counts {longest} prompt columns", train)
+    measured_text = f"longest prompt {longest} tokens of {max_prompt_length} ({counts}; {model}'s chat template)"
+    if not trimmed:
+        return PromptMeasurement(None, f"{measured_text}: without the trims (patches 0020-0021) every micro-batch is padded to the limit, which the planner counts", train)
+    return PromptMeasurement(longest, f"{measured_text}: with the trims (patches 0020-0021) the planner counts {longest} prompt columns", train)

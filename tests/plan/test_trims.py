@@ -95,8 +95,11 @@ def test_plan_with_data_measures_its_longest_prompt_and_rows_as_train_does(tmp_p
     data.mkdir()
     questions = [f"What is {i} + {i * 7}?" for i in range(40)] + ["A shelf holds 12 boxes of 7 jars each; 19 jars are sold. How many jars are left?"]
     messages = [[{"role": "user", "content": q}] for q in questions]
-    pq.write_table(pa.table({"prompt": messages}), data / "train.parquet")
-    pq.write_table(pa.table({"prompt": messages[:2]}), data / "test.parquet")
+    def verl_rows(prompts):
+        return pa.table({"data_source": ["mine"] * len(prompts), "prompt": prompts, "reward_model": [{"style": "rule", "ground_truth": "1"}] * len(prompts)})
+
+    pq.write_table(verl_rows(messages), data / "train.parquet")
+    pq.write_table(verl_rows(messages[:2]), data / "test.parquet")
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen2_dir)
     longest = max(prompt_length(tokenizer, m) for m in messages)
     words = ["plan", "--emulate", "p40", "--model", tiny_qwen2_dir, "--max-prompt-length", "256", "--batch-size", "8", "--json"]
@@ -107,7 +110,23 @@ def test_plan_with_data_measures_its_longest_prompt_and_rows_as_train_does(tmp_p
     assert cli.main([*words, "--longest-prompt-length", str(longest), "--dataset-size", "41"]) == 0
     given = json.loads(capsys.readouterr().out)
     assert [p["total_bytes"] for p in measured["phases"]] == [p["total_bytes"] for p in given["phases"]]
-    assert cli.main([*words, "--data", str(data), "--longest-prompt-length", "9"]) == 2
-    assert capsys.readouterr().err == f"verlfit: error: --data {data} and --longest-prompt-length 9: --data measures the longest prompt\n  fix: drop one of them\n"
+    for flag in ("--longest-prompt-length", "--dataset-size"):
+        assert cli.main([*words, "--data", str(data), flag, "9"]) == 2
+        assert capsys.readouterr().err == f"verlfit: error: --data {data} and {flag} 9: --data measures it\n  fix: drop one of them\n"
     assert cli.main([*words, "--data", str(tmp_path / "none")]) == 2
     assert f"verlfit: error: --data {tmp_path / 'none'} is not a folder" in capsys.readouterr().err
+    # data a run could not use is refused as verlfit train refuses it (second new-user trial: plan said "fits")
+    (tmp_path / "empty").mkdir()
+    assert cli.main([*words, "--data", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err.startswith(f"verlfit: error: --data {tmp_path / 'empty'} has no train.parquet\n  fix: prepare it: verlfit prepare-data --train FILE --output {tmp_path / 'empty'} (your own task)")
+    strings = tmp_path / "strings"
+    strings.mkdir()
+    for name in ("train.parquet", "test.parquet"):
+        pq.write_table(pa.table({"data_source": ["mine"], "prompt": ["2 + 2?"], "reward_model": [{"style": "rule", "ground_truth": "4"}]}), strings / name)
+    assert cli.main([*words, "--data", str(strings)]) == 2
+    assert "train.parquet lacks prompt as chat messages (a list of {role, content}; it holds plain strings)" in capsys.readouterr().err
+    (strings / "train.parquet").write_bytes(b"PAR1 cut short")
+    (strings / "test.parquet").write_bytes(b"PAR1 cut short")
+    assert cli.main([*words, "--data", str(strings)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "train.parquet does not read as parquet" in err and "fix: write them again (verlfit prepare-data --output NEW_FOLDER makes them from your own files)" in err

@@ -30,6 +30,8 @@ def data_folder_refusal(report) -> VerlfitError:
         fix = f"add {missing[0]} (verl {'validates on' if missing[0] == 'test.parquet' else 'trains on'} it) next to {have} in {data}, or point --data at a folder holding both train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files)"
     elif missing:
         fix = "point --data at a folder holding train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or at a new folder for verlfit to prepare GSM8K into"
+    elif "lacks" not in report.reason and "does not read as parquet" in report.reason:
+        fix = "write them again (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or replace the file that does not read with a whole copy"
     else:
         fix = "give them the columns verl reads (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or set data.prompt_key / data.reward_fn_key after -- to your columns"
     return VerlfitError(

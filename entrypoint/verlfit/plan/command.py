@@ -142,27 +142,41 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
     return typed_options(PlanOptions, parsed, sizing=typed_options(SizingOptions, parsed))
 
 
-def measure_data(options: PlanOptions) -> tuple[PlanOptions, list[str]]:
+def measure_data(options: PlanOptions, environ=None) -> tuple[PlanOptions, list[str]]:
     """``options`` with ``--data``'s measurements filled in: its longest prompt (:func:`verlfit.prompt_lengths.measure_for_train`
-    with ``--model``'s local tokenizer, prompt key ``prompt``) as ``longest_prompt_length`` and its training rows as
-    ``dataset_size`` (unless given); and the note lines saying what was measured. Without ``--data``: as given, no note.
+    with ``--model``'s local tokenizer, prompt key ``prompt``) as ``longest_prompt_length`` and the training rows verl
+    keeps as ``dataset_size``; and the note lines saying what was measured. Without ``--data``: as given, no note.
 
     Raises:
-        VerlfitError (exit status 2): ``--data`` with ``--longest-prompt-length`` (one or the other); ``--data`` not a
-            folder; every training prompt longer than ``--max-prompt-length`` (verl would drop them all).
+        VerlfitError (exit status 2): ``--data`` with ``--longest-prompt-length`` or ``--dataset-size`` (``--data``
+            measures them); ``--data`` not a folder, without train.parquet, or failing the data check verlfit train
+            runs (:func:`verlfit.checks.data_folder.check_data_folder`: unreadable, not verl's columns, no rows);
+            every training prompt longer than ``--max-prompt-length`` (verl would drop them all).
     """
+    import os
+
     if options.data is None:
         return options, []
-    if options.longest_prompt_length is not None:
-        raise VerlfitError(f"--data {options.data} and --longest-prompt-length {options.longest_prompt_length}: --data measures the longest prompt", fix="drop one of them", exit_code=2)
-    if not Path(options.data).is_dir():
-        raise VerlfitError(f"--data {options.data} is not a folder", fix="pass the folder holding train.parquet and test.parquet (verlfit prepare-data or prepare-gsm8k make them)", exit_code=2)
+    for flag, value in (("--longest-prompt-length", options.longest_prompt_length), ("--dataset-size", options.dataset_size)):
+        if value is not None:
+            raise VerlfitError(f"--data {options.data} and {flag} {value}: --data measures it", fix="drop one of them", exit_code=2)
+    data = Path(options.data)
+    if not data.is_dir():
+        raise VerlfitError(f"--data {data} is not a folder", fix="pass the folder holding train.parquet and test.parquet (verlfit prepare-data or prepare-gsm8k make them)", exit_code=2)
+    if not (data / "train.parquet").is_file():
+        raise VerlfitError(f"--data {data} has no train.parquet", fix=f"prepare it: verlfit prepare-data --train FILE --output {data} (your own task), or verlfit prepare-gsm8k --output {data}", exit_code=2)
+    from verlfit.checks.data_folder import check_data_folder
+    from verlfit.checks.result import FAIL
+    import pyarrow.parquet as pq
+
     from verlfit.prompt_lengths import measure_for_train
 
-    measured = measure_for_train(options.data, options.model, options.sizing.max_prompt_length)
-    notes = [f"note: {measured.note or f'no train.parquet in {options.data}: the planner counts the prompt limit'}"]
-    rows = measured.train.kept if measured.train is not None else None
-    return dataclasses.replace(options, longest_prompt_length=measured.longest, dataset_size=options.dataset_size or rows or None), notes
+    check = check_data_folder(data, os.environ if environ is None else environ)  # both files are there: no network
+    if check.status == FAIL:
+        raise VerlfitError(check.message, fix=check.fix, exit_code=2)
+    measured = measure_for_train(data, options.model, options.sizing.max_prompt_length)
+    rows = measured.train.kept if measured.train is not None else pq.ParquetFile(data / "train.parquet").metadata.num_rows  # read: the data check passed
+    return dataclasses.replace(options, longest_prompt_length=measured.longest, dataset_size=rows or None), [f"note: {measured.note}"]
 
 
 def _run(args: argparse.Namespace, nvml=None, out=None) -> int:

@@ -661,7 +661,7 @@ def estimate_lines(est: StepEstimate, steps: int | None, dataset_rows: int | Non
     lines.append(f"  {'step':<30} {est.step_seconds:8.2f} s")
     if steps:
         total = est.step_seconds * steps
-        lines.append(f"  run of {steps} steps: {format_run_seconds(total)}" + (f" ({total:.0f} s)" if total >= 120 else ""))
+        lines.append(f"  run of {steps} step{'' if steps == 1 else 's'}: {format_run_seconds(total)}" + (f" ({total:.0f} s)" if total >= 120 else ""))
     elif dataset_rows is not None and train_batch_size and dataset_rows < train_batch_size:
         lines.append(f"  run: {dataset_rows} rows are fewer than one batch of {train_batch_size}: no step")
     else:

@@ -30,12 +30,15 @@ def _lora_line(s: TrainSettings) -> str:
 
 def _steps_text(s: TrainSettings) -> str:
     """The dry run's step count: ``--steps``; else, when train.parquet is there, the steps verl will take
-    (``"233 (1 epoch(s) of 7473 rows // 32 prompts a batch)"``); else ``"1 epoch(s)"``."""
+    (``"233 (1 epoch(s) of 7473 rows // 32 prompts a batch)"``, counting only the rows within the prompt limit where
+    verl drops some); else ``"1 epoch(s)"``."""
     if s.steps is not None:
         return str(s.steps)
     rows = training_rows(s)
     if rows is None:
         return f"{s.epochs} epoch(s)"
+    if s.train_prompts_kept is not None:  # verl's filter_overlong_prompts drops the rest
+        return f"{total_steps(s)} ({s.epochs} epoch(s) of {s.train_prompts_kept} of {rows} rows within the prompt limit // {s.train_batch_size} prompts a batch)"
     return f"{total_steps(s)} ({s.epochs} epoch(s) of {rows} rows // {s.train_batch_size} prompts a batch)"
 
 

@@ -53,11 +53,12 @@ def training_rows(settings: TrainSettings) -> int | None:
 
 
 def total_steps(settings: TrainSettings) -> int | None:
-    """Training steps the run will take: ``--steps``, else epochs x whole batches in train.parquet (verl's
+    """Training steps the run will take: ``--steps``, else epochs x whole batches of the prompts verl keeps
+    (``settings.train_prompts_kept`` where its ``filter_overlong_prompts`` drops some, else train.parquet's rows; verl's
     dataloader drops the last partial batch, ``drop_last=True``, ``ray_trainer.py:507``)."""
     if settings.steps is not None:
         return settings.steps
-    rows = training_rows(settings)
+    rows = settings.train_prompts_kept if settings.train_prompts_kept is not None else training_rows(settings)
     if rows is None:
         return None
     return settings.epochs * (rows // settings.train_batch_size)

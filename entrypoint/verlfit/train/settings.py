@@ -199,9 +199,10 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
 
 
 def measure_prompts(settings: TrainSettings, profile) -> list[str]:
-    """Where the run trims padding (patches 0020-0021, as the run's override list will say), set
-    ``settings.longest_prompt_length`` to the data's longest prompt (:func:`verlfit.prompt_lengths.measure_for_train`,
-    with the run's ``data.prompt_key``) and return the line saying what was measured or why not; else nothing.
+    """Measure the data's prompts (:func:`verlfit.prompt_lengths.measure_for_train`, with the run's ``data.prompt_key``)
+    and return the line saying what was measured or why not (nothing without data yet). Where the run trims padding
+    (patches 0020-0021, as the run's override list will say), ``settings.longest_prompt_length`` is the longest prompt;
+    where verl's ``filter_overlong_prompts`` drops some, ``settings.train_prompts_kept`` is what it keeps.
 
     Raises:
         VerlfitError (exit status 2): verl's ``filter_overlong_prompts`` would leave train.parquet no prompt, or fewer
@@ -211,17 +212,18 @@ def measure_prompts(settings: TrainSettings, profile) -> list[str]:
     from verlfit.plan.time import speed_switches
     from verlfit.train.reward import data_keys
 
-    trims = speed_switches([*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides])
-    if not (trims.get("trim_padding") or trims.get("rollout_trim_padding") and profile.rollout == "hf"):
-        return []
     from verlfit.prompt_lengths import measure_for_train
 
-    measured = measure_for_train(settings.data_dir, settings.model, settings.max_prompt_length, data_keys(settings.extra_overrides).prompt_key)
+    trims = speed_switches([*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides])
+    trimmed = bool(trims.get("trim_padding") or trims.get("rollout_trim_padding") and profile.rollout == "hf")
+    measured = measure_for_train(settings.data_dir, settings.model, settings.max_prompt_length, data_keys(settings.extra_overrides).prompt_key, trimmed)
     train = measured.train
-    if train is not None and train.kept < train.rows and train.kept < settings.train_batch_size:
-        path = Path(settings.data_dir) / "train.parquet"
-        raise VerlfitError(f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length {settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), fewer than one batch of {settings.train_batch_size} prompts",
-                           fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length", exit_code=2)
+    if train is not None and train.kept < train.rows:
+        if train.kept < settings.train_batch_size:
+            path = Path(settings.data_dir) / "train.parquet"
+            raise VerlfitError(f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length {settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), fewer than one batch of {settings.train_batch_size} prompts",
+                               fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length", exit_code=2)
+        settings.train_prompts_kept = train.kept  # the steps an epoch takes are counted from these
     settings.longest_prompt_length = measured.longest
     return [measured.note] if measured.note else []
 
