@@ -203,9 +203,17 @@ def test_the_try_it_without_a_gpu_lines_run_as_written(tmp_path):
     assert lines == ["make dev", ".venv/bin/verlfit plan --profile p40", ".venv/bin/verlfit train --dry-run --profile p40"]
     venv = Path(sys.prefix)
     environment = {**os.environ, "VENV": str(venv)}
-    made = subprocess.run(["make", "-C", str(REPO), "dev", f"VENV={venv}"], env=environment, capture_output=True, text=True)
-    assert made.returncode == 0, made.stderr
-    assert f"make dev: {venv}/bin/verlfit is ready" in made.stdout
+    if (venv / ".verlfit-test-stamp").is_file():
+        # bootstrap.sh's venv (the venv suite, CI): make dev finds it ready
+        made = subprocess.run(["make", "-C", str(REPO), "dev", f"VENV={venv}"], env=environment, capture_output=True, text=True)
+        assert made.returncode == 0, made.stderr
+        assert f"make dev: {venv}/bin/verlfit is ready" in made.stdout
+    else:
+        # the image's /opt/venv (the in-image suite): not bootstrap's, and not the image user's to write (make dev would
+        # install into it); what make dev runs is checked, without running it
+        planned = subprocess.run(["make", "-n", "-C", str(REPO), "dev", f"VENV={venv}"], env=environment, capture_output=True, text=True)
+        assert planned.returncode == 0, planned.stderr
+        assert "\nbash tests/bootstrap.sh\n" in planned.stdout and f"make dev: {venv}/bin/verlfit is ready" in planned.stdout, planned.stdout
     outputs = []
     for line in lines[1:]:
         ran = subprocess.run(line.replace(".venv/bin/", f"{venv}/bin/"), shell=True, cwd=tmp_path, env=environment,
