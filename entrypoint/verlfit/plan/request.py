@@ -184,6 +184,15 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
     return PlanRequest(**defaults)
 
 
+def switch_overrides(settings, profile) -> list[str]:
+    """The overrides that decide the patch switches of a run (trims, CUDA graph: ``verlfit.plan.time.speed_switches``
+    reads them): the profile's, then verlfit's forcing (:func:`verlfit.overrides.forced_switches`), then the user's
+    after ``--`` (``settings.extra_overrides``), later ones winning as in the run's override list."""
+    from verlfit.overrides import forced_switches
+
+    return [*profile.overrides, *forced_switches(settings, profile), *getattr(settings, "extra_overrides", ())]
+
+
 def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShape | None = None, **fields) -> PlanRequest:
     """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`: the one mapping ``verlfit train``
     (through :func:`verlfit.plan.fit.fit_for_train`) and ``verlfit plan`` (:func:`request_from_options`) use.
@@ -194,15 +203,15 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
     GPUs), then the user's after ``--`` (``settings.extra_overrides``); only the HF rollout reads it. The trims
     (patches 0020-0021) are read from the same list; with them ``settings.longest_prompt_length`` (when measured)
     narrows the prompt columns the planner counts (:attr:`verlfit.plan.memory.PlanRequest.prompt_window`)."""
-    from verlfit.overrides import CUDA_GRAPH_KEY, forced_switches, override_value
+    from verlfit.overrides import CUDA_GRAPH_KEY, override_value
     from verlfit.plan.time import speed_switches
 
     s = settings
     shape = shape or load_model_shape(s.model)
     chosen = {key: value for key, value in (("rollout", getattr(s, "rollout", None)), ("attention", getattr(s, "attention", None))) if value}
-    switch_overrides = [*profile.overrides, *forced_switches(s, profile), *getattr(s, "extra_overrides", ())]
-    graph = override_value(switch_overrides, CUDA_GRAPH_KEY)
-    trims = speed_switches(switch_overrides)  # patches 0020-0021's keys as the run will get them
+    switches = switch_overrides(s, profile)
+    graph = override_value(switches, CUDA_GRAPH_KEY)
+    trims = speed_switches(switches)  # patches 0020-0021's keys as the run will get them
     mapped = dict(
         chosen,
         algorithm=s.algorithm,
@@ -296,10 +305,12 @@ def request_from_options(options: PlanOptions, nvml=None) -> tuple[PlanRequest, 
         raise VerlfitError(f"--longest-prompt-length {options.longest_prompt_length} is above --max-prompt-length {settings.max_prompt_length}: verl drops the longer prompts (filter_overlong_prompts), so no micro-batch has them",
                            fix=f"give at most {settings.max_prompt_length}, or raise --max-prompt-length to {options.longest_prompt_length}", exit_code=2)
     settings.longest_prompt_length = options.longest_prompt_length
+    from verlfit.plan.time import TRAINING_ROLES
+
     fields = dict(use_reference=options.reference)
     # the time estimate's switches (--trim-padding, --rollout-trim-padding) count for memory too
     if options.trim_padding is not None:
-        fields["trim_padding"] = ("actor", "ref", "critic") if options.trim_padding else ()
+        fields["trim_padding"] = TRAINING_ROLES if options.trim_padding else ()
     if options.rollout_trim_padding is not None:
         fields["rollout_trim_padding"] = options.rollout_trim_padding
     if options.cuda_graph is not None and profile.rollout == "hf":

@@ -208,13 +208,12 @@ def measure_prompts(settings: TrainSettings, profile) -> list[str]:
         VerlfitError (exit status 2): verl's ``filter_overlong_prompts`` would leave train.parquet no prompt, or fewer
             than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
     """
-    from verlfit.overrides import forced_switches
+    from verlfit.plan.request import switch_overrides
     from verlfit.plan.time import speed_switches
+    from verlfit.prompt_lengths import measure_for_train
     from verlfit.train.reward import data_keys
 
-    from verlfit.prompt_lengths import measure_for_train
-
-    trims = speed_switches([*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides])
+    trims = speed_switches(switch_overrides(settings, profile))
     trimmed = bool(trims.get("trim_padding") or trims.get("rollout_trim_padding") and profile.rollout == "hf")
     measured = measure_for_train(settings.data_dir, settings.model, settings.max_prompt_length, data_keys(settings.extra_overrides).prompt_key, trimmed)
     train = measured.train

@@ -11,12 +11,13 @@
 #   NVIDIA's CUDA apt repository   a signed flat repository with an empty libcudnn8 at the pin (stand-in-cudnn.sh)
 #   the PyTorch cu118 index        PyPI's torch 2.6.0 / torchvision 0.21.0 / torchaudio 2.6.0 (CUDA 12.4 builds)
 #                                  relabelled +cu118 (stand_in_torch_index.py); TORCH_CUDA_VERSION=12.4 for the check
-#   verl's git repository          ../shared/verl/verl-v0.4.1.bundle served by `git daemon` (never copied here)
+#   verl's git repository          a `git bundle` of verl's history to v0.4.1 (VERL_BUNDLE) served by `git daemon`
+#                                  (never copied into the checkout), else one commit of PyPI's sdist
 # Everything else comes from PyPI and Ubuntu's archive as in a real build, every lock hash checked; HTTPS goes
 # through this network's intercepting proxy, whose CA bundle reaches the build as the ca-bundle secret.
 #
 # Environment:
-#   VERL_BUNDLE         verl's bundle (../shared/verl/verl-v0.4.1.bundle beside the checkout). Where there is none, verl's
+#   VERL_BUNDLE         a `git bundle` of verl's repository holding v0.4.1 (default: none). Without it, verl's
 #                       repository is stood in by one commit of PyPI's verl 0.4.1 sdist (its verl/ is byte-identical to
 #                       the tag's), VERL_COMMIT set to that commit, and the label says so
 #   REHEARSAL_VERL      sdist: use the sdist stand-in for verl's repository even where the bundle is
@@ -34,11 +35,9 @@ here=$repo/tests/images/rehearsal
 cache=${REHEARSAL_CACHE:-/var/tmp/verlfit-rehearsal}
 bundle=${VERL_BUNDLE:-}
 if [ -n "$bundle" ] && [ ! -f "$bundle" ]; then
-  echo "rehearsal: VERL_BUNDLE=$bundle: no such file (../shared/verl/README.md; or REHEARSAL_VERL=sdist)" >&2
+  echo "rehearsal: VERL_BUNDLE=$bundle: no such file (give a git bundle of verl's repository holding v0.4.1, or leave VERL_BUNDLE unset for the sdist stand-in)" >&2
   exit 2
 fi
-beside_checkout=$repo/../shared/verl/verl-v0.4.1.bundle
-[ -n "$bundle" ] || [ ! -f "$beside_checkout" ] || bundle=$beside_checkout
 # REHEARSAL_VERL=sdist: the stand-in made from PyPI's sdist even where the bundle is (to rehearse that path)
 [ "${REHEARSAL_VERL:-}" != sdist ] || bundle=
 ca_bundle=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
