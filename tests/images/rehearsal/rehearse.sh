@@ -26,6 +26,11 @@
 #   REHEARSAL_SKIP      space-separated steps to skip while iterating locally: save a10 suite
 #   CA_BUNDLE           the host's CA bundle (/etc/ssl/certs/ca-certificates.crt)
 #   REHEARSAL_KEEP_BUILD_CACHE  set: leave the engine's build cache for the next run (default: pruned at the end)
+# Disk: each stage line shows the space left on /var/lib/docker's filesystem, and the end the lowest seen; stages are
+# ordered and cleaned between so that at most ~REHEARSAL_NEED_GIB is in use at once (docs/images.md, "The rehearsal
+# build"), and a machine with less free space is refused at the start, before twenty minutes of building.
+#   REHEARSAL_NEED_GIB  free space required at the start, GiB (default 34: the peak measured on a clean clone
+#                       with an empty stand-in cache, 2026-12-02, plus 4 GiB)
 # Leaves nothing running and removes the images, containers and files it made, on failure too (the stand-in
 # cache stays). Exit status: 0 when every check passed.
 set -euo pipefail
@@ -47,7 +52,8 @@ skip=" ${REHEARSAL_SKIP:-} "
 image=verlfit-rehearsal
 started=$(date +%s)
 
-say() { printf '\nrehearsal [%4ds] %s\n' "$(($(date +%s) - started))" "$*"; }
+free_gib() { df --output=avail -BG /var/lib/docker 2>/dev/null | tail -1 | tr -dc 0-9; }
+say() { printf '\nrehearsal [%4ds, %3s GiB free] %s\n' "$(($(date +%s) - started))" "$(free_gib)" "$*"; }
 fail() { printf 'rehearsal: FAILED: %s\n' "$*" >&2; exit 1; }
 check() { printf 'rehearsal: PASS: %s\n' "$*"; }
 skipped() { case $skip in *" $1 "*) return 0;; esac; return 1; }
@@ -70,6 +76,11 @@ fi
 # as docker/build-command.sh picks. A newer client without buildx (as /usr/local/bin/docker here) cannot.
 docker=/usr/bin/docker
 export DOCKER=$docker
+
+# ---- disk: the whole rehearsal peaks at ~30 GiB (the image 8.3 GB, its build cache, the saved tarballs) ----------
+mkdir -p /var/lib/docker
+need_gib=${REHEARSAL_NEED_GIB:-34}
+[ "$(free_gib)" -ge "$need_gib" ] || fail "$(free_gib) GiB free on the filesystem of /var/lib/docker and /var/tmp ($(df --output=target /var/lib/docker | tail -1)); the rehearsal needs $need_gib GiB (REHEARSAL_NEED_GIB). Free space there (docker system prune -af removes every unused image and the build cache), or skip the heaviest steps while iterating: REHEARSAL_SKIP='save suite a10'"
 
 work=$(mktemp -d /var/tmp/verlfit-rehearsal-run.XXXXXX)
 pids=()
@@ -94,6 +105,9 @@ cleanup() {
   exit "$status"
 }
 trap cleanup EXIT
+# the lowest free space seen, sampled every 2 s, for the last line (and for REHEARSAL_NEED_GIB's next measurement)
+(while :; do free_gib >>"$work/free-gib"; sleep 2; done) &
+pids+=($!)
 
 # ---- the engine -----------------------------------------------------------------------------------------
 if ! $docker info >/dev/null 2>&1; then
@@ -105,6 +119,7 @@ if ! $docker info >/dev/null 2>&1; then
 fi
 say "engine: $($docker version --format 'server {{.Server.Version}}, client {{.Client.Version}}')"
 df_before=$(df --output=used -B1M /var/lib/docker | tail -1)
+start_free_gib=$(free_gib)
 
 # ---- local servers: registry, http (apt repository, torch index), git ------------------------------------
 mkdir -p "$work/registry" "$cache"
@@ -125,7 +140,7 @@ if [ -n "$bundle" ]; then
   git -C "$work/verl.git" fetch -q "$bundle" 'refs/tags/*:refs/tags/*'
   verl_stand_in="verl's git repository: its v0.4.1 history (the bundle)"
 else
-  python3 -m pip download -q --no-deps --no-binary :all: --require-hashes -r "$here/stand-in-verl.txt" -d "$work/verl-sdist"
+  python3 -m pip download -q --no-cache-dir --no-deps --no-binary :all: --require-hashes -r "$here/stand-in-verl.txt" -d "$work/verl-sdist"
   mkdir "$work/verl-tree" && tar -xzf "$work"/verl-sdist/verl-0.4.1.tar.gz -C "$work/verl-tree" --strip-components 1
   git -C "$work/verl-tree" init -q && git -C "$work/verl-tree" add -A
   GIT_AUTHOR_DATE=2025-06-20T00:00:00Z GIT_COMMITTER_DATE=2025-06-20T00:00:00Z git -C "$work/verl-tree" \
@@ -151,14 +166,15 @@ bash "$here/stand-in-bases.sh" "$cache/bases" "$work/www/cuda/cuda-archive-keyri
 say "stand-in: the PyTorch cu118 index (PyPI's CUDA 12.4 wheels relabelled +cu118, cached in $cache/torch-index)"
 if [ ! -f "$cache/torch-index/done" ]; then
   rm -rf "$cache/torch-index" "$cache/pypi-torch" "$cache/pypi-cu12"
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.10 --implementation cp \
+  python3 -m pip download -q --no-cache-dir --no-deps --only-binary=:all: --python-version 3.10 --implementation cp \
     --platform manylinux1_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
     --require-hashes -r "$here/stand-in-torch.txt" -d "$cache/pypi-torch"
-  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.10 --implementation cp \
+  python3 -m pip download -q --no-cache-dir --no-deps --only-binary=:all: --python-version 3.10 --implementation cp \
     --platform manylinux1_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
     --require-hashes -r "$here/stand-in-cu12.txt" -d "$cache/pypi-cu12"
   python3 "$here/stand_in_torch_index.py" "$cache/pypi-torch" "$cache/pypi-cu12" docker/torch-deps.lock "$cache/torch-index"
   touch "$cache/torch-index/done"
+  rm -rf "$cache/pypi-torch" "$cache/pypi-cu12"  # 1.7 GB the index holds relabelled
 fi
 ln -s "$cache/torch-index" "$work/www/torch"
 say "stand-in: $verl_stand_in, served by git daemon at git://127.0.0.1:$git_port/verl.git"
@@ -218,28 +234,6 @@ python3 "$here/tiny_gsm8k.py" "$scratch/data/input" && chown -R 1000:1000 "$scra
 [ -f "$scratch/data/gsm8k/train.parquet" ] || fail "make prepare-gsm8k wrote no ./data/gsm8k/train.parquet"
 check "make prepare-gsm8k as root: ./data and ./runs belong to 1000:1000 and the container wrote ./data/gsm8k"
 
-# ---- save, load and an offline rebuild ------------------------------------------------------------------
-if ! skipped save; then
-  say "make save / make load (air-gapped hosts)"
-  save_started=$(date +%s)
-  make --no-print-directory save IMAGE="$image" PROFILES=p40 SAVE_DIR="$work/dist" BASE_REGISTRY="$registry/" \
-    BUILD_BASE_DIGEST="$build_digest" RUNTIME_BASE_DIGEST="$runtime_digest" >"$work/save.log" 2>&1 \
-    || { tail -20 "$work/save.log" >&2; fail "make save"; }
-  check "make save in $(($(date +%s) - save_started))s: $(du -sh "$work/dist" | cut -f1) ($(find "$work/dist" -maxdepth 1 -type f -printf '%f ' | sort))"
-  # the air-gapped host: no registry, none of the images
-  kill "$registry_pid"; wait "$registry_pid" 2>/dev/null || true
-  $docker image rm -f "$image:p40" >/dev/null
-  $docker image ls -q "$registry/nvidia/cuda" | sort -u | xargs -r "$docker" image rm -f >/dev/null
-  load_started=$(date +%s)
-  make --no-print-directory load SAVE_DIR="$work/dist" >"$work/load.log" 2>&1 || { tail -20 "$work/load.log" >&2; fail "make load"; }
-  check "make load in $(($(date +%s) - load_started))s: $(grep -c 'Loaded image' "$work/load.log") images"
-  run "$image:p40" --version >/dev/null && check "the loaded image runs"
-  say "offline rebuild: no registry reachable, bases as make load tagged them (no digest pin)"
-  make --no-print-directory image-p40 IMAGE="$image" "${sources[@]}" BUILD_FLAGS="$flags" >"$work/rebuild.log" 2>&1 \
-    || { tail -30 "$work/rebuild.log" >&2; fail "the offline rebuild"; }
-  check "make image-p40 rebuilt from the loaded bases with the registry gone"
-fi
-
 # ---- the whole CPU test suite inside the image ----------------------------------------------------------
 if ! skipped suite; then
   say "the CPU test suite inside the image (a test image adding only pinned test tools)"
@@ -258,6 +252,35 @@ if ! skipped suite; then
   check "the CPU suite inside the image in $(($(date +%s) - suite_started))s: $(grep -Eo '[0-9]+ passed.*' "$work/suite.log" | tail -1)"
 fi
 
+# ---- save, load and an offline rebuild ------------------------------------------------------------------
+if ! skipped save; then
+  # the disk's peak: the build cache (~10 GB: the build stage's venv, pip's cache mounts) goes before make save writes
+  # 4.1 GB beside the 8.3 GB image; the offline rebuild below then builds from nothing but the loaded bases
+  $docker image rm -f "$image:p40-tests" >/dev/null 2>&1
+  [ -n "${REHEARSAL_KEEP_BUILD_CACHE:-}" ] || $docker builder prune -af >/dev/null
+  say "make save / make load (air-gapped hosts)"
+  save_started=$(date +%s)
+  make --no-print-directory save IMAGE="$image" PROFILES=p40 SAVE_DIR="$work/dist" BASE_REGISTRY="$registry/" \
+    BUILD_BASE_DIGEST="$build_digest" RUNTIME_BASE_DIGEST="$runtime_digest" >"$work/save.log" 2>&1 \
+    || { tail -20 "$work/save.log" >&2; fail "make save"; }
+  check "make save in $(($(date +%s) - save_started))s: $(du -sh "$work/dist" | cut -f1) ($(find "$work/dist" -maxdepth 1 -type f -printf '%f ' | sort))"
+  # the air-gapped host: no registry, none of the images
+  kill "$registry_pid"; wait "$registry_pid" 2>/dev/null || true
+  $docker image rm -f "$image:p40" >/dev/null
+  $docker image ls -q "$registry/nvidia/cuda" | sort -u | xargs -r "$docker" image rm -f >/dev/null
+  load_started=$(date +%s)
+  make --no-print-directory load SAVE_DIR="$work/dist" >"$work/load.log" 2>&1 || { tail -20 "$work/load.log" >&2; fail "make load"; }
+  check "make load in $(($(date +%s) - load_started))s: $(grep -c 'Loaded image' "$work/load.log") images"
+  run "$image:p40" --version >/dev/null && check "the loaded image runs"
+  # what the rebuild needs is the loaded bases: the tarballs and the loaded verlfit image go first (disk)
+  rm -rf "$work/dist"
+  $docker image rm -f "$image:p40" >/dev/null
+  say "offline rebuild: no registry reachable, bases as make load tagged them (no digest pin)"
+  make --no-print-directory image-p40 IMAGE="$image" "${sources[@]}" BUILD_FLAGS="$flags" >"$work/rebuild.log" 2>&1 \
+    || { tail -30 "$work/rebuild.log" >&2; fail "the offline rebuild"; }
+  check "make image-p40 rebuilt from the loaded bases with the registry gone"
+fi
+
 # ---- the a10 image, as far as stand-ins allow -----------------------------------------------------------
 if ! skipped a10; then
   say "Dockerfile.a10 as far as its wheels stage (vLLM 0.8.5 and flash-attn 2.7.3 cu118 wheels are GitHub assets: not stood in)"
@@ -273,4 +296,4 @@ if ! skipped a10; then
   echo "rehearsal: a10: wheels stage exit $status after $ran steps; the steps above that say DONE ran for real"
 fi
 
-say "done in $(($(date +%s) - started))s; /var/lib/docker grew $(( $(df --output=used -B1M /var/lib/docker | tail -1) - df_before )) MiB"
+say "done in $(($(date +%s) - started))s; /var/lib/docker grew $(( $(df --output=used -B1M /var/lib/docker | tail -1) - df_before )) MiB; lowest free space seen: $(sort -n "$work/free-gib" | head -1) GiB of $start_free_gib at the start"
