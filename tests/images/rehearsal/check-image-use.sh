@@ -75,3 +75,5 @@ DOCKER_BUILDKIT=1 $docker build --quiet --network host --secret "id=ca-bundle,sr
   --label io.verlfit.rehearsal=1 --file "$work/Dockerfile.derived" --tag "${image%%:*}:derived" "$work" >/dev/null
 expect "a derived image adds a package and keeps torch's pin" "0.9.0 2.6.0+cu118" \
   "$(run "${image%%:*}:derived" python -c 'import importlib.metadata as m; print(m.version("tabulate"), m.version("torch"))')"
+# gone at once: it holds every layer of the image, which the save/load steps remove to free the disk
+$docker image rm "${image%%:*}:derived" >/dev/null

@@ -26,11 +26,13 @@
 #   REHEARSAL_SKIP      space-separated steps to skip while iterating locally: save a10 suite
 #   CA_BUNDLE           the host's CA bundle (/etc/ssl/certs/ca-certificates.crt)
 #   REHEARSAL_KEEP_BUILD_CACHE  set: leave the engine's build cache for the next run (default: pruned at the end)
-# Disk: each stage line shows the space left on /var/lib/docker's filesystem, and the end the lowest seen; stages are
-# ordered and cleaned between so that at most ~REHEARSAL_NEED_GIB is in use at once (docs/images.md, "The rehearsal
-# build"), and a machine with less free space is refused at the start, before twenty minutes of building.
-#   REHEARSAL_NEED_GIB  free space required at the start, GiB (default 34: the peak measured on a clean clone
-#                       with an empty stand-in cache, 2026-12-02, plus 4 GiB)
+# Disk: each stage line shows the space left on /var/lib/docker's filesystem, and the end the lowest seen. The steps
+# are ordered and cleaned between so that the image (8.3 GB), its build cache (~5 GB), the saved tarballs (4.1 GB) and
+# the stand-in torch index (2.3 GB) are never all on disk at once; docker save/load's uncompressed staging copy and the
+# in-image suite's /tmp go to RAM (docs/images.md, "The rehearsal build"). A machine with less free space than
+# REHEARSAL_NEED_GIB is refused at the start, before twenty minutes of building.
+#   REHEARSAL_NEED_GIB  free space required at the start, GiB (default 17: the peak measured on a clean clone with an
+#                       empty stand-in cache, plus 1)
 # Leaves nothing running and removes the images, containers and files it made, on failure too (the stand-in
 # cache stays). Exit status: 0 when every check passed.
 set -euo pipefail
@@ -52,7 +54,7 @@ skip=" ${REHEARSAL_SKIP:-} "
 image=verlfit-rehearsal
 started=$(date +%s)
 
-free_gib() { df --output=avail -BG /var/lib/docker 2>/dev/null | tail -1 | tr -dc 0-9; }
+free_gib() { df --output=avail -BG /var/lib/docker 2>/dev/null | awk 'NR == 2 { print $1 + 0 }'; }
 say() { printf '\nrehearsal [%4ds, %3s GiB free] %s\n' "$(($(date +%s) - started))" "$(free_gib)" "$*"; }
 fail() { printf 'rehearsal: FAILED: %s\n' "$*" >&2; exit 1; }
 check() { printf 'rehearsal: PASS: %s\n' "$*"; }
@@ -77,14 +79,15 @@ fi
 docker=/usr/bin/docker
 export DOCKER=$docker
 
-# ---- disk: the whole rehearsal peaks at ~30 GiB (the image 8.3 GB, its build cache, the saved tarballs) ----------
+# ---- disk ---------------------------------------------------------------------------------------------------
 mkdir -p /var/lib/docker
-need_gib=${REHEARSAL_NEED_GIB:-34}
+need_gib=${REHEARSAL_NEED_GIB:-17}
 [ "$(free_gib)" -ge "$need_gib" ] || fail "$(free_gib) GiB free on the filesystem of /var/lib/docker and /var/tmp ($(df --output=target /var/lib/docker | tail -1)); the rehearsal needs $need_gib GiB (REHEARSAL_NEED_GIB). Free space there (docker system prune -af removes every unused image and the build cache), or skip the heaviest steps while iterating: REHEARSAL_SKIP='save suite a10'"
 
 work=$(mktemp -d /var/tmp/verlfit-rehearsal-run.XXXXXX)
 pids=()
 dockerd_pid=
+engine_tmp=
 cleanup() {
   local status=$?
   set +e
@@ -101,7 +104,7 @@ cleanup() {
   if [ -n "$dockerd_pid" ]; then
     kill "$dockerd_pid" 2>/dev/null; wait "$dockerd_pid" 2>/dev/null
   fi
-  rm -rf "$work"
+  rm -rf "$work" ${engine_tmp:+"$engine_tmp"}
   exit "$status"
 }
 trap cleanup EXIT
@@ -111,8 +114,15 @@ pids+=($!)
 
 # ---- the engine -----------------------------------------------------------------------------------------
 if ! $docker info >/dev/null 2>&1; then
-  say "starting dockerd (none answered)"
-  dockerd >"$work/dockerd.log" 2>&1 &
+  # docker save and docker load (engine 20.10) stage the whole uncompressed image (~8 GB) in the engine's temporary
+  # folder, beside the image and the tarball: on a small disk that copy goes to RAM (/dev/shm) where it fits
+  engine_tmp=
+  shm_free=$(df --output=avail -BG /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
+  if [ "${shm_free:-0}" -ge 12 ]; then
+    engine_tmp=$(mktemp -d /dev/shm/verlfit-rehearsal-engine.XXXXXX)
+  fi
+  say "starting dockerd (none answered)${engine_tmp:+; its temporary folder (save/load staging) in RAM: $engine_tmp}"
+  DOCKER_TMPDIR=${engine_tmp:-} dockerd >"$work/dockerd.log" 2>&1 &
   dockerd_pid=$!
   for _ in $(seq 60); do $docker info >/dev/null 2>&1 && break; sleep 1; done
   $docker info >/dev/null 2>&1 || { tail -20 "$work/dockerd.log" >&2; fail "dockerd did not start"; }
@@ -235,29 +245,35 @@ python3 "$here/tiny_gsm8k.py" "$scratch/data/input" && chown -R 1000:1000 "$scra
 check "make prepare-gsm8k as root: ./data and ./runs belong to 1000:1000 and the container wrote ./data/gsm8k"
 
 # ---- the whole CPU test suite inside the image ----------------------------------------------------------
+# the build cache (~5 GB: the build stage's venv, pip's cache mounts) is not needed again: the offline rebuild below
+# starts without it, from nothing but the loaded bases (disk: the suite, save and load each hold the 8.3 GB image)
+[ -n "${REHEARSAL_KEEP_BUILD_CACHE:-}" ] || $docker builder prune -af >/dev/null
 if ! skipped suite; then
   say "the CPU test suite inside the image (a test image adding only pinned test tools)"
   DOCKER_BUILDKIT=1 $docker build --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
     --build-arg IMAGE="$image:p40" --file "$here/Dockerfile.tests" --tag "$image:p40-tests" . >"$work/tests-build.log" 2>&1 \
     || { tail -30 "$work/tests-build.log" >&2; fail "the test image"; }
   suite_started=$(date +%s)
-  # the network as the host has it (a lock test asks PyPI for the pinned hashes), through its CA bundle
-  if ! run --network host -v "$ca_bundle:/etc/verlfit-ca.crt:ro" -e SSL_CERT_FILE=/etc/verlfit-ca.crt \
-       -e REQUESTS_CA_BUNDLE=/etc/verlfit-ca.crt "$image:p40-tests" >"$work/suite.log" 2>&1; then
+  # the network as the host has it (a lock test asks PyPI for the pinned hashes), through its CA bundle; /tmp (the
+  # tests' temporary files) in RAM, as a small disk cannot also hold them; kept after it ends to say what it wrote
+  suite_status=0
+  $docker run --name verlfit-rehearsal-suite --label io.verlfit.rehearsal=1 --network host --tmpfs /tmp:rw,exec,size=12g \
+    -v "$ca_bundle:/etc/verlfit-ca.crt:ro" -e SSL_CERT_FILE=/etc/verlfit-ca.crt -e REQUESTS_CA_BUNDLE=/etc/verlfit-ca.crt \
+    "$image:p40-tests" >"$work/suite.log" 2>&1 || suite_status=$?
+  suite_wrote=$($docker ps -a --size --filter name=verlfit-rehearsal-suite --format '{{.Size}}')
+  $docker rm verlfit-rehearsal-suite >/dev/null
+  if [ "$suite_status" != 0 ]; then
     grep -E '^(FAILED|ERROR)' "$work/suite.log" | head -40 >&2
     tail -5 "$work/suite.log" >&2
-    fail "the CPU suite inside the image"
+    fail "the CPU suite inside the image (exit $suite_status)"
   fi
   tail -3 "$work/suite.log"
-  check "the CPU suite inside the image in $(($(date +%s) - suite_started))s: $(grep -Eo '[0-9]+ passed.*' "$work/suite.log" | tail -1)"
+  check "the CPU suite inside the image in $(($(date +%s) - suite_started))s: $(grep -Eo '[0-9]+ passed.*' "$work/suite.log" | tail -1); its container wrote $suite_wrote outside /tmp"
+  $docker image rm -f "$image:p40-tests" >/dev/null
 fi
 
 # ---- save, load and an offline rebuild ------------------------------------------------------------------
 if ! skipped save; then
-  # the disk's peak: the build cache (~10 GB: the build stage's venv, pip's cache mounts) goes before make save writes
-  # 4.1 GB beside the 8.3 GB image; the offline rebuild below then builds from nothing but the loaded bases
-  $docker image rm -f "$image:p40-tests" >/dev/null 2>&1
-  [ -n "${REHEARSAL_KEEP_BUILD_CACHE:-}" ] || $docker builder prune -af >/dev/null
   say "make save / make load (air-gapped hosts)"
   save_started=$(date +%s)
   make --no-print-directory save IMAGE="$image" PROFILES=p40 SAVE_DIR="$work/dist" BASE_REGISTRY="$registry/" \
@@ -283,6 +299,9 @@ fi
 
 # ---- the a10 image, as far as stand-ins allow -----------------------------------------------------------
 if ! skipped a10; then
+  # done with the p40 image and its build cache (disk)
+  $docker image rm -f "$image:p40" >/dev/null 2>&1
+  [ -n "${REHEARSAL_KEEP_BUILD_CACHE:-}" ] || $docker builder prune -af >/dev/null
   say "Dockerfile.a10 as far as its wheels stage (vLLM 0.8.5 and flash-attn 2.7.3 cu118 wheels are GitHub assets: not stood in)"
   set +e
   DOCKER_BUILDKIT=1 $docker build --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
