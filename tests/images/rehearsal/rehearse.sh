@@ -31,8 +31,8 @@
 # the stand-in torch index (2.3 GB) are never all on disk at once; docker save/load's uncompressed staging copy and the
 # in-image suite's /tmp go to RAM (docs/images.md, "The rehearsal build"). A machine with less free space than
 # REHEARSAL_NEED_GIB is refused at the start, before twenty minutes of building.
-#   REHEARSAL_NEED_GIB  free space required at the start, GiB (default 17: the peak measured on a clean clone with an
-#                       empty stand-in cache, plus 1)
+#   REHEARSAL_NEED_GIB  free space required at the start, GiB (default 17: the peak in use measured on a clean clone
+#                       with an empty stand-in cache, 15 GiB during the first build, 2026-12-02, plus 2)
 # Leaves nothing running and removes the images, containers and files it made, on failure too (the stand-in
 # cache stays). Exit status: 0 when every check passed.
 set -euo pipefail
