@@ -54,7 +54,8 @@ skip=" ${REHEARSAL_SKIP:-} "
 image=verlfit-rehearsal
 started=$(date +%s)
 
-free_gib() { df --output=avail -BG /var/lib/docker 2>/dev/null | awk 'NR == 2 { print $1 + 0 }'; }
+# free_gib [PATH]: whole GiB free on PATH's filesystem (/var/lib/docker: the engine's images and build cache)
+free_gib() { df --output=avail -BG "${1:-/var/lib/docker}" 2>/dev/null | awk 'NR == 2 { print $1 + 0 }'; }
 say() { printf '\nrehearsal [%4ds, %3s GiB free] %s\n' "$(($(date +%s) - started))" "$(free_gib)" "$*"; }
 fail() { printf 'rehearsal: FAILED: %s\n' "$*" >&2; exit 1; }
 check() { printf 'rehearsal: PASS: %s\n' "$*"; }
@@ -99,7 +100,7 @@ cleanup() {
   done
   $docker image prune -f --filter label=io.verlfit.rehearsal=1 >/dev/null 2>&1
   # the build cache it filled (~10 GB), unless asked to keep it for the next local run
-  [ -n "${REHEARSAL_KEEP_BUILD_CACHE:-}" ] || $docker builder prune -af >/dev/null 2>&1
+  prune_build_cache >/dev/null 2>&1
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
   if [ -n "$dockerd_pid" ]; then
     kill "$dockerd_pid" 2>/dev/null; wait "$dockerd_pid" 2>/dev/null
@@ -108,6 +109,8 @@ cleanup() {
   exit "$status"
 }
 trap cleanup EXIT
+# the engine's build cache, unless asked to keep it for the next local run
+prune_build_cache() { [ -n "${REHEARSAL_KEEP_BUILD_CACHE:-}" ] || $docker builder prune -af >/dev/null; }
 # the lowest free space seen, sampled every 2 s, for the last line (and for REHEARSAL_NEED_GIB's next measurement)
 (while :; do free_gib >>"$work/free-gib"; sleep 2; done) &
 pids+=($!)
@@ -116,9 +119,7 @@ pids+=($!)
 if ! $docker info >/dev/null 2>&1; then
   # docker save and docker load (engine 20.10) stage the whole uncompressed image (~8 GB) in the engine's temporary
   # folder, beside the image and the tarball: on a small disk that copy goes to RAM (/dev/shm) where it fits
-  engine_tmp=
-  shm_free=$(df --output=avail -BG /dev/shm 2>/dev/null | tail -1 | tr -dc 0-9)
-  if [ "${shm_free:-0}" -ge 12 ]; then
+  if [ "$(free_gib /dev/shm)" -ge 12 ] 2>/dev/null; then
     engine_tmp=$(mktemp -d /dev/shm/verlfit-rehearsal-engine.XXXXXX)
   fi
   say "starting dockerd (none answered)${engine_tmp:+; its temporary folder (save/load staging) in RAM: $engine_tmp}"
@@ -247,7 +248,7 @@ check "make prepare-gsm8k as root: ./data and ./runs belong to 1000:1000 and the
 # ---- the whole CPU test suite inside the image ----------------------------------------------------------
 # the build cache (~5 GB: the build stage's venv, pip's cache mounts) is not needed again: the offline rebuild below
 # starts without it, from nothing but the loaded bases (disk: the suite, save and load each hold the 8.3 GB image)
-[ -n "${REHEARSAL_KEEP_BUILD_CACHE:-}" ] || $docker builder prune -af >/dev/null
+prune_build_cache
 if ! skipped suite; then
   say "the CPU test suite inside the image (a test image adding only pinned test tools)"
   DOCKER_BUILDKIT=1 $docker build --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
@@ -272,7 +273,7 @@ if ! skipped suite; then
   # the test image's build cache holds the whole p40 image as its base: it goes too, or removing the image below
   # would free nothing (measured: 8 GB more on disk through save, load and the rebuild)
   $docker image rm -f "$image:p40-tests" >/dev/null
-  [ -n "${REHEARSAL_KEEP_BUILD_CACHE:-}" ] || $docker builder prune -af >/dev/null
+  prune_build_cache
 fi
 
 # ---- save, load and an offline rebuild ------------------------------------------------------------------
@@ -304,7 +305,7 @@ fi
 if ! skipped a10; then
   # done with the p40 image and its build cache (disk)
   $docker image rm -f "$image:p40" >/dev/null 2>&1
-  [ -n "${REHEARSAL_KEEP_BUILD_CACHE:-}" ] || $docker builder prune -af >/dev/null
+  prune_build_cache
   say "Dockerfile.a10 as far as its wheels stage (vLLM 0.8.5 and flash-attn 2.7.3 cu118 wheels are GitHub assets: not stood in)"
   set +e
   DOCKER_BUILDKIT=1 $docker build --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
