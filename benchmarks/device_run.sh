@@ -77,7 +77,7 @@
 #              eval --reward-function on 64 held-out problems (run setup with this stage named first: it makes the models)
 #   lora_families issue 26 item 6: LoRA runs of the new families (Qwen3 0.6B/1.7B/4B, Llama 3.2 1B/3B shapes, random
 #              weights made here), PPO and GRPO, GSM8K and the own task, 3 steps each, all at once, each with its plan;
-#              one with the trims off (LORA_FAMILY_RUNS)
+#              one with the trims off, and Llama 3.2 1B through PPO (LORA_FAMILY_RUNS; LORA_FAMILY_NAMES: only these run names)
 #   learn_own  issue 26: the learning check's small model (learn's SFT warm-up) on the own task with its reward function,
 #              GRPO, 200 steps, lr 1e-5, validation every 20 steps; then export and eval --reward-function --compare
 #              the starting model on the 256 held-out problems: the held-out score should rise by at least +0.10
@@ -542,6 +542,9 @@ LORA_FAMILY_RUNS=(
   "lora-qwen3-4b-grpo-own|qwen3-4b|own|--algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 256 --max-response-length 128"
   "lora-llama-3.2-1b-grpo-gsm8k|llama-3.2-1b|gsm8k|--algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
   "lora-llama-3.2-3b-grpo-gsm8k|llama-3.2-3b|gsm8k|--algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 512 --max-response-length 256"
+  # Llama 3.2 through PPO's whole path (actor, critic with its value head, GAE); full-parameter PPO of the 1B does not
+  # fit a P40 (the planner: critic update 28.1 GiB of 22.5), so both roles carry adapters
+  "lora-llama-3.2-1b-ppo-gsm8k|llama-3.2-1b|gsm8k|--lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256"
   # the same as the 1B run with the p40 profile's trims off (patches 0020-0021): the planner's full widths, so the
   # LoRA terms are checked apart from the trims' effect
   "lora-llama-3.2-1b-grpo-gsm8k-untrimmed|llama-3.2-1b|gsm8k|--algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256 -- +actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False"
@@ -563,9 +566,10 @@ lora_family_run() {  # lora_family_run SPEC: make the model if missing, plan, tr
   train "$name" --emulate p40 --model "$model" --data "$data" --steps 3 "${COMMON[@]}" $words
 }
 
-stage_lora_families() {
+stage_lora_families() {  # LORA_FAMILY_NAMES: run only these names (e.g. two waves that do not share the GPU's memory)
   local spec
   for spec in "${LORA_FAMILY_RUNS[@]}"; do
+    if [ -n "${LORA_FAMILY_NAMES:-}" ] && ! grep -qxF -- "${spec%%|*}" <<< "${LORA_FAMILY_NAMES// /$'\n'}"; then continue; fi
     lora_family_run "$spec" &
   done
   wait

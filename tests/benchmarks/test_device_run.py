@@ -457,12 +457,26 @@ def test_lora_families_stage_makes_each_model_plans_and_trains_every_run(tmp_pat
         f"lora-qwen3-4b-grpo-own --emulate p40 --model {work}/qwen3-4b-random {own} --steps 3 {common} --algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 256 --max-response-length 128",
         f"lora-llama-3.2-1b-grpo-gsm8k --emulate p40 --model {work}/llama-3.2-1b-random {gsm8k} --steps 3 {common} --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256",
         f"lora-llama-3.2-3b-grpo-gsm8k --emulate p40 --model {work}/llama-3.2-3b-random {gsm8k} --steps 3 {common} --algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 512 --max-response-length 256",
+        f"lora-llama-3.2-1b-ppo-gsm8k --emulate p40 --model {work}/llama-3.2-1b-random {gsm8k} --steps 3 {common} --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256",
         f"lora-llama-3.2-1b-grpo-gsm8k-untrimmed --emulate p40 --model {work}/llama-3.2-1b-random {gsm8k} --steps 3 {common} --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256 {untrimmed}",
     ]
     assert sorted(line for line in calls if " train " in line) == sorted(f"-m verlfit train --run-dir {runs}/{words}" for words in expected_train)
     # a model is made where its config.json is missing (the fake python writes none, so the two 1B runs both ask)
     makes = sorted(line.split(" --output ")[1].split()[0] for line in calls if line.startswith("benchmarks/make_model.py"))
-    assert makes == sorted(f"{work}/{shape}-random" for shape in ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "llama-3.2-1b", "llama-3.2-1b", "llama-3.2-3b"))
+    assert makes == sorted(f"{work}/{shape}-random" for shape in ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "llama-3.2-1b", "llama-3.2-1b", "llama-3.2-1b", "llama-3.2-3b"))
     # the plan gets the sizes, never the overrides after --
     assert f"-m verlfit plan --model {work}/llama-3.2-1b-random --emulate p40 --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256" in calls
     assert not any(" plan " in line and " -- " in line for line in calls)
+
+
+def test_lora_families_runs_only_the_named_runs(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(work), "RUNS": str(runs), "OUT": str(tmp_path / "out"),
+           "LORA_FAMILY_NAMES": "lora-qwen3-4b-grpo-own lora-llama-3.2-1b-grpo-gsm8k"}
+    result = subprocess.run(["bash", str(SCRIPT), "lora_families"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    trained = sorted(line.split(" --run-dir ")[1].split()[0] for line in calls if " train " in line)
+    # the name is matched whole: lora-llama-3.2-1b-grpo-gsm8k-untrimmed is not taken for lora-llama-3.2-1b-grpo-gsm8k
+    assert trained == [f"{runs}/lora-llama-3.2-1b-grpo-gsm8k", f"{runs}/lora-qwen3-4b-grpo-own"]
