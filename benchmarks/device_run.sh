@@ -409,12 +409,14 @@ learn_data() {  # the synthetic problems and the SFT-warmed small model, shared 
   # one maker at a time: --parallel soak_ppo soak_grpo fault_worker fault_disk all need them (flock: the others wait)
   (
   flock 9
-  local synth=$WORK/synthetic small=$WORK/small-sft
-  [ -f "$synth/raw/train.jsonl" ] || python3 benchmarks/gsm8k_synthetic.py --output "$synth/raw" --train-size 4096 --test-size 256
-  [ -f "$synth/train.parquet" ] || verlfit prepare-gsm8k --input "$synth/raw" --output "$synth" --tokenizer "$MODEL" --max-prompt-length 256
+  # the raw problems beside the prepared folder, not inside it: verlfit writes prepared data only into a folder that
+  # holds nothing else
+  local synth=$WORK/synthetic raw=$WORK/synthetic-raw small=$WORK/small-sft
+  [ -f "$raw/train.jsonl" ] || python3 benchmarks/gsm8k_synthetic.py --output "$raw" --train-size 4096 --test-size 256
+  [ -f "$synth/train.parquet" ] || verlfit prepare-gsm8k --input "$raw" --output "$synth" --tokenizer "$MODEL" --max-prompt-length 256
   # seed 2 stopped at step 450 with 0.340 on the dev split (the stop rule is >= 0.25), ~30 s on an H200;
   # 0.315 greedy accuracy on 200 test problems (call 5 of 2026-11-29)
-  [ -f "$small/config.json" ] || python3 benchmarks/sft_warmup.py --data-dir "$synth/raw" --output "$small" --tokenizer-dir "$MODEL" --seed 2 | tail -n 3 | tee -a "$RUNS/stages.log"
+  [ -f "$small/config.json" ] || python3 benchmarks/sft_warmup.py --data-dir "$raw" --output "$small" --tokenizer-dir "$MODEL" --seed 2 | tail -n 3 | tee -a "$RUNS/stages.log"
   ) 9> "$WORK/.learn_data.lock"
 }
 
@@ -558,12 +560,13 @@ lora_family_run() {  # lora_family_run SPEC: make the model if missing, plan, tr
   flock 9
   [ -f "$model/config.json" ] || python3 benchmarks/make_model.py --shape "$shape" --output "$model" --tokenizer-dir "$MODEL" > "$RUNS/$name.make.console" 2>&1
   ) 9> "$WORK/.$shape.lock" || { log "lora_families: making $model failed: status $?"; return 0; }
-  case $data in gsm8k) data=$DATA ;; own) own_data; data=$OWN/data ;; esac
+  local reward=()
+  case $data in gsm8k) data=$DATA ;; own) own_data; data=$OWN/data; reward=("${OWN_REWARD[@]}") ;; esac
   local plan_words=${words%% -- *}
   # shellcheck disable=SC2086  # words: the run's verlfit train words, split on spaces by design
   verlfit plan --model "$model" --emulate p40 $plan_words > "$RUNS/$name.plan" 2>&1 || true
   # shellcheck disable=SC2086
-  train "$name" --emulate p40 --model "$model" --data "$data" --steps 3 "${COMMON[@]}" $words
+  train "$name" --emulate p40 --model "$model" --data "$data" --steps 3 "${COMMON[@]}" "${reward[@]}" $words
 }
 
 stage_lora_families() {  # LORA_FAMILY_NAMES: run only these names (e.g. two waves that do not share the GPU's memory)

@@ -270,9 +270,9 @@ def test_soak_and_fault_worker_stages_hand_their_run_to_the_soak_driver(tmp_path
     work, runs = tmp_path / "work", tmp_path / "runs"
     (work / "small-sft").mkdir(parents=True)
     (work / "small-sft" / "config.json").write_text("{}")
-    for folder in ("synthetic", "synthetic/raw"):
+    for folder in ("synthetic", "synthetic-raw"):
         (work / folder).mkdir(exist_ok=True)
-    (work / "synthetic" / "raw" / "train.jsonl").write_text("")
+    (work / "synthetic-raw" / "train.jsonl").write_text("")
     (work / "synthetic" / "train.parquet").write_text("")
     env = _stage_env(tmp_path, bin_dir, DEADLINE="2000000000", SOAK_GRPO_PLAN="sigint@10 sigkill@20")
     result = subprocess.run(["bash", str(SCRIPT), "soak_ppo", "soak_grpo", "fault_worker"], capture_output=True, text=True, env=env, timeout=60)
@@ -299,8 +299,9 @@ def test_fault_disk_stage_ends_with_a_log_line_when_tmpfs_cannot_be_mounted(tmp_
     work, runs = tmp_path / "work", tmp_path / "runs"
     (work / "small-sft").mkdir(parents=True)
     (work / "small-sft" / "config.json").write_text("{}")
-    (work / "synthetic" / "raw").mkdir(parents=True)
-    (work / "synthetic" / "raw" / "train.jsonl").write_text("")
+    (work / "synthetic-raw").mkdir(parents=True)
+    (work / "synthetic-raw" / "train.jsonl").write_text("")
+    (work / "synthetic").mkdir()
     (work / "synthetic" / "train.parquet").write_text("")
     result = subprocess.run(["bash", str(SCRIPT), "fault_disk"], capture_output=True, text=True, env=_stage_env(tmp_path, bin_dir), timeout=60)
     assert result.returncode == 0, result.stderr
@@ -450,11 +451,13 @@ def test_lora_families_stage_makes_each_model_plans_and_trains_every_run(tmp_pat
     calls = (tmp_path / "calls").read_text().splitlines()  # the runs go at once: their lines interleave
     common = "--skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
     gsm8k, own = f"--data {work}/gsm8k", f"--data {work}/own/data"
+    # the own task's runs are scored by its reward function (verl has no scorer for verlfit/shelf-stock)
+    reward = f"--reward-function {REPO}/benchmarks/own_task_reward.py:compute_score"
     untrimmed = "-- +actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False"
     expected_train = [
         f"lora-qwen3-0p6b-ppo-gsm8k --emulate p40 --model {work}/qwen3-0.6b-random {gsm8k} --steps 3 {common} --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256",
-        f"lora-qwen3-1p7b-ppo-own --emulate p40 --model {work}/qwen3-1.7b-random {own} --steps 3 {common} --lora-rank 16 --batch-size 16 --max-prompt-length 256 --max-response-length 128",
-        f"lora-qwen3-4b-grpo-own --emulate p40 --model {work}/qwen3-4b-random {own} --steps 3 {common} --algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 256 --max-response-length 128",
+        f"lora-qwen3-1p7b-ppo-own --emulate p40 --model {work}/qwen3-1.7b-random {own} --steps 3 {common} {reward} --lora-rank 16 --batch-size 16 --max-prompt-length 256 --max-response-length 128",
+        f"lora-qwen3-4b-grpo-own --emulate p40 --model {work}/qwen3-4b-random {own} --steps 3 {common} {reward} --algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 256 --max-response-length 128",
         f"lora-llama-3.2-1b-grpo-gsm8k --emulate p40 --model {work}/llama-3.2-1b-random {gsm8k} --steps 3 {common} --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256",
         f"lora-llama-3.2-3b-grpo-gsm8k --emulate p40 --model {work}/llama-3.2-3b-random {gsm8k} --steps 3 {common} --algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 512 --max-response-length 256",
         f"lora-llama-3.2-1b-ppo-gsm8k --emulate p40 --model {work}/llama-3.2-1b-random {gsm8k} --steps 3 {common} --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256",
