@@ -78,7 +78,7 @@
 #   lora_families issue 26 item 6: LoRA runs of the new families (Qwen3 0.6B/1.7B/4B, Llama 3.2 1B/3B shapes, random
 #              weights made here), PPO and GRPO, GSM8K and the own task, 3 steps each, all at once, each with its plan;
 #              one with the trims off, and Llama 3.2 1B through PPO (LORA_FAMILY_RUNS; LORA_FAMILY_NAMES: only these run names)
-#   learn_own  issue 26: the learning check's small model (learn's SFT warm-up) on the own task with its reward function,
+#   learn_own  the learning check's small model (learn's SFT warm-up, then warmed up on own-task problems) on the own task with its reward function,
 #              GRPO, 200 steps, lr 1e-5, validation every 20 steps; then export and eval --reward-function --compare
 #              the starting model on the 256 held-out problems: the held-out score should rise by at least +0.10
 #   soak_ppo   issue 17: PPO of the learning check's small model (learn's SFT warm-up) on the real GSM8K, --emulate p40,
@@ -523,16 +523,32 @@ stage_own_task() {
   fi
 }
 
+own_warmup() {  # the small model warmed up on the own task's problems (sft_warmup.py from learn's small-sft), $WORK/own-sft
+  # learn's small-sft, warmed up on GSM8K-style problems, scored 0.016 on the own task's held-out problems and GRPO
+  # moved it to 0.023 in 200 steps: with 4 samples a prompt almost every group earned nothing, so its advantages were
+  # zero. A model that sometimes earns reward (0.2-0.4, as learn's) is what a learning check needs: warm it up on
+  # own-task problems (never the RL splits' ones: own_task.write_warmup_splits), prompted exactly as the RL run is.
+  (
+  flock 9
+  local small=$WORK/small-sft own_small=$WORK/own-sft
+  [ -f "$OWN/warmup/train.jsonl" ] || python3 benchmarks/own_task.py --warmup --output "$OWN/warmup" --train-size 4096 --test-size 256
+  [ -f "$own_small/config.json" ] || python3 benchmarks/sft_warmup.py --init-model "$small" --data-dir "$OWN/warmup" --output "$own_small" \
+    --instruction "$(python3 -c 'import sys; sys.path.insert(0, "benchmarks"); import own_task; print(own_task.instruction())')" \
+    --seed 2 --eval-every 10 --max-new-tokens 128 | tail -n 3 | tee -a "$RUNS/stages.log"
+  ) 9> "$WORK/.own_warmup.lock"
+}
+
 stage_learn_own() {
   learn_data
   own_data
-  local small=$WORK/small-sft name=learn-own-grpo
+  own_warmup
+  local start=$WORK/own-sft name=learn-own-grpo
   # as learn's GRPO run at its first learning rate, on the own task and scored by its reward function (training and
   # validation: verl uses the custom reward for both); the 256 held-out problems are validated every 20 steps
-  train "$name" --emulate p40 --algo grpo --model "$small" --data "$OWN/data" --steps 200 --batch-size 64 --max-prompt-length 256 \
+  train "$name" --emulate p40 --algo grpo --model "$start" --data "$OWN/data" --steps 200 --batch-size 64 --max-prompt-length 256 \
     --max-response-length 128 --actor-lr 1e-5 --skip-checks --test-freq 20 --save-freq 200 "${OWN_REWARD[@]}"
   grep -o '"val-core/verlfit/shelf-stock/reward/mean@1": [0-9.]*' "$RUNS/$name/metrics.jsonl" 2>/dev/null | sed -n '1p;$p' | sed "s/^/  $name validation| /" | tee -a "$RUNS/stages.log" || true
-  own_export_eval "$name" --compare "$small"
+  own_export_eval "$name" --compare "$start"
   log "learn_own: expected a held-out difference (model - start) of at least +0.10 in $RUNS/$name.eval.json"
 }
 

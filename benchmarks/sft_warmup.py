@@ -96,17 +96,17 @@ def ground_truth(answer: str) -> str:
 
 # --- data ------------------------------------------------------------------------------------------------------
 
-def user_message(question: str) -> List[Dict[str, str]]:
-    return [{"role": "user", "content": question + " " + INSTRUCTION}]
+def user_message(question: str, instruction: str = INSTRUCTION) -> List[Dict[str, str]]:
+    return [{"role": "user", "content": question + " " + instruction}]
 
 
-def prompt_text(tokenizer, question: str) -> str:
-    return tokenizer.apply_chat_template(user_message(question), add_generation_prompt=True, tokenize=False)
+def prompt_text(tokenizer, question: str, instruction: str = INSTRUCTION) -> str:
+    return tokenizer.apply_chat_template(user_message(question, instruction), add_generation_prompt=True, tokenize=False)
 
 
-def encode_example(tokenizer, question: str, answer: str, max_len: int = 1024) -> Dict[str, List[int]]:
+def encode_example(tokenizer, question: str, answer: str, max_len: int = 1024, instruction: str = INSTRUCTION) -> Dict[str, List[int]]:
     """``input_ids`` = prompt ids + target ids; ``labels`` = -100 over the prompt, the target ids after it."""
-    p = tokenizer(prompt_text(tokenizer, question), add_special_tokens=False)["input_ids"]
+    p = tokenizer(prompt_text(tokenizer, question, instruction), add_special_tokens=False)["input_ids"]
     t = tokenizer(answer + END_TOKEN, add_special_tokens=False)["input_ids"]
     ids = (p + t)[:max_len]
     labels = ([-100] * len(p) + t)[:max_len]
@@ -153,7 +153,7 @@ def train_sft(model_dir: str, output_dir: str, rows: Sequence[Dict[str, str]], s
               lr: float = 1e-3, seed: int = 0, device: Optional[str] = None, warmup: int = 10,
               weight_decay: float = 0.0, log_every: int = 10, eval_rows: Optional[Sequence[Dict[str, str]]] = None,
               eval_every: int = 0, eval_n: int = 100, stop_at_accuracy: Optional[float] = None,
-              log=print) -> Dict:
+              log=print, instruction: str = INSTRUCTION) -> Dict:
     """Fine-tune the model in ``model_dir`` on ``rows`` (question/answer) and save it to ``output_dir``.
 
     AdamW, linear warm-up over ``warmup`` steps then constant ``lr``, gradient clipping at 1.0, fp32. Batches are
@@ -170,7 +170,7 @@ def train_sft(model_dir: str, output_dir: str, rows: Sequence[Dict[str, str]], s
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).to(dev)
     model.train()
-    examples = [encode_example(tok, r["question"], r["answer"]) for r in rows]
+    examples = [encode_example(tok, r["question"], r["answer"], instruction=instruction) for r in rows]
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, betas=(0.9, 0.95))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, warmup)))
     rng = random.Random(f"sft:{seed}")
@@ -200,7 +200,7 @@ def train_sft(model_dir: str, output_dir: str, rows: Sequence[Dict[str, str]], s
         if log and log_every and (step % log_every == 0 or step == 1 or step == steps):
             log(f"step {step}/{steps} loss {losses[-1]:.4f} ({time.time() - t0:.1f}s)")
         if eval_rows and eval_every and step % eval_every == 0 and step != steps:
-            res = evaluate(model, tok, eval_rows[:eval_n], device=dev)
+            res = evaluate(model, tok, eval_rows[:eval_n], device=dev, instruction=instruction)
             evals.append((step, res["accuracy"]))
             if log:
                 log(f"step {step}: greedy accuracy {res['accuracy']:.3f} on {res['n']}")
@@ -231,7 +231,7 @@ def save_checkpoint(model, source_dir: str, output_dir: str) -> None:
 # --- evaluation ------------------------------------------------------------------------------------------------
 
 def evaluate(model, tokenizer, rows: Sequence[Dict[str, str]], batch_size: int = 64, max_new_tokens: int = 256,
-             device: Optional[str] = None) -> Dict:
+             device: Optional[str] = None, instruction: str = INSTRUCTION) -> Dict:
     """Greedy completions for ``rows`` scored with verl's strict GSM8K reward."""
     import torch
 
@@ -246,7 +246,7 @@ def evaluate(model, tokenizer, rows: Sequence[Dict[str, str]], batch_size: int =
     try:
         for i in range(0, len(rows), batch_size):
             chunk = rows[i:i + batch_size]
-            texts = [prompt_text(tokenizer, r["question"]) for r in chunk]
+            texts = [prompt_text(tokenizer, r["question"], instruction) for r in chunk]
             enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(dev)
             with torch.no_grad():
                 out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
@@ -268,7 +268,7 @@ def evaluate(model, tokenizer, rows: Sequence[Dict[str, str]], batch_size: int =
 
 
 def evaluate_greedy(model_dir: str, jsonl: str, n: int = 200, batch_size: int = 64, max_new_tokens: int = 256,
-                    device: Optional[str] = None) -> Dict:
+                    device: Optional[str] = None, instruction: str = INSTRUCTION) -> Dict:
     """Load ``model_dir``, greedily answer the first ``n`` problems of ``jsonl`` (question/answer) and return
     ``{"accuracy", "n", "format_rate", "samples"}`` with verl's strict GSM8K score."""
     import torch
@@ -278,7 +278,7 @@ def evaluate_greedy(model_dir: str, jsonl: str, n: int = 200, batch_size: int = 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).to(dev)
     return evaluate(model, tok, read_jsonl(jsonl, n), batch_size=batch_size, max_new_tokens=max_new_tokens,
-                    device=dev)
+                    device=dev, instruction=instruction)
 
 
 # --- CLI -------------------------------------------------------------------------------------------------------
@@ -308,6 +308,9 @@ def main(argv=None) -> int:
                     help="stop (and save) as soon as a periodic dev accuracy reaches this (default 0.25)")
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--instruction", default=INSTRUCTION,
+                    help="what follows the question in each prompt (default: verl's GSM8K instruction; the own task: "
+                         "own_task.instruction())")
     a = ap.parse_args(argv)
 
     os.makedirs(a.output, exist_ok=True)
@@ -322,7 +325,8 @@ def main(argv=None) -> int:
     dev_rows = []
     if a.eval_every:
         # periodic checks (and --stop-at-accuracy) use their own problems, so the test split stays untouched
-        dev_rows = gsm8k_synthetic.generate_split(
+        dev_rows = read_jsonl(os.path.join(a.data_dir, "dev.jsonl")) if a.data_dir and os.path.exists(
+            os.path.join(a.data_dir, "dev.jsonl")) else gsm8k_synthetic.generate_split(
             a.eval_n or 200, seed=a.seed, split="dev", max_value=a.max_value,
             exclude={r["question"] for r in train_rows + test_rows})
 
@@ -335,7 +339,8 @@ def main(argv=None) -> int:
     try:
         res = train_sft(init, a.output, train_rows, steps=a.steps, batch=a.batch, lr=a.lr, seed=a.seed,
                         device=a.device, warmup=a.warmup, log_every=a.log_every, eval_rows=dev_rows,
-                        eval_every=a.eval_every, eval_n=a.eval_n or 200, stop_at_accuracy=a.stop_at_accuracy)
+                        eval_every=a.eval_every, eval_n=a.eval_n or 200, stop_at_accuracy=a.stop_at_accuracy,
+                        instruction=a.instruction)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -346,7 +351,8 @@ def main(argv=None) -> int:
                "loss_last": res["losses"][-1] if res["losses"] else None,
                "losses": [round(x, 5) for x in res["losses"]], "dev_evals": res["evals"]}
     if a.eval_n and test_rows:
-        ev = evaluate_greedy(a.output, test_path, a.eval_n, max_new_tokens=a.max_new_tokens, device=a.device)
+        ev = evaluate_greedy(a.output, test_path, a.eval_n, max_new_tokens=a.max_new_tokens, device=a.device,
+                             instruction=a.instruction)
         summary["accuracy"] = ev["accuracy"]
         summary["format_rate"] = ev["format_rate"]
         summary["eval_n"] = ev["n"]

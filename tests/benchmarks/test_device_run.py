@@ -483,3 +483,25 @@ def test_lora_families_runs_only_the_named_runs(tmp_path):
     trained = sorted(line.split(" --run-dir ")[1].split()[0] for line in calls if " train " in line)
     # the name is matched whole: lora-llama-3.2-1b-grpo-gsm8k-untrimmed is not taken for lora-llama-3.2-1b-grpo-gsm8k
     assert trained == [f"{runs}/lora-llama-3.2-1b-grpo-gsm8k", f"{runs}/lora-qwen3-4b-grpo-own"]
+
+
+def test_learn_own_warms_the_small_model_up_on_own_task_problems_and_compares_against_that(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    for name in ("small-sft", "synthetic-raw", "synthetic", "own/raw", "own/data"):
+        (work / name).mkdir(parents=True)
+    for path in ("small-sft/config.json", "synthetic-raw/train.jsonl", "synthetic/train.parquet", "own/raw/train.jsonl", "own/data/train.parquet"):
+        (work / path).write_text("{}")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(work), "RUNS": str(runs), "OUT": str(tmp_path / "out")}
+    result = subprocess.run(["bash", str(SCRIPT), "learn_own"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    reward = f"--reward-function {REPO}/benchmarks/own_task_reward.py:compute_score"
+    assert calls[0] == f"benchmarks/own_task.py --warmup --output {work}/own/warmup --train-size 4096 --test-size 256"
+    # calls[1]: the instruction, printed by own_task.instruction() through python3 -c
+    assert calls[2] == (f"benchmarks/sft_warmup.py --init-model {work}/small-sft --data-dir {work}/own/warmup --output {work}/own-sft "
+                        "--instruction  --seed 2 --eval-every 10 --max-new-tokens 128")  # the fake python prints no instruction
+    assert calls[3] == (f"-m verlfit train --run-dir {runs}/learn-own-grpo --emulate p40 --algo grpo --model {work}/own-sft --data {work}/own/data "
+                        f"--steps 200 --batch-size 64 --max-prompt-length 256 --max-response-length 128 --actor-lr 1e-5 --skip-checks --test-freq 20 "
+                        f"--save-freq 200 {reward}")
+    assert any(call.startswith("-m verlfit eval ") and call.endswith(f"--compare {work}/own-sft") for call in calls)

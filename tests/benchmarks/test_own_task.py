@@ -52,3 +52,27 @@ def test_prepared_by_prepare_data_and_checked_with_its_reward(tmp_path):
     scored = rewards.check_reward_function(rewards.RewardFunction(REWARD), tmp_path / "data" / "train.parquet")
     # the bare ground truth has no "Answer:" line: 0, and so has the empty response
     assert [s.score for s in scored] == [0.0] * 6
+
+
+def test_warmup_problems_are_worked_out_and_never_the_rl_splits_problems(tmp_path):
+    rl = own_task.write_splits(tmp_path / "rl", train_size=300, test_size=40, seed=0)
+    warm = own_task.write_warmup_splits(tmp_path / "warm", train_size=300, test_size=40, seed=0, warmup_size=100, dev_size=20)
+    rl_problems = {json.loads(line)["problem"] for path in rl.values() for line in path.read_text().splitlines()}
+    rows = {split: [json.loads(line) for line in path.read_text().splitlines()] for split, path in warm.items()}
+    assert {split: len(part) for split, part in rows.items()} == {"train": 100, "test": 20, "dev": 20}
+    questions = [row["question"] for part in rows.values() for row in part]
+    assert len(set(questions)) == 140 and not set(questions) & rl_problems
+    for row in rows["train"]:
+        words = row["question"].split()
+        start, arrive, sold = int(words[3]), int(words[5]), int(words[10])
+        total, left = start + arrive, start + arrive - sold
+        assert row["answer"] == f"{start} + {arrive} = {total}. {total} - {sold} = {left}.\n#### {left}"
+
+
+def test_worked_answer_scores_full_reward_and_the_instruction_is_the_templates_tail():
+    row = {"problem": "A shelf holds 23 jars. 17 more jars arrive, then 9 are sold. How many jars are on the shelf now?", "solution": "31"}
+    assert own_task.worked_answer(row) == "23 + 17 = 40. 40 - 9 = 31.\n#### 31"
+    function = rewards.load_reward_function(rewards.RewardFunction(REWARD))
+    assert function(data_source=own_task.DATA_SOURCE, solution_str=own_task.worked_answer(row), ground_truth="31", extra_info=None) == 1.0
+    assert own_task.instruction() == 'Think step by step, then give the final number on its own line as "Answer: N".'
+    assert own_task.PROMPT_TEMPLATE.format(question="Q?") == "Q? " + own_task.instruction()

@@ -15,6 +15,17 @@ def test_instruction_matches_prepare_gsm8k():
     assert sft_warmup.INSTRUCTION == verlfit_gsm8k.INSTRUCTION
 
 
+def test_encode_example_takes_another_instruction(qwen_style_tokenizer_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(qwen_style_tokenizer_dir)
+    ex = sft_warmup.encode_example(tok, "Q?", "1 + 1 = 2.\n#### 2", instruction='Give "Answer: N".')
+    prompt = tok.apply_chat_template([{"role": "user", "content": 'Q? Give "Answer: N".'}], add_generation_prompt=True, tokenize=False)
+    n_prompt = len(tok(prompt, add_special_tokens=False)["input_ids"])
+    assert ex["input_ids"][:n_prompt] == tok(prompt, add_special_tokens=False)["input_ids"]
+    assert ex["labels"][:n_prompt] == [-100] * n_prompt
+
+
 def test_encode_example_masks_the_prompt(qwen_style_tokenizer_dir):
     from transformers import AutoTokenizer
 
