@@ -233,7 +233,7 @@ def test_every_managed_key_is_a_key_verl_reads():
     ("critic.forward_micro_batch_size_per_gpu", "--micro-batch-size (or leave micro-batches to the planner: --plan auto)"),
     ("actor_rollout_ref.rollout.n", "--samples (with --algo grpo)"),
     # a section holding managed keys: their options, sorted, once each
-    ("critic.model", "--attention (packing is on only with flash_attention_2); --attention sdpa|eager|flash_attention_2; --critic-lora-rank; --gradient-checkpointing / --no-gradient-checkpointing; --lora-alpha; --lora-target-modules; --model (the planner sizes the model it reads; actor, reference and critic start from it); --offload none|optimizer|all; --profile (the profile decides the dtype from the card)"),
+    ("critic.model", "--attention (packing is on only with flash_attention_2); --attention sdpa|eager|flash_attention_2; --critic-lora-rank; --frozen-base-dtype; --gradient-checkpointing / --no-gradient-checkpointing; --lora-alpha; --lora-target-modules; --model (the planner sizes the model it reads; actor, reference and critic start from it); --offload none|optimizer|all; --profile (the profile decides the dtype from the card)"),
     # what the plan sizes and the run directory's layout (new-user trial: these were accepted after --)
     ("actor_rollout_ref.model.path", "--model (the planner sizes the model it reads; actor, reference and critic start from it)"),
     ("algorithm", "--algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies)"),

@@ -83,7 +83,7 @@ def test_the_image_profiles_defaults_give_way_to_another_profile_but_user_values
 
 
 def test_invalid_profile_names_the_key():
-    data = {"name": "x", "description": "d", "image": "i", "compute_capability": {"min": "6.0"}, "gpu_memory_gib": 1, "environment": {"VLLM_DTYPE": "float32", "TRITON_MAX_SHARED_MEMORY": "lots", "PYTORCH_CUDA_ALLOC_CONF": ""}, "dtype": "float32", "attention": "sdpa", "rollout": "hf", "overrides": []}
+    data = {"name": "x", "description": "d", "image": "i", "compute_capability": {"min": "6.0"}, "gpu_memory_gib": 1, "environment": {"VLLM_DTYPE": "float32", "TRITON_MAX_SHARED_MEMORY": "lots", "PYTORCH_CUDA_ALLOC_CONF": ""}, "dtype": "float32", "attention": "sdpa", "rollout": "hf", "frozen_base_dtype": "bfloat16", "overrides": []}
     with pytest.raises(VerlfitError, match="x.yaml: TRITON_MAX_SHARED_MEMORY must be a number of bytes, got 'lots'"):
         parse_profile(data, "x.yaml")
     data["environment"]["TRITON_MAX_SHARED_MEMORY"] = 1

@@ -87,6 +87,7 @@ DEFAULT_SAMPLES = 4  # GRPO responses per prompt when --samples is not given
 # LoRA defaults: verl 0.4.1's own (ppo_trainer.yaml:128 and :654 lora_alpha 16; :132 and :657 target_modules all-linear)
 DEFAULT_LORA_ALPHA = 16
 DEFAULT_LORA_TARGET_MODULES = "all-linear"
+FROZEN_BASE_CHOICES = ("float32", "bfloat16", "float16")  # --frozen-base-dtype (patch 0026)
 
 
 def rank(text: str) -> int:
@@ -113,8 +114,8 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options that size a run, shared by ``verlfit train`` and ``verlfit plan`` so they cannot drift:
     ``--algo --samples --gpus --batch-size --mini-batch-size --micro-batch-size --max-prompt-length
     --max-response-length --gradient-checkpointing/--no-gradient-checkpointing --offload --plan``, and LoRA's
-    ``--lora-rank --lora-alpha --lora-target-modules --critic-lora-rank`` (they change what trains, so what the
-    planner counts).
+    ``--lora-rank --lora-alpha --lora-target-modules --critic-lora-rank --frozen-base-dtype`` (they change what trains
+    and what it is stored in, so what the planner counts).
 
     Both commands take them as :class:`SizingOptions` (:func:`typed_options`) and turn them into sizes through
     :func:`verlfit.plan.request.sizing_fields` (same defaults, same refusals). Sizes count prompts (micro-batches: responses per GPU); lengths count tokens.
@@ -136,6 +137,7 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     lora.add_argument("--lora-alpha", type=positive_number, metavar="A", help=f"LoRA scaling numerator: the adapter's output is multiplied by A/N (default: {DEFAULT_LORA_ALPHA}, verl's own; needs --lora-rank or --critic-lora-rank)")
     lora.add_argument("--lora-target-modules", type=target_modules, metavar="NAMES", help=f"Linear layers that get adapters: {DEFAULT_LORA_TARGET_MODULES} (PEFT: every Linear but lm_head; in the critic the value head score too) or names such as q_proj,k_proj,v_proj,o_proj (default: {DEFAULT_LORA_TARGET_MODULES}, verl's own)")
     lora.add_argument("--critic-lora-rank", type=rank, metavar="N", help="the PPO critic's LoRA rank; 0 = a fully trained critic (default: --lora-rank's; refused with --algo grpo, which has no critic)")
+    lora.add_argument("--frozen-base-dtype", choices=FROZEN_BASE_CHOICES, help="how actor and critic store their frozen base weights with LoRA (patch 0026): the profile's 16-bit dtype (bfloat16 on p40 and a10, float16 on t4 and v100: 2 bytes a parameter; the run still computes in the profile's dtype) or float32 (4 bytes, stock verl); refused without LoRA (default: the profile's 16-bit dtype)")
     parser.add_argument("--plan", choices=("auto", "off"), default="auto", help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card, keeping any of them you set; off: keep your numbers (default: auto)")
 
 
@@ -160,6 +162,7 @@ class SizingOptions:
     lora_alpha: float | None
     lora_target_modules: str | tuple[str, ...] | None
     critic_lora_rank: int | None
+    frozen_base_dtype: str | None
     plan: str
 
 

@@ -50,6 +50,9 @@ KNOWN_ADDED_KEYS = (
     "actor_rollout_ref.rollout.cuda_graph",
     # patch 0023: HF generate through the unwrapped module, without FSDP's per-unit hooks (LoRA rollout speed)
     "actor_rollout_ref.rollout.unwrap_fsdp",
+    # patch 0026 (issue 36): a LoRA run's frozen base stored in 16 bits (verl/utils/frozen_base.py)
+    "actor_rollout_ref.model.frozen_base_dtype",
+    "critic.model.frozen_base_dtype",
     # patch 0024 (issue 27): dynamic loss scaling of fp16 actor and critic updates (verl/utils/loss_scaling.py)
     *(f"{role}.loss_scaling.{name}" for role in ("actor_rollout_ref.actor", "critic") for name in ("enabled", "init_scale", "growth_interval", "max_consecutive_skips")),
 )
@@ -115,6 +118,9 @@ class TrainSettings:
     critic_lora_rank: int | None = None  # the PPO critic's; None = the actor's
     lora_alpha: float = 16  # verl's default (ppo_trainer.yaml:128, 654)
     lora_target_modules: str | tuple[str, ...] = "all-linear"  # verl's default (ppo_trainer.yaml:132, 657)
+    # a LoRA base's storage (patch 0026): "float32" (stock), "bfloat16" or "float16"; None = the profile's
+    # frozen_base_dtype (frozen_base_storage resolves it)
+    frozen_base_dtype: str | None = None
     actor_param_offload: bool = False
     actor_optimizer_offload: bool = False
     critic_param_offload: bool = False
@@ -146,6 +152,47 @@ def lora_overrides(section: str, rank: int, alpha: float, target_modules: str | 
     alpha_text = str(int(alpha)) if float(alpha).is_integer() else repr(float(alpha))
     targets = target_modules if isinstance(target_modules, str) else "[" + ",".join(target_modules) + "]"
     return [f"{section}.lora_rank={rank}", f"{section}.lora_alpha={alpha_text}", f"{section}.target_modules={targets}"]
+
+
+FROZEN_BASE_KEYS = ("actor_rollout_ref.model.frozen_base_dtype", "critic.model.frozen_base_dtype")
+_FROZEN_BASE_VALUES = {"bfloat16": "bf16", "float16": "fp16"}
+
+
+def frozen_base_storage(settings: TrainSettings, profile) -> str | None:
+    """The dtype a run stores its LoRA base in (patch 0026): ``settings.frozen_base_dtype``, or the profile's
+    ``frozen_base_dtype`` when it is None; None when the run has no LoRA role or asks for float32 (stock verl: 4 bytes
+    a frozen parameter). The same value for the actor and a LoRA critic.
+
+    Raises:
+        VerlfitError (exit status 2): a 16-bit dtype other than the profile's (the p40 and a10 profiles store bf16,
+            the t4 and v100 profiles fp16: a base in the other 16-bit type would mix bf16 and fp16 arithmetic in the
+            rollout), naming the profile's.
+    """
+    critic_rank = (settings.lora_rank if settings.critic_lora_rank is None else settings.critic_lora_rank) if settings.algorithm == "ppo" else 0
+    if settings.lora_rank <= 0 and critic_rank <= 0:
+        return None
+    wanted = settings.frozen_base_dtype or profile.frozen_base_dtype
+    if wanted == "float32":
+        return None
+    if wanted != profile.frozen_base_dtype:
+        raise VerlfitError(f"--frozen-base-dtype {wanted} with the {profile.name} profile: it stores a LoRA base in {profile.frozen_base_dtype} (its rollout computes with it)",
+                           fix=f"use --frozen-base-dtype {profile.frozen_base_dtype}, or float32 (stock verl)", exit_code=2)
+    return wanted
+
+
+def frozen_base_overrides(settings: TrainSettings, profile) -> list[str]:
+    """Patch 0026's keys for the LoRA roles of a run whose base is stored in 16 bits (:func:`frozen_base_storage`):
+    ``+actor_rollout_ref.model.frozen_base_dtype=bf16`` with an actor adapter, ``+critic.model.frozen_base_dtype=bf16``
+    with a PPO critic adapter (fp16 on the t4 and v100 profiles); none otherwise."""
+    storage = frozen_base_storage(settings, profile)
+    if storage is None:
+        return []
+    value = _FROZEN_BASE_VALUES[storage]
+    out = [f"+{FROZEN_BASE_KEYS[0]}={value}"] if settings.lora_rank > 0 else []
+    critic_rank = settings.lora_rank if settings.critic_lora_rank is None else settings.critic_lora_rank
+    if settings.algorithm == "ppo" and critic_rank > 0:
+        out.append(f"+{FROZEN_BASE_KEYS[1]}={value}")
+    return out
 
 
 def default_mini_batch(batch: int) -> int:
@@ -351,6 +398,7 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
             "algorithm.use_kl_in_reward=False",
         ]
     out += list(profile.overrides)
+    out += frozen_base_overrides(s, profile)
     out += forced_switches(s, profile)  # the notes say why; the user's own value after -- still wins
     if profile.rollout == "hf":
         out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size or s.train_batch_size}")
@@ -466,6 +514,8 @@ MANAGED_KEYS: dict[str, str] = {
     "actor_rollout_ref.ref.autocast_dtype": _DTYPE,
     "critic.autocast_dtype": _DTYPE,
     # LoRA: what trains (the planner counts adapters, frozen weights and the missing reference model)
+    "actor_rollout_ref.model.frozen_base_dtype": "--frozen-base-dtype",
+    "critic.model.frozen_base_dtype": "--frozen-base-dtype",
     "actor_rollout_ref.model.lora_rank": "--lora-rank",
     "actor_rollout_ref.model.lora_alpha": "--lora-alpha",
     "actor_rollout_ref.model.target_modules": "--lora-target-modules",

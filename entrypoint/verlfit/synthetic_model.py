@@ -157,6 +157,15 @@ SHAPES = {
         sliding_window=32768, use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
         tie_word_embeddings=True, hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
     ),
+    # Qwen/Qwen2.5-7B-Instruct config.json: 28 layers, hidden 3584, 28 heads, 4 KV heads, intermediate 18944, 152064
+    # rows, an untied lm_head, rope_theta 1e6, rms_norm_eps 1e-6 (verlfit.model_shape's built-in 7B shape, FACTS
+    # section 1); max_window_layers 28 acts only with use_sliding_window=True, which it sets False.
+    "qwen2.5-7b": dict(
+        hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
+        num_key_value_heads=4, vocab_size=152064, max_position_embeddings=32768, max_window_layers=28,
+        sliding_window=32768, use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
+        tie_word_embeddings=False, hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+    ),
     "tiny": dict(
         hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         vocab_size=None, max_position_embeddings=32768, max_window_layers=2, sliding_window=32768,
@@ -222,7 +231,7 @@ SHAPES = {
         initializer_range=0.02, use_cache=True,
     ),
 }
-DEFAULT_DTYPE = {"qwen2.5-0.5b": "bfloat16", "qwen2.5-1.5b": "bfloat16", "qwen2.5-3b": "bfloat16", "tiny": "float32", "small": "float32",
+DEFAULT_DTYPE = {"qwen2.5-0.5b": "bfloat16", "qwen2.5-1.5b": "bfloat16", "qwen2.5-3b": "bfloat16", "qwen2.5-7b": "bfloat16", "tiny": "float32", "small": "float32",
                  "qwen3-0.6b": "bfloat16", "qwen3-1.7b": "bfloat16", "qwen3-4b": "bfloat16",
                  "llama-3.2-1b": "bfloat16", "llama-3.2-3b": "bfloat16", "tiny-qwen3": "float32", "tiny-llama": "float32"}
 # model_type -> (config class, causal LM class) in transformers (4.51 has all three)

@@ -26,7 +26,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.sh: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora_1p5b_ppo lora_3b_grpo lora_families lora_speed main main_resume multigpu noeos own_task pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
+    assert "device_run.sh: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora16 lora_1p5b_ppo lora_3b_grpo lora_families lora_speed main main_resume multigpu noeos own_task pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -505,3 +505,43 @@ def test_learn_own_warms_the_small_model_up_on_own_task_problems_and_compares_ag
                         f"--steps 200 --batch-size 64 --max-prompt-length 256 --max-response-length 128 --actor-lr 1e-5 --skip-checks --test-freq 20 "
                         f"--save-freq 200 {reward}")
     assert any(call.startswith("-m verlfit eval ") and call.endswith(f"--compare {work}/own-sft") for call in calls)
+
+
+def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_with_both_bases(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    # the models and the learning check's data already made (setup, learn_data): the stage makes none of them again
+    for folder in ("qwen3-4b-random", "qwen2.5-3b-random", "qwen2.5-7b-random", "small-sft"):
+        (work / folder).mkdir(parents=True)
+        (work / folder / "config.json").write_text("{}")
+    (work / "synthetic-raw").mkdir(parents=True)
+    (work / "synthetic-raw" / "train.jsonl").write_text("")
+    (work / "synthetic").mkdir()
+    (work / "synthetic" / "train.parquet").write_text("")
+    env = {key: value for key, value in os.environ.items() if key not in ("LORA16_LEARN_BASES", "LEARN_TEST_FREQ")}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"))
+    result = subprocess.run(["bash", str(SCRIPT), "lora16"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = sorted((tmp_path / "calls").read_text().splitlines())  # the runs go at once: their lines interleave
+    common = "--skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
+    size = "--lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
+    targets = {
+        "lora16-qwen3-4b-grpo-t4": ("qwen3-4b", f"--emulate t4 --algo grpo {size}"),
+        "lora16-qwen2.5-3b-ppo-p40": ("qwen2.5-3b", f"--emulate p40 {size}"),
+        "lora16-qwen2.5-7b-grpo-a10": ("qwen2.5-7b", f"--emulate a10 --rollout hf --attention sdpa --algo grpo {size}"),
+    }
+    learn = (f"--emulate p40 --algo grpo --model {work}/small-sft --data {work}/synthetic --steps 200 --batch-size 64 --max-prompt-length 256 "
+             "--max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 --frozen-base-dtype {base} --skip-checks --test-freq 50 --save-freq -1")
+    expected = [
+        *(f"-m verlfit plan --model {work}/{shape}-random --auto-fit {words}" for shape, words in targets.values()),
+        *(f"-m verlfit train --run-dir {runs}/{name} --model {work}/{shape}-random --data {work}/gsm8k --steps 3 {common} {words}" for name, (shape, words) in targets.items()),
+        f"-m verlfit plan --model {work}/qwen2.5-7b-random --emulate p40 --algo grpo {size} --auto-fit",
+        *(f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-{base} " + learn.format(base=base) for base in ("bfloat16", "float32")),
+    ]
+    assert calls == sorted(expected)
+    # a wrong base is named in the log and skipped
+    (tmp_path / "calls").unlink()
+    env["LORA16_LEARN_BASES"] = "float16"
+    subprocess.run(["bash", str(SCRIPT), "lora16"], capture_output=True, text=True, env=env, timeout=60, check=True)
+    assert "lora16: LORA16_LEARN_BASES has 'float16'; write bfloat16, float32 or both" in (runs / "stages.log").read_text()
+    assert not any("lora16-learn" in call for call in (tmp_path / "calls").read_text().splitlines())

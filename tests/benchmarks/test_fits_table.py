@@ -23,7 +23,7 @@ def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lor
     request = request_for_profile(
         profile, load_model_shape(f"Qwen/Qwen2.5-{size}-Instruct"), int(profile.gpu_memory_gib * GIB), algorithm=algorithm,
         rollout_n=4 if algorithm == "grpo" else 1, train_batch_size=32, ppo_mini_batch_size=16, max_prompt_length=512, max_response_length=256,
-        gradient_checkpointing=True, lora_rank=32 if lora else 0,
+        gradient_checkpointing=True, lora_rank=32 if lora else 0, frozen_base_dtype=profile.frozen_base_dtype if lora else None,
     )
     decision = auto_fit(request)
     cells = fits_table.row(card, size, algorithm, lora)
@@ -60,13 +60,13 @@ def test_measured_cells_come_from_the_records_table():
     assert [row["step"] for row in alone] == [1, 2, 3]
     alone_step = sum(row["timing_s/step"] for row in alone[1:]) / len(alone[1:])
     assert fits_table.row("p40", "1.5B", "ppo", True)[6:] == [
-        f"{peak(steps[:5]):.2f} GiB ({peak(steps):.2f} after a resume's checkpoint load)",
+        f"fp32 base: {peak(steps[:5]):.2f} GiB ({peak(steps):.2f} after a resume's checkpoint load)",  # before patch 0026
         f"{alone_step:.1f} alone (section 10.2); {mean_step:.1f} sharing the GPU (section 9.2; 10 of 10 steps)"]
     # the 3B LoRA GRPO: steps 1-3 in one process, saved at step 3, then resumed (patch 0012's load) for steps 4-5
     grpo_records = alone_records.parents[1] / "lora-3b-grpo" / "metrics.jsonl"
     grpo = [row for row in map(json.loads, grpo_records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row]
     assert [row["step"] for row in grpo] == [1, 2, 3, 4, 5]
     assert fits_table.row("p40", "3B", "grpo", True)[6:] == [
-        f"{peak(grpo[:3]):.2f} GiB at 8 x 4; {peak(grpo[3:]):.2f} after a resume's checkpoint load with patch 0012",
+        f"fp32 base: {peak(grpo[:3]):.2f} GiB at 8 x 4; {peak(grpo[3:]):.2f} after a resume's checkpoint load with patch 0012",
         f"{sum(row['timing_s/step'] for row in grpo[1:]) / 4:.1f} at 8 x 4, shared GPU (section 10.2; 5 of 5 steps, resumed at step 3)"]
     assert fits_table.row("p40", "1.5B", "ppo", False)[6:] == ["not run", "not run"]

@@ -177,7 +177,7 @@ def test_plan_help_lists_every_built_in_shape(capsys):
         cli.main(["plan", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert ("(built in: Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-0.5B-Instruct, Qwen/Qwen2.5-1.5B, "
-            "Qwen/Qwen2.5-1.5B-Instruct, Qwen/Qwen2.5-3B, Qwen/Qwen2.5-3B-Instruct, Qwen/Qwen3-0.6B, Qwen/Qwen3-0.6B-Base, "
+            "Qwen/Qwen2.5-1.5B-Instruct, Qwen/Qwen2.5-3B, Qwen/Qwen2.5-3B-Instruct, Qwen/Qwen2.5-7B, Qwen/Qwen2.5-7B-Instruct, Qwen/Qwen3-0.6B, Qwen/Qwen3-0.6B-Base, "
             "Qwen/Qwen3-1.7B, Qwen/Qwen3-1.7B-Base, Qwen/Qwen3-4B, Qwen/Qwen3-4B-Base, meta-llama/Llama-3.2-1B, "
             "meta-llama/Llama-3.2-1B-Instruct, meta-llama/Llama-3.2-3B, meta-llama/Llama-3.2-3B-Instruct).") in out
 

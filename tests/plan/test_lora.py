@@ -142,8 +142,12 @@ def test_critic_lora_rank_apart():
 
 def test_lora_notes():
     notes = predict(small_request(lora_rank=8)).notes
-    assert notes[1] == "LoRA actor: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,384 parameters train (11.85% of 138,304: adapters); the base is frozen, with no gradients or AdamW states"
-    assert notes[2] == "LoRA critic: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,449 parameters train (11.89% of 138,369: adapters + the value head score in full (65)); the base is frozen, with no gradients or AdamW states"
+    assert notes[1] == "LoRA actor: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,384 parameters train (11.85% of 138,304: adapters); the base is frozen, with no gradients or AdamW states; its weights are stored in float32 (4 bytes a parameter, 0.0 GiB)"
+    assert notes[2] == "LoRA critic: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,449 parameters train (11.89% of 138,369: adapters + the value head score in full (65)); the base is frozen, with no gradients or AdamW states; its weights are stored in float32 (4 bytes a parameter, 0.0 GiB)"
+    sixteen = predict(small_request(lora_rank=8, frozen_base_dtype="bfloat16")).notes
+    assert sixteen[1].endswith("; its weights are stored in bfloat16 (patch 0026: 2 bytes a parameter, 0.0 GiB; computed in float32: FSDP upcasts one unit at a time), the trained ones in float32")
+    half = predict(small_request(lora_rank=8, dtype="float16", frozen_base_dtype="float16")).notes
+    assert half[1].endswith("; its weights are stored in float16 (patch 0026: 2 bytes a parameter, 0.0 GiB; computed in float16 as stored), the trained ones in float32")
     assert notes[-1] == memory.LORA_CALIBRATION_NOTE
     assert predict(small_request(algorithm="grpo", rollout_n=2, lora_rank=8)).notes[1].endswith("; the reference is the actor with its adapter disabled (no second model)")
     assert not any("LoRA" in n for n in predict(small_request()).notes)

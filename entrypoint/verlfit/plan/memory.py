@@ -266,6 +266,9 @@ class PlanRequest:
             template applied: :func:`verlfit.prompt_lengths.longest_prompt_length`); None = not known. With the
             trims, a micro-batch's prompt columns are its own longest prompt, never more than the data's
             (:attr:`prompt_window`); verl's ``filter_overlong_prompts`` keeps it within ``max_prompt_length``.
+        frozen_base_dtype: how the LoRA roles store their frozen base (patch 0026, ``+*.model.frozen_base_dtype``):
+            ``"bfloat16"`` or ``"float16"``, 2 bytes a parameter; None = fp32, 4 bytes (stock verl). Adapters and the
+            critic's value head stay fp32 either way; a role without LoRA is all fp32 masters.
     """
 
     shape: ModelShape
@@ -300,6 +303,7 @@ class PlanRequest:
     trim_padding: tuple[str, ...] = ()
     rollout_trim_padding: bool = False
     longest_prompt_length: int | None = None
+    frozen_base_dtype: str | None = None
 
     # --- derived sizes -------------------------------------------------------------
     @property
@@ -368,6 +372,16 @@ class PlanRequest:
     @property
     def compute_bytes(self) -> int:
         return DTYPE_BYTES[self.dtype]
+
+    @property
+    def frozen_bytes(self) -> int:
+        """Bytes a frozen (LoRA base) parameter is stored in: 2 with :attr:`frozen_base_dtype`, else 4 (fp32)."""
+        return DTYPE_BYTES[self.frozen_base_dtype] if self.frozen_base_dtype else MASTER_BYTES
+
+    def upcasts_frozen_base(self, role: str) -> bool:
+        """Whether ``role``'s frozen 16-bit base is cast to another dtype to compute (the P40: stored bf16, computed
+        fp32); False when it computes in the dtype it is stored in (t4/v100 fp16, a10 bf16) or is fp32."""
+        return self.lora_rank_of(role) > 0 and self.frozen_base_dtype is not None and self.frozen_base_dtype != self.dtype
 
     def lora_rank_of(self, role: str) -> int:
         """LoRA rank of ``role`` (``"actor"`` or ``"critic"``); 0 = fully trained."""
@@ -548,6 +562,11 @@ def lora_notes(request: PlanRequest) -> tuple[str, ...]:
         targets = lora_targets(r.shape, role, r.lora_target_modules)
         head = f" + the value head score in full ({r.shape.hidden_size + 1:,})" if role == "critic" else ""
         line = f"LoRA {role}: rank {rank} on {', '.join(targets)}: {trained:,} parameters train ({trained / base:.2%} of {base:,}: adapters{head}); the base is frozen, with no gradients or AdamW states"
+        if r.frozen_base_dtype:
+            computed = f"computed in {r.dtype}: FSDP upcasts one unit at a time" if r.upcasts_frozen_base(role) else f"computed in {r.dtype} as stored"
+            line += f"; its weights are stored in {r.frozen_base_dtype} (patch 0026: 2 bytes a parameter, {format_gib(base * 2)}; {computed}), the trained ones in float32"
+        else:
+            line += f"; its weights are stored in float32 (4 bytes a parameter, {format_gib(base * 4)})"
         if role == "actor" and r.has_reference:
             line += "; the reference is the actor with its adapter disabled (no second model)"
         notes.append(line)
@@ -786,10 +805,11 @@ def _state(request: PlanRequest) -> _State:
     r = request
     actor_all, actor_trained = role_parameters(r, "actor")
     critic_all, critic_trained = role_parameters(r, "critic")
-    # masters: the base (trained or frozen) and any adapter, fp32; AdamW: the trained parameters only
-    aw = _shard(actor_all, r.gpus) * MASTER_BYTES
+    # masters: the trained parameters (all, or a LoRA adapter) in fp32, a LoRA base in its storage dtype (fp32, or
+    # 16 bits with patch 0026); AdamW: the trained parameters only
+    aw = _shard(actor_all - actor_trained, r.gpus) * r.frozen_bytes + _shard(actor_trained, r.gpus) * MASTER_BYTES
     ao = _shard(actor_trained, r.gpus) * ADAM_STATE_BYTES
-    cw = _shard(critic_all, r.gpus) * MASTER_BYTES if r.has_critic else 0
+    cw = _shard(critic_all - critic_trained, r.gpus) * r.frozen_bytes + _shard(critic_trained, r.gpus) * MASTER_BYTES if r.has_critic else 0
     co = _shard(critic_trained, r.gpus) * ADAM_STATE_BYTES if r.has_critic else 0
     return _State(
         actor_weights=0 if r.actor_param_offload else aw,
@@ -833,10 +853,18 @@ def _critic_unit_params(request: PlanRequest) -> int:
     return s.root_unit_parameters(critic=True) + LAYERS_IN_FLIGHT * s.layer_parameters
 
 
-def _compute_copy(request: PlanRequest, unit_params: int) -> int:
-    """Unsharded / low-precision parameters FSDP materialises for compute: none on one GPU in fp32."""
-    if request.gpus == 1 and request.compute_bytes == MASTER_BYTES:
-        return 0
+def _compute_copy(request: PlanRequest, unit_params: int, role: str) -> int:
+    """Unsharded / compute-dtype parameters FSDP materialises for ``role``'s largest units (``unit_params``: the root
+    and the layers in flight): none on one GPU when the units are stored in the compute dtype (fp32 masters on the
+    P40; a LoRA base stored in 16 bits and computed in them on the t4/v100/a10 profiles, patch 0026); the units in
+    the compute dtype otherwise: bf16/fp16 copies of fp32 masters, or the P40's fp32 upcast of a 16-bit LoRA base
+    (FSDP frees each after its unit's forward and backward: at most the root and one layer at once in
+    tests/patches/test_frozen_base.py; :data:`LAYERS_IN_FLIGHT` counts the prefetched layer too)."""
+    if request.gpus == 1:
+        lora_16_bit = request.lora_rank_of(role) > 0 and request.frozen_base_dtype is not None
+        stored = request.frozen_bytes if lora_16_bit else MASTER_BYTES
+        if not request.upcasts_frozen_base(role) and stored == request.compute_bytes:
+            return 0
     return unit_params * request.compute_bytes
 
 
@@ -856,7 +884,15 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
     prompts = r.rollout_prompts_per_call
     sequences = prompts * r.samples
     if r.gpus > 1:
-        weights += s.actor_parameters * MASTER_BYTES  # summon_full_params gathers the fp32 model (hf_rollout.py:108)
+        # summon_full_params gathers the model in its stored dtypes (hf_rollout.py:108): fp32 masters, or a LoRA
+        # base in 16 bits with fp32 adapters (patch 0026)
+        actor_all, actor_trained = role_parameters(r, "actor")
+        weights += (actor_all - actor_trained) * r.frozen_bytes + actor_trained * MASTER_BYTES
+    if r.upcasts_frozen_base("actor"):
+        # patch 0026's upcast_for_compute: each module computes with an fp32 copy of its 16-bit parameters, one at a
+        # time; the largest is the LM head (vocabulary x hidden)
+        weights += s.vocab_size * s.hidden_size * MASTER_BYTES
+        notes.append(f"frozen base stored in {r.frozen_base_dtype}, generated in fp32: one module's fp32 copy at a time, the largest the LM head's {format_gib(s.vocab_size * s.hidden_size * MASTER_BYTES)}")
     cb = r.compute_bytes
     rep = s.kv_dim if r.attention == "flash_attention_2" else s.q_dim
     if r.cuda_graph:
@@ -878,7 +914,7 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
 def _old_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     r, s = request, request.shape
     b = r.log_prob_micro_batch_size
-    weights = st.actor_weights_full + _compute_copy(r, _actor_unit_params(r)) + st.critic_weights + st.ref_weights
+    weights = st.actor_weights_full + _compute_copy(r, _actor_unit_params(r), "actor") + st.critic_weights + st.ref_weights
     row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
     logits = max(_logit_bytes(LOGPROB_LOGIT_BYTES, r, b, "actor"), _logit_bytes(REF_LOGIT_BYTES, r, b, "actor") + row)
     return PhaseMemory(
@@ -918,7 +954,7 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
 def _values(request: PlanRequest, st: _State) -> PhaseMemory:
     r, s = request, request.shape
     b = r.critic_micro_batch_size
-    weights = st.critic_weights_full + _compute_copy(r, _critic_unit_params(r)) + st.actor_weights + st.ref_weights
+    weights = st.critic_weights_full + _compute_copy(r, _critic_unit_params(r), "critic") + st.actor_weights + st.ref_weights
     return PhaseMemory(
         "values",
         weights=weights,
@@ -941,14 +977,14 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
     if role == "actor":
         b = r.actor_micro_batch_size
         unit = _actor_unit_params(r)
-        own_weights = st.actor_weights_full + _compute_copy(r, unit)
+        own_weights = st.actor_weights_full + _compute_copy(r, unit, "actor")
         own_optimizer = st.actor_optimizer_full
         other_weights, other_optimizer = st.critic_weights, st.critic_optimizer
         unit_is_whole = r.rollout == "hf"
     else:
         b = r.critic_micro_batch_size
         unit = _critic_unit_params(r)
-        own_weights = st.critic_weights_full + _compute_copy(r, unit)
+        own_weights = st.critic_weights_full + _compute_copy(r, unit, "critic")
         own_optimizer = st.critic_optimizer_full
         other_weights, other_optimizer = st.actor_weights, st.actor_optimizer
         unit_is_whole = False

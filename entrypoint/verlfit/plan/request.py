@@ -104,7 +104,7 @@ def check_sizing(sizing: SizingOptions) -> None:
         raise VerlfitError(f"--critic-lora-rank {sizing.critic_lora_rank} with --algo grpo: GRPO has no critic", fix="drop --critic-lora-rank (--lora-rank sets the actor's), or use --algo ppo", exit_code=2)
     critic_rank = (sizing.lora_rank if sizing.critic_lora_rank is None else sizing.critic_lora_rank) if sizing.algo == "ppo" else 0
     if sizing.lora_rank == 0 and critic_rank == 0:
-        unused = [flag for flag, value in (("--lora-alpha", sizing.lora_alpha), ("--lora-target-modules", sizing.lora_target_modules)) if value is not None]
+        unused = [flag for flag, value in (("--lora-alpha", sizing.lora_alpha), ("--lora-target-modules", sizing.lora_target_modules), ("--frozen-base-dtype", sizing.frozen_base_dtype)) if value is not None]
         if unused:
             raise VerlfitError(f"{' and '.join(unused)} without LoRA: every parameter trains, so there is no adapter to apply {'them' if len(unused) > 1 else 'it'} to", fix="add --lora-rank N (e.g. 32), or drop " + " and ".join(unused), exit_code=2)
 
@@ -139,6 +139,7 @@ def sizing_fields(sizing: SizingOptions) -> dict:
         critic_lora_rank=(sizing.lora_rank if sizing.critic_lora_rank is None else sizing.critic_lora_rank) if sizing.algo == "ppo" else None,
         lora_alpha=sizing.lora_alpha if sizing.lora_alpha is not None else DEFAULT_LORA_ALPHA,
         lora_target_modules=sizing.lora_target_modules if sizing.lora_target_modules is not None else DEFAULT_LORA_TARGET_MODULES,
+        frozen_base_dtype=sizing.frozen_base_dtype,
     )
     if sizing.micro_batch_size is not None:
         fields.update(actor_micro_batch_size=sizing.micro_batch_size, critic_micro_batch_size=sizing.micro_batch_size, log_prob_micro_batch_size=2 * sizing.micro_batch_size)
@@ -203,7 +204,7 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
     GPUs), then the user's after ``--`` (``settings.extra_overrides``); only the HF rollout reads it. The trims
     (patches 0020-0021) are read from the same list; with them ``settings.longest_prompt_length`` (when measured)
     narrows the prompt columns the planner counts (:attr:`verlfit.plan.memory.PlanRequest.prompt_window`)."""
-    from verlfit.overrides import CUDA_GRAPH_KEY, override_value
+    from verlfit.overrides import CUDA_GRAPH_KEY, frozen_base_storage, override_value
     from verlfit.plan.time import speed_switches
 
     s = settings
@@ -238,6 +239,7 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
         trim_padding=trims.get("trim_padding", ()),
         rollout_trim_padding=trims.get("rollout_trim_padding", False),
         longest_prompt_length=getattr(s, "longest_prompt_length", None),
+        frozen_base_dtype=frozen_base_storage(s, profile),
     )
     return request_for_profile(profile, shape, memory_bytes, **{**mapped, **fields})
 

@@ -37,7 +37,8 @@ DEFAULTED_VARIABLE = "VERLFIT_PROFILE_DEFAULTS"  # knobs the entrypoint set from
 DTYPES = ("float32", "bfloat16", "float16")
 ATTENTION = ("sdpa", "eager", "flash_attention_2")
 ROLLOUTS = ("hf", "vllm")
-_KEYS = {"name", "description", "image", "compute_capability", "gpu_memory_gib", "environment", "dtype", "attention", "rollout", "overrides", "vllm", "fallbacks"}
+FROZEN_BASE_DTYPES = ("bfloat16", "float16")  # a LoRA base's 16-bit storage (patch 0026); float32 is stock verl
+_KEYS = {"name", "description", "image", "compute_capability", "gpu_memory_gib", "environment", "dtype", "attention", "rollout", "frozen_base_dtype", "overrides", "vllm", "fallbacks"}
 _REQUIRED = _KEYS - {"vllm", "fallbacks"}
 _FALLBACKS = ("hf_rollout", "padded_training")
 
@@ -58,6 +59,8 @@ class Profile:
         dtype: torch dtype name of parameters and compute.
         attention: HF ``attn_implementation`` for actor, ref and critic.
         rollout: ``"hf"`` or ``"vllm"``.
+        frozen_base_dtype: how a LoRA run stores its frozen base weights (patch 0026): ``"bfloat16"`` (p40, a10) or
+            ``"float16"`` (t4, v100), 2 bytes a parameter; the run computes in ``dtype`` all the same.
         overrides: verl Hydra overrides (``key=value``, ``+key=value`` for keys absent from
             ``ppo_trainer.yaml``) that follow from the above.
         vllm_gpu_memory_utilization: vLLM's fraction of the card (vLLM profiles only).
@@ -76,6 +79,7 @@ class Profile:
     dtype: str
     attention: str
     rollout: str
+    frozen_base_dtype: str
     overrides: tuple[str, ...]
     vllm_gpu_memory_utilization: float | None = None
     hf_rollout_overrides: tuple[str, ...] = ()
@@ -114,7 +118,7 @@ def parse_profile(data: dict, source: str) -> Profile:
         int(environment["TRITON_MAX_SHARED_MEMORY"])
     except (TypeError, ValueError):
         raise VerlfitError(f"{source}: TRITON_MAX_SHARED_MEMORY must be a number of bytes, got {environment['TRITON_MAX_SHARED_MEMORY']!r}") from None
-    for key, allowed in (("dtype", DTYPES), ("attention", ATTENTION), ("rollout", ROLLOUTS)):
+    for key, allowed in (("dtype", DTYPES), ("attention", ATTENTION), ("rollout", ROLLOUTS), ("frozen_base_dtype", FROZEN_BASE_DTYPES)):
         if data[key] not in allowed:
             raise VerlfitError(f"{source}: {key} must be one of {list(allowed)}, got {data[key]!r}")
     if environment["VLLM_DTYPE"] not in DTYPES:
@@ -142,6 +146,7 @@ def parse_profile(data: dict, source: str) -> Profile:
         dtype=data["dtype"],
         attention=data["attention"],
         rollout=data["rollout"],
+        frozen_base_dtype=data["frozen_base_dtype"],
         overrides=tuple(overrides),
         vllm_gpu_memory_utilization=float(utilization) if utilization is not None else None,
         hf_rollout_overrides=tuple(fallbacks.get("hf_rollout") or ()),

@@ -144,10 +144,13 @@ def load_run(run_dir: Path) -> dict:
 
 def recorded_settings(record: dict, **changes) -> TrainSettings:
     """The :class:`TrainSettings` a run recorded in ``run.json`` (its ``settings``; fields this verlfit does not know
-    are left out, ``loggers`` back to a tuple), with ``changes`` applied: what a resume continues and what
+    are left out, ``loggers`` back to a tuple; a record without ``frozen_base_dtype`` predates patch 0026 and gets
+    ``"float32"``, what it ran with), with ``changes`` applied: what a resume continues and what
     ``verlfit bench`` estimates a recorded run from."""
     known = {f.name for f in dataclasses.fields(TrainSettings)}
     values = {k: v for k, v in record["settings"].items() if k in known}
+    # a run recorded before patch 0026 (no frozen_base_dtype setting) kept its LoRA base in fp32
+    values.setdefault("frozen_base_dtype", "float32")
     return TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), **changes})
 
 
