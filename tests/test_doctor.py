@@ -896,7 +896,7 @@ def test_verl_data_with_its_own_prompt_key_passes_when_the_override_is_given(wor
     assert "prepare-gsm8k" not in text and "set data.prompt_key / data.reward_fn_key after -- to your columns" in text
     status, lines, _ = doctor_lines(world, "--data", str(data), "--", "data.prompt_key=question")
     assert lines["data"].split(None, 2)[2] == f"{data}: train.parquet 4 rows, test.parquet 4 rows, verl columns present"
-    assert lines["reward"].split(None, 2)[2] == f"verl's default_compute_score scores every data_source of {data / 'train.parquet'} (checked on 3 training rows)"
+    assert lines["reward"].split(None, 2)[2] == f"verl's default_compute_score scores every data_source of {data}: 4 training and 4 test rows; the ground truth scored 0 x8; an empty response scored 0 x8"
     assert status == 0
 
 
@@ -912,13 +912,13 @@ def test_doctor_checks_the_reward_function_and_the_data_sources_verl_scores(worl
     reward = world.tmp / "reward.py"
     reward.write_text("def score(data_source, solution_str, ground_truth, extra_info=None):\n    return float(solution_str == ground_truth)\n")
     status, lines, text = doctor_lines(world, "--data", str(data))
-    assert status == 1 and lines["reward"].startswith(f"FAIL  reward ") and f"verl 0.4.1 has no scorer for data_source 'arith' in {data / 'train.parquet'}" in lines["reward"]
+    assert status == 1 and lines["reward"].startswith(f"FAIL  reward ") and f"verl 0.4.1 has no scorer for data_source 'arith' (in train.parquet, test.parquet) of {data / 'train.parquet'}" in lines["reward"]
     assert "fix: pass a reward function: --reward-function FILE.py:FUNCTION" in text
     status, lines, text = doctor_lines(world, "--data", str(data), "--reward-function", f"{reward}:compute_score")
     assert status == 1 and lines["reward"].split(None, 2)[2] == f"reward function file {reward} has no function 'compute_score' (its functions: score)"
     assert f"fix: pass --reward-function {reward}:score, or rename the function" in text
     status, lines, _ = doctor_lines(world, "--data", str(data), "--reward-function", f"{reward}:score")
-    assert status == 0 and lines["reward"].split(None, 2)[2] == f"score in {reward} scores the first 3 training rows (1, 0, 1, 0, 1, 0: the ground truth, then an empty response)"
+    assert status == 0 and lines["reward"].split(None, 2)[2] == f"score in {reward} scores every row: 4 training and 4 test rows; the ground truth scored 1 x8; an empty response scored 0 x8"
 
 
 def test_the_model_check_fails_a_mixture_of_experts_config(world):

@@ -115,9 +115,10 @@ def score_response(data_source: str, response: str, ground_truth: str, extra_inf
     return float(value), extracted
 
 
-def make_scorer(reward_function: str | None, rows: list[dict], base: str | os.PathLike | None = None) -> Scorer:
-    """The :class:`Scorer` for ``rows``: the reward function ``FILE[:NAME]`` (loaded and called on the first rows,
-    :func:`verlfit.reward_function.load_reward_function`), or verl's scorer when every ``data_source`` of ``rows`` is
+def make_scorer(reward_function: str | None, rows: list[dict], base: str | os.PathLike | None = None, split: str = "test", source: str | None = None) -> Scorer:
+    """The :class:`Scorer` for ``rows`` (of ``split``, read from the file ``source``, which messages name): the reward
+    function ``FILE[:NAME]`` (loaded, :func:`verlfit.reward_function.load_reward_function`, and called on every row as
+    the ground truth and as an empty response, :func:`verlfit.reward_function.call_on_rows`), or verl's scorer when every ``data_source`` of ``rows`` is
     one it scores (:func:`verlfit.reward_function.verl_scores`).
 
     Raises:
@@ -129,7 +130,7 @@ def make_scorer(reward_function: str | None, rows: list[dict], base: str | os.Pa
     if reward_function is not None:
         reward = reward_function if isinstance(reward_function, rewards.RewardFunction) else rewards.parse_reward_function(reward_function, base)
         function = rewards.load_reward_function(reward)
-        rewards.call_on_rows(function, [{**row, "_row": index} for index, row in enumerate(rows[:rewards.ROWS_CHECKED])], label=f"{reward.name} in {reward.path}")
+        rewards.call_on_rows(function, [{**row, "_row": index, "_split": split, "_file": source} for index, row in enumerate(rows)], label=f"{reward.name} in {reward.path}")
         return Scorer(reward, function)
     first = {}  # data_source -> the ground truth of its first row (verl's scorer is asked with it)
     for row in rows:
@@ -499,7 +500,8 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
     rows = load_rows(data, split, limit)
     if not rows:
         raise VerlfitError(f"{Path(data) / f'{split}.parquet'} has no rows", fix="prepare the data again")
-    scorer = make_scorer(reward_function, rows) if reward_function is not None else None
+    source = str(Path(data) / f"{split}.parquet")
+    scorer = make_scorer(reward_function, rows, split=split, source=source) if reward_function is not None else None
     named = [(model, "MODEL")] + ([(compare, "--compare")] if compare is not None else [])
     if preflight:
         for name, what in named:
@@ -514,7 +516,7 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
             recorded = (resolved.run_info or {}).get("reward_function") or {}
             from verlfit.reward_function import RewardFunction
 
-            scorer = make_scorer(RewardFunction(Path(recorded["path"]), recorded.get("name") or "compute_score") if recorded.get("path") else None, rows)
+            scorer = make_scorer(RewardFunction(Path(recorded["path"]), recorded.get("name") or "compute_score") if recorded.get("path") else None, rows, split=split, source=source)
         tokens = max_new_tokens or settings.get("max_response_length") or DEFAULT_MAX_NEW_TOKENS
         dtype, attention, why = resolve_settings(resolved, profile)
         targets = [(resolved, out)]
