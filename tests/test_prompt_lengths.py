@@ -13,8 +13,10 @@ QUESTIONS = ["What is 2 + 2?", "A shelf holds 12 boxes of 7 jars each; 19 jars a
 
 
 def write_prompts(folder, questions=QUESTIONS, key="prompt", name="train.parquet"):
+    """``folder/name`` in verl's format (GSM8K's data_source, so verl's scorer takes it), its ``key`` column the questions."""
     folder.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({key: [[{"role": "user", "content": q}] for q in questions]}), folder / name)
+    pq.write_table(pa.table({"data_source": ["openai/gsm8k"] * len(questions), key: [[{"role": "user", "content": q}] for q in questions],
+                             "reward_model": [{"style": "rule", "ground_truth": "4"}] * len(questions)}), folder / name)
     return folder / name
 
 
@@ -107,7 +109,7 @@ def test_train_measures_the_data_where_the_profile_trims_and_plans_with_it(tmp_p
 
     data = tmp_path / "data"
     write_prompts(data)
-    pq.write_table(pa.table({"prompt": [[{"role": "user", "content": "2 + 3?"}]]}), data / "test.parquet")
+    write_prompts(data, ["2 + 3?"], name="test.parquet")
     longest = prompt_lengths(data / "train.parquet", tokenizer).longest
     assert longest == max(lengths_of(tokenizer, QUESTIONS + ["2 + 3?"]))  # the test prompt is shorter
     words = ["--profile", "p40", "--model", tiny_qwen2_dir, "--data", str(data), "--batch-size", "2", "--max-prompt-length", "256", "--run-dir", str(tmp_path / "run")]
