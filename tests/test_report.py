@@ -240,7 +240,7 @@ def test_eval_of_the_exported_checkpoint_before_after(tmp_path):
     (out / "comparison.json").write_text(json.dumps(comparison))
     line = [line for line in summarize(load_run(run)).splitlines() if line.startswith("eval ")]
     half = 1.959963984540054 * 0.5773502691896257 / 2  # stdev of the differences 1,0,0,1 over sqrt(4)
-    assert line == [f"eval (verlfit eval, 4 rows of test, greedy, verl's strict GSM8K score; {out}): before -> after: "
+    assert line == [f"eval (verlfit eval, 4 rows of test, greedy, scored by verl's strict GSM8K score; {out}): accuracy before -> after: "
                     f"start-model 0.2500 -> exported step 2 0.7500 (difference +0.5000, 95% CI [{0.5 - half:+.4f}, {0.5 + half:+.4f}])"]
     (out / "comparison.json").unlink()
     assert f"exported step 2 accuracy 0.7500, format 1.0000" in summarize(load_run(run))

@@ -299,15 +299,17 @@ def summarize(run: Run) -> str:
 def describe_evaluation(evaluation: dict) -> str:
     """One line: the eval of the exported checkpoint, and before -> after when it was compared with another model."""
     e = evaluation
-    where = f"{e.get('rows')} rows of {e.get('split')}, greedy, verl's strict GSM8K score; {e['path']}"
+    scored = e.get("score") if isinstance(e.get("score"), str) else "verl's strict GSM8K score"  # summaries before "score" were GSM8K's
+    measure = "accuracy" if e.get("binary", True) else "mean reward"  # verlfit.evaluate.score_text: a reward of 0.5 is no half answer
+    where = f"{e.get('rows')} rows of {e.get('split')}, greedy, scored by {scored}; {e['path']}"
     comparison = e.get("comparison")
     if comparison and isinstance(comparison.get("other"), dict) and isinstance(comparison["other"].get("accuracy"), (int, float)):
         other = comparison["other"]
-        return (f"eval (verlfit eval, {where}): before -> after: {other.get('model')} {other['accuracy']:.4f} -> "
+        return (f"eval (verlfit eval, {where}): {measure} before -> after: {other.get('model')} {other['accuracy']:.4f} -> "
                 f"exported step {e['step']} {e['accuracy']:.4f} (difference {comparison['difference']:+.4f}, "
                 f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}])")
     form = "" if e.get("format_rate") is None else f", format {e['format_rate']:.4f}"  # GSM8K's extraction only (verlfit.evaluate)
-    return f"eval (verlfit eval, {where}): exported step {e['step']} accuracy {e['accuracy']:.4f}{form}"
+    return f"eval (verlfit eval, {where}): exported step {e['step']} {measure} {e['accuracy']:.4f}{form}"
 
 
 def process_alive(pid, command_fragment: str | None = None) -> bool:
