@@ -233,3 +233,30 @@ def test_without_verl_the_scorer_check_is_one_clean_error(tmp_path, monkeypatch)
         rewards.check_verl_scores(write_train(tmp_path / "data"))
     assert caught.value.message.startswith("verl is not installed in this Python (")
     assert caught.value.fix == "pip install verl==0.4.1 (the images install it), or pass --reward-function FILE.py:FUNCTION"
+
+
+def test_a_reward_importing_a_module_beside_it_is_told_only_the_one_file_is_copied(tmp_path, monkeypatch):
+    """issue 32 item 18: it was told "fix the file so that python FILE runs", which it does."""
+    import sys
+
+    folder = tmp_path / "task"
+    folder.mkdir()
+    (folder / "helpers.py").write_text("def normalize(text):\n    return text.strip()\n")
+    path = reward_file(folder, "from helpers import normalize\n\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                               "    return float(normalize(solution_str) == ground_truth)\n")
+    expected = (f"reward function file {path} imports helpers from {folder / 'helpers.py'}, beside it: verlfit copies only reward.py into the run "
+                "directory (RUN_DIR/reward/reward.py, which verl loads in every worker), so that import would fail in the run\n"
+                "  fix: put what it uses from helpers.py into reward.py, or install it as a package (pip install) in the image")
+    with pytest.raises(VerlfitError) as caught:  # the folder not on sys.path: the import fails here
+        rewards.load_reward_function(rewards.RewardFunction(path))
+    assert (str(caught.value), caught.value.exit_code) == (expected, 2)
+    monkeypatch.syspath_prepend(str(folder))  # on sys.path (run from that folder): the import works here, not in the run
+    with pytest.raises(VerlfitError) as caught:
+        rewards.load_reward_function(rewards.RewardFunction(path))
+    assert str(caught.value) == expected
+    sys.modules.pop("helpers", None)
+    other = reward_file(tmp_path, "import not_installed_anywhere\n", "other.py")
+    with pytest.raises(VerlfitError, match=r"does not import: ModuleNotFoundError: No module named 'not_installed_anywhere' \(line 1\)\n  fix: install what it imports"):
+        rewards.load_reward_function(rewards.RewardFunction(other))
+    with pytest.raises(VerlfitError, match=f"^reward function file {tmp_path} is a folder, not a file"):
+        rewards.load_reward_function(rewards.RewardFunction(tmp_path))

@@ -156,10 +156,9 @@ def load_reward_function(reward: RewardFunction) -> Callable:
             attribute ``name`` (listing the functions it has); the attribute is not callable; its signature cannot
             take ``data_source, solution_str, ground_truth, extra_info`` as keywords.
     """
-    path = reward.path
-    if not path.is_file():
-        what = "is a folder, not a file" if path.is_dir() else "does not exist"
-        raise VerlfitError(f"reward function file {path} {what}", fix="pass --reward-function the .py file holding the function, e.g. reward.py:compute_score", exit_code=2)
+    from verlfit.input_files import require_regular_file
+
+    path = require_regular_file(reward.path, "reward function file", fix="pass --reward-function the .py file holding the function, e.g. reward.py:compute_score")
     module_name = f"verlfit_reward_check_{abs(hash(str(path)))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -168,6 +167,13 @@ def load_reward_function(reward: RewardFunction) -> Callable:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
+    except ImportError as error:
+        beside = _module_beside(path, error.name)
+        if beside is None:
+            raise VerlfitError(f"reward function file {path} does not import: {type(error).__name__}: {error}{_where(error, path)}",
+                               fix=f"install what it imports in this Python (and in the image), or fix the file so that `python {path}` runs; verl imports it the same way in every worker",
+                               exit_code=2) from error
+        raise _helper_refusal(path, beside) from error
     except (Exception, SystemExit) as error:  # the user's file: any failure (a sys.exit too) is reported, chained
         raise VerlfitError(
             f"reward function file {path} does not import: {type(error).__name__}: {error}{_where(error, path)}",
@@ -182,6 +188,11 @@ def load_reward_function(reward: RewardFunction) -> Callable:
         suggestion = f"--reward-function {path}:{functions[0]}" if len(functions) == 1 else f"--reward-function {path}:NAME with one of them"
         raise VerlfitError(f"reward function file {path} has no function {reward.name!r} ({have})", fix=f"pass {suggestion}, or rename the function", exit_code=2)
     function = getattr(module, reward.name)
+    for value in vars(module).values():  # imported here because the folder is on sys.path, but absent from the run
+        source = value if inspect.ismodule(value) else sys.modules.get(getattr(value, "__module__", None) or "")
+        beside = _module_beside(path, getattr(source, "__name__", None))
+        if beside is not None:
+            raise _helper_refusal(path, beside)
     if not callable(function):
         raise VerlfitError(f"{reward.name} in {path} is a {type(function).__name__}, not a function", fix="point --reward-function at a function", exit_code=2)
     try:
@@ -195,6 +206,28 @@ def load_reward_function(reward: RewardFunction) -> Callable:
     except ValueError:
         pass  # a builtin without a readable signature: the calls on real rows decide
     return function
+
+
+def _module_beside(path: Path, module_name: str | None) -> Path | None:
+    """The file or package of the top-level module ``module_name`` in the reward file's own folder
+    (``helper.py`` or ``helper/``), or None: a module the reward imports from beside it."""
+    if not module_name:
+        return None
+    top = module_name.split(".")[0]
+    for candidate in (path.parent / f"{top}.py", path.parent / top / "__init__.py"):
+        if candidate.is_file() and candidate != path:
+            return candidate if candidate.name != "__init__.py" else candidate.parent
+    return None
+
+
+def _helper_refusal(path: Path, beside: Path) -> VerlfitError:
+    """The error for a reward file that imports ``beside``, a module in its own folder."""
+    return VerlfitError(
+        f"reward function file {path} imports {beside.name.removesuffix('.py')} from {beside}, beside it: verlfit copies only "
+        f"{path.name} into the run directory (RUN_DIR/reward/{path.name}, which verl loads in every worker), so that import would fail in the run",
+        fix=f"put what it uses from {beside.name} into {path.name}, or install it as a package (pip install) in the image",
+        exit_code=2,
+    )
 
 
 def _where(error: BaseException, path: Path) -> str:
