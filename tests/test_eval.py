@@ -206,6 +206,16 @@ def test_an_unwritable_output_fails_before_any_row_is_scored(data_dir, tiny_qwen
         evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ro" / "ev"), make_generator=_never)
     assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: permission denied"
 
+    def read_only(self, *args, **kwargs):  # a read-only mount: EROFS, which no permission change fixes (issue 32 item 18)
+        if self == tmp_path / "ro" / "ev":
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(VerlfitError) as error:
+        evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ro" / "ev"), make_generator=_never)
+    assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: read-only file system"
+
 
 def test_a_failed_result_write_names_the_file(tmp_path, monkeypatch):
     def full(source, target):

@@ -290,11 +290,9 @@ class HFGenerator:
 
 
 def _os_cause(error: OSError) -> str:
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "permission denied"
-    if error.errno == errno.ENOSPC:
-        return "no space left on the disk"
-    return error.strerror or str(error)
+    from verlfit.errors import os_error_words
+
+    return os_error_words(error)
 
 
 def _umask_mode() -> int:
