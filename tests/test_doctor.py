@@ -577,7 +577,7 @@ def test_train_refuses_the_directory_the_doctor_fails(world):
 
 
 def test_no_data_and_no_hub_fails_instead_of_promising_preparation(world):
-    nowhere = world.tmp / "nonexistent"
+    nowhere = world.tmp / "gsm8k"  # a folder named for GSM8K: GSM8K's fixes (another name: the next test)
     offline = by_name(run_checks(context(world, data_dir=str(nowhere), environ={"HF_HUB_OFFLINE": "1"}), names=("data",)))["data"]
     assert (offline.status, offline.message) == ("FAIL", f"{nowhere} has no train.parquet or test.parquet and no raw GSM8K files, and openai/gsm8k is not in the datasets cache while HF_HUB_OFFLINE is set: verlfit train has nothing to prepare from")
     assert offline.fix.startswith(f"copy GSM8K's files (the hub's main/train-*.parquet and main/test-*.parquet, or train/test .jsonl with question and answer) into {nowhere}")
@@ -945,3 +945,15 @@ def test_empty_own_data_gets_a_fix_for_own_data_never_gsm8k(world):
         check_data_size(TrainSettings(data_dir=str(data)))
     assert (refused.value.message, refused.value.exit_code) == (f"{data / 'train.parquet'} has no rows", 2)
     assert refused.value.fix.startswith("prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files")
+
+
+def test_a_missing_data_folder_not_named_for_gsm8k_is_not_sent_to_gsm8k(world):
+    """issue 32 item 18: `doctor --data data/mytask` (not there yet) told the user to copy GSM8K's files into it."""
+    nowhere = world.tmp / "mytask"
+    offline = by_name(run_checks(context(world, data_dir=str(nowhere), environ={"HF_HUB_OFFLINE": "1"}), names=("data",)))["data"]
+    assert (offline.status, offline.message) == ("FAIL", f"{nowhere} does not exist: verlfit train would prepare GSM8K into it, but cannot here "
+                                                         "(openai/gsm8k is not in the datasets cache while HF_HUB_OFFLINE is set: verlfit train has nothing to prepare from)")
+    assert offline.fix == f"check the path; for your own task make the folder first: verlfit prepare-data --train FILE --test-fraction 0.1 --data-source NAME --output {nowhere}"
+    ctx = context(world, data_dir=str(nowhere), environ={"HF_ENDPOINT": "https://mirror.example"})
+    reachable = by_name(run_checks(ctx, names=("data",)))["data"]
+    assert (reachable.status, reachable.message, reachable.fix) == ("WARN", f"{nowhere} does not exist: verlfit train would prepare GSM8K into it", offline.fix)

@@ -105,8 +105,9 @@ def test_the_dry_run_says_what_the_real_run_would_refuse(tmp_path, capsys, monke
                    "  fix: do what those notes say, then dry-run again\n")
     out = " ".join(out.split())  # the dry run wraps its notes at 110 columns
     assert f"note: {run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)" in out
-    assert (f"note: a real run would refuse its data: FAIL data: {data} has no train.parquet or test.parquet and no raw GSM8K files, "
-            f"and openai/gsm8k is not in the datasets cache while HF_DATASETS_OFFLINE is set: verlfit train has nothing to prepare from") in out
+    assert (f"note: a real run would refuse its data: FAIL data: {data} does not exist: verlfit train would prepare GSM8K into it, but cannot here "
+            f"(openai/gsm8k is not in the datasets cache while HF_DATASETS_OFFLINE is set: verlfit train has nothing to prepare from) "
+            f"(fix: check the path; for your own task make the folder first: verlfit prepare-data") in out
     # raw GSM8K files: the real run prepares them first, and the dry run says so
     raw = tmp_path / "raw"
     raw.mkdir()

@@ -14,7 +14,7 @@ from verlfit.errors import VerlfitError
 
 # st_mode file types -> words (stat module); a regular file and a folder are the two verlfit reads
 _KINDS = (
-    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISREG, "a file"),
     (stat.S_ISDIR, "a folder"),
     (stat.S_ISFIFO, "a named pipe (FIFO)"),
     (stat.S_ISSOCK, "a socket"),
@@ -24,7 +24,7 @@ _KINDS = (
 
 
 def kind_of(path: str | os.PathLike) -> str:
-    """What ``path`` is, following symbolic links: one of ``"a regular file"``, ``"a folder"``, ``"a named pipe
+    """What ``path`` is, following symbolic links: one of ``"a file"`` (a regular one), ``"a folder"``, ``"a named pipe
     (FIFO)"``, ``"a socket"``, ``"a character device"``, ``"a block device"``, ``"a symbolic link to TARGET, which
     does not exist"`` (a dangling link), ``"missing"`` (nothing there), or ``"not reachable (REASON)"`` when
     ``os.stat`` fails otherwise (e.g. a parent folder without search permission)."""
@@ -54,7 +54,7 @@ def require_regular_file(path: str | os.PathLike, what: str, fix: str) -> Path:
         VerlfitError: anything but a regular file.
     """
     kind = kind_of(path)
-    if kind == "a regular file":
+    if kind == "a file":
         return Path(path)
     if kind == "missing":
         raise VerlfitError(f"{what} {path} does not exist", fix=fix, exit_code=2)
