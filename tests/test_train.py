@@ -906,11 +906,10 @@ def test_a_dry_run_says_when_a_real_run_would_fail_the_engines_check(capsys, mon
     from fakes import write_raw_gsm8k
 
     raw = write_raw_gsm8k(tmp_path / "raw")
-    assert cli.main(["train", "--profile", "a10", "--dry-run", "--steps", "3", "--plan", "off", "--data", raw]) == 2  # issue 32 item 15: it was 0
-    out, err = capsys.readouterr()
+    # a note, exit 0: this machine's Python, not the run's inputs (a dry run is often made on another machine)
+    assert cli.main(["train", "--profile", "a10", "--dry-run", "--steps", "3", "--plan", "off", "--data", raw]) == 0
+    out = capsys.readouterr().out
     assert "this Python has no vllm and no flash_attn: a real run would refuse it (FAIL engines; --rollout hf, --attention sdpa, or the verlfit:a10 image)" in " ".join(out.split())
-    assert err == ("verlfit: error: a real launch would refuse this run: no vllm and no flash_attn in this Python (the notes above say why)\n"
-                   "  fix: do what those notes say, then dry-run again\n")
     assert cli.main(["train", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--dry-run", "--steps", "3", "--plan", "off", "--data", raw]) == 0
     assert "FAIL engines" not in capsys.readouterr().out
 

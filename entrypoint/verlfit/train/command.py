@@ -87,7 +87,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only " + ", ".join(option.partition(" (")[0] for option in _RESUMABLE_OPTIONS.values()) + " may be given)")
     parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled; before the first step record, 30 min of startup allowance (Ray start, model loading, the initial validation) is added, so SECONDS counts from the first record on (default, or 0: never stop; a stall is only reported, after 5 x the longest step, at least 10 min, + the same startup allowance, see verlfit.progress). May be given with --resume")
-    parser.add_argument("--dry-run", action="store_true", help="print the command, environment and resolved values, then exit: 0, or 2 when a real launch would refuse the run (its data, model, run directory, reward or engines; the notes say why). No GPU needed with --profile p40|a10")
+    parser.add_argument("--dry-run", action="store_true", help="print the command, environment and resolved values, then exit: 0, or 2 when a real launch would refuse the run's inputs (its data folder, model folder, run directory or reward; the notes say why; what depends on this machine, such as engines not installed here or GSM8K not reachable from here, is a note). No GPU needed with --profile p40|a10")
     parser.add_argument("--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch")
     parser.add_argument("--no-validate", action="store_true", help="do not validate overrides against the installed verl (not recommended)")
     parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: extra verl overrides, key=value")
@@ -142,7 +142,10 @@ def run(args: argparse.Namespace) -> int:
         return launch(plan, run_dir, stall_timeout=args.stall_timeout)
     plan = prepare_launch(args)
     if args.dry_run:
-        refusals = []  # what the real launch would refuse: said in the notes, then the dry run's exit status 2
+        # what the real launch would refuse of the user's inputs (run directory, model, data, reward): said in the
+        # notes, then the dry run's exit status 2; what depends on this machine (engines not installed here, GSM8K not
+        # reachable from here) stays a note: a dry run is often made on another machine than the run
+        refusals = []
         if Path(plan.settings.run_dir).exists():
             plan.notes.append(f"{plan.settings.run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)")
             refusals.append(f"run directory {plan.settings.run_dir} exists")
@@ -153,7 +156,6 @@ def run(args: argparse.Namespace) -> int:
             # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
             plan.notes.append(f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
                               f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)")
-            refusals.append(f"no {' and no '.join(package for package, _, _ in missing)} in this Python")
         note = model_note(plan.settings.model, os.environ) if not args.skip_checks else None  # what the real run's checks would say
         if note:
             plan.notes.append(note)
