@@ -129,5 +129,7 @@ def write_raw_gsm8k(directory):
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for split in ("train", "test"):
-        (directory / f"{split}.jsonl").write_text(json.dumps({"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"}) + "\n")
+        (directory / f"{split}.jsonl").write_text(
+            json.dumps({"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"}) + "\n"
+        )
     return str(directory)

@@ -208,7 +208,11 @@ def test_a_dangling_link_or_a_fifo_as_the_output_folder_is_said_as_such(tmp_path
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
     with pytest.raises(VerlfitError) as caught:
         check_writable(tmp_path / "dangling", force=True)
-    assert caught.value.message == f"--output {tmp_path / 'dangling'} is a symbolic link to {tmp_path / 'gone'}, which does not exist, not a folder"
+    assert (
+        caught.value.message
+        == f"--output {tmp_path / 'dangling'} is a symbolic link to {tmp_path / 'gone'}, which does not exist, not a"
+        " folder"
+    )
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(VerlfitError, match=r"is a named pipe \(FIFO\), not a folder\n"):
         check_writable(tmp_path / "pipe")

@@ -47,7 +47,10 @@ def test_dry_run_with_two_gpus_prints_the_gpu_count_and_per_gpu_micro_batches(ca
     ]
     from fakes import write_raw_gsm8k
 
-    assert cli.main(["train", "--dry-run", "--profile", "p40", "--gpus", "2", "--data", write_raw_gsm8k(tmp_path / "raw")]) == 0
+    assert (
+        cli.main(["train", "--dry-run", "--profile", "p40", "--gpus", "2", "--data", write_raw_gsm8k(tmp_path / "raw")])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "micro-batches per GPU: actor 8, critic 8, log-prob 8, HF rollout 16 prompts\n" in out
     assert "note: plan: actor micro-batch 8: the largest possible (8 responses per GPU)\n" in out

@@ -56,7 +56,10 @@ def test_emulating_with_more_memory_than_the_card_is_refused(command, option, ca
     assert f"verlfit: error: {option} 40 with --emulate p40: more than the p40 card's 22.5 GiB usable, so it would no longer emulate that card\n" in err
     assert f"fix: drop {option} (--emulate p40 caps each worker at 22.5 GiB), or use --profile p40 {option} 40 for the p40 profile's code paths with 40 GiB" in err
     # a smaller cap is a tighter card: still an emulation
-    assert cli.main([command, "--emulate", "p40", option, "20"] + (["--dry-run", "--data", write_raw_gsm8k(tmp_path / "raw")] if command == "train" else [])) in (0, 1)
+    assert cli.main(
+        [command, "--emulate", "p40", option, "20"]
+        + (["--dry-run", "--data", write_raw_gsm8k(tmp_path / "raw")] if command == "train" else [])
+    ) in (0, 1)
     assert "no longer" not in capsys.readouterr().err
 
 
@@ -99,16 +102,24 @@ def test_the_dry_run_says_what_the_real_run_would_refuse(tmp_path, capsys, monke
     run_dir = tmp_path / "taken"
     run_dir.mkdir()
     data = tmp_path / "nothing-here"
-    assert cli.main(["train", "--profile", "p40", "--dry-run", "--run-dir", str(run_dir), "--data", str(data)]) == 2  # issue 32 item 15: it was 0
+    # issue 32 item 15: it was 0
+    assert cli.main(["train", "--profile", "p40", "--dry-run", "--run-dir", str(run_dir), "--data", str(data)]) == 2
     out, err = capsys.readouterr()
     # the run directory is the run's input: refused; GSM8K not reachable from here (no hub, no cache) is a note
-    assert err == (f"verlfit: error: a real launch would refuse this run: run directory {run_dir} exists (the notes above say why)\n"
-                   "  fix: do what those notes say, then dry-run again\n")
+    assert (
+        err
+        == f"verlfit: error: a real launch would refuse this run: run directory {run_dir} exists (the notes above say"
+        " why)\n  fix: do what those notes say, then dry-run again\n"
+    )
     out = " ".join(out.split())  # the dry run wraps its notes at 110 columns
     assert f"note: {run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)" in out
-    assert (f"note: a real run would refuse its data: FAIL data: {data} does not exist: verlfit train would prepare GSM8K into it, but cannot here "
-            f"(openai/gsm8k is not in the datasets cache while HF_DATASETS_OFFLINE is set: verlfit train has nothing to prepare from) "
-            f"(fix: check the path; for your own task make the folder first: verlfit prepare-data") in out
+    assert (
+        f"note: a real run would refuse its data: FAIL data: {data} does not exist: verlfit train would prepare GSM8K"
+        " into it, but cannot here (openai/gsm8k is not in the datasets cache while HF_DATASETS_OFFLINE is set:"
+        " verlfit train has nothing to prepare from) (fix: check the path; for your own task make the folder first:"
+        " verlfit prepare-data"
+        in out
+    )
     # raw GSM8K files: the real run prepares them first, and the dry run says so
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -137,7 +148,12 @@ def test_the_dry_runs_notes_are_wrapped_and_lose_no_word(capsys, tmp_path):
 
     from fakes import write_raw_gsm8k
 
-    assert cli.main(["train", "--profile", "p40", "--dry-run", "--lora-rank", "32", "--data", write_raw_gsm8k(tmp_path / "raw")]) == 0
+    assert (
+        cli.main(
+            ["train", "--profile", "p40", "--dry-run", "--lora-rank", "32", "--data", write_raw_gsm8k(tmp_path / "raw")]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     text = out.split("\nenvironment:\n")[0]
     notes = [line for line in text.splitlines() if line.startswith(("note:", "      "))]

@@ -115,11 +115,17 @@ def score_response(data_source: str, response: str, ground_truth: str, extra_inf
     return float(value), extracted
 
 
-def make_scorer(reward_function: str | None, rows: list[dict], base: str | os.PathLike | None = None, split: str = "test", source: str | None = None) -> Scorer:
+def make_scorer(
+    reward_function: str | None,
+    rows: list[dict],
+    base: str | os.PathLike | None = None,
+    split: str = "test",
+    source: str | None = None,
+) -> Scorer:
     """The :class:`Scorer` for ``rows`` (of ``split``, read from the file ``source``, which messages name): the reward
     function ``FILE[:NAME]`` (loaded, :func:`verlfit.reward_function.load_reward_function`, and called on every row as
-    the ground truth and as an empty response, :func:`verlfit.reward_function.call_on_rows`), or verl's scorer when every ``data_source`` of ``rows`` is
-    one it scores (:func:`verlfit.reward_function.verl_scores`).
+    the ground truth and as an empty response, :func:`verlfit.reward_function.call_on_rows`), or verl's scorer when
+    every ``data_source`` of ``rows`` is one it scores (:func:`verlfit.reward_function.verl_scores`).
 
     Raises:
         VerlfitError: exit status 2: the reward function does not load or fails on a row; a data_source verl cannot
@@ -130,7 +136,11 @@ def make_scorer(reward_function: str | None, rows: list[dict], base: str | os.Pa
     if reward_function is not None:
         reward = reward_function if isinstance(reward_function, rewards.RewardFunction) else rewards.parse_reward_function(reward_function, base)
         function = rewards.load_reward_function(reward)
-        rewards.call_on_rows(function, [{**row, "_row": index, "_split": split, "_file": source} for index, row in enumerate(rows)], label=f"{reward.name} in {reward.path}")
+        rewards.call_on_rows(
+            function,
+            [{**row, "_row": index, "_split": split, "_file": source} for index, row in enumerate(rows)],
+            label=f"{reward.name} in {reward.path}",
+        )
         return Scorer(reward, function)
     first = {}  # data_source -> the ground truth of its first row (verl's scorer is asked with it)
     for row in rows:
@@ -156,13 +166,22 @@ def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | Non
         from verlfit.input_files import kind_of
 
         if not Path(data_dir).is_dir():
-            raise VerlfitError(f"--data {data_dir} is {kind_of(data_dir).replace('missing', 'not there')}, not a folder of prepared data",
-                               fix="pass --data the folder verlfit prepare-data (your own task) or verlfit prepare-gsm8k wrote")
+            raise VerlfitError(
+                f"--data {data_dir} is {kind_of(data_dir).replace('missing', 'not there')}, not a folder of prepared"
+                " data",
+                fix="pass --data the folder verlfit prepare-data (your own task) or verlfit prepare-gsm8k wrote",
+            )
         splits = sorted(entry.stem for entry in Path(data_dir).glob("*.parquet"))
         if splits:
-            raise VerlfitError(f"{path} does not exist: --split {split} names no file of {data_dir} (it has {', '.join(f'{name}.parquet' for name in splits)})",
-                               fix=f"pass --split {' or --split '.join(splits)}")
-        raise VerlfitError(f"{path} does not exist: {data_dir} holds no .parquet file", fix=f"pass --data the folder verlfit prepare-data or verlfit prepare-gsm8k wrote, or {prepare}")
+            raise VerlfitError(
+                f"{path} does not exist: --split {split} names no file of {data_dir} (it has"
+                f" {', '.join(f'{name}.parquet' for name in splits)})",
+                fix=f"pass --split {' or --split '.join(splits)}",
+            )
+        raise VerlfitError(
+            f"{path} does not exist: {data_dir} holds no .parquet file",
+            fix=f"pass --data the folder verlfit prepare-data or verlfit prepare-gsm8k wrote, or {prepare}",
+        )
     try:
         table = pq.read_table(path)
     except Exception as error:  # pyarrow raises ArrowInvalid / OSError for a damaged file
@@ -198,7 +217,8 @@ def summarize(results: list[RowResult]) -> dict:
     """``{"rows", "accuracy", "correct", "binary", "format_rate", "mean_response_tokens", "score"}`` (rates in [0, 1],
     tokens per response). ``accuracy`` is the mean score and ``correct`` the sum of the scores: a share right where
     every score is 0 or 1 (``binary`` True); with other rewards (0.5, 2.0, -1) only the mean reward means something,
-    and ``binary`` is False. ``format_rate`` is the share of GSM8K-strict-scored rows (``scored_by`` :data:`GSM8K_STRICT`, or empty: rows
+    and ``binary`` is False. ``format_rate`` is the share of GSM8K-strict-scored rows (``scored_by``
+    :data:`GSM8K_STRICT`, or empty: rows
     written before the label existed were all scored so) whose
     response has a ``#### N``, None when no row is scored so; ``score`` names the scorers used (``"; "``-joined)."""
     n = len(results)
@@ -207,8 +227,14 @@ def summarize(results: list[RowResult]) -> dict:
     correct = sum(r.score for r in results)
     strict = [r for r in results if r.scored_by in (GSM8K_STRICT, "")]  # "": a row of an eval before the label (GSM8K strict)
     scorers = "; ".join(dict.fromkeys(r.scored_by for r in results if r.scored_by))
-    return {"rows": n, "accuracy": correct / n, "correct": correct, "binary": all(r.score in (0.0, 1.0) for r in results), "format_rate": sum(r.extracted is not None for r in strict) / len(strict) if strict else None,
-            "mean_response_tokens": sum(r.response_tokens for r in results) / n} | ({"score": scorers} if scorers else {})
+    return {
+        "rows": n,
+        "accuracy": correct / n,
+        "correct": correct,
+        "binary": all(r.score in (0.0, 1.0) for r in results),
+        "format_rate": sum(r.extracted is not None for r in strict) / len(strict) if strict else None,
+        "mean_response_tokens": sum(r.response_tokens for r in results) / n,
+    } | ({"score": scorers} if scorers else {})
 
 
 def paired_difference(scores: Sequence[float], other: Sequence[float], confidence: float = 0.95) -> dict:
@@ -365,7 +391,12 @@ def check_loadable(path: str, what: str, name: str) -> None:
         try:
             inspect_model_dir(path)
         except VerlfitError as error:
-            fix = (error.fix or "").replace("pass --model a complete", f"pass {what} a complete").replace("point --model at", f"point {what} at")  # train's words
+            # train's words
+            fix = (
+                (error.fix or "")
+                .replace("pass --model a complete", f"pass {what} a complete")
+                .replace("point --model at", f"point {what} at")
+            )
             raise VerlfitError(f"{what} {name}: {error.message}", fix=fix or None, exit_code=error.exit_code) from error
 
     for part, load in (("config", AutoConfig.from_pretrained), ("tokenizer", AutoTokenizer.from_pretrained)):
@@ -538,7 +569,16 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
             recorded = (resolved.run_info or {}).get("reward_function") or {}
             from verlfit.reward_function import RewardFunction
 
-            scorer = make_scorer(RewardFunction(Path(recorded["path"]), recorded.get("name") or "compute_score") if recorded.get("path") else None, rows, split=split, source=source)
+            scorer = make_scorer(
+                (
+                    RewardFunction(Path(recorded["path"]), recorded.get("name") or "compute_score")
+                    if recorded.get("path")
+                    else None
+                ),
+                rows,
+                split=split,
+                source=source,
+            )
         tokens = max_new_tokens or settings.get("max_response_length") or DEFAULT_MAX_NEW_TOKENS
         dtype, attention, why = resolve_settings(resolved, profile)
         targets = [(resolved, out)]
@@ -623,22 +663,33 @@ def _positive(text: str) -> int:
 def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "eval",
-        help="score a model on a prepared split (GSM8K or your own task) as training validation scores it, greedy; optionally against another",
-        description=("Score MODEL on a prepared split (verlfit prepare-gsm8k, or verlfit prepare-data for your own task) as "
-                     "training validation scores it, with greedy HF generate in the profile's dtype and attention. The score "
-                     "is your reward function (--reward-function FILE[:NAME]; a run directory brings the one it trained with), "
-                     "else verl's scorer for each row's data_source (openai/gsm8k: verl's strict GSM8K reward). Prints "
-                     "accuracy where every score is 0 or 1, else the mean reward. MODEL is a model directory, a hub id, or a "
-                     "run directory (its newest checkpoint, exported to a temporary directory)."),
-        epilog=("examples:\n"
-                "  $ verlfit eval runs/ppo-p40 --data data/gsm8k\n"
-                "  $ verlfit eval runs/ppo-p40 --compare Qwen/Qwen2.5-0.5B-Instruct --limit 256\n"
-                "  $ verlfit eval runs/grpo-p40 --data data/shelf --reward-function data/shelf_reward.py   # your own task\n"
-                "  $ verlfit eval runs/ppo-p40/export/global_step_50 --profile p40 --batch-size 32 --output eval/step50\n"),
+        help=(
+            "score a model on a prepared split (GSM8K or your own task) as training validation scores it, greedy;"
+            " optionally against another"
+        ),
+        description=(
+            "Score MODEL on a prepared split (verlfit prepare-gsm8k, or verlfit prepare-data for your own task) as "
+            "training validation scores it, with greedy HF generate in the profile's dtype and attention. The score "
+            "is your reward function (--reward-function FILE[:NAME]; a run directory brings the one it trained with), "
+            "else verl's scorer for each row's data_source (openai/gsm8k: verl's strict GSM8K reward). Prints "
+            "accuracy where every score is 0 or 1, else the mean reward. MODEL is a model directory, a hub id, or a "
+            "run directory (its newest checkpoint, exported to a temporary directory)."
+        ),
+        epilog=(
+            "examples:\n  $ verlfit eval runs/ppo-p40 --data data/gsm8k\n  $ verlfit eval runs/ppo-p40 --compare"
+            " Qwen/Qwen2.5-0.5B-Instruct --limit 256\n  $ verlfit eval runs/grpo-p40 --data data/shelf"
+            " --reward-function data/shelf_reward.py   # your own task\n  $ verlfit eval"
+            " runs/ppo-p40/export/global_step_50 --profile p40 --batch-size 32 --output eval/step50\n"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("model", metavar="MODEL", help="model directory, hub id, or run directory")
-    parser.add_argument("--data", default="data/gsm8k", metavar="DIR", help="prepared data: the folder verlfit prepare-gsm8k or verlfit prepare-data wrote (default data/gsm8k)")
+    parser.add_argument(
+        "--data",
+        default="data/gsm8k",
+        metavar="DIR",
+        help="prepared data: the folder verlfit prepare-gsm8k or verlfit prepare-data wrote (default data/gsm8k)",
+    )
     parser.add_argument("--split", default="test", help="which SPLIT.parquet (default test, what validation uses)")
     parser.add_argument("--limit", type=_positive, metavar="N", help="only the first N rows")
     parser.add_argument("--compare", metavar="OTHER", help="also score OTHER on the same rows; print the paired difference with a 95%% CI")

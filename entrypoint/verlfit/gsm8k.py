@@ -261,8 +261,9 @@ def discover_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
             if whole and shards:
                 # the whole split and its shards: most likely the same rows twice (a download next to its parts)
                 raise VerlfitError(
-                    f"{candidate} has both {whole[0].name} and {split} shards ({', '.join(path.name for path in shards)}): "
-                    f"verlfit would read them all, so the rows would most likely count twice",
+                    f"{candidate} has both {whole[0].name} and {split} shards"
+                    f" ({', '.join(path.name for path in shards)}): verlfit would read them all, so the rows would most"
+                    " likely count twice",
                     fix=f"keep either {whole[0].name} or its shards {split}-*{whole[0].suffix} in {candidate}",
                     exit_code=2,
                 )

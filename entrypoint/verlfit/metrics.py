@@ -262,7 +262,9 @@ class MetricsWriter:
 OWN_KEYS = ("step", "time", "finished")
 
 
-def read_metrics(run_dir: str | os.PathLike, unreadable: list[int] | None = None, not_numbers: list[tuple[int, str]] | None = None) -> list[dict]:
+def read_metrics(
+    run_dir: str | os.PathLike, unreadable: list[int] | None = None, not_numbers: list[tuple[int, str]] | None = None
+) -> list[dict]:
     """Read ``run_dir/metrics.jsonl`` in file order; ``[]`` when it does not exist.
 
     Lines that are not a complete JSON object with an integer ``step`` are skipped: the last line of a

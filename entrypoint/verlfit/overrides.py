@@ -661,7 +661,11 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None, use
     for override in user or []:
         prefix, key, _ = split_override(override)
         if prefix == "+" and key in valid_set:
-            raise VerlfitError(f"{override!r}: verl's yaml already has {key!r}, so '+' (add a new key) is refused by Hydra", fix=f"drop the '+': {override.lstrip('+')}", exit_code=2)
+            raise VerlfitError(
+                f"{override!r}: verl's yaml already has {key!r}, so '+' (add a new key) is refused by Hydra",
+                fix=f"drop the '+': {override.lstrip('+')}",
+                exit_code=2,
+            )
     verl_overrides = []
     for override in overrides:
         prefix, key, _ = split_override(override)

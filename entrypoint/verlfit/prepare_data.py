@@ -99,12 +99,18 @@ def read_rows(path: str | os.PathLike, flag: str = "--train") -> list[SourceRow]
     """
     from verlfit.input_files import require_regular_file
 
-    path = require_regular_file(Path(path), flag, fix="pass the file holding your questions and answers (.jsonl, .json, .csv or .parquet)")
+    path = require_regular_file(
+        Path(path), flag, fix="pass the file holding your questions and answers (.jsonl, .json, .csv or .parquet)"
+    )
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise VerlfitError(f"{path}: cannot read {suffix or 'a file without a suffix'}", fix=f"give the file one of the suffixes {', '.join(SUFFIXES)} (and that format)", exit_code=2)
     if path.stat().st_size == 0:
-        raise VerlfitError(f"{flag} {path} is empty (0 bytes)", fix="put your rows in it (a question and an answer each), or pass the file that holds them", exit_code=2)
+        raise VerlfitError(
+            f"{flag} {path} is empty (0 bytes)",
+            fix="put your rows in it (a question and an answer each), or pass the file that holds them",
+            exit_code=2,
+        )
     try:
         if suffix == ".jsonl":
             rows = list(_jsonl_rows(path))
@@ -117,8 +123,14 @@ def read_rows(path: str | os.PathLike, flag: str = "--train") -> list[SourceRow]
     except UnicodeDecodeError as error:
         raise VerlfitError(f"{path} is not UTF-8 text ({error})", fix="save the file as UTF-8", exit_code=2) from error
     if not rows:
-        holds = {".csv": "a header line and no row", ".json": "an empty array", ".parquet": "no row"}.get(suffix, "blank lines only")
-        raise VerlfitError(f"{flag} {path} holds {holds}: it is empty of data", fix="put your rows in it (a question and an answer each), or pass the file that holds them", exit_code=2)
+        holds = {".csv": "a header line and no row", ".json": "an empty array", ".parquet": "no row"}.get(
+            suffix, "blank lines only"
+        )
+        raise VerlfitError(
+            f"{flag} {path} holds {holds}: it is empty of data",
+            fix="put your rows in it (a question and an answer each), or pass the file that holds them",
+            exit_code=2,
+        )
     return rows
 
 
@@ -162,14 +174,24 @@ def _csv_rows(path: Path) -> Iterator[SourceRow]:
             raise VerlfitError(f"{path} is empty: a .csv file needs a header line naming its columns", fix="add a header line, e.g. question,answer", exit_code=2)
         twice = sorted({name for name in reader.fieldnames if reader.fieldnames.count(name) > 1})
         if twice:
-            raise VerlfitError(f"{path}'s header names the column{'s' if len(twice) > 1 else ''} {', '.join(map(repr, twice))} more than once ({','.join(reader.fieldnames)}): "
-                               "the csv module would keep only the last of each", fix="give each column its own name in the header line", exit_code=2)
+            raise VerlfitError(
+                f"{path}'s header names the column{'s' if len(twice) > 1 else ''} {', '.join(map(repr, twice))} more"
+                f" than once ({','.join(reader.fieldnames)}): the csv module would keep only the last of each",
+                fix="give each column its own name in the header line",
+                exit_code=2,
+            )
         start = reader.line_num + 1
         for index, values in enumerate(reader):
             extra = values.pop(_EXTRA_FIELDS, None)
             where = f"{path} line {start}"
             if extra is not None:
-                yield SourceRow(where, index, None, f"{len(reader.fieldnames) + len(extra)} fields, but the header names {len(reader.fieldnames)} (quote a text holding a comma)")
+                yield SourceRow(
+                    where,
+                    index,
+                    None,
+                    f"{len(reader.fieldnames) + len(extra)} fields, but the header names {len(reader.fieldnames)}"
+                    " (quote a text holding a comma)",
+                )
             else:
                 yield SourceRow(where, index, values)
             start = reader.line_num + 1
@@ -341,15 +363,31 @@ def prepare_data(
     others = sorted({name for name in PLACEHOLDER.findall(prompt_template or "") if name != "question"})
     if others:
         shown = ", ".join(f"{{{name}}}" for name in others)
-        raise VerlfitError(f"--prompt-template {prompt_template!r} has {shown}: only {{question}} is filled in, so the model would read {shown} as it is"
-                           + (" (and the answer must not be in the prompt: the reward compares the response with it)" if "answer" in others else ""),
-                           fix=f"remove {shown} from the template; only {{question}} is replaced", exit_code=2)
+        raise VerlfitError(
+            f"--prompt-template {prompt_template!r} has {shown}: only {{question}} is filled in, so the model would"
+            f" read {shown} as it is"
+            + (
+                " (and the answer must not be in the prompt: the reward compares the response with it)"
+                if "answer" in others
+                else ""
+            ),
+            fix=f"remove {shown} from the template; only {{question}} is replaced",
+            exit_code=2,
+        )
     if question_column == answer_column:
-        raise VerlfitError(f"--question-column and --answer-column are both {question_column!r}: the answer would be the question itself",
-                           fix="pass --answer-column the column that holds the answers", exit_code=2)
+        raise VerlfitError(
+            f"--question-column and --answer-column are both {question_column!r}: the answer would be the question"
+            " itself",
+            fix="pass --answer-column the column that holds the answers",
+            exit_code=2,
+        )
     if test is not None and _same_file(train, test):
-        raise VerlfitError(f"--test {test} is the same file as --train {train}: every test row would also be a training row, so validation would not measure held-out data",
-                           fix="pass --test a file of other rows, or --test-fraction F to hold out a share of --train's rows", exit_code=2)
+        raise VerlfitError(
+            f"--test {test} is the same file as --train {train}: every test row would also be a training row, so"
+            " validation would not measure held-out data",
+            fix="pass --test a file of other rows, or --test-fraction F to hold out a share of --train's rows",
+            exit_code=2,
+        )
     if max_prompt_length is not None and tokenizer is None:
         raise VerlfitError("--max-prompt-length needs --tokenizer: prompt lengths are counted in the model's tokens", fix="add --tokenizer with the model you will train (its folder or hub name)", exit_code=2)
     if max_prompt_length is not None and max_prompt_length < 1:
@@ -367,9 +405,17 @@ def prepare_data(
             raise VerlfitError(f"tokenizer {name} has no chat template; verl renders every prompt with it", fix="pass the tokenizer of an instruct/chat model")
 
     result = PrepareDataResult(output_dir=output_dir)
-    sources = {"train": read_rows(train, "--train")} if test is None else {"train": read_rows(train, "--train"), "test": read_rows(test, "--test")}
+    sources = (
+        {"train": read_rows(train, "--train")}
+        if test is None
+        else {"train": read_rows(train, "--train"), "test": read_rows(test, "--test")}
+    )
     for split, source_rows in sources.items():
-        check_columns(train if split == "train" else test, source_rows, {"--question-column": question_column, "--answer-column": answer_column})
+        check_columns(
+            train if split == "train" else test,
+            source_rows,
+            {"--question-column": question_column, "--answer-column": answer_column},
+        )
     good: dict[str, list[tuple[int, str, str]]] = {}
     for split, source_rows in sources.items():
         result.read[split] = len(source_rows)
@@ -455,8 +501,8 @@ columns. A row with a missing or blank question or answer, an answer that is nei
 number, or a line that is not a JSON object is reported as '<file> line N, column C: reason'
 (parquet and .json: row/item N, counted from 0) and skipped (--strict: fatal).
 
-split: --test FILE (another file than --train), or --test-fraction F of --train's good rows drawn with --seed (at least one row
-each side); extra_info.index is the row's position in its file.
+split: --test FILE (another file than --train), or --test-fraction F of --train's good rows drawn
+with --seed (at least one row each side); extra_info.index is the row's position in its file.
 
 lengths: with --tokenizer, prompts are measured as verl's RLHFDataset measures them; with
 --max-prompt-length N, prompts over N tokens are dropped (as prepare-gsm8k does).

@@ -106,9 +106,17 @@ def load_run(run_dir: str | os.PathLike) -> Run:
         log_total = parser.total_steps
         if not records:
             records, source = log_records, LOG_FILE
-    return Run(run_dir=run_dir, records=consolidate(records), source=source, info=info,
-               total_steps=total if total is not None else log_total, unreadable_lines=unreadable, not_numbers=not_numbers,
-               info_error=info_error, evaluation=read_evaluation(run_dir))
+    return Run(
+        run_dir=run_dir,
+        records=consolidate(records),
+        source=source,
+        info=info,
+        total_steps=total if total is not None else log_total,
+        unreadable_lines=unreadable,
+        not_numbers=not_numbers,
+        info_error=info_error,
+        evaluation=read_evaluation(run_dir),
+    )
 
 
 def _read_run_info(path: Path) -> tuple[dict, str | None]:
@@ -176,7 +184,9 @@ def plot_data(records: list[dict]) -> dict[str, dict]:
             baselines = {m: pts[1][0] for m, pts in lines.items() if m.startswith("val-core/") and pts[0][0] == 0}
             if baselines:
                 plots[name]["baselines"] = baselines  # validation before training (step 0): a dotted level line
-    timed = [r for r in records if is_training_record(r) and _finite(r["timing_s/step"])]  # a step without its time: no bar
+    timed = [
+        r for r in records if is_training_record(r) and _finite(r["timing_s/step"])
+    ]  # a step without its time: no bar
     if timed:
         present = [p for p in TIMING_PHASES if any(f"timing_s/{p}" in r for r in timed)]
         phases = {p: [r[f"timing_s/{p}"] if _finite(r.get(f"timing_s/{p}")) else 0.0 for r in timed] for p in present}
@@ -258,7 +268,9 @@ def summarize(run: Run) -> str:
         lines.append(f"warning: {len(run.unreadable_lines)} line(s) of {METRICS_FILE} are not step records and were skipped "
                      f"(line {shown}); a run stopped mid-write cuts only its last line")
     if run.not_numbers:
-        shown = ", ".join(f"{key} (line {line})" for line, key in run.not_numbers[:5]) + (" ..." if len(run.not_numbers) > 5 else "")
+        shown = ", ".join(f"{key} (line {line})" for line, key in run.not_numbers[:5]) + (
+            " ..." if len(run.not_numbers) > 5 else ""
+        )
         lines.append(f"warning: {len(run.not_numbers)} value(s) of {METRICS_FILE} are null or not numbers: {shown}; "
                      "read as NaN: left out of the means, maxima and step-time bars below")
     if not training:
@@ -299,15 +311,19 @@ def summarize(run: Run) -> str:
 def describe_evaluation(evaluation: dict) -> str:
     """One line: the eval of the exported checkpoint, and before -> after when it was compared with another model."""
     e = evaluation
-    scored = e.get("score") if isinstance(e.get("score"), str) else "verl's strict GSM8K score"  # summaries before "score" were GSM8K's
-    measure = "accuracy" if e.get("binary", True) else "mean reward"  # verlfit.evaluate.score_text: a reward of 0.5 is no half answer
+    # summaries before "score" were GSM8K's
+    scored = e.get("score") if isinstance(e.get("score"), str) else "verl's strict GSM8K score"
+    # verlfit.evaluate.score_text: a reward of 0.5 is no half answer
+    measure = "accuracy" if e.get("binary", True) else "mean reward"
     where = f"{e.get('rows')} rows of {e.get('split')}, greedy, scored by {scored}; {e['path']}"
     comparison = e.get("comparison")
     if comparison and isinstance(comparison.get("other"), dict) and isinstance(comparison["other"].get("accuracy"), (int, float)):
         other = comparison["other"]
-        return (f"eval (verlfit eval, {where}): {measure} before -> after: {other.get('model')} {other['accuracy']:.4f} -> "
-                f"exported step {e['step']} {e['accuracy']:.4f} (difference {comparison['difference']:+.4f}, "
-                f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}])")
+        return (
+            f"eval (verlfit eval, {where}): {measure} before -> after: {other.get('model')} {other['accuracy']:.4f} -> "
+            f"exported step {e['step']} {e['accuracy']:.4f} (difference {comparison['difference']:+.4f}, "
+            f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}])"
+        )
     form = "" if e.get("format_rate") is None else f", format {e['format_rate']:.4f}"  # GSM8K's extraction only (verlfit.evaluate)
     return f"eval (verlfit eval, {where}): exported step {e['step']} {measure} {e['accuracy']:.4f}{form}"
 

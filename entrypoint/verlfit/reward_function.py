@@ -17,7 +17,8 @@ Two ways verl 0.4.1 scores a response (``verl/trainer/ppo/reward.py``, ``load_re
 :func:`check_reward_function` loads the file as verl does and calls the function on every row of the training and
 test sets (once with the ground truth as the response, once with an empty response; milliseconds a row for a rule
 reward), each call under a time limit (:data:`CALL_TIME_LIMIT_S`), so that a reward that cannot be computed, hangs, or
-returns what verl cannot use fails in seconds, naming the file, the function, the split and the row. The functions here take typed values (no argparse);
+returns what verl cannot use fails in seconds, naming the file, the function, the split and the row. The functions
+here take typed values (no argparse);
 ``verlfit train --reward-function FILE[:NAME]`` and the doctor call them.
 """
 
@@ -158,7 +159,11 @@ def load_reward_function(reward: RewardFunction) -> Callable:
     """
     from verlfit.input_files import require_regular_file
 
-    path = require_regular_file(reward.path, "reward function file", fix="pass --reward-function the .py file holding the function, e.g. reward.py:compute_score")
+    path = require_regular_file(
+        reward.path,
+        "reward function file",
+        fix="pass --reward-function the .py file holding the function, e.g. reward.py:compute_score",
+    )
     module_name = f"verlfit_reward_check_{abs(hash(str(path)))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
@@ -170,9 +175,14 @@ def load_reward_function(reward: RewardFunction) -> Callable:
     except ImportError as error:
         beside = _module_beside(path, error.name)
         if beside is None:
-            raise VerlfitError(f"reward function file {path} does not import: {type(error).__name__}: {error}{_where(error, path)}",
-                               fix=f"install what it imports in this Python (and in the image), or fix the file so that `python {path}` runs; verl imports it the same way in every worker",
-                               exit_code=2) from error
+            raise VerlfitError(
+                f"reward function file {path} does not import: {type(error).__name__}: {error}{_where(error, path)}",
+                fix=(
+                    "install what it imports in this Python (and in the image), or fix the file so that `python"
+                    f" {path}` runs; verl imports it the same way in every worker"
+                ),
+                exit_code=2,
+            ) from error
         raise _helper_refusal(path, beside) from error
     except (Exception, SystemExit) as error:  # the user's file: any failure (a sys.exit too) is reported, chained
         raise VerlfitError(
@@ -223,9 +233,13 @@ def _module_beside(path: Path, module_name: str | None) -> Path | None:
 def _helper_refusal(path: Path, beside: Path) -> VerlfitError:
     """The error for a reward file that imports ``beside``, a module in its own folder."""
     return VerlfitError(
-        f"reward function file {path} imports {beside.name.removesuffix('.py')} from {beside}, beside it: verlfit copies only "
-        f"{path.name} into the run directory (RUN_DIR/reward/{path.name}, which verl loads in every worker), so that import would fail in the run",
-        fix=f"put what it uses from {beside.name} into {path.name}, or install it as a package (pip install) in the image",
+        f"reward function file {path} imports {beside.name.removesuffix('.py')} from {beside}, beside it: verlfit"
+        f" copies only {path.name} into the run directory (RUN_DIR/reward/{path.name}, which verl loads in every"
+        " worker), so that import would fail in the run",
+        fix=(
+            f"put what it uses from {beside.name} into {path.name}, or install it as a package (pip install) in the"
+            " image"
+        ),
         exit_code=2,
     )
 
@@ -266,8 +280,14 @@ def row_place(row: Mapping) -> str:
     return f"{SPLIT_WORDS.get(split, split)} row {row['_row']}{where}"
 
 
-def call_on_rows(function: Callable, rows: list[dict], keys: DataKeys = DataKeys(), label: str = "the reward function", reward_kwargs: Mapping[str, Any] | None = None,
-                 time_limit_s: float | None = CALL_TIME_LIMIT_S) -> list[ScoredRow]:
+def call_on_rows(
+    function: Callable,
+    rows: list[dict],
+    keys: DataKeys = DataKeys(),
+    label: str = "the reward function",
+    reward_kwargs: Mapping[str, Any] | None = None,
+    time_limit_s: float | None = CALL_TIME_LIMIT_S,
+) -> list[ScoredRow]:
     """Call ``function`` as the naive reward manager does on each row (a dict of a split's columns plus ``"_row"``,
     its index, and where known ``"_split"`` and ``"_file"``: :func:`reward_rows`), once with the ground truth as the
     response and once with an empty response, each call under ``time_limit_s`` seconds (:func:`time_limit`).
@@ -308,7 +328,10 @@ def call_on_rows(function: Callable, rows: list[dict], keys: DataKeys = DataKeys
                 raise VerlfitError(
                     f"{label} did not return within {time_limit_s:g} s on {where} with {shown} as the response: "
                     "verl calls it once per response with no time limit, so the run would hang there",
-                    fix="make it return for every response, including an empty one (no network call or loop without a bound in a reward)",
+                    fix=(
+                        "make it return for every response, including an empty one (no network call or loop without a"
+                        " bound in a reward)"
+                    ),
                     exit_code=2,
                 ) from error
             except NotImplementedError as error:
@@ -334,8 +357,9 @@ def call_on_rows(function: Callable, rows: list[dict], keys: DataKeys = DataKeys
                 raise VerlfitError(f"{label} returned {value} on {where} with {shown} as the response", fix="return a finite number", exit_code=2)
             if abs(value) > REWARD_MAGNITUDE_LIMIT:
                 raise VerlfitError(
-                    f"{label} returned {value:g} on {where} with {shown} as the response: larger in magnitude than {REWARD_MAGNITUDE_LIMIT:g}, "
-                    "which swamps the KL penalty and the critic's value loss (verl's own scorers return 0 to 1) and overflows float32 past 3.4e38",
+                    f"{label} returned {value:g} on {where} with {shown} as the response: larger in magnitude than"
+                    f" {REWARD_MAGNITUDE_LIMIT:g}, which swamps the KL penalty and the critic's value loss (verl's own"
+                    " scorers return 0 to 1) and overflows float32 past 3.4e38",
                     fix="scale the reward to a few units (e.g. 1.0 for a correct answer, 0.0 otherwise)",
                     exit_code=2,
                 )
@@ -355,7 +379,11 @@ def describe_scores(scored: Sequence[ScoredRow]) -> str:
         counts = Counter(s.score for s in calls)
         common = counts.most_common(3)
         rest = len(calls) - sum(count for _, count in common)
-        parts.append(f"{shown} scored " + ", ".join(f"{value:g} x{count}" for value, count in common) + (f" and {rest} other" if rest else ""))
+        parts.append(
+            f"{shown} scored "
+            + ", ".join(f"{value:g} x{count}" for value, count in common)
+            + (f" and {rest} other" if rest else "")
+        )
     return "; ".join(parts)
 
 
@@ -384,7 +412,9 @@ def reward_rows(parquet: str | os.PathLike, keys: DataKeys = DataKeys(), count: 
     if count is not None:
         table = table.slice(0, count)
     split = Path(parquet).name.removesuffix(".parquet")
-    return [{**row, "_row": index, "_split": split, "_file": str(parquet)} for index, row in enumerate(table.to_pylist())]
+    return [
+        {**row, "_row": index, "_split": split, "_file": str(parquet)} for index, row in enumerate(table.to_pylist())
+    ]
 
 
 def verl_scores(data_source: str, ground_truth: Any = "0") -> bool:
@@ -420,12 +450,22 @@ def split_files(data: str | os.PathLike | Sequence[str | os.PathLike]) -> list[P
         path = Path(data)
         if not path.is_dir():
             return [path]
-        return [path / name for name in ("train.parquet", "test.parquet") if name == "train.parquet" or (path / name).is_file()]
+        return [
+            path / name
+            for name in ("train.parquet", "test.parquet")
+            if name == "train.parquet" or (path / name).is_file()
+        ]
     return [Path(item) for item in data]
 
 
-def check_reward_function(reward: RewardFunction, data: str | os.PathLike | Sequence[str | os.PathLike], keys: DataKeys = DataKeys(),
-                          reward_kwargs: Mapping[str, Any] | None = None, count: int | None = None, time_limit_s: float | None = CALL_TIME_LIMIT_S) -> list[ScoredRow]:
+def check_reward_function(
+    reward: RewardFunction,
+    data: str | os.PathLike | Sequence[str | os.PathLike],
+    keys: DataKeys = DataKeys(),
+    reward_kwargs: Mapping[str, Any] | None = None,
+    count: int | None = None,
+    time_limit_s: float | None = CALL_TIME_LIMIT_S,
+) -> list[ScoredRow]:
     """Load the reward function (:func:`load_reward_function`) and call it on every row (the first ``count`` of each
     file where given) of ``data``'s splits (:func:`split_files`: a data folder's train.parquet and test.parquet, or
     the files given), each call within ``time_limit_s`` seconds (:func:`call_on_rows`).
@@ -440,11 +480,25 @@ def check_reward_function(reward: RewardFunction, data: str | os.PathLike | Sequ
     files = split_files(data)
     rows = [row for path in files for row in reward_rows(path, keys, count)]
     if not rows:
-        raise VerlfitError(f"{', '.join(map(str, files))} {'has' if len(files) == 1 else 'have'} no rows to check the reward function on", fix="prepare the data again (verlfit prepare-data)", exit_code=2)
-    return call_on_rows(function, rows, keys, label=f"{reward.name} in {reward.path}", reward_kwargs=reward_kwargs, time_limit_s=time_limit_s)
+        raise VerlfitError(
+            f"{', '.join(map(str, files))} {'has' if len(files) == 1 else 'have'} no rows to check the reward"
+            " function on",
+            fix="prepare the data again (verlfit prepare-data)",
+            exit_code=2,
+        )
+    return call_on_rows(
+        function,
+        rows,
+        keys,
+        label=f"{reward.name} in {reward.path}",
+        reward_kwargs=reward_kwargs,
+        time_limit_s=time_limit_s,
+    )
 
 
-def check_verl_scores(data: str | os.PathLike | Sequence[str | os.PathLike], keys: DataKeys = DataKeys(), count: int | None = None) -> list[ScoredRow]:
+def check_verl_scores(
+    data: str | os.PathLike | Sequence[str | os.PathLike], keys: DataKeys = DataKeys(), count: int | None = None
+) -> list[ScoredRow]:
     """Without a reward function: every ``data_source`` of ``data``'s splits (:func:`split_files`: train.parquet and
     test.parquet of a data folder; verl validates on the test split with the same scorer) must be one verl's
     ``default_compute_score`` scores (:func:`verl_scores`), and it is called on every row (the first ``count`` of each
@@ -457,18 +511,25 @@ def check_verl_scores(data: str | os.PathLike | Sequence[str | os.PathLike], key
     try:
         from verl.utils.reward_score import default_compute_score
     except ImportError as error:
-        raise VerlfitError(f"verl is not installed in this Python ({error}), so its scorer cannot be checked on the data",
-                           fix="pip install verl==0.4.1 (the images install it), or pass --reward-function FILE.py:FUNCTION", exit_code=2) from error
+        raise VerlfitError(
+            f"verl is not installed in this Python ({error}), so its scorer cannot be checked on the data",
+            fix="pip install verl==0.4.1 (the images install it), or pass --reward-function FILE.py:FUNCTION",
+            exit_code=2,
+        ) from error
 
     files = split_files(data)
     rows = [row for path in files for row in reward_rows(path, keys, count)]
-    first: dict[str, tuple[Any, set[str]]] = {}  # data_source -> (the ground truth of its first row, the files holding it)
+    # data_source -> (the ground truth of its first row, the files holding it)
+    first: dict[str, tuple[Any, set[str]]] = {}
     for row in rows:
         source = str(row.get(keys.reward_fn_key))
         first.setdefault(source, (row["reward_model"]["ground_truth"], set()))[1].add(Path(row["_file"]).name)
     unscored = [source for source in sorted(first) if not verl_scores(source, first[source][0])]
     if unscored:
-        named = ", ".join(f"{source!r} (in {', '.join(sorted(first[source][1], key=lambda name: name != 'train.parquet'))})" for source in unscored)
+        named = ", ".join(
+            f"{source!r} (in {', '.join(sorted(first[source][1], key=lambda name: name != 'train.parquet'))})"
+            for source in unscored
+        )
         raise VerlfitError(
             f"verl 0.4.1 has no scorer for data_source {named} of {', '.join(map(str, files))} "
             "(verl/utils/reward_score/__init__.py: default_compute_score raises NotImplementedError at the first validation)",

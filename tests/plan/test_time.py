@@ -353,7 +353,12 @@ def _train_estimate(capsys, extra):
     from verlfit import cli
 
     with tempfile.TemporaryDirectory() as folder:  # raw GSM8K files: what a real launch prepares, no hub needed
-        assert cli.main(["train", "--emulate", "p40", "--dry-run", "--steps", "200", "--data", write_raw_gsm8k(folder), *extra]) == 0
+        assert (
+            cli.main(
+                ["train", "--emulate", "p40", "--dry-run", "--steps", "200", "--data", write_raw_gsm8k(folder), *extra]
+            )
+            == 0
+        )
     out = capsys.readouterr().out
     (line,) = [line for line in out.splitlines() if "plan: estimated time on Tesla P40" in line]
     return float(re.search(r"([0-9.]+) s/step", line).group(1)), out
@@ -491,7 +496,12 @@ def test_plan_and_train_dry_run_give_the_same_step_time(capsys, monkeypatch, tmp
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
     status, out = _run_plan(["--emulate", "p40", "--steps", "200"])
     planned = float(re.search(r"  step +([0-9.]+) s\n", out).group(1))
-    assert cli.main(["train", "--dry-run", "--emulate", "p40", "--steps", "200", "--data", write_raw_gsm8k(tmp_path / "raw")]) == 0
+    assert (
+        cli.main(
+            ["train", "--dry-run", "--emulate", "p40", "--steps", "200", "--data", write_raw_gsm8k(tmp_path / "raw")]
+        )
+        == 0
+    )
     trained = float(re.search(r"plan: estimated time on Tesla P40: ([0-9.]+) s/step", capsys.readouterr().out).group(1))
     assert f"{planned:.1f}" == f"{trained:.1f}"
 
@@ -529,9 +539,42 @@ def test_the_a10_profiles_vllm_path_is_said_to_be_unmodelled(capsys, tmp_path):
     from verlfit import cli
 
     # --skip-checks: this Python may lack vllm, which a real launch's checks refuse
-    assert cli.main(["train", "--dry-run", "--profile", "a10", "--steps", "10", "--skip-checks", "--data", write_raw_gsm8k(tmp_path / "raw")]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--dry-run",
+                "--profile",
+                "a10",
+                "--steps",
+                "10",
+                "--skip-checks",
+                "--data",
+                write_raw_gsm8k(tmp_path / "raw"),
+            ]
+        )
+        == 0
+    )
     assert f"note: plan: {plan_time.VLLM_NOTE}" in " ".join(capsys.readouterr().out.split())  # the dry run wraps its notes
-    assert cli.main(["train", "--dry-run", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--steps", "10", "--data", str(tmp_path / "raw")]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--dry-run",
+                "--profile",
+                "a10",
+                "--rollout",
+                "hf",
+                "--attention",
+                "sdpa",
+                "--steps",
+                "10",
+                "--data",
+                str(tmp_path / "raw"),
+            ]
+        )
+        == 0
+    )
     assert plan_time.VLLM_NOTE not in capsys.readouterr().out
     status, out = _run_plan(["--profile", "a10"])
     assert plan_time.VLLM_NOTE + "\n" in out

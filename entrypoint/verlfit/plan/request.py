@@ -109,12 +109,18 @@ def check_sizing(sizing: SizingOptions) -> None:
             :data:`MAX_BATCH_PROMPTS` (the message gives the driver's token tensors in GiB for the run's lengths).
     """
     if sizing.batch_size > MAX_BATCH_PROMPTS:
-        driver_bytes = sizing.batch_size * (sizing.max_prompt_length + sizing.max_response_length) * 8 * DRIVER_TOKEN_TENSORS
+        driver_bytes = (
+            sizing.batch_size * (sizing.max_prompt_length + sizing.max_response_length) * 8 * DRIVER_TOKEN_TENSORS
+        )
         raise VerlfitError(
-            f"--batch-size {sizing.batch_size:,} prompts a step: verl holds a step's whole batch on its driver, whose token tensors alone "
-            f"(input_ids, attention_mask, position_ids: int64, {sizing.max_prompt_length} + {sizing.max_response_length} tokens a prompt) "
-            f"would take {driver_bytes / GIB:,.0f} GiB of host memory; verlfit takes at most {MAX_BATCH_PROMPTS:,} prompts a step",
-            fix=f"use a batch of at most your training rows (verlfit's default is 32; GSM8K has 7,473 training rows), at most {MAX_BATCH_PROMPTS:,}",
+            f"--batch-size {sizing.batch_size:,} prompts a step: verl holds a step's whole batch on its driver, whose"
+            f" token tensors alone (input_ids, attention_mask, position_ids: int64, {sizing.max_prompt_length} +"
+            f" {sizing.max_response_length} tokens a prompt) would take {driver_bytes / GIB:,.0f} GiB of host memory;"
+            f" verlfit takes at most {MAX_BATCH_PROMPTS:,} prompts a step",
+            fix=(
+                "use a batch of at most your training rows (verlfit's default is 32; GSM8K has 7,473 training rows),"
+                f" at most {MAX_BATCH_PROMPTS:,}"
+            ),
             exit_code=2,
         )
     if sizing.algo == "ppo" and sizing.samples is not None:

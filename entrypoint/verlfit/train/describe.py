@@ -91,7 +91,11 @@ def data_note(data_dir: str, environ, keys=None) -> tuple[str | None, bool]:
     if result.status == FAIL:
         folder = Path(data_dir)
         from_here_only = not folder.exists() or (folder.is_dir() and not any(folder.iterdir()))
-        return f"a real run would refuse its data: FAIL data: {result.message}" + (f" (fix: {result.fix})" if result.fix else ""), not from_here_only
+        return (
+            f"a real run would refuse its data: FAIL data: {result.message}"
+            + (f" (fix: {result.fix})" if result.fix else ""),
+            not from_here_only,
+        )
     return f"a real run would first prepare its data: {result.message}", False
 
 def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:

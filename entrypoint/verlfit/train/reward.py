@@ -14,7 +14,14 @@ from pathlib import Path
 from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
 from verlfit.overrides import override_value, split_override
-from verlfit.reward_function import RewardFunction, check_reward_function, check_verl_scores, describe_scores, from_overrides, parse_reward_function
+from verlfit.reward_function import (
+    RewardFunction,
+    check_reward_function,
+    check_verl_scores,
+    describe_scores,
+    from_overrides,
+    parse_reward_function,
+)
 
 REWARD_FOLDER = "reward"  # RUN_DIR/reward/<the file's name>: the copy verl loads
 PATH_KEY = "custom_reward_function.path"
@@ -82,6 +89,12 @@ def check_run_reward(data_dir: str | os.PathLike, reward: RewardFunction | None,
     keys = data_keys(overrides)
     if reward is not None:
         scored = check_reward_function(reward, data_dir, keys)
-        return f"reward function: {reward.name} in {reward.path} (called on every row as the ground truth, then as an empty response: {describe_scores(scored)})"
+        return (
+            f"reward function: {reward.name} in {reward.path} (called on every row as the ground truth, then as an"
+            f" empty response: {describe_scores(scored)})"
+        )
     scored = check_verl_scores(data_dir, keys)
-    return f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (called on every row: {describe_scores(scored)})"
+    return (
+        f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (called on every row:"
+        f" {describe_scores(scored)})"
+    )
