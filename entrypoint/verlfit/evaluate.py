@@ -26,8 +26,9 @@ way (flexible extraction, few-shot prompts), which is not the number training re
 Output (``--output``, default ``RUN/eval/global_step_N-SPLIT`` for a run directory, else ``eval/NAME-SPLIT``):
 ``rows.jsonl`` (one line per row: ``row`` index in the split, ``index`` = extra_info.index, ``response``,
 ``extracted`` answer or null, ``ground_truth``, ``score``, ``response_tokens``) and ``summary.json``
-(``accuracy``, ``format_rate`` = share of responses with a ``#### N``, ``mean_response_tokens``, ``rows``, the
-model and settings); with ``--compare OTHER`` also ``compare/`` (the same for OTHER) and ``comparison.json``
+(``accuracy``: the mean score, an accuracy where every score is 0 or 1 (``binary``), else printed as the mean
+reward; ``format_rate`` = share of responses with a ``#### N``, ``mean_response_tokens``, ``rows``, the model and
+settings); with ``--compare OTHER`` also ``compare/`` (the same for OTHER) and ``comparison.json``
 (paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`); without
 ``--compare`` those two of an earlier eval into the same output are removed (:func:`remove_stale_comparison`).
 ``--compare`` naming MODEL itself is refused. Each file is written to a temporary name, given the umask's mode
