@@ -117,3 +117,19 @@ def write_model_dir(directory, config=TINY_QWEN2_CONFIG, shards=1, extra_paramet
     for name in tokenizer:
         (directory / name).write_text("{}\n")
     return directory
+
+
+def write_raw_gsm8k(directory):
+    """``directory/train.jsonl`` and ``test.jsonl`` with one GSM8K-style row each: raw files ``verlfit train``
+    prepares into ``directory/verl`` (its data check: WARN, not FAIL), so a dry run on them needs neither the hub
+    nor a datasets cache. Returns ``directory`` as a string, for ``--data``."""
+    import json
+    from pathlib import Path
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        (directory / f"{split}.jsonl").write_text(
+            json.dumps({"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"}) + "\n"
+        )
+    return str(directory)

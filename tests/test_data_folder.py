@@ -197,3 +197,22 @@ def test_refusal_for_a_file_in_the_folders_place_even_with_force(tmp_path):
     with pytest.raises(VerlfitError) as caught:
         data_folder.check_writable(tmp_path / "file", force=True)
     assert str(caught.value) == f"--output {tmp_path / 'file'} is a file, not a folder\n  fix: pass --output a folder (it is created if missing)"
+
+
+def test_a_dangling_link_or_a_fifo_as_the_output_folder_is_said_as_such(tmp_path):
+    """issue 32 item 18: a dangling symbolic link was "a file"."""
+    import os
+
+    from verlfit.data_folder import check_writable
+
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    with pytest.raises(VerlfitError) as caught:
+        check_writable(tmp_path / "dangling", force=True)
+    assert (
+        caught.value.message
+        == f"--output {tmp_path / 'dangling'} is a symbolic link to {tmp_path / 'gone'}, which does not exist, not a"
+        " folder"
+    )
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(VerlfitError, match=r"is a named pipe \(FIFO\), not a folder\n"):
+        check_writable(tmp_path / "pipe")

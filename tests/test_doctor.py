@@ -577,7 +577,7 @@ def test_train_refuses_the_directory_the_doctor_fails(world):
 
 
 def test_no_data_and_no_hub_fails_instead_of_promising_preparation(world):
-    nowhere = world.tmp / "nonexistent"
+    nowhere = world.tmp / "gsm8k"  # a folder named for GSM8K: GSM8K's fixes (another name: the next test)
     offline = by_name(run_checks(context(world, data_dir=str(nowhere), environ={"HF_HUB_OFFLINE": "1"}), names=("data",)))["data"]
     assert (offline.status, offline.message) == ("FAIL", f"{nowhere} has no train.parquet or test.parquet and no raw GSM8K files, and openai/gsm8k is not in the datasets cache while HF_HUB_OFFLINE is set: verlfit train has nothing to prepare from")
     assert offline.fix.startswith(f"copy GSM8K's files (the hub's main/train-*.parquet and main/test-*.parquet, or train/test .jsonl with question and answer) into {nowhere}")
@@ -896,7 +896,11 @@ def test_verl_data_with_its_own_prompt_key_passes_when_the_override_is_given(wor
     assert "prepare-gsm8k" not in text and "set data.prompt_key / data.reward_fn_key after -- to your columns" in text
     status, lines, _ = doctor_lines(world, "--data", str(data), "--", "data.prompt_key=question")
     assert lines["data"].split(None, 2)[2] == f"{data}: train.parquet 4 rows, test.parquet 4 rows, verl columns present"
-    assert lines["reward"].split(None, 2)[2] == f"verl's default_compute_score scores every data_source of {data / 'train.parquet'} (checked on 3 training rows)"
+    assert (
+        lines["reward"].split(None, 2)[2]
+        == f"verl's default_compute_score scores every data_source of {data}: 4 training and 4 test rows; the ground"
+        " truth scored 0 x8; an empty response scored 0 x8"
+    )
     assert status == 0
 
 
@@ -912,13 +916,24 @@ def test_doctor_checks_the_reward_function_and_the_data_sources_verl_scores(worl
     reward = world.tmp / "reward.py"
     reward.write_text("def score(data_source, solution_str, ground_truth, extra_info=None):\n    return float(solution_str == ground_truth)\n")
     status, lines, text = doctor_lines(world, "--data", str(data))
-    assert status == 1 and lines["reward"].startswith(f"FAIL  reward ") and f"verl 0.4.1 has no scorer for data_source 'arith' in {data / 'train.parquet'}" in lines["reward"]
+    assert (
+        status == 1
+        and lines["reward"].startswith(f"FAIL  reward ")
+        and f"verl 0.4.1 has no scorer for data_source 'arith' (in train.parquet, test.parquet) of "
+        f"{data / 'train.parquet'}"
+        in lines["reward"]
+    )
     assert "fix: pass a reward function: --reward-function FILE.py:FUNCTION" in text
     status, lines, text = doctor_lines(world, "--data", str(data), "--reward-function", f"{reward}:compute_score")
     assert status == 1 and lines["reward"].split(None, 2)[2] == f"reward function file {reward} has no function 'compute_score' (its functions: score)"
     assert f"fix: pass --reward-function {reward}:score, or rename the function" in text
     status, lines, _ = doctor_lines(world, "--data", str(data), "--reward-function", f"{reward}:score")
-    assert status == 0 and lines["reward"].split(None, 2)[2] == f"score in {reward} scores the first 3 training rows (1, 0, 1, 0, 1, 0: the ground truth, then an empty response)"
+    assert (
+        status == 0
+        and lines["reward"].split(None, 2)[2]
+        == f"score in {reward} scores every row: 4 training and 4 test rows; the ground truth scored 1 x8; an empty"
+        " response scored 0 x8"
+    )
 
 
 def test_the_model_check_fails_a_mixture_of_experts_config(world):
@@ -945,3 +960,30 @@ def test_empty_own_data_gets_a_fix_for_own_data_never_gsm8k(world):
         check_data_size(TrainSettings(data_dir=str(data)))
     assert (refused.value.message, refused.value.exit_code) == (f"{data / 'train.parquet'} has no rows", 2)
     assert refused.value.fix.startswith("prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files")
+
+
+def test_a_missing_data_folder_not_named_for_gsm8k_is_not_sent_to_gsm8k(world):
+    """issue 32 item 18: `doctor --data data/mytask` (not there yet) told the user to copy GSM8K's files into it."""
+    nowhere = world.tmp / "mytask"
+    offline = by_name(
+        run_checks(context(world, data_dir=str(nowhere), environ={"HF_HUB_OFFLINE": "1"}), names=("data",))
+    )["data"]
+    assert (offline.status, offline.message) == (
+        "FAIL",
+        (
+            f"{nowhere} does not exist: verlfit train would prepare GSM8K into it, but cannot here (openai/gsm8k is not"
+            " in the datasets cache while HF_HUB_OFFLINE is set: verlfit train has nothing to prepare from)"
+        ),
+    )
+    assert (
+        offline.fix
+        == "check the path; for your own task make the folder first: verlfit prepare-data --train FILE --test-fraction"
+        f" 0.1 --data-source NAME --output {nowhere}"
+    )
+    ctx = context(world, data_dir=str(nowhere), environ={"HF_ENDPOINT": "https://mirror.example"})
+    reachable = by_name(run_checks(ctx, names=("data",)))["data"]
+    assert (reachable.status, reachable.message, reachable.fix) == (
+        "WARN",
+        f"{nowhere} does not exist: verlfit train would prepare GSM8K into it",
+        offline.fix,
+    )

@@ -59,8 +59,15 @@ def test_scores_are_verls_strict_reward(data_dir):
     assert [(r.row, r.index, r.ground_truth) for r in results] == [(i, 100 + i, c[1]) for i, c in enumerate(CASES)]
     summary = evaluate.summarize(results)
     words = [len(c[2].split()) for c in CASES]
-    assert summary == {"rows": 8, "accuracy": 4 / 8, "correct": 4.0, "format_rate": 6 / 8, "mean_response_tokens": sum(words) / 8,
-                       "score": "verl default_compute_score, openai/gsm8k: gsm8k strict"}
+    assert summary == {
+        "rows": 8,
+        "accuracy": 4 / 8,
+        "correct": 4.0,
+        "binary": True,
+        "format_rate": 6 / 8,
+        "mean_response_tokens": sum(words) / 8,
+        "score": "verl default_compute_score, openai/gsm8k: gsm8k strict",
+    }
 
 
 def test_same_function_as_training_validation():
@@ -72,9 +79,21 @@ def test_same_function_as_training_validation():
 
 def test_limit_and_missing_data(data_dir, tmp_path):
     assert [r["extra_info"]["index"] for r in evaluate.load_rows(data_dir, limit=2)] == [100, 101]
-    with pytest.raises(VerlfitError, match=r"dev.parquet does not exist") as error:
+    # issue 32 item 18: the fix was `verlfit prepare-gsm8k` whatever the data; it names the splits the folder has
+    with pytest.raises(VerlfitError) as error:
         evaluate.load_rows(data_dir, split="dev")
-    assert "verlfit prepare-gsm8k" in str(error.value)
+    assert (
+        str(error.value)
+        == f"{data_dir / 'dev.parquet'} does not exist: --split dev names no file of {data_dir} (it has test.parquet)\n"
+        "  fix: pass --split test"
+    )
+    with pytest.raises(VerlfitError) as error:
+        evaluate.load_rows(tmp_path / "none")
+    assert (
+        str(error.value)
+        == f"--data {tmp_path / 'none'} is not there, not a folder of prepared data\n"
+        "  fix: pass --data the folder verlfit prepare-data (your own task) or verlfit prepare-gsm8k wrote"
+    )
 
 
 def test_paired_difference_reference_values():
@@ -177,7 +196,9 @@ def test_compare_is_checked_before_the_model_is_scored(data_dir, tiny_qwen2_dir,
     only_config = tmp_path / "only-config"
     only_config.mkdir()
     shutil.copy(Path(tiny_qwen2_dir) / "config.json", only_config / "config.json")
-    with pytest.raises(VerlfitError, match=rf"^--compare {only_config}: cannot load its tokenizer from {only_config}"):
+    with pytest.raises(
+        VerlfitError, match=rf"^--compare {only_config}: {only_config} has no weights: "
+    ):  # doctor's check (issue 32 item 10)
         evaluate.run_eval(tiny_qwen2_dir, str(data_dir), compare=str(only_config), output=str(tmp_path / "b"), make_generator=_never)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["only-config", "test.parquet"]  # the outputs it created were removed
 
@@ -200,6 +221,18 @@ def test_an_unwritable_output_fails_before_any_row_is_scored(data_dir, tiny_qwen
     with pytest.raises(VerlfitError) as error:
         evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ro" / "ev"), make_generator=_never)
     assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: permission denied"
+
+    def read_only(
+        self, *args, **kwargs
+    ):  # a read-only mount: EROFS, which no permission change fixes (issue 32 item 18)
+        if self == tmp_path / "ro" / "ev":
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(VerlfitError) as error:
+        evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ro" / "ev"), make_generator=_never)
+    assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: read-only file system"
 
 
 def test_a_failed_result_write_names_the_file(tmp_path, monkeypatch):
@@ -321,3 +354,56 @@ def test_hf_generate_on_a_model_without_an_eos_id(tiny_family_dirs):
     assert generator.eos_token_id == generator.tokenizer.eos_token_id is not None
     prompts = [[{"role": "user", "content": "What is 2 + 3?"}], [{"role": "user", "content": "Hi"}]]
     assert generator(prompts) == [generator([p])[0] for p in prompts]
+
+
+def test_a_truncated_safetensors_file_is_the_clean_error_doctor_gives(data_dir, tiny_qwen2_dir, tmp_path, capsys):
+    """issue 32 item 10: eval of a model folder whose model.safetensors was cut short ended in a traceback."""
+    from verlfit.checks.model_folder import check_model_folder
+
+    model = tmp_path / "cut"
+    shutil.copytree(tiny_qwen2_dir, model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    doctor = check_model_folder(str(model), {})
+    assert doctor.status == "FAIL"
+    assert cli.main(["eval", str(model), "--data", str(data_dir), "--output", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err == f"verlfit: error: MODEL {model}: {doctor.message}\n  fix: {doctor.fix}\n"
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def test_rewards_other_than_0_and_1_are_a_mean_reward_not_an_accuracy(tmp_path, capsys):
+    """issue 32 item 18: rewards of 1.0 and 0.5 were printed as "accuracy 0.75 (6/8)"."""
+    data = _task_dir(tmp_path, "my/units", [(f"q{i} x", str(i)) for i in range(8)])
+    reward = tmp_path / "half.py"
+    reward.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0 if solution_str"
+        " == 'yes' else 0.5\n"
+    )
+    generator = fixed({f"q{i}": "yes" if i < 4 else "no" for i in range(8)})
+    summary = evaluate.run_eval(
+        "m",
+        str(data),
+        output=str(tmp_path / "out"),
+        make_generator=lambda path, **settings: generator,
+        preflight=False,
+        reward_function=str(reward),
+    )
+    assert (summary["accuracy"], summary["binary"]) == (0.75, False)
+    assert evaluate.describe(summary).startswith("m: mean reward 0.7500 over 8 rows, mean response 1.0 tokens")
+    assert evaluate.score_text({"accuracy": 0.75, "correct": 6.0, "rows": 8, "binary": True}) == "accuracy 0.7500 (6/8)"
+    # summaries written before "binary"
+    assert evaluate.score_text({"accuracy": 0.75, "correct": 6.0, "rows": 8}) == "accuracy 0.7500 (6/8)"
+
+
+def test_eval_help_speaks_of_own_tasks_and_reward_functions(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["eval", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "prepared split (verlfit prepare-gsm8k, or verlfit prepare-data for your own task)" in text
+    assert (
+        "The score is your reward function (--reward-function FILE[:NAME]; a run directory brings the one it trained"
+        " with)"
+        in text
+    )
+    assert "--data data/shelf --reward-function data/shelf_reward.py # your own task" in text

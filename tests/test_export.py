@@ -303,6 +303,14 @@ def test_unwritable_output_is_named_and_directories_it_created_are_removed(full_
     assert list(kept.iterdir()) == []  # sub/ (made by this run) removed, ro/ (there before) kept
     assert kept.is_dir()
 
+    def read_only(*args, dir=None, **kwargs):  # a read-only mount says so (issue 32 item 18: it said permission denied)
+        raise OSError(errno.EROFS, "Read-only file system", dir)
+
+    monkeypatch.setattr(export.tempfile, "mkdtemp", read_only)
+    with pytest.raises(VerlfitError) as error:
+        export.export(full_run, output=kept / "sub" / "exp")
+    assert error.value.message == f"cannot export to {kept / 'sub'}: read-only file system ({kept / 'sub'})"
+
 
 def test_lora_alpha_on_a_full_run_is_refused(full_run, tmp_path, capsys):
     assert cli.main(["export", str(full_run), "--lora-alpha", "8", "--output", str(tmp_path / "out")]) == 2

@@ -546,10 +546,22 @@ def _mixed_formats(directory: Path) -> None:
     ("setup", "message"),
     [
         (lambda d: d.mkdir(), r"^no GSM8K files in {d}: expected train and test files"),
-        (lambda d: (d.mkdir(), (d / "train.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n')), r"^{d} has no test file \(found train.jsonl\)"),
-        (_mixed_formats, r"^{d} has train files in more than one format \(train.jsonl, train.parquet\)"),
         (
-            lambda d: (d.mkdir(), [(d / f"{s}.jsonl").write_text('{"q": "x", "answer": "#### 1"}\n') for s in ("train", "test")]),
+            lambda d: (d.mkdir(), (d / "train.jsonl").write_text('{"question": "q", "answer": "#### 1"}\n')),
+            r"^{d} has no test file \(found train.jsonl\)",
+        ),
+        (_mixed_formats, r"^{d} has train files in more than one format \(train.jsonl, train.parquet\)"),
+        (  # issue 32 item 17: the whole file and its shard were both read, every row twice
+            lambda d: (write_jsonl(d), (d / "train-00001.jsonl").write_text((d / "train.jsonl").read_text())),
+            r"^{d} has both train.jsonl and train shards \(train-00001.jsonl\): verlfit would read them all, so the"
+            r" rows would most likely count twice\n"
+            r"  fix: keep either train.jsonl or its shards train-\*.jsonl in {d}$",
+        ),
+        (
+            lambda d: (
+                d.mkdir(),
+                [(d / f"{s}.jsonl").write_text('{"q": "x", "answer": "#### 1"}\n') for s in ("train", "test")],
+            ),
             r"^{d}/train.jsonl has no question column \(columns: q, answer\)",
         ),
         (

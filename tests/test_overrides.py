@@ -398,3 +398,36 @@ def test_a_reward_model_is_refused_with_what_verlfit_scores_with():
     assert error.value.fix.startswith("drop reward_model.enable=True: verlfit scores GSM8K with verl's rule-based reward (default_compute_score)")
     assert validate_overrides(["reward_model.enable=False"]).reward_model.enable is False
 
+
+
+def test_a_plus_on_a_key_verl_has_is_refused_also_where_verlfit_sets_that_key_itself(capsys):
+    """issue 32 item 17: `-- +actor_rollout_ref.actor.optim.lr=1e-6` was folded into verlfit's own lr entry, and
+    taken."""
+    from verlfit import cli
+
+    assert (
+        cli.main(
+            [
+                "train",
+                "--profile",
+                "p40",
+                "--plan",
+                "off",
+                "--dry-run",
+                "--skip-checks",
+                "--",
+                "+actor_rollout_ref.actor.optim.lr=1e-6",
+            ]
+        )
+        == 2
+    )
+    assert (
+        capsys.readouterr().err
+        == "verlfit: error: '+actor_rollout_ref.actor.optim.lr=1e-6': verl's yaml already has"
+        " 'actor_rollout_ref.actor.optim.lr', so '+' (add a new key) is refused by Hydra\n  fix: drop the '+':"
+        " actor_rollout_ref.actor.optim.lr=1e-6\n"
+    )
+    with pytest.raises(VerlfitError, match=r"drop the '\+': critic.optim.lr=1e-5"):
+        validate_overrides(["critic.optim.lr=1e-5"], user=["+critic.optim.lr=1e-5"])
+    # a key verl's yaml lacks: '+' is right
+    validate_overrides(["+critic.autocast_dtype=bf16"], user=["+critic.autocast_dtype=bf16"])

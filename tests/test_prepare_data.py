@@ -109,8 +109,18 @@ def test_missing_column_names_the_flag(tmp_path):
     train = write_jsonl(tmp_path / "train.jsonl", [{"question": "x", "answer": "1"}] * 2)
     with pytest.raises(VerlfitError) as caught:
         run(tmp_path, train=train, test_fraction=0.5)
-    assert caught.value.message == f"no good rows in {train} (2 read, 2 bad); nothing written"
-    assert caught.value.fix == "check the columns: --question-column q --answer-column a"
+    # once, with the file's columns (issue 32 item 16: it was a bad-row line per row, then "check the columns")
+    assert (
+        caught.value.message
+        == f"--question-column q: no row of {train} has that column; its columns are question, answer"
+    )
+    assert caught.value.fix == "pass --question-column with one of them"
+    with pytest.raises(VerlfitError) as caught:
+        run(tmp_path, train=train, test_fraction=0.5, question_column="question")
+    assert (
+        caught.value.message
+        == f"--answer-column a: no row of {train} has that column; its columns are question, answer"
+    )
 
 
 def test_never_writes_into_the_users_folder(tmp_path):
@@ -133,10 +143,11 @@ def test_prompt_length_filter_uses_the_models_tokens(tmp_path, qwen_style_tokeni
     tokenizer = AutoTokenizer.from_pretrained(qwen_style_tokenizer_dir)
     rows = [{"q": "Convert 1 km to m.", "a": "1000"}, {"q": "Convert " + "many " * 80 + "km to m.", "a": "1"}, {"q": "Convert 2 km to m.", "a": "2000"}]
     train = write_jsonl(tmp_path / "train.jsonl", rows)
+    test = write_jsonl(tmp_path / "test.jsonl", rows)  # the same rows in another file (one file for both is refused)
     lengths = [gsm8k.prompt_length(tokenizer, [{"role": "user", "content": row["q"]}]) for row in rows]
     limit = max(lengths[0], lengths[2])
     assert lengths[1] > limit
-    result, lines = run(tmp_path, train=train, test=train, tokenizer=tokenizer, max_prompt_length=limit)
+    result, lines = run(tmp_path, train=train, test=test, tokenizer=tokenizer, max_prompt_length=limit)
     assert (result.rows, result.dropped) == ({"train": 2, "test": 2}, {"train": 1, "test": 1})
     assert f"dropped 1 train rows over {limit} tokens" in lines
 
@@ -150,3 +161,131 @@ def test_cli_registers_prepare_data(tmp_path, capsys):
         cli.main(["prepare-data", "--train", str(train), "--data-source", "x", "--output", str(tmp_path / "o2")])
     assert stopped.value.code == 2
     assert "one of the arguments --test --test-fraction is required" in capsys.readouterr().err
+
+
+def test_a_csv_saved_by_excel_with_a_byte_order_mark_reads_its_first_column(tmp_path):
+    """issue 32 item 16: every row was "column question: missing" (the mark was read into the first column's name)."""
+    path = tmp_path / "excel.csv"
+    path.write_bytes("\ufeffq,a\nWie viel ist 2 + 2?,4\nUnd 3 + 3?,6\n".encode("utf-8"))
+    result, _ = run(tmp_path, train=path, test_fraction=0.5)
+    assert (result.read, result.rows, result.bad) == ({"train": 2}, {"train": 1, "test": 1}, [])
+    questions = sorted(
+        row["extra_info"]["question"]
+        for split in ("train", "test")
+        for row in pq.read_table(tmp_path / "out" / f"{split}.parquet").to_pylist()
+    )
+    assert questions == ["Und 3 + 3?", "Wie viel ist 2 + 2?"]
+
+
+def test_a_wrong_csv_column_is_said_once_with_the_header(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text("frage,antwort\n" + "".join(f"{i} + {i}?,{2 * i}\n" for i in range(300)))
+    with pytest.raises(VerlfitError) as caught:
+        run(tmp_path, train=path, test_fraction=0.5, question_column="question", answer_column="antwort")
+    assert (
+        str(caught.value)
+        == f"--question-column question: no row of {path} has that column; its columns are frage, antwort\n  fix: pass"
+        " --question-column with one of them"
+    )
+
+
+def test_a_csv_header_naming_a_column_twice_and_rows_with_extra_fields_are_refused(tmp_path):
+    twice = tmp_path / "twice.csv"
+    twice.write_text("q,a,a\nx,1,2\n")
+    with pytest.raises(VerlfitError) as caught:
+        run(tmp_path, train=twice, test_fraction=0.5)
+    assert (
+        str(caught.value)
+        == f"{twice}'s header names the column 'a' more than once (q,a,a): the csv module would keep only the last of"
+        " each\n  fix: give each column its own name in the header line"
+    )
+    extra = tmp_path / "extra.csv"
+    extra.write_text("q,a\nConvert 2 km to m.,2000\nConvert 1,5 km to m.,1500\nConvert 3 km to m.,3000\n")
+    result, _ = run(tmp_path, train=extra, test_fraction=0.5)
+    assert [str(bad) for bad in result.bad] == [
+        f"{extra} line 3: 3 fields, but the header names 2 (quote a text holding a comma)"
+    ]
+    assert result.rows == {"train": 1, "test": 1}
+
+
+@pytest.mark.parametrize(
+    "template, shown",
+    [("{question} The answer is {answer}.", "{answer}"), ("{question} {hint} {Answer}", "{Answer}, {hint}")],
+)
+def test_a_template_placeholder_other_than_question_is_refused(tmp_path, template, shown):
+    train = write_jsonl(tmp_path / "train.jsonl", ROWS)
+    with pytest.raises(VerlfitError) as caught:
+        run(tmp_path, train=train, test_fraction=0.5, prompt_template=template)
+    assert caught.value.message.startswith(
+        f"--prompt-template {template!r} has {shown}: only {{question}} is filled in, so the model would read {shown}"
+        " as it is"
+    )
+    assert caught.value.fix == f"remove {shown} from the template; only {{question}} is replaced"
+    assert not (tmp_path / "out").exists()
+    # braces that are not a placeholder stay text
+    result, _ = run(tmp_path, train=train, test_fraction=0.5, prompt_template='{question} Reply as {"answer": N}.')
+    assert result.rows["train"] + result.rows["test"] == 4
+
+
+def test_the_same_column_twice_and_the_same_file_twice_are_refused(tmp_path):
+    train = write_jsonl(tmp_path / "train.jsonl", ROWS)
+    with pytest.raises(
+        VerlfitError,
+        match="^--question-column and --answer-column are both 'q': the answer would be the question itself",
+    ):
+        run(tmp_path, train=train, test_fraction=0.5, answer_column="q")
+    (tmp_path / "link.jsonl").symlink_to(train)
+    for same in (train, tmp_path / "link.jsonl", tmp_path / "." / "train.jsonl"):
+        with pytest.raises(VerlfitError) as caught:
+            run(tmp_path, train=train, test=same)
+        assert caught.value.message.startswith(
+            f"--test {same} is the same file as --train {train}: every test row would also be a training row"
+        )
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_float_column_of_whole_numbers_with_a_null_keeps_the_integers_and_names_the_null_row(tmp_path):
+    """issue 32 item 17: a pandas integer column with a missing value is float64 in parquet; 3 became "3.0"."""
+    path = tmp_path / "rows.parquet"
+    pq.write_table(
+        pa.table({"q": ["a?", "b?", "c?", "d?"], "a": pa.array([3.0, None, 12345678901.0, 0.25], pa.float64())}), path
+    )
+    result, _ = run(tmp_path, train=path, test_fraction=0.25, seed=0)
+    assert [str(bad) for bad in result.bad] == [f"{path} row 1, column a: blank"]
+    truths = {
+        row["extra_info"]["question"]: row["reward_model"]["ground_truth"]
+        for split in ("train", "test")
+        for row in pq.read_table(tmp_path / "out" / f"{split}.parquet").to_pylist()
+    }
+    assert truths == {"a?": "3", "c?": "12345678901", "d?": "0.25"}
+
+
+def test_files_that_are_not_rows_say_what_they_are(tmp_path):
+    """issue 32 item 18: an empty file said "check the columns"; a folder or FIFO "no such file"."""
+    import os
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n\n")
+    header = tmp_path / "header.csv"
+    header.write_text("q,a\n")
+    folder = tmp_path / "folder.jsonl"
+    folder.mkdir()
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    dangling = tmp_path / "dangling.jsonl"
+    dangling.symlink_to(tmp_path / "gone.jsonl")
+    expected = {
+        empty: f"--train {empty} is empty (0 bytes)",
+        blank: f"--train {blank} holds blank lines only: it is empty of data",
+        header: f"--train {header} holds a header line and no row: it is empty of data",
+        folder: f"--train {folder} is a folder, not a file",
+        fifo: f"--train {fifo} is a named pipe (FIFO), not a file",
+        dangling: f"--train {dangling} is a symbolic link to {tmp_path / 'gone.jsonl'}, which does not exist",
+        tmp_path / "none.jsonl": f"--train {tmp_path / 'none.jsonl'} does not exist",
+    }
+    for path, message in expected.items():
+        with pytest.raises(VerlfitError) as caught:
+            run(tmp_path, train=path, test_fraction=0.5)
+        assert (caught.value.message, caught.value.exit_code) == (message, 2)

@@ -13,8 +13,19 @@ QUESTIONS = ["What is 2 + 2?", "A shelf holds 12 boxes of 7 jars each; 19 jars a
 
 
 def write_prompts(folder, questions=QUESTIONS, key="prompt", name="train.parquet"):
+    """``folder/name`` in verl's format (GSM8K's data_source, so verl's scorer takes it), its ``key`` column the
+    questions."""
     folder.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({key: [[{"role": "user", "content": q}] for q in questions]}), folder / name)
+    pq.write_table(
+        pa.table(
+            {
+                "data_source": ["openai/gsm8k"] * len(questions),
+                key: [[{"role": "user", "content": q}] for q in questions],
+                "reward_model": [{"style": "rule", "ground_truth": "4"}] * len(questions),
+            }
+        ),
+        folder / name,
+    )
     return folder / name
 
 
@@ -107,7 +118,7 @@ def test_train_measures_the_data_where_the_profile_trims_and_plans_with_it(tmp_p
 
     data = tmp_path / "data"
     write_prompts(data)
-    pq.write_table(pa.table({"prompt": [[{"role": "user", "content": "2 + 3?"}]]}), data / "test.parquet")
+    write_prompts(data, ["2 + 3?"], name="test.parquet")
     longest = prompt_lengths(data / "train.parquet", tokenizer).longest
     assert longest == max(lengths_of(tokenizer, QUESTIONS + ["2 + 3?"]))  # the test prompt is shorter
     words = ["--profile", "p40", "--model", tiny_qwen2_dir, "--data", str(data), "--batch-size", "2", "--max-prompt-length", "256", "--run-dir", str(tmp_path / "run")]
@@ -149,3 +160,60 @@ def test_train_refuses_a_run_whose_prompts_verl_would_drop(tmp_path, tiny_qwen2_
     keep_two = sorted(lengths)[1]
     assert cli.main(["train", *words, "--batch-size", "1", "--mini-batch-size", "1", "--epochs", "2", "--max-prompt-length", str(keep_two)]) == 0
     assert "steps: 4 (2 epoch(s) of 2 of 3 rows within the prompt limit // 1 prompts a batch)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_launcher_alone_without_transformers_says_what_is_not_measured(
+    tmp_path, tiny_qwen2_dir, capsys, monkeypatch
+):
+    """issue 32 item 12: `pip install -e .` gives no transformers; the dry run died with ModuleNotFoundError."""
+    import sys
+
+    from verlfit import cli
+
+    data = tmp_path / "data"
+    write_prompts(data)
+    write_prompts(data, ["2 + 3?"], name="test.parquet")
+    # data in verl's format and the user's reward, for the whole dry run below
+    from verlfit.prepare_data import prepare_data
+
+    source = tmp_path / "rows.jsonl"
+    source.write_text(
+        "".join(f'{{"question": "{q}", "answer": "{n}"}}\n' for n, q in enumerate(QUESTIONS + ["2 + 3?"]))
+    )
+    prepare_data(source, "my/task", tmp_path / "task", test_fraction=0.25, log=lambda line: None)
+    reward = tmp_path / "reward.py"
+    reward.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return float(solution_str =="
+        " ground_truth)\n"
+    )
+    assert measure_for_train(data, tiny_qwen2_dir, 256).longest is not None  # measured where transformers imports
+    monkeypatch.setitem(sys.modules, "transformers", None)  # what a Python without the package answers to the import
+    measured = measure_for_train(data, tiny_qwen2_dir, 256)
+    assert measured.longest is None
+    assert (
+        measured.note
+        == "prompt lengths not measured: this Python has no transformers (import of transformers halted; None in"
+        f" sys.modules), which counts tokens with {tiny_qwen2_dir}'s tokenizer (install it, or run inside the"
+        " verlfit image); the planner counts the prompt limit, 256 tokens"
+    )
+    # the whole dry run: the same note, exit 0, no traceback
+    words = [
+        "--profile",
+        "p40",
+        "--model",
+        tiny_qwen2_dir,
+        "--data",
+        str(tmp_path / "task"),
+        "--batch-size",
+        "2",
+        "--max-prompt-length",
+        "256",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--reward-function",
+        str(reward),
+        "--dry-run",
+    ]
+    assert cli.main(["train", *words]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "note: prompt lengths not measured: this Python has no transformers" in out

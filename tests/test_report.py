@@ -240,8 +240,11 @@ def test_eval_of_the_exported_checkpoint_before_after(tmp_path):
     (out / "comparison.json").write_text(json.dumps(comparison))
     line = [line for line in summarize(load_run(run)).splitlines() if line.startswith("eval ")]
     half = 1.959963984540054 * 0.5773502691896257 / 2  # stdev of the differences 1,0,0,1 over sqrt(4)
-    assert line == [f"eval (verlfit eval, 4 rows of test, greedy, verl's strict GSM8K score; {out}): before -> after: "
-                    f"start-model 0.2500 -> exported step 2 0.7500 (difference +0.5000, 95% CI [{0.5 - half:+.4f}, {0.5 + half:+.4f}])"]
+    assert line == [
+        f"eval (verlfit eval, 4 rows of test, greedy, scored by verl's strict GSM8K score; {out}): accuracy before ->"
+        f" after: start-model 0.2500 -> exported step 2 0.7500 (difference +0.5000, 95% CI [{0.5 - half:+.4f},"
+        f" {0.5 + half:+.4f}])"
+    ]
     (out / "comparison.json").unlink()
     assert f"exported step 2 accuracy 0.7500, format 1.0000" in summarize(load_run(run))
 
@@ -273,3 +276,27 @@ def test_report_on_a_corrupt_run_exits_1_with_the_fix_resume_gives(interrupted_r
     # a readable run.json: exit 0
     (interrupted_run / "run.json").write_text('{"total_steps": 10}')
     assert cli.main(["report", str(interrupted_run)]) == 0
+
+
+def test_null_and_text_metric_values_are_read_as_nan_and_named_not_a_traceback(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(
+        '{"step": 1, "timing_s/step": null, "critic/score/mean": null, "perf/total_num_tokens": 100, "timing_s/gen":'
+        ' null, "perf/max_memory_allocated_gb": null, "actor/entropy": "x"}\n{"step": 2, "timing_s/step": 2.0,'
+        ' "timing_s/gen": 1.5, "critic/score/mean": 0.5, "perf/total_num_tokens": 100, "perf/max_memory_allocated_gb":'
+        " 3.25}\n"
+    )
+    assert cli.main(["report", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "warning: 5 value(s) of metrics.jsonl are null or not numbers: timing_s/step (line 1), critic/score/mean (line"
+        " 1), timing_s/gen (line 1), perf/max_memory_allocated_gb (line 1), actor/entropy (line 1); read as NaN"
+        in out
+    )
+    assert "step time (timing_s/step): mean 2.0 s over 1 steps" in out
+    assert "throughput: mean 50 tokens/s" in out
+    assert "peak GPU memory: 3.2 GiB allocated" in out
+    assert "reward (critic/score/mean): last 0.500 (step 2), best 0.500 (step 2)" in out
+    data = plot_data(load_run(run).records)
+    assert data["step_time"]["steps"] == [2] and data["step_time"]["phases"] == {"gen": [1.5], "other": [0.5]}

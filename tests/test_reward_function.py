@@ -62,8 +62,15 @@ def test_parse_defaults_the_name_and_makes_the_path_absolute(tmp_path):
 def test_a_good_function_is_called_on_real_rows_with_the_truth_and_an_empty_response(tmp_path):
     train = write_train(tmp_path / "data")
     scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path), "compute_score"), train)
-    # the ground truth alone has no "#### ", so this function gives 0 both times: the call ran, which is the check
-    assert [(s.row, s.solution, s.score) for s in scored] == [(0, "0", 0.0), (0, "", 0.0), (1, "1", 0.0), (1, "", 0.0), (2, "2", 0.0), (2, "", 0.0)]
+    # every row, twice: the ground truth alone has no "#### ", so this function gives 0 both times: the call ran,
+    # which is the check
+    assert [(s.row, s.solution, s.score) for s in scored] == [
+        (row, solution, 0.0) for row in range(5) for solution in (str(row), "")
+    ]
+    assert (
+        rewards.describe_scores(scored)
+        == "5 training rows; the ground truth scored 0 x5; an empty response scored 0 x5"
+    )
     scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path), "score_dict"), train, reward_kwargs={"bonus": 0.5}, count=1)
     assert [(s.solution, s.score) for s in scored] == [("0", 1.5), ("", 0.5)]
 
@@ -100,18 +107,51 @@ def test_missing_file_import_error_and_signature(tmp_path):
 @pytest.mark.parametrize(
     "body, message",
     [
-        ("    return 'yes'\n", "compute_score in {path} returned 'yes' (str) on training row 0 (data_source 'my/units', ground truth '0') with the ground truth as the response: verl needs a number, or a dict with a numeric 'score'"),
-        ("    return {'acc': 1.0}\n", "compute_score in {path} returned {{'acc': 1.0}} (dict) on training row 0 (data_source 'my/units', ground truth '0') with the ground truth as the response: verl needs a number, or a dict with a numeric 'score'"),
-        ("    return float(solution_str)\n", "compute_score in {path} raised ValueError: could not convert string to float: '' on training row 0 (data_source 'my/units', ground truth '0') with an empty response as the response"),
-        ("    return float('nan')\n", "compute_score in {path} returned nan on training row 0 (data_source 'my/units', ground truth '0') with the ground truth as the response"),
-        ("    return 1.0 if int(ground_truth) < 2 else extra_info['missing']\n", "compute_score in {path} raised KeyError: 'missing' on training row 2 (data_source 'my/units', ground truth '2') with the ground truth as the response"),
+        (
+            "    return 'yes'\n",
+            (
+                "compute_score in {path} returned 'yes' (str) on training row 0 of {train} (data_source 'my/units',"
+                " ground truth '0') with the ground truth as the response: verl needs a number, or a dict with a"
+                " numeric 'score'"
+            ),
+        ),
+        (
+            "    return {'acc': 1.0}\n",
+            (
+                "compute_score in {path} returned {{'acc': 1.0}} (dict) on training row 0 of {train} (data_source"
+                " 'my/units', ground truth '0') with the ground truth as the response: verl needs a number, or a dict"
+                " with a numeric 'score'"
+            ),
+        ),
+        (
+            "    return float(solution_str)\n",
+            (
+                "compute_score in {path} raised ValueError: could not convert string to float: '' on training row 0 of"
+                " {train} (data_source 'my/units', ground truth '0') with an empty response as the response"
+            ),
+        ),
+        (
+            "    return float('nan')\n",
+            (
+                "compute_score in {path} returned nan on training row 0 of {train} (data_source 'my/units', ground"
+                " truth '0') with the ground truth as the response"
+            ),
+        ),
+        (
+            "    return 1.0 if int(ground_truth) < 2 else extra_info['missing']\n",
+            (
+                "compute_score in {path} raised KeyError: 'missing' on training row 2 of {train} (data_source"
+                " 'my/units', ground truth '2') with the ground truth as the response"
+            ),
+        ),
     ],
 )
 def test_a_reward_that_cannot_be_computed_fails_naming_the_row(tmp_path, body, message):
     path = reward_file(tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" + body)
+    train = write_train(tmp_path / "data")
     with pytest.raises(VerlfitError) as caught:
-        rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"))
-    assert caught.value.message == message.format(path=path)
+        rewards.check_reward_function(rewards.RewardFunction(path), train)
+    assert caught.value.message == message.format(path=path, train=train)
 
 
 def test_reward_fn_key_names_the_data_source_column(tmp_path):
@@ -121,7 +161,7 @@ def test_reward_fn_key_names_the_data_source_column(tmp_path):
     scored = rewards.check_reward_function(rewards.RewardFunction(seen), train, keys=DataKeys(reward_fn_key="task"))
     assert [s.score for s in scored] == [1.0, 1.0]
     with pytest.raises(VerlfitError, match="lacks data_source, which verl's reward manager reads"):
-        rewards.training_rows(train)
+        rewards.reward_rows(train)
 
 
 def test_verl_scores_matches_verls_dispatch():
@@ -140,7 +180,214 @@ def test_a_data_source_verl_cannot_score_is_refused_with_the_fix(tmp_path):
     with pytest.raises(VerlfitError) as caught:
         rewards.check_verl_scores(train)
     assert caught.value.exit_code == 2
-    assert caught.value.message.startswith(f"verl 0.4.1 has no scorer for data_source 'my/units' in {train} ")
+    assert caught.value.message.startswith(
+        f"verl 0.4.1 has no scorer for data_source 'my/units' (in train.parquet) of {train} "
+    )
     assert caught.value.fix.startswith("pass a reward function: --reward-function FILE.py:FUNCTION")
     gsm = write_train(tmp_path / "gsm", [{"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "p"}], "reward_model": {"style": "rule", "ground_truth": "72"}}])
     assert [(s.solution, s.score) for s in rewards.check_verl_scores(gsm)] == [("72", 0.0), ("", 0.0)]  # no "#### 72": 0, as verl scores it
+
+
+def write_split(folder: Path, name: str, sources: list[str]) -> Path:
+    """``folder/name`` with one row per entry of ``sources`` (its data_source), ground truth str(row)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {
+                    "data_source": source,
+                    "prompt": [{"role": "user", "content": f"q{i}"}],
+                    "ability": "custom",
+                    "reward_model": {"style": "rule", "ground_truth": str(i)},
+                    "extra_info": {"index": i},
+                }
+                for i, source in enumerate(sources)
+            ]
+        ),
+        folder / name,
+    )
+    return folder / name
+
+
+def test_every_training_and_test_row_is_checked_naming_the_split_file_and_row(tmp_path):
+    """issue 32 items 13-14: a reward failing on 1 row in 6 passed the 3-row check; test rows were never tried."""
+    data = tmp_path / "data"
+    train, test = write_split(data, "train.parquet", ["my/units"] * 6), write_split(
+        data, "test.parquet", ["my/units"] * 2
+    )
+    one_in_six = reward_file(tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                                       "    return 1.0 / (int(ground_truth) - 4)\n", "one_in_six.py")
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(one_in_six), data)
+    assert caught.value.exit_code == 2
+    assert (
+        caught.value.message
+        == f"compute_score in {one_in_six} raised ZeroDivisionError: float division by zero on training row 4 of"
+        f" {train} "
+        "(data_source 'my/units', ground truth '4') with the ground truth as the response"
+    )
+    test_only = reward_file(
+        tmp_path,
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return extra_info['index'] * 0.0 if extra_info['index'] != 1 or len(ground_truth) > 1 else None\n",
+        "test_only.py",
+    )
+    write_split(data, "train.parquet", ["my/units"] * 1)  # row 1 exists only in test.parquet now
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(test_only), data)
+    assert caught.value.message.startswith(
+        f"compute_score in {test_only} returned None (NoneType) on test row 1 of {test} (data_source 'my/units', ground"
+        " truth '1')"
+    )
+    scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path)), data)
+    assert [(s.split, s.row, s.solution) for s in scored] == [
+        ("train", 0, "0"),
+        ("train", 0, ""),
+        ("test", 0, "0"),
+        ("test", 0, ""),
+        ("test", 1, "1"),
+        ("test", 1, ""),
+    ]
+    assert (
+        rewards.describe_scores(scored)
+        == "1 training and 2 test rows; the ground truth scored 0 x3; an empty response scored 0 x3"
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    import time\n    time.sleep(60 if ground_truth == '3' else 0)\n    return 0.0\n",
+        "    while ground_truth == '3':\n        pass\n    return 0.0\n",
+        (
+            "    try:\n        while ground_truth == '3':\n            pass\n    except Exception:\n        pass\n   "
+            " return 0.0\n"
+        ),
+    ],
+)
+def test_a_reward_that_hangs_on_a_row_is_reported_with_the_row_not_a_hang(tmp_path, body):
+    import time
+
+    train = write_train(tmp_path / "data")
+    path = reward_file(
+        tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" + body
+    )
+    started = time.monotonic()
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), train, time_limit_s=0.2)
+    assert time.monotonic() - started < 5
+    assert (
+        str(caught.value)
+        == f"compute_score in {path} did not return within 0.2 s on training row 3 of {train} (data_source 'my/units',"
+        " ground truth '3') with the ground truth as the response: verl calls it once per response with no time"
+        " limit, so the run would hang there\n  fix: make it return for every response, including an empty one (no"
+        " network call or loop without a bound in a reward)"
+    )
+    import signal
+
+    # nothing left armed
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert rewards.CALL_TIME_LIMIT_S == 10.0
+
+
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        ("1e300", "1e+300 on training row 0"),
+        ("-2e6", "-2e+06 on training row 0"),
+        ("float('inf')", "inf on training row 0"),
+    ],
+)
+def test_a_reward_that_is_not_finite_or_absurdly_large_is_refused(tmp_path, value, shown):
+    train = write_train(tmp_path / "data")
+    path = reward_file(
+        tmp_path, f"def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return {value}\n"
+    )
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), train)
+    assert caught.value.message.startswith(f"compute_score in {path} returned {shown} of {train}")
+    if "inf" not in value:
+        assert "larger in magnitude than 1e+06" in caught.value.message
+        assert caught.value.fix == "scale the reward to a few units (e.g. 1.0 for a correct answer, 0.0 otherwise)"
+    ok = reward_file(
+        tmp_path,
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return -1e6\n",
+        "ok.py",
+    )
+    assert {s.score for s in rewards.check_reward_function(rewards.RewardFunction(ok), train)} == {
+        -1e6
+    }  # the bound itself passes
+
+
+def test_a_data_source_verl_cannot_score_in_test_parquet_is_refused_naming_the_file(tmp_path):
+    data = tmp_path / "data"
+    write_split(data, "train.parquet", ["openai/gsm8k"] * 2)
+    write_split(data, "test.parquet", ["openai/gsm8k", "my/units"])
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_verl_scores(data)
+    assert caught.value.message.startswith(
+        f"verl 0.4.1 has no scorer for data_source 'my/units' (in test.parquet) of {data / 'train.parquet'},"
+        f" {data / 'test.parquet'} "
+    )
+    write_split(data, "test.parquet", ["openai/gsm8k"])
+    assert [(s.split, s.row) for s in rewards.check_verl_scores(data)] == [
+        ("train", 0),
+        ("train", 0),
+        ("train", 1),
+        ("train", 1),
+        ("test", 0),
+        ("test", 0),
+    ]
+
+
+def test_without_verl_the_scorer_check_is_one_clean_error(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "verl.utils.reward_score", None)
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_verl_scores(write_train(tmp_path / "data"))
+    assert caught.value.message.startswith("verl is not installed in this Python (")
+    assert (
+        caught.value.fix
+        == "pip install verl==0.4.1 (the images install it), or pass --reward-function FILE.py:FUNCTION"
+    )
+
+
+def test_a_reward_importing_a_module_beside_it_is_told_only_the_one_file_is_copied(tmp_path, monkeypatch):
+    """issue 32 item 18: it was told "fix the file so that python FILE runs", which it does."""
+    import sys
+
+    folder = tmp_path / "task"
+    folder.mkdir()
+    (folder / "helpers.py").write_text("def normalize(text):\n    return text.strip()\n")
+    path = reward_file(
+        folder,
+        "from helpers import normalize\n\n\ndef compute_score(data_source, solution_str, ground_truth,"
+        " extra_info=None):\n    return float(normalize(solution_str) == ground_truth)\n",
+    )
+    expected = (
+        f"reward function file {path} imports helpers from {folder / 'helpers.py'}, beside it: verlfit copies only"
+        " reward.py into the run directory (RUN_DIR/reward/reward.py, which verl loads in every worker), so that"
+        " import would fail in the run\n  fix: put what it uses from helpers.py into reward.py, or install it as a"
+        " package (pip install) in the image"
+    )
+    with pytest.raises(VerlfitError) as caught:  # the folder not on sys.path: the import fails here
+        rewards.load_reward_function(rewards.RewardFunction(path))
+    assert (str(caught.value), caught.value.exit_code) == (expected, 2)
+    # on sys.path (run from that folder): the import works here, not in the run
+    monkeypatch.syspath_prepend(str(folder))
+    with pytest.raises(VerlfitError) as caught:
+        rewards.load_reward_function(rewards.RewardFunction(path))
+    assert str(caught.value) == expected
+    sys.modules.pop("helpers", None)
+    other = reward_file(tmp_path, "import not_installed_anywhere\n", "other.py")
+    with pytest.raises(
+        VerlfitError,
+        match=(
+            r"does not import: ModuleNotFoundError: No module named 'not_installed_anywhere' \(line 1\)\n  fix: install"
+            r" what it imports"
+        ),
+    ):
+        rewards.load_reward_function(rewards.RewardFunction(other))
+    with pytest.raises(VerlfitError, match=f"^reward function file {tmp_path} is a folder, not a file"):
+        rewards.load_reward_function(rewards.RewardFunction(tmp_path))

@@ -24,9 +24,29 @@ def parse(argv):
 
 
 @pytest.mark.parametrize("profile, rollout", [("p40", "actor_rollout_ref.rollout.name=hf"), ("a10", "actor_rollout_ref.rollout.name=vllm")])
-def test_dry_run_prints_command_without_gpu(profile, rollout, capsys, monkeypatch):
+def test_dry_run_prints_command_without_gpu(profile, rollout, capsys, monkeypatch, tmp_path):
+    from fakes import write_raw_gsm8k
+
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
-    assert cli.main(["train", "--profile", profile, "--dry-run", "--steps", "3", "--plan", "off"]) == 0
+    # --skip-checks: this Python may lack vllm (the a10 profile's rollout), which a real launch's checks refuse
+    assert (
+        cli.main(
+            [
+                "train",
+                "--profile",
+                profile,
+                "--dry-run",
+                "--steps",
+                "3",
+                "--plan",
+                "off",
+                "--skip-checks",
+                "--data",
+                write_raw_gsm8k(tmp_path / "raw"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"profile: {profile}    GPU: none detected" in out
     assert "-m verl.trainer.main_ppo" in out
@@ -529,11 +549,54 @@ def test_dry_run_counts_the_steps_an_epoch_takes_when_the_data_is_there(tmp_path
     import pyarrow.parquet as pq
 
     (tmp_path / "data").mkdir()
+    from fakes import write_raw_gsm8k
+
     pq.write_table(pa.table({"prompt": [str(i) for i in range(7473)]}), tmp_path / "data" / "train.parquet")
-    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--epochs", "2", "--data", str(tmp_path / "data"), "--run-dir", str(tmp_path / "r")]) == 0
-    assert "\nsteps: 466 (2 epoch(s) of 7473 rows // 32 prompts a batch)    batch: 32 prompts" in capsys.readouterr().out  # 2 x 233 whole batches
-    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--data", str(tmp_path / "none"), "--run-dir", str(tmp_path / "r")]) == 0
-    assert "\nsteps: 1 epoch(s)    batch: 32 prompts" in capsys.readouterr().out  # no data yet: nothing to count
+    # a train.parquet alone, not in verl's format: counted, then refused as the real launch refuses it
+    # (exit 2; it was 0)
+    assert (
+        cli.main(
+            [
+                "train",
+                "--profile",
+                "p40",
+                "--plan",
+                "off",
+                "--dry-run",
+                "--epochs",
+                "2",
+                "--data",
+                str(tmp_path / "data"),
+                "--run-dir",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 2
+    )
+    out, err = capsys.readouterr()
+    # 2 x 233 whole batches
+    assert "\nsteps: 466 (2 epoch(s) of 7473 rows // 32 prompts a batch)    batch: 32 prompts" in out
+    assert err.startswith(
+        f"verlfit: error: a real launch would refuse this run: data {tmp_path / 'data'} (the notes above say why)\n"
+    )
+    assert (
+        cli.main(
+            [
+                "train",
+                "--profile",
+                "p40",
+                "--plan",
+                "off",
+                "--dry-run",
+                "--data",
+                write_raw_gsm8k(tmp_path / "raw"),
+                "--run-dir",
+                str(tmp_path / "r"),
+            ]
+        )
+        == 0
+    )
+    assert "\nsteps: 1 epoch(s)    batch: 32 prompts" in capsys.readouterr().out  # not prepared yet: nothing to count
 
 
 def test_a_memory_limit_below_one_gib_is_refused_by_the_parser(capsys):
@@ -713,9 +776,16 @@ def _lora_keys(overrides):
     return [o for o in overrides if ".lora_" in o or ".target_modules=" in o]
 
 
-def test_dry_run_with_lora_prints_verls_lora_keys_for_actor_and_critic_without_a_gpu(capsys, monkeypatch):
+def test_dry_run_with_lora_prints_verls_lora_keys_for_actor_and_critic_without_a_gpu(capsys, monkeypatch, tmp_path):
+    from fakes import write_raw_gsm8k
+
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
-    assert cli.main(["train", "--dry-run", "--profile", "p40", "--lora-rank", "32"]) == 0
+    assert (
+        cli.main(
+            ["train", "--dry-run", "--profile", "p40", "--lora-rank", "32", "--data", write_raw_gsm8k(tmp_path / "raw")]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "LoRA: actor rank 32, critic rank 32 (0 = fully trained), alpha 16, target modules all-linear" in out
     for key in LORA_ACTOR + LORA_CRITIC:
@@ -841,13 +911,32 @@ def test_lora_turns_a_profiles_cuda_graph_decoding_off_unless_the_user_turns_it_
     assert LORA_CUDA_GRAPH_NOTE not in chosen.notes
 
 
-def test_dry_run_shows_the_p40_profiles_cuda_graph_decoding_and_several_gpus_turn_it_off_with_a_note(capsys, monkeypatch):
+def test_dry_run_shows_the_p40_profiles_cuda_graph_decoding_and_several_gpus_turn_it_off_with_a_note(
+    capsys, monkeypatch, tmp_path
+):
     # issue 13's "what must show": the dry run's verl command carries the key
+    from fakes import write_raw_gsm8k
     from verlfit.overrides import CUDA_GRAPH_SEVERAL_GPUS_NOTE
 
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
-    assert cli.main(["train", "--profile", "p40", "--dry-run", "--steps", "3", "--plan", "off"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--profile",
+                "p40",
+                "--dry-run",
+                "--steps",
+                "3",
+                "--plan",
+                "off",
+                "--data",
+                write_raw_gsm8k(tmp_path / "raw"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "+actor_rollout_ref.rollout.cuda_graph=True" in out and "cuda_graph=False" not in out
     assert CUDA_GRAPH_SEVERAL_GPUS_NOTE not in out
@@ -885,17 +974,45 @@ def test_lora_on_one_gpu_generates_through_the_unwrapped_module_unless_the_user_
     assert unwrap(asked) == ["+actor_rollout_ref.rollout.unwrap_fsdp=True"] and UNWRAP_SEVERAL_GPUS_NOTE in asked.notes
 
 
-def test_a_dry_run_says_when_a_real_run_would_fail_the_engines_check(capsys, monkeypatch):
+def test_a_dry_run_says_when_a_real_run_would_fail_the_engines_check(capsys, monkeypatch, tmp_path):
     # a second new-user trial rehearsed `train --profile a10 --dry-run` on a Python without vllm and got a clean plan
     import importlib.util
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("vllm", "flash_attn") else real_find_spec(name, *a))
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
-    assert cli.main(["train", "--profile", "a10", "--dry-run", "--steps", "3", "--plan", "off"]) == 0
-    out = " ".join(capsys.readouterr().out.split())
-    assert "this Python has no vllm and no flash_attn: a real run would refuse it (FAIL engines; --rollout hf, --attention sdpa, or the verlfit:a10 image)" in out
-    assert cli.main(["train", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--dry-run", "--steps", "3", "--plan", "off"]) == 0
+    from fakes import write_raw_gsm8k
+
+    raw = write_raw_gsm8k(tmp_path / "raw")
+    # a note, exit 0: this machine's Python, not the run's inputs (a dry run is often made on another machine)
+    assert cli.main(["train", "--profile", "a10", "--dry-run", "--steps", "3", "--plan", "off", "--data", raw]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "this Python has no vllm and no flash_attn: a real run would refuse it (FAIL engines; --rollout hf, --attention"
+        " sdpa, or the verlfit:a10 image)"
+        in " ".join(out.split())
+    )
+    assert (
+        cli.main(
+            [
+                "train",
+                "--profile",
+                "a10",
+                "--rollout",
+                "hf",
+                "--attention",
+                "sdpa",
+                "--dry-run",
+                "--steps",
+                "3",
+                "--plan",
+                "off",
+                "--data",
+                raw,
+            ]
+        )
+        == 0
+    )
     assert "FAIL engines" not in capsys.readouterr().out
 
 
@@ -914,13 +1031,52 @@ def test_an_hf_rollout_switch_on_the_vllm_rollout_gets_a_note_that_it_does_nothi
 
 def test_dry_run_says_a_real_run_would_refuse_a_local_model_without_a_tokenizer(tmp_path, capsys):
     """new-user trial: a model folder without tokenizer files passed the dry run (doctor FAILs it, and so does a real run)."""
-    from fakes import write_model_dir
+    from fakes import write_model_dir, write_raw_gsm8k
 
     model = tmp_path / "model"
     write_model_dir(model, tokenizer=())
-    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--model", str(model), "--run-dir", str(tmp_path / "r")]) == 0
-    out = " ".join(capsys.readouterr().out.split())
+    raw = write_raw_gsm8k(tmp_path / "raw")
+    assert (
+        cli.main(
+            [
+                "train",
+                "--profile",
+                "p40",
+                "--plan",
+                "off",
+                "--dry-run",
+                "--model",
+                str(model),
+                "--run-dir",
+                str(tmp_path / "r"),
+                "--data",
+                raw,
+            ]
+        )
+        == 2
+    )
+    out, err = capsys.readouterr()
+    assert f"a real launch would refuse this run: model {model} (the notes above say why)" in err
+    out = " ".join(out.split())
     assert f"note: a real run would refuse its model: FAIL model: {model} has no tokenizer: AutoTokenizer needs tokenizer.json" in out
     write_model_dir(tmp_path / "whole")  # with its tokenizer: nothing to say
-    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--model", str(tmp_path / "whole"), "--run-dir", str(tmp_path / "r")]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--profile",
+                "p40",
+                "--plan",
+                "off",
+                "--dry-run",
+                "--model",
+                str(tmp_path / "whole"),
+                "--run-dir",
+                str(tmp_path / "r"),
+                "--data",
+                raw,
+            ]
+        )
+        == 0
+    )
     assert "refuse its model" not in capsys.readouterr().out

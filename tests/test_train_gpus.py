@@ -18,7 +18,7 @@ SIZED_KEYS = ("ppo_micro_batch_size_per_gpu", "log_prob_micro_batch_size_per_gpu
 _real_query = gpu.query_gpus
 
 
-def test_dry_run_with_two_gpus_prints_the_gpu_count_and_per_gpu_micro_batches(capsys, monkeypatch):
+def test_dry_run_with_two_gpus_prints_the_gpu_count_and_per_gpu_micro_batches(capsys, monkeypatch, tmp_path):
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
     sized = {}
     for gpus in (1, 2):
@@ -45,7 +45,12 @@ def test_dry_run_with_two_gpus_prints_the_gpu_count_and_per_gpu_micro_batches(ca
         "trainer.n_gpus_per_node=1",
         "trainer.nnodes=1",
     ]
-    assert cli.main(["train", "--dry-run", "--profile", "p40", "--gpus", "2"]) == 0
+    from fakes import write_raw_gsm8k
+
+    assert (
+        cli.main(["train", "--dry-run", "--profile", "p40", "--gpus", "2", "--data", write_raw_gsm8k(tmp_path / "raw")])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "micro-batches per GPU: actor 8, critic 8, log-prob 8, HF rollout 16 prompts\n" in out
     assert "note: plan: actor micro-batch 8: the largest possible (8 responses per GPU)\n" in out

@@ -1,5 +1,5 @@
 """Issue 26 phase B: ``verlfit train`` with the user's own task: ``--reward-function FILE[:NAME]`` (and verl's
-``custom_reward_function`` keys after ``--``) checked on the training rows before launch, copied into the run
+``custom_reward_function`` keys after ``--``) checked on every training and test row before launch, copied into the run
 directory and recorded in run.json; data verl cannot score refused with the fix; the user's data folder never
 filled with GSM8K; a config.json ``--model`` and a garbage train.parquet refused cleanly."""
 
@@ -57,8 +57,12 @@ def test_dry_run_checks_and_prints_the_reward_function_and_points_verl_at_the_ru
     data, reward = own_data(tmp_path / "data"), reward_file(tmp_path / "task")
     assert dry_run(tmp_path, "--data", str(data), "--reward-function", f"{reward}:score") == 0
     out = unwrapped(capsys.readouterr().out)
-    # 3 rows, twice each: the ground truth (1.0), an empty response (0.0)
-    assert f"note: reward function: score in {reward} (checked on 3 training rows, each as the ground truth then as an empty response: 1, 0, 1, 0, 1, 0)" in out
+    # every row (40 training, 8 test), twice each: the ground truth (1.0), an empty response (0.0)
+    assert (
+        f"note: reward function: score in {reward} (called on every row as the ground truth, then as an empty response:"
+        " 40 training and 8 test rows; the ground truth scored 1 x48; an empty response scored 0 x48)"
+        in out
+    )
     assert f"custom_reward_function.path={tmp_path.resolve() / 'run' / 'reward' / 'my_reward.py'} \\ custom_reward_function.name=score \\" in out
 
 
@@ -76,7 +80,12 @@ def test_a_reward_that_raises_on_a_row_exits_2_naming_the_row(tmp_path, capsys):
     reward = reward_file(tmp_path / "task", "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return int(solution_str) == int(ground_truth)\n")
     assert dry_run(tmp_path, "--data", str(data), "--reward-function", str(reward)) == 2
     err = capsys.readouterr().err
-    assert f"verlfit: error: compute_score in {reward} raised ValueError: invalid literal for int() with base 10: '' on training row 0 (data_source 'arith', ground truth '0') with an empty response as the response\n" in err
+    assert (
+        f"verlfit: error: compute_score in {reward} raised ValueError: invalid literal for int() with base 10: '' on"
+        f" training row 0 of {data / 'train.parquet'} (data_source 'arith', ground truth '0') with an empty response as"
+        " the response\n"
+        in err
+    )
 
 
 def test_the_keys_after_the_separator_go_through_the_same_check_and_are_made_absolute(tmp_path, capsys, monkeypatch):
@@ -100,14 +109,22 @@ def test_a_data_source_verl_cannot_score_is_refused_before_launch_with_the_fix(t
     data = own_data(tmp_path / "data", data_source="arith")
     assert dry_run(tmp_path, "--data", str(data)) == 2
     err = capsys.readouterr().err
-    assert f"verlfit: error: verl 0.4.1 has no scorer for data_source 'arith' in {data / 'train.parquet'}" in err
+    assert (
+        "verlfit: error: verl 0.4.1 has no scorer for data_source 'arith' (in train.parquet, test.parquet) of"
+        f" {data / 'train.parquet'}, {data / 'test.parquet'}"
+        in err
+    )
     assert "  fix: pass a reward function: --reward-function FILE.py:FUNCTION" in err
 
 
 def test_gsm8k_data_without_a_reward_function_says_verls_scorer_is_used(tmp_path, capsys):
     data = own_data(tmp_path / "data", data_source="openai/gsm8k")
     assert dry_run(tmp_path, "--data", str(data)) == 0
-    assert "note: reward function: verl's default_compute_score for the data's data_source (checked on 3 training rows)" in unwrapped(capsys.readouterr().out)
+    assert (
+        "note: reward function: verl's default_compute_score for the data's data_source (called on every row: 40"
+        " training and 8 test rows; the ground truth scored 0 x48; an empty response scored 0 x48)"
+        in unwrapped(capsys.readouterr().out)
+    )
 
 
 def test_the_run_directory_holds_a_copy_recorded_in_run_json_and_resume_reuses_it(tmp_path):
@@ -187,3 +204,31 @@ def test_a_config_json_model_and_a_garbage_train_parquet_are_clean_errors_in_the
     assert "Traceback" not in err and out == ""
     assert err.startswith(f"verlfit: error: {data / 'train.parquet'} does not read as parquet: ")
     assert err.endswith("  fix: prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet\n")
+
+
+def test_a_reward_failing_only_on_a_test_row_stops_the_dry_run_naming_the_test_row(tmp_path, capsys):
+    """issue 32 items 13-14: the check read 3 training rows; verl validates on test.parquet with the same reward."""
+    data = own_data(tmp_path / "data")
+    pq.write_table(
+        pa.table(
+            {
+                "data_source": ["arith"],
+                "prompt": [[{"role": "user", "content": "x?"}]],
+                "ability": ["math"],
+                "reward_model": [{"style": "rule", "ground_truth": "x"}],
+                "extra_info": [{"index": 0}],
+            }
+        ),
+        data / "test.parquet",
+    )
+    reward = reward_file(
+        tmp_path / "task",
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return"
+        " float(int(ground_truth) == 0)\n",
+    )
+    assert dry_run(tmp_path, "--data", str(data), "--reward-function", str(reward)) == 2
+    assert capsys.readouterr().err.startswith(
+        f"verlfit: error: compute_score in {reward} raised ValueError: invalid literal for int() with base 10: 'x' on"
+        f" test row 0 of {data / 'test.parquet'} (data_source 'arith', ground truth 'x') with the ground truth as the"
+        " response\n"
+    )

@@ -123,11 +123,14 @@ def test_stall_timeout_may_be_given_with_resume(tmp_path, capsys):
     assert status == 1 and "cannot be given with it" not in err and "is not a verlfit run directory" in err
 
 
-def test_dry_run_shows_the_stall_timeout_and_help_names_the_startup_allowance(capsys):
-    assert cli.main(["train", "--dry-run", "--profile", "p40", "--stall-timeout", "60"]) == 0
+def test_dry_run_shows_the_stall_timeout_and_help_names_the_startup_allowance(capsys, tmp_path):
+    from fakes import write_raw_gsm8k
+
+    raw = write_raw_gsm8k(tmp_path / "raw")
+    assert cli.main(["train", "--dry-run", "--profile", "p40", "--stall-timeout", "60", "--data", raw]) == 0
     out = capsys.readouterr().out
     assert "stall timeout: stop verl after 60 s without a finished step (--stall-timeout; + 30 min of startup before the first record)" in out
-    assert cli.main(["train", "--dry-run", "--profile", "p40"]) == 0
+    assert cli.main(["train", "--dry-run", "--profile", "p40", "--data", raw]) == 0
     assert "stall timeout" not in capsys.readouterr().out
     with pytest.raises(SystemExit):
         cli.main(["train", "--help"])

@@ -47,14 +47,19 @@ def test_plan_refuses_emulate_with_another_profile_as_train_does(capsys):
 
 
 @pytest.mark.parametrize("command, option", [("plan", "--gpu-memory"), ("train", "--gpu-memory-limit")])
-def test_emulating_with_more_memory_than_the_card_is_refused(command, option, capsys):
+def test_emulating_with_more_memory_than_the_card_is_refused(command, option, capsys, tmp_path):
+    from fakes import write_raw_gsm8k
+
     argv = [command, "--emulate", "p40", option, "40"] + (["--dry-run"] if command == "train" else [])
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert f"verlfit: error: {option} 40 with --emulate p40: more than the p40 card's 22.5 GiB usable, so it would no longer emulate that card\n" in err
     assert f"fix: drop {option} (--emulate p40 caps each worker at 22.5 GiB), or use --profile p40 {option} 40 for the p40 profile's code paths with 40 GiB" in err
     # a smaller cap is a tighter card: still an emulation
-    assert cli.main([command, "--emulate", "p40", option, "20"] + (["--dry-run"] if command == "train" else [])) in (0, 1)
+    assert cli.main(
+        [command, "--emulate", "p40", option, "20"]
+        + (["--dry-run", "--data", write_raw_gsm8k(tmp_path / "raw")] if command == "train" else [])
+    ) in (0, 1)
     assert "no longer" not in capsys.readouterr().err
 
 
@@ -97,11 +102,24 @@ def test_the_dry_run_says_what_the_real_run_would_refuse(tmp_path, capsys, monke
     run_dir = tmp_path / "taken"
     run_dir.mkdir()
     data = tmp_path / "nothing-here"
-    assert cli.main(["train", "--profile", "p40", "--dry-run", "--run-dir", str(run_dir), "--data", str(data)]) == 0
-    out = " ".join(capsys.readouterr().out.split())  # the dry run wraps its notes at 110 columns
+    # issue 32 item 15: it was 0
+    assert cli.main(["train", "--profile", "p40", "--dry-run", "--run-dir", str(run_dir), "--data", str(data)]) == 2
+    out, err = capsys.readouterr()
+    # the run directory is the run's input: refused; GSM8K not reachable from here (no hub, no cache) is a note
+    assert (
+        err
+        == f"verlfit: error: a real launch would refuse this run: run directory {run_dir} exists (the notes above say"
+        " why)\n  fix: do what those notes say, then dry-run again\n"
+    )
+    out = " ".join(out.split())  # the dry run wraps its notes at 110 columns
     assert f"note: {run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)" in out
-    assert (f"note: a real run would refuse its data: FAIL data: {data} has no train.parquet or test.parquet and no raw GSM8K files, "
-            f"and openai/gsm8k is not in the datasets cache while HF_DATASETS_OFFLINE is set: verlfit train has nothing to prepare from") in out
+    assert (
+        f"note: a real run would refuse its data: FAIL data: {data} does not exist: verlfit train would prepare GSM8K"
+        " into it, but cannot here (openai/gsm8k is not in the datasets cache while HF_DATASETS_OFFLINE is set:"
+        " verlfit train has nothing to prepare from) (fix: check the path; for your own task make the folder first:"
+        " verlfit prepare-data"
+        in out
+    )
     # raw GSM8K files: the real run prepares them first, and the dry run says so
     raw = tmp_path / "raw"
     raw.mkdir()
@@ -123,12 +141,19 @@ def test_steps_with_epochs_says_steps_wins(capsys):
     assert "note: --steps 5 and --epochs 3: --steps wins: the run's time is of 5 steps (--epochs counts only without --steps)" in capsys.readouterr().out
 
 
-def test_the_dry_runs_notes_are_wrapped_and_lose_no_word(capsys):
+def test_the_dry_runs_notes_are_wrapped_and_lose_no_word(capsys, tmp_path):
     # a new-user trial: the dry run's longest lines were 255-389 characters of patch numbers and doc references
     from verlfit.overrides import LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE
     from verlfit.train.describe import NOTE_WIDTH
 
-    assert cli.main(["train", "--profile", "p40", "--dry-run", "--lora-rank", "32"]) == 0
+    from fakes import write_raw_gsm8k
+
+    assert (
+        cli.main(
+            ["train", "--profile", "p40", "--dry-run", "--lora-rank", "32", "--data", write_raw_gsm8k(tmp_path / "raw")]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     text = out.split("\nenvironment:\n")[0]
     notes = [line for line in text.splitlines() if line.startswith(("note:", "      "))]

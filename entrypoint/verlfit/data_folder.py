@@ -270,7 +270,10 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
     if not path.exists() and not path.is_symlink():
         return FolderReport(path, FolderState.ABSENT, reason="it does not exist")
     if not path.is_dir():
-        return FolderReport(path, FolderState.NOT_A_FOLDER, reason="it is a file, not a folder")
+        from verlfit.input_files import kind_of
+
+        # a file, a FIFO, a dangling link
+        return FolderReport(path, FolderState.NOT_A_FOLDER, reason=f"it is {kind_of(path)}, not a folder")
     entries = tuple(sorted(name for name in os.listdir(path) if name != MARKER_NAME and not LEFTOVER_PATTERN.fullmatch(name)))
     has_marker = (path / MARKER_NAME).exists()
     if not entries and not has_marker:
@@ -329,7 +332,11 @@ def refuse_to_overwrite(report: FolderReport, output_flag: str = "--output", for
     """
     path = report.path
     if report.state is FolderState.NOT_A_FOLDER:
-        return VerlfitError(f"{output_flag} {path} is a file, not a folder", fix=f"pass {output_flag} a folder (it is created if missing)", exit_code=2)
+        return VerlfitError(
+            f"{output_flag} {path} {report.reason.removeprefix('it ')}",
+            fix=f"pass {output_flag} a folder (it is created if missing)",
+            exit_code=2,
+        )
     shown = ", ".join(report.entries[:8]) + (f" and {len(report.entries) - 8} more" if len(report.entries) > 8 else "")
     kind = "data in verl's format that verlfit did not write" if report.state is FolderState.VERL_FORMAT else "files verlfit did not write"
     replaced = [name for name in writes if name in report.entries]

@@ -124,8 +124,6 @@ def probe_torch() -> TorchInfo | None:
     return TorchInfo(torch.__version__, torch.version.cuda, arch, available, ok, error)
 
 
-
-
 # The Python package an engine choice imports, what it is, and the option that runs without it. Sources: verl 0.4.1
 # imports vllm for rollout.name=vllm (verl/workers/fsdp_workers.py:417-419, verl/trainer/main_ppo.py:92-93 ->
 # verl/utils/vllm_utils.py:18-23); transformers' attn_implementation=flash_attention_2 needs the flash_attn package
@@ -654,23 +652,31 @@ def check_data(ctx: DoctorContext) -> CheckResult:
 
 
 def check_reward(ctx: DoctorContext) -> CheckResult:
-    """The ``reward`` line: the checks ``verlfit train`` makes before launch on the first rows of
-    ``train.parquet`` (:func:`verlfit.reward_function.check_reward_function` of ``ctx.reward_function``, or without
+    """The ``reward`` line: the checks ``verlfit train`` makes before launch on every row of ``train.parquet`` and
+    ``test.parquet`` (:func:`verlfit.reward_function.check_reward_function` of ``ctx.reward_function``, or without
     one :func:`verlfit.reward_function.check_verl_scores`: every data_source scorable by verl); SKIP while the data
     is not prepared (the ``data`` line says why). A refusal (exit status 2 in train) is a FAIL with its fix."""
     from verlfit import gsm8k
     from verlfit.data_folder import data_folder_state
-    from verlfit.reward_function import check_reward_function, check_verl_scores
+    from verlfit.reward_function import check_reward_function, check_verl_scores, describe_scores
 
     prepared, _ = gsm8k.training_data(Path(ctx.data_dir))
     if not data_folder_state(prepared, ctx.data_keys).prepared:
         return CheckResult("reward", SKIP, f"{prepared} holds no prepared data to score (see the data line)" + (f"; {ctx.reward_function} is checked once it does" if ctx.reward_function else ""))
-    parquet = prepared / "train.parquet"
     if ctx.reward_function is not None:
-        scored = check_reward_function(ctx.reward_function, parquet, ctx.data_keys)
-        return CheckResult("reward", PASS, f"{ctx.reward_function.name} in {ctx.reward_function.path} scores the first {len(scored) // 2} training rows ({', '.join(f'{s.score:g}' for s in scored)}: the ground truth, then an empty response)")
-    scored = check_verl_scores(parquet, ctx.data_keys)
-    return CheckResult("reward", PASS, f"verl's default_compute_score scores every {ctx.data_keys.reward_fn_key} of {parquet} (checked on {len(scored) // 2} training rows)")
+        scored = check_reward_function(ctx.reward_function, prepared, ctx.data_keys)
+        return CheckResult(
+            "reward",
+            PASS,
+            f"{ctx.reward_function.name} in {ctx.reward_function.path} scores every row: {describe_scores(scored)}",
+        )
+    scored = check_verl_scores(prepared, ctx.data_keys)
+    return CheckResult(
+        "reward",
+        PASS,
+        f"verl's default_compute_score scores every {ctx.data_keys.reward_fn_key} of {prepared}:"
+        f" {describe_scores(scored)}",
+    )
 
 
 def check_model(ctx: DoctorContext) -> CheckResult:
@@ -796,7 +802,14 @@ def register(subparsers):
     parser.add_argument("--lora-rank", type=rank, default=0, metavar="N", help="the run's LoRA rank, for the disk check: a LoRA checkpoint holds the frozen base, the adapters and AdamW states of the adapters only; 0 = full fine-tuning (default: %(default)s, as train)")
     parser.add_argument("--critic-lora-rank", type=rank, metavar="N", help="the PPO critic's LoRA rank, for the disk check (default: --lora-rank's, as train; ignored with --algo grpo)")
     parser.add_argument("--timeout", type=timeout_seconds, default=NETWORK_TIMEOUT_S, help="seconds for the hub reachability check (default: %(default)s)")
-    parser.add_argument("--reward-function", metavar="FILE[:NAME]", help="the run's reward function, as verlfit train --reward-function takes it: the reward line imports it and calls it on the first training rows (default: verl's scorer, which must know every data_source)")
+    parser.add_argument(
+        "--reward-function",
+        metavar="FILE[:NAME]",
+        help=(
+            "the run's reward function, as verlfit train --reward-function takes it: the reward line imports it and"
+            " calls it on every training and test row (default: verl's scorer, which must know every data_source)"
+        ),
+    )
     parser.add_argument("--json", action="store_true", help="print JSON: {checks: [...], exit_status}")
     parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: the verl overrides the run gets; the data and reward lines read data.prompt_key, data.reward_fn_key and custom_reward_function.path/.name")
     parser.set_defaults(func=_run)

@@ -26,3 +26,18 @@ class VerlfitError(Exception):
         if self.fix:
             return f"{self.message}\n  fix: {self.fix}"
         return self.message
+
+
+def os_error_words(error: OSError) -> str:
+    """What the kernel said of a failed write, in the words a message uses: ``"read-only file system"`` (EROFS: no
+    permission change helps, the mount is read-only), ``"permission denied"`` (EACCES, EPERM), ``"no space left on
+    the disk"`` (ENOSPC), else the system's own text (``strerror``)."""
+    import errno
+
+    if error.errno == errno.EROFS:
+        return "read-only file system"
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if error.errno == errno.ENOSPC:
+        return "no space left on the disk"
+    return error.strerror or str(error)

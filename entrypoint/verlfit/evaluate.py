@@ -26,8 +26,9 @@ way (flexible extraction, few-shot prompts), which is not the number training re
 Output (``--output``, default ``RUN/eval/global_step_N-SPLIT`` for a run directory, else ``eval/NAME-SPLIT``):
 ``rows.jsonl`` (one line per row: ``row`` index in the split, ``index`` = extra_info.index, ``response``,
 ``extracted`` answer or null, ``ground_truth``, ``score``, ``response_tokens``) and ``summary.json``
-(``accuracy``, ``format_rate`` = share of responses with a ``#### N``, ``mean_response_tokens``, ``rows``, the
-model and settings); with ``--compare OTHER`` also ``compare/`` (the same for OTHER) and ``comparison.json``
+(``accuracy``: the mean score, an accuracy where every score is 0 or 1 (``binary``), else printed as the mean
+reward; ``format_rate`` = share of responses with a ``#### N``, ``mean_response_tokens``, ``rows``, the model and
+settings); with ``--compare OTHER`` also ``compare/`` (the same for OTHER) and ``comparison.json``
 (paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`); without
 ``--compare`` those two of an earlier eval into the same output are removed (:func:`remove_stale_comparison`).
 ``--compare`` naming MODEL itself is refused. Each file is written to a temporary name, given the umask's mode
@@ -115,10 +116,17 @@ def score_response(data_source: str, response: str, ground_truth: str, extra_inf
     return float(value), extracted
 
 
-def make_scorer(reward_function: str | None, rows: list[dict], base: str | os.PathLike | None = None) -> Scorer:
-    """The :class:`Scorer` for ``rows``: the reward function ``FILE[:NAME]`` (loaded and called on the first rows,
-    :func:`verlfit.reward_function.load_reward_function`), or verl's scorer when every ``data_source`` of ``rows`` is
-    one it scores (:func:`verlfit.reward_function.verl_scores`).
+def make_scorer(
+    reward_function: str | None,
+    rows: list[dict],
+    base: str | os.PathLike | None = None,
+    split: str = "test",
+    source: str | None = None,
+) -> Scorer:
+    """The :class:`Scorer` for ``rows`` (of ``split``, read from the file ``source``, which messages name): the reward
+    function ``FILE[:NAME]`` (loaded, :func:`verlfit.reward_function.load_reward_function`, and called on every row as
+    the ground truth and as an empty response, :func:`verlfit.reward_function.call_on_rows`), or verl's scorer when
+    every ``data_source`` of ``rows`` is one it scores (:func:`verlfit.reward_function.verl_scores`).
 
     Raises:
         VerlfitError: exit status 2: the reward function does not load or fails on a row; a data_source verl cannot
@@ -129,7 +137,11 @@ def make_scorer(reward_function: str | None, rows: list[dict], base: str | os.Pa
     if reward_function is not None:
         reward = reward_function if isinstance(reward_function, rewards.RewardFunction) else rewards.parse_reward_function(reward_function, base)
         function = rewards.load_reward_function(reward)
-        rewards.call_on_rows(function, [{**row, "_row": index} for index, row in enumerate(rows[:rewards.ROWS_CHECKED])], label=f"{reward.name} in {reward.path}")
+        rewards.call_on_rows(
+            function,
+            [{**row, "_row": index, "_split": split, "_file": source} for index, row in enumerate(rows)],
+            label=f"{reward.name} in {reward.path}",
+        )
         return Scorer(reward, function)
     first = {}  # data_source -> the ground truth of its first row (verl's scorer is asked with it)
     for row in rows:
@@ -150,15 +162,34 @@ def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | Non
     import pyarrow.parquet as pq
 
     path = Path(data_dir) / f"{split}.parquet"
+    prepare = "prepare it again (verlfit prepare-data from your own files, verlfit prepare-gsm8k for GSM8K)"
     if not path.is_file():
-        raise VerlfitError(f"{path} does not exist", fix=f"prepare it with `verlfit prepare-gsm8k --output {data_dir}`, or pass --data DIR / --split")
+        from verlfit.input_files import kind_of
+
+        if not Path(data_dir).is_dir():
+            raise VerlfitError(
+                f"--data {data_dir} is {kind_of(data_dir).replace('missing', 'not there')}, not a folder of prepared"
+                " data",
+                fix="pass --data the folder verlfit prepare-data (your own task) or verlfit prepare-gsm8k wrote",
+            )
+        splits = sorted(entry.stem for entry in Path(data_dir).glob("*.parquet"))
+        if splits:
+            raise VerlfitError(
+                f"{path} does not exist: --split {split} names no file of {data_dir} (it has"
+                f" {', '.join(f'{name}.parquet' for name in splits)})",
+                fix=f"pass --split {' or --split '.join(splits)}",
+            )
+        raise VerlfitError(
+            f"{path} does not exist: {data_dir} holds no .parquet file",
+            fix=f"pass --data the folder verlfit prepare-data or verlfit prepare-gsm8k wrote, or {prepare}",
+        )
     try:
         table = pq.read_table(path)
     except Exception as error:  # pyarrow raises ArrowInvalid / OSError for a damaged file
-        raise VerlfitError(f"{path} is not a readable parquet file ({error})", fix="prepare it again with verlfit prepare-gsm8k") from error
+        raise VerlfitError(f"{path} is not a readable parquet file ({error})", fix=prepare) from error
     missing = {"data_source", "prompt", "reward_model"} - set(table.column_names)
     if missing:
-        raise VerlfitError(f"{path} lacks the column(s) {', '.join(sorted(missing))} of verl's schema", fix="prepare it with verlfit prepare-gsm8k")
+        raise VerlfitError(f"{path} lacks the column(s) {', '.join(sorted(missing))} of verl's schema", fix=prepare)
     if limit is not None:
         table = table.slice(0, limit)
     return table.to_pylist()
@@ -184,8 +215,11 @@ def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, p
 
 
 def summarize(results: list[RowResult]) -> dict:
-    """``{"rows", "accuracy", "correct", "format_rate", "mean_response_tokens", "score"}`` (rates in [0, 1], tokens per
-    response). ``format_rate`` is the share of GSM8K-strict-scored rows (``scored_by`` :data:`GSM8K_STRICT`, or empty: rows
+    """``{"rows", "accuracy", "correct", "binary", "format_rate", "mean_response_tokens", "score"}`` (rates in [0, 1],
+    tokens per response). ``accuracy`` is the mean score and ``correct`` the sum of the scores: a share right where
+    every score is 0 or 1 (``binary`` True); with other rewards (0.5, 2.0, -1) only the mean reward means something,
+    and ``binary`` is False. ``format_rate`` is the share of GSM8K-strict-scored rows (``scored_by``
+    :data:`GSM8K_STRICT`, or empty: rows
     written before the label existed were all scored so) whose
     response has a ``#### N``, None when no row is scored so; ``score`` names the scorers used (``"; "``-joined)."""
     n = len(results)
@@ -194,8 +228,14 @@ def summarize(results: list[RowResult]) -> dict:
     correct = sum(r.score for r in results)
     strict = [r for r in results if r.scored_by in (GSM8K_STRICT, "")]  # "": a row of an eval before the label (GSM8K strict)
     scorers = "; ".join(dict.fromkeys(r.scored_by for r in results if r.scored_by))
-    return {"rows": n, "accuracy": correct / n, "correct": correct, "format_rate": sum(r.extracted is not None for r in strict) / len(strict) if strict else None,
-            "mean_response_tokens": sum(r.response_tokens for r in results) / n} | ({"score": scorers} if scorers else {})
+    return {
+        "rows": n,
+        "accuracy": correct / n,
+        "correct": correct,
+        "binary": all(r.score in (0.0, 1.0) for r in results),
+        "format_rate": sum(r.extracted is not None for r in strict) / len(strict) if strict else None,
+        "mean_response_tokens": sum(r.response_tokens for r in results) / n,
+    } | ({"score": scorers} if scorers else {})
 
 
 def paired_difference(scores: Sequence[float], other: Sequence[float], confidence: float = 0.95) -> dict:
@@ -277,11 +317,9 @@ class HFGenerator:
 
 
 def _os_cause(error: OSError) -> str:
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "permission denied"
-    if error.errno == errno.ENOSPC:
-        return "no space left on the disk"
-    return error.strerror or str(error)
+    from verlfit.errors import os_error_words
+
+    return os_error_words(error)
 
 
 def _umask_mode() -> int:
@@ -337,13 +375,30 @@ def prepare_output(out: Path) -> list[Path]:
 
 
 def check_loadable(path: str, what: str, name: str) -> None:
-    """Load the tokenizer and config of the model at ``path`` (no weights: seconds), so that a model that will
-    not load fails before any other is scored.
+    """Check a local model directory's files as ``verlfit doctor`` does (:func:`verlfit.model_files.inspect_model_dir`:
+    config, weights whose safetensors headers read and cover each file, tokenizer), then load the tokenizer and
+    config of the model at ``path`` (no weights: seconds), so that a model that will not load fails before any other
+    is scored.
 
     Raises:
-        VerlfitError: the tokenizer or config does not load, naming ``what name``.
+        VerlfitError: a weights file cut short or missing, or the tokenizer or config does not load, naming
+            ``what name``.
     """
     from transformers import AutoConfig, AutoTokenizer
+
+    from verlfit.model_files import inspect_model_dir
+
+    if Path(path).is_dir():
+        try:
+            inspect_model_dir(path)
+        except VerlfitError as error:
+            # train's words
+            fix = (
+                (error.fix or "")
+                .replace("pass --model a complete", f"pass {what} a complete")
+                .replace("point --model at", f"point {what} at")
+            )
+            raise VerlfitError(f"{what} {name}: {error.message}", fix=fix or None, exit_code=error.exit_code) from error
 
     for part, load in (("config", AutoConfig.from_pretrained), ("tokenizer", AutoTokenizer.from_pretrained)):
         try:
@@ -499,7 +554,8 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
     rows = load_rows(data, split, limit)
     if not rows:
         raise VerlfitError(f"{Path(data) / f'{split}.parquet'} has no rows", fix="prepare the data again")
-    scorer = make_scorer(reward_function, rows) if reward_function is not None else None
+    source = str(Path(data) / f"{split}.parquet")
+    scorer = make_scorer(reward_function, rows, split=split, source=source) if reward_function is not None else None
     named = [(model, "MODEL")] + ([(compare, "--compare")] if compare is not None else [])
     if preflight:
         for name, what in named:
@@ -514,7 +570,16 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
             recorded = (resolved.run_info or {}).get("reward_function") or {}
             from verlfit.reward_function import RewardFunction
 
-            scorer = make_scorer(RewardFunction(Path(recorded["path"]), recorded.get("name") or "compute_score") if recorded.get("path") else None, rows)
+            scorer = make_scorer(
+                (
+                    RewardFunction(Path(recorded["path"]), recorded.get("name") or "compute_score")
+                    if recorded.get("path")
+                    else None
+                ),
+                rows,
+                split=split,
+                source=source,
+            )
         tokens = max_new_tokens or settings.get("max_response_length") or DEFAULT_MAX_NEW_TOKENS
         dtype, attention, why = resolve_settings(resolved, profile)
         targets = [(resolved, out)]
@@ -563,14 +628,23 @@ def _format(summary: dict) -> str:
     return "" if summary.get("format_rate") is None else f"format {summary['format_rate']:.4f}, "
 
 
+def score_text(summary: dict) -> str:
+    """``"accuracy 0.7500 (6/8)"`` where every score was 0 or 1 (``summary["binary"]``, True for summaries written
+    before the key existed: verl's GSM8K score is 0 or 1), else ``"mean reward 0.7500 over 8 rows"``: a reward of
+    0.5 is not half a right answer."""
+    if summary.get("binary", True):
+        return f"accuracy {summary['accuracy']:.4f} ({summary['correct']:g}/{summary['rows']})"
+    return f"mean reward {summary['accuracy']:.4f} over {summary['rows']} rows"
+
+
 def describe(summary: dict) -> str:
     comparison = summary.get("comparison")
-    lines = [f"{'model ' if comparison else ''}{summary['model']}: accuracy {summary['accuracy']:.4f} ({summary['correct']:g}/{summary['rows']}), "
+    lines = [f"{'model ' if comparison else ''}{summary['model']}: {score_text(summary)}, "
              f"{_format(summary)}mean response {summary['mean_response_tokens']:.1f} tokens "
              f"({summary['dtype']}, {summary['attention']}: {summary['settings_from']})"]
     if comparison:
         other = comparison["other"]
-        lines.append(f"other {other['model']}: accuracy {other['accuracy']:.4f} ({other['correct']:g}/{other['rows']}), "
+        lines.append(f"other {other['model']}: {score_text(other)}, "
                      f"{_format(other)}mean response {other['mean_response_tokens']:.1f} tokens")
         lines.append(f"difference (model - other, same {comparison['rows']} rows): {comparison['difference']:+.4f}, "
                      f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}] "
@@ -590,18 +664,33 @@ def _positive(text: str) -> int:
 def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "eval",
-        help="GSM8K accuracy of a model (verl's strict reward, greedy), optionally against another",
-        description=("Score MODEL on a prepared GSM8K split with verl's strict GSM8K reward (the training validation score) "
-                     "and greedy HF generate in the profile's dtype and attention. MODEL is a model directory, a hub id, "
-                     "or a run directory (its newest checkpoint, exported to a temporary directory)."),
-        epilog=("examples:\n"
-                "  $ verlfit eval runs/ppo-p40 --data data/gsm8k\n"
-                "  $ verlfit eval runs/ppo-p40 --compare Qwen/Qwen2.5-0.5B-Instruct --limit 256\n"
-                "  $ verlfit eval runs/ppo-p40/export/global_step_50 --profile p40 --batch-size 32 --output eval/step50\n"),
+        help=(
+            "score a model on a prepared split (GSM8K or your own task) as training validation scores it, greedy;"
+            " optionally against another"
+        ),
+        description=(
+            "Score MODEL on a prepared split (verlfit prepare-gsm8k, or verlfit prepare-data for your own task) as "
+            "training validation scores it, with greedy HF generate in the profile's dtype and attention. The score "
+            "is your reward function (--reward-function FILE[:NAME]; a run directory brings the one it trained with), "
+            "else verl's scorer for each row's data_source (openai/gsm8k: verl's strict GSM8K reward). Prints "
+            "accuracy where every score is 0 or 1, else the mean reward. MODEL is a model directory, a hub id, or a "
+            "run directory (its newest checkpoint, exported to a temporary directory)."
+        ),
+        epilog=(
+            "examples:\n  $ verlfit eval runs/ppo-p40 --data data/gsm8k\n  $ verlfit eval runs/ppo-p40 --compare"
+            " Qwen/Qwen2.5-0.5B-Instruct --limit 256\n  $ verlfit eval runs/grpo-p40 --data data/shelf"
+            " --reward-function data/shelf_reward.py   # your own task\n  $ verlfit eval"
+            " runs/ppo-p40/export/global_step_50 --profile p40 --batch-size 32 --output eval/step50\n"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("model", metavar="MODEL", help="model directory, hub id, or run directory")
-    parser.add_argument("--data", default="data/gsm8k", metavar="DIR", help="prepared GSM8K (verlfit prepare-gsm8k; default data/gsm8k)")
+    parser.add_argument(
+        "--data",
+        default="data/gsm8k",
+        metavar="DIR",
+        help="prepared data: the folder verlfit prepare-gsm8k or verlfit prepare-data wrote (default data/gsm8k)",
+    )
     parser.add_argument("--split", default="test", help="which SPLIT.parquet (default test, what validation uses)")
     parser.add_argument("--limit", type=_positive, metavar="N", help="only the first N rows")
     parser.add_argument("--compare", metavar="OTHER", help="also score OTHER on the same rows; print the paired difference with a 95%% CI")

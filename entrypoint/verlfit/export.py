@@ -458,7 +458,9 @@ def export(run_dir, step: int | str = "latest", output=None, dtype: str | None =
 def _write_error(where: Path, error: OSError, needed: int | None = None) -> VerlfitError:
     if error.errno == errno.ENOSPC:
         return _disk_full(where, needed)
-    cause = "permission denied" if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else error.strerror or str(error)
+    from verlfit.errors import os_error_words
+
+    cause = os_error_words(error)
     return VerlfitError(f"cannot export to {where}: {cause}" + (f" ({error.filename})" if error.filename else ""),
                         fix="pass --output a directory you can write (and with room for the model)")
 

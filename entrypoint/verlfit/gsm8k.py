@@ -224,7 +224,11 @@ def discover_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
     Rules: in ``directory`` (or, if it has none, in ``directory/main``: the hub's layout), the
     files of split S are ``S.parquet``, ``S.jsonl``, ``S.json`` and shards ``S-*.parquet`` /
     ``S-*.jsonl`` / ``S-*.json`` (such as the hub's ``train-00000-of-00001.parquet``), read in
-    name order. All files of a split must share one suffix; both splits must be present.
+    name order. All files of a split must share one suffix; both splits must be present; a split is either one
+    whole file or shards, not both (``train.jsonl`` beside ``train-00001.jsonl`` would read its rows twice).
+
+    Raises:
+        VerlfitError: not a directory; no files; a split missing, in two formats, or whole and sharded at once.
     """
     directory = Path(directory)
     if not directory.is_dir():
@@ -251,6 +255,17 @@ def discover_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
                 raise VerlfitError(
                     f"{candidate} has {split} files in more than one format ({names})",
                     fix=f"keep one format of the {split} split in {candidate}",
+                )
+            whole = [path for path in found[split] if path.stem == split]
+            shards = [path for path in found[split] if path.stem != split]
+            if whole and shards:
+                # the whole split and its shards: most likely the same rows twice (a download next to its parts)
+                raise VerlfitError(
+                    f"{candidate} has both {whole[0].name} and {split} shards"
+                    f" ({', '.join(path.name for path in shards)}): verlfit would read them all, so the rows would most"
+                    " likely count twice",
+                    fix=f"keep either {whole[0].name} or its shards {split}-*{whole[0].suffix} in {candidate}",
+                    exit_code=2,
                 )
         return found
     raise VerlfitError(

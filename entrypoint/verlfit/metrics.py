@@ -258,12 +258,22 @@ class MetricsWriter:
         self.close()
 
 
-def read_metrics(run_dir: str | os.PathLike, unreadable: list[int] | None = None) -> list[dict]:
+# keys of a record that verlfit writes itself and that are not verl metrics (module docstring)
+OWN_KEYS = ("step", "time", "finished")
+
+
+def read_metrics(
+    run_dir: str | os.PathLike, unreadable: list[int] | None = None, not_numbers: list[tuple[int, str]] | None = None
+) -> list[dict]:
     """Read ``run_dir/metrics.jsonl`` in file order; ``[]`` when it does not exist.
 
     Lines that are not a complete JSON object with an integer ``step`` are skipped: the last line of a
     run being written or killed mid-write, and a line an earlier killed run left cut. Their line numbers
     (from 1; blank lines aside) are appended to ``unreadable`` when it is given, so a caller can say so.
+
+    A metric whose value is not a number (``null``, text, a list: a file edited by hand or written by another
+    tool; verl logs only numbers) is read as NaN, as verl's console prints a missing value, so that every reader
+    can compute with the record; ``(line, metric)`` of each is appended to ``not_numbers`` when it is given.
     """
     path = Path(run_dir) / METRICS_FILE
     if not path.is_file():
@@ -276,6 +286,11 @@ def read_metrics(run_dir: str | os.PathLike, unreadable: list[int] | None = None
             except ValueError:
                 record = None
             if isinstance(record, dict) and isinstance(record.get("step"), int) and not isinstance(record["step"], bool) and record["step"] >= 0:
+                for key, value in record.items():
+                    if key not in OWN_KEYS and not isinstance(value, (int, float)):
+                        record[key] = math.nan
+                        if not_numbers is not None:
+                            not_numbers.append((number, key))
                 records.append(record)
             elif unreadable is not None and raw.strip():
                 unreadable.append(number)

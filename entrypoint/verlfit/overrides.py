@@ -680,12 +680,14 @@ def _unknown_key_error(key: str, valid: list[str], added: bool) -> VerlfitError:
     return VerlfitError(message, fix="did you mean: " + ", ".join(suggestions) if suggestions else "see verl's ppo_trainer.yaml", exit_code=2)
 
 
-def validate_overrides(overrides: list[str], config_dir: Path | None = None):
+def validate_overrides(overrides: list[str], config_dir: Path | None = None, user: list[str] | None = None):
     """Compose ``overrides`` with Hydra against verl's ``ppo_trainer.yaml``; return the config.
 
     ``hydra.*`` overrides are skipped (they configure Hydra itself, not verl). ``+key``
     overrides must name a key in :data:`KNOWN_ADDED_KEYS` or under
-    :data:`KNOWN_ADDED_PREFIXES`.
+    :data:`KNOWN_ADDED_PREFIXES`. ``user``: the overrides the user gave after ``--``, as given: a ``+`` on a key
+    the yaml has is refused there too, though :func:`merge_overrides` would have folded it into verlfit's own
+    entry for the key (``+actor_rollout_ref.actor.optim.lr=1e-6`` is what Hydra refuses when run by hand).
 
     Returns:
         The composed ``omegaconf.DictConfig`` (unresolved), for the dry run and run record.
@@ -706,6 +708,14 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None):
     base = OmegaConf.load(config_dir / "ppo_trainer.yaml")
     valid = config_keys(base)
     valid_set = set(valid)
+    for override in user or []:
+        prefix, key, _ = split_override(override)
+        if prefix == "+" and key in valid_set:
+            raise VerlfitError(
+                f"{override!r}: verl's yaml already has {key!r}, so '+' (add a new key) is refused by Hydra",
+                fix=f"drop the '+': {override.lstrip('+')}",
+                exit_code=2,
+            )
     verl_overrides = []
     for override in overrides:
         prefix, key, _ = split_override(override)

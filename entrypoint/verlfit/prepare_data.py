@@ -32,6 +32,7 @@ import json
 import math
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -41,6 +42,9 @@ from verlfit.errors import VerlfitError
 DEFAULT_ABILITY = "custom"
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 MAX_BAD_LINES = 20
+# a placeholder in --prompt-template: {name}; only {question} is filled in (str.replace, so other braces stay text)
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+EXACT_INTEGER_LIMIT = 2 ** 53  # float64 holds every integer up to this exactly (IEEE 754: 53-bit significand)
 
 
 @dataclass(frozen=True)
@@ -83,29 +87,51 @@ class PrepareDataResult:
 # --------------------------------------------------------------------------- reading
 
 
-def read_rows(path: str | os.PathLike) -> list[SourceRow]:
-    """Every row of a ``.jsonl`` / ``.json`` / ``.csv`` / ``.parquet`` file with where it is.
+def read_rows(path: str | os.PathLike, flag: str = "--train") -> list[SourceRow]:
+    """Every row of a ``.jsonl`` / ``.json`` / ``.csv`` / ``.parquet`` file with where it is; ``flag`` names the
+    option that gave the file in messages.
 
     Raises:
-        VerlfitError: the file is missing, has another suffix, or does not parse as a whole (a JSON array that does
-            not parse, a parquet file that does not read, a csv without a header).
+        VerlfitError: the path is not a regular file (missing, a folder, a FIFO, a dangling link: said as such,
+            :func:`verlfit.input_files.require_regular_file`), has another suffix, is empty or holds no row, or does
+            not parse as a whole (a JSON array that does not parse, a parquet file that does not read, a csv without a
+            header or with a column named twice).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise VerlfitError(f"{path}: no such file", fix="pass the file holding your questions and answers (.jsonl, .json, .csv or .parquet)", exit_code=2)
+    from verlfit.input_files import require_regular_file
+
+    path = require_regular_file(
+        Path(path), flag, fix="pass the file holding your questions and answers (.jsonl, .json, .csv or .parquet)"
+    )
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise VerlfitError(f"{path}: cannot read {suffix or 'a file without a suffix'}", fix=f"give the file one of the suffixes {', '.join(SUFFIXES)} (and that format)", exit_code=2)
+    if path.stat().st_size == 0:
+        raise VerlfitError(
+            f"{flag} {path} is empty (0 bytes)",
+            fix="put your rows in it (a question and an answer each), or pass the file that holds them",
+            exit_code=2,
+        )
     try:
         if suffix == ".jsonl":
-            return list(_jsonl_rows(path))
-        if suffix == ".json":
-            return _json_rows(path)
-        if suffix == ".csv":
-            return list(_csv_rows(path))
-        return _parquet_rows(path)
+            rows = list(_jsonl_rows(path))
+        elif suffix == ".json":
+            rows = _json_rows(path)
+        elif suffix == ".csv":
+            rows = list(_csv_rows(path))
+        else:
+            rows = _parquet_rows(path)
     except UnicodeDecodeError as error:
         raise VerlfitError(f"{path} is not UTF-8 text ({error})", fix="save the file as UTF-8", exit_code=2) from error
+    if not rows:
+        holds = {".csv": "a header line and no row", ".json": "an empty array", ".parquet": "no row"}.get(
+            suffix, "blank lines only"
+        )
+        raise VerlfitError(
+            f"{flag} {path} holds {holds}: it is empty of data",
+            fix="put your rows in it (a question and an answer each), or pass the file that holds them",
+            exit_code=2,
+        )
+    return rows
 
 
 def _jsonl_rows(path: Path) -> Iterator[SourceRow]:
@@ -138,14 +164,40 @@ def _json_rows(path: Path) -> list[SourceRow]:
 
 
 def _csv_rows(path: Path) -> Iterator[SourceRow]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle)
+    """The rows of a CSV file under its header (Python's ``csv`` module, which keeps each row's line number). Read as
+    ``utf-8-sig``: the byte-order mark Excel puts before "UTF-8 CSV" files is dropped, not read into the first
+    column's name. A row with more fields than the header is bad (a comma in an unquoted text shifts every field
+    after it); a row with fewer leaves the missing columns empty, as the csv module reads it."""
+    with open(path, encoding="utf-8-sig", newline="") as handle:
+        reader = csv.DictReader(handle, restkey=_EXTRA_FIELDS)
         if reader.fieldnames is None:
             raise VerlfitError(f"{path} is empty: a .csv file needs a header line naming its columns", fix="add a header line, e.g. question,answer", exit_code=2)
+        twice = sorted({name for name in reader.fieldnames if reader.fieldnames.count(name) > 1})
+        if twice:
+            raise VerlfitError(
+                f"{path}'s header names the column{'s' if len(twice) > 1 else ''} {', '.join(map(repr, twice))} more"
+                f" than once ({','.join(reader.fieldnames)}): the csv module would keep only the last of each",
+                fix="give each column its own name in the header line",
+                exit_code=2,
+            )
         start = reader.line_num + 1
         for index, values in enumerate(reader):
-            yield SourceRow(f"{path} line {start}", index, {key: value for key, value in values.items() if key is not None})
+            extra = values.pop(_EXTRA_FIELDS, None)
+            where = f"{path} line {start}"
+            if extra is not None:
+                yield SourceRow(
+                    where,
+                    index,
+                    None,
+                    f"{len(reader.fieldnames) + len(extra)} fields, but the header names {len(reader.fieldnames)}"
+                    " (quote a text holding a comma)",
+                )
+            else:
+                yield SourceRow(where, index, values)
             start = reader.line_num + 1
+
+
+_EXTRA_FIELDS = "\0extra fields"  # DictReader's restkey: no header can name it
 
 
 def _parquet_rows(path: Path) -> list[SourceRow]:
@@ -163,14 +215,18 @@ def _parquet_rows(path: Path) -> list[SourceRow]:
 
 
 def answer_text(value: Any) -> str | None:
-    """The ground truth as text: a string as is, a whole number as its digits, another finite number as Python
-    writes it (``0.5``); None for anything else (missing, bool, NaN, a list, an object)."""
+    """The ground truth as text: a string as is, a whole number as its digits (also a float that holds one exactly,
+    as a parquet or pandas column of integers with a null becomes float64: ``3.0`` -> ``"3"``, up to
+    :data:`EXACT_INTEGER_LIMIT`), another finite number as Python writes it (``0.5``); None for anything else
+    (missing, bool, NaN, a list, an object)."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, float) and value.is_integer() and abs(value) <= EXACT_INTEGER_LIMIT:
+        return str(int(value))
     return str(value)
 
 
@@ -192,6 +248,27 @@ def check_row(row: SourceRow, question_column: str, answer_column: str) -> tuple
     if not answer.strip():
         return None, BadRow(row.where, answer_column, "blank")
     return (question, answer), None
+
+
+def check_columns(path: str | os.PathLike, rows: list[SourceRow], flags: dict[str, str]) -> None:
+    """Refuse a column that no row of ``path`` has, once, listing the columns the file has (a CSV's header, else
+    the keys of its rows in the order first seen), instead of one bad-row line per row.
+
+    Args:
+        path: the file (for the message).
+        rows: its rows (:func:`read_rows`).
+        flags: option -> the column it names, e.g. ``{"--question-column": "q", "--answer-column": "a"}``.
+
+    Raises:
+        VerlfitError: exit status 2, naming the option, the column, the file and its columns.
+    """
+    seen = list(dict.fromkeys(key for row in rows if row.values is not None for key in row.values))
+    if not seen:
+        return  # no row parsed: the bad rows say why
+    for flag, column in flags.items():
+        if column not in seen:
+            raise VerlfitError(f"{flag} {column}: no row of {path} has that column; its columns are {', '.join(seen)}",
+                               fix=f"pass {flag} with one of them", exit_code=2)
 
 
 def render_prompt(question: str, system_prompt: str | None = None, template: str | None = None) -> list[dict]:
@@ -283,6 +360,34 @@ def prepare_data(
         raise VerlfitError("--data-source is empty", fix="name your task, e.g. --data-source my/unit-conversion (your reward function receives it)", exit_code=2)
     if prompt_template is not None and "{question}" not in prompt_template:
         raise VerlfitError(f"--prompt-template {prompt_template!r} has no {{question}}", fix="put {question} where the question goes, e.g. --prompt-template 'Convert: {question} Answer after ####.'", exit_code=2)
+    others = sorted({name for name in PLACEHOLDER.findall(prompt_template or "") if name != "question"})
+    if others:
+        shown = ", ".join(f"{{{name}}}" for name in others)
+        raise VerlfitError(
+            f"--prompt-template {prompt_template!r} has {shown}: only {{question}} is filled in, so the model would"
+            f" read {shown} as it is"
+            + (
+                " (and the answer must not be in the prompt: the reward compares the response with it)"
+                if "answer" in others
+                else ""
+            ),
+            fix=f"remove {shown} from the template; only {{question}} is replaced",
+            exit_code=2,
+        )
+    if question_column == answer_column:
+        raise VerlfitError(
+            f"--question-column and --answer-column are both {question_column!r}: the answer would be the question"
+            " itself",
+            fix="pass --answer-column the column that holds the answers",
+            exit_code=2,
+        )
+    if test is not None and _same_file(train, test):
+        raise VerlfitError(
+            f"--test {test} is the same file as --train {train}: every test row would also be a training row, so"
+            " validation would not measure held-out data",
+            fix="pass --test a file of other rows, or --test-fraction F to hold out a share of --train's rows",
+            exit_code=2,
+        )
     if max_prompt_length is not None and tokenizer is None:
         raise VerlfitError("--max-prompt-length needs --tokenizer: prompt lengths are counted in the model's tokens", fix="add --tokenizer with the model you will train (its folder or hub name)", exit_code=2)
     if max_prompt_length is not None and max_prompt_length < 1:
@@ -300,7 +405,17 @@ def prepare_data(
             raise VerlfitError(f"tokenizer {name} has no chat template; verl renders every prompt with it", fix="pass the tokenizer of an instruct/chat model")
 
     result = PrepareDataResult(output_dir=output_dir)
-    sources = {"train": read_rows(train)} if test is None else {"train": read_rows(train), "test": read_rows(test)}
+    sources = (
+        {"train": read_rows(train, "--train")}
+        if test is None
+        else {"train": read_rows(train, "--train"), "test": read_rows(test, "--test")}
+    )
+    for split, source_rows in sources.items():
+        check_columns(
+            train if split == "train" else test,
+            source_rows,
+            {"--question-column": question_column, "--answer-column": answer_column},
+        )
     good: dict[str, list[tuple[int, str, str]]] = {}
     for split, source_rows in sources.items():
         result.read[split] = len(source_rows)
@@ -359,6 +474,15 @@ def prepare_data(
     return result
 
 
+def _same_file(first: str | os.PathLike, second: str | os.PathLike) -> bool:
+    """Whether two paths name one file: the same inode where both exist (a link, ``./`` or another spelling), else
+    the same resolved path."""
+    try:
+        return os.path.samefile(first, second)
+    except OSError:
+        return Path(first).resolve() == Path(second).resolve()
+
+
 # --------------------------------------------------------------------------- CLI
 
 _DESCRIPTION = """\
@@ -367,15 +491,18 @@ Write your own question/answer files as verl 0.4.1 reads them: <output>/train.pa
 reward_model, extra_info). data_source is --data-source on every row (your reward function receives
 it: verl's own scorers know only their datasets' names); prompt is an optional --system-prompt
 message, then the question (or --prompt-template with {question} in it); the ground truth is the
-answer column as text (a number is written as Python writes it).
+answer column as text (a whole number as its digits, 3.0 too; another number as Python writes it).
+Only {question} is replaced in --prompt-template: another {name} in it is refused.
 
-input: .jsonl (one JSON object a line), .json (an array of objects), .csv (header line first),
-.parquet. A row with a missing or blank question or answer, an answer that is neither text nor a
+input: .jsonl (one JSON object a line), .json (an array of objects), .csv (header line first, each
+column named once; UTF-8, with or without the byte-order mark Excel writes), .parquet. A column
+named by --question-column or --answer-column that no row has is refused once, listing the file's
+columns. A row with a missing or blank question or answer, an answer that is neither text nor a
 number, or a line that is not a JSON object is reported as '<file> line N, column C: reason'
 (parquet and .json: row/item N, counted from 0) and skipped (--strict: fatal).
 
-split: --test FILE, or --test-fraction F of --train's good rows drawn with --seed (at least one row
-each side); extra_info.index is the row's position in its file.
+split: --test FILE (another file than --train), or --test-fraction F of --train's good rows drawn
+with --seed (at least one row each side); extra_info.index is the row's position in its file.
 
 lengths: with --tokenizer, prompts are measured as verl's RLHFDataset measures them; with
 --max-prompt-length N, prompts over N tokens are dropped (as prepare-gsm8k does).

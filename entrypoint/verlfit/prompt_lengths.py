@@ -94,7 +94,8 @@ def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length
     trims it counts the limit, and the measurement only checks what verl's filter keeps.
 
     Does not raise for what the run's own checks report (no data yet, a file pyarrow cannot read, a missing column,
-    prompts that are not messages, no local tokenizer): the measurement is then None and the note says why; the
+    prompts that are not messages, no local tokenizer, no transformers in this Python): the measurement is then None
+    and the note says why; the
     planner counts the prompt limit (``max_prompt_length``), as without the trims.
 
     Raises:
@@ -117,8 +118,14 @@ def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length
             return PromptMeasurement(None, f"prompt lengths not measured: {path} does not read as parquet ({str(error).rstrip('.')}); {limit_note}")
     if rows > MEASURED_ROWS_LIMIT:
         return PromptMeasurement(None, f"prompt lengths not measured: {rows:,} rows in {', '.join(path.name for path in paths)} (verlfit measures up to {MEASURED_ROWS_LIMIT:,}); {limit_note}")
-    from transformers import AutoTokenizer
-
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as error:  # the launcher installed alone (pyproject.toml): no tokenizer to count with
+        return PromptMeasurement(
+            None,
+            f"prompt lengths not measured: this Python has no transformers ({error}), which counts tokens with "
+            f"{model}'s tokenizer (install it, or run inside the verlfit image); {limit_note}",
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     except (OSError, ValueError) as error:

@@ -63,6 +63,7 @@ class Run:
     info: dict = field(default_factory=dict)
     total_steps: int | None = None
     unreadable_lines: list[int] = field(default_factory=list)  # of metrics.jsonl, from 1
+    not_numbers: list[tuple[int, str]] = field(default_factory=list)  # (line, metric) of metrics.jsonl read as NaN
     info_error: str | None = None  # why run.json could not be read (None: read, or absent)
     evaluation: dict | None = None  # the newest RUN/eval/*/summary.json of this run's exported checkpoint (verlfit eval)
 
@@ -95,7 +96,8 @@ def load_run(run_dir: str | os.PathLike) -> Run:
     info, info_error = _read_run_info(run_dir / RUN_INFO_FILE)
     total = info.get("total_steps") if isinstance(info.get("total_steps"), int) else None
     unreadable: list[int] = []
-    records = read_metrics(run_dir, unreadable)
+    not_numbers: list[tuple[int, str]] = []
+    records = read_metrics(run_dir, unreadable, not_numbers)
     source = METRICS_FILE
     log_total = None
     if log_path.is_file() and (not records or total is None):
@@ -104,9 +106,17 @@ def load_run(run_dir: str | os.PathLike) -> Run:
         log_total = parser.total_steps
         if not records:
             records, source = log_records, LOG_FILE
-    return Run(run_dir=run_dir, records=consolidate(records), source=source, info=info,
-               total_steps=total if total is not None else log_total, unreadable_lines=unreadable,
-               info_error=info_error, evaluation=read_evaluation(run_dir))
+    return Run(
+        run_dir=run_dir,
+        records=consolidate(records),
+        source=source,
+        info=info,
+        total_steps=total if total is not None else log_total,
+        unreadable_lines=unreadable,
+        not_numbers=not_numbers,
+        info_error=info_error,
+        evaluation=read_evaluation(run_dir),
+    )
 
 
 def _read_run_info(path: Path) -> tuple[dict, str | None]:
@@ -174,14 +184,21 @@ def plot_data(records: list[dict]) -> dict[str, dict]:
             baselines = {m: pts[1][0] for m, pts in lines.items() if m.startswith("val-core/") and pts[0][0] == 0}
             if baselines:
                 plots[name]["baselines"] = baselines  # validation before training (step 0): a dotted level line
-    timed = [r for r in records if is_training_record(r)]
+    timed = [
+        r for r in records if is_training_record(r) and _finite(r["timing_s/step"])
+    ]  # a step without its time: no bar
     if timed:
         present = [p for p in TIMING_PHASES if any(f"timing_s/{p}" in r for r in timed)]
-        phases = {p: [r.get(f"timing_s/{p}", 0.0) for r in timed] for p in present}
+        phases = {p: [r[f"timing_s/{p}"] if _finite(r.get(f"timing_s/{p}")) else 0.0 for r in timed] for p in present}
         phases["other"] = [max(0.0, r["timing_s/step"] - sum(r.get(f"timing_s/{p}", 0.0) for p in present)) for r in timed]
         plots["step_time"] = {"title": "Step time by verl phase", "ylabel": "seconds", "kind": "stacked",
                               "steps": [r["step"] for r in timed], "phases": phases}
     return plots
+
+
+def _finite(value) -> bool:
+    """True for a number that is not NaN or infinite (a metric read as NaN: :func:`verlfit.metrics.read_metrics`)."""
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def build_figure(spec: dict):
@@ -250,6 +267,12 @@ def summarize(run: Run) -> str:
         shown = ", ".join(map(str, run.unreadable_lines[:10])) + (" ..." if len(run.unreadable_lines) > 10 else "")
         lines.append(f"warning: {len(run.unreadable_lines)} line(s) of {METRICS_FILE} are not step records and were skipped "
                      f"(line {shown}); a run stopped mid-write cuts only its last line")
+    if run.not_numbers:
+        shown = ", ".join(f"{key} (line {line})" for line, key in run.not_numbers[:5]) + (
+            " ..." if len(run.not_numbers) > 5 else ""
+        )
+        lines.append(f"warning: {len(run.not_numbers)} value(s) of {METRICS_FILE} are null or not numbers: {shown}; "
+                     "read as NaN: left out of the means, maxima and step-time bars below")
     if not training:
         lines.append("no training step has finished yet")
     rewards = [(r["step"], r[REWARD_KEY]) for r in training if REWARD_KEY in r]
@@ -264,18 +287,18 @@ def summarize(run: Run) -> str:
         lines.append(f"validation ({key}): {start}last {points[-1][1]:.4f} (step {points[-1][0]}), best {best[1]:.4f} (step {best[0]})")
     if run.evaluation:
         lines.append(describe_evaluation(run.evaluation))
-    times = [r["timing_s/step"] for r in training]
+    times = [r["timing_s/step"] for r in training if _finite(r["timing_s/step"])]
     if times:
         mean = sum(times) / len(times)
         line = f"step time (timing_s/step): mean {mean:.1f} s over {len(times)} steps"
         if total is not None and last is not None and last < total and not run.finished:
             line += f"; {total - last} steps left, about {format_duration(mean * (total - last))}"
         lines.append(line)
-    tok = [t for t in (tokens_per_second(r) for r in training) if t is not None]
+    tok = [t for t in (tokens_per_second(r) for r in training) if _finite(t)]
     if tok:
         lines.append(f"throughput: mean {sum(tok) / len(tok):.0f} tokens/s (perf/total_num_tokens / timing_s/step)")
-    alloc = [r["perf/max_memory_allocated_gb"] for r in training if "perf/max_memory_allocated_gb" in r]
-    reserved = [r["perf/max_memory_reserved_gb"] for r in training if "perf/max_memory_reserved_gb" in r]
+    alloc = [r["perf/max_memory_allocated_gb"] for r in training if _finite(r.get("perf/max_memory_allocated_gb"))]
+    reserved = [r["perf/max_memory_reserved_gb"] for r in training if _finite(r.get("perf/max_memory_reserved_gb"))]
     if alloc:
         text = f"peak GPU memory: {max(alloc):.1f} GiB allocated"
         if reserved:
@@ -288,15 +311,21 @@ def summarize(run: Run) -> str:
 def describe_evaluation(evaluation: dict) -> str:
     """One line: the eval of the exported checkpoint, and before -> after when it was compared with another model."""
     e = evaluation
-    where = f"{e.get('rows')} rows of {e.get('split')}, greedy, verl's strict GSM8K score; {e['path']}"
+    # summaries before "score" were GSM8K's
+    scored = e.get("score") if isinstance(e.get("score"), str) else "verl's strict GSM8K score"
+    # verlfit.evaluate.score_text: a reward of 0.5 is no half answer
+    measure = "accuracy" if e.get("binary", True) else "mean reward"
+    where = f"{e.get('rows')} rows of {e.get('split')}, greedy, scored by {scored}; {e['path']}"
     comparison = e.get("comparison")
     if comparison and isinstance(comparison.get("other"), dict) and isinstance(comparison["other"].get("accuracy"), (int, float)):
         other = comparison["other"]
-        return (f"eval (verlfit eval, {where}): before -> after: {other.get('model')} {other['accuracy']:.4f} -> "
-                f"exported step {e['step']} {e['accuracy']:.4f} (difference {comparison['difference']:+.4f}, "
-                f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}])")
+        return (
+            f"eval (verlfit eval, {where}): {measure} before -> after: {other.get('model')} {other['accuracy']:.4f} -> "
+            f"exported step {e['step']} {e['accuracy']:.4f} (difference {comparison['difference']:+.4f}, "
+            f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}])"
+        )
     form = "" if e.get("format_rate") is None else f", format {e['format_rate']:.4f}"  # GSM8K's extraction only (verlfit.evaluate)
-    return f"eval (verlfit eval, {where}): exported step {e['step']} accuracy {e['accuracy']:.4f}{form}"
+    return f"eval (verlfit eval, {where}): exported step {e['step']} {measure} {e['accuracy']:.4f}{form}"
 
 
 def process_alive(pid, command_fragment: str | None = None) -> bool:

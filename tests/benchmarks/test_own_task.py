@@ -48,10 +48,11 @@ def test_prepared_by_prepare_data_and_checked_with_its_reward(tmp_path):
                           prompt_template=own_task.PROMPT_TEMPLATE, output_dir=tmp_path / "data", log=lambda line: None)
     assert (result.rows, result.bad) == ({"train": 30, "test": 5}, [])
     with pytest.raises(Exception, match="verl 0.4.1 has no scorer for data_source 'verlfit/shelf-stock'"):
-        rewards.check_verl_scores(tmp_path / "data" / "train.parquet")
-    scored = rewards.check_reward_function(rewards.RewardFunction(REWARD), tmp_path / "data" / "train.parquet")
-    # the bare ground truth has no "Answer:" line: 0, and so has the empty response
-    assert [s.score for s in scored] == [0.0] * 6
+        rewards.check_verl_scores(tmp_path / "data")
+    scored = rewards.check_reward_function(rewards.RewardFunction(REWARD), tmp_path / "data")
+    # every training and test row; the bare ground truth has no "Answer:" line: 0, and so has the empty response
+    assert [s.score for s in scored] == [0.0] * 70
+
 
 
 def test_warmup_problems_are_worked_out_and_never_the_rl_splits_problems(tmp_path):

@@ -261,3 +261,28 @@ def test_the_own_task_example_prepares_data_the_reward_function_scores(tmp_path)
     truth = first["reward_model"]["ground_truth"]
     assert reward.compute_score("verlfit/shelf-stock", f"Answer: {truth}", truth, first.get("extra_info")) == 1.0
     assert reward.compute_score("verlfit/shelf-stock", "", truth, first.get("extra_info")) == 0.0
+    # the same section's second block: the dry run on the path without a GPU, offline, exit 0, nothing written
+    body = section(README, "## Your own task")
+    blocks = re.findall(r"```bash\n(.*?)```", body, re.DOTALL)
+    (dry_run,) = [" ".join(line.split()) for line in blocks[1].replace("\\\n", " ").splitlines() if line.strip()]
+    assert dry_run.startswith(
+        ".venv/bin/verlfit train --data data/shelf --reward-function data/shelf_reward.py:compute_score "
+    ) and dry_run.endswith(" --dry-run --profile p40")
+    before = sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*"))
+    ran = subprocess.run(
+        dry_run.replace(".venv/bin/", f"{bin_dir}/"),
+        shell=True,
+        cwd=tmp_path,
+        env={**environment, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert ran.returncode == 0, (ran.stdout[-2000:], ran.stderr[-2000:])
+    out = " ".join(ran.stdout.split())
+    # no "Answer:" line: 0
+    assert (
+        "note: reward function: compute_score in " in out
+        and "4096 training and 256 test rows; the ground truth scored 0 x4352; an empty response scored 0 x4352" in out
+    )
+    assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before

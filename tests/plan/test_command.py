@@ -256,3 +256,23 @@ def test_the_time_estimate_of_the_vllm_rollout_ignores_the_hf_rollouts_switches(
     settings = TrainSettings(extra_overrides=("+actor_rollout_ref.rollout.cuda_graph=True",))
     profile = load_profile("a10")
     assert plan_time.for_train(settings, profile, None, None)[1] == plan_time.for_train(TrainSettings(), profile, None, None)[1]
+
+
+def test_an_absurd_batch_size_is_refused_with_the_host_memory_it_would_take(capsys):
+    """issue 32 item 17: `plan --batch-size 1000000000` said "fits", 786 million s a step."""
+    from verlfit.plan.request import MAX_BATCH_PROMPTS
+
+    assert MAX_BATCH_PROMPTS == 1_048_576
+    for command in (["plan", "--profile", "p40"], ["train", "--profile", "p40", "--dry-run", "--skip-checks"]):
+        assert cli.main([*command, "--batch-size", "1000000000"]) == 2
+        assert (
+            capsys.readouterr().err
+            == "verlfit: error: --batch-size 1,000,000,000 prompts a step: verl holds a step's whole batch on its"
+            " driver, whose token tensors alone (input_ids, attention_mask, position_ids: int64, 512 + 256 tokens a"
+            " prompt) would take 17,166 GiB of host memory; verlfit takes at most 1,048,576 prompts a step\n  fix:"
+            " use a batch of at most your training rows (verlfit's default is 32; GSM8K has 7,473 training rows), at"
+            " most 1,048,576\n"
+        )
+    assert 1_000_000_000 * 768 * 8 * 3 / 1024**3 == pytest.approx(17166.1, abs=0.1)  # the figure above, by hand
+    # the bound itself is planned
+    assert cli.main(["plan", "--profile", "p40", "--batch-size", str(MAX_BATCH_PROMPTS)]) == 0

@@ -347,10 +347,18 @@ FIVE_KEYS = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.r
 
 def _train_estimate(capsys, extra):
     import re
+    import tempfile
 
+    from fakes import write_raw_gsm8k
     from verlfit import cli
 
-    assert cli.main(["train", "--emulate", "p40", "--dry-run", "--steps", "200", *extra]) == 0
+    with tempfile.TemporaryDirectory() as folder:  # raw GSM8K files: what a real launch prepares, no hub needed
+        assert (
+            cli.main(
+                ["train", "--emulate", "p40", "--dry-run", "--steps", "200", "--data", write_raw_gsm8k(folder), *extra]
+            )
+            == 0
+        )
     out = capsys.readouterr().out
     (line,) = [line for line in out.splitlines() if "plan: estimated time on Tesla P40" in line]
     return float(re.search(r"([0-9.]+) s/step", line).group(1)), out
@@ -477,16 +485,23 @@ def test_plan_save_freq_defaults_to_trains_and_takes_its_type(capsys):
     assert "-2 must be a number of steps (1 or more), or 0 or -1 for never" in capsys.readouterr().err
 
 
-def test_plan_and_train_dry_run_give_the_same_step_time(capsys, monkeypatch):
+def test_plan_and_train_dry_run_give_the_same_step_time(capsys, monkeypatch, tmp_path):
     # a new-user trial: plan --emulate p40 --steps 200 said 34.11 s (no saves), train --dry-run 34.8 s (a save every 25)
     import re
+
+    from fakes import write_raw_gsm8k
 
     from verlfit import cli
 
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
     status, out = _run_plan(["--emulate", "p40", "--steps", "200"])
     planned = float(re.search(r"  step +([0-9.]+) s\n", out).group(1))
-    assert cli.main(["train", "--dry-run", "--emulate", "p40", "--steps", "200"]) == 0
+    assert (
+        cli.main(
+            ["train", "--dry-run", "--emulate", "p40", "--steps", "200", "--data", write_raw_gsm8k(tmp_path / "raw")]
+        )
+        == 0
+    )
     trained = float(re.search(r"plan: estimated time on Tesla P40: ([0-9.]+) s/step", capsys.readouterr().out).group(1))
     assert f"{planned:.1f}" == f"{trained:.1f}"
 
@@ -519,12 +534,47 @@ def test_window_lengths_above_the_maximum_are_refused_and_without_their_switch_n
     assert "has no effect" not in out
 
 
-def test_the_a10_profiles_vllm_path_is_said_to_be_unmodelled(capsys):
+def test_the_a10_profiles_vllm_path_is_said_to_be_unmodelled(capsys, tmp_path):
+    from fakes import write_raw_gsm8k
     from verlfit import cli
 
-    assert cli.main(["train", "--dry-run", "--profile", "a10", "--steps", "10"]) == 0
+    # --skip-checks: this Python may lack vllm, which a real launch's checks refuse
+    assert (
+        cli.main(
+            [
+                "train",
+                "--dry-run",
+                "--profile",
+                "a10",
+                "--steps",
+                "10",
+                "--skip-checks",
+                "--data",
+                write_raw_gsm8k(tmp_path / "raw"),
+            ]
+        )
+        == 0
+    )
     assert f"note: plan: {plan_time.VLLM_NOTE}" in " ".join(capsys.readouterr().out.split())  # the dry run wraps its notes
-    assert cli.main(["train", "--dry-run", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--steps", "10"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--dry-run",
+                "--profile",
+                "a10",
+                "--rollout",
+                "hf",
+                "--attention",
+                "sdpa",
+                "--steps",
+                "10",
+                "--data",
+                str(tmp_path / "raw"),
+            ]
+        )
+        == 0
+    )
     assert plan_time.VLLM_NOTE not in capsys.readouterr().out
     status, out = _run_plan(["--profile", "a10"])
     assert plan_time.VLLM_NOTE + "\n" in out

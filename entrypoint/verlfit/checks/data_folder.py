@@ -22,7 +22,11 @@ def data_folder_refusal(report) -> VerlfitError:
 
     data = report.path
     if report.state is FolderState.NOT_A_FOLDER:
-        return VerlfitError(f"--data {data} is a file, not a folder", fix="pass --data the folder holding train.parquet and test.parquet", exit_code=2)
+        return VerlfitError(
+            f"--data {data} {report.reason.removeprefix('it ')}",
+            fix="pass --data the folder holding train.parquet and test.parquet",
+            exit_code=2,
+        )
     missing = [name for name in SPLIT_FILES if name not in report.entries]
     shown = ", ".join(report.entries[:8]) + (f" and {len(report.entries) - 8} more" if len(report.entries) > 8 else "")
     if missing and len(missing) < len(SPLIT_FILES):
@@ -71,8 +75,15 @@ def check_data_folder(data_dir: str | os.PathLike, environ: Mapping[str, str], t
     from verlfit.data_folder import SPLIT_FILES, data_folder_state, missing_verl_columns, written_by
 
     data = Path(data_dir)
-    if data.exists() and not data.is_dir():
-        return CheckResult("data", FAIL, f"{data} is a file, not a data directory", "pass --data the directory that holds (or will hold) train.parquet and test.parquet")
+    if (data.exists() or data.is_symlink()) and not data.is_dir():
+        from verlfit.input_files import kind_of
+
+        return CheckResult(
+            "data",
+            FAIL,
+            f"{data} is {kind_of(data)}, not a data directory",
+            "pass --data the directory that holds (or will hold) train.parquet and test.parquet",
+        )
     # raw GSM8K files in --data are prepared into --data/verl by train (an incomplete set raises: a FAIL with its fix)
     prepared, source = gsm8k.training_data(data)
     report = data_folder_state(prepared, keys)
@@ -88,7 +99,20 @@ def check_data_folder(data_dir: str | os.PathLike, environ: Mapping[str, str], t
     if missing and source is not None:
         return CheckResult("data", WARN, f"{source} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {prepared}", fix)
     if missing:
-        return _hub_data(prepared, missing, fix, environ, timeout, head, dataset_cache_lookup)
+        result = _hub_data(prepared, missing, fix, environ, timeout, head, dataset_cache_lookup)
+        if not data.exists() and "gsm8k" not in str(data).lower():
+            # a folder that is not there and not named for GSM8K: most likely the user's own task (or a typo), not GSM8K
+            said = "verlfit train would prepare GSM8K into it" + (
+                "" if result.status == WARN else f", but cannot here ({result.message.split(', and ', 1)[-1]})"
+            )
+            return CheckResult(
+                "data",
+                result.status,
+                f"{data} does not exist: {said}",
+                "check the path; for your own task make the folder first: verlfit prepare-data --train FILE"
+                f" --test-fraction 0.1 --data-source NAME --output {data}",
+            )
+        return result
     rows = {}
     for name in SPLIT_FILES:
         path = prepared / name

@@ -90,14 +90,39 @@ def beyond_the_card_note(profile, memory_gib: float | None) -> str | None:
         return None
     return f"more than the {profile.name} profile's card has ({profile.gpu_memory_gib:g} GiB usable): the {profile.name} profile's code paths with {memory_gib:g} GiB, no longer a {profile.name} card"
 
+# The most prompts a step verlfit plans or launches. verl 0.4.1 holds a step's whole batch in one DataProto in the
+# driver process (ray_trainer.py fit: batch = DataProto.from_single_dict(batch_dict), then union with the rollout's
+# output): at 2**20 prompts of 512 + 256 tokens its int64 token tensors alone (input_ids, attention_mask,
+# position_ids) take 2**20 x 768 x 8 bytes x 3 = 18 GiB of host memory before any score or advantage. A bound
+# verlfit sets, 140 times GSM8K's 7,473 training rows; verl itself sets none.
+MAX_BATCH_PROMPTS = 2 ** 20
+DRIVER_TOKEN_TENSORS = 3  # input_ids, attention_mask, position_ids: int64, batch x (prompt + response) each
+
+
 def check_sizing(sizing: SizingOptions) -> None:
     """Refuse sizing options (:func:`verlfit.arguments.add_sizing_arguments`) that do not go together, for
     ``verlfit train`` and ``verlfit plan`` alike.
 
     Raises:
         VerlfitError (exit status 2): ``--samples`` with ``--algo ppo``; ``--critic-lora-rank`` with ``--algo grpo``;
-            ``--lora-alpha`` or ``--lora-target-modules`` without an adapter to apply them to.
+            ``--lora-alpha`` or ``--lora-target-modules`` without an adapter to apply them to; ``--batch-size`` above
+            :data:`MAX_BATCH_PROMPTS` (the message gives the driver's token tensors in GiB for the run's lengths).
     """
+    if sizing.batch_size > MAX_BATCH_PROMPTS:
+        driver_bytes = (
+            sizing.batch_size * (sizing.max_prompt_length + sizing.max_response_length) * 8 * DRIVER_TOKEN_TENSORS
+        )
+        raise VerlfitError(
+            f"--batch-size {sizing.batch_size:,} prompts a step: verl holds a step's whole batch on its driver, whose"
+            f" token tensors alone (input_ids, attention_mask, position_ids: int64, {sizing.max_prompt_length} +"
+            f" {sizing.max_response_length} tokens a prompt) would take {driver_bytes / GIB:,.0f} GiB of host memory;"
+            f" verlfit takes at most {MAX_BATCH_PROMPTS:,} prompts a step",
+            fix=(
+                "use a batch of at most your training rows (verlfit's default is 32; GSM8K has 7,473 training rows),"
+                f" at most {MAX_BATCH_PROMPTS:,}"
+            ),
+            exit_code=2,
+        )
     if sizing.algo == "ppo" and sizing.samples is not None:
         raise VerlfitError(f"--samples {sizing.samples} with --algo ppo: PPO samples one response per prompt (its critic gives the baseline)", fix="use --algo grpo for several responses per prompt, or drop --samples", exit_code=2)
     if sizing.algo == "grpo" and sizing.critic_lora_rank is not None:

@@ -72,7 +72,17 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs bf16 and compute capability >= 8.0)")
     parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)")
     parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet, prepared from the hub first if missing; or with raw GSM8K files (train/test .jsonl/.parquet with question and answer, or the hub's main/ folder), prepared from them into DIR/verl (default: %(default)s)")
-    parser.add_argument("--reward-function", metavar="FILE[:NAME]", help="score responses with the function NAME (default: compute_score) of the Python file FILE, called as verl 0.4.1 calls it: NAME(data_source, solution_str, ground_truth, extra_info) returning a number or a dict with 'score' (verl's custom_reward_function.path/.name, which may be given after -- instead). Checked on the first training rows before launch, copied into the run directory and recorded in run.json (default: verl's scorer for each row's data_source)")
+    parser.add_argument(
+        "--reward-function",
+        metavar="FILE[:NAME]",
+        help=(
+            "score responses with the function NAME (default: compute_score) of the Python file FILE, called as verl"
+            " 0.4.1 calls it: NAME(data_source, solution_str, ground_truth, extra_info) returning a number or a dict"
+            " with 'score' (verl's custom_reward_function.path/.name, which may be given after -- instead). Checked on"
+            " every training and test row before launch (each call within 10 s), copied into the run directory and"
+            " recorded in run.json (default: verl's scorer for each row's data_source)"
+        ),
+    )
     add_sizing_arguments(parser)  # --algo --samples --gpus --batch-size ... --plan: shared with verlfit plan
     parser.add_argument("--steps", type=whole_number, help="total training steps (default: --epochs passes over the data)")
     parser.add_argument("--epochs", type=whole_number, help="passes over the training data when --steps is not given (default: 1; with --steps, --steps wins)")
@@ -87,7 +97,16 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
     parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only " + ", ".join(option.partition(" (")[0] for option in _RESUMABLE_OPTIONS.values()) + " may be given)")
     parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled; before the first step record, 30 min of startup allowance (Ray start, model loading, the initial validation) is added, so SECONDS counts from the first record on (default, or 0: never stop; a stall is only reported, after 5 x the longest step, at least 10 min, + the same startup allowance, see verlfit.progress). May be given with --resume")
-    parser.add_argument("--dry-run", action="store_true", help="print the command, environment and resolved values, then exit (no GPU needed with --profile p40|a10)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help=(
+            "print the command, environment and resolved values, then exit: 0, or 2 when a real launch would refuse the"
+            " run's inputs (its data folder, model folder, run directory or reward; the notes say why; what depends on"
+            " this machine, such as engines not installed here or GSM8K not reachable from here, is a note). No GPU"
+            " needed with --profile p40|a10"
+        ),
+    )
     parser.add_argument("--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch")
     parser.add_argument("--no-validate", action="store_true", help="do not validate overrides against the installed verl (not recommended)")
     parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: extra verl overrides, key=value")
@@ -142,8 +161,13 @@ def run(args: argparse.Namespace) -> int:
         return launch(plan, run_dir, stall_timeout=args.stall_timeout)
     plan = prepare_launch(args)
     if args.dry_run:
+        # what the real launch would refuse of the user's inputs (run directory, model, data, reward): said in the
+        # notes, then the dry run's exit status 2; what depends on this machine (engines not installed here, GSM8K not
+        # reachable from here) stays a note: a dry run is often made on another machine than the run
+        refusals = []
         if Path(plan.settings.run_dir).exists():
             plan.notes.append(f"{plan.settings.run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)")
+            refusals.append(f"run directory {plan.settings.run_dir} exists")
         from verlfit.doctor import missing_engine_packages
 
         missing = missing_engine_packages(plan.settings.rollout, plan.settings.attention)
@@ -151,18 +175,30 @@ def run(args: argparse.Namespace) -> int:
             # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
             plan.notes.append(f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
                               f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)")
-        for note in (model_note(plan.settings.model, os.environ) if not args.skip_checks else None,  # what the real run's checks would say
-                     data_note(plan.settings.data_dir, os.environ, data_keys(plan.overrides))):
-            if note:
-                plan.notes.append(note)
+        # what the real run's checks would say
+        note = model_note(plan.settings.model, os.environ) if not args.skip_checks else None
+        if note:
+            plan.notes.append(note)
+            refusals.append(f"model {plan.settings.model}")
+        note, refused = data_note(plan.settings.data_dir, os.environ, data_keys(plan.overrides))
+        if note:
+            plan.notes.append(note)
+        if refused:
+            refusals.append(f"data {plan.settings.data_dir}")
         if (Path(plan.settings.data_dir) / "train.parquet").is_file():
             # the refusals a real launch makes, as the dry run's failure (exit 2): no plan verdict for a run that cannot start
             check_data_size(plan.settings)
         if data_folder_state(plan.settings.data_dir, data_keys(plan.overrides)).prepared:
             plan.notes.append(check_run_reward(plan.settings.data_dir, plan.reward_function, plan.overrides))
         elif plan.reward_function is not None:
-            plan.notes.append(f"reward function: {plan.reward_function.name} in {plan.reward_function.path} (checked on the training rows once the data is prepared)")
+            plan.notes.append(
+                f"reward function: {plan.reward_function.name} in {plan.reward_function.path} (checked on the training"
+                " and test rows once the data is prepared)"
+            )
         print(describe(plan, args.stall_timeout))
+        if refusals:
+            raise VerlfitError(f"a real launch would refuse this run: {'; '.join(refusals)} (the notes above say why)",
+                               fix="do what those notes say, then dry-run again", exit_code=2)
         return 0
     from verlfit.checks.stack import require
 

@@ -71,12 +71,15 @@ def model_note(model: str, environ) -> str | None:
     return f"a real run would refuse its model: FAIL model: {result.message}" + (f" (fix: {result.fix})" if result.fix else "")
 
 
-def data_note(data_dir: str, environ, keys=None) -> str | None:
-    """What a real run would do about its data before it launches, for the dry run to say (it prepares nothing):
-    None when verl's files are in ``data_dir`` (the dry run then checks their size as the run does); else the
-    ``data`` check a real launch runs (:func:`verlfit.checks.data_folder.check_data_folder`, one HEAD request to the
-    hub at most, none offline; ``keys``: the run's data keys): its FAIL as the refusal the run would make, its WARN as
-    the preparing it would do."""
+def data_note(data_dir: str, environ, keys=None) -> tuple[str | None, bool]:
+    """What a real run would do about its data before it launches, for the dry run to say (it prepares nothing), and
+    whether that refuses the user's data: ``(None, False)`` when verl's files are in ``data_dir`` (the dry run then
+    checks their size as the run does); else the ``data`` check a real launch runs
+    (:func:`verlfit.checks.data_folder.check_data_folder`, one HEAD request to the hub at most, none offline;
+    ``keys``: the run's data keys): its FAIL as the refusal the run would make, its WARN as the preparing it would
+    do. The flag is True for a FAIL of what the folder holds; False for a WARN, and for a FAIL of an absent or empty
+    folder, which says only that GSM8K cannot be fetched from this machine (no hub, no cache): a dry run is often
+    made on another machine than the run, so that stays a note."""
     from verlfit.checks.data_folder import check_data_folder
     from verlfit.checks.result import FAIL, PASS
 
@@ -84,10 +87,16 @@ def data_note(data_dir: str, environ, keys=None) -> str | None:
 
     result = check_data_folder(data_dir, environ, keys=keys or DataKeys())
     if result.status == PASS:
-        return None
+        return None, False
     if result.status == FAIL:
-        return f"a real run would refuse its data: FAIL data: {result.message}" + (f" (fix: {result.fix})" if result.fix else "")
-    return f"a real run would first prepare its data: {result.message}"
+        folder = Path(data_dir)
+        from_here_only = not folder.exists() or (folder.is_dir() and not any(folder.iterdir()))
+        return (
+            f"a real run would refuse its data: FAIL data: {result.message}"
+            + (f" (fix: {result.fix})" if result.fix else ""),
+            not from_here_only,
+        )
+    return f"a real run would first prepare its data: {result.message}", False
 
 def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
     """The dry-run text: values that matter, the environment, and the exact command; ``stall_timeout``

@@ -1,7 +1,7 @@
 """The reward a ``verlfit train`` run is scored with: chosen from ``--reward-function FILE[:NAME]`` or verl's
 ``custom_reward_function.path`` / ``.name`` after ``--`` (:func:`run_reward_function`, made absolute), pointed at
-its copy in the run directory (:func:`reward_overrides`, :data:`REWARD_FOLDER`), and checked on the training set's
-rows before launch (:func:`check_run_reward`: the function, or verl's scorer for every ``data_source`` when there is
+its copy in the run directory (:func:`reward_overrides`, :data:`REWARD_FOLDER`), and checked on every training and test
+row before launch (:func:`check_run_reward`: the function, or verl's scorer for every ``data_source`` when there is
 none). The copy makes ``--resume``, ``verlfit export`` and ``verlfit eval`` use the rule the run trained with, even
 when the user's file changes later.
 """
@@ -14,7 +14,14 @@ from pathlib import Path
 from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
 from verlfit.overrides import override_value, split_override
-from verlfit.reward_function import RewardFunction, check_reward_function, check_verl_scores, from_overrides, parse_reward_function
+from verlfit.reward_function import (
+    RewardFunction,
+    check_reward_function,
+    check_verl_scores,
+    describe_scores,
+    from_overrides,
+    parse_reward_function,
+)
 
 REWARD_FOLDER = "reward"  # RUN_DIR/reward/<the file's name>: the copy verl loads
 PATH_KEY = "custom_reward_function.path"
@@ -69,18 +76,25 @@ def reward_overrides(run_dir: str | os.PathLike, reward: RewardFunction) -> list
 
 
 def check_run_reward(data_dir: str | os.PathLike, reward: RewardFunction | None, overrides: list[str]) -> str:
-    """Check the reward on the first rows of ``data_dir/train.parquet`` before launch: ``reward``'s function
-    (:func:`verlfit.reward_function.check_reward_function`), or without one verl's ``default_compute_score`` for
-    every ``data_source`` (:func:`verlfit.reward_function.check_verl_scores`). Returns the line the dry run prints.
+    """Check the reward on every row of ``data_dir/train.parquet`` and ``data_dir/test.parquet`` (verl validates on
+    the test split with the same reward) before launch: ``reward``'s function
+    (:func:`verlfit.reward_function.check_reward_function`, each call within
+    :data:`verlfit.reward_function.CALL_TIME_LIMIT_S`), or without one verl's ``default_compute_score`` for every
+    ``data_source`` (:func:`verlfit.reward_function.check_verl_scores`). Returns the line the dry run prints.
 
     Raises:
-        VerlfitError: exit status 2 naming the file, the function and the row; or the data sources verl cannot score,
-            with the fix (--reward-function).
+        VerlfitError: exit status 2 naming the file, the function, the split and the row; or the data sources verl
+            cannot score, with the fix (--reward-function).
     """
-    parquet = Path(data_dir) / "train.parquet"
     keys = data_keys(overrides)
     if reward is not None:
-        scored = check_reward_function(reward, parquet, keys)
-        return f"reward function: {reward.name} in {reward.path} (checked on {len(scored) // 2} training rows, each as the ground truth then as an empty response: {', '.join(f'{s.score:g}' for s in scored)})"
-    scored = check_verl_scores(parquet, keys)
-    return f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (checked on {len(scored) // 2} training rows)"
+        scored = check_reward_function(reward, data_dir, keys)
+        return (
+            f"reward function: {reward.name} in {reward.path} (called on every row as the ground truth, then as an"
+            f" empty response: {describe_scores(scored)})"
+        )
+    scored = check_verl_scores(data_dir, keys)
+    return (
+        f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (called on every row:"
+        f" {describe_scores(scored)})"
+    )

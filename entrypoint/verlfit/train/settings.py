@@ -192,7 +192,7 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
             if override_value(overrides, key) in ("True", "true"):  # only the user can set them on a non-HF rollout
                 notes.append(hf_rollout_only_note(f"+{key}=True", profile.rollout))
     if not options.no_validate:
-        validate_overrides(overrides)
+        validate_overrides(overrides, user=settings.extra_overrides)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
     gpu_text = f"{gpu.name} (compute capability {gpu.compute_capability_text}, {gpu.total_memory_bytes / 1024**3:.1f} GiB)" if gpu else "none detected"
     return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward)
