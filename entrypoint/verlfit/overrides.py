@@ -114,6 +114,7 @@ class TrainSettings:
     critic_lr: float = 1e-5
     kl_loss_coef: float = 0.001
     gradient_checkpointing: bool = True
+    critic_gradient_checkpointing: bool | None = None  # the critic's, where the planner chose apart; None = the actor's
     lora_rank: int = 0  # the actor's LoRA rank; 0 = every parameter trains
     critic_lora_rank: int | None = None  # the PPO critic's; None = the actor's
     lora_alpha: float = 16  # verl's default (ppo_trainer.yaml:128, 654)
@@ -381,7 +382,7 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
             "algorithm.use_kl_in_reward=False",
             f"critic.model.path={quote_value(s.model)}",
             f"critic.optim.lr={s.critic_lr}",
-            f"critic.model.enable_gradient_checkpointing={_bool(s.gradient_checkpointing)}",
+            f"critic.model.enable_gradient_checkpointing={_bool(s.gradient_checkpointing if s.critic_gradient_checkpointing is None else s.critic_gradient_checkpointing)}",
             *lora_overrides("critic.model", s.lora_rank if s.critic_lora_rank is None else s.critic_lora_rank, s.lora_alpha, s.lora_target_modules),
             f"critic.ppo_micro_batch_size_per_gpu={s.critic_micro_batch_size}",
             f"critic.model.fsdp_config.param_offload={_bool(s.critic_param_offload)}",

@@ -226,6 +226,7 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
         max_prompt_length=s.max_prompt_length,
         max_response_length=s.max_response_length,
         gradient_checkpointing=s.gradient_checkpointing,
+        critic_gradient_checkpointing=getattr(s, "critic_gradient_checkpointing", None),
         actor_param_offload=s.actor_param_offload,
         actor_optimizer_offload=s.actor_optimizer_offload,
         critic_param_offload=s.critic_param_offload,
