@@ -67,8 +67,14 @@
 #              (NAME.plan) then 3 steps on random weights made here (Qwen3-4B GRPO --emulate t4, Qwen2.5-3B PPO --emulate
 #              p40, Qwen2.5-7B GRPO --emulate a10 --rollout hf --attention sdpa; batch 16, 512/256, rank 32), the 7B's
 #              plan on a P40; and learn_lora's GRPO learning check (lr 1e-4, 200 steps, validation every LEARN_TEST_FREQ,
-#              default 50) with the base in bf16 and in fp32 (LORA16_LEARN_BASES). Needs setup first (the 0.5B's
-#              tokenizer, GSM8K); ~9 minutes on an H200
+#              default 50) with the base in bf16 and in fp32 (LORA16_LEARN_BASES); once the targets end, (c) the speed pick
+#              (lora16_speed). Needs setup first (the 0.5B's tokenizer, GSM8K); ~9 minutes on an H200 without (c)
+#              (LORA16_SPEED=0), (c) adds ~4
+#   lora16_speed
+#              issue 36 item 2: auto-fit's speed pick against the memory-first choice, one after the other, LoRA PPO of
+#              the 0.5B shape, --emulate p40, batch 32, 512/256, LORA16_SPEED_STEPS (default 4) steps each, each with its
+#              plan: the chosen configuration (fp32 base, micro-batch 16), then --frozen-base-dtype bfloat16
+#              --gradient-checkpointing (the memory-first choice: the bf16 base)
 #   multigpu   issue 18, on a kind with 2 or more GPUs: doctor's topology and `nvidia-smi topo -m`; the main job's
 #              configuration (PPO, 0.5B shape, --emulate p40, 512/256) for MULTIGPU_STEPS (default 10) steps with
 #              --gpus 1, then --gpus 2, then --gpus 2 with NCCL_P2P_DISABLE=1 forced; full-parameter PPO of the 1.5B
@@ -705,6 +711,23 @@ lora16_target() {  # lora16_target SPEC: make the model if missing, plan, train 
   train "$name" --model "$WORK/$shape-random" --data "$DATA" --steps 3 "${COMMON[@]}" $words
 }
 
+lora16_speed() {  # (c): auto-fit's speed pick against the memory-first choice, one after the other
+  # LoRA PPO of the 0.5B shape on the P40 card (rank 32, batch 32, 512/256): the speed pick takes the fp32 base at
+  # micro-batch 16 (the P40's estimate: no upcast per unit and decode step); with --frozen-base-dtype bfloat16 and
+  # --gradient-checkpointing kept, auto-fit makes the memory-first choice (bf16 base, the largest micro-batches)
+  local words=(--emulate p40 --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256) name extra
+  for name in chosen memory-first; do
+    extra=()
+    [ "$name" = chosen ] || extra=(--frozen-base-dtype bfloat16 --gradient-checkpointing)
+    verlfit plan --model "$MODEL" --auto-fit "${words[@]}" "${extra[@]}" > "$RUNS/lora16-speed-$name.plan" 2>&1 || true
+    train "lora16-speed-$name" --model "$MODEL" --data "$DATA" --steps "${LORA16_SPEED_STEPS:-4}" "${COMMON[@]}" "${words[@]}" "${extra[@]}"
+  done
+}
+
+stage_lora16_speed() {  # (c) of stage lora16 alone, for a comparison with the GPU to itself
+  lora16_speed
+}
+
 stage_lora16() {
   # (a) the targets, all at once (caps 14 + 22.5 + 22 GiB), and the 7B's plan on a P40 (no run: its verdict is
   # "does not fit"; the plan shows the arithmetic per phase). (b) the learning check of learn_lora's GRPO run (the
@@ -719,9 +742,15 @@ stage_lora16() {
     train "lora16-learn-grpo-$base" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
       --max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 --frozen-base-dtype "$base" --skip-checks --test-freq "${LEARN_TEST_FREQ:-50}" --save-freq -1 &
   done
-  for spec in "${LORA16_TARGETS[@]}"; do
-    lora16_target "$spec" &
-  done
+  # (c) once the targets are done (the learning check's small model still shares the GPU, with both runs alike);
+  # LORA16_SPEED=0 leaves it out (stage lora16_speed runs it alone)
+  {
+    for spec in "${LORA16_TARGETS[@]}"; do
+      lora16_target "$spec" &
+    done
+    wait
+    [ "${LORA16_SPEED:-1}" = 0 ] || lora16_speed
+  } &
   (lora16_model qwen2.5-7b && verlfit plan --model "$WORK/qwen2.5-7b-random" --emulate p40 --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 \
     --max-response-length 256 --auto-fit > "$RUNS/lora16-qwen2.5-7b-grpo-p40.plan" 2>&1 || true) &
   wait

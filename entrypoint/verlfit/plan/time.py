@@ -821,6 +821,17 @@ def plan_switch_overrides(request: PlanRequest, profile) -> list[str]:
     return [*profile.overrides, *forced_switches(run, profile)]
 
 
+def speed_target_for_options(options, request: PlanRequest, nvml=None) -> tuple[Card, TimeInputs]:
+    """(card, :class:`TimeInputs`) that ``verlfit plan --auto-fit``'s speed pick estimates on: the card of
+    :func:`card_for_options` and the switches of :func:`report_for_options` (the profile's, verlfit's forcing for
+    ``request``, the flags)."""
+    from verlfit.plan.request import _resolve_card
+
+    card, _ = card_for_options(options, nvml)
+    profile = _resolve_card(options, nvml)[0]
+    return card, inputs_for_options(options, plan_switch_overrides(request, profile))
+
+
 def report_for_options(options, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str, TimeInputs]:
     """(estimate, run steps or None, card line, the :class:`TimeInputs` estimated with) for ``verlfit plan``'s
     options (:class:`verlfit.plan.request.PlanOptions`); the speed switches from the profile the plan uses
@@ -838,6 +849,15 @@ def report_for_options(options, request: PlanRequest, nvml=None) -> tuple[StepEs
 # --------------------------------------------------------------------------------------
 # `verlfit train`
 # --------------------------------------------------------------------------------------
+
+
+def card_for_train(profile, gpu_name: str | None, emulate: str | None = None) -> Card:
+    """The card ``verlfit train``'s speed pick estimates on (:func:`verlfit.plan.fit.auto_fit`): ``--emulate``'s card
+    (the run stands in for it), else the detected GPU's (NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the
+    profile's card (the P40's for a profile without one)."""
+    if emulate and emulate in CARDS:
+        return get_card(emulate)
+    return (card_for_gpu_name(gpu_name) if gpu_name else None) or get_card(profile.name if profile.name in CARDS else "p40")
 
 
 def inputs_for_train(settings, profile, overrides: list[str] | None = None) -> TimeInputs:
