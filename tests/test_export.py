@@ -407,8 +407,10 @@ def test_a_16_bit_lora_base_exports_in_its_dtype_merged_in_fp32(lora_bf16_run, t
     torch.testing.assert_close(logits, reference["actor_logits"], rtol=0, atol=1e-5)
     # the adapter alone stays fp32 and, on the bf16 base checkpoint, gives the trained model
     adapter = export.export(run, adapter_only=True)
-    assert {str(v.dtype) for v in load_file(str(adapter.output / "adapter_model.safetensors")).values()} == {"torch.float32"}
+    adapter_tensors = load_file(str(adapter.output / "adapter_model.safetensors"))
+    assert {str(v.dtype) for v in adapter_tensors.values()} == {"torch.float32"}
     base = AutoModelForCausalLM.from_pretrained(run / "base", attn_implementation="sdpa", torch_dtype=torch.float32)
     peft_model = PeftModel.from_pretrained(base, adapter.output).eval()
     with torch.no_grad():
-        torch.testing.assert_close(peft_model(input_ids=reference["input_ids"]).logits, reference["actor_logits"], rtol=0, atol=1e-6)
+        logits = peft_model(input_ids=reference["input_ids"]).logits
+    torch.testing.assert_close(logits, reference["actor_logits"], rtol=0, atol=1e-6)

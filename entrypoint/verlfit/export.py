@@ -414,7 +414,8 @@ def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha:
         # merged in fp32 (the base upcast exactly, the adapter as trained), then cast once to the target dtype: a
         # 16-bit merge would round the adapter's delta before adding it
         merge_dtype = torch.float32 if target in (torch.bfloat16, torch.float16) else target
-        peft_model = get_peft_model(_build_model({k: v.to(merge_dtype) for k, v in base.items()}, config, merge_dtype), lora)
+        merge_base = {k: v.to(merge_dtype) for k, v in base.items()}
+        peft_model = get_peft_model(_build_model(merge_base, config, merge_dtype), lora)
         result = set_peft_model_state_dict(peft_model, {k: v.to(merge_dtype) for k, v in adapter.items()})
         if result.unexpected_keys:
             raise VerlfitError(f"{role_dir}: adapter keys PEFT does not know: {result.unexpected_keys[:3]}")

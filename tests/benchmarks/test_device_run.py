@@ -478,11 +478,13 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
     (work / "synthetic" / "raw").mkdir(parents=True)
     (work / "synthetic" / "raw" / "train.jsonl").write_text("")
     (work / "synthetic" / "train.parquet").write_text("")
-    env = {key: value for key, value in os.environ.items() if key not in ("LORA16_LEARN_BASES", "LEARN_TEST_FREQ", "LORA16_SPEED", "LORA16_SPEED_STEPS")}
+    unset = ("LORA16_LEARN_BASES", "LEARN_TEST_FREQ", "LORA16_SPEED", "LORA16_SPEED_STEPS")
+    env = {key: value for key, value in os.environ.items() if key not in unset}
     env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"))
     result = subprocess.run(["bash", str(SCRIPT), "lora16"], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
-    calls = sorted((tmp_path / "calls").read_text().splitlines())  # the runs go at once: their lines interleave
+    unsorted = (tmp_path / "calls").read_text().splitlines()
+    calls = sorted(unsorted)  # the runs go at once: their lines interleave
     common = "--skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
     size = "--lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
     targets = {
@@ -490,25 +492,30 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
         "lora16-qwen2.5-3b-ppo-p40": ("qwen2.5-3b", f"--emulate p40 {size}"),
         "lora16-qwen2.5-7b-grpo-a10": ("qwen2.5-7b", f"--emulate a10 --rollout hf --attention sdpa --algo grpo {size}"),
     }
-    learn = (f"--emulate p40 --algo grpo --model {work}/small-sft --data {work}/synthetic --steps 200 --batch-size 64 --max-prompt-length 256 "
-             "--max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 --frozen-base-dtype {base} --skip-checks --test-freq 50 --save-freq -1")
+    learn = (f"--emulate p40 --algo grpo --model {work}/small-sft --data {work}/synthetic --steps 200 --batch-size 64 "
+             "--max-prompt-length 256 --max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 "
+             "--frozen-base-dtype {base} --skip-checks --test-freq 50 --save-freq -1")
+    gsm8k = f"--data {work}/gsm8k"
     expected = [
         *(f"-m verlfit plan --model {work}/{shape}-random --auto-fit {words}" for shape, words in targets.values()),
-        *(f"-m verlfit train --run-dir {runs}/{name} --model {work}/{shape}-random --data {work}/gsm8k --steps 3 {common} {words}" for name, (shape, words) in targets.items()),
+        *(f"-m verlfit train --run-dir {runs}/{name} --model {work}/{shape}-random {gsm8k} --steps 3 {common} {words}"
+          for name, (shape, words) in targets.items()),
         f"-m verlfit plan --model {work}/qwen2.5-7b-random --emulate p40 --algo grpo {size} --auto-fit",
-        *(f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-{base} " + learn.format(base=base) for base in ("bfloat16", "float32")),
+        *(f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-{base} " + learn.format(base=base)
+          for base in ("bfloat16", "float32")),
     ]
     # (c) after the targets, one after the other: the speed pick's choice, then the memory-first one
     speed = "--emulate p40 --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256"
     kept = "--frozen-base-dtype bfloat16 --gradient-checkpointing"
+    small = f"--model {work}/qwen2.5-0.5b-random"
     expected_speed = [
-        f"-m verlfit plan --model {work}/qwen2.5-0.5b-random --auto-fit {speed}",
-        f"-m verlfit train --run-dir {runs}/lora16-speed-chosen --model {work}/qwen2.5-0.5b-random --data {work}/gsm8k --steps 4 {common} {speed}",
-        f"-m verlfit plan --model {work}/qwen2.5-0.5b-random --auto-fit {speed} {kept}",
-        f"-m verlfit train --run-dir {runs}/lora16-speed-memory-first --model {work}/qwen2.5-0.5b-random --data {work}/gsm8k --steps 4 {common} {speed} {kept}",
+        f"-m verlfit plan {small} --auto-fit {speed}",
+        f"-m verlfit train --run-dir {runs}/lora16-speed-chosen {small} {gsm8k} --steps 4 {common} {speed}",
+        f"-m verlfit plan {small} --auto-fit {speed} {kept}",
+        f"-m verlfit train --run-dir {runs}/lora16-speed-memory-first {small} {gsm8k} --steps 4 {common} {speed} "
+        + kept,
     ]
-    unsorted = (tmp_path / "calls").read_text().splitlines()
-    assert [line for line in unsorted if "lora16-speed" in line or f"{work}/qwen2.5-0.5b-random --auto-fit" in line] == expected_speed
+    assert [line for line in unsorted if "lora16-speed" in line or f"{small} --auto-fit" in line] == expected_speed
     targets_trained = [unsorted.index(line) for line in unsorted if " train " in line and "/lora16-qwen" in line]
     assert max(targets_trained) < unsorted.index(expected_speed[0])  # (c) starts once the targets have ended
     assert calls == sorted(expected + expected_speed)
@@ -516,5 +523,7 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
     (tmp_path / "calls").unlink()
     env.update(LORA16_LEARN_BASES="float16", LORA16_SPEED="0")
     subprocess.run(["bash", str(SCRIPT), "lora16"], capture_output=True, text=True, env=env, timeout=60, check=True)
-    assert "lora16: LORA16_LEARN_BASES has 'float16'; write bfloat16, float32 or both" in (runs / "stages.log").read_text()
-    assert not any("lora16-learn" in call or "lora16-speed" in call for call in (tmp_path / "calls").read_text().splitlines())
+    stages_log = (runs / "stages.log").read_text()
+    assert "lora16: LORA16_LEARN_BASES has 'float16'; write bfloat16, float32 or both" in stages_log
+    later = (tmp_path / "calls").read_text().splitlines()
+    assert not any("lora16-learn" in call or "lora16-speed" in call for call in later)

@@ -51,9 +51,9 @@ _MICRO_KNOBS = {
     "rollout": ("rollout_micro_batch_size", "rollout micro-batch", ("rollout",)),
 }
 KEEPABLE = ("micro_batches", "gradient_checkpointing", "offload", "frozen_base")
-# The speed pick leaves the memory-first choice only for a configuration estimated this much faster (a fraction of its
-# seconds per step): the time model's fitted terms rest on H200 records (plan/time.py FACTORS), and it put the main job's
-# checkpointing-off run at 9.7 s against 7.2 (+35%) where the H200 measured 8.7 against 6.9 (+26%): ranking two
+# The speed pick leaves the memory-first choice only for a configuration estimated this much faster (a fraction of
+# its seconds per step): the time model's fitted terms rest on H200 records (plan/time.py FACTORS), and it put the main
+# job's checkpointing-off run at 9.7 s against 7.2 (+35%) where the H200 measured 8.7 against 6.9 (+26%): ranking two
 # configurations a few percent apart is within that error.
 SPEED_PICK_GAIN = 0.05
 
@@ -175,7 +175,8 @@ def _peak_failure(plan: Plan, budget: int, keep: frozenset[str]) -> str | None:
     return None
 
 
-def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = (), card=None, inputs=None) -> FitDecision:
+def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = (),
+             card=None, inputs=None) -> FitDecision:
     """Choose micro-batches, gradient checkpointing and offload so every phase fits; with ``card``, the fastest of
     the configurations that fit by the time estimate for that card.
 
@@ -205,13 +206,16 @@ def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[s
             decisions.append(decision)
     timed = [(estimate(d.request, card, inputs).step_seconds, index, d) for index, d in enumerate(decisions)]
     fastest = min(timed, key=lambda t: (t[0], t[1]))
-    # another configuration only when clearly faster than the memory-first one: the estimate's own error is of that order
+    # another configuration only when clearly faster than the memory-first one (the estimate's error is of that order)
     seconds, index, best = fastest if fastest[0] < (1 - SPEED_PICK_GAIN) * timed[0][0] else timed[0]
     others = sorted((t for t in timed if t[1] != index), key=lambda t: (t[0], t[1]))
     speed = ((describe_choice(best.request), seconds), *((describe_choice(d.request), t) for t, _, d in others))
-    lines = [f"speed: {len(decisions)} configuration{'s' if len(decisions) > 1 else ''} fit; by the time estimate on {card.name}, chosen: {describe_choice(best.request)}, {seconds:.1f} s/step"]
+    fit_count = f"{len(decisions)} configuration{'s' if len(decisions) > 1 else ''} fit"
+    lines = [f"speed: {fit_count}; by the time estimate on {card.name}, chosen: {describe_choice(best.request)}, "
+             f"{seconds:.1f} s/step"]
     if index != 0:
-        lines.append(f"speed: the memory-first choice ({describe_choice(first.request)}) would take {timed[0][0]:.1f} s/step")
+        lines.append(f"speed: the memory-first choice ({describe_choice(first.request)}) would take "
+                     f"{timed[0][0]:.1f} s/step")
     elif len(decisions) > 1:
         runner = others[0]
         gain = 1 - runner[0] / seconds
@@ -232,12 +236,14 @@ def speed_candidates(request: PlanRequest, keep: frozenset[str] = frozenset()) -
     if "gradient_checkpointing" in keep:
         checkpointing = [(r.gradient_checkpointing, r.critic_gradient_checkpointing)]
     else:
-        checkpointing = [(actor, None if critic == actor else critic) for actor in (True, False) for critic in ((True, False) if r.has_critic else (None,))]
+        critics = (True, False) if r.has_critic else (None,)
+        checkpointing = [(actor, None if critic == actor else critic) for actor in (True, False) for critic in critics]
     bases = [r.frozen_base_dtype]
     lora = r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0)
     if "frozen_base" not in keep and lora and r.frozen_base_dtype is not None:
         bases.append(None)
-    return [dict(gradient_checkpointing=actor, critic_gradient_checkpointing=critic, frozen_base_dtype=base) for actor, critic in checkpointing for base in bases]
+    return [dict(gradient_checkpointing=actor, critic_gradient_checkpointing=critic, frozen_base_dtype=base)
+            for actor, critic in checkpointing for base in bases]
 
 
 def describe_choice(request: PlanRequest) -> str:
@@ -246,18 +252,23 @@ def describe_choice(request: PlanRequest) -> str:
     rollout 32 prompts; offload none"``."""
     r = request
     on = lambda flag: "on" if flag else "off"  # noqa: E731
-    checkpointing = f"checkpointing actor {on(r.checkpointing_of('actor'))}" + (f", critic {on(r.checkpointing_of('critic'))}" if r.has_critic else "")
-    micro = f"micro-batches actor {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}" + (f", critic {r.critic_micro_batch_size}" if r.has_critic else "")
+    checkpointing = f"checkpointing actor {on(r.checkpointing_of('actor'))}"
+    micro = f"micro-batches actor {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
+    if r.has_critic:
+        checkpointing += f", critic {on(r.checkpointing_of('critic'))}"
+        micro += f", critic {r.critic_micro_batch_size}"
     if r.rollout == "hf":
         micro += f", rollout {r.rollout_prompts_per_call} prompts"
-    offload = [name.replace("_offload", "").replace("_", " ") for name in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(r, name)]
+    switches = ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload")
+    offload = [name.replace("_offload", "").replace("_", " ") for name in switches if getattr(r, name)]
     text = f"{checkpointing}; {micro}; offload {', '.join(offload) or 'none'}"
     if r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0):
         text += f"; LoRA base in {r.frozen_base_dtype or 'float32'}"
     return text
 
 
-def fit_memory(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = ()) -> FitDecision:
+def fit_memory(request: PlanRequest, margin: float = DEFAULT_MARGIN,
+               keep: tuple[str, ...] | frozenset[str] = ()) -> FitDecision:
     """Choose micro-batches, gradient checkpointing and offload so every phase fits (the memory-first choice).
 
     Climbs a ladder, cheapest first: the request's own switches; + gradient checkpointing;

@@ -151,7 +151,8 @@ def sizing_fields(sizing: SizingOptions) -> dict:
 
 def sizing_keep(sizing: SizingOptions) -> set[str]:
     """What ``--plan auto`` must not change (:data:`verlfit.plan.fit.KEEPABLE` names): the micro-batches, gradient
-    checkpointing, offload and LoRA base storage (``--frozen-base-dtype``) the user set with the shared sizing options."""
+    checkpointing, offload and LoRA base storage (``--frozen-base-dtype``) the user set with the shared sizing
+    options."""
     keep = set()
     if sizing.micro_batch_size is not None:
         keep.add("micro_batches")

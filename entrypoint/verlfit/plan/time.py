@@ -526,7 +526,10 @@ def generation_work(request: PlanRequest, inputs: TimeInputs, adapter: tuple[int
     layers, head = forward_flops(shape, sequences, prompt, shape.vocab_size, head_positions=1)
     # patch 0026 with rollout.dtype float32 (the P40): every module of a 16-bit base is cast to fp32 for its forward,
     # in the prefill and in every decode step (the matmul weights and the LM head; the embedding casts its rows)
-    upcast = (shape.num_layers * layer_matmul_parameters(shape) + shape.vocab_size * shape.hidden_size) * (request.frozen_bytes + cb) if request.upcasts_frozen_base("actor") and request.rollout == "hf" else 0
+    upcast = 0
+    if request.upcasts_frozen_base("actor") and request.rollout == "hf":
+        cast = shape.num_layers * layer_matmul_parameters(shape) + shape.vocab_size * shape.hidden_size
+        upcast = cast * (request.frozen_bytes + cb)
     decode = decode_work(shape, batch, prompt, steps, cb, inputs.cuda_graph, cache_columns=request.seq_len if inputs.static_cache_untrimmed else prompt + request.max_response_length, adapter=adapter, upcast_bytes=upcast)
     prefill_bytes = calls * ((_role_parameters(shape, False) + adapter[0]) * cb + upcast)
     prefill_adapter = 2.0 * sequences * prompt * adapter[0]
@@ -857,7 +860,8 @@ def card_for_train(profile, gpu_name: str | None, emulate: str | None = None) ->
     profile's card (the P40's for a profile without one)."""
     if emulate and emulate in CARDS:
         return get_card(emulate)
-    return (card_for_gpu_name(gpu_name) if gpu_name else None) or get_card(profile.name if profile.name in CARDS else "p40")
+    detected = card_for_gpu_name(gpu_name) if gpu_name else None
+    return detected or get_card(profile.name if profile.name in CARDS else "p40")
 
 
 def inputs_for_train(settings, profile, overrides: list[str] | None = None) -> TimeInputs:
