@@ -12,7 +12,8 @@ one AdamW step so the weights are not the initial ones, and saves with verl's ow
 saved modules on fixed token ids: ``RUN_DIR/reference.pt`` = {"input_ids", "actor_logits", "critic_values"}.
 ``--bf16-base`` (with ``--lora``): the base checkpoint is saved in bf16 (as published checkpoints are) and the frozen
 base is stored in bf16 under FSDP mixed precision param_dtype fp32, adapters fp32: what patch 0026 does on the p40
-profile (its cast inlined here, since this script runs the pristine verl). Differences from a GPU run: CPU and gloo instead of CUDA and NCCL, sync_module_states=False (it needs CUDA;
+profile (its cast inlined here, since this script runs the pristine verl).
+Differences from a GPU run: CPU and gloo instead of CUDA and NCCL, sync_module_states=False (it needs CUDA;
 every rank builds the same weights from one seed instead).
 """
 
