@@ -170,6 +170,7 @@ def load_record(run_dir: Path, first: int = 2, last: int | None = None, name: st
     fields = {f.name for f in dataclasses.fields(TrainSettings)}
     values = {k: v for k, v in record["settings"].items() if k in fields}
     values["loggers"] = tuple(values.get("loggers", ("console",)))
+    values.setdefault("frozen_base_dtype", "float32")  # recorded before patch 0026: a LoRA base in fp32
     settings = TrainSettings(**values)
     request = plan.request_from_settings(settings, load_profile(record["profile"]), 140 * 1024**3, shape=shape_for(settings.model))
     if any(o.endswith("attn_implementation=eager") for o in record["overrides"]):

@@ -68,6 +68,7 @@ def predicted_peak_gib(record: dict, longest_prompt_length: int | None = None) -
     settings_fields = {f.name for f in dataclasses.fields(TrainSettings)}
     values = {k: v for k, v in record["settings"].items() if k in settings_fields}
     values["loggers"] = tuple(values.get("loggers", ("console",)))
+    values.setdefault("frozen_base_dtype", "float32")  # recorded before patch 0026: a LoRA base in fp32
     if longest_prompt_length is not None:
         values["longest_prompt_length"] = longest_prompt_length
     settings = TrainSettings(**values)

@@ -63,12 +63,18 @@
 #              stages started --parallel that need them)
 #   learn_lora the learning check of `learn` with LoRA (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor
 #              learning rates ten times the full-parameter ones (all four at once), checkpoints every 50 steps
-#   lora16     issue 36: LoRA with the frozen base in 16 bits (patch 0026), all at once: the targets, each `verlfit plan`
-#              (NAME.plan) then 3 steps on random weights made here (Qwen3-4B GRPO --emulate t4, Qwen2.5-3B PPO --emulate
-#              p40, Qwen2.5-7B GRPO --emulate a10 --rollout hf --attention sdpa; batch 16, 512/256, rank 32), the 7B's
-#              plan on a P40; and learn_lora's GRPO learning check (lr 1e-4, 200 steps, validation every LEARN_TEST_FREQ,
-#              default 50) with the base in bf16 and in fp32 (LORA16_LEARN_BASES). Needs setup first (the 0.5B's
-#              tokenizer, GSM8K); ~9 minutes on an H200
+#   lora16     issue 36: LoRA with the frozen base in 16 bits (patch 0026), all at once: the targets, each
+#              `verlfit plan` (NAME.plan) then 3 steps on random weights made here (Qwen3-4B GRPO --emulate t4,
+#              Qwen2.5-3B PPO --emulate p40, Qwen2.5-7B GRPO --emulate a10 --rollout hf --attention sdpa; batch 16,
+#              512/256, rank 32), the 7B's plan on a P40; and learn_lora's GRPO learning check (lr 1e-4, 200 steps,
+#              validation every LEARN_TEST_FREQ, default 50) with the base in bf16 and in fp32 (LORA16_LEARN_BASES);
+#              once the targets end, (c) the speed pick (lora16_speed). Needs setup first (the 0.5B's tokenizer,
+#              GSM8K); ~9 minutes on an H200 without (c) (LORA16_SPEED=0), (c) adds ~4
+#   lora16_speed
+#              issue 36 item 2: auto-fit's speed pick against the memory-first choice, one after the other, LoRA PPO
+#              of the 0.5B shape, --emulate p40, batch 32, 512/256, LORA16_SPEED_STEPS (default 4) steps each, each
+#              with its plan: the chosen configuration (fp32 base, micro-batch 16), then --frozen-base-dtype
+#              bfloat16 --gradient-checkpointing (the memory-first choice: the bf16 base)
 #   multigpu   issue 18, on a kind with 2 or more GPUs: doctor's topology and `nvidia-smi topo -m`; the main job's
 #              configuration (PPO, 0.5B shape, --emulate p40, 512/256) for MULTIGPU_STEPS (default 10) steps with
 #              --gpus 1, then --gpus 2, then --gpus 2 with NCCL_P2P_DISABLE=1 forced; full-parameter PPO of the 1.5B
@@ -703,18 +709,20 @@ stage_learn_lora() {
 # issue 36: LoRA with the frozen base stored in 16 bits (patch 0026; verlfit sets it with --lora-rank, the profile's
 # dtype: bf16 on p40/a10, fp16 on t4). The three targets, each planned (NAME.plan, the planner's auto-fit as train
 # runs it) and then trained 3 steps on random weights made here: NAME|MAKE_MODEL_SHAPE|verlfit plan and train words
+LORA16_SIZE="--lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
 LORA16_TARGETS=(
-  "lora16-qwen3-4b-grpo-t4|qwen3-4b|--emulate t4 --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
-  "lora16-qwen2.5-3b-ppo-p40|qwen2.5-3b|--emulate p40 --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
+  "lora16-qwen3-4b-grpo-t4|qwen3-4b|--emulate t4 --algo grpo $LORA16_SIZE"
+  "lora16-qwen2.5-3b-ppo-p40|qwen2.5-3b|--emulate p40 $LORA16_SIZE"
   # this stack has neither vLLM nor flash-attn: the a10 profile's bf16 path with the HF rollout and SDPA
-  "lora16-qwen2.5-7b-grpo-a10|qwen2.5-7b|--emulate a10 --rollout hf --attention sdpa --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
+  "lora16-qwen2.5-7b-grpo-a10|qwen2.5-7b|--emulate a10 --rollout hf --attention sdpa --algo grpo $LORA16_SIZE"
 )
 
 lora16_model() {  # lora16_model SHAPE: $WORK/SHAPE-random, made once (random weights, the 0.5B's tokenizer)
   local model=$WORK/$1-random
   (
   flock 9
-  [ -f "$model/config.json" ] || python3 benchmarks/make_model.py --shape "$1" --output "$model" --tokenizer-dir "$MODEL" > "$RUNS/make-$1.console" 2>&1
+  [ -f "$model/config.json" ] || python3 benchmarks/make_model.py --shape "$1" --output "$model" --tokenizer-dir "$MODEL" \
+    > "$RUNS/make-$1.console" 2>&1
   ) 9> "$WORK/.$1.lock"
 }
 
@@ -728,6 +736,25 @@ lora16_target() {  # lora16_target SPEC: make the model if missing, plan, train 
   train "$name" --model "$WORK/$shape-random" --data "$DATA" --steps 3 "${COMMON[@]}" $words
 }
 
+lora16_speed() {  # (c): auto-fit's speed pick against the memory-first choice, one after the other
+  # LoRA PPO of the 0.5B shape on the P40 card (rank 32, batch 32, 512/256): the speed pick takes the fp32 base at
+  # micro-batch 16 (the P40's estimate: no upcast per unit and decode step); with --frozen-base-dtype bfloat16 and
+  # --gradient-checkpointing kept, auto-fit makes the memory-first choice (bf16 base, the largest micro-batches)
+  local words=(--emulate p40 --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256)
+  local name extra
+  for name in chosen memory-first; do
+    extra=()
+    [ "$name" = chosen ] || extra=(--frozen-base-dtype bfloat16 --gradient-checkpointing)
+    verlfit plan --model "$MODEL" --auto-fit "${words[@]}" "${extra[@]}" > "$RUNS/lora16-speed-$name.plan" 2>&1 || true
+    train "lora16-speed-$name" --model "$MODEL" --data "$DATA" --steps "${LORA16_SPEED_STEPS:-4}" "${COMMON[@]}" \
+      "${words[@]}" "${extra[@]}"
+  done
+}
+
+stage_lora16_speed() {  # (c) of stage lora16 alone, for a comparison with the GPU to itself
+  lora16_speed
+}
+
 stage_lora16() {
   # (a) the targets, all at once (caps 14 + 22.5 + 22 GiB), and the 7B's plan on a P40 (no run: its verdict is
   # "does not fit"; the plan shows the arithmetic per phase). (b) the learning check of learn_lora's GRPO run (the
@@ -738,15 +765,26 @@ stage_lora16() {
   local synth=$WORK/synthetic small=$WORK/small-sft base spec
   learn_data
   for base in ${LORA16_LEARN_BASES:-bfloat16 float32}; do
-    case $base in bfloat16 | float32) ;; *) log "lora16: LORA16_LEARN_BASES has '$base'; write bfloat16, float32 or both"; continue ;; esac
-    train "lora16-learn-grpo-$base" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 --batch-size 64 --max-prompt-length 256 \
-      --max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 --frozen-base-dtype "$base" --skip-checks --test-freq "${LEARN_TEST_FREQ:-50}" --save-freq -1 &
+    case $base in
+      bfloat16 | float32) ;;
+      *) log "lora16: LORA16_LEARN_BASES has '$base'; write bfloat16, float32 or both"; continue ;;
+    esac
+    train "lora16-learn-grpo-$base" --emulate p40 --algo grpo --model "$small" --data "$synth" --steps 200 \
+      --batch-size 64 --max-prompt-length 256 --max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 \
+      --frozen-base-dtype "$base" --skip-checks --test-freq "${LEARN_TEST_FREQ:-50}" --save-freq -1 &
   done
-  for spec in "${LORA16_TARGETS[@]}"; do
-    lora16_target "$spec" &
-  done
-  (lora16_model qwen2.5-7b && verlfit plan --model "$WORK/qwen2.5-7b-random" --emulate p40 --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 \
-    --max-response-length 256 --auto-fit > "$RUNS/lora16-qwen2.5-7b-grpo-p40.plan" 2>&1 || true) &
+  # (c) once the targets are done (the learning check's small model still shares the GPU, with both runs alike);
+  # LORA16_SPEED=0 leaves it out (stage lora16_speed runs it alone)
+  {
+    for spec in "${LORA16_TARGETS[@]}"; do
+      lora16_target "$spec" &
+    done
+    wait
+    [ "${LORA16_SPEED:-1}" = 0 ] || lora16_speed
+  } &
+  # shellcheck disable=SC2086  # LORA16_SIZE: words, split on spaces by design
+  (lora16_model qwen2.5-7b && verlfit plan --model "$WORK/qwen2.5-7b-random" --emulate p40 --algo grpo $LORA16_SIZE \
+    --auto-fit > "$RUNS/lora16-qwen2.5-7b-grpo-p40.plan" 2>&1 || true) &
   wait
 }
 

@@ -3,9 +3,11 @@ auto-fit, as ``verlfit train --plan auto`` uses them).
 
 Rows: the P40 and A10 profiles (their own usable memory: 22.5 and 22.0 GiB) x Qwen2.5-0.5B / 1.5B / 3B (the
 built-in shapes of ``verlfit.model_shape``) x PPO / GRPO x full fine-tuning / LoRA rank 32 (all linear layers;
-the PPO critic too; the frozen base stored in bf16 as verlfit train stores it, patch 0026), at verlfit train's defaults: 32 prompts a step (GRPO: 4 samples each), mini-batch 16,
-prompt <= 512 and response <= 256 tokens. Each row gives the verdict after auto-fit (what it had to turn on),
-the predicted peak allocated memory per GPU, and two columns for the device runs (measured peak, s/step),
+the PPO critic too; the frozen base stored in bf16 as verlfit train stores it, patch 0026), at verlfit train's
+defaults: 32 prompts a step (GRPO: 4 samples each), mini-batch 16, prompt <= 512 and response <= 256 tokens. Each
+row gives the verdict after auto-fit (what it had to turn on; the speed pick of ``verlfit train`` on that card,
+:func:`verlfit.plan.fit.auto_fit`; for LoRA the base's storage it chose), the predicted peak allocated memory per
+GPU, and two columns for the device runs (measured peak, s/step),
 "not run" until a run's record fills them (``MEASURED`` below).
 
     python benchmarks/fits_table.py            # print the table (markdown)
@@ -45,6 +47,7 @@ def row(card: str, size: str, algorithm: str, lora: bool) -> list[str]:
     from verlfit.model_shape import load_model_shape
     from verlfit.overrides import TrainSettings
     from verlfit.plan import auto_fit, format_gib
+    from verlfit.plan import time as plan_time
     from verlfit.plan.request import request_from_settings
     from verlfit.profiles import load_profile
 
@@ -53,11 +56,17 @@ def row(card: str, size: str, algorithm: str, lora: bool) -> list[str]:
     settings = TrainSettings(model=model, algorithm=algorithm, rollout_n=4, lora_rank=LORA_RANK if lora else 0)
     settings.rollout, settings.attention = profile.rollout, profile.attention
     request = request_from_settings(settings, profile, int(profile.gpu_memory_gib * 1024**3), load_model_shape(model))
-    decision = auto_fit(request)
+    # as verlfit train --plan auto chooses on that card: the fastest of what fits by the card's time estimate
+    decision = auto_fit(request, card=plan_time.get_card(card), inputs=plan_time.inputs_for_train(settings, profile))
     chosen = decision.request
     training = f"LoRA r{LORA_RANK}" if lora else "full"
     if decision.fits:
         switches = [name for name, on in (("checkpointing", chosen.gradient_checkpointing), ("optimizer offload", chosen.actor_optimizer_offload or chosen.critic_optimizer_offload), ("critic param offload", chosen.critic_param_offload)) if on]
+        if chosen.has_critic and chosen.checkpointing_of("critic") != chosen.gradient_checkpointing:
+            switches.append(f"critic checkpointing {'on' if chosen.checkpointing_of('critic') else 'off'}")
+        if lora:
+            stored = {"bfloat16": "bf16", "float16": "fp16", None: "fp32"}[chosen.frozen_base_dtype]
+            switches.append(f"{stored} base")
         verdict = f"fits (micro-batch {chosen.actor_micro_batch_size}; {', '.join(switches) or 'no savings'})"
         peak = format_gib(decision.plan.peak.total)
     else:

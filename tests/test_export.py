@@ -380,3 +380,45 @@ def test_every_exported_file_follows_the_umask(full_run, tmp_path, umask):
     assert modes["model.safetensors"] == modes["config.json"] == modes["critic/model.safetensors"] == 0o666 & ~umask
     assert all(mode == (0o777 if (result.output / name).is_dir() else 0o666) & ~umask for name, mode in modes.items())
     assert stat.S_IMODE(result.output.stat().st_mode) == 0o777 & ~umask
+
+
+@pytest.fixture(scope="module")
+def lora_bf16_run(tmp_path_factory):
+    """A LoRA run (r 4, alpha 8 on q_proj/v_proj) whose frozen base was stored in bf16 (patch 0026, fp32 compute), a
+    bf16 base checkpoint, actor only, step 3."""
+    return _make(tmp_path_factory.mktemp("lora_bf16") / "run", "--lora", "--bf16-base", "--step", "3")
+
+
+def test_a_16_bit_lora_base_exports_in_its_dtype_merged_in_fp32(lora_bf16_run, tmp_path):
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    run = lora_bf16_run
+    reference = torch.load(run / "reference_step_3.pt")
+    shards = export.merged_state_dict(run / "checkpoints" / "global_step_3" / "actor")
+    assert {str(v.dtype) for k, v in shards.items() if "lora_" in k} == {"torch.float32"}
+    assert {str(v.dtype) for k, v in shards.items() if "lora_" not in k} == {"torch.bfloat16"}
+    # the merged model in the base's dtype, each adapted weight merged in fp32 and cast once: W + B A alpha / r
+    merged = export.export(run)
+    saved = load_file(str(merged.output / "model.safetensors"))
+    assert {str(v.dtype) for v in saved.values()} == {"torch.bfloat16"}
+    prefix = "base_model.model.model.layers.0.self_attn.q_proj."
+    delta = shards[prefix + "lora_B.default.weight"] @ shards[prefix + "lora_A.default.weight"] * (8.0 / 4)
+    expected = (shards[prefix + "base_layer.weight"].float() + delta).to(torch.bfloat16)
+    assert torch.equal(saved["model.layers.0.self_attn.q_proj.weight"], expected)
+    assert not torch.equal(expected, shards[prefix + "base_layer.weight"])  # the adapter moved the weight
+    # in fp32 the merged model is the trained one (its base's bf16 values upcast exactly)
+    fp32 = export.export(run, output=tmp_path / "fp32", dtype="float32")
+    logits, model = _logits(fp32.output, reference["input_ids"])
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    torch.testing.assert_close(logits, reference["actor_logits"], rtol=0, atol=1e-5)
+    # the adapter alone stays fp32 and, on the bf16 base checkpoint, gives the trained model
+    adapter = export.export(run, adapter_only=True)
+    adapter_tensors = load_file(str(adapter.output / "adapter_model.safetensors"))
+    assert {str(v.dtype) for v in adapter_tensors.values()} == {"torch.float32"}
+    base = AutoModelForCausalLM.from_pretrained(run / "base", attn_implementation="sdpa", torch_dtype=torch.float32)
+    peft_model = PeftModel.from_pretrained(base, adapter.output).eval()
+    with torch.no_grad():
+        logits = peft_model(input_ids=reference["input_ids"]).logits
+    torch.testing.assert_close(logits, reference["actor_logits"], rtol=0, atol=1e-6)

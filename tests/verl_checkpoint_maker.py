@@ -1,6 +1,6 @@
 """Write a real verl 0.4.1 FSDP checkpoint on CPU, the way a run of `verlfit train` leaves one.
 
-    python tests/verl_checkpoint_maker.py RUN_DIR --step N [--lora] [--critic] [--world-size 2]
+    python tests/verl_checkpoint_maker.py RUN_DIR --step N [--lora] [--critic] [--world-size 2] [--bf16-base]
 
 Each of ``--world-size`` processes (gloo, CPU) builds the same tiny Qwen2 from ``RUN_DIR/base`` (made here by
 rank 0's parent), wraps it in FSDP1 the way ``fsdp_workers.py:322-333`` does for the actor (FULL_SHARD,
@@ -10,6 +10,9 @@ one AdamW step so the weights are not the initial ones, and saves with verl's ow
 ``num_labels=1`` as ``fsdp_workers.py:910-930`` builds it). Rank 0 then writes ``data.pt`` and verl's marker
 ``latest_checkpointed_iteration.txt`` as ``ray_trainer.py:831-839`` does, and the reference outputs of the
 saved modules on fixed token ids: ``RUN_DIR/reference.pt`` = {"input_ids", "actor_logits", "critic_values"}.
+``--bf16-base`` (with ``--lora``): the base checkpoint is saved in bf16 (as published checkpoints are) and the frozen
+base is stored in bf16 under FSDP mixed precision param_dtype fp32, adapters fp32: what patch 0026 does on the p40
+profile (its cast inlined here, since this script runs the pristine verl).
 Differences from a GPU run: CPU and gloo instead of CUDA and NCCL, sync_module_states=False (it needs CUDA;
 every rank builds the same weights from one seed instead).
 """
@@ -26,7 +29,7 @@ LORA_ALPHA = 8.0
 LORA_RANK = 4
 
 
-def make_base(base: Path) -> None:
+def make_base(base: Path, dtype=torch.float32) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
@@ -41,7 +44,7 @@ def make_base(base: Path) -> None:
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(eos_token_id=1, pad_token_id=0, temperature=0.7, do_sample=True)
-    model.save_pretrained(base)
+    model.to(dtype).save_pretrained(base)
     tokenizer.save_pretrained(base)
 
 
@@ -72,9 +75,16 @@ def worker(rank: int, world_size: int, args) -> None:
 
             task = TaskType.CAUSAL_LM if role == "actor" else TaskType.TOKEN_CLS
             module = get_peft_model(module, LoraConfig(task_type=task, r=LORA_RANK, lora_alpha=LORA_ALPHA, target_modules=["q_proj", "v_proj"], bias="none"))
+        mixed = None
+        if is_lora and args.bf16_base:  # patch 0026's store_frozen_base, and the p40 profile's fp32 compute
+            from torch.distributed.fsdp import MixedPrecision
+
+            for param in module.parameters():
+                param.data = param.data.float() if param.requires_grad else param.data.to(torch.bfloat16)
+            mixed = MixedPrecision(param_dtype=torch.float32, reduce_dtype=torch.float32, buffer_dtype=torch.float32)
         fsdp = FSDP(module, use_orig_params=False, auto_wrap_policy=get_fsdp_wrap_policy(module, is_lora=is_lora),
                     device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD, sync_module_states=False,
-                    device_mesh=mesh)
+                    device_mesh=mesh, mixed_precision=mixed)
         optimizer = torch.optim.AdamW(fsdp.parameters(), lr=0.05)
         out = fsdp(input_ids=input_ids).logits
         out.float().square().mean().backward()  # any loss: one step moves the weights (and LoRA B off zero)
@@ -109,10 +119,11 @@ def main() -> None:
     parser.add_argument("--critic", action="store_true")
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--port", type=int, default=29611)
+    parser.add_argument("--bf16-base", action="store_true")
     args = parser.parse_args()
     run = Path(args.run_dir)
     if not (run / "base" / "config.json").is_file():
-        make_base(run / "base")
+        make_base(run / "base", torch.bfloat16 if args.bf16_base else torch.float32)
     (run / "checkpoints").mkdir(parents=True, exist_ok=True)
     lora = f"\n    lora_rank: {LORA_RANK}\n    lora_alpha: {LORA_ALPHA}" if args.lora else "\n    lora_rank: 0\n    lora_alpha: 16"
     (run / "config.yaml").write_text(f"actor_rollout_ref:\n  model:\n    path: {run / 'base'}{lora}\ncritic:\n  model:{lora.replace(chr(10) + '    ', chr(10) + '    ')}\n")

@@ -137,7 +137,12 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     lora.add_argument("--lora-alpha", type=positive_number, metavar="A", help=f"LoRA scaling numerator: the adapter's output is multiplied by A/N (default: {DEFAULT_LORA_ALPHA}, verl's own; needs --lora-rank or --critic-lora-rank)")
     lora.add_argument("--lora-target-modules", type=target_modules, metavar="NAMES", help=f"Linear layers that get adapters: {DEFAULT_LORA_TARGET_MODULES} (PEFT: every Linear but lm_head; in the critic the value head score too) or names such as q_proj,k_proj,v_proj,o_proj (default: {DEFAULT_LORA_TARGET_MODULES}, verl's own)")
     lora.add_argument("--critic-lora-rank", type=rank, metavar="N", help="the PPO critic's LoRA rank; 0 = a fully trained critic (default: --lora-rank's; refused with --algo grpo, which has no critic)")
-    lora.add_argument("--frozen-base-dtype", choices=FROZEN_BASE_CHOICES, help="how actor and critic store their frozen base weights with LoRA (patch 0026): the profile's 16-bit dtype (bfloat16 on p40 and a10, float16 on t4 and v100: 2 bytes a parameter; the run still computes in the profile's dtype) or float32 (4 bytes, stock verl); refused without LoRA (default: the profile's 16-bit dtype)")
+    lora.add_argument("--frozen-base-dtype", choices=FROZEN_BASE_CHOICES,
+                      help="how actor and critic store their frozen base weights with LoRA (patch 0026): the profile's "
+                           "16-bit dtype (bfloat16 on p40 and a10, float16 on t4 and v100: 2 bytes a parameter; the run "
+                           "still computes in the profile's dtype) or float32 (4 bytes, stock verl); refused without LoRA "
+                           "(default: the profile's 16-bit dtype, or the fp32 base where --plan auto finds it fits and "
+                           "is faster on the card)")
     parser.add_argument("--plan", choices=("auto", "off"), default="auto", help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card, keeping any of them you set; off: keep your numbers (default: auto)")
 
 

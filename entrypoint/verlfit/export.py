@@ -25,7 +25,9 @@ because the merger as shipped does not do it:
 
 * the dtype: the merger casts every tensor to bfloat16 (``fsdp_model_merger.py`` ``_load_and_merge_state_dicts``),
   which rounds the fp32 weights a P40 run trained (verl keeps fp32 master weights under FSDP mixed precision on
-  both profiles) to 8 bits of mantissa. verlfit keeps the checkpoint's dtype unless ``--dtype`` asks otherwise;
+  both profiles) to 8 bits of mantissa. verlfit keeps the checkpoint's dtype unless ``--dtype`` asks otherwise: for a
+  LoRA base stored in 16 bits (patch 0026) the base's, the adapter merged into it in fp32 and the sum cast once; an
+  adapter written alone (``--adapter-only``) stays fp32;
 * LoRA: the merger writes ``lora_adapter/`` with ``lora_alpha: 0`` ("not set", ``base_model_merger.py``
   ``save_lora_adapter``) beside the *unmerged* base weights. verlfit takes ``lora_alpha`` from the run's
   ``config.yaml`` and either merges the adapter into the base with PEFT (``merge_and_unload``, the default) or
@@ -369,6 +371,16 @@ def _build_model(state_dict: dict, config, dtype):
     return model
 
 
+def base_dtype(base: dict):
+    """The dtype of most of a checkpoint's (base) weights, by elements: what the model was stored in (fp32 for full
+    fine-tuning and stock LoRA; bf16 or fp16 for a LoRA base stored in 16 bits, patch 0026, whose few trained fp32
+    tensors, such as the critic's value head, do not decide it)."""
+    counts: dict = {}
+    for tensor in base.values():
+        counts[tensor.dtype] = counts.get(tensor.dtype, 0) + tensor.numel()
+    return max(counts, key=counts.get)
+
+
 def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha: float | None, base_model: str | None, role: str,
                fix: str | None = None) -> str:
     """Write one role (actor or critic) to ``out``; return what it wrote ("model" or "adapter")."""
@@ -377,10 +389,14 @@ def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha:
 
     hf_dir = role_dir / "huggingface"
     state_dict = merged_state_dict(role_dir, fix=fix)
-    target = dtype if dtype is not None else next(iter(state_dict.values())).dtype
-    state_dict = {k: v.to(target) for k, v in state_dict.items()}
     config = AutoConfig.from_pretrained(hf_dir)
     base, adapter, rank, targets = split_lora(state_dict)
+    # the model's dtype: --dtype, else the base's (a LoRA base stored in 16 bits, patch 0026, keeps them; its fp32
+    # adapter and value head follow the base); an adapter written alone keeps its own (fp32) unless --dtype
+    target = dtype if dtype is not None else base_dtype(base)
+    base = {k: v.to(target) for k, v in base.items()}
+    if dtype is not None:
+        adapter = {k: v.to(dtype) for k, v in adapter.items()}
     out.mkdir(parents=True)
     AutoTokenizer.from_pretrained(hf_dir).save_pretrained(out)
     if adapter:
@@ -395,11 +411,16 @@ def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha:
 
             save_file({k: v.contiguous() for k, v in adapter.items()}, str(out / "adapter_model.safetensors"))
             return "adapter"
-        peft_model = get_peft_model(_build_model(base, config, target), lora)
-        result = set_peft_model_state_dict(peft_model, {k: v for k, v in adapter.items()})
+        # merged in fp32 (the base upcast exactly, the adapter as trained), then cast once to the target dtype: a
+        # 16-bit merge would round the adapter's delta before adding it
+        merge_dtype = torch.float32 if target in (torch.bfloat16, torch.float16) else target
+        merge_base = {k: v.to(merge_dtype) for k, v in base.items()}
+        peft_model = get_peft_model(_build_model(merge_base, config, merge_dtype), lora)
+        result = set_peft_model_state_dict(peft_model, {k: v.to(merge_dtype) for k, v in adapter.items()})
         if result.unexpected_keys:
             raise VerlfitError(f"{role_dir}: adapter keys PEFT does not know: {result.unexpected_keys[:3]}")
-        model = peft_model.merge_and_unload()
+        model = peft_model.merge_and_unload().to(target)
+        model.config.torch_dtype = target
     else:
         if adapter_only:
             raise VerlfitError(f"--adapter-only: {role_dir} holds no LoRA adapter (a full fine-tuning run)",

@@ -198,7 +198,8 @@ _QWEN25 = {
     "1.5B": dict(num_hidden_layers=28, hidden_size=1536, num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960, vocab_size=151936, tie_word_embeddings=True),
     "3B": dict(num_hidden_layers=36, hidden_size=2048, num_attention_heads=16, num_key_value_heads=2, intermediate_size=11008, vocab_size=151936, tie_word_embeddings=True),
     # 7B: 152064 rows and an untied lm_head (FACTS section 1, from the hub's config.json)
-    "7B": dict(num_hidden_layers=28, hidden_size=3584, num_attention_heads=28, num_key_value_heads=4, intermediate_size=18944, vocab_size=152064, tie_word_embeddings=False),
+    "7B": dict(num_hidden_layers=28, hidden_size=3584, num_attention_heads=28, num_key_value_heads=4,
+               intermediate_size=18944, vocab_size=152064, tie_word_embeddings=False),
 }
 BUILTIN_SHAPES: dict[str, dict] = {}
 for _size, _values in _QWEN25.items():

@@ -114,6 +114,7 @@ class TrainSettings:
     critic_lr: float = 1e-5
     kl_loss_coef: float = 0.001
     gradient_checkpointing: bool = True
+    critic_gradient_checkpointing: bool | None = None  # the critic's, where the planner chose apart; None = the actor's
     lora_rank: int = 0  # the actor's LoRA rank; 0 = every parameter trains
     critic_lora_rank: int | None = None  # the PPO critic's; None = the actor's
     lora_alpha: float = 16  # verl's default (ppo_trainer.yaml:128, 654)
@@ -168,15 +169,17 @@ def frozen_base_storage(settings: TrainSettings, profile) -> str | None:
             the t4 and v100 profiles fp16: a base in the other 16-bit type would mix bf16 and fp16 arithmetic in the
             rollout), naming the profile's.
     """
-    critic_rank = (settings.lora_rank if settings.critic_lora_rank is None else settings.critic_lora_rank) if settings.algorithm == "ppo" else 0
-    if settings.lora_rank <= 0 and critic_rank <= 0:
+    critic_rank = settings.lora_rank if settings.critic_lora_rank is None else settings.critic_lora_rank
+    if settings.lora_rank <= 0 and (settings.algorithm != "ppo" or critic_rank <= 0):
         return None
     wanted = settings.frozen_base_dtype or profile.frozen_base_dtype
     if wanted == "float32":
         return None
     if wanted != profile.frozen_base_dtype:
-        raise VerlfitError(f"--frozen-base-dtype {wanted} with the {profile.name} profile: it stores a LoRA base in {profile.frozen_base_dtype} (its rollout computes with it)",
-                           fix=f"use --frozen-base-dtype {profile.frozen_base_dtype}, or float32 (stock verl)", exit_code=2)
+        raise VerlfitError(f"--frozen-base-dtype {wanted} with the {profile.name} profile: it stores a LoRA base in "
+                           f"{profile.frozen_base_dtype} (its rollout computes with it)",
+                           fix=f"use --frozen-base-dtype {profile.frozen_base_dtype}, or float32 (stock verl)",
+                           exit_code=2)
     return wanted
 
 
@@ -374,6 +377,9 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
         f"actor_rollout_ref.rollout.dtype={environment['VLLM_DTYPE']}",
     ]
     if s.algorithm == "ppo":
+        critic_checkpointing = s.critic_gradient_checkpointing
+        if critic_checkpointing is None:
+            critic_checkpointing = s.gradient_checkpointing
         out += [
             "algorithm.adv_estimator=gae",
             "actor_rollout_ref.rollout.n=1",
@@ -381,7 +387,7 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
             "algorithm.use_kl_in_reward=False",
             f"critic.model.path={quote_value(s.model)}",
             f"critic.optim.lr={s.critic_lr}",
-            f"critic.model.enable_gradient_checkpointing={_bool(s.gradient_checkpointing)}",
+            f"critic.model.enable_gradient_checkpointing={_bool(critic_checkpointing)}",
             *lora_overrides("critic.model", s.lora_rank if s.critic_lora_rank is None else s.critic_lora_rank, s.lora_alpha, s.lora_target_modules),
             f"critic.ppo_micro_batch_size_per_gpu={s.critic_micro_batch_size}",
             f"critic.model.fsdp_config.param_offload={_bool(s.critic_param_offload)}",

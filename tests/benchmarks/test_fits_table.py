@@ -25,7 +25,13 @@ def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lor
         rollout_n=4 if algorithm == "grpo" else 1, train_batch_size=32, ppo_mini_batch_size=16, max_prompt_length=512, max_response_length=256,
         gradient_checkpointing=True, lora_rank=32 if lora else 0, frozen_base_dtype=profile.frozen_base_dtype if lora else None,
     )
-    decision = auto_fit(request)
+    # the speed pick on that card, with the run's patch switches (the profile's and verlfit's forcing for LoRA)
+    from verlfit.cards import get_card
+    from verlfit.overrides import TrainSettings
+    from verlfit.plan.time import inputs_for_train
+
+    inputs = inputs_for_train(TrainSettings(model="m", algorithm=algorithm, lora_rank=32 if lora else 0), profile)
+    decision = auto_fit(request, card=get_card(card), inputs=inputs)
     cells = fits_table.row(card, size, algorithm, lora)
     assert cells[:4] == [card.upper(), f"Qwen2.5-{size}", f"{algorithm.upper()} 32{' x 4' if algorithm == 'grpo' else ''}", "LoRA r32" if lora else "full"]
     assert cells[4].startswith("fits (micro-batch") == decision.fits

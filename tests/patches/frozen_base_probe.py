@@ -104,15 +104,25 @@ class _UpcastSampler:
                 module.register_forward_pre_hook(self._sample)
 
     def _sample(self, module, args):
-        live = tuple(sorted((kind, flat._mp_shard.numel()) for kind, flat in self.units if flat._mp_shard.untyped_storage().size() > 0))
+        live = tuple(
+            sorted(
+                (kind, flat._mp_shard.numel())
+                for kind, flat in self.units
+                if flat._mp_shard.untyped_storage().size() > 0
+            )
+        )
         self.samples.append(live)
 
     def report(self):
         """{"units": [[kind, elements], ...] every unit with an upcast copy, "largest_live": the sample with the most
         elements live at once, "max_live_units": the most units live at once}."""
         largest = max(self.samples, key=lambda live: sum(n for _, n in live), default=())
-        return {"units": sorted([kind, flat.numel()] for kind, flat in self.units), "largest_live": [list(x) for x in largest],
-                "max_live_units": max((len(live) for live in self.samples), default=0), "samples": len(self.samples)}
+        return {
+            "units": sorted([kind, flat.numel()] for kind, flat in self.units),
+            "largest_live": [list(x) for x in largest],
+            "max_live_units": max((len(live) for live in self.samples), default=0),
+            "samples": len(self.samples),
+        }
 
 
 def _digest(params):
@@ -172,8 +182,14 @@ def probe_run(profile, checkpoint, frozen):
     n_tokens = batch["attention_mask"].sum(-1).tolist()
 
     def update_actor():
-        metrics = worker.update_actor(DataProto.from_dict(tensors=dict(update), meta_info={"temperature": 1.0, "global_token_num": n_tokens})).meta_info["metrics"]
-        return {k: [float(x) for x in (v if isinstance(v, list) else [v])] for k, v in metrics.items() if k.startswith(("actor/pg_loss", "actor/kl_loss", "actor/grad_norm"))}
+        metrics = worker.update_actor(
+            DataProto.from_dict(tensors=dict(update), meta_info={"temperature": 1.0, "global_token_num": n_tokens})
+        ).meta_info["metrics"]
+        return {
+            k: [float(x) for x in (v if isinstance(v, list) else [v])]
+            for k, v in metrics.items()
+            if k.startswith(("actor/pg_loss", "actor/kl_loss", "actor/grad_norm"))
+        }
 
     sampler = _UpcastSampler(fsdp)
     result["update_metrics"] = update_actor()
@@ -183,9 +199,13 @@ def probe_run(profile, checkpoint, frozen):
     result["adapter_after"] = {k: _lists(v.flatten()) for k, v in sorted(adapter.items())}
     result["adapter_dtypes"] = sorted({str(v.dtype).replace("torch.", "") for v in adapter.values()})
     result["base_unchanged"] = all(torch.equal(before[k], after[k]) for k in before if "lora_" not in k)
-    result["base_dtypes_after_update"] = sorted({str(v.dtype).replace("torch.", "") for k, v in after.items() if "lora_" not in k})
+    result["base_dtypes_after_update"] = sorted(
+        {str(v.dtype).replace("torch.", "") for k, v in after.items() if "lora_" not in k}
+    )
     state = worker.actor_optimizer.state
-    result["optimizer_state"] = sorted({(str(t.dtype).replace("torch.", ""), p.requires_grad) for p in state for t in state[p].values() if t.dim() > 0})
+    result["optimizer_state"] = sorted(
+        {(str(t.dtype).replace("torch.", ""), p.requires_grad) for p in state for t in state[p].values() if t.dim() > 0}
+    )
     result["optimizer_state_numel"] = sum(p.numel() for p in state if state[p])
     after_logp = worker.compute_log_prob(DataProto.from_dict(tensors=dict(tensors))).batch["old_log_probs"]
     result["log_probs_after_update"] = _lists(after_logp)
@@ -201,10 +221,15 @@ def probe_run(profile, checkpoint, frozen):
     loaded = _full_params(fsdp)
     result["checkpoint"] = {
         "moved_after_save": _digest(moved) != _digest(saved),
-        "loaded_equal_saved": _digest(loaded) == _digest(saved) and all(loaded[k].dtype == saved[k].dtype for k in saved),
+        "loaded_equal_saved": _digest(loaded) == _digest(saved)
+        and all(loaded[k].dtype == saved[k].dtype for k in saved),
         "stored_after_load": _stored(fsdp),
-        "log_probs_after_load": _lists(worker.compute_log_prob(DataProto.from_dict(tensors=dict(tensors))).batch["old_log_probs"]),
-        "adapter_dir": sorted(os.listdir(os.path.join(ckpt, "lora_adapter"))) if os.path.isdir(os.path.join(ckpt, "lora_adapter")) else [],
+        "log_probs_after_load": _lists(
+            worker.compute_log_prob(DataProto.from_dict(tensors=dict(tensors))).batch["old_log_probs"]
+        ),
+        "adapter_dir": sorted(os.listdir(os.path.join(ckpt, "lora_adapter")))
+        if os.path.isdir(os.path.join(ckpt, "lora_adapter"))
+        else [],
         "saved_files": sorted(f for f in os.listdir(ckpt) if f.endswith(".pt")),
     }
 
@@ -214,12 +239,18 @@ def probe_run(profile, checkpoint, frozen):
     values = critic.compute_values(DataProto.from_dict(tensors=dict(tensors))).batch["values"]
     result["values"] = _lists(values)
     returns = torch.randn(response_mask.shape, generator=generator) * response_mask
-    critic.update_critic(DataProto.from_dict(tensors=dict(tensors, values=values, returns=returns), meta_info={"global_token_num": n_tokens}))
+    critic.update_critic(
+        DataProto.from_dict(
+            tensors=dict(tensors, values=values, returns=returns), meta_info={"global_token_num": n_tokens}
+        )
+    )
     cafter = _full_params(critic.critic_module)
     head = {k: v for k, v in cafter.items() if "modules_to_save" in k}
     result["value_head_after"] = {k: _lists(v.flatten()) for k, v in sorted(head.items())}
     result["value_head_dtypes"] = sorted({str(v.dtype).replace("torch.", "") for v in head.values()})
-    result["values_after_update"] = _lists(critic.compute_values(DataProto.from_dict(tensors=dict(tensors))).batch["values"])
+    result["values_after_update"] = _lists(
+        critic.compute_values(DataProto.from_dict(tensors=dict(tensors))).batch["values"]
+    )
     return result
 
 

@@ -23,7 +23,9 @@ import torch
 from speed_probes import run_speed_probe
 from verl_patch_helpers import copy_verl, load_module_from, partial_series, run_apply, series_names
 
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed"
+)
 
 PROBE = Path(__file__).resolve().parent / "frozen_base_probe.py"
 PATCH = "0026-lora-frozen-base-16-bit.patch"
@@ -42,8 +44,17 @@ RUNS = {  # label: (profile, checkpoint, frozen_base_dtype)
     "t4_fp16": ("t4", "original", "fp16"),
     "t4_rounded_fp32": ("t4", "rounded", "fp32"),
 }
-COMPUTED = ("rollout", "old_log_probs", "ref_log_probs", "update_metrics", "adapter_after", "log_probs_after_update",
-            "values", "value_head_after", "values_after_update")
+COMPUTED = (
+    "rollout",
+    "old_log_probs",
+    "ref_log_probs",
+    "update_metrics",
+    "adapter_after",
+    "log_probs_after_update",
+    "values",
+    "value_head_after",
+    "values_after_update",
+)
 
 
 def test_size_formulas():
@@ -61,7 +72,10 @@ def runs(tmp_path_factory):
     jobs = {label: (patched, args) for label, args in RUNS.items()}
     jobs["before_p40_bf16"] = (before, RUNS["p40_bf16"])
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {label: pool.submit(run_speed_probe, root, "run", *args, script=PROBE) for label, (root, args) in jobs.items()}
+        futures = {
+            label: pool.submit(run_speed_probe, root, "run", *args, script=PROBE)
+            for label, (root, args) in jobs.items()
+        }
         return {label: future.result() for label, future in futures.items()}
 
 
@@ -87,7 +101,9 @@ def test_frozen_weights_stored_in_16_bits_trainable_in_fp32(runs):
         assert run["optimizer_state"] == [["float32", True]] and run["optimizer_state_numel"] == ADAPTER
         assert run["base_unchanged"] is True
         assert run["base_dtypes_after_update"] == [stored]
-    assert runs["p40_bf16"]["actor_mixed_precision"] == "float32" and runs["t4_fp16"]["actor_mixed_precision"] == "float16"
+    assert (
+        runs["p40_bf16"]["actor_mixed_precision"] == "float32" and runs["t4_fp16"]["actor_mixed_precision"] == "float16"
+    )
     assert runs["p40_bf16"]["log_prob_dtype"] == "float32"
 
 
@@ -125,7 +141,11 @@ def test_checkpoint_save_and_load_keep_the_16_bit_base(runs):
     assert checkpoint["stored_after_load"] == {"bfloat16 frozen": BASE, "float32 trainable": ADAPTER}
     assert checkpoint["log_probs_after_load"] == runs["p40_bf16"]["log_probs_after_update"]
     assert checkpoint["adapter_dir"] == ["adapter_config.json", "adapter_model.safetensors"]
-    assert checkpoint["saved_files"] == ["extra_state_world_size_1_rank_0.pt", "model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt"]
+    assert checkpoint["saved_files"] == [
+        "extra_state_world_size_1_rank_0.pt",
+        "model_world_size_1_rank_0.pt",
+        "optim_world_size_1_rank_0.pt",
+    ]
 
 
 def test_the_p40_upcast_holds_the_root_unit_and_one_decoder_layer_at_a_time(runs):
@@ -135,7 +155,9 @@ def test_the_p40_upcast_holds_the_root_unit_and_one_decoder_layer_at_a_time(runs
     assert upcast["max_live_units"] == 2 and upcast["samples"] > 0
     # fp16 stored and computed: no copy of a frozen unit; only the 28 fp32 adapter Linears get fp16 copies, as before
     t4_units = runs["t4_fp16"]["upcast_during_update"]["units"]
-    assert {kind for kind, _ in t4_units} == {"Linear"} and len(t4_units) == 28 and sum(n for _, n in t4_units) == ADAPTER
+    assert (
+        {kind for kind, _ in t4_units} == {"Linear"} and len(t4_units) == 28 and sum(n for _, n in t4_units) == ADAPTER
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the helpers
@@ -149,9 +171,12 @@ def frozen_base(tmp_path_factory):
 
 
 def test_setting_values(frozen_base):
-    assert [frozen_base.frozen_base_dtype(v) for v in ("bf16", "BFloat16", "fp16", 16, "float16", "fp32", 32, None)] == [
-        torch.bfloat16, torch.bfloat16, torch.float16, torch.float16, torch.float16, None, None, None]
-    with pytest.raises(ValueError, match=r"unsupported frozen_base_dtype 'int8': use bf16/bfloat16, fp16/float16/16, or fp32"):
+    assert [
+        frozen_base.frozen_base_dtype(v) for v in ("bf16", "BFloat16", "fp16", 16, "float16", "fp32", 32, None)
+    ] == [torch.bfloat16, torch.bfloat16, torch.float16, torch.float16, torch.float16, None, None, None]
+    with pytest.raises(
+        ValueError, match=r"unsupported frozen_base_dtype 'int8': use bf16/bfloat16, fp16/float16/16, or fp32"
+    ):
         frozen_base.frozen_base_dtype("int8")
 
 
@@ -160,7 +185,10 @@ def test_fp16_refuses_a_weight_beyond_its_range(frozen_base):
     model[0].requires_grad_(False)
     with torch.no_grad():
         model[0].weight[0, 0] = 70000.0
-    with pytest.raises(ValueError, match=r"frozen_base_dtype=fp16: 0.weight holds values beyond float16's range .*use frozen_base_dtype=bf16"):
+    with pytest.raises(
+        ValueError,
+        match=r"frozen_base_dtype=fp16: 0.weight holds values beyond float16's range .*use frozen_base_dtype=bf16",
+    ):
         frozen_base.store_frozen_base(model, torch.float16)
     model[0].weight.data[0, 0] = 1.0
     assert frozen_base.store_frozen_base(model, torch.float16) == (6, 6)

@@ -31,12 +31,25 @@ CRITIC_ROOT_3B = EMBED_3B + 2048 + 2049  # critic's: embedding, final norm, the 
 
 def test_reference_counts_match_the_shapes():
     assert (BASE_3B, LAYER_3B, ADAPTER_3B) == (3_085_938_688, 77_076_992, 59_867_136)
-    assert (QWEN_3B.actor_parameters, QWEN_3B.layer_parameters, QWEN_3B.critic_parameters) == (BASE_3B, LAYER_3B, CRITIC_BASE_3B)
+    assert (QWEN_3B.actor_parameters, QWEN_3B.layer_parameters, QWEN_3B.critic_parameters) == (
+        BASE_3B,
+        LAYER_3B,
+        CRITIC_BASE_3B,
+    )
 
 
 def _ppo_3b(**fields):
-    base = dict(algorithm="ppo", rollout_n=1, train_batch_size=32, ppo_mini_batch_size=16, gradient_checkpointing=True,
-                lora_rank=32, actor_micro_batch_size=4, log_prob_micro_batch_size=4, critic_micro_batch_size=4)
+    base = dict(
+        algorithm="ppo",
+        rollout_n=1,
+        train_batch_size=32,
+        ppo_mini_batch_size=16,
+        gradient_checkpointing=True,
+        lora_rank=32,
+        actor_micro_batch_size=4,
+        log_prob_micro_batch_size=4,
+        critic_micro_batch_size=4,
+    )
     return request_for_profile(load_profile("p40"), QWEN_3B, int(22.5 * GIB), **{**base, **fields})
 
 
@@ -58,8 +71,17 @@ def test_p40_16_bit_base_weights_and_the_fp32_upcast_copies():
 
 def test_fp16_base_on_the_t4_profile_needs_no_copy_and_an_fp32_one_does():
     def t4(**fields):
-        base = dict(algorithm="grpo", rollout_n=4, train_batch_size=8, ppo_mini_batch_size=8, gradient_checkpointing=True, lora_rank=32,
-                    actor_micro_batch_size=2, log_prob_micro_batch_size=2, rollout_micro_batch_size=2)
+        base = dict(
+            algorithm="grpo",
+            rollout_n=4,
+            train_batch_size=8,
+            ppo_mini_batch_size=8,
+            gradient_checkpointing=True,
+            lora_rank=32,
+            actor_micro_batch_size=2,
+            log_prob_micro_batch_size=2,
+            rollout_micro_batch_size=2,
+        )
         return predict(request_for_profile(load_profile("t4"), QWEN3_4B, 14 * GIB, **{**base, **fields}))
 
     adapter = 36 * 32 * ((2560 + 4096) + 2 * (2560 + 1024) + (4096 + 2560) + 3 * (2560 + 9728))
@@ -69,24 +91,43 @@ def test_fp16_base_on_the_t4_profile_needs_no_copy_and_an_fp32_one_does():
     assert sixteen.phase("old_log_prob").weights == 2 * base + 4 * adapter  # computed in fp16 as stored
     assert sixteen.phase("rollout").weights == 2 * base + 4 * adapter  # fp16 autocast: no upcast while generating
     root = QWEN3_4B.root_unit_parameters()
-    assert stock.phase("old_log_prob").weights == 4 * (base + adapter) + 2 * (root + 2 * QWEN3_4B.layer_parameters)  # fp16 copies of fp32 masters
+    assert stock.phase("old_log_prob").weights == 4 * (base + adapter) + 2 * (
+        root + 2 * QWEN3_4B.layer_parameters
+    )  # fp16 copies of fp32 masters
 
 
 def test_profiles_store_the_base_in_their_16_bit_type_and_verl_gets_the_keys():
     settings = TrainSettings(model="m", lora_rank=32)
-    assert [frozen_base_storage(settings, load_profile(name)) for name in ("p40", "t4", "v100", "a10")] == ["bfloat16", "float16", "float16", "bfloat16"]
+    assert [frozen_base_storage(settings, load_profile(name)) for name in ("p40", "t4", "v100", "a10")] == [
+        "bfloat16",
+        "float16",
+        "float16",
+        "bfloat16",
+    ]
     assert frozen_base_storage(TrainSettings(model="m"), load_profile("p40")) is None  # no LoRA: nothing frozen
-    assert frozen_base_storage(TrainSettings(model="m", lora_rank=32, frozen_base_dtype="float32"), load_profile("p40")) is None
-    with pytest.raises(VerlfitError, match="--frozen-base-dtype float16 with the p40 profile: it stores a LoRA base in bfloat16") as error:
+    assert (
+        frozen_base_storage(TrainSettings(model="m", lora_rank=32, frozen_base_dtype="float32"), load_profile("p40"))
+        is None
+    )
+    with pytest.raises(
+        VerlfitError, match="--frozen-base-dtype float16 with the p40 profile: it stores a LoRA base in bfloat16"
+    ) as error:
         frozen_base_storage(TrainSettings(model="m", lora_rank=32, frozen_base_dtype="float16"), load_profile("p40"))
     assert error.value.fix == "use --frozen-base-dtype bfloat16, or float32 (stock verl)" and error.value.exit_code == 2
 
     def keys(profile, **fields):
-        out = build_overrides(TrainSettings(model="m", data_dir="/d", **fields), load_profile(profile), load_profile(profile).environment)
+        out = build_overrides(
+            TrainSettings(model="m", data_dir="/d", **fields), load_profile(profile), load_profile(profile).environment
+        )
         return [o for o in out if "frozen_base_dtype" in o]
 
-    assert keys("p40", lora_rank=32) == ["+actor_rollout_ref.model.frozen_base_dtype=bf16", "+critic.model.frozen_base_dtype=bf16"]
-    assert keys("t4", lora_rank=32, algorithm="grpo", rollout_n=4) == ["+actor_rollout_ref.model.frozen_base_dtype=fp16"]
+    assert keys("p40", lora_rank=32) == [
+        "+actor_rollout_ref.model.frozen_base_dtype=bf16",
+        "+critic.model.frozen_base_dtype=bf16",
+    ]
+    assert keys("t4", lora_rank=32, algorithm="grpo", rollout_n=4) == [
+        "+actor_rollout_ref.model.frozen_base_dtype=fp16"
+    ]
     assert keys("p40", lora_rank=32, critic_lora_rank=0) == ["+actor_rollout_ref.model.frozen_base_dtype=bf16"]
     assert keys("p40", lora_rank=0, critic_lora_rank=16) == ["+critic.model.frozen_base_dtype=bf16"]
     assert keys("p40", lora_rank=32, frozen_base_dtype="float32") == [] and keys("p40") == []
@@ -97,11 +138,18 @@ def run_plan(argv, capsys):
     return status, json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("argv, verdict, peak_gib", [
-    (["--model", "Qwen/Qwen3-4B", "--algo", "grpo", "--emulate", "t4"], "fits", 11.37),
-    (["--model", "Qwen/Qwen2.5-3B-Instruct", "--algo", "ppo", "--emulate", "p40"], "fits", 19.69),
-    (["--model", "Qwen/Qwen2.5-7B-Instruct", "--algo", "grpo", "--emulate", "a10", "--rollout", "hf"], "fits", 19.56),
-])
+@pytest.mark.parametrize(
+    "argv, verdict, peak_gib",
+    [
+        (["--model", "Qwen/Qwen3-4B", "--algo", "grpo", "--emulate", "t4"], "fits", 11.37),
+        (["--model", "Qwen/Qwen2.5-3B-Instruct", "--algo", "ppo", "--emulate", "p40"], "fits", 19.69),
+        (
+            ["--model", "Qwen/Qwen2.5-7B-Instruct", "--algo", "grpo", "--emulate", "a10", "--rollout", "hf"],
+            "fits",
+            19.56,
+        ),
+    ],
+)
 def test_the_issue_targets_fit(argv, verdict, peak_gib, capsys):
     status, plan = run_plan([*argv, "--lora-rank", "32", "--auto-fit"], capsys)
     assert status == 0 and plan["verdict"] == verdict
@@ -110,7 +158,20 @@ def test_the_issue_targets_fit(argv, verdict, peak_gib, capsys):
 
 
 def test_the_7b_on_a_p40_does_not_fit_by_the_fp32_copies_of_its_untied_embedding_and_head(capsys):
-    status, plan = run_plan(["--model", "Qwen/Qwen2.5-7B-Instruct", "--algo", "grpo", "--emulate", "p40", "--lora-rank", "32", "--auto-fit"], capsys)
+    status, plan = run_plan(
+        [
+            "--model",
+            "Qwen/Qwen2.5-7B-Instruct",
+            "--algo",
+            "grpo",
+            "--emulate",
+            "p40",
+            "--lora-rank",
+            "32",
+            "--auto-fit",
+        ],
+        capsys,
+    )
     assert status == 1 and plan["verdict"] == "does not fit"
     # 7B: 152064 x 3584 embedding and as much again in the untied LM head, both in the root unit FSDP upcasts
     root = 2 * 152064 * 3584 + 3584

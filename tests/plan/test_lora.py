@@ -147,7 +147,7 @@ def test_lora_notes():
     sixteen = predict(small_request(lora_rank=8, frozen_base_dtype="bfloat16")).notes
     assert sixteen[1].endswith("; its weights are stored in bfloat16 (patch 0026: 2 bytes a parameter, 0.0 GiB; computed in float32: FSDP upcasts one unit at a time), the trained ones in float32")
     half = predict(small_request(lora_rank=8, dtype="float16", frozen_base_dtype="float16")).notes
-    assert half[1].endswith("; its weights are stored in float16 (patch 0026: 2 bytes a parameter, 0.0 GiB; computed in float16 as stored), the trained ones in float32")
+    assert half[1].endswith("; its weights are stored in float16 (patch 0026: 2 bytes a parameter, 0.0 GiB; computed in float16: as stored), the trained ones in float32")
     assert notes[-1] == memory.LORA_CALIBRATION_NOTE
     assert predict(small_request(algorithm="grpo", rollout_n=2, lora_rank=8)).notes[1].endswith("; the reference is the actor with its adapter disabled (no second model)")
     assert not any("LoRA" in n for n in predict(small_request()).notes)

@@ -191,7 +191,10 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
         keep = sorted({*keep, "micro_batches"})
     if any(getattr(options, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer")) and "offload" not in keep:
         keep = sorted({*keep, "offload"})
-    decision = auto_fit(request, margin=options.margin, keep=keep) if options.sizing.plan == "auto" else None
+    decision = None
+    if options.sizing.plan == "auto":  # the fastest of what fits, by the estimate for the card the time is estimated on
+        card, inputs = plan_time.speed_target_for_options(options, request, nvml)
+        decision = auto_fit(request, margin=options.margin, keep=keep, card=card, inputs=inputs)
     plan = decision.plan if decision else predict(request, margin=options.margin)
     timing, steps, card_line, switches = plan_time.report_for_options(options, plan.request, nvml)
     length_notes = data_notes + plan_time.length_notes(options, plan.request, switches)
@@ -201,7 +204,9 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
         data = plan_to_dict(plan)
         data["memory_source"] = source
         if decision:
-            data["auto_fit"] = {"fits": decision.fits, "reasons": list(decision.reasons), "suggestion": decision.suggestion, "kept": keep}
+            speed = [{"configuration": label, "step_s": round(seconds, 2)} for label, seconds in decision.speed]
+            data["auto_fit"] = {"fits": decision.fits, "reasons": list(decision.reasons),
+                                "suggestion": decision.suggestion, "kept": keep, "speed": speed}
         data["time"] = {**plan_time.estimate_to_dict(timing, steps), "card_source": card_line, "notes": [line.removeprefix("note: ") for line in length_notes]}
         if plan.request.gpus > 1:
             data["sizes"] = size_rows(plan.request, options.margin)
@@ -222,8 +227,13 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
                 f"  chosen: actor micro-batch {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
                 + (f", critic {r.critic_micro_batch_size}" if r.has_critic else "")
                 + (f", rollout {r.rollout_prompts_per_call} prompt{'' if r.rollout_prompts_per_call == 1 else 's'}" if r.rollout == "hf" else "")
-                + f"; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}; offload: "
-                + (", ".join(n.replace("_offload", "").replace("_", " ") for n in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(r, n)) or "none"),
+                + f"; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}"
+                + (f" (critic {'on' if r.checkpointing_of('critic') else 'off'})"
+                   if r.has_critic and r.checkpointing_of("critic") != r.gradient_checkpointing else "")
+                + "; offload: "
+                + (", ".join(n.replace("_offload", "").replace("_", " ") for n in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(r, n)) or "none")
+                + (f"; LoRA base in {r.frozen_base_dtype or 'float32'}"
+                   if r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0) else ""),
                 highlight=False,
                 soft_wrap=True,
             )

@@ -1,5 +1,7 @@
 """The fitting search of ``verlfit plan --auto-fit`` and ``verlfit train --plan auto``: :func:`auto_fit` sizes
-micro-batches and turns on gradient checkpointing and offload only when needed; :func:`smallest_change` searches
+micro-batches and turns on gradient checkpointing and offload only when needed, and, given the card the run is for,
+picks the fastest by the time estimate among the configurations that fit (gradient checkpointing per role, the
+micro-batches each allows, a LoRA base in 16 bits or fp32: :func:`speed_candidates`); :func:`smallest_change` searches
 the single changes that would make a hopeless configuration fit; :func:`fit_for_train` applies the choice to
 ``verlfit train``'s settings (docs/plan.md section 6).
 """
@@ -25,6 +27,8 @@ class FitDecision:
         reasons: one human line per decision, e.g.
             ``"actor micro-batch 4: 8 would need 21.3 GiB of 20.2 GiB (90% of 22.5 GiB)"``.
         suggestion: when ``fits`` is False, the smallest changes that would fit (found by search), as a message.
+        speed: with a card (the speed pick): every configuration that fit as (description, estimated seconds per step
+            on the card), the chosen one first; empty without a card.
     """
 
     fits: bool
@@ -32,6 +36,7 @@ class FitDecision:
     plan: Plan
     reasons: tuple[str, ...]
     suggestion: str | None = None
+    speed: tuple[tuple[str, float], ...] = ()
 
 
 # --------------------------------------------------------------------------------------
@@ -45,7 +50,12 @@ _MICRO_KNOBS = {
     "critic": ("critic_micro_batch_size", "critic micro-batch", ("values", "critic_update")),
     "rollout": ("rollout_micro_batch_size", "rollout micro-batch", ("rollout",)),
 }
-KEEPABLE = ("micro_batches", "gradient_checkpointing", "offload")
+KEEPABLE = ("micro_batches", "gradient_checkpointing", "offload", "frozen_base")
+# The speed pick leaves the memory-first choice only for a configuration estimated this much faster (a fraction of
+# its seconds per step): the time model's fitted terms rest on H200 records (plan/time.py FACTORS), and it put the main
+# job's checkpointing-off run at 9.7 s against 7.2 (+35%) where the H200 measured 8.7 against 6.9 (+26%): ranking two
+# configurations a few percent apart is within that error.
+SPEED_PICK_GAIN = 0.05
 
 
 def _powers_of_two_dividing(n: int) -> list[int]:
@@ -165,8 +175,101 @@ def _peak_failure(plan: Plan, budget: int, keep: frozenset[str]) -> str | None:
     return None
 
 
-def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = ()) -> FitDecision:
-    """Choose micro-batches, gradient checkpointing and offload so every phase fits.
+def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = (),
+             card=None, inputs=None) -> FitDecision:
+    """Choose micro-batches, gradient checkpointing and offload so every phase fits; with ``card``, the fastest of
+    the configurations that fit by the time estimate for that card.
+
+    Without ``card`` (the memory-first choice, :func:`fit_memory`): the request's switches, the largest
+    micro-batches that fit, savings turned on only when needed. With ``card`` (a :class:`verlfit.cards.Card`, the
+    one the run is for; ``inputs``: the run's :class:`verlfit.plan.time.TimeInputs`, its patch switches) every
+    combination of :func:`speed_candidates` is fitted the same way and estimated
+    (:func:`verlfit.plan.time.estimate`); the fastest is chosen, the memory-first choice on a tie. Gradient
+    checkpointing saves activation memory and costs a second forward of the layers; without it the micro-batches
+    that fit are smaller, each pass paying its fixed costs: which wins depends on the card (compute-bound cards
+    lose more to the recompute). A LoRA base in 16 bits frees memory; on a card that computes in fp32 (the P40)
+    it costs an upcast per unit and pass. The reasons say the chosen estimate and the memory-first one's.
+
+    Raises:
+        ValueError: an unknown ``keep`` name.
+    """
+    keep = frozenset(keep)
+    first = fit_memory(request, margin, keep)
+    if card is None or not first.fits:
+        return first
+    from verlfit.plan.time import estimate
+
+    decisions = [first]
+    for changes in speed_candidates(request, keep):
+        decision = fit_memory(replace(request, **changes), margin, keep | {"gradient_checkpointing", "frozen_base"})
+        if decision.fits and all(describe_choice(decision.request) != describe_choice(d.request) for d in decisions):
+            decisions.append(decision)
+    timed = [(estimate(d.request, card, inputs).step_seconds, index, d) for index, d in enumerate(decisions)]
+    fastest = min(timed, key=lambda t: (t[0], t[1]))
+    # another configuration only when clearly faster than the memory-first one (the estimate's error is of that order)
+    seconds, index, best = fastest if fastest[0] < (1 - SPEED_PICK_GAIN) * timed[0][0] else timed[0]
+    others = sorted((t for t in timed if t[1] != index), key=lambda t: (t[0], t[1]))
+    speed = ((describe_choice(best.request), seconds), *((describe_choice(d.request), t) for t, _, d in others))
+    fit_count = f"{len(decisions)} configuration{'s' if len(decisions) > 1 else ''} fit"
+    lines = [f"speed: {fit_count}; by the time estimate on {card.name}, chosen: {describe_choice(best.request)}, "
+             f"{seconds:.1f} s/step"]
+    if index != 0:
+        lines.append(f"speed: the memory-first choice ({describe_choice(first.request)}) would take "
+                     f"{timed[0][0]:.1f} s/step")
+    elif len(decisions) > 1:
+        runner = others[0]
+        gain = 1 - runner[0] / seconds
+        why = f" (kept: not {SPEED_PICK_GAIN:.0%} faster, within the estimate's error)" if gain > 0 else ""
+        lines.append(f"speed: next, {describe_choice(runner[2].request)}: {runner[0]:.1f} s/step{why}")
+    return replace(best, reasons=best.reasons + tuple(lines), speed=speed)
+
+
+def speed_candidates(request: PlanRequest, keep: frozenset[str] = frozenset()) -> list[dict]:
+    """The switch combinations :func:`auto_fit`'s speed pick fits and times, as request changes: gradient
+    checkpointing on or off for the actor and, apart, for a PPO critic (None where it equals the actor's; unless
+    ``"gradient_checkpointing"`` is kept:
+    the user's ``--gradient-checkpointing`` / ``--no-gradient-checkpointing``), and for a LoRA run whose base is
+    stored in 16 bits also the fp32 base (unless ``"frozen_base"`` is kept: ``--frozen-base-dtype``). Micro-batches
+    and offload are sized for each by :func:`fit_memory` (the largest micro-batches that fit: in the time model a
+    larger micro-batch is never slower)."""
+    r = request
+    if "gradient_checkpointing" in keep:
+        checkpointing = [(r.gradient_checkpointing, r.critic_gradient_checkpointing)]
+    else:
+        critics = (True, False) if r.has_critic else (None,)
+        checkpointing = [(actor, None if critic == actor else critic) for actor in (True, False) for critic in critics]
+    bases = [r.frozen_base_dtype]
+    lora = r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0)
+    if "frozen_base" not in keep and lora and r.frozen_base_dtype is not None:
+        bases.append(None)
+    return [dict(gradient_checkpointing=actor, critic_gradient_checkpointing=critic, frozen_base_dtype=base)
+            for actor, critic in checkpointing for base in bases]
+
+
+def describe_choice(request: PlanRequest) -> str:
+    """One line for a configuration auto-fit chose or weighed: checkpointing per role, micro-batches, offload and a
+    LoRA base's storage, e.g. ``"checkpointing actor off, critic on; micro-batches actor 2, log-prob 8, critic 4,
+    rollout 32 prompts; offload none"``."""
+    r = request
+    on = lambda flag: "on" if flag else "off"  # noqa: E731
+    checkpointing = f"checkpointing actor {on(r.checkpointing_of('actor'))}"
+    micro = f"micro-batches actor {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
+    if r.has_critic:
+        checkpointing += f", critic {on(r.checkpointing_of('critic'))}"
+        micro += f", critic {r.critic_micro_batch_size}"
+    if r.rollout == "hf":
+        micro += f", rollout {r.rollout_prompts_per_call} prompts"
+    switches = ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload")
+    offload = [name.replace("_offload", "").replace("_", " ") for name in switches if getattr(r, name)]
+    text = f"{checkpointing}; {micro}; offload {', '.join(offload) or 'none'}"
+    if r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0):
+        text += f"; LoRA base in {r.frozen_base_dtype or 'float32'}"
+    return text
+
+
+def fit_memory(request: PlanRequest, margin: float = DEFAULT_MARGIN,
+               keep: tuple[str, ...] | frozenset[str] = ()) -> FitDecision:
+    """Choose micro-batches, gradient checkpointing and offload so every phase fits (the memory-first choice).
 
     Climbs a ladder, cheapest first: the request's own switches; + gradient checkpointing;
     + optimizer offload (actor and critic); + parameter offload (critic, and actor unless the
@@ -183,6 +286,9 @@ def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[s
     Returns:
         A :class:`FitDecision`. When nothing fits even at the top rung with micro-batch 1,
         ``fits`` is False and ``suggestion`` names the smallest changes that would fit.
+
+    Raises:
+        ValueError: an unknown ``keep`` name.
     """
     keep = frozenset(keep)
     unknown = keep - set(KEEPABLE)
@@ -251,7 +357,7 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     options: list[tuple[float, str]] = []
     if "micro_batches" in keep:
         # the user's micro-batch is the first thing to give up: what auto-fit would choose instead
-        free = auto_fit(r, margin, keep - {"micro_batches"})
+        free = fit_memory(r, margin, keep - {"micro_batches"})
         if free.fits:
             options.append((0.0, f"--micro-batch-size {free.request.actor_micro_batch_size} (from {r.actor_micro_batch_size}), or leave it out for the planner to choose"))
     step = 32
@@ -304,13 +410,18 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     return "smallest changes that would fit, each on its own: " + "; ".join(text for _, text in options)
 
 
-def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool = False, keep_offload: bool = False, keep_checkpointing: bool = False, margin: float = DEFAULT_MARGIN) -> list[str]:
-    """Run :func:`auto_fit` for ``verlfit train`` and write its choice into ``settings``.
+def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool = False, keep_offload: bool = False, keep_checkpointing: bool = False, margin: float = DEFAULT_MARGIN,
+                  card=None, inputs=None, keep_frozen_base: bool = False) -> list[str]:
+    """Run :func:`auto_fit` for ``verlfit train`` and write its choice into ``settings`` (micro-batches, gradient
+    checkpointing of actor and critic, offload, and a LoRA base's storage). ``card`` and ``inputs``: the card the run
+    is for and its :class:`verlfit.plan.time.TimeInputs`, for the speed pick (None: the memory-first choice).
 
     Returns the lines to print ("what it chose and why"). Raises :class:`VerlfitError` when
     nothing fits, with the smallest change that would as the fix.
     """
     keep = set()
+    if keep_frozen_base:
+        keep.add("frozen_base")
     if keep_micro_batch:
         keep.add("micro_batches")
     if keep_offload:
@@ -318,7 +429,7 @@ def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool =
     if keep_checkpointing:
         keep.add("gradient_checkpointing")
     request = request_from_settings(settings, profile, memory_bytes)
-    decision = auto_fit(request, margin=margin, keep=keep)
+    decision = auto_fit(request, margin=margin, keep=keep, card=card, inputs=inputs)
     if not decision.fits:
         savings = [name for name, kept in (("gradient checkpointing", keep_checkpointing), ("offload", keep_offload)) if not kept]
         micro = "at the micro-batches you set" if keep_micro_batch else "at micro-batch 1"
@@ -331,8 +442,10 @@ def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool =
     reason = unsupported_reason(chosen.rollout, chosen.actor_param_offload)
     if reason:
         raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer (or leave --offload to the planner)", exit_code=2)
-    for name in ("actor_micro_batch_size", "log_prob_micro_batch_size", "critic_micro_batch_size", "gradient_checkpointing", "actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
+    for name in ("actor_micro_batch_size", "log_prob_micro_batch_size", "critic_micro_batch_size", "gradient_checkpointing", "critic_gradient_checkpointing", "actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
         setattr(settings, name, getattr(chosen, name))
+    if request.frozen_base_dtype is not None:  # a LoRA run stored in 16 bits: the speed pick may take the fp32 base
+        settings.frozen_base_dtype = chosen.frozen_base_dtype or "float32"
     if chosen.rollout == "hf" and hasattr(settings, "rollout_micro_batch_size"):
         settings.rollout_micro_batch_size = chosen.rollout_micro_batch_size
     plan = decision.plan

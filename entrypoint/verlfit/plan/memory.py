@@ -266,6 +266,9 @@ class PlanRequest:
             template applied: :func:`verlfit.prompt_lengths.longest_prompt_length`); None = not known. With the
             trims, a micro-batch's prompt columns are its own longest prompt, never more than the data's
             (:attr:`prompt_window`); verl's ``filter_overlong_prompts`` keeps it within ``max_prompt_length``.
+        gradient_checkpointing: the actor recomputes its layers' activations in backward
+            (``actor_rollout_ref.model.enable_gradient_checkpointing``); ``critic_gradient_checkpointing`` the critic's
+            (``critic.model.enable_gradient_checkpointing``), None = the actor's (:meth:`checkpointing_of`).
         frozen_base_dtype: how the LoRA roles store their frozen base (patch 0026, ``+*.model.frozen_base_dtype``):
             ``"bfloat16"`` or ``"float16"``, 2 bytes a parameter; None = fp32, 4 bytes (stock verl). Adapters and the
             critic's value head stay fp32 either way; a role without LoRA is all fp32 masters.
@@ -288,6 +291,7 @@ class PlanRequest:
     vllm_gpu_memory_utilization: float = 0.5
     attention: str = "sdpa"
     gradient_checkpointing: bool = False
+    critic_gradient_checkpointing: bool | None = None
     actor_param_offload: bool = False
     actor_optimizer_offload: bool = False
     critic_param_offload: bool = False
@@ -381,7 +385,14 @@ class PlanRequest:
     def upcasts_frozen_base(self, role: str) -> bool:
         """Whether ``role``'s frozen 16-bit base is cast to another dtype to compute (the P40: stored bf16, computed
         fp32); False when it computes in the dtype it is stored in (t4/v100 fp16, a10 bf16) or is fp32."""
-        return self.lora_rank_of(role) > 0 and self.frozen_base_dtype is not None and self.frozen_base_dtype != self.dtype
+        stored = self.frozen_base_dtype
+        return self.lora_rank_of(role) > 0 and stored is not None and stored != self.dtype
+
+    def checkpointing_of(self, role: str) -> bool:
+        """Whether ``role`` (``"actor"`` or ``"critic"``) recomputes its layers in backward (gradient checkpointing)."""
+        if role == "critic" and self.critic_gradient_checkpointing is not None:
+            return self.critic_gradient_checkpointing
+        return self.gradient_checkpointing
 
     def lora_rank_of(self, role: str) -> int:
         """LoRA rank of ``role`` (``"actor"`` or ``"critic"``); 0 = fully trained."""
@@ -563,8 +574,10 @@ def lora_notes(request: PlanRequest) -> tuple[str, ...]:
         head = f" + the value head score in full ({r.shape.hidden_size + 1:,})" if role == "critic" else ""
         line = f"LoRA {role}: rank {rank} on {', '.join(targets)}: {trained:,} parameters train ({trained / base:.2%} of {base:,}: adapters{head}); the base is frozen, with no gradients or AdamW states"
         if r.frozen_base_dtype:
-            computed = f"computed in {r.dtype}: FSDP upcasts one unit at a time" if r.upcasts_frozen_base(role) else f"computed in {r.dtype} as stored"
-            line += f"; its weights are stored in {r.frozen_base_dtype} (patch 0026: 2 bytes a parameter, {format_gib(base * 2)}; {computed}), the trained ones in float32"
+            upcast = r.upcasts_frozen_base(role)
+            computed = f"computed in {r.dtype}: " + ("FSDP upcasts one unit at a time" if upcast else "as stored")
+            line += (f"; its weights are stored in {r.frozen_base_dtype} (patch 0026: 2 bytes a parameter, "
+                     f"{format_gib(base * 2)}; {computed}), the trained ones in float32")
         else:
             line += f"; its weights are stored in float32 (4 bytes a parameter, {format_gib(base * 4)})"
         if role == "actor" and r.has_reference:
@@ -809,7 +822,10 @@ def _state(request: PlanRequest) -> _State:
     # 16 bits with patch 0026); AdamW: the trained parameters only
     aw = _shard(actor_all - actor_trained, r.gpus) * r.frozen_bytes + _shard(actor_trained, r.gpus) * MASTER_BYTES
     ao = _shard(actor_trained, r.gpus) * ADAM_STATE_BYTES
-    cw = _shard(critic_all - critic_trained, r.gpus) * r.frozen_bytes + _shard(critic_trained, r.gpus) * MASTER_BYTES if r.has_critic else 0
+    cw = 0
+    if r.has_critic:
+        cw = (_shard(critic_all - critic_trained, r.gpus) * r.frozen_bytes
+              + _shard(critic_trained, r.gpus) * MASTER_BYTES)
     co = _shard(critic_trained, r.gpus) * ADAM_STATE_BYTES if r.has_critic else 0
     return _State(
         actor_weights=0 if r.actor_param_offload else aw,
@@ -892,7 +908,9 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
         # patch 0026's upcast_for_compute: each module computes with an fp32 copy of its 16-bit parameters, one at a
         # time; the largest is the LM head (vocabulary x hidden)
         weights += s.vocab_size * s.hidden_size * MASTER_BYTES
-        notes.append(f"frozen base stored in {r.frozen_base_dtype}, generated in fp32: one module's fp32 copy at a time, the largest the LM head's {format_gib(s.vocab_size * s.hidden_size * MASTER_BYTES)}")
+        head = format_gib(s.vocab_size * s.hidden_size * MASTER_BYTES)
+        notes.append(f"frozen base stored in {r.frozen_base_dtype}, generated in fp32: one module's fp32 copy at a "
+                     f"time, the largest the LM head's {head}")
     cb = r.compute_bytes
     rep = s.kv_dim if r.attention == "flash_attention_2" else s.q_dim
     if r.cuda_graph:
@@ -1006,7 +1024,7 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
     earlier_grads = shard_grads if accumulation > 1 else _shard(params - last_unit, r.gpus) * GRAD_BYTES
     weights = own_weights + other_weights + st.ref_weights
     optimizer = own_optimizer + other_optimizer
-    at_logits, in_layers = training_activation_bytes(s, b, r.seq_len_of(role), r.dtype, r.attention, r.gradient_checkpointing, _adapter_widths(s, role, rank, r.lora_target_modules))
+    at_logits, in_layers = training_activation_bytes(s, b, r.seq_len_of(role), r.dtype, r.attention, r.checkpointing_of(role), _adapter_widths(s, role, rank, r.lora_target_modules))
     logits = 0
     if role == "actor":
         (full_a, resp_a), (full_b, resp_b) = UPDATE_LOGIT_BYTES[(r.dtype, r.fused_kernels)]
@@ -1035,7 +1053,7 @@ def _update(request: PlanRequest, st: _State, role: str) -> PhaseMemory:
     best_name, best = max(_moments(r, st, role).items(), key=lambda item: item[1].total)
     notes = [
         _resident_note(r, st, role),
-        f"micro-batch {b} x {accumulation} per optimizer step{', gradient checkpointing' if r.gradient_checkpointing else ''}; peak at the {best_name}",
+        f"micro-batch {b} x {accumulation} per optimizer step{', gradient checkpointing' if r.checkpointing_of(role) else ''}; peak at the {best_name}",
     ]
     rank = r.lora_rank_of(role)
     if rank > 0:

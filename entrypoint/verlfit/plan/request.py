@@ -176,7 +176,8 @@ def sizing_fields(sizing: SizingOptions) -> dict:
 
 def sizing_keep(sizing: SizingOptions) -> set[str]:
     """What ``--plan auto`` must not change (:data:`verlfit.plan.fit.KEEPABLE` names): the micro-batches, gradient
-    checkpointing and offload the user set with the shared sizing options."""
+    checkpointing, offload and LoRA base storage (``--frozen-base-dtype``) the user set with the shared sizing
+    options."""
     keep = set()
     if sizing.micro_batch_size is not None:
         keep.add("micro_batches")
@@ -184,6 +185,8 @@ def sizing_keep(sizing: SizingOptions) -> set[str]:
         keep.add("gradient_checkpointing")
     if sizing.offload:
         keep.add("offload")
+    if sizing.frozen_base_dtype is not None:
+        keep.add("frozen_base")
     return keep
 
 
@@ -251,6 +254,7 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
         max_prompt_length=s.max_prompt_length,
         max_response_length=s.max_response_length,
         gradient_checkpointing=s.gradient_checkpointing,
+        critic_gradient_checkpointing=getattr(s, "critic_gradient_checkpointing", None),
         actor_param_offload=s.actor_param_offload,
         actor_optimizer_offload=s.actor_optimizer_offload,
         critic_param_offload=s.critic_param_offload,

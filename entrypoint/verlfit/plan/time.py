@@ -432,18 +432,22 @@ def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora
     response = request.max_response_length if response is None else response
     logits = 0.0 if critic else sequences * columns * shape.vocab_size * cb + 2 * sequences * response * shape.vocab_size * 4
     eager = EAGER_SCORE_PASSES * sequences * shape.num_attention_heads * columns * columns * cb * shape.num_layers if request.attention == "eager" else 0.0
+    # patch 0026 on the P40: FSDP casts each 16-bit unit to fp32 whenever it unshards it (forward, backward, the
+    # recompute): the 16-bit read and the fp32 write of the role's weights per unshard
+    role = "critic" if critic else "actor"
+    upcast = params * (request.frozen_bytes + cb) if lora and request.upcasts_frozen_base(role) else 0
     if not train:
         flops = layers + head + adapter_flops
-        weight_reads = micro_batches * (params + adapter_params) * cb
+        weight_reads = micro_batches * ((params + adapter_params) * cb + upcast)
         return PhaseWork(flops=flops, bytes=weight_reads + logits + eager, passes_x_layers=micro_batches * shape.num_layers, passes=micro_batches, adapter_passes=micro_batches * adapted)
     backward = 1 if lora else 2  # a frozen base: input gradients only
-    recompute = 1 if request.gradient_checkpointing else 0
+    recompute = 1 if request.checkpointing_of(role) else 0
     # the adapters' backward: input and weight gradients of lora_A and lora_B (2x their forward), recomputed too
     flops = layers * (1 + backward + recompute) + head * (1 + backward) + adapter_flops * (1 + 2 + recompute)
     passes = 1 + backward + recompute
     optimizer_steps = max(1, sequences // max(1, request.per_gpu_mini_batch))
     trained = adapter_params if lora else params  # gradients and AdamW: the adapters only with LoRA
-    bytes_ = micro_batches * (params + adapter_params) * cb * passes + micro_batches * trained * 4 + optimizer_steps * trained * ADAM_BYTES_PER_PARAM + logits * 2 + eager * (1 + backward + recompute)
+    bytes_ = micro_batches * ((params + adapter_params) * cb + upcast) * passes + micro_batches * trained * 4 + optimizer_steps * trained * ADAM_BYTES_PER_PARAM + logits * 2 + eager * (1 + backward + recompute)
     return PhaseWork(flops=flops, bytes=bytes_, passes_x_layers=micro_batches * shape.num_layers * passes, passes=micro_batches * passes, adapter_passes=micro_batches * passes * adapted)
 
 
@@ -470,7 +474,7 @@ def decode_step_work(shape: ModelShape, batch: int, context: float, compute_byte
     return float(flops), float(matmul * compute_bytes + kv + batch * shape.vocab_size * SAMPLING_BYTES_PER_VOCAB)
 
 
-def decode_work(shape: ModelShape, batch: int, prompt_columns: float, steps: int, compute_bytes: int, cuda_graph: bool = False, cache_columns: float | None = None, adapter: tuple[int, int] = (0, 0)) -> PhaseWork:
+def decode_work(shape: ModelShape, batch: int, prompt_columns: float, steps: int, compute_bytes: int, cuda_graph: bool = False, cache_columns: float | None = None, adapter: tuple[int, int] = (0, 0), upcast_bytes: float = 0) -> PhaseWork:
     """Decode work of one generate call: ``steps`` steps of ``batch`` rows after a prompt of ``prompt_columns``.
 
     HF ``generate`` (``cuda_graph=False``): a DynamicCache that grows from ``prompt_columns`` (mean context
@@ -480,9 +484,10 @@ def decode_work(shape: ModelShape, batch: int, prompt_columns: float, steps: int
     other ``steps - 2`` are replays. ``adapter``: LoRA's :func:`lora_adapter_work`: every step reads the adapters'
     weights and adds ``2 batch`` x their parameters in FLOPs; the steps through the HF loop pay each adapted
     Linear's fixed cost (``adapter_decode_steps``), replays do not (their kernels are in the graph).
+    ``upcast_bytes``: bytes every step adds to cast a 16-bit LoRA base to the compute dtype (patch 0026 on the P40).
     """
     adapter_params, adapted = adapter
-    extra_flops, extra_bytes = 2.0 * batch * adapter_params, float(adapter_params * compute_bytes)
+    extra_flops, extra_bytes = 2.0 * batch * adapter_params, float(adapter_params * compute_bytes + upcast_bytes)
     if not cuda_graph:
         flops, bytes_ = decode_step_work(shape, batch, prompt_columns + steps / 2, compute_bytes, static=False)
         flops, bytes_ = flops + extra_flops, bytes_ + extra_bytes
@@ -519,8 +524,14 @@ def generation_work(request: PlanRequest, inputs: TimeInputs, adapter: tuple[int
     sequences = request.per_gpu_responses
     cb = request.compute_bytes
     layers, head = forward_flops(shape, sequences, prompt, shape.vocab_size, head_positions=1)
-    decode = decode_work(shape, batch, prompt, steps, cb, inputs.cuda_graph, cache_columns=request.seq_len if inputs.static_cache_untrimmed else prompt + request.max_response_length, adapter=adapter)
-    prefill_bytes = calls * (_role_parameters(shape, False) + adapter[0]) * cb
+    # patch 0026 with rollout.dtype float32 (the P40): every module of a 16-bit base is cast to fp32 for its forward,
+    # in the prefill and in every decode step (the matmul weights and the LM head; the embedding casts its rows)
+    upcast = 0
+    if request.upcasts_frozen_base("actor") and request.rollout == "hf":
+        cast = shape.num_layers * layer_matmul_parameters(shape) + shape.vocab_size * shape.hidden_size
+        upcast = cast * (request.frozen_bytes + cb)
+    decode = decode_work(shape, batch, prompt, steps, cb, inputs.cuda_graph, cache_columns=request.seq_len if inputs.static_cache_untrimmed else prompt + request.max_response_length, adapter=adapter, upcast_bytes=upcast)
+    prefill_bytes = calls * ((_role_parameters(shape, False) + adapter[0]) * cb + upcast)
     prefill_adapter = 2.0 * sequences * prompt * adapter[0]
     scaled = {name: calls * getattr(decode, name) for name in ("decode_steps", "decode_layer_steps", "decode_flops", "decode_bytes", "graph_steps", "graph_layer_steps", "graph_flops", "graph_bytes", "adapter_decode_steps")}
     # the prefill's adapters: their FLOPs and weights; their fixed cost, one step's in 1 + decode_steps, is left out
@@ -813,6 +824,17 @@ def plan_switch_overrides(request: PlanRequest, profile) -> list[str]:
     return [*profile.overrides, *forced_switches(run, profile)]
 
 
+def speed_target_for_options(options, request: PlanRequest, nvml=None) -> tuple[Card, TimeInputs]:
+    """(card, :class:`TimeInputs`) that ``verlfit plan --auto-fit``'s speed pick estimates on: the card of
+    :func:`card_for_options` and the switches of :func:`report_for_options` (the profile's, verlfit's forcing for
+    ``request``, the flags)."""
+    from verlfit.plan.request import _resolve_card
+
+    card, _ = card_for_options(options, nvml)
+    profile = _resolve_card(options, nvml)[0]
+    return card, inputs_for_options(options, plan_switch_overrides(request, profile))
+
+
 def report_for_options(options, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str, TimeInputs]:
     """(estimate, run steps or None, card line, the :class:`TimeInputs` estimated with) for ``verlfit plan``'s
     options (:class:`verlfit.plan.request.PlanOptions`); the speed switches from the profile the plan uses
@@ -830,6 +852,16 @@ def report_for_options(options, request: PlanRequest, nvml=None) -> tuple[StepEs
 # --------------------------------------------------------------------------------------
 # `verlfit train`
 # --------------------------------------------------------------------------------------
+
+
+def card_for_train(profile, gpu_name: str | None, emulate: str | None = None) -> Card:
+    """The card ``verlfit train``'s speed pick estimates on (:func:`verlfit.plan.fit.auto_fit`): ``--emulate``'s card
+    (the run stands in for it), else the detected GPU's (NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the
+    profile's card (the P40's for a profile without one)."""
+    if emulate and emulate in CARDS:
+        return get_card(emulate)
+    detected = card_for_gpu_name(gpu_name) if gpu_name else None
+    return detected or get_card(profile.name if profile.name in CARDS else "p40")
 
 
 def inputs_for_train(settings, profile, overrides: list[str] | None = None) -> TimeInputs:

@@ -118,7 +118,8 @@ def parse_profile(data: dict, source: str) -> Profile:
         int(environment["TRITON_MAX_SHARED_MEMORY"])
     except (TypeError, ValueError):
         raise VerlfitError(f"{source}: TRITON_MAX_SHARED_MEMORY must be a number of bytes, got {environment['TRITON_MAX_SHARED_MEMORY']!r}") from None
-    for key, allowed in (("dtype", DTYPES), ("attention", ATTENTION), ("rollout", ROLLOUTS), ("frozen_base_dtype", FROZEN_BASE_DTYPES)):
+    checked = (("dtype", DTYPES), ("attention", ATTENTION), ("rollout", ROLLOUTS), ("frozen_base_dtype", FROZEN_BASE_DTYPES))
+    for key, allowed in checked:
         if data[key] not in allowed:
             raise VerlfitError(f"{source}: {key} must be one of {list(allowed)}, got {data[key]!r}")
     if environment["VLLM_DTYPE"] not in DTYPES:

@@ -241,7 +241,12 @@ def apply_plan(settings: TrainSettings, profile, sizing: SizingOptions, gpu, lim
     from verlfit.plan.request import sizing_keep
 
     keep = sizing_keep(sizing)
-    lines = planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch="micro_batches" in keep, keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep)
+    # the speed pick estimates on the card the run is for: --emulate's, else the detected GPU's, else the profile's
+    card = plan_time.card_for_train(profile, gpu.name if gpu is not None else None, emulate)
+    lines = planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch="micro_batches" in keep,
+                                  keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep,
+                                  card=card, inputs=plan_time.inputs_for_train(settings, profile),
+                                  keep_frozen_base="frozen_base" in keep)
     # no override list yet: for_train reads the switches as the run will get them (the profile's, what verlfit
     # forces for LoRA and several GPUs, the user's)
     return lines + plan_time.for_train(settings, profile, gpu.name if gpu is not None else None, total_steps(settings), emulate)[0]
