@@ -319,12 +319,6 @@ def check_output(path: str | os.PathLike, command: str, *, flag: str = "--output
     file_above = next((parent for parent in target.parents if parent.exists() and not parent.is_dir()), None)
     if file_above is not None:
         raise _refuse(f"{flag} {shown}: {file_above} is a file, not a folder", fix=f"pass {flag} a path whose parents are folders")
-    resolved_inputs = [(str(item), resolved(item)) for item in inputs if _is_path_like(item)]
-    for text, source in resolved_inputs:
-        if _inside(source, target):
-            what = "is" if source == target else "holds"
-            raise _refuse(f"{flag} {shown} {what} the input {text} of this command: writing there would replace what it reads",
-                          fix=f"pass {flag} a new folder outside {text}")
     run = enclosing_run(target)
     if run is not None and run == target:
         raise _refuse(f"{flag} {shown} is a run directory (it holds {RUN_FILE if (run / RUN_FILE).is_file() else CHECKPOINTS_DIR + '/'}): "
@@ -336,6 +330,12 @@ def check_output(path: str | os.PathLike, command: str, *, flag: str = "--output
         if not allowed:
             raise _refuse(f"{flag} {shown} lies inside the run directory {run}, outside this command's own place there",
                           fix=f"pass {flag} a new folder outside the run{_own_place_hint(run, own_place)}")
+    resolved_inputs = [(str(item), resolved(item)) for item in inputs if _is_path_like(item)]
+    for text, source in resolved_inputs:
+        if _inside(source, target):
+            what = "is" if source == target else "holds"
+            raise _refuse(f"{flag} {shown} {what} the input {text} of this command: writing there would replace what it reads",
+                          fix=f"pass {flag} a new folder outside {text}")
     if target.is_dir() and kind != "file":
         held = next((child for child in _children(target) if child.is_dir() and is_run_directory(child)), None)
         if held is not None:
@@ -550,8 +550,9 @@ def prepare_parent(output: Output) -> list[Path]:
         probe.mkdir()
         probe.rmdir()
     except OSError as error:
+        refusal = write_error(output, error, before="")  # said before the folders it created go again
         remove_created(created)
-        raise write_error(output, error, before="") from error
+        raise refusal from error
     return created
 
 
