@@ -23,21 +23,24 @@ so the numbers are the ones validation reports (same greedy setting, same dtype 
 fp32 + SDPA for p40). No evaluation library (lm-eval-harness, lighteval) is used: they score GSM8K their own
 way (flexible extraction, few-shot prompts), which is not the number training reports.
 
-Output (``--output``, default ``RUN/eval/global_step_N-SPLIT`` for a run directory, else ``eval/NAME-SPLIT``):
+Output (``--output``, default ``RUN/eval/global_step_N-DATA-SPLIT`` for a run directory or ``RUN/export/global_step_N``,
+else ``eval/NAME-DATA-SPLIT``, NAME the model folder's name (``RUNNAME-global_step_N`` for an export folder) or the hub
+id, DATA the data folder's name: two models, or one model on two data folders, never share a default):
 ``rows.jsonl`` (one line per row: ``row`` index in the split, ``index`` = extra_info.index, ``response``,
 ``extracted`` answer or null, ``ground_truth``, ``score``, ``response_tokens``) and ``summary.json``
 (``accuracy``, ``format_rate`` = share of responses with a ``#### N``, ``mean_response_tokens``, ``rows``, the
 model and settings); with ``--compare OTHER`` also ``compare/`` (the same for OTHER) and ``comparison.json``
-(paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`); without
-``--compare`` those two of an earlier eval into the same output are removed (:func:`remove_stale_comparison`).
-``--compare`` naming MODEL itself is refused. Each file is written to a temporary name, given the umask's mode
-and renamed.
+(paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`). ``--compare``
+naming MODEL itself is refused. The folder is checked before anything is generated and written whole at the end
+under the write policy of :mod:`verlfit.output_files` (built beside the output and switched in: an earlier eval's
+files never mix with the new ones); an eval stopped by a reward function that raises, or by Ctrl-C, writes the rows
+scored so far with ``"partial": true``, the row it stopped at and why in ``summary.json``, and exits non-zero
+(1; 130 for Ctrl-C) without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import math
 import os
@@ -164,22 +167,48 @@ def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | Non
     return table.to_pylist()
 
 
+class EvaluationStopped(Exception):
+    """An eval stopped before its last row: ``results`` are the rows scored before ``row`` (0-based, in the split),
+    ``reason`` says why in the user's words, ``interrupted`` whether it was Ctrl-C."""
+
+    def __init__(self, results: list, row: int, reason: str, interrupted: bool = False):
+        super().__init__(reason)
+        self.results, self.row, self.reason, self.interrupted = results, row, reason, interrupted
+
+
 def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, progress=None, scorer: Scorer = Scorer()) -> list[RowResult]:
     """Generate and score every row (with ``scorer``), ``batch_size`` prompts per ``generate`` call;
-    ``progress(n_done)`` after each batch."""
-    results = []
-    for start in range(0, len(rows), batch_size):
-        batch = rows[start:start + batch_size]
-        outputs = generate([row["prompt"] for row in batch])
-        if len(outputs) != len(batch):
-            raise RuntimeError(f"the generator returned {len(outputs)} responses for {len(batch)} prompts")
-        for offset, (row, (text, tokens)) in enumerate(zip(batch, outputs)):
-            truth = str(row["reward_model"]["ground_truth"])
-            score, extracted = score_response(row["data_source"], text, truth, row.get("extra_info"), scorer)
-            index = (row.get("extra_info") or {}).get("index")
-            results.append(RowResult(start + offset, index, text, extracted, truth, score, tokens, scorer.label(row["data_source"])))
-        if progress is not None:
-            progress(len(results))
+    ``progress(n_done)`` after each batch.
+
+    Raises:
+        EvaluationStopped: the scorer raised on a row (a reward function's own error, or one returning no number),
+            or Ctrl-C (KeyboardInterrupt) came while generating or scoring; it carries the rows scored before.
+    """
+    results: list[RowResult] = []
+    row_number = 0
+    try:
+        for start in range(0, len(rows), batch_size):
+            batch = rows[start:start + batch_size]
+            row_number = start
+            outputs = generate([row["prompt"] for row in batch])
+            if len(outputs) != len(batch):
+                raise RuntimeError(f"the generator returned {len(outputs)} responses for {len(batch)} prompts")
+            for offset, (row, (text, tokens)) in enumerate(zip(batch, outputs)):
+                row_number = start + offset
+                truth = str(row["reward_model"]["ground_truth"])
+                try:
+                    score, extracted = score_response(row["data_source"], text, truth, row.get("extra_info"), scorer)
+                except VerlfitError as error:
+                    raise EvaluationStopped(results, row_number, error.message) from error
+                except Exception as error:  # the user's reward function: any error it raises is its own
+                    where = f"reward function {scorer.reward}" if scorer.function is not None else f"verl's scorer for {row['data_source']}"
+                    raise EvaluationStopped(results, row_number, f"{where} raised {type(error).__name__}: {error}") from error
+                index = (row.get("extra_info") or {}).get("index")
+                results.append(RowResult(row_number, index, text, extracted, truth, score, tokens, scorer.label(row["data_source"])))
+            if progress is not None:
+                progress(len(results))
+    except KeyboardInterrupt as interrupt:
+        raise EvaluationStopped(results, len(results), "interrupted (Ctrl-C)", interrupted=True) from interrupt
     return results
 
 
@@ -276,66 +305,6 @@ class HFGenerator:
         return results
 
 
-def _os_cause(error: OSError) -> str:
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "permission denied"
-    if error.errno == errno.ENOSPC:
-        return "no space left on the disk"
-    return error.strerror or str(error)
-
-
-def _umask_mode() -> int:
-    """``0o666`` less the process umask: the mode ``open()`` gives a new file (NamedTemporaryFile makes 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, give it the umask's mode, then rename it to ``path``.
-
-    Raises:
-        VerlfitError: an OSError (permission, full disk), naming ``path``; no temporary file is left.
-    """
-    temporary = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False, encoding="utf-8") as handle:
-            temporary = Path(handle.name)
-            handle.write(text)
-        os.chmod(temporary, _umask_mode())
-        os.replace(temporary, path)
-    except OSError as error:
-        if temporary is not None:
-            temporary.unlink(missing_ok=True)
-        raise VerlfitError(f"cannot write {path}: {_os_cause(error)}", fix="pass --output a directory you can write, on a disk with room") from error
-    except BaseException:
-        if temporary is not None:
-            temporary.unlink(missing_ok=True)
-        raise
-
-
-def prepare_output(out: Path) -> list[Path]:
-    """Create ``out`` (and its parents) and check that a file can be written there, before any row is scored;
-    return the directories this call created (outermost first) so a failed eval can remove them.
-
-    Raises:
-        VerlfitError: ``out`` cannot be created or written (permission, a file in the way, full disk), naming it.
-    """
-    from verlfit.output_directories import missing_parents, remove_created
-
-    created = missing_parents(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".verlfit-write-check-"):
-            pass
-    except OSError as error:
-        remove_created(created)
-        raise VerlfitError(f"cannot write to --output {out}: {_os_cause(error)}" + (f" ({error.filename})" if error.filename and str(error.filename) != str(out) else ""),
-                           fix="pass --output a directory you can write (it is created if missing)") from error
-    return created
-
-
 def check_loadable(path: str, what: str, name: str) -> None:
     """Load the tokenizer and config of the model at ``path`` (no weights: seconds), so that a model that will
     not load fails before any other is scored.
@@ -353,33 +322,6 @@ def check_loadable(path: str, what: str, name: str) -> None:
                                fix="pass a model directory with config.json, weights and tokenizer files (what verlfit export writes), or a hub id") from error
 
 
-def remove_stale_comparison(out: Path) -> list[Path]:
-    """Remove what an earlier ``--compare`` eval wrote into ``out`` (``comparison.json``, then ``compare/rows.jsonl``
-    and ``compare/summary.json``, then ``compare/`` if that left it empty), so that a later eval without
-    ``--compare`` is not reported with the old comparison; only those files, nothing else in ``compare/``.
-    Returns the paths removed.
-
-    Raises:
-        VerlfitError: a file cannot be removed (permission), naming it.
-    """
-    removed = []
-    compare = out / "compare"
-    for path in (out / COMPARISON_FILE, compare / ROWS_FILE, compare / SUMMARY_FILE):
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            continue
-        except OSError as error:
-            raise VerlfitError(f"cannot remove the stale comparison file {path}: {_os_cause(error)}", fix="remove it by hand or pass another --output") from error
-        removed.append(path)
-    try:
-        compare.rmdir()
-        removed.append(compare)
-    except OSError:
-        pass  # missing, or holds files eval did not write: left alone
-    return removed
-
-
 def same_model(model: str, other: str) -> bool:
     """Whether ``model`` and ``other`` name the same thing: the same resolved path (symlinks and ``./`` followed),
     or the same hub id."""
@@ -389,9 +331,11 @@ def same_model(model: str, other: str) -> bool:
 
 
 def write_results(out: Path, results: list[RowResult], summary: dict) -> None:
-    """``out/rows.jsonl`` and ``out/summary.json``, each written atomically."""
-    _write_atomic(out / ROWS_FILE, "".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in results))
-    _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+    """``out/rows.jsonl`` and ``out/summary.json`` into ``out``, the folder being built
+    (:func:`verlfit.output_files.write_folder` switches it in whole)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / ROWS_FILE).write_text("".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in results), encoding="utf-8")
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
 @dataclass
@@ -426,7 +370,11 @@ def resolve_model(model: str, workdir: Path) -> ResolvedModel:
         from verlfit import export
 
         return ResolvedModel(model, path.name, run_dir, int(path.name[12:]), export._run_info(run_dir))
-    return ResolvedModel(model, path.name or model.replace("/", "--"))
+    if path.exists():
+        real = Path(os.path.realpath(path))
+        label = f"{real.parent.parent.name}-{real.name}" if real.parent.name == "export" else real.name
+        return ResolvedModel(model, label)
+    return ResolvedModel(model, model.replace("/", "--"))  # a hub id
 
 
 def resolve_settings(model: ResolvedModel, profile_name: str | None, gpu_detect=None) -> tuple[str, str, str]:
@@ -450,10 +398,14 @@ def resolve_settings(model: ResolvedModel, profile_name: str | None, gpu_detect=
     return "float32", "sdpa", "no GPU: fp32 + SDPA on the CPU"
 
 
-def default_output(model: ResolvedModel, split: str) -> Path:
-    if model.run_dir is not None:
-        return model.run_dir / EVAL_DIR / f"{model.label}-{split}"
-    return Path(EVAL_DIR) / f"{model.label}-{split}"
+def default_output(model: ResolvedModel, data: str | os.PathLike, split: str) -> Path:
+    """Where an eval goes without ``--output``: ``RUN/eval/LABEL-DATA-SPLIT`` for a run's checkpoint, else
+    ``eval/LABEL-DATA-SPLIT`` in the current directory; LABEL names the model (its step, its folder, its run's folder
+    and step for an export, or its hub id) and DATA the data folder, so that two models, or one model on two data
+    folders, land in different folders."""
+    data_name = Path(os.path.realpath(data)).name or "data"
+    name = f"{model.label}-{data_name}-{split}"
+    return (model.run_dir / EVAL_DIR / name) if model.run_dir is not None else Path(EVAL_DIR) / name
 
 
 def _progress_bar(total: int, description: str):
@@ -465,14 +417,15 @@ def _progress_bar(total: int, description: str):
 
 def run_eval(model: str, data: str, split: str = "test", limit: int | None = None, batch_size: int = 16, output: str | None = None,
              compare: str | None = None, profile: str | None = None, max_new_tokens: int | None = None, make_generator=HFGenerator,
-             preflight: bool = True, reward_function: str | None = None) -> dict:
+             preflight: bool = True, reward_function: str | None = None, force: bool = False) -> dict:
     """Evaluate ``model`` (and ``compare``) on the same rows; write the files (module docstring); return the summary
-    (with ``"comparison"`` when ``compare`` is given).
+    (with ``"comparison"`` when ``compare`` is given). ``force``: replace what verlfit wrote at the output before
+    (an eval of another model or data); a re-run of the same eval replaces its own output without it.
 
     Before any row is scored: both models are found (:func:`verlfit.hub.require_model_source`: a path that does
     not exist, or a hub id that is neither a local directory nor reachable, fails in seconds), run directories are
-    exported, the output directory is created and checked writable, and (``preflight``) both models' config and
-    tokenizer are loaded. ``preflight=False`` skips the finding and loading (for a ``make_generator`` that loads
+    exported, the output is checked (:func:`verlfit.output_files.check_output`) and its parent created and checked
+    writable, and (``preflight``) both models' config and tokenizer are loaded. ``preflight=False`` skips the finding and loading (for a ``make_generator`` that loads
     nothing, in tests).
 
     ``reward_function`` (``FILE[:NAME]``) scores the rows; without it, the one a run directory's ``run.json`` records
@@ -480,18 +433,19 @@ def run_eval(model: str, data: str, split: str = "test", limit: int | None = Non
 
     Raises:
         VerlfitError: the data (:func:`load_rows`), a model, ``compare``, the scorer (:func:`make_scorer`) or the
-            output as above.
+            output as above; an eval stopped mid-way (a reward function raising on a row, Ctrl-C: exit status 130),
+            after writing the rows scored so far, marked partial.
     """
     from verlfit.export import quiet_known_warnings
 
     with quiet_known_warnings():
-        return _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight, reward_function)
+        return _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight, reward_function, force)
 
 
-def _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight, reward_function=None) -> dict:
+def _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight, reward_function=None, force=False) -> dict:
     import shutil
 
-    from verlfit import hub
+    from verlfit import hub, output_files
 
     if compare is not None and same_model(model, compare):
         raise VerlfitError(f"--compare {compare} is the same model as MODEL {model} ({os.path.realpath(compare)}): the difference would be 0 by construction",
@@ -508,7 +462,9 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
     created: list[Path] = []
     try:
         resolved = resolve_model(model, work / "model")
-        out = Path(output) if output is not None else default_output(resolved, split)
+        out = Path(output) if output is not None else default_output(resolved, data, split)
+        inputs = [Path(data) / f"{split}.parquet", model] + ([compare] if compare is not None else [])
+        target = output_files.check_output(out, "verlfit eval", force=force, inputs=inputs, own_place=(EVAL_DIR, "*"))
         settings = (resolved.run_info or {}).get("settings") or {}
         if scorer is None:
             recorded = (resolved.run_info or {}).get("reward_function") or {}
@@ -517,43 +473,67 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
             scorer = make_scorer(RewardFunction(Path(recorded["path"]), recorded.get("name") or "compute_score") if recorded.get("path") else None, rows)
         tokens = max_new_tokens or settings.get("max_response_length") or DEFAULT_MAX_NEW_TOKENS
         dtype, attention, why = resolve_settings(resolved, profile)
-        targets = [(resolved, out)]
+        targets = [(resolved, Path("."))]
         if compare is not None:
-            targets.append((resolve_model(compare, work / "compare"), out / "compare"))
-        created = prepare_output(out)
+            targets.append((resolve_model(compare, work / "compare"), Path("compare")))
+        created = output_files.prepare_parent(target)
         if preflight:
-            for (target, _where), (name, what) in zip(targets, named):
-                check_loadable(target.path, what, name)
-        summaries, scores = [], []
-        for target, where in targets:
-            generator = make_generator(target.path, dtype=dtype, attention=attention, max_new_tokens=tokens)
+            for (model_target, _where), (name, what) in zip(targets, named):
+                check_loadable(model_target.path, what, name)
+        written: list[tuple[Path, list[RowResult], dict]] = []  # (folder in the output, rows, summary)
+        stopped = None
+        for model_target, where in targets:
+            generator = make_generator(model_target.path, dtype=dtype, attention=attention, max_new_tokens=tokens)
             started = time.monotonic()
-            with _progress_bar(len(rows), target.label) as bar:
-                task = bar.add_task(f"eval {target.label}", total=len(rows))
-                results = evaluate_rows(rows, generator, batch_size, progress=lambda done: bar.update(task, completed=done), scorer=scorer)
+            try:
+                with _progress_bar(len(rows), model_target.label) as bar:
+                    task = bar.add_task(f"eval {model_target.label}", total=len(rows))
+                    results = evaluate_rows(rows, generator, batch_size, progress=lambda done: bar.update(task, completed=done), scorer=scorer)
+            except EvaluationStopped as stop:
+                results, stopped = stop.results, stop
             del generator
-            summary = summarize(results) | {"model": model if target is resolved else compare, "loaded_from": target.path if target.run_dir is None else None,
-                                           "run_dir": str(target.run_dir) if target.run_dir else None, "step": target.step,
-                                           "data": str(Path(data) / f"{split}.parquet"), "split": split, "limit": limit,
-                                           "dtype": dtype, "attention": attention, "settings_from": why, "max_new_tokens": tokens,
-                                           "decoding": "greedy",
-                                           "seconds": round(time.monotonic() - started, 1)}
-            write_results(where, results, summary)
-            summaries.append(summary)
-            scores.append([r.score for r in results])
-        summary = summaries[0]
-        if compare is not None:
-            comparison = paired_difference(scores[0], scores[1]) | {"model": summaries[0], "other": summaries[1]}
-            _write_atomic(out / COMPARISON_FILE, json.dumps(comparison, indent=2) + "\n")
+            summary = summarize(results) | {"model": model if model_target is resolved else compare, "loaded_from": model_target.path if model_target.run_dir is None else None,
+                                            "run_dir": str(model_target.run_dir) if model_target.run_dir else None, "step": model_target.step,
+                                            "data": str(Path(data) / f"{split}.parquet"), "split": split, "limit": limit,
+                                            "dtype": dtype, "attention": attention, "settings_from": why, "max_new_tokens": tokens,
+                                            "decoding": "greedy",
+                                            "seconds": round(time.monotonic() - started, 1)}
+            if stopped is not None:
+                summary |= {"partial": True, "stopped_at_row": stopped.row, "stopped_because": stopped.reason}
+            written.append((where, results, summary))
+            if stopped is not None:
+                break
+        comparison = None
+        if compare is not None and stopped is None:
+            comparison = paired_difference([r.score for r in written[0][1]], [r.score for r in written[1][1]]) | {"model": written[0][2], "other": written[1][2]}
+
+        def build(folder: Path) -> None:
+            for where, results, summary in written:
+                write_results(folder / where, results, summary)
+            if comparison is not None:
+                (folder / COMPARISON_FILE).write_text(json.dumps(comparison, indent=2) + "\n", encoding="utf-8")
+
+        if stopped is not None and not any(results for _where, results, _summary in written):
+            raise VerlfitError(f"eval stopped at row {stopped.row} of {Path(data) / f'{split}.parquet'} before any row was scored: {stopped.reason}; nothing written",
+                               fix="fix the reward function so that it returns a number for every row" if not stopped.interrupted else "run it again",
+                               exit_code=130 if stopped.interrupted else 1)
+        output_files.write_folder(target, build, created)
+        if stopped is not None:
+            scored = sum(len(results) for _where, results, _summary in written)
+            raise VerlfitError(f"eval stopped at row {stopped.row} of {Path(data) / f'{split}.parquet'}: {stopped.reason}; the {scored} rows scored before it are written to {out} "
+                               f"({SUMMARY_FILE} says \"partial\": true)",
+                               fix="fix the reward function so that it returns a number for every row, then run the eval again" if not stopped.interrupted
+                               else "run the eval again to score every row (it replaces the partial output)",
+                               exit_code=130 if stopped.interrupted else 1)
+        summary = written[0][2]
+        if comparison is not None:
             summary = summary | {"comparison": comparison}
-        else:
-            remove_stale_comparison(out)
         summary["output"] = str(out)
+        if target.replaces:
+            summary["replaced"] = list(target.replaces)
         return summary
     except BaseException:
-        from verlfit.output_directories import remove_created
-
-        remove_created(created)  # only directories this eval created, only while empty
+        output_files.remove_created(created)  # only folders this eval created, only while empty
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -577,7 +557,7 @@ def describe(summary: dict) -> str:
                      f"({comparison['method']}); right only for model: {comparison['only_model']}, only for other: {comparison['only_other']}")
     if summary.get("score"):
         lines.append(f"scored by {summary['score']}")
-    lines.append(f"written to {summary['output']}")
+    lines.append(f"written to {summary['output']}" + (f" (replacing verlfit's earlier eval there: {', '.join(summary['replaced'][:8])})" if summary.get("replaced") else ""))
     return "\n".join(lines)
 
 
@@ -608,7 +588,8 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=_positive, default=16, help="prompts per generate call (default 16)")
     parser.add_argument("--max-new-tokens", type=_positive, metavar="T", help=f"response budget in tokens (default: the run's --max-response-length, else {DEFAULT_MAX_NEW_TOKENS})")
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)")
-    parser.add_argument("--output", metavar="DIR", help=f"where to write {ROWS_FILE} and {SUMMARY_FILE} (default RUN/{EVAL_DIR}/global_step_N-SPLIT or {EVAL_DIR}/NAME-SPLIT)")
+    parser.add_argument("--output", metavar="DIR", help=f"where to write {ROWS_FILE} and {SUMMARY_FILE}: a new folder or an earlier eval's (default RUN/{EVAL_DIR}/global_step_N-DATA-SPLIT or {EVAL_DIR}/NAME-DATA-SPLIT, DATA the data folder's name)")
+    parser.add_argument("--force", action="store_true", help="replace what verlfit wrote at --output before (another eval's; a re-run of the same eval replaces its own without it); never a file verlfit did not write")
     parser.add_argument("--reward-function", metavar="FILE[:NAME]", help="score with this reward function (verl's custom_reward_function; NAME default compute_score) instead of verl's scorer for each row's data_source (default: the run's, else verl's)")
     parser.set_defaults(func=_run)
     return parser
@@ -619,6 +600,6 @@ def _run(args) -> int:
 
     require("eval")  # the same words as train and export
     summary = run_eval(args.model, args.data, args.split, args.limit, args.batch_size, args.output, args.compare, args.profile, args.max_new_tokens,
-                       reward_function=args.reward_function)
+                       reward_function=args.reward_function, force=args.force)
     print(describe(summary))
     return 0
