@@ -24,9 +24,9 @@ this module reproduces its logic exactly and adds what an air-gapped 24 GB user 
   (``len(tokenizer.apply_chat_template(prompt, add_generation_prompt=True))``; verl keeps
   ``length <= data.max_prompt_length``), the distribution is printed and overlong rows are dropped,
   so ``data.max_prompt_length`` can never fail (``truncation=error``) many steps into a run;
-* output is written atomically: both files go to temporary files in the output directory first,
-  then ``os.replace``; an error leaves previous outputs untouched and no temporary file behind;
-  the same input gives byte-identical files (parquet holds no timestamp; the ``huggingface`` schema
+* output is written as one folder (:func:`write_tables`, :mod:`verlfit.output_files`): both files and
+  the marker are built beside the output and switched in together; an error or Ctrl-C leaves the
+  previous folder untouched and nothing half-built behind; the same input gives byte-identical files (parquet holds no timestamp; the ``huggingface`` schema
   metadata is the fixed feature description).
 
 ``verlfit train`` uses :func:`training_data`, :func:`prepare` and :func:`is_prepared`: ``--data DIR`` holding raw
