@@ -140,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
         if warning:
             print(f"verlfit: {warning}")
         return launch(plan, run_dir, stall_timeout=args.stall_timeout)
+    if args.run_dir and not args.dry_run:
+        check_run_directory(args.run_dir)  # where the run may not go is said before the GPU, model and data are looked at
     plan = prepare_launch(args)
     if args.dry_run:
         if Path(plan.settings.run_dir).exists():
