@@ -405,3 +405,16 @@ def test_item9_ctrl_c_while_generating_keeps_the_finished_batches_and_exits_130(
     assert error.value.message.startswith(f"eval stopped at row 3 of {data_dir / 'test.parquet'}: interrupted (Ctrl-C); the 3 rows scored before it are written to {out}")
     assert json.loads((out / "summary.json").read_text())["partial"] is True
     assert len((out / "rows.jsonl").read_text().splitlines()) == 3
+
+
+def test_an_eval_of_a_run_is_refused_before_its_checkpoint_is_exported(tmp_path, data_dir, monkeypatch, capsys):
+    import test_export
+
+    from verlfit import export
+
+    run = test_export._make(tmp_path / "run", "--step", "2")
+    monkeypatch.setattr(export, "export", lambda *args, **kwargs: pytest.fail("exported before the output was checked"))
+    assert cli.main(["eval", str(run), "--data", str(data_dir), "--output", str(run / "checkpoints")]) == 2
+    err = capsys.readouterr().err
+    assert f"verlfit: error: --output {run / 'checkpoints'} lies inside the run directory {run}, outside this command's own place there\n" in err
+    assert f"  fix: pass --output a new folder outside the run, or leave it out for this command's own place in the run, {run / 'eval' / 'NAME'}\n" in err

@@ -47,6 +47,7 @@ import os
 import statistics
 import tempfile
 import time
+import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -347,10 +348,11 @@ class ResolvedModel:
     run_info: dict | None = None
 
 
-def resolve_model(model: str, workdir: Path) -> ResolvedModel:
+def resolve_model(model: str, workdir: Path, export_now: bool = True) -> ResolvedModel:
     """A model directory or hub id as given; a run directory (it has ``checkpoints/``): its newest complete
-    checkpoint, exported into ``workdir`` (a temporary directory the caller removes). ``RUN/export/global_step_N``
-    (verlfit export's default output) counts as step N of RUN, so its eval is written under ``RUN/eval``.
+    checkpoint, exported into ``workdir`` (a temporary directory the caller removes; with ``export_now`` False only
+    found, its ``path`` empty until :func:`export_checkpoint`). ``RUN/export/global_step_N`` (verlfit export's default
+    output) counts as step N of RUN, so its eval is written under ``RUN/eval``.
 
     Raises:
         VerlfitError: from :func:`verlfit.export.find_checkpoint` for a run without a complete checkpoint.
@@ -359,8 +361,9 @@ def resolve_model(model: str, workdir: Path) -> ResolvedModel:
     if path.is_dir() and (path / "checkpoints").is_dir() and not (path / "config.json").is_file():
         from verlfit import export
 
-        result = export.export(path, "latest", output=workdir / "model")
-        return ResolvedModel(str(result.output), f"global_step_{result.checkpoint.step}", path, result.checkpoint.step, export._run_info(path))
+        checkpoint = export.find_checkpoint(path, "latest")
+        resolved = ResolvedModel("", f"global_step_{checkpoint.step}", path, checkpoint.step, export._run_info(path))
+        return export_checkpoint(resolved, workdir) if export_now else resolved
     if path.exists() and not (path / "config.json").is_file():
         raise VerlfitError(f"{model} is neither a model directory (no config.json) nor a run directory (no checkpoints/)",
                            fix="pass a model directory, a hub id or a run directory made by verlfit train")
@@ -375,6 +378,21 @@ def resolve_model(model: str, workdir: Path) -> ResolvedModel:
         label = f"{real.parent.parent.name}-{real.name}" if real.parent.name == "export" else real.name
         return ResolvedModel(model, label)
     return ResolvedModel(model, model.replace("/", "--"))  # a hub id
+
+
+def export_checkpoint(model: ResolvedModel, workdir: Path) -> ResolvedModel:
+    """``model`` (a run's checkpoint found by :func:`resolve_model`) with its checkpoint exported into ``workdir``;
+    any other model as it is.
+
+    Raises:
+        VerlfitError: what :func:`verlfit.export.export` raises (a damaged shard).
+    """
+    if model.path or model.run_dir is None:
+        return model
+    from verlfit import export
+
+    result = export.export(model.run_dir, model.step, output=workdir / "model")
+    return dataclasses.replace(model, path=str(result.output))
 
 
 def resolve_settings(model: ResolvedModel, profile_name: str | None, gpu_detect=None) -> tuple[str, str, str]:
@@ -461,10 +479,11 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
     work = Path(tempfile.mkdtemp(prefix="verlfit-eval-"))
     created: list[Path] = []
     try:
-        resolved = resolve_model(model, work / "model")
+        resolved = resolve_model(model, work / "model", export_now=False)
         out = Path(output) if output is not None else default_output(resolved, data, split)
         inputs = [Path(data) / f"{split}.parquet", model] + ([compare] if compare is not None else [])
         target = output_files.check_output(out, "verlfit eval", force=force, inputs=inputs, own_place=(EVAL_DIR, "*"))
+        resolved = export_checkpoint(resolved, work / "model")  # a run's checkpoint: exported once the output may be written
         settings = (resolved.run_info or {}).get("settings") or {}
         if scorer is None:
             recorded = (resolved.run_info or {}).get("reward_function") or {}
