@@ -186,7 +186,9 @@ def summarise_run(run_dir: Path, card_key: str | None) -> dict:
     """One configuration's row from its run directory (``run.json`` + ``metrics.jsonl``)."""
     from verlfit.metrics import consolidate, read_metrics
 
-    record = json.loads((run_dir / "run.json").read_text())
+    from verlfit.output_files import RUN_FILE
+
+    record = json.loads((run_dir / RUN_FILE).read_text())
     steps = [r for r in consolidate(read_metrics(run_dir)) if "timing_s/step" in r]
     if not steps:
         raise VerlfitError(f"{run_dir}: verl recorded no step", fix=f"see {run_dir / 'train.log'}")

@@ -514,7 +514,7 @@ def _has_lora(checkpoint: Checkpoint, role: str, fix: str | None = None) -> bool
 
 def _run_info(run_dir: Path) -> dict:
     try:
-        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        info = json.loads((run_dir / output_files.RUN_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return info if isinstance(info, dict) else {}

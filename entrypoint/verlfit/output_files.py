@@ -49,14 +49,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
+from verlfit.checkpoints import CHECKPOINTS_DIR
 from verlfit.errors import VerlfitError
 
 MARKER_NAME = ".verlfit-written.json"
 # the marker of data folders prepared by verlfit before this module: read as a marker, never written
 LEGACY_MARKER_NAME = ".verlfit-prepared.json"
 MARKER_FORMAT = 2
-RUN_FILE = "run.json"  # a run directory's record (verlfit.train.run_directory)
-CHECKPOINTS_DIR = "checkpoints"  # verl's checkpoint folder in a run directory (verlfit.checkpoints)
+RUN_FILE = "run.json"  # a run directory's record, named here only (verlfit.train.run_directory writes it, report reads it)
 BUILDING = ".verlfit-building-"  # the hidden folder a write builds beside its target: .NAME.verlfit-building-XXXX
 REPLACED = ".verlfit-replaced-"  # what an exchange leaves under a hidden name until its listed files are removed
 

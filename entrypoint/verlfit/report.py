@@ -29,9 +29,9 @@ from pathlib import Path
 
 from verlfit.errors import VerlfitError
 from verlfit.metrics import METRICS_FILE, consolidate, is_training_record, parse_log, read_metrics
+from verlfit.output_files import RUN_FILE as RUN_INFO_FILE  # run.json, named once
 from verlfit.progress import LOG_FILE, REWARD_KEY, format_duration, tokens_per_second
 
-RUN_INFO_FILE = "run.json"
 # what to do about a run.json that cannot be read: report and `train --resume` give the same fix
 DAMAGED_RECORD_FIX = (f"{RUN_INFO_FILE} is verlfit train's record of the run (settings, overrides, total steps), written whole through a "
                       "temporary file: a damaged one was edited or copied in part; restore it from a copy, or start a new run with the "

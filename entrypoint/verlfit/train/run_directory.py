@@ -17,12 +17,11 @@ from pathlib import Path
 
 from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, latest_checkpoint
 from verlfit.errors import VerlfitError
-from verlfit.output_files import write_file
+from verlfit.output_files import RUN_FILE, write_file
 from verlfit.overrides import TrainSettings, keep_checkpoints_overrides
 from verlfit.train.describe import shell_command
 from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
 
-RUN_FILE = "run.json"
 
 
 def check_run_directory(run_dir: str | os.PathLike):
