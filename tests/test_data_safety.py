@@ -53,25 +53,27 @@ def world(tmp_path_factory):
 
 def place(world: Path, command: str, where: str) -> Path:
     run = world / "run"
-    inputs = {"prepare-gsm8k": world / "raw", "prepare-data": world / "raw", "train": world / "data", "export": run, "eval": world / "data",
-              "report": run, "bench": world / "bench-work"}
-    return {"run": run, "parent": world, "checkpoints": run / "checkpoints", "new-child": run / "new-child", "input": inputs[command],
-            "user": world / "mine", "current": Path(".")}[where]
+    inputs = {"prepare-gsm8k": world / "raw", "prepare-data": world / "raw", "train": world / "data", "export": run,
+              "eval": world / "data", "report": run, "bench": world / "bench-work"}
+    return {"run": run, "parent": world, "checkpoints": run / "checkpoints", "new-child": run / "new-child",
+            "input": inputs[command], "user": world / "mine", "current": Path(".")}[where]
 
 
 def argv(world: Path, command: str, output: str, force: bool, model: str) -> list[str]:
     raw, data, run = world / "raw", world / "data", world / "run"
     words = {
         "prepare-gsm8k": ["prepare-gsm8k", "--input", str(raw), "--output", output],
-        "prepare-data": ["prepare-data", "--train", str(raw / "train.jsonl"), "--test", str(raw / "test.jsonl"), "--data-source", "my/task",
-                         "--output", output],
-        "train": ["train", "--run-dir", output, "--data", str(data), "--model", model, "--profile", "p40", "--skip-checks", "--steps", "1"],
+        "prepare-data": ["prepare-data", "--train", str(raw / "train.jsonl"), "--test", str(raw / "test.jsonl"),
+                         "--data-source", "my/task", "--output", output],
+        "train": ["train", "--run-dir", output, "--data", str(data), "--model", model, "--profile", "p40",
+                  "--skip-checks", "--steps", "1"],
         "export": ["export", str(run), "--output", output],
         "eval": ["eval", model, "--data", str(data), "--output", output, "--limit", "1", "--max-new-tokens", "2"],
         "report": ["report", str(run), "--output", output],
         "bench": ["bench", "--work", str(world / "bench-work"), "--output", output],
     }[command]
-    return words + (["--force"] if force and command != "train" else [])  # train has no --force: a run directory is never replaced
+    # train has no --force: a run directory is never replaced
+    return words + (["--force"] if force and command != "train" else [])
 
 
 class WouldRun(Exception):
@@ -86,13 +88,19 @@ def test_no_writing_command_loses_a_file_wherever_it_is_pointed(world, command, 
 
     monkeypatch.chdir(world / "cwd")
     # guards: no verl launch, no bench run, should an output ever be allowed through
-    monkeypatch.setattr(train_command, "launch", lambda *args, **kwargs: (_ for _ in ()).throw(WouldRun("train launched")))
-    monkeypatch.setattr(train_command, "ensure_data", lambda *args, **kwargs: (_ for _ in ()).throw(WouldRun("train prepared data")))
+    def would_run(what):
+        def guard(*args, **kwargs):
+            raise WouldRun(what)
+        return guard
+
+    monkeypatch.setattr(train_command, "launch", would_run("train launched"))
+    monkeypatch.setattr(train_command, "ensure_data", would_run("train prepared data"))
     monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kwargs: [])
-    monkeypatch.setattr(bench, "machine_facts", lambda nvml=None: {"card": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2", "verl": "0.4.1", "patches": "-",
-                                                                  "compute_capability": "9.0", "memory_gib": 140.4})
+    facts = {"card": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2", "verl": "0.4.1", "patches": "-",
+             "compute_capability": "9.0", "memory_gib": 140.4}
+    monkeypatch.setattr(bench, "machine_facts", lambda nvml=None: facts)
     monkeypatch.setattr(bench, "check_engine_packages", lambda *args, **kwargs: None)
-    monkeypatch.setattr(bench, "prepare_inputs", lambda *args, **kwargs: (_ for _ in ()).throw(WouldRun("bench ran")))
+    monkeypatch.setattr(bench, "prepare_inputs", would_run("bench ran"))
     outcomes = []
     for where in PLACES:
         target = place(world, command, where)
@@ -106,12 +114,14 @@ def test_no_writing_command_loses_a_file_wherever_it_is_pointed(world, command, 
                 err = capsys.readouterr().err
                 after = checksums(world)
                 lost = {name for name, digest in before.items() if after.get(name) != digest}
-                assert not lost, f"{command} --output {output} {'--force' if force else ''}: lost or changed {sorted(lost)}"
-                assert status != 0 and "\n  fix: " in err and "Traceback" not in err, (command, output, force, status, err)
+                flags = f"{command} --output {output}{' --force' if force else ''}"
+                assert not lost, f"{flags}: lost or changed {sorted(lost)}"
+                assert status != 0 and "\n  fix: " in err and "Traceback" not in err, (flags, status, err)
                 outcomes.append((where, output == str(link), force, status, err.splitlines()[0]))
     # every place refused, each in its own words (no other error hid the refusal)
     assert len(outcomes) == len(PLACES) * 4
-    assert all("--output" in line or "--run-dir" in line or "run directory" in line for *_rest, line in outcomes), outcomes
+    named = ("--output", "--run-dir", "run directory")
+    assert all(any(words in line for words in named) for *_rest, line in outcomes), outcomes
 
 
 def test_a_new_folder_is_still_written(world, monkeypatch, capsys):

@@ -28,7 +28,8 @@ def user_rows(folder: Path, count: int = 4, offset: int = 0) -> Path:
     """The user's own question/answer parquet files ``train.parquet`` and ``test.parquet`` in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     for split in ("train", "test"):
-        rows = [{"question": f"{split} {offset + i} km in m?", "answer": str(1000 * (offset + i))} for i in range(count)]
+        rows = [{"question": f"{split} {offset + i} km in m?", "answer": str(1000 * (offset + i))}
+                for i in range(count)]
         pq.write_table(pa.Table.from_pylist(rows), folder / f"{split}.parquet")
     return folder
 
@@ -46,7 +47,8 @@ def test_item6_prepare_data_into_its_inputs_folder_with_force_loses_nothing(tmp_
     before = checksums(data)
     assert prepare(data, data, "--force") == 2
     err = capsys.readouterr().err
-    assert f"verlfit: error: --output {data} holds the input {data / 'train.parquet'} of this command: writing there would replace what it reads\n" in err
+    assert (f"verlfit: error: --output {data} holds the input {data / 'train.parquet'} of this command: writing there "
+            "would replace what it reads\n") in err
     assert f"  fix: pass --output a new folder outside {data / 'train.parquet'}\n" in err
     assert checksums(data) == before
 
@@ -79,7 +81,8 @@ def test_item7_a_ctrl_c_at_any_rename_leaves_the_old_folder_or_the_new_one(tmp_p
     now = {name: (out / name).read_bytes() for name in ("train.parquet", "test.parquet")}
     assert now in (old, new)  # never a new train.parquet beside an old test.parquet
     assert data_folder_state(out).state is FolderState.VERLFIT_PREPARED  # the marker matches what is there
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["new", "old", "out", "reference"]  # nothing half-built beside
+    # nothing half-built or replaced left beside it
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["new", "old", "out", "reference"]
 
 
 def test_item7_the_new_folder_is_switched_in_with_one_exchange(tmp_path, monkeypatch):
@@ -88,7 +91,11 @@ def test_item7_the_new_folder_is_switched_in_with_one_exchange(tmp_path, monkeyp
     assert prepare(old_input, out) == 0
     renames = []
     real_rename = os.rename
-    monkeypatch.setattr(os, "rename", lambda source, target: (renames.append((Path(source).name, Path(target).name)), real_rename(source, target))[1])
+    def rename(source, target):
+        renames.append((Path(source).name, Path(target).name))
+        return real_rename(source, target)
+
+    monkeypatch.setattr(os, "rename", rename)
     assert prepare(new_input, out, "--force") == 0
     if output_files.exchange.__module__ == "verlfit.output_files" and len(renames) == 1:
         # renameat2(RENAME_EXCHANGE) swapped the folders; the one rename moves the old one aside to be removed
@@ -106,7 +113,8 @@ def test_a_rerun_on_the_same_inputs_replaces_without_force_and_another_input_nee
     assert prepare(first, out) == 0
     assert prepare(second, out) == 2
     err = capsys.readouterr().err
-    assert f"--output {out} holds what verlfit prepare-data from {first.resolve() / 'train.parquet'}, {first.resolve() / 'test.parquet'} wrote " in err
+    inputs = f"{first.resolve() / 'train.parquet'}, {first.resolve() / 'test.parquet'}"
+    assert f"--output {out} holds what verlfit prepare-data from {inputs} wrote " in err
     assert "fix: pass --force to replace those files (only those), or pass --output a new folder" in err
     assert prepare(second, out, "--force") == 0
     marker = json.loads((out / output_files.MARKER_NAME).read_text())
@@ -133,11 +141,13 @@ def test_a_symlink_is_judged_as_the_folder_it_names(tmp_path):
     link.symlink_to(run)
     with pytest.raises(VerlfitError) as caught:
         output_files.check_output(link, "verlfit report", own_place=("report",))
-    assert caught.value.message == f"--output {link} ({run}) is a run directory (it holds checkpoints/): its checkpoints and records are never replaced"
-    assert caught.value.fix == f"pass --output a new folder outside the run, or leave it out for this command's own place in the run, {run / 'report'}"
+    assert caught.value.message == (f"--output {link} ({run}) is a run directory (it holds checkpoints/): "
+                                    "its checkpoints and records are never replaced")
+    assert caught.value.fix == ("pass --output a new folder outside the run, or leave it out for this command's own "
+                                f"place in the run, {run / 'report'}")
     allowed = output_files.check_output(tmp_path / "link" / "report", "verlfit report", own_place=("report",))
     assert allowed.path == run / "report"
-    with pytest.raises(VerlfitError, match=r"lies inside the run directory .*/run, outside this command's own place there"):
+    with pytest.raises(VerlfitError, match=r"lies inside the run directory .*/run, outside this command's own place"):
         output_files.check_output(link / "checkpoints" / "x", "verlfit report", own_place=("report",))
 
 
@@ -152,7 +162,7 @@ def test_a_replaced_folder_keeps_a_file_someone_added_after_the_check(tmp_path, 
         (folder / "a.txt").write_text("2")
         (out / "late.txt").write_text("the user's")  # written into the old folder while the new one is built
 
-    with pytest.raises(VerlfitError, match="changed while verlfit was writing: it now holds files verlfit did not write"):
+    with pytest.raises(VerlfitError, match="changed while verlfit was writing: it now holds files verlfit did not"):
         output_files.write_folder(second, build)
     assert (out / "a.txt").read_text() == "1" and (out / "late.txt").read_text() == "the user's"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
@@ -168,4 +178,5 @@ def test_remove_listed_removes_only_unchanged_listed_files(tmp_path, capsys):
     (folder / "added.txt").write_text("the user's")
     assert output_files.remove_listed(folder, marker) == ["added.txt", "changed.txt"]
     assert not (folder / "sub").exists()
-    assert f"verlfit: warning: kept {folder}: it holds added.txt, changed.txt, not written by verlfit" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"verlfit: warning: kept {folder}: it holds added.txt, changed.txt, not written by verlfit" in err

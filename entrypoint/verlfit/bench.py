@@ -89,8 +89,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--attention", choices=ATTENTION, help=f"attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or flash_attention_2 (a10 profile only); "
                         f"sdpa where flash-attn is not installed. The public-recipe run keeps the recipe's {PUBLIC_RECIPE_ATTENTION} attention")
     parser.add_argument("--work", default=os.path.join("~", ".cache", "verlfit-bench"), help="model, data and run directories (default %(default)s)")
-    parser.add_argument("--output", help="JSON file to write (default: verlfit-bench-<card>.json in the current directory); never over a file verlfit did not write")
-    parser.add_argument("--force", action="store_true", help="replace an earlier bench record at --output (checked before the runs start)")
+    parser.add_argument("--output", help="JSON file to write (default: verlfit-bench-<card>.json in the current "
+                                          "directory); never over a file verlfit did not write")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an earlier bench record at --output (checked before the runs start)")
     parser.set_defaults(func=_run)
     return parser
 
@@ -477,11 +479,13 @@ def _run(args, nvml=None, run=launch, find_spec=None) -> int:
     from verlfit.output_files import check_output, enclosing_run, resolved
 
     # where the record goes, checked before the runs (minutes): never over a file verlfit did not write
-    output = check_output(Path(args.output).expanduser() if args.output else Path(f"verlfit-bench-{(card.key if card else 'gpu')}{'-emulate-' + args.emulate if args.emulate else ''}.json"),
-                          "verlfit bench", kind="file", force=args.force)
+    default = f"verlfit-bench-{(card.key if card else 'gpu')}{'-emulate-' + args.emulate if args.emulate else ''}.json"
+    given = Path(args.output).expanduser() if args.output else Path(default)
+    output = check_output(given, "verlfit bench", kind="file", force=args.force)
     inside = enclosing_run(resolved(work))
     if inside is not None:
-        raise VerlfitError(f"--work {work} is or lies inside the run directory {inside}: bench writes its model, data and runs there",
+        raise VerlfitError(f"--work {work} is or lies inside the run directory {inside}: bench writes its model, data "
+                           "and runs there",
                            fix="pass --work a folder of its own (default ~/.cache/verlfit-bench)", exit_code=2)
     # the tokenizer is trained and used here, then verl's processes are started: without this, tokenizers warns
     # in each child that parallelism was used before the fork (device_run.sh sets the same)

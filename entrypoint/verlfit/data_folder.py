@@ -37,7 +37,8 @@ from verlfit.output_files import LEGACY_MARKER_NAME, MARKER_NAME, file_digest, r
 __all__ = ["file_digest", "MARKER_NAME"]  # file_digest: the one SHA-256 of a file (verlfit.output_files), used here too
 
 SPLIT_FILES = ("train.parquet", "test.parquet")
-# temporary files an interrupted write of an earlier verlfit left inside the folder (it wrote file by file): not the user's
+# temporary files an interrupted write of an earlier verlfit left inside the folder (it wrote file by file): not the
+# user's
 LEFTOVER_PATTERN = re.compile(r"\.(train|test)\.parquet\.[0-9a-f]{12}\.tmp|\.verlfit-prepared\.json\.[0-9a-f]{12}\.tmp")
 
 
@@ -199,7 +200,8 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
         return FolderReport(path, FolderState.ABSENT, reason="it does not exist")
     if not path.is_dir():
         return FolderReport(path, FolderState.NOT_A_FOLDER, reason="it is a file, not a folder")
-    entries = tuple(sorted(name for name in os.listdir(path) if name not in (MARKER_NAME, LEGACY_MARKER_NAME) and not LEFTOVER_PATTERN.fullmatch(name)))
+    entries = tuple(sorted(name for name in os.listdir(path)
+                           if name not in (MARKER_NAME, LEGACY_MARKER_NAME) and not LEFTOVER_PATTERN.fullmatch(name)))
     has_marker = (path / MARKER_NAME).exists() or (path / LEGACY_MARKER_NAME).exists()
     if not entries and not has_marker:
         return FolderReport(path, FolderState.EMPTY, reason="it is empty")

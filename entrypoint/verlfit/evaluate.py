@@ -202,10 +202,13 @@ def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, p
                 except VerlfitError as error:
                     raise EvaluationStopped(results, row_number, error.message) from error
                 except Exception as error:  # the user's reward function: any error it raises is its own
-                    where = f"reward function {scorer.reward}" if scorer.function is not None else f"verl's scorer for {row['data_source']}"
-                    raise EvaluationStopped(results, row_number, f"{where} raised {type(error).__name__}: {error}") from error
+                    where = (f"reward function {scorer.reward}" if scorer.function is not None
+                             else f"verl's scorer for {row['data_source']}")
+                    reason = f"{where} raised {type(error).__name__}: {error}"
+                    raise EvaluationStopped(results, row_number, reason) from error
                 index = (row.get("extra_info") or {}).get("index")
-                results.append(RowResult(row_number, index, text, extracted, truth, score, tokens, scorer.label(row["data_source"])))
+                label = scorer.label(row["data_source"])
+                results.append(RowResult(row_number, index, text, extracted, truth, score, tokens, label))
             if progress is not None:
                 progress(len(results))
     except KeyboardInterrupt as interrupt:
@@ -335,7 +338,8 @@ def write_results(out: Path, results: list[RowResult], summary: dict) -> None:
     """``out/rows.jsonl`` and ``out/summary.json`` into ``out``, the folder being built
     (:func:`verlfit.output_files.write_folder` switches it in whole)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / ROWS_FILE).write_text("".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in results), encoding="utf-8")
+    lines = (json.dumps(asdict(result), ensure_ascii=False) + "\n" for result in results)
+    (out / ROWS_FILE).write_text("".join(lines), encoding="utf-8")
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
@@ -443,8 +447,8 @@ def run_eval(model: str, data: str, split: str = "test", limit: int | None = Non
     Before any row is scored: both models are found (:func:`verlfit.hub.require_model_source`: a path that does
     not exist, or a hub id that is neither a local directory nor reachable, fails in seconds), run directories are
     exported, the output is checked (:func:`verlfit.output_files.check_output`) and its parent created and checked
-    writable, and (``preflight``) both models' config and tokenizer are loaded. ``preflight=False`` skips the finding and loading (for a ``make_generator`` that loads
-    nothing, in tests).
+    writable, and (``preflight``) both models' config and tokenizer are loaded. ``preflight=False`` skips the finding
+    and loading (for a ``make_generator`` that loads nothing, in tests).
 
     ``reward_function`` (``FILE[:NAME]``) scores the rows; without it, the one a run directory's ``run.json`` records
     (``reward_function``: ``{"path", "name"}``), else verl's scorer (:func:`make_scorer`, checked before generating).
@@ -457,10 +461,12 @@ def run_eval(model: str, data: str, split: str = "test", limit: int | None = Non
     from verlfit.export import quiet_known_warnings
 
     with quiet_known_warnings():
-        return _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight, reward_function, force)
+        return _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens,
+                         make_generator, preflight, reward_function, force)
 
 
-def _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight, reward_function=None, force=False) -> dict:
+def _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator,
+              preflight, reward_function=None, force=False) -> dict:
     import shutil
 
     from verlfit import hub, output_files
@@ -483,7 +489,7 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
         out = Path(output) if output is not None else default_output(resolved, data, split)
         inputs = [Path(data) / f"{split}.parquet", model] + ([compare] if compare is not None else [])
         target = output_files.check_output(out, "verlfit eval", force=force, inputs=inputs, own_place=(EVAL_DIR, "*"))
-        resolved = export_checkpoint(resolved, work / "model")  # a run's checkpoint: exported once the output may be written
+        resolved = export_checkpoint(resolved, work / "model")  # a run's checkpoint, once the output may be written
         settings = (resolved.run_info or {}).get("settings") or {}
         if scorer is None:
             recorded = (resolved.run_info or {}).get("reward_function") or {}
@@ -507,16 +513,19 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
             try:
                 with _progress_bar(len(rows), model_target.label) as bar:
                     task = bar.add_task(f"eval {model_target.label}", total=len(rows))
-                    results = evaluate_rows(rows, generator, batch_size, progress=lambda done: bar.update(task, completed=done), scorer=scorer)
+                    results = evaluate_rows(rows, generator, batch_size, scorer=scorer,
+                                            progress=lambda done: bar.update(task, completed=done))
             except EvaluationStopped as stop:
                 results, stopped = stop.results, stop
             del generator
-            summary = summarize(results) | {"model": model if model_target is resolved else compare, "loaded_from": model_target.path if model_target.run_dir is None else None,
-                                            "run_dir": str(model_target.run_dir) if model_target.run_dir else None, "step": model_target.step,
-                                            "data": str(Path(data) / f"{split}.parquet"), "split": split, "limit": limit,
-                                            "dtype": dtype, "attention": attention, "settings_from": why, "max_new_tokens": tokens,
-                                            "decoding": "greedy",
-                                            "seconds": round(time.monotonic() - started, 1)}
+            summary = summarize(results) | {
+                "model": model if model_target is resolved else compare,
+                "loaded_from": model_target.path if model_target.run_dir is None else None,
+                "run_dir": str(model_target.run_dir) if model_target.run_dir else None, "step": model_target.step,
+                "data": str(Path(data) / f"{split}.parquet"), "split": split, "limit": limit,
+                "dtype": dtype, "attention": attention, "settings_from": why, "max_new_tokens": tokens,
+                "decoding": "greedy",
+                "seconds": round(time.monotonic() - started, 1)}
             if stopped is not None:
                 summary |= {"partial": True, "stopped_at_row": stopped.row, "stopped_because": stopped.reason}
             written.append((where, results, summary))
@@ -524,7 +533,8 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
                 break
         comparison = None
         if compare is not None and stopped is None:
-            comparison = paired_difference([r.score for r in written[0][1]], [r.score for r in written[1][1]]) | {"model": written[0][2], "other": written[1][2]}
+            scores = [[result.score for result in results] for _where, results, _summary in written]
+            comparison = paired_difference(*scores) | {"model": written[0][2], "other": written[1][2]}
 
         def build(folder: Path) -> None:
             for where, results, summary in written:
@@ -533,17 +543,10 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
                 (folder / COMPARISON_FILE).write_text(json.dumps(comparison, indent=2) + "\n", encoding="utf-8")
 
         if stopped is not None and not any(results for _where, results, _summary in written):
-            raise VerlfitError(f"eval stopped at row {stopped.row} of {Path(data) / f'{split}.parquet'} before any row was scored: {stopped.reason}; nothing written",
-                               fix="fix the reward function so that it returns a number for every row" if not stopped.interrupted else "run it again",
-                               exit_code=130 if stopped.interrupted else 1)
+            raise _stopped_error(stopped, Path(data) / f"{split}.parquet", None)
         output_files.write_folder(target, build, created)
         if stopped is not None:
-            scored = sum(len(results) for _where, results, _summary in written)
-            raise VerlfitError(f"eval stopped at row {stopped.row} of {Path(data) / f'{split}.parquet'}: {stopped.reason}; the {scored} rows scored before it are written to {out} "
-                               f"({SUMMARY_FILE} says \"partial\": true)",
-                               fix="fix the reward function so that it returns a number for every row, then run the eval again" if not stopped.interrupted
-                               else "run the eval again to score every row (it replaces the partial output)",
-                               exit_code=130 if stopped.interrupted else 1)
+            raise _stopped_error(stopped, Path(data) / f"{split}.parquet", out)
         summary = written[0][2]
         if comparison is not None:
             summary = summary | {"comparison": comparison}
@@ -556,6 +559,22 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _stopped_error(stopped: EvaluationStopped, data_file: Path, out: Path | None) -> VerlfitError:
+    """The error an eval stopped mid-way ends with: the row and why, where the rows scored before it went (``out``;
+    None: no row was scored, nothing written); exit status 130 for Ctrl-C, else 1."""
+    if out is None:
+        kept = "; nothing written (no row was scored)"
+    else:
+        kept = (f"; the {len(stopped.results)} rows scored before it are written to {out} "
+                f"({SUMMARY_FILE} says \"partial\": true)")
+    if stopped.interrupted:
+        fix = "run the eval again to score every row (it replaces the partial output)"
+    else:
+        fix = "fix the reward function so that it returns a number for every row, then run the eval again"
+    return VerlfitError(f"eval stopped at row {stopped.row} of {data_file}: {stopped.reason}{kept}", fix=fix,
+                        exit_code=130 if stopped.interrupted else 1)
 
 
 def _format(summary: dict) -> str:
@@ -576,7 +595,10 @@ def describe(summary: dict) -> str:
                      f"({comparison['method']}); right only for model: {comparison['only_model']}, only for other: {comparison['only_other']}")
     if summary.get("score"):
         lines.append(f"scored by {summary['score']}")
-    lines.append(f"written to {summary['output']}" + (f" (replacing verlfit's earlier eval there: {', '.join(summary['replaced'][:8])})" if summary.get("replaced") else ""))
+    replaced = ""
+    if summary.get("replaced"):
+        replaced = f" (replacing verlfit's earlier eval there: {', '.join(summary['replaced'][:8])})"
+    lines.append(f"written to {summary['output']}{replaced}")
     return "\n".join(lines)
 
 
@@ -607,8 +629,13 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=_positive, default=16, help="prompts per generate call (default 16)")
     parser.add_argument("--max-new-tokens", type=_positive, metavar="T", help=f"response budget in tokens (default: the run's --max-response-length, else {DEFAULT_MAX_NEW_TOKENS})")
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)")
-    parser.add_argument("--output", metavar="DIR", help=f"where to write {ROWS_FILE} and {SUMMARY_FILE}: a new folder or an earlier eval's (default RUN/{EVAL_DIR}/global_step_N-DATA-SPLIT or {EVAL_DIR}/NAME-DATA-SPLIT, DATA the data folder's name)")
-    parser.add_argument("--force", action="store_true", help="replace what verlfit wrote at --output before (another eval's; a re-run of the same eval replaces its own without it); never a file verlfit did not write")
+    parser.add_argument("--output", metavar="DIR",
+                        help=f"where to write {ROWS_FILE} and {SUMMARY_FILE}: a new folder or an earlier eval's "
+                             f"(default RUN/{EVAL_DIR}/global_step_N-DATA-SPLIT or {EVAL_DIR}/NAME-DATA-SPLIT, "
+                             "DATA the data folder's name)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what verlfit wrote at --output before (another eval's; a re-run of the same eval "
+                             "replaces its own without it); never a file verlfit did not write")
     parser.add_argument("--reward-function", metavar="FILE[:NAME]", help="score with this reward function (verl's custom_reward_function; NAME default compute_score) instead of verl's scorer for each row's data_source (default: the run's, else verl's)")
     parser.set_defaults(func=_run)
     return parser

@@ -446,7 +446,9 @@ def export(run_dir, step: int | str = "latest", output=None, dtype: str | None =
     before). ``force``: replace what verlfit wrote at ``output`` before.
 
     Raises:
-        VerlfitError: torch, transformers or verl missing (:func:`verlfit.checks.stack.require`); see :func:`find_checkpoint`; an output the write policy refuses (:func:`verlfit.output_files.check_output`, exit status 2); ``critic`` for a run
+        VerlfitError: torch, transformers or verl missing (:func:`verlfit.checks.stack.require`); see
+            :func:`find_checkpoint`; an output the write policy refuses (:func:`verlfit.output_files.check_output`,
+            exit status 2); ``critic`` for a run
             without one; the disk is full (with the free space); ``adapter_only`` for a full run; ``lora_alpha``
             for a run without LoRA (exit status 2); a damaged shard (named, with the other saved steps); any other
             OSError while writing (naming the path).
@@ -475,7 +477,8 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
     if critic and not checkpoint.has_critic:
         raise VerlfitError(f"--critic: {checkpoint.path} has no critic (a GRPO run trains none)", fix="leave out --critic")
     out = Path(output) if output is not None else checkpoint.run_dir / EXPORT_DIR / (f"global_step_{checkpoint.step}" + ("-adapter" if adapter_only else ""))
-    target = output_files.check_output(out, "verlfit export", force=force, inputs=[checkpoint.run_dir], own_place=(EXPORT_DIR, "*"))
+    target = output_files.check_output(out, "verlfit export", force=force, inputs=[checkpoint.run_dir],
+                                       own_place=(EXPORT_DIR, "*"))
     roles = ["actor"] + (["critic"] if critic else [])
     damaged = older_steps_fix(checkpoint)
     lora_roles = [role for role in roles if _has_lora(checkpoint, role, damaged)]
@@ -545,12 +548,15 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory made by verlfit train")
     parser.add_argument("--step", type=_step, default="latest", metavar="N|latest",
                         help="which checkpoint: N or global_step_N (its directory's name); latest: the newest complete one (default)")
-    parser.add_argument("--output", metavar="DIR", help=f"where to write the model: a new folder, or an earlier export (default RUN_DIR/{EXPORT_DIR}/global_step_N)")
+    parser.add_argument("--output", metavar="DIR", help="where to write the model: a new folder, or an earlier export "
+                                                        f"(default RUN_DIR/{EXPORT_DIR}/global_step_N)")
     parser.add_argument("--dtype", choices=tuple(DTYPES), help="dtype of the written weights (default: the checkpoint's, fp32 for verl's FSDP master weights; bfloat16 halves the size and rounds)")
     parser.add_argument("--adapter-only", action="store_true", help="LoRA runs: write the PEFT adapter directory instead of the merged model")
     parser.add_argument("--lora-alpha", type=float, metavar="A", help="LoRA runs: lora_alpha when the run has no config.yaml (default: the run's)")
     parser.add_argument("--critic", action="store_true", help="also export the critic (PPO) into OUTPUT/critic")
-    parser.add_argument("--force", action="store_true", help="replace what verlfit wrote at --output before (after the new export is complete); never a file verlfit did not write")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what verlfit wrote at --output before (after the new export is complete); "
+                             "never a file verlfit did not write")
     parser.set_defaults(func=_run)
     return parser
 
@@ -560,5 +566,6 @@ def _run(args) -> int:
     what = ", ".join(f"{role} {kind}" for role, kind in result.written.items())
     print(f"exported step {result.checkpoint.step} of {result.checkpoint.run_dir} ({what}) to {result.output}")
     if result.replaced:
-        print(f"replaced verlfit's earlier output there: {', '.join(result.replaced[:8])}" + (f" and {len(result.replaced) - 8} more" if len(result.replaced) > 8 else ""))
+        more = f" and {len(result.replaced) - 8} more" if len(result.replaced) > 8 else ""
+        print(f"replaced verlfit's earlier output there: {', '.join(result.replaced[:8])}{more}")
     return 0

@@ -26,8 +26,8 @@ this module reproduces its logic exactly and adds what an air-gapped 24 GB user 
   so ``data.max_prompt_length`` can never fail (``truncation=error``) many steps into a run;
 * output is written as one folder (:func:`write_tables`, :mod:`verlfit.output_files`): both files and
   the marker are built beside the output and switched in together; an error or Ctrl-C leaves the
-  previous folder untouched and nothing half-built behind; the same input gives byte-identical files (parquet holds no timestamp; the ``huggingface`` schema
-  metadata is the fixed feature description).
+  previous folder untouched and nothing half-built behind; the same input gives byte-identical files
+  (parquet holds no timestamp; the ``huggingface`` schema metadata is the fixed feature description).
 
 ``verlfit train`` uses :func:`training_data`, :func:`prepare` and :func:`is_prepared`: ``--data DIR`` holding raw
 GSM8K files is prepared from them into ``DIR/verl`` (:data:`PREPARED_FOLDER`), as ``prepare-gsm8k --input DIR
@@ -630,7 +630,8 @@ def prepare(
         )
     from verlfit.output_files import check_output
 
-    output = check_output(output_dir, "verlfit prepare-gsm8k", force=force, inputs=[source if source is not None else f"hub {HUB_DATASET} {HUB_CONFIG}"])
+    source_name = source if source is not None else f"hub {HUB_DATASET} {HUB_CONFIG}"
+    output = check_output(output_dir, "verlfit prepare-gsm8k", force=force, inputs=[source_name])
     result = PrepareResult(output_dir=output_dir)
     # the tokenizer first: a hub id that cannot be had fails in seconds, before any data is read or downloaded
     if tokenizer is not None:
@@ -764,7 +765,9 @@ def register(subparsers):
     parser.add_argument("--tokenizer", metavar="PATH_OR_NAME", help="tokenizer to measure prompts with (the model you train)")
     parser.add_argument("--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)")
     parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
-    parser.add_argument("--force", action="store_true", help="replace what verlfit wrote into --output before (from another input or command); never a file verlfit did not write")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what verlfit wrote into --output before (from another input or command); never a "
+                             "file verlfit did not write")
     parser.set_defaults(func=_run)
     return parser
 

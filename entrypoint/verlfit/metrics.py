@@ -315,7 +315,8 @@ def drop_after_checkpoint(run_dir: str | os.PathLike, checkpoint_step: int) -> i
     Keeps, in file order, the records of steps <= ``checkpoint_step`` without their ``finished`` key (the run goes
     on); drops the records of later steps (verl trains those steps again and they are recorded again) and unreadable
     lines (a record cut by a kill). Written by :func:`verlfit.output_files.write_file` (a temporary file in the same
-    folder, fsync-ed, renamed over the old one), so a kill during the rewrite leaves either file whole. Nothing to drop: the file is left untouched.
+    folder, fsync-ed, renamed over the old one), so a kill during the rewrite leaves either file whole. Nothing to
+    drop: the file is left untouched.
 
     Returns:
         the number of records dropped (cut lines not counted).

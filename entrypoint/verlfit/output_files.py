@@ -23,8 +23,9 @@ One policy for every writing command (``prepare-gsm8k``, ``prepare-data``, ``tra
   (``.NAME.verlfit-building-*``), its files fsync-ed, its marker written last, and switched in with one
   ``renameat2(RENAME_EXCHANGE)`` (Linux 3.15+; the old folder then lies under a hidden name and its listed files
   are removed), or where the file system lacks it with two renames; SIGINT, SIGTERM and SIGHUP are held back from
-  the switch until the old folder is removed (:func:`signals_held`). After any interruption the target is the old folder or the new one, never a mix: a multi-file output
-  (prepare-data's train + test + marker, eval's rows + summary + comparison) switches as one. A single file
+  the switch until the old folder is removed (:func:`signals_held`). After any interruption the target is the old
+  folder or the new one, never a mix: a multi-file output (prepare-data's train + test + marker, eval's rows +
+  summary + comparison) switches as one. A single file
   (``run.json``, ``metrics.jsonl``, bench's JSON) is written to a hidden temporary name in its folder, fsync-ed,
   given the umask's mode and renamed over the old one. On any failure the temporary file or folder is removed,
   and so are the parent folders the write created (only while empty).
@@ -56,7 +57,8 @@ MARKER_NAME = ".verlfit-written.json"
 # the marker of data folders prepared by verlfit before this module: read as a marker, never written
 LEGACY_MARKER_NAME = ".verlfit-prepared.json"
 MARKER_FORMAT = 2
-RUN_FILE = "run.json"  # a run directory's record, named here only (verlfit.train.run_directory writes it, report reads it)
+# a run directory's record, named here only (verlfit.train.run_directory writes it, report reads it)
+RUN_FILE = "run.json"
 BUILDING = ".verlfit-building-"  # the hidden folder a write builds beside its target: .NAME.verlfit-building-XXXX
 REPLACED = ".verlfit-replaced-"  # what an exchange leaves under a hidden name until its listed files are removed
 
@@ -151,16 +153,17 @@ def folder_files(folder: Path) -> list[str]:
     return sorted(name for name in names if name not in (MARKER_NAME, LEGACY_MARKER_NAME))
 
 
-def marker_content(folder: Path, written_by: str, inputs: Iterable[str] = (), names: Iterable[str] | None = None) -> dict:
-    """The marker's JSON object: the command, its inputs, and each file under ``folder`` (``names``, default all)
-    with its size in bytes and SHA-256."""
-    files = folder_files(folder) if names is None else sorted(names)
-    return {
-        "format": MARKER_FORMAT,
-        "written_by": written_by,
-        "inputs": list(inputs),
-        "files": {name: {"bytes": (folder / name).stat().st_size, "sha256": file_digest(folder / name)} for name in files},
-    }
+def marker_content(folder: Path, written_by: str, inputs: Iterable[str] = ()) -> dict:
+    """The marker's JSON object: the command, its inputs, and each file under ``folder`` with its size in bytes and
+    SHA-256."""
+    files = {name: {"bytes": (folder / name).stat().st_size, "sha256": file_digest(folder / name)}
+             for name in folder_files(folder)}
+    return {"format": MARKER_FORMAT, "written_by": written_by, "inputs": list(inputs), "files": files}
+
+
+def _write_marker(folder: Path, output: "Output") -> None:
+    text = json.dumps(marker_content(folder, output.command, output.inputs), indent=2, sort_keys=True) + "\n"
+    (folder / MARKER_NAME).write_text(text, encoding="utf-8")
 
 
 @dataclass(frozen=True)
@@ -240,13 +243,15 @@ def folder_owner(folder: Path) -> FolderOwner:
     if not files and marker is None and not any(folder.iterdir()):
         return FolderOwner("empty")
     if marker is None:
-        return FolderOwner("foreign", files, None, f"{why_not}: verlfit did not write {_listed(files) or 'its content'}")
+        return FolderOwner("foreign", files, None,
+                           f"{why_not}: verlfit did not write {_listed(files) or 'its content'}")
     unlisted = [name for name in files if name not in marker.files]
     changed = [name for name in files if name in marker.files and not unchanged(folder / name, marker.files[name])]
     if unlisted:
         return FolderOwner("foreign", files, marker, f"verlfit did not write {_listed(unlisted)}")
     if changed:
-        return FolderOwner("foreign", files, marker, f"{_listed(changed)} changed after verlfit wrote {'it' if len(changed) == 1 else 'them'}")
+        them = "it" if len(changed) == 1 else "them"
+        return FolderOwner("foreign", files, marker, f"{_listed(changed)} changed after verlfit wrote {them}")
     return FolderOwner("verlfit", files, marker)
 
 
@@ -314,15 +319,19 @@ def check_output(path: str | os.PathLike, command: str, *, flag: str = "--output
     cwd = resolved(os.getcwd())
     if _inside(cwd, target):
         here = "the current directory" if target == cwd else "a folder holding the current directory"
-        raise _refuse(f"{flag} {shown} is {here}: verlfit writes its output as a folder of its own and never into the folder you work in",
+        raise _refuse(f"{flag} {shown} is {here}: verlfit writes its output as a folder of its own and never into the "
+                      "folder you work in",
                       fix=f"pass {flag} a new folder, e.g. {flag} ./{command.split()[-1]}-output")
     file_above = next((parent for parent in target.parents if parent.exists() and not parent.is_dir()), None)
     if file_above is not None:
-        raise _refuse(f"{flag} {shown}: {file_above} is a file, not a folder", fix=f"pass {flag} a path whose parents are folders")
+        raise _refuse(f"{flag} {shown}: {file_above} is a file, not a folder",
+                      fix=f"pass {flag} a path whose parents are folders")
     run = enclosing_run(target)
     if run is not None and run == target:
-        raise _refuse(f"{flag} {shown} is a run directory (it holds {RUN_FILE if (run / RUN_FILE).is_file() else CHECKPOINTS_DIR + '/'}): "
-                      "its checkpoints and records are never replaced", fix=f"pass {flag} a new folder outside the run{_own_place_hint(run, own_place)}")
+        holds = RUN_FILE if (run / RUN_FILE).is_file() else CHECKPOINTS_DIR + "/"
+        raise _refuse(f"{flag} {shown} is a run directory (it holds {holds}): its checkpoints and records are never "
+                      "replaced",
+                      fix=f"pass {flag} a new folder outside the run{_own_place_hint(run, own_place)}")
     if run is not None:
         relative = target.relative_to(run).parts
         allowed = own_place is not None and len(relative) == len(own_place) and all(
@@ -334,12 +343,14 @@ def check_output(path: str | os.PathLike, command: str, *, flag: str = "--output
     for text, source in resolved_inputs:
         if _inside(source, target):
             what = "is" if source == target else "holds"
-            raise _refuse(f"{flag} {shown} {what} the input {text} of this command: writing there would replace what it reads",
+            raise _refuse(f"{flag} {shown} {what} the input {text} of this command: writing there would replace "
+                          "what it reads",
                           fix=f"pass {flag} a new folder outside {text}")
     if target.is_dir() and kind != "file":
         held = next((child for child in _children(target) if child.is_dir() and is_run_directory(child)), None)
         if held is not None:
-            raise _refuse(f"{flag} {shown} holds the run directory {held}: its checkpoints and records are never replaced",
+            raise _refuse(f"{flag} {shown} holds the run directory {held}: its checkpoints and records are never "
+                          "replaced",
                           fix=f"pass {flag} a new folder")
     if kind == "file":
         return _check_file(given, target, shown, flag, command, force, force_flag)
@@ -353,16 +364,18 @@ def check_output(path: str | os.PathLike, command: str, *, flag: str = "--output
         raise _refuse(f"{flag} {shown} is a file, not a folder: {command} writes a folder and never replaces a file",
                       fix=f"pass {flag} a folder path (it is created if missing)")
     if owner.state == "foreign":
-        raise _refuse(f"{flag} {shown} holds files verlfit did not write ({owner.reason}): verlfit never replaces or deletes them"
-                      + (f", even with {force_flag}" if force_flag else ""),
+        even = f", even with {force_flag}" if force_flag else ""
+        raise _refuse(f"{flag} {shown} holds files verlfit did not write ({owner.reason}): verlfit never replaces or "
+                      f"deletes them{even}",
                       fix=f"pass {flag} a new folder (it is created), or move your files out of {given}")
     if owner.state == "verlfit":
         rerun = owner.marker.written_by == command and owner.marker.inputs == recorded_inputs
         if not (force or rerun):
-            what = f"{owner.marker.written_by}" + (f" from {', '.join(owner.marker.inputs)}" if owner.marker.inputs else "")
-            fix = (f"pass {force_flag} to replace those files (only those), or " if force_flag else "") + f"pass {flag} a new folder"
-            raise _refuse(f"{flag} {shown} holds what {what} wrote ({_listed(owner.files)}); {command} replaces it without "
-                          f"{force_flag or 'asking'} only when re-run on the same inputs", fix=fix)
+            what = owner.marker.written_by + (f" from {', '.join(owner.marker.inputs)}" if owner.marker.inputs else "")
+            fix = (f"pass {force_flag} to replace those files (only those), or " if force_flag else "")
+            fix += f"pass {flag} a new folder"
+            raise _refuse(f"{flag} {shown} holds what {what} wrote ({_listed(owner.files)}); {command} replaces it "
+                          f"without {force_flag or 'asking'} only when re-run on the same inputs", fix=fix)
         return Output(target, given, flag, command, recorded_inputs, owner.files, force)
     return Output(target, given, flag, command, recorded_inputs, (), force)
 
@@ -370,7 +383,8 @@ def check_output(path: str | os.PathLike, command: str, *, flag: str = "--output
 def _own_place_hint(run: Path, own_place: tuple[str, ...] | None) -> str:
     if own_place is None:
         return ""
-    return f", or leave it out for this command's own place in the run, {run.joinpath(*(part if part != '*' else 'NAME' for part in own_place))}"
+    place = run.joinpath(*(part if part != "*" else "NAME" for part in own_place))
+    return f", or leave it out for this command's own place in the run, {place}"
 
 
 def _children(folder: Path) -> list[Path]:
@@ -402,16 +416,20 @@ def written_by_verlfit(path: Path) -> bool:
     return isinstance(content, dict) and BENCH_RECORD_KEY in content
 
 
-def _check_file(given: Path, target: Path, shown: str, flag: str, command: str, force: bool, force_flag: str | None) -> Output:
+def _check_file(given: Path, target: Path, shown: str, flag: str, command: str, force: bool,
+                force_flag: str | None) -> Output:
     if target.is_dir():
-        raise _refuse(f"{flag} {shown} is a folder: {command} writes one file", fix=f"pass {flag} a file path, e.g. {given / 'result.json'}")
+        raise _refuse(f"{flag} {shown} is a folder: {command} writes one file",
+                      fix=f"pass {flag} a file path, e.g. {given / 'result.json'}")
     if target.exists():
         if not written_by_verlfit(target):
-            raise _refuse(f"{flag} {shown} is a file verlfit did not write: it is never replaced" + (f", even with {force_flag}" if force_flag else ""),
+            even = f", even with {force_flag}" if force_flag else ""
+            raise _refuse(f"{flag} {shown} is a file verlfit did not write: it is never replaced{even}",
                           fix=f"pass {flag} a new file name")
         if not force:
             raise _refuse(f"{flag} {shown} holds an earlier record {command} wrote",
-                          fix=(f"pass {force_flag} to replace it, or " if force_flag else "pass ") + f"{flag} a new file name")
+                          fix=(f"pass {force_flag} to replace it, or " if force_flag else "pass ")
+                          + f"{flag} a new file name")
         return Output(target, given, flag, command, (), (target.name,), force)
     return Output(target, given, flag, command, (), (), force)
 
@@ -530,8 +548,10 @@ def write_error(output: Output, error: OSError, before: str = "; what was there 
         cause = f"no space left on the disk of {output.given}"
     else:
         cause = (error.strerror or str(error)) + (f" ({error.filename})" if error.filename else "")
-    fix = (f"free space on the disk of {output.given}, or pass {output.flag} on another disk" if error.errno == errno.ENOSPC
-           else f"pass {output.flag} a folder you can write (it is created if missing)")
+    if error.errno == errno.ENOSPC:
+        fix = f"free space on the disk of {output.given}, or pass {output.flag} on another disk"
+    else:
+        fix = f"pass {output.flag} a folder you can write (it is created if missing)"
     return VerlfitError(f"cannot write to {output.flag} {output.given}: {cause}{before}", fix=fix)
 
 
@@ -582,7 +602,7 @@ def write_folder(output: Output, build: Callable[[Path], T], created: list[Path]
                 staging = target.parent / f".{target.name}{BUILDING}{secrets.token_hex(6)}"
                 staging.mkdir()
                 result = build(staging)
-                (staging / MARKER_NAME).write_text(json.dumps(marker_content(staging, output.command, output.inputs), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+                _write_marker(staging, output)
                 share_as_umask(staging)
                 _fsync_tree(staging)
                 _switch(output, staging)
@@ -608,8 +628,8 @@ def _switch(output: Output, staging: Path) -> None:
         os.rename(staging, target)  # rename(2) replaces an empty folder in one step
         return
     if owner.state != "verlfit":
-        raise _refuse(f"{output.flag} {output.given} changed while verlfit was writing: it now holds files verlfit did not write ({owner.reason}); "
-                      "nothing was replaced", fix=f"pass {output.flag} a new folder")
+        raise _refuse(f"{output.flag} {output.given} changed while verlfit was writing: it now holds files verlfit did "
+                      f"not write ({owner.reason}); nothing was replaced", fix=f"pass {output.flag} a new folder")
     old = target.parent / f".{target.name}{REPLACED}{secrets.token_hex(6)}"
     with signals_held():  # a Ctrl-C here is delivered once the new folder is in place and the old one removed
         if exchange(staging, target):
@@ -704,10 +724,11 @@ def build_new_folder(output: Output, build: Callable[[Path], T], marked: bool = 
                 staging.mkdir()
                 result = build(staging)
                 if marked:
-                    (staging / MARKER_NAME).write_text(json.dumps(marker_content(staging, output.command, output.inputs), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+                    _write_marker(staging, output)
                 share_as_umask(staging)
                 if target.exists() or target.is_symlink():
-                    raise _refuse(f"{output.flag} {output.given} appeared while verlfit was building it", fix=f"pass {output.flag} a new path")
+                    raise _refuse(f"{output.flag} {output.given} appeared while verlfit was building it",
+                                  fix=f"pass {output.flag} a new path")
                 os.rename(staging, target)
                 staging = None
             except OSError as error:

@@ -425,7 +425,9 @@ def register(subparsers):
     parser.add_argument("--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)")
     parser.add_argument("--output", metavar="DIR", required=True, help="output folder: absent, empty, or written by verlfit before")
     parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
-    parser.add_argument("--force", action="store_true", help="replace what verlfit wrote into --output before (from other inputs or another command); never a file verlfit did not write")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what verlfit wrote into --output before (from other inputs or another command); "
+                             "never a file verlfit did not write")
     parser.set_defaults(func=_run)
     return parser
 

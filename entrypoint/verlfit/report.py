@@ -316,7 +316,8 @@ class ReportResult:
     info_error: str | None = None  # why run.json could not be read (the report then rests on the metrics alone)
 
 
-def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | None = None, force: bool = False) -> ReportResult:
+def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | None = None,
+                 force: bool = False) -> ReportResult:
     """Write the plots and ``summary.txt`` for ``run_dir``; return where and what.
 
     ``force``: replace what verlfit wrote at ``output_dir`` before (another run's report); a report of the same run
@@ -330,7 +331,8 @@ def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | Non
 
     run = load_run(run_dir)
     out = Path(output_dir) if output_dir is not None else run.run_dir / REPORT_DIR
-    target = output_files.check_output(out, "verlfit report", force=force, inputs=[run.run_dir], own_place=(REPORT_DIR,))
+    target = output_files.check_output(out, "verlfit report", force=force, inputs=[run.run_dir],
+                                       own_place=(REPORT_DIR,))
     summary = summarize(run)
     specs = plot_data(run.records)
     if specs:
@@ -361,8 +363,12 @@ def register(subparsers):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
-    parser.add_argument("--output", metavar="DIR", help=f"where to write the plots: a new folder or an earlier report's (default RUN_DIR/{REPORT_DIR})")
-    parser.add_argument("--force", action="store_true", help="replace what verlfit wrote at --output before (another run's report; the same run's is replaced without it); never a file verlfit did not write")
+    parser.add_argument("--output", metavar="DIR",
+                        help="where to write the plots: a new folder or an earlier report's "
+                             f"(default RUN_DIR/{REPORT_DIR})")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what verlfit wrote at --output before (another run's report; the same run's is "
+                             "replaced without it); never a file verlfit did not write")
     parser.set_defaults(func=_run)
     return parser
 

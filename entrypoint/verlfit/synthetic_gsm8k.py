@@ -204,7 +204,8 @@ def write_jsonl(rows: List[Dict[str, str]], path: str) -> None:
     leaves no half file; the file gets the umask's permissions, as a plain ``open`` gives)."""
     from verlfit.output_files import write_file
 
-    write_file(path, "".join(json.dumps({"question": r["question"], "answer": r["answer"]}, ensure_ascii=False) + "\n" for r in rows))
+    lines = (json.dumps({"question": r["question"], "answer": r["answer"]}, ensure_ascii=False) + "\n" for r in rows)
+    write_file(path, "".join(lines))
 
 
 def write_splits(output_dir: str, n_train: int = 5000, n_test: int = 500, seed: int = 0,

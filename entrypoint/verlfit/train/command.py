@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"verlfit: {warning}")
         return launch(plan, run_dir, stall_timeout=args.stall_timeout)
     if args.run_dir and not args.dry_run:
-        check_run_directory(args.run_dir)  # where the run may not go is said before the GPU, model and data are looked at
+        check_run_directory(args.run_dir)  # said before the GPU, model and data are looked at
     plan = prepare_launch(args)
     if args.dry_run:
         if Path(plan.settings.run_dir).exists():
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             try:
                 check_run_directory(plan.settings.run_dir)
-            except VerlfitError as refusal:  # where a run directory may not go (inside another run): said in the rehearsal
+            except VerlfitError as refusal:  # a run directory inside another run: said in the rehearsal
                 plan.notes.append(f"a real run would refuse --run-dir: {refusal.message} ({refusal.fix})")
         from verlfit.doctor import missing_engine_packages
 

@@ -35,9 +35,12 @@ def check_run_directory(run_dir: str | os.PathLike):
 
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
-        raise VerlfitError(f"--run-dir {run_dir} is a file, not a directory", fix="pass a directory path that does not exist yet")
+        raise VerlfitError(f"--run-dir {run_dir} is a file, not a directory",
+                           fix="pass a directory path that does not exist yet")
     if run_dir.exists():
-        raise VerlfitError(f"run directory {run_dir} already exists", fix=f"continue it with `verlfit train --resume {shlex.quote(str(run_dir))}`, or pass another --run-dir")
+        resume = f"verlfit train --resume {shlex.quote(str(run_dir))}"
+        raise VerlfitError(f"run directory {run_dir} already exists",
+                           fix=f"continue it with `{resume}`, or pass another --run-dir")
     return check_output(run_dir, "verlfit train", flag="--run-dir", kind="new-folder", force_flag=None)
 
 
@@ -215,7 +218,8 @@ def record_resume(run_dir: Path, plan: LaunchPlan) -> None:
 def record_outcome(run_dir: Path, outcome: dict) -> bool:
     """Set ``outcome`` in ``run_dir/run.json`` (atomically); nothing when there is no run.json. Return whether it was
     recorded: a write that fails (a full disk) is said on stderr, run.json stays as it was and no temporary file is
-    left (:func:`verlfit.output_files.write_file`), since the run's failure, already explained, is what the user needs to see."""
+    left (:func:`verlfit.output_files.write_file`), since the run's failure, already explained, is what the user needs
+    to see."""
     record_path = run_dir / RUN_FILE
     if not record_path.is_file():
         return False
