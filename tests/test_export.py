@@ -217,7 +217,9 @@ def test_an_earlier_export_is_replaced_by_a_rerun_and_a_users_folder_never(full_
     export.export(full_run, output=out)
     first = (out / "model.safetensors").stat().st_mtime_ns
     assert cli.main(["export", str(full_run), "--output", str(out)]) == 0  # the same export again: replaced
-    assert "replaced verlfit's earlier output there: .verlfit-written.json" not in capsys.readouterr().out
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1].startswith(f"replaced what verlfit wrote in {out} before: config.json, ")  # says what it replaced
+    assert "model.safetensors" in printed[-1] and ".verlfit-written.json" not in printed[-1]
     assert (out / "model.safetensors").stat().st_mtime_ns != first
     (out / "old.txt").write_text("mine")
     for force in ([], ["--force"]):

@@ -117,6 +117,7 @@ def test_a_rerun_on_the_same_inputs_replaces_without_force_and_another_input_nee
     assert f"--output {out} holds what verlfit prepare-data from {inputs} wrote " in err
     assert "fix: pass --force to replace those files (only those), or pass --output a new folder" in err
     assert prepare(second, out, "--force") == 0
+    assert f"replaced what verlfit wrote in {out} before: test.parquet, train.parquet\n" in capsys.readouterr().out
     marker = json.loads((out / output_files.MARKER_NAME).read_text())
     assert marker["inputs"] == [str(second.resolve() / "train.parquet"), str(second.resolve() / "test.parquet")]
     assert sorted(marker["files"]) == ["test.parquet", "train.parquet"]
@@ -180,3 +181,22 @@ def test_remove_listed_removes_only_unchanged_listed_files(tmp_path, capsys):
     assert not (folder / "sub").exists()
     err = capsys.readouterr().err
     assert f"verlfit: warning: kept {folder}: it holds added.txt, changed.txt, not written by verlfit" in err
+
+
+def test_where_the_file_system_cannot_exchange_two_renames_switch_the_folder(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    first = output_files.check_output(out, "verlfit test")
+    output_files.write_folder(first, lambda folder: (folder / "a.txt").write_text("1"))
+    monkeypatch.setattr(output_files, "exchange", lambda first, second: False)  # renameat2 refused (NFS, an old kernel)
+    renames = []
+    real_rename = os.rename
+
+    def rename(source, target):
+        renames.append((Path(source).name[:22], Path(target).name[:22]))
+        return real_rename(source, target)
+
+    monkeypatch.setattr(os, "rename", rename)
+    second = output_files.check_output(out, "verlfit test")
+    output_files.write_folder(second, lambda folder: (folder / "a.txt").write_text("2"))
+    assert renames == [("out", ".out.verlfit-replaced-"), (".out.verlfit-building-", "out")]
+    assert (out / "a.txt").read_text() == "2" and sorted(path.name for path in tmp_path.iterdir()) == ["out"]

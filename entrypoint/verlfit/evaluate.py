@@ -552,7 +552,7 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
             summary = summary | {"comparison": comparison}
         summary["output"] = str(out)
         if target.replaces:
-            summary["replaced"] = list(target.replaces)
+            summary["replaced"] = output_files.replaced_text(target)
         return summary
     except BaseException:
         output_files.remove_created(created)  # only folders this eval created, only while empty
@@ -595,10 +595,9 @@ def describe(summary: dict) -> str:
                      f"({comparison['method']}); right only for model: {comparison['only_model']}, only for other: {comparison['only_other']}")
     if summary.get("score"):
         lines.append(f"scored by {summary['score']}")
-    replaced = ""
+    lines.append(f"written to {summary['output']}")
     if summary.get("replaced"):
-        replaced = f" (replacing verlfit's earlier eval there: {', '.join(summary['replaced'][:8])})"
-    lines.append(f"written to {summary['output']}{replaced}")
+        lines.append(summary["replaced"])
     return "\n".join(lines)
 
 

@@ -431,7 +431,7 @@ class ExportResult:
     checkpoint: Checkpoint
     output: Path
     written: dict  # role -> "model" or "adapter"
-    replaced: tuple = ()  # the files of verlfit's earlier output there that this export replaced
+    replaced: str = ""  # what of verlfit's earlier output there this export replaced (output_files.replaced_text)
 
 
 def export(run_dir, step: int | str = "latest", output=None, dtype: str | None = None, adapter_only: bool = False,
@@ -505,7 +505,7 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
         return written
 
     written = output_files.write_folder(target, build, created)
-    return ExportResult(checkpoint=checkpoint, output=out, written=written, replaced=target.replaces)
+    return ExportResult(checkpoint=checkpoint, output=out, written=written, replaced=output_files.replaced_text(target))
 
 
 def _has_lora(checkpoint: Checkpoint, role: str, fix: str | None = None) -> bool:
@@ -566,6 +566,5 @@ def _run(args) -> int:
     what = ", ".join(f"{role} {kind}" for role, kind in result.written.items())
     print(f"exported step {result.checkpoint.step} of {result.checkpoint.run_dir} ({what}) to {result.output}")
     if result.replaced:
-        more = f" and {len(result.replaced) - 8} more" if len(result.replaced) > 8 else ""
-        print(f"replaced verlfit's earlier output there: {', '.join(result.replaced[:8])}{more}")
+        print(result.replaced)
     return 0

@@ -701,6 +701,10 @@ def prepare(
         schema = features()
         tables = {split: Dataset.from_list(rows[split], features=schema) for split in SPLITS}
         result.paths = write_tables(output, tables)
+        if output.replaces:
+            from verlfit.output_files import replaced_text
+
+            log(replaced_text(output))
 
     for split in SPLITS:
         result.rows[split] = len(rows[split])

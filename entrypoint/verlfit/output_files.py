@@ -281,6 +281,14 @@ class Output:
     force: bool = False
 
 
+def replaced_text(output: Output) -> str:
+    """The line a command prints after replacing verlfit's earlier output (``""`` when nothing was there): which
+    files, so ``--force`` always says what it replaced."""
+    if not output.replaces:
+        return ""
+    return f"replaced what verlfit wrote in {output.given} before: {_listed(output.replaces)}"
+
+
 def _refuse(message: str, fix: str) -> VerlfitError:
     return VerlfitError(message, fix=fix, exit_code=2)
 

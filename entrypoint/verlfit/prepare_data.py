@@ -355,6 +355,10 @@ def prepare_data(
     with gsm8k._quiet_datasets():
         tables = {split: Dataset.from_list(rows[split], features=gsm8k.features()) for split in ("train", "test")}
         result.paths = gsm8k.write_tables(output, tables)
+        if output.replaces:
+            from verlfit.output_files import replaced_text
+
+            log(replaced_text(output))
     for split in ("train", "test"):
         result.rows[split] = len(rows[split])
         dropped = f", {result.dropped[split]} over {max_prompt_length} tokens dropped" if split in result.dropped else ""

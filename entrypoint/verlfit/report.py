@@ -314,6 +314,7 @@ class ReportResult:
     files: list[Path]
     summary: str
     info_error: str | None = None  # why run.json could not be read (the report then rests on the metrics alone)
+    replaced: str = ""  # what of verlfit's earlier output there it replaced (output_files.replaced_text)
 
 
 def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | None = None,
@@ -346,7 +347,8 @@ def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | Non
 
     output_files.write_folder(target, build)
     files = [out / f"{name}.png" for name in specs] + [out / SUMMARY_FILE]
-    return ReportResult(output_dir=out, files=files, summary=summary, info_error=run.info_error)
+    return ReportResult(output_dir=out, files=files, summary=summary, info_error=run.info_error,
+                        replaced=output_files.replaced_text(target))
 
 
 def register(subparsers):
@@ -379,6 +381,8 @@ def _run(args) -> int:
     result = write_report(args.run_dir, args.output, args.force)
     print(result.summary)
     print(f"written to {result.output_dir}")
+    if result.replaced:
+        print(result.replaced)
     if result.info_error:
         raise VerlfitError(f"{result.info_error}: the report above rests on the metrics alone (total steps and process id unknown)", fix=DAMAGED_RECORD_FIX)
     return 0
