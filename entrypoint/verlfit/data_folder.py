@@ -90,7 +90,7 @@ class FolderReport:
 
     @property
     def writable(self) -> bool:
-        """True where verlfit may write prepared data without ``--force``."""
+        """True where ``verlfit train`` may prepare GSM8K into the folder: absent, empty, or prepared by verlfit."""
         return self.state in (FolderState.ABSENT, FolderState.EMPTY, FolderState.VERLFIT_PREPARED)
 
     @property
