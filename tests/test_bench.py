@@ -89,8 +89,13 @@ def test_bench_runs_both_configurations_and_writes_the_json(tmp_path, monkeypatc
     assert f"bench: wrote {output}; attach it to an issue on verlfit's tracker" in out
     assert list(output.parent.iterdir()) == [output]
 
+    # the record is replaced only with --force, and that is said before anything runs
+    before = output.read_bytes()
+    with pytest.raises(VerlfitError, match=f"--output {output} holds an earlier record verlfit bench wrote"):
+        bench._run(parse(["--work", str(tmp_path), "--output", str(output)]), run=lambda argv: pytest.fail("launched"))
+    assert output.read_bytes() == before
     # a second bench with the same --work (and another shape) runs into a folder of its own
-    assert bench._run(parse(["--work", str(tmp_path), "--output", str(output), "--shape", "qwen2.5-1.5b", "--configs", "verlfit"]), run=fake_run) == 0
+    assert bench._run(parse(["--work", str(tmp_path), "--output", str(output), "--shape", "qwen2.5-1.5b", "--configs", "verlfit", "--force"]), run=fake_run) == 0
     assert launched[2].name == "verlfit" and launched[2].parent not in (runs, tmp_path / "runs") and launched[2].parent.parent == tmp_path / "runs"
     assert prepared[1] == (tmp_path, "qwen2.5-1.5b", None) and json.loads(output.read_text())["model"] == "qwen2.5-1.5b"
 

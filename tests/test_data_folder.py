@@ -68,7 +68,8 @@ def test_marker_lists_each_file_with_size_and_sha256(tmp_path):
     out = tmp_path / "out"
     run_prepare(write_jsonl(tmp_path / "raw"), out)
     marker = json.loads((out / MARKER_NAME).read_text())
-    assert marker["format"] == 1 and marker["written_by"] == "verlfit prepare-gsm8k"
+    assert marker["format"] == 2 and marker["written_by"] == "verlfit prepare-gsm8k"
+    assert marker["inputs"] == [str((tmp_path / "raw").resolve())]
     assert marker["files"] == {
         name: {"bytes": (out / name).stat().st_size, "sha256": data_folder.file_digest(out / name)} for name in ("test.parquet", "train.parquet")
     }
@@ -149,9 +150,9 @@ def test_prepare_gsm8k_refuses_a_folder_with_the_users_verl_data_and_says_how(tm
         run_prepare(write_jsonl(tmp_path / "raw"), user)
     assert caught.value.exit_code == 2
     assert str(caught.value) == (
-        f"--output {user} holds files verlfit did not write (test.parquet, train.parquet; train.parquet lacks prompt; test.parquet lacks prompt): "
-        "verlfit writes prepared data only into a folder that is absent, empty, or holds data it prepared itself\n"
-        "  fix: pass --output a new folder, or --force to write there anyway: it replaces train.parquet, test.parquet"
+        f"--output {user} holds files verlfit did not write (no verlfit marker: verlfit did not write test.parquet, train.parquet): "
+        "verlfit never replaces or deletes them, even with --force\n"
+        f"  fix: pass --output a new folder (it is created), or move your files out of {user}"
     )
     assert {path.name: path.read_bytes() for path in user.iterdir()} == before
 
@@ -164,30 +165,41 @@ def test_train_folder_with_only_the_users_train_parquet_is_never_filled_with_gsm
     pq.write_table(pa.table({"data_source": ["mine"], "prompt": [[{"role": "user", "content": "2+2?"}]], "reward_model": [{"style": "rule", "ground_truth": "4"}]}), user / "train.parquet")
     before = (user / "train.parquet").read_bytes()
     assert not gsm8k.is_prepared(user)
-    with pytest.raises(VerlfitError, match=r"holds files verlfit did not write \(train\.parquet; no verlfit marker\)"):
+    with pytest.raises(VerlfitError, match=r"holds files verlfit did not write \(no verlfit marker: verlfit did not write train\.parquet\)"):
         gsm8k.prepare(source=None, output_dir=user, log=lambda line: None)  # the hub is never asked: refused first
     assert sorted(path.name for path in user.iterdir()) == ["train.parquet"]
     assert (user / "train.parquet").read_bytes() == before
 
 
-def test_verl_made_data_is_refused_too_and_force_says_what_it_keeps(tmp_path, capsys):
+def test_verl_made_data_is_refused_even_with_force_and_kept(tmp_path, capsys):
+    # issue 32: --force used to replace the user's train.parquet/test.parquet (keeping the rest); --force now replaces
+    # only what verlfit wrote, so a folder of the user's is refused with it too
     folder = verl_made(tmp_path)
     (folder / "README.md").write_text("my notes")
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
     raw = write_jsonl(tmp_path / "raw")
-    status = cli.main(["prepare-gsm8k", "--input", str(raw), "--output", str(folder)])
-    err = capsys.readouterr().err
-    assert status == 2
-    assert f"verlfit: error: --output {folder} holds data in verl's format that verlfit did not write (README.md, test.parquet, train.parquet; " in err
-    assert "  fix: pass --output a new folder, or --force to write there anyway: it replaces train.parquet, test.parquet and keeps README.md as they are\n" in err
-    assert cli.main(["prepare-gsm8k", "--input", str(raw), "--output", str(folder), "--force"]) == 0
-    assert (folder / "README.md").read_text() == "my notes"
-    assert data_folder_state(folder).state is FolderState.VERL_FORMAT  # README.md is still not ours
+    for force in ([], ["--force"]):
+        assert cli.main(["prepare-gsm8k", "--input", str(raw), "--output", str(folder), *force]) == 2
+        err = capsys.readouterr().err
+        assert (f"verlfit: error: --output {folder} holds files verlfit did not write (no verlfit marker: verlfit did not write README.md, "
+                "test.parquet, train.parquet): verlfit never replaces or deletes them, even with --force\n") in err
+        assert f"  fix: pass --output a new folder (it is created), or move your files out of {folder}\n" in err
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+    assert data_folder_state(folder).state is FolderState.VERL_FORMAT
 
 
-def test_a_folder_verlfit_wrote_is_written_again_without_force(tmp_path):
+def test_a_folder_verlfit_wrote_is_replaced_by_a_rerun_and_by_force_only(tmp_path):
     out = tmp_path / "out"
     run_prepare(write_jsonl(tmp_path / "a", TRAIN[:3], TEST[:1]), out)
-    result, _ = run_prepare(write_jsonl(tmp_path / "b"), out)
+    result, _ = run_prepare(tmp_path / "a", out)  # a re-run on the same input
+    assert result.rows == {"train": 3, "test": 1}
+    with pytest.raises(VerlfitError) as caught:  # another input: verlfit's earlier output is replaced only with --force
+        run_prepare(write_jsonl(tmp_path / "b"), out)
+    assert str(caught.value) == (
+        f"--output {out} holds what verlfit prepare-gsm8k from {(tmp_path / 'a').resolve()} wrote (test.parquet, train.parquet); "
+        "verlfit prepare-gsm8k replaces it without --force only when re-run on the same inputs\n"
+        "  fix: pass --force to replace those files (only those), or pass --output a new folder")
+    result, _ = run_prepare(tmp_path / "b", out, force=True)
     assert result.rows == {"train": 5, "test": 2}
     assert data_folder_state(out).state is FolderState.VERLFIT_PREPARED
 
@@ -195,24 +207,20 @@ def test_a_folder_verlfit_wrote_is_written_again_without_force(tmp_path):
 def test_refusal_for_a_file_in_the_folders_place_even_with_force(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(VerlfitError) as caught:
-        data_folder.check_writable(tmp_path / "file", force=True)
-    assert str(caught.value) == f"--output {tmp_path / 'file'} is a file, not a folder\n  fix: pass --output a folder (it is created if missing)"
+        run_prepare(write_jsonl(tmp_path / "raw"), tmp_path / "file", force=True)
+    assert str(caught.value) == (f"--output {tmp_path / 'file'} is a file, not a folder: verlfit prepare-gsm8k writes a folder and never replaces a file\n"
+                                 "  fix: pass --output a folder path (it is created if missing)")
+    assert (tmp_path / "file").read_text() == "x"
 
 
-def test_a_dangling_link_or_a_fifo_as_the_output_folder_is_said_as_such(tmp_path):
+def test_a_link_to_a_missing_folder_is_followed_and_a_fifo_as_the_output_folder_is_said_as_such(tmp_path):
     """issue 32 item 18: a dangling symbolic link was "a file"."""
     import os
 
-    from verlfit.data_folder import check_writable
-
+    # a link to a folder not made yet is followed (the write policy resolves links first): the data lands where it points
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
-    with pytest.raises(VerlfitError) as caught:
-        check_writable(tmp_path / "dangling", force=True)
-    assert (
-        caught.value.message
-        == f"--output {tmp_path / 'dangling'} is a symbolic link to {tmp_path / 'gone'}, which does not exist, not a"
-        " folder"
-    )
+    run_prepare(write_jsonl(tmp_path / "raw"), tmp_path / "dangling")
+    assert (tmp_path / "dangling").is_symlink() and (tmp_path / "gone" / "train.parquet").is_file()
     os.mkfifo(tmp_path / "pipe")
-    with pytest.raises(VerlfitError, match=r"is a named pipe \(FIFO\), not a folder\n"):
-        check_writable(tmp_path / "pipe")
+    with pytest.raises(VerlfitError, match=r"is a named pipe \(FIFO\)"):
+        run_prepare(write_jsonl(tmp_path / "raw2"), tmp_path / "pipe")

@@ -129,7 +129,8 @@ def test_run_eval_writes_rows_summary_and_comparison(data_dir, tmp_path):
     comparison = json.loads((out / "comparison.json").read_text())
     assert (comparison["difference"], comparison["only_model"], comparison["only_other"]) == (0.25, 2, 0)
     assert summary["comparison"]["difference"] == 0.25
-    assert sorted(p.name for p in out.iterdir()) == ["compare", "comparison.json", "rows.jsonl", "summary.json"]  # no temporary files
+    assert sorted(p.name for p in out.iterdir()) == [".verlfit-written.json", "compare", "comparison.json", "rows.jsonl", "summary.json"]  # no temporary files
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "test.parquet"]  # nothing left beside it
     text = evaluate.describe(summary)
     assert "after: accuracy 0.5000 (4/8), format 0.7500" in text and "difference (model - other, same 8 rows): +0.2500" in text
 
@@ -150,7 +151,7 @@ def test_cli_on_a_run_directory_exports_on_the_fly(tmp_path, data_dir):
 
     run = test_export._make(tmp_path / "run", "--step", "2")
     assert cli.main(["eval", str(run), "--data", str(data_dir), "--limit", "3", "--max-new-tokens", "4", "--batch-size", "2"]) == 0
-    out = run / "eval" / "global_step_2-test"
+    out = run / "eval" / f"global_step_2-{data_dir.name}-test"  # the data folder in the name: another data set never shares it
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["rows"], summary["step"], summary["run_dir"], summary["settings_from"], summary["dtype"]) == (3, 2, str(run), "the run's profile p40", "float32")
     assert len((out / "rows.jsonl").read_text().splitlines()) == 3
@@ -208,11 +209,11 @@ def test_an_unwritable_output_fails_before_any_row_is_scored(data_dir, tiny_qwen
     blocker.write_text("x")
     with pytest.raises(VerlfitError) as error:
         evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(blocker / "ev"), make_generator=_never)
-    assert error.value.message.startswith(f"cannot write to --output {blocker / 'ev'}: ")
+    assert error.value.message == f"--output {blocker / 'ev'}: {blocker} is a file, not a folder"
     real_mkdir = Path.mkdir
 
     def denied(self, *args, **kwargs):  # tests run as root, which no file mode stops: the kernel's answer, faked
-        if self == tmp_path / "ro" / "ev":
+        if self.parent == tmp_path / "ro":
             raise PermissionError(errno.EACCES, "Permission denied", str(self))
         return real_mkdir(self, *args, **kwargs)
 
@@ -220,29 +221,37 @@ def test_an_unwritable_output_fails_before_any_row_is_scored(data_dir, tiny_qwen
     monkeypatch.setattr(Path, "mkdir", denied)
     with pytest.raises(VerlfitError) as error:
         evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ro" / "ev"), make_generator=_never)
-    assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: permission denied"
+    assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: permission denied ({tmp_path / 'ro'} is not writable for this user)"
 
     def read_only(
         self, *args, **kwargs
     ):  # a read-only mount: EROFS, which no permission change fixes (issue 32 item 18)
-        if self == tmp_path / "ro" / "ev":
+        if self.parent == tmp_path / "ro":
             raise OSError(errno.EROFS, "Read-only file system", str(self))
         return real_mkdir(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "mkdir", read_only)
     with pytest.raises(VerlfitError) as error:
         evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ro" / "ev"), make_generator=_never)
-    assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: read-only file system"
+    assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: {tmp_path / 'ro'} is on a read-only file system"
 
 
-def test_a_failed_result_write_names_the_file(tmp_path, monkeypatch):
-    def full(source, target):
+def test_a_failed_result_write_names_the_output_and_leaves_it_as_it_was(data_dir, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    evaluate.run_eval("after", str(data_dir), output=str(out), limit=4, make_generator=_fixed_generator, preflight=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(evaluate.os, "replace", full)
-    with pytest.raises(VerlfitError, match=rf"^cannot write {tmp_path / 'summary.json'}: no space left on the disk"):
-        evaluate._write_atomic(tmp_path / "summary.json", "{}")
-    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(VerlfitError) as error:
+        evaluate.run_eval("after", str(data_dir), output=str(out), limit=8, make_generator=_fixed_generator, preflight=False)
+    assert str(error.value) == (f"cannot write to --output {out}: no space left on the disk of {out}; what was there before is unchanged\n"
+                                f"  fix: free space on the disk of {out}, or pass --output on another disk")
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "test.parquet"]
 
 
 def _fixed_generator(path, **settings):
@@ -250,18 +259,16 @@ def _fixed_generator(path, **settings):
     return fixed(good if path == "after" else dict(good, q0="#### 71", q1="no idea"))
 
 
-def test_eval_without_compare_removes_the_stale_comparison(data_dir, tmp_path):
+def test_eval_without_compare_leaves_no_stale_comparison_and_never_a_users_file(data_dir, tmp_path):
     out = tmp_path / "out"
     evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", limit=8, make_generator=_fixed_generator, preflight=False)
-    (out / "compare" / "notes.txt").write_text("mine")  # not eval's: must stay
-    summary = evaluate.run_eval("after", str(data_dir), output=str(out), limit=4, make_generator=_fixed_generator, preflight=False)
-    assert sorted(p.name for p in out.iterdir()) == ["compare", "rows.jsonl", "summary.json"]
-    assert sorted(p.name for p in (out / "compare").iterdir()) == ["notes.txt"]
-    assert json.loads((out / "summary.json").read_text())["rows"] == 4 and "comparison" not in summary
-    (out / "compare" / "notes.txt").unlink()
-    evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", limit=8, make_generator=_fixed_generator, preflight=False)
-    evaluate.run_eval("after", str(data_dir), output=str(out), limit=4, make_generator=_fixed_generator, preflight=False)
-    assert sorted(p.name for p in out.iterdir()) == ["rows.jsonl", "summary.json"]
+    evaluate.run_eval("after", str(data_dir), output=str(out), limit=4, make_generator=_fixed_generator, preflight=False, force=True)
+    assert sorted(p.name for p in out.iterdir()) == [".verlfit-written.json", "rows.jsonl", "summary.json"]  # the folder is replaced whole
+    assert json.loads((out / "summary.json").read_text())["rows"] == 4
+    (out / "notes.txt").write_text("mine")  # not eval's: must stay, and the eval is refused
+    with pytest.raises(VerlfitError, match=r"holds files verlfit did not write \(verlfit did not write notes\.txt\)"):
+        evaluate.run_eval("after", str(data_dir), output=str(out), limit=4, make_generator=_never, preflight=False, force=True)
+    assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_compare_with_itself_is_refused(data_dir, tiny_qwen2_dir, tmp_path, capsys):
@@ -292,7 +299,8 @@ def test_outputs_get_the_umask_mode(data_dir, tmp_path):
     finally:
         os.umask(old)
     modes = {str(p.relative_to(out)): p.stat().st_mode & 0o777 for p in out.rglob("*") if p.is_file()}
-    assert modes == {"rows.jsonl": 0o644, "summary.json": 0o644, "comparison.json": 0o644, "compare/rows.jsonl": 0o644, "compare/summary.json": 0o644}
+    assert modes == {"rows.jsonl": 0o644, "summary.json": 0o644, "comparison.json": 0o644, "compare/rows.jsonl": 0o644, "compare/summary.json": 0o644,
+                     ".verlfit-written.json": 0o644}
 
 
 # --------------------------------------------------------------------------- any task
@@ -407,3 +415,92 @@ def test_eval_help_speaks_of_own_tasks_and_reward_functions(capsys):
         in text
     )
     assert "--data data/shelf --reward-function data/shelf_reward.py # your own task" in text
+
+
+# --------------------------------------------------------------------------- issue 32: eval loses nothing
+
+
+def test_item3_eval_into_a_folder_holding_the_users_results_is_refused_and_they_are_kept(data_dir, tmp_path):
+    mine = tmp_path / "results"
+    mine.mkdir()
+    (mine / "summary.json").write_text('{"mine": true}')
+    (mine / "rows.jsonl").write_text('{"row": 0}\n')
+    with pytest.raises(VerlfitError) as error:
+        evaluate.run_eval("after", str(data_dir), output=str(mine), make_generator=_never, preflight=False)
+    assert error.value.message == (f"--output {mine} holds files verlfit did not write (no verlfit marker: verlfit did not write rows.jsonl, summary.json): "
+                                   "verlfit never replaces or deletes them, even with --force")
+    assert error.value.exit_code == 2
+    assert (mine / "summary.json").read_text() == '{"mine": true}' and (mine / "rows.jsonl").read_text() == '{"row": 0}\n'
+
+
+def test_item4_evals_of_two_runs_exports_or_two_data_folders_never_share_a_default_folder(data_dir, tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    models = []
+    for run in ("runA", "runB"):
+        model = work / run / "export" / "global_step_50"
+        model.mkdir(parents=True)
+        (model / "config.json").write_text("{}")
+        models.append(model)
+    other_data = tmp_path / "other-data"
+    shutil.copytree(data_dir, other_data, ignore=shutil.ignore_patterns("work", "other-data"))
+    monkeypatch.chdir(work)
+    outputs = []
+    for model, data in ((models[0], data_dir), (models[1], data_dir), (models[0], other_data)):
+        summary = evaluate.run_eval(str(model.relative_to(work)), str(data), limit=2, make_generator=_fixed_generator, preflight=False)
+        outputs.append(summary["output"])
+    assert outputs == [f"eval/runA-global_step_50-{data_dir.name}-test", f"eval/runB-global_step_50-{data_dir.name}-test", "eval/runA-global_step_50-other-data-test"]
+    for output, model in zip(outputs, ("runA/export/global_step_50", "runB/export/global_step_50", "runA/export/global_step_50")):
+        assert json.loads((work / output / "summary.json").read_text())["model"] == model  # each kept, none replaced
+
+
+def test_item9_a_reward_function_raising_on_a_row_keeps_the_rows_scored_before_and_names_the_row(data_dir, tmp_path):
+    reward = tmp_path / "reward.py"
+    reward.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                      "    if 'first guess' in solution_str:\n"
+                      "        raise ValueError('cannot parse this answer')\n"
+                      "    return 1.0 if solution_str.strip().endswith(ground_truth) else 0.0\n")
+    out = tmp_path / "out"
+    with pytest.raises(VerlfitError) as error:
+        evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=4, make_generator=_fixed_generator, preflight=False, reward_function=str(reward))
+    assert error.value.message == (f"eval stopped at row 5 of {data_dir / 'test.parquet'}: reward function {reward}:compute_score raised ValueError: cannot parse this answer; "
+                                   f"the 5 rows scored before it are written to {out} (summary.json says \"partial\": true)")
+    assert error.value.exit_code == 1
+    rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert [r["row"] for r in rows] == [0, 1, 2, 3, 4] and [r["score"] for r in rows] == [1.0, 0.0, 1.0, 0.0, 0.0]  # "1,234" is not "1234"
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["partial"], summary["stopped_at_row"], summary["rows"], summary["stopped_because"]) == (
+        True, 5, 5, f"reward function {reward}:compute_score raised ValueError: cannot parse this answer")
+
+
+def test_item9_ctrl_c_while_generating_keeps_the_finished_batches_and_exits_130(data_dir, tmp_path, capsys):
+    def interrupted_on_the_second_batch(path, **settings):
+        generate = _fixed_generator(path, **settings)
+
+        def call(prompts):
+            if generate.calls:
+                raise KeyboardInterrupt
+            return generate(prompts)
+
+        call.calls = generate.calls
+        return call
+
+    out = tmp_path / "out"
+    with pytest.raises(VerlfitError) as error:
+        evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=interrupted_on_the_second_batch, preflight=False)
+    assert error.value.exit_code == 130
+    assert error.value.message.startswith(f"eval stopped at row 3 of {data_dir / 'test.parquet'}: interrupted (Ctrl-C); the 3 rows scored before it are written to {out}")
+    assert json.loads((out / "summary.json").read_text())["partial"] is True
+    assert len((out / "rows.jsonl").read_text().splitlines()) == 3
+
+
+def test_an_eval_of_a_run_is_refused_before_its_checkpoint_is_exported(tmp_path, data_dir, monkeypatch, capsys):
+    import test_export
+
+    from verlfit import export
+
+    run = test_export._make(tmp_path / "run", "--step", "2")
+    monkeypatch.setattr(export, "export", lambda *args, **kwargs: pytest.fail("exported before the output was checked"))
+    assert cli.main(["eval", str(run), "--data", str(data_dir), "--output", str(run / "checkpoints")]) == 2
+    err = capsys.readouterr().err
+    assert f"verlfit: error: --output {run / 'checkpoints'} lies inside the run directory {run}, outside this command's own place there\n" in err
+    assert f"  fix: pass --output a new folder outside the run, or leave it out for this command's own place in the run, {run / 'eval' / 'NAME'}\n" in err

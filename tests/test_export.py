@@ -212,17 +212,21 @@ def test_missing_shard_and_data(full_run, tmp_path):
         export.find_checkpoint(run)
 
 
-def test_output_exists_then_force(full_run, tmp_path):
+def test_an_earlier_export_is_replaced_by_a_rerun_and_a_users_folder_never(full_run, tmp_path, capsys):
     out = tmp_path / "model"
-    out.mkdir()
-    (out / "old.txt").write_text("old")
-    assert cli.main(["export", str(full_run), "--output", str(out)]) == 1
-    assert (out / "old.txt").exists()
-    with pytest.raises(VerlfitError, match="already exists") as error:
-        export.export(full_run, output=out)
-    assert "--force" in str(error.value)
-    export.export(full_run, output=out, force=True)
-    assert not (out / "old.txt").exists() and (out / "model.safetensors").is_file()
+    export.export(full_run, output=out)
+    first = (out / "model.safetensors").stat().st_mtime_ns
+    assert cli.main(["export", str(full_run), "--output", str(out)]) == 0  # the same export again: replaced
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[-1].startswith(f"replaced what verlfit wrote in {out} before: config.json, ")  # says what it replaced
+    assert "model.safetensors" in printed[-1] and ".verlfit-written.json" not in printed[-1]
+    assert (out / "model.safetensors").stat().st_mtime_ns != first
+    (out / "old.txt").write_text("mine")
+    for force in ([], ["--force"]):
+        assert cli.main(["export", str(full_run), "--output", str(out), *force]) == 2
+        err = capsys.readouterr().err
+        assert f"verlfit: error: --output {out} holds files verlfit did not write (verlfit did not write old.txt): verlfit never replaces or deletes them, even with --force\n" in err
+    assert (out / "old.txt").read_text() == "mine" and (out / "model.safetensors").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
 
@@ -289,27 +293,34 @@ def test_garbage_shard_is_named_and_the_output_parents_it_created_are_removed(fu
 
 
 def test_unwritable_output_is_named_and_directories_it_created_are_removed(full_run, tmp_path, monkeypatch):
-    # tests run as root, which no file mode stops: the kernel's answer is faked where verl's export first writes
-    def denied(*args, dir=None, **kwargs):
-        raise PermissionError(errno.EACCES, "Permission denied", dir)
-
-    monkeypatch.setattr(export.tempfile, "mkdtemp", denied)
+    # tests run as root, which no file mode stops: the kernel's answer is faked where the export first writes
     kept = tmp_path / "ro"
     kept.mkdir()
+    real_mkdir = Path.mkdir
+
+    def denied(self, *args, **kwargs):
+        if self.parent == kept / "sub":
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return real_mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", denied)
     with pytest.raises(VerlfitError) as error:
         export.export(full_run, output=kept / "sub" / "exp")
-    assert error.value.message == f"cannot export to {kept / 'sub'}: permission denied ({kept / 'sub'})"
-    assert error.value.fix == "pass --output a directory you can write (and with room for the model)"
+    assert error.value.message == f"cannot write to --output {kept / 'sub' / 'exp'}: permission denied ({kept / 'sub'} is not writable for this user)"
+    assert error.value.fix == "pass --output a folder you can write (it is created if missing)"
     assert list(kept.iterdir()) == []  # sub/ (made by this run) removed, ro/ (there before) kept
     assert kept.is_dir()
 
-    def read_only(*args, dir=None, **kwargs):  # a read-only mount says so (issue 32 item 18: it said permission denied)
-        raise OSError(errno.EROFS, "Read-only file system", dir)
+    def read_only(self, *args, **kwargs):  # a read-only mount says so (issue 32 item 18: it said permission denied)
+        if self.parent == kept / "sub":
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_mkdir(self, *args, **kwargs)
 
-    monkeypatch.setattr(export.tempfile, "mkdtemp", read_only)
+    monkeypatch.setattr(Path, "mkdir", read_only)
     with pytest.raises(VerlfitError) as error:
         export.export(full_run, output=kept / "sub" / "exp")
-    assert error.value.message == f"cannot export to {kept / 'sub'}: read-only file system ({kept / 'sub'})"
+    assert error.value.message == f"cannot write to --output {kept / 'sub' / 'exp'}: {kept / 'sub'} is on a read-only file system"
+    assert list(kept.iterdir()) == []
 
 
 def test_lora_alpha_on_a_full_run_is_refused(full_run, tmp_path, capsys):
@@ -360,8 +371,8 @@ def test_force_onto_a_file_is_refused_and_the_file_kept(full_run, tmp_path, caps
     target.write_text("mine")
     assert cli.main(["export", str(full_run), "--output", str(target), "--force"]) == 2
     err = capsys.readouterr().err
-    assert f"verlfit: error: the output {target} is a file, not a model directory: export writes a directory and --force replaces only one" in err
-    assert "fix: pass --output a directory path (new, or an earlier export to replace with --force)" in err
+    assert f"verlfit: error: --output {target} is a file, not a folder: verlfit export writes a folder and never replaces a file" in err
+    assert "fix: pass --output a folder path (it is created if missing)" in err
     assert target.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
@@ -422,3 +433,53 @@ def test_a_16_bit_lora_base_exports_in_its_dtype_merged_in_fp32(lora_bf16_run, t
     with torch.no_grad():
         logits = peft_model(input_ids=reference["input_ids"]).logits
     torch.testing.assert_close(logits, reference["actor_logits"], rtol=0, atol=1e-6)
+
+
+# --------------------------------------------------------------------------- issue 32: export loses nothing
+
+
+def _checksums(folder: Path) -> dict:
+    import hashlib
+
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("where, words", [
+    ("run", "is a run directory (it holds run.json): its checkpoints and records are never replaced"),
+    ("run/..", "holds the input {run} of this command: writing there would replace what it reads"),
+    ("run/checkpoints", "lies inside the run directory {run}, outside this command's own place there"),
+])
+def test_item1_export_onto_its_run_its_parent_or_its_checkpoints_is_refused_with_force_too(full_run, tmp_path, monkeypatch, capsys, where, words):
+    run = _copy_run(full_run, tmp_path)
+    (tmp_path / "notes.txt").write_text("beside the run")
+    before = _checksums(tmp_path)
+    monkeypatch.chdir("/")  # the current directory is none of the outputs: their own refusals are said
+    output = tmp_path / where
+    assert cli.main(["export", str(run), "--output", str(output), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert words.format(run=run) in err and "Traceback" not in err
+    assert "fix: pass --output a new folder" in err
+    assert _checksums(tmp_path) == before
+
+
+def test_item2_export_force_onto_a_users_folder_keeps_it_and_says_the_fix(full_run, tmp_path, capsys):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "README.md").write_text("my notes")
+    assert cli.main(["export", str(full_run), "--output", str(folder), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert (f"verlfit: error: --output {folder} holds files verlfit did not write (no verlfit marker: verlfit did not write README.md): "
+            "verlfit never replaces or deletes them, even with --force\n") in err
+    assert f"  fix: pass --output a new folder (it is created), or move your files out of {folder}\n" in err
+    assert sorted(p.name for p in folder.iterdir()) == ["README.md"] and (folder / "README.md").read_text() == "my notes"
+
+
+def test_item8_export_into_the_current_directory_is_refused_and_leaves_nothing(full_run, tmp_path, monkeypatch, capsys):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert cli.main(["export", str(full_run), "--output", ".", "--force"]) == 2
+    err = capsys.readouterr().err
+    assert f"verlfit: error: --output . ({work}) is the current directory: verlfit writes its output as a folder of its own and never into the folder you work in\n" in err
+    assert "  fix: pass --output a new folder, e.g. --output ./export-output\n" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"] and list(work.iterdir()) == []

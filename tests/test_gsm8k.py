@@ -392,7 +392,7 @@ def test_rerun_is_byte_identical(tmp_path):
     for name, data in first.items():
         assert (tmp_path / "a" / name).read_bytes() == data
         assert (tmp_path / "b" / name).read_bytes() == data
-    assert sorted(os.listdir(tmp_path / "a")) == [".verlfit-prepared.json", "test.parquet", "train.parquet"]
+    assert sorted(os.listdir(tmp_path / "a")) == [".verlfit-written.json", "test.parquet", "train.parquet"]
 
 
 def test_disk_full_mid_write_leaves_previous_output_and_no_temp_file(tmp_path, monkeypatch):
@@ -413,14 +413,16 @@ def test_disk_full_mid_write_leaves_previous_output_and_no_temp_file(tmp_path, m
 
     monkeypatch.setattr(datasets.Dataset, "to_parquet", full_on_second_file)
     with pytest.raises(VerlfitError) as caught:
-        run_prepare(write_jsonl(tmp_path / "new"), out)
+        run_prepare(write_jsonl(tmp_path / "new"), out, force=True)
     assert str(caught.value) == (
-        f"cannot write to output directory {out}: no space left on the disk of {out}; "
-        "previous train.parquet and test.parquet there (if any) are unchanged\n"
-        f"  fix: free space on the disk of {out}, or pass --output DIR on another disk"
+        f"cannot write to --output {out}: no space left on the disk of {out}; what was there before is unchanged\n"
+        f"  fix: free space on the disk of {out}, or pass --output on another disk"
     )
-    assert [Path(path).parent for path in written] == [out, out]  # temporary files next to the outputs
-    assert sorted(os.listdir(out)) == [".verlfit-prepared.json", "test.parquet", "train.parquet"]  # the first run's marker, unchanged
+    # both files went into one folder built beside the output (switched in whole, or not at all)
+    assert len({Path(path).parent for path in written}) == 1 and Path(written[0]).parent.parent == tmp_path
+    assert Path(written[0]).parent.name.startswith(".out.verlfit-building-")
+    assert sorted(os.listdir(tmp_path)) == ["new", "old", "out"]  # the building folder removed
+    assert sorted(os.listdir(out)) == [".verlfit-written.json", "test.parquet", "train.parquet"]  # the first run's marker, unchanged
     for name, data in before.items():
         assert (out / name).read_bytes() == data
 
@@ -428,7 +430,7 @@ def test_disk_full_mid_write_leaves_previous_output_and_no_temp_file(tmp_path, m
 def test_output_directory_that_cannot_be_created(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(VerlfitError, match=f"^--output {re.escape(str(blocker / 'gsm8k'))}: {re.escape(str(blocker))} is a file, not a directory"):
+    with pytest.raises(VerlfitError, match=f"^--output {re.escape(str(blocker / 'gsm8k'))}: {re.escape(str(blocker))} is a file, not a folder"):
         run_prepare(write_jsonl(tmp_path / "in"), blocker / "gsm8k")
 
 
@@ -587,8 +589,9 @@ def test_output_that_is_a_file_and_a_missing_tokenizer_directory(tmp_path):
     from verlfit.gsm8k import load_tokenizer
 
     (tmp_path / "afile").write_text("x")
-    with pytest.raises(VerlfitError, match="is a file, not a directory"):
-        gsm8k._write_atomically(tmp_path / "afile", {})
+    with pytest.raises(VerlfitError, match="afile is a file, not a folder: verlfit prepare-gsm8k writes a folder and never replaces a file"):
+        run_prepare(write_jsonl(tmp_path / "in"), tmp_path / "afile")
+    assert (tmp_path / "afile").read_text() == "x"
     with pytest.raises(VerlfitError, match="--tokenizer /nonexistent/tok: no such directory"):
         load_tokenizer("/nonexistent/tok")
 
@@ -600,8 +603,8 @@ def test_tokenizer_directory_without_tokenizer_files_and_output_below_a_file(tmp
     with pytest.raises(VerlfitError, match="the directory holds no tokenizer files"):
         load_tokenizer(str(tmp_path / "model"))
     (tmp_path / "afile").write_text("x")
-    with pytest.raises(VerlfitError, match=r"afile is a file, not a directory"):
-        gsm8k._write_atomically(tmp_path / "afile" / "sub", {})
+    with pytest.raises(VerlfitError, match=r"afile/sub: .*afile is a file, not a folder"):
+        run_prepare(write_jsonl(tmp_path / "in"), tmp_path / "afile" / "sub")
 
 
 def test_an_empty_split_file_is_named_and_nothing_is_written(tmp_path):
@@ -624,8 +627,12 @@ def test_a_plain_kill_while_writing_leaves_no_temporary_file_and_the_old_output_
     import os
     import signal
 
+    from verlfit.output_files import check_output
+
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # what a `verlfit prepare-gsm8k` process starts with
-    (tmp_path / "train.parquet").write_bytes(b"the previous train split")
+    out = tmp_path / "out"
+    run_prepare(write_jsonl(tmp_path / "raw"), out)
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
 
     class KilledWhileWriting:
         def to_parquet(self, path):
@@ -634,10 +641,10 @@ def test_a_plain_kill_while_writing_leaves_no_temporary_file_and_the_old_output_
             os.kill(os.getpid(), signal.SIGTERM)
 
     with pytest.raises(SystemExit) as stopped:
-        gsm8k._write_atomically(tmp_path, {"train": KilledWhileWriting()})
+        gsm8k.write_tables(check_output(out, "verlfit prepare-gsm8k", force=True), {"train": KilledWhileWriting()})
     assert stopped.value.code == 143  # 128 + SIGTERM, as a shell reports it
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["train.parquet"]
-    assert (tmp_path / "train.parquet").read_bytes() == b"the previous train split"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out", "raw"]  # no building folder left
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # restored once the write is over
 
 
@@ -662,18 +669,17 @@ def test_output_into_the_input_folder_is_refused(tmp_path):
         gsm8k.prepare(source=tmp_path / "hub", output_dir=hub_layout)
 
 
-def test_a_successful_write_removes_temporary_files_a_killed_run_left(tmp_path):
+def test_a_file_verlfit_did_not_write_in_the_output_is_kept_even_with_force(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    (out / ".train.parquet.0123456789ab.tmp").write_bytes(b"left by a SIGKILL")
-    run_prepare(write_jsonl(tmp_path / "raw"), out)  # a killed run's leftover alone does not make the folder the user's
-    assert sorted(path.name for path in out.iterdir()) == [".verlfit-prepared.json", "test.parquet", "train.parquet"]
-    (out / ".train.parquet.0123456789ab.tmp").write_bytes(b"left by a SIGKILL")
+    run_prepare(write_jsonl(tmp_path / "raw"), out)
+    assert sorted(path.name for path in out.iterdir()) == [".verlfit-written.json", "test.parquet", "train.parquet"]
     (out / ".train.parquet.notours.tmp").write_bytes(b"someone else's")
-    with pytest.raises(VerlfitError, match=r"holds data in verl's format that verlfit did not write \(\.train\.parquet\.notours\.tmp, test\.parquet, train\.parquet; "):
-        run_prepare(write_jsonl(tmp_path / "raw"), out)
-    run_prepare(write_jsonl(tmp_path / "raw"), out, force=True)
-    assert sorted(path.name for path in out.iterdir()) == [".train.parquet.notours.tmp", ".verlfit-prepared.json", "test.parquet", "train.parquet"]
+    # a file verlfit did not write: refused, with --force too, and kept
+    for force in (False, True):
+        with pytest.raises(VerlfitError, match=r"holds files verlfit did not write \(verlfit did not write \.train\.parquet\.notours\.tmp\)"):
+            run_prepare(write_jsonl(tmp_path / "raw"), out, force=force)
+    assert (out / ".train.parquet.notours.tmp").read_bytes() == b"someone else's"
 
 
 def test_a_hangup_while_writing_unwinds_the_same_way(tmp_path):
@@ -687,10 +693,12 @@ def test_a_hangup_while_writing_unwinds_the_same_way(tmp_path):
 
     # under nohup (SIGHUP ignored) verlfit leaves the disposition alone and the hangup does nothing: the test needs
     # Python's default, as a shell gives it
+    from verlfit.output_files import check_output
+
     inherited = signal.signal(signal.SIGHUP, signal.SIG_DFL)
     try:
         with pytest.raises(SystemExit) as stopped:
-            gsm8k._write_atomically(tmp_path, {"train": HungUpWhileWriting()})
+            gsm8k.write_tables(check_output(tmp_path / "out", "verlfit prepare-gsm8k"), {"train": HungUpWhileWriting()})
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGHUP, inherited)
@@ -829,6 +837,7 @@ def test_a_failed_write_removes_the_directories_it_created_only(tmp_path, monkey
     with pytest.raises(VerlfitError, match="no space left on the disk of"):
         run_prepare(source, tmp_path / "kept")
     assert (tmp_path / "kept").is_dir() and list((tmp_path / "kept").iterdir()) == []
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["kept", "src"]  # no building folder left
 
 
 def test_permission_on_the_parent_is_named_as_such(tmp_path, monkeypatch):
@@ -844,5 +853,5 @@ def test_permission_on_the_parent_is_named_as_such(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "mkdir", denied)
     with pytest.raises(VerlfitError) as caught:
         run_prepare(write_jsonl(tmp_path / "src"), readonly / "sub")
-    assert str(caught.value) == (f"cannot create output directory {readonly / 'sub'}: permission denied ({readonly} is not writable for this user)\n"
-                                 "  fix: pass --output a directory you can write (e.g. under your home or the current directory)")
+    assert str(caught.value) == (f"cannot write to --output {readonly / 'sub'}: permission denied ({readonly} is not writable for this user)\n"
+                                 "  fix: pass --output a folder you can write (it is created if missing)")

@@ -131,10 +131,12 @@ def test_never_writes_into_the_users_folder(tmp_path):
     with pytest.raises(VerlfitError) as caught:
         run(tmp_path, train=train, test_fraction=0.5)
     assert caught.value.exit_code == 2
-    assert caught.value.fix == "pass --output a new folder, or --force to write there anyway: it replaces train.parquet"
+    assert caught.value.fix == f"pass --output a new folder (it is created), or move your files out of {out}"
     assert (out / "train.parquet").read_bytes() == b"mine"
-    result, _ = run(tmp_path, train=train, test_fraction=0.5, force=True)
-    assert result.rows == {"train": 2, "test": 2}
+    with pytest.raises(VerlfitError) as caught:  # --force replaces only what verlfit wrote (issue 32)
+        run(tmp_path, train=train, test_fraction=0.5, force=True)
+    assert "verlfit never replaces or deletes them, even with --force" in caught.value.message
+    assert (out / "train.parquet").read_bytes() == b"mine"
 
 
 def test_prompt_length_filter_uses_the_models_tokens(tmp_path, qwen_style_tokenizer_dir):

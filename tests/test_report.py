@@ -49,7 +49,8 @@ def test_report_files_exist_and_are_png(finished_run):
     assert sorted(p.name for p in result.files) == sorted(PNGS + ["summary.txt"])
     for name in PNGS:
         assert (finished_run / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert [p.name for p in (finished_run / "report").iterdir() if p.name.startswith(".")] == []  # no temp files left
+    assert [p.name for p in (finished_run / "report").iterdir() if p.name.startswith(".")] == [".verlfit-written.json"]  # no temp files left
+    assert [p.name for p in finished_run.iterdir() if p.name.startswith(".")] == []
 
 
 def test_plotted_values_equal_the_input(finished_run):
@@ -151,7 +152,7 @@ def test_cli_report(finished_run, tmp_path, capsys):
     assert cli.main(["report", str(finished_run), "--output", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "status: finished (4 of 4 steps)" in printed and f"written to {out}" in printed
-    assert sorted(p.name for p in out.iterdir()) == sorted(PNGS + ["summary.txt"])
+    assert sorted(p.name for p in out.iterdir()) == sorted(PNGS + ["summary.txt", ".verlfit-written.json"])
 
 
 def test_cli_report_on_a_non_run(tmp_path, capsys):
@@ -161,8 +162,8 @@ def test_cli_report_on_a_non_run(tmp_path, capsys):
 
 def test_failed_plot_write_leaves_neither_partial_file_nor_temp(finished_run, monkeypatch, tmp_path):
     out = tmp_path / "out"
-    (out).mkdir()
-    (out / "reward.png").write_bytes(b"old")
+    write_report(finished_run, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     def broken_figure(spec):
         class Broken:
@@ -172,10 +173,10 @@ def test_failed_plot_write_leaves_neither_partial_file_nor_temp(finished_run, mo
         return Broken()
 
     monkeypatch.setattr(report, "build_figure", broken_figure)
-    with pytest.raises(OSError):
+    with pytest.raises(VerlfitError, match=f"^cannot write to --output {out}: no space left on the disk of {out}; what was there before is unchanged\n  fix: "):
         write_report(finished_run, out)
-    assert [p.name for p in out.iterdir()] == ["reward.png"]
-    assert (out / "reward.png").read_bytes() == b"old"
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "ppo-p40"]  # no folder half-built beside it
 
 
 def test_unreadable_metrics_lines_are_named_not_passed_over(tmp_path):
@@ -300,3 +301,34 @@ def test_null_and_text_metric_values_are_read_as_nan_and_named_not_a_traceback(t
     assert "reward (critic/score/mean): last 0.500 (step 2), best 0.500 (step 2)" in out
     data = plot_data(load_run(run).records)
     assert data["step_time"]["steps"] == [2] and data["step_time"]["phases"] == {"gen": [1.5], "other": [0.5]}
+
+
+# --------------------------------------------------------------------------- issue 32: report loses nothing
+
+
+def test_item5_report_into_a_folder_holding_the_users_summary_and_plot_is_refused_and_they_are_kept(finished_run, tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "summary.txt").write_text("my summary")
+    (mine / "reward.png").write_bytes(b"my plot")
+    for force in ([], ["--force"]):
+        assert cli.main(["report", str(finished_run), "--output", str(mine), *force]) == 2
+        err = capsys.readouterr().err
+        assert (f"verlfit: error: --output {mine} holds files verlfit did not write (no verlfit marker: verlfit did not write reward.png, summary.txt): "
+                "verlfit never replaces or deletes them, even with --force\n") in err
+    assert (mine / "summary.txt").read_text() == "my summary" and (mine / "reward.png").read_bytes() == b"my plot"
+
+
+def test_a_report_of_the_same_run_is_replaced_and_of_another_only_with_force(finished_run, tmp_path, capsys):
+    import shutil
+
+    other = tmp_path / "other-run"
+    shutil.copytree(finished_run, other, ignore=shutil.ignore_patterns("report"))
+    out = tmp_path / "reports"
+    assert cli.main(["report", str(finished_run), "--output", str(out)]) == 0
+    assert cli.main(["report", str(finished_run), "--output", str(out)]) == 0
+    capsys.readouterr()
+    assert cli.main(["report", str(other), "--output", str(out)]) == 2
+    assert f"--output {out} holds what verlfit report from {finished_run.resolve()} wrote (" in capsys.readouterr().err
+    assert cli.main(["report", str(other), "--output", str(out), "--force"]) == 0
+    assert f"run: {other}" in (out / "summary.txt").read_text()

@@ -7,7 +7,6 @@ import errno
 import json
 import os
 import shutil
-import tempfile
 import time
 
 import pytest
@@ -143,17 +142,25 @@ def test_a_full_disk_under_train_log_is_said_once_and_diagnosed_from_the_lines_k
 
 
 def test_a_run_json_the_full_disk_cannot_take_is_said_and_left_as_it_was(full_disk, monkeypatch, capsys):
-    from verlfit.train import run_directory
+
+    from verlfit import output_files
 
     plan, run_dir = full_disk
-    real = tempfile.NamedTemporaryFile
 
-    def no_space(*args, **kwargs):
-        handle = real(*args, **kwargs)
-        handle.write = lambda text: (_ for _ in ()).throw(NO_SPACE)
-        return handle
+    class NoSpace:  # the temporary file opens; writing into it fails, as on a full disk
+        def __init__(self, path, mode):
+            self.file = open(path, mode)
 
-    monkeypatch.setattr(run_directory.tempfile, "NamedTemporaryFile", no_space)
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+        def write(self, data):
+            raise NO_SPACE
+
+    monkeypatch.setattr(output_files, "open", NoSpace, raising=False)  # the one atomic writer's open
     assert launch(plan, run_dir, poll_seconds=0.1) == 1
     err = capsys.readouterr().err
     assert f"verlfit: could not update {run_dir / 'run.json'} with the outcome: [Errno 28] No space left on device; it is unchanged\n" in err

@@ -89,7 +89,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--attention", choices=ATTENTION, help=f"attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or flash_attention_2 (a10 profile only); "
                         f"sdpa where flash-attn is not installed. The public-recipe run keeps the recipe's {PUBLIC_RECIPE_ATTENTION} attention")
     parser.add_argument("--work", default=os.path.join("~", ".cache", "verlfit-bench"), help="model, data and run directories (default %(default)s)")
-    parser.add_argument("--output", help="JSON file to write (default: verlfit-bench-<card>.json in the current directory)")
+    parser.add_argument("--output", help="JSON file to write (default: verlfit-bench-<card>.json in the current "
+                                          "directory); never over a file verlfit did not write")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an earlier bench record at --output (checked before the runs start)")
     parser.set_defaults(func=_run)
     return parser
 
@@ -185,7 +188,9 @@ def summarise_run(run_dir: Path, card_key: str | None) -> dict:
     """One configuration's row from its run directory (``run.json`` + ``metrics.jsonl``)."""
     from verlfit.metrics import consolidate, read_metrics
 
-    record = json.loads((run_dir / "run.json").read_text())
+    from verlfit.output_files import RUN_FILE
+
+    record = json.loads((run_dir / RUN_FILE).read_text())
     steps = [r for r in consolidate(read_metrics(run_dir)) if "timing_s/step" in r]
     if not steps:
         raise VerlfitError(f"{run_dir}: verl recorded no step", fix=f"see {run_dir / 'train.log'}")
@@ -318,18 +323,16 @@ def render(result: dict, console=None) -> None:
     console.print(f"card {m['card']}, driver {m['driver']}, CUDA {m['cuda']}, torch {m['torch']}, verl {m['verl']}, patch series {m['patches']}", highlight=False, soft_wrap=True)
 
 
-def write_json(result: dict, path: Path) -> None:
-    """Write ``result`` to ``path`` through a temp file in the same folder and a rename (never half a file)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w") as f:
-            json.dump(result, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+def write_json(result: dict, output) -> None:
+    """Write ``result`` to the checked file output ``output`` (:func:`verlfit.output_files.check_output` with
+    ``kind="file"``) through a temporary file in the same folder and a rename (never half a file).
+
+    Raises:
+        VerlfitError: the file cannot be written (:func:`verlfit.output_files.write_error`).
+    """
+    from verlfit.output_files import write_output_file
+
+    write_output_file(output, json.dumps(result, indent=2) + "\n")
 
 
 # --------------------------------------------------------------------------------------
@@ -430,19 +433,13 @@ def prepare_inputs(work: Path, shape: str = "qwen2.5-0.5b", gsm8k: Path | None =
 
 
 def _make_folder(target: Path, make: Callable[[Path], object]) -> None:
-    """Run ``make(tmp)`` on a fresh hidden folder beside ``target``, then rename it to ``target``; on any error
-    remove it and re-raise."""
+    """Run ``make(folder)`` on a fresh hidden folder beside ``target``, then rename it to ``target``
+    (:func:`verlfit.output_files.build_new_folder`); on any error nothing is left."""
+    from verlfit.output_files import build_new_folder, check_output
+
     if target.exists():
         raise VerlfitError(f"{target} exists but is incomplete (an earlier bench stopped while writing it?)", fix=f"remove {target} and run the bench again")
-    tmp = target.parent / f".{target.name}.{os.getpid()}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        make(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    build_new_folder(check_output(target, "verlfit bench", flag="--work", kind="new-folder", force_flag=None), make)
 
 
 def train_args(name: str, args, model: Path, data: Path, run_dir: Path) -> list[str]:
@@ -479,6 +476,17 @@ def _run(args, nvml=None, run=launch, find_spec=None) -> int:
     machine = machine_facts(nvml)
     card = card_for_gpu_name(machine["card"])
     work = Path(args.work).expanduser()
+    from verlfit.output_files import check_output, enclosing_run, resolved
+
+    # where the record goes, checked before the runs (minutes): never over a file verlfit did not write
+    default = f"verlfit-bench-{(card.key if card else 'gpu')}{'-emulate-' + args.emulate if args.emulate else ''}.json"
+    given = Path(args.output).expanduser() if args.output else Path(default)
+    output = check_output(given, "verlfit bench", kind="file", force=args.force)
+    inside = enclosing_run(resolved(work))
+    if inside is not None:
+        raise VerlfitError(f"--work {work} is or lies inside the run directory {inside}: bench writes its model, data "
+                           "and runs there",
+                           fix="pass --work a folder of its own (default ~/.cache/verlfit-bench)", exit_code=2)
     # the tokenizer is trained and used here, then verl's processes are started: without this, tokenizers warns
     # in each child that parallelism was used before the fork (device_run.sh sets the same)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -498,7 +506,6 @@ def _run(args, nvml=None, run=launch, find_spec=None) -> int:
     # rollout/attention: the options as given (None: the profile's); each run's row has the code paths it ran
     result = {"verlfit_bench": 1, "emulate": args.emulate, "profile": rows[0]["profile"], "rollout": args.rollout, "attention": args.attention, "steps": args.steps, "model": args.shape, "data": "gsm8k" if args.gsm8k else "generated", "machine": machine, "runs": rows}
     render(result)
-    output = Path(args.output).expanduser() if args.output else Path(f"verlfit-bench-{(card.key if card else 'gpu')}{'-emulate-' + args.emulate if args.emulate else ''}.json")
     write_json(result, output)
-    print(f"bench: wrote {output}; attach it to an issue on verlfit's tracker", flush=True)
+    print(f"bench: wrote {output.given}; attach it to an issue on verlfit's tracker", flush=True)
     return 0

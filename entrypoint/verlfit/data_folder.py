@@ -1,17 +1,16 @@
 """What a data folder holds, and whether verlfit may write prepared data into it.
 
 verlfit writes ``train.parquet`` / ``test.parquet`` (``prepare-gsm8k``, ``prepare-data``, and ``train`` when it
-prepares GSM8K) only into a folder that is absent, empty, or holds data verlfit wrote itself. It proves the last with
-a marker file, :data:`MARKER_NAME`, written (atomically: a temporary file, then a rename) next to the parquet files
-once they are in place; the marker lists each file it wrote with its size and SHA-256, so a file the user replaced or
-added afterwards makes the folder the user's again. Anything else is refused with :func:`refuse_to_overwrite`'s error:
-pass another output folder, or ``--force``, whose message names exactly the files it replaces and the ones it keeps.
+prepares GSM8K) under the write policy of :mod:`verlfit.output_files`: the folder is built whole and switched in with
+the marker (:data:`verlfit.output_files.MARKER_NAME`) listing each file it wrote with its size and SHA-256, so a file
+the user replaced or added afterwards makes the folder the user's again. This module says what a data folder holds,
+for train and doctor.
 
 States (:class:`FolderState`), from :func:`data_folder_state`:
 
 * ``absent``: nothing at the path;
-* ``empty``: a folder with no entries (temporary files a killed verlfit write left, :data:`LEFTOVER_PATTERN`, do not
-  count);
+* ``empty``: a folder with no entries (temporary files a killed write of an earlier verlfit left inside the folder,
+  :data:`LEFTOVER_PATTERN`, do not count);
 * ``verlfit-prepared``: the marker is there, and every other entry is a file it lists, unchanged;
 * ``verl-format``: ``train.parquet`` and ``test.parquet`` with the columns verl 0.4.1 reads (the data keys given:
   ``data.prompt_key``, ``data.reward_fn_key``, and ``reward_model`` with a ``ground_truth`` field, which the naive
@@ -28,21 +27,18 @@ test venv's pyarrow does (issue 24 item 8), and verl reads both the same (by fie
 from __future__ import annotations
 
 import enum
-import hashlib
-import json
 import os
 import re
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
-from verlfit.errors import VerlfitError
+from verlfit.output_files import LEGACY_MARKER_NAME, MARKER_NAME, file_digest, read_marker, unchanged
 
-MARKER_NAME = ".verlfit-prepared.json"
-MARKER_FORMAT = 1
+__all__ = ["file_digest", "MARKER_NAME"]  # file_digest: the one SHA-256 of a file (verlfit.output_files), used here too
+
 SPLIT_FILES = ("train.parquet", "test.parquet")
-# temporary files of an interrupted verlfit write (verlfit.gsm8k._write_tables names them so): not the user's
+# temporary files an interrupted write of an earlier verlfit left inside the folder (it wrote file by file): not the
+# user's
 LEFTOVER_PATTERN = re.compile(r"\.(train|test)\.parquet\.[0-9a-f]{12}\.tmp|\.verlfit-prepared\.json\.[0-9a-f]{12}\.tmp")
 
 
@@ -94,7 +90,7 @@ class FolderReport:
 
     @property
     def writable(self) -> bool:
-        """True where verlfit may write prepared data without ``--force``."""
+        """True where ``verlfit train`` may prepare GSM8K into the folder: absent, empty, or prepared by verlfit."""
         return self.state in (FolderState.ABSENT, FolderState.EMPTY, FolderState.VERLFIT_PREPARED)
 
     @property
@@ -180,79 +176,12 @@ def _read_schema(path: Path):
 # --------------------------------------------------------------------------- marker
 
 
-def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes, hex."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def marker_content(folder: Path, names: Iterable[str], written_by: str) -> dict:
-    """The marker's JSON object for the files ``names`` of ``folder`` (each: size in bytes and SHA-256)."""
-    return {
-        "format": MARKER_FORMAT,
-        "written_by": written_by,
-        "files": {name: {"bytes": (folder / name).stat().st_size, "sha256": file_digest(folder / name)} for name in sorted(names)},
-    }
-
-
-def write_marker(folder: str | os.PathLike, names: Iterable[str], written_by: str) -> Path:
-    """Write :data:`MARKER_NAME` into ``folder`` listing the files ``names`` verlfit has just written there: to a
-    temporary file in ``folder``, then renamed over any previous marker, so a reader sees the old marker or the new
-    one, never half of one.
-
-    Args:
-        folder: the data folder.
-        names: file names in ``folder`` (e.g. ``train.parquet``, ``test.parquet``).
-        written_by: the command that wrote them, recorded for the user (e.g. ``"verlfit prepare-data"``).
-
-    Returns:
-        The marker's path.
-
-    Raises:
-        OSError: the folder cannot be written (the caller names the folder and the fix).
-    """
-    folder = Path(folder)
-    text = json.dumps(marker_content(folder, names, written_by), indent=2, sort_keys=True) + "\n"
-    temporary = folder / f"{MARKER_NAME}.{secrets.token_hex(6)}.tmp"
-    try:
-        with open(temporary, "x", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, folder / MARKER_NAME)
-    finally:
-        temporary.unlink(missing_ok=True)
-    return folder / MARKER_NAME
-
-
-def _marker_files(folder: Path) -> tuple[dict | None, str]:
-    """(name -> {"bytes", "sha256"} from the marker, "") or (None, why it is not usable)."""
-    path = folder / MARKER_NAME
-    if not path.is_file():
-        return None, "no verlfit marker"
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        return None, f"its verlfit marker does not read ({error})"
-    files = content.get("files") if isinstance(content, dict) else None
-    if not isinstance(files, dict) or not all(isinstance(entry, dict) for entry in files.values()):
-        return None, "its verlfit marker lists no files"
-    return files, ""
-
-
 def written_by(folder: str | os.PathLike) -> str | None:
     """The command recorded in ``folder``'s verlfit marker (``"verlfit prepare-gsm8k"``, ``"verlfit prepare-data"``),
     or None without a readable marker. Says who wrote the folder, not whether its files are unchanged since
     (:func:`data_folder_state` checks that)."""
-    try:
-        content = json.loads((Path(folder) / MARKER_NAME).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    command = content.get("written_by") if isinstance(content, dict) else None
-    return command if isinstance(command, str) else None
+    marker, _ = read_marker(Path(folder))
+    return marker.written_by if marker is not None else None
 
 
 # --------------------------------------------------------------------------- state
@@ -274,15 +203,17 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
 
         # a file, a FIFO, a dangling link
         return FolderReport(path, FolderState.NOT_A_FOLDER, reason=f"it is {kind_of(path)}, not a folder")
-    entries = tuple(sorted(name for name in os.listdir(path) if name != MARKER_NAME and not LEFTOVER_PATTERN.fullmatch(name)))
-    has_marker = (path / MARKER_NAME).exists()
+    entries = tuple(sorted(name for name in os.listdir(path)
+                           if name not in (MARKER_NAME, LEGACY_MARKER_NAME) and not LEFTOVER_PATTERN.fullmatch(name)))
+    has_marker = (path / MARKER_NAME).exists() or (path / LEGACY_MARKER_NAME).exists()
     if not entries and not has_marker:
         return FolderReport(path, FolderState.EMPTY, reason="it is empty")
-    listed, why_not = _marker_files(path)
+    marker, why_not = read_marker(path)
+    listed = marker.files if marker is not None else None
     if listed is not None:
         unlisted = [name for name in entries if name not in listed]
         changed = [
-            name for name in entries if name in listed and not _unchanged(path / name, listed[name])
+            name for name in entries if name in listed and not unchanged(path / name, listed[name])
         ]
         if not unlisted and not changed:
             return FolderReport(path, FolderState.VERLFIT_PREPARED, entries, "verlfit wrote every file in it")
@@ -305,60 +236,3 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
             return FolderReport(path, FolderState.VERL_FORMAT, entries, f"it holds train.parquet and test.parquet in verl's format ({why_not})")
         return FolderReport(path, FolderState.FOREIGN, entries, "; ".join(problems))
     return FolderReport(path, FolderState.FOREIGN, entries, why_not)
-
-
-def _unchanged(path: Path, recorded: dict) -> bool:
-    try:
-        if not path.is_file() or path.stat().st_size != recorded.get("bytes"):
-            return False
-        return file_digest(path) == recorded.get("sha256")
-    except OSError:
-        return False
-
-
-# --------------------------------------------------------------------------- refusing
-
-
-def refuse_to_overwrite(report: FolderReport, output_flag: str = "--output", force_flag: str = "--force", writes: tuple[str, ...] = SPLIT_FILES) -> VerlfitError:
-    """The error for writing prepared data into ``report.path`` when it is not :attr:`FolderReport.writable`
-    (exit status 2): what the folder holds, and the fix: another ``output_flag``, or ``force_flag`` naming exactly the
-    files it would replace and those it would keep.
-
-    Args:
-        report: from :func:`data_folder_state`.
-        output_flag: the option naming the folder in the command the user ran.
-        force_flag: the option that allows the write.
-        writes: the file names the write puts in the folder.
-    """
-    path = report.path
-    if report.state is FolderState.NOT_A_FOLDER:
-        return VerlfitError(
-            f"{output_flag} {path} {report.reason.removeprefix('it ')}",
-            fix=f"pass {output_flag} a folder (it is created if missing)",
-            exit_code=2,
-        )
-    shown = ", ".join(report.entries[:8]) + (f" and {len(report.entries) - 8} more" if len(report.entries) > 8 else "")
-    kind = "data in verl's format that verlfit did not write" if report.state is FolderState.VERL_FORMAT else "files verlfit did not write"
-    replaced = [name for name in writes if name in report.entries]
-    kept = [name for name in report.entries if name not in writes]
-    kept_text = f"{', '.join(kept[:8])}{' and more' if len(kept) > 8 else ''} as they are"
-    if replaced:
-        force = f"{force_flag} to write there anyway: it replaces {', '.join(replaced)}" + (f" and keeps {kept_text}" if kept else "")
-    else:
-        force = f"{force_flag} to write {', '.join(writes)} there anyway" + (f"; it keeps {kept_text}" if kept else "")
-    return VerlfitError(
-        f"{output_flag} {path} holds {kind} ({shown}; {report.reason}): verlfit writes prepared data only into a folder "
-        "that is absent, empty, or holds data it prepared itself",
-        fix=f"pass {output_flag} a new folder, or {force}",
-        exit_code=2,
-    )
-
-
-def check_writable(path: str | os.PathLike, force: bool = False, keys: DataKeys = DataKeys(), output_flag: str = "--output") -> FolderReport:
-    """The folder's :class:`FolderReport` when verlfit may write prepared data there (``force`` allows any folder);
-    raises :func:`refuse_to_overwrite`'s error otherwise (a file in the folder's place is refused even with
-    ``force``)."""
-    report = data_folder_state(path, keys)
-    if report.state is FolderState.NOT_A_FOLDER or not (report.writable or force):
-        raise refuse_to_overwrite(report, output_flag=output_flag)
-    return report

@@ -23,28 +23,32 @@ so the numbers are the ones validation reports (same greedy setting, same dtype 
 fp32 + SDPA for p40). No evaluation library (lm-eval-harness, lighteval) is used: they score GSM8K their own
 way (flexible extraction, few-shot prompts), which is not the number training reports.
 
-Output (``--output``, default ``RUN/eval/global_step_N-SPLIT`` for a run directory, else ``eval/NAME-SPLIT``):
+Output (``--output``, default ``RUN/eval/global_step_N-DATA-SPLIT`` for a run directory or ``RUN/export/global_step_N``,
+else ``eval/NAME-DATA-SPLIT``, NAME the model folder's name (``RUNNAME-global_step_N`` for an export folder) or the hub
+id, DATA the data folder's name: two models, or one model on two data folders, never share a default):
 ``rows.jsonl`` (one line per row: ``row`` index in the split, ``index`` = extra_info.index, ``response``,
 ``extracted`` answer or null, ``ground_truth``, ``score``, ``response_tokens``) and ``summary.json``
 (``accuracy``: the mean score, an accuracy where every score is 0 or 1 (``binary``), else printed as the mean
 reward; ``format_rate`` = share of responses with a ``#### N``, ``mean_response_tokens``, ``rows``, the model and
 settings); with ``--compare OTHER`` also ``compare/`` (the same for OTHER) and ``comparison.json``
-(paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`); without
-``--compare`` those two of an earlier eval into the same output are removed (:func:`remove_stale_comparison`).
-``--compare`` naming MODEL itself is refused. Each file is written to a temporary name, given the umask's mode
-and renamed.
+(paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`). ``--compare``
+naming MODEL itself is refused. The folder is checked before anything is generated and written whole at the end
+under the write policy of :mod:`verlfit.output_files` (built beside the output and switched in: an earlier eval's
+files never mix with the new ones); an eval stopped by a reward function that raises, or by Ctrl-C, writes the rows
+scored so far with ``"partial": true``, the row it stopped at and why in ``summary.json``, and exits non-zero
+(1; 130 for Ctrl-C) without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import math
 import os
 import statistics
 import tempfile
 import time
+import dataclasses
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -195,22 +199,51 @@ def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | Non
     return table.to_pylist()
 
 
+class EvaluationStopped(Exception):
+    """An eval stopped before its last row: ``results`` are the rows scored before ``row`` (0-based, in the split),
+    ``reason`` says why in the user's words, ``interrupted`` whether it was Ctrl-C."""
+
+    def __init__(self, results: list, row: int, reason: str, interrupted: bool = False):
+        super().__init__(reason)
+        self.results, self.row, self.reason, self.interrupted = results, row, reason, interrupted
+
+
 def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, progress=None, scorer: Scorer = Scorer()) -> list[RowResult]:
     """Generate and score every row (with ``scorer``), ``batch_size`` prompts per ``generate`` call;
-    ``progress(n_done)`` after each batch."""
-    results = []
-    for start in range(0, len(rows), batch_size):
-        batch = rows[start:start + batch_size]
-        outputs = generate([row["prompt"] for row in batch])
-        if len(outputs) != len(batch):
-            raise RuntimeError(f"the generator returned {len(outputs)} responses for {len(batch)} prompts")
-        for offset, (row, (text, tokens)) in enumerate(zip(batch, outputs)):
-            truth = str(row["reward_model"]["ground_truth"])
-            score, extracted = score_response(row["data_source"], text, truth, row.get("extra_info"), scorer)
-            index = (row.get("extra_info") or {}).get("index")
-            results.append(RowResult(start + offset, index, text, extracted, truth, score, tokens, scorer.label(row["data_source"])))
-        if progress is not None:
-            progress(len(results))
+    ``progress(n_done)`` after each batch.
+
+    Raises:
+        EvaluationStopped: the scorer raised on a row (a reward function's own error, or one returning no number),
+            or Ctrl-C (KeyboardInterrupt) came while generating or scoring; it carries the rows scored before.
+    """
+    results: list[RowResult] = []
+    row_number = 0
+    try:
+        for start in range(0, len(rows), batch_size):
+            batch = rows[start:start + batch_size]
+            row_number = start
+            outputs = generate([row["prompt"] for row in batch])
+            if len(outputs) != len(batch):
+                raise RuntimeError(f"the generator returned {len(outputs)} responses for {len(batch)} prompts")
+            for offset, (row, (text, tokens)) in enumerate(zip(batch, outputs)):
+                row_number = start + offset
+                truth = str(row["reward_model"]["ground_truth"])
+                try:
+                    score, extracted = score_response(row["data_source"], text, truth, row.get("extra_info"), scorer)
+                except VerlfitError as error:
+                    raise EvaluationStopped(results, row_number, error.message) from error
+                except Exception as error:  # the user's reward function: any error it raises is its own
+                    where = (f"reward function {scorer.reward}" if scorer.function is not None
+                             else f"verl's scorer for {row['data_source']}")
+                    reason = f"{where} raised {type(error).__name__}: {error}"
+                    raise EvaluationStopped(results, row_number, reason) from error
+                index = (row.get("extra_info") or {}).get("index")
+                label = scorer.label(row["data_source"])
+                results.append(RowResult(row_number, index, text, extracted, truth, score, tokens, label))
+            if progress is not None:
+                progress(len(results))
+    except KeyboardInterrupt as interrupt:
+        raise EvaluationStopped(results, len(results), "interrupted (Ctrl-C)", interrupted=True) from interrupt
     return results
 
 
@@ -316,64 +349,6 @@ class HFGenerator:
         return results
 
 
-def _os_cause(error: OSError) -> str:
-    from verlfit.errors import os_error_words
-
-    return os_error_words(error)
-
-
-def _umask_mode() -> int:
-    """``0o666`` less the process umask: the mode ``open()`` gives a new file (NamedTemporaryFile makes 0600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, give it the umask's mode, then rename it to ``path``.
-
-    Raises:
-        VerlfitError: an OSError (permission, full disk), naming ``path``; no temporary file is left.
-    """
-    temporary = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False, encoding="utf-8") as handle:
-            temporary = Path(handle.name)
-            handle.write(text)
-        os.chmod(temporary, _umask_mode())
-        os.replace(temporary, path)
-    except OSError as error:
-        if temporary is not None:
-            temporary.unlink(missing_ok=True)
-        raise VerlfitError(f"cannot write {path}: {_os_cause(error)}", fix="pass --output a directory you can write, on a disk with room") from error
-    except BaseException:
-        if temporary is not None:
-            temporary.unlink(missing_ok=True)
-        raise
-
-
-def prepare_output(out: Path) -> list[Path]:
-    """Create ``out`` (and its parents) and check that a file can be written there, before any row is scored;
-    return the directories this call created (outermost first) so a failed eval can remove them.
-
-    Raises:
-        VerlfitError: ``out`` cannot be created or written (permission, a file in the way, full disk), naming it.
-    """
-    from verlfit.output_directories import missing_parents, remove_created
-
-    created = missing_parents(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".verlfit-write-check-"):
-            pass
-    except OSError as error:
-        remove_created(created)
-        raise VerlfitError(f"cannot write to --output {out}: {_os_cause(error)}" + (f" ({error.filename})" if error.filename and str(error.filename) != str(out) else ""),
-                           fix="pass --output a directory you can write (it is created if missing)") from error
-    return created
-
-
 def check_loadable(path: str, what: str, name: str) -> None:
     """Check a local model directory's files as ``verlfit doctor`` does (:func:`verlfit.model_files.inspect_model_dir`:
     config, weights whose safetensors headers read and cover each file, tokenizer), then load the tokenizer and
@@ -408,33 +383,6 @@ def check_loadable(path: str, what: str, name: str) -> None:
                                fix="pass a model directory with config.json, weights and tokenizer files (what verlfit export writes), or a hub id") from error
 
 
-def remove_stale_comparison(out: Path) -> list[Path]:
-    """Remove what an earlier ``--compare`` eval wrote into ``out`` (``comparison.json``, then ``compare/rows.jsonl``
-    and ``compare/summary.json``, then ``compare/`` if that left it empty), so that a later eval without
-    ``--compare`` is not reported with the old comparison; only those files, nothing else in ``compare/``.
-    Returns the paths removed.
-
-    Raises:
-        VerlfitError: a file cannot be removed (permission), naming it.
-    """
-    removed = []
-    compare = out / "compare"
-    for path in (out / COMPARISON_FILE, compare / ROWS_FILE, compare / SUMMARY_FILE):
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            continue
-        except OSError as error:
-            raise VerlfitError(f"cannot remove the stale comparison file {path}: {_os_cause(error)}", fix="remove it by hand or pass another --output") from error
-        removed.append(path)
-    try:
-        compare.rmdir()
-        removed.append(compare)
-    except OSError:
-        pass  # missing, or holds files eval did not write: left alone
-    return removed
-
-
 def same_model(model: str, other: str) -> bool:
     """Whether ``model`` and ``other`` name the same thing: the same resolved path (symlinks and ``./`` followed),
     or the same hub id."""
@@ -444,9 +392,12 @@ def same_model(model: str, other: str) -> bool:
 
 
 def write_results(out: Path, results: list[RowResult], summary: dict) -> None:
-    """``out/rows.jsonl`` and ``out/summary.json``, each written atomically."""
-    _write_atomic(out / ROWS_FILE, "".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in results))
-    _write_atomic(out / SUMMARY_FILE, json.dumps(summary, indent=2) + "\n")
+    """``out/rows.jsonl`` and ``out/summary.json`` into ``out``, the folder being built
+    (:func:`verlfit.output_files.write_folder` switches it in whole)."""
+    out.mkdir(parents=True, exist_ok=True)
+    lines = (json.dumps(asdict(result), ensure_ascii=False) + "\n" for result in results)
+    (out / ROWS_FILE).write_text("".join(lines), encoding="utf-8")
+    (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
 
 
 @dataclass
@@ -458,10 +409,11 @@ class ResolvedModel:
     run_info: dict | None = None
 
 
-def resolve_model(model: str, workdir: Path) -> ResolvedModel:
+def resolve_model(model: str, workdir: Path, export_now: bool = True) -> ResolvedModel:
     """A model directory or hub id as given; a run directory (it has ``checkpoints/``): its newest complete
-    checkpoint, exported into ``workdir`` (a temporary directory the caller removes). ``RUN/export/global_step_N``
-    (verlfit export's default output) counts as step N of RUN, so its eval is written under ``RUN/eval``.
+    checkpoint, exported into ``workdir`` (a temporary directory the caller removes; with ``export_now`` False only
+    found, its ``path`` empty until :func:`export_checkpoint`). ``RUN/export/global_step_N`` (verlfit export's default
+    output) counts as step N of RUN, so its eval is written under ``RUN/eval``.
 
     Raises:
         VerlfitError: from :func:`verlfit.export.find_checkpoint` for a run without a complete checkpoint.
@@ -470,8 +422,9 @@ def resolve_model(model: str, workdir: Path) -> ResolvedModel:
     if path.is_dir() and (path / "checkpoints").is_dir() and not (path / "config.json").is_file():
         from verlfit import export
 
-        result = export.export(path, "latest", output=workdir / "model")
-        return ResolvedModel(str(result.output), f"global_step_{result.checkpoint.step}", path, result.checkpoint.step, export._run_info(path))
+        checkpoint = export.find_checkpoint(path, "latest")
+        resolved = ResolvedModel("", f"global_step_{checkpoint.step}", path, checkpoint.step, export._run_info(path))
+        return export_checkpoint(resolved, workdir) if export_now else resolved
     if path.exists() and not (path / "config.json").is_file():
         raise VerlfitError(f"{model} is neither a model directory (no config.json) nor a run directory (no checkpoints/)",
                            fix="pass a model directory, a hub id or a run directory made by verlfit train")
@@ -481,7 +434,26 @@ def resolve_model(model: str, workdir: Path) -> ResolvedModel:
         from verlfit import export
 
         return ResolvedModel(model, path.name, run_dir, int(path.name[12:]), export._run_info(run_dir))
-    return ResolvedModel(model, path.name or model.replace("/", "--"))
+    if path.exists():
+        real = Path(os.path.realpath(path))
+        label = f"{real.parent.parent.name}-{real.name}" if real.parent.name == "export" else real.name
+        return ResolvedModel(model, label)
+    return ResolvedModel(model, model.replace("/", "--"))  # a hub id
+
+
+def export_checkpoint(model: ResolvedModel, workdir: Path) -> ResolvedModel:
+    """``model`` (a run's checkpoint found by :func:`resolve_model`) with its checkpoint exported into ``workdir``;
+    any other model as it is.
+
+    Raises:
+        VerlfitError: what :func:`verlfit.export.export` raises (a damaged shard).
+    """
+    if model.path or model.run_dir is None:
+        return model
+    from verlfit import export
+
+    result = export.export(model.run_dir, model.step, output=workdir / "model")
+    return dataclasses.replace(model, path=str(result.output))
 
 
 def resolve_settings(model: ResolvedModel, profile_name: str | None, gpu_detect=None) -> tuple[str, str, str]:
@@ -505,10 +477,14 @@ def resolve_settings(model: ResolvedModel, profile_name: str | None, gpu_detect=
     return "float32", "sdpa", "no GPU: fp32 + SDPA on the CPU"
 
 
-def default_output(model: ResolvedModel, split: str) -> Path:
-    if model.run_dir is not None:
-        return model.run_dir / EVAL_DIR / f"{model.label}-{split}"
-    return Path(EVAL_DIR) / f"{model.label}-{split}"
+def default_output(model: ResolvedModel, data: str | os.PathLike, split: str) -> Path:
+    """Where an eval goes without ``--output``: ``RUN/eval/LABEL-DATA-SPLIT`` for a run's checkpoint, else
+    ``eval/LABEL-DATA-SPLIT`` in the current directory; LABEL names the model (its step, its folder, its run's folder
+    and step for an export, or its hub id) and DATA the data folder, so that two models, or one model on two data
+    folders, land in different folders."""
+    data_name = Path(os.path.realpath(data)).name or "data"
+    name = f"{model.label}-{data_name}-{split}"
+    return (model.run_dir / EVAL_DIR / name) if model.run_dir is not None else Path(EVAL_DIR) / name
 
 
 def _progress_bar(total: int, description: str):
@@ -520,33 +496,37 @@ def _progress_bar(total: int, description: str):
 
 def run_eval(model: str, data: str, split: str = "test", limit: int | None = None, batch_size: int = 16, output: str | None = None,
              compare: str | None = None, profile: str | None = None, max_new_tokens: int | None = None, make_generator=HFGenerator,
-             preflight: bool = True, reward_function: str | None = None) -> dict:
+             preflight: bool = True, reward_function: str | None = None, force: bool = False) -> dict:
     """Evaluate ``model`` (and ``compare``) on the same rows; write the files (module docstring); return the summary
-    (with ``"comparison"`` when ``compare`` is given).
+    (with ``"comparison"`` when ``compare`` is given). ``force``: replace what verlfit wrote at the output before
+    (an eval of another model or data); a re-run of the same eval replaces its own output without it.
 
     Before any row is scored: both models are found (:func:`verlfit.hub.require_model_source`: a path that does
     not exist, or a hub id that is neither a local directory nor reachable, fails in seconds), run directories are
-    exported, the output directory is created and checked writable, and (``preflight``) both models' config and
-    tokenizer are loaded. ``preflight=False`` skips the finding and loading (for a ``make_generator`` that loads
-    nothing, in tests).
+    exported, the output is checked (:func:`verlfit.output_files.check_output`) and its parent created and checked
+    writable, and (``preflight``) both models' config and tokenizer are loaded. ``preflight=False`` skips the finding
+    and loading (for a ``make_generator`` that loads nothing, in tests).
 
     ``reward_function`` (``FILE[:NAME]``) scores the rows; without it, the one a run directory's ``run.json`` records
     (``reward_function``: ``{"path", "name"}``), else verl's scorer (:func:`make_scorer`, checked before generating).
 
     Raises:
         VerlfitError: the data (:func:`load_rows`), a model, ``compare``, the scorer (:func:`make_scorer`) or the
-            output as above.
+            output as above; an eval stopped mid-way (a reward function raising on a row, Ctrl-C: exit status 130),
+            after writing the rows scored so far, marked partial.
     """
     from verlfit.export import quiet_known_warnings
 
     with quiet_known_warnings():
-        return _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight, reward_function)
+        return _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens,
+                         make_generator, preflight, reward_function, force)
 
 
-def _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator, preflight, reward_function=None) -> dict:
+def _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator,
+              preflight, reward_function=None, force=False) -> dict:
     import shutil
 
-    from verlfit import hub
+    from verlfit import hub, output_files
 
     if compare is not None and same_model(model, compare):
         raise VerlfitError(f"--compare {compare} is the same model as MODEL {model} ({os.path.realpath(compare)}): the difference would be 0 by construction",
@@ -563,8 +543,11 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
     work = Path(tempfile.mkdtemp(prefix="verlfit-eval-"))
     created: list[Path] = []
     try:
-        resolved = resolve_model(model, work / "model")
-        out = Path(output) if output is not None else default_output(resolved, split)
+        resolved = resolve_model(model, work / "model", export_now=False)
+        out = Path(output) if output is not None else default_output(resolved, data, split)
+        inputs = [Path(data) / f"{split}.parquet", model] + ([compare] if compare is not None else [])
+        target = output_files.check_output(out, "verlfit eval", force=force, inputs=inputs, own_place=(EVAL_DIR, "*"))
+        resolved = export_checkpoint(resolved, work / "model")  # a run's checkpoint, once the output may be written
         settings = (resolved.run_info or {}).get("settings") or {}
         if scorer is None:
             recorded = (resolved.run_info or {}).get("reward_function") or {}
@@ -582,46 +565,83 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
             )
         tokens = max_new_tokens or settings.get("max_response_length") or DEFAULT_MAX_NEW_TOKENS
         dtype, attention, why = resolve_settings(resolved, profile)
-        targets = [(resolved, out)]
+        targets = [(resolved, Path("."))]
         if compare is not None:
-            targets.append((resolve_model(compare, work / "compare"), out / "compare"))
-        created = prepare_output(out)
+            targets.append((resolve_model(compare, work / "compare"), Path("compare")))
+        created = output_files.prepare_parent(target)
         if preflight:
-            for (target, _where), (name, what) in zip(targets, named):
-                check_loadable(target.path, what, name)
-        summaries, scores = [], []
-        for target, where in targets:
-            generator = make_generator(target.path, dtype=dtype, attention=attention, max_new_tokens=tokens)
+            for (model_target, _where), (name, what) in zip(targets, named):
+                check_loadable(model_target.path, what, name)
+        written: list[tuple[Path, list[RowResult], dict]] = []  # (folder in the output, rows, summary)
+        stopped = None
+        for model_target, where in targets:
+            generator = make_generator(model_target.path, dtype=dtype, attention=attention, max_new_tokens=tokens)
             started = time.monotonic()
-            with _progress_bar(len(rows), target.label) as bar:
-                task = bar.add_task(f"eval {target.label}", total=len(rows))
-                results = evaluate_rows(rows, generator, batch_size, progress=lambda done: bar.update(task, completed=done), scorer=scorer)
+            try:
+                with _progress_bar(len(rows), model_target.label) as bar:
+                    task = bar.add_task(f"eval {model_target.label}", total=len(rows))
+                    results = evaluate_rows(rows, generator, batch_size, scorer=scorer,
+                                            progress=lambda done: bar.update(task, completed=done))
+            except EvaluationStopped as stop:
+                results, stopped = stop.results, stop
             del generator
-            summary = summarize(results) | {"model": model if target is resolved else compare, "loaded_from": target.path if target.run_dir is None else None,
-                                           "run_dir": str(target.run_dir) if target.run_dir else None, "step": target.step,
-                                           "data": str(Path(data) / f"{split}.parquet"), "split": split, "limit": limit,
-                                           "dtype": dtype, "attention": attention, "settings_from": why, "max_new_tokens": tokens,
-                                           "decoding": "greedy",
-                                           "seconds": round(time.monotonic() - started, 1)}
-            write_results(where, results, summary)
-            summaries.append(summary)
-            scores.append([r.score for r in results])
-        summary = summaries[0]
-        if compare is not None:
-            comparison = paired_difference(scores[0], scores[1]) | {"model": summaries[0], "other": summaries[1]}
-            _write_atomic(out / COMPARISON_FILE, json.dumps(comparison, indent=2) + "\n")
+            summary = summarize(results) | {
+                "model": model if model_target is resolved else compare,
+                "loaded_from": model_target.path if model_target.run_dir is None else None,
+                "run_dir": str(model_target.run_dir) if model_target.run_dir else None, "step": model_target.step,
+                "data": str(Path(data) / f"{split}.parquet"), "split": split, "limit": limit,
+                "dtype": dtype, "attention": attention, "settings_from": why, "max_new_tokens": tokens,
+                "decoding": "greedy",
+                "seconds": round(time.monotonic() - started, 1)}
+            if stopped is not None:
+                summary |= {"partial": True, "stopped_at_row": stopped.row, "stopped_because": stopped.reason}
+            written.append((where, results, summary))
+            if stopped is not None:
+                break
+        comparison = None
+        if compare is not None and stopped is None:
+            scores = [[result.score for result in results] for _where, results, _summary in written]
+            comparison = paired_difference(*scores) | {"model": written[0][2], "other": written[1][2]}
+
+        def build(folder: Path) -> None:
+            for where, results, summary in written:
+                write_results(folder / where, results, summary)
+            if comparison is not None:
+                (folder / COMPARISON_FILE).write_text(json.dumps(comparison, indent=2) + "\n", encoding="utf-8")
+
+        if stopped is not None and not any(results for _where, results, _summary in written):
+            raise _stopped_error(stopped, Path(data) / f"{split}.parquet", None)
+        output_files.write_folder(target, build, created)
+        if stopped is not None:
+            raise _stopped_error(stopped, Path(data) / f"{split}.parquet", out)
+        summary = written[0][2]
+        if comparison is not None:
             summary = summary | {"comparison": comparison}
-        else:
-            remove_stale_comparison(out)
         summary["output"] = str(out)
+        if target.replaces:
+            summary["replaced"] = output_files.replaced_text(target)
         return summary
     except BaseException:
-        from verlfit.output_directories import remove_created
-
-        remove_created(created)  # only directories this eval created, only while empty
+        output_files.remove_created(created)  # only folders this eval created, only while empty
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _stopped_error(stopped: EvaluationStopped, data_file: Path, out: Path | None) -> VerlfitError:
+    """The error an eval stopped mid-way ends with: the row and why, where the rows scored before it went (``out``;
+    None: no row was scored, nothing written); exit status 130 for Ctrl-C, else 1."""
+    if out is None:
+        kept = "; nothing written (no row was scored)"
+    else:
+        kept = (f"; the {len(stopped.results)} rows scored before it are written to {out} "
+                f"({SUMMARY_FILE} says \"partial\": true)")
+    if stopped.interrupted:
+        fix = "run the eval again to score every row (it replaces the partial output)"
+    else:
+        fix = "fix the reward function so that it returns a number for every row, then run the eval again"
+    return VerlfitError(f"eval stopped at row {stopped.row} of {data_file}: {stopped.reason}{kept}", fix=fix,
+                        exit_code=130 if stopped.interrupted else 1)
 
 
 def _format(summary: dict) -> str:
@@ -652,6 +672,8 @@ def describe(summary: dict) -> str:
     if summary.get("score"):
         lines.append(f"scored by {summary['score']}")
     lines.append(f"written to {summary['output']}")
+    if summary.get("replaced"):
+        lines.append(summary["replaced"])
     return "\n".join(lines)
 
 
@@ -697,7 +719,13 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=_positive, default=16, help="prompts per generate call (default 16)")
     parser.add_argument("--max-new-tokens", type=_positive, metavar="T", help=f"response budget in tokens (default: the run's --max-response-length, else {DEFAULT_MAX_NEW_TOKENS})")
     parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)")
-    parser.add_argument("--output", metavar="DIR", help=f"where to write {ROWS_FILE} and {SUMMARY_FILE} (default RUN/{EVAL_DIR}/global_step_N-SPLIT or {EVAL_DIR}/NAME-SPLIT)")
+    parser.add_argument("--output", metavar="DIR",
+                        help=f"where to write {ROWS_FILE} and {SUMMARY_FILE}: a new folder or an earlier eval's "
+                             f"(default RUN/{EVAL_DIR}/global_step_N-DATA-SPLIT or {EVAL_DIR}/NAME-DATA-SPLIT, "
+                             "DATA the data folder's name)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what verlfit wrote at --output before (another eval's; a re-run of the same eval "
+                             "replaces its own without it); never a file verlfit did not write")
     parser.add_argument("--reward-function", metavar="FILE[:NAME]", help="score with this reward function (verl's custom_reward_function; NAME default compute_score) instead of verl's scorer for each row's data_source (default: the run's, else verl's)")
     parser.set_defaults(func=_run)
     return parser
@@ -708,6 +736,6 @@ def _run(args) -> int:
 
     require("eval")  # the same words as train and export
     summary = run_eval(args.model, args.data, args.split, args.limit, args.batch_size, args.output, args.compare, args.profile, args.max_new_tokens,
-                       reward_function=args.reward_function)
+                       reward_function=args.reward_function, force=args.force)
     print(describe(summary))
     return 0

@@ -35,8 +35,10 @@ because the merger as shipped does not do it:
 * the critic: its ``huggingface/config.json`` names the actor's ``*ForCausalLM`` architecture (verl saves the
   config it loaded, ``fsdp_workers.py:910``), so the merger would build the wrong class; verlfit builds
   ``AutoModelForTokenClassification`` (``num_labels=1``, verl's value model) when the weights have a ``score`` head;
-* the checks above (complete checkpoint, step, output) and an atomic output directory (temporary name, renamed
-  when complete; ``--force`` replaces an existing one only after the new one is complete).
+* the checks above (complete checkpoint, step) and the write policy of :mod:`verlfit.output_files`: the model
+  folder is built beside the output and switched in when complete; never over the run directory, a folder holding
+  it, files verlfit did not write or the current directory; an earlier export there is replaced by a re-run of
+  the same export, or with ``--force``.
 """
 
 from __future__ import annotations
@@ -49,16 +51,15 @@ import os
 import pickle
 import re
 import shutil
-import tempfile
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from verlfit import output_files
 from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, read_marker, saved_steps
 from verlfit.errors import VerlfitError
-from verlfit.output_directories import missing_parents, remove_created
 
 EXPORT_DIR = "export"  # default output: RUN_DIR/export/global_step_N
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per parameter
@@ -397,7 +398,7 @@ def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha:
     base = {k: v.to(target) for k, v in base.items()}
     if dtype is not None:
         adapter = {k: v.to(dtype) for k, v in adapter.items()}
-    out.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)  # the actor: the folder being built itself
     AutoTokenizer.from_pretrained(hf_dir).save_pretrained(out)
     if adapter:
         from peft import LoraConfig, TaskType, get_peft_model, set_peft_model_state_dict
@@ -451,6 +452,7 @@ class ExportResult:
     checkpoint: Checkpoint
     output: Path
     written: dict  # role -> "model" or "adapter"
+    replaced: str = ""  # what of verlfit's earlier output there this export replaced (output_files.replaced_text)
 
 
 def export(run_dir, step: int | str = "latest", output=None, dtype: str | None = None, adapter_only: bool = False,
@@ -458,13 +460,16 @@ def export(run_dir, step: int | str = "latest", output=None, dtype: str | None =
     """Export the actor (and, with ``critic``, the critic into ``OUTPUT/critic``) of one checkpoint.
 
     Output (default ``RUN_DIR/export/global_step_N``): ``config.json``, ``generation_config.json`` (when the model
-    had one), ``model.safetensors`` (or shards with an index), tokenizer files; with ``adapter_only``
-    ``adapter_config.json`` + ``adapter_model.safetensors`` instead of the weights. Written under a temporary name
-    beside ``output`` and renamed when complete; on any failure the temporary directory and every directory this
-    call created above ``output`` are removed (none that existed before).
+    had one), ``model.safetensors`` (or shards with an index), tokenizer files, verlfit's marker; with
+    ``adapter_only`` ``adapter_config.json`` + ``adapter_model.safetensors`` instead of the weights. Checked and
+    written by :mod:`verlfit.output_files` (built beside ``output``, switched in when complete); on any failure
+    the folder being built and every folder this call created above ``output`` are removed (none that existed
+    before). ``force``: replace what verlfit wrote at ``output`` before.
 
     Raises:
-        VerlfitError: torch, transformers or verl missing (:func:`verlfit.checks.stack.require`); see :func:`find_checkpoint`; ``output`` exists (without ``force``) or is a file; ``critic`` for a run
+        VerlfitError: torch, transformers or verl missing (:func:`verlfit.checks.stack.require`); see
+            :func:`find_checkpoint`; an output the write policy refuses (:func:`verlfit.output_files.check_output`,
+            exit status 2); ``critic`` for a run
             without one; the disk is full (with the free space); ``adapter_only`` for a full run; ``lora_alpha``
             for a run without LoRA (exit status 2); a damaged shard (named, with the other saved steps); any other
             OSError while writing (naming the path).
@@ -495,12 +500,8 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
     if critic and not checkpoint.has_critic:
         raise VerlfitError(f"--critic: {checkpoint.path} has no critic (a GRPO run trains none)", fix="leave out --critic")
     out = Path(output) if output is not None else checkpoint.run_dir / EXPORT_DIR / (f"global_step_{checkpoint.step}" + ("-adapter" if adapter_only else ""))
-    if (out.exists() or out.is_symlink()) and not out.is_dir():
-        # --force replaces a model directory; a file there (or a link) is something else, never removed
-        raise VerlfitError(f"the output {out} is {'a link' if out.is_symlink() else 'a file'}, not a model directory: export writes a directory and --force replaces only one",
-                           fix="pass --output a directory path (new, or an earlier export to replace with --force)", exit_code=2)
-    if out.exists() and not force:
-        raise VerlfitError(f"the output {out} already exists", fix="pass --force to replace it, or another --output")
+    target = output_files.check_output(out, "verlfit export", force=force, inputs=[checkpoint.run_dir],
+                                       own_place=(EXPORT_DIR, "*"))
     roles = ["actor"] + (["critic"] if critic else [])
     damaged = older_steps_fix(checkpoint)
     lora_roles = [role for role in roles if _has_lora(checkpoint, role, damaged)]
@@ -508,45 +509,26 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
         raise VerlfitError(f"--lora-alpha {lora_alpha:g}: {checkpoint.path} holds no LoRA adapter (a full fine-tuning run), so there is no alpha to apply",
                            fix="leave out --lora-alpha", exit_code=2)
     alphas = {role: (lora_alpha if lora_alpha is not None else lora_alpha_of(checkpoint.run_dir, role)) if role in lora_roles else None for role in roles}
-    created = missing_parents(out.parent)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        remove_created(created)
-        raise _write_error(out.parent, error) from error
-    staging = None
-    try:
-        needed = _needed_bytes(checkpoint, roles, dtype)
-        if shutil.disk_usage(out.parent).free < needed:
-            raise _disk_full(out.parent, needed)
-        info = _run_info(checkpoint.run_dir)
-        base_model = info.get("settings", {}).get("model") if isinstance(info.get("settings"), dict) else None
+    created = output_files.prepare_parent(target)
+    needed = _needed_bytes(checkpoint, roles, dtype)
+    if shutil.disk_usage(target.path.parent).free < needed:
+        output_files.remove_created(created)
+        raise _disk_full(out.parent, needed)
+    info = _run_info(checkpoint.run_dir)
+    base_model = info.get("settings", {}).get("model") if isinstance(info.get("settings"), dict) else None
+
+    def build(folder: Path) -> dict:
+        written = {}
         try:
-            staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.exporting-"))
-            written = {}
             for role in roles:
-                written[role] = _save_role(checkpoint.role_dir(role), staging / ("model" if role == "actor" else "critic"),
+                written[role] = _save_role(checkpoint.role_dir(role), folder if role == "actor" else folder / "critic",
                                            getattr(torch, dtype) if dtype else None, adapter_only, alphas[role], base_model, role, damaged)
-                if role == "actor":
-                    for entry in (staging / "model").iterdir():
-                        entry.rename(staging / entry.name)
-                    (staging / "model").rmdir()
-            share_as_umask(staging)
-            if out.exists():
-                old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.replaced-"))
-                os.replace(out, old / out.name)
-                os.replace(staging, out)
-                shutil.rmtree(old)
-            else:
-                os.replace(staging, out)
         except OSError as error:
             raise _write_error(out.parent, error, needed) from error
-    except BaseException:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-        remove_created(created)
-        raise
-    return ExportResult(checkpoint=checkpoint, output=out, written=written)
+        return written
+
+    written = output_files.write_folder(target, build, created)
+    return ExportResult(checkpoint=checkpoint, output=out, written=written, replaced=output_files.replaced_text(target))
 
 
 def _has_lora(checkpoint: Checkpoint, role: str, fix: str | None = None) -> bool:
@@ -558,29 +540,10 @@ def _has_lora(checkpoint: Checkpoint, role: str, fix: str | None = None) -> bool
 
 def _run_info(run_dir: Path) -> dict:
     try:
-        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+        info = json.loads((run_dir / output_files.RUN_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return info if isinstance(info, dict) else {}
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def share_as_umask(folder: Path) -> None:
-    """Give ``folder`` and everything in it the modes a plain ``open``/``mkdir`` would under the process umask
-    (files ``0o666 & ~umask``, folders ``0o777 & ~umask``): ``mkdtemp`` makes the folder 0700 and the safetensors
-    writer leaves ``model.safetensors`` 0600, while the tokenizer and config files follow the umask."""
-    mask = _umask()
-    for root, folders, files in os.walk(folder):
-        for name in files:
-            os.chmod(Path(root) / name, 0o666 & ~mask)
-        for name in folders:
-            os.chmod(Path(root) / name, 0o777 & ~mask)
-    os.chmod(folder, 0o777 & ~mask)
 
 
 def _step(text: str) -> int | str:
@@ -608,12 +571,15 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory made by verlfit train")
     parser.add_argument("--step", type=_step, default="latest", metavar="N|latest",
                         help="which checkpoint: N or global_step_N (its directory's name); latest: the newest complete one (default)")
-    parser.add_argument("--output", metavar="DIR", help=f"where to write the model (default RUN_DIR/{EXPORT_DIR}/global_step_N)")
+    parser.add_argument("--output", metavar="DIR", help="where to write the model: a new folder, or an earlier export "
+                                                        f"(default RUN_DIR/{EXPORT_DIR}/global_step_N)")
     parser.add_argument("--dtype", choices=tuple(DTYPES), help="dtype of the written weights (default: the checkpoint's, fp32 for verl's FSDP master weights; bfloat16 halves the size and rounds)")
     parser.add_argument("--adapter-only", action="store_true", help="LoRA runs: write the PEFT adapter directory instead of the merged model")
     parser.add_argument("--lora-alpha", type=float, metavar="A", help="LoRA runs: lora_alpha when the run has no config.yaml (default: the run's)")
     parser.add_argument("--critic", action="store_true", help="also export the critic (PPO) into OUTPUT/critic")
-    parser.add_argument("--force", action="store_true", help="replace an existing output directory (after the new one is complete)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what verlfit wrote at --output before (after the new export is complete); "
+                             "never a file verlfit did not write")
     parser.set_defaults(func=_run)
     return parser
 
@@ -622,4 +588,6 @@ def _run(args) -> int:
     result = export(args.run_dir, args.step, args.output, args.dtype, args.adapter_only, args.critic, args.force, args.lora_alpha)
     what = ", ".join(f"{role} {kind}" for role, kind in result.written.items())
     print(f"exported step {result.checkpoint.step} of {result.checkpoint.run_dir} ({what}) to {result.output}")
+    if result.replaced:
+        print(result.replaced)
     return 0

@@ -24,10 +24,10 @@ this module reproduces its logic exactly and adds what an air-gapped 24 GB user 
   (``len(tokenizer.apply_chat_template(prompt, add_generation_prompt=True))``; verl keeps
   ``length <= data.max_prompt_length``), the distribution is printed and overlong rows are dropped,
   so ``data.max_prompt_length`` can never fail (``truncation=error``) many steps into a run;
-* output is written atomically: both files go to temporary files in the output directory first,
-  then ``os.replace``; an error leaves previous outputs untouched and no temporary file behind;
-  the same input gives byte-identical files (parquet holds no timestamp; the ``huggingface`` schema
-  metadata is the fixed feature description).
+* output is written as one folder (:func:`write_tables`, :mod:`verlfit.output_files`): both files and
+  the marker are built beside the output and switched in together; an error or Ctrl-C leaves the
+  previous folder untouched and nothing half-built behind; the same input gives byte-identical files
+  (parquet holds no timestamp; the ``huggingface`` schema metadata is the fixed feature description).
 
 ``verlfit train`` uses :func:`training_data`, :func:`prepare` and :func:`is_prepared`: ``--data DIR`` holding raw
 GSM8K files is prepared from them into ``DIR/verl`` (:data:`PREPARED_FOLDER`), as ``prepare-gsm8k --input DIR
@@ -561,125 +561,23 @@ def has_gsm8k_schema(path: str | os.PathLike) -> bool:
     return schemas_match(schema, features().arrow_schema)
 
 
-def _write_atomically(output_dir: Path, tables: dict[str, Any], written_by: str = "verlfit prepare-gsm8k") -> dict[str, Path]:
-    """Write every split to a temporary file in ``output_dir``, then rename them all into place, then the verlfit
-    marker listing them (:func:`verlfit.data_folder.write_marker`). ``output_dir`` and the parents it lacks are created
-    first and removed again (each only while empty) when the write fails. Whether ``output_dir`` may be written is the
-    caller's check (:func:`verlfit.data_folder.check_writable`)."""
-    if output_dir.exists() and not output_dir.is_dir():
-        raise VerlfitError(f"--output {output_dir} is a file, not a directory", fix="pass --output a directory (it is created if missing)")
-    file_above = next((parent for parent in output_dir.parents if parent.exists() and not parent.is_dir()), None)
-    if file_above is not None:
-        raise VerlfitError(f"--output {output_dir}: {file_above} is a file, not a directory", fix="pass --output a path whose parents are directories")
-    from verlfit.output_directories import missing_parents, remove_created
+def write_tables(output, tables: dict[str, Any]) -> dict[str, Path]:
+    """Write every split's table as ``SPLIT.parquet`` into a folder built beside ``output`` and switch it in whole,
+    with the marker listing them (:func:`verlfit.output_files.write_folder`): after any interruption the folder
+    holds the old files or the new ones, never a mix. Whether ``output`` may be written is the caller's check
+    (:func:`verlfit.output_files.check_output`). Returns split -> the path as the user named it.
 
-    created = missing_parents(output_dir)  # removed again if the write fails (never a directory that existed)
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        remove_created(created)
-        raise VerlfitError(f"cannot create output directory {output_dir}: {_cause(error, output_dir)}", fix=_output_fix(error, output_dir)) from error
-    try:
-        return _write_tables(output_dir, tables, written_by)
-    except BaseException:
-        remove_created(created)
-        raise
+    Raises:
+        VerlfitError: the folder cannot be written (permission, a full disk), the previous files unchanged.
+    """
+    from verlfit.output_files import write_folder
 
+    def build(folder: Path) -> None:
+        for split, table in tables.items():
+            table.to_parquet(str(folder / f"{split}.parquet"))
 
-def _cause(error: OSError, output_dir: Path) -> str:
-    """What the kernel said, naming the directory it is about: permission (EACCES/EPERM/EROFS) on the nearest
-    existing directory, or a full disk (ENOSPC)."""
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        where = next((parent for parent in (output_dir, *output_dir.parents) if parent.exists()), output_dir)
-        return f"permission denied ({where} is not writable for this user)" if error.errno != errno.EROFS else f"{where} is on a read-only file system"
-    if error.errno == errno.ENOSPC:
-        return f"no space left on the disk of {output_dir}"
-    return error.strerror or str(error)
-
-
-def _output_fix(error: OSError, output_dir: Path) -> str:
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return "pass --output a directory you can write (e.g. under your home or the current directory)"
-    if error.errno == errno.ENOSPC:
-        return f"free space on the disk of {output_dir}, or pass --output DIR on another disk"
-    return f"pass --output DIR elsewhere"
-
-
-def _write_tables(output_dir: Path, tables: dict[str, Any], written_by: str) -> dict[str, Path]:
-    from verlfit.data_folder import write_marker
-
-    paths = output_paths(output_dir)
-    temporary: dict[str, Path] = {}
-    # a plain `kill` (SIGTERM) unwinds through the finally below too, which removes the temporary files
-    with _terminate_as_exit():
-        try:
-            for split, table in tables.items():
-                temp = output_dir / f".{split}.parquet.{secrets.token_hex(6)}.tmp"
-                # created here (not by mkstemp) so the final file gets the usual umask-based mode
-                os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-                temporary[split] = temp
-                table.to_parquet(str(temp))
-                with open(temp, "rb") as handle:
-                    os.fsync(handle.fileno())
-            for split, temp in temporary.items():
-                os.replace(temp, paths[split])
-            # the marker last: a write cut short before it leaves files verlfit does not claim (refused next time
-            # without --force), never a marker claiming files it did not write
-            write_marker(output_dir, [paths[split].name for split in tables], written_by)
-            _fsync_directory(output_dir)
-            # temporary files an earlier run left when it was killed outright (SIGKILL, power loss): named as ours
-            for split in SPLITS:
-                for stale in output_dir.glob(f".{split}.parquet.*.tmp"):
-                    if re.fullmatch(rf"\.{split}\.parquet\.[0-9a-f]{{12}}\.tmp", stale.name):
-                        stale.unlink(missing_ok=True)
-        except OSError as error:
-            raise VerlfitError(
-                f"cannot write to output directory {output_dir}: {_cause(error, output_dir)}; "
-                f"previous {' and '.join(path.name for path in paths.values())} there (if any) are unchanged",
-                fix=_output_fix(error, output_dir),
-            ) from error
-        finally:
-            for temp in temporary.values():
-                try:
-                    temp.unlink()
-                except FileNotFoundError:
-                    pass
-    return paths
-
-
-@contextmanager
-def _terminate_as_exit() -> Iterator[None]:
-    """While inside, SIGTERM and SIGHUP raise ``SystemExit(128 + signal)`` (the shell's status for them) in the
-    main thread, so ``finally`` blocks run; Python's default for them ends the process without unwinding.
-    A handler someone else installed is left alone."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    taken = [number for number in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(number) is signal.SIG_DFL]
-    for number in taken:
-        signal.signal(number, _exit_on_terminate)
-    try:
-        yield
-    finally:
-        for number in taken:
-            signal.signal(number, signal.SIG_DFL)
-
-
-def _exit_on_terminate(signum, frame) -> None:
-    raise SystemExit(128 + signum)
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        descriptor = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(descriptor)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
+    write_folder(output, build)
+    return output_paths(output.given)
 
 
 @contextmanager
@@ -719,15 +617,16 @@ def prepare(
         max_prompt_length: with ``tokenizer``, drop prompts longer than this many tokens.
         strict: a bad row is fatal instead of skipped.
         log: receives each progress / summary line.
-        force: write into ``output_dir`` even when it holds files verlfit did not write (its train.parquet and
-            test.parquet are replaced, other files kept).
+        force: replace what verlfit wrote into ``output_dir`` before (:mod:`verlfit.output_files`); a folder
+            holding files verlfit did not write is refused even so.
 
     Raises:
         VerlfitError: unreadable source, bad rows with ``strict``, a split with nothing left,
             an unusable tokenizer, or an output directory that cannot be written (previous
-            outputs are then left as they were); exit status 2 for an output directory holding files verlfit did not
-            write, without ``force`` (:func:`verlfit.data_folder.refuse_to_overwrite`), checked before anything is
-            read.
+            outputs are then left as they were); exit status 2 for an output the write policy refuses
+            (:func:`verlfit.output_files.check_output`: files verlfit did not write, an input, a run directory, the
+            current directory, an earlier output of another command or input without ``force``), checked before
+            anything is read.
     """
     if max_prompt_length is not None and tokenizer is None:
         raise VerlfitError(
@@ -744,9 +643,10 @@ def prepare(
             fix="pass --output another directory, e.g. data/gsm8k",
             exit_code=2,
         )
-    from verlfit.data_folder import check_writable
+    from verlfit.output_files import check_output
 
-    check_writable(output_dir, force=force)
+    source_name = source if source is not None else f"hub {HUB_DATASET} {HUB_CONFIG}"
+    output = check_output(output_dir, "verlfit prepare-gsm8k", force=force, inputs=[source_name])
     result = PrepareResult(output_dir=output_dir)
     # the tokenizer first: a hub id that cannot be had fails in seconds, before any data is read or downloaded
     if tokenizer is not None:
@@ -815,7 +715,11 @@ def prepare(
 
         schema = features()
         tables = {split: Dataset.from_list(rows[split], features=schema) for split in SPLITS}
-        result.paths = _write_atomically(output_dir, tables)
+        result.paths = write_tables(output, tables)
+        if output.replaces:
+            from verlfit.output_files import replaced_text
+
+            log(replaced_text(output))
 
     for split in SPLITS:
         result.rows[split] = len(rows[split])
@@ -849,12 +753,13 @@ lengths: with --tokenizer, each prompt is rendered as verl's RLHFDataset does
 with --max-prompt-length N too, prompts over N tokens are dropped (verl keeps length <= N), so
 data.max_prompt_length=N cannot fail mid-run.
 
-output: written to temporary files in the output directory, then renamed into place, then a
-marker (.verlfit-prepared.json: each file's size and SHA-256); on any error the previous files
-stay as they were. The same input gives byte-identical parquet files. The output directory must
-be absent, empty or hold data verlfit prepared (its marker, files unchanged): anything else is
-refused before anything is read (--force writes there anyway, replacing only train.parquet and
-test.parquet).
+output: built whole in a hidden folder beside the output, with a marker (.verlfit-written.json:
+the command, its input, each file's size and SHA-256), then switched in with one rename; on any
+error or Ctrl-C the previous folder stays as it was. The same input gives byte-identical parquet
+files. The output must be absent, empty, or what verlfit prepared there before: a re-run on the
+same input replaces it, --force replaces what another verlfit command or input wrote; a folder
+holding files verlfit did not write, an input, a run directory or the current directory is
+refused before anything is read (even with --force).
 """
 
 _EPILOG = """\
@@ -879,7 +784,9 @@ def register(subparsers):
     parser.add_argument("--tokenizer", metavar="PATH_OR_NAME", help="tokenizer to measure prompts with (the model you train)")
     parser.add_argument("--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)")
     parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
-    parser.add_argument("--force", action="store_true", help="write into --output even when it holds files verlfit did not write (replaces its train.parquet and test.parquet, keeps the rest)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what verlfit wrote into --output before (from another input or command); never a "
+                             "file verlfit did not write")
     parser.set_defaults(func=_run)
     return parser
 

@@ -329,8 +329,9 @@ def drop_after_checkpoint(run_dir: str | os.PathLike, checkpoint_step: int) -> i
 
     Keeps, in file order, the records of steps <= ``checkpoint_step`` without their ``finished`` key (the run goes
     on); drops the records of later steps (verl trains those steps again and they are recorded again) and unreadable
-    lines (a record cut by a kill). Writes a temporary file in the same folder, fsyncs it and renames it over the
-    old one, so a kill during the rewrite leaves either file whole. Nothing to drop: the file is left untouched.
+    lines (a record cut by a kill). Written by :func:`verlfit.output_files.write_file` (a temporary file in the same
+    folder, fsync-ed, renamed over the old one), so a kill during the rewrite leaves either file whole. Nothing to
+    drop: the file is left untouched.
 
     Returns:
         the number of records dropped (cut lines not counted).
@@ -342,13 +343,9 @@ def drop_after_checkpoint(run_dir: str | os.PathLike, checkpoint_step: int) -> i
     dropped = len(records) - len(kept)
     if not dropped and not unreadable and not any("finished" in r for r in records):
         return 0
-    temporary = path.with_name(f".{path.name}.resume")
-    with open(temporary, "wb") as handle:
-        for record in kept:
-            handle.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    from verlfit.output_files import write_file
+
+    write_file(path, b"".join(json.dumps(record, separators=(",", ":")).encode() + b"\n" for record in kept))
     return dropped
 
 

@@ -19,9 +19,10 @@ missing, blank, or neither text nor a number. A line that is not JSON, or not an
 Split: ``--test FILE``, or ``--test-fraction F`` of the good rows of ``--train`` chosen by ``random.Random(--seed)``
 (at least one row each side). Lengths: with ``--tokenizer`` (the model you train), each prompt is measured as verl's
 ``RLHFDataset`` measures it (:func:`verlfit.gsm8k.prompt_length`) and, with ``--max-prompt-length N``, prompts over N
-tokens are dropped, as ``prepare-gsm8k`` does. Output: as ``prepare-gsm8k`` (temporary files, renames, then the
-verlfit marker), only into a folder that is absent, empty or holds data verlfit prepared
-(:mod:`verlfit.data_folder`; ``--force`` otherwise).
+tokens are dropped, as ``prepare-gsm8k`` does. Output: as ``prepare-gsm8k`` (a folder built whole beside the output
+and switched in with its marker, :func:`verlfit.output_files.write_folder`), under the write policy of
+:func:`verlfit.output_files.check_output`: never over files verlfit did not write, an input, a run directory or the
+current directory.
 """
 
 from __future__ import annotations
@@ -344,7 +345,8 @@ def prepare_data(
         tokenizer: a tokenizer name or path (or a loaded one) to measure prompts with.
         max_prompt_length: with ``tokenizer``: drop prompts over this many tokens.
         strict: a bad row is fatal instead of skipped.
-        force: write into a folder holding files verlfit did not write (replaces train.parquet and test.parquet).
+        force: replace what verlfit wrote into ``output_dir`` before (from other inputs or another command); a
+            folder holding files verlfit did not write is refused even so.
         log: receives each progress line.
 
     Raises:
@@ -352,7 +354,7 @@ def prepare_data(
             unreadable file, bad rows with ``strict``, or a split with no row left; 1 for a write that fails.
     """
     from verlfit import gsm8k
-    from verlfit.data_folder import check_writable
+    from verlfit.output_files import check_output
 
     if (test is None) == (test_fraction is None):
         raise VerlfitError("give the held-out rows one way: --test FILE or --test-fraction F", fix="e.g. --test test.jsonl, or --test-fraction 0.1 --seed 0", exit_code=2)
@@ -393,7 +395,8 @@ def prepare_data(
     if max_prompt_length is not None and max_prompt_length < 1:
         raise VerlfitError(f"--max-prompt-length must be at least 1, not {max_prompt_length}", exit_code=2)
     output_dir = Path(output_dir)
-    check_writable(output_dir, force=force)
+    inputs = [train] + ([test] if test is not None else [])
+    output = check_output(output_dir, "verlfit prepare-data", force=force, inputs=inputs)
     name = None
     if tokenizer is not None:
         if isinstance(tokenizer, (str, os.PathLike)):
@@ -466,7 +469,11 @@ def prepare_data(
 
     with gsm8k._quiet_datasets():
         tables = {split: Dataset.from_list(rows[split], features=gsm8k.features()) for split in ("train", "test")}
-        result.paths = gsm8k._write_atomically(output_dir, tables, written_by="verlfit prepare-data")
+        result.paths = gsm8k.write_tables(output, tables)
+        if output.replaces:
+            from verlfit.output_files import replaced_text
+
+            log(replaced_text(output))
     for split in ("train", "test"):
         result.rows[split] = len(rows[split])
         dropped = f", {result.dropped[split]} over {max_prompt_length} tokens dropped" if split in result.dropped else ""
@@ -507,9 +514,11 @@ with --seed (at least one row each side); extra_info.index is the row's position
 lengths: with --tokenizer, prompts are measured as verl's RLHFDataset measures them; with
 --max-prompt-length N, prompts over N tokens are dropped (as prepare-gsm8k does).
 
-output: temporary files renamed into place, then a marker (.verlfit-prepared.json). --output must
-be absent, empty or hold data verlfit prepared; anything else is refused (--force writes there
-anyway, replacing only train.parquet and test.parquet).
+output: built whole in a hidden folder beside --output with a marker (.verlfit-written.json), then
+switched in with one rename. --output must be absent, empty, or what verlfit wrote there before: a
+re-run on the same files replaces it, --force replaces what verlfit wrote from other inputs; a
+folder holding files verlfit did not write, an input's folder, a run directory or the current
+directory is refused (even with --force).
 """
 
 _EPILOG = """\
@@ -547,7 +556,9 @@ def register(subparsers):
     parser.add_argument("--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)")
     parser.add_argument("--output", metavar="DIR", required=True, help="output folder: absent, empty, or written by verlfit before")
     parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
-    parser.add_argument("--force", action="store_true", help="write into --output even when it holds files verlfit did not write (replaces its train.parquet and test.parquet, keeps the rest)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what verlfit wrote into --output before (from other inputs or another command); "
+                             "never a file verlfit did not write")
     parser.set_defaults(func=_run)
     return parser
 

@@ -3,8 +3,9 @@
 A run directory (made by ``verlfit train``) holds ``metrics.jsonl`` (one record per step, see
 :mod:`verlfit.metrics`), ``train.log`` (verl's full output) and ``run.json`` (``total_steps``, ``command``,
 ...). The report reads ``metrics.jsonl`` (a cut last line is skipped) or, without it, parses
-``train.log``; ``run.json`` is optional. It writes, atomically (temporary file + rename), into
-``RUN_DIR/report`` or ``--output``:
+``train.log``; ``run.json`` is optional. It writes into ``RUN_DIR/report`` or ``--output``, as one folder built beside
+it and switched in (:mod:`verlfit.output_files`: never over files verlfit did not write, the run directory itself or
+elsewhere in it, or the current directory; its earlier report of the same run is replaced without ``--force``):
 
     reward.png  kl.png  entropy.png  response_length.png  step_time.png  memory.png  summary.txt
 
@@ -28,9 +29,9 @@ from pathlib import Path
 
 from verlfit.errors import VerlfitError
 from verlfit.metrics import METRICS_FILE, consolidate, is_training_record, parse_log, read_metrics
+from verlfit.output_files import RUN_FILE as RUN_INFO_FILE  # run.json, named once
 from verlfit.progress import LOG_FILE, REWARD_KEY, format_duration, tokens_per_second
 
-RUN_INFO_FILE = "run.json"
 # what to do about a run.json that cannot be read: report and `train --resume` give the same fix
 DAMAGED_RECORD_FIX = (f"{RUN_INFO_FILE} is verlfit train's record of the run (settings, overrides, total steps), written whole through a "
                       "temporary file: a damaged one was edited or copied in part; restore it from a copy, or start a new run with the "
@@ -232,18 +233,6 @@ def build_figure(spec: dict):
     return fig
 
 
-def _write_atomic(path: Path, write) -> None:
-    """Write through ``write(binary_handle)`` to a hidden temporary file beside ``path``, then rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as out:
-            write(out)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
 def summarize(run: Run) -> str:
     """The short text summary: status, steps, reward, validation, step time, throughput, peak memory."""
     lines = [f"run: {run.run_dir} (read from {run.source})"]
@@ -315,7 +304,8 @@ def describe_evaluation(evaluation: dict) -> str:
     scored = e.get("score") if isinstance(e.get("score"), str) else "verl's strict GSM8K score"
     # verlfit.evaluate.score_text: a reward of 0.5 is no half answer
     measure = "accuracy" if e.get("binary", True) else "mean reward"
-    where = f"{e.get('rows')} rows of {e.get('split')}, greedy, scored by {scored}; {e['path']}"
+    partial = f", partial: stopped at row {e.get('stopped_at_row')}" if e.get("partial") else ""
+    where = f"{e.get('rows')} rows of {e.get('split')}{partial}, greedy, scored by {scored}; {e['path']}"
     comparison = e.get("comparison")
     if comparison and isinstance(comparison.get("other"), dict) and isinstance(comparison["other"].get("accuracy"), (int, float)):
         other = comparison["other"]
@@ -353,33 +343,41 @@ class ReportResult:
     files: list[Path]
     summary: str
     info_error: str | None = None  # why run.json could not be read (the report then rests on the metrics alone)
+    replaced: str = ""  # what of verlfit's earlier output there it replaced (output_files.replaced_text)
 
 
-def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | None = None) -> ReportResult:
+def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | None = None,
+                 force: bool = False) -> ReportResult:
     """Write the plots and ``summary.txt`` for ``run_dir``; return where and what.
 
+    ``force``: replace what verlfit wrote at ``output_dir`` before (another run's report); a report of the same run
+    replaces its own without it.
+
     Raises:
-        VerlfitError: ``run_dir`` is not a run (see :func:`load_run`), or the output cannot be written.
+        VerlfitError: ``run_dir`` is not a run (see :func:`load_run`); an output the write policy refuses
+            (:func:`verlfit.output_files.check_output`, exit status 2), or one that cannot be written.
     """
+    from verlfit import output_files
+
     run = load_run(run_dir)
     out = Path(output_dir) if output_dir is not None else run.run_dir / REPORT_DIR
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise VerlfitError(f"cannot create the report directory {out}: {error.strerror}", fix="pass --output DIR") from error
-    files = []
-    for name, spec in plot_data(run.records).items():
-        fig = build_figure(spec)
-        path = out / f"{name}.png"
-        _write_atomic(path, lambda handle: fig.savefig(handle, format="png"))
-        files.append(path)
+    target = output_files.check_output(out, "verlfit report", force=force, inputs=[run.run_dir],
+                                       own_place=(REPORT_DIR,))
     summary = summarize(run)
-    if files:
-        summary += "\nplots: " + " ".join(p.name for p in files)
-    path = out / SUMMARY_FILE
-    _write_atomic(path, lambda handle: handle.write((summary + "\n").encode()))
-    files.append(path)
-    return ReportResult(output_dir=out, files=files, summary=summary, info_error=run.info_error)
+    specs = plot_data(run.records)
+    if specs:
+        summary += "\nplots: " + " ".join(f"{name}.png" for name in specs)
+
+    def build(folder: Path) -> None:
+        for name, spec in specs.items():
+            with open(folder / f"{name}.png", "xb") as handle:
+                build_figure(spec).savefig(handle, format="png")
+        (folder / SUMMARY_FILE).write_text(summary + "\n", encoding="utf-8")
+
+    output_files.write_folder(target, build)
+    files = [out / f"{name}.png" for name in specs] + [out / SUMMARY_FILE]
+    return ReportResult(output_dir=out, files=files, summary=summary, info_error=run.info_error,
+                        replaced=output_files.replaced_text(target))
 
 
 def register(subparsers):
@@ -396,7 +394,12 @@ def register(subparsers):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
-    parser.add_argument("--output", metavar="DIR", help=f"where to write the plots (default RUN_DIR/{REPORT_DIR})")
+    parser.add_argument("--output", metavar="DIR",
+                        help="where to write the plots: a new folder or an earlier report's "
+                             f"(default RUN_DIR/{REPORT_DIR})")
+    parser.add_argument("--force", action="store_true",
+                        help="replace what verlfit wrote at --output before (another run's report; the same run's is "
+                             "replaced without it); never a file verlfit did not write")
     parser.set_defaults(func=_run)
     return parser
 
@@ -404,9 +407,11 @@ def register(subparsers):
 def _run(args) -> int:
     """Write and print the report; a run whose run.json cannot be read still gets its report (from the metrics), then
     exits 1 with the fix (:data:`DAMAGED_RECORD_FIX`), as ``verlfit train --resume`` refuses it."""
-    result = write_report(args.run_dir, args.output)
+    result = write_report(args.run_dir, args.output, args.force)
     print(result.summary)
     print(f"written to {result.output_dir}")
+    if result.replaced:
+        print(result.replaced)
     if result.info_error:
         raise VerlfitError(f"{result.info_error}: the report above rests on the metrics alone (total steps and process id unknown)", fix=DAMAGED_RECORD_FIX)
     return 0

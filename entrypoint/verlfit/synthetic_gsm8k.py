@@ -199,19 +199,13 @@ def iter_corpus_lines(n: int = 4000, seed: int = 1234) -> Iterator[str]:
 
 
 def write_jsonl(rows: List[Dict[str, str]], path: str) -> None:
-    """Write ``rows`` to ``path`` as JSON lines (``question`` then ``answer``), through a temp file in the same
-    folder and a rename: an interrupted write leaves no half file (the file gets the umask's permissions, as
-    a plain ``open`` gives)."""
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for r in rows:
-                f.write(json.dumps({"question": r["question"], "answer": r["answer"]}, ensure_ascii=False) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``rows`` to ``path`` as JSON lines (``question`` then ``answer``) with
+    :func:`verlfit.output_files.write_file` (a temporary file in the same folder and a rename: an interrupted write
+    leaves no half file; the file gets the umask's permissions, as a plain ``open`` gives)."""
+    from verlfit.output_files import write_file
+
+    lines = (json.dumps({"question": r["question"], "answer": r["answer"]}, ensure_ascii=False) + "\n" for r in rows)
+    write_file(path, "".join(lines))
 
 
 def write_splits(output_dir: str, n_train: int = 5000, n_test: int = 500, seed: int = 0,

@@ -19,7 +19,7 @@ from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan
 from verlfit.train.preflight import check_data_size, checkpoint_space_warning, ensure_data, run_blocking_checks
 from verlfit.data_folder import data_folder_state
 from verlfit.train.reward import check_run_reward, data_keys
-from verlfit.train.run_directory import create_run_directory, record_resume, resume_plan
+from verlfit.train.run_directory import check_run_directory, create_run_directory, record_resume, resume_plan
 from verlfit.train.settings import TrainOptions, build_launch
 from verlfit.train.supervise import launch
 
@@ -159,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         if warning:
             print(f"verlfit: {warning}")
         return launch(plan, run_dir, stall_timeout=args.stall_timeout)
+    if args.run_dir and not args.dry_run:
+        check_run_directory(args.run_dir)  # said before the GPU, model and data are looked at
     plan = prepare_launch(args)
     if args.dry_run:
         # what the real launch would refuse of the user's inputs (run directory, model, data, reward): said in the
@@ -168,6 +170,12 @@ def run(args: argparse.Namespace) -> int:
         if Path(plan.settings.run_dir).exists():
             plan.notes.append(f"{plan.settings.run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)")
             refusals.append(f"run directory {plan.settings.run_dir} exists")
+        else:
+            try:
+                check_run_directory(plan.settings.run_dir)
+            except VerlfitError as refusal:  # a run directory inside another run: a real run refuses it
+                plan.notes.append(f"a real run would refuse --run-dir: {refusal.message} ({refusal.fix})")
+                refusals.append(f"--run-dir {plan.settings.run_dir}: {refusal.message}")
         from verlfit.doctor import missing_engine_packages
 
         missing = missing_engine_packages(plan.settings.rollout, plan.settings.attention)
@@ -203,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
     from verlfit.checks.stack import require
 
     require("train")  # the same words as export and eval
+    check_run_directory(plan.settings.run_dir)  # before anything is prepared: where the run may not go is said first
     if not args.skip_checks:
         run_blocking_checks(plan)
     ensure_data(plan.settings)

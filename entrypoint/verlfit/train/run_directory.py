@@ -1,7 +1,8 @@
 """A ``verlfit train`` run directory: created atomically with its records (:func:`create_run_directory`: ``run.json``,
-``command.sh``, ``config.yaml``, ``checkpoints/``), read back (:func:`load_run`), resumed (:func:`resume_plan`,
-:func:`record_resume`) and given its outcome (:func:`record_outcome`). Every write goes through a temporary file and a
-rename (:func:`write_atomic`).
+``command.sh``, ``config.yaml``, ``checkpoints/``; built whole beside its path and renamed in,
+:func:`verlfit.output_files.build_new_folder`), read back (:func:`load_run`), resumed (:func:`resume_plan`,
+:func:`record_resume`) and given its outcome (:func:`record_outcome`). Every later write of ``run.json`` goes through
+a temporary file and a rename (:func:`verlfit.output_files.write_file`).
 """
 
 from __future__ import annotations
@@ -11,54 +12,52 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, latest_checkpoint
 from verlfit.errors import VerlfitError
+from verlfit.output_files import RUN_FILE, write_file
 from verlfit.overrides import TrainSettings, keep_checkpoints_overrides
 from verlfit.train.describe import shell_command
 from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
 
-RUN_FILE = "run.json"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in its folder and a rename.
+def check_run_directory(run_dir: str | os.PathLike):
+    """Check that ``--run-dir`` may be created: it does not exist, lies in no other run directory and has no file
+    among its parents (:func:`verlfit.output_files.check_output`); return the checked output.
 
     Raises:
-        OSError: the write or the rename failed (a full disk: ``ENOSPC``); the temporary file is removed and
-            ``path`` is as it was.
+        VerlfitError: naming ``--run-dir`` and the fix (an existing run: ``--resume``).
     """
-    handle = tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False)
-    temporary = Path(handle.name)
-    try:
-        with handle:
-            handle.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    from verlfit.output_files import check_output
+
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise VerlfitError(f"--run-dir {run_dir} is a file, not a directory",
+                           fix="pass a directory path that does not exist yet")
+    if run_dir.exists():
+        resume = f"verlfit train --resume {shlex.quote(str(run_dir))}"
+        raise VerlfitError(f"run directory {run_dir} already exists",
+                           fix=f"continue it with `{resume}`, or pass another --run-dir")
+    return check_output(run_dir, "verlfit train", flag="--run-dir", kind="new-folder", force_flag=None)
 
 
 def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
-    """Create the run directory atomically: build it under a hidden temporary name, then rename.
+    """Create the run directory atomically: build it under a hidden name beside it, then rename
+    (:func:`verlfit.output_files.build_new_folder`).
 
     Raises:
-        VerlfitError: when the directory already exists (use --resume) or cannot be created.
+        VerlfitError: when the directory already exists (use --resume), lies inside another run, or cannot be
+            created (:func:`check_run_directory`, :func:`verlfit.output_files.write_error`).
     """
+    from verlfit.output_files import build_new_folder
+
     run_dir = Path(plan.settings.run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise VerlfitError(f"--run-dir {run_dir} is a file, not a directory", fix="pass a directory path that does not exist yet")
-    if run_dir.exists():
-        raise VerlfitError(f"run directory {run_dir} already exists", fix=f"continue it with `verlfit train --resume {shlex.quote(str(run_dir))}`, or pass another --run-dir")
-    try:
-        run_dir.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}.building-"))
-    except OSError as error:
-        raise VerlfitError(f"cannot create the run directory {run_dir}: {error.strerror}", fix="choose a writable --run-dir") from error
-    try:
+    output = check_run_directory(run_dir)
+
+    def build(staging: Path) -> None:
         record = {
             "verlfit_run": 1,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -80,15 +79,8 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
         if config_yaml is not None:
             (staging / "config.yaml").write_text(config_yaml)
         (staging / "checkpoints").mkdir()
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes it 0700; a run directory is shared like any other
-        os.replace(staging, run_dir)
-    except BaseException:
-        import shutil
 
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    build_new_folder(output, build)
     return run_dir
 
 
@@ -223,19 +215,20 @@ def record_resume(run_dir: Path, plan: LaunchPlan) -> None:
     record["overrides"] = list(plan.overrides)
     record["command"] = list(plan.command)
     record.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    write_atomic(Path(run_dir) / RUN_FILE, json.dumps(record, indent=2) + "\n")
+    write_file(Path(run_dir) / RUN_FILE, json.dumps(record, indent=2) + "\n")
 
 
 def record_outcome(run_dir: Path, outcome: dict) -> bool:
     """Set ``outcome`` in ``run_dir/run.json`` (atomically); nothing when there is no run.json. Return whether it was
     recorded: a write that fails (a full disk) is said on stderr, run.json stays as it was and no temporary file is
-    left (:func:`write_atomic`), since the run's failure, already explained, is what the user needs to see."""
+    left (:func:`verlfit.output_files.write_file`), since the run's failure, already explained, is what the user needs
+    to see."""
     record_path = run_dir / RUN_FILE
     if not record_path.is_file():
         return False
     record = json.loads(record_path.read_text())
     try:
-        write_atomic(record_path, json.dumps({**record, "outcome": outcome}, indent=2) + "\n")
+        write_file(record_path, json.dumps({**record, "outcome": outcome}, indent=2) + "\n")
     except OSError as error:
         print(f"verlfit: could not update {record_path} with the outcome: {error}; it is unchanged", file=sys.stderr)
         return False

@@ -1,0 +1,202 @@
+"""The one write policy (verlfit.output_files): the data-loss findings of issue 32, each as the user met it, and the
+module's rules on their own (refusals, replacing, switching a folder in whole)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from verlfit import cli, output_files
+from verlfit.data_folder import FolderState, data_folder_state
+from verlfit.errors import VerlfitError
+
+
+def checksums(folder: Path) -> dict[str, str]:
+    """relative path -> sha256 of every file under ``folder`` (hidden ones too)."""
+    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def user_rows(folder: Path, count: int = 4, offset: int = 0) -> Path:
+    """The user's own question/answer parquet files ``train.parquet`` and ``test.parquet`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        rows = [{"question": f"{split} {offset + i} km in m?", "answer": str(1000 * (offset + i))}
+                for i in range(count)]
+        pq.write_table(pa.Table.from_pylist(rows), folder / f"{split}.parquet")
+    return folder
+
+
+def prepare(folder: Path, output: Path, *flags: str) -> int:
+    return cli.main(["prepare-data", "--train", str(folder / "train.parquet"), "--test", str(folder / "test.parquet"),
+                     "--data-source", "my/units", "--output", str(output), *flags])
+
+
+# --------------------------------------------------------------------------- issue 32, data loss items
+
+
+def test_item6_prepare_data_into_its_inputs_folder_with_force_loses_nothing(tmp_path, capsys):
+    data = user_rows(tmp_path / "D")
+    before = checksums(data)
+    assert prepare(data, data, "--force") == 2
+    err = capsys.readouterr().err
+    assert (f"verlfit: error: --output {data} holds the input {data / 'train.parquet'} of this command: writing there "
+            "would replace what it reads\n") in err
+    assert f"  fix: pass --output a new folder outside {data / 'train.parquet'}\n" in err
+    assert checksums(data) == before
+
+
+@pytest.mark.parametrize("interrupt_at", [0, 1, 2])
+def test_item7_a_ctrl_c_at_any_rename_leaves_the_old_folder_or_the_new_one(tmp_path, monkeypatch, interrupt_at, capsys):
+    old_input, new_input = user_rows(tmp_path / "old", 3), user_rows(tmp_path / "new", 5, offset=10)
+    out, reference = tmp_path / "out", tmp_path / "reference"
+    assert prepare(old_input, out) == 0
+    assert prepare(new_input, reference) == 0
+    old = {name: (out / name).read_bytes() for name in ("train.parquet", "test.parquet")}
+    new = {name: (reference / name).read_bytes() for name in ("train.parquet", "test.parquet")}
+    calls = []
+
+    def interrupting(real):
+        def call(*args, **kwargs):
+            result = real(*args, **kwargs)
+            calls.append(args)
+            if len(calls) == interrupt_at + 1:
+                os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C right after this rename
+            return result
+        return call
+
+    monkeypatch.setattr(os, "replace", interrupting(os.replace))
+    monkeypatch.setattr(os, "rename", interrupting(os.rename))
+    monkeypatch.setattr(output_files, "exchange", interrupting(output_files.exchange), raising=False)
+    status = prepare(new_input, out, "--force")
+    monkeypatch.undo()
+    assert status in (0, 130)
+    now = {name: (out / name).read_bytes() for name in ("train.parquet", "test.parquet")}
+    assert now in (old, new)  # never a new train.parquet beside an old test.parquet
+    assert data_folder_state(out).state is FolderState.VERLFIT_PREPARED  # the marker matches what is there
+    # nothing half-built or replaced left beside it
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["new", "old", "out", "reference"]
+
+
+def test_item7_the_new_folder_is_switched_in_with_one_exchange(tmp_path, monkeypatch):
+    old_input, new_input = user_rows(tmp_path / "old", 3), user_rows(tmp_path / "new", 5, offset=10)
+    out = tmp_path / "out"
+    assert prepare(old_input, out) == 0
+    renames = []
+    real_rename = os.rename
+    def rename(source, target):
+        renames.append((Path(source).name, Path(target).name))
+        return real_rename(source, target)
+
+    monkeypatch.setattr(os, "rename", rename)
+    assert prepare(new_input, out, "--force") == 0
+    if output_files.exchange.__module__ == "verlfit.output_files" and len(renames) == 1:
+        # renameat2(RENAME_EXCHANGE) swapped the folders; the one rename moves the old one aside to be removed
+        assert renames[0][0].startswith(".out.verlfit-building-") and renames[0][1].startswith(".out.verlfit-replaced-")
+    assert pq.read_table(out / "train.parquet").num_rows == 5
+
+
+# --------------------------------------------------------------------------- the module's rules
+
+
+def test_a_rerun_on_the_same_inputs_replaces_without_force_and_another_input_needs_it(tmp_path, capsys):
+    first, second = user_rows(tmp_path / "a", 3), user_rows(tmp_path / "b", 5)
+    out = tmp_path / "out"
+    assert prepare(first, out) == 0
+    assert prepare(first, out) == 0
+    assert prepare(second, out) == 2
+    err = capsys.readouterr().err
+    inputs = f"{first.resolve() / 'train.parquet'}, {first.resolve() / 'test.parquet'}"
+    assert f"--output {out} holds what verlfit prepare-data from {inputs} wrote " in err
+    assert "fix: pass --force to replace those files (only those), or pass --output a new folder" in err
+    assert prepare(second, out, "--force") == 0
+    assert f"replaced what verlfit wrote in {out} before: test.parquet, train.parquet\n" in capsys.readouterr().out
+    marker = json.loads((out / output_files.MARKER_NAME).read_text())
+    assert marker["inputs"] == [str(second.resolve() / "train.parquet"), str(second.resolve() / "test.parquet")]
+    assert sorted(marker["files"]) == ["test.parquet", "train.parquet"]
+
+
+def test_the_current_directory_and_a_folder_above_it_are_refused(tmp_path, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    for given, words in ((".", "is the current directory"), ("..", "is a folder holding the current directory")):
+        with pytest.raises(VerlfitError) as caught:
+            output_files.check_output(given, "verlfit export")
+        assert caught.value.message.startswith(f"--output {given} ({work if given == '.' else tmp_path}) {words}: ")
+        assert caught.value.fix == "pass --output a new folder, e.g. --output ./export-output"
+        assert caught.value.exit_code == 2
+
+
+def test_a_symlink_is_judged_as_the_folder_it_names(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(run)
+    with pytest.raises(VerlfitError) as caught:
+        output_files.check_output(link, "verlfit report", own_place=("report",))
+    assert caught.value.message == (f"--output {link} ({run}) is a run directory (it holds checkpoints/): "
+                                    "its checkpoints and records are never replaced")
+    assert caught.value.fix == ("pass --output a new folder outside the run, or leave it out for this command's own "
+                                f"place in the run, {run / 'report'}")
+    allowed = output_files.check_output(tmp_path / "link" / "report", "verlfit report", own_place=("report",))
+    assert allowed.path == run / "report"
+    with pytest.raises(VerlfitError, match=r"lies inside the run directory .*/run, outside this command's own place"):
+        output_files.check_output(link / "checkpoints" / "x", "verlfit report", own_place=("report",))
+
+
+def test_a_replaced_folder_keeps_a_file_someone_added_after_the_check(tmp_path, capsys):
+    out = tmp_path / "out"
+    first = output_files.check_output(out, "verlfit test")
+    output_files.write_folder(first, lambda folder: (folder / "a.txt").write_text("1"))
+    second = output_files.check_output(out, "verlfit test")
+    assert second.replaces == ("a.txt",)
+
+    def build(folder):
+        (folder / "a.txt").write_text("2")
+        (out / "late.txt").write_text("the user's")  # written into the old folder while the new one is built
+
+    with pytest.raises(VerlfitError, match="changed while verlfit was writing: it now holds files verlfit did not"):
+        output_files.write_folder(second, build)
+    assert (out / "a.txt").read_text() == "1" and (out / "late.txt").read_text() == "the user's"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+
+
+def test_remove_listed_removes_only_unchanged_listed_files(tmp_path, capsys):
+    folder = tmp_path / "old"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "ours.txt").write_text("ours")
+    (folder / "changed.txt").write_text("before")
+    marker = output_files.Marker("verlfit test", (), output_files.marker_content(folder, "verlfit test")["files"])
+    (folder / "changed.txt").write_text("after, by the user")
+    (folder / "added.txt").write_text("the user's")
+    assert output_files.remove_listed(folder, marker) == ["added.txt", "changed.txt"]
+    assert not (folder / "sub").exists()
+    err = capsys.readouterr().err
+    assert f"verlfit: warning: kept {folder}: it holds added.txt, changed.txt, not written by verlfit" in err
+
+
+def test_where_the_file_system_cannot_exchange_two_renames_switch_the_folder(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    first = output_files.check_output(out, "verlfit test")
+    output_files.write_folder(first, lambda folder: (folder / "a.txt").write_text("1"))
+    monkeypatch.setattr(output_files, "exchange", lambda first, second: False)  # renameat2 refused (NFS, an old kernel)
+    renames = []
+    real_rename = os.rename
+
+    def rename(source, target):
+        renames.append((Path(source).name[:22], Path(target).name[:22]))
+        return real_rename(source, target)
+
+    monkeypatch.setattr(os, "rename", rename)
+    second = output_files.check_output(out, "verlfit test")
+    output_files.write_folder(second, lambda folder: (folder / "a.txt").write_text("2"))
+    assert renames == [("out", ".out.verlfit-replaced-"), (".out.verlfit-building-", "out")]
+    assert (out / "a.txt").read_text() == "2" and sorted(path.name for path in tmp_path.iterdir()) == ["out"]
