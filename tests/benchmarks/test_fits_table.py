@@ -46,16 +46,16 @@ def test_check_and_write_on_a_stale_table(tmp_path, capsys):
 
 def test_measured_cells_come_from_the_records_table():
     # the 1.5B LoRA PPO cell is that run's record: the largest running peak of steps 1-5 (its first process) and of all
-    # ten steps (steps 6-10 ran in the process resumed from the step-5 checkpoint), and its mean s/step after step 1 (benchmarks/results/2026-12-01-h200-session2)
+    # ten steps (steps 6-10 ran in the process resumed from the step-5 checkpoint), and its mean s/step after step 1 (benchmarks/results/2026-12-01-h200-p40-lora-graph-memory-faults)
     import json
 
-    records = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-12-01-h200-session2" / "call-3" / "lora-1p5b-ppo" / "metrics.jsonl"
+    records = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-12-01-h200-p40-lora-graph-memory-faults" / "lora-resume-soak-faults-bench" / "lora-1p5b-ppo" / "metrics.jsonl"
     steps = [row for row in map(json.loads, records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row]
     peak = lambda rows: max(row["perf/max_memory_allocated_gb"] for row in rows)  # noqa: E731
     mean_step = sum(row["timing_s/step"] for row in steps[1:]) / len(steps[1:])  # collect.py leaves out step 1 (start-up)
     assert [row["step"] for row in steps] == list(range(1, 11))
-    # its s/step alone: the same configuration (trims and unwrap_fsdp on) run alone for 3 steps (benchmarks/results/2026-12-01-h200-session3)
-    alone_records = records.parents[3] / "2026-12-01-h200-session3" / "call-5" / "lora-speed-trims_unwrap" / "metrics.jsonl"
+    # its s/step alone: the same configuration (trims and unwrap_fsdp on) run alone for 3 steps (benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone)
+    alone_records = records.parents[3] / "2026-12-01-h200-p40-lora-resume-faster-path-alone" / "speed-trims-alone" / "lora-speed-trims_unwrap" / "metrics.jsonl"
     alone = [row for row in map(json.loads, alone_records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row]
     assert [row["step"] for row in alone] == [1, 2, 3]
     alone_step = sum(row["timing_s/step"] for row in alone[1:]) / len(alone[1:])

@@ -233,8 +233,8 @@ def test_calibration_fit_reproduces_the_stored_factors():
     assert calibrate_time.rollout_prompt_tokens(records) == plan_time.GSM8K_ROLLOUT_PROMPT_TOKENS
     _, results = calibrate_time.table(records, card, plan_time.FACTORS)
     assert len(results) == 18
-    session3 = "2026-12-01-h200-session3/call-5/"
-    assert [r["record"] for r in results][-6:] == ["2026-12-01-h200/call-2/speed-today", "2026-12-01-h200/call-2/speed-all", *(session3 + n for n in ("speed-today", "speed-trims", "speed-all", "lora-speed-trims_unwrap"))]
+    session3 = "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/"
+    assert [r["record"] for r in results][-6:] == ["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today", "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all", *(session3 + n for n in ("speed-today", "speed-trims", "speed-all", "lora-speed-trims_unwrap"))]
     assert all(abs(r["error"]) <= 0.25 for r in results), [(r["record"], r["error"]) for r in results]
     # the LoRA record is the only row with adapted Linears: it alone sets the two adapter factors, and its
     # generation (the only row of adapter_decode_overhead_s) is reproduced exactly, to the factor's 4 digits
@@ -242,7 +242,7 @@ def test_calibration_fit_reproduces_the_stored_factors():
     assert lora["phases"]["gen"][0] == pytest.approx(lora["phases"]["gen"][1], rel=1e-3)
     assert [rec.name for rec in records if any(plan_time.phase_work(rec.request, rec.inputs)[p].adapter_passes for p in rec.measured)] == [session3 + "lora-speed-trims_unwrap"]
     _, bench_results = calibrate_time.bench_table(benches, card, plan_time.FACTORS)
-    assert [b["bench"] for b in bench_results] == ["2026-12-01-h200/call-2/decode_bench.json batch 32", "2026-12-01-h200/call-2/decode_bench.json batch 64"]
+    assert [b["bench"] for b in bench_results] == ["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json batch 32", "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json batch 64"]
     assert all(abs(b["error"]) <= 0.25 for b in bench_results), bench_results
 
 
@@ -251,20 +251,20 @@ def test_calibration_reads_the_speed_keys_and_excludes_shared_runs():
     import calibrate_time
 
     records = {r.name: r for r in calibrate_time.stored_records()}
-    all_keys = records["2026-12-01-h200/call-2/speed-all"]
+    all_keys = records["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all"]
     assert (all_keys.inputs.trim_padding, all_keys.inputs.rollout_trim_padding, all_keys.inputs.cuda_graph) == (("actor", "ref", "critic"), True, True)
     assert all_keys.fitted == ("gen",)
     # one rollout micro-batch of 32 per step: its width is the batch's longest prompt as verl recorded it (steps 2-10)
     assert all_keys.inputs.rollout_prompt_length == pytest.approx((232 + 239 + 217 + 293 + 249 + 209 + 219 + 207 + 203) / 9)
-    today = records["2026-12-01-h200/call-2/speed-today"]
+    today = records["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today"]
     assert (today.inputs.trim_padding, today.inputs.rollout_trim_padding, today.inputs.cuda_graph) == ((), False, False)
     assert today.measured["gen"] == pytest.approx(7.40, abs=0.005) and all_keys.measured["gen"] == pytest.approx(3.70, abs=0.005)
     excluded = {rel for rel, _ in calibrate_time.EXCLUDED_RECORDS}
-    assert {"2026-12-01-h200/call-4/learn-grpo-lr1e-5-fast", "2026-12-01-h200/call-3/lora-1p5b-ppo"} <= excluded
+    assert {"2026-12-01-h200-p40-faster-path-lora-export/learn-speed-keys-export-eval/learn-grpo-lr1e-5-fast", "2026-12-01-h200-p40-faster-path-lora-export/lora-1p5b-ppo-3b-grpo-shared/lora-1p5b-ppo"} <= excluded
     assert not excluded & set(records)
-    assert "one record of a larger shape than 0.5B ran alone: 2026-12-01-h200-session3/call-5/lora-speed-trims_unwrap" in calibrate_time.notes()
+    assert "one record of a larger shape than 0.5B ran alone: 2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/lora-speed-trims_unwrap" in calibrate_time.notes()
     # the third session's records: the switches from their overrides, the StaticCache sized to the trimmed width
-    session3 = "2026-12-01-h200-session3/call-5/"
+    session3 = "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/"
     trims, new_all, lora = records[session3 + "speed-trims"], records[session3 + "speed-all"], records[session3 + "lora-speed-trims_unwrap"]
     assert (trims.inputs.trim_padding, trims.inputs.rollout_trim_padding, trims.inputs.cuda_graph, trims.inputs.unwrap_fsdp) == (("actor", "ref", "critic"), True, False, False)
     assert (new_all.inputs.cuda_graph, new_all.inputs.unwrap_fsdp, new_all.inputs.static_cache_untrimmed, all_keys.inputs.static_cache_untrimmed) == (True, True, False, True)
