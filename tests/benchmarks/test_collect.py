@@ -62,7 +62,7 @@ def test_runs_without_validation_add_no_second_table():
     assert collect.validation_markdown([collect.summarise(CALL_2 / "tuned-p40")]) == ""
 
 
-# The planner's calibration points (docs/benchmarks.md section 4): recorded device runs of the Qwen2.5-0.5B shape.
+# The planner's calibration points (docs/benchmarks.md section 2.1): recorded device runs of the Qwen2.5-0.5B shape.
 CALIBRATION = [
     ("smoke-tuned", "tuned-p40", 17.96),
     ("public-recipe-tuned-grpo", "public-recipe", 14.79),
@@ -128,7 +128,7 @@ def test_a_model_made_on_the_device_says_where_to_run_collect():
 
 
 # Runs with the p40 profile's trims (patches 0020-0021), predicted at the prompt columns they ran on (their steps'
-# longest prompt, verl's prompt_length/max): docs/benchmarks.md section 13. (directory, run, measured peak GiB,
+# longest prompt, verl's prompt_length/max): docs/benchmarks.md section 2.2. (directory, run, measured peak GiB,
 # longest prompt, predicted GiB). Each process once: not the resumed ones (their peak includes loading a checkpoint)
 # nor the 3B's step after a save made before patch 0012.
 TRIMMED = [
@@ -154,7 +154,7 @@ def test_trimmed_runs_are_predicted_at_the_prompt_columns_they_ran_on(directory,
 
 
 def test_the_one_trimmed_run_with_parameter_offload_is_under_predicted():
-    """Known gap (docs/benchmarks.md section 13): the p40 profile on a 14 GiB budget (critic parameters and both
+    """Known gap (docs/benchmarks.md section 2.2): the p40 profile on a 14 GiB budget (critic parameters and both
     optimizers offloaded) peaked at 12.98 GiB from its first step; the planner says 11.88 at the prompt limit and
     11.04 at the prompt columns it ran on (-14.9%)."""
     result = collect.summarise(CALL_2.parents[1] / "2026-12-01-h200-fp16-noeos-own-task/fp16-noeos-learn-fp16/fp16-p40_t4_budget")

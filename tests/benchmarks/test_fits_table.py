@@ -61,12 +61,12 @@ def test_measured_cells_come_from_the_records_table():
     alone_step = sum(row["timing_s/step"] for row in alone[1:]) / len(alone[1:])
     assert fits_table.row("p40", "1.5B", "ppo", True)[6:] == [
         f"fp32 base: {peak(steps[:5]):.2f} GiB ({peak(steps):.2f} after a resume's checkpoint load)",  # before patch 0026
-        f"{alone_step:.1f} alone (section 10.2); {mean_step:.1f} sharing the GPU (section 9.2; 10 of 10 steps)"]
+        f"{alone_step:.1f} alone (section 4.3); {mean_step:.1f} sharing the GPU (section 4.2; 10 of 10 steps)"]
     # the 3B LoRA GRPO: steps 1-3 in one process, saved at step 3, then resumed (patch 0012's load) for steps 4-5
     grpo_records = alone_records.parents[1] / "lora-3b-grpo" / "metrics.jsonl"
     grpo = [row for row in map(json.loads, grpo_records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row]
     assert [row["step"] for row in grpo] == [1, 2, 3, 4, 5]
     assert fits_table.row("p40", "3B", "grpo", True)[6:] == [
         f"fp32 base: {peak(grpo[:3]):.2f} GiB at 8 x 4; {peak(grpo[3:]):.2f} after a resume's checkpoint load with patch 0012",
-        f"{sum(row['timing_s/step'] for row in grpo[1:]) / 4:.1f} at 8 x 4, shared GPU (section 10.2; 5 of 5 steps, resumed at step 3)"]
+        f"{sum(row['timing_s/step'] for row in grpo[1:]) / 4:.1f} at 8 x 4, shared GPU (section 4.3; 5 of 5 steps, resumed at step 3)"]
     assert fits_table.row("p40", "1.5B", "ppo", False)[6:] == ["not run", "not run"]

@@ -116,13 +116,13 @@ WEIGHT_BYTES_PER_PARAM = 4  # fp32 weights in the checkpoint's model shard
 ADAM_STATE_BYTES_PER_PARAM = SAVE_BYTES_PER_PARAM - WEIGHT_BYTES_PER_PARAM  # exp_avg, exp_avg_sq of each trained parameter
 LORA_GENERATION_NOTE = (  # LoRA without patch 0023's unwrap_fsdp
     "LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
-    "(docs/benchmarks.md section 8.2); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
-    "2.5x faster than that, measured only while sharing the GPU (section 9.2)"
+    "(docs/benchmarks.md section 4.1); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
+    "2.5x faster than that, measured only while sharing the GPU (section 4.2)"
 )
 # with +actor_rollout_ref.rollout.unwrap_fsdp=True (TimeInputs.unwrap_fsdp) LoRA generation is modelled, on one record
 LORA_UNWRAPPED_GENERATION_NOTE = (
     "LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
-    "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 7)"
+    "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 1.6)"
 )
 # LoRA on the vLLM rollout (the a10 profile's own path): patch 0023 (unwrap_fsdp) is the HF rollout's, never on here
 LORA_VLLM_GENERATION_NOTE = (
@@ -165,7 +165,7 @@ CALIBRATED_LABEL = "estimate calibrated on recorded H200 runs (benchmarks/calibr
 
 # Measured mean used lengths: real GSM8K prompts with Qwen's chat template average 133 tokens (patch 0020's header,
 # patches/verl-0.4.1/0020-trim-padding-training.patch); random-weight models fill the response (255 of 256; they never
-# stop: docs/benchmarks.md section 8.1).
+# stop: docs/benchmarks.md section 1.3).
 GSM8K_MEAN_PROMPT_TOKENS = 133
 # The longest prompt of one HF rollout micro-batch of 32 GSM8K prompts (patch 0021's trimmed width), measured: the
 # mean over steps 2-10 of verl's prompt_length/max in benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all (one
