@@ -2437,6 +2437,10 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
                 f"device_run.py: unknown stage '{name}'; stages: {' '.join(sorted(known))} (--help for what each "
                 "does)\n",
             )
+    for name, example in (("DEADLINE", "DEADLINE=$(( $(date +%s) + 540 ))"), ("STAGE_TIMEOUT", "STAGE_TIMEOUT=3000")):
+        if setting(name) and not setting(name).isdigit():
+            message = f"{name}={setting(name)!r} is not a whole number of seconds; write e.g. {example}"
+            parser.exit(2, f"device_run.py: {message}\n")
     return args
 
 

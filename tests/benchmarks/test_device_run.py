@@ -611,3 +611,11 @@ def test_help_lists_every_environment_variable_and_the_wrapper_hands_over(tmp_pa
         assert f"\n  {name}\n" in text or f"\n  {name}," in text, name
     wrapper = subprocess.run(["bash", str(SCRIPT.with_suffix(".sh")), "bogus"], capture_output=True, text=True, timeout=60)
     assert wrapper.returncode == 2 and "device_run.py: unknown stage 'bogus'" in wrapper.stderr
+
+
+def test_a_deadline_that_is_not_epoch_seconds_is_refused_before_anything_is_written(tmp_path):
+    env = {**os.environ, "WORK": str(tmp_path / "work"), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"), "DEADLINE": "now+540"}
+    result = subprocess.run([sys.executable, str(SCRIPT), "setup"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr == "device_run.py: DEADLINE='now+540' is not a whole number of seconds; write e.g. DEADLINE=$(( $(date +%s) + 540 ))\n"
+    assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))
