@@ -8,13 +8,13 @@ measured seconds per phase and per step.
 
 Records: run directories written by ``verlfit train`` (``run.json`` settings and overrides, ``metrics.jsonl`` verl's
 ``timing_s/*`` per step). Only runs that had the GPU to themselves count as timings (docs/benchmarks.md, "Sharing
-the GPU slows every run"; benchmarks/results/2026-11-29-h200/README.md): :data:`VALID_RECORDS` lists them with the
+the GPU slows every run"; benchmarks/results/2026-11-29-h200-p40-main-job-learning-planner/README.md): :data:`VALID_RECORDS` lists them with the
 steps used. Call 3 and call 9 shared the GPU (seven and nine runs at once) and call 8's main-ppo steps 26-36 ran
 beside tests/gpu: none of those steps is used. Call 5's two learning runs ran together but are small (tiny
 kernels, CPU-bound, 16 cores): they are used, as the brief of issue 14 counts call 5 alone. 2026-12-01 call 2's
 speed-today and speed-all (the main job without and with patches 0020-0022's five keys) ran alone, one after the
 other; so did the third session's speed-today, speed-trims, speed-all (the main job with every switch off, the
-four trims, the trims + cuda_graph + unwrap_fsdp: benchmarks/results/2026-12-01-h200-session3/README.md) and
+four trims, the trims + cuda_graph + unwrap_fsdp: benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone/README.md) and
 lora-speed-trims_unwrap (Qwen2.5-1.5B PPO, LoRA rank 32 on actor and critic, the trims + unwrap_fsdp, steps 2-3):
 the one record of a shape above 0.5B alone, and the only one behind the two LoRA factors (adapter_pass_overhead_s,
 adapter_decode_overhead_s; the second is set by its generation alone). :data:`EXCLUDED_RECORDS` names the runs that
@@ -62,54 +62,54 @@ from verlfit.metrics import consolidate, read_metrics  # noqa: E402
 from verlfit.model_shape import load_model_shape, shape_from_config  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
-H200 = RESULTS / "2026-11-29-h200"
+H200 = RESULTS / "2026-11-29-h200-p40-main-job-learning-planner"
 MEASURED = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor")
 TRAINED = ("old_log_prob", "ref", "values", "update_critic", "update_actor")  # the passes patch 0020 trims
 
-# (record dir relative to benchmarks/results/2026-11-29-h200 or, for later dates, to benchmarks/results; first step
+# (record dir relative to benchmarks/results/2026-11-29-h200-p40-main-job-learning-planner or, for later dates, to benchmarks/results; first step
 # used, last step used or None, why)
 VALID_RECORDS = (
-    ("call-1/smoke-ppo", 2, None, "call 1: smoke stage alone"),
-    ("call-1/smoke-grpo", 2, None, "call 1: smoke stage alone"),
-    ("call-1/tuned-p40", 2, None, "call 1: tuned stage alone"),
-    ("call-2/main-grpo", 2, None, "call 2: stages one after another"),
-    ("call-2/public-recipe", 2, None, "call 2"),
-    ("call-2/tuned-p40", 2, None, "call 2"),
-    ("call-4/main-ppo", 12, 39, "call 4 resumed at 11 alone; steps 1-10 are call 3's (shared)"),
-    ("call-5/learn-ppo-lr1e-5", 2, None, "call 5: the two small learning runs together"),
-    ("call-5/learn-grpo-lr1e-5", 2, None, "call 5"),
-    ("call-7/main-ppo", 2, 25, "call 7 alone"),
-    ("call-8/main-ppo", 37, 50, "call 8: steps 26-36 shared the GPU with tests/gpu; 1-25 are call 7's"),
-    ("call-10/cal-a10-grpo-m16-256", 2, None, "call 10 alone, bf16, no memory cap"),
-    ("2026-12-01-h200/call-2/speed-today", 2, None, "2026-12-01 call 2: alone, today's path (the speed stage's runs one after another)"),
-    ("2026-12-01-h200/call-2/speed-all", 2, None, "2026-12-01 call 2: alone, patches 0020-0022's five keys on; its training phases set the derived window (GSM8K_WINDOW_PROMPT_TOKENS), only its generation is fitted"),
-    ("2026-12-01-h200-session3/call-5/speed-today", 2, None, "2026-12-01 third session, call 4: alone (one run at a time), the main job with every patch switch off"),
-    ("2026-12-01-h200-session3/call-5/speed-trims", 2, None, "third session, call 5: alone, the four trim_padding keys on, no CUDA graph; its training phases set the window with its twin, only its generation is fitted"),
-    ("2026-12-01-h200-session3/call-5/speed-all", 2, None, "third session, call 4: alone, trims + cuda_graph + unwrap_fsdp, the StaticCache sized to the trimmed width; its training phases set the window, only its generation is fitted"),
-    ("2026-12-01-h200-session3/call-5/lora-speed-trims_unwrap", 2, 3, "third session, call 4: alone, Qwen2.5-1.5B PPO, LoRA rank 32 on actor and critic, trims + unwrap_fsdp, 3 steps: the only record of a shape above 0.5B alone and of LoRA alone"),
+    ("smoke-tuned/smoke-ppo", 2, None, "call 1: smoke stage alone"),
+    ("smoke-tuned/smoke-grpo", 2, None, "call 1: smoke stage alone"),
+    ("smoke-tuned/tuned-p40", 2, None, "call 1: tuned stage alone"),
+    ("public-recipe-tuned-grpo/main-grpo", 2, None, "call 2: stages one after another"),
+    ("public-recipe-tuned-grpo/public-recipe", 2, None, "call 2"),
+    ("public-recipe-tuned-grpo/tuned-p40", 2, None, "call 2"),
+    ("main-ppo-resumed-to-39/main-ppo", 12, 39, "call 4 resumed at 11 alone; steps 1-10 are call 3's (shared)"),
+    ("learning-check/learn-ppo-lr1e-5", 2, None, "call 5: the two small learning runs together"),
+    ("learning-check/learn-grpo-lr1e-5", 2, None, "call 5"),
+    ("main-ppo-steps-1-25/main-ppo", 2, 25, "call 7 alone"),
+    ("main-ppo-resumed-to-50-gputests/main-ppo", 37, 50, "call 8: steps 26-36 shared the GPU with tests/gpu; 1-25 are call 7's"),
+    ("calibration-check-bf16/cal-a10-grpo-m16-256", 2, None, "call 10 alone, bf16, no memory cap"),
+    ("2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today", 2, None, "2026-12-01 call 2: alone, today's path (the speed stage's runs one after another)"),
+    ("2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all", 2, None, "2026-12-01 call 2: alone, patches 0020-0022's five keys on; its training phases set the derived window (GSM8K_WINDOW_PROMPT_TOKENS), only its generation is fitted"),
+    ("2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/speed-today", 2, None, "2026-12-01 third session, call 4: alone (one run at a time), the main job with every patch switch off"),
+    ("2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/speed-trims", 2, None, "third session, call 5: alone, the four trim_padding keys on, no CUDA graph; its training phases set the window with its twin, only its generation is fitted"),
+    ("2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/speed-all", 2, None, "third session, call 4: alone, trims + cuda_graph + unwrap_fsdp, the StaticCache sized to the trimmed width; its training phases set the window, only its generation is fitted"),
+    ("2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/lora-speed-trims_unwrap", 2, 3, "third session, call 4: alone, Qwen2.5-1.5B PPO, LoRA rank 32 on actor and critic, trims + unwrap_fsdp, 3 steps: the only record of a shape above 0.5B alone and of LoRA alone"),
 )
 # a record with patch 0020 on -> its untrimmed twin (same job, same data order, the same session): the twin's
 # measured/predicted ratio per phase cancels the model's own error on that phase when the window is derived
 # patch 0022 sized its StaticCache to the untrimmed prompt + response width until 2026-12-01's second session
-UNTRIMMED_STATIC_CACHE_RECORDS = {"2026-12-01-h200/call-2/speed-all", "2026-12-01-h200/call-4/learn-grpo-lr1e-5-fast"}
+UNTRIMMED_STATIC_CACHE_RECORDS = {"2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all", "2026-12-01-h200-p40-faster-path-lora-export/learn-speed-keys-export-eval/learn-grpo-lr1e-5-fast"}
 WINDOW_RECORDS = {
-    "2026-12-01-h200/call-2/speed-all": "2026-12-01-h200/call-2/speed-today",
-    "2026-12-01-h200-session3/call-5/speed-trims": "2026-12-01-h200-session3/call-5/speed-today",
-    "2026-12-01-h200-session3/call-5/speed-all": "2026-12-01-h200-session3/call-5/speed-today",
+    "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all": "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today",
+    "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/speed-trims": "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/speed-today",
+    "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/speed-all": "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/speed-today",
 }
 # the rollout width (GSM8K_ROLLOUT_PROMPT_TOKENS) is the mean batch-32 longest prompt of this record
-ROLLOUT_WIDTH_RECORD = "2026-12-01-h200/call-2/speed-all"
+ROLLOUT_WIDTH_RECORD = "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all"
 
 # recorded but not timings: they shared the GPU (docs/benchmarks.md, "Sharing the GPU slows every run")
 EXCLUDED_RECORDS = (
-    ("2026-12-01-h200/call-4/learn-grpo-lr1e-5-fast", "the learning check (GRPO 64x4, 256/128) with the five speed keys, 200 steps, but it shared the GPU with two other runs"),
-    ("2026-12-01-h200/call-3/lora-1p5b-ppo", "1.5B LoRA PPO: shared the GPU with a 3B run loading and generating, and generated through FSDP's hooks (no unwrap_fsdp); the same shape alone with unwrap_fsdp is 2026-12-01-h200-session3/call-5/lora-speed-trims_unwrap"),
-    ("2026-12-01-h200/call-3/lora-3b-grpo", "3B LoRA GRPO: shared the GPU with the 1.5B run"),
+    ("2026-12-01-h200-p40-faster-path-lora-export/learn-speed-keys-export-eval/learn-grpo-lr1e-5-fast", "the learning check (GRPO 64x4, 256/128) with the five speed keys, 200 steps, but it shared the GPU with two other runs"),
+    ("2026-12-01-h200-p40-faster-path-lora-export/lora-1p5b-ppo-3b-grpo-shared/lora-1p5b-ppo", "1.5B LoRA PPO: shared the GPU with a 3B run loading and generating, and generated through FSDP's hooks (no unwrap_fsdp); the same shape alone with unwrap_fsdp is 2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/lora-speed-trims_unwrap"),
+    ("2026-12-01-h200-p40-faster-path-lora-export/lora-1p5b-ppo-3b-grpo-shared/lora-3b-grpo", "3B LoRA GRPO: shared the GPU with the 1.5B run"),
 )
 
 # benchmarks/decode_bench.py runs: patch 0022's replayed decode steps, alone on the GPU (its HF generate rows run
 # without verl's FSDP wrapper, so they are not verl's decode loop and are shown, not fitted)
-DECODE_BENCHES = ("2026-12-01-h200/call-2/decode_bench.json",)
+DECODE_BENCHES = ("2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json",)
 DECODE_BENCH_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # its "qwen2.5-0.5b-random": make_model.py's exact 0.5B shape
 
 
@@ -381,7 +381,7 @@ def notes() -> str:
     """The table's notes: which records are excluded and why, what the speed records set."""
     lines = ["Notes:"]
     lines += [f"- excluded, {rel}: {why} (shared the GPU: not a timing)" for rel, why in EXCLUDED_RECORDS]
-    lines.append("- one record of a larger shape than 0.5B ran alone: 2026-12-01-h200-session3/call-5/lora-speed-trims_unwrap (Qwen2.5-1.5B, LoRA rank 32 PPO, 2 steps used); it alone sets adapter_pass_overhead_s (with its 4 training phases) and adapter_decode_overhead_s (its generation alone: that phase is reproduced by construction, not checked); no full-parameter shape above 0.5B ran alone")
+    lines.append("- one record of a larger shape than 0.5B ran alone: 2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/lora-speed-trims_unwrap (Qwen2.5-1.5B, LoRA rank 32 PPO, 2 steps used); it alone sets adapter_pass_overhead_s (with its 4 training phases) and adapter_decode_overhead_s (its generation alone: that phase is reproduced by construction, not checked); no full-parameter shape above 0.5B ran alone")
     lines += [f"- {rec}: its training phases are not fitted, they derive the window (GSM8K_WINDOW_PROMPT_TOKENS) against {twin}; its generation is fitted with the decode benches" for rec, twin in WINDOW_RECORDS.items()]
     return "\n".join(lines)
 

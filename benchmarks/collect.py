@@ -3,7 +3,7 @@
     python benchmarks/collect.py RESULTS_DIR [--json OUT.json] [--markdown OUT.md]
 
 RESULTS_DIR holds run directories written by ``verlfit train`` (``run.json`` + ``metrics.jsonl``), e.g. the
-unpacked ``runs.tar.gz`` of ``benchmarks/device_run.sh pack``. For each run it reports, from verl's own metrics:
+unpacked ``runs.tar.gz`` of ``benchmarks/device_run.py pack``. For each run it reports, from verl's own metrics:
 
 * steps done, mean step time (s) and tokens per second over the steps after the first (the first includes
   CUDA/allocator warm-up), tokens per step (``perf/total_num_tokens``: prompt + response tokens, padding
@@ -33,7 +33,7 @@ from verlfit.metrics import consolidate, read_metrics  # noqa: E402
 PHASES = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor")
 LOSSES = ("actor/pg_loss", "critic/vf_loss", "actor/kl_loss")
 QWEN05B = "Qwen/Qwen2.5-0.5B-Instruct"
-# device_run.sh's random-weight models (MODEL, MODEL_1P5B, MODEL_3B: make_model.py --shape qwen2.5-*) have the
+# device_run.py's random-weight models (MODEL, MODEL_1P5B, MODEL_3B: make_model.py --shape qwen2.5-*) have the
 # Instruct configs' shapes (verlfit.synthetic_model.SHAPES), which the planner has built in
 BUILT_IN_SHAPES = {"qwen2.5-0.5b-random": QWEN05B, "qwen2.5-1.5b-random": "Qwen/Qwen2.5-1.5B-Instruct", "qwen2.5-3b-random": "Qwen/Qwen2.5-3B-Instruct",
                    # make_model.py's other families (tests/test_model_shape.py checks these shapes equal the built-in ones)
@@ -42,7 +42,7 @@ BUILT_IN_SHAPES = {"qwen2.5-0.5b-random": QWEN05B, "qwen2.5-1.5b-random": "Qwen/
 
 
 def built_in_shape(model: str) -> str | None:
-    """The built-in shape (hub id) of a run's model path: a 0.5B-named model or one of device_run.sh's
+    """The built-in shape (hub id) of a run's model path: a 0.5B-named model or one of device_run.py's
     random-weight models (:data:`BUILT_IN_SHAPES`, by the directory's name); None for any other."""
     name = Path(model).name
     if name in BUILT_IN_SHAPES:

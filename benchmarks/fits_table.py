@@ -34,11 +34,11 @@ LORA_RANK = 32
 # (docs/benchmarks.md); filled by the lead after the device runs
 MEASURED: dict[tuple[str, str, str, str], tuple[str, str]] = {
     # H200 in P40 emulation (22.5 GiB per worker); s/step is the H200's, not a P40's (docs/benchmarks.md)
-    ("p40", "0.5B", "ppo", "full"): ("16.90 GiB; 16.66 with trims + CUDA graphs, flat over 10 steps", "12.4 untrimmed; 11.7 trims; 6.6 trims + CUDA graphs (alone, section 10.1)"),
-    ("p40", "0.5B", "grpo", "full"): ("16.80 GiB", "not timed alone (docs/benchmarks.md section 2)"),
+    ("p40", "0.5B", "ppo", "full"): ("16.90 GiB; 16.66 with trims + CUDA graphs, flat over 10 steps", "12.4 untrimmed; 11.7 trims; 6.6 trims + CUDA graphs (alone, docs/benchmarks.md section 1.4)"),
+    ("p40", "0.5B", "grpo", "full"): ("16.80 GiB", "not timed alone (docs/benchmarks.md section 1.2)"),
     # the LoRA rows were measured before patch 0026, with the frozen base in fp32 (the predictions now count bf16)
-    ("p40", "1.5B", "ppo", "LoRA r32"): ("fp32 base: 17.20 GiB (18.81 after a resume's checkpoint load)", "28.3 alone (section 10.2); 52.1 sharing the GPU (section 9.2; 10 of 10 steps)"),
-    ("p40", "3B", "grpo", "LoRA r32"): ("fp32 base: 16.48 GiB at 8 x 4; 16.52 after a resume's checkpoint load with patch 0012", "43.8 at 8 x 4, shared GPU (section 10.2; 5 of 5 steps, resumed at step 3)"),
+    ("p40", "1.5B", "ppo", "LoRA r32"): ("fp32 base: 17.20 GiB (18.81 after a resume's checkpoint load)", "28.3 alone (section 4.3); 52.1 sharing the GPU (section 4.2; 10 of 10 steps)"),
+    ("p40", "3B", "grpo", "LoRA r32"): ("fp32 base: 16.48 GiB at 8 x 4; 16.52 after a resume's checkpoint load with patch 0012", "43.8 at 8 x 4, shared GPU (section 4.3; 5 of 5 steps, resumed at step 3)"),
 }
 
 

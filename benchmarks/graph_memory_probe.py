@@ -2,7 +2,7 @@
 """Does patch 0022's CUDA-graph decoding leave allocated GPU memory behind, call after call? (issue 13)
 
 With every speed key on, the main job's allocated peak rose ~30 MB a step (16.69 -> 16.98 GiB over 10 steps,
-benchmarks/results/2026-12-01-h200/call-2/speed-all) and stayed flat without cuda_graph. The suspect: each
+benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all) and stayed flat without cuda_graph. The suspect: each
 capture warmed up on a new ``torch.cuda.Stream``; cuBLAS keeps one workspace per (handle, stream) for the life of
 the process (allocated through torch's caching allocator, so it counts as allocated), and torch hands out
 streams from a round-robin pool of 32. Patch 0022 now warms up and captures on one stream per device

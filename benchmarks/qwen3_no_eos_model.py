@@ -1,5 +1,5 @@
 """A random-weight Qwen3-0.6B-shaped model without an EOS id, for issue 29's device check (stage ``noeos`` of
-benchmarks/device_run.sh).
+benchmarks/device_run.py).
 
     python benchmarks/qwen3_no_eos_model.py --output DIR --tokenizer-dir TOKENIZER_DIR
 

@@ -1,4 +1,4 @@
-"""Check a soak run (device_run.sh stages soak_ppo / soak_grpo, issue 17): did it survive its interruptions whole?
+"""Check a soak run (device_run.py stages soak_ppo / soak_grpo, issue 17): did it survive its interruptions whole?
 
     python3 benchmarks/soak_check.py RUNS/soak-ppo [--json RUNS/soak-ppo.soak.json]
 

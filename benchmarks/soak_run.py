@@ -8,14 +8,14 @@ Each pass: reads the highest training step of ``RUNS/NAME/metrics.jsonl`` and th
 ``verlfit train --run-dir RUNS/NAME ARGS`` (no run directory yet) or ``verlfit train --resume RUNS/NAME``, its output
 appended to ``RUNS/NAME.console``, and watches it: once the pending plan item's step is recorded (by this launch)
 its action is taken, its event appended, and the next pass resumes the run. At ``--deadline`` (epoch seconds) the
-run gets SIGINT, as device_run.sh's train() gives it (event ``deadline sigint``), and the driver returns: the next
+run gets SIGINT, as device_run.py's train() gives it (event ``deadline sigint``), and the driver returns: the next
 device call runs the stage again and it continues from the events file. A run that ends without an action short of
 its total is recorded as ``exit`` and not relaunched (status 1).
 
 Beside each launch a sampler appends every ``--sample-seconds`` (10) a line to ``RUNS/NAME.rss.csv``:
 ``time,step,verlfit_mib,driver_mib,workers_sum_mib,workers_max_mib,workers`` (unix seconds, highest step,
 RSS in MiB of the verlfit process, of verl's driver, sum and max over the Ray WorkerDict processes, their count;
-:func:`process_tree.rss_by_role`). Every action is logged to stdout and ``RUNS/stages.log`` (device_run.sh's format).
+:func:`process_tree.rss_by_role`). Every action is logged to stdout and ``RUNS/stages.log`` (device_run.py's format).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "entrypoint"))  # this checkout's verlfit, as device_run.sh's PYTHONPATH
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "entrypoint"))  # this checkout's verlfit, as device_run.py's PYTHONPATH
 import process_tree  # noqa: E402
 import soak_plan  # noqa: E402
 
 RSS_HEADER = "time,step,verlfit_mib,driver_mib,workers_sum_mib,workers_max_mib,workers\n"
 SIGINT_WAIT_S = 240  # verlfit's own stop: SIGINT to verl, 60 s, SIGTERM, 30 s, SIGKILL, 10 s, + 10 s drain (verlfit/train/supervise.py _stop)
-DEADLINE_GRACE_S = 20  # as device_run.sh's `timeout -k 20`: then the whole run is killed (no Ray left on the GPU)
+DEADLINE_GRACE_S = 20  # as device_run.py's `timeout -k 20`: then the whole run is killed (no Ray left on the GPU)
 WORKER_EXIT_WAIT_S = 600  # verl notices a dead actor at its next remote call (Ray's ActorDiedError)
 MIN_LAUNCH_S = 60  # no launch this close to the deadline: Ray's start and the model's loading take about a minute
 

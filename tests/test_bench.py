@@ -14,7 +14,7 @@ from verlfit import bench, cli
 from verlfit.errors import VerlfitError
 
 ROOT = Path(__file__).resolve().parents[1]
-CALL2 = ROOT / "benchmarks" / "results" / "2026-11-29-h200" / "call-2"
+CALL2 = ROOT / "benchmarks" / "results" / "2026-11-29-h200-p40-main-job-learning-planner" / "public-recipe-tuned-grpo"
 RECORDED = {"public-recipe": CALL2 / "public-recipe", "verlfit": CALL2 / "tuned-p40"}
 
 
@@ -444,7 +444,7 @@ def test_recorded_runs_code_paths():
     read = lambda path: bench.ran_code_paths(json.loads((path / "run.json").read_text()))  # noqa: E731
     assert read(CALL2 / "public-recipe") == {"profile": "p40", "rollout": "hf", "attention": "eager", "dtype": "float32"}
     assert read(CALL2 / "tuned-p40") == {"profile": "p40", "rollout": "hf", "attention": "sdpa", "dtype": "float32"}
-    assert read(ROOT / "benchmarks" / "results" / "2026-11-29-h200" / "call-3" / "a10-like") == {"profile": "a10", "rollout": "hf", "attention": "sdpa", "dtype": "bfloat16"}
+    assert read(ROOT / "benchmarks" / "results" / "2026-11-29-h200-p40-main-job-learning-planner" / "main-grpo-learn-a10-shared" / "a10-like") == {"profile": "a10", "rollout": "hf", "attention": "sdpa", "dtype": "bfloat16"}
 
 
 # ---------------------------------------------------------------------------------------- issue 28: the owner's kit

@@ -16,7 +16,7 @@ from verlfit.train.launch_plan import LaunchPlan
 from verlfit.train.supervise import launch
 
 HERE = Path(__file__).parent
-# The soak's sessions (benchmarks/results/2026-12-01-h200-session4/call-4/soak-ppo.events): Ctrl-C at step 150, a
+# The soak's sessions (benchmarks/results/2026-12-01-h200-p40-optimisations-alone-soak/soak-to-the-end/soak-ppo.events): Ctrl-C at step 150, a
 # call deadline's Ctrl-C at 255 (resumed from 250), SIGKILL of the whole run at 301 (resumed from 300), then to 500.
 SOAK_SESSIONS = [(0, 150), (150, 255), (250, 301), (300, 500)]
 

@@ -85,3 +85,58 @@ def test_the_patch_keys_table_names_every_key_the_series_adds():
     assert set(SWITCH_ADDED_KEYS) <= documented
     # the stale statements of issue 28: CUDA-graph decoding is on in the p40 profile, patch 0023 has run on a GPU
     assert "opt-in in both profiles" not in text and "not yet measured on a GPU" not in text
+
+
+# How the work was organised (numbered rounds, numbered device calls, sessions, machine time left) belongs in commit
+# messages, not in what users read. The patterns name those accounts and leave the words' ordinary uses alone: "a
+# function call", "generate calls", "round-robin", "rounds its base to bf16", "the time model" do not match.
+ORGANISATION_PATTERNS = {
+    "a numbered round": r"\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|next|this|that|each"
+                        r"|previous|last)\s+round\b|\bround\s+\d|\brounds of work\b",
+    "a numbered call": r"\bcalls?\s+\d|\bcall-(?:\d+|N)\b|\bdevice calls?\b"
+                       r"|\b(?:this|that|the next|each|the)\s+call's\s+(?:deadline|time|pack)\b",
+    "a session": r"\b(?:first|second|third|fourth|fifth|sixth|seventh|next|this|that|previous|last|same|each|per|device"
+                 r"|one)\s+(?:device\s+)?sessions?\b|\bsession\d|\bsessions\b|\bsession's\b",
+    "machine time left": r"\b(?:device|machine)[- ]time\b|\btime (?:was )?left\b|\b\d+\s*s held\b|\bbudget_left\b",
+}
+
+
+def organisation_accounts(text: str) -> list[tuple[int, str, str]]:
+    """(line number, pattern name, the words matched) for each account of how the work was organised in ``text``."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for name, pattern in ORGANISATION_PATTERNS.items():
+            found += [(number, name, match.group(0)) for match in re.finditer(pattern, line, flags=re.IGNORECASE)]
+    return found
+
+
+def test_the_organisation_patterns_catch_the_accounts_and_spare_ordinary_words():
+    accounts = ("## 9. Third round (2026-12-01, second session)", "main-ppo (calls 7 + 8)", "`call-4/soak-ppo.events`",
+                "cut by the call's deadline", "1607 s held of the 1800", "no device time was left",
+                "the fourth session's runs", "benchmarks/results/2026-12-01-h200-session3", "Rounds of work",
+                "four sessions")
+    for text in accounts:
+        assert organisation_accounts(text), text
+    ordinary = ("a function call returns", "after each of the 8 generate calls", "torch hands out streams round-robin",
+                "the 16-bit run rounds its frozen base to bf16", "the time model's estimate", "each call to generate",
+                "pytest's session-scoped fixture", "SIGINT at the deadline")
+    for text in ordinary:
+        assert organisation_accounts(text) == [], text
+
+
+def test_docs_readme_and_records_speak_of_the_project_not_of_how_the_work_was_organised():
+    records = ROOT / "benchmarks" / "results"
+    paths = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted(records.glob("*/README.md"))]
+    assert len(paths) >= 10
+    found = [f"{path.relative_to(ROOT)}:{number}: {name}: {words!r}" for path in paths
+             for number, name, words in organisation_accounts(path.read_text(encoding="utf-8"))]
+    assert found == []
+
+
+def test_results_folders_are_named_by_date_machine_and_what_ran():
+    records = ROOT / "benchmarks" / "results"
+    folders = sorted(path.name for path in records.iterdir() if path.is_dir())
+    assert folders and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}-h200-[a-z0-9-]+", name) for name in folders), folders
+    inner = [path.relative_to(records).as_posix() for path in records.glob("*/*")
+             if path.is_dir() and re.fullmatch(r"(?:call|machine|session)-?\d+|session\d*", path.name)]
+    assert inner == []

@@ -144,7 +144,7 @@ def test_checkpoint_bytes_of_a_fully_trained_run_are_unchanged_beside_lora():
 
 
 def test_an_oom_under_a_per_process_limit_names_the_limit_not_the_cards_free_memory():
-    # the device's fault_oom (benchmarks/results/2026-12-01-h200-session2/call-2/fault-oom.console.gz): an H200 capped at
+    # the device's fault_oom (benchmarks/results/2026-12-01-h200-p40-lora-graph-memory-faults/graph-memory-lora-fault-oom/fault-oom.console.gz): an H200 capped at
     # 22.5 GiB as a P40; the message quoted "91.22 GiB of 139.80 GiB free", which is not what ran out
     lines = [
         "(WorkerDict pid=4972) Traceback (most recent call last):",

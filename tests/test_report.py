@@ -254,7 +254,7 @@ def test_reports_of_recorded_runs_stay_out_of_git():
     import subprocess
 
     repo = Path(__file__).resolve().parents[1]
-    record = "benchmarks/results/2026-11-29-h200/call-5/learn-grpo-lr1e-5"
+    record = "benchmarks/results/2026-11-29-h200-p40-main-job-learning-planner/learning-check/learn-grpo-lr1e-5"
     assert (repo / record / "run.json").is_file()
     for generated in ("report/summary.txt", "report/reward.png", "eval/global_step_200-test/summary.json", "export/global_step_200/model.safetensors"):
         assert subprocess.run(["git", "check-ignore", "-q", f"{record}/{generated}"], cwd=repo).returncode == 0, generated

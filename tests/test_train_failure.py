@@ -79,7 +79,7 @@ NO_SPACE = OSError(errno.ENOSPC, "No space left on device")
 
 class FullAfter:
     """train.log on a disk that fills after ``lines`` lines: later writes raise ENOSPC, and so does the close (the
-    flush of the line cut short), as on the H200's tmpfs (benchmarks/results/2026-12-01-h200-session2/call-4)."""
+    flush of the line cut short), as on the H200's tmpfs (benchmarks/results/2026-12-01-h200-p40-lora-graph-memory-faults/lora-3b-learn-lora-soak)."""
 
     def __init__(self, file, lines):
         self.file, self.left = file, lines

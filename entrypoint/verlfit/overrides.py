@@ -267,7 +267,7 @@ UNWRAP_KEY = "actor_rollout_ref.rollout.unwrap_fsdp"
 LORA_UNWRAP_NOTE = (
     "LoRA on the HF rollout generates through the unwrapped module (patch 0023, +actor_rollout_ref.rollout.unwrap_fsdp=True): "
     "FSDP's hooks on every adapter unit ran for every token (1.5B PPO: 63.5 s of generation a step without it, 24.8 s with "
-    "it, both sharing the device's GPU: docs/benchmarks.md section 9.2); one GPU only; "
+    "it, both sharing the device's GPU: docs/benchmarks.md section 4.2); one GPU only; "
     "`-- +actor_rollout_ref.rollout.unwrap_fsdp=False` turns it off"
 )
 LORA_CUDA_GRAPH_NOTE = (

@@ -8,7 +8,7 @@ import pytest
 
 import collect
 
-CALL_2 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-11-29-h200" / "call-2"
+CALL_2 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-11-29-h200-p40-main-job-learning-planner" / "public-recipe-tuned-grpo"
 
 
 def steps_of(run):
@@ -35,7 +35,7 @@ def test_tuned_beats_public_by_the_recorded_factor_and_table_has_a_row_per_run()
     assert len(table) == 4 and table[2].startswith("| tuned-p40 | ppo | 32 x 1 | 8/16/8/32 | 256/256 |")
 
 
-CALL_5 = CALL_2.parent / "call-5"
+CALL_5 = CALL_2.parent / "learning-check"
 
 
 def validation_scores(run):
@@ -62,25 +62,25 @@ def test_runs_without_validation_add_no_second_table():
     assert collect.validation_markdown([collect.summarise(CALL_2 / "tuned-p40")]) == ""
 
 
-# The planner's calibration points (docs/benchmarks.md section 4): recorded device runs of the Qwen2.5-0.5B shape.
+# The planner's calibration points (docs/benchmarks.md section 2.1): recorded device runs of the Qwen2.5-0.5B shape.
 CALIBRATION = [
-    ("call-1", "tuned-p40", 17.96),
-    ("call-2", "public-recipe", 14.79),
-    ("call-2", "main-grpo", 16.80),
-    ("call-3", "main-grpo", 16.80),
-    ("call-3", "a10-like", 16.74),
-    ("call-4", "main-ppo", 16.90),
-    ("call-8", "main-ppo", 16.90),  # the full 50 steps (25, then --resume --steps 50)
+    ("smoke-tuned", "tuned-p40", 17.96),
+    ("public-recipe-tuned-grpo", "public-recipe", 14.79),
+    ("public-recipe-tuned-grpo", "main-grpo", 16.80),
+    ("main-grpo-learn-a10-shared", "main-grpo", 16.80),
+    ("main-grpo-learn-a10-shared", "a10-like", 16.74),
+    ("main-ppo-resumed-to-39", "main-ppo", 16.90),
+    ("main-ppo-resumed-to-50-gputests", "main-ppo", 16.90),  # the full 50 steps (25, then --resume --steps 50)
     # no memory limit (issue 4: under a limit the allocator's reserve grows to it); the two a10 micro-16 runs
     # calibrated plan.LOGPROB_LOGIT_BYTES' eager bf16 entry, the others check it
-    ("call-9", "cal-p40-ppo-m4-512", 16.90),
-    ("call-9", "cal-p40-ppo-m8-opt", 13.03),
-    ("call-9", "cal-p40-grpo-m4", 13.03),
-    ("call-9", "cal-a10-ppo-m8", 21.55),
-    ("call-9", "cal-a10-ppo-m4-nockpt", 17.66),
-    ("call-9", "cal-a10-grpo-m8", 16.95),
-    ("call-9", "main-grpo", 16.80),
-    ("call-10", "cal-a10-grpo-m16-256", 25.06),  # uncapped, after the fit: an independent check (-3.0%)
+    ("grpo-calibration-uncapped", "cal-p40-ppo-m4-512", 16.90),
+    ("grpo-calibration-uncapped", "cal-p40-ppo-m8-opt", 13.03),
+    ("grpo-calibration-uncapped", "cal-p40-grpo-m4", 13.03),
+    ("grpo-calibration-uncapped", "cal-a10-ppo-m8", 21.55),
+    ("grpo-calibration-uncapped", "cal-a10-ppo-m4-nockpt", 17.66),
+    ("grpo-calibration-uncapped", "cal-a10-grpo-m8", 16.95),
+    ("grpo-calibration-uncapped", "main-grpo", 16.80),
+    ("calibration-check-bf16", "cal-a10-grpo-m16-256", 25.06),  # uncapped, after the fit: an independent check (-3.0%)
 ]
 
 
@@ -108,7 +108,7 @@ def test_calibration_covers_what_issue_4_asks_without_a_memory_limit():
     assert {(prompt, response) for *_, prompt, response in uncapped} == {(512, 256), (256, 128), (256, 256)}
 
 
-SESSION_3_CALL_5 = CALL_2.parents[1] / "2026-12-01-h200-session3" / "call-5"
+SESSION_3_CALL_5 = CALL_2.parents[1] / "2026-12-01-h200-p40-lora-resume-faster-path-alone" / "speed-trims-alone"
 
 
 @pytest.mark.parametrize("run, predicted", [("lora-speed-trims_unwrap", 19.7), ("lora-3b-grpo", 19.1), ("speed-all", 17.3)])
@@ -128,20 +128,20 @@ def test_a_model_made_on_the_device_says_where_to_run_collect():
 
 
 # Runs with the p40 profile's trims (patches 0020-0021), predicted at the prompt columns they ran on (their steps'
-# longest prompt, verl's prompt_length/max): docs/benchmarks.md section 13. (directory, run, measured peak GiB,
+# longest prompt, verl's prompt_length/max): docs/benchmarks.md section 2.2. (directory, run, measured peak GiB,
 # longest prompt, predicted GiB). Each process once: not the resumed ones (their peak includes loading a checkpoint)
 # nor the 3B's step after a save made before patch 0012.
 TRIMMED = [
-    ("2026-12-01-h200-session2/call-2", "lora-1p5b-ppo", 17.20, 293, 17.76),
-    ("2026-12-01-h200-session3/call-2", "lora-3b-grpo", 16.48, 217, 17.30),
-    ("2026-12-01-h200-session3/call-4", "lora-speed-trims_unwrap", 16.95, 239, 17.45),
-    ("2026-12-01-h200-session5/machine-2", "own-grpo-lora-qwen3-1p7b", 15.49, 103, 16.33),
-    ("2026-12-01-h200/call-2", "speed-all", 16.98, 293, 16.56),
-    ("2026-12-01-h200-session3/call-5", "speed-trims", 16.63, 293, 16.56),
-    ("2026-12-01-h200-session4/call-3", "speed-trim_train", 16.66, 293, 16.56),
-    ("2026-12-01-h200-session5/machine-1", "fp16-t4", 11.14, 293, 11.35),
-    ("2026-12-01-h200-session5/machine-1", "fp16-v100", 20.58, 293, 20.62),
-    ("2026-12-01-h200-session5/machine-2", "own-ppo-qwen3-0p6b", 13.42, 103, 13.32),
+    ("2026-12-01-h200-p40-lora-graph-memory-faults/graph-memory-lora-fault-oom", "lora-1p5b-ppo", 17.20, 293, 17.76),
+    ("2026-12-01-h200-p40-lora-resume-faster-path-alone/gputests-learn-lora-lora-3b", "lora-3b-grpo", 16.48, 217, 17.30),
+    ("2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-today-all-lora-speed-alone", "lora-speed-trims_unwrap", 16.95, 239, 17.45),
+    ("2026-12-01-h200-fp16-noeos-own-task/own-task", "own-grpo-lora-qwen3-1p7b", 15.49, 103, 16.33),
+    ("2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench", "speed-all", 16.98, 293, 16.56),
+    ("2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone", "speed-trims", 16.63, 293, 16.56),
+    ("2026-12-01-h200-p40-optimisations-alone-soak/speed-trim-train-alone-soak-faults", "speed-trim_train", 16.66, 293, 16.56),
+    ("2026-12-01-h200-fp16-noeos-own-task/fp16-noeos-learn-fp16", "fp16-t4", 11.14, 293, 11.35),
+    ("2026-12-01-h200-fp16-noeos-own-task/fp16-noeos-learn-fp16", "fp16-v100", 20.58, 293, 20.62),
+    ("2026-12-01-h200-fp16-noeos-own-task/own-task", "own-ppo-qwen3-0p6b", 13.42, 103, 13.32),
 ]
 
 
@@ -154,8 +154,8 @@ def test_trimmed_runs_are_predicted_at_the_prompt_columns_they_ran_on(directory,
 
 
 def test_the_one_trimmed_run_with_parameter_offload_is_under_predicted():
-    """Known gap (docs/benchmarks.md section 13): the p40 profile on a 14 GiB budget (critic parameters and both
+    """Known gap (docs/benchmarks.md section 2.2): the p40 profile on a 14 GiB budget (critic parameters and both
     optimizers offloaded) peaked at 12.98 GiB from its first step; the planner says 11.88 at the prompt limit and
     11.04 at the prompt columns it ran on (-14.9%)."""
-    result = collect.summarise(CALL_2.parents[1] / "2026-12-01-h200-session5/machine-1/fp16-p40_t4_budget")
+    result = collect.summarise(CALL_2.parents[1] / "2026-12-01-h200-fp16-noeos-own-task/fp16-noeos-learn-fp16/fp16-p40_t4_budget")
     assert (round(result["peak_allocated_gib"], 2), round(result["predicted_peak_gib"], 2), round(result["predicted_peak_gib_at_measured_prompts"], 2)) == (12.98, 11.88, 11.04)

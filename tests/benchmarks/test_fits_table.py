@@ -52,27 +52,27 @@ def test_check_and_write_on_a_stale_table(tmp_path, capsys):
 
 def test_measured_cells_come_from_the_records_table():
     # the 1.5B LoRA PPO cell is that run's record: the largest running peak of steps 1-5 (its first process) and of all
-    # ten steps (steps 6-10 ran in the process resumed from the step-5 checkpoint), and its mean s/step after step 1 (benchmarks/results/2026-12-01-h200-session2)
+    # ten steps (steps 6-10 ran in the process resumed from the step-5 checkpoint), and its mean s/step after step 1 (benchmarks/results/2026-12-01-h200-p40-lora-graph-memory-faults)
     import json
 
-    records = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-12-01-h200-session2" / "call-3" / "lora-1p5b-ppo" / "metrics.jsonl"
+    records = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-12-01-h200-p40-lora-graph-memory-faults" / "lora-resume-soak-faults-bench" / "lora-1p5b-ppo" / "metrics.jsonl"
     steps = [row for row in map(json.loads, records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row]
     peak = lambda rows: max(row["perf/max_memory_allocated_gb"] for row in rows)  # noqa: E731
     mean_step = sum(row["timing_s/step"] for row in steps[1:]) / len(steps[1:])  # collect.py leaves out step 1 (start-up)
     assert [row["step"] for row in steps] == list(range(1, 11))
-    # its s/step alone: the same configuration (trims and unwrap_fsdp on) run alone for 3 steps (benchmarks/results/2026-12-01-h200-session3)
-    alone_records = records.parents[3] / "2026-12-01-h200-session3" / "call-5" / "lora-speed-trims_unwrap" / "metrics.jsonl"
+    # its s/step alone: the same configuration (trims and unwrap_fsdp on) run alone for 3 steps (benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone)
+    alone_records = records.parents[3] / "2026-12-01-h200-p40-lora-resume-faster-path-alone" / "speed-trims-alone" / "lora-speed-trims_unwrap" / "metrics.jsonl"
     alone = [row for row in map(json.loads, alone_records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row]
     assert [row["step"] for row in alone] == [1, 2, 3]
     alone_step = sum(row["timing_s/step"] for row in alone[1:]) / len(alone[1:])
     assert fits_table.row("p40", "1.5B", "ppo", True)[6:] == [
         f"fp32 base: {peak(steps[:5]):.2f} GiB ({peak(steps):.2f} after a resume's checkpoint load)",  # before patch 0026
-        f"{alone_step:.1f} alone (section 10.2); {mean_step:.1f} sharing the GPU (section 9.2; 10 of 10 steps)"]
+        f"{alone_step:.1f} alone (section 4.3); {mean_step:.1f} sharing the GPU (section 4.2; 10 of 10 steps)"]
     # the 3B LoRA GRPO: steps 1-3 in one process, saved at step 3, then resumed (patch 0012's load) for steps 4-5
     grpo_records = alone_records.parents[1] / "lora-3b-grpo" / "metrics.jsonl"
     grpo = [row for row in map(json.loads, grpo_records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row]
     assert [row["step"] for row in grpo] == [1, 2, 3, 4, 5]
     assert fits_table.row("p40", "3B", "grpo", True)[6:] == [
         f"fp32 base: {peak(grpo[:3]):.2f} GiB at 8 x 4; {peak(grpo[3:]):.2f} after a resume's checkpoint load with patch 0012",
-        f"{sum(row['timing_s/step'] for row in grpo[1:]) / 4:.1f} at 8 x 4, shared GPU (section 10.2; 5 of 5 steps, resumed at step 3)"]
+        f"{sum(row['timing_s/step'] for row in grpo[1:]) / 4:.1f} at 8 x 4, shared GPU (section 4.3; 5 of 5 steps, resumed at step 3)"]
     assert fits_table.row("p40", "1.5B", "ppo", False)[6:] == ["not run", "not run"]

@@ -163,7 +163,7 @@ def test_fsdp_wrapped_module_through_hf_rollout():
 def test_repeated_captures_leave_no_allocated_memory_behind():
     # HFRollout builds a fresh StaticDecoder for every micro-batch of every step. Before capture_stream, each
     # capture warmed up on a new stream and cuBLAS kept a workspace per stream (~30 MB a step in the main job,
-    # benchmarks/results/2026-12-01-h200/call-2/speed-all): allocated memory after the second call must equal
+    # benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all): allocated memory after the second call must equal
     # the first's for the next calls.
     import gc
 

@@ -147,7 +147,7 @@ def test_the_speed_keys_paragraph_matches_the_profile_and_train():
         assert f"`+{key}`" in speed and f"+{key}=True" in p40, key
     # CUDA-graph decoding: on in the profile since section 10's run, off with LoRA and on several GPUs (forced_switches)
     assert "it turns on CUDA-graph decoding without Triton too (patch 0022, `+actor_rollout_ref.rollout.cuda_graph`)" in speed
-    assert "+actor_rollout_ref.rollout.cuda_graph=True" in p40 and "(docs/benchmarks.md section 10;" in profile
+    assert "+actor_rollout_ref.rollout.cuda_graph=True" in p40 and "(docs/benchmarks.md section 1.4;" in profile
     from verlfit.overrides import forced_switches
 
     assert forced_switches(TrainSettings(model="m", lora_rank=32), load_profile("p40"))[0] == "+actor_rollout_ref.rollout.cuda_graph=False"

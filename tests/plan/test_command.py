@@ -141,10 +141,10 @@ def test_plan_json_records_the_lora_request(capsys):
 
 
 CALIBRATED = ("within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, "
-              "fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 4")
+              "fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 2.1")
 EXTRAPOLATED = ("; this shape is not the Qwen2.5-0.5B: its prediction is extrapolated from that calibration; the larger shapes "
                 "measured (Qwen2.5-1.5B and 3B, Qwen3-1.7B, LoRA) peaked within +2.9% to +5.5% of it at the prompt columns they "
-                "used (docs/benchmarks.md section 13)")
+                "used (docs/benchmarks.md section 2.2)")
 
 
 @pytest.mark.parametrize("model, algo, note", [("Qwen/Qwen2.5-0.5B-Instruct", "ppo", CALIBRATED), ("Qwen/Qwen2.5-1.5B-Instruct", "ppo", CALIBRATED + EXTRAPOLATED),

@@ -118,7 +118,7 @@ def test_reference_model_stays_on_one_gpu():
     [
         # the earlier device trial (docs/memory.md section 5): GRPO 8 x 4, micro 4, checkpointing, optimizer offload, fp32 ref
         (dict(max_prompt_length=256, train_batch_size=8, ppo_mini_batch_size=8, actor_micro_batch_size=4, log_prob_micro_batch_size=4, gradient_checkpointing=True, actor_optimizer_offload=True), 13.0),
-        # benchmarks/results/2026-11-29-h200/call-2/main-grpo: 8 x 4, mini 4, micro 8/8, prompt 512 (docs/benchmarks.md section 3)
+        # benchmarks/results/2026-11-29-h200-p40-main-job-learning-planner/public-recipe-tuned-grpo/main-grpo: 8 x 4, mini 4, micro 8/8, prompt 512 (docs/benchmarks.md section 2.1)
         (dict(max_prompt_length=512, train_batch_size=8, ppo_mini_batch_size=4, actor_micro_batch_size=8, log_prob_micro_batch_size=8, gradient_checkpointing=True), 16.796),
     ],
 )

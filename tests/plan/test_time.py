@@ -233,8 +233,8 @@ def test_calibration_fit_reproduces_the_stored_factors():
     assert calibrate_time.rollout_prompt_tokens(records) == plan_time.GSM8K_ROLLOUT_PROMPT_TOKENS
     _, results = calibrate_time.table(records, card, plan_time.FACTORS)
     assert len(results) == 18
-    session3 = "2026-12-01-h200-session3/call-5/"
-    assert [r["record"] for r in results][-6:] == ["2026-12-01-h200/call-2/speed-today", "2026-12-01-h200/call-2/speed-all", *(session3 + n for n in ("speed-today", "speed-trims", "speed-all", "lora-speed-trims_unwrap"))]
+    session3 = "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/"
+    assert [r["record"] for r in results][-6:] == ["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today", "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all", *(session3 + n for n in ("speed-today", "speed-trims", "speed-all", "lora-speed-trims_unwrap"))]
     assert all(abs(r["error"]) <= 0.25 for r in results), [(r["record"], r["error"]) for r in results]
     # the LoRA record is the only row with adapted Linears: it alone sets the two adapter factors, and its
     # generation (the only row of adapter_decode_overhead_s) is reproduced exactly, to the factor's 4 digits
@@ -242,7 +242,7 @@ def test_calibration_fit_reproduces_the_stored_factors():
     assert lora["phases"]["gen"][0] == pytest.approx(lora["phases"]["gen"][1], rel=1e-3)
     assert [rec.name for rec in records if any(plan_time.phase_work(rec.request, rec.inputs)[p].adapter_passes for p in rec.measured)] == [session3 + "lora-speed-trims_unwrap"]
     _, bench_results = calibrate_time.bench_table(benches, card, plan_time.FACTORS)
-    assert [b["bench"] for b in bench_results] == ["2026-12-01-h200/call-2/decode_bench.json batch 32", "2026-12-01-h200/call-2/decode_bench.json batch 64"]
+    assert [b["bench"] for b in bench_results] == ["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json batch 32", "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json batch 64"]
     assert all(abs(b["error"]) <= 0.25 for b in bench_results), bench_results
 
 
@@ -251,20 +251,20 @@ def test_calibration_reads_the_speed_keys_and_excludes_shared_runs():
     import calibrate_time
 
     records = {r.name: r for r in calibrate_time.stored_records()}
-    all_keys = records["2026-12-01-h200/call-2/speed-all"]
+    all_keys = records["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all"]
     assert (all_keys.inputs.trim_padding, all_keys.inputs.rollout_trim_padding, all_keys.inputs.cuda_graph) == (("actor", "ref", "critic"), True, True)
     assert all_keys.fitted == ("gen",)
     # one rollout micro-batch of 32 per step: its width is the batch's longest prompt as verl recorded it (steps 2-10)
     assert all_keys.inputs.rollout_prompt_length == pytest.approx((232 + 239 + 217 + 293 + 249 + 209 + 219 + 207 + 203) / 9)
-    today = records["2026-12-01-h200/call-2/speed-today"]
+    today = records["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today"]
     assert (today.inputs.trim_padding, today.inputs.rollout_trim_padding, today.inputs.cuda_graph) == ((), False, False)
     assert today.measured["gen"] == pytest.approx(7.40, abs=0.005) and all_keys.measured["gen"] == pytest.approx(3.70, abs=0.005)
     excluded = {rel for rel, _ in calibrate_time.EXCLUDED_RECORDS}
-    assert {"2026-12-01-h200/call-4/learn-grpo-lr1e-5-fast", "2026-12-01-h200/call-3/lora-1p5b-ppo"} <= excluded
+    assert {"2026-12-01-h200-p40-faster-path-lora-export/learn-speed-keys-export-eval/learn-grpo-lr1e-5-fast", "2026-12-01-h200-p40-faster-path-lora-export/lora-1p5b-ppo-3b-grpo-shared/lora-1p5b-ppo"} <= excluded
     assert not excluded & set(records)
-    assert "one record of a larger shape than 0.5B ran alone: 2026-12-01-h200-session3/call-5/lora-speed-trims_unwrap" in calibrate_time.notes()
+    assert "one record of a larger shape than 0.5B ran alone: 2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/lora-speed-trims_unwrap" in calibrate_time.notes()
     # the third session's records: the switches from their overrides, the StaticCache sized to the trimmed width
-    session3 = "2026-12-01-h200-session3/call-5/"
+    session3 = "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/"
     trims, new_all, lora = records[session3 + "speed-trims"], records[session3 + "speed-all"], records[session3 + "lora-speed-trims_unwrap"]
     assert (trims.inputs.trim_padding, trims.inputs.rollout_trim_padding, trims.inputs.cuda_graph, trims.inputs.unwrap_fsdp) == (("actor", "ref", "critic"), True, False, False)
     assert (new_all.inputs.cuda_graph, new_all.inputs.unwrap_fsdp, new_all.inputs.static_cache_untrimmed, all_keys.inputs.static_cache_untrimmed) == (True, True, False, True)
@@ -450,12 +450,12 @@ def test_train_estimate_with_lora_models_the_forced_cuda_graph_off_and_the_unwra
     assert seconds == graphs_off != model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
     # LoRA on one GPU: build_overrides adds +...unwrap_fsdp=True, whose generation the estimate models
     assert lines[-1] == ("plan: LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
-                         "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 7)")
+                         "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 1.6)")
     # the user's unwrap_fsdp=False after -- : generation through FSDP's hooks, not modelled
     wrapped = plan_time.for_train(dataclasses.replace(settings, extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False"]), profile, None, 10)[0]
     assert wrapped[-1] == ("plan: LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
-                           "(docs/benchmarks.md section 8.2); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
-                           "2.5x faster than that, measured only while sharing the GPU (section 9.2)")
+                           "(docs/benchmarks.md section 4.1); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
+                           "2.5x faster than that, measured only while sharing the GPU (section 4.2)")
     # the final override list, when given, is what is read: the user's cuda_graph=True after the forcing wins
     assert plan_time.for_train(settings, profile, None, 10, overrides=[*profile.overrides, "+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.rollout.cuda_graph=True"])[1] == model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
     full = plan_time.for_train(dataclasses.replace(settings, lora_rank=0), profile, None, 10)[0]
@@ -631,13 +631,13 @@ def test_speed_switches_read_unwrap_fsdp():
     assert plan_time.speed_switches(["+actor_rollout_ref.rollout.unwrap_fsdp=True", "+actor_rollout_ref.rollout.unwrap_fsdp=False"]) == {}
 
 
-def test_benchmarks_section_7_holds_the_scripts_table_and_the_p40_graph_figures():
-    # docs/benchmarks.md section 7 is calibrate_time.py's output with the stored factors, regenerated by hand
+def test_benchmarks_time_model_section_holds_the_scripts_table_and_the_p40_graph_figures():
+    # docs/benchmarks.md section 1.6 is calibrate_time.py's output with the stored factors, regenerated by hand
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import calibrate_time
 
     text = (ROOT / "docs" / "benchmarks.md").read_text()
-    section = text[text.index("## 7. Time-model calibration"):text.index("## 8. Second round")]
+    section = text[text.index("### 1.6 Time-model calibration"):text.index("## 2. Memory and the planner")]
     card = get_card("h200")
     table, _ = calibrate_time.table(calibrate_time.stored_records(), card, plan_time.FACTORS)
     assert table in section

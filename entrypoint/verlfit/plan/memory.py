@@ -155,7 +155,7 @@ FRAGMENTATION_RESERVE_BYTES = int(0.5 * GIB)
 DEFAULT_MARGIN = 0.90
 
 # --- LoRA (verl 0.4.1 wraps actor and critic with PEFT get_peft_model, fsdp_workers.py:278-283, 945-956) -------
-# derived; one device run checks them (Qwen2.5-1.5B shape, PPO, rank 32: 18.19 GiB measured, 19.7 GiB predicted, docs/benchmarks.md section 8.2).
+# derived; one device run checks them (Qwen2.5-1.5B shape, PPO, rank 32: 18.19 GiB measured, 19.7 GiB predicted, docs/benchmarks.md section 4.1).
 # What the terms below assume, and where it is read (docs/plan.md section 7):
 # * PEFT freezes every base parameter (requires_grad=False) and adds, per targeted Linear(in, out), lora_A
 #   (rank x in) and lora_B (out x rank): rank * (in + out) parameters, no bias (verl passes bias="none").
@@ -192,16 +192,16 @@ LORA_LAYER_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_p
 LORA_HEAD_TARGET = "lm_head"  # the actor's output head: a target only when named
 LORA_CALIBRATION_NOTE = ("LoRA terms: derived (docs/plan.md section 7), nothing fitted; against four device runs with the p40 profile's trims, "
                          "counted at the prompt columns each run measured, +2.9% to +5.5% (Qwen2.5-1.5B PPO, Qwen2.5-3B GRPO, Qwen3-1.7B GRPO); "
-                         "one run without the trims +8.4% (docs/benchmarks.md section 13)")
+                         "one run without the trims +8.4% (docs/benchmarks.md section 2.2)")
 LORA_SUGGESTED_RANK = 32  # the rank smallest_change proposes: ppo_trainer.yaml:124's example ("e.g., 32")
 # What the predictions were checked against, printed with every plan (update with tests/benchmarks/test_collect.py)
-CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 4"
+CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 2.1"
 # Added to CALIBRATION_NOTE under a plan of any other shape (verlfit.plan.render.calibration_note): the range above
 # is the 0.5B's only
 CALIBRATED_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 EXTRAPOLATED_NOTE = ("this shape is not the Qwen2.5-0.5B: its prediction is extrapolated from that calibration; the "
                      "larger shapes measured (Qwen2.5-1.5B and 3B, Qwen3-1.7B, LoRA) peaked within +2.9% to +5.5% of it at "
-                     "the prompt columns they used (docs/benchmarks.md section 13)")
+                     "the prompt columns they used (docs/benchmarks.md section 2.2)")
 
 
 def usable_memory_bytes(gpu) -> int:

@@ -14,7 +14,7 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   the many small kernels of one step); HF ``generate``'s loop adds a CPU side that does not depend on the card
   (the facts file's 25.4 ms per decode step at batch 32 on the H200; verl's FSDP-wrapped module adds FSDP's hooks
   per layer): ``decode_overhead_s + decode_overhead_per_layer_s * layers``. The two add up (the H200's HF step is
-  the sum of the CUDA-graph replay's GPU time and the rest, benchmarks/results/2026-12-01-h200/call-2).
+  the sum of the CUDA-graph replay's GPU time and the rest, benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench).
 * ``gen`` with patch 0022 (``rollout.cuda_graph``): a StaticCache of the prompt columns generated from (the
   trimmed width with patch 0021, else ``max_prompt_length``) + ``max_response_length`` (``hf_rollout.py``:
   ``cache_len=prompt_length - lead + response_length``; before 2026-12-01's second call the untrimmed width), attended in
@@ -35,7 +35,7 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   unit of its own (``utils/fsdp_utils.py:98-104``), whose hooks run in every pass, and PEFT's forward adds its own
   small kernels: a fitted ``adapter_pass_overhead_s`` per targeted Linear per pass; in the HF rollout loop (patch
   0023's ``unwrap_fsdp``: no FSDP hooks, PEFT's forward as it is) ``adapter_decode_overhead_s`` per targeted
-  Linear per decode step. Both rest on one record alone (benchmarks/results/2026-12-01-h200-session3/call-5/
+  Linear per decode step. Both rest on one record alone (benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/
   lora-speed-trims_unwrap: Qwen2.5-1.5B PPO, rank 32, all-linear, actor and critic): the decode term is set by
   that record's generation alone. No ref model: the ref log-prob is the actor with its adapter disabled
   (``fsdp_workers.py:694-695, 729-731``), a base forward without the adapters' work. LoRA generation without
@@ -85,9 +85,10 @@ from verlfit.plan.memory import PlanRequest, adapter_parameters, lora_linear_sha
 # ======================================================================================
 # Fitted factors: written by `python benchmarks/calibrate_time.py --fit --write-factors` (reproducible: the script refits
 # them from the records and tests/plan/test_time.py checks the fit gives these values). Records: the H200 runs of
-# benchmarks/results/2026-11-29-h200 that had the GPU alone (calibrate_time.VALID_RECORDS: call-1 smoke-ppo,
-# smoke-grpo, tuned-p40; call-2 main-grpo, public-recipe, tuned-p40; call-4 main-ppo steps 12-39; call-5
-# learn-ppo/learn-grpo; call-7 main-ppo steps 2-25; call-8 main-ppo steps 37-50; call-10 cal-a10-grpo-m16-256) and
+# benchmarks/results/2026-11-29-h200-p40-main-job-learning-planner that had the GPU alone (calibrate_time.VALID_RECORDS:
+# smoke-tuned/smoke-ppo, smoke-grpo, tuned-p40; public-recipe-tuned-grpo/main-grpo, public-recipe, tuned-p40;
+# main-ppo-resumed-to-39/main-ppo steps 12-39; learning-check/learn-ppo, learn-grpo; main-ppo-steps-1-25/main-ppo steps
+# 2-25; main-ppo-resumed-to-50-gputests/main-ppo steps 37-50; calibration-check-bf16/cal-a10-grpo-m16-256) and
 # of 2026-12-01 call 2 (speed-today; speed-all's generation only), plus that call's decode_bench.json replays (the
 # two graph_* factors), and of 2026-12-01's third session, call 5 (speed-today, speed-trims, speed-all: the main
 # job alone, its trimmed records' generation only; lora-speed-trims_unwrap: Qwen2.5-1.5B LoRA PPO, steps 2-3, the
@@ -115,13 +116,13 @@ WEIGHT_BYTES_PER_PARAM = 4  # fp32 weights in the checkpoint's model shard
 ADAM_STATE_BYTES_PER_PARAM = SAVE_BYTES_PER_PARAM - WEIGHT_BYTES_PER_PARAM  # exp_avg, exp_avg_sq of each trained parameter
 LORA_GENERATION_NOTE = (  # LoRA without patch 0023's unwrap_fsdp
     "LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
-    "(docs/benchmarks.md section 8.2); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
-    "2.5x faster than that, measured only while sharing the GPU (section 9.2)"
+    "(docs/benchmarks.md section 4.1); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
+    "2.5x faster than that, measured only while sharing the GPU (section 4.2)"
 )
 # with +actor_rollout_ref.rollout.unwrap_fsdp=True (TimeInputs.unwrap_fsdp) LoRA generation is modelled, on one record
 LORA_UNWRAPPED_GENERATION_NOTE = (
     "LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
-    "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 7)"
+    "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 1.6)"
 )
 # LoRA on the vLLM rollout (the a10 profile's own path): patch 0023 (unwrap_fsdp) is the HF rollout's, never on here
 LORA_VLLM_GENERATION_NOTE = (
@@ -164,10 +165,10 @@ CALIBRATED_LABEL = "estimate calibrated on recorded H200 runs (benchmarks/calibr
 
 # Measured mean used lengths: real GSM8K prompts with Qwen's chat template average 133 tokens (patch 0020's header,
 # patches/verl-0.4.1/0020-trim-padding-training.patch); random-weight models fill the response (255 of 256; they never
-# stop: docs/benchmarks.md section 8.1).
+# stop: docs/benchmarks.md section 1.3).
 GSM8K_MEAN_PROMPT_TOKENS = 133
 # The longest prompt of one HF rollout micro-batch of 32 GSM8K prompts (patch 0021's trimmed width), measured: the
-# mean over steps 2-10 of verl's prompt_length/max in benchmarks/results/2026-12-01-h200/call-2/speed-all (one
+# mean over steps 2-10 of verl's prompt_length/max in benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all (one
 # rollout micro-batch of 32 = the batch; per step 203-293; GSM8K's longest prompt is 451 of 512 with the local
 # tokenizer). A smaller rollout micro-batch has a shorter longest prompt: this is an upper-side value for it.
 # benchmarks/calibrate_time.py `rollout_prompt_tokens` recomputes it from that record.
@@ -176,8 +177,8 @@ GSM8K_ROLLOUT_PROMPT_TOKENS = 230
 # records, not counted: the value at which the model's training phases (old log-prob, values, critic and actor
 # update) of the main job with the trims (micro-batches 4/8/16, 512/256) sum to their measured seconds, each phase
 # scaled by its measured/predicted on the untrimmed twin of the same session, with the fitted FACTORS
-# (benchmarks/calibrate_time.py `window_prompt_tokens`, WINDOW_RECORDS): benchmarks/results/2026-12-01-h200/call-2/
-# speed-all 3.77 s against speed-today 5.70 s, and 2026-12-01-h200-session3/call-5/speed-trims 3.91 s and
+# (benchmarks/calibrate_time.py `window_prompt_tokens`, WINDOW_RECORDS): benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/
+# speed-all 3.77 s against speed-today 5.70 s, and 2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/speed-trims 3.91 s and
 # speed-all 3.67 s against speed-today 5.68 s. It is an effective width, below the real longest prompt (GSM8K
 # mean 133, batch-32 longest ~230): phase by phase the same derivation gives old log-prob (micro-batch 8) 178,
 # values 170 and critic update 167 (16), actor update 134 (4): the actor update saves more than the model's

@@ -1,0 +1,2486 @@
+"""Run verlfit's GPU benchmarks on a machine with the verl stack: the stage runner.
+
+    python3 benchmarks/device_run.py STAGE [STAGE ...]              # one after another
+    python3 benchmarks/device_run.py --parallel STAGE [STAGE ...]   # all at once (one GPU, one Ray instance each)
+
+Each stage is a row of :data:`STAGES` (name, what it runs, its help text); each writes run directories under
+``$RUNS`` and appends to ``$RUNS/stages.log``. Every process a stage starts goes through :meth:`Device.command`,
+and every long one under the one time limit of :meth:`Device.run_limit` (coreutils ``timeout -s INT -k 20``: SIGINT
+to the run's process group, SIGKILL 20 s later). The runner itself needs only the standard library; everything that
+touches the ML stack (verl, torch, pyarrow, this checkout's benchmarks/*.py) runs in a child ``python3`` taken from
+PATH, the stack's interpreter on the device (the tests put a recording ``python3`` there).
+
+Exit status: 0 when every stage ran to its end (a training run that fails is recorded in stages.log, not raised);
+1 when a stage raised (a setup step failed: patches, a model, the data), in sequence or with ``--parallel``;
+2 for no stage or an unknown stage name (nothing is written then).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import textwrap
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = "python3"  # the stack's interpreter, looked up on PATH for every child
+# the verl runs' own arguments when a stage measures something else than validation or checkpoints
+COMMON = ("--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "-1")
+KILL_AFTER_S = 20  # seconds between the SIGINT at a run's limit and the SIGKILL (benchmarks/soak_run.py uses the same)
+
+# issue 13's keys (patches 0020-0023), per configuration of stage speed and stage lora_speed
+TRIM_TRAIN = (
+    "+actor_rollout_ref.actor.trim_padding=True",
+    "+actor_rollout_ref.ref.trim_padding=True",
+    "+critic.trim_padding=True",
+)
+TRIM_ROLLOUT = ("+actor_rollout_ref.rollout.trim_padding=True",)
+CUDA_GRAPH = ("+actor_rollout_ref.rollout.cuda_graph=True",)
+# generate() without FSDP's per-unit hooks: with LoRA every adapter Linear is an FSDP unit (patch 0009)
+UNWRAP = ("+actor_rollout_ref.rollout.unwrap_fsdp=True",)
+# the p40 profile turns the four trim keys on (profiles/p40.yaml): a configuration states every key it leaves off
+# (verlfit merges a repeated key, the last value wins: overrides.merge_overrides)
+NO_TRIM_TRAIN = tuple(key.replace("=True", "=False") for key in TRIM_TRAIN)
+NO_TRIM_ROLLOUT = tuple(key.replace("=True", "=False") for key in TRIM_ROLLOUT)
+SPEED_CONFIGURATIONS = {
+    "today": NO_TRIM_TRAIN + NO_TRIM_ROLLOUT,
+    "trim_train": TRIM_TRAIN + NO_TRIM_ROLLOUT,
+    "trim_rollout": NO_TRIM_TRAIN + TRIM_ROLLOUT,
+    "cuda_graph": NO_TRIM_TRAIN + NO_TRIM_ROLLOUT + CUDA_GRAPH,
+    "unwrap": NO_TRIM_TRAIN + NO_TRIM_ROLLOUT + UNWRAP,
+    "trims": TRIM_TRAIN + TRIM_ROLLOUT,  # the p40 profile's default since 2026-12-01
+    "trims_unwrap": TRIM_TRAIN + TRIM_ROLLOUT + UNWRAP,  # LoRA's candidate default
+    "all": TRIM_TRAIN + TRIM_ROLLOUT + CUDA_GRAPH + UNWRAP,
+}
+
+# issue 26 item 6: LoRA on the new families, --emulate p40, 3 steps each, all at once (each capped at 22.5 GiB), with
+# the plan first: (run name, make_model.py shape, data: gsm8k or own, verlfit train words)
+LORA_FAMILY_RUNS = (
+    (
+        "lora-qwen3-0p6b-ppo-gsm8k",
+        "qwen3-0.6b",
+        "gsm8k",
+        "--lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256",
+    ),
+    (
+        "lora-qwen3-1p7b-ppo-own",
+        "qwen3-1.7b",
+        "own",
+        "--lora-rank 16 --batch-size 16 --max-prompt-length 256 --max-response-length 128",
+    ),
+    (
+        "lora-qwen3-4b-grpo-own",
+        "qwen3-4b",
+        "own",
+        "--algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 256 --max-response-length 128",
+    ),
+    (
+        "lora-llama-3.2-1b-grpo-gsm8k",
+        "llama-3.2-1b",
+        "gsm8k",
+        "--algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256",
+    ),
+    (
+        "lora-llama-3.2-3b-grpo-gsm8k",
+        "llama-3.2-3b",
+        "gsm8k",
+        "--algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 512 --max-response-length 256",
+    ),
+    # Llama 3.2 through PPO's whole path (actor, critic with its value head, GAE); full-parameter PPO of the 1B does
+    # not fit a P40 (the planner: critic update 28.1 GiB of 22.5), so both roles carry adapters
+    (
+        "lora-llama-3.2-1b-ppo-gsm8k",
+        "llama-3.2-1b",
+        "gsm8k",
+        "--lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256",
+    ),
+    # the same as the 1B run with the p40 profile's trims off (patches 0020-0021): the planner's full widths, so the
+    # LoRA terms are checked apart from the trims' effect
+    (
+        "lora-llama-3.2-1b-grpo-gsm8k-untrimmed",
+        "llama-3.2-1b",
+        "gsm8k",
+        "--algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256 -- "
+        "+actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False "
+        "+actor_rollout_ref.rollout.trim_padding=False",
+    ),
+)
+
+# issue 36: LoRA with the frozen base stored in 16 bits (patch 0026; verlfit sets it with --lora-rank, the profile's
+# dtype: bf16 on p40/a10, fp16 on t4). Each target is planned (NAME.plan, the planner's auto-fit as train runs it) and
+# trained 3 steps on random weights made here: (run name, make_model.py shape, verlfit plan and train words)
+LORA16_TARGETS = (
+    (
+        "lora16-qwen3-4b-grpo-t4",
+        "qwen3-4b",
+        "--emulate t4 --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256",
+    ),
+    (
+        "lora16-qwen2.5-3b-ppo-p40",
+        "qwen2.5-3b",
+        "--emulate p40 --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256",
+    ),
+    # this stack has neither vLLM nor flash-attn: the a10 profile's bf16 path with the HF rollout and SDPA
+    (
+        "lora16-qwen2.5-7b-grpo-a10",
+        "qwen2.5-7b",
+        "--emulate a10 --rollout hf --attention sdpa --algo grpo --lora-rank 32 --batch-size 16 "
+        "--max-prompt-length 512 --max-response-length 256",
+    ),
+)
+
+# the 256-row validation slice of the soak stages, written by the stack's python3 (pyarrow) from stdin
+VALIDATION_SLICE = """\
+import os, sys
+import pyarrow.parquet as pq
+source, target = sys.argv[1:3]
+pq.write_table(pq.read_table(source).slice(0, 256), target + ".partial")
+os.replace(target + ".partial", target)
+"""
+OWN_TASK_PROMPT = 'import sys; sys.path.insert(0, "benchmarks"); import own_task; print(own_task.PROMPT_TEMPLATE)'
+OWN_TASK_INSTRUCTION = 'import sys; sys.path.insert(0, "benchmarks"); import own_task; print(own_task.instruction())'
+
+
+def setting(name: str, default: str = "") -> str:
+    """``${NAME:-default}``: the variable's value, or ``default`` when it is unset or empty."""
+    return os.environ.get(name) or default
+
+
+def words(text: str) -> list[str]:
+    """A variable holding verlfit words separated by spaces (no quoting: the words hold no spaces), as a list."""
+    return text.split()
+
+
+def last_lines(text: str, count: int) -> list[str]:
+    """The last ``count`` lines of ``text`` (``tail -n COUNT``)."""
+    return text.splitlines()[-count:] if count else []
+
+
+def read_text(path: Path, default: str) -> str:
+    """A small file's text without its trailing newline, or ``default`` when it is missing."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return default
+
+
+def together(*jobs: Callable[[], object]) -> None:
+    """Run ``jobs`` at once (threads: each starts its own processes) and wait for all; re-raise the first failure.
+
+    Raises:
+        Exception: the first exception a job raised, after every job has ended.
+    """
+    if not jobs:
+        return
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        futures = [pool.submit(job) for job in jobs]
+    failures = [future.exception() for future in futures if future.exception() is not None]
+    if failures:
+        raise failures[0]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: its name on the command line, the function that runs it, its help text."""
+
+    name: str
+    run: Callable[[Device], None]
+    help: str
+
+
+class Device:
+    """The paths and the process helpers every stage shares; built once from the environment (see ``--help``)."""
+
+    def __init__(self, named_stages: list[str]):
+        self.named_stages = named_stages  # setup makes the bigger models only for the stages that train them
+        self.site = setting("VERLFIT_SITE")
+        self.gsm8k_dir = Path(setting("GSM8K_DIR", ".device-stack/b/gsm8k"))
+        self.work = Path(setting("WORK", str(Path.home() / "verlfit-bench" / "work")))
+        self.runs = Path(setting("RUNS", str(Path.home() / "verlfit-bench" / "runs")))
+        self.out = Path(setting("OUT", "/tmp/out"))
+        self.model = self.work / "qwen2.5-0.5b-random"
+        self.model_1p5b = self.work / "qwen2.5-1.5b-random"
+        self.model_3b = self.work / "qwen2.5-3b-random"
+        self.model_qwen3_0p6b = self.work / "qwen3-0.6b-random"
+        self.model_qwen3_1p7b = self.work / "qwen3-1.7b-random"
+        self.model_no_eos = self.work / "qwen3-0.6b-no-eos"
+        self.tiny = self.work / "tiny"
+        self.data = self.work / "gsm8k"
+        self.own = self.work / "own"
+        self.own_reward_file = REPO / "benchmarks" / "own_task_reward.py"
+        # the own task's reward function: verlfit train checks it on the training rows before launch, copies it into
+        # the run directory and records it in run.json (issue 26 phase B)
+        self.own_reward = ("--reward-function", f"{self.own_reward_file}:compute_score")
+        self._log_lock = threading.Lock()
+
+    # -- output -----------------------------------------------------------------------------------------------------
+    def log(self, message: str) -> None:
+        """Print ``[HH:MM:SS] message`` and append it to ``$RUNS/stages.log``."""
+        self.record([f"[{time.strftime('%H:%M:%S')}] {message}"])
+
+    def record(self, lines: list[str], prefix: str = "") -> None:
+        """Print ``lines`` (each after ``prefix``) and append them to ``$RUNS/stages.log`` (``| tee -a``)."""
+        text = "".join(f"{prefix}{line}\n" for line in lines)
+        with self._log_lock, open(self.runs / "stages.log", "a") as log:
+            log.write(text)
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def show(self, lines: list[str], prefix: str = "") -> None:
+        """Print ``lines`` (each after ``prefix``) without recording them."""
+        with self._log_lock:
+            sys.stdout.write("".join(f"{prefix}{line}\n" for line in lines))
+            sys.stdout.flush()
+
+    def console_tail(self, path: Path, count: int) -> list[str]:
+        """The last ``count`` lines of a console file (none when it is missing)."""
+        return last_lines(path.read_text(errors="replace"), count) if path.exists() else []
+
+    # -- processes --------------------------------------------------------------------------------------------------
+    def run_limit(self) -> int:
+        """Seconds a run may take: STAGE_TIMEOUT (default 3000), cut to what is left before DEADLINE, at least 5."""
+        limit = int(setting("STAGE_TIMEOUT", "3000"))
+        if setting("DEADLINE"):
+            limit = min(limit, int(setting("DEADLINE")) - int(time.time()))
+        return max(limit, 5)
+
+    def command(
+        self,
+        argv: list[str],
+        *,
+        output: Path | None = None,
+        append: bool = False,
+        capture: bool = False,
+        environment: dict[str, str] | None = None,
+        timed: bool = False,
+        check: bool = False,
+        stdin: str | None = None,
+    ) -> subprocess.CompletedProcess:
+        """Start one process and wait for it; the one place the runner starts processes.
+
+        Args:
+            argv: the command; ``python3`` is looked up on PATH.
+            output: a file for stdout and stderr (``append``: added to its end); else they go to the runner's.
+            capture: keep stdout and stderr together in the result's ``stdout`` (text).
+            environment: variables set for this process only.
+            timed: run it under :meth:`run_limit` (SIGINT at the limit, SIGKILL ``KILL_AFTER_S`` later).
+            check: raise when it exits non-zero.
+            stdin: text for its standard input.
+
+        Returns the completed process; a command that is not installed has status 127, as in a shell.
+
+        Raises:
+            subprocess.CalledProcessError: ``check`` and a non-zero status.
+        """
+        if timed:
+            argv = ["timeout", "-s", "INT", "-k", str(KILL_AFTER_S), str(self.run_limit()), *argv]
+        env = {**os.environ, **(environment or {})}
+        handle = open(output, "a" if append else "w") if output is not None else None
+        try:
+            stdout = handle if handle is not None else (subprocess.PIPE if capture else None)
+            stderr = subprocess.STDOUT if (handle is not None or capture) else None
+            try:
+                completed = subprocess.run(argv, stdout=stdout, stderr=stderr, env=env, text=True, input=stdin)
+            except FileNotFoundError as missing:
+                message = f"{argv[0]}: command not found ({missing.strerror})\n"
+                if handle is not None:
+                    handle.write(message)
+                elif not capture:
+                    sys.stderr.write(message)
+                completed = subprocess.CompletedProcess(argv, 127, message if capture else None)
+        finally:
+            if handle is not None:
+                handle.close()
+        if check and completed.returncode != 0:
+            raise subprocess.CalledProcessError(completed.returncode, argv, completed.stdout)
+        return completed
+
+    def verlfit(self, *arguments: str, **options) -> subprocess.CompletedProcess:
+        """``python3 -m verlfit ARGUMENTS`` through :meth:`command` (same options)."""
+        return self.command([PYTHON, "-m", "verlfit", *arguments], **options)
+
+    def python(self, *arguments: str, **options) -> subprocess.CompletedProcess:
+        """``python3 ARGUMENTS`` through :meth:`command` (same options)."""
+        return self.command([PYTHON, *arguments], **options)
+
+    @contextmanager
+    def one_maker(self, name: str):
+        """Hold ``$WORK/.NAME.lock`` (flock): one maker of a shared model or data set at a time, across stages."""
+        self.work.mkdir(parents=True, exist_ok=True)
+        with open(self.work / f".{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def train(self, name: str, *arguments: str, environment: dict[str, str] | None = None) -> None:
+        """One ``verlfit train --run-dir $RUNS/NAME`` run; its status is logged, never raised."""
+        self.log(f"start {name}: verlfit train {' '.join(arguments)}")
+        start = time.monotonic()
+        console = self.runs / f"{name}.console"
+        status = self.verlfit(
+            "train", "--run-dir", str(self.runs / name), *arguments, output=console, environment=environment, timed=True
+        ).returncode
+        self.log(f"end {name}: status {status} after {int(time.monotonic() - start)} s")
+        self.show(self.console_tail(console, 5), f"  {name}| ")
+
+    def resume(self, name: str, run: Path, *arguments: str, label: str) -> None:
+        """``verlfit train --resume RUN ARGUMENTS``, its output appended to ``$RUNS/NAME.console``."""
+        start = time.monotonic()
+        console = self.runs / f"{name}.console"
+        status = self.verlfit(
+            "train", "--resume", str(run), *arguments, output=console, append=True, timed=True
+        ).returncode
+        self.log(f"end {label}: status {status} after {int(time.monotonic() - start)} s")
+        self.show(self.console_tail(console, 5), f"  {name}| ")
+
+    def train_or_resume(self, name: str, *arguments: str) -> None:
+        """A new run, or ``verlfit train --resume`` of one a deadline cut short (its run.json is there).
+
+        The stage's ``--steps`` is the run's total: a run that finished fewer is extended to it; one whose checkpoint
+        already reaches it is left as it is (verlfit would refuse: it has finished).
+        """
+        run = self.runs / name
+        if not (run / "run.json").is_file():
+            self.train(name, *arguments)
+            return
+        steps = next((arguments[i + 1] for i in range(len(arguments) - 1) if arguments[i] == "--steps"), "")
+        checkpoint = int(read_text(run / "checkpoints" / "latest_checkpointed_iteration.txt", "0"))
+        if steps and checkpoint >= int(steps):
+            self.log(f"{name}: finished (its checkpoint of step {checkpoint} reaches --steps {steps}): not resumed")
+            return
+        self.log(f"resume {name}: verlfit train --resume {run}{f' --steps {steps}' if steps else ''}")
+        self.resume(name, run, *(("--steps", steps) if steps else ()), label=f"{name} resume")
+
+    def make_model(self, shape: str, model: Path, *, output: Path | None = None, tokenizer: bool = True) -> int:
+        """``benchmarks/make_model.py --shape SHAPE`` into ``model`` unless its config.json is there; the status."""
+        if (model / "config.json").is_file():
+            return 0
+        arguments = ["benchmarks/make_model.py", "--shape", shape, "--output", str(model)]
+        if tokenizer:
+            arguments += ["--tokenizer-dir", str(self.model)]
+        return self.python(*arguments, output=output).returncode
+
+    def run_outcome(self, run: Path) -> str:
+        """run.json's outcome as one JSON line (``null``: the run finished), or ``no RUN/run.json``."""
+        try:
+            return json.dumps(json.loads((run / "run.json").read_text()).get("outcome"))
+        except (OSError, ValueError):
+            return f"no {run}/run.json"
+
+    def verlfit_diagnosis(self, name: str) -> None:
+        """Log the last lines of verlfit's own diagnosis (``verlfit:`` and ``  fix:``) in ``$RUNS/NAME.console``."""
+        lines = [
+            line
+            for line in self.console_tail(self.runs / f"{name}.console", 10**6)
+            if line.startswith(("verlfit:", "  fix:"))
+        ]
+        self.record(lines[-8:], f"  {name}| ")
+
+
+# -- shared makers --------------------------------------------------------------------------------------------------
+def learn_data(device: Device) -> None:
+    """The synthetic problems and the SFT-warmed small model of learn, learn_lora, the soak and fault stages.
+
+    One maker at a time: ``--parallel soak_ppo soak_grpo fault_worker fault_disk`` all need them. The raw problems
+    go beside the prepared folder, not inside it: verlfit writes prepared data only into a folder holding nothing else.
+    """
+    raw, synthetic, small = device.work / "synthetic-raw", device.work / "synthetic", device.work / "small-sft"
+    with device.one_maker("learn_data"):
+        if not (raw / "train.jsonl").is_file():
+            device.python(
+                "benchmarks/gsm8k_synthetic.py",
+                "--output",
+                str(raw),
+                "--train-size",
+                "4096",
+                "--test-size",
+                "256",
+                check=True,
+            )
+        if not (synthetic / "train.parquet").is_file():
+            device.verlfit(
+                "prepare-gsm8k",
+                "--input",
+                str(raw),
+                "--output",
+                str(synthetic),
+                "--tokenizer",
+                str(device.model),
+                "--max-prompt-length",
+                "256",
+                check=True,
+            )
+        # seed 2 stopped at step 450 with 0.340 on the dev split (the stop rule is >= 0.25), ~30 s on an H200; 0.315
+        # greedy accuracy on 200 test problems (2026-11-29)
+        if not (small / "config.json").is_file():
+            made = device.python(
+                "benchmarks/sft_warmup.py",
+                "--data-dir",
+                str(raw),
+                "--output",
+                str(small),
+                "--tokenizer-dir",
+                str(device.model),
+                "--seed",
+                "2",
+                capture=True,
+                check=True,
+            )
+            device.record(last_lines(made.stdout, 3))
+
+
+def own_data(device: Device) -> None:
+    """The own task's problems, prepared by verlfit prepare-data with the local tokenizer (all models here share it)."""
+    own = device.own
+    with device.one_maker("own_data"):
+        if not (own / "raw" / "train.jsonl").is_file():
+            device.python(
+                "benchmarks/own_task.py",
+                "--output",
+                str(own / "raw"),
+                "--train-size",
+                "4096",
+                "--test-size",
+                "256",
+                check=True,
+            )
+        if not (own / "data" / "train.parquet").is_file():
+            template = device.python("-c", OWN_TASK_PROMPT, capture=True).stdout or ""
+            prepared = device.verlfit(
+                "prepare-data",
+                "--train",
+                str(own / "raw" / "train.jsonl"),
+                "--test",
+                str(own / "raw" / "test.jsonl"),
+                "--question-column",
+                "problem",
+                "--answer-column",
+                "solution",
+                "--data-source",
+                "verlfit/shelf-stock",
+                "--prompt-template",
+                template.rstrip("\n"),
+                "--tokenizer",
+                str(device.model),
+                "--max-prompt-length",
+                "256",
+                "--output",
+                str(own / "data"),
+                capture=True,
+                check=True,
+            )
+            device.record(last_lines(prepared.stdout, 4))
+
+
+def own_warmup(device: Device) -> None:
+    """The small model warmed up on the own task's problems (sft_warmup.py from learn's small-sft): ``$WORK/own-sft``.
+
+    learn's small-sft, warmed up on GSM8K-style problems, scored 0.016 on the own task's held-out problems and GRPO
+    moved it to 0.023 in 200 steps: with 4 samples a prompt almost every group earned nothing, so its advantages were
+    zero. A model that sometimes earns reward (0.2-0.4, as learn's) is what a learning check needs: warm it up on
+    own-task problems (never the RL splits' ones: own_task.write_warmup_splits), prompted exactly as the RL run is.
+    """
+    small, own_small, warmup = device.work / "small-sft", device.work / "own-sft", device.own / "warmup"
+    with device.one_maker("own_warmup"):
+        if not (warmup / "train.jsonl").is_file():
+            device.python(
+                "benchmarks/own_task.py",
+                "--warmup",
+                "--output",
+                str(warmup),
+                "--train-size",
+                "4096",
+                "--test-size",
+                "256",
+                check=True,
+            )
+        if not (own_small / "config.json").is_file():
+            instruction = (device.python("-c", OWN_TASK_INSTRUCTION, capture=True).stdout or "").rstrip("\n")
+            made = device.python(
+                "benchmarks/sft_warmup.py",
+                "--init-model",
+                str(small),
+                "--data-dir",
+                str(warmup),
+                "--output",
+                str(own_small),
+                "--instruction",
+                instruction,
+                "--seed",
+                "2",
+                "--eval-every",
+                "10",
+                "--max-new-tokens",
+                "128",
+                capture=True,
+                check=True,
+            )
+            device.record(last_lines(made.stdout, 3))
+
+
+def soak_data(device: Device) -> None:
+    """``$WORK/gsm8k-val256``: the prepared GSM8K's training set (linked) and the first 256 rows of its test set."""
+    validation = device.work / "gsm8k-val256"
+    with device.one_maker("soak_data"):
+        if (validation / "test.parquet").is_file():
+            return
+        validation.mkdir(parents=True, exist_ok=True)
+        link = validation / "train.parquet"
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(device.data / "train.parquet")
+        device.python(
+            "-", str(device.data / "test.parquet"), str(validation / "test.parquet"), stdin=VALIDATION_SLICE, check=True
+        )
+
+
+def adapters(device: Device, name: str) -> None:
+    """The adapters' norms per checkpoint into the log and ``$RUNS/NAME.adapters.json``; then the full shards go.
+
+    verl saves the whole FSDP state (frozen base included) beside lora_adapter/: ~12 GiB a checkpoint here. Once the
+    adapters are read, only lora_adapter/ is kept of every checkpoint but the newest (a run cut by a deadline is
+    resumed from it: :meth:`Device.train_or_resume`), unless KEEP_FULL_CHECKPOINTS is set.
+    """
+    run = device.runs / name
+    norms = device.python(
+        "benchmarks/adapter_norm.py", str(run), "--json", str(device.runs / f"{name}.adapters.json"), capture=True
+    )
+    device.record((norms.stdout or "").splitlines(), f"  {name} adapter| ")
+    if setting("KEEP_FULL_CHECKPOINTS"):
+        return
+    newest = read_text(run / "checkpoints" / "latest_checkpointed_iteration.txt", "none")
+    for checkpoint in (run / "checkpoints").glob("global_step_*"):
+        if checkpoint.name != f"global_step_{newest}":
+            for shard in checkpoint.rglob("*.pt"):
+                shard.unlink()
+
+
+def export_and_eval(
+    device: Device, name: str, data: Path, options: tuple[str, ...], extra: tuple[str, ...] = ()
+) -> Path | None:
+    """``verlfit export`` of run NAME's last checkpoint, then ``verlfit eval EXPORT --data DATA OPTIONS --output FOLDER
+    EXTRA``; the eval folder.
+
+    Returns None when the export failed (logged).
+    """
+    run = device.runs / name
+    step = read_text(run / "checkpoints" / "latest_checkpointed_iteration.txt", "none")
+    status = device.verlfit(
+        "export", str(run), "--force", output=device.runs / f"{name}.export.console", timed=True
+    ).returncode
+    device.log(f"end export {name} (checkpoint of step {step}): status {status}")
+    device.show(device.console_tail(device.runs / f"{name}.export.console", 3), "  export| ")
+    if status != 0:
+        return None
+    output = run / "eval" / f"global_step_{step}-test"
+    status = device.verlfit(
+        "eval",
+        str(run / "export" / f"global_step_{step}"),
+        "--data",
+        str(data),
+        *options,
+        "--output",
+        str(output),
+        *extra,
+        output=device.runs / f"{name}.eval.console",
+        timed=True,
+    ).returncode
+    device.log(f"end eval {name}: status {status}")
+    device.record(device.console_tail(device.runs / f"{name}.eval.console", 5), "  eval| ")
+    return output
+
+
+def own_export_eval(device: Device, name: str, *eval_arguments: str) -> None:
+    """Export run NAME's last checkpoint and eval it with the own task's reward function (``$RUNS/NAME.eval.json``)."""
+    output = export_and_eval(
+        device,
+        name,
+        device.own / "data",
+        ("--batch-size", "64", "--reward-function", f"{device.own_reward_file}:compute_score"),
+        eval_arguments,
+    )
+    if output is None:
+        return
+    for summary in ("summary.json", "comparison.json"):  # the comparison, when there is one, wins
+        if (output / summary).is_file():
+            shutil.copyfile(output / summary, device.runs / f"{name}.eval.json")
+
+
+def soak(device: Device, name: str, total: int, plan: str, *train_arguments: str) -> None:
+    """One run through its interruption plan (benchmarks/soak_run.py), re-entrant: the events done are kept."""
+    events = device.runs / f"{name}.events"
+    done = ""
+    if events.is_file():
+        done = "; events so far: " + ",".join(
+            line.split("\t")[1] for line in events.read_text().splitlines() if "\t" in line
+        )
+    device.log(f"soak {name}: {total} steps, plan '{plan}'{done}")
+    deadline = ("--deadline", setting("DEADLINE")) if setting("DEADLINE") else ()
+    status = device.python(
+        "benchmarks/soak_run.py",
+        "--runs",
+        str(device.runs),
+        "--name",
+        name,
+        "--total",
+        str(total),
+        "--plan",
+        plan,
+        *deadline,
+        "--",
+        *train_arguments,
+    ).returncode
+    device.log(f"soak {name}: status {status}")
+
+
+# -- stages ---------------------------------------------------------------------------------------------------------
+def stage_setup(device: Device) -> None:
+    site = (
+        device.site
+        or device.python(
+            "-c", "import os, verl; print(os.path.dirname(os.path.dirname(verl.__file__)))", capture=True, check=True
+        ).stdout.strip()
+    )
+    if device.python("patches/apply.py", "--status", site, output=Path(os.devnull)).returncode == 0:
+        device.log(f"patch series already applied to {site}")
+    else:
+        device.python("patches/apply.py", site, check=True)
+    device.python(
+        "-c",
+        "import verl.workers.actor.dp_actor, verl.workers.fsdp_workers; print('patched verl imports without "
+        "flash_attn')",
+        check=True,
+    )
+    if device.make_model("qwen2.5-0.5b", device.model, tokenizer=False):
+        raise RuntimeError(f"setup: make_model.py --shape qwen2.5-0.5b --output {device.model} failed")
+    # the bigger shapes (random weights, the 0.5B's tokenizer) only when a stage of this call trains them
+    named = set(device.named_stages) | set(words(setting("SETUP_FOR")))
+    bigger = []
+    if named & {"lora_1p5b_ppo", "lora_speed"}:
+        bigger.append(("qwen2.5-1.5b", device.model_1p5b))
+    if "lora_3b_grpo" in named:
+        bigger.append(("qwen2.5-3b", device.model_3b))
+    if "own_task" in named:
+        bigger += [("qwen3-0.6b", device.model_qwen3_0p6b), ("qwen3-1.7b", device.model_qwen3_1p7b)]
+    if not setting("SKIP_TINY"):
+        bigger.append(("tiny", device.tiny))
+    for shape, model in bigger:
+        if device.make_model(shape, model):
+            raise RuntimeError(f"setup: make_model.py --shape {shape} --output {model} failed")
+    if not (device.data / "train.parquet").is_file():
+        device.verlfit(
+            "prepare-gsm8k",
+            "--input",
+            str(device.gsm8k_dir),
+            "--output",
+            str(device.data),
+            "--tokenizer",
+            str(device.model),
+            "--max-prompt-length",
+            "512",
+            check=True,
+        )
+    card = device.command(
+        ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+        capture=True,
+        check=True,
+    )
+    device.record(card.stdout.splitlines())
+
+
+def stage_gputests(device: Device) -> None:
+    console = device.runs / "gputests.console"
+    status = device.python(
+        "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/gpu", output=console, timed=True
+    ).returncode
+    if status:
+        device.log(f"tests/gpu: status {status}")
+    device.record(device.console_tail(console, 15))
+
+
+def stage_smoke(device: Device) -> None:
+    for name, algo in (("smoke-ppo", ()), ("smoke-grpo", ("--algo", "grpo"))):
+        device.train(
+            name,
+            "--emulate",
+            "p40",
+            *algo,
+            "--model",
+            str(device.tiny),
+            "--data",
+            str(device.data),
+            "--steps",
+            "3",
+            "--batch-size",
+            "8",
+            "--max-response-length",
+            "32",
+            *COMMON,
+        )
+
+
+def stage_main(device: Device) -> None:
+    # ~13.5 s a step alone on an H200 at prompt 512, ~18 s more for each checkpoint save (2026-11-29): the run is
+    # planned as 25 steps ending on verl's checkpoint (~11 GiB), and main_resume extends it to 50 through verl's own
+    # resume (--steps 50), so no step is trained twice and none is lost to a deadline
+    device.train(
+        "main-ppo",
+        "--emulate",
+        "p40",
+        "--model",
+        str(device.model),
+        "--data",
+        str(device.data),
+        "--steps",
+        "25",
+        "--max-prompt-length",
+        "512",
+        "--max-response-length",
+        "256",
+        "--skip-checks",
+        "--no-validate-before-train",
+        "--test-freq",
+        "-1",
+        "--save-freq",
+        "25",
+    )
+
+
+def stage_main_resume(device: Device) -> None:
+    run = device.runs / "main-ppo"
+    device.log(f"resume main-ppo: verlfit train --resume {run}")
+    device.resume("main-ppo", run, "--steps", "50", label="main-ppo resume")
+
+
+def stage_grpo(device: Device) -> None:
+    device.train(
+        "main-grpo",
+        "--emulate",
+        "p40",
+        "--algo",
+        "grpo",
+        "--model",
+        str(device.model),
+        "--data",
+        str(device.data),
+        "--steps",
+        setting("GRPO_STEPS", "10"),
+        "--batch-size",
+        setting("GRPO_BATCH", "32"),
+        "--max-prompt-length",
+        "512",
+        "--max-response-length",
+        "256",
+        *COMMON,
+    )
+
+
+def stage_public(device: Device) -> None:
+    # the blog posts' P40 shape: batch 1, mini-batch 1, micro-batch 1, eager attention, fp32, 256/256
+    device.train(
+        "public-recipe",
+        "--emulate",
+        "p40",
+        "--plan",
+        "off",
+        "--attention",
+        "eager",
+        "--model",
+        str(device.model),
+        "--data",
+        str(device.data),
+        "--steps",
+        setting("PUBLIC_STEPS", "10"),
+        "--batch-size",
+        "1",
+        "--mini-batch-size",
+        "1",
+        "--micro-batch-size",
+        "1",
+        "--max-prompt-length",
+        "256",
+        "--max-response-length",
+        "256",
+        *COMMON,
+    )
+
+
+def stage_tuned(device: Device) -> None:
+    device.train(
+        "tuned-p40",
+        "--emulate",
+        "p40",
+        "--model",
+        str(device.model),
+        "--data",
+        str(device.data),
+        "--steps",
+        setting("TUNED_STEPS", "10"),
+        "--max-prompt-length",
+        "256",
+        "--max-response-length",
+        "256",
+        *COMMON,
+    )
+
+
+def stage_a10(device: Device) -> None:
+    # bf16 + sdpa + HF rollout: flash-attn and vLLM are not on this machine (the real A10 image uses both)
+    device.train(
+        "a10-like",
+        "--profile",
+        "a10",
+        "--rollout",
+        "hf",
+        "--attention",
+        "sdpa",
+        "--gpu-memory-limit",
+        "24",
+        "--model",
+        str(device.model),
+        "--data",
+        str(device.data),
+        "--steps",
+        "20",
+        *COMMON,
+        "--",
+        "actor_rollout_ref.actor.use_torch_compile=False",
+    )
+
+
+def speed_keys(device: Device, config: str, stage: str) -> tuple[str, ...] | None:
+    """The extra verl overrides of one speed configuration; None (logged) for an unknown name."""
+    if config not in SPEED_CONFIGURATIONS:
+        device.log(f"stage {stage}: unknown configuration '{config}' ({' '.join(SPEED_CONFIGURATIONS)})")
+        return None
+    return SPEED_CONFIGURATIONS[config]
+
+
+def stage_speed(device: Device) -> None:
+    # Sequential by default: 10 steps x ~14 s plus ~1-1.5 min of start-up per run. SPEED_PARALLEL=1 runs them at
+    # once: then step times include the others' load (memory figures do not).
+    runs = []
+    for config in words(setting("SPEED_CONFIGS", "today all")):
+        keys = speed_keys(device, config, "speed")
+        if keys is None:
+            continue
+        arguments = (
+            "--emulate",
+            "p40",
+            "--model",
+            str(device.model),
+            "--data",
+            str(device.data),
+            "--steps",
+            setting("SPEED_STEPS", "10"),
+            "--max-prompt-length",
+            "512",
+            "--max-response-length",
+            "256",
+            *COMMON,
+            *(("--", *keys) if keys else ()),
+        )
+        runs.append(lambda name=f"speed-{config}", arguments=arguments: device.train(name, *arguments))
+    if setting("SPEED_PARALLEL"):
+        together(*runs)
+    else:
+        for run in runs:
+            run()
+    if setting("SKIP_DECODE_BENCH"):
+        return
+    device.log("start decode_bench: batch 32 and 64, prompts 100-256 of 256 columns, 256 new tokens, fp32")
+    result = device.runs / "decode_bench.json"
+    status = device.python(
+        "benchmarks/decode_bench.py",
+        "--model",
+        str(device.model),
+        "--output",
+        str(result),
+        output=device.runs / "decode_bench.console",
+        timed=True,
+    ).returncode
+    if status:
+        device.log(f"decode_bench: status {status}")
+    device.show(device.console_tail(device.runs / "decode_bench.console", 4), "  decode_bench| ")
+    if result.is_file():
+        shutil.copyfile(result, device.out / "decode_bench.json")
+
+
+FP16_CONFIGURATIONS = {
+    "t4": ("--emulate", "t4"),
+    "v100": ("--emulate", "v100"),
+    "p40_t4_budget": ("--profile", "p40", "--gpu-memory-limit", "14"),
+}
+
+
+def stage_fp16(device: Device) -> None:
+    # ~1.5 min of start-up plus 10 steps per run; the fp32 run of the P40 profile took 6.6 s a step at 22.5 GiB
+    sizes = (
+        "--model",
+        str(device.model),
+        "--batch-size",
+        "32",
+        "--max-prompt-length",
+        "512",
+        "--max-response-length",
+        "256",
+    )
+    for config in words(setting("FP16_CONFIGS", "t4 v100 p40_t4_budget")):
+        if config not in FP16_CONFIGURATIONS:
+            device.log(f"stage fp16: unknown configuration '{config}' ({' '.join(FP16_CONFIGURATIONS)})")
+            continue
+        selection = FP16_CONFIGURATIONS[config]
+        plan_selection = tuple("--gpu-memory" if word == "--gpu-memory-limit" else word for word in selection)
+        status = device.verlfit("plan", *plan_selection, *sizes, output=device.runs / f"fp16-{config}.plan").returncode
+        if status:
+            device.log(f"plan fp16-{config}: status {status}")
+        device.train(
+            f"fp16-{config}",
+            *selection,
+            "--model",
+            str(device.model),
+            "--data",
+            str(device.data),
+            "--steps",
+            setting("FP16_STEPS", "10"),
+            *sizes[2:],
+            *COMMON,
+        )
+
+
+def learn_run(
+    device: Device,
+    name: str,
+    algo: str,
+    *,
+    model: Path,
+    data: Path,
+    learning_rate: str,
+    extra: tuple[str, ...] = (),
+    profile: tuple[str, ...] = ("--emulate", "p40"),
+    critic_lr: str = "5e-5",
+    save_freq: str = "200",
+    environment: dict[str, str] | None = None,
+    resume: bool = False,
+) -> Callable[[], None]:
+    """One run of the learning check (200 steps, batch 64, 256/128), ready to start: PPO gets ``critic_lr``."""
+    arguments = (
+        *profile,
+        *(("--algo", "grpo") if algo == "grpo" else ()),
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--steps",
+        "200",
+        "--batch-size",
+        "64",
+        "--max-prompt-length",
+        "256",
+        "--max-response-length",
+        "128",
+        "--actor-lr",
+        learning_rate,
+        *(("--critic-lr", critic_lr) if algo == "ppo" else ()),
+        *extra,
+    )
+    if resume:
+        return lambda: device.train_or_resume(name, *arguments)
+    return lambda: device.train(name, *arguments, environment=environment)
+
+
+def stage_learn(device: Device) -> None:
+    # responses up to 128 tokens: the synthetic answers take 49-88 tokens (median 62) with the local tokenizer, so 64
+    # would cut off the final "#### N" of about one in six. --save-freq 200: one checkpoint, of the last step, for
+    # export_eval. LEARN_ALGOS, LEARN_TAG (a suffix for the run names) and LEARN_EXTRA (more verlfit train words)
+    # run variants of the same check.
+    learn_data(device)
+    tail = (
+        "--skip-checks",
+        "--test-freq",
+        setting("LEARN_TEST_FREQ", "20"),
+        "--save-freq",
+        "200",
+        *words(setting("LEARN_EXTRA")),
+    )
+    together(
+        *(
+            learn_run(
+                device,
+                f"learn-{algo}-lr{lr}{setting('LEARN_TAG')}",
+                algo,
+                model=device.work / "small-sft",
+                data=device.work / "synthetic",
+                learning_rate=lr,
+                extra=tail,
+            )
+            for lr in words(setting("LEARN_LRS", "1e-5 3e-5"))
+            for algo in words(setting("LEARN_ALGOS", "ppo grpo"))
+        )
+    )
+
+
+def stage_learn_fp16(device: Device) -> None:
+    # learn's check at one learning rate (1e-5: 3e-5 made fp32 PPO fall in the learn stage), fp16 training under the
+    # T4's memory, with the profile's fp16 rollout and with an fp32 rollout; 200 steps x ~1.1 s + start-up, all at once
+    learn_data(device)
+    tail = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "20"), "--save-freq", "-1")
+    together(
+        *(
+            learn_run(
+                device,
+                f"learn-fp16-{algo}-rollout-{rollout}",
+                algo,
+                model=device.work / "small-sft",
+                data=device.work / "synthetic",
+                learning_rate="1e-5",
+                extra=tail,
+                profile=("--emulate", "t4"),
+                environment={"VLLM_DTYPE": rollout},
+            )
+            for rollout in words(setting("LEARN_FP16_ROLLOUTS", "float16 float32"))
+            for algo in ("ppo", "grpo")
+        )
+    )
+
+
+def stage_learn_lora(device: Device) -> None:
+    # The learning check of stage learn with LoRA. Rank 32 on the small model (hidden 256, 4 layers): an eighth of
+    # the full rank of its square projections, enough room that capacity is not what is tested, and the adapter stays
+    # small (720,896 parameters on the 4 layers). alpha 32 (scaling 1) and learning rates ten times the
+    # full-parameter check's: Schulman et al., "LoRA Without Regret" (Thinking Machines, 2025) find the best LoRA
+    # learning rate about 10x full fine-tuning's, roughly independent of the rank under alpha/r scaling, and RL
+    # (policy gradient) as well served by LoRA as by full fine-tuning even at small ranks. The critic (LoRA at the
+    # same rank, its value head trained in full, patch 0011) gets ten times its full-parameter rate too.
+    algos = words(setting("LEARN_LORA_ALGOS", "ppo grpo"))
+    for algo in algos:  # a typo would run nothing and say nothing
+        if algo not in ("ppo", "grpo"):
+            device.log(
+                f"learn_lora: LEARN_LORA_ALGOS has '{algo}'; write ppo, grpo or both (\"ppo grpo\"): nothing run"
+            )
+            return
+    learn_data(device)
+    # --save-freq 50: a run a deadline cuts is resumed the next time the stage runs (train_or_resume)
+    tail = (
+        "--lora-rank",
+        "32",
+        "--lora-alpha",
+        "32",
+        "--skip-checks",
+        "--test-freq",
+        setting("LEARN_TEST_FREQ", "20"),
+        "--save-freq",
+        "50",
+        *words(setting("LORA_EXTRA")),
+    )
+    together(
+        *(
+            learn_run(
+                device,
+                f"learn-lora-{algo}-lr{lr}",
+                algo,
+                model=device.work / "small-sft",
+                data=device.work / "synthetic",
+                learning_rate=lr,
+                critic_lr="5e-4",
+                extra=tail,
+                resume=True,
+            )
+            for lr in words(setting("LEARN_LORA_LRS", "1e-4 3e-4"))
+            for algo in ("ppo", "grpo")
+            if algo in algos
+        )
+    )
+
+
+def stage_learn_data(device: Device) -> None:
+    learn_data(device)
+
+
+def stage_export_eval(device: Device) -> None:
+    # The learning check's final checkpoint as a Hugging Face model, scored against the model it started from on the
+    # 256 held-out problems its validation used (same greedy decoding, same strict score, fp32 + SDPA from the run's
+    # p40 profile, responses <= 128 tokens from the run's settings). On 2026-11-29 learn-grpo-lr1e-5 validated at 0.320
+    # (step 0) and 0.520 (step 200): eval should agree within noise (about +-0.03 for one accuracy on 256 rows).
+    name = setting("EXPORT_RUN", "learn-grpo-lr1e-5")
+    small, run = device.work / "small-sft", device.runs / name
+    step = read_text(run / "checkpoints" / "latest_checkpointed_iteration.txt", "none")
+    device.log(f"export_eval {name}: verlfit export (checkpoint of step {step}), then verlfit eval --compare {small}")
+    output = export_and_eval(
+        device, name, device.work / "synthetic", ("--limit", "256", "--batch-size", "64", "--compare", str(small))
+    )
+    if output is None:
+        return
+    if (output / "comparison.json").is_file():
+        shutil.copyfile(output / "comparison.json", device.runs / f"{name}.eval.json")
+    if device.verlfit("report", str(run), output=Path(os.devnull)).returncode == 0:
+        summary = read_text(run / "report" / "summary.txt", "").splitlines()
+        device.record([line for line in summary if line.startswith(("validation ", "eval "))])
+
+
+def stage_graph_memory(device: Device) -> None:
+    # issue 13: does patch 0022 leave allocated memory behind per generate call? benchmarks/graph_memory_probe.py
+    # decodes GRAPH_MEMORY_CALLS times with a fresh StaticDecoder each, with a new side stream per capture (as before
+    # the fix) and with capture_stream (the fix), and records torch.cuda.memory_allocated after each
+    calls = setting("GRAPH_MEMORY_CALLS", "8")
+    device.log(
+        f"start graph_memory: allocated memory after each of {calls} CUDA-graph generate calls, per capture-stream "
+        "policy"
+    )
+    result = device.runs / "graph_memory.json"
+    status = device.python(
+        "benchmarks/graph_memory_probe.py",
+        "--model",
+        str(device.model),
+        "--calls",
+        calls,
+        "--output",
+        str(result),
+        output=device.runs / "graph_memory.console",
+        timed=True,
+    ).returncode
+    if status:
+        device.log(f"graph_memory: status {status}")
+    device.record(device.console_tail(device.runs / "graph_memory.console", 6), "  graph_memory| ")
+    if result.is_file():
+        shutil.copyfile(result, device.out / "graph_memory.json")
+
+
+def stage_lora_speed(device: Device) -> None:
+    # lora_1p5b_ppo (2026-12-01): 63.5 s of generation a step (~250 ms per decode step at batch 32) against 7.4 s for
+    # the full-parameter 0.5B; the suspect is FSDP's hooks on every adapter unit per token (patch 0023). Unwrapped
+    # first, so a run cut short by the deadline still measures the key.
+    if not (device.model_1p5b / "config.json").is_file():
+        device.log(f"lora_speed: no {device.model_1p5b} (run setup with this stage named)")
+        return
+    for config in words(setting("LORA_SPEED_CONFIGS", "unwrap all today")):
+        keys = speed_keys(device, config, "lora_speed")
+        if keys is None:
+            continue
+        device.train(
+            f"lora-speed-{config}",
+            "--emulate",
+            "p40",
+            "--model",
+            str(device.model_1p5b),
+            "--data",
+            str(device.data),
+            "--steps",
+            setting("LORA_SPEED_STEPS", "4"),
+            "--batch-size",
+            "32",
+            "--max-prompt-length",
+            "512",
+            "--max-response-length",
+            "256",
+            "--lora-rank",
+            "32",
+            *COMMON,
+            *(("--", *keys) if keys else ()),
+        )
+
+
+def calibrate(device: Device, profile: tuple[str, ...], runs: dict[str, str]) -> None:
+    """3 steps of each run (name -> verlfit train words) without a memory limit: allocated memory is the real need."""
+    for name, arguments in runs.items():
+        device.train(
+            name,
+            *profile,
+            "--plan",
+            "off",
+            *words(arguments),
+            "--model",
+            str(device.model),
+            "--data",
+            str(device.data),
+            "--steps",
+            "3",
+            *COMMON,
+        )
+
+
+def stage_calibrate_p40(device: Device) -> None:
+    calibrate(
+        device,
+        ("--profile", "p40"),
+        {
+            "cal-p40-ppo-m4-512": "--micro-batch-size 4 --max-prompt-length 512 --max-response-length 256",
+            "cal-p40-ppo-m8-opt": "--micro-batch-size 8 --offload optimizer --max-prompt-length 256 "
+            "--max-response-length 128",
+            "cal-p40-grpo-m4": "--algo grpo --batch-size 8 --micro-batch-size 4 --offload optimizer "
+            "--max-prompt-length 512 --max-response-length 256",
+        },
+    )
+
+
+def stage_calibrate_a10(device: Device) -> None:
+    calibrate(
+        device,
+        ("--profile", "a10", "--rollout", "hf", "--attention", "sdpa"),
+        {
+            "cal-a10-ppo-m8": "--micro-batch-size 8 --max-prompt-length 512 --max-response-length 256",
+            "cal-a10-ppo-m4-nockpt": "--micro-batch-size 4 --no-gradient-checkpointing --max-prompt-length 256 "
+            "--max-response-length 256",
+            "cal-a10-grpo-m8": "--algo grpo --batch-size 16 --micro-batch-size 8 --max-prompt-length 512 "
+            "--max-response-length 256",
+        },
+    )
+
+
+def stage_calibrate_check(device: Device) -> None:
+    # an independent check of the eager bf16 entropy coefficient that cal-a10-ppo-m8 / cal-a10-grpo-m8 fitted: another
+    # micro-batch (log-prob 32) and sequence split (256/256); the planner puts its peak in the old log-prob
+    calibrate(
+        device,
+        ("--profile", "a10", "--rollout", "hf", "--attention", "sdpa"),
+        {
+            "cal-a10-grpo-m16-256": "--algo grpo --batch-size 8 --micro-batch-size 16 --max-prompt-length 256 "
+            "--max-response-length 256",
+        },
+    )
+
+
+def stage_own_task(device: Device) -> None:
+    # GRPO with LoRA on the Qwen3-1.7B shape; PPO full-parameter on the Qwen3-0.6B shape: 4 steps each, no
+    # validation, one checkpoint of the last step for export; the plan first (its predicted peak against the run's)
+    own_data(device)
+    sizes = ("--batch-size", "16", "--max-prompt-length", "256", "--max-response-length", "128")
+    tail = ("--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "4", *device.own_reward)
+    for name, model, algo in (
+        ("own-grpo-lora-qwen3-1p7b", device.model_qwen3_1p7b, ("--algo", "grpo", "--lora-rank", "16")),
+        ("own-ppo-qwen3-0p6b", device.model_qwen3_0p6b, ()),
+    ):
+        if not (model / "config.json").is_file():
+            device.log(f"own_task: no {model} (run setup with this stage named)")
+            continue
+        device.verlfit(
+            "plan", "--model", str(model), "--emulate", "p40", *algo, *sizes, output=device.runs / f"{name}.plan"
+        )
+        device.train(
+            name,
+            "--emulate",
+            "p40",
+            *algo,
+            "--model",
+            str(model),
+            "--data",
+            str(device.own / "data"),
+            "--steps",
+            "4",
+            *sizes,
+            *tail,
+        )
+        own_export_eval(device, name, "--limit", "64")
+
+
+def stage_learn_own(device: Device) -> None:
+    learn_data(device)
+    own_data(device)
+    own_warmup(device)
+    start, name = device.work / "own-sft", "learn-own-grpo"
+    # as learn's GRPO run at its first learning rate, on the own task and scored by its reward function (training and
+    # validation: verl uses the custom reward for both); the 256 held-out problems are validated every 20 steps
+    device.train(
+        name,
+        "--emulate",
+        "p40",
+        "--algo",
+        "grpo",
+        "--model",
+        str(start),
+        "--data",
+        str(device.own / "data"),
+        "--steps",
+        "200",
+        "--batch-size",
+        "64",
+        "--max-prompt-length",
+        "256",
+        "--max-response-length",
+        "128",
+        "--actor-lr",
+        "1e-5",
+        "--skip-checks",
+        "--test-freq",
+        "20",
+        "--save-freq",
+        "200",
+        *device.own_reward,
+    )
+    key = "val-core/verlfit/shelf-stock/reward/mean@1"
+    metrics = device.runs / name / "metrics.jsonl"
+    scores = [
+        json.dumps({key: record[key]})[1:-1]
+        for record in map(json.loads, read_text(metrics, "").splitlines())
+        if key in record
+    ]
+    device.record(scores[:1] + scores[-1:], f"  {name} validation| ")
+    own_export_eval(device, name, "--compare", str(start))
+    device.log(
+        f"learn_own: expected a held-out difference (model - start) of at least +0.10 in {device.runs / name}.eval.json"
+    )
+
+
+def lora_family_run(device: Device, name: str, shape: str, data: str, arguments: str) -> None:
+    """One row of LORA_FAMILY_RUNS: make the model if missing, plan (the words before ``--``), train 3 steps."""
+    model = device.work / f"{shape}-random"
+    with device.one_maker(shape):
+        status = device.make_model(shape, model, output=device.runs / f"{name}.make.console")
+    if status:
+        device.log(f"lora_families: making {model} failed: status {status}")
+        return
+    reward: tuple[str, ...] = ()
+    if data == "own":
+        own_data(device)
+        data_path, reward = device.own / "data", device.own_reward
+    else:
+        data_path = device.data
+    device.verlfit(
+        "plan",
+        "--model",
+        str(model),
+        "--emulate",
+        "p40",
+        *words(arguments.split(" -- ")[0]),
+        output=device.runs / f"{name}.plan",
+    )
+    device.train(
+        name,
+        "--emulate",
+        "p40",
+        "--model",
+        str(model),
+        "--data",
+        str(data_path),
+        "--steps",
+        "3",
+        *COMMON,
+        *reward,
+        *words(arguments),
+    )
+
+
+def stage_lora_families(device: Device) -> None:
+    chosen = words(setting("LORA_FAMILY_NAMES"))  # only these names (e.g. two waves that do not share the GPU's memory)
+    together(
+        *(lambda row=row: lora_family_run(device, *row) for row in LORA_FAMILY_RUNS if not chosen or row[0] in chosen)
+    )
+
+
+def lora16_model(device: Device, shape: str) -> int:
+    """``$WORK/SHAPE-random``, made once (random weights, the 0.5B's tokenizer); make_model.py's status."""
+    with device.one_maker(shape):
+        return device.make_model(shape, device.work / f"{shape}-random", output=device.runs / f"make-{shape}.console")
+
+
+def lora16_target(device: Device, name: str, shape: str, arguments: str) -> None:
+    """One row of LORA16_TARGETS: make the model if missing, plan, train 3 steps."""
+    status = lora16_model(device, shape)
+    if status:
+        device.log(f"lora16: making {device.work}/{shape}-random failed: status {status}")
+        return
+    model = str(device.work / f"{shape}-random")
+    device.verlfit("plan", "--model", model, "--auto-fit", *words(arguments), output=device.runs / f"{name}.plan")
+    device.train(name, "--model", model, "--data", str(device.data), "--steps", "3", *COMMON, *words(arguments))
+
+
+def lora16_seven_b_plan(device: Device) -> None:
+    """The 7B's plan on a P40 (no run: its verdict is "does not fit"; the plan shows the arithmetic per phase)."""
+    if lora16_model(device, "qwen2.5-7b") == 0:
+        device.verlfit(
+            "plan",
+            "--model",
+            str(device.work / "qwen2.5-7b-random"),
+            "--emulate",
+            "p40",
+            "--algo",
+            "grpo",
+            "--lora-rank",
+            "32",
+            "--batch-size",
+            "16",
+            "--max-prompt-length",
+            "512",
+            "--max-response-length",
+            "256",
+            "--auto-fit",
+            output=device.runs / "lora16-qwen2.5-7b-grpo-p40.plan",
+        )
+
+
+def stage_lora16(device: Device) -> None:
+    # (a) the targets, all at once (caps 14 + 22.5 + 22 GiB), and the 7B's plan on a P40. (b) the learning check of
+    # learn_lora's GRPO run (the SFT-warmed small model, rank 32, alpha 32, lr 1e-4, 200 steps) with the base in 16
+    # bits, beside the same run with --frozen-base-dtype float32 (LORA16_LEARN_BASES). The small model is fp32 on disk
+    # (sft_warmup.py): the 16-bit run rounds its frozen base to bf16 when verl loads it, so its reference policy (the
+    # adapter off) is that rounding, while the float32 run keeps the weights as saved.
+    learn_data(device)
+    jobs = []
+    for base in words(setting("LORA16_LEARN_BASES", "bfloat16 float32")):
+        if base not in ("bfloat16", "float32"):
+            device.log(f"lora16: LORA16_LEARN_BASES has '{base}'; write bfloat16, float32 or both")
+            continue
+        jobs.append(
+            learn_run(
+                device,
+                f"lora16-learn-grpo-{base}",
+                "grpo",
+                model=device.work / "small-sft",
+                data=device.work / "synthetic",
+                learning_rate="1e-4",
+                extra=(
+                    "--lora-rank",
+                    "32",
+                    "--lora-alpha",
+                    "32",
+                    "--frozen-base-dtype",
+                    base,
+                    "--skip-checks",
+                    "--test-freq",
+                    setting("LEARN_TEST_FREQ", "50"),
+                    "--save-freq",
+                    "-1",
+                ),
+            )
+        )
+    jobs += [lambda row=row: lora16_target(device, *row) for row in LORA16_TARGETS]
+    jobs.append(lambda: lora16_seven_b_plan(device))
+    together(*jobs)
+
+
+def stage_bench(device: Device) -> None:
+    gsm8k = ("--gsm8k", str(device.gsm8k_dir)) if (device.gsm8k_dir / "train.jsonl").is_file() else ()
+    # the card as it is: an H200 (9.0) gets the a10 profile, whose vLLM rollout and FlashAttention-2 this stack lacks
+    # (bench refuses at once without them), so HF generate and SDPA, as on an A10 without them (profiles/a10.yaml
+    # fallbacks); the public recipe keeps its eager attention
+    modes = {
+        "card": (("--rollout", "hf", "--attention", "sdpa"), "bench-h200.json", "bench"),
+        "emulate_p40": (("--emulate", "p40"), "bench-h200-emulate-p40.json", "bench --emulate p40"),
+    }
+    for mode in words(setting("BENCH_MODES", "card emulate_p40")):
+        if mode not in modes:
+            device.log(f"stage bench: unknown mode '{mode}' (card emulate_p40)")
+            continue
+        selection, output, label = modes[mode]
+        bench = device.verlfit(
+            "bench",
+            *selection,
+            "--work",
+            str(device.work / "bench"),
+            "--output",
+            str(device.out / output),
+            *gsm8k,
+            capture=True,
+        )
+        lines = (bench.stdout or "").splitlines()
+        with open(device.runs / "stages.log", "a") as log:
+            log.write("".join(line + "\n" for line in lines))
+        device.show(lines[-20:])
+        if bench.returncode:
+            device.log(f"{label}: status {bench.returncode}")
+
+
+def stage_lora_1p5b_ppo(device: Device) -> None:
+    model = device.model_1p5b
+    if not (model / "config.json").is_file():
+        device.log(f"lora_1p5b_ppo: no {model} (run setup with this stage named)")
+        return
+    device.verlfit(
+        "plan",
+        "--model",
+        str(model),
+        "--emulate",
+        "p40",
+        "--lora-rank",
+        "32",
+        "--batch-size",
+        "32",
+        output=device.runs / "lora-1p5b-ppo.plan",
+    )
+    # the planner's verdict for full-parameter PPO of the same model, for the README table
+    device.verlfit(
+        "plan",
+        "--model",
+        str(model),
+        "--emulate",
+        "p40",
+        "--batch-size",
+        "32",
+        output=device.runs / "full-1p5b-ppo.plan",
+    )
+    device.train_or_resume(
+        "lora-1p5b-ppo",
+        "--emulate",
+        "p40",
+        "--model",
+        str(model),
+        "--data",
+        str(device.data),
+        "--steps",
+        "10",
+        "--batch-size",
+        "32",
+        "--max-prompt-length",
+        "512",
+        "--max-response-length",
+        "256",
+        "--lora-rank",
+        "32",
+        "--skip-checks",
+        "--no-validate-before-train",
+        "--test-freq",
+        "-1",
+        "--save-freq",
+        "5",
+        *words(setting("LORA_EXTRA")),
+    )
+    adapters(device, "lora-1p5b-ppo")
+
+
+def stage_lora_3b_grpo(device: Device) -> None:
+    model = device.model_3b
+    if not (model / "config.json").is_file():
+        device.log(f"lora_3b_grpo: no {model} (run setup with this stage named)")
+        return
+    batch, samples, steps = (
+        setting("LORA_3B_BATCH", "32"),
+        setting("LORA_3B_SAMPLES", "4"),
+        setting("LORA_3B_STEPS", "5"),
+    )
+    device.verlfit(
+        "plan",
+        "--model",
+        str(model),
+        "--emulate",
+        "p40",
+        "--algo",
+        "grpo",
+        "--samples",
+        samples,
+        "--lora-rank",
+        "32",
+        "--batch-size",
+        batch,
+        output=device.runs / "lora-3b-grpo.plan",
+    )
+    # save at step 3 and at the last step (verl saves every --save-freq steps and at the end)
+    device.train_or_resume(
+        "lora-3b-grpo",
+        "--emulate",
+        "p40",
+        "--algo",
+        "grpo",
+        "--samples",
+        samples,
+        "--model",
+        str(model),
+        "--data",
+        str(device.data),
+        "--steps",
+        steps,
+        "--batch-size",
+        batch,
+        "--max-prompt-length",
+        "512",
+        "--max-response-length",
+        "256",
+        "--lora-rank",
+        "32",
+        "--skip-checks",
+        "--no-validate-before-train",
+        "--test-freq",
+        "-1",
+        "--save-freq",
+        "3",
+        *words(setting("LORA_EXTRA")),
+    )
+    adapters(device, "lora-3b-grpo")
+
+
+def stage_multigpu(device: Device) -> None:
+    steps, big, port = setting("MULTIGPU_STEPS", "10"), device.model_1p5b, setting("MULTIGPU_RAY_PORT", "6390")
+    arguments = (
+        "--emulate",
+        "p40",
+        "--model",
+        str(device.model),
+        "--data",
+        str(device.data),
+        "--steps",
+        steps,
+        "--max-prompt-length",
+        "512",
+        "--max-response-length",
+        "256",
+        *COMMON,
+    )
+    topology = device.runs / "multigpu-topology.console"
+    device.verlfit(
+        "doctor", "--profile", "p40", "--data", str(device.data), "--model", str(device.model), output=topology
+    )
+    device.command(["nvidia-smi", "topo", "-m"], output=topology, append=True)
+    lines = topology.read_text(errors="replace").splitlines()
+    shown = next((lines[index : index + 13] for index, line in enumerate(lines) if " topology " in line), [])
+    device.record(shown)
+    device.train("multigpu-gpus1", *arguments, "--gpus", "1")
+    device.train("multigpu-gpus2", *arguments, "--gpus", "2")
+    device.train("multigpu-gpus2-no-p2p", *arguments, "--gpus", "2", environment={"NCCL_P2P_DISABLE": "1"})
+    if device.make_model("qwen2.5-1.5b", big):
+        raise RuntimeError(f"multigpu: make_model.py --shape qwen2.5-1.5b --output {big} failed")
+    status = device.verlfit(
+        "plan", "--emulate", "p40", "--model", str(big), "--gpus", "2", output=device.runs / "multigpu-1.5b.plan"
+    ).returncode
+    if status:
+        device.log(f"plan 1.5B on 2 emulated P40s: status {status} (the planner says it does not fit)")
+    device.train(
+        "multigpu-1.5b-gpus2",
+        "--emulate",
+        "p40",
+        "--model",
+        str(big),
+        "--data",
+        str(device.data),
+        "--steps",
+        "10",
+        "--max-prompt-length",
+        "512",
+        "--max-response-length",
+        "256",
+        *COMMON,
+        "--gpus",
+        "2",
+        "--plan",
+        "off",
+        "--micro-batch-size",
+        "1",
+        "--offload",
+        "optimizer",
+    )
+    # two nodes on one host: each raylet sees one GPU; a pre-started cluster's workers take their environment from
+    # `ray start` (verl's main_ppo.py:42-45), so the profile's knobs and the emulated card's limit go there: bash
+    # evaluates the profile's export lines (verlfit profiles --env-shell) and starts the two raylets
+    defaults = device.verlfit("profiles", "p40", "--env-shell", capture=True).stdout or ""
+    start_ray = (
+        'eval "$1"; export VERLFIT_GPU_MEMORY_LIMIT_GIB=22.5\n'
+        'CUDA_VISIBLE_DEVICES=0 python3 -m ray.scripts.scripts start --head --port="$2" --num-gpus=1 '
+        "--disable-usage-stats\n"
+        'CUDA_VISIBLE_DEVICES=1 python3 -m ray.scripts.scripts start --address="127.0.0.1:$2" --num-gpus=1 '
+        "--disable-usage-stats\n"
+    )
+    status = device.command(
+        ["bash", "-c", start_ray, "start_ray", defaults, port], output=device.runs / "multigpu-ray.console"
+    ).returncode
+    if status:
+        device.log(f"ray start: status {status}")
+    device.train(
+        "multigpu-nodes2", *arguments, "--nodes", "2", "--gpus", "1", environment={"RAY_ADDRESS": f"127.0.0.1:{port}"}
+    )
+    device.python(
+        "-m", "ray.scripts.scripts", "stop", "--force", output=device.runs / "multigpu-ray.console", append=True
+    )
+
+
+SOAK_ARGUMENTS = (
+    "--emulate",
+    "p40",
+    "--max-prompt-length",
+    "512",
+    "--max-response-length",
+    "256",
+    "--batch-size",
+    "64",
+    "--save-freq",
+    "50",
+    "--test-freq",
+    "100",
+    "--skip-checks",
+)
+FAULT_SMALL_ARGUMENTS = (
+    "--emulate",
+    "p40",
+    "--batch-size",
+    "64",
+    "--max-prompt-length",
+    "256",
+    "--max-response-length",
+    "128",
+    "--skip-checks",
+    "--no-validate-before-train",
+    "--test-freq",
+    "-1",
+)
+
+
+def stage_soak_ppo(device: Device) -> None:
+    learn_data(device)
+    soak_data(device)
+    steps = int(setting("SOAK_PPO_STEPS", "500"))
+    soak(
+        device,
+        "soak-ppo",
+        steps,
+        os.environ.get("SOAK_PPO_PLAN", "sigint@150 sigkill@300"),
+        "--model",
+        str(device.work / "small-sft"),
+        "--data",
+        str(device.work / "gsm8k-val256"),
+        "--steps",
+        str(steps),
+        *SOAK_ARGUMENTS,
+    )
+
+
+def stage_soak_grpo(device: Device) -> None:
+    learn_data(device)
+    soak_data(device)
+    steps = int(setting("SOAK_GRPO_STEPS", "300"))
+    soak(
+        device,
+        "soak-grpo",
+        steps,
+        os.environ.get("SOAK_GRPO_PLAN", "sigint@120"),
+        "--algo",
+        "grpo",
+        "--samples",
+        "4",
+        "--model",
+        str(device.work / "small-sft"),
+        "--data",
+        str(device.work / "gsm8k-val256"),
+        "--steps",
+        str(steps),
+        *SOAK_ARGUMENTS,
+    )
+
+
+def stage_fault_oom(device: Device) -> None:
+    run = device.runs / "fault-oom"
+    if (run / "run.json").is_file():
+        device.log(f"fault_oom: done in an earlier call ({run}): {device.run_outcome(run)}")
+        return
+    device.train(
+        "fault-oom",
+        "--emulate",
+        "p40",
+        "--plan",
+        "off",
+        "--batch-size",
+        "64",
+        "--mini-batch-size",
+        "64",
+        "--micro-batch-size",
+        "64",
+        "--model",
+        str(device.model),
+        "--data",
+        str(device.data),
+        "--steps",
+        "2",
+        "--max-prompt-length",
+        "512",
+        "--max-response-length",
+        "256",
+        "--skip-checks",
+        "--no-validate-before-train",
+        "--test-freq",
+        "-1",
+        "--save-freq",
+        "-1",
+    )
+    device.verlfit_diagnosis("fault-oom")
+    device.log(f"fault_oom outcome: {device.run_outcome(run)}")
+
+
+def stage_fault_worker(device: Device) -> None:
+    learn_data(device)
+    soak(
+        device,
+        "fault-worker",
+        12,
+        os.environ.get("FAULT_WORKER_PLAN", "kill-worker@7"),
+        "--model",
+        str(device.work / "small-sft"),
+        "--data",
+        str(device.work / "synthetic"),
+        "--steps",
+        "12",
+        "--save-freq",
+        "5",
+        *FAULT_SMALL_ARGUMENTS,
+    )
+
+
+def checkpoints_in(run: Path) -> str:
+    """A run's global_step_* folders in step order, on one line."""
+    folders = [path.name for path in (run / "checkpoints").glob("global_step_*") if path.is_dir()]
+    return " ".join(
+        sorted(folders, key=lambda name: int(name.rsplit("_", 1)[1]) if name.rsplit("_", 1)[1].isdigit() else -1)
+    )
+
+
+def event_line(stamp: str, what: str, step: str, status: int, said: str) -> str:
+    """One line of ``$RUNS/fault-disk.events`` in soak_run.py's columns (time, event, step, -, status, message)."""
+    return "\t".join((stamp, what, step, "-", str(status), said.replace("\t", " "))) + "\n"
+
+
+def stage_fault_disk(device: Device) -> None:
+    mount_point, keep = device.runs / "fault-disk-mnt", device.runs / "fault-disk"
+    run, console, events = mount_point / "run", device.runs / "fault-disk.console", device.runs / "fault-disk.events"
+    tracker = run / "checkpoints" / "latest_checkpointed_iteration.txt"
+    if (keep / "run.json").is_file():
+        device.log(f"fault_disk: done in an earlier call ({keep}): {device.run_outcome(keep)}")
+        return
+    learn_data(device)
+    mount_point.mkdir(parents=True, exist_ok=True)
+    if device.command(["mountpoint", "-q", str(mount_point)]).returncode == 0:
+        device.log(f"fault_disk: {mount_point} is still mounted from an earlier call: unmounting, starting again")
+        if device.command(["umount", str(mount_point)]).returncode:
+            return
+    # big at first: the step-2 checkpoint's real size is measured, then the tmpfs is shrunk around it
+    mounted = device.command(["mount", "-t", "tmpfs", "-o", "size=16g", "tmpfs", str(mount_point)], capture=True)
+    if mounted.returncode:
+        device.log(f"tmpfs mount refused: {(mounted.stdout or '').strip()}")
+        return
+    device.log(
+        f"fault_disk: tmpfs of 16 GiB at {mount_point}; verlfit train --run-dir {run}, checkpoints every 2 steps"
+    )
+
+    def used_bytes() -> int:
+        return int(
+            device.command(["df", "--output=used", "-B1", str(mount_point)], capture=True, check=True).stdout.split()[
+                -1
+            ]
+        )
+
+    start = time.monotonic()
+    result: dict[str, int] = {}
+    training = threading.Thread(
+        target=lambda: result.update(
+            status=device.verlfit(
+                "train",
+                "--run-dir",
+                str(run),
+                "--model",
+                str(device.work / "small-sft"),
+                "--data",
+                str(device.work / "synthetic"),
+                "--steps",
+                "6",
+                "--save-freq",
+                "2",
+                *FAULT_SMALL_ARGUMENTS,
+                output=console,
+                timed=True,
+            ).returncode
+        )
+    )
+    training.start()
+    while training.is_alive() and not tracker.is_file():
+        time.sleep(1)
+    if tracker.is_file():
+        used = used_bytes()
+        size = used * 3 // 2
+        if device.command(["mount", "-o", f"remount,size={size}", str(mount_point)]).returncode == 0:
+            device.log(
+                f"fault_disk: step-2 checkpoint complete, {used} bytes used; tmpfs shrunk to {size} bytes: the "
+                "step-4 checkpoint cannot fit"
+            )
+        else:
+            device.log(f"fault_disk: remount to {size} bytes refused")
+        sizes = device.command(["du", "-sb", *map(str, (run / "checkpoints").glob("global_step_*"))], capture=True)
+        device.record((sizes.stdout or "").splitlines(), "  fault-disk| ")
+    training.join()
+    status = result.get("status", 1)
+    device.log(
+        f"end fault-disk: status {status} after {int(time.monotonic() - start)} s (expected: a failure at the step-4 "
+        "save)"
+    )
+    device.verlfit_diagnosis("fault-disk")
+    device.log(f"fault_disk outcome: {device.run_outcome(run)}")
+    device.log(f"fault_disk checkpoints left: {checkpoints_in(run)} (tracker: {read_text(tracker, 'none')})")
+    files = [
+        f"{path.stat().st_size} {path.relative_to(run / 'checkpoints')}"
+        for path in sorted((run / "checkpoints").glob("global_step_*/**/*"))
+        if path.is_file()
+    ]
+    with open(device.runs / "stages.log", "a") as log:
+        log.write("".join(f"  fault-disk file| {line}\n" for line in files))
+    said = [line for line in device.console_tail(console, 10**6) if line.startswith("verlfit:")]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    with open(events, "a") as record:
+        record.write(
+            event_line(stamp, "full disk at the step-4 save", read_text(tracker, "0"), status, said[-1] if said else "")
+        )
+    if (run / "run.json").is_file():
+        grown = (used_bytes() + 1) * 8
+        if device.command(["mount", "-o", f"remount,size={grown}", str(mount_point)]).returncode == 0:
+            device.log(f"fault_disk: tmpfs grown to {grown} bytes; verlfit train --resume {run}")
+        with open(console, "a") as handle:
+            handle.write("== resume\n")
+        before = console.stat().st_size
+        status = device.verlfit("train", "--resume", str(run), output=console, append=True, timed=True).returncode
+        device.log(f"end fault-disk resume: status {status}")
+        device.show(device.console_tail(console, 5), "  fault-disk| ")
+        # the resume's own last word (verlfit's line, or the display's "finished at step N/M"), not the failed run's
+        with open(console, "rb") as handle:
+            handle.seek(before)
+            resumed = handle.read().decode(errors="replace").splitlines()
+        last = [line for line in resumed if line.startswith(("verlfit:", "finished at step"))]
+        with open(events, "a") as record:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            record.write(
+                event_line(
+                    stamp, "resume after growing the disk", read_text(tracker, "0"), status, last[-1] if last else "-"
+                )
+            )
+        device.log(f"fault_disk checkpoints after the resume: {checkpoints_in(run)}")
+        keep.mkdir(parents=True, exist_ok=True)
+        for name in ("run.json", "metrics.jsonl"):
+            if (run / name).is_file():
+                shutil.copyfile(run / name, keep / name)
+        if (run / "train.log").is_file():
+            (keep / "train.log").write_text(
+                "".join(line + "\n" for line in last_lines((run / "train.log").read_text(errors="replace"), 400))
+            )
+    status = device.command(["umount", str(mount_point)]).returncode
+    if status:
+        device.log(f"fault_disk: umount {mount_point}: status {status}")
+
+
+def stage_noeos(device: Device) -> None:
+    # issue 29: the CUDA-graph decoder raised TypeError on eos_token_id=None at the first generation (and verl's HF
+    # rollout itself died one line after generate: patch 0025); expected now: 3 steps, every response of full length
+    if not (device.model / "tokenizer.json").is_file():
+        device.log(f"noeos: no {device.model} (run setup first: it makes the tokenizer and GSM8K)")
+        return
+    if not (device.model_no_eos / "config.json").is_file():
+        status = device.python(
+            "benchmarks/qwen3_no_eos_model.py",
+            "--output",
+            str(device.model_no_eos),
+            "--tokenizer-dir",
+            str(device.model),
+        ).returncode
+        if status:
+            device.log(f"noeos: making {device.model_no_eos} failed: status {status}")
+            return
+    name = "noeos-qwen3-0.6b"
+    device.train(
+        name,
+        "--emulate",
+        "p40",
+        "--model",
+        str(device.model_no_eos),
+        "--data",
+        str(device.data),
+        "--steps",
+        "3",
+        *COMMON,
+    )
+    device.log(f"noeos outcome: {device.run_outcome(device.runs / name)}")
+    # without an EOS every response is response_length tokens long: min = mean = max, clip_ratio 1.0
+    records = map(json.loads, read_text(device.runs / name / "metrics.jsonl", "").splitlines())
+    device.record(
+        [
+            f"step {record['step']} response_length min/mean/max/clip_ratio "
+            + " ".join(str(record.get(f"response_length/{key}")) for key in ("min", "mean", "max", "clip_ratio"))
+            for record in records
+            if "response_length/mean" in record
+        ],
+        "  noeos| ",
+    )
+
+
+PACKED_NAMES = ("run.json", "metrics.jsonl", "stages.log", "train.log")
+PACKED_SUFFIXES = (".console", ".eval.json", ".adapters.json", ".plan", ".rss.csv", ".events", ".soak.json")
+
+
+def stage_pack(device: Device) -> None:
+    for name in ("soak-ppo", "soak-grpo"):
+        if (device.runs / name / "run.json").is_file():
+            checked = device.python(
+                "benchmarks/soak_check.py",
+                str(device.runs / name),
+                "--json",
+                str(device.runs / f"{name}.soak.json"),
+                capture=True,
+            )
+            device.record((checked.stdout or "").splitlines(), f"  {name} soak| ")
+    # the run records at most one folder down, not the tmpfs of fault_disk; train.log can be long: its last 400 lines
+    found = sorted(
+        path
+        for path in [*device.runs.glob("*"), *device.runs.glob("*/*")]
+        if path.is_file()
+        and (path.name in PACKED_NAMES or path.name.endswith(PACKED_SUFFIXES))
+        and path.relative_to(device.runs).parts[0] != "fault-disk-mnt"
+    )
+    archive = device.out / "runs.tar.gz"
+    partial = archive.with_name(archive.name + ".partial")
+    with tarfile.open(partial, "w:gz") as tar:
+        for path in found:
+            if path.name == "train.log":
+                tail = path.with_name("train.log.tail")
+                tail.write_text("".join(line + "\n" for line in last_lines(path.read_text(errors="replace"), 400)))
+                path = tail
+            tar.add(path, arcname=f"./{path.relative_to(device.runs)}")
+    partial.replace(archive)
+    device.python(
+        "benchmarks/collect.py",
+        str(device.runs),
+        "--json",
+        str(device.out / "results.json"),
+        "--markdown",
+        str(device.out / "results.md"),
+        check=True,
+    )
+    device.show((device.out / "results.md").read_text().splitlines())
+    device.show([f"{path.stat().st_size:>12} {path.name}" for path in sorted(device.out.iterdir())])
+
+
+STAGES = (
+    Stage(
+        "setup",
+        stage_setup,
+        "apply patches/verl-0.4.1 to the installed verl, make the models and prepare GSM8K (the bigger shapes only "
+        "for the stages named in the same call or in SETUP_FOR)",
+    ),
+    Stage("smoke", stage_smoke, "3 steps each of p40-emulated PPO and GRPO on a tiny random Qwen2"),
+    Stage(
+        "gputests",
+        stage_gputests,
+        "the pytest suite tests/gpu (3-step p40-emulated PPO and GRPO through verlfit train)",
+    ),
+    Stage(
+        "main",
+        stage_main,
+        "PPO, Qwen2.5-0.5B shape, real GSM8K, --emulate p40 (prompt <= 512, response <= 256): steps 1-25, ending on a "
+        "checkpoint; main_resume extends it to 50 steps (verlfit train --resume --steps 50)",
+    ),
+    Stage("main_resume", stage_main_resume, "verlfit train --resume of main's run to 50 steps"),
+    Stage("grpo", stage_grpo, "10 GRPO steps, 32 prompts x 4 samples, same setup (GRPO_STEPS, GRPO_BATCH)"),
+    Stage(
+        "public",
+        stage_public,
+        "the public P40 recipe (batch 1, micro-batch 1, eager, fp32, 256/256) under the same limit, 10 steps",
+    ),
+    Stage("tuned", stage_tuned, "verlfit's p40 configuration (planner) at 256/256 under the same limit, 10 steps"),
+    Stage("a10", stage_a10, "a10-like path (bf16, sdpa, HF rollout), 20 steps, 24 GiB limit"),
+    Stage(
+        "calibrate_p40",
+        stage_calibrate_p40,
+        "short runs without a memory limit for the planner's calibration table (fp32)",
+    ),
+    Stage("calibrate_a10", stage_calibrate_a10, "the same in bf16"),
+    Stage(
+        "calibrate_check",
+        stage_calibrate_check,
+        "one more uncapped bf16 run, to check the coefficient fitted to calibrate_a10",
+    ),
+    Stage(
+        "learn",
+        stage_learn,
+        "SFT warm-up of a small model on synthetic problems, then PPO and GRPO learning checks (LEARN_LRS, "
+        "LEARN_ALGOS, "
+        "LEARN_TAG, LEARN_EXTRA, LEARN_TEST_FREQ: validation every N steps, default 20; also for learn_lora) (200 "
+        "steps each, at two actor "
+        "learning rates, all four at once; each ends on a checkpoint of step 200)",
+    ),
+    Stage(
+        "export_eval",
+        stage_export_eval,
+        "verlfit export of the learning check's final checkpoint (EXPORT_RUN, default learn-grpo-lr1e-5), "
+        "then verlfit eval of it --compare the starting model on the 256 held-out problems (the rows its validation "
+        "used)",
+    ),
+    Stage(
+        "bench",
+        stage_bench,
+        "verlfit bench on the card as it is (--rollout hf --attention sdpa: this stack has no vLLM/flash-attn) and "
+        "with "
+        '--emulate p40 (BENCH_MODES, default "card emulate_p40", one after the other); the JSON files go to $OUT',
+    ),
+    Stage(
+        "speed",
+        stage_speed,
+        "issue 13: the main job's configuration (PPO, 0.5B shape, --emulate p40, 512/256, batch 32), 10 steps per "
+        "configuration of SPEED_CONFIGS (default \"today all\": today's path, then all of patches 0020-0023's keys "
+        "on, one after the other so "
+        'neither shares the GPU; "trim_train trim_rollout cuda_graph unwrap" are each one alone, "trims" the p40 '
+        "profile's default: both "
+        "trims, no graph; every configuration sets each key it leaves off to False, since the profile turns the "
+        "trims on), SPEED_PARALLEL=1 "
+        "runs them at once; then benchmarks/decode_bench.py (ms per decode step at batch 32 and 64, prefill, "
+        "generate vs graph) into "
+        "$OUT/decode_bench.json",
+    ),
+    Stage(
+        "fp16",
+        stage_fp16,
+        "issue 27: the main job's configuration (PPO, 0.5B shape, real GSM8K, 512/256, batch 32, as speed) for "
+        "FP16_STEPS "
+        "(default 10) steps under --emulate t4 (fp16 + loss scaling, 14 GiB), --emulate v100 (30.5 GiB), then the "
+        "fp32 p40 profile under the "
+        "T4's 14 GiB (--profile p40 --gpu-memory-limit 14: the same budget), one after the other (FP16_CONFIGS, "
+        'default "t4 v100 '
+        "p40_t4_budget\"); each run's `verlfit plan` verdict first (NAME.plan, for predicted vs measured peak)",
+    ),
+    Stage(
+        "learn_fp16",
+        stage_learn_fp16,
+        "issue 27: the learning check of `learn` (its SFT-warmed small model and synthetic problems) in fp16: "
+        "--emulate t4, PPO and GRPO, 200 steps, actor lr 1e-5, with the rollout in fp16 (the profile's) and in fp32 "
+        "(VLLM_DTYPE=float32: fp32 "
+        'rollout, fp16 training); LEARN_FP16_ROLLOUTS (default "float16 float32"), all four at once',
+    ),
+    Stage(
+        "graph_memory",
+        stage_graph_memory,
+        "issue 13: benchmarks/graph_memory_probe.py: allocated memory after each of GRAPH_MEMORY_CALLS "
+        "(default 8) CUDA-graph generate calls (0.5B shape, batch 32), a new side stream per capture vs patch 0022's "
+        "capture_stream; into "
+        "$OUT/graph_memory.json",
+    ),
+    Stage(
+        "lora_speed",
+        stage_lora_speed,
+        "the HF rollout with LoRA (patch 0023): lora_1p5b_ppo's run (1.5B shape, rank 32, --emulate p40, "
+        "512/256, batch 32) for LORA_SPEED_STEPS (default 4) steps per configuration of LORA_SPEED_CONFIGS (default "
+        '"unwrap all today": '
+        "rollout.unwrap_fsdp alone, every speed key, then none; the speed configurations' names), one after the "
+        "other; without the key "
+        'generation took ~63.5 s a step, so "today" alone is ~7-8 min',
+    ),
+    Stage(
+        "lora_1p5b_ppo",
+        stage_lora_1p5b_ppo,
+        "PPO with LoRA actor and critic (rank 32), Qwen2.5-1.5B shape, real GSM8K, --emulate p40, "
+        "512/256, batch 32, 10 steps, checkpoints at steps 5 and 10; then benchmarks/adapter_norm.py on its "
+        "adapters; a run a deadline cut is "
+        "resumed (verlfit train --resume) when the stage runs again (also lora_3b_grpo and learn_lora)",
+    ),
+    Stage(
+        "lora_3b_grpo",
+        stage_lora_3b_grpo,
+        "GRPO with LoRA (rank 32), Qwen2.5-3B shape, same setup, 32 prompts x 4 samples (what `verlfit "
+        "plan` says fits), 5 steps, checkpoints at steps 3 and 5; then adapter_norm.py",
+    ),
+    Stage(
+        "learn_data",
+        stage_learn_data,
+        "the synthetic problems and the SFT-warmed small model of learn/learn_lora alone (run it before "
+        "stages started --parallel that need them)",
+    ),
+    Stage(
+        "learn_lora",
+        stage_learn_lora,
+        "the learning check of `learn` with LoRA (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor "
+        "learning rates ten times the full-parameter ones (all four at once), checkpoints every 50 steps",
+    ),
+    Stage(
+        "lora16",
+        stage_lora16,
+        "issue 36: LoRA with the frozen base in 16 bits (patch 0026), all at once: the targets, each `verlfit plan` "
+        "(NAME.plan) then 3 steps on random weights made here (Qwen3-4B GRPO --emulate t4, Qwen2.5-3B PPO --emulate "
+        "p40, Qwen2.5-7B GRPO "
+        "--emulate a10 --rollout hf --attention sdpa; batch 16, 512/256, rank 32), the 7B's plan on a P40; and "
+        "learn_lora's GRPO learning "
+        "check (lr 1e-4, 200 steps, validation every LEARN_TEST_FREQ, default 50) with the base in bf16 and in fp32 "
+        "(LORA16_LEARN_BASES). "
+        "Needs setup first (the 0.5B's tokenizer, GSM8K); ~9 minutes on an H200",
+    ),
+    Stage(
+        "multigpu",
+        stage_multigpu,
+        "issue 18, on a kind with 2 or more GPUs: doctor's topology and `nvidia-smi topo -m`; the main job's "
+        "configuration (PPO, 0.5B shape, --emulate p40, 512/256) for MULTIGPU_STEPS (default 10) steps with --gpus "
+        "1, then --gpus 2, then "
+        "--gpus 2 with NCCL_P2P_DISABLE=1 forced; full-parameter PPO of the 1.5B shape on 2 emulated P40s (the "
+        "planner's verdict, then 10 "
+        "steps sized by hand: --plan off, micro-batch 1, optimizer offload); then a two-node Ray cluster on this "
+        "host (two `ray start`, one "
+        "GPU each, the workers' environment given at `ray start`) and `verlfit train --nodes 2 --gpus 1` on it",
+    ),
+    Stage(
+        "own_task",
+        stage_own_task,
+        "issue 26: a task that is not GSM8K end to end, --emulate p40: benchmarks/own_task.py's shelf-stock "
+        "problems (jsonl, problem/solution columns), prepared by verlfit prepare-data (data_source "
+        "verlfit/shelf-stock), scored by "
+        "benchmarks/own_task_reward.py (--reward-function FILE:compute_score): GRPO with LoRA rank 16 on the "
+        "Qwen3-1.7B shape and PPO "
+        "full-parameter on the Qwen3-0.6B shape (random weights, 4 steps each, a checkpoint of step 4), each with "
+        "its plan; then verlfit "
+        "export and verlfit eval --reward-function on 64 held-out problems (run setup with this stage named first: "
+        "it makes the models)",
+    ),
+    Stage(
+        "lora_families",
+        stage_lora_families,
+        "issue 26 item 6: LoRA runs of the new families (Qwen3 0.6B/1.7B/4B, Llama 3.2 1B/3B shapes, "
+        "random weights made here), PPO and GRPO, GSM8K and the own task, 3 steps each, all at once, each with its "
+        "plan; one with the trims "
+        "off, and Llama 3.2 1B through PPO (LORA_FAMILY_NAMES: only these run names)",
+    ),
+    Stage(
+        "learn_own",
+        stage_learn_own,
+        "the learning check's small model (learn's SFT warm-up, then warmed up on own-task problems) on the own "
+        "task with its reward function, GRPO, 200 steps, lr 1e-5, validation every 20 steps; then export and eval "
+        "--reward-function --compare "
+        "the starting model on the 256 held-out problems: the held-out score should rise by at least +0.10",
+    ),
+    Stage(
+        "soak_ppo",
+        stage_soak_ppo,
+        "issue 17: PPO of the learning check's small model (learn's SFT warm-up) on the real GSM8K, --emulate "
+        "p40, 512/256, batch 64, 500 steps, checkpoints every 50, validation every 100 on the first 256 test rows "
+        "($WORK/gsm8k-val256); "
+        'interrupted as SOAK_PPO_PLAN says (default "sigint@150 sigkill@300": Ctrl-C\'s SIGINT to verlfit at step '
+        "150, then --resume; "
+        "SIGKILL of every process of the run at step 300, then --resume; benchmarks/soak_run.py). Re-entrant: name "
+        "it again and it continues "
+        "(the events done are in $RUNS/soak-ppo.events; a DEADLINE cut is one too); a finished run is not "
+        "relaunched. Host memory (RSS of "
+        "verlfit, verl's driver, the Ray workers) every 10 s into $RUNS/soak-ppo.rss.csv",
+    ),
+    Stage(
+        "soak_grpo",
+        stage_soak_grpo,
+        'the same for GRPO (4 samples a prompt), 300 steps, SOAK_GRPO_PLAN (default "sigint@120"); $RUNS/soak-grpo.*',
+    ),
+    Stage(
+        "fault_oom",
+        stage_fault_oom,
+        "the 0.5B shape, --emulate p40 --plan off, batch, mini-batch and micro-batch 64 at 512/256 (the actor's "
+        "fp32 logits alone are 64 x 768 x 151936 x 4 B = 27.8 GiB of the 22.5), 2 steps: expected to fail; logs "
+        "verlfit's diagnosis "
+        "(verlfit/failure.py) and run.json's outcome",
+    ),
+    Stage(
+        "fault_worker",
+        stage_fault_worker,
+        "the small model on the synthetic problems (as learn), batch 64, response 128, 12 steps, "
+        "checkpoints every 5: at step 7 SIGKILL one Ray WorkerDict process of the run (FAULT_WORKER_PLAN, default "
+        '"kill-worker@7"), the '
+        "seconds until verlfit exits and what it said into $RUNS/fault-worker.events, then --resume to 12",
+    ),
+    Stage(
+        "fault_disk",
+        stage_fault_disk,
+        "the small model's PPO (as fault_worker, --save-freq 2, 6 steps) with its run directory in a tmpfs "
+        "($RUNS/fault-disk-mnt; needs root; a refused mount is logged and the stage ends): once the step-2 "
+        "checkpoint is complete the tmpfs "
+        "is shrunk to 1.5 x what it holds, so the step-4 checkpoint fills it; logs verlfit's full-disk message and "
+        "the checkpoints left, "
+        "remounts it 8 x bigger and resumes to step 6; the records are copied to $RUNS/fault-disk and the tmpfs "
+        "unmounted",
+    ),
+    Stage(
+        "noeos",
+        stage_noeos,
+        "issue 29: a random Qwen3-0.6B-shaped model whose config.json and generation_config.json have no eos_token_id "
+        "(benchmarks/qwen3_no_eos_model.py, the 0.5B's tokenizer; made once, into $WORK/qwen3-0.6b-no-eos), then "
+        "`verlfit train --emulate "
+        "p40 --model DIR --steps 3` on setup's GSM8K (the p40 profile turns patch 0022's cuda_graph on; the rollout "
+        "gets no EOS id and "
+        "decodes every response to the full length); logs the run's outcome and the response lengths of its steps",
+    ),
+    Stage(
+        "pack",
+        stage_pack,
+        "tar the run records (run.json, metrics.jsonl, train.log tail, the soak stages' *.events, *.rss.csv) into "
+        "$OUT/runs.tar.gz and write $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison "
+        "table); first "
+        "benchmarks/soak_check.py on soak-ppo and soak-grpo when present ($RUNS/NAME.soak.json)",
+    ),
+)
+
+# the environment variables the runner and its stages read: (name, meaning and default)
+VARIABLES = (
+    ("VERLFIT_SITE", "the site-packages holding verl; default: where `python3` imports verl from"),
+    (
+        "GSM8K_DIR",
+        'a folder with the real GSM8K as train.jsonl and test.jsonl, the rows of the hub\'s openai/gsm8k "main" '
+        "config, as "
+        "`verlfit prepare-gsm8k --input` reads them; default .device-stack/b/gsm8k",
+    ),
+    ("WORK", "models and data; default ~/verlfit-bench/work"),
+    ("RUNS", "run directories, their consoles and stages.log; default ~/verlfit-bench/runs"),
+    ("OUT", "results to bring back; default /tmp/out"),
+    (
+        "DEADLINE",
+        "epoch seconds: every run is stopped with SIGINT by then, so a time-limited machine still packs its results; "
+        "default: none",
+    ),
+    ("STAGE_TIMEOUT", "seconds per run, default 3000"),
+    (
+        "SETUP_FOR",
+        "stage names setup makes the bigger models for, as if they were named with it (for a setup run before a "
+        "--parallel start)",
+    ),
+    ("SKIP_TINY", "set: setup makes no tiny model"),
+    ("LEARN_LRS", 'actor learning rates of the learning check, default "1e-5 3e-5"'),
+    (
+        "LEARN_ALGOS, LEARN_TAG, LEARN_EXTRA",
+        'learn\'s algorithms (default "ppo grpo"), a suffix for its run names, more verlfit train words',
+    ),
+    (
+        "LEARN_TEST_FREQ",
+        "validation every N steps of learn, learn_fp16 and learn_lora (default 20) and lora16 (default 50)",
+    ),
+    ("LEARN_LORA_LRS, LEARN_LORA_ALGOS", 'the same for learn_lora, default "1e-4 3e-4" and "ppo grpo"'),
+    ("LEARN_FP16_ROLLOUTS", 'learn_fp16\'s rollout dtypes, default "float16 float32"'),
+    (
+        "LORA_3B_BATCH, LORA_3B_SAMPLES, LORA_3B_STEPS",
+        "default 32, 4 and 5: a lower LORA_3B_STEPS first and the default next checks a resume "
+        "from the step-3 checkpoint",
+    ),
+    (
+        "LORA_EXTRA",
+        'more verlfit train words for lora_1p5b_ppo, lora_3b_grpo and learn_lora, e.g. "-- '
+        "+actor_rollout_ref.rollout.unwrap_fsdp="
+        'False" to measure LoRA without patch 0023, which train turns on for LoRA',
+    ),
+    (
+        "KEEP_FULL_CHECKPOINTS",
+        "set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO checkpoint, instead of deleting "
+        "them "
+        "once adapter_norm.py has read the adapters",
+    ),
+    (
+        "SPEED_CONFIGS, SPEED_STEPS, SPEED_PARALLEL, SKIP_DECODE_BENCH",
+        "stage speed's configurations, steps, all at once, no decode_bench.py",
+    ),
+    ("LORA_SPEED_CONFIGS, LORA_SPEED_STEPS", "stage lora_speed's configurations and steps"),
+    ("FP16_CONFIGS, FP16_STEPS", "stage fp16's configurations and steps"),
+    ("GRPO_STEPS, GRPO_BATCH, PUBLIC_STEPS, TUNED_STEPS", "steps and batch of stages grpo, public, tuned"),
+    ("GRAPH_MEMORY_CALLS", "stage graph_memory's generate calls, default 8"),
+    ("EXPORT_RUN", "stage export_eval's run, default learn-grpo-lr1e-5"),
+    ("BENCH_MODES", 'stage bench\'s modes, default "card emulate_p40"'),
+    ("LORA_FAMILY_NAMES", "stage lora_families runs only these run names"),
+    ("LORA16_LEARN_BASES", 'stage lora16\'s frozen-base dtypes of the learning check, default "bfloat16 float32"'),
+    ("MULTIGPU_STEPS, MULTIGPU_RAY_PORT", "stage multigpu's steps (default 10) and Ray port (default 6390)"),
+    (
+        "SOAK_PPO_PLAN, SOAK_GRPO_PLAN, FAULT_WORKER_PLAN",
+        "the soak and fault stages' interruptions, words ACTION@STEP: benchmarks/soak_plan.py",
+    ),
+    ("SOAK_PPO_STEPS, SOAK_GRPO_STEPS", "the soak runs' lengths, default 500 and 300"),
+)
+
+NOTES = """\
+Several verl runs can share one big GPU: each caps its own workers (--emulate / --gpu-memory-limit) and starts its own
+local Ray instance; their step times then include the others' load (memory figures do not).
+
+Needs: a CUDA GPU and a Python 3 environment where `python3 -c "import verl, ray, torch"` works (verl 0.4.1, e.g.
+`pip install verl==0.4.1` with its dependencies, or a verlfit image) plus verlfit's own dependencies (`pip install -e .`
+from this checkout); no network: models are made locally and GSM8K is read from files.
+
+Exit status: 0 when every stage ran to its end (a failed training run is logged in $RUNS/stages.log), 1 when a stage
+raised (setup could not apply the patches, make a model or prepare the data), 2 for a missing or unknown stage name.
+
+examples:
+  $ python3 benchmarks/device_run.py setup main pack
+  $ DEADLINE=$(( $(date +%s) + 540 )) python3 benchmarks/device_run.py --parallel soak_ppo soak_grpo
+"""
+
+
+def help_text() -> str:
+    """The stages and the environment variables, for ``--help``."""
+    lines = ["stages (each writes run directories under $RUNS and appends to $RUNS/stages.log):"]
+    for stage in STAGES:
+        first = f"  {stage.name:<10} " if len(stage.name) <= 10 else f"  {stage.name}\n{' ' * 13}"
+        lines.append(first + textwrap.fill(stage.help, width=118, subsequent_indent=" " * 13).lstrip())
+    lines.append("\nenvironment:")
+    for name, meaning in VARIABLES:
+        lines.append(
+            f"  {name}\n" + textwrap.fill(meaning, width=118, initial_indent=" " * 13, subsequent_indent=" " * 13)
+        )
+    return "\n".join(lines) + "\n\n" + NOTES
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    """The command line: ``[--parallel] STAGE [STAGE ...]``; exits 2 (argparse's status) on no or an unknown stage."""
+    parser = argparse.ArgumentParser(
+        prog="device_run.py",
+        description="Run verlfit's GPU benchmarks stage by stage.",
+        epilog=help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--parallel", action="store_true", help="start every named stage at once (one GPU, one Ray instance each)"
+    )
+    parser.add_argument("stages", nargs="*", metavar="STAGE", help="stage names, run in this order")
+    args = parser.parse_args(argv)
+    known = {stage.name for stage in STAGES}
+    if not args.stages:
+        parser.print_usage(sys.stderr)
+        parser.exit(2, "device_run.py: name at least one stage\n")
+    for name in args.stages:
+        if name not in known:
+            parser.exit(
+                2,
+                f"device_run.py: unknown stage '{name}'; stages: {' '.join(sorted(known))} (--help for what each "
+                "does)\n",
+            )
+    for name, example in (("DEADLINE", "DEADLINE=$(( $(date +%s) + 540 ))"), ("STAGE_TIMEOUT", "STAGE_TIMEOUT=3000")):
+        if setting(name) and not setting(name).isdigit():
+            message = f"{name}={setting(name)!r} is not a whole number of seconds; write e.g. {example}"
+            parser.exit(2, f"device_run.py: {message}\n")
+    return args
+
+
+def run_stage(device: Device, stage: Stage, parallel: bool) -> bool:
+    """Run one stage; False (logged with its traceback) when it raised."""
+    device.log(f"== stage {stage.name}{' (parallel)' if parallel else ''}")
+    try:
+        stage.run(device)
+    except Exception as error:  # noqa: BLE001 - reported below and turned into the exit status, never dropped
+        device.log(f"stage {stage.name} failed: {error!r}")
+        traceback.print_exc()
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the named stages (see ``--help``); the exit status (0, or 1 when a stage raised)."""
+    args = parse_arguments(sys.argv[1:] if argv is None else argv)
+    os.chdir(REPO)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "entrypoint"), os.environ.get("PYTHONPATH")]))
+    os.environ.update(PYTHONUNBUFFERED="1", TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    device = Device(args.stages)
+    for folder in (device.work, device.runs, device.out):
+        folder.mkdir(parents=True, exist_ok=True)
+    stages = {stage.name: stage for stage in STAGES}
+    if args.parallel:
+        with ThreadPoolExecutor(max_workers=len(args.stages)) as pool:
+            results = list(pool.map(lambda name: run_stage(device, stages[name], True), args.stages))
+        failed = [name for name, ok in zip(args.stages, results) if not ok]
+    else:
+        failed = []
+        for name in args.stages:
+            if not run_stage(device, stages[name], False):
+                failed.append(name)
+                break  # a later stage builds on this one (setup before the runs), as before
+    if failed:
+        device.log(f"failed stages: {' '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
