@@ -122,24 +122,25 @@ LORA_FAMILY_RUNS = (
 # issue 36: LoRA with the frozen base stored in 16 bits (patch 0026; verlfit sets it with --lora-rank, the profile's
 # dtype: bf16 on p40/a10, fp16 on t4). Each target is planned (NAME.plan, the planner's auto-fit as train runs it) and
 # trained 3 steps on random weights made here: (run name, make_model.py shape, verlfit plan and train words)
+LORA16_SIZE = "--lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
 LORA16_TARGETS = (
-    (
-        "lora16-qwen3-4b-grpo-t4",
-        "qwen3-4b",
-        "--emulate t4 --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256",
-    ),
-    (
-        "lora16-qwen2.5-3b-ppo-p40",
-        "qwen2.5-3b",
-        "--emulate p40 --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256",
-    ),
+    ("lora16-qwen3-4b-grpo-t4", "qwen3-4b", f"--emulate t4 --algo grpo {LORA16_SIZE}"),
+    ("lora16-qwen2.5-3b-ppo-p40", "qwen2.5-3b", f"--emulate p40 {LORA16_SIZE}"),
     # this stack has neither vLLM nor flash-attn: the a10 profile's bf16 path with the HF rollout and SDPA
     (
         "lora16-qwen2.5-7b-grpo-a10",
         "qwen2.5-7b",
-        "--emulate a10 --rollout hf --attention sdpa --algo grpo --lora-rank 32 --batch-size 16 "
-        "--max-prompt-length 512 --max-response-length 256",
+        f"--emulate a10 --rollout hf --attention sdpa --algo grpo {LORA16_SIZE}",
     ),
+)
+# issue 36 item 2, (c) of stage lora16: LoRA PPO of the 0.5B shape on the P40 card (rank 32, batch 32, 512/256). The
+# speed pick takes the fp32 base at micro-batch 16 (the P40's time estimate: no upcast of the base per unit and decode
+# step); with --frozen-base-dtype bfloat16 and --gradient-checkpointing kept, auto-fit makes the memory-first choice
+# (the bf16 base, the largest micro-batches). (run name suffix, the words that keep verlfit from the speed pick)
+LORA16_SPEED_SIZE = "--emulate p40 --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256"
+LORA16_SPEED_RUNS = (
+    ("chosen", ""),
+    ("memory-first", "--frozen-base-dtype bfloat16 --gradient-checkpointing"),
 )
 
 # the 256-row validation slice of the soak stages, written by the stack's python3 (pyarrow) from stdin
@@ -1410,21 +1411,44 @@ def lora16_seven_b_plan(device: Device) -> None:
             "p40",
             "--algo",
             "grpo",
-            "--lora-rank",
-            "32",
-            "--batch-size",
-            "16",
-            "--max-prompt-length",
-            "512",
-            "--max-response-length",
-            "256",
+            *words(LORA16_SIZE),
             "--auto-fit",
             output=device.runs / "lora16-qwen2.5-7b-grpo-p40.plan",
         )
 
 
+def lora16_speed(device: Device) -> None:
+    """(c) of stage lora16: auto-fit's speed pick, then the memory-first choice, one after the other.
+
+    Each is planned first (``$RUNS/lora16-speed-NAME.plan``, ``verlfit plan --auto-fit``) and trained
+    LORA16_SPEED_STEPS steps (default 4) as ``$RUNS/lora16-speed-NAME`` on setup's 0.5B shape and GSM8K; the
+    runs' statuses are logged, never raised (:meth:`Device.train`).
+    """
+    for name, kept in LORA16_SPEED_RUNS:
+        arguments = (*words(LORA16_SPEED_SIZE), *words(kept))
+        plan = device.runs / f"lora16-speed-{name}.plan"
+        device.verlfit("plan", "--model", str(device.model), "--auto-fit", *arguments, output=plan)
+        device.train(
+            f"lora16-speed-{name}",
+            "--model",
+            str(device.model),
+            "--data",
+            str(device.data),
+            "--steps",
+            setting("LORA16_SPEED_STEPS", "4"),
+            *COMMON,
+            *arguments,
+        )
+
+
+def stage_lora16_speed(device: Device) -> None:
+    # (c) of stage lora16 alone: the two runs with the GPU to themselves
+    lora16_speed(device)
+
+
 def stage_lora16(device: Device) -> None:
-    # (a) the targets, all at once (caps 14 + 22.5 + 22 GiB), and the 7B's plan on a P40. (b) the learning check of
+    # (a) the targets, all at once (caps 14 + 22.5 + 22 GiB), and the 7B's plan on a P40; (c) once the targets end,
+    # the speed pick's two runs (lora16_speed) unless LORA16_SPEED=0. (b) the learning check of
     # learn_lora's GRPO run (the SFT-warmed small model, rank 32, alpha 32, lr 1e-4, 200 steps) with the base in 16
     # bits, beside the same run with --frozen-base-dtype float32 (LORA16_LEARN_BASES). The small model is fp32 on disk
     # (sft_warmup.py): the 16-bit run rounds its frozen base to bf16 when verl loads it, so its reference policy (the
@@ -1458,8 +1482,15 @@ def stage_lora16(device: Device) -> None:
                 ),
             )
         )
-    jobs += [lambda row=row: lora16_target(device, *row) for row in LORA16_TARGETS]
-    jobs.append(lambda: lora16_seven_b_plan(device))
+
+    def targets_then_speed() -> None:
+        # (c) once the targets are done (the learning check's small model still shares the GPU, with both runs
+        # alike); LORA16_SPEED=0 leaves it out (stage lora16_speed runs it alone)
+        together(*(lambda row=row: lora16_target(device, *row) for row in LORA16_TARGETS))
+        if setting("LORA16_SPEED", "1") != "0":
+            lora16_speed(device)
+
+    jobs += [targets_then_speed, lambda: lora16_seven_b_plan(device)]
     together(*jobs)
 
 
@@ -2200,8 +2231,16 @@ STAGES = (
         "--emulate a10 --rollout hf --attention sdpa; batch 16, 512/256, rank 32), the 7B's plan on a P40; and "
         "learn_lora's GRPO learning "
         "check (lr 1e-4, 200 steps, validation every LEARN_TEST_FREQ, default 50) with the base in bf16 and in fp32 "
-        "(LORA16_LEARN_BASES). "
-        "Needs setup first (the 0.5B's tokenizer, GSM8K); ~9 minutes on an H200",
+        "(LORA16_LEARN_BASES); once the targets end, (c) the speed pick (lora16_speed). Needs setup first (the "
+        "0.5B's tokenizer, GSM8K); ~9 minutes on an H200 without (c) (LORA16_SPEED=0), (c) adds ~4",
+    ),
+    Stage(
+        "lora16_speed",
+        stage_lora16_speed,
+        "issue 36 item 2: auto-fit's speed pick against the memory-first choice, one after the other, LoRA PPO of the "
+        "0.5B shape, --emulate p40, batch 32, 512/256, LORA16_SPEED_STEPS (default 4) steps each, each with its plan: "
+        "the chosen configuration (fp32 base, micro-batch 16), then --frozen-base-dtype bfloat16 "
+        "--gradient-checkpointing (the memory-first choice: the bf16 base)",
     ),
     Stage(
         "multigpu",
@@ -2374,6 +2413,8 @@ VARIABLES = (
     ("BENCH_MODES", 'stage bench\'s modes, default "card emulate_p40"'),
     ("LORA_FAMILY_NAMES", "stage lora_families runs only these run names"),
     ("LORA16_LEARN_BASES", 'stage lora16\'s frozen-base dtypes of the learning check, default "bfloat16 float32"'),
+    ("LORA16_SPEED", "0: stage lora16 leaves out (c), the speed pick's two runs; default 1 (other values run them)"),
+    ("LORA16_SPEED_STEPS", "steps of each lora16_speed run (also (c) of stage lora16), default 4"),
     ("MULTIGPU_STEPS, MULTIGPU_RAY_PORT", "stage multigpu's steps (default 10) and Ray port (default 6390)"),
     (
         "SOAK_PPO_PLAN, SOAK_GRPO_PLAN, FAULT_WORKER_PLAN",

@@ -29,7 +29,13 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
         assert none.returncode == 2 and none.stderr.endswith("device_run.py: name at least one stage\n")
     bogus = run(tmp_path, "setup", "bogus")
     assert bogus.returncode == 2
-    assert "device_run.py: unknown stage 'bogus'; stages: a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora16 lora_1p5b_ppo lora_3b_grpo lora_families lora_speed main main_resume multigpu noeos own_task pack public setup smoke soak_grpo soak_ppo speed tuned (--help for what each does)" in bogus.stderr
+    stages = (
+        "a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 "
+        "gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora16 lora16_speed lora_1p5b_ppo "
+        "lora_3b_grpo lora_families lora_speed main main_resume multigpu noeos own_task pack public setup smoke "
+        "soak_grpo soak_ppo speed tuned"
+    )
+    assert f"device_run.py: unknown stage 'bogus'; stages: {stages} (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
 
 
@@ -522,11 +528,14 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
     (work / "synthetic-raw" / "train.jsonl").write_text("")
     (work / "synthetic").mkdir()
     (work / "synthetic" / "train.parquet").write_text("")
-    env = {key: value for key, value in os.environ.items() if key not in ("LORA16_LEARN_BASES", "LEARN_TEST_FREQ")}
+    unset = ("LORA16_LEARN_BASES", "LEARN_TEST_FREQ", "LORA16_SPEED", "LORA16_SPEED_STEPS")
+    env = {key: value for key, value in os.environ.items() if key not in unset}
     env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"))
-    result = subprocess.run([sys.executable, str(SCRIPT), "lora16"], capture_output=True, text=True, env=env, timeout=60)
+    command = [sys.executable, str(SCRIPT), "lora16"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
-    calls = sorted((tmp_path / "calls").read_text().splitlines())  # the runs go at once: their lines interleave
+    unsorted = (tmp_path / "calls").read_text().splitlines()
+    calls = sorted(unsorted)  # the runs go at once: their lines interleave
     common = "--skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
     size = "--lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
     targets = {
@@ -534,21 +543,66 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
         "lora16-qwen2.5-3b-ppo-p40": ("qwen2.5-3b", f"--emulate p40 {size}"),
         "lora16-qwen2.5-7b-grpo-a10": ("qwen2.5-7b", f"--emulate a10 --rollout hf --attention sdpa --algo grpo {size}"),
     }
-    learn = (f"--emulate p40 --algo grpo --model {work}/small-sft --data {work}/synthetic --steps 200 --batch-size 64 --max-prompt-length 256 "
-             "--max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 --frozen-base-dtype {base} --skip-checks --test-freq 50 --save-freq -1")
+    learn = (f"--emulate p40 --algo grpo --model {work}/small-sft --data {work}/synthetic --steps 200 --batch-size 64 "
+             "--max-prompt-length 256 --max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 "
+             "--frozen-base-dtype {base} --skip-checks --test-freq 50 --save-freq -1")
+    gsm8k = f"--data {work}/gsm8k"
     expected = [
         *(f"-m verlfit plan --model {work}/{shape}-random --auto-fit {words}" for shape, words in targets.values()),
-        *(f"-m verlfit train --run-dir {runs}/{name} --model {work}/{shape}-random --data {work}/gsm8k --steps 3 {common} {words}" for name, (shape, words) in targets.items()),
+        *(f"-m verlfit train --run-dir {runs}/{name} --model {work}/{shape}-random {gsm8k} --steps 3 {common} {words}"
+          for name, (shape, words) in targets.items()),
         f"-m verlfit plan --model {work}/qwen2.5-7b-random --emulate p40 --algo grpo {size} --auto-fit",
-        *(f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-{base} " + learn.format(base=base) for base in ("bfloat16", "float32")),
+        *(f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-{base} " + learn.format(base=base)
+          for base in ("bfloat16", "float32")),
     ]
-    assert calls == sorted(expected)
-    # a wrong base is named in the log and skipped
+    # (c) after the targets, one after the other: the speed pick's choice, then the memory-first one
+    speed = "--emulate p40 --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256"
+    kept = "--frozen-base-dtype bfloat16 --gradient-checkpointing"
+    small = f"--model {work}/qwen2.5-0.5b-random"
+    expected_speed = [
+        f"-m verlfit plan {small} --auto-fit {speed}",
+        f"-m verlfit train --run-dir {runs}/lora16-speed-chosen {small} {gsm8k} --steps 4 {common} {speed}",
+        f"-m verlfit plan {small} --auto-fit {speed} {kept}",
+        f"-m verlfit train --run-dir {runs}/lora16-speed-memory-first {small} {gsm8k} --steps 4 {common} {speed} "
+        + kept,
+    ]
+    assert [line for line in unsorted if "lora16-speed" in line or f"{small} --auto-fit" in line] == expected_speed
+    targets_trained = [unsorted.index(line) for line in unsorted if " train " in line and "/lora16-qwen" in line]
+    assert max(targets_trained) < unsorted.index(expected_speed[0])  # (c) starts once the targets have ended
+    assert calls == sorted(expected + expected_speed)
+    # a wrong base is named in the log and skipped; LORA16_SPEED=0 leaves (c) out
     (tmp_path / "calls").unlink()
-    env["LORA16_LEARN_BASES"] = "float16"
-    subprocess.run([sys.executable, str(SCRIPT), "lora16"], capture_output=True, text=True, env=env, timeout=60, check=True)
-    assert "lora16: LORA16_LEARN_BASES has 'float16'; write bfloat16, float32 or both" in (runs / "stages.log").read_text()
-    assert not any("lora16-learn" in call for call in (tmp_path / "calls").read_text().splitlines())
+    env.update(LORA16_LEARN_BASES="float16", LORA16_SPEED="0")
+    subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
+    stages_log = (runs / "stages.log").read_text()
+    assert "lora16: LORA16_LEARN_BASES has 'float16'; write bfloat16, float32 or both" in stages_log
+    later = (tmp_path / "calls").read_text().splitlines()
+    assert not any("lora16-learn" in call or "lora16-speed" in call for call in later)
+
+
+def test_lora16_speed_stage_runs_the_speed_pick_then_the_memory_first_choice_alone(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    env = {key: value for key, value in os.environ.items() if key != "LORA16_SPEED"}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"),
+               LORA16_SPEED_STEPS="2")
+    result = subprocess.run([sys.executable, str(SCRIPT), "lora16_speed"], capture_output=True, text=True, env=env,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    common = "--skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
+    speed = "--emulate p40 --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256"
+    kept = "--frozen-base-dtype bfloat16 --gradient-checkpointing"
+    small, gsm8k = f"--model {work}/qwen2.5-0.5b-random", f"--data {work}/gsm8k"
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"-m verlfit plan {small} --auto-fit {speed}",
+        f"-m verlfit train --run-dir {runs}/lora16-speed-chosen {small} {gsm8k} --steps 2 {common} {speed}",
+        f"-m verlfit plan {small} --auto-fit {speed} {kept}",
+        f"-m verlfit train --run-dir {runs}/lora16-speed-memory-first {small} {gsm8k} --steps 2 {common} {speed} "
+        + kept,
+    ]
+    # each plan's output goes to its own file beside the runs (the fake python3 prints nothing into them)
+    plans = sorted(path.name for path in runs.glob("*.plan"))
+    assert plans == ["lora16-speed-chosen.plan", "lora16-speed-memory-first.plan"]
 
 
 def _failing_python(tmp_path, failing):
