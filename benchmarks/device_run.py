@@ -2442,14 +2442,21 @@ examples:
 
 def help_text() -> str:
     """The stages and the environment variables, for ``--help``."""
+    # lines of at most 118 columns, never broken inside a word: an option such as --gradient-checkpointing stays whole
+    indent = " " * 13
     lines = ["stages (each writes run directories under $RUNS and appends to $RUNS/stages.log):"]
     for stage in STAGES:
-        first = f"  {stage.name:<10} " if len(stage.name) <= 10 else f"  {stage.name}\n{' ' * 13}"
-        lines.append(first + textwrap.fill(stage.help, width=118, subsequent_indent=" " * 13).lstrip())
+        if len(stage.name) > 10:
+            lines.append(f"  {stage.name}")
+        first = f"  {stage.name:<10} " if len(stage.name) <= 10 else indent
+        lines.append(
+            textwrap.fill(stage.help, width=118, initial_indent=first, subsequent_indent=indent, break_on_hyphens=False)
+        )
     lines.append("\nenvironment:")
     for name, meaning in VARIABLES:
+        lines.append(f"  {name}")
         lines.append(
-            f"  {name}\n" + textwrap.fill(meaning, width=118, initial_indent=" " * 13, subsequent_indent=" " * 13)
+            textwrap.fill(meaning, width=118, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
         )
     return "\n".join(lines) + "\n\n" + NOTES
 

@@ -23,6 +23,16 @@ def test_help_prints_the_stages_and_what_the_script_needs(tmp_path):
     assert "  calibrate_check\n" in result.stdout and 'Needs: a CUDA GPU and a Python 3 environment where `python3 -c "import verl, ray, torch"` works' in result.stdout
 
 
+def test_help_wraps_the_stages_and_variables_at_118_columns_without_breaking_an_option(tmp_path):
+    """textwrap broke words at hyphens (`--gradient-` / `checkpointing`) and let first lines run past the width."""
+    text = run(tmp_path, "--help").stdout
+    generated = text[text.index("stages (each writes"):text.index("Several verl runs")]
+    assert max(len(line) for line in generated.splitlines()) == 118
+    assert "then --frozen-base-dtype bfloat16\n             --gradient-checkpointing (the memory-first" in generated
+    assert "then export and eval\n             --reward-function --compare the starting model" in generated
+    assert "(patch 0026), all at once: the targets, each `verlfit\n             plan` (NAME.plan)" in generated
+
+
 def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tmp_path):
     for args in ((), ("--parallel",)):
         none = run(tmp_path, *args)
