@@ -83,6 +83,9 @@ CASES = {
     "plan-two-gpus": (["plan", "--emulate", "p40", "--gpus", "2"], NO_GPU),
     "plan-json-lora": (["plan", "--emulate", "p40", "--lora-rank", "32", "--json"], NO_GPU),
     "plan-data-folder": (["plan", "--profile", "p40", *MEASURED], NO_GPU),
+    "plan-a10-float32": (["plan", "--profile", "a10", "--dtype", "float32", "--longest-prompt-length", "200"], NO_GPU),
+    "plan-p40-longest-prompt": (["plan", "--emulate", "p40", "--longest-prompt-length", "200", "--json"], NO_GPU),
+    "plan-two-gpus-lora": (["plan", "--emulate", "p40", "--gpus", "2", "--lora-rank", "16", "--json"], NO_GPU),
 }
 
 
