@@ -20,7 +20,7 @@ Steps (no network):
    ``--work``/runs/<start time>-<random>/<configuration> (a new folder per bench);
 5. a table: s/step (mean of the steps after the first), seconds per phase, tokens/s (verl's
    ``perf/total_num_tokens`` / ``timing_s/step``), peak allocated (``perf/max_memory_allocated_gb``, GiB), the
-   time model's estimate for the same settings on this card (``verlfit.plan.time.train_step_estimate``, the one
+   time model's estimate for the same settings on this card (``verlfit.plan.train_estimate.train_step_estimate``, the one
    ``verlfit train`` prints, with the prompt and response lengths the run measured) against the measurement, and the
    card, driver, CUDA, torch, verl and patch series; the header line and each run's JSON row name the code paths
    that ran (profile, rollout, attention, dtype: from the run's ``run.json``); written atomically as JSON to
@@ -262,14 +262,15 @@ def code_paths_line(runs: list[dict]) -> str:
 
 def _estimate(record: dict, card_key: str, lengths=None) -> float:
     """The time model's seconds per step on ``card_key`` for a recorded run (its ``run.json``): the estimate
-    ``verlfit train`` prints for the same settings (:func:`verlfit.plan.time.train_step_estimate` of the recorded
+    ``verlfit train`` prints for the same settings (:func:`verlfit.plan.train_estimate.train_step_estimate` of the recorded
     settings, :func:`verlfit.train.run_directory.recorded_settings`, with the code paths the run ran,
     :func:`ran_code_paths`, and its override list's speed switches and checkpoint frequency), with ``lengths``
     (:class:`verlfit.plan.time.MeasuredLengths`, from the run's metrics: :func:`measured_lengths`) the prompts and
     responses the run actually had instead of GSM8K's (the generated problems' prompts are ~75 tokens). A model
     folder that is not on this machine is estimated as Qwen2.5-0.5B."""
     from verlfit.model_shape import load_model_shape
-    from verlfit.plan import time as plan_time
+    from verlfit.patch_switches import PatchSwitches
+    from verlfit.plan.train_estimate import train_step_estimate
     from verlfit.profiles import load_profile
     from verlfit.train.run_directory import recorded_settings
 
@@ -278,7 +279,8 @@ def _estimate(record: dict, card_key: str, lengths=None) -> float:
     config = Path(settings.model) / "config.json"
     shape = load_model_shape(str(config) if config.is_file() else "Qwen/Qwen2.5-0.5B-Instruct")
     profile = load_profile(record["profile"])
-    return plan_time.train_step_estimate(settings, profile, card_key, record.get("overrides", []), lengths, shape=shape).step_seconds
+    switches = PatchSwitches.from_overrides(record.get("overrides", []))  # the run's final override list
+    return train_step_estimate(settings, profile, card_key, switches, lengths, shape=shape).step_seconds
 
 
 def render(result: dict, console=None) -> None:
