@@ -125,24 +125,23 @@ def run_attention(name: str, args) -> str | None:
 def planned_code_paths(args, names: list[str], gpu) -> tuple[str, dict[str, dict]] | None:
     """The profile and, per configuration, the code paths ``verlfit train`` will run: (how the profile was chosen,
     {name: {"profile", "rollout", "attention", "dtype"}}), resolved as train resolves them
-    (:func:`verlfit.profiles.select_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, then
-    :func:`verlfit.profiles.customize` with ``--rollout`` and :func:`run_attention`). None for ``--profile auto``
+    (:func:`verlfit.resolved_run.run_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, with ``--rollout``
+    and :func:`run_attention`). None for ``--profile auto``
     without a visible GPU (the doctor's driver and gpu checks then say why).
 
     Raises:
-        VerlfitError: what select_profile and customize raise: a profile the GPU cannot run, vLLM or
+        VerlfitError: what run_profile raises: a profile the GPU cannot run, vLLM or
             FlashAttention-2 on the p40 profile (exit status 2).
     """
-    from verlfit.profiles import customize, select_profile
+    from verlfit.resolved_run import run_profile
 
     name = args.emulate or args.profile
     if name == "auto" and gpu is None:
         return None
-    profile = select_profile(name, gpu)
     chosen_by = f"--emulate {args.emulate}" if args.emulate else f"--profile {args.profile}" if args.profile != "auto" else f"chosen for {gpu.name}, compute capability {gpu.compute_capability_text}"
     paths = {}
     for run in names:
-        chosen = customize(profile, rollout=args.rollout, attention=run_attention(run, args))
+        profile, chosen = run_profile(name, gpu, args.rollout, run_attention(run, args))
         paths[run] = {"profile": profile.name, "rollout": chosen.rollout, "attention": chosen.attention, "dtype": chosen.dtype}
     return chosen_by, paths
 

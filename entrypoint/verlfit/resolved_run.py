@@ -54,6 +54,22 @@ class ResolvedRun:
         return self.time_switches or self.switches
 
 
+def run_profile(name: str, gpu, rollout: str | None = None, attention: str | None = None) -> tuple[Profile, Profile]:
+    """(the profile ``name`` chosen against ``gpu``, the same after ``--rollout``/``--attention``): how ``verlfit
+    train`` and ``verlfit bench`` resolve a run's profile (:func:`verlfit.profiles.select_profile`, then
+    :func:`verlfit.profiles.customize`). ``name``: a profile name or ``auto``; ``gpu``: a
+    :class:`verlfit.gpu.GpuInfo`, or None (no GPU looked for or visible).
+
+    Raises:
+        VerlfitError: ``auto`` without a GPU, a profile the GPU cannot run, a rollout or attention the profile
+            cannot run.
+    """
+    from verlfit.profiles import customize, select_profile
+
+    profile = select_profile(name, gpu)
+    return profile, customize(profile, rollout=rollout, attention=attention)
+
+
 def run_switches(profile: Profile, settings) -> PatchSwitches:
     """The patch switches of a run of ``settings`` (:class:`verlfit.overrides.TrainSettings`: its LoRA rank, GPUs,
     nodes and the user's ``extra_overrides``) with ``profile``: the profile's overrides, then what verlfit forces

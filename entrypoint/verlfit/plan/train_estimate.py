@@ -60,12 +60,13 @@ def for_train(settings: TrainSettings, profile: Profile, gpu_name: str | None, s
     Raises:
         VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`).
     """
-    request = request_from_settings(settings, profile, 24 * 1024**3, switches=switches)
+    request = request_from_settings(settings, profile, 24 * 1024**3, switches=switches)  # as train_step_estimate's
+    inputs = inputs_for_train(settings, switches)
     running = running_card(profile, gpu_name)
     cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
     lines, eta = [], None
     for card in cards:
-        est = train_step_estimate(settings, profile, card, switches)
+        est = estimate(request, card, inputs)
         eta = est.step_seconds if eta is None else eta
         run = f", {steps} steps = {format_run_seconds(est.step_seconds * steps)}" if steps else ""
         lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")

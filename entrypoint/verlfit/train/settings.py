@@ -18,8 +18,8 @@ from verlfit.arguments import SizingOptions
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import merge_overrides, CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, build_overrides, hf_rollout_only_note, override_value, unwraps_lora_generation, user_overrides, validate_overrides
-from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, customize, profile_choice_note, resolve_environment, select_profile
-from verlfit.resolved_run import ResolvedRun, card_for_train, run_switches
+from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, profile_choice_note, resolve_environment
+from verlfit.resolved_run import ResolvedRun, card_for_train, run_profile, run_switches
 from verlfit.train.gpus import find_gpu, memory_limit_gib, nccl_settings
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan, hydra_run_dir_override, total_steps
 
@@ -107,16 +107,15 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
         if detect_gpu and gpu is None and not options.dry_run:
             gpu, report = find_gpu(need=True, profile_named=True, environ=environ, report=gpu_report, gpus=options.sizing.gpus)
         # emulation runs the profile's code paths on a card at least as capable: refuse a weaker one
-        profile = select_profile(options.emulate, gpu)
+        profile, chosen = run_profile(options.emulate, gpu, options.rollout, options.attention)
         notes.append(f"emulating {profile.name}: its code paths on {gpu.name if gpu else 'this machine'}")
     else:
         if detect_gpu and gpu is None and (profile_name == "auto" or not options.dry_run):
             gpu, report = find_gpu(need=profile_name == "auto" or not options.dry_run, profile_named=profile_name != "auto", environ=environ, report=gpu_report, gpus=options.sizing.gpus)
-        profile = select_profile(profile_name, gpu)
+        profile, chosen = run_profile(profile_name, gpu, options.rollout, options.attention)
         choice = profile_choice_note(profile.name, gpu) if gpu is not None else None  # a 6.0 or 7.x card on p40: say why
         if choice:
             notes.append(choice)
-    chosen = customize(profile, rollout=options.rollout, attention=options.attention)
     changes = [(what, getattr(chosen, what), getattr(profile, what)) for what in ("rollout", "attention") if getattr(chosen, what) != getattr(profile, what)]
     if changes:
         first, *rest = changes
