@@ -90,8 +90,7 @@ def card_for_train(profile: Profile, gpu_name: str | None, emulate: str | None =
     profile without one in :data:`verlfit.cards.CARDS`)."""
     if emulate and emulate in CARDS:
         return get_card(emulate)
-    detected = card_for_gpu_name(gpu_name) if gpu_name else None
-    return detected or running_card(profile, gpu_name)
+    return running_card(profile, gpu_name)
 
 
 def running_card(profile: Profile, gpu_name: str | None) -> Card:

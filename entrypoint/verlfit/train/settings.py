@@ -103,16 +103,15 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     profile_name = options.profile or environ.get("VERLFIT_PROFILE") or "auto"
     if not options.profile and profile_name not in (*PROFILE_NAMES, "auto"):
         raise VerlfitError(f"VERLFIT_PROFILE={profile_name} is not a profile", fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile", exit_code=2)
+    # the GPU: needed to choose an auto profile, and by every real launch (a dry run with a named profile goes without)
+    need = not options.dry_run or (profile_name == "auto" and not options.emulate)
+    if detect_gpu and gpu is None and need:
+        gpu, report = find_gpu(need=True, profile_named=bool(options.emulate) or profile_name != "auto", environ=environ, report=gpu_report, gpus=options.sizing.gpus)
+    # emulation runs the profile's code paths on a card at least as capable: select_profile refuses a weaker one
+    profile, chosen = run_profile(options.emulate or profile_name, gpu, options.rollout, options.attention)
     if options.emulate:
-        if detect_gpu and gpu is None and not options.dry_run:
-            gpu, report = find_gpu(need=True, profile_named=True, environ=environ, report=gpu_report, gpus=options.sizing.gpus)
-        # emulation runs the profile's code paths on a card at least as capable: refuse a weaker one
-        profile, chosen = run_profile(options.emulate, gpu, options.rollout, options.attention)
         notes.append(f"emulating {profile.name}: its code paths on {gpu.name if gpu else 'this machine'}")
     else:
-        if detect_gpu and gpu is None and (profile_name == "auto" or not options.dry_run):
-            gpu, report = find_gpu(need=profile_name == "auto" or not options.dry_run, profile_named=profile_name != "auto", environ=environ, report=gpu_report, gpus=options.sizing.gpus)
-        profile, chosen = run_profile(profile_name, gpu, options.rollout, options.attention)
         choice = profile_choice_note(profile.name, gpu) if gpu is not None else None  # a 6.0 or 7.x card on p40: say why
         if choice:
             notes.append(choice)
