@@ -55,17 +55,15 @@ class TrainOptions:
     reward_function: str | None = None  # --reward-function FILE[:NAME]
 
 
-def train_settings(options: TrainOptions, run_dir: str) -> TrainSettings:
-    """Map ``verlfit train``'s options onto :class:`TrainSettings` (pure). The sizes come from
-    :func:`verlfit.plan.request.sizing_fields`, as ``verlfit plan``'s do.
+def train_settings(options: TrainOptions, run_dir: str, sizes: dict) -> TrainSettings:
+    """Map ``verlfit train``'s options onto :class:`TrainSettings` (pure). ``sizes``: the fields of the shared
+    sizing options (:func:`verlfit.plan.request.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s).
 
     Raises:
-        VerlfitError: sizes refused by ``sizing_fields``, or a managed key after ``--``.
+        VerlfitError: a managed key after ``--``.
     """
-    from verlfit.plan.request import sizing_fields
-
     return TrainSettings(
-        **sizing_fields(options.sizing),
+        **sizes,
         model=options.model,
         data_dir=options.data,
         run_dir=run_dir,
@@ -96,9 +94,10 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
     report = None
-    from verlfit.plan.request import beyond_the_card_note, check_card_options, check_sizing
+    from verlfit.plan.request import beyond_the_card_note, check_card_options, sizing_fields, sizing_keep
 
-    check_sizing(options.sizing)  # before the GPU is looked for: the same refusals as verlfit plan's
+    # the sizing options, checked and mapped before the GPU is looked for: the same refusals as verlfit plan's
+    sizes, keep = sizing_fields(options.sizing), sizing_keep(options.sizing)
     check_card_options(options.emulate, options.profile, options.gpu_memory_limit, "--gpu-memory-limit")
     profile_name = options.profile or environ.get("VERLFIT_PROFILE") or "auto"
     if not options.profile and profile_name not in (*PROFILE_NAMES, "auto"):
@@ -121,12 +120,12 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
         notes.append("; ".join([f"{first[0]} {first[1]} instead of the {profile.name} profile's {first[2]}", *(f"{what} {new} instead of {old}" for what, new, old in rest)]))
     profile = chosen
     environment = resolve_environment(profile, environ)
-    if report is not None and report.gpus:
-        notes += nccl_settings(report, environ, environment, options.sizing.gpus, options.nodes)
     # Triton and bf16 decisions use the real GPU, or the profile's own card when emulating or without a GPU
     compute_capability = gpu.compute_capability if gpu is not None and not options.emulate else profile.min_compute_capability
     where = f"{gpu.name} (compute capability {gpu.compute_capability_text})" if gpu is not None and not options.emulate else f"the {profile.name} profile's cards (compute capability below 8.0)"
     check_rollout_dtype(profile, environment, compute_capability, where)
+    if report is not None and report.gpus:
+        notes += nccl_settings(report, environ, environment, options.sizing.gpus, options.nodes)
     limit = memory_limit_gib(options.gpu_memory_limit, options.emulate, profile, environ)
     if limit is not None:
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
@@ -142,7 +141,7 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     run_dir = str(Path(options.run_dir or Path("runs") / f"{options.sizing.algo}-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve())
     if options.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
-    settings = train_settings(options, run_dir)
+    settings = train_settings(options, run_dir, sizes)
     from verlfit.train.reward import reward_overrides, run_reward_function
 
     # --reward-function, or verl's keys after --: one check, made absolute, and verl pointed at the run directory's copy
@@ -164,7 +163,7 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
                       switches=run_switches(profile, settings), user_overrides=tuple(settings.extra_overrides), emulate=options.emulate)
     notes += measure_prompts(settings, run)
     if options.sizing.plan == "auto":
-        notes += apply_plan(settings, run, options.sizing)
+        notes += apply_plan(settings, run, keep)
     else:
         from verlfit.plan import unsupported_reason
 
@@ -229,19 +228,17 @@ def measure_prompts(settings: TrainSettings, run: ResolvedRun) -> list[str]:
     return [measured.note] if measured.note else []
 
 
-def apply_plan(settings: TrainSettings, run: ResolvedRun, sizing: SizingOptions) -> list[str]:
+def apply_plan(settings: TrainSettings, run: ResolvedRun, keep: set[str]) -> list[str]:
     """Let the planner choose micro-batches, checkpointing and offload for the resolved ``run`` (its usable memory,
     its card for the speed pick, its patch switches); return what it said.
 
-    The user's explicit ``--micro-batch-size`` / ``--offload`` / ``--no-gradient-checkpointing`` /
-    ``--frozen-base-dtype`` (in ``sizing``) are kept. Raises VerlfitError when nothing fits, with the smallest change
-    that would.
+    ``keep``: what the user set and the planner keeps (:func:`verlfit.plan.request.sizing_keep`: ``--micro-batch-size``,
+    ``--offload``, ``--no-gradient-checkpointing``, ``--frozen-base-dtype``). Raises VerlfitError when nothing fits,
+    with the smallest change that would.
     """
     from verlfit import plan as planner
-    from verlfit.plan.request import sizing_keep
     from verlfit.plan.train_estimate import for_train, inputs_for_train
 
-    keep = sizing_keep(sizing)
     lines = planner.fit_for_train(settings, run.profile, run.memory_bytes, keep_micro_batch="micro_batches" in keep,
                                   keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep,
                                   card=run.card, inputs=inputs_for_train(settings, run.switches),
