@@ -81,7 +81,7 @@ from dataclasses import dataclass, field
 from verlfit.cards import CARDS, Card, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
-from verlfit.patch_switches import SWITCH_KEYS as SPEED_KEYS, TRAINING_ROLES, speed_switches  # noqa: F401 (re-exported)
+from verlfit.patch_switches import TRAINING_ROLES, speed_switches  # noqa: F401 (speed_switches: for the record readers)
 from verlfit.plan.memory import PlanRequest, adapter_parameters, lora_linear_shapes, lora_targets
 
 # ======================================================================================
@@ -668,7 +668,7 @@ def add_arguments(parser) -> None:
     group.add_argument("--epochs", type=whole_number, help="epochs of the run (with --dataset-size; default 1)")
     group.add_argument("--dataset-size", type=whole_number, metavar="ROWS", help="training rows (GSM8K train: 7473); steps = epochs x rows // batch size")
     group.add_argument("--save-freq", type=frequency, default=25, metavar="N", help="steps between checkpoint saves, adding their time per step (default: 25, as verlfit train; 0 or -1: never)")
-    # patches 0020-0022 (verl keys in SPEED_KEYS): unset = what the profile's overrides say
+    # patches 0020-0022 (verl keys in verlfit.patch_switches.SWITCH_KEYS): unset = what the profile's overrides say
     group.add_argument("--trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns (+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, +critic.trim_padding; default: the profile's)")
     group.add_argument("--window-prompt-length", type=whole_number, metavar="TOKENS", help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length; a larger value is refused)")
     group.add_argument("--window-response-length", type=whole_number, metavar="TOKENS", help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it; a larger value is refused)")
