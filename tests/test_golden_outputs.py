@@ -28,7 +28,17 @@ from verlfit import cli
 GOLDEN = Path(__file__).parent / "data" / "golden"
 RECORD = os.environ.get("VERLFIT_RECORD_GOLDEN") == "1"
 # the environment a case runs in: only these variables of the caller's are kept
-KEPT_VARIABLES = ("PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME")
+KEPT_VARIABLES = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "TMPDIR",
+    "PYTHONPATH",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "HF_HOME",
+)
 # NVML's answers (name, compute capability, total bytes): the totals nvidia-smi reports for these cards
 P40 = ("Tesla P40", (6, 1), 25_769_803_776)
 A10 = ("NVIDIA A10", (8, 6), 24_146_608_128)
@@ -55,31 +65,95 @@ CASES = {
     "train-t4-ppo": (["train", "--dry-run", "--profile", "t4", *RUN], NO_GPU),
     "train-v100-ppo": (["train", "--dry-run", "--profile", "v100", *RUN], NO_GPU),
     "train-p40-grpo": (["train", "--dry-run", "--profile", "p40", "--algo", "grpo", "--samples", "8", *RUN], NO_GPU),
-    "train-p40-lora": (["train", "--dry-run", "--profile", "p40", "--lora-rank", "32", "--model", "Qwen/Qwen2.5-1.5B-Instruct", *RUN], NO_GPU),
-    "train-t4-grpo-lora": (["train", "--dry-run", "--profile", "t4", "--algo", "grpo", "--lora-rank", "16", *RUN], NO_GPU),
+    "train-p40-lora": (
+        ["train", "--dry-run", "--profile", "p40", "--lora-rank", "32", "--model", "Qwen/Qwen2.5-1.5B-Instruct", *RUN],
+        NO_GPU,
+    ),
+    "train-t4-grpo-lora": (
+        ["train", "--dry-run", "--profile", "t4", "--algo", "grpo", "--lora-rank", "16", *RUN],
+        NO_GPU,
+    ),
     "train-emulate-p40": (["train", "--dry-run", "--emulate", "p40", "--steps", "10", *RUN], [H200]),
     "train-emulate-v100-grpo": (["train", "--dry-run", "--emulate", "v100", "--algo", "grpo", *RUN], [H200]),
-    "train-p40-plan-off": (["train", "--dry-run", "--profile", "p40", "--plan", "off", "--batch-size", "64", "--micro-batch-size", "8", "--offload", "optimizer", *RUN], NO_GPU),
-    "train-a10-hf-sdpa": (["train", "--dry-run", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", *RUN], NO_GPU),
+    "train-p40-plan-off": (
+        [
+            "train",
+            "--dry-run",
+            "--profile",
+            "p40",
+            "--plan",
+            "off",
+            "--batch-size",
+            "64",
+            "--micro-batch-size",
+            "8",
+            "--offload",
+            "optimizer",
+            *RUN,
+        ],
+        NO_GPU,
+    ),
+    "train-a10-hf-sdpa": (
+        ["train", "--dry-run", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", *RUN],
+        NO_GPU,
+    ),
     "train-auto-p40-detected": (["train", "--dry-run", "--profile", "auto", *RUN], [P40]),
     "train-auto-a10-detected": (["train", "--dry-run", "--profile", "auto", "--gpu-memory-limit", "20", *RUN], [A10]),
     "train-auto-two-p40": (["train", "--dry-run", "--profile", "auto", "--gpus", "2", *RUN], [P40, P40]),
-    "train-user-overrides": (["train", "--dry-run", "--profile", "p40", "--lora-rank", "8", *RUN, "--", "+actor_rollout_ref.rollout.unwrap_fsdp=False", "+actor_rollout_ref.actor.trim_padding=False"], NO_GPU),
-    "train-data-folder": (["train", "--dry-run", "--profile", "p40", "--batch-size", "2", "--run-dir", "<tmp>/run", *MEASURED], NO_GPU),
+    "train-user-overrides": (
+        [
+            "train",
+            "--dry-run",
+            "--profile",
+            "p40",
+            "--lora-rank",
+            "8",
+            *RUN,
+            "--",
+            "+actor_rollout_ref.rollout.unwrap_fsdp=False",
+            "+actor_rollout_ref.actor.trim_padding=False",
+        ],
+        NO_GPU,
+    ),
+    "train-data-folder": (
+        ["train", "--dry-run", "--profile", "p40", "--batch-size", "2", "--run-dir", "<tmp>/run", *MEASURED],
+        NO_GPU,
+    ),
     # verlfit plan
     "plan-emulate-p40": (["plan", "--emulate", "p40"], NO_GPU),
     "plan-emulate-a10": (["plan", "--emulate", "a10"], NO_GPU),
     "plan-emulate-t4": (["plan", "--emulate", "t4"], NO_GPU),
     "plan-emulate-v100": (["plan", "--emulate", "v100"], NO_GPU),
     "plan-p40-grpo": (["plan", "--profile", "p40", "--algo", "grpo", "--samples", "8"], NO_GPU),
-    "plan-p40-lora-3b": (["plan", "--emulate", "p40", "--model", "Qwen/Qwen2.5-3B-Instruct", "--algo", "grpo", "--lora-rank", "32"], NO_GPU),
+    "plan-p40-lora-3b": (
+        ["plan", "--emulate", "p40", "--model", "Qwen/Qwen2.5-3B-Instruct", "--algo", "grpo", "--lora-rank", "32"],
+        NO_GPU,
+    ),
     "plan-t4-lora-ppo": (["plan", "--emulate", "t4", "--lora-rank", "16"], NO_GPU),
-    "plan-plan-off": (["plan", "--profile", "p40", "--gpu-memory", "22.5", "--batch-size", "64", "--micro-batch-size", "8", "--plan", "off"], NO_GPU),
+    "plan-plan-off": (
+        [
+            "plan",
+            "--profile",
+            "p40",
+            "--gpu-memory",
+            "22.5",
+            "--batch-size",
+            "64",
+            "--micro-batch-size",
+            "8",
+            "--plan",
+            "off",
+        ],
+        NO_GPU,
+    ),
     "plan-detected-p40": (["plan"], [P40]),
     "plan-detected-t4": (["plan", "--algo", "grpo"], [T4]),
     "plan-detected-h200-profile-a10": (["plan", "--profile", "a10", "--steps", "100"], [H200]),
     "plan-a10-hf-sdpa": (["plan", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa"], NO_GPU),
-    "plan-switches": (["plan", "--emulate", "p40", "--no-trim-padding", "--no-cuda-graph", "--rollout-trim-padding"], NO_GPU),
+    "plan-switches": (
+        ["plan", "--emulate", "p40", "--no-trim-padding", "--no-cuda-graph", "--rollout-trim-padding"],
+        NO_GPU,
+    ),
     "plan-two-gpus": (["plan", "--emulate", "p40", "--gpus", "2"], NO_GPU),
     "plan-json-lora": (["plan", "--emulate", "p40", "--lora-rank", "32", "--json"], NO_GPU),
     "plan-data-folder": (["plan", "--profile", "p40", *MEASURED], NO_GPU),
@@ -97,7 +171,11 @@ def golden_world(tmp_path, monkeypatch, tiny_qwen2_dir):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name in ("vllm", "flash_attn") else real_find_spec(name, *rest))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *rest: None if name in ("vllm", "flash_attn") else real_find_spec(name, *rest),
+    )
     write_raw_gsm8k(tmp_path / "raw")
     several = tmp_path / "several"  # four rows of different lengths, so the measured prompts differ
     several.mkdir()

@@ -42,7 +42,9 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join([*package.split(".")[: len(package.split(".")) - node.level + 1], *([base] if base else [])])
+                base = ".".join(
+                    [*package.split(".")[: len(package.split(".")) - node.level + 1], *([base] if base else [])]
+                )
             for alias in node.names:
                 found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
     return {module for module in found if module in modules and module != name}
@@ -87,7 +89,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_reader_finds_the_imports_it_must():
     graph = import_graph()
     # relative, absolute, submodule and function-level imports
-    assert {"verlfit.patch_switches", "verlfit.plan.request", "verlfit.plan.time", "verlfit.resolved_run"} <= graph["verlfit.plan.train_estimate"]
+    assert {"verlfit.patch_switches", "verlfit.plan.request", "verlfit.plan.time", "verlfit.resolved_run"} <= graph[
+        "verlfit.plan.train_estimate"
+    ]
     assert "verlfit.resolved_run" in graph["verlfit.train.settings"]
     assert "verlfit.gpu" in graph["verlfit.plan.request"]  # imported inside resolve_plan_run
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -101,6 +105,11 @@ def test_no_module_imports_from_a_layer_above_its_own():
     graph = import_graph()
     layer_of = {module: level for level, layer in enumerate(LAYERS) for module in layer}
     assert set(layer_of) <= set(graph), "a module named in LAYERS is not in the package"
-    upward = sorted((module, target) for module, targets in graph.items() if module in layer_of
-                    for target in targets if layer_of.get(target, -1) > layer_of[module])
+    upward = sorted(
+        (module, target)
+        for module, targets in graph.items()
+        if module in layer_of
+        for target in targets
+        if layer_of.get(target, -1) > layer_of[module]
+    )
     assert upward == []

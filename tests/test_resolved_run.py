@@ -11,12 +11,29 @@ from verlfit.patch_switches import PatchSwitches
 from verlfit.profiles import load_profile
 from verlfit.resolved_run import card_for_train, run_profile, run_switches
 
-A10 = GpuInfo(index=0, name="NVIDIA A10", compute_capability=(8, 6), total_memory_bytes=24_146_608_128, free_memory_bytes=24_000_000_000)
-TRIMS = ("+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True")
+A10 = GpuInfo(
+    index=0,
+    name="NVIDIA A10",
+    compute_capability=(8, 6),
+    total_memory_bytes=24_146_608_128,
+    free_memory_bytes=24_000_000_000,
+)
+TRIMS = (
+    "+actor_rollout_ref.actor.trim_padding=True",
+    "+actor_rollout_ref.ref.trim_padding=True",
+    "+critic.trim_padding=True",
+)
 
 
 def test_switches_are_read_in_order_into_typed_fields():
-    switches = PatchSwitches.from_overrides([*TRIMS, "+actor_rollout_ref.rollout.cuda_graph=True", "~critic.trim_padding", "actor_rollout_ref.rollout.cuda_graph=false"])
+    switches = PatchSwitches.from_overrides(
+        [
+            *TRIMS,
+            "+actor_rollout_ref.rollout.cuda_graph=True",
+            "~critic.trim_padding",
+            "actor_rollout_ref.rollout.cuda_graph=false",
+        ]
+    )
     assert switches == PatchSwitches(trim_padding=("actor", "ref"))
     assert switches.fields_set() == {"trim_padding": ("actor", "ref")}
     assert PatchSwitches().fields_set() == {}
@@ -39,10 +56,15 @@ def test_a_runs_switches_are_the_profiles_then_verlfits_forcing_then_the_users()
     # LoRA on one GPU: verlfit turns the graphs off and the unwrapped generation on (overrides.forced_switches)
     assert run_switches(p40, TrainSettings(lora_rank=8)) == PatchSwitches(("actor", "ref", "critic"), True, False, True)
     # the user's value after -- wins over both
-    user = TrainSettings(lora_rank=8, extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False", "+actor_rollout_ref.rollout.cuda_graph=True"])
+    user = TrainSettings(
+        lora_rank=8,
+        extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False", "+actor_rollout_ref.rollout.cuda_graph=True"],
+    )
     assert run_switches(p40, user) == PatchSwitches(("actor", "ref", "critic"), True, True, False)
     # two GPUs: no graphs, no unwrapping
-    assert run_switches(p40, TrainSettings(lora_rank=8, gpus=2)) == PatchSwitches(("actor", "ref", "critic"), True, False, False)
+    assert run_switches(p40, TrainSettings(lora_rank=8, gpus=2)) == PatchSwitches(
+        ("actor", "ref", "critic"), True, False, False
+    )
 
 
 def test_the_profile_is_chosen_for_the_card_then_given_the_users_engines():

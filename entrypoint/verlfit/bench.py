@@ -20,11 +20,11 @@ Steps (no network):
    ``--work``/runs/<start time>-<random>/<configuration> (a new folder per bench);
 5. a table: s/step (mean of the steps after the first), seconds per phase, tokens/s (verl's
    ``perf/total_num_tokens`` / ``timing_s/step``), peak allocated (``perf/max_memory_allocated_gb``, GiB), the
-   time model's estimate for the same settings on this card (``verlfit.plan.train_estimate.train_step_estimate``, the one
-   ``verlfit train`` prints, with the prompt and response lengths the run measured) against the measurement, and the
-   card, driver, CUDA, torch, verl and patch series; the header line and each run's JSON row name the code paths
-   that ran (profile, rollout, attention, dtype: from the run's ``run.json``); written atomically as JSON to
-   ``--output``.
+   time model's estimate for the same settings on this card
+   (``verlfit.plan.train_estimate.train_step_estimate``, the one ``verlfit train`` prints, with the prompt and
+   response lengths the run measured) against the measurement, and the card, driver, CUDA, torch, verl and patch
+   series; the header line and each run's JSON row name the code paths that ran (profile, rollout, attention,
+   dtype: from the run's ``run.json``); written atomically as JSON to ``--output``.
 
 Everything it runs is in the package: it works from an installed verlfit (the images) with no checkout.
 """
@@ -261,9 +261,10 @@ def code_paths_line(runs: list[dict]) -> str:
 
 def _estimate(record: dict, card_key: str, lengths=None) -> float:
     """The time model's seconds per step on ``card_key`` for a recorded run (its ``run.json``): the estimate
-    ``verlfit train`` prints for the same settings (:func:`verlfit.plan.train_estimate.train_step_estimate` of the recorded
-    settings, :func:`verlfit.train.run_directory.recorded_settings`, with the code paths the run ran,
-    :func:`ran_code_paths`, and its override list's speed switches and checkpoint frequency), with ``lengths``
+    ``verlfit train`` prints for the same settings
+    (:func:`verlfit.plan.train_estimate.train_step_estimate` of the recorded settings,
+    :func:`verlfit.train.run_directory.recorded_settings`, with the code paths the run ran, :func:`ran_code_paths`,
+    and its override list's speed switches and checkpoint frequency), with ``lengths``
     (:class:`verlfit.plan.time.MeasuredLengths`, from the run's metrics: :func:`measured_lengths`) the prompts and
     responses the run actually had instead of GSM8K's (the generated problems' prompts are ~75 tokens). A model
     folder that is not on this machine is estimated as Qwen2.5-0.5B."""

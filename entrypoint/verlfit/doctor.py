@@ -612,7 +612,12 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
         where = _existing_parent(ctx.checkpoint_dir)
         return CheckResult("disk", SKIP, f"model {ctx.model!r} has no local config.json to size a checkpoint (free space at {where} not judged)")
     profile = load_profile(ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0])  # the size does not depend on it
-    settings = TrainSettings(model=ctx.model, algorithm=ctx.algorithm, lora_rank=ctx.lora_rank, critic_lora_rank=ctx.critic_lora_rank if ctx.algorithm == "ppo" else None)
+    settings = TrainSettings(
+        model=ctx.model,
+        algorithm=ctx.algorithm,
+        lora_rank=ctx.lora_rank,
+        critic_lora_rank=ctx.critic_lora_rank if ctx.algorithm == "ppo" else None,
+    )
     request = request_from_settings(settings, profile, 24 * GIB, shape=shape, switches=run_switches(profile, settings))
     return checkpoint_space(ctx.checkpoint_dir, checkpoint_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage)
 

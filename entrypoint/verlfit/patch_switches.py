@@ -68,7 +68,9 @@ class PatchSwitches:
             try:
                 (override,) = parser.parse_overrides([text])
             except HydraException as err:
-                raise VerlfitError(f"override {text!r} does not parse: {err}", fix="write overrides as section.key=value") from err
+                raise VerlfitError(
+                    f"override {text!r} does not parse: {err}", fix="write overrides as section.key=value"
+                ) from err
             key = override.key_or_group
             if key in SWITCH_KEYS:
                 state[SWITCH_KEYS[key]] = False if override.is_delete() else bool(override.value())

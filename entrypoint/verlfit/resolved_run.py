@@ -81,7 +81,9 @@ def run_switches(profile: Profile, settings) -> PatchSwitches:
     """
     from verlfit.overrides import forced_switches
 
-    return PatchSwitches.from_overrides([*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides])
+    return PatchSwitches.from_overrides(
+        [*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides]
+    )
 
 
 def card_for_train(profile: Profile, gpu_name: str | None, emulate: str | None = None) -> Card:

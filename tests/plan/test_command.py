@@ -12,7 +12,6 @@ from verlfit.plan.memory import GIB
 from verlfit.plan.train_estimate import for_train
 from verlfit.resolved_run import run_switches
 
-
 def run_cli(argv, capsys):
     status = cli.main(argv)
     return status, capsys.readouterr()
@@ -259,7 +258,10 @@ def test_the_time_estimate_of_the_vllm_rollout_ignores_the_hf_rollouts_switches(
     settings = TrainSettings(extra_overrides=("+actor_rollout_ref.rollout.cuda_graph=True",))
     profile = load_profile("a10")
     plain = TrainSettings()
-    assert for_train(settings, profile, None, None, run_switches(profile, settings))[1] == for_train(plain, profile, None, None, run_switches(profile, plain))[1]
+    assert (
+        for_train(settings, profile, None, None, run_switches(profile, settings))[1]
+        == for_train(plain, profile, None, None, run_switches(profile, plain))[1]
+    )
 
 
 def test_an_absurd_batch_size_is_refused_with_the_host_memory_it_would_take(capsys):

@@ -104,10 +104,22 @@ def test_the_resolved_run_is_read_only_and_carries_the_flags_switches():
 
     from verlfit.plan.request import resolve_plan_run
 
-    run = resolve_plan_run(plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40", "--no-cuda-graph", "--lora-rank", "8"])))
+    run = resolve_plan_run(
+        plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40", "--no-cuda-graph", "--lora-rank", "8"]))
+    )
     with pytest.raises(dataclasses.FrozenInstanceError):
         run.memory_bytes = 1
-    assert (run.profile.name, run.memory_bytes, run.card.key, run.card_source) == ("p40", int(22.5 * GIB), "p40", "--emulate p40")
+    assert (run.profile.name, run.memory_bytes, run.card.key, run.card_source) == (
+        "p40",
+        int(22.5 * GIB),
+        "p40",
+        "--emulate p40",
+    )
     # the p40 profile's trims stay; --no-cuda-graph turns its graphs off; a LoRA actor on one GPU unwraps (forced)
-    assert (run.switches.trim_padding, run.switches.rollout_trim_padding, run.switches.cuda_graph, run.switches.unwrap_fsdp) == (("actor", "ref", "critic"), True, False, True)
+    assert (
+        run.switches.trim_padding,
+        run.switches.rollout_trim_padding,
+        run.switches.cuda_graph,
+        run.switches.unwrap_fsdp,
+    ) == (("actor", "ref", "critic"), True, False, True)
     assert run.gpu is None and run.time_switches is None

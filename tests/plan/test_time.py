@@ -423,7 +423,9 @@ def test_train_reads_speed_keys_from_the_profile_too():
     from_profile = _for_train(settings, switched)[1]
     from_user = _for_train(dataclasses.replace(settings, extra_overrides=list(FIVE_KEYS)), profile)[1]
     # the user's ~key after -- turns the profile's switch back off
-    undone = _for_train(dataclasses.replace(settings, extra_overrides=["~actor_rollout_ref.rollout.cuda_graph"]), switched)[1]
+    undone = _for_train(
+        dataclasses.replace(settings, extra_overrides=["~actor_rollout_ref.rollout.cuda_graph"]), switched
+    )[1]
     assert plain == model()
     assert from_profile == from_user == model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True) < plain
     assert undone == model(trim_padding=True, rollout_trim_padding=True) != from_profile
@@ -466,12 +468,26 @@ def test_train_estimate_with_lora_models_the_forced_cuda_graph_off_and_the_unwra
     assert lines[-1] == ("plan: LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
                          "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 7)")
     # the user's unwrap_fsdp=False after -- : generation through FSDP's hooks, not modelled
-    wrapped = _for_train(dataclasses.replace(settings, extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False"]), profile)[0]
+    wrapped = _for_train(
+        dataclasses.replace(settings, extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False"]), profile
+    )[0]
     assert wrapped[-1] == ("plan: LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
                            "(docs/benchmarks.md section 8.2); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
                            "2.5x faster than that, measured only while sharing the GPU (section 9.2)")
     # the final override list, when given, is what is read: the user's cuda_graph=True after the forcing wins
-    assert for_train(settings, profile, None, 10, PatchSwitches.from_overrides([*profile.overrides, "+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.rollout.cuda_graph=True"]))[1] == model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
+    assert for_train(
+        settings,
+        profile,
+        None,
+        10,
+        PatchSwitches.from_overrides(
+            [
+                *profile.overrides,
+                "+actor_rollout_ref.rollout.cuda_graph=False",
+                "+actor_rollout_ref.rollout.cuda_graph=True",
+            ]
+        ),
+    )[1] == model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
     full = _for_train(dataclasses.replace(settings, lora_rank=0), profile)[0]
     assert not any("LoRA" in line for line in full)
 

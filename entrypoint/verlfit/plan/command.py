@@ -16,7 +16,14 @@ from verlfit.plan.fit import auto_fit
 from verlfit.plan.memory import DEFAULT_MARGIN, predict
 from verlfit.plan.render import plan_to_dict, render_table
 from verlfit.plan import time as plan_time
-from verlfit.plan.request import PlanOptions, request_from_options, resolve_plan_run, sizing_keep, time_inputs_for_options, time_report
+from verlfit.plan.request import (
+    PlanOptions,
+    request_from_options,
+    resolve_plan_run,
+    sizing_keep,
+    time_inputs_for_options,
+    time_report,
+)
 from verlfit.profiles import PROFILE_NAMES
 
 
@@ -194,7 +201,9 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
         keep = sorted({*keep, "offload"})
     decision = None
     if options.sizing.plan == "auto":  # the fastest of what fits, by the estimate for the card the time is estimated on
-        decision = auto_fit(request, margin=options.margin, keep=keep, card=run.card, inputs=time_inputs_for_options(options, run))
+        decision = auto_fit(
+            request, margin=options.margin, keep=keep, card=run.card, inputs=time_inputs_for_options(options, run)
+        )
     plan = decision.plan if decision else predict(request, margin=options.margin)
     timing, steps, switches = time_report(options, plan.request, run)
     card_line = run.card_source

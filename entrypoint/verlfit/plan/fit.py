@@ -410,8 +410,19 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     return "smallest changes that would fit, each on its own: " + "; ".join(text for _, text in options)
 
 
-def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool = False, keep_offload: bool = False, keep_checkpointing: bool = False, margin: float = DEFAULT_MARGIN,
-                  card=None, inputs=None, keep_frozen_base: bool = False, switches=None) -> list[str]:
+def fit_for_train(
+    settings,
+    profile,
+    memory_bytes: int,
+    keep_micro_batch: bool = False,
+    keep_offload: bool = False,
+    keep_checkpointing: bool = False,
+    margin: float = DEFAULT_MARGIN,
+    card=None,
+    inputs=None,
+    keep_frozen_base: bool = False,
+    switches=None,
+) -> list[str]:
     """Run :func:`auto_fit` for ``verlfit train`` and write its choice into ``settings`` (micro-batches, gradient
     checkpointing of actor and critic, offload, and a LoRA base's storage). ``card`` and ``inputs``: the card the run
     is for and its :class:`verlfit.plan.time.TimeInputs`, for the speed pick (None: the memory-first choice).

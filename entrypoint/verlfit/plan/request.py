@@ -19,7 +19,6 @@ from verlfit.plan.memory import CUDA_CONTEXT_BYTES, DTYPE_BYTES, FRAGMENTATION_R
 from verlfit.plan.time import StepEstimate, TimeInputs, estimate, run_steps
 from verlfit.resolved_run import ResolvedRun
 
-
 @dataclasses.dataclass(frozen=True)
 class PlanOptions:
     """``verlfit plan``'s options as typed values, one field per option (its argparse dest; the shared sizing options
@@ -217,7 +216,14 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
     return PlanRequest(**defaults)
 
 
-def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShape | None = None, switches: PatchSwitches | None = None, **fields) -> PlanRequest:
+def request_from_settings(
+    settings,
+    profile,
+    memory_bytes: int,
+    shape: ModelShape | None = None,
+    switches: PatchSwitches | None = None,
+    **fields,
+) -> PlanRequest:
     """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`: the one mapping ``verlfit train``
     (through :func:`verlfit.plan.fit.fit_for_train`) and ``verlfit plan`` (:func:`request_from_options`) use.
     ``fields`` (what-if choices such as ``dtype`` or ``use_reference``) override the mapped ones.
@@ -262,7 +268,9 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
         lora_rank=s.lora_rank,
         critic_lora_rank=s.critic_lora_rank,
         # run.json keeps a list of names as a JSON list
-        lora_target_modules=s.lora_target_modules if isinstance(s.lora_target_modules, str) else tuple(s.lora_target_modules),
+        lora_target_modules=(
+            s.lora_target_modules if isinstance(s.lora_target_modules, str) else tuple(s.lora_target_modules)
+        ),
         cuda_graph=chosen.get("rollout", profile.rollout) == "hf" and switches.cuda_graph,
         trim_padding=switches.trim_padding,
         rollout_trim_padding=switches.rollout_trim_padding,
@@ -317,13 +325,20 @@ def _time_card(options: PlanOptions, report) -> tuple:
         return get_card(options.card), f"--card {options.card}"
     if options.emulate:
         return get_card(options.emulate), f"--emulate {options.emulate}"
-    profile = options.profile if options.profile in PROFILE_NAMES else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in PROFILE_NAMES else None
+    profile = (
+        options.profile
+        if options.profile in PROFILE_NAMES
+        else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in PROFILE_NAMES else None
+    )
     if report.gpus:
         card = card_for_gpu_name(report.gpus[0].name)
         if card is not None:
             return card, f"GPU {report.gpus[0].index}: {report.gpus[0].name}"
         fallback = profile or "p40"
-        return get_card(fallback), f"no datasheet facts for {report.gpus[0].name}: estimating for the {fallback} profile's card"
+        return (
+            get_card(fallback),
+            f"no datasheet facts for {report.gpus[0].name}: estimating for the {fallback} profile's card",
+        )
     return get_card(profile or "p40"), f"no GPU visible: the {profile or 'p40'} profile's card"
 
 
@@ -335,8 +350,14 @@ def _plan_switches(options: PlanOptions, profile) -> PatchSwitches:
     from verlfit.overrides import TrainSettings
     from verlfit.resolved_run import run_switches
 
-    switches = run_switches(profile, TrainSettings(model=options.model, lora_rank=options.sizing.lora_rank, gpus=options.sizing.gpus))
-    flags = {name: getattr(options, name) for name in ("rollout_trim_padding", "cuda_graph") if getattr(options, name) is not None}
+    switches = run_switches(
+        profile, TrainSettings(model=options.model, lora_rank=options.sizing.lora_rank, gpus=options.sizing.gpus)
+    )
+    flags = {
+        name: getattr(options, name)
+        for name in ("rollout_trim_padding", "cuda_graph")
+        if getattr(options, name) is not None
+    }
     if options.trim_padding is not None:
         flags["trim_padding"] = TRAINING_ROLES if options.trim_padding else ()
     return dataclasses.replace(switches, **flags)
@@ -358,9 +379,13 @@ def resolve_plan_run(options: PlanOptions, nvml=None) -> ResolvedRun:
     """
     from verlfit.profiles import customize
 
-    check_card_options(options.emulate, options.profile, options.gpu_memory, "--gpu-memory")  # as verlfit train refuses them
+    check_card_options(
+        options.emulate, options.profile, options.gpu_memory, "--gpu-memory"
+    )  # as verlfit train refuses them
     report = None
-    if not options.emulate and (options.card is None or options.gpu_memory is None or options.profile in (None, "auto")):
+    if not options.emulate and (
+        options.card is None or options.gpu_memory is None or options.profile in (None, "auto")
+    ):
         from verlfit.gpu import query_gpus
 
         report = query_gpus(nvml)
@@ -372,9 +397,17 @@ def resolve_plan_run(options: PlanOptions, nvml=None) -> ResolvedRun:
     time_switches = None
     if options.dtype == "float32" and profile.attention == "flash_attention_2" and not options.attention:
         time_switches = _plan_switches(options, customize(loaded, rollout=options.rollout, attention="sdpa"))
-    return ResolvedRun(profile=profile, gpu=report.gpus[0] if report is not None and report.gpus else None, memory_bytes=memory,
-                       memory_source=source, card=card, card_source=card_source, switches=switches, emulate=options.emulate,
-                       time_switches=time_switches)
+    return ResolvedRun(
+        profile=profile,
+        gpu=report.gpus[0] if report is not None and report.gpus else None,
+        memory_bytes=memory,
+        memory_source=source,
+        card=card,
+        card_source=card_source,
+        switches=switches,
+        emulate=options.emulate,
+        time_switches=time_switches,
+    )
 
 
 def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | None = None) -> tuple[PlanRequest, str]:
@@ -416,7 +449,12 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
         fields["vllm_gpu_memory_utilization"] = options.vllm_gpu_memory_utilization
     if options.dtype == "float32" and profile.attention == "flash_attention_2":
         fields["attention"] = "sdpa"  # FlashAttention-2 has no fp32 kernels
-    return request_from_settings(settings, profile, memory, load_model_shape(options.model), switches=run.switches, **fields), source
+    return (
+        request_from_settings(
+            settings, profile, memory, load_model_shape(options.model), switches=run.switches, **fields
+        ),
+        source,
+    )
 
 
 def time_inputs_for_options(options: PlanOptions, run: ResolvedRun) -> TimeInputs:
@@ -436,7 +474,9 @@ def time_inputs_for_options(options: PlanOptions, run: ResolvedRun) -> TimeInput
     )
 
 
-def time_report(options: PlanOptions, request: PlanRequest, run: ResolvedRun) -> tuple[StepEstimate, int | None, TimeInputs]:
+def time_report(
+    options: PlanOptions, request: PlanRequest, run: ResolvedRun
+) -> tuple[StepEstimate, int | None, TimeInputs]:
     """(estimate on the run's card, run steps or None, the :class:`verlfit.plan.time.TimeInputs` estimated with) for
     ``verlfit plan``'s options and the ``request`` it plans (:func:`verlfit.plan.time.run_steps` of ``--steps``,
     ``--epochs`` and ``--dataset-size``)."""

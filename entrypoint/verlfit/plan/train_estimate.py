@@ -33,7 +33,14 @@ def inputs_for_train(settings: TrainSettings, switches: PatchSwitches) -> TimeIn
     return TimeInputs(save_freq=settings.save_freq if settings.save_freq > 0 else None, **switches.fields_set())
 
 
-def train_step_estimate(settings: TrainSettings, profile: Profile, card: Card | str, switches: PatchSwitches, lengths: MeasuredLengths | None = None, shape: ModelShape | None = None) -> StepEstimate:
+def train_step_estimate(
+    settings: TrainSettings,
+    profile: Profile,
+    card: Card | str,
+    switches: PatchSwitches,
+    lengths: MeasuredLengths | None = None,
+    shape: ModelShape | None = None,
+) -> StepEstimate:
     """The step-time estimate of ``verlfit train``'s settings on ``card`` with the run's patch ``switches``: the
     one ``verlfit train`` prints (:func:`for_train`) and ``verlfit bench`` compares with what it measured. The
     planner's request as train builds it (:func:`verlfit.plan.request.request_from_settings`, 24 GiB: memory does not
@@ -50,7 +57,14 @@ def train_step_estimate(settings: TrainSettings, profile: Profile, card: Card | 
     return estimate(request, card, inputs)
 
 
-def for_train(settings: TrainSettings, profile: Profile, gpu_name: str | None, steps: int | None, switches: PatchSwitches, emulate: str | None = None) -> tuple[list[str], float | None]:
+def for_train(
+    settings: TrainSettings,
+    profile: Profile,
+    gpu_name: str | None,
+    steps: int | None,
+    switches: PatchSwitches,
+    emulate: str | None = None,
+) -> tuple[list[str], float | None]:
     """(lines to print beside the memory verdict, estimated seconds per step on the GPU the run uses) for
     ``verlfit train``'s settings with the run's patch ``switches``. The run's card is the detected GPU (NVML name
     ``gpu_name``), else the profile's card (:func:`verlfit.resolved_run.running_card`); under ``--emulate`` the

@@ -105,7 +105,13 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     # the GPU: needed to choose an auto profile, and by every real launch (a dry run with a named profile goes without)
     need = not options.dry_run or (profile_name == "auto" and not options.emulate)
     if detect_gpu and gpu is None and need:
-        gpu, report = find_gpu(need=True, profile_named=bool(options.emulate) or profile_name != "auto", environ=environ, report=gpu_report, gpus=options.sizing.gpus)
+        gpu, report = find_gpu(
+            need=True,
+            profile_named=bool(options.emulate) or profile_name != "auto",
+            environ=environ,
+            report=gpu_report,
+            gpus=options.sizing.gpus,
+        )
     # emulation runs the profile's code paths on a card at least as capable: select_profile refuses a weaker one
     profile, chosen = run_profile(options.emulate or profile_name, gpu, options.rollout, options.attention)
     if options.emulate:
@@ -158,9 +164,21 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     # the run, resolved once: what the memory and time models read from here on
     memory_bytes, memory_source = plan_memory(profile, gpu, limit, options.emulate)
     card = card_for_train(profile, gpu.name if gpu is not None else None, options.emulate)
-    run = ResolvedRun(profile=profile, gpu=gpu, memory_bytes=memory_bytes, memory_source=memory_source, card=card,
-                      card_source=f"--emulate {options.emulate}" if options.emulate else gpu.name if gpu is not None else f"the {profile.name} profile's card",
-                      switches=run_switches(profile, settings), user_overrides=tuple(settings.extra_overrides), emulate=options.emulate)
+    run = ResolvedRun(
+        profile=profile,
+        gpu=gpu,
+        memory_bytes=memory_bytes,
+        memory_source=memory_source,
+        card=card,
+        card_source=(
+            f"--emulate {options.emulate}"
+            if options.emulate
+            else gpu.name if gpu is not None else f"the {profile.name} profile's card"
+        ),
+        switches=run_switches(profile, settings),
+        user_overrides=tuple(settings.extra_overrides),
+        emulate=options.emulate,
+    )
     notes += measure_prompts(settings, run)
     if options.sizing.plan == "auto":
         notes += apply_plan(settings, run, keep)
@@ -172,7 +190,8 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
             raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2)
         from verlfit.plan.fit import plan_off_warning
 
-        notes += plan_off_warning(settings, profile, run.memory_bytes, switches=run.switches)  # sizes as given: say what the planner thinks of them
+        # sizes as given: say what the planner thinks of them
+        notes += plan_off_warning(settings, profile, run.memory_bytes, switches=run.switches)
     share = None
     if profile.rollout == "vllm" and limit is not None and gpu is not None:
         # vLLM sizes its pool as a fraction of the whole card, not of the per-process cap (patch 0006):
@@ -239,10 +258,18 @@ def apply_plan(settings: TrainSettings, run: ResolvedRun, keep: set[str]) -> lis
     from verlfit import plan as planner
     from verlfit.plan.train_estimate import for_train, inputs_for_train
 
-    lines = planner.fit_for_train(settings, run.profile, run.memory_bytes, keep_micro_batch="micro_batches" in keep,
-                                  keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep,
-                                  card=run.card, inputs=inputs_for_train(settings, run.switches),
-                                  keep_frozen_base="frozen_base" in keep, switches=run.switches)
+    lines = planner.fit_for_train(
+        settings,
+        run.profile,
+        run.memory_bytes,
+        keep_micro_batch="micro_batches" in keep,
+        keep_offload="offload" in keep,
+        keep_checkpointing="gradient_checkpointing" in keep,
+        card=run.card,
+        inputs=inputs_for_train(settings, run.switches),
+        keep_frozen_base="frozen_base" in keep,
+        switches=run.switches,
+    )
     gpu_name = run.gpu.name if run.gpu is not None else None
     return lines + for_train(settings, run.profile, gpu_name, total_steps(settings), run.switches, run.emulate)[0]
 
@@ -258,4 +285,7 @@ def plan_memory(profile, gpu, limit_gib: float | None, emulate: str | None = Non
         return int(limit_gib * 1024**3), f"a cap of {limit_gib:g} GiB per worker"
     if gpu is not None and not emulate:
         return planner.usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
-    return int(profile.gpu_memory_gib * 1024**3), f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)"
+    return (
+        int(profile.gpu_memory_gib * 1024**3),
+        f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)",
+    )
