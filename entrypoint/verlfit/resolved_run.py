@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from verlfit.cards import CARDS, Card, card_for_gpu_name, get_card
+from verlfit.gpu import GpuInfo
 from verlfit.patch_switches import PatchSwitches
 from verlfit.profiles import Profile
 
@@ -38,7 +39,7 @@ class ResolvedRun:
     """
 
     profile: Profile
-    gpu: object | None
+    gpu: GpuInfo | None
     memory_bytes: int
     memory_source: str
     card: Card
@@ -54,7 +55,7 @@ class ResolvedRun:
         return self.time_switches or self.switches
 
 
-def run_profile(name: str, gpu, rollout: str | None = None, attention: str | None = None) -> tuple[Profile, Profile]:
+def run_profile(name: str, gpu: GpuInfo | None, rollout: str | None = None, attention: str | None = None) -> tuple[Profile, Profile]:
     """(the profile ``name`` chosen against ``gpu``, the same after ``--rollout``/``--attention``): how ``verlfit
     train`` and ``verlfit bench`` resolve a run's profile (:func:`verlfit.profiles.select_profile`, then
     :func:`verlfit.profiles.customize`). ``name``: a profile name or ``auto``; ``gpu``: a
