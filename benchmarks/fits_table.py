@@ -46,9 +46,11 @@ def row(card: str, size: str, algorithm: str, lora: bool) -> list[str]:
     """One table row: card, model, algorithm, training, verdict, predicted peak, measured peak, s/step."""
     from verlfit.model_shape import load_model_shape
     from verlfit.overrides import TrainSettings
+    from verlfit.cards import get_card
     from verlfit.plan import auto_fit, format_gib
-    from verlfit.plan import time as plan_time
     from verlfit.plan.request import request_from_settings
+    from verlfit.plan.train_estimate import inputs_for_train
+    from verlfit.resolved_run import run_switches
     from verlfit.profiles import load_profile
 
     profile = load_profile(card)
@@ -57,7 +59,8 @@ def row(card: str, size: str, algorithm: str, lora: bool) -> list[str]:
     settings.rollout, settings.attention = profile.rollout, profile.attention
     request = request_from_settings(settings, profile, int(profile.gpu_memory_gib * 1024**3), load_model_shape(model))
     # as verlfit train --plan auto chooses on that card: the fastest of what fits by the card's time estimate
-    decision = auto_fit(request, card=plan_time.get_card(card), inputs=plan_time.inputs_for_train(settings, profile))
+    inputs = inputs_for_train(settings, run_switches(profile, settings))  # the switches as verlfit train resolves them
+    decision = auto_fit(request, card=get_card(card), inputs=inputs)
     chosen = decision.request
     training = f"LoRA r{LORA_RANK}" if lora else "full"
     if decision.fits:

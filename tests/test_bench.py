@@ -528,12 +528,13 @@ def test_the_estimate_is_of_the_prompts_that_ran(tmp_path):
     # the steps after the first: prompt means 76, 77, 78
     lengths = plan_time.MeasuredLengths(prompt_mean=77.0, prompt_max=90.0, response_mean=250.0, response_max=256.0)
     assert row["estimate_lengths"] == {"prompt_mean": 77.0, "prompt_max": 90.0, "response_mean": 250.0, "response_max": 256.0}
-    from verlfit.profiles import load_profile
+    from verlfit.patch_switches import PatchSwitches
+    from verlfit.plan.train_estimate import inputs_for_train
     from verlfit.train.run_directory import recorded_settings
 
     settings = recorded_settings(record, rollout="hf", attention="sdpa")
     request = plan_time_request(settings)
-    inputs = plan_time.inputs_for_train(settings, load_profile("p40"), record["overrides"])
+    inputs = inputs_for_train(settings, PatchSwitches.from_overrides(record["overrides"]))
     window = 77.0 + (156 - 133) / (230 - 133) * (90.0 - 77.0)
     expected = plan_time.estimate(request, "h200", plan_time.TimeInputs(**{**inputs.__dict__, "decode_steps": 256, "rollout_prompt_length": 90.0, "window_prompt_length": window,
                                                                           "window_response_length": 256.0, "mean_prompt_length": 77.0, "mean_response_length": 250.0}))

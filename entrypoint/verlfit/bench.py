@@ -20,11 +20,11 @@ Steps (no network):
    ``--work``/runs/<start time>-<random>/<configuration> (a new folder per bench);
 5. a table: s/step (mean of the steps after the first), seconds per phase, tokens/s (verl's
    ``perf/total_num_tokens`` / ``timing_s/step``), peak allocated (``perf/max_memory_allocated_gb``, GiB), the
-   time model's estimate for the same settings on this card (``verlfit.plan.time.train_step_estimate``, the one
-   ``verlfit train`` prints, with the prompt and response lengths the run measured) against the measurement, and the
-   card, driver, CUDA, torch, verl and patch series; the header line and each run's JSON row name the code paths
-   that ran (profile, rollout, attention, dtype: from the run's ``run.json``); written atomically as JSON to
-   ``--output``.
+   time model's estimate for the same settings on this card
+   (``verlfit.plan.train_estimate.train_step_estimate``, the one ``verlfit train`` prints, with the prompt and
+   response lengths the run measured) against the measurement, and the card, driver, CUDA, torch, verl and patch
+   series; the header line and each run's JSON row name the code paths that ran (profile, rollout, attention,
+   dtype: from the run's ``run.json``); written atomically as JSON to ``--output``.
 
 Everything it runs is in the package: it works from an installed verlfit (the images) with no checkout.
 """
@@ -128,24 +128,23 @@ def run_attention(name: str, args) -> str | None:
 def planned_code_paths(args, names: list[str], gpu) -> tuple[str, dict[str, dict]] | None:
     """The profile and, per configuration, the code paths ``verlfit train`` will run: (how the profile was chosen,
     {name: {"profile", "rollout", "attention", "dtype"}}), resolved as train resolves them
-    (:func:`verlfit.profiles.select_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, then
-    :func:`verlfit.profiles.customize` with ``--rollout`` and :func:`run_attention`). None for ``--profile auto``
+    (:func:`verlfit.resolved_run.run_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, with ``--rollout``
+    and :func:`run_attention`). None for ``--profile auto``
     without a visible GPU (the doctor's driver and gpu checks then say why).
 
     Raises:
-        VerlfitError: what select_profile and customize raise: a profile the GPU cannot run, vLLM or
+        VerlfitError: what run_profile raises: a profile the GPU cannot run, vLLM or
             FlashAttention-2 on the p40 profile (exit status 2).
     """
-    from verlfit.profiles import customize, select_profile
+    from verlfit.resolved_run import run_profile
 
     name = args.emulate or args.profile
     if name == "auto" and gpu is None:
         return None
-    profile = select_profile(name, gpu)
     chosen_by = f"--emulate {args.emulate}" if args.emulate else f"--profile {args.profile}" if args.profile != "auto" else f"chosen for {gpu.name}, compute capability {gpu.compute_capability_text}"
     paths = {}
     for run in names:
-        chosen = customize(profile, rollout=args.rollout, attention=run_attention(run, args))
+        profile, chosen = run_profile(name, gpu, args.rollout, run_attention(run, args))
         paths[run] = {"profile": profile.name, "rollout": chosen.rollout, "attention": chosen.attention, "dtype": chosen.dtype}
     return chosen_by, paths
 
@@ -267,14 +266,16 @@ def code_paths_line(runs: list[dict]) -> str:
 
 def _estimate(record: dict, card_key: str, lengths=None) -> float:
     """The time model's seconds per step on ``card_key`` for a recorded run (its ``run.json``): the estimate
-    ``verlfit train`` prints for the same settings (:func:`verlfit.plan.time.train_step_estimate` of the recorded
-    settings, :func:`verlfit.train.run_directory.recorded_settings`, with the code paths the run ran,
-    :func:`ran_code_paths`, and its override list's speed switches and checkpoint frequency), with ``lengths``
+    ``verlfit train`` prints for the same settings
+    (:func:`verlfit.plan.train_estimate.train_step_estimate` of the recorded settings,
+    :func:`verlfit.train.run_directory.recorded_settings`, with the code paths the run ran, :func:`ran_code_paths`,
+    and its override list's speed switches and checkpoint frequency), with ``lengths``
     (:class:`verlfit.plan.time.MeasuredLengths`, from the run's metrics: :func:`measured_lengths`) the prompts and
     responses the run actually had instead of GSM8K's (the generated problems' prompts are ~75 tokens). A model
     folder that is not on this machine is estimated as Qwen2.5-0.5B."""
     from verlfit.model_shape import load_model_shape
-    from verlfit.plan import time as plan_time
+    from verlfit.patch_switches import PatchSwitches
+    from verlfit.plan.train_estimate import train_step_estimate
     from verlfit.profiles import load_profile
     from verlfit.train.run_directory import recorded_settings
 
@@ -283,7 +284,8 @@ def _estimate(record: dict, card_key: str, lengths=None) -> float:
     config = Path(settings.model) / "config.json"
     shape = load_model_shape(str(config) if config.is_file() else "Qwen/Qwen2.5-0.5B-Instruct")
     profile = load_profile(record["profile"])
-    return plan_time.train_step_estimate(settings, profile, card_key, record.get("overrides", []), lengths, shape=shape).step_seconds
+    switches = PatchSwitches.from_overrides(record.get("overrides", []))  # the run's final override list
+    return train_step_estimate(settings, profile, card_key, switches, lengths, shape=shape).step_seconds
 
 
 def render(result: dict, console=None) -> None:

@@ -604,6 +604,7 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
     from verlfit.overrides import TrainSettings
     from verlfit.plan.request import request_from_settings
     from verlfit.profiles import PROFILE_NAMES, load_profile
+    from verlfit.resolved_run import run_switches
 
     try:
         shape = load_model_shape(ctx.model, hub_cache_lookup=ctx.hub_cache_lookup)
@@ -611,7 +612,13 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
         where = _existing_parent(ctx.checkpoint_dir)
         return CheckResult("disk", SKIP, f"model {ctx.model!r} has no local config.json to size a checkpoint (free space at {where} not judged)")
     profile = load_profile(ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0])  # the size does not depend on it
-    request = request_from_settings(TrainSettings(model=ctx.model, algorithm=ctx.algorithm, lora_rank=ctx.lora_rank, critic_lora_rank=ctx.critic_lora_rank if ctx.algorithm == "ppo" else None), profile, 24 * GIB, shape=shape)
+    settings = TrainSettings(
+        model=ctx.model,
+        algorithm=ctx.algorithm,
+        lora_rank=ctx.lora_rank,
+        critic_lora_rank=ctx.critic_lora_rank if ctx.algorithm == "ppo" else None,
+    )
+    request = request_from_settings(settings, profile, 24 * GIB, shape=shape, switches=run_switches(profile, settings))
     return checkpoint_space(ctx.checkpoint_dir, checkpoint_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage)
 
 

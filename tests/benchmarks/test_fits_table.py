@@ -28,9 +28,11 @@ def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lor
     # the speed pick on that card, with the run's patch switches (the profile's and verlfit's forcing for LoRA)
     from verlfit.cards import get_card
     from verlfit.overrides import TrainSettings
-    from verlfit.plan.time import inputs_for_train
+    from verlfit.plan.train_estimate import inputs_for_train
+    from verlfit.resolved_run import run_switches
 
-    inputs = inputs_for_train(TrainSettings(model="m", algorithm=algorithm, lora_rank=32 if lora else 0), profile)
+    run = TrainSettings(model="m", algorithm=algorithm, lora_rank=32 if lora else 0)
+    inputs = inputs_for_train(run, run_switches(profile, run))
     decision = auto_fit(request, card=get_card(card), inputs=inputs)
     cells = fits_table.row(card, size, algorithm, lora)
     assert cells[:4] == [card.upper(), f"Qwen2.5-{size}", f"{algorithm.upper()} 32{' x 4' if algorithm == 'grpo' else ''}", "LoRA r32" if lora else "full"]

@@ -9,7 +9,8 @@ from plan_helpers import SMALL_CONFIG
 from verlfit import cli
 from verlfit.plan import memory
 from verlfit.plan.memory import GIB
-
+from verlfit.plan.train_estimate import for_train
+from verlfit.resolved_run import run_switches
 
 def run_cli(argv, capsys):
     status = cli.main(argv)
@@ -231,7 +232,8 @@ def test_the_time_estimate_of_an_a10_fallback_has_the_fallbacks_switches(fallbac
     assert default["time"]["step_s"] == plan(*same_as)["time"]["step_s"] < plan("--no-rollout-trim-padding", "--no-trim-padding")["time"]["step_s"]
     profile = customize(load_profile("a10"), rollout="hf", attention=fallback[3] if len(fallback) > 2 else None)
     sizes = {f"{k}_micro_batch_size": default["request"][f"{k}_micro_batch_size"] for k in ("actor", "critic", "log_prob", "rollout")}
-    _, train_step_s = plan_time.for_train(TrainSettings(**sizes), profile, None, None)
+    settings = TrainSettings(**sizes)
+    _, train_step_s = for_train(settings, profile, None, None, run_switches(profile, settings))
     assert train_step_s == pytest.approx(default["time"]["step_s"], abs=1e-3)
 
 
@@ -255,7 +257,11 @@ def test_the_time_estimate_of_the_vllm_rollout_ignores_the_hf_rollouts_switches(
         assert data["time"]["notes"] == [f"{flag} has no effect with the vllm rollout: its patch changes verl's HF rollout only (--rollout hf)"]
     settings = TrainSettings(extra_overrides=("+actor_rollout_ref.rollout.cuda_graph=True",))
     profile = load_profile("a10")
-    assert plan_time.for_train(settings, profile, None, None)[1] == plan_time.for_train(TrainSettings(), profile, None, None)[1]
+    plain = TrainSettings()
+    assert (
+        for_train(settings, profile, None, None, run_switches(profile, settings))[1]
+        == for_train(plain, profile, None, None, run_switches(profile, plain))[1]
+    )
 
 
 def test_an_absurd_batch_size_is_refused_with_the_host_memory_it_would_take(capsys):

@@ -69,27 +69,12 @@ def test_auto_fit_keeps_what_it_is_told_to():
     assert decision.fits and decision.request == request
 
 
-class Settings:
-    """The attributes of verlfit.overrides.TrainSettings that fit_for_train reads and writes."""
+def Settings():
+    """verlfit train's settings with their defaults (verlfit.overrides.TrainSettings: the type fit_for_train reads and
+    writes): Qwen2.5-0.5B, PPO, batch 32, mini-batch 16, micro-batches 4/8/4, 512 + 256 tokens."""
+    from verlfit.overrides import TrainSettings
 
-    model = "Qwen/Qwen2.5-0.5B-Instruct"
-    algorithm = "ppo"
-    rollout_n = 4
-    gpus = 1
-    nodes = 1
-    train_batch_size = 32
-    ppo_mini_batch_size = 16
-    actor_micro_batch_size = 4
-    log_prob_micro_batch_size = 8
-    critic_micro_batch_size = 4
-    rollout_micro_batch_size = None
-    max_prompt_length = 512
-    max_response_length = 256
-    gradient_checkpointing = True
-    actor_param_offload = actor_optimizer_offload = critic_param_offload = critic_optimizer_offload = False
-    lora_rank = 0
-    critic_lora_rank = None
-    lora_target_modules = "all-linear"
+    return TrainSettings()
 
 
 def test_fit_for_train_writes_settings_and_refuses():

@@ -68,3 +68,58 @@ def test_the_request_decodes_with_cuda_graphs_as_the_runs_override_list_says():
     # verlfit plan: the profile's, or --cuda-graph / --no-cuda-graph (the flags the time model reads too)
     assert request_from_options(plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40"])))[0].cuda_graph is True
     assert request_from_options(plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40", "--no-cuda-graph"])))[0].cuda_graph is False
+
+
+@pytest.mark.parametrize(
+    "argv, asked",
+    [
+        (["plan"], 1),  # the profile, the usable memory and the time card all come from the one answer
+        (["plan", "--algo", "grpo", "--json"], 1),
+        (["plan", "--profile", "p40", "--gpu-memory", "20"], 1),  # the time card is the detected one
+        (["plan", "--profile", "p40", "--gpu-memory", "20", "--card", "t4"], 0),
+        (["plan", "--emulate", "p40"], 0),
+    ],
+)
+def test_a_plan_asks_nvml_at_most_once(argv, asked, capsys, monkeypatch):
+    # issue 33: one verlfit plan asked NVML for the card up to three times (profile and memory, speed pick, time)
+    import sys
+
+    from fakes import FakeNvml
+
+    class CountingNvml(FakeNvml):
+        starts = 0
+
+        def nvmlInit(self):
+            CountingNvml.starts += 1
+
+    monkeypatch.setitem(sys.modules, "pynvml", CountingNvml([("Tesla P40", (6, 1), 25_769_803_776)]))
+    assert cli.main(argv) in (0, 1)
+    assert CountingNvml.starts == asked
+    if asked:
+        assert "Tesla P40" in capsys.readouterr().out  # the detected card is the one planned and estimated for
+
+
+def test_the_resolved_run_is_read_only_and_carries_the_flags_switches():
+    import dataclasses
+
+    from verlfit.plan.request import resolve_plan_run
+
+    run = resolve_plan_run(
+        plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40", "--no-cuda-graph", "--lora-rank", "8"]))
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.memory_bytes = 1
+    assert (run.profile.name, run.memory_bytes, run.card.key, run.card_source) == (
+        "p40",
+        int(22.5 * GIB),
+        "p40",
+        "--emulate p40",
+    )
+    # the p40 profile's trims stay; --no-cuda-graph turns its graphs off; a LoRA actor on one GPU unwraps (forced)
+    assert (
+        run.switches.trim_padding,
+        run.switches.rollout_trim_padding,
+        run.switches.cuda_graph,
+        run.switches.unwrap_fsdp,
+    ) == (("actor", "ref", "critic"), True, False, True)
+    assert run.gpu is None and run.time_switches is None

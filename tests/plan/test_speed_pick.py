@@ -12,7 +12,9 @@ from verlfit.plan import fit
 from verlfit.plan.fit import SPEED_PICK_GAIN, auto_fit, describe_choice, fit_for_train, fit_memory, speed_candidates
 from verlfit.plan.memory import GIB
 from verlfit.plan.request import request_from_settings
-from verlfit.plan.time import estimate, inputs_for_train
+from verlfit.plan.time import estimate
+from verlfit.plan.train_estimate import inputs_for_train
+from verlfit.resolved_run import run_switches
 from verlfit.profiles import customize, load_profile
 
 
@@ -25,7 +27,7 @@ def _train_request(profile_name, rollout=None, attention=None, **fields):
     settings = TrainSettings(model=fields.pop("model", "Qwen/Qwen2.5-0.5B-Instruct"), **fields)
     settings.rollout, settings.attention = rollout, attention
     request = request_from_settings(settings, profile, int(profile.gpu_memory_gib * GIB))
-    return request, inputs_for_train(settings, profile), settings, profile
+    return request, inputs_for_train(settings, run_switches(profile, settings)), settings, profile
 
 
 def _config(request):

@@ -12,6 +12,11 @@ from verlfit.plan import time as plan_time
 from verlfit.cards import CARDS, card_for_gpu_name, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import shape_from_config
+from verlfit.patch_switches import PatchSwitches
+from verlfit.plan.request import resolve_plan_run, time_inputs_for_options
+from verlfit.plan.train_estimate import for_train
+from verlfit.profiles import load_profile
+from verlfit.resolved_run import run_switches
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -337,9 +342,15 @@ def test_plan_unknown_gpu_falls_back_to_the_profile_card():
     from fakes import FakeNvml
 
     nvml = FakeNvml(gpus=[("NVIDIA A100-SXM4-80GB", (8, 0), 80 * 2**30)])
-    card, why = plan_time.card_for_options(_options(["--profile", "a10"]), nvml)
-    assert card.key == "a10"
-    assert why == "no datasheet facts for NVIDIA A100-SXM4-80GB: estimating for the a10 profile's card"
+    run = resolve_plan_run(_options(["--profile", "a10"]), nvml)
+    assert run.card.key == "a10"
+    assert run.card_source == "no datasheet facts for NVIDIA A100-SXM4-80GB: estimating for the a10 profile's card"
+
+
+def _for_train(settings, profile):
+    """``verlfit train``'s time lines and seconds for ``settings`` with ``profile``, the switches resolved as
+    train resolves them (:func:`verlfit.resolved_run.run_switches`), 10 steps."""
+    return for_train(settings, profile, None, 10, run_switches(profile, settings))
 
 
 FIVE_KEYS = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True", "+actor_rollout_ref.rollout.cuda_graph=True"]
@@ -408,11 +419,13 @@ def test_train_reads_speed_keys_from_the_profile_too():
     def model(**switches):
         return plan_time.estimate(request, "p40", plan_time.TimeInputs(**switches)).step_seconds
 
-    plain = plan_time.for_train(settings, profile, None, 10)[1]
-    from_profile = plan_time.for_train(settings, switched, None, 10)[1]
-    from_user = plan_time.for_train(dataclasses.replace(settings, extra_overrides=list(FIVE_KEYS)), profile, None, 10)[1]
+    plain = _for_train(settings, profile)[1]
+    from_profile = _for_train(settings, switched)[1]
+    from_user = _for_train(dataclasses.replace(settings, extra_overrides=list(FIVE_KEYS)), profile)[1]
     # the user's ~key after -- turns the profile's switch back off
-    undone = plan_time.for_train(dataclasses.replace(settings, extra_overrides=["~actor_rollout_ref.rollout.cuda_graph"]), switched, None, 10)[1]
+    undone = _for_train(
+        dataclasses.replace(settings, extra_overrides=["~actor_rollout_ref.rollout.cuda_graph"]), switched
+    )[1]
     assert plain == model()
     assert from_profile == from_user == model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True) < plain
     assert undone == model(trim_padding=True, rollout_trim_padding=True) != from_profile
@@ -420,11 +433,14 @@ def test_train_reads_speed_keys_from_the_profile_too():
 
 def test_plan_flags_set_the_speed_switches():
     options = _options(["--emulate", "p40", "--trim-padding", "--rollout-trim-padding", "--cuda-graph", "--window-prompt-length", "180", "--rollout-prompt-length", "300"])
-    inputs = plan_time.inputs_for_options(options)
+    inputs = time_inputs_for_options(options, resolve_plan_run(options))
     assert (inputs.trim_padding, inputs.rollout_trim_padding, inputs.cuda_graph, inputs.window_prompt_length, inputs.rollout_prompt_length) == (("actor", "ref", "critic"), True, True, 180.0, 300.0)
     # unset flags follow the profile's overrides; --no-... turns a profile's switch off
-    assert plan_time.inputs_for_options(_options(["--emulate", "p40"]), FIVE_KEYS).cuda_graph is True
-    off = plan_time.inputs_for_options(_options(["--emulate", "p40", "--no-cuda-graph", "--no-trim-padding"]), FIVE_KEYS)
+    assert all(key in load_profile("p40").overrides for key in FIVE_KEYS)
+    p40 = _options(["--emulate", "p40"])
+    assert time_inputs_for_options(p40, resolve_plan_run(p40)).cuda_graph is True
+    switched_off = _options(["--emulate", "p40", "--no-cuda-graph", "--no-trim-padding"])
+    off = time_inputs_for_options(switched_off, resolve_plan_run(switched_off))
     assert (off.trim_padding, off.rollout_trim_padding, off.cuda_graph) == ((), True, False)
     status, out = _run_plan(["--emulate", "p40", "--steps", "200", "--trim-padding", "--rollout-trim-padding", "--cuda-graph"])
     est = plan_time.estimate(plan.auto_fit(plan.request_from_options(_options(["--emulate", "p40"]))[0]).request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
@@ -445,20 +461,34 @@ def test_train_estimate_with_lora_models_the_forced_cuda_graph_off_and_the_unwra
     def model(**switches):
         return plan_time.estimate(request, "p40", plan_time.TimeInputs(**switches)).step_seconds
 
-    lines, seconds = plan_time.for_train(settings, profile, None, 10)
+    lines, seconds = _for_train(settings, profile)
     graphs_off = model(trim_padding=True, rollout_trim_padding=True, unwrap_fsdp=True)
     assert seconds == graphs_off != model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
     # LoRA on one GPU: build_overrides adds +...unwrap_fsdp=True, whose generation the estimate models
     assert lines[-1] == ("plan: LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
                          "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 1.6)")
     # the user's unwrap_fsdp=False after -- : generation through FSDP's hooks, not modelled
-    wrapped = plan_time.for_train(dataclasses.replace(settings, extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False"]), profile, None, 10)[0]
+    wrapped = _for_train(
+        dataclasses.replace(settings, extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False"]), profile
+    )[0]
     assert wrapped[-1] == ("plan: LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
                            "(docs/benchmarks.md section 4.1); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
                            "2.5x faster than that, measured only while sharing the GPU (section 4.2)")
     # the final override list, when given, is what is read: the user's cuda_graph=True after the forcing wins
-    assert plan_time.for_train(settings, profile, None, 10, overrides=[*profile.overrides, "+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.rollout.cuda_graph=True"])[1] == model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
-    full = plan_time.for_train(dataclasses.replace(settings, lora_rank=0), profile, None, 10)[0]
+    assert for_train(
+        settings,
+        profile,
+        None,
+        10,
+        PatchSwitches.from_overrides(
+            [
+                *profile.overrides,
+                "+actor_rollout_ref.rollout.cuda_graph=False",
+                "+actor_rollout_ref.rollout.cuda_graph=True",
+            ]
+        ),
+    )[1] == model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True)
+    full = _for_train(dataclasses.replace(settings, lora_rank=0), profile)[0]
     assert not any("LoRA" in line for line in full)
 
 
@@ -479,7 +509,8 @@ def test_lora_checkpoints_count_the_frozen_base_and_the_adapters_optimizer_state
 def test_plan_save_freq_defaults_to_trains_and_takes_its_type(capsys):
     assert _parsed(["--emulate", "p40"]).save_freq == 25
     assert _parsed(["--emulate", "p40", "--save-freq", "-1"]).save_freq == -1
-    assert plan_time.inputs_for_options(_options(["--emulate", "p40", "--save-freq", "0"])).save_freq is None
+    never = _options(["--emulate", "p40", "--save-freq", "0"])
+    assert time_inputs_for_options(never, resolve_plan_run(never)).save_freq is None
     with pytest.raises(SystemExit):
         _parsed(["--emulate", "p40", "--save-freq", "-2"])
     assert "-2 must be a number of steps (1 or more), or 0 or -1 for never" in capsys.readouterr().err

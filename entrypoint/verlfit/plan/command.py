@@ -16,7 +16,14 @@ from verlfit.plan.fit import auto_fit
 from verlfit.plan.memory import DEFAULT_MARGIN, predict
 from verlfit.plan.render import plan_to_dict, render_table
 from verlfit.plan import time as plan_time
-from verlfit.plan.request import PlanOptions, request_from_options, sizing_keep
+from verlfit.plan.request import (
+    PlanOptions,
+    request_from_options,
+    resolve_plan_run,
+    sizing_keep,
+    time_inputs_for_options,
+    time_report,
+)
 from verlfit.profiles import PROFILE_NAMES
 
 
@@ -185,7 +192,8 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
     if not 0 < options.margin <= 1:
         raise VerlfitError(f"--margin {options.margin} must be in (0, 1]", exit_code=2)
     options, data_notes = measure_data(options)
-    request, source = request_from_options(options, nvml)
+    run = resolve_plan_run(options, nvml)  # the profile, the card (NVML asked once) and the switches
+    request, source = request_from_options(options, run=run)
     keep = sorted(sizing_keep(options.sizing))  # what --plan auto keeps, as in verlfit train
     if any(getattr(options, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic")) and "micro_batches" not in keep:
         keep = sorted({*keep, "micro_batches"})
@@ -193,10 +201,12 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
         keep = sorted({*keep, "offload"})
     decision = None
     if options.sizing.plan == "auto":  # the fastest of what fits, by the estimate for the card the time is estimated on
-        card, inputs = plan_time.speed_target_for_options(options, request, nvml)
-        decision = auto_fit(request, margin=options.margin, keep=keep, card=card, inputs=inputs)
+        decision = auto_fit(
+            request, margin=options.margin, keep=keep, card=run.card, inputs=time_inputs_for_options(options, run)
+        )
     plan = decision.plan if decision else predict(request, margin=options.margin)
-    timing, steps, card_line, switches = plan_time.report_for_options(options, plan.request, nvml)
+    timing, steps, switches = time_report(options, plan.request, run)
+    card_line = run.card_source
     length_notes = data_notes + plan_time.length_notes(options, plan.request, switches)
     if options.steps is not None and options.epochs is not None:  # as verlfit train says it
         length_notes.append(f"note: --steps {options.steps} and --epochs {options.epochs}: --steps wins: the run's time is of {options.steps} steps (--epochs counts only without --steps)")

@@ -410,11 +410,23 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     return "smallest changes that would fit, each on its own: " + "; ".join(text for _, text in options)
 
 
-def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool = False, keep_offload: bool = False, keep_checkpointing: bool = False, margin: float = DEFAULT_MARGIN,
-                  card=None, inputs=None, keep_frozen_base: bool = False) -> list[str]:
+def fit_for_train(
+    settings,
+    profile,
+    memory_bytes: int,
+    keep_micro_batch: bool = False,
+    keep_offload: bool = False,
+    keep_checkpointing: bool = False,
+    margin: float = DEFAULT_MARGIN,
+    card=None,
+    inputs=None,
+    keep_frozen_base: bool = False,
+    switches=None,
+) -> list[str]:
     """Run :func:`auto_fit` for ``verlfit train`` and write its choice into ``settings`` (micro-batches, gradient
     checkpointing of actor and critic, offload, and a LoRA base's storage). ``card`` and ``inputs``: the card the run
     is for and its :class:`verlfit.plan.time.TimeInputs`, for the speed pick (None: the memory-first choice).
+    ``switches``: the run's :class:`verlfit.patch_switches.PatchSwitches` (:func:`request_from_settings`).
 
     Returns the lines to print ("what it chose and why"). Raises :class:`VerlfitError` when
     nothing fits, with the smallest change that would as the fix.
@@ -428,7 +440,7 @@ def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool =
         keep.add("offload")
     if keep_checkpointing:
         keep.add("gradient_checkpointing")
-    request = request_from_settings(settings, profile, memory_bytes)
+    request = request_from_settings(settings, profile, memory_bytes, switches=switches)
     decision = auto_fit(request, margin=margin, keep=keep, card=card, inputs=inputs)
     if not decision.fits:
         savings = [name for name, kept in (("gradient checkpointing", keep_checkpointing), ("offload", keep_offload)) if not kept]
@@ -446,19 +458,20 @@ def fit_for_train(settings, profile, memory_bytes: int, keep_micro_batch: bool =
         setattr(settings, name, getattr(chosen, name))
     if request.frozen_base_dtype is not None:  # a LoRA run stored in 16 bits: the speed pick may take the fp32 base
         settings.frozen_base_dtype = chosen.frozen_base_dtype or "float32"
-    if chosen.rollout == "hf" and hasattr(settings, "rollout_micro_batch_size"):
+    if chosen.rollout == "hf":
         settings.rollout_micro_batch_size = chosen.rollout_micro_batch_size
     plan = decision.plan
     return [f"plan: {line}" for line in decision.reasons] + [f"plan: {plan.notes[0]} -> {plan.verdict}"] + [f"plan: {line}" for line in lora_notes(chosen)]
 
 
-def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAULT_MARGIN) -> list[str]:
+def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAULT_MARGIN, switches=None) -> list[str]:
     """The planner's warning for ``verlfit train --plan off`` (sizes as given): none when the run's plan
     (:func:`predict` of :func:`request_from_settings`, ``memory_bytes`` per GPU) fits; otherwise one line with its peak
     and verdict ("tight" or "does not fit": the run may run out of memory, verl after Ray has started) and what would
     fit: ``--plan auto``'s choice when it finds one, else the smallest change (:func:`auto_fit`). The run still
-    launches: ``--plan off`` is the user's call."""
-    request = request_from_settings(settings, profile, memory_bytes)
+    launches: ``--plan off`` is the user's call. ``switches``: the run's :class:`verlfit.patch_switches.PatchSwitches`
+    (:func:`request_from_settings`)."""
+    request = request_from_settings(settings, profile, memory_bytes, switches=switches)
     plan = predict(request, margin)
     if plan.verdict == "fits":
         return []

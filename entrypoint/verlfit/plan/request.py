@@ -1,6 +1,7 @@
 """Building a :class:`verlfit.plan.memory.PlanRequest`: from a hardware profile (:func:`request_for_profile`),
 from ``verlfit train``'s settings (:func:`request_from_settings`) and from ``verlfit plan``'s options
-(:class:`PlanOptions`, :func:`request_from_options`, which also says where the usable memory figure came from).
+(:class:`PlanOptions`: :func:`resolve_plan_run` resolves the run once, card and switches included;
+:func:`request_from_options` builds on it; :func:`time_report` estimates its time).
 The sizing options both commands share come as :class:`verlfit.arguments.SizingOptions` (:func:`check_sizing`,
 :func:`sizing_fields`, :func:`sizing_keep`): typed values, never the command line's namespace.
 """
@@ -13,8 +14,10 @@ from verlfit.arguments import DEFAULT_LORA_ALPHA, DEFAULT_LORA_TARGET_MODULES, D
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape, load_model_shape
 from verlfit.overrides import default_mini_batch
+from verlfit.patch_switches import TRAINING_ROLES, PatchSwitches
 from verlfit.plan.memory import CUDA_CONTEXT_BYTES, DTYPE_BYTES, FRAGMENTATION_RESERVE_BYTES, GIB, PlanRequest, format_gib, usable_memory_bytes
-
+from verlfit.plan.time import StepEstimate, TimeInputs, estimate, run_steps
+from verlfit.resolved_run import ResolvedRun
 
 @dataclasses.dataclass(frozen=True)
 class PlanOptions:
@@ -213,34 +216,36 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
     return PlanRequest(**defaults)
 
 
-def switch_overrides(settings, profile) -> list[str]:
-    """The overrides that decide the patch switches of a run (trims, CUDA graph: ``verlfit.plan.time.speed_switches``
-    reads them): the profile's, then verlfit's forcing (:func:`verlfit.overrides.forced_switches`), then the user's
-    after ``--`` (``settings.extra_overrides``), later ones winning as in the run's override list."""
-    from verlfit.overrides import forced_switches
-
-    return [*profile.overrides, *forced_switches(settings, profile), *getattr(settings, "extra_overrides", ())]
-
-
-def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShape | None = None, **fields) -> PlanRequest:
+def request_from_settings(
+    settings,
+    profile,
+    memory_bytes: int,
+    shape: ModelShape | None = None,
+    switches: PatchSwitches | None = None,
+    **fields,
+) -> PlanRequest:
     """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`: the one mapping ``verlfit train``
     (through :func:`verlfit.plan.fit.fit_for_train`) and ``verlfit plan`` (:func:`request_from_options`) use.
     ``fields`` (what-if choices such as ``dtype`` or ``use_reference``) override the mapped ones.
 
-    ``cuda_graph`` (patch 0022) is what the run's override list will say for ``+actor_rollout_ref.rollout.cuda_graph``:
-    the profile's, then verlfit's forcing (:func:`verlfit.overrides.forced_switches`: off with LoRA and on several
-    GPUs), then the user's after ``--`` (``settings.extra_overrides``); only the HF rollout reads it. The trims
-    (patches 0020-0021) are read from the same list; with them ``settings.longest_prompt_length`` (when measured)
-    narrows the prompt columns the planner counts (:attr:`verlfit.plan.memory.PlanRequest.prompt_window`)."""
-    from verlfit.overrides import CUDA_GRAPH_KEY, frozen_base_storage, override_value
-    from verlfit.plan.time import speed_switches
+    ``switches``: the run's patch switches (:attr:`verlfit.resolved_run.ResolvedRun.switches`, read once from the
+    profile's overrides, verlfit's forcing and the user's after ``--``); None: :func:`verlfit.resolved_run.run_switches`
+    of ``settings`` and ``profile`` (for callers without a resolved run). ``cuda_graph`` (patch 0022) counts only on
+    the HF rollout. With the trims (patches 0020-0021) ``settings.longest_prompt_length`` (when measured) narrows the
+    prompt columns the planner counts (:attr:`verlfit.plan.memory.PlanRequest.prompt_window`).
+
+    Raises:
+        VerlfitError: the model's shape cannot be read; with ``switches`` None, a user override Hydra cannot parse.
+    """
+    from verlfit.overrides import frozen_base_storage
 
     s = settings
     shape = shape or load_model_shape(s.model)
-    chosen = {key: value for key, value in (("rollout", getattr(s, "rollout", None)), ("attention", getattr(s, "attention", None))) if value}
-    switches = switch_overrides(s, profile)
-    graph = override_value(switches, CUDA_GRAPH_KEY)
-    trims = speed_switches(switches)  # patches 0020-0021's keys as the run will get them
+    if switches is None:
+        from verlfit.resolved_run import run_switches
+
+        switches = run_switches(profile, s)
+    chosen = {key: value for key, value in (("rollout", s.rollout), ("attention", s.attention)) if value}
     mapped = dict(
         chosen,
         algorithm=s.algorithm,
@@ -250,34 +255,36 @@ def request_from_settings(settings, profile, memory_bytes: int, shape: ModelShap
         actor_micro_batch_size=s.actor_micro_batch_size,
         log_prob_micro_batch_size=s.log_prob_micro_batch_size,
         critic_micro_batch_size=s.critic_micro_batch_size,
-        rollout_micro_batch_size=getattr(s, "rollout_micro_batch_size", None),
+        rollout_micro_batch_size=s.rollout_micro_batch_size,
         max_prompt_length=s.max_prompt_length,
         max_response_length=s.max_response_length,
         gradient_checkpointing=s.gradient_checkpointing,
-        critic_gradient_checkpointing=getattr(s, "critic_gradient_checkpointing", None),
+        critic_gradient_checkpointing=s.critic_gradient_checkpointing,
         actor_param_offload=s.actor_param_offload,
         actor_optimizer_offload=s.actor_optimizer_offload,
         critic_param_offload=s.critic_param_offload,
         critic_optimizer_offload=s.critic_optimizer_offload,
-        gpus=s.gpus * getattr(s, "nodes", 1),
+        gpus=s.gpus * s.nodes,
         lora_rank=s.lora_rank,
         critic_lora_rank=s.critic_lora_rank,
         # run.json keeps a list of names as a JSON list
-        lora_target_modules=s.lora_target_modules if isinstance(s.lora_target_modules, str) else tuple(s.lora_target_modules),
-        cuda_graph=chosen.get("rollout", profile.rollout) == "hf" and graph is not None and graph.lower() == "true",
-        trim_padding=trims.get("trim_padding", ()),
-        rollout_trim_padding=trims.get("rollout_trim_padding", False),
-        longest_prompt_length=getattr(s, "longest_prompt_length", None),
+        lora_target_modules=(
+            s.lora_target_modules if isinstance(s.lora_target_modules, str) else tuple(s.lora_target_modules)
+        ),
+        cuda_graph=chosen.get("rollout", profile.rollout) == "hf" and switches.cuda_graph,
+        trim_padding=switches.trim_padding,
+        rollout_trim_padding=switches.rollout_trim_padding,
+        longest_prompt_length=s.longest_prompt_length,
         frozen_base_dtype=frozen_base_storage(s, profile),
     )
     return request_for_profile(profile, shape, memory_bytes, **{**mapped, **fields})
 
 
-def _resolve_card(options: PlanOptions, nvml=None):
-    """Return (profile, usable bytes, a line saying where the number came from)."""
+def _profile_and_memory(options: PlanOptions, report) -> tuple:
+    """(profile as loaded, usable bytes, a line saying where the number came from) for ``verlfit plan``'s options;
+    ``report``: NVML's answer (:class:`verlfit.gpu.GpuReport`), or None where none was asked for."""
     from verlfit.profiles import PROFILE_NAMES, load_profile, select_profile
 
-    check_card_options(options.emulate, options.profile, options.gpu_memory, "--gpu-memory")  # as verlfit train refuses them
     if options.emulate:
         profile = load_profile(options.emulate)
         memory = options.gpu_memory if options.gpu_memory else load_profile(options.emulate).gpu_memory_gib
@@ -285,9 +292,6 @@ def _resolve_card(options: PlanOptions, nvml=None):
     gpu = None
     source = None
     if options.gpu_memory is None or options.profile in (None, "auto"):
-        from verlfit.gpu import query_gpus
-
-        report = query_gpus(nvml)
         gpu = report.gpus[0] if report.gpus else None
         if gpu is None:
             source = report.error or "no NVIDIA GPU visible"
@@ -309,13 +313,114 @@ def _resolve_card(options: PlanOptions, nvml=None):
     return profile, int(profile.gpu_memory_gib * GIB), f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass --gpu-memory or --emulate to choose"
 
 
-def request_from_options(options: PlanOptions, nvml=None) -> tuple[PlanRequest, str]:
-    """Build the request from ``verlfit plan``'s options; return it with the memory source line."""
+def _time_card(options: PlanOptions, report) -> tuple:
+    """The card ``verlfit plan`` estimates time on, and a line saying why: ``--card``, ``--emulate``, the detected
+    GPU (``report``'s first; NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the profile's card."""
+    import os
+
+    from verlfit.cards import card_for_gpu_name, get_card
+    from verlfit.profiles import PROFILE_NAMES
+
+    if options.card:
+        return get_card(options.card), f"--card {options.card}"
+    if options.emulate:
+        return get_card(options.emulate), f"--emulate {options.emulate}"
+    profile = (
+        options.profile
+        if options.profile in PROFILE_NAMES
+        else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in PROFILE_NAMES else None
+    )
+    if report.gpus:
+        card = card_for_gpu_name(report.gpus[0].name)
+        if card is not None:
+            return card, f"GPU {report.gpus[0].index}: {report.gpus[0].name}"
+        fallback = profile or "p40"
+        return (
+            get_card(fallback),
+            f"no datasheet facts for {report.gpus[0].name}: estimating for the {fallback} profile's card",
+        )
+    return get_card(profile or "p40"), f"no GPU visible: the {profile or 'p40'} profile's card"
+
+
+def _plan_switches(options: PlanOptions, profile) -> PatchSwitches:
+    """The patch switches of a ``verlfit plan`` run with ``profile``: the override list ``verlfit train`` would build
+    before the user's ``--`` ones (the profile's overrides, then :func:`verlfit.overrides.forced_switches` for the
+    options' LoRA rank and GPUs), each replaced by its flag when given (``--trim-padding`` / ``--no-trim-padding``,
+    ``--rollout-trim-padding``, ``--cuda-graph``)."""
+    from verlfit.overrides import TrainSettings
+    from verlfit.resolved_run import run_switches
+
+    switches = run_switches(
+        profile, TrainSettings(model=options.model, lora_rank=options.sizing.lora_rank, gpus=options.sizing.gpus)
+    )
+    flags = {
+        name: getattr(options, name)
+        for name in ("rollout_trim_padding", "cuda_graph")
+        if getattr(options, name) is not None
+    }
+    if options.trim_padding is not None:
+        flags["trim_padding"] = TRAINING_ROLES if options.trim_padding else ()
+    return dataclasses.replace(switches, **flags)
+
+
+def resolve_plan_run(options: PlanOptions, nvml=None) -> ResolvedRun:
+    """``verlfit plan``'s run, resolved once (:class:`verlfit.resolved_run.ResolvedRun`): NVML asked at most once
+    (not with ``--emulate``, nor with ``--card``, ``--gpu-memory`` and a named ``--profile`` together), the profile
+    (``--profile``, ``VERLFIT_PROFILE``, the detected card's, else p40) after ``--rollout``/``--attention``, the
+    usable memory and its source, the time card, and the patch switches with the flags.
+
+    With ``--dtype float32`` on a FlashAttention-2 profile (the request then runs SDPA), the time estimate assumes
+    the switches of the profile's SDPA path (``time_switches``), while the memory plan keeps the profile's.
+
+    Raises:
+        VerlfitError (exit status 2): options that do not go together (:func:`check_card_options`), a
+            ``VERLFIT_PROFILE`` that is not a profile, ``--profile auto`` without a GPU (exit 1), a profile the GPU
+            cannot run, a rollout or attention the profile cannot run (:func:`verlfit.profiles.customize`).
+    """
     from verlfit.profiles import customize
 
-    profile, memory, source = _resolve_card(options, nvml)
+    check_card_options(
+        options.emulate, options.profile, options.gpu_memory, "--gpu-memory"
+    )  # as verlfit train refuses them
+    report = None
+    if not options.emulate and (
+        options.card is None or options.gpu_memory is None or options.profile in (None, "auto")
+    ):
+        from verlfit.gpu import query_gpus
+
+        report = query_gpus(nvml)
+    loaded, memory, source = _profile_and_memory(options, report)
     # the same rules as `verlfit train --rollout/--attention` (and so the same fused-kernel assumption)
-    profile = customize(profile, rollout=options.rollout, attention=options.attention)
+    profile = customize(loaded, rollout=options.rollout, attention=options.attention)
+    card, card_source = _time_card(options, report)
+    switches = _plan_switches(options, profile)
+    time_switches = None
+    if options.dtype == "float32" and profile.attention == "flash_attention_2" and not options.attention:
+        time_switches = _plan_switches(options, customize(loaded, rollout=options.rollout, attention="sdpa"))
+    return ResolvedRun(
+        profile=profile,
+        gpu=report.gpus[0] if report is not None and report.gpus else None,
+        memory_bytes=memory,
+        memory_source=source,
+        card=card,
+        card_source=card_source,
+        switches=switches,
+        emulate=options.emulate,
+        time_switches=time_switches,
+    )
+
+
+def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | None = None) -> tuple[PlanRequest, str]:
+    """Build the request from ``verlfit plan``'s options and its resolved ``run`` (None: :func:`resolve_plan_run`
+    asks ``nvml``); return it with the memory source line.
+
+    Raises:
+        VerlfitError (exit status 2): what :func:`resolve_plan_run` raises; ``--dtype`` or
+            ``--vllm-gpu-memory-utilization`` the profile cannot take; ``--longest-prompt-length`` above
+            ``--max-prompt-length``; sizes ``verlfit train`` refuses (:func:`sizing_fields`).
+    """
+    run = run or resolve_plan_run(options, nvml)
+    profile, memory, source = run.profile, run.memory_bytes, run.memory_source
     if options.dtype == "bfloat16" and profile.min_compute_capability < (8, 0):
         raise VerlfitError(f"--dtype bfloat16 with the {profile.name} profile: bf16 needs compute capability 8.0", fix="leave --dtype to the profile (float32)", exit_code=2)
     if options.dtype == "float32" and profile.attention == "flash_attention_2" and options.attention:
@@ -336,20 +441,45 @@ def request_from_options(options: PlanOptions, nvml=None) -> tuple[PlanRequest, 
         raise VerlfitError(f"--longest-prompt-length {options.longest_prompt_length} is above --max-prompt-length {settings.max_prompt_length}: verl drops the longer prompts (filter_overlong_prompts), so no micro-batch has them",
                            fix=f"give at most {settings.max_prompt_length}, or raise --max-prompt-length to {options.longest_prompt_length}", exit_code=2)
     settings.longest_prompt_length = options.longest_prompt_length
-    from verlfit.plan.time import TRAINING_ROLES
-
+    # the switches (with --trim-padding, --rollout-trim-padding, --cuda-graph) count for memory as for time
     fields = dict(use_reference=options.reference)
-    # the time estimate's switches (--trim-padding, --rollout-trim-padding) count for memory too
-    if options.trim_padding is not None:
-        fields["trim_padding"] = TRAINING_ROLES if options.trim_padding else ()
-    if options.rollout_trim_padding is not None:
-        fields["rollout_trim_padding"] = options.rollout_trim_padding
-    if options.cuda_graph is not None and profile.rollout == "hf":
-        fields["cuda_graph"] = options.cuda_graph  # --cuda-graph / --no-cuda-graph (the time model reads it too)
     if options.dtype:
         fields["dtype"] = options.dtype
     if options.vllm_gpu_memory_utilization is not None:
         fields["vllm_gpu_memory_utilization"] = options.vllm_gpu_memory_utilization
     if options.dtype == "float32" and profile.attention == "flash_attention_2":
         fields["attention"] = "sdpa"  # FlashAttention-2 has no fp32 kernels
-    return request_from_settings(settings, profile, memory, load_model_shape(options.model), **fields), source
+    return (
+        request_from_settings(
+            settings, profile, memory, load_model_shape(options.model), switches=run.switches, **fields
+        ),
+        source,
+    )
+
+
+def time_inputs_for_options(options: PlanOptions, run: ResolvedRun) -> TimeInputs:
+    """:class:`verlfit.plan.time.TimeInputs` for ``verlfit plan``'s options: the run's patch switches as the time
+    estimate assumes them (:attr:`verlfit.resolved_run.ResolvedRun.switches_for_time`, the flags applied), the
+    window and rollout lengths given, packed sequences, and the checkpoint frequency (``--save-freq``, steps; None
+    when it never saves)."""
+    return TimeInputs(
+        **run.switches_for_time.fields_set(),
+        window_prompt_length=options.window_prompt_length,
+        window_response_length=options.window_response_length,
+        rollout_prompt_length=options.rollout_prompt_length,
+        pack_sequences=options.pack_sequences,
+        mean_prompt_length=options.mean_prompt_length,
+        mean_response_length=options.mean_response_length,
+        save_freq=options.save_freq if options.save_freq > 0 else None,
+    )
+
+
+def time_report(
+    options: PlanOptions, request: PlanRequest, run: ResolvedRun
+) -> tuple[StepEstimate, int | None, TimeInputs]:
+    """(estimate on the run's card, run steps or None, the :class:`verlfit.plan.time.TimeInputs` estimated with) for
+    ``verlfit plan``'s options and the ``request`` it plans (:func:`verlfit.plan.time.run_steps` of ``--steps``,
+    ``--epochs`` and ``--dataset-size``)."""
+    inputs = time_inputs_for_options(options, run)
+    steps = run_steps(options.steps, options.epochs, options.dataset_size, request.train_batch_size)
+    return estimate(request, run.card, inputs), steps, inputs

@@ -66,9 +66,10 @@ micro-batch per layer (kernel launches: what dominates the tiny models), and wit
 on the H200 and applied to every card: on P40/A10/L4 the result is a datasheet-based estimate, unverified on a
 real card (``verlfit bench`` on such a card measures it).
 
-Public API: :func:`estimate` ``(request, card, inputs=None) -> StepEstimate``; :class:`TimeInputs` (and
-:func:`speed_switches`: patches 0020-0022's keys in an override list -> its switches); :func:`estimate_lines`;
-:data:`FACTORS`.
+Public API: :func:`estimate` ``(request, card, inputs=None) -> StepEstimate``; :class:`TimeInputs` (its switches
+from :class:`verlfit.patch_switches.PatchSwitches`); :func:`estimate_lines`; :data:`FACTORS`. The model asks nothing
+of the machine: ``verlfit plan`` resolves its card once (:func:`verlfit.plan.request.resolve_plan_run`), and
+:mod:`verlfit.plan.train_estimate` gives ``verlfit train``'s and ``verlfit bench``'s estimate of a run.
 """
 
 from __future__ import annotations
@@ -77,9 +78,10 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from verlfit.cards import CARDS, Card, card_for_gpu_name, get_card
+from verlfit.cards import CARDS, Card, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
+from verlfit.patch_switches import TRAINING_ROLES, speed_switches  # noqa: F401 (speed_switches: for the record readers)
 from verlfit.plan.memory import PlanRequest, adapter_parameters, lora_linear_shapes, lora_targets
 
 # ======================================================================================
@@ -193,9 +195,6 @@ GSM8K_WINDOW_PROMPT_TOKENS = 156
 # lengths give back exactly the defaults above.
 WINDOW_POSITION = (GSM8K_WINDOW_PROMPT_TOKENS - GSM8K_MEAN_PROMPT_TOKENS) / (GSM8K_ROLLOUT_PROMPT_TOKENS - GSM8K_MEAN_PROMPT_TOKENS)
 
-TRAINING_ROLES = ("actor", "ref", "critic")  # the roles whose passes patch 0020 trims (one key each)
-
-
 @dataclass(frozen=True)
 class TimeInputs:
     """What the time estimate needs beyond a :class:`PlanRequest`.
@@ -257,49 +256,6 @@ class TimeInputs:
         if unknown:
             raise VerlfitError(f"time estimate: trim_padding role(s) {unknown} unknown", fix=f"use some of {', '.join(TRAINING_ROLES)}")
         object.__setattr__(self, "trim_padding", tuple(r for r in TRAINING_ROLES if r in roles))
-
-
-# patch keys -> TimeInputs fields (patches/verl-0.4.1/0020-0022 headers; verlfit.overrides.KNOWN_ADDED_KEYS)
-SPEED_KEYS = {
-    "actor_rollout_ref.actor.trim_padding": "actor",
-    "actor_rollout_ref.ref.trim_padding": "ref",
-    "critic.trim_padding": "critic",
-    "actor_rollout_ref.rollout.trim_padding": "rollout_trim_padding",
-    "actor_rollout_ref.rollout.cuda_graph": "cuda_graph",
-    "actor_rollout_ref.rollout.unwrap_fsdp": "unwrap_fsdp",
-}
-
-
-def speed_switches(overrides) -> dict:
-    """The :class:`TimeInputs` fields (``trim_padding``, ``rollout_trim_padding``, ``cuda_graph``, ``unwrap_fsdp``)
-    that a verl override list sets through patches 0020-0023's keys (:data:`SPEED_KEYS`), in order: a later override of a key
-    wins, ``~key`` switches it off. Values as verl reads them (``bool(config.get(key, False))``), parsed by Hydra's
-    own override parser.
-
-    Raises:
-        VerlfitError: an override Hydra cannot parse (naming it).
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    parser = OverridesParser.create()
-    state = {}
-    for text in overrides:
-        try:
-            (override,) = parser.parse_overrides([text])
-        except HydraException as err:
-            raise VerlfitError(f"override {text!r} does not parse: {err}", fix="write overrides as section.key=value") from err
-        key = override.key_or_group
-        if key in SPEED_KEYS:
-            state[SPEED_KEYS[key]] = False if override.is_delete() else bool(override.value())
-    switches = {}
-    roles = tuple(r for r in TRAINING_ROLES if state.get(r))
-    if roles:
-        switches["trim_padding"] = roles
-    for name in ("rollout_trim_padding", "cuda_graph", "unwrap_fsdp"):
-        if state.get(name):
-            switches[name] = True
-    return switches
 
 
 @dataclass(frozen=True)
@@ -697,7 +653,7 @@ def estimate_to_dict(est: StepEstimate, steps: int | None) -> dict:
 
 
 # --------------------------------------------------------------------------------------
-# `verlfit plan` (the command calls these two)
+# `verlfit plan`: its options and the notes on them
 # --------------------------------------------------------------------------------------
 
 
@@ -713,7 +669,7 @@ def add_arguments(parser) -> None:
     group.add_argument("--epochs", type=whole_number, help="epochs of the run (with --dataset-size; default 1)")
     group.add_argument("--dataset-size", type=whole_number, metavar="ROWS", help="training rows (GSM8K train: 7473); steps = epochs x rows // batch size")
     group.add_argument("--save-freq", type=frequency, default=25, metavar="N", help="steps between checkpoint saves, adding their time per step (default: 25, as verlfit train; 0 or -1: never)")
-    # patches 0020-0022 (verl keys in SPEED_KEYS): unset = what the profile's overrides say
+    # patches 0020-0022 (verl keys in verlfit.patch_switches.SWITCH_KEYS): unset = what the profile's overrides say
     group.add_argument("--trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns (+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, +critic.trim_padding; default: the profile's)")
     group.add_argument("--window-prompt-length", type=whole_number, metavar="TOKENS", help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length; a larger value is refused)")
     group.add_argument("--window-response-length", type=whole_number, metavar="TOKENS", help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it; a larger value is refused)")
@@ -723,52 +679,6 @@ def add_arguments(parser) -> None:
     group.add_argument("--pack-sequences", action="store_true", help="what-if: training passes over used tokens only (verl's use_remove_padding with FlashAttention-2: the a10 profile's default; not on a P40). The estimate does not model it or vLLM unless asked: the a10 profile's own path is estimated as padded HF generation")
     group.add_argument("--mean-prompt-length", type=float, help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)")
     group.add_argument("--mean-response-length", type=float, help="mean response tokens with --pack-sequences (default: --max-response-length)")
-
-
-def card_for_options(options, nvml=None) -> tuple[Card, str]:
-    """The card ``verlfit plan`` estimates time on, and a line saying why: ``--card``, ``--emulate``, the
-    detected GPU (NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the profile's card."""
-    import os
-
-    if options.card:
-        return get_card(options.card), f"--card {options.card}"
-    if options.emulate:
-        return get_card(options.emulate), f"--emulate {options.emulate}"
-    from verlfit.gpu import query_gpus
-
-    report = query_gpus(nvml)
-    from verlfit.profiles import PROFILE_NAMES
-
-    profile = options.profile if options.profile in PROFILE_NAMES else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in PROFILE_NAMES else None
-    if report.gpus:
-        card = card_for_gpu_name(report.gpus[0].name)
-        if card is not None:
-            return card, f"GPU {report.gpus[0].index}: {report.gpus[0].name}"
-        fallback = profile or "p40"
-        return get_card(fallback), f"no datasheet facts for {report.gpus[0].name}: estimating for the {fallback} profile's card"
-    return get_card(profile or "p40"), f"no GPU visible: the {profile or 'p40'} profile's card"
-
-
-def inputs_for_options(options, profile_overrides=()) -> TimeInputs:
-    """:class:`TimeInputs` for ``verlfit plan``'s options (:class:`verlfit.plan.request.PlanOptions`): patches 0020-0022's switches as the profile's
-    overrides set them (:func:`speed_switches`), each replaced by its flag when given (``--trim-padding`` /
-    ``--no-trim-padding``, ``--rollout-trim-padding``, ``--cuda-graph``)."""
-    switches = speed_switches(profile_overrides)
-    if options.trim_padding is not None:
-        switches["trim_padding"] = options.trim_padding
-    for name in ("rollout_trim_padding", "cuda_graph"):
-        if getattr(options, name) is not None:
-            switches[name] = getattr(options, name)
-    return TimeInputs(
-        **switches,
-        window_prompt_length=options.window_prompt_length,
-        window_response_length=options.window_response_length,
-        rollout_prompt_length=options.rollout_prompt_length,
-        pack_sequences=options.pack_sequences,
-        mean_prompt_length=options.mean_prompt_length,
-        mean_response_length=options.mean_response_length,
-        save_freq=options.save_freq if options.save_freq > 0 else None,
-    )
 
 
 def length_notes(options, request: PlanRequest, inputs: TimeInputs) -> list[str]:
@@ -804,84 +714,6 @@ def length_notes(options, request: PlanRequest, inputs: TimeInputs) -> list[str]
     return notes
 
 
-def plan_switch_overrides(request: PlanRequest, profile) -> list[str]:
-    """The patch switches a ``verlfit plan`` request runs with, as the override list ``verlfit train`` would build
-    before the user's ``--`` ones: the profile's overrides, then what verlfit forces over them for this request
-    (:func:`verlfit.overrides.forced_switches`: ``cuda_graph`` off with a LoRA actor or on several GPUs,
-    ``unwrap_fsdp`` on for a LoRA actor on one GPU with the HF rollout), so the time estimate assumes the switches
-    the memory plan (``request.cuda_graph``) does. ``request.gpus`` is the run's GPUs in all. ``profile`` is the
-    profile as loaded: with another rollout or attention than its own (``--rollout hf``, ``--attention sdpa``) its
-    overrides are those :func:`verlfit.profiles.customize` gives ``verlfit train`` (the a10 profile's fallbacks add
-    the trims of patches 0020-0021).
-
-    Raises:
-        VerlfitError: a rollout or attention the profile cannot run (:func:`verlfit.profiles.customize`).
-    """
-    from verlfit.overrides import TrainSettings, forced_switches
-    from verlfit.profiles import customize
-
-    profile = customize(profile, rollout=request.rollout, attention=request.attention)
-    run = TrainSettings(model=request.shape.name, lora_rank=request.lora_rank, gpus=request.gpus)
-    return [*profile.overrides, *forced_switches(run, profile)]
-
-
-def speed_target_for_options(options, request: PlanRequest, nvml=None) -> tuple[Card, TimeInputs]:
-    """(card, :class:`TimeInputs`) that ``verlfit plan --auto-fit``'s speed pick estimates on: the card of
-    :func:`card_for_options` and the switches of :func:`report_for_options` (the profile's, verlfit's forcing for
-    ``request``, the flags)."""
-    from verlfit.plan.request import _resolve_card
-
-    card, _ = card_for_options(options, nvml)
-    profile = _resolve_card(options, nvml)[0]
-    return card, inputs_for_options(options, plan_switch_overrides(request, profile))
-
-
-def report_for_options(options, request: PlanRequest, nvml=None) -> tuple[StepEstimate, int | None, str, TimeInputs]:
-    """(estimate, run steps or None, card line, the :class:`TimeInputs` estimated with) for ``verlfit plan``'s
-    options (:class:`verlfit.plan.request.PlanOptions`); the speed switches from the profile the plan uses
-    (``verlfit.plan.request``'s choice) with verlfit's forcing (:func:`plan_switch_overrides`) and the flags
-    (:func:`inputs_for_options`)."""
-    from verlfit.plan.request import _resolve_card
-
-    card, why = card_for_options(options, nvml)
-    profile = _resolve_card(options, nvml)[0]
-    inputs = inputs_for_options(options, plan_switch_overrides(request, profile))
-    steps = run_steps(options.steps, options.epochs, options.dataset_size, request.train_batch_size)
-    return estimate(request, card, inputs), steps, why, inputs
-
-
-# --------------------------------------------------------------------------------------
-# `verlfit train`
-# --------------------------------------------------------------------------------------
-
-
-def card_for_train(profile, gpu_name: str | None, emulate: str | None = None) -> Card:
-    """The card ``verlfit train``'s speed pick estimates on (:func:`verlfit.plan.fit.auto_fit`): ``--emulate``'s card
-    (the run stands in for it), else the detected GPU's (NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the
-    profile's card (the P40's for a profile without one)."""
-    if emulate and emulate in CARDS:
-        return get_card(emulate)
-    detected = card_for_gpu_name(gpu_name) if gpu_name else None
-    return detected or get_card(profile.name if profile.name in CARDS else "p40")
-
-
-def inputs_for_train(settings, profile, overrides: list[str] | None = None) -> TimeInputs:
-    """:class:`TimeInputs` of a ``verlfit train`` run (:class:`verlfit.overrides.TrainSettings`): its checkpoint
-    frequency, and patches 0020-0023's switches read from ``overrides``, the run's final override list (what verl
-    gets: ``LaunchPlan.overrides``, or ``run.json``'s for a recorded run); before that list is built (None), from the
-    profile's overrides, verlfit's forcing over them (:func:`verlfit.overrides.forced_switches`) and the user's
-    (``settings.extra_overrides``), in the order build_overrides applies them (:func:`speed_switches`).
-
-    Raises:
-        VerlfitError: an override Hydra cannot parse (:func:`speed_switches`).
-    """
-    from verlfit.overrides import forced_switches
-
-    if overrides is None:
-        overrides = [*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides]
-    return TimeInputs(save_freq=settings.save_freq if getattr(settings, "save_freq", -1) and settings.save_freq > 0 else None, **speed_switches(overrides))
-
-
 @dataclass(frozen=True)
 class MeasuredLengths:
     """The lengths a run's batches had, in tokens: verl's ``prompt_length/mean``, ``prompt_length/max``,
@@ -910,56 +742,3 @@ def measured_lengths(inputs: TimeInputs, lengths: MeasuredLengths) -> TimeInputs
         mean_prompt_length=lengths.prompt_mean,
         mean_response_length=lengths.response_mean,
     )
-
-
-def train_step_estimate(settings, profile, card: Card | str, overrides: list[str] | None = None, lengths: MeasuredLengths | None = None, shape: ModelShape | None = None) -> StepEstimate:
-    """The step-time estimate of ``verlfit train``'s settings (:class:`verlfit.overrides.TrainSettings`) on ``card``:
-    the one ``verlfit train`` prints (:func:`for_train`) and ``verlfit bench`` compares with what it measured. The
-    planner's request as train builds it (:func:`verlfit.plan.request.request_from_settings`, 24 GiB: memory does not
-    enter the time), the switches of :func:`inputs_for_train`, and with ``lengths`` the run's measured lengths
-    (:func:`measured_lengths`) instead of GSM8K's; ``shape``: the model's, when ``settings.model`` cannot be read.
-
-    Raises:
-        VerlfitError: the model's shape cannot be read; an override Hydra cannot parse (:func:`speed_switches`).
-    """
-    from verlfit.plan.request import request_from_settings
-
-    request = request_from_settings(settings, profile, 24 * 1024**3, shape=shape)
-    inputs = inputs_for_train(settings, profile, overrides)
-    if lengths is not None:
-        inputs = measured_lengths(inputs, lengths)
-    return estimate(request, card, inputs)
-
-
-def for_train(settings, profile, gpu_name: str | None, steps: int | None, emulate: str | None = None, overrides: list[str] | None = None) -> tuple[list[str], float | None]:
-    """(lines to print beside the memory verdict, estimated seconds per step on the GPU the run uses) for
-    ``verlfit train``'s settings. The run's card is the detected GPU (NVML name), else the profile's card; under
-    ``--emulate`` the emulated card's estimate is printed too (the run itself goes at the real GPU's speed).
-    Patches 0020-0023's switches are read from ``overrides``, the run's final override list
-    (``LaunchPlan.overrides``: what verl gets); before that list is built (None), from the profile's overrides,
-    verlfit's forcing over them (:func:`verlfit.overrides.forced_switches`: ``cuda_graph`` off with LoRA or several
-    GPUs, ``unwrap_fsdp`` on for LoRA on one GPU) and the user's (``settings.extra_overrides``, after ``--``), in the
-    order build_overrides applies them (:func:`speed_switches`). With an actor LoRA the lines end
-    with :data:`LORA_UNWRAPPED_GENERATION_NOTE` when ``unwrap_fsdp`` is on, else :data:`LORA_GENERATION_NOTE`.
-
-    Raises:
-        VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`); an
-            override Hydra cannot parse (:func:`speed_switches`).
-    """
-    from verlfit.plan.request import request_from_settings
-
-    request = request_from_settings(settings, profile, 24 * 1024**3)
-    inputs = inputs_for_train(settings, profile, overrides)
-    running = (card_for_gpu_name(gpu_name) if gpu_name else None) or get_card(profile.name if profile.name in CARDS else "p40")
-    cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
-    lines, eta = [], None
-    for card in cards:
-        est = train_step_estimate(settings, profile, card, overrides)
-        eta = est.step_seconds if eta is None else eta
-        run = f", {steps} steps = {format_run_seconds(est.step_seconds * steps)}" if steps else ""
-        lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")
-    if request.lora_rank_of("actor") > 0:
-        lines.append(f"plan: {lora_generation_note(request.rollout, inputs.unwrap_fsdp)}")
-    if request.rollout == "vllm":
-        lines.append(f"plan: {VLLM_NOTE}")
-    return lines, eta

@@ -70,9 +70,11 @@ def plan_request(plan: LaunchPlan):
     Raises:
         VerlfitError: the model's shape cannot be read; ValueError: a malformed memory limit.
     """
+    from verlfit.patch_switches import PatchSwitches
     from verlfit.plan import request_from_settings
 
     profile = load_profile(plan.profile_name)
     limit = plan.environment.get(MEMORY_LIMIT_VARIABLE) or os.environ.get(MEMORY_LIMIT_VARIABLE)
     memory = int(float(limit) * 1024**3) if limit else int(profile.gpu_memory_gib * 1024**3)
-    return request_from_settings(plan.settings, profile, memory)
+    # the patch switches as the launch's final override list sets them (what verl gets)
+    return request_from_settings(plan.settings, profile, memory, switches=PatchSwitches.from_overrides(plan.overrides))

@@ -18,7 +18,8 @@ from verlfit.arguments import SizingOptions
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import merge_overrides, CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, build_overrides, hf_rollout_only_note, override_value, unwraps_lora_generation, user_overrides, validate_overrides
-from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, customize, profile_choice_note, resolve_environment, select_profile
+from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, profile_choice_note, resolve_environment
+from verlfit.resolved_run import ResolvedRun, card_for_train, run_profile, run_switches
 from verlfit.train.gpus import find_gpu, memory_limit_gib, nccl_settings
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan, hydra_run_dir_override, total_steps
 
@@ -54,17 +55,15 @@ class TrainOptions:
     reward_function: str | None = None  # --reward-function FILE[:NAME]
 
 
-def train_settings(options: TrainOptions, run_dir: str) -> TrainSettings:
-    """Map ``verlfit train``'s options onto :class:`TrainSettings` (pure). The sizes come from
-    :func:`verlfit.plan.request.sizing_fields`, as ``verlfit plan``'s do.
+def train_settings(options: TrainOptions, run_dir: str, sizes: dict) -> TrainSettings:
+    """Map ``verlfit train``'s options onto :class:`TrainSettings` (pure). ``sizes``: the fields of the shared
+    sizing options (:func:`verlfit.plan.request.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s).
 
     Raises:
-        VerlfitError: sizes refused by ``sizing_fields``, or a managed key after ``--``.
+        VerlfitError: a managed key after ``--``.
     """
-    from verlfit.plan.request import sizing_fields
-
     return TrainSettings(
-        **sizing_fields(options.sizing),
+        **sizes,
         model=options.model,
         data_dir=options.data,
         run_dir=run_dir,
@@ -95,39 +94,44 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
     report = None
-    from verlfit.plan.request import beyond_the_card_note, check_card_options, check_sizing
+    from verlfit.plan.request import beyond_the_card_note, check_card_options, sizing_fields, sizing_keep
 
-    check_sizing(options.sizing)  # before the GPU is looked for: the same refusals as verlfit plan's
+    # the sizing options, checked and mapped before the GPU is looked for: the same refusals as verlfit plan's
+    sizes, keep = sizing_fields(options.sizing), sizing_keep(options.sizing)
     check_card_options(options.emulate, options.profile, options.gpu_memory_limit, "--gpu-memory-limit")
     profile_name = options.profile or environ.get("VERLFIT_PROFILE") or "auto"
     if not options.profile and profile_name not in (*PROFILE_NAMES, "auto"):
         raise VerlfitError(f"VERLFIT_PROFILE={profile_name} is not a profile", fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile", exit_code=2)
+    # the GPU: needed to choose an auto profile, and by every real launch (a dry run with a named profile goes without)
+    need = not options.dry_run or (profile_name == "auto" and not options.emulate)
+    if detect_gpu and gpu is None and need:
+        gpu, report = find_gpu(
+            need=True,
+            profile_named=bool(options.emulate) or profile_name != "auto",
+            environ=environ,
+            report=gpu_report,
+            gpus=options.sizing.gpus,
+        )
+    # emulation runs the profile's code paths on a card at least as capable: select_profile refuses a weaker one
+    profile, chosen = run_profile(options.emulate or profile_name, gpu, options.rollout, options.attention)
     if options.emulate:
-        if detect_gpu and gpu is None and not options.dry_run:
-            gpu, report = find_gpu(need=True, profile_named=True, environ=environ, report=gpu_report, gpus=options.sizing.gpus)
-        # emulation runs the profile's code paths on a card at least as capable: refuse a weaker one
-        profile = select_profile(options.emulate, gpu)
         notes.append(f"emulating {profile.name}: its code paths on {gpu.name if gpu else 'this machine'}")
     else:
-        if detect_gpu and gpu is None and (profile_name == "auto" or not options.dry_run):
-            gpu, report = find_gpu(need=profile_name == "auto" or not options.dry_run, profile_named=profile_name != "auto", environ=environ, report=gpu_report, gpus=options.sizing.gpus)
-        profile = select_profile(profile_name, gpu)
         choice = profile_choice_note(profile.name, gpu) if gpu is not None else None  # a 6.0 or 7.x card on p40: say why
         if choice:
             notes.append(choice)
-    chosen = customize(profile, rollout=options.rollout, attention=options.attention)
     changes = [(what, getattr(chosen, what), getattr(profile, what)) for what in ("rollout", "attention") if getattr(chosen, what) != getattr(profile, what)]
     if changes:
         first, *rest = changes
         notes.append("; ".join([f"{first[0]} {first[1]} instead of the {profile.name} profile's {first[2]}", *(f"{what} {new} instead of {old}" for what, new, old in rest)]))
     profile = chosen
     environment = resolve_environment(profile, environ)
-    if report is not None and report.gpus:
-        notes += nccl_settings(report, environ, environment, options.sizing.gpus, options.nodes)
     # Triton and bf16 decisions use the real GPU, or the profile's own card when emulating or without a GPU
     compute_capability = gpu.compute_capability if gpu is not None and not options.emulate else profile.min_compute_capability
     where = f"{gpu.name} (compute capability {gpu.compute_capability_text})" if gpu is not None and not options.emulate else f"the {profile.name} profile's cards (compute capability below 8.0)"
     check_rollout_dtype(profile, environment, compute_capability, where)
+    if report is not None and report.gpus:
+        notes += nccl_settings(report, environ, environment, options.sizing.gpus, options.nodes)
     limit = memory_limit_gib(options.gpu_memory_limit, options.emulate, profile, environ)
     if limit is not None:
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
@@ -143,7 +147,7 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     run_dir = str(Path(options.run_dir or Path("runs") / f"{options.sizing.algo}-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve())
     if options.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
-    settings = train_settings(options, run_dir)
+    settings = train_settings(options, run_dir, sizes)
     from verlfit.train.reward import reward_overrides, run_reward_function
 
     # --reward-function, or verl's keys after --: one check, made absolute, and verl pointed at the run directory's copy
@@ -157,9 +161,27 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     check_model_argument(options.model)  # a config.json file is not a model folder
     if Path(settings.model).exists():
         settings.model = str(Path(settings.model).resolve())
-    notes += measure_prompts(settings, profile)
+    # the run, resolved once: what the memory and time models read from here on
+    memory_bytes, memory_source = plan_memory(profile, gpu, limit, options.emulate)
+    card = card_for_train(profile, gpu.name if gpu is not None else None, options.emulate)
+    run = ResolvedRun(
+        profile=profile,
+        gpu=gpu,
+        memory_bytes=memory_bytes,
+        memory_source=memory_source,
+        card=card,
+        card_source=(
+            f"--emulate {options.emulate}"
+            if options.emulate
+            else gpu.name if gpu is not None else f"the {profile.name} profile's card"
+        ),
+        switches=run_switches(profile, settings),
+        user_overrides=tuple(settings.extra_overrides),
+        emulate=options.emulate,
+    )
+    notes += measure_prompts(settings, run)
     if options.sizing.plan == "auto":
-        notes += apply_plan(settings, profile, options.sizing, gpu, limit, options.emulate)
+        notes += apply_plan(settings, run, keep)
     else:
         from verlfit.plan import unsupported_reason
 
@@ -168,7 +190,8 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
             raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2)
         from verlfit.plan.fit import plan_off_warning
 
-        notes += plan_off_warning(settings, profile, plan_memory_bytes(profile, gpu, limit, options.emulate))  # sizes as given: say what the planner thinks of them
+        # sizes as given: say what the planner thinks of them
+        notes += plan_off_warning(settings, profile, run.memory_bytes, switches=run.switches)
     share = None
     if profile.rollout == "vllm" and limit is not None and gpu is not None:
         # vLLM sizes its pool as a fraction of the whole card, not of the per-process cap (patch 0006):
@@ -198,23 +221,20 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward)
 
 
-def measure_prompts(settings: TrainSettings, profile) -> list[str]:
+def measure_prompts(settings: TrainSettings, run: ResolvedRun) -> list[str]:
     """Measure the data's prompts (:func:`verlfit.prompt_lengths.measure_for_train`, with the run's ``data.prompt_key``)
     and return the line saying what was measured or why not (nothing without data yet). Where the run trims padding
-    (patches 0020-0021, as the run's override list will say), ``settings.longest_prompt_length`` is the longest prompt;
-    where verl's ``filter_overlong_prompts`` drops some, ``settings.train_prompts_kept`` is what it keeps.
+    (patches 0020-0021: ``run.switches``), ``settings.longest_prompt_length`` is the longest prompt; where verl's
+    ``filter_overlong_prompts`` drops some, ``settings.train_prompts_kept`` is what it keeps.
 
     Raises:
         VerlfitError (exit status 2): verl's ``filter_overlong_prompts`` would leave train.parquet no prompt, or fewer
             than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
     """
-    from verlfit.plan.request import switch_overrides
-    from verlfit.plan.time import speed_switches
     from verlfit.prompt_lengths import measure_for_train
     from verlfit.train.reward import data_keys
 
-    trims = speed_switches(switch_overrides(settings, profile))
-    trimmed = bool(trims.get("trim_padding") or trims.get("rollout_trim_padding") and profile.rollout == "hf")
+    trimmed = run.switches.trims_prompts(run.profile.rollout)
     measured = measure_for_train(settings.data_dir, settings.model, settings.max_prompt_length, data_keys(settings.extra_overrides).prompt_key, trimmed)
     train = measured.train
     if train is not None and train.kept < train.rows:
@@ -227,40 +247,45 @@ def measure_prompts(settings: TrainSettings, profile) -> list[str]:
     return [measured.note] if measured.note else []
 
 
-def apply_plan(settings: TrainSettings, profile, sizing: SizingOptions, gpu, limit_gib: float | None, emulate: str | None = None) -> list[str]:
-    """Let the planner choose micro-batches, checkpointing and offload; return what it said.
+def apply_plan(settings: TrainSettings, run: ResolvedRun, keep: set[str]) -> list[str]:
+    """Let the planner choose micro-batches, checkpointing and offload for the resolved ``run`` (its usable memory,
+    its card for the speed pick, its patch switches); return what it said.
 
-    The user's explicit ``--micro-batch-size`` / ``--offload`` / ``--no-gradient-checkpointing`` (in ``sizing``)
-    are kept. ``emulate``: ``--emulate``'s profile name (the planner then sizes for its card, not ``gpu``). Raises
-    VerlfitError when nothing fits, with the smallest change that would.
+    ``keep``: what the user set and the planner keeps (:func:`verlfit.plan.request.sizing_keep`: ``--micro-batch-size``,
+    ``--offload``, ``--no-gradient-checkpointing``, ``--frozen-base-dtype``). Raises VerlfitError when nothing fits,
+    with the smallest change that would.
     """
     from verlfit import plan as planner
+    from verlfit.plan.train_estimate import for_train, inputs_for_train
 
-    memory_bytes = plan_memory_bytes(profile, gpu, limit_gib, emulate)
-    from verlfit.plan import time as plan_time
-    from verlfit.plan.request import sizing_keep
+    lines = planner.fit_for_train(
+        settings,
+        run.profile,
+        run.memory_bytes,
+        keep_micro_batch="micro_batches" in keep,
+        keep_offload="offload" in keep,
+        keep_checkpointing="gradient_checkpointing" in keep,
+        card=run.card,
+        inputs=inputs_for_train(settings, run.switches),
+        keep_frozen_base="frozen_base" in keep,
+        switches=run.switches,
+    )
+    gpu_name = run.gpu.name if run.gpu is not None else None
+    return lines + for_train(settings, run.profile, gpu_name, total_steps(settings), run.switches, run.emulate)[0]
 
-    keep = sizing_keep(sizing)
-    # the speed pick estimates on the card the run is for: --emulate's, else the detected GPU's, else the profile's
-    card = plan_time.card_for_train(profile, gpu.name if gpu is not None else None, emulate)
-    lines = planner.fit_for_train(settings, profile, memory_bytes, keep_micro_batch="micro_batches" in keep,
-                                  keep_offload="offload" in keep, keep_checkpointing="gradient_checkpointing" in keep,
-                                  card=card, inputs=plan_time.inputs_for_train(settings, profile),
-                                  keep_frozen_base="frozen_base" in keep)
-    # no override list yet: for_train reads the switches as the run will get them (the profile's, what verlfit
-    # forces for LoRA and several GPUs, the user's)
-    return lines + plan_time.for_train(settings, profile, gpu.name if gpu is not None else None, total_steps(settings), emulate)[0]
 
-
-def plan_memory_bytes(profile, gpu, limit_gib: float | None, emulate: str | None = None) -> int:
-    """The usable memory per GPU, bytes, that the planner sizes a run for: the memory cap (``limit_gib``:
-    ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the detected card's usable
-    memory (:func:`verlfit.plan.usable_memory_bytes`; not under ``emulate``), else the profile's card
-    (``gpu_memory_gib``)."""
+def plan_memory(profile, gpu, limit_gib: float | None, emulate: str | None = None) -> tuple[int, str]:
+    """The usable memory per GPU, bytes, that the planner sizes a run for, and where it came from: the memory cap
+    (``limit_gib``: ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the
+    detected card's usable memory (:func:`verlfit.plan.usable_memory_bytes`; not under ``emulate``), else the
+    profile's card (``gpu_memory_gib``)."""
     from verlfit import plan as planner
 
     if limit_gib is not None:
-        return int(limit_gib * 1024**3)
+        return int(limit_gib * 1024**3), f"a cap of {limit_gib:g} GiB per worker"
     if gpu is not None and not emulate:
-        return planner.usable_memory_bytes(gpu)
-    return int(profile.gpu_memory_gib * 1024**3)
+        return planner.usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
+    return (
+        int(profile.gpu_memory_gib * 1024**3),
+        f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)",
+    )

@@ -24,11 +24,13 @@ STALLED_STATUS = 124  # launch()'s status after --stall-timeout stopped verl (ti
 
 def _estimated_step_seconds(plan: LaunchPlan) -> float | None:
     """The time model's step estimate on the run's GPU, for the ETA before the first step (None: no estimate)."""
-    from verlfit.plan import time as plan_time
+    from verlfit.patch_switches import PatchSwitches
+    from verlfit.plan.train_estimate import for_train
     from verlfit.profiles import load_profile
 
     try:
-        return plan_time.for_train(plan.settings, load_profile(plan.profile_name), plan.gpu_description, None, overrides=plan.overrides)[1]
+        switches = PatchSwitches.from_overrides(plan.overrides)  # the run's final override list: what verl gets
+        return for_train(plan.settings, load_profile(plan.profile_name), plan.gpu_description, None, switches)[1]
     except VerlfitError:  # a model whose shape cannot be read: the ETA waits for the first step, as before
         return None
 

@@ -1,0 +1,91 @@
+"""The step-time estimate of a ``verlfit train`` run (:mod:`verlfit.plan.time`'s model on the run's request): what
+``verlfit train`` prints beside the memory verdict (:func:`for_train`), and what ``verlfit bench`` and the step
+watcher compare with a recorded run (:func:`train_step_estimate`).
+
+The run's patch switches come resolved (:attr:`verlfit.resolved_run.ResolvedRun.switches`), or, for a recorded run,
+read once from its final override list (:meth:`verlfit.patch_switches.PatchSwitches.from_overrides`).
+"""
+
+from __future__ import annotations
+
+from verlfit.cards import CARDS, Card, get_card
+from verlfit.model_shape import ModelShape
+from verlfit.overrides import TrainSettings
+from verlfit.patch_switches import PatchSwitches
+from verlfit.plan.request import request_from_settings
+from verlfit.plan.time import (
+    VLLM_NOTE,
+    MeasuredLengths,
+    StepEstimate,
+    TimeInputs,
+    estimate,
+    format_run_seconds,
+    lora_generation_note,
+    measured_lengths,
+)
+from verlfit.profiles import Profile
+from verlfit.resolved_run import running_card
+
+
+def inputs_for_train(settings: TrainSettings, switches: PatchSwitches) -> TimeInputs:
+    """:class:`TimeInputs` of a ``verlfit train`` run: its checkpoint frequency (``settings.save_freq``, steps; None
+    when it never saves) and its patch switches."""
+    return TimeInputs(save_freq=settings.save_freq if settings.save_freq > 0 else None, **switches.fields_set())
+
+
+def train_step_estimate(
+    settings: TrainSettings,
+    profile: Profile,
+    card: Card | str,
+    switches: PatchSwitches,
+    lengths: MeasuredLengths | None = None,
+    shape: ModelShape | None = None,
+) -> StepEstimate:
+    """The step-time estimate of ``verlfit train``'s settings on ``card`` with the run's patch ``switches``: the
+    one ``verlfit train`` prints (:func:`for_train`) and ``verlfit bench`` compares with what it measured. The
+    planner's request as train builds it (:func:`verlfit.plan.request.request_from_settings`, 24 GiB: memory does not
+    enter the time), and with ``lengths`` the run's measured lengths (:func:`verlfit.plan.time.measured_lengths`)
+    instead of GSM8K's; ``shape``: the model's, when ``settings.model`` cannot be read.
+
+    Raises:
+        VerlfitError: the model's shape cannot be read.
+    """
+    request = request_from_settings(settings, profile, 24 * 1024**3, shape=shape, switches=switches)
+    inputs = inputs_for_train(settings, switches)
+    if lengths is not None:
+        inputs = measured_lengths(inputs, lengths)
+    return estimate(request, card, inputs)
+
+
+def for_train(
+    settings: TrainSettings,
+    profile: Profile,
+    gpu_name: str | None,
+    steps: int | None,
+    switches: PatchSwitches,
+    emulate: str | None = None,
+) -> tuple[list[str], float | None]:
+    """(lines to print beside the memory verdict, estimated seconds per step on the GPU the run uses) for
+    ``verlfit train``'s settings with the run's patch ``switches``. The run's card is the detected GPU (NVML name
+    ``gpu_name``), else the profile's card (:func:`verlfit.resolved_run.running_card`); under ``--emulate`` the
+    emulated card's estimate is printed too (the run itself goes at the real GPU's speed). With an actor LoRA the
+    lines end with what the estimate says of LoRA generation (:func:`verlfit.plan.time.lora_generation_note`).
+
+    Raises:
+        VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`).
+    """
+    request = request_from_settings(settings, profile, 24 * 1024**3, switches=switches)  # as train_step_estimate's
+    inputs = inputs_for_train(settings, switches)
+    running = running_card(profile, gpu_name)
+    cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
+    lines, eta = [], None
+    for card in cards:
+        est = estimate(request, card, inputs)
+        eta = est.step_seconds if eta is None else eta
+        run = f", {steps} steps = {format_run_seconds(est.step_seconds * steps)}" if steps else ""
+        lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")
+    if request.lora_rank_of("actor") > 0:
+        lines.append(f"plan: {lora_generation_note(request.rollout, switches.unwrap_fsdp)}")
+    if request.rollout == "vllm":
+        lines.append(f"plan: {VLLM_NOTE}")
+    return lines, eta

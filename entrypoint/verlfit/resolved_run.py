@@ -1,0 +1,103 @@
+"""The run a command plans or launches, resolved once at the command's edge: :class:`ResolvedRun`.
+
+``verlfit train`` (:func:`verlfit.train.settings.build_launch`) and ``verlfit plan``
+(:func:`verlfit.plan.request.resolve_plan_run`) each build one from the user's options: the profile after
+``--rollout``/``--attention``, the card NVML reported (asked once), the usable memory per GPU the planner sizes for,
+the card the time is estimated on, and the patch switches (:class:`verlfit.patch_switches.PatchSwitches`) parsed
+once from the profile's overrides, verlfit's forcing and the user's. The memory and time models read it and ask
+nothing of the machine; :func:`verlfit.overrides.build_overrides` turns the run into Hydra strings at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from verlfit.cards import CARDS, Card, card_for_gpu_name, get_card
+from verlfit.gpu import GpuInfo
+from verlfit.patch_switches import PatchSwitches
+from verlfit.profiles import Profile
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """One run's resolved facts, read-only.
+
+    Attributes:
+        profile: the hardware profile as the run uses it (:func:`verlfit.profiles.customize` applied to
+            ``--rollout``/``--attention``).
+        gpu: the first visible GPU as NVML reported it (:class:`verlfit.gpu.GpuInfo`), or None (none asked for, as
+            in a dry run with a named profile, or none visible).
+        memory_bytes: usable memory per GPU, bytes, that the planner sizes for.
+        memory_source: where ``memory_bytes`` came from, in words (``verlfit plan`` prints it).
+        card: the card the time is estimated on (:mod:`verlfit.cards`).
+        card_source: why that card, in words.
+        switches: patches 0020-0023's switches as the run's override list sets them.
+        user_overrides: the verl overrides the user gave after ``--`` (they win over verlfit's).
+        emulate: ``--emulate``'s profile name, or None.
+        time_switches: the switches the time estimate assumes where they differ from ``switches`` (``verlfit plan
+            --dtype float32`` on a FlashAttention-2 profile: estimated on the profile's SDPA path); None: ``switches``.
+    """
+
+    profile: Profile
+    gpu: GpuInfo | None
+    memory_bytes: int
+    memory_source: str
+    card: Card
+    card_source: str
+    switches: PatchSwitches
+    user_overrides: tuple[str, ...] = ()
+    emulate: str | None = None
+    time_switches: PatchSwitches | None = None
+
+    @property
+    def switches_for_time(self) -> PatchSwitches:
+        """The switches the time estimate assumes: ``time_switches``, else ``switches``."""
+        return self.time_switches or self.switches
+
+
+def run_profile(name: str, gpu: GpuInfo | None, rollout: str | None = None, attention: str | None = None) -> tuple[Profile, Profile]:
+    """(the profile ``name`` chosen against ``gpu``, the same after ``--rollout``/``--attention``): how ``verlfit
+    train`` and ``verlfit bench`` resolve a run's profile (:func:`verlfit.profiles.select_profile`, then
+    :func:`verlfit.profiles.customize`). ``name``: a profile name or ``auto``; ``gpu``: a
+    :class:`verlfit.gpu.GpuInfo`, or None (no GPU looked for or visible).
+
+    Raises:
+        VerlfitError: ``auto`` without a GPU, a profile the GPU cannot run, a rollout or attention the profile
+            cannot run.
+    """
+    from verlfit.profiles import customize, select_profile
+
+    profile = select_profile(name, gpu)
+    return profile, customize(profile, rollout=rollout, attention=attention)
+
+
+def run_switches(profile: Profile, settings) -> PatchSwitches:
+    """The patch switches of a run of ``settings`` (:class:`verlfit.overrides.TrainSettings`: its LoRA rank, GPUs,
+    nodes and the user's ``extra_overrides``) with ``profile``: the profile's overrides, then what verlfit forces
+    over them (:func:`verlfit.overrides.forced_switches`), then the user's, in the order
+    :func:`verlfit.overrides.build_overrides` writes them, read once (:meth:`PatchSwitches.from_overrides`).
+
+    Raises:
+        VerlfitError: a user override Hydra cannot parse.
+    """
+    from verlfit.overrides import forced_switches
+
+    return PatchSwitches.from_overrides(
+        [*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides]
+    )
+
+
+def card_for_train(profile: Profile, gpu_name: str | None, emulate: str | None = None) -> Card:
+    """The card ``verlfit train`` estimates time on: ``--emulate``'s card (the run stands in for it), else the
+    detected GPU's (NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the profile's card (the P40's for a
+    profile without one in :data:`verlfit.cards.CARDS`)."""
+    if emulate and emulate in CARDS:
+        return get_card(emulate)
+    return running_card(profile, gpu_name)
+
+
+def running_card(profile: Profile, gpu_name: str | None) -> Card:
+    """The card a ``verlfit train`` run goes at: the detected GPU's (NVML name), else the profile's card (the P40's
+    for a profile without one)."""
+    detected = card_for_gpu_name(gpu_name) if gpu_name else None
+    return detected or get_card(profile.name if profile.name in CARDS else "p40")
