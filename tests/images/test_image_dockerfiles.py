@@ -49,12 +49,15 @@ A10_VERSION_ARGS = {"XFORMERS_VERSION": ("xformers", "0.0.29.post2")}
 SOURCE_ARGS = ("BASE_REGISTRY", "BASE_IMAGE", "BUILD_BASE_TAG", "BUILD_BASE_DIGEST", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST",
                "APT_MIRROR", "CUDA_APT_MIRROR", "PIP_INDEX_URL", "TORCH_INDEX_URL", "VERL_REPO")
 GPU_ONLY = ("vllm", "flash-attn", "liger-kernel", "xformers")
+# the bases' multi-platform index digests (each seen in independent public files: docs/images.md names them)
+DEVEL_DIGEST = "sha256:94fd755736cb58979173d491504f0b573247b1745250249415b07fefc738e41f"
+RUNTIME_DIGEST = "sha256:eaaccb3528ceca110601131434ab467e41d694a41e8c9bf280fb27ac18fcb29b"
 
 # Every instruction line (comments aside) in which the two files differ: the GPU difference.
 P40_ONLY = [
-    "    /opt/verlfit/docker/install-system.sh cudnn",
+    "    /opt/verlfit/docker/install-system.sh cudnn init",
+    " && python /opt/verlfit/docker/wheel-hashes.py constraints /opt/verlfit/docker/torch-cu118.lock >/opt/verlfit/constraints.txt",
     "ENV VERLFIT_PROFILE=p40 \\",
-    "    PIP_CONSTRAINT=/opt/verlfit/docker/torch-cu118.lock",
     "      --python \"${PYTHON_VERSION}\" --cuda \"${TORCH_CUDA_VERSION}\" --arch sm_60 --cudnn \"${CUDNN_VERSION}\" \\",
     "      --absent vllm --absent flash-attn --absent liger-kernel --absent xformers --absent apex \\",
     "      --verlfit p40 --pip-check",
@@ -85,13 +88,14 @@ A10_ONLY = [
     "    /opt/verlfit/docker/download-locked.sh /wheels/a10 /opt/verlfit/docker/a10-cu118.lock /opt/verlfit/docker/a10-extra.lock \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${VLLM_WHEEL_URL}\" \"${VLLM_WHEEL_SHA256}\" \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${FLASH_ATTN_WHEEL_URL}\" \"${FLASH_ATTN_WHEEL_SHA256}\"",
-    "    /opt/verlfit/docker/install-system.sh cudnn triton",
+    "    /opt/verlfit/docker/install-system.sh cudnn triton init",
     "    LIBRARY_PATH=/usr/local/cuda/lib64/stubs \\",
     "RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\",
     "    --mount=type=bind,from=wheels,source=/wheels/a10,target=/wheels/a10 \\",
     "    /opt/verlfit/docker/install-wheels.sh /wheels/a10",
+    " && python /opt/verlfit/docker/wheel-hashes.py constraints /opt/verlfit/docker/torch-cu118.lock /opt/verlfit/docker/a10-cu118.lock"
+    " >/opt/verlfit/constraints.txt",
     "ENV VERLFIT_PROFILE=a10 \\",
-    "    PIP_CONSTRAINT=\"/opt/verlfit/docker/torch-cu118.lock /opt/verlfit/docker/a10-cu118.lock\"",
     "ARG XFORMERS_VERSION",
     "ARG VLLM_VERSION",
     "ARG FLASH_ATTN_VERSION",
@@ -145,11 +149,16 @@ def test_from_lines_expand_to_the_cuda_images_a_mirror_and_a_digest(dockerfiles,
     dockerfile = dockerfiles[profile]
     build, runtime = dockerfile.stages[0].base, dockerfile.stages[3].base
     defaults = resolved_args(dockerfile)
-    assert shell_expand(build, defaults) == "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"
-    assert shell_expand(runtime, defaults) == "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
+    # pinned by default: the multi-platform index digests (docs/images.md, "Base image digests")
+    assert shell_expand(build, defaults) == f"docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04@{DEVEL_DIGEST}"
+    assert shell_expand(runtime, defaults) == f"docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04@{RUNTIME_DIGEST}"
+    # emptied (bases loaded by make load carry no registry digest): the tags
+    by_tag = resolved_args(dockerfile, {"BUILD_BASE_DIGEST": "", "RUNTIME_BASE_DIGEST": ""})
+    assert shell_expand(build, by_tag) == "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"
+    assert shell_expand(runtime, by_tag) == "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
     digest = "sha256:" + "0" * 64
     mirrored = resolved_args(dockerfile, {"BASE_REGISTRY": "mirror.example.com/dockerhub/", "RUNTIME_BASE_DIGEST": digest})
-    assert shell_expand(build, mirrored) == "mirror.example.com/dockerhub/nvidia/cuda:11.8.0-devel-ubuntu22.04"
+    assert shell_expand(build, mirrored) == f"mirror.example.com/dockerhub/nvidia/cuda:11.8.0-devel-ubuntu22.04@{DEVEL_DIGEST}"
     assert shell_expand(runtime, mirrored) == f"mirror.example.com/dockerhub/nvidia/cuda:11.8.0-runtime-ubuntu22.04@{digest}"
 
 
@@ -157,8 +166,8 @@ def test_source_args_default_to_upstream(dockerfiles, profile):
     args = resolved_args(dockerfiles[profile])
     assert {name: args[name] for name in SOURCE_ARGS} == {
         "BASE_REGISTRY": "docker.io/", "BASE_IMAGE": "nvidia/cuda",
-        "BUILD_BASE_TAG": "11.8.0-devel-ubuntu22.04", "BUILD_BASE_DIGEST": "",
-        "RUNTIME_BASE_TAG": "11.8.0-runtime-ubuntu22.04", "RUNTIME_BASE_DIGEST": "",
+        "BUILD_BASE_TAG": "11.8.0-devel-ubuntu22.04", "BUILD_BASE_DIGEST": DEVEL_DIGEST,
+        "RUNTIME_BASE_TAG": "11.8.0-runtime-ubuntu22.04", "RUNTIME_BASE_DIGEST": RUNTIME_DIGEST,
         "APT_MIRROR": "", "CUDA_APT_MIRROR": "",
         "PIP_INDEX_URL": "https://pypi.org/simple", "TORCH_INDEX_URL": "https://download.pytorch.org/whl/cu118",
         "VERL_REPO": "https://github.com/volcengine/verl.git",
@@ -286,7 +295,8 @@ def test_package_sources_stay_in_the_build_stages(dockerfiles, profile):
     # step (so the mirrors show in that one history entry); nothing about sources reaches the runtime stage but labels
     system = dockerfile.stage("runtime-system")
     assert set(system.args()) & set(SOURCE_ARGS) == {"APT_MIRROR", "CUDA_APT_MIRROR"}
-    assert [run.value.split()[-2:] for run in system.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", "cudnn"] if profile == "p40" else ["cudnn", "triton"]]
+    groups = ["cudnn", "init"] if profile == "p40" else ["cudnn", "triton", "init"]
+    assert [run.value.split()[-len(groups) - 1:] for run in system.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", *groups]]
     assert runtime_args & set(SOURCE_ARGS) == {"BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
     label_only = {"BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
     for run in dockerfile.stage("runtime").all("RUN"):
@@ -300,17 +310,19 @@ def test_package_sources_stay_in_the_build_stages(dockerfiles, profile):
 def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
     dockerfile = dockerfiles[profile]
     args = resolved_args(dockerfile)
-    assert (args["VERLFIT_UID"], args["VERLFIT_GID"]) == ("1000", "1000")
+    # the same user for everyone who builds it: no build arg sets it (compose maps the runtime user)
+    assert "VERLFIT_UID" not in args and "VERLFIT_GID" not in args
     runtime = dockerfile.stage("runtime")
-    assert runtime.all("USER")[-1].value == "${VERLFIT_UID}:${VERLFIT_GID}"
+    assert runtime.all("USER")[-1].value == "1000:1000"
     assert [item.value for item in runtime.all("WORKDIR")] == ["/workspace"]
-    assert runtime.all("ENTRYPOINT")[-1].value == '["/opt/verlfit/entrypoint/entrypoint.sh"]'
+    # tini is PID 1; docker stop's SIGTERM (the default stop signal) reaches verlfit, which handles it like Ctrl-C
+    assert runtime.all("ENTRYPOINT")[-1].value == '["/usr/bin/tini", "--", "/opt/verlfit/entrypoint/entrypoint.sh"]'
     assert runtime.all("CMD")[-1].value == '["train"]'
-    assert runtime.all("STOPSIGNAL")[-1].value == "SIGINT"
+    assert runtime.all("STOPSIGNAL") == []
     environment = {}
     for env in runtime.all("ENV"):
         environment.update(env.pairs())
-    constraint = "/opt/verlfit/docker/torch-cu118.lock" + (" /opt/verlfit/docker/a10-cu118.lock" if profile == "a10" else "")
+    constraint = "/opt/verlfit/constraints.txt"  # written from the torch index's locks, without their hashes
     expected = {
         "VIRTUAL_ENV": "/opt/venv", "PATH": "/opt/venv/bin:$PATH", "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "VERLFIT_PROFILE": profile, "HOME": "/home/verlfit", "LOGNAME": "verlfit", "USER": "verlfit", "HF_HOME": "/cache/huggingface", "PIP_CONSTRAINT": constraint,
@@ -321,7 +333,9 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
         expected["LIBRARY_PATH"] = "/usr/local/cuda/lib64/stubs"  # Triton's -lcuda links against CUDA's stub
     assert environment == expected
     user_run = next(run for run in runtime.all("RUN") if "useradd" in run.value)
-    assert 'useradd --non-unique --no-log-init --uid "${VERLFIT_UID}" --gid "${VERLFIT_GID}"' in user_run.value
+    assert "useradd --no-log-init --uid 1000 --gid 1000" in user_run.value
+    locks = "/opt/verlfit/docker/torch-cu118.lock" + (" /opt/verlfit/docker/a10-cu118.lock" if profile == "a10" else "")
+    assert f"python /opt/verlfit/docker/wheel-hashes.py constraints {locks} >/opt/verlfit/constraints.txt" in user_run.value
     assert "chmod 1777 /home/verlfit /workspace /cache/huggingface" in user_run.value
     # no empty mount-point folders left in the image (compose mounts ./data and ./runs; verlfit creates them otherwise)
     assert "/workspace/data" not in user_run.value and "/workspace/runs" not in user_run.value
@@ -330,13 +344,18 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
 def test_labels_record_profile_and_pins(dockerfiles, profile):
     dockerfile = dockerfiles[profile]
     labels = dockerfile.stage("runtime").all("LABEL")[-1].pairs()
-    values = {key: shell_expand(value, resolved_args(dockerfile, {"VCS_REF": "abc123"})) for key, value in labels.items()}
+    provenance = {"VCS_REF": "abc123", "IMAGE_SOURCE": "https://git.example.com/verlfit.git", "IMAGE_CREATED": "2025-12-02T00:00:00Z",
+                  "VERLFIT_VERSION": "0.1.0"}
+    values = {key: shell_expand(value, resolved_args(dockerfile, provenance)) for key, value in labels.items()}
     expected = {
         "org.opencontainers.image.title": f"verlfit-{profile}",
         "org.opencontainers.image.licenses": "Apache-2.0",
         "org.opencontainers.image.revision": "abc123",
+        "org.opencontainers.image.source": "https://git.example.com/verlfit.git",
+        "org.opencontainers.image.created": "2025-12-02T00:00:00Z",
+        "org.opencontainers.image.version": "0.1.0",
         "org.opencontainers.image.base.name": "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04",
-        "org.opencontainers.image.base.digest": "",
+        "org.opencontainers.image.base.digest": RUNTIME_DIGEST,
         "io.verlfit.profile": profile,
         "io.verlfit.gpu-arch": "sm_60" if profile == "p40" else "sm_86",
         "io.verlfit.cuda": "11.8", "io.verlfit.cudnn": "8.9.7.29-1+cuda11.8", "io.verlfit.python": "3.10",
