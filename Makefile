@@ -208,6 +208,19 @@ save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base
 	$(if $(filter yes,$(BASES)),$(call save_tarball,$(SAVE_DIR)/cuda-base.tar.gz,$(BASE_TAGS)))
 	cd $(SAVE_DIR) && sha256sum $(foreach profile,$(PROFILES),$(IMAGE)-$(profile).tar.gz) $(if $(filter yes,$(BASES)),cuda-base.tar.gz) > SHA256SUMS.partial && mv SHA256SUMS.partial SHA256SUMS
 
+.PHONY: wheelhouse
+wheelhouse: ## write dist/wheelhouse-PROFILE/: every locked wheel and sdist with their hashes, a static index an offline host rebuilds from (docs/images.md)
+	$(check_settings)
+	$(call check_profiles,$(PROFILE))
+	@if [ -e $(SAVE_DIR)/wheelhouse-$(PROFILE) ]; then echo "make wheelhouse: $(SAVE_DIR)/wheelhouse-$(PROFILE) exists: remove it first (make writes a new one whole)" >&2; exit 2; fi
+	@# the build command without --load: the wheelhouse stage's files go to a folder (--output), not into the image store
+	@mkdir -p $(SAVE_DIR) && rm -rf $(SAVE_DIR)/wheelhouse-$(PROFILE).partial; \
+	build=$$($(build_command)) || exit 2; \
+	set -x; $${build/ --load/} --target wheelhouse --output type=local,dest=$(SAVE_DIR)/wheelhouse-$(PROFILE).partial \
+	  --file Dockerfile.$(PROFILE) $(BUILD_ARGS) $(BUILD_FLAGS) . || { rm -rf $(SAVE_DIR)/wheelhouse-$(PROFILE).partial; exit 1; }
+	mv $(SAVE_DIR)/wheelhouse-$(PROFILE).partial $(SAVE_DIR)/wheelhouse-$(PROFILE)
+	@echo "make wheelhouse: $(SAVE_DIR)/wheelhouse-$(PROFILE)/simple is a PEP 503 index of every locked file; offline: python3 -m http.server --directory $(SAVE_DIR)/wheelhouse-$(PROFILE) 8000, then make image-$(PROFILE) PIP_INDEX_URL=http://127.0.0.1:8000/simple TORCH_INDEX_URL=http://127.0.0.1:8000/simple BUILD_FLAGS=--network=host (docs/images.md, 'Air-gapped hosts')"
+
 .PHONY: load
 load: ## check dist/SHA256SUMS, then docker load every tarball it lists (air-gapped hosts)
 	cd $(SAVE_DIR) && sha256sum --check SHA256SUMS

@@ -3,7 +3,7 @@
 # Download (or, for the few sdist-only packages a lock names with --no-binary, build) the wheels of
 # lock files into DEST. Runs in the build stages only, so no index URL reaches the runtime stage.
 #
-# Usage: download-locked.sh DEST LOCK...
+# Usage: download-locked.sh [--download] DEST LOCK...
 #   *-cu118.lock  from TORCH_INDEX_URL only: the CUDA 11.8 builds of torch, torchvision,
 #                 torchaudio and xformers carry the same version numbers as PyPI's CUDA 12 builds
 #                 (or exist only there), so no other index may be consulted. A pin there without a
@@ -23,7 +23,14 @@
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-[ $# -ge 2 ] || die "usage: download-locked.sh DEST LOCK..."
+# --download: keep the files as published (wheels and the sdists of --no-binary pins) instead of building wheels, and
+# arrange them as a static PEP 503 index, DEST/simple/<project>/ (the offline wheelhouse, `make wheelhouse`)
+mode=wheel
+if [ "${1:-}" = --download ]; then
+  mode=download
+  shift
+fi
+[ $# -ge 2 ] || die "usage: download-locked.sh [--download] DEST LOCK..."
 dest=$1
 shift
 # where a first download's hashes are kept between builds: pip's cache mount (RUN --mount=type=cache)
@@ -45,7 +52,15 @@ for lock in "$@"; do
     *.lock) require PIP_INDEX_URL; index=$PIP_INDEX_URL ;;
     *) die "$lock: not a .lock file" ;;
   esac
-  run "$VENV/bin/python" -m pip wheel --no-input --disable-pip-version-check --no-deps --no-build-isolation \
-    --only-binary=:all: --require-hashes --index-url "$index" --wheel-dir "$dest" -r "$hashed"
+  if [ "$mode" = download ]; then
+    run "$VENV/bin/python" -m pip download --no-input --disable-pip-version-check --no-deps \
+      --only-binary=:all: --require-hashes --index-url "$index" --dest "$dest" -r "$hashed"
+  else
+    run "$VENV/bin/python" -m pip wheel --no-input --disable-pip-version-check --no-deps --no-build-isolation \
+      --only-binary=:all: --require-hashes --index-url "$index" --wheel-dir "$dest" -r "$hashed"
+  fi
   run cp "$hashed" "$dest/$(basename "$lock" .lock).hashes.lock"
 done
+if [ "$mode" = download ]; then
+  run "$VENV/bin/python" "$DOCKER_DIR/wheel-hashes.py" index "$dest"
+fi

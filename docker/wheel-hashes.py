@@ -10,6 +10,10 @@ Usage:
   wheel-hashes.py constraints LOCK...
       print ``NAME==VERSION`` for every pin of the LOCKs, without hashes: the image's PIP_CONSTRAINT file (a
       constraints file with hashes would put a user's every `pip install` into hash-checking mode).
+  wheel-hashes.py index DIR
+      move every wheel and sdist in DIR to DIR/simple/<project>/ (the project's normalized name, read from the file
+      name by packaging's ``parse_wheel_filename`` / ``parse_sdist_filename``): a PEP 503 index any static web
+      server serves (``python3 -m http.server``: its folder listings are the project pages pip reads).
   wheel-hashes.py first-download LOCK INDEX_URL SCRATCH RECORD
       LOCK pins packages from INDEX_URL; the ones without a ``--hash`` (no published sha256 was found: the PyTorch
       index's torchvision, torchaudio and xformers builds, docs/images.md "Hashes") get one here. When RECORD exists and
@@ -31,7 +35,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pip._vendor.packaging.utils import canonicalize_name, parse_wheel_filename
+from pip._vendor.packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
 
 def sha256(path: Path) -> str:
@@ -52,6 +56,25 @@ def folder_requirements(folder: Path) -> list[str]:
         name, version, _build, _tags = parse_wheel_filename(wheel.name)
         lines.append(f"{name}=={version} --hash=sha256:{sha256(wheel)}")
     return lines
+
+
+def make_index(folder: Path) -> int:
+    """Move each distribution file of ``folder`` into ``folder/simple/<project>/``; return how many were moved."""
+    moved = 0
+    for path in sorted(folder.iterdir()):
+        if path.suffix == ".whl":
+            name = parse_wheel_filename(path.name)[0]
+        elif path.name.endswith((".tar.gz", ".zip")):
+            name = parse_sdist_filename(path.name)[0]
+        else:
+            continue
+        project = folder / "simple" / canonicalize_name(name)
+        project.mkdir(parents=True, exist_ok=True)
+        os.replace(path, project / path.name)
+        moved += 1
+    if not moved:
+        raise SystemExit(f"wheel-hashes.py: no wheels or sdists in {folder}")
+    return moved
 
 
 def read_pins(lock: Path) -> list[tuple[str, str, list[str]]]:
@@ -110,6 +133,9 @@ def first_download(lock: Path, index_url: str, scratch: Path, record: Path) -> P
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "folder":
         print("\n".join(folder_requirements(Path(argv[1]))))
+        return 0
+    if len(argv) == 2 and argv[0] == "index":
+        print(f"wheel-hashes.py: {make_index(Path(argv[1]))} files indexed under {argv[1]}/simple", file=sys.stderr)
         return 0
     if len(argv) >= 2 and argv[0] == "constraints":
         print("\n".join(f"{name}=={version}" for lock in argv[1:] for name, version, _ in read_pins(Path(lock))))

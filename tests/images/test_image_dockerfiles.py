@@ -30,7 +30,7 @@ from image_helpers import (
 
 PROFILES = ("p40", "a10")
 STAGES = [("build", "${BASE_REGISTRY}${BASE_IMAGE}:${BUILD_BASE_TAG}${BUILD_BASE_DIGEST:+@${BUILD_BASE_DIGEST}}"),
-          ("wheels", "build"), ("verl-source", "build"),
+          ("wheels", "build"), ("wheelhouse-files", "build"), ("wheelhouse", "scratch"), ("verl-source", "build"),
           ("runtime-system", "${BASE_REGISTRY}${BASE_IMAGE}:${RUNTIME_BASE_TAG}${RUNTIME_BASE_DIGEST:+@${RUNTIME_BASE_DIGEST}}"),
           ("runtime", "runtime-system")]
 # version ARG -> (package in the locks, value)
@@ -55,6 +55,7 @@ RUNTIME_DIGEST = "sha256:eaaccb3528ceca110601131434ab467e41d694a41e8c9bf280fb27a
 
 # Every instruction line (comments aside) in which the two files differ: the GPU difference.
 P40_ONLY = [
+    "      /opt/verlfit/locks/torch-deps.lock /opt/verlfit/locks/common.lock",
     "    /opt/verlfit/docker/install-system.sh cudnn init",
     " && python /opt/verlfit/docker/wheel-hashes.py constraints /opt/verlfit/docker/torch-cu118.lock >/opt/verlfit/constraints.txt",
     "ENV VERLFIT_PROFILE=p40 \\",
@@ -88,6 +89,8 @@ A10_ONLY = [
     "    /opt/verlfit/docker/download-locked.sh /wheels/a10 /opt/verlfit/docker/a10-cu118.lock /opt/verlfit/docker/a10-extra.lock \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${VLLM_WHEEL_URL}\" \"${VLLM_WHEEL_SHA256}\" \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${FLASH_ATTN_WHEEL_URL}\" \"${FLASH_ATTN_WHEEL_SHA256}\"",
+    "      /opt/verlfit/locks/torch-deps.lock /opt/verlfit/locks/common.lock \\",
+    "      /opt/verlfit/locks/a10-cu118.lock /opt/verlfit/locks/a10-extra.lock",
     "    /opt/verlfit/docker/install-system.sh cudnn triton init",
     "    LIBRARY_PATH=/usr/local/cuda/lib64/stubs \\",
     "RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\",
@@ -147,7 +150,7 @@ def test_stages_are_role_named_and_every_from_is_parameterised(dockerfiles, prof
 
 def test_from_lines_expand_to_the_cuda_images_a_mirror_and_a_digest(dockerfiles, profile):
     dockerfile = dockerfiles[profile]
-    build, runtime = dockerfile.stages[0].base, dockerfile.stages[3].base
+    build, runtime = dockerfile.stage("build").base, dockerfile.stage("runtime-system").base
     defaults = resolved_args(dockerfile)
     # pinned by default: the multi-platform index digests (docs/images.md, "Base image digests")
     assert shell_expand(build, defaults) == f"docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04@{DEVEL_DIGEST}"
@@ -303,7 +306,9 @@ def test_package_sources_stay_in_the_build_stages(dockerfiles, profile):
         assert not any(f"${{{name}" in run.value for name in label_only)
         assert "--index-url" not in run.value and "http" not in run.value
     for name in ("PIP_INDEX_URL", "TORCH_INDEX_URL"):
-        assert [stage.name for stage in dockerfile.stages if name in stage.args()] == (["build", "wheels"] if name == "PIP_INDEX_URL" else ["wheels"])
+        # the wheelhouse stage downloads what the wheels stage does, from the same indexes (make wheelhouse)
+        assert [stage.name for stage in dockerfile.stages if name in stage.args()] == (
+            ["build", "wheels", "wheelhouse-files"] if name == "PIP_INDEX_URL" else ["wheels", "wheelhouse-files"])
     assert [stage.name for stage in dockerfile.stages if "VERL_REPO" in stage.args()] == ["verl-source"]
 
 
@@ -402,8 +407,8 @@ def test_pip_runs_have_cache_mounts_and_network_runs_the_netrc_secret(dockerfile
 def test_every_stage_sets_pipefail_shell(dockerfiles, profile):
     names = [stage.name for stage in dockerfiles[profile].stages]
     for stage in dockerfiles[profile].stages:
-        if stage.base in names:
-            continue  # inherits its parent stage's SHELL
+        if stage.base in names or stage.base == "scratch":
+            continue  # inherits its parent stage's SHELL, or runs nothing (the wheelhouse's export)
         assert stage.all("SHELL")[0].value == '["/bin/bash", "-o", "pipefail", "-c"]'
 
 

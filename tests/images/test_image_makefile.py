@@ -25,6 +25,9 @@ with open(os.environ["FAKE_DOCKER_LOG"], "a") as log:
     if "DOCKER_BUILDKIT" in os.environ:
         entry["DOCKER_BUILDKIT"] = os.environ["DOCKER_BUILDKIT"]
     log.write(json.dumps(entry) + "\\n")
+if "--output" in sys.argv and sys.argv[sys.argv.index("--output") + 1].startswith("type=local,dest="):
+    # BuildKit's local exporter: the stage's files into that folder
+    os.makedirs(sys.argv[sys.argv.index("--output") + 1].split("dest=", 1)[1], exist_ok=True)
 if sys.argv[1:2] == ["save"]:
     sys.stdout.write("tarball of " + " ".join(sys.argv[2:]))
     if os.environ.get("FAKE_DOCKER_SAVE_FAILS"):
@@ -103,7 +106,7 @@ def test_plain_make_lists_every_target(workdir):
     result, calls = make(workdir)
     assert result.returncode == 0 and calls == []
     targets = [line.split()[0] for line in result.stdout.splitlines()]
-    assert targets == ["help", "test", "dev", "rehearse", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "load",
+    assert targets == ["help", "test", "dev", "rehearse", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "wheelhouse", "load",
                        "prepare-gsm8k", "train", "doctor", "bench", "export", "eval", "report", "apt-lock", "lock"]
 
 
@@ -496,3 +499,19 @@ def test_a_failed_save_leaves_no_tarball(workdir):
     result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", env={"FAKE_DOCKER_SAVE_FAILS": "1"})
     assert result.returncode != 0
     assert list((workdir / "out").iterdir()) == []
+
+
+def test_wheelhouse_exports_the_wheelhouse_stage_to_a_folder(workdir):
+    """The build command without --load, --target wheelhouse --output to a .partial folder renamed when whole; an existing
+    wheelhouse is never written into."""
+    result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", *IDS)
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [BUILDX, ["buildx", "build", "--target", "wheelhouse", "--output", "type=local,dest=out/wheelhouse-p40.partial",
+                                     "--file", "Dockerfile.p40", *ID_ARGS, "."]]
+    assert sorted(path.name for path in (workdir / "out").iterdir()) == ["wheelhouse-p40"]
+    result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", "PROFILE=a10", *IDS)
+    assert argvs(calls)[1][:6] == ["buildx", "build", "--target", "wheelhouse", "--output", "type=local,dest=out/wheelhouse-a10.partial"]
+    (workdir / "out" / "wheelhouse-a10").mkdir(parents=True, exist_ok=True)
+    result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", "PROFILE=a10", *IDS)
+    assert result.returncode == 2 and calls == []
+    assert "make wheelhouse: out/wheelhouse-a10 exists: remove it first (make writes a new one whole)" in result.stderr

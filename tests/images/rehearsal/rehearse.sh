@@ -29,6 +29,7 @@
 #   REHEARSAL_SKIP      space-separated steps to skip while iterating locally: save a10 suite
 #   CA_BUNDLE           the host's CA bundle (/etc/ssl/certs/ca-certificates.crt)
 #   REHEARSAL_KEEP_BUILD_CACHE  set: leave the engine's build cache for the next run (default: pruned at the end)
+#   REHEARSAL_APT_LOCK_OUT      a file to copy the apt lock `make apt-lock` wrote on the stand-in bases to
 # Disk: each stage line shows the space left on /var/lib/docker's filesystem, and the end the lowest seen. The steps
 # are ordered and cleaned between so that the image (8.3 GB), its build cache (~5 GB), the saved tarballs (4.1 GB) and
 # the stand-in torch index (2.3 GB) are never all on disk at once; docker save/load's uncompressed staging copy and the
@@ -224,14 +225,16 @@ sources=(BASE_REGISTRY="$registry/" CUDA_APT_MIRROR="http://127.0.0.1:$http_port
          TORCH_INDEX_URL="http://127.0.0.1:$http_port/torch/simple" VERL_REPO="git://127.0.0.1:$git_port/verl.git"
          VERL_COMMIT="$verl_commit" TORCH_CUDA_VERSION=12.4)
 flags="--network host --secret id=ca-bundle,src=$ca_bundle --label io.verlfit.rehearsal=1 --progress plain"
-# the apt lock as make apt-lock writes it, on the stand-in bases (the p40 image's packages; the a10 image's need
-# NVIDIA's real repository), into the context copy: the build must install exactly it. Ubuntu's live archive moves on
+# the apt lock as make apt-lock writes it, on the stand-in bases (both images' packages: the stand-in NVIDIA repository
+# has an empty cuda-driver-dev-11-8 for the a10 image's), into the context copy: the build must install exactly it. Ubuntu's live archive moves on
 # (snapshot.ubuntu.com is not reachable here), so the committed lock is compared, not built from; on the real bases
 # it is what a build installs.
 say "make apt-lock on the stand-in bases (into the build context's copy)"
 LOCK_NETWORK=host make -C "$context" --no-print-directory apt-lock DOCKER="$docker" BASE_REGISTRY="$registry/" \
   BUILD_BASE_DIGEST="$build_digest" RUNTIME_BASE_DIGEST="$runtime_digest" CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo" \
-  CA_BUNDLE="$ca_bundle" APT_LOCK_PROFILES=p40 >"$work/apt-lock.log" 2>&1 || { tail -20 "$work/apt-lock.log" >&2; fail "make apt-lock"; }
+  CA_BUNDLE="$ca_bundle" >"$work/apt-lock.log" 2>&1 || { tail -20 "$work/apt-lock.log" >&2; fail "make apt-lock"; }
+# REHEARSAL_APT_LOCK_OUT=FILE: a copy of it (to refresh the committed docker/apt.lock from the stand-in bases)
+[ -z "${REHEARSAL_APT_LOCK_OUT:-}" ] || cp "$context/docker/apt.lock" "$REHEARSAL_APT_LOCK_OUT"
 moved=$(diff <(grep -v '^#' docker/apt.lock) <(grep -v '^#' "$context/docker/apt.lock") | sed -n 's/^> //p' | paste -sd' ' || true)
 check "make apt-lock: $(grep -vc '^#' "$context/docker/apt.lock") packages; against the committed docker/apt.lock: ${moved:-no version moved}"
 say "make image-p40 (bases pinned by digest; the stand-ins' sources as build args)"
