@@ -115,7 +115,7 @@ def first_download(lock: Path, index_url: str, scratch: Path, record: Path) -> P
             folder = scratch / canonicalize_name(name)
             subprocess.run([sys.executable, "-m", "pip", "download", "--no-input", "--disable-pip-version-check",
                             "--no-deps", "--only-binary=:all:", "--index-url", index_url, "--dest", str(folder),
-                            f"{name}=={version}"], check=True)
+                            f"{name}=={version}"], check=True, stdout=sys.stderr)  # stdout: RECORD's path alone
             hashes = [sha256(wheel) for wheel in sorted(folder.glob("*.whl"))]
             if not hashes:
                 raise SystemExit(f"wheel-hashes.py: {name}=={version}: pip download left no wheel in {folder}")
