@@ -235,8 +235,10 @@ LOCK_NETWORK=host make -C "$context" --no-print-directory apt-lock DOCKER="$dock
   CA_BUNDLE="$ca_bundle" >"$work/apt-lock.log" 2>&1 || { tail -20 "$work/apt-lock.log" >&2; fail "make apt-lock"; }
 # REHEARSAL_APT_LOCK_OUT=FILE: a copy of it (to refresh the committed docker/apt.lock from the stand-in bases)
 [ -z "${REHEARSAL_APT_LOCK_OUT:-}" ] || cp "$context/docker/apt.lock" "$REHEARSAL_APT_LOCK_OUT"
-moved=$(diff <(grep -v '^#' docker/apt.lock) <(grep -v '^#' "$context/docker/apt.lock") | sed -n 's/^> //p' | paste -sd' ' || true)
-check "make apt-lock: $(grep -vc '^#' "$context/docker/apt.lock") packages; against the committed docker/apt.lock: ${moved:-no version moved}"
+# packages in both the committed lock and today's whose version moved (the archive's updates since the lock was taken)
+moved=$(awk -F= 'NR == FNR { if ($0 !~ /^#/) committed[$1] = $2; next }
+  !/^#/ && ($1 in committed) && committed[$1] != $2 { printf "%s %s -> %s;", $1, committed[$1], $2 }' docker/apt.lock "$context/docker/apt.lock")
+check "make apt-lock: $(grep -vc '^#' "$context/docker/apt.lock") packages; versions moved since the committed docker/apt.lock: ${moved:-none}"
 say "make image-p40 (bases pinned by digest; the stand-ins' sources as build args)"
 build_started=$(date +%s)
 make -C "$context" --no-print-directory image-p40 IMAGE="$image" "${sources[@]}" "${provenance[@]}" BUILD_BASE_DIGEST="$build_digest" \
@@ -252,14 +254,19 @@ say "the runtime image's layers (docker history: size, the step that made it)"
 # (the layers that hold files; the build args BuildKit records before a RUN's command are left out)
 $docker history --no-trunc --format '{{.Size}}\t{{.CreatedBy}}' "$image:p40" | awk -F'\t' '$1 != "0B"' \
   | sed -E -e 's/\|[0-9]+ ([A-Za-z_]+=[^ ]* )*//' -e 's#/bin/(ba)?sh -o pipefail -c ##' -e 's/ # buildkit$//' | cut -c1-150 | tee "$work/layers"
-# the apt lock against what the image holds: every locked package installed here at the locked version
+# the apt lock against what the image's apt step installed: every package new or changed against the runtime base
+# (dpkg's list in each) is in the lock at that version. The lock also pins the a10 image's packages, some of which
+# (libc6, libstdc++6) upgrade the base's there: packages the p40 image leaves alone are not compared.
 # shellcheck disable=SC2016  # dpkg-query's own ${...} fields
-run --entrypoint dpkg-query "$image:p40" -W -f '${Package}=${Version}\n' | sort >"$work/dpkg"
-apt_check=$(awk -F= 'NR == FNR { if ($0 !~ /^#/) locked[$1] = $2; next }
-  ($1 in locked) { n++; if (locked[$1] != $2) wrong = wrong " " $1 "=" $2 " (lock: " locked[$1] ")" }
-  END { print n + 0 ":" wrong }' "$context/docker/apt.lock" "$work/dpkg")
-[ "${apt_check#*:}" = "" ] || fail "installed at another version than docker/apt.lock:${apt_check#*:}"
-check "apt lock: the ${apt_check%%:*} locked packages installed in the runtime image are all at the lock's versions (libcudnn8 $(grep '^libcudnn8=' "$work/dpkg" | cut -d= -f2), tini $(grep '^tini=' "$work/dpkg" | cut -d= -f2))"
+dpkg_list() { run --entrypoint dpkg-query "$1" -W -f '${Package}=${Version}\n' | LC_ALL=C sort; }
+runtime_base="$registry/nvidia/cuda:11.8.0-runtime-ubuntu22.04@$runtime_digest"
+dpkg_list "$runtime_base" >"$work/dpkg-base"
+dpkg_list "$image:p40" >"$work/dpkg"
+$docker image rm "$runtime_base" >/dev/null
+LC_ALL=C comm -13 "$work/dpkg-base" "$work/dpkg" >"$work/dpkg-installed"
+apt_unlocked=$(LC_ALL=C comm -23 "$work/dpkg-installed" <(grep -v '^#' "$context/docker/apt.lock" | LC_ALL=C sort) | paste -sd' ' || true)
+[ -z "$apt_unlocked" ] || fail "the image's apt step installed, not at docker/apt.lock's versions: $apt_unlocked"
+check "apt lock: the $(wc -l <"$work/dpkg-installed") packages the image's apt step installed are all in the lock at its versions (libcudnn8 $(grep '^libcudnn8=' "$work/dpkg" | cut -d= -f2), tini $(grep '^tini=' "$work/dpkg" | cut -d= -f2))"
 labels=$($docker image inspect --format '{{index .Config.Labels "org.opencontainers.image.revision"}} {{index .Config.Labels "org.opencontainers.image.created"}} {{index .Config.Labels "org.opencontainers.image.version"}}' "$image:p40")
 [ "$labels" = "$(git rev-parse HEAD) $(date -u -d "@$(git log -1 --format=%ct)" +%Y-%m-%dT%H:%M:%SZ) $(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')" ] \
   || fail "OCI labels revision, created, version: '$labels'"
