@@ -51,7 +51,7 @@ SOURCE_ARGS = ("BASE_REGISTRY", "BASE_IMAGE", "BUILD_BASE_TAG", "BUILD_BASE_DIGE
 GPU_ONLY = ("vllm", "flash-attn", "liger-kernel", "xformers")
 # the bases' multi-platform index digests (each seen in independent public files: docs/images.md names them)
 DEVEL_DIGEST = "sha256:94fd755736cb58979173d491504f0b573247b1745250249415b07fefc738e41f"
-RUNTIME_DIGEST = "sha256:eaaccb3528ceca110601131434ab467e41d694a41e8c9bf280fb27ac18fcb29b"
+RUNTIME_DIGEST = "sha256:f895871972c1c91eb6a896eee68468f40289395a1e58c492e1be7929d0f8703b"
 
 # Every instruction line (comments aside) in which the two files differ: the GPU difference.
 P40_ONLY = [
@@ -154,15 +154,15 @@ def test_from_lines_expand_to_the_cuda_images_a_mirror_and_a_digest(dockerfiles,
     defaults = resolved_args(dockerfile)
     # pinned by default: the multi-platform index digests (docs/images.md, "Base image digests")
     assert shell_expand(build, defaults) == f"docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04@{DEVEL_DIGEST}"
-    assert shell_expand(runtime, defaults) == f"docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04@{RUNTIME_DIGEST}"
+    assert shell_expand(runtime, defaults) == f"docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04@{RUNTIME_DIGEST}"
     # emptied (bases loaded by make load carry no registry digest): the tags
     by_tag = resolved_args(dockerfile, {"BUILD_BASE_DIGEST": "", "RUNTIME_BASE_DIGEST": ""})
     assert shell_expand(build, by_tag) == "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"
-    assert shell_expand(runtime, by_tag) == "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
+    assert shell_expand(runtime, by_tag) == "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04"
     digest = "sha256:" + "0" * 64
     mirrored = resolved_args(dockerfile, {"BASE_REGISTRY": "mirror.example.com/dockerhub/", "RUNTIME_BASE_DIGEST": digest})
     assert shell_expand(build, mirrored) == f"mirror.example.com/dockerhub/nvidia/cuda:11.8.0-devel-ubuntu22.04@{DEVEL_DIGEST}"
-    assert shell_expand(runtime, mirrored) == f"mirror.example.com/dockerhub/nvidia/cuda:11.8.0-runtime-ubuntu22.04@{digest}"
+    assert shell_expand(runtime, mirrored) == f"mirror.example.com/dockerhub/nvidia/cuda:11.8.0-base-ubuntu22.04@{digest}"
 
 
 def test_source_args_default_to_upstream(dockerfiles, profile):
@@ -170,7 +170,7 @@ def test_source_args_default_to_upstream(dockerfiles, profile):
     assert {name: args[name] for name in SOURCE_ARGS} == {
         "BASE_REGISTRY": "docker.io/", "BASE_IMAGE": "nvidia/cuda",
         "BUILD_BASE_TAG": "11.8.0-devel-ubuntu22.04", "BUILD_BASE_DIGEST": DEVEL_DIGEST,
-        "RUNTIME_BASE_TAG": "11.8.0-runtime-ubuntu22.04", "RUNTIME_BASE_DIGEST": RUNTIME_DIGEST,
+        "RUNTIME_BASE_TAG": "11.8.0-base-ubuntu22.04", "RUNTIME_BASE_DIGEST": RUNTIME_DIGEST,
         "APT_MIRROR": "", "CUDA_APT_MIRROR": "",
         "PIP_INDEX_URL": "https://pypi.org/simple", "TORCH_INDEX_URL": "https://download.pytorch.org/whl/cu118",
         "VERL_REPO": "https://github.com/volcengine/verl.git",
@@ -359,7 +359,7 @@ def test_labels_record_profile_and_pins(dockerfiles, profile):
         "org.opencontainers.image.source": "https://git.example.com/verlfit.git",
         "org.opencontainers.image.created": "2025-12-02T00:00:00Z",
         "org.opencontainers.image.version": "0.1.0",
-        "org.opencontainers.image.base.name": "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04",
+        "org.opencontainers.image.base.name": "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04",
         "org.opencontainers.image.base.digest": RUNTIME_DIGEST,
         "io.verlfit.profile": profile,
         "io.verlfit.gpu-arch": "sm_60" if profile == "p40" else "sm_86",

@@ -217,13 +217,13 @@ def fake_digest(ref: str) -> str:
 
 # the Dockerfiles' default pins: the multi-platform index digests docs/images.md names the public sources of
 DEVEL_DIGEST = "sha256:94fd755736cb58979173d491504f0b573247b1745250249415b07fefc738e41f"
-RUNTIME_DIGEST = "sha256:eaaccb3528ceca110601131434ab467e41d694a41e8c9bf280fb27ac18fcb29b"
+RUNTIME_DIGEST = "sha256:f895871972c1c91eb6a896eee68468f40289395a1e58c492e1be7929d0f8703b"
 
 
 def test_base_digests_prints_the_digests_to_pin(workdir):
     result, calls = make(workdir, "base-digests")
     assert result.returncode == 0, result.stderr
-    refs = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
+    refs = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04"]
     assert argvs(calls) == [call for ref in refs for call in (BUILDX, ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest.Digest}}", ref])]
     # the fake registry's digests are not the pinned defaults: make says the tags have moved
     assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]} (pinned now: {DEVEL_DIGEST}; the tag has moved)",
@@ -233,7 +233,7 @@ def test_base_digests_prints_the_digests_to_pin(workdir):
 def test_base_digests_from_a_mirror_say_when_a_pinned_tag_has_moved(workdir):
     pinned = "sha256:" + "1" * 64
     result, calls = make(workdir, "base-digests", "BASE_REGISTRY=mirror.example/hub/", f"RUNTIME_BASE_DIGEST={pinned}")
-    runtime = "mirror.example/hub/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
+    runtime = "mirror.example/hub/nvidia/cuda:11.8.0-base-ubuntu22.04"
     # the tag is asked for, not the pinned digest: the answer is what the tag points at now
     assert argvs(calls)[3] == ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest.Digest}}", runtime]
     assert result.stdout.splitlines()[1] == f"RUNTIME_BASE_DIGEST={fake_digest(runtime)}  # {runtime} (pinned now: {pinned}; the tag has moved)"
@@ -242,7 +242,7 @@ def test_base_digests_from_a_mirror_say_when_a_pinned_tag_has_moved(workdir):
 def test_nvidias_registry_is_the_second_source_of_the_base_images(workdir):
     """NVIDIA's NGC registry carries the same images as Docker Hub's nvidia/cuda under
     nvcr.io/nvidia/cuda:<tag>, so BASE_REGISTRY=nvcr.io/ is all it takes (docs/images.md)."""
-    refs = ["nvcr.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "nvcr.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
+    refs = ["nvcr.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "nvcr.io/nvidia/cuda:11.8.0-base-ubuntu22.04"]
     result, calls = make(workdir, "base-digests", "BASE_REGISTRY=nvcr.io/", "BUILD_BASE_DIGEST=", "RUNTIME_BASE_DIGEST=")
     assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]}",
                                           f"RUNTIME_BASE_DIGEST={fake_digest(refs[1])}  # {refs[1]}"]
@@ -315,7 +315,7 @@ def test_base_digests_without_buildx_pull_and_read_the_recorded_digest(workdir):
     result, calls = make(workdir, "base-digests", "BASE_REGISTRY=127.0.0.1:5000/", "BUILD_BASE_DIGEST=", "RUNTIME_BASE_DIGEST=",
                          env={"FAKE_DOCKER_NO_BUILDX": "1"})
     assert result.returncode == 0, result.stderr
-    refs = ["127.0.0.1:5000/nvidia/cuda:11.8.0-devel-ubuntu22.04", "127.0.0.1:5000/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
+    refs = ["127.0.0.1:5000/nvidia/cuda:11.8.0-devel-ubuntu22.04", "127.0.0.1:5000/nvidia/cuda:11.8.0-base-ubuntu22.04"]
     inspect = ["image", "inspect", "--format", "{{range .RepoDigests}}{{println .}}{{end}}"]
     assert argvs(calls) == [BUILDX, ["pull", "--quiet", refs[0]], [*inspect, refs[0]], BUILDX, ["pull", "--quiet", refs[1]], [*inspect, refs[1]]]
     assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]}",
@@ -325,7 +325,7 @@ def test_base_digests_without_buildx_pull_and_read_the_recorded_digest(workdir):
 def test_save_then_load_for_an_air_gapped_host(workdir):
     result, calls = make(workdir, "save", "SAVE_DIR=out")
     assert result.returncode == 0, result.stderr
-    bases = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
+    bases = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04"]
     # pulled by the pinned digests, saved by tag
     assert argvs(calls) == [["save", "verlfit:p40"], ["save", "verlfit:a10"], ["pull", f"{bases[0]}@{DEVEL_DIGEST}"],
                             ["tag", f"{bases[0]}@{DEVEL_DIGEST}", bases[0]], ["pull", f"{bases[1]}@{RUNTIME_DIGEST}"],
@@ -352,7 +352,7 @@ def test_save_then_load_for_an_air_gapped_host(workdir):
 def test_save_with_a_pinned_base_digest(workdir):
     digest = "sha256:" + "2" * 64
     result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", f"BUILD_BASE_DIGEST={digest}")
-    devel, runtime = "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
+    devel, runtime = "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04"
     # pulled by the pinned digest, then saved by tag: docker load keeps no registry digest, and an image saved by
     # digest alone loads with no name at all, so nothing could build FROM it on the air-gapped host (issue 24)
     assert argvs(calls)[1:] == [["pull", f"{devel}@{digest}"], ["tag", f"{devel}@{digest}", devel], ["pull", f"{runtime}@{RUNTIME_DIGEST}"],

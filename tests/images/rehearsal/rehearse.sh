@@ -6,7 +6,7 @@
 # "The rehearsal build", says what this proves and what it cannot.
 #
 # Stand-ins (each named in the output and in the image's label io.verlfit.stand-ins):
-#   nvidia/cuda:11.8.0-{devel,runtime}-ubuntu22.04  Ubuntu 22.04 from Ubuntu's archive (debootstrap) with NVIDIA's apt
+#   nvidia/cuda:11.8.0-{devel,base}-ubuntu22.04  Ubuntu 22.04 from Ubuntu's archive (debootstrap) with NVIDIA's apt
 #                    source line, keyring path and ENV, no CUDA files, in a local registry (stand-in-bases.sh)
 #   NVIDIA's CUDA apt repository   a signed flat repository with an empty libcudnn8 at the pin (stand-in-cudnn.sh)
 #   the PyTorch cu118 index        PyPI's torch 2.6.0 / torchvision 0.21.0 / torchaudio 2.6.0 (CUDA 12.4 builds)
@@ -74,7 +74,7 @@ command -v dockerd >/dev/null || need+=(docker.io)
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v apt-ftparchive >/dev/null || need+=(apt-utils)
-for tool in zip gpg git curl pigz; do command -v "$tool" >/dev/null || need+=("$tool"); done
+for tool in zip gpg git curl pigz gcc; do command -v "$tool" >/dev/null || need+=("$tool"); done
 if [ ${#need[@]} -gt 0 ]; then
   say "installing ${need[*]} (Debian)"
   apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
@@ -99,7 +99,7 @@ cleanup() {
   say "cleaning up (status $status)"
   $docker ps -aq --filter "label=io.verlfit.rehearsal" | xargs -r "$docker" rm -f >/dev/null 2>&1
   for ref in "$image:p40" "$image:p40-tests" "$image:p40-offline" "$image:a10-wheels" "$image:derived" \
-             "$registry/nvidia/cuda:11.8.0-devel-ubuntu22.04" "$registry/nvidia/cuda:11.8.0-runtime-ubuntu22.04"; do
+             "$registry/nvidia/cuda:11.8.0-devel-ubuntu22.04" "$registry/nvidia/cuda:11.8.0-base-ubuntu22.04"; do
     $docker image rm -f "$ref" >/dev/null 2>&1
   done
   $docker image prune -f --filter label=io.verlfit.rehearsal=1 >/dev/null 2>&1
@@ -174,9 +174,9 @@ for _ in $(seq 30); do curl -sf "http://$registry/v2/" >/dev/null && break; slee
 
 # ---- stand-ins ------------------------------------------------------------------------------------------
 cudnn_version=$(sed -n 's/^ARG CUDNN_VERSION=//p' Dockerfile.p40)
-say "stand-in: NVIDIA's CUDA apt repository (signed, an empty libcudnn8=$cudnn_version)"
+say "stand-in: NVIDIA's CUDA apt repository (signed; libcudnn8=$cudnn_version holds a stub libcudnn.so.8 needing cuBLAS 11)"
 bash "$here/stand-in-cudnn.sh" "$work/www/cuda" "$cudnn_version"
-say "stand-in: nvidia/cuda:11.8.0-{devel,runtime}-ubuntu22.04 (Ubuntu 22.04 by debootstrap, cached in $cache/bases)"
+say "stand-in: nvidia/cuda:11.8.0-{devel,base}-ubuntu22.04 (Ubuntu 22.04 by debootstrap, cached in $cache/bases)"
 bash "$here/stand-in-bases.sh" "$cache/bases" "$work/www/cuda/cuda-archive-keyring.gpg" "$registry"
 say "stand-in: the PyTorch cu118 index (PyPI's CUDA 12.4 wheels relabelled +cu118, cached in $cache/torch-index)"
 if [ ! -f "$cache/torch-index/done" ]; then
@@ -210,7 +210,7 @@ grep -c -- '--hash=sha256:' "$context/docker/torch-cu118.lock" "$context/docker/
 provenance=(VCS_REF="$(git rev-parse HEAD)" SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)")
 say "stand-in: $verl_stand_in, served by git daemon at git://127.0.0.1:$git_port/verl.git"
 
-stand_ins="nvidia/cuda bases: Ubuntu 22.04 by debootstrap, no CUDA files; NVIDIA's apt repository: an empty libcudnn8 $cudnn_version;"
+stand_ins="nvidia/cuda bases: Ubuntu 22.04 by debootstrap, no CUDA files; NVIDIA's apt repository: libcudnn8 $cudnn_version holding a stub libcudnn.so.8;"
 stand_ins="$stand_ins PyTorch cu118 index: PyPI's CUDA 12.4 torch 2.6.0, torchvision 0.21.0, torchaudio 2.6.0 relabelled +cu118;"
 stand_ins="$stand_ins $verl_stand_in"
 
@@ -220,7 +220,7 @@ make --no-print-directory base-digests BASE_REGISTRY="$registry/" | tee "$work/d
 build_digest=$(sed -n 's/^BUILD_BASE_DIGEST=\(sha256:[0-9a-f]*\).*/\1/p' "$work/digests")
 runtime_digest=$(sed -n 's/^RUNTIME_BASE_DIGEST=\(sha256:[0-9a-f]*\).*/\1/p' "$work/digests")
 [ -n "$build_digest" ] && [ -n "$runtime_digest" ] || fail "make base-digests printed no digests"
-$docker image rm "$registry/nvidia/cuda:11.8.0-devel-ubuntu22.04" "$registry/nvidia/cuda:11.8.0-runtime-ubuntu22.04" >/dev/null
+$docker image rm "$registry/nvidia/cuda:11.8.0-devel-ubuntu22.04" "$registry/nvidia/cuda:11.8.0-base-ubuntu22.04" >/dev/null
 sources=(BASE_REGISTRY="$registry/" CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo"
          TORCH_INDEX_URL="http://127.0.0.1:$http_port/torch/simple" VERL_REPO="git://127.0.0.1:$git_port/verl.git"
          VERL_COMMIT="$verl_commit" TORCH_CUDA_VERSION=12.4)
@@ -259,7 +259,7 @@ $docker history --no-trunc --format '{{.Size}}\t{{.CreatedBy}}' "$image:p40" | a
 # (libc6, libstdc++6) upgrade the base's there: packages the p40 image leaves alone are not compared.
 # shellcheck disable=SC2016  # dpkg-query's own ${...} fields
 dpkg_list() { run --entrypoint dpkg-query "$1" -W -f '${Package}=${Version}\n' | LC_ALL=C sort; }
-runtime_base="$registry/nvidia/cuda:11.8.0-runtime-ubuntu22.04@$runtime_digest"
+runtime_base="$registry/nvidia/cuda:11.8.0-base-ubuntu22.04@$runtime_digest"
 dpkg_list "$runtime_base" >"$work/dpkg-base"
 dpkg_list "$image:p40" >"$work/dpkg"
 $docker image rm "$runtime_base" >/dev/null
