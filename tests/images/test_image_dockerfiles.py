@@ -33,6 +33,17 @@ STAGES = [("build", "${BASE_REGISTRY}${BASE_IMAGE}:${BUILD_BASE_TAG}${BUILD_BASE
           ("wheels", "build"), ("wheelhouse-files", "build"), ("wheelhouse", "scratch"), ("verl-source", "build"),
           ("runtime-system", "${BASE_REGISTRY}${BASE_IMAGE}:${RUNTIME_BASE_TAG}${RUNTIME_BASE_DIGEST:+@${RUNTIME_BASE_DIGEST}}"),
           ("runtime", "runtime-system")]
+# the A10 image's runtime: the P40 image's layers first (runtime-python repeats the P40 runtime stage's first steps
+# instruction for instruction, so one builder builds them once), then Triton's apt step in a stage of its own
+A10_STAGES = [*STAGES[:-1], ("runtime-python", "runtime-system"), ("runtime-triton", "runtime-python"), ("runtime", "runtime-triton")]
+
+
+def runtime_stages(dockerfile):
+    """The stages the runtime image is built in after runtime-system (p40: runtime; a10: runtime-python,
+    runtime-triton, runtime)."""
+    names = [stage.name for stage in dockerfile.stages]
+    return [stage for stage in dockerfile.stages if stage.name.startswith("runtime") and stage.name != "runtime-system"
+            and names.index(stage.name) > names.index("runtime-system")]
 # version ARG -> (package in the locks, value)
 VERSION_ARGS = {
     "TORCH_VERSION": ("torch", "2.6.0+cu118"),
@@ -56,7 +67,7 @@ RUNTIME_DIGEST = "sha256:f895871972c1c91eb6a896eee68468f40289395a1e58c492e1be792
 # Every instruction line (comments aside) in which the two files differ: the GPU difference.
 P40_ONLY = [
     "      /opt/verlfit/locks/torch-deps.lock /opt/verlfit/locks/common.lock",
-    "    /opt/verlfit/docker/install-system.sh cudnn init",
+    "FROM runtime-system AS runtime",
     " && python /opt/verlfit/docker/wheel-hashes.py constraints /opt/verlfit/docker/torch-cu118.lock >/opt/verlfit/constraints.txt",
     "ENV VERLFIT_PROFILE=p40 \\",
     "      --python \"${PYTHON_VERSION}\" --cuda \"${TORCH_CUDA_VERSION}\" --arch sm_60 --cudnn \"${CUDNN_VERSION}\" \\",
@@ -91,8 +102,19 @@ A10_ONLY = [
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${FLASH_ATTN_WHEEL_URL}\" \"${FLASH_ATTN_WHEEL_SHA256}\"",
     "      /opt/verlfit/locks/torch-deps.lock /opt/verlfit/locks/common.lock \\",
     "      /opt/verlfit/locks/a10-cu118.lock /opt/verlfit/locks/a10-extra.lock",
-    "    /opt/verlfit/docker/install-system.sh cudnn triton init",
-    "    LIBRARY_PATH=/usr/local/cuda/lib64/stubs \\",
+    "FROM runtime-system AS runtime-python",
+    "",
+    "FROM runtime-python AS runtime-triton",
+    "ARG APT_MIRROR",
+    "ARG CUDA_APT_MIRROR",
+    "ARG PYTHON_VERSION",
+    "ARG TORCH_CUDA_VERSION",
+    "RUN --mount=type=secret,id=ca-bundle \\",
+    "    /opt/verlfit/docker/install-system.sh triton",
+    "",
+    "FROM runtime-triton AS runtime",
+    "ARG PYTHON_VERSION",
+    "ENV LIBRARY_PATH=/usr/local/cuda/lib64/stubs",
     "RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\",
     "    --mount=type=bind,from=wheels,source=/wheels/a10,target=/wheels/a10 \\",
     "    /opt/verlfit/docker/install-wheels.sh /wheels/a10",
@@ -145,7 +167,7 @@ def check_options(dockerfile):
 
 
 def test_stages_are_role_named_and_every_from_is_parameterised(dockerfiles, profile):
-    assert [(stage.name, stage.base) for stage in dockerfiles[profile].stages] == STAGES
+    assert [(stage.name, stage.base) for stage in dockerfiles[profile].stages] == (STAGES if profile == "p40" else A10_STAGES)
 
 
 def test_from_lines_expand_to_the_cuda_images_a_mirror_and_a_digest(dockerfiles, profile):
@@ -294,12 +316,17 @@ def test_no_env_carries_an_index_mirror_proxy_or_secret(dockerfiles, profile):
 def test_package_sources_stay_in_the_build_stages(dockerfiles, profile):
     dockerfile = dockerfiles[profile]
     runtime_args = set(dockerfile.stage("runtime").args())
-    # apt needs its mirrors where the packages are installed: the runtime-system stage, whose one RUN is the apt
-    # step (so the mirrors show in that one history entry); nothing about sources reaches the runtime stage but labels
+    # apt needs its mirrors where the packages are installed: the runtime-system stage (and the A10 image's
+    # runtime-triton), whose one RUN is the apt step (so the mirrors show in that one history entry); nothing about
+    # sources reaches the runtime stage but labels
     system = dockerfile.stage("runtime-system")
     assert set(system.args()) & set(SOURCE_ARGS) == {"APT_MIRROR", "CUDA_APT_MIRROR"}
-    groups = ["cudnn", "init"] if profile == "p40" else ["cudnn", "triton", "init"]
-    assert [run.value.split()[-len(groups) - 1:] for run in system.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", *groups]]
+    assert [run.value.split()[-3:] for run in system.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", "cudnn", "init"]]
+    if profile == "a10":
+        triton = dockerfile.stage("runtime-triton")
+        assert set(triton.args()) & set(SOURCE_ARGS) == {"APT_MIRROR", "CUDA_APT_MIRROR"}
+        assert [run.value.split()[-2:] for run in triton.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", "triton"]]
+        assert set(dockerfile.stage("runtime-python").args()) & set(SOURCE_ARGS) == set()
     assert runtime_args & set(SOURCE_ARGS) == {"BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
     label_only = {"BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
     for run in dockerfile.stage("runtime").all("RUN"):
@@ -325,8 +352,9 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
     assert runtime.all("CMD")[-1].value == '["train"]'
     assert runtime.all("STOPSIGNAL") == []
     environment = {}
-    for env in runtime.all("ENV"):
-        environment.update(env.pairs())
+    for stage in runtime_stages(dockerfile):
+        for env in stage.all("ENV"):
+            environment.update(env.pairs())
     constraint = "/opt/verlfit/constraints.txt"  # written from the torch index's locks, without their hashes
     expected = {
         "VIRTUAL_ENV": "/opt/venv", "PATH": "/opt/venv/bin:$PATH", "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
@@ -490,3 +518,16 @@ def test_docs_name_every_source_arg_and_headline_pin(dockerfiles):
     for name in ("TORCH_VERSION", "TRANSFORMERS_VERSION", "TENSORDICT_VERSION", "RAY_VERSION", "DATASETS_VERSION", "PYARROW_VERSION",
                  "HYDRA_CORE_VERSION", "XFORMERS_VERSION", "FLASH_ATTN_VERSION", "VERL_COMMIT", "CUDNN_VERSION"):
         assert args[name] in text, name
+
+
+def test_the_a10_image_starts_with_the_p40_images_runtime_layers(dockerfiles):
+    """Everything from the runtime base to the training stack is the same instructions in the same order (and the same
+    runtime-system stage): built on one builder, the A10 image reuses those layers of the P40 image (7 GB of torch)."""
+    def instructions(dockerfile, stages):
+        return [(item.keyword, item.value) for name in stages for item in dockerfile.stage(name).instructions]
+
+    p40, a10 = dockerfiles["p40"], dockerfiles["a10"]
+    assert instructions(a10, ["runtime-system"]) == instructions(p40, ["runtime-system"])
+    shared = instructions(a10, ["runtime-python"])
+    assert shared == instructions(p40, ["runtime"])[:len(shared)]
+    assert [value for instruction, value in shared if instruction == "RUN"][-1].endswith("/opt/verlfit/docker/install-wheels.sh /wheels/common")
