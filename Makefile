@@ -21,23 +21,37 @@ BUILD_FLAGS ?=
 MIRROR ?=
 REGISTRY ?=
 SAVE_DIR ?= dist
+# make save: BASES=no leaves the CUDA base images out (a bundle for hosts that only run the images)
+BASES ?= yes
+# make apt-lock: a PEM bundle the base containers' apt trusts (an intercepting proxy's authority in it)
+CA_BUNDLE ?=
+# make apt-lock: the images whose runtime packages it collects (a10 needs NVIDIA's repository for cuda-driver-dev)
+APT_LOCK_PROFILES ?= p40 a10
 # gzip for make save: pigz (the same format, every core) where it is installed
 COMPRESS ?= $(shell command -v pigz >/dev/null 2>&1 && echo pigz || echo gzip)
 # arguments after the subcommand for train, doctor and prepare-gsm8k, e.g. ARGS='--algo grpo'
 ARGS ?=
-# the container user: yours, so files in ./data and ./runs belong to you (1000 when you are root:
-# the image never runs as root)
+# the container user at run time: yours, so files in ./data and ./runs belong to you (1000 when you are root:
+# the image never runs as root). The image's own user is always 1000:1000; these go to compose through .env
+# (docker/write-env.sh, written by every image and compose target), never into a build.
 VERLFIT_UID ?= $(shell id -u | sed 's/^0$$/1000/')
 VERLFIT_GID ?= $(shell id -g | sed 's/^0$$/1000/')
-VCS_REF ?= $(shell git rev-parse HEAD 2>/dev/null)
 export VERLFIT_UID VERLFIT_GID
+# provenance, from git: the commit (OCI label revision), its time (SOURCE_DATE_EPOCH, seconds; the label created
+# in RFC 3339), the repository's address without credentials (source) and verlfit's version (pyproject.toml, read
+# with Python's tomllib)
+VCS_REF ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+IMAGE_CREATED ?= $(if $(SOURCE_DATE_EPOCH),$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ))
+IMAGE_SOURCE ?= $(shell git config --get remote.origin.url 2>/dev/null | sed -E 's|//[^/@]*@|//|')
+VERLFIT_VERSION ?= $(shell python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])' 2>/dev/null)
 
 # Every ARG of the Dockerfiles is a make variable: set on the make command line
 # (`make image-p40 PIP_INDEX_URL=https://mirror/simple`) it is passed as --build-arg; unset, the
 # Dockerfile's default applies. The environment is not consulted (nvidia/cuda shells export
-# CUDA_VERSION and the like). VERLFIT_UID, VERLFIT_GID and VCS_REF always go (set above).
+# CUDA_VERSION and the like). The provenance ARGs always go (set above).
 BUILD_ARG_NAMES := $(sort $(shell sed -n 's/^ARG \([A-Za-z0-9_]*\).*/\1/p' Dockerfile.p40 Dockerfile.a10))
-ALWAYS_BUILD_ARGS := VERLFIT_UID VERLFIT_GID VCS_REF
+ALWAYS_BUILD_ARGS := VCS_REF IMAGE_SOURCE SOURCE_DATE_EPOCH IMAGE_CREATED VERLFIT_VERSION
 build_arg_given = $(or $(filter command line override,$(origin $(1))),$(filter $(ALWAYS_BUILD_ARGS),$(1)))
 # Docker's predefined proxy ARGs: they describe the network, not the image, so they are taken from the
 # environment too; Docker keeps them out of the image and out of `docker history`.
@@ -46,10 +60,10 @@ proxy_given = $(filter command line override environment,$(origin $(1)))
 # a value as the shell's single-quoted word: make's $ left as written (a proxy password may hold one), ' escaped
 shell_quote = '$(subst ','\'',$(1))'
 raw_value = $(if $(filter $(ALWAYS_BUILD_ARGS),$(1)),$($(1)),$(value $(1)))
-BUILD_ARGS = $(strip $(foreach name,$(BUILD_ARG_NAMES),$(if $(call build_arg_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))) \
+BUILD_ARGS = $(strip $(foreach name,$(filter-out $(ALWAYS_BUILD_ARGS),$(BUILD_ARG_NAMES)) $(ALWAYS_BUILD_ARGS),$(if $(call build_arg_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))) \
   $(foreach name,$(PROXY_ARG_NAMES),$(if $(call proxy_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))))
 # settings given on the command line that nothing reads (a typo such as PIP_INDEX=...) stop the image targets
-MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER DOCKER_BUILD COMPOSE COMPRESS IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID VCS_REF
+MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER DOCKER_BUILD COMPOSE COMPRESS IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID BASES CA_BUNDLE APT_LOCK_PROFILES
 UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
 define check_settings
 	@if [ -n '$(UNKNOWN_SETTINGS)' ]; then echo "make $@: $(UNKNOWN_SETTINGS): not a Dockerfile ARG nor a setting of this Makefile (ARGs: $(BUILD_ARG_NAMES))" >&2; exit 2; fi
@@ -64,6 +78,7 @@ DOCKER_BUILD ?=
 build_command = $(if $(DOCKER_BUILD),echo $(call shell_quote,$(DOCKER_BUILD)),DOCKER=$(call shell_quote,$(DOCKER)) bash docker/build-command.sh $@)
 # build_image,PROFILE: the build of Dockerfile.PROFILE, printed as it runs
 define build_image
+	@bash docker/write-env.sh .env $(VERLFIT_UID) $(VERLFIT_GID)
 	@build=$$($(build_command)) || exit 2; \
 	set -x; $$build --file Dockerfile.$(1) --tag $(IMAGE):$(1) $(BUILD_ARGS) $(BUILD_FLAGS) .
 endef
@@ -90,7 +105,8 @@ endef
 arg_default = $(shell sed -n 's/^ARG $(1)=//p' Dockerfile.p40 | head -n 1)
 # the base image's tag (registry prefix, image, tag), its pinned digest (empty when none), and both
 base_tag_ref = $(or $(BASE_REGISTRY),$(call arg_default,BASE_REGISTRY))$(or $(BASE_IMAGE),$(call arg_default,BASE_IMAGE)):$(or $($(1)_TAG),$(call arg_default,$(1)_TAG))
-base_digest = $(or $($(1)_DIGEST),$(call arg_default,$(1)_DIGEST))
+# (given on the command line, even empty: BUILD_BASE_DIGEST= means the tag alone; else the Dockerfile's pin)
+base_digest = $(if $(filter command line override,$(origin $(1)_DIGEST)),$($(1)_DIGEST),$(call arg_default,$(1)_DIGEST))
 base_ref = $(call base_tag_ref,$(1))$(if $(call base_digest,$(1)),@$(call base_digest,$(1)))
 BASE_IMAGES = $(call base_ref,BUILD_BASE) $(call base_ref,RUNTIME_BASE)
 # the bases as `make save` stores them: by tag (pulled by digest where one is pinned, then tagged), so `make load`
@@ -169,28 +185,48 @@ pull: ## pull verlfit:PROFILE from MIRROR=<registry>/<namespace>, tag it verlfit
 	$(DOCKER) tag $(MIRROR)/$(IMAGE):$(PROFILE) $(IMAGE):$(PROFILE)
 
 .PHONY: push
-push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<namespace>
+push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<namespace>, with SBOM and provenance attestations where buildx is
 	$(check_settings)
 	$(call check_profiles,$(PROFILES))
 	@if [ -z '$(REGISTRY)' ]; then echo "make push: set REGISTRY=<registry>/<namespace>, e.g. make push REGISTRY=registry.example.com/ml" >&2; exit 2; fi
-	$(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile)$(newline)$(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile)$(newline))
+	@# attestations are made by BuildKit while it builds and pushes (buildx): the build is the cached one make image-<profile> ran
+	@if $(DOCKER) buildx version >/dev/null 2>&1; then \
+	  set -ex; $(foreach profile,$(PROFILES),$(DOCKER) buildx build --sbom=true --provenance=mode=max --push --file Dockerfile.$(profile) --tag $(REGISTRY)/$(IMAGE):$(profile) $(BUILD_ARGS) $(BUILD_FLAGS) .;) \
+	else \
+	  set -ex; $(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile); $(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile);) \
+	  set +x; echo "make push: pushed WITHOUT SBOM and provenance attestations: '$(DOCKER) buildx' is not installed here, and only BuildKit through buildx makes them (install docker-buildx-plugin and run make push again)" >&2; \
+	fi
 
 .PHONY: save
-save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images (by tag), SHA256SUMS
+save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images (by tag; BASES=no: without, for hosts that only run), SHA256SUMS
 	$(check_settings)
 	$(call check_profiles,$(PROFILES))
+	@case '$(BASES)' in yes|no) ;; *) echo "make save: BASES=$(BASES): yes (the CUDA bases too, to rebuild there) or no (a runtime-only bundle)" >&2; exit 2;; esac
 	mkdir -p $(SAVE_DIR)
 	$(foreach profile,$(PROFILES),$(call save_tarball,$(SAVE_DIR)/$(IMAGE)-$(profile).tar.gz,$(IMAGE):$(profile))$(newline))
-	$(foreach base,BUILD_BASE RUNTIME_BASE,$(DOCKER) pull $(call base_ref,$(base))$(newline)$(if $(call base_digest,$(base)),$(DOCKER) tag $(call base_ref,$(base)) $(call base_tag_ref,$(base))$(newline)))
-	$(call save_tarball,$(SAVE_DIR)/cuda-base.tar.gz,$(BASE_TAGS))
-	cd $(SAVE_DIR) && sha256sum $(foreach profile,$(PROFILES),$(IMAGE)-$(profile).tar.gz) cuda-base.tar.gz > SHA256SUMS.partial && mv SHA256SUMS.partial SHA256SUMS
+	$(if $(filter yes,$(BASES)),$(foreach base,BUILD_BASE RUNTIME_BASE,$(DOCKER) pull $(call base_ref,$(base))$(newline)$(if $(call base_digest,$(base)),$(DOCKER) tag $(call base_ref,$(base)) $(call base_tag_ref,$(base))$(newline))))
+	$(if $(filter yes,$(BASES)),$(call save_tarball,$(SAVE_DIR)/cuda-base.tar.gz,$(BASE_TAGS)))
+	cd $(SAVE_DIR) && sha256sum $(foreach profile,$(PROFILES),$(IMAGE)-$(profile).tar.gz) $(if $(filter yes,$(BASES)),cuda-base.tar.gz) > SHA256SUMS.partial && mv SHA256SUMS.partial SHA256SUMS
+
+.PHONY: wheelhouse
+wheelhouse: ## write dist/wheelhouse-PROFILE/: every locked wheel and sdist with their hashes, a static index an offline host rebuilds from (docs/images.md)
+	$(check_settings)
+	$(call check_profiles,$(PROFILE))
+	@if [ -e $(SAVE_DIR)/wheelhouse-$(PROFILE) ]; then echo "make wheelhouse: $(SAVE_DIR)/wheelhouse-$(PROFILE) exists: remove it first (make writes a new one whole)" >&2; exit 2; fi
+	@# the build command without --load: the wheelhouse stage's files go to a folder (--output), not into the image store
+	@mkdir -p $(SAVE_DIR) && rm -rf $(SAVE_DIR)/wheelhouse-$(PROFILE).partial; \
+	build=$$($(build_command)) || exit 2; \
+	set -x; $${build/ --load/} --target wheelhouse --output type=local,dest=$(SAVE_DIR)/wheelhouse-$(PROFILE).partial \
+	  --file Dockerfile.$(PROFILE) $(BUILD_ARGS) $(BUILD_FLAGS) . || { rm -rf $(SAVE_DIR)/wheelhouse-$(PROFILE).partial; exit 1; }
+	mv $(SAVE_DIR)/wheelhouse-$(PROFILE).partial $(SAVE_DIR)/wheelhouse-$(PROFILE)
+	@echo "make wheelhouse: $(SAVE_DIR)/wheelhouse-$(PROFILE)/simple is a PEP 503 index of every locked file; offline: python3 -m http.server --directory $(SAVE_DIR)/wheelhouse-$(PROFILE) 8000, then make image-$(PROFILE) PIP_INDEX_URL=http://127.0.0.1:8000/simple TORCH_INDEX_URL=http://127.0.0.1:8000/simple BUILD_FLAGS=--network=host (docs/images.md, 'Air-gapped hosts')"
 
 .PHONY: load
 load: ## check dist/SHA256SUMS, then docker load every tarball it lists (air-gapped hosts)
 	cd $(SAVE_DIR) && sha256sum --check SHA256SUMS
 	set -e; for tarball in $$(cut -d' ' -f3 $(SAVE_DIR)/SHA256SUMS); do $(DOCKER) load --input $(SAVE_DIR)/$$tarball; done
 	@echo "make load: loaded. The CUDA bases are tagged as make save found them, without registry digests (docker load keeps none):" \
-	  "a rebuild here uses them with BUILD_BASE_DIGEST and RUNTIME_BASE_DIGEST unset, and needs your package mirrors (docs/images.md, 'Air-gapped hosts')"
+	  "a rebuild here uses them with the digest pins emptied, make image-p40 BUILD_BASE_DIGEST= RUNTIME_BASE_DIGEST=, and needs your package mirrors or a wheelhouse (docs/images.md, 'Air-gapped hosts')"
 
 .PHONY: prepare-gsm8k
 prepare-gsm8k: ## write GSM8K in verl's format to ./data/gsm8k through compose (ARGS=... passed on)
@@ -233,6 +269,13 @@ report: ## plots and a summary of a run through compose (ARGS=runs/RUN)
 	$(call check_profiles,$(PROFILE))
 	$(check_compose)
 	$(call compose_run,report)
+
+.PHONY: apt-lock
+apt-lock: ## regenerate docker/apt.lock: every apt package's exact version, as apt installs them now on the pinned bases (CA_BUNDLE=..., APT_MIRROR=...)
+	$(check_settings)
+	DOCKER=$(call shell_quote,$(DOCKER)) PYTHON_VERSION=$(call arg_default,PYTHON_VERSION) CUDNN_VERSION=$(call shell_quote,$(call arg_default,CUDNN_VERSION)) \
+	  TORCH_CUDA_VERSION=$(call arg_default,TORCH_CUDA_VERSION) APT_MIRROR=$(call shell_quote,$(APT_MIRROR)) CUDA_APT_MIRROR=$(call shell_quote,$(CUDA_APT_MIRROR)) \
+	  CA_BUNDLE=$(call shell_quote,$(CA_BUNDLE)) bash docker/apt-lock.sh docker/apt.lock $(call base_ref,BUILD_BASE) $(call base_ref,RUNTIME_BASE) $(APT_LOCK_PROFILES)
 
 .PHONY: lock
 lock: ## regenerate docker/*.lock from docker/image.in and docker/a10.in (needs uv and PyPI)

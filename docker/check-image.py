@@ -4,6 +4,7 @@
 usage: check-image.py [--python 3.10] [--cuda 11.8] [--arch sm_60] [--lock FILE]... [--expect NAME==VERSION]...
                       [--absent DIST]... [--import MODULE]... [--extension MODULE]... [--xformers-cuda 1108] [--cudnn VERSION]
                       [--verl-dir DIR --patches-dir DIR] [--verlfit PROFILE] [--pip-check] [--pip-check-allow REGEX]...
+                      [--libraries GLOB]...
 
 Each option turns one check on, so the checks can be run one at a time outside an image
 (tests/images/test_check_image.py). One line per check, "PASS name: detail" or "FAIL name: detail",
@@ -19,6 +20,7 @@ which runs on the P40's compute capability 6.1; it has no sm_61 entry (torch's b
 from __future__ import annotations
 
 import argparse
+import glob
 import importlib
 import importlib.machinery
 import importlib.metadata
@@ -183,6 +185,32 @@ def check_cudnn(expected: str) -> str:
     return f"libcudnn8 {version}, held"
 
 
+# the one library a GPU program may lack in `docker build`: the driver's, which the NVIDIA Container Toolkit mounts
+DRIVER_LIBRARIES = ("libcuda.so.1",)
+
+
+def check_libraries(patterns: list[str]) -> str:
+    """Every shared object matching the glob patterns finds every library it needs (``ldd``: no "not found"), the
+    driver's libcuda.so.1 aside. The image's runtime base is the CUDA "base" flavour, which has no CUDA libraries of
+    its own: torch finds its own in the nvidia-*-cu11 wheels (its RPATH), and the system's (the held cuDNN 8) through
+    /etc/ld.so.conf.d/verlfit-torch-cuda.conf. A pattern that matches nothing fails: a renamed file must not pass."""
+    if shutil.which("ldd") is None:
+        raise CheckFailed("ldd not found")
+    empty = [pattern for pattern in patterns if not glob.glob(pattern)]
+    if empty:
+        raise CheckFailed(f"no file matches {', '.join(empty)}")
+    files = sorted({path for pattern in patterns for path in glob.glob(pattern)})
+    unresolved = []
+    for path in files:
+        output = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+        lost = [line.split()[0] for line in output.splitlines() if "not found" in line and line.split()[0] not in DRIVER_LIBRARIES]
+        if lost:
+            unresolved.append(f"{path}: {', '.join(lost)} not found")
+    if unresolved:
+        raise CheckFailed("; ".join(unresolved))
+    return f"{len(files)} shared objects find every library they need (ldd; {', '.join(DRIVER_LIBRARIES)} is the driver's, mounted at run time)"
+
+
 def check_verl(verl_dir: str, patches_dir: str) -> str:
     import verl
 
@@ -232,6 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--verlfit", metavar="PROFILE", help="verlfit --help and verlfit profiles PROFILE --env-shell run")
     parser.add_argument("--pip-check", action="store_true", help="pip check reports nothing beyond --pip-check-allow")
     parser.add_argument("--pip-check-allow", action="append", default=[], metavar="REGEX", help="a known pip check line")
+    parser.add_argument("--libraries", action="append", default=[], metavar="GLOB",
+                        help="the shared objects matching it resolve every library they need (ldd), libcuda.so.1 aside")
     return parser
 
 
@@ -272,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         checks.append(("verlfit", lambda: check_verlfit(args.verlfit)))
     if args.pip_check:
         checks.append(("pip-check", lambda: check_pip(args.pip_check_allow)))
+    if args.libraries:
+        checks.append(("libraries", lambda: check_libraries(args.libraries)))
     if not checks:
         raise SystemExit("check-image.py: no checks requested (see --help)")
     failures = 0

@@ -7,7 +7,7 @@
 # Environment: COMPOSE (docker compose), VERLFIT_UID and VERLFIT_GID (the container's user, from the Makefile),
 # VERLFIT_PROFILE (passed on to compose).
 #
-# Before: ./data and ./runs (compose.yaml's bind mounts) exist and the container's user can write them. Docker
+# Before: .env holds VERLFIT_UID and VERLFIT_GID (docker/write-env.sh); ./data and ./runs (compose.yaml's bind mounts) exist and the container's user can write them. Docker
 # would create a missing one owned by root; run as root, this creates it owned by VERLFIT_UID:VERLFIT_GID; an
 # existing one the container's user cannot write stops here with the chown that fixes it.
 # After: Docker's `could not select device driver "nvidia"` (no NVIDIA Container Toolkit set up for this engine)
@@ -18,6 +18,8 @@ target=$1
 shift
 compose=${COMPOSE:-docker compose}
 uid=${VERLFIT_UID:?} gid=${VERLFIT_GID:?}
+# .env: the same ids for a later bare `docker compose run` (compose.yaml's user:)
+bash "$(dirname "${BASH_SOURCE[0]}")/write-env.sh" .env "$uid" "$gid"
 
 # writable_by DIR UID GID: whether a process of that uid and primary gid may create files in DIR
 writable_by() {

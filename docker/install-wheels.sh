@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 # Install every wheel in each DIR into the venv: no index, no dependency resolution (the wheels are
-# exactly one layer's lock, fetched and verified by a build stage and bind-mounted here).
+# exactly one layer's lock, fetched and verified by a build stage and bind-mounted here), with
+# --require-hashes: each wheel's sha256 (docker/wheel-hashes.py folder) is checked as it installs.
 #
 # Usage: install-wheels.sh DIR...
 # VERLFIT_DRY_RUN=1 prints the commands instead of running them.
@@ -9,16 +10,11 @@
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [ $# -ge 1 ] || die "usage: install-wheels.sh DIR..."
-wheels=()
+requirements=$(mktemp /tmp/verlfit-wheels.XXXXXX.txt)
+trap 'rm -f "$requirements"' EXIT
+links=()
 for dir in "$@"; do
-  if dry_run; then
-    wheels+=("$dir/*.whl")
-  else
-    shopt -s nullglob
-    found=("$dir"/*.whl)
-    shopt -u nullglob
-    [ ${#found[@]} -gt 0 ] || die "no wheels in $dir"
-    wheels+=("${found[@]}")
-  fi
+  links+=(--find-links "$dir")
 done
-pip_install --no-index "${wheels[@]}"
+wheel_requirements "$requirements" "$@"
+pip_install --no-index "${links[@]}" --require-hashes -r "$requirements"

@@ -27,6 +27,16 @@ if [ -s "$CA_BUNDLE" ]; then
   APT_CA_OPTIONS=(-o "Acquire::https::CaInfo=$CA_BUNDLE")
 fi
 
+# Deterministic bytecode: with SOURCE_DATE_EPOCH set, Python's py_compile (which pip uses for every .pyc it writes)
+# records a hash of the source instead of its modification time, so two builds of the same wheels write the same
+# .pyc files (the rehearsal compares them). Any value does that; unset, it is 1980-01-01 (315532800), the earliest
+# time a zip archive such as a wheel can record, so a wheel built here gets valid timestamps. Not the commit's time:
+# that would change every install step's environment, and so its cache key, at every commit.
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-315532800}
+# and one string hash order: a set literal in a module is stored in its .pyc as a frozenset, in the order of the
+# strings' hashes, which Python randomises per process unless PYTHONHASHSEED is fixed
+export PYTHONHASHSEED=0
+
 # run CMD ARGS...: run a command, or print it in dry-run mode.
 run() {
   if dry_run; then
@@ -56,4 +66,19 @@ require() {
 # pip ARGS...: the venv's pip, quiet about its own version, never prompting.
 pip_install() {
   run "$VENV/bin/python" -m pip install --no-input --disable-pip-version-check --no-deps "$@"
+}
+
+# wheel_requirements FILE DIR...: append to FILE a `NAME==VERSION --hash=sha256:...` line for every wheel in each DIR
+# (docker/wheel-hashes.py folder), for `pip install --no-index --require-hashes -r FILE`; dry-run prints the command.
+wheel_requirements() {
+  local file=$1 dir
+  shift
+  for dir in "$@"; do
+    if dry_run; then
+      run "$VENV/bin/python" "$DOCKER_DIR/wheel-hashes.py" folder "$dir"
+    else
+      compgen -G "$dir/*.whl" >/dev/null || die "no wheels in $dir"
+      "$VENV/bin/python" "$DOCKER_DIR/wheel-hashes.py" folder "$dir" >>"$file" || die "no hashed wheels in $dir"
+    fi
+  done
 }

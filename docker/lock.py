@@ -30,9 +30,11 @@ Hashes: every pin of a PIP_INDEX_URL lock carries ``--hash=sha256:...`` for each
 pip could pick on the target (the cp310 manylinux/linux x86_64 wheels, or the sdist of a
 ``--no-binary`` package), read from the index's PEP 691 JSON pages (``--index-url``, PyPI by
 default), so the build installs them with ``--require-hashes`` and a rebuilt image gets the same
-bytes. The two TORCH_INDEX_URL locks (HASH_EXEMPT) carry none: PyTorch's cu118 index was not
-reachable where the locks were made, so their hashes could not be read; the build installs them
-without ``--require-hashes`` from that one index (docs/images.md, "Hashes"). ``--hashes-only`` keeps
+bytes. The two TORCH_INDEX_URL locks (HASH_EXEMPT) cannot be read that way here (PyTorch's cu118 index was
+not reachable where the locks were made): they carry the sha256 PyTorch's index publishes where it was found
+in public files (PUBLISHED_HASHES, sources in docs/images.md "Hashes"); a pin without one gets its hash on
+the build's first download, which every later build on that host enforces (docker/wheel-hashes.py
+first-download). ``--hashes-only`` keeps
 every pin and (re)reads the hashes, with no uv and no resolution; it needs ``packaging``.
 """
 
@@ -91,10 +93,17 @@ HEADERS = {
 }
 
 
-# locks whose pins come from TORCH_INDEX_URL: no hashes (the index was not reachable to read them)
+# locks whose pins come from TORCH_INDEX_URL: their hashes are not read from the index (it was not reachable)
 HASH_EXEMPT = ("torch-cu118.lock", "a10-cu118.lock")
-HASH_EXEMPT_NOTE = ("# No --hash lines: PyTorch's index was not reachable where this lock was made, so its hashes",
-                    "# could not be read; the build installs this lock without --require-hashes (docs/images.md, \"Hashes\").")
+HASH_EXEMPT_NOTE = ("# Hashes: the sha256 PyTorch's index publishes (its links' #sha256= fragments), as found in public",
+                    "# files (docs/images.md, \"Hashes\"); a pin without one gets it on the build's first download, and",
+                    "# every later build on that host enforces it (docker/wheel-hashes.py first-download).")
+# The cp310 linux_x86_64 wheels' sha256 as download.pytorch.org/whl/cu118 links them, each seen in public files
+# (docs/images.md, "Hashes", names them); torchvision 0.21.0+cu118, torchaudio 2.6.0+cu118 and xformers
+# 0.0.29.post2 (cu118) were found in none.
+PUBLISHED_HASHES = {
+    ("torch", "2.6.0+cu118"): ("715d3b039a629881f263c40d1fb65edac6786da13bfba221b353ef2371c4da86",),
+}
 
 
 def canonical(name: str) -> str:
@@ -315,7 +324,9 @@ def render(name: str, pins: dict, no_binary: tuple[str, ...], exclude_newer: str
 def hash_layers(layers: dict[str, dict], no_binary: tuple[str, ...], fetch=None) -> dict[str, dict]:
     """Every layer but HASH_EXEMPT with its pins' hashes (add_hashes); the exempt ones as they are."""
     accepted = target_tags()
-    return {name: pins if name in HASH_EXEMPT else
+    return {name: {key: Pin(pin.name, pin.version, PUBLISHED_HASHES.get((canonical(pin.name), pin.version), ()))
+                   for key, pin in ((key, pin if isinstance(pin, Pin) else Pin(*pin)) for key, pin in pins.items())}
+            if name in HASH_EXEMPT else
             add_hashes({key: pin if isinstance(pin, Pin) else Pin(*pin) for key, pin in pins.items()}, no_binary, fetch, accepted)
             for name, pins in layers.items()}
 

@@ -1080,3 +1080,32 @@ def test_dry_run_says_a_real_run_would_refuse_a_local_model_without_a_tokenizer(
         == 0
     )
     assert "refuse its model" not in capsys.readouterr().out
+
+
+def test_sigterm_stops_verl_like_ctrl_c(tmp_path, capsys):
+    """docker stop sends SIGTERM to the container (tini passes it to verlfit): the same clean stop as Ctrl-C, and
+    the SIGTERM handler verlfit had before is back afterwards."""
+    import os
+    import signal
+    import threading
+
+    from verlfit.metrics import read_metrics
+    from verlfit.train.supervise import launch
+
+    script = STEP.format(n=1) + "\nimport time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('verl got SIGINT', flush=True)\n    raise SystemExit(1)"
+    plan = fake_verl_plan(tmp_path, script)
+    run_dir = tmp_path / "run"
+    before = signal.getsignal(signal.SIGTERM)
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    try:
+        status = launch(plan, run_dir)
+    finally:
+        timer.cancel()
+    assert status == 130
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert [r["step"] for r in read_metrics(run_dir)] == [1]
+    assert "verl got SIGINT" in (run_dir / "train.log").read_text()
+    err = capsys.readouterr().err
+    assert "verlfit: stopping verl (SIGTERM (docker stop); waiting up to 60 s)" in err
+    assert "stopped before the first checkpoint (--save-freq 25): nothing to resume; start a new run" in err

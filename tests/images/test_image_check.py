@@ -208,3 +208,30 @@ def test_extension_must_be_compiled_and_load_against_this_torch(fake_torch, tmp_
     assert isinstance(importlib.util.find_spec("_ctypes").loader, importlib.machinery.ExtensionFileLoader)
     assert check("--extension", "_ctypes", fakes=fake_torch).stdout.splitlines()[0] == \
         f"PASS extensions: loaded _ctypes ({os.path.basename(origin)})"
+
+
+def test_libraries_resolve_with_ldd_the_drivers_aside(tmp_path):
+    """ldd on real shared objects: Python's own resolves; one that needs an absent library fails, naming it; the
+    driver's libcuda.so.1 (mounted at run time) is no failure; a pattern that matches nothing fails."""
+    import shutil as shell_tools
+
+    gcc = shell_tools.which("gcc") or shell_tools.which("cc")
+    if gcc is None:
+        pytest.fail("a C compiler is needed to make the test's shared objects (Debian: gcc)")
+    stub = tmp_path / "stub.c"
+    stub.write_text("int verlfit_stub(void) { return 0; }\n")
+    for soname in ("libverlfitabsent.so.1", "libcuda.so.1"):
+        subprocess.run([gcc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(tmp_path / soname), str(stub)], check=True)
+    for name, needed in (("needs-absent.so", "libverlfitabsent.so.1"), ("needs-driver.so", "libcuda.so.1")):
+        # --no-as-needed: record the library although the stub calls nothing in it
+        subprocess.run([gcc, "-shared", "-fPIC", "-o", str(tmp_path / name), str(stub), "-Wl,--no-as-needed", str(tmp_path / needed)], check=True)
+    for soname in ("libverlfitabsent.so.1", "libcuda.so.1"):
+        (tmp_path / soname).unlink()  # gone at run time, as a library the image lacks
+    result = check("--libraries", str(tmp_path / "needs-driver.so"))
+    assert result.stdout.splitlines()[0] == (
+        "PASS libraries: 1 shared objects find every library they need (ldd; libcuda.so.1 is the driver's, mounted at run time)")
+    result = check("--libraries", str(tmp_path / "needs-*.so"))
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[0] == f"FAIL libraries: {tmp_path / 'needs-absent.so'}: libverlfitabsent.so.1 not found"
+    result = check("--libraries", str(tmp_path / "nothing-*.so"))
+    assert result.stdout.splitlines()[0] == f"FAIL libraries: no file matches {tmp_path / 'nothing-*.so'}"

@@ -16,10 +16,19 @@ import yaml
 from image_helpers import DOCKERFILES, REPO, parse_dockerfile
 
 ENTRYPOINT = "/opt/verlfit/entrypoint/entrypoint.sh"
+# the image's ENTRYPOINT: tini as PID 1 in front of verlfit's entrypoint; a service that replaces it keeps tini
+TINI = ["/usr/bin/tini", "--"]
 GPU = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
-VOLUMES = ["./data:/workspace/data", "./runs:/workspace/runs", "hf-cache:/cache/huggingface"]
+# ./data and ./runs in the long syntax without create_host_path: compose stops when one is missing instead of letting
+# Docker create it owned by root
+VOLUMES = [{"type": "bind", "source": "./data", "target": "/workspace/data", "bind": {"create_host_path": False}},
+           {"type": "bind", "source": "./runs", "target": "/workspace/runs", "bind": {"create_host_path": False}},
+           "hf-cache:/cache/huggingface"]
+# the proxy and CA variables a restricted network needs at run time (model and dataset downloads)
+RESTRICTED_NETWORK = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"]
 ENVIRONMENT = ["HF_ENDPOINT", "HF_TOKEN", "HF_HUB_OFFLINE", "VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF",
-               "CUDA_VISIBLE_DEVICES", "WANDB_API_KEY", "CUDA_DEVICE_ORDER", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SOCKET_IFNAME", "VERLFIT_GPU_MEMORY_LIMIT_GIB"]
+               "CUDA_VISIBLE_DEVICES", "WANDB_API_KEY", "CUDA_DEVICE_ORDER", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SOCKET_IFNAME",
+               "VERLFIT_GPU_MEMORY_LIMIT_GIB", *RESTRICTED_NETWORK]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +70,8 @@ def test_services_and_profiles(compose):
         "ray-head": ["cluster"], "ray-worker": ["cluster"],
     }
     assert compose["name"] == "verlfit"
-    assert compose["volumes"] == {"hf-cache": None}
+    # the volume's name is the one the docs' `docker run -v verlfit-hf-cache:...` uses (not compose's verlfit_hf-cache)
+    assert compose["volumes"] == {"hf-cache": {"name": "verlfit-hf-cache"}}
 
 
 @pytest.mark.parametrize("environ, image", [({}, "verlfit:p40"), ({"VERLFIT_PROFILE": "a10"}, "verlfit:a10")])
@@ -82,7 +92,9 @@ def test_shared_memory_volumes_user_and_environment(compose):
         assert service["working_dir"] == "/workspace"
         assert service["user"] == "${VERLFIT_UID:-1000}:${VERLFIT_GID:-1000}"
         assert interpolate(service["user"], {}) == "1000:1000"
-        assert (service["init"], service["stop_signal"], service["stop_grace_period"]) == (True, "SIGINT", "2m")
+        # the image's tini is PID 1 (compose's init would put a second one in front); SIGTERM, the default stop signal,
+        # is verlfit's Ctrl-C; two minutes cover its 60 s + 30 s stop
+        assert ("init" not in service, "stop_signal" not in service, service["stop_grace_period"]) == (True, True, "2m")
         # names only: values come from the caller's environment at run time, never from a file
         assert service["environment"] == ENVIRONMENT
 
@@ -96,18 +108,18 @@ def test_volume_targets_match_the_image(compose):
             environment.update(env.pairs())
         assert environment["HF_HOME"] == "/cache/huggingface"
         assert runtime.all("WORKDIR")[-1].value == "/workspace"
-        assert runtime.all("ENTRYPOINT")[-1].value == json.dumps([ENTRYPOINT])
-    targets = [volume.split(":")[1] for volume in VOLUMES]
+        assert runtime.all("ENTRYPOINT")[-1].value == json.dumps([*TINI, ENTRYPOINT])
+    targets = [volume["target"] if isinstance(volume, dict) else volume.split(":")[1] for volume in VOLUMES]
     assert targets == ["/workspace/data", "/workspace/runs", "/cache/huggingface"]
 
 
 def test_each_service_runs_its_subcommand(compose):
     services = compose["services"]
-    assert services["train"]["entrypoint"] == [ENTRYPOINT, "train"] and "command" not in services["train"]
-    assert services["prepare-gsm8k"]["entrypoint"] == [ENTRYPOINT, "prepare-gsm8k"]
-    assert services["doctor"]["entrypoint"] == [ENTRYPOINT, "doctor"]
+    assert services["train"]["entrypoint"] == [*TINI, ENTRYPOINT, "train"] and "command" not in services["train"]
+    assert services["prepare-gsm8k"]["entrypoint"] == [*TINI, ENTRYPOINT, "prepare-gsm8k"]
+    assert services["doctor"]["entrypoint"] == [*TINI, ENTRYPOINT, "doctor"]
     for name in ("export", "eval", "report"):
-        assert services[name]["entrypoint"] == [ENTRYPOINT, name] and "command" not in services[name], name
+        assert services[name]["entrypoint"] == [*TINI, ENTRYPOINT, name] and "command" not in services[name], name
     assert "entrypoint" not in services["shell"] and services["shell"]["command"] == ["bash"]
     assert (services["shell"]["stdin_open"], services["shell"]["tty"]) == (True, True)
 

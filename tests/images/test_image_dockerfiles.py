@@ -30,9 +30,20 @@ from image_helpers import (
 
 PROFILES = ("p40", "a10")
 STAGES = [("build", "${BASE_REGISTRY}${BASE_IMAGE}:${BUILD_BASE_TAG}${BUILD_BASE_DIGEST:+@${BUILD_BASE_DIGEST}}"),
-          ("wheels", "build"), ("verl-source", "build"),
+          ("wheels", "build"), ("wheelhouse-files", "build"), ("wheelhouse", "scratch"), ("verl-source", "build"),
           ("runtime-system", "${BASE_REGISTRY}${BASE_IMAGE}:${RUNTIME_BASE_TAG}${RUNTIME_BASE_DIGEST:+@${RUNTIME_BASE_DIGEST}}"),
           ("runtime", "runtime-system")]
+# the A10 image's runtime: the P40 image's layers first (runtime-python repeats the P40 runtime stage's first steps
+# instruction for instruction, so one builder builds them once), then Triton's apt step in a stage of its own
+A10_STAGES = [*STAGES[:-1], ("runtime-python", "runtime-system"), ("runtime-triton", "runtime-python"), ("runtime", "runtime-triton")]
+
+
+def runtime_stages(dockerfile):
+    """The stages the runtime image is built in after runtime-system (p40: runtime; a10: runtime-python,
+    runtime-triton, runtime)."""
+    names = [stage.name for stage in dockerfile.stages]
+    return [stage for stage in dockerfile.stages if stage.name.startswith("runtime") and stage.name != "runtime-system"
+            and names.index(stage.name) > names.index("runtime-system")]
 # version ARG -> (package in the locks, value)
 VERSION_ARGS = {
     "TORCH_VERSION": ("torch", "2.6.0+cu118"),
@@ -49,12 +60,16 @@ A10_VERSION_ARGS = {"XFORMERS_VERSION": ("xformers", "0.0.29.post2")}
 SOURCE_ARGS = ("BASE_REGISTRY", "BASE_IMAGE", "BUILD_BASE_TAG", "BUILD_BASE_DIGEST", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST",
                "APT_MIRROR", "CUDA_APT_MIRROR", "PIP_INDEX_URL", "TORCH_INDEX_URL", "VERL_REPO")
 GPU_ONLY = ("vllm", "flash-attn", "liger-kernel", "xformers")
+# the bases' multi-platform index digests (each seen in independent public files: docs/images.md names them)
+DEVEL_DIGEST = "sha256:94fd755736cb58979173d491504f0b573247b1745250249415b07fefc738e41f"
+RUNTIME_DIGEST = "sha256:f895871972c1c91eb6a896eee68468f40289395a1e58c492e1be7929d0f8703b"
 
 # Every instruction line (comments aside) in which the two files differ: the GPU difference.
 P40_ONLY = [
-    "    /opt/verlfit/docker/install-system.sh cudnn",
+    "      /opt/verlfit/locks/torch-deps.lock /opt/verlfit/locks/common.lock",
+    "FROM runtime-system AS runtime",
+    " && python /opt/verlfit/docker/wheel-hashes.py constraints /opt/verlfit/docker/torch-cu118.lock >/opt/verlfit/constraints.txt",
     "ENV VERLFIT_PROFILE=p40 \\",
-    "    PIP_CONSTRAINT=/opt/verlfit/docker/torch-cu118.lock",
     "      --python \"${PYTHON_VERSION}\" --cuda \"${TORCH_CUDA_VERSION}\" --arch sm_60 --cudnn \"${CUDNN_VERSION}\" \\",
     "      --absent vllm --absent flash-attn --absent liger-kernel --absent xformers --absent apex \\",
     "      --verlfit p40 --pip-check",
@@ -85,13 +100,27 @@ A10_ONLY = [
     "    /opt/verlfit/docker/download-locked.sh /wheels/a10 /opt/verlfit/docker/a10-cu118.lock /opt/verlfit/docker/a10-extra.lock \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${VLLM_WHEEL_URL}\" \"${VLLM_WHEEL_SHA256}\" \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${FLASH_ATTN_WHEEL_URL}\" \"${FLASH_ATTN_WHEEL_SHA256}\"",
-    "    /opt/verlfit/docker/install-system.sh cudnn triton",
-    "    LIBRARY_PATH=/usr/local/cuda/lib64/stubs \\",
+    "      /opt/verlfit/locks/torch-deps.lock /opt/verlfit/locks/common.lock \\",
+    "      /opt/verlfit/locks/a10-cu118.lock /opt/verlfit/locks/a10-extra.lock",
+    "FROM runtime-system AS runtime-python",
+    "",
+    "FROM runtime-python AS runtime-triton",
+    "ARG APT_MIRROR",
+    "ARG CUDA_APT_MIRROR",
+    "ARG PYTHON_VERSION",
+    "ARG TORCH_CUDA_VERSION",
+    "RUN --mount=type=secret,id=ca-bundle \\",
+    "    /opt/verlfit/docker/install-system.sh triton",
+    "",
+    "FROM runtime-triton AS runtime",
+    "ARG PYTHON_VERSION",
+    "ENV LIBRARY_PATH=/usr/local/cuda/lib64/stubs",
     "RUN --mount=type=cache,target=/root/.cache/pip,sharing=locked \\",
     "    --mount=type=bind,from=wheels,source=/wheels/a10,target=/wheels/a10 \\",
     "    /opt/verlfit/docker/install-wheels.sh /wheels/a10",
+    " && python /opt/verlfit/docker/wheel-hashes.py constraints /opt/verlfit/docker/torch-cu118.lock /opt/verlfit/docker/a10-cu118.lock"
+    " >/opt/verlfit/constraints.txt",
     "ENV VERLFIT_PROFILE=a10 \\",
-    "    PIP_CONSTRAINT=\"/opt/verlfit/docker/torch-cu118.lock /opt/verlfit/docker/a10-cu118.lock\"",
     "ARG XFORMERS_VERSION",
     "ARG VLLM_VERSION",
     "ARG FLASH_ATTN_VERSION",
@@ -138,27 +167,32 @@ def check_options(dockerfile):
 
 
 def test_stages_are_role_named_and_every_from_is_parameterised(dockerfiles, profile):
-    assert [(stage.name, stage.base) for stage in dockerfiles[profile].stages] == STAGES
+    assert [(stage.name, stage.base) for stage in dockerfiles[profile].stages] == (STAGES if profile == "p40" else A10_STAGES)
 
 
 def test_from_lines_expand_to_the_cuda_images_a_mirror_and_a_digest(dockerfiles, profile):
     dockerfile = dockerfiles[profile]
-    build, runtime = dockerfile.stages[0].base, dockerfile.stages[3].base
+    build, runtime = dockerfile.stage("build").base, dockerfile.stage("runtime-system").base
     defaults = resolved_args(dockerfile)
-    assert shell_expand(build, defaults) == "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"
-    assert shell_expand(runtime, defaults) == "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
+    # pinned by default: the multi-platform index digests (docs/images.md, "Base image digests")
+    assert shell_expand(build, defaults) == f"docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04@{DEVEL_DIGEST}"
+    assert shell_expand(runtime, defaults) == f"docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04@{RUNTIME_DIGEST}"
+    # emptied (bases loaded by make load carry no registry digest): the tags
+    by_tag = resolved_args(dockerfile, {"BUILD_BASE_DIGEST": "", "RUNTIME_BASE_DIGEST": ""})
+    assert shell_expand(build, by_tag) == "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04"
+    assert shell_expand(runtime, by_tag) == "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04"
     digest = "sha256:" + "0" * 64
     mirrored = resolved_args(dockerfile, {"BASE_REGISTRY": "mirror.example.com/dockerhub/", "RUNTIME_BASE_DIGEST": digest})
-    assert shell_expand(build, mirrored) == "mirror.example.com/dockerhub/nvidia/cuda:11.8.0-devel-ubuntu22.04"
-    assert shell_expand(runtime, mirrored) == f"mirror.example.com/dockerhub/nvidia/cuda:11.8.0-runtime-ubuntu22.04@{digest}"
+    assert shell_expand(build, mirrored) == f"mirror.example.com/dockerhub/nvidia/cuda:11.8.0-devel-ubuntu22.04@{DEVEL_DIGEST}"
+    assert shell_expand(runtime, mirrored) == f"mirror.example.com/dockerhub/nvidia/cuda:11.8.0-base-ubuntu22.04@{digest}"
 
 
 def test_source_args_default_to_upstream(dockerfiles, profile):
     args = resolved_args(dockerfiles[profile])
     assert {name: args[name] for name in SOURCE_ARGS} == {
         "BASE_REGISTRY": "docker.io/", "BASE_IMAGE": "nvidia/cuda",
-        "BUILD_BASE_TAG": "11.8.0-devel-ubuntu22.04", "BUILD_BASE_DIGEST": "",
-        "RUNTIME_BASE_TAG": "11.8.0-runtime-ubuntu22.04", "RUNTIME_BASE_DIGEST": "",
+        "BUILD_BASE_TAG": "11.8.0-devel-ubuntu22.04", "BUILD_BASE_DIGEST": DEVEL_DIGEST,
+        "RUNTIME_BASE_TAG": "11.8.0-base-ubuntu22.04", "RUNTIME_BASE_DIGEST": RUNTIME_DIGEST,
         "APT_MIRROR": "", "CUDA_APT_MIRROR": "",
         "PIP_INDEX_URL": "https://pypi.org/simple", "TORCH_INDEX_URL": "https://download.pytorch.org/whl/cu118",
         "VERL_REPO": "https://github.com/volcengine/verl.git",
@@ -282,35 +316,46 @@ def test_no_env_carries_an_index_mirror_proxy_or_secret(dockerfiles, profile):
 def test_package_sources_stay_in_the_build_stages(dockerfiles, profile):
     dockerfile = dockerfiles[profile]
     runtime_args = set(dockerfile.stage("runtime").args())
-    # apt needs its mirrors where the packages are installed: the runtime-system stage, whose one RUN is the apt
-    # step (so the mirrors show in that one history entry); nothing about sources reaches the runtime stage but labels
+    # apt needs its mirrors where the packages are installed: the runtime-system stage (and the A10 image's
+    # runtime-triton), whose one RUN is the apt step (so the mirrors show in that one history entry); nothing about
+    # sources reaches the runtime stage but labels
     system = dockerfile.stage("runtime-system")
     assert set(system.args()) & set(SOURCE_ARGS) == {"APT_MIRROR", "CUDA_APT_MIRROR"}
-    assert [run.value.split()[-2:] for run in system.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", "cudnn"] if profile == "p40" else ["cudnn", "triton"]]
+    assert [run.value.split()[-3:] for run in system.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", "cudnn", "init"]]
+    if profile == "a10":
+        triton = dockerfile.stage("runtime-triton")
+        assert set(triton.args()) & set(SOURCE_ARGS) == {"APT_MIRROR", "CUDA_APT_MIRROR"}
+        assert [run.value.split()[-2:] for run in triton.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", "triton"]]
+        assert set(dockerfile.stage("runtime-python").args()) & set(SOURCE_ARGS) == set()
     assert runtime_args & set(SOURCE_ARGS) == {"BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
     label_only = {"BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
     for run in dockerfile.stage("runtime").all("RUN"):
         assert not any(f"${{{name}" in run.value for name in label_only)
         assert "--index-url" not in run.value and "http" not in run.value
     for name in ("PIP_INDEX_URL", "TORCH_INDEX_URL"):
-        assert [stage.name for stage in dockerfile.stages if name in stage.args()] == (["build", "wheels"] if name == "PIP_INDEX_URL" else ["wheels"])
+        # the wheelhouse stage downloads what the wheels stage does, from the same indexes (make wheelhouse)
+        assert [stage.name for stage in dockerfile.stages if name in stage.args()] == (
+            ["build", "wheels", "wheelhouse-files"] if name == "PIP_INDEX_URL" else ["wheels", "wheelhouse-files"])
     assert [stage.name for stage in dockerfile.stages if "VERL_REPO" in stage.args()] == ["verl-source"]
 
 
 def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
     dockerfile = dockerfiles[profile]
     args = resolved_args(dockerfile)
-    assert (args["VERLFIT_UID"], args["VERLFIT_GID"]) == ("1000", "1000")
+    # the same user for everyone who builds it: no build arg sets it (compose maps the runtime user)
+    assert "VERLFIT_UID" not in args and "VERLFIT_GID" not in args
     runtime = dockerfile.stage("runtime")
-    assert runtime.all("USER")[-1].value == "${VERLFIT_UID}:${VERLFIT_GID}"
+    assert runtime.all("USER")[-1].value == "1000:1000"
     assert [item.value for item in runtime.all("WORKDIR")] == ["/workspace"]
-    assert runtime.all("ENTRYPOINT")[-1].value == '["/opt/verlfit/entrypoint/entrypoint.sh"]'
+    # tini is PID 1; docker stop's SIGTERM (the default stop signal) reaches verlfit, which handles it like Ctrl-C
+    assert runtime.all("ENTRYPOINT")[-1].value == '["/usr/bin/tini", "--", "/opt/verlfit/entrypoint/entrypoint.sh"]'
     assert runtime.all("CMD")[-1].value == '["train"]'
-    assert runtime.all("STOPSIGNAL")[-1].value == "SIGINT"
+    assert runtime.all("STOPSIGNAL") == []
     environment = {}
-    for env in runtime.all("ENV"):
-        environment.update(env.pairs())
-    constraint = "/opt/verlfit/docker/torch-cu118.lock" + (" /opt/verlfit/docker/a10-cu118.lock" if profile == "a10" else "")
+    for stage in runtime_stages(dockerfile):
+        for env in stage.all("ENV"):
+            environment.update(env.pairs())
+    constraint = "/opt/verlfit/constraints.txt"  # written from the torch index's locks, without their hashes
     expected = {
         "VIRTUAL_ENV": "/opt/venv", "PATH": "/opt/venv/bin:$PATH", "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "VERLFIT_PROFILE": profile, "HOME": "/home/verlfit", "LOGNAME": "verlfit", "USER": "verlfit", "HF_HOME": "/cache/huggingface", "PIP_CONSTRAINT": constraint,
@@ -321,7 +366,9 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
         expected["LIBRARY_PATH"] = "/usr/local/cuda/lib64/stubs"  # Triton's -lcuda links against CUDA's stub
     assert environment == expected
     user_run = next(run for run in runtime.all("RUN") if "useradd" in run.value)
-    assert 'useradd --non-unique --no-log-init --uid "${VERLFIT_UID}" --gid "${VERLFIT_GID}"' in user_run.value
+    assert "useradd --no-log-init --uid 1000 --gid 1000" in user_run.value
+    locks = "/opt/verlfit/docker/torch-cu118.lock" + (" /opt/verlfit/docker/a10-cu118.lock" if profile == "a10" else "")
+    assert f"python /opt/verlfit/docker/wheel-hashes.py constraints {locks} >/opt/verlfit/constraints.txt" in user_run.value
     assert "chmod 1777 /home/verlfit /workspace /cache/huggingface" in user_run.value
     # no empty mount-point folders left in the image (compose mounts ./data and ./runs; verlfit creates them otherwise)
     assert "/workspace/data" not in user_run.value and "/workspace/runs" not in user_run.value
@@ -330,13 +377,18 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
 def test_labels_record_profile_and_pins(dockerfiles, profile):
     dockerfile = dockerfiles[profile]
     labels = dockerfile.stage("runtime").all("LABEL")[-1].pairs()
-    values = {key: shell_expand(value, resolved_args(dockerfile, {"VCS_REF": "abc123"})) for key, value in labels.items()}
+    provenance = {"VCS_REF": "abc123", "IMAGE_SOURCE": "https://git.example.com/verlfit.git", "IMAGE_CREATED": "2025-12-02T00:00:00Z",
+                  "VERLFIT_VERSION": "0.1.0"}
+    values = {key: shell_expand(value, resolved_args(dockerfile, provenance)) for key, value in labels.items()}
     expected = {
         "org.opencontainers.image.title": f"verlfit-{profile}",
         "org.opencontainers.image.licenses": "Apache-2.0",
         "org.opencontainers.image.revision": "abc123",
-        "org.opencontainers.image.base.name": "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04",
-        "org.opencontainers.image.base.digest": "",
+        "org.opencontainers.image.source": "https://git.example.com/verlfit.git",
+        "org.opencontainers.image.created": "2025-12-02T00:00:00Z",
+        "org.opencontainers.image.version": "0.1.0",
+        "org.opencontainers.image.base.name": "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04",
+        "org.opencontainers.image.base.digest": RUNTIME_DIGEST,
         "io.verlfit.profile": profile,
         "io.verlfit.gpu-arch": "sm_60" if profile == "p40" else "sm_86",
         "io.verlfit.cuda": "11.8", "io.verlfit.cudnn": "8.9.7.29-1+cuda11.8", "io.verlfit.python": "3.10",
@@ -383,8 +435,8 @@ def test_pip_runs_have_cache_mounts_and_network_runs_the_netrc_secret(dockerfile
 def test_every_stage_sets_pipefail_shell(dockerfiles, profile):
     names = [stage.name for stage in dockerfiles[profile].stages]
     for stage in dockerfiles[profile].stages:
-        if stage.base in names:
-            continue  # inherits its parent stage's SHELL
+        if stage.base in names or stage.base == "scratch":
+            continue  # inherits its parent stage's SHELL, or runs nothing (the wheelhouse's export)
         assert stage.all("SHELL")[0].value == '["/bin/bash", "-o", "pipefail", "-c"]'
 
 
@@ -466,3 +518,16 @@ def test_docs_name_every_source_arg_and_headline_pin(dockerfiles):
     for name in ("TORCH_VERSION", "TRANSFORMERS_VERSION", "TENSORDICT_VERSION", "RAY_VERSION", "DATASETS_VERSION", "PYARROW_VERSION",
                  "HYDRA_CORE_VERSION", "XFORMERS_VERSION", "FLASH_ATTN_VERSION", "VERL_COMMIT", "CUDNN_VERSION"):
         assert args[name] in text, name
+
+
+def test_the_a10_image_starts_with_the_p40_images_runtime_layers(dockerfiles):
+    """Everything from the runtime base to the training stack is the same instructions in the same order (and the same
+    runtime-system stage): built on one builder, the A10 image reuses those layers of the P40 image (7 GB of torch)."""
+    def instructions(dockerfile, stages):
+        return [(item.keyword, item.value) for name in stages for item in dockerfile.stage(name).instructions]
+
+    p40, a10 = dockerfiles["p40"], dockerfiles["a10"]
+    assert instructions(a10, ["runtime-system"]) == instructions(p40, ["runtime-system"])
+    shared = instructions(a10, ["runtime-python"])
+    assert shared == instructions(p40, ["runtime"])[:len(shared)]
+    assert [value for instruction, value in shared if instruction == "RUN"][-1].endswith("/opt/verlfit/docker/install-wheels.sh /wheels/common")

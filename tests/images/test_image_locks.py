@@ -70,10 +70,15 @@ def test_every_pypi_pin_carries_its_sha256(name):
 
 
 @pytest.mark.parametrize("name", ["torch-cu118.lock", "a10-cu118.lock"])
-def test_torch_index_locks_carry_no_hashes_and_say_why(name):
+def test_torch_index_locks_carry_the_published_hashes_and_say_how_the_rest_get_theirs(name):
+    """torch's published sha256 (PyTorch's index links it; docs/images.md names the public files it was found in);
+    torchvision, torchaudio and xformers have none found: the build computes theirs on first download."""
     text = (REPO / "docker" / name).read_text()
-    assert "--hash" not in text.replace("No --hash lines", "")
-    assert "# No --hash lines: PyTorch's index was not reachable where this lock was made, so its hashes\n" in text
+    pins = LOCK_TOOL.parse_lock(text)
+    expected = {"torch": ("715d3b039a629881f263c40d1fb65edac6786da13bfba221b353ef2371c4da86",), "torchaudio": (), "torchvision": ()}
+    assert {key: pin.hashes for key, pin in pins.items()} == (expected if name == "torch-cu118.lock" else {"xformers": ()})
+    assert "\n".join(LOCK_TOOL.HASH_EXEMPT_NOTE) in text
+    assert "a pin without one gets it on the build's first download" in text
     assert LOCK_TOOL.HASH_EXEMPT == ("torch-cu118.lock", "a10-cu118.lock")
 
 
@@ -111,7 +116,10 @@ def test_lock_tool_picks_the_hashes_pip_can_install_on_the_image():
     pins = {"pyzmq": LOCK_TOOL.Pin("pyzmq", "27.0.0")}
     hashed = LOCK_TOOL.hash_layers({"a10-extra.lock": pins, "a10-cu118.lock": {"xformers": ("xformers", "0.0.29.post2")}}, (), lambda name: files)
     assert hashed["a10-extra.lock"]["pyzmq"].hashes == ("1" * 64, "6" * 64, "8" * 64, "9" * 64)
-    assert hashed["a10-cu118.lock"] == {"xformers": ("xformers", "0.0.29.post2")}
+    # the torch index's locks get the published hashes (PUBLISHED_HASHES) and nothing from the PyPI pages
+    assert hashed["a10-cu118.lock"] == {"xformers": LOCK_TOOL.Pin("xformers", "0.0.29.post2", ())}
+    torch = LOCK_TOOL.hash_layers({"torch-cu118.lock": {"torch": ("torch", "2.6.0+cu118")}}, (), lambda name: files)["torch-cu118.lock"]["torch"]
+    assert torch.hashes == ("715d3b039a629881f263c40d1fb65edac6786da13bfba221b353ef2371c4da86",)
     text = LOCK_TOOL.render("a10-extra.lock", hashed["a10-extra.lock"], (), "2025-07-01T00:00:00Z")
     assert text.splitlines()[3:] == ["pyzmq==27.0.0 \\", *[f"    --hash=sha256:{digit * 64} \\" for digit in "168"], "    --hash=sha256:" + "9" * 64]
     assert LOCK_TOOL.parse_lock(text)["pyzmq"] == hashed["a10-extra.lock"]["pyzmq"]

@@ -25,6 +25,9 @@ with open(os.environ["FAKE_DOCKER_LOG"], "a") as log:
     if "DOCKER_BUILDKIT" in os.environ:
         entry["DOCKER_BUILDKIT"] = os.environ["DOCKER_BUILDKIT"]
     log.write(json.dumps(entry) + "\\n")
+if "--output" in sys.argv and sys.argv[sys.argv.index("--output") + 1].startswith("type=local,dest="):
+    # BuildKit's local exporter: the stage's files into that folder
+    os.makedirs(sys.argv[sys.argv.index("--output") + 1].split("dest=", 1)[1], exist_ok=True)
 if sys.argv[1:2] == ["save"]:
     sys.stdout.write("tarball of " + " ".join(sys.argv[2:]))
     if os.environ.get("FAKE_DOCKER_SAVE_FAILS"):
@@ -57,19 +60,25 @@ if sys.argv[1:4] == ["buildx", "imagetools", "inspect"] and sys.argv[4:6] == ["-
     # a registry's answer: the digest of the tag's manifest list, as JSON
     print(json.dumps("sha256:" + hashlib.sha256(sys.argv[6].encode()).hexdigest()))
 """
-IDS = ["VERLFIT_UID=1234", "VERLFIT_GID=5678", "VCS_REF=abc123"]
+IDS = ["VERLFIT_UID=1234", "VERLFIT_GID=5678", "VCS_REF=abc123", "SOURCE_DATE_EPOCH=1764633600",
+       "IMAGE_SOURCE=https://git.example.com/verlfit.git", "VERLFIT_VERSION=0.1.0"]
 # the container user of the compose targets' tests: another user's ids as root (make chowns ./data and ./runs to them),
 # your own otherwise (a non-root make cannot give its folders away, and refuses ids that could not write them)
 RUN_UID, RUN_GID = ("1234", "5678") if os.getuid() == 0 else (str(os.getuid()), str(os.getgid()))
 BUILDX = ["buildx", "version"]
 COMPOSE_VERSION = ["compose", "version"]
 BUILD = ["buildx", "build", "--load"]
-ID_ARGS = ["--build-arg", "VCS_REF=abc123", "--build-arg", "VERLFIT_GID=5678", "--build-arg", "VERLFIT_UID=1234"]
+# the provenance build args, after the ones given (the Makefile's ALWAYS_BUILD_ARGS order); IMAGE_CREATED is
+# SOURCE_DATE_EPOCH in RFC 3339 (date -u -d @1764633600)
+ID_ARGS = ["--build-arg", "VCS_REF=abc123", "--build-arg", "IMAGE_SOURCE=https://git.example.com/verlfit.git",
+           "--build-arg", "SOURCE_DATE_EPOCH=1764633600", "--build-arg", "IMAGE_CREATED=2025-12-02T00:00:00Z",
+           "--build-arg", "VERLFIT_VERSION=0.1.0"]
 
 
 @pytest.fixture()
 def workdir(tmp_path):
-    for name in ("Makefile", "Dockerfile.p40", "Dockerfile.a10", "compose.yaml", "docker/build-command.sh", "docker/compose-run.sh"):
+    for name in ("Makefile", "Dockerfile.p40", "Dockerfile.a10", "compose.yaml", "docker/build-command.sh", "docker/compose-run.sh",
+                 "docker/write-env.sh"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     bin_dir = tmp_path / "fake-bin"
@@ -97,8 +106,8 @@ def test_plain_make_lists_every_target(workdir):
     result, calls = make(workdir)
     assert result.returncode == 0 and calls == []
     targets = [line.split()[0] for line in result.stdout.splitlines()]
-    assert targets == ["help", "test", "dev", "rehearse", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "load",
-                       "prepare-gsm8k", "train", "doctor", "bench", "export", "eval", "report", "lock"]
+    assert targets == ["help", "test", "dev", "rehearse", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "wheelhouse", "load",
+                       "prepare-gsm8k", "train", "doctor", "bench", "export", "eval", "report", "apt-lock", "lock"]
 
 
 def test_pull_from_a_mirror_then_tag_locally(workdir):
@@ -133,17 +142,25 @@ def test_the_environment_does_not_leak_into_build_args(workdir):
     assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS, "."]]
 
 
-def test_the_default_user_is_yours_and_never_root(workdir):
+def test_the_image_user_is_fixed_and_make_writes_yours_into_env(workdir):
+    """The build gets no user ids (the image's user is 1000:1000 for everyone); .env gets yours (1000 for root) for
+    compose's user:, its other lines kept. Outside git and without pyproject.toml the provenance args go empty."""
     uid = "1000" if os.getuid() == 0 else str(os.getuid())
     gid = "1000" if os.getgid() == 0 else str(os.getgid())
+    (workdir / ".env").write_text("HF_ENDPOINT=https://hf-mirror.example\nVERLFIT_UID=4242\n")
     result, calls = make(workdir, "image-p40", "VCS_REF=abc123")
     assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", "--build-arg", "VCS_REF=abc123",
-                             "--build-arg", f"VERLFIT_GID={gid}", "--build-arg", f"VERLFIT_UID={uid}", "."]]
+                             "--build-arg", "IMAGE_SOURCE=", "--build-arg", "SOURCE_DATE_EPOCH=", "--build-arg", "IMAGE_CREATED=",
+                             "--build-arg", "VERLFIT_VERSION=", "."]]
+    assert (workdir / ".env").read_text() == (
+        "HF_ENDPOINT=https://hf-mirror.example\n"
+        "# the container user (make writes these): compose.yaml's user:, so ./data and ./runs stay yours\n"
+        f"VERLFIT_UID={uid}\nVERLFIT_GID={gid}\n")
 
 
 def test_every_dockerfile_arg_is_overridable(workdir):
     names = sorted({name for path in DOCKERFILES.values() for name in parse_dockerfile(path).global_args})
-    assert len(names) == 35
+    assert len(names) == 37
     value = {name: f"value-of-{name}" for name in names} | {"BASE_REGISTRY": "value-of-BASE_REGISTRY/"}  # a prefix ends in /
     settings = [f"{name}={value[name]}" for name in names]
     result, calls = make(workdir, "image-a10", *settings)
@@ -151,7 +168,8 @@ def test_every_dockerfile_arg_is_overridable(workdir):
     assert calls[0]["argv"] == BUILDX
     argv = calls[1]["argv"]
     passed = [argv[index + 1] for index, word in enumerate(argv) if word == "--build-arg"]
-    assert passed == settings
+    always = ["VCS_REF", "IMAGE_SOURCE", "SOURCE_DATE_EPOCH", "IMAGE_CREATED", "VERLFIT_VERSION"]  # the provenance: last
+    assert passed == [setting for setting in settings if setting.split("=")[0] not in always] + [f"{name}={value[name]}" for name in always]
 
 
 def test_image_a10_needs_both_wheel_hashes(workdir):
@@ -163,9 +181,8 @@ def test_image_a10_needs_both_wheel_hashes(workdir):
     assert result.returncode == 2 and calls == []
     result, calls = make(workdir, "image-a10", "VLLM_WHEEL_SHA256=" + "a" * 64, "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, *IDS)
     assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.a10", "--tag", "verlfit:a10",
-                             "--build-arg", "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, "--build-arg", "VCS_REF=abc123",
-                             "--build-arg", "VERLFIT_GID=5678", "--build-arg", "VERLFIT_UID=1234",
-                             "--build-arg", "VLLM_WHEEL_SHA256=" + "a" * 64, "."]]
+                             "--build-arg", "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, "--build-arg", "VLLM_WHEEL_SHA256=" + "a" * 64,
+                             *ID_ARGS, "."]]
 
 
 def test_images_builds_both(workdir):
@@ -176,33 +193,47 @@ def test_images_builds_both(workdir):
 
 def test_build_flags_pass_a_netrc_secret(workdir):
     result, calls = make(workdir, "image-p40", *IDS, "BUILD_FLAGS=--secret id=netrc,src=/home/me/.netrc")
-    assert argvs(calls)[1][-4:] == ["VERLFIT_UID=1234", "--secret", "id=netrc,src=/home/me/.netrc", "."]
+    assert argvs(calls)[1][-4:] == ["VERLFIT_VERSION=0.1.0", "--secret", "id=netrc,src=/home/me/.netrc", "."]
 
 
-def test_push_to_a_registry(workdir):
-    result, calls = make(workdir, "push", "REGISTRY=r.example/ml")
+def test_push_to_a_registry_with_attestations_where_buildx_is(workdir):
+    """With buildx, BuildKit builds (from the cache make image-* filled) and pushes each image with its SBOM and
+    provenance attestations; without it, a plain tag and push, and the missing attestations said plainly."""
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", *IDS)
     assert result.returncode == 0, result.stderr
-    assert argvs(calls) == [["tag", "verlfit:p40", "r.example/ml/verlfit:p40"], ["push", "r.example/ml/verlfit:p40"],
+    assert argvs(calls) == [BUILDX] + [["buildx", "build", "--sbom=true", "--provenance=mode=max", "--push", "--file", f"Dockerfile.{profile}",
+                                        "--tag", f"r.example/ml/verlfit:{profile}", *ID_ARGS, "."] for profile in ("p40", "a10")]
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", env={"FAKE_DOCKER_NO_BUILDX": "1"})
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [BUILDX, ["tag", "verlfit:p40", "r.example/ml/verlfit:p40"], ["push", "r.example/ml/verlfit:p40"],
                             ["tag", "verlfit:a10", "r.example/ml/verlfit:a10"], ["push", "r.example/ml/verlfit:a10"]]
+    assert ("make push: pushed WITHOUT SBOM and provenance attestations: 'docker buildx' is not installed here, and only BuildKit "
+            "through buildx makes them (install docker-buildx-plugin and run make push again)") in result.stderr
 
 
 def fake_digest(ref: str) -> str:
     return "sha256:" + hashlib.sha256(ref.encode()).hexdigest()
 
 
+# the Dockerfiles' default pins: the multi-platform index digests docs/images.md names the public sources of
+DEVEL_DIGEST = "sha256:94fd755736cb58979173d491504f0b573247b1745250249415b07fefc738e41f"
+RUNTIME_DIGEST = "sha256:f895871972c1c91eb6a896eee68468f40289395a1e58c492e1be7929d0f8703b"
+
+
 def test_base_digests_prints_the_digests_to_pin(workdir):
     result, calls = make(workdir, "base-digests")
     assert result.returncode == 0, result.stderr
-    refs = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
+    refs = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04"]
     assert argvs(calls) == [call for ref in refs for call in (BUILDX, ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest.Digest}}", ref])]
-    assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]}",
-                                          f"RUNTIME_BASE_DIGEST={fake_digest(refs[1])}  # {refs[1]}"]
+    # the fake registry's digests are not the pinned defaults: make says the tags have moved
+    assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]} (pinned now: {DEVEL_DIGEST}; the tag has moved)",
+                                          f"RUNTIME_BASE_DIGEST={fake_digest(refs[1])}  # {refs[1]} (pinned now: {RUNTIME_DIGEST}; the tag has moved)"]
 
 
 def test_base_digests_from_a_mirror_say_when_a_pinned_tag_has_moved(workdir):
     pinned = "sha256:" + "1" * 64
     result, calls = make(workdir, "base-digests", "BASE_REGISTRY=mirror.example/hub/", f"RUNTIME_BASE_DIGEST={pinned}")
-    runtime = "mirror.example/hub/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
+    runtime = "mirror.example/hub/nvidia/cuda:11.8.0-base-ubuntu22.04"
     # the tag is asked for, not the pinned digest: the answer is what the tag points at now
     assert argvs(calls)[3] == ["buildx", "imagetools", "inspect", "--format", "{{json .Manifest.Digest}}", runtime]
     assert result.stdout.splitlines()[1] == f"RUNTIME_BASE_DIGEST={fake_digest(runtime)}  # {runtime} (pinned now: {pinned}; the tag has moved)"
@@ -211,8 +242,8 @@ def test_base_digests_from_a_mirror_say_when_a_pinned_tag_has_moved(workdir):
 def test_nvidias_registry_is_the_second_source_of_the_base_images(workdir):
     """NVIDIA's NGC registry carries the same images as Docker Hub's nvidia/cuda under
     nvcr.io/nvidia/cuda:<tag>, so BASE_REGISTRY=nvcr.io/ is all it takes (docs/images.md)."""
-    refs = ["nvcr.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "nvcr.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
-    result, calls = make(workdir, "base-digests", "BASE_REGISTRY=nvcr.io/")
+    refs = ["nvcr.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "nvcr.io/nvidia/cuda:11.8.0-base-ubuntu22.04"]
+    result, calls = make(workdir, "base-digests", "BASE_REGISTRY=nvcr.io/", "BUILD_BASE_DIGEST=", "RUNTIME_BASE_DIGEST=")
     assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]}",
                                           f"RUNTIME_BASE_DIGEST={fake_digest(refs[1])}  # {refs[1]}"]
     digests = [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}", f"RUNTIME_BASE_DIGEST={fake_digest(refs[1])}"]
@@ -227,8 +258,8 @@ def test_nvidias_registry_is_the_second_source_of_the_base_images(workdir):
     dockerfile = parse_dockerfile(DOCKERFILES["p40"])
     values = resolved_args(dockerfile, {"BASE_REGISTRY": "nvcr.io/", "BUILD_BASE_DIGEST": fake_digest(refs[0])})
     assert shell_expand(dockerfile.stage("build").base, values) == f"{refs[0]}@{fake_digest(refs[0])}"
-    assert shell_expand(dockerfile.stage("runtime-system").base, values) == refs[1]
-    result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", "BASE_REGISTRY=nvcr.io/")
+    assert shell_expand(dockerfile.stage("runtime-system").base, values) == f"{refs[1]}@{RUNTIME_DIGEST}"
+    result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", "BASE_REGISTRY=nvcr.io/", "BUILD_BASE_DIGEST=", "RUNTIME_BASE_DIGEST=")
     assert argvs(calls)[1:3] == [["pull", refs[0]], ["pull", refs[1]]]
 
 
@@ -281,9 +312,10 @@ def test_the_frontend_image_setting_is_gone(workdir):
 
 
 def test_base_digests_without_buildx_pull_and_read_the_recorded_digest(workdir):
-    result, calls = make(workdir, "base-digests", "BASE_REGISTRY=127.0.0.1:5000/", env={"FAKE_DOCKER_NO_BUILDX": "1"})
+    result, calls = make(workdir, "base-digests", "BASE_REGISTRY=127.0.0.1:5000/", "BUILD_BASE_DIGEST=", "RUNTIME_BASE_DIGEST=",
+                         env={"FAKE_DOCKER_NO_BUILDX": "1"})
     assert result.returncode == 0, result.stderr
-    refs = ["127.0.0.1:5000/nvidia/cuda:11.8.0-devel-ubuntu22.04", "127.0.0.1:5000/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
+    refs = ["127.0.0.1:5000/nvidia/cuda:11.8.0-devel-ubuntu22.04", "127.0.0.1:5000/nvidia/cuda:11.8.0-base-ubuntu22.04"]
     inspect = ["image", "inspect", "--format", "{{range .RepoDigests}}{{println .}}{{end}}"]
     assert argvs(calls) == [BUILDX, ["pull", "--quiet", refs[0]], [*inspect, refs[0]], BUILDX, ["pull", "--quiet", refs[1]], [*inspect, refs[1]]]
     assert result.stdout.splitlines() == [f"BUILD_BASE_DIGEST={fake_digest(refs[0])}  # {refs[0]}",
@@ -293,8 +325,11 @@ def test_base_digests_without_buildx_pull_and_read_the_recorded_digest(workdir):
 def test_save_then_load_for_an_air_gapped_host(workdir):
     result, calls = make(workdir, "save", "SAVE_DIR=out")
     assert result.returncode == 0, result.stderr
-    bases = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"]
-    assert argvs(calls) == [["save", "verlfit:p40"], ["save", "verlfit:a10"], ["pull", bases[0]], ["pull", bases[1]], ["save", *bases]]
+    bases = ["docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04"]
+    # pulled by the pinned digests, saved by tag
+    assert argvs(calls) == [["save", "verlfit:p40"], ["save", "verlfit:a10"], ["pull", f"{bases[0]}@{DEVEL_DIGEST}"],
+                            ["tag", f"{bases[0]}@{DEVEL_DIGEST}", bases[0]], ["pull", f"{bases[1]}@{RUNTIME_DIGEST}"],
+                            ["tag", f"{bases[1]}@{RUNTIME_DIGEST}", bases[1]], ["save", *bases]]
     out = workdir / "out"
     assert sorted(path.name for path in out.iterdir()) == ["SHA256SUMS", "cuda-base.tar.gz", "verlfit-a10.tar.gz", "verlfit-p40.tar.gz"]
     import gzip
@@ -317,13 +352,27 @@ def test_save_then_load_for_an_air_gapped_host(workdir):
 def test_save_with_a_pinned_base_digest(workdir):
     digest = "sha256:" + "2" * 64
     result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", f"BUILD_BASE_DIGEST={digest}")
-    devel, runtime = "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-runtime-ubuntu22.04"
+    devel, runtime = "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04", "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04"
     # pulled by the pinned digest, then saved by tag: docker load keeps no registry digest, and an image saved by
     # digest alone loads with no name at all, so nothing could build FROM it on the air-gapped host (issue 24)
-    assert argvs(calls)[1:] == [["pull", f"{devel}@{digest}"], ["tag", f"{devel}@{digest}", devel], ["pull", runtime], ["save", devel, runtime]]
+    assert argvs(calls)[1:] == [["pull", f"{devel}@{digest}"], ["tag", f"{devel}@{digest}", devel], ["pull", f"{runtime}@{RUNTIME_DIGEST}"],
+                                ["tag", f"{runtime}@{RUNTIME_DIGEST}", runtime], ["save", devel, runtime]]
     assert "make load" not in result.stdout
     result, calls = make(workdir, "load", "SAVE_DIR=out")
-    assert "a rebuild here uses them with BUILD_BASE_DIGEST and RUNTIME_BASE_DIGEST unset" in result.stdout
+    assert "a rebuild here uses them with the digest pins emptied, make image-p40 BUILD_BASE_DIGEST= RUNTIME_BASE_DIGEST=" in result.stdout
+
+
+def test_save_a_runtime_only_bundle(workdir):
+    """BASES=no: the images alone, for hosts that only run them (no CUDA bases pulled or saved)."""
+    result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", "BASES=no")
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [["save", "verlfit:p40"]]
+    out = workdir / "out"
+    assert sorted(path.name for path in out.iterdir()) == ["SHA256SUMS", "verlfit-p40.tar.gz"]
+    assert (out / "SHA256SUMS").read_text() == f"{hashlib.sha256((out / 'verlfit-p40.tar.gz').read_bytes()).hexdigest()}  verlfit-p40.tar.gz\n"
+    result, calls = make(workdir, "save", "SAVE_DIR=out", "BASES=maybe")
+    assert result.returncode == 2 and calls == []
+    assert "make save: BASES=maybe: yes (the CUDA bases too, to rebuild there) or no (a runtime-only bundle)" in result.stderr
 
 
 COMPOSE_TARGETS = [("train", "train"), ("doctor", "doctor"), ("prepare-gsm8k", "prepare-gsm8k"), ("bench", "bench"), ("export", "export"),
@@ -450,3 +499,19 @@ def test_a_failed_save_leaves_no_tarball(workdir):
     result, calls = make(workdir, "save", "SAVE_DIR=out", "PROFILES=p40", env={"FAKE_DOCKER_SAVE_FAILS": "1"})
     assert result.returncode != 0
     assert list((workdir / "out").iterdir()) == []
+
+
+def test_wheelhouse_exports_the_wheelhouse_stage_to_a_folder(workdir):
+    """The build command without --load, --target wheelhouse --output to a .partial folder renamed when whole; an existing
+    wheelhouse is never written into."""
+    result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", *IDS)
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [BUILDX, ["buildx", "build", "--target", "wheelhouse", "--output", "type=local,dest=out/wheelhouse-p40.partial",
+                                     "--file", "Dockerfile.p40", *ID_ARGS, "."]]
+    assert sorted(path.name for path in (workdir / "out").iterdir()) == ["wheelhouse-p40"]
+    result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", "PROFILE=a10", *IDS)
+    assert argvs(calls)[1][:6] == ["buildx", "build", "--target", "wheelhouse", "--output", "type=local,dest=out/wheelhouse-a10.partial"]
+    (workdir / "out" / "wheelhouse-a10").mkdir(parents=True, exist_ok=True)
+    result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", "PROFILE=a10", *IDS)
+    assert result.returncode == 2 and calls == []
+    assert "make wheelhouse: out/wheelhouse-a10 exists: remove it first (make writes a new one whole)" in result.stderr

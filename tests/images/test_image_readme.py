@@ -286,3 +286,23 @@ def test_the_own_task_example_prepares_data_the_reward_function_scores(tmp_path)
         and "4096 training and 256 test rows; the ground truth scored 0 x4352; an empty response scored 0 x4352" in out
     )
     assert sorted(path.relative_to(tmp_path) for path in tmp_path.rglob("*")) == before
+
+
+def test_readme_and_images_md_agree_on_the_compute_capabilities_each_image_serves():
+    """The p40 image serves 6.x and 7.x cards (the 7.x ones with the v100/t4 profiles), the a10 image 8.x and 9.x."""
+    assert "Two images, `verlfit:p40` (compute capability 6.x and 7.x) and `verlfit:a10` (8.x and 9.x)" in flat(README)
+    table = flat(section(IMAGES, "# Container images"))
+    assert "| `verlfit:p40` | compute capability 6.x and 7.x:" in table
+    assert "| `verlfit:a10` | A10, L4 and other 8.x/9.x cards |" in table
+
+
+def test_the_hf_cache_volume_has_one_name_in_the_docs_and_compose():
+    import yaml
+
+    compose = yaml.safe_load((REPO / "compose.yaml").read_text())
+    assert compose["volumes"]["hf-cache"]["name"] == "verlfit-hf-cache"
+    named = set(re.findall(r"-v ([\w-]+):/cache/huggingface", IMAGES + README))
+    assert named == {"verlfit-hf-cache"}
+    # every docker run example that trains gives docker stop the time verlfit's clean stop needs
+    for example in re.findall(r"docker run [^`]*?verlfit:\w+ train", IMAGES):
+        assert "--stop-timeout 120" in example, example

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -18,10 +19,20 @@ from image_helpers import REPO
 
 DOCKER = REPO / "docker"
 SHA = "0123456789abcdef" * 4
+# an apt lock for the install-system.sh tests (docker/apt.lock's format) and its pins of each group
+APT_LOCK = Path(__file__).parent / "apt-test.lock"
+ALWAYS = ("ca-certificates=20240203~22.04.1 git=1:2.34.1-1ubuntu1.12 patch=2.7.6-7build2 python3=3.10.6-1~22.04.1 "
+          "python3.10=3.10.12-1~22.04.10 python3.10-venv=3.10.12-1~22.04.10")
+
+
+def simulated(*extra: str) -> str:
+    """The pins install-system.sh passes when apt-get -s answers (the fake below): every package in C order."""
+    pins = ALWAYS.split() + list(extra)
+    return " ".join(sorted(pins, key=lambda pin: pin.encode()))
 
 
 def run(script: str, *args: str, dry: bool = True, **env: str) -> subprocess.CompletedProcess:
-    environment = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), **env}
+    environment = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "APT_LOCK": str(APT_LOCK), **env}
     if dry:
         environment["VERLFIT_DRY_RUN"] = "1"
     return subprocess.run([str(DOCKER / script), *args], env=environment, capture_output=True, text=True)
@@ -36,7 +47,7 @@ def plan(script: str, *args: str, **env: str) -> list[str]:
 def test_install_system_build_stage():
     assert plan("install-system.sh", "build", PYTHON_VERSION="3.10", APT_SOURCES_DIR="/nonexistent") == [
         "+ apt-get update",
-        "+ apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv curl",
+        f"+ apt-get install -y --no-install-recommends {ALWAYS} curl=7.81.0-1ubuntu1.20",
         "+ find /var/lib/apt/lists -mindepth 1 -delete",
     ]
 
@@ -44,22 +55,22 @@ def test_install_system_build_stage():
 def test_install_system_runtime_pins_and_holds_cudnn():
     assert plan("install-system.sh", "cudnn", PYTHON_VERSION="3.10", CUDNN_VERSION="8.9.7.29-1+cuda11.8", APT_SOURCES_DIR="/nonexistent") == [
         "+ apt-get update",
-        "+ apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv libcudnn8=8.9.7.29-1+cuda11.8",
+        f"+ apt-get install -y --no-install-recommends {ALWAYS} libcudnn8=8.9.7.29-1+cuda11.8",
         "+ apt-mark hold libcudnn8",
         "+ find /var/lib/apt/lists -mindepth 1 -delete",
     ]
 
 
 def test_install_system_triton_group_adds_a_compiler_and_headers():
-    lines = plan("install-system.sh", "cudnn", "triton", PYTHON_VERSION="3.10", CUDNN_VERSION="8.9.7.29-1+cuda11.8",
+    lines = plan("install-system.sh", "cudnn", "triton", "init", PYTHON_VERSION="3.10", CUDNN_VERSION="8.9.7.29-1+cuda11.8",
                  TORCH_CUDA_VERSION="11.8", APT_SOURCES_DIR="/nonexistent")
-    assert lines[1] == ("+ apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv "
-                        "libcudnn8=8.9.7.29-1+cuda11.8 gcc libc6-dev python3.10-dev cuda-driver-dev-11-8")
+    assert lines[1] == (f"+ apt-get install -y --no-install-recommends {ALWAYS} libcudnn8=8.9.7.29-1+cuda11.8 gcc=4:11.2.0-1ubuntu1 "
+                        "libc6-dev=2.35-0ubuntu3.8 python3.10-dev=3.10.12-1~22.04.10 cuda-driver-dev-11-8=11.8.89-1 tini=0.19.0-1")
 
 
 def test_install_system_refuses_unknown_groups_and_missing_versions():
     result = run("install-system.sh", "gpu", PYTHON_VERSION="3.10")
-    assert (result.returncode, result.stderr) == (1, "verlfit-build: error: unknown package group 'gpu' (build, cudnn, triton)\n")
+    assert (result.returncode, result.stderr) == (1, "verlfit-build: error: unknown package group 'gpu' (build, cudnn, triton, init)\n")
     result = run("install-system.sh", "cudnn", PYTHON_VERSION="3.10")
     assert (result.returncode, result.stderr) == (1, "verlfit-build: error: CUDNN_VERSION is not set (a build arg of Dockerfile.p40/Dockerfile.a10)\n")
 
@@ -83,10 +94,22 @@ def apt_root(tmp_path):
         path = bin_dir / tool
         path.write_text(f'#!/bin/bash\necho "{tool} $*" >> {log}\ncat {sources}/sources.list {sources}/sources.list.d/*.list >> {log} 2>/dev/null; true\n')
         path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    # apt-get -s install: what apt would install, "Inst NAME (VERSION ...)" per package asked for plus FAKE_EXTRA
+    # (a dependency); nothing is logged, as nothing changes
+    (bin_dir / "apt-get").write_text(
+        '#!/bin/bash\n'
+        'if [ "$1" = -s ] || [ "$3" = -s ]; then\n'
+        '  asked=false; for word in "$@" $FAKE_EXTRA; do\n'
+        '    if $asked; then echo "Inst ${word%%=*} (9.9 Ubuntu:22.04/jammy [amd64])"; elif [ "$word" = --no-install-recommends ]; then asked=true; fi\n'
+        '  done\n'
+        '  exit 0\nfi\n'
+        f'echo "apt-get $*" >> {log}\ncat {sources}/sources.list {sources}/sources.list.d/*.list >> {log} 2>/dev/null; true\n')
     # apt-cache madison: what NVIDIA's repository offers (FAKE_NO_CUDNN: a source without it, as when the
     # repository was not reached)
     path = bin_dir / "apt-cache"
-    path.write_text('#!/bin/bash\n[ -n "$FAKE_NO_CUDNN" ] || echo " libcudnn8 | 8.9.7.29-1+cuda11.8 | https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64  Packages"\n')
+    path.write_text('#!/bin/bash\n'
+                    'if [ "$1" = show ]; then case " $FAKE_GONE " in *" $2 "*) exit 100;; esac; exit 0; fi\n'
+                    '[ -n "$FAKE_NO_CUDNN" ] || echo " libcudnn8 | 8.9.7.29-1+cuda11.8 | https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64  Packages"\n')
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
     return sources, lists, bin_dir, log
 
@@ -102,7 +125,7 @@ def test_install_system_uses_mirrors_for_one_run_and_restores_the_sources(apt_ro
                 "deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] https://mirror.example/nvidia-cuda/ubuntu2204/x86_64/ /\n")
     assert log.read_text() == (
         "apt-get update\n" + mirrored
-        + "apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv libcudnn8=8.9.7.29-1+cuda11.8\n" + mirrored
+        + f"apt-get install -y --no-install-recommends {simulated('libcudnn8=8.9.7.29-1+cuda11.8')}\n" + mirrored
         + "apt-mark hold libcudnn8\n" + mirrored
     )
     # no mirror left behind, no backup files, apt lists emptied
@@ -135,7 +158,7 @@ def test_install_system_build_stage_never_asks_nvidias_repository(apt_root):
     assert result.returncode == 0, result.stderr
     assert log.read_text() == (
         "apt-get update\n" + UBUNTU_LINES
-        + "apt-get install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv curl\n" + UBUNTU_LINES)
+        + f"apt-get install -y --no-install-recommends {simulated('curl=7.81.0-1ubuntu1.20')}\n" + UBUNTU_LINES)
     assert {path: path.read_text() for path in sources.rglob("*.list")} == before
     assert not list(sources.rglob("*.verlfit-orig"))
 
@@ -175,7 +198,7 @@ def test_a_ca_bundle_secret_is_trusted_by_apt_pip_git_and_curl(apt_root, tmp_pat
     assert result.returncode == 0, result.stderr
     assert [line for line in log.read_text().splitlines() if line.startswith("apt-get")] == [
         f"apt-get -o Acquire::https::CaInfo={bundle} update",
-        f"apt-get -o Acquire::https::CaInfo={bundle} install -y --no-install-recommends ca-certificates git patch python3 python3.10 python3.10-venv curl"]
+        f"apt-get -o Acquire::https::CaInfo={bundle} install -y --no-install-recommends {simulated('curl=7.81.0-1ubuntu1.20')}"]
     # what lib.sh exports for pip, git, curl and Python's ssl; nothing without the secret
     shown = subprocess.run(["bash", "-c", f". {DOCKER}/lib.sh; echo $PIP_CERT $GIT_SSL_CAINFO $CURL_CA_BUNDLE $SSL_CERT_FILE $REQUESTS_CA_BUNDLE"],
                            env={"PATH": os.environ["PATH"], "VERLFIT_CA_BUNDLE": str(bundle)}, capture_output=True, text=True)
@@ -191,24 +214,32 @@ def test_install_python_from_the_index_and_from_wheels():
         f"+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --only-binary=:all: "
         f"--require-hashes --index-url https://pypi.example/simple -r {DOCKER}/python.lock",
     ]
-    assert plan("install-python.sh", "/wheels/python", PYTHON_VERSION="3.10") == [
-        "+ python3.10 -m venv /opt/venv",
-        "+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --no-index /wheels/python/\\*.whl",
-    ]
+    runtime = plan("install-python.sh", "/wheels/python", PYTHON_VERSION="3.10")
+    # the folder's wheels, each with its sha256 (wheel-hashes.py folder), installed with --require-hashes
+    assert runtime[:2] == ["+ python3.10 -m venv /opt/venv", f"+ /opt/venv/bin/python {DOCKER}/wheel-hashes.py folder /wheels/python"]
+    assert re.fullmatch(r"\+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --no-index "
+                        r"--find-links /wheels/python --require-hashes -r /tmp/verlfit-wheels\.\w+\.txt", runtime[2]), runtime[2]
+    assert len(runtime) == 3
 
 
 def test_download_locked_routes_cu118_locks_to_the_torch_index_only():
     lines = plan("download-locked.sh", "/wheels/torch", str(DOCKER / "torch-cu118.lock"), str(DOCKER / "torch-deps.lock"),
                  PIP_INDEX_URL="https://pypi.example/simple", TORCH_INDEX_URL="https://torch.example/whl/cu118")
     prefix = "+ /opt/venv/bin/python -m pip wheel --no-input --disable-pip-version-check --no-deps --no-build-isolation --only-binary=:all:"
+    record = "/root/.cache/pip/verlfit-first-download/torch-cu118.lock"
     assert lines == [
-        f"{prefix} --index-url https://torch.example/whl/cu118 --wheel-dir /wheels/torch -r {DOCKER}/torch-cu118.lock",
+        # the torch index's lock: its pins without a published hash get one on their first download (the record)
+        f"+ /opt/venv/bin/python {DOCKER}/wheel-hashes.py first-download {DOCKER}/torch-cu118.lock https://torch.example/whl/cu118 "
+        f"/wheels/torch/.first-download {record}",
+        f"{prefix} --require-hashes --index-url https://torch.example/whl/cu118 --wheel-dir /wheels/torch -r {record}",
+        f"+ cp {record} /wheels/torch/torch-cu118.hashes.lock",
         f"{prefix} --require-hashes --index-url https://pypi.example/simple --wheel-dir /wheels/torch -r {DOCKER}/torch-deps.lock",
+        f"+ cp {DOCKER}/torch-deps.lock /wheels/torch/torch-deps.hashes.lock",
     ]
-    # every PyPI lock of both images goes through --require-hashes; only the torch index's locks do not
+    # every pip wheel of both images' locks goes through --require-hashes
     for lock in ("python.lock", "common.lock", "a10-extra.lock", "a10-cu118.lock"):
-        line, = plan("download-locked.sh", "/wheels", str(DOCKER / lock), PIP_INDEX_URL="https://p.example", TORCH_INDEX_URL="https://t.example")
-        assert ("--require-hashes" in line.split()) == (not lock.endswith("-cu118.lock")), line
+        lines = plan("download-locked.sh", "/wheels", str(DOCKER / lock), PIP_INDEX_URL="https://p.example", TORCH_INDEX_URL="https://t.example")
+        assert [line for line in lines if " pip " in line and "--require-hashes" not in line.split()] == [], lines
 
 
 def test_download_locked_needs_the_index_it_uses():
@@ -219,9 +250,11 @@ def test_download_locked_needs_the_index_it_uses():
 
 
 def test_install_wheels_and_projects_use_no_index():
-    assert plan("install-wheels.sh", "/wheels/torch", "/wheels/a10") == [
-        "+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --no-index /wheels/torch/\\*.whl /wheels/a10/\\*.whl",
-    ]
+    lines = plan("install-wheels.sh", "/wheels/torch", "/wheels/a10")
+    assert lines[:2] == [f"+ /opt/venv/bin/python {DOCKER}/wheel-hashes.py folder /wheels/torch", f"+ /opt/venv/bin/python {DOCKER}/wheel-hashes.py folder /wheels/a10"]
+    assert re.fullmatch(r"\+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --no-index "
+                        r"--find-links /wheels/torch --find-links /wheels/a10 --require-hashes -r /tmp/verlfit-wheels\.\w+\.txt", lines[2]), lines[2]
+    assert len(lines) == 3
     assert plan("install-project.sh", "--editable", "/opt/verl") == [
         "+ /opt/venv/bin/python -m pip install --no-input --disable-pip-version-check --no-deps --no-index --no-build-isolation --editable /opt/verl",
     ]
@@ -328,3 +361,54 @@ def test_install_verl_patch_applies_the_series_to_a_verl_tree(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     status = subprocess.run(["python3", str(REPO / "patches" / "apply.py"), "--status", str(tree)], capture_output=True, text=True)
     assert status.returncode == 0, status.stdout + status.stderr
+
+
+def test_install_system_takes_every_package_apt_would_install_at_the_locks_version(apt_root):
+    """Dependencies too: what `apt-get -s` says it would install is installed at the lock's version."""
+    sources, lists, bin_dir, log = apt_root
+    result = run("install-system.sh", "init", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
+                 CUDNN_VERSION="8.9.7.29-1+cuda11.8", APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists), FAKE_EXTRA="gcc")
+    assert result.returncode == 0, result.stderr
+    installs = [line for line in log.read_text().splitlines() if line.startswith("apt-get install")]
+    assert installs == [f"apt-get install -y --no-install-recommends {simulated('tini=0.19.0-1', 'gcc=4:11.2.0-1ubuntu1')}"]
+
+
+def test_install_system_stops_on_a_package_the_lock_does_not_pin(apt_root):
+    sources, lists, bin_dir, log = apt_root
+    result = run("install-system.sh", "init", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
+                 APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists), FAKE_EXTRA="libnew1")
+    assert result.returncode == 1
+    assert result.stderr == (f"verlfit-build: error: apt would install libnew1, which {APT_LOCK} does not pin (the base image or the groups "
+                             "changed): regenerate the lock on the bases you build from, make apt-lock (docs/images.md, 'apt lock')\n")
+    assert "apt-get install" not in log.read_text()
+
+
+def test_install_system_names_a_dated_snapshot_when_a_locked_version_is_gone(apt_root):
+    """Ubuntu drops superseded versions from -updates and -security: never another version, the snapshot to use."""
+    sources, lists, bin_dir, log = apt_root
+    result = run("install-system.sh", "build", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
+                 APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists), FAKE_GONE="curl=7.81.0-1ubuntu1.20 git=1:2.34.1-1ubuntu1.12")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "verlfit-build: error: the apt sources no longer offer curl=7.81.0-1ubuntu1.20 git=1:2.34.1-1ubuntu1.12 (Ubuntu drops "
+        "superseded versions from jammy-updates and jammy-security): build from a dated snapshot of the archive taken while the "
+        "lock was current, APT_MIRROR=https://snapshot.ubuntu.com/ubuntu/20261201T000000Z (make image-p40 APT_MIRROR=...), or "
+        "regenerate the lock (make apt-lock; docs/images.md, 'apt lock')\n")
+    assert "apt-get install" not in log.read_text()
+    # the sources are restored even so
+    assert not list(sources.rglob("*.verlfit-orig"))
+
+
+def test_install_system_print_lock_lists_what_apt_would_install(apt_root):
+    """make apt-lock's source: NAME=VERSION per "Inst" line of apt-get -s, upgrades ("Inst NAME [OLD] (NEW ...") too."""
+    sources, lists, bin_dir, log = apt_root
+    (bin_dir / "apt-get").write_text(
+        "#!/bin/bash\n"
+        "case \" $* \" in *' -s '*) printf '%s\\n' 'Inst tini (0.19.0-1 Ubuntu:22.04/jammy [amd64])' "
+        "'Inst libc6-dev [2.35-0ubuntu3] (2.35-0ubuntu3.8 Ubuntu:22.04/jammy-updates [amd64])' 'Conf tini (0.19.0-1 Ubuntu:22.04/jammy [amd64])';; "
+        "*) echo 'Reading package lists... Done';; esac\n")
+    result = run("install-system.sh", "--print-lock", "init", dry=False, PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHON_VERSION="3.10",
+                 APT_SOURCES_DIR=str(sources), APT_LISTS_DIR=str(lists))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "libc6-dev=2.35-0ubuntu3.8\ntini=0.19.0-1\n"
+    assert "Reading package lists... Done" in result.stderr

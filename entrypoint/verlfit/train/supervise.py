@@ -11,6 +11,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -39,7 +40,9 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
     """Run verl, feeding every output line to the progress watcher; return verl's exit status.
 
     Ctrl-C sends SIGINT to verl's whole process group (verl's driver shuts its local Ray cluster
-    down on exit), waits up to 60 s, then SIGTERM, then SIGKILL. Checkpoints are not damaged:
+    down on exit), waits up to 60 s, then SIGTERM, then SIGKILL. A SIGTERM to verlfit itself (``docker stop``, which
+    tini, the image's PID 1, passes on; systemd; Kubernetes) is handled the same way, within that grace: give the
+    container at least 100 s (``docker run --stop-timeout 120``, compose's ``stop_grace_period: 2m``). Checkpoints are not damaged:
     verl writes ``latest_checkpointed_iteration.txt`` only after a checkpoint is complete.
 
     verl's output is read by a thread, so the watcher's stall check (:meth:`verlfit.progress.StepWatcher.check_stall`)
@@ -78,6 +81,7 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
             lines.put(None)  # end of output
 
     threading.Thread(target=read, daemon=True).start()
+    previous_sigterm = _sigterm_as_ctrl_c()
     try:
         while True:
             try:
@@ -109,8 +113,9 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
             log = f"the full log is {watcher.log_path}" if watcher.log_error is None else f"the log {watcher.log_path} is incomplete (writing it failed: {watcher.log_error})"
             print(f"verlfit: verl exited with status {status}; {log}", file=sys.stderr)
         return status
-    except KeyboardInterrupt:
-        print("\nverlfit: stopping verl (Ctrl-C again is not needed; waiting up to 60 s)", file=sys.stderr)
+    except KeyboardInterrupt as interrupt:
+        cause = "SIGTERM (docker stop)" if str(interrupt) == f"signal {signal.SIGTERM}" else "Ctrl-C again is not needed"
+        print(f"\nverlfit: stopping verl ({cause}; waiting up to 60 s)", file=sys.stderr)
         _stop(process, lines, watcher)
         _say_how_to_continue(plan, run_dir)
         return 130
@@ -119,8 +124,22 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
         _stop(process, lines, None)  # not fed to the watcher: it may be what failed
         raise
     finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
         keeper.check(force=True)  # the last save (and a Ctrl-C's or failure's) is settled now
         watcher.close()
+
+
+def _sigterm_as_ctrl_c():
+    """Make SIGTERM raise KeyboardInterrupt, as Ctrl-C does, so ``docker stop`` gets the same clean stop; return the
+    handler it replaced (None when not on the main thread, where Python allows no signal handler)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 def _stop(process, lines, watcher) -> None:

@@ -6,11 +6,14 @@
 # "The rehearsal build", says what this proves and what it cannot.
 #
 # Stand-ins (each named in the output and in the image's label io.verlfit.stand-ins):
-#   nvidia/cuda:11.8.0-{devel,runtime}-ubuntu22.04  Ubuntu 22.04 from Ubuntu's archive (debootstrap) with NVIDIA's apt
+#   nvidia/cuda:11.8.0-{devel,base}-ubuntu22.04  Ubuntu 22.04 from Ubuntu's archive (debootstrap) with NVIDIA's apt
 #                    source line, keyring path and ENV, no CUDA files, in a local registry (stand-in-bases.sh)
 #   NVIDIA's CUDA apt repository   a signed flat repository with an empty libcudnn8 at the pin (stand-in-cudnn.sh)
 #   the PyTorch cu118 index        PyPI's torch 2.6.0 / torchvision 0.21.0 / torchaudio 2.6.0 (CUDA 12.4 builds)
-#                                  relabelled +cu118 (stand_in_torch_index.py); TORCH_CUDA_VERSION=12.4 for the check
+#                                  relabelled +cu118 (stand_in_torch_index.py); TORCH_CUDA_VERSION=12.4 for the check.
+#                                  Their hashes are not PyTorch's: the build runs in a copy of the build context
+#                                  ($work/context) whose docker/torch-cu118.lock and docker/a10-cu118.lock pin the
+#                                  stand-in wheels' sha256 (the stand-in locks); the checkout is never written
 #   verl's git repository          a `git bundle` of verl's history to v0.4.1 (VERL_BUNDLE) served by `git daemon`
 #                                  (never copied into the checkout), else one commit of PyPI's sdist
 # Everything else comes from PyPI and Ubuntu's archive as in a real build, every lock hash checked; HTTPS goes
@@ -26,6 +29,7 @@
 #   REHEARSAL_SKIP      space-separated steps to skip while iterating locally: save a10 suite
 #   CA_BUNDLE           the host's CA bundle (/etc/ssl/certs/ca-certificates.crt)
 #   REHEARSAL_KEEP_BUILD_CACHE  set: leave the engine's build cache for the next run (default: pruned at the end)
+#   REHEARSAL_APT_LOCK_OUT      a file to copy the apt lock `make apt-lock` wrote on the stand-in bases to
 # Disk: each stage line shows the space left on /var/lib/docker's filesystem, and the end the lowest seen. The steps
 # are ordered and cleaned between so that the image (8.3 GB), its build cache (~5 GB), the saved tarballs (4.1 GB) and
 # the stand-in torch index (2.3 GB) are never all on disk at once; docker save/load's uncompressed staging copy and the
@@ -70,7 +74,7 @@ command -v dockerd >/dev/null || need+=(docker.io)
 command -v docker-registry >/dev/null || need+=(docker-registry)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v apt-ftparchive >/dev/null || need+=(apt-utils)
-for tool in zip gpg git curl pigz; do command -v "$tool" >/dev/null || need+=("$tool"); done
+for tool in zip gpg git curl pigz gcc; do command -v "$tool" >/dev/null || need+=("$tool"); done
 if [ ${#need[@]} -gt 0 ]; then
   say "installing ${need[*]} (Debian)"
   apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
@@ -95,7 +99,7 @@ cleanup() {
   say "cleaning up (status $status)"
   $docker ps -aq --filter "label=io.verlfit.rehearsal" | xargs -r "$docker" rm -f >/dev/null 2>&1
   for ref in "$image:p40" "$image:p40-tests" "$image:p40-offline" "$image:a10-wheels" "$image:derived" \
-             "$registry/nvidia/cuda:11.8.0-devel-ubuntu22.04" "$registry/nvidia/cuda:11.8.0-runtime-ubuntu22.04"; do
+             "$registry/nvidia/cuda:11.8.0-devel-ubuntu22.04" "$registry/nvidia/cuda:11.8.0-base-ubuntu22.04"; do
     $docker image rm -f "$ref" >/dev/null 2>&1
   done
   $docker image prune -f --filter label=io.verlfit.rehearsal=1 >/dev/null 2>&1
@@ -170,9 +174,9 @@ for _ in $(seq 30); do curl -sf "http://$registry/v2/" >/dev/null && break; slee
 
 # ---- stand-ins ------------------------------------------------------------------------------------------
 cudnn_version=$(sed -n 's/^ARG CUDNN_VERSION=//p' Dockerfile.p40)
-say "stand-in: NVIDIA's CUDA apt repository (signed, an empty libcudnn8=$cudnn_version)"
+say "stand-in: NVIDIA's CUDA apt repository (signed; libcudnn8=$cudnn_version holds a stub libcudnn.so.8 needing cuBLAS 11)"
 bash "$here/stand-in-cudnn.sh" "$work/www/cuda" "$cudnn_version"
-say "stand-in: nvidia/cuda:11.8.0-{devel,runtime}-ubuntu22.04 (Ubuntu 22.04 by debootstrap, cached in $cache/bases)"
+say "stand-in: nvidia/cuda:11.8.0-{devel,base}-ubuntu22.04 (Ubuntu 22.04 by debootstrap, cached in $cache/bases)"
 bash "$here/stand-in-bases.sh" "$cache/bases" "$work/www/cuda/cuda-archive-keyring.gpg" "$registry"
 say "stand-in: the PyTorch cu118 index (PyPI's CUDA 12.4 wheels relabelled +cu118, cached in $cache/torch-index)"
 if [ ! -f "$cache/torch-index/done" ]; then
@@ -188,9 +192,25 @@ if [ ! -f "$cache/torch-index/done" ]; then
   rm -rf "$cache/pypi-torch" "$cache/pypi-cu12"  # 1.7 GB the index holds relabelled
 fi
 ln -s "$cache/torch-index" "$work/www/torch"
+# the build context: the checkout's files the Dockerfiles and make use, with the stand-in locks (the same pins, the
+# stand-in wheels' hashes) in place of the torch index's two locks
+context=$work/context
+mkdir -p "$context"
+cp -r Makefile Dockerfile.p40 Dockerfile.a10 .dockerignore docker patches entrypoint pyproject.toml README.md "$context/"
+python3 docker/wheel-hashes.py folder "$cache/torch-index/files" >"$work/stand-in-hashes"
+for lock in torch-cu118.lock a10-cu118.lock; do
+  { grep '^#' "docker/$lock"
+    echo "# STAND-IN (the rehearsal build): the hashes of the stand-in index's relabelled PyPI wheels, not PyTorch's"
+    while read -r pin _; do grep "^$pin " "$work/stand-in-hashes" | sed 's/ --hash=/ \\\n    --hash=/'; done < <(grep -o '^[a-z0-9_.-]*==[^ ]*' "docker/$lock")
+  } >"$context/docker/$lock"
+done
+grep -c -- '--hash=sha256:' "$context/docker/torch-cu118.lock" "$context/docker/a10-cu118.lock" | grep -q ':0$' \
+  && fail "a stand-in lock has a pin without its hash: $(cat "$context/docker/torch-cu118.lock" "$context/docker/a10-cu118.lock")"
+# make in the context copy: git's provenance from the checkout
+provenance=(VCS_REF="$(git rev-parse HEAD)" SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)")
 say "stand-in: $verl_stand_in, served by git daemon at git://127.0.0.1:$git_port/verl.git"
 
-stand_ins="nvidia/cuda bases: Ubuntu 22.04 by debootstrap, no CUDA files; NVIDIA's apt repository: an empty libcudnn8 $cudnn_version;"
+stand_ins="nvidia/cuda bases: Ubuntu 22.04 by debootstrap, no CUDA files; NVIDIA's apt repository: libcudnn8 $cudnn_version holding a stub libcudnn.so.8;"
 stand_ins="$stand_ins PyTorch cu118 index: PyPI's CUDA 12.4 torch 2.6.0, torchvision 0.21.0, torchaudio 2.6.0 relabelled +cu118;"
 stand_ins="$stand_ins $verl_stand_in"
 
@@ -200,14 +220,28 @@ make --no-print-directory base-digests BASE_REGISTRY="$registry/" | tee "$work/d
 build_digest=$(sed -n 's/^BUILD_BASE_DIGEST=\(sha256:[0-9a-f]*\).*/\1/p' "$work/digests")
 runtime_digest=$(sed -n 's/^RUNTIME_BASE_DIGEST=\(sha256:[0-9a-f]*\).*/\1/p' "$work/digests")
 [ -n "$build_digest" ] && [ -n "$runtime_digest" ] || fail "make base-digests printed no digests"
-$docker image rm "$registry/nvidia/cuda:11.8.0-devel-ubuntu22.04" "$registry/nvidia/cuda:11.8.0-runtime-ubuntu22.04" >/dev/null
+$docker image rm "$registry/nvidia/cuda:11.8.0-devel-ubuntu22.04" "$registry/nvidia/cuda:11.8.0-base-ubuntu22.04" >/dev/null
 sources=(BASE_REGISTRY="$registry/" CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo"
          TORCH_INDEX_URL="http://127.0.0.1:$http_port/torch/simple" VERL_REPO="git://127.0.0.1:$git_port/verl.git"
          VERL_COMMIT="$verl_commit" TORCH_CUDA_VERSION=12.4)
 flags="--network host --secret id=ca-bundle,src=$ca_bundle --label io.verlfit.rehearsal=1 --progress plain"
+# the apt lock as make apt-lock writes it, on the stand-in bases (both images' packages: the stand-in NVIDIA repository
+# has an empty cuda-driver-dev-11-8 for the a10 image's), into the context copy: the build must install exactly it. Ubuntu's live archive moves on
+# (snapshot.ubuntu.com is not reachable here), so the committed lock is compared, not built from; on the real bases
+# it is what a build installs.
+say "make apt-lock on the stand-in bases (into the build context's copy)"
+LOCK_NETWORK=host make -C "$context" --no-print-directory apt-lock DOCKER="$docker" BASE_REGISTRY="$registry/" \
+  BUILD_BASE_DIGEST="$build_digest" RUNTIME_BASE_DIGEST="$runtime_digest" CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo" \
+  CA_BUNDLE="$ca_bundle" >"$work/apt-lock.log" 2>&1 || { tail -20 "$work/apt-lock.log" >&2; fail "make apt-lock"; }
+# REHEARSAL_APT_LOCK_OUT=FILE: a copy of it (to refresh the committed docker/apt.lock from the stand-in bases)
+[ -z "${REHEARSAL_APT_LOCK_OUT:-}" ] || cp "$context/docker/apt.lock" "$REHEARSAL_APT_LOCK_OUT"
+# packages in both the committed lock and today's whose version moved (the archive's updates since the lock was taken)
+moved=$(awk -F= 'NR == FNR { if ($0 !~ /^#/) committed[$1] = $2; next }
+  !/^#/ && ($1 in committed) && committed[$1] != $2 { printf "%s %s -> %s;", $1, committed[$1], $2 }' docker/apt.lock "$context/docker/apt.lock")
+check "make apt-lock: $(grep -vc '^#' "$context/docker/apt.lock") packages; versions moved since the committed docker/apt.lock: ${moved:-none}"
 say "make image-p40 (bases pinned by digest; the stand-ins' sources as build args)"
 build_started=$(date +%s)
-make --no-print-directory image-p40 IMAGE="$image" "${sources[@]}" BUILD_BASE_DIGEST="$build_digest" \
+make -C "$context" --no-print-directory image-p40 IMAGE="$image" "${sources[@]}" "${provenance[@]}" BUILD_BASE_DIGEST="$build_digest" \
   RUNTIME_BASE_DIGEST="$runtime_digest" BUILD_FLAGS="$flags --label io.verlfit.stand-ins=\"$stand_ins\"" >"$work/build.log" 2>&1 \
   || { tail -40 "$work/build.log" >&2; fail "make image-p40"; }
 build_seconds=$(($(date +%s) - build_started))
@@ -216,6 +250,46 @@ check "make image-p40 built $image:p40 in ${build_seconds}s, $($docker image ins
 
 # ---- the image as a user meets it -----------------------------------------------------------------------
 run() { $docker run --rm --label io.verlfit.rehearsal=1 "$@"; }
+say "the runtime image's layers (docker history: size, the step that made it)"
+# (the layers that hold files; the build args BuildKit records before a RUN's command are left out)
+$docker history --no-trunc --format '{{.Size}}\t{{.CreatedBy}}' "$image:p40" | awk -F'\t' '$1 != "0B"' \
+  | sed -E -e 's/\|[0-9]+ ([A-Za-z_]+=[^ ]* )*//' -e 's#/bin/(ba)?sh -o pipefail -c ##' -e 's/ # buildkit$//' | cut -c1-150 | tee "$work/layers"
+# the apt lock against what the image's apt step installed: every package new or changed against the runtime base
+# (dpkg's list in each) is in the lock at that version. The lock also pins the a10 image's packages, some of which
+# (libc6, libstdc++6) upgrade the base's there: packages the p40 image leaves alone are not compared.
+# shellcheck disable=SC2016  # dpkg-query's own ${...} fields
+dpkg_list() { run --entrypoint dpkg-query "$1" -W -f '${Package}=${Version}\n' | LC_ALL=C sort; }
+runtime_base="$registry/nvidia/cuda:11.8.0-base-ubuntu22.04@$runtime_digest"
+dpkg_list "$runtime_base" >"$work/dpkg-base"
+dpkg_list "$image:p40" >"$work/dpkg"
+$docker image rm "$runtime_base" >/dev/null
+LC_ALL=C comm -13 "$work/dpkg-base" "$work/dpkg" >"$work/dpkg-installed"
+apt_unlocked=$(LC_ALL=C comm -23 "$work/dpkg-installed" <(grep -v '^#' "$context/docker/apt.lock" | LC_ALL=C sort) | paste -sd' ' || true)
+[ -z "$apt_unlocked" ] || fail "the image's apt step installed, not at docker/apt.lock's versions: $apt_unlocked"
+check "apt lock: the $(wc -l <"$work/dpkg-installed") packages the image's apt step installed are all in the lock at its versions (libcudnn8 $(grep '^libcudnn8=' "$work/dpkg" | cut -d= -f2), tini $(grep '^tini=' "$work/dpkg" | cut -d= -f2))"
+labels=$($docker image inspect --format '{{index .Config.Labels "org.opencontainers.image.revision"}} {{index .Config.Labels "org.opencontainers.image.created"}} {{index .Config.Labels "org.opencontainers.image.version"}}' "$image:p40")
+[ "$labels" = "$(git rev-parse HEAD) $(date -u -d "@$(git log -1 --format=%ct)" +%Y-%m-%dT%H:%M:%SZ) $(python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')" ] \
+  || fail "OCI labels revision, created, version: '$labels'"
+check "OCI labels revision, created (the commit's time), version: $labels"
+# tini as PID 1 passes docker stop's SIGTERM on: a plain sleep under it ends at once with 143 (128 + SIGTERM); as
+# PID 1 itself it would ignore SIGTERM and be killed after docker stop's 10 s (137)
+stopped_container=$($docker run -d --label io.verlfit.rehearsal=1 "$image:p40" sleep 300)
+stop_started=$(date +%s)
+$docker stop "$stopped_container" >/dev/null
+stop_status=$($docker inspect --format '{{.State.ExitCode}}' "$stopped_container")
+$docker rm "$stopped_container" >/dev/null
+[ "$stop_status" = 143 ] || fail "docker stop: the process under tini exited $stop_status, not 143 (SIGTERM)"
+check "tini is PID 1: docker stop's SIGTERM reached the process under it in $(($(date +%s) - stop_started))s (exit 143)"
+# what the reproducibility check compares after the offline rebuild: pip freeze and every file's sha256
+image_manifest() {
+  run --entrypoint /opt/venv/bin/python "$1" -m pip freeze --all >"$2.freeze"
+  # shellcheck disable=SC2016  # expanded by the container's shell
+  run --entrypoint /bin/bash "$1" -c 'cd / && find opt/venv opt/verl -path opt/verl/.git -prune -o -type f -print0 | sort -z | xargs -0 sha256sum
+    find opt/venv opt/verl -path opt/verl/.git -prune -o -type l -printf "symlink %p -> %l\n" | sort
+    echo "verl commit $(git -c safe.directory=/opt/verl -C /opt/verl rev-parse HEAD)"' >"$2.files"
+}
+image_manifest "$image:p40" "$work/first"
+image_digest=$($docker image inspect --format '{{.Id}}' "$image:p40")
 say "the built image"
 bash "$here/check-image-use.sh" "$image:p40" "$work"
 
@@ -230,7 +304,7 @@ check "compose.yaml is valid for Compose $("$compose" version --short)"
 scratch=$work/compose-project
 mkdir -p "$scratch/docker"
 cp Makefile compose.yaml Dockerfile.p40 Dockerfile.a10 "$scratch/"
-cp docker/compose-run.sh docker/build-command.sh "$scratch/docker/"
+cp docker/compose-run.sh docker/build-command.sh docker/write-env.sh "$scratch/docker/"
 sed -i "s|image: verlfit:|image: $image:|" "$scratch/compose.yaml"
 # make creates ./data and ./runs (root runs it: they must come out the container user's, 1000), and the container
 # writes into them: first the help (nothing to read yet), then GSM8K-style local files put under ./data
@@ -296,9 +370,27 @@ if ! skipped save; then
   rm -rf "$work/dist"
   $docker image rm -f "$image:p40" >/dev/null
   say "offline rebuild: no registry reachable, bases as make load tagged them (no digest pin)"
-  make --no-print-directory image-p40 IMAGE="$image" "${sources[@]}" BUILD_FLAGS="$flags" >"$work/rebuild.log" 2>&1 \
+  make -C "$context" --no-print-directory image-p40 IMAGE="$image" "${sources[@]}" "${provenance[@]}" BUILD_BASE_DIGEST= RUNTIME_BASE_DIGEST= \
+    BUILD_FLAGS="$flags" >"$work/rebuild.log" 2>&1 \
     || { tail -30 "$work/rebuild.log" >&2; fail "the offline rebuild"; }
   check "make image-p40 rebuilt from the loaded bases with the registry gone"
+  # reproducibility: the rebuild (no build cache, other time) against the first build
+  image_manifest "$image:p40" "$work/second"
+  packages=$(wc -l <"$work/first.freeze")
+  files=$(grep -c '^[0-9a-f]\{64\} ' "$work/first.files" || true)
+  differ=$(diff "$work/first.freeze" "$work/second.freeze" | grep '^[<>]' | head -20 || true)
+  differ_files=$(diff "$work/first.files" "$work/second.files" | grep '^[<>]' | head -20 || true)
+  same_digest=differs
+  [ "$($docker image inspect --format '{{.Id}}' "$image:p40")" != "$image_digest" ] || same_digest="identical, bit for bit"
+  line="reproducible: pip freeze $packages packages $([ -z "$differ" ] && echo identical || echo DIFFER);"
+  line="$line files under /opt/venv and /opt/verl: $files sha256 (and symlinks) $([ -z "$differ_files" ] && echo identical || echo DIFFER);"
+  line="$line excluded: /opt/verl/.git (git's index records file times; its commit is compared instead);"
+  line="$line image ID $same_digest (layer and config timestamps: this engine's BuildKit ignores SOURCE_DATE_EPOCH)"
+  echo "$line"
+  if [ -n "$differ$differ_files" ]; then
+    printf '%s\n' "$differ" "$differ_files" >&2
+    fail "the rebuilt image differs from the first build (above: < first, > rebuild)"
+  fi
 fi
 
 # ---- the a10 image, as far as stand-ins allow -----------------------------------------------------------
@@ -310,7 +402,7 @@ if ! skipped a10; then
   set +e
   DOCKER_BUILDKIT=1 $docker build --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
     --target wheels --build-arg BASE_REGISTRY="$registry/" --build-arg TORCH_INDEX_URL="http://127.0.0.1:$http_port/torch/simple" \
-    --build-arg BUILD_BASE_DIGEST= --file Dockerfile.a10 --tag "$image:a10-wheels" . >"$work/a10.log" 2>&1
+    --build-arg BUILD_BASE_DIGEST= --file "$context/Dockerfile.a10" --tag "$image:a10-wheels" "$context" >"$work/a10.log" 2>&1
   status=$?
   set -e
   # what ran for real, and where it stopped

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stand-ins for the nvidia/cuda:11.8.0-{devel,runtime}-ubuntu22.04 base images, which the public Docker registry and
+# Stand-ins for the nvidia/cuda:11.8.0-{devel,base}-ubuntu22.04 base images, which the public Docker registry and
 # NVIDIA's registry serve and this network cannot reach: Ubuntu 22.04 (jammy) from Ubuntu's own archive by
 # debootstrap, plus what the images' scripts rely on from NVIDIA's bases: the CUDA apt source line and its keyring
 # path, the ENV (CUDA_VERSION, NVIDIA_*, PATH, LD_LIBRARY_PATH) and ca-certificates. No CUDA files: nothing in the
@@ -8,7 +8,7 @@
 # Usage: stand-in-bases.sh WORKDIR KEYRING REGISTRY
 #   WORKDIR   where the jammy root is made (cached: rootfs.tar is reused when present)
 #   KEYRING   the binary OpenPGP keyring to place at NVIDIA's path (the rehearsal's own apt repository key)
-#   REGISTRY  host:port of the local registry; pushes REGISTRY/nvidia/cuda:11.8.0-{devel,runtime}-ubuntu22.04
+#   REGISTRY  host:port of the local registry; pushes REGISTRY/nvidia/cuda:11.8.0-{devel,base}-ubuntu22.04
 # Environment: DOCKER (docker), UBUNTU_MIRROR (http://archive.ubuntu.com/ubuntu). Built with the command
 # docker/build-command.sh picks, as `make image-p40` is.
 set -euo pipefail
@@ -44,7 +44,7 @@ SOURCES
   rm -rf "$workdir/root"
 fi
 
-for flavour in devel runtime; do
+for flavour in devel base; do
   context=$workdir/context-$flavour
   rm -rf "$context" && mkdir -p "$context"
   cp "$keyring" "$context/cuda-archive-keyring.gpg"
