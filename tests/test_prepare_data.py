@@ -291,3 +291,40 @@ def test_files_that_are_not_rows_say_what_they_are(tmp_path):
         with pytest.raises(VerlfitError) as caught:
             run(tmp_path, train=path, test_fraction=0.5)
         assert (caught.value.message, caught.value.exit_code) == (message, 2)
+
+
+def test_a_jsonl_or_json_file_with_a_byte_order_mark_reads_every_row(tmp_path):
+    """New-user trial: a .jsonl saved with a UTF-8 byte-order mark lost its first row ('Unexpected UTF-8 BOM')."""
+    from verlfit.prepare_data import read_rows
+
+    rows = [{"q": "one?", "a": "1"}, {"q": "two?", "a": "2"}]
+    jsonl = tmp_path / "bom.jsonl"
+    jsonl.write_bytes(b"\xef\xbb\xbf" + "".join(json.dumps(row) + "\n" for row in rows).encode())
+    array = tmp_path / "bom.json"
+    array.write_bytes(b"\xef\xbb\xbf" + json.dumps(rows).encode())
+    for path in (jsonl, array):
+        read = read_rows(path)
+        assert [(row.values, row.problem) for row in read] == [(rows[0], ""), (rows[1], "")]
+
+
+def test_an_input_the_user_may_not_read_is_a_clean_error(tmp_path, monkeypatch):
+    """New-user trial: an unreadable --train (a user without read permission) ended in a PermissionError traceback."""
+    import builtins
+    import errno
+
+    from verlfit.prepare_data import read_rows
+
+    path = write_jsonl(tmp_path / "locked.jsonl", [{"q": "one?", "a": "1"}])
+    real_open = builtins.open
+
+    def denied(file, *args, **kwargs):  # tests run as root, which no file mode stops: the kernel's answer, faked
+        if str(file) == str(path):
+            raise PermissionError(errno.EACCES, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", denied)
+    with pytest.raises(VerlfitError) as error:
+        read_rows(path, "--train")
+    assert error.value.message == f"cannot read --train {path}: permission denied"
+    assert error.value.fix == f"give your user read access to {path} (or copy it somewhere you can read), then run again"
+    assert error.value.exit_code == 2

@@ -123,6 +123,12 @@ def read_rows(path: str | os.PathLike, flag: str = "--train") -> list[SourceRow]
             rows = _parquet_rows(path)
     except UnicodeDecodeError as error:
         raise VerlfitError(f"{path} is not UTF-8 text ({error})", fix="save the file as UTF-8", exit_code=2) from error
+    except OSError as error:  # a file this user may not read (its mode, or a folder above it), a disk error
+        from verlfit.errors import os_error_words
+
+        raise VerlfitError(f"cannot read {flag} {path}: {os_error_words(error)}",
+                           fix=f"give your user read access to {path} (or copy it somewhere you can read), then run again",
+                           exit_code=2) from error
     if not rows:
         holds = {".csv": "a header line and no row", ".json": "an empty array", ".parquet": "no row"}.get(
             suffix, "blank lines only"
@@ -136,7 +142,8 @@ def read_rows(path: str | os.PathLike, flag: str = "--train") -> list[SourceRow]
 
 
 def _jsonl_rows(path: Path) -> Iterator[SourceRow]:
-    with open(path, encoding="utf-8") as handle:
+    # utf-8-sig: a byte-order mark before the first line (some Windows editors save one) is read as such, not as text
+    with open(path, encoding="utf-8-sig") as handle:
         index = 0
         for number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -153,7 +160,7 @@ def _jsonl_rows(path: Path) -> Iterator[SourceRow]:
 
 def _json_rows(path: Path) -> list[SourceRow]:
     try:
-        content = json.loads(path.read_text(encoding="utf-8"))
+        content = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as error:
         raise VerlfitError(f"{path} is not JSON: {error.msg} at line {error.lineno}, column {error.colno}", fix="a .json file holds one array of objects; for one object per line name it .jsonl", exit_code=2) from error
     if not isinstance(content, list):
