@@ -431,3 +431,15 @@ def test_a_plus_on_a_key_verl_has_is_refused_also_where_verlfit_sets_that_key_it
         validate_overrides(["critic.optim.lr=1e-5"], user=["+critic.optim.lr=1e-5"])
     # a key verl's yaml lacks: '+' is right
     validate_overrides(["+critic.autocast_dtype=bf16"], user=["+critic.autocast_dtype=bf16"])
+
+
+def test_a_users_hydra_run_dir_is_refused_as_verlfit_sets_it(capsys):
+    """New-user trial: `-- hydra.run.dir=/` was printed in the command, then replaced by verlfit's own, silently."""
+    from verlfit import cli
+
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--skip-checks", "--", "hydra.run.dir=/"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "verlfit: error: 'hydra.run.dir=/': verlfit sets hydra.run.dir itself (Hydra's outputs go to RUN_DIR/hydra, beside "
+        "the run's records), so yours would be silently replaced\n  fix: drop it; choose where the run goes with --run-dir\n"
+    )

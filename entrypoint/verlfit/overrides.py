@@ -686,10 +686,16 @@ def _unknown_key_error(key: str, valid: list[str], added: bool) -> VerlfitError:
     return VerlfitError(message, fix="did you mean: " + ", ".join(suggestions) if suggestions else "see verl's ppo_trainer.yaml", exit_code=2)
 
 
+# Hydra keys verlfit's launch command sets after the user's overrides (train/launch_plan.py hydra_run_dir_override):
+# a user's value for one would be replaced without a word
+VERLFIT_HYDRA_KEYS = frozenset({"hydra.run.dir"})
+
+
 def validate_overrides(overrides: list[str], config_dir: Path | None = None, user: list[str] | None = None):
     """Compose ``overrides`` with Hydra against verl's ``ppo_trainer.yaml``; return the config.
 
-    ``hydra.*`` overrides are skipped (they configure Hydra itself, not verl). ``+key``
+    ``hydra.*`` overrides are skipped (they configure Hydra itself, not verl), except that a user's
+    ``hydra.run.dir`` (:data:`VERLFIT_HYDRA_KEYS`, which verlfit sets) is refused. ``+key``
     overrides must name a key in :data:`KNOWN_ADDED_KEYS` or under
     :data:`KNOWN_ADDED_PREFIXES`. ``user``: the overrides the user gave after ``--``, as given: a ``+`` on a key
     the yaml has is refused there too, though :func:`merge_overrides` would have folded it into verlfit's own
@@ -716,6 +722,13 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None, use
     valid_set = set(valid)
     for override in user or []:
         prefix, key, _ = split_override(override)
+        if key in VERLFIT_HYDRA_KEYS:
+            raise VerlfitError(
+                f"{override!r}: verlfit sets {key} itself (Hydra's outputs go to RUN_DIR/hydra, beside the run's records), "
+                "so yours would be silently replaced",
+                fix="drop it; choose where the run goes with --run-dir",
+                exit_code=2,
+            )
         if prefix == "+" and key in valid_set:
             raise VerlfitError(
                 f"{override!r}: verl's yaml already has {key!r}, so '+' (add a new key) is refused by Hydra",
