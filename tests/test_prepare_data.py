@@ -328,3 +328,29 @@ def test_an_input_the_user_may_not_read_is_a_clean_error(tmp_path, monkeypatch):
     assert error.value.message == f"cannot read --train {path}: permission denied"
     assert error.value.fix == f"give your user read access to {path} (or copy it somewhere you can read), then run again"
     assert error.value.exit_code == 2
+
+
+def test_a_csv_separated_by_semicolons_as_excel_saves_it_in_german_reads_its_columns(tmp_path):
+    """New-user trial: Excel's German CSV (';' separated, a byte-order mark) was one column named 'frage;antwort'."""
+    from verlfit.prepare_data import read_rows
+
+    path = tmp_path / "aufgaben.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + "frage;antwort\nWie viel ist 2,5 + 1?;3,5\n\"Gr\u00fc\u00dfe; sagt er\";7\n".encode())
+    read = read_rows(path)
+    assert [row.values for row in read] == [{"frage": "Wie viel ist 2,5 + 1?", "antwort": "3,5"}, {"frage": "Grüße; sagt er", "antwort": "7"}]
+    # a comma in the header keeps the comma as the separator, semicolons in the texts or not
+    comma = tmp_path / "comma.csv"
+    comma.write_text("question,answer\n\"a; b\",1\n")
+    assert [row.values for row in read_rows(comma)] == [{"question": "a; b", "answer": "1"}]
+
+
+def test_a_csv_quote_left_open_is_named_with_its_line(tmp_path):
+    """New-user trial: an unclosed quote swallowed the rest of the file and was reported as a blank answer."""
+    from verlfit.prepare_data import read_rows
+
+    path = tmp_path / "open.csv"
+    path.write_text('question,answer\n"one?,1\ntwo?,2\n')
+    with pytest.raises(VerlfitError) as error:
+        read_rows(path)
+    assert error.value.message == f"{path} line 2: not valid CSV (unexpected end of data)"  # where the quote opens
+    assert error.value.fix.startswith("close the quote that is left open")

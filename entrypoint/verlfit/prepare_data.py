@@ -175,34 +175,58 @@ def _csv_rows(path: Path) -> Iterator[SourceRow]:
     """The rows of a CSV file under its header (Python's ``csv`` module, which keeps each row's line number). Read as
     ``utf-8-sig``: the byte-order mark Excel puts before "UTF-8 CSV" files is dropped, not read into the first
     column's name. A row with more fields than the header is bad (a comma in an unquoted text shifts every field
-    after it); a row with fewer leaves the missing columns empty, as the csv module reads it."""
+    after it); a row with fewer leaves the missing columns empty, as the csv module reads it. The separator is the
+    comma, or the semicolon or tab when the header line holds one of those and no comma (Excel writes ``;`` where the
+    comma is the decimal mark, e.g. in German). Strict parsing: a quote left open is an error naming its line, not a
+    row that swallows the rest of the file."""
     with open(path, encoding="utf-8-sig", newline="") as handle:
-        reader = csv.DictReader(handle, restkey=_EXTRA_FIELDS)
-        if reader.fieldnames is None:
-            raise VerlfitError(f"{path} is empty: a .csv file needs a header line naming its columns", fix="add a header line, e.g. question,answer", exit_code=2)
-        twice = sorted({name for name in reader.fieldnames if reader.fieldnames.count(name) > 1})
-        if twice:
+        header = handle.readline()
+        handle.seek(0)  # utf-8-sig drops the byte-order mark again after the rewind
+        delimiter = next((mark for mark in (";", "\t") if mark in header and "," not in header), ",")
+        reader = csv.DictReader(handle, restkey=_EXTRA_FIELDS, delimiter=delimiter, strict=True)
+        yield from _csv_dict_rows(path, reader)
+
+
+def _csv_dict_rows(path: Path, reader: csv.DictReader) -> Iterator[SourceRow]:
+    """The rows of ``reader`` (see :func:`_csv_rows`), each with its line."""
+    if reader.fieldnames is None:
+        raise VerlfitError(f"{path} is empty: a .csv file needs a header line naming its columns", fix="add a header line, e.g. question,answer", exit_code=2)
+    twice = sorted({name for name in reader.fieldnames if reader.fieldnames.count(name) > 1})
+    if twice:
+        raise VerlfitError(
+            f"{path}'s header names the column{'s' if len(twice) > 1 else ''} {', '.join(map(repr, twice))} more"
+            f" than once ({','.join(reader.fieldnames)}): the csv module would keep only the last of each",
+            fix="give each column its own name in the header line",
+            exit_code=2,
+        )
+    start = reader.line_num + 1
+    index = 0
+    while True:
+        try:
+            values = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:  # the row starting at line `start` never ends well: a quote left open, say
             raise VerlfitError(
-                f"{path}'s header names the column{'s' if len(twice) > 1 else ''} {', '.join(map(repr, twice))} more"
-                f" than once ({','.join(reader.fieldnames)}): the csv module would keep only the last of each",
-                fix="give each column its own name in the header line",
+                f"{path} line {start}: not valid CSV ({error})",
+                fix="close the quote that is left open (a text holding quotes writes each as two: \"\"), or save the file"
+                " again from your spreadsheet as CSV",
                 exit_code=2,
+            ) from error
+        extra = values.pop(_EXTRA_FIELDS, None)
+        where = f"{path} line {start}"
+        if extra is not None:
+            yield SourceRow(
+                where,
+                index,
+                None,
+                f"{len(reader.fieldnames) + len(extra)} fields, but the header names {len(reader.fieldnames)}"
+                " (quote a text holding a comma)",
             )
+        else:
+            yield SourceRow(where, index, values)
         start = reader.line_num + 1
-        for index, values in enumerate(reader):
-            extra = values.pop(_EXTRA_FIELDS, None)
-            where = f"{path} line {start}"
-            if extra is not None:
-                yield SourceRow(
-                    where,
-                    index,
-                    None,
-                    f"{len(reader.fieldnames) + len(extra)} fields, but the header names {len(reader.fieldnames)}"
-                    " (quote a text holding a comma)",
-                )
-            else:
-                yield SourceRow(where, index, values)
-            start = reader.line_num + 1
+        index += 1
 
 
 _EXTRA_FIELDS = "\0extra fields"  # DictReader's restkey: no header can name it
