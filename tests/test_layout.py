@@ -49,3 +49,4 @@ def test_the_walk_finds_a_namespace_parameter(tmp_path):
     source = tmp_path / "example.py"
     source.write_text("import argparse\n\ndef sizes(args):\n    return args.batch_size\n\ndef other(parsed: argparse.Namespace, *args):\n    pass\n")
     assert namespace_parameters(source, tmp_path) == ["example.py:3 sizes(args)", "example.py:6 other(parsed)"]
+

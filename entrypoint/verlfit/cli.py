@@ -9,6 +9,7 @@ status). Modules are imported only when their subcommand runs or help is built, 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 
@@ -59,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``verlfit`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
     A :class:`VerlfitError` is printed as ``verlfit: error: <message>`` with its fix and
-    turns into its exit code; other exceptions propagate with their traceback.
+    turns into its exit code; other exceptions propagate with their traceback. Ctrl-C is one line and status 130,
+    also when it lands in a library object's ``__del__`` as the command finishes (then what it wrote is complete).
     """
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
@@ -74,14 +76,33 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    interrupts_in_cleanup: list[BaseException] = []
+    default_hook = sys.unraisablehook
+
+    def quiet_interrupt(unraisable):
+        # Ctrl-C landing in a library object's __del__ (a datasets Dataset freed as the command returns): Python
+        # cannot raise it there and would print "Exception ignored ... KeyboardInterrupt" with a traceback, then exit 0
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            interrupts_in_cleanup.append(unraisable.exc_value)
+        else:
+            default_hook(unraisable)
+
+    sys.unraisablehook = quiet_interrupt
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        gc.collect()  # the command's objects freed now, while a Ctrl-C in their __del__ is still heard
     except VerlfitError as error:
         print(f"verlfit: error: {error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("verlfit: interrupted", file=sys.stderr)
         return 130
+    finally:
+        sys.unraisablehook = default_hook
+    if interrupts_in_cleanup:
+        print("verlfit: interrupted as it finished: what it wrote is complete", file=sys.stderr)
+        return 130
+    return status
 
 
 if __name__ == "__main__":
