@@ -332,3 +332,11 @@ def test_a_report_of_the_same_run_is_replaced_and_of_another_only_with_force(fin
     assert f"--output {out} holds what verlfit report from {finished_run.resolve()} wrote (" in capsys.readouterr().err
     assert cli.main(["report", str(other), "--output", str(out), "--force"]) == 0
     assert f"run: {other}" in (out / "summary.txt").read_text()
+
+
+def test_a_metrics_jsonl_that_is_a_folder_is_said_as_such(tmp_path, capsys):
+    """New-user trial: a folder named metrics.jsonl was reported as "it has no metrics.jsonl"."""
+    run = tmp_path / "run"
+    (run / "metrics.jsonl").mkdir(parents=True)
+    assert cli.main(["report", str(run)]) == 1
+    assert f"verlfit: error: {run} is not a run: its metrics.jsonl is a folder, not a file; " in capsys.readouterr().err

@@ -92,7 +92,12 @@ def load_run(run_dir: str | os.PathLike) -> Run:
         raise VerlfitError(f"{run_dir} is not a directory; {what}", fix="verlfit report runs/<name>")
     metrics_path, log_path = run_dir / METRICS_FILE, run_dir / LOG_FILE
     if not metrics_path.is_file() and not log_path.is_file():
-        raise VerlfitError(f"{run_dir} is not a run: it has no {METRICS_FILE} and no {LOG_FILE}; {what}",
+        from verlfit.input_files import kind_of
+
+        # what stands there instead of the files, in words (a folder named metrics.jsonl, a dangling link)
+        found = [f"{path.name} is {kind_of(path)}" for path in (metrics_path, log_path) if os.path.lexists(path)]
+        has = f"its {' and its '.join(found)}, not a file" if found else f"it has no {METRICS_FILE} and no {LOG_FILE}"
+        raise VerlfitError(f"{run_dir} is not a run: {has}; {what}",
                            fix="pass the directory verlfit train created, e.g. verlfit report runs/<name>")
     info, info_error = _read_run_info(run_dir / RUN_INFO_FILE)
     total = info.get("total_steps") if isinstance(info.get("total_steps"), int) else None
