@@ -603,6 +603,20 @@ def write_folder(output: Output, build: Callable[[Path], T], created: list[Path]
     """
     if created is None:
         created = prepare_parent(output)
+
+    def switch_in(staging: Path) -> None:
+        _fsync_tree(staging)
+        _switch(output, staging)
+        fsync_folder(output.path.parent)
+
+    return _build_beside(output, build, created, marked=True, place=switch_in)
+
+
+def _build_beside(output: Output, build: Callable[[Path], T], created: list[Path], marked: bool,
+                  place: Callable[[Path], None]) -> T:
+    """The staging both folder writers share: ``build`` into a hidden folder beside ``output``'s target (with the
+    marker when ``marked``, the umask's modes), then ``place`` it; an OSError is :func:`write_error`'s, and on any
+    failure the hidden folder is removed and, where the target is not there, the parents this write created."""
     target = output.path
     staging = None
     try:
@@ -611,12 +625,11 @@ def write_folder(output: Output, build: Callable[[Path], T], created: list[Path]
                 staging = target.parent / f".{target.name}{BUILDING}{secrets.token_hex(6)}"
                 staging.mkdir()
                 result = build(staging)
-                _write_marker(staging, output)
+                if marked:
+                    _write_marker(staging, output)
                 share_as_umask(staging)
-                _fsync_tree(staging)
-                _switch(output, staging)
+                place(staging)
                 staging = None
-                fsync_folder(target.parent)
             except OSError as error:
                 raise write_error(output, error) from error
     except BaseException:
@@ -723,28 +736,10 @@ def build_new_folder(output: Output, build: Callable[[Path], T], marked: bool = 
     Raises:
         VerlfitError: something appeared at the path meanwhile, or the folder cannot be written (:func:`write_error`).
     """
-    created = prepare_parent(output)
-    target = output.path
-    staging = None
-    try:
-        with terminate_as_exit():
-            try:
-                staging = target.parent / f".{target.name}{BUILDING}{secrets.token_hex(6)}"
-                staging.mkdir()
-                result = build(staging)
-                if marked:
-                    _write_marker(staging, output)
-                share_as_umask(staging)
-                if target.exists() or target.is_symlink():
-                    raise _refuse(f"{output.flag} {output.given} appeared while verlfit was building it",
-                                  fix=f"pass {output.flag} a new path")
-                os.rename(staging, target)
-                staging = None
-            except OSError as error:
-                raise write_error(output, error) from error
-    except BaseException:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-        remove_created(created)
-        raise
-    return result
+    def rename_into_place(staging: Path) -> None:
+        if output.path.exists() or output.path.is_symlink():
+            raise _refuse(f"{output.flag} {output.given} appeared while verlfit was building it",
+                          fix=f"pass {output.flag} a new path")
+        os.rename(staging, output.path)
+
+    return _build_beside(output, build, prepare_parent(output), marked=marked, place=rename_into_place)
