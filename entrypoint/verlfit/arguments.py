@@ -55,7 +55,9 @@ def checkpoints_to_keep(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} must be 0 (keep all) or at least 2")
     if value == 1:
-        raise argparse.ArgumentTypeError("1 would leave no checkpoint during each save (verl deletes the previous one before writing the next): use 2 or more, or 0 to keep all")
+        raise argparse.ArgumentTypeError(
+            "1 would leave no checkpoint during each save (verl deletes the previous one before writing the next): use 2 or more, or 0 to keep all"
+        )
     return value
 
 
@@ -71,7 +73,9 @@ def memory_gib(text: str) -> float:
     """GPU memory in GiB, at least 1 (the CUDA context and any model need more; a P40 leaves 22.5)."""
     value = positive_number(text)
     if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} GiB is less than 1 GiB: no verl worker runs in that (a P40 leaves 22.5)")
+        raise argparse.ArgumentTypeError(
+            f"{text} GiB is less than 1 GiB: no verl worker runs in that (a P40 leaves 22.5)"
+        )
     return value
 
 
@@ -106,7 +110,9 @@ def target_modules(text: str) -> str | tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(","))
     bad = [name for name in names if not re.fullmatch(r"[A-Za-z0-9_.]+", name)]
     if bad:
-        raise argparse.ArgumentTypeError(f"{text!r} is not all-linear or a comma-separated list of module names such as q_proj,v_proj")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not all-linear or a comma-separated list of module names such as q_proj,v_proj"
+        )
     return tuple(dict.fromkeys(names))
 
 
@@ -120,30 +126,106 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     Both commands take them as :class:`SizingOptions` (:func:`typed_options`) and turn them into sizes through
     :func:`verlfit.plan.request.sizing_fields` (same defaults, same refusals). Sizes count prompts (micro-batches: responses per GPU); lengths count tokens.
     """
-    parser.add_argument("--algo", default="ppo", choices=("ppo", "grpo"), help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss with a reference model (default: ppo)")
-    parser.add_argument("--samples", type=whole_number, help=f"GRPO responses per prompt (default: {DEFAULT_SAMPLES}; refused with --algo ppo)")
-    parser.add_argument("--gpus", type=whole_number, default=1, help="GPUs per node; FSDP shards weights, gradients and optimizer states over all of them (default: 1)")
-    parser.add_argument("--batch-size", type=whole_number, default=32, help="prompts per step (data.train_batch_size, default: 32)")
-    parser.add_argument("--mini-batch-size", type=whole_number, help="prompts per PPO update (default: half the batch, or the whole batch when it is odd)")
-    parser.add_argument("--micro-batch-size", type=whole_number, help="responses per forward/backward on each GPU for actor and critic; log-prob twice that (default: chosen by the planner; 4 with --plan off)")
-    parser.add_argument("--max-prompt-length", type=whole_number, default=512, help="tokens; longer prompts are dropped when data is prepared (default: 512)")
+    parser.add_argument(
+        "--algo",
+        default="ppo",
+        choices=("ppo", "grpo"),
+        help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss with a reference model (default: ppo)",
+    )
+    parser.add_argument(
+        "--samples",
+        type=whole_number,
+        help=f"GRPO responses per prompt (default: {DEFAULT_SAMPLES}; refused with --algo ppo)",
+    )
+    parser.add_argument(
+        "--gpus",
+        type=whole_number,
+        default=1,
+        help="GPUs per node; FSDP shards weights, gradients and optimizer states over all of them (default: 1)",
+    )
+    parser.add_argument(
+        "--batch-size", type=whole_number, default=32, help="prompts per step (data.train_batch_size, default: 32)"
+    )
+    parser.add_argument(
+        "--mini-batch-size",
+        type=whole_number,
+        help="prompts per PPO update (default: half the batch, or the whole batch when it is odd)",
+    )
+    parser.add_argument(
+        "--micro-batch-size",
+        type=whole_number,
+        help="responses per forward/backward on each GPU for actor and critic; log-prob twice that (default: chosen by the planner; 4 with --plan off)",
+    )
+    parser.add_argument(
+        "--max-prompt-length",
+        type=whole_number,
+        default=512,
+        help="tokens; longer prompts are dropped when data is prepared (default: 512)",
+    )
     parser.add_argument("--max-response-length", type=whole_number, default=256, help="tokens (default: 256)")
     checkpointing = parser.add_mutually_exclusive_group()
-    checkpointing.add_argument("--gradient-checkpointing", dest="gradient_checkpointing", action="store_true", default=None, help="recompute layer activations in backward (the default, as verl's)")
-    checkpointing.add_argument("--no-gradient-checkpointing", dest="gradient_checkpointing", action="store_false", default=None, help="keep all activations (faster, more memory)")
-    parser.add_argument("--offload", choices=("none", "optimizer", "all"), help="FSDP offload for actor and critic (default: the planner decides; none with --plan off)")
-    lora = parser.add_argument_group("LoRA (verl's actor_rollout_ref.model / critic.model lora_rank, lora_alpha, target_modules)")
-    lora.add_argument("--lora-rank", type=rank, default=0, metavar="N", help="train LoRA adapters of rank N instead of every parameter: the base weights freeze (no gradients, no AdamW states) and GRPO's reference is the actor with its adapter disabled, so no second model is loaded; 0 = full fine-tuning (default: 0)")
-    lora.add_argument("--lora-alpha", type=positive_number, metavar="A", help=f"LoRA scaling numerator: the adapter's output is multiplied by A/N (default: {DEFAULT_LORA_ALPHA}, verl's own; needs --lora-rank or --critic-lora-rank)")
-    lora.add_argument("--lora-target-modules", type=target_modules, metavar="NAMES", help=f"Linear layers that get adapters: {DEFAULT_LORA_TARGET_MODULES} (PEFT: every Linear but lm_head; in the critic the value head score too) or names such as q_proj,k_proj,v_proj,o_proj (default: {DEFAULT_LORA_TARGET_MODULES}, verl's own)")
-    lora.add_argument("--critic-lora-rank", type=rank, metavar="N", help="the PPO critic's LoRA rank; 0 = a fully trained critic (default: --lora-rank's; refused with --algo grpo, which has no critic)")
-    lora.add_argument("--frozen-base-dtype", choices=FROZEN_BASE_CHOICES,
-                      help="how actor and critic store their frozen base weights with LoRA (patch 0026): the profile's "
-                           "16-bit dtype (bfloat16 on p40 and a10, float16 on t4 and v100: 2 bytes a parameter; the run "
-                           "still computes in the profile's dtype) or float32 (4 bytes, stock verl); refused without LoRA "
-                           "(default: the profile's 16-bit dtype, or the fp32 base where --plan auto finds it fits and "
-                           "is faster on the card)")
-    parser.add_argument("--plan", choices=("auto", "off"), default="auto", help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card, keeping any of them you set; off: keep your numbers (default: auto)")
+    checkpointing.add_argument(
+        "--gradient-checkpointing",
+        dest="gradient_checkpointing",
+        action="store_true",
+        default=None,
+        help="recompute layer activations in backward (the default, as verl's)",
+    )
+    checkpointing.add_argument(
+        "--no-gradient-checkpointing",
+        dest="gradient_checkpointing",
+        action="store_false",
+        default=None,
+        help="keep all activations (faster, more memory)",
+    )
+    parser.add_argument(
+        "--offload",
+        choices=("none", "optimizer", "all"),
+        help="FSDP offload for actor and critic (default: the planner decides; none with --plan off)",
+    )
+    lora = parser.add_argument_group(
+        "LoRA (verl's actor_rollout_ref.model / critic.model lora_rank, lora_alpha, target_modules)"
+    )
+    lora.add_argument(
+        "--lora-rank",
+        type=rank,
+        default=0,
+        metavar="N",
+        help="train LoRA adapters of rank N instead of every parameter: the base weights freeze (no gradients, no AdamW states) and GRPO's reference is the actor with its adapter disabled, so no second model is loaded; 0 = full fine-tuning (default: 0)",
+    )
+    lora.add_argument(
+        "--lora-alpha",
+        type=positive_number,
+        metavar="A",
+        help=f"LoRA scaling numerator: the adapter's output is multiplied by A/N (default: {DEFAULT_LORA_ALPHA}, verl's own; needs --lora-rank or --critic-lora-rank)",
+    )
+    lora.add_argument(
+        "--lora-target-modules",
+        type=target_modules,
+        metavar="NAMES",
+        help=f"Linear layers that get adapters: {DEFAULT_LORA_TARGET_MODULES} (PEFT: every Linear but lm_head; in the critic the value head score too) or names such as q_proj,k_proj,v_proj,o_proj (default: {DEFAULT_LORA_TARGET_MODULES}, verl's own)",
+    )
+    lora.add_argument(
+        "--critic-lora-rank",
+        type=rank,
+        metavar="N",
+        help="the PPO critic's LoRA rank; 0 = a fully trained critic (default: --lora-rank's; refused with --algo grpo, which has no critic)",
+    )
+    lora.add_argument(
+        "--frozen-base-dtype",
+        choices=FROZEN_BASE_CHOICES,
+        help="how actor and critic store their frozen base weights with LoRA (patch 0026): the profile's "
+        "16-bit dtype (bfloat16 on p40 and a10, float16 on t4 and v100: 2 bytes a parameter; the run "
+        "still computes in the profile's dtype) or float32 (4 bytes, stock verl); refused without LoRA "
+        "(default: the profile's 16-bit dtype, or the fp32 base where --plan auto finds it fits and "
+        "is faster on the card)",
+    )
+    parser.add_argument(
+        "--plan",
+        choices=("auto", "off"),
+        default="auto",
+        help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card, keeping any of them you set; off: keep your numbers (default: auto)",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,4 +264,9 @@ def typed_options(kind: type[Options], parsed: Mapping[str, Any], **given: Any) 
     Raises:
         KeyError: a field the parser has no option for (a dataclass and its parser that drifted apart).
     """
-    return kind(**{field.name: given[field.name] if field.name in given else parsed[field.name] for field in dataclasses.fields(kind)})
+    return kind(
+        **{
+            field.name: given[field.name] if field.name in given else parsed[field.name]
+            for field in dataclasses.fields(kind)
+        }
+    )

@@ -51,12 +51,34 @@ from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
 PUBLIC_RECIPE_ATTENTION = "eager"  # the blog posts' P40 recipe: no FlashAttention-2 below compute capability 8.0
 CONFIGS = {
     # device_run.sh stage_public: the blog posts' P40 shape
-    "public-recipe": ["--plan", "off", "--attention", PUBLIC_RECIPE_ATTENTION, "--batch-size", "1", "--mini-batch-size", "1", "--micro-batch-size", "1"],
+    "public-recipe": [
+        "--plan",
+        "off",
+        "--attention",
+        PUBLIC_RECIPE_ATTENTION,
+        "--batch-size",
+        "1",
+        "--mini-batch-size",
+        "1",
+        "--micro-batch-size",
+        "1",
+    ],
     # device_run.sh stage_tuned: verlfit's p40 configuration, the planner's choice at batch 32
     "verlfit": [],
 }
 MAX_PROMPT_LENGTH = 256  # device_run.sh's 256/256; longer prompts are dropped when the data is prepared
-COMMON = ["--max-prompt-length", str(MAX_PROMPT_LENGTH), "--max-response-length", "256", "--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "-1"]
+COMMON = [
+    "--max-prompt-length",
+    str(MAX_PROMPT_LENGTH),
+    "--max-response-length",
+    "256",
+    "--skip-checks",
+    "--no-validate-before-train",
+    "--test-freq",
+    "-1",
+    "--save-freq",
+    "-1",
+]
 PHASES = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor")
 # verlfit.synthetic_model.SHAPES that are real Qwen2.5-Instruct configurations (the others are test shapes)
 MODEL_SHAPES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b")
@@ -69,30 +91,72 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "bench",
         help="measure this card: the public P40 recipe and verlfit's configuration for a few steps each; one table + JSON",
-        description=("Measure this card with two short runs (the public P40 recipe and verlfit's configuration), print one table "
-                     "and write it as JSON to share. Needs a GPU and a patched verl; makes its model and data locally."),
-        epilog=("examples:\n  $ verlfit bench                      # writes verlfit-bench-<card>.json\n  $ verlfit bench --gsm8k ~/gsm8k --steps 6 --output p40.json\n"
-                "  $ verlfit bench --emulate p40        # on a bigger GPU, P40 code paths and memory cap\n"
-                "  $ verlfit bench --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn"),
+        description=(
+            "Measure this card with two short runs (the public P40 recipe and verlfit's configuration), print one table "
+            "and write it as JSON to share. Needs a GPU and a patched verl; makes its model and data locally."
+        ),
+        epilog=(
+            "examples:\n  $ verlfit bench                      # writes verlfit-bench-<card>.json\n  $ verlfit bench --gsm8k ~/gsm8k --steps 6 --output p40.json\n"
+            "  $ verlfit bench --emulate p40        # on a bigger GPU, P40 code paths and memory cap\n"
+            "  $ verlfit bench --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--steps", type=whole_number, default=4, help="steps per configuration (default 4; the first is not timed)")
-    parser.add_argument("--gsm8k", metavar="DIR", help="the real GSM8K as train.jsonl and test.jsonl (default: generated problems)")
-    parser.add_argument("--shape", choices=MODEL_SHAPES, default="qwen2.5-0.5b", help="the random-weight model's shape, a Qwen2.5-Instruct configuration (default %(default)s); from 1.5B on, "
-                        "public-recipe (planner off, no offload) will not fit 24 GB: fp32 weights, gradients and Adam state are 16 bytes a parameter, "
-                        "23 GiB at 1.5B, so pass --configs verlfit there")
-    parser.add_argument("--configs", default="public-recipe,verlfit", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: both)")
-    parser.add_argument("--emulate", choices=PROFILE_NAMES, help="emulate that card (its code paths and memory cap) instead of running the card as it is")
-    parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), default="auto", help="profile when not emulating (default: by the GPU)")
-    parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine of both runs instead of the profile's (verlfit train --rollout): hf (transformers generate; any card) or vllm (a10 profile only); "
-                        "hf where vLLM is not installed")
-    parser.add_argument("--attention", choices=ATTENTION, help=f"attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or flash_attention_2 (a10 profile only); "
-                        f"sdpa where flash-attn is not installed. The public-recipe run keeps the recipe's {PUBLIC_RECIPE_ATTENTION} attention")
-    parser.add_argument("--work", default=os.path.join("~", ".cache", "verlfit-bench"), help="model, data and run directories (default %(default)s)")
-    parser.add_argument("--output", help="JSON file to write (default: verlfit-bench-<card>.json in the current "
-                                          "directory); never over a file verlfit did not write")
-    parser.add_argument("--force", action="store_true",
-                        help="replace an earlier bench record at --output (checked before the runs start)")
+    parser.add_argument(
+        "--steps", type=whole_number, default=4, help="steps per configuration (default 4; the first is not timed)"
+    )
+    parser.add_argument(
+        "--gsm8k", metavar="DIR", help="the real GSM8K as train.jsonl and test.jsonl (default: generated problems)"
+    )
+    parser.add_argument(
+        "--shape",
+        choices=MODEL_SHAPES,
+        default="qwen2.5-0.5b",
+        help="the random-weight model's shape, a Qwen2.5-Instruct configuration (default %(default)s); from 1.5B on, "
+        "public-recipe (planner off, no offload) will not fit 24 GB: fp32 weights, gradients and Adam state are 16 bytes a parameter, "
+        "23 GiB at 1.5B, so pass --configs verlfit there",
+    )
+    parser.add_argument(
+        "--configs", default="public-recipe,verlfit", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: both)"
+    )
+    parser.add_argument(
+        "--emulate",
+        choices=PROFILE_NAMES,
+        help="emulate that card (its code paths and memory cap) instead of running the card as it is",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=(*PROFILE_NAMES, "auto"),
+        default="auto",
+        help="profile when not emulating (default: by the GPU)",
+    )
+    parser.add_argument(
+        "--rollout",
+        choices=ROLLOUTS,
+        help="rollout engine of both runs instead of the profile's (verlfit train --rollout): hf (transformers generate; any card) or vllm (a10 profile only); "
+        "hf where vLLM is not installed",
+    )
+    parser.add_argument(
+        "--attention",
+        choices=ATTENTION,
+        help=f"attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or flash_attention_2 (a10 profile only); "
+        f"sdpa where flash-attn is not installed. The public-recipe run keeps the recipe's {PUBLIC_RECIPE_ATTENTION} attention",
+    )
+    parser.add_argument(
+        "--work",
+        default=os.path.join("~", ".cache", "verlfit-bench"),
+        help="model, data and run directories (default %(default)s)",
+    )
+    parser.add_argument(
+        "--output",
+        help="JSON file to write (default: verlfit-bench-<card>.json in the current "
+        "directory); never over a file verlfit did not write",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an earlier bench record at --output (checked before the runs start)",
+    )
     parser.set_defaults(func=_run)
     return parser
 
@@ -106,16 +170,34 @@ def validate_args(args) -> list[str]:
     names = [n.strip() for n in args.configs.split(",") if n.strip()]
     unknown = [n for n in names if n not in CONFIGS]
     if unknown or not names:
-        raise VerlfitError(f"--configs {args.configs!r}: unknown {', '.join(unknown) or 'empty list'}", fix=f"use a comma-separated list of: {', '.join(CONFIGS)}", exit_code=2)
+        raise VerlfitError(
+            f"--configs {args.configs!r}: unknown {', '.join(unknown) or 'empty list'}",
+            fix=f"use a comma-separated list of: {', '.join(CONFIGS)}",
+            exit_code=2,
+        )
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise VerlfitError(f"--configs {args.configs!r}: {', '.join(repeated)} named twice (each configuration runs once)", fix=f"name each once, e.g. --configs {','.join(dict.fromkeys(names))}", exit_code=2)
+        raise VerlfitError(
+            f"--configs {args.configs!r}: {', '.join(repeated)} named twice (each configuration runs once)",
+            fix=f"name each once, e.g. --configs {','.join(dict.fromkeys(names))}",
+            exit_code=2,
+        )
     if args.steps < 2:
-        raise VerlfitError(f"--steps {args.steps}: the first step is warm-up, so at least 2 are needed for a timing", fix="use --steps 2 or more (default 4)", exit_code=2)
+        raise VerlfitError(
+            f"--steps {args.steps}: the first step is warm-up, so at least 2 are needed for a timing",
+            fix="use --steps 2 or more (default 4)",
+            exit_code=2,
+        )
     if args.gsm8k:
-        missing = [name for name in ("train.jsonl", "test.jsonl") if not (Path(args.gsm8k).expanduser() / name).is_file()]
+        missing = [
+            name for name in ("train.jsonl", "test.jsonl") if not (Path(args.gsm8k).expanduser() / name).is_file()
+        ]
         if missing:
-            raise VerlfitError(f"--gsm8k {args.gsm8k}: no {' or '.join(missing)} there", fix="pass the folder holding GSM8K's train.jsonl and test.jsonl (openai/gsm8k main), or leave --gsm8k out for generated problems", exit_code=2)
+            raise VerlfitError(
+                f"--gsm8k {args.gsm8k}: no {' or '.join(missing)} there",
+                fix="pass the folder holding GSM8K's train.jsonl and test.jsonl (openai/gsm8k main), or leave --gsm8k out for generated problems",
+                exit_code=2,
+            )
     return names
 
 
@@ -141,11 +223,22 @@ def planned_code_paths(args, names: list[str], gpu) -> tuple[str, dict[str, dict
     name = args.emulate or args.profile
     if name == "auto" and gpu is None:
         return None
-    chosen_by = f"--emulate {args.emulate}" if args.emulate else f"--profile {args.profile}" if args.profile != "auto" else f"chosen for {gpu.name}, compute capability {gpu.compute_capability_text}"
+    chosen_by = (
+        f"--emulate {args.emulate}"
+        if args.emulate
+        else f"--profile {args.profile}"
+        if args.profile != "auto"
+        else f"chosen for {gpu.name}, compute capability {gpu.compute_capability_text}"
+    )
     paths = {}
     for run in names:
         profile, chosen = run_profile(name, gpu, args.rollout, run_attention(run, args))
-        paths[run] = {"profile": profile.name, "rollout": chosen.rollout, "attention": chosen.attention, "dtype": chosen.dtype}
+        paths[run] = {
+            "profile": profile.name,
+            "rollout": chosen.rollout,
+            "attention": chosen.attention,
+            "dtype": chosen.dtype,
+        }
     return chosen_by, paths
 
 
@@ -202,10 +295,16 @@ def summarise_run(run_dir: Path, card_key: str | None) -> dict:
         **ran_code_paths(record),
         "steps_timed": len(later),
         "batch": settings["train_batch_size"],
-        "micro_batch": {"actor": settings["actor_micro_batch_size"], "log_prob": settings["log_prob_micro_batch_size"], "critic": settings["critic_micro_batch_size"]},
+        "micro_batch": {
+            "actor": settings["actor_micro_batch_size"],
+            "log_prob": settings["log_prob_micro_batch_size"],
+            "critic": settings["critic_micro_batch_size"],
+        },
         "step_s": round(step_s, 3),
         "phases_s": {p: round(mean(f"timing_s/{p}"), 3) for p in PHASES if all(f"timing_s/{p}" in r for r in later)},
-        "tokens_per_s": round(statistics.mean(r["perf/total_num_tokens"] / r["timing_s/step"] for r in later), 1) if all("perf/total_num_tokens" in r for r in later) else None,
+        "tokens_per_s": round(statistics.mean(r["perf/total_num_tokens"] / r["timing_s/step"] for r in later), 1)
+        if all("perf/total_num_tokens" in r for r in later)
+        else None,
         "peak_allocated_gib": round(max(r.get("perf/max_memory_allocated_gb", 0.0) for r in steps), 2),
         "estimate_step_s": None,
     }
@@ -223,7 +322,12 @@ def measured_lengths(records: list[dict]):
     ``response_length/max``; None when a record lacks one (the estimate then assumes GSM8K's lengths)."""
     from verlfit.plan.time import MeasuredLengths
 
-    keys = {"prompt_mean": "prompt_length/mean", "prompt_max": "prompt_length/max", "response_mean": "response_length/mean", "response_max": "response_length/max"}
+    keys = {
+        "prompt_mean": "prompt_length/mean",
+        "prompt_max": "prompt_length/max",
+        "response_mean": "response_length/mean",
+        "response_max": "response_length/max",
+    }
     if not records or not all(key in r for r in records for key in keys.values()):
         return None
     return MeasuredLengths(**{field: statistics.mean(r[key] for r in records) for field, key in keys.items()})
@@ -247,7 +351,9 @@ def ran_code_paths(record: dict) -> dict:
     return {
         "profile": profile.name,
         "rollout": given.get("actor_rollout_ref.rollout.name") or settings.get("rollout") or profile.rollout,
-        "attention": given.get("actor_rollout_ref.model.attn_implementation") or settings.get("attention") or profile.attention,
+        "attention": given.get("actor_rollout_ref.model.attn_implementation")
+        or settings.get("attention")
+        or profile.attention,
         "dtype": profile.dtype,
     }
 
@@ -255,6 +361,7 @@ def ran_code_paths(record: dict) -> dict:
 def code_paths_line(runs: list[dict]) -> str:
     """``profile a10, rollout hf, attention eager (public-recipe) / sdpa (verlfit), bfloat16``: each of the runs'
     code paths once when they agree, else per run."""
+
     def one(key: str) -> str:
         values = [row.get(key) for row in runs]
         if len(set(values)) == 1:
@@ -304,14 +411,28 @@ def render(result: dict, console=None) -> None:
     if result["runs"] and "profile" in result["runs"][0]:
         title += f": {code_paths_line(result['runs'])}"
     table = Table(title=title, title_justify="left")
-    for column in ("configuration", "batch", "s/step", *PHASES, "tokens/s", "peak alloc GiB", "estimate s/step", "estimate vs measured"):
+    for column in (
+        "configuration",
+        "batch",
+        "s/step",
+        *PHASES,
+        "tokens/s",
+        "peak alloc GiB",
+        "estimate s/step",
+        "estimate vs measured",
+    ):
         table.add_column(column, justify="left" if column == "configuration" else "right")
     for row in result["runs"]:
         error = row.get("estimate_error")
         table.add_row(
-            row["run"], str(row["batch"]), f"{row['step_s']:.2f}", *(f"{row['phases_s'][p]:.2f}" if p in row["phases_s"] else "-" for p in PHASES),
-            f"{row['tokens_per_s']:.0f}" if row["tokens_per_s"] is not None else "-", f"{row['peak_allocated_gib']:.2f}",
-            f"{row['estimate_step_s']:.2f}" if row["estimate_step_s"] is not None else "-", f"{error:+.0%}" if error is not None else "-",
+            row["run"],
+            str(row["batch"]),
+            f"{row['step_s']:.2f}",
+            *(f"{row['phases_s'][p]:.2f}" if p in row["phases_s"] else "-" for p in PHASES),
+            f"{row['tokens_per_s']:.0f}" if row["tokens_per_s"] is not None else "-",
+            f"{row['peak_allocated_gib']:.2f}",
+            f"{row['estimate_step_s']:.2f}" if row["estimate_step_s"] is not None else "-",
+            f"{error:+.0%}" if error is not None else "-",
         )
     if console.is_terminal:
         console.print(table)
@@ -322,7 +443,11 @@ def render(result: dict, console=None) -> None:
             console.print(table)
         finally:
             console.width = width
-    console.print(f"card {m['card']}, driver {m['driver']}, CUDA {m['cuda']}, torch {m['torch']}, verl {m['verl']}, patch series {m['patches']}", highlight=False, soft_wrap=True)
+    console.print(
+        f"card {m['card']}, driver {m['driver']}, CUDA {m['cuda']}, torch {m['torch']}, verl {m['verl']}, patch series {m['patches']}",
+        highlight=False,
+        soft_wrap=True,
+    )
 
 
 def write_json(result: dict, output) -> None:
@@ -386,12 +511,22 @@ def patch_series(environ, verl_dir: Path | None | str = "auto") -> str:
         return "unknown"
     marker = Path(verl_dir) / ".verlfit-patches"
     if marker.is_file():
-        names = [line.split("  ", 1)[-1].strip() for line in marker.read_text(encoding="utf-8").splitlines() if line.strip() and not line.startswith("#")]
+        names = [
+            line.split("  ", 1)[-1].strip()
+            for line in marker.read_text(encoding="utf-8").splitlines()
+            if line.strip() and not line.startswith("#")
+        ]
         return ", ".join(names) or "none (empty marker)"
     return "not patched"
 
 
-def prepare_inputs(work: Path, shape: str = "qwen2.5-0.5b", gsm8k: Path | None = None, synthetic_sizes: tuple[int, int] = SYNTHETIC_SIZES, log: Callable[[str], None] = print) -> tuple[Path, Path]:
+def prepare_inputs(
+    work: Path,
+    shape: str = "qwen2.5-0.5b",
+    gsm8k: Path | None = None,
+    synthetic_sizes: tuple[int, int] = SYNTHETIC_SIZES,
+    log: Callable[[str], None] = print,
+) -> tuple[Path, Path]:
     """Make the bench's model and data under ``work`` once; return (model folder, prepared data folder).
 
     * model: ``work/<shape>-random``, a random-weight ``Qwen2ForCausalLM`` of ``shape`` (a
@@ -428,9 +563,13 @@ def prepare_inputs(work: Path, shape: str = "qwen2.5-0.5b", gsm8k: Path | None =
             if not all((source / f"{split}.jsonl").is_file() for split in ("train", "test")):
                 n_train, n_test = synthetic_sizes
                 log(f"bench: generating {n_train} + {n_test} GSM8K-format problems in {source}")
-                _make_folder(source, lambda tmp: synthetic_gsm8k.write_splits(str(tmp), n_train=n_train, n_test=n_test, seed=0))
+                _make_folder(
+                    source, lambda tmp: synthetic_gsm8k.write_splits(str(tmp), n_train=n_train, n_test=n_test, seed=0)
+                )
         log(f"bench: preparing {source} into {data}")
-        gsm8k_data.prepare(source=str(source), output_dir=str(data), tokenizer=str(model), max_prompt_length=MAX_PROMPT_LENGTH, log=log)
+        gsm8k_data.prepare(
+            source=str(source), output_dir=str(data), tokenizer=str(model), max_prompt_length=MAX_PROMPT_LENGTH, log=log
+        )
     return model, data
 
 
@@ -440,7 +579,10 @@ def _make_folder(target: Path, make: Callable[[Path], object]) -> None:
     from verlfit.output_files import build_new_folder, check_output
 
     if target.exists():
-        raise VerlfitError(f"{target} exists but is incomplete (an earlier bench stopped while writing it?)", fix=f"remove {target} and run the bench again")
+        raise VerlfitError(
+            f"{target} exists but is incomplete (an earlier bench stopped while writing it?)",
+            fix=f"remove {target} and run the bench again",
+        )
     build_new_folder(check_output(target, "verlfit bench", flag="--work", kind="new-folder", force_flag=None), make)
 
 
@@ -448,8 +590,24 @@ def train_args(name: str, args, model: Path, data: Path, run_dir: Path) -> list[
     """``verlfit train`` arguments of one configuration: bench's ``--rollout`` for both, its ``--attention`` for the
     verlfit run only (the public recipe passes its own, :data:`PUBLIC_RECIPE_ATTENTION`)."""
     card = ["--emulate", args.emulate] if args.emulate else ["--profile", args.profile]
-    engines = (["--rollout", args.rollout] if args.rollout else []) + (["--attention", args.attention] if args.attention and name != "public-recipe" else [])
-    return ["train", "--run-dir", str(run_dir), *card, "--model", str(model), "--data", str(data), "--steps", str(args.steps), *CONFIGS[name], *engines, *COMMON]
+    engines = (["--rollout", args.rollout] if args.rollout else []) + (
+        ["--attention", args.attention] if args.attention and name != "public-recipe" else []
+    )
+    return [
+        "train",
+        "--run-dir",
+        str(run_dir),
+        *card,
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--steps",
+        str(args.steps),
+        *CONFIGS[name],
+        *engines,
+        *COMMON,
+    ]
 
 
 def launch(argv: list[str]) -> int:
@@ -474,7 +632,10 @@ def _run(args, nvml=None, run=launch, find_spec=None) -> int:
     failures = [f for f in blocking_checks(profile_name=profile) if f.name not in ("data", "model", "engines")]
     if failures:
         lines = "; ".join(f"{f.name}: {f.message}" for f in failures)
-        raise VerlfitError(f"this machine cannot run the bench: {lines}", fix="; ".join(dict.fromkeys(f.fix for f in failures if f.fix)) or "run verlfit doctor")
+        raise VerlfitError(
+            f"this machine cannot run the bench: {lines}",
+            fix="; ".join(dict.fromkeys(f.fix for f in failures if f.fix)) or "run verlfit doctor",
+        )
     machine = machine_facts(nvml)
     card = card_for_gpu_name(machine["card"])
     work = Path(args.work).expanduser()
@@ -486,9 +647,11 @@ def _run(args, nvml=None, run=launch, find_spec=None) -> int:
     output = check_output(given, "verlfit bench", kind="file", force=args.force)
     inside = enclosing_run(resolved(work))
     if inside is not None:
-        raise VerlfitError(f"--work {work} is or lies inside the run directory {inside}: bench writes its model, data "
-                           "and runs there",
-                           fix="pass --work a folder of its own (default ~/.cache/verlfit-bench)", exit_code=2)
+        raise VerlfitError(
+            f"--work {work} is or lies inside the run directory {inside}: bench writes its model, data and runs there",
+            fix="pass --work a folder of its own (default ~/.cache/verlfit-bench)",
+            exit_code=2,
+        )
     # the tokenizer is trained and used here, then verl's processes are started: without this, tokenizers warns
     # in each child that parallelism was used before the fork (device_run.sh sets the same)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -500,13 +663,29 @@ def _run(args, nvml=None, run=launch, find_spec=None) -> int:
     rows = []
     for i, name in enumerate(names, 1):
         run_dir = runs / name
-        print(f"bench: [{i}/{len(names)}] {name}: verlfit {' '.join(train_args(name, args, model, data, run_dir))}", flush=True)
+        print(
+            f"bench: [{i}/{len(names)}] {name}: verlfit {' '.join(train_args(name, args, model, data, run_dir))}",
+            flush=True,
+        )
         status = run(train_args(name, args, model, data, run_dir))
         if status != 0:
-            raise VerlfitError(f"bench: the {name} run failed (verl exited with status {status})", fix=f"see {run_dir / 'train.log'}")
+            raise VerlfitError(
+                f"bench: the {name} run failed (verl exited with status {status})", fix=f"see {run_dir / 'train.log'}"
+            )
         rows.append(summarise_run(run_dir, card.key if card else None))
     # rollout/attention: the options as given (None: the profile's); each run's row has the code paths it ran
-    result = {"verlfit_bench": 1, "emulate": args.emulate, "profile": rows[0]["profile"], "rollout": args.rollout, "attention": args.attention, "steps": args.steps, "model": args.shape, "data": "gsm8k" if args.gsm8k else "generated", "machine": machine, "runs": rows}
+    result = {
+        "verlfit_bench": 1,
+        "emulate": args.emulate,
+        "profile": rows[0]["profile"],
+        "rollout": args.rollout,
+        "attention": args.attention,
+        "steps": args.steps,
+        "model": args.shape,
+        "data": "gsm8k" if args.gsm8k else "generated",
+        "machine": machine,
+        "runs": rows,
+    }
     render(result)
     write_json(result, output)
     print(f"bench: wrote {output.given}; attach it to an issue on verlfit's tracker", flush=True)

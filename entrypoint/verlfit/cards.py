@@ -92,52 +92,164 @@ class Card:
             return self.fp32_tflops * 1e12
         if dtype == "float16":
             if self.fp16_tflops is None:
-                raise VerlfitError(f"{self.name} has no fast fp16 (no tensor cores): no time estimate for --dtype float16", fix="plan with --dtype float32")
+                raise VerlfitError(
+                    f"{self.name} has no fast fp16 (no tensor cores): no time estimate for --dtype float16",
+                    fix="plan with --dtype float32",
+                )
             return self.fp16_tflops * 1e12
         if self.bf16_tflops is None:
-            raise VerlfitError(f"{self.name} has no bf16 hardware: no time estimate for --dtype bfloat16", fix="plan with --dtype float32")
+            raise VerlfitError(
+                f"{self.name} has no bf16 hardware: no time estimate for --dtype bfloat16",
+                fix="plan with --dtype float32",
+            )
         return self.bf16_tflops * 1e12
 
 
 CARDS: dict[str, Card] = {
     "p40": Card(
-        "p40", "Tesla P40", 11.76, None, 346.0, 15.75, "PCIe 3.0 x16",
-        sources={"fp32_tflops": "3840 cores x 2 x 1531 MHz (NVIDIA P40 datasheet: 12 TFLOPS with boost)", "memory_gbps": "NVIDIA P40 datasheet", "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b"},
+        "p40",
+        "Tesla P40",
+        11.76,
+        None,
+        346.0,
+        15.75,
+        "PCIe 3.0 x16",
+        sources={
+            "fp32_tflops": "3840 cores x 2 x 1531 MHz (NVIDIA P40 datasheet: 12 TFLOPS with boost)",
+            "memory_gbps": "NVIDIA P40 datasheet",
+            "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b",
+        },
     ),
     "t4": Card(
-        "t4", "T4", 8.1, None, 320.0, 15.75, "PCIe 3.0 x16", fp16_tflops=65.0,
-        sources={"fp32_tflops": "NVIDIA T4 datasheet", "fp16_tflops": "NVIDIA T4 datasheet (mixed precision FP16/FP32)", "memory_gbps": "NVIDIA T4 datasheet", "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b"},
+        "t4",
+        "T4",
+        8.1,
+        None,
+        320.0,
+        15.75,
+        "PCIe 3.0 x16",
+        fp16_tflops=65.0,
+        sources={
+            "fp32_tflops": "NVIDIA T4 datasheet",
+            "fp16_tflops": "NVIDIA T4 datasheet (mixed precision FP16/FP32)",
+            "memory_gbps": "NVIDIA T4 datasheet",
+            "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b",
+        },
     ),
     "v100": Card(
-        "v100", "V100-SXM2", 15.7, None, 900.0, 15.75, "PCIe 3.0 x16 (NVLink between GPUs)", fp16_tflops=125.0,
-        sources={"fp32_tflops": "NVIDIA V100 datasheet, SXM2", "fp16_tflops": "NVIDIA V100 datasheet, SXM2, Tensor Performance", "memory_gbps": "NVIDIA V100 datasheet", "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b"},
+        "v100",
+        "V100-SXM2",
+        15.7,
+        None,
+        900.0,
+        15.75,
+        "PCIe 3.0 x16 (NVLink between GPUs)",
+        fp16_tflops=125.0,
+        sources={
+            "fp32_tflops": "NVIDIA V100 datasheet, SXM2",
+            "fp16_tflops": "NVIDIA V100 datasheet, SXM2, Tensor Performance",
+            "memory_gbps": "NVIDIA V100 datasheet",
+            "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b",
+        },
     ),
     "v100-pcie": Card(
-        "v100-pcie", "V100-PCIE", 14.0, None, 900.0, 15.75, "PCIe 3.0 x16", fp16_tflops=112.0,
-        sources={"fp32_tflops": "NVIDIA V100 datasheet, PCIe", "fp16_tflops": "NVIDIA V100 datasheet, PCIe, Tensor Performance", "memory_gbps": "NVIDIA V100 datasheet", "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b"},
+        "v100-pcie",
+        "V100-PCIE",
+        14.0,
+        None,
+        900.0,
+        15.75,
+        "PCIe 3.0 x16",
+        fp16_tflops=112.0,
+        sources={
+            "fp32_tflops": "NVIDIA V100 datasheet, PCIe",
+            "fp16_tflops": "NVIDIA V100 datasheet, PCIe, Tensor Performance",
+            "memory_gbps": "NVIDIA V100 datasheet",
+            "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b",
+        },
     ),
     "rtx2080ti": Card(
-        "rtx2080ti", "GeForce RTX 2080 Ti", 13.4, None, 616.0, 15.75, "PCIe 3.0 x16", fp16_tflops=53.8,
-        sources={"fp32_tflops": "NVIDIA Turing architecture whitepaper, RTX 2080 Ti reference", "fp16_tflops": "Turing whitepaper: FP16 Tensor with FP32 accumulate (107.6 with FP16 accumulate)", "memory_gbps": "Turing whitepaper", "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b"},
+        "rtx2080ti",
+        "GeForce RTX 2080 Ti",
+        13.4,
+        None,
+        616.0,
+        15.75,
+        "PCIe 3.0 x16",
+        fp16_tflops=53.8,
+        sources={
+            "fp32_tflops": "NVIDIA Turing architecture whitepaper, RTX 2080 Ti reference",
+            "fp16_tflops": "Turing whitepaper: FP16 Tensor with FP32 accumulate (107.6 with FP16 accumulate)",
+            "memory_gbps": "Turing whitepaper",
+            "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b",
+        },
     ),
     "a10": Card(
-        "a10", "A10", 31.2, 125.0, 600.0, 31.5, "PCIe 4.0 x16", fp16_tflops=125.0,
-        sources={"fp32_tflops": "NVIDIA A10 datasheet", "bf16_tflops": "NVIDIA A10 datasheet (250 with sparsity, halved)", "memory_gbps": "NVIDIA A10 datasheet", "pcie_gbps": "PCIe Gen4 64 GB/s bidirectional (datasheet)"},
+        "a10",
+        "A10",
+        31.2,
+        125.0,
+        600.0,
+        31.5,
+        "PCIe 4.0 x16",
+        fp16_tflops=125.0,
+        sources={
+            "fp32_tflops": "NVIDIA A10 datasheet",
+            "bf16_tflops": "NVIDIA A10 datasheet (250 with sparsity, halved)",
+            "memory_gbps": "NVIDIA A10 datasheet",
+            "pcie_gbps": "PCIe Gen4 64 GB/s bidirectional (datasheet)",
+        },
     ),
     "l4": Card(
-        "l4", "L4", 30.3, 121.0, 300.0, 31.5, "PCIe 4.0 x16", fp16_tflops=121.0,
-        sources={"fp32_tflops": "NVIDIA L4 datasheet", "bf16_tflops": "NVIDIA L4 datasheet (242 with sparsity, halved)", "memory_gbps": "NVIDIA L4 datasheet", "pcie_gbps": "PCIe Gen4 x16 64 GB/s bidirectional (datasheet)"},
+        "l4",
+        "L4",
+        30.3,
+        121.0,
+        300.0,
+        31.5,
+        "PCIe 4.0 x16",
+        fp16_tflops=121.0,
+        sources={
+            "fp32_tflops": "NVIDIA L4 datasheet",
+            "bf16_tflops": "NVIDIA L4 datasheet (242 with sparsity, halved)",
+            "memory_gbps": "NVIDIA L4 datasheet",
+            "pcie_gbps": "PCIe Gen4 x16 64 GB/s bidirectional (datasheet)",
+        },
     ),
     "h200": Card(
-        "h200", "H200", 67.0, 989.0, 4800.0, 63.0, "PCIe 5.0 x16", fp16_tflops=989.0, measured=True,
-        sources={"fp32_tflops": "NVIDIA H200 datasheet, SXM, FP32", "bf16_tflops": "NVIDIA H200 datasheet, SXM (1,979 with sparsity, halved)", "memory_gbps": "NVIDIA H200 datasheet, 4.8 TB/s", "pcie_gbps": "PCIe Gen5 128 GB/s bidirectional (datasheet)"},
+        "h200",
+        "H200",
+        67.0,
+        989.0,
+        4800.0,
+        63.0,
+        "PCIe 5.0 x16",
+        fp16_tflops=989.0,
+        measured=True,
+        sources={
+            "fp32_tflops": "NVIDIA H200 datasheet, SXM, FP32",
+            "bf16_tflops": "NVIDIA H200 datasheet, SXM (1,979 with sparsity, halved)",
+            "memory_gbps": "NVIDIA H200 datasheet, 4.8 TB/s",
+            "pcie_gbps": "PCIe Gen5 128 GB/s bidirectional (datasheet)",
+        },
     ),
 }
 
 # an NVML name that contains the left string is that card; the order matters ("A100" must not match "A10")
 _NAME_MATCH = (
-    ("P40", "p40"), ("A100", None), ("A10G", None), ("A10", "a10"), ("L40", None), ("L4", "l4"), ("H200", "h200"),
-    ("V100S", None), ("V100-PCIE", "v100-pcie"), ("V100", "v100"), ("TESLA T4", "t4"), ("NVIDIA T4", "t4"), ("2080 TI", "rtx2080ti"),
+    ("P40", "p40"),
+    ("A100", None),
+    ("A10G", None),
+    ("A10", "a10"),
+    ("L40", None),
+    ("L4", "l4"),
+    ("H200", "h200"),
+    ("V100S", None),
+    ("V100-PCIE", "v100-pcie"),
+    ("V100", "v100"),
+    ("TESLA T4", "t4"),
+    ("NVIDIA T4", "t4"),
+    ("2080 TI", "rtx2080ti"),
 )
 
 

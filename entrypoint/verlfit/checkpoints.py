@@ -30,9 +30,13 @@ from verlfit.errors import VerlfitError
 CHECKPOINTS_DIR = "checkpoints"
 TRACKER = "latest_checkpointed_iteration.txt"  # ray_trainer.py:837, written after every save
 STEP_PREFIX = "global_step_"
-REMOVING_PREFIX = ".removing-"  # a pruned checkpoint's name while it is removed: never a global_step_N to verl or export
+REMOVING_PREFIX = (
+    ".removing-"  # a pruned checkpoint's name while it is removed: never a global_step_N to verl or export
+)
 _STEP_NAME = re.compile(r"0|[1-9][0-9]*")  # the N verl writes in global_step_N: str(step), ASCII, no leading zero
-_MARKER = re.compile(rb"[0-9]+")  # what verl's int() reads back from the marker (ray_trainer.py:837, checkpoint_manager.py:187), ASCII only
+_MARKER = re.compile(
+    rb"[0-9]+"
+)  # what verl's int() reads back from the marker (ray_trainer.py:837, checkpoint_manager.py:187), ASCII only
 
 
 def saved_steps(checkpoints: Path) -> list[int]:
@@ -41,7 +45,7 @@ def saved_steps(checkpoints: Path) -> list[int]:
     ``global_step_{step}`` (``ray_trainer.py:806``)."""
     found = []
     for entry in checkpoints.glob(f"{STEP_PREFIX}*") if checkpoints.is_dir() else ():
-        suffix = entry.name[len(STEP_PREFIX):]
+        suffix = entry.name[len(STEP_PREFIX) :]
         if entry.is_dir() and _STEP_NAME.fullmatch(suffix):
             found.append(int(suffix))
     return sorted(found)
@@ -129,8 +133,10 @@ def prune(run_dir: str | os.PathLike, keep: int) -> list[Path]:
     for step in checkpoints_to_prune(checkpoints, keep):
         path = checkpoints / f"{STEP_PREFIX}{step}"
         if path.is_symlink():
-            raise VerlfitError(f"{path} is a symbolic link to {os.readlink(path)}, and verlfit does not delete through links: "
-                               f"remove the link (and {os.readlink(path)} if you no longer need it)")
+            raise VerlfitError(
+                f"{path} is a symbolic link to {os.readlink(path)}, and verlfit does not delete through links: "
+                f"remove the link (and {os.readlink(path)} if you no longer need it)"
+            )
         doomed = checkpoints / f"{REMOVING_PREFIX}{path.name}"
         path.rename(doomed)
         shutil.rmtree(doomed)
@@ -170,7 +176,14 @@ class CheckpointKeeper:
     for this session: the run goes on, since a checkpoint left on disk loses nothing.
     """
 
-    def __init__(self, run_dir: str | os.PathLike, keep: int, say: Callable[[str], None], interval: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        run_dir: str | os.PathLike,
+        keep: int,
+        say: Callable[[str], None],
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.run_dir, self.keep, self.say, self.interval, self.clock = Path(run_dir), keep, say, interval, clock
         self.failed: Exception | None = None
         self._marker: int | None = None
@@ -191,11 +204,15 @@ class CheckpointKeeper:
             removed = prune(self.run_dir, self.keep)
         except (OSError, VerlfitError) as error:
             self.failed = error
-            self.say(f"verlfit: could not remove old checkpoints of {self.run_dir} for --keep-checkpoints {self.keep}: {error}; "
-                     f"they stay on disk (nothing is lost) and verlfit stops pruning for this session: delete the global_step_N folders you do not need")
+            self.say(
+                f"verlfit: could not remove old checkpoints of {self.run_dir} for --keep-checkpoints {self.keep}: {error}; "
+                f"they stay on disk (nothing is lost) and verlfit stops pruning for this session: delete the global_step_N folders you do not need"
+            )
             return []
         self._marker = marker
         if removed:
             kept = [step for step in saved_steps(self.run_dir / CHECKPOINTS_DIR) if step <= marker]
-            self.say(f"verlfit: removed {', '.join(path.name for path in removed)} (--keep-checkpoints {self.keep}; kept: {', '.join(f'{STEP_PREFIX}{step}' for step in kept)})")
+            self.say(
+                f"verlfit: removed {', '.join(path.name for path in removed)} (--keep-checkpoints {self.keep}; kept: {', '.join(f'{STEP_PREFIX}{step}' for step in kept)})"
+            )
         return removed

@@ -36,8 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="verlfit",
         description=(
-            "Run verl 0.4.1 PPO/GRPO on 24 GB-class GPUs (Tesla P40: compute capability 6.1; "
-            "A10/L4: 8.6/8.9)."
+            "Run verl 0.4.1 PPO/GRPO on 24 GB-class GPUs (Tesla P40: compute capability 6.1; A10/L4: 8.6/8.9)."
         ),
         epilog=(
             "examples:\n"

@@ -139,7 +139,10 @@ def is_chat_messages(data_type) -> bool:
     if not pa.types.is_list(data_type) or not pa.types.is_struct(data_type.value_type):
         return False
     message = data_type.value_type
-    return all(message.get_field_index(name) >= 0 and pa.types.is_string(message.field(name).type) for name in ("role", "content"))
+    return all(
+        message.get_field_index(name) >= 0 and pa.types.is_string(message.field(name).type)
+        for name in ("role", "content")
+    )
 
 
 def missing_verl_columns(schema, keys: DataKeys = DataKeys()) -> list[str]:
@@ -153,7 +156,9 @@ def missing_verl_columns(schema, keys: DataKeys = DataKeys()) -> list[str]:
     if keys.prompt_key in schema.names and not is_chat_messages(schema.field(keys.prompt_key).type):
         # verl applies the chat template to it: a plain string would be read as no message at all
         held = normalized_type(schema.field(keys.prompt_key).type)
-        missing.append(f"{keys.prompt_key} as chat messages (a list of {{role, content}}; it holds {'plain strings' if held == pa.string() else held})")
+        missing.append(
+            f"{keys.prompt_key} as chat messages (a list of {{role, content}}; it holds {'plain strings' if held == pa.string() else held})"
+        )
     if "reward_model" in schema.names:
         reward_model = schema.field("reward_model").type
         if not pa.types.is_struct(reward_model) or reward_model.get_field_index("ground_truth") < 0:
@@ -203,8 +208,13 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
 
         # a file, a FIFO, a dangling link
         return FolderReport(path, FolderState.NOT_A_FOLDER, reason=f"it is {kind_of(path)}, not a folder")
-    entries = tuple(sorted(name for name in os.listdir(path)
-                           if name not in (MARKER_NAME, LEGACY_MARKER_NAME) and not LEFTOVER_PATTERN.fullmatch(name)))
+    entries = tuple(
+        sorted(
+            name
+            for name in os.listdir(path)
+            if name not in (MARKER_NAME, LEGACY_MARKER_NAME) and not LEFTOVER_PATTERN.fullmatch(name)
+        )
+    )
     has_marker = (path / MARKER_NAME).exists() or (path / LEGACY_MARKER_NAME).exists()
     if not entries and not has_marker:
         return FolderReport(path, FolderState.EMPTY, reason="it is empty")
@@ -212,9 +222,7 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
     listed = marker.files if marker is not None else None
     if listed is not None:
         unlisted = [name for name in entries if name not in listed]
-        changed = [
-            name for name in entries if name in listed and not unchanged(path / name, listed[name])
-        ]
+        changed = [name for name in entries if name in listed and not unchanged(path / name, listed[name])]
         if not unlisted and not changed:
             return FolderReport(path, FolderState.VERLFIT_PREPARED, entries, "verlfit wrote every file in it")
         why_not = (
@@ -233,6 +241,11 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
             if missing:
                 problems.append(f"{name} lacks {', '.join(missing)}")
         if not problems:
-            return FolderReport(path, FolderState.VERL_FORMAT, entries, f"it holds train.parquet and test.parquet in verl's format ({why_not})")
+            return FolderReport(
+                path,
+                FolderState.VERL_FORMAT,
+                entries,
+                f"it holds train.parquet and test.parquet in verl's format ({why_not})",
+            )
         return FolderReport(path, FolderState.FOREIGN, entries, "; ".join(problems))
     return FolderReport(path, FolderState.FOREIGN, entries, why_not)

@@ -81,16 +81,33 @@ GIB = 1024**3
 DRIVER_MINIMUM = (520, 61, 5)  # CUDA 11.8 release notes, table 3 (Linux)
 DRIVER_COMPAT_MINIMUM = (450, 80, 2)  # CUDA minor-version compatibility floor for 11.x
 # Ray 2.46's default object store size (ray/_private/ray_constants.py:76-79 and :117; resource_spec.py:225-265)
-RAY_OBJECT_STORE_PROPORTION = 0.3  # DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, env RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION
+RAY_OBJECT_STORE_PROPORTION = (
+    0.3  # DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, env RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION
+)
 RAY_SHM_CAP_FLOOR_BYTES = 10**10  # REQUIRE_SHM_SIZE_THRESHOLD: the /dev/shm cap never goes below 10 GB
-RAY_OBJECT_STORE_MAX_BYTES = 200 * 10**9  # DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES, env RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES
+RAY_OBJECT_STORE_MAX_BYTES = (
+    200 * 10**9
+)  # DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES, env RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES
 VERL_COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
-CHECK_NAMES = ("driver", "gpu", "topology", "torch-arch", "triton-shared-memory", "environment", "engines", "shm", "disk", "data", "reward", "model", "cuda", "patches")
+CHECK_NAMES = (
+    "driver",
+    "gpu",
+    "topology",
+    "torch-arch",
+    "triton-shared-memory",
+    "environment",
+    "engines",
+    "shm",
+    "disk",
+    "data",
+    "reward",
+    "model",
+    "cuda",
+    "patches",
+)
 # patches: stock verl 0.4.1 breaks on the P40 path (FAIL: not patched, or another series); its WARNs (series not
 # found to compare, a patch changed since applied) and SKIP (no verl) do not block.
 BLOCKING = ("driver", "gpu", "triton-shared-memory", "engines", "shm", "data", "model", "cuda", "patches")
-
-
 
 
 @dataclass(frozen=True)
@@ -135,7 +152,9 @@ ENGINE_PACKAGES = {
 }
 
 
-def missing_engine_packages(rollout: str | None, attention: str | None, find_spec: Callable | None = None) -> list[tuple[str, str, str]]:
+def missing_engine_packages(
+    rollout: str | None, attention: str | None, find_spec: Callable | None = None
+) -> list[tuple[str, str, str]]:
     """The packages that ``rollout`` ("hf"/"vllm") and ``attention`` ("sdpa"/"eager"/"flash_attention_2") need and
     this Python cannot import, as (package, what needs it, the option that runs without it), rollout first; [] when
     all are there. Found with ``importlib.util.find_spec`` (``find_spec``: a stand-in for tests): nothing is
@@ -155,8 +174,6 @@ def missing_engine_packages(rollout: str | None, attention: str | None, find_spe
             if not found:
                 missing.append((package, what, option))
     return missing
-
-
 
 
 @dataclass
@@ -259,12 +276,28 @@ def check_driver(ctx: DoctorContext) -> CheckResult:
     if report.driver_version is None:
         return _no_gpu("driver", report)
     version = _version_tuple(report.driver_version)
-    cuda = f" (CUDA {report.cuda_driver_version[0]}.{report.cuda_driver_version[1]})" if report.cuda_driver_version else ""
+    cuda = (
+        f" (CUDA {report.cuda_driver_version[0]}.{report.cuda_driver_version[1]})" if report.cuda_driver_version else ""
+    )
     if version >= DRIVER_MINIMUM:
-        return CheckResult("driver", PASS, f"driver {report.driver_version}{cuda} runs CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)})")
+        return CheckResult(
+            "driver",
+            PASS,
+            f"driver {report.driver_version}{cuda} runs CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)})",
+        )
     if version >= DRIVER_COMPAT_MINIMUM:
-        return CheckResult("driver", WARN, f"driver {report.driver_version}{cuda} is older than CUDA 11.8's {_version_text(DRIVER_MINIMUM)}: it runs only through minor-version compatibility (no PTX JIT of newer code)", f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}")
-    return CheckResult("driver", FAIL, f"driver {report.driver_version}{cuda} cannot run CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)}, at least {_version_text(DRIVER_COMPAT_MINIMUM)})", f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}")
+        return CheckResult(
+            "driver",
+            WARN,
+            f"driver {report.driver_version}{cuda} is older than CUDA 11.8's {_version_text(DRIVER_MINIMUM)}: it runs only through minor-version compatibility (no PTX JIT of newer code)",
+            f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}",
+        )
+    return CheckResult(
+        "driver",
+        FAIL,
+        f"driver {report.driver_version}{cuda} cannot run CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)}, at least {_version_text(DRIVER_COMPAT_MINIMUM)})",
+        f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}",
+    )
 
 
 def _features(gpu) -> str:
@@ -301,19 +334,43 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
     name = ctx.profile()
     if not name or name == "auto":
         note = profile_choice_note(suited, gpu)
-        return CheckResult("gpu", PASS, f"{described} -> profile {suited} (image {load_profile(suited).image})" + (f"; {note}" if note else ""))
+        return CheckResult(
+            "gpu",
+            PASS,
+            f"{described} -> profile {suited} (image {load_profile(suited).image})" + (f"; {note}" if note else ""),
+        )
     if name not in PROFILE_NAMES:
-        return CheckResult("gpu", FAIL, f"{described}; unknown profile {name!r}", f"set VERLFIT_PROFILE (or --profile) to one of {', '.join(PROFILE_NAMES)}")
+        return CheckResult(
+            "gpu",
+            FAIL,
+            f"{described}; unknown profile {name!r}",
+            f"set VERLFIT_PROFILE (or --profile) to one of {', '.join(PROFILE_NAMES)}",
+        )
     profile = load_profile(name)
     if gpu.compute_capability < profile.min_compute_capability:
         need = ".".join(map(str, profile.min_compute_capability))
-        return CheckResult("gpu", FAIL, f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, {profile.rollout} rollout)", f"use the {load_profile(suited).image} image (--profile {suited})")
+        return CheckResult(
+            "gpu",
+            FAIL,
+            f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, {profile.rollout} rollout)",
+            f"use the {load_profile(suited).image} image (--profile {suited})",
+        )
     if suited != name:
         unused = _left_unused(profile, load_profile(suited))
         if not unused:  # t4 on a V100 or v100 on a T4: the same code paths, another card's memory figures
             note = profile_choice_note(name, gpu)
-            return CheckResult("gpu", PASS, f"{described}; profile {name} runs the same code paths as {suited}, this card's profile" + (f"; {note}" if note else ""))
-        return CheckResult("gpu", WARN, f"{described}; profile {name} runs here but leaves {unused} unused", f"use the {load_profile(suited).image} image (--profile {suited}) for speed, or keep {name} to rehearse a P40")
+            return CheckResult(
+                "gpu",
+                PASS,
+                f"{described}; profile {name} runs the same code paths as {suited}, this card's profile"
+                + (f"; {note}" if note else ""),
+            )
+        return CheckResult(
+            "gpu",
+            WARN,
+            f"{described}; profile {name} runs here but leaves {unused} unused",
+            f"use the {load_profile(suited).image} image (--profile {suited}) for speed, or keep {name} to rehearse a P40",
+        )
     note = profile_choice_note(name, gpu)
     return CheckResult("gpu", PASS, f"{described}; matches profile {name}" + (f"; {note}" if note else ""))
 
@@ -327,7 +384,11 @@ def nccl_in_force(environ: Mapping[str, str], added: Mapping[str, str]) -> str:
     parts = []
     for name in sorted({*(k for k in environ if k.startswith("NCCL_")), *added, *VERL_WORKER_NCCL}):
         if name in VERL_WORKER_NCCL:
-            mine = f", yours ({environ[name]}) is replaced" if name in environ and environ[name] != VERL_WORKER_NCCL[name] else ""
+            mine = (
+                f", yours ({environ[name]}) is replaced"
+                if name in environ and environ[name] != VERL_WORKER_NCCL[name]
+                else ""
+            )
             parts.append(f"{name}={VERL_WORKER_NCCL[name]} (verl's main_ppo sets it for its workers{mine})")
         elif name in added:
             parts.append(f"{name}={added[name]} (verlfit train sets it: a pair without P2P)")
@@ -348,20 +409,43 @@ def check_topology(ctx: DoctorContext) -> CheckResult:
     except VerlfitError as error:
         return CheckResult("topology", FAIL, error.message, error.fix)
     if not visible:
-        return CheckResult("topology", FAIL, f"CUDA_VISIBLE_DEVICES={ctx.environ.get('CUDA_VISIBLE_DEVICES')} hides all {report.count} GPUs NVML sees", "unset CUDA_VISIBLE_DEVICES, or list GPUs by index (nvidia-smi's, with CUDA_DEVICE_ORDER=PCI_BUS_ID) or UUID")
+        return CheckResult(
+            "topology",
+            FAIL,
+            f"CUDA_VISIBLE_DEVICES={ctx.environ.get('CUDA_VISIBLE_DEVICES')} hides all {report.count} GPUs NVML sees",
+            "unset CUDA_VISIBLE_DEVICES, or list GPUs by index (nvidia-smi's, with CUDA_DEVICE_ORDER=PCI_BUS_ID) or UUID",
+        )
     links = links_among(report.links, visible)
     added, notes = nccl_environment(links, len(visible), ctx.environ)
     details = (*(link.describe() for link in links), "NCCL settings in force: " + nccl_in_force(ctx.environ, added))
     indices = ", ".join(str(g.index) for g in visible)
     if len(visible) == 1:
-        return CheckResult("topology", PASS, f"1 GPU visible (GPU {indices}, {visible[0].name}): no traffic between GPUs", details=details)
+        return CheckResult(
+            "topology",
+            PASS,
+            f"1 GPU visible (GPU {indices}, {visible[0].name}): no traffic between GPUs",
+            details=details,
+        )
     shown = f"{len(visible)} x {visible[0].name} visible (GPU {indices})"
     direct = sum(link.p2p_read for link in links)
     if direct == len(links):
-        return CheckResult("topology", PASS, f"{shown}: every pair reads the other's memory directly (P2P)", details=details)
+        return CheckResult(
+            "topology", PASS, f"{shown}: every pair reads the other's memory directly (P2P)", details=details
+        )
     if not added:  # the user's NCCL_P2P_DISABLE or NCCL_P2P_LEVEL is kept
-        return CheckResult("topology", WARN, f"{shown}: {len(links) - direct} of {len(links)} pairs without P2P; {notes[0].split('; ', 1)[1]}", "unset it, so verlfit train sets NCCL_P2P_DISABLE=1, unless that path is known to work", details=details)
-    return CheckResult("topology", PASS, f"{shown}: {len(links) - direct} of {len(links)} pairs without P2P: verlfit train sets NCCL_P2P_DISABLE=1 (NCCL through host memory)", details=details)
+        return CheckResult(
+            "topology",
+            WARN,
+            f"{shown}: {len(links) - direct} of {len(links)} pairs without P2P; {notes[0].split('; ', 1)[1]}",
+            "unset it, so verlfit train sets NCCL_P2P_DISABLE=1, unless that path is known to work",
+            details=details,
+        )
+    return CheckResult(
+        "topology",
+        PASS,
+        f"{shown}: {len(links) - direct} of {len(links)} pairs without P2P: verlfit train sets NCCL_P2P_DISABLE=1 (NCCL through host memory)",
+        details=details,
+    )
 
 
 def arch_covers(arch_list, compute_capability: tuple[int, int]) -> str | None:
@@ -389,17 +473,40 @@ def check_torch_arch(ctx: DoctorContext) -> CheckResult:
         return CheckResult("torch-arch", SKIP, "no NVIDIA GPU visible: nothing to compare torch's architectures with")
     info = ctx.torch()
     if info is None:
-        return CheckResult("torch-arch", SKIP, "torch is not installed here: architectures not checked (run the doctor inside the verlfit image)")
+        return CheckResult(
+            "torch-arch",
+            SKIP,
+            "torch is not installed here: architectures not checked (run the doctor inside the verlfit image)",
+        )
     if not info.arch_list:
-        return CheckResult("torch-arch", FAIL, f"torch {info.version} is a CPU-only build", "install the CUDA 11.8 build: pip install torch==2.6.0 --index-url https://download.pytorch.org/whl/cu118")
+        return CheckResult(
+            "torch-arch",
+            FAIL,
+            f"torch {info.version} is a CPU-only build",
+            "install the CUDA 11.8 build: pip install torch==2.6.0 --index-url https://download.pytorch.org/whl/cu118",
+        )
     for gpu in report.gpus:
         covered = arch_covers(info.arch_list, gpu.compute_capability)
         if covered is None:
-            return CheckResult("torch-arch", FAIL, f"torch {info.version} (CUDA {info.cuda_version}) has no kernels for {gpu.name} (compute capability {gpu.compute_capability_text}): arch list {list(info.arch_list)}", "use a torch build that includes this architecture (the image's torch 2.6.0+cu118 covers sm_60 and newer)")
+            return CheckResult(
+                "torch-arch",
+                FAIL,
+                f"torch {info.version} (CUDA {info.cuda_version}) has no kernels for {gpu.name} (compute capability {gpu.compute_capability_text}): arch list {list(info.arch_list)}",
+                "use a torch build that includes this architecture (the image's torch 2.6.0+cu118 covers sm_60 and newer)",
+            )
         if covered.startswith("compute_"):
-            return CheckResult("torch-arch", WARN, f"torch {info.version} covers {gpu.name} ({gpu.compute_capability_text}) only through {covered} PTX, compiled at first use", "use a torch build with native kernels for this GPU")
+            return CheckResult(
+                "torch-arch",
+                WARN,
+                f"torch {info.version} covers {gpu.name} ({gpu.compute_capability_text}) only through {covered} PTX, compiled at first use",
+                "use a torch build with native kernels for this GPU",
+            )
     gpu = report.gpus[0]
-    return CheckResult("torch-arch", PASS, f"torch {info.version} (CUDA {info.cuda_version}) runs on compute capability {gpu.compute_capability_text} via {arch_covers(info.arch_list, gpu.compute_capability)} (same major, minor <= {gpu.compute_capability[1]})")
+    return CheckResult(
+        "torch-arch",
+        PASS,
+        f"torch {info.version} (CUDA {info.cuda_version}) runs on compute capability {gpu.compute_capability_text} via {arch_covers(info.arch_list, gpu.compute_capability)} (same major, minor <= {gpu.compute_capability[1]})",
+    )
 
 
 def check_triton_shared_memory(ctx: DoctorContext) -> CheckResult:
@@ -415,34 +522,84 @@ def check_triton_shared_memory(ctx: DoctorContext) -> CheckResult:
     if not raw:
         name = ctx.profile()
         if name in PROFILE_NAMES:
-            raw, source = load_profile(name).environment["TRITON_MAX_SHARED_MEMORY"], f"profile {name}'s TRITON_MAX_SHARED_MEMORY"
+            raw, source = (
+                load_profile(name).environment["TRITON_MAX_SHARED_MEMORY"],
+                f"profile {name}'s TRITON_MAX_SHARED_MEMORY",
+            )
         else:
-            return CheckResult("triton-shared-memory", PASS if not gpu.supports_triton else WARN, f"TRITON_MAX_SHARED_MEMORY is unset; {gpu.name} allows {limit} B per block", None if not gpu.supports_triton else f"export TRITON_MAX_SHARED_MEMORY={limit}")
+            return CheckResult(
+                "triton-shared-memory",
+                PASS if not gpu.supports_triton else WARN,
+                f"TRITON_MAX_SHARED_MEMORY is unset; {gpu.name} allows {limit} B per block",
+                None if not gpu.supports_triton else f"export TRITON_MAX_SHARED_MEMORY={limit}",
+            )
     try:
         value = int(raw)
     except ValueError:
-        return CheckResult("triton-shared-memory", FAIL, f"{source}={raw!r} is not a number of bytes", f"export TRITON_MAX_SHARED_MEMORY={limit}")
+        return CheckResult(
+            "triton-shared-memory",
+            FAIL,
+            f"{source}={raw!r} is not a number of bytes",
+            f"export TRITON_MAX_SHARED_MEMORY={limit}",
+        )
     if value < 1:
-        return CheckResult("triton-shared-memory", FAIL, f"{source}={value}: Triton needs some shared memory per block", f"export TRITON_MAX_SHARED_MEMORY={limit}")
+        return CheckResult(
+            "triton-shared-memory",
+            FAIL,
+            f"{source}={value}: Triton needs some shared memory per block",
+            f"export TRITON_MAX_SHARED_MEMORY={limit}",
+        )
     if value > limit:
-        return CheckResult("triton-shared-memory", FAIL, f"{source}={value} exceeds {gpu.name}'s {limit} B per block: Triton kernels sized for it fail with 'out of resource: shared memory'", f"export TRITON_MAX_SHARED_MEMORY={limit}")
-    return CheckResult("triton-shared-memory", PASS, f"{source}={value} <= {gpu.name}'s {limit} B per block" + ("" if gpu.supports_triton else " (Triton does not run below compute capability 7.0 anyway)"))
+        return CheckResult(
+            "triton-shared-memory",
+            FAIL,
+            f"{source}={value} exceeds {gpu.name}'s {limit} B per block: Triton kernels sized for it fail with 'out of resource: shared memory'",
+            f"export TRITON_MAX_SHARED_MEMORY={limit}",
+        )
+    return CheckResult(
+        "triton-shared-memory",
+        PASS,
+        f"{source}={value} <= {gpu.name}'s {limit} B per block"
+        + ("" if gpu.supports_triton else " (Triton does not run below compute capability 7.0 anyway)"),
+    )
 
 
 def check_environment(ctx: DoctorContext) -> CheckResult:
-    from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, load_profile, profile_for_capability, resolve_environment
+    from verlfit.profiles import (
+        PROFILE_NAMES,
+        check_rollout_dtype,
+        load_profile,
+        profile_for_capability,
+        resolve_environment,
+    )
 
     report = ctx.gpu_report()
     gpu = min(report.gpus, key=lambda g: g.compute_capability) if report.gpus else None
     name = ctx.profile()
     name = None if name == "auto" else name  # --profile auto: the GPU's profile, as train does
     if name is not None and name not in PROFILE_NAMES:
-        return CheckResult("environment", FAIL, f"VERLFIT_PROFILE (or --profile) is {name!r}, not a profile", f"set it to one of {', '.join(PROFILE_NAMES)} (or unset it: the image's own profile, or the GPU's, applies)")
+        return CheckResult(
+            "environment",
+            FAIL,
+            f"VERLFIT_PROFILE (or --profile) is {name!r}, not a profile",
+            f"set it to one of {', '.join(PROFILE_NAMES)} (or unset it: the image's own profile, or the GPU's, applies)",
+        )
     chosen = name or (profile_for_capability(gpu.compute_capability) if gpu is not None else None)
     if chosen is None:
         # no profile to hold the values against: their form can still be checked (any profile's rules do)
-        resolve_environment(load_profile(PROFILE_NAMES[0]), {key: ctx.environ[key] for key in ("TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF") if ctx.environ.get(key)})
-        return CheckResult("environment", SKIP, "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by; TRITON_MAX_SHARED_MEMORY and PYTORCH_CUDA_ALLOC_CONF are well formed")
+        resolve_environment(
+            load_profile(PROFILE_NAMES[0]),
+            {
+                key: ctx.environ[key]
+                for key in ("TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF")
+                if ctx.environ.get(key)
+            },
+        )
+        return CheckResult(
+            "environment",
+            SKIP,
+            "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by; TRITON_MAX_SHARED_MEMORY and PYTORCH_CUDA_ALLOC_CONF are well formed",
+        )
     profile = load_profile(chosen)
     how = "given" if name else f"chosen by {gpu.name}"
     # malformed values and bf16 below 8.0 raise VerlfitError, which run_checks reports as a FAIL with its fix
@@ -450,10 +607,18 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
     capability = gpu.compute_capability if gpu is not None else profile.min_compute_capability
     card = gpu.name if gpu is not None else f"the {chosen} profile's cards"
     check_rollout_dtype(profile, environment, capability, f"{card} (compute capability below 8.0)")
-    triton, card_limit = int(environment["TRITON_MAX_SHARED_MEMORY"]), int(profile.environment["TRITON_MAX_SHARED_MEMORY"])
+    triton, card_limit = (
+        int(environment["TRITON_MAX_SHARED_MEMORY"]),
+        int(profile.environment["TRITON_MAX_SHARED_MEMORY"]),
+    )
     if gpu is None and not 0 < triton <= card_limit:
         # with a GPU the triton-shared-memory check compares with the card itself
-        return CheckResult("environment", FAIL, f"TRITON_MAX_SHARED_MEMORY={triton} is outside 1..{card_limit}, the shared memory per block of the {chosen} profile's cards", f"unset it (the {chosen} profile uses {card_limit})")
+        return CheckResult(
+            "environment",
+            FAIL,
+            f"TRITON_MAX_SHARED_MEMORY={triton} is outside 1..{card_limit}, the shared memory per block of the {chosen} profile's cards",
+            f"unset it (the {chosen} profile uses {card_limit})",
+        )
     values = ", ".join(f"{key}={environment[key]}" for key in ("VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY"))
     return CheckResult("environment", PASS, f"profile {chosen} ({how}); {values}")
 
@@ -468,7 +633,11 @@ def check_engines(ctx: DoctorContext) -> CheckResult:
     if not name or name == "auto":
         report = ctx.gpu_report()
         if not report.gpus:
-            return CheckResult("engines", SKIP, "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by: the rollout's and attention's packages not checked")
+            return CheckResult(
+                "engines",
+                SKIP,
+                "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by: the rollout's and attention's packages not checked",
+            )
         gpu = min(report.gpus, key=lambda g: g.compute_capability)
         name, how = profile_for_capability(gpu.compute_capability), f"chosen by {gpu.name}"
     # an unknown profile, vLLM on p40, FlashAttention-2 in fp32 raise VerlfitError: run_checks reports its FAIL and fix
@@ -480,11 +649,16 @@ def check_engines(ctx: DoctorContext) -> CheckResult:
         packages = [package for package, _, _ in missing]
         has = f"no {packages[0]}" if len(packages) == 1 else "neither"
         return CheckResult(
-            "engines", FAIL,
+            "engines",
+            FAIL,
             f"{engines} needs {needs}; this Python ({sys.executable}) has {has}: verl would fail a minute in, after Ray starts",
             f"pass {' '.join(option for _, _, option in missing)} to verlfit train (it then runs without {' and '.join(packages)}), or run in the verlfit:{profile.name} image (it has vLLM and flash-attn)",
         )
-    needed = [ENGINE_PACKAGES[choice][0] for choice in (("rollout", profile.rollout), ("attention", profile.attention)) if choice in ENGINE_PACKAGES]
+    needed = [
+        ENGINE_PACKAGES[choice][0]
+        for choice in (("rollout", profile.rollout), ("attention", profile.attention))
+        if choice in ENGINE_PACKAGES
+    ]
     if not needed:
         return CheckResult("engines", PASS, f"{engines}: no vllm or flash_attn needed")
     return CheckResult("engines", PASS, f"{engines}: {' and '.join(needed)} importable")
@@ -529,15 +703,21 @@ def ray_object_store_bytes(available_memory: int, shm_free: int, environ: Mappin
 def check_shm(ctx: DoctorContext) -> CheckResult:
     free = (ctx.shm_size or _statvfs_free)(ctx.shm_path)
     if free is None:
-        return CheckResult("shm", FAIL, f"{ctx.shm_path} is missing: Ray reads its size when it starts (ray._private.utils.get_shared_memory_bytes) and fails without it", "run the container with a /dev/shm (Docker gives one; compose.yaml's shm_size: 11gb, or docker run --shm-size=11g)")
+        return CheckResult(
+            "shm",
+            FAIL,
+            f"{ctx.shm_path} is missing: Ray reads its size when it starts (ray._private.utils.get_shared_memory_bytes) and fails without it",
+            "run the container with a /dev/shm (Docker gives one; compose.yaml's shm_size: 11gb, or docker run --shm-size=11g)",
+        )
     available = (ctx.available_memory or available_memory_bytes)()
     store = ray_object_store_bytes(available, free, ctx.environ)
     need_gib = math.ceil(store * 1.1 / GIB)  # Ray's own advice: the store x 1.1 (services.py:2170)
     what = f"Ray's object store here is {store / 1e9:.1f} GB (30% of the {available / GIB:.1f} GiB available RAM, at most 10 GB)"
     if free < store:
         return CheckResult(
-            "shm", FAIL,
-            f"{ctx.shm_path} has {free / 2**20:.0f} MiB free (Docker's default /dev/shm is 64 MiB); {what}: Ray would move it to /tmp, on disk (\"This will harm performance!\")",
+            "shm",
+            FAIL,
+            f'{ctx.shm_path} has {free / 2**20:.0f} MiB free (Docker\'s default /dev/shm is 64 MiB); {what}: Ray would move it to /tmp, on disk ("This will harm performance!")',
             f"give the container {need_gib} GiB of shared memory: compose.yaml's shm_size: {need_gib}gb, or docker run --shm-size={need_gib}g (or --ipc=host); "
             f"or cap Ray's store to fit: export RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES={int(free * 0.9)}",
         )
@@ -567,7 +747,13 @@ def checkpoints_held(keep: int, saves: int | None = None) -> int:
     return max(1, min(held, saves) if saves is not None else held)
 
 
-def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, disk_usage: Callable = shutil.disk_usage, resume: bool = False) -> CheckResult:
+def checkpoint_space(
+    path: str | os.PathLike,
+    one_checkpoint: int,
+    held: int,
+    disk_usage: Callable = shutil.disk_usage,
+    resume: bool = False,
+) -> CheckResult:
     """The ``disk`` verdict for checkpoints of ``one_checkpoint`` bytes under ``path``, ``held`` at once
     (:func:`checkpoints_held`): FAIL when not even one fits, WARN when fewer than ``held`` fit, else PASS. The message
     names the measured folder (``path`` or its nearest existing parent), the free GiB and the need.
@@ -578,7 +764,12 @@ def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, di
     Neither helps when not even one fits."""
     where = _existing_parent(path)
     if not where.is_dir():
-        return CheckResult("disk", FAIL, f"{where} is a file: checkpoints cannot go under it ({path})", "pass --run-dir a directory path")
+        return CheckResult(
+            "disk",
+            FAIL,
+            f"{where} is a file: checkpoints cannot go under it ({path})",
+            "pass --run-dir a directory path",
+        )
     try:
         free = disk_usage(str(where)).free
     except OSError as error:
@@ -595,7 +786,12 @@ def checkpoint_space(path: str | os.PathLike, one_checkpoint: int, held: int, di
         fixes.append(f"keep {fit} (--keep-checkpoints {fit})")
     if not resume:
         fixes.append(f"save at most {fit} time{'s' if fit > 1 else ''} in the run (--save-freq)")
-    return CheckResult("disk", WARN, text + f": only {fit} fit{'s' if fit == 1 else ''}, the save after that fails with a full disk", ", ".join(fixes[:-1]) + " or " + fixes[-1])
+    return CheckResult(
+        "disk",
+        WARN,
+        text + f": only {fit} fit{'s' if fit == 1 else ''}, the save after that fails with a full disk",
+        ", ".join(fixes[:-1]) + " or " + fixes[-1],
+    )
 
 
 def check_disk(ctx: DoctorContext) -> CheckResult:
@@ -610,8 +806,14 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
         shape = load_model_shape(ctx.model, hub_cache_lookup=ctx.hub_cache_lookup)
     except VerlfitError:
         where = _existing_parent(ctx.checkpoint_dir)
-        return CheckResult("disk", SKIP, f"model {ctx.model!r} has no local config.json to size a checkpoint (free space at {where} not judged)")
-    profile = load_profile(ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0])  # the size does not depend on it
+        return CheckResult(
+            "disk",
+            SKIP,
+            f"model {ctx.model!r} has no local config.json to size a checkpoint (free space at {where} not judged)",
+        )
+    profile = load_profile(
+        ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0]
+    )  # the size does not depend on it
     settings = TrainSettings(
         model=ctx.model,
         algorithm=ctx.algorithm,
@@ -619,13 +821,9 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
         critic_lora_rank=ctx.critic_lora_rank if ctx.algorithm == "ppo" else None,
     )
     request = request_from_settings(settings, profile, 24 * GIB, shape=shape, switches=run_switches(profile, settings))
-    return checkpoint_space(ctx.checkpoint_dir, checkpoint_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage)
-
-
-
-
-
-
+    return checkpoint_space(
+        ctx.checkpoint_dir, checkpoint_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage
+    )
 
 
 def check_cuda(ctx: DoctorContext) -> CheckResult:
@@ -634,28 +832,40 @@ def check_cuda(ctx: DoctorContext) -> CheckResult:
         return _no_gpu("cuda", report)
     info = ctx.torch()
     if info is None:
-        return CheckResult("cuda", SKIP, "torch is not installed here: CUDA from torch not checked (run the doctor inside the verlfit image)")
+        return CheckResult(
+            "cuda",
+            SKIP,
+            "torch is not installed here: CUDA from torch not checked (run the doctor inside the verlfit image)",
+        )
     if not info.cuda_version:
-        return CheckResult("cuda", FAIL, f"torch {info.version} is a CPU-only build", "install the CUDA 11.8 build of torch 2.6.0")
+        return CheckResult(
+            "cuda", FAIL, f"torch {info.version} is a CPU-only build", "install the CUDA 11.8 build of torch 2.6.0"
+        )
     if not info.cuda_available:
-        return CheckResult("cuda", FAIL, f"torch {info.version} (CUDA {info.cuda_version}) sees no usable GPU although NVML does", "check the driver against CUDA 11.8 and that the container got the GPU (--gpus all); see the driver check")
+        return CheckResult(
+            "cuda",
+            FAIL,
+            f"torch {info.version} (CUDA {info.cuda_version}) sees no usable GPU although NVML does",
+            "check the driver against CUDA 11.8 and that the container got the GPU (--gpus all); see the driver check",
+        )
     if not info.allocation_ok:
-        return CheckResult("cuda", FAIL, f"torch {info.version} could not compute on the GPU: {info.error or 'wrong result'}", "check the driver (>= 520.61.05) and that no other process holds the GPU's memory")
-    return CheckResult("cuda", PASS, f"torch {info.version} (CUDA {info.cuda_version}) allocated and computed on the GPU")
-
-
-
-
-
-
-
-
+        return CheckResult(
+            "cuda",
+            FAIL,
+            f"torch {info.version} could not compute on the GPU: {info.error or 'wrong result'}",
+            "check the driver (>= 520.61.05) and that no other process holds the GPU's memory",
+        )
+    return CheckResult(
+        "cuda", PASS, f"torch {info.version} (CUDA {info.cuda_version}) allocated and computed on the GPU"
+    )
 
 
 def check_data(ctx: DoctorContext) -> CheckResult:
     """The ``data`` line: :func:`verlfit.checks.data_folder.check_data_folder` of ``ctx.data_dir`` with
     ``ctx.data_keys``."""
-    return check_data_folder(ctx.data_dir, ctx.environ, ctx.timeout, ctx.head, ctx.dataset_cache_lookup, keys=ctx.data_keys)
+    return check_data_folder(
+        ctx.data_dir, ctx.environ, ctx.timeout, ctx.head, ctx.dataset_cache_lookup, keys=ctx.data_keys
+    )
 
 
 def check_reward(ctx: DoctorContext) -> CheckResult:
@@ -669,7 +879,12 @@ def check_reward(ctx: DoctorContext) -> CheckResult:
 
     prepared, _ = gsm8k.training_data(Path(ctx.data_dir))
     if not data_folder_state(prepared, ctx.data_keys).prepared:
-        return CheckResult("reward", SKIP, f"{prepared} holds no prepared data to score (see the data line)" + (f"; {ctx.reward_function} is checked once it does" if ctx.reward_function else ""))
+        return CheckResult(
+            "reward",
+            SKIP,
+            f"{prepared} holds no prepared data to score (see the data line)"
+            + (f"; {ctx.reward_function} is checked once it does" if ctx.reward_function else ""),
+        )
     if ctx.reward_function is not None:
         scored = check_reward_function(ctx.reward_function, prepared, ctx.data_keys)
         return CheckResult(
@@ -731,11 +946,27 @@ def run_checks(context: DoctorContext | None = None, names=CHECK_NAMES) -> list[
         except VerlfitError as error:
             results.append(CheckResult(name, FAIL, error.message, error.fix))
         except Exception as error:  # the doctor reports; it does not crash
-            results.append(CheckResult(name, FAIL, f"the check itself failed: {type(error).__name__}: {error}", "report this as a verlfit bug"))
+            results.append(
+                CheckResult(
+                    name,
+                    FAIL,
+                    f"the check itself failed: {type(error).__name__}: {error}",
+                    "report this as a verlfit bug",
+                )
+            )
     return results
 
 
-def blocking_checks(profile_name: str | None = None, data_dir: str | None = None, model: str | None = None, environment: Mapping[str, str] | None = None, context: DoctorContext | None = None, rollout: str | None = None, attention: str | None = None, data_keys: DataKeys | None = None) -> list[CheckResult]:
+def blocking_checks(
+    profile_name: str | None = None,
+    data_dir: str | None = None,
+    model: str | None = None,
+    environment: Mapping[str, str] | None = None,
+    context: DoctorContext | None = None,
+    rollout: str | None = None,
+    attention: str | None = None,
+    data_keys: DataKeys | None = None,
+) -> list[CheckResult]:
     """Run the fast checks ``verlfit train`` needs to pass before it starts Ray, and return the
     FAILs only (an empty list means: launch).
 
@@ -784,7 +1015,10 @@ def format_results(results: list[CheckResult]) -> str:
         if r.fix and r.status in (WARN, FAIL):
             lines.append(f"{'':4}  {'':{width}}  fix: {r.fix}")
     counts = {s: sum(1 for r in results if r.status == s) for s in (PASS, WARN, FAIL, SKIP)}
-    lines.append(", ".join(f"{n} {s}" for s, n in counts.items() if n) + ("" if counts[FAIL] else ": ready" if not counts[WARN] else ": ready, with warnings"))
+    lines.append(
+        ", ".join(f"{n} {s}" for s, n in counts.items() if n)
+        + ("" if counts[FAIL] else ": ready" if not counts[WARN] else ": ready, with warnings")
+    )
     return "\n".join(lines)
 
 
@@ -798,17 +1032,62 @@ def register(subparsers):
         epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --profile a10 --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn\n  $ verlfit doctor --data data/mytask --reward-function reward.py:compute_score -- data.prompt_key=question\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="profile to check the GPU against (default: VERLFIT_PROFILE, else chosen by the GPU)")
-    parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine instead of the profile's, as verlfit train --rollout (hf needs no vllm)")
-    parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's, as verlfit train --attention (sdpa and eager need no flash_attn)")
-    parser.add_argument("--data", default="data/gsm8k", help="folder with train.parquet and test.parquet (default: %(default)s)")
-    parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="model directory or hub id (default: %(default)s)")
-    parser.add_argument("--run-dir", default="runs", help="where checkpoints go, for the disk check (default: %(default)s)")
-    parser.add_argument("--algo", choices=("ppo", "grpo"), default="ppo", help="the algorithm whose checkpoints the disk check sizes (PPO: actor and critic; default: %(default)s, as train)")
-    parser.add_argument("--keep-checkpoints", type=checkpoints_to_keep, default=2, metavar="N", help="checkpoints the run keeps, for the disk check: 0 (all) or 2 and more, as train takes (default: %(default)s, as train)")
-    parser.add_argument("--lora-rank", type=rank, default=0, metavar="N", help="the run's LoRA rank, for the disk check: a LoRA checkpoint holds the frozen base, the adapters and AdamW states of the adapters only; 0 = full fine-tuning (default: %(default)s, as train)")
-    parser.add_argument("--critic-lora-rank", type=rank, metavar="N", help="the PPO critic's LoRA rank, for the disk check (default: --lora-rank's, as train; ignored with --algo grpo)")
-    parser.add_argument("--timeout", type=timeout_seconds, default=NETWORK_TIMEOUT_S, help="seconds for the hub reachability check (default: %(default)s)")
+    parser.add_argument(
+        "--profile",
+        choices=(*PROFILE_NAMES, "auto"),
+        help="profile to check the GPU against (default: VERLFIT_PROFILE, else chosen by the GPU)",
+    )
+    parser.add_argument(
+        "--rollout",
+        choices=ROLLOUTS,
+        help="rollout engine instead of the profile's, as verlfit train --rollout (hf needs no vllm)",
+    )
+    parser.add_argument(
+        "--attention",
+        choices=ATTENTION,
+        help="attention instead of the profile's, as verlfit train --attention (sdpa and eager need no flash_attn)",
+    )
+    parser.add_argument(
+        "--data", default="data/gsm8k", help="folder with train.parquet and test.parquet (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="model directory or hub id (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--run-dir", default="runs", help="where checkpoints go, for the disk check (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--algo",
+        choices=("ppo", "grpo"),
+        default="ppo",
+        help="the algorithm whose checkpoints the disk check sizes (PPO: actor and critic; default: %(default)s, as train)",
+    )
+    parser.add_argument(
+        "--keep-checkpoints",
+        type=checkpoints_to_keep,
+        default=2,
+        metavar="N",
+        help="checkpoints the run keeps, for the disk check: 0 (all) or 2 and more, as train takes (default: %(default)s, as train)",
+    )
+    parser.add_argument(
+        "--lora-rank",
+        type=rank,
+        default=0,
+        metavar="N",
+        help="the run's LoRA rank, for the disk check: a LoRA checkpoint holds the frozen base, the adapters and AdamW states of the adapters only; 0 = full fine-tuning (default: %(default)s, as train)",
+    )
+    parser.add_argument(
+        "--critic-lora-rank",
+        type=rank,
+        metavar="N",
+        help="the PPO critic's LoRA rank, for the disk check (default: --lora-rank's, as train; ignored with --algo grpo)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=timeout_seconds,
+        default=NETWORK_TIMEOUT_S,
+        help="seconds for the hub reachability check (default: %(default)s)",
+    )
     parser.add_argument(
         "--reward-function",
         metavar="FILE[:NAME]",
@@ -818,7 +1097,11 @@ def register(subparsers):
         ),
     )
     parser.add_argument("--json", action="store_true", help="print JSON: {checks: [...], exit_status}")
-    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: the verl overrides the run gets; the data and reward lines read data.prompt_key, data.reward_fn_key and custom_reward_function.path/.name")
+    parser.add_argument(
+        "overrides",
+        nargs=argparse.REMAINDER,
+        help="after --: the verl overrides the run gets; the data and reward lines read data.prompt_key, data.reward_fn_key and custom_reward_function.path/.name",
+    )
     parser.set_defaults(func=_run)
     return parser
 

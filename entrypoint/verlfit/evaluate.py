@@ -97,7 +97,9 @@ class Scorer:
         return GSM8K_STRICT if data_source == GSM8K_SOURCE else f"verl default_compute_score, {data_source}"
 
 
-def score_response(data_source: str, response: str, ground_truth: str, extra_info: dict | None = None, scorer: Scorer = Scorer()) -> tuple[float, str | None]:
+def score_response(
+    data_source: str, response: str, ground_truth: str, extra_info: dict | None = None, scorer: Scorer = Scorer()
+) -> tuple[float, str | None]:
     """(the reward of ``response``, the answer GSM8K's strict extraction finds or None). The extraction is made only
     where it is what scores the row: verl's scorer on ``openai/gsm8k``; else None.
 
@@ -110,10 +112,15 @@ def score_response(data_source: str, response: str, ground_truth: str, extra_inf
     from verlfit.reward_function import score_value
 
     if scorer.function is not None:
-        result = scorer.function(data_source=data_source, solution_str=response, ground_truth=ground_truth, extra_info=extra_info)
+        result = scorer.function(
+            data_source=data_source, solution_str=response, ground_truth=ground_truth, extra_info=extra_info
+        )
         value = score_value(result)
         if value is None:
-            raise VerlfitError(f"reward function {scorer.reward} returned {result!r}: verl needs a number, or a dict with a numeric 'score'", fix="return a float, or {'score': float, ...}")
+            raise VerlfitError(
+                f"reward function {scorer.reward} returned {result!r}: verl needs a number, or a dict with a numeric 'score'",
+                fix="return a float, or {'score': float, ...}",
+            )
         return value, None
     value = score_value(default_compute_score(data_source, response, ground_truth, extra_info))
     extracted = extract_solution(response, method="strict") if data_source == GSM8K_SOURCE else None
@@ -139,7 +146,11 @@ def make_scorer(
     from verlfit import reward_function as rewards
 
     if reward_function is not None:
-        reward = reward_function if isinstance(reward_function, rewards.RewardFunction) else rewards.parse_reward_function(reward_function, base)
+        reward = (
+            reward_function
+            if isinstance(reward_function, rewards.RewardFunction)
+            else rewards.parse_reward_function(reward_function, base)
+        )
         function = rewards.load_reward_function(reward)
         rewards.call_on_rows(
             function,
@@ -152,8 +163,11 @@ def make_scorer(
         first.setdefault(str(row["data_source"]), row["reward_model"]["ground_truth"])
     unscored = sorted(source for source, truth in first.items() if not rewards.verl_scores(source, truth))
     if unscored:
-        raise VerlfitError(f"verl 0.4.1 has no scorer for data_source {', '.join(map(repr, unscored))}: nothing to score the responses with",
-                           fix="pass --reward-function FILE.py[:FUNCTION], the reward the model was trained with", exit_code=2)
+        raise VerlfitError(
+            f"verl 0.4.1 has no scorer for data_source {', '.join(map(repr, unscored))}: nothing to score the responses with",
+            fix="pass --reward-function FILE.py[:FUNCTION], the reward the model was trained with",
+            exit_code=2,
+        )
     return Scorer()
 
 
@@ -208,7 +222,9 @@ class EvaluationStopped(Exception):
         self.results, self.row, self.reason, self.interrupted = results, row, reason, interrupted
 
 
-def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, progress=None, scorer: Scorer = Scorer()) -> list[RowResult]:
+def evaluate_rows(
+    rows: list[dict], generate: Generator, batch_size: int = 16, progress=None, scorer: Scorer = Scorer()
+) -> list[RowResult]:
     """Generate and score every row (with ``scorer``), ``batch_size`` prompts per ``generate`` call;
     ``progress(n_done)`` after each batch.
 
@@ -220,7 +236,7 @@ def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, p
     row_number = 0
     try:
         for start in range(0, len(rows), batch_size):
-            batch = rows[start:start + batch_size]
+            batch = rows[start : start + batch_size]
             row_number = start
             outputs = generate([row["prompt"] for row in batch])
             if len(outputs) != len(batch):
@@ -233,8 +249,11 @@ def evaluate_rows(rows: list[dict], generate: Generator, batch_size: int = 16, p
                 except VerlfitError as error:
                     raise EvaluationStopped(results, row_number, error.message) from error
                 except Exception as error:  # the user's reward function: any error it raises is its own
-                    where = (f"reward function {scorer.reward}" if scorer.function is not None
-                             else f"verl's scorer for {row['data_source']}")
+                    where = (
+                        f"reward function {scorer.reward}"
+                        if scorer.function is not None
+                        else f"verl's scorer for {row['data_source']}"
+                    )
                     reason = f"{where} raised {type(error).__name__}: {error}"
                     raise EvaluationStopped(results, row_number, reason) from error
                 index = (row.get("extra_info") or {}).get("index")
@@ -259,7 +278,9 @@ def summarize(results: list[RowResult]) -> dict:
     if n == 0:
         return {"rows": 0, "accuracy": None, "correct": 0, "format_rate": None, "mean_response_tokens": None}
     correct = sum(r.score for r in results)
-    strict = [r for r in results if r.scored_by in (GSM8K_STRICT, "")]  # "": a row of an eval before the label (GSM8K strict)
+    strict = [
+        r for r in results if r.scored_by in (GSM8K_STRICT, "")
+    ]  # "": a row of an eval before the label (GSM8K strict)
     scorers = "; ".join(dict.fromkeys(r.scored_by for r in results if r.scored_by))
     return {
         "rows": n,
@@ -291,9 +312,17 @@ def paired_difference(scores: Sequence[float], other: Sequence[float], confidenc
     sd = statistics.stdev(diffs) if n > 1 else 0.0
     z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2)
     half = z * sd / math.sqrt(n)
-    return {"rows": n, "difference": mean, "confidence": confidence, "low": mean - half, "high": mean + half,
-            "stdev_of_differences": sd, "only_model": sum(d > 0 for d in diffs), "only_other": sum(d < 0 for d in diffs),
-            "method": "normal approximation on the paired per-row differences"}
+    return {
+        "rows": n,
+        "difference": mean,
+        "confidence": confidence,
+        "low": mean - half,
+        "high": mean + half,
+        "stdev_of_differences": sd,
+        "only_model": sum(d > 0 for d in diffs),
+        "only_other": sum(d < 0 for d in diffs),
+        "method": "normal approximation on the paired per-row differences",
+    }
 
 
 class HFGenerator:
@@ -307,18 +336,36 @@ class HFGenerator:
         device: ``"cuda"`` or ``"cpu"`` (default: cuda when available).
     """
 
-    def __init__(self, model_path: str, dtype: str = "float32", attention: str = "sdpa", max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, device: str | None = None):
+    def __init__(
+        self,
+        model_path: str,
+        dtype: str = "float32",
+        attention: str = "sdpa",
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+        device: str | None = None,
+    ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
-            self.model = AutoModelForCausalLM.from_pretrained(model_path, torch_dtype=getattr(torch, dtype), attn_implementation=attention).to(self.device).eval()
+            self.model = (
+                AutoModelForCausalLM.from_pretrained(
+                    model_path, torch_dtype=getattr(torch, dtype), attn_implementation=attention
+                )
+                .to(self.device)
+                .eval()
+            )
         except (OSError, ValueError) as error:  # huggingface_hub's HFValidationError is a ValueError
-            raise VerlfitError(f"cannot load the model {model_path}: {error}", fix="pass a model directory with config.json, weights and tokenizer, or a hub id (network or HF cache needed)") from error
+            raise VerlfitError(
+                f"cannot load the model {model_path}: {error}",
+                fix="pass a model directory with config.json, weights and tokenizer, or a hub id (network or HF cache needed)",
+            ) from error
         if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token  # verl's hf_tokenizer does the same (utils/tokenizer.py)
+            self.tokenizer.pad_token = (
+                self.tokenizer.eos_token
+            )  # verl's hf_tokenizer does the same (utils/tokenizer.py)
         try:
             eos = GenerationConfig.from_pretrained(model_path).eos_token_id
         except OSError:
@@ -331,20 +378,36 @@ class HFGenerator:
 
         from transformers.generation.utils import GenerationMixin
 
-        self.extra = {"use_model_defaults": False} if "use_model_defaults" in inspect.signature(GenerationMixin.generate).parameters else {}
+        self.extra = (
+            {"use_model_defaults": False}
+            if "use_model_defaults" in inspect.signature(GenerationMixin.generate).parameters
+            else {}
+        )
 
     def __call__(self, prompts: Sequence[list]) -> list[tuple[str, int]]:
         import torch
 
-        texts = [self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False) for messages in prompts]
+        texts = [
+            self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+            for messages in prompts
+        ]
         batch = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         with torch.no_grad():
-            output = self.model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], max_new_tokens=self.max_new_tokens,
-                                         eos_token_id=self.eos_token_id, pad_token_id=self.tokenizer.pad_token_id,
-                                         generation_config=self.generation_config, use_cache=True, **self.extra)
+            output = self.model.generate(
+                input_ids=batch["input_ids"],
+                attention_mask=batch["attention_mask"],
+                max_new_tokens=self.max_new_tokens,
+                eos_token_id=self.eos_token_id,
+                pad_token_id=self.tokenizer.pad_token_id,
+                generation_config=self.generation_config,
+                use_cache=True,
+                **self.extra,
+            )
         results = []
-        for sequence in output[:, batch["input_ids"].shape[1]:].tolist():
-            length = next((i + 1 for i, token in enumerate(sequence) if token in self.stop), len(sequence))  # through the first stop token, as verl's response mask
+        for sequence in output[:, batch["input_ids"].shape[1] :].tolist():
+            length = next(
+                (i + 1 for i, token in enumerate(sequence) if token in self.stop), len(sequence)
+            )  # through the first stop token, as verl's response mask
             results.append((self.tokenizer.decode(sequence[:length], skip_special_tokens=True), length))
         return results
 
@@ -379,8 +442,10 @@ def check_loadable(path: str, what: str, name: str) -> None:
         try:
             load(path)
         except (OSError, ValueError) as error:
-            raise VerlfitError(f"{what} {name}: cannot load its {part} from {path}: {error}",
-                               fix="pass a model directory with config.json, weights and tokenizer files (what verlfit export writes), or a hub id") from error
+            raise VerlfitError(
+                f"{what} {name}: cannot load its {part} from {path}: {error}",
+                fix="pass a model directory with config.json, weights and tokenizer files (what verlfit export writes), or a hub id",
+            ) from error
 
 
 def same_model(model: str, other: str) -> bool:
@@ -426,10 +491,17 @@ def resolve_model(model: str, workdir: Path, export_now: bool = True) -> Resolve
         resolved = ResolvedModel("", f"global_step_{checkpoint.step}", path, checkpoint.step, export._run_info(path))
         return export_checkpoint(resolved, workdir) if export_now else resolved
     if path.exists() and not (path / "config.json").is_file():
-        raise VerlfitError(f"{model} is neither a model directory (no config.json) nor a run directory (no checkpoints/)",
-                           fix="pass a model directory, a hub id or a run directory made by verlfit train")
+        raise VerlfitError(
+            f"{model} is neither a model directory (no config.json) nor a run directory (no checkpoints/)",
+            fix="pass a model directory, a hub id or a run directory made by verlfit train",
+        )
     run_dir = path.parent.parent
-    if path.parent.name == "export" and (run_dir / "checkpoints").is_dir() and path.name.startswith("global_step_") and path.name[12:].isdigit():
+    if (
+        path.parent.name == "export"
+        and (run_dir / "checkpoints").is_dir()
+        and path.name.startswith("global_step_")
+        and path.name[12:].isdigit()
+    ):
         # a checkpoint verlfit export wrote to its default place: the eval belongs to the run (RUN/eval/...)
         from verlfit import export
 
@@ -488,15 +560,41 @@ def default_output(model: ResolvedModel, data: str | os.PathLike, split: str) ->
 
 
 def _progress_bar(total: int, description: str):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("rows"),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("rows"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
 
 
-def run_eval(model: str, data: str, split: str = "test", limit: int | None = None, batch_size: int = 16, output: str | None = None,
-             compare: str | None = None, profile: str | None = None, max_new_tokens: int | None = None, make_generator=HFGenerator,
-             preflight: bool = True, reward_function: str | None = None, force: bool = False) -> dict:
+def run_eval(
+    model: str,
+    data: str,
+    split: str = "test",
+    limit: int | None = None,
+    batch_size: int = 16,
+    output: str | None = None,
+    compare: str | None = None,
+    profile: str | None = None,
+    max_new_tokens: int | None = None,
+    make_generator=HFGenerator,
+    preflight: bool = True,
+    reward_function: str | None = None,
+    force: bool = False,
+) -> dict:
     """Evaluate ``model`` (and ``compare``) on the same rows; write the files (module docstring); return the summary
     (with ``"comparison"`` when ``compare`` is given). ``force``: replace what verlfit wrote at the output before
     (an eval of another model or data); a re-run of the same eval replaces its own output without it.
@@ -518,19 +616,48 @@ def run_eval(model: str, data: str, split: str = "test", limit: int | None = Non
     from verlfit.export import quiet_known_warnings
 
     with quiet_known_warnings():
-        return _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens,
-                         make_generator, preflight, reward_function, force)
+        return _run_eval(
+            model,
+            data,
+            split,
+            limit,
+            batch_size,
+            output,
+            compare,
+            profile,
+            max_new_tokens,
+            make_generator,
+            preflight,
+            reward_function,
+            force,
+        )
 
 
-def _run_eval(model, data, split, limit, batch_size, output, compare, profile, max_new_tokens, make_generator,
-              preflight, reward_function=None, force=False) -> dict:
+def _run_eval(
+    model,
+    data,
+    split,
+    limit,
+    batch_size,
+    output,
+    compare,
+    profile,
+    max_new_tokens,
+    make_generator,
+    preflight,
+    reward_function=None,
+    force=False,
+) -> dict:
     import shutil
 
     from verlfit import hub, output_files
 
     if compare is not None and same_model(model, compare):
-        raise VerlfitError(f"--compare {compare} is the same model as MODEL {model} ({os.path.realpath(compare)}): the difference would be 0 by construction",
-                           fix="pass --compare another model (for example the base model the run trained from)", exit_code=2)
+        raise VerlfitError(
+            f"--compare {compare} is the same model as MODEL {model} ({os.path.realpath(compare)}): the difference would be 0 by construction",
+            fix="pass --compare another model (for example the base model the run trained from)",
+            exit_code=2,
+        )
     rows = load_rows(data, split, limit)
     if not rows:
         raise VerlfitError(f"{Path(data) / f'{split}.parquet'} has no rows", fix="prepare the data again")
@@ -580,19 +707,31 @@ def _run_eval(model, data, split, limit, batch_size, output, compare, profile, m
             try:
                 with _progress_bar(len(rows), model_target.label) as bar:
                     task = bar.add_task(f"eval {model_target.label}", total=len(rows))
-                    results = evaluate_rows(rows, generator, batch_size, scorer=scorer,
-                                            progress=lambda done: bar.update(task, completed=done))
+                    results = evaluate_rows(
+                        rows,
+                        generator,
+                        batch_size,
+                        scorer=scorer,
+                        progress=lambda done: bar.update(task, completed=done),
+                    )
             except EvaluationStopped as stop:
                 results, stopped = stop.results, stop
             del generator
             summary = summarize(results) | {
                 "model": model if model_target is resolved else compare,
                 "loaded_from": model_target.path if model_target.run_dir is None else None,
-                "run_dir": str(model_target.run_dir) if model_target.run_dir else None, "step": model_target.step,
-                "data": str(Path(data) / f"{split}.parquet"), "split": split, "limit": limit,
-                "dtype": dtype, "attention": attention, "settings_from": why, "max_new_tokens": tokens,
+                "run_dir": str(model_target.run_dir) if model_target.run_dir else None,
+                "step": model_target.step,
+                "data": str(Path(data) / f"{split}.parquet"),
+                "split": split,
+                "limit": limit,
+                "dtype": dtype,
+                "attention": attention,
+                "settings_from": why,
+                "max_new_tokens": tokens,
                 "decoding": "greedy",
-                "seconds": round(time.monotonic() - started, 1)}
+                "seconds": round(time.monotonic() - started, 1),
+            }
             if stopped is not None:
                 summary |= {"partial": True, "stopped_at_row": stopped.row, "stopped_because": stopped.reason}
             written.append((where, results, summary))
@@ -634,14 +773,19 @@ def _stopped_error(stopped: EvaluationStopped, data_file: Path, out: Path | None
     if out is None:
         kept = "; nothing written (no row was scored)"
     else:
-        kept = (f"; the {len(stopped.results)} rows scored before it are written to {out} "
-                f"({SUMMARY_FILE} says \"partial\": true)")
+        kept = (
+            f"; the {len(stopped.results)} rows scored before it are written to {out} "
+            f'({SUMMARY_FILE} says "partial": true)'
+        )
     if stopped.interrupted:
         fix = "run the eval again to score every row (it replaces the partial output)"
     else:
         fix = "fix the reward function so that it returns a number for every row, then run the eval again"
-    return VerlfitError(f"eval stopped at row {stopped.row} of {data_file}: {stopped.reason}{kept}", fix=fix,
-                        exit_code=130 if stopped.interrupted else 1)
+    return VerlfitError(
+        f"eval stopped at row {stopped.row} of {data_file}: {stopped.reason}{kept}",
+        fix=fix,
+        exit_code=130 if stopped.interrupted else 1,
+    )
 
 
 def _format(summary: dict) -> str:
@@ -659,16 +803,22 @@ def score_text(summary: dict) -> str:
 
 def describe(summary: dict) -> str:
     comparison = summary.get("comparison")
-    lines = [f"{'model ' if comparison else ''}{summary['model']}: {score_text(summary)}, "
-             f"{_format(summary)}mean response {summary['mean_response_tokens']:.1f} tokens "
-             f"({summary['dtype']}, {summary['attention']}: {summary['settings_from']})"]
+    lines = [
+        f"{'model ' if comparison else ''}{summary['model']}: {score_text(summary)}, "
+        f"{_format(summary)}mean response {summary['mean_response_tokens']:.1f} tokens "
+        f"({summary['dtype']}, {summary['attention']}: {summary['settings_from']})"
+    ]
     if comparison:
         other = comparison["other"]
-        lines.append(f"other {other['model']}: {score_text(other)}, "
-                     f"{_format(other)}mean response {other['mean_response_tokens']:.1f} tokens")
-        lines.append(f"difference (model - other, same {comparison['rows']} rows): {comparison['difference']:+.4f}, "
-                     f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}] "
-                     f"({comparison['method']}); right only for model: {comparison['only_model']}, only for other: {comparison['only_other']}")
+        lines.append(
+            f"other {other['model']}: {score_text(other)}, "
+            f"{_format(other)}mean response {other['mean_response_tokens']:.1f} tokens"
+        )
+        lines.append(
+            f"difference (model - other, same {comparison['rows']} rows): {comparison['difference']:+.4f}, "
+            f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}] "
+            f"({comparison['method']}); right only for model: {comparison['only_model']}, only for other: {comparison['only_other']}"
+        )
     if summary.get("score"):
         lines.append(f"scored by {summary['score']}")
     lines.append(f"written to {summary['output']}")
@@ -715,18 +865,41 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--split", default="test", help="which SPLIT.parquet (default test, what validation uses)")
     parser.add_argument("--limit", type=_positive, metavar="N", help="only the first N rows")
-    parser.add_argument("--compare", metavar="OTHER", help="also score OTHER on the same rows; print the paired difference with a 95%% CI")
+    parser.add_argument(
+        "--compare",
+        metavar="OTHER",
+        help="also score OTHER on the same rows; print the paired difference with a 95%% CI",
+    )
     parser.add_argument("--batch-size", type=_positive, default=16, help="prompts per generate call (default 16)")
-    parser.add_argument("--max-new-tokens", type=_positive, metavar="T", help=f"response budget in tokens (default: the run's --max-response-length, else {DEFAULT_MAX_NEW_TOKENS})")
-    parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)")
-    parser.add_argument("--output", metavar="DIR",
-                        help=f"where to write {ROWS_FILE} and {SUMMARY_FILE}: a new folder or an earlier eval's "
-                             f"(default RUN/{EVAL_DIR}/global_step_N-DATA-SPLIT or {EVAL_DIR}/NAME-DATA-SPLIT, "
-                             "DATA the data folder's name)")
-    parser.add_argument("--force", action="store_true",
-                        help="replace what verlfit wrote at --output before (another eval's; a re-run of the same eval "
-                             "replaces its own without it); never a file verlfit did not write")
-    parser.add_argument("--reward-function", metavar="FILE[:NAME]", help="score with this reward function (verl's custom_reward_function; NAME default compute_score) instead of verl's scorer for each row's data_source (default: the run's, else verl's)")
+    parser.add_argument(
+        "--max-new-tokens",
+        type=_positive,
+        metavar="T",
+        help=f"response budget in tokens (default: the run's --max-response-length, else {DEFAULT_MAX_NEW_TOKENS})",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=(*PROFILE_NAMES, "auto"),
+        help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        help=f"where to write {ROWS_FILE} and {SUMMARY_FILE}: a new folder or an earlier eval's "
+        f"(default RUN/{EVAL_DIR}/global_step_N-DATA-SPLIT or {EVAL_DIR}/NAME-DATA-SPLIT, "
+        "DATA the data folder's name)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace what verlfit wrote at --output before (another eval's; a re-run of the same eval "
+        "replaces its own without it); never a file verlfit did not write",
+    )
+    parser.add_argument(
+        "--reward-function",
+        metavar="FILE[:NAME]",
+        help="score with this reward function (verl's custom_reward_function; NAME default compute_score) instead of verl's scorer for each row's data_source (default: the run's, else verl's)",
+    )
     parser.set_defaults(func=_run)
     return parser
 
@@ -735,7 +908,18 @@ def _run(args) -> int:
     from verlfit.checks.stack import require
 
     require("eval")  # the same words as train and export
-    summary = run_eval(args.model, args.data, args.split, args.limit, args.batch_size, args.output, args.compare, args.profile, args.max_new_tokens,
-                       reward_function=args.reward_function, force=args.force)
+    summary = run_eval(
+        args.model,
+        args.data,
+        args.split,
+        args.limit,
+        args.batch_size,
+        args.output,
+        args.compare,
+        args.profile,
+        args.max_new_tokens,
+        reward_function=args.reward_function,
+        force=args.force,
+    )
     print(describe(summary))
     return 0

@@ -73,9 +73,14 @@ _SHARD = re.compile(r"model_world_size_(\d+)_rank_(\d+)\.pt")
 #   sliding_window and the attention is not flash_attention_2 (Qwen2.5's config.json sets sliding_window while
 #   use_sliding_window is false, so the window is never used).
 NOISY_LOGS = (
-    ("torch.distributed.device_mesh", r"It seems like pickling/unpickling of the DeviceMesh occurred before the PGs were created"),
-    *((f"transformers.models.{name}.modeling_{name}", r"Sliding Window Attention is enabled but not implemented for")
-      for name in ("qwen2", "qwen3", "qwen2_vl", "qwen2_5_vl")),
+    (
+        "torch.distributed.device_mesh",
+        r"It seems like pickling/unpickling of the DeviceMesh occurred before the PGs were created",
+    ),
+    *(
+        (f"transformers.models.{name}.modeling_{name}", r"Sliding Window Attention is enabled but not implemented for")
+        for name in ("qwen2", "qwen3", "qwen2_vl", "qwen2_5_vl")
+    ),
 )
 NOISY_WARNINGS = ((UserWarning, r"pkg_resources is deprecated as an API"),)
 
@@ -135,11 +140,16 @@ def _missing_files(role_dir: Path) -> tuple[int | None, list[str]]:
     except (OSError, ValueError, KeyError, TypeError):
         missing.append("fsdp_config.json (unreadable)")
     if world_size is None:
-        shards = [int(m.group(1)) for m in map(_SHARD.fullmatch, os.listdir(role_dir) if role_dir.is_dir() else []) if m]
+        shards = [
+            int(m.group(1)) for m in map(_SHARD.fullmatch, os.listdir(role_dir) if role_dir.is_dir() else []) if m
+        ]
         world_size = max(shards) if shards else None
     if world_size is not None:
-        missing += [f"model_world_size_{world_size}_rank_{rank}.pt" for rank in range(world_size)
-                    if not (role_dir / f"model_world_size_{world_size}_rank_{rank}.pt").is_file()]
+        missing += [
+            f"model_world_size_{world_size}_rank_{rank}.pt"
+            for rank in range(world_size)
+            if not (role_dir / f"model_world_size_{world_size}_rank_{rank}.pt").is_file()
+        ]
     else:
         missing.append("model_world_size_W_rank_R.pt")
     if not (role_dir / "huggingface" / "config.json").is_file():
@@ -191,7 +201,7 @@ def parse_step(text: str) -> int | str:
     """
     if text == "latest":
         return text
-    number = text[len("global_step_"):] if text.startswith("global_step_") else text
+    number = text[len("global_step_") :] if text.startswith("global_step_") else text
     if not number.isdigit():
         raise ValueError(f"{text!r}: a step number (N or global_step_N) or latest")
     return int(number)
@@ -208,8 +218,10 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
     """
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise VerlfitError(f"{run_dir} is not a directory; pass a run directory made by verlfit train",
-                           fix="verlfit export runs/<name>")
+        raise VerlfitError(
+            f"{run_dir} is not a directory; pass a run directory made by verlfit train",
+            fix="verlfit export runs/<name>",
+        )
     if isinstance(step, str):
         try:
             step = parse_step(step)
@@ -219,29 +231,43 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
     steps = saved_steps(root)
     marker = read_marker(root)
     if not steps:
-        raise VerlfitError(f"{run_dir} has no checkpoint ({root} holds no global_step_N directory)",
-                           fix="train with --save-freq N (verl saves every N steps and at the last step; -1 saves none)")
+        raise VerlfitError(
+            f"{run_dir} has no checkpoint ({root} holds no global_step_N directory)",
+            fix="train with --save-freq N (verl saves every N steps and at the last step; -1 saves none)",
+        )
     complete = complete_steps(root, steps, marker)
     if step == "latest":
         if marker is None:
-            raise VerlfitError(f"{run_dir} has no complete checkpoint: {root / TRACKER} (verl's marker, written after a "
-                               f"checkpoint is saved) {_marker_state(root)}; {_step_names(steps)} {'was' if len(steps) == 1 else 'were'} cut off mid-save",
-                               fix=_choose_fix([], run_dir, marker))
+            raise VerlfitError(
+                f"{run_dir} has no complete checkpoint: {root / TRACKER} (verl's marker, written after a "
+                f"checkpoint is saved) {_marker_state(root)}; {_step_names(steps)} {'was' if len(steps) == 1 else 'were'} cut off mid-save",
+                fix=_choose_fix([], run_dir, marker),
+            )
         step = marker
     elif step not in steps:
-        raise VerlfitError(f"{run_dir} has no checkpoint of step {step}; saved: {_step_names(steps)}"
-                           + (f" (complete: {', '.join(map(str, complete))})" if complete else " (none complete)"),
-                           fix=_choose_fix(complete, run_dir, marker), exit_code=2)
+        raise VerlfitError(
+            f"{run_dir} has no checkpoint of step {step}; saved: {_step_names(steps)}"
+            + (f" (complete: {', '.join(map(str, complete))})" if complete else " (none complete)"),
+            fix=_choose_fix(complete, run_dir, marker),
+            exit_code=2,
+        )
     path = root / f"global_step_{step}"
     if marker is None or step > marker:
         said = _marker_state(root) if marker is None else f"says step {marker}"
-        raise VerlfitError(f"{path} is incomplete: verl's marker {root / TRACKER} {said}, so the save of step {step} did not finish",
-                           fix=_choose_fix(complete, run_dir, marker) + (", or resume the run" if complete else ""), exit_code=2)
+        raise VerlfitError(
+            f"{path} is incomplete: verl's marker {root / TRACKER} {said}, so the save of step {step} did not finish",
+            fix=_choose_fix(complete, run_dir, marker) + (", or resume the run" if complete else ""),
+            exit_code=2,
+        )
     world_size, has_critic, missing = _step_missing(path)
     if missing:
         others = [s for s in complete if s != step]
-        raise VerlfitError(f"{path} is incomplete: missing {', '.join(missing)}",
-                           fix=(_choose_fix(others, run_dir) + ", or resume the run to save a new checkpoint") if others else _choose_fix([], run_dir))
+        raise VerlfitError(
+            f"{path} is incomplete: missing {', '.join(missing)}",
+            fix=(_choose_fix(others, run_dir) + ", or resume the run to save a new checkpoint")
+            if others
+            else _choose_fix([], run_dir),
+        )
     return Checkpoint(run_dir=run_dir, step=step, path=path, world_size=world_size, has_critic=has_critic)
 
 
@@ -257,8 +283,10 @@ def load_shard(path: Path, map_location="cpu", fix: str | None = None) -> dict:
     try:
         return torch.load(path, map_location=map_location, weights_only=False)
     except (OSError, RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as error:
-        raise VerlfitError(f"cannot read the shard {path} ({type(error).__name__}: {error}): the file is damaged (truncated or not a torch checkpoint)",
-                           fix=fix or "export another checkpoint of the run (--step N)") from error
+        raise VerlfitError(
+            f"cannot read the shard {path} ({type(error).__name__}: {error}): the file is damaged (truncated or not a torch checkpoint)",
+            fix=fix or "export another checkpoint of the run (--step N)",
+        ) from error
 
 
 def older_steps_fix(checkpoint: "Checkpoint") -> str:
@@ -286,16 +314,25 @@ def merged_state_dict(role_dir: Path, dtype=None, fix: str | None = None) -> dic
     from verl.model_merger.base_model_merger import ModelMergerConfig
     from verl.model_merger.fsdp_model_merger import FSDPModelMerger
 
-    config = ModelMergerConfig(operation="merge", backend="fsdp", local_dir=str(role_dir), target_dir=None,
-                               hf_model_config_path=str(role_dir / "huggingface"))
+    config = ModelMergerConfig(
+        operation="merge",
+        backend="fsdp",
+        local_dir=str(role_dir),
+        target_dir=None,
+        hf_model_config_path=str(role_dir / "huggingface"),
+    )
     merger = FSDPModelMerger(config)
     world_size = merger._get_world_size()
-    shards = [load_shard(role_dir / f"model_world_size_{world_size}_rank_{rank}.pt", "cpu", fix) for rank in range(world_size)]
+    shards = [
+        load_shard(role_dir / f"model_world_size_{world_size}_rank_{rank}.pt", "cpu", fix) for rank in range(world_size)
+    ]
     mesh, mesh_dim_names = merger._extract_device_mesh_info(shards[0], world_size)
     total_shards, mesh_shape = merger._calculate_shard_configuration(mesh, mesh_dim_names)
     if total_shards != world_size or len(mesh_shape) != 1:
-        raise VerlfitError(f"{role_dir}: a device mesh of {mesh_shape} ({mesh_dim_names}) is not a plain FSDP checkpoint",
-                           fix="merge it with python -m verl.model_merger merge --backend fsdp")
+        raise VerlfitError(
+            f"{role_dir}: a device mesh of {mesh_shape} ({mesh_dim_names}) is not a plain FSDP checkpoint",
+            fix="merge it with python -m verl.model_merger merge --backend fsdp",
+        )
     merged = {}
     for key in sorted(shards[0]):
         parts = [shard.pop(key) for shard in shards]
@@ -325,7 +362,11 @@ def split_lora(state_dict: dict) -> tuple[dict, dict, int, list[str]]:
             if ".lora_A." in key:
                 rank = tensor.shape[0]
         else:
-            base[name.replace("base_model.model.", "", 1).replace(".base_layer.weight", ".weight").replace(".base_layer.bias", ".bias")] = tensor
+            base[
+                name.replace("base_model.model.", "", 1)
+                .replace(".base_layer.weight", ".weight")
+                .replace(".base_layer.bias", ".bias")
+            ] = tensor
     return base, adapter, rank or 0, sorted(targets)
 
 
@@ -342,8 +383,11 @@ def lora_alpha_of(run_dir: Path, role: str) -> float:
     try:
         value = OmegaConf.select(OmegaConf.load(path), key)
     except (OSError, ValueError) as error:
-        raise VerlfitError(f"the checkpoint holds a LoRA adapter but {path} (the run's verl config) cannot be read ({error}): "
-                           "lora_alpha is not in the checkpoint", fix="pass --lora-alpha (the run's actor_rollout_ref.model.lora_alpha)") from error
+        raise VerlfitError(
+            f"the checkpoint holds a LoRA adapter but {path} (the run's verl config) cannot be read ({error}): "
+            "lora_alpha is not in the checkpoint",
+            fix="pass --lora-alpha (the run's actor_rollout_ref.model.lora_alpha)",
+        ) from error
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise VerlfitError(f"{path} has no number at {key}", fix="pass --lora-alpha")
     return float(value)
@@ -354,7 +398,9 @@ def _model_class(state_dict: dict, config):
 
     if "score.weight" in state_dict:  # verl's value model (critic): AutoModelForTokenClassification, num_labels=1
         config.num_labels = state_dict["score.weight"].shape[0]
-        config.architectures = [config.architectures[0].replace("ForCausalLM", "ForTokenClassification")] if config.architectures else None
+        config.architectures = (
+            [config.architectures[0].replace("ForCausalLM", "ForTokenClassification")] if config.architectures else None
+        )
         return AutoModelForTokenClassification
     return AutoModelForCausalLM
 
@@ -382,8 +428,16 @@ def base_dtype(base: dict):
     return max(counts, key=counts.get)
 
 
-def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha: float | None, base_model: str | None, role: str,
-               fix: str | None = None) -> str:
+def _save_role(
+    role_dir: Path,
+    out: Path,
+    dtype,
+    adapter_only: bool,
+    lora_alpha: float | None,
+    base_model: str | None,
+    role: str,
+    fix: str | None = None,
+) -> str:
     """Write one role (actor or critic) to ``out``; return what it wrote ("model" or "adapter")."""
     import torch
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
@@ -404,8 +458,14 @@ def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha:
         from peft import LoraConfig, TaskType, get_peft_model, set_peft_model_state_dict
 
         task = TaskType.TOKEN_CLS if "score.weight" in base else TaskType.CAUSAL_LM
-        lora = LoraConfig(r=rank, lora_alpha=lora_alpha, target_modules=targets, task_type=task, bias="none",
-                          base_model_name_or_path=base_model)
+        lora = LoraConfig(
+            r=rank,
+            lora_alpha=lora_alpha,
+            target_modules=targets,
+            task_type=task,
+            bias="none",
+            base_model_name_or_path=base_model,
+        )
         if adapter_only:
             lora.save_pretrained(out)
             from safetensors.torch import save_file
@@ -424,8 +484,10 @@ def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha:
         model.config.torch_dtype = target
     else:
         if adapter_only:
-            raise VerlfitError(f"--adapter-only: {role_dir} holds no LoRA adapter (a full fine-tuning run)",
-                               fix="leave out --adapter-only to export the full model")
+            raise VerlfitError(
+                f"--adapter-only: {role_dir} holds no LoRA adapter (a full fine-tuning run)",
+                fix="leave out --adapter-only to export the full model",
+            )
         model = _build_model(base, config, target)
     if model.can_generate() and (hf_dir / "generation_config.json").is_file():
         model.generation_config = GenerationConfig.from_pretrained(hf_dir)
@@ -436,15 +498,19 @@ def _save_role(role_dir: Path, out: Path, dtype, adapter_only: bool, lora_alpha:
 
 def _needed_bytes(checkpoint: Checkpoint, roles: list[str], dtype_name: str | None) -> int:
     """Bytes the output needs, about: the shards' size, scaled to ``dtype_name`` (shards hold fp32: 4 bytes/parameter)."""
-    total = sum(f.stat().st_size for role in roles for f in checkpoint.role_dir(role).glob("model_world_size_*_rank_*.pt"))
+    total = sum(
+        f.stat().st_size for role in roles for f in checkpoint.role_dir(role).glob("model_world_size_*_rank_*.pt")
+    )
     return total if dtype_name is None else total * DTYPES[dtype_name] // 4
 
 
 def _disk_full(where: Path, needed: int | None = None) -> VerlfitError:
     free = shutil.disk_usage(where).free
     need = f"; the model needs about {needed / 2**30:.2f} GiB" if needed else ""
-    return VerlfitError(f"not enough disk space at {where}: {free / 2**30:.2f} GiB free{need}",
-                        fix="free space there, or pass --output on another disk (or --dtype bfloat16 for half the size)")
+    return VerlfitError(
+        f"not enough disk space at {where}: {free / 2**30:.2f} GiB free{need}",
+        fix="free space there, or pass --output on another disk (or --dtype bfloat16 for half the size)",
+    )
 
 
 @dataclass
@@ -455,8 +521,16 @@ class ExportResult:
     replaced: str = ""  # what of verlfit's earlier output there this export replaced (output_files.replaced_text)
 
 
-def export(run_dir, step: int | str = "latest", output=None, dtype: str | None = None, adapter_only: bool = False,
-           critic: bool = False, force: bool = False, lora_alpha: float | None = None) -> ExportResult:
+def export(
+    run_dir,
+    step: int | str = "latest",
+    output=None,
+    dtype: str | None = None,
+    adapter_only: bool = False,
+    critic: bool = False,
+    force: bool = False,
+    lora_alpha: float | None = None,
+) -> ExportResult:
     """Export the actor (and, with ``critic``, the critic into ``OUTPUT/critic``) of one checkpoint.
 
     Output (default ``RUN_DIR/export/global_step_N``): ``config.json``, ``generation_config.json`` (when the model
@@ -487,8 +561,10 @@ def _write_error(where: Path, error: OSError, needed: int | None = None) -> Verl
     from verlfit.errors import os_error_words
 
     cause = os_error_words(error)
-    return VerlfitError(f"cannot export to {where}: {cause}" + (f" ({error.filename})" if error.filename else ""),
-                        fix="pass --output a directory you can write (and with room for the model)")
+    return VerlfitError(
+        f"cannot export to {where}: {cause}" + (f" ({error.filename})" if error.filename else ""),
+        fix="pass --output a directory you can write (and with room for the model)",
+    )
 
 
 def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alpha) -> ExportResult:
@@ -498,17 +574,32 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
     if dtype is not None and dtype not in DTYPES:
         raise VerlfitError(f"--dtype {dtype}: not one of {', '.join(DTYPES)}", exit_code=2)
     if critic and not checkpoint.has_critic:
-        raise VerlfitError(f"--critic: {checkpoint.path} has no critic (a GRPO run trains none)", fix="leave out --critic")
-    out = Path(output) if output is not None else checkpoint.run_dir / EXPORT_DIR / (f"global_step_{checkpoint.step}" + ("-adapter" if adapter_only else ""))
-    target = output_files.check_output(out, "verlfit export", force=force, inputs=[checkpoint.run_dir],
-                                       own_place=(EXPORT_DIR, "*"))
+        raise VerlfitError(
+            f"--critic: {checkpoint.path} has no critic (a GRPO run trains none)", fix="leave out --critic"
+        )
+    out = (
+        Path(output)
+        if output is not None
+        else checkpoint.run_dir / EXPORT_DIR / (f"global_step_{checkpoint.step}" + ("-adapter" if adapter_only else ""))
+    )
+    target = output_files.check_output(
+        out, "verlfit export", force=force, inputs=[checkpoint.run_dir], own_place=(EXPORT_DIR, "*")
+    )
     roles = ["actor"] + (["critic"] if critic else [])
     damaged = older_steps_fix(checkpoint)
     lora_roles = [role for role in roles if _has_lora(checkpoint, role, damaged)]
     if lora_alpha is not None and not lora_roles:
-        raise VerlfitError(f"--lora-alpha {lora_alpha:g}: {checkpoint.path} holds no LoRA adapter (a full fine-tuning run), so there is no alpha to apply",
-                           fix="leave out --lora-alpha", exit_code=2)
-    alphas = {role: (lora_alpha if lora_alpha is not None else lora_alpha_of(checkpoint.run_dir, role)) if role in lora_roles else None for role in roles}
+        raise VerlfitError(
+            f"--lora-alpha {lora_alpha:g}: {checkpoint.path} holds no LoRA adapter (a full fine-tuning run), so there is no alpha to apply",
+            fix="leave out --lora-alpha",
+            exit_code=2,
+        )
+    alphas = {
+        role: (lora_alpha if lora_alpha is not None else lora_alpha_of(checkpoint.run_dir, role))
+        if role in lora_roles
+        else None
+        for role in roles
+    }
     created = output_files.prepare_parent(target)
     needed = _needed_bytes(checkpoint, roles, dtype)
     if shutil.disk_usage(target.path.parent).free < needed:
@@ -521,8 +612,16 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
         written = {}
         try:
             for role in roles:
-                written[role] = _save_role(checkpoint.role_dir(role), folder if role == "actor" else folder / "critic",
-                                           getattr(torch, dtype) if dtype else None, adapter_only, alphas[role], base_model, role, damaged)
+                written[role] = _save_role(
+                    checkpoint.role_dir(role),
+                    folder if role == "actor" else folder / "critic",
+                    getattr(torch, dtype) if dtype else None,
+                    adapter_only,
+                    alphas[role],
+                    base_model,
+                    role,
+                    damaged,
+                )
         except OSError as error:
             raise _write_error(out.parent, error, needed) from error
         return written
@@ -557,35 +656,66 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "export",
         help="write a run's checkpoint as a Hugging Face model directory (verl's merger)",
-        description=("Merge the FSDP shards of one checkpoint of a run (RUN_DIR/checkpoints/global_step_N) into a model "
-                     "directory that transformers' AutoModelForCausalLM.from_pretrained loads: safetensors weights, "
-                     "config.json, generation_config.json and tokenizer files. A LoRA run's adapter is merged into the "
-                     "base (PEFT merge_and_unload) unless --adapter-only."),
-        epilog=("examples:\n"
-                "  $ verlfit export runs/ppo-p40\n"
-                "  $ verlfit export runs/ppo-p40 --step 50 --output models/ppo-p40-step50\n"
-                "  $ verlfit export runs/lora-a10 --adapter-only\n"
-                "  $ verlfit export runs/ppo-p40 --critic --dtype bfloat16 --force\n"),
+        description=(
+            "Merge the FSDP shards of one checkpoint of a run (RUN_DIR/checkpoints/global_step_N) into a model "
+            "directory that transformers' AutoModelForCausalLM.from_pretrained loads: safetensors weights, "
+            "config.json, generation_config.json and tokenizer files. A LoRA run's adapter is merged into the "
+            "base (PEFT merge_and_unload) unless --adapter-only."
+        ),
+        epilog=(
+            "examples:\n"
+            "  $ verlfit export runs/ppo-p40\n"
+            "  $ verlfit export runs/ppo-p40 --step 50 --output models/ppo-p40-step50\n"
+            "  $ verlfit export runs/lora-a10 --adapter-only\n"
+            "  $ verlfit export runs/ppo-p40 --critic --dtype bfloat16 --force\n"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory made by verlfit train")
-    parser.add_argument("--step", type=_step, default="latest", metavar="N|latest",
-                        help="which checkpoint: N or global_step_N (its directory's name); latest: the newest complete one (default)")
-    parser.add_argument("--output", metavar="DIR", help="where to write the model: a new folder, or an earlier export "
-                                                        f"(default RUN_DIR/{EXPORT_DIR}/global_step_N)")
-    parser.add_argument("--dtype", choices=tuple(DTYPES), help="dtype of the written weights (default: the checkpoint's, fp32 for verl's FSDP master weights; bfloat16 halves the size and rounds)")
-    parser.add_argument("--adapter-only", action="store_true", help="LoRA runs: write the PEFT adapter directory instead of the merged model")
-    parser.add_argument("--lora-alpha", type=float, metavar="A", help="LoRA runs: lora_alpha when the run has no config.yaml (default: the run's)")
+    parser.add_argument(
+        "--step",
+        type=_step,
+        default="latest",
+        metavar="N|latest",
+        help="which checkpoint: N or global_step_N (its directory's name); latest: the newest complete one (default)",
+    )
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        help="where to write the model: a new folder, or an earlier export "
+        f"(default RUN_DIR/{EXPORT_DIR}/global_step_N)",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=tuple(DTYPES),
+        help="dtype of the written weights (default: the checkpoint's, fp32 for verl's FSDP master weights; bfloat16 halves the size and rounds)",
+    )
+    parser.add_argument(
+        "--adapter-only",
+        action="store_true",
+        help="LoRA runs: write the PEFT adapter directory instead of the merged model",
+    )
+    parser.add_argument(
+        "--lora-alpha",
+        type=float,
+        metavar="A",
+        help="LoRA runs: lora_alpha when the run has no config.yaml (default: the run's)",
+    )
     parser.add_argument("--critic", action="store_true", help="also export the critic (PPO) into OUTPUT/critic")
-    parser.add_argument("--force", action="store_true",
-                        help="replace what verlfit wrote at --output before (after the new export is complete); "
-                             "never a file verlfit did not write")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace what verlfit wrote at --output before (after the new export is complete); "
+        "never a file verlfit did not write",
+    )
     parser.set_defaults(func=_run)
     return parser
 
 
 def _run(args) -> int:
-    result = export(args.run_dir, args.step, args.output, args.dtype, args.adapter_only, args.critic, args.force, args.lora_alpha)
+    result = export(
+        args.run_dir, args.step, args.output, args.dtype, args.adapter_only, args.critic, args.force, args.lora_alpha
+    )
     what = ", ".join(f"{role} {kind}" for role, kind in result.written.items())
     print(f"exported step {result.checkpoint.step} of {result.checkpoint.run_dir} ({what}) to {result.output}")
     if result.replaced:

@@ -43,22 +43,36 @@ WORKER_METHOD_PHASES: dict[str, str] = {
 }
 
 # RayPPOTrainer's worker-group attribute -> the WorkerDict role prefix it was spawned with (ray_trainer.py:780-792)
-WORKER_GROUP_ROLES: dict[str, str] = {"actor_rollout_wg": "actor_rollout", "critic_wg": "critic", "ref_policy_wg": "ref", "rm_wg": "rm"}
+WORKER_GROUP_ROLES: dict[str, str] = {
+    "actor_rollout_wg": "actor_rollout",
+    "critic_wg": "critic",
+    "ref_policy_wg": "ref",
+    "rm_wg": "rm",
+}
 
 # verl's role -> the words a message uses for it (the role prefixes of verl/trainer/ppo/ray_trainer.py:736-757)
-ROLE_WORDS: dict[str, str] = {"actor_rollout": "the actor/rollout worker", "critic": "the critic worker", "ref": "the reference worker", "rm": "the reward-model worker"}
+ROLE_WORDS: dict[str, str] = {
+    "actor_rollout": "the actor/rollout worker",
+    "critic": "the critic worker",
+    "ref": "the reference worker",
+    "rm": "the reward-model worker",
+}
 
 _METHOD = re.compile(r"ray::WorkerDict\.(\w+)")
 _GROUP_CALL = re.compile(r"\bself\.(" + "|".join(WORKER_GROUP_ROLES) + r")\.(\w+)\(")
 _OOM = re.compile(r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError|CUDA out of memory")
-_OOM_DETAIL = re.compile(r"Tried to allocate ([\d.]+ [KMG]iB)\. GPU \d+ has a total capacity of ([\d.]+ [KMG]iB) of which ([\d.]+ [KMG]iB) is free")
+_OOM_DETAIL = re.compile(
+    r"Tried to allocate ([\d.]+ [KMG]iB)\. GPU \d+ has a total capacity of ([\d.]+ [KMG]iB) of which ([\d.]+ [KMG]iB) is free"
+)
 # under a per-process limit (torch.cuda.set_per_process_memory_fraction: patch 0006, --gpu-memory-limit, --emulate)
 # torch's line adds "X GiB allowed; Of the allocated memory Y GiB is allocated by PyTorch"
 _OOM_LIMIT = re.compile(r"([\d.]+ [KMG]iB) allowed; Of the allocated memory ([\d.]+ [KMG]iB) is allocated by PyTorch")
 _DISK_FULL = re.compile(r"\[Errno 28\]|No space left on device|ENOSPC")
 _ACTOR_DIED = re.compile(r"ActorDiedError|The actor died unexpectedly|Worker exit type: SYSTEM_ERROR|RayActorError")
 # patch 0024's stop (verl/utils/loss_scaling.py LossScaler.step): every update overflowed in fp16 N times in a row
-_FP16_OVERFLOW = re.compile(r"verlfit loss scaling: the last (\d+) (actor|critic) updates all overflowed in fp16 \(inf/nan gradients at every loss scale from (\S+) down to (\S+)\)")
+_FP16_OVERFLOW = re.compile(
+    r"verlfit loss scaling: the last (\d+) (actor|critic) updates all overflowed in fp16 \(inf/nan gradients at every loss scale from (\S+) down to (\S+)\)"
+)
 _OBJECT_STORE = re.compile(r"ObjectStoreFullError|object store is full|/dev/shm .*(?:too small|only has)")
 
 
@@ -113,8 +127,9 @@ def _last_method(lines: list[str], before: int) -> str | None:
     ``before`` (or anywhere after it, as Ray prints the task name both above and below the wrapped traceback);
     when Ray names none (a killed worker), the trainer's worker-group call in the driver's traceback, nearest
     the same way (module docstring)."""
-    return (_search_around(lines, before, lambda line: (match := _METHOD.search(line)) and match.group(1))
-            or _search_around(lines, before, _group_call))
+    return _search_around(
+        lines, before, lambda line: (match := _METHOD.search(line)) and match.group(1)
+    ) or _search_around(lines, before, _group_call)
 
 
 def diagnose(lines: list[str]) -> Failure | None:
@@ -125,7 +140,13 @@ def diagnose(lines: list[str]) -> Failure | None:
     ``ActorDiedError`` in the driver). A dead worker is checked last because Ray also reports the
     actors of a run that failed for one of the other reasons as dead.
     """
-    for kind, pattern in (("out_of_memory", _OOM), ("disk_full", _DISK_FULL), ("shared_memory", _OBJECT_STORE), ("fp16_overflow", _FP16_OVERFLOW), ("worker_died", _ACTOR_DIED)):
+    for kind, pattern in (
+        ("out_of_memory", _OOM),
+        ("disk_full", _DISK_FULL),
+        ("shared_memory", _OBJECT_STORE),
+        ("fp16_overflow", _FP16_OVERFLOW),
+        ("worker_died", _ACTOR_DIED),
+    ):
         for index, line in enumerate(lines):
             if pattern.search(line):
                 method = _last_method(lines, index)
@@ -142,8 +163,19 @@ def diagnose(lines: list[str]) -> Failure | None:
                             break
                 if kind == "fp16_overflow":
                     found = pattern.search(line)
-                    facts = {"updates": int(found.group(1)), "role": found.group(2), "from_scale": found.group(3), "to_scale": found.group(4)}
-                return Failure(kind=kind, phase=WORKER_METHOD_PHASES.get(method) if method else None, worker_method=method, detail=detail, facts=facts)
+                    facts = {
+                        "updates": int(found.group(1)),
+                        "role": found.group(2),
+                        "from_scale": found.group(3),
+                        "to_scale": found.group(4),
+                    }
+                return Failure(
+                    kind=kind,
+                    phase=WORKER_METHOD_PHASES.get(method) if method else None,
+                    worker_method=method,
+                    detail=detail,
+                    facts=facts,
+                )
     return None
 
 
@@ -152,7 +184,12 @@ def disk_full_seen_by_verlfit(lines: list[str], detail: str) -> Failure:
     which :func:`diagnose` found nothing more specific: the phase is that of the last WorkerDict method the lines
     name (None when they name none); ``detail`` says what verlfit could not write."""
     method = _last_method(lines, len(lines) - 1)
-    return Failure(kind="disk_full", phase=WORKER_METHOD_PHASES.get(method) if method else None, worker_method=method, detail=detail)
+    return Failure(
+        kind="disk_full",
+        phase=WORKER_METHOD_PHASES.get(method) if method else None,
+        worker_method=method,
+        detail=detail,
+    )
 
 
 HF_FILES_BYTES = 32 * 1024**2  # a role's huggingface/ config + tokenizer files (under 20 MiB for Qwen2.5's), rounded up
@@ -213,7 +250,14 @@ FIT_CHOICES: dict[str, tuple[str, object]] = {
 }
 
 
-def explain(failure: Failure, request=None, run_dir: str = "RUN_DIR", checkpoint_step: int | None = None, disk_free_bytes: int | None = None, disk_path: str | None = None) -> tuple[str, str]:
+def explain(
+    failure: Failure,
+    request=None,
+    run_dir: str = "RUN_DIR",
+    checkpoint_step: int | None = None,
+    disk_free_bytes: int | None = None,
+    disk_path: str | None = None,
+) -> tuple[str, str]:
     """Return ``(message, fix)`` for ``failure`` in the user's terms.
 
     Args:
@@ -224,14 +268,22 @@ def explain(failure: Failure, request=None, run_dir: str = "RUN_DIR", checkpoint
     """
     from verlfit.plan import auto_fit, format_gib, predict
 
-    where = PHASE_WORDS.get(failure.phase, "an unknown phase") + (f" (verl's {failure.worker_method})" if failure.worker_method else "")
-    resume = f"verlfit train --resume {run_dir}" + (f" continues from step {checkpoint_step}" if checkpoint_step else " (after the first checkpoint; before it, start again)")
+    where = PHASE_WORDS.get(failure.phase, "an unknown phase") + (
+        f" (verl's {failure.worker_method})" if failure.worker_method else ""
+    )
+    resume = f"verlfit train --resume {run_dir}" + (
+        f" continues from step {checkpoint_step}"
+        if checkpoint_step
+        else " (after the first checkpoint; before it, start again)"
+    )
     if failure.kind == "out_of_memory":
         message = f"verl ran out of GPU memory in {where}"
         if failure.facts:
             if "allowed" in failure.facts:  # the per-process limit ran out, not the card
-                message += (f": torch asked for {failure.facts['tried']} with {failure.facts['allocated']} of the {failure.facts['allowed']} allowed "
-                            f"to this process already allocated (the card itself had {failure.facts['free']} of {failure.facts['capacity']} free)")
+                message += (
+                    f": torch asked for {failure.facts['tried']} with {failure.facts['allocated']} of the {failure.facts['allowed']} allowed "
+                    f"to this process already allocated (the card itself had {failure.facts['free']} of {failure.facts['capacity']} free)"
+                )
             else:
                 message += f": torch asked for {failure.facts['tried']} with {failure.facts['free']} of {failure.facts['capacity']} free"
         fix = "run with the planner on (drop --plan off and any micro-batch you set), or lower the micro-batch of that phase"
@@ -243,8 +295,16 @@ def explain(failure: Failure, request=None, run_dir: str = "RUN_DIR", checkpoint
             decision = auto_fit(request)
             if decision.fits:
                 chosen = decision.request
-                changes = [f"{title} {written(getattr(chosen, name))}" for name, (title, written) in FIT_CHOICES.items() if getattr(chosen, name) != getattr(request, name)]
-                micro = min(chosen.actor_micro_batch_size, chosen.critic_micro_batch_size) if request.has_critic else chosen.actor_micro_batch_size
+                changes = [
+                    f"{title} {written(getattr(chosen, name))}"
+                    for name, (title, written) in FIT_CHOICES.items()
+                    if getattr(chosen, name) != getattr(request, name)
+                ]
+                micro = (
+                    min(chosen.actor_micro_batch_size, chosen.critic_micro_batch_size)
+                    if request.has_critic
+                    else chosen.actor_micro_batch_size
+                )
                 fix = f"auto-fit picks {', '.join(changes) or 'these sizes'}: drop --plan off so verlfit train sizes the run (or set --micro-batch-size {micro} yourself)"
             elif decision.suggestion:
                 fix = decision.suggestion
@@ -258,7 +318,11 @@ def explain(failure: Failure, request=None, run_dir: str = "RUN_DIR", checkpoint
         kept = f"; the checkpoint of step {checkpoint_step} is complete and kept" if checkpoint_step else ""
         return message + kept, f"free space (or lower --keep-checkpoints, raise --save-freq), then {resume}"
     if failure.kind == "shared_memory":
-        return f"Ray's object store (in /dev/shm) was full during {where}", "give the container more shared memory (compose.yaml's shm_size: 11gb, or docker run --shm-size=11g), then " + resume
+        return (
+            f"Ray's object store (in /dev/shm) was full during {where}",
+            "give the container more shared memory (compose.yaml's shm_size: 11gb, or docker run --shm-size=11g), then "
+            + resume,
+        )
     if failure.kind == "fp16_overflow":
         f = failure.facts
         return (

@@ -161,7 +161,11 @@ class PeerLink:
             path = f"PCIe {label} ({meaning})"
         else:
             path = f"path unknown ({self.level_error or f'NVML level {self.level}'})"
-        p2p = "P2P yes" if self.p2p_read else f"P2P no (NVML status {self.p2p_status}: {P2P_STATUS_TEXT.get(self.p2p_status, 'unknown')})"
+        p2p = (
+            "P2P yes"
+            if self.p2p_read
+            else f"P2P no (NVML status {self.p2p_status}: {P2P_STATUS_TEXT.get(self.p2p_status, 'unknown')})"
+        )
         return f"GPU {self.first} - GPU {self.second}: {path}, {p2p}"
 
 
@@ -224,7 +228,9 @@ def query_gpus(nvml=None) -> GpuReport:
     try:
         nvml.nvmlInit()
     except Exception as error:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
-        return GpuReport(error=f"no NVIDIA GPU visible: NVML could not start ({error}); is the NVIDIA driver installed and the GPU passed to this container (docker run --gpus all)")
+        return GpuReport(
+            error=f"no NVIDIA GPU visible: NVML could not start ({error}); is the NVIDIA driver installed and the GPU passed to this container (docker run --gpus all)"
+        )
     try:
         driver = _text(nvml.nvmlSystemGetDriverVersion())
         cuda = nvml.nvmlSystemGetCudaDriverVersion()  # e.g. 12020 for 12.2
@@ -252,7 +258,11 @@ def query_gpus(nvml=None) -> GpuReport:
     finally:
         nvml.nvmlShutdown()
     if not gpus:
-        return GpuReport(driver_version=driver, cuda_driver_version=cuda_version, error="no NVIDIA GPU visible: the driver is loaded but reports 0 devices (check CUDA_VISIBLE_DEVICES and --gpus)")
+        return GpuReport(
+            driver_version=driver,
+            cuda_driver_version=cuda_version,
+            error="no NVIDIA GPU visible: the driver is loaded but reports 0 devices (check CUDA_VISIBLE_DEVICES and --gpus)",
+        )
     return GpuReport(gpus=gpus, driver_version=driver, cuda_driver_version=cuda_version, links=links)
 
 
@@ -270,11 +280,16 @@ def _peer_link(nvml, first: int, second: int, handle_a, handle_b) -> PeerLink:
     status = nvml.nvmlDeviceGetP2PStatus(handle_a, handle_b, read)
     if status == nvml.NVML_P2P_STATUS_OK:
         status = nvml.nvmlDeviceGetP2PStatus(handle_b, handle_a, read)
-    nvlink = nvml.nvmlDeviceGetP2PStatus(handle_a, handle_b, _p2p_index(nvml, "NVML_P2P_CAPS_INDEX_NVLINK")) == nvml.NVML_P2P_STATUS_OK
+    nvlink = (
+        nvml.nvmlDeviceGetP2PStatus(handle_a, handle_b, _p2p_index(nvml, "NVML_P2P_CAPS_INDEX_NVLINK"))
+        == nvml.NVML_P2P_STATUS_OK
+    )
     level, level_error = None, None
     try:
         level = int(nvml.nvmlDeviceGetTopologyCommonAncestor(handle_a, handle_b))
-    except nvml.NVMLError as error:  # NVML_ERROR_NOT_SUPPORTED on some platforms: the path stays unknown, P2P is still known
+    except (
+        nvml.NVMLError
+    ) as error:  # NVML_ERROR_NOT_SUPPORTED on some platforms: the path stays unknown, P2P is still known
         level_error = f"NVML: {error}"
     return PeerLink(first, second, level, status == nvml.NVML_P2P_STATUS_OK, int(status), nvlink, level_error)
 
@@ -312,12 +327,20 @@ def cuda_visible_gpus(gpus: list[GpuInfo], environ) -> list[GpuInfo]:
         if entry.upper().startswith("GPU-"):
             matches = [g for g in ordered if g.uuid.upper().startswith(entry.upper())]
             if len(matches) > 1:
-                raise VerlfitError(f"CUDA_VISIBLE_DEVICES entry {entry} matches {len(matches)} GPUs ({', '.join(g.uuid for g in matches)})", fix="give more of the UUID (nvidia-smi -L lists them)", exit_code=2)
+                raise VerlfitError(
+                    f"CUDA_VISIBLE_DEVICES entry {entry} matches {len(matches)} GPUs ({', '.join(g.uuid for g in matches)})",
+                    fix="give more of the UUID (nvidia-smi -L lists them)",
+                    exit_code=2,
+                )
             found = matches[0] if matches else None
         elif entry.isdigit():
             if not pci_bus_order and not _one_kind(gpus):
                 kinds = " and ".join(sorted({g.name for g in gpus}))
-                raise VerlfitError(f"CUDA_VISIBLE_DEVICES={text} numbers the GPUs in CUDA's default fastest-first order, which is not nvidia-smi's on this machine of {kinds} cards", fix=f"also set CUDA_DEVICE_ORDER=PCI_BUS_ID (then the indices are nvidia-smi's), or name the GPUs by UUID (nvidia-smi -L)", exit_code=2)
+                raise VerlfitError(
+                    f"CUDA_VISIBLE_DEVICES={text} numbers the GPUs in CUDA's default fastest-first order, which is not nvidia-smi's on this machine of {kinds} cards",
+                    fix=f"also set CUDA_DEVICE_ORDER=PCI_BUS_ID (then the indices are nvidia-smi's), or name the GPUs by UUID (nvidia-smi -L)",
+                    exit_code=2,
+                )
             found = ordered[int(entry)] if int(entry) < len(ordered) else None
         else:
             found = None
@@ -346,10 +369,24 @@ def refuse_mixed_cards(all_gpus: list[GpuInfo], visible: list[GpuInfo], environ)
     kinds: dict[tuple, list[GpuInfo]] = {}
     for g in visible:
         kinds.setdefault(g.kind, []).append(g)
-    named = "; ".join(f"{group[0].name} (compute capability {group[0].compute_capability_text}, {group[0].total_memory_bytes / GIB:.1f} GiB): GPU {', '.join(str(g.index) for g in group)}" for group in kinds.values())
-    picks = " or ".join(f"{_selection(group, ordered)} for the {group[0].name}{'s' if len(group) > 1 else ''}" for group in kinds.values())
-    where = f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']} shows" if environ.get("CUDA_VISIBLE_DEVICES") is not None else "this machine has"
-    raise VerlfitError(f"{where} GPUs of {len(kinds)} kinds (NVML indices, as nvidia-smi numbers them): {named}; one run needs cards of one kind (one profile, one memory plan, equal FSDP shards)", fix=f"run on one kind: {picks}", exit_code=2)
+    named = "; ".join(
+        f"{group[0].name} (compute capability {group[0].compute_capability_text}, {group[0].total_memory_bytes / GIB:.1f} GiB): GPU {', '.join(str(g.index) for g in group)}"
+        for group in kinds.values()
+    )
+    picks = " or ".join(
+        f"{_selection(group, ordered)} for the {group[0].name}{'s' if len(group) > 1 else ''}"
+        for group in kinds.values()
+    )
+    where = (
+        f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']} shows"
+        if environ.get("CUDA_VISIBLE_DEVICES") is not None
+        else "this machine has"
+    )
+    raise VerlfitError(
+        f"{where} GPUs of {len(kinds)} kinds (NVML indices, as nvidia-smi numbers them): {named}; one run needs cards of one kind (one profile, one memory plan, equal FSDP shards)",
+        fix=f"run on one kind: {picks}",
+        exit_code=2,
+    )
 
 
 def refuse_too_few(visible: list[GpuInfo], gpus: int, environ) -> None:
@@ -360,8 +397,17 @@ def refuse_too_few(visible: list[GpuInfo], gpus: int, environ) -> None:
     """
     if gpus <= len(visible):
         return
-    where = f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']} leaves {len(visible)} visible" if environ.get("CUDA_VISIBLE_DEVICES") is not None else f"this machine has {len(visible)}"
-    raise VerlfitError(f"--gpus {gpus} asks for more GPUs than are visible: {where}", fix=f"use --gpus {len(visible)} or less" + (", or widen CUDA_VISIBLE_DEVICES" if environ.get("CUDA_VISIBLE_DEVICES") is not None else ""), exit_code=2)
+    where = (
+        f"CUDA_VISIBLE_DEVICES={environ['CUDA_VISIBLE_DEVICES']} leaves {len(visible)} visible"
+        if environ.get("CUDA_VISIBLE_DEVICES") is not None
+        else f"this machine has {len(visible)}"
+    )
+    raise VerlfitError(
+        f"--gpus {gpus} asks for more GPUs than are visible: {where}",
+        fix=f"use --gpus {len(visible)} or less"
+        + (", or widen CUDA_VISIBLE_DEVICES" if environ.get("CUDA_VISIBLE_DEVICES") is not None else ""),
+        exit_code=2,
+    )
 
 
 def links_among(links: list[PeerLink], gpus: list[GpuInfo]) -> list[PeerLink]:
@@ -393,5 +439,9 @@ def nccl_environment(links: list[PeerLink], gpus: int, environ) -> tuple[dict[st
     pairs = ", ".join(f"GPU {link.first}-{link.second}" for link in blocked)
     user = [name for name in NCCL_P2P_VARIABLES if environ.get(name) is not None]
     if user:
-        return {}, [f"NVML reports no peer-to-peer access between {pairs}; your {', '.join(f'{name}={environ[name]}' for name in user)} is kept (verlfit would set NCCL_P2P_DISABLE=1)"]
-    return {"NCCL_P2P_DISABLE": "1"}, [f"NVML reports no peer-to-peer access between {pairs}: NCCL_P2P_DISABLE=1 for the workers, so NCCL goes through host memory (slower, but no hang); set NCCL_P2P_DISABLE or NCCL_P2P_LEVEL yourself to override"]
+        return {}, [
+            f"NVML reports no peer-to-peer access between {pairs}; your {', '.join(f'{name}={environ[name]}' for name in user)} is kept (verlfit would set NCCL_P2P_DISABLE=1)"
+        ]
+    return {"NCCL_P2P_DISABLE": "1"}, [
+        f"NVML reports no peer-to-peer access between {pairs}: NCCL_P2P_DISABLE=1 for the workers, so NCCL goes through host memory (slower, but no hang); set NCCL_P2P_DISABLE or NCCL_P2P_LEVEL yourself to override"
+    ]

@@ -279,9 +279,7 @@ def _split_files(directory: Path, split: str) -> list[Path]:
     return sorted(
         path
         for path in directory.iterdir()
-        if path.suffix in FORMATS
-        and (path.stem == split or path.name.startswith(split + "-"))
-        and path.is_file()
+        if path.suffix in FORMATS and (path.stem == split or path.name.startswith(split + "-")) and path.is_file()
     )
 
 
@@ -306,18 +304,25 @@ def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dic
             except (datasets.exceptions.DatasetsError, pyarrow.ArrowException, ValueError, OSError) as error:
                 empty = [str(path) for path in files if not path.read_bytes().strip()]
                 if empty:
-                    raise VerlfitError(f"{', '.join(empty)}: the file is empty", fix=f"put the {split} rows in it, or remove it") from error
+                    raise VerlfitError(
+                        f"{', '.join(empty)}: the file is empty", fix=f"put the {split} rows in it, or remove it"
+                    ) from error
                 cause = f" ({error.__cause__})" if error.__cause__ else ""
                 raise VerlfitError(
                     f"cannot read {names}: {error}{cause}",
                     fix="the files must be parquet, JSON lines (one JSON object per line: a line that does not parse stops the whole file) or a JSON array of objects with question and answer",
                 ) from error
             splits[split] = _raw_split(dataset, split, names)
-    log(f"read {directory}: " + ", ".join(f"{split} {len(raw.questions)} rows ({raw.origin})" for split, raw in splits.items()))
+    log(
+        f"read {directory}: "
+        + ", ".join(f"{split} {len(raw.questions)} rows ({raw.origin})" for split, raw in splits.items())
+    )
     return splits
 
 
-def _read_hub(log: Callable[[str], None], environ: Mapping[str, str] | None = None, head: Callable | None = None) -> dict[str, _RawSplit]:
+def _read_hub(
+    log: Callable[[str], None], environ: Mapping[str, str] | None = None, head: Callable | None = None
+) -> dict[str, _RawSplit]:
     """GSM8K from the hub through ``datasets.load_dataset``. When it is not in the datasets cache and no offline
     switch is set, one HEAD of its train file (:func:`verlfit.hub.probe`, 3 s) first: an unreachable hub fails in
     seconds instead of after ``datasets``' retries (about 24 s of tracebacks, measured with no network)."""
@@ -331,16 +336,23 @@ def _read_hub(log: Callable[[str], None], environ: Mapping[str, str] | None = No
     cache = datasets.config.HF_DATASETS_CACHE
     offline = bool(datasets.config.HF_HUB_OFFLINE)
     by_hand = "copy the hub's main/train-*.parquet and main/test-*.parquet here by hand and pass --input DIR"
-    folder = Path(cache) / HUB_DATASET.replace("/", "___")  # where datasets 3.6's load.py keeps it (as verlfit doctor looks)
+    folder = Path(cache) / HUB_DATASET.replace(
+        "/", "___"
+    )  # where datasets 3.6's load.py keeps it (as verlfit doctor looks)
     cached = folder.is_dir() and any(folder.iterdir())
     if not offline and not cached:
-        answer = hub.probe(HUB_DATASET, HUB_TRAIN_FILE, environ, hub.NETWORK_TIMEOUT_S, head or hub.http_head, repo_type="dataset")
+        answer = hub.probe(
+            HUB_DATASET, HUB_TRAIN_FILE, environ, hub.NETWORK_TIMEOUT_S, head or hub.http_head, repo_type="dataset"
+        )
         if answer.status is None:
             raise VerlfitError(
                 f"cannot load {HUB_DATASET} (config {HUB_CONFIG}): {answer.endpoint} is unreachable ({answer.reason}) and it is not in the datasets cache under {cache}",
                 fix=f"set HF_ENDPOINT to a reachable mirror, or {by_hand}",
             )
-    log(f"loading {HUB_DATASET} (config {HUB_CONFIG}) through datasets: endpoint {endpoint}, cache {cache}" + (", offline" if offline else ""))
+    log(
+        f"loading {HUB_DATASET} (config {HUB_CONFIG}) through datasets: endpoint {endpoint}, cache {cache}"
+        + (", offline" if offline else "")
+    )
     try:
         loaded = datasets.load_dataset(HUB_DATASET, HUB_CONFIG)
     except (datasets.exceptions.DatasetsError, OSError, ValueError) as error:
@@ -386,7 +398,12 @@ def _raw_split(dataset, split: str, origin: str) -> _RawSplit:
 # --------------------------------------------------------------------------- tokenizer
 
 
-def load_tokenizer(name_or_path: str, environ: Mapping[str, str] | None = None, head: Callable | None = None, cache_lookup: Callable | None = None):
+def load_tokenizer(
+    name_or_path: str,
+    environ: Mapping[str, str] | None = None,
+    head: Callable | None = None,
+    cache_lookup: Callable | None = None,
+):
     """``AutoTokenizer.from_pretrained(name_or_path)`` (as verl loads it), or a clear error in seconds.
 
     A hub id (``owner/name``) is taken from the local hub cache when its ``tokenizer_config.json`` is there
@@ -410,9 +427,18 @@ def load_tokenizer(name_or_path: str, environ: Mapping[str, str] | None = None, 
     looks_local = str(name_or_path).startswith(("/", "./", "../", "~")) or str(name_or_path).count("/") != 1
     local = Path(name_or_path).expanduser()
     if looks_local and not local.is_dir():
-        raise VerlfitError(f"--tokenizer {name_or_path}: no such directory (and not a hub name, which is owner/name)", fix="pass the model's local directory (holding tokenizer.json) or a hub name such as Qwen/Qwen2.5-0.5B-Instruct")
-    if local.is_dir() and not any((local / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")):
-        raise VerlfitError(f"--tokenizer {name_or_path}: the directory holds no tokenizer files (tokenizer.json, tokenizer_config.json)", fix="pass the model's directory as saved by save_pretrained, which includes its tokenizer")
+        raise VerlfitError(
+            f"--tokenizer {name_or_path}: no such directory (and not a hub name, which is owner/name)",
+            fix="pass the model's local directory (holding tokenizer.json) or a hub name such as Qwen/Qwen2.5-0.5B-Instruct",
+        )
+    if local.is_dir() and not any(
+        (local / name).is_file()
+        for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+    ):
+        raise VerlfitError(
+            f"--tokenizer {name_or_path}: the directory holds no tokenizer files (tokenizer.json, tokenizer_config.json)",
+            fix="pass the model's directory as saved by save_pretrained, which includes its tokenizer",
+        )
     local_dir_fix = "pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or `huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it)"
     from transformers import AutoTokenizer
 
@@ -434,20 +460,30 @@ def load_tokenizer(name_or_path: str, environ: Mapping[str, str] | None = None, 
                 f"--tokenizer {name_or_path} is not in the local hub cache, and {offline}=1 is set, so it is not downloaded",
                 fix=f"{local_dir_fix}, or fill the cache where the hub is reachable (huggingface-cli download {name_or_path}) with the same HF_HOME",
             )
-        answer = hub.probe(str(name_or_path), "tokenizer_config.json", environ, hub.NETWORK_TIMEOUT_S, head or hub.http_head)
+        answer = hub.probe(
+            str(name_or_path), "tokenizer_config.json", environ, hub.NETWORK_TIMEOUT_S, head or hub.http_head
+        )
         if answer.status is None:
             raise VerlfitError(
                 f"--tokenizer {name_or_path} is not in the local hub cache and {answer.endpoint} is unreachable ({answer.reason})",
                 fix=f"{local_dir_fix}, or set HF_ENDPOINT to a reachable mirror",
             )
         if answer.status in (401, 403):
-            raise VerlfitError(f"--tokenizer {name_or_path} at {answer.endpoint} needs authorisation (HTTP {answer.status}): gated or private", fix="accept the licence on the model page and export HF_TOKEN, or " + local_dir_fix)
+            raise VerlfitError(
+                f"--tokenizer {name_or_path} at {answer.endpoint} needs authorisation (HTTP {answer.status}): gated or private",
+                fix="accept the licence on the model page and export HF_TOKEN, or " + local_dir_fix,
+            )
         if answer.status == 404:
-            raise VerlfitError(f"--tokenizer {name_or_path} does not exist at {answer.endpoint} (HTTP 404)", fix="check the model id, or " + local_dir_fix)
+            raise VerlfitError(
+                f"--tokenizer {name_or_path} does not exist at {answer.endpoint} (HTTP 404)",
+                fix="check the model id, or " + local_dir_fix,
+            )
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     except (OSError, ValueError) as error:
-        raise VerlfitError(f"cannot load tokenizer {name_or_path}: {error}", fix=local_dir_fix + " or a hub name reachable from here") from error
+        raise VerlfitError(
+            f"cannot load tokenizer {name_or_path}: {error}", fix=local_dir_fix + " or a hub name reachable from here"
+        ) from error
     return tokenizer
 
 
@@ -780,13 +816,22 @@ def register(subparsers):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--input", metavar="DIR", help="local GSM8K directory (default: download from the hub)")
-    parser.add_argument("--output", metavar="DIR", default=DEFAULT_OUTPUT, help=f"output directory (default: {DEFAULT_OUTPUT})")
-    parser.add_argument("--tokenizer", metavar="PATH_OR_NAME", help="tokenizer to measure prompts with (the model you train)")
-    parser.add_argument("--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)")
+    parser.add_argument(
+        "--output", metavar="DIR", default=DEFAULT_OUTPUT, help=f"output directory (default: {DEFAULT_OUTPUT})"
+    )
+    parser.add_argument(
+        "--tokenizer", metavar="PATH_OR_NAME", help="tokenizer to measure prompts with (the model you train)"
+    )
+    parser.add_argument(
+        "--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)"
+    )
     parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
-    parser.add_argument("--force", action="store_true",
-                        help="replace what verlfit wrote into --output before (from another input or command); never a "
-                             "file verlfit did not write")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace what verlfit wrote into --output before (from another input or command); never a "
+        "file verlfit did not write",
+    )
     parser.set_defaults(func=_run)
     return parser
 

@@ -62,7 +62,14 @@ class HubAnswer:
         return self.status is not None and 200 <= self.status < 400
 
 
-def probe(repo_id: str, filename: str, environ: Mapping[str, str], timeout: float = NETWORK_TIMEOUT_S, head: Callable = http_head, repo_type: str = "model") -> HubAnswer:
+def probe(
+    repo_id: str,
+    filename: str,
+    environ: Mapping[str, str],
+    timeout: float = NETWORK_TIMEOUT_S,
+    head: Callable = http_head,
+    repo_type: str = "model",
+) -> HubAnswer:
     """HEAD ``filename`` of ``repo_id`` (``repo_type`` ``"model"`` or ``"dataset"``) at ``HF_ENDPOINT``,
     with ``HF_TOKEN`` when set. Never raises for an unreachable endpoint: ``status`` is then None.
 
@@ -96,8 +103,14 @@ def is_hub_id(name: str) -> bool:
     return True
 
 
-def require_model_source(name: str, what: str, environ: Mapping[str, str], head: Callable = http_head,
-                         cache_lookup: Callable | None = None, timeout: float = NETWORK_TIMEOUT_S) -> str:
+def require_model_source(
+    name: str,
+    what: str,
+    environ: Mapping[str, str],
+    head: Callable = http_head,
+    cache_lookup: Callable | None = None,
+    timeout: float = NETWORK_TIMEOUT_S,
+) -> str:
     """Check, in seconds, that ``from_pretrained(name)`` can find ``name``; return ``"local"``, ``"cache"`` or
     ``"hub"`` (where it will come from).
 
@@ -121,8 +134,10 @@ def require_model_source(name: str, what: str, environ: Mapping[str, str], head:
     from verlfit.errors import VerlfitError
 
     path = Path(str(name)).expanduser()
-    local_fix = ("pass a model directory (config.json, weights, tokenizer files: what verlfit export writes), "
-                 "a run directory made by verlfit train, or a hub id such as Qwen/Qwen2.5-0.5B-Instruct")
+    local_fix = (
+        "pass a model directory (config.json, weights, tokenizer files: what verlfit export writes), "
+        "a run directory made by verlfit train, or a hub id such as Qwen/Qwen2.5-0.5B-Instruct"
+    )
     if path.is_dir():
         return "local"
     if path.exists():
@@ -138,18 +153,29 @@ def require_model_source(name: str, what: str, environ: Mapping[str, str], head:
     if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
         return "cache"
     not_local = f"{what} {name} is not a local directory"
-    download = f"or download it where the hub is reachable (huggingface-cli download {name} --local-dir DIR) and pass DIR"
+    download = (
+        f"or download it where the hub is reachable (huggingface-cli download {name} --local-dir DIR) and pass DIR"
+    )
     offline = offline_variable(environ)
     if offline:
-        raise VerlfitError(f"{not_local} and the hub is unreachable ({offline}=1 is set, and it is not in the local hub cache)",
-                           fix=f"check the path (ls {path.parent}), {download}")
+        raise VerlfitError(
+            f"{not_local} and the hub is unreachable ({offline}=1 is set, and it is not in the local hub cache)",
+            fix=f"check the path (ls {path.parent}), {download}",
+        )
     answer = probe(str(name), "config.json", environ, timeout, head)
     if answer.status is None:
-        raise VerlfitError(f"{not_local} and the hub is unreachable ({answer.endpoint}: {answer.reason})",
-                           fix=f"check the path (ls {path.parent}), set HF_ENDPOINT to a reachable mirror, {download}")
+        raise VerlfitError(
+            f"{not_local} and the hub is unreachable ({answer.endpoint}: {answer.reason})",
+            fix=f"check the path (ls {path.parent}), set HF_ENDPOINT to a reachable mirror, {download}",
+        )
     if answer.status in (401, 403):
-        raise VerlfitError(f"{not_local}, and {answer.endpoint} needs authorisation for it (HTTP {answer.status}): gated or private",
-                           fix=f"check the path, or accept the licence on the model page and export HF_TOKEN")
+        raise VerlfitError(
+            f"{not_local}, and {answer.endpoint} needs authorisation for it (HTTP {answer.status}): gated or private",
+            fix=f"check the path, or accept the licence on the model page and export HF_TOKEN",
+        )
     if answer.status == 404:
-        raise VerlfitError(f"{not_local} and not a model at {answer.endpoint} (HTTP 404)", fix=f"check the path (ls {path.parent}) or the model id")
+        raise VerlfitError(
+            f"{not_local} and not a model at {answer.endpoint} (HTTP 404)",
+            fix=f"check the path (ls {path.parent}) or the model id",
+        )
     return "hub"

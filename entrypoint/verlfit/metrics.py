@@ -92,7 +92,7 @@ def clean_line(line: str | bytes) -> tuple[str, str]:
     prefix = ""
     match = _RAY_PREFIX.match(text)
     if match and match.end() > 2:
-        prefix, text = match.group(0).strip(), text[match.end():]
+        prefix, text = match.group(0).strip(), text[match.end() :]
     if "\r" in text:
         parts = [part for part in text.split("\r") if part.strip()]
         text = parts[-1] if parts else ""
@@ -285,7 +285,12 @@ def read_metrics(
                 record = json.loads(raw)
             except ValueError:
                 record = None
-            if isinstance(record, dict) and isinstance(record.get("step"), int) and not isinstance(record["step"], bool) and record["step"] >= 0:
+            if (
+                isinstance(record, dict)
+                and isinstance(record.get("step"), int)
+                and not isinstance(record["step"], bool)
+                and record["step"] >= 0
+            ):
                 for key, value in record.items():
                     if key not in OWN_KEYS and not isinstance(value, (int, float)):
                         record[key] = math.nan
@@ -349,7 +354,9 @@ def drop_after_checkpoint(run_dir: str | os.PathLike, checkpoint_step: int) -> i
     return dropped
 
 
-def logger_overrides(tensorboard: bool, run_dir: str | os.PathLike, check: bool = True) -> tuple[list[str], dict[str, str]]:
+def logger_overrides(
+    tensorboard: bool, run_dir: str | os.PathLike, check: bool = True
+) -> tuple[list[str], dict[str, str]]:
     """The verl overrides and environment for verl's loggers in a run directory.
 
     The console logger is always on (verlfit reads it). With ``tensorboard``, verl 0.4.1's
@@ -377,4 +384,6 @@ def logger_overrides(tensorboard: bool, run_dir: str | os.PathLike, check: bool 
             "(verl 0.4.1 writes through torch.utils.tensorboard.SummaryWriter)",
             fix="pip install tensorboard, or run without --tensorboard",
         )
-    return ["trainer.logger=['console','tensorboard']"], {"TENSORBOARD_DIR": str(Path(run_dir).resolve() / "tensorboard")}
+    return ["trainer.logger=['console','tensorboard']"], {
+        "TENSORBOARD_DIR": str(Path(run_dir).resolve() / "tensorboard")
+    }

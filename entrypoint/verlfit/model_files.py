@@ -56,7 +56,9 @@ class ModelFiles:
         if self.parameters is None:
             counted = "pickle weights: not opened"
         else:
-            counted = f"{self.tensors} tensors, {self.parameters:,} parameters" + (f"; config.json: {self.expected_parameters:,}" if self.expected_parameters is not None else "")
+            counted = f"{self.tensors} tensors, {self.parameters:,} parameters" + (
+                f"; config.json: {self.expected_parameters:,}" if self.expected_parameters is not None else ""
+            )
         return f"config.json, weights {weights} ({counted}), tokenizer {' + '.join(self.tokenizer)}"
 
 
@@ -82,7 +84,10 @@ def _safetensors_header(path: Path) -> tuple[int, int]:
         with safe_open(str(path), framework="np") as handle:
             shapes = [handle.get_slice(name).get_shape() for name in handle.keys()]
     except (SafetensorError, OSError) as error:
-        raise VerlfitError(f"{path} is not a readable safetensors file: {error}", fix=f"download {path.name} again (a copy that stopped early is cut short)") from None
+        raise VerlfitError(
+            f"{path} is not a readable safetensors file: {error}",
+            fix=f"download {path.name} again (a copy that stopped early is cut short)",
+        ) from None
     elements = 0
     for shape in shapes:
         count = 1
@@ -100,7 +105,10 @@ def _shards(directory: Path, index_name: str) -> list[Path]:
         weight_map = json.loads(index.read_text())["weight_map"]
         shards = list(dict.fromkeys(weight_map.values()))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
-        raise VerlfitError(f"{index} is not a weight index (a JSON object with a weight_map): {type(error).__name__}: {error}", fix=f"download {index_name} again") from None
+        raise VerlfitError(
+            f"{index} is not a weight index (a JSON object with a weight_map): {type(error).__name__}: {error}",
+            fix=f"download {index_name} again",
+        ) from None
     if not shards or not all(isinstance(name, str) for name in shards):
         raise VerlfitError(f"{index}: weight_map names no shard files", fix=f"download {index_name} again")
     missing = [name for name in shards if not (directory / name).is_file()]
@@ -120,7 +128,11 @@ def _weight_files(directory: Path) -> list[Path]:
         if single.is_file():
             return [single]
     others = sorted(path.name for path in directory.glob("*.safetensors"))
-    hint = f" (found {', '.join(others)}, but no model.safetensors.index.json to say which are the model's)" if others else ""
+    hint = (
+        f" (found {', '.join(others)}, but no model.safetensors.index.json to say which are the model's)"
+        if others
+        else ""
+    )
     raise VerlfitError(
         f"{directory} has no weights: neither model.safetensors, model.safetensors.index.json with its shards, nor pytorch_model.bin{hint}",
         fix=f"copy the model's weight files next to config.json (huggingface-cli download MODEL --local-dir {directory}), or pass --model a complete model directory",
@@ -165,7 +177,10 @@ def inspect_model_dir(directory: str | Path) -> ModelFiles:
     directory = Path(directory)
     config = directory / "config.json"
     if not config.is_file():
-        raise VerlfitError(f"{directory} exists but has no config.json", fix="point --model at a Hugging Face model directory (config.json, weights, tokenizer)")
+        raise VerlfitError(
+            f"{directory} exists but has no config.json",
+            fix="point --model at a Hugging Face model directory (config.json, weights, tokenizer)",
+        )
     if is_lfs_pointer(config):
         raise _lfs_error(directory, [config])
     try:

@@ -36,7 +36,16 @@ KNOWN_MODEL_TYPES = ("qwen2", "qwen3", "llama", "mistral")
 # config keys that make a model a mixture of experts (transformers 4.51: qwen2_moe/qwen3_moe num_experts, mixtral
 # num_local_experts, deepseek_v2/v3 n_routed_experts, ...): the rule above counts one dense MLP per layer, so such a
 # config is refused (it would plan ~1.9B for Qwen1.5-MoE-A2.7B's ~14.3B)
-EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts", "num_experts_per_tok", "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size")
+EXPERT_KEYS = (
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "moe_num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "n_shared_experts",
+    "shared_expert_intermediate_size",
+)
 
 
 @dataclass(frozen=True)
@@ -145,7 +154,10 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     if not isinstance(config, dict):
         raise VerlfitError(f"{name}: expected a JSON object, got {type(config).__name__}")
     if "text_config" in config and "num_hidden_layers" not in config:
-        config = {**config["text_config"], "tie_word_embeddings": config.get("tie_word_embeddings", config["text_config"].get("tie_word_embeddings"))}
+        config = {
+            **config["text_config"],
+            "tie_word_embeddings": config.get("tie_word_embeddings", config["text_config"].get("tie_word_embeddings")),
+        }
     experts = expert_keys(config)
     if experts:
         raise VerlfitError(
@@ -157,18 +169,35 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
     missing = [key for key in required if key not in config]
     if missing:
-        raise VerlfitError(f"{name}: not a decoder-only transformer config: missing {', '.join(missing)}", fix="pass --model a directory holding the model's config.json, or the config.json itself")
-    not_positive = [key for key in (*required, "num_key_value_heads", "head_dim") if config.get(key) is not None and not (isinstance(config[key], int) and not isinstance(config[key], bool) and config[key] > 0)]
+        raise VerlfitError(
+            f"{name}: not a decoder-only transformer config: missing {', '.join(missing)}",
+            fix="pass --model a directory holding the model's config.json, or the config.json itself",
+        )
+    not_positive = [
+        key
+        for key in (*required, "num_key_value_heads", "head_dim")
+        if config.get(key) is not None
+        and not (isinstance(config[key], int) and not isinstance(config[key], bool) and config[key] > 0)
+    ]
     if not_positive:
         what = "must be a positive whole number" if len(not_positive) == 1 else "must be positive whole numbers"
-        raise VerlfitError(f"{name}: {', '.join(f'{key}={config[key]!r}' for key in not_positive)} {what}", fix="check the model's config.json")
+        raise VerlfitError(
+            f"{name}: {', '.join(f'{key}={config[key]!r}' for key in not_positive)} {what}",
+            fix="check the model's config.json",
+        )
     model_type = str(config.get("model_type", "unknown"))
     heads = config["num_attention_heads"]
     kv_heads = config.get("num_key_value_heads") or heads
     if "head_dim" not in config and config["hidden_size"] % heads:
-        raise VerlfitError(f"{name}: hidden_size={config['hidden_size']} is not a multiple of num_attention_heads={heads}, and no head_dim is given", fix="check the model's config.json")
+        raise VerlfitError(
+            f"{name}: hidden_size={config['hidden_size']} is not a multiple of num_attention_heads={heads}, and no head_dim is given",
+            fix="check the model's config.json",
+        )
     if heads % kv_heads:
-        raise VerlfitError(f"{name}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads} (grouped-query attention shares each KV head among whole groups)", fix="check the model's config.json")
+        raise VerlfitError(
+            f"{name}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads} (grouped-query attention shares each KV head among whole groups)",
+            fix="check the model's config.json",
+        )
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
     attention_bias = bool(config.get("attention_bias", False))
     return ModelShape(
@@ -194,12 +223,43 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
 # Values are those of the models' config.json on the hub (Qwen2.5 family, model_type qwen2); the
 # parameter counts they give are the models' reported totals (tests/test_model_shape.py checks 0.5B).
 _QWEN25 = {
-    "0.5B": dict(num_hidden_layers=24, hidden_size=896, num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864, vocab_size=151936, tie_word_embeddings=True),
-    "1.5B": dict(num_hidden_layers=28, hidden_size=1536, num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960, vocab_size=151936, tie_word_embeddings=True),
-    "3B": dict(num_hidden_layers=36, hidden_size=2048, num_attention_heads=16, num_key_value_heads=2, intermediate_size=11008, vocab_size=151936, tie_word_embeddings=True),
+    "0.5B": dict(
+        num_hidden_layers=24,
+        hidden_size=896,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        intermediate_size=4864,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
+    "1.5B": dict(
+        num_hidden_layers=28,
+        hidden_size=1536,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        intermediate_size=8960,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
+    "3B": dict(
+        num_hidden_layers=36,
+        hidden_size=2048,
+        num_attention_heads=16,
+        num_key_value_heads=2,
+        intermediate_size=11008,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
     # 7B: 152064 rows and an untied lm_head (FACTS section 1, from the hub's config.json)
-    "7B": dict(num_hidden_layers=28, hidden_size=3584, num_attention_heads=28, num_key_value_heads=4,
-               intermediate_size=18944, vocab_size=152064, tie_word_embeddings=False),
+    "7B": dict(
+        num_hidden_layers=28,
+        hidden_size=3584,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        intermediate_size=18944,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+    ),
 }
 BUILTIN_SHAPES: dict[str, dict] = {}
 for _size, _values in _QWEN25.items():
@@ -210,9 +270,36 @@ for _size, _values in _QWEN25.items():
 # e.g. a model card copy of Qwen3-4B's config.json, transformers_version 4.51.0), 1.7B from two independent
 # re-implementations (levanter's qwen3_1_7b, a test table of Qwen3_1_7B); base models share the "-Base" shapes.
 _QWEN3 = {
-    "0.6B": dict(num_hidden_layers=28, hidden_size=1024, num_attention_heads=16, num_key_value_heads=8, head_dim=128, intermediate_size=3072, vocab_size=151936, tie_word_embeddings=True),
-    "1.7B": dict(num_hidden_layers=28, hidden_size=2048, num_attention_heads=16, num_key_value_heads=8, head_dim=128, intermediate_size=6144, vocab_size=151936, tie_word_embeddings=True),
-    "4B": dict(num_hidden_layers=36, hidden_size=2560, num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=9728, vocab_size=151936, tie_word_embeddings=True),
+    "0.6B": dict(
+        num_hidden_layers=28,
+        hidden_size=1024,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=3072,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
+    "1.7B": dict(
+        num_hidden_layers=28,
+        hidden_size=2048,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=6144,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
+    "4B": dict(
+        num_hidden_layers=36,
+        hidden_size=2560,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=9728,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+    ),
 }
 for _size, _values in _QWEN3.items():
     for _suffix in ("", "-Base"):
@@ -221,12 +308,35 @@ for _size, _values in _QWEN3.items():
 # config.json as public copies quote them (the code search: a transformers LlamaConfig of Llama-3.2-1B-Instruct
 # with its hub commit hash, an sglang table of Llama-3.2-3B's config.json).
 _LLAMA32 = {
-    "1B": dict(num_hidden_layers=16, hidden_size=2048, num_attention_heads=32, num_key_value_heads=8, head_dim=64, intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True),
-    "3B": dict(num_hidden_layers=28, hidden_size=3072, num_attention_heads=24, num_key_value_heads=8, head_dim=128, intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True),
+    "1B": dict(
+        num_hidden_layers=16,
+        hidden_size=2048,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        intermediate_size=8192,
+        vocab_size=128256,
+        tie_word_embeddings=True,
+    ),
+    "3B": dict(
+        num_hidden_layers=28,
+        hidden_size=3072,
+        num_attention_heads=24,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=8192,
+        vocab_size=128256,
+        tie_word_embeddings=True,
+    ),
 }
 for _size, _values in _LLAMA32.items():
     for _suffix in ("", "-Instruct"):
-        BUILTIN_SHAPES[f"meta-llama/Llama-3.2-{_size}{_suffix}"] = {"model_type": "llama", "attention_bias": False, "mlp_bias": False, **_values}
+        BUILTIN_SHAPES[f"meta-llama/Llama-3.2-{_size}{_suffix}"] = {
+            "model_type": "llama",
+            "attention_bias": False,
+            "mlp_bias": False,
+            **_values,
+        }
 
 
 def check_model_argument(model: str, option: str = "--model") -> None:
@@ -240,7 +350,11 @@ def check_model_argument(model: str, option: str = "--model") -> None:
     if path.is_file():
         folder = path.parent if str(path.parent) not in ("", ".") else Path(".")
         what = "a model's config.json" if path.name == "config.json" else "a file"
-        raise VerlfitError(f"{option} {model} is {what}, not a model folder: verl loads the weights and the tokenizer from the folder", fix=f"pass {option} {folder} (the folder holding config.json, the weights and the tokenizer)", exit_code=2)
+        raise VerlfitError(
+            f"{option} {model} is {what}, not a model folder: verl loads the weights and the tokenizer from the folder",
+            fix=f"pass {option} {folder} (the folder holding config.json, the weights and the tokenizer)",
+            exit_code=2,
+        )
 
 
 def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> ModelShape:
@@ -264,7 +378,9 @@ def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> Model
     if path.is_dir():
         config = path / "config.json"
         if not config.is_file():
-            raise VerlfitError(f"{path} has no config.json", fix="pass the model directory (with config.json) or the config.json file")
+            raise VerlfitError(
+                f"{path} has no config.json", fix="pass the model directory (with config.json) or the config.json file"
+            )
         return _read_config(config, str(path))
     if model in BUILTIN_SHAPES:
         return shape_from_config(BUILTIN_SHAPES[model], name=f"{model} (built-in shape)")
@@ -282,8 +398,14 @@ def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> Model
             return _read_config(Path(cached), f"{model} (hub cache)")
     known = ", ".join(sorted(BUILTIN_SHAPES))
     if model.startswith(("/", ".", "~")) or os.sep + os.sep in model or model.count("/") > 1:
-        raise VerlfitError(f"model {model!r}: no such file or directory", fix=f"check the path, or pass a hub id such as Qwen/Qwen2.5-0.5B-Instruct (built in: {known})")
-    raise VerlfitError(f"no config.json for model {model!r}: not a file, not a directory, not in the local hub cache", fix=f"download it first (huggingface-cli download {model} --include config.json puts it in the cache), pass --model a local directory, or use --plan off with verlfit train to size micro-batches yourself (built in: {known})")
+        raise VerlfitError(
+            f"model {model!r}: no such file or directory",
+            fix=f"check the path, or pass a hub id such as Qwen/Qwen2.5-0.5B-Instruct (built in: {known})",
+        )
+    raise VerlfitError(
+        f"no config.json for model {model!r}: not a file, not a directory, not in the local hub cache",
+        fix=f"download it first (huggingface-cli download {model} --include config.json puts it in the cache), pass --model a local directory, or use --plan off with verlfit train to size micro-batches yourself (built in: {known})",
+    )
 
 
 def _read_config(path: Path, name: str) -> ModelShape:

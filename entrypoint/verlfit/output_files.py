@@ -157,8 +157,10 @@ def folder_files(folder: Path) -> list[str]:
 def marker_content(folder: Path, written_by: str, inputs: Iterable[str] = ()) -> dict:
     """The marker's JSON object: the command, its inputs, and each file under ``folder`` with its size in bytes and
     SHA-256."""
-    files = {name: {"bytes": (folder / name).stat().st_size, "sha256": file_digest(folder / name)}
-             for name in folder_files(folder)}
+    files = {
+        name: {"bytes": (folder / name).stat().st_size, "sha256": file_digest(folder / name)}
+        for name in folder_files(folder)
+    }
     return {"format": MARKER_FORMAT, "written_by": written_by, "inputs": list(inputs), "files": files}
 
 
@@ -195,8 +197,11 @@ def read_marker(folder: Path) -> tuple[Marker | None, str]:
         return None, "its verlfit marker lists no files"
     inputs = content.get("inputs")
     written_by = content.get("written_by")
-    return Marker(written_by if isinstance(written_by, str) else "verlfit",
-                  tuple(map(str, inputs)) if isinstance(inputs, list) else None, files), ""
+    return Marker(
+        written_by if isinstance(written_by, str) else "verlfit",
+        tuple(map(str, inputs)) if isinstance(inputs, list) else None,
+        files,
+    ), ""
 
 
 def unchanged(path: Path, recorded: dict) -> bool:
@@ -244,8 +249,9 @@ def folder_owner(folder: Path) -> FolderOwner:
     if not files and marker is None and not any(folder.iterdir()):
         return FolderOwner("empty")
     if marker is None:
-        return FolderOwner("foreign", files, None,
-                           f"{why_not}: verlfit did not write {_listed(files) or 'its content'}")
+        return FolderOwner(
+            "foreign", files, None, f"{why_not}: verlfit did not write {_listed(files) or 'its content'}"
+        )
     unlisted = [name for name in files if name not in marker.files]
     changed = [name for name in files if name in marker.files and not unchanged(folder / name, marker.files[name])]
     if unlisted:
@@ -298,9 +304,17 @@ def _shown(given: Path, target: Path) -> str:
     return str(given) if resolved(given) == target and str(given) == str(target) else f"{given} ({target})"
 
 
-def check_output(path: str | os.PathLike, command: str, *, flag: str = "--output", force: bool = False,
-                 inputs: Iterable[str | os.PathLike] = (), own_place: tuple[str, ...] | None = None,
-                 kind: str = "folder", force_flag: str | None = "--force") -> Output:
+def check_output(
+    path: str | os.PathLike,
+    command: str,
+    *,
+    flag: str = "--output",
+    force: bool = False,
+    inputs: Iterable[str | os.PathLike] = (),
+    own_place: tuple[str, ...] | None = None,
+    kind: str = "folder",
+    force_flag: str | None = "--force",
+) -> Output:
     """Check that ``command`` may write ``path`` (the module docstring's rules) and say what it would replace.
 
     Args:
@@ -328,39 +342,50 @@ def check_output(path: str | os.PathLike, command: str, *, flag: str = "--output
     cwd = resolved(os.getcwd())
     if _inside(cwd, target):
         here = "the current directory" if target == cwd else "a folder holding the current directory"
-        raise _refuse(f"{flag} {shown} is {here}: verlfit writes its output as a folder of its own and never into the "
-                      "folder you work in",
-                      fix=f"pass {flag} a new folder, e.g. {flag} ./{command.split()[-1]}-output")
+        raise _refuse(
+            f"{flag} {shown} is {here}: verlfit writes its output as a folder of its own and never into the "
+            "folder you work in",
+            fix=f"pass {flag} a new folder, e.g. {flag} ./{command.split()[-1]}-output",
+        )
     file_above = next((parent for parent in target.parents if parent.exists() and not parent.is_dir()), None)
     if file_above is not None:
-        raise _refuse(f"{flag} {shown}: {file_above} is a file, not a folder",
-                      fix=f"pass {flag} a path whose parents are folders")
+        raise _refuse(
+            f"{flag} {shown}: {file_above} is a file, not a folder", fix=f"pass {flag} a path whose parents are folders"
+        )
     run = enclosing_run(target)
     if run is not None and run == target:
         holds = RUN_FILE if (run / RUN_FILE).is_file() else CHECKPOINTS_DIR + "/"
-        raise _refuse(f"{flag} {shown} is a run directory (it holds {holds}): its checkpoints and records are never "
-                      "replaced",
-                      fix=f"pass {flag} a new folder outside the run{_own_place_hint(run, own_place)}")
+        raise _refuse(
+            f"{flag} {shown} is a run directory (it holds {holds}): its checkpoints and records are never replaced",
+            fix=f"pass {flag} a new folder outside the run{_own_place_hint(run, own_place)}",
+        )
     if run is not None:
         relative = target.relative_to(run).parts
-        allowed = own_place is not None and len(relative) == len(own_place) and all(
-            want == "*" or want == part for want, part in zip(own_place, relative))
+        allowed = (
+            own_place is not None
+            and len(relative) == len(own_place)
+            and all(want == "*" or want == part for want, part in zip(own_place, relative))
+        )
         if not allowed:
-            raise _refuse(f"{flag} {shown} lies inside the run directory {run}, outside this command's own place there",
-                          fix=f"pass {flag} a new folder outside the run{_own_place_hint(run, own_place)}")
+            raise _refuse(
+                f"{flag} {shown} lies inside the run directory {run}, outside this command's own place there",
+                fix=f"pass {flag} a new folder outside the run{_own_place_hint(run, own_place)}",
+            )
     resolved_inputs = [(str(item), resolved(item)) for item in inputs if _is_path_like(item)]
     for text, source in resolved_inputs:
         if _inside(source, target):
             what = "is" if source == target else "holds"
-            raise _refuse(f"{flag} {shown} {what} the input {text} of this command: writing there would replace "
-                          "what it reads",
-                          fix=f"pass {flag} a new folder outside {text}")
+            raise _refuse(
+                f"{flag} {shown} {what} the input {text} of this command: writing there would replace what it reads",
+                fix=f"pass {flag} a new folder outside {text}",
+            )
     if target.is_dir() and kind != "file":
         held = next((child for child in _children(target) if child.is_dir() and is_run_directory(child)), None)
         if held is not None:
-            raise _refuse(f"{flag} {shown} holds the run directory {held}: its checkpoints and records are never "
-                          "replaced",
-                          fix=f"pass {flag} a new folder")
+            raise _refuse(
+                f"{flag} {shown} holds the run directory {held}: its checkpoints and records are never replaced",
+                fix=f"pass {flag} a new folder",
+            )
     if kind == "file":
         return _check_file(given, target, shown, flag, command, force, force_flag)
     if kind == "new-folder":
@@ -370,21 +395,28 @@ def check_output(path: str | os.PathLike, command: str, *, flag: str = "--output
     owner = folder_owner(target)
     recorded_inputs = tuple(_input_text(item) for item in inputs)
     if owner.state == "not-a-folder":
-        raise _refuse(f"{flag} {shown} is {kind_of(target)}, not a folder: {command} writes a folder and never replaces a file",
-                      fix=f"pass {flag} a folder path (it is created if missing)")
+        raise _refuse(
+            f"{flag} {shown} is {kind_of(target)}, not a folder: {command} writes a folder and never replaces a file",
+            fix=f"pass {flag} a folder path (it is created if missing)",
+        )
     if owner.state == "foreign":
         even = f", even with {force_flag}" if force_flag else ""
-        raise _refuse(f"{flag} {shown} holds files verlfit did not write ({owner.reason}): verlfit never replaces or "
-                      f"deletes them{even}",
-                      fix=f"pass {flag} a new folder (it is created), or move your files out of {given}")
+        raise _refuse(
+            f"{flag} {shown} holds files verlfit did not write ({owner.reason}): verlfit never replaces or "
+            f"deletes them{even}",
+            fix=f"pass {flag} a new folder (it is created), or move your files out of {given}",
+        )
     if owner.state == "verlfit":
         rerun = owner.marker.written_by == command and owner.marker.inputs == recorded_inputs
         if not (force or rerun):
             what = owner.marker.written_by + (f" from {', '.join(owner.marker.inputs)}" if owner.marker.inputs else "")
-            fix = (f"pass {force_flag} to replace those files (only those), or " if force_flag else "")
+            fix = f"pass {force_flag} to replace those files (only those), or " if force_flag else ""
             fix += f"pass {flag} a new folder"
-            raise _refuse(f"{flag} {shown} holds what {what} wrote ({_listed(owner.files)}); {command} replaces it "
-                          f"without {force_flag or 'asking'} only when re-run on the same inputs", fix=fix)
+            raise _refuse(
+                f"{flag} {shown} holds what {what} wrote ({_listed(owner.files)}); {command} replaces it "
+                f"without {force_flag or 'asking'} only when re-run on the same inputs",
+                fix=fix,
+            )
         return Output(target, given, flag, command, recorded_inputs, owner.files, force)
     return Output(target, given, flag, command, recorded_inputs, (), force)
 
@@ -425,20 +457,26 @@ def written_by_verlfit(path: Path) -> bool:
     return isinstance(content, dict) and BENCH_RECORD_KEY in content
 
 
-def _check_file(given: Path, target: Path, shown: str, flag: str, command: str, force: bool,
-                force_flag: str | None) -> Output:
+def _check_file(
+    given: Path, target: Path, shown: str, flag: str, command: str, force: bool, force_flag: str | None
+) -> Output:
     if target.is_dir():
-        raise _refuse(f"{flag} {shown} is a folder: {command} writes one file",
-                      fix=f"pass {flag} a file path, e.g. {given / 'result.json'}")
+        raise _refuse(
+            f"{flag} {shown} is a folder: {command} writes one file",
+            fix=f"pass {flag} a file path, e.g. {given / 'result.json'}",
+        )
     if target.exists():
         if not written_by_verlfit(target):
             even = f", even with {force_flag}" if force_flag else ""
-            raise _refuse(f"{flag} {shown} is a file verlfit did not write: it is never replaced{even}",
-                          fix=f"pass {flag} a new file name")
+            raise _refuse(
+                f"{flag} {shown} is a file verlfit did not write: it is never replaced{even}",
+                fix=f"pass {flag} a new file name",
+            )
         if not force:
-            raise _refuse(f"{flag} {shown} holds an earlier record {command} wrote",
-                          fix=(f"pass {force_flag} to replace it, or " if force_flag else "pass ")
-                          + f"{flag} a new file name")
+            raise _refuse(
+                f"{flag} {shown} holds an earlier record {command} wrote",
+                fix=(f"pass {force_flag} to replace it, or " if force_flag else "pass ") + f"{flag} a new file name",
+            )
         return Output(target, given, flag, command, (), (target.name,), force)
     return Output(target, given, flag, command, (), (), force)
 
@@ -612,8 +650,9 @@ def write_folder(output: Output, build: Callable[[Path], T], created: list[Path]
     return _build_beside(output, build, created, marked=True, place=switch_in)
 
 
-def _build_beside(output: Output, build: Callable[[Path], T], created: list[Path], marked: bool,
-                  place: Callable[[Path], None]) -> T:
+def _build_beside(
+    output: Output, build: Callable[[Path], T], created: list[Path], marked: bool, place: Callable[[Path], None]
+) -> T:
     """The staging both folder writers share: ``build`` into a hidden folder beside ``output``'s target (with the
     marker when ``marked``, the umask's modes), then ``place`` it; an OSError is :func:`write_error`'s, and on any
     failure the hidden folder is removed and, where the target is not there, the parents this write created."""
@@ -650,8 +689,11 @@ def _switch(output: Output, staging: Path) -> None:
         os.rename(staging, target)  # rename(2) replaces an empty folder in one step
         return
     if owner.state != "verlfit":
-        raise _refuse(f"{output.flag} {output.given} changed while verlfit was writing: it now holds files verlfit did "
-                      f"not write ({owner.reason}); nothing was replaced", fix=f"pass {output.flag} a new folder")
+        raise _refuse(
+            f"{output.flag} {output.given} changed while verlfit was writing: it now holds files verlfit did "
+            f"not write ({owner.reason}); nothing was replaced",
+            fix=f"pass {output.flag} a new folder",
+        )
     old = target.parent / f".{target.name}{REPLACED}{secrets.token_hex(6)}"
     with signals_held():  # a Ctrl-C here is delivered once the new folder is in place and the old one removed
         if exchange(staging, target):
@@ -736,10 +778,13 @@ def build_new_folder(output: Output, build: Callable[[Path], T], marked: bool = 
     Raises:
         VerlfitError: something appeared at the path meanwhile, or the folder cannot be written (:func:`write_error`).
     """
+
     def rename_into_place(staging: Path) -> None:
         if output.path.exists() or output.path.is_symlink():
-            raise _refuse(f"{output.flag} {output.given} appeared while verlfit was building it",
-                          fix=f"pass {output.flag} a new path")
+            raise _refuse(
+                f"{output.flag} {output.given} appeared while verlfit was building it",
+                fix=f"pass {output.flag} a new path",
+            )
         os.rename(staging, output.path)
 
     return _build_beside(output, build, prepare_parent(output), marked=marked, place=rename_into_place)

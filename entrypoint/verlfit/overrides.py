@@ -54,11 +54,19 @@ KNOWN_ADDED_KEYS = (
     "actor_rollout_ref.model.frozen_base_dtype",
     "critic.model.frozen_base_dtype",
     # patch 0024 (issue 27): dynamic loss scaling of fp16 actor and critic updates (verl/utils/loss_scaling.py)
-    *(f"{role}.loss_scaling.{name}" for role in ("actor_rollout_ref.actor", "critic") for name in ("enabled", "init_scale", "growth_interval", "max_consecutive_skips")),
+    *(
+        f"{role}.loss_scaling.{name}"
+        for role in ("actor_rollout_ref.actor", "critic")
+        for name in ("enabled", "init_scale", "growth_interval", "max_consecutive_skips")
+    ),
 )
 # The switches of patches 0020-0024, read as bool(config.get(key, False)) by the patched verl: any non-empty word
 # would turn one on, so their values are checked as true/false (_check_value_types)
-SWITCH_ADDED_KEYS = tuple(key for key in KNOWN_ADDED_KEYS if key.endswith((".trim_padding", ".cuda_graph", ".unwrap_fsdp", ".loss_scaling.enabled")))
+SWITCH_ADDED_KEYS = tuple(
+    key
+    for key in KNOWN_ADDED_KEYS
+    if key.endswith((".trim_padding", ".cuda_graph", ".unwrap_fsdp", ".loss_scaling.enabled"))
+)
 # Any key below these prefixes is passed to the HF config as-is (fsdp_workers.py:503, :895).
 KNOWN_ADDED_PREFIXES = ("actor_rollout_ref.model.override_config.", "critic.model.override_config.")
 
@@ -127,7 +135,9 @@ class TrainSettings:
     critic_param_offload: bool = False
     critic_optimizer_offload: bool = False
     save_freq: int = 25
-    keep_checkpoints: int = 2  # newest checkpoints kept (0: all, verl's default); ~12 bytes/parameter each for actor and critic
+    keep_checkpoints: int = (
+        2  # newest checkpoints kept (0: all, verl's default); ~12 bytes/parameter each for actor and critic
+    )
     test_freq: int = 25
     val_batch_size: int = 256
     validate_before_train: bool = True
@@ -176,10 +186,12 @@ def frozen_base_storage(settings: TrainSettings, profile) -> str | None:
     if wanted == "float32":
         return None
     if wanted != profile.frozen_base_dtype:
-        raise VerlfitError(f"--frozen-base-dtype {wanted} with the {profile.name} profile: it stores a LoRA base in "
-                           f"{profile.frozen_base_dtype} (its rollout computes with it)",
-                           fix=f"use --frozen-base-dtype {profile.frozen_base_dtype}, or float32 (stock verl)",
-                           exit_code=2)
+        raise VerlfitError(
+            f"--frozen-base-dtype {wanted} with the {profile.name} profile: it stores a LoRA base in "
+            f"{profile.frozen_base_dtype} (its rollout computes with it)",
+            fix=f"use --frozen-base-dtype {profile.frozen_base_dtype}, or float32 (stock verl)",
+            exit_code=2,
+        )
     return wanted
 
 
@@ -217,7 +229,11 @@ def triton_allowed(environment: dict[str, str], compute_capability: tuple[int, i
     try:
         shared_memory = int(text)
     except ValueError:
-        raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={text!r} is not a number of bytes", fix="unset it, or set e.g. TRITON_MAX_SHARED_MEMORY=49152 (48 KiB)", exit_code=2) from None
+        raise VerlfitError(
+            f"TRITON_MAX_SHARED_MEMORY={text!r} is not a number of bytes",
+            fix="unset it, or set e.g. TRITON_MAX_SHARED_MEMORY=49152 (48 KiB)",
+            exit_code=2,
+        ) from None
     if compute_capability is not None and compute_capability < (7, 0):
         return False
     return shared_memory >= TRITON_MIN_SHARED_MEMORY
@@ -255,7 +271,11 @@ def quote_value(value: str) -> str:
             escapes only before quotes, so the path would change): such values cannot pass through verl's config.
     """
     if "${" in value or "\\" in value:
-        raise VerlfitError(f"{value!r} holds {'${' if '${' in value else 'a backslash'}, which verl's Hydra/OmegaConf config would rewrite", fix="use a path without ${ and backslashes (rename the directory, or pass another --run-dir/--data/--model)", exit_code=2)
+        raise VerlfitError(
+            f"{value!r} holds {'${' if '${' in value else 'a backslash'}, which verl's Hydra/OmegaConf config would rewrite",
+            fix="use a path without ${ and backslashes (rename the directory, or pass another --run-dir/--data/--model)",
+            exit_code=2,
+        )
     if re.fullmatch(r"[A-Za-z0-9_./:~@+\-]*", value) and value not in ("", "null", "true", "false"):
         return value
     escaped = value.replace("\\", "\\\\").replace("'", "\\'")
@@ -293,7 +313,9 @@ def hf_rollout_only_note(subject: str, rollout: str) -> str:
     """The note for a patch switch of verl's HF rollout (0021's ``rollout.trim_padding``, 0022's ``cuda_graph``,
     0023's ``unwrap_fsdp``) asked for on another ``rollout``, which never reads it; ``subject`` names what asked
     (``verlfit plan``'s flag, or the override ``verlfit train`` was given)."""
-    return f"{subject} has no effect with the {rollout} rollout: its patch changes verl's HF rollout only (--rollout hf)"
+    return (
+        f"{subject} has no effect with the {rollout} rollout: its patch changes verl's HF rollout only (--rollout hf)"
+    )
 
 
 def unwraps_lora_generation(settings: TrainSettings, profile) -> bool:
@@ -322,7 +344,13 @@ def forced_switches(settings: TrainSettings, profile) -> list[str]:
     return out
 
 
-def build_overrides(settings: TrainSettings, profile, environment: dict[str, str], compute_capability: tuple[int, int] | None = None, vllm_card_fraction: float | None = None) -> list[str]:
+def build_overrides(
+    settings: TrainSettings,
+    profile,
+    environment: dict[str, str],
+    compute_capability: tuple[int, int] | None = None,
+    vllm_card_fraction: float | None = None,
+) -> list[str]:
     """Return the complete override list for ``python -m verl.trainer.main_ppo``.
 
     Order: data, model, algorithm, batch and micro-batch sizes, memory, the profile's
@@ -344,14 +372,26 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
     """
     s = settings
     if s.algorithm not in ("ppo", "grpo"):
-        raise VerlfitError(f"--algo {s.algorithm!r} is not supported", fix="use --algo ppo (GAE with a critic) or --algo grpo", exit_code=2)
+        raise VerlfitError(
+            f"--algo {s.algorithm!r} is not supported",
+            fix="use --algo ppo (GAE with a critic) or --algo grpo",
+            exit_code=2,
+        )
     if s.train_batch_size % s.ppo_mini_batch_size:
-        raise VerlfitError(f"--mini-batch-size {s.ppo_mini_batch_size} does not divide --batch-size {s.train_batch_size}", fix="choose a mini-batch size that divides the batch size", exit_code=2)
+        raise VerlfitError(
+            f"--mini-batch-size {s.ppo_mini_batch_size} does not divide --batch-size {s.train_batch_size}",
+            fix="choose a mini-batch size that divides the batch size",
+            exit_code=2,
+        )
     samples = s.rollout_n if s.algorithm == "grpo" else 1
     per_gpu_mini = s.ppo_mini_batch_size * samples // max(s.gpus * s.nodes, 1)
     for name, micro in (("actor", s.actor_micro_batch_size), ("critic", s.critic_micro_batch_size)):
         if per_gpu_mini % micro:
-            raise VerlfitError(f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of {per_gpu_mini} responses", fix="use a power of two no larger than the mini-batch (or leave micro-batches to the planner)", exit_code=2)
+            raise VerlfitError(
+                f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of {per_gpu_mini} responses",
+                fix="use a power of two no larger than the mini-batch (or leave micro-batches to the planner)",
+                exit_code=2,
+            )
     check_allocator_config(environment, profile.rollout)
     data = Path(s.data_dir)
     out = [
@@ -388,7 +428,12 @@ def build_overrides(settings: TrainSettings, profile, environment: dict[str, str
             f"critic.model.path={quote_value(s.model)}",
             f"critic.optim.lr={s.critic_lr}",
             f"critic.model.enable_gradient_checkpointing={_bool(critic_checkpointing)}",
-            *lora_overrides("critic.model", s.lora_rank if s.critic_lora_rank is None else s.critic_lora_rank, s.lora_alpha, s.lora_target_modules),
+            *lora_overrides(
+                "critic.model",
+                s.lora_rank if s.critic_lora_rank is None else s.critic_lora_rank,
+                s.lora_alpha,
+                s.lora_target_modules,
+            ),
             f"critic.ppo_micro_batch_size_per_gpu={s.critic_micro_batch_size}",
             f"critic.model.fsdp_config.param_offload={_bool(s.critic_param_offload)}",
             f"critic.model.fsdp_config.optimizer_offload={_bool(s.critic_optimizer_offload)}",
@@ -567,7 +612,11 @@ def user_overrides(raw: list[str]) -> list[str]:
         _, key, _ = split_override(override)  # raises a clear error for anything that is not key=value
         option = managed_key_option(key)
         if option:
-            raise VerlfitError(f"override {override!r}: verlfit sets {key} itself from its options and checks it against the GPU, the profile and the memory plan", fix=f"use {option} instead", exit_code=2)
+            raise VerlfitError(
+                f"override {override!r}: verlfit sets {key} itself from its options and checks it against the GPU, the profile and the memory plan",
+                fix=f"use {option} instead",
+                exit_code=2,
+            )
     return extras
 
 
@@ -587,7 +636,11 @@ def split_override(override: str) -> tuple[str, str, str]:
     """
     match = re.fullmatch(r"(\+\+|\+|~)?([A-Za-z0-9_.\-/@]+)(?:=(.*))?", override, flags=re.S)
     if not match or (match.group(3) is None and match.group(1) != "~"):
-        raise VerlfitError(f"override {override!r} is not key=value", fix="write overrides as section.key=value, e.g. actor_rollout_ref.actor.optim.lr=1e-6", exit_code=2)
+        raise VerlfitError(
+            f"override {override!r} is not key=value",
+            fix="write overrides as section.key=value, e.g. actor_rollout_ref.actor.optim.lr=1e-6",
+            exit_code=2,
+        )
     return match.group(1) or "", match.group(2), match.group(3) if match.group(3) is not None else ""
 
 
@@ -633,7 +686,10 @@ def verl_config_dir() -> Path:
 
     spec = importlib.util.find_spec("verl")
     if spec is None or not spec.submodule_search_locations:
-        raise VerlfitError("verl is not installed in this Python, so overrides cannot be validated", fix="pip install verl==0.4.1 (the images install it), or pass --no-validate")
+        raise VerlfitError(
+            "verl is not installed in this Python, so overrides cannot be validated",
+            fix="pip install verl==0.4.1 (the images install it), or pass --no-validate",
+        )
     config_dir = Path(list(spec.submodule_search_locations)[0]) / "trainer" / "config"
     if not (config_dir / "ppo_trainer.yaml").is_file():
         raise VerlfitError(f"{config_dir / 'ppo_trainer.yaml'} is missing: is this a complete verl install?")
@@ -664,7 +720,11 @@ def suggest_keys(key: str, valid: list[str], limit: int = 3) -> list[str]:
     section = key.rsplit(".", 1)[0] if "." in key else ""
     hint_keys = []
     if leaf in KNOWN_MISTAKES:
-        hint_keys = [k for k in valid if k.startswith(section + ".") and k.rsplit(".", 1)[-1] in ("param_offload", "optimizer_offload")]
+        hint_keys = [
+            k
+            for k in valid
+            if k.startswith(section + ".") and k.rsplit(".", 1)[-1] in ("param_offload", "optimizer_offload")
+        ]
     close = difflib.get_close_matches(key, valid, n=limit, cutoff=0.6)
     same_section = [k for k in valid if k.startswith(section + ".") and k.count(".") == key.count(".")]
     close += difflib.get_close_matches(key, same_section, n=limit, cutoff=0.0)
@@ -683,7 +743,11 @@ def _unknown_key_error(key: str, valid: list[str], added: bool) -> VerlfitError:
     message = f"{what} {key!r}"
     if why:
         message += f" ({why})"
-    return VerlfitError(message, fix="did you mean: " + ", ".join(suggestions) if suggestions else "see verl's ppo_trainer.yaml", exit_code=2)
+    return VerlfitError(
+        message,
+        fix="did you mean: " + ", ".join(suggestions) if suggestions else "see verl's ppo_trainer.yaml",
+        exit_code=2,
+    )
 
 
 # Hydra keys verlfit's launch command sets after the user's overrides (train/launch_plan.py hydra_run_dir_override):
@@ -742,17 +806,29 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None, use
             continue
         if prefix in ("+", "++"):
             if key in valid_set and prefix == "+":
-                raise VerlfitError(f"{override!r}: verl's yaml already has {key!r}, so '+' (add a new key) is refused by Hydra", fix=f"drop the '+': {override.lstrip('+')}", exit_code=2)
+                raise VerlfitError(
+                    f"{override!r}: verl's yaml already has {key!r}, so '+' (add a new key) is refused by Hydra",
+                    fix=f"drop the '+': {override.lstrip('+')}",
+                    exit_code=2,
+                )
             if key not in KNOWN_ADDED_KEYS and not key.startswith(KNOWN_ADDED_PREFIXES) and key not in valid_set:
                 raise _unknown_key_error(key, valid, added=True)
         elif prefix == "~" and key in valid_set:
             # verl reads its yaml's keys as attributes (config.actor.optim.lr): a deleted one fails after Ray starts
             default = OmegaConf.select(base, key, default=None, throw_on_resolution_failure=False)
-            raise VerlfitError(f"{override!r} deletes {key}, which verl 0.4.1 reads (every key of its ppo_trainer.yaml is read where its feature runs): the run would fail after Ray starts",
-                               fix=f"set a value instead: {key}=VALUE" + (f" (verl's default: {default})" if not OmegaConf.is_config(default) and default is not None else ""), exit_code=2)
+            raise VerlfitError(
+                f"{override!r} deletes {key}, which verl 0.4.1 reads (every key of its ppo_trainer.yaml is read where its feature runs): the run would fail after Ray starts",
+                fix=f"set a value instead: {key}=VALUE"
+                + (f" (verl's default: {default})" if not OmegaConf.is_config(default) and default is not None else ""),
+                exit_code=2,
+            )
         elif prefix == "" and key not in valid_set:
             if key in KNOWN_ADDED_KEYS or key.startswith(KNOWN_ADDED_PREFIXES):
-                raise VerlfitError(f"{override!r}: {key!r} is not in verl's yaml, so it needs a leading '+'", fix=f"write +{override}", exit_code=2)
+                raise VerlfitError(
+                    f"{override!r}: {key!r} is not in verl's yaml, so it needs a leading '+'",
+                    fix=f"write +{override}",
+                    exit_code=2,
+                )
             raise _unknown_key_error(key, valid, added=False)
         verl_overrides.append(override)
     GlobalHydra.instance().clear()
@@ -771,13 +847,43 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None, use
 # Values verl 0.4.1 takes without a word but that break a run or train nothing: (key, test, what it must be, why).
 # Checked on the composed config (interpolations resolved: critic.ppo_epochs follows the actor's).
 VALUE_RULES = (
-    ("actor_rollout_ref.actor.ppo_epochs", lambda v: v >= 1, "a whole number from 1", "0 passes over each batch: the actor never updates (verl 0.4.1 dp_actor.py:401 loops ppo_epochs times)"),
-    ("critic.ppo_epochs", lambda v: v >= 1, "a whole number from 1", "0 passes over each batch: the critic never updates (dp_critic.py:206)"),
-    ("actor_rollout_ref.actor.optim.lr", lambda v: v >= 0, "a learning rate from 0", "a negative learning rate climbs the loss"),
+    (
+        "actor_rollout_ref.actor.ppo_epochs",
+        lambda v: v >= 1,
+        "a whole number from 1",
+        "0 passes over each batch: the actor never updates (verl 0.4.1 dp_actor.py:401 loops ppo_epochs times)",
+    ),
+    (
+        "critic.ppo_epochs",
+        lambda v: v >= 1,
+        "a whole number from 1",
+        "0 passes over each batch: the critic never updates (dp_critic.py:206)",
+    ),
+    (
+        "actor_rollout_ref.actor.optim.lr",
+        lambda v: v >= 0,
+        "a learning rate from 0",
+        "a negative learning rate climbs the loss",
+    ),
     ("critic.optim.lr", lambda v: v >= 0, "a learning rate from 0", "a negative learning rate climbs the loss"),
-    ("actor_rollout_ref.rollout.temperature", lambda v: v >= 0, "a temperature from 0", "sampling divides the logits by it: below 0 the least likely tokens win (transformers and vLLM refuse it mid-run)"),
-    ("actor_rollout_ref.rollout.val_kwargs.temperature", lambda v: v >= 0, "a temperature from 0", "sampling divides the logits by it: below 0 the least likely tokens win"),
-    ("actor_rollout_ref.rollout.top_p", lambda v: 0 < v <= 1, "a probability in (0, 1]", "the share of probability mass sampled from"),
+    (
+        "actor_rollout_ref.rollout.temperature",
+        lambda v: v >= 0,
+        "a temperature from 0",
+        "sampling divides the logits by it: below 0 the least likely tokens win (transformers and vLLM refuse it mid-run)",
+    ),
+    (
+        "actor_rollout_ref.rollout.val_kwargs.temperature",
+        lambda v: v >= 0,
+        "a temperature from 0",
+        "sampling divides the logits by it: below 0 the least likely tokens win",
+    ),
+    (
+        "actor_rollout_ref.rollout.top_p",
+        lambda v: 0 < v <= 1,
+        "a probability in (0, 1]",
+        "the share of probability mass sampled from",
+    ),
 )
 REWARD_MODEL_KEY = "reward_model.enable"
 
@@ -796,13 +902,17 @@ def check_values(config) -> None:
     for key, test, must, why in VALUE_RULES:
         value = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not test(value):
-            raise VerlfitError(f"{key}={value}: it must be {must}; {why}", fix=f"set {key} to {must}, or leave it to verl's default", exit_code=2)
+            raise VerlfitError(
+                f"{key}={value}: it must be {must}; {why}",
+                fix=f"set {key} to {must}, or leave it to verl's default",
+                exit_code=2,
+            )
     if OmegaConf.select(config, REWARD_MODEL_KEY, default=False, throw_on_resolution_failure=False) is True:
         raise VerlfitError(
             f"{REWARD_MODEL_KEY}=True: verlfit does not run a reward model: the planner does not count its memory, and verl 0.4.1's reward-model "
             "loader asks for FlashAttention-2 (fsdp_workers.py:1241), which no card below compute capability 8.0 has",
             fix="drop reward_model.enable=True: verlfit scores GSM8K with verl's rule-based reward (default_compute_score); for your own reward, "
-                "a reward function (verl's custom_reward_function.path and .name)",
+            "a reward function (verl's custom_reward_function.path and .name)",
             exit_code=2,
         )
 
@@ -819,7 +929,11 @@ def _check_value_types(overrides: list[str], base, composed) -> None:
         prefix, key, _ = split_override(override)
         if prefix in ("+", "++") and key in SWITCH_ADDED_KEYS:
             if not isinstance(OmegaConf.select(composed, key, default=None), bool):
-                raise VerlfitError(f"{override!r}: {key} is a switch of verlfit's patch series, true or false (the patched verl reads bool(value), so a word such as 'maybe' would turn it on)", fix=f"write +{key}=True or +{key}=False", exit_code=2)
+                raise VerlfitError(
+                    f"{override!r}: {key} is a switch of verlfit's patch series, true or false (the patched verl reads bool(value), so a word such as 'maybe' would turn it on)",
+                    fix=f"write +{key}=True or +{key}=False",
+                    exit_code=2,
+                )
             continue
         if prefix:
             continue
@@ -830,6 +944,18 @@ def _check_value_types(overrides: list[str], base, composed) -> None:
         default = OmegaConf.select(base, key, default=None, throw_on_resolution_failure=False)
         value = OmegaConf.select(composed, key, default=None)
         if isinstance(default, bool) and not isinstance(value, bool):
-            raise VerlfitError(f"{override!r}: verl expects true or false for {key} (its default is {str(default).lower()})", fix=f"write {key}=True or {key}=False", exit_code=2)
-        if isinstance(default, (int, float)) and not isinstance(default, bool) and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise VerlfitError(f"{override!r}: verl expects a number for {key} (its default is {default})", fix=f"write a number, e.g. {key}={default}", exit_code=2)
+            raise VerlfitError(
+                f"{override!r}: verl expects true or false for {key} (its default is {str(default).lower()})",
+                fix=f"write {key}=True or {key}=False",
+                exit_code=2,
+            )
+        if (
+            isinstance(default, (int, float))
+            and not isinstance(default, bool)
+            and (isinstance(value, bool) or not isinstance(value, (int, float)))
+        ):
+            raise VerlfitError(
+                f"{override!r}: verl expects a number for {key} (its default is {default})",
+                fix=f"write a number, e.g. {key}={default}",
+                exit_code=2,
+            )

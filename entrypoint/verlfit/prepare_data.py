@@ -45,7 +45,7 @@ SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 MAX_BAD_LINES = 20
 # a placeholder in --prompt-template: {name}; only {question} is filled in (str.replace, so other braces stay text)
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-EXACT_INTEGER_LIMIT = 2 ** 53  # float64 holds every integer up to this exactly (IEEE 754: 53-bit significand)
+EXACT_INTEGER_LIMIT = 2**53  # float64 holds every integer up to this exactly (IEEE 754: 53-bit significand)
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,11 @@ def read_rows(path: str | os.PathLike, flag: str = "--train") -> list[SourceRow]
     )
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
-        raise VerlfitError(f"{path}: cannot read {suffix or 'a file without a suffix'}", fix=f"give the file one of the suffixes {', '.join(SUFFIXES)} (and that format)", exit_code=2)
+        raise VerlfitError(
+            f"{path}: cannot read {suffix or 'a file without a suffix'}",
+            fix=f"give the file one of the suffixes {', '.join(SUFFIXES)} (and that format)",
+            exit_code=2,
+        )
     if path.stat().st_size == 0:
         raise VerlfitError(
             f"{flag} {path} is empty (0 bytes)",
@@ -126,9 +130,11 @@ def read_rows(path: str | os.PathLike, flag: str = "--train") -> list[SourceRow]
     except OSError as error:  # a file this user may not read (its mode, or a folder above it), a disk error
         from verlfit.errors import os_error_words
 
-        raise VerlfitError(f"cannot read {flag} {path}: {os_error_words(error)}",
-                           fix=f"give your user read access to {path} (or copy it somewhere you can read), then run again",
-                           exit_code=2) from error
+        raise VerlfitError(
+            f"cannot read {flag} {path}: {os_error_words(error)}",
+            fix=f"give your user read access to {path} (or copy it somewhere you can read), then run again",
+            exit_code=2,
+        ) from error
     if not rows:
         holds = {".csv": "a header line and no row", ".json": "an empty array", ".parquet": "no row"}.get(
             suffix, "blank lines only"
@@ -154,7 +160,11 @@ def _jsonl_rows(path: Path) -> Iterator[SourceRow]:
             except json.JSONDecodeError as error:
                 yield SourceRow(where, index, None, f"not JSON ({error.msg}, column {error.colno})")
             else:
-                yield SourceRow(where, index, values, "") if isinstance(values, dict) else SourceRow(where, index, None, f"a JSON {type(values).__name__}, not an object")
+                yield (
+                    SourceRow(where, index, values, "")
+                    if isinstance(values, dict)
+                    else SourceRow(where, index, None, f"a JSON {type(values).__name__}, not an object")
+                )
             index += 1
 
 
@@ -162,11 +172,21 @@ def _json_rows(path: Path) -> list[SourceRow]:
     try:
         content = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as error:
-        raise VerlfitError(f"{path} is not JSON: {error.msg} at line {error.lineno}, column {error.colno}", fix="a .json file holds one array of objects; for one object per line name it .jsonl", exit_code=2) from error
+        raise VerlfitError(
+            f"{path} is not JSON: {error.msg} at line {error.lineno}, column {error.colno}",
+            fix="a .json file holds one array of objects; for one object per line name it .jsonl",
+            exit_code=2,
+        ) from error
     if not isinstance(content, list):
-        raise VerlfitError(f"{path} holds a JSON {type(content).__name__}, not an array of objects", fix="a .json file holds one array of objects; for one object per line name it .jsonl", exit_code=2)
+        raise VerlfitError(
+            f"{path} holds a JSON {type(content).__name__}, not an array of objects",
+            fix="a .json file holds one array of objects; for one object per line name it .jsonl",
+            exit_code=2,
+        )
     return [
-        SourceRow(f"{path} item {index}", index, item) if isinstance(item, dict) else SourceRow(f"{path} item {index}", index, None, f"a JSON {type(item).__name__}, not an object")
+        SourceRow(f"{path} item {index}", index, item)
+        if isinstance(item, dict)
+        else SourceRow(f"{path} item {index}", index, None, f"a JSON {type(item).__name__}, not an object")
         for index, item in enumerate(content)
     ]
 
@@ -190,7 +210,11 @@ def _csv_rows(path: Path) -> Iterator[SourceRow]:
 def _csv_dict_rows(path: Path, reader: csv.DictReader) -> Iterator[SourceRow]:
     """The rows of ``reader`` (see :func:`_csv_rows`), each with its line."""
     if reader.fieldnames is None:
-        raise VerlfitError(f"{path} is empty: a .csv file needs a header line naming its columns", fix="add a header line, e.g. question,answer", exit_code=2)
+        raise VerlfitError(
+            f"{path} is empty: a .csv file needs a header line naming its columns",
+            fix="add a header line, e.g. question,answer",
+            exit_code=2,
+        )
     twice = sorted({name for name in reader.fieldnames if reader.fieldnames.count(name) > 1})
     if twice:
         raise VerlfitError(
@@ -209,7 +233,7 @@ def _csv_dict_rows(path: Path, reader: csv.DictReader) -> Iterator[SourceRow]:
         except csv.Error as error:  # the row starting at line `start` never ends well: a quote left open, say
             raise VerlfitError(
                 f"{path} line {start}: not valid CSV ({error})",
-                fix="close the quote that is left open (a text holding quotes writes each as two: \"\"), or save the file"
+                fix='close the quote that is left open (a text holding quotes writes each as two: ""), or save the file'
                 " again from your spreadsheet as CSV",
                 exit_code=2,
             ) from error
@@ -239,7 +263,11 @@ def _parquet_rows(path: Path) -> list[SourceRow]:
     try:
         table = pq.read_table(path)
     except (OSError, pyarrow.ArrowException) as error:
-        raise VerlfitError(f"{path} does not read as parquet ({error})", fix="pass a parquet file, or the data as .jsonl/.json/.csv", exit_code=2) from error
+        raise VerlfitError(
+            f"{path} does not read as parquet ({error})",
+            fix="pass a parquet file, or the data as .jsonl/.json/.csv",
+            exit_code=2,
+        ) from error
     return [SourceRow(f"{path} row {index}", index, values) for index, values in enumerate(table.to_pylist())]
 
 
@@ -270,13 +298,19 @@ def check_row(row: SourceRow, question_column: str, answer_column: str) -> tuple
     if question_column not in row.values:
         return None, BadRow(row.where, question_column, "missing")
     if not isinstance(question, str) or not question.strip():
-        return None, BadRow(row.where, question_column, "blank" if isinstance(question, str) or question is None else f"a {type(question).__name__}, not text")
+        return None, BadRow(
+            row.where,
+            question_column,
+            "blank" if isinstance(question, str) or question is None else f"a {type(question).__name__}, not text",
+        )
     if answer_column not in row.values:
         return None, BadRow(row.where, answer_column, "missing")
     answer = answer_text(row.values.get(answer_column))
     if answer is None:
         value = row.values.get(answer_column)
-        return None, BadRow(row.where, answer_column, "blank" if value is None else f"{value!r} is neither text nor a number")
+        return None, BadRow(
+            row.where, answer_column, "blank" if value is None else f"{value!r} is neither text nor a number"
+        )
     if not answer.strip():
         return None, BadRow(row.where, answer_column, "blank")
     return (question, answer), None
@@ -299,8 +333,11 @@ def check_columns(path: str | os.PathLike, rows: list[SourceRow], flags: dict[st
         return  # no row parsed: the bad rows say why
     for flag, column in flags.items():
         if column not in seen:
-            raise VerlfitError(f"{flag} {column}: no row of {path} has that column; its columns are {', '.join(seen)}",
-                               fix=f"pass {flag} with one of them", exit_code=2)
+            raise VerlfitError(
+                f"{flag} {column}: no row of {path} has that column; its columns are {', '.join(seen)}",
+                fix=f"pass {flag} with one of them",
+                exit_code=2,
+            )
 
 
 def render_prompt(question: str, system_prompt: str | None = None, template: str | None = None) -> list[dict]:
@@ -311,7 +348,16 @@ def render_prompt(question: str, system_prompt: str | None = None, template: str
     return messages + [{"role": "user", "content": content}]
 
 
-def make_row(split: str, index: int, question: str, answer: str, data_source: str, ability: str, system_prompt: str | None, template: str | None) -> dict:
+def make_row(
+    split: str,
+    index: int,
+    question: str,
+    answer: str,
+    data_source: str,
+    ability: str,
+    system_prompt: str | None,
+    template: str | None,
+) -> dict:
     """One verl row (column and field order as verl's GSM8K script writes them, :func:`verlfit.gsm8k.make_row`)."""
     return {
         "data_source": data_source,
@@ -330,9 +376,17 @@ def split_indices(count: int, test_fraction: float, seed: int) -> tuple[list[int
         VerlfitError: fewer than 2 rows, or a fraction outside (0, 1).
     """
     if not 0 < test_fraction < 1:
-        raise VerlfitError(f"--test-fraction {test_fraction}: must be between 0 and 1 (exclusive)", fix="e.g. --test-fraction 0.1", exit_code=2)
+        raise VerlfitError(
+            f"--test-fraction {test_fraction}: must be between 0 and 1 (exclusive)",
+            fix="e.g. --test-fraction 0.1",
+            exit_code=2,
+        )
     if count < 2:
-        raise VerlfitError(f"{count} good row(s): a train/test split needs at least 2", fix="add rows, or pass --test FILE", exit_code=2)
+        raise VerlfitError(
+            f"{count} good row(s): a train/test split needs at least 2",
+            fix="add rows, or pass --test FILE",
+            exit_code=2,
+        )
     test_count = min(count - 1, max(1, round(count * test_fraction)))
     test = sorted(random.Random(seed).sample(range(count), test_count))
     chosen = set(test)
@@ -388,11 +442,23 @@ def prepare_data(
     from verlfit.output_files import check_output
 
     if (test is None) == (test_fraction is None):
-        raise VerlfitError("give the held-out rows one way: --test FILE or --test-fraction F", fix="e.g. --test test.jsonl, or --test-fraction 0.1 --seed 0", exit_code=2)
+        raise VerlfitError(
+            "give the held-out rows one way: --test FILE or --test-fraction F",
+            fix="e.g. --test test.jsonl, or --test-fraction 0.1 --seed 0",
+            exit_code=2,
+        )
     if not data_source or not data_source.strip():
-        raise VerlfitError("--data-source is empty", fix="name your task, e.g. --data-source my/unit-conversion (your reward function receives it)", exit_code=2)
+        raise VerlfitError(
+            "--data-source is empty",
+            fix="name your task, e.g. --data-source my/unit-conversion (your reward function receives it)",
+            exit_code=2,
+        )
     if prompt_template is not None and "{question}" not in prompt_template:
-        raise VerlfitError(f"--prompt-template {prompt_template!r} has no {{question}}", fix="put {question} where the question goes, e.g. --prompt-template 'Convert: {question} Answer after ####.'", exit_code=2)
+        raise VerlfitError(
+            f"--prompt-template {prompt_template!r} has no {{question}}",
+            fix="put {question} where the question goes, e.g. --prompt-template 'Convert: {question} Answer after ####.'",
+            exit_code=2,
+        )
     others = sorted({name for name in PLACEHOLDER.findall(prompt_template or "") if name != "question"})
     if others:
         shown = ", ".join(f"{{{name}}}" for name in others)
@@ -422,7 +488,11 @@ def prepare_data(
             exit_code=2,
         )
     if max_prompt_length is not None and tokenizer is None:
-        raise VerlfitError("--max-prompt-length needs --tokenizer: prompt lengths are counted in the model's tokens", fix="add --tokenizer with the model you will train (its folder or hub name)", exit_code=2)
+        raise VerlfitError(
+            "--max-prompt-length needs --tokenizer: prompt lengths are counted in the model's tokens",
+            fix="add --tokenizer with the model you will train (its folder or hub name)",
+            exit_code=2,
+        )
     if max_prompt_length is not None and max_prompt_length < 1:
         raise VerlfitError(f"--max-prompt-length must be at least 1, not {max_prompt_length}", exit_code=2)
     output_dir = Path(output_dir)
@@ -436,7 +506,10 @@ def prepare_data(
         else:
             name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
         if not getattr(tokenizer, "chat_template", None):
-            raise VerlfitError(f"tokenizer {name} has no chat template; verl renders every prompt with it", fix="pass the tokenizer of an instruct/chat model")
+            raise VerlfitError(
+                f"tokenizer {name} has no chat template; verl renders every prompt with it",
+                fix="pass the tokenizer of an instruct/chat model",
+            )
 
     result = PrepareDataResult(output_dir=output_dir)
     sources = (
@@ -462,19 +535,37 @@ def prepare_data(
                 good[split].append((row.index, *values))
         log(f"read {train if split == 'train' else test}: {len(source_rows)} rows, {len(good[split])} good")
     if result.bad:
-        lines = [str(bad) for bad in result.bad[:MAX_BAD_LINES]] + ([f"... and {len(result.bad) - MAX_BAD_LINES} more"] if len(result.bad) > MAX_BAD_LINES else [])
+        lines = [str(bad) for bad in result.bad[:MAX_BAD_LINES]] + (
+            [f"... and {len(result.bad) - MAX_BAD_LINES} more"] if len(result.bad) > MAX_BAD_LINES else []
+        )
         if strict:
-            raise VerlfitError(f"{len(result.bad)} bad row(s) and --strict:\n  " + "\n  ".join(lines), fix="fix those rows, or leave out --strict to skip them", exit_code=2)
+            raise VerlfitError(
+                f"{len(result.bad)} bad row(s) and --strict:\n  " + "\n  ".join(lines),
+                fix="fix those rows, or leave out --strict to skip them",
+                exit_code=2,
+            )
         for line in lines:
             log(f"skipped {line}")
     if test is None:
         if not good["train"]:
-            raise VerlfitError(f"no good rows in {train} ({result.read['train']} read, {len(result.bad)} bad); nothing written", fix=f"check the columns: --question-column {question_column} --answer-column {answer_column}", exit_code=2)
+            raise VerlfitError(
+                f"no good rows in {train} ({result.read['train']} read, {len(result.bad)} bad); nothing written",
+                fix=f"check the columns: --question-column {question_column} --answer-column {answer_column}",
+                exit_code=2,
+            )
         train_at, test_at = split_indices(len(good["train"]), test_fraction, seed)
         good = {"train": [good["train"][i] for i in train_at], "test": [good["train"][i] for i in test_at]}
-        log(f"split {len(train_at) + len(test_at)} good rows with seed {seed}: {len(train_at)} train, {len(test_at)} test")
+        log(
+            f"split {len(train_at) + len(test_at)} good rows with seed {seed}: {len(train_at)} train, {len(test_at)} test"
+        )
 
-    rows = {split: [make_row(split, index, question, answer, data_source, ability, system_prompt, prompt_template) for index, question, answer in good[split]] for split in ("train", "test")}
+    rows = {
+        split: [
+            make_row(split, index, question, answer, data_source, ability, system_prompt, prompt_template)
+            for index, question, answer in good[split]
+        ]
+        for split in ("train", "test")
+    }
     if tokenizer is not None:
         for split in ("train", "test"):
             if not rows[split]:
@@ -507,7 +598,9 @@ def prepare_data(
             log(replaced_text(output))
     for split in ("train", "test"):
         result.rows[split] = len(rows[split])
-        dropped = f", {result.dropped[split]} over {max_prompt_length} tokens dropped" if split in result.dropped else ""
+        dropped = (
+            f", {result.dropped[split]} over {max_prompt_length} tokens dropped" if split in result.dropped else ""
+        )
         log(f"{split}: {result.rows[split]} rows written{dropped} -> {result.paths[split]}")
     return result
 
@@ -575,21 +668,56 @@ def register(subparsers):
     parser.add_argument("--train", metavar="FILE", required=True, help="training rows: .jsonl, .json, .csv or .parquet")
     held_out = parser.add_mutually_exclusive_group(required=True)
     held_out.add_argument("--test", metavar="FILE", help="held-out rows (same formats)")
-    held_out.add_argument("--test-fraction", metavar="F", type=float, help="hold out this share of --train's good rows (0 < F < 1)")
-    parser.add_argument("--seed", metavar="N", type=int, default=0, help="random seed of --test-fraction's split (default 0)")
-    parser.add_argument("--data-source", metavar="NAME", required=True, help="the data_source of every row: your reward function receives it")
-    parser.add_argument("--question-column", metavar="NAME", default="question", help="column holding the question (default: question)")
-    parser.add_argument("--answer-column", metavar="NAME", default="answer", help="column holding the answer, the ground truth (default: answer)")
+    held_out.add_argument(
+        "--test-fraction", metavar="F", type=float, help="hold out this share of --train's good rows (0 < F < 1)"
+    )
+    parser.add_argument(
+        "--seed", metavar="N", type=int, default=0, help="random seed of --test-fraction's split (default 0)"
+    )
+    parser.add_argument(
+        "--data-source",
+        metavar="NAME",
+        required=True,
+        help="the data_source of every row: your reward function receives it",
+    )
+    parser.add_argument(
+        "--question-column", metavar="NAME", default="question", help="column holding the question (default: question)"
+    )
+    parser.add_argument(
+        "--answer-column",
+        metavar="NAME",
+        default="answer",
+        help="column holding the answer, the ground truth (default: answer)",
+    )
     parser.add_argument("--system-prompt", metavar="TEXT", help="a system message before each question")
-    parser.add_argument("--prompt-template", metavar="TEXT", help="the user message, with {question} where the question goes (default: the question)")
-    parser.add_argument("--ability", metavar="NAME", default=DEFAULT_ABILITY, help=f"verl's ability column (default: {DEFAULT_ABILITY})")
-    parser.add_argument("--tokenizer", "--model", dest="tokenizer", metavar="PATH_OR_NAME", help="the model you train (its folder or hub name): prompts are measured in its tokens")
-    parser.add_argument("--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)")
-    parser.add_argument("--output", metavar="DIR", required=True, help="output folder: absent, empty, or written by verlfit before")
+    parser.add_argument(
+        "--prompt-template",
+        metavar="TEXT",
+        help="the user message, with {question} where the question goes (default: the question)",
+    )
+    parser.add_argument(
+        "--ability", metavar="NAME", default=DEFAULT_ABILITY, help=f"verl's ability column (default: {DEFAULT_ABILITY})"
+    )
+    parser.add_argument(
+        "--tokenizer",
+        "--model",
+        dest="tokenizer",
+        metavar="PATH_OR_NAME",
+        help="the model you train (its folder or hub name): prompts are measured in its tokens",
+    )
+    parser.add_argument(
+        "--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)"
+    )
+    parser.add_argument(
+        "--output", metavar="DIR", required=True, help="output folder: absent, empty, or written by verlfit before"
+    )
     parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
-    parser.add_argument("--force", action="store_true",
-                        help="replace what verlfit wrote into --output before (from other inputs or another command); "
-                             "never a file verlfit did not write")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace what verlfit wrote into --output before (from other inputs or another command); "
+        "never a file verlfit did not write",
+    )
     parser.set_defaults(func=_run)
     return parser
 

@@ -72,19 +72,33 @@ from verlfit.metrics import MetricsWriter, VerlConsoleParser, clean_line, drop_a
 LOG_FILE = "train.log"
 REWARD_KEY = "critic/score/mean"
 KL_KEYS = ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl")
-LOSS_SCALED_ROLES = ("actor", "critic")  # patch 0024's metrics {role}/skipped_updates and {role}/loss_scale (fp16 profiles)
+LOSS_SCALED_ROLES = (
+    "actor",
+    "critic",
+)  # patch 0024's metrics {role}/skipped_updates and {role}/loss_scale (fp16 profiles)
 
 STALL_FACTOR = 5  # x the longest step so far (or the estimate): verlfit's choice, see the module docstring
 STALL_MINIMUM_S = 600.0
 STARTUP_ALLOWANCE_S = 1800.0  # added before the first record: Ray start, model loading, initial validation
-DIAGNOSIS_LINES = 4000  # verl's last lines kept in memory for verlfit.failure.diagnose (what report_failure reads of train.log)
+DIAGNOSIS_LINES = (
+    4000  # verl's last lines kept in memory for verlfit.failure.diagnose (what report_failure reads of train.log)
+)
 
 # verl 0.4.1's lines that announce a phase (text after the Ray prefix) -> the phase; "{next}" is the step in progress
 PHASE_SIGNALS: tuple[tuple[re.Pattern, str], ...] = (
-    (re.compile(r"^Total training steps: \d+"), "model loading (the Ray workers build the models)"),  # ray_trainer.py:536, before init_workers
+    (
+        re.compile(r"^Total training steps: \d+"),
+        "model loading (the Ray workers build the models)",
+    ),  # ray_trainer.py:536, before init_workers
     (re.compile(r"^Load from checkpoint folder: "), "loading the checkpoint"),  # ray_trainer.py:868
-    (re.compile(r"^(?:Training from scratch|Resuming from )"), "step {next}: the rollout, log-prob passes and updates"),  # ray_trainer.py:858, 873
-    (re.compile(r"^test_gen_batch meta info: "), "validation: generating answers to the test prompts"),  # ray_trainer.py:646
+    (
+        re.compile(r"^(?:Training from scratch|Resuming from )"),
+        "step {next}: the rollout, log-prob passes and updates",
+    ),  # ray_trainer.py:858, 873
+    (
+        re.compile(r"^test_gen_batch meta info: "),
+        "validation: generating answers to the test prompts",
+    ),  # ray_trainer.py:646
     (re.compile(r"^validation generation end"), "validation: scoring the answers"),  # ray_trainer.py:659
     (re.compile(r"^local_global_step_folder: "), "the checkpoint save of step {next}"),  # ray_trainer.py:812
 )
@@ -116,11 +130,17 @@ class Stall:
     stopping: bool
 
     def message(self) -> str:
-        text = (f"no step has finished for {format_duration(self.seconds)} (limit {format_duration(self.limit)}: {self.limit_source}); "
-                f"step {self.next_step} is in progress; verl last entered {self.phase} {format_duration(self.phase_seconds)} ago")
+        text = (
+            f"no step has finished for {format_duration(self.seconds)} (limit {format_duration(self.limit)}: {self.limit_source}); "
+            f"step {self.next_step} is in progress; verl last entered {self.phase} {format_duration(self.phase_seconds)} ago"
+        )
         if self.last_line is not None:
             text += f"; its last line, {format_duration(self.last_line_seconds)} ago: {self.last_line[:160]!r}"
-        return text + ("; stopping verl (--stall-timeout)" if self.stopping else "; not stopped (verlfit train --stall-timeout SECONDS stops a stalled run)")
+        return text + (
+            "; stopping verl (--stall-timeout)"
+            if self.stopping
+            else "; not stopped (verlfit train --stall-timeout SECONDS stops a stalled run)"
+        )
 
 
 def format_duration(seconds: float) -> str:
@@ -154,7 +174,9 @@ def skipped_updates_text(record: dict) -> str | None:
     if not roles:
         return None
     scales = [f"{role} {record[f'{role}/loss_scale']:g}" for role in roles if f"{role}/loss_scale" in record]
-    return f"skipped updates (fp16 overflow): {', '.join(f'{role} {skipped[role]:g}' for role in roles)}" + (f"; loss scale {', '.join(scales)}" if scales else "")
+    return f"skipped updates (fp16 overflow): {', '.join(f'{role} {skipped[role]:g}' for role in roles)}" + (
+        f"; loss scale {', '.join(scales)}" if scales else ""
+    )
 
 
 def format_step_line(record: dict, total_steps: int | None, eta_seconds: float | None) -> str:
@@ -304,7 +326,12 @@ class StepWatcher:
                 self._log.write(line if line.endswith("\n") else line + "\n")
             except OSError as error:
                 self.log_error = error
-                self._abandon(self._log, self.log_path, error, f"verlfit stops writing it and keeps verl's last {DIAGNOSIS_LINES} lines in memory for the diagnosis")
+                self._abandon(
+                    self._log,
+                    self.log_path,
+                    error,
+                    f"verlfit stops writing it and keeps verl's last {DIAGNOSIS_LINES} lines in memory for the diagnosis",
+                )
         _, text = clean_line(line)
         self.tail_lines.append(text)
         self.log_lines.append(text)
@@ -323,14 +350,21 @@ class StepWatcher:
                     self._writer.write({**record, "time": self.clock()})
                 except OSError as error:
                     self.metrics_error = error
-                    self._abandon(self._writer, self._writer.path, error, f"the records of step {record['step']} on are not in it; the steps still show here")
+                    self._abandon(
+                        self._writer,
+                        self._writer.path,
+                        error,
+                        f"the records of step {record['step']} on are not in it; the steps still show here",
+                    )
             self.last_step = record["step"]
             if is_training_record(record):
                 self.step_times.append(record["timing_s/step"])
                 self.last_training = record
             self._echo(format_step_line(record, self.total_steps, self.eta_seconds()))
             if self.stall is not None:
-                self._echo(f"verlfit: step {record['step']} finished after {format_duration(now - self._progress_at)} without one: the stall is over")
+                self._echo(
+                    f"verlfit: step {record['step']} finished after {format_duration(now - self._progress_at)} without one: the stall is over"
+                )
             self._progress_at, self._seen_record, self.stall = now, True, None
             self._base_step = record["step"]
             self._enter(f"step {record['step'] + 1}: the rollout, log-prob passes and updates", now)
@@ -373,8 +407,15 @@ class StepWatcher:
         measured = max(self.step_times) if self.step_times else None
         reference = measured if measured is not None else self.initial_step_seconds
         if reference:
-            what = f"the longest step so far, {format_duration(reference)}" if measured is not None else f"the estimated step, {format_duration(reference)}"
-            limit, source = max(STALL_MINIMUM_S, STALL_FACTOR * reference), f"{STALL_FACTOR} x {what}, at least {format_duration(STALL_MINIMUM_S)}"
+            what = (
+                f"the longest step so far, {format_duration(reference)}"
+                if measured is not None
+                else f"the estimated step, {format_duration(reference)}"
+            )
+            limit, source = (
+                max(STALL_MINIMUM_S, STALL_FACTOR * reference),
+                f"{STALL_FACTOR} x {what}, at least {format_duration(STALL_MINIMUM_S)}",
+            )
         else:
             limit, source = STALL_MINIMUM_S, f"no step time known: {format_duration(STALL_MINIMUM_S)}"
         return limit, source
@@ -391,8 +432,17 @@ class StepWatcher:
         if seconds < limit:
             return None
         first = self.stall is None
-        self.stall = Stall(seconds, limit, source, self._base_step + 1, self.phase, now - self._phase_at, self._last_text,
-                           None if self._last_text is None else now - self._line_at, bool(self.stall_timeout))
+        self.stall = Stall(
+            seconds,
+            limit,
+            source,
+            self._base_step + 1,
+            self.phase,
+            now - self._phase_at,
+            self._last_text,
+            None if self._last_text is None else now - self._line_at,
+            bool(self.stall_timeout),
+        )
         if first:
             self._echo("verlfit: " + self.stall.message())
             self.stop_requested = bool(self.stall_timeout)
@@ -405,8 +455,10 @@ class StepWatcher:
         self._closed = True
         if self._live is not None:
             self._live.stop()
-        for file, path, kept, failed in ((self._log, self.log_path, "its last lines are lost", "log_error"),
-                                         (self._writer, self._writer.path, "its last record may be cut", "metrics_error")):
+        for file, path, kept, failed in (
+            (self._log, self.log_path, "its last lines are lost", "log_error"),
+            (self._writer, self._writer.path, "its last record may be cut", "metrics_error"),
+        ):
             if getattr(self, failed) is None:
                 try:
                     file.close()  # flushes: the disk can fill between the last line and this
@@ -455,8 +507,14 @@ class StepWatcher:
         from rich.live import Live
 
         console = Console(file=self.stream, force_terminal=True)
-        self._live = Live(_LiveView(self), console=console, refresh_per_second=2, transient=False,
-                          redirect_stdout=False, redirect_stderr=False)
+        self._live = Live(
+            _LiveView(self),
+            console=console,
+            refresh_per_second=2,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
         self._live.start()
 
 
@@ -475,10 +533,18 @@ class _LiveView:
 
         w = self.watcher
         done = w.last_step or 0
-        bar = ProgressBar(total=w.total_steps, completed=done, width=30) if w.total_steps else ProgressBar(total=None, width=30)
+        bar = (
+            ProgressBar(total=w.total_steps, completed=done, width=30)
+            if w.total_steps
+            else ProgressBar(total=None, width=30)
+        )
         eta = w.eta_seconds()
         status = f"step {done}/{w.total_steps or '?'}  elapsed {format_duration(time.monotonic() - self.started)}"
-        status += f"  ETA {format_duration(eta)}" if eta is not None else ("  waiting for the first step" if not w.step_times else "")
+        status += (
+            f"  ETA {format_duration(eta)}"
+            if eta is not None
+            else ("  waiting for the first step" if not w.step_times else "")
+        )
         if w.stall is not None:
             status += f"  STALLED: no step for {format_duration(w.stall.seconds)}, in {w.stall.phase}"
         row = Table.grid(padding=(0, 1))

@@ -60,7 +60,9 @@ class PromptMeasurement:
     train: PromptLengths | None = None
 
 
-def prompt_lengths(parquet: str | os.PathLike, tokenizer, prompt_key: str = "prompt", max_prompt_length: int | None = None) -> PromptLengths:
+def prompt_lengths(
+    parquet: str | os.PathLike, tokenizer, prompt_key: str = "prompt", max_prompt_length: int | None = None
+) -> PromptLengths:
     """The prompt tokens of ``parquet``'s ``prompt_key`` column (chat messages, verl's format), counted as verl counts
     them (module docstring); with ``max_prompt_length``, prompts longer than it are not kept, as verl's
     ``filter_overlong_prompts`` drops them.
@@ -78,16 +80,22 @@ def prompt_lengths(parquet: str | os.PathLike, tokenizer, prompt_key: str = "pro
     prompts = pq.read_table(path, columns=[prompt_key]).column(prompt_key).to_pylist()
     for row, messages in enumerate(prompts):
         if not isinstance(messages, list) or not all(isinstance(message, dict) for message in messages):
-            raise ValueError(f"{path} row {row}: {prompt_key} is not a list of chat messages (verl's format: [{{'role': 'user', 'content': ...}}])")
+            raise ValueError(
+                f"{path} row {row}: {prompt_key} is not a list of chat messages (verl's format: [{{'role': 'user', 'content': ...}}])"
+            )
     lengths = []
     for start in range(0, len(prompts), TOKENIZE_BATCH_ROWS):
-        texts = tokenizer.apply_chat_template(prompts[start:start + TOKENIZE_BATCH_ROWS], add_generation_prompt=True, tokenize=False)
+        texts = tokenizer.apply_chat_template(
+            prompts[start : start + TOKENIZE_BATCH_ROWS], add_generation_prompt=True, tokenize=False
+        )
         lengths += [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
     kept = [length for length in lengths if max_prompt_length is None or length <= max_prompt_length]
     return PromptLengths(len(lengths), len(kept), max(kept, default=None), min(lengths, default=None))
 
 
-def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length: int, prompt_key: str = "prompt", trimmed: bool = True) -> PromptMeasurement:
+def measure_for_train(
+    data_dir: str | os.PathLike, model: str, max_prompt_length: int, prompt_key: str = "prompt", trimmed: bool = True
+) -> PromptMeasurement:
     """The longest prompt of ``data_dir``'s train.parquet and test.parquet for ``verlfit train``'s planner, with
     ``model``'s tokenizer read from local files only (a folder, or the Hugging Face cache: nothing is downloaded to plan).
     ``trimmed``: the run trims padding (patches 0020-0021), so the planner counts the longest prompt; without the
@@ -115,9 +123,15 @@ def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length
         try:
             rows += pq.ParquetFile(path).metadata.num_rows
         except (OSError, pyarrow.ArrowException) as error:
-            return PromptMeasurement(None, f"prompt lengths not measured: {path} does not read as parquet ({str(error).rstrip('.')}); {limit_note}")
+            return PromptMeasurement(
+                None,
+                f"prompt lengths not measured: {path} does not read as parquet ({str(error).rstrip('.')}); {limit_note}",
+            )
     if rows > MEASURED_ROWS_LIMIT:
-        return PromptMeasurement(None, f"prompt lengths not measured: {rows:,} rows in {', '.join(path.name for path in paths)} (verlfit measures up to {MEASURED_ROWS_LIMIT:,}); {limit_note}")
+        return PromptMeasurement(
+            None,
+            f"prompt lengths not measured: {rows:,} rows in {', '.join(path.name for path in paths)} (verlfit measures up to {MEASURED_ROWS_LIMIT:,}); {limit_note}",
+        )
     try:
         from transformers import AutoTokenizer
     except ImportError as error:  # the launcher installed alone (pyproject.toml): no tokenizer to count with
@@ -129,7 +143,10 @@ def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length
     try:
         tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
     except (OSError, ValueError) as error:
-        return PromptMeasurement(None, f"prompt lengths not measured: no local tokenizer for {model} ({str(error).splitlines()[0]}); {limit_note}")
+        return PromptMeasurement(
+            None,
+            f"prompt lengths not measured: no local tokenizer for {model} ({str(error).splitlines()[0]}); {limit_note}",
+        )
     try:
         measured = {path.name: prompt_lengths(path, tokenizer, prompt_key, max_prompt_length) for path in paths}
     except (KeyError, ValueError, OSError, pyarrow.ArrowException) as error:
@@ -139,14 +156,31 @@ def measure_for_train(data_dir: str | os.PathLike, model: str, max_prompt_length
     if not train.rows:
         return PromptMeasurement(None, f"prompt lengths not measured: {paths[0]} has no rows; {limit_note}", train)
     if not train.kept:
-        raise VerlfitError(f"every prompt of {paths[0]} is longer than --max-prompt-length {max_prompt_length} tokens (the shortest has {train.shortest}, "
-                           "with the model's chat template): verl's filter_overlong_prompts would drop them all and leave the run no data",
-                           fix=f"use --max-prompt-length {train.shortest} or more, or shorter prompts", exit_code=2)
+        raise VerlfitError(
+            f"every prompt of {paths[0]} is longer than --max-prompt-length {max_prompt_length} tokens (the shortest has {train.shortest}, "
+            "with the model's chat template): verl's filter_overlong_prompts would drop them all and leave the run no data",
+            fix=f"use --max-prompt-length {train.shortest} or more, or shorter prompts",
+            exit_code=2,
+        )
     longest = max((lengths.longest for lengths in measured.values() if lengths.longest is not None), default=None)
     if longest is None:
-        return PromptMeasurement(None, f"prompt lengths not measured: no prompt in {', '.join(measured)}; {limit_note}", train)
-    counts = ", ".join(f"{name} {lengths.rows:,} rows" + (f" ({lengths.rows - lengths.kept:,} over the limit: verl drops them)" if lengths.kept < lengths.rows else "") for name, lengths in measured.items())
+        return PromptMeasurement(
+            None, f"prompt lengths not measured: no prompt in {', '.join(measured)}; {limit_note}", train
+        )
+    counts = ", ".join(
+        f"{name} {lengths.rows:,} rows"
+        + (f" ({lengths.rows - lengths.kept:,} over the limit: verl drops them)" if lengths.kept < lengths.rows else "")
+        for name, lengths in measured.items()
+    )
     measured_text = f"longest prompt {longest} tokens of {max_prompt_length} ({counts}; {model}'s chat template)"
     if not trimmed:
-        return PromptMeasurement(None, f"{measured_text}: without the trims (patches 0020-0021) every micro-batch is padded to the limit, which the planner counts", train)
-    return PromptMeasurement(longest, f"{measured_text}: with the trims (patches 0020-0021) the planner counts {longest} prompt columns", train)
+        return PromptMeasurement(
+            None,
+            f"{measured_text}: without the trims (patches 0020-0021) every micro-batch is padded to the limit, which the planner counts",
+            train,
+        )
+    return PromptMeasurement(
+        longest,
+        f"{measured_text}: with the trims (patches 0020-0021) the planner counts {longest} prompt columns",
+        train,
+    )

@@ -33,23 +33,41 @@ from verlfit.output_files import RUN_FILE as RUN_INFO_FILE  # run.json, named on
 from verlfit.progress import LOG_FILE, REWARD_KEY, format_duration, tokens_per_second
 
 # what to do about a run.json that cannot be read: report and `train --resume` give the same fix
-DAMAGED_RECORD_FIX = (f"{RUN_INFO_FILE} is verlfit train's record of the run (settings, overrides, total steps), written whole through a "
-                      "temporary file: a damaged one was edited or copied in part; restore it from a copy, or start a new run with the "
-                      "same options (the run's command.sh holds its verl command)")
+DAMAGED_RECORD_FIX = (
+    f"{RUN_INFO_FILE} is verlfit train's record of the run (settings, overrides, total steps), written whole through a "
+    "temporary file: a damaged one was edited or copied in part; restore it from a copy, or start a new run with the "
+    "same options (the run's command.sh holds its verl command)"
+)
 REPORT_DIR = "report"
 SUMMARY_FILE = "summary.txt"
 
 # verl 0.4.1's marked_timer phases inside timing_s/step (ray_trainer.py fit), in execution order.
 # timing_s/generate_sequences and timing_s/reshard are parts of gen and are not stacked again.
-TIMING_PHASES = ("gen", "gen_max", "reward", "old_log_prob", "ref", "values", "adv", "update_critic",
-                 "update_actor", "dump_rollout_generations", "testing", "save_checkpoint")
+TIMING_PHASES = (
+    "gen",
+    "gen_max",
+    "reward",
+    "old_log_prob",
+    "ref",
+    "values",
+    "adv",
+    "update_critic",
+    "update_actor",
+    "dump_rollout_generations",
+    "testing",
+    "save_checkpoint",
+)
 
 # plot name -> (title, y label, metric names drawn as lines)
 LINE_PLOTS = {
     "reward": ("Reward", "score", (REWARD_KEY, "critic/rewards/mean")),
     "kl": ("KL", "KL", ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl")),
     "entropy": ("Entropy", "nats/token", ("actor/entropy",)),
-    "response_length": ("Response length", "tokens", ("response_length/mean", "response_length/max", "response_length/min")),
+    "response_length": (
+        "Response length",
+        "tokens",
+        ("response_length/mean", "response_length/max", "response_length/min"),
+    ),
     "memory": ("Peak GPU memory", "GiB", ("perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb")),
 }
 
@@ -66,7 +84,9 @@ class Run:
     unreadable_lines: list[int] = field(default_factory=list)  # of metrics.jsonl, from 1
     not_numbers: list[tuple[int, str]] = field(default_factory=list)  # (line, metric) of metrics.jsonl read as NaN
     info_error: str | None = None  # why run.json could not be read (None: read, or absent)
-    evaluation: dict | None = None  # the newest RUN/eval/*/summary.json of this run's exported checkpoint (verlfit eval)
+    evaluation: dict | None = (
+        None  # the newest RUN/eval/*/summary.json of this run's exported checkpoint (verlfit eval)
+    )
 
     @property
     def training(self) -> list[dict]:
@@ -76,7 +96,8 @@ class Run:
     def finished(self) -> bool:
         last = self.training[-1]["step"] if self.training else None
         return any(r.get("finished") for r in self.records) or (
-            self.total_steps is not None and last is not None and last >= self.total_steps)
+            self.total_steps is not None and last is not None and last >= self.total_steps
+        )
 
 
 def load_run(run_dir: str | os.PathLike) -> Run:
@@ -86,8 +107,10 @@ def load_run(run_dir: str | os.PathLike) -> Run:
         VerlfitError: the directory does not exist, or has neither ``metrics.jsonl`` nor ``train.log``.
     """
     run_dir = Path(run_dir)
-    what = (f"a run directory (made by verlfit train) holds {METRICS_FILE} (metrics per step), "
-            f"{LOG_FILE} (verl's output) and {RUN_INFO_FILE}")
+    what = (
+        f"a run directory (made by verlfit train) holds {METRICS_FILE} (metrics per step), "
+        f"{LOG_FILE} (verl's output) and {RUN_INFO_FILE}"
+    )
     if not run_dir.is_dir():
         raise VerlfitError(f"{run_dir} is not a directory; {what}", fix="verlfit report runs/<name>")
     metrics_path, log_path = run_dir / METRICS_FILE, run_dir / LOG_FILE
@@ -97,8 +120,10 @@ def load_run(run_dir: str | os.PathLike) -> Run:
         # what stands there instead of the files, in words (a folder named metrics.jsonl, a dangling link)
         found = [f"{path.name} is {kind_of(path)}" for path in (metrics_path, log_path) if os.path.lexists(path)]
         has = f"its {' and its '.join(found)}, not a file" if found else f"it has no {METRICS_FILE} and no {LOG_FILE}"
-        raise VerlfitError(f"{run_dir} is not a run: {has}; {what}",
-                           fix="pass the directory verlfit train created, e.g. verlfit report runs/<name>")
+        raise VerlfitError(
+            f"{run_dir} is not a run: {has}; {what}",
+            fix="pass the directory verlfit train created, e.g. verlfit report runs/<name>",
+        )
     info, info_error = _read_run_info(run_dir / RUN_INFO_FILE)
     total = info.get("total_steps") if isinstance(info.get("total_steps"), int) else None
     unreadable: list[int] = []
@@ -154,12 +179,18 @@ def read_evaluation(run_dir: Path) -> dict | None:
             summary = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if isinstance(summary, dict) and isinstance(summary.get("step"), int) and isinstance(summary.get("accuracy"), (int, float)):
+        if (
+            isinstance(summary, dict)
+            and isinstance(summary.get("step"), int)
+            and isinstance(summary.get("accuracy"), (int, float))
+        ):
             try:
                 comparison = json.loads((path.parent / COMPARISON_FILE).read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 comparison = None
-            found.append(summary | {"comparison": comparison if isinstance(comparison, dict) else None, "path": str(path.parent)})
+            found.append(
+                summary | {"comparison": comparison if isinstance(comparison, dict) else None, "path": str(path.parent)}
+            )
     return max(found, key=lambda s: s["step"]) if found else None
 
 
@@ -196,9 +227,16 @@ def plot_data(records: list[dict]) -> dict[str, dict]:
     if timed:
         present = [p for p in TIMING_PHASES if any(f"timing_s/{p}" in r for r in timed)]
         phases = {p: [r[f"timing_s/{p}"] if _finite(r.get(f"timing_s/{p}")) else 0.0 for r in timed] for p in present}
-        phases["other"] = [max(0.0, r["timing_s/step"] - sum(r.get(f"timing_s/{p}", 0.0) for p in present)) for r in timed]
-        plots["step_time"] = {"title": "Step time by verl phase", "ylabel": "seconds", "kind": "stacked",
-                              "steps": [r["step"] for r in timed], "phases": phases}
+        phases["other"] = [
+            max(0.0, r["timing_s/step"] - sum(r.get(f"timing_s/{p}", 0.0) for p in present)) for r in timed
+        ]
+        plots["step_time"] = {
+            "title": "Step time by verl phase",
+            "ylabel": "seconds",
+            "kind": "stacked",
+            "steps": [r["step"] for r in timed],
+            "phases": phases,
+        }
     return plots
 
 
@@ -255,30 +293,40 @@ def summarize(run: Run) -> str:
         status = f"{last or 0} steps done; total unknown (no run.json total_steps, no 'Total training steps' line)"
     lines.append(f"status: {status}")
     if run.info_error:
-        lines.append(f"warning: {run.info_error}: {RUN_INFO_FILE}'s total steps and process id are unknown; "
-                     f"the status above is what {run.source} alone supports")
+        lines.append(
+            f"warning: {run.info_error}: {RUN_INFO_FILE}'s total steps and process id are unknown; "
+            f"the status above is what {run.source} alone supports"
+        )
     if run.unreadable_lines:
         shown = ", ".join(map(str, run.unreadable_lines[:10])) + (" ..." if len(run.unreadable_lines) > 10 else "")
-        lines.append(f"warning: {len(run.unreadable_lines)} line(s) of {METRICS_FILE} are not step records and were skipped "
-                     f"(line {shown}); a run stopped mid-write cuts only its last line")
+        lines.append(
+            f"warning: {len(run.unreadable_lines)} line(s) of {METRICS_FILE} are not step records and were skipped "
+            f"(line {shown}); a run stopped mid-write cuts only its last line"
+        )
     if run.not_numbers:
         shown = ", ".join(f"{key} (line {line})" for line, key in run.not_numbers[:5]) + (
             " ..." if len(run.not_numbers) > 5 else ""
         )
-        lines.append(f"warning: {len(run.not_numbers)} value(s) of {METRICS_FILE} are null or not numbers: {shown}; "
-                     "read as NaN: left out of the means, maxima and step-time bars below")
+        lines.append(
+            f"warning: {len(run.not_numbers)} value(s) of {METRICS_FILE} are null or not numbers: {shown}; "
+            "read as NaN: left out of the means, maxima and step-time bars below"
+        )
     if not training:
         lines.append("no training step has finished yet")
     rewards = [(r["step"], r[REWARD_KEY]) for r in training if REWARD_KEY in r]
     if rewards:
         best = max(rewards, key=lambda p: -math.inf if math.isnan(p[1]) else p[1])  # a NaN step is never the best
-        lines.append(f"reward ({REWARD_KEY}): last {rewards[-1][1]:.3f} (step {rewards[-1][0]}), best {best[1]:.3f} (step {best[0]})")
+        lines.append(
+            f"reward ({REWARD_KEY}): last {rewards[-1][1]:.3f} (step {rewards[-1][0]}), best {best[1]:.3f} (step {best[0]})"
+        )
     val_keys = sorted({k for r in run.records for k in r if k.startswith("val-core/")})
     for key in val_keys:
         points = [(r["step"], r[key]) for r in run.records if key in r]
         best = max(points, key=lambda p: -math.inf if math.isnan(p[1]) else p[1])
         start = f"step 0 (before training) {points[0][1]:.4f} -> " if points[0][0] == 0 and len(points) > 1 else ""
-        lines.append(f"validation ({key}): {start}last {points[-1][1]:.4f} (step {points[-1][0]}), best {best[1]:.4f} (step {best[0]})")
+        lines.append(
+            f"validation ({key}): {start}last {points[-1][1]:.4f} (step {points[-1][0]}), best {best[1]:.4f} (step {best[0]})"
+        )
     if run.evaluation:
         lines.append(describe_evaluation(run.evaluation))
     times = [r["timing_s/step"] for r in training if _finite(r["timing_s/step"])]
@@ -298,7 +346,9 @@ def summarize(run: Run) -> str:
         if reserved:
             text += f", {max(reserved):.1f} GiB reserved"
         lines.append(text + " (perf/max_memory_*_gb)")
-    lines.append("note: values come from verl's console: exact for runs of `verlfit train` (patch 0008), 3 decimals for other verl logs")
+    lines.append(
+        "note: values come from verl's console: exact for runs of `verlfit train` (patch 0008), 3 decimals for other verl logs"
+    )
     return "\n".join(lines)
 
 
@@ -312,14 +362,20 @@ def describe_evaluation(evaluation: dict) -> str:
     partial = f", partial: stopped at row {e.get('stopped_at_row')}" if e.get("partial") else ""
     where = f"{e.get('rows')} rows of {e.get('split')}{partial}, greedy, scored by {scored}; {e['path']}"
     comparison = e.get("comparison")
-    if comparison and isinstance(comparison.get("other"), dict) and isinstance(comparison["other"].get("accuracy"), (int, float)):
+    if (
+        comparison
+        and isinstance(comparison.get("other"), dict)
+        and isinstance(comparison["other"].get("accuracy"), (int, float))
+    ):
         other = comparison["other"]
         return (
             f"eval (verlfit eval, {where}): {measure} before -> after: {other.get('model')} {other['accuracy']:.4f} -> "
             f"exported step {e['step']} {e['accuracy']:.4f} (difference {comparison['difference']:+.4f}, "
             f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}])"
         )
-    form = "" if e.get("format_rate") is None else f", format {e['format_rate']:.4f}"  # GSM8K's extraction only (verlfit.evaluate)
+    form = (
+        "" if e.get("format_rate") is None else f", format {e['format_rate']:.4f}"
+    )  # GSM8K's extraction only (verlfit.evaluate)
     return f"eval (verlfit eval, {where}): exported step {e['step']} {measure} {e['accuracy']:.4f}{form}"
 
 
@@ -351,8 +407,9 @@ class ReportResult:
     replaced: str = ""  # what of verlfit's earlier output there it replaced (output_files.replaced_text)
 
 
-def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | None = None,
-                 force: bool = False) -> ReportResult:
+def write_report(
+    run_dir: str | os.PathLike, output_dir: str | os.PathLike | None = None, force: bool = False
+) -> ReportResult:
     """Write the plots and ``summary.txt`` for ``run_dir``; return where and what.
 
     ``force``: replace what verlfit wrote at ``output_dir`` before (another run's report); a report of the same run
@@ -366,8 +423,9 @@ def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | Non
 
     run = load_run(run_dir)
     out = Path(output_dir) if output_dir is not None else run.run_dir / REPORT_DIR
-    target = output_files.check_output(out, "verlfit report", force=force, inputs=[run.run_dir],
-                                       own_place=(REPORT_DIR,))
+    target = output_files.check_output(
+        out, "verlfit report", force=force, inputs=[run.run_dir], own_place=(REPORT_DIR,)
+    )
     summary = summarize(run)
     specs = plot_data(run.records)
     if specs:
@@ -381,8 +439,13 @@ def write_report(run_dir: str | os.PathLike, output_dir: str | os.PathLike | Non
 
     output_files.write_folder(target, build)
     files = [out / f"{name}.png" for name in specs] + [out / SUMMARY_FILE]
-    return ReportResult(output_dir=out, files=files, summary=summary, info_error=run.info_error,
-                        replaced=output_files.replaced_text(target))
+    return ReportResult(
+        output_dir=out,
+        files=files,
+        summary=summary,
+        info_error=run.info_error,
+        replaced=output_files.replaced_text(target),
+    )
 
 
 def register(subparsers):
@@ -391,20 +454,27 @@ def register(subparsers):
     parser = subparsers.add_parser(
         "report",
         help="plot a run's reward, KL, entropy, lengths, step time and memory; summarize it",
-        description=("Plot and summarize a run directory made by verlfit train, while it runs or after it "
-                     "stopped. Reads metrics.jsonl (or train.log) and run.json."),
-        epilog=("examples:\n"
-                "  $ verlfit report runs/ppo-p40\n"
-                "  $ verlfit report runs/ppo-p40 --output /tmp/ppo-p40-report\n"),
+        description=(
+            "Plot and summarize a run directory made by verlfit train, while it runs or after it "
+            "stopped. Reads metrics.jsonl (or train.log) and run.json."
+        ),
+        epilog=(
+            "examples:\n  $ verlfit report runs/ppo-p40\n  $ verlfit report runs/ppo-p40 --output /tmp/ppo-p40-report\n"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
-    parser.add_argument("--output", metavar="DIR",
-                        help="where to write the plots: a new folder or an earlier report's "
-                             f"(default RUN_DIR/{REPORT_DIR})")
-    parser.add_argument("--force", action="store_true",
-                        help="replace what verlfit wrote at --output before (another run's report; the same run's is "
-                             "replaced without it); never a file verlfit did not write")
+    parser.add_argument(
+        "--output",
+        metavar="DIR",
+        help=f"where to write the plots: a new folder or an earlier report's (default RUN_DIR/{REPORT_DIR})",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace what verlfit wrote at --output before (another run's report; the same run's is "
+        "replaced without it); never a file verlfit did not write",
+    )
     parser.set_defaults(func=_run)
     return parser
 
@@ -418,5 +488,8 @@ def _run(args) -> int:
     if result.replaced:
         print(result.replaced)
     if result.info_error:
-        raise VerlfitError(f"{result.info_error}: the report above rests on the metrics alone (total steps and process id unknown)", fix=DAMAGED_RECORD_FIX)
+        raise VerlfitError(
+            f"{result.info_error}: the report above rests on the metrics alone (total steps and process id unknown)",
+            fix=DAMAGED_RECORD_FIX,
+        )
     return 0

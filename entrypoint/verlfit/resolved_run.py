@@ -55,7 +55,9 @@ class ResolvedRun:
         return self.time_switches or self.switches
 
 
-def run_profile(name: str, gpu: GpuInfo | None, rollout: str | None = None, attention: str | None = None) -> tuple[Profile, Profile]:
+def run_profile(
+    name: str, gpu: GpuInfo | None, rollout: str | None = None, attention: str | None = None
+) -> tuple[Profile, Profile]:
     """(the profile ``name`` chosen against ``gpu``, the same after ``--rollout``/``--attention``): how ``verlfit
     train`` and ``verlfit bench`` resolve a run's profile (:func:`verlfit.profiles.select_profile`, then
     :func:`verlfit.profiles.customize`). ``name``: a profile name or ``auto``; ``gpu``: a

@@ -127,9 +127,17 @@ def parse_reward_function(spec: str, base: str | os.PathLike | None = None) -> R
     if not separator or ("/" in name) or (name and not name.isidentifier()):
         file_part, name = text, DEFAULT_FUNCTION_NAME
     if not file_part:
-        raise VerlfitError(f"--reward-function {spec!r}: no file given", fix="pass --reward-function FILE.py[:FUNCTION], e.g. reward.py:compute_score", exit_code=2)
+        raise VerlfitError(
+            f"--reward-function {spec!r}: no file given",
+            fix="pass --reward-function FILE.py[:FUNCTION], e.g. reward.py:compute_score",
+            exit_code=2,
+        )
     if not name:
-        raise VerlfitError(f"--reward-function {spec!r}: no function name after ':'", fix=f"pass --reward-function {file_part}:FUNCTION, or {file_part} alone for {DEFAULT_FUNCTION_NAME}", exit_code=2)
+        raise VerlfitError(
+            f"--reward-function {spec!r}: no function name after ':'",
+            fix=f"pass --reward-function {file_part}:FUNCTION, or {file_part} alone for {DEFAULT_FUNCTION_NAME}",
+            exit_code=2,
+        )
     path = Path(os.path.expanduser(file_part))
     if not path.is_absolute():
         path = Path(base or os.getcwd()) / path
@@ -167,7 +175,11 @@ def load_reward_function(reward: RewardFunction) -> Callable:
     module_name = f"verlfit_reward_check_{abs(hash(str(path)))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise VerlfitError(f"reward function file {path}: Python cannot import it (not a .py file?)", fix="pass a Python source file (.py)", exit_code=2)
+        raise VerlfitError(
+            f"reward function file {path}: Python cannot import it (not a .py file?)",
+            fix="pass a Python source file (.py)",
+            exit_code=2,
+        )
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
@@ -193,10 +205,22 @@ def load_reward_function(reward: RewardFunction) -> Callable:
     finally:
         sys.modules.pop(module_name, None)
     if not hasattr(module, reward.name):
-        functions = sorted(name for name, value in vars(module).items() if inspect.isfunction(value) and value.__module__ == module_name)
+        functions = sorted(
+            name
+            for name, value in vars(module).items()
+            if inspect.isfunction(value) and value.__module__ == module_name
+        )
         have = f"its functions: {', '.join(functions)}" if functions else "it defines no function"
-        suggestion = f"--reward-function {path}:{functions[0]}" if len(functions) == 1 else f"--reward-function {path}:NAME with one of them"
-        raise VerlfitError(f"reward function file {path} has no function {reward.name!r} ({have})", fix=f"pass {suggestion}, or rename the function", exit_code=2)
+        suggestion = (
+            f"--reward-function {path}:{functions[0]}"
+            if len(functions) == 1
+            else f"--reward-function {path}:NAME with one of them"
+        )
+        raise VerlfitError(
+            f"reward function file {path} has no function {reward.name!r} ({have})",
+            fix=f"pass {suggestion}, or rename the function",
+            exit_code=2,
+        )
     function = getattr(module, reward.name)
     for value in vars(module).values():  # imported here because the folder is on sys.path, but absent from the run
         source = value if inspect.ismodule(value) else sys.modules.get(getattr(value, "__module__", None) or "")
@@ -204,7 +228,11 @@ def load_reward_function(reward: RewardFunction) -> Callable:
         if beside is not None:
             raise _helper_refusal(path, beside)
     if not callable(function):
-        raise VerlfitError(f"{reward.name} in {path} is a {type(function).__name__}, not a function", fix="point --reward-function at a function", exit_code=2)
+        raise VerlfitError(
+            f"{reward.name} in {path} is a {type(function).__name__}, not a function",
+            fix="point --reward-function at a function",
+            exit_code=2,
+        )
     try:
         inspect.signature(function).bind(**{keyword: None for keyword in CALL_KEYWORDS})
     except TypeError as error:
@@ -354,7 +382,11 @@ def call_on_rows(
                     exit_code=2,
                 )
             if not math.isfinite(value):
-                raise VerlfitError(f"{label} returned {value} on {where} with {shown} as the response", fix="return a finite number", exit_code=2)
+                raise VerlfitError(
+                    f"{label} returned {value} on {where} with {shown} as the response",
+                    fix="return a finite number",
+                    exit_code=2,
+                )
             if abs(value) > REWARD_MAGNITUDE_LIMIT:
                 raise VerlfitError(
                     f"{label} returned {value:g} on {where} with {shown} as the response: larger in magnitude than"
@@ -404,11 +436,23 @@ def reward_rows(parquet: str | os.PathLike, keys: DataKeys = DataKeys(), count: 
         parquet_file = pq.ParquetFile(parquet)
         missing = [name for name in missing_verl_columns(parquet_file.schema_arrow, keys) if name != keys.prompt_key]
         if missing:
-            raise VerlfitError(f"{parquet} lacks {', '.join(missing)}, which verl's reward manager reads", fix="prepare the data with verlfit prepare-data (or set data.reward_fn_key to the column naming the task)", exit_code=2)
-        columns = [name for name in (keys.reward_fn_key, "reward_model", "extra_info") if name in parquet_file.schema_arrow.names]
+            raise VerlfitError(
+                f"{parquet} lacks {', '.join(missing)}, which verl's reward manager reads",
+                fix="prepare the data with verlfit prepare-data (or set data.reward_fn_key to the column naming the task)",
+                exit_code=2,
+            )
+        columns = [
+            name
+            for name in (keys.reward_fn_key, "reward_model", "extra_info")
+            if name in parquet_file.schema_arrow.names
+        ]
         table = parquet_file.read(columns=columns)
     except (OSError, pyarrow.ArrowException) as error:
-        raise VerlfitError(f"{parquet} does not read as parquet ({error})", fix="prepare the data with verlfit prepare-data or verlfit prepare-gsm8k", exit_code=2) from error
+        raise VerlfitError(
+            f"{parquet} does not read as parquet ({error})",
+            fix="prepare the data with verlfit prepare-data or verlfit prepare-gsm8k",
+            exit_code=2,
+        ) from error
     if count is not None:
         table = table.slice(0, count)
     split = Path(parquet).name.removesuffix(".parquet")

@@ -35,23 +35,79 @@ __all__ = [
 ]
 
 NAMES = [
-    "Maria", "James", "Aisha", "Tom", "Lena", "Carlos", "Priya", "Ben", "Sofia", "Omar", "Emma", "Liam",
-    "Noah", "Olivia", "Ava", "Lucas", "Mia", "Ethan", "Zara", "Yuki", "Hana", "Diego", "Nina", "Sam",
-    "Grace", "Leo", "Chloe", "Jack", "Ruby", "Max",
+    "Maria",
+    "James",
+    "Aisha",
+    "Tom",
+    "Lena",
+    "Carlos",
+    "Priya",
+    "Ben",
+    "Sofia",
+    "Omar",
+    "Emma",
+    "Liam",
+    "Noah",
+    "Olivia",
+    "Ava",
+    "Lucas",
+    "Mia",
+    "Ethan",
+    "Zara",
+    "Yuki",
+    "Hana",
+    "Diego",
+    "Nina",
+    "Sam",
+    "Grace",
+    "Leo",
+    "Chloe",
+    "Jack",
+    "Ruby",
+    "Max",
 ]
 
 # (singular, plural)
 ITEMS = [
-    ("apple", "apples"), ("book", "books"), ("marble", "marbles"), ("pencil", "pencils"), ("sticker", "stickers"),
-    ("cookie", "cookies"), ("card", "cards"), ("shell", "shells"), ("stamp", "stamps"), ("balloon", "balloons"),
-    ("orange", "oranges"), ("toy car", "toy cars"), ("flower", "flowers"), ("egg", "eggs"), ("crayon", "crayons"),
-    ("button", "buttons"), ("candy", "candies"), ("coin", "coins"), ("ribbon", "ribbons"), ("cupcake", "cupcakes"),
+    ("apple", "apples"),
+    ("book", "books"),
+    ("marble", "marbles"),
+    ("pencil", "pencils"),
+    ("sticker", "stickers"),
+    ("cookie", "cookies"),
+    ("card", "cards"),
+    ("shell", "shells"),
+    ("stamp", "stamps"),
+    ("balloon", "balloons"),
+    ("orange", "oranges"),
+    ("toy car", "toy cars"),
+    ("flower", "flowers"),
+    ("egg", "eggs"),
+    ("crayon", "crayons"),
+    ("button", "buttons"),
+    ("candy", "candies"),
+    ("coin", "coins"),
+    ("ribbon", "ribbons"),
+    ("cupcake", "cupcakes"),
 ]
 
 _PRONOUN = {  # a rough, deterministic pronoun per name (only for readability of the text)
-    "Maria": "she", "Aisha": "she", "Lena": "she", "Priya": "she", "Sofia": "she", "Emma": "she",
-    "Olivia": "she", "Ava": "she", "Mia": "she", "Zara": "she", "Yuki": "she", "Hana": "she", "Nina": "she",
-    "Grace": "she", "Chloe": "she", "Ruby": "she",
+    "Maria": "she",
+    "Aisha": "she",
+    "Lena": "she",
+    "Priya": "she",
+    "Sofia": "she",
+    "Emma": "she",
+    "Olivia": "she",
+    "Ava": "she",
+    "Mia": "she",
+    "Zara": "she",
+    "Yuki": "she",
+    "Hana": "she",
+    "Nina": "she",
+    "Grace": "she",
+    "Chloe": "she",
+    "Ruby": "she",
 }
 
 
@@ -86,20 +142,28 @@ def _items_problem(rng: random.Random, max_value: int) -> Dict[str, str]:
     c = rng.randint(1, a + b)  # never below zero: you cannot give away more than you have
     kind = rng.randrange(3)
     if kind == 0:
-        q = (f"{name} has {format_number(a)} {plur}. {he.capitalize()} buys {format_number(b)} more {plur} and then "
-             f"gives {format_number(c)} {plur} to {other}. How many {plur} does {name} have now?")
+        q = (
+            f"{name} has {format_number(a)} {plur}. {he.capitalize()} buys {format_number(b)} more {plur} and then "
+            f"gives {format_number(c)} {plur} to {other}. How many {plur} does {name} have now?"
+        )
         x, l1 = _step(a, "+", b)
         r, l2 = _step(x, "-", c)
         ans = f"After buying, {name} has {l1} {plur}.\nAfter giving some to {other}, {he} has {l2} {plur}.\n"
     elif kind == 1:
-        q = (f"There are {format_number(a)} {plur} in a box. {name} puts in {format_number(b)} more {plur}. "
-             f"Then {other} takes out {format_number(c)} {plur}. How many {plur} are in the box now?")
+        q = (
+            f"There are {format_number(a)} {plur} in a box. {name} puts in {format_number(b)} more {plur}. "
+            f"Then {other} takes out {format_number(c)} {plur}. How many {plur} are in the box now?"
+        )
         x, l1 = _step(a, "+", b)
         r, l2 = _step(x, "-", c)
-        ans = f"After {name} puts some in, there are {l1} {plur}.\nAfter {other} takes some out, there are {l2} {plur}.\n"
+        ans = (
+            f"After {name} puts some in, there are {l1} {plur}.\nAfter {other} takes some out, there are {l2} {plur}.\n"
+        )
     else:
-        q = (f"{name} collected {format_number(a)} {plur} on Monday and {format_number(b)} {plur} on Tuesday. "
-             f"{he.capitalize()} lost {format_number(c)} of them on Wednesday. How many {plur} does {name} have left?")
+        q = (
+            f"{name} collected {format_number(a)} {plur} on Monday and {format_number(b)} {plur} on Tuesday. "
+            f"{he.capitalize()} lost {format_number(c)} of them on Wednesday. How many {plur} does {name} have left?"
+        )
         x, l1 = _step(a, "+", b)
         r, l2 = _step(x, "-", c)
         ans = f"On Monday and Tuesday {name} collected {l1} {plur}.\nAfter losing some, {he} has {l2} {plur} left.\n"
@@ -112,14 +176,18 @@ def _negative_problem(rng: random.Random, max_value: int) -> Dict[str, str]:
     b = rng.randint(1, min(max_value, 30))
     c = rng.randint(a + b + 1, a + b + min(max_value, 30))  # result below zero
     if rng.randrange(2) == 0:
-        q = (f"In the morning the temperature was {a} degrees. By noon it rose by {b} degrees, and by midnight it "
-             f"fell by {c} degrees. What was the temperature at midnight, in degrees?")
+        q = (
+            f"In the morning the temperature was {a} degrees. By noon it rose by {b} degrees, and by midnight it "
+            f"fell by {c} degrees. What was the temperature at midnight, in degrees?"
+        )
         x, l1 = _step(a, "+", b)
         r, l2 = _step(x, "-", c)
         ans = f"At noon the temperature was {l1} degrees.\nAt midnight it was {l2} degrees.\n"
     else:
-        q = (f"{name} had ${a} in a bank account and deposited ${b}. Then {_pron(name)} paid a bill of ${c} from "
-             f"the same account. What is the balance of the account now, in dollars?")
+        q = (
+            f"{name} had ${a} in a bank account and deposited ${b}. Then {_pron(name)} paid a bill of ${c} from "
+            f"the same account. What is the balance of the account now, in dollars?"
+        )
         x, l1 = _step(a, "+", b)
         r, l2 = _step(x, "-", c)
         ans = f"After the deposit the balance was {l1} dollars.\nAfter the bill the balance was {l2} dollars.\n"
@@ -132,17 +200,20 @@ def _thousands_problem(rng: random.Random, max_value: int) -> Dict[str, str]:
     a = rng.randint(10, 99) * 100
     b = rng.randint(1, 99) * 10
     c = rng.randint(1, 99) * 10
-    q = (f"A factory made {format_number(a)} {plur} last month. This month it made {format_number(b)} more {plur} "
-         f"than that, and {name} shipped {format_number(c)} of this month's {plur} to a store. How many of this "
-         f"month's {plur} are still at the factory?")
+    q = (
+        f"A factory made {format_number(a)} {plur} last month. This month it made {format_number(b)} more {plur} "
+        f"than that, and {name} shipped {format_number(c)} of this month's {plur} to a store. How many of this "
+        f"month's {plur} are still at the factory?"
+    )
     x, l1 = _step(a, "+", b)
     r, l2 = _step(x, "-", c)
     ans = f"This month the factory made {l1} {plur}.\nAfter the shipment, {l2} {plur} are still there.\n"
     return {"question": q, "answer": ans + f"#### {format_number(r)}"}
 
 
-def generate_problem(rng: random.Random, max_value: int = 50,
-                     negative_rate: float = 0.03, thousands_rate: float = 0.03) -> Dict[str, str]:
+def generate_problem(
+    rng: random.Random, max_value: int = 50, negative_rate: float = 0.03, thousands_rate: float = 0.03
+) -> Dict[str, str]:
     """One problem drawn from ``rng``. ``max_value`` bounds the operands of the ordinary problems."""
     u = rng.random()
     if u < negative_rate:
@@ -157,8 +228,9 @@ def _rng(seed: int, split: str) -> random.Random:
     return random.Random(f"verlfit-gsm8k-synthetic:{seed}:{split}")
 
 
-def generate_split(n: int, seed: int = 0, split: str = "train", max_value: int = 50,
-                   exclude: set | None = None, **kw) -> List[Dict[str, str]]:
+def generate_split(
+    n: int, seed: int = 0, split: str = "train", max_value: int = 50, exclude: set | None = None, **kw
+) -> List[Dict[str, str]]:
     """``n`` distinct problems for ``split``; questions in ``exclude`` are skipped.
 
     Raises:
@@ -180,12 +252,14 @@ def generate_split(n: int, seed: int = 0, split: str = "train", max_value: int =
     return rows
 
 
-def generate_splits(n_train: int = 5000, n_test: int = 500, seed: int = 0, max_value: int = 50,
-                    **kw) -> Dict[str, List[Dict[str, str]]]:
+def generate_splits(
+    n_train: int = 5000, n_test: int = 500, seed: int = 0, max_value: int = 50, **kw
+) -> Dict[str, List[Dict[str, str]]]:
     """Train and test splits; no test question occurs in train."""
     train = generate_split(n_train, seed=seed, split="train", max_value=max_value, **kw)
-    test = generate_split(n_test, seed=seed, split="test", max_value=max_value,
-                          exclude={r["question"] for r in train}, **kw)
+    test = generate_split(
+        n_test, seed=seed, split="test", max_value=max_value, exclude={r["question"] for r in train}, **kw
+    )
     return {"train": train, "test": test}
 
 
@@ -208,8 +282,9 @@ def write_jsonl(rows: List[Dict[str, str]], path: str) -> None:
     write_file(path, "".join(lines))
 
 
-def write_splits(output_dir: str, n_train: int = 5000, n_test: int = 500, seed: int = 0,
-                 max_value: int = 50, **kw) -> Dict[str, str]:
+def write_splits(
+    output_dir: str, n_train: int = 5000, n_test: int = 500, seed: int = 0, max_value: int = 50, **kw
+) -> Dict[str, str]:
     """Write ``train.jsonl`` and ``test.jsonl`` under ``output_dir``; returns their paths."""
     os.makedirs(output_dir, exist_ok=True)
     splits = generate_splits(n_train=n_train, n_test=n_test, seed=seed, max_value=max_value, **kw)

@@ -61,15 +61,15 @@ QWEN25_CHAT_TEMPLATE = (
     "    {%- else %}\n"
     "        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}\n"
     "    {%- endif %}\n"
-    "    {{- \"\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>\" }}\n"
+    '    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n'
+    'You are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}\n'
     "    {%- for tool in tools %}\n"
-    "        {{- \"\\n\" }}\n"
+    '        {{- "\\n" }}\n'
     "        {{- tool | tojson }}\n"
     "    {%- endfor %}\n"
-    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
-    "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments\\\": "
-    "<args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
+    '    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments '
+    'within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": '
+    '<args-json-object>}\\n</tool_call><|im_end|>\\n" }}\n'
     "{%- else %}\n"
     "    {%- if messages[0]['role'] == 'system' %}\n"
     "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
@@ -78,10 +78,10 @@ QWEN25_CHAT_TEMPLATE = (
     "    {%- endif %}\n"
     "{%- endif %}\n"
     "{%- for message in messages %}\n"
-    "    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) or "
-    "(message.role == \"assistant\" and not message.tool_calls) %}\n"
+    '    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or '
+    '(message.role == "assistant" and not message.tool_calls) %}\n'
     "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n"
-    "    {%- elif message.role == \"assistant\" %}\n"
+    '    {%- elif message.role == "assistant" %}\n'
     "        {{- '<|im_start|>' + message.role }}\n"
     "        {%- if message.content %}\n"
     "            {{- '\\n' + message.content }}\n"
@@ -90,21 +90,21 @@ QWEN25_CHAT_TEMPLATE = (
     "            {%- if tool_call.function is defined %}\n"
     "                {%- set tool_call = tool_call.function %}\n"
     "            {%- endif %}\n"
-    "            {{- '\\n<tool_call>\\n{\"name\": \"' }}\n"
+    '            {{- \'\\n<tool_call>\\n{"name": "\' }}\n'
     "            {{- tool_call.name }}\n"
-    "            {{- '\", \"arguments\": ' }}\n"
+    '            {{- \'", "arguments": \' }}\n'
     "            {{- tool_call.arguments | tojson }}\n"
     "            {{- '}\\n</tool_call>' }}\n"
     "        {%- endfor %}\n"
     "        {{- '<|im_end|>\\n' }}\n"
-    "    {%- elif message.role == \"tool\" %}\n"
-    "        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != \"tool\") %}\n"
+    '    {%- elif message.role == "tool" %}\n'
+    '        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}\n'
     "            {{- '<|im_start|>user' }}\n"
     "        {%- endif %}\n"
     "        {{- '\\n<tool_response>\\n' }}\n"
     "        {{- message.content }}\n"
     "        {{- '\\n</tool_response>' }}\n"
-    "        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool\") %}\n"
+    '        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}\n'
     "            {{- '<|im_end|>\\n' }}\n"
     "        {%- endif %}\n"
     "    {%- endif %}\n"
@@ -134,10 +134,23 @@ SAMPLING_DEFAULTS = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k
 SHAPES = {
     # Qwen/Qwen2.5-0.5B-Instruct config.json (bos/eos ids come from the local tokenizer instead).
     "qwen2.5-0.5b": dict(
-        hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-        num_key_value_heads=2, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=32768, max_window_layers=21,
-        sliding_window=32768, use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
-        tie_word_embeddings=True, hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        vocab_size=QWEN_VOCAB_ROWS,
+        max_position_embeddings=32768,
+        max_window_layers=21,
+        sliding_window=32768,
+        use_sliding_window=False,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     # Qwen/Qwen2.5-1.5B-Instruct and Qwen/Qwen2.5-3B-Instruct config.json. Layers, hidden, heads, KV heads,
     # intermediate, vocabulary, tied embeddings, rope_theta, rms_norm_eps and max_position_embeddings as in
@@ -146,96 +159,282 @@ SHAPES = {
     # (21 / 70) and sliding_window are the checkpoints' values as recalled, not re-read here: they act only with
     # use_sliding_window=True, which these configs set False.
     "qwen2.5-1.5b": dict(
-        hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-        num_key_value_heads=2, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=32768, max_window_layers=21,
-        sliding_window=32768, use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
-        tie_word_embeddings=True, hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+        vocab_size=QWEN_VOCAB_ROWS,
+        max_position_embeddings=32768,
+        max_window_layers=21,
+        sliding_window=32768,
+        use_sliding_window=False,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     "qwen2.5-3b": dict(
-        hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
-        num_key_value_heads=2, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=32768, max_window_layers=70,
-        sliding_window=32768, use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
-        tie_word_embeddings=True, hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        hidden_size=2048,
+        intermediate_size=11008,
+        num_hidden_layers=36,
+        num_attention_heads=16,
+        num_key_value_heads=2,
+        vocab_size=QWEN_VOCAB_ROWS,
+        max_position_embeddings=32768,
+        max_window_layers=70,
+        sliding_window=32768,
+        use_sliding_window=False,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     # Qwen/Qwen2.5-7B-Instruct config.json: 28 layers, hidden 3584, 28 heads, 4 KV heads, intermediate 18944, 152064
     # rows, an untied lm_head, rope_theta 1e6, rms_norm_eps 1e-6 (verlfit.model_shape's built-in 7B shape, FACTS
     # section 1); max_window_layers 28 acts only with use_sliding_window=True, which it sets False.
     "qwen2.5-7b": dict(
-        hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-        num_key_value_heads=4, vocab_size=152064, max_position_embeddings=32768, max_window_layers=28,
-        sliding_window=32768, use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6,
-        tie_word_embeddings=False, hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        hidden_size=3584,
+        intermediate_size=18944,
+        num_hidden_layers=28,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        vocab_size=152064,
+        max_position_embeddings=32768,
+        max_window_layers=28,
+        sliding_window=32768,
+        use_sliding_window=False,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        hidden_act="silu",
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     "tiny": dict(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        vocab_size=None, max_position_embeddings=32768, max_window_layers=2, sliding_window=32768,
-        use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
-        hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=None,
+        max_position_embeddings=32768,
+        max_window_layers=2,
+        sliding_window=32768,
+        use_sliding_window=False,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     "small": dict(
-        hidden_size=256, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
-        vocab_size=None, max_position_embeddings=32768, max_window_layers=4, sliding_window=32768,
-        use_sliding_window=False, rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
-        hidden_act="silu", attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        hidden_size=256,
+        intermediate_size=1024,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=None,
+        max_position_embeddings=32768,
+        max_window_layers=4,
+        sliding_window=32768,
+        use_sliding_window=False,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     # Qwen/Qwen3-0.6B and Qwen/Qwen3-1.7B config.json (verlfit.model_shape's built-in Qwen3 shapes: head_dim 128,
     # q/k norms, tied); rope_theta 1e6, rms_norm_eps 1e-6 as in the hub's Qwen3-0.6B config.json. The tokenizer is
     # the local one (its ids fit the 151936 rows).
     "qwen3-0.6b": dict(
-        model_type="qwen3", hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
-        num_key_value_heads=8, head_dim=128, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=40960,
-        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
-        attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        model_type="qwen3",
+        hidden_size=1024,
+        intermediate_size=3072,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=QWEN_VOCAB_ROWS,
+        max_position_embeddings=40960,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_bias=False,
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     "qwen3-1.7b": dict(
-        model_type="qwen3", hidden_size=2048, intermediate_size=6144, num_hidden_layers=28, num_attention_heads=16,
-        num_key_value_heads=8, head_dim=128, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=40960,
-        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
-        attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        model_type="qwen3",
+        hidden_size=2048,
+        intermediate_size=6144,
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=QWEN_VOCAB_ROWS,
+        max_position_embeddings=40960,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_bias=False,
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     "qwen3-4b": dict(
-        model_type="qwen3", hidden_size=2560, intermediate_size=9728, num_hidden_layers=36, num_attention_heads=32,
-        num_key_value_heads=8, head_dim=128, vocab_size=QWEN_VOCAB_ROWS, max_position_embeddings=40960,
-        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu", attention_bias=False,
-        attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        model_type="qwen3",
+        hidden_size=2560,
+        intermediate_size=9728,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=QWEN_VOCAB_ROWS,
+        max_position_embeddings=40960,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_bias=False,
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     # meta-llama/Llama-3.2-1B-Instruct and -3B-Instruct config.json (verlfit.model_shape's built-in Llama 3.2 shapes:
     # tied, no biases, 128256 rows); rope_theta 500000, rms_norm_eps 1e-5 and the llama3 rope scaling as in the hub's
     # config.json. The tokenizer is the local one (its ids fit the 128256 rows).
     "llama-3.2-1b": dict(
-        model_type="llama", hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-        num_key_value_heads=8, head_dim=64, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
-        rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192),
-        rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu", attention_bias=False, mlp_bias=False,
-        attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        model_type="llama",
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        vocab_size=128256,
+        max_position_embeddings=131072,
+        rope_theta=500000.0,
+        rope_scaling=dict(
+            rope_type="llama3",
+            factor=32.0,
+            low_freq_factor=1.0,
+            high_freq_factor=4.0,
+            original_max_position_embeddings=8192,
+        ),
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_bias=False,
+        mlp_bias=False,
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     "llama-3.2-3b": dict(
-        model_type="llama", hidden_size=3072, intermediate_size=8192, num_hidden_layers=28, num_attention_heads=24,
-        num_key_value_heads=8, head_dim=128, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
-        rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=8192),
-        rms_norm_eps=1e-5, tie_word_embeddings=True, hidden_act="silu", attention_bias=False, mlp_bias=False,
-        attention_dropout=0.0, initializer_range=0.02, use_cache=True,
+        model_type="llama",
+        hidden_size=3072,
+        intermediate_size=8192,
+        num_hidden_layers=28,
+        num_attention_heads=24,
+        num_key_value_heads=8,
+        head_dim=128,
+        vocab_size=128256,
+        max_position_embeddings=131072,
+        rope_theta=500000.0,
+        rope_scaling=dict(
+            rope_type="llama3",
+            factor=32.0,
+            low_freq_factor=1.0,
+            high_freq_factor=4.0,
+            original_max_position_embeddings=8192,
+        ),
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_bias=False,
+        mlp_bias=False,
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     # tiny random models of the other families for the CPU tests (head_dim apart from hidden/heads for qwen3; an
     # untied lm_head for llama, as Llama 3.1 8B has)
     "tiny-qwen3": dict(
-        model_type="qwen3", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=32, vocab_size=None, max_position_embeddings=32768, rope_theta=1000000.0,
-        rms_norm_eps=1e-6, tie_word_embeddings=True, hidden_act="silu", attention_bias=False, attention_dropout=0.0,
-        initializer_range=0.02, use_cache=True,
+        model_type="qwen3",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        vocab_size=None,
+        max_position_embeddings=32768,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        hidden_act="silu",
+        attention_bias=False,
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
     "tiny-llama": dict(
-        model_type="llama", hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, vocab_size=None, max_position_embeddings=32768, rope_theta=500000.0, rms_norm_eps=1e-5,
-        tie_word_embeddings=False, hidden_act="silu", attention_bias=False, mlp_bias=False, attention_dropout=0.0,
-        initializer_range=0.02, use_cache=True,
+        model_type="llama",
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=None,
+        max_position_embeddings=32768,
+        rope_theta=500000.0,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        hidden_act="silu",
+        attention_bias=False,
+        mlp_bias=False,
+        attention_dropout=0.0,
+        initializer_range=0.02,
+        use_cache=True,
     ),
 }
-DEFAULT_DTYPE = {"qwen2.5-0.5b": "bfloat16", "qwen2.5-1.5b": "bfloat16", "qwen2.5-3b": "bfloat16", "qwen2.5-7b": "bfloat16", "tiny": "float32", "small": "float32",
-                 "qwen3-0.6b": "bfloat16", "qwen3-1.7b": "bfloat16", "qwen3-4b": "bfloat16",
-                 "llama-3.2-1b": "bfloat16", "llama-3.2-3b": "bfloat16", "tiny-qwen3": "float32", "tiny-llama": "float32"}
+DEFAULT_DTYPE = {
+    "qwen2.5-0.5b": "bfloat16",
+    "qwen2.5-1.5b": "bfloat16",
+    "qwen2.5-3b": "bfloat16",
+    "qwen2.5-7b": "bfloat16",
+    "tiny": "float32",
+    "small": "float32",
+    "qwen3-0.6b": "bfloat16",
+    "qwen3-1.7b": "bfloat16",
+    "qwen3-4b": "bfloat16",
+    "llama-3.2-1b": "bfloat16",
+    "llama-3.2-3b": "bfloat16",
+    "tiny-qwen3": "float32",
+    "tiny-llama": "float32",
+}
 # model_type -> (config class, causal LM class) in transformers (4.51 has all three)
-FAMILIES = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"), "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"), "llama": ("LlamaConfig", "LlamaForCausalLM")}
+FAMILIES = {
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
+    "llama": ("LlamaConfig", "LlamaForCausalLM"),
+}
 
 _WORDS = (
     "the a an and or but so then after before when while because if of to in on at for with from by about into "
@@ -272,7 +471,7 @@ def builtin_corpus(n_problems: int = 3000, seed: int = 1234) -> List[str]:
 
     rng = random.Random(f"verlfit-tokenizer-corpus:{seed}")
     lines: List[str] = list(synthetic_gsm8k.iter_corpus_lines(n_problems, seed=seed))
-    instruction = "Let's think step by step and output the final answer after \"####\"."
+    instruction = 'Let\'s think step by step and output the final answer after "####".'
     lines += [instruction, DEFAULT_SYSTEM_PROMPT, "system\n" + DEFAULT_SYSTEM_PROMPT] * 200
     lines += ["user\n" + q + " " + instruction for q in lines[0:400:2]]
     lines += ["assistant\n" + a for a in lines[1:400:2]]
@@ -280,8 +479,10 @@ def builtin_corpus(n_problems: int = 3000, seed: int = 1234) -> List[str]:
         lines.append(" ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 18))).capitalize() + ".")
     for _ in range(500):
         lines.append(" ".join(f"{rng.randint(0, 10 ** rng.randint(1, 7)):,}" for _ in range(8)))
-        lines.append(f"${rng.randint(1, 999)}.{rng.randint(0, 99):02d} and {rng.randint(1, 100)}% of "
-                     f"{rng.randint(1, 5000)} is {rng.randint(1, 5000)}.")
+        lines.append(
+            f"${rng.randint(1, 999)}.{rng.randint(0, 99):02d} and {rng.randint(1, 100)}% of "
+            f"{rng.randint(1, 5000)} is {rng.randint(1, 5000)}."
+        )
     return lines
 
 
@@ -290,11 +491,13 @@ def _build_tokenizer(texts: Iterable[str], vocab_size: int):
 
     tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
     tok.normalizer = normalizers.NFC()
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_SPLIT_REGEX), behavior="isolated", invert=False),
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
-    ])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
     tok.post_processor = None
     trainer = trainers.BpeTrainer(
@@ -311,8 +514,12 @@ def _build_tokenizer(texts: Iterable[str], vocab_size: int):
     return tok
 
 
-def train_tokenizer(output_dir: str, texts: Optional[Iterable[str]] = None, vocab_size: int = DEFAULT_VOCAB_SIZE,
-                    model_max_length: int = 131072):
+def train_tokenizer(
+    output_dir: str,
+    texts: Optional[Iterable[str]] = None,
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    model_max_length: int = 131072,
+):
     """Train a Qwen2.5-style byte-level BPE tokenizer on ``texts`` (default: ``builtin_corpus()``), save it in
     ``output_dir`` and return the loaded ``PreTrainedTokenizerFast`` (a ``Qwen2TokenizerFast``).
 
@@ -419,9 +626,16 @@ def model_config(shape: str, tokenizer, dtype: Optional[str] = None, no_eos: boo
     return cfg
 
 
-def make_model(output_dir: str, shape: str = "qwen2.5-0.5b", tokenizer_dir: Optional[str] = None, seed: int = 0,
-               dtype: Optional[str] = None, generation_sampling_defaults: bool = False,
-               vocab_size: int = DEFAULT_VOCAB_SIZE, no_eos: bool = False) -> str:
+def make_model(
+    output_dir: str,
+    shape: str = "qwen2.5-0.5b",
+    tokenizer_dir: Optional[str] = None,
+    seed: int = 0,
+    dtype: Optional[str] = None,
+    generation_sampling_defaults: bool = False,
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    no_eos: bool = False,
+) -> str:
     """Write a random-weight ``Qwen2ForCausalLM`` (``Qwen3ForCausalLM``, ``LlamaForCausalLM`` for those shapes) of
     ``shape`` with the tokenizer files to ``output_dir``.
 
@@ -449,8 +663,9 @@ def make_model(output_dir: str, shape: str = "qwen2.5-0.5b", tokenizer_dir: Opti
         tokenizer = AutoTokenizer.from_pretrained(output_dir)
 
     cfg = model_config(shape, tokenizer, dtype, no_eos=no_eos)
-    torch_dtype = getattr(torch, cfg.torch_dtype if isinstance(cfg.torch_dtype, str) else str(cfg.torch_dtype)
-                          .replace("torch.", ""))
+    torch_dtype = getattr(
+        torch, cfg.torch_dtype if isinstance(cfg.torch_dtype, str) else str(cfg.torch_dtype).replace("torch.", "")
+    )
     torch.manual_seed(seed)
     with torch.no_grad():
         model = getattr(transformers, FAMILIES[cfg.model_type][1])(cfg)

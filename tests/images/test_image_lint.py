@@ -67,8 +67,11 @@ def test_check_jsonschema_cli_accepts_compose_yaml():
 
 def test_make_lint_runs_the_same_commands():
     text = (REPO / "Makefile").read_text()
-    assert ("lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml against the Compose Specification\n"
+    assert ("lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml against the Compose Specification,"
+            " ruff the package\n"
             "\tbash tests/bootstrap.sh\n"
             "\t$(VENV)/bin/hadolint --config docker/hadolint.yaml Dockerfile.p40 Dockerfile.a10\n"
             "\t$(VENV)/bin/shellcheck --external-sources docker/*.sh entrypoint/entrypoint.sh benchmarks/device_run.sh tests/bootstrap.sh .ci/run tests/images/rehearsal/*.sh\n"
-            "\t$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose.yaml\n") in text
+            "\t$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose.yaml\n"
+            "\t$(VENV)/bin/ruff check entrypoint/verlfit\n"
+            "\t$(VENV)/bin/ruff format --check entrypoint/verlfit\n") in text

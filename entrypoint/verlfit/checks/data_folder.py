@@ -14,6 +14,7 @@ from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head, offline_variable, probe
 
+
 def data_folder_refusal(report) -> VerlfitError:
     """``verlfit train``'s refusal of a ``--data`` folder that holds files verlfit did not write and is not verl's
     prepared data (a :class:`verlfit.data_folder.FolderReport` that is neither ``prepared`` nor ``writable``): it
@@ -55,7 +56,14 @@ def datasets_cache_folder(dataset_id: str) -> str | None:
     return str(folder) if folder.is_dir() and any(folder.iterdir()) else None
 
 
-def check_data_folder(data_dir: str | os.PathLike, environ: Mapping[str, str], timeout: float = NETWORK_TIMEOUT_S, head: Callable = http_head, dataset_cache_lookup: Callable[[str], str | None] | None = datasets_cache_folder, keys: DataKeys = DataKeys()) -> CheckResult:
+def check_data_folder(
+    data_dir: str | os.PathLike,
+    environ: Mapping[str, str],
+    timeout: float = NETWORK_TIMEOUT_S,
+    head: Callable = http_head,
+    dataset_cache_lookup: Callable[[str], str | None] | None = datasets_cache_folder,
+    keys: DataKeys = DataKeys(),
+) -> CheckResult:
     """The ``data`` check of ``data_dir`` (``--data``): PASS when verl's ``train.parquet`` and ``test.parquet`` are
     there, readable, with the columns verl reads under ``keys`` (``data.prompt_key``, ``data.reward_fn_key``:
     :func:`verlfit.data_folder.missing_verl_columns`) and rows; WARN when they are not prepared yet but ``verlfit
@@ -91,13 +99,22 @@ def check_data_folder(data_dir: str | os.PathLike, environ: Mapping[str, str], t
         # the user's files: never a fix that prepares data over them
         refusal = data_folder_refusal(report)
         return CheckResult("data", FAIL, refusal.message, refusal.fix)
-    fix = f"verlfit prepare-gsm8k --input {source} --output {prepared}" if source is not None else f"verlfit prepare-gsm8k --output {prepared}"
+    fix = (
+        f"verlfit prepare-gsm8k --input {source} --output {prepared}"
+        if source is not None
+        else f"verlfit prepare-gsm8k --output {prepared}"
+    )
     if report.prepared and written_by(prepared) != "verlfit prepare-gsm8k":
         # the user's own task (verlfit prepare-data's, or verl-format data from elsewhere): never GSM8K over it
         fix = "make train.parquet and test.parquet again from your own files (verlfit prepare-data --output NEW_FOLDER), or point --data at a folder with verl's files"
     missing = [name for name in SPLIT_FILES if not (prepared / name).is_file()]
     if missing and source is not None:
-        return CheckResult("data", WARN, f"{source} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {prepared}", fix)
+        return CheckResult(
+            "data",
+            WARN,
+            f"{source} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {prepared}",
+            fix,
+        )
     if missing:
         result = _hub_data(prepared, missing, fix, environ, timeout, head, dataset_cache_lookup)
         if not data.exists() and "gsm8k" not in str(data).lower():
@@ -123,14 +140,31 @@ def check_data_folder(data_dir: str | os.PathLike, environ: Mapping[str, str], t
             return CheckResult("data", FAIL, f"{path} is not readable parquet: {str(error).splitlines()[0]}", fix)
         absent = missing_verl_columns(schema, keys)
         if absent:
-            return CheckResult("data", FAIL, f"{path} lacks verl's column{'s' if len(absent) > 1 else ''} {', '.join(absent)} (has {', '.join(sorted(schema.names))})", fix)
+            return CheckResult(
+                "data",
+                FAIL,
+                f"{path} lacks verl's column{'s' if len(absent) > 1 else ''} {', '.join(absent)} (has {', '.join(sorted(schema.names))})",
+                fix,
+            )
         if metadata.num_rows == 0:
             return CheckResult("data", FAIL, f"{path} has no rows", fix)
         rows[name] = metadata.num_rows
-    return CheckResult("data", PASS, f"{prepared}: train.parquet {rows['train.parquet']} rows, test.parquet {rows['test.parquet']} rows, verl columns present")
+    return CheckResult(
+        "data",
+        PASS,
+        f"{prepared}: train.parquet {rows['train.parquet']} rows, test.parquet {rows['test.parquet']} rows, verl columns present",
+    )
 
 
-def _hub_data(data: Path, missing: list[str], fix: str, environ: Mapping[str, str], timeout: float, head: Callable, dataset_cache_lookup: Callable[[str], str | None] | None) -> CheckResult:
+def _hub_data(
+    data: Path,
+    missing: list[str],
+    fix: str,
+    environ: Mapping[str, str],
+    timeout: float,
+    head: Callable,
+    dataset_cache_lookup: Callable[[str], str | None] | None,
+) -> CheckResult:
     """No verl files and no raw files in ``data``: train would prepare GSM8K from the hub. WARN when the datasets
     cache or the hub (one HEAD, ``timeout`` s) can give it; FAIL when neither can."""
     from verlfit.gsm8k import HUB_DATASET, HUB_TRAIN_FILE
@@ -139,13 +173,35 @@ def _hub_data(data: Path, missing: list[str], fix: str, environ: Mapping[str, st
     local = f"copy GSM8K's files (the hub's main/train-*.parquet and main/test-*.parquet, or train/test .jsonl with question and answer) into {data} and run verlfit train (or {fix.replace('prepare-gsm8k', 'prepare-gsm8k --input DIR')})"
     cached = dataset_cache_lookup(HUB_DATASET) if dataset_cache_lookup is not None else None
     if cached:
-        return CheckResult("data", WARN, f"{absent}: not prepared yet (verlfit train prepares GSM8K there from the datasets cache, {cached})", fix)
+        return CheckResult(
+            "data",
+            WARN,
+            f"{absent}: not prepared yet (verlfit train prepares GSM8K there from the datasets cache, {cached})",
+            fix,
+        )
     offline = offline_variable(environ, datasets=True)
     if offline:
-        return CheckResult("data", FAIL, f"{absent}, and {HUB_DATASET} is not in the datasets cache while {offline} is set: verlfit train has nothing to prepare from", local)
+        return CheckResult(
+            "data",
+            FAIL,
+            f"{absent}, and {HUB_DATASET} is not in the datasets cache while {offline} is set: verlfit train has nothing to prepare from",
+            local,
+        )
     answer = probe(HUB_DATASET, HUB_TRAIN_FILE, environ, timeout, head, repo_type="dataset")
     if answer.status is None:
-        return CheckResult("data", FAIL, f"{absent}, and {answer.endpoint} is unreachable ({answer.reason}): verlfit train has nothing to prepare from", f"{local}; or set HF_ENDPOINT to a reachable mirror")
+        return CheckResult(
+            "data",
+            FAIL,
+            f"{absent}, and {answer.endpoint} is unreachable ({answer.reason}): verlfit train has nothing to prepare from",
+            f"{local}; or set HF_ENDPOINT to a reachable mirror",
+        )
     if not answer.reachable:
-        return CheckResult("data", FAIL, f"{absent}, and {answer.endpoint} answered HTTP {answer.status} for {HUB_DATASET}", f"{local}; or set HF_ENDPOINT to a mirror that has {HUB_DATASET}")
-    return CheckResult("data", WARN, f"{absent}: not prepared yet (verlfit train prepares GSM8K there from {answer.endpoint})", fix)
+        return CheckResult(
+            "data",
+            FAIL,
+            f"{absent}, and {answer.endpoint} answered HTTP {answer.status} for {HUB_DATASET}",
+            f"{local}; or set HF_ENDPOINT to a mirror that has {HUB_DATASET}",
+        )
+    return CheckResult(
+        "data", WARN, f"{absent}: not prepared yet (verlfit train prepares GSM8K there from {answer.endpoint})", fix
+    )

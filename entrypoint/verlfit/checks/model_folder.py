@@ -35,7 +35,9 @@ def mixture_of_experts_refusal(config_path: Path) -> VerlfitError | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     text_config = config.get("text_config") if isinstance(config, dict) else None
-    if not isinstance(config, dict) or not (expert_keys(config) or (isinstance(text_config, dict) and expert_keys(text_config))):
+    if not isinstance(config, dict) or not (
+        expert_keys(config) or (isinstance(text_config, dict) and expert_keys(text_config))
+    ):
         return None
     try:
         shape_from_config(config, str(config_path))
@@ -44,7 +46,13 @@ def mixture_of_experts_refusal(config_path: Path) -> VerlfitError | None:
     return None
 
 
-def check_model_folder(model: str, environ: Mapping[str, str], timeout: float = NETWORK_TIMEOUT_S, head: Callable = http_head, hub_cache_lookup: Callable | None = hub_cache_file) -> CheckResult:
+def check_model_folder(
+    model: str,
+    environ: Mapping[str, str],
+    timeout: float = NETWORK_TIMEOUT_S,
+    head: Callable = http_head,
+    hub_cache_lookup: Callable | None = hub_cache_file,
+) -> CheckResult:
     """The ``model`` check of ``model`` (``--model``: a local directory or a hub id): PASS for a model directory
     with config, weights and tokenizer (:func:`verlfit.model_files.inspect_model_dir`), a hub id in the local cache,
     or one the hub answers for; FAIL with the fix otherwise (a file, a folder without weights, gated, missing,
@@ -58,7 +66,12 @@ def check_model_folder(model: str, environ: Mapping[str, str], timeout: float = 
     path = Path(model).expanduser()
     if path.exists():
         if not path.is_dir():
-            return CheckResult("model", FAIL, f"{path} is a file, not a model directory", "point --model at a Hugging Face model directory (config.json, weights, tokenizer) or pass a hub id")
+            return CheckResult(
+                "model",
+                FAIL,
+                f"{path} is a file, not a model directory",
+                "point --model at a Hugging Face model directory (config.json, weights, tokenizer) or pass a hub id",
+            )
         try:
             found = inspect_model_dir(path)
         except VerlfitError as error:
@@ -68,7 +81,12 @@ def check_model_folder(model: str, environ: Mapping[str, str], timeout: float = 
             return CheckResult("model", FAIL, refusal.message, refusal.fix)
         return CheckResult("model", PASS, f"{path} is a local model directory: {found.describe()}")
     if model.count("/") != 1 or model.startswith((".", "/", "~")):
-        return CheckResult("model", FAIL, f"{model!r} is neither a local directory nor a hub id (owner/name)", "pass --model /path/to/model or a hub id such as Qwen/Qwen2.5-0.5B-Instruct")
+        return CheckResult(
+            "model",
+            FAIL,
+            f"{model!r} is neither a local directory nor a hub id (owner/name)",
+            "pass --model /path/to/model or a hub id such as Qwen/Qwen2.5-0.5B-Instruct",
+        )
     if hub_cache_lookup is not None:
         try:
             cached = hub_cache_lookup(model, "config.json")
@@ -77,15 +95,42 @@ def check_model_folder(model: str, environ: Mapping[str, str], timeout: float = 
         if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
             return CheckResult("model", PASS, f"{model} is in the local hub cache")
     if offline_variable(environ):
-        return CheckResult("model", FAIL, f"{model} is not in the local hub cache and HF_HUB_OFFLINE is set", "download it first (huggingface-cli download MODEL) or pass --model /path/to/model")
+        return CheckResult(
+            "model",
+            FAIL,
+            f"{model} is not in the local hub cache and HF_HUB_OFFLINE is set",
+            "download it first (huggingface-cli download MODEL) or pass --model /path/to/model",
+        )
     answer = probe(model, "config.json", environ, timeout, head)
     endpoint, status = answer.endpoint, answer.status
     if status is None:
-        return CheckResult("model", FAIL, f"{model} is not local and {endpoint} is unreachable ({answer.reason})", "set HF_ENDPOINT to a reachable mirror, or download the model and pass --model /path/to/model")
+        return CheckResult(
+            "model",
+            FAIL,
+            f"{model} is not local and {endpoint} is unreachable ({answer.reason})",
+            "set HF_ENDPOINT to a reachable mirror, or download the model and pass --model /path/to/model",
+        )
     if answer.reachable:
-        return CheckResult("model", PASS, f"{model} is reachable at {endpoint} (HTTP {status}); it downloads at the first run")
+        return CheckResult(
+            "model", PASS, f"{model} is reachable at {endpoint} (HTTP {status}); it downloads at the first run"
+        )
     if status in (401, 403):
-        return CheckResult("model", FAIL, f"{model} at {endpoint} needs authorisation (HTTP {status}): gated or private", "accept the licence on the model page and export HF_TOKEN")
+        return CheckResult(
+            "model",
+            FAIL,
+            f"{model} at {endpoint} needs authorisation (HTTP {status}): gated or private",
+            "accept the licence on the model page and export HF_TOKEN",
+        )
     if status == 404:
-        return CheckResult("model", FAIL, f"{model} does not exist at {endpoint} (HTTP 404)", "check the model id, or pass --model /path/to/model")
-    return CheckResult("model", FAIL, f"{model}: {endpoint} answered HTTP {status}", "retry later, set HF_ENDPOINT to a mirror, or pass --model /path/to/model")
+        return CheckResult(
+            "model",
+            FAIL,
+            f"{model} does not exist at {endpoint} (HTTP 404)",
+            "check the model id, or pass --model /path/to/model",
+        )
+    return CheckResult(
+        "model",
+        FAIL,
+        f"{model}: {endpoint} answered HTTP {status}",
+        "retry later, set HF_ENDPOINT to a mirror, or pass --model /path/to/model",
+    )

@@ -34,7 +34,9 @@ def default_series(environ: Mapping[str, str]) -> Path | None:
     if environ.get("VERLFIT_PATCHES_DIR"):
         base = Path(environ["VERLFIT_PATCHES_DIR"])
         candidates += [base / "series", base / "verl-0.4.1" / "series"]
-    candidates.append(Path(__file__).resolve().parents[3] / "patches" / "verl-0.4.1" / "series")  # verlfit/checks/ -> the repository
+    candidates.append(
+        Path(__file__).resolve().parents[3] / "patches" / "verl-0.4.1" / "series"
+    )  # verlfit/checks/ -> the repository
     return next((c for c in candidates if c.is_file()), None)
 
 
@@ -76,25 +78,70 @@ def check_patches(verl_dir: str | os.PathLike | None, series: str | os.PathLike 
     order with their digests; WARN when the series cannot be found or a patch changed since; FAIL when verl is not
     patched or carries another series."""
     if verl_dir is None:
-        return CheckResult("patches", SKIP, "verl is not installed here: patch series not checked (run the doctor inside the verlfit image)")
+        return CheckResult(
+            "patches",
+            SKIP,
+            "verl is not installed here: patch series not checked (run the doctor inside the verlfit image)",
+        )
     verl_dir = Path(verl_dir)
     marker = verl_dir / ".verlfit-patches"
     apply = f"python3 patches/apply.py {verl_dir.parent}"
     if series is None or not Path(series).is_file():
         if marker.is_file():
-            return CheckResult("patches", WARN, f"{marker} exists, but this verlfit's series was not found to compare", "set VERLFIT_PATCHES_DIR to the folder holding patches/verl-0.4.1/series")
-        return CheckResult("patches", WARN, f"{verl_dir} has no {marker.name} and no patch series was found to compare", "set VERLFIT_PATCHES_DIR, then run patches/apply.py on the installed verl")
+            return CheckResult(
+                "patches",
+                WARN,
+                f"{marker} exists, but this verlfit's series was not found to compare",
+                "set VERLFIT_PATCHES_DIR to the folder holding patches/verl-0.4.1/series",
+            )
+        return CheckResult(
+            "patches",
+            WARN,
+            f"{verl_dir} has no {marker.name} and no patch series was found to compare",
+            "set VERLFIT_PATCHES_DIR, then run patches/apply.py on the installed verl",
+        )
     expected = _read_series(Path(series))
     if not marker.is_file():
-        return CheckResult("patches", FAIL, f"the installed verl ({verl_dir}) is not patched: no {marker.name} (verl 0.4.1 stock fails on pre-Ampere GPUs and with HF rollout)", apply)
+        return CheckResult(
+            "patches",
+            FAIL,
+            f"the installed verl ({verl_dir}) is not patched: no {marker.name} (verl 0.4.1 stock fails on pre-Ampere GPUs and with HF rollout)",
+            apply,
+        )
     applied = _read_marker(Path(series), verl_dir)
     want, have = [n for _, n in expected], [n for _, n in applied]
     if want != have:
         missing = [n for n in want if n not in have]
         extra = [n for n in have if n not in want]
-        detail = "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "", f"not in this series {', '.join(extra)}" if extra else "") if part) or "in another order"
-        return CheckResult("patches", FAIL, f"the installed verl carries another patch series than {series}: {detail}", "reinstall verl 0.4.1 and run patches/apply.py on it (or rebuild the image)")
+        detail = (
+            "; ".join(
+                part
+                for part in (
+                    f"missing {', '.join(missing)}" if missing else "",
+                    f"not in this series {', '.join(extra)}" if extra else "",
+                )
+                if part
+            )
+            or "in another order"
+        )
+        return CheckResult(
+            "patches",
+            FAIL,
+            f"the installed verl carries another patch series than {series}: {detail}",
+            "reinstall verl 0.4.1 and run patches/apply.py on it (or rebuild the image)",
+        )
     changed = [n for (d1, n), (d2, _) in zip(expected, applied) if d1 and d1 != d2]
     if changed:
-        return CheckResult("patches", WARN, f"the installed verl has this series' patches, but {', '.join(changed)} changed since they were applied", "reinstall verl 0.4.1 and re-apply the series (or rebuild the image)")
-    return CheckResult("patches", PASS, f"{len(applied)} patches of {Path(series).parent.name} applied to {verl_dir} ({applied[0][1][:4]}..{applied[-1][1][:4]})" if applied else f"the series at {series} is empty")
+        return CheckResult(
+            "patches",
+            WARN,
+            f"the installed verl has this series' patches, but {', '.join(changed)} changed since they were applied",
+            "reinstall verl 0.4.1 and re-apply the series (or rebuild the image)",
+        )
+    return CheckResult(
+        "patches",
+        PASS,
+        f"{len(applied)} patches of {Path(series).parent.name} applied to {verl_dir} ({applied[0][1][:4]}..{applied[-1][1][:4]})"
+        if applied
+        else f"the series at {series} is empty",
+    )

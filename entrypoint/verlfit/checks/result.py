@@ -28,4 +28,10 @@ class CheckResult:
     details: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "message": self.message, "fix": self.fix, "details": list(self.details)}
+        return {
+            "name": self.name,
+            "status": self.status,
+            "message": self.message,
+            "fix": self.fix,
+            "details": list(self.details),
+        }

@@ -53,11 +53,31 @@ def size_rows(request, margin: float = DEFAULT_MARGIN) -> list[dict]:
             samples = 1 if algorithm == "ppo" else (request.rollout_n if same else DEFAULT_SAMPLES)
             row = {"model": model, "algorithm": algorithm, "samples": samples}
             for gpus in (1, request.gpus):
-                trial = dataclasses.replace(request, shape=load_model_shape(model), algorithm=algorithm, rollout_n=samples, use_reference=request.use_reference if same else None, gpus=gpus)
+                trial = dataclasses.replace(
+                    request,
+                    shape=load_model_shape(model),
+                    algorithm=algorithm,
+                    rollout_n=samples,
+                    use_reference=request.use_reference if same else None,
+                    gpus=gpus,
+                )
                 decision = auto_fit(trial, margin=margin)
                 chosen = decision.request
-                offload = [name.replace("_offload", "").replace("_", " ") for name in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(chosen, name)]
-                row[str(gpus)] = {"fits": decision.fits, "required_bytes": decision.plan.required_bytes, "offload": offload}
+                offload = [
+                    name.replace("_offload", "").replace("_", " ")
+                    for name in (
+                        "actor_param_offload",
+                        "actor_optimizer_offload",
+                        "critic_param_offload",
+                        "critic_optimizer_offload",
+                    )
+                    if getattr(chosen, name)
+                ]
+                row[str(gpus)] = {
+                    "fits": decision.fits,
+                    "required_bytes": decision.plan.required_bytes,
+                    "offload": offload,
+                }
             rows.append(row)
     return rows
 
@@ -67,7 +87,9 @@ def _size_cell(cell: dict) -> str:
 
     if not cell["fits"]:
         return f"no: {gib(cell['required_bytes']):.1f} GiB"
-    return f"fits {gib(cell['required_bytes']):.1f} GiB" + (f", offload {', '.join(cell['offload'])}" if cell["offload"] else "")
+    return f"fits {gib(cell['required_bytes']):.1f} GiB" + (
+        f", offload {', '.join(cell['offload'])}" if cell["offload"] else ""
+    )
 
 
 def render_sizes(rows: list[dict], gpus: int, usable_bytes: int, console) -> None:
@@ -76,13 +98,22 @@ def render_sizes(rows: list[dict], gpus: int, usable_bytes: int, console) -> Non
 
     from verlfit.plan.memory import format_gib
 
-    console.print(f"model sizes at {gpus} GPUs against 1: full-parameter, this batch and lengths, auto-fitted; predicted peak per GPU + allocator headroom, of {format_gib(usable_bytes)} usable", highlight=False, soft_wrap=True)
+    console.print(
+        f"model sizes at {gpus} GPUs against 1: full-parameter, this batch and lengths, auto-fitted; predicted peak per GPU + allocator headroom, of {format_gib(usable_bytes)} usable",
+        highlight=False,
+        soft_wrap=True,
+    )
     table = Table()
     for column in ("model", "algorithm", "1 GPU", f"{gpus} GPUs"):
         table.add_column(column)
     for row in rows:
         algorithm = "PPO" if row["algorithm"] == "ppo" else f"GRPO n={row['samples']}"
-        table.add_row(row["model"].removeprefix("Qwen/").removesuffix("-Instruct"), algorithm, _size_cell(row["1"]), _size_cell(row[str(gpus)]))
+        table.add_row(
+            row["model"].removeprefix("Qwen/").removesuffix("-Instruct"),
+            algorithm,
+            _size_cell(row["1"]),
+            _size_cell(row[str(gpus)]),
+        )
     console.print(table)
 
 
@@ -114,28 +145,95 @@ def register(subparsers):
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--model", default=DEFAULT_MODEL, help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)")
-    parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)")
-    parser.add_argument("--emulate", choices=PROFILE_NAMES, help="plan for that profile's card: its usable memory (p40 22.5, t4 14, v100 30.5 GiB) and datasheet rates")
-    parser.add_argument("--gpu-memory", type=memory_gib, metavar="GIB", help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context); with --emulate, at most the emulated card's (p40: 22.5)")
+    parser.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--profile",
+        choices=(*PROFILE_NAMES, "auto"),
+        help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)",
+    )
+    parser.add_argument(
+        "--emulate",
+        choices=PROFILE_NAMES,
+        help="plan for that profile's card: its usable memory (p40 22.5, t4 14, v100 30.5 GiB) and datasheet rates",
+    )
+    parser.add_argument(
+        "--gpu-memory",
+        type=memory_gib,
+        metavar="GIB",
+        help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context); with --emulate, at most the emulated card's (p40: 22.5)",
+    )
     # the options that size the run: the same definitions, defaults and refusals as verlfit train's
     add_sizing_arguments(parser)
-    parser.add_argument("--auto-fit", dest="plan", action="store_const", const="auto", default="auto", help="the same as --plan auto (the default)")
-    parser.add_argument("--actor-micro-batch-size", type=whole_number, help="actor update only (default: --micro-batch-size, else as verlfit train)")
-    parser.add_argument("--log-prob-micro-batch-size", type=whole_number, help="old and ref log-prob only (default: twice --micro-batch-size, else as verlfit train)")
-    parser.add_argument("--critic-micro-batch-size", type=whole_number, help="values and critic update only (default: --micro-batch-size, else as verlfit train)")
-    parser.add_argument("--rollout-micro-batch-size", type=whole_number, help="prompts per HF generate call per GPU (default: the whole batch)")
+    parser.add_argument(
+        "--auto-fit",
+        dest="plan",
+        action="store_const",
+        const="auto",
+        default="auto",
+        help="the same as --plan auto (the default)",
+    )
+    parser.add_argument(
+        "--actor-micro-batch-size",
+        type=whole_number,
+        help="actor update only (default: --micro-batch-size, else as verlfit train)",
+    )
+    parser.add_argument(
+        "--log-prob-micro-batch-size",
+        type=whole_number,
+        help="old and ref log-prob only (default: twice --micro-batch-size, else as verlfit train)",
+    )
+    parser.add_argument(
+        "--critic-micro-batch-size",
+        type=whole_number,
+        help="values and critic update only (default: --micro-batch-size, else as verlfit train)",
+    )
+    parser.add_argument(
+        "--rollout-micro-batch-size",
+        type=whole_number,
+        help="prompts per HF generate call per GPU (default: the whole batch)",
+    )
     for role in ("actor", "critic"):
         for kind in ("param", "optimizer"):
             parser.add_argument(f"--{role}-{kind}-offload", action="store_true", help=f"{role} {kind} offload")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), help="compute dtype (default: the profile's)")
+    parser.add_argument(
+        "--dtype", choices=("float32", "bfloat16", "float16"), help="compute dtype (default: the profile's)"
+    )
     parser.add_argument("--rollout", choices=("hf", "vllm"), help="rollout engine (default: the profile's)")
-    parser.add_argument("--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)")
-    parser.add_argument("--attention", choices=("sdpa", "eager", "flash_attention_2"), help="attention implementation (default: the profile's)")
-    parser.add_argument("--reference", action=argparse.BooleanOptionalAction, default=None, help="a reference model runs (default: grpo yes, ppo no)")
-    parser.add_argument("--data", metavar="DIR", help="your verl-format data folder (train.parquet, test.parquet): its longest prompt is measured with --model's local tokenizer, as verlfit train measures it, and its rows give --dataset-size")
-    parser.add_argument("--longest-prompt-length", type=whole_number, metavar="TOKENS", help="the longest prompt of your training data, in tokens with the model's chat template (verlfit train measures it from --data): with the profile's trims (patches 0020-0021) memory is counted for it instead of --max-prompt-length (default: not known, the prompt limit is counted)")
-    parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="fraction of usable memory to stay under (default %(default)s)")
+    parser.add_argument(
+        "--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)"
+    )
+    parser.add_argument(
+        "--attention",
+        choices=("sdpa", "eager", "flash_attention_2"),
+        help="attention implementation (default: the profile's)",
+    )
+    parser.add_argument(
+        "--reference",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a reference model runs (default: grpo yes, ppo no)",
+    )
+    parser.add_argument(
+        "--data",
+        metavar="DIR",
+        help="your verl-format data folder (train.parquet, test.parquet): its longest prompt is measured with --model's local tokenizer, as verlfit train measures it, and its rows give --dataset-size",
+    )
+    parser.add_argument(
+        "--longest-prompt-length",
+        type=whole_number,
+        metavar="TOKENS",
+        help="the longest prompt of your training data, in tokens with the model's chat template (verlfit train measures it from --data): with the profile's trims (patches 0020-0021) memory is counted for it instead of --max-prompt-length (default: not known, the prompt limit is counted)",
+    )
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=DEFAULT_MARGIN,
+        help="fraction of usable memory to stay under (default %(default)s)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     plan_time.add_arguments(parser)
     parser.set_defaults(func=_run)
@@ -164,14 +262,27 @@ def measure_data(options: PlanOptions, environ=None) -> tuple[PlanOptions, list[
 
     if options.data is None:
         return options, []
-    for flag, value in (("--longest-prompt-length", options.longest_prompt_length), ("--dataset-size", options.dataset_size)):
+    for flag, value in (
+        ("--longest-prompt-length", options.longest_prompt_length),
+        ("--dataset-size", options.dataset_size),
+    ):
         if value is not None:
-            raise VerlfitError(f"--data {options.data} and {flag} {value}: --data measures it", fix="drop one of them", exit_code=2)
+            raise VerlfitError(
+                f"--data {options.data} and {flag} {value}: --data measures it", fix="drop one of them", exit_code=2
+            )
     data = Path(options.data)
     if not data.is_dir():
-        raise VerlfitError(f"--data {data} is not a folder", fix="pass the folder holding train.parquet and test.parquet (verlfit prepare-data or prepare-gsm8k make them)", exit_code=2)
+        raise VerlfitError(
+            f"--data {data} is not a folder",
+            fix="pass the folder holding train.parquet and test.parquet (verlfit prepare-data or prepare-gsm8k make them)",
+            exit_code=2,
+        )
     if not (data / "train.parquet").is_file():
-        raise VerlfitError(f"--data {data} has no train.parquet", fix=f"prepare it: verlfit prepare-data --train FILE --output {data} (your own task), or verlfit prepare-gsm8k --output {data}", exit_code=2)
+        raise VerlfitError(
+            f"--data {data} has no train.parquet",
+            fix=f"prepare it: verlfit prepare-data --train FILE --output {data} (your own task), or verlfit prepare-gsm8k --output {data}",
+            exit_code=2,
+        )
     from verlfit.checks.data_folder import check_data_folder
     from verlfit.checks.result import FAIL
     import pyarrow.parquet as pq
@@ -182,8 +293,12 @@ def measure_data(options: PlanOptions, environ=None) -> tuple[PlanOptions, list[
     if check.status == FAIL:
         raise VerlfitError(check.message, fix=check.fix, exit_code=2)
     measured = measure_for_train(data, options.model, options.sizing.max_prompt_length)
-    rows = measured.train.kept if measured.train is not None else pq.ParquetFile(data / "train.parquet").metadata.num_rows  # read: the data check passed
-    return dataclasses.replace(options, longest_prompt_length=measured.longest, dataset_size=rows or None), [f"note: {measured.note}"]
+    rows = (
+        measured.train.kept if measured.train is not None else pq.ParquetFile(data / "train.parquet").metadata.num_rows
+    )  # read: the data check passed
+    return dataclasses.replace(options, longest_prompt_length=measured.longest, dataset_size=rows or None), [
+        f"note: {measured.note}"
+    ]
 
 
 def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
@@ -195,9 +310,15 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
     run = resolve_plan_run(options, nvml)  # the profile, the card (NVML asked once) and the switches
     request, source = request_from_options(options, run=run)
     keep = sorted(sizing_keep(options.sizing))  # what --plan auto keeps, as in verlfit train
-    if any(getattr(options, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic")) and "micro_batches" not in keep:
+    if (
+        any(getattr(options, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic"))
+        and "micro_batches" not in keep
+    ):
         keep = sorted({*keep, "micro_batches"})
-    if any(getattr(options, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer")) and "offload" not in keep:
+    if (
+        any(getattr(options, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer"))
+        and "offload" not in keep
+    ):
         keep = sorted({*keep, "offload"})
     decision = None
     if options.sizing.plan == "auto":  # the fastest of what fits, by the estimate for the card the time is estimated on
@@ -209,15 +330,26 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
     card_line = run.card_source
     length_notes = data_notes + plan_time.length_notes(options, plan.request, switches)
     if options.steps is not None and options.epochs is not None:  # as verlfit train says it
-        length_notes.append(f"note: --steps {options.steps} and --epochs {options.epochs}: --steps wins: the run's time is of {options.steps} steps (--epochs counts only without --steps)")
+        length_notes.append(
+            f"note: --steps {options.steps} and --epochs {options.epochs}: --steps wins: the run's time is of {options.steps} steps (--epochs counts only without --steps)"
+        )
     if options.json:
         data = plan_to_dict(plan)
         data["memory_source"] = source
         if decision:
             speed = [{"configuration": label, "step_s": round(seconds, 2)} for label, seconds in decision.speed]
-            data["auto_fit"] = {"fits": decision.fits, "reasons": list(decision.reasons),
-                                "suggestion": decision.suggestion, "kept": keep, "speed": speed}
-        data["time"] = {**plan_time.estimate_to_dict(timing, steps), "card_source": card_line, "notes": [line.removeprefix("note: ") for line in length_notes]}
+            data["auto_fit"] = {
+                "fits": decision.fits,
+                "reasons": list(decision.reasons),
+                "suggestion": decision.suggestion,
+                "kept": keep,
+                "speed": speed,
+            }
+        data["time"] = {
+            **plan_time.estimate_to_dict(timing, steps),
+            "card_source": card_line,
+            "notes": [line.removeprefix("note: ") for line in length_notes],
+        }
         if plan.request.gpus > 1:
             data["sizes"] = size_rows(plan.request, options.margin)
         out.write(json.dumps(data, indent=2) + "\n")
@@ -236,14 +368,36 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
             console.print(
                 f"  chosen: actor micro-batch {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
                 + (f", critic {r.critic_micro_batch_size}" if r.has_critic else "")
-                + (f", rollout {r.rollout_prompts_per_call} prompt{'' if r.rollout_prompts_per_call == 1 else 's'}" if r.rollout == "hf" else "")
+                + (
+                    f", rollout {r.rollout_prompts_per_call} prompt{'' if r.rollout_prompts_per_call == 1 else 's'}"
+                    if r.rollout == "hf"
+                    else ""
+                )
                 + f"; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}"
-                + (f" (critic {'on' if r.checkpointing_of('critic') else 'off'})"
-                   if r.has_critic and r.checkpointing_of("critic") != r.gradient_checkpointing else "")
+                + (
+                    f" (critic {'on' if r.checkpointing_of('critic') else 'off'})"
+                    if r.has_critic and r.checkpointing_of("critic") != r.gradient_checkpointing
+                    else ""
+                )
                 + "; offload: "
-                + (", ".join(n.replace("_offload", "").replace("_", " ") for n in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(r, n)) or "none")
-                + (f"; LoRA base in {r.frozen_base_dtype or 'float32'}"
-                   if r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0) else ""),
+                + (
+                    ", ".join(
+                        n.replace("_offload", "").replace("_", " ")
+                        for n in (
+                            "actor_param_offload",
+                            "actor_optimizer_offload",
+                            "critic_param_offload",
+                            "critic_optimizer_offload",
+                        )
+                        if getattr(r, n)
+                    )
+                    or "none"
+                )
+                + (
+                    f"; LoRA base in {r.frozen_base_dtype or 'float32'}"
+                    if r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0)
+                    else ""
+                ),
                 highlight=False,
                 soft_wrap=True,
             )
@@ -252,7 +406,11 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
         for line in plan_time.estimate_lines(timing, steps, options.dataset_size, plan.request.train_batch_size):
             console.print(line, highlight=False, soft_wrap=True)
         if plan.request.lora_rank_of("actor") > 0:
-            console.print(plan_time.lora_generation_note(plan.request.rollout, switches.unwrap_fsdp), highlight=False, soft_wrap=True)
+            console.print(
+                plan_time.lora_generation_note(plan.request.rollout, switches.unwrap_fsdp),
+                highlight=False,
+                soft_wrap=True,
+            )
         if plan.request.rollout == "vllm":
             console.print(plan_time.VLLM_NOTE, highlight=False, soft_wrap=True)
         for line in length_notes:

@@ -11,7 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from verlfit.errors import VerlfitError
-from verlfit.plan.memory import ALLOCATOR_HEADROOM_BYTES, DEFAULT_MARGIN, LORA_SUGGESTED_RANK, lora_notes, lora_rank_bound, Plan, PlanRequest, format_gib, predict, unsupported_reason, validate_request
+from verlfit.plan.memory import (
+    ALLOCATOR_HEADROOM_BYTES,
+    DEFAULT_MARGIN,
+    LORA_SUGGESTED_RANK,
+    lora_notes,
+    lora_rank_bound,
+    Plan,
+    PlanRequest,
+    format_gib,
+    predict,
+    unsupported_reason,
+    validate_request,
+)
 from verlfit.plan.request import request_from_settings
 
 
@@ -120,7 +132,9 @@ def _budget_text(budget: int, usable: int, margin: float) -> str:
     return f"{format_gib(budget)} ({margin:.0%} of {format_gib(usable)})"
 
 
-def _size_micro_batches(request: PlanRequest, budget: int, keep: frozenset[str]) -> tuple[PlanRequest | None, list[str], str | None]:
+def _size_micro_batches(
+    request: PlanRequest, budget: int, keep: frozenset[str]
+) -> tuple[PlanRequest | None, list[str], str | None]:
     """Largest micro-batch per knob whose phases fit ``budget`` at the request's switches.
 
     Returns (request, reasons, failure): failure names the phase that does not fit at micro-batch 1.
@@ -137,7 +151,11 @@ def _size_micro_batches(request: PlanRequest, budget: int, keep: frozenset[str])
         if "micro_batches" in keep:
             need, where = _phase_total(chosen, names)
             if need + ALLOCATOR_HEADROOM_BYTES > budget:
-                return None, reasons, f"{where} at {title} {getattr(chosen, attr) or chosen.per_gpu_prompts} (kept) would need {format_gib(need + ALLOCATOR_HEADROOM_BYTES)} of {_budget_text(budget, usable, margin)}"
+                return (
+                    None,
+                    reasons,
+                    f"{where} at {title} {getattr(chosen, attr) or chosen.per_gpu_prompts} (kept) would need {format_gib(need + ALLOCATOR_HEADROOM_BYTES)} of {_budget_text(budget, usable, margin)}",
+                )
             continue
         best, refused = None, None
         for size in _candidates(chosen, knob):
@@ -150,12 +168,18 @@ def _size_micro_batches(request: PlanRequest, budget: int, keep: frozenset[str])
                 break
         if best is None:
             size, need, where = refused
-            return None, reasons, f"{where} at {title} 1 would need {format_gib(need)} of {_budget_text(budget, usable, margin)}"
+            return (
+                None,
+                reasons,
+                f"{where} at {title} 1 would need {format_gib(need)} of {_budget_text(budget, usable, margin)}",
+            )
         chosen = best
         value = getattr(best, attr) or best.per_gpu_prompts
         if refused:
             size, need, where = refused
-            reasons.append(f"{title} {value}: {size} would need {format_gib(need)} of {_budget_text(budget, usable, margin)} in {where}")
+            reasons.append(
+                f"{title} {value}: {size} would need {format_gib(need)} of {_budget_text(budget, usable, margin)} in {where}"
+            )
         else:
             unit = "prompts per GPU" if knob == "rollout" else "responses per GPU"
             reasons.append(f"{title} {value}: the largest possible ({value} {unit})")
@@ -175,8 +199,13 @@ def _peak_failure(plan: Plan, budget: int, keep: frozenset[str]) -> str | None:
     return None
 
 
-def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = (),
-             card=None, inputs=None) -> FitDecision:
+def auto_fit(
+    request: PlanRequest,
+    margin: float = DEFAULT_MARGIN,
+    keep: tuple[str, ...] | frozenset[str] = (),
+    card=None,
+    inputs=None,
+) -> FitDecision:
     """Choose micro-batches, gradient checkpointing and offload so every phase fits; with ``card``, the fastest of
     the configurations that fit by the time estimate for that card.
 
@@ -211,11 +240,14 @@ def auto_fit(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[s
     others = sorted((t for t in timed if t[1] != index), key=lambda t: (t[0], t[1]))
     speed = ((describe_choice(best.request), seconds), *((describe_choice(d.request), t) for t, _, d in others))
     fit_count = f"{len(decisions)} configuration{'s' if len(decisions) > 1 else ''} fit"
-    lines = [f"speed: {fit_count}; by the time estimate on {card.name}, chosen: {describe_choice(best.request)}, "
-             f"{seconds:.1f} s/step"]
+    lines = [
+        f"speed: {fit_count}; by the time estimate on {card.name}, chosen: {describe_choice(best.request)}, "
+        f"{seconds:.1f} s/step"
+    ]
     if index != 0:
-        lines.append(f"speed: the memory-first choice ({describe_choice(first.request)}) would take "
-                     f"{timed[0][0]:.1f} s/step")
+        lines.append(
+            f"speed: the memory-first choice ({describe_choice(first.request)}) would take {timed[0][0]:.1f} s/step"
+        )
     elif len(decisions) > 1:
         runner = others[0]
         gain = 1 - runner[0] / seconds
@@ -242,8 +274,11 @@ def speed_candidates(request: PlanRequest, keep: frozenset[str] = frozenset()) -
     lora = r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0)
     if "frozen_base" not in keep and lora and r.frozen_base_dtype is not None:
         bases.append(None)
-    return [dict(gradient_checkpointing=actor, critic_gradient_checkpointing=critic, frozen_base_dtype=base)
-            for actor, critic in checkpointing for base in bases]
+    return [
+        dict(gradient_checkpointing=actor, critic_gradient_checkpointing=critic, frozen_base_dtype=base)
+        for actor, critic in checkpointing
+        for base in bases
+    ]
 
 
 def describe_choice(request: PlanRequest) -> str:
@@ -267,8 +302,9 @@ def describe_choice(request: PlanRequest) -> str:
     return text
 
 
-def fit_memory(request: PlanRequest, margin: float = DEFAULT_MARGIN,
-               keep: tuple[str, ...] | frozenset[str] = ()) -> FitDecision:
+def fit_memory(
+    request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: tuple[str, ...] | frozenset[str] = ()
+) -> FitDecision:
     """Choose micro-batches, gradient checkpointing and offload so every phase fits (the memory-first choice).
 
     Climbs a ladder, cheapest first: the request's own switches; + gradient checkpointing;
@@ -296,7 +332,17 @@ def fit_memory(request: PlanRequest, margin: float = DEFAULT_MARGIN,
         raise ValueError(f"unknown keep {sorted(unknown)}; allowed: {KEEPABLE}")
     budget = int(margin * request.gpu_memory_bytes)
     reasons: list[str] = []
-    start = request if "micro_batches" in keep else replace(request, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size)
+    start = (
+        request
+        if "micro_batches" in keep
+        else replace(
+            request,
+            actor_micro_batch_size=1,
+            critic_micro_batch_size=1,
+            log_prob_micro_batch_size=1,
+            rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size,
+        )
+    )
     # micro-batches the planner will choose are not the user's: validate from micro-batch 1 (batch 1 is valid)
     validate_request(start)
     failures: list[tuple[str, str]] = []
@@ -310,21 +356,35 @@ def fit_memory(request: PlanRequest, margin: float = DEFAULT_MARGIN,
                 reasons.append(f"{switch} on: without it, {below}")
             reasons += sized_reasons
             if request.rollout == "hf" and not request.actor_param_offload and name == "param offload":
-                reasons.append("actor parameters stay on the GPU: HF rollout cannot run with actor param offload in verl 0.4.1")
+                reasons.append(
+                    "actor parameters stay on the GPU: HF rollout cannot run with actor param offload in verl 0.4.1"
+                )
             plan = predict(sized, margin)
             return FitDecision(True, sized, plan, tuple(reasons), None)
         failures.append((name, failure))
         last_trial = trial
     plan = predict(last_trial, margin)
     others = " other" if "micro_batches" in keep else ""
-    reasons.append(f"nothing fits: even with every{others} saving on, {_peak_failure(plan, budget, keep) or failures[-1][1]}")
+    reasons.append(
+        f"nothing fits: even with every{others} saving on, {_peak_failure(plan, budget, keep) or failures[-1][1]}"
+    )
     return FitDecision(False, last_trial, plan, tuple(reasons), smallest_change(request, margin, keep))
 
 
 def _fits_fully_saved(request: PlanRequest, margin: float, keep: frozenset[str]) -> bool:
     budget = int(margin * request.gpu_memory_bytes)
     levels = _levels(request, keep)
-    start = request if "micro_batches" in keep else replace(request, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size)
+    start = (
+        request
+        if "micro_batches" in keep
+        else replace(
+            request,
+            actor_micro_batch_size=1,
+            critic_micro_batch_size=1,
+            log_prob_micro_batch_size=1,
+            rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size,
+        )
+    )
     trial = replace(start, **levels[-1][1])
     try:
         plan = predict(trial, margin)
@@ -359,17 +419,36 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
         # the user's micro-batch is the first thing to give up: what auto-fit would choose instead
         free = fit_memory(r, margin, keep - {"micro_batches"})
         if free.fits:
-            options.append((0.0, f"--micro-batch-size {free.request.actor_micro_batch_size} (from {r.actor_micro_batch_size}), or leave it out for the planner to choose"))
+            options.append(
+                (
+                    0.0,
+                    f"--micro-batch-size {free.request.actor_micro_batch_size} (from {r.actor_micro_batch_size}), or leave it out for the planner to choose",
+                )
+            )
     step = 32
-    best = _largest_fitting(1, (r.max_response_length - 1) // step, lambda k: replace(r, max_response_length=k * step), margin, keep)
+    best = _largest_fitting(
+        1, (r.max_response_length - 1) // step, lambda k: replace(r, max_response_length=k * step), margin, keep
+    )
     if best:
         value = best * step
-        options.append(((r.max_response_length - value) / r.max_response_length, f"--max-response-length {value} (from {r.max_response_length})"))
+        options.append(
+            (
+                (r.max_response_length - value) / r.max_response_length,
+                f"--max-response-length {value} (from {r.max_response_length})",
+            )
+        )
     if r.max_prompt_length > step:
-        best = _largest_fitting(1, (r.max_prompt_length - 1) // step, lambda k: replace(r, max_prompt_length=k * step), margin, keep)
+        best = _largest_fitting(
+            1, (r.max_prompt_length - 1) // step, lambda k: replace(r, max_prompt_length=k * step), margin, keep
+        )
         if best:
             value = best * step
-            options.append(((r.max_prompt_length - value) / r.max_prompt_length, f"--max-prompt-length {value} (from {r.max_prompt_length})"))
+            options.append(
+                (
+                    (r.max_prompt_length - value) / r.max_prompt_length,
+                    f"--max-prompt-length {value} (from {r.max_prompt_length})",
+                )
+            )
     if r.algorithm == "grpo" and r.rollout_n > 1:
         for n in range(r.rollout_n - 1, 0, -1):
             if _fits_fully_saved(replace(r, rollout_n=n), margin, keep):
@@ -379,14 +458,25 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
         if gpus > r.gpus and r.train_batch_size % gpus == 0 and (r.ppo_mini_batch_size * r.samples) % gpus == 0:
             trial = replace(r, gpus=gpus)
             if _fits_fully_saved(trial, margin, keep):
-                options.append(((gpus - r.gpus) / r.gpus, f"--gpus {gpus} (FSDP shards weights, gradients and optimizer states)"))
+                options.append(
+                    ((gpus - r.gpus) / r.gpus, f"--gpus {gpus} (FSDP shards weights, gradients and optimizer states)")
+                )
                 break
     if r.lora_rank == 0 or (r.has_critic and r.lora_rank_of("critic") == 0):
         # LoRA on every role that trains fully (the critic follows the actor's rank unless it was set apart)
-        lora = replace(r, lora_rank=r.lora_rank or LORA_SUGGESTED_RANK, critic_lora_rank=None if r.critic_lora_rank is None or r.critic_lora_rank == 0 else r.critic_lora_rank)
+        lora = replace(
+            r,
+            lora_rank=r.lora_rank or LORA_SUGGESTED_RANK,
+            critic_lora_rank=None if r.critic_lora_rank is None or r.critic_lora_rank == 0 else r.critic_lora_rank,
+        )
         if _fits_fully_saved(lora, margin, keep):
             flag = f"--lora-rank {LORA_SUGGESTED_RANK}" if r.lora_rank == 0 else f"--critic-lora-rank {r.lora_rank}"
-            options.append((1.0, f"{flag} (LoRA: the base weights freeze, only adapters train, with no gradients or AdamW states for the base{' and no separate reference model' if r.has_reference and r.lora_rank == 0 else ''})"))
+            options.append(
+                (
+                    1.0,
+                    f"{flag} (LoRA: the base weights freeze, only adapters train, with no gradients or AdamW states for the base{' and no separate reference model' if r.has_reference and r.lora_rank == 0 else ''})",
+                )
+            )
     # a LoRA rank too large for the card (an adapter grows with the rank: rank x (inputs + outputs) per Linear):
     # the largest smaller rank that fits, for the actor (with the critic when it follows) and for a critic set apart
     # (a critic at the actor's rank follows it: train's --lora-rank alone sets both)
@@ -394,18 +484,41 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     follows = r.has_critic and critic_rank == r.lora_rank
     # ranks above min(in, out features) of the targeted layers add no capacity: never suggested (memory.lora_rank_bound)
     if r.lora_rank > 1:
-        best = _largest_fitting(1, min(r.lora_rank - 1, lora_rank_bound(r.shape, "actor", r.lora_target_modules)[0]), lambda k: replace(r, lora_rank=k, critic_lora_rank=None if follows else r.critic_lora_rank), margin, keep)
+        best = _largest_fitting(
+            1,
+            min(r.lora_rank - 1, lora_rank_bound(r.shape, "actor", r.lora_target_modules)[0]),
+            lambda k: replace(r, lora_rank=k, critic_lora_rank=None if follows else r.critic_lora_rank),
+            margin,
+            keep,
+        )
         if best:
-            options.append(((r.lora_rank - best) / r.lora_rank, f"--lora-rank {best} (from {r.lora_rank}{f'; and --critic-lora-rank {best} if you gave one' if follows else ''})"))
+            options.append(
+                (
+                    (r.lora_rank - best) / r.lora_rank,
+                    f"--lora-rank {best} (from {r.lora_rank}{f'; and --critic-lora-rank {best} if you gave one' if follows else ''})",
+                )
+            )
     if critic_rank > 1 and not follows:
-        best = _largest_fitting(1, min(critic_rank - 1, lora_rank_bound(r.shape, "critic", r.lora_target_modules)[0]), lambda k: replace(r, critic_lora_rank=k), margin, keep)
+        best = _largest_fitting(
+            1,
+            min(critic_rank - 1, lora_rank_bound(r.shape, "critic", r.lora_target_modules)[0]),
+            lambda k: replace(r, critic_lora_rank=k),
+            margin,
+            keep,
+        )
         if best:
             options.append(((critic_rank - best) / critic_rank, f"--critic-lora-rank {best} (from {critic_rank})"))
-    if r.algorithm == "ppo" and _fits_fully_saved(replace(r, algorithm="grpo", rollout_n=1, use_reference=False), margin, keep):
+    if r.algorithm == "ppo" and _fits_fully_saved(
+        replace(r, algorithm="grpo", rollout_n=1, use_reference=False), margin, keep
+    ):
         options.append((1.0, "--algo grpo (no critic model)"))
     if not options:
         lora = r.lora_rank > 0 or critic_rank > 0
-        return "no single change found that fits" + (" (not even LoRA rank 1)" if lora else "") + ": use a smaller model or a card with more memory"
+        return (
+            "no single change found that fits"
+            + (" (not even LoRA rank 1)" if lora else "")
+            + ": use a smaller model or a card with more memory"
+        )
     options.sort(key=lambda item: item[0])
     return "smallest changes that would fit, each on its own: " + "; ".join(text for _, text in options)
 
@@ -443,25 +556,48 @@ def fit_for_train(
     request = request_from_settings(settings, profile, memory_bytes, switches=switches)
     decision = auto_fit(request, margin=margin, keep=keep, card=card, inputs=inputs)
     if not decision.fits:
-        savings = [name for name, kept in (("gradient checkpointing", keep_checkpointing), ("offload", keep_offload)) if not kept]
+        savings = [
+            name
+            for name, kept in (("gradient checkpointing", keep_checkpointing), ("offload", keep_offload))
+            if not kept
+        ]
         micro = "at the micro-batches you set" if keep_micro_batch else "at micro-batch 1"
         tried = f"even with {' and '.join(savings)} {micro}" if savings else micro
         raise VerlfitError(
-            f"this configuration does not fit in {format_gib(memory_bytes)} per GPU {tried}: " + decision.reasons[-1].partition(" saving on, ")[2],
+            f"this configuration does not fit in {format_gib(memory_bytes)} per GPU {tried}: "
+            + decision.reasons[-1].partition(" saving on, ")[2],
             fix=decision.suggestion,
         )
     chosen = decision.request
     reason = unsupported_reason(chosen.rollout, chosen.actor_param_offload)
     if reason:
-        raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer (or leave --offload to the planner)", exit_code=2)
-    for name in ("actor_micro_batch_size", "log_prob_micro_batch_size", "critic_micro_batch_size", "gradient_checkpointing", "critic_gradient_checkpointing", "actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
+        raise VerlfitError(
+            f"verl 0.4.1 cannot run this configuration: {reason}",
+            fix="use --offload optimizer (or leave --offload to the planner)",
+            exit_code=2,
+        )
+    for name in (
+        "actor_micro_batch_size",
+        "log_prob_micro_batch_size",
+        "critic_micro_batch_size",
+        "gradient_checkpointing",
+        "critic_gradient_checkpointing",
+        "actor_param_offload",
+        "actor_optimizer_offload",
+        "critic_param_offload",
+        "critic_optimizer_offload",
+    ):
         setattr(settings, name, getattr(chosen, name))
     if request.frozen_base_dtype is not None:  # a LoRA run stored in 16 bits: the speed pick may take the fp32 base
         settings.frozen_base_dtype = chosen.frozen_base_dtype or "float32"
     if chosen.rollout == "hf":
         settings.rollout_micro_batch_size = chosen.rollout_micro_batch_size
     plan = decision.plan
-    return [f"plan: {line}" for line in decision.reasons] + [f"plan: {plan.notes[0]} -> {plan.verdict}"] + [f"plan: {line}" for line in lora_notes(chosen)]
+    return (
+        [f"plan: {line}" for line in decision.reasons]
+        + [f"plan: {plan.notes[0]} -> {plan.verdict}"]
+        + [f"plan: {line}" for line in lora_notes(chosen)]
+    )
 
 
 def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAULT_MARGIN, switches=None) -> list[str]:
@@ -478,10 +614,21 @@ def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAU
     decision = auto_fit(request, margin=margin)
     if decision.fits:
         chosen = decision.request
-        offload = [name.replace("_offload", "").replace("_", " ") for name in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload") if getattr(chosen, name)]
-        then = (f"without --plan off the planner would choose: micro-batches actor {chosen.actor_micro_batch_size}, log-prob {chosen.log_prob_micro_batch_size}"
-                + (f", critic {chosen.critic_micro_batch_size}" if chosen.has_critic else "")
-                + f"; gradient checkpointing {'on' if chosen.gradient_checkpointing else 'off'}; offload {', '.join(offload) or 'none'}")
+        offload = [
+            name.replace("_offload", "").replace("_", " ")
+            for name in (
+                "actor_param_offload",
+                "actor_optimizer_offload",
+                "critic_param_offload",
+                "critic_optimizer_offload",
+            )
+            if getattr(chosen, name)
+        ]
+        then = (
+            f"without --plan off the planner would choose: micro-batches actor {chosen.actor_micro_batch_size}, log-prob {chosen.log_prob_micro_batch_size}"
+            + (f", critic {chosen.critic_micro_batch_size}" if chosen.has_critic else "")
+            + f"; gradient checkpointing {'on' if chosen.gradient_checkpointing else 'off'}; offload {', '.join(offload) or 'none'}"
+        )
     else:
         then = decision.suggestion or "nothing fits this card"
     return [f"plan: WARN --plan off: {plan.notes[0]} -> {plan.verdict}: verl may run out of memory; {then}"]

@@ -134,14 +134,23 @@ ENTROPY_LOSS_BYTES = 8  # per (response token, vocab entry): softmax saved + its
 # tracker and one inf flag per device (torch/distributed/fsdp/sharded_grad_scaler.py: three 4-byte scalars per
 # trained role), counted as 0 here (12 bytes).
 HALF_PRECISION = ("bfloat16", "float16")
-for _table in (DTYPE_BYTES, GRAD_UNIT_TRANSIENT_BYTES, LAYER_ACTIVATION_BYTES, EAGER_SCORE_BYTES, FINAL_NORM_BYTES, NO_GRAD_LAYER_BYTES):
+for _table in (
+    DTYPE_BYTES,
+    GRAD_UNIT_TRANSIENT_BYTES,
+    LAYER_ACTIVATION_BYTES,
+    EAGER_SCORE_BYTES,
+    FINAL_NORM_BYTES,
+    NO_GRAD_LAYER_BYTES,
+):
     _table["float16"] = _table["bfloat16"]
 for _table in (LOGPROB_LOGIT_BYTES, REF_LOGIT_BYTES, UPDATE_LOGIT_BYTES):
     for _fused in (False, True):
         _table[("float16", _fused)] = _table[("bfloat16", _fused)]
 
 # HF generate (hf_rollout.py:109-123, transformers 4.51 generate with a DynamicCache).
-SAMPLING_BYTES_PER_VOCAB = 28  # derived: fp32 next-token logits, processed scores, top-p sort values + int64 indices, probabilities
+SAMPLING_BYTES_PER_VOCAB = (
+    28  # derived: fp32 next-token logits, processed scores, top-p sort values + int64 indices, probabilities
+)
 # Allocator headroom kept on top of the predicted allocated peak (fragmentation, CUDA/cuBLAS
 # workspaces, small tensors not modelled). calibrated: not yet; the earlier device measurements (docs/plan.md section 5) shows that reserved
 # memory climbs to any cap, so fit is judged by allocated + this headroom.
@@ -190,18 +199,22 @@ LORA_ALL_LINEAR = "all-linear"
 # Linear layers of a Qwen2/Llama decoder layer, as PEFT matches target names (the last name of the module path)
 LORA_LAYER_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LORA_HEAD_TARGET = "lm_head"  # the actor's output head: a target only when named
-LORA_CALIBRATION_NOTE = ("LoRA terms: derived (docs/plan.md section 7), nothing fitted; against four device runs with the p40 profile's trims, "
-                         "counted at the prompt columns each run measured, +2.9% to +5.5% (Qwen2.5-1.5B PPO, Qwen2.5-3B GRPO, Qwen3-1.7B GRPO); "
-                         "one run without the trims +8.4% (docs/benchmarks.md section 2.2)")
+LORA_CALIBRATION_NOTE = (
+    "LoRA terms: derived (docs/plan.md section 7), nothing fitted; against four device runs with the p40 profile's trims, "
+    "counted at the prompt columns each run measured, +2.9% to +5.5% (Qwen2.5-1.5B PPO, Qwen2.5-3B GRPO, Qwen3-1.7B GRPO); "
+    "one run without the trims +8.4% (docs/benchmarks.md section 2.2)"
+)
 LORA_SUGGESTED_RANK = 32  # the rank smallest_change proposes: ppo_trainer.yaml:124's example ("e.g., 32")
 # What the predictions were checked against, printed with every plan (update with tests/benchmarks/test_collect.py)
 CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 2.1"
 # Added to CALIBRATION_NOTE under a plan of any other shape (verlfit.plan.render.calibration_note): the range above
 # is the 0.5B's only
 CALIBRATED_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
-EXTRAPOLATED_NOTE = ("this shape is not the Qwen2.5-0.5B: its prediction is extrapolated from that calibration; the "
-                     "larger shapes measured (Qwen2.5-1.5B and 3B, Qwen3-1.7B, LoRA) peaked within +2.9% to +5.5% of it at "
-                     "the prompt columns they used (docs/benchmarks.md section 2.2)")
+EXTRAPOLATED_NOTE = (
+    "this shape is not the Qwen2.5-0.5B: its prediction is extrapolated from that calibration; the "
+    "larger shapes measured (Qwen2.5-1.5B and 3B, Qwen3-1.7B, LoRA) peaked within +2.9% to +5.5% of it at "
+    "the prompt columns they used (docs/benchmarks.md section 2.2)"
+)
 
 
 def usable_memory_bytes(gpu) -> int:
@@ -211,7 +224,12 @@ def usable_memory_bytes(gpu) -> int:
     context (:data:`CUDA_CONTEXT_BYTES`) and a fragmentation reserve (:data:`FRAGMENTATION_RESERVE_BYTES`).
     A Tesla P40 (24451 MiB) gives 22.88 GiB.
     """
-    return min(gpu.total_memory_bytes, gpu.free_memory_bytes + CUDA_CONTEXT_BYTES) - CUDA_CONTEXT_BYTES - FRAGMENTATION_RESERVE_BYTES
+    return (
+        min(gpu.total_memory_bytes, gpu.free_memory_bytes + CUDA_CONTEXT_BYTES)
+        - CUDA_CONTEXT_BYTES
+        - FRAGMENTATION_RESERVE_BYTES
+    )
+
 
 PHASES = ("rollout", "old_log_prob", "ref_log_prob", "values", "critic_update", "actor_update")
 PHASE_TITLES = {
@@ -223,7 +241,14 @@ PHASE_TITLES = {
     "actor_update": "actor update",
 }
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache")
-COMPONENT_TITLES = {"weights": "weights", "gradients": "grads", "optimizer": "optimizer", "activations": "activations", "logits": "logits", "kv_cache": "KV cache"}
+COMPONENT_TITLES = {
+    "weights": "weights",
+    "gradients": "grads",
+    "optimizer": "optimizer",
+    "activations": "activations",
+    "logits": "logits",
+    "kv_cache": "KV cache",
+}
 
 
 @dataclass(frozen=True)
@@ -486,17 +511,28 @@ def validate_request(request: PlanRequest) -> None:
     """Raise :class:`VerlfitError` for a request verl itself would reject (sizes that do not divide)."""
     r = request
     if r.dtype not in DTYPE_BYTES:
-        raise VerlfitError(f"dtype {r.dtype!r} is not modelled", fix="use float32 (P40), float16 (T4, V100) or bfloat16 (A10/L4)", exit_code=2)
+        raise VerlfitError(
+            f"dtype {r.dtype!r} is not modelled",
+            fix="use float32 (P40), float16 (T4, V100) or bfloat16 (A10/L4)",
+            exit_code=2,
+        )
     if r.algorithm not in ("ppo", "grpo"):
         raise VerlfitError(f"algorithm {r.algorithm!r} is not supported", fix="use ppo or grpo", exit_code=2)
     if r.rollout not in ("hf", "vllm"):
         raise VerlfitError(f"rollout {r.rollout!r} is not supported", fix="use hf or vllm", exit_code=2)
     if r.attention not in ("sdpa", "eager", "flash_attention_2"):
-        raise VerlfitError(f"attention {r.attention!r} is not modelled", fix="use sdpa, eager or flash_attention_2", exit_code=2)
+        raise VerlfitError(
+            f"attention {r.attention!r} is not modelled", fix="use sdpa, eager or flash_attention_2", exit_code=2
+        )
     positive = {
-        "batch size": r.train_batch_size, "mini-batch size": r.ppo_mini_batch_size, "GPUs": r.gpus,
-        "actor micro-batch": r.actor_micro_batch_size, "log-prob micro-batch": r.log_prob_micro_batch_size,
-        "critic micro-batch": r.critic_micro_batch_size, "samples": r.rollout_n, "response length": r.max_response_length,
+        "batch size": r.train_batch_size,
+        "mini-batch size": r.ppo_mini_batch_size,
+        "GPUs": r.gpus,
+        "actor micro-batch": r.actor_micro_batch_size,
+        "log-prob micro-batch": r.log_prob_micro_batch_size,
+        "critic micro-batch": r.critic_micro_batch_size,
+        "samples": r.rollout_n,
+        "response length": r.max_response_length,
         "GPU memory": r.gpu_memory_bytes,
     }
     for name, value in positive.items():
@@ -505,20 +541,48 @@ def validate_request(request: PlanRequest) -> None:
     if r.max_prompt_length < 0:
         raise VerlfitError(f"prompt length must not be negative, got {r.max_prompt_length}", exit_code=2)
     if r.longest_prompt_length is not None and r.longest_prompt_length <= 0:
-        raise VerlfitError(f"longest prompt length must be positive, got {r.longest_prompt_length}", fix="give the tokens of the data's longest prompt, or leave it out", exit_code=2)
+        raise VerlfitError(
+            f"longest prompt length must be positive, got {r.longest_prompt_length}",
+            fix="give the tokens of the data's longest prompt, or leave it out",
+            exit_code=2,
+        )
     if r.train_batch_size % r.ppo_mini_batch_size:
-        raise VerlfitError(f"mini-batch {r.ppo_mini_batch_size} does not divide batch {r.train_batch_size}", fix="choose a mini-batch size that divides the batch size", exit_code=2)
+        raise VerlfitError(
+            f"mini-batch {r.ppo_mini_batch_size} does not divide batch {r.train_batch_size}",
+            fix="choose a mini-batch size that divides the batch size",
+            exit_code=2,
+        )
     if r.train_batch_size % r.gpus:
-        raise VerlfitError(f"the batch of {r.train_batch_size} prompt{'' if r.train_batch_size == 1 else 's'} does not split over {r.gpus} GPUs (verl hands each GPU the same number of prompts)", fix=f"use a --batch-size divisible by {r.gpus}", exit_code=2)
+        raise VerlfitError(
+            f"the batch of {r.train_batch_size} prompt{'' if r.train_batch_size == 1 else 's'} does not split over {r.gpus} GPUs (verl hands each GPU the same number of prompts)",
+            fix=f"use a --batch-size divisible by {r.gpus}",
+            exit_code=2,
+        )
     if r.per_gpu_mini_batch <= 0 or (r.ppo_mini_batch_size * r.samples) % r.gpus:
-        raise VerlfitError(f"the mini-batch of {r.ppo_mini_batch_size * r.samples} responses does not split over {r.gpus} GPUs", fix="choose a mini-batch size (and --samples) whose responses divide by the number of GPUs", exit_code=2)
+        raise VerlfitError(
+            f"the mini-batch of {r.ppo_mini_batch_size * r.samples} responses does not split over {r.gpus} GPUs",
+            fix="choose a mini-batch size (and --samples) whose responses divide by the number of GPUs",
+            exit_code=2,
+        )
     for name, micro in (("actor", r.actor_micro_batch_size), ("critic", r.critic_micro_batch_size)):
         if r.per_gpu_mini_batch % micro:
-            raise VerlfitError(f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of {r.per_gpu_mini_batch} responses (fsdp_workers.py:165)", fix=f"use a micro-batch size that divides {r.per_gpu_mini_batch}: {', '.join(str(d) for d in range(1, r.per_gpu_mini_batch + 1) if r.per_gpu_mini_batch % d == 0)}", exit_code=2)
-    if r.rollout_micro_batch_size is not None and (r.rollout_micro_batch_size <= 0 or r.per_gpu_prompts % r.rollout_micro_batch_size):
-        raise VerlfitError(f"rollout micro-batch {r.rollout_micro_batch_size} does not divide the per-GPU batch of {r.per_gpu_prompts} prompts (DataProto.chunk needs equal chunks)", fix=f"use a rollout micro-batch that divides {r.per_gpu_prompts}", exit_code=2)
+            raise VerlfitError(
+                f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of {r.per_gpu_mini_batch} responses (fsdp_workers.py:165)",
+                fix=f"use a micro-batch size that divides {r.per_gpu_mini_batch}: {', '.join(str(d) for d in range(1, r.per_gpu_mini_batch + 1) if r.per_gpu_mini_batch % d == 0)}",
+                exit_code=2,
+            )
+    if r.rollout_micro_batch_size is not None and (
+        r.rollout_micro_batch_size <= 0 or r.per_gpu_prompts % r.rollout_micro_batch_size
+    ):
+        raise VerlfitError(
+            f"rollout micro-batch {r.rollout_micro_batch_size} does not divide the per-GPU batch of {r.per_gpu_prompts} prompts (DataProto.chunk needs equal chunks)",
+            fix=f"use a rollout micro-batch that divides {r.per_gpu_prompts}",
+            exit_code=2,
+        )
     if r.rollout == "vllm" and not 0 < r.vllm_gpu_memory_utilization < 1:
-        raise VerlfitError(f"vLLM gpu_memory_utilization must be in (0, 1), got {r.vllm_gpu_memory_utilization}", exit_code=2)
+        raise VerlfitError(
+            f"vLLM gpu_memory_utilization must be in (0, 1), got {r.vllm_gpu_memory_utilization}", exit_code=2
+        )
     _validate_lora(r)
 
 
@@ -537,13 +601,25 @@ def _validate_lora(r: PlanRequest) -> None:
     names = tuple(r.lora_target_modules)
     known = (*LORA_LAYER_TARGETS, LORA_HEAD_TARGET)
     if "score" in names:
-        raise VerlfitError("LoRA target modules score: the critic's value head is trained in full with LoRA (modules_to_save, patch 0011), so PEFT puts no adapter on it", fix="drop score from --lora-target-modules", exit_code=2)
+        raise VerlfitError(
+            "LoRA target modules score: the critic's value head is trained in full with LoRA (modules_to_save, patch 0011), so PEFT puts no adapter on it",
+            fix="drop score from --lora-target-modules",
+            exit_code=2,
+        )
     unknown = [name for name in names if name not in known]
     if not names or unknown:
-        raise VerlfitError(f"LoRA target modules {', '.join(unknown) if unknown else '(none)'}: not a Linear layer of a {r.shape.model_type} model that the planner models", fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(known)}", exit_code=2)
+        raise VerlfitError(
+            f"LoRA target modules {', '.join(unknown) if unknown else '(none)'}: not a Linear layer of a {r.shape.model_type} model that the planner models",
+            fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(known)}",
+            exit_code=2,
+        )
     for role in roles:
         if not lora_targets(r.shape, role, names):
-            raise VerlfitError(f"LoRA target modules {', '.join(names)}: none is in the {role}'s model, so PEFT would refuse it (\"Target modules ... not found in the base model\")", fix=f"add a layer projection such as {', '.join(LORA_LAYER_TARGETS[:2])}", exit_code=2)
+            raise VerlfitError(
+                f'LoRA target modules {", ".join(names)}: none is in the {role}\'s model, so PEFT would refuse it ("Target modules ... not found in the base model")',
+                fix=f"add a layer projection such as {', '.join(LORA_LAYER_TARGETS[:2])}",
+                exit_code=2,
+            )
     _validate_lora_rank_bound(r, roles)
 
 
@@ -553,11 +629,18 @@ def _validate_lora_rank_bound(r: PlanRequest, roles: list[str]) -> None:
         rank = r.lora_rank_of(role)
         bound, layer = lora_rank_bound(r.shape, role, r.lora_target_modules)
         if rank > bound:
-            flag = "--critic-lora-rank" if role == "critic" and r.critic_lora_rank is not None and r.critic_lora_rank != r.lora_rank else "--lora-rank"
+            flag = (
+                "--critic-lora-rank"
+                if role == "critic" and r.critic_lora_rank is not None and r.critic_lora_rank != r.lora_rank
+                else "--lora-rank"
+            )
             inputs, outputs, _count = lora_linear_shapes(r.shape, role)[layer]
-            raise VerlfitError(f"{flag} {rank}: above {bound}, the largest rank a LoRA update of the {role}'s targeted layers can have on {r.shape.name} "
-                               f"(min(in, out features); the widest is {layer}, {inputs} -> {outputs}): a larger rank adds memory and no capacity",
-                               fix=f"use {flag} {bound} or less (e.g. {min(bound, LORA_SUGGESTED_RANK)})", exit_code=2)
+            raise VerlfitError(
+                f"{flag} {rank}: above {bound}, the largest rank a LoRA update of the {role}'s targeted layers can have on {r.shape.name} "
+                f"(min(in, out features); the widest is {layer}, {inputs} -> {outputs}): a larger rank adds memory and no capacity",
+                fix=f"use {flag} {bound} or less (e.g. {min(bound, LORA_SUGGESTED_RANK)})",
+                exit_code=2,
+            )
 
 
 def lora_notes(request: PlanRequest) -> tuple[str, ...]:
@@ -576,8 +659,10 @@ def lora_notes(request: PlanRequest) -> tuple[str, ...]:
         if r.frozen_base_dtype:
             upcast = r.upcasts_frozen_base(role)
             computed = f"computed in {r.dtype}: " + ("FSDP upcasts one unit at a time" if upcast else "as stored")
-            line += (f"; its weights are stored in {r.frozen_base_dtype} (patch 0026: 2 bytes a parameter, "
-                     f"{format_gib(base * 2)}; {computed}), the trained ones in float32")
+            line += (
+                f"; its weights are stored in {r.frozen_base_dtype} (patch 0026: 2 bytes a parameter, "
+                f"{format_gib(base * 2)}; {computed}), the trained ones in float32"
+            )
         else:
             line += f"; its weights are stored in float32 (4 bytes a parameter, {format_gib(base * 4)})"
         if role == "actor" and r.has_reference:
@@ -592,12 +677,19 @@ def _shard(params: int, gpus: int) -> int:
     return math.ceil(params / gpus)
 
 
-def layer_activation_bytes(shape: ModelShape, tokens: int, seq_len: int, dtype: str, attention: str, adapter_width: int = 0) -> int:
+def layer_activation_bytes(
+    shape: ModelShape, tokens: int, seq_len: int, dtype: str, attention: str, adapter_width: int = 0
+) -> int:
     """Bytes one decoder layer saves for backward over ``tokens`` tokens (docs/plan.md §3); ``adapter_width``:
     LoRA's lora_A outputs per token (rank per targeted Linear), saved in the compute dtype."""
     c = LAYER_ACTIVATION_BYTES[dtype]
     cb = DTYPE_BYTES[dtype]
-    per_token = c["hidden"] * shape.hidden_size + c["kv"] * shape.kv_dim + c["intermediate"] * shape.intermediate_size + adapter_width * cb
+    per_token = (
+        c["hidden"] * shape.hidden_size
+        + c["kv"] * shape.kv_dim
+        + c["intermediate"] * shape.intermediate_size
+        + adapter_width * cb
+    )
     per_token += 2 * (shape.kv_dim if attention == "flash_attention_2" else shape.q_dim) * cb
     if attention == "eager":
         per_token += shape.num_attention_heads * seq_len * EAGER_SCORE_BYTES[dtype]
@@ -612,14 +704,26 @@ def mask_bytes(batch: int, seq_len: int, dtype: str, attention: str, kv_len: int
     return batch * seq_len * (seq_len if kv_len is None else kv_len) * DTYPE_BYTES[dtype]
 
 
-def training_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype: str, attention: str, checkpointing: bool, adapter_widths: tuple[int, int] = (0, 0)) -> tuple[int, int]:
+def training_activation_bytes(
+    shape: ModelShape,
+    batch: int,
+    seq_len: int,
+    dtype: str,
+    attention: str,
+    checkpointing: bool,
+    adapter_widths: tuple[int, int] = (0, 0),
+) -> tuple[int, int]:
     """Activations of a forward+backward over ``batch`` sequences: (when the backward starts, the
     largest while it runs through the layers). ``adapter_widths``: LoRA's saved lora_A outputs per token,
     (per decoder layer, in the head) (:func:`_adapter_widths`)."""
     tokens = batch * seq_len
     cb = DTYPE_BYTES[dtype]
     layer = layer_activation_bytes(shape, tokens, seq_len, dtype, attention, adapter_widths[0])
-    fixed = tokens * shape.hidden_size * FINAL_NORM_BYTES[dtype] + mask_bytes(batch, seq_len, dtype, attention) + tokens * adapter_widths[1] * cb
+    fixed = (
+        tokens * shape.hidden_size * FINAL_NORM_BYTES[dtype]
+        + mask_bytes(batch, seq_len, dtype, attention)
+        + tokens * adapter_widths[1] * cb
+    )
     if checkpointing:
         saved = shape.num_layers * tokens * shape.hidden_size * cb + fixed  # each layer keeps only its input
         return saved, saved + layer + int(BACKWARD_WORKSPACE_LAYERS * layer)  # one layer recomputed, then its backward
@@ -627,7 +731,15 @@ def training_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype
     return saved, saved + int(BACKWARD_WORKSPACE_LAYERS * layer)
 
 
-def forward_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype: str, attention: str, kv_len: int | None = None, kv_bytes: int | None = None) -> int:
+def forward_activation_bytes(
+    shape: ModelShape,
+    batch: int,
+    seq_len: int,
+    dtype: str,
+    attention: str,
+    kv_len: int | None = None,
+    kv_bytes: int | None = None,
+) -> int:
     """Activations alive in a forward without gradients (one layer at a time) over ``batch`` x ``seq_len`` tokens.
 
     ``kv_len``: the key/value columns attention reads (default ``seq_len``; a StaticCache's prefill reads the
@@ -638,7 +750,9 @@ def forward_activation_bytes(shape: ModelShape, batch: int, seq_len: int, dtype:
     c = NO_GRAD_LAYER_BYTES[dtype]
     cb = DTYPE_BYTES[dtype]
     per_token = c["hidden"] * shape.hidden_size + c["intermediate"] * shape.intermediate_size
-    total = tokens * per_token + batch * kv_len * 2 * (shape.kv_dim if attention == "flash_attention_2" else shape.q_dim) * (cb if kv_bytes is None else kv_bytes)
+    total = tokens * per_token + batch * kv_len * 2 * (
+        shape.kv_dim if attention == "flash_attention_2" else shape.q_dim
+    ) * (cb if kv_bytes is None else kv_bytes)
     total += mask_bytes(batch, seq_len, dtype, attention, kv_len)
     if attention == "eager":
         total += batch * shape.num_attention_heads * seq_len * kv_len * EAGER_SCORE_BYTES[dtype]
@@ -660,10 +774,14 @@ def kv_cache_bytes(shape: ModelShape, sequences: int, tokens: int, dtype: str) -
 # inputs and outputs at fixed addresses for graph replay: the attention mask (batch, cache columns) in int64, the
 # token, position and captured-token rows (batch) in int64, the finished flags (batch) in bool.
 STATIC_DECODE_MASK_BYTES = 8  # derived: static_decode.py, self.mask (torch.long)
-STATIC_DECODE_ROW_BYTES = 3 * 8 + 1  # derived: self.tokens, self.positions, graph_token (torch.long), self.finished (torch.bool)
+STATIC_DECODE_ROW_BYTES = (
+    3 * 8 + 1
+)  # derived: self.tokens, self.positions, graph_token (torch.long), self.finished (torch.bool)
 
 
-def static_decode_bytes(shape: ModelShape, sequences: int, cache_len: int, dtype: str, attention: str) -> tuple[int, int]:
+def static_decode_bytes(
+    shape: ModelShape, sequences: int, cache_len: int, dtype: str, attention: str
+) -> tuple[int, int]:
     """Patch 0022's CUDA-graph decoding of ``sequences`` rows into a cache of ``cache_len`` columns (prompt +
     response): (what it holds for the whole call, the K and V bytes per element attention then gets).
 
@@ -678,7 +796,11 @@ def static_decode_bytes(shape: ModelShape, sequences: int, cache_len: int, dtype
     takes bf16 copies of those; FlashAttention-2 gets the KV heads cast to the compute dtype.
     """
     cb = DTYPE_BYTES[dtype]
-    held = kv_cache_bytes(shape, sequences, cache_len, "float32") + sequences * cache_len * STATIC_DECODE_MASK_BYTES + sequences * STATIC_DECODE_ROW_BYTES
+    held = (
+        kv_cache_bytes(shape, sequences, cache_len, "float32")
+        + sequences * cache_len * STATIC_DECODE_MASK_BYTES
+        + sequences * STATIC_DECODE_ROW_BYTES
+    )
     if attention == "flash_attention_2":
         return held, cb
     return held, MASTER_BYTES + (cb if cb != MASTER_BYTES else 0)
@@ -689,15 +811,22 @@ def lora_linear_shapes(shape: ModelShape, role: str) -> dict[str, tuple[int, int
     ``"critic"``: ``AutoModelForTokenClassification``, one label): name -> (in features, out features, how many)."""
     h, q, kv, i, n = shape.hidden_size, shape.q_dim, shape.kv_dim, shape.intermediate_size, shape.num_layers
     linears = {
-        "q_proj": (h, q, n), "k_proj": (h, kv, n), "v_proj": (h, kv, n), "o_proj": (q, h, n),
-        "gate_proj": (h, i, n), "up_proj": (h, i, n), "down_proj": (i, h, n),
+        "q_proj": (h, q, n),
+        "k_proj": (h, kv, n),
+        "v_proj": (h, kv, n),
+        "o_proj": (q, h, n),
+        "gate_proj": (h, i, n),
+        "up_proj": (h, i, n),
+        "down_proj": (i, h, n),
     }
     if role == "actor":
         linears[LORA_HEAD_TARGET] = (h, shape.vocab_size, 1)
     return linears
 
 
-def lora_rank_bound(shape: ModelShape, role: str, target_modules: str | tuple[str, ...] = LORA_ALL_LINEAR) -> tuple[int, str]:
+def lora_rank_bound(
+    shape: ModelShape, role: str, target_modules: str | tuple[str, ...] = LORA_ALL_LINEAR
+) -> tuple[int, str]:
     """(the largest useful LoRA rank for ``role``, the layer that sets it): the largest ``min(in, out features)``
     over the targeted Linear layers. A layer's LoRA update ``B @ A`` has rank at most ``min(in, out)``, so a rank
     above the bound adds parameters and memory to every layer and capacity to none (Qwen2.5-0.5B all-linear: 896,
@@ -721,13 +850,19 @@ def lora_targets(shape: ModelShape, role: str, target_modules: str | tuple[str, 
     """
     if isinstance(target_modules, str):
         if target_modules != LORA_ALL_LINEAR:
-            raise VerlfitError(f"LoRA target modules {target_modules!r}: the planner models {LORA_ALL_LINEAR!r} or a list of Linear names", fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(LORA_LAYER_TARGETS)}, {LORA_HEAD_TARGET}", exit_code=2)
+            raise VerlfitError(
+                f"LoRA target modules {target_modules!r}: the planner models {LORA_ALL_LINEAR!r} or a list of Linear names",
+                fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(LORA_LAYER_TARGETS)}, {LORA_HEAD_TARGET}",
+                exit_code=2,
+            )
         return LORA_LAYER_TARGETS
     known = lora_linear_shapes(shape, role)
     return tuple(name for name in known if name in target_modules)
 
 
-def adapter_parameters(shape: ModelShape, role: str, rank: int, target_modules: str | tuple[str, ...] = LORA_ALL_LINEAR) -> int:
+def adapter_parameters(
+    shape: ModelShape, role: str, rank: int, target_modules: str | tuple[str, ...] = LORA_ALL_LINEAR
+) -> int:
     """Parameters LoRA adds to ``role``'s model, all of them trained: ``rank * (in + out)`` per targeted Linear
     (lora_A is rank x in, lora_B out x rank, no bias), and for the critic the trained copy of its value head
     (``hidden + 1``: PEFT's modules_to_save, patch 0011). Qwen2.5-0.5B, rank 32, all-linear: 17,596,416 (actor),
@@ -735,7 +870,10 @@ def adapter_parameters(shape: ModelShape, role: str, rank: int, target_modules: 
     if rank <= 0:
         return 0
     linears = lora_linear_shapes(shape, role)
-    adapters = sum(rank * (linears[name][0] + linears[name][1]) * linears[name][2] for name in lora_targets(shape, role, target_modules))
+    adapters = sum(
+        rank * (linears[name][0] + linears[name][1]) * linears[name][2]
+        for name in lora_targets(shape, role, target_modules)
+    )
     return adapters + (shape.hidden_size + 1 if role == "critic" else 0)
 
 
@@ -824,8 +962,9 @@ def _state(request: PlanRequest) -> _State:
     ao = _shard(actor_trained, r.gpus) * ADAM_STATE_BYTES
     cw = 0
     if r.has_critic:
-        cw = (_shard(critic_all - critic_trained, r.gpus) * r.frozen_bytes
-              + _shard(critic_trained, r.gpus) * MASTER_BYTES)
+        cw = (
+            _shard(critic_all - critic_trained, r.gpus) * r.frozen_bytes + _shard(critic_trained, r.gpus) * MASTER_BYTES
+        )
     co = _shard(critic_trained, r.gpus) * ADAM_STATE_BYTES if r.has_critic else 0
     return _State(
         actor_weights=0 if r.actor_param_offload else aw,
@@ -846,8 +985,12 @@ def _resident_note(request: PlanRequest, st: _State, own: str) -> str:
         parts.append(f"actor weights {format_gib(st.actor_weights)}" if st.actor_weights else "actor weights offloaded")
         parts.append(f"actor AdamW {format_gib(st.actor_optimizer)}" if st.actor_optimizer else "actor AdamW offloaded")
     if request.has_critic and own != "critic":
-        parts.append(f"critic weights {format_gib(st.critic_weights)}" if st.critic_weights else "critic weights offloaded")
-        parts.append(f"critic AdamW {format_gib(st.critic_optimizer)}" if st.critic_optimizer else "critic AdamW offloaded")
+        parts.append(
+            f"critic weights {format_gib(st.critic_weights)}" if st.critic_weights else "critic weights offloaded"
+        )
+        parts.append(
+            f"critic AdamW {format_gib(st.critic_optimizer)}" if st.critic_optimizer else "critic AdamW offloaded"
+        )
     if st.ref_weights and own != "ref":
         parts.append(f"reference model {format_gib(st.ref_weights)} (left on the GPU by its last forward)")
     return "resident from other roles: " + ", ".join(parts) if parts else ""
@@ -895,8 +1038,16 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
         pool = int(r.vllm_gpu_memory_utilization * total_card)
         if r.actor_param_offload:
             weights -= st.actor_weights_full  # fsdp_vllm.py: FSDP params go back to CPU once synced
-        notes.append(f"vLLM holds {r.vllm_gpu_memory_utilization:.0%} of the card ({format_gib(pool)}): its weights {format_gib(vllm_weights)} and KV cache")
-        return PhaseMemory("rollout", weights=weights + vllm_weights, optimizer=optimizer, kv_cache=max(pool - vllm_weights, 0), detail=tuple(n for n in notes if n))
+        notes.append(
+            f"vLLM holds {r.vllm_gpu_memory_utilization:.0%} of the card ({format_gib(pool)}): its weights {format_gib(vllm_weights)} and KV cache"
+        )
+        return PhaseMemory(
+            "rollout",
+            weights=weights + vllm_weights,
+            optimizer=optimizer,
+            kv_cache=max(pool - vllm_weights, 0),
+            detail=tuple(n for n in notes if n),
+        )
     prompts = r.rollout_prompts_per_call
     sequences = prompts * r.samples
     if r.gpus > 1:
@@ -909,30 +1060,50 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
         # time; the largest is the LM head (vocabulary x hidden)
         weights += s.vocab_size * s.hidden_size * MASTER_BYTES
         head = format_gib(s.vocab_size * s.hidden_size * MASTER_BYTES)
-        notes.append(f"frozen base stored in {r.frozen_base_dtype}, generated in fp32: one module's fp32 copy at a "
-                     f"time, the largest the LM head's {head}")
+        notes.append(
+            f"frozen base stored in {r.frozen_base_dtype}, generated in fp32: one module's fp32 copy at a "
+            f"time, the largest the LM head's {head}"
+        )
     cb = r.compute_bytes
     rep = s.kv_dim if r.attention == "flash_attention_2" else s.q_dim
     if r.cuda_graph:
         # patch 0022: the StaticCache of the padded width (trim_padding narrows a micro-batch only to its longest
         # prompt), whole from the prefill on, which then attends over all its columns; no torch.cat while decoding
         kv, kv_bytes = static_decode_bytes(s, sequences, r.rollout_seq_len, r.dtype, r.attention)
-        prefill = forward_activation_bytes(s, sequences, r.rollout_prompt_length, r.dtype, r.attention, kv_len=r.rollout_seq_len, kv_bytes=kv_bytes)
+        prefill = forward_activation_bytes(
+            s, sequences, r.rollout_prompt_length, r.dtype, r.attention, kv_len=r.rollout_seq_len, kv_bytes=kv_bytes
+        )
         decode = sequences * r.rollout_seq_len * 2 * rep * kv_bytes  # one layer's cache as attention gets it
-        notes.append(f"CUDA-graph decoding (patch 0022): a static KV cache of {r.rollout_seq_len} columns in fp32, {format_gib(kv)} with the decoder's buffers")
+        notes.append(
+            f"CUDA-graph decoding (patch 0022): a static KV cache of {r.rollout_seq_len} columns in fp32, {format_gib(kv)} with the decoder's buffers"
+        )
     else:
         kv = kv_cache_bytes(s, sequences, r.rollout_seq_len, r.dtype)
         prefill = forward_activation_bytes(s, sequences, r.rollout_prompt_length, r.dtype, r.attention)
-        decode = sequences * r.rollout_seq_len * 2 * (rep + s.kv_dim) * cb  # repeat_kv of one layer's cache + DynamicCache's torch.cat copy
+        decode = (
+            sequences * r.rollout_seq_len * 2 * (rep + s.kv_dim) * cb
+        )  # repeat_kv of one layer's cache + DynamicCache's torch.cat copy
     sampling = sequences * s.vocab_size * SAMPLING_BYTES_PER_VOCAB
-    notes.append(f"{prompts} prompt{'' if prompts == 1 else 's'} x {r.samples} per generate call = {sequences} sequence{'' if sequences == 1 else 's'} of {r.rollout_seq_len} tokens")
-    return PhaseMemory("rollout", weights=weights, optimizer=optimizer, activations=max(prefill, decode), logits=sampling, kv_cache=kv, detail=tuple(n for n in notes if n))
+    notes.append(
+        f"{prompts} prompt{'' if prompts == 1 else 's'} x {r.samples} per generate call = {sequences} sequence{'' if sequences == 1 else 's'} of {r.rollout_seq_len} tokens"
+    )
+    return PhaseMemory(
+        "rollout",
+        weights=weights,
+        optimizer=optimizer,
+        activations=max(prefill, decode),
+        logits=sampling,
+        kv_cache=kv,
+        detail=tuple(n for n in notes if n),
+    )
 
 
 def _old_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     r, s = request, request.shape
     b = r.log_prob_micro_batch_size
-    weights = st.actor_weights_full + _compute_copy(r, _actor_unit_params(r), "actor") + st.critic_weights + st.ref_weights
+    weights = (
+        st.actor_weights_full + _compute_copy(r, _actor_unit_params(r), "actor") + st.critic_weights + st.ref_weights
+    )
     row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
     logits = max(_logit_bytes(LOGPROB_LOGIT_BYTES, r, b, "actor"), _logit_bytes(REF_LOGIT_BYTES, r, b, "actor") + row)
     return PhaseMemory(
@@ -941,7 +1112,14 @@ def _old_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
         optimizer=st.actor_optimizer + st.critic_optimizer,
         activations=forward_activation_bytes(s, b, r.seq_len_of("actor"), r.dtype, r.attention),
         logits=logits,
-        detail=tuple(n for n in (_resident_note(r, st, "actor"), f"micro-batch {b}: logits ({b}, {r.seq_len_of('actor')}, {s.vocab_size}) + entropy over the response") if n),
+        detail=tuple(
+            n
+            for n in (
+                _resident_note(r, st, "actor"),
+                f"micro-batch {b}: logits ({b}, {r.seq_len_of('actor')}, {s.vocab_size}) + entropy over the response",
+            )
+            if n
+        ),
     )
 
 
@@ -951,7 +1129,18 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     if r.lora_rank > 0:
         # the actor's compute_log_prob under disable_adapter(), entropy included (fsdp_workers.py:694-706, 729-731)
         old = _old_log_prob(request, st)
-        return replace(old, phase="ref_log_prob", detail=tuple(n for n in (_resident_note(r, st, "actor"), "the actor with its LoRA adapter disabled is the reference (no second model): the old log-prob's forward, entropy included") if n))
+        return replace(
+            old,
+            phase="ref_log_prob",
+            detail=tuple(
+                n
+                for n in (
+                    _resident_note(r, st, "actor"),
+                    "the actor with its LoRA adapter disabled is the reference (no second model): the old log-prob's forward, entropy included",
+                )
+                if n
+            ),
+        )
     # the ref worker's FSDP always offloads its parameters to CPU (fsdp_workers.py:319) and wraps
     # each layer. One GPU: every unit's GPU copy stays referenced after its forward (_ref_resident_bytes),
     # so the whole ref is there by the logits. Several GPUs: the root unit and the layers in flight only.
@@ -965,20 +1154,33 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
         optimizer=st.actor_optimizer + st.critic_optimizer,
         activations=forward_activation_bytes(s, b, r.seq_len_of("ref"), r.dtype, r.attention),
         logits=_logit_bytes(REF_LOGIT_BYTES, r, b, "ref") + row,
-        detail=tuple(n for n in (_resident_note(r, st, "ref"), f"reference model CPU-offloaded by FSDP, but its GPU copy stays on one GPU: {format_gib(ref_on_gpu)}" if st.ref_weights else f"reference model CPU-offloaded by FSDP: {format_gib(ref_on_gpu)} on the GPU while it runs") if n),
+        detail=tuple(
+            n
+            for n in (
+                _resident_note(r, st, "ref"),
+                f"reference model CPU-offloaded by FSDP, but its GPU copy stays on one GPU: {format_gib(ref_on_gpu)}"
+                if st.ref_weights
+                else f"reference model CPU-offloaded by FSDP: {format_gib(ref_on_gpu)} on the GPU while it runs",
+            )
+            if n
+        ),
     )
 
 
 def _values(request: PlanRequest, st: _State) -> PhaseMemory:
     r, s = request, request.shape
     b = r.critic_micro_batch_size
-    weights = st.critic_weights_full + _compute_copy(r, _critic_unit_params(r), "critic") + st.actor_weights + st.ref_weights
+    weights = (
+        st.critic_weights_full + _compute_copy(r, _critic_unit_params(r), "critic") + st.actor_weights + st.ref_weights
+    )
     return PhaseMemory(
         "values",
         weights=weights,
         optimizer=st.actor_optimizer + st.critic_optimizer,
         activations=forward_activation_bytes(s, b, r.seq_len_of("critic"), r.dtype, r.attention),
-        detail=tuple(n for n in (_resident_note(r, st, "critic"), f"micro-batch {b}: value head only, no vocabulary logits") if n),
+        detail=tuple(
+            n for n in (_resident_note(r, st, "critic"), f"micro-batch {b}: value head only, no vocabulary logits") if n
+        ),
     )
 
 
@@ -1015,7 +1217,11 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
         if role == "critic":
             head_grad = (s.hidden_size + 1) * r.compute_bytes  # the value head, trained in full (patch 0011)
         else:
-            head_grad = rank * (s.hidden_size + s.vocab_size) * r.compute_bytes if LORA_HEAD_TARGET in lora_targets(s, role, r.lora_target_modules) else 0
+            head_grad = (
+                rank * (s.hidden_size + s.vocab_size) * r.compute_bytes
+                if LORA_HEAD_TARGET in lora_targets(s, role, r.lora_target_modules)
+                else 0
+            )
     else:
         last_unit = params if unit_is_whole else root  # the unit whose backward finishes last (it holds the embedding)
         head_grad = root * r.compute_bytes  # the root unit's (lm_head/embedding) gradient arrives first
@@ -1024,7 +1230,15 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
     earlier_grads = shard_grads if accumulation > 1 else _shard(params - last_unit, r.gpus) * GRAD_BYTES
     weights = own_weights + other_weights + st.ref_weights
     optimizer = own_optimizer + other_optimizer
-    at_logits, in_layers = training_activation_bytes(s, b, r.seq_len_of(role), r.dtype, r.attention, r.checkpointing_of(role), _adapter_widths(s, role, rank, r.lora_target_modules))
+    at_logits, in_layers = training_activation_bytes(
+        s,
+        b,
+        r.seq_len_of(role),
+        r.dtype,
+        r.attention,
+        r.checkpointing_of(role),
+        _adapter_widths(s, role, rank, r.lora_target_modules),
+    )
     logits = 0
     if role == "actor":
         (full_a, resp_a), (full_b, resp_b) = UPDATE_LOGIT_BYTES[(r.dtype, r.fused_kernels)]
@@ -1040,7 +1254,14 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
         "optimizer step": dict(gradients=shard_grads, optimizer=_shard(params, r.gpus) * ADAM_STEP_TEMP_BYTES),
     }
     return {
-        name: PhaseMemory(f"{role}_update", weights=weights, optimizer=optimizer + parts.get("optimizer", 0), gradients=parts.get("gradients", 0), activations=parts.get("activations", 0), logits=parts.get("logits", 0))
+        name: PhaseMemory(
+            f"{role}_update",
+            weights=weights,
+            optimizer=optimizer + parts.get("optimizer", 0),
+            gradients=parts.get("gradients", 0),
+            activations=parts.get("activations", 0),
+            logits=parts.get("logits", 0),
+        )
         for name, parts in moments.items()
     }
 
@@ -1057,7 +1278,9 @@ def _update(request: PlanRequest, st: _State, role: str) -> PhaseMemory:
     ]
     rank = r.lora_rank_of(role)
     if rank > 0:
-        notes.append(f"LoRA rank {rank}: gradients and AdamW states for the {role_parameters(r, role)[1]:,} adapter parameters only; the base is frozen")
+        notes.append(
+            f"LoRA rank {rank}: gradients and AdamW states for the {role_parameters(r, role)[1]:,} adapter parameters only; the base is frozen"
+        )
     return replace(best, detail=tuple(n for n in notes if n))
 
 
@@ -1065,7 +1288,11 @@ def window_note(request: PlanRequest) -> str | None:
     """The line a plan carries when the trims (patches 0020-0021) narrow its passes to the data's longest prompt
     (:attr:`PlanRequest.prompt_window` below ``max_prompt_length``); None otherwise."""
     r = request
-    running = {"actor": True, "ref": r.has_reference and r.lora_rank == 0, "critic": r.has_critic}  # a LoRA ref is the actor's pass
+    running = {
+        "actor": True,
+        "ref": r.has_reference and r.lora_rank == 0,
+        "critic": r.has_critic,
+    }  # a LoRA ref is the actor's pass
     trims = []
     roles = [role for role in r.trim_padding if running[role]]
     if roles:
@@ -1074,8 +1301,10 @@ def window_note(request: PlanRequest) -> str | None:
         trims.append("patch 0021 for the rollout")
     if r.prompt_window >= r.max_prompt_length or not trims:
         return None
-    return (f"prompt columns: {r.prompt_window}, the data's longest prompt, not the {r.max_prompt_length} of the prompt limit: "
-            f"the trims ({'; '.join(trims)}) run each micro-batch on its own longest prompt; responses are counted at their limit, {r.max_response_length}")
+    return (
+        f"prompt columns: {r.prompt_window}, the data's longest prompt, not the {r.max_prompt_length} of the prompt limit: "
+        f"the trims ({'; '.join(trims)}) run each micro-batch on its own longest prompt; responses are counted at their limit, {r.max_response_length}"
+    )
 
 
 def unsupported_reason(rollout: str, actor_param_offload: bool) -> str | None:
@@ -1120,12 +1349,17 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
         verdict = "fits"
     elif required <= usable:
         verdict = "tight"
-        notes.append(f"above the {margin:.0%} margin: fragmentation or a longer-than-modelled sequence can still run out of memory (verlfit train's planner does not choose a tight plan; verlfit plan exits 1 for it)")
+        notes.append(
+            f"above the {margin:.0%} margin: fragmentation or a longer-than-modelled sequence can still run out of memory (verlfit train's planner does not choose a tight plan; verlfit plan exits 1 for it)"
+        )
     else:
         verdict = "does not fit"
     notes.extend(lora_notes(request))
     window = window_note(request)
     if window:
         notes.append(window)
-    notes.insert(0, f"peak: {peak.title} {format_gib(peak.total)} + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = {format_gib(required)} of {format_gib(usable)} usable ({required / usable:.0%}); budget at {margin:.0%}: {format_gib(margin * usable)}")
+    notes.insert(
+        0,
+        f"peak: {peak.title} {format_gib(peak.total)} + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = {format_gib(required)} of {format_gib(usable)} usable ({required / usable:.0%}); budget at {margin:.0%}: {format_gib(margin * usable)}",
+    )
     return Plan(request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes))

@@ -5,7 +5,16 @@ from __future__ import annotations
 import dataclasses
 
 from verlfit.model_shape import ModelShape, load_model_shape
-from verlfit.plan.memory import CALIBRATED_MODEL, CALIBRATION_NOTE, COMPONENT_TITLES, COMPONENTS, EXTRAPOLATED_NOTE, Plan, format_gib, gib
+from verlfit.plan.memory import (
+    CALIBRATED_MODEL,
+    CALIBRATION_NOTE,
+    COMPONENT_TITLES,
+    COMPONENTS,
+    EXTRAPOLATED_NOTE,
+    Plan,
+    format_gib,
+    gib,
+)
 
 
 def calibration_note(shape: ModelShape) -> str:
@@ -49,7 +58,11 @@ def plan_to_dict(plan: Plan) -> dict:
 
 
 def _lora_title(r) -> str:
-    ranks = [f"{role} {r.lora_rank_of(role)}" for role in ("actor", "critic") if r.lora_rank_of(role) > 0 and (role == "actor" or r.has_critic)]
+    ranks = [
+        f"{role} {r.lora_rank_of(role)}"
+        for role in ("actor", "critic")
+        if r.lora_rank_of(role) > 0 and (role == "actor" or r.has_critic)
+    ]
     return f", LoRA rank {', '.join(ranks)}" if ranks else ""
 
 
@@ -69,7 +82,13 @@ def render_table(plan: Plan, console=None) -> None:
     table.add_column("of usable", justify="right")
     for p in plan.phases:
         style = "bold" if p is plan.peak else None
-        table.add_row(p.title, *(f"{gib(getattr(p, c)):.2f}" for c in COMPONENTS), f"{gib(p.total):.2f}", f"{p.total / plan.usable_bytes:.0%}", style=style)
+        table.add_row(
+            p.title,
+            *(f"{gib(getattr(p, c)):.2f}" for c in COMPONENTS),
+            f"{gib(p.total):.2f}",
+            f"{p.total / plan.usable_bytes:.0%}",
+            style=style,
+        )
     console.print(table)
     console.print(f"GiB per GPU; predicted allocated peak of each phase ({calibration_note(r.shape)})")
     for p in plan.phases:

@@ -15,9 +15,18 @@ from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape, load_model_shape
 from verlfit.overrides import default_mini_batch
 from verlfit.patch_switches import TRAINING_ROLES, PatchSwitches
-from verlfit.plan.memory import CUDA_CONTEXT_BYTES, DTYPE_BYTES, FRAGMENTATION_RESERVE_BYTES, GIB, PlanRequest, format_gib, usable_memory_bytes
+from verlfit.plan.memory import (
+    CUDA_CONTEXT_BYTES,
+    DTYPE_BYTES,
+    FRAGMENTATION_RESERVE_BYTES,
+    GIB,
+    PlanRequest,
+    format_gib,
+    usable_memory_bytes,
+)
 from verlfit.plan.time import StepEstimate, TimeInputs, estimate, run_steps
 from verlfit.resolved_run import ResolvedRun
+
 
 @dataclasses.dataclass(frozen=True)
 class PlanOptions:
@@ -64,7 +73,6 @@ class PlanOptions:
     mean_response_length: float | None
 
 
-
 def check_card_options(emulate: str | None, profile: str | None, memory_gib: float | None, memory_option: str) -> None:
     """Refuse card options that do not go together, for ``verlfit train`` and ``verlfit plan`` alike: ``--emulate``
     with another ``--profile``, and ``--emulate`` with a memory (``memory_option``: train's ``--gpu-memory-limit``,
@@ -75,14 +83,21 @@ def check_card_options(emulate: str | None, profile: str | None, memory_gib: flo
         VerlfitError (exit status 2): naming both options, with the one that expresses what was meant.
     """
     if emulate and profile not in (None, "auto", emulate):
-        raise VerlfitError(f"--profile {profile} and --emulate {emulate} disagree", fix=f"--emulate {emulate} already selects the {emulate} profile: drop --profile", exit_code=2)
+        raise VerlfitError(
+            f"--profile {profile} and --emulate {emulate} disagree",
+            fix=f"--emulate {emulate} already selects the {emulate} profile: drop --profile",
+            exit_code=2,
+        )
     if emulate and memory_gib is not None:
         from verlfit.profiles import load_profile
 
         card = load_profile(emulate).gpu_memory_gib
         if memory_gib > card:
-            raise VerlfitError(f"{memory_option} {memory_gib:g} with --emulate {emulate}: more than the {emulate} card's {card:g} GiB usable, so it would no longer emulate that card",
-                               fix=f"drop {memory_option} (--emulate {emulate} caps each worker at {card:g} GiB), or use --profile {emulate} {memory_option} {memory_gib:g} for the {emulate} profile's code paths with {memory_gib:g} GiB", exit_code=2)
+            raise VerlfitError(
+                f"{memory_option} {memory_gib:g} with --emulate {emulate}: more than the {emulate} card's {card:g} GiB usable, so it would no longer emulate that card",
+                fix=f"drop {memory_option} (--emulate {emulate} caps each worker at {card:g} GiB), or use --profile {emulate} {memory_option} {memory_gib:g} for the {emulate} profile's code paths with {memory_gib:g} GiB",
+                exit_code=2,
+            )
 
 
 def beyond_the_card_note(profile, memory_gib: float | None) -> str | None:
@@ -93,12 +108,13 @@ def beyond_the_card_note(profile, memory_gib: float | None) -> str | None:
         return None
     return f"more than the {profile.name} profile's card has ({profile.gpu_memory_gib:g} GiB usable): the {profile.name} profile's code paths with {memory_gib:g} GiB, no longer a {profile.name} card"
 
+
 # The most prompts a step verlfit plans or launches. verl 0.4.1 holds a step's whole batch in one DataProto in the
 # driver process (ray_trainer.py fit: batch = DataProto.from_single_dict(batch_dict), then union with the rollout's
 # output): at 2**20 prompts of 512 + 256 tokens its int64 token tensors alone (input_ids, attention_mask,
 # position_ids) take 2**20 x 768 x 8 bytes x 3 = 18 GiB of host memory before any score or advantage. A bound
 # verlfit sets, 140 times GSM8K's 7,473 training rows; verl itself sets none.
-MAX_BATCH_PROMPTS = 2 ** 20
+MAX_BATCH_PROMPTS = 2**20
 DRIVER_TOKEN_TENSORS = 3  # input_ids, attention_mask, position_ids: int64, batch x (prompt + response) each
 
 
@@ -127,14 +143,38 @@ def check_sizing(sizing: SizingOptions) -> None:
             exit_code=2,
         )
     if sizing.algo == "ppo" and sizing.samples is not None:
-        raise VerlfitError(f"--samples {sizing.samples} with --algo ppo: PPO samples one response per prompt (its critic gives the baseline)", fix="use --algo grpo for several responses per prompt, or drop --samples", exit_code=2)
+        raise VerlfitError(
+            f"--samples {sizing.samples} with --algo ppo: PPO samples one response per prompt (its critic gives the baseline)",
+            fix="use --algo grpo for several responses per prompt, or drop --samples",
+            exit_code=2,
+        )
     if sizing.algo == "grpo" and sizing.critic_lora_rank is not None:
-        raise VerlfitError(f"--critic-lora-rank {sizing.critic_lora_rank} with --algo grpo: GRPO has no critic", fix="drop --critic-lora-rank (--lora-rank sets the actor's), or use --algo ppo", exit_code=2)
-    critic_rank = (sizing.lora_rank if sizing.critic_lora_rank is None else sizing.critic_lora_rank) if sizing.algo == "ppo" else 0
+        raise VerlfitError(
+            f"--critic-lora-rank {sizing.critic_lora_rank} with --algo grpo: GRPO has no critic",
+            fix="drop --critic-lora-rank (--lora-rank sets the actor's), or use --algo ppo",
+            exit_code=2,
+        )
+    critic_rank = (
+        (sizing.lora_rank if sizing.critic_lora_rank is None else sizing.critic_lora_rank)
+        if sizing.algo == "ppo"
+        else 0
+    )
     if sizing.lora_rank == 0 and critic_rank == 0:
-        unused = [flag for flag, value in (("--lora-alpha", sizing.lora_alpha), ("--lora-target-modules", sizing.lora_target_modules), ("--frozen-base-dtype", sizing.frozen_base_dtype)) if value is not None]
+        unused = [
+            flag
+            for flag, value in (
+                ("--lora-alpha", sizing.lora_alpha),
+                ("--lora-target-modules", sizing.lora_target_modules),
+                ("--frozen-base-dtype", sizing.frozen_base_dtype),
+            )
+            if value is not None
+        ]
         if unused:
-            raise VerlfitError(f"{' and '.join(unused)} without LoRA: every parameter trains, so there is no adapter to apply {'them' if len(unused) > 1 else 'it'} to", fix="add --lora-rank N (e.g. 32), or drop " + " and ".join(unused), exit_code=2)
+            raise VerlfitError(
+                f"{' and '.join(unused)} without LoRA: every parameter trains, so there is no adapter to apply {'them' if len(unused) > 1 else 'it'} to",
+                fix="add --lora-rank N (e.g. 32), or drop " + " and ".join(unused),
+                exit_code=2,
+            )
 
 
 def sizing_fields(sizing: SizingOptions) -> dict:
@@ -159,21 +199,36 @@ def sizing_fields(sizing: SizingOptions) -> dict:
         rollout_n=1 if sizing.algo == "ppo" else sizing.samples if sizing.samples is not None else DEFAULT_SAMPLES,
         gpus=sizing.gpus,
         train_batch_size=sizing.batch_size,
-        ppo_mini_batch_size=sizing.mini_batch_size if sizing.mini_batch_size is not None else default_mini_batch(sizing.batch_size),
+        ppo_mini_batch_size=sizing.mini_batch_size
+        if sizing.mini_batch_size is not None
+        else default_mini_batch(sizing.batch_size),
         max_prompt_length=sizing.max_prompt_length,
         max_response_length=sizing.max_response_length,
         gradient_checkpointing=sizing.gradient_checkpointing is not False,
         lora_rank=sizing.lora_rank,
-        critic_lora_rank=(sizing.lora_rank if sizing.critic_lora_rank is None else sizing.critic_lora_rank) if sizing.algo == "ppo" else None,
+        critic_lora_rank=(sizing.lora_rank if sizing.critic_lora_rank is None else sizing.critic_lora_rank)
+        if sizing.algo == "ppo"
+        else None,
         lora_alpha=sizing.lora_alpha if sizing.lora_alpha is not None else DEFAULT_LORA_ALPHA,
-        lora_target_modules=sizing.lora_target_modules if sizing.lora_target_modules is not None else DEFAULT_LORA_TARGET_MODULES,
+        lora_target_modules=sizing.lora_target_modules
+        if sizing.lora_target_modules is not None
+        else DEFAULT_LORA_TARGET_MODULES,
         frozen_base_dtype=sizing.frozen_base_dtype,
     )
     if sizing.micro_batch_size is not None:
-        fields.update(actor_micro_batch_size=sizing.micro_batch_size, critic_micro_batch_size=sizing.micro_batch_size, log_prob_micro_batch_size=2 * sizing.micro_batch_size)
+        fields.update(
+            actor_micro_batch_size=sizing.micro_batch_size,
+            critic_micro_batch_size=sizing.micro_batch_size,
+            log_prob_micro_batch_size=2 * sizing.micro_batch_size,
+        )
     if sizing.offload:
         optimizer, param = sizing.offload in ("optimizer", "all"), sizing.offload == "all"
-        fields.update(actor_optimizer_offload=optimizer, critic_optimizer_offload=optimizer, actor_param_offload=param, critic_param_offload=param)
+        fields.update(
+            actor_optimizer_offload=optimizer,
+            critic_optimizer_offload=optimizer,
+            actor_param_offload=param,
+            critic_param_offload=param,
+        )
     return fields
 
 
@@ -300,17 +355,35 @@ def _profile_and_memory(options: PlanOptions, report) -> tuple:
     # like verlfit train and doctor: the image's VERLFIT_PROFILE when no --profile is given
     name = options.profile or os.environ.get("VERLFIT_PROFILE") or ("auto" if gpu else "p40")
     if name not in (*PROFILE_NAMES, "auto"):
-        raise VerlfitError(f"VERLFIT_PROFILE={name} is not a profile", fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile", exit_code=2)
+        raise VerlfitError(
+            f"VERLFIT_PROFILE={name} is not a profile",
+            fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile",
+            exit_code=2,
+        )
     if name == "auto" and gpu is None:
-        raise VerlfitError("--profile auto needs a visible GPU", fix=f"pass --profile ({', '.join(PROFILE_NAMES)}), or --emulate p40")
+        raise VerlfitError(
+            "--profile auto needs a visible GPU", fix=f"pass --profile ({', '.join(PROFILE_NAMES)}), or --emulate p40"
+        )
     profile = select_profile(name, gpu) if gpu is not None else load_profile(name)
     if options.gpu_memory is not None:  # checked by its argparse type (verlfit.arguments.memory_gib)
         beyond = beyond_the_card_note(profile, options.gpu_memory)
-        return profile, int(options.gpu_memory * GIB), f"--gpu-memory {options.gpu_memory:g} GiB" + (f" ({beyond})" if beyond else "")
+        return (
+            profile,
+            int(options.gpu_memory * GIB),
+            f"--gpu-memory {options.gpu_memory:g} GiB" + (f" ({beyond})" if beyond else ""),
+        )
     if gpu is not None:
         usable = usable_memory_bytes(gpu)
-        return profile, usable, f"GPU {gpu.index}: {gpu.name}, {format_gib(gpu.total_memory_bytes)} ({format_gib(gpu.free_memory_bytes)} free) less {format_gib(CUDA_CONTEXT_BYTES)} CUDA context and {format_gib(FRAGMENTATION_RESERVE_BYTES)} fragmentation reserve"
-    return profile, int(profile.gpu_memory_gib * GIB), f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass --gpu-memory or --emulate to choose"
+        return (
+            profile,
+            usable,
+            f"GPU {gpu.index}: {gpu.name}, {format_gib(gpu.total_memory_bytes)} ({format_gib(gpu.free_memory_bytes)} free) less {format_gib(CUDA_CONTEXT_BYTES)} CUDA context and {format_gib(FRAGMENTATION_RESERVE_BYTES)} fragmentation reserve",
+        )
+    return (
+        profile,
+        int(profile.gpu_memory_gib * GIB),
+        f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass --gpu-memory or --emulate to choose",
+    )
 
 
 def _time_card(options: PlanOptions, report) -> tuple:
@@ -328,7 +401,9 @@ def _time_card(options: PlanOptions, report) -> tuple:
     profile = (
         options.profile
         if options.profile in PROFILE_NAMES
-        else os.environ.get("VERLFIT_PROFILE") if os.environ.get("VERLFIT_PROFILE") in PROFILE_NAMES else None
+        else os.environ.get("VERLFIT_PROFILE")
+        if os.environ.get("VERLFIT_PROFILE") in PROFILE_NAMES
+        else None
     )
     if report.gpus:
         card = card_for_gpu_name(report.gpus[0].name)
@@ -422,11 +497,23 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
     run = run or resolve_plan_run(options, nvml)
     profile, memory, source = run.profile, run.memory_bytes, run.memory_source
     if options.dtype == "bfloat16" and profile.min_compute_capability < (8, 0):
-        raise VerlfitError(f"--dtype bfloat16 with the {profile.name} profile: bf16 needs compute capability 8.0", fix="leave --dtype to the profile (float32)", exit_code=2)
+        raise VerlfitError(
+            f"--dtype bfloat16 with the {profile.name} profile: bf16 needs compute capability 8.0",
+            fix="leave --dtype to the profile (float32)",
+            exit_code=2,
+        )
     if options.dtype == "float32" and profile.attention == "flash_attention_2" and options.attention:
-        raise VerlfitError("--dtype float32 with --attention flash_attention_2: FlashAttention-2 has no fp32 kernels", fix="use --attention sdpa", exit_code=2)
+        raise VerlfitError(
+            "--dtype float32 with --attention flash_attention_2: FlashAttention-2 has no fp32 kernels",
+            fix="use --attention sdpa",
+            exit_code=2,
+        )
     if options.vllm_gpu_memory_utilization is not None and profile.rollout != "vllm":
-        raise VerlfitError(f"--vllm-gpu-memory-utilization with the {profile.rollout} rollout: it is vLLM's share of the card", fix="drop it, or plan for --rollout vllm (a10 profile)", exit_code=2)
+        raise VerlfitError(
+            f"--vllm-gpu-memory-utilization with the {profile.rollout} rollout: it is vLLM's share of the card",
+            fix="drop it, or plan for --rollout vllm (a10 profile)",
+            exit_code=2,
+        )
     from verlfit.overrides import TrainSettings
 
     # the sizes as verlfit train takes them (same defaults, same refusals), then plan's per-role what-ifs
@@ -438,8 +525,11 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
         if getattr(options, name):
             setattr(settings, name, True)
     if options.longest_prompt_length is not None and options.longest_prompt_length > settings.max_prompt_length:
-        raise VerlfitError(f"--longest-prompt-length {options.longest_prompt_length} is above --max-prompt-length {settings.max_prompt_length}: verl drops the longer prompts (filter_overlong_prompts), so no micro-batch has them",
-                           fix=f"give at most {settings.max_prompt_length}, or raise --max-prompt-length to {options.longest_prompt_length}", exit_code=2)
+        raise VerlfitError(
+            f"--longest-prompt-length {options.longest_prompt_length} is above --max-prompt-length {settings.max_prompt_length}: verl drops the longer prompts (filter_overlong_prompts), so no micro-batch has them",
+            fix=f"give at most {settings.max_prompt_length}, or raise --max-prompt-length to {options.longest_prompt_length}",
+            exit_code=2,
+        )
     settings.longest_prompt_length = options.longest_prompt_length
     # the switches (with --trim-padding, --rollout-trim-padding, --cuda-graph) count for memory as for time
     fields = dict(use_reference=options.reference)

@@ -113,9 +113,13 @@ FACTORS = {
 # ======================================================================================
 
 ADAM_BYTES_PER_PARAM = 32  # derived: AdamW foreach reads+writes param (8), reads grad (4), reads+writes exp_avg and exp_avg_sq (16), sqrt temp (4)
-SAVE_BYTES_PER_PARAM = 12  # derived: fp32 weights (4) + AdamW exp_avg, exp_avg_sq (8) per parameter of each trained role
+SAVE_BYTES_PER_PARAM = (
+    12  # derived: fp32 weights (4) + AdamW exp_avg, exp_avg_sq (8) per parameter of each trained role
+)
 WEIGHT_BYTES_PER_PARAM = 4  # fp32 weights in the checkpoint's model shard
-ADAM_STATE_BYTES_PER_PARAM = SAVE_BYTES_PER_PARAM - WEIGHT_BYTES_PER_PARAM  # exp_avg, exp_avg_sq of each trained parameter
+ADAM_STATE_BYTES_PER_PARAM = (
+    SAVE_BYTES_PER_PARAM - WEIGHT_BYTES_PER_PARAM
+)  # exp_avg, exp_avg_sq of each trained parameter
 LORA_GENERATION_NOTE = (  # LoRA without patch 0023's unwrap_fsdp
     "LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
     "(docs/benchmarks.md section 4.1); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
@@ -193,7 +197,10 @@ GSM8K_WINDOW_PROMPT_TOKENS = 156
 # (GSM8K_MEAN_PROMPT_TOKENS) and a batch's longest (GSM8K_ROLLOUT_PROMPT_TOKENS): (156 - 133) / (230 - 133) = 0.237.
 # measured_lengths puts a run's own window at the same place between its own mean and longest prompt, so GSM8K's
 # lengths give back exactly the defaults above.
-WINDOW_POSITION = (GSM8K_WINDOW_PROMPT_TOKENS - GSM8K_MEAN_PROMPT_TOKENS) / (GSM8K_ROLLOUT_PROMPT_TOKENS - GSM8K_MEAN_PROMPT_TOKENS)
+WINDOW_POSITION = (GSM8K_WINDOW_PROMPT_TOKENS - GSM8K_MEAN_PROMPT_TOKENS) / (
+    GSM8K_ROLLOUT_PROMPT_TOKENS - GSM8K_MEAN_PROMPT_TOKENS
+)
+
 
 @dataclass(frozen=True)
 class TimeInputs:
@@ -251,10 +258,18 @@ class TimeInputs:
     critic_lora_rank: int | None = None
 
     def __post_init__(self):
-        roles = TRAINING_ROLES if self.trim_padding is True else () if self.trim_padding is False else tuple(self.trim_padding)
+        roles = (
+            TRAINING_ROLES
+            if self.trim_padding is True
+            else ()
+            if self.trim_padding is False
+            else tuple(self.trim_padding)
+        )
         unknown = [r for r in roles if r not in TRAINING_ROLES]
         if unknown:
-            raise VerlfitError(f"time estimate: trim_padding role(s) {unknown} unknown", fix=f"use some of {', '.join(TRAINING_ROLES)}")
+            raise VerlfitError(
+                f"time estimate: trim_padding role(s) {unknown} unknown", fix=f"use some of {', '.join(TRAINING_ROLES)}"
+            )
         object.__setattr__(self, "trim_padding", tuple(r for r in TRAINING_ROLES if r in roles))
 
 
@@ -326,14 +341,19 @@ def layer_matmul_parameters(shape: ModelShape) -> int:
     return h * q + 2 * h * kv + q * h + 3 * h * i
 
 
-def forward_flops(shape: ModelShape, sequences: float, columns: float, head_width: int, head_positions: float | None = None) -> tuple[float, float]:
+def forward_flops(
+    shape: ModelShape, sequences: float, columns: float, head_width: int, head_positions: float | None = None
+) -> tuple[float, float]:
     """FLOPs of one forward of ``sequences`` x ``columns`` tokens: (layers incl. attention, head).
 
     ``head_width`` is the head's output width (vocab for the LM head, 1 for the critic's score); ``head_positions``
     the positions per sequence the head runs on (default: all ``columns``).
     """
     tokens = sequences * columns
-    layers = 2 * tokens * shape.num_layers * layer_matmul_parameters(shape) + 4 * tokens * columns * shape.q_dim * shape.num_layers
+    layers = (
+        2 * tokens * shape.num_layers * layer_matmul_parameters(shape)
+        + 4 * tokens * columns * shape.q_dim * shape.num_layers
+    )
     positions = columns if head_positions is None else head_positions
     head = 2 * sequences * positions * shape.hidden_size * head_width
     return float(layers), float(head)
@@ -344,11 +364,23 @@ def training_columns(request: PlanRequest, inputs: TimeInputs, role: str) -> tup
     verl's padded ``max_prompt_length + max_response_length``; with ``pack_sequences`` the mean used lengths; with
     patch 0020 trimming ``role`` the window (longest prompt + longest response of a micro-batch)."""
     if inputs.pack_sequences:
-        prompt = inputs.mean_prompt_length if inputs.mean_prompt_length is not None else min(GSM8K_MEAN_PROMPT_TOKENS, request.max_prompt_length)
-        response = inputs.mean_response_length if inputs.mean_response_length is not None else request.max_response_length
+        prompt = (
+            inputs.mean_prompt_length
+            if inputs.mean_prompt_length is not None
+            else min(GSM8K_MEAN_PROMPT_TOKENS, request.max_prompt_length)
+        )
+        response = (
+            inputs.mean_response_length if inputs.mean_response_length is not None else request.max_response_length
+        )
     elif role in inputs.trim_padding:
-        prompt = inputs.window_prompt_length if inputs.window_prompt_length is not None else min(GSM8K_WINDOW_PROMPT_TOKENS, request.prompt_window)
-        response = inputs.window_response_length if inputs.window_response_length is not None else request.max_response_length
+        prompt = (
+            inputs.window_prompt_length
+            if inputs.window_prompt_length is not None
+            else min(GSM8K_WINDOW_PROMPT_TOKENS, request.prompt_window)
+        )
+        response = (
+            inputs.window_response_length if inputs.window_response_length is not None else request.max_response_length
+        )
     else:
         return float(request.seq_len), float(request.max_response_length)
     return float(prompt + response), float(response)
@@ -372,7 +404,16 @@ def lora_adapter_work(shape: ModelShape, role: str, rank: int, target_modules="a
     return sum(rank * (linears[n][0] + linears[n][1]) * linears[n][2] for n in names), sum(linears[n][2] for n in names)
 
 
-def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora: bool, columns: float, response: float | None = None, adapter: tuple[int, int] = (0, 0)) -> PhaseWork:
+def _pass_work(
+    request: PlanRequest,
+    critic: bool,
+    micro: int,
+    train: bool,
+    lora: bool,
+    columns: float,
+    response: float | None = None,
+    adapter: tuple[int, int] = (0, 0),
+) -> PhaseWork:
     """Forward (``train=False``) or training pass over all per-GPU responses in micro-batches of ``micro``, each
     sequence ``columns`` wide with ``response`` response columns (default ``max_response_length``). ``lora``: the
     base is frozen (no weight gradients, no optimizer pass over it); ``adapter``: :func:`lora_adapter_work` of the
@@ -387,8 +428,14 @@ def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora
     params = _role_parameters(shape, critic)
     micro_batches = math.ceil(sequences / max(1, micro))
     response = request.max_response_length if response is None else response
-    logits = 0.0 if critic else sequences * columns * shape.vocab_size * cb + 2 * sequences * response * shape.vocab_size * 4
-    eager = EAGER_SCORE_PASSES * sequences * shape.num_attention_heads * columns * columns * cb * shape.num_layers if request.attention == "eager" else 0.0
+    logits = (
+        0.0 if critic else sequences * columns * shape.vocab_size * cb + 2 * sequences * response * shape.vocab_size * 4
+    )
+    eager = (
+        EAGER_SCORE_PASSES * sequences * shape.num_attention_heads * columns * columns * cb * shape.num_layers
+        if request.attention == "eager"
+        else 0.0
+    )
     # patch 0026 on the P40: FSDP casts each 16-bit unit to fp32 whenever it unshards it (forward, backward, the
     # recompute): the 16-bit read and the fp32 write of the role's weights per unshard
     role = "critic" if critic else "actor"
@@ -396,7 +443,13 @@ def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora
     if not train:
         flops = layers + head + adapter_flops
         weight_reads = micro_batches * ((params + adapter_params) * cb + upcast)
-        return PhaseWork(flops=flops, bytes=weight_reads + logits + eager, passes_x_layers=micro_batches * shape.num_layers, passes=micro_batches, adapter_passes=micro_batches * adapted)
+        return PhaseWork(
+            flops=flops,
+            bytes=weight_reads + logits + eager,
+            passes_x_layers=micro_batches * shape.num_layers,
+            passes=micro_batches,
+            adapter_passes=micro_batches * adapted,
+        )
     backward = 1 if lora else 2  # a frozen base: input gradients only
     recompute = 1 if request.checkpointing_of(role) else 0
     # the adapters' backward: input and weight gradients of lora_A and lora_B (2x their forward), recomputed too
@@ -404,8 +457,20 @@ def _pass_work(request: PlanRequest, critic: bool, micro: int, train: bool, lora
     passes = 1 + backward + recompute
     optimizer_steps = max(1, sequences // max(1, request.per_gpu_mini_batch))
     trained = adapter_params if lora else params  # gradients and AdamW: the adapters only with LoRA
-    bytes_ = micro_batches * ((params + adapter_params) * cb + upcast) * passes + micro_batches * trained * 4 + optimizer_steps * trained * ADAM_BYTES_PER_PARAM + logits * 2 + eager * (1 + backward + recompute)
-    return PhaseWork(flops=flops, bytes=bytes_, passes_x_layers=micro_batches * shape.num_layers * passes, passes=micro_batches * passes, adapter_passes=micro_batches * passes * adapted)
+    bytes_ = (
+        micro_batches * ((params + adapter_params) * cb + upcast) * passes
+        + micro_batches * trained * 4
+        + optimizer_steps * trained * ADAM_BYTES_PER_PARAM
+        + logits * 2
+        + eager * (1 + backward + recompute)
+    )
+    return PhaseWork(
+        flops=flops,
+        bytes=bytes_,
+        passes_x_layers=micro_batches * shape.num_layers * passes,
+        passes=micro_batches * passes,
+        adapter_passes=micro_batches * passes * adapted,
+    )
 
 
 def _with_pcie(work: PhaseWork, pcie_bytes: float) -> PhaseWork:
@@ -421,7 +486,9 @@ def kv_cache_passes(shape: ModelShape, static: bool) -> int:
     return 1 + 2 * groups + (0 if static else 2)
 
 
-def decode_step_work(shape: ModelShape, batch: int, context: float, compute_bytes: int, static: bool) -> tuple[float, float]:
+def decode_step_work(
+    shape: ModelShape, batch: int, context: float, compute_bytes: int, static: bool
+) -> tuple[float, float]:
     """(FLOPs, bytes) of one decode step of ``batch`` rows attending over ``context`` cached columns: every matmul
     weight and the LM head read once, ``2 batch (matmuls + head)`` + attention's ``4 batch context q_dim layers``
     FLOPs, the KV cache ``kv_cache_passes`` times, sampling over the vocabulary."""
@@ -431,7 +498,17 @@ def decode_step_work(shape: ModelShape, batch: int, context: float, compute_byte
     return float(flops), float(matmul * compute_bytes + kv + batch * shape.vocab_size * SAMPLING_BYTES_PER_VOCAB)
 
 
-def decode_work(shape: ModelShape, batch: int, prompt_columns: float, steps: int, compute_bytes: int, cuda_graph: bool = False, cache_columns: float | None = None, adapter: tuple[int, int] = (0, 0), upcast_bytes: float = 0) -> PhaseWork:
+def decode_work(
+    shape: ModelShape,
+    batch: int,
+    prompt_columns: float,
+    steps: int,
+    compute_bytes: int,
+    cuda_graph: bool = False,
+    cache_columns: float | None = None,
+    adapter: tuple[int, int] = (0, 0),
+    upcast_bytes: float = 0,
+) -> PhaseWork:
     """Decode work of one generate call: ``steps`` steps of ``batch`` rows after a prompt of ``prompt_columns``.
 
     HF ``generate`` (``cuda_graph=False``): a DynamicCache that grows from ``prompt_columns`` (mean context
@@ -448,14 +525,26 @@ def decode_work(shape: ModelShape, batch: int, prompt_columns: float, steps: int
     if not cuda_graph:
         flops, bytes_ = decode_step_work(shape, batch, prompt_columns + steps / 2, compute_bytes, static=False)
         flops, bytes_ = flops + extra_flops, bytes_ + extra_bytes
-        return PhaseWork(decode_steps=steps, decode_layer_steps=steps * shape.num_layers, decode_flops=steps * flops, decode_bytes=steps * bytes_, adapter_decode_steps=steps * adapted)
+        return PhaseWork(
+            decode_steps=steps,
+            decode_layer_steps=steps * shape.num_layers,
+            decode_flops=steps * flops,
+            decode_bytes=steps * bytes_,
+            adapter_decode_steps=steps * adapted,
+        )
     cache = prompt_columns + steps if cache_columns is None else cache_columns
     eager, replays = min(2, steps), max(0, steps - 2)
     flops, bytes_ = decode_step_work(shape, batch, cache, compute_bytes, static=True)
     flops, bytes_ = flops + extra_flops, bytes_ + extra_bytes
     return PhaseWork(
-        decode_steps=eager, decode_layer_steps=eager * shape.num_layers, decode_flops=eager * flops, decode_bytes=eager * bytes_,
-        graph_steps=replays, graph_layer_steps=replays * shape.num_layers, graph_flops=replays * flops, graph_bytes=replays * bytes_,
+        decode_steps=eager,
+        decode_layer_steps=eager * shape.num_layers,
+        decode_flops=eager * flops,
+        decode_bytes=eager * bytes_,
+        graph_steps=replays,
+        graph_layer_steps=replays * shape.num_layers,
+        graph_flops=replays * flops,
+        graph_bytes=replays * bytes_,
         adapter_decode_steps=eager * adapted,
     )
 
@@ -487,12 +576,41 @@ def generation_work(request: PlanRequest, inputs: TimeInputs, adapter: tuple[int
     if request.upcasts_frozen_base("actor") and request.rollout == "hf":
         cast = shape.num_layers * layer_matmul_parameters(shape) + shape.vocab_size * shape.hidden_size
         upcast = cast * (request.frozen_bytes + cb)
-    decode = decode_work(shape, batch, prompt, steps, cb, inputs.cuda_graph, cache_columns=request.seq_len if inputs.static_cache_untrimmed else prompt + request.max_response_length, adapter=adapter, upcast_bytes=upcast)
+    decode = decode_work(
+        shape,
+        batch,
+        prompt,
+        steps,
+        cb,
+        inputs.cuda_graph,
+        cache_columns=request.seq_len if inputs.static_cache_untrimmed else prompt + request.max_response_length,
+        adapter=adapter,
+        upcast_bytes=upcast,
+    )
     prefill_bytes = calls * ((_role_parameters(shape, False) + adapter[0]) * cb + upcast)
     prefill_adapter = 2.0 * sequences * prompt * adapter[0]
-    scaled = {name: calls * getattr(decode, name) for name in ("decode_steps", "decode_layer_steps", "decode_flops", "decode_bytes", "graph_steps", "graph_layer_steps", "graph_flops", "graph_bytes", "adapter_decode_steps")}
+    scaled = {
+        name: calls * getattr(decode, name)
+        for name in (
+            "decode_steps",
+            "decode_layer_steps",
+            "decode_flops",
+            "decode_bytes",
+            "graph_steps",
+            "graph_layer_steps",
+            "graph_flops",
+            "graph_bytes",
+            "adapter_decode_steps",
+        )
+    }
     # the prefill's adapters: their FLOPs and weights; their fixed cost, one step's in 1 + decode_steps, is left out
-    return PhaseWork(flops=layers + head + prefill_adapter, bytes=prefill_bytes, passes_x_layers=calls * shape.num_layers, passes=calls, **scaled)
+    return PhaseWork(
+        flops=layers + head + prefill_adapter,
+        bytes=prefill_bytes,
+        passes_x_layers=calls * shape.num_layers,
+        passes=calls,
+        **scaled,
+    )
 
 
 def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
@@ -513,17 +631,53 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
     actor_move = PARAM_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_param_offload else 0.0
     critic_move = PARAM_OFFLOAD_BYTES_PER_PARAM * critic_params if request.critic_param_offload else 0.0
     work = {"gen": _with_pcie(generation_work(request, inputs, adapter), actor_move)}
-    work["old_log_prob"] = _with_pcie(_pass_work(request, False, request.log_prob_micro_batch_size, False, lora, *columns["actor"], adapter=adapter), actor_move)
+    work["old_log_prob"] = _with_pcie(
+        _pass_work(request, False, request.log_prob_micro_batch_size, False, lora, *columns["actor"], adapter=adapter),
+        actor_move,
+    )
     if request.has_reference:  # with LoRA: the actor with its adapter disabled (fsdp_workers.py:694-695)
         work["ref"] = _pass_work(request, False, request.log_prob_micro_batch_size, False, lora, *columns["ref"])
     if request.has_critic:
-        work["values"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, False, critic_lora, *columns["critic"], adapter=critic_adapter), critic_move)
-        optimizer = OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * critic_params if request.critic_optimizer_offload and not critic_lora else 0.0
-        work["update_critic"] = _with_pcie(_pass_work(request, True, request.critic_micro_batch_size, True, critic_lora, *columns["critic"], adapter=critic_adapter), critic_move + optimizer)
-    optimizer = OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_optimizer_offload and not lora else 0.0
-    work["update_actor"] = _with_pcie(_pass_work(request, False, request.actor_micro_batch_size, True, lora, *columns["actor"], adapter=adapter), actor_move + optimizer)
+        work["values"] = _with_pcie(
+            _pass_work(
+                request,
+                True,
+                request.critic_micro_batch_size,
+                False,
+                critic_lora,
+                *columns["critic"],
+                adapter=critic_adapter,
+            ),
+            critic_move,
+        )
+        optimizer = (
+            OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * critic_params
+            if request.critic_optimizer_offload and not critic_lora
+            else 0.0
+        )
+        work["update_critic"] = _with_pcie(
+            _pass_work(
+                request,
+                True,
+                request.critic_micro_batch_size,
+                True,
+                critic_lora,
+                *columns["critic"],
+                adapter=critic_adapter,
+            ),
+            critic_move + optimizer,
+        )
+    optimizer = (
+        OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_optimizer_offload and not lora else 0.0
+    )
+    work["update_actor"] = _with_pcie(
+        _pass_work(request, False, request.actor_micro_batch_size, True, lora, *columns["actor"], adapter=adapter),
+        actor_move + optimizer,
+    )
     if inputs.save_freq and inputs.save_freq > 0:
-        saved = checkpoint_bytes(request, "actor", inputs.lora_rank) + (checkpoint_bytes(request, "critic", inputs.critic_lora_rank) if request.has_critic else 0)
+        saved = checkpoint_bytes(request, "actor", inputs.lora_rank) + (
+            checkpoint_bytes(request, "critic", inputs.critic_lora_rank) if request.has_critic else 0
+        )
         work["save_checkpoint"] = PhaseWork(save_bytes=saved / request.gpus / inputs.save_freq)
     return work
 
@@ -552,7 +706,18 @@ def checkpoint_bytes(request: PlanRequest, role: str, rank: int | None = None) -
 
 
 # the fitted coefficients, in the order of phase_features' columns (benchmarks/calibrate_time.py fits them)
-COEFFICIENTS = ("1/train_efficiency_float32", "1/train_efficiency_bfloat16", "pass_overhead_s", "pass_overhead_per_layer_s", "1/decode_efficiency", "decode_gpu_per_layer_s", "decode_overhead_s", "decode_overhead_per_layer_s", "adapter_pass_overhead_s", "adapter_decode_overhead_s")
+COEFFICIENTS = (
+    "1/train_efficiency_float32",
+    "1/train_efficiency_bfloat16",
+    "pass_overhead_s",
+    "pass_overhead_per_layer_s",
+    "1/decode_efficiency",
+    "decode_gpu_per_layer_s",
+    "decode_overhead_s",
+    "decode_overhead_per_layer_s",
+    "adapter_pass_overhead_s",
+    "adapter_decode_overhead_s",
+)
 
 
 def phase_features(work: PhaseWork, card: Card, dtype: str) -> tuple[tuple[float, ...], float]:
@@ -568,14 +733,36 @@ def phase_features(work: PhaseWork, card: Card, dtype: str) -> tuple[tuple[float
     bandwidth = card.memory_gbps * 1e9
     ideal = work.flops / flops_rate + work.bytes / bandwidth
     decode = (work.decode_flops + work.graph_flops) / flops_rate + (work.decode_bytes + work.graph_bytes) / bandwidth
-    features = (ideal if dtype == "float32" else 0.0, ideal if dtype != "float32" else 0.0, work.passes, work.passes_x_layers, decode, work.decode_layer_steps + work.graph_layer_steps, work.decode_steps, work.decode_layer_steps, work.adapter_passes, work.adapter_decode_steps)
+    features = (
+        ideal if dtype == "float32" else 0.0,
+        ideal if dtype != "float32" else 0.0,
+        work.passes,
+        work.passes_x_layers,
+        decode,
+        work.decode_layer_steps + work.graph_layer_steps,
+        work.decode_steps,
+        work.decode_layer_steps,
+        work.adapter_passes,
+        work.adapter_decode_steps,
+    )
     return features, work.pcie_bytes / (card.pcie_gbps * 1e9)
 
 
 def coefficients(factors: dict) -> tuple[float, ...]:
     """:data:`FACTORS` as the coefficients of :func:`phase_features`."""
     f = factors
-    return (1 / f["train_efficiency_float32"], 1 / f["train_efficiency_bfloat16"], f["pass_overhead_s"], f["pass_overhead_per_layer_s"], 1 / f["decode_efficiency"], f["decode_gpu_per_layer_s"], f["decode_overhead_s"], f["decode_overhead_per_layer_s"], f["adapter_pass_overhead_s"], f["adapter_decode_overhead_s"])
+    return (
+        1 / f["train_efficiency_float32"],
+        1 / f["train_efficiency_bfloat16"],
+        f["pass_overhead_s"],
+        f["pass_overhead_per_layer_s"],
+        1 / f["decode_efficiency"],
+        f["decode_gpu_per_layer_s"],
+        f["decode_overhead_s"],
+        f["decode_overhead_per_layer_s"],
+        f["adapter_pass_overhead_s"],
+        f["adapter_decode_overhead_s"],
+    )
 
 
 def phase_seconds(work: PhaseWork, card: Card, dtype: str, factors: dict | None = None) -> float:
@@ -586,7 +773,9 @@ def phase_seconds(work: PhaseWork, card: Card, dtype: str, factors: dict | None 
     return seconds + work.save_bytes / f["save_bytes_per_s"]
 
 
-def estimate(request: PlanRequest, card: Card | str, inputs: TimeInputs | None = None, factors: dict | None = None) -> StepEstimate:
+def estimate(
+    request: PlanRequest, card: Card | str, inputs: TimeInputs | None = None, factors: dict | None = None
+) -> StepEstimate:
     """Seconds per step and per phase of ``request`` on ``card`` (a :class:`Card` or its key).
 
     Raises:
@@ -600,7 +789,9 @@ def estimate(request: PlanRequest, card: Card | str, inputs: TimeInputs | None =
     return StepEstimate(card=card, phases=phases, work=work)
 
 
-def run_steps(steps: int | None = None, epochs: int | None = None, dataset_rows: int | None = None, train_batch_size: int = 32) -> int | None:
+def run_steps(
+    steps: int | None = None, epochs: int | None = None, dataset_rows: int | None = None, train_batch_size: int = 32
+) -> int | None:
     """Steps of a run: ``steps`` if given, else ``epochs x floor(dataset_rows / train_batch_size)`` (verl's
     dataloader drops the last partial batch, ``drop_last=True`` in ``ray_trainer.py``), else None."""
     if steps:
@@ -619,7 +810,9 @@ def format_run_seconds(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def estimate_lines(est: StepEstimate, steps: int | None, dataset_rows: int | None = None, train_batch_size: int | None = None) -> list[str]:
+def estimate_lines(
+    est: StepEstimate, steps: int | None, dataset_rows: int | None = None, train_batch_size: int | None = None
+) -> list[str]:
     """Human lines: the label, one line per phase, the step, and the run when ``steps`` is known; ``dataset_rows``
     (``--dataset-size``) fewer than ``train_batch_size`` make no step (verl drops the partial batch): said so."""
     lines = [f"time on {est.card.name} ({UNVERIFIED_LABEL if not est.card.measured else CALIBRATED_LABEL}):"]
@@ -629,7 +822,10 @@ def estimate_lines(est: StepEstimate, steps: int | None, dataset_rows: int | Non
     lines.append(f"  {'step':<30} {est.step_seconds:8.2f} s")
     if steps:
         total = est.step_seconds * steps
-        lines.append(f"  run of {steps} step{'' if steps == 1 else 's'}: {format_run_seconds(total)}" + (f" ({total:.0f} s)" if total >= 120 else ""))
+        lines.append(
+            f"  run of {steps} step{'' if steps == 1 else 's'}: {format_run_seconds(total)}"
+            + (f" ({total:.0f} s)" if total >= 120 else "")
+        )
     elif dataset_rows is not None and train_batch_size and dataset_rows < train_batch_size:
         lines.append(f"  run: {dataset_rows} rows are fewer than one batch of {train_batch_size}: no step")
     else:
@@ -664,21 +860,78 @@ def add_arguments(parser) -> None:
     from verlfit.arguments import frequency, whole_number
 
     group = parser.add_argument_group("time estimate")
-    group.add_argument("--card", choices=list(CARDS), help="estimate time on this card (default: --emulate's card, else the detected GPU, else the profile's card)")
+    group.add_argument(
+        "--card",
+        choices=list(CARDS),
+        help="estimate time on this card (default: --emulate's card, else the detected GPU, else the profile's card)",
+    )
     group.add_argument("--steps", type=whole_number, help="steps of the run, for the run's total time")
     group.add_argument("--epochs", type=whole_number, help="epochs of the run (with --dataset-size; default 1)")
-    group.add_argument("--dataset-size", type=whole_number, metavar="ROWS", help="training rows (GSM8K train: 7473); steps = epochs x rows // batch size")
-    group.add_argument("--save-freq", type=frequency, default=25, metavar="N", help="steps between checkpoint saves, adding their time per step (default: 25, as verlfit train; 0 or -1: never)")
+    group.add_argument(
+        "--dataset-size",
+        type=whole_number,
+        metavar="ROWS",
+        help="training rows (GSM8K train: 7473); steps = epochs x rows // batch size",
+    )
+    group.add_argument(
+        "--save-freq",
+        type=frequency,
+        default=25,
+        metavar="N",
+        help="steps between checkpoint saves, adding their time per step (default: 25, as verlfit train; 0 or -1: never)",
+    )
     # patches 0020-0022 (verl keys in verlfit.patch_switches.SWITCH_KEYS): unset = what the profile's overrides say
-    group.add_argument("--trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns (+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, +critic.trim_padding; default: the profile's)")
-    group.add_argument("--window-prompt-length", type=whole_number, metavar="TOKENS", help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length; a larger value is refused)")
-    group.add_argument("--window-response-length", type=whole_number, metavar="TOKENS", help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it; a larger value is refused)")
-    group.add_argument("--rollout-trim-padding", action=argparse.BooleanOptionalAction, default=None, help="patch 0021: each HF rollout micro-batch is generated from prompts cut to its longest (+actor_rollout_ref.rollout.trim_padding; default: the profile's)")
-    group.add_argument("--rollout-prompt-length", type=whole_number, metavar="TOKENS", help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length; a larger value is refused)")
-    group.add_argument("--cuda-graph", action=argparse.BooleanOptionalAction, default=None, help="patch 0022: HF rollout decode steps replayed as a CUDA graph (+actor_rollout_ref.rollout.cuda_graph; default: the profile's)")
-    group.add_argument("--pack-sequences", action="store_true", help="what-if: training passes over used tokens only (verl's use_remove_padding with FlashAttention-2: the a10 profile's default; not on a P40). The estimate does not model it or vLLM unless asked: the a10 profile's own path is estimated as padded HF generation")
-    group.add_argument("--mean-prompt-length", type=float, help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)")
-    group.add_argument("--mean-response-length", type=float, help="mean response tokens with --pack-sequences (default: --max-response-length)")
+    group.add_argument(
+        "--trim-padding",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns (+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, +critic.trim_padding; default: the profile's)",
+    )
+    group.add_argument(
+        "--window-prompt-length",
+        type=whole_number,
+        metavar="TOKENS",
+        help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length; a larger value is refused)",
+    )
+    group.add_argument(
+        "--window-response-length",
+        type=whole_number,
+        metavar="TOKENS",
+        help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it; a larger value is refused)",
+    )
+    group.add_argument(
+        "--rollout-trim-padding",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="patch 0021: each HF rollout micro-batch is generated from prompts cut to its longest (+actor_rollout_ref.rollout.trim_padding; default: the profile's)",
+    )
+    group.add_argument(
+        "--rollout-prompt-length",
+        type=whole_number,
+        metavar="TOKENS",
+        help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length; a larger value is refused)",
+    )
+    group.add_argument(
+        "--cuda-graph",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="patch 0022: HF rollout decode steps replayed as a CUDA graph (+actor_rollout_ref.rollout.cuda_graph; default: the profile's)",
+    )
+    group.add_argument(
+        "--pack-sequences",
+        action="store_true",
+        help="what-if: training passes over used tokens only (verl's use_remove_padding with FlashAttention-2: the a10 profile's default; not on a P40). The estimate does not model it or vLLM unless asked: the a10 profile's own path is estimated as padded HF generation",
+    )
+    group.add_argument(
+        "--mean-prompt-length",
+        type=float,
+        help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)",
+    )
+    group.add_argument(
+        "--mean-response-length",
+        type=float,
+        help="mean response tokens with --pack-sequences (default: --max-response-length)",
+    )
 
 
 def length_notes(options, request: PlanRequest, inputs: TimeInputs) -> list[str]:
@@ -702,9 +955,15 @@ def length_notes(options, request: PlanRequest, inputs: TimeInputs) -> list[str]
             continue
         flag, limit = "--" + name.replace("_", "-"), getattr(request, limit_name)
         if value > limit:
-            raise VerlfitError(f"{flag} {value} is more than --{limit_name.replace('_', '-')} {limit}: verl pads to {limit} tokens, no window is wider", fix=f"pass {flag} {limit} or less, or raise --{limit_name.replace('_', '-')}", exit_code=2)
+            raise VerlfitError(
+                f"{flag} {value} is more than --{limit_name.replace('_', '-')} {limit}: verl pads to {limit} tokens, no window is wider",
+                fix=f"pass {flag} {limit} or less, or raise --{limit_name.replace('_', '-')}",
+                exit_code=2,
+            )
         if not switched_on:
-            notes.append(f"note: {flag} {value} has no effect: {switch} is off (the profile's keys or --no-{switch[2:]})")
+            notes.append(
+                f"note: {flag} {value} has no effect: {switch} is off (the profile's keys or --no-{switch[2:]})"
+            )
     if request.rollout != "hf":
         from verlfit.overrides import hf_rollout_only_note
 

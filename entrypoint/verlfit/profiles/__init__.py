@@ -38,7 +38,21 @@ DTYPES = ("float32", "bfloat16", "float16")
 ATTENTION = ("sdpa", "eager", "flash_attention_2")
 ROLLOUTS = ("hf", "vllm")
 FROZEN_BASE_DTYPES = ("bfloat16", "float16")  # a LoRA base's 16-bit storage (patch 0026); float32 is stock verl
-_KEYS = {"name", "description", "image", "compute_capability", "gpu_memory_gib", "environment", "dtype", "attention", "rollout", "frozen_base_dtype", "overrides", "vllm", "fallbacks"}
+_KEYS = {
+    "name",
+    "description",
+    "image",
+    "compute_capability",
+    "gpu_memory_gib",
+    "environment",
+    "dtype",
+    "attention",
+    "rollout",
+    "frozen_base_dtype",
+    "overrides",
+    "vllm",
+    "fallbacks",
+}
 _REQUIRED = _KEYS - {"vllm", "fallbacks"}
 _FALLBACKS = ("hf_rollout", "padded_training")
 
@@ -92,7 +106,7 @@ def _parse_capability(text: str, where: str) -> tuple[int, int]:
         major, minor = str(text).split(".")
         return int(major), int(minor)
     except ValueError:
-        raise VerlfitError(f"{where}: compute_capability.min must look like \"6.0\", got {text!r}") from None
+        raise VerlfitError(f'{where}: compute_capability.min must look like "6.0", got {text!r}') from None
 
 
 def parse_profile(data: dict, source: str) -> Profile:
@@ -113,12 +127,21 @@ def parse_profile(data: dict, source: str) -> Profile:
         raise VerlfitError(f"{source}: unknown keys {unknown} (allowed: {sorted(_KEYS)})")
     environment = data["environment"]
     if not isinstance(environment, dict) or set(environment) != set(ENVIRONMENT_KEYS):
-        raise VerlfitError(f"{source}: environment must set exactly {list(ENVIRONMENT_KEYS)}, got {sorted(environment or {})}")
+        raise VerlfitError(
+            f"{source}: environment must set exactly {list(ENVIRONMENT_KEYS)}, got {sorted(environment or {})}"
+        )
     try:
         int(environment["TRITON_MAX_SHARED_MEMORY"])
     except (TypeError, ValueError):
-        raise VerlfitError(f"{source}: TRITON_MAX_SHARED_MEMORY must be a number of bytes, got {environment['TRITON_MAX_SHARED_MEMORY']!r}") from None
-    checked = (("dtype", DTYPES), ("attention", ATTENTION), ("rollout", ROLLOUTS), ("frozen_base_dtype", FROZEN_BASE_DTYPES))
+        raise VerlfitError(
+            f"{source}: TRITON_MAX_SHARED_MEMORY must be a number of bytes, got {environment['TRITON_MAX_SHARED_MEMORY']!r}"
+        ) from None
+    checked = (
+        ("dtype", DTYPES),
+        ("attention", ATTENTION),
+        ("rollout", ROLLOUTS),
+        ("frozen_base_dtype", FROZEN_BASE_DTYPES),
+    )
     for key, allowed in checked:
         if data[key] not in allowed:
             raise VerlfitError(f"{source}: {key} must be one of {list(allowed)}, got {data[key]!r}")
@@ -129,7 +152,9 @@ def parse_profile(data: dict, source: str) -> Profile:
         raise VerlfitError(f"{source}: overrides must be a list of 'key=value' strings")
     fallbacks = data.get("fallbacks") or {}
     if not isinstance(fallbacks, dict) or set(fallbacks) - set(_FALLBACKS):
-        raise VerlfitError(f"{source}: fallbacks must be a mapping with the keys {list(_FALLBACKS)}, got {sorted(fallbacks) if isinstance(fallbacks, dict) else fallbacks!r}")
+        raise VerlfitError(
+            f"{source}: fallbacks must be a mapping with the keys {list(_FALLBACKS)}, got {sorted(fallbacks) if isinstance(fallbacks, dict) else fallbacks!r}"
+        )
     for name, listed in fallbacks.items():
         if not isinstance(listed, list) or not all(isinstance(o, str) and "=" in o for o in listed):
             raise VerlfitError(f"{source}: fallbacks.{name} must be a list of 'key=value' strings")
@@ -163,7 +188,9 @@ def load_profile(name: str) -> Profile:
         VerlfitError: for an unknown name (listing the known ones) or an invalid file.
     """
     if name not in PROFILE_NAMES:
-        raise VerlfitError(f"unknown profile {name!r}", fix=f"use one of: {', '.join(PROFILE_NAMES)}, auto", exit_code=2)
+        raise VerlfitError(
+            f"unknown profile {name!r}", fix=f"use one of: {', '.join(PROFILE_NAMES)}, auto", exit_code=2
+        )
     source = f"profiles/{name}.yaml"
     text = resources.files(__name__).joinpath(f"{name}.yaml").read_text()
     profile = parse_profile(yaml.safe_load(text), source)
@@ -181,7 +208,9 @@ def profile_for_capability(compute_capability: tuple[int, int]) -> str:
             verlfit has no profile for 5.x).
     """
     if compute_capability < (6, 0):
-        raise VerlfitError(f"compute capability {compute_capability[0]}.{compute_capability[1]} is below 6.0: no verlfit profile runs on it")
+        raise VerlfitError(
+            f"compute capability {compute_capability[0]}.{compute_capability[1]} is below 6.0: no verlfit profile runs on it"
+        )
     if compute_capability < (7, 0):
         return "p40"
     if compute_capability < (8, 0):
@@ -210,9 +239,11 @@ def profile_choice_note(profile_name: str, gpu) -> str | None:
     if profile_name in FP16_PROFILES:
         if not (7, 0) <= capability < (8, 0):
             return None
-        note = (f"profile {profile_name} for {where}: fp16 tensor cores but no bf16 and no FlashAttention-2 (both need 8.0), so fp16 compute "
-                "with fp32 master weights and dynamic loss scaling (an overflowing update is skipped and shows in the progress line); "
-                "--profile p40 runs it in fp32")
+        note = (
+            f"profile {profile_name} for {where}: fp16 tensor cores but no bf16 and no FlashAttention-2 (both need 8.0), so fp16 compute "
+            "with fp32 master weights and dynamic loss scaling (an overflowing update is skipped and shows in the progress line); "
+            "--profile p40 runs it in fp32"
+        )
         if capability != REFERENCE_CAPABILITY[profile_name]:
             note += f"; the {profile_name} profile is made for the {REFERENCE_CARD[profile_name]} (compute capability {'.'.join(map(str, REFERENCE_CAPABILITY[profile_name]))}): same code paths, its shared memory per block decides Triton"
         return note
@@ -223,9 +254,11 @@ def profile_choice_note(profile_name: str, gpu) -> str | None:
         from verlfit.overrides import TRITON_MIN_SHARED_MEMORY
 
         shared = load_profile("p40").environment["TRITON_MAX_SHARED_MEMORY"]
-        return why + (f"; this card could also run fp16 on its tensor cores (the {profile_for_capability(capability)} profile, which auto picks), "
-                      f"Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY={shared}, "
-                      f"under the {TRITON_MIN_SHARED_MEMORY} B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)")
+        return why + (
+            f"; this card could also run fp16 on its tensor cores (the {profile_for_capability(capability)} profile, which auto picks), "
+            f"Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY={shared}, "
+            f"under the {TRITON_MIN_SHARED_MEMORY} B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
+        )
     return why + "; it has the P40's other limits too (Triton and vLLM need 7.0), so the profile leaves nothing off"
 
 
@@ -242,7 +275,10 @@ def select_profile(name: str, gpu=None) -> Profile:
     """
     if name == "auto":
         if gpu is None:
-            raise VerlfitError("--profile auto needs a visible GPU to choose by compute capability", fix=f"pass --profile with one of {', '.join(PROFILE_NAMES)}")
+            raise VerlfitError(
+                "--profile auto needs a visible GPU to choose by compute capability",
+                fix=f"pass --profile with one of {', '.join(PROFILE_NAMES)}",
+            )
         name = profile_for_capability(gpu.compute_capability)
     profile = load_profile(name)
     if gpu is not None and gpu.compute_capability < profile.min_compute_capability:
@@ -287,11 +323,23 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
     if rollout == profile.rollout and attention == profile.attention:
         return profile
     if rollout == "vllm" and profile.min_compute_capability < (7, 0):
-        raise VerlfitError(f"--rollout vllm with the {profile.name} profile: vLLM needs compute capability 7.0 and the verlfit:{profile.name} image has no vLLM", fix="use --rollout hf (the profile's HF generate rollout)", exit_code=2)
+        raise VerlfitError(
+            f"--rollout vllm with the {profile.name} profile: vLLM needs compute capability 7.0 and the verlfit:{profile.name} image has no vLLM",
+            fix="use --rollout hf (the profile's HF generate rollout)",
+            exit_code=2,
+        )
     if rollout == "vllm" and profile.rollout != "vllm":
-        raise VerlfitError(f"--rollout vllm with the {profile.name} profile: it runs in the {profile.image} image, which has no vLLM, and verlfit has no vLLM settings for it (docs/fp16.md has an unmeasured recipe with the a10 image's vLLM on compute capability 7.x)", fix="use --rollout hf (the profile's HF generate rollout)", exit_code=2)
+        raise VerlfitError(
+            f"--rollout vllm with the {profile.name} profile: it runs in the {profile.image} image, which has no vLLM, and verlfit has no vLLM settings for it (docs/fp16.md has an unmeasured recipe with the a10 image's vLLM on compute capability 7.x)",
+            fix="use --rollout hf (the profile's HF generate rollout)",
+            exit_code=2,
+        )
     if attention == "flash_attention_2" and (profile.dtype == "float32" or profile.min_compute_capability < (8, 0)):
-        raise VerlfitError(f"--attention flash_attention_2 with the {profile.name} profile: FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in {profile.dtype})", fix="use --attention sdpa or eager", exit_code=2)
+        raise VerlfitError(
+            f"--attention flash_attention_2 with the {profile.name} profile: FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in {profile.dtype})",
+            fix="use --attention sdpa or eager",
+            exit_code=2,
+        )
     overrides = []
     for override in profile.overrides:
         key = override.split("=", 1)[0]
@@ -308,7 +356,11 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
         overrides += profile.hf_rollout_overrides
     if attention != "flash_attention_2" and profile.attention == "flash_attention_2":
         overrides += profile.padded_training_overrides
-    changed = [f"{what} {value}" for what, value, old in (("rollout", rollout, profile.rollout), ("attention", attention, profile.attention)) if value != old]
+    changed = [
+        f"{what} {value}"
+        for what, value, old in (("rollout", rollout, profile.rollout), ("attention", attention, profile.attention))
+        if value != old
+    ]
     return replace(
         profile,
         description=f"{profile.description} (with {', '.join(changed)})",
@@ -361,17 +413,34 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
     # with another profile (--emulate p40 in the a10 image) that profile's values apply
     # (KEY=VALUE pairs: a value the user exported afterwards differs from the recorded one and stays the user's)
     defaulted = dict(token.split("=", 1) for token in environ.get(DEFAULTED_VARIABLE, "").split() if "=" in token)
-    resolved = {key: environ[key] if key in environ and environ[key] != defaulted.get(key) else profile.environment[key] for key in ENVIRONMENT_KEYS}
+    resolved = {
+        key: environ[key] if key in environ and environ[key] != defaulted.get(key) else profile.environment[key]
+        for key in ENVIRONMENT_KEYS
+    }
     if resolved["VLLM_DTYPE"] not in DTYPES:
-        raise VerlfitError(f"VLLM_DTYPE={resolved['VLLM_DTYPE']!r} is not a rollout dtype", fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: {', '.join(DTYPES)}", exit_code=2)
+        raise VerlfitError(
+            f"VLLM_DTYPE={resolved['VLLM_DTYPE']!r} is not a rollout dtype",
+            fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: {', '.join(DTYPES)}",
+            exit_code=2,
+        )
     if resolved["PYTORCH_CUDA_ALLOC_CONF"] and not allocator_config_is_well_formed(resolved["PYTORCH_CUDA_ALLOC_CONF"]):
-        raise VerlfitError(f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} is not a comma-separated list of option:value", fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']}) or write e.g. expandable_segments:True,max_split_size_mb:256", exit_code=2)
+        raise VerlfitError(
+            f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} is not a comma-separated list of option:value",
+            fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']}) or write e.g. expandable_segments:True,max_split_size_mb:256",
+            exit_code=2,
+        )
     if not resolved["TRITON_MAX_SHARED_MEMORY"].isdigit():
-        raise VerlfitError(f"TRITON_MAX_SHARED_MEMORY={resolved['TRITON_MAX_SHARED_MEMORY']!r} is not a number of bytes", fix=f"unset it (the {profile.name} profile uses {profile.environment['TRITON_MAX_SHARED_MEMORY']}) or set e.g. 49152 (48 KiB)", exit_code=2)
+        raise VerlfitError(
+            f"TRITON_MAX_SHARED_MEMORY={resolved['TRITON_MAX_SHARED_MEMORY']!r} is not a number of bytes",
+            fix=f"unset it (the {profile.name} profile uses {profile.environment['TRITON_MAX_SHARED_MEMORY']}) or set e.g. 49152 (48 KiB)",
+            exit_code=2,
+        )
     return resolved
 
 
-def check_rollout_dtype(profile: Profile, environment: dict[str, str], compute_capability: tuple[int, int], where: str) -> None:
+def check_rollout_dtype(
+    profile: Profile, environment: dict[str, str], compute_capability: tuple[int, int], where: str
+) -> None:
     """Refuse ``VLLM_DTYPE=bfloat16`` below compute capability 8.0 (bf16 needs Ampere).
 
     ``environment`` is :func:`resolve_environment`'s result; ``where`` names the card for the message
@@ -381,7 +450,11 @@ def check_rollout_dtype(profile: Profile, environment: dict[str, str], compute_c
         VerlfitError: naming ``where`` and the profile's own rollout dtype as the fix.
     """
     if environment["VLLM_DTYPE"] == "bfloat16" and compute_capability < (8, 0):
-        raise VerlfitError(f"VLLM_DTYPE=bfloat16 on {where}: bf16 needs 8.0", fix=f"unset VLLM_DTYPE (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']})", exit_code=2)
+        raise VerlfitError(
+            f"VLLM_DTYPE=bfloat16 on {where}: bf16 needs 8.0",
+            fix=f"unset VLLM_DTYPE (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']})",
+            exit_code=2,
+        )
 
 
 def environment_shell(profile: Profile) -> str:
@@ -396,12 +469,22 @@ def environment_shell(profile: Profile) -> str:
     lines = [f'{DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}:-}}"']  # an outer entrypoint's list stays
     for key in ENVIRONMENT_KEYS:
         if not re.fullmatch(r"[A-Za-z0-9_.:,=+\-]+", profile.environment[key]):
-            raise VerlfitError(f"profile {profile.name}: {key}={profile.environment[key]!r} holds characters the entrypoint cannot record", fix="use letters, digits and _ . : , = + - in profile environment values")
-    lines += [f'[ -n "${{{key}+set}}" ] || {DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}}} {key}={profile.environment[key]}"' for key in ENVIRONMENT_KEYS]
+            raise VerlfitError(
+                f"profile {profile.name}: {key}={profile.environment[key]!r} holds characters the entrypoint cannot record",
+                fix="use letters, digits and _ . : , = + - in profile environment values",
+            )
+    lines += [
+        f'[ -n "${{{key}+set}}" ] || {DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}}} {key}={profile.environment[key]}"'
+        for key in ENVIRONMENT_KEYS
+    ]
     lines.append(f"export {DEFAULTED_VARIABLE}")
     for key in ENVIRONMENT_KEYS:
         default = profile.environment[key]
-        lines.append(f"export {key}=\"${{{key}-{default}}}\"" if not any(c in default for c in "\"$`\\}") else f"export {key}=${{{key}-{shlex.quote(default)}}}")
+        lines.append(
+            f'export {key}="${{{key}-{default}}}"'
+            if not any(c in default for c in '"$`\\}')
+            else f"export {key}=${{{key}-{shlex.quote(default)}}}"
+        )
     return "\n".join(lines)
 
 
@@ -410,11 +493,15 @@ def register(subparsers) -> argparse.ArgumentParser:
         "profiles",
         help="list hardware profiles, or show one",
         description="List verlfit's hardware profiles, show one, or print its environment defaults as shell.",
-        epilog="examples:\n  $ verlfit profiles\n  $ verlfit profiles p40\n  $ eval \"$(verlfit profiles p40 --env-shell)\"",
+        epilog='examples:\n  $ verlfit profiles\n  $ verlfit profiles p40\n  $ eval "$(verlfit profiles p40 --env-shell)"',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("name", nargs="?", choices=PROFILE_NAMES, help="profile to show")
-    parser.add_argument("--env-shell", action="store_true", help="print shell lines exporting the environment defaults (user values win)")
+    parser.add_argument(
+        "--env-shell",
+        action="store_true",
+        help="print shell lines exporting the environment defaults (user values win)",
+    )
     parser.set_defaults(func=_run)
     return parser
 
@@ -430,13 +517,18 @@ def _run(args) -> int:
         profile = load_profile(name)
         print(f"{profile.name}: {profile.description}")
         if args.name:
-            print(f"  image: {profile.image}\n  compute capability >= {'.'.join(map(str, profile.min_compute_capability))}")
+            print(
+                f"  image: {profile.image}\n  compute capability >= {'.'.join(map(str, profile.min_compute_capability))}"
+            )
             print(f"  dtype: {profile.dtype}; attention: {profile.attention}; rollout: {profile.rollout}")
             for key, value in profile.environment.items():
                 print(f"  {key}={value}")
             for override in profile.overrides:
                 print(f"  {override}")
-            for title, listed in (("--rollout hf", profile.hf_rollout_overrides), ("--attention sdpa|eager", profile.padded_training_overrides)):
+            for title, listed in (
+                ("--rollout hf", profile.hf_rollout_overrides),
+                ("--attention sdpa|eager", profile.padded_training_overrides),
+            ):
                 if listed:
                     print(f"  with {title} also:")
                     for override in listed:

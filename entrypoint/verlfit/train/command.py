@@ -9,7 +9,17 @@ import argparse
 import os
 from pathlib import Path
 
-from verlfit.arguments import SizingOptions, add_sizing_arguments, checkpoints_to_keep, frequency, memory_gib, parse_number, positive_number, typed_options, whole_number
+from verlfit.arguments import (
+    SizingOptions,
+    add_sizing_arguments,
+    checkpoints_to_keep,
+    frequency,
+    memory_gib,
+    parse_number,
+    positive_number,
+    typed_options,
+    whole_number,
+)
 from verlfit.checkpoints import CHECKPOINTS_DIR, checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
 from verlfit.overrides import managed_keys_help, user_overrides, validate_overrides
@@ -61,17 +71,45 @@ def register(subparsers) -> argparse.ArgumentParser:
             "  $ verlfit train --algo grpo --steps 10 -- actor_rollout_ref.actor.optim.lr=5e-6\n"
             "  $ verlfit train --data data/mytask --reward-function reward.py:compute_score --dry-run   # your own task\n"
             "  $ verlfit train --resume runs/ppo-p40-20261129-143000\n"
-            "\nverl keys verlfit sets itself (refused after --; the option to use instead: keys):\n" + managed_keys_help()
+            "\nverl keys verlfit sets itself (refused after --; the option to use instead: keys):\n"
+            + managed_keys_help()
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--profile", choices=(*PROFILE_NAMES, "auto"), help="hardware profile (default: $VERLFIT_PROFILE, else auto by compute capability)")
-    parser.add_argument("--emulate", choices=PROFILE_NAMES, help="run that profile's code paths and cap each worker at its card's usable memory (p40: 22.5 GiB), to rehearse on a bigger GPU")
-    parser.add_argument("--gpu-memory-limit", type=memory_gib, metavar="GIB", help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl); with --emulate, at most the emulated card's (p40: 22.5)")
-    parser.add_argument("--rollout", choices=ROLLOUTS, help="rollout engine instead of the profile's: hf (transformers generate; any card) or vllm (a10 profile only; compute capability >= 7.0)")
-    parser.add_argument("--attention", choices=ATTENTION, help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs bf16 and compute capability >= 8.0)")
-    parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)")
-    parser.add_argument("--data", default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"), help="directory with train.parquet and test.parquet, prepared from the hub first if missing; or with raw GSM8K files (train/test .jsonl/.parquet with question and answer, or the hub's main/ folder), prepared from them into DIR/verl (default: %(default)s)")
+    parser.add_argument(
+        "--profile",
+        choices=(*PROFILE_NAMES, "auto"),
+        help="hardware profile (default: $VERLFIT_PROFILE, else auto by compute capability)",
+    )
+    parser.add_argument(
+        "--emulate",
+        choices=PROFILE_NAMES,
+        help="run that profile's code paths and cap each worker at its card's usable memory (p40: 22.5 GiB), to rehearse on a bigger GPU",
+    )
+    parser.add_argument(
+        "--gpu-memory-limit",
+        type=memory_gib,
+        metavar="GIB",
+        help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl); with --emulate, at most the emulated card's (p40: 22.5)",
+    )
+    parser.add_argument(
+        "--rollout",
+        choices=ROLLOUTS,
+        help="rollout engine instead of the profile's: hf (transformers generate; any card) or vllm (a10 profile only; compute capability >= 7.0)",
+    )
+    parser.add_argument(
+        "--attention",
+        choices=ATTENTION,
+        help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs bf16 and compute capability >= 8.0)",
+    )
+    parser.add_argument(
+        "--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--data",
+        default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"),
+        help="directory with train.parquet and test.parquet, prepared from the hub first if missing; or with raw GSM8K files (train/test .jsonl/.parquet with question and answer, or the hub's main/ folder), prepared from them into DIR/verl (default: %(default)s)",
+    )
     parser.add_argument(
         "--reward-function",
         metavar="FILE[:NAME]",
@@ -84,19 +122,58 @@ def register(subparsers) -> argparse.ArgumentParser:
         ),
     )
     add_sizing_arguments(parser)  # --algo --samples --gpus --batch-size ... --plan: shared with verlfit plan
-    parser.add_argument("--steps", type=whole_number, help="total training steps (default: --epochs passes over the data)")
-    parser.add_argument("--epochs", type=whole_number, help="passes over the training data when --steps is not given (default: 1; with --steps, --steps wins)")
-    parser.add_argument("--nodes", type=whole_number, default=1, help="nodes of a running Ray cluster, --gpus each (trainer.nnodes; default: 1)")
+    parser.add_argument(
+        "--steps", type=whole_number, help="total training steps (default: --epochs passes over the data)"
+    )
+    parser.add_argument(
+        "--epochs",
+        type=whole_number,
+        help="passes over the training data when --steps is not given (default: 1; with --steps, --steps wins)",
+    )
+    parser.add_argument(
+        "--nodes",
+        type=whole_number,
+        default=1,
+        help="nodes of a running Ray cluster, --gpus each (trainer.nnodes; default: 1)",
+    )
     parser.add_argument("--actor-lr", type=positive_number, default=1e-6, help="actor learning rate (default: 1e-6)")
     parser.add_argument("--critic-lr", type=positive_number, default=1e-5, help="critic learning rate (default: 1e-5)")
-    parser.add_argument("--save-freq", type=frequency, default=25, metavar="N", help="checkpoint every N steps and at the last (default: 25; 0 or -1: never, as verl treats any value <= 0)")
-    parser.add_argument("--keep-checkpoints", type=checkpoints_to_keep, metavar="N", help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what its own session saved; verlfit removes the rest (checkpoints from before a --resume, the data.pt verl leaves) as new ones complete. May be given with --resume")
-    parser.add_argument("--test-freq", type=frequency, default=25, metavar="N", help="validate every N steps and at the last (default: 25; 0 or -1: never, as verl treats any value <= 0)")
+    parser.add_argument(
+        "--save-freq",
+        type=frequency,
+        default=25,
+        metavar="N",
+        help="checkpoint every N steps and at the last (default: 25; 0 or -1: never, as verl treats any value <= 0)",
+    )
+    parser.add_argument(
+        "--keep-checkpoints",
+        type=checkpoints_to_keep,
+        metavar="N",
+        help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what its own session saved; verlfit removes the rest (checkpoints from before a --resume, the data.pt verl leaves) as new ones complete. May be given with --resume",
+    )
+    parser.add_argument(
+        "--test-freq",
+        type=frequency,
+        default=25,
+        metavar="N",
+        help="validate every N steps and at the last (default: 25; 0 or -1: never, as verl treats any value <= 0)",
+    )
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
     parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
-    parser.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its newest checkpoint, with its recorded settings (only " + ", ".join(option.partition(" (")[0] for option in _RESUMABLE_OPTIONS.values()) + " may be given)")
-    parser.add_argument("--stall-timeout", type=_stall_seconds, metavar="SECONDS", help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled; before the first step record, 30 min of startup allowance (Ray start, model loading, the initial validation) is added, so SECONDS counts from the first record on (default, or 0: never stop; a stall is only reported, after 5 x the longest step, at least 10 min, + the same startup allowance, see verlfit.progress). May be given with --resume")
+    parser.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a stopped run from its newest checkpoint, with its recorded settings (only "
+        + ", ".join(option.partition(" (")[0] for option in _RESUMABLE_OPTIONS.values())
+        + " may be given)",
+    )
+    parser.add_argument(
+        "--stall-timeout",
+        type=_stall_seconds,
+        metavar="SECONDS",
+        help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled; before the first step record, 30 min of startup allowance (Ray start, model loading, the initial validation) is added, so SECONDS counts from the first record on (default, or 0: never stop; a stall is only reported, after 5 x the longest step, at least 10 min, + the same startup allowance, see verlfit.progress). May be given with --resume",
+    )
     parser.add_argument(
         "--dry-run",
         action="store_true",
@@ -107,8 +184,14 @@ def register(subparsers) -> argparse.ArgumentParser:
             " needed with --profile p40|a10"
         ),
     )
-    parser.add_argument("--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch")
-    parser.add_argument("--no-validate", action="store_true", help="do not validate overrides against the installed verl (not recommended)")
+    parser.add_argument(
+        "--skip-checks", action="store_true", help="do not run the doctor's blocking checks before launch"
+    )
+    parser.add_argument(
+        "--no-validate",
+        action="store_true",
+        help="do not validate overrides against the installed verl (not recommended)",
+    )
     parser.add_argument("overrides", nargs=argparse.REMAINDER, help="after --: extra verl overrides, key=value")
     parser.set_defaults(func=run)
     _DEFAULTS.update({action.dest: action.default for action in parser._actions})
@@ -122,7 +205,9 @@ def train_options(args: argparse.Namespace) -> TrainOptions:
     return typed_options(TrainOptions, parsed, sizing=typed_options(SizingOptions, parsed))
 
 
-def prepare_launch(args: argparse.Namespace, environ: dict[str, str] | None = None, gpu=None, detect_gpu=True, gpu_report=None) -> LaunchPlan:
+def prepare_launch(
+    args: argparse.Namespace, environ: dict[str, str] | None = None, gpu=None, detect_gpu=True, gpu_report=None
+) -> LaunchPlan:
     """The launch plan of parsed ``verlfit train`` options: :func:`verlfit.train.settings.build_launch` of
     :func:`train_options` (``environ``, ``gpu``, ``detect_gpu``, ``gpu_report`` as there); no side effects.
 
@@ -136,22 +221,39 @@ def run(args: argparse.Namespace) -> int:
     """Entry point of ``verlfit train`` (see the module docstring for the flow)."""
     if args.resume is not None:
         if not args.resume.strip():
-            raise VerlfitError("--resume was given an empty path", fix="pass the run directory to continue, e.g. `verlfit train --resume runs/ppo-p40-20261129-143000`", exit_code=2)
+            raise VerlfitError(
+                "--resume was given an empty path",
+                fix="pass the run directory to continue, e.g. `verlfit train --resume runs/ppo-p40-20261129-143000`",
+                exit_code=2,
+            )
         given = {name: getattr(args, name, default) for name, default in _DEFAULTS.items() if name not in _RESUMABLE}
         given["overrides"] = user_overrides(given.get("overrides") or [])  # a bare `--` changes nothing
         # a True/False against a None default (--gradient-checkpointing / --no-gradient-checkpointing) is a change too
-        differs = {name for name, value in given.items() if (value != _DEFAULTS[name] if isinstance(value, bool) else (value or None) != (_DEFAULTS[name] or None))}
-        labels = {"overrides": "overrides after --", "gradient_checkpointing": "--gradient-checkpointing/--no-gradient-checkpointing"}
+        differs = {
+            name
+            for name, value in given.items()
+            if (value != _DEFAULTS[name] if isinstance(value, bool) else (value or None) != (_DEFAULTS[name] or None))
+        }
+        labels = {
+            "overrides": "overrides after --",
+            "gradient_checkpointing": "--gradient-checkpointing/--no-gradient-checkpointing",
+        }
         changed = sorted(labels.get(name, f"--{name.replace('_', '-')}") for name in differs)
         if changed:
-            raise VerlfitError(f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it", fix=f"resume with only {', '.join(_RESUMABLE_OPTIONS.values())}; or start a new run", exit_code=2)
+            raise VerlfitError(
+                f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it",
+                fix=f"resume with only {', '.join(_RESUMABLE_OPTIONS.values())}; or start a new run",
+                exit_code=2,
+            )
         plan = resume_plan(Path(args.resume), steps=args.steps, keep_checkpoints=args.keep_checkpoints)
         run_dir = Path(plan.settings.run_dir)
         if args.dry_run:
             doomed = checkpoints_to_prune(run_dir / CHECKPOINTS_DIR, plan.settings.keep_checkpoints)
             if doomed:  # what the real resume's first check removes (CheckpointKeeper in launch), said in the rehearsal
-                plan.notes.append(f"the resume would first remove {', '.join(f'global_step_{step}' for step in doomed)} "
-                                  f"(--keep-checkpoints {plan.settings.keep_checkpoints}; verl keeps only its own session's saves, so verlfit prunes the rest)")
+                plan.notes.append(
+                    f"the resume would first remove {', '.join(f'global_step_{step}' for step in doomed)} "
+                    f"(--keep-checkpoints {plan.settings.keep_checkpoints}; verl keeps only its own session's saves, so verlfit prunes the rest)"
+                )
             print(describe(plan, args.stall_timeout))
             return 0
         record_resume(run_dir, plan)
@@ -168,7 +270,9 @@ def run(args: argparse.Namespace) -> int:
         # reachable from here) stays a note: a dry run is often made on another machine than the run
         refusals = []
         if Path(plan.settings.run_dir).exists():
-            plan.notes.append(f"{plan.settings.run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)")
+            plan.notes.append(
+                f"{plan.settings.run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)"
+            )
             refusals.append(f"run directory {plan.settings.run_dir} exists")
         else:
             try:
@@ -181,8 +285,10 @@ def run(args: argparse.Namespace) -> int:
         missing = missing_engine_packages(plan.settings.rollout, plan.settings.attention)
         if missing and not args.skip_checks:
             # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
-            plan.notes.append(f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
-                              f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)")
+            plan.notes.append(
+                f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
+                f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)"
+            )
         # what the real run's checks would say
         note = model_note(plan.settings.model, os.environ) if not args.skip_checks else None
         if note:
@@ -205,8 +311,11 @@ def run(args: argparse.Namespace) -> int:
             )
         print(describe(plan, args.stall_timeout))
         if refusals:
-            raise VerlfitError(f"a real launch would refuse this run: {'; '.join(refusals)} (the notes above say why)",
-                               fix="do what those notes say, then dry-run again", exit_code=2)
+            raise VerlfitError(
+                f"a real launch would refuse this run: {'; '.join(refusals)} (the notes above say why)",
+                fix="do what those notes say, then dry-run again",
+                exit_code=2,
+            )
         return 0
     from verlfit.checks.stack import require
 

@@ -42,7 +42,6 @@ def _steps_text(s: TrainSettings) -> str:
     return f"{total_steps(s)} ({s.epochs} epoch(s) of {rows} rows // {s.train_batch_size} prompts a batch)"
 
 
-
 NOTE_WIDTH = 110  # columns of a dry run's notes (patch numbers and doc references ran to 389 on one line)
 NOTE_INDENT = "      "  # under the text after "note: "
 
@@ -53,7 +52,15 @@ def wrap_note(note: str) -> str:
     ``" ".join(text.split())`` of the result gives ``"note: " + note`` back for a note without runs of spaces."""
     import textwrap
 
-    return textwrap.fill(note, width=NOTE_WIDTH, initial_indent="note: ", subsequent_indent=NOTE_INDENT, break_long_words=False, break_on_hyphens=False)
+    return textwrap.fill(
+        note,
+        width=NOTE_WIDTH,
+        initial_indent="note: ",
+        subsequent_indent=NOTE_INDENT,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
 
 def model_note(model: str, environ) -> str | None:
     """What a real run would say of a local ``model`` folder before it launches, for the dry run to say: the ``model``
@@ -68,7 +75,9 @@ def model_note(model: str, environ) -> str | None:
     result = check_model_folder(model, environ)
     if result.status != FAIL:
         return None
-    return f"a real run would refuse its model: FAIL model: {result.message}" + (f" (fix: {result.fix})" if result.fix else "")
+    return f"a real run would refuse its model: FAIL model: {result.message}" + (
+        f" (fix: {result.fix})" if result.fix else ""
+    )
 
 
 def data_note(data_dir: str, environ, keys=None) -> tuple[str | None, bool]:
@@ -98,6 +107,7 @@ def data_note(data_dir: str, environ, keys=None) -> tuple[str | None, bool]:
         )
     return f"a real run would first prepare its data: {result.message}", False
 
+
 def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
     """The dry-run text: values that matter, the environment, and the exact command; ``stall_timeout``
     (``--stall-timeout``, seconds) adds its line when given (not 0)."""
@@ -108,23 +118,38 @@ def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
         f"algorithm: {s.algorithm}{f' (n={s.rollout_n})' if s.algorithm == 'grpo' else ''}    model: {s.model}",
         f"data: {s.data_dir}    run directory: {s.run_dir}",
         f"steps: {_steps_text(s)}    batch: {s.train_batch_size} prompts, mini-batch {s.ppo_mini_batch_size}",
-        "micro-batches per GPU: " + ", ".join(
+        "micro-batches per GPU: "
+        + ", ".join(
             [f"actor {s.actor_micro_batch_size}"]
             + ([f"critic {s.critic_micro_batch_size}"] if s.algorithm == "ppo" else [])
             + [f"log-prob {s.log_prob_micro_batch_size}"]
-            + ([f"HF rollout {s.rollout_micro_batch_size or s.train_batch_size} prompts"] if "actor_rollout_ref.rollout.name=hf" in plan.overrides else [])
+            + (
+                [f"HF rollout {s.rollout_micro_batch_size or s.train_batch_size} prompts"]
+                if "actor_rollout_ref.rollout.name=hf" in plan.overrides
+                else []
+            )
         ),
-        f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: every {s.save_freq} steps, {f'newest {s.keep_checkpoints}' if s.keep_checkpoints else 'all'} kept" if s.save_freq > 0 else f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: none (--save-freq {s.save_freq})",
+        f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: every {s.save_freq} steps, {f'newest {s.keep_checkpoints}' if s.keep_checkpoints else 'all'} kept"
+        if s.save_freq > 0
+        else f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: none (--save-freq {s.save_freq})",
         f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params {s.actor_param_offload}, optimizer {s.actor_optimizer_offload}"
-        + (f"; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}" if s.algorithm == "ppo" else ""),
+        + (
+            f"; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}"
+            if s.algorithm == "ppo"
+            else ""
+        ),
         _lora_line(s),
     ]
     if stall_timeout:
         from verlfit.progress import STARTUP_ALLOWANCE_S
 
-        lines.append(f"stall timeout: stop verl after {stall_timeout:g} s without a finished step (--stall-timeout; + {STARTUP_ALLOWANCE_S / 60:g} min of startup before the first record)")
+        lines.append(
+            f"stall timeout: stop verl after {stall_timeout:g} s without a finished step (--stall-timeout; + {STARTUP_ALLOWANCE_S / 60:g} min of startup before the first record)"
+        )
     if s.extra_overrides:
-        lines.append("your overrides (after --, applied last; they win over the values above): " + " ".join(s.extra_overrides))
+        lines.append(
+            "your overrides (after --, applied last; they win over the values above): " + " ".join(s.extra_overrides)
+        )
     lines += [wrap_note(note) for note in plan.notes]
     lines.append("environment:")
     lines += [f"  {key}={value}" for key, value in plan.environment.items()]

@@ -25,7 +25,11 @@ def find_gpu(need: bool, profile_named: bool = False, environ=None, report=None,
     report = report if report is not None else query_gpus()
     if report.error:
         if need:
-            dry_run = "for a dry run without a GPU add --dry-run" if profile_named else "for a dry run without a GPU pass --dry-run with --profile p40 or --profile a10"
+            dry_run = (
+                "for a dry run without a GPU add --dry-run"
+                if profile_named
+                else "for a dry run without a GPU pass --dry-run with --profile p40 or --profile a10"
+            )
             raise VerlfitError(report.error, fix=f"run `verlfit doctor`; {dry_run}")
         return None, report
     environ = {} if environ is None else environ
@@ -44,11 +48,15 @@ def nccl_settings(report, environ, environment: dict[str, str], gpus: int, nodes
     added, notes = nccl_environment(links_among(report.links, cuda_visible_gpus(report.gpus, environ)), gpus, environ)
     environment.update(added)
     if added and nodes > 1:
-        notes.append("with --nodes, the workers of a running Ray cluster take their environment from `ray start`, not from verlfit: start every node with NCCL_P2P_DISABLE=1 too")
+        notes.append(
+            "with --nodes, the workers of a running Ray cluster take their environment from `ray start`, not from verlfit: start every node with NCCL_P2P_DISABLE=1 too"
+        )
     return notes
 
 
-def memory_limit_gib(given_gib: float | None, emulate: str | None, profile, environ: dict[str, str] | None = None) -> float | None:
+def memory_limit_gib(
+    given_gib: float | None, emulate: str | None, profile, environ: dict[str, str] | None = None
+) -> float | None:
     """The per-worker memory cap in GiB: ``given_gib`` (``--gpu-memory-limit``), else the emulated card's usable
     memory (``emulate``: ``--emulate``'s profile name), else a ``VERLFIT_GPU_MEMORY_LIMIT_GIB`` the user set
     (validated here, so the planner sizes for it)."""
@@ -56,7 +64,11 @@ def memory_limit_gib(given_gib: float | None, emulate: str | None, profile, envi
         return given_gib
     if emulate:
         if environ and environ.get(MEMORY_LIMIT_VARIABLE):
-            raise VerlfitError(f"--emulate {emulate} sets {MEMORY_LIMIT_VARIABLE}={profile.gpu_memory_gib:g} (the card's usable memory), but {MEMORY_LIMIT_VARIABLE}={environ[MEMORY_LIMIT_VARIABLE]} is set", fix=f"unset {MEMORY_LIMIT_VARIABLE}, or use --profile {emulate} --gpu-memory-limit GIB", exit_code=2)
+            raise VerlfitError(
+                f"--emulate {emulate} sets {MEMORY_LIMIT_VARIABLE}={profile.gpu_memory_gib:g} (the card's usable memory), but {MEMORY_LIMIT_VARIABLE}={environ[MEMORY_LIMIT_VARIABLE]} is set",
+                fix=f"unset {MEMORY_LIMIT_VARIABLE}, or use --profile {emulate} --gpu-memory-limit GIB",
+                exit_code=2,
+            )
         return profile.gpu_memory_gib
     if environ and environ.get(MEMORY_LIMIT_VARIABLE):
         text = environ[MEMORY_LIMIT_VARIABLE]
@@ -65,6 +77,10 @@ def memory_limit_gib(given_gib: float | None, emulate: str | None, profile, envi
         except ValueError:
             value = -1.0
         if not 1 <= value < float("inf"):  # also false for nan
-            raise VerlfitError(f"{MEMORY_LIMIT_VARIABLE}={text!r} is not a number of GiB from 1 up", fix=f"unset it, or use --gpu-memory-limit GIB (e.g. {MEMORY_LIMIT_VARIABLE}=22.5)", exit_code=2)
+            raise VerlfitError(
+                f"{MEMORY_LIMIT_VARIABLE}={text!r} is not a number of GiB from 1 up",
+                fix=f"unset it, or use --gpu-memory-limit GIB (e.g. {MEMORY_LIMIT_VARIABLE}=22.5)",
+                exit_code=2,
+            )
         return value
     return None

@@ -24,9 +24,23 @@ def run_blocking_checks(plan: LaunchPlan) -> None:
     from verlfit.train.reward import data_keys
 
     settings = plan.settings
-    failures = blocking_checks(profile_name=plan.profile_name, data_dir=settings.data_dir, model=settings.model, environment=plan.environment, rollout=settings.rollout, attention=settings.attention, data_keys=data_keys(plan.overrides))
+    failures = blocking_checks(
+        profile_name=plan.profile_name,
+        data_dir=settings.data_dir,
+        model=settings.model,
+        environment=plan.environment,
+        rollout=settings.rollout,
+        attention=settings.attention,
+        data_keys=data_keys(plan.overrides),
+    )
     if failures:
-        raise VerlfitError("pre-flight checks failed:\n" + "\n".join(f"  FAIL {f.name}: {f.message}" + (f"\n       fix: {f.fix}" if f.fix else "") for f in failures), fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway")
+        raise VerlfitError(
+            "pre-flight checks failed:\n"
+            + "\n".join(
+                f"  FAIL {f.name}: {f.message}" + (f"\n       fix: {f.fix}" if f.fix else "") for f in failures
+            ),
+            fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway",
+        )
 
 
 def check_data_size(settings: TrainSettings) -> None:
@@ -42,11 +56,23 @@ def check_data_size(settings: TrainSettings) -> None:
     try:
         rows = pq.ParquetFile(path).metadata.num_rows
     except (OSError, pyarrow.ArrowException) as error:
-        raise VerlfitError(f"{path} does not read as parquet: {str(error).splitlines()[0] if str(error) else type(error).__name__}", fix="prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet", exit_code=2) from error
+        raise VerlfitError(
+            f"{path} does not read as parquet: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
+            fix="prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet",
+            exit_code=2,
+        ) from error
     if rows == 0:
-        raise VerlfitError(f"{path} has no rows", fix="prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet", exit_code=2)
+        raise VerlfitError(
+            f"{path} has no rows",
+            fix="prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet",
+            exit_code=2,
+        )
     if rows < settings.train_batch_size:
-        raise VerlfitError(f"{path} has {rows} rows, fewer than one batch of {settings.train_batch_size} prompts", fix=f"use --batch-size {rows} or less, or more data", exit_code=2)
+        raise VerlfitError(
+            f"{path} has {rows} rows, fewer than one batch of {settings.train_batch_size} prompts",
+            fix=f"use --batch-size {rows} or less, or more data",
+            exit_code=2,
+        )
 
 
 def ensure_data(settings: TrainSettings) -> None:
@@ -72,11 +98,18 @@ def ensure_data(settings: TrainSettings) -> None:
     if not report.writable:
         raise data_folder_refusal(report)
     _, source = gsm8k.training_data(data)
-    print(f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first, from " + (f"the raw files in {source}" if source is not None else "the hub"))
-    gsm8k.prepare(source=source, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length)
+    print(
+        f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first, from "
+        + (f"the raw files in {source}" if source is not None else "the hub")
+    )
+    gsm8k.prepare(
+        source=source, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length
+    )
 
 
-def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, disk_usage=None, resume: bool = False) -> str | None:
+def checkpoint_space_warning(
+    plan: LaunchPlan, resumed_from: int | None = None, disk_usage=None, resume: bool = False
+) -> str | None:
     """A pre-launch warning when the run directory's file system cannot hold the checkpoints this run keeps at once;
     None when it can, when the run saves none, or when the model's shape cannot be read.
 
@@ -102,10 +135,21 @@ def checkpoint_space_warning(plan: LaunchPlan, resumed_from: int | None = None, 
     except (VerlfitError, OSError, ValueError):
         return None
     total, start = total_steps(settings), resumed_from or 0
-    saves = None if total is None else max(0, total // settings.save_freq - start // settings.save_freq) + (1 if total % settings.save_freq and total > start else 0)
+    saves = (
+        None
+        if total is None
+        else max(0, total // settings.save_freq - start // settings.save_freq)
+        + (1 if total % settings.save_freq and total > start else 0)
+    )
     if saves == 0:
         return None
-    result = doctor.checkpoint_space(settings.run_dir, one, doctor.checkpoints_held(settings.keep_checkpoints, saves), disk_usage or shutil.disk_usage, resume=resume)
+    result = doctor.checkpoint_space(
+        settings.run_dir,
+        one,
+        doctor.checkpoints_held(settings.keep_checkpoints, saves),
+        disk_usage or shutil.disk_usage,
+        resume=resume,
+    )
     if result.status == doctor.PASS:
         return None
     # WARN whatever the doctor's verdict: the run launches after it (doctor's FAIL means blocking; this check is not)

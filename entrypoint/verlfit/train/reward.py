@@ -31,10 +31,15 @@ NAME_KEY = "custom_reward_function.name"
 def data_keys(overrides: list[str]) -> DataKeys:
     """The :class:`DataKeys` verl runs with under ``overrides`` (``data.prompt_key``, ``data.reward_fn_key``; verl
     0.4.1's defaults ``prompt`` / ``data_source`` where not set)."""
-    return DataKeys(prompt_key=override_value(overrides, "data.prompt_key") or "prompt", reward_fn_key=override_value(overrides, "data.reward_fn_key") or "data_source")
+    return DataKeys(
+        prompt_key=override_value(overrides, "data.prompt_key") or "prompt",
+        reward_fn_key=override_value(overrides, "data.reward_fn_key") or "data_source",
+    )
 
 
-def run_reward_function(spec: str | None, overrides: list[str], base: str | os.PathLike | None = None) -> tuple[RewardFunction | None, list[str]]:
+def run_reward_function(
+    spec: str | None, overrides: list[str], base: str | os.PathLike | None = None
+) -> tuple[RewardFunction | None, list[str]]:
     """The run's reward function and the user's overrides without the ``custom_reward_function.path`` / ``.name``
     keys (verlfit sets them again, pointing at the run directory's copy: :func:`reward_overrides`).
 
@@ -59,7 +64,11 @@ def run_reward_function(spec: str | None, overrides: list[str], base: str | os.P
         return parse_reward_function(spec, base), rest
     reward = from_overrides(path, name, base)
     if reward is None and name:
-        raise VerlfitError(f"{NAME_KEY}={name} after -- without {PATH_KEY}: verl ignores the name and scores with its own default_compute_score", fix=f"pass --reward-function FILE.py:{name}", exit_code=2)
+        raise VerlfitError(
+            f"{NAME_KEY}={name} after -- without {PATH_KEY}: verl ignores the name and scores with its own default_compute_score",
+            fix=f"pass --reward-function FILE.py:{name}",
+            exit_code=2,
+        )
     return reward, rest
 
 

@@ -23,7 +23,6 @@ from verlfit.train.describe import shell_command
 from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
 
 
-
 def check_run_directory(run_dir: str | os.PathLike):
     """Check that ``--run-dir`` may be created: it does not exist, lies in no other run directory and has no file
     among its parents (:func:`verlfit.output_files.check_output`); return the checked output.
@@ -35,12 +34,14 @@ def check_run_directory(run_dir: str | os.PathLike):
 
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
-        raise VerlfitError(f"--run-dir {run_dir} is a file, not a directory",
-                           fix="pass a directory path that does not exist yet")
+        raise VerlfitError(
+            f"--run-dir {run_dir} is a file, not a directory", fix="pass a directory path that does not exist yet"
+        )
     if run_dir.exists():
         resume = f"verlfit train --resume {shlex.quote(str(run_dir))}"
-        raise VerlfitError(f"run directory {run_dir} already exists",
-                           fix=f"continue it with `{resume}`, or pass another --run-dir")
+        raise VerlfitError(
+            f"run directory {run_dir} already exists", fix=f"continue it with `{resume}`, or pass another --run-dir"
+        )
     return check_output(run_dir, "verlfit train", flag="--run-dir", kind="new-folder", force_flag=None)
 
 
@@ -75,7 +76,12 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
             record["reward_function"] = copy_reward_function(plan.reward_function, staging, run_dir)
         (staging / RUN_FILE).write_text(json.dumps(record, indent=2) + "\n")
         exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in plan.environment.items())
-        (staging / "command.sh").write_text("#!/usr/bin/env bash\n# The exact verl launch of this run (written by verlfit train).\n" + exports + shell_command(plan.command, indent="  ") + "\n")
+        (staging / "command.sh").write_text(
+            "#!/usr/bin/env bash\n# The exact verl launch of this run (written by verlfit train).\n"
+            + exports
+            + shell_command(plan.command, indent="  ")
+            + "\n"
+        )
         if config_yaml is not None:
             (staging / "config.yaml").write_text(config_yaml)
         (staging / "checkpoints").mkdir()
@@ -102,8 +108,17 @@ def copy_reward_function(reward, staging: Path, run_dir: Path) -> dict:
     try:
         shutil.copyfile(reward.path, copy)
     except OSError as error:
-        raise VerlfitError(f"cannot copy the reward function file {reward.path} into the run directory: {error}", fix="check that the file is readable and pass --reward-function again", exit_code=2) from error
-    return {"path": str(reward_copy_path(run_dir, reward)), "name": reward.name, "source": str(reward.path), "sha256": file_digest(copy)}
+        raise VerlfitError(
+            f"cannot copy the reward function file {reward.path} into the run directory: {error}",
+            fix="check that the file is readable and pass --reward-function again",
+            exit_code=2,
+        ) from error
+    return {
+        "path": str(reward_copy_path(run_dir, reward)),
+        "name": reward.name,
+        "source": str(reward.path),
+        "sha256": file_digest(copy),
+    }
 
 
 def load_run(run_dir: Path) -> dict:
@@ -116,21 +131,34 @@ def load_run(run_dir: Path) -> dict:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, IsADirectoryError) as error:
-        raise VerlfitError(f"{path} is not a verlfit run record ({type(error).__name__})", fix="resume only directories created by `verlfit train`") from None
+        raise VerlfitError(
+            f"{path} is not a verlfit run record ({type(error).__name__})",
+            fix="resume only directories created by `verlfit train`",
+        ) from None
     except FileNotFoundError:
-        raise VerlfitError(f"{run_dir} is not a verlfit run directory (no {RUN_FILE})", fix="pass a directory created by `verlfit train`") from None
+        raise VerlfitError(
+            f"{run_dir} is not a verlfit run directory (no {RUN_FILE})",
+            fix="pass a directory created by `verlfit train`",
+        ) from None
     except NotADirectoryError:
-        raise VerlfitError(f"{run_dir} is a file, not a verlfit run directory", fix="pass the directory created by `verlfit train`") from None
+        raise VerlfitError(
+            f"{run_dir} is a file, not a verlfit run directory", fix="pass the directory created by `verlfit train`"
+        ) from None
     except json.JSONDecodeError as error:
         from verlfit.report import DAMAGED_RECORD_FIX
 
         raise VerlfitError(f"{path} is not valid JSON ({error})", fix=DAMAGED_RECORD_FIX) from None
     required = {"overrides": list, "settings": dict, "environment": dict, "profile": str, "gpu": str}
-    missing = [key for key, kind in required.items() if not isinstance(record, dict) or not isinstance(record.get(key), kind)]
+    missing = [
+        key for key, kind in required.items() if not isinstance(record, dict) or not isinstance(record.get(key), kind)
+    ]
     if not missing and not all(isinstance(o, str) for o in record["overrides"]):
         missing = ["overrides"]
     if missing:
-        raise VerlfitError(f"{path} is not a verlfit run record (missing or wrong: {', '.join(missing)})", fix="resume only directories created by `verlfit train`")
+        raise VerlfitError(
+            f"{path} is not a verlfit run record (missing or wrong: {', '.join(missing)})",
+            fix="resume only directories created by `verlfit train`",
+        )
     return record
 
 
@@ -163,28 +191,58 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     record = load_run(run_dir)
     pid = record.get("pid")
     if pid != os.getpid() and process_alive(pid, "verlfit"):
-        raise VerlfitError(f"{run_dir} is still being trained by process {pid} (verlfit train): a second run would write the same checkpoints and metrics", fix=f"stop it first (Ctrl-C in its terminal, or kill -INT {pid}), then resume")
+        raise VerlfitError(
+            f"{run_dir} is still being trained by process {pid} (verlfit train): a second run would write the same checkpoints and metrics",
+            fix=f"stop it first (Ctrl-C in its terminal, or kill -INT {pid}), then resume",
+        )
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         save_freq = record["settings"].get("save_freq")
-        when = f"the first is saved at step {save_freq}" if isinstance(save_freq, int) and save_freq > 0 else f"this run saves none (--save-freq {save_freq if isinstance(save_freq, int) else -1})"
-        raise VerlfitError(f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0", fix="start a new run with another --run-dir (or delete this one)")
+        when = (
+            f"the first is saved at step {save_freq}"
+            if isinstance(save_freq, int) and save_freq > 0
+            else f"this run saves none (--save-freq {save_freq if isinstance(save_freq, int) else -1})"
+        )
+        raise VerlfitError(
+            f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0",
+            fix="start a new run with another --run-dir (or delete this one)",
+        )
     settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
     recorded_total = record.get("total_steps")
     if recorded_total is None and settings.steps is None:
-        recorded_total = total_steps(settings)  # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
-    if steps is None and isinstance(recorded_total, int) and record["settings"].get("steps") not in (None, recorded_total) and checkpoint < recorded_total:
+        recorded_total = total_steps(
+            settings
+        )  # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
+    if (
+        steps is None
+        and isinstance(recorded_total, int)
+        and record["settings"].get("steps") not in (None, recorded_total)
+        and checkpoint < recorded_total
+    ):
         steps = recorded_total  # extended by an earlier --resume --steps in a run.json written before it kept the settings too
     if steps is None and isinstance(recorded_total, int) and checkpoint >= recorded_total:
-        raise VerlfitError(f"{run_dir} has finished: its newest checkpoint is step {checkpoint} of its {recorded_total} steps, and verl would train one more and stop", fix=f"pass --steps above {checkpoint} to train further, e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`", exit_code=2)
+        raise VerlfitError(
+            f"{run_dir} has finished: its newest checkpoint is step {checkpoint} of its {recorded_total} steps, and verl would train one more and stop",
+            fix=f"pass --steps above {checkpoint} to train further, e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`",
+            exit_code=2,
+        )
     changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
     if steps is not None:
         if steps <= checkpoint:
-            if isinstance(recorded_total, int) and checkpoint >= recorded_total:  # finished: without --steps it is refused too
+            if (
+                isinstance(recorded_total, int) and checkpoint >= recorded_total
+            ):  # finished: without --steps it is refused too
                 fix = f"pass --steps above {checkpoint} (the run's new total; it has finished its {recorded_total} steps), e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`"
             else:
-                fix = f"pass --steps above {checkpoint} (the run's new total), or leave it out to finish the run's own " + (f"{recorded_total} steps" if isinstance(recorded_total, int) else "steps")
-            raise VerlfitError(f"--steps {steps} with --resume: the newest checkpoint of {run_dir} is already at step {checkpoint}", fix=fix, exit_code=2)
+                fix = (
+                    f"pass --steps above {checkpoint} (the run's new total), or leave it out to finish the run's own "
+                    + (f"{recorded_total} steps" if isinstance(recorded_total, int) else "steps")
+                )
+            raise VerlfitError(
+                f"--steps {steps} with --resume: the newest checkpoint of {run_dir} is already at step {checkpoint}",
+                fix=fix,
+                exit_code=2,
+            )
         changes += [f"trainer.total_training_steps={steps}", f"trainer.total_epochs={steps}"]
     if keep_checkpoints is not None:
         changes += keep_checkpoints_overrides(keep_checkpoints)
@@ -197,7 +255,15 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         settings.steps = steps
     if keep_checkpoints is not None:
         settings.keep_checkpoints = keep_checkpoints
-    return LaunchPlan(settings, record["profile"], record["gpu"], environment, overrides, command, [f"resuming from the checkpoint of step {checkpoint}"])
+    return LaunchPlan(
+        settings,
+        record["profile"],
+        record["gpu"],
+        environment,
+        overrides,
+        command,
+        [f"resuming from the checkpoint of step {checkpoint}"],
+    )
 
 
 def record_resume(run_dir: Path, plan: LaunchPlan) -> None:

@@ -17,7 +17,22 @@ from verlfit import gsm8k
 from verlfit.arguments import SizingOptions
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
-from verlfit.overrides import merge_overrides, CUDA_GRAPH_KEY, CUDA_GRAPH_SEVERAL_GPUS_NOTE, LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE, UNWRAP_KEY, UNWRAP_SEVERAL_GPUS_NOTE, TrainSettings, build_overrides, hf_rollout_only_note, override_value, unwraps_lora_generation, user_overrides, validate_overrides
+from verlfit.overrides import (
+    merge_overrides,
+    CUDA_GRAPH_KEY,
+    CUDA_GRAPH_SEVERAL_GPUS_NOTE,
+    LORA_CUDA_GRAPH_NOTE,
+    LORA_UNWRAP_NOTE,
+    UNWRAP_KEY,
+    UNWRAP_SEVERAL_GPUS_NOTE,
+    TrainSettings,
+    build_overrides,
+    hf_rollout_only_note,
+    override_value,
+    unwraps_lora_generation,
+    user_overrides,
+    validate_overrides,
+)
 from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, profile_choice_note, resolve_environment
 from verlfit.resolved_run import ResolvedRun, card_for_train, run_profile, run_switches
 from verlfit.train.gpus import find_gpu, memory_limit_gib, nccl_settings
@@ -81,7 +96,9 @@ def train_settings(options: TrainOptions, run_dir: str, sizes: dict) -> TrainSet
     )
 
 
-def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, gpu=None, detect_gpu=True, gpu_report=None) -> LaunchPlan:
+def build_launch(
+    options: TrainOptions, environ: dict[str, str] | None = None, gpu=None, detect_gpu=True, gpu_report=None
+) -> LaunchPlan:
     """Resolve profile, environment, plan and overrides for ``options``; validate; no side effects.
 
     ``gpu``: the GPU to plan for, instead of asking NVML; ``gpu_report``: NVML's answer to use instead of asking
@@ -101,7 +118,11 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     check_card_options(options.emulate, options.profile, options.gpu_memory_limit, "--gpu-memory-limit")
     profile_name = options.profile or environ.get("VERLFIT_PROFILE") or "auto"
     if not options.profile and profile_name not in (*PROFILE_NAMES, "auto"):
-        raise VerlfitError(f"VERLFIT_PROFILE={profile_name} is not a profile", fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile", exit_code=2)
+        raise VerlfitError(
+            f"VERLFIT_PROFILE={profile_name} is not a profile",
+            fix=f"set VERLFIT_PROFILE to one of {', '.join(PROFILE_NAMES)}, or pass --profile",
+            exit_code=2,
+        )
     # the GPU: needed to choose an auto profile, and by every real launch (a dry run with a named profile goes without)
     need = not options.dry_run or (profile_name == "auto" and not options.emulate)
     if detect_gpu and gpu is None and need:
@@ -117,34 +138,67 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     if options.emulate:
         notes.append(f"emulating {profile.name}: its code paths on {gpu.name if gpu else 'this machine'}")
     else:
-        choice = profile_choice_note(profile.name, gpu) if gpu is not None else None  # a 6.0 or 7.x card on p40: say why
+        choice = (
+            profile_choice_note(profile.name, gpu) if gpu is not None else None
+        )  # a 6.0 or 7.x card on p40: say why
         if choice:
             notes.append(choice)
-    changes = [(what, getattr(chosen, what), getattr(profile, what)) for what in ("rollout", "attention") if getattr(chosen, what) != getattr(profile, what)]
+    changes = [
+        (what, getattr(chosen, what), getattr(profile, what))
+        for what in ("rollout", "attention")
+        if getattr(chosen, what) != getattr(profile, what)
+    ]
     if changes:
         first, *rest = changes
-        notes.append("; ".join([f"{first[0]} {first[1]} instead of the {profile.name} profile's {first[2]}", *(f"{what} {new} instead of {old}" for what, new, old in rest)]))
+        notes.append(
+            "; ".join(
+                [
+                    f"{first[0]} {first[1]} instead of the {profile.name} profile's {first[2]}",
+                    *(f"{what} {new} instead of {old}" for what, new, old in rest),
+                ]
+            )
+        )
     profile = chosen
     environment = resolve_environment(profile, environ)
     # Triton and bf16 decisions use the real GPU, or the profile's own card when emulating or without a GPU
-    compute_capability = gpu.compute_capability if gpu is not None and not options.emulate else profile.min_compute_capability
-    where = f"{gpu.name} (compute capability {gpu.compute_capability_text})" if gpu is not None and not options.emulate else f"the {profile.name} profile's cards (compute capability below 8.0)"
+    compute_capability = (
+        gpu.compute_capability if gpu is not None and not options.emulate else profile.min_compute_capability
+    )
+    where = (
+        f"{gpu.name} (compute capability {gpu.compute_capability_text})"
+        if gpu is not None and not options.emulate
+        else f"the {profile.name} profile's cards (compute capability below 8.0)"
+    )
     check_rollout_dtype(profile, environment, compute_capability, where)
     if report is not None and report.gpus:
         notes += nccl_settings(report, environ, environment, options.sizing.gpus, options.nodes)
     limit = memory_limit_gib(options.gpu_memory_limit, options.emulate, profile, environ)
     if limit is not None:
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
-            raise VerlfitError(f"--gpu-memory-limit {limit} GiB is more than {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB", exit_code=2)
+            raise VerlfitError(
+                f"--gpu-memory-limit {limit} GiB is more than {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB",
+                exit_code=2,
+            )
         environment[MEMORY_LIMIT_VARIABLE] = f"{limit:g}"
         beyond = beyond_the_card_note(profile, limit)
         if beyond:
-            notes.append(f"{'--gpu-memory-limit' if options.gpu_memory_limit is not None else MEMORY_LIMIT_VARIABLE} {limit:g} GiB is {beyond}")
-    for option, given, what in (("--data", options.data, "with train.parquet and test.parquet, or raw GSM8K files"), ("--run-dir", options.run_dir, "that does not exist yet: verlfit creates it")):
+            notes.append(
+                f"{'--gpu-memory-limit' if options.gpu_memory_limit is not None else MEMORY_LIMIT_VARIABLE} {limit:g} GiB is {beyond}"
+            )
+    for option, given, what in (
+        ("--data", options.data, "with train.parquet and test.parquet, or raw GSM8K files"),
+        ("--run-dir", options.run_dir, "that does not exist yet: verlfit creates it"),
+    ):
         if given and Path(given).exists() and not Path(given).is_dir():
-            raise VerlfitError(f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2)
+            raise VerlfitError(
+                f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2
+            )
     # absolute paths, so the recorded command and --resume work from any directory
-    run_dir = str(Path(options.run_dir or Path("runs") / f"{options.sizing.algo}-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}").resolve())
+    run_dir = str(
+        Path(
+            options.run_dir or Path("runs") / f"{options.sizing.algo}-{profile.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        ).resolve()
+    )
     if options.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
     settings = train_settings(options, run_dir, sizes)
@@ -153,9 +207,13 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     # --reward-function, or verl's keys after --: one check, made absolute, and verl pointed at the run directory's copy
     reward, settings.extra_overrides = run_reward_function(options.reward_function, settings.extra_overrides)
     if options.steps is not None and options.epochs is not None:
-        notes.append(f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after {options.steps} steps, however many epochs that is (--epochs counts only without --steps)")
+        notes.append(
+            f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after {options.steps} steps, however many epochs that is (--epochs counts only without --steps)"
+        )
     settings.rollout, settings.attention = profile.rollout, profile.attention
-    settings.data_dir = str(gsm8k.training_data(Path(settings.data_dir).resolve())[0])  # raw GSM8K files in --data: verl's files go to --data/verl
+    settings.data_dir = str(
+        gsm8k.training_data(Path(settings.data_dir).resolve())[0]
+    )  # raw GSM8K files in --data: verl's files go to --data/verl
     from verlfit.model_shape import check_model_argument
 
     check_model_argument(options.model)  # a config.json file is not a model folder
@@ -173,7 +231,9 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
         card_source=(
             f"--emulate {options.emulate}"
             if options.emulate
-            else gpu.name if gpu is not None else f"the {profile.name} profile's card"
+            else gpu.name
+            if gpu is not None
+            else f"the {profile.name} profile's card"
         ),
         switches=run_switches(profile, settings),
         user_overrides=tuple(settings.extra_overrides),
@@ -187,7 +247,9 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
 
         reason = unsupported_reason(profile.rollout, settings.actor_param_offload)
         if reason:
-            raise VerlfitError(f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2)
+            raise VerlfitError(
+                f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2
+            )
         from verlfit.plan.fit import plan_off_warning
 
         # sizes as given: say what the planner thinks of them
@@ -197,7 +259,9 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
         # vLLM sizes its pool as a fraction of the whole card, not of the per-process cap (patch 0006):
         # keep the profile's share of the *capped* memory
         share = round(profile.vllm_gpu_memory_utilization * limit * 1024**3 / gpu.total_memory_bytes, 4)
-        notes.append(f"vLLM's share {profile.vllm_gpu_memory_utilization} of the {limit:g} GiB limit is {share} of {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole card)")
+        notes.append(
+            f"vLLM's share {profile.vllm_gpu_memory_utilization} of the {limit:g} GiB limit is {share} of {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole card)"
+        )
     overrides = build_overrides(settings, profile, environment, compute_capability, vllm_card_fraction=share)
     if reward is not None:
         overrides = merge_overrides(overrides + reward_overrides(run_dir, reward))
@@ -217,7 +281,11 @@ def build_launch(options: TrainOptions, environ: dict[str, str] | None = None, g
     if not options.no_validate:
         validate_overrides(overrides, user=settings.extra_overrides)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
-    gpu_text = f"{gpu.name} (compute capability {gpu.compute_capability_text}, {gpu.total_memory_bytes / 1024**3:.1f} GiB)" if gpu else "none detected"
+    gpu_text = (
+        f"{gpu.name} (compute capability {gpu.compute_capability_text}, {gpu.total_memory_bytes / 1024**3:.1f} GiB)"
+        if gpu
+        else "none detected"
+    )
     return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward)
 
 
@@ -235,13 +303,22 @@ def measure_prompts(settings: TrainSettings, run: ResolvedRun) -> list[str]:
     from verlfit.train.reward import data_keys
 
     trimmed = run.switches.trims_prompts(run.profile.rollout)
-    measured = measure_for_train(settings.data_dir, settings.model, settings.max_prompt_length, data_keys(settings.extra_overrides).prompt_key, trimmed)
+    measured = measure_for_train(
+        settings.data_dir,
+        settings.model,
+        settings.max_prompt_length,
+        data_keys(settings.extra_overrides).prompt_key,
+        trimmed,
+    )
     train = measured.train
     if train is not None and train.kept < train.rows:
         if train.kept < settings.train_batch_size:
             path = Path(settings.data_dir) / "train.parquet"
-            raise VerlfitError(f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length {settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), fewer than one batch of {settings.train_batch_size} prompts",
-                               fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length", exit_code=2)
+            raise VerlfitError(
+                f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length {settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), fewer than one batch of {settings.train_batch_size} prompts",
+                fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length",
+                exit_code=2,
+            )
         settings.train_prompts_kept = train.kept  # the steps an epoch takes are counted from these
     settings.longest_prompt_length = measured.longest
     return [measured.note] if measured.note else []

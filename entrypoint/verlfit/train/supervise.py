@@ -36,7 +36,9 @@ def _estimated_step_seconds(plan: LaunchPlan) -> float | None:
         return None
 
 
-def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | None = None, poll_seconds: float = 5.0) -> int:
+def launch(
+    plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | None = None, poll_seconds: float = 5.0
+) -> int:
     """Run verl, feeding every output line to the progress watcher; return verl's exit status.
 
     Ctrl-C sends SIGINT to verl's whole process group (verl's driver shuts its local Ray cluster
@@ -67,10 +69,26 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
     # VERLFIT_CONSOLE_FULL_PRECISION: patch 0008 prints exact metric values, so metrics.jsonl keeps them
     environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1", "VERLFIT_CONSOLE_FULL_PRECISION": "1"}
     resume_step = latest_checkpoint(run_dir) if plan.settings.resume else None
-    watcher = StepWatcher(run_dir, total_steps(plan.settings), stream=stream, initial_step_seconds=_estimated_step_seconds(plan), resume_step=resume_step, stall_timeout=stall_timeout)
+    watcher = StepWatcher(
+        run_dir,
+        total_steps(plan.settings),
+        stream=stream,
+        initial_step_seconds=_estimated_step_seconds(plan),
+        resume_step=resume_step,
+        stall_timeout=stall_timeout,
+    )
     keeper = CheckpointKeeper(run_dir, plan.settings.keep_checkpoints, watcher.say)
     keeper.check(force=True)  # a resumed run: the checkpoints from before it, which verl will not prune
-    process = subprocess.Popen(plan.command, env=environment, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1, start_new_session=True)
+    process = subprocess.Popen(
+        plan.command,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        bufsize=1,
+        start_new_session=True,
+    )
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:
@@ -97,10 +115,22 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
             if watcher.stop_requested:
                 stall = watcher.stall
                 _stop(process, lines, watcher)
-                outcome = {"status": "stalled", "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "reason": "stall", "seconds_without_a_step": round(stall.seconds, 1),
-                           "limit_seconds": stall.limit, "step": stall.next_step, "phase": stall.phase, "message": stall.message(), "log_line": stall.last_line}
+                outcome = {
+                    "status": "stalled",
+                    "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "reason": "stall",
+                    "seconds_without_a_step": round(stall.seconds, 1),
+                    "limit_seconds": stall.limit,
+                    "step": stall.next_step,
+                    "phase": stall.phase,
+                    "message": stall.message(),
+                    "log_line": stall.last_line,
+                }
                 record_outcome(run_dir, outcome)
-                print(f"verlfit: stopped verl: {stall.message().removesuffix('; stopping verl (--stall-timeout)')}", file=sys.stderr)
+                print(
+                    f"verlfit: stopped verl: {stall.message().removesuffix('; stopping verl (--stall-timeout)')}",
+                    file=sys.stderr,
+                )
                 _say_how_to_continue(plan, run_dir)
                 return STALLED_STATUS
         status = process.wait()
@@ -109,12 +139,24 @@ def launch(plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | 
             for line in list(watcher.tail_lines)[-40:]:
                 print(f"  {line}", file=sys.stderr)
         if status not in (0, 130, -signal.SIGINT):
-            report_failure(plan, run_dir, status, log_lines=list(watcher.log_lines), write_error=watcher.log_error or watcher.metrics_error)
-            log = f"the full log is {watcher.log_path}" if watcher.log_error is None else f"the log {watcher.log_path} is incomplete (writing it failed: {watcher.log_error})"
+            report_failure(
+                plan,
+                run_dir,
+                status,
+                log_lines=list(watcher.log_lines),
+                write_error=watcher.log_error or watcher.metrics_error,
+            )
+            log = (
+                f"the full log is {watcher.log_path}"
+                if watcher.log_error is None
+                else f"the log {watcher.log_path} is incomplete (writing it failed: {watcher.log_error})"
+            )
             print(f"verlfit: verl exited with status {status}; {log}", file=sys.stderr)
         return status
     except KeyboardInterrupt as interrupt:
-        cause = "SIGTERM (docker stop)" if str(interrupt) == f"signal {signal.SIGTERM}" else "Ctrl-C again is not needed"
+        cause = (
+            "SIGTERM (docker stop)" if str(interrupt) == f"signal {signal.SIGTERM}" else "Ctrl-C again is not needed"
+        )
         print(f"\nverlfit: stopping verl ({cause}; waiting up to 60 s)", file=sys.stderr)
         _stop(process, lines, watcher)
         _say_how_to_continue(plan, run_dir)
@@ -162,12 +204,20 @@ def _stop(process, lines, watcher) -> None:
 def _say_how_to_continue(plan: LaunchPlan, run_dir: Path) -> None:
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
-        print(f"verlfit: stopped before the first checkpoint (--save-freq {plan.settings.save_freq}): nothing to resume; start a new run", file=sys.stderr)
+        print(
+            f"verlfit: stopped before the first checkpoint (--save-freq {plan.settings.save_freq}): nothing to resume; start a new run",
+            file=sys.stderr,
+        )
     else:
-        print(f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume {shlex.quote(str(run_dir))}", file=sys.stderr)
+        print(
+            f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume {shlex.quote(str(run_dir))}",
+            file=sys.stderr,
+        )
 
 
-def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list[str] | None = None, write_error: OSError | None = None) -> dict | None:
+def report_failure(
+    plan: LaunchPlan, run_dir: Path, status: int, log_lines: list[str] | None = None, write_error: OSError | None = None
+) -> dict | None:
     """Say why verl stopped (verlfit.failure) and record it in ``run.json`` as ``outcome``; return that record.
 
     Reads the last 4000 lines of ``train.log`` unless ``log_lines`` is given. Nothing recognised: the outcome
@@ -204,12 +254,29 @@ def report_failure(plan: LaunchPlan, run_dir: Path, status: int, log_lines: list
         if found.kind == "disk_full":
             checkpoints = run_dir / CHECKPOINTS_DIR
             for partial in remove_cut_short(run_dir):
-                print(f"verlfit: removed {partial}: a checkpoint the full disk cut short (verl had not marked it complete)", file=sys.stderr)
+                print(
+                    f"verlfit: removed {partial}: a checkpoint the full disk cut short (verl had not marked it complete)",
+                    file=sys.stderr,
+                )
             path = str(checkpoints if checkpoints.is_dir() else run_dir)
             free = shutil.disk_usage(path).free
-        message, fix = failures.explain(found, request, run_dir=shlex.quote(str(run_dir)), checkpoint_step=step, disk_free_bytes=free, disk_path=path)
+        message, fix = failures.explain(
+            found,
+            request,
+            run_dir=shlex.quote(str(run_dir)),
+            checkpoint_step=step,
+            disk_free_bytes=free,
+            disk_path=path,
+        )
         print(f"verlfit: {message}\n  fix: {fix}", file=sys.stderr)
-        outcome.update(reason=found.kind, phase=found.phase, worker_method=found.worker_method, message=message, fix=fix, log_line=found.detail)
+        outcome.update(
+            reason=found.kind,
+            phase=found.phase,
+            worker_method=found.worker_method,
+            message=message,
+            fix=fix,
+            log_line=found.detail,
+        )
     record_outcome(run_dir, outcome)
     return outcome
 
