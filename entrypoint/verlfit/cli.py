@@ -26,7 +26,7 @@ SUBCOMMANDS: dict[str, str] = {
     "report": "verlfit.report",
     "export": "verlfit.export",
     "eval": "verlfit.evaluate",
-    "profiles": "verlfit.profiles",
+    "profiles": "verlfit.commands.profiles",
     "bench": "verlfit.bench",
 }
 

@@ -14,13 +14,12 @@ the attention implementation, the rollout engine, and the verl overrides that fo
 * ``a10``: compute capability >= 8.0 (A10, L4). bf16, FlashAttention-2, vLLM rollout.
 * ``auto``: ``p40`` for 6.x, ``v100`` for 7.0-7.4, ``t4`` for 7.5-7.x, ``a10`` from 8.0 (:func:`select_profile`).
 
-The ``verlfit profiles`` subcommand lists them and prints a profile's environment for the
-container entrypoint (``--env-shell``).
+The ``verlfit profiles`` subcommand (:mod:`verlfit.commands.profiles`) lists them and prints a profile's environment
+for the container entrypoint (``--env-shell``, :func:`environment_shell`).
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -486,51 +485,3 @@ def environment_shell(profile: Profile) -> str:
             else f"export {key}=${{{key}-{shlex.quote(default)}}}"
         )
     return "\n".join(lines)
-
-
-def register(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "profiles",
-        help="list hardware profiles, or show one",
-        description="List verlfit's hardware profiles, show one, or print its environment defaults as shell.",
-        epilog='examples:\n  $ verlfit profiles\n  $ verlfit profiles p40\n  $ eval "$(verlfit profiles p40 --env-shell)"',
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("name", nargs="?", choices=PROFILE_NAMES, help="profile to show")
-    parser.add_argument(
-        "--env-shell",
-        action="store_true",
-        help="print shell lines exporting the environment defaults (user values win)",
-    )
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _run(args) -> int:
-    if args.env_shell:
-        if not args.name:
-            raise VerlfitError("--env-shell needs a profile name", fix="verlfit profiles p40 --env-shell", exit_code=2)
-        print(environment_shell(load_profile(args.name)))
-        return 0
-    names = [args.name] if args.name else PROFILE_NAMES
-    for name in names:
-        profile = load_profile(name)
-        print(f"{profile.name}: {profile.description}")
-        if args.name:
-            print(
-                f"  image: {profile.image}\n  compute capability >= {'.'.join(map(str, profile.min_compute_capability))}"
-            )
-            print(f"  dtype: {profile.dtype}; attention: {profile.attention}; rollout: {profile.rollout}")
-            for key, value in profile.environment.items():
-                print(f"  {key}={value}")
-            for override in profile.overrides:
-                print(f"  {override}")
-            for title, listed in (
-                ("--rollout hf", profile.hf_rollout_overrides),
-                ("--attention sdpa|eager", profile.padded_training_overrides),
-            ):
-                if listed:
-                    print(f"  with {title} also:")
-                    for override in listed:
-                        print(f"    {override}")
-    return 0
