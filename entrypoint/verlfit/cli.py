@@ -19,7 +19,7 @@ from verlfit.errors import VerlfitError
 # subcommand name -> module that registers it (order is the order shown in --help)
 SUBCOMMANDS: dict[str, str] = {
     "prepare-gsm8k": "verlfit.commands.prepare_gsm8k",
-    "prepare-data": "verlfit.prepare_data",
+    "prepare-data": "verlfit.commands.prepare_data",
     "train": "verlfit.train.command",
     "plan": "verlfit.plan",
     "doctor": "verlfit.doctor",
