@@ -4,7 +4,7 @@ Steps (no network):
 
 0. the profile each run will use (``--emulate``, ``--profile``, or the GPU's compute capability, as ``verlfit train``
    chooses it) and its rollout and attention after ``--rollout``/``--attention``: the packages they import (vllm for
-   the vLLM rollout, flash_attn for FlashAttention-2: :func:`verlfit.doctor.missing_engine_packages`) must be
+   the vLLM rollout, flash_attn for FlashAttention-2: :func:`verlfit.checks.engines.missing_engine_packages`) must be
    there, else it stops at once (exit status 1, as train's pre-flight FAIL engines; nothing written) naming them and the options that run without them;
 1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA, verl patched): a FAIL
    stops here with the doctor's fix;
@@ -244,7 +244,7 @@ def planned_code_paths(args, names: list[str], gpu) -> tuple[str, dict[str, dict
 
 def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None) -> None:
     """Refuse a bench whose runs need a package this Python cannot import (vllm for the vLLM rollout, flash_attn for
-    FlashAttention-2: :func:`verlfit.doctor.missing_engine_packages`), before anything is made or launched: verl
+    FlashAttention-2: :func:`verlfit.checks.engines.missing_engine_packages`), before anything is made or launched: verl
     would fail a minute in, deep in a Ray traceback.
 
     Raises:
@@ -252,7 +252,7 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
             the options are not wrong): naming the profile, each missing package, what needs it and which runs, and
             the options that run without them (``--rollout hf``, ``--attention sdpa``, or ``--emulate p40``).
     """
-    from verlfit.doctor import missing_engine_packages
+    from verlfit.checks.engines import missing_engine_packages
 
     missing: dict[tuple[str, str, str], list[str]] = {}
     for run, path in paths.items():
@@ -617,7 +617,7 @@ def launch(argv: list[str]) -> int:
 
 def _run(args, nvml=None, run=launch, find_spec=None) -> int:
     from verlfit.cards import card_for_gpu_name
-    from verlfit.doctor import blocking_checks
+    from verlfit.checks.readiness import blocking_checks
     from verlfit.gpu import cuda_visible_gpus, query_gpus
 
     names = validate_args(args)

@@ -22,7 +22,7 @@ SUBCOMMANDS: dict[str, str] = {
     "prepare-data": "verlfit.commands.prepare_data",
     "train": "verlfit.train.command",
     "plan": "verlfit.plan",
-    "doctor": "verlfit.doctor",
+    "doctor": "verlfit.commands.doctor",
     "report": "verlfit.report",
     "export": "verlfit.export",
     "eval": "verlfit.evaluate",
