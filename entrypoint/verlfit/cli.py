@@ -27,7 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "export": "verlfit.export",
     "eval": "verlfit.evaluate",
     "profiles": "verlfit.commands.profiles",
-    "bench": "verlfit.bench",
+    "bench": "verlfit.commands.bench",
 }
 
 
