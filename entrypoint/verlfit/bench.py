@@ -6,9 +6,10 @@ Steps (no network):
 0. the profile each run will use (``--emulate``, ``--profile``, or the GPU's compute capability, as ``verlfit train``
    chooses it) and its rollout and attention after ``--rollout``/``--attention``: the packages they import (vllm for
    the vLLM rollout, flash_attn for FlashAttention-2: :func:`verlfit.checks.engines.missing_engine_packages`) must be
-   there, else it stops at once (exit status 1, as train's pre-flight FAIL engines; nothing written) naming them and the options that run without them;
-1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA, verl patched): a FAIL
-   stops here with the doctor's fix;
+   there, else it stops at once (exit status 1, as train's pre-flight FAIL engines; nothing written) naming them and
+   the options that run without them;
+1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA, verl patched): a
+   FAIL stops here with the doctor's fix;
 2. a random-weight model of Qwen2.5-0.5B's exact shape (``--shape``: 1.5B, 3B) and a locally trained tokenizer
    with Qwen's chat template (:mod:`verlfit.synthetic_model`), once, under ``--work``;
 3. data: ``--gsm8k DIR`` (the real GSM8K as ``train.jsonl``/``test.jsonl``) or generated GSM8K-format problems
@@ -124,10 +125,10 @@ def run_attention(name: str, options: BenchOptions) -> str | None:
 
 def planned_code_paths(options: BenchOptions, gpu) -> tuple[str, dict[str, dict]] | None:
     """The profile and, per configuration, the code paths ``verlfit train`` will run: (how the profile was chosen,
-    {name: {"profile", "rollout", "attention", "dtype"}} for each of ``options.configs``), resolved as train resolves them
-    (:func:`verlfit.resolved_run.run_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, with ``--rollout``
-    and :func:`run_attention`). None for ``--profile auto``
-    without a visible GPU (the doctor's driver and gpu checks then say why).
+    {name: {"profile", "rollout", "attention", "dtype"}} for each of ``options.configs``), resolved as train resolves
+    them (:func:`verlfit.resolved_run.run_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, with
+    ``--rollout`` and :func:`run_attention`). None for ``--profile auto`` without a visible GPU (the doctor's driver and
+    gpu checks then say why).
 
     Raises:
         VerlfitError: what run_profile raises: a profile the GPU cannot run, vLLM or
@@ -180,8 +181,10 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
     packages = [package for package, _, _ in missing]
     options = " ".join(option for _, _, option in missing)
     raise VerlfitError(
-        f"bench: the {profile} profile ({chosen_by}) needs {needs}; this Python ({sys.executable}) has {'no ' + packages[0] if len(packages) == 1 else 'neither'}",
-        fix=f"pass {options} (this card without {' and '.join(packages)}), or --emulate p40 (the P40's code paths); or run the bench in the verlfit:a10 image (it has vLLM and flash-attn)",
+        f"bench: the {profile} profile ({chosen_by}) needs {needs}; this Python ({sys.executable}) has "
+        f"{'no ' + packages[0] if len(packages) == 1 else 'neither'}",
+        fix=f"pass {options} (this card without {' and '.join(packages)}), or --emulate p40 (the P40's code paths); "
+        "or run the bench in the verlfit:a10 image (it has vLLM and flash-attn)",
         exit_code=1,
     )
 

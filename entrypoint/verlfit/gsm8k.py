@@ -37,15 +37,11 @@ GSM8K files is prepared from them into ``DIR/verl`` (:data:`PREPARED_FOLDER`), a
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 import re
-import secrets
-import signal
 import statistics
 import tempfile
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,7 +243,8 @@ def discover_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
                 have = ", ".join(path.name for files in found.values() for path in files)
                 raise VerlfitError(
                     f"{candidate} has no {split} file (found {have})",
-                    fix=f"add {split}.parquet, {split}.jsonl or {split}.json (or {split}-*.parquet shards) next to them",
+                    fix=f"add {split}.parquet, {split}.jsonl or {split}.json (or {split}-*.parquet shards) next to "
+                    "them",
                 )
             suffixes = sorted({path.suffix for path in found[split]})
             if len(suffixes) > 1:
@@ -310,7 +307,8 @@ def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dic
                 cause = f" ({error.__cause__})" if error.__cause__ else ""
                 raise VerlfitError(
                     f"cannot read {names}: {error}{cause}",
-                    fix="the files must be parquet, JSON lines (one JSON object per line: a line that does not parse stops the whole file) or a JSON array of objects with question and answer",
+                    fix="the files must be parquet, JSON lines (one JSON object per line: a line that does not parse "
+                    "stops the whole file) or a JSON array of objects with question and answer",
                 ) from error
             splits[split] = _raw_split(dataset, split, names)
     log(
@@ -346,7 +344,8 @@ def _read_hub(
         )
         if answer.status is None:
             raise VerlfitError(
-                f"cannot load {HUB_DATASET} (config {HUB_CONFIG}): {answer.endpoint} is unreachable ({answer.reason}) and it is not in the datasets cache under {cache}",
+                f"cannot load {HUB_DATASET} (config {HUB_CONFIG}): {answer.endpoint} is unreachable ({answer.reason}) "
+                f"and it is not in the datasets cache under {cache}",
                 fix=f"set HF_ENDPOINT to a reachable mirror, or {by_hand}",
             )
     log(
@@ -429,17 +428,22 @@ def load_tokenizer(
     if looks_local and not local.is_dir():
         raise VerlfitError(
             f"--tokenizer {name_or_path}: no such directory (and not a hub name, which is owner/name)",
-            fix="pass the model's local directory (holding tokenizer.json) or a hub name such as Qwen/Qwen2.5-0.5B-Instruct",
+            fix="pass the model's local directory (holding tokenizer.json) or a hub name such as "
+            "Qwen/Qwen2.5-0.5B-Instruct",
         )
     if local.is_dir() and not any(
         (local / name).is_file()
         for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
     ):
         raise VerlfitError(
-            f"--tokenizer {name_or_path}: the directory holds no tokenizer files (tokenizer.json, tokenizer_config.json)",
+            f"--tokenizer {name_or_path}: the directory holds no tokenizer files (tokenizer.json, "
+            "tokenizer_config.json)",
             fix="pass the model's directory as saved by save_pretrained, which includes its tokenizer",
         )
-    local_dir_fix = "pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or `huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it)"
+    local_dir_fix = (
+        "pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or "
+        "`huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it)"
+    )
     from transformers import AutoTokenizer
 
     if not local.is_dir():
@@ -457,20 +461,24 @@ def load_tokenizer(
         offline = hub.offline_variable(environ)
         if offline:
             raise VerlfitError(
-                f"--tokenizer {name_or_path} is not in the local hub cache, and {offline}=1 is set, so it is not downloaded",
-                fix=f"{local_dir_fix}, or fill the cache where the hub is reachable (huggingface-cli download {name_or_path}) with the same HF_HOME",
+                f"--tokenizer {name_or_path} is not in the local hub cache, and {offline}=1 is set, so it is not "
+                "downloaded",
+                fix=f"{local_dir_fix}, or fill the cache where the hub is reachable (huggingface-cli download "
+                f"{name_or_path}) with the same HF_HOME",
             )
         answer = hub.probe(
             str(name_or_path), "tokenizer_config.json", environ, hub.NETWORK_TIMEOUT_S, head or hub.http_head
         )
         if answer.status is None:
             raise VerlfitError(
-                f"--tokenizer {name_or_path} is not in the local hub cache and {answer.endpoint} is unreachable ({answer.reason})",
+                f"--tokenizer {name_or_path} is not in the local hub cache and {answer.endpoint} is unreachable "
+                f"({answer.reason})",
                 fix=f"{local_dir_fix}, or set HF_ENDPOINT to a reachable mirror",
             )
         if answer.status in (401, 403):
             raise VerlfitError(
-                f"--tokenizer {name_or_path} at {answer.endpoint} needs authorisation (HTTP {answer.status}): gated or private",
+                f"--tokenizer {name_or_path} at {answer.endpoint} needs authorisation (HTTP {answer.status}): gated "
+                "or private",
                 fix="accept the licence on the model page and export HF_TOKEN, or " + local_dir_fix,
             )
         if answer.status == 404:
@@ -667,7 +675,8 @@ def prepare(
     if max_prompt_length is not None and tokenizer is None:
         raise VerlfitError(
             "--max-prompt-length needs --tokenizer: prompt lengths are counted in the model's tokens",
-            fix="add --tokenizer with the model you will train (e.g. Qwen/Qwen2.5-0.5B-Instruct or its local directory)",
+            fix="add --tokenizer with the model you will train (e.g. Qwen/Qwen2.5-0.5B-Instruct or its local "
+            "directory)",
             exit_code=2,
         )
     if max_prompt_length is not None and max_prompt_length < 1:
@@ -675,7 +684,9 @@ def prepare(
     output_dir = Path(output_dir)
     if source is not None and output_dir.resolve() in (Path(source).resolve(), Path(source).resolve() / "main"):
         raise VerlfitError(
-            f"--output {output_dir} is where --input's files are read from ({source}, or its main/ folder): verl's train.parquet/test.parquet would sit beside the raw files, and the next run would find two formats there",
+            f"--output {output_dir} is where --input's files are read from ({source}, or its main/ folder): verl's "
+            "train.parquet/test.parquet would sit beside the raw files, and the next run would find two formats "
+            "there",
             fix="pass --output another directory, e.g. data/gsm8k",
             exit_code=2,
         )

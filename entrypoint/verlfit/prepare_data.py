@@ -456,7 +456,8 @@ def prepare_data(
     if prompt_template is not None and "{question}" not in prompt_template:
         raise VerlfitError(
             f"--prompt-template {prompt_template!r} has no {{question}}",
-            fix="put {question} where the question goes, e.g. --prompt-template 'Convert: {question} Answer after ####.'",
+            fix="put {question} where the question goes, e.g. --prompt-template 'Convert: {question} Answer after "
+            "####.'",
             exit_code=2,
         )
     others = sorted({name for name in PLACEHOLDER.findall(prompt_template or "") if name != "question"})
@@ -556,7 +557,8 @@ def prepare_data(
         train_at, test_at = split_indices(len(good["train"]), test_fraction, seed)
         good = {"train": [good["train"][i] for i in train_at], "test": [good["train"][i] for i in test_at]}
         log(
-            f"split {len(train_at) + len(test_at)} good rows with seed {seed}: {len(train_at)} train, {len(test_at)} test"
+            f"split {len(train_at) + len(test_at)} good rows with seed {seed}: {len(train_at)} train, {len(test_at)} "
+            "test"
         )
 
     rows = {
@@ -582,7 +584,8 @@ def prepare_data(
     for split in ("train", "test"):
         if not rows[split]:
             raise VerlfitError(
-                f"no {split} rows left to write ({len(good[split])} good, {result.dropped.get(split, 0)} over the prompt limit); nothing written to {output_dir}",
+                f"no {split} rows left to write ({len(good[split])} good, {result.dropped.get(split, 0)} over the "
+                f"prompt limit); nothing written to {output_dir}",
                 fix="check the source files and columns, or raise --max-prompt-length",
                 exit_code=2,
             )

@@ -66,7 +66,10 @@ def checkpoint_space(
     except OSError as error:
         return CheckResult("disk", WARN, f"cannot measure free space at {where}: {error}")
     need = held * one_checkpoint
-    text = f"{free / GIB:.1f} GiB free at {where}; this run holds {held} checkpoint{'s' if held > 1 else ''} of {one_checkpoint / GIB:.1f} GiB at once ({need / GIB:.1f} GiB)"
+    text = (
+        f"{free / GIB:.1f} GiB free at {where}; this run holds {held} checkpoint{'s' if held > 1 else ''} of "
+        f"{one_checkpoint / GIB:.1f} GiB at once ({need / GIB:.1f} GiB)"
+    )
     if free >= need:
         return CheckResult("disk", PASS, text)
     fit = free // one_checkpoint

@@ -22,18 +22,18 @@ Checks (name: what it looks at):
   number of bytes, ``PYTORCH_CUDA_ALLOC_CONF`` option:value pairs. Runs without a GPU.
 * ``engines``: the Python packages the profile's rollout and attention import, after ``--rollout`` / ``--attention``
   (:func:`verlfit.profiles.customize`): vllm for the vLLM rollout, flash_attn for FlashAttention-2
-  (:func:`verlfit.checks.engines.missing_engine_packages`, found without importing them). One missing: FAIL (blocking: verl would fail a
-  minute in, after Ray starts), with ``--rollout hf`` / ``--attention sdpa`` or the profile's image as the fix.
-  Runs without a GPU when the profile is named.
+  (:func:`verlfit.checks.engines.missing_engine_packages`, found without importing them). One missing: FAIL (blocking:
+  verl would fail a minute in, after Ray starts), with ``--rollout hf`` / ``--attention sdpa`` or the profile's image as
+  the fix. Runs without a GPU when the profile is named.
 * ``shm``: ``/dev/shm`` against Ray's default object store (:func:`ray_object_store_bytes`: 30% of the available
   RAM, at most 10 GB unless /dev/shm is bigger). Ray keeps the store in /dev/shm only when /dev/shm has that
   much free; otherwise it moves it to /tmp with "This will harm performance!" (ray 2.46
   ``_private/services.py:2136-2170``). Below that: FAIL (blocking: ``verlfit train`` refuses), with the size to
   give the container (compose ``shm_size``, ``docker run --shm-size``); Docker's default is 64 MiB.
 * ``disk``: free space where checkpoints go (``--run-dir``) against the checkpoints a run holds at once
-  (:func:`verlfit.checks.disk.checkpoint_space`): one checkpoint's size is :func:`verlfit.failure.checkpoint_bytes` of ``--model``,
-  ``--algo``, ``--lora-rank`` and ``--critic-lora-rank`` (all-linear targets) at train's defaults; ``--keep-checkpoints`` of them (train's default 2) must fit: WARN below that,
-  FAIL below one.
+  (:func:`verlfit.checks.disk.checkpoint_space`): one checkpoint's size is :func:`verlfit.failure.checkpoint_bytes` of
+  ``--model``, ``--algo``, ``--lora-rank`` and ``--critic-lora-rank`` (all-linear targets) at train's defaults;
+  ``--keep-checkpoints`` of them (train's default 2) must fit: WARN below that, FAIL below one.
 * ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns; raw GSM8K files in ``--data`` (a WARN:
   train prepares them into ``--data/verl``); neither: a WARN when the datasets cache or the hub has GSM8K, else a FAIL.
 * ``model``: a local model directory with config, readable weights of the config's size and a tokenizer
@@ -253,20 +253,25 @@ def check_driver(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "driver",
             WARN,
-            f"driver {report.driver_version}{cuda} is older than CUDA 11.8's {_version_text(DRIVER_MINIMUM)}: it runs only through minor-version compatibility (no PTX JIT of newer code)",
+            f"driver {report.driver_version}{cuda} is older than CUDA 11.8's {_version_text(DRIVER_MINIMUM)}: it runs "
+            "only through minor-version compatibility (no PTX JIT of newer code)",
             f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}",
         )
     return CheckResult(
         "driver",
         FAIL,
-        f"driver {report.driver_version}{cuda} cannot run CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)}, at least {_version_text(DRIVER_COMPAT_MINIMUM)})",
+        f"driver {report.driver_version}{cuda} cannot run CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)}, at "
+        f"least {_version_text(DRIVER_COMPAT_MINIMUM)})",
         f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}",
     )
 
 
 def _features(gpu) -> str:
     yes = lambda flag: "yes" if flag else "no"  # noqa: E731
-    return f"bf16 {yes(gpu.supports_bf16)}, FlashAttention-2 {yes(gpu.supports_flash_attention_2)}, vLLM {yes(gpu.supports_vllm)}, Triton {yes(gpu.supports_triton)}"
+    return (
+        f"bf16 {yes(gpu.supports_bf16)}, FlashAttention-2 {yes(gpu.supports_flash_attention_2)}, vLLM "
+        f"{yes(gpu.supports_vllm)}, Triton {yes(gpu.supports_triton)}"
+    )
 
 
 def _left_unused(running, suited) -> str:
@@ -316,7 +321,8 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "gpu",
             FAIL,
-            f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, {profile.rollout} rollout)",
+            f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, "
+            f"{profile.rollout} rollout)",
             f"use the {load_profile(suited).image} image (--profile {suited})",
         )
     if suited != name:
@@ -333,7 +339,8 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
             "gpu",
             WARN,
             f"{described}; profile {name} runs here but leaves {unused} unused",
-            f"use the {load_profile(suited).image} image (--profile {suited}) for speed, or keep {name} to rehearse a P40",
+            f"use the {load_profile(suited).image} image (--profile {suited}) for speed, or keep {name} to rehearse a "
+            "P40",
         )
     note = profile_choice_note(name, gpu)
     return CheckResult("gpu", PASS, f"{described}; matches profile {name}" + (f"; {note}" if note else ""))
@@ -377,7 +384,8 @@ def check_topology(ctx: DoctorContext) -> CheckResult:
             "topology",
             FAIL,
             f"CUDA_VISIBLE_DEVICES={ctx.environ.get('CUDA_VISIBLE_DEVICES')} hides all {report.count} GPUs NVML sees",
-            "unset CUDA_VISIBLE_DEVICES, or list GPUs by index (nvidia-smi's, with CUDA_DEVICE_ORDER=PCI_BUS_ID) or UUID",
+            "unset CUDA_VISIBLE_DEVICES, or list GPUs by index (nvidia-smi's, with CUDA_DEVICE_ORDER=PCI_BUS_ID) or "
+            "UUID",
         )
     links = links_among(report.links, visible)
     added, notes = nccl_environment(links, len(visible), ctx.environ)
@@ -407,7 +415,8 @@ def check_topology(ctx: DoctorContext) -> CheckResult:
     return CheckResult(
         "topology",
         PASS,
-        f"{shown}: {len(links) - direct} of {len(links)} pairs without P2P: verlfit train sets NCCL_P2P_DISABLE=1 (NCCL through host memory)",
+        f"{shown}: {len(links) - direct} of {len(links)} pairs without P2P: verlfit train sets NCCL_P2P_DISABLE=1 "
+        "(NCCL through host memory)",
         details=details,
     )
 
@@ -455,21 +464,26 @@ def check_torch_arch(ctx: DoctorContext) -> CheckResult:
             return CheckResult(
                 "torch-arch",
                 FAIL,
-                f"torch {info.version} (CUDA {info.cuda_version}) has no kernels for {gpu.name} (compute capability {gpu.compute_capability_text}): arch list {list(info.arch_list)}",
-                "use a torch build that includes this architecture (the image's torch 2.6.0+cu118 covers sm_60 and newer)",
+                f"torch {info.version} (CUDA {info.cuda_version}) has no kernels for {gpu.name} (compute capability "
+                f"{gpu.compute_capability_text}): arch list {list(info.arch_list)}",
+                "use a torch build that includes this architecture (the image's torch 2.6.0+cu118 covers sm_60 and "
+                "newer)",
             )
         if covered.startswith("compute_"):
             return CheckResult(
                 "torch-arch",
                 WARN,
-                f"torch {info.version} covers {gpu.name} ({gpu.compute_capability_text}) only through {covered} PTX, compiled at first use",
+                f"torch {info.version} covers {gpu.name} ({gpu.compute_capability_text}) only through {covered} PTX, "
+                "compiled at first use",
                 "use a torch build with native kernels for this GPU",
             )
     gpu = report.gpus[0]
     return CheckResult(
         "torch-arch",
         PASS,
-        f"torch {info.version} (CUDA {info.cuda_version}) runs on compute capability {gpu.compute_capability_text} via {arch_covers(info.arch_list, gpu.compute_capability)} (same major, minor <= {gpu.compute_capability[1]})",
+        f"torch {info.version} (CUDA {info.cuda_version}) runs on compute capability {gpu.compute_capability_text} "
+        f"via {arch_covers(info.arch_list, gpu.compute_capability)} (same major, minor <= "
+        f"{gpu.compute_capability[1]})",
     )
 
 
@@ -517,7 +531,8 @@ def check_triton_shared_memory(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "triton-shared-memory",
             FAIL,
-            f"{source}={value} exceeds {gpu.name}'s {limit} B per block: Triton kernels sized for it fail with 'out of resource: shared memory'",
+            f"{source}={value} exceeds {gpu.name}'s {limit} B per block: Triton kernels sized for it fail with 'out "
+            "of resource: shared memory'",
             f"export TRITON_MAX_SHARED_MEMORY={limit}",
         )
     return CheckResult(
@@ -546,7 +561,8 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
             "environment",
             FAIL,
             f"VERLFIT_PROFILE (or --profile) is {name!r}, not a profile",
-            f"set it to one of {', '.join(PROFILE_NAMES)} (or unset it: the image's own profile, or the GPU's, applies)",
+            f"set it to one of {', '.join(PROFILE_NAMES)} (or unset it: the image's own profile, or the GPU's, "
+            "applies)",
         )
     chosen = name or (profile_for_capability(gpu.compute_capability) if gpu is not None else None)
     if chosen is None:
@@ -562,7 +578,8 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "environment",
             SKIP,
-            "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by; TRITON_MAX_SHARED_MEMORY and PYTORCH_CUDA_ALLOC_CONF are well formed",
+            "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by; TRITON_MAX_SHARED_MEMORY and "
+            "PYTORCH_CUDA_ALLOC_CONF are well formed",
         )
     profile = load_profile(chosen)
     how = "given" if name else f"chosen by {gpu.name}"
@@ -580,7 +597,8 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "environment",
             FAIL,
-            f"TRITON_MAX_SHARED_MEMORY={triton} is outside 1..{card_limit}, the shared memory per block of the {chosen} profile's cards",
+            f"TRITON_MAX_SHARED_MEMORY={triton} is outside 1..{card_limit}, the shared memory per block of the "
+            f"{chosen} profile's cards",
             f"unset it (the {chosen} profile uses {card_limit})",
         )
     values = ", ".join(f"{key}={environment[key]}" for key in ("VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY"))
@@ -589,7 +607,8 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
 
 def check_engines(ctx: DoctorContext) -> CheckResult:
     """The profile's rollout and attention, after ``ctx.rollout`` / ``ctx.attention``, against the packages they
-    import (:func:`verlfit.checks.engines.missing_engine_packages`). The profile: ``ctx.profile()``, else the GPU's (as train's ``auto``)."""
+    import (:func:`verlfit.checks.engines.missing_engine_packages`). The profile: ``ctx.profile()``, else the GPU's
+    (as train's ``auto``)."""
     from verlfit.profiles import customize, load_profile, profile_for_capability
 
     name = ctx.profile()
@@ -600,7 +619,8 @@ def check_engines(ctx: DoctorContext) -> CheckResult:
             return CheckResult(
                 "engines",
                 SKIP,
-                "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by: the rollout's and attention's packages not checked",
+                "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by: the rollout's and "
+                "attention's packages not checked",
             )
         gpu = min(report.gpus, key=lambda g: g.compute_capability)
         name, how = profile_for_capability(gpu.compute_capability), f"chosen by {gpu.name}"
@@ -615,8 +635,10 @@ def check_engines(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "engines",
             FAIL,
-            f"{engines} needs {needs}; this Python ({sys.executable}) has {has}: verl would fail a minute in, after Ray starts",
-            f"pass {' '.join(option for _, _, option in missing)} to verlfit train (it then runs without {' and '.join(packages)}), or run in the verlfit:{profile.name} image (it has vLLM and flash-attn)",
+            f"{engines} needs {needs}; this Python ({sys.executable}) has {has}: verl would fail a minute in, after "
+            "Ray starts",
+            f"pass {' '.join(option for _, _, option in missing)} to verlfit train (it then runs without "
+            f"{' and '.join(packages)}), or run in the verlfit:{profile.name} image (it has vLLM and flash-attn)",
         )
     needed = [
         ENGINE_PACKAGES[choice][0]
@@ -638,8 +660,9 @@ def _statvfs_free(path: str) -> int | None:
 
 
 def available_memory_bytes() -> int:
-    """Available RAM as Ray estimates it when it sizes its object store: ``ray._private.utils.estimate_available_memory``
-    (total minus used, cgroup-aware); without ray, ``MemAvailable`` of ``/proc/meminfo`` read through psutil."""
+    """Available RAM as Ray estimates it when it sizes its object store:
+    ``ray._private.utils.estimate_available_memory`` (total minus used, cgroup-aware); without ray, ``MemAvailable`` of
+    ``/proc/meminfo`` read through psutil."""
     try:
         from ray._private.utils import estimate_available_memory
     except ImportError:
@@ -670,19 +693,26 @@ def check_shm(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "shm",
             FAIL,
-            f"{ctx.shm_path} is missing: Ray reads its size when it starts (ray._private.utils.get_shared_memory_bytes) and fails without it",
-            "run the container with a /dev/shm (Docker gives one; compose.yaml's shm_size: 11gb, or docker run --shm-size=11g)",
+            f"{ctx.shm_path} is missing: Ray reads its size when it starts "
+            "(ray._private.utils.get_shared_memory_bytes) and fails without it",
+            "run the container with a /dev/shm (Docker gives one; compose.yaml's shm_size: 11gb, or docker run "
+            "--shm-size=11g)",
         )
     available = (ctx.available_memory or available_memory_bytes)()
     store = ray_object_store_bytes(available, free, ctx.environ)
     need_gib = math.ceil(store * 1.1 / GIB)  # Ray's own advice: the store x 1.1 (services.py:2170)
-    what = f"Ray's object store here is {store / 1e9:.1f} GB (30% of the {available / GIB:.1f} GiB available RAM, at most 10 GB)"
+    what = (
+        f"Ray's object store here is {store / 1e9:.1f} GB (30% of the {available / GIB:.1f} GiB available RAM, at "
+        "most 10 GB)"
+    )
     if free < store:
         return CheckResult(
             "shm",
             FAIL,
-            f'{ctx.shm_path} has {free / 2**20:.0f} MiB free (Docker\'s default /dev/shm is 64 MiB); {what}: Ray would move it to /tmp, on disk ("This will harm performance!")',
-            f"give the container {need_gib} GiB of shared memory: compose.yaml's shm_size: {need_gib}gb, or docker run --shm-size={need_gib}g (or --ipc=host); "
+            f"{ctx.shm_path} has {free / 2**20:.0f} MiB free (Docker's default /dev/shm is 64 MiB); {what}: Ray "
+            'would move it to /tmp, on disk ("This will harm performance!")',
+            f"give the container {need_gib} GiB of shared memory: compose.yaml's shm_size: {need_gib}gb, or docker "
+            f"run --shm-size={need_gib}g (or --ipc=host); "
             f"or cap Ray's store to fit: export RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES={int(free * 0.9)}",
         )
     return CheckResult("shm", PASS, f"{ctx.shm_path} has {free / GIB:.1f} GiB free; {what}: it fits")

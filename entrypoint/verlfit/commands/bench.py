@@ -28,13 +28,16 @@ def register(subparsers) -> argparse.ArgumentParser:
     """Add the ``bench`` parser; its ``func`` measures the card, prints the table and writes the JSON record."""
     parser = subparsers.add_parser(
         "bench",
-        help="measure this card: the public P40 recipe and verlfit's configuration for a few steps each; one table + JSON",
+        help="measure this card: the public P40 recipe and verlfit's configuration for a few steps each; one table + "
+        "JSON",
         description=(
-            "Measure this card with two short runs (the public P40 recipe and verlfit's configuration), print one table "
+            "Measure this card with two short runs (the public P40 recipe and verlfit's configuration), print one "
+            "table "
             "and write it as JSON to share. Needs a GPU and a patched verl; makes its model and data locally."
         ),
         epilog=(
-            "examples:\n  $ verlfit bench                      # writes verlfit-bench-<card>.json\n  $ verlfit bench --gsm8k ~/gsm8k --steps 6 --output p40.json\n"
+            "examples:\n  $ verlfit bench                      # writes verlfit-bench-<card>.json\n  $ verlfit bench "
+            "--gsm8k ~/gsm8k --steps 6 --output p40.json\n"
             "  $ verlfit bench --emulate p40        # on a bigger GPU, P40 code paths and memory cap\n"
             "  $ verlfit bench --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn"
         ),
@@ -51,7 +54,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         choices=MODEL_SHAPES,
         default="qwen2.5-0.5b",
         help="the random-weight model's shape, a Qwen2.5-Instruct configuration (default %(default)s); from 1.5B on, "
-        "public-recipe (planner off, no offload) will not fit 24 GB: fp32 weights, gradients and Adam state are 16 bytes a parameter, "
+        "public-recipe (planner off, no offload) will not fit 24 GB: fp32 weights, gradients and Adam state are 16 "
+        "bytes a parameter, "
         "23 GiB at 1.5B, so pass --configs verlfit there",
     )
     parser.add_argument(
@@ -71,14 +75,17 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--rollout",
         choices=ROLLOUTS,
-        help="rollout engine of both runs instead of the profile's (verlfit train --rollout): hf (transformers generate; any card) or vllm (a10 profile only); "
+        help="rollout engine of both runs instead of the profile's (verlfit train --rollout): hf (transformers "
+        "generate; any card) or vllm (a10 profile only); "
         "hf where vLLM is not installed",
     )
     parser.add_argument(
         "--attention",
         choices=ATTENTION,
-        help=f"attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or flash_attention_2 (a10 profile only); "
-        f"sdpa where flash-attn is not installed. The public-recipe run keeps the recipe's {PUBLIC_RECIPE_ATTENTION} attention",
+        help="attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or "
+        "flash_attention_2 (a10 profile only); "
+        f"sdpa where flash-attn is not installed. The public-recipe run keeps the recipe's {PUBLIC_RECIPE_ATTENTION} "
+        "attention",
     )
     parser.add_argument(
         "--work",
@@ -133,7 +140,8 @@ def bench_options(args) -> BenchOptions:
         if missing:
             raise VerlfitError(
                 f"--gsm8k {args.gsm8k}: no {' or '.join(missing)} there",
-                fix="pass the folder holding GSM8K's train.jsonl and test.jsonl (openai/gsm8k main), or leave --gsm8k out for generated problems",
+                fix="pass the folder holding GSM8K's train.jsonl and test.jsonl (openai/gsm8k main), or leave --gsm8k "
+                "out for generated problems",
                 exit_code=2,
             )
     return BenchOptions(
@@ -217,7 +225,8 @@ def render(result: dict, console=None) -> None:
         finally:
             console.width = width
     console.print(
-        f"card {m['card']}, driver {m['driver']}, CUDA {m['cuda']}, torch {m['torch']}, verl {m['verl']}, patch series {m['patches']}",
+        f"card {m['card']}, driver {m['driver']}, CUDA {m['cuda']}, torch {m['torch']}, verl {m['verl']}, patch "
+        f"series {m['patches']}",
         highlight=False,
         soft_wrap=True,
     )

@@ -44,9 +44,14 @@ def register(subparsers):
     """Add the ``doctor`` parser; its ``func`` runs every check and prints the report (or ``--json``)."""
     parser = subparsers.add_parser(
         "doctor",
-        help="check driver, GPU, GPU topology and NCCL, torch, Triton, the rollout and attention packages, /dev/shm, disk, data, model, CUDA and the verl patches",
-        description="Check that this machine can train: one line per check (PASS, WARN, FAIL, SKIP) with a fix. Exit status 1 on any FAIL.",
-        epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --profile a10 --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn\n  $ verlfit doctor --data data/mytask --reward-function reward.py:compute_score -- data.prompt_key=question\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
+        help="check driver, GPU, GPU topology and NCCL, torch, Triton, the rollout and attention packages, /dev/shm, "
+        "disk, data, model, CUDA and the verl patches",
+        description="Check that this machine can train: one line per check (PASS, WARN, FAIL, SKIP) with a fix. Exit "
+        "status 1 on any FAIL.",
+        epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor "
+        "--profile a10 --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn\n  $ "
+        "verlfit doctor --data data/mytask --reward-function reward.py:compute_score -- "
+        "data.prompt_key=question\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
@@ -77,27 +82,31 @@ def register(subparsers):
         "--algo",
         choices=("ppo", "grpo"),
         default="ppo",
-        help="the algorithm whose checkpoints the disk check sizes (PPO: actor and critic; default: %(default)s, as train)",
+        help="the algorithm whose checkpoints the disk check sizes (PPO: actor and critic; default: %(default)s, as "
+        "train)",
     )
     parser.add_argument(
         "--keep-checkpoints",
         type=checkpoints_to_keep,
         default=2,
         metavar="N",
-        help="checkpoints the run keeps, for the disk check: 0 (all) or 2 and more, as train takes (default: %(default)s, as train)",
+        help="checkpoints the run keeps, for the disk check: 0 (all) or 2 and more, as train takes (default: "
+        "%(default)s, as train)",
     )
     parser.add_argument(
         "--lora-rank",
         type=rank,
         default=0,
         metavar="N",
-        help="the run's LoRA rank, for the disk check: a LoRA checkpoint holds the frozen base, the adapters and AdamW states of the adapters only; 0 = full fine-tuning (default: %(default)s, as train)",
+        help="the run's LoRA rank, for the disk check: a LoRA checkpoint holds the frozen base, the adapters and "
+        "AdamW states of the adapters only; 0 = full fine-tuning (default: %(default)s, as train)",
     )
     parser.add_argument(
         "--critic-lora-rank",
         type=rank,
         metavar="N",
-        help="the PPO critic's LoRA rank, for the disk check (default: --lora-rank's, as train; ignored with --algo grpo)",
+        help="the PPO critic's LoRA rank, for the disk check (default: --lora-rank's, as train; ignored with --algo "
+        "grpo)",
     )
     parser.add_argument(
         "--timeout",
@@ -117,7 +126,8 @@ def register(subparsers):
     parser.add_argument(
         "overrides",
         nargs=argparse.REMAINDER,
-        help="after --: the verl overrides the run gets; the data and reward lines read data.prompt_key, data.reward_fn_key and custom_reward_function.path/.name",
+        help="after --: the verl overrides the run gets; the data and reward lines read data.prompt_key, "
+        "data.reward_fn_key and custom_reward_function.path/.name",
     )
     parser.set_defaults(func=_run)
     return parser

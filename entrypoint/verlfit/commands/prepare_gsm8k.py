@@ -20,8 +20,10 @@ and the same for test; shards are read in name order; one format per split. (.js
 or one JSON array of objects.)
 
 rows: a row with a missing or blank question or answer, no '####' in its answer or no number after it is
-reported as '<split> row <index>: <reason>' (index counted from 0: line index+1 of a jsonl file) and skipped (--strict: fatal). A file that does not parse
-(a broken JSON line, a question that is a number) stops preparation with the reader's error. extra_info.index is the row's
+reported as '<split> row <index>: <reason>' (index counted from 0: line index+1 of a jsonl file) \
+and skipped (--strict: fatal). A file that does not parse
+(a broken JSON line, a question that is a number) stops preparation with the reader's error. \
+extra_info.index is the row's
 index in its source split, so skipped or dropped rows leave gaps and every row traces back.
 
 lengths: with --tokenizer, each prompt is rendered as verl's RLHFDataset does

@@ -15,7 +15,8 @@ def register(subparsers) -> argparse.ArgumentParser:
         "profiles",
         help="list hardware profiles, or show one",
         description="List verlfit's hardware profiles, show one, or print its environment defaults as shell.",
-        epilog='examples:\n  $ verlfit profiles\n  $ verlfit profiles p40\n  $ eval "$(verlfit profiles p40 --env-shell)"',
+        epilog='examples:\n  $ verlfit profiles\n  $ verlfit profiles p40\n  $ eval "$(verlfit profiles p40 '
+        '--env-shell)"',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("name", nargs="?", choices=PROFILE_NAMES, help="profile to show")
