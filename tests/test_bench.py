@@ -11,6 +11,7 @@ import pytest
 
 from fakes import FakeNvml
 from verlfit import bench, cli
+from verlfit.commands import bench as bench_command
 from verlfit.errors import VerlfitError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,27 +25,27 @@ def parse(argv):
 
 def test_validation_names_the_bad_input(tmp_path):
     with pytest.raises(VerlfitError, match="--configs 'public-recipe,fast': unknown fast") as error:
-        bench.validate_args(parse(["--configs", "public-recipe,fast"]))
+        bench_command.bench_options(parse(["--configs", "public-recipe,fast"]))
     assert error.value.fix == "use a comma-separated list of: public-recipe, verlfit"
     with pytest.raises(VerlfitError, match="--steps 1: the first step is warm-up"):
-        bench.validate_args(parse(["--steps", "1"]))
+        bench_command.bench_options(parse(["--steps", "1"]))
     with pytest.raises(VerlfitError, match=f"--gsm8k {tmp_path}: no train.jsonl or test.jsonl there"):
-        bench.validate_args(parse(["--gsm8k", str(tmp_path)]))
-    assert bench.validate_args(parse(["--configs", "verlfit"])) == ["verlfit"]
+        bench_command.bench_options(parse(["--gsm8k", str(tmp_path)]))
+    assert bench_command.bench_options(parse(["--configs", "verlfit"])).configs == ("verlfit",)
     # a new-user trial's --configs verlfit,verlfit was accepted
     with pytest.raises(VerlfitError, match=r"--configs 'verlfit,verlfit': verlfit named twice \(each configuration runs once\)") as twice:
-        bench.validate_args(parse(["--configs", "verlfit,verlfit"]))
+        bench_command.bench_options(parse(["--configs", "verlfit,verlfit"]))
     assert twice.value.fix == "name each once, e.g. --configs verlfit"
 
 
 def test_train_arguments_follow_device_run_stages(tmp_path):
     args = parse(["--emulate", "p40", "--steps", "5"])
-    assert bench.train_args("public-recipe", args, Path("/m"), Path("/d"), Path("/r")) == [
+    assert bench.train_args("public-recipe", bench_command.bench_options(args), Path("/m"), Path("/d"), Path("/r")) == [
         "train", "--run-dir", "/r", "--emulate", "p40", "--model", "/m", "--data", "/d", "--steps", "5",
         "--plan", "off", "--attention", "eager", "--batch-size", "1", "--mini-batch-size", "1", "--micro-batch-size", "1",
         "--max-prompt-length", "256", "--max-response-length", "256", "--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "-1",
     ]
-    assert bench.train_args("verlfit", parse([]), Path("/m"), Path("/d"), Path("/r"))[3:5] == ["--profile", "auto"]
+    assert bench.train_args("verlfit", bench_command.bench_options(parse([])), Path("/m"), Path("/d"), Path("/r"))[3:5] == ["--profile", "auto"]
 
 
 def test_summary_of_a_recorded_run():
@@ -59,9 +60,9 @@ def test_summary_of_a_recorded_run():
 
 
 def test_bench_runs_both_configurations_and_writes_the_json(tmp_path, monkeypatch, capsys):
-    import verlfit.doctor
+    import verlfit.checks.readiness
 
-    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [])
+    monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kw: [])
     prepared = []
     monkeypatch.setattr(bench, "prepare_inputs", lambda work, shape, gsm8k: prepared.append((work, shape, gsm8k)) or (Path("/m"), Path("/d")))
     monkeypatch.setattr(bench, "machine_facts", lambda nvml=None: {"card": "NVIDIA H200", "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0", "verl": "0.4.1", "patches": "0001-0008", "compute_capability": "9.0", "memory_gib": 140.4})
@@ -75,7 +76,7 @@ def test_bench_runs_both_configurations_and_writes_the_json(tmp_path, monkeypatc
         return 0
 
     output = tmp_path / "out" / "bench.json"
-    status = bench._run(parse(["--work", str(tmp_path), "--output", str(output)]), run=fake_run)
+    status = bench_command._run(parse(["--work", str(tmp_path), "--output", str(output)]), run=fake_run)
     out = capsys.readouterr().out
     assert status == 0 and [r.name for r in launched] == ["public-recipe", "verlfit"]
     runs = launched[0].parent
@@ -92,34 +93,34 @@ def test_bench_runs_both_configurations_and_writes_the_json(tmp_path, monkeypatc
     # the record is replaced only with --force, and that is said before anything runs
     before = output.read_bytes()
     with pytest.raises(VerlfitError, match=f"--output {output} holds an earlier record verlfit bench wrote"):
-        bench._run(parse(["--work", str(tmp_path), "--output", str(output)]), run=lambda argv: pytest.fail("launched"))
+        bench_command._run(parse(["--work", str(tmp_path), "--output", str(output)]), run=lambda argv: pytest.fail("launched"))
     assert output.read_bytes() == before
     # a second bench with the same --work (and another shape) runs into a folder of its own
-    assert bench._run(parse(["--work", str(tmp_path), "--output", str(output), "--shape", "qwen2.5-1.5b", "--configs", "verlfit", "--force"]), run=fake_run) == 0
+    assert bench_command._run(parse(["--work", str(tmp_path), "--output", str(output), "--shape", "qwen2.5-1.5b", "--configs", "verlfit", "--force"]), run=fake_run) == 0
     assert launched[2].name == "verlfit" and launched[2].parent not in (runs, tmp_path / "runs") and launched[2].parent.parent == tmp_path / "runs"
     assert prepared[1] == (tmp_path, "qwen2.5-1.5b", None) and json.loads(output.read_text())["model"] == "qwen2.5-1.5b"
 
 
 def test_bench_refuses_where_the_doctor_fails(monkeypatch, tmp_path):
-    import verlfit.doctor
-    from verlfit.doctor import CheckResult
+    import verlfit.checks.readiness
+    from verlfit.checks.result import CheckResult
 
-    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [CheckResult("driver", "FAIL", "no NVIDIA driver", "install the driver")])
+    monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kw: [CheckResult("driver", "FAIL", "no NVIDIA driver", "install the driver")])
     with pytest.raises(VerlfitError, match="this machine cannot run the bench: driver: no NVIDIA driver") as error:
-        bench._run(parse(["--work", str(tmp_path)]), run=lambda argv: pytest.fail("launched"))
+        bench_command._run(parse(["--work", str(tmp_path)]), run=lambda argv: pytest.fail("launched"))
     assert error.value.fix == "install the driver"
 
 
 def test_bench_says_each_fix_once(monkeypatch, tmp_path):
-    import verlfit.doctor
-    from verlfit.doctor import CheckResult
+    import verlfit.checks.readiness
+    from verlfit.checks.result import CheckResult
 
     same = "install the NVIDIA driver and run the container with --gpus all"
     failures = [CheckResult("driver", "FAIL", "no NVIDIA driver", same), CheckResult("gpu", "FAIL", "no GPU", same),
                 CheckResult("cuda", "FAIL", "CUDA unavailable", same), CheckResult("patches", "FAIL", "verl not patched", "python3 patches/apply.py X")]
-    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: failures)
+    monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kw: failures)
     with pytest.raises(VerlfitError) as error:
-        bench._run(parse(["--work", str(tmp_path)]), run=lambda argv: pytest.fail("launched"))
+        bench_command._run(parse(["--work", str(tmp_path)]), run=lambda argv: pytest.fail("launched"))
     assert error.value.fix == f"{same}; python3 patches/apply.py X"
 
 
@@ -135,7 +136,7 @@ def test_render_table_rows():
 
     result = {"emulate": "p40", "machine": {"card": "NVIDIA H200", "driver": "d", "cuda": "c", "torch": "t", "verl": "v", "patches": "p"}, "runs": [bench.summarise_run(CALL2 / "public-recipe", "h200")]}
     out = io.StringIO()
-    bench.render(result, Console(file=out, width=250))
+    bench_command.render(result, Console(file=out, width=250))
     text = out.getvalue()
     assert "verlfit bench: NVIDIA H200 (emulating p40)" in text
     row = result["runs"][0]
@@ -281,7 +282,7 @@ def without(*packages):
 
 
 def test_missing_engine_packages_names_package_use_and_option():
-    from verlfit.doctor import missing_engine_packages
+    from verlfit.checks.engines import missing_engine_packages
 
     nothing = without("vllm", "flash_attn")
     assert missing_engine_packages("vllm", "flash_attention_2", find_spec=nothing) == [
@@ -301,13 +302,13 @@ def _refused(monkeypatch, tmp_path, capsys, argv, packages=("vllm", "flash_attn"
     """Run ``verlfit bench ARGV`` on a fake H200 in a Python without ``packages``; nothing after the engine check may run."""
     import importlib.util
 
-    import verlfit.doctor
+    import verlfit.checks.readiness
     import verlfit.gpu
 
     real_query = verlfit.gpu.query_gpus
     monkeypatch.setattr(verlfit.gpu, "query_gpus", lambda nvml=None: real_query(H200_NVML))
     monkeypatch.setattr(importlib.util, "find_spec", without(*packages))
-    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: pytest.fail("the doctor's checks ran"))
+    monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kw: pytest.fail("the doctor's checks ran"))
     monkeypatch.setattr(bench, "prepare_inputs", lambda *a, **kw: pytest.fail("the model and data were made"))
     monkeypatch.setattr(bench.subprocess, "run", lambda *a, **kw: pytest.fail("a run was launched"))
     monkeypatch.chdir(tmp_path)
@@ -349,15 +350,15 @@ def test_bench_refuses_vllm_on_the_p40_profile_before_anything_runs(monkeypatch,
 def test_bench_with_hf_and_sdpa_passes_the_engine_check_without_vllm_or_flash_attn(monkeypatch, tmp_path):
     import importlib.util
 
-    import verlfit.doctor
-    from verlfit.doctor import CheckResult
+    import verlfit.checks.readiness
+    from verlfit.checks.result import CheckResult
 
     reached = []
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
-    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: reached.append(kw) or [CheckResult("cuda", "FAIL", "stop here", None)])
+    monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kw: reached.append(kw) or [CheckResult("cuda", "FAIL", "stop here", None)])
     for argv in (["--rollout", "hf", "--attention", "sdpa"], ["--emulate", "p40"]):
         with pytest.raises(VerlfitError, match="this machine cannot run the bench: cuda: stop here"):
-            bench._run(parse(["--work", str(tmp_path / "work"), *argv]), nvml=H200_NVML, run=lambda argv: pytest.fail("launched"))
+            bench_command._run(parse(["--work", str(tmp_path / "work"), *argv]), nvml=H200_NVML, run=lambda argv: pytest.fail("launched"))
     assert reached == [{"profile_name": None}, {"profile_name": "p40"}]
 
 
@@ -366,30 +367,30 @@ def test_bench_leaves_the_engine_packages_to_its_own_per_run_check(monkeypatch, 
     attention; bench's --rollout/--attention): bench checked them itself, so its FAIL is not bench's refusal."""
     import importlib.util
 
-    import verlfit.doctor
-    from verlfit.doctor import CheckResult
+    import verlfit.checks.readiness
+    from verlfit.checks.result import CheckResult
 
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
     failures = [CheckResult("engines", "FAIL", "profile a10 needs vllm", "pass --rollout hf"), CheckResult("cuda", "FAIL", "stop here", None)]
-    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: failures)
+    monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kw: failures)
     with pytest.raises(VerlfitError) as raised:
-        bench._run(parse(["--work", str(tmp_path / "work"), "--rollout", "hf", "--attention", "sdpa"]), nvml=H200_NVML, run=lambda argv: pytest.fail("launched"))
+        bench_command._run(parse(["--work", str(tmp_path / "work"), "--rollout", "hf", "--attention", "sdpa"]), nvml=H200_NVML, run=lambda argv: pytest.fail("launched"))
     assert (raised.value.message, raised.value.fix) == ("this machine cannot run the bench: cuda: stop here", "run verlfit doctor")
 
 
 def test_train_arguments_carry_rollout_to_both_runs_and_attention_to_verlfit_only():
     args = parse(["--rollout", "hf", "--attention", "sdpa", "--steps", "3"])
     common = ["--max-prompt-length", "256", "--max-response-length", "256", "--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "-1"]
-    assert bench.train_args("public-recipe", args, Path("/m"), Path("/d"), Path("/r")) == [
+    assert bench.train_args("public-recipe", bench_command.bench_options(args), Path("/m"), Path("/d"), Path("/r")) == [
         "train", "--run-dir", "/r", "--profile", "auto", "--model", "/m", "--data", "/d", "--steps", "3",
         "--plan", "off", "--attention", "eager", "--batch-size", "1", "--mini-batch-size", "1", "--micro-batch-size", "1", "--rollout", "hf", *common,
     ]
-    assert bench.train_args("verlfit", args, Path("/m"), Path("/d"), Path("/r")) == [
+    assert bench.train_args("verlfit", bench_command.bench_options(args), Path("/m"), Path("/d"), Path("/r")) == [
         "train", "--run-dir", "/r", "--profile", "auto", "--model", "/m", "--data", "/d", "--steps", "3", "--rollout", "hf", "--attention", "sdpa", *common,
     ]
     # without the options the commands are as before
-    assert "--rollout" not in bench.train_args("verlfit", parse([]), Path("/m"), Path("/d"), Path("/r"))
-    assert bench.train_args("verlfit", parse(["--attention", "eager"]), Path("/m"), Path("/d"), Path("/r"))[11:13] == ["--attention", "eager"]
+    assert "--rollout" not in bench.train_args("verlfit", bench_command.bench_options(parse([])), Path("/m"), Path("/d"), Path("/r"))
+    assert bench.train_args("verlfit", bench_command.bench_options(parse(["--attention", "eager"])), Path("/m"), Path("/d"), Path("/r"))[11:13] == ["--attention", "eager"]
 
 
 def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path, capsys):
@@ -398,11 +399,11 @@ def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path
     import dataclasses
     import importlib.util
 
-    import verlfit.doctor
+    import verlfit.checks.readiness
     from verlfit.train.command import prepare_launch
 
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
-    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [])
+    monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kw: [])
     monkeypatch.setattr(bench, "prepare_inputs", lambda work, shape, gsm8k: (Path("Qwen/Qwen2.5-0.5B-Instruct"), tmp_path / "data"))
     monkeypatch.setattr(bench, "machine_facts", lambda nvml=None: {"card": "NVIDIA H200", "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0", "verl": "0.4.1", "patches": "p", "compute_capability": "9.0", "memory_gib": 140.4})
     from verlfit.gpu import query_gpus
@@ -420,7 +421,7 @@ def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path
         return 0
 
     output = tmp_path / "bench.json"
-    assert bench._run(parse(["--work", str(tmp_path), "--output", str(output), "--rollout", "hf", "--attention", "sdpa"]), nvml=h200, run=fake_run) == 0
+    assert bench_command._run(parse(["--work", str(tmp_path), "--output", str(output), "--rollout", "hf", "--attention", "sdpa"]), nvml=h200, run=fake_run) == 0
     assert "actor_rollout_ref.rollout.name=hf" in plans["public-recipe"].overrides and "+actor_rollout_ref.model.attn_implementation=eager" in plans["public-recipe"].overrides
     assert "actor_rollout_ref.rollout.name=hf" in plans["verlfit"].overrides and "+actor_rollout_ref.model.attn_implementation=sdpa" in plans["verlfit"].overrides
     data = json.loads(output.read_text())
@@ -434,7 +435,7 @@ def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path
     from rich.console import Console
 
     text = io.StringIO()
-    bench.render(data, Console(file=text, width=250))
+    bench_command.render(data, Console(file=text, width=250))
     assert text.getvalue().splitlines()[0].rstrip() == "verlfit bench: NVIDIA H200: profile a10, rollout hf, attention eager (public-recipe) / sdpa (verlfit), bfloat16"
 
 
@@ -461,7 +462,7 @@ def test_the_table_is_whole_in_a_log_that_is_not_a_terminal():
     log = io.StringIO()
     console = Console(file=log, width=80)  # what rich gives a pipe or a file
     assert not console.is_terminal
-    bench.render(result, console)
+    bench_command.render(result, console)
     text = log.getvalue()
     assert "…" not in text
     for row in result["runs"]:
@@ -473,7 +474,7 @@ def test_the_table_is_whole_in_a_log_that_is_not_a_terminal():
         assert column in text
     # on a terminal the console's own width still rules
     narrow = io.StringIO()
-    bench.render(result, Console(file=narrow, width=80, force_terminal=True, color_system=None))
+    bench_command.render(result, Console(file=narrow, width=80, force_terminal=True, color_system=None))
     assert max(len(line) for line in narrow.getvalue().splitlines()[:-1]) <= 80
 
 
@@ -558,7 +559,7 @@ def plan_time_request(settings):
 
 def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, capsys):
     # bench exited 2 and train 1 for the same missing vllm on the a10 profile
-    import verlfit.doctor
+    import verlfit.checks.readiness
     import verlfit.train.command as train_command
     from test_train import H200
 
@@ -566,7 +567,7 @@ def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, 
     monkeypatch.undo()
     no_vllm = without("vllm")
     # train's pre-flight with the doctor's own engines check as its only blocking check (the machine's driver aside)
-    monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [verlfit.doctor.check_engines(verlfit.doctor.DoctorContext(profile_name="a10", rollout=kw["rollout"], attention=kw["attention"], find_spec=no_vllm))])
+    monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kw: [verlfit.checks.readiness.check_engines(verlfit.checks.readiness.DoctorContext(profile_name="a10", rollout=kw["rollout"], attention=kw["attention"], find_spec=no_vllm))])
     real = train_command.prepare_launch
     monkeypatch.setattr(train_command, "prepare_launch", lambda args: real(args, environ={}, gpu=H200))
     train_status = cli.main(["train", "--emulate", "a10", "--attention", "sdpa", "--run-dir", str(tmp_path / "run")])

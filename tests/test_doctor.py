@@ -14,9 +14,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from fakes import LFS_POINTER, FakeNvml, write_model_dir
-from verlfit import cli, doctor
+from verlfit import cli
+from verlfit.checks import readiness
+from verlfit.commands import doctor
+from verlfit.errors import VerlfitError
 from verlfit.checks.patches import default_series
-from verlfit.doctor import BLOCKING, CHECK_NAMES, DoctorContext, TorchInfo, arch_covers, blocking_checks, run_checks
+from verlfit.checks.readiness import BLOCKING, CHECK_NAMES, DoctorContext, TorchInfo, arch_covers, blocking_checks, run_checks
 
 GIB = 1024**3
 
@@ -28,7 +31,7 @@ TORCH_CU118 = TorchInfo("2.6.0+cu118", "11.8", ("sm_37", "sm_50", "sm_60", "sm_7
 PATCHES = ["0001-a.patch", "0002-b.patch"]
 
 
-def write_parquet(path, columns=doctor.VERL_COLUMNS, rows=3):
+def write_parquet(path, columns=readiness.VERL_COLUMNS, rows=3):
     """verl-format rows (GSM8K's data_source, chat messages, a reward_model struct with ground_truth) in ``columns``."""
     values = {"data_source": ["openai/gsm8k"] * rows, "reward_model": [{"style": "rule", "ground_truth": str(i)} for i in range(rows)],
               "prompt": [[{"role": "user", "content": f"question {i}"}] for i in range(rows)]}
@@ -207,7 +210,7 @@ def test_shm_verdict_is_rays_own_choice_of_dev_shm(world, monkeypatch, tmp_path,
     monkeypatch.setattr(ray_utils, "get_system_memory", lambda: ram)
     rays_store = ResourceSpec(num_cpus=1, num_gpus=0).resolve(is_head=True, node_ip_address="127.0.0.1").object_store_memory
     rays_directory = services.determine_plasma_store_config(rays_store, str(tmp_path))[0]
-    assert doctor.ray_object_store_bytes(ram, shm, {}) == int(rays_store)
+    assert readiness.ray_object_store_bytes(ram, shm, {}) == int(rays_store)
     result = by_name(run_checks(context(world, shm_size=lambda path: shm, available_memory=lambda: ram), names=("shm",)))["shm"]
     assert (result.status, rays_directory) == (status, "/dev/shm" if status == "PASS" else "/tmp")  # Ray's user temp dir
 
@@ -228,10 +231,10 @@ def test_missing_dev_shm_fails(world):
 def test_train_refuses_a_small_dev_shm(world, monkeypatch):
     from verlfit.train import preflight
 
-    monkeypatch.setattr(doctor, "_statvfs_free", lambda path: 64 * 2**20)
-    monkeypatch.setattr(doctor, "available_memory_bytes", lambda: 64 * GIB)
+    monkeypatch.setattr(readiness, "_statvfs_free", lambda path: 64 * 2**20)
+    monkeypatch.setattr(readiness, "available_memory_bytes", lambda: 64 * GIB)
     plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={}, overrides=[])
-    with pytest.raises(doctor.VerlfitError) as raised:
+    with pytest.raises(VerlfitError) as raised:
         preflight.run_blocking_checks(plan)
     assert "  FAIL shm: /dev/shm has 64 MiB free (Docker's default /dev/shm is 64 MiB)" in raised.value.message
     assert "fix: give the container 11 GiB of shared memory: compose.yaml's shm_size: 11gb, or docker run --shm-size=11g" in raised.value.message
@@ -273,14 +276,14 @@ def test_disk_holds_the_checkpoints_kept_at_once(world, algorithm, keep, fit, st
 
 
 def test_checkpoints_held_follows_verls_pruning():
-    from verlfit.doctor import checkpoints_held
+    from verlfit.checks.disk import checkpoints_held
 
     assert [checkpoints_held(2), checkpoints_held(5), checkpoints_held(0), checkpoints_held(0, 20), checkpoints_held(5, 3), checkpoints_held(2, 1)] == [2, 5, 2, 20, 3, 1]
 
 
 def test_doctor_cli_sizes_the_disk_for_algo_and_keep(world, monkeypatch):
     seen = {}
-    monkeypatch.setitem(doctor.CHECKS, "disk", lambda ctx: seen.update(algo=ctx.algorithm, keep=ctx.keep_checkpoints) or doctor.CheckResult("disk", "PASS", "ok"))
+    monkeypatch.setitem(readiness.CHECKS, "disk", lambda ctx: seen.update(algo=ctx.algorithm, keep=ctx.keep_checkpoints) or readiness.CheckResult("disk", "PASS", "ok"))
     out = io.StringIO()
     args = cli.build_parser().parse_args(["doctor", "--algo", "grpo", "--keep-checkpoints", "4", "--model", str(world.model)])
     doctor._run(args, context=context(world), out=out)
@@ -291,7 +294,7 @@ def test_doctor_sizes_a_lora_run_with_lora_rank(world, monkeypatch):
     """new-user trial: doctor had no --lora-rank, so a LoRA run's disk need was that of full fine-tuning (34.6 GiB for
     1.5B PPO instead of 12.5 GiB: tests/test_failure.py)."""
     seen = {}
-    monkeypatch.setitem(doctor.CHECKS, "disk", lambda ctx: seen.update(rank=ctx.lora_rank, critic=ctx.critic_lora_rank) or doctor.CheckResult("disk", "PASS", "ok"))
+    monkeypatch.setitem(readiness.CHECKS, "disk", lambda ctx: seen.update(rank=ctx.lora_rank, critic=ctx.critic_lora_rank) or readiness.CheckResult("disk", "PASS", "ok"))
     args = cli.build_parser().parse_args(["doctor", "--lora-rank", "32", "--critic-lora-rank", "0", "--model", str(world.model)])
     doctor._run(args, context=context(world), out=io.StringIO())
     assert seen == {"rank": 32, "critic": 0}
@@ -390,7 +393,7 @@ def test_series_found_through_environment(world, monkeypatch):
 
 
 def test_a_crashing_check_becomes_a_fail(world, monkeypatch):
-    monkeypatch.setitem(doctor.CHECKS, "shm", lambda ctx: 1 / 0)
+    monkeypatch.setitem(readiness.CHECKS, "shm", lambda ctx: 1 / 0)
     result = by_name(run_checks(context(world), names=("shm",)))["shm"]
     assert (result.status, result.message) == ("FAIL", "the check itself failed: ZeroDivisionError: division by zero")
 
@@ -571,7 +574,7 @@ def test_train_refuses_the_directory_the_doctor_fails(world):
     only_config.mkdir()
     shutil.copy(world.model / "config.json", only_config / "config.json")
     plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={}, overrides=[])
-    with pytest.raises(doctor.VerlfitError) as raised:
+    with pytest.raises(VerlfitError) as raised:
         preflight.run_blocking_checks(plan)
     assert f"  FAIL model: {only_config} has no weights: neither model.safetensors" in raised.value.message
 
@@ -816,7 +819,7 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
     import importlib.util
 
     import verlfit.gpu
-    from verlfit.doctor import CheckResult
+    from verlfit.checks.result import CheckResult
     from verlfit.train import command, supervise
 
     real_query = verlfit.gpu.query_gpus
@@ -825,9 +828,9 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
     ran = []
     for name in BLOCKING:
         if name != "engines":
-            monkeypatch.setitem(doctor.CHECKS, name, lambda ctx, name=name: ran.append(name) or CheckResult(name, "PASS", "fake"))
-    real_engines = doctor.CHECKS["engines"]
-    monkeypatch.setitem(doctor.CHECKS, "engines", lambda ctx: ran.append("engines") or real_engines(ctx))
+            monkeypatch.setitem(readiness.CHECKS, name, lambda ctx, name=name: ran.append(name) or CheckResult(name, "PASS", "fake"))
+    real_engines = readiness.CHECKS["engines"]
+    monkeypatch.setitem(readiness.CHECKS, "engines", lambda ctx: ran.append("engines") or real_engines(ctx))
 
     def launched(settings):
         raise Launched(settings.rollout, settings.attention)
@@ -956,7 +959,7 @@ def test_empty_own_data_gets_a_fix_for_own_data_never_gsm8k(world):
     status, lines, text = doctor_lines(world, "--data", str(data))
     assert lines["data"].startswith(f"FAIL  data ") and f"{data / 'train.parquet'} has no rows" in lines["data"]
     assert "prepare-gsm8k" not in text and "make train.parquet and test.parquet again from your own files (verlfit prepare-data --output NEW_FOLDER)" in " ".join(text.split())
-    with pytest.raises(doctor.VerlfitError) as refused:
+    with pytest.raises(VerlfitError) as refused:
         check_data_size(TrainSettings(data_dir=str(data)))
     assert (refused.value.message, refused.value.exit_code) == (f"{data / 'train.parquet'} has no rows", 2)
     assert refused.value.fix.startswith("prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files")

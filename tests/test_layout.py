@@ -34,7 +34,7 @@ def namespace_parameters(path: Path, root: Path = PACKAGE) -> list[str]:
 
 def test_the_command_modules_are_the_registered_ones():
     assert sorted(str(path.relative_to(PACKAGE)) for path in command_modules()) == [
-        "bench.py", "doctor.py", "evaluate.py", "export.py", "gsm8k.py", "plan/command.py", "prepare_data.py", "profiles/__init__.py", "report.py", "train/command.py",
+        "commands/bench.py", "commands/doctor.py", "commands/prepare_data.py", "commands/prepare_gsm8k.py", "commands/profiles.py", "evaluate.py", "export.py", "plan/command.py", "report.py", "train/command.py",
     ]
 
 

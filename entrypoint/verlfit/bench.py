@@ -1,13 +1,15 @@
-"""``verlfit bench``: measure this card with two short runs, print one table and write it as JSON to share.
+"""Measure this card with two short runs, as one table and a JSON record to share (``verlfit bench``:
+:mod:`verlfit.commands.bench` parses the options, prints the table and writes the record).
 
 Steps (no network):
 
 0. the profile each run will use (``--emulate``, ``--profile``, or the GPU's compute capability, as ``verlfit train``
    chooses it) and its rollout and attention after ``--rollout``/``--attention``: the packages they import (vllm for
-   the vLLM rollout, flash_attn for FlashAttention-2: :func:`verlfit.doctor.missing_engine_packages`) must be
-   there, else it stops at once (exit status 1, as train's pre-flight FAIL engines; nothing written) naming them and the options that run without them;
-1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA, verl patched): a FAIL
-   stops here with the doctor's fix;
+   the vLLM rollout, flash_attn for FlashAttention-2: :func:`verlfit.checks.engines.missing_engine_packages`) must be
+   there, else it stops at once (exit status 1, as train's pre-flight FAIL engines; nothing written) naming them and
+   the options that run without them;
+1. the doctor's blocking checks for the profile (driver, GPU capability, Triton shared memory, CUDA, verl patched): a
+   FAIL stops here with the doctor's fix;
 2. a random-weight model of Qwen2.5-0.5B's exact shape (``--shape``: 1.5B, 3B) and a locally trained tokenizer
    with Qwen's chat template (:mod:`verlfit.synthetic_model`), once, under ``--work``;
 3. data: ``--gsm8k DIR`` (the real GSM8K as ``train.jsonl``/``test.jsonl``) or generated GSM8K-format problems
@@ -31,22 +33,19 @@ Everything it runs is in the package: it works from an installed verlfit (the im
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from verlfit.arguments import whole_number
 from verlfit.errors import VerlfitError
-from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
 
 PUBLIC_RECIPE_ATTENTION = "eager"  # the blog posts' P40 recipe: no FlashAttention-2 below compute capability 8.0
 CONFIGS = {
@@ -87,132 +86,49 @@ MODEL_SHAPES = ("qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b")
 SYNTHETIC_SIZES = (5000, 500)
 
 
-def register(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "bench",
-        help="measure this card: the public P40 recipe and verlfit's configuration for a few steps each; one table + JSON",
-        description=(
-            "Measure this card with two short runs (the public P40 recipe and verlfit's configuration), print one table "
-            "and write it as JSON to share. Needs a GPU and a patched verl; makes its model and data locally."
-        ),
-        epilog=(
-            "examples:\n  $ verlfit bench                      # writes verlfit-bench-<card>.json\n  $ verlfit bench --gsm8k ~/gsm8k --steps 6 --output p40.json\n"
-            "  $ verlfit bench --emulate p40        # on a bigger GPU, P40 code paths and memory cap\n"
-            "  $ verlfit bench --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--steps", type=whole_number, default=4, help="steps per configuration (default 4; the first is not timed)"
-    )
-    parser.add_argument(
-        "--gsm8k", metavar="DIR", help="the real GSM8K as train.jsonl and test.jsonl (default: generated problems)"
-    )
-    parser.add_argument(
-        "--shape",
-        choices=MODEL_SHAPES,
-        default="qwen2.5-0.5b",
-        help="the random-weight model's shape, a Qwen2.5-Instruct configuration (default %(default)s); from 1.5B on, "
-        "public-recipe (planner off, no offload) will not fit 24 GB: fp32 weights, gradients and Adam state are 16 bytes a parameter, "
-        "23 GiB at 1.5B, so pass --configs verlfit there",
-    )
-    parser.add_argument(
-        "--configs", default="public-recipe,verlfit", help=f"comma-separated, of: {', '.join(CONFIGS)} (default: both)"
-    )
-    parser.add_argument(
-        "--emulate",
-        choices=PROFILE_NAMES,
-        help="emulate that card (its code paths and memory cap) instead of running the card as it is",
-    )
-    parser.add_argument(
-        "--profile",
-        choices=(*PROFILE_NAMES, "auto"),
-        default="auto",
-        help="profile when not emulating (default: by the GPU)",
-    )
-    parser.add_argument(
-        "--rollout",
-        choices=ROLLOUTS,
-        help="rollout engine of both runs instead of the profile's (verlfit train --rollout): hf (transformers generate; any card) or vllm (a10 profile only); "
-        "hf where vLLM is not installed",
-    )
-    parser.add_argument(
-        "--attention",
-        choices=ATTENTION,
-        help=f"attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or flash_attention_2 (a10 profile only); "
-        f"sdpa where flash-attn is not installed. The public-recipe run keeps the recipe's {PUBLIC_RECIPE_ATTENTION} attention",
-    )
-    parser.add_argument(
-        "--work",
-        default=os.path.join("~", ".cache", "verlfit-bench"),
-        help="model, data and run directories (default %(default)s)",
-    )
-    parser.add_argument(
-        "--output",
-        help="JSON file to write (default: verlfit-bench-<card>.json in the current "
-        "directory); never over a file verlfit did not write",
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace an earlier bench record at --output (checked before the runs start)",
-    )
-    parser.set_defaults(func=_run)
-    return parser
+@dataclass(frozen=True)
+class BenchOptions:
+    """What ``verlfit bench`` was asked to measure (the command checks each before it builds this).
 
-
-def validate_args(args) -> list[str]:
-    """Check the arguments; return the configurations to run.
-
-    Raises:
-        VerlfitError: an unknown or repeated configuration, fewer than 2 steps, a --gsm8k folder without its files.
+    Attributes:
+        configs: the configurations to run, in order, each once (:data:`CONFIGS` keys).
+        steps: steps per configuration, at least 2 (the first is warm-up and not timed).
+        gsm8k: a folder holding the real GSM8K's ``train.jsonl`` and ``test.jsonl``; None: generated problems.
+        shape: the random-weight model's shape (:data:`MODEL_SHAPES`).
+        emulate: the card to emulate (a profile name), None for the card as it is.
+        profile: the profile when not emulating (a profile name or ``auto``: by the GPU).
+        rollout, attention: ``verlfit train --rollout`` / ``--attention`` (None: the profile's); the attention is
+            the verlfit run's only.
+        work: the folder of the model, the data and the run directories.
+        output: the JSON record's path; None: ``verlfit-bench-<card>.json`` in the current directory.
+        force: replace an earlier bench record at ``output``.
     """
-    names = [n.strip() for n in args.configs.split(",") if n.strip()]
-    unknown = [n for n in names if n not in CONFIGS]
-    if unknown or not names:
-        raise VerlfitError(
-            f"--configs {args.configs!r}: unknown {', '.join(unknown) or 'empty list'}",
-            fix=f"use a comma-separated list of: {', '.join(CONFIGS)}",
-            exit_code=2,
-        )
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise VerlfitError(
-            f"--configs {args.configs!r}: {', '.join(repeated)} named twice (each configuration runs once)",
-            fix=f"name each once, e.g. --configs {','.join(dict.fromkeys(names))}",
-            exit_code=2,
-        )
-    if args.steps < 2:
-        raise VerlfitError(
-            f"--steps {args.steps}: the first step is warm-up, so at least 2 are needed for a timing",
-            fix="use --steps 2 or more (default 4)",
-            exit_code=2,
-        )
-    if args.gsm8k:
-        missing = [
-            name for name in ("train.jsonl", "test.jsonl") if not (Path(args.gsm8k).expanduser() / name).is_file()
-        ]
-        if missing:
-            raise VerlfitError(
-                f"--gsm8k {args.gsm8k}: no {' or '.join(missing)} there",
-                fix="pass the folder holding GSM8K's train.jsonl and test.jsonl (openai/gsm8k main), or leave --gsm8k out for generated problems",
-                exit_code=2,
-            )
-    return names
+
+    configs: tuple[str, ...] = tuple(CONFIGS)
+    steps: int = 4
+    gsm8k: Path | None = None
+    shape: str = "qwen2.5-0.5b"
+    emulate: str | None = None
+    profile: str = "auto"
+    rollout: str | None = None
+    attention: str | None = None
+    work: Path = Path("~/.cache/verlfit-bench").expanduser()
+    output: Path | None = None
+    force: bool = False
 
 
-def run_attention(name: str, args) -> str | None:
+def run_attention(name: str, options: BenchOptions) -> str | None:
     """The ``--attention`` a configuration passes to ``verlfit train``: the public recipe's own
     (:data:`PUBLIC_RECIPE_ATTENTION`), else bench's ``--attention`` (None: the profile's)."""
-    return PUBLIC_RECIPE_ATTENTION if name == "public-recipe" else args.attention
+    return PUBLIC_RECIPE_ATTENTION if name == "public-recipe" else options.attention
 
 
-def planned_code_paths(args, names: list[str], gpu) -> tuple[str, dict[str, dict]] | None:
+def planned_code_paths(options: BenchOptions, gpu) -> tuple[str, dict[str, dict]] | None:
     """The profile and, per configuration, the code paths ``verlfit train`` will run: (how the profile was chosen,
-    {name: {"profile", "rollout", "attention", "dtype"}}), resolved as train resolves them
-    (:func:`verlfit.resolved_run.run_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, with ``--rollout``
-    and :func:`run_attention`). None for ``--profile auto``
-    without a visible GPU (the doctor's driver and gpu checks then say why).
+    {name: {"profile", "rollout", "attention", "dtype"}} for each of ``options.configs``), resolved as train resolves
+    them (:func:`verlfit.resolved_run.run_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, with
+    ``--rollout`` and :func:`run_attention`). None for ``--profile auto`` without a visible GPU (the doctor's driver and
+    gpu checks then say why).
 
     Raises:
         VerlfitError: what run_profile raises: a profile the GPU cannot run, vLLM or
@@ -220,19 +136,19 @@ def planned_code_paths(args, names: list[str], gpu) -> tuple[str, dict[str, dict
     """
     from verlfit.resolved_run import run_profile
 
-    name = args.emulate or args.profile
+    name = options.emulate or options.profile
     if name == "auto" and gpu is None:
         return None
     chosen_by = (
-        f"--emulate {args.emulate}"
-        if args.emulate
-        else f"--profile {args.profile}"
-        if args.profile != "auto"
+        f"--emulate {options.emulate}"
+        if options.emulate
+        else f"--profile {options.profile}"
+        if options.profile != "auto"
         else f"chosen for {gpu.name}, compute capability {gpu.compute_capability_text}"
     )
     paths = {}
-    for run in names:
-        profile, chosen = run_profile(name, gpu, args.rollout, run_attention(run, args))
+    for run in options.configs:
+        profile, chosen = run_profile(name, gpu, options.rollout, run_attention(run, options))
         paths[run] = {
             "profile": profile.name,
             "rollout": chosen.rollout,
@@ -244,7 +160,7 @@ def planned_code_paths(args, names: list[str], gpu) -> tuple[str, dict[str, dict
 
 def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None) -> None:
     """Refuse a bench whose runs need a package this Python cannot import (vllm for the vLLM rollout, flash_attn for
-    FlashAttention-2: :func:`verlfit.doctor.missing_engine_packages`), before anything is made or launched: verl
+    FlashAttention-2: :func:`verlfit.checks.engines.missing_engine_packages`), before anything is made or launched: verl
     would fail a minute in, deep in a Ray traceback.
 
     Raises:
@@ -252,7 +168,7 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
             the options are not wrong): naming the profile, each missing package, what needs it and which runs, and
             the options that run without them (``--rollout hf``, ``--attention sdpa``, or ``--emulate p40``).
     """
-    from verlfit.doctor import missing_engine_packages
+    from verlfit.checks.engines import missing_engine_packages
 
     missing: dict[tuple[str, str, str], list[str]] = {}
     for run, path in paths.items():
@@ -265,8 +181,10 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
     packages = [package for package, _, _ in missing]
     options = " ".join(option for _, _, option in missing)
     raise VerlfitError(
-        f"bench: the {profile} profile ({chosen_by}) needs {needs}; this Python ({sys.executable}) has {'no ' + packages[0] if len(packages) == 1 else 'neither'}",
-        fix=f"pass {options} (this card without {' and '.join(packages)}), or --emulate p40 (the P40's code paths); or run the bench in the verlfit:a10 image (it has vLLM and flash-attn)",
+        f"bench: the {profile} profile ({chosen_by}) needs {needs}; this Python ({sys.executable}) has "
+        f"{'no ' + packages[0] if len(packages) == 1 else 'neither'}",
+        fix=f"pass {options} (this card without {' and '.join(packages)}), or --emulate p40 (the P40's code paths); "
+        "or run the bench in the verlfit:a10 image (it has vLLM and flash-attn)",
         exit_code=1,
     )
 
@@ -393,61 +311,6 @@ def _estimate(record: dict, card_key: str, lengths=None) -> float:
     profile = load_profile(record["profile"])
     switches = PatchSwitches.from_overrides(record.get("overrides", []))  # the run's final override list
     return train_step_estimate(settings, profile, card_key, switches, lengths, shape=shape).step_seconds
-
-
-def render(result: dict, console=None) -> None:
-    """Print the result as one ``rich`` table plus the machine line.
-
-    On a console that is not a terminal (``| tee``, a log file, ``docker compose run`` without a TTY) rich would fit
-    the table into 80 columns and cut every cell to ``…``; there the table is printed at its natural width instead,
-    so each cell is whole in the log (the JSON holds the same values)."""
-    from rich.console import Console
-    from rich.measure import Measurement
-    from rich.table import Table
-
-    console = console or Console()
-    m = result["machine"]
-    title = f"verlfit bench: {m['card']}{' (emulating ' + result['emulate'] + ')' if result.get('emulate') else ''}"
-    if result["runs"] and "profile" in result["runs"][0]:
-        title += f": {code_paths_line(result['runs'])}"
-    table = Table(title=title, title_justify="left")
-    for column in (
-        "configuration",
-        "batch",
-        "s/step",
-        *PHASES,
-        "tokens/s",
-        "peak alloc GiB",
-        "estimate s/step",
-        "estimate vs measured",
-    ):
-        table.add_column(column, justify="left" if column == "configuration" else "right")
-    for row in result["runs"]:
-        error = row.get("estimate_error")
-        table.add_row(
-            row["run"],
-            str(row["batch"]),
-            f"{row['step_s']:.2f}",
-            *(f"{row['phases_s'][p]:.2f}" if p in row["phases_s"] else "-" for p in PHASES),
-            f"{row['tokens_per_s']:.0f}" if row["tokens_per_s"] is not None else "-",
-            f"{row['peak_allocated_gib']:.2f}",
-            f"{row['estimate_step_s']:.2f}" if row["estimate_step_s"] is not None else "-",
-            f"{error:+.0%}" if error is not None else "-",
-        )
-    if console.is_terminal:
-        console.print(table)
-    else:  # print's own width= is capped at the console's: widen the console for the table, then put it back
-        width = console.width
-        console.width = max(width, Measurement.get(console, console.options.update_width(10_000), table).maximum)
-        try:
-            console.print(table)
-        finally:
-            console.width = width
-    console.print(
-        f"card {m['card']}, driver {m['driver']}, CUDA {m['cuda']}, torch {m['torch']}, verl {m['verl']}, patch series {m['patches']}",
-        highlight=False,
-        soft_wrap=True,
-    )
 
 
 def write_json(result: dict, output) -> None:
@@ -586,12 +449,12 @@ def _make_folder(target: Path, make: Callable[[Path], object]) -> None:
     build_new_folder(check_output(target, "verlfit bench", flag="--work", kind="new-folder", force_flag=None), make)
 
 
-def train_args(name: str, args, model: Path, data: Path, run_dir: Path) -> list[str]:
+def train_args(name: str, options: BenchOptions, model: Path, data: Path, run_dir: Path) -> list[str]:
     """``verlfit train`` arguments of one configuration: bench's ``--rollout`` for both, its ``--attention`` for the
     verlfit run only (the public recipe passes its own, :data:`PUBLIC_RECIPE_ATTENTION`)."""
-    card = ["--emulate", args.emulate] if args.emulate else ["--profile", args.profile]
-    engines = (["--rollout", args.rollout] if args.rollout else []) + (
-        ["--attention", args.attention] if args.attention and name != "public-recipe" else []
+    card = ["--emulate", options.emulate] if options.emulate else ["--profile", options.profile]
+    engines = (["--rollout", options.rollout] if options.rollout else []) + (
+        ["--attention", options.attention] if options.attention and name != "public-recipe" else []
     )
     return [
         "train",
@@ -603,7 +466,7 @@ def train_args(name: str, args, model: Path, data: Path, run_dir: Path) -> list[
         "--data",
         str(data),
         "--steps",
-        str(args.steps),
+        str(options.steps),
         *CONFIGS[name],
         *engines,
         *COMMON,
@@ -615,19 +478,39 @@ def launch(argv: list[str]) -> int:
     return subprocess.run([sys.executable, "-m", "verlfit", *argv]).returncode
 
 
-def _run(args, nvml=None, run=launch, find_spec=None) -> int:
+def run_bench(
+    options: BenchOptions,
+    nvml=None,
+    run: Callable[[list[str]], int] = launch,
+    find_spec: Callable | None = None,
+    log: Callable[[str], None] = print,
+):
+    """Measure the card: the checks, the model and data (:func:`prepare_inputs`), each configuration's ``verlfit
+    train`` (``run``: :func:`launch`), each run summarised (:func:`summarise_run`). Returns ``(result, output)``: the
+    record (``verlfit_bench``, the options, ``machine``: :func:`machine_facts`, ``runs``: one row each) and the checked
+    file output it goes to (:func:`verlfit.output_files.check_output`, checked before the runs; write it with
+    :func:`write_json`). ``log`` gets each run's command line as it starts.
+
+    Args:
+        nvml: passed to :func:`verlfit.gpu.query_gpus` (a fake in tests).
+        find_spec: ``importlib.util.find_spec``-like lookup for the engine packages (None: the real one).
+
+    Raises:
+        VerlfitError: a package the runs need is missing (:func:`check_engine_packages`), a blocking check FAILs
+            (:func:`verlfit.checks.readiness.blocking_checks`: driver, GPU, Triton shared memory, CUDA, patches),
+            ``output`` is refused, ``work`` lies inside a run directory (exit status 2), or a run fails.
+    """
     from verlfit.cards import card_for_gpu_name
-    from verlfit.doctor import blocking_checks
+    from verlfit.checks.readiness import blocking_checks
     from verlfit.gpu import cuda_visible_gpus, query_gpus
 
-    names = validate_args(args)
     # first, what needs only NVML and importlib (milliseconds): the profile's rollout and attention packages
     report = query_gpus(nvml)
     visible = cuda_visible_gpus(report.gpus, os.environ) if not report.error else []
-    planned = planned_code_paths(args, names, visible[0] if visible else None)
+    planned = planned_code_paths(options, visible[0] if visible else None)
     if planned is not None:
         check_engine_packages(*planned, find_spec=find_spec)
-    profile = args.emulate or (None if args.profile == "auto" else args.profile)
+    profile = options.emulate or (None if options.profile == "auto" else options.profile)
     # engines: checked above per run (the public recipe's attention is its own), with bench's options in the fix
     failures = [f for f in blocking_checks(profile_name=profile) if f.name not in ("data", "model", "engines")]
     if failures:
@@ -638,13 +521,13 @@ def _run(args, nvml=None, run=launch, find_spec=None) -> int:
         )
     machine = machine_facts(nvml)
     card = card_for_gpu_name(machine["card"])
-    work = Path(args.work).expanduser()
+    work = options.work
     from verlfit.output_files import check_output, enclosing_run, resolved
 
     # where the record goes, checked before the runs (minutes): never over a file verlfit did not write
-    default = f"verlfit-bench-{(card.key if card else 'gpu')}{'-emulate-' + args.emulate if args.emulate else ''}.json"
-    given = Path(args.output).expanduser() if args.output else Path(default)
-    output = check_output(given, "verlfit bench", kind="file", force=args.force)
+    emulated = "-emulate-" + options.emulate if options.emulate else ""
+    given = options.output or Path(f"verlfit-bench-{(card.key if card else 'gpu')}{emulated}.json")
+    output = check_output(given, "verlfit bench", kind="file", force=options.force)
     inside = enclosing_run(resolved(work))
     if inside is not None:
         raise VerlfitError(
@@ -655,19 +538,17 @@ def _run(args, nvml=None, run=launch, find_spec=None) -> int:
     # the tokenizer is trained and used here, then verl's processes are started: without this, tokenizers warns
     # in each child that parallelism was used before the fork (device_run.sh sets the same)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    model, data = prepare_inputs(work, shape=args.shape, gsm8k=Path(args.gsm8k).expanduser() if args.gsm8k else None)
+    model, data = prepare_inputs(work, shape=options.shape, gsm8k=options.gsm8k)
     # one folder per bench under work/runs, named by its start time: verlfit train refuses an existing run
     # directory, so a second bench with the same --work must not reuse the first one's
     (work / "runs").mkdir(parents=True, exist_ok=True)
     runs = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=work / "runs"))
     rows = []
-    for i, name in enumerate(names, 1):
+    for i, name in enumerate(options.configs, 1):
         run_dir = runs / name
-        print(
-            f"bench: [{i}/{len(names)}] {name}: verlfit {' '.join(train_args(name, args, model, data, run_dir))}",
-            flush=True,
-        )
-        status = run(train_args(name, args, model, data, run_dir))
+        argv = train_args(name, options, model, data, run_dir)
+        log(f"bench: [{i}/{len(options.configs)}] {name}: verlfit {' '.join(argv)}")
+        status = run(argv)
         if status != 0:
             raise VerlfitError(
                 f"bench: the {name} run failed (verl exited with status {status})", fix=f"see {run_dir / 'train.log'}"
@@ -676,17 +557,14 @@ def _run(args, nvml=None, run=launch, find_spec=None) -> int:
     # rollout/attention: the options as given (None: the profile's); each run's row has the code paths it ran
     result = {
         "verlfit_bench": 1,
-        "emulate": args.emulate,
+        "emulate": options.emulate,
         "profile": rows[0]["profile"],
-        "rollout": args.rollout,
-        "attention": args.attention,
-        "steps": args.steps,
-        "model": args.shape,
-        "data": "gsm8k" if args.gsm8k else "generated",
+        "rollout": options.rollout,
+        "attention": options.attention,
+        "steps": options.steps,
+        "model": options.shape,
+        "data": "gsm8k" if options.gsm8k else "generated",
         "machine": machine,
         "runs": rows,
     }
-    render(result)
-    write_json(result, output)
-    print(f"bench: wrote {output.given}; attach it to an issue on verlfit's tracker", flush=True)
-    return 0
+    return result, output

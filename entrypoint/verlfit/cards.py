@@ -263,7 +263,8 @@ def card_for_gpu_name(name: str) -> Card | None:
 
 
 def get_card(key: str) -> Card:
-    """The card named ``key`` (a key of :data:`CARDS`: ``p40``, ``t4``, ``v100``, ``v100-pcie``, ``rtx2080ti``, ``a10``, ``l4``, ``h200``).
+    """The card named ``key`` (a key of :data:`CARDS`: ``p40``, ``t4``, ``v100``, ``v100-pcie``, ``rtx2080ti``,
+    ``a10``, ``l4``, ``h200``).
 
     Raises:
         VerlfitError: naming the known keys.

@@ -18,16 +18,16 @@ from verlfit.errors import VerlfitError
 
 # subcommand name -> module that registers it (order is the order shown in --help)
 SUBCOMMANDS: dict[str, str] = {
-    "prepare-gsm8k": "verlfit.gsm8k",
-    "prepare-data": "verlfit.prepare_data",
+    "prepare-gsm8k": "verlfit.commands.prepare_gsm8k",
+    "prepare-data": "verlfit.commands.prepare_data",
     "train": "verlfit.train.command",
     "plan": "verlfit.plan",
-    "doctor": "verlfit.doctor",
+    "doctor": "verlfit.commands.doctor",
     "report": "verlfit.report",
     "export": "verlfit.export",
     "eval": "verlfit.evaluate",
-    "profiles": "verlfit.profiles",
-    "bench": "verlfit.bench",
+    "profiles": "verlfit.commands.profiles",
+    "bench": "verlfit.commands.bench",
 }
 
 

@@ -157,7 +157,8 @@ def missing_verl_columns(schema, keys: DataKeys = DataKeys()) -> list[str]:
         # verl applies the chat template to it: a plain string would be read as no message at all
         held = normalized_type(schema.field(keys.prompt_key).type)
         missing.append(
-            f"{keys.prompt_key} as chat messages (a list of {{role, content}}; it holds {'plain strings' if held == pa.string() else held})"
+            f"{keys.prompt_key} as chat messages (a list of {{role, content}}; it holds "
+            f"{'plain strings' if held == pa.string() else held})"
         )
     if "reward_model" in schema.names:
         reward_model = schema.field("reward_model").type
@@ -228,7 +229,8 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
         why_not = (
             f"{', '.join(unlisted)} {'was' if len(unlisted) == 1 else 'were'} not written by verlfit"
             if unlisted
-            else f"{', '.join(changed)} {'was' if len(changed) == 1 else 'were'} changed after verlfit wrote {'it' if len(changed) == 1 else 'them'}"
+            else f"{', '.join(changed)} {'was' if len(changed) == 1 else 'were'} changed after verlfit wrote "
+            f"{'it' if len(changed) == 1 else 'them'}"
         )
     if all(name in entries for name in SPLIT_FILES):
         problems = []

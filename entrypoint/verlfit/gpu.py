@@ -153,7 +153,8 @@ class PeerLink:
     level_error: str | None = None
 
     def describe(self) -> str:
-        """One line, e.g. ``"GPU 0 - GPU 1: PHB (a PCIe host bridge (the CPU's root complex)), P2P no (NVML status 2: ...)"``."""
+        """One line, e.g. ``"GPU 0 - GPU 1: PHB (a PCIe host bridge (the CPU's root complex)), P2P no (NVML status
+        2: ...)"``."""
         if self.nvlink:
             path = "NVLink"
         elif self.level in TOPOLOGY_LEVELS:
@@ -229,7 +230,8 @@ def query_gpus(nvml=None) -> GpuReport:
         nvml.nvmlInit()
     except Exception as error:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
         return GpuReport(
-            error=f"no NVIDIA GPU visible: NVML could not start ({error}); is the NVIDIA driver installed and the GPU passed to this container (docker run --gpus all)"
+            error=f"no NVIDIA GPU visible: NVML could not start ({error}); is the NVIDIA driver installed and the GPU "
+            "passed to this container (docker run --gpus all)"
         )
     try:
         driver = _text(nvml.nvmlSystemGetDriverVersion())
@@ -261,7 +263,8 @@ def query_gpus(nvml=None) -> GpuReport:
         return GpuReport(
             driver_version=driver,
             cuda_driver_version=cuda_version,
-            error="no NVIDIA GPU visible: the driver is loaded but reports 0 devices (check CUDA_VISIBLE_DEVICES and --gpus)",
+            error="no NVIDIA GPU visible: the driver is loaded but reports 0 devices (check CUDA_VISIBLE_DEVICES and "
+            "--gpus)",
         )
     return GpuReport(gpus=gpus, driver_version=driver, cuda_driver_version=cuda_version, links=links)
 
@@ -328,7 +331,8 @@ def cuda_visible_gpus(gpus: list[GpuInfo], environ) -> list[GpuInfo]:
             matches = [g for g in ordered if g.uuid.upper().startswith(entry.upper())]
             if len(matches) > 1:
                 raise VerlfitError(
-                    f"CUDA_VISIBLE_DEVICES entry {entry} matches {len(matches)} GPUs ({', '.join(g.uuid for g in matches)})",
+                    f"CUDA_VISIBLE_DEVICES entry {entry} matches {len(matches)} GPUs "
+                    f"({', '.join(g.uuid for g in matches)})",
                     fix="give more of the UUID (nvidia-smi -L lists them)",
                     exit_code=2,
                 )
@@ -337,8 +341,10 @@ def cuda_visible_gpus(gpus: list[GpuInfo], environ) -> list[GpuInfo]:
             if not pci_bus_order and not _one_kind(gpus):
                 kinds = " and ".join(sorted({g.name for g in gpus}))
                 raise VerlfitError(
-                    f"CUDA_VISIBLE_DEVICES={text} numbers the GPUs in CUDA's default fastest-first order, which is not nvidia-smi's on this machine of {kinds} cards",
-                    fix=f"also set CUDA_DEVICE_ORDER=PCI_BUS_ID (then the indices are nvidia-smi's), or name the GPUs by UUID (nvidia-smi -L)",
+                    f"CUDA_VISIBLE_DEVICES={text} numbers the GPUs in CUDA's default fastest-first order, which is "
+                    f"not nvidia-smi's on this machine of {kinds} cards",
+                    fix="also set CUDA_DEVICE_ORDER=PCI_BUS_ID (then the indices are nvidia-smi's), or name the GPUs "
+                    "by UUID (nvidia-smi -L)",
                     exit_code=2,
                 )
             found = ordered[int(entry)] if int(entry) < len(ordered) else None
@@ -370,7 +376,8 @@ def refuse_mixed_cards(all_gpus: list[GpuInfo], visible: list[GpuInfo], environ)
     for g in visible:
         kinds.setdefault(g.kind, []).append(g)
     named = "; ".join(
-        f"{group[0].name} (compute capability {group[0].compute_capability_text}, {group[0].total_memory_bytes / GIB:.1f} GiB): GPU {', '.join(str(g.index) for g in group)}"
+        f"{group[0].name} (compute capability {group[0].compute_capability_text}, "
+        f"{group[0].total_memory_bytes / GIB:.1f} GiB): GPU {', '.join(str(g.index) for g in group)}"
         for group in kinds.values()
     )
     picks = " or ".join(
@@ -383,7 +390,8 @@ def refuse_mixed_cards(all_gpus: list[GpuInfo], visible: list[GpuInfo], environ)
         else "this machine has"
     )
     raise VerlfitError(
-        f"{where} GPUs of {len(kinds)} kinds (NVML indices, as nvidia-smi numbers them): {named}; one run needs cards of one kind (one profile, one memory plan, equal FSDP shards)",
+        f"{where} GPUs of {len(kinds)} kinds (NVML indices, as nvidia-smi numbers them): {named}; one run needs cards "
+        "of one kind (one profile, one memory plan, equal FSDP shards)",
         fix=f"run on one kind: {picks}",
         exit_code=2,
     )
@@ -440,8 +448,10 @@ def nccl_environment(links: list[PeerLink], gpus: int, environ) -> tuple[dict[st
     user = [name for name in NCCL_P2P_VARIABLES if environ.get(name) is not None]
     if user:
         return {}, [
-            f"NVML reports no peer-to-peer access between {pairs}; your {', '.join(f'{name}={environ[name]}' for name in user)} is kept (verlfit would set NCCL_P2P_DISABLE=1)"
+            f"NVML reports no peer-to-peer access between {pairs}; your "
+            f"{', '.join(f'{name}={environ[name]}' for name in user)} is kept (verlfit would set NCCL_P2P_DISABLE=1)"
         ]
     return {"NCCL_P2P_DISABLE": "1"}, [
-        f"NVML reports no peer-to-peer access between {pairs}: NCCL_P2P_DISABLE=1 for the workers, so NCCL goes through host memory (slower, but no hang); set NCCL_P2P_DISABLE or NCCL_P2P_LEVEL yourself to override"
+        f"NVML reports no peer-to-peer access between {pairs}: NCCL_P2P_DISABLE=1 for the workers, so NCCL goes "
+        "through host memory (slower, but no hang); set NCCL_P2P_DISABLE or NCCL_P2P_LEVEL yourself to override"
     ]

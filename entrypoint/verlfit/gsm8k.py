@@ -1,4 +1,5 @@
-"""``verlfit prepare-gsm8k``: GSM8K -> ``train.parquet`` / ``test.parquet`` in verl 0.4.1's schema.
+"""GSM8K -> ``train.parquet`` / ``test.parquet`` in verl 0.4.1's schema (``verlfit prepare-gsm8k``:
+:mod:`verlfit.commands.prepare_gsm8k`).
 
 verl's own preprocessing script (``examples/data_preprocess/gsm8k.py``) is not in the PyPI wheel;
 this module reproduces its logic exactly and adds what an air-gapped 24 GB user needs:
@@ -36,16 +37,11 @@ GSM8K files is prepared from them into ``DIR/verl`` (:data:`PREPARED_FOLDER`), a
 
 from __future__ import annotations
 
-import argparse
-import errno
 import math
 import os
 import re
-import secrets
-import signal
 import statistics
 import tempfile
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,7 +243,8 @@ def discover_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
                 have = ", ".join(path.name for files in found.values() for path in files)
                 raise VerlfitError(
                     f"{candidate} has no {split} file (found {have})",
-                    fix=f"add {split}.parquet, {split}.jsonl or {split}.json (or {split}-*.parquet shards) next to them",
+                    fix=f"add {split}.parquet, {split}.jsonl or {split}.json (or {split}-*.parquet shards) next to "
+                    "them",
                 )
             suffixes = sorted({path.suffix for path in found[split]})
             if len(suffixes) > 1:
@@ -310,7 +307,8 @@ def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dic
                 cause = f" ({error.__cause__})" if error.__cause__ else ""
                 raise VerlfitError(
                     f"cannot read {names}: {error}{cause}",
-                    fix="the files must be parquet, JSON lines (one JSON object per line: a line that does not parse stops the whole file) or a JSON array of objects with question and answer",
+                    fix="the files must be parquet, JSON lines (one JSON object per line: a line that does not parse "
+                    "stops the whole file) or a JSON array of objects with question and answer",
                 ) from error
             splits[split] = _raw_split(dataset, split, names)
     log(
@@ -346,7 +344,8 @@ def _read_hub(
         )
         if answer.status is None:
             raise VerlfitError(
-                f"cannot load {HUB_DATASET} (config {HUB_CONFIG}): {answer.endpoint} is unreachable ({answer.reason}) and it is not in the datasets cache under {cache}",
+                f"cannot load {HUB_DATASET} (config {HUB_CONFIG}): {answer.endpoint} is unreachable ({answer.reason}) "
+                f"and it is not in the datasets cache under {cache}",
                 fix=f"set HF_ENDPOINT to a reachable mirror, or {by_hand}",
             )
     log(
@@ -429,17 +428,22 @@ def load_tokenizer(
     if looks_local and not local.is_dir():
         raise VerlfitError(
             f"--tokenizer {name_or_path}: no such directory (and not a hub name, which is owner/name)",
-            fix="pass the model's local directory (holding tokenizer.json) or a hub name such as Qwen/Qwen2.5-0.5B-Instruct",
+            fix="pass the model's local directory (holding tokenizer.json) or a hub name such as "
+            "Qwen/Qwen2.5-0.5B-Instruct",
         )
     if local.is_dir() and not any(
         (local / name).is_file()
         for name in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
     ):
         raise VerlfitError(
-            f"--tokenizer {name_or_path}: the directory holds no tokenizer files (tokenizer.json, tokenizer_config.json)",
+            f"--tokenizer {name_or_path}: the directory holds no tokenizer files (tokenizer.json, "
+            "tokenizer_config.json)",
             fix="pass the model's directory as saved by save_pretrained, which includes its tokenizer",
         )
-    local_dir_fix = "pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or `huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it)"
+    local_dir_fix = (
+        "pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or "
+        "`huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it)"
+    )
     from transformers import AutoTokenizer
 
     if not local.is_dir():
@@ -457,20 +461,24 @@ def load_tokenizer(
         offline = hub.offline_variable(environ)
         if offline:
             raise VerlfitError(
-                f"--tokenizer {name_or_path} is not in the local hub cache, and {offline}=1 is set, so it is not downloaded",
-                fix=f"{local_dir_fix}, or fill the cache where the hub is reachable (huggingface-cli download {name_or_path}) with the same HF_HOME",
+                f"--tokenizer {name_or_path} is not in the local hub cache, and {offline}=1 is set, so it is not "
+                "downloaded",
+                fix=f"{local_dir_fix}, or fill the cache where the hub is reachable (huggingface-cli download "
+                f"{name_or_path}) with the same HF_HOME",
             )
         answer = hub.probe(
             str(name_or_path), "tokenizer_config.json", environ, hub.NETWORK_TIMEOUT_S, head or hub.http_head
         )
         if answer.status is None:
             raise VerlfitError(
-                f"--tokenizer {name_or_path} is not in the local hub cache and {answer.endpoint} is unreachable ({answer.reason})",
+                f"--tokenizer {name_or_path} is not in the local hub cache and {answer.endpoint} is unreachable "
+                f"({answer.reason})",
                 fix=f"{local_dir_fix}, or set HF_ENDPOINT to a reachable mirror",
             )
         if answer.status in (401, 403):
             raise VerlfitError(
-                f"--tokenizer {name_or_path} at {answer.endpoint} needs authorisation (HTTP {answer.status}): gated or private",
+                f"--tokenizer {name_or_path} at {answer.endpoint} needs authorisation (HTTP {answer.status}): gated "
+                "or private",
                 fix="accept the licence on the model page and export HF_TOKEN, or " + local_dir_fix,
             )
         if answer.status == 404:
@@ -667,7 +675,8 @@ def prepare(
     if max_prompt_length is not None and tokenizer is None:
         raise VerlfitError(
             "--max-prompt-length needs --tokenizer: prompt lengths are counted in the model's tokens",
-            fix="add --tokenizer with the model you will train (e.g. Qwen/Qwen2.5-0.5B-Instruct or its local directory)",
+            fix="add --tokenizer with the model you will train (e.g. Qwen/Qwen2.5-0.5B-Instruct or its local "
+            "directory)",
             exit_code=2,
         )
     if max_prompt_length is not None and max_prompt_length < 1:
@@ -675,7 +684,9 @@ def prepare(
     output_dir = Path(output_dir)
     if source is not None and output_dir.resolve() in (Path(source).resolve(), Path(source).resolve() / "main"):
         raise VerlfitError(
-            f"--output {output_dir} is where --input's files are read from ({source}, or its main/ folder): verl's train.parquet/test.parquet would sit beside the raw files, and the next run would find two formats there",
+            f"--output {output_dir} is where --input's files are read from ({source}, or its main/ folder): verl's "
+            "train.parquet/test.parquet would sit beside the raw files, and the next run would find two formats "
+            "there",
             fix="pass --output another directory, e.g. data/gsm8k",
             exit_code=2,
         )
@@ -763,86 +774,3 @@ def prepare(
         dropped = f", {result.dropped[split]} over {max_prompt_length} tokens" if split in result.dropped else ""
         log(f"{split}: {result.rows[split]} rows written ({bad} bad{dropped}) -> {result.paths[split]}")
     return result
-
-
-# --------------------------------------------------------------------------- CLI
-
-_DESCRIPTION = f"""\
-Write GSM8K as verl 0.4.1 reads it: <output>/train.parquet and <output>/test.parquet with the
-columns of verl's examples/data_preprocess/gsm8k.py (data_source, prompt, ability, reward_model,
-extra_info); the ground truth is the first '#### <number>' of the answer, commas removed.
-
-source: without --input, {HUB_DATASET} (config {HUB_CONFIG}) through the datasets library, which
-honours HF_ENDPOINT, HF_HOME and HF_HUB_OFFLINE=1 / HF_DATASETS_OFFLINE=1. With --input DIR, local
-files with 'question' and 'answer' columns: in DIR, or else in DIR/main (the hub's layout),
-  train.parquet | train.jsonl | train.json | train-*.parquet | train-*.jsonl | train-*.json
-and the same for test; shards are read in name order; one format per split. (.json: JSON lines
-or one JSON array of objects.)
-
-rows: a row with a missing or blank question or answer, no '####' in its answer or no number after it is
-reported as '<split> row <index>: <reason>' (index counted from 0: line index+1 of a jsonl file) and skipped (--strict: fatal). A file that does not parse
-(a broken JSON line, a question that is a number) stops preparation with the reader's error. extra_info.index is the row's
-index in its source split, so skipped or dropped rows leave gaps and every row traces back.
-
-lengths: with --tokenizer, each prompt is rendered as verl's RLHFDataset does
-(apply_chat_template(prompt, add_generation_prompt=True)) and the length distribution printed;
-with --max-prompt-length N too, prompts over N tokens are dropped (verl keeps length <= N), so
-data.max_prompt_length=N cannot fail mid-run.
-
-output: built whole in a hidden folder beside the output, with a marker (.verlfit-written.json:
-the command, its input, each file's size and SHA-256), then switched in with one rename; on any
-error or Ctrl-C the previous folder stays as it was. The same input gives byte-identical parquet
-files. The output must be absent, empty, or what verlfit prepared there before: a re-run on the
-same input replaces it, --force replaces what another verlfit command or input wrote; a folder
-holding files verlfit did not write, an input, a run directory or the current directory is
-refused before anything is read (even with --force).
-"""
-
-_EPILOG = """\
-examples:
-  $ verlfit prepare-gsm8k
-  $ HF_HUB_OFFLINE=1 verlfit prepare-gsm8k --input /data/gsm8k --output data/gsm8k
-  $ verlfit prepare-gsm8k --input ./gsm8k --tokenizer Qwen/Qwen2.5-0.5B-Instruct --max-prompt-length 256
-"""
-
-
-def register(subparsers):
-    """Add the ``prepare-gsm8k`` parser; its ``func`` runs :func:`prepare`."""
-    parser = subparsers.add_parser(
-        "prepare-gsm8k",
-        help="write GSM8K as verl's train.parquet / test.parquet (hub or local files)",
-        description=_DESCRIPTION,
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--input", metavar="DIR", help="local GSM8K directory (default: download from the hub)")
-    parser.add_argument(
-        "--output", metavar="DIR", default=DEFAULT_OUTPUT, help=f"output directory (default: {DEFAULT_OUTPUT})"
-    )
-    parser.add_argument(
-        "--tokenizer", metavar="PATH_OR_NAME", help="tokenizer to measure prompts with (the model you train)"
-    )
-    parser.add_argument(
-        "--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)"
-    )
-    parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace what verlfit wrote into --output before (from another input or command); never a "
-        "file verlfit did not write",
-    )
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _run(args) -> int:
-    prepare(
-        source=args.input,
-        output_dir=args.output,
-        tokenizer=args.tokenizer,
-        max_prompt_length=args.max_prompt_length,
-        strict=args.strict,
-        force=args.force,
-    )
-    return 0

@@ -171,7 +171,7 @@ def require_model_source(
     if answer.status in (401, 403):
         raise VerlfitError(
             f"{not_local}, and {answer.endpoint} needs authorisation for it (HTTP {answer.status}): gated or private",
-            fix=f"check the path, or accept the licence on the model page and export HF_TOKEN",
+            fix="check the path, or accept the licence on the model page and export HF_TOKEN",
         )
     if answer.status == 404:
         raise VerlfitError(

@@ -1,5 +1,6 @@
-"""``verlfit prepare-data``: the user's own question/answer files -> ``train.parquet`` / ``test.parquet`` in verl
-0.4.1's schema, the same five columns verl's GSM8K script writes (:func:`verlfit.gsm8k.features`)::
+"""The user's own question/answer files -> ``train.parquet`` / ``test.parquet`` in verl 0.4.1's schema (``verlfit
+prepare-data``: :mod:`verlfit.commands.prepare_data`), the same five columns verl's GSM8K script writes
+(:func:`verlfit.gsm8k.features`)::
 
     data_source  the name the user gives (--data-source): what verl's reward manager dispatches on
     prompt       [{"role": "system", "content": --system-prompt} (when given),
@@ -27,7 +28,6 @@ current directory.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -456,7 +456,8 @@ def prepare_data(
     if prompt_template is not None and "{question}" not in prompt_template:
         raise VerlfitError(
             f"--prompt-template {prompt_template!r} has no {{question}}",
-            fix="put {question} where the question goes, e.g. --prompt-template 'Convert: {question} Answer after ####.'",
+            fix="put {question} where the question goes, e.g. --prompt-template 'Convert: {question} Answer after "
+            "####.'",
             exit_code=2,
         )
     others = sorted({name for name in PLACEHOLDER.findall(prompt_template or "") if name != "question"})
@@ -556,7 +557,8 @@ def prepare_data(
         train_at, test_at = split_indices(len(good["train"]), test_fraction, seed)
         good = {"train": [good["train"][i] for i in train_at], "test": [good["train"][i] for i in test_at]}
         log(
-            f"split {len(train_at) + len(test_at)} good rows with seed {seed}: {len(train_at)} train, {len(test_at)} test"
+            f"split {len(train_at) + len(test_at)} good rows with seed {seed}: {len(train_at)} train, {len(test_at)} "
+            "test"
         )
 
     rows = {
@@ -582,7 +584,8 @@ def prepare_data(
     for split in ("train", "test"):
         if not rows[split]:
             raise VerlfitError(
-                f"no {split} rows left to write ({len(good[split])} good, {result.dropped.get(split, 0)} over the prompt limit); nothing written to {output_dir}",
+                f"no {split} rows left to write ({len(good[split])} good, {result.dropped.get(split, 0)} over the "
+                f"prompt limit); nothing written to {output_dir}",
                 fix="check the source files and columns, or raise --max-prompt-length",
                 exit_code=2,
             )
@@ -612,132 +615,3 @@ def _same_file(first: str | os.PathLike, second: str | os.PathLike) -> bool:
         return os.path.samefile(first, second)
     except OSError:
         return Path(first).resolve() == Path(second).resolve()
-
-
-# --------------------------------------------------------------------------- CLI
-
-_DESCRIPTION = """\
-Write your own question/answer files as verl 0.4.1 reads them: <output>/train.parquet and
-<output>/test.parquet with the five columns of verl's GSM8K script (data_source, prompt, ability,
-reward_model, extra_info). data_source is --data-source on every row (your reward function receives
-it: verl's own scorers know only their datasets' names); prompt is an optional --system-prompt
-message, then the question (or --prompt-template with {question} in it); the ground truth is the
-answer column as text (a whole number as its digits, 3.0 too; another number as Python writes it).
-Only {question} is replaced in --prompt-template: another {name} in it is refused.
-
-input: .jsonl (one JSON object a line), .json (an array of objects), .csv (header line first, each
-column named once; UTF-8, with or without the byte-order mark Excel writes), .parquet. A column
-named by --question-column or --answer-column that no row has is refused once, listing the file's
-columns. A row with a missing or blank question or answer, an answer that is neither text nor a
-number, or a line that is not a JSON object is reported as '<file> line N, column C: reason'
-(parquet and .json: row/item N, counted from 0) and skipped (--strict: fatal).
-
-split: --test FILE (another file than --train), or --test-fraction F of --train's good rows drawn
-with --seed (at least one row each side); extra_info.index is the row's position in its file.
-
-lengths: with --tokenizer, prompts are measured as verl's RLHFDataset measures them; with
---max-prompt-length N, prompts over N tokens are dropped (as prepare-gsm8k does).
-
-output: built whole in a hidden folder beside --output with a marker (.verlfit-written.json), then
-switched in with one rename. --output must be absent, empty, or what verlfit wrote there before: a
-re-run on the same files replaces it, --force replaces what verlfit wrote from other inputs; a
-folder holding files verlfit did not write, an input's folder, a run directory or the current
-directory is refused (even with --force).
-"""
-
-_EPILOG = """\
-examples:
-  $ verlfit prepare-data --train units.jsonl --test-fraction 0.1 --data-source my/units --output data/units
-  $ verlfit prepare-data --train train.csv --test test.csv --question-column problem --answer-column solution \\
-      --data-source my/task --prompt-template 'Solve: {question} Put the answer after ####.' \\
-      --tokenizer Qwen/Qwen3-1.7B --max-prompt-length 256 --output data/task
-then train with your reward function:
-  $ verlfit train --data data/units --reward-function reward.py:compute_score
-"""
-
-
-def register(subparsers):
-    """Add the ``prepare-data`` parser; its ``func`` runs :func:`prepare_data`."""
-    parser = subparsers.add_parser(
-        "prepare-data",
-        help="write your own question/answer files as verl's train.parquet / test.parquet",
-        description=_DESCRIPTION,
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--train", metavar="FILE", required=True, help="training rows: .jsonl, .json, .csv or .parquet")
-    held_out = parser.add_mutually_exclusive_group(required=True)
-    held_out.add_argument("--test", metavar="FILE", help="held-out rows (same formats)")
-    held_out.add_argument(
-        "--test-fraction", metavar="F", type=float, help="hold out this share of --train's good rows (0 < F < 1)"
-    )
-    parser.add_argument(
-        "--seed", metavar="N", type=int, default=0, help="random seed of --test-fraction's split (default 0)"
-    )
-    parser.add_argument(
-        "--data-source",
-        metavar="NAME",
-        required=True,
-        help="the data_source of every row: your reward function receives it",
-    )
-    parser.add_argument(
-        "--question-column", metavar="NAME", default="question", help="column holding the question (default: question)"
-    )
-    parser.add_argument(
-        "--answer-column",
-        metavar="NAME",
-        default="answer",
-        help="column holding the answer, the ground truth (default: answer)",
-    )
-    parser.add_argument("--system-prompt", metavar="TEXT", help="a system message before each question")
-    parser.add_argument(
-        "--prompt-template",
-        metavar="TEXT",
-        help="the user message, with {question} where the question goes (default: the question)",
-    )
-    parser.add_argument(
-        "--ability", metavar="NAME", default=DEFAULT_ABILITY, help=f"verl's ability column (default: {DEFAULT_ABILITY})"
-    )
-    parser.add_argument(
-        "--tokenizer",
-        "--model",
-        dest="tokenizer",
-        metavar="PATH_OR_NAME",
-        help="the model you train (its folder or hub name): prompts are measured in its tokens",
-    )
-    parser.add_argument(
-        "--max-prompt-length", metavar="N", type=int, help="drop prompts longer than N tokens (needs --tokenizer)"
-    )
-    parser.add_argument(
-        "--output", metavar="DIR", required=True, help="output folder: absent, empty, or written by verlfit before"
-    )
-    parser.add_argument("--strict", action="store_true", help="fail on bad rows instead of skipping them")
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace what verlfit wrote into --output before (from other inputs or another command); "
-        "never a file verlfit did not write",
-    )
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _run(args) -> int:
-    prepare_data(
-        train=args.train,
-        test=args.test,
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-        data_source=args.data_source,
-        question_column=args.question_column,
-        answer_column=args.answer_column,
-        system_prompt=args.system_prompt,
-        prompt_template=args.prompt_template,
-        ability=args.ability,
-        tokenizer=args.tokenizer,
-        max_prompt_length=args.max_prompt_length,
-        output_dir=args.output,
-        strict=args.strict,
-        force=args.force,
-    )
-    return 0

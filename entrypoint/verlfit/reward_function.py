@@ -237,8 +237,10 @@ def load_reward_function(reward: RewardFunction) -> Callable:
         inspect.signature(function).bind(**{keyword: None for keyword in CALL_KEYWORDS})
     except TypeError as error:
         raise VerlfitError(
-            f"{reward.name} in {path} cannot be called as verl 0.4.1 calls it, with the keywords {', '.join(CALL_KEYWORDS)} ({error})",
-            fix=f"define it as def {reward.name}(data_source, solution_str, ground_truth, extra_info=None): ... returning a number (or a dict with 'score')",
+            f"{reward.name} in {path} cannot be called as verl 0.4.1 calls it, with the keywords "
+            f"{', '.join(CALL_KEYWORDS)} ({error})",
+            fix=f"define it as def {reward.name}(data_source, solution_str, ground_truth, extra_info=None): ... "
+            "returning a number (or a dict with 'score')",
             exit_code=2,
         ) from error
     except ValueError:
@@ -365,7 +367,8 @@ def call_on_rows(
             except NotImplementedError as error:
                 raise VerlfitError(
                     f"{label} cannot score {where}: NotImplementedError: {error}",
-                    fix="pass --reward-function FILE.py:FUNCTION with a function that scores this data_source, or prepare the data with a data_source verl scores",
+                    fix="pass --reward-function FILE.py:FUNCTION with a function that scores this data_source, or "
+                    "prepare the data with a data_source verl scores",
                     exit_code=2,
                 ) from error
             except Exception as error:  # the user's code: any exception is reported with the row, then chained
@@ -377,7 +380,8 @@ def call_on_rows(
             value = score_value(result)
             if value is None:
                 raise VerlfitError(
-                    f"{label} returned {result!r} ({type(result).__name__}) on {where} with {shown} as the response: verl needs a number, or a dict with a numeric 'score'",
+                    f"{label} returned {result!r} ({type(result).__name__}) on {where} with {shown} as the response: "
+                    "verl needs a number, or a dict with a numeric 'score'",
                     fix="return a float (e.g. 1.0 for a correct answer, 0.0 otherwise), or {'score': float, ...}",
                     exit_code=2,
                 )
@@ -438,7 +442,8 @@ def reward_rows(parquet: str | os.PathLike, keys: DataKeys = DataKeys(), count: 
         if missing:
             raise VerlfitError(
                 f"{parquet} lacks {', '.join(missing)}, which verl's reward manager reads",
-                fix="prepare the data with verlfit prepare-data (or set data.reward_fn_key to the column naming the task)",
+                fix="prepare the data with verlfit prepare-data (or set data.reward_fn_key to the column naming the "
+                "task)",
                 exit_code=2,
             )
         columns = [
@@ -480,8 +485,10 @@ def verl_scores(data_source: str, ground_truth: Any = "0") -> bool:
         return False
     except Exception as error:  # the dispatch found a scorer, and that scorer cannot score this row here
         raise VerlfitError(
-            f"verl's scorer for data_source {data_source!r} fails on an empty response with ground truth {ground_truth!r}: {type(error).__name__}: {error}",
-            fix="install what the scorer needs in the image and give the ground truth the form it reads, or pass --reward-function FILE.py:FUNCTION",
+            f"verl's scorer for data_source {data_source!r} fails on an empty response with ground truth "
+            f"{ground_truth!r}: {type(error).__name__}: {error}",
+            fix="install what the scorer needs in the image and give the ground truth the form it reads, or pass "
+            "--reward-function FILE.py:FUNCTION",
             exit_code=2,
         ) from error
     return True
@@ -576,8 +583,10 @@ def check_verl_scores(
         )
         raise VerlfitError(
             f"verl 0.4.1 has no scorer for data_source {named} of {', '.join(map(str, files))} "
-            "(verl/utils/reward_score/__init__.py: default_compute_score raises NotImplementedError at the first validation)",
-            fix="pass a reward function: --reward-function FILE.py:FUNCTION (or after --: custom_reward_function.path=FILE.py custom_reward_function.name=FUNCTION)",
+            "(verl/utils/reward_score/__init__.py: default_compute_score raises NotImplementedError at the first "
+            "validation)",
+            fix="pass a reward function: --reward-function FILE.py:FUNCTION (or after --: "
+            "custom_reward_function.path=FILE.py custom_reward_function.name=FUNCTION)",
             exit_code=2,
         )
     return call_on_rows(default_compute_score, rows, keys, label="verl's default_compute_score")

@@ -9,9 +9,9 @@
   generation_config.json) plus those tokenizer files: the directory works as ``--model`` for verl
   (``AutoTokenizer``/``AutoModelForCausalLM.from_pretrained(local_dir)``).
 
-Shapes: ``qwen2.5-0.5b``, ``qwen2.5-1.5b`` and ``qwen2.5-3b`` are the Qwen2.5-*-Instruct configs (vocab 151936
-rows even though the local tokenizer is smaller, so memory and compute are the real model's); ``tiny`` (CPU tests) and ``small`` (learning
-check) use vocab = tokenizer size.
+Shapes: ``qwen2.5-0.5b``, ``qwen2.5-1.5b`` and ``qwen2.5-3b`` are the Qwen2.5-*-Instruct configs (vocab 151936 rows even
+though the local tokenizer is smaller, so memory and compute are the real model's); ``tiny`` (CPU tests) and ``small``
+(learning check) use vocab = tokenizer size.
 
 Needs ``torch``, ``transformers`` (with ``jinja2`` for the chat template), ``tokenizers`` and ``safetensors``: all
 in the images (docker/common.lock, docker/torch-*.lock); imported only when a function needs them.
@@ -74,7 +74,8 @@ QWEN25_CHAT_TEMPLATE = (
     "    {%- if messages[0]['role'] == 'system' %}\n"
     "        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
     "    {%- else %}\n"
-    "        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n"
+    "        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+    "assistant.<|im_end|>\\n' }}\n"
     "    {%- endif %}\n"
     "{%- endif %}\n"
     "{%- for message in messages %}\n"
@@ -154,7 +155,8 @@ SHAPES = {
     ),
     # Qwen/Qwen2.5-1.5B-Instruct and Qwen/Qwen2.5-3B-Instruct config.json. Layers, hidden, heads, KV heads,
     # intermediate, vocabulary, tied embeddings, rope_theta, rms_norm_eps and max_position_embeddings as in
-    # verlfit.model_shape's built-in Qwen2.5 shapes (the hub's config.json values) and in public copies of those configs (found with the code search:
+    # verlfit.model_shape's built-in Qwen2.5 shapes (the hub's config.json values) and in public copies of those configs
+    # (found with the code search:
     # "intermediate_size": 8960 / 11008 with Qwen/Qwen2.5-1.5B-Instruct / -3B-Instruct). max_window_layers
     # (21 / 70) and sliding_window are the checkpoints' values as recalled, not re-read here: they act only with
     # use_sliding_window=True, which these configs set False.

@@ -5,8 +5,14 @@ the environment, stand-ins for the network) that returns a :class:`verlfit.check
 * :mod:`verlfit.checks.data_folder`: ``--data``: verl's parquet files there and well-formed, or preparable.
 * :mod:`verlfit.checks.model_folder`: ``--model``: a usable model directory, or a cached or reachable hub id.
 * :mod:`verlfit.checks.patches`: the installed verl carries this verlfit's patch series.
+* :mod:`verlfit.checks.engines`: the packages the run's rollout and attention import (vllm, flash_attn) are there.
+* :mod:`verlfit.checks.disk`: the checkpoints a run holds at once fit under its run directory.
+* :mod:`verlfit.checks.stack`: torch, transformers and verl importable, for the commands that need them.
+* :mod:`verlfit.checks.readiness`: the doctor's checks, one line each (data folder, model folder, patches,
+  engines and disk among them) run against a :class:`verlfit.checks.readiness.DoctorContext`; ``blocking_checks``:
+  the subset train runs before a launch.
 
 Further checks of the same kind go beside these (a reward function, the ownership of an own data folder), each in a
-module named for what it checks. ``verlfit doctor`` (:mod:`verlfit.doctor`) is the one place that runs them as its
-named lines and prints PASS/WARN/FAIL; ``verlfit train`` runs them through the doctor's blocking checks.
+module named for what it checks. ``verlfit doctor`` (:mod:`verlfit.commands.doctor`) is the one place that prints them
+as PASS/WARN/FAIL; ``verlfit train`` runs them through the blocking checks.
 """

@@ -32,16 +32,31 @@ def data_folder_refusal(report) -> VerlfitError:
     shown = ", ".join(report.entries[:8]) + (f" and {len(report.entries) - 8} more" if len(report.entries) > 8 else "")
     if missing and len(missing) < len(SPLIT_FILES):
         have = next(name for name in SPLIT_FILES if name not in missing)
-        fix = f"add {missing[0]} (verl {'validates on' if missing[0] == 'test.parquet' else 'trains on'} it) next to {have} in {data}, or point --data at a folder holding both train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files)"
+        fix = (
+            f"add {missing[0]} (verl {'validates on' if missing[0] == 'test.parquet' else 'trains on'} it) next to "
+            f"{have} in {data}, or point --data at a folder holding both train.parquet and test.parquet (verlfit "
+            "prepare-data --output NEW_FOLDER makes them from your own files)"
+        )
     elif missing:
-        fix = "point --data at a folder holding train.parquet and test.parquet (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or at a new folder for verlfit to prepare GSM8K into"
+        fix = (
+            "point --data at a folder holding train.parquet and test.parquet (verlfit prepare-data --output "
+            "NEW_FOLDER makes them from your own files), or at a new folder for verlfit to prepare GSM8K into"
+        )
     elif "lacks" not in report.reason and "does not read as parquet" in report.reason:
-        fix = "write them again (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or replace the file that does not read with a whole copy"
+        fix = (
+            "write them again (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or replace "
+            "the file that does not read with a whole copy"
+        )
     else:
-        fix = "give them the columns verl reads (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or set data.prompt_key / data.reward_fn_key after -- to your columns"
+        fix = (
+            "give them the columns verl reads (verlfit prepare-data --output NEW_FOLDER makes them from your own "
+            "files), or set data.prompt_key / data.reward_fn_key after -- to your columns"
+        )
     return VerlfitError(
-        f"--data {data} holds files verlfit did not write ({shown}; {report.reason}) and no train.parquet and test.parquet in verl's format: "
-        "verlfit train prepares GSM8K only into a folder that is absent, empty or holds data it prepared, so it writes nothing there",
+        f"--data {data} holds files verlfit did not write ({shown}; {report.reason}) and no train.parquet and "
+        "test.parquet in verl's format: "
+        "verlfit train prepares GSM8K only into a folder that is absent, empty or holds data it prepared, so it "
+        "writes nothing there",
         fix=fix,
         exit_code=2,
     )
@@ -106,13 +121,17 @@ def check_data_folder(
     )
     if report.prepared and written_by(prepared) != "verlfit prepare-gsm8k":
         # the user's own task (verlfit prepare-data's, or verl-format data from elsewhere): never GSM8K over it
-        fix = "make train.parquet and test.parquet again from your own files (verlfit prepare-data --output NEW_FOLDER), or point --data at a folder with verl's files"
+        fix = (
+            "make train.parquet and test.parquet again from your own files (verlfit prepare-data --output "
+            "NEW_FOLDER), or point --data at a folder with verl's files"
+        )
     missing = [name for name in SPLIT_FILES if not (prepared / name).is_file()]
     if missing and source is not None:
         return CheckResult(
             "data",
             WARN,
-            f"{source} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {prepared}",
+            f"{source} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into "
+            f"{prepared}",
             fix,
         )
     if missing:
@@ -143,7 +162,8 @@ def check_data_folder(
             return CheckResult(
                 "data",
                 FAIL,
-                f"{path} lacks verl's column{'s' if len(absent) > 1 else ''} {', '.join(absent)} (has {', '.join(sorted(schema.names))})",
+                f"{path} lacks verl's column{'s' if len(absent) > 1 else ''} {', '.join(absent)} (has "
+                f"{', '.join(sorted(schema.names))})",
                 fix,
             )
         if metadata.num_rows == 0:
@@ -152,7 +172,8 @@ def check_data_folder(
     return CheckResult(
         "data",
         PASS,
-        f"{prepared}: train.parquet {rows['train.parquet']} rows, test.parquet {rows['test.parquet']} rows, verl columns present",
+        f"{prepared}: train.parquet {rows['train.parquet']} rows, test.parquet {rows['test.parquet']} rows, verl "
+        "columns present",
     )
 
 
@@ -170,7 +191,11 @@ def _hub_data(
     from verlfit.gsm8k import HUB_DATASET, HUB_TRAIN_FILE
 
     absent = f"{data} has no {' or '.join(missing)} and no raw GSM8K files"
-    local = f"copy GSM8K's files (the hub's main/train-*.parquet and main/test-*.parquet, or train/test .jsonl with question and answer) into {data} and run verlfit train (or {fix.replace('prepare-gsm8k', 'prepare-gsm8k --input DIR')})"
+    local = (
+        "copy GSM8K's files (the hub's main/train-*.parquet and main/test-*.parquet, or train/test .jsonl with "
+        f"question and answer) into {data} and run verlfit train (or "
+        f"{fix.replace('prepare-gsm8k', 'prepare-gsm8k --input DIR')})"
+    )
     cached = dataset_cache_lookup(HUB_DATASET) if dataset_cache_lookup is not None else None
     if cached:
         return CheckResult(
@@ -184,7 +209,8 @@ def _hub_data(
         return CheckResult(
             "data",
             FAIL,
-            f"{absent}, and {HUB_DATASET} is not in the datasets cache while {offline} is set: verlfit train has nothing to prepare from",
+            f"{absent}, and {HUB_DATASET} is not in the datasets cache while {offline} is set: verlfit train has "
+            "nothing to prepare from",
             local,
         )
     answer = probe(HUB_DATASET, HUB_TRAIN_FILE, environ, timeout, head, repo_type="dataset")
@@ -192,7 +218,8 @@ def _hub_data(
         return CheckResult(
             "data",
             FAIL,
-            f"{absent}, and {answer.endpoint} is unreachable ({answer.reason}): verlfit train has nothing to prepare from",
+            f"{absent}, and {answer.endpoint} is unreachable ({answer.reason}): verlfit train has nothing to prepare "
+            "from",
             f"{local}; or set HF_ENDPOINT to a reachable mirror",
         )
     if not answer.reachable:

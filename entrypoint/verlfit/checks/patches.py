@@ -105,7 +105,8 @@ def check_patches(verl_dir: str | os.PathLike | None, series: str | os.PathLike 
         return CheckResult(
             "patches",
             FAIL,
-            f"the installed verl ({verl_dir}) is not patched: no {marker.name} (verl 0.4.1 stock fails on pre-Ampere GPUs and with HF rollout)",
+            f"the installed verl ({verl_dir}) is not patched: no {marker.name} (verl 0.4.1 stock fails on pre-Ampere "
+            "GPUs and with HF rollout)",
             apply,
         )
     applied = _read_marker(Path(series), verl_dir)
@@ -141,7 +142,8 @@ def check_patches(verl_dir: str | os.PathLike | None, series: str | os.PathLike 
     return CheckResult(
         "patches",
         PASS,
-        f"{len(applied)} patches of {Path(series).parent.name} applied to {verl_dir} ({applied[0][1][:4]}..{applied[-1][1][:4]})"
+        f"{len(applied)} patches of {Path(series).parent.name} applied to {verl_dir} "
+        f"({applied[0][1][:4]}..{applied[-1][1][:4]})"
         if applied
         else f"the series at {series} is empty",
     )

@@ -49,7 +49,8 @@ def check_stack(command: str, find_spec=None) -> CheckResult:
         "stack",
         FAIL,
         f"verlfit {command} needs {' and '.join(missing)}, which this Python ({sys.executable}) cannot import",
-        f"run verlfit in its image (docker compose run verlfit {command} ...), or install {' '.join(missing)} into this Python "
+        f"run verlfit in its image (docker compose run verlfit {command} ...), or install {' '.join(missing)} into "
+        "this Python "
         "(the versions verlfit is tested with: tests/requirements-ci.txt; `make test` builds .venv with them)",
     )
 

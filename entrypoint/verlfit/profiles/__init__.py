@@ -14,13 +14,12 @@ the attention implementation, the rollout engine, and the verl overrides that fo
 * ``a10``: compute capability >= 8.0 (A10, L4). bf16, FlashAttention-2, vLLM rollout.
 * ``auto``: ``p40`` for 6.x, ``v100`` for 7.0-7.4, ``t4`` for 7.5-7.x, ``a10`` from 8.0 (:func:`select_profile`).
 
-The ``verlfit profiles`` subcommand lists them and prints a profile's environment for the
-container entrypoint (``--env-shell``).
+The ``verlfit profiles`` subcommand (:mod:`verlfit.commands.profiles`) lists them and prints a profile's environment
+for the container entrypoint (``--env-shell``, :func:`environment_shell`).
 """
 
 from __future__ import annotations
 
-import argparse
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -79,7 +78,8 @@ class Profile:
             ``ppo_trainer.yaml``) that follow from the above.
         vllm_gpu_memory_utilization: vLLM's fraction of the card (vLLM profiles only).
         hf_rollout_overrides: added by :func:`customize` when a run falls back from the profile's vLLM to the HF
-            rollout (``--rollout hf``): what the HF rollout needs that vLLM does not (the YAML's ``fallbacks.hf_rollout``).
+            rollout (``--rollout hf``): what the HF rollout needs that vLLM does not (the YAML's
+            ``fallbacks.hf_rollout``).
         padded_training_overrides: added by :func:`customize` when a run leaves FlashAttention-2's packed sequences
             for padded ones (``--attention sdpa|eager``; the YAML's ``fallbacks.padded_training``).
     """
@@ -134,7 +134,8 @@ def parse_profile(data: dict, source: str) -> Profile:
         int(environment["TRITON_MAX_SHARED_MEMORY"])
     except (TypeError, ValueError):
         raise VerlfitError(
-            f"{source}: TRITON_MAX_SHARED_MEMORY must be a number of bytes, got {environment['TRITON_MAX_SHARED_MEMORY']!r}"
+            f"{source}: TRITON_MAX_SHARED_MEMORY must be a number of bytes, got "
+            f"{environment['TRITON_MAX_SHARED_MEMORY']!r}"
         ) from None
     checked = (
         ("dtype", DTYPES),
@@ -153,7 +154,8 @@ def parse_profile(data: dict, source: str) -> Profile:
     fallbacks = data.get("fallbacks") or {}
     if not isinstance(fallbacks, dict) or set(fallbacks) - set(_FALLBACKS):
         raise VerlfitError(
-            f"{source}: fallbacks must be a mapping with the keys {list(_FALLBACKS)}, got {sorted(fallbacks) if isinstance(fallbacks, dict) else fallbacks!r}"
+            f"{source}: fallbacks must be a mapping with the keys {list(_FALLBACKS)}, got "
+            f"{sorted(fallbacks) if isinstance(fallbacks, dict) else fallbacks!r}"
         )
     for name, listed in fallbacks.items():
         if not isinstance(listed, list) or not all(isinstance(o, str) and "=" in o for o in listed):
@@ -209,7 +211,8 @@ def profile_for_capability(compute_capability: tuple[int, int]) -> str:
     """
     if compute_capability < (6, 0):
         raise VerlfitError(
-            f"compute capability {compute_capability[0]}.{compute_capability[1]} is below 6.0: no verlfit profile runs on it"
+            f"compute capability {compute_capability[0]}.{compute_capability[1]} is below 6.0: no verlfit profile "
+            "runs on it"
         )
     if compute_capability < (7, 0):
         return "p40"
@@ -229,10 +232,10 @@ def profile_choice_note(profile_name: str, gpu) -> str | None:
     on any 7.x card, why fp16 and what it changes. None for the p40 profile on 6.1, a10 on 8.0 and newer, and a card
     the profile cannot run.
 
-    Facts (:class:`verlfit.gpu.GpuInfo`'s supports_* properties, which name their sources): bf16 and FlashAttention-2 need compute capability
-    8.0; Triton (torch.compile's Inductor, Triton kernels) and vLLM need 7.0; fp16 tensor cores from 7.0 (cards.py:
-    T4 65 TFLOP/s fp16 against 8.1 fp32, V100 125 against 15.7). Printed by ``verlfit train`` at launch (and in its
-    dry run) and by ``verlfit doctor``'s gpu check.
+    Facts (:class:`verlfit.gpu.GpuInfo`'s supports_* properties, which name their sources): bf16 and FlashAttention-2
+    need compute capability 8.0; Triton (torch.compile's Inductor, Triton kernels) and vLLM need 7.0; fp16 tensor cores
+    from 7.0 (cards.py: T4 65 TFLOP/s fp16 against 8.1 fp32, V100 125 against 15.7). Printed by ``verlfit train`` at
+    launch (and in its dry run) and by ``verlfit doctor``'s gpu check.
     """
     capability = tuple(gpu.compute_capability)
     where = f"{gpu.name} (compute capability {gpu.compute_capability_text})"
@@ -240,24 +243,36 @@ def profile_choice_note(profile_name: str, gpu) -> str | None:
         if not (7, 0) <= capability < (8, 0):
             return None
         note = (
-            f"profile {profile_name} for {where}: fp16 tensor cores but no bf16 and no FlashAttention-2 (both need 8.0), so fp16 compute "
-            "with fp32 master weights and dynamic loss scaling (an overflowing update is skipped and shows in the progress line); "
+            f"profile {profile_name} for {where}: fp16 tensor cores but no bf16 and no FlashAttention-2 (both need "
+            "8.0), so fp16 compute "
+            "with fp32 master weights and dynamic loss scaling (an overflowing update is skipped and shows in the "
+            "progress line); "
             "--profile p40 runs it in fp32"
         )
         if capability != REFERENCE_CAPABILITY[profile_name]:
-            note += f"; the {profile_name} profile is made for the {REFERENCE_CARD[profile_name]} (compute capability {'.'.join(map(str, REFERENCE_CAPABILITY[profile_name]))}): same code paths, its shared memory per block decides Triton"
+            note += (
+                f"; the {profile_name} profile is made for the {REFERENCE_CARD[profile_name]} (compute capability "
+                f"{'.'.join(map(str, REFERENCE_CAPABILITY[profile_name]))}): same code paths, its shared memory "
+                "per block decides Triton"
+            )
         return note
     if profile_name != "p40" or capability == REFERENCE_CAPABILITY["p40"] or not (6, 0) <= capability < (8, 0):
         return None
-    why = f"profile p40 for {where}: below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on"
+    why = (
+        f"profile p40 for {where}: below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is "
+        "built on"
+    )
     if capability[0] == 7:
         from verlfit.overrides import TRITON_MIN_SHARED_MEMORY
 
         shared = load_profile("p40").environment["TRITON_MAX_SHARED_MEMORY"]
         return why + (
-            f"; this card could also run fp16 on its tensor cores (the {profile_for_capability(capability)} profile, which auto picks), "
-            f"Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY={shared}, "
-            f"under the {TRITON_MIN_SHARED_MEMORY} B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
+            f"; this card could also run fp16 on its tensor cores (the {profile_for_capability(capability)} profile, "
+            "which auto picks), "
+            "Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its "
+            f"TRITON_MAX_SHARED_MEMORY={shared}, "
+            f"under the {TRITON_MIN_SHARED_MEMORY} B verlfit asks for Triton, keeps torch.compile, liger and fused "
+            "kernels off; HF rollout)"
         )
     return why + "; it has the P40's other limits too (Triton and vLLM need 7.0), so the profile leaves nothing off"
 
@@ -285,7 +300,8 @@ def select_profile(name: str, gpu=None) -> Profile:
         instead = profile_for_capability(gpu.compute_capability)
         need = ".".join(map(str, profile.min_compute_capability))
         raise VerlfitError(
-            f"profile {profile.name!r} needs compute capability >= {need} ({'fp16 tensor cores' if profile.name in FP16_PROFILES else 'bf16, FlashAttention-2, vLLM'}), "
+            f"profile {profile.name!r} needs compute capability >= {need} "
+            f"({'fp16 tensor cores' if profile.name in FP16_PROFILES else 'bf16, FlashAttention-2, vLLM'}), "
             f"but GPU {gpu.index} is a {gpu.name} with compute capability {gpu.compute_capability_text}",
             fix=f"use --profile {instead} (image {load_profile(instead).image})",
         )
@@ -324,19 +340,23 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
         return profile
     if rollout == "vllm" and profile.min_compute_capability < (7, 0):
         raise VerlfitError(
-            f"--rollout vllm with the {profile.name} profile: vLLM needs compute capability 7.0 and the verlfit:{profile.name} image has no vLLM",
+            f"--rollout vllm with the {profile.name} profile: vLLM needs compute capability 7.0 and the "
+            f"verlfit:{profile.name} image has no vLLM",
             fix="use --rollout hf (the profile's HF generate rollout)",
             exit_code=2,
         )
     if rollout == "vllm" and profile.rollout != "vllm":
         raise VerlfitError(
-            f"--rollout vllm with the {profile.name} profile: it runs in the {profile.image} image, which has no vLLM, and verlfit has no vLLM settings for it (docs/fp16.md has an unmeasured recipe with the a10 image's vLLM on compute capability 7.x)",
+            f"--rollout vllm with the {profile.name} profile: it runs in the {profile.image} image, which has no "
+            "vLLM, and verlfit has no vLLM settings for it (docs/fp16.md has an unmeasured recipe with the a10 "
+            "image's vLLM on compute capability 7.x)",
             fix="use --rollout hf (the profile's HF generate rollout)",
             exit_code=2,
         )
     if attention == "flash_attention_2" and (profile.dtype == "float32" or profile.min_compute_capability < (8, 0)):
         raise VerlfitError(
-            f"--attention flash_attention_2 with the {profile.name} profile: FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in {profile.dtype})",
+            f"--attention flash_attention_2 with the {profile.name} profile: FlashAttention-2 needs compute "
+            f"capability 8.0 and fp16/bf16 (the profile computes in {profile.dtype})",
             fix="use --attention sdpa or eager",
             exit_code=2,
         )
@@ -420,19 +440,23 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
     if resolved["VLLM_DTYPE"] not in DTYPES:
         raise VerlfitError(
             f"VLLM_DTYPE={resolved['VLLM_DTYPE']!r} is not a rollout dtype",
-            fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: {', '.join(DTYPES)}",
+            fix=f"unset it (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']}) or set one of: "
+            f"{', '.join(DTYPES)}",
             exit_code=2,
         )
     if resolved["PYTORCH_CUDA_ALLOC_CONF"] and not allocator_config_is_well_formed(resolved["PYTORCH_CUDA_ALLOC_CONF"]):
         raise VerlfitError(
-            f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} is not a comma-separated list of option:value",
-            fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']}) or write e.g. expandable_segments:True,max_split_size_mb:256",
+            f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} is not a comma-separated list of "
+            "option:value",
+            fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']}) or "
+            "write e.g. expandable_segments:True,max_split_size_mb:256",
             exit_code=2,
         )
     if not resolved["TRITON_MAX_SHARED_MEMORY"].isdigit():
         raise VerlfitError(
             f"TRITON_MAX_SHARED_MEMORY={resolved['TRITON_MAX_SHARED_MEMORY']!r} is not a number of bytes",
-            fix=f"unset it (the {profile.name} profile uses {profile.environment['TRITON_MAX_SHARED_MEMORY']}) or set e.g. 49152 (48 KiB)",
+            fix=f"unset it (the {profile.name} profile uses {profile.environment['TRITON_MAX_SHARED_MEMORY']}) or set "
+            "e.g. 49152 (48 KiB)",
             exit_code=2,
         )
     return resolved
@@ -460,17 +484,18 @@ def check_rollout_dtype(
 def environment_shell(profile: Profile) -> str:
     """Shell lines that set each knob to the profile default unless the user set it.
 
-    Example line: ``export VLLM_DTYPE="${VLLM_DTYPE-float32}"`` (``-``, not ``:-``: a value the user set empty,
-    such as ``-e PYTORCH_CUDA_ALLOC_CONF=`` to switch the allocator settings off, stays empty); the first lines list
-    the knobs the user left unset, with the values given them, in ``$VERLFIT_PROFILE_DEFAULTS`` (see :func:`resolve_environment`). Used by
-    ``entrypoint/entrypoint.sh`` through ``verlfit profiles --env-shell NAME``.
+    Example line: ``export VLLM_DTYPE="${VLLM_DTYPE-float32}"`` (``-``, not ``:-``: a value the user set empty, such as
+    ``-e PYTORCH_CUDA_ALLOC_CONF=`` to switch the allocator settings off, stays empty); the first lines list the knobs
+    the user left unset, with the values given them, in ``$VERLFIT_PROFILE_DEFAULTS`` (see :func:`resolve_environment`).
+    Used by ``entrypoint/entrypoint.sh`` through ``verlfit profiles --env-shell NAME``.
     """
     # first record which knobs the user left unset (their values below are the profile's, not the user's)
     lines = [f'{DEFAULTED_VARIABLE}="${{{DEFAULTED_VARIABLE}:-}}"']  # an outer entrypoint's list stays
     for key in ENVIRONMENT_KEYS:
         if not re.fullmatch(r"[A-Za-z0-9_.:,=+\-]+", profile.environment[key]):
             raise VerlfitError(
-                f"profile {profile.name}: {key}={profile.environment[key]!r} holds characters the entrypoint cannot record",
+                f"profile {profile.name}: {key}={profile.environment[key]!r} holds characters the entrypoint cannot "
+                "record",
                 fix="use letters, digits and _ . : , = + - in profile environment values",
             )
     lines += [
@@ -486,51 +511,3 @@ def environment_shell(profile: Profile) -> str:
             else f"export {key}=${{{key}-{shlex.quote(default)}}}"
         )
     return "\n".join(lines)
-
-
-def register(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "profiles",
-        help="list hardware profiles, or show one",
-        description="List verlfit's hardware profiles, show one, or print its environment defaults as shell.",
-        epilog='examples:\n  $ verlfit profiles\n  $ verlfit profiles p40\n  $ eval "$(verlfit profiles p40 --env-shell)"',
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("name", nargs="?", choices=PROFILE_NAMES, help="profile to show")
-    parser.add_argument(
-        "--env-shell",
-        action="store_true",
-        help="print shell lines exporting the environment defaults (user values win)",
-    )
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _run(args) -> int:
-    if args.env_shell:
-        if not args.name:
-            raise VerlfitError("--env-shell needs a profile name", fix="verlfit profiles p40 --env-shell", exit_code=2)
-        print(environment_shell(load_profile(args.name)))
-        return 0
-    names = [args.name] if args.name else PROFILE_NAMES
-    for name in names:
-        profile = load_profile(name)
-        print(f"{profile.name}: {profile.description}")
-        if args.name:
-            print(
-                f"  image: {profile.image}\n  compute capability >= {'.'.join(map(str, profile.min_compute_capability))}"
-            )
-            print(f"  dtype: {profile.dtype}; attention: {profile.attention}; rollout: {profile.rollout}")
-            for key, value in profile.environment.items():
-                print(f"  {key}={value}")
-            for override in profile.overrides:
-                print(f"  {override}")
-            for title, listed in (
-                ("--rollout hf", profile.hf_rollout_overrides),
-                ("--attention sdpa|eager", profile.padded_training_overrides),
-            ):
-                if listed:
-                    print(f"  with {title} also:")
-                    for override in listed:
-                        print(f"    {override}")
-    return 0

@@ -280,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
             except VerlfitError as refusal:  # a run directory inside another run: a real run refuses it
                 plan.notes.append(f"a real run would refuse --run-dir: {refusal.message} ({refusal.fix})")
                 refusals.append(f"--run-dir {plan.settings.run_dir}: {refusal.message}")
-        from verlfit.doctor import missing_engine_packages
+        from verlfit.checks.engines import missing_engine_packages
 
         missing = missing_engine_packages(plan.settings.rollout, plan.settings.attention)
         if missing and not args.skip_checks:

@@ -16,10 +16,10 @@ from verlfit.train.launch_plan import LaunchPlan, plan_request, total_steps
 
 
 def run_blocking_checks(plan: LaunchPlan) -> None:
-    """Run the doctor's fast blocking checks (:func:`verlfit.doctor.blocking_checks`: among them the engines check of
+    """Run the doctor's fast blocking checks (:func:`verlfit.checks.readiness.blocking_checks`: among them the engines check of
     the plan's rollout and attention, after ``--rollout`` / ``--attention``); raise on any FAIL so a hopeless launch
     stops in seconds."""
-    from verlfit.doctor import blocking_checks
+    from verlfit.checks.readiness import blocking_checks
 
     from verlfit.train.reward import data_keys
 
@@ -114,17 +114,18 @@ def checkpoint_space_warning(
     None when it can, when the run saves none, or when the model's shape cannot be read.
 
     One checkpoint is :func:`verlfit.failure.checkpoint_bytes` of the run's plan request; the run holds
-    :func:`verlfit.doctor.checkpoints_held` of them (``--keep-checkpoints`` K: K at the peak, since verl deletes the
+    :func:`verlfit.checks.disk.checkpoints_held` of them (``--keep-checkpoints`` K: K at the peak, since verl deletes the
     oldest before writing the next; never more than the saves this session makes: one every ``--save-freq`` steps
     and one at the last step, ``ray_trainer.py:1158-1160``). ``resumed_from``: the checkpoint step a resume
     continues from (the saves counted start after it; the checkpoints already there are pruned by verlfit as new ones
     complete, so counting K more is generous: a resumed run holds at most K + 1 at once);
-    ``resume``: a ``--resume`` (its fix then names only what a resume can change: :func:`verlfit.doctor.checkpoint_space`).
+    ``resume``: a ``--resume`` (its fix then names only what a resume can change: :func:`verlfit.checks.disk.checkpoint_space`).
     Always a WARN, even where ``verlfit doctor`` says FAIL (not even one fits): the run launches after it.
     Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once (22.2 GiB) ...;
     not blocking: the run starts anyway (fix: ...)"``.
     """
-    from verlfit import doctor
+    from verlfit.checks.disk import checkpoint_space, checkpoints_held
+    from verlfit.checks.result import PASS
     from verlfit.failure import checkpoint_bytes
 
     settings = plan.settings
@@ -143,14 +144,14 @@ def checkpoint_space_warning(
     )
     if saves == 0:
         return None
-    result = doctor.checkpoint_space(
+    result = checkpoint_space(
         settings.run_dir,
         one,
-        doctor.checkpoints_held(settings.keep_checkpoints, saves),
+        checkpoints_held(settings.keep_checkpoints, saves),
         disk_usage or shutil.disk_usage,
         resume=resume,
     )
-    if result.status == doctor.PASS:
+    if result.status == PASS:
         return None
     # WARN whatever the doctor's verdict: the run launches after it (doctor's FAIL means blocking; this check is not)
     return f"WARN disk: {result.message}; not blocking: the run starts anyway (fix: {result.fix})"

@@ -1,5 +1,6 @@
-"""``verlfit doctor``: is this machine ready to train? One line per check, PASS / WARN / FAIL / SKIP,
-each with a one-line fix; exit status 1 on any FAIL; ``--json`` for machines.
+"""Is this machine ready to train? The checks ``verlfit doctor`` (:mod:`verlfit.commands.doctor`) shows as its
+lines, each a :class:`verlfit.checks.result.CheckResult` (PASS / WARN / FAIL / SKIP, with a one-line fix), and the
+blocking subset ``verlfit train`` runs before a launch.
 
 Checks (name: what it looks at):
 
@@ -21,18 +22,18 @@ Checks (name: what it looks at):
   number of bytes, ``PYTORCH_CUDA_ALLOC_CONF`` option:value pairs. Runs without a GPU.
 * ``engines``: the Python packages the profile's rollout and attention import, after ``--rollout`` / ``--attention``
   (:func:`verlfit.profiles.customize`): vllm for the vLLM rollout, flash_attn for FlashAttention-2
-  (:func:`missing_engine_packages`, found without importing them). One missing: FAIL (blocking: verl would fail a
-  minute in, after Ray starts), with ``--rollout hf`` / ``--attention sdpa`` or the profile's image as the fix.
-  Runs without a GPU when the profile is named.
+  (:func:`verlfit.checks.engines.missing_engine_packages`, found without importing them). One missing: FAIL (blocking:
+  verl would fail a minute in, after Ray starts), with ``--rollout hf`` / ``--attention sdpa`` or the profile's image as
+  the fix. Runs without a GPU when the profile is named.
 * ``shm``: ``/dev/shm`` against Ray's default object store (:func:`ray_object_store_bytes`: 30% of the available
   RAM, at most 10 GB unless /dev/shm is bigger). Ray keeps the store in /dev/shm only when /dev/shm has that
   much free; otherwise it moves it to /tmp with "This will harm performance!" (ray 2.46
   ``_private/services.py:2136-2170``). Below that: FAIL (blocking: ``verlfit train`` refuses), with the size to
   give the container (compose ``shm_size``, ``docker run --shm-size``); Docker's default is 64 MiB.
 * ``disk``: free space where checkpoints go (``--run-dir``) against the checkpoints a run holds at once
-  (:func:`checkpoint_space`): one checkpoint's size is :func:`verlfit.failure.checkpoint_bytes` of ``--model``,
-  ``--algo``, ``--lora-rank`` and ``--critic-lora-rank`` (all-linear targets) at train's defaults; ``--keep-checkpoints`` of them (train's default 2) must fit: WARN below that,
-  FAIL below one.
+  (:func:`verlfit.checks.disk.checkpoint_space`): one checkpoint's size is :func:`verlfit.failure.checkpoint_bytes` of
+  ``--model``, ``--algo``, ``--lora-rank`` and ``--critic-lora-rank`` (all-linear targets) at train's defaults;
+  ``--keep-checkpoints`` of them (train's default 2) must fit: WARN below that, FAIL below one.
 * ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns; raw GSM8K files in ``--data`` (a WARN:
   train prepares them into ``--data/verl``); neither: a WARN when the datasets cache or the hub has GSM8K, else a FAIL.
 * ``model``: a local model directory with config, readable weights of the config's size and a tokenizer
@@ -46,16 +47,15 @@ Checks (name: what it looks at):
 NVML, torch, the filesystem, the network -- is a field, so tests pass fakes); :func:`blocking_checks`
 is the fast subset ``verlfit train`` runs before it launches.
 
-The checks other commands need too live in :mod:`verlfit.checks`, one module per thing checked (data folder, model
-folder, patch series); this module gives each its line (``check_data``, ``check_model``, ``check_patches`` read
-their inputs from the :class:`DoctorContext`) and is the one place that prints them as PASS/WARN/FAIL. It stays
-one module of machine checks: each check is short, and the list (:data:`CHECKS`) is the doctor's report.
+The checks other commands need too live beside this module in :mod:`verlfit.checks`, one module per thing checked
+(data folder, model folder, patch series, engine packages, checkpoint space); this module gives each its line
+(``check_data``, ``check_model``, ``check_patches`` read their inputs from the :class:`DoctorContext`) and returns
+the results: ``verlfit doctor`` prints them as PASS/WARN/FAIL. It stays one module of machine checks: each check is
+short, and the list (:data:`CHECKS`) is the doctor's report.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import re
@@ -65,18 +65,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from verlfit.arguments import checkpoints_to_keep, rank, timeout_seconds
-from verlfit.errors import VerlfitError
 from verlfit.checks.data_folder import check_data_folder, datasets_cache_folder
+from verlfit.checks.disk import GIB, checkpoint_space, checkpoints_held, existing_parent
+from verlfit.checks.engines import ENGINE_PACKAGES, missing_engine_packages
 from verlfit.checks.model_folder import check_model_folder, hub_cache_file
-from verlfit.checks.patches import check_patches as check_patch_series, default_series, installed_verl_dir
+from verlfit.checks.patches import check_patches as check_patch_series
+from verlfit.checks.patches import default_series, installed_verl_dir
 from verlfit.checks.result import FAIL, PASS, SKIP, WARN, CheckResult
 from verlfit.data_folder import DataKeys
-from verlfit.reward_function import RewardFunction
+from verlfit.errors import VerlfitError
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head
-from verlfit.profiles import PROFILE_NAMES
-
-GIB = 1024**3
+from verlfit.reward_function import RewardFunction
 
 DRIVER_MINIMUM = (520, 61, 5)  # CUDA 11.8 release notes, table 3 (Linux)
 DRIVER_COMPAT_MINIMUM = (450, 80, 2)  # CUDA minor-version compatibility floor for 11.x
@@ -139,41 +138,6 @@ def probe_torch() -> TorchInfo | None:
         except Exception as exc:  # a driver/runtime mismatch shows up here
             error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return TorchInfo(torch.__version__, torch.version.cuda, arch, available, ok, error)
-
-
-# The Python package an engine choice imports, what it is, and the option that runs without it. Sources: verl 0.4.1
-# imports vllm for rollout.name=vllm (verl/workers/fsdp_workers.py:417-419, verl/trainer/main_ppo.py:92-93 ->
-# verl/utils/vllm_utils.py:18-23); transformers' attn_implementation=flash_attention_2 needs the flash_attn package
-# (transformers/utils/import_utils.py is_flash_attn_2_available, a find_spec of "flash_attn"). Patch 0001 lets the
-# other attentions run without flash_attn.
-ENGINE_PACKAGES = {
-    ("rollout", "vllm"): ("vllm", "the vLLM rollout", "--rollout hf"),
-    ("attention", "flash_attention_2"): ("flash_attn", "FlashAttention-2 attention", "--attention sdpa"),
-}
-
-
-def missing_engine_packages(
-    rollout: str | None, attention: str | None, find_spec: Callable | None = None
-) -> list[tuple[str, str, str]]:
-    """The packages that ``rollout`` ("hf"/"vllm") and ``attention`` ("sdpa"/"eager"/"flash_attention_2") need and
-    this Python cannot import, as (package, what needs it, the option that runs without it), rollout first; [] when
-    all are there. Found with ``importlib.util.find_spec`` (``find_spec``: a stand-in for tests): nothing is
-    imported, so it takes milliseconds where importing vLLM takes seconds. Facts: :data:`ENGINE_PACKAGES`.
-    """
-    import importlib.util
-
-    find_spec = find_spec or importlib.util.find_spec
-    missing = []
-    for choice in (("rollout", rollout), ("attention", attention)):
-        if choice in ENGINE_PACKAGES:
-            package, what, option = ENGINE_PACKAGES[choice]
-            try:
-                found = find_spec(package) is not None
-            except (ImportError, ValueError):  # a broken parent package or a module without a spec
-                found = False
-            if not found:
-                missing.append((package, what, option))
-    return missing
 
 
 @dataclass
@@ -289,20 +253,25 @@ def check_driver(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "driver",
             WARN,
-            f"driver {report.driver_version}{cuda} is older than CUDA 11.8's {_version_text(DRIVER_MINIMUM)}: it runs only through minor-version compatibility (no PTX JIT of newer code)",
+            f"driver {report.driver_version}{cuda} is older than CUDA 11.8's {_version_text(DRIVER_MINIMUM)}: it runs "
+            "only through minor-version compatibility (no PTX JIT of newer code)",
             f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}",
         )
     return CheckResult(
         "driver",
         FAIL,
-        f"driver {report.driver_version}{cuda} cannot run CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)}, at least {_version_text(DRIVER_COMPAT_MINIMUM)})",
+        f"driver {report.driver_version}{cuda} cannot run CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)}, at "
+        f"least {_version_text(DRIVER_COMPAT_MINIMUM)})",
         f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}",
     )
 
 
 def _features(gpu) -> str:
     yes = lambda flag: "yes" if flag else "no"  # noqa: E731
-    return f"bf16 {yes(gpu.supports_bf16)}, FlashAttention-2 {yes(gpu.supports_flash_attention_2)}, vLLM {yes(gpu.supports_vllm)}, Triton {yes(gpu.supports_triton)}"
+    return (
+        f"bf16 {yes(gpu.supports_bf16)}, FlashAttention-2 {yes(gpu.supports_flash_attention_2)}, vLLM "
+        f"{yes(gpu.supports_vllm)}, Triton {yes(gpu.supports_triton)}"
+    )
 
 
 def _left_unused(running, suited) -> str:
@@ -352,7 +321,8 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "gpu",
             FAIL,
-            f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, {profile.rollout} rollout)",
+            f"{described}; profile {name} needs compute capability >= {need} ({profile.dtype}, {profile.attention}, "
+            f"{profile.rollout} rollout)",
             f"use the {load_profile(suited).image} image (--profile {suited})",
         )
     if suited != name:
@@ -369,7 +339,8 @@ def check_gpu(ctx: DoctorContext) -> CheckResult:
             "gpu",
             WARN,
             f"{described}; profile {name} runs here but leaves {unused} unused",
-            f"use the {load_profile(suited).image} image (--profile {suited}) for speed, or keep {name} to rehearse a P40",
+            f"use the {load_profile(suited).image} image (--profile {suited}) for speed, or keep {name} to rehearse a "
+            "P40",
         )
     note = profile_choice_note(name, gpu)
     return CheckResult("gpu", PASS, f"{described}; matches profile {name}" + (f"; {note}" if note else ""))
@@ -413,7 +384,8 @@ def check_topology(ctx: DoctorContext) -> CheckResult:
             "topology",
             FAIL,
             f"CUDA_VISIBLE_DEVICES={ctx.environ.get('CUDA_VISIBLE_DEVICES')} hides all {report.count} GPUs NVML sees",
-            "unset CUDA_VISIBLE_DEVICES, or list GPUs by index (nvidia-smi's, with CUDA_DEVICE_ORDER=PCI_BUS_ID) or UUID",
+            "unset CUDA_VISIBLE_DEVICES, or list GPUs by index (nvidia-smi's, with CUDA_DEVICE_ORDER=PCI_BUS_ID) or "
+            "UUID",
         )
     links = links_among(report.links, visible)
     added, notes = nccl_environment(links, len(visible), ctx.environ)
@@ -443,7 +415,8 @@ def check_topology(ctx: DoctorContext) -> CheckResult:
     return CheckResult(
         "topology",
         PASS,
-        f"{shown}: {len(links) - direct} of {len(links)} pairs without P2P: verlfit train sets NCCL_P2P_DISABLE=1 (NCCL through host memory)",
+        f"{shown}: {len(links) - direct} of {len(links)} pairs without P2P: verlfit train sets NCCL_P2P_DISABLE=1 "
+        "(NCCL through host memory)",
         details=details,
     )
 
@@ -491,21 +464,26 @@ def check_torch_arch(ctx: DoctorContext) -> CheckResult:
             return CheckResult(
                 "torch-arch",
                 FAIL,
-                f"torch {info.version} (CUDA {info.cuda_version}) has no kernels for {gpu.name} (compute capability {gpu.compute_capability_text}): arch list {list(info.arch_list)}",
-                "use a torch build that includes this architecture (the image's torch 2.6.0+cu118 covers sm_60 and newer)",
+                f"torch {info.version} (CUDA {info.cuda_version}) has no kernels for {gpu.name} (compute capability "
+                f"{gpu.compute_capability_text}): arch list {list(info.arch_list)}",
+                "use a torch build that includes this architecture (the image's torch 2.6.0+cu118 covers sm_60 and "
+                "newer)",
             )
         if covered.startswith("compute_"):
             return CheckResult(
                 "torch-arch",
                 WARN,
-                f"torch {info.version} covers {gpu.name} ({gpu.compute_capability_text}) only through {covered} PTX, compiled at first use",
+                f"torch {info.version} covers {gpu.name} ({gpu.compute_capability_text}) only through {covered} PTX, "
+                "compiled at first use",
                 "use a torch build with native kernels for this GPU",
             )
     gpu = report.gpus[0]
     return CheckResult(
         "torch-arch",
         PASS,
-        f"torch {info.version} (CUDA {info.cuda_version}) runs on compute capability {gpu.compute_capability_text} via {arch_covers(info.arch_list, gpu.compute_capability)} (same major, minor <= {gpu.compute_capability[1]})",
+        f"torch {info.version} (CUDA {info.cuda_version}) runs on compute capability {gpu.compute_capability_text} "
+        f"via {arch_covers(info.arch_list, gpu.compute_capability)} (same major, minor <= "
+        f"{gpu.compute_capability[1]})",
     )
 
 
@@ -553,7 +531,8 @@ def check_triton_shared_memory(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "triton-shared-memory",
             FAIL,
-            f"{source}={value} exceeds {gpu.name}'s {limit} B per block: Triton kernels sized for it fail with 'out of resource: shared memory'",
+            f"{source}={value} exceeds {gpu.name}'s {limit} B per block: Triton kernels sized for it fail with 'out "
+            "of resource: shared memory'",
             f"export TRITON_MAX_SHARED_MEMORY={limit}",
         )
     return CheckResult(
@@ -582,7 +561,8 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
             "environment",
             FAIL,
             f"VERLFIT_PROFILE (or --profile) is {name!r}, not a profile",
-            f"set it to one of {', '.join(PROFILE_NAMES)} (or unset it: the image's own profile, or the GPU's, applies)",
+            f"set it to one of {', '.join(PROFILE_NAMES)} (or unset it: the image's own profile, or the GPU's, "
+            "applies)",
         )
     chosen = name or (profile_for_capability(gpu.compute_capability) if gpu is not None else None)
     if chosen is None:
@@ -598,7 +578,8 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "environment",
             SKIP,
-            "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by; TRITON_MAX_SHARED_MEMORY and PYTORCH_CUDA_ALLOC_CONF are well formed",
+            "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by; TRITON_MAX_SHARED_MEMORY and "
+            "PYTORCH_CUDA_ALLOC_CONF are well formed",
         )
     profile = load_profile(chosen)
     how = "given" if name else f"chosen by {gpu.name}"
@@ -616,7 +597,8 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "environment",
             FAIL,
-            f"TRITON_MAX_SHARED_MEMORY={triton} is outside 1..{card_limit}, the shared memory per block of the {chosen} profile's cards",
+            f"TRITON_MAX_SHARED_MEMORY={triton} is outside 1..{card_limit}, the shared memory per block of the "
+            f"{chosen} profile's cards",
             f"unset it (the {chosen} profile uses {card_limit})",
         )
     values = ", ".join(f"{key}={environment[key]}" for key in ("VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY"))
@@ -625,7 +607,8 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
 
 def check_engines(ctx: DoctorContext) -> CheckResult:
     """The profile's rollout and attention, after ``ctx.rollout`` / ``ctx.attention``, against the packages they
-    import (:func:`missing_engine_packages`). The profile: ``ctx.profile()``, else the GPU's (as train's ``auto``)."""
+    import (:func:`verlfit.checks.engines.missing_engine_packages`). The profile: ``ctx.profile()``, else the GPU's
+    (as train's ``auto``)."""
     from verlfit.profiles import customize, load_profile, profile_for_capability
 
     name = ctx.profile()
@@ -636,7 +619,8 @@ def check_engines(ctx: DoctorContext) -> CheckResult:
             return CheckResult(
                 "engines",
                 SKIP,
-                "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by: the rollout's and attention's packages not checked",
+                "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by: the rollout's and "
+                "attention's packages not checked",
             )
         gpu = min(report.gpus, key=lambda g: g.compute_capability)
         name, how = profile_for_capability(gpu.compute_capability), f"chosen by {gpu.name}"
@@ -651,8 +635,10 @@ def check_engines(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "engines",
             FAIL,
-            f"{engines} needs {needs}; this Python ({sys.executable}) has {has}: verl would fail a minute in, after Ray starts",
-            f"pass {' '.join(option for _, _, option in missing)} to verlfit train (it then runs without {' and '.join(packages)}), or run in the verlfit:{profile.name} image (it has vLLM and flash-attn)",
+            f"{engines} needs {needs}; this Python ({sys.executable}) has {has}: verl would fail a minute in, after "
+            "Ray starts",
+            f"pass {' '.join(option for _, _, option in missing)} to verlfit train (it then runs without "
+            f"{' and '.join(packages)}), or run in the verlfit:{profile.name} image (it has vLLM and flash-attn)",
         )
     needed = [
         ENGINE_PACKAGES[choice][0]
@@ -674,8 +660,9 @@ def _statvfs_free(path: str) -> int | None:
 
 
 def available_memory_bytes() -> int:
-    """Available RAM as Ray estimates it when it sizes its object store: ``ray._private.utils.estimate_available_memory``
-    (total minus used, cgroup-aware); without ray, ``MemAvailable`` of ``/proc/meminfo`` read through psutil."""
+    """Available RAM as Ray estimates it when it sizes its object store:
+    ``ray._private.utils.estimate_available_memory`` (total minus used, cgroup-aware); without ray, ``MemAvailable`` of
+    ``/proc/meminfo`` read through psutil."""
     try:
         from ray._private.utils import estimate_available_memory
     except ImportError:
@@ -706,92 +693,29 @@ def check_shm(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "shm",
             FAIL,
-            f"{ctx.shm_path} is missing: Ray reads its size when it starts (ray._private.utils.get_shared_memory_bytes) and fails without it",
-            "run the container with a /dev/shm (Docker gives one; compose.yaml's shm_size: 11gb, or docker run --shm-size=11g)",
+            f"{ctx.shm_path} is missing: Ray reads its size when it starts "
+            "(ray._private.utils.get_shared_memory_bytes) and fails without it",
+            "run the container with a /dev/shm (Docker gives one; compose.yaml's shm_size: 11gb, or docker run "
+            "--shm-size=11g)",
         )
     available = (ctx.available_memory or available_memory_bytes)()
     store = ray_object_store_bytes(available, free, ctx.environ)
     need_gib = math.ceil(store * 1.1 / GIB)  # Ray's own advice: the store x 1.1 (services.py:2170)
-    what = f"Ray's object store here is {store / 1e9:.1f} GB (30% of the {available / GIB:.1f} GiB available RAM, at most 10 GB)"
+    what = (
+        f"Ray's object store here is {store / 1e9:.1f} GB (30% of the {available / GIB:.1f} GiB available RAM, at "
+        "most 10 GB)"
+    )
     if free < store:
         return CheckResult(
             "shm",
             FAIL,
-            f'{ctx.shm_path} has {free / 2**20:.0f} MiB free (Docker\'s default /dev/shm is 64 MiB); {what}: Ray would move it to /tmp, on disk ("This will harm performance!")',
-            f"give the container {need_gib} GiB of shared memory: compose.yaml's shm_size: {need_gib}gb, or docker run --shm-size={need_gib}g (or --ipc=host); "
+            f"{ctx.shm_path} has {free / 2**20:.0f} MiB free (Docker's default /dev/shm is 64 MiB); {what}: Ray "
+            'would move it to /tmp, on disk ("This will harm performance!")',
+            f"give the container {need_gib} GiB of shared memory: compose.yaml's shm_size: {need_gib}gb, or docker "
+            f"run --shm-size={need_gib}g (or --ipc=host); "
             f"or cap Ray's store to fit: export RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES={int(free * 0.9)}",
         )
     return CheckResult("shm", PASS, f"{ctx.shm_path} has {free / GIB:.1f} GiB free; {what}: it fits")
-
-
-def _existing_parent(path: str | os.PathLike) -> Path:
-    """``path`` or its nearest existing parent (a run directory is measured before it is created)."""
-    path = Path(path).expanduser().absolute()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def checkpoints_held(keep: int, saves: int | None = None) -> int:
-    """How many checkpoints a run has on disk at its peak.
-
-    verl 0.4.1 deletes the oldest kept checkpoint *before* it writes the next one, once ``keep`` exist
-    (``fsdp_checkpoint_manager.py:183-186``), so the peak is ``keep`` (``keep`` - 1 complete + the one being
-    written), not ``keep`` + 1. ``keep`` 0 (keep all) holds every save: ``saves`` when known, else 2 are counted.
-    verl's prune list is per process: checkpoints from before a ``--resume`` are left to verlfit, which removes
-    them as the resumed run's saves complete (:mod:`verlfit.checkpoints`), so a resumed run holds at most ``keep`` + 1
-    at once (the one being written); its check asks for ``keep`` more, which covers that. Never more than ``saves``
-    when that is known.
-    """
-    held = keep if keep > 0 else (saves if saves is not None else 2)
-    return max(1, min(held, saves) if saves is not None else held)
-
-
-def checkpoint_space(
-    path: str | os.PathLike,
-    one_checkpoint: int,
-    held: int,
-    disk_usage: Callable = shutil.disk_usage,
-    resume: bool = False,
-) -> CheckResult:
-    """The ``disk`` verdict for checkpoints of ``one_checkpoint`` bytes under ``path``, ``held`` at once
-    (:func:`checkpoints_held`): FAIL when not even one fits, WARN when fewer than ``held`` fit, else PASS. The message
-    names the measured folder (``path`` or its nearest existing parent), the free GiB and the need.
-
-    The fix names only what changes the verdict: more space (and, unless ``resume``, another ``--run-dir``); when
-    some fit, keeping that many (``--keep-checkpoints N``, N = those that fit, when N >= 2 and below ``held``) and,
-    unless ``resume`` (a resumed run keeps its ``--save-freq``), saving at most that many times (``--save-freq``).
-    Neither helps when not even one fits."""
-    where = _existing_parent(path)
-    if not where.is_dir():
-        return CheckResult(
-            "disk",
-            FAIL,
-            f"{where} is a file: checkpoints cannot go under it ({path})",
-            "pass --run-dir a directory path",
-        )
-    try:
-        free = disk_usage(str(where)).free
-    except OSError as error:
-        return CheckResult("disk", WARN, f"cannot measure free space at {where}: {error}")
-    need = held * one_checkpoint
-    text = f"{free / GIB:.1f} GiB free at {where}; this run holds {held} checkpoint{'s' if held > 1 else ''} of {one_checkpoint / GIB:.1f} GiB at once ({need / GIB:.1f} GiB)"
-    if free >= need:
-        return CheckResult("disk", PASS, text)
-    fit = free // one_checkpoint
-    fixes = [f"free disk space at {where}"] + ([] if resume else ["point --run-dir at a bigger disk"])
-    if fit < 1:
-        return CheckResult("disk", FAIL, text + ": not even one checkpoint fits", " or ".join(fixes))
-    if 2 <= fit < held:
-        fixes.append(f"keep {fit} (--keep-checkpoints {fit})")
-    if not resume:
-        fixes.append(f"save at most {fit} time{'s' if fit > 1 else ''} in the run (--save-freq)")
-    return CheckResult(
-        "disk",
-        WARN,
-        text + f": only {fit} fit{'s' if fit == 1 else ''}, the save after that fails with a full disk",
-        ", ".join(fixes[:-1]) + " or " + fixes[-1],
-    )
 
 
 def check_disk(ctx: DoctorContext) -> CheckResult:
@@ -805,7 +729,7 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
     try:
         shape = load_model_shape(ctx.model, hub_cache_lookup=ctx.hub_cache_lookup)
     except VerlfitError:
-        where = _existing_parent(ctx.checkpoint_dir)
+        where = existing_parent(ctx.checkpoint_dir)
         return CheckResult(
             "disk",
             SKIP,
@@ -1000,130 +924,3 @@ def blocking_checks(
     if environment:
         ctx.environ = {**ctx.environ, **environment}
     return [result for result in run_checks(ctx, BLOCKING) if result.status == FAIL]
-
-
-def exit_status(results: list[CheckResult]) -> int:
-    return 1 if any(r.status == FAIL for r in results) else 0
-
-
-def format_results(results: list[CheckResult]) -> str:
-    width = max(len(r.name) for r in results)
-    lines = []
-    for r in results:
-        lines.append(f"{r.status}  {r.name.ljust(width)}  {r.message}")
-        lines += [f"{'':4}  {'':{width}}    {detail}" for detail in r.details]
-        if r.fix and r.status in (WARN, FAIL):
-            lines.append(f"{'':4}  {'':{width}}  fix: {r.fix}")
-    counts = {s: sum(1 for r in results if r.status == s) for s in (PASS, WARN, FAIL, SKIP)}
-    lines.append(
-        ", ".join(f"{n} {s}" for s, n in counts.items() if n)
-        + ("" if counts[FAIL] else ": ready" if not counts[WARN] else ": ready, with warnings")
-    )
-    return "\n".join(lines)
-
-
-def register(subparsers):
-    from verlfit.profiles import ATTENTION, ROLLOUTS
-
-    parser = subparsers.add_parser(
-        "doctor",
-        help="check driver, GPU, GPU topology and NCCL, torch, Triton, the rollout and attention packages, /dev/shm, disk, data, model, CUDA and the verl patches",
-        description="Check that this machine can train: one line per check (PASS, WARN, FAIL, SKIP) with a fix. Exit status 1 on any FAIL.",
-        epilog="examples:\n  $ verlfit doctor\n  $ verlfit doctor --profile p40 --data data/gsm8k\n  $ verlfit doctor --profile a10 --rollout hf --attention sdpa   # an Ampere or newer card without vLLM/flash-attn\n  $ verlfit doctor --data data/mytask --reward-function reward.py:compute_score -- data.prompt_key=question\n  $ verlfit doctor --json | jq '.checks[] | select(.status == \"FAIL\")'",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--profile",
-        choices=(*PROFILE_NAMES, "auto"),
-        help="profile to check the GPU against (default: VERLFIT_PROFILE, else chosen by the GPU)",
-    )
-    parser.add_argument(
-        "--rollout",
-        choices=ROLLOUTS,
-        help="rollout engine instead of the profile's, as verlfit train --rollout (hf needs no vllm)",
-    )
-    parser.add_argument(
-        "--attention",
-        choices=ATTENTION,
-        help="attention instead of the profile's, as verlfit train --attention (sdpa and eager need no flash_attn)",
-    )
-    parser.add_argument(
-        "--data", default="data/gsm8k", help="folder with train.parquet and test.parquet (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="model directory or hub id (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--run-dir", default="runs", help="where checkpoints go, for the disk check (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--algo",
-        choices=("ppo", "grpo"),
-        default="ppo",
-        help="the algorithm whose checkpoints the disk check sizes (PPO: actor and critic; default: %(default)s, as train)",
-    )
-    parser.add_argument(
-        "--keep-checkpoints",
-        type=checkpoints_to_keep,
-        default=2,
-        metavar="N",
-        help="checkpoints the run keeps, for the disk check: 0 (all) or 2 and more, as train takes (default: %(default)s, as train)",
-    )
-    parser.add_argument(
-        "--lora-rank",
-        type=rank,
-        default=0,
-        metavar="N",
-        help="the run's LoRA rank, for the disk check: a LoRA checkpoint holds the frozen base, the adapters and AdamW states of the adapters only; 0 = full fine-tuning (default: %(default)s, as train)",
-    )
-    parser.add_argument(
-        "--critic-lora-rank",
-        type=rank,
-        metavar="N",
-        help="the PPO critic's LoRA rank, for the disk check (default: --lora-rank's, as train; ignored with --algo grpo)",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=timeout_seconds,
-        default=NETWORK_TIMEOUT_S,
-        help="seconds for the hub reachability check (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--reward-function",
-        metavar="FILE[:NAME]",
-        help=(
-            "the run's reward function, as verlfit train --reward-function takes it: the reward line imports it and"
-            " calls it on every training and test row (default: verl's scorer, which must know every data_source)"
-        ),
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON: {checks: [...], exit_status}")
-    parser.add_argument(
-        "overrides",
-        nargs=argparse.REMAINDER,
-        help="after --: the verl overrides the run gets; the data and reward lines read data.prompt_key, data.reward_fn_key and custom_reward_function.path/.name",
-    )
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _run(args, context: DoctorContext | None = None, out=None) -> int:
-    out = out or sys.stdout
-    ctx = context or DoctorContext()
-    ctx.profile_name = args.profile or ctx.profile_name
-    ctx.rollout, ctx.attention = args.rollout or ctx.rollout, args.attention or ctx.attention
-    ctx.data_dir, ctx.model, ctx.checkpoint_dir, ctx.timeout = args.data, args.model, args.run_dir, args.timeout
-    ctx.algorithm, ctx.keep_checkpoints = args.algo, args.keep_checkpoints
-    ctx.lora_rank, ctx.critic_lora_rank = args.lora_rank, args.critic_lora_rank
-    from verlfit.overrides import user_overrides
-    from verlfit.train.reward import data_keys, run_reward_function
-
-    overrides = user_overrides(getattr(args, "overrides", None) or [])
-    ctx.data_keys = data_keys(overrides)
-    ctx.reward_function, _ = run_reward_function(getattr(args, "reward_function", None), overrides)
-    results = run_checks(ctx)
-    status = exit_status(results)
-    if args.json:
-        out.write(json.dumps({"checks": [r.to_dict() for r in results], "exit_status": status}, indent=2) + "\n")
-    else:
-        out.write(format_results(results) + "\n")
-    return status
