@@ -34,7 +34,7 @@ def namespace_parameters(path: Path, root: Path = PACKAGE) -> list[str]:
 
 def test_the_command_modules_are_the_registered_ones():
     assert sorted(str(path.relative_to(PACKAGE)) for path in command_modules()) == [
-        "bench.py", "doctor.py", "evaluate.py", "export.py", "gsm8k.py", "plan/command.py", "prepare_data.py", "profiles/__init__.py", "report.py", "train/command.py",
+        "bench.py", "commands/eval.py", "commands/export.py", "commands/report.py", "doctor.py", "gsm8k.py", "plan/command.py", "prepare_data.py", "profiles/__init__.py", "train/command.py",
     ]
 
 
