@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from verlfit.errors import VerlfitError
+from verlfit.export import EXPORT_DIR
 from verlfit.run_files import CHECKPOINTS_DIR
 
 ROWS_FILE = "rows.jsonl"
@@ -501,7 +502,7 @@ def resolve_model(model: str, workdir: Path, export_now: bool = True) -> Resolve
         )
     run_dir = path.parent.parent
     if (
-        path.parent.name == "export"
+        path.parent.name == EXPORT_DIR
         and (run_dir / CHECKPOINTS_DIR).is_dir()
         and path.name.startswith("global_step_")
         and path.name[12:].isdigit()
@@ -512,7 +513,7 @@ def resolve_model(model: str, workdir: Path, export_now: bool = True) -> Resolve
         return ResolvedModel(model, path.name, run_dir, int(path.name[12:]), export.recorded_run(run_dir))
     if path.exists():
         real = Path(os.path.realpath(path))
-        label = f"{real.parent.parent.name}-{real.name}" if real.parent.name == "export" else real.name
+        label = f"{real.parent.parent.name}-{real.name}" if real.parent.name == EXPORT_DIR else real.name
         return ResolvedModel(model, label)
     return ResolvedModel(model, model.replace("/", "--"))  # a hub id
 
