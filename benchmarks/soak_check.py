@@ -116,14 +116,16 @@ def check_run(run_dir: Path, from_step: int = FROM_STEP) -> dict:
     """Everything the module docstring lists, for one run directory; GPU memory and RSS from ``from_step``.
 
     Raises:
-        VerlfitError: ``run_dir`` is not a verlfit run directory (verlfit.train.run_directory.load_run).
+        VerlfitError: ``run_dir`` is not a verlfit run directory, or its run.json cannot be read
+            (verlfit.run_files.load_run).
     """
-    from verlfit.checkpoints import CHECKPOINTS_DIR, STEP_PREFIX, saved_steps
+    from verlfit.checkpoints import STEP_PREFIX, saved_steps
     from verlfit.metrics import is_training_record, read_metrics
-    from verlfit.train.run_directory import load_run
+    from verlfit.run_files import CHECKPOINTS_DIR, load_run
 
     record = load_run(run_dir)
-    total = record.get("total_steps") or record["settings"].get("steps")
+    settings = record.get("settings") if isinstance(record.get("settings"), dict) else {}
+    total = record.get("total_steps") or settings.get("steps")
     records = read_metrics(run_dir)
     training = [r for r in records if is_training_record(r)]
     left = [f"{STEP_PREFIX}{step}" for step in saved_steps(run_dir / CHECKPOINTS_DIR)]
@@ -135,14 +137,14 @@ def check_run(run_dir: Path, from_step: int = FROM_STEP) -> dict:
         "run": str(run_dir),
         "total_steps": total,
         "steps": steps,
-        "checkpoints": checkpoint_check(left, record["settings"].get("keep_checkpoints")),
+        "checkpoints": checkpoint_check(left, settings.get("keep_checkpoints")),
         "gpu_memory": memory,
         "from_step": from_step,
         "rss": rss_trend(rows, from_step),
         "rss_samples": len(rows),
         "validation": [{"step": s, "key": k, "score": v} for s, k, v in validation_scores(records)],
         "events": soak_plan.read_events(run_dir.parent / f"{run_dir.name}.events"),
-        "ok": steps["ok"] and memory["ok"] and checkpoint_check(left, record["settings"].get("keep_checkpoints"))["ok"],
+        "ok": steps["ok"] and memory["ok"] and checkpoint_check(left, settings.get("keep_checkpoints"))["ok"],
     }
 
 

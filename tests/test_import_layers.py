@@ -113,3 +113,21 @@ def test_no_module_imports_from_a_layer_above_its_own():
         if layer_of.get(target, -1) > layer_of[module]
     )
     assert upward == []
+
+
+def test_commands_import_no_command_and_nothing_imports_them():
+    """The command layer (verlfit.commands): no command imports another, and no module outside it imports it (only
+    cli.py names the modules, as strings)."""
+    graph = import_graph()
+    commands = {name for name in graph if name.startswith("verlfit.commands.")}
+    assert {"verlfit.commands.report", "verlfit.commands.export", "verlfit.commands.eval"} <= commands
+    between = sorted((name, target) for name in commands for target in graph[name] if target in commands)
+    assert between == []
+    outside = sorted(
+        (name, target)
+        for name, targets in graph.items()
+        if not name.startswith("verlfit.commands")
+        for target in targets
+        if target.startswith("verlfit.commands")
+    )
+    assert outside == []

@@ -34,7 +34,8 @@ def namespace_parameters(path: Path, root: Path = PACKAGE) -> list[str]:
 
 def test_the_command_modules_are_the_registered_ones():
     assert sorted(str(path.relative_to(PACKAGE)) for path in command_modules()) == [
-        "commands/bench.py", "commands/doctor.py", "commands/prepare_data.py", "commands/prepare_gsm8k.py", "commands/profiles.py", "evaluate.py", "export.py", "plan/command.py", "report.py", "train/command.py",
+        "commands/bench.py", "commands/doctor.py", "commands/eval.py", "commands/export.py", "commands/prepare_data.py",
+        "commands/prepare_gsm8k.py", "commands/profiles.py", "commands/report.py", "plan/command.py", "train/command.py",
     ]
 
 

@@ -12,7 +12,7 @@ from verlfit import cli, report
 from verlfit.errors import VerlfitError
 from verlfit.metrics import consolidate, read_metrics
 from verlfit.progress import StepWatcher
-from verlfit.report import build_figure, load_run, plot_data, summarize, write_report
+from verlfit.report import build_figure, plot_data, read_run_metrics, summarize, write_report
 
 LOGS = Path(__file__).parent / "data" / "verl_logs"
 VAL = "val-core/openai/gsm8k/reward/mean@1"
@@ -112,20 +112,20 @@ def test_interrupted_run_with_a_cut_last_metrics_line(interrupted_run):
     lines = result.summary.splitlines()
     assert "status: interrupted or still running: 3 of 10 steps done" in lines
     assert "step time (timing_s/step): mean 17.7 s over 3 steps; 7 steps left, about 2m04s" in lines
-    assert plot_data(load_run(interrupted_run).records)["entropy"]["lines"]["actor/entropy"] == ([1, 2, 3], [0.409, 0.4, 0.391])
-    assert "critic/values/mean" not in str(plot_data(load_run(interrupted_run).records))
+    assert plot_data(read_run_metrics(interrupted_run).records)["entropy"]["lines"]["actor/entropy"] == ([1, 2, 3], [0.409, 0.4, 0.391])
+    assert "critic/values/mean" not in str(plot_data(read_run_metrics(interrupted_run).records))
 
 
 def test_running_when_run_json_pid_is_alive(interrupted_run):
     (interrupted_run / "run.json").write_text(json.dumps({"total_steps": 10, "command": [], "pid": os.getpid()}))
-    assert "status: running (step 3 of 10 done)" in summarize(load_run(interrupted_run))
+    assert "status: running (step 3 of 10 done)" in summarize(read_run_metrics(interrupted_run))
 
 
 def test_falls_back_to_train_log_and_reads_total_from_it(tmp_path):
     run = tmp_path / "copied"
     run.mkdir()
     shutil.copy(LOGS / "grpo_a10_interrupted.log", run / "train.log")  # no metrics.jsonl, no run.json
-    loaded = load_run(run)
+    loaded = read_run_metrics(run)
     assert (loaded.source, loaded.total_steps, [r["step"] for r in loaded.records]) == ("train.log", 10, [0, 1, 2, 3])
     assert "status: interrupted or still running: 3 of 10 steps done" in write_report(run).summary
 
@@ -139,12 +139,12 @@ def test_run_without_a_finished_step(tmp_path):
 
 def test_not_a_run_directory(tmp_path):
     with pytest.raises(VerlfitError) as caught:
-        load_run(tmp_path)
+        read_run_metrics(tmp_path)
     text = str(caught.value)
     assert f"{tmp_path} is not a run: it has no metrics.jsonl and no train.log" in text
     assert "run.json" in text and "fix:" in text
     with pytest.raises(VerlfitError, match="is not a directory"):
-        load_run(tmp_path / "missing")
+        read_run_metrics(tmp_path / "missing")
 
 
 def test_cli_report(finished_run, tmp_path, capsys):
@@ -181,7 +181,7 @@ def test_failed_plot_write_leaves_neither_partial_file_nor_temp(finished_run, mo
 
 def test_unreadable_metrics_lines_are_named_not_passed_over(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "timing_s/step": 2.0}\nnot json\n\n["a list"]\n{"no step": 1}\n{"step": true}\n{"step": -1}\n{"step": 2, "timing_s/st')
-    run = load_run(tmp_path)
+    run = read_run_metrics(tmp_path)
     assert run.unreadable_lines == [2, 4, 5, 6, 7, 8]  # the blank line 3 is not counted
     assert [r["step"] for r in run.training] == [1]
     assert ("warning: 6 line(s) of metrics.jsonl are not step records and were skipped (line 2, 4, 5, 6, 7, 8); "
@@ -191,7 +191,7 @@ def test_unreadable_metrics_lines_are_named_not_passed_over(tmp_path):
 def test_corrupt_run_json_is_named_and_status_comes_from_metrics(interrupted_run):
     # before: a corrupt run.json was read as {} without a word
     (interrupted_run / "run.json").write_text('{"total_steps": 10, "pid":')
-    text = summarize(load_run(interrupted_run))
+    text = summarize(read_run_metrics(interrupted_run))
     lines = text.splitlines()
     assert lines[1] == "status: interrupted or still running: 3 of 10 steps done"  # the total from train.log's "Total training steps"
     assert lines[2] == (f"warning: {interrupted_run / 'run.json'} is not valid JSON (Expecting value: line 1 column 27 (char 26)): "
@@ -200,12 +200,12 @@ def test_corrupt_run_json_is_named_and_status_comes_from_metrics(interrupted_run
 
 def test_run_json_that_is_not_an_object(finished_run):
     (finished_run / "run.json").write_text("[1, 2]")
-    assert f"warning: {finished_run / 'run.json'} is not a verlfit run record (a JSON list, not an object)" in summarize(load_run(finished_run))
+    assert f"warning: {finished_run / 'run.json'} is not a verlfit run record (a JSON list, not an object)" in summarize(read_run_metrics(finished_run))
 
 
 def test_no_warning_without_run_json(finished_run):
     (finished_run / "run.json").unlink()
-    assert not [line for line in summarize(load_run(finished_run)).splitlines() if line.startswith("warning:")]
+    assert not [line for line in summarize(read_run_metrics(finished_run)).splitlines() if line.startswith("warning:")]
 
 
 def _validated_run(tmp_path):
@@ -220,11 +220,11 @@ def _validated_run(tmp_path):
 
 def test_validation_curve_keeps_its_step_0_baseline(tmp_path):
     run = _validated_run(tmp_path)
-    data = plot_data(load_run(run).records)["reward"]
+    data = plot_data(read_run_metrics(run).records)["reward"]
     assert data["lines"][VAL] == ([0, 2], [0.3203125, 0.51953125])
     assert data["baselines"] == {VAL: 0.3203125}
     build_figure(data)
-    assert f"validation ({VAL}): step 0 (before training) 0.3203 -> last 0.5195 (step 2), best 0.5195 (step 2)" in summarize(load_run(run))
+    assert f"validation ({VAL}): step 0 (before training) 0.3203 -> last 0.5195 (step 2), best 0.5195 (step 2)" in summarize(read_run_metrics(run))
 
 
 def test_eval_of_the_exported_checkpoint_before_after(tmp_path):
@@ -239,7 +239,7 @@ def test_eval_of_the_exported_checkpoint_before_after(tmp_path):
     evaluate.write_results(out / "compare", other, other_summary)
     comparison = evaluate.paired_difference([r.score for r in rows], [r.score for r in other]) | {"other": other_summary}
     (out / "comparison.json").write_text(json.dumps(comparison))
-    line = [line for line in summarize(load_run(run)).splitlines() if line.startswith("eval ")]
+    line = [line for line in summarize(read_run_metrics(run)).splitlines() if line.startswith("eval ")]
     half = 1.959963984540054 * 0.5773502691896257 / 2  # stdev of the differences 1,0,0,1 over sqrt(4)
     assert line == [
         f"eval (verlfit eval, 4 rows of test, greedy, scored by verl's strict GSM8K score; {out}): accuracy before ->"
@@ -247,7 +247,7 @@ def test_eval_of_the_exported_checkpoint_before_after(tmp_path):
         f" {0.5 + half:+.4f}])"
     ]
     (out / "comparison.json").unlink()
-    assert f"exported step 2 accuracy 0.7500, format 1.0000" in summarize(load_run(run))
+    assert f"exported step 2 accuracy 0.7500, format 1.0000" in summarize(read_run_metrics(run))
 
 
 def test_reports_of_recorded_runs_stay_out_of_git():
@@ -264,7 +264,7 @@ def test_reports_of_recorded_runs_stay_out_of_git():
 def test_report_on_a_corrupt_run_exits_1_with_the_fix_resume_gives(interrupted_run, capsys):
     # a new-user trial: the report of a damaged run.json exited 0, and --resume on it said no fix
     from verlfit import cli
-    from verlfit.report import DAMAGED_RECORD_FIX
+    from verlfit.run_files import DAMAGED_RECORD_FIX
 
     (interrupted_run / "run.json").write_text('{"total_steps": 10, "pid":')
     assert cli.main(["report", str(interrupted_run)]) == 1
@@ -299,7 +299,7 @@ def test_null_and_text_metric_values_are_read_as_nan_and_named_not_a_traceback(t
     assert "throughput: mean 50 tokens/s" in out
     assert "peak GPU memory: 3.2 GiB allocated" in out
     assert "reward (critic/score/mean): last 0.500 (step 2), best 0.500 (step 2)" in out
-    data = plot_data(load_run(run).records)
+    data = plot_data(read_run_metrics(run).records)
     assert data["step_time"]["steps"] == [2] and data["step_time"]["phases"] == {"gen": [1.5], "other": [0.5]}
 
 

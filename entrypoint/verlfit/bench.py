@@ -198,7 +198,7 @@ def summarise_run(run_dir: Path, card_key: str | None) -> dict:
     """One configuration's row from its run directory (``run.json`` + ``metrics.jsonl``)."""
     from verlfit.metrics import consolidate, read_metrics
 
-    from verlfit.output_files import RUN_FILE
+    from verlfit.run_files import RUN_FILE
 
     record = json.loads((run_dir / RUN_FILE).read_text())
     steps = [r for r in consolidate(read_metrics(run_dir)) if "timing_s/step" in r]

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 from verlfit.errors import VerlfitError
+from verlfit.run_files import CHECKPOINTS_DIR
 
-CHECKPOINTS_DIR = "checkpoints"
 TRACKER = "latest_checkpointed_iteration.txt"  # ray_trainer.py:837, written after every save
 STEP_PREFIX = "global_step_"
 REMOVING_PREFIX = (
@@ -120,7 +120,8 @@ def prune(run_dir: str | os.PathLike, keep: int) -> list[Path]:
     A ``global_step_N`` that is a symbolic link is not removed: verlfit does not delete through links.
 
     Raises:
-        OSError: a folder could not be renamed or deleted (permissions, I/O error); what was removed before stays removed.
+        OSError: a folder could not be renamed or deleted (permissions, I/O error); what was removed before stays
+            removed.
         VerlfitError: verl's marker cannot be read, or a checkpoint to remove is a symbolic link (nothing renamed).
     """
     checkpoints = Path(run_dir) / CHECKPOINTS_DIR
@@ -147,8 +148,8 @@ def prune(run_dir: str | os.PathLike, keep: int) -> list[Path]:
 def remove_cut_short(run_dir: str | os.PathLike) -> list[Path]:
     """Remove every ``global_step_N`` above the newest complete checkpoint (:func:`latest_checkpoint`; all of them
     when there is none): saves a failure cut short, which verl never resumes from. Return the removed paths, oldest
-    first. Used after a full disk, so the space they held is free again (:func:`verlfit.train.supervise.report_failure`). A
-    linked folder loses its link, not what it points to.
+    first. Used after a full disk, so the space they held is free again
+    (:func:`verlfit.train.supervise.report_failure`). A linked folder loses its link, not what it points to.
 
     Raises:
         OSError: a folder could not be deleted.
@@ -168,8 +169,9 @@ def remove_cut_short(run_dir: str | os.PathLike) -> list[Path]:
 
 
 class CheckpointKeeper:
-    """Keeps a running verl's checkpoints to ``--keep-checkpoints``: :meth:`check` prunes (:func:`prune`) whenever verl's
-    marker names a new step, and says what it removed through ``say`` (one line of text, e.g. the progress display's).
+    """Keeps a running verl's checkpoints to ``--keep-checkpoints``: :meth:`check` prunes (:func:`prune`) whenever
+    verl's marker names a new step, and says what it removed through ``say`` (one line of text, e.g. the progress
+    display's).
 
     ``keep`` 0 keeps everything (no checks). Checks at most once every ``interval`` seconds unless ``force``. A failed
     removal (an ``OSError`` or an unreadable marker) is said once, naming the error and what to do, and pruning stops
@@ -205,14 +207,16 @@ class CheckpointKeeper:
         except (OSError, VerlfitError) as error:
             self.failed = error
             self.say(
-                f"verlfit: could not remove old checkpoints of {self.run_dir} for --keep-checkpoints {self.keep}: {error}; "
-                f"they stay on disk (nothing is lost) and verlfit stops pruning for this session: delete the global_step_N folders you do not need"
+                f"verlfit: could not remove old checkpoints of {self.run_dir} for --keep-checkpoints {self.keep}: "
+                f"{error}; they stay on disk (nothing is lost) and verlfit stops pruning for this session: delete the "
+                "global_step_N folders you do not need"
             )
             return []
         self._marker = marker
         if removed:
             kept = [step for step in saved_steps(self.run_dir / CHECKPOINTS_DIR) if step <= marker]
             self.say(
-                f"verlfit: removed {', '.join(path.name for path in removed)} (--keep-checkpoints {self.keep}; kept: {', '.join(f'{STEP_PREFIX}{step}' for step in kept)})"
+                f"verlfit: removed {', '.join(path.name for path in removed)} (--keep-checkpoints {self.keep}; "
+                f"kept: {', '.join(f'{STEP_PREFIX}{step}' for step in kept)})"
             )
         return removed

@@ -23,9 +23,9 @@ SUBCOMMANDS: dict[str, str] = {
     "train": "verlfit.train.command",
     "plan": "verlfit.plan",
     "doctor": "verlfit.commands.doctor",
-    "report": "verlfit.report",
-    "export": "verlfit.export",
-    "eval": "verlfit.evaluate",
+    "report": "verlfit.commands.report",
+    "export": "verlfit.commands.export",
+    "eval": "verlfit.commands.eval",
     "profiles": "verlfit.commands.profiles",
     "bench": "verlfit.commands.bench",
 }

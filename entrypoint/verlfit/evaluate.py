@@ -3,8 +3,9 @@ greedy decoding.
 
 Scoring: with ``--reward-function FILE[:NAME]`` (or the reward function a run directory's ``run.json`` records under
 ``reward_function``: ``{"path", "name"}``), that function, called as verl's naive reward manager calls it
-(:mod:`verlfit.reward_function`); otherwise verl's own scorer for each row's ``data_source``: ``verl.utils.reward_score.default_compute_score(data_source, response, ground_truth)``, the
-function training validation calls through ``NaiveRewardManager`` (``reward_manager/naive.py``); for
+(:mod:`verlfit.reward_function`); otherwise verl's own scorer for each row's ``data_source``:
+``verl.utils.reward_score.default_compute_score(data_source, response, ground_truth)``, the function training
+validation calls through ``NaiveRewardManager`` (``reward_manager/naive.py``); for
 ``openai/gsm8k`` it is ``gsm8k.compute_score`` with ``method="strict"``: 1.0 when the *last* ``#### N`` of the
 response (commas and ``$`` removed) equals the ground truth as text, 0 otherwise (no ``#### N`` at all: 0). A
 ``data_source`` verl has no scorer for, without a reward function, is refused before anything is generated. The
@@ -41,7 +42,6 @@ scored so far with ``"partial": true``, the row it stopped at and why in ``summa
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -54,7 +54,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from verlfit.errors import VerlfitError
-from verlfit.profiles import PROFILE_NAMES
+from verlfit.export import EXPORT_DIR
+from verlfit.run_files import CHECKPOINTS_DIR
 
 ROWS_FILE = "rows.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -118,7 +119,8 @@ def score_response(
         value = score_value(result)
         if value is None:
             raise VerlfitError(
-                f"reward function {scorer.reward} returned {result!r}: verl needs a number, or a dict with a numeric 'score'",
+                f"reward function {scorer.reward} returned {result!r}: verl needs a number, or a dict with a "
+                "numeric 'score'",
                 fix="return a float, or {'score': float, ...}",
             )
         return value, None
@@ -164,7 +166,8 @@ def make_scorer(
     unscored = sorted(source for source, truth in first.items() if not rewards.verl_scores(source, truth))
     if unscored:
         raise VerlfitError(
-            f"verl 0.4.1 has no scorer for data_source {', '.join(map(repr, unscored))}: nothing to score the responses with",
+            f"verl 0.4.1 has no scorer for data_source {', '.join(map(repr, unscored))}: nothing to score the "
+            "responses with",
             fix="pass --reward-function FILE.py[:FUNCTION], the reward the model was trained with",
             exit_code=2,
         )
@@ -360,7 +363,8 @@ class HFGenerator:
         except (OSError, ValueError) as error:  # huggingface_hub's HFValidationError is a ValueError
             raise VerlfitError(
                 f"cannot load the model {model_path}: {error}",
-                fix="pass a model directory with config.json, weights and tokenizer, or a hub id (network or HF cache needed)",
+                fix="pass a model directory with config.json, weights and tokenizer, or a hub id (network or HF "
+                "cache needed)",
             ) from error
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = (
@@ -444,7 +448,8 @@ def check_loadable(path: str, what: str, name: str) -> None:
         except (OSError, ValueError) as error:
             raise VerlfitError(
                 f"{what} {name}: cannot load its {part} from {path}: {error}",
-                fix="pass a model directory with config.json, weights and tokenizer files (what verlfit export writes), or a hub id",
+                fix="pass a model directory with config.json, weights and tokenizer files (what verlfit export "
+                "writes), or a hub id",
             ) from error
 
 
@@ -484,11 +489,11 @@ def resolve_model(model: str, workdir: Path, export_now: bool = True) -> Resolve
         VerlfitError: from :func:`verlfit.export.find_checkpoint` for a run without a complete checkpoint.
     """
     path = Path(model)
-    if path.is_dir() and (path / "checkpoints").is_dir() and not (path / "config.json").is_file():
+    if path.is_dir() and (path / CHECKPOINTS_DIR).is_dir() and not (path / "config.json").is_file():
         from verlfit import export
 
         checkpoint = export.find_checkpoint(path, "latest")
-        resolved = ResolvedModel("", f"global_step_{checkpoint.step}", path, checkpoint.step, export._run_info(path))
+        resolved = ResolvedModel("", f"global_step_{checkpoint.step}", path, checkpoint.step, export.recorded_run(path))
         return export_checkpoint(resolved, workdir) if export_now else resolved
     if path.exists() and not (path / "config.json").is_file():
         raise VerlfitError(
@@ -497,18 +502,18 @@ def resolve_model(model: str, workdir: Path, export_now: bool = True) -> Resolve
         )
     run_dir = path.parent.parent
     if (
-        path.parent.name == "export"
-        and (run_dir / "checkpoints").is_dir()
+        path.parent.name == EXPORT_DIR
+        and (run_dir / CHECKPOINTS_DIR).is_dir()
         and path.name.startswith("global_step_")
         and path.name[12:].isdigit()
     ):
         # a checkpoint verlfit export wrote to its default place: the eval belongs to the run (RUN/eval/...)
         from verlfit import export
 
-        return ResolvedModel(model, path.name, run_dir, int(path.name[12:]), export._run_info(run_dir))
+        return ResolvedModel(model, path.name, run_dir, int(path.name[12:]), export.recorded_run(run_dir))
     if path.exists():
         real = Path(os.path.realpath(path))
-        label = f"{real.parent.parent.name}-{real.name}" if real.parent.name == "export" else real.name
+        label = f"{real.parent.parent.name}-{real.name}" if real.parent.name == EXPORT_DIR else real.name
         return ResolvedModel(model, label)
     return ResolvedModel(model, model.replace("/", "--"))  # a hub id
 
@@ -654,7 +659,8 @@ def _run_eval(
 
     if compare is not None and same_model(model, compare):
         raise VerlfitError(
-            f"--compare {compare} is the same model as MODEL {model} ({os.path.realpath(compare)}): the difference would be 0 by construction",
+            f"--compare {compare} is the same model as MODEL {model} ({os.path.realpath(compare)}): the difference "
+            "would be 0 by construction",
             fix="pass --compare another model (for example the base model the run trained from)",
             exit_code=2,
         )
@@ -817,7 +823,8 @@ def describe(summary: dict) -> str:
         lines.append(
             f"difference (model - other, same {comparison['rows']} rows): {comparison['difference']:+.4f}, "
             f"{comparison['confidence']:.0%} CI [{comparison['low']:+.4f}, {comparison['high']:+.4f}] "
-            f"({comparison['method']}); right only for model: {comparison['only_model']}, only for other: {comparison['only_other']}"
+            f"({comparison['method']}); right only for model: {comparison['only_model']}, "
+            f"only for other: {comparison['only_other']}"
         )
     if summary.get("score"):
         lines.append(f"scored by {summary['score']}")
@@ -825,101 +832,3 @@ def describe(summary: dict) -> str:
     if summary.get("replaced"):
         lines.append(summary["replaced"])
     return "\n".join(lines)
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: a whole number >= 1")
-    return int(text)
-
-
-def register(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "eval",
-        help=(
-            "score a model on a prepared split (GSM8K or your own task) as training validation scores it, greedy;"
-            " optionally against another"
-        ),
-        description=(
-            "Score MODEL on a prepared split (verlfit prepare-gsm8k, or verlfit prepare-data for your own task) as "
-            "training validation scores it, with greedy HF generate in the profile's dtype and attention. The score "
-            "is your reward function (--reward-function FILE[:NAME]; a run directory brings the one it trained with), "
-            "else verl's scorer for each row's data_source (openai/gsm8k: verl's strict GSM8K reward). Prints "
-            "accuracy where every score is 0 or 1, else the mean reward. MODEL is a model directory, a hub id, or a "
-            "run directory (its newest checkpoint, exported to a temporary directory)."
-        ),
-        epilog=(
-            "examples:\n  $ verlfit eval runs/ppo-p40 --data data/gsm8k\n  $ verlfit eval runs/ppo-p40 --compare"
-            " Qwen/Qwen2.5-0.5B-Instruct --limit 256\n  $ verlfit eval runs/grpo-p40 --data data/shelf"
-            " --reward-function data/shelf_reward.py   # your own task\n  $ verlfit eval"
-            " runs/ppo-p40/export/global_step_50 --profile p40 --batch-size 32 --output eval/step50\n"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("model", metavar="MODEL", help="model directory, hub id, or run directory")
-    parser.add_argument(
-        "--data",
-        default="data/gsm8k",
-        metavar="DIR",
-        help="prepared data: the folder verlfit prepare-gsm8k or verlfit prepare-data wrote (default data/gsm8k)",
-    )
-    parser.add_argument("--split", default="test", help="which SPLIT.parquet (default test, what validation uses)")
-    parser.add_argument("--limit", type=_positive, metavar="N", help="only the first N rows")
-    parser.add_argument(
-        "--compare",
-        metavar="OTHER",
-        help="also score OTHER on the same rows; print the paired difference with a 95%% CI",
-    )
-    parser.add_argument("--batch-size", type=_positive, default=16, help="prompts per generate call (default 16)")
-    parser.add_argument(
-        "--max-new-tokens",
-        type=_positive,
-        metavar="T",
-        help=f"response budget in tokens (default: the run's --max-response-length, else {DEFAULT_MAX_NEW_TOKENS})",
-    )
-    parser.add_argument(
-        "--profile",
-        choices=(*PROFILE_NAMES, "auto"),
-        help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)",
-    )
-    parser.add_argument(
-        "--output",
-        metavar="DIR",
-        help=f"where to write {ROWS_FILE} and {SUMMARY_FILE}: a new folder or an earlier eval's "
-        f"(default RUN/{EVAL_DIR}/global_step_N-DATA-SPLIT or {EVAL_DIR}/NAME-DATA-SPLIT, "
-        "DATA the data folder's name)",
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace what verlfit wrote at --output before (another eval's; a re-run of the same eval "
-        "replaces its own without it); never a file verlfit did not write",
-    )
-    parser.add_argument(
-        "--reward-function",
-        metavar="FILE[:NAME]",
-        help="score with this reward function (verl's custom_reward_function; NAME default compute_score) instead of verl's scorer for each row's data_source (default: the run's, else verl's)",
-    )
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _run(args) -> int:
-    from verlfit.checks.stack import require
-
-    require("eval")  # the same words as train and export
-    summary = run_eval(
-        args.model,
-        args.data,
-        args.split,
-        args.limit,
-        args.batch_size,
-        args.output,
-        args.compare,
-        args.profile,
-        args.max_new_tokens,
-        reward_function=args.reward_function,
-        force=args.force,
-    )
-    print(describe(summary))
-    return 0

@@ -43,7 +43,6 @@ because the merger as shipped does not do it:
 
 from __future__ import annotations
 
-import argparse
 import errno
 import json
 import logging
@@ -58,14 +57,16 @@ from pathlib import Path
 from typing import Iterator
 
 from verlfit import output_files
-from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, read_marker, saved_steps
+from verlfit.checkpoints import TRACKER, read_marker, saved_steps
 from verlfit.errors import VerlfitError
+from verlfit.run_files import CHECKPOINTS_DIR, CONFIG_FILE, load_run
 
 EXPORT_DIR = "export"  # default output: RUN_DIR/export/global_step_N
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per parameter
 _SHARD = re.compile(r"model_world_size_(\d+)_rank_(\d+)\.pt")
 
-# Known messages that bury export's and eval's result lines, all harmless here; silenced by exact message, nothing broader:
+# Known messages that bury export's and eval's result lines, all harmless here; silenced by exact message, nothing
+# broader:
 # - torch/distributed/device_mesh.py:396 (logger.warning, torch 2.6/2.7): every shard verl saved pickles its
 #   DeviceMesh, and unpickling it outside the training process groups logs this once per shard;
 # - verl/__init__.py:18 `import pkg_resources` (setuptools' UserWarning, once per process);
@@ -185,11 +186,15 @@ def _step_names(steps: list[int]) -> str:
 
 def _choose_fix(complete: list[int], run_dir: Path, marker: int | None = 0) -> str:
     """``marker`` None (verl's marker missing or naming no step): ``verlfit train --resume`` refuses such a run too
-    (:func:`verlfit.train.run_directory.resume_plan`: verl would start again from step 0), so the fix is not a resume."""
+    (:func:`verlfit.train.run_directory.resume_plan`: verl would start again from step 0), so the fix is not a
+    resume."""
     if complete:
         return f"pass --step with one of the complete steps: {_step_names(complete)}"
     if marker is None:
-        return "no step is complete, and without verl's marker `verlfit train --resume` refuses the run too (verl would start again from step 0): start a new run with another --run-dir"
+        return (
+            "no step is complete, and without verl's marker `verlfit train --resume` refuses the run too (verl would "
+            "start again from step 0): start a new run with another --run-dir"
+        )
     return f"no step is complete: resume the run to save one (verlfit train --resume {run_dir})"
 
 
@@ -240,7 +245,8 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
         if marker is None:
             raise VerlfitError(
                 f"{run_dir} has no complete checkpoint: {root / TRACKER} (verl's marker, written after a "
-                f"checkpoint is saved) {_marker_state(root)}; {_step_names(steps)} {'was' if len(steps) == 1 else 'were'} cut off mid-save",
+                f"checkpoint is saved) {_marker_state(root)}; {_step_names(steps)} "
+                f"{'was' if len(steps) == 1 else 'were'} cut off mid-save",
                 fix=_choose_fix([], run_dir, marker),
             )
         step = marker
@@ -284,7 +290,8 @@ def load_shard(path: Path, map_location="cpu", fix: str | None = None) -> dict:
         return torch.load(path, map_location=map_location, weights_only=False)
     except (OSError, RuntimeError, pickle.UnpicklingError, EOFError, ValueError) as error:
         raise VerlfitError(
-            f"cannot read the shard {path} ({type(error).__name__}: {error}): the file is damaged (truncated or not a torch checkpoint)",
+            f"cannot read the shard {path} ({type(error).__name__}: {error}): the file is damaged (truncated or not "
+            "a torch checkpoint)",
             fix=fix or "export another checkpoint of the run (--step N)",
         ) from error
 
@@ -296,7 +303,10 @@ def older_steps_fix(checkpoint: "Checkpoint") -> str:
     others = [s for s in complete_steps(root, saved_steps(root), marker) if s != checkpoint.step]
     if others:
         return f"export another complete checkpoint with --step: {_step_names(others)}"
-    return f"no other checkpoint is saved (only global_step {checkpoint.step}): resume the run (verlfit train --resume {checkpoint.run_dir}) to save a new one"
+    return (
+        f"no other checkpoint is saved (only global_step {checkpoint.step}): resume the run "
+        f"(verlfit train --resume {checkpoint.run_dir}) to save a new one"
+    )
 
 
 def merged_state_dict(role_dir: Path, dtype=None, fix: str | None = None) -> dict:
@@ -379,7 +389,7 @@ def lora_alpha_of(run_dir: Path, role: str) -> float:
     from omegaconf import OmegaConf
 
     key = "critic.model.lora_alpha" if role == "critic" else "actor_rollout_ref.model.lora_alpha"
-    path = run_dir / "config.yaml"
+    path = run_dir / CONFIG_FILE
     try:
         value = OmegaConf.select(OmegaConf.load(path), key)
     except (OSError, ValueError) as error:
@@ -497,7 +507,8 @@ def _save_role(
 
 
 def _needed_bytes(checkpoint: Checkpoint, roles: list[str], dtype_name: str | None) -> int:
-    """Bytes the output needs, about: the shards' size, scaled to ``dtype_name`` (shards hold fp32: 4 bytes/parameter)."""
+    """Bytes the output needs, about: the shards' size, scaled to ``dtype_name`` (shards hold fp32: 4
+    bytes/parameter)."""
     total = sum(
         f.stat().st_size for role in roles for f in checkpoint.role_dir(role).glob("model_world_size_*_rank_*.pt")
     )
@@ -590,7 +601,8 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
     lora_roles = [role for role in roles if _has_lora(checkpoint, role, damaged)]
     if lora_alpha is not None and not lora_roles:
         raise VerlfitError(
-            f"--lora-alpha {lora_alpha:g}: {checkpoint.path} holds no LoRA adapter (a full fine-tuning run), so there is no alpha to apply",
+            f"--lora-alpha {lora_alpha:g}: {checkpoint.path} holds no LoRA adapter (a full fine-tuning run), so there "
+            "is no alpha to apply",
             fix="leave out --lora-alpha",
             exit_code=2,
         )
@@ -605,7 +617,7 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
     if shutil.disk_usage(target.path.parent).free < needed:
         output_files.remove_created(created)
         raise _disk_full(out.parent, needed)
-    info = _run_info(checkpoint.run_dir)
+    info = recorded_run(checkpoint.run_dir)
     base_model = info.get("settings", {}).get("model") if isinstance(info.get("settings"), dict) else None
 
     def build(folder: Path) -> dict:
@@ -637,87 +649,11 @@ def _has_lora(checkpoint: Checkpoint, role: str, fix: str | None = None) -> bool
     return any("lora_" in key for key in shard)
 
 
-def _run_info(run_dir: Path) -> dict:
+def recorded_run(run_dir: Path) -> dict:
+    """The run's ``run.json`` record (:func:`verlfit.run_files.load_run`), or ``{}`` where it has none or it cannot be
+    read: export and eval take only optional facts from it (the base model's name, the profile, the reward
+    function), and a checkpoint folder copied without its record still exports."""
     try:
-        info = json.loads((run_dir / output_files.RUN_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return load_run(run_dir)
+    except VerlfitError:
         return {}
-    return info if isinstance(info, dict) else {}
-
-
-def _step(text: str) -> int | str:
-    try:
-        return parse_step(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def register(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "export",
-        help="write a run's checkpoint as a Hugging Face model directory (verl's merger)",
-        description=(
-            "Merge the FSDP shards of one checkpoint of a run (RUN_DIR/checkpoints/global_step_N) into a model "
-            "directory that transformers' AutoModelForCausalLM.from_pretrained loads: safetensors weights, "
-            "config.json, generation_config.json and tokenizer files. A LoRA run's adapter is merged into the "
-            "base (PEFT merge_and_unload) unless --adapter-only."
-        ),
-        epilog=(
-            "examples:\n"
-            "  $ verlfit export runs/ppo-p40\n"
-            "  $ verlfit export runs/ppo-p40 --step 50 --output models/ppo-p40-step50\n"
-            "  $ verlfit export runs/lora-a10 --adapter-only\n"
-            "  $ verlfit export runs/ppo-p40 --critic --dtype bfloat16 --force\n"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory made by verlfit train")
-    parser.add_argument(
-        "--step",
-        type=_step,
-        default="latest",
-        metavar="N|latest",
-        help="which checkpoint: N or global_step_N (its directory's name); latest: the newest complete one (default)",
-    )
-    parser.add_argument(
-        "--output",
-        metavar="DIR",
-        help="where to write the model: a new folder, or an earlier export "
-        f"(default RUN_DIR/{EXPORT_DIR}/global_step_N)",
-    )
-    parser.add_argument(
-        "--dtype",
-        choices=tuple(DTYPES),
-        help="dtype of the written weights (default: the checkpoint's, fp32 for verl's FSDP master weights; bfloat16 halves the size and rounds)",
-    )
-    parser.add_argument(
-        "--adapter-only",
-        action="store_true",
-        help="LoRA runs: write the PEFT adapter directory instead of the merged model",
-    )
-    parser.add_argument(
-        "--lora-alpha",
-        type=float,
-        metavar="A",
-        help="LoRA runs: lora_alpha when the run has no config.yaml (default: the run's)",
-    )
-    parser.add_argument("--critic", action="store_true", help="also export the critic (PPO) into OUTPUT/critic")
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace what verlfit wrote at --output before (after the new export is complete); "
-        "never a file verlfit did not write",
-    )
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _run(args) -> int:
-    result = export(
-        args.run_dir, args.step, args.output, args.dtype, args.adapter_only, args.critic, args.force, args.lora_alpha
-    )
-    what = ", ".join(f"{role} {kind}" for role, kind in result.written.items())
-    print(f"exported step {result.checkpoint.step} of {result.checkpoint.run_dir} ({what}) to {result.output}")
-    if result.replaced:
-        print(result.replaced)
-    return 0

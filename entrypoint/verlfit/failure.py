@@ -18,7 +18,8 @@ worker's method raises. When the worker process itself dies (SIGKILL, the kernel
 ``ActorDiedError`` names only the class (``create_colocated_worker_cls.<locals>.WorkerDict``); the method is then
 read from the driver's traceback above it, the trainer's call on the role's worker group
 (``self.actor_rollout_wg.generate_sequences(gen_batch)``, ``ray_trainer.py:983``), whose WorkerDict method is the
-group's role prefix + the call (:data:`WORKER_GROUP_ROLES`; recorded: ``tests/data/verl_logs/ray_worker_killed_h200.log``).
+group's role prefix + the call (:data:`WORKER_GROUP_ROLES`; recorded:
+``tests/data/verl_logs/ray_worker_killed_h200.log``).
 """
 
 from __future__ import annotations
@@ -62,7 +63,8 @@ _METHOD = re.compile(r"ray::WorkerDict\.(\w+)")
 _GROUP_CALL = re.compile(r"\bself\.(" + "|".join(WORKER_GROUP_ROLES) + r")\.(\w+)\(")
 _OOM = re.compile(r"(?:torch\.)?(?:cuda\.)?OutOfMemoryError|CUDA out of memory")
 _OOM_DETAIL = re.compile(
-    r"Tried to allocate ([\d.]+ [KMG]iB)\. GPU \d+ has a total capacity of ([\d.]+ [KMG]iB) of which ([\d.]+ [KMG]iB) is free"
+    r"Tried to allocate ([\d.]+ [KMG]iB)\. GPU \d+ has a total capacity of ([\d.]+ [KMG]iB) "
+    r"of which ([\d.]+ [KMG]iB) is free"
 )
 # under a per-process limit (torch.cuda.set_per_process_memory_fraction: patch 0006, --gpu-memory-limit, --emulate)
 # torch's line adds "X GiB allowed; Of the allocated memory Y GiB is allocated by PyTorch"
@@ -71,7 +73,8 @@ _DISK_FULL = re.compile(r"\[Errno 28\]|No space left on device|ENOSPC")
 _ACTOR_DIED = re.compile(r"ActorDiedError|The actor died unexpectedly|Worker exit type: SYSTEM_ERROR|RayActorError")
 # patch 0024's stop (verl/utils/loss_scaling.py LossScaler.step): every update overflowed in fp16 N times in a row
 _FP16_OVERFLOW = re.compile(
-    r"verlfit loss scaling: the last (\d+) (actor|critic) updates all overflowed in fp16 \(inf/nan gradients at every loss scale from (\S+) down to (\S+)\)"
+    r"verlfit loss scaling: the last (\d+) (actor|critic) updates all overflowed in fp16 "
+    r"\(inf/nan gradients at every loss scale from (\S+) down to (\S+)\)"
 )
 _OBJECT_STORE = re.compile(r"ObjectStoreFullError|object store is full|/dev/shm .*(?:too small|only has)")
 
@@ -82,7 +85,8 @@ class Failure:
 
     Attributes:
         kind: ``"out_of_memory"``, ``"disk_full"``, ``"worker_died"``, ``"shared_memory"`` or ``"fp16_overflow"``
-            (patch 0024's dynamic loss scaling stopped the run: facts ``updates``, ``role``, ``from_scale``, ``to_scale``).
+            (patch 0024's dynamic loss scaling stopped the run: facts ``updates``, ``role``, ``from_scale``,
+            ``to_scale``).
         phase: the planner's phase name (``"actor_update"``, ...), ``"checkpoint"``, ``"model_init"``
             or None when the log does not say.
         worker_method: verl's Ray method that was running (``"actor_rollout_update_actor"``) or None.
@@ -136,8 +140,8 @@ def diagnose(lines: list[str]) -> Failure | None:
     """Classify a failed run from its log lines (oldest first); None when nothing is recognised.
 
     The first match wins in this order: CUDA out-of-memory, a full disk, Ray's shared-memory object
-    store, fp16 loss scaling's stop (patch 0024), a dead worker (a worker killed by a signal or by the kernel's OOM killer surfaces as
-    ``ActorDiedError`` in the driver). A dead worker is checked last because Ray also reports the
+    store, fp16 loss scaling's stop (patch 0024), a dead worker (a worker killed by a signal or by the kernel's OOM
+    killer surfaces as ``ActorDiedError`` in the driver). A dead worker is checked last because Ray also reports the
     actors of a run that failed for one of the other reasons as dead.
     """
     for kind, pattern in (
@@ -196,7 +200,8 @@ HF_FILES_BYTES = 32 * 1024**2  # a role's huggingface/ config + tokenizer files 
 
 
 def checkpoint_bytes(request) -> int:
-    """Bytes one verl checkpoint (``global_step_N/``) takes on disk for ``request`` (a :class:`verlfit.plan.PlanRequest`).
+    """Bytes one verl checkpoint (``global_step_N/``) takes on disk for ``request`` (a
+    :class:`verlfit.plan.PlanRequest`).
 
     What verl 0.4.1 writes, per role (actor; critic for PPO): ``FSDPCheckpointManager.save_checkpoint``
     (``verl/utils/checkpoint/fsdp_checkpoint_manager.py:198-215``) saves the role's whole model state dict and its
@@ -281,17 +286,27 @@ def explain(
         if failure.facts:
             if "allowed" in failure.facts:  # the per-process limit ran out, not the card
                 message += (
-                    f": torch asked for {failure.facts['tried']} with {failure.facts['allocated']} of the {failure.facts['allowed']} allowed "
-                    f"to this process already allocated (the card itself had {failure.facts['free']} of {failure.facts['capacity']} free)"
+                    f": torch asked for {failure.facts['tried']} with {failure.facts['allocated']} of the "
+                    f"{failure.facts['allowed']} allowed to this process already allocated (the card itself had "
+                    f"{failure.facts['free']} of {failure.facts['capacity']} free)"
                 )
             else:
-                message += f": torch asked for {failure.facts['tried']} with {failure.facts['free']} of {failure.facts['capacity']} free"
-        fix = "run with the planner on (drop --plan off and any micro-batch you set), or lower the micro-batch of that phase"
+                message += (
+                    f": torch asked for {failure.facts['tried']} with {failure.facts['free']} of "
+                    f"{failure.facts['capacity']} free"
+                )
+        fix = (
+            "run with the planner on (drop --plan off and any micro-batch you set), or lower the micro-batch of that "
+            "phase"
+        )
         if request is not None:
             plan = predict(request)
             phase = next((p for p in plan.phases if p.phase == failure.phase), None)
             if phase is not None:
-                message += f"; the planner predicts {format_gib(phase.total)} for this phase against {format_gib(plan.usable_bytes)} usable"
+                message += (
+                    f"; the planner predicts {format_gib(phase.total)} for this phase against "
+                    f"{format_gib(plan.usable_bytes)} usable"
+                )
             decision = auto_fit(request)
             if decision.fits:
                 chosen = decision.request
@@ -305,7 +320,10 @@ def explain(
                     if request.has_critic
                     else chosen.actor_micro_batch_size
                 )
-                fix = f"auto-fit picks {', '.join(changes) or 'these sizes'}: drop --plan off so verlfit train sizes the run (or set --micro-batch-size {micro} yourself)"
+                fix = (
+                    f"auto-fit picks {', '.join(changes) or 'these sizes'}: drop --plan off so verlfit train sizes "
+                    f"the run (or set --micro-batch-size {micro} yourself)"
+                )
             elif decision.suggestion:
                 fix = decision.suggestion
         return message, fix
@@ -327,12 +345,17 @@ def explain(
         f = failure.facts
         return (
             f"fp16 loss scaling stopped the run in {where}: the last {f['updates']} {f['role']} updates all overflowed "
-            f"(inf/nan gradients at every loss scale from {f['from_scale']} down to {f['to_scale']}), so fp16 cannot hold this run's gradients",
+            f"(inf/nan gradients at every loss scale from {f['from_scale']} down to {f['to_scale']}), so fp16 cannot "
+            "hold this run's gradients",
             f"train it in fp32 (verlfit train --profile p40: slower on this card) or with a lower --{f['role']}-lr",
         )
     if failure.worker_method and failure.role:
-        where = f"{PHASE_WORDS.get(failure.phase, 'an unknown phase')}, in {ROLE_WORDS[failure.role]} (verl's {failure.worker_method})"
+        where = (
+            f"{PHASE_WORDS.get(failure.phase, 'an unknown phase')}, in {ROLE_WORDS[failure.role]} "
+            f"(verl's {failure.worker_method})"
+        )
     return (
-        f"a verl worker process died during {where}: killed by a signal, or by the kernel's out-of-memory killer (host RAM: see `dmesg | grep -i 'killed process'`)",
+        f"a verl worker process died during {where}: killed by a signal, or by the kernel's out-of-memory killer "
+        "(host RAM: see `dmesg | grep -i 'killed process'`)",
         resume,
     )

@@ -60,8 +60,7 @@ from pathlib import Path
 from typing import Iterable
 
 from verlfit.errors import VerlfitError
-
-METRICS_FILE = "metrics.jsonl"
+from verlfit.run_files import METRICS_FILE, TENSORBOARD_DIR
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # "(TaskRunner pid=1234) ", "(WorkerDict pid=99, ip=10.0.0.2) ", "(pid=5) ", "(raylet) "
@@ -84,7 +83,8 @@ def clean_line(line: str | bytes) -> tuple[str, str]:
     """Split one line of verl's combined output into (Ray prefix, text).
 
     Strips ANSI escapes, the trailing newline, Ray's dedup suffix and what a carriage return overwrote
-    (tqdm's ``\\r`` redraws): ``"(TaskRunner pid=7) step:1 - a:1.000\\n"`` -> ``("(TaskRunner pid=7)", "step:1 - a:1.000")``.
+    (tqdm's ``\\r`` redraws): ``"(TaskRunner pid=7) step:1 - a:1.000\\n"`` ->
+    ``("(TaskRunner pid=7)", "step:1 - a:1.000")``.
     """
     if isinstance(line, bytes):
         line = line.decode("utf-8", errors="replace")
@@ -108,8 +108,8 @@ def parse_step_line(line: str | bytes) -> dict | None:
     Returns:
         ``{"step": N, name: float, ...}`` with verl's metric names and values, or ``None``
         for any other line and for a line cut short: a malformed field, a last value without verl's
-        three decimals (exact float reprs, from patch 0008, only on a line that ends with its newline), or a training line (any key outside ``val-*``) lacking ``perf/throughput``,
-        which verl 0.4.1 prints last.
+        three decimals (exact float reprs, from patch 0008, only on a line that ends with its newline), or a training
+        line (any key outside ``val-*``) lacking ``perf/throughput``, which verl 0.4.1 prints last.
     """
     complete = line.endswith(b"\n" if isinstance(line, bytes) else "\n")
     value_pattern = _EXACT_VALUE if complete else _VALUE
@@ -371,7 +371,8 @@ def logger_overrides(
             verl would fail only after the models loaded).
 
     Returns:
-        (overrides, env): e.g. ``(["trainer.logger=['console','tensorboard']"], {"TENSORBOARD_DIR": ".../tensorboard"})``.
+        (overrides, env): e.g.
+        ``(["trainer.logger=['console','tensorboard']"], {"TENSORBOARD_DIR": ".../tensorboard"})``.
 
     Raises:
         VerlfitError: ``tensorboard`` requested, ``check`` on, and the package is not importable.
@@ -385,5 +386,5 @@ def logger_overrides(
             fix="pip install tensorboard, or run without --tensorboard",
         )
     return ["trainer.logger=['console','tensorboard']"], {
-        "TENSORBOARD_DIR": str(Path(run_dir).resolve() / "tensorboard")
+        "TENSORBOARD_DIR": str(Path(run_dir).resolve() / TENSORBOARD_DIR)
     }

@@ -71,8 +71,10 @@ def is_lfs_pointer(path: Path) -> bool:
 def _lfs_error(directory: Path, files: list[Path]) -> VerlfitError:
     names = ", ".join(path.name for path in files)
     return VerlfitError(
-        f"{directory}: {names} {'is a Git LFS pointer' if len(files) == 1 else 'are Git LFS pointers'} (a small text file), not the content: the clone was made without git lfs",
-        fix=f"run `git lfs pull` in {directory} (install git-lfs first), or download the model with huggingface-cli download MODEL --local-dir {directory}",
+        f"{directory}: {names} {'is a Git LFS pointer' if len(files) == 1 else 'are Git LFS pointers'} (a small "
+        "text file), not the content: the clone was made without git lfs",
+        fix=f"run `git lfs pull` in {directory} (install git-lfs first), or download the model with huggingface-cli "
+        f"download MODEL --local-dir {directory}",
     )
 
 
@@ -114,8 +116,10 @@ def _shards(directory: Path, index_name: str) -> list[Path]:
     missing = [name for name in shards if not (directory / name).is_file()]
     if missing:
         raise VerlfitError(
-            f"{directory}: {index_name} names {len(shards)} weight shard{'s' if len(shards) > 1 else ''}; missing: {', '.join(missing)}",
-            fix="copy every shard listed in the index into the directory (huggingface-cli download MODEL --local-dir DIR)",
+            f"{directory}: {index_name} names {len(shards)} weight shard{'s' if len(shards) > 1 else ''}; "
+            f"missing: {', '.join(missing)}",
+            fix="copy every shard listed in the index into the directory "
+            "(huggingface-cli download MODEL --local-dir DIR)",
         )
     return [directory / name for name in shards]
 
@@ -134,8 +138,10 @@ def _weight_files(directory: Path) -> list[Path]:
         else ""
     )
     raise VerlfitError(
-        f"{directory} has no weights: neither model.safetensors, model.safetensors.index.json with its shards, nor pytorch_model.bin{hint}",
-        fix=f"copy the model's weight files next to config.json (huggingface-cli download MODEL --local-dir {directory}), or pass --model a complete model directory",
+        f"{directory} has no weights: neither model.safetensors, model.safetensors.index.json with its shards, "
+        f"nor pytorch_model.bin{hint}",
+        fix="copy the model's weight files next to config.json "
+        f"(huggingface-cli download MODEL --local-dir {directory}), or pass --model a complete model directory",
     )
 
 
@@ -159,8 +165,10 @@ def _tokenizer_files(directory: Path) -> tuple[str, ...]:
                 raise _lfs_error(directory, pointers)
             return names
     raise VerlfitError(
-        f"{directory} has no tokenizer: AutoTokenizer needs tokenizer.json, or vocab.json + merges.txt, or tokenizer.model (or vocab.txt)",
-        fix=f"copy the tokenizer files of the model's repository into {directory} (tokenizer.save_pretrained(DIR) writes them)",
+        f"{directory} has no tokenizer: AutoTokenizer needs tokenizer.json, or vocab.json + merges.txt, or "
+        "tokenizer.model (or vocab.txt)",
+        fix=f"copy the tokenizer files of the model's repository into {directory} "
+        "(tokenizer.save_pretrained(DIR) writes them)",
     )
 
 
@@ -204,7 +212,9 @@ def inspect_model_dir(directory: str | Path) -> ModelFiles:
             low, high = expected * (1 - PARAMETER_TOLERANCE), untied * (1 + PARAMETER_TOLERANCE)
             if not low <= parameters <= high:
                 raise VerlfitError(
-                    f"{directory}: the weights hold {parameters:,} parameters in {tensors} tensors, but config.json describes a {shape.model_type} of {expected:,}: the weights are incomplete or belong to another model",
+                    f"{directory}: the weights hold {parameters:,} parameters in {tensors} tensors, but config.json "
+                    f"describes a {shape.model_type} of {expected:,}: the weights are incomplete or belong to another "
+                    "model",
                     fix="download the model again so that config.json and the weights come from the same repository",
                 )
     tokenizer = _tokenizer_files(directory)

@@ -161,9 +161,11 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     experts = expert_keys(config)
     if experts:
         raise VerlfitError(
-            f"{name}: a mixture-of-experts model ({', '.join(f'{key}={config[key]!r}' for key in experts)}, model_type {config.get('model_type', 'unknown')!r}): "
-            "verlfit counts parameters and memory for dense models only (one MLP per layer), and would under-count this one by the experts it leaves out",
-            fix="train a dense model (e.g. Qwen/Qwen3-1.7B, meta-llama/Llama-3.2-1B-Instruct, Qwen/Qwen2.5-1.5B-Instruct), or use --plan off and size micro-batches yourself",
+            f"{name}: a mixture-of-experts model ({', '.join(f'{key}={config[key]!r}' for key in experts)}, "
+            f"model_type {config.get('model_type', 'unknown')!r}): verlfit counts parameters and memory for dense "
+            "models only (one MLP per layer), and would under-count this one by the experts it leaves out",
+            fix="train a dense model (e.g. Qwen/Qwen3-1.7B, meta-llama/Llama-3.2-1B-Instruct, "
+            "Qwen/Qwen2.5-1.5B-Instruct), or use --plan off and size micro-batches yourself",
             exit_code=2,
         )
     required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size")
@@ -190,12 +192,14 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     kv_heads = config.get("num_key_value_heads") or heads
     if "head_dim" not in config and config["hidden_size"] % heads:
         raise VerlfitError(
-            f"{name}: hidden_size={config['hidden_size']} is not a multiple of num_attention_heads={heads}, and no head_dim is given",
+            f"{name}: hidden_size={config['hidden_size']} is not a multiple of num_attention_heads={heads}, and no "
+            "head_dim is given",
             fix="check the model's config.json",
         )
     if heads % kv_heads:
         raise VerlfitError(
-            f"{name}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads} (grouped-query attention shares each KV head among whole groups)",
+            f"{name}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads} "
+            "(grouped-query attention shares each KV head among whole groups)",
             fix="check the model's config.json",
         )
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
@@ -404,7 +408,9 @@ def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> Model
         )
     raise VerlfitError(
         f"no config.json for model {model!r}: not a file, not a directory, not in the local hub cache",
-        fix=f"download it first (huggingface-cli download {model} --include config.json puts it in the cache), pass --model a local directory, or use --plan off with verlfit train to size micro-batches yourself (built in: {known})",
+        fix=f"download it first (huggingface-cli download {model} --include config.json puts it in the cache), "
+        "pass --model a local directory, or use --plan off with verlfit train to size micro-batches yourself "
+        f"(built in: {known})",
     )
 
 

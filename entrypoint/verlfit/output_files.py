@@ -50,16 +50,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from verlfit.checkpoints import CHECKPOINTS_DIR
 from verlfit.errors import VerlfitError
 from verlfit.input_files import kind_of
+from verlfit.run_files import CHECKPOINTS_DIR, RUN_FILE, is_run_directory
 
 MARKER_NAME = ".verlfit-written.json"
 # the marker of data folders prepared by verlfit before this module: read as a marker, never written
 LEGACY_MARKER_NAME = ".verlfit-prepared.json"
 MARKER_FORMAT = 2
-# a run directory's record, named here only (verlfit.train.run_directory writes it, report reads it)
-RUN_FILE = "run.json"
 BUILDING = ".verlfit-building-"  # the hidden folder a write builds beside its target: .NAME.verlfit-building-XXXX
 REPLACED = ".verlfit-replaced-"  # what an exchange leaves under a hidden name until its listed files are removed
 
@@ -73,12 +71,6 @@ def resolved(path: str | os.PathLike) -> Path:
     """``path`` absolute, ``~`` expanded, every symlink followed and ``..`` removed (``os.path.realpath``): where a
     write would really land. A path that does not exist yet is resolved as far as it exists."""
     return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
-
-
-def is_run_directory(path: Path) -> bool:
-    """Whether ``path`` is a run directory: a folder holding ``run.json`` (``verlfit train``) or ``checkpoints/``
-    (verl's ``trainer.default_local_dir`` as verlfit sets it)."""
-    return (path / RUN_FILE).is_file() or (path / CHECKPOINTS_DIR).is_dir()
 
 
 def enclosing_run(path: Path) -> Path | None:

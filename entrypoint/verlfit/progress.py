@@ -33,9 +33,9 @@ printed anything, reports a stall when no step (or validation record) has finish
 ``--stall-timeout`` when given, else :data:`STALL_FACTOR` x the longest step of this session (before the first
 one, the time model's estimate), at least :data:`STALL_MINIMUM_S`; either way plus :data:`STARTUP_ALLOWANCE_S`
 before the first record (Ray start, model loading and the initial validation come first: a ``--stall-timeout 60``
-counts its 60 s only from the first record on, so it does not stop a run during model loading). These are verlfit's choices, not
-measurements: a validation step and a checkpoint save are part of ``timing_s/step`` and take a few times a plain
-step (``tests/data/verl_logs``: 108 s against 44 s), so 5x leaves room for both without waiting hours.
+counts its 60 s only from the first record on, so it does not stop a run during model loading). These are verlfit's
+choices, not measurements: a validation step and a checkpoint save are part of ``timing_s/step`` and take a few times a
+plain step (``tests/data/verl_logs``: 108 s against 44 s), so 5x leaves room for both without waiting hours.
 
 The stall message names the phase verl last entered, as far as its output tells: verl 0.4.1 prints nothing between
 a step's phases (rollout, log-probs, values, updates: ``ray_trainer.py:979-1130`` only time them), so the phases
@@ -49,8 +49,8 @@ how long ago it came. Only with ``stall_timeout`` set does :attr:`StepWatcher.st
 ``ENOSPC``, is the one seen, on a run directory that filled during a checkpoint save), the watcher stops writing
 that file, says so once (the file, the error, and for a full disk the free bytes ``shutil.disk_usage`` reports), and
 goes on: step lines still show, and :attr:`StepWatcher.log_lines` keeps verl's last :data:`DIAGNOSIS_LINES` lines in
-memory for the diagnosis (:func:`verlfit.train.supervise.report_failure`), so verlfit keeps reading verl's output, waits for
-it and explains the failure instead of stopping with a traceback while verl runs on.
+memory for the diagnosis (:func:`verlfit.train.supervise.report_failure`), so verlfit keeps reading verl's output, waits
+for it and explains the failure instead of stopping with a traceback while verl runs on.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ from typing import Callable, TextIO
 
 from verlfit.failure import PHASE_WORDS, WORKER_METHOD_PHASES
 from verlfit.metrics import MetricsWriter, VerlConsoleParser, clean_line, drop_after_checkpoint, is_training_record
+from verlfit.run_files import LOG_FILE
 
-LOG_FILE = "train.log"
 REWARD_KEY = "critic/score/mean"
 KL_KEYS = ("actor/kl_loss", "actor/reward_kl_penalty", "actor/ppo_kl")
 LOSS_SCALED_ROLES = (
@@ -131,8 +131,9 @@ class Stall:
 
     def message(self) -> str:
         text = (
-            f"no step has finished for {format_duration(self.seconds)} (limit {format_duration(self.limit)}: {self.limit_source}); "
-            f"step {self.next_step} is in progress; verl last entered {self.phase} {format_duration(self.phase_seconds)} ago"
+            f"no step has finished for {format_duration(self.seconds)} "
+            f"(limit {format_duration(self.limit)}: {self.limit_source}); step {self.next_step} is in progress; "
+            f"verl last entered {self.phase} {format_duration(self.phase_seconds)} ago"
         )
         if self.last_line is not None:
             text += f"; its last line, {format_duration(self.last_line_seconds)} ago: {self.last_line[:160]!r}"
@@ -330,7 +331,8 @@ class StepWatcher:
                     self._log,
                     self.log_path,
                     error,
-                    f"verlfit stops writing it and keeps verl's last {DIAGNOSIS_LINES} lines in memory for the diagnosis",
+                    f"verlfit stops writing it and keeps verl's last {DIAGNOSIS_LINES} lines in memory for the "
+                    "diagnosis",
                 )
         _, text = clean_line(line)
         self.tail_lines.append(text)
@@ -363,7 +365,8 @@ class StepWatcher:
             self._echo(format_step_line(record, self.total_steps, self.eta_seconds()))
             if self.stall is not None:
                 self._echo(
-                    f"verlfit: step {record['step']} finished after {format_duration(now - self._progress_at)} without one: the stall is over"
+                    f"verlfit: step {record['step']} finished after {format_duration(now - self._progress_at)} "
+                    "without one: the stall is over"
                 )
             self._progress_at, self._seen_record, self.stall = now, True, None
             self._base_step = record["step"]

@@ -15,8 +15,8 @@ When ``verlfit eval`` scored an exported checkpoint of the run (``RUN_DIR/eval/*
 output for a run directory), the summary adds that accuracy, as before -> after when it ran with ``--compare``.
 An unreadable ``run.json`` is named (as ``verlfit train --resume`` names it) and the status then rests on the
 metrics alone. Reports of the recorded runs under ``benchmarks/results`` are kept out of git by ``.gitignore``
-(``report/``, ``eval/`` and ``export/`` there), so the default output stays beside the run. The data behind each plot comes from
-:func:`plot_data`, which tests compare with the input; :func:`build_figure` draws exactly that data.
+(``report/``, ``eval/`` and ``export/`` there), so the default output stays beside the run. The data behind each plot
+comes from :func:`plot_data`, which tests compare with the input; :func:`build_figure` draws exactly that data.
 """
 
 from __future__ import annotations
@@ -28,16 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verlfit.errors import VerlfitError
-from verlfit.metrics import METRICS_FILE, consolidate, is_training_record, parse_log, read_metrics
-from verlfit.output_files import RUN_FILE as RUN_INFO_FILE  # run.json, named once
-from verlfit.progress import LOG_FILE, REWARD_KEY, format_duration, tokens_per_second
+from verlfit.metrics import consolidate, is_training_record, parse_log, read_metrics
+from verlfit.progress import REWARD_KEY, format_duration, tokens_per_second
+from verlfit.run_files import LOG_FILE, METRICS_FILE, RUN_FILE, NoRunRecord, load_run, process_alive
 
-# what to do about a run.json that cannot be read: report and `train --resume` give the same fix
-DAMAGED_RECORD_FIX = (
-    f"{RUN_INFO_FILE} is verlfit train's record of the run (settings, overrides, total steps), written whole through a "
-    "temporary file: a damaged one was edited or copied in part; restore it from a copy, or start a new run with the "
-    "same options (the run's command.sh holds its verl command)"
-)
 REPORT_DIR = "report"
 SUMMARY_FILE = "summary.txt"
 
@@ -100,8 +94,12 @@ class Run:
         )
 
 
-def load_run(run_dir: str | os.PathLike) -> Run:
-    """Read a run directory.
+def read_run_metrics(run_dir: str | os.PathLike) -> Run:
+    """Gather what a report shows of a run directory: its step records from ``metrics.jsonl`` (or, without it, parsed
+    from ``train.log``), consolidated one per step; ``run.json`` (:func:`verlfit.run_files.load_run`; missing: no
+    warning; unreadable: ``info_error`` says why, as ``train --resume`` words it); the total steps (``run.json``'s,
+    else ``train.log``'s "Total training steps"); the newest eval of an exported checkpoint
+    (:func:`read_evaluation`).
 
     Raises:
         VerlfitError: the directory does not exist, or has neither ``metrics.jsonl`` nor ``train.log``.
@@ -109,7 +107,7 @@ def load_run(run_dir: str | os.PathLike) -> Run:
     run_dir = Path(run_dir)
     what = (
         f"a run directory (made by verlfit train) holds {METRICS_FILE} (metrics per step), "
-        f"{LOG_FILE} (verl's output) and {RUN_INFO_FILE}"
+        f"{LOG_FILE} (verl's output) and {RUN_FILE}"
     )
     if not run_dir.is_dir():
         raise VerlfitError(f"{run_dir} is not a directory; {what}", fix="verlfit report runs/<name>")
@@ -124,7 +122,13 @@ def load_run(run_dir: str | os.PathLike) -> Run:
             f"{run_dir} is not a run: {has}; {what}",
             fix="pass the directory verlfit train created, e.g. verlfit report runs/<name>",
         )
-    info, info_error = _read_run_info(run_dir / RUN_INFO_FILE)
+    info, info_error = {}, None
+    try:
+        info = load_run(run_dir)
+    except NoRunRecord:
+        pass  # a copied verl log: the metrics alone
+    except VerlfitError as error:
+        info_error = error.message
     total = info.get("total_steps") if isinstance(info.get("total_steps"), int) else None
     unreadable: list[int] = []
     not_numbers: list[tuple[int, str]] = []
@@ -148,24 +152,6 @@ def load_run(run_dir: str | os.PathLike) -> Run:
         info_error=info_error,
         evaluation=read_evaluation(run_dir),
     )
-
-
-def _read_run_info(path: Path) -> tuple[dict, str | None]:
-    """(run.json's record, None) or ({}, why it is unreadable); a missing run.json is not an error (a copied verl log).
-
-    The reasons are worded as ``verlfit train --resume`` words them (``verlfit.train.run_directory.load_run``).
-    """
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}, None
-    except json.JSONDecodeError as error:
-        return {}, f"{path} is not valid JSON ({error})"
-    except (UnicodeDecodeError, OSError) as error:
-        return {}, f"{path} is not a verlfit run record ({type(error).__name__})"
-    if not isinstance(info, dict):
-        return {}, f"{path} is not a verlfit run record (a JSON {type(info).__name__}, not an object)"
-    return info, None
 
 
 def read_evaluation(run_dir: Path) -> dict | None:
@@ -205,7 +191,8 @@ def plot_data(records: list[dict]) -> dict[str, dict]:
 
     Line plots: ``{"title", "ylabel", "kind": "line", "lines": {metric: (steps, values)}}`` with only the
     metrics present; the reward plot adds the ``val-core/*`` metrics (validation score, a marker per
-    validation) and ``"baselines": {metric: step-0 value}`` for those validated before training. Step time: ``{"kind": "stacked", "steps": [...], "phases": {phase: [seconds per step]}}``
+    validation) and ``"baselines": {metric: step-0 value}`` for those validated before training. Step time:
+    ``{"kind": "stacked", "steps": [...], "phases": {phase: [seconds per step]}}``
     where the phases are verl's ``timing_s/<phase>`` (0 where absent) plus ``other`` = ``timing_s/step``
     minus their sum (never below 0). Plots without data are left out.
     """
@@ -294,7 +281,7 @@ def summarize(run: Run) -> str:
     lines.append(f"status: {status}")
     if run.info_error:
         lines.append(
-            f"warning: {run.info_error}: {RUN_INFO_FILE}'s total steps and process id are unknown; "
+            f"warning: {run.info_error}: {RUN_FILE}'s total steps and process id are unknown; "
             f"the status above is what {run.source} alone supports"
         )
     if run.unreadable_lines:
@@ -317,7 +304,8 @@ def summarize(run: Run) -> str:
     if rewards:
         best = max(rewards, key=lambda p: -math.inf if math.isnan(p[1]) else p[1])  # a NaN step is never the best
         lines.append(
-            f"reward ({REWARD_KEY}): last {rewards[-1][1]:.3f} (step {rewards[-1][0]}), best {best[1]:.3f} (step {best[0]})"
+            f"reward ({REWARD_KEY}): last {rewards[-1][1]:.3f} (step {rewards[-1][0]}), "
+            f"best {best[1]:.3f} (step {best[0]})"
         )
     val_keys = sorted({k for r in run.records for k in r if k.startswith("val-core/")})
     for key in val_keys:
@@ -325,7 +313,8 @@ def summarize(run: Run) -> str:
         best = max(points, key=lambda p: -math.inf if math.isnan(p[1]) else p[1])
         start = f"step 0 (before training) {points[0][1]:.4f} -> " if points[0][0] == 0 and len(points) > 1 else ""
         lines.append(
-            f"validation ({key}): {start}last {points[-1][1]:.4f} (step {points[-1][0]}), best {best[1]:.4f} (step {best[0]})"
+            f"validation ({key}): {start}last {points[-1][1]:.4f} (step {points[-1][0]}), "
+            f"best {best[1]:.4f} (step {best[0]})"
         )
     if run.evaluation:
         lines.append(describe_evaluation(run.evaluation))
@@ -347,7 +336,8 @@ def summarize(run: Run) -> str:
             text += f", {max(reserved):.1f} GiB reserved"
         lines.append(text + " (perf/max_memory_*_gb)")
     lines.append(
-        "note: values come from verl's console: exact for runs of `verlfit train` (patch 0008), 3 decimals for other verl logs"
+        "note: values come from verl's console: exact for runs of `verlfit train` (patch 0008), "
+        "3 decimals for other verl logs"
     )
     return "\n".join(lines)
 
@@ -379,25 +369,6 @@ def describe_evaluation(evaluation: dict) -> str:
     return f"eval (verlfit eval, {where}): exported step {e['step']} {measure} {e['accuracy']:.4f}{form}"
 
 
-def process_alive(pid, command_fragment: str | None = None) -> bool:
-    """True when process ``pid`` exists (and, with ``command_fragment``, its /proc command line holds it,
-    so that a pid reused after a restart, e.g. a container's pid 1, does not count)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if command_fragment is None:
-        return True
-    try:
-        return command_fragment.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return True  # no /proc: cannot tell, assume it is the run
-
-
 @dataclass
 class ReportResult:
     output_dir: Path
@@ -416,12 +387,12 @@ def write_report(
     replaces its own without it.
 
     Raises:
-        VerlfitError: ``run_dir`` is not a run (see :func:`load_run`); an output the write policy refuses
+        VerlfitError: ``run_dir`` is not a run (see :func:`read_run_metrics`); an output the write policy refuses
             (:func:`verlfit.output_files.check_output`, exit status 2), or one that cannot be written.
     """
     from verlfit import output_files
 
-    run = load_run(run_dir)
+    run = read_run_metrics(run_dir)
     out = Path(output_dir) if output_dir is not None else run.run_dir / REPORT_DIR
     target = output_files.check_output(
         out, "verlfit report", force=force, inputs=[run.run_dir], own_place=(REPORT_DIR,)
@@ -446,50 +417,3 @@ def write_report(
         info_error=run.info_error,
         replaced=output_files.replaced_text(target),
     )
-
-
-def register(subparsers):
-    import argparse
-
-    parser = subparsers.add_parser(
-        "report",
-        help="plot a run's reward, KL, entropy, lengths, step time and memory; summarize it",
-        description=(
-            "Plot and summarize a run directory made by verlfit train, while it runs or after it "
-            "stopped. Reads metrics.jsonl (or train.log) and run.json."
-        ),
-        epilog=(
-            "examples:\n  $ verlfit report runs/ppo-p40\n  $ verlfit report runs/ppo-p40 --output /tmp/ppo-p40-report\n"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory")
-    parser.add_argument(
-        "--output",
-        metavar="DIR",
-        help=f"where to write the plots: a new folder or an earlier report's (default RUN_DIR/{REPORT_DIR})",
-    )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="replace what verlfit wrote at --output before (another run's report; the same run's is "
-        "replaced without it); never a file verlfit did not write",
-    )
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _run(args) -> int:
-    """Write and print the report; a run whose run.json cannot be read still gets its report (from the metrics), then
-    exits 1 with the fix (:data:`DAMAGED_RECORD_FIX`), as ``verlfit train --resume`` refuses it."""
-    result = write_report(args.run_dir, args.output, args.force)
-    print(result.summary)
-    print(f"written to {result.output_dir}")
-    if result.replaced:
-        print(result.replaced)
-    if result.info_error:
-        raise VerlfitError(
-            f"{result.info_error}: the report above rests on the metrics alone (total steps and process id unknown)",
-            fix=DAMAGED_RECORD_FIX,
-        )
-    return 0

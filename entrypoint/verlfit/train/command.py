@@ -20,10 +20,11 @@ from verlfit.arguments import (
     typed_options,
     whole_number,
 )
-from verlfit.checkpoints import CHECKPOINTS_DIR, checkpoints_to_prune, latest_checkpoint
+from verlfit.checkpoints import checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
 from verlfit.overrides import managed_keys_help, user_overrides, validate_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
+from verlfit.run_files import CHECKPOINTS_DIR
 from verlfit.train.describe import data_note, describe, model_note
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan
 from verlfit.train.preflight import check_data_size, checkpoint_space_warning, ensure_data, run_blocking_checks

@@ -1,6 +1,6 @@
 """A ``verlfit train`` run directory: created atomically with its records (:func:`create_run_directory`: ``run.json``,
 ``command.sh``, ``config.yaml``, ``checkpoints/``; built whole beside its path and renamed in,
-:func:`verlfit.output_files.build_new_folder`), read back (:func:`load_run`), resumed (:func:`resume_plan`,
+:func:`verlfit.output_files.build_new_folder`), read back (:func:`resumable_record`), resumed (:func:`resume_plan`,
 :func:`record_resume`) and given its outcome (:func:`record_outcome`). Every later write of ``run.json`` goes through
 a temporary file and a rename (:func:`verlfit.output_files.write_file`).
 """
@@ -8,17 +8,28 @@ a temporary file and a rename (:func:`verlfit.output_files.write_file`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shlex
 import sys
 import time
 from pathlib import Path
 
-from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, latest_checkpoint
+from verlfit.checkpoints import TRACKER, latest_checkpoint
 from verlfit.errors import VerlfitError
-from verlfit.output_files import RUN_FILE, write_file
+from verlfit.output_files import write_file
 from verlfit.overrides import TrainSettings, keep_checkpoints_overrides
+from verlfit.run_files import (
+    CHECKPOINTS_DIR,
+    COMMAND_FILE,
+    CONFIG_FILE,
+    NOT_A_RECORD_FIX,
+    RUN_FILE,
+    TENSORBOARD_DIR,
+    NoRunRecord,
+    load_run,
+    process_alive,
+    record_text,
+)
 from verlfit.train.describe import shell_command
 from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
 
@@ -74,17 +85,17 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
         }
         if plan.reward_function is not None:
             record["reward_function"] = copy_reward_function(plan.reward_function, staging, run_dir)
-        (staging / RUN_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        (staging / RUN_FILE).write_text(record_text(record))
         exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in plan.environment.items())
-        (staging / "command.sh").write_text(
+        (staging / COMMAND_FILE).write_text(
             "#!/usr/bin/env bash\n# The exact verl launch of this run (written by verlfit train).\n"
             + exports
             + shell_command(plan.command, indent="  ")
             + "\n"
         )
         if config_yaml is not None:
-            (staging / "config.yaml").write_text(config_yaml)
-        (staging / "checkpoints").mkdir()
+            (staging / CONFIG_FILE).write_text(config_yaml)
+        (staging / CHECKPOINTS_DIR).mkdir()
 
     build_new_folder(output, build)
     return run_dir
@@ -121,43 +132,23 @@ def copy_reward_function(reward, staging: Path, run_dir: Path) -> dict:
     }
 
 
-def load_run(run_dir: Path) -> dict:
-    """Read ``run.json`` of a run directory.
+def resumable_record(run_dir: Path) -> dict:
+    """``run.json`` of a run directory (:func:`verlfit.run_files.load_run`) with the fields a resume relaunches from:
+    ``overrides`` (a list of strings), ``settings`` and ``environment`` (objects), ``profile`` and ``gpu`` (strings).
 
     Raises:
-        VerlfitError: when ``run_dir`` is not a verlfit run directory.
+        VerlfitError: when ``run_dir`` is not a verlfit run directory (what ``load_run`` raises), or its record lacks
+            one of those fields (naming them).
     """
-    path = Path(run_dir) / RUN_FILE
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, IsADirectoryError) as error:
-        raise VerlfitError(
-            f"{path} is not a verlfit run record ({type(error).__name__})",
-            fix="resume only directories created by `verlfit train`",
-        ) from None
-    except FileNotFoundError:
-        raise VerlfitError(
-            f"{run_dir} is not a verlfit run directory (no {RUN_FILE})",
-            fix="pass a directory created by `verlfit train`",
-        ) from None
-    except NotADirectoryError:
-        raise VerlfitError(
-            f"{run_dir} is a file, not a verlfit run directory", fix="pass the directory created by `verlfit train`"
-        ) from None
-    except json.JSONDecodeError as error:
-        from verlfit.report import DAMAGED_RECORD_FIX
-
-        raise VerlfitError(f"{path} is not valid JSON ({error})", fix=DAMAGED_RECORD_FIX) from None
+    record = load_run(run_dir)
     required = {"overrides": list, "settings": dict, "environment": dict, "profile": str, "gpu": str}
-    missing = [
-        key for key, kind in required.items() if not isinstance(record, dict) or not isinstance(record.get(key), kind)
-    ]
+    missing = [key for key, kind in required.items() if not isinstance(record.get(key), kind)]
     if not missing and not all(isinstance(o, str) for o in record["overrides"]):
         missing = ["overrides"]
     if missing:
         raise VerlfitError(
-            f"{path} is not a verlfit run record (missing or wrong: {', '.join(missing)})",
-            fix="resume only directories created by `verlfit train`",
+            f"{Path(run_dir) / RUN_FILE} is not a verlfit run record (missing or wrong: {', '.join(missing)})",
+            fix=NOT_A_RECORD_FIX,
         )
     return record
 
@@ -185,10 +176,8 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     """
     from verlfit.overrides import merge_overrides, quote_value
 
-    from verlfit.report import process_alive
-
     run_dir = Path(run_dir).resolve()
-    record = load_run(run_dir)
+    record = resumable_record(run_dir)
     pid = record.get("pid")
     if pid != os.getpid() and process_alive(pid, "verlfit"):
         raise VerlfitError(
@@ -226,7 +215,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             fix=f"pass --steps above {checkpoint} to train further, e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`",
             exit_code=2,
         )
-    changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
+    changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / CHECKPOINTS_DIR))}"]
     if steps is not None:
         if steps <= checkpoint:
             if (
@@ -250,7 +239,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
     environment = dict(record["environment"])
     if "TENSORBOARD_DIR" in environment:
-        environment["TENSORBOARD_DIR"] = str(run_dir / "tensorboard")
+        environment["TENSORBOARD_DIR"] = str(run_dir / TENSORBOARD_DIR)
     if steps is not None:
         settings.steps = steps
     if keep_checkpoints is not None:
@@ -272,7 +261,7 @@ def record_resume(run_dir: Path, plan: LaunchPlan) -> None:
     ``--steps`` and ``--keep-checkpoints`` given with ``--resume`` become the run's own settings and overrides, so
     a later ``--resume`` without them keeps the extended total instead of going back to the first one.
     """
-    record = load_run(run_dir)
+    record = resumable_record(run_dir)
     record["pid"] = os.getpid()
     if plan.settings.steps is not None:
         record["total_steps"] = plan.settings.steps
@@ -281,7 +270,7 @@ def record_resume(run_dir: Path, plan: LaunchPlan) -> None:
     record["overrides"] = list(plan.overrides)
     record["command"] = list(plan.command)
     record.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    write_file(Path(run_dir) / RUN_FILE, json.dumps(record, indent=2) + "\n")
+    write_file(Path(run_dir) / RUN_FILE, record_text(record))
 
 
 def record_outcome(run_dir: Path, outcome: dict) -> bool:
@@ -290,11 +279,15 @@ def record_outcome(run_dir: Path, outcome: dict) -> bool:
     left (:func:`verlfit.output_files.write_file`), since the run's failure, already explained, is what the user needs
     to see."""
     record_path = run_dir / RUN_FILE
-    if not record_path.is_file():
-        return False
-    record = json.loads(record_path.read_text())
     try:
-        write_file(record_path, json.dumps({**record, "outcome": outcome}, indent=2) + "\n")
+        record = load_run(run_dir)
+    except NoRunRecord:
+        return False
+    except VerlfitError as error:  # a damaged run.json: the run's failure is still what the user needs to see
+        print(f"verlfit: could not update {record_path} with the outcome: {error.message}", file=sys.stderr)
+        return False
+    try:
+        write_file(record_path, record_text({**record, "outcome": outcome}))
     except OSError as error:
         print(f"verlfit: could not update {record_path} with the outcome: {error}; it is unchanged", file=sys.stderr)
         return False

@@ -15,8 +15,9 @@ import threading
 import time
 from pathlib import Path
 
-from verlfit.checkpoints import CHECKPOINTS_DIR, CheckpointKeeper, latest_checkpoint, remove_cut_short
+from verlfit.checkpoints import CheckpointKeeper, latest_checkpoint, remove_cut_short
 from verlfit.errors import VerlfitError
+from verlfit.run_files import CHECKPOINTS_DIR, LOG_FILE
 from verlfit.train.launch_plan import LaunchPlan, plan_request, total_steps
 from verlfit.train.run_directory import record_outcome
 
@@ -237,7 +238,7 @@ def report_failure(
     from verlfit import failure as failures
 
     if log_lines is None:
-        log = run_dir / "train.log"
+        log = run_dir / LOG_FILE
         log_lines = log.read_text(errors="replace").splitlines()[-4000:] if log.is_file() else []
     found = failures.diagnose(log_lines)
     if write_error is not None and write_error.errno == errno.ENOSPC and (found is None or found.kind == "worker_died"):
