@@ -399,7 +399,7 @@ def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path
     import importlib.util
 
     import verlfit.doctor
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
 
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
     monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [])
@@ -483,7 +483,7 @@ def _record_like_train(tmp_path, argv):
     import re
 
     from verlfit.gpu import GpuInfo
-    from verlfit.train.command import prepare_launch, register
+    from verlfit.commands.train import prepare_launch, register
     from verlfit.train.run_directory import create_run_directory
 
     parser = argparse.ArgumentParser()
@@ -559,7 +559,7 @@ def plan_time_request(settings):
 def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, capsys):
     # bench exited 2 and train 1 for the same missing vllm on the a10 profile
     import verlfit.doctor
-    import verlfit.train.command as train_command
+    import verlfit.commands.train as train_command
     from test_train import H200
 
     status, _ = _refused(monkeypatch, tmp_path, capsys, ["--configs", "public-recipe", "--emulate", "a10"], packages=("vllm",))

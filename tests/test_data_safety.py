@@ -84,7 +84,7 @@ class WouldRun(Exception):
 def test_no_writing_command_loses_a_file_wherever_it_is_pointed(world, command, tiny_qwen2_dir, monkeypatch, capsys):
     import verlfit.doctor
     from verlfit import bench
-    from verlfit.train import command as train_command
+    from verlfit.commands import train as train_command
 
     monkeypatch.chdir(world / "cwd")
     # guards: no verl launch, no bench run, should an output ever be allowed through

@@ -817,7 +817,8 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
 
     import verlfit.gpu
     from verlfit.doctor import CheckResult
-    from verlfit.train import command, supervise
+    from verlfit.commands import train as command
+    from verlfit.train import supervise
 
     real_query = verlfit.gpu.query_gpus
     monkeypatch.setattr(verlfit.gpu, "query_gpus", lambda nvml=None: real_query(H200_NVML))

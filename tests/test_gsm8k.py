@@ -778,7 +778,7 @@ def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, ti
     """`verlfit train --data DIR` with raw GSM8K in DIR: verl's files come from those rows, into DIR/verl, exactly as
     `prepare-gsm8k --input DIR --output DIR/verl` writes them (the hub is offline here: conftest)."""
     from verlfit.train.preflight import ensure_data
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
 
     raw = tmp_path / "raw"
     if layout == "flat":

@@ -13,7 +13,7 @@ PACKAGE = Path(importlib.import_module("verlfit").__file__).parent
 
 
 def command_modules() -> set[Path]:
-    """The files that define a subcommand's ``register`` (``verlfit.plan`` re-exports plan/command.py's)."""
+    """The files that define a subcommand's ``register`` (``verlfit.commands.<name>``)."""
     return {Path(importlib.import_module(importlib.import_module(name).register.__module__).__file__) for name in SUBCOMMANDS.values()}
 
 
@@ -34,7 +34,7 @@ def namespace_parameters(path: Path, root: Path = PACKAGE) -> list[str]:
 
 def test_the_command_modules_are_the_registered_ones():
     assert sorted(str(path.relative_to(PACKAGE)) for path in command_modules()) == [
-        "bench.py", "doctor.py", "evaluate.py", "export.py", "gsm8k.py", "plan/command.py", "prepare_data.py", "profiles/__init__.py", "report.py", "train/command.py",
+        "bench.py", "commands/plan.py", "commands/train.py", "doctor.py", "evaluate.py", "export.py", "gsm8k.py", "prepare_data.py", "profiles/__init__.py", "report.py",
     ]
 
 

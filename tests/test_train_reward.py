@@ -89,7 +89,7 @@ def test_a_reward_that_raises_on_a_row_exits_2_naming_the_row(tmp_path, capsys):
 
 
 def test_the_keys_after_the_separator_go_through_the_same_check_and_are_made_absolute(tmp_path, capsys, monkeypatch):
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
 
     data = own_data(tmp_path / "data")
     reward_file(tmp_path / "task")
@@ -129,7 +129,7 @@ def test_gsm8k_data_without_a_reward_function_says_verls_scorer_is_used(tmp_path
 
 def test_the_run_directory_holds_a_copy_recorded_in_run_json_and_resume_reuses_it(tmp_path):
     from verlfit.data_folder import file_digest
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
     from verlfit.train.run_directory import create_run_directory, resume_plan
 
     data, reward = own_data(tmp_path / "data"), reward_file(tmp_path / "task")
@@ -151,7 +151,7 @@ def test_the_run_directory_holds_a_copy_recorded_in_run_json_and_resume_reuses_i
 
 
 def test_train_refuses_a_data_folder_with_only_the_users_train_parquet_and_writes_nothing(tmp_path, capsys):
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
     from verlfit.train.preflight import ensure_data
 
     data = own_data(tmp_path / "data", test=False)

@@ -20,8 +20,8 @@ from verlfit.errors import VerlfitError
 SUBCOMMANDS: dict[str, str] = {
     "prepare-gsm8k": "verlfit.gsm8k",
     "prepare-data": "verlfit.prepare_data",
-    "train": "verlfit.train.command",
-    "plan": "verlfit.plan",
+    "train": "verlfit.commands.train",
+    "plan": "verlfit.commands.plan",
     "doctor": "verlfit.doctor",
     "report": "verlfit.report",
     "export": "verlfit.export",

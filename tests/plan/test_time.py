@@ -282,7 +282,7 @@ def test_calibration_reads_the_speed_keys_and_excludes_shared_runs():
 def _run_plan(argv, nvml=None):
     import io
 
-    from verlfit.plan import command
+    from verlfit.commands import plan as command
 
     out = io.StringIO()
     status = command._run(_parsed(argv), nvml=nvml, out=out)
@@ -310,7 +310,7 @@ def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
 def _parsed(argv):
     import argparse
 
-    from verlfit.plan import command
+    from verlfit.commands import plan as command
 
     parser = argparse.ArgumentParser()
     command.register(parser.add_subparsers())
@@ -318,8 +318,8 @@ def _parsed(argv):
 
 
 def _options(argv):
-    """``verlfit plan ARGV``'s typed options (verlfit.plan.command.plan_options), as the planner reads them."""
-    from verlfit.plan import command
+    """``verlfit plan ARGV``'s typed options (verlfit.commands.plan.plan_options), as the planner reads them."""
+    from verlfit.commands import plan as command
 
     return command.plan_options(_parsed(argv))
 
@@ -386,7 +386,7 @@ def test_train_dry_run_estimate_follows_the_speed_keys(capsys, monkeypatch):
     import argparse
 
     from verlfit.profiles import load_profile
-    from verlfit.train.command import prepare_launch, register
+    from verlfit.commands.train import prepare_launch, register
 
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
     # the p40 profile turns the four trims and the CUDA graph on; `key=False` after -- turns each off again (today's

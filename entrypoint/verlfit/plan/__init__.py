@@ -9,11 +9,11 @@ The package, one file per part (formulas, sources and derivations: ``docs/plan.m
 * :mod:`verlfit.plan.request`: building a :class:`PlanRequest` from a profile, ``verlfit train``'s settings or
   ``verlfit plan``'s options (:class:`PlanOptions`).
 * :mod:`verlfit.plan.render`: a plan as JSON-ready data or a table.
-* :mod:`verlfit.plan.command`: the ``verlfit plan`` subcommand (:func:`register`, as ``verlfit.cli`` expects).
+* :mod:`verlfit.plan.sizes`: which model sizes more GPUs open up (``--gpus N``).
+* :mod:`verlfit.plan.time`: the time model, reading the same :class:`PlanRequest` with the card facts it needs.
+* :mod:`verlfit.plan.train_estimate`: the time estimate of a ``verlfit train`` run.
 
-Further parts go beside these: a time model (``time.py``, reading the same :class:`PlanRequest`, with the
-card facts it needs) and LoRA's terms (in ``memory.py``'s constants and building blocks, the request gaining the
-adapter's fields); ``render.py`` and ``command.py`` then show them.
+The ``verlfit plan`` subcommand itself is :mod:`verlfit.commands.plan`.
 
 The names below are re-exported so ``from verlfit.plan import predict`` keeps working.
 """
@@ -66,6 +66,5 @@ from verlfit.plan.memory import (
 from verlfit.plan.request import PlanOptions, request_for_profile, request_from_options, request_from_settings
 from verlfit.plan.fit import KEEPABLE, FitDecision, auto_fit, fit_for_train, smallest_change
 from verlfit.plan.render import plan_to_dict, render_table
-from verlfit.plan.command import register
 
 __all__ = [name for name in dir() if not name.startswith("_")]

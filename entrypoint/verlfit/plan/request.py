@@ -9,6 +9,8 @@ The sizing options both commands share come as :class:`verlfit.arguments.SizingO
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 from verlfit.arguments import DEFAULT_LORA_ALPHA, DEFAULT_LORA_TARGET_MODULES, DEFAULT_SAMPLES, SizingOptions
 from verlfit.errors import VerlfitError
@@ -31,7 +33,7 @@ from verlfit.resolved_run import ResolvedRun
 @dataclasses.dataclass(frozen=True)
 class PlanOptions:
     """``verlfit plan``'s options as typed values, one field per option (its argparse dest; the shared sizing options
-    in ``sizing``), built by :func:`verlfit.plan.command.plan_options`. None: not given (the profile's or the
+    in ``sizing``), built by :func:`verlfit.commands.plan.plan_options`. None: not given (the profile's or the
     planner's choice). Memory in GiB, lengths in tokens, sizes in prompts (micro-batches: responses per GPU)."""
 
     model: str
@@ -56,7 +58,7 @@ class PlanOptions:
     longest_prompt_length: int | None
     margin: float
     json: bool
-    # the time estimate's (verlfit.plan.time.add_arguments)
+    # the time estimate's (verlfit.commands.plan.add_time_arguments)
     card: str | None
     steps: int | None
     epochs: int | None
@@ -230,6 +232,17 @@ def sizing_fields(sizing: SizingOptions) -> dict:
             critic_param_offload=param,
         )
     return fields
+
+
+def plan_keep(options: PlanOptions) -> list[str]:
+    """What ``verlfit plan --plan auto`` must not change, sorted: :func:`sizing_keep` of the shared sizing options, and
+    the micro-batches or offload when a per-role ``--*-micro-batch-size`` or ``--*-offload`` option sets them."""
+    keep = sizing_keep(options.sizing)
+    if any(getattr(options, f"{role}_micro_batch_size") for role in ("actor", "log_prob", "critic")):
+        keep.add("micro_batches")
+    if any(getattr(options, f"{role}_{kind}_offload") for role in ("actor", "critic") for kind in ("param", "optimizer")):
+        keep.add("offload")
+    return sorted(keep)
 
 
 def sizing_keep(sizing: SizingOptions) -> set[str]:
@@ -573,3 +586,55 @@ def time_report(
     inputs = time_inputs_for_options(options, run)
     steps = run_steps(options.steps, options.epochs, options.dataset_size, request.train_batch_size)
     return estimate(request, run.card, inputs), steps, inputs
+
+
+def measure_data(options: PlanOptions, environ=None) -> tuple[PlanOptions, list[str]]:
+    """``options`` with ``--data``'s measurements filled in: its longest prompt (:func:`verlfit.prompt_lengths.measure_for_train`
+    with ``--model``'s local tokenizer, prompt key ``prompt``) as ``longest_prompt_length`` and the training rows verl
+    keeps as ``dataset_size``; and the note lines saying what was measured. Without ``--data``: as given, no note.
+
+    Raises:
+        VerlfitError (exit status 2): ``--data`` with ``--longest-prompt-length`` or ``--dataset-size`` (``--data``
+            measures them); ``--data`` not a folder, without train.parquet, or failing the data check verlfit train
+            runs (:func:`verlfit.checks.data_folder.check_data_folder`: unreadable, not verl's columns, no rows);
+            every training prompt longer than ``--max-prompt-length`` (verl would drop them all).
+    """
+    if options.data is None:
+        return options, []
+    for flag, value in (
+        ("--longest-prompt-length", options.longest_prompt_length),
+        ("--dataset-size", options.dataset_size),
+    ):
+        if value is not None:
+            raise VerlfitError(
+                f"--data {options.data} and {flag} {value}: --data measures it", fix="drop one of them", exit_code=2
+            )
+    data = Path(options.data)
+    if not data.is_dir():
+        raise VerlfitError(
+            f"--data {data} is not a folder",
+            fix="pass the folder holding train.parquet and test.parquet (verlfit prepare-data or prepare-gsm8k make them)",
+            exit_code=2,
+        )
+    if not (data / "train.parquet").is_file():
+        raise VerlfitError(
+            f"--data {data} has no train.parquet",
+            fix=f"prepare it: verlfit prepare-data --train FILE --output {data} (your own task), or verlfit prepare-gsm8k --output {data}",
+            exit_code=2,
+        )
+    import pyarrow.parquet as pq
+
+    from verlfit.checks.data_folder import check_data_folder
+    from verlfit.checks.result import FAIL
+    from verlfit.prompt_lengths import measure_for_train
+
+    check = check_data_folder(data, os.environ if environ is None else environ)  # both files are there: no network
+    if check.status == FAIL:
+        raise VerlfitError(check.message, fix=check.fix, exit_code=2)
+    measured = measure_for_train(data, options.model, options.sizing.max_prompt_length)
+    rows = (
+        measured.train.kept if measured.train is not None else pq.ParquetFile(data / "train.parquet").metadata.num_rows
+    )  # read: the data check passed
+    return dataclasses.replace(options, longest_prompt_length=measured.longest, dataset_size=rows or None), [
+        f"note: {measured.note}"
+    ]

@@ -1,120 +1,40 @@
 """The ``verlfit plan`` subcommand: its arguments (:func:`register`), their typed form (:func:`plan_options`, the one
-place that reads the parsed namespace) and its run (:func:`_run`)."""
+place that reads the parsed namespace) and its run (:func:`_run`): the data measured, the run resolved once
+(:func:`verlfit.plan.request.resolve_plan_run`), the plan fitted and its time estimated, the result printed."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
-from pathlib import Path
 
-from verlfit.arguments import SizingOptions, add_sizing_arguments, memory_gib, typed_options, whole_number
+from verlfit.arguments import (
+    SizingOptions,
+    add_sizing_arguments,
+    frequency,
+    memory_gib,
+    typed_options,
+    whole_number,
+)
+from verlfit.cards import CARDS
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import BUILTIN_SHAPES, DEFAULT_MODEL
+from verlfit.plan import time as plan_time
 from verlfit.plan.fit import auto_fit
 from verlfit.plan.memory import DEFAULT_MARGIN, predict
-from verlfit.plan.render import plan_to_dict, render_table
-from verlfit.plan import time as plan_time
+from verlfit.plan.render import chosen_line, plan_to_dict, render_sizes, render_table
 from verlfit.plan.request import (
     PlanOptions,
+    measure_data,
+    plan_keep,
     request_from_options,
     resolve_plan_run,
-    sizing_keep,
     time_inputs_for_options,
     time_report,
 )
+from verlfit.plan.sizes import size_rows
+from verlfit.plan.time import GSM8K_MEAN_PROMPT_TOKENS, GSM8K_ROLLOUT_PROMPT_TOKENS, GSM8K_WINDOW_PROMPT_TOKENS
 from verlfit.profiles import PROFILE_NAMES
-
-
-# the sizes `verlfit plan --gpus N` (N > 1) compares at N GPUs and at 1: Qwen2.5 shapes (verlfit.model_shape.BUILTIN_SHAPES)
-SIZE_MODELS = ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-3B-Instruct")
-
-
-def size_rows(request, margin: float = DEFAULT_MARGIN) -> list[dict]:
-    """Which model sizes ``request.gpus`` cards open up: for each of :data:`SIZE_MODELS` and each algorithm, the
-    auto-fitted (:func:`verlfit.plan.fit.auto_fit`) full-parameter plan at 1 GPU and at ``request.gpus``, with the
-    request's card, dtype, rollout, batch and lengths. GRPO takes the request's samples when it is GRPO, else
-    :data:`verlfit.arguments.DEFAULT_SAMPLES`; each algorithm its own reference default.
-
-    Returns:
-        One dict per (model, algorithm): ``model``, ``algorithm``, ``samples``, and per GPU count (``"1"``,
-        ``"<N>"``) ``{"fits": bool, "required_bytes": peak + allocator headroom per GPU, "offload": [pieces]}``.
-    """
-    import dataclasses
-
-    from verlfit.arguments import DEFAULT_SAMPLES
-    from verlfit.model_shape import load_model_shape
-
-    rows = []
-    for model in SIZE_MODELS:
-        for algorithm in ("ppo", "grpo"):
-            same = algorithm == request.algorithm
-            samples = 1 if algorithm == "ppo" else (request.rollout_n if same else DEFAULT_SAMPLES)
-            row = {"model": model, "algorithm": algorithm, "samples": samples}
-            for gpus in (1, request.gpus):
-                trial = dataclasses.replace(
-                    request,
-                    shape=load_model_shape(model),
-                    algorithm=algorithm,
-                    rollout_n=samples,
-                    use_reference=request.use_reference if same else None,
-                    gpus=gpus,
-                )
-                decision = auto_fit(trial, margin=margin)
-                chosen = decision.request
-                offload = [
-                    name.replace("_offload", "").replace("_", " ")
-                    for name in (
-                        "actor_param_offload",
-                        "actor_optimizer_offload",
-                        "critic_param_offload",
-                        "critic_optimizer_offload",
-                    )
-                    if getattr(chosen, name)
-                ]
-                row[str(gpus)] = {
-                    "fits": decision.fits,
-                    "required_bytes": decision.plan.required_bytes,
-                    "offload": offload,
-                }
-            rows.append(row)
-    return rows
-
-
-def _size_cell(cell: dict) -> str:
-    from verlfit.plan.memory import gib
-
-    if not cell["fits"]:
-        return f"no: {gib(cell['required_bytes']):.1f} GiB"
-    return f"fits {gib(cell['required_bytes']):.1f} GiB" + (
-        f", offload {', '.join(cell['offload'])}" if cell["offload"] else ""
-    )
-
-
-def render_sizes(rows: list[dict], gpus: int, usable_bytes: int, console) -> None:
-    """Print :func:`size_rows` as a table: one row per model and algorithm, 1 GPU against ``gpus``."""
-    from rich.table import Table
-
-    from verlfit.plan.memory import format_gib
-
-    console.print(
-        f"model sizes at {gpus} GPUs against 1: full-parameter, this batch and lengths, auto-fitted; predicted peak per GPU + allocator headroom, of {format_gib(usable_bytes)} usable",
-        highlight=False,
-        soft_wrap=True,
-    )
-    table = Table()
-    for column in ("model", "algorithm", "1 GPU", f"{gpus} GPUs"):
-        table.add_column(column)
-    for row in rows:
-        algorithm = "PPO" if row["algorithm"] == "ppo" else f"GRPO n={row['samples']}"
-        table.add_row(
-            row["model"].removeprefix("Qwen/").removesuffix("-Instruct"),
-            algorithm,
-            _size_cell(row["1"]),
-            _size_cell(row[str(gpus)]),
-        )
-    console.print(table)
 
 
 # printed after every plan made with --plan off, whatever its verdict: the planner did not choose
@@ -235,7 +155,7 @@ def register(subparsers):
         help="fraction of usable memory to stay under (default %(default)s)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    plan_time.add_arguments(parser)
+    add_time_arguments(parser)
     parser.set_defaults(func=_run)
     return parser
 
@@ -247,58 +167,81 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
     return typed_options(PlanOptions, parsed, sizing=typed_options(SizingOptions, parsed))
 
 
-def measure_data(options: PlanOptions, environ=None) -> tuple[PlanOptions, list[str]]:
-    """``options`` with ``--data``'s measurements filled in: its longest prompt (:func:`verlfit.prompt_lengths.measure_for_train`
-    with ``--model``'s local tokenizer, prompt key ``prompt``) as ``longest_prompt_length`` and the training rows verl
-    keeps as ``dataset_size``; and the note lines saying what was measured. Without ``--data``: as given, no note.
-
-    Raises:
-        VerlfitError (exit status 2): ``--data`` with ``--longest-prompt-length`` or ``--dataset-size`` (``--data``
-            measures them); ``--data`` not a folder, without train.parquet, or failing the data check verlfit train
-            runs (:func:`verlfit.checks.data_folder.check_data_folder`: unreadable, not verl's columns, no rows);
-            every training prompt longer than ``--max-prompt-length`` (verl would drop them all).
-    """
-    import os
-
-    if options.data is None:
-        return options, []
-    for flag, value in (
-        ("--longest-prompt-length", options.longest_prompt_length),
-        ("--dataset-size", options.dataset_size),
-    ):
-        if value is not None:
-            raise VerlfitError(
-                f"--data {options.data} and {flag} {value}: --data measures it", fix="drop one of them", exit_code=2
-            )
-    data = Path(options.data)
-    if not data.is_dir():
-        raise VerlfitError(
-            f"--data {data} is not a folder",
-            fix="pass the folder holding train.parquet and test.parquet (verlfit prepare-data or prepare-gsm8k make them)",
-            exit_code=2,
-        )
-    if not (data / "train.parquet").is_file():
-        raise VerlfitError(
-            f"--data {data} has no train.parquet",
-            fix=f"prepare it: verlfit prepare-data --train FILE --output {data} (your own task), or verlfit prepare-gsm8k --output {data}",
-            exit_code=2,
-        )
-    from verlfit.checks.data_folder import check_data_folder
-    from verlfit.checks.result import FAIL
-    import pyarrow.parquet as pq
-
-    from verlfit.prompt_lengths import measure_for_train
-
-    check = check_data_folder(data, os.environ if environ is None else environ)  # both files are there: no network
-    if check.status == FAIL:
-        raise VerlfitError(check.message, fix=check.fix, exit_code=2)
-    measured = measure_for_train(data, options.model, options.sizing.max_prompt_length)
-    rows = (
-        measured.train.kept if measured.train is not None else pq.ParquetFile(data / "train.parquet").metadata.num_rows
-    )  # read: the data check passed
-    return dataclasses.replace(options, longest_prompt_length=measured.longest, dataset_size=rows or None), [
-        f"note: {measured.note}"
-    ]
+def add_time_arguments(parser: argparse.ArgumentParser) -> None:
+    """``verlfit plan``'s options for the time estimate (read by :mod:`verlfit.plan.time`)."""
+    group = parser.add_argument_group("time estimate")
+    group.add_argument(
+        "--card",
+        choices=list(CARDS),
+        help="estimate time on this card (default: --emulate's card, else the detected GPU, else the profile's card)",
+    )
+    group.add_argument("--steps", type=whole_number, help="steps of the run, for the run's total time")
+    group.add_argument("--epochs", type=whole_number, help="epochs of the run (with --dataset-size; default 1)")
+    group.add_argument(
+        "--dataset-size",
+        type=whole_number,
+        metavar="ROWS",
+        help="training rows (GSM8K train: 7473); steps = epochs x rows // batch size",
+    )
+    group.add_argument(
+        "--save-freq",
+        type=frequency,
+        default=25,
+        metavar="N",
+        help="steps between checkpoint saves, adding their time per step (default: 25, as verlfit train; 0 or -1: never)",
+    )
+    # patches 0020-0022 (verl keys in verlfit.patch_switches.SWITCH_KEYS): unset = what the profile's overrides say
+    group.add_argument(
+        "--trim-padding",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns (+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, +critic.trim_padding; default: the profile's)",
+    )
+    group.add_argument(
+        "--window-prompt-length",
+        type=whole_number,
+        metavar="TOKENS",
+        help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length; a larger value is refused)",
+    )
+    group.add_argument(
+        "--window-response-length",
+        type=whole_number,
+        metavar="TOKENS",
+        help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it; a larger value is refused)",
+    )
+    group.add_argument(
+        "--rollout-trim-padding",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="patch 0021: each HF rollout micro-batch is generated from prompts cut to its longest (+actor_rollout_ref.rollout.trim_padding; default: the profile's)",
+    )
+    group.add_argument(
+        "--rollout-prompt-length",
+        type=whole_number,
+        metavar="TOKENS",
+        help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length; a larger value is refused)",
+    )
+    group.add_argument(
+        "--cuda-graph",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="patch 0022: HF rollout decode steps replayed as a CUDA graph (+actor_rollout_ref.rollout.cuda_graph; default: the profile's)",
+    )
+    group.add_argument(
+        "--pack-sequences",
+        action="store_true",
+        help="what-if: training passes over used tokens only (verl's use_remove_padding with FlashAttention-2: the a10 profile's default; not on a P40). The estimate does not model it or vLLM unless asked: the a10 profile's own path is estimated as padded HF generation",
+    )
+    group.add_argument(
+        "--mean-prompt-length",
+        type=float,
+        help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)",
+    )
+    group.add_argument(
+        "--mean-response-length",
+        type=float,
+        help="mean response tokens with --pack-sequences (default: --max-response-length)",
+    )
 
 
 def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
@@ -309,17 +252,7 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
     options, data_notes = measure_data(options)
     run = resolve_plan_run(options, nvml)  # the profile, the card (NVML asked once) and the switches
     request, source = request_from_options(options, run=run)
-    keep = sorted(sizing_keep(options.sizing))  # what --plan auto keeps, as in verlfit train
-    if (
-        any(getattr(options, f"{k}_micro_batch_size") for k in ("actor", "log_prob", "critic"))
-        and "micro_batches" not in keep
-    ):
-        keep = sorted({*keep, "micro_batches"})
-    if (
-        any(getattr(options, f"{r}_{k}_offload") for r in ("actor", "critic") for k in ("param", "optimizer"))
-        and "offload" not in keep
-    ):
-        keep = sorted({*keep, "offload"})
+    keep = plan_keep(options)  # what --plan auto keeps, as in verlfit train
     decision = None
     if options.sizing.plan == "auto":  # the fastest of what fits, by the estimate for the card the time is estimated on
         decision = auto_fit(
@@ -364,43 +297,7 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
                 console.print(f"  {line}", highlight=False, soft_wrap=True)
             if decision.suggestion:
                 console.print(f"  {decision.suggestion}", highlight=False, soft_wrap=True)
-            r = decision.request
-            console.print(
-                f"  chosen: actor micro-batch {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
-                + (f", critic {r.critic_micro_batch_size}" if r.has_critic else "")
-                + (
-                    f", rollout {r.rollout_prompts_per_call} prompt{'' if r.rollout_prompts_per_call == 1 else 's'}"
-                    if r.rollout == "hf"
-                    else ""
-                )
-                + f"; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}"
-                + (
-                    f" (critic {'on' if r.checkpointing_of('critic') else 'off'})"
-                    if r.has_critic and r.checkpointing_of("critic") != r.gradient_checkpointing
-                    else ""
-                )
-                + "; offload: "
-                + (
-                    ", ".join(
-                        n.replace("_offload", "").replace("_", " ")
-                        for n in (
-                            "actor_param_offload",
-                            "actor_optimizer_offload",
-                            "critic_param_offload",
-                            "critic_optimizer_offload",
-                        )
-                        if getattr(r, n)
-                    )
-                    or "none"
-                )
-                + (
-                    f"; LoRA base in {r.frozen_base_dtype or 'float32'}"
-                    if r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0)
-                    else ""
-                ),
-                highlight=False,
-                soft_wrap=True,
-            )
+            console.print(chosen_line(decision.request), highlight=False, soft_wrap=True)
         render_table(plan, console)
         console.print(f"card: {card_line}", highlight=False, soft_wrap=True)
         for line in plan_time.estimate_lines(timing, steps, options.dataset_size, plan.request.train_batch_size):
