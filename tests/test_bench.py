@@ -567,8 +567,8 @@ def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, 
     no_vllm = without("vllm")
     # train's pre-flight with the doctor's own engines check as its only blocking check (the machine's driver aside)
     monkeypatch.setattr(verlfit.doctor, "blocking_checks", lambda **kw: [verlfit.doctor.check_engines(verlfit.doctor.DoctorContext(profile_name="a10", rollout=kw["rollout"], attention=kw["attention"], find_spec=no_vllm))])
-    real = train_command.prepare_launch
-    monkeypatch.setattr(train_command, "prepare_launch", lambda args: real(args, environ={}, gpu=H200))
+    real = train_command.build_launch
+    monkeypatch.setattr(train_command, "build_launch", lambda options: real(options, environ={}, gpu=H200))
     train_status = cli.main(["train", "--emulate", "a10", "--attention", "sdpa", "--run-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert "FAIL engines: profile a10" in err and "needs vllm" in err

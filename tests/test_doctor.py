@@ -817,8 +817,7 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
 
     import verlfit.gpu
     from verlfit.doctor import CheckResult
-    from verlfit.commands import train as command
-    from verlfit.train import supervise
+    from verlfit.train import preflight, supervise
 
     real_query = verlfit.gpu.query_gpus
     monkeypatch.setattr(verlfit.gpu, "query_gpus", lambda nvml=None: real_query(H200_NVML))
@@ -830,10 +829,10 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
     real_engines = doctor.CHECKS["engines"]
     monkeypatch.setitem(doctor.CHECKS, "engines", lambda ctx: ran.append("engines") or real_engines(ctx))
 
-    def launched(settings):
+    def launched(settings, keys=None):
         raise Launched(settings.rollout, settings.attention)
 
-    monkeypatch.setattr(command, "ensure_data", launched)
+    monkeypatch.setattr(preflight, "ensure_data", launched)
     monkeypatch.setattr(supervise.subprocess, "Popen", lambda *a, **kw: pytest.fail("verl was launched"))
     status = cli.main(["train", "--profile", "a10", "--plan", "off", "--no-validate", "--run-dir", str(tmp_path / "run"), *argv])
     assert not (tmp_path / "run").exists()

@@ -1,6 +1,9 @@
 """The ``verlfit train`` subcommand: its options (:func:`register`), their typed form (:func:`train_options`, the one
-place that reads the parsed namespace) and :func:`run`, which takes the new run or the resume through the parts of
-:mod:`verlfit.train`.
+place that reads the parsed namespace) and :func:`run`, which hands the run, resolved once, to the phases of
+:mod:`verlfit.train`: resolve (:func:`verlfit.train.settings.build_launch`, or
+:func:`verlfit.train.run_directory.resume_plan` for ``--resume``), then either rehearse
+(:func:`verlfit.train.rehearsal.rehearse` and :func:`verlfit.train.describe.describe`, ``--dry-run``) or check and record
+(:func:`verlfit.train.preflight.start_run`) and launch (:func:`verlfit.train.supervise.launch`).
 """
 
 from __future__ import annotations
@@ -20,16 +23,14 @@ from verlfit.arguments import (
     typed_options,
     whole_number,
 )
-from verlfit.checkpoints import CHECKPOINTS_DIR, checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
-from verlfit.overrides import managed_keys_help, user_overrides, validate_overrides
+from verlfit.overrides import managed_keys_help, user_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
-from verlfit.train.describe import data_note, describe, model_note
+from verlfit.train.describe import describe
+from verlfit.train.rehearsal import rehearse
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan
-from verlfit.train.preflight import check_data_size, checkpoint_space_warning, ensure_data, run_blocking_checks
-from verlfit.data_folder import data_folder_state
-from verlfit.train.reward import check_run_reward, data_keys
-from verlfit.train.run_directory import check_run_directory, create_run_directory, record_resume, resume_plan
+from verlfit.train.preflight import start_run
+from verlfit.train.run_directory import check_run_directory, resume_plan
 from verlfit.train.settings import TrainOptions, build_launch
 from verlfit.train.supervise import launch
 
@@ -217,99 +218,61 @@ def prepare_launch(
     return build_launch(train_options(args), environ=environ, gpu=gpu, detect_gpu=detect_gpu, gpu_report=gpu_report)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Entry point of ``verlfit train`` (see the module docstring for the flow)."""
-    if args.resume is not None:
-        if not args.resume.strip():
-            raise VerlfitError(
-                "--resume was given an empty path",
-                fix="pass the run directory to continue, e.g. `verlfit train --resume runs/ppo-p40-20261129-143000`",
-                exit_code=2,
-            )
-        given = {name: getattr(args, name, default) for name, default in _DEFAULTS.items() if name not in _RESUMABLE}
-        given["overrides"] = user_overrides(given.get("overrides") or [])  # a bare `--` changes nothing
-        # a True/False against a None default (--gradient-checkpointing / --no-gradient-checkpointing) is a change too
-        differs = {
-            name
-            for name, value in given.items()
-            if (value != _DEFAULTS[name] if isinstance(value, bool) else (value or None) != (_DEFAULTS[name] or None))
-        }
-        labels = {
-            "overrides": "overrides after --",
-            "gradient_checkpointing": "--gradient-checkpointing/--no-gradient-checkpointing",
-        }
-        changed = sorted(labels.get(name, f"--{name.replace('_', '-')}") for name in differs)
-        if changed:
-            raise VerlfitError(
-                f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it",
-                fix=f"resume with only {', '.join(_RESUMABLE_OPTIONS.values())}; or start a new run",
-                exit_code=2,
-            )
-        plan = resume_plan(Path(args.resume), steps=args.steps, keep_checkpoints=args.keep_checkpoints)
-        run_dir = Path(plan.settings.run_dir)
-        if args.dry_run:
-            doomed = checkpoints_to_prune(run_dir / CHECKPOINTS_DIR, plan.settings.keep_checkpoints)
-            if doomed:  # what the real resume's first check removes (CheckpointKeeper in launch), said in the rehearsal
-                plan.notes.append(
-                    f"the resume would first remove {', '.join(f'global_step_{step}' for step in doomed)} "
-                    f"(--keep-checkpoints {plan.settings.keep_checkpoints}; verl keeps only its own session's saves, so verlfit prunes the rest)"
-                )
-            print(describe(plan, args.stall_timeout))
-            return 0
-        record_resume(run_dir, plan)
-        warning = checkpoint_space_warning(plan, resumed_from=latest_checkpoint(run_dir), resume=True)
-        if warning:
-            print(f"verlfit: {warning}")
-        return launch(plan, run_dir, stall_timeout=args.stall_timeout)
-    if args.run_dir and not args.dry_run:
-        check_run_directory(args.run_dir)  # said before the GPU, model and data are looked at
-    plan = prepare_launch(args)
-    if args.dry_run:
-        # what the real launch would refuse of the user's inputs (run directory, model, data, reward): said in the
-        # notes, then the dry run's exit status 2; what depends on this machine (engines not installed here, GSM8K not
-        # reachable from here) stays a note: a dry run is often made on another machine than the run
-        refusals = []
-        if Path(plan.settings.run_dir).exists():
-            plan.notes.append(
-                f"{plan.settings.run_dir} exists: a real run would refuse it (use --resume, or another --run-dir)"
-            )
-            refusals.append(f"run directory {plan.settings.run_dir} exists")
-        else:
-            try:
-                check_run_directory(plan.settings.run_dir)
-            except VerlfitError as refusal:  # a run directory inside another run: a real run refuses it
-                plan.notes.append(f"a real run would refuse --run-dir: {refusal.message} ({refusal.fix})")
-                refusals.append(f"--run-dir {plan.settings.run_dir}: {refusal.message}")
-        from verlfit.doctor import missing_engine_packages
+def refuse_new_run_options(args: argparse.Namespace) -> None:
+    """Refuse ``--resume`` with an empty path, or with an option that only a new run takes (one given a value other
+    than its default; a bare ``--`` changes nothing).
 
-        missing = missing_engine_packages(plan.settings.rollout, plan.settings.attention)
-        if missing and not args.skip_checks:
-            # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
-            plan.notes.append(
-                f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
-                f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)"
-            )
-        # what the real run's checks would say
-        note = model_note(plan.settings.model, os.environ) if not args.skip_checks else None
-        if note:
-            plan.notes.append(note)
-            refusals.append(f"model {plan.settings.model}")
-        note, refused = data_note(plan.settings.data_dir, os.environ, data_keys(plan.overrides))
-        if note:
-            plan.notes.append(note)
-        if refused:
-            refusals.append(f"data {plan.settings.data_dir}")
-        if (Path(plan.settings.data_dir) / "train.parquet").is_file():
-            # the refusals a real launch makes, as the dry run's failure (exit 2): no plan verdict for a run that cannot start
-            check_data_size(plan.settings)
-        if data_folder_state(plan.settings.data_dir, data_keys(plan.overrides)).prepared:
-            plan.notes.append(check_run_reward(plan.settings.data_dir, plan.reward_function, plan.overrides))
-        elif plan.reward_function is not None:
-            plan.notes.append(
-                f"reward function: {plan.reward_function.name} in {plan.reward_function.path} (checked on the training"
-                " and test rows once the data is prepared)"
-            )
-        print(describe(plan, args.stall_timeout))
+    Raises:
+        VerlfitError (exit status 2): naming the options given and those a resume takes.
+    """
+    if not args.resume.strip():
+        raise VerlfitError(
+            "--resume was given an empty path",
+            fix="pass the run directory to continue, e.g. `verlfit train --resume runs/ppo-p40-20261129-143000`",
+            exit_code=2,
+        )
+    given = {name: getattr(args, name, default) for name, default in _DEFAULTS.items() if name not in _RESUMABLE}
+    given["overrides"] = user_overrides(given.get("overrides") or [])  # a bare `--` changes nothing
+    # a True/False against a None default (--gradient-checkpointing / --no-gradient-checkpointing) is a change too
+    differs = {
+        name
+        for name, value in given.items()
+        if (value != _DEFAULTS[name] if isinstance(value, bool) else (value or None) != (_DEFAULTS[name] or None))
+    }
+    labels = {
+        "overrides": "overrides after --",
+        "gradient_checkpointing": "--gradient-checkpointing/--no-gradient-checkpointing",
+    }
+    changed = sorted(labels.get(name, f"--{name.replace('_', '-')}") for name in differs)
+    if changed:
+        raise VerlfitError(
+            f"--resume continues a run with its recorded settings; {', '.join(changed)} cannot be given with it",
+            fix=f"resume with only {', '.join(_RESUMABLE_OPTIONS.values())}; or start a new run",
+            exit_code=2,
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Entry point of ``verlfit train``: the options typed once, the run resolved once (a new run's
+    :class:`verlfit.train.launch_plan.LaunchPlan`, or the recorded one of ``--resume``), then the dry run's rehearsal
+    and text, or the checks, the run directory and the launch. Returns the exit status: 0, verl's, or 130/143 when
+    stopped.
+
+    Raises:
+        VerlfitError: a refused option or input (exit status 2), a failed pre-flight check, a dry run whose real
+            launch would refuse the run's inputs (exit status 2).
+    """
+    options = train_options(args)
+    if options.resume is not None:
+        refuse_new_run_options(args)
+        plan = resume_plan(Path(options.resume), steps=options.steps, keep_checkpoints=options.keep_checkpoints)
+    else:
+        if options.run_dir and not options.dry_run:
+            check_run_directory(options.run_dir)  # said before the GPU, model and data are looked at
+        plan = build_launch(options)
+    if options.dry_run:
+        refusals = rehearse(plan, skip_checks=options.skip_checks)
+        print(describe(plan, options.stall_timeout))
         if refusals:
             raise VerlfitError(
                 f"a real launch would refuse this run: {'; '.join(refusals)} (the notes above say why)",
@@ -317,25 +280,5 @@ def run(args: argparse.Namespace) -> int:
                 exit_code=2,
             )
         return 0
-    from verlfit.checks.stack import require
-
-    require("train")  # the same words as export and eval
-    check_run_directory(plan.settings.run_dir)  # before anything is prepared: where the run may not go is said first
-    if not args.skip_checks:
-        run_blocking_checks(plan)
-    ensure_data(plan.settings)
-    check_data_size(plan.settings)
-    plan.notes.append(check_run_reward(plan.settings.data_dir, plan.reward_function, plan.overrides))
-    config_yaml = None
-    if not args.no_validate:
-        from omegaconf import OmegaConf
-
-        config_yaml = OmegaConf.to_yaml(validate_overrides(plan.overrides))
-    warning = checkpoint_space_warning(plan)
-    if warning:
-        plan.notes.append(warning)
-    for note in plan.notes:
-        print(f"verlfit: {note}")
-    run_dir = create_run_directory(plan, config_yaml)
-    print(f"verlfit: run directory {run_dir}")
-    return launch(plan, run_dir, stall_timeout=args.stall_timeout)
+    run_dir = start_run(plan, skip_checks=options.skip_checks, validate=not options.no_validate)
+    return launch(plan, run_dir, stall_timeout=options.stall_timeout)

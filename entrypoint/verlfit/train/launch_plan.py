@@ -9,6 +9,7 @@ import dataclasses
 import os
 from pathlib import Path
 
+from verlfit.data_folder import DataKeys
 from verlfit.overrides import TrainSettings
 from verlfit.profiles import load_profile
 from verlfit.reward_function import RewardFunction
@@ -29,6 +30,8 @@ class LaunchPlan:
     notes: list[str]
     # the reward function the run was given (the user's file; verl loads its copy in the run directory), None: verl's
     reward_function: RewardFunction | None = None
+    # the columns verl reads the prompt and the reward's key from (data.prompt_key, data.reward_fn_key), read once
+    data_keys: DataKeys = dataclasses.field(default_factory=DataKeys)
 
 
 def hydra_run_dir_override(run_dir) -> str:

@@ -15,12 +15,13 @@ import sys
 import time
 from pathlib import Path
 
-from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, latest_checkpoint
+from verlfit.checkpoints import CHECKPOINTS_DIR, TRACKER, checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
 from verlfit.output_files import RUN_FILE, write_file
 from verlfit.overrides import TrainSettings, keep_checkpoints_overrides
 from verlfit.train.describe import shell_command
 from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
+from verlfit.train.reward import data_keys
 
 
 def check_run_directory(run_dir: str | os.PathLike):
@@ -179,6 +180,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
 
     ``keep_checkpoints`` (0: all) replaces the recorded ``--keep-checkpoints``, e.g. to keep fewer when the disk fills.
 
+    The plan's notes say the checkpoint it continues from and those its first check removes (``--keep-checkpoints``).
     The run directory's own path replaces the recorded one in ``trainer.default_local_dir``, so a run
     moved or resumed from another working directory still finds its checkpoints. ``steps`` extends
     (or shortens) the run's total training steps.
@@ -255,6 +257,14 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         settings.steps = steps
     if keep_checkpoints is not None:
         settings.keep_checkpoints = keep_checkpoints
+    notes = [f"resuming from the checkpoint of step {checkpoint}"]
+    doomed = checkpoints_to_prune(run_dir / CHECKPOINTS_DIR, settings.keep_checkpoints)
+    if doomed:  # what the resume's first check removes (CheckpointKeeper in launch), said by the dry run
+        notes.append(
+            f"the resume would first remove {', '.join(f'global_step_{step}' for step in doomed)} "
+            f"(--keep-checkpoints {settings.keep_checkpoints}; verl keeps only its own session's saves, so verlfit"
+            " prunes the rest)"
+        )
     return LaunchPlan(
         settings,
         record["profile"],
@@ -262,7 +272,8 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         environment,
         overrides,
         command,
-        [f"resuming from the checkpoint of step {checkpoint}"],
+        notes,
+        data_keys=data_keys(overrides),
     )
 
 

@@ -34,15 +34,15 @@ from verlfit.overrides import (
     validate_overrides,
 )
 from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, profile_choice_note, resolve_environment
-from verlfit.resolved_run import ResolvedRun, card_for_train, run_profile, run_switches
+from verlfit.resolved_run import ResolvedRun, run_profile, train_run
 from verlfit.train.gpus import find_gpu, memory_limit_gib, nccl_settings
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan, hydra_run_dir_override, total_steps
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainOptions:
-    """``verlfit train``'s options for a new run as typed values, one field per option (its argparse dest; the shared
-    sizing options in ``sizing``), built by :func:`verlfit.train.command.train_options`. None: not given (the
+    """``verlfit train``'s options as typed values, one field per option (its argparse dest; the shared
+    sizing options in ``sizing``), built by :func:`verlfit.commands.train.train_options`. None: not given (the
     profile's, the planner's or verlfit's default applies). Memory in GiB; ``overrides``: the words after ``--``."""
 
     profile: str | None
@@ -68,6 +68,10 @@ class TrainOptions:
     no_validate: bool
     overrides: list[str]
     reward_function: str | None = None  # --reward-function FILE[:NAME]
+    # what the run does beside its settings: continue RUN_DIR, stop after SECONDS without a step, skip the doctor's checks
+    resume: str | None = None
+    stall_timeout: float | None = None
+    skip_checks: bool = False
 
 
 def train_settings(options: TrainOptions, run_dir: str, sizes: dict) -> TrainSettings:
@@ -202,7 +206,7 @@ def build_launch(
     if options.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
     settings = train_settings(options, run_dir, sizes)
-    from verlfit.train.reward import reward_overrides, run_reward_function
+    from verlfit.train.reward import data_keys, reward_overrides, run_reward_function
 
     # --reward-function, or verl's keys after --: one check, made absolute, and verl pointed at the run directory's copy
     reward, settings.extra_overrides = run_reward_function(options.reward_function, settings.extra_overrides)
@@ -221,25 +225,9 @@ def build_launch(
         settings.model = str(Path(settings.model).resolve())
     # the run, resolved once: what the memory and time models read from here on
     memory_bytes, memory_source = plan_memory(profile, gpu, limit, options.emulate)
-    card = card_for_train(profile, gpu.name if gpu is not None else None, options.emulate)
-    run = ResolvedRun(
-        profile=profile,
-        gpu=gpu,
-        memory_bytes=memory_bytes,
-        memory_source=memory_source,
-        card=card,
-        card_source=(
-            f"--emulate {options.emulate}"
-            if options.emulate
-            else gpu.name
-            if gpu is not None
-            else f"the {profile.name} profile's card"
-        ),
-        switches=run_switches(profile, settings),
-        user_overrides=tuple(settings.extra_overrides),
-        emulate=options.emulate,
-    )
-    notes += measure_prompts(settings, run)
+    run = train_run(profile, gpu, memory_bytes, memory_source, settings, options.emulate)
+    keys = data_keys(settings.extra_overrides)  # the columns verl reads: read once, for every later check
+    notes += measure_prompts(settings, run, keys.prompt_key)
     if options.sizing.plan == "auto":
         notes += apply_plan(settings, run, keep)
     else:
@@ -286,11 +274,12 @@ def build_launch(
         if gpu
         else "none detected"
     )
-    return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward)
+    return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward, keys)
 
 
-def measure_prompts(settings: TrainSettings, run: ResolvedRun) -> list[str]:
-    """Measure the data's prompts (:func:`verlfit.prompt_lengths.measure_for_train`, with the run's ``data.prompt_key``)
+def measure_prompts(settings: TrainSettings, run: ResolvedRun, prompt_key: str = "prompt") -> list[str]:
+    """Measure the data's prompts (:func:`verlfit.prompt_lengths.measure_for_train`, with the run's ``data.prompt_key``:
+    ``prompt_key``)
     and return the line saying what was measured or why not (nothing without data yet). Where the run trims padding
     (patches 0020-0021: ``run.switches``), ``settings.longest_prompt_length`` is the longest prompt; where verl's
     ``filter_overlong_prompts`` drops some, ``settings.train_prompts_kept`` is what it keeps.
@@ -300,14 +289,13 @@ def measure_prompts(settings: TrainSettings, run: ResolvedRun) -> list[str]:
             than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
     """
     from verlfit.prompt_lengths import measure_for_train
-    from verlfit.train.reward import data_keys
 
     trimmed = run.switches.trims_prompts(run.profile.rollout)
     measured = measure_for_train(
         settings.data_dir,
         settings.model,
         settings.max_prompt_length,
-        data_keys(settings.extra_overrides).prompt_key,
+        prompt_key,
         trimmed,
     )
     train = measured.train
