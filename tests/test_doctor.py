@@ -226,11 +226,12 @@ def test_missing_dev_shm_fails(world):
 
 
 def test_train_refuses_a_small_dev_shm(world, monkeypatch):
+    from verlfit.data_folder import DataKeys
     from verlfit.train import preflight
 
     monkeypatch.setattr(doctor, "_statvfs_free", lambda path: 64 * 2**20)
     monkeypatch.setattr(doctor, "available_memory_bytes", lambda: 64 * GIB)
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={}, overrides=[])
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={}, overrides=[], data_keys=DataKeys())
     with pytest.raises(doctor.VerlfitError) as raised:
         preflight.run_blocking_checks(plan)
     assert "  FAIL shm: /dev/shm has 64 MiB free (Docker's default /dev/shm is 64 MiB)" in raised.value.message
@@ -565,12 +566,13 @@ def test_a_model_without_tokenizer_fails(world):
 
 
 def test_train_refuses_the_directory_the_doctor_fails(world):
+    from verlfit.data_folder import DataKeys
     from verlfit.train import preflight
 
     only_config = world.tmp / "only-config"
     only_config.mkdir()
     shutil.copy(world.model / "config.json", only_config / "config.json")
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={}, overrides=[])
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={}, overrides=[], data_keys=DataKeys())
     with pytest.raises(doctor.VerlfitError) as raised:
         preflight.run_blocking_checks(plan)
     assert f"  FAIL model: {only_config} has no weights: neither model.safetensors" in raised.value.message

@@ -122,10 +122,10 @@ def check_data_size(settings: TrainSettings) -> None:
         )
 
 
-def ensure_data(settings: TrainSettings, keys: DataKeys | None = None) -> None:
+def ensure_data(settings: TrainSettings, keys: DataKeys) -> None:
     """Prepare GSM8K into ``settings.data_dir`` when it holds no prepared data, and only where that loses nothing:
     a folder that is absent, empty or holds data verlfit wrote (:func:`verlfit.data_folder.data_folder_state`, with the
-    run's ``keys``: ``data.prompt_key`` / ``data.reward_fn_key``; None: read from ``settings.extra_overrides``); from the raw GSM8K files of ``--data`` when it holds some
+    run's ``keys``: ``data.prompt_key`` / ``data.reward_fn_key``, :attr:`verlfit.train.launch_plan.LaunchPlan.data_keys`); from the raw GSM8K files of ``--data`` when it holds some
     (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`), else from the hub. A folder
     with verl-format data (verlfit's or anyone's) is used as it is.
 
@@ -137,10 +137,6 @@ def ensure_data(settings: TrainSettings, keys: DataKeys | None = None) -> None:
     from verlfit.checks.data_folder import data_folder_refusal
     from verlfit.data_folder import data_folder_state
 
-    if keys is None:
-        from verlfit.train.reward import data_keys
-
-        keys = data_keys(settings.extra_overrides)
     data = Path(settings.data_dir)
     report = data_folder_state(data, keys)
     if report.prepared:

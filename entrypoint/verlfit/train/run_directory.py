@@ -191,6 +191,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
 
     run_dir = Path(run_dir).resolve()
     record = load_run(run_dir)
+    settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
     pid = record.get("pid")
     if pid != os.getpid() and process_alive(pid, "verlfit"):
         raise VerlfitError(
@@ -209,12 +210,15 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0",
             fix="start a new run with another --run-dir (or delete this one)",
         )
-    settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
+    if keep_checkpoints is not None:
+        settings.keep_checkpoints = keep_checkpoints
+    # what the resume's first check removes (CheckpointKeeper in launch), said by the dry run
+    doomed = checkpoints_to_prune(run_dir / CHECKPOINTS_DIR, settings.keep_checkpoints)
     recorded_total = record.get("total_steps")
     if recorded_total is None and settings.steps is None:
-        recorded_total = total_steps(
-            settings
-        )  # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
+        # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
+        recorded_total = total_steps(settings)
+    hydra_dir = hydra_run_dir_override(run_dir)
     if (
         steps is None
         and isinstance(recorded_total, int)
@@ -249,17 +253,14 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     if keep_checkpoints is not None:
         changes += keep_checkpoints_overrides(keep_checkpoints)
     overrides = merge_overrides(record["overrides"] + changes)
-    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_dir]
     environment = dict(record["environment"])
     if "TENSORBOARD_DIR" in environment:
         environment["TENSORBOARD_DIR"] = str(run_dir / "tensorboard")
     if steps is not None:
         settings.steps = steps
-    if keep_checkpoints is not None:
-        settings.keep_checkpoints = keep_checkpoints
     notes = [f"resuming from the checkpoint of step {checkpoint}"]
-    doomed = checkpoints_to_prune(run_dir / CHECKPOINTS_DIR, settings.keep_checkpoints)
-    if doomed:  # what the resume's first check removes (CheckpointKeeper in launch), said by the dry run
+    if doomed:
         notes.append(
             f"the resume would first remove {', '.join(f'global_step_{step}' for step in doomed)} "
             f"(--keep-checkpoints {settings.keep_checkpoints}; verl keeps only its own session's saves, so verlfit"

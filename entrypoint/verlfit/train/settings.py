@@ -174,9 +174,9 @@ def build_launch(
         else f"the {profile.name} profile's cards (compute capability below 8.0)"
     )
     check_rollout_dtype(profile, environment, compute_capability, where)
+    limit = memory_limit_gib(options.gpu_memory_limit, options.emulate, profile, environ)
     if report is not None and report.gpus:
         notes += nccl_settings(report, environ, environment, options.sizing.gpus, options.nodes)
-    limit = memory_limit_gib(options.gpu_memory_limit, options.emulate, profile, environ)
     if limit is not None:
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
             raise VerlfitError(
@@ -210,6 +210,7 @@ def build_launch(
 
     # --reward-function, or verl's keys after --: one check, made absolute, and verl pointed at the run directory's copy
     reward, settings.extra_overrides = run_reward_function(options.reward_function, settings.extra_overrides)
+    keys = data_keys(settings.extra_overrides)  # the columns verl reads: read once, for every later check
     if options.steps is not None and options.epochs is not None:
         notes.append(
             f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after {options.steps} steps, however many epochs that is (--epochs counts only without --steps)"
@@ -226,7 +227,6 @@ def build_launch(
     # the run, resolved once: what the memory and time models read from here on
     memory_bytes, memory_source = plan_memory(profile, gpu, limit, options.emulate)
     run = train_run(profile, gpu, memory_bytes, memory_source, settings, options.emulate)
-    keys = data_keys(settings.extra_overrides)  # the columns verl reads: read once, for every later check
     notes += measure_prompts(settings, run, keys.prompt_key)
     if options.sizing.plan == "auto":
         notes += apply_plan(settings, run, keep)
