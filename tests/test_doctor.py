@@ -246,7 +246,7 @@ def small_checkpoint(world, algorithm="ppo"):
     shape = load_model_shape(str(world.model))
     roles = [(shape.actor_parameters,)] + ([(shape.critic_parameters,)] if algorithm == "ppo" else [])
     one = sum(params * 12 + 32 * 2**20 for (params,) in roles)
-    from verlfit.plan import PlanRequest
+    from verlfit.plan.memory import PlanRequest
 
     request = PlanRequest(shape=shape, gpu_memory_bytes=24 * GIB, algorithm=algorithm)
     assert one == checkpoint_bytes(request)

@@ -75,7 +75,8 @@ def test_a_profile_with_more_memory_than_its_card_is_labelled(capsys):
 
 
 def test_plan_off_with_sizes_that_do_not_fit_says_the_planners_warning():
-    from verlfit.plan import auto_fit, predict
+    from verlfit.plan.fit import auto_fit
+    from verlfit.plan.memory import predict
     from verlfit.plan.request import request_from_settings
     from verlfit.profiles import load_profile
 

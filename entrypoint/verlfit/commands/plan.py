@@ -38,13 +38,17 @@ from verlfit.profiles import PROFILE_NAMES
 
 
 # printed after every plan made with --plan off, whatever its verdict: the planner did not choose
-PLAN_OFF_HINT = "--plan off: micro-batches, gradient checkpointing and offload as given (as verlfit train --plan off runs them); without --plan off the planner chooses them to fit, as verlfit train does by default"
+PLAN_OFF_HINT = (
+    "--plan off: micro-batches, gradient checkpointing and offload as given (as verlfit train --plan off runs "
+    "them); without --plan off the planner chooses them to fit, as verlfit train does by default"
+)
 
 
 def register(subparsers):
     parser = subparsers.add_parser(
         "plan",
-        help="predict peak GPU memory per PPO/GRPO phase, with micro-batches, checkpointing and offload chosen as verlfit train chooses them (--plan off: as given)",
+        help="predict peak GPU memory per PPO/GRPO phase, with micro-batches, checkpointing and offload chosen "
+        "as verlfit train chooses them (--plan off: as given)",
         description=(
             "Predict the peak GPU memory of each phase of a verl 0.4.1 PPO/GRPO step (rollout, old log-prob, "
             "ref log-prob, values, critic update, actor update), split into weights, gradients, optimizer state, "
@@ -57,10 +61,13 @@ def register(subparsers):
             "  $ verlfit plan --profile p40 --gpu-memory 22.5 --batch-size 64 --micro-batch-size 8 --plan off\n"
             "  $ verlfit plan --emulate p40 --algo grpo --samples 8\n"
             "  $ verlfit plan --emulate t4                       # fp16 with loss scaling on a 16 GB T4\n"
-            "  $ verlfit plan --emulate p40 --gpus 2                # per-GPU memory, and which Qwen2.5 sizes 2 cards open up\n"
+            "  $ verlfit plan --emulate p40 --gpus 2                # per-GPU memory, and which Qwen2.5 "
+            "sizes 2 cards open up\n"
             "  $ verlfit plan --model ./my-model/config.json --profile a10 --json\n"
-            "\nverdicts: fits (peak + headroom within --margin of the usable memory; exit status 0); tight (above the margin,\n"
-            "within the card: it can still run out of memory, and verlfit train's planner does not choose it; exit 1);\n"
+            "\nverdicts: fits (peak + headroom within --margin of the usable memory; exit status 0); "
+            "tight (above the margin,\n"
+            "within the card: it can still run out of memory, and verlfit train's planner does not choose "
+            "it; exit 1);\n"
             "does not fit (exit 1); unsupported (verl 0.4.1 cannot run it at any size; exit 1)"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -68,7 +75,8 @@ def register(subparsers):
     parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
-        help="model directory, its config.json, or a hub id found built in or in the local cache (default: %(default)s)",
+        help="model directory, its config.json, or a hub id found built in or in the local cache (default: "
+        "%(default)s)",
     )
     parser.add_argument(
         "--profile",
@@ -84,7 +92,8 @@ def register(subparsers):
         "--gpu-memory",
         type=memory_gib,
         metavar="GIB",
-        help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA context); with --emulate, at most the emulated card's (p40: 22.5)",
+        help="usable memory per GPU in GiB (default: --emulate's, else the detected card less the CUDA "
+        "context); with --emulate, at most the emulated card's (p40: 22.5)",
     )
     # the options that size the run: the same definitions, defaults and refusals as verlfit train's
     add_sizing_arguments(parser)
@@ -140,13 +149,16 @@ def register(subparsers):
     parser.add_argument(
         "--data",
         metavar="DIR",
-        help="your verl-format data folder (train.parquet, test.parquet): its longest prompt is measured with --model's local tokenizer, as verlfit train measures it, and its rows give --dataset-size",
+        help="your verl-format data folder (train.parquet, test.parquet): its longest prompt is measured with "
+        "--model's local tokenizer, as verlfit train measures it, and its rows give --dataset-size",
     )
     parser.add_argument(
         "--longest-prompt-length",
         type=whole_number,
         metavar="TOKENS",
-        help="the longest prompt of your training data, in tokens with the model's chat template (verlfit train measures it from --data): with the profile's trims (patches 0020-0021) memory is counted for it instead of --max-prompt-length (default: not known, the prompt limit is counted)",
+        help="the longest prompt of your training data, in tokens with the model's chat template (verlfit "
+        "train measures it from --data): with the profile's trims (patches 0020-0021) memory is counted "
+        "for it instead of --max-prompt-length (default: not known, the prompt limit is counted)",
     )
     parser.add_argument(
         "--margin",
@@ -188,54 +200,67 @@ def add_time_arguments(parser: argparse.ArgumentParser) -> None:
         type=frequency,
         default=25,
         metavar="N",
-        help="steps between checkpoint saves, adding their time per step (default: 25, as verlfit train; 0 or -1: never)",
+        help="steps between checkpoint saves, adding their time per step (default: 25, as verlfit train; 0 or "
+        "-1: never)",
     )
     # patches 0020-0022 (verl keys in verlfit.patch_switches.SWITCH_KEYS): unset = what the profile's overrides say
     group.add_argument(
         "--trim-padding",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns (+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, +critic.trim_padding; default: the profile's)",
+        help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns "
+        "(+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, "
+        "+critic.trim_padding; default: the profile's)",
     )
     group.add_argument(
         "--window-prompt-length",
         type=whole_number,
         metavar="TOKENS",
-        help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length; a larger value is refused)",
+        help="with --trim-padding: the longest prompt of a training micro-batch (default "
+        f"{GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length; a "
+        "larger value is refused)",
     )
     group.add_argument(
         "--window-response-length",
         type=whole_number,
         metavar="TOKENS",
-        help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it; a larger value is refused)",
+        help="with --trim-padding: the longest response of a training micro-batch (default "
+        "--max-response-length: random weights fill it; a larger value is refused)",
     )
     group.add_argument(
         "--rollout-trim-padding",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="patch 0021: each HF rollout micro-batch is generated from prompts cut to its longest (+actor_rollout_ref.rollout.trim_padding; default: the profile's)",
+        help="patch 0021: each HF rollout micro-batch is generated from prompts cut to its longest "
+        "(+actor_rollout_ref.rollout.trim_padding; default: the profile's)",
     )
     group.add_argument(
         "--rollout-prompt-length",
         type=whole_number,
         metavar="TOKENS",
-        help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length; a larger value is refused)",
+        help="with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default "
+        f"{GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length; a "
+        "larger value is refused)",
     )
     group.add_argument(
         "--cuda-graph",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="patch 0022: HF rollout decode steps replayed as a CUDA graph (+actor_rollout_ref.rollout.cuda_graph; default: the profile's)",
+        help="patch 0022: HF rollout decode steps replayed as a CUDA graph "
+        "(+actor_rollout_ref.rollout.cuda_graph; default: the profile's)",
     )
     group.add_argument(
         "--pack-sequences",
         action="store_true",
-        help="what-if: training passes over used tokens only (verl's use_remove_padding with FlashAttention-2: the a10 profile's default; not on a P40). The estimate does not model it or vLLM unless asked: the a10 profile's own path is estimated as padded HF generation",
+        help="what-if: training passes over used tokens only (verl's use_remove_padding with FlashAttention-2: "
+        "the a10 profile's default; not on a P40). The estimate does not model it or vLLM unless asked: "
+        "the a10 profile's own path is estimated as padded HF generation",
     )
     group.add_argument(
         "--mean-prompt-length",
         type=float,
-        help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)",
+        help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's "
+        "chat template)",
     )
     group.add_argument(
         "--mean-response-length",
@@ -264,7 +289,8 @@ def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
     length_notes = data_notes + plan_time.length_notes(options, plan.request, switches)
     if options.steps is not None and options.epochs is not None:  # as verlfit train says it
         length_notes.append(
-            f"note: --steps {options.steps} and --epochs {options.epochs}: --steps wins: the run's time is of {options.steps} steps (--epochs counts only without --steps)"
+            f"note: --steps {options.steps} and --epochs {options.epochs}: --steps wins: the run's time is "
+            f"of {options.steps} steps (--epochs counts only without --steps)"
         )
     if options.json:
         data = plan_to_dict(plan)

@@ -2,7 +2,8 @@
 place that reads the parsed namespace) and :func:`run`, which hands the run, resolved once, to the phases of
 :mod:`verlfit.train`: resolve (:func:`verlfit.train.settings.build_launch`, or
 :func:`verlfit.train.run_directory.resume_plan` for ``--resume``), then either rehearse
-(:func:`verlfit.train.rehearsal.rehearse` and :func:`verlfit.train.describe.describe`, ``--dry-run``) or check and record
+(:func:`verlfit.train.rehearsal.rehearse` and :func:`verlfit.train.describe.describe`, ``--dry-run``) or check and
+record
 (:func:`verlfit.train.preflight.start_run`) and launch (:func:`verlfit.train.supervise.launch`).
 """
 
@@ -63,14 +64,21 @@ def register(subparsers) -> argparse.ArgumentParser:
         description=(
             "Build, validate and launch `python -m verl.trainer.main_ppo` for this GPU. Every override "
             "is checked against the installed verl's ppo_trainer.yaml before Ray starts. Arguments after "
-            "`--` are extra verl overrides (key=value; they win over verlfit's), except the keys verlfit sets from its own options and checks against the GPU, the profile and the memory plan (model, algorithm, data files, batch sizes, micro-batches, lengths, rollout engine, n and vLLM's memory share, attention, dtype, gradient checkpointing, offload, the run directory's checkpoints and resuming, checkpoint and validation frequency and checkpoints kept, GPUs and nodes, steps and epochs): those are refused with the option to use, listed at the end."
+            "`--` are extra verl overrides (key=value; they win over verlfit's), except the keys verlfit "
+            "sets from its own options and checks against the GPU, the profile and the memory plan "
+            "(model, algorithm, data files, batch sizes, micro-batches, lengths, rollout engine, n and "
+            "vLLM's memory share, attention, dtype, gradient checkpointing, offload, the run directory's "
+            "checkpoints and resuming, checkpoint and validation frequency and checkpoints kept, GPUs and "
+            "nodes, steps and epochs): those are refused with the option to use, listed at the end."
         ),
         epilog=(
             "examples:\n"
             "  $ verlfit train --profile p40 --dry-run\n"
-            "  $ verlfit train --emulate p40 --steps 50            # P40 code paths + 22.5 GiB per worker on a bigger GPU\n"
+            "  $ verlfit train --emulate p40 --steps 50            # P40 code paths + 22.5 GiB per worker "
+            "on a bigger GPU\n"
             "  $ verlfit train --algo grpo --steps 10 -- actor_rollout_ref.actor.optim.lr=5e-6\n"
-            "  $ verlfit train --data data/mytask --reward-function reward.py:compute_score --dry-run   # your own task\n"
+            "  $ verlfit train --data data/mytask --reward-function reward.py:compute_score --dry-run   # "
+            "your own task\n"
             "  $ verlfit train --resume runs/ppo-p40-20261129-143000\n"
             "\nverl keys verlfit sets itself (refused after --; the option to use instead: keys):\n"
             + managed_keys_help()
@@ -85,23 +93,28 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--emulate",
         choices=PROFILE_NAMES,
-        help="run that profile's code paths and cap each worker at its card's usable memory (p40: 22.5 GiB), to rehearse on a bigger GPU",
+        help="run that profile's code paths and cap each worker at its card's usable memory (p40: 22.5 GiB), "
+        "to rehearse on a bigger GPU",
     )
     parser.add_argument(
         "--gpu-memory-limit",
         type=memory_gib,
         metavar="GIB",
-        help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with torch.cuda.set_per_process_memory_fraction by the patched verl); with --emulate, at most the emulated card's (p40: 22.5)",
+        help=f"cap each worker's GPU memory in GiB (sets {MEMORY_LIMIT_VARIABLE}; applied with "
+        "torch.cuda.set_per_process_memory_fraction by the patched verl); with --emulate, at most the "
+        "emulated card's (p40: 22.5)",
     )
     parser.add_argument(
         "--rollout",
         choices=ROLLOUTS,
-        help="rollout engine instead of the profile's: hf (transformers generate; any card) or vllm (a10 profile only; compute capability >= 7.0)",
+        help="rollout engine instead of the profile's: hf (transformers generate; any card) or vllm (a10 "
+        "profile only; compute capability >= 7.0)",
     )
     parser.add_argument(
         "--attention",
         choices=ATTENTION,
-        help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs bf16 and compute capability >= 8.0)",
+        help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs "
+        "bf16 and compute capability >= 8.0)",
     )
     parser.add_argument(
         "--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)"
@@ -109,7 +122,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--data",
         default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"),
-        help="directory with train.parquet and test.parquet, prepared from the hub first if missing; or with raw GSM8K files (train/test .jsonl/.parquet with question and answer, or the hub's main/ folder), prepared from them into DIR/verl (default: %(default)s)",
+        help="directory with train.parquet and test.parquet, prepared from the hub first if missing; or with "
+        "raw GSM8K files (train/test .jsonl/.parquet with question and answer, or the hub's main/ "
+        "folder), prepared from them into DIR/verl (default: %(default)s)",
     )
     parser.add_argument(
         "--reward-function",
@@ -150,7 +165,10 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--keep-checkpoints",
         type=checkpoints_to_keep,
         metavar="N",
-        help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what its own session saved; verlfit removes the rest (checkpoints from before a --resume, the data.pt verl leaves) as new ones complete. May be given with --resume",
+        help="keep the newest N >= 2 checkpoints, deleting older ones (default: 2; 0 keeps all, verl's "
+        "default; a 0.5B PPO checkpoint is ~11 GiB). verl prunes only what its own session saved; verlfit "
+        "removes the rest (checkpoints from before a --resume, the data.pt verl leaves) as new ones "
+        "complete. May be given with --resume",
     )
     parser.add_argument(
         "--test-freq",
@@ -173,7 +191,11 @@ def register(subparsers) -> argparse.ArgumentParser:
         "--stall-timeout",
         type=_stall_seconds,
         metavar="SECONDS",
-        help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled; before the first step record, 30 min of startup allowance (Ray start, model loading, the initial validation) is added, so SECONDS counts from the first record on (default, or 0: never stop; a stall is only reported, after 5 x the longest step, at least 10 min, + the same startup allowance, see verlfit.progress). May be given with --resume",
+        help="stop verl (as Ctrl-C does) when no step finishes for SECONDS, and record the run as stalled; "
+        "before the first step record, 30 min of startup allowance (Ray start, model loading, the initial "
+        "validation) is added, so SECONDS counts from the first record on (default, or 0: never stop; a "
+        "stall is only reported, after 5 x the longest step, at least 10 min, + the same startup "
+        "allowance, see verlfit.progress). May be given with --resume",
     )
     parser.add_argument(
         "--dry-run",

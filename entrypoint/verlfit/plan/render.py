@@ -75,7 +75,11 @@ def render_table(plan: Plan, console=None) -> None:
 
     console = console or Console()
     r = plan.request
-    title = f"{r.shape.name}: {r.algorithm.upper()}{f' n={r.samples}' if r.samples > 1 else ''}, {r.dtype}, {r.rollout} rollout, {r.gpus} GPU{'s' if r.gpus > 1 else ''}{_lora_title(r)}, {format_gib(plan.usable_bytes)} usable"
+    title = (
+        f"{r.shape.name}: {r.algorithm.upper()}{f' n={r.samples}' if r.samples > 1 else ''}, {r.dtype}, "
+        f"{r.rollout} rollout, {r.gpus} GPU{'s' if r.gpus > 1 else ''}{_lora_title(r)}, "
+        f"{format_gib(plan.usable_bytes)} usable"
+    )
     table = Table(title=title, title_justify="left")
     table.add_column("phase")
     for c in COMPONENTS:
@@ -145,7 +149,8 @@ def render_sizes(rows: list[dict], gpus: int, usable_bytes: int, console) -> Non
     from rich.table import Table
 
     console.print(
-        f"model sizes at {gpus} GPUs against 1: full-parameter, this batch and lengths, auto-fitted; predicted peak per GPU + allocator headroom, of {format_gib(usable_bytes)} usable",
+        f"model sizes at {gpus} GPUs against 1: full-parameter, this batch and lengths, auto-fitted; "
+        f"predicted peak per GPU + allocator headroom, of {format_gib(usable_bytes)} usable",
         highlight=False,
         soft_wrap=True,
     )

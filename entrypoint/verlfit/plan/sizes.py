@@ -6,7 +6,8 @@ from __future__ import annotations
 from verlfit.plan.fit import auto_fit
 from verlfit.plan.memory import DEFAULT_MARGIN
 
-# the sizes `verlfit plan --gpus N` (N > 1) compares at N GPUs and at 1: Qwen2.5 shapes (verlfit.model_shape.BUILTIN_SHAPES)
+# the sizes `verlfit plan --gpus N` (N > 1) compares at N GPUs and at 1: Qwen2.5 shapes
+# (verlfit.model_shape.BUILTIN_SHAPES)
 SIZE_MODELS = ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-3B-Instruct")
 
 

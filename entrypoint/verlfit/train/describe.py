@@ -6,7 +6,6 @@ matter, the environment and the exact command (:func:`describe`), and the comman
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from verlfit.overrides import TrainSettings
 from verlfit.train.launch_plan import LaunchPlan, total_steps, training_rows
@@ -38,7 +37,10 @@ def _steps_text(s: TrainSettings) -> str:
     if rows is None:
         return f"{s.epochs} epoch(s)"
     if s.train_prompts_kept is not None:  # verl's filter_overlong_prompts drops the rest
-        return f"{total_steps(s)} ({s.epochs} epoch(s) of {s.train_prompts_kept} of {rows} rows within the prompt limit // {s.train_batch_size} prompts a batch)"
+        return (
+            f"{total_steps(s)} ({s.epochs} epoch(s) of {s.train_prompts_kept} of {rows} rows within the prompt "
+            f"limit // {s.train_batch_size} prompts a batch)"
+        )
     return f"{total_steps(s)} ({s.epochs} epoch(s) of {rows} rows // {s.train_batch_size} prompts a batch)"
 
 
@@ -83,10 +85,14 @@ def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
                 else []
             )
         ),
-        f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: every {s.save_freq} steps, {f'newest {s.keep_checkpoints}' if s.keep_checkpoints else 'all'} kept"
+        f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    "
+        f"checkpoints: every {s.save_freq} steps, "
+        f"{f'newest {s.keep_checkpoints}' if s.keep_checkpoints else 'all'} kept"
         if s.save_freq > 0
-        else f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: none (--save-freq {s.save_freq})",
-        f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params {s.actor_param_offload}, optimizer {s.actor_optimizer_offload}"
+        else f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    "
+        f"checkpoints: none (--save-freq {s.save_freq})",
+        f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params "
+        f"{s.actor_param_offload}, optimizer {s.actor_optimizer_offload}"
         + (
             f"; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}"
             if s.algorithm == "ppo"
@@ -98,7 +104,8 @@ def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
         from verlfit.progress import STARTUP_ALLOWANCE_S
 
         lines.append(
-            f"stall timeout: stop verl after {stall_timeout:g} s without a finished step (--stall-timeout; + {STARTUP_ALLOWANCE_S / 60:g} min of startup before the first record)"
+            f"stall timeout: stop verl after {stall_timeout:g} s without a finished step (--stall-timeout; "
+            f"+ {STARTUP_ALLOWANCE_S / 60:g} min of startup before the first record)"
         )
     if s.extra_overrides:
         lines.append(

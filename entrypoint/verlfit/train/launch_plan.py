@@ -74,7 +74,7 @@ def plan_request(plan: LaunchPlan):
         VerlfitError: the model's shape cannot be read; ValueError: a malformed memory limit.
     """
     from verlfit.patch_switches import PatchSwitches
-    from verlfit.plan import request_from_settings
+    from verlfit.plan.request import request_from_settings
 
     profile = load_profile(plan.profile_name)
     limit = plan.environment.get(MEMORY_LIMIT_VARIABLE) or os.environ.get(MEMORY_LIMIT_VARIABLE)

@@ -105,13 +105,16 @@ def check_data_size(settings: TrainSettings) -> None:
     except (OSError, pyarrow.ArrowException) as error:
         raise VerlfitError(
             f"{path} does not read as parquet: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
-            fix="prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet",
+            fix="prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), "
+            "or point --data at a folder with verl's train.parquet and test.parquet",
             exit_code=2,
         ) from error
     if rows == 0:
         raise VerlfitError(
             f"{path} has no rows",
-            fix="prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet",
+            fix="prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files, or "
+            "verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's "
+            "train.parquet and test.parquet",
             exit_code=2,
         )
     if rows < settings.train_batch_size:
@@ -125,7 +128,8 @@ def check_data_size(settings: TrainSettings) -> None:
 def ensure_data(settings: TrainSettings, keys: DataKeys) -> None:
     """Prepare GSM8K into ``settings.data_dir`` when it holds no prepared data, and only where that loses nothing:
     a folder that is absent, empty or holds data verlfit wrote (:func:`verlfit.data_folder.data_folder_state`, with the
-    run's ``keys``: ``data.prompt_key`` / ``data.reward_fn_key``, :attr:`verlfit.train.launch_plan.LaunchPlan.data_keys`); from the raw GSM8K files of ``--data`` when it holds some
+    run's ``keys``: ``data.prompt_key`` / ``data.reward_fn_key``,
+    :attr:`verlfit.train.launch_plan.LaunchPlan.data_keys`); from the raw GSM8K files of ``--data`` when it holds some
     (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`), else from the hub. A folder
     with verl-format data (verlfit's or anyone's) is used as it is.
 
@@ -165,7 +169,8 @@ def checkpoint_space_warning(
     and one at the last step, ``ray_trainer.py:1158-1160``). ``resumed_from``: the checkpoint step a resume
     continues from (the saves counted start after it; the checkpoints already there are pruned by verlfit as new ones
     complete, so counting K more is generous: a resumed run holds at most K + 1 at once);
-    ``resume``: a ``--resume`` (its fix then names only what a resume can change: :func:`verlfit.doctor.checkpoint_space`).
+    ``resume``: a ``--resume`` (its fix then names only what a resume can change:
+    :func:`verlfit.doctor.checkpoint_space`).
     Always a WARN, even where ``verlfit doctor`` says FAIL (not even one fits): the run launches after it.
     Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once (22.2 GiB) ...;
     not blocking: the run starts anyway (fix: ...)"``.

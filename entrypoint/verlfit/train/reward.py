@@ -65,7 +65,8 @@ def run_reward_function(
     reward = from_overrides(path, name, base)
     if reward is None and name:
         raise VerlfitError(
-            f"{NAME_KEY}={name} after -- without {PATH_KEY}: verl ignores the name and scores with its own default_compute_score",
+            f"{NAME_KEY}={name} after -- without {PATH_KEY}: verl ignores the name and scores with its own "
+            "default_compute_score",
             fix=f"pass --reward-function FILE.py:{name}",
             exit_code=2,
         )

@@ -195,7 +195,8 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     pid = record.get("pid")
     if pid != os.getpid() and process_alive(pid, "verlfit"):
         raise VerlfitError(
-            f"{run_dir} is still being trained by process {pid} (verlfit train): a second run would write the same checkpoints and metrics",
+            f"{run_dir} is still being trained by process {pid} (verlfit train): a second run would write "
+            "the same checkpoints and metrics",
             fix=f"stop it first (Ctrl-C in its terminal, or kill -INT {pid}), then resume",
         )
     checkpoint = latest_checkpoint(run_dir)
@@ -207,7 +208,8 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             else f"this run saves none (--save-freq {save_freq if isinstance(save_freq, int) else -1})"
         )
         raise VerlfitError(
-            f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0",
+            f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or "
+            f"names no checkpoint; {when}): verl would start again from step 0",
             fix="start a new run with another --run-dir (or delete this one)",
         )
     if keep_checkpoints is not None:
@@ -225,11 +227,14 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         and record["settings"].get("steps") not in (None, recorded_total)
         and checkpoint < recorded_total
     ):
-        steps = recorded_total  # extended by an earlier --resume --steps in a run.json written before it kept the settings too
+        # extended by an earlier --resume --steps in a run.json written before it kept the settings too
+        steps = recorded_total
     if steps is None and isinstance(recorded_total, int) and checkpoint >= recorded_total:
         raise VerlfitError(
-            f"{run_dir} has finished: its newest checkpoint is step {checkpoint} of its {recorded_total} steps, and verl would train one more and stop",
-            fix=f"pass --steps above {checkpoint} to train further, e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`",
+            f"{run_dir} has finished: its newest checkpoint is step {checkpoint} of its {recorded_total} "
+            "steps, and verl would train one more and stop",
+            fix=f"pass --steps above {checkpoint} to train further, e.g. `verlfit train --resume "
+            f"{shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`",
             exit_code=2,
         )
     changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / 'checkpoints'))}"]
@@ -238,7 +243,11 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             if (
                 isinstance(recorded_total, int) and checkpoint >= recorded_total
             ):  # finished: without --steps it is refused too
-                fix = f"pass --steps above {checkpoint} (the run's new total; it has finished its {recorded_total} steps), e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`"
+                fix = (
+                    f"pass --steps above {checkpoint} (the run's new total; it has finished its "
+                    f"{recorded_total} steps), e.g. `verlfit train --resume {shlex.quote(str(run_dir))} "
+                    f"--steps {checkpoint + recorded_total}`"
+                )
             else:
                 fix = (
                     f"pass --steps above {checkpoint} (the run's new total), or leave it out to finish the run's own "

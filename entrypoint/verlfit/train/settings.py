@@ -68,7 +68,8 @@ class TrainOptions:
     no_validate: bool
     overrides: list[str]
     reward_function: str | None = None  # --reward-function FILE[:NAME]
-    # what the run does beside its settings: continue RUN_DIR, stop after SECONDS without a step, skip the doctor's checks
+    # what the run does beside its settings: continue RUN_DIR, stop after SECONDS without a step, skip the doctor's
+    # checks
     resume: str | None = None
     stall_timeout: float | None = None
     skip_checks: bool = False
@@ -187,7 +188,8 @@ def build_launch(
         beyond = beyond_the_card_note(profile, limit)
         if beyond:
             notes.append(
-                f"{'--gpu-memory-limit' if options.gpu_memory_limit is not None else MEMORY_LIMIT_VARIABLE} {limit:g} GiB is {beyond}"
+                f"{'--gpu-memory-limit' if options.gpu_memory_limit is not None else MEMORY_LIMIT_VARIABLE} "
+                f"{limit:g} GiB is {beyond}"
             )
     for option, given, what in (
         ("--data", options.data, "with train.parquet and test.parquet, or raw GSM8K files"),
@@ -213,7 +215,8 @@ def build_launch(
     keys = data_keys(settings.extra_overrides)  # the columns verl reads: read once, for every later check
     if options.steps is not None and options.epochs is not None:
         notes.append(
-            f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after {options.steps} steps, however many epochs that is (--epochs counts only without --steps)"
+            f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after "
+            f"{options.steps} steps, however many epochs that is (--epochs counts only without --steps)"
         )
     settings.rollout, settings.attention = profile.rollout, profile.attention
     settings.data_dir = str(
@@ -231,7 +234,7 @@ def build_launch(
     if options.sizing.plan == "auto":
         notes += apply_plan(settings, run, keep)
     else:
-        from verlfit.plan import unsupported_reason
+        from verlfit.plan.memory import unsupported_reason
 
         reason = unsupported_reason(profile.rollout, settings.actor_param_offload)
         if reason:
@@ -248,7 +251,9 @@ def build_launch(
         # keep the profile's share of the *capped* memory
         share = round(profile.vllm_gpu_memory_utilization * limit * 1024**3 / gpu.total_memory_bytes, 4)
         notes.append(
-            f"vLLM's share {profile.vllm_gpu_memory_utilization} of the {limit:g} GiB limit is {share} of {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole card)"
+            f"vLLM's share {profile.vllm_gpu_memory_utilization} of the {limit:g} GiB limit is {share} of "
+            f"{gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole "
+            "card)"
         )
     overrides = build_overrides(settings, profile, environment, compute_capability, vllm_card_fraction=share)
     if reward is not None:
@@ -303,7 +308,9 @@ def measure_prompts(settings: TrainSettings, run: ResolvedRun, prompt_key: str =
         if train.kept < settings.train_batch_size:
             path = Path(settings.data_dir) / "train.parquet"
             raise VerlfitError(
-                f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length {settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), fewer than one batch of {settings.train_batch_size} prompts",
+                f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length "
+                f"{settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), "
+                f"fewer than one batch of {settings.train_batch_size} prompts",
                 fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length",
                 exit_code=2,
             )
@@ -320,10 +327,10 @@ def apply_plan(settings: TrainSettings, run: ResolvedRun, keep: set[str]) -> lis
     ``--offload``, ``--no-gradient-checkpointing``, ``--frozen-base-dtype``). Raises VerlfitError when nothing fits,
     with the smallest change that would.
     """
-    from verlfit import plan as planner
+    from verlfit.plan.fit import fit_for_train
     from verlfit.plan.train_estimate import for_train, inputs_for_train
 
-    lines = planner.fit_for_train(
+    lines = fit_for_train(
         settings,
         run.profile,
         run.memory_bytes,
@@ -344,12 +351,12 @@ def plan_memory(profile, gpu, limit_gib: float | None, emulate: str | None = Non
     (``limit_gib``: ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the
     detected card's usable memory (:func:`verlfit.plan.usable_memory_bytes`; not under ``emulate``), else the
     profile's card (``gpu_memory_gib``)."""
-    from verlfit import plan as planner
+    from verlfit.plan.memory import usable_memory_bytes
 
     if limit_gib is not None:
         return int(limit_gib * 1024**3), f"a cap of {limit_gib:g} GiB per worker"
     if gpu is not None and not emulate:
-        return planner.usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
+        return usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
     return (
         int(profile.gpu_memory_gib * 1024**3),
         f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)",
