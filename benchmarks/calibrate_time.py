@@ -55,7 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "entrypoint"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from verlfit import plan
+from verlfit.plan.memory import PlanRequest  # noqa: E402
+from verlfit.plan.request import request_from_settings  # noqa: E402
 from verlfit.plan import time as plan_time  # noqa: E402
 from verlfit.cards import get_card  # noqa: E402
 from verlfit.metrics import consolidate, read_metrics  # noqa: E402
@@ -144,7 +145,7 @@ def shape_for(model: str):
 @dataclasses.dataclass
 class Record:
     name: str
-    request: plan.PlanRequest
+    request: PlanRequest
     inputs: plan_time.TimeInputs
     measured: dict  # phase -> mean seconds (non-save steps)
     step_s: float
@@ -172,7 +173,7 @@ def load_record(run_dir: Path, first: int = 2, last: int | None = None, name: st
     values["loggers"] = tuple(values.get("loggers", ("console",)))
     values.setdefault("frozen_base_dtype", "float32")  # recorded before patch 0026: a LoRA base in fp32
     settings = TrainSettings(**values)
-    request = plan.request_from_settings(settings, load_profile(record["profile"]), 140 * 1024**3, shape=shape_for(settings.model))
+    request = request_from_settings(settings, load_profile(record["profile"]), 140 * 1024**3, shape=shape_for(settings.model))
     if any(o.endswith("attn_implementation=eager") for o in record["overrides"]):
         request = dataclasses.replace(request, attention="eager")
     switches = plan_time.speed_switches([*record["overrides"]])

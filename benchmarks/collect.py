@@ -59,7 +59,8 @@ def predicted_peak_gib(record: dict, longest_prompt_length: int | None = None) -
     ``longest_prompt_length``: the prompt columns the run's trims cut to (tokens), e.g. the longest prompt its
     steps measured (verl's ``prompt_length/max``); None = the run's recorded value, if any.
     """
-    from verlfit import plan
+    from verlfit.plan.memory import gib, predict
+    from verlfit.plan.request import request_from_settings
     from verlfit.model_shape import load_model_shape
     from verlfit.overrides import TrainSettings
     from verlfit.plan.time import speed_switches
@@ -76,14 +77,14 @@ def predicted_peak_gib(record: dict, longest_prompt_length: int | None = None) -
     shape = load_model_shape(str(config)) if config.is_file() else load_model_shape(built_in_shape(settings.model) or settings.model)
     limit = record["environment"].get("VERLFIT_GPU_MEMORY_LIMIT_GIB")
     memory = int(float(limit) * 1024**3) if limit else 140 * 1024**3
-    request = plan.request_from_settings(settings, load_profile(record["profile"]), memory, shape=shape)
+    request = request_from_settings(settings, load_profile(record["profile"]), memory, shape=shape)
     if any(o.endswith("attn_implementation=eager") for o in record["overrides"]):
         request = dataclasses.replace(request, attention="eager")
     # the patch switches as the run had them (its override list), not as today's profile sets them
     switches = speed_switches(record["overrides"])
     request = dataclasses.replace(request, trim_padding=switches.get("trim_padding", ()), rollout_trim_padding=switches.get("rollout_trim_padding", False),
                                   cuda_graph=request.rollout == "hf" and switches.get("cuda_graph", False))
-    return plan.gib(plan.predict(request).peak.total)
+    return gib(predict(request).peak.total)
 
 
 def summarise(run_dir: Path) -> dict:

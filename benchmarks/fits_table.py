@@ -47,7 +47,8 @@ def row(card: str, size: str, algorithm: str, lora: bool) -> list[str]:
     from verlfit.model_shape import load_model_shape
     from verlfit.overrides import TrainSettings
     from verlfit.cards import get_card
-    from verlfit.plan import auto_fit, format_gib
+    from verlfit.plan.fit import auto_fit
+    from verlfit.plan.memory import format_gib
     from verlfit.plan.request import request_from_settings
     from verlfit.plan.train_estimate import inputs_for_train
     from verlfit.resolved_run import run_switches

@@ -400,7 +400,7 @@ def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path
     import importlib.util
 
     import verlfit.checks.readiness
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
 
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
     monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kw: [])
@@ -484,7 +484,7 @@ def _record_like_train(tmp_path, argv):
     import re
 
     from verlfit.gpu import GpuInfo
-    from verlfit.train.command import prepare_launch, register
+    from verlfit.commands.train import prepare_launch, register
     from verlfit.train.run_directory import create_run_directory
 
     parser = argparse.ArgumentParser()
@@ -560,7 +560,7 @@ def plan_time_request(settings):
 def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, capsys):
     # bench exited 2 and train 1 for the same missing vllm on the a10 profile
     import verlfit.checks.readiness
-    import verlfit.train.command as train_command
+    import verlfit.commands.train as train_command
     from test_train import H200
 
     status, _ = _refused(monkeypatch, tmp_path, capsys, ["--configs", "public-recipe", "--emulate", "a10"], packages=("vllm",))
@@ -568,8 +568,8 @@ def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, 
     no_vllm = without("vllm")
     # train's pre-flight with the doctor's own engines check as its only blocking check (the machine's driver aside)
     monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kw: [verlfit.checks.readiness.check_engines(verlfit.checks.readiness.DoctorContext(profile_name="a10", rollout=kw["rollout"], attention=kw["attention"], find_spec=no_vllm))])
-    real = train_command.prepare_launch
-    monkeypatch.setattr(train_command, "prepare_launch", lambda args: real(args, environ={}, gpu=H200))
+    real = train_command.build_launch
+    monkeypatch.setattr(train_command, "build_launch", lambda options: real(options, environ={}, gpu=H200))
     train_status = cli.main(["train", "--emulate", "a10", "--attention", "sdpa", "--run-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert "FAIL engines: profile a10" in err and "needs vllm" in err

@@ -254,7 +254,7 @@ def test_a_resume_dry_run_says_what_the_resume_would_remove(tmp_path, capsys):
     from test_train import P40, parse
     from verlfit import cli
     from verlfit.train.run_directory import create_run_directory
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
 
     plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "500"]), environ={}, gpu=P40)
     run = create_run_directory(plan, "data: {}\n")

@@ -229,11 +229,12 @@ def test_missing_dev_shm_fails(world):
 
 
 def test_train_refuses_a_small_dev_shm(world, monkeypatch):
+    from verlfit.data_folder import DataKeys
     from verlfit.train import preflight
 
     monkeypatch.setattr(readiness, "_statvfs_free", lambda path: 64 * 2**20)
     monkeypatch.setattr(readiness, "available_memory_bytes", lambda: 64 * GIB)
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={}, overrides=[])
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={}, overrides=[], data_keys=DataKeys())
     with pytest.raises(VerlfitError) as raised:
         preflight.run_blocking_checks(plan)
     assert "  FAIL shm: /dev/shm has 64 MiB free (Docker's default /dev/shm is 64 MiB)" in raised.value.message
@@ -248,7 +249,7 @@ def small_checkpoint(world, algorithm="ppo"):
     shape = load_model_shape(str(world.model))
     roles = [(shape.actor_parameters,)] + ([(shape.critic_parameters,)] if algorithm == "ppo" else [])
     one = sum(params * 12 + 32 * 2**20 for (params,) in roles)
-    from verlfit.plan import PlanRequest
+    from verlfit.plan.memory import PlanRequest
 
     request = PlanRequest(shape=shape, gpu_memory_bytes=24 * GIB, algorithm=algorithm)
     assert one == checkpoint_bytes(request)
@@ -568,12 +569,13 @@ def test_a_model_without_tokenizer_fails(world):
 
 
 def test_train_refuses_the_directory_the_doctor_fails(world):
+    from verlfit.data_folder import DataKeys
     from verlfit.train import preflight
 
     only_config = world.tmp / "only-config"
     only_config.mkdir()
     shutil.copy(world.model / "config.json", only_config / "config.json")
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={}, overrides=[])
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={}, overrides=[], data_keys=DataKeys())
     with pytest.raises(VerlfitError) as raised:
         preflight.run_blocking_checks(plan)
     assert f"  FAIL model: {only_config} has no weights: neither model.safetensors" in raised.value.message
@@ -820,7 +822,7 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
 
     import verlfit.gpu
     from verlfit.checks.result import CheckResult
-    from verlfit.train import command, supervise
+    from verlfit.train import preflight, supervise
 
     real_query = verlfit.gpu.query_gpus
     monkeypatch.setattr(verlfit.gpu, "query_gpus", lambda nvml=None: real_query(H200_NVML))
@@ -832,10 +834,10 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
     real_engines = readiness.CHECKS["engines"]
     monkeypatch.setitem(readiness.CHECKS, "engines", lambda ctx: ran.append("engines") or real_engines(ctx))
 
-    def launched(settings):
+    def launched(settings, keys=None):
         raise Launched(settings.rollout, settings.attention)
 
-    monkeypatch.setattr(command, "ensure_data", launched)
+    monkeypatch.setattr(preflight, "ensure_data", launched)
     monkeypatch.setattr(supervise.subprocess, "Popen", lambda *a, **kw: pytest.fail("verl was launched"))
     status = cli.main(["train", "--profile", "a10", "--plan", "off", "--no-validate", "--run-dir", str(tmp_path / "run"), *argv])
     assert not (tmp_path / "run").exists()

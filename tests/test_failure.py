@@ -4,7 +4,7 @@ from pathlib import Path
 
 from verlfit.failure import checkpoint_bytes, diagnose, disk_full_seen_by_verlfit, explain
 from verlfit.model_shape import load_model_shape
-from verlfit.plan import GIB, PlanRequest
+from verlfit.plan.memory import GIB, PlanRequest
 
 # The shape of Ray's report when a worker task raises (ray 2.46 RayTaskError, verl 0.4.1 WorkerDict methods)
 OOM_LOG = """\

@@ -778,7 +778,7 @@ def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, ti
     """`verlfit train --data DIR` with raw GSM8K in DIR: verl's files come from those rows, into DIR/verl, exactly as
     `prepare-gsm8k --input DIR --output DIR/verl` writes them (the hub is offline here: conftest)."""
     from verlfit.train.preflight import ensure_data
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
 
     raw = tmp_path / "raw"
     if layout == "flat":
@@ -791,7 +791,7 @@ def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, ti
     plan = prepare_launch(args, environ={}, gpu=None)
     assert plan.settings.data_dir == str((raw / "verl").resolve())
     assert f"data.train_files={raw.resolve() / 'verl' / 'train.parquet'}" in plan.overrides
-    ensure_data(plan.settings)
+    ensure_data(plan.settings, plan.data_keys)
     assert capsys.readouterr().out.startswith(f"verlfit: {raw.resolve() / 'verl'} has no train.parquet/test.parquet: preparing GSM8K first, from the raw files in {raw.resolve()}\nread {raw.resolve()}: train ")
     reference, _ = run_prepare(raw, tmp_path / "reference", tokenizer=tiny_qwen2_dir, max_prompt_length=512)
     for name in ("train.parquet", "test.parquet"):
@@ -799,7 +799,7 @@ def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, ti
     assert [row["extra_info"]["question"] for row in read_rows(raw / "verl" / "train.parquet")] == [row["extra_info"]["question"] for row in read_rows(tmp_path / "reference" / "train.parquet")]
     # a second launch finds them prepared
     assert prepare_launch(args, environ={}, gpu=None).settings.data_dir == plan.settings.data_dir
-    ensure_data(plan.settings)
+    ensure_data(plan.settings, plan.data_keys)
     assert capsys.readouterr().out == ""
 
 

@@ -17,8 +17,10 @@ LAYERS = (
     ("verlfit.plan.memory", "verlfit.plan.time"),
     # requests built from settings and options, the fitting search, the estimate of a train run
     ("verlfit.plan.request", "verlfit.plan.fit", "verlfit.plan.render", "verlfit.plan.train_estimate"),
-    # the commands that resolve a run at their edge
-    ("verlfit.plan.command", "verlfit.train.settings", "verlfit.train.command", "verlfit.bench"),
+    # what resolves a train run, and bench (it resolves runs as train does)
+    ("verlfit.train.settings", "verlfit.bench"),
+    # the command layer: each subcommand's module resolves its run at its edge
+    ("verlfit.commands.plan", "verlfit.commands.train"),
 )
 
 

@@ -13,7 +13,7 @@ PACKAGE = Path(importlib.import_module("verlfit").__file__).parent
 
 
 def command_modules() -> set[Path]:
-    """The files that define a subcommand's ``register`` (``verlfit.plan`` re-exports plan/command.py's)."""
+    """The files that define a subcommand's ``register`` (``verlfit.commands.<name>``)."""
     return {Path(importlib.import_module(importlib.import_module(name).register.__module__).__file__) for name in SUBCOMMANDS.values()}
 
 
@@ -34,8 +34,9 @@ def namespace_parameters(path: Path, root: Path = PACKAGE) -> list[str]:
 
 def test_the_command_modules_are_the_registered_ones():
     assert sorted(str(path.relative_to(PACKAGE)) for path in command_modules()) == [
-        "commands/bench.py", "commands/doctor.py", "commands/eval.py", "commands/export.py", "commands/prepare_data.py",
-        "commands/prepare_gsm8k.py", "commands/profiles.py", "commands/report.py", "plan/command.py", "train/command.py",
+        "commands/bench.py", "commands/doctor.py", "commands/eval.py", "commands/export.py", "commands/plan.py",
+        "commands/prepare_data.py", "commands/prepare_gsm8k.py", "commands/profiles.py", "commands/report.py",
+        "commands/train.py",
     ]
 
 

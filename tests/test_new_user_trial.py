@@ -8,7 +8,7 @@ import pytest
 
 from verlfit import cli
 from verlfit.plan import time as plan_time
-from verlfit.train.command import prepare_launch, register
+from verlfit.commands.train import prepare_launch, register
 from verlfit.train.run_directory import create_run_directory
 
 

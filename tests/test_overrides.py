@@ -343,7 +343,7 @@ def test_offload_keeps_the_p40_profiles_cuda_graph_decoding_and_actor_param_offl
     # the actor's parameter offload cannot reach the HF rollout: verlfit refuses it (verl 0.4.1 would generate on
     # CPU tensors), and `--` cannot set it
     from verlfit.overrides import user_overrides
-    from verlfit.plan import unsupported_reason
+    from verlfit.plan.memory import unsupported_reason
 
     assert unsupported_reason("hf", True).startswith("actor param offload with HF rollout: verl 0.4.1 generates without loading offloaded parameters back")
     with pytest.raises(VerlfitError, match="verlfit sets actor_rollout_ref.actor.fsdp_config.param_offload itself"):

@@ -233,7 +233,7 @@ def test_cards_the_p40_profile_was_not_made_for_are_told_why_and_what_is_left_of
 def test_train_says_at_launch_which_profile_a_7x_card_got_and_why(capsys):
     from verlfit import cli
     from verlfit.train.describe import describe
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
 
     args = cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--dry-run"])
     plan = prepare_launch(args, environ={}, gpu=T4)
@@ -368,7 +368,7 @@ def test_the_fp16_profiles_are_refused_on_a_pascal_card_naming_the_fix():
 
 def test_auto_on_a_t4_says_why_at_launch_and_the_dry_run_prints_the_fp16_and_loss_scaling_keys():
     from verlfit import cli
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
     from verlfit.train.describe import describe
 
     plan = prepare_launch(cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=T4)

@@ -105,7 +105,7 @@ def test_train_measures_the_data_where_the_profile_trims_and_plans_with_it(tmp_p
     import argparse
 
     from verlfit import cli
-    from verlfit.train.command import prepare_launch, register
+    from verlfit.commands.train import prepare_launch, register
     from verlfit.train.launch_plan import plan_request
 
     def parse_train_options(argv):

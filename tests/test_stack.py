@@ -29,10 +29,10 @@ def test_every_command_that_needs_the_stack_says_so_in_the_same_words(command, n
     if command == "train":
         from test_train import P40  # a GPU, so the launch gets as far as the stack
 
-        import verlfit.train.command as train_command
+        import verlfit.commands.train as train_command
 
-        real = train_command.prepare_launch
-        monkeypatch.setattr(train_command, "prepare_launch", lambda args: real(args, environ={}, gpu=P40))
+        real = train_command.build_launch
+        monkeypatch.setattr(train_command, "build_launch", lambda options: real(options, environ={}, gpu=P40))
         argv = ["train", "--profile", "p40", "--run-dir", str(tmp_path / "run")]
     elif command == "export":
         argv = ["export", str(tmp_path)]

@@ -8,7 +8,7 @@ import pytest
 
 from verlfit import cli
 from verlfit.gpu import GpuInfo
-from verlfit.train.command import prepare_launch, register
+from verlfit.commands.train import prepare_launch, register
 from verlfit.train.run_directory import create_run_directory, resume_plan
 
 H200 = GpuInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), total_memory_bytes=150_754_820_096, free_memory_bytes=150_000_000_000)

@@ -15,7 +15,7 @@ from test_train import P40, STEP, fake_checkpoint, fake_verl_plan, parse
 
 from verlfit.metrics import read_metrics
 from verlfit.train.run_directory import create_run_directory
-from verlfit.train.command import prepare_launch
+from verlfit.commands.train import prepare_launch
 from verlfit.train.supervise import launch, report_failure
 
 

@@ -7,7 +7,7 @@ import pytest
 from fakes import FakeNvml
 from verlfit import cli, gpu
 from verlfit.errors import VerlfitError
-from verlfit.train.command import prepare_launch
+from verlfit.commands.train import prepare_launch
 from test_train import parse
 
 P40 = ("Tesla P40", (6, 1), 25_637_224_448)

@@ -12,7 +12,7 @@ from test_train import P40, STEP, fake_checkpoint, fake_verl_plan, parse
 from verlfit import cli
 from verlfit.metrics import read_metrics
 from verlfit.train.preflight import checkpoint_space_warning
-from verlfit.train.command import prepare_launch
+from verlfit.commands.train import prepare_launch
 from verlfit.train.supervise import STALLED_STATUS, launch
 
 GIB = 1024**3

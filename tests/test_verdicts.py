@@ -11,7 +11,7 @@ import pytest
 from verlfit import cli
 from verlfit.errors import VerlfitError
 from verlfit.gpu import GpuInfo
-from verlfit.train.command import prepare_launch, register
+from verlfit.commands.train import prepare_launch, register
 
 H200 = GpuInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), total_memory_bytes=150_754_820_096, free_memory_bytes=150_000_000_000)
 # 1.5B GRPO with LoRA rank 32 as given (micro-batches 4/8, 32 prompts a generate call) on an emulated P40: 21.7 of
@@ -75,7 +75,8 @@ def test_a_profile_with_more_memory_than_its_card_is_labelled(capsys):
 
 
 def test_plan_off_with_sizes_that_do_not_fit_says_the_planners_warning():
-    from verlfit.plan import auto_fit, predict
+    from verlfit.plan.fit import auto_fit
+    from verlfit.plan.memory import predict
     from verlfit.plan.request import request_from_settings
     from verlfit.profiles import load_profile
 

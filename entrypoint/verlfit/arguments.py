@@ -56,7 +56,8 @@ def checkpoints_to_keep(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{value} must be 0 (keep all) or at least 2")
     if value == 1:
         raise argparse.ArgumentTypeError(
-            "1 would leave no checkpoint during each save (verl deletes the previous one before writing the next): use 2 or more, or 0 to keep all"
+            "1 would leave no checkpoint during each save (verl deletes the previous one before writing "
+            "the next): use 2 or more, or 0 to keep all"
         )
     return value
 
@@ -124,13 +125,15 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     and what it is stored in, so what the planner counts).
 
     Both commands take them as :class:`SizingOptions` (:func:`typed_options`) and turn them into sizes through
-    :func:`verlfit.plan.request.sizing_fields` (same defaults, same refusals). Sizes count prompts (micro-batches: responses per GPU); lengths count tokens.
+    :func:`verlfit.plan.request.sizing_fields` (same defaults, same refusals). Sizes count prompts (micro-batches:
+    responses per GPU); lengths count tokens.
     """
     parser.add_argument(
         "--algo",
         default="ppo",
         choices=("ppo", "grpo"),
-        help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss with a reference model (default: ppo)",
+        help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss with a "
+        "reference model (default: ppo)",
     )
     parser.add_argument(
         "--samples",
@@ -154,7 +157,8 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--micro-batch-size",
         type=whole_number,
-        help="responses per forward/backward on each GPU for actor and critic; log-prob twice that (default: chosen by the planner; 4 with --plan off)",
+        help="responses per forward/backward on each GPU for actor and critic; log-prob twice that (default: "
+        "chosen by the planner; 4 with --plan off)",
     )
     parser.add_argument(
         "--max-prompt-length",
@@ -191,25 +195,31 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
         type=rank,
         default=0,
         metavar="N",
-        help="train LoRA adapters of rank N instead of every parameter: the base weights freeze (no gradients, no AdamW states) and GRPO's reference is the actor with its adapter disabled, so no second model is loaded; 0 = full fine-tuning (default: 0)",
+        help="train LoRA adapters of rank N instead of every parameter: the base weights freeze (no gradients, "
+        "no AdamW states) and GRPO's reference is the actor with its adapter disabled, so no second model "
+        "is loaded; 0 = full fine-tuning (default: 0)",
     )
     lora.add_argument(
         "--lora-alpha",
         type=positive_number,
         metavar="A",
-        help=f"LoRA scaling numerator: the adapter's output is multiplied by A/N (default: {DEFAULT_LORA_ALPHA}, verl's own; needs --lora-rank or --critic-lora-rank)",
+        help="LoRA scaling numerator: the adapter's output is multiplied by A/N (default: "
+        f"{DEFAULT_LORA_ALPHA}, verl's own; needs --lora-rank or --critic-lora-rank)",
     )
     lora.add_argument(
         "--lora-target-modules",
         type=target_modules,
         metavar="NAMES",
-        help=f"Linear layers that get adapters: {DEFAULT_LORA_TARGET_MODULES} (PEFT: every Linear but lm_head; in the critic the value head score too) or names such as q_proj,k_proj,v_proj,o_proj (default: {DEFAULT_LORA_TARGET_MODULES}, verl's own)",
+        help=f"Linear layers that get adapters: {DEFAULT_LORA_TARGET_MODULES} (PEFT: every Linear but lm_head; "
+        "in the critic the value head score too) or names such as q_proj,k_proj,v_proj,o_proj (default: "
+        f"{DEFAULT_LORA_TARGET_MODULES}, verl's own)",
     )
     lora.add_argument(
         "--critic-lora-rank",
         type=rank,
         metavar="N",
-        help="the PPO critic's LoRA rank; 0 = a fully trained critic (default: --lora-rank's; refused with --algo grpo, which has no critic)",
+        help="the PPO critic's LoRA rank; 0 = a fully trained critic (default: --lora-rank's; refused with "
+        "--algo grpo, which has no critic)",
     )
     lora.add_argument(
         "--frozen-base-dtype",
@@ -224,7 +234,8 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
         "--plan",
         choices=("auto", "off"),
         default="auto",
-        help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card, keeping any of them you set; off: keep your numbers (default: auto)",
+        help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card, "
+        "keeping any of them you set; off: keep your numbers (default: auto)",
     )
 
 

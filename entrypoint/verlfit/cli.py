@@ -20,8 +20,8 @@ from verlfit.errors import VerlfitError
 SUBCOMMANDS: dict[str, str] = {
     "prepare-gsm8k": "verlfit.commands.prepare_gsm8k",
     "prepare-data": "verlfit.commands.prepare_data",
-    "train": "verlfit.train.command",
-    "plan": "verlfit.plan",
+    "train": "verlfit.commands.train",
+    "plan": "verlfit.commands.plan",
     "doctor": "verlfit.commands.doctor",
     "report": "verlfit.commands.report",
     "export": "verlfit.commands.export",

@@ -271,7 +271,8 @@ def explain(
         checkpoint_step: the newest complete checkpoint (``latest_checkpointed_iteration.txt``), None if none.
         disk_free_bytes, disk_path: free space on the checkpoint folder's file system, and the folder.
     """
-    from verlfit.plan import auto_fit, format_gib, predict
+    from verlfit.plan.fit import auto_fit
+    from verlfit.plan.memory import format_gib, predict
 
     where = PHASE_WORDS.get(failure.phase, "an unknown phase") + (
         f" (verl's {failure.worker_method})" if failure.worker_method else ""

@@ -272,8 +272,10 @@ def quote_value(value: str) -> str:
     """
     if "${" in value or "\\" in value:
         raise VerlfitError(
-            f"{value!r} holds {'${' if '${' in value else 'a backslash'}, which verl's Hydra/OmegaConf config would rewrite",
-            fix="use a path without ${ and backslashes (rename the directory, or pass another --run-dir/--data/--model)",
+            f"{value!r} holds "
+            f"{'${' if '${' in value else 'a backslash'}, which verl's Hydra/OmegaConf config would rewrite",
+            fix="use a path without ${ and backslashes (rename the directory, or pass another "
+            "--run-dir/--data/--model)",
             exit_code=2,
         )
     if re.fullmatch(r"[A-Za-z0-9_./:~@+\-]*", value) and value not in ("", "null", "true", "false"):
@@ -285,8 +287,10 @@ def quote_value(value: str) -> str:
 CUDA_GRAPH_KEY = "actor_rollout_ref.rollout.cuda_graph"
 UNWRAP_KEY = "actor_rollout_ref.rollout.unwrap_fsdp"
 LORA_UNWRAP_NOTE = (
-    "LoRA on the HF rollout generates through the unwrapped module (patch 0023, +actor_rollout_ref.rollout.unwrap_fsdp=True): "
-    "FSDP's hooks on every adapter unit ran for every token (1.5B PPO: 63.5 s of generation a step without it, 24.8 s with "
+    "LoRA on the HF rollout generates through the unwrapped module (patch 0023, "
+    "+actor_rollout_ref.rollout.unwrap_fsdp=True): "
+    "FSDP's hooks on every adapter unit ran for every token (1.5B PPO: 63.5 s of generation a step "
+    "without it, 24.8 s with "
     "it, both sharing the device's GPU: docs/benchmarks.md section 4.2); one GPU only; "
     "`-- +actor_rollout_ref.rollout.unwrap_fsdp=False` turns it off"
 )
@@ -455,8 +459,10 @@ def build_overrides(
         out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size or s.train_batch_size}")
     else:
         out += [
-            f"actor_rollout_ref.rollout.gpu_memory_utilization={vllm_card_fraction or profile.vllm_gpu_memory_utilization}",
-            f"actor_rollout_ref.rollout.max_num_batched_tokens={max(8192, s.max_prompt_length + s.max_response_length)}",
+            "actor_rollout_ref.rollout.gpu_memory_utilization="
+            f"{vllm_card_fraction or profile.vllm_gpu_memory_utilization}",
+            "actor_rollout_ref.rollout.max_num_batched_tokens="
+            f"{max(8192, s.max_prompt_length + s.max_response_length)}",
         ]
     if not triton_allowed(environment, compute_capability):
         out += [
@@ -543,7 +549,8 @@ MANAGED_KEYS: dict[str, str] = {
     "actor_rollout_ref.rollout.n": "--samples (with --algo grpo)",
     "actor_rollout_ref.rollout.dtype": "the VLLM_DTYPE environment variable (checked against the GPU)",
     # vLLM's memory pool: the planner counts it; the profile's share, scaled to a --gpu-memory-limit on a bigger card
-    "actor_rollout_ref.rollout.gpu_memory_utilization": "the profile (its vLLM share of the card, which the planner counts; --gpu-memory-limit scales it)",
+    "actor_rollout_ref.rollout.gpu_memory_utilization": "the profile (its vLLM share of the card, which the "
+    "planner counts; --gpu-memory-limit scales it)",
     # attention and packing
     "actor_rollout_ref.model.attn_implementation": _ATTENTION,
     "critic.model.attn_implementation": _ATTENTION,
@@ -553,7 +560,8 @@ MANAGED_KEYS: dict[str, str] = {
     "actor_rollout_ref.model.enable_gradient_checkpointing": _CHECKPOINTING,
     "critic.model.enable_gradient_checkpointing": _CHECKPOINTING,
     # offload
-    "actor_rollout_ref.actor.fsdp_config.param_offload": "--offload (actor param offload cannot run with the HF rollout)",
+    "actor_rollout_ref.actor.fsdp_config.param_offload": "--offload (actor param offload cannot run with the "
+    "HF rollout)",
     "actor_rollout_ref.actor.fsdp_config.optimizer_offload": _OFFLOAD,
     "actor_rollout_ref.ref.fsdp_config.param_offload": _OFFLOAD,
     "critic.model.fsdp_config.param_offload": _OFFLOAD,
@@ -574,7 +582,8 @@ MANAGED_KEYS: dict[str, str] = {
     "critic.model.lora_alpha": "--lora-alpha",
     "critic.model.target_modules": "--lora-target-modules",
     # the run directory's layout and resuming: checkpoints go to RUN_DIR/checkpoints, where --resume and export look
-    "trainer.default_local_dir": "--run-dir (checkpoints go to RUN_DIR/checkpoints, where --resume, report and export look)",
+    "trainer.default_local_dir": "--run-dir (checkpoints go to RUN_DIR/checkpoints, "
+    "where --resume, report and export look)",
     "trainer.resume_mode": "--resume RUN_DIR (continues from RUN_DIR/checkpoints; a new run starts from step 0)",
     # checkpoints: how often and how many are kept; validation: how often and before training
     "trainer.save_freq": "--save-freq",
@@ -613,7 +622,8 @@ def user_overrides(raw: list[str]) -> list[str]:
         option = managed_key_option(key)
         if option:
             raise VerlfitError(
-                f"override {override!r}: verlfit sets {key} itself from its options and checks it against the GPU, the profile and the memory plan",
+                f"override {override!r}: verlfit sets {key} itself from its options and checks it against "
+                "the GPU, the profile and the memory plan",
                 fix=f"use {option} instead",
                 exit_code=2,
             )
@@ -788,7 +798,8 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None, use
         prefix, key, _ = split_override(override)
         if key in VERLFIT_HYDRA_KEYS:
             raise VerlfitError(
-                f"{override!r}: verlfit sets {key} itself (Hydra's outputs go to RUN_DIR/hydra, beside the run's records), "
+                f"{override!r}: verlfit sets {key} itself (Hydra's outputs go to RUN_DIR/hydra, beside the "
+                "run's records), "
                 "so yours would be silently replaced",
                 fix="drop it; choose where the run goes with --run-dir",
                 exit_code=2,
@@ -817,7 +828,8 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None, use
             # verl reads its yaml's keys as attributes (config.actor.optim.lr): a deleted one fails after Ray starts
             default = OmegaConf.select(base, key, default=None, throw_on_resolution_failure=False)
             raise VerlfitError(
-                f"{override!r} deletes {key}, which verl 0.4.1 reads (every key of its ppo_trainer.yaml is read where its feature runs): the run would fail after Ray starts",
+                f"{override!r} deletes {key}, which verl 0.4.1 reads (every key of its ppo_trainer.yaml is "
+                "read where its feature runs): the run would fail after Ray starts",
                 fix=f"set a value instead: {key}=VALUE"
                 + (f" (verl's default: {default})" if not OmegaConf.is_config(default) and default is not None else ""),
                 exit_code=2,
@@ -870,7 +882,8 @@ VALUE_RULES = (
         "actor_rollout_ref.rollout.temperature",
         lambda v: v >= 0,
         "a temperature from 0",
-        "sampling divides the logits by it: below 0 the least likely tokens win (transformers and vLLM refuse it mid-run)",
+        "sampling divides the logits by it: below 0 the least likely tokens win (transformers and vLLM "
+        "refuse it mid-run)",
     ),
     (
         "actor_rollout_ref.rollout.val_kwargs.temperature",
@@ -890,7 +903,8 @@ REWARD_MODEL_KEY = "reward_model.enable"
 
 def check_values(config) -> None:
     """Refuse values verl 0.4.1 accepts but that break a run or train nothing (:data:`VALUE_RULES`: ``ppo_epochs=0``,
-    a negative learning rate or temperature, ``top_p`` outside (0, 1]), and a reward model (``reward_model.enable=True``):
+    a negative learning rate or temperature, ``top_p`` outside (0, 1]), and a reward model
+    (``reward_model.enable=True``):
     ``config`` is the composed verl config (OmegaConf).
 
     Raises:
@@ -909,9 +923,11 @@ def check_values(config) -> None:
             )
     if OmegaConf.select(config, REWARD_MODEL_KEY, default=False, throw_on_resolution_failure=False) is True:
         raise VerlfitError(
-            f"{REWARD_MODEL_KEY}=True: verlfit does not run a reward model: the planner does not count its memory, and verl 0.4.1's reward-model "
+            f"{REWARD_MODEL_KEY}=True: verlfit does not run a reward model: the planner does not count its "
+            "memory, and verl 0.4.1's reward-model "
             "loader asks for FlashAttention-2 (fsdp_workers.py:1241), which no card below compute capability 8.0 has",
-            fix="drop reward_model.enable=True: verlfit scores GSM8K with verl's rule-based reward (default_compute_score); for your own reward, "
+            fix="drop reward_model.enable=True: verlfit scores GSM8K with verl's rule-based reward "
+            "(default_compute_score); for your own reward, "
             "a reward function (verl's custom_reward_function.path and .name)",
             exit_code=2,
         )
@@ -930,7 +946,8 @@ def _check_value_types(overrides: list[str], base, composed) -> None:
         if prefix in ("+", "++") and key in SWITCH_ADDED_KEYS:
             if not isinstance(OmegaConf.select(composed, key, default=None), bool):
                 raise VerlfitError(
-                    f"{override!r}: {key} is a switch of verlfit's patch series, true or false (the patched verl reads bool(value), so a word such as 'maybe' would turn it on)",
+                    f"{override!r}: {key} is a switch of verlfit's patch series, true or false (the "
+                    "patched verl reads bool(value), so a word such as 'maybe' would turn it on)",
                     fix=f"write +{key}=True or +{key}=False",
                     exit_code=2,
                 )

@@ -49,7 +49,8 @@ class PromptMeasurement:
     """What :func:`measure_for_train` found.
 
     Attributes:
-        longest: tokens of the longest prompt verl keeps, over train.parquet and test.parquet, or None when not measured.
+        longest: tokens of the longest prompt verl keeps, over train.parquet and test.parquet, or None when not
+        measured.
         note: one line for the run's notes: the measured length, or why it was not measured; empty where there is no
             train.parquet yet (the run's data check says what happens then).
         train: train.parquet's counts (None when not measured).
@@ -81,7 +82,8 @@ def prompt_lengths(
     for row, messages in enumerate(prompts):
         if not isinstance(messages, list) or not all(isinstance(message, dict) for message in messages):
             raise ValueError(
-                f"{path} row {row}: {prompt_key} is not a list of chat messages (verl's format: [{{'role': 'user', 'content': ...}}])"
+                f"{path} row {row}: {prompt_key} is not a list of chat messages (verl's format: [{{'role': "
+                "'user', 'content': ...}])"
             )
     lengths = []
     for start in range(0, len(prompts), TOKENIZE_BATCH_ROWS):
@@ -97,7 +99,8 @@ def measure_for_train(
     data_dir: str | os.PathLike, model: str, max_prompt_length: int, prompt_key: str = "prompt", trimmed: bool = True
 ) -> PromptMeasurement:
     """The longest prompt of ``data_dir``'s train.parquet and test.parquet for ``verlfit train``'s planner, with
-    ``model``'s tokenizer read from local files only (a folder, or the Hugging Face cache: nothing is downloaded to plan).
+    ``model``'s tokenizer read from local files only (a folder, or the Hugging Face cache: nothing is downloaded to
+    plan).
     ``trimmed``: the run trims padding (patches 0020-0021), so the planner counts the longest prompt; without the
     trims it counts the limit, and the measurement only checks what verl's filter keeps.
 
@@ -125,12 +128,14 @@ def measure_for_train(
         except (OSError, pyarrow.ArrowException) as error:
             return PromptMeasurement(
                 None,
-                f"prompt lengths not measured: {path} does not read as parquet ({str(error).rstrip('.')}); {limit_note}",
+                f"prompt lengths not measured: {path} does not read as parquet ({str(error).rstrip('.')}); "
+                f"{limit_note}",
             )
     if rows > MEASURED_ROWS_LIMIT:
         return PromptMeasurement(
             None,
-            f"prompt lengths not measured: {rows:,} rows in {', '.join(path.name for path in paths)} (verlfit measures up to {MEASURED_ROWS_LIMIT:,}); {limit_note}",
+            f"prompt lengths not measured: {rows:,} rows in {', '.join(path.name for path in paths)} "
+            f"(verlfit measures up to {MEASURED_ROWS_LIMIT:,}); {limit_note}",
         )
     try:
         from transformers import AutoTokenizer
@@ -157,8 +162,10 @@ def measure_for_train(
         return PromptMeasurement(None, f"prompt lengths not measured: {paths[0]} has no rows; {limit_note}", train)
     if not train.kept:
         raise VerlfitError(
-            f"every prompt of {paths[0]} is longer than --max-prompt-length {max_prompt_length} tokens (the shortest has {train.shortest}, "
-            "with the model's chat template): verl's filter_overlong_prompts would drop them all and leave the run no data",
+            f"every prompt of {paths[0]} is longer than --max-prompt-length {max_prompt_length} tokens "
+            f"(the shortest has {train.shortest}, "
+            "with the model's chat template): verl's filter_overlong_prompts would drop them all and "
+            "leave the run no data",
             fix=f"use --max-prompt-length {train.shortest} or more, or shorter prompts",
             exit_code=2,
         )
@@ -176,7 +183,8 @@ def measure_for_train(
     if not trimmed:
         return PromptMeasurement(
             None,
-            f"{measured_text}: without the trims (patches 0020-0021) every micro-batch is padded to the limit, which the planner counts",
+            f"{measured_text}: without the trims (patches 0020-0021) every micro-batch is padded to the "
+            "limit, which the planner counts",
             train,
         )
     return PromptMeasurement(

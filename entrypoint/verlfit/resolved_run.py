@@ -89,17 +89,51 @@ def run_switches(profile: Profile, settings) -> PatchSwitches:
     )
 
 
+def train_run(
+    profile: Profile,
+    gpu: GpuInfo | None,
+    memory_bytes: int,
+    memory_source: str,
+    settings,
+    emulate: str | None = None,
+) -> ResolvedRun:
+    """The :class:`ResolvedRun` of a ``verlfit train`` run: ``profile`` after ``--rollout``/``--attention``, the
+    ``gpu`` NVML reported (None: none asked for or visible), the usable memory per GPU (bytes) and its source in
+    words, the card the time is estimated on (:func:`card_for_train`) and the patch switches of ``settings``
+    (:class:`verlfit.overrides.TrainSettings`, its user overrides included: :func:`run_switches`).
+
+    Raises:
+        VerlfitError: a user override Hydra cannot parse.
+    """
+    card = card_for_train(profile, gpu.name if gpu is not None else None, emulate)
+    if emulate:
+        card_source = f"--emulate {emulate}"
+    else:
+        card_source = gpu.name if gpu is not None else f"the {profile.name} profile's card"
+    return ResolvedRun(
+        profile=profile,
+        gpu=gpu,
+        memory_bytes=memory_bytes,
+        memory_source=memory_source,
+        card=card,
+        card_source=card_source,
+        switches=run_switches(profile, settings),
+        user_overrides=tuple(settings.extra_overrides),
+        emulate=emulate,
+    )
+
+
 def card_for_train(profile: Profile, gpu_name: str | None, emulate: str | None = None) -> Card:
     """The card ``verlfit train`` estimates time on: ``--emulate``'s card (the run stands in for it), else the
     detected GPU's (NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the profile's card (the P40's for a
     profile without one in :data:`verlfit.cards.CARDS`)."""
     if emulate and emulate in CARDS:
         return get_card(emulate)
-    return running_card(profile, gpu_name)
+    detected = card_for_gpu_name(gpu_name) if gpu_name else None
+    return detected or get_card(profile.name if profile.name in CARDS else "p40")
 
 
 def running_card(profile: Profile, gpu_name: str | None) -> Card:
     """The card a ``verlfit train`` run goes at: the detected GPU's (NVML name), else the profile's card (the P40's
-    for a profile without one)."""
-    detected = card_for_gpu_name(gpu_name) if gpu_name else None
-    return detected or get_card(profile.name if profile.name in CARDS else "p40")
+    for a profile without one): :func:`card_for_train` without ``--emulate``."""
+    return card_for_train(profile, gpu_name)

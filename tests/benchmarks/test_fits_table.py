@@ -6,7 +6,9 @@ import pytest
 
 import fits_table  # benchmarks/ is on sys.path (tests/conftest.py)
 from verlfit.model_shape import load_model_shape
-from verlfit.plan import GIB, auto_fit, format_gib, request_for_profile
+from verlfit.plan.fit import auto_fit
+from verlfit.plan.memory import GIB, format_gib
+from verlfit.plan.request import request_for_profile
 from verlfit.profiles import load_profile
 
 README = Path(__file__).resolve().parents[2] / "README.md"

@@ -1,4 +1,4 @@
-"""The verlfit plan command (verlfit.plan.command, rendered by verlfit.plan.render), run in-process through the CLI."""
+"""The verlfit plan command (verlfit.commands.plan, rendered by verlfit.plan.render), run in-process through the CLI."""
 
 import dataclasses
 import json
@@ -55,7 +55,7 @@ def test_cli_refuses_what_train_refuses(argv, fragment, capsys):
 
 
 def test_plan_and_train_choose_the_same_micro_batches_for_a10_with_hf_rollout_and_sdpa(capsys):
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
 
     status, out = run_cli(["plan", "--profile", "a10", "--rollout", "hf", "--attention", "sdpa", "--auto-fit"], capsys)
     assert status == 0
@@ -67,7 +67,7 @@ def test_plan_and_train_choose_the_same_micro_batches_for_a10_with_hf_rollout_an
 def test_a_plan_with_plan_off_always_says_the_planner_did_not_choose(capsys):
     """issue 16 item 3: the "add --auto-fit" hint appeared only when a plan did not fit; plan now sizes as train does
     by default, and every --plan off plan says so, whatever its verdict."""
-    from verlfit.plan.command import PLAN_OFF_HINT
+    from verlfit.commands.plan import PLAN_OFF_HINT
 
     assert PLAN_OFF_HINT == "--plan off: micro-batches, gradient checkpointing and offload as given (as verlfit train --plan off runs them); without --plan off the planner chooses them to fit, as verlfit train does by default"
     status, out = run_cli(["plan", "--emulate", "p40", "--micro-batch-size", "16", "--plan", "off"], capsys)
@@ -82,7 +82,7 @@ def test_a_plan_with_plan_off_always_says_the_planner_did_not_choose(capsys):
 
 def test_plan_sizes_by_default_as_train_does(capsys):
     """issue 16 item 3: plan's default critic micro-batch was 4 while train's planner chose 16."""
-    from verlfit.train.command import prepare_launch
+    from verlfit.commands.train import prepare_launch
 
     status, out = run_cli(["plan", "--emulate", "p40"], capsys)
     assert status == 0

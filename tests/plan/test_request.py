@@ -6,7 +6,7 @@ from plan_helpers import SMALL
 from verlfit import cli
 from verlfit.errors import VerlfitError
 from verlfit.plan.memory import GIB
-from verlfit.plan.command import plan_options
+from verlfit.commands.plan import plan_options
 from verlfit.plan.request import request_for_profile, request_from_options
 
 

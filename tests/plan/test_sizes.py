@@ -5,8 +5,10 @@ import math
 
 from fakes import FakeNvml
 from verlfit.model_shape import load_model_shape
-from verlfit.plan import ADAM_STATE_BYTES, auto_fit, request_for_profile
-from verlfit.plan.command import SIZE_MODELS, size_rows
+from verlfit.plan.fit import auto_fit
+from verlfit.plan.memory import ADAM_STATE_BYTES
+from verlfit.plan.request import request_for_profile
+from verlfit.plan.sizes import SIZE_MODELS, size_rows
 from verlfit.profiles import load_profile
 
 from test_time import _run_plan

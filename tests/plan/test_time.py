@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from verlfit import plan
+from verlfit.plan import fit as plan_fit
+from verlfit.plan import memory as plan_memory
+from verlfit.plan import request as plan_request
 from verlfit.plan import time as plan_time
 from verlfit.cards import CARDS, card_for_gpu_name, get_card
 from verlfit.errors import VerlfitError
@@ -27,7 +29,7 @@ TINY = shape_from_config(dict(model_type="qwen2", num_hidden_layers=2, hidden_si
 def tiny_request(**fields):
     base = dict(shape=TINY, gpu_memory_bytes=2**30, train_batch_size=2, ppo_mini_batch_size=1, actor_micro_batch_size=1, log_prob_micro_batch_size=2, critic_micro_batch_size=1, max_prompt_length=3, max_response_length=2, gradient_checkpointing=False)
     base.update(fields)
-    return plan.PlanRequest(**base)
+    return plan_memory.PlanRequest(**base)
 
 
 def test_layer_matmul_parameters_by_hand():
@@ -282,7 +284,7 @@ def test_calibration_reads_the_speed_keys_and_excludes_shared_runs():
 def _run_plan(argv, nvml=None):
     import io
 
-    from verlfit.plan import command
+    from verlfit.commands import plan as command
 
     out = io.StringIO()
     status = command._run(_parsed(argv), nvml=nvml, out=out)
@@ -291,7 +293,7 @@ def _run_plan(argv, nvml=None):
 
 def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
     status, out = _run_plan(["--emulate", "p40", "--steps", "200"])
-    request = plan.request_from_options(_options(["--emulate", "p40"]))[0]
+    request = plan_request.request_from_options(_options(["--emulate", "p40"]))[0]
     from verlfit.profiles import load_profile
 
     # plan sizes the run as train does (auto-fit) and reads the profile's speed keys (the trims and the CUDA graph
@@ -299,7 +301,7 @@ def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
     switches = plan_time.speed_switches(load_profile("p40").overrides)
     assert switches == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True, "cuda_graph": True}
     # plan's --save-freq defaults to train's 25 (a checkpoint save every 25 steps is part of the step time)
-    est = plan_time.estimate(plan.auto_fit(request).request, "p40", plan_time.TimeInputs(**switches, save_freq=25))
+    est = plan_time.estimate(plan_fit.auto_fit(request).request, "p40", plan_time.TimeInputs(**switches, save_freq=25))
     assert status == 0
     assert "card: --emulate p40\n" in out
     assert "time on Tesla P40 (datasheet-based estimate, unverified on a real card):\n" in out
@@ -310,7 +312,7 @@ def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
 def _parsed(argv):
     import argparse
 
-    from verlfit.plan import command
+    from verlfit.commands import plan as command
 
     parser = argparse.ArgumentParser()
     command.register(parser.add_subparsers())
@@ -318,8 +320,8 @@ def _parsed(argv):
 
 
 def _options(argv):
-    """``verlfit plan ARGV``'s typed options (verlfit.plan.command.plan_options), as the planner reads them."""
-    from verlfit.plan import command
+    """``verlfit plan ARGV``'s typed options (verlfit.commands.plan.plan_options), as the planner reads them."""
+    from verlfit.commands import plan as command
 
     return command.plan_options(_parsed(argv))
 
@@ -386,7 +388,7 @@ def test_train_dry_run_estimate_follows_the_speed_keys(capsys, monkeypatch):
     import argparse
 
     from verlfit.profiles import load_profile
-    from verlfit.train.command import prepare_launch, register
+    from verlfit.commands.train import prepare_launch, register
 
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
     # the p40 profile turns the four trims and the CUDA graph on; `key=False` after -- turns each off again (today's
@@ -443,7 +445,7 @@ def test_plan_flags_set_the_speed_switches():
     off = time_inputs_for_options(switched_off, resolve_plan_run(switched_off))
     assert (off.trim_padding, off.rollout_trim_padding, off.cuda_graph) == ((), True, False)
     status, out = _run_plan(["--emulate", "p40", "--steps", "200", "--trim-padding", "--rollout-trim-padding", "--cuda-graph"])
-    est = plan_time.estimate(plan.auto_fit(plan.request_from_options(_options(["--emulate", "p40"]))[0]).request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
+    est = plan_time.estimate(plan_fit.auto_fit(plan_request.request_from_options(_options(["--emulate", "p40"]))[0]).request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
     assert status == 0
     assert f"  {'step':<30} {est.step_seconds:8.2f} s\n" in out
 
@@ -497,7 +499,7 @@ def test_lora_checkpoints_count_the_frozen_base_and_the_adapters_optimizer_state
     # optimizer.state_dict() (AdamW's two states of the trained adapters): Qwen2.5-0.5B, rank 32, all-linear
     from verlfit.model_shape import load_model_shape
 
-    request = plan.PlanRequest(shape=load_model_shape("Qwen/Qwen2.5-0.5B-Instruct"), gpu_memory_bytes=24 * 2**30, lora_rank=32)
+    request = plan_memory.PlanRequest(shape=load_model_shape("Qwen/Qwen2.5-0.5B-Instruct"), gpu_memory_bytes=24 * 2**30, lora_rank=32)
     assert plan_time.checkpoint_bytes(request, "actor") == 4 * (494_032_768 + 17_596_416) + 8 * 17_596_416
     assert plan_time.checkpoint_bytes(request, "actor", rank=0) == 12 * 494_032_768
     work = plan_time.phase_work(request, plan_time.TimeInputs(save_freq=25))
@@ -621,7 +623,7 @@ def test_lora_update_counts_the_frozen_base_the_adapters_and_their_fixed_costs_o
     assert plan_time.lora_adapter_work(shape, "actor", 32) == plan_time.lora_adapter_work(shape, "critic", 32) == (adapter, 7 * 28) == (36_929_536, 196)
     assert plan_time.lora_adapter_work(shape, "actor", 0) == (0, 0)
     # PPO, 32 responses of 512 + 256 columns (untrimmed), actor micro-batch 4, gradient checkpointing
-    full_request = plan.PlanRequest(shape=shape, gpu_memory_bytes=24 * 2**30, train_batch_size=32, ppo_mini_batch_size=16, actor_micro_batch_size=4, log_prob_micro_batch_size=8, critic_micro_batch_size=16, max_prompt_length=512, max_response_length=256, gradient_checkpointing=True)
+    full_request = plan_memory.PlanRequest(shape=shape, gpu_memory_bytes=24 * 2**30, train_batch_size=32, ppo_mini_batch_size=16, actor_micro_batch_size=4, log_prob_micro_batch_size=8, critic_micro_batch_size=16, max_prompt_length=512, max_response_length=256, gradient_checkpointing=True)
     lora_request = dataclasses.replace(full_request, lora_rank=32)
     tokens, columns = 32 * 768, 768
     layer_params = 1536 * 1536 * 2 + 2 * 1536 * 256 + 3 * 1536 * 8960  # q, o; k, v; gate, up, down
@@ -675,7 +677,7 @@ def test_benchmarks_time_model_section_holds_the_scripts_table_and_the_p40_graph
     assert calibrate_time.notes() in section
     assert "factors: " + json.dumps(plan_time.FACTORS) in section
     # the P40 paragraph's figures: the main job (the p40 profile's request), switches stated, a save every 25 steps
-    request = plan.auto_fit(plan.request_from_options(_options(["--emulate", "p40"]))[0]).request
+    request = plan_fit.auto_fit(plan_request.request_from_options(_options(["--emulate", "p40"]))[0]).request
     trims = plan_time.estimate(request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, save_freq=25))
     graph = plan_time.estimate(request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
     assert f"it gives {trims.step_seconds:.1f} s a step with the four trims and {graph.step_seconds:.1f} s with the trims + cuda_graph" in " ".join(section.split())

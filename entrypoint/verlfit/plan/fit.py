@@ -154,7 +154,9 @@ def _size_micro_batches(
                 return (
                     None,
                     reasons,
-                    f"{where} at {title} {getattr(chosen, attr) or chosen.per_gpu_prompts} (kept) would need {format_gib(need + ALLOCATOR_HEADROOM_BYTES)} of {_budget_text(budget, usable, margin)}",
+                    f"{where} at {title} {getattr(chosen, attr) or chosen.per_gpu_prompts} (kept) would "
+                    f"need {format_gib(need + ALLOCATOR_HEADROOM_BYTES)} of "
+                    f"{_budget_text(budget, usable, margin)}",
                 )
             continue
         best, refused = None, None
@@ -178,7 +180,8 @@ def _size_micro_batches(
         if refused:
             size, need, where = refused
             reasons.append(
-                f"{title} {value}: {size} would need {format_gib(need)} of {_budget_text(budget, usable, margin)} in {where}"
+                f"{title} {value}: {size} would need {format_gib(need)} of "
+                f"{_budget_text(budget, usable, margin)} in {where}"
             )
         else:
             unit = "prompts per GPU" if knob == "rollout" else "responses per GPU"
@@ -195,7 +198,11 @@ def _peak_failure(plan: Plan, budget: int, keep: frozenset[str]) -> str | None:
     for knob, (attr, title, names) in _MICRO_KNOBS.items():
         if peak.phase in names and (knob != "rollout" or request.rollout == "hf"):
             kept = " (kept)" if "micro_batches" in keep else ""
-            return f"{peak.title} at {title} {getattr(request, attr) or request.per_gpu_prompts}{kept} would need {format_gib(peak.total + ALLOCATOR_HEADROOM_BYTES)} of {_budget_text(budget, plan.usable_bytes, plan.margin)}"
+            return (
+                f"{peak.title} at {title} {getattr(request, attr) or request.per_gpu_prompts}{kept} would need "
+                f"{format_gib(peak.total + ALLOCATOR_HEADROOM_BYTES)} of "
+                f"{_budget_text(budget, plan.usable_bytes, plan.margin)}"
+            )
     return None
 
 
@@ -422,7 +429,8 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
             options.append(
                 (
                     0.0,
-                    f"--micro-batch-size {free.request.actor_micro_batch_size} (from {r.actor_micro_batch_size}), or leave it out for the planner to choose",
+                    f"--micro-batch-size {free.request.actor_micro_batch_size} (from "
+                    f"{r.actor_micro_batch_size}), or leave it out for the planner to choose",
                 )
             )
     step = 32
@@ -474,7 +482,9 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
             options.append(
                 (
                     1.0,
-                    f"{flag} (LoRA: the base weights freeze, only adapters train, with no gradients or AdamW states for the base{' and no separate reference model' if r.has_reference and r.lora_rank == 0 else ''})",
+                    f"{flag} (LoRA: the base weights freeze, only adapters train, with no gradients or "
+                    "AdamW states for the "
+                    f"base{' and no separate reference model' if r.has_reference and r.lora_rank == 0 else ''})",
                 )
             )
     # a LoRA rank too large for the card (an adapter grows with the rank: rank x (inputs + outputs) per Linear):
@@ -495,7 +505,8 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
             options.append(
                 (
                     (r.lora_rank - best) / r.lora_rank,
-                    f"--lora-rank {best} (from {r.lora_rank}{f'; and --critic-lora-rank {best} if you gave one' if follows else ''})",
+                    f"--lora-rank {best} (from "
+                    f"{r.lora_rank}{f'; and --critic-lora-rank {best} if you gave one' if follows else ''})",
                 )
             )
     if critic_rank > 1 and not follows:
@@ -625,9 +636,11 @@ def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAU
             if getattr(chosen, name)
         ]
         then = (
-            f"without --plan off the planner would choose: micro-batches actor {chosen.actor_micro_batch_size}, log-prob {chosen.log_prob_micro_batch_size}"
+            "without --plan off the planner would choose: micro-batches actor "
+            f"{chosen.actor_micro_batch_size}, log-prob {chosen.log_prob_micro_batch_size}"
             + (f", critic {chosen.critic_micro_batch_size}" if chosen.has_critic else "")
-            + f"; gradient checkpointing {'on' if chosen.gradient_checkpointing else 'off'}; offload {', '.join(offload) or 'none'}"
+            + f"; gradient checkpointing {'on' if chosen.gradient_checkpointing else 'off'}; offload "
+            f"{', '.join(offload) or 'none'}"
         )
     else:
         then = decision.suggestion or "nothing fits this card"

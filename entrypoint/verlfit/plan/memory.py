@@ -17,7 +17,8 @@ The model (every formula, its source and its derivation: ``docs/plan.md``):
 * The terms that scale with the micro-batch (activations, logits over the vocabulary, the KV cache)
   use the named coefficients in the block below, derived by counting the tensors autograd saves in
   ``transformers`` 4.51's Qwen2 layer (the method of Korthikanti et al. 2022, "Reducing Activation
-  Recomputation in Large Transformer Models", section 4.1) and checked against earlier device measurements (docs/benchmarks.md, docs/plan.md section 5).
+  Recomputation in Large Transformer Models", section 4.1) and checked against earlier device measurements
+  (docs/benchmarks.md, docs/plan.md section 5).
 
 Public API: :func:`predict` ``(request: PlanRequest, margin=0.90) -> Plan``; :func:`validate_request`;
 :func:`update_moments`; :func:`usable_memory_bytes`; the building blocks (``*_bytes``), each in bytes per GPU.
@@ -42,12 +43,14 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
 MASTER_BYTES = 4  # derived: actor and critic are built in fp32 (fsdp_workers.py:216, 905)
 GRAD_BYTES = 4  # derived: gradients accumulate on the fp32 flat parameter (FSDP1 casts them back)
 ADAM_STATE_BYTES = 8  # derived: exp_avg + exp_avg_sq, fp32 (torch.optim.AdamW, fsdp_workers.py:367)
-ADAM_STEP_TEMP_BYTES = 4  # derived: foreach AdamW allocates sqrt(exp_avg_sq) for all params at once (torch/optim/adam.py _multi_tensor_adam)
+# derived: foreach AdamW allocates sqrt(exp_avg_sq) for all params at once (torch/optim/adam.py _multi_tensor_adam)
+ADAM_STEP_TEMP_BYTES = 4
 # FSDP1 (use_orig_params=False) hands each parameter's gradient to autograd as a view of the unit's
 # flat parameter; SplitBackward holds every view's gradient, then concatenates them into a new
 # full-size tensor (torch/distributed/fsdp/_flat_param.py _get_unflat_views). Bytes per parameter
 # of the unit at the end of its backward: fp32 = buffered grads 4 + concatenated copy 4; bf16 =
-# concatenated bf16 2 + the fp32 cast 4. calibrated: the earlier device measurements (docs/plan.md section 5) fp32 runs (14.8 and 16.6 GiB
+# concatenated bf16 2 + the fp32 cast 4. calibrated: the earlier device measurements (docs/plan.md section 5) fp32 runs
+# (14.8 and 16.6 GiB
 # = 8 and 9 times the parameters in fp32 bytes, see docs/plan.md §5).
 GRAD_UNIT_TRANSIENT_BYTES = {"float32": 8, "bfloat16": 6}
 LAYERS_IN_FLIGHT = 2  # derived: FSDP unshards the running layer plus the prefetched one (BACKWARD_PRE, the default)
@@ -152,7 +155,8 @@ SAMPLING_BYTES_PER_VOCAB = (
     28  # derived: fp32 next-token logits, processed scores, top-p sort values + int64 indices, probabilities
 )
 # Allocator headroom kept on top of the predicted allocated peak (fragmentation, CUDA/cuBLAS
-# workspaces, small tensors not modelled). calibrated: not yet; the earlier device measurements (docs/plan.md section 5) shows that reserved
+# workspaces, small tensors not modelled). calibrated: not yet; the earlier device measurements (docs/plan.md section 5)
+# shows that reserved
 # memory climbs to any cap, so fit is judged by allocated + this headroom.
 ALLOCATOR_HEADROOM_BYTES = int(0.5 * GIB)
 # CUDA context and what the driver keeps back: usable = card - this when memory is detected.
@@ -164,7 +168,8 @@ FRAGMENTATION_RESERVE_BYTES = int(0.5 * GIB)
 DEFAULT_MARGIN = 0.90
 
 # --- LoRA (verl 0.4.1 wraps actor and critic with PEFT get_peft_model, fsdp_workers.py:278-283, 945-956) -------
-# derived; one device run checks them (Qwen2.5-1.5B shape, PPO, rank 32: 18.19 GiB measured, 19.7 GiB predicted, docs/benchmarks.md section 4.1).
+# derived; one device run checks them (Qwen2.5-1.5B shape, PPO, rank 32: 18.19 GiB measured, 19.7 GiB predicted,
+# docs/benchmarks.md section 4.1).
 # What the terms below assume, and where it is read (docs/plan.md section 7):
 # * PEFT freezes every base parameter (requires_grad=False) and adds, per targeted Linear(in, out), lora_A
 #   (rank x in) and lora_B (out x rank): rank * (in + out) parameters, no bias (verl passes bias="none").
@@ -200,13 +205,18 @@ LORA_ALL_LINEAR = "all-linear"
 LORA_LAYER_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 LORA_HEAD_TARGET = "lm_head"  # the actor's output head: a target only when named
 LORA_CALIBRATION_NOTE = (
-    "LoRA terms: derived (docs/plan.md section 7), nothing fitted; against four device runs with the p40 profile's trims, "
-    "counted at the prompt columns each run measured, +2.9% to +5.5% (Qwen2.5-1.5B PPO, Qwen2.5-3B GRPO, Qwen3-1.7B GRPO); "
+    "LoRA terms: derived (docs/plan.md section 7), nothing fitted; against four device runs with the p40 "
+    "profile's trims, "
+    "counted at the prompt columns each run measured, +2.9% to +5.5% (Qwen2.5-1.5B PPO, Qwen2.5-3B GRPO, "
+    "Qwen3-1.7B GRPO); "
     "one run without the trims +8.4% (docs/benchmarks.md section 2.2)"
 )
 LORA_SUGGESTED_RANK = 32  # the rank smallest_change proposes: ppo_trainer.yaml:124's example ("e.g., 32")
 # What the predictions were checked against, printed with every plan (update with tests/benchmarks/test_collect.py)
-CALIBRATION_NOTE = "within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B shape, fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 2.1"
+CALIBRATION_NOTE = (
+    "within -3% to +5% of the measured peak in 15 H200 runs, 12 distinct configurations of the Qwen2.5-0.5B "
+    "shape, fp32 and bf16, PPO and GRPO: docs/benchmarks.md section 2.1"
+)
 # Added to CALIBRATION_NOTE under a plan of any other shape (verlfit.plan.render.calibration_note): the range above
 # is the 0.5B's only
 CALIBRATED_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
@@ -342,7 +352,8 @@ class PlanRequest:
 
     @property
     def seq_len(self) -> int:
-        """Padded tokens per sequence: verl pads prompts to ``max_prompt_length`` (left) and responses to ``max_response_length``."""
+        """Padded tokens per sequence: verl pads prompts to ``max_prompt_length`` (left) and responses to
+        ``max_response_length``."""
         return self.max_prompt_length + self.max_response_length
 
     @property
@@ -370,7 +381,8 @@ class PlanRequest:
 
     @property
     def rollout_seq_len(self) -> int:
-        """Columns of a generated sequence (the KV cache's length): :attr:`rollout_prompt_length` + ``max_response_length``."""
+        """Columns of a generated sequence (the KV cache's length): :attr:`rollout_prompt_length` +
+        ``max_response_length``."""
         return self.rollout_prompt_length + self.max_response_length
 
     @property
@@ -554,7 +566,8 @@ def validate_request(request: PlanRequest) -> None:
         )
     if r.train_batch_size % r.gpus:
         raise VerlfitError(
-            f"the batch of {r.train_batch_size} prompt{'' if r.train_batch_size == 1 else 's'} does not split over {r.gpus} GPUs (verl hands each GPU the same number of prompts)",
+            f"the batch of {r.train_batch_size} prompt{'' if r.train_batch_size == 1 else 's'} does not "
+            f"split over {r.gpus} GPUs (verl hands each GPU the same number of prompts)",
             fix=f"use a --batch-size divisible by {r.gpus}",
             exit_code=2,
         )
@@ -567,15 +580,18 @@ def validate_request(request: PlanRequest) -> None:
     for name, micro in (("actor", r.actor_micro_batch_size), ("critic", r.critic_micro_batch_size)):
         if r.per_gpu_mini_batch % micro:
             raise VerlfitError(
-                f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of {r.per_gpu_mini_batch} responses (fsdp_workers.py:165)",
-                fix=f"use a micro-batch size that divides {r.per_gpu_mini_batch}: {', '.join(str(d) for d in range(1, r.per_gpu_mini_batch + 1) if r.per_gpu_mini_batch % d == 0)}",
+                f"{name} micro-batch {micro} does not divide the per-GPU mini-batch of "
+                f"{r.per_gpu_mini_batch} responses (fsdp_workers.py:165)",
+                fix=f"use a micro-batch size that divides {r.per_gpu_mini_batch}: "
+                f"{', '.join(str(d) for d in range(1, r.per_gpu_mini_batch + 1) if r.per_gpu_mini_batch % d == 0)}",
                 exit_code=2,
             )
     if r.rollout_micro_batch_size is not None and (
         r.rollout_micro_batch_size <= 0 or r.per_gpu_prompts % r.rollout_micro_batch_size
     ):
         raise VerlfitError(
-            f"rollout micro-batch {r.rollout_micro_batch_size} does not divide the per-GPU batch of {r.per_gpu_prompts} prompts (DataProto.chunk needs equal chunks)",
+            f"rollout micro-batch {r.rollout_micro_batch_size} does not divide the per-GPU batch of "
+            f"{r.per_gpu_prompts} prompts (DataProto.chunk needs equal chunks)",
             fix=f"use a rollout micro-batch that divides {r.per_gpu_prompts}",
             exit_code=2,
         )
@@ -602,21 +618,24 @@ def _validate_lora(r: PlanRequest) -> None:
     known = (*LORA_LAYER_TARGETS, LORA_HEAD_TARGET)
     if "score" in names:
         raise VerlfitError(
-            "LoRA target modules score: the critic's value head is trained in full with LoRA (modules_to_save, patch 0011), so PEFT puts no adapter on it",
+            "LoRA target modules score: the critic's value head is trained in full with LoRA "
+            "(modules_to_save, patch 0011), so PEFT puts no adapter on it",
             fix="drop score from --lora-target-modules",
             exit_code=2,
         )
     unknown = [name for name in names if name not in known]
     if not names or unknown:
         raise VerlfitError(
-            f"LoRA target modules {', '.join(unknown) if unknown else '(none)'}: not a Linear layer of a {r.shape.model_type} model that the planner models",
+            f"LoRA target modules {', '.join(unknown) if unknown else '(none)'}: not a Linear layer of a "
+            f"{r.shape.model_type} model that the planner models",
             fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(known)}",
             exit_code=2,
         )
     for role in roles:
         if not lora_targets(r.shape, role, names):
             raise VerlfitError(
-                f'LoRA target modules {", ".join(names)}: none is in the {role}\'s model, so PEFT would refuse it ("Target modules ... not found in the base model")',
+                f"LoRA target modules {', '.join(names)}: none is in the {role}'s model, so PEFT would "
+                'refuse it ("Target modules ... not found in the base model")',
                 fix=f"add a layer projection such as {', '.join(LORA_LAYER_TARGETS[:2])}",
                 exit_code=2,
             )
@@ -636,8 +655,10 @@ def _validate_lora_rank_bound(r: PlanRequest, roles: list[str]) -> None:
             )
             inputs, outputs, _count = lora_linear_shapes(r.shape, role)[layer]
             raise VerlfitError(
-                f"{flag} {rank}: above {bound}, the largest rank a LoRA update of the {role}'s targeted layers can have on {r.shape.name} "
-                f"(min(in, out features); the widest is {layer}, {inputs} -> {outputs}): a larger rank adds memory and no capacity",
+                f"{flag} {rank}: above {bound}, the largest rank a LoRA update of the {role}'s targeted "
+                f"layers can have on {r.shape.name} "
+                f"(min(in, out features); the widest is {layer}, {inputs} -> {outputs}): a larger rank "
+                "adds memory and no capacity",
                 fix=f"use {flag} {bound} or less (e.g. {min(bound, LORA_SUGGESTED_RANK)})",
                 exit_code=2,
             )
@@ -655,7 +676,11 @@ def lora_notes(request: PlanRequest) -> tuple[str, ...]:
         base = total - trained
         targets = lora_targets(r.shape, role, r.lora_target_modules)
         head = f" + the value head score in full ({r.shape.hidden_size + 1:,})" if role == "critic" else ""
-        line = f"LoRA {role}: rank {rank} on {', '.join(targets)}: {trained:,} parameters train ({trained / base:.2%} of {base:,}: adapters{head}); the base is frozen, with no gradients or AdamW states"
+        line = (
+            f"LoRA {role}: rank {rank} on {', '.join(targets)}: {trained:,} parameters train "
+            f"({trained / base:.2%} of {base:,}: adapters{head}); the base is frozen, with no gradients or "
+            "AdamW states"
+        )
         if r.frozen_base_dtype:
             upcast = r.upcasts_frozen_base(role)
             computed = f"computed in {r.dtype}: " + ("FSDP upcasts one unit at a time" if upcast else "as stored")
@@ -851,7 +876,8 @@ def lora_targets(shape: ModelShape, role: str, target_modules: str | tuple[str, 
     if isinstance(target_modules, str):
         if target_modules != LORA_ALL_LINEAR:
             raise VerlfitError(
-                f"LoRA target modules {target_modules!r}: the planner models {LORA_ALL_LINEAR!r} or a list of Linear names",
+                f"LoRA target modules {target_modules!r}: the planner models {LORA_ALL_LINEAR!r} or a list "
+                "of Linear names",
                 fix=f"use {LORA_ALL_LINEAR} or names among {', '.join(LORA_LAYER_TARGETS)}, {LORA_HEAD_TARGET}",
                 exit_code=2,
             )
@@ -1039,7 +1065,8 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
         if r.actor_param_offload:
             weights -= st.actor_weights_full  # fsdp_vllm.py: FSDP params go back to CPU once synced
         notes.append(
-            f"vLLM holds {r.vllm_gpu_memory_utilization:.0%} of the card ({format_gib(pool)}): its weights {format_gib(vllm_weights)} and KV cache"
+            f"vLLM holds {r.vllm_gpu_memory_utilization:.0%} of the card ({format_gib(pool)}): its weights "
+            f"{format_gib(vllm_weights)} and KV cache"
         )
         return PhaseMemory(
             "rollout",
@@ -1075,7 +1102,8 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
         )
         decode = sequences * r.rollout_seq_len * 2 * rep * kv_bytes  # one layer's cache as attention gets it
         notes.append(
-            f"CUDA-graph decoding (patch 0022): a static KV cache of {r.rollout_seq_len} columns in fp32, {format_gib(kv)} with the decoder's buffers"
+            f"CUDA-graph decoding (patch 0022): a static KV cache of {r.rollout_seq_len} columns in fp32, "
+            f"{format_gib(kv)} with the decoder's buffers"
         )
     else:
         kv = kv_cache_bytes(s, sequences, r.rollout_seq_len, r.dtype)
@@ -1085,7 +1113,8 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
         )  # repeat_kv of one layer's cache + DynamicCache's torch.cat copy
     sampling = sequences * s.vocab_size * SAMPLING_BYTES_PER_VOCAB
     notes.append(
-        f"{prompts} prompt{'' if prompts == 1 else 's'} x {r.samples} per generate call = {sequences} sequence{'' if sequences == 1 else 's'} of {r.rollout_seq_len} tokens"
+        f"{prompts} prompt{'' if prompts == 1 else 's'} x {r.samples} per generate call = {sequences} "
+        f"sequence{'' if sequences == 1 else 's'} of {r.rollout_seq_len} tokens"
     )
     return PhaseMemory(
         "rollout",
@@ -1136,7 +1165,8 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
                 n
                 for n in (
                     _resident_note(r, st, "actor"),
-                    "the actor with its LoRA adapter disabled is the reference (no second model): the old log-prob's forward, entropy included",
+                    "the actor with its LoRA adapter disabled is the reference (no second model): the old "
+                    "log-prob's forward, entropy included",
                 )
                 if n
             ),
@@ -1274,12 +1304,14 @@ def _update(request: PlanRequest, st: _State, role: str) -> PhaseMemory:
     best_name, best = max(_moments(r, st, role).items(), key=lambda item: item[1].total)
     notes = [
         _resident_note(r, st, role),
-        f"micro-batch {b} x {accumulation} per optimizer step{', gradient checkpointing' if r.checkpointing_of(role) else ''}; peak at the {best_name}",
+        f"micro-batch {b} x {accumulation} per optimizer "
+        f"step{', gradient checkpointing' if r.checkpointing_of(role) else ''}; peak at the {best_name}",
     ]
     rank = r.lora_rank_of(role)
     if rank > 0:
         notes.append(
-            f"LoRA rank {rank}: gradients and AdamW states for the {role_parameters(r, role)[1]:,} adapter parameters only; the base is frozen"
+            f"LoRA rank {rank}: gradients and AdamW states for the {role_parameters(r, role)[1]:,} adapter "
+            "parameters only; the base is frozen"
         )
     return replace(best, detail=tuple(n for n in notes if n))
 
@@ -1302,15 +1334,20 @@ def window_note(request: PlanRequest) -> str | None:
     if r.prompt_window >= r.max_prompt_length or not trims:
         return None
     return (
-        f"prompt columns: {r.prompt_window}, the data's longest prompt, not the {r.max_prompt_length} of the prompt limit: "
-        f"the trims ({'; '.join(trims)}) run each micro-batch on its own longest prompt; responses are counted at their limit, {r.max_response_length}"
+        f"prompt columns: {r.prompt_window}, the data's longest prompt, not the {r.max_prompt_length} of "
+        "the prompt limit: "
+        f"the trims ({'; '.join(trims)}) run each micro-batch on its own longest prompt; responses are "
+        f"counted at their limit, {r.max_response_length}"
     )
 
 
 def unsupported_reason(rollout: str, actor_param_offload: bool) -> str | None:
     """Why verl 0.4.1 cannot run a configuration at any size, or None (``rollout``: "hf" or "vllm")."""
     if rollout == "hf" and actor_param_offload:
-        return "actor param offload with HF rollout: verl 0.4.1 generates without loading offloaded parameters back (fsdp_workers.py:648-680), so generation fails; offload the optimizer only"
+        return (
+            "actor param offload with HF rollout: verl 0.4.1 generates without loading offloaded parameters "
+            "back (fsdp_workers.py:648-680), so generation fails; offload the optimizer only"
+        )
     return None
 
 
@@ -1350,7 +1387,9 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
     elif required <= usable:
         verdict = "tight"
         notes.append(
-            f"above the {margin:.0%} margin: fragmentation or a longer-than-modelled sequence can still run out of memory (verlfit train's planner does not choose a tight plan; verlfit plan exits 1 for it)"
+            f"above the {margin:.0%} margin: fragmentation or a longer-than-modelled sequence can still "
+            "run out of memory (verlfit train's planner does not choose a tight plan; verlfit plan exits "
+            "1 for it)"
         )
     else:
         verdict = "does not fit"
@@ -1360,6 +1399,8 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
         notes.append(window)
     notes.insert(
         0,
-        f"peak: {peak.title} {format_gib(peak.total)} + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = {format_gib(required)} of {format_gib(usable)} usable ({required / usable:.0%}); budget at {margin:.0%}: {format_gib(margin * usable)}",
+        f"peak: {peak.title} {format_gib(peak.total)} + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator "
+        f"headroom = {format_gib(required)} of {format_gib(usable)} usable ({required / usable:.0%}); "
+        f"budget at {margin:.0%}: {format_gib(margin * usable)}",
     )
     return Plan(request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes))

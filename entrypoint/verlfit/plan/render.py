@@ -1,4 +1,6 @@
-"""Output of ``verlfit plan``: a plan as JSON-ready data (:func:`plan_to_dict`) or as a ``rich`` table (:func:`render_table`)."""
+"""Output of ``verlfit plan``: a plan as JSON-ready data (:func:`plan_to_dict`) or as a ``rich`` table
+(:func:`render_table`), the auto-fit's choice in one line (:func:`chosen_line`), and the model sizes more GPUs open up
+(:func:`render_sizes` of :func:`verlfit.plan.sizes.size_rows`)."""
 
 from __future__ import annotations
 
@@ -73,7 +75,11 @@ def render_table(plan: Plan, console=None) -> None:
 
     console = console or Console()
     r = plan.request
-    title = f"{r.shape.name}: {r.algorithm.upper()}{f' n={r.samples}' if r.samples > 1 else ''}, {r.dtype}, {r.rollout} rollout, {r.gpus} GPU{'s' if r.gpus > 1 else ''}{_lora_title(r)}, {format_gib(plan.usable_bytes)} usable"
+    title = (
+        f"{r.shape.name}: {r.algorithm.upper()}{f' n={r.samples}' if r.samples > 1 else ''}, {r.dtype}, "
+        f"{r.rollout} rollout, {r.gpus} GPU{'s' if r.gpus > 1 else ''}{_lora_title(r)}, "
+        f"{format_gib(plan.usable_bytes)} usable"
+    )
     table = Table(title=title, title_justify="left")
     table.add_column("phase")
     for c in COMPONENTS:
@@ -97,3 +103,66 @@ def render_table(plan: Plan, console=None) -> None:
     for note in plan.notes:
         console.print(note, highlight=False, soft_wrap=True)
     console.print(f"verdict: {plan.verdict}", highlight=False)
+
+
+OFFLOAD_FIELDS = ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload")
+
+
+def chosen_line(request) -> str:
+    """The auto-fit's choice for ``request`` (a :class:`verlfit.plan.memory.PlanRequest`) in one line: micro-batches,
+    rollout prompts per call (HF), gradient checkpointing, offload and the LoRA base's storage dtype."""
+    r = request
+    return (
+        f"  chosen: actor micro-batch {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
+        + (f", critic {r.critic_micro_batch_size}" if r.has_critic else "")
+        + (
+            f", rollout {r.rollout_prompts_per_call} prompt{'' if r.rollout_prompts_per_call == 1 else 's'}"
+            if r.rollout == "hf"
+            else ""
+        )
+        + f"; gradient checkpointing {'on' if r.gradient_checkpointing else 'off'}"
+        + (
+            f" (critic {'on' if r.checkpointing_of('critic') else 'off'})"
+            if r.has_critic and r.checkpointing_of("critic") != r.gradient_checkpointing
+            else ""
+        )
+        + "; offload: "
+        + (", ".join(n.replace("_offload", "").replace("_", " ") for n in OFFLOAD_FIELDS if getattr(r, n)) or "none")
+        + (
+            f"; LoRA base in {r.frozen_base_dtype or 'float32'}"
+            if r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0)
+            else ""
+        )
+    )
+
+
+def _size_cell(cell: dict) -> str:
+    if not cell["fits"]:
+        return f"no: {gib(cell['required_bytes']):.1f} GiB"
+    return f"fits {gib(cell['required_bytes']):.1f} GiB" + (
+        f", offload {', '.join(cell['offload'])}" if cell["offload"] else ""
+    )
+
+
+def render_sizes(rows: list[dict], gpus: int, usable_bytes: int, console) -> None:
+    """Print :func:`size_rows` as a table: one row per model and algorithm, 1 GPU against ``gpus``."""
+    from rich.table import Table
+
+    console.print(
+        f"model sizes at {gpus} GPUs against 1: full-parameter, this batch and lengths, auto-fitted; "
+        f"predicted peak per GPU + allocator headroom, of {format_gib(usable_bytes)} usable",
+        highlight=False,
+        soft_wrap=True,
+    )
+    table = Table()
+    for column in ("model", "algorithm", "1 GPU", f"{gpus} GPUs"):
+        table.add_column(column)
+    for row in rows:
+        algorithm = "PPO" if row["algorithm"] == "ppo" else f"GRPO n={row['samples']}"
+        table.add_row(
+            row["model"].removeprefix("Qwen/").removesuffix("-Instruct"),
+            algorithm,
+            _size_cell(row["1"]),
+            _size_cell(row[str(gpus)]),
+        )
+    console.print(table)

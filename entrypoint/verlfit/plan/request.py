@@ -9,6 +9,8 @@ The sizing options both commands share come as :class:`verlfit.arguments.SizingO
 from __future__ import annotations
 
 import dataclasses
+import os
+from pathlib import Path
 
 from verlfit.arguments import DEFAULT_LORA_ALPHA, DEFAULT_LORA_TARGET_MODULES, DEFAULT_SAMPLES, SizingOptions
 from verlfit.errors import VerlfitError
@@ -31,7 +33,7 @@ from verlfit.resolved_run import ResolvedRun
 @dataclasses.dataclass(frozen=True)
 class PlanOptions:
     """``verlfit plan``'s options as typed values, one field per option (its argparse dest; the shared sizing options
-    in ``sizing``), built by :func:`verlfit.plan.command.plan_options`. None: not given (the profile's or the
+    in ``sizing``), built by :func:`verlfit.commands.plan.plan_options`. None: not given (the profile's or the
     planner's choice). Memory in GiB, lengths in tokens, sizes in prompts (micro-batches: responses per GPU)."""
 
     model: str
@@ -56,7 +58,7 @@ class PlanOptions:
     longest_prompt_length: int | None
     margin: float
     json: bool
-    # the time estimate's (verlfit.plan.time.add_arguments)
+    # the time estimate's (verlfit.commands.plan.add_time_arguments)
     card: str | None
     steps: int | None
     epochs: int | None
@@ -94,8 +96,11 @@ def check_card_options(emulate: str | None, profile: str | None, memory_gib: flo
         card = load_profile(emulate).gpu_memory_gib
         if memory_gib > card:
             raise VerlfitError(
-                f"{memory_option} {memory_gib:g} with --emulate {emulate}: more than the {emulate} card's {card:g} GiB usable, so it would no longer emulate that card",
-                fix=f"drop {memory_option} (--emulate {emulate} caps each worker at {card:g} GiB), or use --profile {emulate} {memory_option} {memory_gib:g} for the {emulate} profile's code paths with {memory_gib:g} GiB",
+                f"{memory_option} {memory_gib:g} with --emulate {emulate}: more than the {emulate} card's "
+                f"{card:g} GiB usable, so it would no longer emulate that card",
+                fix=f"drop {memory_option} (--emulate {emulate} caps each worker at {card:g} GiB), or use "
+                f"--profile {emulate} {memory_option} {memory_gib:g} for the {emulate} profile's code "
+                f"paths with {memory_gib:g} GiB",
                 exit_code=2,
             )
 
@@ -106,7 +111,10 @@ def beyond_the_card_note(profile, memory_gib: float | None) -> str | None:
     otherwise."""
     if memory_gib is None or memory_gib <= profile.gpu_memory_gib:
         return None
-    return f"more than the {profile.name} profile's card has ({profile.gpu_memory_gib:g} GiB usable): the {profile.name} profile's code paths with {memory_gib:g} GiB, no longer a {profile.name} card"
+    return (
+        f"more than the {profile.name} profile's card has ({profile.gpu_memory_gib:g} GiB usable): the "
+        f"{profile.name} profile's code paths with {memory_gib:g} GiB, no longer a {profile.name} card"
+    )
 
 
 # The most prompts a step verlfit plans or launches. verl 0.4.1 holds a step's whole batch in one DataProto in the
@@ -144,7 +152,8 @@ def check_sizing(sizing: SizingOptions) -> None:
         )
     if sizing.algo == "ppo" and sizing.samples is not None:
         raise VerlfitError(
-            f"--samples {sizing.samples} with --algo ppo: PPO samples one response per prompt (its critic gives the baseline)",
+            f"--samples {sizing.samples} with --algo ppo: PPO samples one response per prompt (its critic "
+            "gives the baseline)",
             fix="use --algo grpo for several responses per prompt, or drop --samples",
             exit_code=2,
         )
@@ -171,7 +180,8 @@ def check_sizing(sizing: SizingOptions) -> None:
         ]
         if unused:
             raise VerlfitError(
-                f"{' and '.join(unused)} without LoRA: every parameter trains, so there is no adapter to apply {'them' if len(unused) > 1 else 'it'} to",
+                f"{' and '.join(unused)} without LoRA: every parameter trains, so there is no adapter to "
+                f"apply {'them' if len(unused) > 1 else 'it'} to",
                 fix="add --lora-rank N (e.g. 32), or drop " + " and ".join(unused),
                 exit_code=2,
             )
@@ -184,7 +194,8 @@ def sizing_fields(sizing: SizingOptions) -> dict:
 
     Defaults: mini-batch half the batch (the whole batch when it is odd, :func:`verlfit.overrides.default_mini_batch`);
     micro-batches TrainSettings' (actor 4, log-prob 8, critic 4) or, with ``--micro-batch-size M``, M for actor and
-    critic and 2M for log-prob; gradient checkpointing on; offload none; responses per prompt (``rollout_n``) 1 for PPO, for GRPO
+    critic and 2M for log-prob; gradient checkpointing on; offload none; responses per prompt (``rollout_n``) 1 for PPO,
+    for GRPO
     ``--samples`` or :data:`DEFAULT_SAMPLES`;
     LoRA off (rank 0); with LoRA alpha :data:`DEFAULT_LORA_ALPHA` and target modules
     :data:`DEFAULT_LORA_TARGET_MODULES` (verl's own defaults), and for PPO the critic at the actor's rank.
@@ -230,6 +241,19 @@ def sizing_fields(sizing: SizingOptions) -> dict:
             critic_param_offload=param,
         )
     return fields
+
+
+def plan_keep(options: PlanOptions) -> list[str]:
+    """What ``verlfit plan --plan auto`` must not change, sorted: :func:`sizing_keep` of the shared sizing options, and
+    the micro-batches or offload when a per-role ``--*-micro-batch-size`` or ``--*-offload`` option sets them."""
+    keep = sizing_keep(options.sizing)
+    if any(getattr(options, f"{role}_micro_batch_size") for role in ("actor", "log_prob", "critic")):
+        keep.add("micro_batches")
+    if any(
+        getattr(options, f"{role}_{kind}_offload") for role in ("actor", "critic") for kind in ("param", "optimizer")
+    ):
+        keep.add("offload")
+    return sorted(keep)
 
 
 def sizing_keep(sizing: SizingOptions) -> set[str]:
@@ -377,12 +401,15 @@ def _profile_and_memory(options: PlanOptions, report) -> tuple:
         return (
             profile,
             usable,
-            f"GPU {gpu.index}: {gpu.name}, {format_gib(gpu.total_memory_bytes)} ({format_gib(gpu.free_memory_bytes)} free) less {format_gib(CUDA_CONTEXT_BYTES)} CUDA context and {format_gib(FRAGMENTATION_RESERVE_BYTES)} fragmentation reserve",
+            f"GPU {gpu.index}: {gpu.name}, {format_gib(gpu.total_memory_bytes)} "
+            f"({format_gib(gpu.free_memory_bytes)} free) less {format_gib(CUDA_CONTEXT_BYTES)} CUDA "
+            f"context and {format_gib(FRAGMENTATION_RESERVE_BYTES)} fragmentation reserve",
         )
     return (
         profile,
         int(profile.gpu_memory_gib * GIB),
-        f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass --gpu-memory or --emulate to choose",
+        f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass "
+        "--gpu-memory or --emulate to choose",
     )
 
 
@@ -526,8 +553,11 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
             setattr(settings, name, True)
     if options.longest_prompt_length is not None and options.longest_prompt_length > settings.max_prompt_length:
         raise VerlfitError(
-            f"--longest-prompt-length {options.longest_prompt_length} is above --max-prompt-length {settings.max_prompt_length}: verl drops the longer prompts (filter_overlong_prompts), so no micro-batch has them",
-            fix=f"give at most {settings.max_prompt_length}, or raise --max-prompt-length to {options.longest_prompt_length}",
+            f"--longest-prompt-length {options.longest_prompt_length} is above --max-prompt-length "
+            f"{settings.max_prompt_length}: verl drops the longer prompts (filter_overlong_prompts), so no "
+            "micro-batch has them",
+            fix=f"give at most {settings.max_prompt_length}, or raise --max-prompt-length to "
+            f"{options.longest_prompt_length}",
             exit_code=2,
         )
     settings.longest_prompt_length = options.longest_prompt_length
@@ -573,3 +603,58 @@ def time_report(
     inputs = time_inputs_for_options(options, run)
     steps = run_steps(options.steps, options.epochs, options.dataset_size, request.train_batch_size)
     return estimate(request, run.card, inputs), steps, inputs
+
+
+def measure_data(options: PlanOptions, environ=None) -> tuple[PlanOptions, list[str]]:
+    """``options`` with ``--data``'s measurements filled in: its longest prompt
+    (:func:`verlfit.prompt_lengths.measure_for_train`
+    with ``--model``'s local tokenizer, prompt key ``prompt``) as ``longest_prompt_length`` and the training rows verl
+    keeps as ``dataset_size``; and the note lines saying what was measured. Without ``--data``: as given, no note.
+
+    Raises:
+        VerlfitError (exit status 2): ``--data`` with ``--longest-prompt-length`` or ``--dataset-size`` (``--data``
+            measures them); ``--data`` not a folder, without train.parquet, or failing the data check verlfit train
+            runs (:func:`verlfit.checks.data_folder.check_data_folder`: unreadable, not verl's columns, no rows);
+            every training prompt longer than ``--max-prompt-length`` (verl would drop them all).
+    """
+    if options.data is None:
+        return options, []
+    for flag, value in (
+        ("--longest-prompt-length", options.longest_prompt_length),
+        ("--dataset-size", options.dataset_size),
+    ):
+        if value is not None:
+            raise VerlfitError(
+                f"--data {options.data} and {flag} {value}: --data measures it", fix="drop one of them", exit_code=2
+            )
+    data = Path(options.data)
+    if not data.is_dir():
+        raise VerlfitError(
+            f"--data {data} is not a folder",
+            fix="pass the folder holding train.parquet and test.parquet (verlfit prepare-data or "
+            "prepare-gsm8k make them)",
+            exit_code=2,
+        )
+    if not (data / "train.parquet").is_file():
+        raise VerlfitError(
+            f"--data {data} has no train.parquet",
+            fix=f"prepare it: verlfit prepare-data --train FILE --output {data} (your own task), or verlfit "
+            f"prepare-gsm8k --output {data}",
+            exit_code=2,
+        )
+    import pyarrow.parquet as pq
+
+    from verlfit.checks.data_folder import check_data_folder
+    from verlfit.checks.result import FAIL
+    from verlfit.prompt_lengths import measure_for_train
+
+    check = check_data_folder(data, os.environ if environ is None else environ)  # both files are there: no network
+    if check.status == FAIL:
+        raise VerlfitError(check.message, fix=check.fix, exit_code=2)
+    measured = measure_for_train(data, options.model, options.sizing.max_prompt_length)
+    rows = (
+        measured.train.kept if measured.train is not None else pq.ParquetFile(data / "train.parquet").metadata.num_rows
+    )  # read: the data check passed
+    return dataclasses.replace(options, longest_prompt_length=measured.longest, dataset_size=rows or None), [
+        f"note: {measured.note}"
+    ]

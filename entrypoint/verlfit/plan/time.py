@@ -14,10 +14,12 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   the many small kernels of one step); HF ``generate``'s loop adds a CPU side that does not depend on the card
   (the facts file's 25.4 ms per decode step at batch 32 on the H200; verl's FSDP-wrapped module adds FSDP's hooks
   per layer): ``decode_overhead_s + decode_overhead_per_layer_s * layers``. The two add up (the H200's HF step is
-  the sum of the CUDA-graph replay's GPU time and the rest, benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench).
+  the sum of the CUDA-graph replay's GPU time and the rest,
+  benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench).
 * ``gen`` with patch 0022 (``rollout.cuda_graph``): a StaticCache of the prompt columns generated from (the
   trimmed width with patch 0021, else ``max_prompt_length``) + ``max_response_length`` (``hf_rollout.py``:
-  ``cache_len=prompt_length - lead + response_length``; before 2026-12-01's second call the untrimmed width), attended in
+  ``cache_len=prompt_length - lead + response_length``; before 2026-12-01's second call the untrimmed width), attended
+  in
   full every step (cache moved ``1 + 2 g`` times: no ``torch.cat``); the eager warm-up step and the capture go
   through the HF loop (two steps), the rest are replays: the GPU side only. ``decode_efficiency`` and
   ``decode_gpu_per_layer_s`` rest on ``benchmarks/decode_bench.py``'s replays (no CPU side hides them there) with
@@ -35,18 +37,21 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   unit of its own (``utils/fsdp_utils.py:98-104``), whose hooks run in every pass, and PEFT's forward adds its own
   small kernels: a fitted ``adapter_pass_overhead_s`` per targeted Linear per pass; in the HF rollout loop (patch
   0023's ``unwrap_fsdp``: no FSDP hooks, PEFT's forward as it is) ``adapter_decode_overhead_s`` per targeted
-  Linear per decode step. Both rest on one record alone (benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/
+  Linear per decode step. Both rest on one record alone
+  (benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/
   lora-speed-trims_unwrap: Qwen2.5-1.5B PPO, rank 32, all-linear, actor and critic): the decode term is set by
   that record's generation alone. No ref model: the ref log-prob is the actor with its adapter disabled
   (``fsdp_workers.py:694-695, 729-731``), a base forward without the adapters' work. LoRA generation without
   ``unwrap_fsdp`` (FSDP's hooks on every adapter unit per token) is not modelled (:data:`LORA_GENERATION_NOTE`).
 * ``unwrap_fsdp`` (patch 0023) without LoRA: its loop skips the decoder layers' FSDP hooks; no record has it on
-  without a CUDA graph (which unwraps already), so it is estimated as the wrapped loop (an upper side). ``S`` = ``max_prompt_length + max_response_length``:
+  without a CUDA graph (which unwraps already), so it is estimated as the wrapped loop (an upper side). ``S`` =
+  ``max_prompt_length + max_response_length``:
   verl pads every training pass to it (prompts left-padded by the dataset, responses right-padded by the rollout).
   With patch 0020 (``actor.trim_padding``, ``ref.trim_padding``, ``critic.trim_padding``: :class:`TimeInputs`
   ``trim_padding``) each micro-batch runs on the window of columns its rows use: ``S`` = the micro-batch's longest
   prompt + longest response (:data:`GSM8K_WINDOW_PROMPT_TOKENS`, ``max_response_length`` unless given). With
-  ``pack_sequences`` (verl's ``use_remove_padding``: FlashAttention-2 varlen: the a10 profile's own path; not on a P40) the mean
+  ``pack_sequences`` (verl's ``use_remove_padding``: FlashAttention-2 varlen: the a10 profile's own path; not on a P40)
+  the mean
   used lengths.
 * FLOPs of one forward over ``T`` tokens of ``S`` columns: ``2 T (L * layer matmul params + head)`` + SDPA's score
   and value products ``4 T S q_dim L`` (the full ``S x S`` square: with a padding mask SDPA runs the masked kernel,
@@ -62,7 +67,8 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
 * ``other``: the rest of ``timing_s/step`` (reward, advantages, Ray dispatch), a fitted constant.
 
 Time of a phase = (FLOPs / peak FLOP/s + bytes / peak bandwidth) / efficiency + a fitted fixed cost per
-micro-batch per layer (kernel launches: what dominates the tiny models), and with LoRA per adapted Linear. Efficiencies and fixed costs are fitted
+micro-batch per layer (kernel launches: what dominates the tiny models), and with LoRA per adapted Linear. Efficiencies
+and fixed costs are fitted
 on the H200 and applied to every card: on P40/A10/L4 the result is a datasheet-based estimate, unverified on a
 real card (``verlfit bench`` on such a card measures it).
 
@@ -78,14 +84,15 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from verlfit.cards import CARDS, Card, get_card
+from verlfit.cards import Card, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
 from verlfit.patch_switches import TRAINING_ROLES, speed_switches  # noqa: F401 (speed_switches: for the record readers)
 from verlfit.plan.memory import PlanRequest, adapter_parameters, lora_linear_shapes, lora_targets
 
 # ======================================================================================
-# Fitted factors: written by `python benchmarks/calibrate_time.py --fit --write-factors` (reproducible: the script refits
+# Fitted factors: written by `python benchmarks/calibrate_time.py --fit --write-factors` (reproducible: the script
+# refits
 # them from the records and tests/plan/test_time.py checks the fit gives these values). Records: the H200 runs of
 # benchmarks/results/2026-11-29-h200-p40-main-job-learning-planner that had the GPU alone (calibrate_time.VALID_RECORDS:
 # smoke-tuned/smoke-ppo, smoke-grpo, tuned-p40; public-recipe-tuned-grpo/main-grpo, public-recipe, tuned-p40;
@@ -112,7 +119,8 @@ FACTORS = {
 }
 # ======================================================================================
 
-ADAM_BYTES_PER_PARAM = 32  # derived: AdamW foreach reads+writes param (8), reads grad (4), reads+writes exp_avg and exp_avg_sq (16), sqrt temp (4)
+# derived: AdamW foreach reads+writes param (8), reads grad (4), reads+writes exp_avg and exp_avg_sq (16), sqrt temp (4)
+ADAM_BYTES_PER_PARAM = 32
 SAVE_BYTES_PER_PARAM = (
     12  # derived: fp32 weights (4) + AdamW exp_avg, exp_avg_sq (8) per parameter of each trained role
 )
@@ -121,7 +129,8 @@ ADAM_STATE_BYTES_PER_PARAM = (
     SAVE_BYTES_PER_PARAM - WEIGHT_BYTES_PER_PARAM
 )  # exp_avg, exp_avg_sq of each trained parameter
 LORA_GENERATION_NOTE = (  # LoRA without patch 0023's unwrap_fsdp
-    "LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
+    "LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's "
+    "figure on the H200 "
     "(docs/benchmarks.md section 4.1); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
     "2.5x faster than that, measured only while sharing the GPU (section 4.2)"
 )
@@ -139,7 +148,8 @@ LORA_VLLM_GENERATION_NOTE = (
 
 def lora_generation_note(rollout: str, unwrap_fsdp: bool) -> str:
     """What the time estimate says of a LoRA actor's generation, for the rollout the run uses: on ``vllm``
-    :data:`LORA_VLLM_GENERATION_NOTE`; on ``hf`` with patch 0023's ``unwrap_fsdp`` :data:`LORA_UNWRAPPED_GENERATION_NOTE`,
+    :data:`LORA_VLLM_GENERATION_NOTE`; on ``hf`` with patch 0023's ``unwrap_fsdp``
+    :data:`LORA_UNWRAPPED_GENERATION_NOTE`,
     without it :data:`LORA_GENERATION_NOTE`."""
     if rollout == "vllm":
         return LORA_VLLM_GENERATION_NOTE
@@ -174,7 +184,8 @@ CALIBRATED_LABEL = "estimate calibrated on recorded H200 runs (benchmarks/calibr
 # stop: docs/benchmarks.md section 1.3).
 GSM8K_MEAN_PROMPT_TOKENS = 133
 # The longest prompt of one HF rollout micro-batch of 32 GSM8K prompts (patch 0021's trimmed width), measured: the
-# mean over steps 2-10 of verl's prompt_length/max in benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all (one
+# mean over steps 2-10 of verl's prompt_length/max in
+# benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all (one
 # rollout micro-batch of 32 = the batch; per step 203-293; GSM8K's longest prompt is 451 of 512 with the local
 # tokenizer). A smaller rollout micro-batch has a shorter longest prompt: this is an upper-side value for it.
 # benchmarks/calibrate_time.py `rollout_prompt_tokens` recomputes it from that record.
@@ -183,8 +194,10 @@ GSM8K_ROLLOUT_PROMPT_TOKENS = 230
 # records, not counted: the value at which the model's training phases (old log-prob, values, critic and actor
 # update) of the main job with the trims (micro-batches 4/8/16, 512/256) sum to their measured seconds, each phase
 # scaled by its measured/predicted on the untrimmed twin of the same session, with the fitted FACTORS
-# (benchmarks/calibrate_time.py `window_prompt_tokens`, WINDOW_RECORDS): benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/
-# speed-all 3.77 s against speed-today 5.70 s, and 2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/speed-trims 3.91 s and
+# (benchmarks/calibrate_time.py `window_prompt_tokens`, WINDOW_RECORDS):
+# benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/
+# speed-all 3.77 s against speed-today 5.70 s, and
+# 2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/speed-trims 3.91 s and
 # speed-all 3.67 s against speed-today 5.68 s. It is an effective width, below the real longest prompt (GSM8K
 # mean 133, batch-32 longest ~230): phase by phase the same derivation gives old log-prob (micro-batch 8) 178,
 # values 170 and critic update 167 (16), actor update 134 (4): the actor update saves more than the model's
@@ -853,87 +866,6 @@ def estimate_to_dict(est: StepEstimate, steps: int | None) -> dict:
 # --------------------------------------------------------------------------------------
 
 
-def add_arguments(parser) -> None:
-    """``verlfit plan``'s options for the time estimate."""
-    import argparse
-
-    from verlfit.arguments import frequency, whole_number
-
-    group = parser.add_argument_group("time estimate")
-    group.add_argument(
-        "--card",
-        choices=list(CARDS),
-        help="estimate time on this card (default: --emulate's card, else the detected GPU, else the profile's card)",
-    )
-    group.add_argument("--steps", type=whole_number, help="steps of the run, for the run's total time")
-    group.add_argument("--epochs", type=whole_number, help="epochs of the run (with --dataset-size; default 1)")
-    group.add_argument(
-        "--dataset-size",
-        type=whole_number,
-        metavar="ROWS",
-        help="training rows (GSM8K train: 7473); steps = epochs x rows // batch size",
-    )
-    group.add_argument(
-        "--save-freq",
-        type=frequency,
-        default=25,
-        metavar="N",
-        help="steps between checkpoint saves, adding their time per step (default: 25, as verlfit train; 0 or -1: never)",
-    )
-    # patches 0020-0022 (verl keys in verlfit.patch_switches.SWITCH_KEYS): unset = what the profile's overrides say
-    group.add_argument(
-        "--trim-padding",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="patch 0020: actor, ref and critic passes run on each micro-batch's window of used columns (+actor_rollout_ref.actor.trim_padding, +actor_rollout_ref.ref.trim_padding, +critic.trim_padding; default: the profile's)",
-    )
-    group.add_argument(
-        "--window-prompt-length",
-        type=whole_number,
-        metavar="TOKENS",
-        help=f"with --trim-padding: the longest prompt of a training micro-batch (default {GSM8K_WINDOW_PROMPT_TOKENS}, derived from a GSM8K record, capped at --max-prompt-length; a larger value is refused)",
-    )
-    group.add_argument(
-        "--window-response-length",
-        type=whole_number,
-        metavar="TOKENS",
-        help="with --trim-padding: the longest response of a training micro-batch (default --max-response-length: random weights fill it; a larger value is refused)",
-    )
-    group.add_argument(
-        "--rollout-trim-padding",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="patch 0021: each HF rollout micro-batch is generated from prompts cut to its longest (+actor_rollout_ref.rollout.trim_padding; default: the profile's)",
-    )
-    group.add_argument(
-        "--rollout-prompt-length",
-        type=whole_number,
-        metavar="TOKENS",
-        help=f"with --rollout-trim-padding: the longest prompt of a rollout micro-batch (default {GSM8K_ROLLOUT_PROMPT_TOKENS}, measured on GSM8K at 32 prompts, capped at --max-prompt-length; a larger value is refused)",
-    )
-    group.add_argument(
-        "--cuda-graph",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="patch 0022: HF rollout decode steps replayed as a CUDA graph (+actor_rollout_ref.rollout.cuda_graph; default: the profile's)",
-    )
-    group.add_argument(
-        "--pack-sequences",
-        action="store_true",
-        help="what-if: training passes over used tokens only (verl's use_remove_padding with FlashAttention-2: the a10 profile's default; not on a P40). The estimate does not model it or vLLM unless asked: the a10 profile's own path is estimated as padded HF generation",
-    )
-    group.add_argument(
-        "--mean-prompt-length",
-        type=float,
-        help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's chat template)",
-    )
-    group.add_argument(
-        "--mean-response-length",
-        type=float,
-        help="mean response tokens with --pack-sequences (default: --max-response-length)",
-    )
-
-
 def length_notes(options, request: PlanRequest, inputs: TimeInputs) -> list[str]:
     """Check ``--window-prompt-length``, ``--window-response-length`` and ``--rollout-prompt-length`` against the
     request's ``max_prompt_length`` / ``max_response_length`` (a window cannot be wider than verl's padding);
@@ -956,7 +888,8 @@ def length_notes(options, request: PlanRequest, inputs: TimeInputs) -> list[str]
         flag, limit = "--" + name.replace("_", "-"), getattr(request, limit_name)
         if value > limit:
             raise VerlfitError(
-                f"{flag} {value} is more than --{limit_name.replace('_', '-')} {limit}: verl pads to {limit} tokens, no window is wider",
+                f"{flag} {value} is more than --{limit_name.replace('_', '-')} {limit}: verl pads to "
+                f"{limit} tokens, no window is wider",
                 fix=f"pass {flag} {limit} or less, or raise --{limit_name.replace('_', '-')}",
                 exit_code=2,
             )

@@ -16,14 +16,15 @@ output), ``metrics.jsonl`` and ``checkpoints/``. ``--resume RUN_DIR`` relaunches
 with ``trainer.resume_mode=auto``: verl loads the newest complete checkpoint
 (``checkpoints/latest_checkpointed_iteration.txt``, written only after a checkpoint is saved).
 
-The package, one file per part, from the command down:
+The subcommand itself (its options, their typed form, the phases called in turn) is :mod:`verlfit.commands.train`.
+The package, one file per part:
 
-* :mod:`verlfit.train.command`: the subcommand's options (:func:`register`, as ``verlfit.cli`` expects), their
-  typed form (``train_options``: the one place that reads the namespace) and ``run``.
 * :mod:`verlfit.train.settings`: :class:`TrainOptions` (the typed options) and :func:`build_launch`: profile,
-  environment, settings, plan and overrides (steps 1-4).
+  environment, settings, plan and overrides (steps 1-4), the run resolved once.
+* :mod:`verlfit.train.rehearsal`: what the real launch would refuse, said by the dry run (step 5).
 * :mod:`verlfit.train.describe`: the dry run's text (step 5).
-* :mod:`verlfit.train.preflight`: blocking checks, data prepared and sized, checkpoint space (step 6, before the run).
+* :mod:`verlfit.train.preflight`: blocking checks, data prepared and sized, checkpoint space, the run directory
+  created or the resume recorded (``start_run``: step 6, before the run).
 * :mod:`verlfit.train.run_directory`: create, load, resume, record (``run.json``, ``command.sh``).
 * :mod:`verlfit.train.supervise`: verl's process watched, stopped (Ctrl-C, stall) and its failure reported.
 * :mod:`verlfit.train.gpus`: the first visible GPU, NCCL's P2P fallback, the per-worker memory cap.

@@ -1,4 +1,4 @@
-"""``verlfit train --dry-run``: the text that shows a :class:`verlfit.train.launch_plan.LaunchPlan`: the values that
+"""``verlfit train --dry-run``'s text that shows a :class:`verlfit.train.launch_plan.LaunchPlan`: the values that
 matter, the environment and the exact command (:func:`describe`), and the command quoted for a shell
 (:func:`shell_command`, also ``command.sh``'s).
 """
@@ -6,7 +6,6 @@ matter, the environment and the exact command (:func:`describe`), and the comman
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from verlfit.overrides import TrainSettings
 from verlfit.train.launch_plan import LaunchPlan, total_steps, training_rows
@@ -38,7 +37,10 @@ def _steps_text(s: TrainSettings) -> str:
     if rows is None:
         return f"{s.epochs} epoch(s)"
     if s.train_prompts_kept is not None:  # verl's filter_overlong_prompts drops the rest
-        return f"{total_steps(s)} ({s.epochs} epoch(s) of {s.train_prompts_kept} of {rows} rows within the prompt limit // {s.train_batch_size} prompts a batch)"
+        return (
+            f"{total_steps(s)} ({s.epochs} epoch(s) of {s.train_prompts_kept} of {rows} rows within the prompt "
+            f"limit // {s.train_batch_size} prompts a batch)"
+        )
     return f"{total_steps(s)} ({s.epochs} epoch(s) of {rows} rows // {s.train_batch_size} prompts a batch)"
 
 
@@ -62,52 +64,6 @@ def wrap_note(note: str) -> str:
     )
 
 
-def model_note(model: str, environ) -> str | None:
-    """What a real run would say of a local ``model`` folder before it launches, for the dry run to say: the ``model``
-    check's FAIL (:func:`verlfit.checks.model_folder.check_model_folder`: config.json, weights, tokenizer files) as
-    the refusal the run would make; None when it passes, and for a hub name (no network in a dry run: ``verlfit
-    doctor`` checks it)."""
-    from verlfit.checks.model_folder import check_model_folder
-    from verlfit.checks.result import FAIL
-
-    if not Path(model).is_dir():
-        return None
-    result = check_model_folder(model, environ)
-    if result.status != FAIL:
-        return None
-    return f"a real run would refuse its model: FAIL model: {result.message}" + (
-        f" (fix: {result.fix})" if result.fix else ""
-    )
-
-
-def data_note(data_dir: str, environ, keys=None) -> tuple[str | None, bool]:
-    """What a real run would do about its data before it launches, for the dry run to say (it prepares nothing), and
-    whether that refuses the user's data: ``(None, False)`` when verl's files are in ``data_dir`` (the dry run then
-    checks their size as the run does); else the ``data`` check a real launch runs
-    (:func:`verlfit.checks.data_folder.check_data_folder`, one HEAD request to the hub at most, none offline;
-    ``keys``: the run's data keys): its FAIL as the refusal the run would make, its WARN as the preparing it would
-    do. The flag is True for a FAIL of what the folder holds; False for a WARN, and for a FAIL of an absent or empty
-    folder, which says only that GSM8K cannot be fetched from this machine (no hub, no cache): a dry run is often
-    made on another machine than the run, so that stays a note."""
-    from verlfit.checks.data_folder import check_data_folder
-    from verlfit.checks.result import FAIL, PASS
-
-    from verlfit.data_folder import DataKeys
-
-    result = check_data_folder(data_dir, environ, keys=keys or DataKeys())
-    if result.status == PASS:
-        return None, False
-    if result.status == FAIL:
-        folder = Path(data_dir)
-        from_here_only = not folder.exists() or (folder.is_dir() and not any(folder.iterdir()))
-        return (
-            f"a real run would refuse its data: FAIL data: {result.message}"
-            + (f" (fix: {result.fix})" if result.fix else ""),
-            not from_here_only,
-        )
-    return f"a real run would first prepare its data: {result.message}", False
-
-
 def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
     """The dry-run text: values that matter, the environment, and the exact command; ``stall_timeout``
     (``--stall-timeout``, seconds) adds its line when given (not 0)."""
@@ -129,10 +85,14 @@ def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
                 else []
             )
         ),
-        f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: every {s.save_freq} steps, {f'newest {s.keep_checkpoints}' if s.keep_checkpoints else 'all'} kept"
+        f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    "
+        f"checkpoints: every {s.save_freq} steps, "
+        f"{f'newest {s.keep_checkpoints}' if s.keep_checkpoints else 'all'} kept"
         if s.save_freq > 0
-        else f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    checkpoints: none (--save-freq {s.save_freq})",
-        f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params {s.actor_param_offload}, optimizer {s.actor_optimizer_offload}"
+        else f"lengths: prompt <= {s.max_prompt_length}, response <= {s.max_response_length} tokens    "
+        f"checkpoints: none (--save-freq {s.save_freq})",
+        f"gradient checkpointing: {s.gradient_checkpointing}    offload: actor params "
+        f"{s.actor_param_offload}, optimizer {s.actor_optimizer_offload}"
         + (
             f"; critic params {s.critic_param_offload}, optimizer {s.critic_optimizer_offload}"
             if s.algorithm == "ppo"
@@ -144,7 +104,8 @@ def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
         from verlfit.progress import STARTUP_ALLOWANCE_S
 
         lines.append(
-            f"stall timeout: stop verl after {stall_timeout:g} s without a finished step (--stall-timeout; + {STARTUP_ALLOWANCE_S / 60:g} min of startup before the first record)"
+            f"stall timeout: stop verl after {stall_timeout:g} s without a finished step (--stall-timeout; "
+            f"+ {STARTUP_ALLOWANCE_S / 60:g} min of startup before the first record)"
         )
     if s.extra_overrides:
         lines.append(

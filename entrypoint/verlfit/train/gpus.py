@@ -1,5 +1,6 @@
 """The GPUs of a ``verlfit train`` launch: the first visible card (:func:`find_gpu`), NCCL's peer-to-peer fallback
-where two cards cannot reach each other (:func:`nccl_settings`) and the per-worker memory cap (:func:`memory_limit_gib`).
+where two cards cannot reach each other (:func:`nccl_settings`) and the per-worker memory cap
+(:func:`memory_limit_gib`).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def nccl_settings(report, environ, environment: dict[str, str], gpus: int, nodes
     environment.update(added)
     if added and nodes > 1:
         notes.append(
-            "with --nodes, the workers of a running Ray cluster take their environment from `ray start`, not from verlfit: start every node with NCCL_P2P_DISABLE=1 too"
+            "with --nodes, the workers of a running Ray cluster take their environment from `ray start`, "
+            "not from verlfit: start every node with NCCL_P2P_DISABLE=1 too"
         )
     return notes
 
@@ -65,7 +67,8 @@ def memory_limit_gib(
     if emulate:
         if environ and environ.get(MEMORY_LIMIT_VARIABLE):
             raise VerlfitError(
-                f"--emulate {emulate} sets {MEMORY_LIMIT_VARIABLE}={profile.gpu_memory_gib:g} (the card's usable memory), but {MEMORY_LIMIT_VARIABLE}={environ[MEMORY_LIMIT_VARIABLE]} is set",
+                f"--emulate {emulate} sets {MEMORY_LIMIT_VARIABLE}={profile.gpu_memory_gib:g} (the card's "
+                f"usable memory), but {MEMORY_LIMIT_VARIABLE}={environ[MEMORY_LIMIT_VARIABLE]} is set",
                 fix=f"unset {MEMORY_LIMIT_VARIABLE}, or use --profile {emulate} --gpu-memory-limit GIB",
                 exit_code=2,
             )

@@ -9,6 +9,7 @@ import dataclasses
 import os
 from pathlib import Path
 
+from verlfit.data_folder import DataKeys
 from verlfit.overrides import TrainSettings
 from verlfit.profiles import load_profile
 from verlfit.reward_function import RewardFunction
@@ -29,6 +30,8 @@ class LaunchPlan:
     notes: list[str]
     # the reward function the run was given (the user's file; verl loads its copy in the run directory), None: verl's
     reward_function: RewardFunction | None = None
+    # the columns verl reads the prompt and the reward's key from (data.prompt_key, data.reward_fn_key), read once
+    data_keys: DataKeys = dataclasses.field(default_factory=DataKeys)
 
 
 def hydra_run_dir_override(run_dir) -> str:
@@ -71,7 +74,7 @@ def plan_request(plan: LaunchPlan):
         VerlfitError: the model's shape cannot be read; ValueError: a malformed memory limit.
     """
     from verlfit.patch_switches import PatchSwitches
-    from verlfit.plan import request_from_settings
+    from verlfit.plan.request import request_from_settings
 
     profile = load_profile(plan.profile_name)
     limit = plan.environment.get(MEMORY_LIMIT_VARIABLE) or os.environ.get(MEMORY_LIMIT_VARIABLE)

@@ -1,7 +1,7 @@
-"""What ``verlfit train`` checks and prepares before it launches: the doctor's blocking checks
-(:func:`run_blocking_checks`), the training data prepared when missing (:func:`ensure_data`) and at least one batch
-of it (:func:`check_data_size`), and a warning when the disk cannot hold the checkpoints kept
-(:func:`checkpoint_space_warning`).
+"""What ``verlfit train`` checks and prepares before it launches (:func:`start_run`, the run directory created or
+the resume recorded last): the doctor's blocking checks (:func:`run_blocking_checks`), the training data prepared
+when missing (:func:`ensure_data`) and at least one batch of it (:func:`check_data_size`), and a warning when the
+disk cannot hold the checkpoints kept (:func:`checkpoint_space_warning`).
 """
 
 from __future__ import annotations
@@ -10,9 +10,58 @@ import shutil
 from pathlib import Path
 
 from verlfit import gsm8k
+from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
 from verlfit.overrides import TrainSettings
 from verlfit.train.launch_plan import LaunchPlan, plan_request, total_steps
+
+
+def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True) -> Path:
+    """Make ``plan`` ready to launch and return its run directory. A resume: recorded in its ``run.json``
+    (:func:`verlfit.train.run_directory.record_resume`), the disk checked for the checkpoints it keeps. A new run, each
+    step before the next so nothing is written for a run that cannot start: the Python stack
+    (:func:`verlfit.checks.stack.require`), the run directory's place, the doctor's blocking checks (unless
+    ``skip_checks``), the data prepared and sized, the reward checked on every row, the overrides validated against
+    verl's config (``validate``; its composed ``config.yaml`` recorded), the disk checked, the notes printed, then the
+    run directory created whole (:func:`verlfit.train.run_directory.create_run_directory`).
+
+    Raises:
+        VerlfitError: a check that fails, with its fix (nothing written then).
+    """
+    from verlfit.checkpoints import latest_checkpoint
+    from verlfit.train.run_directory import check_run_directory, create_run_directory, record_resume
+
+    if plan.settings.resume:
+        run_dir = Path(plan.settings.run_dir)
+        record_resume(run_dir, plan)
+        warning = checkpoint_space_warning(plan, resumed_from=latest_checkpoint(run_dir), resume=True)
+        if warning:
+            print(f"verlfit: {warning}")
+        return run_dir
+    from verlfit.checks.stack import require
+    from verlfit.overrides import validate_overrides
+    from verlfit.train.reward import check_run_reward
+
+    require("train")  # the same words as export and eval
+    check_run_directory(plan.settings.run_dir)  # before anything is prepared: where the run may not go is said first
+    if not skip_checks:
+        run_blocking_checks(plan)
+    ensure_data(plan.settings, plan.data_keys)
+    check_data_size(plan.settings)
+    plan.notes.append(check_run_reward(plan.settings.data_dir, plan.reward_function, plan.data_keys))
+    config_yaml = None
+    if validate:
+        from omegaconf import OmegaConf
+
+        config_yaml = OmegaConf.to_yaml(validate_overrides(plan.overrides))
+    warning = checkpoint_space_warning(plan)
+    if warning:
+        plan.notes.append(warning)
+    for note in plan.notes:
+        print(f"verlfit: {note}")
+    run_dir = create_run_directory(plan, config_yaml)
+    print(f"verlfit: run directory {run_dir}")
+    return run_dir
 
 
 def run_blocking_checks(plan: LaunchPlan) -> None:
@@ -20,8 +69,6 @@ def run_blocking_checks(plan: LaunchPlan) -> None:
     the plan's rollout and attention, after ``--rollout`` / ``--attention``); raise on any FAIL so a hopeless launch
     stops in seconds."""
     from verlfit.checks.readiness import blocking_checks
-
-    from verlfit.train.reward import data_keys
 
     settings = plan.settings
     failures = blocking_checks(
@@ -31,7 +78,7 @@ def run_blocking_checks(plan: LaunchPlan) -> None:
         environment=plan.environment,
         rollout=settings.rollout,
         attention=settings.attention,
-        data_keys=data_keys(plan.overrides),
+        data_keys=plan.data_keys,
     )
     if failures:
         raise VerlfitError(
@@ -58,13 +105,16 @@ def check_data_size(settings: TrainSettings) -> None:
     except (OSError, pyarrow.ArrowException) as error:
         raise VerlfitError(
             f"{path} does not read as parquet: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
-            fix="prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet",
+            fix="prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), "
+            "or point --data at a folder with verl's train.parquet and test.parquet",
             exit_code=2,
         ) from error
     if rows == 0:
         raise VerlfitError(
             f"{path} has no rows",
-            fix="prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files, or verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's train.parquet and test.parquet",
+            fix="prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files, or "
+            "verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's "
+            "train.parquet and test.parquet",
             exit_code=2,
         )
     if rows < settings.train_batch_size:
@@ -75,10 +125,11 @@ def check_data_size(settings: TrainSettings) -> None:
         )
 
 
-def ensure_data(settings: TrainSettings) -> None:
+def ensure_data(settings: TrainSettings, keys: DataKeys) -> None:
     """Prepare GSM8K into ``settings.data_dir`` when it holds no prepared data, and only where that loses nothing:
     a folder that is absent, empty or holds data verlfit wrote (:func:`verlfit.data_folder.data_folder_state`, with the
-    run's ``data.prompt_key`` / ``data.reward_fn_key``); from the raw GSM8K files of ``--data`` when it holds some
+    run's ``keys``: ``data.prompt_key`` / ``data.reward_fn_key``,
+    :attr:`verlfit.train.launch_plan.LaunchPlan.data_keys`); from the raw GSM8K files of ``--data`` when it holds some
     (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`), else from the hub. A folder
     with verl-format data (verlfit's or anyone's) is used as it is.
 
@@ -89,10 +140,9 @@ def ensure_data(settings: TrainSettings) -> None:
     """
     from verlfit.checks.data_folder import data_folder_refusal
     from verlfit.data_folder import data_folder_state
-    from verlfit.train.reward import data_keys
 
     data = Path(settings.data_dir)
-    report = data_folder_state(data, data_keys(settings.extra_overrides))
+    report = data_folder_state(data, keys)
     if report.prepared:
         return
     if not report.writable:
@@ -119,7 +169,8 @@ def checkpoint_space_warning(
     and one at the last step, ``ray_trainer.py:1158-1160``). ``resumed_from``: the checkpoint step a resume
     continues from (the saves counted start after it; the checkpoints already there are pruned by verlfit as new ones
     complete, so counting K more is generous: a resumed run holds at most K + 1 at once);
-    ``resume``: a ``--resume`` (its fix then names only what a resume can change: :func:`verlfit.checks.disk.checkpoint_space`).
+    ``resume``: a ``--resume`` (its fix then names only what a resume can change:
+    :func:`verlfit.checks.disk.checkpoint_space`).
     Always a WARN, even where ``verlfit doctor`` says FAIL (not even one fits): the run launches after it.
     Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once (22.2 GiB) ...;
     not blocking: the run starts anyway (fix: ...)"``.

@@ -65,7 +65,8 @@ def run_reward_function(
     reward = from_overrides(path, name, base)
     if reward is None and name:
         raise VerlfitError(
-            f"{NAME_KEY}={name} after -- without {PATH_KEY}: verl ignores the name and scores with its own default_compute_score",
+            f"{NAME_KEY}={name} after -- without {PATH_KEY}: verl ignores the name and scores with its own "
+            "default_compute_score",
             fix=f"pass --reward-function FILE.py:{name}",
             exit_code=2,
         )
@@ -84,18 +85,18 @@ def reward_overrides(run_dir: str | os.PathLike, reward: RewardFunction) -> list
     return [f"{PATH_KEY}={quote_value(str(reward_copy_path(run_dir, reward)))}", f"{NAME_KEY}={reward.name}"]
 
 
-def check_run_reward(data_dir: str | os.PathLike, reward: RewardFunction | None, overrides: list[str]) -> str:
+def check_run_reward(data_dir: str | os.PathLike, reward: RewardFunction | None, keys: DataKeys) -> str:
     """Check the reward on every row of ``data_dir/train.parquet`` and ``data_dir/test.parquet`` (verl validates on
     the test split with the same reward) before launch: ``reward``'s function
     (:func:`verlfit.reward_function.check_reward_function`, each call within
     :data:`verlfit.reward_function.CALL_TIME_LIMIT_S`), or without one verl's ``default_compute_score`` for every
-    ``data_source`` (:func:`verlfit.reward_function.check_verl_scores`). Returns the line the dry run prints.
+    ``data_source`` (:func:`verlfit.reward_function.check_verl_scores`); ``keys``: the run's data keys
+    (:func:`data_keys`). Returns the line the dry run prints.
 
     Raises:
         VerlfitError: exit status 2 naming the file, the function, the split and the row; or the data sources verl
             cannot score, with the fix (--reward-function).
     """
-    keys = data_keys(overrides)
     if reward is not None:
         scored = check_reward_function(reward, data_dir, keys)
         return (

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from verlfit.checkpoints import TRACKER, latest_checkpoint
+from verlfit.checkpoints import TRACKER, checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
 from verlfit.output_files import write_file
 from verlfit.overrides import TrainSettings, keep_checkpoints_overrides
@@ -32,6 +32,7 @@ from verlfit.run_files import (
 )
 from verlfit.train.describe import shell_command
 from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
+from verlfit.train.reward import data_keys
 
 
 def check_run_directory(run_dir: str | os.PathLike):
@@ -170,6 +171,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
 
     ``keep_checkpoints`` (0: all) replaces the recorded ``--keep-checkpoints``, e.g. to keep fewer when the disk fills.
 
+    The plan's notes say the checkpoint it continues from and those its first check removes (``--keep-checkpoints``).
     The run directory's own path replaces the recorded one in ``trainer.default_local_dir``, so a run
     moved or resumed from another working directory still finds its checkpoints. ``steps`` extends
     (or shortens) the run's total training steps.
@@ -178,10 +180,12 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
 
     run_dir = Path(run_dir).resolve()
     record = resumable_record(run_dir)
+    settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
     pid = record.get("pid")
     if pid != os.getpid() and process_alive(pid, "verlfit"):
         raise VerlfitError(
-            f"{run_dir} is still being trained by process {pid} (verlfit train): a second run would write the same checkpoints and metrics",
+            f"{run_dir} is still being trained by process {pid} (verlfit train): a second run would write "
+            "the same checkpoints and metrics",
             fix=f"stop it first (Ctrl-C in its terminal, or kill -INT {pid}), then resume",
         )
     checkpoint = latest_checkpoint(run_dir)
@@ -193,26 +197,33 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             else f"this run saves none (--save-freq {save_freq if isinstance(save_freq, int) else -1})"
         )
         raise VerlfitError(
-            f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or names no checkpoint; {when}): verl would start again from step 0",
+            f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or "
+            f"names no checkpoint; {when}): verl would start again from step 0",
             fix="start a new run with another --run-dir (or delete this one)",
         )
-    settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
+    if keep_checkpoints is not None:
+        settings.keep_checkpoints = keep_checkpoints
+    # what the resume's first check removes (CheckpointKeeper in launch), said by the dry run
+    doomed = checkpoints_to_prune(run_dir / CHECKPOINTS_DIR, settings.keep_checkpoints)
     recorded_total = record.get("total_steps")
     if recorded_total is None and settings.steps is None:
-        recorded_total = total_steps(
-            settings
-        )  # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
+        # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
+        recorded_total = total_steps(settings)
+    hydra_dir = hydra_run_dir_override(run_dir)
     if (
         steps is None
         and isinstance(recorded_total, int)
         and record["settings"].get("steps") not in (None, recorded_total)
         and checkpoint < recorded_total
     ):
-        steps = recorded_total  # extended by an earlier --resume --steps in a run.json written before it kept the settings too
+        # extended by an earlier --resume --steps in a run.json written before it kept the settings too
+        steps = recorded_total
     if steps is None and isinstance(recorded_total, int) and checkpoint >= recorded_total:
         raise VerlfitError(
-            f"{run_dir} has finished: its newest checkpoint is step {checkpoint} of its {recorded_total} steps, and verl would train one more and stop",
-            fix=f"pass --steps above {checkpoint} to train further, e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`",
+            f"{run_dir} has finished: its newest checkpoint is step {checkpoint} of its {recorded_total} "
+            "steps, and verl would train one more and stop",
+            fix=f"pass --steps above {checkpoint} to train further, e.g. `verlfit train --resume "
+            f"{shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`",
             exit_code=2,
         )
     changes = ["trainer.resume_mode=auto", f"trainer.default_local_dir={quote_value(str(run_dir / CHECKPOINTS_DIR))}"]
@@ -221,7 +232,11 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             if (
                 isinstance(recorded_total, int) and checkpoint >= recorded_total
             ):  # finished: without --steps it is refused too
-                fix = f"pass --steps above {checkpoint} (the run's new total; it has finished its {recorded_total} steps), e.g. `verlfit train --resume {shlex.quote(str(run_dir))} --steps {checkpoint + recorded_total}`"
+                fix = (
+                    f"pass --steps above {checkpoint} (the run's new total; it has finished its "
+                    f"{recorded_total} steps), e.g. `verlfit train --resume {shlex.quote(str(run_dir))} "
+                    f"--steps {checkpoint + recorded_total}`"
+                )
             else:
                 fix = (
                     f"pass --steps above {checkpoint} (the run's new total), or leave it out to finish the run's own "
@@ -236,14 +251,19 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     if keep_checkpoints is not None:
         changes += keep_checkpoints_overrides(keep_checkpoints)
     overrides = merge_overrides(record["overrides"] + changes)
-    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_dir]
     environment = dict(record["environment"])
     if "TENSORBOARD_DIR" in environment:
         environment["TENSORBOARD_DIR"] = str(run_dir / TENSORBOARD_DIR)
     if steps is not None:
         settings.steps = steps
-    if keep_checkpoints is not None:
-        settings.keep_checkpoints = keep_checkpoints
+    notes = [f"resuming from the checkpoint of step {checkpoint}"]
+    if doomed:
+        notes.append(
+            f"the resume would first remove {', '.join(f'global_step_{step}' for step in doomed)} "
+            f"(--keep-checkpoints {settings.keep_checkpoints}; verl keeps only its own session's saves, so verlfit"
+            " prunes the rest)"
+        )
     return LaunchPlan(
         settings,
         record["profile"],
@@ -251,7 +271,8 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         environment,
         overrides,
         command,
-        [f"resuming from the checkpoint of step {checkpoint}"],
+        notes,
+        data_keys=data_keys(overrides),
     )
 
 

@@ -34,15 +34,15 @@ from verlfit.overrides import (
     validate_overrides,
 )
 from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, profile_choice_note, resolve_environment
-from verlfit.resolved_run import ResolvedRun, card_for_train, run_profile, run_switches
+from verlfit.resolved_run import ResolvedRun, run_profile, train_run
 from verlfit.train.gpus import find_gpu, memory_limit_gib, nccl_settings
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan, hydra_run_dir_override, total_steps
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainOptions:
-    """``verlfit train``'s options for a new run as typed values, one field per option (its argparse dest; the shared
-    sizing options in ``sizing``), built by :func:`verlfit.train.command.train_options`. None: not given (the
+    """``verlfit train``'s options as typed values, one field per option (its argparse dest; the shared
+    sizing options in ``sizing``), built by :func:`verlfit.commands.train.train_options`. None: not given (the
     profile's, the planner's or verlfit's default applies). Memory in GiB; ``overrides``: the words after ``--``."""
 
     profile: str | None
@@ -68,6 +68,11 @@ class TrainOptions:
     no_validate: bool
     overrides: list[str]
     reward_function: str | None = None  # --reward-function FILE[:NAME]
+    # what the run does beside its settings: continue RUN_DIR, stop after SECONDS without a step, skip the doctor's
+    # checks
+    resume: str | None = None
+    stall_timeout: float | None = None
+    skip_checks: bool = False
 
 
 def train_settings(options: TrainOptions, run_dir: str, sizes: dict) -> TrainSettings:
@@ -170,9 +175,9 @@ def build_launch(
         else f"the {profile.name} profile's cards (compute capability below 8.0)"
     )
     check_rollout_dtype(profile, environment, compute_capability, where)
+    limit = memory_limit_gib(options.gpu_memory_limit, options.emulate, profile, environ)
     if report is not None and report.gpus:
         notes += nccl_settings(report, environ, environment, options.sizing.gpus, options.nodes)
-    limit = memory_limit_gib(options.gpu_memory_limit, options.emulate, profile, environ)
     if limit is not None:
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
             raise VerlfitError(
@@ -183,7 +188,8 @@ def build_launch(
         beyond = beyond_the_card_note(profile, limit)
         if beyond:
             notes.append(
-                f"{'--gpu-memory-limit' if options.gpu_memory_limit is not None else MEMORY_LIMIT_VARIABLE} {limit:g} GiB is {beyond}"
+                f"{'--gpu-memory-limit' if options.gpu_memory_limit is not None else MEMORY_LIMIT_VARIABLE} "
+                f"{limit:g} GiB is {beyond}"
             )
     for option, given, what in (
         ("--data", options.data, "with train.parquet and test.parquet, or raw GSM8K files"),
@@ -202,13 +208,15 @@ def build_launch(
     if options.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
     settings = train_settings(options, run_dir, sizes)
-    from verlfit.train.reward import reward_overrides, run_reward_function
+    from verlfit.train.reward import data_keys, reward_overrides, run_reward_function
 
     # --reward-function, or verl's keys after --: one check, made absolute, and verl pointed at the run directory's copy
     reward, settings.extra_overrides = run_reward_function(options.reward_function, settings.extra_overrides)
+    keys = data_keys(settings.extra_overrides)  # the columns verl reads: read once, for every later check
     if options.steps is not None and options.epochs is not None:
         notes.append(
-            f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after {options.steps} steps, however many epochs that is (--epochs counts only without --steps)"
+            f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after "
+            f"{options.steps} steps, however many epochs that is (--epochs counts only without --steps)"
         )
     settings.rollout, settings.attention = profile.rollout, profile.attention
     settings.data_dir = str(
@@ -221,29 +229,12 @@ def build_launch(
         settings.model = str(Path(settings.model).resolve())
     # the run, resolved once: what the memory and time models read from here on
     memory_bytes, memory_source = plan_memory(profile, gpu, limit, options.emulate)
-    card = card_for_train(profile, gpu.name if gpu is not None else None, options.emulate)
-    run = ResolvedRun(
-        profile=profile,
-        gpu=gpu,
-        memory_bytes=memory_bytes,
-        memory_source=memory_source,
-        card=card,
-        card_source=(
-            f"--emulate {options.emulate}"
-            if options.emulate
-            else gpu.name
-            if gpu is not None
-            else f"the {profile.name} profile's card"
-        ),
-        switches=run_switches(profile, settings),
-        user_overrides=tuple(settings.extra_overrides),
-        emulate=options.emulate,
-    )
-    notes += measure_prompts(settings, run)
+    run = train_run(profile, gpu, memory_bytes, memory_source, settings, options.emulate)
+    notes += measure_prompts(settings, run, keys.prompt_key)
     if options.sizing.plan == "auto":
         notes += apply_plan(settings, run, keep)
     else:
-        from verlfit.plan import unsupported_reason
+        from verlfit.plan.memory import unsupported_reason
 
         reason = unsupported_reason(profile.rollout, settings.actor_param_offload)
         if reason:
@@ -260,7 +251,9 @@ def build_launch(
         # keep the profile's share of the *capped* memory
         share = round(profile.vllm_gpu_memory_utilization * limit * 1024**3 / gpu.total_memory_bytes, 4)
         notes.append(
-            f"vLLM's share {profile.vllm_gpu_memory_utilization} of the {limit:g} GiB limit is {share} of {gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole card)"
+            f"vLLM's share {profile.vllm_gpu_memory_utilization} of the {limit:g} GiB limit is {share} of "
+            f"{gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole "
+            "card)"
         )
     overrides = build_overrides(settings, profile, environment, compute_capability, vllm_card_fraction=share)
     if reward is not None:
@@ -286,11 +279,12 @@ def build_launch(
         if gpu
         else "none detected"
     )
-    return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward)
+    return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward, keys)
 
 
-def measure_prompts(settings: TrainSettings, run: ResolvedRun) -> list[str]:
-    """Measure the data's prompts (:func:`verlfit.prompt_lengths.measure_for_train`, with the run's ``data.prompt_key``)
+def measure_prompts(settings: TrainSettings, run: ResolvedRun, prompt_key: str = "prompt") -> list[str]:
+    """Measure the data's prompts (:func:`verlfit.prompt_lengths.measure_for_train`, with the run's ``data.prompt_key``:
+    ``prompt_key``)
     and return the line saying what was measured or why not (nothing without data yet). Where the run trims padding
     (patches 0020-0021: ``run.switches``), ``settings.longest_prompt_length`` is the longest prompt; where verl's
     ``filter_overlong_prompts`` drops some, ``settings.train_prompts_kept`` is what it keeps.
@@ -300,14 +294,13 @@ def measure_prompts(settings: TrainSettings, run: ResolvedRun) -> list[str]:
             than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
     """
     from verlfit.prompt_lengths import measure_for_train
-    from verlfit.train.reward import data_keys
 
     trimmed = run.switches.trims_prompts(run.profile.rollout)
     measured = measure_for_train(
         settings.data_dir,
         settings.model,
         settings.max_prompt_length,
-        data_keys(settings.extra_overrides).prompt_key,
+        prompt_key,
         trimmed,
     )
     train = measured.train
@@ -315,7 +308,9 @@ def measure_prompts(settings: TrainSettings, run: ResolvedRun) -> list[str]:
         if train.kept < settings.train_batch_size:
             path = Path(settings.data_dir) / "train.parquet"
             raise VerlfitError(
-                f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length {settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), fewer than one batch of {settings.train_batch_size} prompts",
+                f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length "
+                f"{settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), "
+                f"fewer than one batch of {settings.train_batch_size} prompts",
                 fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length",
                 exit_code=2,
             )
@@ -332,10 +327,10 @@ def apply_plan(settings: TrainSettings, run: ResolvedRun, keep: set[str]) -> lis
     ``--offload``, ``--no-gradient-checkpointing``, ``--frozen-base-dtype``). Raises VerlfitError when nothing fits,
     with the smallest change that would.
     """
-    from verlfit import plan as planner
+    from verlfit.plan.fit import fit_for_train
     from verlfit.plan.train_estimate import for_train, inputs_for_train
 
-    lines = planner.fit_for_train(
+    lines = fit_for_train(
         settings,
         run.profile,
         run.memory_bytes,
@@ -356,12 +351,12 @@ def plan_memory(profile, gpu, limit_gib: float | None, emulate: str | None = Non
     (``limit_gib``: ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the
     detected card's usable memory (:func:`verlfit.plan.usable_memory_bytes`; not under ``emulate``), else the
     profile's card (``gpu_memory_gib``)."""
-    from verlfit import plan as planner
+    from verlfit.plan.memory import usable_memory_bytes
 
     if limit_gib is not None:
         return int(limit_gib * 1024**3), f"a cap of {limit_gib:g} GiB per worker"
     if gpu is not None and not emulate:
-        return planner.usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
+        return usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
     return (
         int(profile.gpu_memory_gib * 1024**3),
         f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)",

@@ -45,7 +45,8 @@ def launch(
     Ctrl-C sends SIGINT to verl's whole process group (verl's driver shuts its local Ray cluster
     down on exit), waits up to 60 s, then SIGTERM, then SIGKILL. A SIGTERM to verlfit itself (``docker stop``, which
     tini, the image's PID 1, passes on; systemd; Kubernetes) is handled the same way, within that grace: give the
-    container at least 100 s (``docker run --stop-timeout 120``, compose's ``stop_grace_period: 2m``). Checkpoints are not damaged:
+    container at least 100 s (``docker run --stop-timeout 120``, compose's ``stop_grace_period: 2m``). Checkpoints are
+    not damaged:
     verl writes ``latest_checkpointed_iteration.txt`` only after a checkpoint is complete.
 
     verl's output is read by a thread, so the watcher's stall check (:meth:`verlfit.progress.StepWatcher.check_stall`)
@@ -53,7 +54,8 @@ def launch(
     a stall stops verl the way Ctrl-C does, ``run.json`` records ``outcome`` ``{"status": "stalled", ...}`` and the
     status is :data:`STALLED_STATUS`. Checkpoints beyond ``--keep-checkpoints`` are removed before verl starts, each
     time verl's marker names a new step and when verl exits (:class:`verlfit.checkpoints.CheckpointKeeper`: verl prunes
-    only its own session's saves, and leaves their ``data.pt``). A resumed run (``plan.settings.resume``) first drops the records after its
+    only its own session's saves, and leaves their ``data.pt``). A resumed run (``plan.settings.resume``) first drops
+    the records after its
     checkpoint from ``metrics.jsonl``: verl trains those steps again (:func:`verlfit.metrics.drop_after_checkpoint`).
 
     When verl fails, the diagnosis (:func:`report_failure`) reads the watcher's in-memory copy of this session's last
@@ -206,12 +208,14 @@ def _say_how_to_continue(plan: LaunchPlan, run_dir: Path) -> None:
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         print(
-            f"verlfit: stopped before the first checkpoint (--save-freq {plan.settings.save_freq}): nothing to resume; start a new run",
+            f"verlfit: stopped before the first checkpoint (--save-freq {plan.settings.save_freq}): "
+            "nothing to resume; start a new run",
             file=sys.stderr,
         )
     else:
         print(
-            f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume {shlex.quote(str(run_dir))}",
+            f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume "
+            f"{shlex.quote(str(run_dir))}",
             file=sys.stderr,
         )
 
@@ -256,7 +260,8 @@ def report_failure(
             checkpoints = run_dir / CHECKPOINTS_DIR
             for partial in remove_cut_short(run_dir):
                 print(
-                    f"verlfit: removed {partial}: a checkpoint the full disk cut short (verl had not marked it complete)",
+                    f"verlfit: removed {partial}: a checkpoint the full disk cut short (verl had not "
+                    "marked it complete)",
                     file=sys.stderr,
                 )
             path = str(checkpoints if checkpoints.is_dir() else run_dir)
