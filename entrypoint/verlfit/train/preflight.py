@@ -65,9 +65,9 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
 
 
 def run_blocking_checks(plan: LaunchPlan) -> None:
-    """Run the doctor's fast blocking checks (:func:`verlfit.checks.readiness.blocking_checks`: among them the engines check of
-    the plan's rollout and attention, after ``--rollout`` / ``--attention``); raise on any FAIL so a hopeless launch
-    stops in seconds."""
+    """Run the doctor's fast blocking checks (:func:`verlfit.checks.readiness.blocking_checks`: among them the engines
+    check of the plan's rollout and attention, after ``--rollout`` / ``--attention``); raise on any FAIL so a hopeless
+    launch stops in seconds."""
     from verlfit.checks.readiness import blocking_checks
 
     settings = plan.settings
@@ -164,8 +164,8 @@ def checkpoint_space_warning(
     None when it can, when the run saves none, or when the model's shape cannot be read.
 
     One checkpoint is :func:`verlfit.failure.checkpoint_bytes` of the run's plan request; the run holds
-    :func:`verlfit.checks.disk.checkpoints_held` of them (``--keep-checkpoints`` K: K at the peak, since verl deletes the
-    oldest before writing the next; never more than the saves this session makes: one every ``--save-freq`` steps
+    :func:`verlfit.checks.disk.checkpoints_held` of them (``--keep-checkpoints`` K: K at the peak, since verl deletes
+    the oldest before writing the next; never more than the saves this session makes: one every ``--save-freq`` steps
     and one at the last step, ``ray_trainer.py:1158-1160``). ``resumed_from``: the checkpoint step a resume
     continues from (the saves counted start after it; the checkpoints already there are pruned by verlfit as new ones
     complete, so counting K more is generous: a resumed run holds at most K + 1 at once);
