@@ -4,6 +4,8 @@ from types import SimpleNamespace
 
 import pynvml  # nvidia-ml-py: the fake answers with its real constants and error class
 
+from verlfit.gpu import GpuInfo
+
 
 class FakeNvml:
     """The pynvml functions gpu.query_gpus calls, answering for the given GPUs.
@@ -133,3 +135,60 @@ def write_raw_gsm8k(directory):
             json.dumps({"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"}) + "\n"
         )
     return str(directory)
+
+
+# GPUs as verlfit.gpu.query_gpus reports them (for the functions that take a detected GpuInfo)
+H200 = GpuInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), total_memory_bytes=150_754_820_096, free_memory_bytes=150_000_000_000)
+P40 = GpuInfo(index=0, name="Tesla P40", compute_capability=(6, 1), total_memory_bytes=25_637_224_448, free_memory_bytes=25_000_000_000)
+
+
+def fake_checkpoint(run_dir, step):
+    """What verl leaves after a complete save: global_step_<step>/ and the tracker file naming it."""
+    (run_dir / "checkpoints" / f"global_step_{step}").mkdir(parents=True, exist_ok=True)
+    (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+
+def fake_verl_plan(tmp_path, script):
+    """A LaunchPlan whose command is a small Python script standing in for verl's main_ppo."""
+    import sys
+
+    from verlfit.overrides import TrainSettings
+    from verlfit.train.launch_plan import LaunchPlan
+
+    settings = TrainSettings(run_dir=str(tmp_path / "run"), steps=3)
+    return LaunchPlan(settings, "p40", "fake", {"VLLM_DTYPE": "float32"}, [], [sys.executable, "-c", script], [])
+
+
+# verl 0.4.1's console line for step {n} (a stand-in verl script prints it with .format(n=...))
+STEP = "print('(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - actor/ppo_kl:2.5e-05 - timing_s/step:1.0 - perf/total_num_tokens:100 - perf/throughput:100.0', flush=True)"
+
+# The shape of Ray's report when a worker task raises (ray 2.46 RayTaskError, verl 0.4.1 WorkerDict methods)
+OOM_LOG = """\
+(TaskRunner pid=2211) step:3 - actor/pg_loss:0.01
+Traceback (most recent call last):
+  File "/opt/verl/verl/trainer/main_ppo.py", line 64, in main
+ray.exceptions.RayTaskError(OutOfMemoryError): ray::TaskRunner.run() (pid=2211, ip=10.0.0.2)
+  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 1130, in fit
+    actor_output = self.actor_rollout_wg.update_actor(batch)
+ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor() (pid=2402, ip=10.0.0.2, actor_id=ab12)
+  File "/opt/verl/verl/workers/actor/dp_actor.py", line 391, in update_policy
+    loss.backward()
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB. GPU 0 has a total capacity of 22.50 GiB of which 1.05 GiB is free. Including non-PyTorch memory, this process has 21.40 GiB memory in use.
+""".splitlines()
+
+DISK_LOG = """\
+(WorkerDict pid=2402) [rank0]: saving checkpoint to runs/r/checkpoints/global_step_50/actor
+ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.actor_rollout_save_checkpoint() (pid=2402, ip=10.0.0.2)
+RuntimeError: [enforce fail at inline_container.cc:603] . PytorchStreamWriter failed writing file data/12: file write failed
+OSError: [Errno 28] No space left on device
+""".splitlines()
+
+DIED_LOG = """\
+(TaskRunner pid=2211) step:7 - actor/pg_loss:0.01
+ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.
+	class_name: create_colocated_worker_cls.<locals>.WorkerDict
+	actor_id: 5e3c
+	pid: 2402
+The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.
+ray::WorkerDict.critic_compute_values() (pid=2402)
+""".splitlines()

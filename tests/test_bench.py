@@ -561,7 +561,7 @@ def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, 
     # bench exited 2 and train 1 for the same missing vllm on the a10 profile
     import verlfit.checks.readiness
     import verlfit.commands.train as train_command
-    from test_train import H200
+    from fakes import H200
 
     status, _ = _refused(monkeypatch, tmp_path, capsys, ["--configs", "public-recipe", "--emulate", "a10"], packages=("vllm",))
     monkeypatch.undo()

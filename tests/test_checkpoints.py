@@ -251,7 +251,8 @@ def test_a_linked_checkpoint_is_not_removed_and_the_message_names_it(tmp_path):
 
 
 def test_a_resume_dry_run_says_what_the_resume_would_remove(tmp_path, capsys):
-    from test_train import P40, parse
+    from command_lines import parse_train as parse
+    from fakes import P40
     from verlfit import cli
     from verlfit.train.run_directory import create_run_directory
     from verlfit.commands.train import prepare_launch

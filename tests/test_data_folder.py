@@ -15,7 +15,7 @@ from verlfit import cli, data_folder, gsm8k
 from verlfit.data_folder import MARKER_NAME, DataKeys, FolderState, data_folder_state
 from verlfit.errors import VerlfitError
 
-from test_gsm8k import TEST, TRAIN, run_prepare, write_jsonl
+from gsm8k_rows import TEST, TRAIN, run_prepare, write_jsonl
 
 
 def _reordered(table: pa.Table) -> pa.Table:

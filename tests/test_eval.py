@@ -147,9 +147,9 @@ def test_hf_generate_batched_equals_one_by_one(tiny_family_dir):
 
 
 def test_cli_on_a_run_directory_exports_on_the_fly(tmp_path, data_dir):
-    import test_export
+    from verl_checkpoint_maker import write_checkpoint_run
 
-    run = test_export._make(tmp_path / "run", "--step", "2")
+    run = write_checkpoint_run(tmp_path / "run", "--step", "2")
     assert cli.main(["eval", str(run), "--data", str(data_dir), "--limit", "3", "--max-new-tokens", "4", "--batch-size", "2"]) == 0
     out = run / "eval" / f"global_step_2-{data_dir.name}-test"  # the data folder in the name: another data set never shares it
     summary = json.loads((out / "summary.json").read_text())
@@ -494,11 +494,11 @@ def test_item9_ctrl_c_while_generating_keeps_the_finished_batches_and_exits_130(
 
 
 def test_an_eval_of_a_run_is_refused_before_its_checkpoint_is_exported(tmp_path, data_dir, monkeypatch, capsys):
-    import test_export
+    from verl_checkpoint_maker import write_checkpoint_run
 
     from verlfit import export
 
-    run = test_export._make(tmp_path / "run", "--step", "2")
+    run = write_checkpoint_run(tmp_path / "run", "--step", "2")
     monkeypatch.setattr(export, "export", lambda *args, **kwargs: pytest.fail("exported before the output was checked"))
     assert cli.main(["eval", str(run), "--data", str(data_dir), "--output", str(run / "checkpoints")]) == 2
     err = capsys.readouterr().err

@@ -4,7 +4,6 @@ ranks, FSDP1 FULL_SHARD over a 1-D device mesh, verl's own FSDPCheckpointManager
 import errno
 import json
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,35 +11,20 @@ from pathlib import Path
 import pytest
 import torch
 
+from verl_checkpoint_maker import write_checkpoint_run
 from verlfit import cli, export
 from verlfit.errors import VerlfitError
-
-MAKER = Path(__file__).resolve().parent / "verl_checkpoint_maker.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _make(run_dir: Path, *flags) -> Path:
-    proc = subprocess.run([sys.executable, str(MAKER), str(run_dir), "--port", str(_free_port()), *flags],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return run_dir
-
 
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory):
     """A PPO run with actor and critic checkpoints of step 2."""
-    return _make(tmp_path_factory.mktemp("full") / "run", "--critic", "--step", "2")
+    return write_checkpoint_run(tmp_path_factory.mktemp("full") / "run", "--critic", "--step", "2")
 
 
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory):
     """A LoRA run (r 4, alpha 8 on q_proj/v_proj), actor only, step 3."""
-    return _make(tmp_path_factory.mktemp("lora") / "run", "--lora", "--step", "3")
+    return write_checkpoint_run(tmp_path_factory.mktemp("lora") / "run", "--lora", "--step", "3")
 
 
 def _logits(model_dir, input_ids, cls=None):
@@ -397,7 +381,7 @@ def test_every_exported_file_follows_the_umask(full_run, tmp_path, umask):
 def lora_bf16_run(tmp_path_factory):
     """A LoRA run (r 4, alpha 8 on q_proj/v_proj) whose frozen base was stored in bf16 (patch 0026, fp32 compute), a
     bf16 base checkpoint, actor only, step 3."""
-    return _make(tmp_path_factory.mktemp("lora_bf16") / "run", "--lora", "--bf16-base", "--step", "3")
+    return write_checkpoint_run(tmp_path_factory.mktemp("lora_bf16") / "run", "--lora", "--bf16-base", "--step", "3")
 
 
 def test_a_16_bit_lora_base_exports_in_its_dtype_merged_in_fp32(lora_bf16_run, tmp_path):

@@ -2,40 +2,10 @@
 
 from pathlib import Path
 
+from fakes import DIED_LOG, DISK_LOG, OOM_LOG
 from verlfit.failure import checkpoint_bytes, diagnose, disk_full_seen_by_verlfit, explain
 from verlfit.model_shape import load_model_shape
 from verlfit.plan.memory import GIB, PlanRequest
-
-# The shape of Ray's report when a worker task raises (ray 2.46 RayTaskError, verl 0.4.1 WorkerDict methods)
-OOM_LOG = """\
-(TaskRunner pid=2211) step:3 - actor/pg_loss:0.01
-Traceback (most recent call last):
-  File "/opt/verl/verl/trainer/main_ppo.py", line 64, in main
-ray.exceptions.RayTaskError(OutOfMemoryError): ray::TaskRunner.run() (pid=2211, ip=10.0.0.2)
-  File "/opt/verl/verl/trainer/ppo/ray_trainer.py", line 1130, in fit
-    actor_output = self.actor_rollout_wg.update_actor(batch)
-ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_update_actor() (pid=2402, ip=10.0.0.2, actor_id=ab12)
-  File "/opt/verl/verl/workers/actor/dp_actor.py", line 391, in update_policy
-    loss.backward()
-torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB. GPU 0 has a total capacity of 22.50 GiB of which 1.05 GiB is free. Including non-PyTorch memory, this process has 21.40 GiB memory in use.
-""".splitlines()
-
-DISK_LOG = """\
-(WorkerDict pid=2402) [rank0]: saving checkpoint to runs/r/checkpoints/global_step_50/actor
-ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.actor_rollout_save_checkpoint() (pid=2402, ip=10.0.0.2)
-RuntimeError: [enforce fail at inline_container.cc:603] . PytorchStreamWriter failed writing file data/12: file write failed
-OSError: [Errno 28] No space left on device
-""".splitlines()
-
-DIED_LOG = """\
-(TaskRunner pid=2211) step:7 - actor/pg_loss:0.01
-ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.
-	class_name: create_colocated_worker_cls.<locals>.WorkerDict
-	actor_id: 5e3c
-	pid: 2402
-The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.
-ray::WorkerDict.critic_compute_values() (pid=2402)
-""".splitlines()
 
 
 def test_out_of_memory_names_the_phase_method_and_torch_figures():

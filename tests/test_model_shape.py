@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from plan_helpers import QWEN, SMALL, SMALL_CONFIG
+from plan_inputs import QWEN, SMALL, SMALL_CONFIG
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import load_model_shape, shape_from_config
 

@@ -20,6 +20,8 @@ every rank builds the same weights from one seed instead).
 import argparse
 import json
 import os
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +29,21 @@ import torch
 
 LORA_ALPHA = 8.0
 LORA_RANK = 4
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_checkpoint_run(run_dir: Path, *flags: str) -> Path:
+    """For the tests: run this script on ``run_dir`` with ``flags`` (its options, e.g. ``"--step", "2"``) and a free
+    port in a subprocess (300 s at most); return ``run_dir``. A non-zero exit fails the test with the script's stderr."""
+    command = [sys.executable, str(Path(__file__).resolve()), str(run_dir), "--port", str(_free_port()), *flags]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return run_dir
 
 
 def make_base(base: Path, dtype=torch.float32) -> None:

@@ -204,8 +204,7 @@ def test_multigpu_stage_runs_the_issue_18_measurements_in_order_with_their_envir
 
 
 def test_graph_memory_growth_is_the_least_squares_slope():
-    sys.path.insert(0, str(SCRIPT.parent))
-    import graph_memory_probe
+    import graph_memory_probe  # benchmarks/ is on sys.path (tests/conftest.py)
 
     assert graph_memory_probe.growth_per_call([100.0, 132.0, 164.0, 196.0]) == 32.0
     assert graph_memory_probe.growth_per_call([5.0, 5.0, 5.0]) == 0.0

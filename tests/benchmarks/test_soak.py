@@ -11,12 +11,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+import process_tree  # benchmarks/ is on sys.path (tests/conftest.py)
+import soak_check
+import soak_plan
+import soak_run
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-import process_tree  # noqa: E402
-import soak_check  # noqa: E402
-import soak_plan  # noqa: E402
-import soak_run  # noqa: E402
 
 FAKE = Path(__file__).resolve().parent / "fake_verlfit.py"
 

@@ -87,16 +87,30 @@ def probe(probe_results, family_probe_results, trees, model_family):
     return get
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
-def static(request, trees):
-    with _Family(request.param):
-        return run_speed_probe(trees["patched"], "static")
+@pytest.fixture(scope="session")
+def family_speed_results(trees):
+    """``get(family, probe)``: speed_probe.py's ``probe`` on the patched tree with ``family``'s model, run once per
+    session when first asked for. (As module-scoped fixtures parametrized by family, ``static`` and ``trim`` were set
+    up again for each pairing test_the_probes_really_built_each_family takes: trim on Qwen3 ran twice.)"""
+    results = {}
+
+    def get(family, probe):
+        if (family, probe) not in results:
+            with _Family(family):
+                results[(family, probe)] = run_speed_probe(trees["patched"], probe)
+        return results[(family, probe)]
+
+    return get
 
 
-@pytest.fixture(scope="module", params=FAMILIES)
-def trim(request, trees):
-    with _Family(request.param):
-        return run_speed_probe(trees["patched"], "trim")
+@pytest.fixture(params=FAMILIES)
+def static(request, family_speed_results):
+    return family_speed_results(request.param, "static")
+
+
+@pytest.fixture(params=FAMILIES)
+def trim(request, family_speed_results):
+    return family_speed_results(request.param, "trim")
 
 
 # HF rollout (patch 0004)

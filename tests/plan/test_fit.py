@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from plan_helpers import QWEN, qwen_request
+from plan_inputs import QWEN, QWEN_1P5B, qwen_request
 from verlfit.errors import VerlfitError
 from verlfit.plan import fit, memory
 from verlfit.plan.fit import auto_fit
@@ -120,7 +120,6 @@ def test_a_lora_rank_too_large_for_the_card_is_offered_the_largest_rank_that_fit
     from verlfit.plan.fit import DEFAULT_MARGIN, _fits_fully_saved
     from verlfit.plan.request import request_for_profile
     from verlfit.profiles import load_profile
-    from test_lora import QWEN_1P5B
 
     # as train builds it: the critic at the actor's rank (--lora-rank alone sets both); 1536 = the 1.5B's bound
     request = request_for_profile(load_profile("p40"), QWEN_1P5B, int(22.5 * GIB), algorithm="ppo", rollout_n=1, lora_rank=1536, critic_lora_rank=1536)

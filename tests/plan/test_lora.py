@@ -2,22 +2,17 @@
 count, bytes by hand for the small config, no reference model, the 3B-on-a-P40 verdicts, and refusals."""
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
-from plan_helpers import QWEN, SMALL, SMALL_CONFIG, small_request
+from plan_inputs import QWEN, QWEN_1P5B, QWEN_3B, SMALL, SMALL_CONFIG, small_request
 from verlfit.errors import VerlfitError
-from verlfit.model_shape import load_model_shape
 from verlfit.plan import memory
 from verlfit.plan.fit import auto_fit, smallest_change
 from verlfit.plan.memory import GIB, adapter_parameters, predict, role_parameters
 from verlfit.plan.request import request_for_profile
 from verlfit.profiles import load_profile
 
-FIXTURES = Path(__file__).parent / "fixtures"
-QWEN_1P5B = load_model_shape(str(FIXTURES / "qwen2.5-1.5b"))
-QWEN_3B = load_model_shape(str(FIXTURES / "qwen2.5-3b"))
 ACTOR, CRITIC = 138304, 138369  # the small config's parameters (tests/plan/test_memory.py)
 # rank 8 on the small config: per layer q 8*(64+64), k and v 8*(64+32), o 8*(64+64), gate/up/down 8*(64+128)
 SMALL_ADAPTER = 2 * (1024 + 768 + 768 + 1024 + 3 * 1536)  # 16,384

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from plan_helpers import QWEN, SMALL, qwen_request, small_request
+from plan_inputs import QWEN, SMALL, qwen_request, small_request
 from verlfit.errors import VerlfitError
 from verlfit.plan import memory
 from verlfit.plan.memory import GIB, predict
@@ -159,7 +159,7 @@ def test_cuda_graph_rollout_counts_the_static_cache_in_fp32_and_the_decoders_buf
     import torch
     from transformers import Qwen2Config, StaticCache
 
-    from plan_helpers import SMALL_CONFIG
+    from plan_inputs import SMALL_CONFIG
 
     config = Qwen2Config(**{key: value for key, value in SMALL_CONFIG.items() if key != "model_type"})
     sequences, cache_len = 8, 64  # the small request's 8 prompts in one generate call, 32 prompt + 32 response columns

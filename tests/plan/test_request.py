@@ -2,7 +2,7 @@
 
 import pytest
 
-from plan_helpers import SMALL
+from plan_inputs import SMALL
 from verlfit import cli
 from verlfit.errors import VerlfitError
 from verlfit.plan.memory import GIB

@@ -3,6 +3,7 @@
 import json
 import math
 
+from command_lines import run_plan
 from fakes import FakeNvml
 from verlfit.model_shape import load_model_shape
 from verlfit.plan.fit import auto_fit
@@ -10,8 +11,6 @@ from verlfit.plan.memory import ADAM_STATE_BYTES
 from verlfit.plan.request import request_for_profile
 from verlfit.plan.sizes import SIZE_MODELS, size_rows
 from verlfit.profiles import load_profile
-
-from test_time import _run_plan
 
 GIB = 1024**3
 H200 = FakeNvml(gpus=[("NVIDIA H200", (9, 0), 141 * 2**30)])  # --emulate p40 plans for 22.5 GiB whatever the card
@@ -25,20 +24,20 @@ def _reference(model, algorithm, samples, gpus):
 
 
 def test_plan_with_two_gpus_prints_memory_per_gpu_sharded_over_both():
-    status, text = _run_plan(["--emulate", "p40", "--gpus", "2", "--plan", "off", "--json"], nvml=H200)
+    status, text = run_plan(["--emulate", "p40", "--gpus", "2", "--plan", "off", "--json"], nvml=H200)
     data = json.loads(text)
     assert data["request"]["gpus"] == 2
     shape = load_model_shape("Qwen/Qwen2.5-0.5B-Instruct")
     values = next(p for p in data["phases"] if p["phase"] == "values")
     # both roles' AdamW states, each sharded over the 2 GPUs by FSDP
     assert values["optimizer_bytes"] == (math.ceil(shape.actor_parameters / 2) + math.ceil(shape.critic_parameters / 2)) * ADAM_STATE_BYTES
-    _, table = _run_plan(["--emulate", "p40", "--gpus", "2"], nvml=H200)
+    _, table = run_plan(["--emulate", "p40", "--gpus", "2"], nvml=H200)
     assert "Qwen/Qwen2.5-0.5B-Instruct (built-in shape): PPO, float32, hf rollout, 2 GPUs, 22.5 GiB usable" in table
     assert "GiB per GPU; predicted allocated peak of each phase" in table
 
 
 def test_two_gpus_show_which_sizes_they_open_up_against_one():
-    status, text = _run_plan(["--emulate", "p40", "--gpus", "2", "--json"], nvml=H200)
+    status, text = run_plan(["--emulate", "p40", "--gpus", "2", "--json"], nvml=H200)
     rows = json.loads(text)["sizes"]
     assert [(r["model"], r["algorithm"], r["samples"]) for r in rows] == [(m, a, n) for m in SIZE_MODELS for a, n in (("ppo", 1), ("grpo", 4))]
     for row in rows:
@@ -49,7 +48,7 @@ def test_two_gpus_show_which_sizes_they_open_up_against_one():
     assert [(r["1"]["fits"], r["2"]["fits"]) for r in rows] == [(True, True)] * 2 + [(False, False)] * 4
     assert all(r["2"]["required_bytes"] < r["1"]["required_bytes"] for r in rows if r["algorithm"] == "ppo")
     assert rows[2]["2"]["offload"] == ["actor optimizer", "critic param", "critic optimizer"]
-    _, table = _run_plan(["--emulate", "p40", "--gpus", "2"], nvml=H200)
+    _, table = run_plan(["--emulate", "p40", "--gpus", "2"], nvml=H200)
     assert "model sizes at 2 GPUs against 1: full-parameter, this batch and lengths, auto-fitted; predicted peak per GPU + allocator headroom, of 22.5 GiB usable\n" in table
     small, large = _reference(SIZE_MODELS[0], "ppo", 1, 1), _reference(SIZE_MODELS[0], "ppo", 1, 2)
     assert f"│ Qwen2.5-0.5B │ PPO       │ fits {small.plan.required_bytes / GIB:.1f} GiB │ fits {large.plan.required_bytes / GIB:.1f} GiB │" in table
@@ -58,9 +57,9 @@ def test_two_gpus_show_which_sizes_they_open_up_against_one():
 
 
 def test_grpo_rows_take_the_requests_samples_and_one_gpu_prints_no_sizes():
-    rows = json.loads(_run_plan(["--emulate", "p40", "--gpus", "4", "--algo", "grpo", "--samples", "8", "--json"], nvml=H200)[1])["sizes"]
+    rows = json.loads(run_plan(["--emulate", "p40", "--gpus", "4", "--algo", "grpo", "--samples", "8", "--json"], nvml=H200)[1])["sizes"]
     assert [r["samples"] for r in rows] == [1, 8] * 3 and set(rows[1]) == {"model", "algorithm", "samples", "1", "4"}
-    assert "sizes" not in json.loads(_run_plan(["--emulate", "p40", "--json"], nvml=H200)[1])
-    assert "model sizes at" not in _run_plan(["--emulate", "p40"], nvml=H200)[1]
+    assert "sizes" not in json.loads(run_plan(["--emulate", "p40", "--json"], nvml=H200)[1])
+    assert "model sizes at" not in run_plan(["--emulate", "p40"], nvml=H200)[1]
     direct = size_rows(_reference(SIZE_MODELS[0], "grpo", 8, 4).request)
     assert [r["4"]["fits"] for r in direct] == [r["4"]["fits"] for r in rows]

@@ -2,7 +2,6 @@
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from verlfit.plan import fit as plan_fit
 from verlfit.plan import memory as plan_memory
 from verlfit.plan import request as plan_request
+from command_lines import run_plan
 from verlfit.plan import time as plan_time
 from verlfit.cards import CARDS, card_for_gpu_name, get_card
 from verlfit.errors import VerlfitError
@@ -229,8 +229,7 @@ def test_run_steps_from_dataset_size():
 
 
 def test_calibration_fit_reproduces_the_stored_factors():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import calibrate_time
+    import calibrate_time  # benchmarks/ is on sys.path (tests/conftest.py)
 
     card = get_card("h200")
     records = calibrate_time.stored_records()
@@ -254,8 +253,7 @@ def test_calibration_fit_reproduces_the_stored_factors():
 
 
 def test_calibration_reads_the_speed_keys_and_excludes_shared_runs():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import calibrate_time
+    import calibrate_time  # benchmarks/ is on sys.path (tests/conftest.py)
 
     records = {r.name: r for r in calibrate_time.stored_records()}
     all_keys = records["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all"]
@@ -281,18 +279,8 @@ def test_calibration_reads_the_speed_keys_and_excludes_shared_runs():
     assert (lora.inputs.unwrap_fsdp, lora.inputs.cuda_graph, lora.request.has_reference) == (True, False, False)
 
 
-def _run_plan(argv, nvml=None):
-    import io
-
-    from verlfit.commands import plan as command
-
-    out = io.StringIO()
-    status = command._run(_parsed(argv), nvml=nvml, out=out)
-    return status, out.getvalue()
-
-
 def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
-    status, out = _run_plan(["--emulate", "p40", "--steps", "200"])
+    status, out = run_plan(["--emulate", "p40", "--steps", "200"])
     request = plan_request.request_from_options(_options(["--emulate", "p40"]))[0]
     from verlfit.profiles import load_profile
 
@@ -330,7 +318,7 @@ def test_plan_json_time_for_the_detected_gpu_and_dataset_epochs():
     from fakes import FakeNvml
 
     nvml = FakeNvml(gpus=[("NVIDIA H200", (9, 0), 141 * 2**30)])
-    status, out = _run_plan(["--profile", "p40", "--gpu-memory", "22.5", "--dataset-size", "7473", "--epochs", "2", "--json"], nvml=nvml)
+    status, out = run_plan(["--profile", "p40", "--gpu-memory", "22.5", "--dataset-size", "7473", "--epochs", "2", "--json"], nvml=nvml)
     data = json.loads(out)["time"]
     assert data["card"] == "h200" and data["card_source"] == "GPU 0: NVIDIA H200"
     assert data["label"] == "estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py)"
@@ -444,7 +432,7 @@ def test_plan_flags_set_the_speed_switches():
     switched_off = _options(["--emulate", "p40", "--no-cuda-graph", "--no-trim-padding"])
     off = time_inputs_for_options(switched_off, resolve_plan_run(switched_off))
     assert (off.trim_padding, off.rollout_trim_padding, off.cuda_graph) == ((), True, False)
-    status, out = _run_plan(["--emulate", "p40", "--steps", "200", "--trim-padding", "--rollout-trim-padding", "--cuda-graph"])
+    status, out = run_plan(["--emulate", "p40", "--steps", "200", "--trim-padding", "--rollout-trim-padding", "--cuda-graph"])
     est = plan_time.estimate(plan_fit.auto_fit(plan_request.request_from_options(_options(["--emulate", "p40"]))[0]).request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
     assert status == 0
     assert f"  {'step':<30} {est.step_seconds:8.2f} s\n" in out
@@ -527,7 +515,7 @@ def test_plan_and_train_dry_run_give_the_same_step_time(capsys, monkeypatch, tmp
     from verlfit import cli
 
     monkeypatch.delenv("VERLFIT_PROFILE", raising=False)
-    status, out = _run_plan(["--emulate", "p40", "--steps", "200"])
+    status, out = run_plan(["--emulate", "p40", "--steps", "200"])
     planned = float(re.search(r"  step +([0-9.]+) s\n", out).group(1))
     assert (
         cli.main(
@@ -540,7 +528,7 @@ def test_plan_and_train_dry_run_give_the_same_step_time(capsys, monkeypatch, tmp
 
 
 def test_plan_with_fewer_rows_than_a_batch_says_no_step():
-    status, out = _run_plan(["--emulate", "p40", "--dataset-size", "10"])
+    status, out = run_plan(["--emulate", "p40", "--dataset-size", "10"])
     assert "  run: 10 rows are fewer than one batch of 32: no step\n" in out
     assert "pass --steps" not in out
 
@@ -555,15 +543,15 @@ def test_window_lengths_are_whole_numbers(flag, value, capsys):
 
 def test_window_lengths_above_the_maximum_are_refused_and_without_their_switch_noted():
     with pytest.raises(VerlfitError, match=r"--window-prompt-length 100000 is more than --max-prompt-length 512"):
-        _run_plan(["--emulate", "p40", "--window-prompt-length", "100000"])
+        run_plan(["--emulate", "p40", "--window-prompt-length", "100000"])
     with pytest.raises(VerlfitError, match=r"--rollout-prompt-length 513 is more than --max-prompt-length 512"):
-        _run_plan(["--emulate", "p40", "--rollout-prompt-length", "513"])
+        run_plan(["--emulate", "p40", "--rollout-prompt-length", "513"])
     with pytest.raises(VerlfitError, match=r"--window-response-length 300 is more than --max-response-length 256"):
-        _run_plan(["--emulate", "p40", "--max-response-length", "256", "--window-response-length", "300"])
-    status, out = _run_plan(["--emulate", "p40", "--no-trim-padding", "--window-prompt-length", "100", "--rollout-prompt-length", "100"])
+        run_plan(["--emulate", "p40", "--max-response-length", "256", "--window-response-length", "300"])
+    status, out = run_plan(["--emulate", "p40", "--no-trim-padding", "--window-prompt-length", "100", "--rollout-prompt-length", "100"])
     assert "note: --window-prompt-length 100 has no effect: --trim-padding is off (the profile's keys or --no-trim-padding)\n" in out
     assert "rollout-prompt-length 100 has no effect" not in out  # the p40 profile turns the rollout trim on
-    status, out = _run_plan(["--emulate", "p40", "--window-prompt-length", "100"])
+    status, out = run_plan(["--emulate", "p40", "--window-prompt-length", "100"])
     assert "has no effect" not in out
 
 
@@ -609,7 +597,7 @@ def test_the_a10_profiles_vllm_path_is_said_to_be_unmodelled(capsys, tmp_path):
         == 0
     )
     assert plan_time.VLLM_NOTE not in capsys.readouterr().out
-    status, out = _run_plan(["--profile", "a10"])
+    status, out = run_plan(["--profile", "a10"])
     assert plan_time.VLLM_NOTE + "\n" in out
 
 
@@ -666,8 +654,7 @@ def test_speed_switches_read_unwrap_fsdp():
 
 def test_benchmarks_time_model_section_holds_the_scripts_table_and_the_p40_graph_figures():
     # docs/benchmarks.md section 1.6 is calibrate_time.py's output with the stored factors, regenerated by hand
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import calibrate_time
+    import calibrate_time  # benchmarks/ is on sys.path (tests/conftest.py)
 
     text = (ROOT / "docs" / "benchmarks.md").read_text()
     section = text[text.index("### 1.6 Time-model calibration"):text.index("## 2. Memory and the planner")]

@@ -4,7 +4,7 @@ longest prompt known the plan is the plan of that prompt limit, phase by phase."
 from dataclasses import replace
 
 import pytest
-from plan_helpers import qwen_request
+from plan_inputs import qwen_request
 
 from verlfit.errors import VerlfitError
 from verlfit.plan.memory import predict, window_note

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from test_train import P40, STEP, fake_checkpoint, fake_verl_plan, parse
+from command_lines import parse_train as parse
+from fakes import P40, STEP, fake_checkpoint, fake_verl_plan
 from verlfit import cli
 from verlfit.metrics import read_metrics
 from verlfit.train.preflight import checkpoint_space_warning

@@ -10,9 +10,9 @@ import shutil
 import time
 
 import pytest
-from test_failure import DIED_LOG, DISK_LOG, OOM_LOG
-from test_train import P40, STEP, fake_checkpoint, fake_verl_plan, parse
 
+from command_lines import parse_train as parse
+from fakes import DIED_LOG, DISK_LOG, OOM_LOG, P40, STEP, fake_checkpoint, fake_verl_plan
 from verlfit.metrics import read_metrics
 from verlfit.train.run_directory import create_run_directory
 from verlfit.commands.train import prepare_launch

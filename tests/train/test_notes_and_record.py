@@ -1,5 +1,6 @@
-"""What a new-user trial tripped on (issue 28, item 5) that has no module of its own: the a10 dry run's LoRA note
-speaks of the rollout its command runs; a PPO run's run.json records the one response per prompt it samples."""
+"""verlfit train's notes and run.json say what its verl command runs (issue 28, item 5: a new user's trial): the a10
+dry run's LoRA note speaks of the rollout its command runs; a PPO run's run.json records the one response per prompt
+it samples."""
 
 import argparse
 import json

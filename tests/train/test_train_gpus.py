@@ -4,11 +4,11 @@ read in PCI bus order, and NCCL's peer-to-peer fallback from a fake NVML (issue 
 import pynvml
 import pytest
 
+from command_lines import parse_train as parse
 from fakes import FakeNvml
 from verlfit import cli, gpu
 from verlfit.errors import VerlfitError
 from verlfit.commands.train import prepare_launch
-from test_train import parse
 
 P40 = ("Tesla P40", (6, 1), 25_637_224_448)
 A10 = ("NVIDIA A10", (8, 6), 24_146_608_128)

@@ -10,7 +10,7 @@ flash_attn" (the machine the test runs on must not change the text). Paths that 
 ``<tmp>``, ``<tiny_model>`` and ``<python>``; a dry run's wrapped notes are joined onto one line each.
 
 To record the files again after a change that is meant to change the output (review the diff!):
-``VERLFIT_RECORD_GOLDEN=1 python -m pytest tests/test_golden_outputs.py``.
+``VERLFIT_RECORD_GOLDEN=1 python -m pytest tests/commands/test_dry_run_and_plan_output.py``.
 """
 
 import importlib.util
@@ -25,7 +25,7 @@ import pytest
 from fakes import FakeNvml, write_raw_gsm8k
 from verlfit import cli
 
-GOLDEN = Path(__file__).parent / "data" / "golden"
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 RECORD = os.environ.get("VERLFIT_RECORD_GOLDEN") == "1"
 # the environment a case runs in: only these variables of the caller's are kept
 KEPT_VARIABLES = (

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from plan_helpers import SMALL_CONFIG
+from plan_inputs import MODEL_CONFIGS, SMALL_CONFIG
 from verlfit import cli
 from verlfit.plan import memory
 from verlfit.plan.memory import GIB
@@ -114,9 +114,7 @@ def test_plan_and_train_share_the_sizing_options():
 
 
 def test_plan_3b_grpo_on_a_p40_fits_with_lora_and_names_lora_without(capsys):
-    from pathlib import Path
-
-    model = str(Path(__file__).parent / "fixtures" / "qwen2.5-3b")
+    model = str(MODEL_CONFIGS / "qwen2.5-3b")
     status, out = run_cli(["plan", "--model", model, "--lora-rank", "32", "--algo", "grpo", "--emulate", "p40"], capsys)
     assert status == 0
     text = " ".join(out.out.split())

@@ -29,13 +29,13 @@ def checksums(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """A run with a real verl checkpoint, the inputs of every command, a user's folder, the current directory."""
-    import test_export
-    from test_gsm8k import TEST, TRAIN, write_jsonl
+    from gsm8k_rows import TEST, TRAIN, write_jsonl
+    from verl_checkpoint_maker import write_checkpoint_run
 
     from verlfit import gsm8k
 
     base = tmp_path_factory.mktemp("world")
-    run = test_export._make(base / "run", "--step", "2")
+    run = write_checkpoint_run(base / "run", "--step", "2")
     (run / "metrics.jsonl").write_text('{"step": 1, "timing_s/step": 2.0, "critic/score/mean": 0.5}\n')
     (base / "notes.txt").write_text("beside the run")
     raw = write_jsonl(base / "raw", TRAIN, TEST)

@@ -27,7 +27,7 @@ def test_missing_packages_are_found_without_importing_them(no_torch):
 @pytest.mark.parametrize("command", ["train", "export", "eval"])
 def test_every_command_that_needs_the_stack_says_so_in_the_same_words(command, no_torch, tmp_path, monkeypatch, capsys):
     if command == "train":
-        from test_train import P40  # a GPU, so the launch gets as far as the stack
+        from fakes import P40  # a GPU, so the launch gets as far as the stack
 
         import verlfit.commands.train as train_command
 

@@ -6,21 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from command_lines import parse_train as parse
+from fakes import H200, P40, STEP, fake_checkpoint, fake_verl_plan
 from verlfit import cli
 from verlfit.gpu import GpuInfo
 from verlfit.commands.train import prepare_launch, register
 from verlfit.train.run_directory import create_run_directory, resume_plan
-
-H200 = GpuInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), total_memory_bytes=150_754_820_096, free_memory_bytes=150_000_000_000)
-P40 = GpuInfo(index=0, name="Tesla P40", compute_capability=(6, 1), total_memory_bytes=25_637_224_448, free_memory_bytes=25_000_000_000)
-
-
-def parse(argv):
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    register(parser.add_subparsers())
-    return parser.parse_args(["train", *argv])
 
 
 @pytest.mark.parametrize("profile, rollout", [("p40", "actor_rollout_ref.rollout.name=hf"), ("a10", "actor_rollout_ref.rollout.name=vllm")])
@@ -80,12 +71,6 @@ def test_memory_limit_larger_than_card_is_refused():
         prepare_launch(parse(["--profile", "p40", "--gpu-memory-limit", "30", "--plan", "off"]), environ={}, gpu=P40)
 
 
-def fake_checkpoint(run_dir, step):
-    """What verl leaves after a complete save: global_step_<step>/ and the tracker file naming it."""
-    (run_dir / "checkpoints" / f"global_step_{step}").mkdir(parents=True, exist_ok=True)
-    (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").write_text(str(step))
-
-
 def test_run_directory_is_complete_and_resume_reuses_it(tmp_path):
     args = parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "runs" / "r1"), "--steps", "4"])
     plan = prepare_launch(args, environ={}, gpu=P40)
@@ -107,20 +92,6 @@ def test_run_directory_is_complete_and_resume_reuses_it(tmp_path):
 def test_resume_of_a_non_run_directory(tmp_path, capsys):
     assert cli.main(["train", "--resume", str(tmp_path)]) == 1
     assert f"{tmp_path} is not a verlfit run directory (no run.json)" in capsys.readouterr().err
-
-
-def fake_verl_plan(tmp_path, script):
-    """A LaunchPlan whose command is a small Python script standing in for verl's main_ppo."""
-    import sys
-
-    from verlfit.overrides import TrainSettings
-    from verlfit.train.launch_plan import LaunchPlan
-
-    settings = TrainSettings(run_dir=str(tmp_path / "run"), steps=3)
-    return LaunchPlan(settings, "p40", "fake", {"VLLM_DTYPE": "float32"}, [], [sys.executable, "-c", script], [])
-
-
-STEP = "print('(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - actor/ppo_kl:2.5e-05 - timing_s/step:1.0 - perf/total_num_tokens:100 - perf/throughput:100.0', flush=True)"
 
 
 def test_launch_records_every_step_and_reports_verl_failure(tmp_path, capsys):
