@@ -13,6 +13,6 @@ the environment, stand-ins for the network) that returns a :class:`verlfit.check
   the subset train runs before a launch.
 
 Further checks of the same kind go beside these (a reward function, the ownership of an own data folder), each in a
-module named for what it checks. ``verlfit doctor`` (:mod:`verlfit.commands.doctor`) is the one place that prints them
-as PASS/WARN/FAIL; ``verlfit train`` runs them through the blocking checks.
+module named for what it checks. ``verlfit doctor`` (:mod:`verlfit.commands.doctor`) lays them all out as
+PASS/WARN/FAIL; ``verlfit train`` runs them through the blocking checks and reports a FAIL as its error.
 """

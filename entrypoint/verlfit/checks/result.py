@@ -1,5 +1,6 @@
 """What a check finds: :class:`CheckResult` (its name, PASS/WARN/FAIL/SKIP, one line of what was found, one line of
-what to do). The checks return it; ``verlfit doctor`` is the one place that prints it as ``PASS name: message``.
+what to do). The checks return it; ``verlfit doctor`` lays every result out as its table (``PASS name: message``),
+``verlfit train`` words a blocking FAIL as its error and the disk WARN as a note (:mod:`verlfit.train.preflight`).
 """
 
 from __future__ import annotations

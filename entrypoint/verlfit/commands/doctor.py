@@ -1,6 +1,6 @@
 """``verlfit doctor``: is this machine ready to train? One line per check (:mod:`verlfit.checks.readiness`), PASS /
-WARN / FAIL / SKIP, each with a one-line fix; exit status 1 on any FAIL; ``--json`` for machines. This module is the
-one place that prints check results as PASS/WARN/FAIL.
+WARN / FAIL / SKIP, each with a one-line fix; exit status 1 on any FAIL; ``--json`` for machines. This module lays
+every check out as that table; ``verlfit train`` reports only a blocking FAIL (its error) and the disk WARN (a note).
 """
 
 from __future__ import annotations
