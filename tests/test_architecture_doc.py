@@ -19,6 +19,13 @@ The names of each row's key-API cell (its third) are read by one rule. A backtic
   the package, which must exist; a span ending in a data file's extension (``.json``, ``.jsonl``, ``.parquet``,
   ``.log``, ``.txt``, ``.yaml``, ``.csv``, ``.png``, ``.sh``: ``train.log``, ``metrics.jsonl``) is a file name.
 
+Two more rules cover the whole document and the rows' calls. A dotted span anywhere in it (``verlfit.`` left off)
+whose first parts name a module of the package names a top-level name of that module, as above (the prose's
+``train.preflight.run_blocking_checks``, the keys table's ``overrides.forced_switches``). A key-API span written as a
+call, ``NAME(a, b=None)``, of a function or class its row's module defines lists the first parameters of that
+function (of a class: its ``__init__``'s, else its fields), in order; a call whose arguments are not all identifiers
+(``prepare(...)``, ``parse_reward_function("FILE[:NAME]")``) shows a value, not the parameters, and is skipped.
+
 The other rules the document states: files are renamed into place only by output_files.py (``os.rename``,
 ``os.replace``, ``renameat2``); NVML is read only in gpu.py; only the command modules define ``register``; run_files
 imports nothing of the package but errors. That the literal "run.json" (and each name of a run directory) is
@@ -112,6 +119,62 @@ def missing_api_names(text: str, package: Path, subcommands: set[str]) -> list[s
     return missing
 
 
+def dotted_reference_errors(text: str, package: Path) -> list[str]:
+    """Each backticked ``module.name`` of the whole document (the module docstring's rule) whose module does not
+    define the name."""
+    modules = dotted_modules(package)
+    wrong = []
+    for span in SPAN.findall(text):
+        match = HEAD.match(span.removeprefix("verlfit."))
+        if match is None or FILE_NAME.match(span) or PATH.match(span) or match["head"] in modules:
+            continue
+        parts = match["head"].split(".")
+        prefixes = [".".join(parts[:n]) for n in range(len(parts) - 1, 0, -1) if ".".join(parts[:n]) in modules]
+        if prefixes and parts[len(prefixes[0].split("."))] not in top_level_names(modules[prefixes[0]]):
+            wrong.append(span)
+    return wrong
+
+
+CALL = re.compile(r"^(?P<name>[A-Za-z_]\w*)\((?P<arguments>[^()]*)\)")
+PARAMETER = re.compile(r"^(?P<name>[A-Za-z_]\w*)(?:=.*)?$")
+
+
+def parameters_of(node: ast.AST) -> list[str]:
+    """A function's parameters (positional, then keyword-only); a class's ``__init__``'s without ``self``, else its
+    annotated fields (a dataclass's)."""
+    if isinstance(node, ast.ClassDef):
+        init = [item for item in node.body if isinstance(item, ast.FunctionDef) and item.name == "__init__"]
+        if init:
+            return parameters_of(init[0])[1:]
+        return [item.target.id for item in node.body if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)]
+    arguments = node.args
+    return [argument.arg for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
+
+
+def wrong_parameters(text: str, package: Path) -> list[str]:
+    """``ROW: SPAN (has P1, P2, ...)`` for each key-API call (the module docstring's rule) whose parameters are not
+    the first ones of its function or class."""
+    wrong = []
+    for row, api in module_rows(text):
+        path = module_file(package, row)
+        if not path.is_file():
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        defined = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        for span in SPAN.findall(api):
+            call = CALL.match(span)
+            if call is None or call["name"] not in defined or not call["arguments"].strip():
+                continue
+            listed = [PARAMETER.match(item.strip()) for item in call["arguments"].split(",")]
+            if not all(listed):
+                continue
+            names = [item["name"] for item in listed]
+            actual = parameters_of(defined[call["name"]])
+            if actual[: len(names)] != names:
+                wrong.append(f"{row}: {span} (has {', '.join(actual)})")
+    return wrong
+
+
 def subcommand_names(package: Path) -> set[str]:
     """The keys of cli.py's ``SUBCOMMANDS``, read from its source."""
     for node in ast.parse((package / "cli.py").read_text(encoding="utf-8")).body:
@@ -194,6 +257,14 @@ def test_every_key_api_name_is_defined_in_its_module():
     assert missing_api_names(text, PACKAGE, subcommand_names(PACKAGE)) == []
 
 
+def test_every_dotted_name_in_the_document_is_defined():
+    assert dotted_reference_errors(ARCHITECTURE.read_text(encoding="utf-8"), PACKAGE) == []
+
+
+def test_every_call_in_the_table_lists_its_parameters():
+    assert wrong_parameters(ARCHITECTURE.read_text(encoding="utf-8"), PACKAGE) == []
+
+
 def test_only_output_files_renames_and_only_gpu_reads_nvml():
     assert calls_found(PACKAGE, RENAMES) == [
         "checkpoints.py: .rename",  # prune: a checkpoint renamed aside before it is deleted, nothing written
@@ -225,7 +296,7 @@ def _package(tmp_path: Path) -> Path:
     (package / "plan").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "__main__.py").write_text("")
-    (package / "cli.py").write_text('SUBCOMMANDS: dict[str, str] = {"train": "x", "export": "y"}\n\ndef main():\n    pass\n')
+    (package / "cli.py").write_text('SUBCOMMANDS: dict[str, str] = {"train": "x", "export": "y"}\n\ndef main(argv=None):\n    pass\n')
     (package / "export.py").write_text("from os import path\n\ndef export():\n    pass\n\nLIMIT = 3\n")
     (package / "plan" / "__init__.py").write_text("")
     (package / "plan" / "time.py").write_text("class Card:\n    pass\n\ndef estimate(x):\n    return x\n")
@@ -299,3 +370,21 @@ def test_the_register_and_import_scans_find_them(tmp_path):
     assert package_imports(package / "plan" / "time.py") == {"verlfit.cli"}
     (package / "export.py").write_text("import verlfit.errors\nfrom verlfit.output_files import write_file\n")
     assert package_imports(package / "export.py") == {"verlfit.errors", "verlfit.output_files"}
+
+
+def test_a_wrong_dotted_name_or_parameter_list_is_found(tmp_path):
+    package = _package(tmp_path)
+    prose = "see `verlfit.plan.time.estimate`, `export.LIMIT`, `plan.time`, `export.log`, `cli.py`, `data.prompt_key`\n"
+    assert dotted_reference_errors(prose + TABLE, package) == []
+    assert dotted_reference_errors("`plan.time.predict`, `verlfit.export.export_all()`\n", package) == [
+        "plan.time.predict",
+        "verlfit.export.export_all()",
+    ]
+    assert wrong_parameters(TABLE, package) == []
+    (package / "cli.py").write_text('SUBCOMMANDS: dict[str, str] = {}\n\ndef main(args, argv=None):\n    pass\n')
+    (package / "plan" / "time.py").write_text("class Card:\n    name: str\n    memory: int\n")
+    calls = TABLE.replace("`Card.name`", "`Card(name, memory)`, `Card(memory)`, `Card(\"A10\")`")
+    assert wrong_parameters(calls.replace("`estimate -> float`", ""), package) == [
+        "cli.py: main(argv) (has args, argv)",
+        "plan/time.py: Card(memory) (has name, memory)",
+    ]
