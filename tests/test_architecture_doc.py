@@ -146,7 +146,11 @@ def parameters_of(node: ast.AST) -> list[str]:
         init = [item for item in node.body if isinstance(item, ast.FunctionDef) and item.name == "__init__"]
         if init:
             return parameters_of(init[0])[1:]
-        return [item.target.id for item in node.body if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)]
+        return [
+            item.target.id
+            for item in node.body
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+        ]
     arguments = node.args
     return [argument.arg for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)]
 
@@ -198,8 +202,13 @@ def calls_found(package: Path, wanted: dict[str, str]) -> list[str]:
             if (  # Path.rename, Path.replace (one argument: str.replace takes two)
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
-                and not (isinstance(node.func.value, ast.Name) and node.func.value.id in ("os", "shutil", "dataclasses"))
-                and (node.func.attr == "rename" or (node.func.attr == "replace" and len(node.args) == 1 and not node.keywords))
+                and not (
+                    isinstance(node.func.value, ast.Name) and node.func.value.id in ("os", "shutil", "dataclasses")
+                )
+                and (
+                    node.func.attr == "rename"
+                    or (node.func.attr == "replace" and len(node.args) == 1 and not node.keywords)
+                )
             ):
                 found.add(f"{relative}: .{node.func.attr}")
             if (
@@ -277,8 +286,15 @@ def test_only_output_files_renames_and_only_gpu_reads_nvml():
 
 def test_only_the_command_modules_define_register():
     assert register_definitions(PACKAGE) == [
-        "commands/bench.py", "commands/doctor.py", "commands/eval.py", "commands/export.py", "commands/plan.py",
-        "commands/prepare_data.py", "commands/prepare_gsm8k.py", "commands/profiles.py", "commands/report.py",
+        "commands/bench.py",
+        "commands/doctor.py",
+        "commands/eval.py",
+        "commands/export.py",
+        "commands/plan.py",
+        "commands/prepare_data.py",
+        "commands/prepare_gsm8k.py",
+        "commands/profiles.py",
+        "commands/report.py",
         "commands/train.py",
     ]
 
@@ -296,7 +312,9 @@ def _package(tmp_path: Path) -> Path:
     (package / "plan").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "__main__.py").write_text("")
-    (package / "cli.py").write_text('SUBCOMMANDS: dict[str, str] = {"train": "x", "export": "y"}\n\ndef main(argv=None):\n    pass\n')
+    (package / "cli.py").write_text(
+        'SUBCOMMANDS: dict[str, str] = {"train": "x", "export": "y"}\n\ndef main(argv=None):\n    pass\n'
+    )
     (package / "export.py").write_text("from os import path\n\ndef export():\n    pass\n\nLIMIT = 3\n")
     (package / "plan" / "__init__.py").write_text("")
     (package / "plan" / "time.py").write_text("class Card:\n    pass\n\ndef estimate(x):\n    return x\n")
@@ -307,7 +325,7 @@ TABLE = """\
 | module | concept | key API |
 |---|---|---|
 | `cli.py` | wiring | `SUBCOMMANDS`, `main(argv)`; `train` and `export` |
-| `export.py` | export | `export(...) -> Result`, `LIMIT`, `export.log`, `metrics.jsonl`, `--step`, `data_source`, `plan/time.py` |
+| `export.py` | export | `export(...) -> Result`, `LIMIT`, `export.log`, `--step`, `data_source`, `plan/time.py` |
 | `plan/` | plan | |
 | `plan/time.py` | time | `Card.name`, `estimate -> float`, `export.LIMIT` |
 """
@@ -350,7 +368,9 @@ def test_the_rename_and_nvml_scan_finds_each_use(tmp_path):
         "import os, shutil\nfrom pynvml import nvmlInit\n\n"
         "def f(a, b):\n    os.replace(a, b)\n    shutil.move(a, b)\n    return getattr(libc, 'renameat2')\n"
     )
-    (package / "plan" / "time.py").write_text("import pynvml\nimport os\nos.rename('a', 'b')\n'x'.replace('a', 'b')\nPath('a').replace('b')\n")
+    (package / "plan" / "time.py").write_text(
+        "import pynvml\nimport os\nos.rename('a', 'b')\n'x'.replace('a', 'b')\nPath('a').replace('b')\n"
+    )
     assert calls_found(package, RENAMES) == [
         "export.py: import pynvml",
         "export.py: os.replace",
@@ -381,9 +401,9 @@ def test_a_wrong_dotted_name_or_parameter_list_is_found(tmp_path):
         "verlfit.export.export_all()",
     ]
     assert wrong_parameters(TABLE, package) == []
-    (package / "cli.py").write_text('SUBCOMMANDS: dict[str, str] = {}\n\ndef main(args, argv=None):\n    pass\n')
+    (package / "cli.py").write_text("SUBCOMMANDS: dict[str, str] = {}\n\ndef main(args, argv=None):\n    pass\n")
     (package / "plan" / "time.py").write_text("class Card:\n    name: str\n    memory: int\n")
-    calls = TABLE.replace("`Card.name`", "`Card(name, memory)`, `Card(memory)`, `Card(\"A10\")`")
+    calls = TABLE.replace("`Card.name`", '`Card(name, memory)`, `Card(memory)`, `Card("A10")`')
     assert wrong_parameters(calls.replace("`estimate -> float`", ""), package) == [
         "cli.py: main(argv) (has args, argv)",
         "plan/time.py: Card(memory) (has name, memory)",
