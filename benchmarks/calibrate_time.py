@@ -24,7 +24,7 @@ Per run: the mean over the used steps of each phase (``timing_s/gen``, ``old_log
 ``update_critic``, ``update_actor``) and of ``timing_s/step``, steps with a checkpoint save excluded (their save
 time is fitted on its own: ``timing_s/save_checkpoint``); decode steps per generate call = the mean of
 ``response_length/max`` (the longest response sets how long ``generate`` runs). The speed switches come from the
-run's overrides (``plan_time.speed_switches``); with the rollout trim and one generate call per step, the rollout
+run's overrides (``verlfit.patch_switches.speed_switches``); with the rollout trim and one generate call per step, the rollout
 width is the mean of ``prompt_length/max`` (the batch's longest prompt).
 
 Fit: weighted least squares (every row divided by its measured seconds, so each phase counts by its relative
@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from verlfit.plan.memory import PlanRequest  # noqa: E402
 from verlfit.plan.request import request_from_settings  # noqa: E402
 from verlfit.plan import time as plan_time  # noqa: E402
+from verlfit.patch_switches import speed_switches  # noqa: E402
 from verlfit.cards import get_card  # noqa: E402
 from verlfit.metrics import consolidate, read_metrics  # noqa: E402
 from verlfit.model_shape import load_model_shape, shape_from_config  # noqa: E402
@@ -176,7 +177,7 @@ def load_record(run_dir: Path, first: int = 2, last: int | None = None, name: st
     request = request_from_settings(settings, load_profile(record["profile"]), 140 * 1024**3, shape=shape_for(settings.model))
     if any(o.endswith("attn_implementation=eager") for o in record["overrides"]):
         request = dataclasses.replace(request, attention="eager")
-    switches = plan_time.speed_switches([*record["overrides"]])
+    switches = speed_switches([*record["overrides"]])
     prompt_max = statistics.mean(r["prompt_length/max"] for r in plain)
     if switches.get("rollout_trim_padding") and request.rollout_prompts_per_call >= request.per_gpu_prompts:
         switches["rollout_prompt_length"] = prompt_max  # one generate call per step: its width is the batch's longest prompt, as recorded

@@ -14,7 +14,7 @@ from verlfit.plan import time as plan_time
 from verlfit.cards import CARDS, card_for_gpu_name, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import shape_from_config
-from verlfit.patch_switches import PatchSwitches
+from verlfit.patch_switches import PatchSwitches, speed_switches
 from verlfit.plan.request import resolve_plan_run, time_inputs_for_options
 from verlfit.plan.train_estimate import for_train
 from verlfit.profiles import load_profile
@@ -160,13 +160,13 @@ def test_cuda_graph_decode_by_hand():
 
 def test_speed_switches_from_overrides():
     five = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True", "+actor_rollout_ref.rollout.cuda_graph=True"]
-    assert plan_time.speed_switches(five) == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True, "cuda_graph": True}
-    assert plan_time.speed_switches(["data.max_prompt_length=512", "+critic.trim_padding=true"]) == {"trim_padding": ("critic",)}
+    assert speed_switches(five) == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True, "cuda_graph": True}
+    assert speed_switches(["data.max_prompt_length=512", "+critic.trim_padding=true"]) == {"trim_padding": ("critic",)}
     # the last one wins; ~key deletes it (verl then reads the absent key as False)
-    assert plan_time.speed_switches([*five, "actor_rollout_ref.rollout.cuda_graph=False", "~critic.trim_padding"]) == {"trim_padding": ("actor", "ref"), "rollout_trim_padding": True}
-    assert plan_time.speed_switches([]) == {}
+    assert speed_switches([*five, "actor_rollout_ref.rollout.cuda_graph=False", "~critic.trim_padding"]) == {"trim_padding": ("actor", "ref"), "rollout_trim_padding": True}
+    assert speed_switches([]) == {}
     with pytest.raises(VerlfitError, match=r"override 'critic.trim_padding=\[' does not parse"):
-        plan_time.speed_switches(["critic.trim_padding=["])
+        speed_switches(["critic.trim_padding=["])
 
 
 def test_offload_moves_bytes_over_pcie():
@@ -286,7 +286,7 @@ def test_plan_prints_the_labelled_estimate_for_the_emulated_p40():
 
     # plan sizes the run as train does (auto-fit) and reads the profile's speed keys (the trims and the CUDA graph
     # on in p40)
-    switches = plan_time.speed_switches(load_profile("p40").overrides)
+    switches = speed_switches(load_profile("p40").overrides)
     assert switches == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True, "cuda_graph": True}
     # plan's --save-freq defaults to train's 25 (a checkpoint save every 25 steps is part of the step time)
     est = plan_time.estimate(plan_fit.auto_fit(request).request, "p40", plan_time.TimeInputs(**switches, save_freq=25))
@@ -648,8 +648,8 @@ def test_lora_update_counts_the_frozen_base_the_adapters_and_their_fixed_costs_o
 
 
 def test_speed_switches_read_unwrap_fsdp():
-    assert plan_time.speed_switches(["+actor_rollout_ref.rollout.unwrap_fsdp=True"]) == {"unwrap_fsdp": True}
-    assert plan_time.speed_switches(["+actor_rollout_ref.rollout.unwrap_fsdp=True", "+actor_rollout_ref.rollout.unwrap_fsdp=False"]) == {}
+    assert speed_switches(["+actor_rollout_ref.rollout.unwrap_fsdp=True"]) == {"unwrap_fsdp": True}
+    assert speed_switches(["+actor_rollout_ref.rollout.unwrap_fsdp=True", "+actor_rollout_ref.rollout.unwrap_fsdp=False"]) == {}
 
 
 def test_benchmarks_time_model_section_holds_the_scripts_table_and_the_p40_graph_figures():

@@ -87,7 +87,7 @@ from dataclasses import dataclass, field
 from verlfit.cards import Card, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
-from verlfit.patch_switches import TRAINING_ROLES, speed_switches  # noqa: F401 (speed_switches: for the record readers)
+from verlfit.patch_switches import TRAINING_ROLES
 from verlfit.plan.memory import PlanRequest, adapter_parameters, lora_linear_shapes, lora_targets
 
 # ======================================================================================
