@@ -12,6 +12,7 @@ from verlfit import cli
 from verlfit.gpu import GpuInfo
 from verlfit.commands.train import prepare_launch, register
 from verlfit.train.run_directory import create_run_directory, resume_plan
+from verlfit.patch_switches import speed_switches
 
 
 @pytest.mark.parametrize("profile, rollout", [("p40", "actor_rollout_ref.rollout.name=hf"), ("a10", "actor_rollout_ref.rollout.name=vllm")])
@@ -729,7 +730,7 @@ def test_the_plan_verdict_comes_with_the_estimated_run_time():
     plan = prepare_launch(parse(["--emulate", "p40", "--steps", "200"]), environ={}, gpu=H200)
     request = request_from_settings(plan.settings, load_profile("p40"), 24 * 1024**3, shape=load_model_shape(plan.settings.model))
     # the p40 profile's speed keys (patches 0020-0022) are part of what the estimate models
-    inputs = plan_time.TimeInputs(save_freq=plan.settings.save_freq, **plan_time.speed_switches(load_profile("p40").overrides))
+    inputs = plan_time.TimeInputs(save_freq=plan.settings.save_freq, **speed_switches(load_profile("p40").overrides))
     on_h200, on_p40 = (plan_time.estimate(request, card, inputs).step_seconds for card in ("h200", "p40"))
     # below an hour in minutes (a new-user trial read "2 steps = 0.00 h"), above it in hours
     assert on_h200 * 200 < 3600 < on_p40 * 200
