@@ -611,6 +611,21 @@ def fit_for_train(
     )
 
 
+def offloaded_parts(request: PlanRequest) -> list[str]:
+    """The FSDP offloads ``request`` turns on, in words (``["actor param", "critic optimizer"]``), in the order actor
+    param, actor optimizer, critic param, critic optimizer; empty when none is."""
+    return [
+        name.replace("_offload", "").replace("_", " ")
+        for name in (
+            "actor_param_offload",
+            "actor_optimizer_offload",
+            "critic_param_offload",
+            "critic_optimizer_offload",
+        )
+        if getattr(request, name)
+    ]
+
+
 def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAULT_MARGIN, switches=None) -> list[str]:
     """The planner's warning for ``verlfit train --plan off`` (sizes as given): none when the run's plan
     (:func:`predict` of :func:`request_from_settings`, ``memory_bytes`` per GPU) fits; otherwise one line with its peak
@@ -625,16 +640,7 @@ def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAU
     decision = auto_fit(request, margin=margin)
     if decision.fits:
         chosen = decision.request
-        offload = [
-            name.replace("_offload", "").replace("_", " ")
-            for name in (
-                "actor_param_offload",
-                "actor_optimizer_offload",
-                "critic_param_offload",
-                "critic_optimizer_offload",
-            )
-            if getattr(chosen, name)
-        ]
+        offload = offloaded_parts(chosen)
         then = (
             "without --plan off the planner would choose: micro-batches actor "
             f"{chosen.actor_micro_batch_size}, log-prob {chosen.log_prob_micro_batch_size}"

@@ -3,7 +3,7 @@ Qwen2.5 shapes at one GPU and at N with the request's card, dtype, rollout, batc
 
 from __future__ import annotations
 
-from verlfit.plan.fit import auto_fit
+from verlfit.plan.fit import auto_fit, offloaded_parts
 from verlfit.plan.memory import DEFAULT_MARGIN
 
 # the sizes `verlfit plan --gpus N` (N > 1) compares at N GPUs and at 1: Qwen2.5 shapes
@@ -43,16 +43,7 @@ def size_rows(request, margin: float = DEFAULT_MARGIN) -> list[dict]:
                 )
                 decision = auto_fit(trial, margin=margin)
                 chosen = decision.request
-                offload = [
-                    name.replace("_offload", "").replace("_", " ")
-                    for name in (
-                        "actor_param_offload",
-                        "actor_optimizer_offload",
-                        "critic_param_offload",
-                        "critic_optimizer_offload",
-                    )
-                    if getattr(chosen, name)
-                ]
+                offload = offloaded_parts(chosen)
                 row[str(gpus)] = {
                     "fits": decision.fits,
                     "required_bytes": decision.plan.required_bytes,
