@@ -1081,3 +1081,33 @@ def test_sigterm_stops_verl_like_ctrl_c(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "verlfit: stopping verl (SIGTERM (docker stop); waiting up to 60 s)" in err
     assert "stopped before the first checkpoint (--save-freq 25): nothing to resume; start a new run" in err
+
+
+def test_sigterm_stops_verl_like_ctrl_c_when_verlfit_runs_with_sigint_ignored(tmp_path, capsys):
+    """`nohup verlfit train ... &` from a shell without job control starts verlfit with SIGINT ignored, and verl
+    inherited that: the SIGINT verlfit sends it to stop cleanly was ignored, and it was killed 60 s later (SIGTERM).
+    verl now starts with SIGINT at its default, so it stops cleanly; verlfit's own SIGINT stays ignored."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from verlfit.train.supervise import launch
+
+    script = STEP.format(n=1) + "\nimport time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('verl got SIGINT', flush=True)\n    raise SystemExit(1)"
+    plan = fake_verl_plan(tmp_path, script)
+    run_dir = tmp_path / "run"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM))
+    started = time.monotonic()
+    timer.start()
+    try:
+        status = launch(plan, run_dir)
+        ignored_after = signal.getsignal(signal.SIGINT)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert status == 130
+    assert ignored_after is signal.SIG_IGN
+    assert "verl got SIGINT" in (run_dir / "train.log").read_text()
+    assert time.monotonic() - started < 30

@@ -82,16 +82,26 @@ def launch(
     )
     keeper = CheckpointKeeper(run_dir, plan.settings.keep_checkpoints, watcher.say)
     keeper.check(force=True)  # a resumed run: the checkpoints from before it, which verl will not prune
-    process = subprocess.Popen(
-        plan.command,
-        env=environment,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-        bufsize=1,
-        start_new_session=True,
-    )
+    # a verlfit started with SIGINT ignored (`nohup verlfit train &` from a shell without job control) would pass that
+    # on through exec, and verl would ignore the SIGINT that stops it cleanly (_stop): a handled signal is reset to its
+    # default by exec, an ignored one is not, so SIGINT is handled here while verl starts, then ignored again
+    sigint_ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if sigint_ignored:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(
+            plan.command,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            bufsize=1,
+            start_new_session=True,
+        )
+    finally:
+        if sigint_ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
     lines: queue.Queue = queue.Queue()
 
     def read() -> None:
