@@ -493,11 +493,14 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     # (a critic at the actor's rank follows it: train's --lora-rank alone sets both)
     critic_rank = r.lora_rank_of("critic") if r.has_critic else 0
     follows = r.has_critic and critic_rank == r.lora_rank
-    # ranks above min(in, out features) of the targeted layers add no capacity: never suggested (memory.lora_rank_bound)
+    # ranks above min(in, out features) of the targeted layers add no capacity: never suggested
+    # (memory.lora_rank_bound, read once for each rank searched)
+    searched = (("actor", r.lora_rank > 1), ("critic", critic_rank > 1 and not follows))
+    bounds = {role: lora_rank_bound(r.shape, role, r.lora_target_modules)[0] for role, search in searched if search}
     if r.lora_rank > 1:
         best = _largest_fitting(
             1,
-            min(r.lora_rank - 1, lora_rank_bound(r.shape, "actor", r.lora_target_modules)[0]),
+            min(r.lora_rank - 1, bounds["actor"]),
             lambda k: replace(r, lora_rank=k, critic_lora_rank=None if follows else r.critic_lora_rank),
             margin,
             keep,
@@ -513,7 +516,7 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     if critic_rank > 1 and not follows:
         best = _largest_fitting(
             1,
-            min(critic_rank - 1, lora_rank_bound(r.shape, "critic", r.lora_target_modules)[0]),
+            min(critic_rank - 1, bounds["critic"]),
             lambda k: replace(r, critic_lora_rank=k),
             margin,
             keep,
@@ -685,7 +688,8 @@ def plan_for_train(
     (:func:`request_from_settings` of ``settings``); with ``auto`` (``--plan auto``) fitted
     (:func:`fit_request_for_train`, keeping ``keep``: :func:`verlfit.plan.request.sizing_keep`'s names) and its
     choice written into ``settings``, else the sizes as given checked (:func:`plan_off_warning`'s lines); then the
-    step time of the request as run (:func:`verlfit.plan.train_estimate.run_step_time_lines`, over ``steps``).
+    step time of the request as run (:func:`verlfit.plan.train_estimate.step_time_lines`, over ``steps``) on the
+    run's card, under ``--emulate`` first on the card the run goes at (:func:`verlfit.resolved_run.running_card`).
 
     Returns (the lines to print: with ``auto`` the choice and the time estimate, else the warning when the sizes do
     not fit; the estimated seconds per step on the GPU the run goes at, for the ETA before the first step).
@@ -694,7 +698,8 @@ def plan_for_train(
         VerlfitError: sizes as given that verl 0.4.1 cannot run; the model's shape cannot be read; with ``auto``,
             nothing fits or verl cannot run the choice.
     """
-    from verlfit.plan.train_estimate import inputs_for_train, run_step_time_lines
+    from verlfit.plan.train_estimate import inputs_for_train, step_time_lines
+    from verlfit.resolved_run import running_card
 
     if not auto:
         reason = unsupported_reason(run.profile.rollout, settings.actor_param_offload)
@@ -708,5 +713,9 @@ def plan_for_train(
         lines, request = fit_request_for_train(settings, request, keep, margin, card=run.card, inputs=inputs)
     else:
         lines = plan_off_lines(request, margin)  # sizes as given: say what the planner thinks of them
-    estimated, seconds = run_step_time_lines(request, inputs, run, steps)
+    # timed on the run's card; under --emulate first on the card the run goes at, then on the emulated one
+    running = running_card(run.profile, run.gpu.name if run.gpu is not None else None) if run.emulate else run.card
+    estimated, seconds = step_time_lines(
+        request, inputs, [running] + ([run.card] if run.card != running else []), steps, run.switches
+    )
     return lines + (estimated if auto else []), seconds

@@ -25,7 +25,7 @@ from verlfit.plan.time import (
     measured_lengths,
 )
 from verlfit.profiles import Profile
-from verlfit.resolved_run import ResolvedRun, running_card
+from verlfit.resolved_run import running_card
 
 
 def inputs_for_train(settings: TrainSettings, switches: PatchSwitches) -> TimeInputs:
@@ -75,10 +75,11 @@ def for_train(
     Raises:
         VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`).
     """
+    inputs = inputs_for_train(settings, switches)
     request = request_from_settings(settings, profile, 24 * 1024**3, switches=switches)  # as train_step_estimate's
     running = running_card(profile, gpu_name)
     cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
-    return step_time_lines(request, inputs_for_train(settings, switches), cards, steps, switches)
+    return step_time_lines(request, inputs, cards, steps, switches)
 
 
 def step_time_lines(
@@ -100,18 +101,6 @@ def step_time_lines(
     if request.rollout == "vllm":
         lines.append(f"plan: {VLLM_NOTE}")
     return lines, eta
-
-
-def run_step_time_lines(
-    request: PlanRequest, inputs: TimeInputs, run: ResolvedRun, steps: int | None
-) -> tuple[list[str], float | None]:
-    """:func:`step_time_lines` of the resolved ``run`` (:class:`verlfit.resolved_run.ResolvedRun`): its card, and
-    under ``--emulate`` the card the run goes at first (the detected GPU's, else the profile's:
-    :func:`verlfit.resolved_run.running_card`), then the emulated one; the same lines and seconds as
-    :func:`for_train` of the settings ``request`` was built from."""
-    running = running_card(run.profile, run.gpu.name if run.gpu is not None else None) if run.emulate else run.card
-    cards = [running] + ([run.card] if run.card != running else [])
-    return step_time_lines(request, inputs, cards, steps, run.switches)
 
 
 def launch_step_seconds(

@@ -228,6 +228,8 @@ def build_launch(
     if Path(settings.model).exists():
         settings.model = str(Path(settings.model).resolve())
     # the run, resolved once: what the memory and time models read from here on
+    from verlfit.plan.memory import plan_memory
+
     memory_bytes, memory_source = plan_memory(profile, gpu, limit, options.emulate)
     run = train_run(profile, gpu, memory_bytes, memory_source, settings, options.emulate)
     notes += measure_prompts(settings, run, keys.prompt_key)
@@ -321,20 +323,3 @@ def measure_prompts(settings: TrainSettings, run: ResolvedRun, prompt_key: str =
         settings.train_prompts_kept = train.kept  # the steps an epoch takes are counted from these
     settings.longest_prompt_length = measured.longest
     return [measured.note] if measured.note else []
-
-
-def plan_memory(profile, gpu, limit_gib: float | None, emulate: str | None = None) -> tuple[int, str]:
-    """The usable memory per GPU, bytes, that the planner sizes a run for, and where it came from: the memory cap
-    (``limit_gib``: ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the
-    detected card's usable memory (:func:`verlfit.plan.usable_memory_bytes`; not under ``emulate``), else the
-    profile's card (``gpu_memory_gib``)."""
-    from verlfit.plan.memory import usable_memory_bytes
-
-    if limit_gib is not None:
-        return int(limit_gib * 1024**3), f"a cap of {limit_gib:g} GiB per worker"
-    if gpu is not None and not emulate:
-        return usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
-    return (
-        int(profile.gpu_memory_gib * 1024**3),
-        f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)",
-    )
