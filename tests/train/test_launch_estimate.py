@@ -27,3 +27,16 @@ def test_launch_plan_carries_the_estimate_of_what_it_records(argv, gpu):
     recorded = launch_step_seconds(plan.settings, plan.profile_name, plan.gpu_description, plan.overrides)
     assert recorded is not None and recorded > 0
     assert plan.estimated_step_seconds == recorded
+
+
+def test_a_resumed_plan_carries_the_estimate_of_its_record(tmp_path):
+    from fakes import fake_checkpoint
+    from verlfit.train.run_directory import create_run_directory, resume_plan
+
+    argv = ["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r1"), "--steps", "4"]
+    plan = prepare_launch(parse(argv), environ={}, gpu=P40)
+    run_dir = create_run_directory(plan, "data: {}\n")
+    fake_checkpoint(run_dir, 2)
+    resumed = resume_plan(run_dir)
+    assert resumed.estimated_step_seconds is not None
+    assert resumed.estimated_step_seconds == plan.estimated_step_seconds  # the resume changes no switch of the time
