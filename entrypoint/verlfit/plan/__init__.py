@@ -5,8 +5,8 @@ The package, one file per part (formulas, sources and derivations: ``docs/plan.m
 
 * :mod:`verlfit.plan.memory`: the memory model: its constants with their sources, :class:`PlanRequest`,
   :class:`PhaseMemory`, :class:`Plan`, :func:`predict`.
-* :mod:`verlfit.plan.fit`: :func:`auto_fit`, :func:`smallest_change` and :func:`fit_for_train` (``verlfit train --plan
-auto``).
+* :mod:`verlfit.plan.fit`: :func:`auto_fit`, :func:`smallest_change` and :func:`plan_for_train` (``verlfit train``'s
+  planner: the run's request built once, fitted or checked as given, then timed).
 * :mod:`verlfit.plan.request`: building a :class:`PlanRequest` from a profile, ``verlfit train``'s settings or
   ``verlfit plan``'s options (:class:`PlanOptions`).
 * :mod:`verlfit.plan.render`: a plan as JSON-ready data or a table.

@@ -3,7 +3,8 @@ micro-batches and turns on gradient checkpointing and offload only when needed, 
 picks the fastest by the time estimate among the configurations that fit (gradient checkpointing per role, the
 micro-batches each allows, a LoRA base in 16 bits or fp32: :func:`speed_candidates`); :func:`smallest_change` searches
 the single changes that would make a hopeless configuration fit; :func:`fit_for_train` applies the choice to
-``verlfit train``'s settings (docs/plan.md section 6).
+``verlfit train``'s settings (docs/plan.md section 6); :func:`plan_for_train` is ``verlfit train``'s planner: the run's
+request built once, fitted (or checked as given), then timed.
 """
 
 from __future__ import annotations
@@ -492,11 +493,14 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     # (a critic at the actor's rank follows it: train's --lora-rank alone sets both)
     critic_rank = r.lora_rank_of("critic") if r.has_critic else 0
     follows = r.has_critic and critic_rank == r.lora_rank
-    # ranks above min(in, out features) of the targeted layers add no capacity: never suggested (memory.lora_rank_bound)
+    # ranks above min(in, out features) of the targeted layers add no capacity: never suggested
+    # (memory.lora_rank_bound, read once for each rank searched)
+    searched = (("actor", r.lora_rank > 1), ("critic", critic_rank > 1 and not follows))
+    bounds = {role: lora_rank_bound(r.shape, role, r.lora_target_modules)[0] for role, search in searched if search}
     if r.lora_rank > 1:
         best = _largest_fitting(
             1,
-            min(r.lora_rank - 1, lora_rank_bound(r.shape, "actor", r.lora_target_modules)[0]),
+            min(r.lora_rank - 1, bounds["actor"]),
             lambda k: replace(r, lora_rank=k, critic_lora_rank=None if follows else r.critic_lora_rank),
             margin,
             keep,
@@ -512,7 +516,7 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     if critic_rank > 1 and not follows:
         best = _largest_fitting(
             1,
-            min(critic_rank - 1, lora_rank_bound(r.shape, "critic", r.lora_target_modules)[0]),
+            min(critic_rank - 1, bounds["critic"]),
             lambda k: replace(r, critic_lora_rank=k),
             margin,
             keep,
@@ -565,6 +569,23 @@ def fit_for_train(
     if keep_checkpointing:
         keep.add("gradient_checkpointing")
     request = request_from_settings(settings, profile, memory_bytes, switches=switches)
+    return fit_request_for_train(settings, request, keep, margin, card, inputs)[0]
+
+
+def fit_request_for_train(
+    settings, request: PlanRequest, keep: set[str], margin: float = DEFAULT_MARGIN, card=None, inputs=None
+) -> tuple[list[str], PlanRequest]:
+    """:func:`fit_for_train` of the run's planner ``request`` (:func:`request_from_settings` of ``settings``, sized
+    for the run's usable memory): :func:`auto_fit` keeping ``keep`` (:func:`verlfit.plan.request.sizing_keep`'s
+    names), its choice written into ``settings``; returns (the lines to print, the chosen request: the request of
+    ``settings`` as written).
+
+    Raises:
+        VerlfitError: nothing fits (the smallest change that would as the fix), or verl 0.4.1 cannot run the choice.
+    """
+    keep_micro_batch, keep_offload = "micro_batches" in keep, "offload" in keep
+    keep_checkpointing = "gradient_checkpointing" in keep
+    memory_bytes = request.gpu_memory_bytes
     decision = auto_fit(request, margin=margin, keep=keep, card=card, inputs=inputs)
     if not decision.fits:
         savings = [
@@ -608,7 +629,7 @@ def fit_for_train(
         [f"plan: {line}" for line in decision.reasons]
         + [f"plan: {plan.notes[0]} -> {plan.verdict}"]
         + [f"plan: {line}" for line in lora_notes(chosen)]
-    )
+    ), chosen
 
 
 def offloaded_parts(request: PlanRequest) -> list[str]:
@@ -634,6 +655,12 @@ def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAU
     launches: ``--plan off`` is the user's call. ``switches``: the run's :class:`verlfit.patch_switches.PatchSwitches`
     (:func:`request_from_settings`)."""
     request = request_from_settings(settings, profile, memory_bytes, switches=switches)
+    return plan_off_lines(request, margin)
+
+
+def plan_off_lines(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> list[str]:
+    """:func:`plan_off_warning` of the run's planner ``request`` (:func:`request_from_settings` of the sizes as given,
+    sized for the run's usable memory)."""
     plan = predict(request, margin)
     if plan.verdict == "fits":
         return []
@@ -651,3 +678,44 @@ def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAU
     else:
         then = decision.suggestion or "nothing fits this card"
     return [f"plan: WARN --plan off: {plan.notes[0]} -> {plan.verdict}: verl may run out of memory; {then}"]
+
+
+def plan_for_train(
+    settings, run, keep: set[str], auto: bool, steps: int | None, margin: float = DEFAULT_MARGIN
+) -> tuple[list[str], float | None]:
+    """The planner's part of ``verlfit train`` for the resolved ``run`` (:class:`verlfit.resolved_run.ResolvedRun`:
+    its profile, usable memory, card and patch switches, read as they are): the run's request built once
+    (:func:`request_from_settings` of ``settings``); with ``auto`` (``--plan auto``) fitted
+    (:func:`fit_request_for_train`, keeping ``keep``: :func:`verlfit.plan.request.sizing_keep`'s names) and its
+    choice written into ``settings``, else the sizes as given checked (:func:`plan_off_warning`'s lines); then the
+    step time of the request as run (:func:`verlfit.plan.train_estimate.step_time_lines`, over ``steps``) on the
+    run's card, under ``--emulate`` first on the card the run goes at (:func:`verlfit.resolved_run.running_card`).
+
+    Returns (the lines to print: with ``auto`` the choice and the time estimate, else the warning when the sizes do
+    not fit; the estimated seconds per step on the GPU the run goes at, for the ETA before the first step).
+
+    Raises:
+        VerlfitError: sizes as given that verl 0.4.1 cannot run; the model's shape cannot be read; with ``auto``,
+            nothing fits or verl cannot run the choice.
+    """
+    from verlfit.plan.train_estimate import inputs_for_train, step_time_lines
+    from verlfit.resolved_run import running_card
+
+    if not auto:
+        reason = unsupported_reason(run.profile.rollout, settings.actor_param_offload)
+        if reason:
+            raise VerlfitError(
+                f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2
+            )
+    inputs = inputs_for_train(settings, run.switches)
+    request = request_from_settings(settings, run.profile, run.memory_bytes, switches=run.switches)
+    if auto:
+        lines, request = fit_request_for_train(settings, request, keep, margin, card=run.card, inputs=inputs)
+    else:
+        lines = plan_off_lines(request, margin)  # sizes as given: say what the planner thinks of them
+    # timed on the run's card; under --emulate first on the card the run goes at, then on the emulated one
+    running = running_card(run.profile, run.gpu.name if run.gpu is not None else None) if run.emulate else run.card
+    estimated, seconds = step_time_lines(
+        request, inputs, [running] + ([run.card] if run.card != running else []), steps, run.switches
+    )
+    return lines + (estimated if auto else []), seconds

@@ -241,6 +241,21 @@ def usable_memory_bytes(gpu) -> int:
     )
 
 
+def plan_memory(profile, gpu, limit_gib: float | None, emulate: str | None = None) -> tuple[int, str]:
+    """The usable memory per GPU, bytes, that the planner sizes a run for, and where it came from: the memory cap
+    (``limit_gib``: ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the
+    detected card's usable memory (:func:`usable_memory_bytes`; not under ``emulate``), else the
+    profile's card (``gpu_memory_gib``)."""
+    if limit_gib is not None:
+        return int(limit_gib * 1024**3), f"a cap of {limit_gib:g} GiB per worker"
+    if gpu is not None and not emulate:
+        return usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
+    return (
+        int(profile.gpu_memory_gib * 1024**3),
+        f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)",
+    )
+
+
 PHASES = ("rollout", "old_log_prob", "ref_log_prob", "values", "critic_update", "actor_update")
 PHASE_TITLES = {
     "rollout": "rollout",

@@ -12,6 +12,7 @@ from verlfit.cards import CARDS, Card, get_card
 from verlfit.model_shape import ModelShape
 from verlfit.overrides import TrainSettings
 from verlfit.patch_switches import PatchSwitches
+from verlfit.plan.memory import PlanRequest
 from verlfit.plan.request import request_from_settings
 from verlfit.plan.time import (
     VLLM_NOTE,
@@ -68,16 +69,27 @@ def for_train(
     """(lines to print beside the memory verdict, estimated seconds per step on the GPU the run uses) for
     ``verlfit train``'s settings with the run's patch ``switches``. The run's card is the detected GPU (NVML name
     ``gpu_name``), else the profile's card (:func:`verlfit.resolved_run.running_card`); under ``--emulate`` the
-    emulated card's estimate is printed too (the run itself goes at the real GPU's speed). With an actor LoRA the
-    lines end with what the estimate says of LoRA generation (:func:`verlfit.plan.time.lora_generation_note`).
+    emulated card's estimate is printed too (the run itself goes at the real GPU's speed). The lines are
+    :func:`step_time_lines`'.
 
     Raises:
         VerlfitError: the model's shape cannot be read (:func:`verlfit.model_shape.load_model_shape`).
     """
-    request = request_from_settings(settings, profile, 24 * 1024**3, switches=switches)  # as train_step_estimate's
     inputs = inputs_for_train(settings, switches)
+    request = request_from_settings(settings, profile, 24 * 1024**3, switches=switches)  # as train_step_estimate's
     running = running_card(profile, gpu_name)
     cards = [running] + ([get_card(emulate)] if emulate and emulate in CARDS and get_card(emulate) != running else [])
+    return step_time_lines(request, inputs, cards, steps, switches)
+
+
+def step_time_lines(
+    request: PlanRequest, inputs: TimeInputs, cards: list[Card], steps: int | None, switches: PatchSwitches
+) -> tuple[list[str], float | None]:
+    """(lines, seconds per step on ``cards[0]``) of a ``verlfit train`` run's planner ``request`` (its
+    ``gpu_memory_bytes`` does not enter the time) with its :class:`TimeInputs` and patch ``switches``: one line per
+    card (the GPU the run goes at first, then an emulated card), with the run's time over ``steps`` when known; with an
+    actor LoRA what the estimate says of LoRA generation (:func:`verlfit.plan.time.lora_generation_note`); on the vLLM
+    rollout :data:`verlfit.plan.time.VLLM_NOTE`."""
     lines, eta = [], None
     for card in cards:
         est = estimate(request, card, inputs)
@@ -89,3 +101,20 @@ def for_train(
     if request.rollout == "vllm":
         lines.append(f"plan: {VLLM_NOTE}")
     return lines, eta
+
+
+def launch_step_seconds(
+    settings: TrainSettings, profile_name: str, gpu_description: str, overrides: list[str]
+) -> float | None:
+    """Seconds per step the time model estimates for a launch (:func:`for_train`'s) from what its
+    :class:`verlfit.train.launch_plan.LaunchPlan` records: the profile by name, the GPU as described (its NVML name
+    first) and the switches of the final override list, what verl gets; the ETA before a resumed run's first step.
+    None when the model's shape cannot be read (the ETA then waits for the first step)."""
+    from verlfit.errors import VerlfitError
+    from verlfit.profiles import load_profile
+
+    try:
+        switches = PatchSwitches.from_overrides(overrides)
+        return for_train(settings, load_profile(profile_name), gpu_description, None, switches)[1]
+    except VerlfitError:
+        return None

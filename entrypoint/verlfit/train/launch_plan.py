@@ -32,6 +32,10 @@ class LaunchPlan:
     reward_function: RewardFunction | None = None
     # the columns verl reads the prompt and the reward's key from (data.prompt_key, data.reward_fn_key), read once
     data_keys: DataKeys = dataclasses.field(default_factory=DataKeys)
+    # the training steps the run will take (total_steps), None: unknown
+    total_steps: int | None = None
+    # the time model's seconds per step on the run's GPU, for the ETA before the first step; None: no estimate
+    estimated_step_seconds: float | None = None
 
 
 def hydra_run_dir_override(run_dir) -> str:

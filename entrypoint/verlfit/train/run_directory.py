@@ -18,6 +18,7 @@ from verlfit.checkpoints import TRACKER, checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
 from verlfit.output_files import write_file
 from verlfit.overrides import TrainSettings, keep_checkpoints_overrides
+from verlfit.plan.train_estimate import launch_step_seconds
 from verlfit.run_files import (
     CHECKPOINTS_DIR,
     COMMAND_FILE,
@@ -273,6 +274,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         command,
         notes,
         data_keys=data_keys(overrides),
+        estimated_step_seconds=launch_step_seconds(settings, record["profile"], record["gpu"], overrides),
     )
 
 

@@ -228,23 +228,17 @@ def build_launch(
     if Path(settings.model).exists():
         settings.model = str(Path(settings.model).resolve())
     # the run, resolved once: what the memory and time models read from here on
+    from verlfit.plan.memory import plan_memory
+
     memory_bytes, memory_source = plan_memory(profile, gpu, limit, options.emulate)
     run = train_run(profile, gpu, memory_bytes, memory_source, settings, options.emulate)
     notes += measure_prompts(settings, run, keys.prompt_key)
-    if options.sizing.plan == "auto":
-        notes += apply_plan(settings, run, keep)
-    else:
-        from verlfit.plan.memory import unsupported_reason
+    # the planner: sizes chosen (--plan auto, written into settings) or checked as given, and the run's step time
+    from verlfit.plan.fit import plan_for_train
 
-        reason = unsupported_reason(profile.rollout, settings.actor_param_offload)
-        if reason:
-            raise VerlfitError(
-                f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2
-            )
-        from verlfit.plan.fit import plan_off_warning
-
-        # sizes as given: say what the planner thinks of them
-        notes += plan_off_warning(settings, profile, run.memory_bytes, switches=run.switches)
+    steps = total_steps(settings)
+    plan_lines, step_seconds = plan_for_train(settings, run, keep, options.sizing.plan == "auto", steps)
+    notes += plan_lines
     share = None
     if profile.rollout == "vllm" and limit is not None and gpu is not None:
         # vLLM sizes its pool as a fraction of the whole card, not of the per-process cap (patch 0006):
@@ -279,7 +273,19 @@ def build_launch(
         if gpu
         else "none detected"
     )
-    return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward, keys)
+    return LaunchPlan(
+        settings,
+        profile.name,
+        gpu_text,
+        environment,
+        overrides,
+        command,
+        notes,
+        reward,
+        keys,
+        total_steps=steps,
+        estimated_step_seconds=step_seconds,
+    )
 
 
 def measure_prompts(settings: TrainSettings, run: ResolvedRun, prompt_key: str = "prompt") -> list[str]:
@@ -317,47 +323,3 @@ def measure_prompts(settings: TrainSettings, run: ResolvedRun, prompt_key: str =
         settings.train_prompts_kept = train.kept  # the steps an epoch takes are counted from these
     settings.longest_prompt_length = measured.longest
     return [measured.note] if measured.note else []
-
-
-def apply_plan(settings: TrainSettings, run: ResolvedRun, keep: set[str]) -> list[str]:
-    """Let the planner choose micro-batches, checkpointing and offload for the resolved ``run`` (its usable memory,
-    its card for the speed pick, its patch switches); return what it said.
-
-    ``keep``: what the user set and the planner keeps (:func:`verlfit.plan.request.sizing_keep`: ``--micro-batch-size``,
-    ``--offload``, ``--no-gradient-checkpointing``, ``--frozen-base-dtype``). Raises VerlfitError when nothing fits,
-    with the smallest change that would.
-    """
-    from verlfit.plan.fit import fit_for_train
-    from verlfit.plan.train_estimate import for_train, inputs_for_train
-
-    lines = fit_for_train(
-        settings,
-        run.profile,
-        run.memory_bytes,
-        keep_micro_batch="micro_batches" in keep,
-        keep_offload="offload" in keep,
-        keep_checkpointing="gradient_checkpointing" in keep,
-        card=run.card,
-        inputs=inputs_for_train(settings, run.switches),
-        keep_frozen_base="frozen_base" in keep,
-        switches=run.switches,
-    )
-    gpu_name = run.gpu.name if run.gpu is not None else None
-    return lines + for_train(settings, run.profile, gpu_name, total_steps(settings), run.switches, run.emulate)[0]
-
-
-def plan_memory(profile, gpu, limit_gib: float | None, emulate: str | None = None) -> tuple[int, str]:
-    """The usable memory per GPU, bytes, that the planner sizes a run for, and where it came from: the memory cap
-    (``limit_gib``: ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the
-    detected card's usable memory (:func:`verlfit.plan.usable_memory_bytes`; not under ``emulate``), else the
-    profile's card (``gpu_memory_gib``)."""
-    from verlfit.plan.memory import usable_memory_bytes
-
-    if limit_gib is not None:
-        return int(limit_gib * 1024**3), f"a cap of {limit_gib:g} GiB per worker"
-    if gpu is not None and not emulate:
-        return usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
-    return (
-        int(profile.gpu_memory_gib * 1024**3),
-        f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)",
-    )

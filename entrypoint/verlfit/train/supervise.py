@@ -24,19 +24,6 @@ from verlfit.train.run_directory import record_outcome
 STALLED_STATUS = 124  # launch()'s status after --stall-timeout stopped verl (timeout(1)'s convention)
 
 
-def _estimated_step_seconds(plan: LaunchPlan) -> float | None:
-    """The time model's step estimate on the run's GPU, for the ETA before the first step (None: no estimate)."""
-    from verlfit.patch_switches import PatchSwitches
-    from verlfit.plan.train_estimate import for_train
-    from verlfit.profiles import load_profile
-
-    try:
-        switches = PatchSwitches.from_overrides(plan.overrides)  # the run's final override list: what verl gets
-        return for_train(plan.settings, load_profile(plan.profile_name), plan.gpu_description, None, switches)[1]
-    except VerlfitError:  # a model whose shape cannot be read: the ETA waits for the first step, as before
-        return None
-
-
 def launch(
     plan: LaunchPlan, run_dir: Path, stream=None, stall_timeout: float | None = None, poll_seconds: float = 5.0
 ) -> int:
@@ -76,7 +63,7 @@ def launch(
         run_dir,
         total_steps(plan.settings),
         stream=stream,
-        initial_step_seconds=_estimated_step_seconds(plan),
+        initial_step_seconds=plan.estimated_step_seconds,
         resume_step=resume_step,
         stall_timeout=stall_timeout,
     )
