@@ -176,11 +176,10 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     moved or resumed from another working directory still finds its checkpoints. ``steps`` extends
     (or shortens) the run's total training steps.
     """
-    from verlfit.overrides import merge_overrides, quote_value
+    from verlfit.overrides import merge_overrides, override_values, quote_value
 
     run_dir = Path(run_dir).resolve()
     record = resumable_record(run_dir)
-    settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
     pid = record.get("pid")
     if pid != os.getpid() and process_alive(pid, "verlfit"):
         raise VerlfitError(
@@ -188,6 +187,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             "the same checkpoints and metrics",
             fix=f"stop it first (Ctrl-C in its terminal, or kill -INT {pid}), then resume",
         )
+    settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         save_freq = record["settings"].get("save_freq")
@@ -205,10 +205,11 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         settings.keep_checkpoints = keep_checkpoints
     # what the resume's first check removes (CheckpointKeeper in launch), said by the dry run
     doomed = checkpoints_to_prune(run_dir / CHECKPOINTS_DIR, settings.keep_checkpoints)
+    # the recorded settings' total: their --steps, else epochs x batches of train.parquet, as verl counts them
+    settings_total = total_steps(settings)
     recorded_total = record.get("total_steps")
     if recorded_total is None and settings.steps is None:
-        # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
-        recorded_total = total_steps(settings)
+        recorded_total = settings_total  # a run sized by --epochs
     hydra_dir = hydra_run_dir_override(run_dir)
     if (
         steps is None
@@ -251,6 +252,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     if keep_checkpoints is not None:
         changes += keep_checkpoints_overrides(keep_checkpoints)
     overrides = merge_overrides(record["overrides"] + changes)
+    keys = data_keys(override_values(overrides))
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_dir]
     environment = dict(record["environment"])
     if "TENSORBOARD_DIR" in environment:
@@ -272,7 +274,8 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         overrides,
         command,
         notes,
-        data_keys=data_keys(overrides),
+        data_keys=keys,
+        total_steps=steps if steps is not None else settings_total,
     )
 
 

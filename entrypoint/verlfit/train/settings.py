@@ -30,7 +30,8 @@ from verlfit.overrides import (
     hf_rollout_only_note,
     override_value,
     unwraps_lora_generation,
-    user_overrides,
+    UserOverrides,
+    parse_user_overrides,
     validate_overrides,
 )
 from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, profile_choice_note, resolve_environment
@@ -75,13 +76,10 @@ class TrainOptions:
     skip_checks: bool = False
 
 
-def train_settings(options: TrainOptions, run_dir: str, sizes: dict) -> TrainSettings:
+def train_settings(options: TrainOptions, run_dir: str, sizes: dict, user: UserOverrides) -> TrainSettings:
     """Map ``verlfit train``'s options onto :class:`TrainSettings` (pure). ``sizes``: the fields of the shared
-    sizing options (:func:`verlfit.plan.request.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s).
-
-    Raises:
-        VerlfitError: a managed key after ``--``.
-    """
+    sizing options (:func:`verlfit.plan.request.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s);
+    ``user``: the overrides after ``--``, parsed (:func:`verlfit.overrides.parse_user_overrides`)."""
     return TrainSettings(
         **sizes,
         model=options.model,
@@ -97,7 +95,7 @@ def train_settings(options: TrainOptions, run_dir: str, sizes: dict) -> TrainSet
         test_freq=options.test_freq,
         validate_before_train=not options.no_validate_before_train,
         loggers=("console", "tensorboard") if options.tensorboard else ("console",),
-        extra_overrides=user_overrides(options.overrides),
+        extra_overrides=list(user.words),
     )
 
 
@@ -207,12 +205,13 @@ def build_launch(
     )
     if options.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
-    settings = train_settings(options, run_dir, sizes)
+    user = parse_user_overrides(options.overrides)  # refuses a managed key after --
+    settings = train_settings(options, run_dir, sizes, user)
     from verlfit.train.reward import data_keys, reward_overrides, run_reward_function
 
+    keys = data_keys(user.values)  # the columns verl reads: read once, for every later check
     # --reward-function, or verl's keys after --: one check, made absolute, and verl pointed at the run directory's copy
-    reward, settings.extra_overrides = run_reward_function(options.reward_function, settings.extra_overrides)
-    keys = data_keys(settings.extra_overrides)  # the columns verl reads: read once, for every later check
+    reward, settings.extra_overrides = run_reward_function(options.reward_function, user)
     if options.steps is not None and options.epochs is not None:
         notes.append(
             f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after "
@@ -231,6 +230,7 @@ def build_launch(
     memory_bytes, memory_source = plan_memory(profile, gpu, limit, options.emulate)
     run = train_run(profile, gpu, memory_bytes, memory_source, settings, options.emulate)
     notes += measure_prompts(settings, run, keys.prompt_key)
+    steps = total_steps(settings)  # the planner keeps the batch, so the steps are known once the prompts are measured
     if options.sizing.plan == "auto":
         notes += apply_plan(settings, run, keep)
     else:
@@ -279,7 +279,9 @@ def build_launch(
         if gpu
         else "none detected"
     )
-    return LaunchPlan(settings, profile.name, gpu_text, environment, overrides, command, notes, reward, keys)
+    return LaunchPlan(
+        settings, profile.name, gpu_text, environment, overrides, command, notes, reward, keys, total_steps=steps
+    )
 
 
 def measure_prompts(settings: TrainSettings, run: ResolvedRun, prompt_key: str = "prompt") -> list[str]:
