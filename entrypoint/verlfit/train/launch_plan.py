@@ -11,10 +11,8 @@ from pathlib import Path
 
 from verlfit.data_folder import DataKeys
 from verlfit.overrides import TrainSettings
-from verlfit.profiles import load_profile
+from verlfit.profiles import MEMORY_LIMIT_VARIABLE, load_profile
 from verlfit.reward_function import RewardFunction
-
-MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 
 
 @dataclasses.dataclass

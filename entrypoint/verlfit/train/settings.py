@@ -34,10 +34,19 @@ from verlfit.overrides import (
     parse_user_overrides,
     validate_overrides,
 )
-from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, profile_choice_note, resolve_environment
+from verlfit.profiles import (
+    PROFILE_NAMES,
+    beyond_the_card_note,
+    check_card_options,
+    check_rollout_dtype,
+    memory_limit_gib,
+    profile_choice_note,
+    resolve_environment,
+)
 from verlfit.resolved_run import ResolvedRun, run_profile, train_run
-from verlfit.train.gpus import find_gpu, memory_limit_gib, nccl_settings
-from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan, hydra_run_dir_override, total_steps
+from verlfit.train.gpus import find_gpu
+from verlfit.profiles import MEMORY_LIMIT_VARIABLE
+from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,11 +122,13 @@ def build_launch(
     """
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
-    report = None
-    from verlfit.plan.request import beyond_the_card_note, check_card_options, sizing_fields, sizing_keep
+    nccl_notes: list[str] = []
+    nccl_environment: dict[str, str] = {}
+    from verlfit.plan.request import sizing_fields, sizing_keep
 
     # the sizing options, checked and mapped before the GPU is looked for: the same refusals as verlfit plan's
-    sizes, keep = sizing_fields(options.sizing), sizing_keep(options.sizing)
+    keep = sizing_keep(options.sizing)
+    sizes = sizing_fields(options.sizing)
     check_card_options(options.emulate, options.profile, options.gpu_memory_limit, "--gpu-memory-limit")
     profile_name = options.profile or environ.get("VERLFIT_PROFILE") or "auto"
     if not options.profile and profile_name not in (*PROFILE_NAMES, "auto"):
@@ -129,13 +140,15 @@ def build_launch(
     # the GPU: needed to choose an auto profile, and by every real launch (a dry run with a named profile goes without)
     need = not options.dry_run or (profile_name == "auto" and not options.emulate)
     if detect_gpu and gpu is None and need:
-        gpu, report = find_gpu(
+        found = find_gpu(
             need=True,
             profile_named=bool(options.emulate) or profile_name != "auto",
             environ=environ,
             report=gpu_report,
             gpus=options.sizing.gpus,
+            nodes=options.nodes,
         )
+        gpu, nccl_environment, nccl_notes = found.gpu, found.nccl_environment, found.nccl_notes
     # emulation runs the profile's code paths on a card at least as capable: select_profile refuses a weaker one
     profile, chosen = run_profile(options.emulate or profile_name, gpu, options.rollout, options.attention)
     if options.emulate:
@@ -174,8 +187,8 @@ def build_launch(
     )
     check_rollout_dtype(profile, environment, compute_capability, where)
     limit = memory_limit_gib(options.gpu_memory_limit, options.emulate, profile, environ)
-    if report is not None and report.gpus:
-        notes += nccl_settings(report, environ, environment, options.sizing.gpus, options.nodes)
+    environment.update(nccl_environment)  # NCCL's P2P fallback where two visible GPUs cannot reach each other
+    notes += nccl_notes
     if limit is not None:
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
             raise VerlfitError(
