@@ -404,6 +404,22 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
 _ALLOCATOR_OPTION = re.compile(r"\s*[A-Za-z_]\w*\s*:\s*(?:\[[^\]]*\]|[^,\[\]\s:]+)\s*")
 
 
+def run_profile(
+    name: str, gpu=None, rollout: str | None = None, attention: str | None = None
+) -> tuple[Profile, Profile]:
+    """(the profile ``name`` chosen against ``gpu``, the same after ``--rollout``/``--attention``): how ``verlfit
+    train`` and ``verlfit bench`` resolve a run's profile (:func:`select_profile`, then
+    :func:`customize`). ``name``: a profile name or ``auto``; ``gpu``: a
+    :class:`verlfit.gpu.GpuInfo`, or None (no GPU looked for or visible).
+
+    Raises:
+        VerlfitError: ``auto`` without a GPU, a profile the GPU cannot run, a rollout or attention the profile
+            cannot run.
+    """
+    profile = select_profile(name, gpu)
+    return profile, customize(profile, rollout=rollout, attention=attention)
+
+
 def allocator_config_is_well_formed(text: str) -> bool:
     """Whether ``text`` has the syntax torch's ``CUDAAllocatorConfig`` parses: ``option:value`` entries
     separated by commas. Option names are not checked (they differ between torch versions)."""

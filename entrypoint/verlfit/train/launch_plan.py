@@ -1,5 +1,6 @@
 """What ``verlfit train`` launches: :class:`LaunchPlan` (settings, command, environment, notes) and the facts every
-part of the launch reads from it: the steps the run will take (:func:`total_steps`), the planner's request of the run
+part of the launch reads from it: the settings a run recorded (:func:`recorded_settings`), the steps the run will take
+(:func:`total_steps`), the planner's request of the run
 (:func:`plan_request`) and Hydra's run-directory override (:func:`hydra_run_dir_override`).
 """
 
@@ -68,6 +69,18 @@ def total_steps(settings: TrainSettings) -> int | None:
     if rows is None:
         return None
     return settings.epochs * (rows // settings.train_batch_size)
+
+
+def recorded_settings(record: dict, **changes) -> TrainSettings:
+    """The :class:`TrainSettings` a run recorded in ``run.json`` (its ``settings``; fields this verlfit does not know
+    are left out, ``loggers`` back to a tuple; a record without ``frozen_base_dtype`` predates patch 0026 and gets
+    ``"float32"``, what it ran with), with ``changes`` applied: what a resume continues and what
+    ``verlfit bench`` estimates a recorded run from."""
+    known = {f.name for f in dataclasses.fields(TrainSettings)}
+    values = {k: v for k, v in record["settings"].items() if k in known}
+    # a run recorded before patch 0026 (no frozen_base_dtype setting) kept its LoRA base in fp32
+    values.setdefault("frozen_base_dtype", "float32")
+    return TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), **changes})
 
 
 def plan_request(plan: LaunchPlan):

@@ -42,8 +42,10 @@ from verlfit.profiles import (
     memory_limit_gib,
     profile_choice_note,
     resolve_environment,
+    run_profile,
 )
-from verlfit.resolved_run import ResolvedRun, run_profile, train_run
+from verlfit.prompt_lengths import measure_prompts
+from verlfit.resolved_run import ResolvedRun, train_run
 from verlfit.train.gpus import find_gpu
 from verlfit.profiles import MEMORY_LIMIT_VARIABLE
 from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
@@ -295,43 +297,6 @@ def build_launch(
     return LaunchPlan(
         settings, profile.name, gpu_text, environment, overrides, command, notes, reward, keys, total_steps=steps
     )
-
-
-def measure_prompts(settings: TrainSettings, run: ResolvedRun, prompt_key: str = "prompt") -> list[str]:
-    """Measure the data's prompts (:func:`verlfit.prompt_lengths.measure_for_train`, with the run's ``data.prompt_key``:
-    ``prompt_key``)
-    and return the line saying what was measured or why not (nothing without data yet). Where the run trims padding
-    (patches 0020-0021: ``run.switches``), ``settings.longest_prompt_length`` is the longest prompt; where verl's
-    ``filter_overlong_prompts`` drops some, ``settings.train_prompts_kept`` is what it keeps.
-
-    Raises:
-        VerlfitError (exit status 2): verl's ``filter_overlong_prompts`` would leave train.parquet no prompt, or fewer
-            than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
-    """
-    from verlfit.prompt_lengths import measure_for_train
-
-    trimmed = run.switches.trims_prompts(run.profile.rollout)
-    measured = measure_for_train(
-        settings.data_dir,
-        settings.model,
-        settings.max_prompt_length,
-        prompt_key,
-        trimmed,
-    )
-    train = measured.train
-    if train is not None and train.kept < train.rows:
-        if train.kept < settings.train_batch_size:
-            path = Path(settings.data_dir) / "train.parquet"
-            raise VerlfitError(
-                f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length "
-                f"{settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), "
-                f"fewer than one batch of {settings.train_batch_size} prompts",
-                fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length",
-                exit_code=2,
-            )
-        settings.train_prompts_kept = train.kept  # the steps an epoch takes are counted from these
-    settings.longest_prompt_length = measured.longest
-    return [measured.note] if measured.note else []
 
 
 def apply_plan(settings: TrainSettings, run: ResolvedRun, keep: set[str]) -> list[str]:
