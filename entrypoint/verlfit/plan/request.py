@@ -434,7 +434,7 @@ def resolve_plan_run(options: PlanOptions, nvml=None) -> ResolvedRun:
     the switches of the profile's SDPA path (``time_switches``), while the memory plan keeps the profile's.
 
     Raises:
-        VerlfitError (exit status 2): options that do not go together (:func:`check_card_options`), a
+        VerlfitError (exit status 2): options that do not go together (:func:`verlfit.profiles.check_card_options`), a
             ``VERLFIT_PROFILE`` that is not a profile, ``--profile auto`` without a GPU (exit 1), a profile the GPU
             cannot run, a rollout or attention the profile cannot run (:func:`verlfit.profiles.customize`).
     """
