@@ -9,7 +9,8 @@ from verlfit.gpu import GpuInfo
 from verlfit.overrides import TrainSettings
 from verlfit.patch_switches import PatchSwitches
 from verlfit.profiles import load_profile
-from verlfit.resolved_run import card_for_train, run_profile, run_switches
+from verlfit.profiles import run_profile
+from verlfit.resolved_run import card_for_train, run_switches
 
 A10 = GpuInfo(
     index=0,

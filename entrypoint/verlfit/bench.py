@@ -126,7 +126,7 @@ def run_attention(name: str, options: BenchOptions) -> str | None:
 def planned_code_paths(options: BenchOptions, gpu) -> tuple[str, dict[str, dict]] | None:
     """The profile and, per configuration, the code paths ``verlfit train`` will run: (how the profile was chosen,
     {name: {"profile", "rollout", "attention", "dtype"}} for each of ``options.configs``), resolved as train resolves
-    them (:func:`verlfit.resolved_run.run_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, with
+    them (:func:`verlfit.profiles.run_profile` on ``gpu``, a :class:`verlfit.gpu.GpuInfo` or None, with
     ``--rollout`` and :func:`run_attention`). None for ``--profile auto`` without a visible GPU (the doctor's driver and
     gpu checks then say why).
 
@@ -134,7 +134,7 @@ def planned_code_paths(options: BenchOptions, gpu) -> tuple[str, dict[str, dict]
         VerlfitError: what run_profile raises: a profile the GPU cannot run, vLLM or
             FlashAttention-2 on the p40 profile (exit status 2).
     """
-    from verlfit.resolved_run import run_profile
+    from verlfit.profiles import run_profile
 
     name = options.emulate or options.profile
     if name == "auto" and gpu is None:
@@ -293,7 +293,7 @@ def _estimate(record: dict, card_key: str, lengths=None) -> float:
     """The time model's seconds per step on ``card_key`` for a recorded run (its ``run.json``): the estimate
     ``verlfit train`` prints for the same settings
     (:func:`verlfit.plan.train_estimate.train_step_estimate` of the recorded settings,
-    :func:`verlfit.train.run_directory.recorded_settings`, with the code paths the run ran, :func:`ran_code_paths`,
+    :func:`verlfit.train.launch_plan.recorded_settings`, with the code paths the run ran, :func:`ran_code_paths`,
     and its override list's speed switches and checkpoint frequency), with ``lengths``
     (:class:`verlfit.plan.time.MeasuredLengths`, from the run's metrics: :func:`measured_lengths`) the prompts and
     responses the run actually had instead of GSM8K's (the generated problems' prompts are ~75 tokens). A model
@@ -302,7 +302,7 @@ def _estimate(record: dict, card_key: str, lengths=None) -> float:
     from verlfit.patch_switches import PatchSwitches
     from verlfit.plan.train_estimate import train_step_estimate
     from verlfit.profiles import load_profile
-    from verlfit.train.run_directory import recorded_settings
+    from verlfit.train.launch_plan import recorded_settings
 
     ran = ran_code_paths(record)
     settings = recorded_settings(record, rollout=ran["rollout"], attention=ran["attention"])

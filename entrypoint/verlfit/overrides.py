@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from verlfit.errors import VerlfitError
 
@@ -630,6 +632,39 @@ def user_overrides(raw: list[str]) -> list[str]:
     return extras
 
 
+@dataclass(frozen=True)
+class UserOverrides:
+    """The verl overrides a user gave after ``--``, checked and parsed once (:func:`parse_user_overrides`), so what
+    reads them asks no more of this module.
+
+    Attributes:
+        words: the overrides as given (``key=value``, ``+key=value``, ``~key``), in order.
+        keys: each override's key, without its prefix and value (the key of ``words[i]`` at ``i``).
+        values: each key's value as its last override sets it, as written (``"True"``), read-only; None where the last
+            one deletes it (``~key``). A key no override sets is absent, so ``values.get(key)`` answers as
+            :func:`override_value` does.
+    """
+
+    words: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    values: Mapping[str, str | None] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def parse_user_overrides(raw: list[str]) -> UserOverrides:
+    """The :class:`UserOverrides` of the words after ``--`` (:func:`user_overrides`' checks, then each key and each
+    key's last value read once).
+
+    Raises:
+        VerlfitError (exit status 2): what :func:`user_overrides` raises.
+    """
+    words = user_overrides(raw)
+    return UserOverrides(
+        words=tuple(words),
+        keys=tuple(split_override(override)[1] for override in words),
+        values=MappingProxyType(override_values(words)),
+    )
+
+
 def managed_keys_help() -> str:
     """The managed keys grouped by the option that sets them, one line each, for ``verlfit train --help``."""
     by_option: dict[str, list[str]] = {}
@@ -657,12 +692,21 @@ def split_override(override: str) -> tuple[str, str, str]:
 def override_value(overrides: list[str], key: str) -> str | None:
     """The value the last override of ``key`` (any ``+``/``++`` prefix) sets in a verl override list, as written
     (``"True"``), or None when none sets it or the last one deletes it (``~key``)."""
-    value = None
+    return override_values(overrides).get(key)
+
+
+def override_values(overrides: list[str]) -> dict[str, str | None]:
+    """Each key of a verl override list (any ``+``/``++`` prefix) with the value its last override sets, as written
+    (``"True"``), or None where the last one deletes it (``~key``); in the order the keys first appear.
+
+    Raises:
+        VerlfitError: an override that is not ``key=value`` (:func:`split_override`).
+    """
+    values: dict[str, str | None] = {}
     for override in overrides:
-        prefix, name, text = split_override(override)
-        if name == key:
-            value = None if prefix == "~" else text
-    return value
+        prefix, key, text = split_override(override)
+        values[key] = None if prefix == "~" else text
+    return values
 
 
 def merge_overrides(overrides: list[str]) -> list[str]:

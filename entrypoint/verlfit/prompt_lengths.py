@@ -192,3 +192,39 @@ def measure_for_train(
         f"{measured_text}: with the trims (patches 0020-0021) the planner counts {longest} prompt columns",
         train,
     )
+
+
+def measure_prompts(settings, run, prompt_key: str = "prompt") -> list[str]:
+    """Measure the data of ``verlfit train``'s ``settings`` (:class:`verlfit.overrides.TrainSettings`) for the resolved
+    ``run`` (:class:`verlfit.resolved_run.ResolvedRun`) with :func:`measure_for_train` (the run's ``data.prompt_key``:
+    ``prompt_key``)
+    and return the line saying what was measured or why not (nothing without data yet). Where the run trims padding
+    (patches 0020-0021: ``run.switches``), ``settings.longest_prompt_length`` is the longest prompt; where verl's
+    ``filter_overlong_prompts`` drops some, ``settings.train_prompts_kept`` is what it keeps.
+
+    Raises:
+        VerlfitError (exit status 2): verl's ``filter_overlong_prompts`` would leave train.parquet no prompt, or fewer
+            than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
+    """
+    trimmed = run.switches.trims_prompts(run.profile.rollout)
+    measured = measure_for_train(
+        settings.data_dir,
+        settings.model,
+        settings.max_prompt_length,
+        prompt_key,
+        trimmed,
+    )
+    train = measured.train
+    if train is not None and train.kept < train.rows:
+        if train.kept < settings.train_batch_size:
+            path = Path(settings.data_dir) / "train.parquet"
+            raise VerlfitError(
+                f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length "
+                f"{settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), "
+                f"fewer than one batch of {settings.train_batch_size} prompts",
+                fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length",
+                exit_code=2,
+            )
+        settings.train_prompts_kept = train.kept  # the steps an epoch takes are counted from these
+    settings.longest_prompt_length = measured.longest
+    return [measured.note] if measured.note else []

@@ -2,10 +2,11 @@
 
 ``verlfit train`` (:func:`verlfit.train.settings.build_launch`) and ``verlfit plan``
 (:func:`verlfit.plan.request.resolve_plan_run`) each build one from the user's options: the profile after
-``--rollout``/``--attention``, the card NVML reported (asked once), the usable memory per GPU the planner sizes for,
-the card the time is estimated on, and the patch switches (:class:`verlfit.patch_switches.PatchSwitches`) parsed
-once from the profile's overrides, verlfit's forcing and the user's. The memory and time models read it and ask
-nothing of the machine; :func:`verlfit.overrides.build_overrides` turns the run into Hydra strings at the end.
+``--rollout``/``--attention`` (:func:`verlfit.profiles.run_profile`), the card NVML reported (asked once), the usable
+memory per GPU the planner sizes for, the card the time is estimated on, and the patch switches
+(:class:`verlfit.patch_switches.PatchSwitches`) parsed once from the profile's overrides, verlfit's forcing and the
+user's. The memory and time models read it and ask nothing of the machine; :func:`verlfit.overrides.build_overrides`
+turns the run into Hydra strings at the end.
 """
 
 from __future__ import annotations
@@ -53,24 +54,6 @@ class ResolvedRun:
     def switches_for_time(self) -> PatchSwitches:
         """The switches the time estimate assumes: ``time_switches``, else ``switches``."""
         return self.time_switches or self.switches
-
-
-def run_profile(
-    name: str, gpu: GpuInfo | None, rollout: str | None = None, attention: str | None = None
-) -> tuple[Profile, Profile]:
-    """(the profile ``name`` chosen against ``gpu``, the same after ``--rollout``/``--attention``): how ``verlfit
-    train`` and ``verlfit bench`` resolve a run's profile (:func:`verlfit.profiles.select_profile`, then
-    :func:`verlfit.profiles.customize`). ``name``: a profile name or ``auto``; ``gpu``: a
-    :class:`verlfit.gpu.GpuInfo`, or None (no GPU looked for or visible).
-
-    Raises:
-        VerlfitError: ``auto`` without a GPU, a profile the GPU cannot run, a rollout or attention the profile
-            cannot run.
-    """
-    from verlfit.profiles import customize, select_profile
-
-    profile = select_profile(name, gpu)
-    return profile, customize(profile, rollout=rollout, attention=attention)
 
 
 def run_switches(profile: Profile, settings) -> PatchSwitches:

@@ -148,11 +148,11 @@ def _run(args, context: DoctorContext | None = None, out=None) -> int:
     ctx.data_dir, ctx.model, ctx.checkpoint_dir, ctx.timeout = args.data, args.model, args.run_dir, args.timeout
     ctx.algorithm, ctx.keep_checkpoints = args.algo, args.keep_checkpoints
     ctx.lora_rank, ctx.critic_lora_rank = args.lora_rank, args.critic_lora_rank
-    from verlfit.overrides import user_overrides
+    from verlfit.overrides import parse_user_overrides
     from verlfit.train.reward import data_keys, run_reward_function
 
-    overrides = user_overrides(getattr(args, "overrides", None) or [])
-    ctx.data_keys = data_keys(overrides)
+    overrides = parse_user_overrides(getattr(args, "overrides", None) or [])
+    ctx.data_keys = data_keys(overrides.values)
     ctx.reward_function, _ = run_reward_function(getattr(args, "reward_function", None), overrides)
     results = run_checks(ctx)
     status = exit_status(results)

@@ -27,6 +27,7 @@ from verlfit.plan.memory import (
     usable_memory_bytes,
 )
 from verlfit.plan.time import StepEstimate, TimeInputs, estimate, run_steps
+from verlfit.profiles import beyond_the_card_note, check_card_options
 from verlfit.resolved_run import ResolvedRun
 
 
@@ -73,48 +74,6 @@ class PlanOptions:
     pack_sequences: bool
     mean_prompt_length: float | None
     mean_response_length: float | None
-
-
-def check_card_options(emulate: str | None, profile: str | None, memory_gib: float | None, memory_option: str) -> None:
-    """Refuse card options that do not go together, for ``verlfit train`` and ``verlfit plan`` alike: ``--emulate``
-    with another ``--profile``, and ``--emulate`` with a memory (``memory_option``: train's ``--gpu-memory-limit``,
-    plan's ``--gpu-memory``; GiB) above the emulated card's usable memory (its profile's ``gpu_memory_gib``), which
-    would no longer be that card. A smaller memory is a tighter card and stays allowed.
-
-    Raises:
-        VerlfitError (exit status 2): naming both options, with the one that expresses what was meant.
-    """
-    if emulate and profile not in (None, "auto", emulate):
-        raise VerlfitError(
-            f"--profile {profile} and --emulate {emulate} disagree",
-            fix=f"--emulate {emulate} already selects the {emulate} profile: drop --profile",
-            exit_code=2,
-        )
-    if emulate and memory_gib is not None:
-        from verlfit.profiles import load_profile
-
-        card = load_profile(emulate).gpu_memory_gib
-        if memory_gib > card:
-            raise VerlfitError(
-                f"{memory_option} {memory_gib:g} with --emulate {emulate}: more than the {emulate} card's "
-                f"{card:g} GiB usable, so it would no longer emulate that card",
-                fix=f"drop {memory_option} (--emulate {emulate} caps each worker at {card:g} GiB), or use "
-                f"--profile {emulate} {memory_option} {memory_gib:g} for the {emulate} profile's code "
-                f"paths with {memory_gib:g} GiB",
-                exit_code=2,
-            )
-
-
-def beyond_the_card_note(profile, memory_gib: float | None) -> str | None:
-    """The label of a plan or run sized for more memory (GiB) than the profile's own card has (its
-    ``gpu_memory_gib``: ``--profile p40 --gpu-memory-limit 1000``): the profile's code paths, not its card; None
-    otherwise."""
-    if memory_gib is None or memory_gib <= profile.gpu_memory_gib:
-        return None
-    return (
-        f"more than the {profile.name} profile's card has ({profile.gpu_memory_gib:g} GiB usable): the "
-        f"{profile.name} profile's code paths with {memory_gib:g} GiB, no longer a {profile.name} card"
-    )
 
 
 # The most prompts a step verlfit plans or launches. verl 0.4.1 holds a step's whole batch in one DataProto in the
@@ -475,7 +434,7 @@ def resolve_plan_run(options: PlanOptions, nvml=None) -> ResolvedRun:
     the switches of the profile's SDPA path (``time_switches``), while the memory plan keeps the profile's.
 
     Raises:
-        VerlfitError (exit status 2): options that do not go together (:func:`check_card_options`), a
+        VerlfitError (exit status 2): options that do not go together (:func:`verlfit.profiles.check_card_options`), a
             ``VERLFIT_PROFILE`` that is not a profile, ``--profile auto`` without a GPU (exit 1), a profile the GPU
             cannot run, a rollout or attention the profile cannot run (:func:`verlfit.profiles.customize`).
     """

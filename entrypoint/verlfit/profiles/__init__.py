@@ -14,6 +14,11 @@ the attention implementation, the rollout engine, and the verl overrides that fo
 * ``a10``: compute capability >= 8.0 (A10, L4). bf16, FlashAttention-2, vLLM rollout.
 * ``auto``: ``p40`` for 6.x, ``v100`` for 7.0-7.4, ``t4`` for 7.5-7.x, ``a10`` from 8.0 (:func:`select_profile`).
 
+The options that pick a profile's card and its memory are checked here too, for ``verlfit train`` and ``verlfit plan``
+alike: :func:`check_card_options` (``--emulate`` with another ``--profile`` or more memory than its card),
+:func:`memory_limit_gib` (the per-worker cap a run's environment sets: :data:`MEMORY_LIMIT_VARIABLE`) and
+:func:`beyond_the_card_note` (a run sized beyond the profile's card).
+
 The ``verlfit profiles`` subcommand (:mod:`verlfit.commands.profiles`) lists them and prints a profile's environment
 for the container entrypoint (``--env-shell``, :func:`environment_shell`).
 """
@@ -28,6 +33,9 @@ from importlib import resources
 import yaml
 
 from verlfit.errors import VerlfitError
+
+# the per-worker GPU memory cap in GiB that the patched verl applies with torch.cuda.set_per_process_memory_fraction
+MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 
 PROFILE_NAMES = ("p40", "t4", "v100", "a10")
 FP16_PROFILES = ("t4", "v100")  # fp16 with loss scaling, for compute capability 7.x
@@ -396,6 +404,22 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
 _ALLOCATOR_OPTION = re.compile(r"\s*[A-Za-z_]\w*\s*:\s*(?:\[[^\]]*\]|[^,\[\]\s:]+)\s*")
 
 
+def run_profile(
+    name: str, gpu=None, rollout: str | None = None, attention: str | None = None
+) -> tuple[Profile, Profile]:
+    """(the profile ``name`` chosen against ``gpu``, the same after ``--rollout``/``--attention``): how ``verlfit
+    train`` and ``verlfit bench`` resolve a run's profile (:func:`select_profile`, then
+    :func:`customize`). ``name``: a profile name or ``auto``; ``gpu``: a
+    :class:`verlfit.gpu.GpuInfo`, or None (no GPU looked for or visible).
+
+    Raises:
+        VerlfitError: ``auto`` without a GPU, a profile the GPU cannot run, a rollout or attention the profile
+            cannot run.
+    """
+    profile = select_profile(name, gpu)
+    return profile, customize(profile, rollout=rollout, attention=attention)
+
+
 def allocator_config_is_well_formed(text: str) -> bool:
     """Whether ``text`` has the syntax torch's ``CUDAAllocatorConfig`` parses: ``option:value`` entries
     separated by commas. Option names are not checked (they differ between torch versions)."""
@@ -479,6 +503,79 @@ def check_rollout_dtype(
             fix=f"unset VLLM_DTYPE (the {profile.name} profile uses {profile.environment['VLLM_DTYPE']})",
             exit_code=2,
         )
+
+
+def check_card_options(emulate: str | None, profile: str | None, memory_gib: float | None, memory_option: str) -> None:
+    """Refuse card options that do not go together, for ``verlfit train`` and ``verlfit plan`` alike: ``--emulate``
+    with another ``--profile``, and ``--emulate`` with a memory (``memory_option``: train's ``--gpu-memory-limit``,
+    plan's ``--gpu-memory``; GiB) above the emulated card's usable memory (its profile's ``gpu_memory_gib``), which
+    would no longer be that card. A smaller memory is a tighter card and stays allowed.
+
+    Raises:
+        VerlfitError (exit status 2): naming both options, with the one that expresses what was meant.
+    """
+    if emulate and profile not in (None, "auto", emulate):
+        raise VerlfitError(
+            f"--profile {profile} and --emulate {emulate} disagree",
+            fix=f"--emulate {emulate} already selects the {emulate} profile: drop --profile",
+            exit_code=2,
+        )
+    if emulate and memory_gib is not None:
+        card = load_profile(emulate).gpu_memory_gib
+        if memory_gib > card:
+            raise VerlfitError(
+                f"{memory_option} {memory_gib:g} with --emulate {emulate}: more than the {emulate} card's "
+                f"{card:g} GiB usable, so it would no longer emulate that card",
+                fix=f"drop {memory_option} (--emulate {emulate} caps each worker at {card:g} GiB), or use "
+                f"--profile {emulate} {memory_option} {memory_gib:g} for the {emulate} profile's code "
+                f"paths with {memory_gib:g} GiB",
+                exit_code=2,
+            )
+
+
+def beyond_the_card_note(profile, memory_gib: float | None) -> str | None:
+    """The label of a plan or run sized for more memory (GiB) than the profile's own card has (its
+    ``gpu_memory_gib``: ``--profile p40 --gpu-memory-limit 1000``): the profile's code paths, not its card; None
+    otherwise."""
+    if memory_gib is None or memory_gib <= profile.gpu_memory_gib:
+        return None
+    return (
+        f"more than the {profile.name} profile's card has ({profile.gpu_memory_gib:g} GiB usable): the "
+        f"{profile.name} profile's code paths with {memory_gib:g} GiB, no longer a {profile.name} card"
+    )
+
+
+def memory_limit_gib(
+    given_gib: float | None, emulate: str | None, profile, environ: dict[str, str] | None = None
+) -> float | None:
+    """The per-worker memory cap in GiB: ``given_gib`` (``--gpu-memory-limit``), else the emulated card's usable
+    memory (``emulate``: ``--emulate``'s profile name), else a ``VERLFIT_GPU_MEMORY_LIMIT_GIB`` the user set
+    (validated here, so the planner sizes for it)."""
+    if given_gib is not None:  # checked by its argparse type (verlfit.arguments.memory_gib)
+        return given_gib
+    if emulate:
+        if environ and environ.get(MEMORY_LIMIT_VARIABLE):
+            raise VerlfitError(
+                f"--emulate {emulate} sets {MEMORY_LIMIT_VARIABLE}={profile.gpu_memory_gib:g} (the card's "
+                f"usable memory), but {MEMORY_LIMIT_VARIABLE}={environ[MEMORY_LIMIT_VARIABLE]} is set",
+                fix=f"unset {MEMORY_LIMIT_VARIABLE}, or use --profile {emulate} --gpu-memory-limit GIB",
+                exit_code=2,
+            )
+        return profile.gpu_memory_gib
+    if environ and environ.get(MEMORY_LIMIT_VARIABLE):
+        text = environ[MEMORY_LIMIT_VARIABLE]
+        try:
+            value = float(text)
+        except ValueError:
+            value = -1.0
+        if not 1 <= value < float("inf"):  # also false for nan
+            raise VerlfitError(
+                f"{MEMORY_LIMIT_VARIABLE}={text!r} is not a number of GiB from 1 up",
+                fix=f"unset it, or use --gpu-memory-limit GIB (e.g. {MEMORY_LIMIT_VARIABLE}=22.5)",
+                exit_code=2,
+            )
+        return value
+    return None
 
 
 def environment_shell(profile: Profile) -> str:

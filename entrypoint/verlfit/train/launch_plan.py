@@ -1,5 +1,6 @@
 """What ``verlfit train`` launches: :class:`LaunchPlan` (settings, command, environment, notes) and the facts every
-part of the launch reads from it: the steps the run will take (:func:`total_steps`), the planner's request of the run
+part of the launch reads from it: the settings a run recorded (:func:`recorded_settings`), the steps the run will take
+(:func:`total_steps`), the planner's request of the run
 (:func:`plan_request`) and Hydra's run-directory override (:func:`hydra_run_dir_override`).
 """
 
@@ -11,10 +12,8 @@ from pathlib import Path
 
 from verlfit.data_folder import DataKeys
 from verlfit.overrides import TrainSettings
-from verlfit.profiles import load_profile
+from verlfit.profiles import MEMORY_LIMIT_VARIABLE, load_profile
 from verlfit.reward_function import RewardFunction
-
-MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
 
 
 @dataclasses.dataclass
@@ -32,9 +31,10 @@ class LaunchPlan:
     reward_function: RewardFunction | None = None
     # the columns verl reads the prompt and the reward's key from (data.prompt_key, data.reward_fn_key), read once
     data_keys: DataKeys = dataclasses.field(default_factory=DataKeys)
-    # the training steps the run will take (total_steps), None: unknown
+    # the training steps the run will take (:func:`total_steps` of ``settings``, computed once when the plan is built);
+    # None: not known (a run sized by --epochs whose train.parquet cannot be read yet)
     total_steps: int | None = None
-    # the time model's seconds per step on the run's GPU, for the ETA before the first step; None: no estimate
+    # the estimated seconds of one training step before the first step is timed; None: no estimate
     estimated_step_seconds: float | None = None
 
 
@@ -69,6 +69,18 @@ def total_steps(settings: TrainSettings) -> int | None:
     if rows is None:
         return None
     return settings.epochs * (rows // settings.train_batch_size)
+
+
+def recorded_settings(record: dict, **changes) -> TrainSettings:
+    """The :class:`TrainSettings` a run recorded in ``run.json`` (its ``settings``; fields this verlfit does not know
+    are left out, ``loggers`` back to a tuple; a record without ``frozen_base_dtype`` predates patch 0026 and gets
+    ``"float32"``, what it ran with), with ``changes`` applied: what a resume continues and what
+    ``verlfit bench`` estimates a recorded run from."""
+    known = {f.name for f in dataclasses.fields(TrainSettings)}
+    values = {k: v for k, v in record["settings"].items() if k in known}
+    # a run recorded before patch 0026 (no frozen_base_dtype setting) kept its LoRA base in fp32
+    values.setdefault("frozen_base_dtype", "float32")
+    return TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), **changes})
 
 
 def plan_request(plan: LaunchPlan):

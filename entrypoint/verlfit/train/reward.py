@@ -9,11 +9,12 @@ when the user's file changes later.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
-from verlfit.overrides import override_value, split_override
+from verlfit.overrides import UserOverrides
 from verlfit.reward_function import (
     RewardFunction,
     check_reward_function,
@@ -28,32 +29,33 @@ PATH_KEY = "custom_reward_function.path"
 NAME_KEY = "custom_reward_function.name"
 
 
-def data_keys(overrides: list[str]) -> DataKeys:
-    """The :class:`DataKeys` verl runs with under ``overrides`` (``data.prompt_key``, ``data.reward_fn_key``; verl
-    0.4.1's defaults ``prompt`` / ``data_source`` where not set)."""
+def data_keys(values: Mapping[str, str | None]) -> DataKeys:
+    """The :class:`DataKeys` verl runs with under overrides setting ``values`` (each key's value:
+    :func:`verlfit.overrides.override_values`, or :attr:`verlfit.overrides.UserOverrides.values`; ``data.prompt_key``,
+    ``data.reward_fn_key``; verl 0.4.1's defaults ``prompt`` / ``data_source`` where not set)."""
     return DataKeys(
-        prompt_key=override_value(overrides, "data.prompt_key") or "prompt",
-        reward_fn_key=override_value(overrides, "data.reward_fn_key") or "data_source",
+        prompt_key=values.get("data.prompt_key") or "prompt",
+        reward_fn_key=values.get("data.reward_fn_key") or "data_source",
     )
 
 
 def run_reward_function(
-    spec: str | None, overrides: list[str], base: str | os.PathLike | None = None
+    spec: str | None, overrides: UserOverrides, base: str | os.PathLike | None = None
 ) -> tuple[RewardFunction | None, list[str]]:
     """The run's reward function and the user's overrides without the ``custom_reward_function.path`` / ``.name``
     keys (verlfit sets them again, pointing at the run directory's copy: :func:`reward_overrides`).
 
     Args:
         spec: ``--reward-function``'s ``FILE[:NAME]`` (None: not given).
-        overrides: the user's overrides after ``--``.
+        overrides: the user's overrides after ``--``, parsed (:func:`verlfit.overrides.parse_user_overrides`).
         base: the folder relative paths are read against (default: the current directory).
 
     Raises:
         VerlfitError: exit status 2: both ``--reward-function`` and ``custom_reward_function.path`` given; a name
             without a path; what :func:`verlfit.reward_function.parse_reward_function` raises.
     """
-    path, name = override_value(overrides, PATH_KEY), override_value(overrides, NAME_KEY)
-    rest = [override for override in overrides if split_override(override)[1] not in (PATH_KEY, NAME_KEY)]
+    path, name = overrides.values.get(PATH_KEY), overrides.values.get(NAME_KEY)
+    rest = [word for word, key in zip(overrides.words, overrides.keys) if key not in (PATH_KEY, NAME_KEY)]
     if spec is not None and (path or name):
         raise VerlfitError(
             f"--reward-function {spec} and {PATH_KEY}/{NAME_KEY} after -- both name a reward function",

@@ -17,7 +17,7 @@ from pathlib import Path
 from verlfit.checkpoints import TRACKER, checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
 from verlfit.output_files import write_file
-from verlfit.overrides import TrainSettings, keep_checkpoints_overrides
+from verlfit.overrides import keep_checkpoints_overrides
 from verlfit.plan.train_estimate import launch_step_seconds
 from verlfit.run_files import (
     CHECKPOINTS_DIR,
@@ -32,7 +32,7 @@ from verlfit.run_files import (
     record_text,
 )
 from verlfit.train.describe import shell_command
-from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
+from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, recorded_settings, total_steps
 from verlfit.train.reward import data_keys
 
 
@@ -155,18 +155,6 @@ def resumable_record(run_dir: Path) -> dict:
     return record
 
 
-def recorded_settings(record: dict, **changes) -> TrainSettings:
-    """The :class:`TrainSettings` a run recorded in ``run.json`` (its ``settings``; fields this verlfit does not know
-    are left out, ``loggers`` back to a tuple; a record without ``frozen_base_dtype`` predates patch 0026 and gets
-    ``"float32"``, what it ran with), with ``changes`` applied: what a resume continues and what
-    ``verlfit bench`` estimates a recorded run from."""
-    known = {f.name for f in dataclasses.fields(TrainSettings)}
-    values = {k: v for k, v in record["settings"].items() if k in known}
-    # a run recorded before patch 0026 (no frozen_base_dtype setting) kept its LoRA base in fp32
-    values.setdefault("frozen_base_dtype", "float32")
-    return TrainSettings(**{**values, "loggers": tuple(values.get("loggers", ("console",))), **changes})
-
-
 def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int | None = None) -> LaunchPlan:
     """The launch plan of a stopped run: its recorded overrides with ``trainer.resume_mode=auto``.
 
@@ -177,11 +165,10 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     moved or resumed from another working directory still finds its checkpoints. ``steps`` extends
     (or shortens) the run's total training steps.
     """
-    from verlfit.overrides import merge_overrides, quote_value
+    from verlfit.overrides import merge_overrides, override_values, quote_value
 
     run_dir = Path(run_dir).resolve()
     record = resumable_record(run_dir)
-    settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
     pid = record.get("pid")
     if pid != os.getpid() and process_alive(pid, "verlfit"):
         raise VerlfitError(
@@ -189,6 +176,10 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             "the same checkpoints and metrics",
             fix=f"stop it first (Ctrl-C in its terminal, or kill -INT {pid}), then resume",
         )
+    settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
+    # the recorded settings' total: their --steps, else epochs x batches of train.parquet, as verl counts them
+    settings_total = total_steps(settings)
+    hydra_dir = hydra_run_dir_override(run_dir)
     checkpoint = latest_checkpoint(run_dir)
     if checkpoint is None:
         save_freq = record["settings"].get("save_freq")
@@ -208,9 +199,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     doomed = checkpoints_to_prune(run_dir / CHECKPOINTS_DIR, settings.keep_checkpoints)
     recorded_total = record.get("total_steps")
     if recorded_total is None and settings.steps is None:
-        # a run sized by --epochs: epochs x batches of its train.parquet, as verl counts it
-        recorded_total = total_steps(settings)
-    hydra_dir = hydra_run_dir_override(run_dir)
+        recorded_total = settings_total  # a run sized by --epochs
     if (
         steps is None
         and isinstance(recorded_total, int)
@@ -252,6 +241,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     if keep_checkpoints is not None:
         changes += keep_checkpoints_overrides(keep_checkpoints)
     overrides = merge_overrides(record["overrides"] + changes)
+    keys = data_keys(override_values(overrides))
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_dir]
     environment = dict(record["environment"])
     if "TENSORBOARD_DIR" in environment:
@@ -273,7 +263,8 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         overrides,
         command,
         notes,
-        data_keys=data_keys(overrides),
+        data_keys=keys,
+        total_steps=steps if steps is not None else settings_total,
         estimated_step_seconds=launch_step_seconds(settings, record["profile"], record["gpu"], overrides),
     )
 

@@ -30,13 +30,25 @@ from verlfit.overrides import (
     hf_rollout_only_note,
     override_value,
     unwraps_lora_generation,
-    user_overrides,
+    UserOverrides,
+    parse_user_overrides,
     validate_overrides,
 )
-from verlfit.profiles import PROFILE_NAMES, check_rollout_dtype, profile_choice_note, resolve_environment
-from verlfit.resolved_run import ResolvedRun, run_profile, train_run
-from verlfit.train.gpus import find_gpu, memory_limit_gib, nccl_settings
-from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan, hydra_run_dir_override, total_steps
+from verlfit.profiles import (
+    PROFILE_NAMES,
+    beyond_the_card_note,
+    check_card_options,
+    check_rollout_dtype,
+    memory_limit_gib,
+    profile_choice_note,
+    resolve_environment,
+    run_profile,
+)
+from verlfit.prompt_lengths import measure_prompts
+from verlfit.resolved_run import train_run
+from verlfit.train.gpus import find_gpu
+from verlfit.profiles import MEMORY_LIMIT_VARIABLE
+from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,13 +87,10 @@ class TrainOptions:
     skip_checks: bool = False
 
 
-def train_settings(options: TrainOptions, run_dir: str, sizes: dict) -> TrainSettings:
+def train_settings(options: TrainOptions, run_dir: str, sizes: dict, user: UserOverrides) -> TrainSettings:
     """Map ``verlfit train``'s options onto :class:`TrainSettings` (pure). ``sizes``: the fields of the shared
-    sizing options (:func:`verlfit.plan.request.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s).
-
-    Raises:
-        VerlfitError: a managed key after ``--``.
-    """
+    sizing options (:func:`verlfit.plan.request.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s);
+    ``user``: the overrides after ``--``, parsed (:func:`verlfit.overrides.parse_user_overrides`)."""
     return TrainSettings(
         **sizes,
         model=options.model,
@@ -97,7 +106,7 @@ def train_settings(options: TrainOptions, run_dir: str, sizes: dict) -> TrainSet
         test_freq=options.test_freq,
         validate_before_train=not options.no_validate_before_train,
         loggers=("console", "tensorboard") if options.tensorboard else ("console",),
-        extra_overrides=user_overrides(options.overrides),
+        extra_overrides=list(user.words),
     )
 
 
@@ -115,11 +124,13 @@ def build_launch(
     """
     environ = dict(os.environ if environ is None else environ)
     notes: list[str] = []
-    report = None
-    from verlfit.plan.request import beyond_the_card_note, check_card_options, sizing_fields, sizing_keep
+    nccl_notes: list[str] = []
+    nccl_environment: dict[str, str] = {}
+    from verlfit.plan.request import sizing_fields, sizing_keep
 
     # the sizing options, checked and mapped before the GPU is looked for: the same refusals as verlfit plan's
-    sizes, keep = sizing_fields(options.sizing), sizing_keep(options.sizing)
+    keep = sizing_keep(options.sizing)
+    sizes = sizing_fields(options.sizing)
     check_card_options(options.emulate, options.profile, options.gpu_memory_limit, "--gpu-memory-limit")
     profile_name = options.profile or environ.get("VERLFIT_PROFILE") or "auto"
     if not options.profile and profile_name not in (*PROFILE_NAMES, "auto"):
@@ -131,13 +142,15 @@ def build_launch(
     # the GPU: needed to choose an auto profile, and by every real launch (a dry run with a named profile goes without)
     need = not options.dry_run or (profile_name == "auto" and not options.emulate)
     if detect_gpu and gpu is None and need:
-        gpu, report = find_gpu(
+        found = find_gpu(
             need=True,
             profile_named=bool(options.emulate) or profile_name != "auto",
             environ=environ,
             report=gpu_report,
             gpus=options.sizing.gpus,
+            nodes=options.nodes,
         )
+        gpu, nccl_environment, nccl_notes = found.gpu, found.nccl_environment, found.nccl_notes
     # emulation runs the profile's code paths on a card at least as capable: select_profile refuses a weaker one
     profile, chosen = run_profile(options.emulate or profile_name, gpu, options.rollout, options.attention)
     if options.emulate:
@@ -176,8 +189,8 @@ def build_launch(
     )
     check_rollout_dtype(profile, environment, compute_capability, where)
     limit = memory_limit_gib(options.gpu_memory_limit, options.emulate, profile, environ)
-    if report is not None and report.gpus:
-        notes += nccl_settings(report, environ, environment, options.sizing.gpus, options.nodes)
+    environment.update(nccl_environment)  # NCCL's P2P fallback where two visible GPUs cannot reach each other
+    notes += nccl_notes
     if limit is not None:
         if gpu is not None and limit * 1024**3 > gpu.total_memory_bytes:
             raise VerlfitError(
@@ -207,12 +220,13 @@ def build_launch(
     )
     if options.tensorboard:
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
-    settings = train_settings(options, run_dir, sizes)
+    user = parse_user_overrides(options.overrides)  # refuses a managed key after --
+    settings = train_settings(options, run_dir, sizes, user)
     from verlfit.train.reward import data_keys, reward_overrides, run_reward_function
 
+    keys = data_keys(user.values)  # the columns verl reads: read once, for every later check
     # --reward-function, or verl's keys after --: one check, made absolute, and verl pointed at the run directory's copy
-    reward, settings.extra_overrides = run_reward_function(options.reward_function, settings.extra_overrides)
-    keys = data_keys(settings.extra_overrides)  # the columns verl reads: read once, for every later check
+    reward, settings.extra_overrides = run_reward_function(options.reward_function, user)
     if options.steps is not None and options.epochs is not None:
         notes.append(
             f"--steps {options.steps} and --epochs {options.epochs}: --steps wins: the run stops after "
@@ -286,40 +300,3 @@ def build_launch(
         total_steps=steps,
         estimated_step_seconds=step_seconds,
     )
-
-
-def measure_prompts(settings: TrainSettings, run: ResolvedRun, prompt_key: str = "prompt") -> list[str]:
-    """Measure the data's prompts (:func:`verlfit.prompt_lengths.measure_for_train`, with the run's ``data.prompt_key``:
-    ``prompt_key``)
-    and return the line saying what was measured or why not (nothing without data yet). Where the run trims padding
-    (patches 0020-0021: ``run.switches``), ``settings.longest_prompt_length`` is the longest prompt; where verl's
-    ``filter_overlong_prompts`` drops some, ``settings.train_prompts_kept`` is what it keeps.
-
-    Raises:
-        VerlfitError (exit status 2): verl's ``filter_overlong_prompts`` would leave train.parquet no prompt, or fewer
-            than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
-    """
-    from verlfit.prompt_lengths import measure_for_train
-
-    trimmed = run.switches.trims_prompts(run.profile.rollout)
-    measured = measure_for_train(
-        settings.data_dir,
-        settings.model,
-        settings.max_prompt_length,
-        prompt_key,
-        trimmed,
-    )
-    train = measured.train
-    if train is not None and train.kept < train.rows:
-        if train.kept < settings.train_batch_size:
-            path = Path(settings.data_dir) / "train.parquet"
-            raise VerlfitError(
-                f"{path} has {train.kept} of its {train.rows} prompts within --max-prompt-length "
-                f"{settings.max_prompt_length} tokens (verl's filter_overlong_prompts drops the others), "
-                f"fewer than one batch of {settings.train_batch_size} prompts",
-                fix=f"use --batch-size {train.kept} or less, or a longer --max-prompt-length",
-                exit_code=2,
-            )
-        settings.train_prompts_kept = train.kept  # the steps an epoch takes are counted from these
-    settings.longest_prompt_length = measured.longest
-    return [measured.note] if measured.note else []
