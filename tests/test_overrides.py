@@ -4,6 +4,7 @@ import pytest
 
 from verlfit.errors import VerlfitError
 from verlfit.overrides import TrainSettings, build_overrides, merge_overrides, triton_allowed, validate_overrides
+from verlfit.patch_switches import forced_switches
 from verlfit.profiles import load_profile, resolve_environment
 
 COMMON_HEAD = [
@@ -118,7 +119,8 @@ def trainer(name):
 def overrides_for(profile_name, algorithm, environ=None, compute_capability=None, **changes):
     profile = load_profile(profile_name)
     settings = TrainSettings(algorithm=algorithm, steps=50, data_dir="/data/gsm8k", run_dir=f"/runs/{algorithm}-{profile_name}", **changes)
-    return build_overrides(settings, profile, resolve_environment(profile, environ or {}), compute_capability)
+    environment = resolve_environment(profile, environ or {})
+    return build_overrides(settings, profile, environment, compute_capability, forced=forced_switches(settings, profile))
 
 
 @pytest.mark.parametrize(
@@ -306,7 +308,8 @@ def test_a_patch_switch_must_be_true_or_false():
 
 def test_several_gpus_turn_the_p40_profiles_cuda_graph_decoding_off_and_the_user_can_turn_it_back_on():
     # patch 0022 is written and tested for FSDP1 on one GPU (NO_SHARD); the p40 profile turns it on
-    from verlfit.overrides import CUDA_GRAPH_SEVERAL_GPUS_NOTE, forced_switches
+    from verlfit.overrides import CUDA_GRAPH_SEVERAL_GPUS_NOTE
+    from verlfit.patch_switches import forced_switches
 
     p40 = load_profile("p40")
     assert [o for o in p40.overrides if "cuda_graph" in o] == ["+actor_rollout_ref.rollout.cuda_graph=True"]

@@ -10,7 +10,8 @@ from verlfit.overrides import TrainSettings
 from verlfit.patch_switches import PatchSwitches
 from verlfit.profiles import load_profile
 from verlfit.profiles import run_profile
-from verlfit.resolved_run import card_for_train, run_switches
+from verlfit.patch_switches import run_switches
+from verlfit.resolved_run import card_for_train
 
 A10 = GpuInfo(
     index=0,
@@ -54,7 +55,7 @@ def test_prompts_are_trimmed_by_a_training_trim_or_by_the_hf_rollouts():
 def test_a_runs_switches_are_the_profiles_then_verlfits_forcing_then_the_users():
     p40 = load_profile("p40")  # the trims of patches 0020-0021 and CUDA-graph decoding on
     assert run_switches(p40, TrainSettings()) == PatchSwitches(("actor", "ref", "critic"), True, True, False)
-    # LoRA on one GPU: verlfit turns the graphs off and the unwrapped generation on (overrides.forced_switches)
+    # LoRA on one GPU: verlfit turns the graphs off and the unwrapped generation on (patch_switches.forced_switches)
     assert run_switches(p40, TrainSettings(lora_rank=8)) == PatchSwitches(("actor", "ref", "critic"), True, False, True)
     # the user's value after -- wins over both
     user = TrainSettings(

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -286,8 +286,6 @@ def quote_value(value: str) -> str:
     return f"'{escaped}'"
 
 
-CUDA_GRAPH_KEY = "actor_rollout_ref.rollout.cuda_graph"
-UNWRAP_KEY = "actor_rollout_ref.rollout.unwrap_fsdp"
 LORA_UNWRAP_NOTE = (
     "LoRA on the HF rollout generates through the unwrapped module (patch 0023, "
     "+actor_rollout_ref.rollout.unwrap_fsdp=True): "
@@ -324,38 +322,14 @@ def hf_rollout_only_note(subject: str, rollout: str) -> str:
     )
 
 
-def unwraps_lora_generation(settings: TrainSettings, profile) -> bool:
-    """Whether verlfit turns patch 0023's ``unwrap_fsdp`` on: a LoRA actor, the HF rollout, one GPU in all (on
-    several GPUs every rank would gather the whole model for generation, untested: the patch's header)."""
-    return bool(settings.lora_rank) and profile.rollout == "hf" and settings.gpus * settings.nodes == 1
-
-
-def forced_switches(settings: TrainSettings, profile) -> list[str]:
-    """What verlfit sets over the profile's patch switches for this run, in :func:`build_overrides`' order (after
-    the profile's overrides, before the user's after ``--``, so the user's own value still wins):
-
-    * ``+actor_rollout_ref.rollout.cuda_graph=False`` when the profile turns patch 0022 on and the actor has LoRA
-      (:data:`LORA_CUDA_GRAPH_NOTE`) or the run has several GPUs (:data:`CUDA_GRAPH_SEVERAL_GPUS_NOTE`; the patch
-      is for FSDP1 on one GPU). FSDP parameter offload of the actor needs no rule: with the HF rollout verlfit
-      refuses it before (``verlfit.plan.unsupported_reason``; ``--`` cannot set it, :data:`MANAGED_KEYS`), and
-      the critic's or the reference's offload does not touch the module generated with.
-    * ``+actor_rollout_ref.rollout.unwrap_fsdp=True`` for a LoRA actor on one GPU with the HF rollout
-      (:func:`unwraps_lora_generation`, :data:`LORA_UNWRAP_NOTE`).
-    """
-    out = []
-    if f"+{CUDA_GRAPH_KEY}=True" in profile.overrides and (settings.lora_rank or settings.gpus * settings.nodes > 1):
-        out.append(f"+{CUDA_GRAPH_KEY}=False")
-    if unwraps_lora_generation(settings, profile):
-        out.append(f"+{UNWRAP_KEY}=True")
-    return out
-
-
 def build_overrides(
     settings: TrainSettings,
     profile,
     environment: dict[str, str],
     compute_capability: tuple[int, int] | None = None,
     vllm_card_fraction: float | None = None,
+    *,
+    forced: Sequence[str],
 ) -> list[str]:
     """Return the complete override list for ``python -m verl.trainer.main_ppo``.
 
@@ -371,6 +345,9 @@ def build_overrides(
         compute_capability: the GPU's, when known (decides Triton features).
         vllm_card_fraction: vLLM's ``gpu_memory_utilization`` when it differs from the profile's share
             (a memory cap on a bigger card: vLLM takes its fraction of the whole card).
+        forced: what verlfit sets over the profile's patch switches for this run, as the run was resolved
+            (:attr:`verlfit.resolved_run.ResolvedRun.forced_overrides`, :func:`verlfit.patch_switches.forced_switches`);
+            written after the profile's overrides and before the user's, so the user's own value still wins.
 
     Raises:
         VerlfitError: for an unknown algorithm, sizes that do not divide, or a rejected
@@ -456,7 +433,7 @@ def build_overrides(
         ]
     out += list(profile.overrides)
     out += frozen_base_overrides(s, profile)
-    out += forced_switches(s, profile)  # the notes say why; the user's own value after -- still wins
+    out += forced  # the notes say why; the user's own value after -- still wins
     if profile.rollout == "hf":
         out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size or s.train_batch_size}")
     else:

@@ -3,8 +3,8 @@ fields: :class:`PatchSwitches`.
 
 The patched verl reads each switch as ``bool(config.get(key, False))``; verlfit sets them in three layers, in the
 order of the run's override list (:func:`verlfit.overrides.build_overrides`): the profile's overrides, what verlfit
-forces over them for the run (:func:`verlfit.overrides.forced_switches`), then the user's after ``--``. A command
-parses that list once at its edge (:mod:`verlfit.resolved_run`); the memory and time models read the fields.
+forces over them for the run (:func:`forced_switches`), then the user's after ``--``. A command parses that list once
+at its edge (:func:`run_switches`, for :mod:`verlfit.resolved_run`); the memory and time models read the fields.
 Recorded runs (``run.json``'s final override list) are read the same way.
 """
 
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from verlfit.errors import VerlfitError
 
+CUDA_GRAPH_KEY = "actor_rollout_ref.rollout.cuda_graph"  # patch 0022
+UNWRAP_KEY = "actor_rollout_ref.rollout.unwrap_fsdp"  # patch 0023
 TRAINING_ROLES = ("actor", "ref", "critic")  # the roles whose passes patch 0020 trims (one key each)
 
 # patch keys -> the switch they set (patches/verl-0.4.1/0020-0023 headers; verlfit.overrides.KNOWN_ADDED_KEYS):
@@ -104,3 +106,44 @@ def speed_switches(overrides) -> dict:
         VerlfitError: an override Hydra cannot parse.
     """
     return PatchSwitches.from_overrides(overrides).fields_set()
+
+
+def unwraps_lora_generation(settings, profile) -> bool:
+    """Whether verlfit turns patch 0023's ``unwrap_fsdp`` on: a LoRA actor, the HF rollout, one GPU in all (on
+    several GPUs every rank would gather the whole model for generation, untested: the patch's header)."""
+    return bool(settings.lora_rank) and profile.rollout == "hf" and settings.gpus * settings.nodes == 1
+
+
+def forced_switches(settings, profile) -> list[str]:
+    """What verlfit sets over the patch switches of ``profile`` (a :class:`verlfit.profiles.Profile`) for a run of
+    ``settings`` (:class:`verlfit.overrides.TrainSettings`), in :func:`verlfit.overrides.build_overrides`' order (after
+    the profile's overrides, before the user's after ``--``, so the user's own value still wins):
+
+    * ``+actor_rollout_ref.rollout.cuda_graph=False`` when the profile turns patch 0022 on and the actor has LoRA
+      (:data:`verlfit.overrides.LORA_CUDA_GRAPH_NOTE`) or the run has several GPUs
+      (:data:`verlfit.overrides.CUDA_GRAPH_SEVERAL_GPUS_NOTE`; the patch is for FSDP1 on one GPU). FSDP parameter
+      offload of the actor needs no rule: with the HF rollout verlfit refuses it before
+      (``verlfit.plan.unsupported_reason``; ``--`` cannot set it, :data:`verlfit.overrides.MANAGED_KEYS`), and the
+      critic's or the reference's offload does not touch the module generated with.
+    * ``+actor_rollout_ref.rollout.unwrap_fsdp=True`` for a LoRA actor on one GPU with the HF rollout
+      (:func:`unwraps_lora_generation`, :data:`verlfit.overrides.LORA_UNWRAP_NOTE`).
+    """
+    out = []
+    if f"+{CUDA_GRAPH_KEY}=True" in profile.overrides and (settings.lora_rank or settings.gpus * settings.nodes > 1):
+        out.append(f"+{CUDA_GRAPH_KEY}=False")
+    if unwraps_lora_generation(settings, profile):
+        out.append(f"+{UNWRAP_KEY}=True")
+    return out
+
+
+def run_switches(profile, settings, forced: list[str] | None = None) -> PatchSwitches:
+    """The patch switches of a run of ``settings`` (:class:`verlfit.overrides.TrainSettings`: its LoRA rank, GPUs,
+    nodes and the user's ``extra_overrides``) with ``profile`` (a :class:`verlfit.profiles.Profile`): the profile's
+    overrides, then what verlfit forces over them (``forced``, else :func:`forced_switches`), then the user's, in the
+    order :func:`verlfit.overrides.build_overrides` writes them, read once (:meth:`PatchSwitches.from_overrides`).
+
+    Raises:
+        VerlfitError: a user override Hydra cannot parse.
+    """
+    forced = forced_switches(settings, profile) if forced is None else forced
+    return PatchSwitches.from_overrides([*profile.overrides, *forced, *settings.extra_overrides])

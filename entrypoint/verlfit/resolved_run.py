@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from verlfit.cards import CARDS, Card, card_for_gpu_name, get_card
 from verlfit.gpu import GpuInfo
-from verlfit.patch_switches import PatchSwitches
+from verlfit.patch_switches import PatchSwitches, forced_switches, run_switches
 from verlfit.profiles import Profile
 
 
@@ -37,6 +37,9 @@ class ResolvedRun:
         emulate: ``--emulate``'s profile name, or None.
         time_switches: the switches the time estimate assumes where they differ from ``switches`` (``verlfit plan
             --dtype float32`` on a FlashAttention-2 profile: estimated on the profile's SDPA path); None: ``switches``.
+        forced_overrides: what verlfit sets over the profile's patch switches for this run
+            (:func:`verlfit.patch_switches.forced_switches`), decided once: ``switches`` read them and
+            :func:`verlfit.overrides.build_overrides` writes them.
     """
 
     profile: Profile
@@ -49,27 +52,12 @@ class ResolvedRun:
     user_overrides: tuple[str, ...] = ()
     emulate: str | None = None
     time_switches: PatchSwitches | None = None
+    forced_overrides: tuple[str, ...] = ()
 
     @property
     def switches_for_time(self) -> PatchSwitches:
         """The switches the time estimate assumes: ``time_switches``, else ``switches``."""
         return self.time_switches or self.switches
-
-
-def run_switches(profile: Profile, settings) -> PatchSwitches:
-    """The patch switches of a run of ``settings`` (:class:`verlfit.overrides.TrainSettings`: its LoRA rank, GPUs,
-    nodes and the user's ``extra_overrides``) with ``profile``: the profile's overrides, then what verlfit forces
-    over them (:func:`verlfit.overrides.forced_switches`), then the user's, in the order
-    :func:`verlfit.overrides.build_overrides` writes them, read once (:meth:`PatchSwitches.from_overrides`).
-
-    Raises:
-        VerlfitError: a user override Hydra cannot parse.
-    """
-    from verlfit.overrides import forced_switches
-
-    return PatchSwitches.from_overrides(
-        [*profile.overrides, *forced_switches(settings, profile), *settings.extra_overrides]
-    )
 
 
 def train_run(
@@ -83,7 +71,8 @@ def train_run(
     """The :class:`ResolvedRun` of a ``verlfit train`` run: ``profile`` after ``--rollout``/``--attention``, the
     ``gpu`` NVML reported (None: none asked for or visible), the usable memory per GPU (bytes) and its source in
     words, the card the time is estimated on (:func:`card_for_train`) and the patch switches of ``settings``
-    (:class:`verlfit.overrides.TrainSettings`, its user overrides included: :func:`run_switches`).
+    (:class:`verlfit.overrides.TrainSettings`, its user overrides included:
+    :func:`verlfit.patch_switches.run_switches`) with what verlfit forces over the profile's.
 
     Raises:
         VerlfitError: a user override Hydra cannot parse.
@@ -93,6 +82,7 @@ def train_run(
         card_source = f"--emulate {emulate}"
     else:
         card_source = gpu.name if gpu is not None else f"the {profile.name} profile's card"
+    forced = forced_switches(settings, profile)
     return ResolvedRun(
         profile=profile,
         gpu=gpu,
@@ -100,9 +90,10 @@ def train_run(
         memory_source=memory_source,
         card=card,
         card_source=card_source,
-        switches=run_switches(profile, settings),
+        switches=run_switches(profile, settings, forced),
         user_overrides=tuple(settings.extra_overrides),
         emulate=emulate,
+        forced_overrides=tuple(forced),
     )
 
 

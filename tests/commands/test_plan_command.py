@@ -184,7 +184,7 @@ def test_plan_help_lists_every_built_in_shape(capsys):
 @pytest.mark.parametrize("extra", [["--lora-rank", "32"], ["--gpus", "2"]])
 def test_the_time_estimate_assumes_the_switches_verlfit_train_would_force(extra, capsys):
     """The p40 profile turns CUDA-graph decoding on; verlfit train turns it off for a LoRA actor and on several GPUs
-    (verlfit.overrides.forced_switches). plan's memory already followed that; its time estimate assumed the graph on
+    (verlfit.patch_switches.forced_switches). plan's memory already followed that; its time estimate assumed the graph on
     (27.2 instead of 34.6 s a step for the 0.5B with LoRA on a P40) until it read the same forcing."""
 
     def plan_json(*flags):

@@ -148,13 +148,13 @@ def test_the_speed_keys_paragraph_matches_the_profile_and_train():
     # CUDA-graph decoding: on in the profile since section 10's run, off with LoRA and on several GPUs (forced_switches)
     assert "it turns on CUDA-graph decoding without Triton too (patch 0022, `+actor_rollout_ref.rollout.cuda_graph`)" in speed
     assert "+actor_rollout_ref.rollout.cuda_graph=True" in p40 and "(docs/benchmarks.md section 1.4;" in profile
-    from verlfit.overrides import forced_switches
+    from verlfit.patch_switches import forced_switches
 
     assert forced_switches(TrainSettings(model="m", lora_rank=32), load_profile("p40"))[0] == "+actor_rollout_ref.rollout.cuda_graph=False"
     assert forced_switches(TrainSettings(model="m", gpus=2), load_profile("p40")) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert "for `--lora-rank` (not run with an adapter on a GPU yet) and on several GPUs (written and tested for one)" in speed
-    # patch 0023: on by verlfit for LoRA on one GPU (overrides.unwraps_lora_generation), off after -- by the user
-    from verlfit.overrides import unwraps_lora_generation
+    # patch 0023: on by verlfit for LoRA on one GPU (patch_switches.unwraps_lora_generation), off after -- by the user
+    from verlfit.patch_switches import unwraps_lora_generation
 
     assert unwraps_lora_generation(TrainSettings(model="m", lora_rank=32), load_profile("p40"))
     assert not unwraps_lora_generation(TrainSettings(model="m", lora_rank=32, gpus=2), load_profile("p40"))

@@ -12,6 +12,7 @@ from verlfit import cli
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import load_model_shape
 from verlfit.overrides import TrainSettings, build_overrides, frozen_base_storage
+from verlfit.patch_switches import forced_switches
 from verlfit.plan.memory import GIB, predict
 from verlfit.plan.request import request_for_profile
 from verlfit.profiles import load_profile
@@ -116,8 +117,12 @@ def test_profiles_store_the_base_in_their_16_bit_type_and_verl_gets_the_keys():
     assert error.value.fix == "use --frozen-base-dtype bfloat16, or float32 (stock verl)" and error.value.exit_code == 2
 
     def keys(profile, **fields):
+        settings = TrainSettings(model="m", data_dir="/d", **fields)
         out = build_overrides(
-            TrainSettings(model="m", data_dir="/d", **fields), load_profile(profile), load_profile(profile).environment
+            settings,
+            load_profile(profile),
+            load_profile(profile).environment,
+            forced=forced_switches(settings, load_profile(profile)),
         )
         return [o for o in out if "frozen_base_dtype" in o]
 

@@ -19,17 +19,14 @@ from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
 from verlfit.overrides import (
     merge_overrides,
-    CUDA_GRAPH_KEY,
     CUDA_GRAPH_SEVERAL_GPUS_NOTE,
     LORA_CUDA_GRAPH_NOTE,
     LORA_UNWRAP_NOTE,
-    UNWRAP_KEY,
     UNWRAP_SEVERAL_GPUS_NOTE,
     TrainSettings,
     build_overrides,
     hf_rollout_only_note,
     override_value,
-    unwraps_lora_generation,
     UserOverrides,
     parse_user_overrides,
     validate_overrides,
@@ -44,6 +41,7 @@ from verlfit.profiles import (
     resolve_environment,
     run_profile,
 )
+from verlfit.patch_switches import CUDA_GRAPH_KEY, UNWRAP_KEY
 from verlfit.prompt_lengths import measure_prompts
 from verlfit.resolved_run import train_run
 from verlfit.train.gpus import find_gpu
@@ -263,7 +261,9 @@ def build_launch(
             f"{gpu.name}'s {gpu.total_memory_bytes / 1024**3:.1f} GiB (vLLM takes its share of the whole "
             "card)"
         )
-    overrides = build_overrides(settings, profile, environment, compute_capability, vllm_card_fraction=share)
+    overrides = build_overrides(
+        settings, profile, environment, compute_capability, vllm_card_fraction=share, forced=run.forced_overrides
+    )
     if reward is not None:
         overrides = merge_overrides(overrides + reward_overrides(run_dir, reward))
     if f"+{CUDA_GRAPH_KEY}=False" in overrides and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides:
@@ -271,7 +271,7 @@ def build_launch(
             notes.append(LORA_CUDA_GRAPH_NOTE)
         if settings.gpus * settings.nodes > 1:
             notes.append(CUDA_GRAPH_SEVERAL_GPUS_NOTE)
-    if unwraps_lora_generation(settings, profile) and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
+    if f"+{UNWRAP_KEY}=True" in run.forced_overrides and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
         notes.append(LORA_UNWRAP_NOTE)  # not when the user turned it off after --
     if settings.gpus * settings.nodes > 1 and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
         notes.append(UNWRAP_SEVERAL_GPUS_NOTE)  # only the user can set it there
