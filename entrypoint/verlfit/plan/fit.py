@@ -647,20 +647,12 @@ def offloaded_parts(request: PlanRequest) -> list[str]:
     ]
 
 
-def plan_off_warning(settings, profile, memory_bytes: int, margin: float = DEFAULT_MARGIN, switches=None) -> list[str]:
-    """The planner's warning for ``verlfit train --plan off`` (sizes as given): none when the run's plan
-    (:func:`predict` of :func:`request_from_settings`, ``memory_bytes`` per GPU) fits; otherwise one line with its peak
-    and verdict ("tight" or "does not fit": the run may run out of memory, verl after Ray has started) and what would
-    fit: ``--plan auto``'s choice when it finds one, else the smallest change (:func:`auto_fit`). The run still
-    launches: ``--plan off`` is the user's call. ``switches``: the run's :class:`verlfit.patch_switches.PatchSwitches`
-    (:func:`request_from_settings`)."""
-    request = request_from_settings(settings, profile, memory_bytes, switches=switches)
-    return plan_off_lines(request, margin)
-
-
 def plan_off_lines(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> list[str]:
-    """:func:`plan_off_warning` of the run's planner ``request`` (:func:`request_from_settings` of the sizes as given,
-    sized for the run's usable memory)."""
+    """The planner's warning for ``verlfit train --plan off`` (sizes as given): none when the run's plan
+    (:func:`predict` of ``request``: :func:`request_from_settings` of the sizes as given, sized for the run's usable
+    memory) fits; otherwise one line with its peak and verdict ("tight" or "does not fit": the run may run out of
+    memory, verl after Ray has started) and what would fit: ``--plan auto``'s choice when it finds one, else the
+    smallest change (:func:`auto_fit`). The run still launches: ``--plan off`` is the user's call."""
     plan = predict(request, margin)
     if plan.verdict == "fits":
         return []
@@ -687,7 +679,7 @@ def plan_for_train(
     its profile, usable memory, card and patch switches, read as they are): the run's request built once
     (:func:`request_from_settings` of ``settings``); with ``auto`` (``--plan auto``) fitted
     (:func:`fit_request_for_train`, keeping ``keep``: :func:`verlfit.plan.request.sizing_keep`'s names) and its
-    choice written into ``settings``, else the sizes as given checked (:func:`plan_off_warning`'s lines); then the
+    choice written into ``settings``, else the sizes as given checked (:func:`plan_off_lines`); then the
     step time of the request as run (:func:`verlfit.plan.train_estimate.step_time_lines`, over ``steps``) on the
     run's card, under ``--emulate`` first on the card the run goes at (:func:`verlfit.resolved_run.running_card`).
 
