@@ -32,6 +32,7 @@ from verlfit.overrides import (
     validate_overrides,
 )
 from verlfit.profiles import (
+    MEMORY_LIMIT_VARIABLE,
     PROFILE_NAMES,
     beyond_the_card_note,
     check_card_options,
@@ -45,7 +46,6 @@ from verlfit.patch_switches import CUDA_GRAPH_KEY, UNWRAP_KEY
 from verlfit.prompt_lengths import measure_prompts
 from verlfit.resolved_run import train_run
 from verlfit.train.gpus import find_gpu
-from verlfit.profiles import MEMORY_LIMIT_VARIABLE
 from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
 
 
