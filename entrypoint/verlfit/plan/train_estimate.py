@@ -101,20 +101,3 @@ def step_time_lines(
     if request.rollout == "vllm":
         lines.append(f"plan: {VLLM_NOTE}")
     return lines, eta
-
-
-def launch_step_seconds(
-    settings: TrainSettings, profile_name: str, gpu_description: str, overrides: list[str]
-) -> float | None:
-    """Seconds per step the time model estimates for a launch (:func:`for_train`'s) from what its
-    :class:`verlfit.train.launch_plan.LaunchPlan` records: the profile by name, the GPU as described (its NVML name
-    first) and the switches of the final override list, what verl gets; the ETA before a resumed run's first step.
-    None when the model's shape cannot be read (the ETA then waits for the first step)."""
-    from verlfit.errors import VerlfitError
-    from verlfit.profiles import load_profile
-
-    try:
-        switches = PatchSwitches.from_overrides(overrides)
-        return for_train(settings, load_profile(profile_name), gpu_description, None, switches)[1]
-    except VerlfitError:
-        return None

@@ -18,7 +18,6 @@ from verlfit.checkpoints import TRACKER, checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
 from verlfit.output_files import write_file
 from verlfit.overrides import keep_checkpoints_overrides
-from verlfit.plan.train_estimate import launch_step_seconds
 from verlfit.run_files import (
     CHECKPOINTS_DIR,
     COMMAND_FILE,
@@ -80,6 +79,8 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
             "gpu": plan.gpu_description,
             "settings": dataclasses.asdict(plan.settings),
             "total_steps": plan.settings.steps,
+            # the time model's seconds a step (LaunchPlan.estimated_step_seconds): a resume's ETA before its first step
+            "estimated_step_seconds": plan.estimated_step_seconds,
             "environment": plan.environment,
             "overrides": plan.overrides,
             "command": plan.command,
@@ -163,7 +164,8 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     The plan's notes say the checkpoint it continues from and those its first check removes (``--keep-checkpoints``).
     The run directory's own path replaces the recorded one in ``trainer.default_local_dir``, so a run
     moved or resumed from another working directory still finds its checkpoints. ``steps`` extends
-    (or shortens) the run's total training steps.
+    (or shortens) the run's total training steps. The step-time estimate is the one the run recorded when it
+    started (:func:`recorded_step_seconds`).
     """
     from verlfit.overrides import merge_overrides, override_values, quote_value
 
@@ -265,8 +267,17 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         notes,
         data_keys=keys,
         total_steps=steps if steps is not None else settings_total,
-        estimated_step_seconds=launch_step_seconds(settings, record["profile"], record["gpu"], overrides),
+        estimated_step_seconds=recorded_step_seconds(record),
     )
+
+
+def recorded_step_seconds(record: dict) -> float | None:
+    """The time model's seconds a step that ``run.json`` records (``estimated_step_seconds``, written when the run
+    started: :attr:`verlfit.train.launch_plan.LaunchPlan.estimated_step_seconds`, which a resume's overrides do not
+    change), the ETA before a resumed run's first step; None when the record has none (the model's shape could not be
+    read, or a run recorded before verlfit kept it): the ETA then waits for the first step."""
+    seconds = record.get("estimated_step_seconds")
+    return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
 
 
 def record_resume(run_dir: Path, plan: LaunchPlan) -> None:
