@@ -735,6 +735,35 @@ def stage_smoke(device: Device) -> None:
         )
 
 
+def stage_smoke_resume(device: Device) -> None:
+    # a run that checkpoints at its last step (2), continued to 4 by `verlfit train --resume`: the resume path end to
+    # end (its record, its checkpoint, its ETA from the estimate run.json recorded) on the tiny model
+    run = device.runs / "smoke-resume"
+    device.train(
+        "smoke-resume",
+        "--emulate",
+        "p40",
+        "--model",
+        str(device.tiny),
+        "--data",
+        str(device.data),
+        "--steps",
+        "2",
+        "--batch-size",
+        "8",
+        "--max-response-length",
+        "32",
+        "--skip-checks",
+        "--no-validate-before-train",
+        "--test-freq",
+        "-1",
+        "--save-freq",
+        "2",
+    )
+    device.log(f"resume smoke-resume: verlfit train --resume {run} --steps 4")
+    device.resume("smoke-resume", run, "--steps", "4", label="smoke-resume resume")
+
+
 def stage_main(device: Device) -> None:
     # ~13.5 s a step alone on an H200 at prompt 512, ~18 s more for each checkpoint save (2026-11-29): the run is
     # planned as 25 steps ending on verl's checkpoint (~11 GiB), and main_resume extends it to 50 through verl's own
@@ -2091,6 +2120,11 @@ STAGES = (
         "for the stages named in the same call or in SETUP_FOR)",
     ),
     Stage("smoke", stage_smoke, "3 steps each of p40-emulated PPO and GRPO on a tiny random Qwen2"),
+    Stage(
+        "smoke_resume",
+        stage_smoke_resume,
+        "a 2-step p40-emulated PPO on the tiny Qwen2 that checkpoints at step 2, resumed to 4 steps (--resume)",
+    ),
     Stage(
         "gputests",
         stage_gputests,
