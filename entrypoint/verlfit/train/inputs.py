@@ -1,7 +1,7 @@
 """The run's data and reward, checked the same way by the dry run and by the launch (:func:`check_run_data`): the data
 folder's state read once (:func:`verlfit.data_folder.data_folder_state`), GSM8K prepared where it is missing and the
 launch may write it (:func:`ensure_data`), at least one batch of training rows (:func:`check_data_size`), and the
-reward on every training and test row (:func:`verlfit.train.reward.check_run_reward`).
+reward on every training and test row (the run's function, or verl's scorer for every ``data_source``).
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from verlfit import gsm8k
 from verlfit.data_folder import DataKeys, FolderReport, data_folder_state
 from verlfit.errors import VerlfitError
 from verlfit.overrides import TrainSettings
-from verlfit.reward_function import RewardFunction
-from verlfit.train.reward import check_run_reward
+from verlfit.reward_function import RewardFunction, check_reward_function, check_verl_scores, describe_scores
 
 
 def check_run_data(
@@ -25,26 +24,44 @@ def check_run_data(
     The folder's state is read once (:func:`verlfit.data_folder.data_folder_state` under the run's ``keys``) and
     handed on. ``prepare`` (the launch): GSM8K is prepared first where the folder holds no prepared data
     (:func:`ensure_data`), then the training rows are counted (:func:`check_data_size`) and the reward is called on
-    every row (:func:`verlfit.train.reward.check_run_reward`), whatever the folder held. Without ``prepare`` (the dry
-    run) nothing is written: the rows are counted where ``train.parquet`` is there, the reward is checked once the data
-    is prepared, and the note then says it will be (None without a reward function).
+    every row of ``train.parquet`` and ``test.parquet`` (verl validates on the test split with the same reward),
+    whatever the folder held. Without ``prepare`` (the dry run) nothing is written: the rows are counted where
+    ``train.parquet`` is there, and the reward is checked once the data is prepared (the note then says it will be;
+    None without a reward function).
+
+    The reward: ``reward``'s function (:func:`verlfit.reward_function.check_reward_function`, each call within
+    :data:`verlfit.reward_function.CALL_TIME_LIMIT_S`), or without one verl's ``default_compute_score`` for every
+    ``data_source`` (:func:`verlfit.reward_function.check_verl_scores`); the note says what the calls returned
+    (:func:`verlfit.reward_function.describe_scores`).
 
     Raises:
         VerlfitError: exit status 2: a folder of the user's files (``prepare`` only, :func:`ensure_data`), a
-            ``train.parquet`` that does not read or holds less than a batch, a reward that fails on a row.
+            ``train.parquet`` that does not read or holds less than a batch; a reward that fails on a row (naming the
+            file, the function, the split and the row), or data sources verl cannot score (the fix:
+            ``--reward-function``).
     """
     folder = data_folder_state(settings.data_dir, keys)
     if prepare:
         ensure_data(settings, folder)
     if prepare or (Path(settings.data_dir) / "train.parquet").is_file():
         check_data_size(settings)
-    if prepare or folder.prepared:
-        return check_run_reward(settings.data_dir, reward, keys)
-    if reward is None:
-        return None
+    if not (prepare or folder.prepared):
+        if reward is None:
+            return None
+        return (
+            f"reward function: {reward.name} in {reward.path} (checked on the training and test rows once the data is"
+            " prepared)"
+        )
+    if reward is not None:
+        scored = check_reward_function(reward, settings.data_dir, keys)
+        return (
+            f"reward function: {reward.name} in {reward.path} (called on every row as the ground truth, then as an"
+            f" empty response: {describe_scores(scored)})"
+        )
+    scored = check_verl_scores(settings.data_dir, keys)
     return (
-        f"reward function: {reward.name} in {reward.path} (checked on the training and test rows once the data is"
-        " prepared)"
+        f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (called on every row:"
+        f" {describe_scores(scored)})"
     )
 
 
