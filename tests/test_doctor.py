@@ -822,7 +822,7 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
 
     import verlfit.gpu
     from verlfit.checks.result import CheckResult
-    from verlfit.train import preflight, supervise
+    from verlfit.train import inputs, supervise
 
     real_query = verlfit.gpu.query_gpus
     monkeypatch.setattr(verlfit.gpu, "query_gpus", lambda nvml=None: real_query(H200_NVML))
@@ -834,10 +834,10 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
     real_engines = readiness.CHECKS["engines"]
     monkeypatch.setitem(readiness.CHECKS, "engines", lambda ctx: ran.append("engines") or real_engines(ctx))
 
-    def launched(settings, keys=None):
+    def launched(settings, folder=None):
         raise Launched(settings.rollout, settings.attention)
 
-    monkeypatch.setattr(preflight, "ensure_data", launched)
+    monkeypatch.setattr(inputs, "ensure_data", launched)
     monkeypatch.setattr(supervise.subprocess, "Popen", lambda *a, **kw: pytest.fail("verl was launched"))
     status = cli.main(["train", "--profile", "a10", "--plan", "off", "--no-validate", "--run-dir", str(tmp_path / "run"), *argv])
     assert not (tmp_path / "run").exists()
@@ -952,7 +952,7 @@ def test_the_model_check_fails_a_mixture_of_experts_config(world):
 def test_empty_own_data_gets_a_fix_for_own_data_never_gsm8k(world):
     """new-user trial: an empty train.parquet in the user's verl-format folder got `verlfit prepare-gsm8k --output` as
     doctor's fix, and train's dry run `use --batch-size 0 or less`."""
-    from verlfit.train.preflight import check_data_size
+    from verlfit.train.inputs import check_data_size
     from verlfit.overrides import TrainSettings
 
     data = write_own_task(world.tmp / "own")

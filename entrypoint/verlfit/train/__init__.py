@@ -23,8 +23,10 @@ The package, one file per part:
   environment, settings, plan and overrides (steps 1-4), the run resolved once.
 * :mod:`verlfit.train.rehearsal`: what the real launch would refuse, said by the dry run (step 5).
 * :mod:`verlfit.train.describe`: the dry run's text (step 5).
-* :mod:`verlfit.train.preflight`: blocking checks, data prepared and sized, checkpoint space, the run directory
-  created or the resume recorded (``start_run``: step 6, before the run).
+* :mod:`verlfit.train.inputs`: the run's data prepared where missing and sized, and its reward checked on every row,
+  the same way in the dry run (step 5) and before the launch (step 6).
+* :mod:`verlfit.train.preflight`: blocking checks, the run's data and reward (:mod:`verlfit.train.inputs`),
+  checkpoint space, the run directory created or the resume recorded (``start_run``: step 6, before the run).
 * :mod:`verlfit.train.run_directory`: create, load, resume, record (``run.json``, ``command.sh``).
 * :mod:`verlfit.train.supervise`: verl's process watched, stopped (Ctrl-C, stall) and its failure reported.
 * :mod:`verlfit.train.gpus`: the first visible GPU, NCCL's P2P fallback, the per-worker memory cap.

@@ -1,7 +1,7 @@
 """What ``verlfit train`` checks and prepares before it launches (:func:`start_run`, the run directory created or
-the resume recorded last): the doctor's blocking checks (:func:`run_blocking_checks`), the training data prepared
-when missing (:func:`ensure_data`) and at least one batch of it (:func:`check_data_size`), and a warning when the
-disk cannot hold the checkpoints kept (:func:`checkpoint_space_warning`).
+the resume recorded last): the doctor's blocking checks (:func:`run_blocking_checks`), the run's data and reward
+(:func:`verlfit.train.inputs.check_run_data`: prepared when missing, at least one batch, the reward on every row),
+and a warning when the disk cannot hold the checkpoints kept (:func:`checkpoint_space_warning`).
 """
 
 from __future__ import annotations
@@ -9,10 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from verlfit import gsm8k
-from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
-from verlfit.overrides import TrainSettings
 from verlfit.train.launch_plan import LaunchPlan, plan_request, total_steps
 
 
@@ -40,15 +37,14 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
         return run_dir
     from verlfit.checks.stack import require
     from verlfit.overrides import validate_overrides
-    from verlfit.train.reward import check_run_reward
+    from verlfit.train.inputs import check_run_data
 
     require("train")  # the same words as export and eval
     check_run_directory(plan.settings.run_dir)  # before anything is prepared: where the run may not go is said first
     if not skip_checks:
         run_blocking_checks(plan)
-    ensure_data(plan.settings, plan.data_keys)
-    check_data_size(plan.settings)
-    plan.notes.append(check_run_reward(plan.settings.data_dir, plan.reward_function, plan.data_keys))
+    # the data prepared where missing, at least a batch of it, the reward on every row
+    plan.notes.append(check_run_data(plan.settings, plan.data_keys, plan.reward_function, prepare=True))
     config_yaml = None
     if validate:
         from omegaconf import OmegaConf
@@ -88,73 +84,6 @@ def run_blocking_checks(plan: LaunchPlan) -> None:
             ),
             fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway",
         )
-
-
-def check_data_size(settings: TrainSettings) -> None:
-    """Refuse a training set smaller than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
-
-    Raises:
-        VerlfitError: naming the file, its row count and the batch size; or the file that does not read as parquet.
-    """
-    import pyarrow
-    import pyarrow.parquet as pq
-
-    path = Path(settings.data_dir) / "train.parquet"
-    try:
-        rows = pq.ParquetFile(path).metadata.num_rows
-    except (OSError, pyarrow.ArrowException) as error:
-        raise VerlfitError(
-            f"{path} does not read as parquet: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
-            fix="prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), "
-            "or point --data at a folder with verl's train.parquet and test.parquet",
-            exit_code=2,
-        ) from error
-    if rows == 0:
-        raise VerlfitError(
-            f"{path} has no rows",
-            fix="prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files, or "
-            "verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's "
-            "train.parquet and test.parquet",
-            exit_code=2,
-        )
-    if rows < settings.train_batch_size:
-        raise VerlfitError(
-            f"{path} has {rows} rows, fewer than one batch of {settings.train_batch_size} prompts",
-            fix=f"use --batch-size {rows} or less, or more data",
-            exit_code=2,
-        )
-
-
-def ensure_data(settings: TrainSettings, keys: DataKeys) -> None:
-    """Prepare GSM8K into ``settings.data_dir`` when it holds no prepared data, and only where that loses nothing:
-    a folder that is absent, empty or holds data verlfit wrote (:func:`verlfit.data_folder.data_folder_state`, with the
-    run's ``keys``: ``data.prompt_key`` / ``data.reward_fn_key``,
-    :attr:`verlfit.train.launch_plan.LaunchPlan.data_keys`); from the raw GSM8K files of ``--data`` when it holds some
-    (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`), else from the hub. A folder
-    with verl-format data (verlfit's or anyone's) is used as it is.
-
-    Raises:
-        VerlfitError: exit status 2, writing nothing, when ``settings.data_dir`` holds the user's files (e.g. a
-            train.parquet without test.parquet, or files that are not verl's): the fix names the missing file, or
-            asks for a folder with both.
-    """
-    from verlfit.checks.data_folder import data_folder_refusal
-    from verlfit.data_folder import data_folder_state
-
-    data = Path(settings.data_dir)
-    report = data_folder_state(data, keys)
-    if report.prepared:
-        return
-    if not report.writable:
-        raise data_folder_refusal(report)
-    _, source = gsm8k.training_data(data)
-    print(
-        f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first, from "
-        + (f"the raw files in {source}" if source is not None else "the hub")
-    )
-    gsm8k.prepare(
-        source=source, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length
-    )
 
 
 def checkpoint_space_warning(

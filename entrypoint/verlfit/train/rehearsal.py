@@ -62,20 +62,18 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
     the refusals (empty: the real launch would start), for the dry run's exit status 2.
 
     A resume: nothing more (:func:`verlfit.train.run_directory.resume_plan` says what it removes). A new run: its run
-    directory
-    (exists, or inside another run), the engines a real launch's checks ask for (unless ``skip_checks``), its model
-    folder and its data folder (:func:`model_note`, :func:`data_note`), one batch of data, and its reward on every row
-    once the data is prepared. What depends on this machine (engines not installed here, GSM8K not reachable from
-    here) stays a note: a dry run is often made on another machine than the run.
+    directory (exists, or inside another run), the engines a real launch's checks ask for (unless ``skip_checks``),
+    its model folder and its data folder (:func:`model_note`, :func:`data_note`), then, as the launch checks them, one
+    batch of data and its reward on every row once the data is prepared (:func:`verlfit.train.inputs.check_run_data`).
+    What depends on this machine (engines not installed here, GSM8K not reachable from here) stays a note: a dry run is
+    often made on another machine than the run.
 
     Raises:
         VerlfitError: exit status 2: a train.parquet that does not read or holds less than a batch, a reward that
             fails on a row (the refusals a real launch makes, as the dry run's failure).
     """
-    from verlfit.data_folder import data_folder_state
     from verlfit.errors import VerlfitError
-    from verlfit.train.preflight import check_data_size
-    from verlfit.train.reward import check_run_reward
+    from verlfit.train.inputs import check_run_data
     from verlfit.train.run_directory import check_run_directory
 
     settings = plan.settings
@@ -111,15 +109,9 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
         plan.notes.append(note)
     if refused:
         refusals.append(f"data {settings.data_dir}")
-    if (Path(settings.data_dir) / "train.parquet").is_file():
-        # the refusals a real launch makes, as the dry run's failure (exit 2): no plan verdict for a run that cannot
-        # start
-        check_data_size(settings)
-    if data_folder_state(settings.data_dir, keys).prepared:
-        plan.notes.append(check_run_reward(settings.data_dir, plan.reward_function, keys))
-    elif plan.reward_function is not None:
-        plan.notes.append(
-            f"reward function: {plan.reward_function.name} in {plan.reward_function.path} (checked on the training"
-            " and test rows once the data is prepared)"
-        )
+    # the batch and the reward the real launch checks, its refusals as the dry run's failure (exit 2): no plan
+    # verdict for a run that cannot start; nothing is prepared
+    note = check_run_data(settings, keys, plan.reward_function)
+    if note:
+        plan.notes.append(note)
     return refusals

@@ -1,9 +1,9 @@
 """The reward a ``verlfit train`` run is scored with: chosen from ``--reward-function FILE[:NAME]`` or verl's
 ``custom_reward_function.path`` / ``.name`` after ``--`` (:func:`run_reward_function`, made absolute), pointed at
-its copy in the run directory (:func:`reward_overrides`, :data:`REWARD_FOLDER`), and checked on every training and test
-row before launch (:func:`check_run_reward`: the function, or verl's scorer for every ``data_source`` when there is
-none). The copy makes ``--resume``, ``verlfit export`` and ``verlfit eval`` use the rule the run trained with, even
-when the user's file changes later.
+its copy in the run directory (:func:`reward_overrides`, :data:`REWARD_FOLDER`); it is checked on every training and
+test row before launch with the run's data (:func:`verlfit.train.inputs.check_run_data`). The copy makes
+``--resume``, ``verlfit export`` and ``verlfit eval`` use the rule the run trained with, even when the user's file
+changes later.
 """
 
 from __future__ import annotations
@@ -15,14 +15,7 @@ from pathlib import Path
 from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
 from verlfit.overrides import UserOverrides
-from verlfit.reward_function import (
-    RewardFunction,
-    check_reward_function,
-    check_verl_scores,
-    describe_scores,
-    from_overrides,
-    parse_reward_function,
-)
+from verlfit.reward_function import RewardFunction, from_overrides, parse_reward_function
 
 REWARD_FOLDER = "reward"  # RUN_DIR/reward/<the file's name>: the copy verl loads
 PATH_KEY = "custom_reward_function.path"
@@ -85,28 +78,3 @@ def reward_overrides(run_dir: str | os.PathLike, reward: RewardFunction) -> list
     from verlfit.overrides import quote_value
 
     return [f"{PATH_KEY}={quote_value(str(reward_copy_path(run_dir, reward)))}", f"{NAME_KEY}={reward.name}"]
-
-
-def check_run_reward(data_dir: str | os.PathLike, reward: RewardFunction | None, keys: DataKeys) -> str:
-    """Check the reward on every row of ``data_dir/train.parquet`` and ``data_dir/test.parquet`` (verl validates on
-    the test split with the same reward) before launch: ``reward``'s function
-    (:func:`verlfit.reward_function.check_reward_function`, each call within
-    :data:`verlfit.reward_function.CALL_TIME_LIMIT_S`), or without one verl's ``default_compute_score`` for every
-    ``data_source`` (:func:`verlfit.reward_function.check_verl_scores`); ``keys``: the run's data keys
-    (:func:`data_keys`). Returns the line the dry run prints.
-
-    Raises:
-        VerlfitError: exit status 2 naming the file, the function, the split and the row; or the data sources verl
-            cannot score, with the fix (--reward-function).
-    """
-    if reward is not None:
-        scored = check_reward_function(reward, data_dir, keys)
-        return (
-            f"reward function: {reward.name} in {reward.path} (called on every row as the ground truth, then as an"
-            f" empty response: {describe_scores(scored)})"
-        )
-    scored = check_verl_scores(data_dir, keys)
-    return (
-        f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (called on every row:"
-        f" {describe_scores(scored)})"
-    )

@@ -1,0 +1,130 @@
+"""The run's data and reward, checked the same way by the dry run and by the launch (:func:`check_run_data`): the data
+folder's state read once (:func:`verlfit.data_folder.data_folder_state`), GSM8K prepared where it is missing and the
+launch may write it (:func:`ensure_data`), at least one batch of training rows (:func:`check_data_size`), and the
+reward on every training and test row (the run's function, or verl's scorer for every ``data_source``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from verlfit import gsm8k
+from verlfit.data_folder import DataKeys, FolderReport, data_folder_state
+from verlfit.errors import VerlfitError
+from verlfit.overrides import TrainSettings
+from verlfit.reward_function import RewardFunction, check_reward_function, check_verl_scores, describe_scores
+
+
+def check_run_data(
+    settings: TrainSettings, keys: DataKeys, reward: RewardFunction | None, prepare: bool = False
+) -> str | None:
+    """Check the run's data folder (``settings.data_dir``) and its reward on it, as the launch does before it starts;
+    return the note that says how the reward was checked (None: nothing to say).
+
+    The folder's state is read once (:func:`verlfit.data_folder.data_folder_state` under the run's ``keys``) and
+    handed on. ``prepare`` (the launch): GSM8K is prepared first where the folder holds no prepared data
+    (:func:`ensure_data`), then the training rows are counted (:func:`check_data_size`) and the reward is called on
+    every row of ``train.parquet`` and ``test.parquet`` (verl validates on the test split with the same reward),
+    whatever the folder held. Without ``prepare`` (the dry run) nothing is written: the rows are counted where
+    ``train.parquet`` is there, and the reward is checked once the data is prepared (the note then says it will be;
+    None without a reward function).
+
+    The reward: ``reward``'s function (:func:`verlfit.reward_function.check_reward_function`, each call within
+    :data:`verlfit.reward_function.CALL_TIME_LIMIT_S`), or without one verl's ``default_compute_score`` for every
+    ``data_source`` (:func:`verlfit.reward_function.check_verl_scores`); the note says what the calls returned
+    (:func:`verlfit.reward_function.describe_scores`).
+
+    Raises:
+        VerlfitError: exit status 2: a folder of the user's files (``prepare`` only, :func:`ensure_data`), a
+            ``train.parquet`` that does not read or holds less than a batch; a reward that fails on a row (naming the
+            file, the function, the split and the row), or data sources verl cannot score (the fix:
+            ``--reward-function``).
+    """
+    folder = data_folder_state(settings.data_dir, keys)
+    if prepare:
+        ensure_data(settings, folder)
+    if prepare or (Path(settings.data_dir) / "train.parquet").is_file():
+        check_data_size(settings)
+    if not (prepare or folder.prepared):
+        if reward is None:
+            return None
+        return (
+            f"reward function: {reward.name} in {reward.path} (checked on the training and test rows once the data is"
+            " prepared)"
+        )
+    if reward is not None:
+        scored = check_reward_function(reward, settings.data_dir, keys)
+        return (
+            f"reward function: {reward.name} in {reward.path} (called on every row as the ground truth, then as an"
+            f" empty response: {describe_scores(scored)})"
+        )
+    scored = check_verl_scores(settings.data_dir, keys)
+    return (
+        f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (called on every row:"
+        f" {describe_scores(scored)})"
+    )
+
+
+def check_data_size(settings: TrainSettings) -> None:
+    """Refuse a training set smaller than one batch (verl asserts "Train dataloader is empty!" after Ray starts).
+
+    Raises:
+        VerlfitError: naming the file, its row count and the batch size; or the file that does not read as parquet.
+    """
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    path = Path(settings.data_dir) / "train.parquet"
+    try:
+        rows = pq.ParquetFile(path).metadata.num_rows
+    except (OSError, pyarrow.ArrowException) as error:
+        raise VerlfitError(
+            f"{path} does not read as parquet: {str(error).splitlines()[0] if str(error) else type(error).__name__}",
+            fix="prepare the data again (verlfit prepare-data, or verlfit prepare-gsm8k into a new folder), "
+            "or point --data at a folder with verl's train.parquet and test.parquet",
+            exit_code=2,
+        ) from error
+    if rows == 0:
+        raise VerlfitError(
+            f"{path} has no rows",
+            fix="prepare the data again (verlfit prepare-data --output NEW_FOLDER from your own files, or "
+            "verlfit prepare-gsm8k into a new folder), or point --data at a folder with verl's "
+            "train.parquet and test.parquet",
+            exit_code=2,
+        )
+    if rows < settings.train_batch_size:
+        raise VerlfitError(
+            f"{path} has {rows} rows, fewer than one batch of {settings.train_batch_size} prompts",
+            fix=f"use --batch-size {rows} or less, or more data",
+            exit_code=2,
+        )
+
+
+def ensure_data(settings: TrainSettings, folder: FolderReport) -> None:
+    """Prepare GSM8K into ``settings.data_dir`` when it holds no prepared data, and only where that loses nothing:
+    a folder that is absent, empty or holds data verlfit wrote (``folder``: its state,
+    :func:`verlfit.data_folder.data_folder_state` under the run's data keys, ``data.prompt_key`` /
+    ``data.reward_fn_key``, :attr:`verlfit.train.launch_plan.LaunchPlan.data_keys`); from the raw GSM8K files of
+    ``--data`` when it holds some (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`),
+    else from the hub. A folder with verl-format data (verlfit's or anyone's) is used as it is.
+
+    Raises:
+        VerlfitError: exit status 2, writing nothing, when ``settings.data_dir`` holds the user's files (e.g. a
+            train.parquet without test.parquet, or files that are not verl's): the fix names the missing file, or
+            asks for a folder with both.
+    """
+    from verlfit.checks.data_folder import data_folder_refusal
+
+    data = Path(settings.data_dir)
+    if folder.prepared:
+        return
+    if not folder.writable:
+        raise data_folder_refusal(folder)
+    _, source = gsm8k.training_data(data)
+    print(
+        f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first, from "
+        + (f"the raw files in {source}" if source is not None else "the hub")
+    )
+    gsm8k.prepare(
+        source=source, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length
+    )
