@@ -41,9 +41,9 @@ def launch(
     a stall stops verl the way Ctrl-C does, ``run.json`` records ``outcome`` ``{"status": "stalled", ...}`` and the
     status is :data:`STALLED_STATUS`. Checkpoints beyond ``--keep-checkpoints`` are removed before verl starts, each
     time verl's marker names a new step and when verl exits (:class:`verlfit.checkpoints.CheckpointKeeper`: verl prunes
-    only its own session's saves, and leaves their ``data.pt``). A resumed run (``plan.settings.resume``) first drops
-    the records after its
-    checkpoint from ``metrics.jsonl``: verl trains those steps again (:func:`verlfit.metrics.drop_after_checkpoint`).
+    only its own session's saves, and leaves their ``data.pt``). A resumed run (``plan.resume_step``: the checkpoint
+    its plan found) first drops the records after that checkpoint from ``metrics.jsonl``: verl trains those steps
+    again (:func:`verlfit.metrics.drop_after_checkpoint`).
 
     When verl fails, the diagnosis (:func:`report_failure`) reads the watcher's in-memory copy of this session's last
     lines, so it works when ``train.log`` could not be written (a full disk: the watcher says so and goes on reading
@@ -58,13 +58,12 @@ def launch(
     stream = stream or sys.stdout
     # VERLFIT_CONSOLE_FULL_PRECISION: patch 0008 prints exact metric values, so metrics.jsonl keeps them
     environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1", "VERLFIT_CONSOLE_FULL_PRECISION": "1"}
-    resume_step = latest_checkpoint(run_dir) if plan.settings.resume else None
     watcher = StepWatcher(
         run_dir,
         total_steps(plan.settings),
         stream=stream,
         initial_step_seconds=plan.estimated_step_seconds,
-        resume_step=resume_step,
+        resume_step=plan.resume_step,
         stall_timeout=stall_timeout,
     )
     keeper = CheckpointKeeper(run_dir, plan.settings.keep_checkpoints, watcher.say)
