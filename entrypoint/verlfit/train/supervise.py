@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from verlfit.checkpoints import CheckpointKeeper, latest_checkpoint, remove_cut_short
+from verlfit.checkpoints import CheckpointKeeper, how_to_continue, latest_checkpoint, remove_cut_short
 from verlfit.errors import VerlfitError
 from verlfit.run_files import CHECKPOINTS_DIR, LOG_FILE
 from verlfit.train.launch_plan import LaunchPlan, plan_request, total_steps
@@ -130,7 +130,8 @@ def launch(
                     f"verlfit: stopped verl: {stall.message().removesuffix('; stopping verl (--stall-timeout)')}",
                     file=sys.stderr,
                 )
-                _say_how_to_continue(plan, run_dir)
+                next_step = how_to_continue(run_dir, plan.settings.save_freq)
+                print(f"verlfit: {next_step}", file=sys.stderr)
                 return STALLED_STATUS
         status = process.wait()
         if status != 0 and not watcher.verbose:
@@ -158,7 +159,8 @@ def launch(
         )
         print(f"\nverlfit: stopping verl ({cause}; waiting up to 60 s)", file=sys.stderr)
         _stop(process, lines, watcher)
-        _say_how_to_continue(plan, run_dir)
+        next_step = how_to_continue(run_dir, plan.settings.save_freq)
+        print(f"verlfit: {next_step}", file=sys.stderr)
         return 130
     except Exception:
         print("verlfit: stopping verl after an error in verlfit itself (its traceback follows)", file=sys.stderr)
@@ -198,22 +200,6 @@ def _stop(process, lines, watcher) -> None:
             continue
     if watcher is not None:
         _drain(lines, watcher, seconds=10)  # verl's last words go to train.log too
-
-
-def _say_how_to_continue(plan: LaunchPlan, run_dir: Path) -> None:
-    checkpoint = latest_checkpoint(run_dir)
-    if checkpoint is None:
-        print(
-            f"verlfit: stopped before the first checkpoint (--save-freq {plan.settings.save_freq}): "
-            "nothing to resume; start a new run",
-            file=sys.stderr,
-        )
-    else:
-        print(
-            f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume "
-            f"{shlex.quote(str(run_dir))}",
-            file=sys.stderr,
-        )
 
 
 def report_failure(
