@@ -250,3 +250,11 @@ def test_drop_after_checkpoint_keeps_what_the_resumed_run_continues(tmp_path):
     before = (tmp_path / "metrics.jsonl").stat().st_mtime_ns
     assert metrics.drop_after_checkpoint(tmp_path, 2) == 0 and (tmp_path / "metrics.jsonl").stat().st_mtime_ns == before  # nothing to drop: untouched
     assert metrics.drop_after_checkpoint(tmp_path / "absent", 2) == 0 and not (tmp_path / "absent").exists()
+
+
+def test_a_writer_for_a_resumed_run_continues_from_its_checkpoint(tmp_path):
+    """MetricsWriter(resume_step=C) first drops the records after C (verl trains them again), then appends."""
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(train(n, 0.1 * n)) + "\n" for n in (1, 2, 3)))
+    with MetricsWriter(tmp_path, resume_step=2) as writer:
+        writer.write(train(3, 0.5))
+    assert read_metrics(tmp_path) == [train(1, 0.1), train(2, 0.2), train(3, 0.5)]

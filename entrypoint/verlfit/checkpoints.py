@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -79,6 +80,17 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> int | None:
         return _resumable_step(Path(run_dir) / CHECKPOINTS_DIR)
     except VerlfitError:
         return None
+
+
+def how_to_continue(run_dir: str | os.PathLike, save_freq: int) -> str:
+    """What a run stopped before its end (Ctrl-C, ``--stall-timeout``) can do next, one line without the ``verlfit:``
+    prefix: ``--resume`` from its newest complete checkpoint (:func:`latest_checkpoint`), e.g. ``"stopped. Continue
+    from step 50 with: verlfit train --resume /runs/r"`` (the path shell-quoted); before the first checkpoint (one every
+    ``save_freq`` steps, ``--save-freq``) that there is nothing to resume."""
+    checkpoint = latest_checkpoint(run_dir)
+    if checkpoint is None:
+        return f"stopped before the first checkpoint (--save-freq {save_freq}): nothing to resume; start a new run"
+    return f"stopped. Continue from step {checkpoint} with: verlfit train --resume {shlex.quote(str(run_dir))}"
 
 
 def _resumable_step(checkpoints: Path) -> int | None:

@@ -39,8 +39,9 @@ interrupted session finished after C are retrained and would be recorded twice. 
 
 * at the resume, before verl starts, :func:`drop_after_checkpoint` rewrites ``metrics.jsonl`` (temp file and rename)
   without the records of steps after C and without an earlier ``finished`` marker, so the file never holds a step
-  from the discarded segment (``verlfit train`` does this through :class:`verlfit.progress.StepWatcher`'s
-  ``resume_step``; ``train.log`` keeps every line of every segment, so nothing read is lost);
+  from the discarded segment (``verlfit train`` does this through the ``resume_step`` of its
+  :class:`MetricsWriter`, which :class:`verlfit.progress.StepWatcher` opens; ``train.log`` keeps every line of every
+  segment, so nothing read is lost);
 * readers take :func:`consolidate`: a training record for step S replaces any earlier records of steps >= S (a
   file written before the first rule, or a log parsed whole, ``verlfit report`` on ``train.log``).
 
@@ -229,11 +230,20 @@ class MetricsWriter:
     Every finished step survives a kill: each :meth:`write` is flushed and ``os.fsync``-ed before it
     returns. Appending to a file whose last line was cut (an earlier run killed mid-write) first ends that
     line, so the new record starts on a line of its own.
+
+    ``resume_step``: the checkpoint step a resumed run continues from; the file is first made what that run continues
+    (:func:`drop_after_checkpoint`: the records of later steps, which verl trains again, are dropped). None: a new run
+    (or a session that appends to the file as it is).
+
+    Raises:
+        OSError: the file cannot be rewritten (a resume) or opened.
     """
 
-    def __init__(self, run_dir: str | os.PathLike) -> None:
+    def __init__(self, run_dir: str | os.PathLike, resume_step: int | None = None) -> None:
         self.path = Path(run_dir) / METRICS_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_step is not None:
+            drop_after_checkpoint(run_dir, resume_step)
         self._file = open(self.path, "ab")
         if self._file.tell() > 0:
             with open(self.path, "rb") as existing:

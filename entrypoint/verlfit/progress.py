@@ -25,8 +25,8 @@ ETA = mean ``timing_s/step`` of the steps finished since the watcher started x s
 the time model's estimate, ``initial_step_seconds``, when ``verlfit train`` could make one).
 
 A resumed run (``resume_step``: the checkpoint verl continues from) first drops the records after that step from
-``metrics.jsonl`` (:func:`verlfit.metrics.drop_after_checkpoint`): verl trains those steps again, so each step ends
-up recorded once.
+``metrics.jsonl`` (its :class:`verlfit.metrics.MetricsWriter` does, :func:`verlfit.metrics.drop_after_checkpoint`):
+verl trains those steps again, so each step ends up recorded once.
 
 **Stalls.** :meth:`StepWatcher.check_stall`, called every few seconds by ``verlfit train`` whether or not verl
 printed anything, reports a stall when no step (or validation record) has finished for longer than the limit:
@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Callable, TextIO
 
 from verlfit.failure import PHASE_WORDS, WORKER_METHOD_PHASES
-from verlfit.metrics import MetricsWriter, VerlConsoleParser, clean_line, drop_after_checkpoint, is_training_record
+from verlfit.metrics import MetricsWriter, VerlConsoleParser, clean_line, is_training_record
 from verlfit.run_files import LOG_FILE
 
 REWARD_KEY = "critic/score/mean"
@@ -233,7 +233,7 @@ class StepWatcher:
         initial_step_seconds: an estimated step time (``verlfit.plan.time``) the ETA uses until a step is done,
             and the stall limit too.
         resume_step: the checkpoint step a resumed verl run continues from: records after it are dropped from
-            ``metrics.jsonl`` first (:func:`verlfit.metrics.drop_after_checkpoint`). None: a new run.
+            ``metrics.jsonl`` first (by its :class:`verlfit.metrics.MetricsWriter`). None: a new run.
         stall_timeout: seconds without a finished step after which verl is to be stopped (``--stall-timeout``),
             plus :data:`STARTUP_ALLOWANCE_S` before the first record; None or 0: the derived limit, and a stall is
             only reported.
@@ -294,9 +294,7 @@ class StepWatcher:
         self.stall: Stall | None = None
         self.stop_requested = False
         self._log = open(self.log_path, "a", encoding="utf-8", errors="replace", buffering=1)
-        if resume_step is not None:
-            drop_after_checkpoint(self.run_dir, resume_step)
-        self._writer = MetricsWriter(self.run_dir)
+        self._writer = MetricsWriter(self.run_dir, resume_step)
         self._live = None
         self._closed = False
         if self.tty:

@@ -83,6 +83,7 @@ def test_run_directory_is_complete_and_resume_reuses_it(tmp_path):
     fake_checkpoint(run_dir, 2)
     resumed = resume_plan(run_dir)
     assert resumed.notes == ["resuming from the checkpoint of step 2"]
+    assert resumed.resume_step == 2  # what launch drops metrics.jsonl back to
     assert "trainer.resume_mode=auto" in resumed.overrides and "trainer.resume_mode=disable" not in resumed.overrides
     from verlfit.errors import VerlfitError
 

@@ -50,7 +50,7 @@ def test_a_resumed_launch_drops_the_steps_verl_trains_again(tmp_path):
     fake_checkpoint(run_dir, 1)
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": n, "timing_s/step": 1.0, "first": True}) + "\n" for n in (1, 2)))
     plan = fake_verl_plan(tmp_path, STEP.format(n=2) + "\n" + STEP.format(n=3))
-    plan.settings.resume = True
+    plan.settings.resume, plan.resume_step = True, 1  # what resume_plan finds: the checkpoint of step 1
     assert launch(plan, run_dir, poll_seconds=0.1) == 0
     assert [(r["step"], r.get("first", False)) for r in read_metrics(run_dir)] == [(1, True), (2, False), (3, False)]
 

@@ -36,6 +36,8 @@ class LaunchPlan:
     total_steps: int | None = None
     # the estimated seconds of one training step before the first step is timed; None: no estimate
     estimated_step_seconds: float | None = None
+    # a resume: the step of the checkpoint verl continues from (read once, by the resume's plan); None: a new run
+    resume_step: int | None = None
 
 
 def hydra_run_dir_override(run_dir) -> str:

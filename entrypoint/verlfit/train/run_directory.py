@@ -266,6 +266,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         command,
         notes,
         data_keys=keys,
+        resume_step=checkpoint,
         total_steps=steps if steps is not None else settings_total,
         estimated_step_seconds=recorded_step_seconds(record),
     )

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from verlfit.checkpoints import CheckpointKeeper, latest_checkpoint, remove_cut_short
+from verlfit.checkpoints import CheckpointKeeper, how_to_continue, latest_checkpoint, remove_cut_short
 from verlfit.errors import VerlfitError
 from verlfit.run_files import CHECKPOINTS_DIR, LOG_FILE
 from verlfit.train.launch_plan import LaunchPlan, plan_request, total_steps
@@ -41,9 +41,9 @@ def launch(
     a stall stops verl the way Ctrl-C does, ``run.json`` records ``outcome`` ``{"status": "stalled", ...}`` and the
     status is :data:`STALLED_STATUS`. Checkpoints beyond ``--keep-checkpoints`` are removed before verl starts, each
     time verl's marker names a new step and when verl exits (:class:`verlfit.checkpoints.CheckpointKeeper`: verl prunes
-    only its own session's saves, and leaves their ``data.pt``). A resumed run (``plan.settings.resume``) first drops
-    the records after its
-    checkpoint from ``metrics.jsonl``: verl trains those steps again (:func:`verlfit.metrics.drop_after_checkpoint`).
+    only its own session's saves, and leaves their ``data.pt``). A resumed run (``plan.resume_step``: the checkpoint
+    its plan found) first drops the records after that checkpoint from ``metrics.jsonl``: verl trains those steps
+    again (:func:`verlfit.metrics.drop_after_checkpoint`).
 
     When verl fails, the diagnosis (:func:`report_failure`) reads the watcher's in-memory copy of this session's last
     lines, so it works when ``train.log`` could not be written (a full disk: the watcher says so and goes on reading
@@ -58,13 +58,12 @@ def launch(
     stream = stream or sys.stdout
     # VERLFIT_CONSOLE_FULL_PRECISION: patch 0008 prints exact metric values, so metrics.jsonl keeps them
     environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1", "VERLFIT_CONSOLE_FULL_PRECISION": "1"}
-    resume_step = latest_checkpoint(run_dir) if plan.settings.resume else None
     watcher = StepWatcher(
         run_dir,
         total_steps(plan.settings),
         stream=stream,
         initial_step_seconds=plan.estimated_step_seconds,
-        resume_step=resume_step,
+        resume_step=plan.resume_step,
         stall_timeout=stall_timeout,
     )
     keeper = CheckpointKeeper(run_dir, plan.settings.keep_checkpoints, watcher.say)
@@ -131,7 +130,8 @@ def launch(
                     f"verlfit: stopped verl: {stall.message().removesuffix('; stopping verl (--stall-timeout)')}",
                     file=sys.stderr,
                 )
-                _say_how_to_continue(plan, run_dir)
+                next_step = how_to_continue(run_dir, plan.settings.save_freq)
+                print(f"verlfit: {next_step}", file=sys.stderr)
                 return STALLED_STATUS
         status = process.wait()
         if status != 0 and not watcher.verbose:
@@ -159,7 +159,8 @@ def launch(
         )
         print(f"\nverlfit: stopping verl ({cause}; waiting up to 60 s)", file=sys.stderr)
         _stop(process, lines, watcher)
-        _say_how_to_continue(plan, run_dir)
+        next_step = how_to_continue(run_dir, plan.settings.save_freq)
+        print(f"verlfit: {next_step}", file=sys.stderr)
         return 130
     except Exception:
         print("verlfit: stopping verl after an error in verlfit itself (its traceback follows)", file=sys.stderr)
@@ -199,22 +200,6 @@ def _stop(process, lines, watcher) -> None:
             continue
     if watcher is not None:
         _drain(lines, watcher, seconds=10)  # verl's last words go to train.log too
-
-
-def _say_how_to_continue(plan: LaunchPlan, run_dir: Path) -> None:
-    checkpoint = latest_checkpoint(run_dir)
-    if checkpoint is None:
-        print(
-            f"verlfit: stopped before the first checkpoint (--save-freq {plan.settings.save_freq}): "
-            "nothing to resume; start a new run",
-            file=sys.stderr,
-        )
-    else:
-        print(
-            f"verlfit: stopped. Continue from step {checkpoint} with: verlfit train --resume "
-            f"{shlex.quote(str(run_dir))}",
-            file=sys.stderr,
-        )
 
 
 def report_failure(
