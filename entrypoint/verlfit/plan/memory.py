@@ -492,6 +492,8 @@ class Plan:
         verdict: ``"fits"`` (peak + headroom <= margin x usable), ``"tight"`` (<= usable),
             ``"does not fit"``, or ``"unsupported"`` (verl 0.4.1 cannot run it at any size).
         notes: why the verdict, and any warning.
+        unsupported: why verl 0.4.1 cannot run the request (:func:`unsupported_reason`, also in ``notes``), or None.
+        lora_notes: the request's LoRA notes (:func:`lora_notes`, also in ``notes``), computed once.
     """
 
     request: PlanRequest
@@ -502,6 +504,8 @@ class Plan:
     margin: float
     verdict: str
     notes: tuple[str, ...] = ()
+    unsupported: str | None = None
+    lora_notes: tuple[str, ...] = ()
 
     @property
     def required_bytes(self) -> int:
@@ -1408,7 +1412,8 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
         )
     else:
         verdict = "does not fit"
-    notes.extend(lora_notes(request))
+    lora = tuple(lora_notes(request))
+    notes.extend(lora)
     window = window_note(request)
     if window:
         notes.append(window)
@@ -1418,4 +1423,6 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
         f"headroom = {format_gib(required)} of {format_gib(usable)} usable ({required / usable:.0%}); "
         f"budget at {margin:.0%}: {format_gib(margin * usable)}",
     )
-    return Plan(request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes))
+    return Plan(
+        request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes), reason, lora
+    )
