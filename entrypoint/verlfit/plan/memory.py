@@ -922,6 +922,53 @@ def adapter_parameters(
     return adapters + (shape.hidden_size + 1 if role == "critic" else 0)
 
 
+def lora_adapter_work(shape: ModelShape, role: str, rank: int, target_modules="all-linear") -> tuple[int, int]:
+    """(adapter matmul parameters, adapted Linears) of ``role``'s LoRA at ``rank`` (0: ``(0, 0)``): ``rank (in +
+    out)`` per targeted Linear (lora_A rank x in, lora_B out x rank: a token's adapter forward is 2x that in
+    FLOPs), summed over every layer, and how many Linears carry an adapter (each one's lora_A and lora_B are
+    FSDP units of their own: ``utils/fsdp_utils.py:98-104``). The critic's trained value-head copy (patch 0011,
+    ``hidden + 1`` parameters) is not an adapter's matmul and is left out. Targets as
+    :func:`lora_targets`; Qwen2.5-1.5B, rank 32, all-linear: (36,929,536, 196) for the actor."""
+    if rank <= 0:
+        return 0, 0
+    linears = lora_linear_shapes(shape, role)
+    names = lora_targets(shape, role, target_modules)
+    return sum(rank * (linears[n][0] + linears[n][1]) * linears[n][2] for n in names), sum(linears[n][2] for n in names)
+
+
+@dataclass(frozen=True)
+class RoleLora:
+    """One role's LoRA geometry at one rank, as the time model reads it (:func:`role_lora`, built once per estimate).
+
+    Attributes:
+        rank: the LoRA rank (0: fully trained; every other field is then 0 or False but ``upcasts_base``).
+        adapter: (adapter matmul parameters, adapted Linears): :func:`lora_adapter_work`.
+        parameters: the parameters LoRA adds, all trained: :func:`adapter_parameters`.
+        upcasts_base: the role's frozen 16-bit base is cast to compute (:meth:`PlanRequest.upcasts_frozen_base`, at
+            the request's own rank).
+    """
+
+    rank: int
+    adapter: tuple[int, int]
+    parameters: int
+    upcasts_base: bool
+
+
+def role_lora(request: PlanRequest, role: str, rank: int) -> RoleLora:
+    """:class:`RoleLora` of ``role`` (``"actor"`` or ``"critic"``) in ``request`` at ``rank``.
+
+    Raises:
+        VerlfitError: ``request.lora_target_modules`` as :func:`lora_targets`.
+    """
+    targets = request.lora_target_modules
+    return RoleLora(
+        rank=rank,
+        adapter=lora_adapter_work(request.shape, role, rank, targets),
+        parameters=adapter_parameters(request.shape, role, rank, targets),
+        upcasts_base=request.upcasts_frozen_base(role),
+    )
+
+
 def _largest_adapter_module(shape: ModelShape, role: str, rank: int, target_modules) -> int:
     """Parameters of the largest trained leaf (a lora_A, a lora_B, the critic's trained value head): each is an
     FSDP unit of its own (fsdp_utils.py:98-104)."""
