@@ -24,7 +24,7 @@ from verlfit.plan.memory import (
     unsupported_reason,
     validate_request,
 )
-from verlfit.plan.request import request_from_settings
+from verlfit.plan.request import inputs_for_train, request_from_settings
 
 
 @dataclass(frozen=True)
@@ -690,7 +690,7 @@ def plan_for_train(
         VerlfitError: sizes as given that verl 0.4.1 cannot run; the model's shape cannot be read; with ``auto``,
             nothing fits or verl cannot run the choice.
     """
-    from verlfit.plan.train_estimate import inputs_for_train, step_time_lines
+    from verlfit.plan.train_estimate import step_time_lines
 
     if not auto:
         reason = unsupported_reason(run.profile.rollout, settings.actor_param_offload)

@@ -1,5 +1,6 @@
 """Building a :class:`verlfit.plan.memory.PlanRequest`: from a hardware profile (:func:`request_for_profile`),
-from ``verlfit train``'s settings (:func:`request_from_settings`) and from ``verlfit plan``'s options
+from ``verlfit train``'s settings (:func:`request_from_settings`, and the time model's inputs: :func:`inputs_for_train`)
+and from ``verlfit plan``'s options
 (:class:`PlanOptions`: :func:`resolve_plan_run` resolves the run once, card and switches included;
 :func:`request_from_options` builds on it; :func:`time_report` estimates its time).
 The sizing options both commands share come as :class:`verlfit.arguments.SizingOptions` (:func:`check_sizing`,
@@ -539,6 +540,13 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
         ),
         source,
     )
+
+
+def inputs_for_train(settings, switches: PatchSwitches) -> TimeInputs:
+    """:class:`verlfit.plan.time.TimeInputs` of a ``verlfit train`` run (``settings``: its
+    :class:`verlfit.overrides.TrainSettings`): its checkpoint frequency (``settings.save_freq``, steps; None when it
+    never saves) and its patch switches; :func:`time_inputs_for_options` is ``verlfit plan``'s."""
+    return TimeInputs(save_freq=settings.save_freq if settings.save_freq > 0 else None, **switches.fields_set())
 
 
 def time_inputs_for_options(options: PlanOptions, run: ResolvedRun) -> TimeInputs:
