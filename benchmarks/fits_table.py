@@ -49,8 +49,7 @@ def row(card: str, size: str, algorithm: str, lora: bool) -> list[str]:
     from verlfit.cards import get_card
     from verlfit.plan.fit import auto_fit
     from verlfit.plan.memory import format_gib
-    from verlfit.plan.request import request_from_settings
-    from verlfit.plan.train_estimate import inputs_for_train
+    from verlfit.plan.request import inputs_for_train, request_from_settings
     from verlfit.resolved_run import run_switches
     from verlfit.profiles import load_profile
 

@@ -530,7 +530,7 @@ def test_the_estimate_is_of_the_prompts_that_ran(tmp_path):
     lengths = plan_time.MeasuredLengths(prompt_mean=77.0, prompt_max=90.0, response_mean=250.0, response_max=256.0)
     assert row["estimate_lengths"] == {"prompt_mean": 77.0, "prompt_max": 90.0, "response_mean": 250.0, "response_max": 256.0}
     from verlfit.patch_switches import PatchSwitches
-    from verlfit.plan.train_estimate import inputs_for_train
+    from verlfit.plan.request import inputs_for_train
     from verlfit.train.launch_plan import recorded_settings
 
     settings = recorded_settings(record, rollout="hf", attention="sdpa")

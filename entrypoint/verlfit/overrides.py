@@ -212,12 +212,6 @@ def frozen_base_overrides(settings: TrainSettings, profile) -> list[str]:
     return out
 
 
-def default_mini_batch(batch: int) -> int:
-    """Prompts per PPO update when the user gives none: half the batch (two updates a step, as verl's
-    GSM8K examples), or the whole batch when it is odd, so that it always divides the batch."""
-    return batch // 2 if batch % 2 == 0 else batch
-
-
 def triton_allowed(environment: dict[str, str], compute_capability: tuple[int, int] | None) -> bool:
     """True when Triton-backed features (torch.compile, liger, fused kernels) may be enabled.
 

@@ -40,6 +40,8 @@ class ResolvedRun:
         forced_overrides: what verlfit sets over the profile's patch switches for this run
             (:func:`verlfit.patch_switches.forced_switches`), decided once: ``switches`` read them and
             :func:`verlfit.overrides.build_overrides` writes them.
+        running_card: the card the run goes at where it differs from ``card`` (``verlfit train --emulate``:
+            :func:`running_card`, the detected GPU's); None: ``card``.
     """
 
     profile: Profile
@@ -53,11 +55,17 @@ class ResolvedRun:
     emulate: str | None = None
     time_switches: PatchSwitches | None = None
     forced_overrides: tuple[str, ...] = ()
+    running_card: Card | None = None
 
     @property
     def switches_for_time(self) -> PatchSwitches:
         """The switches the time estimate assumes: ``time_switches``, else ``switches``."""
         return self.time_switches or self.switches
+
+    @property
+    def goes_at(self) -> Card:
+        """The card the run goes at: ``running_card``, else ``card``."""
+        return self.running_card or self.card
 
 
 def train_run(
@@ -70,14 +78,17 @@ def train_run(
 ) -> ResolvedRun:
     """The :class:`ResolvedRun` of a ``verlfit train`` run: ``profile`` after ``--rollout``/``--attention``, the
     ``gpu`` NVML reported (None: none asked for or visible), the usable memory per GPU (bytes) and its source in
-    words, the card the time is estimated on (:func:`card_for_train`) and the patch switches of ``settings``
+    words, the card the time is estimated on (:func:`card_for_train`; under ``emulate`` also the card the run goes
+    at, :func:`running_card`) and the patch switches of ``settings``
     (:class:`verlfit.overrides.TrainSettings`, its user overrides included:
     :func:`verlfit.patch_switches.run_switches`) with what verlfit forces over the profile's.
 
     Raises:
         VerlfitError: a user override Hydra cannot parse.
     """
-    card = card_for_train(profile, gpu.name if gpu is not None else None, emulate)
+    gpu_name = gpu.name if gpu is not None else None
+    card = card_for_train(profile, gpu_name, emulate)
+    running = running_card(profile, gpu_name) if emulate else None
     if emulate:
         card_source = f"--emulate {emulate}"
     else:
@@ -94,6 +105,7 @@ def train_run(
         user_overrides=tuple(settings.extra_overrides),
         emulate=emulate,
         forced_overrides=tuple(forced),
+        running_card=running,
     )
 
 

@@ -14,7 +14,7 @@ from verlfit.plan.fit import SPEED_PICK_GAIN, auto_fit, describe_choice, fit_for
 from verlfit.plan.memory import GIB
 from verlfit.plan.request import request_from_settings
 from verlfit.plan.time import estimate
-from verlfit.plan.train_estimate import inputs_for_train
+from verlfit.plan.request import inputs_for_train
 from verlfit.resolved_run import run_switches
 from verlfit.profiles import customize, load_profile
 

@@ -608,8 +608,8 @@ def test_lora_update_counts_the_frozen_base_the_adapters_and_their_fixed_costs_o
 
     shape = load_model_shape("Qwen/Qwen2.5-1.5B-Instruct")
     adapter = 32 * (3072 + 1792 + 1792 + 3072 + 3 * 10496) * 28
-    assert plan_time.lora_adapter_work(shape, "actor", 32) == plan_time.lora_adapter_work(shape, "critic", 32) == (adapter, 7 * 28) == (36_929_536, 196)
-    assert plan_time.lora_adapter_work(shape, "actor", 0) == (0, 0)
+    assert plan_memory.lora_adapter_work(shape, "actor", 32) == plan_memory.lora_adapter_work(shape, "critic", 32) == (adapter, 7 * 28) == (36_929_536, 196)
+    assert plan_memory.lora_adapter_work(shape, "actor", 0) == (0, 0)
     # PPO, 32 responses of 512 + 256 columns (untrimmed), actor micro-batch 4, gradient checkpointing
     full_request = plan_memory.PlanRequest(shape=shape, gpu_memory_bytes=24 * 2**30, train_batch_size=32, ppo_mini_batch_size=16, actor_micro_batch_size=4, log_prob_micro_batch_size=8, critic_micro_batch_size=16, max_prompt_length=512, max_response_length=256, gradient_checkpointing=True)
     lora_request = dataclasses.replace(full_request, lora_rank=32)

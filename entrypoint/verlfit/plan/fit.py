@@ -16,7 +16,6 @@ from verlfit.plan.memory import (
     ALLOCATOR_HEADROOM_BYTES,
     DEFAULT_MARGIN,
     LORA_SUGGESTED_RANK,
-    lora_notes,
     lora_rank_bound,
     Plan,
     PlanRequest,
@@ -25,7 +24,7 @@ from verlfit.plan.memory import (
     unsupported_reason,
     validate_request,
 )
-from verlfit.plan.request import request_from_settings
+from verlfit.plan.request import inputs_for_train, request_from_settings
 
 
 @dataclass(frozen=True)
@@ -236,31 +235,35 @@ def auto_fit(
         return first
     from verlfit.plan.time import estimate
 
+    # each configuration that fits, described once (the description tells two apart and names them in the lines)
     decisions = [first]
+    described = [describe_choice(first.request)]
     for changes in speed_candidates(request, keep):
         decision = fit_memory(replace(request, **changes), margin, keep | {"gradient_checkpointing", "frozen_base"})
-        if decision.fits and all(describe_choice(decision.request) != describe_choice(d.request) for d in decisions):
+        text = describe_choice(decision.request) if decision.fits else None
+        if decision.fits and text not in described:
             decisions.append(decision)
-    timed = [(estimate(d.request, card, inputs).step_seconds, index, d) for index, d in enumerate(decisions)]
+            described.append(text)
+    timed = [
+        (estimate(decision.request, card, inputs).step_seconds, index, decision)
+        for index, decision in enumerate(decisions)
+    ]
     fastest = min(timed, key=lambda t: (t[0], t[1]))
     # another configuration only when clearly faster than the memory-first one (the estimate's error is of that order)
     seconds, index, best = fastest if fastest[0] < (1 - SPEED_PICK_GAIN) * timed[0][0] else timed[0]
     others = sorted((t for t in timed if t[1] != index), key=lambda t: (t[0], t[1]))
-    speed = ((describe_choice(best.request), seconds), *((describe_choice(d.request), t) for t, _, d in others))
+    speed = ((described[index], seconds), *((described[i], t) for t, i, _ in others))
     fit_count = f"{len(decisions)} configuration{'s' if len(decisions) > 1 else ''} fit"
     lines = [
-        f"speed: {fit_count}; by the time estimate on {card.name}, chosen: {describe_choice(best.request)}, "
-        f"{seconds:.1f} s/step"
+        f"speed: {fit_count}; by the time estimate on {card.name}, chosen: {described[index]}, {seconds:.1f} s/step"
     ]
     if index != 0:
-        lines.append(
-            f"speed: the memory-first choice ({describe_choice(first.request)}) would take {timed[0][0]:.1f} s/step"
-        )
+        lines.append(f"speed: the memory-first choice ({described[0]}) would take {timed[0][0]:.1f} s/step")
     elif len(decisions) > 1:
         runner = others[0]
         gain = 1 - runner[0] / seconds
         why = f" (kept: not {SPEED_PICK_GAIN:.0%} faster, within the estimate's error)" if gain > 0 else ""
-        lines.append(f"speed: next, {describe_choice(runner[2].request)}: {runner[0]:.1f} s/step{why}")
+        lines.append(f"speed: next, {described[runner[1]]}: {runner[0]:.1f} s/step{why}")
     return replace(best, reasons=best.reasons + tuple(lines), speed=speed)
 
 
@@ -600,11 +603,10 @@ def fit_request_for_train(
             + decision.reasons[-1].partition(" saving on, ")[2],
             fix=decision.suggestion,
         )
-    chosen = decision.request
-    reason = unsupported_reason(chosen.rollout, chosen.actor_param_offload)
-    if reason:
+    chosen, plan = decision.request, decision.plan
+    if plan.unsupported:
         raise VerlfitError(
-            f"verl 0.4.1 cannot run this configuration: {reason}",
+            f"verl 0.4.1 cannot run this configuration: {plan.unsupported}",
             fix="use --offload optimizer (or leave --offload to the planner)",
             exit_code=2,
         )
@@ -624,11 +626,10 @@ def fit_request_for_train(
         settings.frozen_base_dtype = chosen.frozen_base_dtype or "float32"
     if chosen.rollout == "hf":
         settings.rollout_micro_batch_size = chosen.rollout_micro_batch_size
-    plan = decision.plan
     return (
         [f"plan: {line}" for line in decision.reasons]
         + [f"plan: {plan.notes[0]} -> {plan.verdict}"]
-        + [f"plan: {line}" for line in lora_notes(chosen)]
+        + [f"plan: {line}" for line in plan.lora_notes]
     ), chosen
 
 
@@ -647,16 +648,15 @@ def offloaded_parts(request: PlanRequest) -> list[str]:
     ]
 
 
-def plan_off_lines(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> list[str]:
-    """The planner's warning for ``verlfit train --plan off`` (sizes as given): none when the run's plan
-    (:func:`predict` of ``request``: :func:`request_from_settings` of the sizes as given, sized for the run's usable
-    memory) fits; otherwise one line with its peak and verdict ("tight" or "does not fit": the run may run out of
-    memory, verl after Ray has started) and what would fit: ``--plan auto``'s choice when it finds one, else the
-    smallest change (:func:`auto_fit`). The run still launches: ``--plan off`` is the user's call."""
-    plan = predict(request, margin)
+def plan_off_lines(plan: Plan, margin: float = DEFAULT_MARGIN) -> list[str]:
+    """The planner's warning for ``verlfit train --plan off`` (sizes as given): none when the run's ``plan``
+    (:func:`predict` at ``margin`` of the run's request: :func:`request_from_settings` of the sizes as given, sized
+    for the run's usable memory) fits; otherwise one line with its peak and verdict ("tight" or "does not fit": the
+    run may run out of memory, verl after Ray has started) and what would fit: ``--plan auto``'s choice when it finds
+    one, else the smallest change (:func:`auto_fit`). The run still launches: ``--plan off`` is the user's call."""
     if plan.verdict == "fits":
         return []
-    decision = auto_fit(request, margin=margin)
+    decision = auto_fit(plan.request, margin=margin)
     if decision.fits:
         chosen = decision.request
         offload = offloaded_parts(chosen)
@@ -681,7 +681,7 @@ def plan_for_train(
     (:func:`fit_request_for_train`, keeping ``keep``: :func:`verlfit.plan.request.sizing_keep`'s names) and its
     choice written into ``settings``, else the sizes as given checked (:func:`plan_off_lines`); then the
     step time of the request as run (:func:`verlfit.plan.train_estimate.step_time_lines`, over ``steps``) on the
-    run's card, under ``--emulate`` first on the card the run goes at (:func:`verlfit.resolved_run.running_card`).
+    run's card, under ``--emulate`` first on the card the run goes at (``run.goes_at``).
 
     Returns (the lines to print: with ``auto`` the choice and the time estimate, else the warning when the sizes do
     not fit; the estimated seconds per step on the GPU the run goes at, for the ETA before the first step).
@@ -690,8 +690,7 @@ def plan_for_train(
         VerlfitError: sizes as given that verl 0.4.1 cannot run; the model's shape cannot be read; with ``auto``,
             nothing fits or verl cannot run the choice.
     """
-    from verlfit.plan.train_estimate import inputs_for_train, step_time_lines
-    from verlfit.resolved_run import running_card
+    from verlfit.plan.train_estimate import step_time_lines
 
     if not auto:
         reason = unsupported_reason(run.profile.rollout, settings.actor_param_offload)
@@ -704,9 +703,10 @@ def plan_for_train(
     if auto:
         lines, request = fit_request_for_train(settings, request, keep, margin, card=run.card, inputs=inputs)
     else:
-        lines = plan_off_lines(request, margin)  # sizes as given: say what the planner thinks of them
+        # sizes as given: say what the planner thinks of their plan
+        lines = plan_off_lines(predict(request, margin), margin)
     # timed on the run's card; under --emulate first on the card the run goes at, then on the emulated one
-    running = running_card(run.profile, run.gpu.name if run.gpu is not None else None) if run.emulate else run.card
+    running = run.goes_at
     estimated, seconds = step_time_lines(
         request, inputs, [running] + ([run.card] if run.card != running else []), steps, run.switches
     )

@@ -492,6 +492,8 @@ class Plan:
         verdict: ``"fits"`` (peak + headroom <= margin x usable), ``"tight"`` (<= usable),
             ``"does not fit"``, or ``"unsupported"`` (verl 0.4.1 cannot run it at any size).
         notes: why the verdict, and any warning.
+        unsupported: why verl 0.4.1 cannot run the request (:func:`unsupported_reason`, also in ``notes``), or None.
+        lora_notes: the request's LoRA notes (:func:`lora_notes`, also in ``notes``), computed once.
     """
 
     request: PlanRequest
@@ -502,6 +504,8 @@ class Plan:
     margin: float
     verdict: str
     notes: tuple[str, ...] = ()
+    unsupported: str | None = None
+    lora_notes: tuple[str, ...] = ()
 
     @property
     def required_bytes(self) -> int:
@@ -916,6 +920,53 @@ def adapter_parameters(
         for name in lora_targets(shape, role, target_modules)
     )
     return adapters + (shape.hidden_size + 1 if role == "critic" else 0)
+
+
+def lora_adapter_work(shape: ModelShape, role: str, rank: int, target_modules="all-linear") -> tuple[int, int]:
+    """(adapter matmul parameters, adapted Linears) of ``role``'s LoRA at ``rank`` (0: ``(0, 0)``): ``rank (in +
+    out)`` per targeted Linear (lora_A rank x in, lora_B out x rank: a token's adapter forward is 2x that in
+    FLOPs), summed over every layer, and how many Linears carry an adapter (each one's lora_A and lora_B are
+    FSDP units of their own: ``utils/fsdp_utils.py:98-104``). The critic's trained value-head copy (patch 0011,
+    ``hidden + 1`` parameters) is not an adapter's matmul and is left out. Targets as
+    :func:`lora_targets`; Qwen2.5-1.5B, rank 32, all-linear: (36,929,536, 196) for the actor."""
+    if rank <= 0:
+        return 0, 0
+    linears = lora_linear_shapes(shape, role)
+    names = lora_targets(shape, role, target_modules)
+    return sum(rank * (linears[n][0] + linears[n][1]) * linears[n][2] for n in names), sum(linears[n][2] for n in names)
+
+
+@dataclass(frozen=True)
+class RoleLora:
+    """One role's LoRA geometry at one rank, as the time model reads it (:func:`role_lora`, built once per estimate).
+
+    Attributes:
+        rank: the LoRA rank (0: fully trained; every other field is then 0 or False but ``upcasts_base``).
+        adapter: (adapter matmul parameters, adapted Linears): :func:`lora_adapter_work`.
+        parameters: the parameters LoRA adds, all trained: :func:`adapter_parameters`.
+        upcasts_base: the role's frozen 16-bit base is cast to compute (:meth:`PlanRequest.upcasts_frozen_base`, at
+            the request's own rank).
+    """
+
+    rank: int
+    adapter: tuple[int, int]
+    parameters: int
+    upcasts_base: bool
+
+
+def role_lora(request: PlanRequest, role: str, rank: int) -> RoleLora:
+    """:class:`RoleLora` of ``role`` (``"actor"`` or ``"critic"``) in ``request`` at ``rank``.
+
+    Raises:
+        VerlfitError: ``request.lora_target_modules`` as :func:`lora_targets`.
+    """
+    targets = request.lora_target_modules
+    return RoleLora(
+        rank=rank,
+        adapter=lora_adapter_work(request.shape, role, rank, targets),
+        parameters=adapter_parameters(request.shape, role, rank, targets),
+        upcasts_base=request.upcasts_frozen_base(role),
+    )
 
 
 def _largest_adapter_module(shape: ModelShape, role: str, rank: int, target_modules) -> int:
@@ -1408,7 +1459,8 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
         )
     else:
         verdict = "does not fit"
-    notes.extend(lora_notes(request))
+    lora = tuple(lora_notes(request))
+    notes.extend(lora)
     window = window_note(request)
     if window:
         notes.append(window)
@@ -1418,4 +1470,6 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
         f"headroom = {format_gib(required)} of {format_gib(usable)} usable ({required / usable:.0%}); "
         f"budget at {margin:.0%}: {format_gib(margin * usable)}",
     )
-    return Plan(request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes))
+    return Plan(
+        request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes), reason, lora
+    )

@@ -1,5 +1,6 @@
 """Building a :class:`verlfit.plan.memory.PlanRequest`: from a hardware profile (:func:`request_for_profile`),
-from ``verlfit train``'s settings (:func:`request_from_settings`) and from ``verlfit plan``'s options
+from ``verlfit train``'s settings (:func:`request_from_settings`, and the time model's inputs: :func:`inputs_for_train`)
+and from ``verlfit plan``'s options
 (:class:`PlanOptions`: :func:`resolve_plan_run` resolves the run once, card and switches included;
 :func:`request_from_options` builds on it; :func:`time_report` estimates its time).
 The sizing options both commands share come as :class:`verlfit.arguments.SizingOptions` (:func:`check_sizing`,
@@ -15,7 +16,6 @@ from pathlib import Path
 from verlfit.arguments import DEFAULT_LORA_ALPHA, DEFAULT_LORA_TARGET_MODULES, DEFAULT_SAMPLES, SizingOptions
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape, load_model_shape
-from verlfit.overrides import default_mini_batch
 from verlfit.patch_switches import TRAINING_ROLES, PatchSwitches
 from verlfit.plan.memory import (
     CUDA_CONTEXT_BYTES,
@@ -146,12 +146,18 @@ def check_sizing(sizing: SizingOptions) -> None:
             )
 
 
+def default_mini_batch(batch: int) -> int:
+    """Prompts per PPO update when the user gives none: half the batch (two updates a step, as verl's
+    GSM8K examples), or the whole batch when it is odd, so that it always divides the batch."""
+    return batch // 2 if batch % 2 == 0 else batch
+
+
 def sizing_fields(sizing: SizingOptions) -> dict:
     """The :class:`verlfit.overrides.TrainSettings` fields set by the shared sizing options
     (:func:`verlfit.arguments.add_sizing_arguments`): the one place ``verlfit train`` and ``verlfit plan`` take
     their defaults from, so the plan is sized as the run will be.
 
-    Defaults: mini-batch half the batch (the whole batch when it is odd, :func:`verlfit.overrides.default_mini_batch`);
+    Defaults: mini-batch half the batch (the whole batch when it is odd, :func:`default_mini_batch`);
     micro-batches TrainSettings' (actor 4, log-prob 8, critic 4) or, with ``--micro-batch-size M``, M for actor and
     critic and 2M for log-prob; gradient checkpointing on; offload none; responses per prompt (``rollout_n``) 1 for PPO,
     for GRPO
@@ -534,6 +540,13 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
         ),
         source,
     )
+
+
+def inputs_for_train(settings, switches: PatchSwitches) -> TimeInputs:
+    """:class:`verlfit.plan.time.TimeInputs` of a ``verlfit train`` run (``settings``: its
+    :class:`verlfit.overrides.TrainSettings`): its checkpoint frequency (``settings.save_freq``, steps; None when it
+    never saves) and its patch switches; :func:`time_inputs_for_options` is ``verlfit plan``'s."""
+    return TimeInputs(save_freq=settings.save_freq if settings.save_freq > 0 else None, **switches.fields_set())
 
 
 def time_inputs_for_options(options: PlanOptions, run: ResolvedRun) -> TimeInputs:

@@ -28,21 +28,21 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   ``update_actor``: forward + backward (2x the forward: weight and input gradients) + gradient checkpointing's
   second forward of the layers, plus AdamW's pass over parameters, gradients and both states per optimizer step.
 * LoRA (PEFT ``get_peft_model``, verl 0.4.1 ``fsdp_workers.py:278-283`` actor, ``:945-956`` critic; the terms of
-  :func:`lora_adapter_work`): the frozen base's backward computes input gradients only (its flat parameters have
-  ``requires_grad=False``: :mod:`verlfit.plan.memory`'s LoRA notes), so a base training pass is forward +
-  1x backward (+ the recompute), 2x the forward instead of 3x; each targeted Linear adds its adapter, ``B (A x)``
-  (PEFT ``lora.Linear.forward``: ``result + lora_B(lora_A(dropout(x))) * scaling``): ``2 rank (in + out)`` FLOPs
-  per token forward, 2x that backward (input and weight gradients of ``lora_A``, ``lora_B``), AdamW over the
-  adapter parameters only. Its fixed cost: verl's LoRA wrap policy makes every ``lora_A`` and ``lora_B`` an FSDP
-  unit of its own (``utils/fsdp_utils.py:98-104``), whose hooks run in every pass, and PEFT's forward adds its own
-  small kernels: a fitted ``adapter_pass_overhead_s`` per targeted Linear per pass; in the HF rollout loop (patch
-  0023's ``unwrap_fsdp``: no FSDP hooks, PEFT's forward as it is) ``adapter_decode_overhead_s`` per targeted
-  Linear per decode step. Both rest on one record alone
-  (benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/
-  lora-speed-trims_unwrap: Qwen2.5-1.5B PPO, rank 32, all-linear, actor and critic): the decode term is set by
-  that record's generation alone. No ref model: the ref log-prob is the actor with its adapter disabled
-  (``fsdp_workers.py:694-695, 729-731``), a base forward without the adapters' work. LoRA generation without
-  ``unwrap_fsdp`` (FSDP's hooks on every adapter unit per token) is not modelled (:data:`LORA_GENERATION_NOTE`).
+  :func:`verlfit.plan.memory.lora_adapter_work`): the frozen base's backward computes input gradients only (its flat
+  parameters have ``requires_grad=False``: :mod:`verlfit.plan.memory`'s LoRA notes), so a base training pass is
+  forward + 1x backward (+ the recompute), 2x the forward instead of 3x; each targeted Linear adds its adapter,
+  ``B (A x)`` (PEFT ``lora.Linear.forward``: ``result + lora_B(lora_A(dropout(x))) * scaling``): ``2 rank (in + out)``
+  FLOPs per token forward, 2x that backward (input and weight gradients of ``lora_A``, ``lora_B``), AdamW over the
+  adapter parameters only. Its fixed cost: verl's LoRA wrap policy makes every ``lora_A`` and ``lora_B`` an FSDP unit
+  of its own (``utils/fsdp_utils.py:98-104``), whose hooks run in every pass, and PEFT's forward adds its own small
+  kernels: a fitted ``adapter_pass_overhead_s`` per targeted Linear per pass; in the HF rollout loop (patch 0023's
+  ``unwrap_fsdp``: no FSDP hooks, PEFT's forward as it is) ``adapter_decode_overhead_s`` per targeted Linear per
+  decode step. Both rest on one record alone
+  (benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/lora-speed-trims_unwrap:
+  Qwen2.5-1.5B PPO, rank 32, all-linear, actor and critic): the decode term is set by that record's generation alone.
+  No ref model: the ref log-prob is the actor with its adapter disabled (``fsdp_workers.py:694-695, 729-731``), a base
+  forward without the adapters' work. LoRA generation without ``unwrap_fsdp`` (FSDP's hooks on every adapter unit per
+  token) is not modelled (:data:`LORA_GENERATION_NOTE`).
 * ``unwrap_fsdp`` (patch 0023) without LoRA: its loop skips the decoder layers' FSDP hooks; no record has it on
   without a CUDA graph (which unwraps already), so it is estimated as the wrapped loop (an upper side). ``S`` =
   ``max_prompt_length + max_response_length``:
@@ -88,7 +88,7 @@ from verlfit.cards import Card, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
 from verlfit.patch_switches import TRAINING_ROLES
-from verlfit.plan.memory import PlanRequest, adapter_parameters, lora_linear_shapes, lora_targets
+from verlfit.plan.memory import PlanRequest, RoleLora, adapter_parameters, role_lora
 
 # ======================================================================================
 # Fitted factors: written by `python benchmarks/calibrate_time.py --fit --write-factors` (reproducible: the script
@@ -403,20 +403,6 @@ def _role_parameters(shape: ModelShape, critic: bool) -> int:
     return shape.critic_parameters if critic else shape.actor_parameters
 
 
-def lora_adapter_work(shape: ModelShape, role: str, rank: int, target_modules="all-linear") -> tuple[int, int]:
-    """(adapter matmul parameters, adapted Linears) of ``role``'s LoRA at ``rank`` (0: ``(0, 0)``): ``rank (in +
-    out)`` per targeted Linear (lora_A rank x in, lora_B out x rank: a token's adapter forward is 2x that in
-    FLOPs), summed over every layer, and how many Linears carry an adapter (each one's lora_A and lora_B are
-    FSDP units of their own: ``utils/fsdp_utils.py:98-104``). The critic's trained value-head copy (patch 0011,
-    ``hidden + 1`` parameters) is not an adapter's matmul and is left out. Targets as
-    :func:`verlfit.plan.memory.lora_targets`; Qwen2.5-1.5B, rank 32, all-linear: (36,929,536, 196) for the actor."""
-    if rank <= 0:
-        return 0, 0
-    linears = lora_linear_shapes(shape, role)
-    names = lora_targets(shape, role, target_modules)
-    return sum(rank * (linears[n][0] + linears[n][1]) * linears[n][2] for n in names), sum(linears[n][2] for n in names)
-
-
 def _pass_work(
     request: PlanRequest,
     critic: bool,
@@ -426,11 +412,14 @@ def _pass_work(
     columns: float,
     response: float | None = None,
     adapter: tuple[int, int] = (0, 0),
+    upcast_base: bool = False,
 ) -> PhaseWork:
     """Forward (``train=False``) or training pass over all per-GPU responses in micro-batches of ``micro``, each
     sequence ``columns`` wide with ``response`` response columns (default ``max_response_length``). ``lora``: the
-    base is frozen (no weight gradients, no optimizer pass over it); ``adapter``: :func:`lora_adapter_work` of the
-    adapters that run in this pass ((0, 0) for the ref log-prob, whose adapter is disabled)."""
+    base is frozen (no weight gradients, no optimizer pass over it); ``adapter``:
+    :func:`verlfit.plan.memory.lora_adapter_work` of the adapters that run in this pass ((0, 0) for the ref log-prob,
+    whose adapter is disabled); ``upcast_base``: the role's frozen 16-bit base is cast to compute
+    (:class:`verlfit.plan.memory.RoleLora`)."""
     shape = request.shape
     sequences = request.per_gpu_responses
     head_width = 1 if critic else shape.vocab_size
@@ -452,7 +441,7 @@ def _pass_work(
     # patch 0026 on the P40: FSDP casts each 16-bit unit to fp32 whenever it unshards it (forward, backward, the
     # recompute): the 16-bit read and the fp32 write of the role's weights per unshard
     role = "critic" if critic else "actor"
-    upcast = params * (request.frozen_bytes + cb) if lora and request.upcasts_frozen_base(role) else 0
+    upcast = params * (request.frozen_bytes + cb) if lora and upcast_base else 0
     if not train:
         flops = layers + head + adapter_flops
         weight_reads = micro_batches * ((params + adapter_params) * cb + upcast)
@@ -528,9 +517,9 @@ def decode_work(
     ``prompt_columns + steps / 2``), every step through the HF loop. Patch 0022: a StaticCache of
     ``cache_columns`` (the prompt columns generated from + ``max_response_length``; default ``prompt_columns + steps``),
     attended in full every step; the eager warm-up step and the capture go through the loop (two steps), the
-    other ``steps - 2`` are replays. ``adapter``: LoRA's :func:`lora_adapter_work`: every step reads the adapters'
-    weights and adds ``2 batch`` x their parameters in FLOPs; the steps through the HF loop pay each adapted
-    Linear's fixed cost (``adapter_decode_steps``), replays do not (their kernels are in the graph).
+    other ``steps - 2`` are replays. ``adapter``: LoRA's :func:`verlfit.plan.memory.lora_adapter_work`: every step
+    reads the adapters' weights and adds ``2 batch`` x their parameters in FLOPs; the steps through the HF loop pay
+    each adapted Linear's fixed cost (``adapter_decode_steps``), replays do not (their kernels are in the graph).
     ``upcast_bytes``: bytes every step adds to cast a 16-bit LoRA base to the compute dtype (patch 0026 on the P40).
     """
     adapter_params, adapted = adapter
@@ -572,9 +561,12 @@ def rollout_prompt_columns(request: PlanRequest, inputs: TimeInputs) -> float:
     return float(min(GSM8K_ROLLOUT_PROMPT_TOKENS, request.prompt_window))  # never more than the data's longest prompt
 
 
-def generation_work(request: PlanRequest, inputs: TimeInputs, adapter: tuple[int, int] = (0, 0)) -> PhaseWork:
+def generation_work(
+    request: PlanRequest, inputs: TimeInputs, adapter: tuple[int, int] = (0, 0), upcast_base: bool = False
+) -> PhaseWork:
     """Prefill and decode work of one step's HF rollout, per GPU; ``adapter``: the actor's LoRA
-    (:func:`lora_adapter_work`), run in the prefill and every decode step."""
+    (:func:`verlfit.plan.memory.lora_adapter_work`), run in the prefill and every decode step; ``upcast_base``: the
+    actor's frozen 16-bit base is cast to compute (:class:`verlfit.plan.memory.RoleLora`)."""
     shape = request.shape
     prompt = rollout_prompt_columns(request, inputs)
     steps = inputs.decode_steps if inputs.decode_steps is not None else request.max_response_length
@@ -586,7 +578,7 @@ def generation_work(request: PlanRequest, inputs: TimeInputs, adapter: tuple[int
     # patch 0026 with rollout.dtype float32 (the P40): every module of a 16-bit base is cast to fp32 for its forward,
     # in the prefill and in every decode step (the matmul weights and the LM head; the embedding casts its rows)
     upcast = 0
-    if request.upcasts_frozen_base("actor") and request.rollout == "hf":
+    if upcast_base and request.rollout == "hf":
         cast = shape.num_layers * layer_matmul_parameters(shape) + shape.vocab_size * shape.hidden_size
         upcast = cast * (request.frozen_bytes + cb)
     decode = decode_work(
@@ -637,19 +629,32 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
     critic_rank = inputs.critic_lora_rank if inputs.critic_lora_rank is not None else request.lora_rank_of("critic")
     lora, critic_lora = rank > 0, critic_rank > 0
     shape = request.shape
-    adapter = lora_adapter_work(shape, "actor", rank, request.lora_target_modules)
-    critic_adapter = lora_adapter_work(shape, "critic", critic_rank, request.lora_target_modules)
+    # each role's LoRA geometry, read once from the memory model's
+    actor_lora, critic_lora_geometry = role_lora(request, "actor", rank), role_lora(request, "critic", critic_rank)
+    adapter, critic_adapter = actor_lora.adapter, critic_lora_geometry.adapter
     columns = {role: training_columns(request, inputs, role) for role in TRAINING_ROLES}
     actor_params, critic_params = shape.actor_parameters / request.gpus, shape.critic_parameters / request.gpus
     actor_move = PARAM_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_param_offload else 0.0
     critic_move = PARAM_OFFLOAD_BYTES_PER_PARAM * critic_params if request.critic_param_offload else 0.0
-    work = {"gen": _with_pcie(generation_work(request, inputs, adapter), actor_move)}
+    upcast, critic_upcast = actor_lora.upcasts_base, critic_lora_geometry.upcasts_base
+    work = {"gen": _with_pcie(generation_work(request, inputs, adapter, upcast), actor_move)}
     work["old_log_prob"] = _with_pcie(
-        _pass_work(request, False, request.log_prob_micro_batch_size, False, lora, *columns["actor"], adapter=adapter),
+        _pass_work(
+            request,
+            False,
+            request.log_prob_micro_batch_size,
+            False,
+            lora,
+            *columns["actor"],
+            adapter=adapter,
+            upcast_base=upcast,
+        ),
         actor_move,
     )
     if request.has_reference:  # with LoRA: the actor with its adapter disabled (fsdp_workers.py:694-695)
-        work["ref"] = _pass_work(request, False, request.log_prob_micro_batch_size, False, lora, *columns["ref"])
+        work["ref"] = _pass_work(
+            request, False, request.log_prob_micro_batch_size, False, lora, *columns["ref"], upcast_base=upcast
+        )
     if request.has_critic:
         work["values"] = _with_pcie(
             _pass_work(
@@ -660,6 +665,7 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
                 critic_lora,
                 *columns["critic"],
                 adapter=critic_adapter,
+                upcast_base=critic_upcast,
             ),
             critic_move,
         )
@@ -677,6 +683,7 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
                 critic_lora,
                 *columns["critic"],
                 adapter=critic_adapter,
+                upcast_base=critic_upcast,
             ),
             critic_move + optimizer,
         )
@@ -684,12 +691,21 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
         OPTIMIZER_OFFLOAD_BYTES_PER_PARAM * actor_params if request.actor_optimizer_offload and not lora else 0.0
     )
     work["update_actor"] = _with_pcie(
-        _pass_work(request, False, request.actor_micro_batch_size, True, lora, *columns["actor"], adapter=adapter),
+        _pass_work(
+            request,
+            False,
+            request.actor_micro_batch_size,
+            True,
+            lora,
+            *columns["actor"],
+            adapter=adapter,
+            upcast_base=upcast,
+        ),
         actor_move + optimizer,
     )
     if inputs.save_freq and inputs.save_freq > 0:
-        saved = checkpoint_bytes(request, "actor", inputs.lora_rank) + (
-            checkpoint_bytes(request, "critic", inputs.critic_lora_rank) if request.has_critic else 0
+        saved = _saved_bytes(shape.actor_parameters, actor_lora) + (
+            _saved_bytes(shape.critic_parameters, critic_lora_geometry) if request.has_critic else 0
         )
         work["save_checkpoint"] = PhaseWork(save_bytes=saved / request.gpus / inputs.save_freq)
     return work
@@ -711,6 +727,13 @@ def checkpoint_bytes(request: PlanRequest, role: str, rank: int | None = None) -
         return SAVE_BYTES_PER_PARAM * params
     adapter = adapter_parameters(shape, role, rank, request.lora_target_modules)
     return WEIGHT_BYTES_PER_PARAM * (params + adapter) + ADAM_STATE_BYTES_PER_PARAM * adapter
+
+
+def _saved_bytes(params: int, lora: RoleLora) -> int:
+    """:func:`checkpoint_bytes` of a role of ``params`` parameters whose LoRA geometry is ``lora``."""
+    if lora.rank <= 0:
+        return SAVE_BYTES_PER_PARAM * params
+    return WEIGHT_BYTES_PER_PARAM * (params + lora.parameters) + ADAM_STATE_BYTES_PER_PARAM * lora.parameters
 
 
 # --------------------------------------------------------------------------------------

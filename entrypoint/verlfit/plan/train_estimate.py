@@ -13,7 +13,7 @@ from verlfit.model_shape import ModelShape
 from verlfit.overrides import TrainSettings
 from verlfit.patch_switches import PatchSwitches
 from verlfit.plan.memory import PlanRequest
-from verlfit.plan.request import request_from_settings
+from verlfit.plan.request import inputs_for_train, request_from_settings
 from verlfit.plan.time import (
     VLLM_NOTE,
     MeasuredLengths,
@@ -26,12 +26,6 @@ from verlfit.plan.time import (
 )
 from verlfit.profiles import Profile
 from verlfit.resolved_run import running_card
-
-
-def inputs_for_train(settings: TrainSettings, switches: PatchSwitches) -> TimeInputs:
-    """:class:`TimeInputs` of a ``verlfit train`` run: its checkpoint frequency (``settings.save_freq``, steps; None
-    when it never saves) and its patch switches."""
-    return TimeInputs(save_freq=settings.save_freq if settings.save_freq > 0 else None, **switches.fields_set())
 
 
 def train_step_estimate(
