@@ -25,13 +25,12 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
     Raises:
         VerlfitError: a check that fails, with its fix (nothing written then).
     """
-    from verlfit.checkpoints import latest_checkpoint
     from verlfit.train.run_directory import check_run_directory, create_run_directory, record_resume
 
     if plan.settings.resume:
         run_dir = Path(plan.settings.run_dir)
         record_resume(run_dir, plan)
-        warning = checkpoint_space_warning(plan, resumed_from=latest_checkpoint(run_dir), resume=True)
+        warning = checkpoint_space_warning(plan, resumed_from=plan.resume_step, resume=True)
         if warning:
             print(f"verlfit: {warning}")
         return run_dir
