@@ -40,8 +40,8 @@ class ResolvedRun:
         forced_overrides: what verlfit sets over the profile's patch switches for this run
             (:func:`verlfit.patch_switches.forced_switches`), decided once: ``switches`` read them and
             :func:`verlfit.overrides.build_overrides` writes them.
-        running_card: the card the run goes at where it differs from ``card`` (``verlfit train --emulate``:
-            :func:`running_card`, the detected GPU's); None: ``card``.
+        running_card: under ``verlfit train --emulate``, the card the run goes at (:func:`running_card`, the detected
+            GPU's, even when it is the emulated card); None: ``card``.
     """
 
     profile: Profile

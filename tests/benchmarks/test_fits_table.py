@@ -30,7 +30,7 @@ def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lor
     # the speed pick on that card, with the run's patch switches (the profile's and verlfit's forcing for LoRA)
     from verlfit.cards import get_card
     from verlfit.overrides import TrainSettings
-    from verlfit.plan.train_estimate import inputs_for_train
+    from verlfit.plan.request import inputs_for_train
     from verlfit.resolved_run import run_switches
 
     run = TrainSettings(model="m", algorithm=algorithm, lora_rank=32 if lora else 0)

@@ -64,15 +64,19 @@ def test_a_resumed_plan_carries_the_estimate_its_run_recorded(tmp_path):
     assert resumed.estimated_step_seconds == estimate_of_the_record(resumed)  # the resume changes no switch of the time
 
 
-@pytest.mark.parametrize("recorded, carried", [(None, None), ("12.5", None), (True, None), (12.5, 12.5), (7, 7.0)])
-def test_a_resumed_plan_carries_only_a_recorded_number(tmp_path, recorded, carried):
+@pytest.mark.parametrize("recorded", [None, "12.5", True, 12.5, 7])
+def test_a_resumed_plan_carries_a_recorded_number_else_the_estimate_of_its_record(tmp_path, recorded):
     from verlfit.train.run_directory import resume_plan
 
-    _, run_dir = _started_run(tmp_path)
+    plan, run_dir = _started_run(tmp_path)
     record = json.loads((run_dir / "run.json").read_text())
     if recorded is None:
-        del record["estimated_step_seconds"]  # a run recorded before verlfit kept it: the ETA waits for a step
+        del record["estimated_step_seconds"]  # a run started by a verlfit that did not record it
     else:
         record["estimated_step_seconds"] = recorded
     (run_dir / "run.json").write_text(json.dumps(record))
-    assert resume_plan(run_dir).estimated_step_seconds == carried
+    resumed = resume_plan(run_dir)
+    if isinstance(recorded, (int, float)) and not isinstance(recorded, bool):
+        assert resumed.estimated_step_seconds == float(recorded)
+    else:  # no number recorded: the time model's estimate of the record, as before the plan carried one
+        assert resumed.estimated_step_seconds == estimate_of_the_record(resumed) == plan.estimated_step_seconds

@@ -1,6 +1,8 @@
 """The step-time estimate of a ``verlfit train`` run (:mod:`verlfit.plan.time`'s model on the run's request): what
-``verlfit train`` prints beside the memory verdict (:func:`for_train`), and what ``verlfit bench`` and the step
-watcher compare with a recorded run (:func:`train_step_estimate`).
+``verlfit train`` prints beside the memory verdict (:func:`step_time_lines`, from
+:func:`verlfit.plan.fit.plan_for_train`), the estimate of a recorded run (:func:`launch_step_seconds`, through
+:func:`for_train`: a resume's ETA when its record holds none), and what ``verlfit bench`` compares with a recorded run
+(:func:`train_step_estimate`).
 
 The run's patch switches come resolved (:attr:`verlfit.resolved_run.ResolvedRun.switches`), or, for a recorded run,
 read once from its final override list (:meth:`verlfit.patch_switches.PatchSwitches.from_overrides`).
@@ -37,7 +39,8 @@ def train_step_estimate(
     shape: ModelShape | None = None,
 ) -> StepEstimate:
     """The step-time estimate of ``verlfit train``'s settings on ``card`` with the run's patch ``switches``: the
-    one ``verlfit train`` prints (:func:`for_train`) and ``verlfit bench`` compares with what it measured. The
+    one ``verlfit train`` prints (:func:`step_time_lines` of the same request) and ``verlfit bench`` compares with
+    what it measured. The
     planner's request as train builds it (:func:`verlfit.plan.request.request_from_settings`, 24 GiB: memory does not
     enter the time), and with ``lengths`` the run's measured lengths (:func:`verlfit.plan.time.measured_lengths`)
     instead of GSM8K's; ``shape``: the model's, when ``settings.model`` cannot be read.
@@ -95,3 +98,21 @@ def step_time_lines(
     if request.rollout == "vllm":
         lines.append(f"plan: {VLLM_NOTE}")
     return lines, eta
+
+
+def launch_step_seconds(
+    settings: TrainSettings, profile_name: str, gpu_description: str, overrides: list[str]
+) -> float | None:
+    """Seconds per step the time model estimates for a launch (:func:`for_train`'s) from what its run record holds:
+    the profile by name, the GPU as described (its NVML name first) and the switches of the final override list, what
+    verl gets. The ETA before a resumed run's first step when its ``run.json`` has no recorded estimate (a run started
+    by a verlfit that did not record it: :func:`verlfit.train.run_directory.recorded_step_seconds`). None when the
+    model's shape cannot be read (the ETA then waits for the first step)."""
+    from verlfit.errors import VerlfitError
+    from verlfit.profiles import load_profile
+
+    try:
+        switches = PatchSwitches.from_overrides(overrides)
+        return for_train(settings, load_profile(profile_name), gpu_description, None, switches)[1]
+    except VerlfitError:
+        return None

@@ -23,8 +23,8 @@ The package, one file per part:
   environment, settings, plan and overrides (steps 1-4), the run resolved once.
 * :mod:`verlfit.train.rehearsal`: what the real launch would refuse, said by the dry run (step 5).
 * :mod:`verlfit.train.describe`: the dry run's text (step 5).
-* :mod:`verlfit.train.inputs`: the run's data prepared where missing and sized, and its reward checked on every row,
-  the same way in the dry run (step 5) and before the launch (step 6).
+* :mod:`verlfit.train.inputs`: the run's data sized and its reward checked on every row, by the one function the dry
+  run (step 5, which prepares nothing) and the launch (step 6, which first prepares missing data) both call.
 * :mod:`verlfit.train.preflight`: blocking checks, the run's data and reward (:mod:`verlfit.train.inputs`),
   checkpoint space, the run directory created or the resume recorded (``start_run``: step 6, before the run).
 * :mod:`verlfit.train.run_directory`: create, load, resume, record (``run.json``, ``command.sh``).

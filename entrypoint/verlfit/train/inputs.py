@@ -1,7 +1,7 @@
-"""The run's data and reward, checked the same way by the dry run and by the launch (:func:`check_run_data`): the data
-folder's state read once (:func:`verlfit.data_folder.data_folder_state`), GSM8K prepared where it is missing and the
-launch may write it (:func:`ensure_data`), at least one batch of training rows (:func:`check_data_size`), and the
-reward on every training and test row (the run's function, or verl's scorer for every ``data_source``).
+"""The run's data and reward, checked the same way by the dry run and by the launch (:func:`check_run_data`): the
+data folder's state read once here (:func:`verlfit.data_folder.data_folder_state`), GSM8K prepared where it is missing
+and the launch may write it (:func:`ensure_data`), at least one batch of training rows (:func:`check_data_size`), and
+the reward on every training and test row (the run's function, or verl's scorer for every ``data_source``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def check_run_data(
     """Check the run's data folder (``settings.data_dir``) and its reward on it, as the launch does before it starts;
     return the note that says how the reward was checked (None: nothing to say).
 
-    The folder's state is read once (:func:`verlfit.data_folder.data_folder_state` under the run's ``keys``) and
+    The folder's state is read once here (:func:`verlfit.data_folder.data_folder_state` under the run's ``keys``) and
     handed on. ``prepare`` (the launch): GSM8K is prepared first where the folder holds no prepared data
     (:func:`ensure_data`), then the training rows are counted (:func:`check_data_size`) and the reward is called on
     every row of ``train.parquet`` and ``test.parquet`` (verl validates on the test split with the same reward),

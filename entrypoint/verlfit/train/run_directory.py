@@ -18,6 +18,7 @@ from verlfit.checkpoints import TRACKER, checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
 from verlfit.output_files import write_file
 from verlfit.overrides import keep_checkpoints_overrides
+from verlfit.plan.train_estimate import launch_step_seconds
 from verlfit.run_files import (
     CHECKPOINTS_DIR,
     COMMAND_FILE,
@@ -268,17 +269,21 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         data_keys=keys,
         resume_step=checkpoint,
         total_steps=steps if steps is not None else settings_total,
-        estimated_step_seconds=recorded_step_seconds(record),
+        estimated_step_seconds=recorded_step_seconds(record, settings, overrides),
     )
 
 
-def recorded_step_seconds(record: dict) -> float | None:
-    """The time model's seconds a step that ``run.json`` records (``estimated_step_seconds``, written when the run
-    started: :attr:`verlfit.train.launch_plan.LaunchPlan.estimated_step_seconds`, which a resume's overrides do not
-    change), the ETA before a resumed run's first step; None when the record has none (the model's shape could not be
-    read, or a run recorded before verlfit kept it): the ETA then waits for the first step."""
+def recorded_step_seconds(record: dict, settings, overrides: list[str]) -> float | None:
+    """The time model's seconds a step of a recorded run, the ETA before a resumed run's first step: what ``run.json``
+    recorded when the run started (``estimated_step_seconds``, the launch plan's
+    :attr:`verlfit.train.launch_plan.LaunchPlan.estimated_step_seconds`, which a resume's overrides do not change);
+    for a record without that number (a run started by an earlier verlfit), the estimate of what it records instead
+    (:func:`verlfit.plan.train_estimate.launch_step_seconds` of its ``settings``, profile, GPU and final
+    ``overrides``: the same figure). None when neither is known (the ETA then waits for the first step)."""
     seconds = record.get("estimated_step_seconds")
-    return float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else None
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return float(seconds)
+    return launch_step_seconds(settings, record["profile"], record["gpu"], overrides)
 
 
 def record_resume(run_dir: Path, plan: LaunchPlan) -> None:
