@@ -698,8 +698,8 @@ def plan_for_train(
             raise VerlfitError(
                 f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2
             )
-    inputs = inputs_for_train(settings, run.switches)
     request = request_from_settings(settings, run.profile, run.memory_bytes, switches=run.switches)
+    inputs = inputs_for_train(settings, run.switches)
     if auto:
         lines, request = fit_request_for_train(settings, request, keep, margin, card=run.card, inputs=inputs)
     else:

@@ -546,7 +546,18 @@ def inputs_for_train(settings, switches: PatchSwitches) -> TimeInputs:
     """:class:`verlfit.plan.time.TimeInputs` of a ``verlfit train`` run (``settings``: its
     :class:`verlfit.overrides.TrainSettings`): its checkpoint frequency (``settings.save_freq``, steps; None when it
     never saves) and its patch switches; :func:`time_inputs_for_options` is ``verlfit plan``'s."""
-    return TimeInputs(save_freq=settings.save_freq if settings.save_freq > 0 else None, **switches.fields_set())
+    return TimeInputs(**_switch_fields(switches), save_freq=settings.save_freq if settings.save_freq > 0 else None)
+
+
+def _switch_fields(switches: PatchSwitches) -> dict:
+    """The :class:`verlfit.plan.time.TimeInputs` fields of the run's patch ``switches``: each switch under its own
+    name (``trim_padding`` as its roles; the others as bools)."""
+    return dict(
+        trim_padding=switches.trim_padding,
+        rollout_trim_padding=switches.rollout_trim_padding,
+        cuda_graph=switches.cuda_graph,
+        unwrap_fsdp=switches.unwrap_fsdp,
+    )
 
 
 def time_inputs_for_options(options: PlanOptions, run: ResolvedRun) -> TimeInputs:
@@ -555,7 +566,7 @@ def time_inputs_for_options(options: PlanOptions, run: ResolvedRun) -> TimeInput
     window and rollout lengths given, packed sequences, and the checkpoint frequency (``--save-freq``, steps; None
     when it never saves)."""
     return TimeInputs(
-        **run.switches_for_time.fields_set(),
+        **_switch_fields(run.switches_for_time),
         window_prompt_length=options.window_prompt_length,
         window_response_length=options.window_response_length,
         rollout_prompt_length=options.rollout_prompt_length,
