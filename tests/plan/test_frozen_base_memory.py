@@ -11,7 +11,8 @@ import pytest
 from verlfit import cli
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import load_model_shape
-from verlfit.overrides import TrainSettings, build_overrides, frozen_base_storage
+from verlfit.overrides import TrainSettings, build_overrides
+from verlfit.plan.request import frozen_base_storage
 from verlfit.patch_switches import forced_switches
 from verlfit.plan.memory import GIB, predict
 from verlfit.plan.request import request_for_profile
@@ -123,6 +124,7 @@ def test_profiles_store_the_base_in_their_16_bit_type_and_verl_gets_the_keys():
             load_profile(profile),
             load_profile(profile).environment,
             forced=forced_switches(settings, load_profile(profile)),
+            frozen_base=frozen_base_storage(settings, load_profile(profile)),
         )
         return [o for o in out if "frozen_base_dtype" in o]
 
