@@ -250,11 +250,11 @@ def rows(records: list[Record], card, benches: list[DecodeBench] = ()) -> list[t
         work = plan_time.phase_work(rec.request, rec.inputs)
         for phase, seconds in rec.measured.items():
             if phase in work and phase in rec.fitted and seconds > 0:
-                features, fixed = plan_time.phase_features(work[phase], card, rec.request.dtype)
+                features, fixed = plan_time.phase_features(work[phase], card.rates(rec.request.dtype))
                 out.append((features, fixed, seconds))
     shape = shape_for(DECODE_BENCH_MODEL)
     for bench in benches:
-        features, fixed = plan_time.phase_features(bench.work(shape), card, "float32")
+        features, fixed = plan_time.phase_features(bench.work(shape), card.rates("float32"))
         out.append((features, fixed, bench.seconds))
     return out
 
@@ -371,8 +371,8 @@ def bench_table(benches: list[DecodeBench], card, factors: dict) -> tuple[str, l
     results = []
     for bench in benches:
         steps = bench.new_tokens - 1
-        graph = plan_time.phase_seconds(bench.work(shape), card, "float32", factors) / steps * 1e3
-        hf = plan_time.phase_seconds(bench.work(shape, cuda_graph=False), card, "float32", factors) / steps * 1e3
+        graph = plan_time.phase_seconds(bench.work(shape), card.rates("float32"), factors) / steps * 1e3
+        hf = plan_time.phase_seconds(bench.work(shape, cuda_graph=False), card.rates("float32"), factors) / steps * 1e3
         measured, measured_hf = bench.seconds / steps * 1e3, bench.generate_seconds / steps * 1e3
         lines.append(f"| {bench.name} | {bench.batch} | {bench.prompt_width + bench.new_tokens} | {graph:.1f} | {measured:.1f} | {graph / measured - 1:+.0%} | {hf:.1f} | {measured_hf:.1f} |")
         results.append({"bench": bench.name, "graph_ms": [round(graph, 2), round(measured, 2)], "generate_ms": [round(hf, 2), round(measured_hf, 2)], "error": round(graph / measured - 1, 4)})

@@ -5,6 +5,7 @@ import pytest
 from verlfit.errors import VerlfitError
 from verlfit.overrides import TrainSettings, build_overrides, merge_overrides, triton_allowed, validate_overrides
 from verlfit.patch_switches import forced_switches
+from verlfit.plan.request import frozen_base_storage
 from verlfit.profiles import load_profile, resolve_environment
 
 COMMON_HEAD = [
@@ -120,7 +121,7 @@ def overrides_for(profile_name, algorithm, environ=None, compute_capability=None
     profile = load_profile(profile_name)
     settings = TrainSettings(algorithm=algorithm, steps=50, data_dir="/data/gsm8k", run_dir=f"/runs/{algorithm}-{profile_name}", **changes)
     environment = resolve_environment(profile, environ or {})
-    return build_overrides(settings, profile, environment, compute_capability, forced=forced_switches(settings, profile))
+    return build_overrides(settings, profile, environment, compute_capability, forced=forced_switches(settings, profile), frozen_base=frozen_base_storage(settings, profile))
 
 
 @pytest.mark.parametrize(

@@ -104,6 +104,32 @@ class Card:
             )
         return self.bf16_tflops * 1e12
 
+    def rates(self, dtype: str) -> Rates:
+        """The card's datasheet rates for a run computing in ``dtype``, in bytes and FLOPs per second
+        (:class:`Rates`): what the time model divides one step's work by.
+
+        Raises:
+            VerlfitError: what :meth:`peak_flops` raises for ``dtype``.
+        """
+        return Rates(dtype, self.peak_flops(dtype), self.memory_gbps * 1e9, self.pcie_gbps * 1e9)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """A card's peak rates for one compute dtype (:meth:`Card.rates`).
+
+    Attributes:
+        dtype: the compute dtype (``"float32"``, ``"bfloat16"`` or ``"float16"``).
+        flops: peak FLOP/s in ``dtype``.
+        memory: device-memory bandwidth, bytes/s.
+        pcie: host link rate per direction, bytes/s.
+    """
+
+    dtype: str
+    flops: float
+    memory: float
+    pcie: float
+
 
 CARDS: dict[str, Card] = {
     "p40": Card(

@@ -130,7 +130,7 @@ class TrainSettings:
     lora_alpha: float = 16  # verl's default (ppo_trainer.yaml:128, 654)
     lora_target_modules: str | tuple[str, ...] = "all-linear"  # verl's default (ppo_trainer.yaml:132, 657)
     # a LoRA base's storage (patch 0026): "float32" (stock), "bfloat16" or "float16"; None = the profile's
-    # frozen_base_dtype (frozen_base_storage resolves it)
+    # frozen_base_dtype (verlfit.plan.request.frozen_base_storage resolves it)
     frozen_base_dtype: str | None = None
     actor_param_offload: bool = False
     actor_optimizer_offload: bool = False
@@ -171,37 +171,12 @@ FROZEN_BASE_KEYS = ("actor_rollout_ref.model.frozen_base_dtype", "critic.model.f
 _FROZEN_BASE_VALUES = {"bfloat16": "bf16", "float16": "fp16"}
 
 
-def frozen_base_storage(settings: TrainSettings, profile) -> str | None:
-    """The dtype a run stores its LoRA base in (patch 0026): ``settings.frozen_base_dtype``, or the profile's
-    ``frozen_base_dtype`` when it is None; None when the run has no LoRA role or asks for float32 (stock verl: 4 bytes
-    a frozen parameter). The same value for the actor and a LoRA critic.
-
-    Raises:
-        VerlfitError (exit status 2): a 16-bit dtype other than the profile's (the p40 and a10 profiles store bf16,
-            the t4 and v100 profiles fp16: a base in the other 16-bit type would mix bf16 and fp16 arithmetic in the
-            rollout), naming the profile's.
-    """
-    critic_rank = settings.lora_rank if settings.critic_lora_rank is None else settings.critic_lora_rank
-    if settings.lora_rank <= 0 and (settings.algorithm != "ppo" or critic_rank <= 0):
-        return None
-    wanted = settings.frozen_base_dtype or profile.frozen_base_dtype
-    if wanted == "float32":
-        return None
-    if wanted != profile.frozen_base_dtype:
-        raise VerlfitError(
-            f"--frozen-base-dtype {wanted} with the {profile.name} profile: it stores a LoRA base in "
-            f"{profile.frozen_base_dtype} (its rollout computes with it)",
-            fix=f"use --frozen-base-dtype {profile.frozen_base_dtype}, or float32 (stock verl)",
-            exit_code=2,
-        )
-    return wanted
-
-
-def frozen_base_overrides(settings: TrainSettings, profile) -> list[str]:
-    """Patch 0026's keys for the LoRA roles of a run whose base is stored in 16 bits (:func:`frozen_base_storage`):
-    ``+actor_rollout_ref.model.frozen_base_dtype=bf16`` with an actor adapter, ``+critic.model.frozen_base_dtype=bf16``
-    with a PPO critic adapter (fp16 on the t4 and v100 profiles); none otherwise."""
-    storage = frozen_base_storage(settings, profile)
+def frozen_base_overrides(settings: TrainSettings, storage: str | None) -> list[str]:
+    """Patch 0026's keys for the LoRA roles of a run whose base is stored in 16 bits (``storage``: ``"bfloat16"`` or
+    ``"float16"``, as the run's request was planned, :func:`verlfit.plan.request.frozen_base_storage`; None: the fp32
+    base of stock verl): ``+actor_rollout_ref.model.frozen_base_dtype=bf16`` with an actor adapter,
+    ``+critic.model.frozen_base_dtype=bf16`` with a PPO critic adapter (fp16 on the t4 and v100 profiles); none
+    otherwise."""
     if storage is None:
         return []
     value = _FROZEN_BASE_VALUES[storage]
@@ -324,6 +299,7 @@ def build_overrides(
     vllm_card_fraction: float | None = None,
     *,
     forced: Sequence[str],
+    frozen_base: str | None,
 ) -> list[str]:
     """Return the complete override list for ``python -m verl.trainer.main_ppo``.
 
@@ -342,6 +318,10 @@ def build_overrides(
         forced: what verlfit sets over the profile's patch switches for this run, as the run was resolved
             (:attr:`verlfit.resolved_run.ResolvedRun.forced_overrides`, :func:`verlfit.patch_switches.forced_switches`);
             written after the profile's overrides and before the user's, so the user's own value still wins.
+        frozen_base: the dtype a LoRA run stores its frozen base in (``"bfloat16"``, ``"float16"``; None: fp32,
+            stock verl), as the planner decided it (:attr:`verlfit.plan.memory.PlanRequest.frozen_base_dtype` of the
+            run's request: :func:`verlfit.plan.request.frozen_base_storage`, or ``--plan auto``'s choice):
+            :func:`frozen_base_overrides` writes it.
 
     Raises:
         VerlfitError: for an unknown algorithm, sizes that do not divide, or a rejected
@@ -426,7 +406,7 @@ def build_overrides(
             "algorithm.use_kl_in_reward=False",
         ]
     out += list(profile.overrides)
-    out += frozen_base_overrides(s, profile)
+    out += frozen_base_overrides(s, frozen_base)
     out += forced  # the notes say why; the user's own value after -- still wins
     if profile.rollout == "hf":
         out.append(f"+actor_rollout_ref.rollout.micro_batch_size={s.rollout_micro_batch_size or s.train_batch_size}")

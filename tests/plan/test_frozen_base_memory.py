@@ -11,7 +11,8 @@ import pytest
 from verlfit import cli
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import load_model_shape
-from verlfit.overrides import TrainSettings, build_overrides, frozen_base_storage
+from verlfit.overrides import TrainSettings, build_overrides
+from verlfit.plan.request import frozen_base_storage
 from verlfit.patch_switches import forced_switches
 from verlfit.plan.memory import GIB, predict
 from verlfit.plan.request import request_for_profile
@@ -91,7 +92,7 @@ def test_fp16_base_on_the_t4_profile_needs_no_copy_and_an_fp32_one_does():
     sixteen, stock = t4(frozen_base_dtype="float16"), t4()
     assert sixteen.phase("old_log_prob").weights == 2 * base + 4 * adapter  # computed in fp16 as stored
     assert sixteen.phase("rollout").weights == 2 * base + 4 * adapter  # fp16 autocast: no upcast while generating
-    root = QWEN3_4B.root_unit_parameters()
+    root = QWEN3_4B.actor_root_parameters
     assert stock.phase("old_log_prob").weights == 4 * (base + adapter) + 2 * (
         root + 2 * QWEN3_4B.layer_parameters
     )  # fp16 copies of fp32 masters
@@ -123,6 +124,7 @@ def test_profiles_store_the_base_in_their_16_bit_type_and_verl_gets_the_keys():
             load_profile(profile),
             load_profile(profile).environment,
             forced=forced_switches(settings, load_profile(profile)),
+            frozen_base=frozen_base_storage(settings, load_profile(profile)),
         )
         return [o for o in out if "frozen_base_dtype" in o]
 

@@ -12,7 +12,7 @@ from verlfit.patch_switches import forced_switches
 from verlfit.plan import fit
 from verlfit.plan.fit import SPEED_PICK_GAIN, auto_fit, describe_choice, fit_for_train, fit_memory, speed_candidates
 from verlfit.plan.memory import GIB
-from verlfit.plan.request import request_from_settings
+from verlfit.plan.request import frozen_base_storage, request_from_settings
 from verlfit.plan.time import estimate
 from verlfit.plan.request import inputs_for_train
 from verlfit.resolved_run import run_switches
@@ -137,12 +137,12 @@ def test_train_gets_the_speed_pick_and_verl_its_keys():
         settings.frozen_base_dtype,
     ) == (4, True, None, "float32")
     assert any(line.startswith("plan: speed: 8 configurations fit") for line in lines)
-    overrides = build_overrides(settings, profile, profile.environment, forced=forced_switches(settings, profile))
+    overrides = build_overrides(settings, profile, profile.environment, forced=forced_switches(settings, profile), frozen_base=frozen_base_storage(settings, profile))
     assert not any("frozen_base_dtype" in o for o in overrides)  # the fp32 base: stock verl
     assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4" in overrides
     # a critic whose checkpointing the planner turned off apart from the actor's gets its own key
     settings.critic_gradient_checkpointing = False
-    overrides = build_overrides(settings, profile, profile.environment, forced=forced_switches(settings, profile))
+    overrides = build_overrides(settings, profile, profile.environment, forced=forced_switches(settings, profile), frozen_base=frozen_base_storage(settings, profile))
     assert (
         "actor_rollout_ref.model.enable_gradient_checkpointing=True" in overrides
         and "critic.model.enable_gradient_checkpointing=False" in overrides

@@ -152,10 +152,10 @@ def test_cuda_graph_decode_by_hand():
     # replays pay the decode step's GPU side only; the HF loop's steps pay its CPU side too
     f = plan_time.FACTORS
     h200 = CARDS["h200"]
-    assert plan_time.phase_seconds(plan_time.PhaseWork(graph_steps=10, graph_layer_steps=20), h200, "float32") == pytest.approx(20 * f["decode_gpu_per_layer_s"])
-    assert plan_time.phase_seconds(plan_time.PhaseWork(decode_steps=10, decode_layer_steps=20), h200, "float32") == pytest.approx(20 * f["decode_gpu_per_layer_s"] + 10 * f["decode_overhead_s"] + 20 * f["decode_overhead_per_layer_s"])
+    assert plan_time.phase_seconds(plan_time.PhaseWork(graph_steps=10, graph_layer_steps=20), h200.rates("float32")) == pytest.approx(20 * f["decode_gpu_per_layer_s"])
+    assert plan_time.phase_seconds(plan_time.PhaseWork(decode_steps=10, decode_layer_steps=20), h200.rates("float32")) == pytest.approx(20 * f["decode_gpu_per_layer_s"] + 10 * f["decode_overhead_s"] + 20 * f["decode_overhead_per_layer_s"])
     one = plan_time.PhaseWork(graph_steps=1, graph_flops=67e12)
-    assert plan_time.phase_seconds(one, h200, "float32") == pytest.approx(1 / f["decode_efficiency"])
+    assert plan_time.phase_seconds(one, h200.rates("float32")) == pytest.approx(1 / f["decode_efficiency"])
 
 
 def test_speed_switches_from_overrides():
@@ -180,10 +180,10 @@ def test_offload_moves_bytes_over_pcie():
 def test_seconds_follow_the_card_rates():
     work = plan_time.PhaseWork(flops=67e12, bytes=0.0)
     factors = dict(plan_time.FACTORS, train_efficiency_float32=0.5)
-    assert plan_time.phase_seconds(work, CARDS["h200"], "float32", factors) == pytest.approx(2.0)
-    assert plan_time.phase_seconds(work, CARDS["p40"], "float32", factors) == pytest.approx(67 / 11.76 * 2)
+    assert plan_time.phase_seconds(work, CARDS["h200"].rates("float32"), factors) == pytest.approx(2.0)
+    assert plan_time.phase_seconds(work, CARDS["p40"].rates("float32"), factors) == pytest.approx(67 / 11.76 * 2)
     pcie = plan_time.PhaseWork(pcie_bytes=15.75e9)
-    assert plan_time.phase_seconds(pcie, CARDS["p40"], "float32") == pytest.approx(1.0)
+    assert plan_time.phase_seconds(pcie, CARDS["p40"].rates("float32")) == pytest.approx(1.0)
 
 
 def test_bf16_on_the_p40_is_refused():
@@ -635,7 +635,7 @@ def test_lora_update_counts_the_frozen_base_the_adapters_and_their_fixed_costs_o
     card = get_card("h200")
     f = plan_time.FACTORS
     bare = dataclasses.replace(lora, adapter_passes=0)
-    assert plan_time.phase_seconds(lora, card, "float32") - plan_time.phase_seconds(bare, card, "float32") == pytest.approx(8 * 3 * 196 * f["adapter_pass_overhead_s"])
+    assert plan_time.phase_seconds(lora, card.rates("float32")) - plan_time.phase_seconds(bare, card.rates("float32")) == pytest.approx(8 * 3 * 196 * f["adapter_pass_overhead_s"])
     # no ref model: with LoRA the ref log-prob is the actor with its adapter disabled, a base forward
     grpo = dataclasses.replace(lora_request, algorithm="grpo", rollout_n=4, train_batch_size=8, ppo_mini_batch_size=4)
     work = plan_time.phase_work(grpo)

@@ -674,7 +674,7 @@ def plan_off_lines(plan: Plan, margin: float = DEFAULT_MARGIN) -> list[str]:
 
 def plan_for_train(
     settings, run, keep: set[str], auto: bool, steps: int | None, margin: float = DEFAULT_MARGIN
-) -> tuple[list[str], float | None]:
+) -> tuple[list[str], float | None, PlanRequest]:
     """The planner's part of ``verlfit train`` for the resolved ``run`` (:class:`verlfit.resolved_run.ResolvedRun`:
     its profile, usable memory, card and patch switches, read as they are): the run's request built once
     (:func:`request_from_settings` of ``settings``); with ``auto`` (``--plan auto``) fitted
@@ -684,7 +684,9 @@ def plan_for_train(
     run's card, under ``--emulate`` first on the card the run goes at (``run.goes_at``).
 
     Returns (the lines to print: with ``auto`` the choice and the time estimate, else the warning when the sizes do
-    not fit; the estimated seconds per step on the GPU the run goes at, for the ETA before the first step).
+    not fit; the estimated seconds per step on the GPU the run goes at, for the ETA before the first step; the run's
+    request as planned: with ``auto`` the chosen one, whose ``frozen_base_dtype`` is the LoRA base storage verl is
+    then told, :func:`verlfit.overrides.build_overrides`).
 
     Raises:
         VerlfitError: sizes as given that verl 0.4.1 cannot run; the model's shape cannot be read; with ``auto``,
@@ -698,8 +700,8 @@ def plan_for_train(
             raise VerlfitError(
                 f"verl 0.4.1 cannot run this configuration: {reason}", fix="use --offload optimizer", exit_code=2
             )
-    inputs = inputs_for_train(settings, run.switches)
     request = request_from_settings(settings, run.profile, run.memory_bytes, switches=run.switches)
+    inputs = inputs_for_train(settings, run.switches)
     if auto:
         lines, request = fit_request_for_train(settings, request, keep, margin, card=run.card, inputs=inputs)
     else:
@@ -710,4 +712,4 @@ def plan_for_train(
     estimated, seconds = step_time_lines(
         request, inputs, [running] + ([run.card] if run.card != running else []), steps, run.switches
     )
-    return lines + (estimated if auto else []), seconds
+    return lines + (estimated if auto else []), seconds, request

@@ -260,6 +260,35 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
     return PlanRequest(**defaults)
 
 
+def frozen_base_storage(settings, profile) -> str | None:
+    """The dtype a run stores its LoRA base in (patch 0026): ``settings.frozen_base_dtype``, or the profile's
+    ``frozen_base_dtype`` when it is None; None when the run has no LoRA role or asks for float32 (stock verl: 4 bytes
+    a frozen parameter). The same value for the actor and a LoRA critic. ``settings``:
+    :class:`verlfit.overrides.TrainSettings`; ``profile``: a :class:`verlfit.profiles.Profile`. Decided once, when the
+    run's request is built (:func:`request_from_settings`): ``verlfit train`` hands the planned request's value to
+    :func:`verlfit.overrides.build_overrides`.
+
+    Raises:
+        VerlfitError (exit status 2): a 16-bit dtype other than the profile's (the p40 and a10 profiles store bf16,
+            the t4 and v100 profiles fp16: a base in the other 16-bit type would mix bf16 and fp16 arithmetic in the
+            rollout), naming the profile's.
+    """
+    critic_rank = settings.lora_rank if settings.critic_lora_rank is None else settings.critic_lora_rank
+    if settings.lora_rank <= 0 and (settings.algorithm != "ppo" or critic_rank <= 0):
+        return None
+    wanted = settings.frozen_base_dtype or profile.frozen_base_dtype
+    if wanted == "float32":
+        return None
+    if wanted != profile.frozen_base_dtype:
+        raise VerlfitError(
+            f"--frozen-base-dtype {wanted} with the {profile.name} profile: it stores a LoRA base in "
+            f"{profile.frozen_base_dtype} (its rollout computes with it)",
+            fix=f"use --frozen-base-dtype {profile.frozen_base_dtype}, or float32 (stock verl)",
+            exit_code=2,
+        )
+    return wanted
+
+
 def request_from_settings(
     settings,
     profile,
@@ -281,8 +310,6 @@ def request_from_settings(
     Raises:
         VerlfitError: the model's shape cannot be read; with ``switches`` None, a user override Hydra cannot parse.
     """
-    from verlfit.overrides import frozen_base_storage
-
     s = settings
     shape = shape or load_model_shape(s.model)
     if switches is None:
@@ -546,7 +573,18 @@ def inputs_for_train(settings, switches: PatchSwitches) -> TimeInputs:
     """:class:`verlfit.plan.time.TimeInputs` of a ``verlfit train`` run (``settings``: its
     :class:`verlfit.overrides.TrainSettings`): its checkpoint frequency (``settings.save_freq``, steps; None when it
     never saves) and its patch switches; :func:`time_inputs_for_options` is ``verlfit plan``'s."""
-    return TimeInputs(save_freq=settings.save_freq if settings.save_freq > 0 else None, **switches.fields_set())
+    return TimeInputs(**_switch_fields(switches), save_freq=settings.save_freq if settings.save_freq > 0 else None)
+
+
+def _switch_fields(switches: PatchSwitches) -> dict:
+    """The :class:`verlfit.plan.time.TimeInputs` fields of the run's patch ``switches``: each switch under its own
+    name (``trim_padding`` as its roles; the others as bools)."""
+    return dict(
+        trim_padding=switches.trim_padding,
+        rollout_trim_padding=switches.rollout_trim_padding,
+        cuda_graph=switches.cuda_graph,
+        unwrap_fsdp=switches.unwrap_fsdp,
+    )
 
 
 def time_inputs_for_options(options: PlanOptions, run: ResolvedRun) -> TimeInputs:
@@ -555,7 +593,7 @@ def time_inputs_for_options(options: PlanOptions, run: ResolvedRun) -> TimeInput
     window and rollout lengths given, packed sequences, and the checkpoint frequency (``--save-freq``, steps; None
     when it never saves)."""
     return TimeInputs(
-        **run.switches_for_time.fields_set(),
+        **_switch_fields(run.switches_for_time),
         window_prompt_length=options.window_prompt_length,
         window_response_length=options.window_response_length,
         rollout_prompt_length=options.rollout_prompt_length,

@@ -84,7 +84,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from verlfit.cards import Card, get_card
+from verlfit.cards import Card, Rates, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
 from verlfit.patch_switches import TRAINING_ROLES
@@ -756,22 +756,22 @@ COEFFICIENTS = (
 )
 
 
-def phase_features(work: PhaseWork, card: Card, dtype: str) -> tuple[tuple[float, ...], float]:
+def phase_features(work: PhaseWork, rates: Rates) -> tuple[tuple[float, ...], float]:
     """(features, fixed seconds) of one phase: its time is ``sum(features[k] * coefficient[k]) + fixed``.
 
     Features, in :data:`COEFFICIENTS` order: ideal seconds of the passes at the card's peaks (FLOPs / peak +
     bytes / bandwidth) in the fp32 column or the bf16 column, micro-batch passes, passes x layers; the GPU side of
     every decode step (HF loop and CUDA-graph replay alike): its ideal seconds, decode steps x layers; the HF loop's
     CPU side (absent from replays): its decode steps, those steps x layers; LoRA's passes x adapted Linears and
-    HF-loop decode steps x adapted Linears. Fixed: PCIe offload traffic at the datasheet link rate.
+    HF-loop decode steps x adapted Linears. Fixed: PCIe offload traffic at the datasheet link rate. ``rates``: the
+    card's for the run's compute dtype (:meth:`verlfit.cards.Card.rates`).
     """
-    flops_rate = card.peak_flops(dtype)
-    bandwidth = card.memory_gbps * 1e9
-    ideal = work.flops / flops_rate + work.bytes / bandwidth
-    decode = (work.decode_flops + work.graph_flops) / flops_rate + (work.decode_bytes + work.graph_bytes) / bandwidth
+    ideal = work.flops / rates.flops + work.bytes / rates.memory
+    decode_flops, decode_bytes = work.decode_flops + work.graph_flops, work.decode_bytes + work.graph_bytes
+    decode = decode_flops / rates.flops + decode_bytes / rates.memory
     features = (
-        ideal if dtype == "float32" else 0.0,
-        ideal if dtype != "float32" else 0.0,
+        ideal if rates.dtype == "float32" else 0.0,
+        ideal if rates.dtype != "float32" else 0.0,
         work.passes,
         work.passes_x_layers,
         decode,
@@ -781,7 +781,7 @@ def phase_features(work: PhaseWork, card: Card, dtype: str) -> tuple[tuple[float
         work.adapter_passes,
         work.adapter_decode_steps,
     )
-    return features, work.pcie_bytes / (card.pcie_gbps * 1e9)
+    return features, work.pcie_bytes / rates.pcie
 
 
 def coefficients(factors: dict) -> tuple[float, ...]:
@@ -801,10 +801,11 @@ def coefficients(factors: dict) -> tuple[float, ...]:
     )
 
 
-def phase_seconds(work: PhaseWork, card: Card, dtype: str, factors: dict | None = None) -> float:
-    """Seconds of one phase's work on ``card`` with the fitted ``factors`` (default :data:`FACTORS`)."""
+def phase_seconds(work: PhaseWork, rates: Rates, factors: dict | None = None) -> float:
+    """Seconds of one phase's work at a card's ``rates`` (:meth:`verlfit.cards.Card.rates` for the run's compute
+    dtype) with the fitted ``factors`` (default :data:`FACTORS`)."""
     f = FACTORS if factors is None else factors
-    features, fixed = phase_features(work, card, dtype)
+    features, fixed = phase_features(work, rates)
     seconds = fixed + sum(x * c for x, c in zip(features, coefficients(f)))
     return seconds + work.save_bytes / f["save_bytes_per_s"]
 
@@ -812,15 +813,17 @@ def phase_seconds(work: PhaseWork, card: Card, dtype: str, factors: dict | None 
 def estimate(
     request: PlanRequest, card: Card | str, inputs: TimeInputs | None = None, factors: dict | None = None
 ) -> StepEstimate:
-    """Seconds per step and per phase of ``request`` on ``card`` (a :class:`Card` or its key).
+    """Seconds per step and per phase of ``request`` on ``card`` (a :class:`Card` or its key), the card's rates for
+    the request's dtype read once (:meth:`Card.rates`).
 
     Raises:
-        VerlfitError: bf16 on a card without bf16 (:meth:`Card.peak_flops`).
+        VerlfitError: bf16 on a card without bf16, fp16 on a card without fast fp16 (:meth:`Card.peak_flops`).
     """
     card = get_card(card) if isinstance(card, str) else card
+    rates = card.rates(request.dtype)
     f = FACTORS if factors is None else factors
     work = phase_work(request, inputs)
-    phases = {name: phase_seconds(w, card, request.dtype, f) for name, w in work.items()}
+    phases = {name: phase_seconds(w, rates, f) for name, w in work.items()}
     phases["other"] = f["other_s"]
     return StepEstimate(card=card, phases=phases, work=work)
 

@@ -249,7 +249,7 @@ def build_launch(
     from verlfit.plan.fit import plan_for_train
 
     steps = total_steps(settings)
-    plan_lines, step_seconds = plan_for_train(settings, run, keep, options.sizing.plan == "auto", steps)
+    plan_lines, step_seconds, request = plan_for_train(settings, run, keep, options.sizing.plan == "auto", steps)
     notes += plan_lines
     share = None
     if profile.rollout == "vllm" and limit is not None and gpu is not None:
@@ -262,7 +262,13 @@ def build_launch(
             "card)"
         )
     overrides = build_overrides(
-        settings, profile, environment, compute_capability, vllm_card_fraction=share, forced=run.forced_overrides
+        settings,
+        profile,
+        environment,
+        compute_capability,
+        vllm_card_fraction=share,
+        forced=run.forced_overrides,
+        frozen_base=request.frozen_base_dtype,
     )
     if reward is not None:
         overrides = merge_overrides(overrides + reward_overrides(run_dir, reward))
