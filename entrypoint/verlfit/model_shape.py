@@ -129,18 +129,12 @@ class ModelShape:
         """Parameters of ``AutoModelForTokenClassification`` with ``num_labels=1`` (verl's critic)."""
         return self.body_parameters + self.hidden_size + 1
 
-    @property
-    def actor_root_parameters(self) -> int:
-        """Parameters FSDP keeps in the actor's root unit when it wraps each decoder layer on its own
+    def root_unit_parameters(self, critic: bool = False) -> int:
+        """Parameters FSDP keeps in the root unit when it wraps each decoder layer on its own
         (verl's default ``get_fsdp_wrap_policy``, ``verl/utils/fsdp_utils.py``): everything outside
-        the layers (embedding, final norm and ``lm_head``); the reference's root unit too."""
-        return self.actor_parameters - self.num_layers * self.layer_parameters
-
-    @property
-    def critic_root_parameters(self) -> int:
-        """Parameters in the critic's root unit (as :attr:`actor_root_parameters`): embedding, final norm and the
-        critic's ``score``."""
-        return self.critic_parameters - self.num_layers * self.layer_parameters
+        the layers (embedding, final norm, and ``lm_head`` or the critic's ``score``)."""
+        total = self.critic_parameters if critic else self.actor_parameters
+        return total - self.num_layers * self.layer_parameters
 
 
 def expert_keys(config: dict) -> list[str]:

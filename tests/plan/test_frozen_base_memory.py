@@ -92,7 +92,7 @@ def test_fp16_base_on_the_t4_profile_needs_no_copy_and_an_fp32_one_does():
     sixteen, stock = t4(frozen_base_dtype="float16"), t4()
     assert sixteen.phase("old_log_prob").weights == 2 * base + 4 * adapter  # computed in fp16 as stored
     assert sixteen.phase("rollout").weights == 2 * base + 4 * adapter  # fp16 autocast: no upcast while generating
-    root = QWEN3_4B.actor_root_parameters
+    root = QWEN3_4B.root_unit_parameters()
     assert stock.phase("old_log_prob").weights == 4 * (base + adapter) + 2 * (
         root + 2 * QWEN3_4B.layer_parameters
     )  # fp16 copies of fp32 masters

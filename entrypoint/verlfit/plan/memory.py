@@ -1096,12 +1096,12 @@ def _actor_unit_params(request: PlanRequest) -> int:
     if request.rollout == "hf" and request.lora_rank == 0:
         return s.actor_parameters
     # with LoRA, patch 0009 keeps verl's LoRA wrap policy for the HF rollout too: layers and adapters are units
-    return s.actor_root_parameters + LAYERS_IN_FLIGHT * s.layer_parameters
+    return s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
 
 
 def _critic_unit_params(request: PlanRequest) -> int:
     s = request.shape
-    return s.critic_root_parameters + LAYERS_IN_FLIGHT * s.layer_parameters
+    return s.root_unit_parameters(critic=True) + LAYERS_IN_FLIGHT * s.layer_parameters
 
 
 def _compute_copy(request: PlanRequest, unit_params: int, role: str) -> int:
@@ -1240,7 +1240,7 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     # the ref worker's FSDP always offloads its parameters to CPU (fsdp_workers.py:319) and wraps
     # each layer. One GPU: every unit's GPU copy stays referenced after its forward (_ref_resident_bytes),
     # so the whole ref is there by the logits. Several GPUs: the root unit and the layers in flight only.
-    ref_unit = s.actor_root_parameters + LAYERS_IN_FLIGHT * s.layer_parameters
+    ref_unit = s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
     ref_on_gpu = st.ref_weights or ref_unit * r.compute_bytes
     weights = ref_on_gpu + st.actor_weights + st.critic_weights
     row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
@@ -1305,7 +1305,7 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
         other_weights, other_optimizer = st.actor_weights, st.actor_optimizer
         unit_is_whole = False
     params = role_parameters(r, role)[1]  # parameters with gradients and AdamW states
-    root = s.critic_root_parameters if role == "critic" else s.actor_root_parameters
+    root = s.root_unit_parameters(critic=role == "critic")
     if rank > 0:
         # frozen flat parameters get no gradient; each lora_A/lora_B is its own unit, and the head's own
         # gradient is only its adapter's (if targeted)
