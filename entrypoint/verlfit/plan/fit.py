@@ -648,15 +648,15 @@ def offloaded_parts(request: PlanRequest) -> list[str]:
     ]
 
 
-def plan_off_lines(plan: Plan, margin: float = DEFAULT_MARGIN) -> list[str]:
+def plan_off_lines(plan: Plan) -> list[str]:
     """The planner's warning for ``verlfit train --plan off`` (sizes as given): none when the run's ``plan``
-    (:func:`predict` at ``margin`` of the run's request: :func:`request_from_settings` of the sizes as given, sized
+    (:func:`predict` at its ``margin`` of the run's request: :func:`request_from_settings` of the sizes as given, sized
     for the run's usable memory) fits; otherwise one line with its peak and verdict ("tight" or "does not fit": the
     run may run out of memory, verl after Ray has started) and what would fit: ``--plan auto``'s choice when it finds
     one, else the smallest change (:func:`auto_fit`). The run still launches: ``--plan off`` is the user's call."""
     if plan.verdict == "fits":
         return []
-    decision = auto_fit(plan.request, margin=margin)
+    decision = auto_fit(plan.request, margin=plan.margin)
     if decision.fits:
         chosen = decision.request
         offload = offloaded_parts(chosen)
@@ -706,7 +706,7 @@ def plan_for_train(
         lines, request = fit_request_for_train(settings, request, keep, margin, card=run.card, inputs=inputs)
     else:
         # sizes as given: say what the planner thinks of their plan
-        lines = plan_off_lines(predict(request, margin), margin)
+        lines = plan_off_lines(predict(request, margin))
     # timed on the run's card; under --emulate first on the card the run goes at, then on the emulated one
     running = run.goes_at
     estimated, seconds = step_time_lines(

@@ -911,14 +911,10 @@ def adapter_parameters(
     """Parameters LoRA adds to ``role``'s model, all of them trained: ``rank * (in + out)`` per targeted Linear
     (lora_A is rank x in, lora_B out x rank, no bias), and for the critic the trained copy of its value head
     (``hidden + 1``: PEFT's modules_to_save, patch 0011). Qwen2.5-0.5B, rank 32, all-linear: 17,596,416 (actor),
-    17,597,313 (critic)."""
+    17,597,313 (critic): :func:`lora_adapter_work`'s matmul parameters, and the critic's head."""
     if rank <= 0:
         return 0
-    linears = lora_linear_shapes(shape, role)
-    adapters = sum(
-        rank * (linears[name][0] + linears[name][1]) * linears[name][2]
-        for name in lora_targets(shape, role, target_modules)
-    )
+    adapters, _ = lora_adapter_work(shape, role, rank, target_modules)
     return adapters + (shape.hidden_size + 1 if role == "critic" else 0)
 
 

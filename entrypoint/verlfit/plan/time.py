@@ -88,7 +88,7 @@ from verlfit.cards import Card, Rates, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
 from verlfit.patch_switches import TRAINING_ROLES
-from verlfit.plan.memory import PlanRequest, RoleLora, adapter_parameters, role_lora
+from verlfit.plan.memory import PlanRequest, adapter_parameters, role_lora
 
 # ======================================================================================
 # Fitted factors: written by `python benchmarks/calibrate_time.py --fit --write-factors` (reproducible: the script
@@ -412,7 +412,8 @@ def _pass_work(
     columns: float,
     response: float | None = None,
     adapter: tuple[int, int] = (0, 0),
-    upcast_base: bool = False,
+    *,
+    upcast_base: bool,
 ) -> PhaseWork:
     """Forward (``train=False``) or training pass over all per-GPU responses in micro-batches of ``micro``, each
     sequence ``columns`` wide with ``response`` response columns (default ``max_response_length``). ``lora``: the
@@ -561,9 +562,7 @@ def rollout_prompt_columns(request: PlanRequest, inputs: TimeInputs) -> float:
     return float(min(GSM8K_ROLLOUT_PROMPT_TOKENS, request.prompt_window))  # never more than the data's longest prompt
 
 
-def generation_work(
-    request: PlanRequest, inputs: TimeInputs, adapter: tuple[int, int] = (0, 0), upcast_base: bool = False
-) -> PhaseWork:
+def generation_work(request: PlanRequest, inputs: TimeInputs, adapter: tuple[int, int], upcast_base: bool) -> PhaseWork:
     """Prefill and decode work of one step's HF rollout, per GPU; ``adapter``: the actor's LoRA
     (:func:`verlfit.plan.memory.lora_adapter_work`), run in the prefill and every decode step; ``upcast_base``: the
     actor's frozen 16-bit base is cast to compute (:class:`verlfit.plan.memory.RoleLora`)."""
@@ -704,8 +703,10 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
         actor_move + optimizer,
     )
     if inputs.save_freq and inputs.save_freq > 0:
-        saved = _saved_bytes(shape.actor_parameters, actor_lora) + (
-            _saved_bytes(shape.critic_parameters, critic_lora_geometry) if request.has_critic else 0
+        saved = _saved_bytes(shape.actor_parameters, actor_lora.rank, actor_lora.parameters) + (
+            _saved_bytes(shape.critic_parameters, critic_lora_geometry.rank, critic_lora_geometry.parameters)
+            if request.has_critic
+            else 0
         )
         work["save_checkpoint"] = PhaseWork(save_bytes=saved / request.gpus / inputs.save_freq)
     return work
@@ -723,17 +724,16 @@ def checkpoint_bytes(request: PlanRequest, role: str, rank: int | None = None) -
     shape = request.shape
     params = shape.actor_parameters if role == "actor" else shape.critic_parameters
     rank = request.lora_rank_of(role) if rank is None else rank
+    adapter = adapter_parameters(shape, role, rank, request.lora_target_modules) if rank > 0 else 0
+    return _saved_bytes(params, rank, adapter)
+
+
+def _saved_bytes(params: int, rank: int, adapter: int) -> int:
+    """:func:`checkpoint_bytes` of a role of ``params`` parameters at LoRA ``rank`` (0: fully trained) whose adapters
+    add ``adapter`` parameters."""
     if rank <= 0:
         return SAVE_BYTES_PER_PARAM * params
-    adapter = adapter_parameters(shape, role, rank, request.lora_target_modules)
     return WEIGHT_BYTES_PER_PARAM * (params + adapter) + ADAM_STATE_BYTES_PER_PARAM * adapter
-
-
-def _saved_bytes(params: int, lora: RoleLora) -> int:
-    """:func:`checkpoint_bytes` of a role of ``params`` parameters whose LoRA geometry is ``lora``."""
-    if lora.rank <= 0:
-        return SAVE_BYTES_PER_PARAM * params
-    return WEIGHT_BYTES_PER_PARAM * (params + lora.parameters) + ADAM_STATE_BYTES_PER_PARAM * lora.parameters
 
 
 # --------------------------------------------------------------------------------------
