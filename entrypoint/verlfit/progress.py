@@ -345,6 +345,11 @@ class StepWatcher:
         if self.total_steps is None and self.parser.total_steps is not None:
             self.total_steps = self.parser.total_steps
         for record in records:
+            self.last_step = record["step"]
+            if is_training_record(record):
+                self.step_times.append(record["timing_s/step"])
+                self.last_training = record
+            step_line = format_step_line(record, self.total_steps, self.eta_seconds())
             if self.metrics_error is None:
                 try:
                     self._writer.write({**record, "time": self.clock()})
@@ -356,11 +361,7 @@ class StepWatcher:
                         error,
                         f"the records of step {record['step']} on are not in it; the steps still show here",
                     )
-            self.last_step = record["step"]
-            if is_training_record(record):
-                self.step_times.append(record["timing_s/step"])
-                self.last_training = record
-            self._echo(format_step_line(record, self.total_steps, self.eta_seconds()))
+            self._echo(step_line)
             if self.stall is not None:
                 self._echo(
                     f"verlfit: step {record['step']} finished after {format_duration(now - self._progress_at)} "
