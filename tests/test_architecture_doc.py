@@ -21,7 +21,7 @@ The names of each row's key-API cell (its third) are read by one rule. A backtic
 
 Two more rules cover the whole document and the rows' calls. A dotted span anywhere in it (``verlfit.`` left off)
 whose first parts name a module of the package names a top-level name of that module, as above (the prose's
-``train.preflight.run_blocking_checks``, the keys table's ``patch_switches.forced_switches``). A key-API span written as a
+``train.preflight.checkpoint_space_warning``, the keys table's ``patch_switches.forced_switches``). A key-API span written as a
 call, ``NAME(a, b=None)``, of a function or class its row's module defines lists the first parameters of that
 function (of a class: its ``__init__``'s, else its fields), in order; a call whose arguments are not all identifiers
 (``prepare(...)``, ``parse_reward_function("FILE[:NAME]")``) shows a value, not the parameters, and is skipped.

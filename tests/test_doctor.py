@@ -234,9 +234,10 @@ def test_train_refuses_a_small_dev_shm(world, monkeypatch):
 
     monkeypatch.setattr(readiness, "_statvfs_free", lambda path: 64 * 2**20)
     monkeypatch.setattr(readiness, "available_memory_bytes", lambda: 64 * GIB)
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={}, overrides=[], data_keys=DataKeys())
+    monkeypatch.setattr("verlfit.checks.stack.require", lambda command: None)  # the Python stack is not what is tested
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(resume=None, run_dir=str(world.tmp / "run"), data_dir=str(world.data), model=str(world.model), rollout="hf", attention="sdpa"), environment={}, overrides=[], data_keys=DataKeys())
     with pytest.raises(VerlfitError) as raised:
-        preflight.run_blocking_checks(plan)
+        preflight.start_run(plan)  # the doctor's blocking checks, before anything is prepared
     assert "  FAIL shm: /dev/shm has 64 MiB free (Docker's default /dev/shm is 64 MiB)" in raised.value.message
     assert "fix: give the container 11 GiB of shared memory: compose.yaml's shm_size: 11gb, or docker run --shm-size=11g" in raised.value.message
 
@@ -568,16 +569,17 @@ def test_a_model_without_tokenizer_fails(world):
     assert (result.status, result.message) == ("FAIL", f"{world.model} has no tokenizer: AutoTokenizer needs tokenizer.json, or vocab.json + merges.txt, or tokenizer.model (or vocab.txt)")
 
 
-def test_train_refuses_the_directory_the_doctor_fails(world):
+def test_train_refuses_the_directory_the_doctor_fails(world, monkeypatch):
     from verlfit.data_folder import DataKeys
     from verlfit.train import preflight
 
     only_config = world.tmp / "only-config"
     only_config.mkdir()
     shutil.copy(world.model / "config.json", only_config / "config.json")
-    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={}, overrides=[], data_keys=DataKeys())
+    monkeypatch.setattr("verlfit.checks.stack.require", lambda command: None)  # the Python stack is not what is tested
+    plan = SimpleNamespace(profile_name="p40", settings=SimpleNamespace(resume=None, run_dir=str(world.tmp / "run"), data_dir=str(world.data), model=str(only_config), rollout="hf", attention="sdpa"), environment={}, overrides=[], data_keys=DataKeys())
     with pytest.raises(VerlfitError) as raised:
-        preflight.run_blocking_checks(plan)
+        preflight.start_run(plan)  # the doctor's blocking checks, before anything is prepared
     assert f"  FAIL model: {only_config} has no weights: neither model.safetensors" in raised.value.message
 
 

@@ -1,7 +1,8 @@
 """What ``verlfit train`` checks and prepares before it launches (:func:`start_run`, the run directory created or
-the resume recorded last): the doctor's blocking checks (:func:`run_blocking_checks`), the run's data and reward
-(:func:`verlfit.train.inputs.check_run_data`: prepared when missing, at least one batch, the reward on every row),
-and a warning when the disk cannot hold the checkpoints kept (:func:`checkpoint_space_warning`).
+the resume recorded last): the doctor's blocking checks (:func:`verlfit.checks.readiness.blocking_checks`, any FAIL
+the launch's error), the run's data and reward (:func:`verlfit.train.inputs.check_run_data`: prepared when missing,
+at least one batch, the reward on every row), and a warning when the disk cannot hold the checkpoints kept
+(:func:`checkpoint_space_warning`).
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
     """Make ``plan`` ready to launch and return its run directory. A resume: recorded in its ``run.json``
     (:func:`verlfit.train.run_directory.record_resume`), the disk checked for the checkpoints it keeps. A new run, each
     step before the next so nothing is written for a run that cannot start: the Python stack
-    (:func:`verlfit.checks.stack.require`), the run directory's place, the doctor's blocking checks (unless
-    ``skip_checks``), the data prepared and sized, the reward checked on every row, the overrides validated against
-    verl's config (``validate``; its composed ``config.yaml`` recorded), the disk checked, the notes printed, then the
-    run directory created whole (:func:`verlfit.train.run_directory.create_run_directory`).
+    (:func:`verlfit.checks.stack.require`), the run directory's place, the doctor's fast blocking checks (unless
+    ``skip_checks``; :func:`verlfit.checks.readiness.blocking_checks`, among them the engines check of the plan's
+    rollout and attention, after ``--rollout`` / ``--attention``: a hopeless launch stops in seconds), the data
+    prepared and sized, the reward checked on every row, the overrides validated against verl's config (``validate``;
+    its composed ``config.yaml`` recorded), the disk checked, the notes printed, then the run directory created whole
+    (:func:`verlfit.train.run_directory.create_run_directory`).
 
     Raises:
-        VerlfitError: a check that fails, with its fix (nothing written then).
+        VerlfitError: a check that fails, with its fix (nothing written then); the blocking checks' FAILs as one
+            error, ``"pre-flight checks failed:"`` then ``"  FAIL name: message"`` and its fix under each.
     """
     from verlfit.train.run_directory import check_run_directory, create_run_directory, record_resume
 
@@ -34,16 +38,34 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
         if warning:
             print(f"verlfit: {warning}")
         return run_dir
+    from verlfit.checks.readiness import blocking_checks
     from verlfit.checks.stack import require
     from verlfit.overrides import validate_overrides
     from verlfit.train.inputs import check_run_data
 
+    settings = plan.settings
     require("train")  # the same words as export and eval
-    check_run_directory(plan.settings.run_dir)  # before anything is prepared: where the run may not go is said first
-    if not skip_checks:
-        run_blocking_checks(plan)
+    check_run_directory(settings.run_dir)  # before anything is prepared: where the run may not go is said first
+    if not skip_checks:  # the doctor's fast blocking checks: a hopeless launch stops in seconds
+        failures = blocking_checks(
+            profile_name=plan.profile_name,
+            data_dir=settings.data_dir,
+            model=settings.model,
+            environment=plan.environment,
+            rollout=settings.rollout,
+            attention=settings.attention,
+            data_keys=plan.data_keys,
+        )
+        if failures:
+            raise VerlfitError(
+                "pre-flight checks failed:\n"
+                + "\n".join(
+                    f"  FAIL {f.name}: {f.message}" + (f"\n       fix: {f.fix}" if f.fix else "") for f in failures
+                ),
+                fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway",
+            )
     # the data prepared where missing, at least a batch of it, the reward on every row
-    plan.notes.append(check_run_data(plan.settings, plan.data_keys, plan.reward_function, prepare=True))
+    plan.notes.append(check_run_data(settings, plan.data_keys, plan.reward_function, prepare=True))
     config_yaml = None
     if validate:
         from omegaconf import OmegaConf
@@ -57,32 +79,6 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
     run_dir = create_run_directory(plan, config_yaml)
     print(f"verlfit: run directory {run_dir}")
     return run_dir
-
-
-def run_blocking_checks(plan: LaunchPlan) -> None:
-    """Run the doctor's fast blocking checks (:func:`verlfit.checks.readiness.blocking_checks`: among them the engines
-    check of the plan's rollout and attention, after ``--rollout`` / ``--attention``); raise on any FAIL so a hopeless
-    launch stops in seconds."""
-    from verlfit.checks.readiness import blocking_checks
-
-    settings = plan.settings
-    failures = blocking_checks(
-        profile_name=plan.profile_name,
-        data_dir=settings.data_dir,
-        model=settings.model,
-        environment=plan.environment,
-        rollout=settings.rollout,
-        attention=settings.attention,
-        data_keys=plan.data_keys,
-    )
-    if failures:
-        raise VerlfitError(
-            "pre-flight checks failed:\n"
-            + "\n".join(
-                f"  FAIL {f.name}: {f.message}" + (f"\n       fix: {f.fix}" if f.fix else "") for f in failures
-            ),
-            fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway",
-        )
 
 
 def checkpoint_space_warning(
