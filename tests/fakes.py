@@ -156,7 +156,9 @@ def fake_verl_plan(tmp_path, script):
     from verlfit.train.launch_plan import LaunchPlan
 
     settings = TrainSettings(run_dir=str(tmp_path / "run"), steps=3)
-    return LaunchPlan(settings, "p40", "fake", {"VLLM_DTYPE": "float32"}, [], [sys.executable, "-c", script], [])
+    return LaunchPlan(
+        settings, "p40", "fake", {"VLLM_DTYPE": "float32"}, [], [sys.executable, "-c", script], [], total_steps=settings.steps
+    )
 
 
 # verl 0.4.1's console line for step {n} (a stand-in verl script prints it with .format(n=...))

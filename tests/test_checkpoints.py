@@ -136,7 +136,7 @@ def stand_in_plan(run_dir: Path, start: int, end: int, keep: int, kill: bool = F
     settings = TrainSettings(run_dir=str(run_dir), steps=500, save_freq=50, keep_checkpoints=keep, resume=start > 0)
     command = [sys.executable, str(HERE / "stand_in_verl_saves.py"), str(run_dir), "--start", str(start), "--end", str(end),
                "--last", "500", "--save-freq", "50", "--keep", str(keep)] + (["--kill"] if kill else [])
-    return LaunchPlan(settings, "p40", "fake", {}, [], command, [], resume_step=start if start > 0 else None)
+    return LaunchPlan(settings, "p40", "fake", {}, [], command, [], total_steps=settings.steps, resume_step=start if start > 0 else None)
 
 
 def test_the_soak_through_launch_keeps_the_newest_two(tmp_path):

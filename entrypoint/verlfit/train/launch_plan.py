@@ -31,8 +31,9 @@ class LaunchPlan:
     reward_function: RewardFunction | None = None
     # the columns verl reads the prompt and the reward's key from (data.prompt_key, data.reward_fn_key), read once
     data_keys: DataKeys = dataclasses.field(default_factory=DataKeys)
-    # the training steps the run will take (:func:`total_steps` of ``settings``, computed once when the plan is built);
-    # None: not known (a run sized by --epochs whose train.parquet cannot be read yet)
+    # the training steps the run will take (:func:`total_steps` of ``settings``, computed when the plan is built, and
+    # for a new run again by :func:`verlfit.train.preflight.start_run` once its data is prepared); None: not known (a
+    # run sized by --epochs whose train.parquet cannot be read yet)
     total_steps: int | None = None
     # the estimated seconds of one training step before the first step is timed; None: no estimate
     estimated_step_seconds: float | None = None

@@ -66,6 +66,9 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
             )
     # the data prepared where missing, at least a batch of it, the reward on every row
     plan.notes.append(check_run_data(settings, plan.data_keys, plan.reward_function, prepare=True))
+    # counted again now that the data is there (an --epochs run's train.parquet may have been prepared just now): the
+    # total the disk check below and the launch's progress display read from the plan
+    plan.total_steps = total_steps(settings)
     config_yaml = None
     if validate:
         from omegaconf import OmegaConf
@@ -90,9 +93,9 @@ def checkpoint_space_warning(
     One checkpoint is :func:`verlfit.failure.checkpoint_bytes` of the run's plan request; the run holds
     :func:`verlfit.checks.disk.checkpoints_held` of them (``--keep-checkpoints`` K: K at the peak, since verl deletes
     the oldest before writing the next; never more than the saves this session makes: one every ``--save-freq`` steps
-    and one at the last step, ``ray_trainer.py:1158-1160``). ``resumed_from``: the checkpoint step a resume
-    continues from (the saves counted start after it; the checkpoints already there are pruned by verlfit as new ones
-    complete, so counting K more is generous: a resumed run holds at most K + 1 at once);
+    and one at the last step, ``ray_trainer.py:1158-1160``, of the plan's ``total_steps``). ``resumed_from``: the
+    checkpoint step a resume continues from (the saves counted start after it; the checkpoints already there are
+    pruned by verlfit as new ones complete, so counting K more is generous: a resumed run holds at most K + 1 at once);
     ``resume``: a ``--resume`` (its fix then names only what a resume can change:
     :func:`verlfit.checks.disk.checkpoint_space`).
     Always a WARN, even where ``verlfit doctor`` says FAIL (not even one fits): the run launches after it.
@@ -110,7 +113,7 @@ def checkpoint_space_warning(
         one = checkpoint_bytes(plan_request(plan))
     except (VerlfitError, OSError, ValueError):
         return None
-    total, start = total_steps(settings), resumed_from or 0
+    total, start = plan.total_steps, resumed_from or 0
     saves = (
         None
         if total is None

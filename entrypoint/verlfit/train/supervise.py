@@ -18,7 +18,7 @@ from pathlib import Path
 from verlfit.checkpoints import CheckpointKeeper, how_to_continue, latest_checkpoint, remove_cut_short
 from verlfit.errors import VerlfitError
 from verlfit.run_files import CHECKPOINTS_DIR, LOG_FILE
-from verlfit.train.launch_plan import LaunchPlan, plan_request, total_steps
+from verlfit.train.launch_plan import LaunchPlan, plan_request
 from verlfit.train.run_directory import record_outcome
 
 STALLED_STATUS = 124  # launch()'s status after --stall-timeout stopped verl (timeout(1)'s convention)
@@ -60,7 +60,7 @@ def launch(
     environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1", "VERLFIT_CONSOLE_FULL_PRECISION": "1"}
     watcher = StepWatcher(
         run_dir,
-        total_steps(plan.settings),
+        plan.total_steps,
         stream=stream,
         initial_step_seconds=plan.estimated_step_seconds,
         resume_step=plan.resume_step,
