@@ -110,8 +110,7 @@ def launch(
             if line:
                 watcher.feed(line)
             watcher.check_stall()
-            keeper.check()
-            if watcher.stop_requested:
+            if watcher.stop_requested:  # verl is stopped first; its checkpoints are settled after, by the final check
                 stall = watcher.stall
                 _stop(process, lines, watcher)
                 outcome = {
@@ -133,6 +132,7 @@ def launch(
                 next_step = how_to_continue(run_dir, plan.settings.save_freq)
                 print(f"verlfit: {next_step}", file=sys.stderr)
                 return STALLED_STATUS
+            keeper.check()
         status = process.wait()
         if status != 0 and not watcher.verbose:
             print("verlfit: the last lines verl printed:", file=sys.stderr)
