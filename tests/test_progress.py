@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from verlfit.metrics import read_metrics
+from verlfit.metrics import MetricsWriter, read_metrics
 from verlfit.progress import StepWatcher, format_duration, format_step_line
 
 LOGS = Path(__file__).parent / "data" / "verl_logs"
@@ -19,7 +19,7 @@ def log_lines(name):
 def watch(run_dir, name, **kwargs):
     out = io.StringIO()
     ticks = iter(range(1000, 2000))
-    with StepWatcher(run_dir, stream=out, clock=lambda: float(next(ticks)), **kwargs) as watcher:
+    with StepWatcher(run_dir, stream=out, clock=lambda: float(next(ticks)), metrics=MetricsWriter(run_dir), **kwargs) as watcher:
         for line in log_lines(name):
             watcher.feed(line)
     return watcher, out.getvalue()
@@ -63,7 +63,7 @@ def test_full_log_and_metrics_file(tmp_path):
 
 
 def test_each_step_is_on_disk_before_the_next_line(tmp_path):
-    watcher = StepWatcher(tmp_path, stream=io.StringIO(), tty=False)
+    watcher = StepWatcher(tmp_path, stream=io.StringIO(), tty=False, metrics=MetricsWriter(tmp_path))
     seen = []
     for line in log_lines("ppo_p40_finished.log"):
         watcher.feed(line)
@@ -82,7 +82,7 @@ def test_resumed_run_appends(tmp_path):
 
 def test_bytes_and_verbose_echo(tmp_path):
     out = io.StringIO()
-    with StepWatcher(tmp_path, total_steps=3, stream=out, tty=False, verbose=True) as watcher:
+    with StepWatcher(tmp_path, total_steps=3, stream=out, tty=False, verbose=True, metrics=MetricsWriter(tmp_path)) as watcher:
         watcher.feed(b"\x1b[36m(TaskRunner pid=1)\x1b[0m Training from scratch\n")
         watcher.feed(b"(TaskRunner pid=1) step:1 - critic/score/mean:0.500 - timing_s/step:2.000 - perf/throughput:10.000\n")
     assert out.getvalue().splitlines() == [
@@ -94,7 +94,7 @@ def test_bytes_and_verbose_echo(tmp_path):
 
 def test_live_display_on_a_terminal(tmp_path):
     out = io.StringIO()
-    with StepWatcher(tmp_path, total_steps=10, stream=out, tty=True) as watcher:
+    with StepWatcher(tmp_path, total_steps=10, stream=out, tty=True, metrics=MetricsWriter(tmp_path)) as watcher:
         for line in log_lines("grpo_a10_interrupted.log"):
             watcher.feed(line)
     text = out.getvalue()
@@ -105,7 +105,7 @@ def test_live_display_on_a_terminal(tmp_path):
 
 
 def test_tty_detection_follows_the_stream(tmp_path):
-    assert StepWatcher(tmp_path, stream=io.StringIO()).tty is False
+    assert StepWatcher(tmp_path, stream=io.StringIO(), metrics=MetricsWriter(tmp_path)).tty is False
 
 
 def test_format_duration():
@@ -128,13 +128,13 @@ def test_the_step_line_shows_the_updates_fp16_loss_scaling_skipped_and_nothing_w
 
 
 def test_eta_starts_from_the_initial_estimate_until_a_step_is_done(tmp_path):
-    watcher = StepWatcher(tmp_path, total_steps=10, stream=io.StringIO(), tty=False, initial_step_seconds=12.5)
+    watcher = StepWatcher(tmp_path, total_steps=10, stream=io.StringIO(), tty=False, initial_step_seconds=12.5, metrics=MetricsWriter(tmp_path))
     assert watcher.eta_seconds() == 125.0
     watcher.step_times.append(20.0)
     watcher.last_step = 1
     assert watcher.eta_seconds() == 180.0
     watcher.close()
-    assert StepWatcher(tmp_path, total_steps=10, stream=io.StringIO(), tty=False).eta_seconds() is None
+    assert StepWatcher(tmp_path, total_steps=10, stream=io.StringIO(), tty=False, metrics=MetricsWriter(tmp_path)).eta_seconds() is None
 
 
 def test_a_resumed_run_records_each_step_once(tmp_path):
@@ -144,7 +144,7 @@ def test_a_resumed_run_records_each_step_once(tmp_path):
     watch(tmp_path, "ppo_resumed_first_session.log", tty=False)
     assert [r["step"] for r in read_metrics(tmp_path)] == [0, 1, 2, 3, 4, 5]
     ticks = iter(range(2000, 3000))
-    with StepWatcher(tmp_path, stream=io.StringIO(), tty=False, clock=lambda: float(next(ticks)), resume_step=4) as watcher:
+    with StepWatcher(tmp_path, stream=io.StringIO(), tty=False, clock=lambda: float(next(ticks)), resume_step=4, metrics=MetricsWriter(tmp_path, resume_step=4)) as watcher:
         assert [r["step"] for r in read_metrics(tmp_path)] == [0, 1, 2, 3, 4]  # step 5 dropped before verl starts again
         for line in log_lines("ppo_resumed_second_session.log"):
             watcher.feed(line)
@@ -171,7 +171,7 @@ class FakeClock:
 
 def stall_watcher(tmp_path, **kwargs):
     clock, out = FakeClock(), io.StringIO()
-    watcher = StepWatcher(tmp_path, total_steps=6, stream=out, tty=False, clock=lambda: 0.0, monotonic=clock, **kwargs)
+    watcher = StepWatcher(tmp_path, total_steps=6, stream=out, tty=False, clock=lambda: 0.0, monotonic=clock, metrics=MetricsWriter(tmp_path), **kwargs)
     return watcher, clock, out
 
 
@@ -261,7 +261,7 @@ def test_a_metrics_file_that_cannot_be_written_is_said_once_and_the_steps_still_
         raise OSError(errno.EACCES, "Permission denied")
 
     out = io.StringIO()
-    watcher = StepWatcher(tmp_path, total_steps=3, stream=out, tty=False)
+    watcher = StepWatcher(tmp_path, total_steps=3, stream=out, tty=False, metrics=MetricsWriter(tmp_path))
     monkeypatch.setattr(MetricsWriter, "write", refused)
     for n in (1, 2):
         watcher.feed(f"(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - timing_s/step:1.0 - perf/total_num_tokens:100 - perf/throughput:100.0\n")

@@ -10,7 +10,7 @@ import pytest
 
 from verlfit import cli, report
 from verlfit.errors import VerlfitError
-from verlfit.metrics import consolidate, read_metrics
+from verlfit.metrics import MetricsWriter, consolidate, read_metrics
 from verlfit.progress import StepWatcher
 from verlfit.report import build_figure, plot_data, read_run_metrics, summarize, write_report
 
@@ -22,7 +22,7 @@ PNGS = ["reward.png", "kl.png", "entropy.png", "response_length.png", "memory.pn
 def make_run(run_dir, log_name, run_json=None):
     """A run directory as verlfit train leaves it: train.log and metrics.jsonl from the watcher, run.json."""
     with open(LOGS / log_name, encoding="utf-8", newline="") as handle, \
-            StepWatcher(run_dir, stream=io.StringIO(), tty=False) as watcher:
+            StepWatcher(run_dir, stream=io.StringIO(), tty=False, metrics=MetricsWriter(run_dir)) as watcher:
         for line in handle.read().splitlines(keepends=True):
             watcher.feed(line)
     if run_json is not None:

@@ -39,9 +39,9 @@ interrupted session finished after C are retrained and would be recorded twice. 
 
 * at the resume, before verl starts, :func:`drop_after_checkpoint` rewrites ``metrics.jsonl`` (temp file and rename)
   without the records of steps after C and without an earlier ``finished`` marker, so the file never holds a step
-  from the discarded segment (``verlfit train`` does this through the ``resume_step`` of its
-  :class:`MetricsWriter`, which :class:`verlfit.progress.StepWatcher` opens; ``train.log`` keeps every line of every
-  segment, so nothing read is lost);
+  from the discarded segment (``verlfit train`` does this through the ``resume_step`` of the
+  :class:`MetricsWriter` it opens for its :class:`verlfit.progress.StepWatcher`, :func:`verlfit.train.supervise.launch`;
+  ``train.log`` keeps every line of every segment, so nothing read is lost);
 * readers take :func:`consolidate`: a training record for step S replaces any earlier records of steps >= S (a
   file written before the first rule, or a log parsed whole, ``verlfit report`` on ``train.log``).
 

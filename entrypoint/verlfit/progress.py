@@ -3,7 +3,8 @@
 ``verlfit train`` runs ``python -m verl.trainer.main_ppo`` with stdout and stderr merged and hands every
 line to a :class:`StepWatcher`::
 
-    with StepWatcher(run_dir, total_steps=run["total_steps"]) as watcher:
+    metrics = MetricsWriter(run_dir, resume_step)  # metrics.jsonl, a resume's records after its checkpoint dropped
+    with StepWatcher(run_dir, total_steps=run["total_steps"], metrics=metrics) as watcher:
         for line in process.stdout:          # text mode, or bytes: both are accepted
             watcher.feed(line)
     # watcher.last_step, watcher.finished, watcher.tail_lines for the exit message
@@ -11,8 +12,9 @@ line to a :class:`StepWatcher`::
 The watcher
 
 * appends every line to the full log ``run_dir/train.log`` (flushed line by line);
-* turns verl's step lines into records appended to ``run_dir/metrics.jsonl`` (fsync-ed each, see
-  :mod:`verlfit.metrics`), each with ``time`` (Unix seconds) added;
+* turns verl's step lines into records appended to ``run_dir/metrics.jsonl`` through the
+  :class:`verlfit.metrics.MetricsWriter` it is handed (fsync-ed each, see :mod:`verlfit.metrics`), each with ``time``
+  (Unix seconds) added;
 * shows step / total, step time, tokens per second, ETA, reward mean (``critic/score/mean``), KL
   (``actor/kl_loss``, else ``actor/reward_kl_penalty``, else ``actor/ppo_kl``), peak memory, and the
   validation score when there is one, and the updates fp16 loss scaling skipped in the step when there are any
@@ -25,8 +27,8 @@ ETA = mean ``timing_s/step`` of the steps finished since the watcher started x s
 the time model's estimate, ``initial_step_seconds``, when ``verlfit train`` could make one).
 
 A resumed run (``resume_step``: the checkpoint verl continues from) first drops the records after that step from
-``metrics.jsonl`` (its :class:`verlfit.metrics.MetricsWriter` does, :func:`verlfit.metrics.drop_after_checkpoint`):
-verl trains those steps again, so each step ends up recorded once.
+``metrics.jsonl``: the :class:`verlfit.metrics.MetricsWriter` opened for it does, before the watcher is made
+(:func:`verlfit.metrics.drop_after_checkpoint`): verl trains those steps again, so each step ends up recorded once.
 
 **Stalls.** :meth:`StepWatcher.check_stall`, called every few seconds by ``verlfit train`` whether or not verl
 printed anything, reports a stall when no step (or validation record) has finished for longer than the limit:
@@ -232,12 +234,15 @@ class StepWatcher:
         clock: wall-clock source for the records' ``time`` (tests pass a fake).
         initial_step_seconds: an estimated step time (``verlfit.plan.time``) the ETA uses until a step is done,
             and the stall limit too.
-        resume_step: the checkpoint step a resumed verl run continues from: records after it are dropped from
-            ``metrics.jsonl`` first (by its :class:`verlfit.metrics.MetricsWriter`). None: a new run.
+        resume_step: the checkpoint step a resumed verl run continues from (the stall message's step in progress
+            counts from it). None: a new run.
         stall_timeout: seconds without a finished step after which verl is to be stopped (``--stall-timeout``),
             plus :data:`STARTUP_ALLOWANCE_S` before the first record; None or 0: the derived limit, and a stall is
             only reported.
         monotonic: the clock of the stall limit, in seconds (tests pass a fake).
+        metrics: where the records go: ``run_dir/metrics.jsonl`` opened by its caller
+            (``MetricsWriter(run_dir, resume_step)``: a resume's records after its checkpoint dropped first); the
+            watcher writes it and closes it (:meth:`close`).
 
     Attributes:
         last_step: step of the last record, or ``None`` before the first.
@@ -266,6 +271,8 @@ class StepWatcher:
         resume_step: int | None = None,
         stall_timeout: float | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        *,
+        metrics: MetricsWriter,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -294,7 +301,7 @@ class StepWatcher:
         self.stall: Stall | None = None
         self.stop_requested = False
         self._log = open(self.log_path, "a", encoding="utf-8", errors="replace", buffering=1)
-        self._writer = MetricsWriter(self.run_dir, resume_step)
+        self._writer = metrics
         self._live = None
         self._closed = False
         if self.tty:

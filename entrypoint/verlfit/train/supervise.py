@@ -53,11 +53,14 @@ def launch(
     import queue
     import threading
 
+    from verlfit.metrics import MetricsWriter
     from verlfit.progress import StepWatcher
 
     stream = stream or sys.stdout
     # VERLFIT_CONSOLE_FULL_PRECISION: patch 0008 prints exact metric values, so metrics.jsonl keeps them
     environment = {**os.environ, **plan.environment, "PYTHONUNBUFFERED": "1", "VERLFIT_CONSOLE_FULL_PRECISION": "1"}
+    # metrics.jsonl, opened first: a resume's records after its checkpoint are dropped before verl trains them again
+    metrics = MetricsWriter(run_dir, plan.resume_step)
     watcher = StepWatcher(
         run_dir,
         plan.total_steps,
@@ -65,6 +68,7 @@ def launch(
         initial_step_seconds=plan.estimated_step_seconds,
         resume_step=plan.resume_step,
         stall_timeout=stall_timeout,
+        metrics=metrics,
     )
     keeper = CheckpointKeeper(run_dir, plan.settings.keep_checkpoints, watcher.say)
     keeper.check(force=True)  # a resumed run: the checkpoints from before it, which verl will not prune
