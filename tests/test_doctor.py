@@ -819,7 +819,7 @@ class Launched(Exception):
 def train_without_engines(monkeypatch, tmp_path, capsys, argv):
     """``verlfit train --profile a10 ARGV`` on a fake H200 in a Python without vllm and flash_attn, the doctor's other
     blocking checks passing; returns (exit status, stderr, the checks that ran). Past the checks, train stops at
-    ensure_data (raising :class:`Launched`)."""
+    data_ready (raising :class:`Launched`)."""
     import importlib.util
 
     import verlfit.gpu
@@ -836,10 +836,10 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
     real_engines = readiness.CHECKS["engines"]
     monkeypatch.setitem(readiness.CHECKS, "engines", lambda ctx: ran.append("engines") or real_engines(ctx))
 
-    def launched(settings, folder=None):
+    def launched(settings, keys=None, prepare=True):
         raise Launched(settings.rollout, settings.attention)
 
-    monkeypatch.setattr(inputs, "ensure_data", launched)
+    monkeypatch.setattr(inputs, "data_ready", launched)
     monkeypatch.setattr(supervise.subprocess, "Popen", lambda *a, **kw: pytest.fail("verl was launched"))
     status = cli.main(["train", "--profile", "a10", "--plan", "off", "--no-validate", "--run-dir", str(tmp_path / "run"), *argv])
     assert not (tmp_path / "run").exists()

@@ -741,8 +741,7 @@ def test_a_cached_hub_tokenizer_loads_without_asking_the_hub(tmp_path, qwen_styl
 def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, tiny_qwen2_dir, capsys, layout):
     """`verlfit train --data DIR` with raw GSM8K in DIR: verl's files come from those rows, into DIR/verl, exactly as
     `prepare-gsm8k --input DIR --output DIR/verl` writes them (the hub is offline here: conftest)."""
-    from verlfit.data_folder import data_folder_state
-    from verlfit.train.inputs import ensure_data
+    from verlfit.train.inputs import data_ready
     from verlfit.commands.train import prepare_launch
 
     raw = tmp_path / "raw"
@@ -756,7 +755,7 @@ def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, ti
     plan = prepare_launch(args, environ={}, gpu=None)
     assert plan.settings.data_dir == str((raw / "verl").resolve())
     assert f"data.train_files={raw.resolve() / 'verl' / 'train.parquet'}" in plan.overrides
-    ensure_data(plan.settings, data_folder_state(plan.settings.data_dir, plan.data_keys))
+    data_ready(plan.settings, plan.data_keys, prepare=True)
     assert capsys.readouterr().out.startswith(f"verlfit: {raw.resolve() / 'verl'} has no train.parquet/test.parquet: preparing GSM8K first, from the raw files in {raw.resolve()}\nread {raw.resolve()}: train ")
     reference, _ = run_prepare(raw, tmp_path / "reference", tokenizer=tiny_qwen2_dir, max_prompt_length=512)
     for name in ("train.parquet", "test.parquet"):
@@ -764,7 +763,7 @@ def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, ti
     assert [row["extra_info"]["question"] for row in read_rows(raw / "verl" / "train.parquet")] == [row["extra_info"]["question"] for row in read_rows(tmp_path / "reference" / "train.parquet")]
     # a second launch finds them prepared
     assert prepare_launch(args, environ={}, gpu=None).settings.data_dir == plan.settings.data_dir
-    ensure_data(plan.settings, data_folder_state(plan.settings.data_dir, plan.data_keys))
+    data_ready(plan.settings, plan.data_keys, prepare=True)
     assert capsys.readouterr().out == ""
 
 

@@ -4,7 +4,7 @@ verlfit writes ``train.parquet`` / ``test.parquet`` (``prepare-gsm8k``, ``prepar
 prepares GSM8K) under the write policy of :mod:`verlfit.output_files`: the folder is built whole and switched in with
 the marker (:data:`verlfit.output_files.MARKER_NAME`) listing each file it wrote with its size and SHA-256, so a file
 the user replaced or added afterwards makes the folder the user's again. This module says what a data folder holds,
-for train and doctor.
+for train and doctor, and words train's refusal of a folder it may not prepare data into (:func:`data_folder_refusal`).
 
 States (:class:`FolderState`), from :func:`data_folder_state`:
 
@@ -32,6 +32,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from verlfit.errors import VerlfitError
 from verlfit.output_files import LEGACY_MARKER_NAME, MARKER_NAME, file_digest, read_marker, unchanged
 
 __all__ = ["file_digest", "MARKER_NAME"]  # file_digest: the one SHA-256 of a file (verlfit.output_files), used here too
@@ -251,3 +252,50 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
             )
         return FolderReport(path, FolderState.FOREIGN, entries, "; ".join(problems))
     return FolderReport(path, FolderState.FOREIGN, entries, why_not)
+
+
+def data_folder_refusal(report: FolderReport) -> VerlfitError:
+    """``verlfit train``'s refusal of a ``--data`` folder that holds files verlfit did not write and is not verl's
+    prepared data (a :class:`FolderReport` from :func:`data_folder_state` that is neither ``prepared`` nor
+    ``writable``): it prepares nothing there (exit status 2). The fix names what is missing: a split file, or verl's
+    columns. The doctor's ``data`` check words its FAIL the same (:func:`verlfit.checks.data_folder.check_data_folder`).
+    """
+    data = report.path
+    if report.state is FolderState.NOT_A_FOLDER:
+        return VerlfitError(
+            f"--data {data} {report.reason.removeprefix('it ')}",
+            fix="pass --data the folder holding train.parquet and test.parquet",
+            exit_code=2,
+        )
+    missing = [name for name in SPLIT_FILES if name not in report.entries]
+    shown = ", ".join(report.entries[:8]) + (f" and {len(report.entries) - 8} more" if len(report.entries) > 8 else "")
+    if missing and len(missing) < len(SPLIT_FILES):
+        have = next(name for name in SPLIT_FILES if name not in missing)
+        fix = (
+            f"add {missing[0]} (verl {'validates on' if missing[0] == 'test.parquet' else 'trains on'} it) next to "
+            f"{have} in {data}, or point --data at a folder holding both train.parquet and test.parquet (verlfit "
+            "prepare-data --output NEW_FOLDER makes them from your own files)"
+        )
+    elif missing:
+        fix = (
+            "point --data at a folder holding train.parquet and test.parquet (verlfit prepare-data --output "
+            "NEW_FOLDER makes them from your own files), or at a new folder for verlfit to prepare GSM8K into"
+        )
+    elif "lacks" not in report.reason and "does not read as parquet" in report.reason:
+        fix = (
+            "write them again (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or replace "
+            "the file that does not read with a whole copy"
+        )
+    else:
+        fix = (
+            "give them the columns verl reads (verlfit prepare-data --output NEW_FOLDER makes them from your own "
+            "files), or set data.prompt_key / data.reward_fn_key after -- to your columns"
+        )
+    return VerlfitError(
+        f"--data {data} holds files verlfit did not write ({shown}; {report.reason}) and no train.parquet and "
+        "test.parquet in verl's format: "
+        "verlfit train prepares GSM8K only into a folder that is absent, empty or holds data it prepared, so it "
+        "writes nothing there",
+        fix=fix,
+        exit_code=2,
+    )

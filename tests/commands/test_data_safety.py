@@ -95,7 +95,7 @@ def test_no_writing_command_loses_a_file_wherever_it_is_pointed(world, command, 
         return guard
 
     monkeypatch.setattr(train_command, "launch", would_run("train launched"))
-    monkeypatch.setattr(inputs, "ensure_data", would_run("train prepared data"))
+    monkeypatch.setattr(inputs, "data_ready", would_run("train prepared data"))
     monkeypatch.setattr(verlfit.checks.readiness, "blocking_checks", lambda **kwargs: [])
     facts = {"card": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2", "verl": "0.4.1", "patches": "-",
              "compute_capability": "9.0", "memory_gib": 140.4}

@@ -152,14 +152,13 @@ def test_the_run_directory_holds_a_copy_recorded_in_run_json_and_resume_reuses_i
 
 def test_train_refuses_a_data_folder_with_only_the_users_train_parquet_and_writes_nothing(tmp_path, capsys):
     from verlfit.commands.train import prepare_launch
-    from verlfit.data_folder import data_folder_state
-    from verlfit.train.inputs import ensure_data
+    from verlfit.train.inputs import data_ready
 
     data = own_data(tmp_path / "data", test=False)
     before = {path.name: path.read_bytes() for path in data.iterdir()}
     plan = prepare_launch(cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "run"), "--data", str(data)]), environ={}, gpu=None, detect_gpu=False)
     with pytest.raises(VerlfitError) as caught:
-        ensure_data(plan.settings, data_folder_state(plan.settings.data_dir, plan.data_keys))
+        data_ready(plan.settings, plan.data_keys, prepare=True)
     assert caught.value.exit_code == 2
     assert str(caught.value) == (
         f"--data {data.resolve()} holds files verlfit did not write (train.parquet; no verlfit marker) and no train.parquet and test.parquet in verl's format: "
@@ -171,21 +170,21 @@ def test_train_refuses_a_data_folder_with_only_the_users_train_parquet_and_write
 
 
 def test_train_refuses_a_folder_of_other_files_and_uses_verl_data_with_its_own_prompt_key(tmp_path, capsys):
-    from verlfit.data_folder import DataKeys, data_folder_state
+    from verlfit.data_folder import DataKeys
     from verlfit.overrides import TrainSettings
-    from verlfit.train.inputs import ensure_data
+    from verlfit.train.inputs import data_ready
 
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "questions.jsonl").write_text('{"q": "2+2?"}\n')
     with pytest.raises(VerlfitError, match=r"holds files verlfit did not write \(questions\.jsonl; no verlfit marker\).*\n  fix: point --data at a folder holding train\.parquet and test\.parquet"):
-        ensure_data(TrainSettings(data_dir=str(notes)), data_folder_state(notes, DataKeys()))
+        data_ready(TrainSettings(data_dir=str(notes)), DataKeys(), prepare=True)
     assert sorted(path.name for path in notes.iterdir()) == ["questions.jsonl"]
     question = own_data(tmp_path / "question", prompt_key="question")
     before = {path.name: path.read_bytes() for path in question.iterdir()}
     with pytest.raises(VerlfitError, match=r"train\.parquet lacks prompt; test\.parquet lacks prompt\) .*\n  fix: give them the columns verl reads"):
-        ensure_data(TrainSettings(data_dir=str(question)), data_folder_state(question, DataKeys()))
-    ensure_data(TrainSettings(data_dir=str(question)), data_folder_state(question, DataKeys(prompt_key="question")))  # verl's own data with its key: used as is
+        data_ready(TrainSettings(data_dir=str(question)), DataKeys(), prepare=True)
+    data_ready(TrainSettings(data_dir=str(question)), DataKeys(prompt_key="question"), prepare=True)  # verl's own data with its key: used as is
     assert capsys.readouterr().out == ""
     assert {path.name: path.read_bytes() for path in question.iterdir()} == before
 

@@ -10,56 +10,8 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from verlfit.checks.result import FAIL, PASS, WARN, CheckResult
-from verlfit.data_folder import DataKeys
-from verlfit.errors import VerlfitError
+from verlfit.data_folder import DataKeys, data_folder_refusal
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head, offline_variable, probe
-
-
-def data_folder_refusal(report) -> VerlfitError:
-    """``verlfit train``'s refusal of a ``--data`` folder that holds files verlfit did not write and is not verl's
-    prepared data (a :class:`verlfit.data_folder.FolderReport` that is neither ``prepared`` nor ``writable``): it
-    prepares nothing there. The fix names what is missing: a split file, or verl's columns."""
-    from verlfit.data_folder import SPLIT_FILES, FolderState
-
-    data = report.path
-    if report.state is FolderState.NOT_A_FOLDER:
-        return VerlfitError(
-            f"--data {data} {report.reason.removeprefix('it ')}",
-            fix="pass --data the folder holding train.parquet and test.parquet",
-            exit_code=2,
-        )
-    missing = [name for name in SPLIT_FILES if name not in report.entries]
-    shown = ", ".join(report.entries[:8]) + (f" and {len(report.entries) - 8} more" if len(report.entries) > 8 else "")
-    if missing and len(missing) < len(SPLIT_FILES):
-        have = next(name for name in SPLIT_FILES if name not in missing)
-        fix = (
-            f"add {missing[0]} (verl {'validates on' if missing[0] == 'test.parquet' else 'trains on'} it) next to "
-            f"{have} in {data}, or point --data at a folder holding both train.parquet and test.parquet (verlfit "
-            "prepare-data --output NEW_FOLDER makes them from your own files)"
-        )
-    elif missing:
-        fix = (
-            "point --data at a folder holding train.parquet and test.parquet (verlfit prepare-data --output "
-            "NEW_FOLDER makes them from your own files), or at a new folder for verlfit to prepare GSM8K into"
-        )
-    elif "lacks" not in report.reason and "does not read as parquet" in report.reason:
-        fix = (
-            "write them again (verlfit prepare-data --output NEW_FOLDER makes them from your own files), or replace "
-            "the file that does not read with a whole copy"
-        )
-    else:
-        fix = (
-            "give them the columns verl reads (verlfit prepare-data --output NEW_FOLDER makes them from your own "
-            "files), or set data.prompt_key / data.reward_fn_key after -- to your columns"
-        )
-    return VerlfitError(
-        f"--data {data} holds files verlfit did not write ({shown}; {report.reason}) and no train.parquet and "
-        "test.parquet in verl's format: "
-        "verlfit train prepares GSM8K only into a folder that is absent, empty or holds data it prepared, so it "
-        "writes nothing there",
-        fix=fix,
-        exit_code=2,
-    )
 
 
 def datasets_cache_folder(dataset_id: str) -> str | None:
@@ -85,7 +37,7 @@ def check_data_folder(
     train`` can prepare them into an absent or empty folder (from raw GSM8K files in ``data_dir``
     (:func:`verlfit.gsm8k.training_data`), the datasets cache or the hub); FAIL with the fix otherwise. A folder
     holding the user's files (:func:`verlfit.data_folder.data_folder_state`: neither prepared nor writable) is a FAIL
-    whose fix never prepares data over them (:func:`data_folder_refusal`).
+    whose fix never prepares data over them (:func:`verlfit.data_folder.data_folder_refusal`).
 
     ``environ``: the environment (HF_ENDPOINT, the offline variables); ``timeout`` (s) and ``head``: the one hub
     HEAD request (:func:`verlfit.hub.probe`); ``dataset_cache_lookup``: where ``datasets`` keeps a loaded hub dataset

@@ -1,7 +1,7 @@
 """The run's data and reward, checked the same way by the dry run and by the launch (:func:`check_run_data`): the
-data folder's state read once here (:func:`verlfit.data_folder.data_folder_state`), GSM8K prepared where it is missing
-and the launch may write it (:func:`ensure_data`), at least one batch of training rows (:func:`check_data_size`), and
-the reward on every training and test row (the run's function, or verl's scorer for every ``data_source``).
+data folder's state read once (:func:`data_ready`: :func:`verlfit.data_folder.data_folder_state`), GSM8K prepared where
+it is missing and the launch may write it, at least one batch of training rows (:func:`check_data_size`), and the
+reward on every training and test row (the run's function, or verl's scorer for every ``data_source``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from verlfit import gsm8k
-from verlfit.data_folder import DataKeys, FolderReport, data_folder_state
+from verlfit.data_folder import DataKeys, data_folder_refusal, data_folder_state
 from verlfit.errors import VerlfitError
 from verlfit.overrides import TrainSettings
 from verlfit.reward_function import RewardFunction, check_reward_function, check_verl_scores, describe_scores
@@ -21,13 +21,12 @@ def check_run_data(
     """Check the run's data folder (``settings.data_dir``) and its reward on it, as the launch does before it starts;
     return the note that says how the reward was checked (None: nothing to say).
 
-    The folder's state is read once here (:func:`verlfit.data_folder.data_folder_state` under the run's ``keys``) and
-    handed on. ``prepare`` (the launch): GSM8K is prepared first where the folder holds no prepared data
-    (:func:`ensure_data`), then the training rows are counted (:func:`check_data_size`) and the reward is called on
-    every row of ``train.parquet`` and ``test.parquet`` (verl validates on the test split with the same reward),
-    whatever the folder held. Without ``prepare`` (the dry run) nothing is written: the rows are counted where
-    ``train.parquet`` is there, and the reward is checked once the data is prepared (the note then says it will be;
-    None without a reward function).
+    First the folder (:func:`data_ready`, its state read once under the run's ``keys``). ``prepare`` (the launch):
+    GSM8K is prepared first where the folder holds no prepared data, then the training rows are counted
+    (:func:`check_data_size`) and the reward is called on every row of ``train.parquet`` and ``test.parquet`` (verl
+    validates on the test split with the same reward), whatever the folder held. Without ``prepare`` (the dry run)
+    nothing is written: the rows are counted where ``train.parquet`` is there, and the reward is checked once the
+    data is prepared (the note then says it will be; None without a reward function).
 
     The reward: ``reward``'s function (:func:`verlfit.reward_function.check_reward_function`, each call within
     :data:`verlfit.reward_function.CALL_TIME_LIMIT_S`), or without one verl's ``default_compute_score`` for every
@@ -35,17 +34,15 @@ def check_run_data(
     (:func:`verlfit.reward_function.describe_scores`).
 
     Raises:
-        VerlfitError: exit status 2: a folder of the user's files (``prepare`` only, :func:`ensure_data`), a
+        VerlfitError: exit status 2: a folder of the user's files (``prepare`` only, :func:`data_ready`), a
             ``train.parquet`` that does not read or holds less than a batch; a reward that fails on a row (naming the
             file, the function, the split and the row), or data sources verl cannot score (the fix:
             ``--reward-function``).
     """
-    folder = data_folder_state(settings.data_dir, keys)
-    if prepare:
-        ensure_data(settings, folder)
+    prepared = data_ready(settings, keys, prepare)
     if prepare or (Path(settings.data_dir) / "train.parquet").is_file():
         check_data_size(settings)
-    if not (prepare or folder.prepared):
+    if not prepared:
         if reward is None:
             return None
         return (
@@ -63,6 +60,39 @@ def check_run_data(
         f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (called on every row:"
         f" {describe_scores(scored)})"
     )
+
+
+def data_ready(settings: TrainSettings, keys: DataKeys, prepare: bool) -> bool:
+    """Whether ``settings.data_dir`` holds verl's prepared files for the run: its state read once
+    (:func:`verlfit.data_folder.data_folder_state` under the run's data keys, ``data.prompt_key`` /
+    ``data.reward_fn_key``, :attr:`verlfit.train.launch_plan.LaunchPlan.data_keys`): verlfit's, or verl's format by
+    anyone (used as it is).
+
+    ``prepare`` (the launch): where it holds no prepared data, GSM8K is prepared into it first (then True), and only
+    where that loses nothing: a folder that is absent, empty or holds data verlfit wrote; from the raw GSM8K files of
+    ``--data`` when it holds some (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`),
+    else from the hub. Without ``prepare`` (the dry run) nothing is written.
+
+    Raises:
+        VerlfitError: exit status 2 (``prepare`` only), writing nothing, when ``settings.data_dir`` holds the user's
+            files (e.g. a train.parquet without test.parquet, or files that are not verl's): the fix names the missing
+            file, or asks for a folder with both (:func:`verlfit.data_folder.data_folder_refusal`).
+    """
+    folder = data_folder_state(settings.data_dir, keys)
+    if folder.prepared or not prepare:
+        return folder.prepared
+    if not folder.writable:
+        raise data_folder_refusal(folder)
+    data = Path(settings.data_dir)
+    _, source = gsm8k.training_data(data)
+    print(
+        f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first, from "
+        + (f"the raw files in {source}" if source is not None else "the hub")
+    )
+    gsm8k.prepare(
+        source=source, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length
+    )
+    return True
 
 
 def check_data_size(settings: TrainSettings) -> None:
@@ -98,33 +128,3 @@ def check_data_size(settings: TrainSettings) -> None:
             fix=f"use --batch-size {rows} or less, or more data",
             exit_code=2,
         )
-
-
-def ensure_data(settings: TrainSettings, folder: FolderReport) -> None:
-    """Prepare GSM8K into ``settings.data_dir`` when it holds no prepared data, and only where that loses nothing:
-    a folder that is absent, empty or holds data verlfit wrote (``folder``: its state,
-    :func:`verlfit.data_folder.data_folder_state` under the run's data keys, ``data.prompt_key`` /
-    ``data.reward_fn_key``, :attr:`verlfit.train.launch_plan.LaunchPlan.data_keys`); from the raw GSM8K files of
-    ``--data`` when it holds some (``settings.data_dir`` is then ``--data/verl``, :func:`verlfit.gsm8k.training_data`),
-    else from the hub. A folder with verl-format data (verlfit's or anyone's) is used as it is.
-
-    Raises:
-        VerlfitError: exit status 2, writing nothing, when ``settings.data_dir`` holds the user's files (e.g. a
-            train.parquet without test.parquet, or files that are not verl's): the fix names the missing file, or
-            asks for a folder with both.
-    """
-    from verlfit.checks.data_folder import data_folder_refusal
-
-    data = Path(settings.data_dir)
-    if folder.prepared:
-        return
-    if not folder.writable:
-        raise data_folder_refusal(folder)
-    _, source = gsm8k.training_data(data)
-    print(
-        f"verlfit: {data} has no train.parquet/test.parquet: preparing GSM8K first, from "
-        + (f"the raw files in {source}" if source is not None else "the hub")
-    )
-    gsm8k.prepare(
-        source=source, output_dir=data, tokenizer=settings.model, max_prompt_length=settings.max_prompt_length
-    )

@@ -1,6 +1,6 @@
 """``verlfit train --dry-run``'s rehearsal: what the real launch would say or refuse of the run's inputs, as notes
-(:func:`rehearse`): its run directory, the engines, its model folder (:func:`model_note`), its data folder
-(:func:`data_note`), one batch of data and its reward. Nothing is prepared or written.
+(:func:`rehearse`): its run directory, the engines, its model folder, its data folder, one batch of data and its
+reward. Nothing is prepared or written.
 """
 
 from __future__ import annotations
@@ -11,60 +11,27 @@ from pathlib import Path
 from verlfit.train.launch_plan import LaunchPlan
 
 
-def model_note(model: str, environ) -> str | None:
-    """What a real run would say of a local ``model`` folder before it launches, for the dry run to say: the ``model``
-    check's FAIL (:func:`verlfit.checks.model_folder.check_model_folder`: config.json, weights, tokenizer files) as
-    the refusal the run would make; None when it passes, and for a hub name (no network in a dry run: ``verlfit
-    doctor`` checks it)."""
-    from verlfit.checks.model_folder import check_model_folder
-    from verlfit.checks.result import FAIL
-
-    if not Path(model).is_dir():
-        return None
-    result = check_model_folder(model, environ)
-    if result.status != FAIL:
-        return None
-    return f"a real run would refuse its model: FAIL model: {result.message}" + (
-        f" (fix: {result.fix})" if result.fix else ""
-    )
-
-
-def data_note(data_dir: str, environ, keys=None) -> tuple[str | None, bool]:
-    """What a real run would do about its data before it launches, for the dry run to say (it prepares nothing), and
-    whether that refuses the user's data: ``(None, False)`` when verl's files are in ``data_dir`` (the dry run then
-    checks their size as the run does); else the ``data`` check a real launch runs
-    (:func:`verlfit.checks.data_folder.check_data_folder`, one HEAD request to the hub at most, none offline;
-    ``keys``: the run's data keys): its FAIL as the refusal the run would make, its WARN as the preparing it would
-    do. The flag is True for a FAIL of what the folder holds; False for a WARN, and for a FAIL of an absent or empty
-    folder, which says only that GSM8K cannot be fetched from this machine (no hub, no cache): a dry run is often
-    made on another machine than the run, so that stays a note."""
-    from verlfit.checks.data_folder import check_data_folder
-    from verlfit.checks.result import FAIL, PASS
-
-    from verlfit.data_folder import DataKeys
-
-    result = check_data_folder(data_dir, environ, keys=keys or DataKeys())
-    if result.status == PASS:
-        return None, False
-    if result.status == FAIL:
-        folder = Path(data_dir)
-        from_here_only = not folder.exists() or (folder.is_dir() and not any(folder.iterdir()))
-        return (
-            f"a real run would refuse its data: FAIL data: {result.message}"
-            + (f" (fix: {result.fix})" if result.fix else ""),
-            not from_here_only,
-        )
-    return f"a real run would first prepare its data: {result.message}", False
-
-
 def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
     """The dry run's checks of ``plan``: what the real launch would say or refuse, added to ``plan.notes``; returns
     the refusals (empty: the real launch would start), for the dry run's exit status 2.
 
-    A resume: nothing more (:func:`verlfit.train.run_directory.resume_plan` says what it removes). A new run: its run
-    directory (exists, or inside another run), the engines a real launch's checks ask for (unless ``skip_checks``),
-    its model folder and its data folder (:func:`model_note`, :func:`data_note`), then, as the launch checks them, one
-    batch of data and its reward on every row once the data is prepared (:func:`verlfit.train.inputs.check_run_data`).
+    A resume: nothing more (:func:`verlfit.train.run_directory.resume_plan` says what it removes). A new run, each
+    step said as a note in this order:
+
+    * its run directory: exists, or inside another run (a refusal);
+    * the engines a real launch's checks ask for (unless ``skip_checks``);
+    * a local model folder (unless ``skip_checks``; a hub name is not checked: no network in a dry run, ``verlfit
+      doctor`` checks it): the ``model`` check's FAIL
+      (:func:`verlfit.checks.model_folder.check_model_folder`: config.json, weights, tokenizer files) as the refusal
+      the run would make;
+    * its data folder: nothing when verl's files are there (the run's data check below counts them); else the ``data``
+      check a real launch runs (:func:`verlfit.checks.data_folder.check_data_folder` under the run's data keys, one
+      HEAD request to the hub at most, none offline): its FAIL as the refusal the run would make, its WARN as the
+      preparing it would do. A FAIL of an absent or empty folder says only that GSM8K cannot be fetched from this
+      machine (no hub, no cache), so it stays a note, not a refusal;
+    * then, as the launch checks them, one batch of data and its reward on every row once the data is prepared
+      (:func:`verlfit.train.inputs.check_run_data`).
+
     What depends on this machine (engines not installed here, GSM8K not reachable from here) stays a note: a dry run is
     often made on another machine than the run.
 
@@ -72,6 +39,10 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
         VerlfitError: exit status 2: a train.parquet that does not read or holds less than a batch, a reward that
             fails on a row (the refusals a real launch makes, as the dry run's failure).
     """
+    from verlfit.checks.data_folder import check_data_folder
+    from verlfit.checks.engines import missing_engine_packages
+    from verlfit.checks.model_folder import check_model_folder
+    from verlfit.checks.result import FAIL, PASS
     from verlfit.errors import VerlfitError
     from verlfit.train.inputs import check_run_data
     from verlfit.train.run_directory import check_run_directory
@@ -89,8 +60,6 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
         except VerlfitError as refusal:  # a run directory inside another run: a real run refuses it
             plan.notes.append(f"a real run would refuse --run-dir: {refusal.message} ({refusal.fix})")
             refusals.append(f"--run-dir {settings.run_dir}: {refusal.message}")
-    from verlfit.checks.engines import missing_engine_packages
-
     missing = missing_engine_packages(settings.rollout, settings.attention)
     if missing and not skip_checks:
         # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
@@ -98,17 +67,27 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
             f"this Python has no {' and no '.join(package for package, _, _ in missing)}: a real run would refuse it "
             f"(FAIL engines; {', '.join(option for _, _, option in missing)}, or the verlfit:a10 image)"
         )
-    # what the real run's checks would say
-    note = model_note(settings.model, os.environ) if not skip_checks else None
-    if note:
-        plan.notes.append(note)
-        refusals.append(f"model {settings.model}")
+    # what the real run's checks would say: the model check of a local folder, the data check
+    if not skip_checks and Path(settings.model).is_dir():
+        result = check_model_folder(settings.model, os.environ)
+        if result.status == FAIL:
+            plan.notes.append(
+                f"a real run would refuse its model: FAIL model: {result.message}"
+                + (f" (fix: {result.fix})" if result.fix else "")
+            )
+            refusals.append(f"model {settings.model}")
     keys = plan.data_keys
-    note, refused = data_note(settings.data_dir, os.environ, keys)
-    if note:
-        plan.notes.append(note)
-    if refused:
-        refusals.append(f"data {settings.data_dir}")
+    result = check_data_folder(settings.data_dir, os.environ, keys=keys)
+    if result.status == FAIL:
+        plan.notes.append(
+            f"a real run would refuse its data: FAIL data: {result.message}"
+            + (f" (fix: {result.fix})" if result.fix else "")
+        )
+        folder = Path(settings.data_dir)
+        if folder.exists() and not (folder.is_dir() and not any(folder.iterdir())):  # not just GSM8K missing here
+            refusals.append(f"data {settings.data_dir}")
+    elif result.status != PASS:
+        plan.notes.append(f"a real run would first prepare its data: {result.message}")
     # the batch and the reward the real launch checks, its refusals as the dry run's failure (exit 2): no plan
     # verdict for a run that cannot start; nothing is prepared
     note = check_run_data(settings, keys, plan.reward_function)
