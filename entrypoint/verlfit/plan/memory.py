@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
+from verlfit.resolved_run import CUDA_CONTEXT_BYTES
 
 GIB = 1024**3
 
@@ -159,12 +160,6 @@ SAMPLING_BYTES_PER_VOCAB = (
 # shows that reserved
 # memory climbs to any cap, so fit is judged by allocated + this headroom.
 ALLOCATOR_HEADROOM_BYTES = int(0.5 * GIB)
-# CUDA context and what the driver keeps back: usable = card - this when memory is detected.
-# derived: profiles/a10.yaml (~0.5 GiB context on a 22.5 GiB A10).
-CUDA_CONTEXT_BYTES = int(0.5 * GIB)
-# Kept back on a detected card for fragmentation, as profiles/p40.yaml's 22.5 GiB keeps 0.5 GiB of a
-# P40's ~23 GiB usable: so `train --emulate p40` on a big GPU plans within 0.4 GiB of a real P40.
-FRAGMENTATION_RESERVE_BYTES = int(0.5 * GIB)
 DEFAULT_MARGIN = 0.90
 
 # --- LoRA (verl 0.4.1 wraps actor and critic with PEFT get_peft_model, fsdp_workers.py:278-283, 945-956) -------
@@ -225,35 +220,6 @@ EXTRAPOLATED_NOTE = (
     "larger shapes measured (Qwen2.5-1.5B and 3B, Qwen3-1.7B, LoRA) peaked within +2.9% to +5.5% of it at "
     "the prompt columns they used (docs/benchmarks.md section 2.2)"
 )
-
-
-def usable_memory_bytes(gpu) -> int:
-    """Bytes one process may plan for on a detected ``verlfit.gpu.GpuInfo``.
-
-    The card's total (or free memory plus a CUDA context, when other processes use it) less the CUDA
-    context (:data:`CUDA_CONTEXT_BYTES`) and a fragmentation reserve (:data:`FRAGMENTATION_RESERVE_BYTES`).
-    A Tesla P40 (24451 MiB) gives 22.88 GiB.
-    """
-    return (
-        min(gpu.total_memory_bytes, gpu.free_memory_bytes + CUDA_CONTEXT_BYTES)
-        - CUDA_CONTEXT_BYTES
-        - FRAGMENTATION_RESERVE_BYTES
-    )
-
-
-def plan_memory(profile, gpu, limit_gib: float | None, emulate: str | None = None) -> tuple[int, str]:
-    """The usable memory per GPU, bytes, that the planner sizes a run for, and where it came from: the memory cap
-    (``limit_gib``: ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the
-    detected card's usable memory (:func:`usable_memory_bytes`; not under ``emulate``), else the
-    profile's card (``gpu_memory_gib``)."""
-    if limit_gib is not None:
-        return int(limit_gib * 1024**3), f"a cap of {limit_gib:g} GiB per worker"
-    if gpu is not None and not emulate:
-        return usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
-    return (
-        int(profile.gpu_memory_gib * 1024**3),
-        f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)",
-    )
 
 
 PHASES = ("rollout", "old_log_prob", "ref_log_prob", "values", "critic_update", "actor_update")
