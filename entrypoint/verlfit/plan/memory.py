@@ -1050,6 +1050,14 @@ def _resident_note(request: PlanRequest, st: _State, own: str) -> str:
     return "resident from other roles: " + ", ".join(parts) if parts else ""
 
 
+def root_unit_parameters(shape: ModelShape, critic: bool = False) -> int:
+    """Parameters FSDP keeps in the root unit when it wraps each decoder layer of ``shape`` on its own
+    (verl's default ``get_fsdp_wrap_policy``, ``verl/utils/fsdp_utils.py``): everything outside the layers
+    (embedding, final norm, and ``lm_head``, or with ``critic`` the critic's ``score``)."""
+    total = shape.critic_parameters if critic else shape.actor_parameters
+    return total - shape.num_layers * shape.layer_parameters
+
+
 def _actor_unit_params(request: PlanRequest) -> int:
     """Parameters of the actor's largest FSDP unit: the whole model with HF rollout (no wrap
     policy, fsdp_workers.py:305-308) unless LoRA is on (patch 0009), else the root (embedding, norm, lm_head) +
@@ -1058,12 +1066,12 @@ def _actor_unit_params(request: PlanRequest) -> int:
     if request.rollout == "hf" and request.lora_rank == 0:
         return s.actor_parameters
     # with LoRA, patch 0009 keeps verl's LoRA wrap policy for the HF rollout too: layers and adapters are units
-    return s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
+    return root_unit_parameters(s) + LAYERS_IN_FLIGHT * s.layer_parameters
 
 
 def _critic_unit_params(request: PlanRequest) -> int:
     s = request.shape
-    return s.root_unit_parameters(critic=True) + LAYERS_IN_FLIGHT * s.layer_parameters
+    return root_unit_parameters(s, critic=True) + LAYERS_IN_FLIGHT * s.layer_parameters
 
 
 def _compute_copy(request: PlanRequest, unit_params: int, role: str) -> int:
@@ -1202,7 +1210,7 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     # the ref worker's FSDP always offloads its parameters to CPU (fsdp_workers.py:319) and wraps
     # each layer. One GPU: every unit's GPU copy stays referenced after its forward (_ref_resident_bytes),
     # so the whole ref is there by the logits. Several GPUs: the root unit and the layers in flight only.
-    ref_unit = s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
+    ref_unit = root_unit_parameters(s) + LAYERS_IN_FLIGHT * s.layer_parameters
     ref_on_gpu = st.ref_weights or ref_unit * r.compute_bytes
     weights = ref_on_gpu + st.actor_weights + st.critic_weights
     row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
@@ -1267,7 +1275,7 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
         other_weights, other_optimizer = st.actor_weights, st.actor_optimizer
         unit_is_whole = False
     params = role_parameters(r, role)[1]  # parameters with gradients and AdamW states
-    root = s.root_unit_parameters(critic=role == "critic")
+    root = root_unit_parameters(s, critic=role == "critic")
     if rank > 0:
         # frozen flat parameters get no gradient; each lora_A/lora_B is its own unit, and the head's own
         # gradient is only its adapter's (if targeted)
