@@ -129,13 +129,6 @@ class ModelShape:
         """Parameters of ``AutoModelForTokenClassification`` with ``num_labels=1`` (verl's critic)."""
         return self.body_parameters + self.hidden_size + 1
 
-    def root_unit_parameters(self, critic: bool = False) -> int:
-        """Parameters FSDP keeps in the root unit when it wraps each decoder layer on its own
-        (verl's default ``get_fsdp_wrap_policy``, ``verl/utils/fsdp_utils.py``): everything outside
-        the layers (embedding, final norm, and ``lm_head`` or the critic's ``score``)."""
-        total = self.critic_parameters if critic else self.actor_parameters
-        return total - self.num_layers * self.layer_parameters
-
 
 def expert_keys(config: dict) -> list[str]:
     """The :data:`EXPERT_KEYS` a parsed ``config.json`` sets (to anything but None, 0 or False): a mixture of

@@ -19,6 +19,43 @@ from verlfit.patch_switches import PatchSwitches, forced_switches, run_switches
 from verlfit.profiles import Profile
 
 
+# CUDA context and what the driver keeps back: usable = card - this when memory is detected.
+# derived: profiles/a10.yaml (~0.5 GiB context on a 22.5 GiB A10).
+CUDA_CONTEXT_BYTES = int(0.5 * 1024**3)
+# Kept back on a detected card for fragmentation, as profiles/p40.yaml's 22.5 GiB keeps 0.5 GiB of a
+# P40's ~23 GiB usable: so `train --emulate p40` on a big GPU plans within 0.4 GiB of a real P40.
+FRAGMENTATION_RESERVE_BYTES = int(0.5 * 1024**3)
+
+
+def usable_memory_bytes(gpu) -> int:
+    """Bytes one process may plan for on a detected :class:`verlfit.gpu.GpuInfo`.
+
+    The card's total (or free memory plus a CUDA context, when other processes use it) less the CUDA
+    context (:data:`CUDA_CONTEXT_BYTES`) and a fragmentation reserve (:data:`FRAGMENTATION_RESERVE_BYTES`).
+    A Tesla P40 (24451 MiB) gives 22.88 GiB.
+    """
+    return (
+        min(gpu.total_memory_bytes, gpu.free_memory_bytes + CUDA_CONTEXT_BYTES)
+        - CUDA_CONTEXT_BYTES
+        - FRAGMENTATION_RESERVE_BYTES
+    )
+
+
+def plan_memory(profile, gpu, limit_gib: float | None, emulate: str | None = None) -> tuple[int, str]:
+    """The usable memory per GPU, bytes, that the planner sizes a run for, and where it came from: the memory cap
+    (``limit_gib``: ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the
+    detected card's usable memory (:func:`usable_memory_bytes`; not under ``emulate``), else the
+    profile's card (``gpu_memory_gib``)."""
+    if limit_gib is not None:
+        return int(limit_gib * 1024**3), f"a cap of {limit_gib:g} GiB per worker"
+    if gpu is not None and not emulate:
+        return usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
+    return (
+        int(profile.gpu_memory_gib * 1024**3),
+        f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)",
+    )
+
+
 @dataclass(frozen=True)
 class ResolvedRun:
     """One run's resolved facts, read-only.
@@ -71,21 +108,21 @@ class ResolvedRun:
 def train_run(
     profile: Profile,
     gpu: GpuInfo | None,
-    memory_bytes: int,
-    memory_source: str,
+    limit_gib: float | None,
     settings,
     emulate: str | None = None,
 ) -> ResolvedRun:
     """The :class:`ResolvedRun` of a ``verlfit train`` run: ``profile`` after ``--rollout``/``--attention``, the
     ``gpu`` NVML reported (None: none asked for or visible), the usable memory per GPU (bytes) and its source in
-    words, the card the time is estimated on (:func:`card_for_train`; under ``emulate`` also the card the run goes
-    at, :func:`running_card`) and the patch switches of ``settings``
-    (:class:`verlfit.overrides.TrainSettings`, its user overrides included:
+    words, read once here (:func:`plan_memory` of ``limit_gib``, the memory cap in GiB or None), the card the time
+    is estimated on (:func:`card_for_train`; under ``emulate`` also the card the run goes at, :func:`running_card`)
+    and the patch switches of ``settings`` (:class:`verlfit.overrides.TrainSettings`, its user overrides included:
     :func:`verlfit.patch_switches.run_switches`) with what verlfit forces over the profile's.
 
     Raises:
         VerlfitError: a user override Hydra cannot parse.
     """
+    memory_bytes, memory_source = plan_memory(profile, gpu, limit_gib, emulate)
     gpu_name = gpu.name if gpu is not None else None
     card = card_for_train(profile, gpu_name, emulate)
     running = running_card(profile, gpu_name) if emulate else None

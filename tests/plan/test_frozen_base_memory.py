@@ -14,7 +14,7 @@ from verlfit.model_shape import load_model_shape
 from verlfit.overrides import TrainSettings, build_overrides
 from verlfit.plan.request import frozen_base_storage
 from verlfit.patch_switches import forced_switches
-from verlfit.plan.memory import GIB, predict
+from verlfit.plan.memory import GIB, predict, root_unit_parameters
 from verlfit.plan.request import request_for_profile
 from verlfit.profiles import load_profile
 
@@ -92,7 +92,7 @@ def test_fp16_base_on_the_t4_profile_needs_no_copy_and_an_fp32_one_does():
     sixteen, stock = t4(frozen_base_dtype="float16"), t4()
     assert sixteen.phase("old_log_prob").weights == 2 * base + 4 * adapter  # computed in fp16 as stored
     assert sixteen.phase("rollout").weights == 2 * base + 4 * adapter  # fp16 autocast: no upcast while generating
-    root = QWEN3_4B.root_unit_parameters()
+    root = root_unit_parameters(QWEN3_4B)
     assert stock.phase("old_log_prob").weights == 4 * (base + adapter) + 2 * (
         root + 2 * QWEN3_4B.layer_parameters
     )  # fp16 copies of fp32 masters

@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
+from verlfit.resolved_run import CUDA_CONTEXT_BYTES
 
 GIB = 1024**3
 
@@ -159,12 +160,6 @@ SAMPLING_BYTES_PER_VOCAB = (
 # shows that reserved
 # memory climbs to any cap, so fit is judged by allocated + this headroom.
 ALLOCATOR_HEADROOM_BYTES = int(0.5 * GIB)
-# CUDA context and what the driver keeps back: usable = card - this when memory is detected.
-# derived: profiles/a10.yaml (~0.5 GiB context on a 22.5 GiB A10).
-CUDA_CONTEXT_BYTES = int(0.5 * GIB)
-# Kept back on a detected card for fragmentation, as profiles/p40.yaml's 22.5 GiB keeps 0.5 GiB of a
-# P40's ~23 GiB usable: so `train --emulate p40` on a big GPU plans within 0.4 GiB of a real P40.
-FRAGMENTATION_RESERVE_BYTES = int(0.5 * GIB)
 DEFAULT_MARGIN = 0.90
 
 # --- LoRA (verl 0.4.1 wraps actor and critic with PEFT get_peft_model, fsdp_workers.py:278-283, 945-956) -------
@@ -225,35 +220,6 @@ EXTRAPOLATED_NOTE = (
     "larger shapes measured (Qwen2.5-1.5B and 3B, Qwen3-1.7B, LoRA) peaked within +2.9% to +5.5% of it at "
     "the prompt columns they used (docs/benchmarks.md section 2.2)"
 )
-
-
-def usable_memory_bytes(gpu) -> int:
-    """Bytes one process may plan for on a detected ``verlfit.gpu.GpuInfo``.
-
-    The card's total (or free memory plus a CUDA context, when other processes use it) less the CUDA
-    context (:data:`CUDA_CONTEXT_BYTES`) and a fragmentation reserve (:data:`FRAGMENTATION_RESERVE_BYTES`).
-    A Tesla P40 (24451 MiB) gives 22.88 GiB.
-    """
-    return (
-        min(gpu.total_memory_bytes, gpu.free_memory_bytes + CUDA_CONTEXT_BYTES)
-        - CUDA_CONTEXT_BYTES
-        - FRAGMENTATION_RESERVE_BYTES
-    )
-
-
-def plan_memory(profile, gpu, limit_gib: float | None, emulate: str | None = None) -> tuple[int, str]:
-    """The usable memory per GPU, bytes, that the planner sizes a run for, and where it came from: the memory cap
-    (``limit_gib``: ``--gpu-memory-limit``, ``--emulate``'s card or ``VERLFIT_GPU_MEMORY_LIMIT_GIB``), else the
-    detected card's usable memory (:func:`usable_memory_bytes`; not under ``emulate``), else the
-    profile's card (``gpu_memory_gib``)."""
-    if limit_gib is not None:
-        return int(limit_gib * 1024**3), f"a cap of {limit_gib:g} GiB per worker"
-    if gpu is not None and not emulate:
-        return usable_memory_bytes(gpu), f"{gpu.name}, less the CUDA context and a fragmentation reserve"
-    return (
-        int(profile.gpu_memory_gib * 1024**3),
-        f"the {profile.name} profile's card ({profile.gpu_memory_gib:g} GiB usable)",
-    )
 
 
 PHASES = ("rollout", "old_log_prob", "ref_log_prob", "values", "critic_update", "actor_update")
@@ -1084,6 +1050,14 @@ def _resident_note(request: PlanRequest, st: _State, own: str) -> str:
     return "resident from other roles: " + ", ".join(parts) if parts else ""
 
 
+def root_unit_parameters(shape: ModelShape, critic: bool = False) -> int:
+    """Parameters FSDP keeps in the root unit when it wraps each decoder layer of ``shape`` on its own
+    (verl's default ``get_fsdp_wrap_policy``, ``verl/utils/fsdp_utils.py``): everything outside the layers
+    (embedding, final norm, and ``lm_head``, or with ``critic`` the critic's ``score``)."""
+    total = shape.critic_parameters if critic else shape.actor_parameters
+    return total - shape.num_layers * shape.layer_parameters
+
+
 def _actor_unit_params(request: PlanRequest) -> int:
     """Parameters of the actor's largest FSDP unit: the whole model with HF rollout (no wrap
     policy, fsdp_workers.py:305-308) unless LoRA is on (patch 0009), else the root (embedding, norm, lm_head) +
@@ -1092,12 +1066,12 @@ def _actor_unit_params(request: PlanRequest) -> int:
     if request.rollout == "hf" and request.lora_rank == 0:
         return s.actor_parameters
     # with LoRA, patch 0009 keeps verl's LoRA wrap policy for the HF rollout too: layers and adapters are units
-    return s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
+    return root_unit_parameters(s) + LAYERS_IN_FLIGHT * s.layer_parameters
 
 
 def _critic_unit_params(request: PlanRequest) -> int:
     s = request.shape
-    return s.root_unit_parameters(critic=True) + LAYERS_IN_FLIGHT * s.layer_parameters
+    return root_unit_parameters(s, critic=True) + LAYERS_IN_FLIGHT * s.layer_parameters
 
 
 def _compute_copy(request: PlanRequest, unit_params: int, role: str) -> int:
@@ -1236,7 +1210,7 @@ def _ref_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     # the ref worker's FSDP always offloads its parameters to CPU (fsdp_workers.py:319) and wraps
     # each layer. One GPU: every unit's GPU copy stays referenced after its forward (_ref_resident_bytes),
     # so the whole ref is there by the logits. Several GPUs: the root unit and the layers in flight only.
-    ref_unit = s.root_unit_parameters() + LAYERS_IN_FLIGHT * s.layer_parameters
+    ref_unit = root_unit_parameters(s) + LAYERS_IN_FLIGHT * s.layer_parameters
     ref_on_gpu = st.ref_weights or ref_unit * r.compute_bytes
     weights = ref_on_gpu + st.actor_weights + st.critic_weights
     row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
@@ -1301,7 +1275,7 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
         other_weights, other_optimizer = st.actor_weights, st.actor_optimizer
         unit_is_whole = False
     params = role_parameters(r, role)[1]  # parameters with gradients and AdamW states
-    root = s.root_unit_parameters(critic=role == "critic")
+    root = root_unit_parameters(s, critic=role == "critic")
     if rank > 0:
         # frozen flat parameters get no gradient; each lora_A/lora_B is its own unit, and the head's own
         # gradient is only its adapter's (if targeted)

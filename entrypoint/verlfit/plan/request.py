@@ -17,18 +17,10 @@ from verlfit.arguments import DEFAULT_LORA_ALPHA, DEFAULT_LORA_TARGET_MODULES, D
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape, load_model_shape
 from verlfit.patch_switches import TRAINING_ROLES, PatchSwitches
-from verlfit.plan.memory import (
-    CUDA_CONTEXT_BYTES,
-    DTYPE_BYTES,
-    FRAGMENTATION_RESERVE_BYTES,
-    GIB,
-    PlanRequest,
-    format_gib,
-    usable_memory_bytes,
-)
+from verlfit.plan.memory import DTYPE_BYTES, GIB, PlanRequest, format_gib
 from verlfit.plan.time import StepEstimate, TimeInputs, estimate, run_steps
 from verlfit.profiles import beyond_the_card_note, check_card_options
-from verlfit.resolved_run import ResolvedRun
+from verlfit.resolved_run import CUDA_CONTEXT_BYTES, FRAGMENTATION_RESERVE_BYTES, ResolvedRun, usable_memory_bytes
 
 
 @dataclasses.dataclass(frozen=True)

@@ -239,11 +239,8 @@ def build_launch(
     check_model_argument(options.model)  # a config.json file is not a model folder
     if Path(settings.model).exists():
         settings.model = str(Path(settings.model).resolve())
-    # the run, resolved once: what the memory and time models read from here on
-    from verlfit.plan.memory import plan_memory
-
-    memory_bytes, memory_source = plan_memory(profile, gpu, limit, options.emulate)
-    run = train_run(profile, gpu, memory_bytes, memory_source, settings, options.emulate)
+    # the run, resolved once (its usable memory included): what the memory and time models read from here on
+    run = train_run(profile, gpu, limit, settings, options.emulate)
     notes += measure_prompts(settings, run, keys.prompt_key)
     # the planner: sizes chosen (--plan auto, written into settings) or checked as given, and the run's step time
     from verlfit.plan.fit import plan_for_train
