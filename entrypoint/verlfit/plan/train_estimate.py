@@ -1,8 +1,8 @@
 """The step-time estimate of a ``verlfit train`` run (:mod:`verlfit.plan.time`'s model on the run's request): what
 ``verlfit train`` prints beside the memory verdict (:func:`step_time_lines`, from
-:func:`verlfit.plan.fit.plan_for_train`), the estimate of a recorded run (:func:`launch_step_seconds`, through
-:func:`for_train`: a resume's ETA when its record holds none), and what ``verlfit bench`` compares with a recorded run
-(:func:`train_step_estimate`).
+:func:`verlfit.plan.fit.plan_for_train`, and :func:`for_train` of a run's settings), the seconds a step of a recorded
+run (:func:`recorded_step_seconds`: a resume's ETA, the record's own figure or the same estimate of what it records),
+and what ``verlfit bench`` compares with a recorded run (:func:`train_step_estimate`).
 
 The run's patch switches come resolved (:attr:`verlfit.resolved_run.ResolvedRun.switches`), or, for a recorded run,
 read once from its final override list (:meth:`verlfit.patch_switches.PatchSwitches.from_overrides`).
@@ -100,19 +100,28 @@ def step_time_lines(
     return lines, eta
 
 
-def launch_step_seconds(
-    settings: TrainSettings, profile_name: str, gpu_description: str, overrides: list[str]
-) -> float | None:
-    """Seconds per step the time model estimates for a launch (:func:`for_train`'s) from what its run record holds:
-    the profile by name, the GPU as described (its NVML name first) and the switches of the final override list, what
-    verl gets. The ETA before a resumed run's first step when its ``run.json`` has no recorded estimate (a run started
-    by a verlfit that did not record it: :func:`verlfit.train.run_directory.recorded_step_seconds`). None when the
-    model's shape cannot be read (the ETA then waits for the first step)."""
+def recorded_step_seconds(record: dict, settings: TrainSettings, overrides: list[str]) -> float | None:
+    """Seconds per step of a recorded run (its ``run.json`` as a dict), the ETA before a resumed run's first step: what
+    the record holds (``estimated_step_seconds``, the launch plan's
+    :attr:`verlfit.train.launch_plan.LaunchPlan.estimated_step_seconds`, which a resume's overrides do not change);
+    for a record without that number (a run started by a verlfit that did not record it), the time model's estimate
+    of what it records instead, the figure :func:`for_train` gives: ``settings`` (the recorded
+    :class:`verlfit.overrides.TrainSettings`) with the record's ``profile`` (by name), on the card the run goes at (the
+    record's ``gpu`` description, its NVML name first, else the profile's card:
+    :func:`verlfit.resolved_run.running_card`) and with the switches of the final ``overrides``, what verl gets. None
+    when neither is known (the profile or the model's shape cannot be read: the ETA then waits for the first step)."""
+    seconds = record.get("estimated_step_seconds")
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        return float(seconds)
     from verlfit.errors import VerlfitError
     from verlfit.profiles import load_profile
 
     try:
+        profile = load_profile(record["profile"])
+        card = running_card(profile, record["gpu"])
         switches = PatchSwitches.from_overrides(overrides)
-        return for_train(settings, load_profile(profile_name), gpu_description, None, switches)[1]
+        request = request_from_settings(settings, profile, 24 * 1024**3, switches=switches)  # as train_step_estimate's
+        inputs = inputs_for_train(settings, switches)
+        return estimate(request, card, inputs).step_seconds
     except VerlfitError:
         return None

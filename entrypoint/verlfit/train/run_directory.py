@@ -18,7 +18,7 @@ from verlfit.checkpoints import TRACKER, checkpoints_to_prune, latest_checkpoint
 from verlfit.errors import VerlfitError
 from verlfit.output_files import write_file
 from verlfit.overrides import keep_checkpoints_overrides
-from verlfit.plan.train_estimate import launch_step_seconds
+from verlfit.plan.train_estimate import recorded_step_seconds
 from verlfit.run_files import (
     CHECKPOINTS_DIR,
     COMMAND_FILE,
@@ -166,7 +166,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     The run directory's own path replaces the recorded one in ``trainer.default_local_dir``, so a run
     moved or resumed from another working directory still finds its checkpoints. ``steps`` extends
     (or shortens) the run's total training steps. The step-time estimate is the one the run recorded when it
-    started (:func:`recorded_step_seconds`).
+    started, else the time model's estimate of the record (:func:`verlfit.plan.train_estimate.recorded_step_seconds`).
     """
     from verlfit.overrides import merge_overrides, override_values, quote_value
 
@@ -271,19 +271,6 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
         total_steps=steps if steps is not None else settings_total,
         estimated_step_seconds=recorded_step_seconds(record, settings, overrides),
     )
-
-
-def recorded_step_seconds(record: dict, settings, overrides: list[str]) -> float | None:
-    """The time model's seconds a step of a recorded run, the ETA before a resumed run's first step: what ``run.json``
-    recorded when the run started (``estimated_step_seconds``, the launch plan's
-    :attr:`verlfit.train.launch_plan.LaunchPlan.estimated_step_seconds`, which a resume's overrides do not change);
-    for a record without that number (a run started by an earlier verlfit), the estimate of what it records instead
-    (:func:`verlfit.plan.train_estimate.launch_step_seconds` of its ``settings``, profile, GPU and final
-    ``overrides``: the same figure). None when neither is known (the ETA then waits for the first step)."""
-    seconds = record.get("estimated_step_seconds")
-    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
-        return float(seconds)
-    return launch_step_seconds(settings, record["profile"], record["gpu"], overrides)
 
 
 def record_resume(run_dir: Path, plan: LaunchPlan) -> None:
