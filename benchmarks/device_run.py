@@ -38,7 +38,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = "python3"  # the stack's interpreter, looked up on PATH for every child
 # the verl runs' own arguments when a stage measures something else than validation or checkpoints
-COMMON = ("--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "-1")
+CHECKS_OFF = ("--skip-checks", "--no-validate-before-train", "--test-freq", "-1")  # no doctor, no validation
+COMMON = (*CHECKS_OFF, "--save-freq", "-1")  # ... and no checkpoint
 KILL_AFTER_S = 20  # seconds between the SIGINT at a run's limit and the SIGKILL (benchmarks/soak_run.py uses the same)
 
 # issue 13's keys (patches 0020-0023), per configuration of stage speed and stage lora_speed
@@ -714,52 +715,36 @@ def stage_gputests(device: Device) -> None:
     device.record(device.console_tail(console, 15))
 
 
+def smoke_arguments(device: Device, steps: int, *algo: str) -> tuple[str, ...]:
+    """The smoke runs' ``verlfit train`` options: the tiny model on GSM8K under ``--emulate p40`` (``algo``: e.g.
+    ``--algo grpo``), ``steps`` steps of batch 8 with responses of at most 32 tokens."""
+    return (
+        "--emulate",
+        "p40",
+        *algo,
+        "--model",
+        str(device.tiny),
+        "--data",
+        str(device.data),
+        "--steps",
+        str(steps),
+        "--batch-size",
+        "8",
+        "--max-response-length",
+        "32",
+    )
+
+
 def stage_smoke(device: Device) -> None:
     for name, algo in (("smoke-ppo", ()), ("smoke-grpo", ("--algo", "grpo"))):
-        device.train(
-            name,
-            "--emulate",
-            "p40",
-            *algo,
-            "--model",
-            str(device.tiny),
-            "--data",
-            str(device.data),
-            "--steps",
-            "3",
-            "--batch-size",
-            "8",
-            "--max-response-length",
-            "32",
-            *COMMON,
-        )
+        device.train(name, *smoke_arguments(device, 3, *algo), *COMMON)
 
 
 def stage_smoke_resume(device: Device) -> None:
     # a run that checkpoints at its last step (2), continued to 4 by `verlfit train --resume`: the resume path end to
     # end (its record, its checkpoint, its ETA from the estimate run.json recorded) on the tiny model
     run = device.runs / "smoke-resume"
-    device.train(
-        "smoke-resume",
-        "--emulate",
-        "p40",
-        "--model",
-        str(device.tiny),
-        "--data",
-        str(device.data),
-        "--steps",
-        "2",
-        "--batch-size",
-        "8",
-        "--max-response-length",
-        "32",
-        "--skip-checks",
-        "--no-validate-before-train",
-        "--test-freq",
-        "-1",
-        "--save-freq",
-        "2",
-    )
+    device.train("smoke-resume", *smoke_arguments(device, 2), *CHECKS_OFF, "--save-freq", "2")
     device.log(f"resume smoke-resume: verlfit train --resume {run} --steps 4")
     device.resume("smoke-resume", run, "--steps", "4", label="smoke-resume resume")
 
