@@ -105,9 +105,9 @@ def recorded_step_seconds(record: dict, settings: TrainSettings, overrides: list
     the record holds (``estimated_step_seconds``, the launch plan's
     :attr:`verlfit.train.launch_plan.LaunchPlan.estimated_step_seconds`, which a resume's overrides do not change);
     for a record without that number (a run started by a verlfit that did not record it), the time model's estimate
-    of what it records instead, the figure :func:`for_train` gives: ``settings`` (the recorded
-    :class:`verlfit.overrides.TrainSettings`) with the record's ``profile`` (by name), on the card the run goes at (the
-    record's ``gpu`` description, its NVML name first, else the profile's card:
+    of what it records instead (:func:`train_step_estimate`, the figure :func:`for_train` gives): ``settings`` (the
+    recorded :class:`verlfit.overrides.TrainSettings`) with the record's ``profile`` (by name), on the card the run goes
+    at (the record's ``gpu`` description, its NVML name first, else the profile's card:
     :func:`verlfit.resolved_run.running_card`) and with the switches of the final ``overrides``, what verl gets. None
     when neither is known (the profile or the model's shape cannot be read: the ETA then waits for the first step)."""
     seconds = record.get("estimated_step_seconds")
@@ -119,9 +119,6 @@ def recorded_step_seconds(record: dict, settings: TrainSettings, overrides: list
     try:
         profile = load_profile(record["profile"])
         card = running_card(profile, record["gpu"])
-        switches = PatchSwitches.from_overrides(overrides)
-        request = request_from_settings(settings, profile, 24 * 1024**3, switches=switches)  # as train_step_estimate's
-        inputs = inputs_for_train(settings, switches)
-        return estimate(request, card, inputs).step_seconds
+        return train_step_estimate(settings, profile, card, PatchSwitches.from_overrides(overrides)).step_seconds
     except VerlfitError:
         return None
