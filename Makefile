@@ -25,8 +25,9 @@ SAVE_DIR ?= dist
 BASES ?= yes
 # make apt-lock: a PEM bundle the base containers' apt trusts (an intercepting proxy's authority in it)
 CA_BUNDLE ?=
-# make apt-lock: the images whose runtime packages it collects (a10 needs NVIDIA's repository for cuda-driver-dev)
-APT_LOCK_PROFILES ?= p40 a10
+# make apt-lock: CUDA_SHA256=signed-index records NVIDIA's files as checked against NVIDIA's signed index instead of by
+# sha256 (for a lock resolved against a stand-in of NVIDIA's repository; docker/apt-lock.sh)
+CUDA_SHA256 ?=
 # gzip for make save: pigz (the same format, every core) where it is installed
 COMPRESS ?= $(shell command -v pigz >/dev/null 2>&1 && echo pigz || echo gzip)
 # arguments after the subcommand for train, doctor and prepare-gsm8k, e.g. ARGS='--algo grpo'
@@ -63,7 +64,7 @@ raw_value = $(if $(filter $(ALWAYS_BUILD_ARGS),$(1)),$($(1)),$(value $(1)))
 BUILD_ARGS = $(strip $(foreach name,$(filter-out $(ALWAYS_BUILD_ARGS),$(BUILD_ARG_NAMES)) $(ALWAYS_BUILD_ARGS),$(if $(call build_arg_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))) \
   $(foreach name,$(PROXY_ARG_NAMES),$(if $(call proxy_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))))
 # settings given on the command line that nothing reads (a typo such as PIP_INDEX=...) stop the image targets
-MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER DOCKER_BUILD COMPOSE COMPRESS IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID BASES CA_BUNDLE APT_LOCK_PROFILES
+MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER DOCKER_BUILD COMPOSE COMPRESS IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID BASES CA_BUNDLE CUDA_SHA256
 UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
 define check_settings
 	@if [ -n '$(UNKNOWN_SETTINGS)' ]; then echo "make $@: $(UNKNOWN_SETTINGS): not a Dockerfile ARG nor a setting of this Makefile (ARGs: $(BUILD_ARG_NAMES))" >&2; exit 2; fi
@@ -273,11 +274,11 @@ report: ## plots and a summary of a run through compose (ARGS=runs/RUN)
 	$(call compose_run,report)
 
 .PHONY: apt-lock
-apt-lock: ## regenerate docker/apt.lock: every apt package's exact version, as apt installs them now on the pinned bases (CA_BUNDLE=..., APT_MIRROR=...)
+apt-lock: ## regenerate docker/apt.lock: every apt package as the file apt would fetch now on the pinned bases, with its sha256 (CA_BUNDLE=..., APT_MIRROR=...)
 	$(check_settings)
 	DOCKER=$(call shell_quote,$(DOCKER)) PYTHON_VERSION=$(call arg_default,PYTHON_VERSION) CUDNN_VERSION=$(call shell_quote,$(call arg_default,CUDNN_VERSION)) \
 	  TORCH_CUDA_VERSION=$(call arg_default,TORCH_CUDA_VERSION) APT_MIRROR=$(call shell_quote,$(APT_MIRROR)) CUDA_APT_MIRROR=$(call shell_quote,$(CUDA_APT_MIRROR)) \
-	  CA_BUNDLE=$(call shell_quote,$(CA_BUNDLE)) bash docker/apt-lock.sh docker/apt.lock $(call base_ref,BUILD_BASE) $(call base_ref,RUNTIME_BASE) $(APT_LOCK_PROFILES)
+	  CA_BUNDLE=$(call shell_quote,$(CA_BUNDLE)) CUDA_SHA256=$(call shell_quote,$(CUDA_SHA256)) bash docker/apt-lock.sh docker/apt.lock $(call base_ref,BUILD_BASE) $(call base_ref,RUNTIME_BASE)
 
 .PHONY: lock
 lock: ## regenerate docker/*.lock from docker/image.in and docker/a10.in (needs uv and PyPI)

@@ -1,59 +1,79 @@
 #!/usr/bin/env bash
-# shellcheck source-path=SCRIPTDIR
-# Write docker/apt.lock: the exact version of every apt package the images install, dependencies included, as apt
-# would install them now on the base images (install-system.sh --print-lock in a container of each base), one
-# NAME=VERSION line each. Run by `make apt-lock`; the build then installs exactly these (install-system.sh).
+# Write docker/apt.lock: every apt package the images install, dependencies included, as the file apt would fetch
+# now on the base images and its sha256 (docker/apt-resolve.sh in a throwaway container of each base, pinned by
+# digest). The build fetches exactly these files by sha256 (docker/fetch-apt-packages.sh) and installs them
+# (docker/install-system.sh), so a lock stays installable after Ubuntu's index has moved on: the archive's pool keeps
+# superseded files for a long while and snapshot.ubuntu.com keeps them for good. Run by `make apt-lock`.
 #
-# Usage: apt-lock.sh LOCK BUILD_BASE RUNTIME_BASE PROFILE...
+# Usage: apt-lock.sh LOCK BUILD_BASE RUNTIME_BASE
 #   LOCK          the file to write (docker/apt.lock), replaced whole only when every base answered
-#   BUILD_BASE    the build stages' base image reference (tag[@digest]); RUNTIME_BASE the runtime stage's
-#   PROFILE       p40 and/or a10: which runtime groups to collect (a10 adds Triton's compiler and headers)
-# Environment: DOCKER (docker); PYTHON_VERSION, CUDNN_VERSION, TORCH_CUDA_VERSION (the Dockerfile's ARG defaults);
-# APT_MIRROR, CUDA_APT_MIRROR (as for the build); CA_BUNDLE (a PEM bundle the containers' apt trusts, for an
-# intercepting proxy); LOCK_NETWORK (docker run --network, e.g. host for mirrors on 127.0.0.1).
-# The header records the time it was written as "# snapshot: YYYYMMDDTHHMMSSZ": the snapshot.ubuntu.com timestamp
-# that serves exactly these versions once Ubuntu's live archive has dropped some (install-system.sh says so).
-# Fails, leaving LOCK as it was, when a base cannot be run or two bases would install different versions of one
-# package (one lock line per package).
+#   BUILD_BASE    the build stages' base image (apt step `build`)
+#   RUNTIME_BASE  the runtime stages' base image (apt steps `runtime`, then `triton` on top of it: the A10 image's)
+# Environment: DOCKER (docker), PYTHON_VERSION, CUDNN_VERSION, TORCH_CUDA_VERSION (the Dockerfiles' ARGs), APT_MIRROR,
+# CUDA_APT_MIRROR (mirrors apt resolves against), CA_BUNDLE (a PEM bundle the containers' apt trusts), http_proxy,
+# https_proxy, no_proxy (and the upper-case names: apt reads only the lower-case ones, so either is passed as both),
+# LOCK_NETWORK (a docker network for the containers, e.g. host), CUDA_SHA256=signed-index (record NVIDIA's files as
+# `signed-index` instead of their sha256: for a lock resolved against a stand-in of NVIDIA's repository, whose files are
+# not NVIDIA's; the build then checks those files against NVIDIA's signed index, docker/fetch-apt-packages.sh).
+#
+# The lock's lines: NAME=VERSION SHA256 SOURCE PATH STEPS
+#   SOURCE ubuntu: PATH is the pool path under an Ubuntu archive root; cuda: PATH is under NVIDIA's CUDA repository
+#   STEPS  the apt steps that install it, comma-separated (build, runtime, triton)
+# and the header records the bases, when it was resolved, and "# ubuntu archive: YYYYMMDDTHHMMSSZ", the newest Release
+# date of the Ubuntu pockets read (the snapshot.ubuntu.com time that serves every file). Fails, leaving LOCK as it
+# was, when a base cannot be run or two bases would install different files for one package.
 set -euo pipefail
-[ $# -ge 4 ] || { echo "usage: apt-lock.sh LOCK BUILD_BASE RUNTIME_BASE p40|a10..." >&2; exit 2; }
+[ $# -eq 3 ] || { echo "usage: apt-lock.sh LOCK BUILD_BASE RUNTIME_BASE" >&2; exit 2; }
 lock=$1 build_base=$2 runtime_base=$3
-shift 3
 docker=${DOCKER:-docker}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-snapshot=$(date -u +%Y%m%dT%H%M%SZ)
-
-runs=("$build_base|build")
-for profile in "$@"; do
-  case $profile in
-    p40) runs+=("$runtime_base|cudnn init") ;;
-    a10) runs+=("$runtime_base|cudnn triton init") ;;
-    *) echo "apt-lock.sh: $profile is not a profile (p40, a10)" >&2; exit 2 ;;
-  esac
-done
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mounts=(-v "$here:/opt/verlfit/docker:ro")
 [ -z "${CA_BUNDLE:-}" ] || mounts+=(-v "$CA_BUNDLE:/run/secrets/ca-bundle:ro")
-for entry in "${runs[@]}"; do
-  base=${entry%%|*} groups=${entry#*|}
-  echo "apt-lock.sh: $base: install-system.sh --print-lock $groups" >&2
-  # shellcheck disable=SC2086  # groups is a list of words
-  $docker run --rm ${LOCK_NETWORK:+--network "$LOCK_NETWORK"} "${mounts[@]}" --user root \
+# apt reads only the lower-case proxy variables: whichever case is set goes in as both
+proxies=()
+for name in http_proxy https_proxy no_proxy; do
+  upper=${name^^}
+  value=${!name:-${!upper:-}}
+  [ -z "$value" ] || proxies+=(-e "$name=$value" -e "$upper=$value")
+done
+for run in "$build_base|build" "$runtime_base|runtime triton"; do
+  base=${run%%|*} steps=${run#*|}
+  echo "apt-lock.sh: $base: apt-resolve.sh $steps" >&2
+  # shellcheck disable=SC2086  # steps is a list of words
+  $docker run --rm ${LOCK_NETWORK:+--network "$LOCK_NETWORK"} "${mounts[@]}" "${proxies[@]}" --user root \
     -e PYTHON_VERSION="${PYTHON_VERSION:?}" -e CUDNN_VERSION="${CUDNN_VERSION:?}" -e TORCH_CUDA_VERSION="${TORCH_CUDA_VERSION:?}" \
     -e APT_MIRROR="${APT_MIRROR:-}" -e CUDA_APT_MIRROR="${CUDA_APT_MIRROR:-}" \
-    --entrypoint /opt/verlfit/docker/install-system.sh "$base" --print-lock $groups >>"$scratch/lines"
+    --entrypoint /opt/verlfit/docker/apt-resolve.sh "$base" $steps >>"$scratch/lines"
 done
-sort -u "$scratch/lines" >"$scratch/pins"
+archive_date=$(sed -n 's/^# ubuntu archive: //p' "$scratch/lines" | sort | tail -n 1)
+# one line per file, its steps joined; a package with two different files is a conflict
+grep -v '^#' "$scratch/lines" | LC_ALL=C sort -k1,1 -k5,5 | awk '
+  { key = $1 " " $2 " " $3 " " $4 }
+  key == last { steps = steps "," $5; next }
+  { if (last != "") print last " " steps; last = key; steps = $5 }
+  END { if (last != "") print last " " steps }' >"$scratch/pins"
+case ${CUDA_SHA256:-} in
+  '') ;;
+  signed-index) awk '$3 == "cuda" { $2 = "signed-index" } { print }' "$scratch/pins" >"$scratch/pins.cuda" && mv "$scratch/pins.cuda" "$scratch/pins" ;;
+  *) echo "apt-lock.sh: CUDA_SHA256=$CUDA_SHA256: only 'signed-index' (or unset: the sha256 NVIDIA's index gives)" >&2; exit 2 ;;
+esac
 conflicts=$(cut -d= -f1 "$scratch/pins" | uniq -d)
-[ -z "$conflicts" ] || { echo "apt-lock.sh: the bases would install different versions of: $conflicts" >&2; exit 1; }
+[ -z "$conflicts" ] || { echo "apt-lock.sh: the bases would install different files of: $conflicts" >&2; exit 1; }
 {
-  echo "# docker/apt.lock: every apt package the images install, at its exact version (docker/install-system.sh)."
-  echo "# Generated by docker/apt-lock.sh (make apt-lock) on $build_base (build stages) and"
-  echo "# $runtime_base (runtime: $*). Do not edit: rerun make apt-lock."
-  echo "# snapshot: $snapshot"
+  echo "# docker/apt.lock: every apt package the images install, as a file and its sha256. The build fetches each file by"
+  echo "# its sha256 (docker/fetch-apt-packages.sh: APT_MIRROR, the archive's pool, snapshot.ubuntu.com at the time below)"
+  echo "# and installs the files (docker/install-system.sh). Generated by docker/apt-lock.sh (make apt-lock); do not edit."
+  echo "# build base: $build_base"
+  echo "# runtime base: $runtime_base"
+  echo "# resolved: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "# ubuntu archive: $archive_date"
+  [ "${CUDA_SHA256:-}" != signed-index ] \
+    || echo "# NVIDIA's files: signed-index (resolved against a stand-in of NVIDIA's repository; checked against NVIDIA's signed index)"
+  echo "# NAME=VERSION SHA256 SOURCE PATH STEPS"
   cat "$scratch/pins"
 } >"$lock.partial"
 mv "$lock.partial" "$lock"
-echo "apt-lock.sh: $lock: $(wc -l <"$scratch/pins") packages" >&2
+echo "apt-lock.sh: $lock: $(wc -l <"$scratch/pins") packages, Ubuntu's archive as of $archive_date" >&2

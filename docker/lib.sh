@@ -82,3 +82,38 @@ wheel_requirements() {
     fi
   done
 }
+
+# ---- apt: the images' three apt steps and their lock (docker/apt.lock) ----------------------------------------------
+# Where Ubuntu's and NVIDIA's packages come from when no mirror is set. Ubuntu's pool is the same on both hosts;
+# snapshot.ubuntu.com serves the archive as it was at a time (the lock's "ubuntu archive:" line), every file it held.
+UBUNTU_ARCHIVES=(http://archive.ubuntu.com/ubuntu http://security.ubuntu.com/ubuntu)
+UBUNTU_SNAPSHOTS=https://snapshot.ubuntu.com/ubuntu
+CUDA_REPO=https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64
+
+# apt_set_packages SET: the packages one apt step asks for (dependencies come with them), one per line
+#   build    the build stages: ca-certificates, git, GNU patch (patches/apply.py), Python $PYTHON_VERSION and its venv,
+#            curl (the wheels are downloaded with it)
+#   runtime  the runtime stage of both images: the same less curl, cuDNN $CUDNN_VERSION from NVIDIA's repository (held
+#            with apt-mark so no later apt-get upgrade moves it) and tini (the image's PID 1)
+#   triton   the A10 image's second apt step, on top of runtime: what Triton needs at run time to build its launcher
+#            stubs (a C compiler, the Python headers, CUDA's link-time libcuda.so stub: Triton links with -lcuda and
+#            the container toolkit mounts only libcuda.so.1). Not in the P40 image: Triton cannot target the P40.
+apt_set_packages() {
+  local always=(ca-certificates git patch python3 "python${PYTHON_VERSION}" "python${PYTHON_VERSION}-venv")
+  case $1 in
+    build) printf '%s\n' "${always[@]}" curl ;;
+    runtime) require CUDNN_VERSION; printf '%s\n' "${always[@]}" "libcudnn8=${CUDNN_VERSION}" tini ;;
+    triton) require TORCH_CUDA_VERSION; printf '%s\n' gcc libc6-dev "python${PYTHON_VERSION}-dev" "cuda-driver-dev-${TORCH_CUDA_VERSION/./-}" ;;
+    *) die "unknown apt step '$1' (build, runtime, triton)" ;;
+  esac
+}
+
+# apt_lock_lines LOCK SET: the lock's lines of one apt step, "NAME=VERSION SHA256 SOURCE PATH STEPS" each
+# (columns: docker/apt-lock.sh). Fails when the lock is missing or has none for SET.
+apt_lock_lines() {
+  local lock=$1 set=$2 lines
+  [ -f "$lock" ] || die "no apt lock at $lock (make apt-lock writes docker/apt.lock)"
+  lines=$(awk -v set="$set" '!/^#/ && NF == 5 { n = split($5, sets, ","); for (i = 1; i <= n; i++) if (sets[i] == set) print }' "$lock")
+  [ -n "$lines" ] || die "$lock has no packages for the apt step '$set' (make apt-lock writes every step's)"
+  printf '%s\n' "$lines"
+}
