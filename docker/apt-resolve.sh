@@ -57,7 +57,8 @@ echo "# ubuntu archive: $(date -u -d "@$newest" +%Y%m%dT%H%M%SZ)"
 asked=()
 seen=$(mktemp)
 for step in "$@"; do
-  mapfile -t packages < <(apt_set_packages "$step")
+  package_list=$(apt_set_packages "$step") || exit 1
+  mapfile -t packages <<<"$package_list"
   asked+=("${packages[@]}")
   uris=$(apt-get "${APT_CA_OPTIONS[@]}" -o Acquire::ForceHash=SHA256 install --print-uris -qq --no-install-recommends "${asked[@]}") \
     || die "apt cannot install ${asked[*]} from these sources (above)"

@@ -51,7 +51,8 @@ signed_index=()
 run mkdir -p "$cache"
 for step in "$@"; do
   run mkdir -p "$dest/$step"
-  mapfile -t lines < <(apt_lock_lines "$APT_LOCK" "$step")
+  lock_list=$(apt_lock_lines "$APT_LOCK" "$step") || exit 1
+  mapfile -t lines <<<"$lock_list"
   for line in "${lines[@]}"; do
     read -r pin sha256 source path _ <<<"$line"
     file=${path##*/}
@@ -73,7 +74,9 @@ for step in "$@"; do
       tried=()
       for place in "${places[@]}"; do
         if answer=$("${helper[@]}" download-file "$place/$path" "$cache/$sha256.partial" "SHA256:$sha256" 2>&1); then
-          mv "$cache/$sha256.partial" "$cache/$sha256.deb"
+          # (apt's file:// method links to the file instead of copying it: the cache keeps a copy)
+          cp -L "$cache/$sha256.partial" "$cache/$sha256.copy" && mv "$cache/$sha256.copy" "$cache/$sha256.deb"
+          rm -f "$cache/$sha256.partial"
           break
         fi
         rm -f "$cache/$sha256.partial"
@@ -115,7 +118,7 @@ if [ ${#signed_index[@]} -gt 0 ]; then
   rm -rf "$index"
 fi
 
-summary=()
-for place in "${!fetched_from[@]}"; do summary+=("${fetched_from[$place]} from $place"); done
-[ ${#signed_index[@]} -eq 0 ] || summary+=("${#signed_index[@]} checked against NVIDIA's signed index (${cuda_places[0]})")
-log "apt packages fetched by sha256 for $*: $(IFS=','; echo "${summary[*]:-none (dry run)}" | sed 's/,/, /g')"
+summary=
+for place in "${!fetched_from[@]}"; do summary+="${summary:+, }${fetched_from[$place]} from $place"; done
+[ ${#signed_index[@]} -eq 0 ] || summary+="${summary:+, }${#signed_index[@]} checked against NVIDIA's signed index (${cuda_places[0]})"
+log "apt packages fetched by sha256 for $*: ${summary:-none (dry run)}"

@@ -26,8 +26,10 @@ require PYTHON_VERSION
 step=$1 dir=$2
 APT_LOCK=${APT_LOCK:-$DOCKER_DIR/apt.lock}
 LISTS=${APT_LISTS_DIR:-/var/lib/apt/lists}
-mapfile -t asked < <(apt_set_packages "$step")
-mapfile -t lines < <(apt_lock_lines "$APT_LOCK" "$step")
+asked_list=$(apt_set_packages "$step") || exit 1
+lock_list=$(apt_lock_lines "$APT_LOCK" "$step") || exit 1
+mapfile -t asked <<<"$asked_list"
+mapfile -t lines <<<"$lock_list"
 
 # locked NAME: the lock's version of NAME
 locked() { awk -v name="$1" '!/^#/ { split($1, pin, "="); if (pin[1] == name) { sub(/^[^=]*=/, "", $1); print $1 } }' "$APT_LOCK"; }

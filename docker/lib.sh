@@ -86,8 +86,11 @@ wheel_requirements() {
 # ---- apt: the images' three apt steps and their lock (docker/apt.lock) ----------------------------------------------
 # Where Ubuntu's and NVIDIA's packages come from when no mirror is set. Ubuntu's pool is the same on both hosts;
 # snapshot.ubuntu.com serves the archive as it was at a time (the lock's "ubuntu archive:" line), every file it held.
+# shellcheck disable=SC2034  # read by the apt scripts, which source this file
 UBUNTU_ARCHIVES=(http://archive.ubuntu.com/ubuntu http://security.ubuntu.com/ubuntu)
+# shellcheck disable=SC2034
 UBUNTU_SNAPSHOTS=https://snapshot.ubuntu.com/ubuntu
+# shellcheck disable=SC2034
 CUDA_REPO=https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64
 
 # apt_set_packages SET: the packages one apt step asks for (dependencies come with them), one per line

