@@ -17,7 +17,10 @@
 #   verl's git repository          a `git bundle` of verl's history to v0.4.1 (VERL_BUNDLE) served by `git daemon`
 #                                  (never copied into the checkout), else one commit of PyPI's sdist
 # Everything else comes from PyPI and Ubuntu's archive as in a real build, every lock hash checked; HTTPS goes
-# through this network's intercepting proxy, whose CA bundle reaches the build as the ca-bundle secret.
+# through this network's intercepting proxy, whose CA bundle reaches the build as the ca-bundle secret. The apt lock is
+# the committed docker/apt.lock, built as users get it (its Ubuntu files fetched by sha256 from Ubuntu's real archive,
+# the `committed lock:` line); a copy with one line naming a file that exists nowhere must stop the build with the
+# message and fix; regenerating the lock (make apt-lock) is a separate, later check.
 #
 # Environment:
 #   VERL_BUNDLE         a `git bundle` of verl's repository holding v0.4.1 (default: none). Without it, verl's
