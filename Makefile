@@ -201,7 +201,7 @@ push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<name
 	fi
 
 .PHONY: save
-save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images (by tag; BASES=no: without, for hosts that only run), SHA256SUMS
+save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images (by tag; BASES=no: without), verlfit-run.tar.gz (what make load/train need there), SHA256SUMS
 	$(check_settings)
 	$(call check_profiles,$(PROFILES))
 	@case '$(BASES)' in yes|no) ;; *) echo "make save: BASES=$(BASES): yes (the CUDA bases too, to rebuild there) or no (a runtime-only bundle)" >&2; exit 2;; esac
@@ -209,7 +209,10 @@ save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base
 	$(foreach profile,$(PROFILES),$(call save_tarball,$(SAVE_DIR)/$(IMAGE)-$(profile).tar.gz,$(IMAGE):$(profile))$(newline))
 	$(if $(filter yes,$(BASES)),$(foreach base,BUILD_BASE RUNTIME_BASE,$(DOCKER) pull $(call base_ref,$(base))$(newline)$(if $(call base_digest,$(base)),$(DOCKER) tag $(call base_ref,$(base)) $(call base_tag_ref,$(base))$(newline))))
 	$(if $(filter yes,$(BASES)),$(call save_tarball,$(SAVE_DIR)/cuda-base.tar.gz,$(BASE_TAGS)))
-	cd $(SAVE_DIR) && sha256sum $(foreach profile,$(PROFILES),$(IMAGE)-$(profile).tar.gz) $(if $(filter yes,$(BASES)),cuda-base.tar.gz) > SHA256SUMS.partial && mv SHA256SUMS.partial SHA256SUMS
+	@# what make load, make train and compose need on the offline host, under verlfit/ (docs/images.md, 'Air-gapped hosts')
+	tar --create --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 --transform 's|^|verlfit/|' $(RUN_KIT) | gzip -n > $(SAVE_DIR)/verlfit-run.tar.gz.partial \
+	  && mv $(SAVE_DIR)/verlfit-run.tar.gz.partial $(SAVE_DIR)/verlfit-run.tar.gz
+	cd $(SAVE_DIR) && sha256sum $(foreach profile,$(PROFILES),$(IMAGE)-$(profile).tar.gz) $(if $(filter yes,$(BASES)),cuda-base.tar.gz) verlfit-run.tar.gz > SHA256SUMS.partial && mv SHA256SUMS.partial SHA256SUMS
 
 .PHONY: wheelhouse
 wheelhouse: ## write dist/wheelhouse-PROFILE/: every locked wheel and sdist with their hashes, a static index an offline host rebuilds from (docs/images.md)
@@ -227,7 +230,7 @@ wheelhouse: ## write dist/wheelhouse-PROFILE/: every locked wheel and sdist with
 .PHONY: load
 load: ## check dist/SHA256SUMS, then docker load every tarball it lists (air-gapped hosts)
 	cd $(SAVE_DIR) && sha256sum --check SHA256SUMS
-	set -e; for tarball in $$(cut -d' ' -f3 $(SAVE_DIR)/SHA256SUMS); do $(DOCKER) load --input $(SAVE_DIR)/$$tarball; done
+	set -e; for tarball in $$(cut -d' ' -f3 $(SAVE_DIR)/SHA256SUMS | grep -vx verlfit-run.tar.gz); do $(DOCKER) load --input $(SAVE_DIR)/$$tarball; done
 	@echo "make load: loaded. The CUDA bases are tagged as make save found them, without registry digests (docker load keeps none):" \
 	  "a rebuild here uses them with the digest pins emptied, make image-p40 BUILD_BASE_DIGEST= RUNTIME_BASE_DIGEST=, and needs your package mirrors or a wheelhouse (docs/images.md, 'Air-gapped hosts')"
 
@@ -283,6 +286,10 @@ apt-lock: ## regenerate docker/apt.lock: every apt package as the file apt would
 .PHONY: lock
 lock: ## regenerate docker/*.lock from docker/image.in and docker/a10.in (needs uv and PyPI)
 	python3 docker/lock.py
+
+# make save's run kit, verlfit-run.tar.gz: the files make load, make train/doctor/prepare-gsm8k and compose read (the
+# Makefile takes the base images' names from the Dockerfiles' ARGs), and the docs
+RUN_KIT := Makefile compose.yaml Dockerfile.p40 Dockerfile.a10 docker/build-command.sh docker/compose-run.sh docker/write-env.sh README.md docs/images.md
 
 # save_tarball,FILE,IMAGES: docker save | gzip into FILE.partial, renamed to FILE once whole; a failed save
 # leaves no FILE (and no .partial) behind

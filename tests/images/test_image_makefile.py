@@ -78,7 +78,7 @@ ID_ARGS = ["--build-arg", "VCS_REF=abc123", "--build-arg", "IMAGE_SOURCE=https:/
 @pytest.fixture()
 def workdir(tmp_path):
     for name in ("Makefile", "Dockerfile.p40", "Dockerfile.a10", "compose.yaml", "docker/build-command.sh", "docker/compose-run.sh",
-                 "docker/write-env.sh"):
+                 "docker/write-env.sh", "README.md", "docs/images.md"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     bin_dir = tmp_path / "fake-bin"
@@ -331,12 +331,22 @@ def test_save_then_load_for_an_air_gapped_host(workdir):
                             ["tag", f"{bases[0]}@{DEVEL_DIGEST}", bases[0]], ["pull", f"{bases[1]}@{RUNTIME_DIGEST}"],
                             ["tag", f"{bases[1]}@{RUNTIME_DIGEST}", bases[1]], ["save", *bases]]
     out = workdir / "out"
-    assert sorted(path.name for path in out.iterdir()) == ["SHA256SUMS", "cuda-base.tar.gz", "verlfit-a10.tar.gz", "verlfit-p40.tar.gz"]
+    assert sorted(path.name for path in out.iterdir()) == ["SHA256SUMS", "cuda-base.tar.gz", "verlfit-a10.tar.gz", "verlfit-p40.tar.gz",
+                                                           "verlfit-run.tar.gz"]
     import gzip
+    import tarfile
 
     assert gzip.decompress((out / "cuda-base.tar.gz").read_bytes()).decode() == "tarball of " + " ".join(bases)
     sums = {line.split()[1]: line.split()[0] for line in (out / "SHA256SUMS").read_text().splitlines()}
-    assert sums == {name: hashlib.sha256((out / name).read_bytes()).hexdigest() for name in ("verlfit-p40.tar.gz", "verlfit-a10.tar.gz", "cuda-base.tar.gz")}
+    assert sums == {name: hashlib.sha256((out / name).read_bytes()).hexdigest()
+                    for name in ("verlfit-p40.tar.gz", "verlfit-a10.tar.gz", "cuda-base.tar.gz", "verlfit-run.tar.gz")}
+    # the run kit: what make load, make train and compose read on the offline host, the same bytes as here
+    with tarfile.open(out / "verlfit-run.tar.gz") as kit:
+        files = {member.name: kit.extractfile(member).read() for member in kit.getmembers() if member.isfile()}
+    assert sorted(files) == ["verlfit/Dockerfile.a10", "verlfit/Dockerfile.p40", "verlfit/Makefile", "verlfit/README.md", "verlfit/compose.yaml",
+                             "verlfit/docker/build-command.sh", "verlfit/docker/compose-run.sh", "verlfit/docker/write-env.sh",
+                             "verlfit/docs/images.md"]
+    assert files["verlfit/compose.yaml"] == (REPO / "compose.yaml").read_bytes()
 
     result, calls = make(workdir, "load", "SAVE_DIR=out")
     assert result.returncode == 0, result.stderr
@@ -368,8 +378,9 @@ def test_save_a_runtime_only_bundle(workdir):
     assert result.returncode == 0, result.stderr
     assert argvs(calls) == [["save", "verlfit:p40"]]
     out = workdir / "out"
-    assert sorted(path.name for path in out.iterdir()) == ["SHA256SUMS", "verlfit-p40.tar.gz"]
-    assert (out / "SHA256SUMS").read_text() == f"{hashlib.sha256((out / 'verlfit-p40.tar.gz').read_bytes()).hexdigest()}  verlfit-p40.tar.gz\n"
+    assert sorted(path.name for path in out.iterdir()) == ["SHA256SUMS", "verlfit-p40.tar.gz", "verlfit-run.tar.gz"]
+    assert (out / "SHA256SUMS").read_text() == (f"{hashlib.sha256((out / 'verlfit-p40.tar.gz').read_bytes()).hexdigest()}  verlfit-p40.tar.gz\n"
+                                                f"{hashlib.sha256((out / 'verlfit-run.tar.gz').read_bytes()).hexdigest()}  verlfit-run.tar.gz\n")
     result, calls = make(workdir, "save", "SAVE_DIR=out", "BASES=maybe")
     assert result.returncode == 2 and calls == []
     assert "make save: BASES=maybe: yes (the CUDA bases too, to rebuild there) or no (a runtime-only bundle)" in result.stderr
