@@ -119,6 +119,8 @@ if [ ${#signed_index[@]} -gt 0 ]; then
 fi
 
 summary=
-for place in "${!fetched_from[@]}"; do summary+="${summary:+, }${fetched_from[$place]} from $place"; done
+for place in "${ubuntu_places[@]}" "${cuda_places[@]}" "the build cache"; do
+  [ -z "${fetched_from[$place]:-}" ] || summary+="${summary:+, }${fetched_from[$place]} from $place"
+done
 [ ${#signed_index[@]} -eq 0 ] || summary+="${summary:+, }${#signed_index[@]} checked against NVIDIA's signed index (${cuda_places[0]})"
 log "apt packages fetched by sha256 for $*: ${summary:-none (dry run)}"

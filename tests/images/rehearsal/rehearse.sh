@@ -257,6 +257,33 @@ if [ "$broken_status" = 0 ] || [[ $refusal != *"fix: regenerate the lock on a ne
 fi
 check "a committed lock line naming a file nowhere stops the build: $refusal"
 rm -rf "$broken"
+# an internal apt mirror alone: a local mirror holding the lock's Ubuntu files (fetched here from Ubuntu's archive by
+# path, each checked against the lock's sha256) is the first place the apt-packages stage asks, and every file comes
+# from it (NVIDIA's two through the stand-in repository, CUDA_APT_MIRROR). The build cache goes first: its cache
+# mount would answer before any mirror.
+prune_build_cache
+while read -r _ sha256 source path _; do
+  [ "$source" = ubuntu ] || continue
+  mkdir -p "$work/www/ubuntu/${path%/*}"
+  curl --fail --silent --show-error --output "$work/www/ubuntu/$path" "http://archive.ubuntu.com/ubuntu/$path"
+  echo "$sha256  $work/www/ubuntu/$path" | sha256sum --check --quiet || fail "the local apt mirror: $path is not the lock's file"
+done < <(grep -v '^#' docker/apt.lock)
+mirror_status=0
+DOCKER_BUILDKIT=1 $docker build --progress plain --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
+  --target apt-packages --build-arg BASE_REGISTRY="$registry/" --build-arg BUILD_BASE_DIGEST="$build_digest" \
+  --build-arg APT_MIRROR="http://127.0.0.1:$http_port/ubuntu" --build-arg CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo" \
+  --file Dockerfile.p40 . >"$work/mirror.log" 2>&1 || mirror_status=$?
+from_mirror=$(sed -n 's/^#[0-9]* [0-9.]* verlfit-build: apt packages fetched by sha256 for //p' "$work/mirror.log" | tail -n 1)
+ubuntu_files=$(awk '!/^#/ && $3 == "ubuntu" && ($5 ~ /build|runtime/)' docker/apt.lock | wc -l)
+# every Ubuntu file from the mirror (a file two steps share is taken from the build cache the second time), none from
+# the public archive or the snapshot service
+if [ "$mirror_status" != 0 ] || [[ $from_mirror != "build runtime: $ubuntu_files from http://127.0.0.1:$http_port/ubuntu, "* ]] \
+   || [[ $from_mirror == *ubuntu.com* ]]; then
+  tail -20 "$work/mirror.log" >&2
+  fail "the apt-packages stage with APT_MIRROR: exit $mirror_status, '$from_mirror'"
+fi
+check "an internal apt mirror alone (APT_MIRROR): $from_mirror"
+rm -rf "$work/www/ubuntu"
 
 # ---- the image as a user meets it -----------------------------------------------------------------------
 run() { $docker run --rm --label io.verlfit.rehearsal=1 "$@"; }
@@ -391,8 +418,13 @@ if ! skipped save; then
   $docker image rm -f "$image:p40" >/dev/null
   $docker image ls -q "$registry/nvidia/cuda" | sort -u | xargs -r "$docker" image rm -f >/dev/null
   load_started=$(date +%s)
-  make --no-print-directory load SAVE_DIR="$work/dist" >"$work/load.log" 2>&1 || { tail -20 "$work/load.log" >&2; fail "make load"; }
-  check "make load in $(($(date +%s) - load_started))s: $(grep -c 'Loaded image' "$work/load.log") images"
+  # as on the offline host: the bundle checked, the run kit unpacked, make load from it (not from this checkout)
+  (cd "$work/dist" && sha256sum --check --quiet SHA256SUMS) || fail "the bundle's SHA256SUMS"
+  mkdir "$work/offline-host" && tar -xzf "$work/dist/verlfit-run.tar.gz" -C "$work/offline-host"
+  make -C "$work/offline-host/verlfit" --no-print-directory load SAVE_DIR="$work/dist" >"$work/load.log" 2>&1 || { tail -20 "$work/load.log" >&2; fail "make load"; }
+  check "make load from the bundle's run kit (verlfit-run.tar.gz, $(du -k "$work/dist/verlfit-run.tar.gz" | cut -f1) kB) in $(($(date +%s) - load_started))s: $(grep -c 'Loaded image' "$work/load.log") images"
+  (cd "$work/offline-host/verlfit" && VERLFIT_PROFILE=p40 "$compose" -f compose.yaml config --quiet) || fail "compose.yaml of the run kit"
+  rm -rf "$work/offline-host"
   run "$image:p40" --version >/dev/null && check "the loaded image runs"
   # what the rebuild needs is the loaded bases: the tarballs and the loaded verlfit image go first (disk)
   rm -rf "$work/dist"
