@@ -54,14 +54,21 @@ BUILD_ARG_NAMES := $(sort $(shell sed -n 's/^ARG \([A-Za-z0-9_]*\).*/\1/p' Docke
 ALWAYS_BUILD_ARGS := VCS_REF IMAGE_SOURCE SOURCE_DATE_EPOCH IMAGE_CREATED VERLFIT_VERSION
 build_arg_given = $(or $(filter command line override,$(origin $(1))),$(filter $(ALWAYS_BUILD_ARGS),$(1)))
 # Docker's predefined proxy ARGs: they describe the network, not the image, so they are taken from the
-# environment too; Docker keeps them out of the image and out of `docker history`.
-PROXY_ARG_NAMES := HTTP_PROXY HTTPS_PROXY NO_PROXY ALL_PROXY http_proxy https_proxy no_proxy all_proxy
+# environment too; Docker keeps them out of the image and out of `docker history`. Each goes in both cases: apt
+# reads only the lower-case http_proxy/https_proxy (it ignores HTTP_PROXY), pip, git and curl read either, so a
+# proxy set in one case only is passed under both names (set in both cases, each keeps its own value).
+PROXY_ARG_PAIRS := HTTP_PROXY:http_proxy HTTPS_PROXY:https_proxy NO_PROXY:no_proxy ALL_PROXY:all_proxy
+PROXY_ARG_NAMES := $(subst :, ,$(PROXY_ARG_PAIRS))
 proxy_given = $(filter command line override environment,$(origin $(1)))
+# proxy_value,NAME,OTHER_CASE: NAME's value where given, else the other case's
+proxy_value = $(if $(call proxy_given,$(1)),$(value $(1)),$(value $(2)))
+# proxy_build_args,UPPER,LOWER: both names' --build-arg when either case is given
+proxy_build_args = $(if $(or $(call proxy_given,$(1)),$(call proxy_given,$(2))),--build-arg $(call shell_quote,$(1)=$(call proxy_value,$(1),$(2))) --build-arg $(call shell_quote,$(2)=$(call proxy_value,$(2),$(1))))
 # a value as the shell's single-quoted word: make's $ left as written (a proxy password may hold one), ' escaped
 shell_quote = '$(subst ','\'',$(1))'
 raw_value = $(if $(filter $(ALWAYS_BUILD_ARGS),$(1)),$($(1)),$(value $(1)))
 BUILD_ARGS = $(strip $(foreach name,$(filter-out $(ALWAYS_BUILD_ARGS),$(BUILD_ARG_NAMES)) $(ALWAYS_BUILD_ARGS),$(if $(call build_arg_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))) \
-  $(foreach name,$(PROXY_ARG_NAMES),$(if $(call proxy_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))))
+  $(foreach pair,$(PROXY_ARG_PAIRS),$(call proxy_build_args,$(word 1,$(subst :, ,$(pair))),$(word 2,$(subst :, ,$(pair))))))
 # settings given on the command line that nothing reads (a typo such as PIP_INDEX=...) stop the image targets
 MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER DOCKER_BUILD COMPOSE COMPRESS IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID BASES CA_BUNDLE APT_LOCK_PROFILES
 UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))

@@ -125,3 +125,26 @@ def test_subcommand_list_is_verlfits():
 def test_strict_mode():
     lines = ENTRYPOINT.read_text().splitlines()
     assert lines[0] == "#!/usr/bin/env bash" and "set -euo pipefail" in lines
+
+
+CA_ECHO = 'echo "REQUESTS_CA_BUNDLE=${REQUESTS_CA_BUNDLE-unset} SSL_CERT_FILE=${SSL_CERT_FILE-unset} HF_HUB_DISABLE_XET=${HF_HUB_DISABLE_XET-unset}"'
+
+
+def test_a_mounted_ca_bundle_is_trusted_inside_and_hf_xet_is_switched_off(stub_path, tmp_path):
+    """compose.yaml mounts VERLFIT_CA_BUNDLE at /etc/verlfit/ca-bundle.pem (here VERLFIT_CA_BUNDLE_MOUNT points at a test
+    file): Python's HTTPS clients get it, hf-xet (its own TLS) is switched off; what the user set wins, an empty value too."""
+    bundle = tmp_path / "ca-bundle.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    result = entrypoint(stub_path, "bash", "-c", CA_ECHO, VERLFIT_PROFILE="p40", VERLFIT_CA_BUNDLE_MOUNT=str(bundle))
+    assert result.stdout == f"REQUESTS_CA_BUNDLE={bundle} SSL_CERT_FILE={bundle} HF_HUB_DISABLE_XET=1\n"
+    result = entrypoint(stub_path, "bash", "-c", CA_ECHO, VERLFIT_PROFILE="p40", VERLFIT_CA_BUNDLE_MOUNT=str(bundle),
+                        SSL_CERT_FILE="/etc/mine.pem", HF_HUB_DISABLE_XET="")
+    assert result.stdout == f"REQUESTS_CA_BUNDLE={bundle} SSL_CERT_FILE=/etc/mine.pem HF_HUB_DISABLE_XET=\n"
+
+
+def test_no_ca_bundle_mounted_changes_nothing(stub_path, tmp_path):
+    # compose's stand-in when VERLFIT_CA_BUNDLE is unset: the checkout's empty docker/no-ca-bundle.pem
+    assert (REPO / "docker" / "no-ca-bundle.pem").read_bytes() == b""
+    for mount in (REPO / "docker" / "no-ca-bundle.pem", tmp_path / "absent.pem"):
+        result = entrypoint(stub_path, "bash", "-c", CA_ECHO, VERLFIT_PROFILE="p40", VERLFIT_CA_BUNDLE_MOUNT=str(mount))
+        assert result.stdout == "REQUESTS_CA_BUNDLE=unset SSL_CERT_FILE=unset HF_HUB_DISABLE_XET=unset\n"

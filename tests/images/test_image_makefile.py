@@ -420,11 +420,25 @@ def test_help_and_test_targets_are_unchanged():
     assert ".DEFAULT_GOAL := help" in text
 
 
-def test_proxies_pass_from_the_command_line_or_the_environment(workdir):
+def test_proxies_pass_from_the_command_line_or_the_environment_in_both_cases(workdir):
+    """apt reads only http_proxy/https_proxy (lower case) and ignores HTTP_PROXY: a proxy given in one case goes to the
+    build under both names."""
     result, calls = make(workdir, "image-p40", *IDS, "HTTPS_PROXY=http://proxy.example:3128", env={"NO_PROXY": "localhost,.example"})
     assert result.returncode == 0, result.stderr
     assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS,
-                             "--build-arg", "HTTPS_PROXY=http://proxy.example:3128", "--build-arg", "NO_PROXY=localhost,.example", "."]]
+                             "--build-arg", "HTTPS_PROXY=http://proxy.example:3128", "--build-arg", "https_proxy=http://proxy.example:3128",
+                             "--build-arg", "NO_PROXY=localhost,.example", "--build-arg", "no_proxy=localhost,.example", "."]]
+
+
+def test_a_lower_case_proxy_alone_is_passed_upper_case_too_and_two_given_cases_keep_their_values(workdir):
+    result, calls = make(workdir, "image-p40", *IDS, env={"http_proxy": "http://apt-proxy.example:3142"})
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls)[1][-5:] == ["--build-arg", "HTTP_PROXY=http://apt-proxy.example:3142",
+                                    "--build-arg", "http_proxy=http://apt-proxy.example:3142", "."]
+    result, calls = make(workdir, "image-p40", *IDS, "https_proxy=http://lower.example:3128",
+                         env={"HTTPS_PROXY": "http://upper.example:3128", "all_proxy": "socks5://socks.example:1080"})
+    assert argvs(calls)[1][-9:] == ["--build-arg", "HTTPS_PROXY=http://upper.example:3128", "--build-arg", "https_proxy=http://lower.example:3128",
+                                    "--build-arg", "ALL_PROXY=socks5://socks.example:1080", "--build-arg", "all_proxy=socks5://socks.example:1080", "."]
 
 
 def test_a_setting_nothing_reads_stops_the_build(workdir):
@@ -446,7 +460,7 @@ def test_values_reach_docker_as_written_dollar_and_quote_included(workdir):
     result, calls = make(workdir, "image-p40", *IDS, "PIP_INDEX_URL=https://m.example/it's", env={"HTTPS_PROXY": "http://u:p$w0rd@proxy.example:3128"})
     assert result.returncode == 0, result.stderr
     assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", "--build-arg", "PIP_INDEX_URL=https://m.example/it's", *ID_ARGS,
-                             "--build-arg", "HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128", "."]]
+                             "--build-arg", "HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128", "--build-arg", "https_proxy=http://u:p$w0rd@proxy.example:3128", "."]]
 
 
 def test_save_with_the_singular_profile_saves_that_image_and_a_typo_stops_it(workdir):
