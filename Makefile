@@ -194,17 +194,18 @@ pull: ## pull verlfit:PROFILE from MIRROR=<registry>/<namespace>, tag it verlfit
 	$(DOCKER) tag $(MIRROR)/$(IMAGE):$(PROFILE) $(IMAGE):$(PROFILE)
 
 .PHONY: push
-push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<namespace>, with SBOM and provenance attestations where buildx is
+push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<namespace>, with SBOM and provenance attestations where the builder makes them
 	$(check_settings)
 	$(call check_profiles,$(PROFILES))
 	@if [ -z '$(REGISTRY)' ]; then echo "make push: set REGISTRY=<registry>/<namespace>, e.g. make push REGISTRY=registry.example.com/ml" >&2; exit 2; fi
-	@# attestations are made by BuildKit while it builds and pushes (buildx): the build is the cached one make image-<profile> ran
-	@if $(DOCKER) buildx version >/dev/null 2>&1; then \
-	  set -ex; $(foreach profile,$(PROFILES),$(DOCKER) buildx build --sbom=true --provenance=mode=max --push --file Dockerfile.$(profile) --tag $(REGISTRY)/$(IMAGE):$(profile) $(BUILD_ARGS) $(BUILD_FLAGS) .;) \
-	else \
-	  set -ex; $(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile); $(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile);) \
-	  set +x; echo "make push: pushed WITHOUT SBOM and provenance attestations: '$(DOCKER) buildx' is not installed here, and only BuildKit through buildx makes them (install docker-buildx-plugin and run make push again)" >&2; \
-	fi
+	@# attestations are made by BuildKit while it builds and pushes (buildx): the build is the cached one make image-<profile> ran.
+	@# Provenance mode=min: mode=max publishes every build arg's value, and the proxy args may hold a password
+	@# (docs.docker.com, "Provenance attestations"); min keeps the materials (base images by digest), source and revision.
+	@why=$$(DOCKER=$(call shell_quote,$(DOCKER)) bash docker/attestations.sh); case $$? in \
+	0) set -ex; $(foreach profile,$(PROFILES),$(DOCKER) buildx build --sbom=true --provenance=mode=min --push --file Dockerfile.$(profile) --tag $(REGISTRY)/$(IMAGE):$(profile) $(BUILD_ARGS) $(BUILD_FLAGS) .;) ;; \
+	1) set -ex; $(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile); $(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile);) \
+	   set +x; echo "make push: pushed WITHOUT SBOM and provenance attestations: $$why" >&2 ;; \
+	*) exit 2 ;; esac
 
 .PHONY: save
 save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images (by tag; BASES=no: without, for hosts that only run), SHA256SUMS

@@ -56,6 +56,20 @@ if sys.argv[1:3] == ["compose", "version"]:
     print(os.environ.get("FAKE_COMPOSE_VERSION", "Docker Compose version v2.39.1 faked"))
 if sys.argv[1:3] == ["buildx", "version"]:
     print("github.com/docker/buildx v0.25.0 faked")
+if sys.argv[1:3] == ["buildx", "inspect"] and os.environ.get("FAKE_BUILDX_INSPECT_FAILS"):
+    sys.stderr.write("ERROR: no valid drivers found: cannot connect to the Docker daemon\\n")
+    sys.exit(1)
+if sys.argv[1:3] == ["buildx", "inspect"]:
+    # the current builder, as buildx prints it (the default builder of a plain engine: the docker driver)
+    driver = os.environ.get("FAKE_BUILDX_DRIVER", "docker-container")
+    name = "default" if driver == "docker" else "verlfit-builder"
+    print(f"Name:          {name}\\nDriver:        {driver}\\nLast Activity: 2026-12-03 10:00:00 +0000 UTC\\n\\nNodes:\\nName:      {name}0\\nStatus:    running")
+if sys.argv[1:4] == ["info", "--format", "{{json .DriverStatus}}"]:
+    # the image store: classic overlay2, or containerd's (its snapshotter named)
+    if os.environ.get("FAKE_DOCKER_CONTAINERD_STORE"):
+        print('[["driver-type","io.containerd.snapshotter.v1"]]')
+    else:
+        print('[["Backing Filesystem","extfs"],["Supports d_type","true"],["Using metacopy","false"],["Native Overlay Diff","true"],["userxattr","false"]]')
 if sys.argv[1:4] == ["buildx", "imagetools", "inspect"] and sys.argv[4:6] == ["--format", "{{json .Manifest.Digest}}"]:
     # a registry's answer: the digest of the tag's manifest list, as JSON
     print(json.dumps("sha256:" + hashlib.sha256(sys.argv[6].encode()).hexdigest()))
@@ -78,7 +92,7 @@ ID_ARGS = ["--build-arg", "VCS_REF=abc123", "--build-arg", "IMAGE_SOURCE=https:/
 @pytest.fixture()
 def workdir(tmp_path):
     for name in ("Makefile", "Dockerfile.p40", "Dockerfile.a10", "compose.yaml", "docker/build-command.sh", "docker/compose-run.sh",
-                 "docker/write-env.sh"):
+                 "docker/write-env.sh", "docker/attestations.sh"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     bin_dir = tmp_path / "fake-bin"
@@ -196,17 +210,51 @@ def test_build_flags_pass_a_netrc_secret(workdir):
     assert argvs(calls)[1][-4:] == ["VERLFIT_VERSION=0.1.0", "--secret", "id=netrc,src=/home/me/.netrc", "."]
 
 
-def test_push_to_a_registry_with_attestations_where_buildx_is(workdir):
-    """With buildx, BuildKit builds (from the cache make image-* filled) and pushes each image with its SBOM and
-    provenance attestations; without it, a plain tag and push, and the missing attestations said plainly."""
-    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", *IDS)
+PUSH_WITHOUT = [["tag", "verlfit:p40", "r.example/ml/verlfit:p40"], ["push", "r.example/ml/verlfit:p40"],
+                ["tag", "verlfit:a10", "r.example/ml/verlfit:a10"], ["push", "r.example/ml/verlfit:a10"]]
+
+
+def test_push_to_a_registry_with_attestations_where_the_builder_makes_them(workdir):
+    """A builder that can store an image index (docker-container here) builds (from its cache) and pushes each image with
+    its SBOM and a provenance attestation in mode=min: mode=max would publish the build args, a proxy password with them."""
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", *IDS, "HTTPS_PROXY=http://user:secret@proxy.example:3128")
     assert result.returncode == 0, result.stderr
-    assert argvs(calls) == [BUILDX] + [["buildx", "build", "--sbom=true", "--provenance=mode=max", "--push", "--file", f"Dockerfile.{profile}",
-                                        "--tag", f"r.example/ml/verlfit:{profile}", *ID_ARGS, "."] for profile in ("p40", "a10")]
+    proxies = ["--build-arg", "HTTPS_PROXY=http://user:secret@proxy.example:3128", "--build-arg", "https_proxy=http://user:secret@proxy.example:3128"]
+    assert argvs(calls) == [BUILDX, ["buildx", "inspect"]] + [
+        ["buildx", "build", "--sbom=true", "--provenance=mode=min", "--push", "--file", f"Dockerfile.{profile}",
+         "--tag", f"r.example/ml/verlfit:{profile}", *ID_ARGS, *proxies, "."] for profile in ("p40", "a10")]
+    assert "--provenance=mode=max" not in (workdir / "Makefile").read_text()
+    # the docker driver on the containerd image store holds an image index too
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", "PROFILES=p40", *IDS,
+                         env={"FAKE_BUILDX_DRIVER": "docker", "FAKE_DOCKER_CONTAINERD_STORE": "1"})
+    assert argvs(calls)[:3] == [BUILDX, ["buildx", "inspect"], ["info", "--format", "{{json .DriverStatus}}"]]
+    assert argvs(calls)[3][:4] == ["buildx", "build", "--sbom=true", "--provenance=mode=min"] and len(calls) == 4
+
+
+def test_push_on_a_default_engine_goes_without_attestations_and_says_why(workdir):
+    """The default builder of a plain engine (docker driver, classic image store) refuses attestations: make pushes the
+    images make image-* built, and says so with the two fixes."""
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", *IDS, env={"FAKE_BUILDX_DRIVER": "docker"})
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [BUILDX, ["buildx", "inspect"], ["info", "--format", "{{json .DriverStatus}}"], *PUSH_WITHOUT]
+    assert ("make push: pushed WITHOUT SBOM and provenance attestations: the buildx builder 'default' uses the docker driver "
+            "on the engine's classic image store, which cannot hold attestations (buildx: \"Attestation is not supported for the "
+            "docker driver\"); for them, turn on the containerd image store, or 'docker buildx create --use --driver "
+            "docker-container' (a builder of its own: it builds the images again, without make image-*'s cache), and run make "
+            "push again") in result.stderr
+
+
+def test_push_stops_when_the_builder_cannot_be_asked(workdir):
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", *IDS, env={"FAKE_BUILDX_INSPECT_FAILS": "1"})
+    assert result.returncode == 2 and argvs(calls) == [BUILDX, ["buildx", "inspect"]]
+    assert ("make push: 'docker buildx inspect' failed, so whether its builder can make attestations is unknown: "
+            "ERROR: no valid drivers found: cannot connect to the Docker daemon") in result.stderr
+
+
+def test_push_without_buildx_tags_and_pushes_and_says_so(workdir):
     result, calls = make(workdir, "push", "REGISTRY=r.example/ml", env={"FAKE_DOCKER_NO_BUILDX": "1"})
     assert result.returncode == 0, result.stderr
-    assert argvs(calls) == [BUILDX, ["tag", "verlfit:p40", "r.example/ml/verlfit:p40"], ["push", "r.example/ml/verlfit:p40"],
-                            ["tag", "verlfit:a10", "r.example/ml/verlfit:a10"], ["push", "r.example/ml/verlfit:a10"]]
+    assert argvs(calls) == [BUILDX, *PUSH_WITHOUT]
     assert ("make push: pushed WITHOUT SBOM and provenance attestations: 'docker buildx' is not installed here, and only BuildKit "
             "through buildx makes them (install docker-buildx-plugin and run make push again)") in result.stderr
 
