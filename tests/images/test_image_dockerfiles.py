@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from verlfit.checks.readiness import IMAGE_DRIVER_REQUIREMENT
 
 from image_helpers import (
     DOCKERFILES,
@@ -361,7 +362,11 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
         "VERLFIT_PROFILE": profile, "HOME": "/home/verlfit", "LOGNAME": "verlfit", "USER": "verlfit", "HF_HOME": "/cache/huggingface", "PIP_CONSTRAINT": constraint,
         # verlfit doctor compares the installed verl with the image's own patch series (issue 24: it WARNed)
         "VERLFIT_PATCHES_DIR": "/opt/verlfit/patches",
+        # the drivers the container toolkit starts the image on: those verlfit doctor does not FAIL (tests/test_doctor.py
+        # evaluates both rules side by side); the base's own value refused a Tesla on R510/R515, where doctor WARNs
+        "NVIDIA_REQUIRE_CUDA": "cuda>=11.8 driver>=450.80.2",
     }
+    assert expected["NVIDIA_REQUIRE_CUDA"] == IMAGE_DRIVER_REQUIREMENT
     if profile == "a10":
         expected["LIBRARY_PATH"] = "/usr/local/cuda/lib64/stubs"  # Triton's -lcuda links against CUDA's stub
     assert environment == expected
