@@ -170,6 +170,12 @@ def test_the_image_user_is_fixed_and_make_writes_yours_into_env(workdir):
         "HF_ENDPOINT=https://hf-mirror.example\n"
         "# the container user (make writes these): compose.yaml's user:, so ./data and ./runs stay yours\n"
         f"VERLFIT_UID={uid}\nVERLFIT_GID={gid}\n")
+    # the owner's only: users keep HF_TOKEN and proxy passwords in .env too
+    assert stat.S_IMODE((workdir / ".env").stat().st_mode) == 0o600
+    # a file that already says so, left readable by others by an older make, is narrowed too
+    (workdir / ".env").chmod(0o644)
+    make(workdir, "image-p40", "VCS_REF=abc123")
+    assert stat.S_IMODE((workdir / ".env").stat().st_mode) == 0o600
 
 
 def test_every_dockerfile_arg_is_overridable(workdir):
