@@ -17,7 +17,7 @@ from image_helpers import DOCKERFILES, REPO, parse_dockerfile
 
 ENTRYPOINT = "/opt/verlfit/entrypoint/entrypoint.sh"
 # the image's ENTRYPOINT: tini as PID 1 in front of verlfit's entrypoint; a service that replaces it keeps tini
-TINI = ["/usr/bin/tini", "--"]
+TINI = ["/usr/bin/tini", "-g", "--"]  # -g: the signal to the whole process group, bench's train run included
 GPU = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
 # ./data and ./runs in the long syntax without create_host_path: compose stops when one is missing instead of letting
 # Docker create it owned by root

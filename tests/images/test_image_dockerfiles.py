@@ -349,7 +349,8 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
     assert runtime.all("USER")[-1].value == "1000:1000"
     assert [item.value for item in runtime.all("WORKDIR")] == ["/workspace"]
     # tini is PID 1; docker stop's SIGTERM (the default stop signal) reaches verlfit, which handles it like Ctrl-C
-    assert runtime.all("ENTRYPOINT")[-1].value == '["/usr/bin/tini", "--", "/opt/verlfit/entrypoint/entrypoint.sh"]'
+    # -g: to verlfit's whole process group, as a terminal's Ctrl-C, so verlfit bench's train run gets it too
+    assert runtime.all("ENTRYPOINT")[-1].value == '["/usr/bin/tini", "-g", "--", "/opt/verlfit/entrypoint/entrypoint.sh"]'
     assert runtime.all("CMD")[-1].value == '["train"]'
     assert runtime.all("STOPSIGNAL") == []
     environment = {}
