@@ -39,12 +39,12 @@ VERLFIT_GID ?= $(shell id -g | sed 's/^0$$/1000/')
 export VERLFIT_UID VERLFIT_GID
 # provenance, from git: the commit (OCI label revision), its time (SOURCE_DATE_EPOCH, seconds; the label created
 # in RFC 3339), the repository's address without credentials (source) and verlfit's version (pyproject.toml, read
-# with Python's tomllib)
+# by docker/project-version.py with tomllib, tomli, or on a bare Python 3.10 a strict regular expression)
 VCS_REF ?= $(shell git rev-parse HEAD 2>/dev/null)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 IMAGE_CREATED ?= $(if $(SOURCE_DATE_EPOCH),$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ))
 IMAGE_SOURCE ?= $(shell git config --get remote.origin.url 2>/dev/null | sed -E 's|//[^/@]*@|//|')
-VERLFIT_VERSION ?= $(shell python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])' 2>/dev/null)
+VERLFIT_VERSION ?= $(shell python3 docker/project-version.py pyproject.toml 2>/dev/null)
 
 # Every ARG of the Dockerfiles is a make variable: set on the make command line
 # (`make image-p40 PIP_INDEX_URL=https://mirror/simple`) it is passed as --build-arg; unset, the

@@ -11,6 +11,8 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -583,3 +585,57 @@ def test_wheelhouse_exports_the_wheelhouse_stage_to_a_folder(workdir):
     result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", "PROFILE=a10", *IDS)
     assert result.returncode == 2 and calls == []
     assert "make wheelhouse: out/wheelhouse-a10 exists: remove it first (make writes a new one whole)" in result.stderr
+
+
+# a host whose python3 is 3.10 without tomli (Ubuntu 22.04's own): tomllib and tomli cannot be imported
+PYTHON_310_WRAPPER = f"""#!/bin/sh
+exec {sys.executable} -c 'import runpy, sys
+sys.modules["tomllib"] = sys.modules["tomli"] = None
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")' "$@"
+"""
+
+
+def project_version(*args: str, blocked: tuple[str, ...] = (), tomli_installed: bool = False) -> subprocess.CompletedProcess:
+    """docker/project-version.py ARGS with the modules ``blocked`` unimportable; ``tomli_installed``: a ``tomli`` module
+    that is the standard library's parser (tomli is its packaged original), as on a 3.10 host with python3-tomli."""
+    code = ("import runpy, sys\n" + ("import tomllib\nsys.modules['tomli'] = tomllib\n" if tomli_installed else "") +
+            "".join(f"sys.modules[{name!r}] = None\n" for name in blocked) +
+            "sys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code, str(REPO / "docker" / "project-version.py"), *args], capture_output=True, text=True)
+
+
+def test_the_version_label_is_read_on_python_3_10_too(workdir):
+    """tomllib (3.11+), tomli, or on a bare 3.10 the [project] table's version line: the same answer as tomllib's."""
+    expected = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    pyproject = str(REPO / "pyproject.toml")
+    for blocked, tomli_installed in (((), False), (("tomllib",), True), (("tomllib", "tomli"), False)):
+        result = project_version(pyproject, blocked=blocked, tomli_installed=tomli_installed)
+        assert (result.returncode, result.stdout, result.stderr) == (0, expected + "\n", ""), blocked
+    # the tomli branch parses for real: a TOML error is its error, not the fallback's
+    broken = workdir / "broken.toml"
+    broken.write_text('[project]\nversion = "0.1.0"\nversion = "0.2.0"\n')
+    result = project_version(str(broken), blocked=("tomllib",), tomli_installed=True)
+    assert result.returncode == 1 and result.stderr.startswith(f"project-version.py: {broken}: Cannot overwrite a value")
+    # make's VERLFIT_VERSION with such a python3 first on PATH
+    shutil.copy(REPO / "pyproject.toml", workdir / "pyproject.toml")
+    shutil.copy(REPO / "docker" / "project-version.py", workdir / "docker" / "project-version.py")
+    python3 = workdir / "fake-bin" / "python3"
+    python3.write_text(PYTHON_310_WRAPPER)
+    python3.chmod(0o755)
+    result, calls = make(workdir, "image-p40", "VCS_REF=abc123")
+    assert argvs(calls)[1][-3:] == ["--build-arg", f"VERLFIT_VERSION={expected}", "."]
+
+
+def test_the_version_fallback_refuses_what_it_cannot_read_for_sure(tmp_path):
+    two = tmp_path / "pyproject.toml"
+    two.write_text('[project]\nname = "verlfit"\nversion = "0.1.0"\nversion = "0.2.0"\n\n[tool.x]\nversion = "9"\n')
+    result = project_version(str(two), blocked=("tomllib", "tomli"))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f'project-version.py: {two}: 2 version = "..." lines in [project], expected one (install tomli)\n'
+    # another table's version is not [project]'s
+    other = tmp_path / "other.toml"
+    other.write_text('[project]\nname = "verlfit"\ndynamic = ["version"]\n\n[tool.x]\nversion = "9"\n')
+    result = project_version(str(other), blocked=("tomllib", "tomli"))
+    assert result.stderr == f'project-version.py: {other}: 0 version = "..." lines in [project], expected one (install tomli)\n'
+    assert project_version(str(other)).stderr == f"project-version.py: {other}: no [project] version string\n"
