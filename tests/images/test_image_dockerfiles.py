@@ -524,6 +524,10 @@ def test_docs_name_every_source_arg_and_headline_pin(dockerfiles):
     for name in ("TORCH_VERSION", "TRANSFORMERS_VERSION", "TENSORDICT_VERSION", "RAY_VERSION", "DATASETS_VERSION", "PYARROW_VERSION",
                  "HYDRA_CORE_VERSION", "XFORMERS_VERSION", "FLASH_ATTN_VERSION", "VERL_COMMIT", "CUDNN_VERSION"):
         assert args[name] in text, name
+    # the sources table gives the digests' real default: pinned, not empty
+    row = next(line for line in text.splitlines() if line.startswith("| `BUILD_BASE_DIGEST`, `RUNTIME_BASE_DIGEST` |"))
+    assert row.split(" | ")[1].startswith("Docker Hub's digests of the two tags, pinned")
+    assert args["BUILD_BASE_DIGEST"] in text and args["RUNTIME_BASE_DIGEST"] in text
 
 
 def test_the_a10_image_starts_with_the_p40_images_runtime_layers(dockerfiles):
