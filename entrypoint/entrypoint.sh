@@ -10,7 +10,11 @@
 #    point at it (requests, httpx, Python's ssl and pip trust it), and HF_HUB_DISABLE_XET=1, because hf-xet makes
 #    its own TLS connections and has been reported failing behind intercepting proxies (huggingface/xet-core#389,
 #    #399). Values the user set win, as in 1. Nothing of this reaches the host's shell.
-# 3. Runs what was asked:
+# 3. The Hugging Face cache (HF_HOME; in the images the volume verlfit-hf-cache) is shared by every uid that runs the
+#    image, and what one uid downloads there another cannot write (hub's lock files and refs, new model folders): when
+#    this uid cannot write HF_HOME, its hub/ or its datasets/, a warning names the owner and the two fixes first.
+#    Reading what is there still works (HF_HUB_OFFLINE=1), so it does not stop.
+# 4. Runs what was asked:
 #      (no arguments)            verlfit train: PPO on GSM8K with the defaults
 #      a verlfit subcommand      verlfit "$@"            e.g. train --algo grpo, doctor
 #      an option (-h, --version) verlfit "$@"
@@ -40,6 +44,20 @@ ca_bundle=${VERLFIT_CA_BUNDLE_MOUNT:-/etc/verlfit/ca-bundle.pem}
 if [ -f "$ca_bundle" ] && [ -s "$ca_bundle" ]; then
   export REQUESTS_CA_BUNDLE="${REQUESTS_CA_BUNDLE-$ca_bundle}" SSL_CERT_FILE="${SSL_CERT_FILE-$ca_bundle}"
   export HF_HUB_DISABLE_XET="${HF_HUB_DISABLE_XET-1}"
+fi
+
+if [ -n "${HF_HOME:-}" ]; then
+  for folder in "$HF_HOME" "$HF_HOME/hub" "$HF_HOME/datasets"; do
+    if [ -d "$folder" ] && [ ! -w "$folder" ]; then
+      owner=$(stat -c %u "$folder") uid=$(id -u)
+      echo "verlfit entrypoint: warning: the Hugging Face cache folder $folder belongs to uid $owner and this" \
+        "container runs as uid $uid, which cannot write it: downloads into it will fail with PermissionError (what is" \
+        "there can still be read, with HF_HUB_OFFLINE=1). Run as uid $owner (VERLFIT_UID=$owner in .env; docker run -u" \
+        "$owner), or give uid $uid a cache volume of its own (VERLFIT_HF_CACHE_VOLUME=verlfit-hf-cache-$uid in .env;" \
+        "docker run -v verlfit-hf-cache-$uid:/cache/huggingface) (docs/images.md, 'Running with compose')" >&2
+      break
+    fi
+  done
 fi
 
 if [ $# -eq 0 ]; then

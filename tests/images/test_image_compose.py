@@ -74,7 +74,10 @@ def test_services_and_profiles(compose):
     }
     assert compose["name"] == "verlfit"
     # the volume's name is the one the docs' `docker run -v verlfit-hf-cache:...` uses (not compose's verlfit_hf-cache)
-    assert compose["volumes"] == {"hf-cache": {"name": "verlfit-hf-cache"}}
+    assert compose["volumes"] == {"hf-cache": {"name": "${VERLFIT_HF_CACHE_VOLUME:-verlfit-hf-cache}"}}
+    assert interpolate(compose["volumes"]["hf-cache"]["name"], {}) == "verlfit-hf-cache"
+    # a second uid's own cache (the entrypoint's warning names this fix)
+    assert interpolate(compose["volumes"]["hf-cache"]["name"], {"VERLFIT_HF_CACHE_VOLUME": "verlfit-hf-cache-1001"}) == "verlfit-hf-cache-1001"
 
 
 @pytest.mark.parametrize("environ, image", [({}, "verlfit:p40"), ({"VERLFIT_PROFILE": "a10"}, "verlfit:a10")])
