@@ -64,6 +64,9 @@ proxy_given = $(filter command line override environment,$(origin $(1)))
 proxy_value = $(if $(call proxy_given,$(1)),$(value $(1)),$(value $(2)))
 # proxy_build_args,UPPER,LOWER: both names' --build-arg when either case is given
 proxy_build_args = $(if $(or $(call proxy_given,$(1)),$(call proxy_given,$(2))),--build-arg $(call shell_quote,$(1)=$(call proxy_value,$(1),$(2))) --build-arg $(call shell_quote,$(2)=$(call proxy_value,$(2),$(1))))
+# the same proxies as shell words NAME=value, both cases, for `env` in front of a command that starts containers
+# (docker run -e NAME passes each on), e.g. make apt-lock's
+PROXY_ENV = $(strip $(foreach pair,$(PROXY_ARG_PAIRS),$(patsubst --build-arg,,$(call proxy_build_args,$(word 1,$(subst :, ,$(pair))),$(word 2,$(subst :, ,$(pair)))))))
 # a value as the shell's single-quoted word: make's $ left as written (a proxy password may hold one), ' escaped
 shell_quote = '$(subst ','\'',$(1))'
 raw_value = $(if $(filter $(ALWAYS_BUILD_ARGS),$(1)),$($(1)),$(value $(1)))

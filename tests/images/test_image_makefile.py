@@ -639,3 +639,14 @@ def test_the_version_fallback_refuses_what_it_cannot_read_for_sure(tmp_path):
     result = project_version(str(other), blocked=("tomllib", "tomli"))
     assert result.stderr == f'project-version.py: {other}: 0 version = "..." lines in [project], expected one (install tomli)\n'
     assert project_version(str(other)).stderr == f"project-version.py: {other}: no [project] version string\n"
+
+
+def test_proxy_env_gives_both_cases_as_shell_words_for_commands_that_start_containers(workdir):
+    """PROXY_ENV: the proxies as `env` words (both cases, values as written) for a recipe that runs containers, such
+    as make apt-lock's; read here through a target of its own."""
+    result = subprocess.run(["make", "--no-print-directory", "--eval", "print-proxy-env: ; @printf '%s\\n' $(PROXY_ENV)", "print-proxy-env",
+                             "HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128"],
+                            cwd=workdir, env={"PATH": os.environ["PATH"], "no_proxy": "localhost"}, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128", "https_proxy=http://u:p$w0rd@proxy.example:3128",
+                                          "NO_PROXY=localhost", "no_proxy=localhost"]
