@@ -40,12 +40,12 @@ VERLFIT_GID ?= $(shell id -g | sed 's/^0$$/1000/')
 export VERLFIT_UID VERLFIT_GID
 # provenance, from git: the commit (OCI label revision), its time (SOURCE_DATE_EPOCH, seconds; the label created
 # in RFC 3339), the repository's address without credentials (source) and verlfit's version (pyproject.toml, read
-# with Python's tomllib)
+# by docker/project-version.py with tomllib, tomli, or on a bare Python 3.10 a strict regular expression)
 VCS_REF ?= $(shell git rev-parse HEAD 2>/dev/null)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 IMAGE_CREATED ?= $(if $(SOURCE_DATE_EPOCH),$(shell date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ))
 IMAGE_SOURCE ?= $(shell git config --get remote.origin.url 2>/dev/null | sed -E 's|//[^/@]*@|//|')
-VERLFIT_VERSION ?= $(shell python3 -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])' 2>/dev/null)
+VERLFIT_VERSION ?= $(shell python3 docker/project-version.py pyproject.toml 2>/dev/null)
 
 # Every ARG of the Dockerfiles is a make variable: set on the make command line
 # (`make image-p40 PIP_INDEX_URL=https://mirror/simple`) it is passed as --build-arg; unset, the
@@ -55,14 +55,24 @@ BUILD_ARG_NAMES := $(sort $(shell sed -n 's/^ARG \([A-Za-z0-9_]*\).*/\1/p' Docke
 ALWAYS_BUILD_ARGS := VCS_REF IMAGE_SOURCE SOURCE_DATE_EPOCH IMAGE_CREATED VERLFIT_VERSION
 build_arg_given = $(or $(filter command line override,$(origin $(1))),$(filter $(ALWAYS_BUILD_ARGS),$(1)))
 # Docker's predefined proxy ARGs: they describe the network, not the image, so they are taken from the
-# environment too; Docker keeps them out of the image and out of `docker history`.
-PROXY_ARG_NAMES := HTTP_PROXY HTTPS_PROXY NO_PROXY ALL_PROXY http_proxy https_proxy no_proxy all_proxy
+# environment too; Docker keeps them out of the image and out of `docker history`. Each goes in both cases: apt
+# reads only the lower-case http_proxy/https_proxy (it ignores HTTP_PROXY), pip, git and curl read either, so a
+# proxy set in one case only is passed under both names (set in both cases, each keeps its own value).
+PROXY_ARG_PAIRS := HTTP_PROXY:http_proxy HTTPS_PROXY:https_proxy NO_PROXY:no_proxy ALL_PROXY:all_proxy
+PROXY_ARG_NAMES := $(subst :, ,$(PROXY_ARG_PAIRS))
 proxy_given = $(filter command line override environment,$(origin $(1)))
+# proxy_value,NAME,OTHER_CASE: NAME's value where given, else the other case's
+proxy_value = $(if $(call proxy_given,$(1)),$(value $(1)),$(value $(2)))
+# proxy_build_args,UPPER,LOWER: both names' --build-arg when either case is given
+proxy_build_args = $(if $(or $(call proxy_given,$(1)),$(call proxy_given,$(2))),--build-arg $(call shell_quote,$(1)=$(call proxy_value,$(1),$(2))) --build-arg $(call shell_quote,$(2)=$(call proxy_value,$(2),$(1))))
+# the same proxies as shell words NAME=value, both cases, for `env` in front of a command that starts containers
+# (docker run -e NAME passes each on), e.g. make apt-lock's
+PROXY_ENV = $(strip $(foreach pair,$(PROXY_ARG_PAIRS),$(patsubst --build-arg,,$(call proxy_build_args,$(word 1,$(subst :, ,$(pair))),$(word 2,$(subst :, ,$(pair)))))))
 # a value as the shell's single-quoted word: make's $ left as written (a proxy password may hold one), ' escaped
 shell_quote = '$(subst ','\'',$(1))'
 raw_value = $(if $(filter $(ALWAYS_BUILD_ARGS),$(1)),$($(1)),$(value $(1)))
 BUILD_ARGS = $(strip $(foreach name,$(filter-out $(ALWAYS_BUILD_ARGS),$(BUILD_ARG_NAMES)) $(ALWAYS_BUILD_ARGS),$(if $(call build_arg_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))) \
-  $(foreach name,$(PROXY_ARG_NAMES),$(if $(call proxy_given,$(name)),--build-arg $(call shell_quote,$(name)=$(call raw_value,$(name))))))
+  $(foreach pair,$(PROXY_ARG_PAIRS),$(call proxy_build_args,$(word 1,$(subst :, ,$(pair))),$(word 2,$(subst :, ,$(pair))))))
 # settings given on the command line that nothing reads (a typo such as PIP_INDEX=...) stop the image targets
 MAKEFILE_SETTINGS := VENV PYTEST_ARGS DOCKER DOCKER_BUILD COMPOSE COMPRESS IMAGE PROFILE PROFILES BUILD_FLAGS MIRROR REGISTRY SAVE_DIR ARGS VERLFIT_UID VERLFIT_GID BASES CA_BUNDLE CUDA_SHA256
 UNKNOWN_SETTINGS = $(filter-out $(BUILD_ARG_NAMES) $(PROXY_ARG_NAMES) $(MAKEFILE_SETTINGS),$(foreach name,$(.VARIABLES),$(if $(filter command line,$(origin $(name))),$(name))))
@@ -188,17 +198,18 @@ pull: ## pull verlfit:PROFILE from MIRROR=<registry>/<namespace>, tag it verlfit
 	$(DOCKER) tag $(MIRROR)/$(IMAGE):$(PROFILE) $(IMAGE):$(PROFILE)
 
 .PHONY: push
-push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<namespace>, with SBOM and provenance attestations where buildx is
+push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<namespace>, with SBOM and provenance attestations where the builder makes them
 	$(check_settings)
 	$(call check_profiles,$(PROFILES))
 	@if [ -z '$(REGISTRY)' ]; then echo "make push: set REGISTRY=<registry>/<namespace>, e.g. make push REGISTRY=registry.example.com/ml" >&2; exit 2; fi
-	@# attestations are made by BuildKit while it builds and pushes (buildx): the build is the cached one make image-<profile> ran
-	@if $(DOCKER) buildx version >/dev/null 2>&1; then \
-	  set -ex; $(foreach profile,$(PROFILES),$(DOCKER) buildx build --sbom=true --provenance=mode=max --push --file Dockerfile.$(profile) --tag $(REGISTRY)/$(IMAGE):$(profile) $(BUILD_ARGS) $(BUILD_FLAGS) .;) \
-	else \
-	  set -ex; $(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile); $(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile);) \
-	  set +x; echo "make push: pushed WITHOUT SBOM and provenance attestations: '$(DOCKER) buildx' is not installed here, and only BuildKit through buildx makes them (install docker-buildx-plugin and run make push again)" >&2; \
-	fi
+	@# attestations are made by BuildKit while it builds and pushes (buildx): the build is the cached one make image-<profile> ran.
+	@# Provenance mode=min: mode=max publishes every build arg's value, and the proxy args may hold a password
+	@# (docs.docker.com, "Provenance attestations"); min keeps the materials (base images by digest), source and revision.
+	@why=$$(DOCKER=$(call shell_quote,$(DOCKER)) bash docker/attestations.sh); case $$? in \
+	0) set -ex; $(foreach profile,$(PROFILES),$(DOCKER) buildx build --sbom=true --provenance=mode=min --push --file Dockerfile.$(profile) --tag $(REGISTRY)/$(IMAGE):$(profile) $(BUILD_ARGS) $(BUILD_FLAGS) .;) ;; \
+	1) set -ex; $(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile); $(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile);) \
+	   set +x; echo "make push: pushed WITHOUT SBOM and provenance attestations: $$why" >&2 ;; \
+	*) exit 2 ;; esac
 
 .PHONY: save
 save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base images (by tag; BASES=no: without), verlfit-run.tar.gz (what make load/train need there), SHA256SUMS
@@ -279,7 +290,7 @@ report: ## plots and a summary of a run through compose (ARGS=runs/RUN)
 .PHONY: apt-lock
 apt-lock: ## regenerate docker/apt.lock: every apt package as the file apt would fetch now on the pinned bases, with its sha256 (CA_BUNDLE=..., APT_MIRROR=...)
 	$(check_settings)
-	DOCKER=$(call shell_quote,$(DOCKER)) PYTHON_VERSION=$(call arg_default,PYTHON_VERSION) CUDNN_VERSION=$(call shell_quote,$(call arg_default,CUDNN_VERSION)) \
+	env $(PROXY_ENV) DOCKER=$(call shell_quote,$(DOCKER)) PYTHON_VERSION=$(call arg_default,PYTHON_VERSION) CUDNN_VERSION=$(call shell_quote,$(call arg_default,CUDNN_VERSION)) \
 	  TORCH_CUDA_VERSION=$(call arg_default,TORCH_CUDA_VERSION) APT_MIRROR=$(call shell_quote,$(APT_MIRROR)) CUDA_APT_MIRROR=$(call shell_quote,$(CUDA_APT_MIRROR)) \
 	  CA_BUNDLE=$(call shell_quote,$(CA_BUNDLE)) CUDA_SHA256=$(call shell_quote,$(CUDA_SHA256)) bash docker/apt-lock.sh docker/apt.lock $(call base_ref,BUILD_BASE) $(call base_ref,RUNTIME_BASE)
 

@@ -6,7 +6,9 @@
 # Usage: write-env.sh FILE UID GID
 # FILE's other lines are kept as they are; its VERLFIT_UID= and VERLFIT_GID= lines are replaced. The new file is
 # written beside it and renamed over it, so an interrupted run leaves the old one whole; nothing is written when it
-# already says so. Fails when FILE exists and is not a regular file, or UID/GID are not numbers.
+# already says so. FILE is left readable by its owner only (mode 600): users keep HF_TOKEN, WANDB_API_KEY or a proxy
+# password there too, and compose reads it as the user who runs it. Fails when FILE exists and is not a regular file,
+# or UID/GID are not numbers.
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: write-env.sh FILE UID GID" >&2; exit 2; }
 file=$1 uid=$2 gid=$3
@@ -24,7 +26,8 @@ trap 'rm -f "$new"' EXIT
   echo "VERLFIT_GID=$gid"
 } >"$new"
 if [ -f "$file" ] && cmp -s "$new" "$file"; then
+  chmod go-rwx "$file"
   exit 0
 fi
-chmod 644 "$new"
+chmod 600 "$new"
 mv "$new" "$file"

@@ -3,8 +3,13 @@ the JSON from recorded runs (the training launch is mocked)."""
 
 import io
 import json
+import os
 import shutil
+import signal
 import statistics
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -574,3 +579,48 @@ def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, 
     err = capsys.readouterr().err
     assert "FAIL engines: profile a10" in err and "needs vllm" in err
     assert train_status == status == 1
+
+
+# the stand-in for a configuration's `verlfit train`: on SIGTERM it takes a while to stop cleanly (verl's Ray shut down,
+# its checkpoint kept), then records that it finished and exits 130 as verlfit train does
+CLEAN_STOPPER = """
+import signal, sys, time
+def stop(signum, frame):
+    time.sleep(0.5)
+    open(sys.argv[1], "w").write(f"stopped cleanly on signal {signum}")
+    sys.exit(130)
+signal.signal(signal.SIGTERM, stop)
+open(sys.argv[2], "w").write("ready")
+time.sleep(60)
+"""
+# bench's side, as the image runs it: verlfit bench launching the run through bench.run_in_group
+BENCH_SIDE = """
+import sys, time
+from verlfit import bench
+try:
+    bench.run_in_group([sys.executable, "-c", sys.argv[1], sys.argv[2], sys.argv[3]])
+except KeyboardInterrupt as interrupt:
+    print(f"bench stopped after the run: {interrupt}; the run's record: {open(sys.argv[2]).read()}")
+"""
+
+
+def test_a_stop_reaching_the_process_group_lets_the_run_stop_cleanly_before_bench_stops(tmp_path):
+    """docker stop through the images' `tini -g` sends SIGTERM to verlfit bench and its train run at once (Ctrl-C does
+    the same with SIGINT): bench must outlive the run's clean stop, then stop without starting another configuration."""
+    record, ready = tmp_path / "record", tmp_path / "ready"
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "entrypoint")}
+    process = subprocess.Popen([sys.executable, "-c", BENCH_SIDE, CLEAN_STOPPER, str(record), str(ready)],
+                               env=environment, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGTERM)  # what tini -g does: the whole group
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert output == f"bench stopped after the run: signal {int(signal.SIGTERM)}; the run's record: stopped cleanly on signal {int(signal.SIGTERM)}\n"
+
+
+def test_run_in_group_returns_the_exit_status_and_restores_the_handlers():
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    assert bench.run_in_group([sys.executable, "-c", "raise SystemExit(3)"]) == 3
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before

@@ -4,6 +4,7 @@ exact verdicts and messages, --json, exit status, and the blocking subset train 
 import hashlib
 import io
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -152,8 +153,61 @@ def test_driver_versions(world, driver, status):
     result = by_name(run_checks(context(world, nvml=FakeNvml([P40], driver=driver, cuda=11040), profile_name="p40"), names=("driver",)))["driver"]
     assert result.status == status
     if status == "FAIL":
-        assert result.message == f"driver {driver} (CUDA 11.4) cannot run CUDA 11.8 (needs >= 520.61.05, at least 450.80.02)"
+        assert result.message == (f"driver {driver} (CUDA 11.4) cannot run CUDA 11.8 (needs >= 520.61.05, at least 450.80.02): the NVIDIA "
+                                  "container toolkit refuses to start the images on it (NVIDIA_REQUIRE_CUDA=cuda>=11.8 driver>=450.80.2)")
         assert result.fix == "upgrade the NVIDIA driver to >= 520.61.05"
+    if status == "WARN":
+        assert result.message == (f"driver {driver} (CUDA 11.4) is older than CUDA 11.8's 520.61.05: it runs only through minor-version "
+                                  "compatibility (no PTX JIT of newer code); the images accept it (NVIDIA_REQUIRE_CUDA=cuda>=11.8 driver>=450.80.2)")
+
+
+def toolkit_accepts(requirement: str, *, cuda: str, driver: str, brand: str) -> bool:
+    """The NVIDIA container toolkit's NVIDIA_REQUIRE_* rule, as libnvidia-container's src/cli/dsl.c evaluates it:
+    space-separated terms ORed, comma-separated conditions ANDed; cuda and driver compared number by number (missing
+    parts are 0), brand as a string. cuda is the driver's CUDA version (cuDriverGetVersion), brand NVML's."""
+    def version(text):
+        parts = [int(part) for part in text.split(".")]
+        return tuple(parts + [0] * (4 - len(parts)))
+
+    def holds(condition):
+        name, operator, value = re.fullmatch(r"(cuda|driver|brand)(>=|<=|!=|=|<|>)(\S+)", condition).groups()
+        left, right = (brand, value) if name == "brand" else (version({"cuda": cuda, "driver": driver}[name]), version(value))
+        return {">=": left >= right, "<=": left <= right, "=": left == right, "!=": left != right, "<": left < right, ">": left > right}[operator]
+
+    return any(all(holds(condition) for condition in term.split(",")) for term in requirement.split())
+
+
+# nvidia/cuda:11.8.0-base-ubuntu22.04's own NVIDIA_REQUIRE_CUDA (its ENV, as `printenv` shows it in published CI logs)
+CUDA_BASE_REQUIREMENT = (
+    "cuda>=11.8 brand=tesla,driver>=450,driver<451 brand=tesla,driver>=470,driver<471 brand=unknown,driver>=470,driver<471 "
+    "brand=nvidia,driver>=470,driver<471 brand=nvidiartx,driver>=470,driver<471 brand=quadrortx,driver>=470,driver<471 "
+    "brand=unknown,driver>=510,driver<511 brand=nvidia,driver>=510,driver<511 brand=nvidiartx,driver>=510,driver<511 "
+    "brand=quadrortx,driver>=510,driver<511 brand=unknown,driver>=515,driver<516 brand=nvidia,driver>=515,driver<516 "
+    "brand=nvidiartx,driver>=515,driver<516 brand=quadrortx,driver>=515,driver<516")
+
+
+# (driver, the CUDA version it reports: CUDA release notes, table 3)
+DRIVERS = [("440.33.01", "10.2"), ("450.36.06", "11.0"), ("450.80.02", "11.0"), ("470.82.01", "11.4"), ("510.47.03", "11.6"),
+           ("515.65.01", "11.7"), ("520.61.05", "11.8"), ("535.183.01", "12.2")]
+
+
+@pytest.mark.parametrize("driver, cuda", DRIVERS)
+def test_the_images_driver_requirement_accepts_exactly_what_doctor_does_not_fail(world, driver, cuda):
+    major, minor = (int(part) for part in cuda.split("."))
+    nvml = FakeNvml([P40], driver=driver, cuda=major * 1000 + minor * 10)
+    status = by_name(run_checks(context(world, nvml=nvml, profile_name="p40"), names=("driver",)))["driver"].status
+    accepted = toolkit_accepts(readiness.IMAGE_DRIVER_REQUIREMENT, cuda=cuda, driver=driver, brand="tesla")
+    assert (status, accepted) == {"440.33.01": ("FAIL", False), "450.36.06": ("FAIL", False), "520.61.05": ("PASS", True),
+                                  "535.183.01": ("PASS", True)}.get(driver, ("WARN", True))
+    # the same on a GeForce or an unknown brand: the rule does not depend on the card
+    assert toolkit_accepts(readiness.IMAGE_DRIVER_REQUIREMENT, cuda=cuda, driver=driver, brand="geforce") == accepted
+
+
+def test_the_cuda_bases_own_requirement_refused_teslas_that_doctor_warns_about():
+    # why the images set their own: the base's windows are R450 and R470 for Tesla, so R510/R515 Teslas were refused
+    refused = [driver for driver, cuda in DRIVERS if not toolkit_accepts(CUDA_BASE_REQUIREMENT, cuda=cuda, driver=driver, brand="tesla")]
+    assert refused == ["440.33.01", "510.47.03", "515.65.01"]
+    assert toolkit_accepts(CUDA_BASE_REQUIREMENT, cuda="11.6", driver="510.47.03", brand="nvidia")  # the brands it lists pass
 
 
 def test_arch_coverage_rules():

@@ -36,10 +36,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -474,8 +476,37 @@ def train_args(name: str, options: BenchOptions, model: Path, data: Path, run_di
 
 
 def launch(argv: list[str]) -> int:
-    """Run ``python -m verlfit ARGV`` with its progress on this terminal; return its exit status."""
-    return subprocess.run([sys.executable, "-m", "verlfit", *argv]).returncode
+    """Run ``python -m verlfit ARGV`` with its progress on this terminal; return its exit status (:func:`run_in_group`:
+    a stop while it runs waits for it, then raises KeyboardInterrupt)."""
+    return run_in_group([sys.executable, "-m", "verlfit", *argv])
+
+
+def run_in_group(command: list[str]) -> int:
+    """Run ``command`` in this process group and return its exit status.
+
+    A stop reaches the whole group: Ctrl-C at a terminal, and ``docker stop``'s SIGTERM through the images' ``tini -g``.
+    The run (``verlfit train``) then stops verl cleanly by itself (up to 60 s + 30 s, :mod:`verlfit.train.supervise`),
+    so SIGINT and SIGTERM are only noted here while it runs: this process neither dies under it nor kills it (as
+    ``subprocess.run`` would, 0.25 s after a Ctrl-C). Once it has exited, KeyboardInterrupt (``"signal N"``, the first
+    signal) is raised, so no further configuration starts. Signal handlers exist on the main thread only; elsewhere the
+    signals keep their handlers.
+
+    Raises:
+        KeyboardInterrupt: SIGINT or SIGTERM came while the command ran.
+        OSError: the command could not be started.
+    """
+    received: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
+    previous = {signum: signal.signal(signum, lambda number, frame: received.append(number)) for signum in held}
+    try:
+        with subprocess.Popen(command) as process:
+            status = process.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if received:
+        raise KeyboardInterrupt(f"signal {received[0]}")
+    return status
 
 
 def run_bench(

@@ -180,7 +180,7 @@ def test_apt_resolve_names_the_settings_when_a_source_cannot_be_reached(base_roo
 def fake_docker(tmp_path):
     """A docker that answers `run ... IMAGE STEPS` with FAKE_<build|runtime> (the resolver's lines) and logs its args."""
     log = tmp_path / "docker.log"
-    fake = tmp_path / "docker"
+    fake = tmp_path / "fake-docker"
     fake.write_text("#!/bin/bash\n"
                     f'echo "$*" >> {log}\n'
                     'case " $* " in *" build"*) printf "%b" "$FAKE_BUILD";; *) printf "%b" "$FAKE_RUNTIME";; esac\n')
@@ -333,3 +333,25 @@ def test_install_plan_installs_the_steps_files_and_holds_cudnn(tmp_path):
                                                      "(make apt-lock; docs/images.md, 'apt lock')\n")
     result = script("install-system.sh", "gpu", "/apt-packages", dry=True, APT_LOCK=str(lock), **VERSIONS)
     assert (result.returncode, result.stderr) == (1, "verlfit-build: error: unknown apt step 'gpu' (build, runtime, triton)\n")
+
+
+def test_make_apt_lock_resolves_on_the_pinned_bases_through_the_proxy_in_both_cases(tmp_path, fake_docker):
+    """make apt-lock: the bases by digest (the Dockerfiles' pins), the versions from their ARGs, and a proxy given in
+    one case reaching the containers in both (apt reads only the lower-case names)."""
+    docker, log = fake_docker
+    for name in ("Makefile", "Dockerfile.p40", "Dockerfile.a10", "docker/apt-lock.sh", "docker/apt-resolve.sh", "docker/lib.sh"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        shutil.copy(REPO / name, tmp_path / name)
+    environment = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "FAKE_BUILD": f"# ubuntu archive: 20261201T192848Z\\n{GIT} build\\n",
+                   "FAKE_RUNTIME": f"{GIT} runtime\\n{CUDNN} runtime\\n"}
+    result = subprocess.run(["make", "--no-print-directory", "apt-lock", f"DOCKER={docker}", "HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128"],
+                            cwd=tmp_path, env=environment, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    devel = "docker.io/nvidia/cuda:11.8.0-devel-ubuntu22.04@sha256:94fd755736cb58979173d491504f0b573247b1745250249415b07fefc738e41f"
+    base = "docker.io/nvidia/cuda:11.8.0-base-ubuntu22.04@sha256:f895871972c1c91eb6a896eee68468f40289395a1e58c492e1be7929d0f8703b"
+    assert [call.split("--entrypoint /opt/verlfit/docker/apt-resolve.sh ")[1] for call in calls] == [f"{devel} build", f"{base} runtime triton"]
+    for call in calls:
+        assert "-e https_proxy=http://u:p$w0rd@proxy.example:3128 -e HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128" in call
+        assert "-e PYTHON_VERSION=3.10 -e CUDNN_VERSION=8.9.7.29-1+cuda11.8 -e TORCH_CUDA_VERSION=11.8" in call
+    assert lock_lines((tmp_path / "docker" / "apt.lock").read_text()) == [(GIT + " build,runtime").split(), (CUDNN + " runtime").split()]

@@ -17,16 +17,19 @@ from image_helpers import DOCKERFILES, REPO, parse_dockerfile
 
 ENTRYPOINT = "/opt/verlfit/entrypoint/entrypoint.sh"
 # the image's ENTRYPOINT: tini as PID 1 in front of verlfit's entrypoint; a service that replaces it keeps tini
-TINI = ["/usr/bin/tini", "--"]
+TINI = ["/usr/bin/tini", "-g", "--"]  # -g: the signal to the whole process group, bench's train run included
 GPU = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
 # ./data and ./runs in the long syntax without create_host_path: compose stops when one is missing instead of letting
 # Docker create it owned by root
 VOLUMES = [{"type": "bind", "source": "./data", "target": "/workspace/data", "bind": {"create_host_path": False}},
            {"type": "bind", "source": "./runs", "target": "/workspace/runs", "bind": {"create_host_path": False}},
-           "hf-cache:/cache/huggingface"]
+           "hf-cache:/cache/huggingface",
+           # a CA bundle without editing this file: VERLFIT_CA_BUNDLE, else an empty file the entrypoint ignores
+           {"type": "bind", "source": "${VERLFIT_CA_BUNDLE:-./docker/no-ca-bundle.pem}", "target": "/etc/verlfit/ca-bundle.pem",
+            "read_only": True, "bind": {"create_host_path": False}}]
 # the proxy and CA variables a restricted network needs at run time (model and dataset downloads)
 RESTRICTED_NETWORK = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"]
-ENVIRONMENT = ["HF_ENDPOINT", "HF_TOKEN", "HF_HUB_OFFLINE", "VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF",
+ENVIRONMENT = ["HF_ENDPOINT", "HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_DISABLE_XET", "VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF",
                "CUDA_VISIBLE_DEVICES", "WANDB_API_KEY", "CUDA_DEVICE_ORDER", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SOCKET_IFNAME",
                "VERLFIT_GPU_MEMORY_LIMIT_GIB", *RESTRICTED_NETWORK]
 
@@ -71,7 +74,10 @@ def test_services_and_profiles(compose):
     }
     assert compose["name"] == "verlfit"
     # the volume's name is the one the docs' `docker run -v verlfit-hf-cache:...` uses (not compose's verlfit_hf-cache)
-    assert compose["volumes"] == {"hf-cache": {"name": "verlfit-hf-cache"}}
+    assert compose["volumes"] == {"hf-cache": {"name": "${VERLFIT_HF_CACHE_VOLUME:-verlfit-hf-cache}"}}
+    assert interpolate(compose["volumes"]["hf-cache"]["name"], {}) == "verlfit-hf-cache"
+    # a second uid's own cache (the entrypoint's warning names this fix)
+    assert interpolate(compose["volumes"]["hf-cache"]["name"], {"VERLFIT_HF_CACHE_VOLUME": "verlfit-hf-cache-1001"}) == "verlfit-hf-cache-1001"
 
 
 @pytest.mark.parametrize("environ, image", [({}, "verlfit:p40"), ({"VERLFIT_PROFILE": "a10"}, "verlfit:a10")])
@@ -110,7 +116,11 @@ def test_volume_targets_match_the_image(compose):
         assert runtime.all("WORKDIR")[-1].value == "/workspace"
         assert runtime.all("ENTRYPOINT")[-1].value == json.dumps([*TINI, ENTRYPOINT])
     targets = [volume["target"] if isinstance(volume, dict) else volume.split(":")[1] for volume in VOLUMES]
-    assert targets == ["/workspace/data", "/workspace/runs", "/cache/huggingface"]
+    assert targets == ["/workspace/data", "/workspace/runs", "/cache/huggingface", "/etc/verlfit/ca-bundle.pem"]
+    # the entrypoint looks for the CA bundle where compose mounts it
+    assert "ca_bundle=${VERLFIT_CA_BUNDLE_MOUNT:-/etc/verlfit/ca-bundle.pem}" in (REPO / "entrypoint" / "entrypoint.sh").read_text()
+    assert interpolate(VOLUMES[3]["source"], {}) == "./docker/no-ca-bundle.pem"
+    assert interpolate(VOLUMES[3]["source"], {"VERLFIT_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt"}) == "/etc/ssl/certs/ca-certificates.crt"
 
 
 def test_each_service_runs_its_subcommand(compose):

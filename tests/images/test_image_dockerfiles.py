@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from verlfit.checks.readiness import IMAGE_DRIVER_REQUIREMENT
 
 from image_helpers import (
     DOCKERFILES,
@@ -355,7 +356,8 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
     assert runtime.all("USER")[-1].value == "1000:1000"
     assert [item.value for item in runtime.all("WORKDIR")] == ["/workspace"]
     # tini is PID 1; docker stop's SIGTERM (the default stop signal) reaches verlfit, which handles it like Ctrl-C
-    assert runtime.all("ENTRYPOINT")[-1].value == '["/usr/bin/tini", "--", "/opt/verlfit/entrypoint/entrypoint.sh"]'
+    # -g: to verlfit's whole process group, as a terminal's Ctrl-C, so verlfit bench's train run gets it too
+    assert runtime.all("ENTRYPOINT")[-1].value == '["/usr/bin/tini", "-g", "--", "/opt/verlfit/entrypoint/entrypoint.sh"]'
     assert runtime.all("CMD")[-1].value == '["train"]'
     assert runtime.all("STOPSIGNAL") == []
     environment = {}
@@ -368,7 +370,11 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
         "VERLFIT_PROFILE": profile, "HOME": "/home/verlfit", "LOGNAME": "verlfit", "USER": "verlfit", "HF_HOME": "/cache/huggingface", "PIP_CONSTRAINT": constraint,
         # verlfit doctor compares the installed verl with the image's own patch series (issue 24: it WARNed)
         "VERLFIT_PATCHES_DIR": "/opt/verlfit/patches",
+        # the drivers the container toolkit starts the image on: those verlfit doctor does not FAIL (tests/test_doctor.py
+        # evaluates both rules side by side); the base's own value refused a Tesla on R510/R515, where doctor WARNs
+        "NVIDIA_REQUIRE_CUDA": "cuda>=11.8 driver>=450.80.2",
     }
+    assert expected["NVIDIA_REQUIRE_CUDA"] == IMAGE_DRIVER_REQUIREMENT
     if profile == "a10":
         expected["LIBRARY_PATH"] = "/usr/local/cuda/lib64/stubs"  # Triton's -lcuda links against CUDA's stub
     assert environment == expected
@@ -529,6 +535,10 @@ def test_docs_name_every_source_arg_and_headline_pin(dockerfiles):
     for name in ("TORCH_VERSION", "TRANSFORMERS_VERSION", "TENSORDICT_VERSION", "RAY_VERSION", "DATASETS_VERSION", "PYARROW_VERSION",
                  "HYDRA_CORE_VERSION", "XFORMERS_VERSION", "FLASH_ATTN_VERSION", "VERL_COMMIT", "CUDNN_VERSION"):
         assert args[name] in text, name
+    # the sources table gives the digests' real default: pinned, not empty
+    row = next(line for line in text.splitlines() if line.startswith("| `BUILD_BASE_DIGEST`, `RUNTIME_BASE_DIGEST` |"))
+    assert row.split(" | ")[1].startswith("Docker Hub's digests of the two tags, pinned")
+    assert args["BUILD_BASE_DIGEST"] in text and args["RUNTIME_BASE_DIGEST"] in text
 
 
 def test_the_a10_image_starts_with_the_p40_images_runtime_layers(dockerfiles):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +128,56 @@ def test_subcommand_list_is_verlfits():
 def test_strict_mode():
     lines = ENTRYPOINT.read_text().splitlines()
     assert lines[0] == "#!/usr/bin/env bash" and "set -euo pipefail" in lines
+
+
+CA_ECHO = 'echo "REQUESTS_CA_BUNDLE=${REQUESTS_CA_BUNDLE-unset} SSL_CERT_FILE=${SSL_CERT_FILE-unset} HF_HUB_DISABLE_XET=${HF_HUB_DISABLE_XET-unset}"'
+
+
+def test_a_mounted_ca_bundle_is_trusted_inside_and_hf_xet_is_switched_off(stub_path, tmp_path):
+    """compose.yaml mounts VERLFIT_CA_BUNDLE at /etc/verlfit/ca-bundle.pem (here VERLFIT_CA_BUNDLE_MOUNT points at a test
+    file): Python's HTTPS clients get it, hf-xet (its own TLS) is switched off; what the user set wins, an empty value too."""
+    bundle = tmp_path / "ca-bundle.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    result = entrypoint(stub_path, "bash", "-c", CA_ECHO, VERLFIT_PROFILE="p40", VERLFIT_CA_BUNDLE_MOUNT=str(bundle))
+    assert result.stdout == f"REQUESTS_CA_BUNDLE={bundle} SSL_CERT_FILE={bundle} HF_HUB_DISABLE_XET=1\n"
+    result = entrypoint(stub_path, "bash", "-c", CA_ECHO, VERLFIT_PROFILE="p40", VERLFIT_CA_BUNDLE_MOUNT=str(bundle),
+                        SSL_CERT_FILE="/etc/mine.pem", HF_HUB_DISABLE_XET="")
+    assert result.stdout == f"REQUESTS_CA_BUNDLE={bundle} SSL_CERT_FILE=/etc/mine.pem HF_HUB_DISABLE_XET=\n"
+
+
+def test_no_ca_bundle_mounted_changes_nothing(stub_path, tmp_path):
+    # compose's stand-in when VERLFIT_CA_BUNDLE is unset: the checkout's empty docker/no-ca-bundle.pem
+    assert (REPO / "docker" / "no-ca-bundle.pem").read_bytes() == b""
+    for mount in (REPO / "docker" / "no-ca-bundle.pem", tmp_path / "absent.pem"):
+        result = entrypoint(stub_path, "bash", "-c", CA_ECHO, VERLFIT_PROFILE="p40", VERLFIT_CA_BUNDLE_MOUNT=str(mount))
+        assert result.stdout == "REQUESTS_CA_BUNDLE=unset SSL_CERT_FILE=unset HF_HUB_DISABLE_XET=unset\n"
+
+
+def test_a_hugging_face_cache_another_uid_made_is_named_with_the_fixes(tmp_path):
+    """Another uid's hub/ in the shared cache volume: a warning with the owner and both fixes, then the command runs.
+    As root the entrypoint runs as uid 65534 (nobody), since root can write anything; otherwise hub/ is made read-only."""
+    home = Path(tempfile.mkdtemp(dir="/tmp"))  # a folder every uid can enter, unlike pytest's tmp_path under root
+    try:
+        home.chmod(0o1777)
+        hub = home / "hub"
+        hub.mkdir(mode=0o755)
+        as_nobody = os.getuid() == 0
+        if not as_nobody:
+            hub.chmod(0o555)
+        environment = {"PATH": os.environ["PATH"], "HF_HOME": str(home)}
+        result = subprocess.run([str(ENTRYPOINT), "bash", "-c", "echo ran"], env=environment, capture_output=True, text=True,
+                                user=65534 if as_nobody else None)
+        uid = 65534 if as_nobody else os.getuid()
+        assert (result.returncode, result.stdout) == (0, "ran\n")
+        assert result.stderr == (
+            f"verlfit entrypoint: warning: the Hugging Face cache folder {hub} belongs to uid {os.getuid()} and this container runs "
+            f"as uid {uid}, which cannot write it: downloads into it will fail with PermissionError (what is there can still be "
+            f"read, with HF_HUB_OFFLINE=1). Run as uid {os.getuid()} (VERLFIT_UID={os.getuid()} in .env; docker run -u {os.getuid()}), "
+            f"or give uid {uid} a cache volume of its own (VERLFIT_HF_CACHE_VOLUME=verlfit-hf-cache-{uid} in .env; docker run -v "
+            f"verlfit-hf-cache-{uid}:/cache/huggingface) (docs/images.md, 'Running with compose')\n")
+        # the owner itself: nothing to say
+        hub.chmod(0o755)
+        result = subprocess.run([str(ENTRYPOINT), "bash", "-c", "echo ran"], env=environment, capture_output=True, text=True)
+        assert (result.stdout, result.stderr) == ("ran\n", "")
+    finally:
+        shutil.rmtree(home)

@@ -48,8 +48,8 @@ def test_hadolint_config_still_catches_problems(tmp_path):
 
 
 def test_shellcheck_is_clean():
-    assert SCRIPTS == ["docker/apt-lock.sh", "docker/apt-resolve.sh", "docker/build-command.sh", "docker/compose-run.sh", "docker/download-locked.sh",
-                       "docker/fetch-apt-packages.sh", "docker/fetch-wheel.sh",
+    assert SCRIPTS == ["docker/apt-lock.sh", "docker/apt-resolve.sh", "docker/attestations.sh", "docker/build-command.sh", "docker/compose-run.sh",
+                       "docker/download-locked.sh", "docker/fetch-apt-packages.sh", "docker/fetch-wheel.sh",
                        "docker/install-project.sh", "docker/install-python.sh", "docker/install-system.sh", "docker/install-verl.sh",
                        "docker/install-wheels.sh", "docker/lib.sh", "docker/write-env.sh", "entrypoint/entrypoint.sh", "benchmarks/device_run.sh",
                        "tests/bootstrap.sh", ".ci/run", "tests/images/rehearsal/check-image-use.sh",

@@ -11,6 +11,8 @@ import re
 import shutil
 import stat
 import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -56,6 +58,20 @@ if sys.argv[1:3] == ["compose", "version"]:
     print(os.environ.get("FAKE_COMPOSE_VERSION", "Docker Compose version v2.39.1 faked"))
 if sys.argv[1:3] == ["buildx", "version"]:
     print("github.com/docker/buildx v0.25.0 faked")
+if sys.argv[1:3] == ["buildx", "inspect"] and os.environ.get("FAKE_BUILDX_INSPECT_FAILS"):
+    sys.stderr.write("ERROR: no valid drivers found: cannot connect to the Docker daemon\\n")
+    sys.exit(1)
+if sys.argv[1:3] == ["buildx", "inspect"]:
+    # the current builder, as buildx prints it (the default builder of a plain engine: the docker driver)
+    driver = os.environ.get("FAKE_BUILDX_DRIVER", "docker-container")
+    name = "default" if driver == "docker" else "verlfit-builder"
+    print(f"Name:          {name}\\nDriver:        {driver}\\nLast Activity: 2026-12-03 10:00:00 +0000 UTC\\n\\nNodes:\\nName:      {name}0\\nStatus:    running")
+if sys.argv[1:4] == ["info", "--format", "{{json .DriverStatus}}"]:
+    # the image store: classic overlay2, or containerd's (its snapshotter named)
+    if os.environ.get("FAKE_DOCKER_CONTAINERD_STORE"):
+        print('[["driver-type","io.containerd.snapshotter.v1"]]')
+    else:
+        print('[["Backing Filesystem","extfs"],["Supports d_type","true"],["Using metacopy","false"],["Native Overlay Diff","true"],["userxattr","false"]]')
 if sys.argv[1:4] == ["buildx", "imagetools", "inspect"] and sys.argv[4:6] == ["--format", "{{json .Manifest.Digest}}"]:
     # a registry's answer: the digest of the tag's manifest list, as JSON
     print(json.dumps("sha256:" + hashlib.sha256(sys.argv[6].encode()).hexdigest()))
@@ -78,7 +94,7 @@ ID_ARGS = ["--build-arg", "VCS_REF=abc123", "--build-arg", "IMAGE_SOURCE=https:/
 @pytest.fixture()
 def workdir(tmp_path):
     for name in ("Makefile", "Dockerfile.p40", "Dockerfile.a10", "compose.yaml", "docker/build-command.sh", "docker/compose-run.sh",
-                 "docker/write-env.sh", "README.md", "docs/images.md"):
+                 "docker/write-env.sh", "docker/attestations.sh", "README.md", "docs/images.md"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     bin_dir = tmp_path / "fake-bin"
@@ -156,6 +172,12 @@ def test_the_image_user_is_fixed_and_make_writes_yours_into_env(workdir):
         "HF_ENDPOINT=https://hf-mirror.example\n"
         "# the container user (make writes these): compose.yaml's user:, so ./data and ./runs stay yours\n"
         f"VERLFIT_UID={uid}\nVERLFIT_GID={gid}\n")
+    # the owner's only: users keep HF_TOKEN and proxy passwords in .env too
+    assert stat.S_IMODE((workdir / ".env").stat().st_mode) == 0o600
+    # a file that already says so, left readable by others by an older make, is narrowed too
+    (workdir / ".env").chmod(0o644)
+    make(workdir, "image-p40", "VCS_REF=abc123")
+    assert stat.S_IMODE((workdir / ".env").stat().st_mode) == 0o600
 
 
 def test_every_dockerfile_arg_is_overridable(workdir):
@@ -196,17 +218,51 @@ def test_build_flags_pass_a_netrc_secret(workdir):
     assert argvs(calls)[1][-4:] == ["VERLFIT_VERSION=0.1.0", "--secret", "id=netrc,src=/home/me/.netrc", "."]
 
 
-def test_push_to_a_registry_with_attestations_where_buildx_is(workdir):
-    """With buildx, BuildKit builds (from the cache make image-* filled) and pushes each image with its SBOM and
-    provenance attestations; without it, a plain tag and push, and the missing attestations said plainly."""
-    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", *IDS)
+PUSH_WITHOUT = [["tag", "verlfit:p40", "r.example/ml/verlfit:p40"], ["push", "r.example/ml/verlfit:p40"],
+                ["tag", "verlfit:a10", "r.example/ml/verlfit:a10"], ["push", "r.example/ml/verlfit:a10"]]
+
+
+def test_push_to_a_registry_with_attestations_where_the_builder_makes_them(workdir):
+    """A builder that can store an image index (docker-container here) builds (from its cache) and pushes each image with
+    its SBOM and a provenance attestation in mode=min: mode=max would publish the build args, a proxy password with them."""
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", *IDS, "HTTPS_PROXY=http://user:secret@proxy.example:3128")
     assert result.returncode == 0, result.stderr
-    assert argvs(calls) == [BUILDX] + [["buildx", "build", "--sbom=true", "--provenance=mode=max", "--push", "--file", f"Dockerfile.{profile}",
-                                        "--tag", f"r.example/ml/verlfit:{profile}", *ID_ARGS, "."] for profile in ("p40", "a10")]
+    proxies = ["--build-arg", "HTTPS_PROXY=http://user:secret@proxy.example:3128", "--build-arg", "https_proxy=http://user:secret@proxy.example:3128"]
+    assert argvs(calls) == [BUILDX, ["buildx", "inspect"]] + [
+        ["buildx", "build", "--sbom=true", "--provenance=mode=min", "--push", "--file", f"Dockerfile.{profile}",
+         "--tag", f"r.example/ml/verlfit:{profile}", *ID_ARGS, *proxies, "."] for profile in ("p40", "a10")]
+    assert "--provenance=mode=max" not in (workdir / "Makefile").read_text()
+    # the docker driver on the containerd image store holds an image index too
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", "PROFILES=p40", *IDS,
+                         env={"FAKE_BUILDX_DRIVER": "docker", "FAKE_DOCKER_CONTAINERD_STORE": "1"})
+    assert argvs(calls)[:3] == [BUILDX, ["buildx", "inspect"], ["info", "--format", "{{json .DriverStatus}}"]]
+    assert argvs(calls)[3][:4] == ["buildx", "build", "--sbom=true", "--provenance=mode=min"] and len(calls) == 4
+
+
+def test_push_on_a_default_engine_goes_without_attestations_and_says_why(workdir):
+    """The default builder of a plain engine (docker driver, classic image store) refuses attestations: make pushes the
+    images make image-* built, and says so with the two fixes."""
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", *IDS, env={"FAKE_BUILDX_DRIVER": "docker"})
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls) == [BUILDX, ["buildx", "inspect"], ["info", "--format", "{{json .DriverStatus}}"], *PUSH_WITHOUT]
+    assert ("make push: pushed WITHOUT SBOM and provenance attestations: the buildx builder 'default' uses the docker driver "
+            "on the engine's classic image store, which cannot hold attestations (buildx: \"Attestation is not supported for the "
+            "docker driver\"); for them, turn on the containerd image store, or 'docker buildx create --use --driver "
+            "docker-container' (a builder of its own: it builds the images again, without make image-*'s cache), and run make "
+            "push again") in result.stderr
+
+
+def test_push_stops_when_the_builder_cannot_be_asked(workdir):
+    result, calls = make(workdir, "push", "REGISTRY=r.example/ml", *IDS, env={"FAKE_BUILDX_INSPECT_FAILS": "1"})
+    assert result.returncode == 2 and argvs(calls) == [BUILDX, ["buildx", "inspect"]]
+    assert ("make push: 'docker buildx inspect' failed, so whether its builder can make attestations is unknown: "
+            "ERROR: no valid drivers found: cannot connect to the Docker daemon") in result.stderr
+
+
+def test_push_without_buildx_tags_and_pushes_and_says_so(workdir):
     result, calls = make(workdir, "push", "REGISTRY=r.example/ml", env={"FAKE_DOCKER_NO_BUILDX": "1"})
     assert result.returncode == 0, result.stderr
-    assert argvs(calls) == [BUILDX, ["tag", "verlfit:p40", "r.example/ml/verlfit:p40"], ["push", "r.example/ml/verlfit:p40"],
-                            ["tag", "verlfit:a10", "r.example/ml/verlfit:a10"], ["push", "r.example/ml/verlfit:a10"]]
+    assert argvs(calls) == [BUILDX, *PUSH_WITHOUT]
     assert ("make push: pushed WITHOUT SBOM and provenance attestations: 'docker buildx' is not installed here, and only BuildKit "
             "through buildx makes them (install docker-buildx-plugin and run make push again)") in result.stderr
 
@@ -431,11 +487,25 @@ def test_help_and_test_targets_are_unchanged():
     assert ".DEFAULT_GOAL := help" in text
 
 
-def test_proxies_pass_from_the_command_line_or_the_environment(workdir):
+def test_proxies_pass_from_the_command_line_or_the_environment_in_both_cases(workdir):
+    """apt reads only http_proxy/https_proxy (lower case) and ignores HTTP_PROXY: a proxy given in one case goes to the
+    build under both names."""
     result, calls = make(workdir, "image-p40", *IDS, "HTTPS_PROXY=http://proxy.example:3128", env={"NO_PROXY": "localhost,.example"})
     assert result.returncode == 0, result.stderr
     assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", *ID_ARGS,
-                             "--build-arg", "HTTPS_PROXY=http://proxy.example:3128", "--build-arg", "NO_PROXY=localhost,.example", "."]]
+                             "--build-arg", "HTTPS_PROXY=http://proxy.example:3128", "--build-arg", "https_proxy=http://proxy.example:3128",
+                             "--build-arg", "NO_PROXY=localhost,.example", "--build-arg", "no_proxy=localhost,.example", "."]]
+
+
+def test_a_lower_case_proxy_alone_is_passed_upper_case_too_and_two_given_cases_keep_their_values(workdir):
+    result, calls = make(workdir, "image-p40", *IDS, env={"http_proxy": "http://apt-proxy.example:3142"})
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls)[1][-5:] == ["--build-arg", "HTTP_PROXY=http://apt-proxy.example:3142",
+                                    "--build-arg", "http_proxy=http://apt-proxy.example:3142", "."]
+    result, calls = make(workdir, "image-p40", *IDS, "https_proxy=http://lower.example:3128",
+                         env={"HTTPS_PROXY": "http://upper.example:3128", "all_proxy": "socks5://socks.example:1080"})
+    assert argvs(calls)[1][-9:] == ["--build-arg", "HTTPS_PROXY=http://upper.example:3128", "--build-arg", "https_proxy=http://lower.example:3128",
+                                    "--build-arg", "ALL_PROXY=socks5://socks.example:1080", "--build-arg", "all_proxy=socks5://socks.example:1080", "."]
 
 
 def test_a_setting_nothing_reads_stops_the_build(workdir):
@@ -457,7 +527,7 @@ def test_values_reach_docker_as_written_dollar_and_quote_included(workdir):
     result, calls = make(workdir, "image-p40", *IDS, "PIP_INDEX_URL=https://m.example/it's", env={"HTTPS_PROXY": "http://u:p$w0rd@proxy.example:3128"})
     assert result.returncode == 0, result.stderr
     assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40", "--build-arg", "PIP_INDEX_URL=https://m.example/it's", *ID_ARGS,
-                             "--build-arg", "HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128", "."]]
+                             "--build-arg", "HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128", "--build-arg", "https_proxy=http://u:p$w0rd@proxy.example:3128", "."]]
 
 
 def test_save_with_the_singular_profile_saves_that_image_and_a_typo_stops_it(workdir):
@@ -526,3 +596,68 @@ def test_wheelhouse_exports_the_wheelhouse_stage_to_a_folder(workdir):
     result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", "PROFILE=a10", *IDS)
     assert result.returncode == 2 and calls == []
     assert "make wheelhouse: out/wheelhouse-a10 exists: remove it first (make writes a new one whole)" in result.stderr
+
+
+# a host whose python3 is 3.10 without tomli (Ubuntu 22.04's own): tomllib and tomli cannot be imported
+PYTHON_310_WRAPPER = f"""#!/bin/sh
+exec {sys.executable} -c 'import runpy, sys
+sys.modules["tomllib"] = sys.modules["tomli"] = None
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")' "$@"
+"""
+
+
+def project_version(*args: str, blocked: tuple[str, ...] = (), tomli_installed: bool = False) -> subprocess.CompletedProcess:
+    """docker/project-version.py ARGS with the modules ``blocked`` unimportable; ``tomli_installed``: a ``tomli`` module
+    that is the standard library's parser (tomli is its packaged original), as on a 3.10 host with python3-tomli."""
+    code = ("import runpy, sys\n" + ("import tomllib\nsys.modules['tomli'] = tomllib\n" if tomli_installed else "") +
+            "".join(f"sys.modules[{name!r}] = None\n" for name in blocked) +
+            "sys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code, str(REPO / "docker" / "project-version.py"), *args], capture_output=True, text=True)
+
+
+def test_the_version_label_is_read_on_python_3_10_too(workdir):
+    """tomllib (3.11+), tomli, or on a bare 3.10 the [project] table's version line: the same answer as tomllib's."""
+    expected = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    pyproject = str(REPO / "pyproject.toml")
+    for blocked, tomli_installed in (((), False), (("tomllib",), True), (("tomllib", "tomli"), False)):
+        result = project_version(pyproject, blocked=blocked, tomli_installed=tomli_installed)
+        assert (result.returncode, result.stdout, result.stderr) == (0, expected + "\n", ""), blocked
+    # the tomli branch parses for real: a TOML error is its error, not the fallback's
+    broken = workdir / "broken.toml"
+    broken.write_text('[project]\nversion = "0.1.0"\nversion = "0.2.0"\n')
+    result = project_version(str(broken), blocked=("tomllib",), tomli_installed=True)
+    assert result.returncode == 1 and result.stderr.startswith(f"project-version.py: {broken}: Cannot overwrite a value")
+    # make's VERLFIT_VERSION with such a python3 first on PATH
+    shutil.copy(REPO / "pyproject.toml", workdir / "pyproject.toml")
+    shutil.copy(REPO / "docker" / "project-version.py", workdir / "docker" / "project-version.py")
+    python3 = workdir / "fake-bin" / "python3"
+    python3.write_text(PYTHON_310_WRAPPER)
+    python3.chmod(0o755)
+    result, calls = make(workdir, "image-p40", "VCS_REF=abc123")
+    assert argvs(calls)[1][-3:] == ["--build-arg", f"VERLFIT_VERSION={expected}", "."]
+
+
+def test_the_version_fallback_refuses_what_it_cannot_read_for_sure(tmp_path):
+    two = tmp_path / "pyproject.toml"
+    two.write_text('[project]\nname = "verlfit"\nversion = "0.1.0"\nversion = "0.2.0"\n\n[tool.x]\nversion = "9"\n')
+    result = project_version(str(two), blocked=("tomllib", "tomli"))
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f'project-version.py: {two}: 2 version = "..." lines in [project], expected one (install tomli)\n'
+    # another table's version is not [project]'s
+    other = tmp_path / "other.toml"
+    other.write_text('[project]\nname = "verlfit"\ndynamic = ["version"]\n\n[tool.x]\nversion = "9"\n')
+    result = project_version(str(other), blocked=("tomllib", "tomli"))
+    assert result.stderr == f'project-version.py: {other}: 0 version = "..." lines in [project], expected one (install tomli)\n'
+    assert project_version(str(other)).stderr == f"project-version.py: {other}: no [project] version string\n"
+
+
+def test_proxy_env_gives_both_cases_as_shell_words_for_commands_that_start_containers(workdir):
+    """PROXY_ENV: the proxies as `env` words (both cases, values as written) for a recipe that runs containers, such
+    as make apt-lock's; read here through a target of its own."""
+    result = subprocess.run(["make", "--no-print-directory", "--eval", "print-proxy-env: ; @printf '%s\\n' $(PROXY_ENV)", "print-proxy-env",
+                             "HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128"],
+                            cwd=workdir, env={"PATH": os.environ["PATH"], "no_proxy": "localhost"}, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["HTTPS_PROXY=http://u:p$w0rd@proxy.example:3128", "https_proxy=http://u:p$w0rd@proxy.example:3128",
+                                          "NO_PROXY=localhost", "no_proxy=localhost"]

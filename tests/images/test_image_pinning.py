@@ -90,11 +90,13 @@ def test_every_pip_install_requires_hashes():
 
 def test_proxy_and_ca_variables_reach_every_compose_service():
     compose = yaml.safe_load((REPO / "compose.yaml").read_text())
-    needed = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"}
+    needed = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "REQUESTS_CA_BUNDLE",
+              "SSL_CERT_FILE", "HF_HUB_DISABLE_XET"}
     for name, service in compose["services"].items():
         assert needed <= set(service["environment"]), name
-    # the CA bundle's mount is there to uncomment
-    assert "# - /etc/ssl/certs/ca-certificates.crt:/etc/verlfit-ca.crt:ro" in (REPO / "compose.yaml").read_text()
+        # the CA bundle's mount is a variable, not a line to uncomment
+        mounts = [volume for volume in service["volumes"] if isinstance(volume, dict) and volume["target"] == "/etc/verlfit/ca-bundle.pem"]
+        assert [mount["source"] for mount in mounts] == ["${VERLFIT_CA_BUNDLE:-./docker/no-ca-bundle.pem}"], name
 
 
 def make_wheel(folder: Path, name: str, version: str) -> Path:

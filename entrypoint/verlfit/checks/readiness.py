@@ -5,7 +5,9 @@ blocking subset ``verlfit train`` runs before a launch.
 Checks (name: what it looks at):
 
 * ``driver``: NVIDIA driver new enough for the images' CUDA 11.8 (>= 520.61.05; 450.80.02 and newer
-  run it through CUDA minor-version compatibility: WARN; older: FAIL) (:mod:`verlfit.gpu`).
+  run it through CUDA minor-version compatibility: WARN; older: FAIL) (:mod:`verlfit.gpu`). The images'
+  ``NVIDIA_REQUIRE_CUDA`` (:data:`IMAGE_DRIVER_REQUIREMENT`) lets the container toolkit start them on exactly the
+  drivers this check does not FAIL.
 * ``gpu``: compute capability against the profile (``--profile`` or ``VERLFIT_PROFILE``) and what
   follows from it: bf16, FlashAttention-2, vLLM, Triton; for a 6.0 or 7.x card on the p40 profile, why and what
   the profile leaves off (:func:`verlfit.profiles.profile_choice_note`). No GPU: FAIL (training cannot run).
@@ -79,6 +81,14 @@ from verlfit.reward_function import RewardFunction
 
 DRIVER_MINIMUM = (520, 61, 5)  # CUDA 11.8 release notes, table 3 (Linux)
 DRIVER_COMPAT_MINIMUM = (450, 80, 2)  # CUDA minor-version compatibility floor for 11.x
+# The images' NVIDIA_REQUIRE_CUDA (Dockerfile.p40/.a10, runtime stage; tests hold them equal), the rule the NVIDIA
+# container toolkit applies before it starts a container: terms separated by a space are ORed, conditions separated by
+# a comma ANDed (libnvidia-container src/cli/dsl.c; nvidia-container-toolkit internal/requirements). A driver whose
+# CUDA is 11.8 or newer, or any driver from DRIVER_COMPAT_MINIMUM on: exactly the drivers check_driver does not FAIL.
+# The CUDA base image's own value accepts, below CUDA 11.8, only the R450/R470 windows of NVIDIA's forward
+# compatibility package (by card brand), so it refused a Tesla on R510 or R515 that check_driver WARNs about.
+# 450.80.2 without the leading zero: newer toolkits compare versions as semver, which refuses "02".
+IMAGE_DRIVER_REQUIREMENT = "cuda>=11.8 driver>=" + ".".join(str(part) for part in DRIVER_COMPAT_MINIMUM)
 # Ray 2.46's default object store size (ray/_private/ray_constants.py:76-79 and :117; resource_spec.py:225-265)
 RAY_OBJECT_STORE_PROPORTION = (
     0.3  # DEFAULT_OBJECT_STORE_MEMORY_PROPORTION, env RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION
@@ -254,14 +264,16 @@ def check_driver(ctx: DoctorContext) -> CheckResult:
             "driver",
             WARN,
             f"driver {report.driver_version}{cuda} is older than CUDA 11.8's {_version_text(DRIVER_MINIMUM)}: it runs "
-            "only through minor-version compatibility (no PTX JIT of newer code)",
+            "only through minor-version compatibility (no PTX JIT of newer code); the images accept it "
+            f"(NVIDIA_REQUIRE_CUDA={IMAGE_DRIVER_REQUIREMENT})",
             f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}",
         )
     return CheckResult(
         "driver",
         FAIL,
         f"driver {report.driver_version}{cuda} cannot run CUDA 11.8 (needs >= {_version_text(DRIVER_MINIMUM)}, at "
-        f"least {_version_text(DRIVER_COMPAT_MINIMUM)})",
+        f"least {_version_text(DRIVER_COMPAT_MINIMUM)}): the NVIDIA container toolkit refuses to start the images on "
+        f"it (NVIDIA_REQUIRE_CUDA={IMAGE_DRIVER_REQUIREMENT})",
         f"upgrade the NVIDIA driver to >= {_version_text(DRIVER_MINIMUM)}",
     )
 
