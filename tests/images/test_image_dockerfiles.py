@@ -6,6 +6,7 @@ user, entrypoint, labels, cache mounts and the build context."""
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import shlex
@@ -508,6 +509,79 @@ print(sorted(m for m in sys.modules if m.startswith("verl.") and ("megatron" in 
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_torchvision_and_torchaudio_are_imported_only_by_verls_multimodal_dataset_code():
+    """Why the P40 image has neither: in verl 0.4.1 (the PyPI wheel, byte-identical to the tag's verl/) one file
+    imports torchvision, the multimodal dataset helpers, which RLHFDataset imports only when a processor exists
+    (verl's hf_processor gives one only for a multimodal model); none imports torchaudio."""
+    import verl
+
+    root = os.path.dirname(verl.__file__)
+    importers = {}
+    for directory, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(directory, name)
+                found = re.findall(r"^\s*(?:from|import) (torchvision|torchaudio)\b", open(path, encoding="utf-8").read(), re.MULTILINE)
+                if found:
+                    importers[os.path.relpath(path, root)] = sorted(set(found))
+    assert importers == {"utils/dataset/vision_utils.py": ["torchvision"]}
+    dataset = open(os.path.join(root, "utils/dataset/rl_dataset.py"), encoding="utf-8").read()
+    assert re.findall(r"^( *)(?:from verl\.utils\.dataset\.vision_utils|import verl\.utils\.dataset\.vision_utils)", dataset, re.MULTILINE) == [
+        " " * 12, " " * 16, " " * 12, " " * 16]  # inside methods, under `if ... processor ...`, never at the top
+
+
+def test_the_p40_path_runs_without_torchvision_or_torchaudio(tmp_path):
+    """The P40 image's training path with torchvision and torchaudio made unimportable (sys.modules[...] = None: an
+    import raises ImportError and importlib.util.find_spec answers None, even where they are installed, so
+    transformers' and datasets' is_*_available checks say no): verl's FSDP workers, HF rollout, trainer and GSM8K
+    reward import; transformers' Qwen2, Qwen3 and Llama models generate; verl's hf_tokenizer and hf_processor (through
+    AutoProcessor) load a local text model's tokenizer (no processor: a text model has none); RLHFDataset builds an
+    item; every verlfit module imports. Nothing loads a torchvision, torchaudio or vision_utils module."""
+    probe = f"""
+import importlib, json, pkgutil, sys, warnings
+warnings.simplefilter("ignore")
+sys.modules["torchvision"] = None
+sys.modules["torchaudio"] = None
+import pandas, torch
+from omegaconf import OmegaConf
+from tokenizers import Tokenizer, models, pre_tokenizers
+import transformers
+import verlfit
+for module in ("verl.trainer.main_ppo", "verl.workers.fsdp_workers", "verl.workers.actor.dp_actor", "verl.workers.critic.dp_critic",
+               "verl.workers.rollout.hf_rollout", "verl.utils.reward_score.gsm8k",
+               *(info.name for info in pkgutil.walk_packages(verlfit.__path__, "verlfit.") if not info.name.endswith("__main__"))):
+    importlib.import_module(module)
+from verl.utils import hf_processor, hf_tokenizer
+from verl.utils.dataset.rl_dataset import RLHFDataset
+folder = {str(tmp_path)!r}
+vocabulary = {{word: index for index, word in enumerate(["<pad>", "<eos>", *(f"w{{i}}" for i in range(98))])}}
+tokenizer = Tokenizer(models.WordLevel(vocabulary, unk_token="<pad>"))
+tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>")
+fast.chat_template = "{{% for m in messages %}}{{{{ m['content'] }}}} {{% endfor %}}"
+fast.save_pretrained(folder)
+shape = dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+transformers.Qwen2Config(**shape).save_pretrained(folder)
+tokenizer, processor = hf_tokenizer(folder), hf_processor(folder)
+pandas.DataFrame({{"prompt": [[{{"role": "user", "content": "w1 w2 w3"}}]], "data_source": ["openai/gsm8k"],
+                  "reward_model": [{{"ground_truth": "1", "style": "rule"}}], "extra_info": [{{"index": 0}}]}}).to_parquet(folder + "/train.parquet")
+config = OmegaConf.create({{"max_prompt_length": 8, "filter_overlong_prompts": True, "truncation": "error"}})
+item = RLHFDataset(data_files=[folder + "/train.parquet"], tokenizer=tokenizer, processor=processor, config=config)[0]
+generated = []
+for family in ("Qwen2", "Qwen3", "Llama"):
+    model = getattr(transformers, family + "ForCausalLM")(getattr(transformers, family + "Config")(**shape, attn_implementation="sdpa"))
+    generated.append(model.generate(torch.tensor([[3, 4, 5]]), max_new_tokens=2, do_sample=False, pad_token_id=0).shape[1])
+loaded = sorted(name for name in sys.modules if sys.modules[name] is not None and name.split(".")[0] in ("torchvision", "torchaudio"))
+loaded += [name for name in sys.modules if name.endswith("vision_utils")]
+print(json.dumps({{"processor": repr(processor), "input_ids": item["input_ids"].tolist(), "generated": generated, "loaded": loaded}}))
+"""
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    # "w1 w2 w3 " as the chat template writes it, left-padded to max_prompt_length with <pad> (0)
+    assert json.loads(result.stdout.splitlines()[-1]) == {"processor": "None", "input_ids": [0, 0, 0, 0, 0, 3, 4, 5],
+                                                          "generated": [5, 5, 5], "loaded": []}
 
 
 def test_docs_name_every_source_arg_and_headline_pin(dockerfiles):
