@@ -170,14 +170,22 @@ image-p40: ## build verlfit:p40 (set any Dockerfile ARG: make image-p40 NAME=val
 	$(check_settings)
 	$(call build_image,p40)
 
+# The A10 image's wheels whose sha256 no project publishes: each is a build arg with no default that the user gives
+# (docs/images.md, 'A10 wheels'): the two GitHub release wheels, and the three PyTorch-index builds whose hash
+# docker/a10-cu118.lock names as ${NAME}
+A10_RELEASE_HASH_ARGS := VLLM_WHEEL_SHA256 FLASH_ATTN_WHEEL_SHA256
+A10_INDEX_HASH_ARGS := TORCHVISION_WHEEL_SHA256 TORCHAUDIO_WHEEL_SHA256 XFORMERS_WHEEL_SHA256
+# check_hash_args,NAMES: stop, naming them all and the missing ones, unless each is set non-empty on the command line
+# (only command-line values become build args, BUILD_ARGS, so only they satisfy the check)
+define check_hash_args
+	@missing='$(strip $(foreach name,$(1),$(if $(and $(call build_arg_given,$(name)),$($(name))),,$(name))))'; \
+	if [ -n "$$missing" ]; then echo "make $@: set $(foreach name,$(1),$(name)=<sha256>) (missing: $$missing; docs/images.md, 'A10 wheels')" >&2; exit 2; fi
+endef
+
 .PHONY: image-a10
-image-a10: ## build verlfit:a10; needs VLLM_WHEEL_SHA256=... FLASH_ATTN_WHEEL_SHA256=...
+image-a10: ## build verlfit:a10; needs VLLM_WHEEL_SHA256=... FLASH_ATTN_WHEEL_SHA256=... TORCHVISION_WHEEL_SHA256=... TORCHAUDIO_WHEEL_SHA256=... XFORMERS_WHEEL_SHA256=...
 	$(check_settings)
-	@# only command-line values become build args (BUILD_ARGS), so only they satisfy the check
-	@if [ -z '$(and $(call build_arg_given,VLLM_WHEEL_SHA256),$(VLLM_WHEEL_SHA256))' ] || [ -z '$(and $(call build_arg_given,FLASH_ATTN_WHEEL_SHA256),$(FLASH_ATTN_WHEEL_SHA256))' ]; then \
-	  echo "make image-a10: set VLLM_WHEEL_SHA256=<sha256> FLASH_ATTN_WHEEL_SHA256=<sha256> (docs/images.md, 'A10 wheels')" >&2; \
-	  exit 2; \
-	fi
+	$(call check_hash_args,$(A10_RELEASE_HASH_ARGS) $(A10_INDEX_HASH_ARGS))
 	$(call build_image,a10)
 
 .PHONY: images
@@ -229,6 +237,7 @@ save: ## write dist/: a gzip tarball per image of PROFILES, one of the CUDA base
 wheelhouse: ## write dist/wheelhouse-PROFILE/: every locked wheel and sdist with their hashes, a static index an offline host rebuilds from (docs/images.md)
 	$(check_settings)
 	$(call check_profiles,$(PROFILE))
+	$(if $(filter a10,$(PROFILE)),$(call check_hash_args,$(A10_INDEX_HASH_ARGS)))
 	@if [ -e $(SAVE_DIR)/wheelhouse-$(PROFILE) ]; then echo "make wheelhouse: $(SAVE_DIR)/wheelhouse-$(PROFILE) exists: remove it first (make writes a new one whole)" >&2; exit 2; fi
 	@# the build command without --load: the wheelhouse stage's files go to a folder (--output), not into the image store
 	@mkdir -p $(SAVE_DIR) && rm -rf $(SAVE_DIR)/wheelhouse-$(PROFILE).partial; \

@@ -6,14 +6,15 @@
 # Usage: download-locked.sh [--download] DEST LOCK...
 #   *-cu118.lock  from TORCH_INDEX_URL only: the CUDA 11.8 builds of torch, torchvision,
 #                 torchaudio and xformers carry the same version numbers as PyPI's CUDA 12 builds
-#                 (or exist only there), so no other index may be consulted. A pin there without a
-#                 published sha256 gets one on its first download (docker/wheel-hashes.py
-#                 first-download), recorded in pip's cache mount and enforced by every later build
-#                 on this host; the wheels folder keeps the record (hashes.lock) for `make wheelhouse`
+#                 (or exist only there), so no other index may be consulted. Their hashes are the
+#                 published ones or, where none is published, build arguments the user gives
+#                 (--hash=sha256:${NAME} in the lock: TORCHVISION_WHEEL_SHA256, TORCHAUDIO_WHEEL_SHA256,
+#                 XFORMERS_WHEEL_SHA256 of Dockerfile.a10; docs/images.md, "Hashes")
 #   other *.lock  from PIP_INDEX_URL only: every pin carries the sha256 of each file pip may pick
 #                 (docker/lock.py), so a rebuild downloads the same bytes
-# Every `pip wheel` runs with --require-hashes; the one exception is the first download of a pin no
-# hash was published for (nothing to check it against yet: it is what computes the hash).
+# Every pip run has --require-hashes, on a copy of the lock with its build-argument hashes filled in
+# (docker/wheel-hashes.py hashed), which stops the build first when a pin has no hash or a build
+# argument is missing. That copy is DEST/NAME.hashes.lock (in the wheelhouse of `make wheelhouse` too).
 #
 # Every package of a layer is pinned with == in its lock (the whole dependency tree, written by
 # docker/lock.py), so pip runs with --no-deps and resolves nothing; `pip check` at the end of the
@@ -33,25 +34,17 @@ fi
 [ $# -ge 2 ] || die "usage: download-locked.sh [--download] DEST LOCK..."
 dest=$1
 shift
-# where a first download's hashes are kept between builds: pip's cache mount (RUN --mount=type=cache)
-records=${VERLFIT_FIRST_DOWNLOAD_DIR:-/root/.cache/pip/verlfit-first-download}
+run mkdir -p "$dest"
 for lock in "$@"; do
   [ -f "$lock" ] || die "lock file $lock not found"
-  hashed=$lock
   case $(basename "$lock") in
-    *-cu118.lock)
-      require TORCH_INDEX_URL; index=$TORCH_INDEX_URL
-      if dry_run; then
-        hashed=$records/$(basename "$lock")
-        run "$VENV/bin/python" "$DOCKER_DIR/wheel-hashes.py" first-download "$lock" "$index" "$dest/.first-download" "$hashed"
-      else
-        hashed=$("$VENV/bin/python" "$DOCKER_DIR/wheel-hashes.py" first-download "$lock" "$index" "$dest/.first-download" "$records/$(basename "$lock")")
-        rm -rf "$dest/.first-download"
-      fi
-      ;;
+    *-cu118.lock) require TORCH_INDEX_URL; index=$TORCH_INDEX_URL ;;
     *.lock) require PIP_INDEX_URL; index=$PIP_INDEX_URL ;;
     *) die "$lock: not a .lock file" ;;
   esac
+  # the lock as pip reads it: its build-argument hashes filled in (the build stops here when one is missing)
+  hashed=$dest/$(basename "$lock" .lock).hashes.lock
+  run "$VENV/bin/python" "$DOCKER_DIR/wheel-hashes.py" hashed "$lock" "$hashed"
   if [ "$mode" = download ]; then
     run "$VENV/bin/python" -m pip download --no-input --disable-pip-version-check --no-deps \
       --only-binary=:all: --require-hashes --index-url "$index" --dest "$dest" -r "$hashed"
@@ -59,7 +52,6 @@ for lock in "$@"; do
     run "$VENV/bin/python" -m pip wheel --no-input --disable-pip-version-check --no-deps --no-build-isolation \
       --only-binary=:all: --require-hashes --index-url "$index" --wheel-dir "$dest" -r "$hashed"
   fi
-  run cp "$hashed" "$dest/$(basename "$lock" .lock).hashes.lock"
 done
 if [ "$mode" = download ]; then
   run "$VENV/bin/python" "$DOCKER_DIR/wheel-hashes.py" index "$dest"

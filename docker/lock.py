@@ -8,16 +8,19 @@ Each lock is one image layer, pinned to the whole dependency tree with ``==`` so
 with ``--no-deps`` and resolves nothing:
 
   python.lock       pip, setuptools, wheel of the venv                       PIP_INDEX_URL
-  torch-cu118.lock  torch, torchvision, torchaudio (CUDA 11.8 builds)        TORCH_INDEX_URL
-  torch-deps.lock   what they depend on (nvidia-*-cu11, triton, sympy...)    PIP_INDEX_URL
+  torch-cu118.lock  torch (CUDA 11.8 build)                                  TORCH_INDEX_URL
+  torch-deps.lock   what it depends on (nvidia-*-cu11, triton, sympy...)     PIP_INDEX_URL
   common.lock       verl 0.4.1's and verlfit's dependencies (both images)   PIP_INDEX_URL
-  a10-cu118.lock    xformers (CUDA 11.8 build)                               TORCH_INDEX_URL
+  a10-cu118.lock    torchvision, torchaudio, xformers (CUDA 11.8 builds)     TORCH_INDEX_URL
   a10-extra.lock    vLLM 0.8.5's and flash-attn's other dependencies        PIP_INDEX_URL
 
 The A10 tree is resolved first and the P40 tree is constrained by it, so the layers both images
 share (python, torch, common) are identical in both. Resolution is for CPython 3.10 on
 manylinux_2_35 x86_64 (Ubuntu 22.04) and only sees packages published before EXCLUDE_NEWER, so
 the same command gives the same locks later; move the date to take newer releases.
+
+Nothing the P40 image runs imports torchvision or torchaudio (docs/images.md, "What each image contains"), so
+only the A10 image has them: vLLM 0.8.5 requires both.
 
 Needs uv (UV_VERSION below) and PyPI; PyTorch's CUDA 11.8 index is not needed. Metadata-only
 stand-in wheels for torch, torchvision, torchaudio and xformers (their Requires-Dist as published
@@ -32,9 +35,10 @@ pip could pick on the target (the cp310 manylinux/linux x86_64 wheels, or the sd
 default), so the build installs them with ``--require-hashes`` and a rebuilt image gets the same
 bytes. The two TORCH_INDEX_URL locks (HASH_EXEMPT) cannot be read that way here (PyTorch's cu118 index was
 not reachable where the locks were made): they carry the sha256 PyTorch's index publishes where it was found
-in public files (PUBLISHED_HASHES, sources in docs/images.md "Hashes"); a pin without one gets its hash on
-the build's first download, which every later build on that host enforces (docker/wheel-hashes.py
-first-download). ``--hashes-only`` keeps
+in public files (PUBLISHED_HASHES, sources in docs/images.md "Hashes"), and where none was found,
+``--hash=sha256:${NAME}``: a build argument the user gives (HASH_BUILD_ARGS; pip's own ``${NAME}`` syntax of
+requirement files), filled in by docker/wheel-hashes.py, which stops the build when it is missing. A pin with
+neither is refused: no lock is written with a pin that has no hash. ``--hashes-only`` keeps
 every pin and (re)reads the hashes, with no uv and no resolution; it needs ``packaging``.
 """
 
@@ -78,17 +82,17 @@ STANDINS: dict[tuple[str, str], tuple[str, ...]] = {
     ("torchaudio", "2.6.0+cu118"): ("torch==2.6.0",),
     ("xformers", "0.0.29.post2"): ("numpy", "torch==2.6.0"),
 }
-TORCH = ("torch", "torchvision", "torchaudio")
+TORCH = ("torch",)
 PYTHON_TOOLS = ("pip", "setuptools", "wheel")
-A10_TORCH_INDEX = ("xformers",)
+A10_TORCH_INDEX = ("torchvision", "torchaudio", "xformers")
 BY_URL = ("vllm",)  # installed from its release wheel (docker/fetch-wheel.sh), not from a lock
 
 HEADERS = {
     "python.lock": "the venv's own tools, from PIP_INDEX_URL",
-    "torch-cu118.lock": "the torch layer's CUDA 11.8 builds, from TORCH_INDEX_URL only",
-    "torch-deps.lock": "what torch, torchvision and torchaudio depend on, from PIP_INDEX_URL",
+    "torch-cu118.lock": "the torch layer's CUDA 11.8 build of torch, from TORCH_INDEX_URL only",
+    "torch-deps.lock": "what torch depends on, from PIP_INDEX_URL",
     "common.lock": "verl 0.4.1's and verlfit's dependencies (both images), from PIP_INDEX_URL",
-    "a10-cu118.lock": "the A10 layer's CUDA 11.8 builds, from TORCH_INDEX_URL only",
+    "a10-cu118.lock": "the A10 layer's CUDA 11.8 builds (vLLM 0.8.5 requires all three), from TORCH_INDEX_URL only",
     "a10-extra.lock": "the A10 layer: vLLM 0.8.5's and flash-attn's dependencies, from PIP_INDEX_URL",
 }
 
@@ -96,14 +100,23 @@ HEADERS = {
 # locks whose pins come from TORCH_INDEX_URL: their hashes are not read from the index (it was not reachable)
 HASH_EXEMPT = ("torch-cu118.lock", "a10-cu118.lock")
 HASH_EXEMPT_NOTE = ("# Hashes: the sha256 PyTorch's index publishes (its links' #sha256= fragments), as found in public",
-                    "# files (docs/images.md, \"Hashes\"); a pin without one gets it on the build's first download, and",
-                    "# every later build on that host enforces it (docker/wheel-hashes.py first-download).")
+                    "# files (docs/images.md, \"Hashes\"); where none was found, ${NAME}: a build argument the build",
+                    "# requires (the sha256 you took of that wheel, docs/images.md \"A10 wheels\"); without it the build stops.")
 # The cp310 linux_x86_64 wheels' sha256 as download.pytorch.org/whl/cu118 links them, each seen in public files
 # (docs/images.md, "Hashes", names them); torchvision 0.21.0+cu118, torchaudio 2.6.0+cu118 and xformers
-# 0.0.29.post2 (cu118) were found in none.
+# 0.0.29.post2 (cu118) were found in none: their hash is HASH_BUILD_ARGS' build argument.
 PUBLISHED_HASHES = {
     ("torch", "2.6.0+cu118"): ("715d3b039a629881f263c40d1fb65edac6786da13bfba221b353ef2371c4da86",),
 }
+# The torch index's pins with no published sha256: the Dockerfile.a10 build argument (no default) that gives it,
+# written into the lock as pip's ``${NAME}`` and filled in by docker/wheel-hashes.py hashed
+HASH_BUILD_ARGS = {
+    ("torchvision", "0.21.0+cu118"): "TORCHVISION_WHEEL_SHA256",
+    ("torchaudio", "2.6.0+cu118"): "TORCHAUDIO_WHEEL_SHA256",
+    ("xformers", "0.0.29.post2"): "XFORMERS_WHEEL_SHA256",
+}
+# one --hash value: 64 hex digits, or a build argument's ${NAME} (HASH_BUILD_ARGS)
+HASH_VALUE = r"[0-9a-f]{64}|\$\{[A-Z0-9_]+\}"
 
 
 def canonical(name: str) -> str:
@@ -154,7 +167,8 @@ def _logical_lines(text: str) -> list[str]:
 
 def parse_lock(text: str) -> dict[str, Pin]:
     """A lock's pins: {canonical name: Pin}. A pin is ``name==version``, optionally followed by
-    ``--hash=sha256:<64 hex digits>`` options (on the line or on backslash-continued lines).
+    ``--hash=sha256:<64 hex digits>`` or ``--hash=sha256:${NAME}`` (a build argument, HASH_BUILD_ARGS) options
+    (on the line or on backslash-continued lines).
 
     Comments, blank lines and option lines (``--no-binary``) are skipped; extras are dropped from the name.
     The one reader of lock files: docker/check-image.py (inside the image) and the tests use it too.
@@ -168,7 +182,7 @@ def parse_lock(text: str) -> dict[str, Pin]:
             continue
         words = line.split()
         match = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)", words[0])
-        hashes = tuple(word[len("--hash=sha256:"):] for word in words[1:] if re.fullmatch(r"--hash=sha256:[0-9a-f]{64}", word))
+        hashes = tuple(word[len("--hash=sha256:"):] for word in words[1:] if re.fullmatch(rf"--hash=sha256:(?:{HASH_VALUE})", word))
         if not match or len(hashes) != len(words) - 1:
             raise ValueError(f"not an exact pin: {line!r}")
         pins[canonical(match.group(1))] = Pin(match.group(1), match.group(2), hashes)
@@ -321,10 +335,25 @@ def render(name: str, pins: dict, no_binary: tuple[str, ...], exclude_newer: str
     return "\n".join(lines) + "\n"
 
 
+def torch_index_hashes(name: str, version: str) -> tuple[str, ...]:
+    """A TORCH_INDEX_URL pin's hashes: the published sha256 (PUBLISHED_HASHES), else its build argument's ``${NAME}``.
+
+    Raises:
+        SystemExit: naming the pin when it has neither (add one to PUBLISHED_HASHES or HASH_BUILD_ARGS).
+    """
+    key = (canonical(name), version)
+    if key in PUBLISHED_HASHES:
+        return PUBLISHED_HASHES[key]
+    if key in HASH_BUILD_ARGS:
+        return (f"${{{HASH_BUILD_ARGS[key]}}}",)
+    raise SystemExit(f"lock.py: {name}=={version} from TORCH_INDEX_URL has no published sha256 (PUBLISHED_HASHES) and no build "
+                     "argument that gives one (HASH_BUILD_ARGS): add one of them; no pin is locked without a hash")
+
+
 def hash_layers(layers: dict[str, dict], no_binary: tuple[str, ...], fetch=None) -> dict[str, dict]:
-    """Every layer but HASH_EXEMPT with its pins' hashes (add_hashes); the exempt ones as they are."""
+    """Every layer but HASH_EXEMPT with its pins' hashes (add_hashes); the exempt ones with torch_index_hashes'."""
     accepted = target_tags()
-    return {name: {key: Pin(pin.name, pin.version, PUBLISHED_HASHES.get((canonical(pin.name), pin.version), ()))
+    return {name: {key: Pin(pin.name, pin.version, torch_index_hashes(pin.name, pin.version))
                    for key, pin in ((key, pin if isinstance(pin, Pin) else Pin(*pin)) for key, pin in pins.items())}
             if name in HASH_EXEMPT else
             add_hashes({key: pin if isinstance(pin, Pin) else Pin(*pin) for key, pin in pins.items()}, no_binary, fetch, accepted)
@@ -392,8 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         a10 = resolver.pins(HERE / "a10.in")
         (work / "a10.txt").write_text("".join(f"{n}=={v}\n" for n, v in a10.values()))
         p40 = resolver.pins(HERE / "image.in", work / "a10.txt")
-        (work / "torch.in").write_text("".join(f"{n}=={STANDIN}\n" for n, STANDIN in
-                                               (("torch", "2.6.0+cu118"), ("torchvision", "0.21.0+cu118"), ("torchaudio", "2.6.0+cu118"))))
+        (work / "torch.in").write_text("torch==2.6.0+cu118\n")
         torch_closure = resolver.pins(work / "torch.in", work / "a10.txt")
         no_binary = resolver.sdist_only(work / "a10.txt")
     for name, pins in hash_layers(split_layers(a10, p40, torch_closure), no_binary, fetch).items():

@@ -14,24 +14,25 @@ Usage:
       move every wheel and sdist in DIR to DIR/simple/<project>/ (the project's normalized name, read from the file
       name by packaging's ``parse_wheel_filename`` / ``parse_sdist_filename``): a PEP 503 index any static web
       server serves (``python3 -m http.server``: its folder listings are the project pages pip reads).
-  wheel-hashes.py first-download LOCK INDEX_URL SCRATCH RECORD
-      LOCK pins packages from INDEX_URL; the ones without a ``--hash`` (no published sha256 was found: the PyTorch
-      index's torchvision, torchaudio and xformers builds, docs/images.md "Hashes") get one here. When RECORD exists and
-      pins the same versions, its hashes are used: they are enforced. Otherwise each unhashed pin is downloaded once
-      (``pip download --no-deps``: the only pip run without hashes, as nothing is known to check it against) into
-      SCRATCH, its sha256 computed and RECORD written (a lock with every pin hashed), and the computed hashes printed
-      to add to LOCK. Prints RECORD's path; the caller runs ``pip wheel --require-hashes -r RECORD``.
+  wheel-hashes.py hashed LOCK OUT
+      write OUT: LOCK with every ``--hash=sha256:${NAME}`` (a pin of the PyTorch index whose sha256 is published
+      nowhere: the A10 image's torchvision, torchaudio and xformers, docs/images.md "Hashes") replaced by the value of
+      the environment variable NAME (the build argument of that name; a RUN sees its stage's ARGs as environment
+      variables). Refuses a pin with no ``--hash`` and a NAME that is unset or not 64 lowercase hex digits, so no pip
+      run of the build meets a pin it cannot check. OUT is written whole (a temporary file renamed) or not at all; the
+      caller runs ``pip wheel --require-hashes -r OUT``. (pip expands ``${NAME}`` in requirement files itself, but
+      leaves an unset one as it is and then reports a hash mismatch: this step says which build argument is missing.)
 
-Errors: a lock line that is not ``NAME==VERSION [--hash=sha256:HEX]...``, a folder with no wheels, or a RECORD that pins
-other versions than LOCK (rewritten from a new first download, said on stderr) stop with a message naming the file.
+Errors: a lock line that is not ``NAME==VERSION [--hash=sha256:HEX]...``, a pin without a hash, a missing or malformed
+build argument, or a folder with no wheels stop with a message naming the file, the pin and the fix.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -93,41 +94,43 @@ def read_pins(lock: Path) -> list[tuple[str, str, list[str]]]:
     return pins
 
 
-def render(pins: list[tuple[str, str, list[str]]]) -> str:
-    return "".join(" \\\n".join([f"{name}=={version}", *(f"    --hash=sha256:{digest}" for digest in hashes)]) + "\n"
-                   for name, version, hashes in pins)
+# a --hash value that names a build argument: pip's ${NAME} of requirement files (its pattern: capitals, digits, _)
+BUILD_ARG_HASH = re.compile(r"--hash=sha256:\$\{([A-Z0-9_]+)\}")
 
 
-def first_download(lock: Path, index_url: str, scratch: Path, record: Path) -> Path:
-    """RECORD: LOCK's pins, each with its published hash or, where LOCK has none, the one computed on first download."""
+def hashed_lock(lock: Path, environment: dict[str, str]) -> str:
+    """LOCK's text with each ``--hash=sha256:${NAME}`` replaced by ``environment[NAME]``; every pin must carry a hash.
+
+    Raises:
+        SystemExit: a pin without ``--hash`` (naming the pin), or a NAME unset or not 64 lowercase hex digits (naming
+            the pin, the build argument and how to give it).
+    """
+    text = lock.read_text()
     pins = read_pins(lock)
-    if all(hashes for _, _, hashes in pins):
-        return lock
-    if record.is_file():
-        recorded = read_pins(record)
-        if [(canonicalize_name(n), v) for n, v, _ in recorded] == [(canonicalize_name(n), v) for n, v, _ in pins]:
-            print(f"verlfit-build: {lock.name}: hashes of the first download enforced ({record})", file=sys.stderr)
-            return record
-        print(f"verlfit-build: {record} pins other versions than {lock}: downloading again", file=sys.stderr)
-    completed = []
-    for name, version, hashes in pins:
-        if not hashes:
-            folder = scratch / canonicalize_name(name)
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-input", "--disable-pip-version-check",
-                            "--no-deps", "--only-binary=:all:", "--index-url", index_url, "--dest", str(folder),
-                            f"{name}=={version}"], check=True, stdout=sys.stderr)  # stdout: RECORD's path alone
-            hashes = [sha256(wheel) for wheel in sorted(folder.glob("*.whl"))]
-            if not hashes:
-                raise SystemExit(f"wheel-hashes.py: {name}=={version}: pip download left no wheel in {folder}")
-            print(f"verlfit-build: {name}=={version}: no published sha256 in {lock.name}; computed on first download: "
-                  + " ".join(f"--hash=sha256:{digest}" for digest in hashes)
-                  + f" (enforced from now on; add it to docker/{lock.name})", file=sys.stderr)
-        completed.append((name, version, hashes))
-    record.parent.mkdir(parents=True, exist_ok=True)
-    partial = record.with_name(record.name + ".partial")
-    partial.write_text(f"# {lock.name} with the hashes computed on first download from {index_url}\n" + render(completed))
-    os.replace(partial, record)
-    return record
+    hashless = [f"{name}=={version}" for name, version, hashes in pins if not hashes]
+    if hashless:
+        raise SystemExit(f"wheel-hashes.py: {lock}: {', '.join(hashless)} carries no --hash=sha256: no wheel is installed "
+                         "without a hash written in the lock or given as a build argument (docs/images.md, 'Hashes')")
+    owners = {digest: f"{name}=={version}" for name, version, hashes in pins for digest in hashes}
+    problems = []
+    for name in dict.fromkeys(BUILD_ARG_HASH.findall(text)):
+        value = environment.get(name, "")
+        if not re.fullmatch(r"[0-9a-f]{64}", value):
+            given = f"got '{value}'" if value else "it is not set"
+            problems.append(f"{owners.get('${' + name + '}', name)} takes its sha256 from the build argument {name}, and {given}")
+    if problems:
+        raise SystemExit(f"wheel-hashes.py: {lock}: " + "; ".join(problems) + ". No sha256 of these wheels is published: take it "
+                         "once from a download you trust and pass it, 64 lowercase hex digits (make image-a10 "
+                         + " ".join(f"{name}=<sha256>" for name in dict.fromkeys(BUILD_ARG_HASH.findall(text)))
+                         + "; docs/images.md, 'A10 wheels')")
+    return BUILD_ARG_HASH.sub(lambda match: f"--hash=sha256:{environment[match.group(1)]}", text)
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` into ``path`` through a temporary file in the same folder, renamed: whole or not at all."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text)
+    os.replace(partial, path)
 
 
 def main(argv: list[str]) -> int:
@@ -140,9 +143,8 @@ def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "constraints":
         print("\n".join(f"{name}=={version}" for lock in argv[1:] for name, version, _ in read_pins(Path(lock))))
         return 0
-    if len(argv) == 5 and argv[0] == "first-download":
-        lock, index_url, scratch, record = Path(argv[1]), argv[2], Path(argv[3]), Path(argv[4])
-        print(first_download(lock, index_url, scratch, record))
+    if len(argv) == 3 and argv[0] == "hashed":
+        write_whole(Path(argv[2]), hashed_lock(Path(argv[1]), dict(os.environ)))
         return 0
     print(__doc__.split("\n\n")[1], file=sys.stderr)
     return 2

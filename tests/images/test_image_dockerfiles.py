@@ -6,6 +6,7 @@ user, entrypoint, labels, cache mounts and the build context."""
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import shlex
@@ -49,8 +50,6 @@ def runtime_stages(dockerfile):
 # version ARG -> (package in the locks, value)
 VERSION_ARGS = {
     "TORCH_VERSION": ("torch", "2.6.0+cu118"),
-    "TORCHVISION_VERSION": ("torchvision", "0.21.0+cu118"),
-    "TORCHAUDIO_VERSION": ("torchaudio", "2.6.0+cu118"),
     "TRANSFORMERS_VERSION": ("transformers", "4.51.3"),
     "TENSORDICT_VERSION": ("tensordict", "0.6.2"),
     "RAY_VERSION": ("ray", "2.46.0"),
@@ -58,7 +57,11 @@ VERSION_ARGS = {
     "PYARROW_VERSION": ("pyarrow", "20.0.0"),
     "HYDRA_CORE_VERSION": ("hydra-core", "1.3.2"),
 }
-A10_VERSION_ARGS = {"XFORMERS_VERSION": ("xformers", "0.0.29.post2")}
+# the A10 image's torch-index builds: vLLM 0.8.5 requires them (the P40 image has no torchvision or torchaudio)
+A10_VERSION_ARGS = {"TORCHVISION_VERSION": ("torchvision", "0.21.0+cu118"), "TORCHAUDIO_VERSION": ("torchaudio", "2.6.0+cu118"),
+                    "XFORMERS_VERSION": ("xformers", "0.0.29.post2")}
+# the A10 image's wheels whose sha256 no project publishes: build args with no default (docs/images.md, "A10 wheels")
+A10_HASH_ARGS = ("TORCHVISION_WHEEL_SHA256", "TORCHAUDIO_WHEEL_SHA256", "XFORMERS_WHEEL_SHA256", "VLLM_WHEEL_SHA256", "FLASH_ATTN_WHEEL_SHA256")
 SOURCE_ARGS = ("BASE_REGISTRY", "BASE_IMAGE", "BUILD_BASE_TAG", "BUILD_BASE_DIGEST", "RUNTIME_BASE_TAG", "RUNTIME_BASE_DIGEST",
                "APT_MIRROR", "CUDA_APT_MIRROR", "PIP_INDEX_URL", "TORCH_INDEX_URL", "VERL_REPO")
 GPU_ONLY = ("vllm", "flash-attn", "liger-kernel", "xformers")
@@ -75,6 +78,7 @@ P40_ONLY = [
     "ENV VERLFIT_PROFILE=p40 \\",
     "      --python \"${PYTHON_VERSION}\" --cuda \"${TORCH_CUDA_VERSION}\" --arch sm_60 --cudnn \"${CUDNN_VERSION}\" \\",
     "      --absent vllm --absent flash-attn --absent liger-kernel --absent xformers --absent apex \\",
+    "      --absent torchvision --absent torchaudio \\",
     "      --verlfit p40 --pip-check",
     "LABEL org.opencontainers.image.title=\"verlfit-p40\" \\",
     "      org.opencontainers.image.description=\"verl 0.4.1 PPO/GRPO for the Tesla P40 (compute capability 6.1): fp32, SDPA attention, HF rollout\" \\",
@@ -83,14 +87,22 @@ P40_ONLY = [
     "      io.verlfit.verl-commit=\"${VERL_COMMIT}\"",
 ]
 A10_ONLY = [
+    "ARG TORCHVISION_VERSION=0.21.0+cu118",
+    "ARG TORCHAUDIO_VERSION=2.6.0+cu118",
     "ARG XFORMERS_VERSION=0.0.29.post2",
     "ARG VLLM_VERSION=0.8.5",
     "ARG FLASH_ATTN_VERSION=2.7.3",
+    "ARG TORCHVISION_WHEEL_SHA256=",
+    "ARG TORCHAUDIO_WHEEL_SHA256=",
+    "ARG XFORMERS_WHEEL_SHA256=",
     "ARG VLLM_WHEEL_URL=https://github.com/vllm-project/vllm/releases/download/v${VLLM_VERSION}/vllm-${VLLM_VERSION}+cu118-cp38-abi3-manylinux1_x86_64.whl",
     "ARG VLLM_WHEEL_SHA256=",
     "ARG FLASH_ATTN_WHEEL_URL=https://github.com/Dao-AILab/flash-attention/releases/download/v${FLASH_ATTN_VERSION}/flash_attn-${FLASH_ATTN_VERSION}+cu11torch2.6cxx11abiFALSE-cp310-cp310-linux_x86_64.whl",
     "ARG FLASH_ATTN_WHEEL_SHA256=",
     "    /opt/verlfit/docker/fetch-apt-packages.sh /apt-packages build runtime triton",
+    "ARG TORCHVISION_WHEEL_SHA256",
+    "ARG TORCHAUDIO_WHEEL_SHA256",
+    "ARG XFORMERS_WHEEL_SHA256",
     "ARG VLLM_WHEEL_URL",
     "ARG VLLM_WHEEL_SHA256",
     "ARG FLASH_ATTN_WHEEL_URL",
@@ -104,6 +116,9 @@ A10_ONLY = [
     "    /opt/verlfit/docker/download-locked.sh /wheels/a10 /opt/verlfit/docker/a10-cu118.lock /opt/verlfit/docker/a10-extra.lock \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${VLLM_WHEEL_URL}\" \"${VLLM_WHEEL_SHA256}\" \\",
     " && /opt/verlfit/docker/fetch-wheel.sh /wheels/a10 \"${FLASH_ATTN_WHEEL_URL}\" \"${FLASH_ATTN_WHEEL_SHA256}\"",
+    "ARG TORCHVISION_WHEEL_SHA256",
+    "ARG TORCHAUDIO_WHEEL_SHA256",
+    "ARG XFORMERS_WHEEL_SHA256",
     "      /opt/verlfit/locks/torch-deps.lock /opt/verlfit/locks/common.lock \\",
     "      /opt/verlfit/locks/a10-cu118.lock /opt/verlfit/locks/a10-extra.lock",
     "FROM runtime-system AS runtime-python",
@@ -123,11 +138,14 @@ A10_ONLY = [
     " && python /opt/verlfit/docker/wheel-hashes.py constraints /opt/verlfit/docker/torch-cu118.lock /opt/verlfit/docker/a10-cu118.lock"
     " >/opt/verlfit/constraints.txt",
     "ENV VERLFIT_PROFILE=a10 \\",
+    "ARG TORCHVISION_VERSION",
+    "ARG TORCHAUDIO_VERSION",
     "ARG XFORMERS_VERSION",
     "ARG VLLM_VERSION",
     "ARG FLASH_ATTN_VERSION",
     "      --python \"${PYTHON_VERSION}\" --cuda \"${TORCH_CUDA_VERSION}\" --arch sm_86 --cudnn \"${CUDNN_VERSION}\" \\",
     "      --lock /opt/verlfit/docker/a10-cu118.lock --lock /opt/verlfit/docker/a10-extra.lock \\",
+    "      --expect \"torchvision==${TORCHVISION_VERSION}\" --expect \"torchaudio==${TORCHAUDIO_VERSION}\" \\",
     "      --expect \"xformers==${XFORMERS_VERSION}\" --expect \"vllm==${VLLM_VERSION}+cu118\" \\",
     "      --expect \"flash-attn==${FLASH_ATTN_VERSION}\" --xformers-cuda 1108 \\",
     "      --absent liger-kernel --absent apex \\",
@@ -139,6 +157,8 @@ A10_ONLY = [
     "      io.verlfit.profile=\"a10\" \\",
     "      io.verlfit.gpu-arch=\"sm_86\" \\",
     "      io.verlfit.verl-commit=\"${VERL_COMMIT}\" \\",
+    "      io.verlfit.torchvision=\"${TORCHVISION_VERSION}\" \\",
+    "      io.verlfit.torchaudio=\"${TORCHAUDIO_VERSION}\" \\",
     "      io.verlfit.xformers=\"${XFORMERS_VERSION}\" \\",
     "      io.verlfit.vllm=\"${VLLM_VERSION}+cu118\" \\",
     "      io.verlfit.flash-attn=\"${FLASH_ATTN_VERSION}\"",
@@ -222,8 +242,12 @@ def test_a10_wheel_urls_and_versions(dockerfiles):
     assert args["VLLM_WHEEL_URL"] == "https://github.com/vllm-project/vllm/releases/download/v0.8.5/vllm-0.8.5+cu118-cp38-abi3-manylinux1_x86_64.whl"
     assert args["FLASH_ATTN_WHEEL_URL"] == ("https://github.com/Dao-AILab/flash-attention/releases/download/v2.7.3/"
                                            "flash_attn-2.7.3+cu11torch2.6cxx11abiFALSE-cp310-cp310-linux_x86_64.whl")
-    # no trust on first use: the sha256 args have no default, and fetch-wheel.sh refuses an empty one
-    assert (args["VLLM_WHEEL_SHA256"], args["FLASH_ATTN_WHEEL_SHA256"]) == ("", "")
+    # no trust on first use: the sha256 args have no default; fetch-wheel.sh refuses an empty one, and
+    # download-locked.sh (wheel-hashes.py hashed) the torch index's three
+    assert {name: args[name] for name in A10_HASH_ARGS} == {name: "" for name in A10_HASH_ARGS}
+    # the wheels stage's a10 step and the wheelhouse see the torch index's three (a RUN gets its stage's ARGs as environment)
+    for stage in ("wheels", "wheelhouse-files"):
+        assert set(A10_HASH_ARGS[:3]) <= set(dockerfiles["a10"].stage(stage).args()), stage
 
 
 def test_build_check_compares_every_version_arg_and_lock(dockerfiles, profile):
@@ -274,12 +298,12 @@ def test_verl_commit_matches_the_package(dockerfiles):
 
 def test_p40_installs_no_vllm_flash_attn_liger_or_xformers(dockerfiles):
     text = DOCKERFILES["p40"].read_text()
-    for word in ("a10-cu118.lock", "a10-extra.lock", "fetch-wheel.sh", "/wheels/a10", "VLLM_WHEEL", "FLASH_ATTN_WHEEL"):
+    for word in ("a10-cu118.lock", "a10-extra.lock", "fetch-wheel.sh", "/wheels/a10", "WHEEL_SHA256", "TORCHVISION", "TORCHAUDIO"):
         assert word not in text
     pins = lock_pins(*P40_LOCKS)
     assert [name for name in GPU_ONLY if name in pins] == []
     absent = [value for option, value in check_options(dockerfiles["p40"]) if option == "--absent"]
-    assert absent == ["vllm", "flash-attn", "liger-kernel", "xformers", "apex"]
+    assert absent == ["vllm", "flash-attn", "liger-kernel", "xformers", "apex", "torchvision", "torchaudio"]
     assert [value for option, value in check_options(dockerfiles["a10"]) if option == "--absent"] == ["liger-kernel", "apex"]
 
 
@@ -405,13 +429,13 @@ def test_labels_record_profile_and_pins(dockerfiles, profile):
         "io.verlfit.profile": profile,
         "io.verlfit.gpu-arch": "sm_60" if profile == "p40" else "sm_86",
         "io.verlfit.cuda": "11.8", "io.verlfit.cudnn": "8.9.7.29-1+cuda11.8", "io.verlfit.python": "3.10",
-        "io.verlfit.torch": "2.6.0+cu118", "io.verlfit.torchvision": "0.21.0+cu118", "io.verlfit.torchaudio": "2.6.0+cu118",
+        "io.verlfit.torch": "2.6.0+cu118",
         "io.verlfit.transformers": "4.51.3", "io.verlfit.tensordict": "0.6.2", "io.verlfit.ray": "2.46.0",
         "io.verlfit.datasets": "3.6.0", "io.verlfit.pyarrow": "20.0.0", "io.verlfit.hydra-core": "1.3.2",
         "io.verlfit.verl": "0.4.1", "io.verlfit.verl-commit": VERL_COMMIT,
     }
     if profile == "a10":
-        expected.update({"io.verlfit.xformers": "0.0.29.post2", "io.verlfit.vllm": "0.8.5+cu118", "io.verlfit.flash-attn": "2.7.3"})
+        expected.update({"io.verlfit.torchvision": "0.21.0+cu118", "io.verlfit.torchaudio": "2.6.0+cu118", "io.verlfit.xformers": "0.0.29.post2", "io.verlfit.vllm": "0.8.5+cu118", "io.verlfit.flash-attn": "2.7.3"})
     values.pop("org.opencontainers.image.description")
     assert values == expected
     # every ARG a label uses is declared in the runtime stage (global ARGs are not visible there otherwise)
@@ -527,9 +551,82 @@ print(sorted(m for m in sys.modules if m.startswith("verl.") and ("megatron" in 
     assert result.stdout.strip() == "[]"
 
 
+def test_torchvision_and_torchaudio_are_imported_only_by_verls_multimodal_dataset_code():
+    """Why the P40 image has neither: in verl 0.4.1 (the PyPI wheel, byte-identical to the tag's verl/) one file
+    imports torchvision, the multimodal dataset helpers, which RLHFDataset imports only when a processor exists
+    (verl's hf_processor gives one only for a multimodal model); none imports torchaudio."""
+    import verl
+
+    root = os.path.dirname(verl.__file__)
+    importers = {}
+    for directory, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(directory, name)
+                found = re.findall(r"^\s*(?:from|import) (torchvision|torchaudio)\b", open(path, encoding="utf-8").read(), re.MULTILINE)
+                if found:
+                    importers[os.path.relpath(path, root)] = sorted(set(found))
+    assert importers == {"utils/dataset/vision_utils.py": ["torchvision"]}
+    dataset = open(os.path.join(root, "utils/dataset/rl_dataset.py"), encoding="utf-8").read()
+    assert re.findall(r"^( *)(?:from verl\.utils\.dataset\.vision_utils|import verl\.utils\.dataset\.vision_utils)", dataset, re.MULTILINE) == [
+        " " * 12, " " * 16, " " * 12, " " * 16]  # inside methods, under `if ... processor ...`, never at the top
+
+
+def test_the_p40_path_runs_without_torchvision_or_torchaudio(tmp_path):
+    """The P40 image's training path with torchvision and torchaudio made unimportable (sys.modules[...] = None: an
+    import raises ImportError and importlib.util.find_spec answers None, even where they are installed, so
+    transformers' and datasets' is_*_available checks say no): verl's FSDP workers, HF rollout, trainer and GSM8K
+    reward import; transformers' Qwen2, Qwen3 and Llama models generate; verl's hf_tokenizer and hf_processor (through
+    AutoProcessor) load a local text model's tokenizer (no processor: a text model has none); RLHFDataset builds an
+    item; every verlfit module imports. Nothing loads a torchvision, torchaudio or vision_utils module."""
+    probe = f"""
+import importlib, json, pkgutil, sys, warnings
+warnings.simplefilter("ignore")
+sys.modules["torchvision"] = None
+sys.modules["torchaudio"] = None
+import pandas, torch
+from omegaconf import OmegaConf
+from tokenizers import Tokenizer, models, pre_tokenizers
+import transformers
+import verlfit
+for module in ("verl.trainer.main_ppo", "verl.workers.fsdp_workers", "verl.workers.actor.dp_actor", "verl.workers.critic.dp_critic",
+               "verl.workers.rollout.hf_rollout", "verl.utils.reward_score.gsm8k",
+               *(info.name for info in pkgutil.walk_packages(verlfit.__path__, "verlfit.") if not info.name.endswith("__main__"))):
+    importlib.import_module(module)
+from verl.utils import hf_processor, hf_tokenizer
+from verl.utils.dataset.rl_dataset import RLHFDataset
+folder = {str(tmp_path)!r}
+vocabulary = {{word: index for index, word in enumerate(["<pad>", "<eos>", *(f"w{{i}}" for i in range(98))])}}
+tokenizer = Tokenizer(models.WordLevel(vocabulary, unk_token="<pad>"))
+tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", eos_token="<eos>")
+fast.chat_template = "{{% for m in messages %}}{{{{ m['content'] }}}} {{% endfor %}}"
+fast.save_pretrained(folder)
+shape = dict(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+transformers.Qwen2Config(**shape).save_pretrained(folder)
+tokenizer, processor = hf_tokenizer(folder), hf_processor(folder)
+pandas.DataFrame({{"prompt": [[{{"role": "user", "content": "w1 w2 w3"}}]], "data_source": ["openai/gsm8k"],
+                  "reward_model": [{{"ground_truth": "1", "style": "rule"}}], "extra_info": [{{"index": 0}}]}}).to_parquet(folder + "/train.parquet")
+config = OmegaConf.create({{"max_prompt_length": 8, "filter_overlong_prompts": True, "truncation": "error"}})
+item = RLHFDataset(data_files=[folder + "/train.parquet"], tokenizer=tokenizer, processor=processor, config=config)[0]
+generated = []
+for family in ("Qwen2", "Qwen3", "Llama"):
+    model = getattr(transformers, family + "ForCausalLM")(getattr(transformers, family + "Config")(**shape, attn_implementation="sdpa"))
+    generated.append(model.generate(torch.tensor([[3, 4, 5]]), max_new_tokens=2, do_sample=False, pad_token_id=0).shape[1])
+loaded = sorted(name for name in sys.modules if sys.modules[name] is not None and name.split(".")[0] in ("torchvision", "torchaudio"))
+loaded += [name for name in sys.modules if name.endswith("vision_utils")]
+print(json.dumps({{"processor": repr(processor), "input_ids": item["input_ids"].tolist(), "generated": generated, "loaded": loaded}}))
+"""
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    # "w1 w2 w3 " as the chat template writes it, left-padded to max_prompt_length with <pad> (0)
+    assert json.loads(result.stdout.splitlines()[-1]) == {"processor": "None", "input_ids": [0, 0, 0, 0, 0, 3, 4, 5],
+                                                          "generated": [5, 5, 5], "loaded": []}
+
+
 def test_docs_name_every_source_arg_and_headline_pin(dockerfiles):
     text = (REPO / "docs" / "images.md").read_text()
-    for name in (*SOURCE_ARGS, "VLLM_WHEEL_URL", "FLASH_ATTN_WHEEL_URL", "VLLM_WHEEL_SHA256", "FLASH_ATTN_WHEEL_SHA256"):
+    for name in (*SOURCE_ARGS, "VLLM_WHEEL_URL", "FLASH_ATTN_WHEEL_URL", *A10_HASH_ARGS):
         assert f"`{name}" in text, name
     args = resolved_args(dockerfiles["a10"])
     for name in ("TORCH_VERSION", "TRANSFORMERS_VERSION", "TENSORDICT_VERSION", "RAY_VERSION", "DATASETS_VERSION", "PYARROW_VERSION",

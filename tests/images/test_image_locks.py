@@ -40,7 +40,8 @@ def satisfied(requirements, pins: dict[str, str]) -> list[str]:
 
 
 PYPI_LOCKS = tuple(name for name in LOCKS if not name.endswith("-cu118.lock"))
-HASH = r"    --hash=sha256:[0-9a-f]{64}"
+# a hash line: 64 hex digits, or (the torch index's unpublished ones) the build argument that gives it
+HASH = rf"    --hash=sha256:(?:{LOCK_TOOL.HASH_VALUE})"
 
 
 @pytest.mark.parametrize("name", LOCKS)
@@ -70,15 +71,21 @@ def test_every_pypi_pin_carries_its_sha256(name):
 
 
 @pytest.mark.parametrize("name", ["torch-cu118.lock", "a10-cu118.lock"])
-def test_torch_index_locks_carry_the_published_hashes_and_say_how_the_rest_get_theirs(name):
+def test_torch_index_locks_carry_the_published_hash_or_name_the_build_arg_that_gives_it(name):
     """torch's published sha256 (PyTorch's index links it; docs/images.md names the public files it was found in);
-    torchvision, torchaudio and xformers have none found: the build computes theirs on first download."""
+    torchvision, torchaudio and xformers (the A10 image's) have none found: their hash is a required build argument,
+    written as pip's ${NAME}. No pin is left without a hash."""
     text = (REPO / "docker" / name).read_text()
     pins = LOCK_TOOL.parse_lock(text)
-    expected = {"torch": ("715d3b039a629881f263c40d1fb65edac6786da13bfba221b353ef2371c4da86",), "torchaudio": (), "torchvision": ()}
-    assert {key: pin.hashes for key, pin in pins.items()} == (expected if name == "torch-cu118.lock" else {"xformers": ()})
+    expected = {
+        "torch-cu118.lock": {"torch": ("715d3b039a629881f263c40d1fb65edac6786da13bfba221b353ef2371c4da86",)},
+        "a10-cu118.lock": {"torchaudio": ("${TORCHAUDIO_WHEEL_SHA256}",), "torchvision": ("${TORCHVISION_WHEEL_SHA256}",),
+                           "xformers": ("${XFORMERS_WHEEL_SHA256}",)},
+    }
+    assert {key: pin.hashes for key, pin in pins.items()} == expected[name]
     assert "\n".join(LOCK_TOOL.HASH_EXEMPT_NOTE) in text
-    assert "a pin without one gets it on the build's first download" in text
+    assert "where none was found, ${NAME}: a build argument the build\n# requires" in text
+    assert "first download" not in text
     assert LOCK_TOOL.HASH_EXEMPT == ("torch-cu118.lock", "a10-cu118.lock")
 
 
@@ -88,7 +95,11 @@ def test_lock_reader_takes_hashes_on_continued_lines_and_refuses_anything_else()
     assert LOCK_TOOL.parse_lock(text) == {"foo": LOCK_TOOL.Pin("foo", "1.0", (digest_a, digest_b)), "bar-baz": LOCK_TOOL.Pin("Bar_Baz", "2", ())}
     assert LOCK_TOOL.parse_pins(text) == {"foo": ("foo", "1.0"), "bar-baz": ("Bar_Baz", "2")}
     assert LOCK_TOOL.no_binary_names(text) == ("x",)
-    for bad in ("foo==1.0 --hash=md5:abc", "foo==1.0 --hash=sha256:ABC", "foo>=1.0"):
+    # a build argument's hash (pip's ${NAME}: capitals, digits, _), as the torch index's unpublished ones are written
+    assert LOCK_TOOL.parse_lock("xformers==0.0.29.post2 \\\n    --hash=sha256:${XFORMERS_WHEEL_SHA256}\n") == {
+        "xformers": LOCK_TOOL.Pin("xformers", "0.0.29.post2", ("${XFORMERS_WHEEL_SHA256}",))}
+    for bad in ("foo==1.0 --hash=md5:abc", "foo==1.0 --hash=sha256:ABC", "foo>=1.0", "foo==1.0 --hash=sha256:${lower}",
+                "foo==1.0 --hash=sha256:$NAME"):
         with pytest.raises(ValueError, match="not an exact pin"):
             LOCK_TOOL.parse_lock(bad)
 
@@ -116,10 +127,17 @@ def test_lock_tool_picks_the_hashes_pip_can_install_on_the_image():
     pins = {"pyzmq": LOCK_TOOL.Pin("pyzmq", "27.0.0")}
     hashed = LOCK_TOOL.hash_layers({"a10-extra.lock": pins, "a10-cu118.lock": {"xformers": ("xformers", "0.0.29.post2")}}, (), lambda name: files)
     assert hashed["a10-extra.lock"]["pyzmq"].hashes == ("1" * 64, "6" * 64, "8" * 64, "9" * 64)
-    # the torch index's locks get the published hashes (PUBLISHED_HASHES) and nothing from the PyPI pages
-    assert hashed["a10-cu118.lock"] == {"xformers": LOCK_TOOL.Pin("xformers", "0.0.29.post2", ())}
+    # the torch index's locks get the published hashes (PUBLISHED_HASHES), else their build argument's ${NAME}
+    # (HASH_BUILD_ARGS), and nothing from the PyPI pages
+    assert hashed["a10-cu118.lock"] == {"xformers": LOCK_TOOL.Pin("xformers", "0.0.29.post2", ("${XFORMERS_WHEEL_SHA256}",))}
     torch = LOCK_TOOL.hash_layers({"torch-cu118.lock": {"torch": ("torch", "2.6.0+cu118")}}, (), lambda name: files)["torch-cu118.lock"]["torch"]
     assert torch.hashes == ("715d3b039a629881f263c40d1fb65edac6786da13bfba221b353ef2371c4da86",)
+    # a torch-index pin with neither is refused: no lock is written with a pin that has no hash
+    with pytest.raises(SystemExit, match=r"lock.py: torchvision==0.22.0\+cu118 from TORCH_INDEX_URL has no published sha256 "
+                                         r"\(PUBLISHED_HASHES\) and no build argument that gives one \(HASH_BUILD_ARGS\)"):
+        LOCK_TOOL.hash_layers({"a10-cu118.lock": {"torchvision": ("torchvision", "0.22.0+cu118")}}, (), lambda name: files)
+    text = LOCK_TOOL.render("a10-cu118.lock", hashed["a10-cu118.lock"], (), "2025-07-01T00:00:00Z")
+    assert text.splitlines()[-2:] == ["xformers==0.0.29.post2 \\", "    --hash=sha256:${XFORMERS_WHEEL_SHA256}"]
     text = LOCK_TOOL.render("a10-extra.lock", hashed["a10-extra.lock"], (), "2025-07-01T00:00:00Z")
     assert text.splitlines()[3:] == ["pyzmq==27.0.0 \\", *[f"    --hash=sha256:{digit * 64} \\" for digit in "168"], "    --hash=sha256:" + "9" * 64]
     assert LOCK_TOOL.parse_lock(text)["pyzmq"] == hashed["a10-extra.lock"]["pyzmq"]
@@ -142,8 +160,10 @@ def test_layers_are_disjoint():
 
 def test_small_layers_exactly():
     assert read_lock(REPO / "docker" / "python.lock") == {"pip": "25.1.1", "setuptools": "80.9.0", "wheel": "0.45.1"}
-    assert read_lock(REPO / "docker" / "torch-cu118.lock") == {"torch": "2.6.0+cu118", "torchaudio": "2.6.0+cu118", "torchvision": "0.21.0+cu118"}
-    assert read_lock(REPO / "docker" / "a10-cu118.lock") == {"xformers": "0.0.29.post2"}
+    assert read_lock(REPO / "docker" / "torch-cu118.lock") == {"torch": "2.6.0+cu118"}
+    # what vLLM 0.8.5 requires from the torch index (its Requires-Dist: torchaudio==2.6.0, torchvision==0.21.0,
+    # xformers==0.0.29.post2), the CUDA 11.8 builds
+    assert read_lock(REPO / "docker" / "a10-cu118.lock") == {"torchaudio": "2.6.0+cu118", "torchvision": "0.21.0+cu118", "xformers": "0.0.29.post2"}
 
 
 def test_torch_dependencies_are_the_cuda_11_8_set():
@@ -171,6 +191,15 @@ def test_headline_pins():
 def test_p40_layers_have_nothing_gpu_only():
     pins = lock_pins(*P40_LOCKS)
     assert [name for name in ("vllm", "flash-attn", "liger-kernel", "xformers", "apex", "cupy-cuda12x") if name in pins] == []
+
+
+def test_p40_layers_have_no_torchvision_or_torchaudio():
+    """Nothing the P40 image runs imports them (test_image_dockerfiles.py's import probe), and no sha256 of their
+    cp310 cu118 wheels is published: the P40 image does without them; the A10 image has them because vLLM requires
+    them, with their hashes given as build arguments."""
+    assert [name for name in ("torchvision", "torchaudio") if name in lock_pins(*P40_LOCKS)] == []
+    requested = re.findall(r"^(torch\w*)\b", (REPO / "docker" / "image.in").read_text(), re.MULTILINE)
+    assert requested == ["torch", "torchdata"]  # torchdata: a verl 0.4.1 requirement, pure Python
 
 
 def test_verl_requirements_are_met_by_the_p40_layers():
@@ -207,13 +236,14 @@ def test_lock_tool_splits_layers_and_stands_in_for_the_cu118_index(tmp_path):
     lock = load_lock_tool()
     assert dict(requirement.split("==") for requirement in lock.CU11) == CU11
     a10 = {"pip": ("pip", "1"), "torch": ("torch", "2.6.0+cu118"), "sympy": ("sympy", "1.13.1"), "ray": ("ray", "2"),
-           "vllm": ("vllm", "0.8.5"), "xformers": ("xformers", "0.0.29.post2"), "openai": ("openai", "1")}
+           "vllm": ("vllm", "0.8.5"), "torchvision": ("torchvision", "0.21.0+cu118"), "xformers": ("xformers", "0.0.29.post2"),
+           "openai": ("openai", "1")}
     p40 = {key: a10[key] for key in ("pip", "torch", "sympy", "ray")}
     torch_closure = {key: a10[key] for key in ("torch", "sympy")}
     layers = lock.split_layers(a10, p40, torch_closure)
     assert {name: sorted(layer) for name, layer in layers.items()} == {
         "python.lock": ["pip"], "torch-cu118.lock": ["torch"], "torch-deps.lock": ["sympy"], "common.lock": ["ray"],
-        "a10-cu118.lock": ["xformers"], "a10-extra.lock": ["openai"],
+        "a10-cu118.lock": ["torchvision", "xformers"], "a10-extra.lock": ["openai"],
     }
     with pytest.raises(SystemExit, match="P40 tree has"):
         lock.split_layers(a10, {**p40, "ray": ("ray", "3")}, torch_closure)

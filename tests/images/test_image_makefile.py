@@ -182,7 +182,7 @@ def test_the_image_user_is_fixed_and_make_writes_yours_into_env(workdir):
 
 def test_every_dockerfile_arg_is_overridable(workdir):
     names = sorted({name for path in DOCKERFILES.values() for name in parse_dockerfile(path).global_args})
-    assert len(names) == 37
+    assert len(names) == 40
     value = {name: f"value-of-{name}" for name in names} | {"BASE_REGISTRY": "value-of-BASE_REGISTRY/"}  # a prefix ends in /
     settings = [f"{name}={value[name]}" for name in names]
     result, calls = make(workdir, "image-a10", *settings)
@@ -194,21 +194,34 @@ def test_every_dockerfile_arg_is_overridable(workdir):
     assert passed == [setting for setting in settings if setting.split("=")[0] not in always] + [f"{name}={value[name]}" for name in always]
 
 
-def test_image_a10_needs_both_wheel_hashes(workdir):
+# the A10 image's five wheels whose sha256 no project publishes (docs/images.md, 'A10 wheels'), as make's settings
+A10_HASHES = {"VLLM_WHEEL_SHA256": "a" * 64, "FLASH_ATTN_WHEEL_SHA256": "b" * 64, "TORCHVISION_WHEEL_SHA256": "c" * 64,
+              "TORCHAUDIO_WHEEL_SHA256": "d" * 64, "XFORMERS_WHEEL_SHA256": "e" * 64}
+A10_HASH_SETTINGS = [f"{name}={value}" for name, value in A10_HASHES.items()]
+A10_HASH_HELP = ("VLLM_WHEEL_SHA256=<sha256> FLASH_ATTN_WHEEL_SHA256=<sha256> TORCHVISION_WHEEL_SHA256=<sha256> "
+                 "TORCHAUDIO_WHEEL_SHA256=<sha256> XFORMERS_WHEEL_SHA256=<sha256>")
+
+
+def test_image_a10_needs_every_wheel_hash(workdir):
     result, calls = make(workdir, "image-a10", "VLLM_WHEEL_SHA256=" + "a" * 64)
     assert result.returncode == 2 and calls == []
-    assert "make image-a10: set VLLM_WHEEL_SHA256=<sha256> FLASH_ATTN_WHEEL_SHA256=<sha256> (docs/images.md, 'A10 wheels')" in result.stderr
-    # hashes in the environment are not passed as build args, so they must not satisfy the check either
-    result, calls = make(workdir, "image-a10", env={"VLLM_WHEEL_SHA256": "a" * 64, "FLASH_ATTN_WHEEL_SHA256": "b" * 64})
+    assert (f"make image-a10: set {A10_HASH_HELP} (missing: FLASH_ATTN_WHEEL_SHA256 TORCHVISION_WHEEL_SHA256 TORCHAUDIO_WHEEL_SHA256 "
+            "XFORMERS_WHEEL_SHA256; docs/images.md, 'A10 wheels')") in result.stderr
+    # the two release wheels' alone are not enough: the torch index's three have no published sha256 either
+    result, calls = make(workdir, "image-a10", *A10_HASH_SETTINGS[:2], "XFORMERS_WHEEL_SHA256=")
     assert result.returncode == 2 and calls == []
-    result, calls = make(workdir, "image-a10", "VLLM_WHEEL_SHA256=" + "a" * 64, "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, *IDS)
+    assert "(missing: TORCHVISION_WHEEL_SHA256 TORCHAUDIO_WHEEL_SHA256 XFORMERS_WHEEL_SHA256; docs/images.md, 'A10 wheels')" in result.stderr
+    # hashes in the environment are not passed as build args, so they must not satisfy the check either
+    result, calls = make(workdir, "image-a10", env=A10_HASHES)
+    assert result.returncode == 2 and calls == []
+    result, calls = make(workdir, "image-a10", *A10_HASH_SETTINGS, *IDS)
     assert argvs(calls) == [BUILDX, [*BUILD, "--file", "Dockerfile.a10", "--tag", "verlfit:a10",
-                             "--build-arg", "FLASH_ATTN_WHEEL_SHA256=" + "b" * 64, "--build-arg", "VLLM_WHEEL_SHA256=" + "a" * 64,
+                             *(word for name in sorted(A10_HASHES) for word in ("--build-arg", f"{name}={A10_HASHES[name]}")),
                              *ID_ARGS, "."]]
 
 
 def test_images_builds_both(workdir):
-    result, calls = make(workdir, "images", "VLLM_WHEEL_SHA256=a", "FLASH_ATTN_WHEEL_SHA256=b", *IDS)
+    result, calls = make(workdir, "images", *A10_HASH_SETTINGS, *IDS)
     assert [call[:7] for call in argvs(calls)] == [BUILDX, [*BUILD, "--file", "Dockerfile.p40", "--tag", "verlfit:p40"],
                                                     BUILDX, [*BUILD, "--file", "Dockerfile.a10", "--tag", "verlfit:a10"]]
 
@@ -325,7 +338,7 @@ def test_a_base_registry_without_its_slash_is_refused(workdir):
     assert 'make image-p40: BASE_REGISTRY=nvcr.io must end in "/" (it is a prefix: BASE_REGISTRY=nvcr.io/)' in result.stderr
 
 
-@pytest.mark.parametrize("target, settings", [("image-p40", []), ("image-a10", ["VLLM_WHEEL_SHA256=a", "FLASH_ATTN_WHEEL_SHA256=b"])])
+@pytest.mark.parametrize("target, settings", [("image-p40", []), ("image-a10", A10_HASH_SETTINGS)])
 def test_without_buildx_a_new_client_stops_before_docker_build_with_the_fix(workdir, target, settings):
     result, calls = make(workdir, target, *settings, *IDS, env={"FAKE_DOCKER_NO_BUILDX": "1", "FAKE_DOCKER_CLIENT_VERSION": "28.2.2"})
     assert result.returncode == 2
@@ -590,10 +603,15 @@ def test_wheelhouse_exports_the_wheelhouse_stage_to_a_folder(workdir):
     assert argvs(calls) == [BUILDX, ["buildx", "build", "--target", "wheelhouse", "--output", "type=local,dest=out/wheelhouse-p40.partial",
                                      "--file", "Dockerfile.p40", *ID_ARGS, "."]]
     assert sorted(path.name for path in (workdir / "out").iterdir()) == ["wheelhouse-p40"]
+    # the A10 wheelhouse holds the torch index's three wheels whose sha256 the user gives (the release wheels are not in it)
     result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", "PROFILE=a10", *IDS)
+    assert result.returncode == 2 and calls == []
+    assert ("make wheelhouse: set TORCHVISION_WHEEL_SHA256=<sha256> TORCHAUDIO_WHEEL_SHA256=<sha256> XFORMERS_WHEEL_SHA256=<sha256> "
+            "(missing: TORCHVISION_WHEEL_SHA256 TORCHAUDIO_WHEEL_SHA256 XFORMERS_WHEEL_SHA256; docs/images.md, 'A10 wheels')") in result.stderr
+    result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", "PROFILE=a10", *A10_HASH_SETTINGS[2:], *IDS)
     assert argvs(calls)[1][:6] == ["buildx", "build", "--target", "wheelhouse", "--output", "type=local,dest=out/wheelhouse-a10.partial"]
     (workdir / "out" / "wheelhouse-a10").mkdir(parents=True, exist_ok=True)
-    result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", "PROFILE=a10", *IDS)
+    result, calls = make(workdir, "wheelhouse", "SAVE_DIR=out", "PROFILE=a10", *A10_HASH_SETTINGS[2:], *IDS)
     assert result.returncode == 2 and calls == []
     assert "make wheelhouse: out/wheelhouse-a10 exists: remove it first (make writes a new one whole)" in result.stderr
 

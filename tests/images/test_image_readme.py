@@ -43,10 +43,15 @@ def test_results_paragraph_says_what_the_benchmarks_record():
 def test_readme_claims_of_images_md_hold():
     images_line = flat(section(README, "## Images"))
     assert "the A10 wheels' checksums, the full pin list" not in images_line
-    assert "how to get and check the A10 wheels' checksums (their projects publish none, so none ships here)" in images_line
+    assert ("how to get and check the A10 image's five wheel checksums (no one publishes them, so none ships here and the "
+            "build refuses to start without them)") in images_line
     a10_wheels = section(IMAGES, "### A10 wheels")
     assert re.findall(r"\b[0-9a-f]{64}\b", a10_wheels) == []  # it tells how to get them; it has none
     assert "Take them once, from a machine you trust, and keep them" in a10_wheels
+    # each build arg the build requires, in its table and in the make command it ends with
+    names = ("VLLM_WHEEL_SHA256", "FLASH_ATTN_WHEEL_SHA256", "TORCHVISION_WHEEL_SHA256", "TORCHAUDIO_WHEEL_SHA256", "XFORMERS_WHEEL_SHA256")
+    assert re.findall(r"\| `(\w+_WHEEL_SHA256)` \|", a10_wheels) == list(names)
+    assert "make image-a10 " + " ".join(f"{name}=..." for name in names) in flat(a10_wheels)
     assert "### Hashes" in IMAGES and "### A second source for the base images: NVIDIA's registry" in IMAGES
 
 

@@ -65,20 +65,25 @@ def test_download_locked_routes_cu118_locks_to_the_torch_index_only():
     lines = plan("download-locked.sh", "/wheels/torch", str(DOCKER / "torch-cu118.lock"), str(DOCKER / "torch-deps.lock"),
                  PIP_INDEX_URL="https://pypi.example/simple", TORCH_INDEX_URL="https://torch.example/whl/cu118")
     prefix = "+ /opt/venv/bin/python -m pip wheel --no-input --disable-pip-version-check --no-deps --no-build-isolation --only-binary=:all:"
-    record = "/root/.cache/pip/verlfit-first-download/torch-cu118.lock"
     assert lines == [
-        # the torch index's lock: its pins without a published hash get one on their first download (the record)
-        f"+ /opt/venv/bin/python {DOCKER}/wheel-hashes.py first-download {DOCKER}/torch-cu118.lock https://torch.example/whl/cu118 "
-        f"/wheels/torch/.first-download {record}",
-        f"{prefix} --require-hashes --index-url https://torch.example/whl/cu118 --wheel-dir /wheels/torch -r {record}",
-        f"+ cp {record} /wheels/torch/torch-cu118.hashes.lock",
-        f"{prefix} --require-hashes --index-url https://pypi.example/simple --wheel-dir /wheels/torch -r {DOCKER}/torch-deps.lock",
-        f"+ cp {DOCKER}/torch-deps.lock /wheels/torch/torch-deps.hashes.lock",
+        "+ mkdir -p /wheels/torch",
+        # each lock as pip reads it: its build-argument hashes filled in, a pin without a hash refused (wheel-hashes.py)
+        f"+ /opt/venv/bin/python {DOCKER}/wheel-hashes.py hashed {DOCKER}/torch-cu118.lock /wheels/torch/torch-cu118.hashes.lock",
+        f"{prefix} --require-hashes --index-url https://torch.example/whl/cu118 --wheel-dir /wheels/torch -r /wheels/torch/torch-cu118.hashes.lock",
+        f"+ /opt/venv/bin/python {DOCKER}/wheel-hashes.py hashed {DOCKER}/torch-deps.lock /wheels/torch/torch-deps.hashes.lock",
+        f"{prefix} --require-hashes --index-url https://pypi.example/simple --wheel-dir /wheels/torch -r /wheels/torch/torch-deps.hashes.lock",
     ]
-    # every pip wheel of both images' locks goes through --require-hashes
+    # every pip wheel of both images' locks goes through --require-hashes, on the hashed copy
     for lock in ("python.lock", "common.lock", "a10-extra.lock", "a10-cu118.lock"):
         lines = plan("download-locked.sh", "/wheels", str(DOCKER / lock), PIP_INDEX_URL="https://p.example", TORCH_INDEX_URL="https://t.example")
-        assert [line for line in lines if " pip " in line and "--require-hashes" not in line.split()] == [], lines
+        pips = [line for line in lines if " pip " in line]
+        assert len(pips) == 1 and "--require-hashes" in pips[0].split(), lines
+        assert pips[0].endswith(f" -r /wheels/{lock.removesuffix('.lock')}.hashes.lock")
+    wheelhouse = plan("download-locked.sh", "--download", "/wheelhouse", str(DOCKER / "a10-cu118.lock"), TORCH_INDEX_URL="https://t.example")
+    assert wheelhouse[-2:] == [
+        "+ /opt/venv/bin/python -m pip download --no-input --disable-pip-version-check --no-deps --only-binary=:all: --require-hashes "
+        "--index-url https://t.example --dest /wheelhouse -r /wheelhouse/a10-cu118.hashes.lock",
+        f"+ /opt/venv/bin/python {DOCKER}/wheel-hashes.py index /wheelhouse"]
 
 
 def test_download_locked_needs_the_index_it_uses():

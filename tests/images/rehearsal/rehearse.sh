@@ -9,11 +9,13 @@
 #   nvidia/cuda:11.8.0-{devel,base}-ubuntu22.04  Ubuntu 22.04 from Ubuntu's archive (debootstrap) with NVIDIA's apt
 #                    source line, keyring path and ENV, no CUDA files, in a local registry (stand-in-bases.sh)
 #   NVIDIA's CUDA apt repository   a signed flat repository with an empty libcudnn8 at the pin (stand-in-cudnn.sh)
-#   the PyTorch cu118 index        PyPI's torch 2.6.0 / torchvision 0.21.0 / torchaudio 2.6.0 (CUDA 12.4 builds)
-#                                  relabelled +cu118 (stand_in_torch_index.py); TORCH_CUDA_VERSION=12.4 for the check.
-#                                  Their hashes are not PyTorch's: the build runs in a copy of the build context
-#                                  ($work/context) whose docker/torch-cu118.lock and docker/a10-cu118.lock pin the
-#                                  stand-in wheels' sha256 (the stand-in locks); the checkout is never written
+#   the PyTorch cu118 index        PyPI's torch 2.6.0 (and, for the A10 image, torchvision 0.21.0 / torchaudio
+#                                  2.6.0; CUDA 12.4 builds) relabelled +cu118 (stand_in_torch_index.py), PyPI's
+#                                  xformers 0.0.29.post2; TORCH_CUDA_VERSION=12.4 for the check. Their hashes are
+#                                  not PyTorch's: the build runs in a copy of the build context ($work/context) whose
+#                                  docker/torch-cu118.lock pins the stand-in torch's sha256 (the stand-in lock; the
+#                                  checkout is never written), and the A10 build gets the stand-ins' sha256 as the
+#                                  build args a user gives (TORCHVISION_WHEEL_SHA256 and friends)
 #   verl's git repository          a `git bundle` of verl's history to v0.4.1 (VERL_BUNDLE) served by `git daemon`
 #                                  (never copied into the checkout), else one commit of PyPI's sdist
 # Everything else comes from PyPI and Ubuntu's archive as in a real build, every lock hash checked; HTTPS goes
@@ -195,26 +197,28 @@ if [ ! -f "$cache/torch-index/done" ]; then
   rm -rf "$cache/pypi-torch" "$cache/pypi-cu12"  # 1.7 GB the index holds relabelled
 fi
 ln -s "$cache/torch-index" "$work/www/torch"
-# the build context: the checkout's files the Dockerfiles and make use, with the stand-in locks (the same pins, the
-# stand-in wheels' hashes) in place of the torch index's two locks
+# the build context: the checkout's files the Dockerfiles and make use, with the stand-in lock (the same pin, the
+# stand-in wheel's hash) in place of torch's published one
 context=$work/context
 mkdir -p "$context"
 cp -r Makefile Dockerfile.p40 Dockerfile.a10 .dockerignore docker patches entrypoint pyproject.toml README.md "$context/"
 python3 docker/wheel-hashes.py folder "$cache/torch-index/files" >"$work/stand-in-hashes"
-for lock in torch-cu118.lock a10-cu118.lock; do
-  { grep '^#' "docker/$lock"
-    echo "# STAND-IN (the rehearsal build): the hashes of the stand-in index's relabelled PyPI wheels, not PyTorch's"
-    while read -r pin _; do grep "^$pin " "$work/stand-in-hashes" | sed 's/ --hash=/ \\\n    --hash=/'; done < <(grep -o '^[a-z0-9_.-]*==[^ ]*' "docker/$lock")
-  } >"$context/docker/$lock"
-done
-grep -c -- '--hash=sha256:' "$context/docker/torch-cu118.lock" "$context/docker/a10-cu118.lock" | grep -q ':0$' \
-  && fail "a stand-in lock has a pin without its hash: $(cat "$context/docker/torch-cu118.lock" "$context/docker/a10-cu118.lock")"
+{ grep '^#' docker/torch-cu118.lock
+  echo "# STAND-IN (the rehearsal build): the hash of the stand-in index's relabelled PyPI wheel, not PyTorch's"
+  while read -r pin _; do grep "^$pin " "$work/stand-in-hashes" | sed 's/ --hash=/ \\\n    --hash=/'; done < <(grep -o '^[a-z0-9_.-]*==[^ ]*' docker/torch-cu118.lock)
+} >"$context/docker/torch-cu118.lock"
+grep -q -- '--hash=sha256:[0-9a-f]\{64\}' "$context/docker/torch-cu118.lock" \
+  || fail "the stand-in torch lock has a pin without its hash: $(cat "$context/docker/torch-cu118.lock")"
+# the A10 image's torch-index wheels: their stand-ins' sha256, given as the build args a user gives (docs/images.md, 'A10 wheels')
+stand_in_hash() { sed -n "s/^$1==[^ ]* --hash=sha256:\([0-9a-f]\{64\}\)$/\1/p" "$work/stand-in-hashes"; }
+a10_hash_args=(--build-arg "TORCHVISION_WHEEL_SHA256=$(stand_in_hash torchvision)" --build-arg "TORCHAUDIO_WHEEL_SHA256=$(stand_in_hash torchaudio)"
+               --build-arg "XFORMERS_WHEEL_SHA256=$(stand_in_hash xformers)")
 # make in the context copy: git's provenance from the checkout
 provenance=(VCS_REF="$(git rev-parse HEAD)" SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)")
 say "stand-in: $verl_stand_in, served by git daemon at git://127.0.0.1:$git_port/verl.git"
 
 stand_ins="nvidia/cuda bases: Ubuntu 22.04 by debootstrap, no CUDA files; NVIDIA's apt repository: libcudnn8 $cudnn_version holding a stub libcudnn.so.8;"
-stand_ins="$stand_ins PyTorch cu118 index: PyPI's CUDA 12.4 torch 2.6.0, torchvision 0.21.0, torchaudio 2.6.0 relabelled +cu118;"
+stand_ins="$stand_ins PyTorch cu118 index: PyPI's CUDA 12.4 torch 2.6.0 relabelled +cu118;"
 stand_ins="$stand_ins $verl_stand_in"
 
 # ---- the build, through the user's own command ----------------------------------------------------------
@@ -463,7 +467,7 @@ if ! skipped a10; then
   DOCKER_BUILDKIT=1 $docker build --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
     --target wheels --build-arg BASE_REGISTRY="$registry/" --build-arg TORCH_INDEX_URL="http://127.0.0.1:$http_port/torch/simple" \
     --build-arg CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo" \
-    --build-arg BUILD_BASE_DIGEST= --file "$context/Dockerfile.a10" --tag "$image:a10-wheels" "$context" >"$work/a10.log" 2>&1
+    --build-arg BUILD_BASE_DIGEST= "${a10_hash_args[@]}" --file "$context/Dockerfile.a10" --tag "$image:a10-wheels" "$context" >"$work/a10.log" 2>&1
   status=$?
   set -e
   # what ran for real, and where it stopped

@@ -1,6 +1,7 @@
 """Stand-in for the PyTorch cu118 index, which this network cannot reach: a PEP 503 index serving
-torch 2.6.0+cu118, torchvision 0.21.0+cu118 and torchaudio 2.6.0+cu118 made from PyPI's 2.6.0 / 0.21.0 / 2.6.0
-wheels (the CUDA 12.4 builds: PyPI has no cu118 build).
+torch 2.6.0+cu118 (both images), torchvision 0.21.0+cu118 and torchaudio 2.6.0+cu118 (the A10 image's: vLLM 0.8.5
+requires them; the P40 image has neither) made from PyPI's 2.6.0 / 0.21.0 / 2.6.0 wheels (the CUDA 12.4 builds: PyPI
+has no cu118 build).
 
 What changes in each wheel, and nothing else:
 - the version gets the local label ``+cu118`` (METADATA's Version, the .dist-info folder, the file name), so the
@@ -12,7 +13,8 @@ What changes in each wheel, and nothing else:
   ``import torch`` works on a machine without a GPU as the real build's does.
 ``torch.version.cuda`` stays ``12.4``: the rehearsal builds with ``TORCH_CUDA_VERSION=12.4``, so the image's CUDA check
 runs and reports the CUDA it saw. PyPI's xformers 0.0.29.post2 (the A10 image's, CUDA 12.4 build) is served as it is:
-docker/a10-cu118.lock pins it without a local label.
+docker/a10-cu118.lock pins it without a local label. The A10 image's three take their sha256 from build args
+(TORCHVISION_WHEEL_SHA256, TORCHAUDIO_WHEEL_SHA256, XFORMERS_WHEEL_SHA256): the rehearsal passes these files' own.
 
 Usage: python stand_in_torch_index.py PYPI_WHEELS CU12_WHEELS TORCH_DEPS_LOCK OUT
   PYPI_WHEELS  folder with PyPI's torch-2.6.0, torchvision-0.21.0, torchaudio-2.6.0 and xformers-0.0.29.post2 cp310 wheels
