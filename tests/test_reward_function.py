@@ -542,3 +542,47 @@ def test_a_return_value_that_does_not_pickle_is_named_by_its_repr(tmp_path):
     assert caught.value.message.startswith(
         f"compute_score in {path} returned Score() (Score) on training row 0 of {train} (data_source 'my/units',"
     )
+
+
+def test_the_child_dies_with_verlfit_even_when_verlfit_is_killed(tmp_path):
+    """A verlfit ended by SIGKILL (or SIGTERM) while a reward sleeps at import leaves no process behind."""
+    import os
+    import signal
+
+    started = tmp_path / "importing"
+    path = reward_file(tmp_path, f"import time\nopen({str(started)!r}, 'w').close()\ntime.sleep(600)\n" + GOOD)
+    script = (
+        "from pathlib import Path\nfrom verlfit import reward_function as rewards\n"
+        f"rewards.load_reward_function(rewards.RewardFunction(Path({str(path)!r})), import_time_limit_s=600)\n"
+    )
+    verlfit = subprocess.Popen([sys.executable, "-c", script])
+
+    def children() -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[1] == str(verlfit.pid) and fields[0] != "Z":
+                found.append(int(entry.name))
+        return found
+
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:  # the reward's import is running
+        time.sleep(0.1)
+    (child,) = children()
+    verlfit.send_signal(signal.SIGKILL)
+    verlfit.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            break  # gone and reaped
+        if state == "Z":
+            break  # dead, waiting for init to reap it
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError(f"the reward's process {child} outlived verlfit")

@@ -55,8 +55,9 @@ _BOOTSTRAP = (
     "import json, sys\n"
     "sys.path[:] = json.loads(sys.argv[1])\n"
     "from verlfit.reward_process import serve\n"
-    "serve(int(sys.argv[2]))\n"
+    "serve(int(sys.argv[2]), int(sys.argv[3]))\n"
 )
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class RewardTimedOut(Exception):
@@ -149,7 +150,7 @@ class RewardProcess:
         parent_end, child_end = socket.socketpair()
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path), str(child_end.fileno())],
+                [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path), str(child_end.fileno()), str(os.getpid())],
                 cwd=self.scratch,
                 stdin=subprocess.DEVNULL,
                 stdout=_error_stream(),
@@ -258,9 +259,12 @@ def _exit_words(status: int) -> str:
 # ---- the child's side: standard library only -------------------------------------------------------------------
 
 
-def serve(descriptor: int) -> None:
+def serve(descriptor: int, parent: int | None = None) -> None:
     """The child's loop: greet, then answer requests from the connection on file descriptor ``descriptor`` until it
-    closes; then end at once (``os._exit``: a non-daemon thread the reward started cannot keep it alive)."""
+    closes; then end at once (``os._exit``: a non-daemon thread the reward started cannot keep it alive). Killed with
+    its parent process ``parent`` (Linux's ``PR_SET_PDEATHSIG``), so a verlfit ended by SIGTERM or SIGKILL does not
+    leave a reward sleeping at import behind."""
+    _die_with_parent(parent)
     connection = Connection(descriptor)
     connection.send(("ok", None))
     state: dict[str, Any] = {}
@@ -270,6 +274,20 @@ def serve(descriptor: int) -> None:
         except (EOFError, OSError):
             os._exit(0)
         connection.send(_answer(request, state))
+
+
+def _die_with_parent(parent: int | None) -> None:
+    """Ask Linux to SIGKILL this process when its parent ends; end now if ``parent`` has ended already. Elsewhere (no
+    ``prctl``) the child ends when its connection closes, once the reward returns."""
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
 
 
 def _answer(request: tuple, state: dict) -> tuple:
