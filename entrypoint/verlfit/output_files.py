@@ -691,7 +691,11 @@ def _replaced_by(child: Path, short: str) -> bool:
 def folder_locked(folder: Path) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``folder`` itself (no lock file is written): verlfit's switch-ins into one
     folder happen one at a time, so each can check the target and rename without another landing in between."""
-    handle = os.open(folder, os.O_RDONLY)
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except PermissionError:  # a folder one may write but not list (mode -wx): written unlocked, as before the lock
+        yield
+        return
     try:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
