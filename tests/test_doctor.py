@@ -992,8 +992,8 @@ def test_doctor_checks_the_reward_function_and_the_data_sources_verl_scores(worl
     assert (
         status == 0
         and lines["reward"].split(None, 2)[2]
-        == f"score in {reward} scores every row: 4 training and 4 test rows; the ground truth scored 1 x8; an empty"
-        " response scored 0 x8"
+        == f"score in {reward} scores every row (called in a scratch directory): 4 training and 4 test rows; the"
+        " ground truth scored 1 x8; an empty response scored 0 x8"
     )
 
 

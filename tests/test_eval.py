@@ -504,3 +504,35 @@ def test_an_eval_of_a_run_is_refused_before_its_checkpoint_is_exported(tmp_path,
     err = capsys.readouterr().err
     assert f"verlfit: error: --output {run / 'checkpoints'} lies inside the run directory {run}, outside this command's own place there\n" in err
     assert f"  fix: pass --output a new folder outside the run, or leave it out for this command's own place in the run, {run / 'eval' / 'NAME'}\n" in err
+
+
+def test_issue44_a_reward_exiting_at_import_or_on_a_response_is_named_and_exits_non_zero(tmp_path, capsys, monkeypatch):
+    """issue 44 item 2: a reward calling sys.exit(0) made eval exit 0, print nothing and write nothing."""
+    data = _task_dir(tmp_path, "my/units", [("q0 km", "1000"), ("q1 m", "2"), ("q2 cm", "10")])
+    capsys.readouterr()  # the datasets library's progress bar while the data was written
+    at_import = tmp_path / "exits.py"
+    at_import.write_text("import sys\nsys.exit(0)\n")
+    assert cli.main(["eval", "m", "--data", str(data), "--reward-function", str(at_import), "--output", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"verlfit: error: the reward function exited the process while {at_import} was imported (SystemExit(0):"
+        " sys.exit() or exit()): verl would lose the worker that imports it\n  fix: remove the exit call from the file"
+        " (raise an exception for an error)\n"
+    )
+    assert not (tmp_path / "out").exists()
+    # passes the check on every row (the ground truth, an empty response), then ends its process on a model's answer
+    on_answer = tmp_path / "exits_later.py"
+    on_answer.write_text(
+        "import os\n\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    if solution_str == 'ANSWER?':\n        os._exit(0)\n    return float(solution_str == ground_truth)\n"
+    )
+    generator = fixed({"q0": "1000", "q1": "ANSWER?", "q2": "10"})
+    out = tmp_path / "out2"
+    with pytest.raises(VerlfitError) as caught:
+        evaluate.run_eval("m", str(data), output=str(out), make_generator=lambda path, **settings: generator, preflight=False, reward_function=str(on_answer))
+    assert (caught.value.message, caught.value.exit_code) == (
+        f"eval stopped at row 1 of {data / 'test.parquet'}: the reward function exited the process: reward function"
+        f" {on_answer}:compute_score (exit status 0 without SystemExit: os._exit()); verl would lose the worker scoring"
+        f" the batch; the 1 rows scored before it are written to {out} (summary.json says \"partial\": true)",
+        1,
+    )
+    assert [json.loads(line)["score"] for line in (out / "rows.jsonl").read_text().splitlines()] == [1.0]

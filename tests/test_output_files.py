@@ -200,3 +200,128 @@ def test_where_the_file_system_cannot_exchange_two_renames_switch_the_folder(tmp
     output_files.write_folder(second, lambda folder: (folder / "a.txt").write_text("2"))
     assert renames == [("out", ".out.verlfit-replaced-"), (".out.verlfit-building-", "out")]
     assert (out / "a.txt").read_text() == "2" and sorted(path.name for path in tmp_path.iterdir()) == ["out"]
+
+
+# --------------------------------------------------------------------------- issue 44: races, leftovers, long names
+
+
+def write_marked(output: output_files.Output, text: str) -> None:
+    output_files.write_folder(output, lambda folder: (folder / "result.txt").write_text(text))
+
+
+@pytest.mark.parametrize("before", ["absent", "an earlier output"])
+def test_issue44_item5_a_write_racing_another_into_one_output_is_refused_and_keeps_the_others(tmp_path, capsys, before):
+    """Both used to report "written" and one output was gone."""
+    out = tmp_path / "out"
+    if before != "absent":
+        write_marked(output_files.check_output(out, "verlfit eval", inputs=["m1"]), "first")
+    mine = output_files.check_output(out, "verlfit eval", inputs=["m2"], force=True)  # checked, then works a while
+    assert prepare(user_rows(tmp_path / "data"), out, "--force") == 0  # another command lands there meanwhile
+    theirs = checksums(out)
+    with pytest.raises(VerlfitError) as caught:
+        write_marked(mine, "mine")
+    inputs = f"{tmp_path / 'data' / 'train.parquet'}, {tmp_path / 'data' / 'test.parquet'}"
+    assert (str(caught.value), caught.value.exit_code) == (
+        f"--output {out} changed while verlfit eval was writing it (verlfit prepare-data from {inputs} wrote it"
+        " meanwhile); nothing was replaced and this output is discarded\n  fix: run verlfit eval again (it checks"
+        " --output anew), or pass --output a new folder",
+        2,
+    )
+    assert checksums(out) == theirs and sorted(p.name for p in tmp_path.iterdir()) == ["data", "out"]
+    # unchanged since the check: written
+    write_marked(output_files.check_output(out, "verlfit eval", inputs=["m2"], force=True), "mine")
+    assert (out / "result.txt").read_text() == "mine"
+
+
+def dead_pid() -> int:
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_issue44_item6_leftovers_of_killed_writes_are_removed_when_their_process_is_gone_and_said(tmp_path, capsys):
+    """SIGKILL during export or report left hidden .NAME.verlfit-building-* folders (6 over 10 tries)."""
+    host, dead = output_files.HOST_TAG, dead_pid()
+    out = tmp_path / "out"
+    stale = [tmp_path / f".out.verlfit-building-{host}-{dead}-0badf00d", tmp_path / f".other.verlfit-building-{host}-{dead}-1badf00d"]
+    for folder in stale:
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"partial")
+    (tmp_path / f".report.json.verlfit-writing-{host}-{dead}-2badf00d").write_text("{")
+    kept = [
+        tmp_path / f".out.verlfit-building-{host}-{os.getpid()}-3badf00d",  # a live process's: still writing
+        tmp_path / f".out.verlfit-building-{'0000' if host != '0000' else '0001'}-{dead}-4badf00d",  # another host's
+        tmp_path / ".out.verlfit-building-5e6f7a8b9c0d",  # before pids were recorded: no proof it is dead
+    ]
+    for folder in kept:
+        folder.mkdir()
+    assert prepare(user_rows(tmp_path / "data"), out) == 0
+    err = capsys.readouterr().err
+    for path in stale + [tmp_path / f".report.json.verlfit-writing-{host}-{dead}-2badf00d"]:
+        assert f"verlfit: removed {path}, left by an interrupted verlfit write (process {dead} is gone)\n" in err
+        assert not path.exists()
+    assert err.count("verlfit: removed") == 3
+    assert all(folder.is_dir() for folder in kept)
+
+
+def test_issue44_item6_a_replaced_output_left_by_a_killed_exchange_is_removed_only_beside_its_successor(tmp_path, capsys):
+    host, dead = output_files.HOST_TAG, dead_pid()
+    write_marked(output_files.check_output(tmp_path / "out", "verlfit eval"), "old")
+    replaced = tmp_path / f".out.verlfit-replaced-{host}-{dead}-0badf00d"
+    (tmp_path / "out").rename(replaced)  # killed between the two renames of a file system without exchange
+    output_files.remove_stale(tmp_path)
+    assert replaced.is_dir() and capsys.readouterr().err == ""  # the output it held is the only one: kept
+    write_marked(output_files.check_output(tmp_path / "out", "verlfit eval"), "new")
+    assert not replaced.exists() and (tmp_path / "out" / "result.txt").read_text() == "new"
+    assert capsys.readouterr().err == f"verlfit: removed {replaced}, left by an interrupted verlfit write (process {dead} is gone)\n"
+
+
+def test_issue44_item7_long_output_names_are_written_and_too_long_ones_are_a_one_line_refusal(tmp_path, capsys):
+    """Names of 223-255 bytes were refused as "File name too long (.NAME.verlfit-building-check-...)"; 300 was an
+    OSError traceback."""
+    data = user_rows(tmp_path / "data")
+    long = tmp_path / ("n" * 255)
+    assert prepare(data, long) == 0
+    assert sorted(p.name for p in long.iterdir()) == [output_files.MARKER_NAME, "test.parquet", "train.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "n" * 255]  # nothing hidden left beside it
+    assert len(output_files.hidden_name("é" * 200, output_files.BUILDING).encode()) < 100
+    capsys.readouterr()
+    assert prepare(data, tmp_path / ("x" * 300) / "inner") == 2
+    assert capsys.readouterr().err == (
+        f"verlfit: error: --output: the name {'x' * 40}... is 300 bytes, longer than the 255 bytes a file name may"
+        f" have on {tmp_path}'s file system\n  fix: pass --output a path whose every name is at most 255 bytes\n"
+    )
+
+
+def test_issue44_item7_a_too_long_run_directory_name_is_refused_before_any_stat(tmp_path, capsys):
+    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--run-dir", str(tmp_path / ("r" * 300))]) == 2
+    assert capsys.readouterr().err == (
+        f"verlfit: error: --run-dir: the name {'r' * 40}... is 300 bytes, longer than the 255 bytes a file name may"
+        f" have on {tmp_path}'s file system\n  fix: pass --run-dir a path whose every name is at most 255 bytes\n"
+    )
+
+
+def test_issue44_item6_a_write_killed_with_sigkill_mid_build_is_cleaned_by_the_next_write_beside_it(tmp_path, capsys):
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import time\nfrom pathlib import Path\nfrom verlfit import output_files\n"
+        f"out = output_files.check_output({str(tmp_path / 'export')!r}, 'verlfit export')\n"
+        "def build(folder):\n    (folder / 'model.safetensors').write_bytes(b'partial')\n    print('building', flush=True)\n"
+        "    time.sleep(600)\n"
+        "output_files.write_folder(out, build)\n"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout.readline() == "building\n"
+    writer.kill()
+    writer.wait()
+    (left,) = [path for path in tmp_path.iterdir() if path.name.startswith(".export.verlfit-building-")]
+    assert (left / "model.safetensors").read_bytes() == b"partial"
+    assert prepare(user_rows(tmp_path / "data"), tmp_path / "out") == 0
+    assert f"verlfit: removed {left}, left by an interrupted verlfit write (process {writer.pid} is gone)\n" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "out"]

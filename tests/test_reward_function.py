@@ -4,6 +4,9 @@ data_source, by verl's own dispatch."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -61,7 +64,7 @@ def test_parse_defaults_the_name_and_makes_the_path_absolute(tmp_path):
 
 def test_a_good_function_is_called_on_real_rows_with_the_truth_and_an_empty_response(tmp_path):
     train = write_train(tmp_path / "data")
-    scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path), "compute_score"), train)
+    scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path), "compute_score"), train).scores
     # every row, twice: the ground truth alone has no "#### ", so this function gives 0 both times: the call ran,
     # which is the check
     assert [(s.row, s.solution, s.score) for s in scored] == [
@@ -71,7 +74,7 @@ def test_a_good_function_is_called_on_real_rows_with_the_truth_and_an_empty_resp
         rewards.describe_scores(scored)
         == "5 training rows; the ground truth scored 0 x5; an empty response scored 0 x5"
     )
-    scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path), "score_dict"), train, reward_kwargs={"bonus": 0.5}, count=1)
+    scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path), "score_dict"), train, reward_kwargs={"bonus": 0.5}, count=1).scores
     assert [(s.solution, s.score) for s in scored] == [("0", 1.5), ("", 0.5)]
 
 
@@ -101,7 +104,8 @@ def test_missing_file_import_error_and_signature(tmp_path):
         rewards.load_reward_function(rewards.RewardFunction(two_args))
     assert caught.value.message.startswith(f"compute_score in {two_args} cannot be called as verl 0.4.1 calls it, with the keywords data_source, solution_str, ground_truth, extra_info (")
     # verl's keywords are passed by name, so **kwargs takes them all
-    assert callable(rewards.load_reward_function(rewards.RewardFunction(reward_file(tmp_path, "def compute_score(**kwargs):\n    return 1\n", "kw.py"))))
+    with rewards.load_reward_function(rewards.RewardFunction(reward_file(tmp_path, "def compute_score(**kwargs):\n    return 1\n", "kw.py"))) as function:
+        assert function(data_source="d", solution_str="s", ground_truth="g", extra_info=None) == 1
 
 
 @pytest.mark.parametrize(
@@ -158,7 +162,7 @@ def test_reward_fn_key_names_the_data_source_column(tmp_path):
     rows = [{"task": "t", "prompt": [{"role": "user", "content": "p"}], "reward_model": {"style": "rule", "ground_truth": "7"}}]
     train = write_train(tmp_path / "data", rows)
     seen = reward_file(tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0 if (data_source, extra_info) == ('t', None) else 0.0\n")
-    scored = rewards.check_reward_function(rewards.RewardFunction(seen), train, keys=DataKeys(reward_fn_key="task"))
+    scored = rewards.check_reward_function(rewards.RewardFunction(seen), train, keys=DataKeys(reward_fn_key="task")).scores
     assert [s.score for s in scored] == [1.0, 1.0]
     with pytest.raises(VerlfitError, match="lacks data_source, which verl's reward manager reads"):
         rewards.reward_rows(train)
@@ -239,7 +243,7 @@ def test_every_training_and_test_row_is_checked_naming_the_split_file_and_row(tm
         f"compute_score in {test_only} returned None (NoneType) on test row 1 of {test} (data_source 'my/units', ground"
         " truth '1')"
     )
-    scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path)), data)
+    scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path)), data).scores
     assert [(s.split, s.row, s.solution) for s in scored] == [
         ("train", 0, "0"),
         ("train", 0, ""),
@@ -314,7 +318,7 @@ def test_a_reward_that_is_not_finite_or_absurdly_large_is_refused(tmp_path, valu
         "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return -1e6\n",
         "ok.py",
     )
-    assert {s.score for s in rewards.check_reward_function(rewards.RewardFunction(ok), train)} == {
+    assert {s.score for s in rewards.check_reward_function(rewards.RewardFunction(ok), train).scores} == {
         -1e6
     }  # the bound itself passes
 
@@ -353,33 +357,28 @@ def test_without_verl_the_scorer_check_is_one_clean_error(tmp_path, monkeypatch)
     )
 
 
-def test_a_reward_importing_a_module_beside_it_is_told_only_the_one_file_is_copied(tmp_path, monkeypatch):
-    """issue 32 item 18: it was told "fix the file so that python FILE runs", which it does."""
-    import sys
-
+def test_a_reward_importing_modules_beside_it_works_and_says_which_so_the_run_copies_them(tmp_path, monkeypatch):
+    """issue 44 item 4 (issue 32 item 18 refused it): a reward split into files works as `python reward.py` runs it,
+    a module imported inside a call (a package's submodule) included; the modules are named for the run's copy."""
     folder = tmp_path / "task"
-    folder.mkdir()
+    (folder / "parts").mkdir(parents=True)
     (folder / "helpers.py").write_text("def normalize(text):\n    return text.strip()\n")
+    (folder / "parts" / "__init__.py").write_text("")
+    (folder / "parts" / "late.py").write_text("BONUS = 0.5\n")
+    (folder / "unused.py").write_text("raise RuntimeError('never imported')\n")
     path = reward_file(
         folder,
         "from helpers import normalize\n\n\ndef compute_score(data_source, solution_str, ground_truth,"
-        " extra_info=None):\n    return float(normalize(solution_str) == ground_truth)\n",
+        " extra_info=None):\n    from parts.late import BONUS\n\n    return float(normalize(solution_str) =="
+        " ground_truth) + BONUS\n",
     )
-    expected = (
-        f"reward function file {path} imports helpers from {folder / 'helpers.py'}, beside it: verlfit copies only"
-        " reward.py into the run directory (RUN_DIR/reward/reward.py, which verl loads in every worker), so that"
-        " import would fail in the run\n  fix: put what it uses from helpers.py into reward.py, or install it as a"
-        " package (pip install) in the image"
+    monkeypatch.chdir(tmp_path)  # not the reward's folder: its folder is put on sys.path by the check itself
+    checked = rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"), count=1)
+    assert [(s.solution, s.score) for s in checked.scores] == [("0", 1.5), ("", 0.5)]
+    assert checked.reward == rewards.RewardFunction(
+        path, "compute_score", (folder / "helpers.py", folder / "parts" / "__init__.py", folder / "parts" / "late.py")
     )
-    with pytest.raises(VerlfitError) as caught:  # the folder not on sys.path: the import fails here
-        rewards.load_reward_function(rewards.RewardFunction(path))
-    assert (str(caught.value), caught.value.exit_code) == (expected, 2)
-    # on sys.path (run from that folder): the import works here, not in the run
-    monkeypatch.syspath_prepend(str(folder))
-    with pytest.raises(VerlfitError) as caught:
-        rewards.load_reward_function(rewards.RewardFunction(path))
-    assert str(caught.value) == expected
-    sys.modules.pop("helpers", None)
+    assert "helpers" not in sys.modules and "parts" not in sys.modules  # imported in the child only
     other = reward_file(tmp_path, "import not_installed_anywhere\n", "other.py")
     with pytest.raises(
         VerlfitError,
@@ -391,3 +390,199 @@ def test_a_reward_importing_a_module_beside_it_is_told_only_the_one_file_is_copi
         rewards.load_reward_function(rewards.RewardFunction(other))
     with pytest.raises(VerlfitError, match=f"^reward function file {tmp_path} is a folder, not a file"):
         rewards.load_reward_function(rewards.RewardFunction(tmp_path))
+
+
+def test_a_module_beside_the_reward_hiding_another_module_of_this_python_is_refused(tmp_path):
+    """On verl's PYTHONPATH first, a helper named statistics.py would be verl's `statistics` too."""
+    (tmp_path / "statistics.py").write_text("def pick():\n    return 1.0\n")
+    path = reward_file(
+        tmp_path,
+        "from statistics import pick\n\n\ndef compute_score(data_source, solution_str, ground_truth,"
+        " extra_info=None):\n    return pick()\n",
+    )
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"), count=1)
+    assert (str(caught.value), caught.value.exit_code) == (
+        f"reward function file {path} imports statistics from beside it ({tmp_path / 'statistics.py'}), and this"
+        " Python has another module of that name: the run's copy of the folder goes first on verl's PYTHONPATH, where"
+        " it would hide that module from verl\n  fix: rename statistics (e.g. statistics_reward) and the imports of it",
+        2,
+    )
+
+
+HANGS_AT_IMPORT = {
+    "sleep": "import time\ntime.sleep(600)\n",
+    "loop with SIGALRM ignored": "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n",
+}
+
+
+@pytest.mark.parametrize("top", HANGS_AT_IMPORT.values(), ids=HANGS_AT_IMPORT.keys())
+def test_a_reward_hanging_at_import_is_stopped_at_the_limit_and_says_how_long(tmp_path, top):
+    """issue 44 item 1: the 10 s limit covered calls only; an import that sleeps or loops hung the dry run."""
+    path = reward_file(tmp_path, top + GOOD)
+    started = time.monotonic()
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"), import_time_limit_s=0.5)
+    assert time.monotonic() - started < 10
+    assert (str(caught.value), caught.value.exit_code) == (
+        f"reward function file {path} did not finish importing within 0.5 s (stopped there): verl imports it in every"
+        " worker before the first step, so the run would hang there\n  fix: move slow work (a sleep, a loop, a"
+        " download) out of the file's top level so that importing it takes seconds",
+        2,
+    )
+    assert rewards.IMPORT_TIME_LIMIT_S == 60.0
+
+
+def test_a_call_looping_with_sigalrm_ignored_is_stopped_at_the_limit_naming_the_row(tmp_path):
+    train = write_train(tmp_path / "data")
+    path = reward_file(
+        tmp_path,
+        "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n\n\ndef compute_score(data_source,"
+        " solution_str, ground_truth, extra_info=None):\n    while ground_truth == '1' and solution_str == '':\n       "
+        " pass\n    return 0.0\n",
+    )
+    started = time.monotonic()
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), train, time_limit_s=0.3)
+    assert time.monotonic() - started < 10
+    assert caught.value.message == (
+        f"compute_score in {path} did not return within 0.3 s on training row 1 of {train} (data_source 'my/units',"
+        " ground truth '1') with an empty response as the response: verl calls it once per response with no time"
+        " limit, so the run would hang there"
+    )
+
+
+def test_a_reward_starting_a_non_daemon_thread_lets_the_process_end(tmp_path):
+    """issue 44 item 1: the dry run printed everything and never exited; here a Python that checks such a reward
+    exits as soon as the check is done (the thread lived in the child, which is killed)."""
+    path = reward_file(
+        tmp_path, "import threading, time\nthreading.Thread(target=time.sleep, args=(600,)).start()\n" + GOOD
+    )
+    train = write_train(tmp_path / "data")
+    script = (
+        "import sys\nfrom pathlib import Path\nfrom verlfit import reward_function as rewards\n"
+        f"checked = rewards.check_reward_function(rewards.RewardFunction(Path({str(path)!r})), {str(train)!r})\n"
+        "print(rewards.describe_scores(checked.scores))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (
+        0,
+        "5 training rows; the ground truth scored 0 x5; an empty response scored 0 x5\n",
+    )
+
+
+@pytest.mark.parametrize(
+    "top, body, how, place",
+    [
+        ("import sys\nsys.exit(0)\n", "    return 0.0\n", "SystemExit(0): sys.exit() or exit()", None),
+        ("exit()\n", "    return 0.0\n", "SystemExit(None): sys.exit() or exit()", None),
+        ("import os\nos._exit(0)\n", "    return 0.0\n", "exit status 0 without SystemExit: os._exit()", None),
+        ("import sys\n", "    if ground_truth == '2':\n        sys.exit(1)\n    return 0.0\n", "SystemExit(1): sys.exit() or exit()", (2, "the ground truth")),
+        ("import os\n", "    if not solution_str:\n        os._exit(0)\n    return 0.0\n", "exit status 0 without SystemExit: os._exit()", (0, "an empty response")),
+    ],
+    ids=["sys.exit(0) at import", "exit() at import", "os._exit(0) at import", "sys.exit(1) in a call", "os._exit(0) in a call"],
+)
+def test_a_reward_exiting_the_process_is_refused_naming_where(tmp_path, top, body, how, place):
+    """issue 44 item 2: the dry run and eval exited 0 (or 1), printing and writing nothing."""
+    train = write_train(tmp_path / "data")
+    path = reward_file(tmp_path, top + "\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" + body)
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), train)
+    if place is None:
+        expected = (
+            f"the reward function exited the process while {path} was imported ({how}): verl would lose the worker"
+            " that imports it\n  fix: remove the exit call from the file (raise an exception for an error)"
+        )
+    else:
+        row, response = place
+        expected = (
+            f"the reward function exited the process: compute_score in {path} on training row {row} of {train}"
+            f" (data_source 'my/units', ground truth '{row}') with {response} as the response ({how}); verl would"
+            " lose the worker scoring the batch\n  fix: remove the exit call (return a number for every response;"
+            " raise an exception for an error)"
+        )
+    assert (str(caught.value), caught.value.exit_code) == (expected, 2)
+
+
+def test_the_check_runs_in_a_scratch_directory_and_never_touches_the_users_files(tmp_path, monkeypatch, capsys):
+    """issue 44 item 3: a reward writing notes.txt overwrote the user's notes.txt during the dry run; item 4: one
+    closing stdout made verlfit's next print a traceback."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "notes.txt").write_text("mine\n")
+    monkeypatch.chdir(user)
+    path = reward_file(
+        tmp_path,
+        "import os, sys\nopen('notes.txt', 'w').write('at import')\nseen = os.getcwd()\nsys.stdout.close()\n"
+        f"open({str(tmp_path / 'cwd.txt')!r}, 'w').write(seen)\n\n\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    open('notes.txt', 'a').write(solution_str)\n"
+        "    return 1.0 if os.getcwd() == seen != " + repr(str(user)) + " else 0.0\n",
+    )
+    checked = rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"))
+    assert {s.score for s in checked.scores} == {1.0}  # every call ran in the same directory, not the user's
+    assert sorted(p.name for p in user.iterdir()) == ["notes.txt"] and (user / "notes.txt").read_text() == "mine\n"
+    assert not (tmp_path / "notes.txt").exists()
+    print("verlfit still prints")
+    assert capsys.readouterr().out == "verlfit still prints\n"
+    scratch = Path((tmp_path / "cwd.txt").read_text())
+    assert scratch.name.startswith("verlfit-reward-check-") and not scratch.exists()  # removed, with notes.txt
+
+
+def test_a_return_value_that_does_not_pickle_is_named_by_its_repr(tmp_path):
+    path = reward_file(
+        tmp_path,
+        "class Score:\n    def __repr__(self):\n        return 'Score()'\n    def __reduce__(self):\n        raise"
+        " TypeError('no')\n\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n   "
+        " return Score()\n",
+    )
+    train = write_train(tmp_path / "data")
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), train)
+    assert caught.value.message.startswith(
+        f"compute_score in {path} returned Score() (Score) on training row 0 of {train} (data_source 'my/units',"
+    )
+
+
+def test_the_child_dies_with_verlfit_even_when_verlfit_is_killed(tmp_path):
+    """A verlfit ended by SIGKILL (or SIGTERM) while a reward sleeps at import leaves no process behind."""
+    import os
+    import signal
+
+    started = tmp_path / "importing"
+    path = reward_file(tmp_path, f"import time\nopen({str(started)!r}, 'w').close()\ntime.sleep(600)\n" + GOOD)
+    script = (
+        "from pathlib import Path\nfrom verlfit import reward_function as rewards\n"
+        f"rewards.load_reward_function(rewards.RewardFunction(Path({str(path)!r})), import_time_limit_s=600)\n"
+    )
+    verlfit = subprocess.Popen([sys.executable, "-c", script])
+
+    def children() -> list[int]:
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[1] == str(verlfit.pid) and fields[0] != "Z":
+                found.append(int(entry.name))
+        return found
+
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:  # the reward's import is running
+        time.sleep(0.1)
+    (child,) = children()
+    verlfit.send_signal(signal.SIGKILL)
+    verlfit.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            break  # gone and reaped
+        if state == "Z":
+            break  # dead, waiting for init to reap it
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError(f"the reward's process {child} outlived verlfit")

@@ -89,7 +89,12 @@ class Scorer:
     ``default_compute_score`` when both are None."""
 
     reward: object = None
-    function: Callable | None = None
+    function: Callable | None = None  # a verlfit.reward_process.RewardProcess: the user's function in its child
+
+    def close(self) -> None:
+        """Stop the reward function's child process, where there is one."""
+        if self.function is not None and hasattr(self.function, "close"):
+            self.function.close()
 
     def label(self, data_source: str) -> str:
         """What scored a row of ``data_source`` (e.g. ``"verl default_compute_score, lighteval/MATH"``)."""
@@ -113,9 +118,14 @@ def score_response(
     from verlfit.reward_function import score_value
 
     if scorer.function is not None:
-        result = scorer.function(
-            data_source=data_source, solution_str=response, ground_truth=ground_truth, extra_info=extra_info
-        )
+        from verlfit.reward_function import call_refusal
+
+        try:
+            result = scorer.function(
+                data_source=data_source, solution_str=response, ground_truth=ground_truth, extra_info=extra_info
+            )
+        except Exception as error:  # the user's code, in its child: raised, exited the process, or ran past the limit
+            raise call_refusal(error, f"reward function {scorer.reward}") from error
         value = score_value(result)
         if value is None:
             raise VerlfitError(
@@ -153,13 +163,17 @@ def make_scorer(
             if isinstance(reward_function, rewards.RewardFunction)
             else rewards.parse_reward_function(reward_function, base)
         )
-        function = rewards.load_reward_function(reward)
-        rewards.call_on_rows(
-            function,
-            [{**row, "_row": index, "_split": split, "_file": source} for index, row in enumerate(rows)],
-            label=f"{reward.name} in {reward.path}",
-        )
-        return Scorer(reward, function)
+        process = rewards.load_reward_function(reward)
+        try:
+            rewards.call_on_rows(
+                process,
+                [{**row, "_row": index, "_split": split, "_file": source} for index, row in enumerate(rows)],
+                label=f"{reward.name} in {reward.path}",
+            )
+        except BaseException:
+            process.close()
+            raise
+        return Scorer(reward, process)
     first = {}  # data_source -> the ground truth of its first row (verl's scorer is asked with it)
     for row in rows:
         first.setdefault(str(row["data_source"]), row["reward_model"]["ground_truth"])
@@ -668,12 +682,18 @@ def _run_eval(
     if not rows:
         raise VerlfitError(f"{Path(data) / f'{split}.parquet'} has no rows", fix="prepare the data again")
     source = str(Path(data) / f"{split}.parquet")
+    # checked on every row before anything else; the reward function's child process lives until the end (finally)
     scorer = make_scorer(reward_function, rows, split=split, source=source) if reward_function is not None else None
     named = [(model, "MODEL")] + ([(compare, "--compare")] if compare is not None else [])
-    if preflight:
-        for name, what in named:
-            hub.require_model_source(name, what, os.environ)
-    work = Path(tempfile.mkdtemp(prefix="verlfit-eval-"))
+    try:
+        if preflight:
+            for name, what in named:
+                hub.require_model_source(name, what, os.environ)
+        work = Path(tempfile.mkdtemp(prefix="verlfit-eval-"))
+    except BaseException:
+        if scorer is not None:
+            scorer.close()
+        raise
     created: list[Path] = []
     try:
         resolved = resolve_model(model, work / "model", export_now=False)
@@ -770,6 +790,8 @@ def _run_eval(
         output_files.remove_created(created)  # only folders this eval created, only while empty
         raise
     finally:
+        if scorer is not None:
+            scorer.close()
         shutil.rmtree(work, ignore_errors=True)
 
 

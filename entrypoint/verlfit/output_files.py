@@ -20,7 +20,10 @@ One policy for every writing command (``prepare-gsm8k``, ``prepare-data``, ``tra
   wrote there before* (the message names those files), never a file it did not write.
 
 * **How** (:func:`write_folder`, :func:`write_file`). A folder is built whole under a hidden name beside the target
-  (``.NAME.verlfit-building-*``), its files fsync-ed, its marker written last, and switched in with one
+  (``.NAME.verlfit-building-HOST-PID-TOKEN``, NAME cut to :data:`HIDDEN_NAME_BYTES`: :func:`hidden_name`), its files
+  fsync-ed, its marker written last, and switched in, under a lock on the folder it goes in (:func:`folder_locked`)
+  and only while the target is what :func:`check_output` saw (a write racing another into one output is refused
+  instead of replacing it), with one
   ``renameat2(RENAME_EXCHANGE)`` (Linux 3.15+; the old folder then lies under a hidden name and its listed files
   are removed), or where the file system lacks it with two renames; SIGINT, SIGTERM and SIGHUP are held back from
   the switch until the old folder is removed (:func:`signals_held`). After any interruption the target is the old
@@ -28,7 +31,8 @@ One policy for every writing command (``prepare-gsm8k``, ``prepare-data``, ``tra
   summary + comparison) switches as one. A single file
   (``run.json``, ``metrics.jsonl``, bench's JSON) is written to a hidden temporary name in its folder, fsync-ed,
   given the umask's mode and renamed over the old one. On any failure the temporary file or folder is removed,
-  and so are the parent folders the write created (only while empty).
+  and so are the parent folders the write created (only while empty). What a killed write (SIGKILL, a power loss)
+  left is removed by the next write into that folder once its process is provably gone (:func:`remove_stale`).
 
 A run directory has no marker: ``run.json`` names it (``verlfit train`` builds it whole and switches it in, and
 refuses one that exists).
@@ -39,11 +43,15 @@ from __future__ import annotations
 import ctypes
 import errno
 import hashlib
+import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
+import socket
+import sys
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -58,8 +66,21 @@ MARKER_NAME = ".verlfit-written.json"
 # the marker of data folders prepared by verlfit before this module: read as a marker, never written
 LEGACY_MARKER_NAME = ".verlfit-prepared.json"
 MARKER_FORMAT = 2
-BUILDING = ".verlfit-building-"  # the hidden folder a write builds beside its target: .NAME.verlfit-building-XXXX
+BUILDING = ".verlfit-building-"  # the hidden folder a write builds beside its target (hidden_name)
 REPLACED = ".verlfit-replaced-"  # what an exchange leaves under a hidden name until its listed files are removed
+WRITING = ".verlfit-writing-"  # the hidden temporary file write_file renames over its target
+# Bytes of the output's name a hidden name keeps (for people reading a listing): with the kind, host, pid and token it
+# stays under 100 bytes, so any legal output name (up to NAME_MAX, 255 bytes on Linux file systems) has a legal
+# hidden name beside it. A choice verlfit makes.
+HIDDEN_NAME_BYTES = 40
+# This machine in hidden names (4 hex digits of its host name's SHA-256): a leftover whose pid is checked must come
+# from this host, since a pid means nothing on another machine (or container) sharing the folder
+HOST_TAG = hashlib.sha256(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:4]
+_HIDDEN = re.compile(
+    r"\.(?P<name>.*)(?P<kind>" + "|".join(map(re.escape, (BUILDING, REPLACED, WRITING))) + r")"
+    r"(?P<host>[0-9a-f]{4})-(?P<pid>[0-9]+)-[0-9a-f]{8}",
+    re.DOTALL,
+)
 
 T = TypeVar("T")
 
@@ -269,6 +290,7 @@ class Output:
         inputs: the command's inputs as recorded in the marker (resolved paths, hub ids).
         replaces: the files of verlfit's earlier output there that the write replaces (empty: nothing there).
         force: whether ``--force`` was given.
+        seen: the target's :func:`target_state` when it was checked.
     """
 
     path: Path
@@ -278,6 +300,8 @@ class Output:
     inputs: tuple[str, ...]
     replaces: tuple[str, ...] = ()
     force: bool = False
+    # what the target held when checked (:func:`target_state`): the switch-in refuses a target changed since
+    seen: tuple = ("absent", None)
 
 
 def replaced_text(output: Output) -> str:
@@ -329,6 +353,7 @@ def check_output(
         VerlfitError: exit status 2, naming the output and the fix, for every refusal.
     """
     given = Path(path)
+    check_name_lengths(given, flag)
     target = resolved(given)
     shown = _shown(given, target)
     cwd = resolved(os.getcwd())
@@ -385,6 +410,7 @@ def check_output(
             raise _refuse(f"{flag} {shown} already exists", fix=f"pass {flag} a path that does not exist yet")
         return Output(target, given, flag, command, tuple(_input_text(item) for item in inputs), (), force)
     owner = folder_owner(target)
+    seen = (owner.state, owner.marker)
     recorded_inputs = tuple(_input_text(item) for item in inputs)
     if owner.state == "not-a-folder":
         raise _refuse(
@@ -409,8 +435,32 @@ def check_output(
                 f"without {force_flag or 'asking'} only when re-run on the same inputs",
                 fix=fix,
             )
-        return Output(target, given, flag, command, recorded_inputs, owner.files, force)
-    return Output(target, given, flag, command, recorded_inputs, (), force)
+        return Output(target, given, flag, command, recorded_inputs, owner.files, force, seen)
+    return Output(target, given, flag, command, recorded_inputs, (), force, seen)
+
+
+def check_name_lengths(given: Path, flag: str) -> None:
+    """Refuse a path (named by the option ``flag``) with a name longer than its file system takes (``NAME_MAX``:
+    ``os.pathconf(..., "PC_NAME_MAX")`` of the nearest existing folder, 255 bytes where it cannot be read), before any
+    call fails on it with ``ENAMETOOLONG``.
+
+    Raises:
+        VerlfitError: exit status 2, naming the name's first 40 characters, its bytes and the limit.
+    """
+    path = Path(os.path.abspath(os.path.expanduser(os.fspath(given))))
+    existing = next((folder for folder in path.parents if os.path.isdir(folder)), Path("/"))  # False on any OSError
+    try:
+        limit = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    for part in path.parts[1:]:
+        size = len(part.encode("utf-8", "surrogateescape"))
+        if size > limit:
+            raise _refuse(
+                f"{flag}: the name {part[:40]}... is {size} bytes, longer than the {limit} bytes a file name may have"
+                f" on {existing}'s file system",
+                fix=f"pass {flag} a path whose every name is at most {limit} bytes",
+            )
 
 
 def _own_place_hint(run: Path, own_place: tuple[str, ...] | None) -> str:
@@ -574,6 +624,85 @@ def _fsync_tree(folder: Path) -> None:
         fsync_folder(Path(root))
 
 
+def hidden_name(name: str, kind: str) -> str:
+    """The hidden name of a write's temporary folder or file beside ``name``: ``.`` + the first
+    :data:`HIDDEN_NAME_BYTES` bytes of ``name`` + ``kind`` (:data:`BUILDING`, :data:`REPLACED`, :data:`WRITING`) +
+    this host's tag, this process's pid and a random token, e.g. ``.gsm8k.verlfit-building-3fa2-4121-9c0e77d1``:
+    short enough beside any legal name, and telling :func:`remove_stale` whose it is."""
+    short = name.encode("utf-8", "surrogateescape")[:HIDDEN_NAME_BYTES].decode("utf-8", "ignore")
+    return f".{short}{kind}{HOST_TAG}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def remove_stale(folder: Path, say: Callable[[str], None] | None = None) -> list[Path]:
+    """Remove from ``folder`` the hidden leftovers of verlfit writes whose process is gone (a SIGKILL, a power loss),
+    each said on standard error (or to ``say``), and return them: a building folder or temporary file
+    (:data:`BUILDING`, :data:`WRITING`) whole, since only verlfit wrote into it; a replaced output
+    (:data:`REPLACED`) through :func:`remove_listed`, so a file someone added is kept, and only while the output it
+    was replaced by is in place. Only names :func:`hidden_name` made on this host (:data:`HOST_TAG`) whose pid no
+    longer runs are touched: a live or unknown writer's are left alone (a reused pid keeps a leftover, never
+    the reverse).
+    """
+    say = say or (lambda line: print(line, file=sys.stderr))
+    removed = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed  # not listable: the write that follows says why
+    for entry in entries:
+        match = _HIDDEN.fullmatch(entry.name)
+        if match is None or match["host"] != HOST_TAG or _process_alive(int(match["pid"])):
+            continue
+        why = f"left by an interrupted verlfit write (process {match['pid']} is gone)"
+        if match["kind"] == REPLACED:
+            if not any(_replaced_by(child, match["name"]) for child in entries):
+                continue
+            marker, _ = read_marker(entry)
+            if remove_listed(entry, marker or Marker("verlfit", None, {})):
+                continue  # kept, with remove_listed's warning naming what stays
+        elif entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+        removed.append(entry)
+        say(f"verlfit: removed {entry}, {why}")
+    return removed
+
+
+def _replaced_by(child: Path, short: str) -> bool:
+    """Whether ``child`` is an output a replaced folder's hidden name (keeping ``short`` of its name) can belong to."""
+    return (
+        not child.name.startswith(".")
+        and child.name.encode("utf-8", "surrogateescape")[:HIDDEN_NAME_BYTES].decode("utf-8", "ignore") == short
+        and child.is_dir()
+    )
+
+
+@contextmanager
+def folder_locked(folder: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``folder`` itself (no lock file is written): verlfit's switch-ins into one
+    folder happen one at a time, so each can check the target and rename without another landing in between."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except PermissionError:  # a folder one may write but not list (mode -wx): written unlocked, as before the lock
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)
+
+
 def write_error(output: Output, error: OSError, before: str = "; what was there before is unchanged") -> VerlfitError:
     """The error for an OSError while writing ``output``: permission (naming the nearest existing folder), a
     read-only file system or a full disk in the user's words, naming the output, then ``before`` (what is left as it
@@ -596,16 +725,19 @@ def write_error(output: Output, error: OSError, before: str = "; what was there 
 
 def prepare_parent(output: Output) -> list[Path]:
     """Create the output's missing parent folders and check a file can be created there; return the folders created
-    (outermost first) for :func:`remove_created`.
+    (outermost first) for :func:`remove_created`. In a folder that was there, the leftovers of interrupted verlfit
+    writes whose process is gone are removed first, each said (:func:`remove_stale`).
 
     Raises:
         VerlfitError: the folder cannot be created or written (:func:`write_error`), having created nothing.
     """
     parent = output.path.parent
     created = missing_parents(parent)
+    if not created:
+        remove_stale(parent)
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        probe = parent / f".{output.path.name}{BUILDING}check-{secrets.token_hex(4)}"
+        probe = parent / hidden_name(output.path.name, BUILDING)
         probe.mkdir()
         probe.rmdir()
     except OSError as error:
@@ -638,6 +770,7 @@ def write_folder(output: Output, build: Callable[[Path], T], created: list[Path]
         _fsync_tree(staging)
         _switch(output, staging)
         fsync_folder(output.path.parent)
+        remove_stale(output.path.parent)  # a replaced output a killed write left, now that its successor is in place
 
     return _build_beside(output, build, created, marked=True, place=switch_in)
 
@@ -653,7 +786,7 @@ def _build_beside(
     try:
         with terminate_as_exit():
             try:
-                staging = target.parent / f".{target.name}{BUILDING}{secrets.token_hex(6)}"
+                staging = target.parent / hidden_name(target.name, BUILDING)
                 staging.mkdir()
                 result = build(staging)
                 if marked:
@@ -676,17 +809,38 @@ def _switch(output: Output, staging: Path) -> None:
     """Put ``staging`` at ``output.path``: a rename onto nothing or an empty folder; else an exchange with verlfit's
     earlier output (checked again first), whose listed files are then removed."""
     target = output.path
-    owner = folder_owner(target)
-    if owner.state in ("absent", "empty"):
-        os.rename(staging, target)  # rename(2) replaces an empty folder in one step
-        return
-    if owner.state != "verlfit":
-        raise _refuse(
-            f"{output.flag} {output.given} changed while verlfit was writing: it now holds files verlfit did "
-            f"not write ({owner.reason}); nothing was replaced",
-            fix=f"pass {output.flag} a new folder",
-        )
-    old = target.parent / f".{target.name}{REPLACED}{secrets.token_hex(6)}"
+    with folder_locked(target.parent):
+        owner = folder_owner(target)
+        if owner.state == "foreign":
+            raise _refuse(
+                f"{output.flag} {output.given} changed while verlfit was writing: it now holds files verlfit did "
+                f"not write ({owner.reason}); nothing was replaced",
+                fix=f"pass {output.flag} a new folder",
+            )
+        if (owner.state, owner.marker) != output.seen and not (
+            owner.state in ("absent", "empty") and output.seen[0] in ("absent", "empty")
+        ):
+            now = (
+                f"{owner.marker.written_by}"
+                + (f" from {', '.join(owner.marker.inputs)}" if owner.marker.inputs else "")
+                + " wrote it meanwhile"
+                if owner.marker is not None
+                else f"it is {owner.state.replace('-', ' ')} now"
+            )
+            raise _refuse(
+                f"{output.flag} {output.given} changed while {output.command} was writing it ({now}); nothing was"
+                " replaced and this output is discarded",
+                fix=f"run {output.command} again (it checks {output.flag} anew), or pass {output.flag} a new folder",
+            )
+        if owner.state in ("absent", "empty"):
+            os.rename(staging, target)  # rename(2) replaces an empty folder in one step
+            return
+        _exchange_in(target, staging, owner)
+
+
+def _exchange_in(target: Path, staging: Path, owner: FolderOwner) -> None:
+    """Exchange ``staging`` with verlfit's earlier output at ``target`` and remove that output's listed files."""
+    old = target.parent / hidden_name(target.name, REPLACED)
     with signals_held():  # a Ctrl-C here is delivered once the new folder is in place and the old one removed
         if exchange(staging, target):
             os.rename(staging, old)
@@ -729,7 +883,7 @@ def write_file(path: Path, content: bytes | str | Callable[[object], None], mode
             is as it was. The caller names the path and the fix.
     """
     path = Path(path)
-    temporary = path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+    temporary = path.parent / hidden_name(path.name, WRITING)
     try:
         with open(temporary, "xb") as handle:
             if callable(content):
@@ -772,11 +926,12 @@ def build_new_folder(output: Output, build: Callable[[Path], T], marked: bool = 
     """
 
     def rename_into_place(staging: Path) -> None:
-        if output.path.exists() or output.path.is_symlink():
-            raise _refuse(
-                f"{output.flag} {output.given} appeared while verlfit was building it",
-                fix=f"pass {output.flag} a new path",
-            )
-        os.rename(staging, output.path)
+        with folder_locked(output.path.parent):
+            if output.path.exists() or output.path.is_symlink():
+                raise _refuse(
+                    f"{output.flag} {output.given} appeared while verlfit was building it",
+                    fix=f"pass {output.flag} a new path",
+                )
+            os.rename(staging, output.path)
 
     return _build_beside(output, build, prepare_parent(output), marked=marked, place=rename_into_place)

@@ -16,38 +16,46 @@ Two ways verl 0.4.1 scores a response (``verl/trainer/ppo/reward.py``, ``load_re
 
 :func:`check_reward_function` loads the file as verl does and calls the function on every row of the training and
 test sets (once with the ground truth as the response, once with an empty response; milliseconds a row for a rule
-reward), each call under a time limit (:data:`CALL_TIME_LIMIT_S`), so that a reward that cannot be computed, hangs, or
-returns what verl cannot use fails in seconds, naming the file, the function, the split and the row. The functions
-here take typed values (no argparse);
+reward), in a child process verlfit can stop (:mod:`verlfit.reward_process`: a scratch directory as its current
+directory, the import within :data:`IMPORT_TIME_LIMIT_S`, each call within :data:`CALL_TIME_LIMIT_S`), so that a reward
+that cannot be computed, hangs, exits the process or returns what verl cannot use fails in seconds, naming the file,
+the function, the split and the row; it also finds the modules the file imports from its own folder, which the run
+directory copies. The functions here take typed values (no argparse);
 ``verlfit train --reward-function FILE[:NAME]`` and the doctor call them.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import inspect
 import math
 import numbers
 import os
-import signal
-import sys
-import threading
 from collections import Counter
-from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
+from verlfit.reward_process import (
+    CALL_KEYWORDS,
+    ImportedModules,
+    Returned,
+    RewardExited,
+    RewardProcess,
+    RewardRaised,
+    RewardRefused,
+    RewardTimedOut,
+)
 
 DEFAULT_FUNCTION_NAME = "compute_score"  # verl 0.4.1 ppo_trainer.yaml: custom_reward_function.name
-# the keywords the naive reward manager passes (verl/workers/reward_manager/naive.py, NaiveRewardManager.__call__)
-CALL_KEYWORDS = ("data_source", "solution_str", "ground_truth", "extra_info")
 # Seconds one call of the reward may take in the check before it is reported as hanging. verl 0.4.1's naive reward
 # manager calls it once per response with no time limit, so a reward that hangs on a row hangs the run there; a
 # rule reward answers in microseconds to milliseconds, so 10 s is a bound verlfit sets, not a verl number.
 CALL_TIME_LIMIT_S = 10.0
+# Seconds the import of the reward file may take in the check. verl imports it once per worker, with no time limit;
+# a file importing torch and transformers takes some seconds on a loaded 2-core machine, so 60 s is a bound verlfit
+# sets that only a file hanging at import (a sleep, a loop, a download that never ends) reaches.
+IMPORT_TIME_LIMIT_S = 60.0
 # The largest reward magnitude the check accepts. verl's scorers return 0..1 (gsm8k.py: 0 or 1; math: 0 or 1); a
 # reward a million times that swamps the KL penalty (coefficient ~1e-3) and the critic's squared value loss, and
 # 1e300 overflows float32 (verl keeps rewards in a float32 tensor: naive.py reward_tensor). A bound verlfit sets.
@@ -66,6 +74,9 @@ class RewardFunction:
 
     path: Path
     name: str = DEFAULT_FUNCTION_NAME
+    # the modules it imports from its own folder (absolute files, found by :func:`check_reward_function`): copied
+    # with it into the run directory, whose reward folder verl's workers then find on PYTHONPATH
+    modules: tuple[Path, ...] = ()
 
     @property
     def overrides(self) -> list[str]:
@@ -85,33 +96,6 @@ class ScoredRow:
     solution: str
     score: float
     split: str = "train"
-
-
-class _CallTimedOut(BaseException):
-    """Raised in the reward's frame when a call runs past its time limit (a BaseException, so that the user's
-    ``except Exception`` cannot swallow it)."""
-
-
-@contextmanager
-def time_limit(seconds: float | None):
-    """Raise :class:`_CallTimedOut` inside the ``with`` block once ``seconds`` (wall clock) have passed, through
-    ``SIGALRM`` (``signal.setitimer``): it interrupts Python code and sleeps, not a C call that never returns to the
-    interpreter. No limit where ``seconds`` is falsy, off the main thread, or without ``setitimer`` (Windows): the
-    check then runs unguarded."""
-    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise _CallTimedOut()
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def parse_reward_function(spec: str, base: str | os.PathLike | None = None) -> RewardFunction:
@@ -153,17 +137,23 @@ def from_overrides(path: str | None, name: str | None, base: str | os.PathLike |
     return parse_reward_function(f"{path}:{name or DEFAULT_FUNCTION_NAME}", base)
 
 
-def load_reward_function(reward: RewardFunction) -> Callable:
-    """Import ``reward.path`` as verl's ``get_custom_reward_fn`` does (``spec_from_file_location``, then
-    ``exec_module``) and return its function ``reward.name``, after checking that verl's call binds to its signature.
-
-    The module is imported under a private name (verl uses ``custom_module``), and removed from ``sys.modules``
-    again; importing runs the file's top-level code, as verl will.
+def load_reward_function(
+    reward: RewardFunction,
+    call_time_limit_s: float = CALL_TIME_LIMIT_S,
+    import_time_limit_s: float = IMPORT_TIME_LIMIT_S,
+) -> RewardProcess:
+    """Import ``reward.path`` as verl's ``get_custom_reward_fn`` does, in a child process
+    (:class:`verlfit.reward_process.RewardProcess`: a scratch directory, the file's folder first on ``sys.path``,
+    stopped at ``import_time_limit_s`` seconds), check that its function ``reward.name`` takes verl's keywords, and
+    return the running process: called like the function (keywords only, each call stopped at
+    ``call_time_limit_s``). The caller closes it (a context manager).
 
     Raises:
-        VerlfitError: the file is missing or not a file; it does not import (the exception and its line); it has no
-            attribute ``name`` (listing the functions it has); the attribute is not callable; its signature cannot
-            take ``data_source, solution_str, ground_truth, extra_info`` as keywords.
+        VerlfitError (exit status 2), the process closed: the file is missing or not a file; it does not import (the
+            exception and its line); it does not finish importing within ``import_time_limit_s``; it exits the
+            process while importing (``sys.exit``, ``exit()``, ``os._exit``); it has no attribute ``name`` (listing
+            the functions it has); the attribute is not callable; its signature cannot take ``data_source,
+            solution_str, ground_truth, extra_info`` as keywords.
     """
     from verlfit.input_files import require_regular_file
 
@@ -172,123 +162,105 @@ def load_reward_function(reward: RewardFunction) -> Callable:
         "reward function file",
         fix="pass --reward-function the .py file holding the function, e.g. reward.py:compute_score",
     )
-    module_name = f"verlfit_reward_check_{abs(hash(str(path)))}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise VerlfitError(
+    process = RewardProcess(path, reward.name, call_time_limit_s)
+    try:
+        process.load(import_time_limit_s)
+    except BaseException as error:
+        process.close()
+        if isinstance(error, (RewardTimedOut, RewardExited, RewardRaised, RewardRefused)):
+            raise _load_refusal(error, path, reward.name) from error
+        raise
+    return process
+
+
+def _load_refusal(error: Exception, path: Path, name: str) -> VerlfitError:
+    """The refusal for a reward file that failed to load in its child process (:func:`load_reward_function`)."""
+    runs = f"fix the file so that `python {path}` runs; verl imports it the same way in every worker"
+    if isinstance(error, RewardTimedOut):
+        return VerlfitError(
+            f"reward function file {path} did not finish importing within {error.seconds:g} s (stopped there): verl"
+            " imports it in every worker before the first step, so the run would hang there",
+            fix="move slow work (a sleep, a loop, a download) out of the file's top level so that importing it takes"
+            " seconds",
+            exit_code=2,
+        )
+    if isinstance(error, RewardExited):
+        return VerlfitError(
+            f"the reward function exited the process while {path} was imported ({error.how}): verl would lose the"
+            " worker that imports it",
+            fix="remove the exit call from the file (raise an exception for an error)",
+            exit_code=2,
+        )
+    if isinstance(error, RewardRaised):
+        line = f" (line {error.line})" if error.line else ""
+        installs = error.type_name in ("ImportError", "ModuleNotFoundError")
+        return VerlfitError(
+            f"reward function file {path} does not import: {error.type_name}: {error.text}{line}",
+            fix=(
+                "install what it imports in this Python (and in the image), or fix the file so that `python"
+                f" {path}` runs; verl imports it the same way in every worker"
+                if installs
+                else runs
+            ),
+            exit_code=2,
+        )
+    if error.reason == "not_python":
+        return VerlfitError(
             f"reward function file {path}: Python cannot import it (not a .py file?)",
             fix="pass a Python source file (.py)",
             exit_code=2,
         )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except ImportError as error:
-        beside = _module_beside(path, error.name)
-        if beside is None:
-            raise VerlfitError(
-                f"reward function file {path} does not import: {type(error).__name__}: {error}{_where(error, path)}",
-                fix=(
-                    "install what it imports in this Python (and in the image), or fix the file so that `python"
-                    f" {path}` runs; verl imports it the same way in every worker"
-                ),
-                exit_code=2,
-            ) from error
-        raise _helper_refusal(path, beside) from error
-    except (Exception, SystemExit) as error:  # the user's file: any failure (a sys.exit too) is reported, chained
-        raise VerlfitError(
-            f"reward function file {path} does not import: {type(error).__name__}: {error}{_where(error, path)}",
-            fix=f"fix the file so that `python {path}` runs; verl imports it the same way in every worker",
-            exit_code=2,
-        ) from error
-    finally:
-        sys.modules.pop(module_name, None)
-    if not hasattr(module, reward.name):
-        functions = sorted(
-            name
-            for name, value in vars(module).items()
-            if inspect.isfunction(value) and value.__module__ == module_name
-        )
+    if error.reason == "no_function":
+        functions = error.detail
         have = f"its functions: {', '.join(functions)}" if functions else "it defines no function"
         suggestion = (
             f"--reward-function {path}:{functions[0]}"
             if len(functions) == 1
             else f"--reward-function {path}:NAME with one of them"
         )
-        raise VerlfitError(
-            f"reward function file {path} has no function {reward.name!r} ({have})",
+        return VerlfitError(
+            f"reward function file {path} has no function {name!r} ({have})",
             fix=f"pass {suggestion}, or rename the function",
             exit_code=2,
         )
-    function = getattr(module, reward.name)
-    for value in vars(module).values():  # imported here because the folder is on sys.path, but absent from the run
-        source = value if inspect.ismodule(value) else sys.modules.get(getattr(value, "__module__", None) or "")
-        beside = _module_beside(path, getattr(source, "__name__", None))
-        if beside is not None:
-            raise _helper_refusal(path, beside)
-    if not callable(function):
-        raise VerlfitError(
-            f"{reward.name} in {path} is a {type(function).__name__}, not a function",
+    if error.reason == "not_callable":
+        return VerlfitError(
+            f"{name} in {path} is a {error.detail}, not a function",
             fix="point --reward-function at a function",
             exit_code=2,
         )
-    try:
-        inspect.signature(function).bind(**{keyword: None for keyword in CALL_KEYWORDS})
-    except TypeError as error:
-        raise VerlfitError(
-            f"{reward.name} in {path} cannot be called as verl 0.4.1 calls it, with the keywords "
-            f"{', '.join(CALL_KEYWORDS)} ({error})",
-            fix=f"define it as def {reward.name}(data_source, solution_str, ground_truth, extra_info=None): ... "
-            "returning a number (or a dict with 'score')",
-            exit_code=2,
-        ) from error
-    except ValueError:
-        pass  # a builtin without a readable signature: the calls on real rows decide
-    return function
-
-
-def _module_beside(path: Path, module_name: str | None) -> Path | None:
-    """The file or package of the top-level module ``module_name`` in the reward file's own folder
-    (``helper.py`` or ``helper/``), or None: a module the reward imports from beside it."""
-    if not module_name:
-        return None
-    top = module_name.split(".")[0]
-    for candidate in (path.parent / f"{top}.py", path.parent / top / "__init__.py"):
-        if candidate.is_file() and candidate != path:
-            return candidate if candidate.name != "__init__.py" else candidate.parent
-    return None
-
-
-def _helper_refusal(path: Path, beside: Path) -> VerlfitError:
-    """The error for a reward file that imports ``beside``, a module in its own folder."""
     return VerlfitError(
-        f"reward function file {path} imports {beside.name.removesuffix('.py')} from {beside}, beside it: verlfit"
-        f" copies only {path.name} into the run directory (RUN_DIR/reward/{path.name}, which verl loads in every"
-        " worker), so that import would fail in the run",
-        fix=(
-            f"put what it uses from {beside.name} into {path.name}, or install it as a package (pip install) in the"
-            " image"
-        ),
+        f"{name} in {path} cannot be called as verl 0.4.1 calls it, with the keywords "
+        f"{', '.join(CALL_KEYWORDS)} ({error.detail})",
+        fix=f"define it as def {name}(data_source, solution_str, ground_truth, extra_info=None): ... "
+        "returning a number (or a dict with 'score')",
         exit_code=2,
     )
 
 
-def _where(error: BaseException, path: Path) -> str:
-    """`` (line N)`` of the deepest frame of ``error``'s traceback in ``path`` (or of a SyntaxError), else ``""``."""
-    if isinstance(error, SyntaxError):
-        return ""  # its message names the file and line already
-    line = None
-    for frame, number in _frames(error.__traceback__):
-        if Path(frame.f_code.co_filename) == path:
-            line = number
-    return f" (line {line})" if line else ""
+def check_imported_modules(reward: RewardFunction, imported: ImportedModules) -> RewardFunction:
+    """``reward`` with the modules it imports from its own folder (:attr:`RewardFunction.modules`).
 
-
-def _frames(trace) -> Iterable:
-    while trace is not None:
-        yield trace.tb_frame, trace.tb_lineno
-        trace = trace.tb_next
+    Raises:
+        VerlfitError (exit status 2): one of them has the name of another module this Python has (the standard
+            library's ``random``, an installed package): the run's copy of the folder, first on verl's PYTHONPATH,
+            would hide that module from verl itself.
+    """
+    if imported.shadowing:
+        names = ", ".join(imported.shadowing)
+        beside = [
+            file
+            for file in imported.files
+            if file.relative_to(reward.path.parent).parts[0].removesuffix(".py") in imported.shadowing
+        ]
+        raise VerlfitError(
+            f"reward function file {reward.path} imports {names} from beside it ({', '.join(map(str, beside))}), and"
+            " this Python has another module of that name: the run's copy of the folder goes first on verl's"
+            " PYTHONPATH, where it would hide that module from verl",
+            fix=f"rename {names} (e.g. {imported.shadowing[0]}_reward) and the imports of it",
+            exit_code=2,
+        )
+    return replace(reward, modules=imported.files)
 
 
 def score_value(result: Any) -> float | None:
@@ -316,28 +288,27 @@ def call_on_rows(
     keys: DataKeys = DataKeys(),
     label: str = "the reward function",
     reward_kwargs: Mapping[str, Any] | None = None,
-    time_limit_s: float | None = CALL_TIME_LIMIT_S,
 ) -> list[ScoredRow]:
     """Call ``function`` as the naive reward manager does on each row (a dict of a split's columns plus ``"_row"``,
     its index, and where known ``"_split"`` and ``"_file"``: :func:`reward_rows`), once with the ground truth as the
-    response and once with an empty response, each call under ``time_limit_s`` seconds (:func:`time_limit`).
+    response and once with an empty response.
 
     Args:
-        function: the scoring function.
+        function: the scoring function: a :class:`verlfit.reward_process.RewardProcess` (the user's, each call
+            stopped at its time limit) or a function of this process (verl's scorer).
         rows: from :func:`reward_rows`.
         keys: the data keys (``data.reward_fn_key`` names the ``data_source`` column).
         label: how messages name the function (e.g. ``"score in /abs/reward.py"``).
         reward_kwargs: ``custom_reward_function.reward_kwargs``, added to every call as verl's wrapper does.
-        time_limit_s: seconds per call (default :data:`CALL_TIME_LIMIT_S`; None: no limit).
 
     Returns:
         One :class:`ScoredRow` per call.
 
     Raises:
-        VerlfitError (exit status 2): a call raises, runs past ``time_limit_s``, or returns neither a number nor a
-            dict with a numeric ``"score"``, or a number that is not finite (NaN would poison every advantage in its
-            group) or larger in magnitude than :data:`REWARD_MAGNITUDE_LIMIT`; the message names the function, the
-            split, the file, the row and the response.
+        VerlfitError (exit status 2): a call raises, runs past the process's time limit, exits the process, or returns
+            neither a number nor a dict with a numeric ``"score"``, or a number that is not finite (NaN would poison
+            every advantage in its group) or larger in magnitude than :data:`REWARD_MAGNITUDE_LIMIT`; the message
+            names the function, the split, the file, the row and the response.
     """
     scored = []
     for row in rows:
@@ -346,41 +317,20 @@ def call_on_rows(
             shown = "the ground truth" if solution else "an empty response"
             where = f"{row_place(row)} (data_source {row.get(keys.reward_fn_key)!r}, ground truth {ground_truth!r})"
             try:
-                with time_limit(time_limit_s):
-                    result = function(
-                        data_source=row.get(keys.reward_fn_key),
-                        solution_str=solution,
-                        ground_truth=ground_truth,
-                        extra_info=row.get("extra_info"),
-                        **dict(reward_kwargs or {}),
-                    )
-            except _CallTimedOut as error:
-                raise VerlfitError(
-                    f"{label} did not return within {time_limit_s:g} s on {where} with {shown} as the response: "
-                    "verl calls it once per response with no time limit, so the run would hang there",
-                    fix=(
-                        "make it return for every response, including an empty one (no network call or loop without a"
-                        " bound in a reward)"
-                    ),
-                    exit_code=2,
-                ) from error
-            except NotImplementedError as error:
-                raise VerlfitError(
-                    f"{label} cannot score {where}: NotImplementedError: {error}",
-                    fix="pass --reward-function FILE.py:FUNCTION with a function that scores this data_source, or "
-                    "prepare the data with a data_source verl scores",
-                    exit_code=2,
-                ) from error
-            except Exception as error:  # the user's code: any exception is reported with the row, then chained
-                raise VerlfitError(
-                    f"{label} raised {type(error).__name__}: {error} on {where} with {shown} as the response",
-                    fix="make it return a number (or a dict with 'score') for every response, including an empty one",
-                    exit_code=2,
-                ) from error
+                result = function(
+                    data_source=row.get(keys.reward_fn_key),
+                    solution_str=solution,
+                    ground_truth=ground_truth,
+                    extra_info=row.get("extra_info"),
+                    **dict(reward_kwargs or {}),
+                )
+            except Exception as error:  # the user's code: any failure is reported with the row, then chained
+                raise call_refusal(error, label, where, shown) from error
             value = score_value(result)
             if value is None:
+                kind = result.type_name if isinstance(result, Returned) else type(result).__name__
                 raise VerlfitError(
-                    f"{label} returned {result!r} ({type(result).__name__}) on {where} with {shown} as the response: "
+                    f"{label} returned {result!r} ({kind}) on {where} with {shown} as the response: "
                     "verl needs a number, or a dict with a numeric 'score'",
                     fix="return a float (e.g. 1.0 for a correct answer, 0.0 otherwise), or {'score': float, ...}",
                     exit_code=2,
@@ -401,6 +351,43 @@ def call_on_rows(
                 )
             scored.append(ScoredRow(row["_row"], solution, value, row.get("_split", "train")))
     return scored
+
+
+def call_refusal(error: Exception, label: str, where: str | None = None, response: str | None = None) -> VerlfitError:
+    """The refusal (exit status 2) for one call of ``label`` that failed on ``where`` (``"training row 3 of FILE
+    (...)"``; None: the caller names the row) with ``response`` (``"the ground truth"``; None: not said): it ran past
+    its limit, exited the process, or raised (in the child, :class:`verlfit.reward_process.RewardRaised`, or here)."""
+    place = (f" on {where}" if where else "") + (f" with {response} as the response" if response else "")
+    if isinstance(error, RewardTimedOut):
+        return VerlfitError(
+            f"{label} did not return within {error.seconds:g} s{place}: verl calls it once per response with no"
+            " time limit, so the run would hang there",
+            fix="make it return for every response, including an empty one (no network call or loop without a"
+            " bound in a reward)",
+            exit_code=2,
+        )
+    if isinstance(error, RewardExited):
+        return VerlfitError(
+            f"the reward function exited the process: {label}{place} ({error.how}); verl would lose the worker"
+            " scoring the batch",
+            fix="remove the exit call (return a number for every response; raise an exception for an error)",
+            exit_code=2,
+        )
+    type_name, text = (
+        (error.type_name, error.text) if isinstance(error, RewardRaised) else (type(error).__name__, str(error))
+    )
+    if type_name == "NotImplementedError":
+        return VerlfitError(
+            f"{label} cannot score{' ' + where if where else ''}: NotImplementedError: {text}",
+            fix="pass --reward-function FILE.py:FUNCTION with a function that scores this data_source, or "
+            "prepare the data with a data_source verl scores",
+            exit_code=2,
+        )
+    return VerlfitError(
+        f"{label} raised {type_name}: {text}{place}",
+        fix="make it return a number (or a dict with 'score') for every response, including an empty one",
+        exit_code=2,
+    )
 
 
 def describe_scores(scored: Sequence[ScoredRow]) -> str:
@@ -509,25 +496,36 @@ def split_files(data: str | os.PathLike | Sequence[str | os.PathLike]) -> list[P
     return [Path(item) for item in data]
 
 
+@dataclass(frozen=True)
+class RewardCheck:
+    """What :func:`check_reward_function` found: the reward with the modules it imports from its folder
+    (:attr:`RewardFunction.modules`), and the scores it gave (two per row: ground truth, empty response)."""
+
+    reward: RewardFunction
+    scores: list[ScoredRow]
+
+
 def check_reward_function(
     reward: RewardFunction,
     data: str | os.PathLike | Sequence[str | os.PathLike],
     keys: DataKeys = DataKeys(),
     reward_kwargs: Mapping[str, Any] | None = None,
     count: int | None = None,
-    time_limit_s: float | None = CALL_TIME_LIMIT_S,
-) -> list[ScoredRow]:
-    """Load the reward function (:func:`load_reward_function`) and call it on every row (the first ``count`` of each
-    file where given) of ``data``'s splits (:func:`split_files`: a data folder's train.parquet and test.parquet, or
-    the files given), each call within ``time_limit_s`` seconds (:func:`call_on_rows`).
+    time_limit_s: float = CALL_TIME_LIMIT_S,
+    import_time_limit_s: float = IMPORT_TIME_LIMIT_S,
+) -> RewardCheck:
+    """Load the reward function in a child process (:func:`load_reward_function`: a scratch directory as its current
+    directory, the import stopped at ``import_time_limit_s`` seconds) and call it on every row (the first ``count``
+    of each file where given) of ``data``'s splits (:func:`split_files`: a data folder's train.parquet and
+    test.parquet, or the files given), each call stopped at ``time_limit_s`` seconds (:func:`call_on_rows`); then
+    ask which modules it imported from its own folder (:func:`check_imported_modules`).
 
     Returns:
-        The scores it gave (two per row: ground truth, empty response), split by split.
+        :class:`RewardCheck`: the reward with its modules, and the scores split by split.
 
     Raises:
         VerlfitError: exit status 2, naming the file, the function, the split and the row.
     """
-    function = load_reward_function(reward)
     files = split_files(data)
     rows = [row for path in files for row in reward_rows(path, keys, count)]
     if not rows:
@@ -537,14 +535,10 @@ def check_reward_function(
             fix="prepare the data again (verlfit prepare-data)",
             exit_code=2,
         )
-    return call_on_rows(
-        function,
-        rows,
-        keys,
-        label=f"{reward.name} in {reward.path}",
-        reward_kwargs=reward_kwargs,
-        time_limit_s=time_limit_s,
-    )
+    with load_reward_function(reward, time_limit_s, import_time_limit_s) as process:
+        scores = call_on_rows(process, rows, keys, label=f"{reward.name} in {reward.path}", reward_kwargs=reward_kwargs)
+        imported = process.imported_modules()
+    return RewardCheck(check_imported_modules(reward, imported), scores)
 
 
 def check_verl_scores(

@@ -38,8 +38,8 @@ def test_problems_are_deterministic_distinct_and_exact(tmp_path):
     ],
 )
 def test_reward(response, score):
-    function = rewards.load_reward_function(rewards.RewardFunction(REWARD))
-    assert function(data_source=own_task.DATA_SOURCE, solution_str=response, ground_truth="31", extra_info=None) == score
+    with rewards.load_reward_function(rewards.RewardFunction(REWARD)) as function:
+        assert function(data_source=own_task.DATA_SOURCE, solution_str=response, ground_truth="31", extra_info=None) == score
 
 
 def test_prepared_by_prepare_data_and_checked_with_its_reward(tmp_path):
@@ -49,7 +49,7 @@ def test_prepared_by_prepare_data_and_checked_with_its_reward(tmp_path):
     assert (result.rows, result.bad) == ({"train": 30, "test": 5}, [])
     with pytest.raises(Exception, match="verl 0.4.1 has no scorer for data_source 'verlfit/shelf-stock'"):
         rewards.check_verl_scores(tmp_path / "data")
-    scored = rewards.check_reward_function(rewards.RewardFunction(REWARD), tmp_path / "data")
+    scored = rewards.check_reward_function(rewards.RewardFunction(REWARD), tmp_path / "data").scores
     # every training and test row; the bare ground truth has no "Answer:" line: 0, and so has the empty response
     assert [s.score for s in scored] == [0.0] * 70
 
@@ -73,7 +73,7 @@ def test_warmup_problems_are_worked_out_and_never_the_rl_splits_problems(tmp_pat
 def test_worked_answer_scores_full_reward_and_the_instruction_is_the_templates_tail():
     row = {"problem": "A shelf holds 23 jars. 17 more jars arrive, then 9 are sold. How many jars are on the shelf now?", "solution": "31"}
     assert own_task.worked_answer(row) == "23 + 17 = 40. 40 - 9 = 31.\n#### 31"
-    function = rewards.load_reward_function(rewards.RewardFunction(REWARD))
-    assert function(data_source=own_task.DATA_SOURCE, solution_str=own_task.worked_answer(row), ground_truth="31", extra_info=None) == 1.0
+    with rewards.load_reward_function(rewards.RewardFunction(REWARD)) as function:
+        assert function(data_source=own_task.DATA_SOURCE, solution_str=own_task.worked_answer(row), ground_truth="31", extra_info=None) == 1.0
     assert own_task.instruction() == 'Think step by step, then give the final number on its own line as "Answer: N".'
     assert own_task.PROMPT_TEMPLATE.format(question="Q?") == "Q? " + own_task.instruction()

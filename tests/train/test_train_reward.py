@@ -59,8 +59,9 @@ def test_dry_run_checks_and_prints_the_reward_function_and_points_verl_at_the_ru
     out = unwrapped(capsys.readouterr().out)
     # every row (40 training, 8 test), twice each: the ground truth (1.0), an empty response (0.0)
     assert (
-        f"note: reward function: score in {reward} (called on every row as the ground truth, then as an empty response:"
-        " 40 training and 8 test rows; the ground truth scored 1 x48; an empty response scored 0 x48)"
+        f"note: reward function: score in {reward} (called on every row as the ground truth, then as an empty response,"
+        " in a scratch directory: 40 training and 8 test rows; the ground truth scored 1 x48; an empty response scored"
+        " 0 x48)"
         in out
     )
     assert f"custom_reward_function.path={tmp_path.resolve() / 'run' / 'reward' / 'my_reward.py'} \\ custom_reward_function.name=score \\" in out
@@ -145,6 +146,58 @@ def test_the_run_directory_holds_a_copy_recorded_in_run_json_and_resume_reuses_i
     resumed = resume_plan(run_dir)
     assert f"custom_reward_function.path={copy}" in resumed.overrides
     assert "custom_reward_function.name=score" in resumed.overrides
+
+
+def test_a_reward_exiting_or_hanging_at_import_fails_the_dry_run_with_exit_2_and_the_users_files_stay(tmp_path, capsys, monkeypatch):
+    """issue 44 items 1-3: sys.exit(0) at import made the dry run exit 0 printing nothing; a reward writing notes.txt
+    overwrote the user's."""
+    data = own_data(tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine\n")
+    reward = reward_file(tmp_path / "task", "open('notes.txt', 'w').write('reward')\nimport sys\nsys.exit(0)\n" + REWARD)
+    assert dry_run(tmp_path, "--data", str(data), "--reward-function", f"{reward}:score") == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"verlfit: error: the reward function exited the process while {reward} was imported (SystemExit(0): sys.exit()"
+        " or exit()): verl would lose the worker that imports it\n  fix: remove the exit call from the file (raise an"
+        " exception for an error)\n"
+    )
+    assert (tmp_path / "notes.txt").read_text() == "mine\n" and not (tmp_path / "task" / "notes.txt").exists()
+
+
+def test_a_reward_importing_a_module_beside_it_trains_with_a_copy_verl_finds_on_pythonpath(tmp_path, capsys, monkeypatch):
+    """issue 44 item 4: the run directory's reward folder carries what the reward imports from its own folder, and
+    verl's processes get that folder first on PYTHONPATH (verl loads the file by path and adds no folder to
+    sys.path)."""
+    from verlfit.commands.train import prepare_launch
+    from verlfit.train.preflight import start_run
+
+    data = own_data(tmp_path / "data")
+    reward = reward_file(tmp_path / "task", "from helper import same\n\n\ndef score(data_source, solution_str, ground_truth, extra_info=None):\n    return same(solution_str, ground_truth)\n")
+    (tmp_path / "task" / "helper.py").write_text("def same(a, b):\n    return float(a.strip() == b)\n")
+    (tmp_path / "task" / "notes.py").write_text("not imported\n")
+    assert dry_run(tmp_path, "--data", str(data), "--reward-function", f"{reward}:score") == 0
+    assert (
+        "it imports helper.py from its folder: copied with it into RUN_DIR/reward, which verl's workers get on"
+        " PYTHONPATH)" in unwrapped(capsys.readouterr().out)
+    )
+    monkeypatch.setattr("verlfit.checks.stack.require", lambda command: None)  # the Python stack is not what is tested
+    monkeypatch.setenv("PYTHONPATH", "/opt/mine")
+    plan = prepare_launch(cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "run"), "--data", str(data), "--reward-function", f"{reward}:score"]), environ={}, gpu=None, detect_gpu=False)
+    run_dir = start_run(plan, skip_checks=True, validate=False)
+    folder = run_dir.resolve() / "reward"
+    assert sorted(path.name for path in folder.iterdir()) == ["helper.py", "my_reward.py"]
+    assert (folder / "helper.py").read_text() == (tmp_path / "task" / "helper.py").read_text()
+    assert plan.environment["PYTHONPATH"] == f"{folder}:/opt/mine"
+    assert json.loads((run_dir / "run.json").read_text())["reward_function"]["modules"] == ["helper.py"]
+    assert f"export PYTHONPATH={folder}:/opt/mine\n" in (run_dir / "command.sh").read_text()
+    # the copy loads from the run directory alone, as verl's workers (and eval of the run) load it
+    from verlfit import reward_function as rewards
+
+    (tmp_path / "task" / "helper.py").unlink()
+    with rewards.load_reward_function(rewards.RewardFunction(folder / "my_reward.py", "score")) as copy:
+        assert copy(data_source="arith", solution_str=" 4", ground_truth="4", extra_info=None) == 1.0
 
 
 # --------------------------------------------------------------------------- never the user's files

@@ -822,11 +822,12 @@ def check_reward(ctx: DoctorContext) -> CheckResult:
             + (f"; {ctx.reward_function} is checked once it does" if ctx.reward_function else ""),
         )
     if ctx.reward_function is not None:
-        scored = check_reward_function(ctx.reward_function, prepared, ctx.data_keys)
+        checked = check_reward_function(ctx.reward_function, prepared, ctx.data_keys)
         return CheckResult(
             "reward",
             PASS,
-            f"{ctx.reward_function.name} in {ctx.reward_function.path} scores every row: {describe_scores(scored)}",
+            f"{ctx.reward_function.name} in {ctx.reward_function.path} scores every row (called in a scratch"
+            f" directory): {describe_scores(checked.scores)}",
         )
     scored = check_verl_scores(prepared, ctx.data_keys)
     return CheckResult(

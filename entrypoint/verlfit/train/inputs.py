@@ -13,13 +13,16 @@ from verlfit.data_folder import DataKeys, data_folder_refusal, data_folder_state
 from verlfit.errors import VerlfitError
 from verlfit.overrides import TrainSettings
 from verlfit.reward_function import RewardFunction, check_reward_function, check_verl_scores, describe_scores
+from verlfit.train.reward import REWARD_FOLDER
 
 
 def check_run_data(
     settings: TrainSettings, keys: DataKeys, reward: RewardFunction | None, prepare: bool = False
-) -> str | None:
+) -> tuple[str | None, RewardFunction | None]:
     """Check the run's data folder (``settings.data_dir``) and its reward on it, as the launch does before it starts;
-    return the note that says how the reward was checked (None: nothing to say).
+    return the note that says how the reward was checked (None: nothing to say) and the reward function with the
+    modules it imports from its folder (:attr:`verlfit.reward_function.RewardFunction.modules`, which the run
+    directory copies; ``reward`` as given where it was not checked).
 
     First the folder (:func:`data_ready`, its state read once under the run's ``keys``). ``prepare`` (the launch):
     GSM8K is prepared first where the folder holds no prepared data, then the training rows are counted
@@ -28,38 +31,48 @@ def check_run_data(
     nothing is written: the rows are counted where ``train.parquet`` is there, and the reward is checked once the
     data is prepared (the note then says it will be; None without a reward function).
 
-    The reward: ``reward``'s function (:func:`verlfit.reward_function.check_reward_function`, each call within
+    The reward: ``reward``'s function (:func:`verlfit.reward_function.check_reward_function`: in a child process
+    whose current directory is a scratch directory, the import within
+    :data:`verlfit.reward_function.IMPORT_TIME_LIMIT_S` and each call within
     :data:`verlfit.reward_function.CALL_TIME_LIMIT_S`), or without one verl's ``default_compute_score`` for every
     ``data_source`` (:func:`verlfit.reward_function.check_verl_scores`); the note says what the calls returned
-    (:func:`verlfit.reward_function.describe_scores`).
+    (:func:`verlfit.reward_function.describe_scores`) and which modules beside the file it imports.
 
     Raises:
         VerlfitError: exit status 2: a folder of the user's files (``prepare`` only, :func:`data_ready`), a
             ``train.parquet`` that does not read or holds less than a batch; a reward that fails on a row (naming the
-            file, the function, the split and the row), or data sources verl cannot score (the fix:
-            ``--reward-function``).
+            file, the function, the split and the row), hangs, exits the process, or data sources verl cannot score
+            (the fix: ``--reward-function``).
     """
     prepared = data_ready(settings, keys, prepare)
     if prepare or (Path(settings.data_dir) / "train.parquet").is_file():
         check_data_size(settings)
     if not prepared:
         if reward is None:
-            return None
+            return None, None
         return (
             f"reward function: {reward.name} in {reward.path} (checked on the training and test rows once the data is"
             " prepared)"
-        )
+        ), reward
     if reward is not None:
-        scored = check_reward_function(reward, settings.data_dir, keys)
+        checked = check_reward_function(reward, settings.data_dir, keys)
+        reward = checked.reward
+        modules = ""
+        if reward.modules:
+            names = ", ".join(str(file.relative_to(reward.path.parent)) for file in reward.modules)
+            modules = (
+                f"; it imports {names} from its folder: copied with it into RUN_DIR/{REWARD_FOLDER}, which verl's"
+                " workers get on PYTHONPATH"
+            )
         return (
             f"reward function: {reward.name} in {reward.path} (called on every row as the ground truth, then as an"
-            f" empty response: {describe_scores(scored)})"
-        )
+            f" empty response, in a scratch directory: {describe_scores(checked.scores)}{modules})"
+        ), reward
     scored = check_verl_scores(settings.data_dir, keys)
     return (
         f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (called on every row:"
         f" {describe_scores(scored)})"
-    )
+    ), None
 
 
 def data_ready(settings: TrainSettings, keys: DataKeys, prepare: bool) -> bool:

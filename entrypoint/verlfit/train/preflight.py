@@ -7,11 +7,13 @@ at least one batch, the reward on every row), and a warning when the disk cannot
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 from verlfit.errors import VerlfitError
 from verlfit.train.launch_plan import LaunchPlan, plan_request, total_steps
+from verlfit.train.reward import reward_python_path
 
 
 def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True) -> Path:
@@ -65,7 +67,12 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
                 fix="run `verlfit doctor` for the full report, or --skip-checks to launch anyway",
             )
     # the data prepared where missing, at least a batch of it, the reward on every row
-    plan.notes.append(check_run_data(settings, plan.data_keys, plan.reward_function, prepare=True))
+    note, plan.reward_function = check_run_data(settings, plan.data_keys, plan.reward_function, prepare=True)
+    plan.notes.append(note)
+    if plan.reward_function is not None and plan.reward_function.modules:
+        # the modules it imports from its folder are copied beside it into the run directory's reward folder, where
+        # verl's workers (Ray's, started from verl's process with its environment) import them
+        plan.environment["PYTHONPATH"] = reward_python_path(settings.run_dir, os.environ.get("PYTHONPATH"))
     # counted again now that the data is there (an --epochs run's train.parquet may have been prepared just now): the
     # total the disk check below and the launch's progress display read from the plan
     plan.total_steps = total_steps(settings)

@@ -90,7 +90,7 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
         plan.notes.append(f"a real run would first prepare its data: {result.message}")
     # the batch and the reward the real launch checks, its refusals as the dry run's failure (exit 2): no plan
     # verdict for a run that cannot start; nothing is prepared
-    note = check_run_data(settings, keys, plan.reward_function)
+    note, plan.reward_function = check_run_data(settings, keys, plan.reward_function)
     if note:
         plan.notes.append(note)
     return refusals

@@ -73,6 +73,15 @@ def reward_copy_path(run_dir: str | os.PathLike, reward: RewardFunction) -> Path
     return Path(run_dir) / REWARD_FOLDER / reward.path.name
 
 
+def reward_python_path(run_dir: str | os.PathLike, inherited: str | None = None) -> str:
+    """``PYTHONPATH`` for verl's processes when the reward imports modules from its folder: the run directory's reward
+    folder (:data:`REWARD_FOLDER`, which holds their copies) first, then ``inherited`` (the launching environment's
+    own ``PYTHONPATH``, where set). verl 0.4.1 loads the file by its path (``spec_from_file_location``) and adds no
+    folder to ``sys.path``, so the folder must be on it for ``from helper import ...`` to work in its workers."""
+    folder = str(Path(run_dir) / REWARD_FOLDER)
+    return folder + (os.pathsep + inherited if inherited else "")
+
+
 def reward_overrides(run_dir: str | os.PathLike, reward: RewardFunction) -> list[str]:
     """verl's overrides selecting the run directory's copy of ``reward`` (absolute, quoted for Hydra)."""
     from verlfit.overrides import quote_value

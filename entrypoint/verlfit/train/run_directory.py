@@ -106,12 +106,15 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
 
 
 def copy_reward_function(reward, staging: Path, run_dir: Path) -> dict:
-    """Copy the reward function's file into the run directory being built (``staging``, renamed to ``run_dir``
-    after), at :func:`verlfit.train.reward.reward_copy_path`, and return run.json's ``reward_function`` record:
-    ``{"path": the copy (absolute, under run_dir), "name", "source": the user's file, "sha256": of the copy}``.
+    """Copy the reward function's file, and the modules it imports from its folder (``reward.modules``, found by the
+    check: :func:`verlfit.train.inputs.check_run_data`; each at its place relative to the file's folder), into the run
+    directory being built (``staging``, renamed to ``run_dir`` after), at :func:`verlfit.train.reward.reward_copy_path`,
+    and return run.json's ``reward_function`` record: ``{"path": the copy (absolute, under run_dir), "name",
+    "source": the user's file, "sha256": of the copy}``, with ``"modules"`` (their paths relative to the reward
+    folder) where it imports any.
 
     Raises:
-        VerlfitError: the file cannot be read (it was checked moments before: it moved or lost its permissions).
+        VerlfitError: a file cannot be read (it was checked moments before: it moved or lost its permissions).
     """
     import shutil
 
@@ -120,20 +123,23 @@ def copy_reward_function(reward, staging: Path, run_dir: Path) -> dict:
 
     copy = reward_copy_path(staging, reward)
     copy.parent.mkdir()
-    try:
-        shutil.copyfile(reward.path, copy)
-    except OSError as error:
-        raise VerlfitError(
-            f"cannot copy the reward function file {reward.path} into the run directory: {error}",
-            fix="check that the file is readable and pass --reward-function again",
-            exit_code=2,
-        ) from error
+    modules = [module.relative_to(reward.path.parent) for module in reward.modules]
+    for source, target in [(reward.path, copy)] + [(reward.path.parent / name, copy.parent / name) for name in modules]:
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+        except OSError as error:
+            raise VerlfitError(
+                f"cannot copy the reward function file {source} into the run directory: {error}",
+                fix="check that the file is readable and pass --reward-function again",
+                exit_code=2,
+            ) from error
     return {
         "path": str(reward_copy_path(run_dir, reward)),
         "name": reward.name,
         "source": str(reward.path),
         "sha256": file_digest(copy),
-    }
+    } | ({"modules": [str(name) for name in modules]} if modules else {})
 
 
 def resumable_record(run_dir: Path) -> dict:

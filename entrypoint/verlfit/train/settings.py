@@ -17,6 +17,7 @@ from verlfit import gsm8k
 from verlfit.arguments import SizingOptions
 from verlfit.errors import VerlfitError
 from verlfit.metrics import logger_overrides
+from verlfit.output_files import check_name_lengths
 from verlfit.overrides import (
     merge_overrides,
     CUDA_GRAPH_SEVERAL_GPUS_NOTE,
@@ -206,6 +207,8 @@ def build_launch(
         ("--data", options.data, "with train.parquet and test.parquet, or raw GSM8K files"),
         ("--run-dir", options.run_dir, "that does not exist yet: verlfit creates it"),
     ):
+        if given:
+            check_name_lengths(Path(given), option)  # before a stat fails with ENAMETOOLONG
         if given and Path(given).exists() and not Path(given).is_dir():
             raise VerlfitError(
                 f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2
