@@ -98,6 +98,10 @@ ORGANISATION_PATTERNS = {
     "a session": r"\b(?:first|second|third|fourth|fifth|sixth|seventh|next|this|that|previous|last|same|each|per|device"
                  r"|one)\s+(?:device\s+)?sessions?\b|\bsession\d|\bsessions\b|\bsession's\b",
     "machine time left": r"\b(?:device|machine)[- ]time\b|\btime (?:was )?left\b|\b\d+\s*s held\b|\bbudget_left\b",
+    "a lent machine": r"\blent\b|\bon loan\b|\b(?:machine|GPU) was held\b",
+    "the work's tracker": r"\bissue \d+|\bissue's\b|\bof the issue\b|\bthe issue asks\b",
+    "a deadline of the work": r"\b(?:by|before) the deadline\b|\bthe deadline (?:came|cut|stopped)\b|\bdeadlines\b",
+    "a try": r"\b(?:first|second|earlier) (?:try|attempt)\b",
 }
 
 
@@ -114,12 +118,15 @@ def test_the_organisation_patterns_catch_the_accounts_and_spare_ordinary_words()
     accounts = ("## 9. Third round (2026-12-01, second session)", "main-ppo (calls 7 + 8)", "`call-4/soak-ppo.events`",
                 "cut by the call's deadline", "1607 s held of the 1800", "no device time was left",
                 "the fourth session's runs", "benchmarks/results/2026-12-01-h200-session3", "Rounds of work",
-                "four sessions")
+                "four sessions", "the lent GPU", "outlast the time the machine was held", "the 1.8x target of issue 13",
+                "the +0.10 of the issue", "stopped by the deadline", "the deadline came first", "First try, from",
+                "the same, an earlier attempt")
     for text in accounts:
         assert organisation_accounts(text), text
     ordinary = ("a function call returns", "after each of the 8 generate calls", "torch hands out streams round-robin",
                 "the 16-bit run rounds its frozen base to bf16", "the time model's estimate", "each call to generate",
-                "pytest's session-scoped fixture", "SIGINT at the deadline")
+                "pytest's session-scoped fixture", "SIGINT at the deadline", "stopped by `DEADLINE`", "verl issues #985",
+                "a deadline stop", "the prevalent case", "an excellent fit", "the checkpoint was held in memory")
     for text in ordinary:
         assert organisation_accounts(text) == [], text
 
