@@ -7,11 +7,13 @@ from pathlib import Path
 
 import yaml
 
+from verlfit.model_shape import BUILTIN_SHAPES, shape_from_config
 from verlfit.overrides import KNOWN_ADDED_KEYS, SWITCH_ADDED_KEYS
 from verlfit.profiles import parse_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
+PLAN = ROOT / "docs" / "plan.md"
 PROFILE_FILES = sorted((ROOT / "entrypoint" / "verlfit" / "profiles").glob("*.yaml"))
 
 
@@ -147,3 +149,22 @@ def test_results_folders_are_named_by_date_machine_and_what_ran():
     inner = [path.relative_to(records).as_posix() for path in records.glob("*/*")
              if path.is_dir() and re.fullmatch(r"(?:call|machine|session)-?\d+|session\d*", path.name)]
     assert inner == []
+
+
+def test_the_built_in_shapes_table_is_model_shape_s():
+    section = PLAN.read_text(encoding="utf-8").split("## 9. Built-in model shapes", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in section.splitlines()
+            if line.startswith("| `")]
+    documented = {}
+    for ids, *numbers in rows:
+        for hub_id in re.findall(r"`([^`]+)`", ids):
+            documented[hub_id] = numbers
+    expected = {}
+    for hub_id, config in BUILTIN_SHAPES.items():
+        shape = shape_from_config(config, name=hub_id)
+        expected[hub_id] = [shape.model_type, str(shape.num_layers), str(shape.hidden_size),
+                            str(shape.num_attention_heads), str(shape.num_key_value_heads), str(shape.head_dim),
+                            str(shape.intermediate_size), str(shape.vocab_size),
+                            "yes" if shape.tie_word_embeddings else "no", f"{shape.actor_parameters:,}"]
+    assert documented == expected
+    assert documented["Qwen/Qwen2.5-0.5B-Instruct"][-1] == "494,032,768"  # the model card's total
