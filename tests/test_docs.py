@@ -127,8 +127,9 @@ def test_the_organisation_patterns_catch_the_accounts_and_spare_ordinary_words()
         assert organisation_accounts(text), text
     ordinary = ("a function call returns", "after each of the 8 generate calls", "torch hands out streams round-robin",
                 "the 16-bit run rounds its frozen base to bf16", "the time model's estimate", "each call to generate",
-                "pytest's session-scoped fixture", "SIGINT at the deadline", "stopped by `DEADLINE`", "verl issues #985",
-                "a deadline stop", "the prevalent case", "an excellent fit", "the checkpoint was held in memory")
+                "pytest's session-scoped fixture", "SIGINT at the deadline", "stopped by `DEADLINE`",
+                "verl issues #985", "a deadline stop", "the prevalent case", "an excellent fit",
+                "the checkpoint was held in memory")
     for text in ordinary:
         assert organisation_accounts(text) == [], text
 
