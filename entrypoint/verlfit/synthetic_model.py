@@ -153,8 +153,9 @@ BUILT_IN_MODELS = {
     "llama-3.2-1b": "meta-llama/Llama-3.2-1B-Instruct",
     "llama-3.2-3b": "meta-llama/Llama-3.2-3B-Instruct",
 }
-# Qwen/Qwen2.5-*-Instruct config.json: rope_theta 1e6, rms_norm_eps 1e-6, 32768 positions; max_window_layers and
-# sliding_window act only with use_sliding_window=True, which these configs set False.
+# Qwen/Qwen2.5-*-Instruct config.json: rope_theta 1e6, rms_norm_eps 1e-6, 32768 positions. max_window_layers (21, 21,
+# 70, 28 below) is not checked against the hub's files; it and sliding_window act only with use_sliding_window=True,
+# which these configs set False.
 _QWEN25_REST = dict(
     max_position_embeddings=32768,
     sliding_window=32768,
