@@ -1,5 +1,5 @@
-"""Command line of :mod:`verlfit.synthetic_model`: a Qwen2.5-style tokenizer and a random-weight Qwen2 model,
-made locally with no hub access.
+"""Command line of :mod:`verlfit.synthetic_model`: a Qwen2.5-style tokenizer and a random-weight model (Qwen2, Qwen3
+or Llama), made locally with no hub access.
 
     python benchmarks/make_model.py --shape qwen2.5-0.5b --output DIR
     python benchmarks/make_model.py --tokenizer-only --output DIR

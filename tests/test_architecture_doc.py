@@ -28,7 +28,9 @@ function (of a class: its ``__init__``'s, else its fields), in order; a call who
 
 The other rules the document states: files are renamed into place only by output_files.py (``os.rename``,
 ``os.replace``, ``renameat2``); NVML is read only in gpu.py; only the command modules define ``register``; run_files
-imports nothing of the package but errors. That the literal "run.json" (and each name of a run directory) is
+imports nothing of the package but errors; run.json is read (a ``read_text``, ``read_bytes`` or ``open`` of a path
+that spells it) by exactly the functions the run_files rule names, in the package and in benchmarks/; the model_shape
+and synthetic_model rows name the model families of ``BUILTIN_SHAPES``. That the literal "run.json" (and each name of a run directory) is
 spelled only in run_files.py, and that it holds the one ``load_run``, is tests/test_run_files.py's
 (``test_each_name_of_a_run_directory_is_spelled_once_in_the_package``, ``test_one_load_run_in_the_package``).
 """
@@ -252,6 +254,108 @@ def package_imports(path: Path) -> set[str]:
     return found
 
 
+READ_CALLS = {"read_text", "read_bytes", "open"}  # Path.read_text / read_bytes / open, and the built-in open
+
+
+def _names_run_json(node: ast.AST, aliases: set[str]) -> bool:
+    """Whether an expression spells run.json: the literal (or a path ending in it), ``RUN_FILE``, or a name assigned
+    from such an expression earlier in the same function."""
+    for part in ast.walk(node):
+        if isinstance(part, ast.Constant) and isinstance(part.value, str) and part.value.endswith("run.json"):
+            return True
+        if isinstance(part, ast.Name) and (part.id == "RUN_FILE" or part.id in aliases):
+            return True
+        if isinstance(part, ast.Attribute) and part.attr == "RUN_FILE":
+            return True
+    return False
+
+
+def run_json_readers(path: Path) -> list[str]:
+    """The functions of one file (``Class.method`` for a method) that read run.json themselves: a ``read_text``,
+    ``read_bytes`` or ``open`` call on (or of) a path that spells it (:func:`_names_run_json`)."""
+    found = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit(child, prefix)
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = f"{prefix}{child.name}"
+                aliases = {
+                    target.id
+                    for statement in ast.walk(child)
+                    if isinstance(statement, ast.Assign) and _names_run_json(statement.value, set())
+                    for target in statement.targets
+                    if isinstance(target, ast.Name)
+                }
+                functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+                inner = [n for n in ast.walk(child) if n is not child and isinstance(n, functions)]
+                nested = {id(part) for function in inner for part in ast.walk(function)}  # their own names
+                for call in ast.walk(child):
+                    if id(call) in nested or not isinstance(call, ast.Call):
+                        continue
+                    function = call.func
+                    if isinstance(function, ast.Attribute) and function.attr in READ_CALLS:
+                        subject = [function.value, *call.args]
+                    elif isinstance(function, ast.Name) and function.id == "open":
+                        subject = call.args[:1]
+                    else:
+                        continue
+                    if any(_names_run_json(part, aliases) for part in subject):
+                        found.append(name)
+                        break
+                visit(child, f"{name}.")
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)), "")
+    return found
+
+
+def run_json_reader_names(root: Path) -> list[str]:
+    """Every reader of run.json in the package and the benchmark scripts, sorted: a package function as its dotted
+    name from the package root (``run_files.load_run``), a script's as ``benchmarks/FILE.py::NAME``."""
+    package = root / "entrypoint" / "verlfit"
+    names = []
+    for path in sorted(package.rglob("*.py")):
+        module = ".".join(path.relative_to(package).with_suffix("").parts)
+        names += [f"{module}.{name}" for name in run_json_readers(path)]
+    for path in sorted((root / "benchmarks").glob("*.py")):
+        names += [f"{path.relative_to(root).as_posix()}::{name}" for name in run_json_readers(path)]
+    return sorted(names)
+
+
+def documented_run_json_readers(text: str) -> list[str]:
+    """The readers of run.json the document names: the backticked spans of its run_files rule after "read by"."""
+    rule = text.split("- **A run directory's names and its record: run_files.**", 1)[1].split("\n- ", 1)[0]
+    return sorted(SPAN.findall(rule.split("run.json is read by", 1)[1].split(" (`tests/", 1)[0]))
+
+
+FAMILY = re.compile(r"\b(?:Qwen\d[\d.]*|Llama[ -]\d[\d.]*)")
+
+
+def builtin_families(path: Path) -> set[str]:
+    """The model families of ``BUILTIN_SHAPES`` in model_shape.py, read from the hub ids it is filled with
+    (``BUILTIN_SHAPES[f"Qwen/Qwen3-{_size}{_suffix}"] = ...`` -> ``Qwen3``; ``Llama-3.2`` written ``Llama 3.2``)."""
+    families = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            subscript = isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+            if subscript and target.value.id == "BUILTIN_SHAPES":
+                key = target.slice
+                text = key.values[0].value if isinstance(key, ast.JoinedStr) else key.value
+                name = re.sub(r"-(?:\d[\d.]*B.*)?$", "", text.split("/", 1)[1])
+                families.add(name.replace("-", " "))
+    return families
+
+
+def families_named(cell: str) -> set[str]:
+    """The model families a document's cell names (``Qwen2.5``, ``Llama 3.2``)."""
+    return {name.replace("-", " ") for name in FAMILY.findall(cell)}
+
+
 # the package itself
 
 
@@ -301,6 +405,21 @@ def test_only_the_command_modules_define_register():
 
 def test_run_files_imports_only_errors():
     assert package_imports(PACKAGE / "run_files.py") == {"verlfit.errors"}
+
+
+def test_the_model_shape_rows_name_the_built_in_families():
+    families = builtin_families(PACKAGE / "model_shape.py")
+    assert families == {"Qwen2.5", "Qwen3", "Llama 3.2"}
+    lines = ARCHITECTURE.read_text(encoding="utf-8").splitlines()
+    rows = {match["module"]: line for line in lines if (match := ROW.match(line))}
+    assert families_named(rows["model_shape.py"]) == families
+    assert families_named(rows["synthetic_model.py"]) == families
+
+
+def test_the_readers_of_run_json_are_the_documented_ones():
+    documented = documented_run_json_readers(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert "run_files.load_run" in documented
+    assert run_json_reader_names(ROOT) == documented
 
 
 # the checks above can fail
@@ -408,3 +527,46 @@ def test_a_wrong_dotted_name_or_parameter_list_is_found(tmp_path):
         "cli.py: main(argv) (has args, argv)",
         "plan/time.py: Card(memory) (has name, memory)",
     ]
+
+
+def test_the_run_json_scan_finds_each_reader_and_only_readers(tmp_path):
+    package = tmp_path / "entrypoint" / "verlfit"
+    (package / "train").mkdir(parents=True)
+    (tmp_path / "benchmarks").mkdir()
+    (package / "run_files.py").write_text(
+        'RUN_FILE = "run.json"\n\ndef load_run(run_dir):\n'
+        "    path = run_dir / RUN_FILE\n    return path.read_text()\n\n"
+        "def is_run_directory(path):\n    return (path / RUN_FILE).is_file()\n"
+    )
+    (package / "train" / "report.py").write_text(
+        "from verlfit import run_files\n\nclass Summary:\n    def total(self, run):\n"
+        "        return json.loads((run / run_files.RUN_FILE).read_text())\n\n"
+        "def metrics(run):\n    print('no run.json')\n    return (run / 'metrics.jsonl').read_text()\n"
+    )
+    (tmp_path / "benchmarks" / "collect.py").write_text(
+        "def summarise(run):\n    with open(run / 'run.json') as file:\n        return file.read()\n\n"
+        "def outer(run):\n    def inner():\n        return (run / 'run.json').read_bytes()\n    return inner\n"
+    )
+    assert run_json_reader_names(tmp_path) == [
+        "benchmarks/collect.py::outer.inner",
+        "benchmarks/collect.py::summarise",
+        "run_files.load_run",
+        "train.report.Summary.total",
+    ]
+    rule = (
+        "- **A run directory's names and its record: run_files.** Names, and run.json is read by `run_files.load_run`"
+        " and, directly, by `benchmarks/collect.py::summarise` (`tests/test_architecture_doc.py`); more `prose`.\n"
+        "- **Next.** `other`\n"
+    )
+    assert documented_run_json_readers(rule) == ["benchmarks/collect.py::summarise", "run_files.load_run"]
+
+
+def test_the_family_scans_read_the_hub_ids_and_the_cells(tmp_path):
+    shapes = tmp_path / "model_shape.py"
+    shapes.write_text(
+        "BUILTIN_SHAPES = {}\nfor size in SIZES:\n    BUILTIN_SHAPES[f\"Qwen/Qwen2.5-{size}\"] = {}\n"
+        "BUILTIN_SHAPES[\"meta-llama/Llama-3.2-1B-Instruct\"] = {}\nOTHER[\"Qwen/Qwen3-4B\"] = {}\n"
+    )
+    assert builtin_families(shapes) == {"Qwen2.5", "Llama 3.2"}
+    assert families_named("| `model_shape.py` | shapes | built-in Qwen2.5 shapes |") == {"Qwen2.5"}
+    assert families_named("Qwen2.5, Qwen3 and Llama 3.2; meta-llama/Llama-3.2-3B") == {"Qwen2.5", "Qwen3", "Llama 3.2"}

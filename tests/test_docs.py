@@ -7,11 +7,13 @@ from pathlib import Path
 
 import yaml
 
+from verlfit.model_shape import BUILTIN_SHAPES, shape_from_config
 from verlfit.overrides import KNOWN_ADDED_KEYS, SWITCH_ADDED_KEYS
 from verlfit.profiles import parse_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
+PLAN = ROOT / "docs" / "plan.md"
 PROFILE_FILES = sorted((ROOT / "entrypoint" / "verlfit" / "profiles").glob("*.yaml"))
 
 
@@ -98,6 +100,10 @@ ORGANISATION_PATTERNS = {
     "a session": r"\b(?:first|second|third|fourth|fifth|sixth|seventh|next|this|that|previous|last|same|each|per|device"
                  r"|one)\s+(?:device\s+)?sessions?\b|\bsession\d|\bsessions\b|\bsession's\b",
     "machine time left": r"\b(?:device|machine)[- ]time\b|\btime (?:was )?left\b|\b\d+\s*s held\b|\bbudget_left\b",
+    "a lent machine": r"\blent\b|\bon loan\b|\b(?:machine|GPU) was held\b",
+    "the work's tracker": r"\bissue \d+|\bissue's\b|\bof the issue\b|\bthe issue asks\b",
+    "a deadline of the work": r"\b(?:by|before) the deadline\b|\bthe deadline (?:came|cut|stopped)\b|\bdeadlines\b",
+    "a try": r"\b(?:first|second|earlier) (?:try|attempt)\b",
 }
 
 
@@ -114,12 +120,16 @@ def test_the_organisation_patterns_catch_the_accounts_and_spare_ordinary_words()
     accounts = ("## 9. Third round (2026-12-01, second session)", "main-ppo (calls 7 + 8)", "`call-4/soak-ppo.events`",
                 "cut by the call's deadline", "1607 s held of the 1800", "no device time was left",
                 "the fourth session's runs", "benchmarks/results/2026-12-01-h200-session3", "Rounds of work",
-                "four sessions")
+                "four sessions", "the lent GPU", "outlast the time the machine was held", "the 1.8x target of issue 13",
+                "the +0.10 of the issue", "stopped by the deadline", "the deadline came first", "First try, from",
+                "the same, an earlier attempt")
     for text in accounts:
         assert organisation_accounts(text), text
     ordinary = ("a function call returns", "after each of the 8 generate calls", "torch hands out streams round-robin",
                 "the 16-bit run rounds its frozen base to bf16", "the time model's estimate", "each call to generate",
-                "pytest's session-scoped fixture", "SIGINT at the deadline")
+                "pytest's session-scoped fixture", "SIGINT at the deadline", "stopped by `DEADLINE`",
+                "verl issues #985", "a deadline stop", "the prevalent case", "an excellent fit",
+                "the checkpoint was held in memory")
     for text in ordinary:
         assert organisation_accounts(text) == [], text
 
@@ -140,3 +150,22 @@ def test_results_folders_are_named_by_date_machine_and_what_ran():
     inner = [path.relative_to(records).as_posix() for path in records.glob("*/*")
              if path.is_dir() and re.fullmatch(r"(?:call|machine|session)-?\d+|session\d*", path.name)]
     assert inner == []
+
+
+def test_the_built_in_shapes_table_is_model_shape_s():
+    section = PLAN.read_text(encoding="utf-8").split("## 9. Built-in model shapes", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")] for line in section.splitlines()
+            if line.startswith("| `")]
+    documented = {}
+    for ids, *numbers in rows:
+        for hub_id in re.findall(r"`([^`]+)`", ids):
+            documented[hub_id] = numbers
+    expected = {}
+    for hub_id, config in BUILTIN_SHAPES.items():
+        shape = shape_from_config(config, name=hub_id)
+        expected[hub_id] = [shape.model_type, str(shape.num_layers), str(shape.hidden_size),
+                            str(shape.num_attention_heads), str(shape.num_key_value_heads), str(shape.head_dim),
+                            str(shape.intermediate_size), str(shape.vocab_size),
+                            "yes" if shape.tie_word_embeddings else "no", f"{shape.actor_parameters:,}"]
+    assert documented == expected
+    assert documented["Qwen/Qwen2.5-0.5B-Instruct"][-1] == "494,032,768"  # the model card's total

@@ -141,7 +141,9 @@ def test_model_pointing_at_a_config_file_is_refused_with_its_folder(tmp_path):
 
 
 # the random-weight models the device runs train (benchmarks/make_model.py --shape) have the built-in shapes exactly
-SYNTHETIC_OF_BUILTIN = {"qwen3-0.6b": "Qwen/Qwen3-0.6B", "qwen3-1.7b": "Qwen/Qwen3-1.7B", "qwen3-4b": "Qwen/Qwen3-4B",
+SYNTHETIC_OF_BUILTIN = {"qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct", "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
+                        "qwen2.5-3b": "Qwen/Qwen2.5-3B-Instruct", "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
+                        "qwen3-0.6b": "Qwen/Qwen3-0.6B", "qwen3-1.7b": "Qwen/Qwen3-1.7B", "qwen3-4b": "Qwen/Qwen3-4B",
                         "llama-3.2-1b": "meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-3b": "meta-llama/Llama-3.2-3B-Instruct"}
 
 
@@ -156,3 +158,9 @@ def test_synthetic_family_models_have_the_builtin_shapes(synthetic, tmp_path):
     config.save_pretrained(tmp_path / "model")
     made, builtin = load_model_shape(str(tmp_path / "model")), load_model_shape(SYNTHETIC_OF_BUILTIN[synthetic])
     assert dataclasses.replace(made, name=builtin.name) == builtin
+
+
+def test_every_real_synthetic_shape_is_one_of_the_builtin_shapes():
+    from verlfit.synthetic_model import BUILT_IN_MODELS
+
+    assert BUILT_IN_MODELS == SYNTHETIC_OF_BUILTIN

@@ -247,7 +247,8 @@ _QWEN25 = {
         vocab_size=151936,
         tie_word_embeddings=True,
     ),
-    # 7B: 152064 rows and an untied lm_head (FACTS section 1, from the hub's config.json)
+    # 7B: 152064 rows and an untied lm_head (Qwen/Qwen2.5-7B-Instruct's config.json on the hub: vocab_size 152064,
+    # tie_word_embeddings false; docs/plan.md, "Built-in model shapes")
     "7B": dict(
         num_hidden_layers=28,
         hidden_size=3584,

@@ -1,5 +1,6 @@
 """A run directory's files: their names (spelled here and nowhere else in the package), how to tell a run directory,
-and the one reader of its record ``run.json`` (:func:`load_run`).
+and the reader of its record ``run.json`` (:func:`load_run`; docs/architecture.md names the functions that still
+read it directly).
 
 ``verlfit train`` builds a run directory whole and switches it in (:func:`verlfit.train.run_directory.
 create_run_directory`, through :func:`verlfit.output_files.build_new_folder`); verl and verlfit then write into it::

@@ -1,17 +1,20 @@
-"""Make a Qwen2.5-style tokenizer and a random-weight Qwen2 model locally, with no hub access.
+"""Make a Qwen2.5-style tokenizer and a random-weight model (Qwen2, Qwen3 or Llama) locally, with no hub access.
 
 * ``train_tokenizer(output_dir)`` trains a byte-level BPE tokenizer with the ``tokenizers`` library on a built-in
   corpus (generated English word problems and numbers) and saves it as a ``Qwen2TokenizerFast``: tokenizer.json,
   tokenizer_config.json (Qwen2.5-Instruct's ChatML ``chat_template``), special_tokens_map.json, vocab.json and
   merges.txt. Special tokens: ``<|endoftext|>`` (pad, and bos id for the model config), ``<|im_start|>``,
   ``<|im_end|>`` (eos), appended after the BPE vocabulary as Qwen does. Digits are split one by one.
-* ``make_model(output_dir, shape)`` writes a random-weight ``Qwen2ForCausalLM`` (safetensors, config.json,
-  generation_config.json) plus those tokenizer files: the directory works as ``--model`` for verl
+* ``make_model(output_dir, shape)`` writes a random-weight ``Qwen2ForCausalLM`` (``Qwen3ForCausalLM``,
+  ``LlamaForCausalLM`` for those shapes; safetensors, config.json, generation_config.json) plus those tokenizer
+  files: the directory works as ``--model`` for verl
   (``AutoTokenizer``/``AutoModelForCausalLM.from_pretrained(local_dir)``).
 
-Shapes: ``qwen2.5-0.5b``, ``qwen2.5-1.5b`` and ``qwen2.5-3b`` are the Qwen2.5-*-Instruct configs (vocab 151936 rows even
-though the local tokenizer is smaller, so memory and compute are the real model's); ``tiny`` (CPU tests) and ``small``
-(learning check) use vocab = tokenizer size.
+Shapes (:data:`SHAPES`): those of :data:`BUILT_IN_MODELS` (``qwen2.5-0.5b`` ... ``qwen2.5-7b``, ``qwen3-0.6b`` ...
+``qwen3-4b``, ``llama-3.2-1b``, ``llama-3.2-3b``) are the hub models' configs, their architecture taken from
+:data:`verlfit.model_shape.BUILTIN_SHAPES` (vocabulary rows as the real model's even though the local tokenizer is
+smaller, so memory and compute are the real model's); ``tiny``, ``tiny-qwen3``, ``tiny-llama`` (CPU tests) and
+``small`` (learning check) use vocab = tokenizer size.
 
 Needs ``torch``, ``transformers`` (with ``jinja2`` for the chat template), ``tokenizers`` and ``safetensors``: all
 in the images (docker/common.lock, docker/torch-*.lock); imported only when a function needs them.
@@ -26,12 +29,14 @@ Deterministic: the same arguments give the same files byte for byte.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
 from typing import Iterable, List, Optional
 
 from verlfit import synthetic_gsm8k
+from verlfit.model_shape import BUILTIN_SHAPES
 
 __all__ = [
     "QWEN25_CHAT_TEMPLATE",
@@ -39,6 +44,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "TOKENIZER_FILES",
     "SHAPES",
+    "BUILT_IN_MODELS",
     "SAMPLING_DEFAULTS",
     "builtin_corpus",
     "train_tokenizer",
@@ -132,94 +138,84 @@ QWEN_VOCAB_ROWS = 151936
 # Qwen2.5-Instruct's generation_config.json sampling fields (written only with --generation-sampling-defaults).
 SAMPLING_DEFAULTS = {"do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}
 
+# The real models' shapes: the architecture (layers, hidden, heads, KV heads, head_dim, intermediate, vocabulary rows,
+# tied embeddings, biases, model_type) is verlfit.model_shape's built-in shape of the hub id, the one place those
+# numbers are written (sources: docs/plan.md section 9); the rest of each config.json is below. The tokenizer is the
+# local one (its ids fit the real vocabulary's rows), and bos/eos ids come from it.
+BUILT_IN_MODELS = {
+    "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
+    "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen2.5-3b": "Qwen/Qwen2.5-3B-Instruct",
+    "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
+    "qwen3-0.6b": "Qwen/Qwen3-0.6B",
+    "qwen3-1.7b": "Qwen/Qwen3-1.7B",
+    "qwen3-4b": "Qwen/Qwen3-4B",
+    "llama-3.2-1b": "meta-llama/Llama-3.2-1B-Instruct",
+    "llama-3.2-3b": "meta-llama/Llama-3.2-3B-Instruct",
+}
+# Qwen/Qwen2.5-*-Instruct config.json: rope_theta 1e6, rms_norm_eps 1e-6, 32768 positions. max_window_layers (21, 21,
+# 70, 28 below) is not checked against the hub's files; it and sliding_window act only with use_sliding_window=True,
+# which these configs set False.
+_QWEN25_REST = dict(
+    max_position_embeddings=32768,
+    sliding_window=32768,
+    use_sliding_window=False,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    hidden_act="silu",
+    attention_dropout=0.0,
+    initializer_range=0.02,
+    use_cache=True,
+)
+# Qwen/Qwen3-0.6B config.json: rope_theta 1e6, rms_norm_eps 1e-6, 40960 positions.
+_QWEN3_REST = dict(
+    max_position_embeddings=40960,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    hidden_act="silu",
+    attention_dropout=0.0,
+    initializer_range=0.02,
+    use_cache=True,
+)
+# meta-llama/Llama-3.2-*-Instruct config.json: rope_theta 500000, rms_norm_eps 1e-5, the llama3 rope scaling.
+_LLAMA32_REST = dict(
+    max_position_embeddings=131072,
+    rope_theta=500000.0,
+    rope_scaling=dict(
+        rope_type="llama3",
+        factor=32.0,
+        low_freq_factor=1.0,
+        high_freq_factor=4.0,
+        original_max_position_embeddings=8192,
+    ),
+    rms_norm_eps=1e-5,
+    hidden_act="silu",
+    attention_dropout=0.0,
+    initializer_range=0.02,
+    use_cache=True,
+)
+_REST = {
+    "qwen2.5-0.5b": dict(_QWEN25_REST, max_window_layers=21),
+    "qwen2.5-1.5b": dict(_QWEN25_REST, max_window_layers=21),
+    "qwen2.5-3b": dict(_QWEN25_REST, max_window_layers=70),
+    "qwen2.5-7b": dict(_QWEN25_REST, max_window_layers=28),
+    "qwen3-0.6b": _QWEN3_REST,
+    "qwen3-1.7b": _QWEN3_REST,
+    "qwen3-4b": _QWEN3_REST,
+    "llama-3.2-1b": _LLAMA32_REST,
+    "llama-3.2-3b": _LLAMA32_REST,
+}
+
+
+def _built_in_shape(shape: str) -> dict:
+    """``shape``'s config fields: model_shape's built-in architecture of its hub id, then the rest of the config (a
+    copy: transformers' config classes may rewrite a ``rope_scaling`` dict they are given)."""
+    architecture = BUILTIN_SHAPES[BUILT_IN_MODELS[shape]]
+    return {**architecture, **copy.deepcopy(_REST[shape])}
+
+
 SHAPES = {
-    # Qwen/Qwen2.5-0.5B-Instruct config.json (bos/eos ids come from the local tokenizer instead).
-    "qwen2.5-0.5b": dict(
-        hidden_size=896,
-        intermediate_size=4864,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        vocab_size=QWEN_VOCAB_ROWS,
-        max_position_embeddings=32768,
-        max_window_layers=21,
-        sliding_window=32768,
-        use_sliding_window=False,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        hidden_act="silu",
-        attention_dropout=0.0,
-        initializer_range=0.02,
-        use_cache=True,
-    ),
-    # Qwen/Qwen2.5-1.5B-Instruct and Qwen/Qwen2.5-3B-Instruct config.json. Layers, hidden, heads, KV heads,
-    # intermediate, vocabulary, tied embeddings, rope_theta, rms_norm_eps and max_position_embeddings as in
-    # verlfit.model_shape's built-in Qwen2.5 shapes (the hub's config.json values) and in public copies of those configs
-    # (found with the code search:
-    # "intermediate_size": 8960 / 11008 with Qwen/Qwen2.5-1.5B-Instruct / -3B-Instruct). max_window_layers
-    # (21 / 70) and sliding_window are the checkpoints' values as recalled, not re-read here: they act only with
-    # use_sliding_window=True, which these configs set False.
-    "qwen2.5-1.5b": dict(
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        vocab_size=QWEN_VOCAB_ROWS,
-        max_position_embeddings=32768,
-        max_window_layers=21,
-        sliding_window=32768,
-        use_sliding_window=False,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        hidden_act="silu",
-        attention_dropout=0.0,
-        initializer_range=0.02,
-        use_cache=True,
-    ),
-    "qwen2.5-3b": dict(
-        hidden_size=2048,
-        intermediate_size=11008,
-        num_hidden_layers=36,
-        num_attention_heads=16,
-        num_key_value_heads=2,
-        vocab_size=QWEN_VOCAB_ROWS,
-        max_position_embeddings=32768,
-        max_window_layers=70,
-        sliding_window=32768,
-        use_sliding_window=False,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        hidden_act="silu",
-        attention_dropout=0.0,
-        initializer_range=0.02,
-        use_cache=True,
-    ),
-    # Qwen/Qwen2.5-7B-Instruct config.json: 28 layers, hidden 3584, 28 heads, 4 KV heads, intermediate 18944, 152064
-    # rows, an untied lm_head, rope_theta 1e6, rms_norm_eps 1e-6 (verlfit.model_shape's built-in 7B shape, FACTS
-    # section 1); max_window_layers 28 acts only with use_sliding_window=True, which it sets False.
-    "qwen2.5-7b": dict(
-        hidden_size=3584,
-        intermediate_size=18944,
-        num_hidden_layers=28,
-        num_attention_heads=28,
-        num_key_value_heads=4,
-        vocab_size=152064,
-        max_position_embeddings=32768,
-        max_window_layers=28,
-        sliding_window=32768,
-        use_sliding_window=False,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=False,
-        hidden_act="silu",
-        attention_dropout=0.0,
-        initializer_range=0.02,
-        use_cache=True,
-    ),
+    **{shape: _built_in_shape(shape) for shape in BUILT_IN_MODELS},
     "tiny": dict(
         hidden_size=64,
         intermediate_size=128,
@@ -254,123 +250,6 @@ SHAPES = {
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
         hidden_act="silu",
-        attention_dropout=0.0,
-        initializer_range=0.02,
-        use_cache=True,
-    ),
-    # Qwen/Qwen3-0.6B and Qwen/Qwen3-1.7B config.json (verlfit.model_shape's built-in Qwen3 shapes: head_dim 128,
-    # q/k norms, tied); rope_theta 1e6, rms_norm_eps 1e-6 as in the hub's Qwen3-0.6B config.json. The tokenizer is
-    # the local one (its ids fit the 151936 rows).
-    "qwen3-0.6b": dict(
-        model_type="qwen3",
-        hidden_size=1024,
-        intermediate_size=3072,
-        num_hidden_layers=28,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=128,
-        vocab_size=QWEN_VOCAB_ROWS,
-        max_position_embeddings=40960,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        hidden_act="silu",
-        attention_bias=False,
-        attention_dropout=0.0,
-        initializer_range=0.02,
-        use_cache=True,
-    ),
-    "qwen3-1.7b": dict(
-        model_type="qwen3",
-        hidden_size=2048,
-        intermediate_size=6144,
-        num_hidden_layers=28,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=128,
-        vocab_size=QWEN_VOCAB_ROWS,
-        max_position_embeddings=40960,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        hidden_act="silu",
-        attention_bias=False,
-        attention_dropout=0.0,
-        initializer_range=0.02,
-        use_cache=True,
-    ),
-    "qwen3-4b": dict(
-        model_type="qwen3",
-        hidden_size=2560,
-        intermediate_size=9728,
-        num_hidden_layers=36,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=128,
-        vocab_size=QWEN_VOCAB_ROWS,
-        max_position_embeddings=40960,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-        hidden_act="silu",
-        attention_bias=False,
-        attention_dropout=0.0,
-        initializer_range=0.02,
-        use_cache=True,
-    ),
-    # meta-llama/Llama-3.2-1B-Instruct and -3B-Instruct config.json (verlfit.model_shape's built-in Llama 3.2 shapes:
-    # tied, no biases, 128256 rows); rope_theta 500000, rms_norm_eps 1e-5 and the llama3 rope scaling as in the hub's
-    # config.json. The tokenizer is the local one (its ids fit the 128256 rows).
-    "llama-3.2-1b": dict(
-        model_type="llama",
-        hidden_size=2048,
-        intermediate_size=8192,
-        num_hidden_layers=16,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=64,
-        vocab_size=128256,
-        max_position_embeddings=131072,
-        rope_theta=500000.0,
-        rope_scaling=dict(
-            rope_type="llama3",
-            factor=32.0,
-            low_freq_factor=1.0,
-            high_freq_factor=4.0,
-            original_max_position_embeddings=8192,
-        ),
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=True,
-        hidden_act="silu",
-        attention_bias=False,
-        mlp_bias=False,
-        attention_dropout=0.0,
-        initializer_range=0.02,
-        use_cache=True,
-    ),
-    "llama-3.2-3b": dict(
-        model_type="llama",
-        hidden_size=3072,
-        intermediate_size=8192,
-        num_hidden_layers=28,
-        num_attention_heads=24,
-        num_key_value_heads=8,
-        head_dim=128,
-        vocab_size=128256,
-        max_position_embeddings=131072,
-        rope_theta=500000.0,
-        rope_scaling=dict(
-            rope_type="llama3",
-            factor=32.0,
-            low_freq_factor=1.0,
-            high_freq_factor=4.0,
-            original_max_position_embeddings=8192,
-        ),
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=True,
-        hidden_act="silu",
-        attention_bias=False,
-        mlp_bias=False,
         attention_dropout=0.0,
         initializer_range=0.02,
         use_cache=True,

@@ -25,7 +25,7 @@ def flat(text: str) -> str:
 
 def test_results_paragraph_says_what_the_benchmarks_record():
     results = flat(section(README, "### What it does on a GPU"))
-    machine = re.search(r"\*\*Machine:\*\* the lent GPU, one NVIDIA (H200) .*?, torch (\S+),", flat(BENCHMARKS))
+    machine = re.search(r"\*\*Machine:\*\* one NVIDIA (H200) .*?, torch (\S+),", flat(BENCHMARKS))
     assert machine.groups() == ("H200", "2.11.0+cu130")
     assert "on one H200 standing in for a P40 (`--emulate p40`" in results
     assert "with torch 2.11.0+cu130 and verl 0.4.1 from PyPI with the patch series applied, not the image's torch 2.6.0+cu118" in results

@@ -89,8 +89,8 @@ def test_phases_by_algorithm():
         (dict(train_batch_size=16, ppo_mini_batch_size=16, actor_micro_batch_size=4, critic_micro_batch_size=4, log_prob_micro_batch_size=4, gradient_checkpointing=True, actor_optimizer_offload=True, critic_optimizer_offload=True), 13.0),
     ],
 )
-def test_facts_section5_fp32_ppo_measurements(fields, measured_gib):
-    """the earlier device measurements (docs/memory.md section 5) (H200 under a P40 cap, Qwen2.5-0.5B shape, fp32, PPO): max allocated within 3%."""
+def test_earlier_trial_fp32_ppo_measurements(fields, measured_gib):
+    """the earlier H200 trial's measurements (docs/plan.md section 5) (H200 under a P40 cap, Qwen2.5-0.5B shape, fp32, PPO): max allocated within 3%."""
     predicted = predict(qwen_request(**fields)).peak.total / GIB
     assert abs(predicted - measured_gib) / measured_gib < 0.03, predicted
 
@@ -116,13 +116,13 @@ def test_reference_model_stays_on_one_gpu():
 @pytest.mark.parametrize(
     "fields, measured_gib",
     [
-        # the earlier device trial (docs/memory.md section 5): GRPO 8 x 4, micro 4, checkpointing, optimizer offload, fp32 ref
+        # the earlier H200 trial (docs/plan.md section 5): GRPO 8 x 4, micro 4, checkpointing, optimizer offload, fp32 ref
         (dict(max_prompt_length=256, train_batch_size=8, ppo_mini_batch_size=8, actor_micro_batch_size=4, log_prob_micro_batch_size=4, gradient_checkpointing=True, actor_optimizer_offload=True), 13.0),
         # benchmarks/results/2026-11-29-h200-p40-main-job-learning-planner/public-recipe-tuned-grpo/main-grpo: 8 x 4, mini 4, micro 8/8, prompt 512 (docs/benchmarks.md section 2.1)
         (dict(max_prompt_length=512, train_batch_size=8, ppo_mini_batch_size=4, actor_micro_batch_size=8, log_prob_micro_batch_size=8, gradient_checkpointing=True), 16.796),
     ],
 )
-def test_facts_fp32_grpo_measurements(fields, measured_gib):
+def test_fp32_grpo_measurements(fields, measured_gib):
     """fp32 GRPO with a KL loss and a separate fp32 ref on one GPU: max allocated within 3% (the resident ref is 1.84 GiB of it)."""
     predicted = predict(qwen_request(algorithm="grpo", rollout_n=4, **fields)).peak.total / GIB
     assert abs(predicted - measured_gib) / measured_gib < 0.03, predicted

@@ -12,13 +12,13 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   that SDPA reads, ``g`` = query heads per KV head: :func:`kv_cache_passes`) and the next-token logits. A decode
   step's GPU side is that work at the fitted ``decode_efficiency`` plus a floor per layer (``decode_gpu_per_layer_s``:
   the many small kernels of one step); HF ``generate``'s loop adds a CPU side that does not depend on the card
-  (the facts file's 25.4 ms per decode step at batch 32 on the H200; verl's FSDP-wrapped module adds FSDP's hooks
-  per layer): ``decode_overhead_s + decode_overhead_per_layer_s * layers``. The two add up (the H200's HF step is
-  the sum of the CUDA-graph replay's GPU time and the rest,
+  (``benchmarks/decode_bench.py``: 22.2 ms a decode step at batch 32 on the H200, docs/benchmarks.md section 1.3;
+  verl's FSDP-wrapped module adds FSDP's hooks per layer): ``decode_overhead_s + decode_overhead_per_layer_s *
+  layers``. The two add up (the H200's HF step is the sum of the CUDA-graph replay's GPU time and the rest,
   benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench).
 * ``gen`` with patch 0022 (``rollout.cuda_graph``): a StaticCache of the prompt columns generated from (the
   trimmed width with patch 0021, else ``max_prompt_length``) + ``max_response_length`` (``hf_rollout.py``:
-  ``cache_len=prompt_length - lead + response_length``; before 2026-12-01's second call the untrimmed width), attended
+  ``cache_len=prompt_length - lead + response_length``; until 2026-12-01 the untrimmed width), attended
   in
   full every step (cache moved ``1 + 2 g`` times: no ``torch.cat``); the eager warm-up step and the capture go
   through the HF loop (two steps), the rest are replays: the GPU side only. ``decode_efficiency`` and
