@@ -1460,6 +1460,42 @@ def stage_lora16_speed(device: Device) -> None:
     lora16_speed(device)
 
 
+def stage_lora_graph(device: Device) -> None:
+    """Issue 43's side by side: LORA_GRAPH_TARGETS (default the 4B GRPO LoRA T4 target; names of LORA16_TARGETS) with
+    CUDA-graph decoding off (``+actor_rollout_ref.rollout.cuda_graph=False``, verlfit's default before issue 43) and
+    on (verlfit's default with LoRA since), LORA_GRAPH_MODES (default "off on") one after the other, each with the GPU
+    to itself, LORA_GRAPH_STEPS (default 3) steps, each planned first (NAME.plan)."""
+    chosen = words(setting("LORA_GRAPH_TARGETS", "lora16-qwen3-4b-grpo-t4"))
+    modes = {"off": ("--", "+actor_rollout_ref.rollout.cuda_graph=False"), "on": ()}
+    for name, shape, arguments in LORA16_TARGETS:
+        if name not in chosen:
+            continue
+        if lora16_model(device, shape):
+            device.log(f"lora_graph: making {device.work}/{shape}-random failed")
+            continue
+        model = str(device.work / f"{shape}-random")
+        for mode in words(setting("LORA_GRAPH_MODES", "off on")):
+            if mode not in modes:
+                device.log(f"lora_graph: LORA_GRAPH_MODES has '{mode}'; write off, on or both")
+                continue
+            run = f"{name}-graphs-{mode}"
+            device.verlfit(
+                "plan", "--model", model, *words(arguments), *modes[mode], output=device.runs / f"{run}.plan"
+            )
+            device.train(
+                run,
+                "--model",
+                model,
+                "--data",
+                str(device.data),
+                "--steps",
+                setting("LORA_GRAPH_STEPS", "3"),
+                *COMMON,
+                *words(arguments),
+                *modes[mode],
+            )
+
+
 def stage_lora16(device: Device) -> None:
     # (a) the targets, all at once (caps 14 + 22.5 + 22 GiB), and the 7B's plan on a P40; (c) once the targets end,
     # the speed pick's two runs (lora16_speed) unless LORA16_SPEED=0. (b) the learning check of
@@ -2254,6 +2290,13 @@ STAGES = (
         "0.5B's tokenizer, GSM8K); ~9 minutes on an H200 without (c) (LORA16_SPEED=0), (c) adds ~4",
     ),
     Stage(
+        "lora_graph",
+        stage_lora_graph,
+        "issue 43: LORA_GRAPH_TARGETS (default lora16-qwen3-4b-grpo-t4, names of stage lora16's targets) with "
+        'CUDA-graph decoding off, then on (LORA_GRAPH_MODES, default "off on"), one after the other, '
+        "LORA_GRAPH_STEPS (default 3) steps each, each planned first (NAME-graphs-MODE.plan); needs setup first",
+    ),
+    Stage(
         "lora16_speed",
         stage_lora16_speed,
         "issue 36 item 2: auto-fit's speed pick against the memory-first choice, one after the other, LoRA PPO of the "
@@ -2434,6 +2477,9 @@ VARIABLES = (
     ("LORA16_LEARN_BASES", 'stage lora16\'s frozen-base dtypes of the learning check, default "bfloat16 float32"'),
     ("LORA16_SPEED", "0: stage lora16 leaves out (c), the speed pick's two runs; default 1 (other values run them)"),
     ("LORA16_SPEED_STEPS", "steps of each lora16_speed run (also (c) of stage lora16), default 4"),
+    ("LORA_GRAPH_TARGETS", "stage lora_graph's targets, names of stage lora16's, default \"lora16-qwen3-4b-grpo-t4\""),
+    ("LORA_GRAPH_MODES", 'stage lora_graph\'s CUDA-graph settings in order, default "off on"'),
+    ("LORA_GRAPH_STEPS", "steps of each lora_graph run, default 3"),
     ("MULTIGPU_STEPS, MULTIGPU_RAY_PORT", "stage multigpu's steps (default 10) and Ray port (default 6390)"),
     (
         "SOAK_PPO_PLAN, SOAK_GRPO_PLAN, FAULT_WORKER_PLAN",

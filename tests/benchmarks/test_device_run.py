@@ -42,7 +42,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
     stages = (
         "a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 "
         "gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora16 lora16_speed lora_1p5b_ppo "
-        "lora_3b_grpo lora_families lora_speed main main_resume multigpu noeos own_task pack public setup smoke "
+        "lora_3b_grpo lora_families lora_graph lora_speed main main_resume multigpu noeos own_task pack public setup smoke "
         "smoke_resume soak_grpo soak_ppo speed tuned"
     )
     assert f"device_run.py: unknown stage 'bogus'; stages: {stages} (--help for what each does)" in bogus.stderr
@@ -117,6 +117,33 @@ def test_lora_speed_stage_runs_the_1p5b_lora_ppo_with_and_without_the_unwrap_key
         "+critic.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False +actor_rollout_ref.rollout.cuda_graph=True",
     ]
     assert "stage lora_speed: unknown configuration 'bogus'" in (runs / "stages.log").read_text()
+
+
+def test_lora_graph_stage_plans_and_runs_the_4b_t4_target_with_graphs_off_then_on(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    (work / "qwen3-4b-random").mkdir(parents=True)
+    (work / "qwen3-4b-random" / "config.json").write_text("{}")  # made: the stage does not make it again
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORA_GRAPH_")}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"))
+    result = subprocess.run([sys.executable, str(SCRIPT), "lora_graph"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    target = "--emulate t4 --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
+    model = f"--model {work}/qwen3-4b-random"
+    train = f"-m verlfit train --run-dir {runs}/lora16-qwen3-4b-grpo-t4-graphs-%s {model} --data {work}/gsm8k --steps %s --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1 {target}"
+    off = " -- +actor_rollout_ref.rollout.cuda_graph=False"
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"-m verlfit plan {model} {target}{off}",
+        train % ("off", 3) + off,
+        f"-m verlfit plan {model} {target}",
+        train % ("on", 3),
+    ]
+    (tmp_path / "calls").unlink()
+    env.update(LORA_GRAPH_MODES="on bogus", LORA_GRAPH_STEPS="2")
+    result = subprocess.run([sys.executable, str(SCRIPT), "lora_graph"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "calls").read_text().splitlines() == [f"-m verlfit plan {model} {target}", train % ("on", 2)]
+    assert "lora_graph: LORA_GRAPH_MODES has 'bogus'; write off, on or both" in (runs / "stages.log").read_text()
 
 
 def test_setup_makes_the_1p5b_model_when_lora_speed_is_named(tmp_path):
