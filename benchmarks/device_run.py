@@ -266,6 +266,7 @@ class Device:
         output: Path | None = None,
         append: bool = False,
         capture: bool = False,
+        stdout_only: bool = False,
         environment: dict[str, str] | None = None,
         timed: bool = False,
         check: bool = False,
@@ -277,6 +278,8 @@ class Device:
             argv: the command; ``python3`` is looked up on PATH.
             output: a file for stdout and stderr (``append``: added to its end); else they go to the runner's.
             capture: keep stdout and stderr together in the result's ``stdout`` (text).
+            stdout_only: with ``capture``, keep stdout alone in the result's ``stdout``; stderr goes to the runner's
+                (a value read from stdout, such as a path, then holds no warning the command printed).
             environment: variables set for this process only.
             timed: run it under :meth:`run_limit` (SIGINT at the limit, SIGKILL ``KILL_AFTER_S`` later).
             check: raise when it exits non-zero.
@@ -293,7 +296,7 @@ class Device:
         handle = open(output, "a" if append else "w") if output is not None else None
         try:
             stdout = handle if handle is not None else (subprocess.PIPE if capture else None)
-            stderr = subprocess.STDOUT if (handle is not None or capture) else None
+            stderr = subprocess.STDOUT if (handle is not None or (capture and not stdout_only)) else None
             try:
                 completed = subprocess.run(argv, stdout=stdout, stderr=stderr, env=env, text=True, input=stdin)
             except FileNotFoundError as missing:
@@ -655,7 +658,11 @@ def stage_setup(device: Device) -> None:
     site = (
         device.site
         or device.python(
-            "-c", "import os, verl; print(os.path.dirname(os.path.dirname(verl.__file__)))", capture=True, check=True
+            "-c",
+            "import os, verl; print(os.path.dirname(os.path.dirname(verl.__file__)))",
+            capture=True,
+            stdout_only=True,  # verl 0.4.1 warns on stderr as it imports (pkg_resources is deprecated)
+            check=True,
         ).stdout.strip()
     )
     if device.python("patches/apply.py", "--status", site, output=Path(os.devnull)).returncode == 0:

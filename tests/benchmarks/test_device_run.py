@@ -169,6 +169,33 @@ def test_setup_makes_the_1p5b_model_when_lora_speed_is_named(tmp_path):
     assert f"benchmarks/make_model.py --shape qwen2.5-3b --output {work}/qwen2.5-3b-random --tokenizer-dir {work}/qwen2.5-0.5b-random" in calls
 
 
+def test_setup_reads_verls_site_from_stdout_alone_when_verl_warns_on_stderr(tmp_path):
+    # issue 43 item 8: verl 0.4.1 prints a pkg_resources warning on stderr as it imports; setup read the site-packages
+    # from stdout and stderr together, so the warning became part of the path and applying the patches failed
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    site = tmp_path / "site"
+    (bin_dir / "python3").write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {tmp_path / "calls"}\n'
+        'if [ "$1" = "-c" ]; then\n'
+        "  echo '/usr/lib/python3/dist-packages/verl/__init__.py:18: UserWarning: pkg_resources is deprecated as an API.' >&2\n"
+        f"  echo {site}\n"
+        "fi\n"
+    )
+    (bin_dir / "python3").chmod(0o755)
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho fake\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    work = tmp_path / "work"
+    env = {key: value for key, value in os.environ.items() if key != "VERLFIT_SITE"}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(tmp_path / "runs"), OUT=str(tmp_path / "out"), SKIP_TINY="1")
+    result = subprocess.run([sys.executable, str(SCRIPT), "setup"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[:2] == ["-c import os, verl; print(os.path.dirname(os.path.dirname(verl.__file__)))", f"patches/apply.py --status {site}"]
+    assert "UserWarning: pkg_resources is deprecated" in result.stderr  # the warning is shown, not lost
+
+
 def test_noeos_stage_makes_the_qwen3_model_without_eos_once_and_trains_it_3_steps(tmp_path):
     bin_dir = _fake_python(tmp_path)
     work, runs = tmp_path / "work", tmp_path / "runs"
