@@ -266,6 +266,7 @@ class Device:
         output: Path | None = None,
         append: bool = False,
         capture: bool = False,
+        stdout_only: bool = False,
         environment: dict[str, str] | None = None,
         timed: bool = False,
         check: bool = False,
@@ -277,6 +278,8 @@ class Device:
             argv: the command; ``python3`` is looked up on PATH.
             output: a file for stdout and stderr (``append``: added to its end); else they go to the runner's.
             capture: keep stdout and stderr together in the result's ``stdout`` (text).
+            stdout_only: with ``capture``, keep stdout alone in the result's ``stdout``; stderr goes to the runner's
+                (a value read from stdout, such as a path, then holds no warning the command printed).
             environment: variables set for this process only.
             timed: run it under :meth:`run_limit` (SIGINT at the limit, SIGKILL ``KILL_AFTER_S`` later).
             check: raise when it exits non-zero.
@@ -293,7 +296,7 @@ class Device:
         handle = open(output, "a" if append else "w") if output is not None else None
         try:
             stdout = handle if handle is not None else (subprocess.PIPE if capture else None)
-            stderr = subprocess.STDOUT if (handle is not None or capture) else None
+            stderr = subprocess.STDOUT if (handle is not None or (capture and not stdout_only)) else None
             try:
                 completed = subprocess.run(argv, stdout=stdout, stderr=stderr, env=env, text=True, input=stdin)
             except FileNotFoundError as missing:
@@ -655,7 +658,11 @@ def stage_setup(device: Device) -> None:
     site = (
         device.site
         or device.python(
-            "-c", "import os, verl; print(os.path.dirname(os.path.dirname(verl.__file__)))", capture=True, check=True
+            "-c",
+            "import os, verl; print(os.path.dirname(os.path.dirname(verl.__file__)))",
+            capture=True,
+            stdout_only=True,  # verl 0.4.1 warns on stderr as it imports (pkg_resources is deprecated)
+            check=True,
         ).stdout.strip()
     )
     if device.python("patches/apply.py", "--status", site, output=Path(os.devnull)).returncode == 0:
@@ -1460,6 +1467,42 @@ def stage_lora16_speed(device: Device) -> None:
     lora16_speed(device)
 
 
+def stage_lora_graph(device: Device) -> None:
+    """Issue 43's side by side: LORA_GRAPH_TARGETS (default the 4B GRPO LoRA T4 target; names of LORA16_TARGETS) with
+    CUDA-graph decoding off (``+actor_rollout_ref.rollout.cuda_graph=False``, verlfit's default before issue 43) and
+    on (verlfit's default with LoRA since), LORA_GRAPH_MODES (default "off on") one after the other, each with the GPU
+    to itself, LORA_GRAPH_STEPS (default 3) steps, each planned first (NAME.plan)."""
+    chosen = words(setting("LORA_GRAPH_TARGETS", "lora16-qwen3-4b-grpo-t4"))
+    modes = {"off": ("--", "+actor_rollout_ref.rollout.cuda_graph=False"), "on": ()}
+    for name, shape, arguments in LORA16_TARGETS:
+        if name not in chosen:
+            continue
+        if lora16_model(device, shape):
+            device.log(f"lora_graph: making {device.work}/{shape}-random failed")
+            continue
+        model = str(device.work / f"{shape}-random")
+        for mode in words(setting("LORA_GRAPH_MODES", "off on")):
+            if mode not in modes:
+                device.log(f"lora_graph: LORA_GRAPH_MODES has '{mode}'; write off, on or both")
+                continue
+            run = f"{name}-graphs-{mode}"
+            device.verlfit(
+                "plan", "--model", model, *words(arguments), *modes[mode], output=device.runs / f"{run}.plan"
+            )
+            device.train(
+                run,
+                "--model",
+                model,
+                "--data",
+                str(device.data),
+                "--steps",
+                setting("LORA_GRAPH_STEPS", "3"),
+                *COMMON,
+                *words(arguments),
+                *modes[mode],
+            )
+
+
 def stage_lora16(device: Device) -> None:
     # (a) the targets, all at once (caps 14 + 22.5 + 22 GiB), and the 7B's plan on a P40; (c) once the targets end,
     # the speed pick's two runs (lora16_speed) unless LORA16_SPEED=0. (b) the learning check of
@@ -2254,6 +2297,13 @@ STAGES = (
         "0.5B's tokenizer, GSM8K); ~9 minutes on an H200 without (c) (LORA16_SPEED=0), (c) adds ~4",
     ),
     Stage(
+        "lora_graph",
+        stage_lora_graph,
+        "issue 43: LORA_GRAPH_TARGETS (default lora16-qwen3-4b-grpo-t4, names of stage lora16's targets) with "
+        'CUDA-graph decoding off, then on (LORA_GRAPH_MODES, default "off on"), one after the other, '
+        "LORA_GRAPH_STEPS (default 3) steps each, each planned first (NAME-graphs-MODE.plan); needs setup first",
+    ),
+    Stage(
         "lora16_speed",
         stage_lora16_speed,
         "issue 36 item 2: auto-fit's speed pick against the memory-first choice, one after the other, LoRA PPO of the "
@@ -2434,6 +2484,9 @@ VARIABLES = (
     ("LORA16_LEARN_BASES", 'stage lora16\'s frozen-base dtypes of the learning check, default "bfloat16 float32"'),
     ("LORA16_SPEED", "0: stage lora16 leaves out (c), the speed pick's two runs; default 1 (other values run them)"),
     ("LORA16_SPEED_STEPS", "steps of each lora16_speed run (also (c) of stage lora16), default 4"),
+    ("LORA_GRAPH_TARGETS", "stage lora_graph's targets, names of stage lora16's, default \"lora16-qwen3-4b-grpo-t4\""),
+    ("LORA_GRAPH_MODES", 'stage lora_graph\'s CUDA-graph settings in order, default "off on"'),
+    ("LORA_GRAPH_STEPS", "steps of each lora_graph run, default 3"),
     ("MULTIGPU_STEPS, MULTIGPU_RAY_PORT", "stage multigpu's steps (default 10) and Ray port (default 6390)"),
     (
         "SOAK_PPO_PLAN, SOAK_GRPO_PLAN, FAULT_WORKER_PLAN",

@@ -322,8 +322,10 @@ def test_several_gpus_turn_the_p40_profiles_cuda_graph_decoding_off_and_the_user
     assert graph(gpus=2) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert graph(gpus=1, nodes=2) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert graph(gpus=2, extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=True"]) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
-    # LoRA: off too; on one GPU verlfit turns patch 0023 on instead, on several neither
-    assert graph(lora_rank=32) == ["+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.rollout.unwrap_fsdp=True"]
+    # LoRA keeps the graphs (tests/gpu/test_cuda_graph_lora.py) and on one GPU gets patch 0023 too; on several neither
+    assert graph(lora_rank=32) == ["+actor_rollout_ref.rollout.cuda_graph=True", "+actor_rollout_ref.rollout.unwrap_fsdp=True"]
+    assert graph(lora_rank=32, extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=False"]) == ["+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.rollout.unwrap_fsdp=True"]
+    assert forced_switches(TrainSettings(model="m", lora_rank=32), p40) == ["+actor_rollout_ref.rollout.unwrap_fsdp=True"]
     assert graph(lora_rank=32, gpus=2) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert forced_switches(TrainSettings(model="m", gpus=4), p40) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert forced_switches(TrainSettings(model="m", gpus=4), load_profile("a10")) == []  # nothing to turn off there

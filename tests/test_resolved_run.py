@@ -55,14 +55,15 @@ def test_prompts_are_trimmed_by_a_training_trim_or_by_the_hf_rollouts():
 def test_a_runs_switches_are_the_profiles_then_verlfits_forcing_then_the_users():
     p40 = load_profile("p40")  # the trims of patches 0020-0021 and CUDA-graph decoding on
     assert run_switches(p40, TrainSettings()) == PatchSwitches(("actor", "ref", "critic"), True, True, False)
-    # LoRA on one GPU: verlfit turns the graphs off and the unwrapped generation on (patch_switches.forced_switches)
-    assert run_switches(p40, TrainSettings(lora_rank=8)) == PatchSwitches(("actor", "ref", "critic"), True, False, True)
+    # LoRA on one GPU: the profile's graphs stay, verlfit turns the unwrapped generation on
+    # (patch_switches.forced_switches)
+    assert run_switches(p40, TrainSettings(lora_rank=8)) == PatchSwitches(("actor", "ref", "critic"), True, True, True)
     # the user's value after -- wins over both
     user = TrainSettings(
         lora_rank=8,
-        extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False", "+actor_rollout_ref.rollout.cuda_graph=True"],
+        extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False", "+actor_rollout_ref.rollout.cuda_graph=False"],
     )
-    assert run_switches(p40, user) == PatchSwitches(("actor", "ref", "critic"), True, True, False)
+    assert run_switches(p40, user) == PatchSwitches(("actor", "ref", "critic"), True, False, False)
     # two GPUs: no graphs, no unwrapping
     assert run_switches(p40, TrainSettings(lora_rank=8, gpus=2)) == PatchSwitches(
         ("actor", "ref", "critic"), True, False, False

@@ -263,10 +263,6 @@ LORA_UNWRAP_NOTE = (
     "it, both sharing the device's GPU: docs/benchmarks.md section 4.2); one GPU only; "
     "`-- +actor_rollout_ref.rollout.unwrap_fsdp=False` turns it off"
 )
-LORA_CUDA_GRAPH_NOTE = (
-    "CUDA-graph decoding (patch 0022) is off with LoRA: it matches generate with a LoRA adapter on the CPU but has "
-    "not run with one on a GPU yet; `-- +actor_rollout_ref.rollout.cuda_graph=True` turns it on"
-)
 
 
 CUDA_GRAPH_SEVERAL_GPUS_NOTE = (

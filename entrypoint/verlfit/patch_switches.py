@@ -119,9 +119,12 @@ def forced_switches(settings, profile) -> list[str]:
     ``settings`` (:class:`verlfit.overrides.TrainSettings`), in :func:`verlfit.overrides.build_overrides`' order (after
     the profile's overrides, before the user's after ``--``, so the user's own value still wins):
 
-    * ``+actor_rollout_ref.rollout.cuda_graph=False`` when the profile turns patch 0022 on and the actor has LoRA
-      (:data:`verlfit.overrides.LORA_CUDA_GRAPH_NOTE`) or the run has several GPUs
-      (:data:`verlfit.overrides.CUDA_GRAPH_SEVERAL_GPUS_NOTE`; the patch is for FSDP1 on one GPU). FSDP parameter
+    * ``+actor_rollout_ref.rollout.cuda_graph=False`` when the profile turns patch 0022 on and the run has several
+      GPUs (:data:`verlfit.overrides.CUDA_GRAPH_SEVERAL_GPUS_NOTE`; the patch is for FSDP1 on one GPU). A LoRA actor
+      keeps the profile's graphs: greedy tokens as ``generate``'s with the adapter, also after in-place adapter
+      updates, for the Qwen2.5, Qwen3 and Llama 3.2 families, fp32 and 16-bit bases, fp32/fp16/bf16 rollouts
+      (tests/gpu/test_cuda_graph_lora.py; in 16 bits up to a tie of 16-bit logits); ``-- +...cuda_graph=False``
+      turns them off. FSDP parameter
       offload of the actor needs no rule: with the HF rollout verlfit refuses it before
       (``verlfit.plan.unsupported_reason``; ``--`` cannot set it, :data:`verlfit.overrides.MANAGED_KEYS`), and the
       critic's or the reference's offload does not touch the module generated with.
@@ -129,7 +132,7 @@ def forced_switches(settings, profile) -> list[str]:
       (:func:`unwraps_lora_generation`, :data:`verlfit.overrides.LORA_UNWRAP_NOTE`).
     """
     out = []
-    if f"+{CUDA_GRAPH_KEY}=True" in profile.overrides and (settings.lora_rank or settings.gpus * settings.nodes > 1):
+    if f"+{CUDA_GRAPH_KEY}=True" in profile.overrides and settings.gpus * settings.nodes > 1:
         out.append(f"+{CUDA_GRAPH_KEY}=False")
     if unwraps_lora_generation(settings, profile):
         out.append(f"+{UNWRAP_KEY}=True")

@@ -42,7 +42,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
     stages = (
         "a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 "
         "gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora16 lora16_speed lora_1p5b_ppo "
-        "lora_3b_grpo lora_families lora_speed main main_resume multigpu noeos own_task pack public setup smoke "
+        "lora_3b_grpo lora_families lora_graph lora_speed main main_resume multigpu noeos own_task pack public setup smoke "
         "smoke_resume soak_grpo soak_ppo speed tuned"
     )
     assert f"device_run.py: unknown stage 'bogus'; stages: {stages} (--help for what each does)" in bogus.stderr
@@ -119,6 +119,33 @@ def test_lora_speed_stage_runs_the_1p5b_lora_ppo_with_and_without_the_unwrap_key
     assert "stage lora_speed: unknown configuration 'bogus'" in (runs / "stages.log").read_text()
 
 
+def test_lora_graph_stage_plans_and_runs_the_4b_t4_target_with_graphs_off_then_on(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    (work / "qwen3-4b-random").mkdir(parents=True)
+    (work / "qwen3-4b-random" / "config.json").write_text("{}")  # made: the stage does not make it again
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORA_GRAPH_")}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"))
+    result = subprocess.run([sys.executable, str(SCRIPT), "lora_graph"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    target = "--emulate t4 --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
+    model = f"--model {work}/qwen3-4b-random"
+    train = f"-m verlfit train --run-dir {runs}/lora16-qwen3-4b-grpo-t4-graphs-%s {model} --data {work}/gsm8k --steps %s --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1 {target}"
+    off = " -- +actor_rollout_ref.rollout.cuda_graph=False"
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"-m verlfit plan {model} {target}{off}",
+        train % ("off", 3) + off,
+        f"-m verlfit plan {model} {target}",
+        train % ("on", 3),
+    ]
+    (tmp_path / "calls").unlink()
+    env.update(LORA_GRAPH_MODES="on bogus", LORA_GRAPH_STEPS="2")
+    result = subprocess.run([sys.executable, str(SCRIPT), "lora_graph"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "calls").read_text().splitlines() == [f"-m verlfit plan {model} {target}", train % ("on", 2)]
+    assert "lora_graph: LORA_GRAPH_MODES has 'bogus'; write off, on or both" in (runs / "stages.log").read_text()
+
+
 def test_setup_makes_the_1p5b_model_when_lora_speed_is_named(tmp_path):
     bin_dir = _fake_python(tmp_path)
     work = tmp_path / "work"
@@ -140,6 +167,33 @@ def test_setup_makes_the_1p5b_model_when_lora_speed_is_named(tmp_path):
     assert result.returncode == 0, result.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     assert f"benchmarks/make_model.py --shape qwen2.5-3b --output {work}/qwen2.5-3b-random --tokenizer-dir {work}/qwen2.5-0.5b-random" in calls
+
+
+def test_setup_reads_verls_site_from_stdout_alone_when_verl_warns_on_stderr(tmp_path):
+    # issue 43 item 8: verl 0.4.1 prints a pkg_resources warning on stderr as it imports; setup read the site-packages
+    # from stdout and stderr together, so the warning became part of the path and applying the patches failed
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    site = tmp_path / "site"
+    (bin_dir / "python3").write_text(
+        "#!/bin/sh\n"
+        f'echo "$*" >> {tmp_path / "calls"}\n'
+        'if [ "$1" = "-c" ]; then\n'
+        "  echo '/usr/lib/python3/dist-packages/verl/__init__.py:18: UserWarning: pkg_resources is deprecated as an API.' >&2\n"
+        f"  echo {site}\n"
+        "fi\n"
+    )
+    (bin_dir / "python3").chmod(0o755)
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho fake\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    work = tmp_path / "work"
+    env = {key: value for key, value in os.environ.items() if key != "VERLFIT_SITE"}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(tmp_path / "runs"), OUT=str(tmp_path / "out"), SKIP_TINY="1")
+    result = subprocess.run([sys.executable, str(SCRIPT), "setup"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[:2] == ["-c import os, verl; print(os.path.dirname(os.path.dirname(verl.__file__)))", f"patches/apply.py --status {site}"]
+    assert "UserWarning: pkg_resources is deprecated" in result.stderr  # the warning is shown, not lost
 
 
 def test_noeos_stage_makes_the_qwen3_model_without_eos_once_and_trains_it_3_steps(tmp_path):

@@ -21,20 +21,23 @@ def test_the_readme_table_is_the_scripts_output():
 
 @pytest.mark.parametrize("card, size, algorithm, lora", [("p40", "3B", "grpo", True), ("p40", "1.5B", "ppo", False), ("a10", "1.5B", "ppo", True)])
 def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lora):
-    profile = load_profile(card)
-    request = request_for_profile(
-        profile, load_model_shape(f"Qwen/Qwen2.5-{size}-Instruct"), int(profile.gpu_memory_gib * GIB), algorithm=algorithm,
-        rollout_n=4 if algorithm == "grpo" else 1, train_batch_size=32, ppo_mini_batch_size=16, max_prompt_length=512, max_response_length=256,
-        gradient_checkpointing=True, lora_rank=32 if lora else 0, frozen_base_dtype=profile.frozen_base_dtype if lora else None,
-    )
-    # the speed pick on that card, with the run's patch switches (the profile's and verlfit's forcing for LoRA)
+    # the speed pick on that card, with the run's patch switches (the profile's, and verlfit's for LoRA: unwrap_fsdp;
+    # the profile's CUDA graphs stay on with LoRA, and the static cache they decode into counts in the rollout)
     from verlfit.cards import get_card
     from verlfit.overrides import TrainSettings
     from verlfit.plan.request import inputs_for_train
     from verlfit.resolved_run import run_switches
 
+    profile = load_profile(card)
     run = TrainSettings(model="m", algorithm=algorithm, lora_rank=32 if lora else 0)
-    inputs = inputs_for_train(run, run_switches(profile, run))
+    switches = run_switches(profile, run)
+    request = request_for_profile(
+        profile, load_model_shape(f"Qwen/Qwen2.5-{size}-Instruct"), int(profile.gpu_memory_gib * GIB), algorithm=algorithm,
+        rollout_n=4 if algorithm == "grpo" else 1, train_batch_size=32, ppo_mini_batch_size=16, max_prompt_length=512, max_response_length=256,
+        gradient_checkpointing=True, lora_rank=32 if lora else 0, frozen_base_dtype=profile.frozen_base_dtype if lora else None,
+        cuda_graph=profile.rollout == "hf" and switches.cuda_graph,
+    )
+    inputs = inputs_for_train(run, switches)
     decision = auto_fit(request, card=get_card(card), inputs=inputs)
     cells = fits_table.row(card, size, algorithm, lora)
     assert cells[:4] == [card.upper(), f"Qwen2.5-{size}", f"{algorithm.upper()} 32{' x 4' if algorithm == 'grpo' else ''}", "LoRA r32" if lora else "full"]

@@ -145,7 +145,7 @@ def test_steps_with_epochs_says_steps_wins(capsys):
 
 def test_the_dry_runs_notes_are_wrapped_and_lose_no_word(capsys, tmp_path):
     # a new-user trial: the dry run's longest lines were 255-389 characters of patch numbers and doc references
-    from verlfit.overrides import LORA_CUDA_GRAPH_NOTE, LORA_UNWRAP_NOTE
+    from verlfit.overrides import LORA_UNWRAP_NOTE
     from verlfit.train.describe import NOTE_WIDTH
 
     from fakes import write_raw_gsm8k
@@ -161,6 +161,6 @@ def test_the_dry_runs_notes_are_wrapped_and_lose_no_word(capsys, tmp_path):
     notes = [line for line in text.splitlines() if line.startswith(("note:", "      "))]
     assert len(notes) > len([line for line in notes if line.startswith("note:")]) and max(map(len, notes)) <= NOTE_WIDTH
     flat = " ".join(text.split())
-    assert f"note: {LORA_UNWRAP_NOTE}" in flat and f"note: {LORA_CUDA_GRAPH_NOTE}" in flat
+    assert f"note: {LORA_UNWRAP_NOTE}" in flat and "CUDA-graph decoding (patch 0022) is off" not in flat
     # the command is never wrapped: one override a line
     assert "    +actor_rollout_ref.rollout.unwrap_fsdp=True \\\n" in out

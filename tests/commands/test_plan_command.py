@@ -181,21 +181,22 @@ def test_plan_help_lists_every_built_in_shape(capsys):
             "meta-llama/Llama-3.2-1B-Instruct, meta-llama/Llama-3.2-3B, meta-llama/Llama-3.2-3B-Instruct).") in out
 
 
-@pytest.mark.parametrize("extra", [["--lora-rank", "32"], ["--gpus", "2"]])
-def test_the_time_estimate_assumes_the_switches_verlfit_train_would_force(extra, capsys):
-    """The p40 profile turns CUDA-graph decoding on; verlfit train turns it off for a LoRA actor and on several GPUs
-    (verlfit.patch_switches.forced_switches). plan's memory already followed that; its time estimate assumed the graph on
-    (27.2 instead of 34.6 s a step for the 0.5B with LoRA on a P40) until it read the same forcing."""
+def test_the_time_estimate_assumes_the_switches_verlfit_train_would_force(capsys):
+    """The p40 profile turns CUDA-graph decoding on; verlfit train turns it off on several GPUs
+    (verlfit.patch_switches.forced_switches) and, since issue 43, keeps it for a LoRA actor. plan's memory and time
+    estimate follow the same switches (its estimate once assumed the graph on where train turned it off)."""
 
     def plan_json(*flags):
-        status, out = run_cli(["plan", "--emulate", "p40", "--json", *extra, *flags], capsys)
+        status, out = run_cli(["plan", "--emulate", "p40", "--json", *flags], capsys)
         assert status == 0
         return json.loads(out.out)
 
-    default, graph_off, graph_on = plan_json(), plan_json("--no-cuda-graph"), plan_json("--cuda-graph")
-    assert default["request"]["cuda_graph"] is False and graph_on["request"]["cuda_graph"] is True
-    assert default["time"]["step_s"] == graph_off["time"]["step_s"]
-    assert default["time"]["phases_s"]["gen"] > graph_on["time"]["phases_s"]["gen"]
+    for extra, graphs in ((["--gpus", "2"], False), (["--lora-rank", "32"], True)):
+        default, graph_off, graph_on = plan_json(*extra), plan_json(*extra, "--no-cuda-graph"), plan_json(*extra, "--cuda-graph")
+        assert default["request"]["cuda_graph"] is graphs and graph_on["request"]["cuda_graph"] is True
+        assert graph_off["request"]["cuda_graph"] is False
+        assert default["time"]["step_s"] == (graph_on if graphs else graph_off)["time"]["step_s"]
+        assert graph_off["time"]["phases_s"]["gen"] > graph_on["time"]["phases_s"]["gen"]
 
 
 def test_a_lora_plan_names_the_unwrapped_generation_its_estimate_models(capsys):

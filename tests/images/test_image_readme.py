@@ -155,9 +155,10 @@ def test_the_speed_keys_paragraph_matches_the_profile_and_train():
     assert "+actor_rollout_ref.rollout.cuda_graph=True" in p40 and "(docs/benchmarks.md section 1.4;" in profile
     from verlfit.patch_switches import forced_switches
 
-    assert forced_switches(TrainSettings(model="m", lora_rank=32), load_profile("p40"))[0] == "+actor_rollout_ref.rollout.cuda_graph=False"
+    assert forced_switches(TrainSettings(model="m", lora_rank=32), load_profile("p40")) == ["+actor_rollout_ref.rollout.unwrap_fsdp=True"]
     assert forced_switches(TrainSettings(model="m", gpus=2), load_profile("p40")) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
-    assert "for `--lora-rank` (not run with an adapter on a GPU yet) and on several GPUs (written and tested for one)" in speed
+    assert "The graphs stay on with `--lora-rank`" in speed and "`-- +actor_rollout_ref.rollout.cuda_graph=False` turns them off" in speed
+    assert "verlfit turns them off, with a note, on several GPUs (written and tested for one)" in speed
     # patch 0023: on by verlfit for LoRA on one GPU (patch_switches.unwraps_lora_generation), off after -- by the user
     from verlfit.patch_switches import unwraps_lora_generation
 

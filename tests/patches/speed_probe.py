@@ -25,6 +25,10 @@ Probes:
             (greedy; sampled with n=2 from one seed; with cuda_graph too), the FSDP forwards run while
             generating, the module tree after, then compute_log_prob, update_actor and generation again on
             both; and StaticDecoder on the PEFT model against generate of the merged model
+  lora_graph
+            issue 43: HFRollout with rollout.cuda_graph against generate on a PEFT LoRA model, rollout.dtype float32,
+            the frozen base fp32/bf16/fp16 (patch 0026): tokens, the StaticDecoder's cache dtype, and both again after
+            an in-place update of the adapter's tensors
 """
 
 import copy
@@ -640,8 +644,65 @@ def probe_unwrap():
     return result
 
 
+def probe_lora_graph():
+    """Issue 43 items 1-2 on CPU (the graph decoder's steps run eagerly there): HFRollout with rollout.cuda_graph
+    against generate on a PEFT LoRA model (rank 8, all-linear, lora_B drawn), rollout.dtype float32 (the p40 path),
+    the frozen base in fp32, bf16 and fp16 (patch 0026, computed in fp32); then one in-place SGD step on the adapter's
+    tensors and both again with the same rollout objects."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from verl_probe import cpu_empty_cache_shim, data_proto, rollout_config
+
+    import verl.workers.rollout.hf_rollout as hf_rollout
+    from verl.utils.frozen_base import store_frozen_base
+
+    cpu_empty_cache_shim()
+    cache_dtypes = []
+
+    class Recorded(hf_rollout.StaticDecoder):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            cache_dtypes.append(str(self.cache.key_cache[0].dtype))
+
+    hf_rollout.StaticDecoder = Recorded
+    result = {}
+    for base in ("float32", "bfloat16", "float16"):
+        model = get_peft_model(make_qwen2(seed=0, attn="sdpa"), LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
+        generator = torch.Generator().manual_seed(1)
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.data.copy_(torch.randn(param.shape, generator=generator) * 0.3)
+        if base != "float32":
+            store_frozen_base(model, getattr(torch, base))
+        graph = hf_rollout.HFRollout(model, rollout_config(cuda_graph=True, response_length=RESPONSE_LEN * 2))
+        plain = hf_rollout.HFRollout(model, rollout_config(cuda_graph=False, response_length=RESPONSE_LEN * 2))
+        res = {}
+        cache_dtypes.clear()
+        ids, mask, pos = rollout_batch()
+
+        def tokens(roll):
+            return roll.generate_sequences(data_proto(ids, mask, pos)).batch["input_ids"]
+
+        expected, got = tokens(plain), tokens(graph)
+        res["equal"] = got.tolist() == expected.tolist()
+        with model.disable_adapter():
+            res["adapter_changes_tokens"] = tokens(plain).tolist() != expected.tolist()
+        params = [p for n, p in model.named_parameters() if "lora_" in n]
+        pointers = [p.data_ptr() for p in params]
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=generator)
+        torch.optim.SGD(params, lr=0.05).step()
+        res["updated_in_place"] = [p.data_ptr() for p in params] == pointers
+        expected_after, got_after = tokens(plain), tokens(graph)
+        res["update_changes_tokens"] = expected_after.tolist() != expected.tolist() and got_after.tolist() != got.tolist()
+        res["equal_after_update"] = got_after.tolist() == expected_after.tolist()
+        res["cache_dtypes"] = sorted(set(cache_dtypes))
+        result[base] = res
+    return result
+
+
 def main(argv):
-    fn = {"trim": probe_trim, "rollout": probe_rollout, "static": probe_static, "no_eos": probe_no_eos, "unwrap": probe_unwrap}[argv[0]]
+    fn = {"trim": probe_trim, "rollout": probe_rollout, "static": probe_static, "no_eos": probe_no_eos, "unwrap": probe_unwrap, "lora_graph": probe_lora_graph}[argv[0]]
     result = fn(*argv[1:])
     import verl
 

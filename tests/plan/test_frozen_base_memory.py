@@ -148,7 +148,7 @@ def run_plan(argv, capsys):
 @pytest.mark.parametrize(
     "argv, verdict, peak_gib",
     [
-        (["--model", "Qwen/Qwen3-4B", "--algo", "grpo", "--emulate", "t4"], "fits", 11.37),
+        (["--model", "Qwen/Qwen3-4B", "--algo", "grpo", "--emulate", "t4"], "fits", 11.4),
         (["--model", "Qwen/Qwen2.5-3B-Instruct", "--algo", "ppo", "--emulate", "p40"], "fits", 19.69),
         (
             ["--model", "Qwen/Qwen2.5-7B-Instruct", "--algo", "grpo", "--emulate", "a10", "--rollout", "hf"],

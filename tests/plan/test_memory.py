@@ -182,3 +182,24 @@ def test_cuda_graph_rollout_counts_the_static_cache_in_fp32_and_the_decoders_buf
     # bf16: the fp32 cache repeated (4 B), then autocast's bf16 copies for SDPA (2 B)
     bf16 = predict(small_request(dtype="bfloat16", cuda_graph=True)).phase("rollout")
     assert bf16.activations == 8 * 32 * (14 * 64 + 6 * 128) + 8 * 64 * 2 * 64 * (4 + 2) + 8 * 32 * 64 * 2 == 851_968
+
+
+def test_the_static_cache_is_in_the_dtype_the_rollout_computes_its_keys_in():
+    # patch 0022's StaticCache takes the first parameter's dtype (the embedding: frozen, so 16-bit with a 16-bit LoRA
+    # base), and patch 0026 makes it fp32 where the rollout computes in fp32 (the P40's upcast of a 16-bit base)
+    t4_lora = qwen_request(dtype="float16", lora_rank=32, frozen_base_dtype="float16", cuda_graph=True)
+    assert memory.static_cache_dtype(t4_lora) == "float16"
+    assert memory.static_cache_dtype(replace(t4_lora, frozen_base_dtype=None)) == "float32"  # fp32 masters
+    assert memory.static_cache_dtype(replace(t4_lora, lora_rank=0, frozen_base_dtype=None)) == "float32"
+    p40_lora = qwen_request(dtype="float32", lora_rank=32, frozen_base_dtype="bfloat16", cuda_graph=True)
+    assert memory.static_cache_dtype(p40_lora) == "float32"
+    # (held bytes, K/V bytes per element attention gets): 2 x 24 layers x 8 rows x 512 columns x kv_dim, the decoder's
+    # mask (8 bytes a column a row) and rows
+    sequences, columns = 8, 512
+    buffers = sequences * columns * memory.STATIC_DECODE_MASK_BYTES + sequences * memory.STATIC_DECODE_ROW_BYTES
+    cache = 2 * QWEN.num_layers * sequences * columns * QWEN.kv_dim
+    assert memory.static_decode_bytes(QWEN, sequences, columns, "float16", "sdpa", "float16") == (2 * cache + buffers, 2)
+    assert memory.static_decode_bytes(QWEN, sequences, columns, "float16", "sdpa") == (4 * cache + buffers, 4 + 2)
+    assert memory.static_decode_bytes(QWEN, sequences, columns, "float32", "sdpa") == (4 * cache + buffers, 4)
+    rollout = {phase.phase: phase for phase in predict(t4_lora).phases}["rollout"]
+    assert "a static KV cache of 512 columns in fp16" in " ".join(rollout.detail)

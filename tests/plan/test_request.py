@@ -47,8 +47,8 @@ def test_cli_follows_the_images_profile_and_trains_micro_batch_rule(monkeypatch)
 
 
 def test_the_request_decodes_with_cuda_graphs_as_the_runs_override_list_says():
-    # the profile's +actor_rollout_ref.rollout.cuda_graph=True, verlfit's forcing off (LoRA, several GPUs), the user's
-    # value after -- last (verlfit.patch_switches.forced_switches, build_overrides' order)
+    # the profile's +actor_rollout_ref.rollout.cuda_graph=True (kept with LoRA since issue 43), verlfit's forcing off
+    # (several GPUs), the user's value after -- last (verlfit.patch_switches.forced_switches, build_overrides' order)
     from verlfit.overrides import TrainSettings
     from verlfit.plan.request import request_from_settings
     from verlfit.profiles import customize, load_profile
@@ -59,7 +59,8 @@ def test_the_request_decodes_with_cuda_graphs_as_the_runs_override_list_says():
         return request_from_settings(TrainSettings(model="m", **fields), profile, 24 * GIB, shape=SMALL).cuda_graph
 
     assert graph(p40) is True
-    assert (graph(p40, lora_rank=32), graph(p40, gpus=2), graph(p40, nodes=2)) == (False, False, False)
+    assert (graph(p40, lora_rank=32), graph(p40, gpus=2), graph(p40, nodes=2)) == (True, False, False)
+    assert graph(p40, lora_rank=32, extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=False"]) is False
     assert graph(p40, gpus=2, extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=True"]) is True
     assert graph(p40, extra_overrides=["actor_rollout_ref.rollout.cuda_graph=False"]) is False
     assert graph(p40, extra_overrides=["~actor_rollout_ref.rollout.cuda_graph"]) is False

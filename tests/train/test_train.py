@@ -863,25 +863,21 @@ def test_the_lora_flags_are_in_both_helps(capsys):
         assert "default: 16, verl's own" in " ".join(out.split())
 
 
-def test_lora_turns_a_profiles_cuda_graph_decoding_off_unless_the_user_turns_it_on():
-    """The p40 profile turns CUDA-graph decoding on; with LoRA (not yet run with an adapter on a GPU) verlfit turns
-    it off with a note, unless the user asks after --."""
-    from verlfit.overrides import LORA_CUDA_GRAPH_NOTE
+def test_lora_keeps_a_profiles_cuda_graph_decoding_unless_the_user_turns_it_off():
+    """The p40 profile turns CUDA-graph decoding on; with LoRA it stays on (greedy tokens as generate's with an adapter
+    on the GPU: tests/gpu/test_cuda_graph_lora.py), with no note; the user's override after -- turns it off."""
 
     def cuda_graph(plan):
         return [o for o in plan.overrides if "cuda_graph" in o]
 
     full = prepare_launch(parse(["--profile", "p40", "--plan", "off"]), environ={}, gpu=P40)
     assert cuda_graph(full) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
-    assert LORA_CUDA_GRAPH_NOTE not in full.notes
     lora = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32"]), environ={}, gpu=P40)
-    assert cuda_graph(lora) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
-    assert LORA_CUDA_GRAPH_NOTE in lora.notes
-    # the way back that the note gives is the one the several-GPUs note and the README give (with the +)
-    assert LORA_CUDA_GRAPH_NOTE.endswith("`-- +actor_rollout_ref.rollout.cuda_graph=True` turns it on")
-    chosen = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--", "+actor_rollout_ref.rollout.cuda_graph=True"]), environ={}, gpu=P40)
-    assert cuda_graph(chosen) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
-    assert LORA_CUDA_GRAPH_NOTE not in chosen.notes
+    assert cuda_graph(lora) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert not [note for note in lora.notes if "CUDA-graph" in note]
+    off = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--lora-rank", "32", "--", "+actor_rollout_ref.rollout.cuda_graph=False"]), environ={}, gpu=P40)
+    assert cuda_graph(off) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
+    assert not [note for note in off.notes if "CUDA-graph" in note]
 
 
 def test_dry_run_shows_the_p40_profiles_cuda_graph_decoding_and_several_gpus_turn_it_off_with_a_note(

@@ -41,6 +41,7 @@ GIB = 1024**3
 # ======================================================================================
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
+SHORT_DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # as the plan's notes write them
 MASTER_BYTES = 4  # derived: actor and critic are built in fp32 (fsdp_workers.py:216, 905)
 GRAD_BYTES = 4  # derived: gradients accumulate on the fp32 flat parameter (FSDP1 casts them back)
 ADAM_STATE_BYTES = 8  # derived: exp_avg + exp_avg_sq, fp32 (torch.optim.AdamW, fsdp_workers.py:367)
@@ -790,30 +791,42 @@ STATIC_DECODE_ROW_BYTES = (
 
 
 def static_decode_bytes(
-    shape: ModelShape, sequences: int, cache_len: int, dtype: str, attention: str
+    shape: ModelShape, sequences: int, cache_len: int, dtype: str, attention: str, cache_dtype: str = "float32"
 ) -> tuple[int, int]:
     """Patch 0022's CUDA-graph decoding of ``sequences`` rows into a cache of ``cache_len`` columns (prompt +
     response): (what it holds for the whole call, the K and V bytes per element attention then gets).
 
     Held: transformers 4.51's StaticCache, allocated whole at the start (``cache_utils.py`` StaticCache.__init__:
-    K and V of (batch, KV heads, cache_len, head_dim) for every layer), in the dtype of the parameters it decodes
-    with (``StaticCache(dtype=param.dtype)``: the actor's fp32 masters, which ``summon_full_params`` yields in full
-    precision also under bf16 mixed precision), plus the decoder's static buffers (:data:`STATIC_DECODE_MASK_BYTES`,
-    :data:`STATIC_DECODE_ROW_BYTES`). The captured step's logits and sampling tensors live inside one step (freed
-    within the capture, reused by the graph's pool) and are :data:`SAMPLING_BYTES_PER_VOCAB` as with ``generate``.
+    K and V of (batch, KV heads, cache_len, head_dim) for every layer), in ``cache_dtype`` (:func:`static_cache_dtype`:
+    the dtype of the parameters it decodes with, ``StaticCache(dtype=param.dtype)``, or fp32 where the rollout
+    computes in fp32, patch 0026's ``cache_dtype``), plus the decoder's static buffers
+    (:data:`STATIC_DECODE_MASK_BYTES`, :data:`STATIC_DECODE_ROW_BYTES`). The captured step's logits and sampling
+    tensors live inside one step (freed within the capture, reused by the graph's pool) and are
+    :data:`SAMPLING_BYTES_PER_VOCAB` as with ``generate``.
 
-    Per element: SDPA and eager repeat the fp32 cache to every head (``repeat_kv``), and under bf16 autocast SDPA
-    takes bf16 copies of those; FlashAttention-2 gets the KV heads cast to the compute dtype.
+    Per element: SDPA and eager repeat the cache to every head (``repeat_kv``), and under 16-bit autocast SDPA takes
+    16-bit copies of an fp32 cache; FlashAttention-2 gets the KV heads cast to the compute dtype.
     """
-    cb = DTYPE_BYTES[dtype]
+    cb, kb = DTYPE_BYTES[dtype], DTYPE_BYTES[cache_dtype]
     held = (
-        kv_cache_bytes(shape, sequences, cache_len, "float32")
+        kv_cache_bytes(shape, sequences, cache_len, cache_dtype)
         + sequences * cache_len * STATIC_DECODE_MASK_BYTES
         + sequences * STATIC_DECODE_ROW_BYTES
     )
     if attention == "flash_attention_2":
         return held, cb
-    return held, MASTER_BYTES + (cb if cb != MASTER_BYTES else 0)
+    return held, kb + (cb if cb != kb else 0)
+
+
+def static_cache_dtype(request: PlanRequest) -> str:
+    """The dtype of patch 0022's StaticCache in the actor's rollout: that of the first parameter it decodes with
+    (static_decode.py, ``StaticCache(dtype=param.dtype)``: the embedding, a frozen parameter with LoRA), unless the
+    rollout computes in fp32 (patch 0026 passes ``cache_dtype=torch.float32`` with autocast off). So a LoRA base
+    stored in 16 bits and generated under 16-bit autocast (t4/v100 fp16, a10 bf16) decodes into a 16-bit cache, as
+    ``generate``'s keys are computed; the P40's fp32 rollout and fp32 masters into an fp32 one."""
+    if request.dtype != "float32" and request.lora_rank_of("actor") > 0 and request.frozen_base_dtype:
+        return request.frozen_base_dtype
+    return "float32"
 
 
 def lora_linear_shapes(shape: ModelShape, role: str) -> dict[str, tuple[int, int, int]]:
@@ -1132,13 +1145,15 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
     if r.cuda_graph:
         # patch 0022: the StaticCache of the padded width (trim_padding narrows a micro-batch only to its longest
         # prompt), whole from the prefill on, which then attends over all its columns; no torch.cat while decoding
-        kv, kv_bytes = static_decode_bytes(s, sequences, r.rollout_seq_len, r.dtype, r.attention)
+        cache_dtype = static_cache_dtype(r)
+        kv, kv_bytes = static_decode_bytes(s, sequences, r.rollout_seq_len, r.dtype, r.attention, cache_dtype)
         prefill = forward_activation_bytes(
             s, sequences, r.rollout_prompt_length, r.dtype, r.attention, kv_len=r.rollout_seq_len, kv_bytes=kv_bytes
         )
         decode = sequences * r.rollout_seq_len * 2 * rep * kv_bytes  # one layer's cache as attention gets it
         notes.append(
-            f"CUDA-graph decoding (patch 0022): a static KV cache of {r.rollout_seq_len} columns in fp32, "
+            f"CUDA-graph decoding (patch 0022): a static KV cache of {r.rollout_seq_len} columns in "
+            f"{SHORT_DTYPE_NAMES[cache_dtype]}, "
             f"{format_gib(kv)} with the decoder's buffers"
         )
     else:

@@ -21,7 +21,6 @@ from verlfit.output_files import check_name_lengths
 from verlfit.overrides import (
     merge_overrides,
     CUDA_GRAPH_SEVERAL_GPUS_NOTE,
-    LORA_CUDA_GRAPH_NOTE,
     LORA_UNWRAP_NOTE,
     UNWRAP_SEVERAL_GPUS_NOTE,
     TrainSettings,
@@ -272,11 +271,12 @@ def build_launch(
     )
     if reward is not None:
         overrides = merge_overrides(overrides + reward_overrides(run_dir, reward))
-    if f"+{CUDA_GRAPH_KEY}=False" in overrides and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides:
-        if settings.lora_rank:
-            notes.append(LORA_CUDA_GRAPH_NOTE)
-        if settings.gpus * settings.nodes > 1:
-            notes.append(CUDA_GRAPH_SEVERAL_GPUS_NOTE)
+    if (
+        f"+{CUDA_GRAPH_KEY}=False" in overrides
+        and f"+{CUDA_GRAPH_KEY}=True" in profile.overrides
+        and settings.gpus * settings.nodes > 1
+    ):
+        notes.append(CUDA_GRAPH_SEVERAL_GPUS_NOTE)
     if f"+{UNWRAP_KEY}=True" in run.forced_overrides and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
         notes.append(LORA_UNWRAP_NOTE)  # not when the user turned it off after --
     if settings.gpus * settings.nodes > 1 and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
