@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
 
 from verlfit import __version__
-from verlfit.errors import VerlfitError
+from verlfit.errors import VerlfitError, os_error_words
 
 # subcommand name -> module that registers it (order is the order shown in --help)
 SUBCOMMANDS: dict[str, str] = {
@@ -29,6 +30,49 @@ SUBCOMMANDS: dict[str, str] = {
     "profiles": "verlfit.commands.profiles",
     "bench": "verlfit.commands.bench",
 }
+
+
+class StandardOutputFailed(Exception):
+    """Writing to standard output failed (``error``): the reader went away (``head`` closed the pipe: EPIPE) or the
+    place it goes cannot take more (``> /dev/full``, a full disk: ENOSPC). Raised by :class:`_GuardedOutput`, so
+    :func:`main` can tell it from an ``OSError`` of a file a command writes (those are bugs and keep a traceback)."""
+
+    def __init__(self, error: OSError):
+        super().__init__(error)
+        self.error = error
+
+
+class _GuardedOutput:
+    """``sys.stdout`` as :func:`main` hands it to a command: the same stream (every attribute is the stream's), whose
+    ``write`` and ``flush`` raise :class:`StandardOutputFailed` where the stream raises ``OSError``."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except OSError as error:
+            raise StandardOutputFailed(error) from error
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except OSError as error:
+            raise StandardOutputFailed(error) from error
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _silence_standard_output() -> None:
+    """Point file descriptor 1 at /dev/null, so the interpreter's last flush at exit has nowhere to fail (else it prints
+    "Exception ignored ... BrokenPipeError"): the recipe of Python's signal module documentation (note on SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+    except (OSError, AttributeError, ValueError):  # no file descriptor (a test's captured stream): nothing to flush
+        pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,8 +104,54 @@ def main(argv: list[str] | None = None) -> int:
 
     A :class:`VerlfitError` is printed as ``verlfit: error: <message>`` with its fix and
     turns into its exit code; other exceptions propagate with their traceback. Ctrl-C is one line and status 130,
-    also when it lands in a library object's ``__del__`` as the command finishes (then what it wrote is complete).
+    also while the subcommands' modules are imported and when it lands in a library object's ``__del__`` as the
+    command finishes (then what it wrote is complete). Standard output that fails is one line too: a reader that
+    closed the pipe (``verlfit profiles | head -2``) ends the command quietly with 141 (128 + SIGPIPE, what a shell
+    reports for a program killed by SIGPIPE); one that cannot take the text (``verlfit plan > /dev/full``) is said on
+    standard error with status 1.
     """
+    interrupts_in_cleanup: list[BaseException] = []
+    default_hook = sys.unraisablehook
+    standard_output = sys.stdout
+
+    def quiet_interrupt(unraisable):
+        # Ctrl-C landing in a library object's __del__ (a datasets Dataset freed as the command returns): Python
+        # cannot raise it there and would print "Exception ignored ... KeyboardInterrupt" with a traceback, then exit 0
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            interrupts_in_cleanup.append(unraisable.exc_value)
+        else:
+            default_hook(unraisable)
+
+    sys.unraisablehook = quiet_interrupt
+    sys.stdout = _GuardedOutput(standard_output)
+    try:
+        status = _parse_and_run(argv)
+        gc.collect()  # the command's objects freed now, while a Ctrl-C in their __del__ is still heard
+        sys.stdout.flush()  # what print left in the buffer fails here, not in the interpreter's exit
+    except VerlfitError as error:
+        print(f"verlfit: error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("verlfit: interrupted", file=sys.stderr)
+        return 130
+    except StandardOutputFailed as failed:
+        sys.stdout = standard_output
+        _silence_standard_output()
+        if isinstance(failed.error, BrokenPipeError):
+            return 141  # the reader has what it wanted (head): nothing to say
+        print(f"verlfit: error: cannot write to standard output: {os_error_words(failed.error)}", file=sys.stderr)
+        return 1
+    finally:
+        sys.unraisablehook = default_hook
+        sys.stdout = standard_output
+    if interrupts_in_cleanup:
+        print("verlfit: interrupted as it finished: what it wrote is complete", file=sys.stderr)
+        return 130
+    return status
+
+
+def _parse_and_run(argv: list[str] | None) -> int:
+    """Build the parser, parse ``argv`` and run the subcommand; its exit status (2 with help when none is given)."""
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:
@@ -75,33 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    interrupts_in_cleanup: list[BaseException] = []
-    default_hook = sys.unraisablehook
-
-    def quiet_interrupt(unraisable):
-        # Ctrl-C landing in a library object's __del__ (a datasets Dataset freed as the command returns): Python
-        # cannot raise it there and would print "Exception ignored ... KeyboardInterrupt" with a traceback, then exit 0
-        if isinstance(unraisable.exc_value, KeyboardInterrupt):
-            interrupts_in_cleanup.append(unraisable.exc_value)
-        else:
-            default_hook(unraisable)
-
-    sys.unraisablehook = quiet_interrupt
-    try:
-        status = int(args.func(args) or 0)
-        gc.collect()  # the command's objects freed now, while a Ctrl-C in their __del__ is still heard
-    except VerlfitError as error:
-        print(f"verlfit: error: {error}", file=sys.stderr)
-        return error.exit_code
-    except KeyboardInterrupt:
-        print("verlfit: interrupted", file=sys.stderr)
-        return 130
-    finally:
-        sys.unraisablehook = default_hook
-    if interrupts_in_cleanup:
-        print("verlfit: interrupted as it finished: what it wrote is complete", file=sys.stderr)
-        return 130
-    return status
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

@@ -610,8 +610,9 @@ def prepare_data(
 
 def _same_file(first: str | os.PathLike, second: str | os.PathLike) -> bool:
     """Whether two paths name one file: the same inode where both exist (a link, ``./`` or another spelling), else
-    the same resolved path."""
+    the same resolved path (``os.path.realpath``, which leaves a symbolic link loop as it is where ``Path.resolve``
+    raises: reading the file refuses it later, naming it)."""
     try:
         return os.path.samefile(first, second)
     except OSError:
-        return Path(first).resolve() == Path(second).resolve()
+        return os.path.realpath(first) == os.path.realpath(second)
