@@ -165,8 +165,10 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     missing = [key for key in required if key not in config]
     if missing:
         raise VerlfitError(
-            f"{name}: not a decoder-only transformer config: missing {', '.join(missing)}",
-            fix="pass --model a directory holding the model's config.json, or the config.json itself",
+            f"{name}: not a decoder-only transformer config: missing {', '.join(missing)} (transformers would fill "
+            "in its class's defaults, another model's sizes, and the weights would not load)",
+            fix="download config.json again from the model's repository (huggingface-cli download MODEL config.json "
+            "--local-dir DIR), or pass --model a Qwen2, Qwen3, Llama or Mistral model",
         )
     not_positive = [
         key
@@ -177,8 +179,10 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     if not_positive:
         what = "must be a positive whole number" if len(not_positive) == 1 else "must be positive whole numbers"
         raise VerlfitError(
-            f"{name}: {', '.join(f'{key}={config[key]!r}' for key in not_positive)} {what}",
-            fix="check the model's config.json",
+            f"{name}: {', '.join(f'{key}={config[key]!r}' for key in not_positive)} {what} (counts of layers, "
+            "heads and widths)",
+            fix="download config.json again from the model's repository (huggingface-cli download MODEL config.json "
+            "--local-dir DIR): a config whose sizes are not whole numbers describes no model the weights fit",
         )
     model_type = str(config.get("model_type", "unknown"))
     heads = config["num_attention_heads"]
@@ -412,7 +416,36 @@ def _read_config(path: Path, name: str) -> ModelShape:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise VerlfitError(f"{path}: cannot read a JSON config ({error})") from None
+    check_transformers_builds(path, name)
     return shape_from_config(config, name=name)
+
+
+def check_transformers_builds(config_path: Path, name: str) -> None:
+    """Refuse a ``config.json`` that transformers' ``AutoConfig`` cannot build, as verl's first step of loading the
+    actor and the critic does (``verl/utils/model.py``: ``AutoConfig.from_pretrained``): an unknown ``model_type``,
+    none at all, one that needs ``trust_remote_code``. Values it builds but the planner cannot count (a missing
+    ``hidden_size``, which transformers would default to another model's 4096; ``num_hidden_layers`` of -1 or
+    ``"two"``) are :func:`shape_from_config`'s refusals. Without transformers installed (a host that only plans)
+    nothing is checked here: the doctor's ``stack`` line says it is missing.
+
+    Raises:
+        VerlfitError: naming ``name``, with transformers' own words (its first sentence) and version.
+    """
+    try:
+        import transformers
+        from transformers import AutoConfig
+    except ImportError:
+        return
+    try:
+        AutoConfig.from_pretrained(str(config_path))
+    except (ValueError, KeyError, TypeError, OSError) as error:
+        words = str(error).strip().split("\n")[0].split(", or contain one of the following strings")[0]
+        raise VerlfitError(
+            f"{name}: transformers {transformers.__version__} cannot build this config.json ({words}), so verl "
+            "could not load the model",
+            fix="pass --model a model whose config.json transformers knows (model_type qwen2, qwen3, llama or "
+            "mistral: those verlfit plans for), downloaded whole from its repository",
+        ) from None
 
 
 def with_name(shape: ModelShape, name: str) -> ModelShape:
