@@ -151,3 +151,71 @@ def test_a_symbolic_link_loop_as_an_input_file_is_one_line(tmp_path, monkeypatch
         "  fix: pass the directory holding train/test files (e.g. train.jsonl and test.jsonl)\n"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_a_learning_rate_above_1e_2_and_a_negative_export_lora_alpha_are_refused(capsys):
+    """New-user trial: `train --actor-lr 10` and `export --lora-alpha -8` were accepted (train refuses a negative
+    --lora-alpha)."""
+    import pytest
+
+    from verlfit import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", "--dry-run", "--profile", "p40", "--actor-lr", "10"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "verlfit train: error: argument --actor-lr: 10 is above 0.01: AdamW moves every weight by about the learning"
+        " rate each step, so the pretrained model would be gone within a few steps (verl's defaults: actor 1e-6,"
+        " critic 1e-5; LoRA runs use up to about 1e-4)"
+    )
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", "--dry-run", "--profile", "p40", "--critic-lr", "0.5"])
+    assert exited.value.code == 2
+    assert "argument --critic-lr: 0.5 is above 0.01" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["export", "runs/x", "--lora-alpha=-8"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "verlfit export: error: argument --lora-alpha: -8 must be a positive, finite number"
+    )
+
+
+def test_a_value_starting_with_a_dash_gets_the_joined_form_as_its_fix(capsys):
+    """New-user trial: `--actor-lr -1e-6` and `--output -dash` got argparse's "expected one argument" and no hint."""
+    import pytest
+
+    from verlfit import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", "--dry-run", "--profile", "p40", "--actor-lr", "-1e-6"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "verlfit train: error: argument --actor-lr: expected one argument (-1e-6 starts with '-', so it reads as an"
+        " option here: join it to the option, --actor-lr=-1e-6)"
+    )
+    with pytest.raises(SystemExit):
+        cli.main(["prepare-gsm8k", "--output", "-dash"])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "verlfit prepare-gsm8k: error: argument --output: expected one argument (-dash starts with '-', so it reads"
+        " as an option here: join it to the option, --output=-dash)"
+    )
+    with pytest.raises(SystemExit):
+        cli.main(["prepare-gsm8k", "--output"])  # no value at all: nothing to join
+    assert capsys.readouterr().err.splitlines()[-1] == "verlfit prepare-gsm8k: error: argument --output: expected one argument"
+
+
+def test_an_output_below_a_symbolic_link_loop_names_the_loop_not_file_exists(tmp_path, monkeypatch, capsys):
+    """New-user trial: an output through a symbolic link loop said "File exists"."""
+    from verlfit import cli
+
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    (tmp_path / "rows.jsonl").write_text('{"q": "1+1?", "a": "2"}\n{"q": "2+2?", "a": "4"}\n')
+    monkeypatch.chdir(tmp_path)
+    argv = ["prepare-data", "--train", "rows.jsonl", "--test-fraction", "0.5", "--data-source", "sums", "--output",
+            "loop1/out", "--question-column", "q", "--answer-column", "a"]
+    assert cli.main(argv) == 1
+    assert capsys.readouterr().err == (
+        f"verlfit: error: cannot write to --output loop1/out: {tmp_path / 'loop1'} is not reachable (Too many levels of"
+        " symbolic links), not a folder\n  fix: pass --output a folder you can write (it is created if missing)\n"
+    )

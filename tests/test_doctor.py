@@ -1101,3 +1101,38 @@ def test_doctor_plan_and_dry_run_agree_on_a_config_transformers_cannot_build(
     status = cli.main(["train", "--dry-run", "--profile", "p40", "--model", "model", "--data", str(world.data)])
     err = capsys.readouterr().err
     assert (status, err) == (1, f"verlfit: error: {world.model}: {message}\n  fix: {fix}\n")
+
+
+@pytest.mark.parametrize("why", ["read-only file system", "not writable"])
+def test_raw_gsm8k_in_a_folder_train_cannot_write_fails_instead_of_would_prepare(world, why, monkeypatch, capsys):
+    """New-user trial: a dry run on raw GSM8K in a read-only folder said a real run "prepares verl's files from them
+    into DIR/verl", which it could not. (The suite runs as root, for whom permission bits do not stop a write, so
+    statvfs and os.access answer as they would for a read-only mount or another user's folder.)"""
+    import os
+
+    from verlfit.checks import data_folder
+
+    raw = world.tmp / "raw"
+    raw.mkdir()
+    row = {"question": "What is 1 + 1?", "answer": "1 + 1 = 2\n#### 2"}
+    for split in ("train", "test"):
+        (raw / f"{split}.jsonl").write_text(json.dumps(row) + "\n")
+    real_statvfs, real_access = os.statvfs, os.access
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    if why == "read-only file system":
+        monkeypatch.setattr(data_folder.os, "statvfs", lambda path: ReadOnly() if Path(path) == raw else real_statvfs(path))
+        cause = f"{raw} is on a read-only file system"
+    else:
+        monkeypatch.setattr(data_folder.os, "access", lambda path, mode: Path(path) != raw and real_access(path, mode))
+        cause = f"{raw} is not writable for this user"
+    result = by_name(run_checks(context(world, data_dir=str(raw)), names=("data",)))["data"]
+    assert (result.status, result.message, result.fix) == (
+        "FAIL",
+        f"{raw} holds raw GSM8K files, not prepared yet, and verlfit train cannot prepare verl's files into "
+        f"{raw / 'verl'}: {cause}",
+        f"verlfit prepare-gsm8k --input {raw} --output A_FOLDER_YOU_CAN_WRITE (e.g. ~/data/gsm8k), then pass --data "
+        "that folder",
+    )

@@ -340,3 +340,27 @@ def test_a_metrics_jsonl_that_is_a_folder_is_said_as_such(tmp_path, capsys):
     (run / "metrics.jsonl").mkdir(parents=True)
     assert cli.main(["report", str(run)]) == 1
     assert f"verlfit: error: {run} is not a run: its metrics.jsonl is a folder, not a file; " in capsys.readouterr().err
+
+
+def test_nan_rewards_are_warned_about_naming_the_steps_not_dropped_silently(tmp_path, capsys):
+    """New-user trial: NaN rewards (verl logs nan when a reward function returns NaN) were left out of "best" and
+    the reward plot without a word, while null ones were warned about."""
+    run = tmp_path / "run"
+    run.mkdir()
+    records = [
+        {"step": 1, "timing_s/step": 2.0, "critic/score/mean": 0.25},
+        {"step": 2, "timing_s/step": 2.0, "critic/score/mean": float("nan"), VAL: float("nan")},
+        {"step": 3, "timing_s/step": 2.0, "critic/score/mean": float("nan")},
+        {"step": 4, "timing_s/step": 2.0, "critic/score/mean": 0.5, VAL: 0.5},
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
+    assert cli.main(["report", str(run)]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: critic/score/mean is NaN or infinite at 2 of 4 steps (step 2, 3): left out of best and the plots; "
+        "fix: make the reward function return a finite number for every response (verl averages the scores, so one "
+        "NaN makes the step's mean NaN)",
+        f"warning: {VAL} is NaN or infinite at 1 of 2 steps (step 2): left out of best and the plots; fix: make the "
+        "reward function return a finite number for every response (verl averages the scores, so one NaN makes the "
+        "step's mean NaN)",
+    ]

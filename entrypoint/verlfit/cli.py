@@ -12,6 +12,7 @@ import argparse
 import gc
 import importlib
 import os
+import re
 import sys
 
 from verlfit import __version__
@@ -75,9 +76,30 @@ def _silence_standard_output() -> None:
         pass
 
 
+class VerlfitArgumentParser(argparse.ArgumentParser):
+    """argparse's parser (the class of the top parser and so of every subcommand's), whose "expected one argument"
+    says why when the value was there: argparse reads a value that starts with ``-`` (``--actor-lr -1e-6``,
+    ``--output -dash``) as the next option, and the fix is to join it with ``=``."""
+
+    words: list[str] | None = None  # the command line parsed (set by main), to show the joined form with its value
+
+    def error(self, message: str):
+        option = re.fullmatch(r"argument (?P<option>--[\w-]+)(?:/-\w)?: expected one argument", message)
+        if option:
+            words = self.words if self.words is not None else sys.argv[1:]
+            name = option["option"]
+            after = [words[i + 1] for i, word in enumerate(words[:-1]) if word == name]
+            if after and after[-1].startswith("-"):
+                message += (
+                    f" ({after[-1]} starts with '-', so it reads as an option here: join it to the option, "
+                    f"{name}={after[-1]})"
+                )
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = VerlfitArgumentParser(
         prog="verlfit",
         description=(
             "Run verl 0.4.1 PPO/GRPO on 24 GB-class GPUs (Tesla P40: compute capability 6.1; A10/L4: 8.6/8.9)."
@@ -153,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
 def _parse_and_run(argv: list[str] | None) -> int:
     """Build the parser, parse ``argv`` and run the subcommand; its exit status (2 with help when none is given)."""
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    for each in (parser, *parser.commands.values()):
+        each.words = words
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         # said by the subcommand's parser, so the usage shown is that command's (argparse's top parser
         # would print `usage: verlfit COMMAND ...`)
-        words = list(sys.argv[1:] if argv is None else argv)
         command_at = words.index(args.command) if args.command in words else len(words)
         before_command = any(word in unknown for word in words[:command_at])
         owner = parser if before_command else parser.commands.get(args.command, parser)

@@ -263,6 +263,25 @@ def build_figure(spec: dict):
     return fig
 
 
+def not_a_number_warnings(run: Run) -> list[str]:
+    """A ``warning:`` line for the reward (:data:`REWARD_KEY`) and each ``val-core/`` score that is NaN or infinite at
+    some step (verl logs ``nan`` when a reward function returns NaN for a response; a null read as NaN counts too),
+    naming the steps: those steps are left out of "best" and the plots, which would otherwise hide them."""
+    lines = []
+    keys = [REWARD_KEY, *sorted({k for r in run.records for k in r if k.startswith("val-core/")})]
+    for key in keys:
+        steps = [r["step"] for r in run.records if key in r and not _finite(r[key])]
+        if steps:
+            total = sum(key in r for r in run.records)
+            shown = ", ".join(map(str, steps[:10])) + (" ..." if len(steps) > 10 else "")
+            lines.append(
+                f"warning: {key} is NaN or infinite at {len(steps)} of {total} steps (step {shown}): left out of "
+                "best and the plots; fix: make the reward function return a finite number for every response "
+                "(verl averages the scores, so one NaN makes the step's mean NaN)"
+            )
+    return lines
+
+
 def summarize(run: Run) -> str:
     """The short text summary: status, steps, reward, validation, step time, throughput, peak memory."""
     lines = [f"run: {run.run_dir} (read from {run.source})"]
@@ -300,6 +319,7 @@ def summarize(run: Run) -> str:
         )
     if not training:
         lines.append("no training step has finished yet")
+    lines += not_a_number_warnings(run)
     rewards = [(r["step"], r[REWARD_KEY]) for r in training if REWARD_KEY in r]
     if rewards:
         best = max(rewards, key=lambda p: -math.inf if math.isnan(p[1]) else p[1])  # a NaN step is never the best

@@ -123,3 +123,15 @@ def test_the_resolved_run_is_read_only_and_carries_the_flags_switches():
         run.switches.unwrap_fsdp,
     ) == (("actor", "ref", "critic"), True, False, True)
     assert run.gpu is None and run.time_switches is None
+
+
+def test_grpo_with_one_sample_is_refused_as_it_learns_nothing(capsys):
+    """New-user trial: --algo grpo --samples 1 was accepted; every GRPO advantage is then 0."""
+    assert cli.main(["plan", "--profile", "p40", "--algo", "grpo", "--samples", "1"]) == 2
+    assert capsys.readouterr().err == (
+        "verlfit: error: --samples 1 with --algo grpo: GRPO's advantage is each response's reward minus the mean of"
+        " its prompt's group (verl's compute_grpo_outcome_advantage), so in a group of one every advantage is 0 and"
+        " the actor learns nothing\n  fix: use --samples 2 or more (verlfit's default is 4), or --algo ppo, whose"
+        " critic gives the baseline for one response per prompt\n"
+    )
+    assert cli.main(["plan", "--profile", "p40", "--algo", "grpo", "--samples", "2"]) == 0

@@ -82,7 +82,8 @@ def check_sizing(sizing: SizingOptions) -> None:
     ``verlfit train`` and ``verlfit plan`` alike.
 
     Raises:
-        VerlfitError (exit status 2): ``--samples`` with ``--algo ppo``; ``--critic-lora-rank`` with ``--algo grpo``;
+        VerlfitError (exit status 2): ``--samples`` with ``--algo ppo``; ``--samples 1`` with ``--algo grpo`` (every
+            advantage 0); ``--critic-lora-rank`` with ``--algo grpo``;
             ``--lora-alpha`` or ``--lora-target-modules`` without an adapter to apply them to; ``--batch-size`` above
             :data:`MAX_BATCH_PROMPTS` (the message gives the driver's token tensors in GiB for the run's lengths).
     """
@@ -106,6 +107,15 @@ def check_sizing(sizing: SizingOptions) -> None:
             f"--samples {sizing.samples} with --algo ppo: PPO samples one response per prompt (its critic "
             "gives the baseline)",
             fix="use --algo grpo for several responses per prompt, or drop --samples",
+            exit_code=2,
+        )
+    if sizing.algo == "grpo" and sizing.samples == 1:
+        raise VerlfitError(
+            "--samples 1 with --algo grpo: GRPO's advantage is each response's reward minus the mean of its prompt's "
+            "group (verl's compute_grpo_outcome_advantage), so in a group of one every advantage is 0 and the actor "
+            "learns nothing",
+            fix="use --samples 2 or more (verlfit's default is 4), or --algo ppo, whose critic gives the baseline for "
+            "one response per prompt",
             exit_code=2,
         )
     if sizing.algo == "grpo" and sizing.critic_lora_rank is not None:
