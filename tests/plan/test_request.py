@@ -135,3 +135,20 @@ def test_grpo_with_one_sample_is_refused_as_it_learns_nothing(capsys):
         " critic gives the baseline for one response per prompt\n"
     )
     assert cli.main(["plan", "--profile", "p40", "--algo", "grpo", "--samples", "2"]) == 0
+
+
+def test_a_given_profile_without_a_gpu_is_no_driver_question():
+    """New-user trial: `plan --profile p40` on a machine without a GPU asked "is the NVIDIA driver installed ...?",
+    although the profile says which card to plan for."""
+
+    class NoNvml:
+        def nvmlInit(self):
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    args = cli.build_parser().parse_args(["plan", "--profile", "p40"])
+    request, source = request_from_options(plan_options(args), nvml=NoNvml())
+    assert request.gpu_memory_bytes == int(22.5 * GIB)
+    assert source == (
+        "no NVIDIA GPU visible here: planning for the p40 card (--profile p40: 22.5 GiB usable); pass --gpu-memory or"
+        " --emulate to choose"
+    )

@@ -399,10 +399,14 @@ def _profile_and_memory(options: PlanOptions, report) -> tuple:
             f"({format_gib(gpu.free_memory_bytes)} free) less {format_gib(CUDA_CONTEXT_BYTES)} CUDA "
             f"context and {format_gib(FRAGMENTATION_RESERVE_BYTES)} fragmentation reserve",
         )
+    chosen = ""
+    if options.profile not in (None, "auto"):
+        # the card was chosen: NVML's diagnosis ("is the NVIDIA driver installed ...?") would read as a problem
+        source, chosen = "no NVIDIA GPU visible here", f"--profile {profile.name}: "
     return (
         profile,
         int(profile.gpu_memory_gib * GIB),
-        f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass "
+        f"{source}: planning for the {profile.name} card ({chosen}{profile.gpu_memory_gib:g} GiB usable); pass "
         "--gpu-memory or --emulate to choose",
     )
 
