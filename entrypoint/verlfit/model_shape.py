@@ -67,6 +67,8 @@ class ModelShape:
         o_bias: bias on the attention output projection.
         mlp_bias: biases on the three MLP projections.
         qk_norm: a per-head RMSNorm on q and k (Qwen3).
+        context_length: ``max_position_embeddings``, the most positions (prompt and response together) the model was
+            trained for; None where the config gives none.
     """
 
     name: str
@@ -83,6 +85,7 @@ class ModelShape:
     o_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False
+    context_length: int | None = None
 
     @property
     def q_dim(self) -> int:
@@ -200,6 +203,7 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
             fix="check the model's config.json",
         )
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    context = config.get("max_position_embeddings")
     attention_bias = bool(config.get("attention_bias", False))
     return ModelShape(
         name=name,
@@ -217,6 +221,7 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
         o_bias=False if model_type == "qwen2" else attention_bias,
         mlp_bias=bool(config.get("mlp_bias", False)),
         qk_norm=model_type == "qwen3",
+        context_length=context if isinstance(context, int) and not isinstance(context, bool) and context > 0 else None,
     )
 
 
@@ -265,7 +270,12 @@ _QWEN25 = {
 BUILTIN_SHAPES: dict[str, dict] = {}
 for _size, _values in _QWEN25.items():
     for _suffix in ("", "-Instruct"):
-        BUILTIN_SHAPES[f"Qwen/Qwen2.5-{_size}{_suffix}"] = {"model_type": "qwen2", **_values}
+        # max_position_embeddings: the hub configs' 32768, as verlfit.synthetic_model's copies of them
+        BUILTIN_SHAPES[f"Qwen/Qwen2.5-{_size}{_suffix}"] = {
+            "model_type": "qwen2",
+            "max_position_embeddings": 32768,
+            **_values,
+        }
 # Qwen3 dense (model_type qwen3: q/k RMSNorm per head, head_dim 128 whatever hidden/heads, no attention bias, tied):
 # the hub's config.json of Qwen/Qwen3-0.6B and Qwen3-4B as public copies quote them (found with the code search,
 # e.g. a model card copy of Qwen3-4B's config.json, transformers_version 4.51.0), 1.7B from two independent
@@ -304,7 +314,12 @@ _QWEN3 = {
 }
 for _size, _values in _QWEN3.items():
     for _suffix in ("", "-Base"):
-        BUILTIN_SHAPES[f"Qwen/Qwen3-{_size}{_suffix}"] = {"model_type": "qwen3", "attention_bias": False, **_values}
+        BUILTIN_SHAPES[f"Qwen/Qwen3-{_size}{_suffix}"] = {
+            "model_type": "qwen3",
+            "attention_bias": False,
+            "max_position_embeddings": 40960,  # the hub configs', as verlfit.synthetic_model's copies of them
+            **_values,
+        }
 # Llama 3.2 text models (model_type llama, tied, no biases): meta-llama/Llama-3.2-1B(-Instruct) and -3B(-Instruct)
 # config.json as public copies quote them (the code search: a transformers LlamaConfig of Llama-3.2-1B-Instruct
 # with its hub commit hash, an sglang table of Llama-3.2-3B's config.json).
@@ -336,6 +351,7 @@ for _size, _values in _LLAMA32.items():
             "model_type": "llama",
             "attention_bias": False,
             "mlp_bias": False,
+            "max_position_embeddings": 131072,  # the hub configs', as verlfit.synthetic_model's copies of them
             **_values,
         }
 

@@ -152,3 +152,19 @@ def test_a_given_profile_without_a_gpu_is_no_driver_question():
         "no NVIDIA GPU visible here: planning for the p40 card (--profile p40: 22.5 GiB usable); pass --gpu-memory or"
         " --emulate to choose"
     )
+
+
+def test_lengths_past_the_models_context_are_refused_by_plan_and_the_dry_run(capsys):
+    """New-user trial: `--max-prompt-length 10000000` was accepted (a plan of 384,778 GiB, or a step of minutes);
+    the prompt and response must fit in max_position_embeddings (Qwen2.5's 32768)."""
+    message = (
+        "verlfit: error: --max-prompt-length 10,000,000 and --max-response-length 256 make sequences of up to"
+        " 10,000,256 tokens, more than Qwen/Qwen2.5-0.5B-Instruct (built-in shape)'s context of 32,768"
+        " (max_position_embeddings in its config.json): positions past it are untrained\n"
+        "  fix: keep the two within 32,768 tokens together, e.g. --max-prompt-length 32512\n"
+    )
+    assert cli.main(["plan", "--profile", "p40", "--max-prompt-length", "10000000"]) == 2
+    assert capsys.readouterr().err == message
+    assert cli.main(["train", "--dry-run", "--profile", "p40", "--max-prompt-length", "10000000"]) == 2
+    assert capsys.readouterr().err == message
+    assert cli.main(["plan", "--profile", "p40", "--max-prompt-length", "1024"]) == 0  # within the context

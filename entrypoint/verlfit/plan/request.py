@@ -247,6 +247,10 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
     the padding-free path computes entropy with torch.compile), off for sdpa and eager, where verl's
     padded path computes entropy eagerly (``dp_actor.py:266-268``) whatever the image holds.
     Other ``fields`` override.
+
+    Raises:
+        VerlfitError (exit status 2): prompt and response lengths beyond the model's context
+            (:attr:`verlfit.model_shape.ModelShape.context_length`, where its config gives one).
     """
     attention = fields.get("attention", profile.attention)
     defaults = dict(
@@ -259,7 +263,19 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
         fused_kernels=attention == "flash_attention_2",
     )
     defaults.update(fields)
-    return PlanRequest(**defaults)
+    request = PlanRequest(**defaults)
+    context = shape.context_length
+    if context is not None and request.max_prompt_length + request.max_response_length > context:
+        raise VerlfitError(
+            f"--max-prompt-length {request.max_prompt_length:,} and --max-response-length "
+            f"{request.max_response_length:,} make sequences of up to "
+            f"{request.max_prompt_length + request.max_response_length:,} tokens, more than {shape.name}'s context of "
+            f"{context:,} (max_position_embeddings in its config.json): positions past it are untrained",
+            fix=f"keep the two within {context:,} tokens together, e.g. --max-prompt-length "
+            f"{max(context - request.max_response_length, 1)}",
+            exit_code=2,
+        )
+    return request
 
 
 def frozen_base_storage(settings, profile) -> str | None:
