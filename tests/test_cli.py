@@ -21,3 +21,201 @@ def test_ctrl_c_in_a_librarys_destructor_as_a_command_finishes_is_one_line_and_1
     assert cli.main(["doctor"]) == 130
     captured = capsys.readouterr()
     assert captured.err == "verlfit: interrupted as it finished: what it wrote is complete\n"
+
+
+def _verlfit(argv, cwd, stdout):
+    """``python -m verlfit ARGV`` from this checkout with ``stdout`` as its standard output; (exit status, stderr)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from verlfit import cli
+
+    env = dict(os.environ, PYTHONPATH=str(Path(cli.__file__).resolve().parents[1]), HF_HUB_OFFLINE="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "verlfit", *argv], cwd=cwd, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True,
+        timeout=120,
+    )
+    return done.returncode, done.stderr
+
+
+def test_a_closed_pipe_ends_the_command_quietly_with_141(tmp_path):
+    """New-user trial: `verlfit profiles p40 | head -2` printed a BrokenPipeError traceback. Here the reader has
+    gone before the first line is written (the read end closed), as when head has read all it wanted."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        status, stderr = _verlfit(["profiles"], tmp_path, write_end)
+    finally:
+        os.close(write_end)
+    assert (status, stderr) == (141, "")
+
+
+def test_standard_output_that_takes_nothing_is_one_line_and_1(tmp_path):
+    """New-user trial: `verlfit plan --profile p40 > /dev/full` printed rich's OSError traceback."""
+    with open("/dev/full", "w") as full:
+        status, stderr = _verlfit(["plan", "--profile", "p40"], tmp_path, full)
+    assert (status, stderr) == (1, "verlfit: error: cannot write to standard output: no space left on the disk\n")
+
+
+def test_a_broken_pipe_in_process_is_141_and_the_real_stdout_is_back(monkeypatch, capsys):
+    import sys
+
+    from verlfit import cli
+
+    class ClosedPipe:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+    closed = ClosedPipe()
+    monkeypatch.setattr(sys, "stdout", closed)
+    assert cli.main(["profiles"]) == 141
+    assert sys.stdout is closed
+    assert capsys.readouterr().err == ""
+
+
+def test_an_oserror_of_a_file_the_command_writes_keeps_its_traceback(monkeypatch):
+    """Only standard output's failures are said in one line: another OSError is a bug and propagates."""
+    import errno
+
+    import pytest
+
+    from verlfit import cli
+
+    def fails(args):
+        raise OSError(errno.ENOSPC, "No space left on device", "some/file")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    parser.commands["doctor"].set_defaults(func=fails)
+    with pytest.raises(OSError, match="some/file"):
+        cli.main(["doctor"])
+
+
+def test_ctrl_c_while_the_subcommands_are_imported_is_one_line_and_130(monkeypatch, capsys):
+    """New-user trial: Ctrl-C in the first half second, while build_parser imports the command modules (and torch
+    behind some), printed a KeyboardInterrupt traceback."""
+    from verlfit import cli
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli.importlib, "import_module", interrupted)
+    assert cli.main(["profiles"]) == 130
+    assert capsys.readouterr().err == "verlfit: interrupted\n"
+
+
+def test_a_symbolic_link_loop_as_data_or_run_dir_is_one_line(tmp_path, monkeypatch, capsys):
+    """New-user trial: `train --dry-run --data LOOP` printed pathlib's RuntimeError "Symlink loop" traceback."""
+    from verlfit import cli
+
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["train", "--dry-run", "--profile", "p40", "--data", "loop1"]) == 2
+    assert capsys.readouterr().err == (
+        "verlfit: error: --data loop1 is not reachable (Too many levels of symbolic links)\n"
+        "  fix: pass a directory with train.parquet and test.parquet, or raw GSM8K files\n"
+    )
+    assert cli.main(["train", "--dry-run", "--profile", "p40", "--run-dir", "loop1"]) == 2
+    assert capsys.readouterr().err == (
+        "verlfit: error: --run-dir loop1 is not reachable (Too many levels of symbolic links)\n"
+        "  fix: pass a directory that does not exist yet: verlfit creates it\n"
+    )
+
+
+def test_a_symbolic_link_loop_as_an_input_file_is_one_line(tmp_path, monkeypatch, capsys):
+    """prepare-data --test LOOP and prepare-gsm8k --input LOOP compared resolved paths first, through Path.resolve."""
+    from verlfit import cli
+
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    (tmp_path / "rows.jsonl").write_text('{"q": "1+1?", "a": "2"}\n')
+    monkeypatch.chdir(tmp_path)
+    argv = ["prepare-data", "--train", "rows.jsonl", "--test", "loop1", "--data-source", "sums", "--output", "out",
+            "--question-column", "q", "--answer-column", "a"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == (
+        "verlfit: error: --test loop1 is not reachable (Too many levels of symbolic links)\n"
+        "  fix: pass the file holding your questions and answers (.jsonl, .json, .csv or .parquet)\n"
+    )
+    assert cli.main(["prepare-gsm8k", "--input", "loop1", "--output", "out"]) == 1
+    assert capsys.readouterr().err == (
+        "verlfit: error: --input loop1 is not a directory\n"
+        "  fix: pass the directory holding train/test files (e.g. train.jsonl and test.jsonl)\n"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_learning_rate_above_1e_2_and_a_negative_export_lora_alpha_are_refused(capsys):
+    """New-user trial: `train --actor-lr 10` and `export --lora-alpha -8` were accepted (train refuses a negative
+    --lora-alpha)."""
+    import pytest
+
+    from verlfit import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", "--dry-run", "--profile", "p40", "--actor-lr", "10"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "verlfit train: error: argument --actor-lr: 10 is above 0.01: AdamW moves every weight by about the learning"
+        " rate each step, so the pretrained model would be gone within a few steps (verl's defaults: actor 1e-6,"
+        " critic 1e-5; LoRA runs use up to about 1e-4)"
+    )
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", "--dry-run", "--profile", "p40", "--critic-lr", "0.5"])
+    assert exited.value.code == 2
+    assert "argument --critic-lr: 0.5 is above 0.01" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["export", "runs/x", "--lora-alpha=-8"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "verlfit export: error: argument --lora-alpha: -8 must be a positive, finite number"
+    )
+
+
+def test_a_value_starting_with_a_dash_gets_the_joined_form_as_its_fix(capsys):
+    """New-user trial: `--actor-lr -1e-6` and `--output -dash` got argparse's "expected one argument" and no hint."""
+    import pytest
+
+    from verlfit import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["train", "--dry-run", "--profile", "p40", "--actor-lr", "-1e-6"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "verlfit train: error: argument --actor-lr: expected one argument (-1e-6 starts with '-', so it reads as an"
+        " option here: join it to the option, --actor-lr=-1e-6)"
+    )
+    with pytest.raises(SystemExit):
+        cli.main(["prepare-gsm8k", "--output", "-dash"])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "verlfit prepare-gsm8k: error: argument --output: expected one argument (-dash starts with '-', so it reads"
+        " as an option here: join it to the option, --output=-dash)"
+    )
+    with pytest.raises(SystemExit):
+        cli.main(["prepare-gsm8k", "--output"])  # no value at all: nothing to join
+    assert capsys.readouterr().err.splitlines()[-1] == "verlfit prepare-gsm8k: error: argument --output: expected one argument"
+
+
+def test_an_output_below_a_symbolic_link_loop_names_the_loop_not_file_exists(tmp_path, monkeypatch, capsys):
+    """New-user trial: an output through a symbolic link loop said "File exists"."""
+    from verlfit import cli
+
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    (tmp_path / "rows.jsonl").write_text('{"q": "1+1?", "a": "2"}\n{"q": "2+2?", "a": "4"}\n')
+    monkeypatch.chdir(tmp_path)
+    argv = ["prepare-data", "--train", "rows.jsonl", "--test-fraction", "0.5", "--data-source", "sums", "--output",
+            "loop1/out", "--question-column", "q", "--answer-column", "a"]
+    assert cli.main(argv) == 1
+    assert capsys.readouterr().err == (
+        f"verlfit: error: cannot write to --output loop1/out: {tmp_path / 'loop1'} is not reachable (Too many levels of"
+        " symbolic links), not a folder\n  fix: pass --output a folder you can write (it is created if missing)\n"
+    )

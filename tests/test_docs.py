@@ -3,6 +3,7 @@ every entrypoint/verlfit/profiles/*.yaml found), and its table of the keys the p
 
 import importlib.util
 import re
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -169,3 +170,27 @@ def test_the_built_in_shapes_table_is_model_shape_s():
                             "yes" if shape.tie_word_embeddings else "no", f"{shape.actor_parameters:,}"]
     assert documented == expected
     assert documented["Qwen/Qwen2.5-0.5B-Instruct"][-1] == "494,032,768"  # the model card's total
+
+
+def _readme_section(title: str) -> str:
+    """The README's text from the heading ``## title`` to the next ``## `` heading."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_the_no_gpu_section_answers_what_a_newcomer_meets_there():
+    """New-user trial of the README: the first dry run's "a real run would refuse its data" note
+    had its fix only in the next section; the CPU eval used data/shelf before the section that makes it; models/tiny
+    was left untracked; "never writes into the current directory" stood beside eval's default eval/ there."""
+    section = _readme_section("Try it without a GPU or Docker")
+    note = section.index("a real run would refuse its data")
+    assert "verlfit prepare-gsm8k --input DIR --output data/gsm8k" in section[note : note + 600]
+    eval_example = section.index("verlfit eval models/tiny --data data/shelf")
+    assert "[Your own task](#your-own-task) made first" in section[:eval_example]
+    assert "## Your own task" in (ROOT / "README.md").read_text(encoding="utf-8")
+    ignored = subprocess.run(["git", "check-ignore", "-q", "models/tiny"], cwd=ROOT)
+    assert ignored.returncode == 0, "models/ (the README's CPU-eval model) is not in .gitignore"
+    outputs = _readme_section("The path: prepare, train, watch, export, eval, report")
+    assert "never writes into the\ncurrent directory" not in outputs
+    assert "In the current directory\nitself verlfit writes only folders (the defaults `data/`, `runs/`, `eval/`)" in outputs

@@ -1002,7 +1002,7 @@ def test_the_model_check_fails_a_mixture_of_experts_config(world):
     (world.model / "config.json").write_text(json.dumps({**config, "model_type": "qwen2_moe", "num_experts": 60, "num_experts_per_tok": 4}))
     result = by_name(run_checks(context(world), names=("model",)))["model"]
     assert result.status == "FAIL"
-    assert result.message.startswith(f"{world.model / 'config.json'}: a mixture-of-experts model (num_experts=60, num_experts_per_tok=4, model_type 'qwen2_moe'): verlfit counts parameters and memory for dense models only")
+    assert result.message.startswith(f"{world.model}: a mixture-of-experts model (num_experts=60, num_experts_per_tok=4, model_type 'qwen2_moe'): verlfit counts parameters and memory for dense models only")
 
 
 def test_empty_own_data_gets_a_fix_for_own_data_never_gsm8k(world):
@@ -1047,4 +1047,92 @@ def test_a_missing_data_folder_not_named_for_gsm8k_is_not_sent_to_gsm8k(world):
         "WARN",
         f"{nowhere} does not exist: verlfit train would prepare GSM8K into it",
         offline.fix,
+    )
+
+
+UNBUILDABLE_CONFIGS = {
+    "unknown model_type": (
+        {"model_type": "florp"},
+        "transformers 4.51.3 cannot build this config.json (The checkpoint you are trying to load has model type "
+        "`florp` but Transformers does not recognize this architecture. This could be because of an issue with the "
+        "checkpoint, or because your version of Transformers is out of date.), so verl could not load the model",
+        "pass --model a model whose config.json transformers knows (model_type qwen2, qwen3, llama or mistral: those "
+        "verlfit plans for), downloaded whole from its repository",
+    ),
+    "no hidden_size": (
+        {"hidden_size": None},
+        "not a decoder-only transformer config: missing hidden_size (transformers would fill in its class's defaults, "
+        "another model's sizes, and the weights would not load)",
+        "download config.json again from the model's repository (huggingface-cli download MODEL config.json "
+        "--local-dir DIR), or pass --model a Qwen2, Qwen3, Llama or Mistral model",
+    ),
+    "num_hidden_layers -1": (
+        {"num_hidden_layers": -1},
+        "num_hidden_layers=-1 must be a positive whole number (counts of layers, heads and widths)",
+        "download config.json again from the model's repository (huggingface-cli download MODEL config.json "
+        "--local-dir DIR): a config whose sizes are not whole numbers describes no model the weights fit",
+    ),
+    "num_hidden_layers two": (
+        {"num_hidden_layers": "two"},
+        "num_hidden_layers='two' must be a positive whole number (counts of layers, heads and widths)",
+        "download config.json again from the model's repository (huggingface-cli download MODEL config.json "
+        "--local-dir DIR): a config whose sizes are not whole numbers describes no model the weights fit",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNBUILDABLE_CONFIGS))
+def test_doctor_plan_and_dry_run_agree_on_a_config_transformers_cannot_build(
+    world, tiny_qwen2_dir, case, monkeypatch, capsys
+):
+    """New-user trial: these config.json files got "PASS model" from doctor, while plan and the dry run refused some
+    of them (an unknown model_type none) and eval could load none. Now all three say the same refusal."""
+    change, message, fix = UNBUILDABLE_CONFIGS[case]
+    shutil.rmtree(world.model)
+    shutil.copytree(tiny_qwen2_dir, world.model)  # a real tokenizer: the dry run measures the prompts with it
+    config = json.loads((world.model / "config.json").read_text())
+    config = {key: value for key, value in {**config, **change}.items() if value is not None}
+    (world.model / "config.json").write_text(json.dumps(config))
+    result = model_check(world, world.model)
+    assert (result.status, result.message, result.fix) == ("FAIL", f"{world.model}: {message}", fix)
+    monkeypatch.chdir(world.tmp)
+    assert cli.main(["plan", "--profile", "p40", "--model", "model"]) == 1
+    assert capsys.readouterr().err == f"verlfit: error: model: {message}\n  fix: {fix}\n"
+    status = cli.main(["train", "--dry-run", "--profile", "p40", "--model", "model", "--data", str(world.data)])
+    err = capsys.readouterr().err
+    assert (status, err) == (1, f"verlfit: error: {world.model}: {message}\n  fix: {fix}\n")
+
+
+@pytest.mark.parametrize("why", ["read-only file system", "not writable"])
+def test_raw_gsm8k_in_a_folder_train_cannot_write_fails_instead_of_would_prepare(world, why, monkeypatch, capsys):
+    """New-user trial: a dry run on raw GSM8K in a read-only folder said a real run "prepares verl's files from them
+    into DIR/verl", which it could not. (The suite runs as root, for whom permission bits do not stop a write, so
+    statvfs and os.access answer as they would for a read-only mount or another user's folder.)"""
+    import os
+
+    from verlfit.checks import data_folder
+
+    raw = world.tmp / "raw"
+    raw.mkdir()
+    row = {"question": "What is 1 + 1?", "answer": "1 + 1 = 2\n#### 2"}
+    for split in ("train", "test"):
+        (raw / f"{split}.jsonl").write_text(json.dumps(row) + "\n")
+    real_statvfs, real_access = os.statvfs, os.access
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    if why == "read-only file system":
+        monkeypatch.setattr(data_folder.os, "statvfs", lambda path: ReadOnly() if Path(path) == raw else real_statvfs(path))
+        cause = f"{raw} is on a read-only file system"
+    else:
+        monkeypatch.setattr(data_folder.os, "access", lambda path, mode: Path(path) != raw and real_access(path, mode))
+        cause = f"{raw} is not writable for this user"
+    result = by_name(run_checks(context(world, data_dir=str(raw)), names=("data",)))["data"]
+    assert (result.status, result.message, result.fix) == (
+        "FAIL",
+        f"{raw} holds raw GSM8K files, not prepared yet, and verlfit train cannot prepare verl's files into "
+        f"{raw / 'verl'}: {cause}",
+        f"verlfit prepare-gsm8k --input {raw} --output A_FOLDER_YOU_CAN_WRITE (e.g. ~/data/gsm8k), then pass --data "
+        "that folder",
     )

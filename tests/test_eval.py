@@ -536,3 +536,50 @@ def test_issue44_a_reward_exiting_at_import_or_on_a_response_is_named_and_exits_
         1,
     )
     assert [json.loads(line)["score"] for line in (out / "rows.jsonl").read_text().splitlines()] == [1.0]
+
+
+def test_a_response_budget_past_the_models_context_is_refused_before_any_row(data_dir, tiny_qwen2_dir, tmp_path, capsys):
+    """New-user trial: `eval --max-new-tokens 100000` on a model with a 32768-token context was accepted, then
+    printed nothing for 300 s. The longest prompt plus the budget must fit in max_position_embeddings."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    context = AutoConfig.from_pretrained(tiny_qwen2_dir).max_position_embeddings
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen2_dir)
+    rows = evaluate.load_rows(data_dir)
+    longest = max(len(tokenizer.apply_chat_template(list(row["prompt"]), add_generation_prompt=True, tokenize=True)) for row in rows)
+    out = tmp_path / "ev"
+    assert cli.main(["eval", tiny_qwen2_dir, "--data", str(data_dir), "--output", str(out), "--max-new-tokens", str(context)]) == 2
+    assert capsys.readouterr().err == (
+        f"verlfit: error: --max-new-tokens {context:,} and the longest prompt's {longest:,} tokens do not fit in MODEL"
+        f" {tiny_qwen2_dir}'s context of {context:,} tokens (max_position_embeddings in its config.json): past it the"
+        " model's positions are untrained, and each batch would generate for as long as the budget allows\n"
+        f"  fix: pass --max-new-tokens {context - longest} or less (the run's validation used its --max-response-length)\n"
+    )
+    assert not out.exists()
+    seen = []
+
+    def records(path, **settings):
+        seen.append(settings["max_new_tokens"])
+        return fixed({case[0].split()[0]: case[2] for case in CASES})
+
+    evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(out), max_new_tokens=context - longest, make_generator=records)
+    assert seen == [context - longest]
+
+
+def test_a_flash_attention_profile_on_a_cpu_falls_back_to_sdpa_and_says_so(data_dir, tiny_qwen2_dir, tmp_path, monkeypatch):
+    """New-user trial: `eval --profile a10` on a CPU tracebacked on flash_attn (transformers' ImportError)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    seen = []
+
+    def records(path, **settings):
+        seen.append((settings["dtype"], settings["attention"]))
+        return fixed({case[0].split()[0]: case[2] for case in CASES})
+
+    summary = evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ev"), profile="a10", make_generator=records)
+    assert seen == [("bfloat16", "sdpa")]
+    assert (summary["attention"], summary["settings_from"]) == (
+        "sdpa",
+        "--profile a10, with SDPA for its flash_attention_2 (no CUDA GPU here; the same attention, another kernel)",
+    )

@@ -139,9 +139,44 @@ def test_marker_missing_is_incomplete(full_run, tmp_path, capsys):
     assert "has no checkpoint of step 4; saved: global_step_2, global_step_5 (none complete)" in err
     assert "fix: no step is complete, and without verl's marker `verlfit train --resume` refuses the run too" in err and "latest" not in err.split("fix:")[1]
     (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_bytes(b"\xff\xfe")  # there, but no step (trial 4: "is missing" before)
-    with pytest.raises(VerlfitError, match=r"latest_checkpointed_iteration.txt \(verl's marker, written after a checkpoint is saved\) holds no step number; global_step_2, global_step_5 were cut off") as error:
+    with pytest.raises(VerlfitError) as error:
         export.find_checkpoint(run)
-    assert error.value.fix.startswith("no step is complete, and without verl's marker")
+    marker = run / "checkpoints" / "latest_checkpointed_iteration.txt"
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (
+        f"{marker} (verl's marker, written after a checkpoint is saved) holds no step number, so which checkpoint is"
+        " the latest is unknown; saved: global_step_2, global_step_5 (global_step_2, global_step_5 with every file)",
+        "pass --step with one of the complete steps: global_step_2, global_step_5",
+        2,
+    )
+
+
+def test_a_damaged_marker_leaves_a_step_with_every_file_exportable_by_step(full_run, tmp_path, capsys):
+    """New-user trial: garbage in latest_checkpointed_iteration.txt made a complete global_step_2 "cut off mid-save"
+    even with --step 2. With the marker damaged, a step counts as complete when every file of it is there."""
+    run = _copy_run(full_run, tmp_path)
+    (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("garbage\n")
+    assert export.find_checkpoint(run, 2).step == 2
+    shutil.rmtree(run / "checkpoints" / "global_step_2" / "actor" / "huggingface")
+    with pytest.raises(VerlfitError, match=r"global_step_2 is incomplete: missing ") as error:
+        export.find_checkpoint(run, 2)
+
+
+def test_exporting_a_model_folder_or_another_folder_says_what_it_is(tiny_qwen2_dir, tmp_path, capsys):
+    """New-user trial: `verlfit export MODEL_FOLDER` said "train with --save-freq N"."""
+    assert cli.main(["export", str(tiny_qwen2_dir), "--output", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"verlfit: error: {tiny_qwen2_dir} is a model folder (config.json), not a run directory: it is in Hugging"
+        " Face's format already, with nothing to export\n"
+        f"  fix: use it as it is (verlfit eval {tiny_qwen2_dir}, or verlfit train --model {tiny_qwen2_dir}); verlfit"
+        " export takes a run directory made by verlfit train\n"
+    )
+    (tmp_path / "notes").mkdir()
+    assert cli.main(["export", str(tmp_path / "notes"), "--output", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"verlfit: error: {tmp_path / 'notes'} is not a run directory: it has no checkpoints/ folder and no run"
+        " record\n  fix: pass verlfit export the directory verlfit train created, e.g. verlfit export runs/<name>\n"
+    )
+    assert not (tmp_path / "out").exists()
 
 
 def test_step_above_marker_and_missing_step(full_run, tmp_path, capsys):

@@ -56,9 +56,17 @@ def test_config_file_and_dir_and_missing(tmp_path):
     (tmp_path / "kv.json").write_text(json.dumps({**SMALL_CONFIG, "num_key_value_heads": 3}))
     with pytest.raises(VerlfitError, match="num_attention_heads=4 is not a multiple of num_key_value_heads=3"):
         load_model_shape(str(tmp_path / "kv.json"))
-    (tmp_path / "bad.json").write_text(json.dumps({"hidden_size": 64}))
+    (tmp_path / "bad.json").write_text(json.dumps({"model_type": "qwen2", "hidden_size": 64}))
     with pytest.raises(VerlfitError, match="missing num_hidden_layers, num_attention_heads, intermediate_size, vocab_size"):
         load_model_shape(str(tmp_path / "bad.json"))
+    (tmp_path / "untyped.json").write_text(json.dumps({"hidden_size": 64}))
+    with pytest.raises(VerlfitError) as error:  # transformers' AutoConfig decides, as verl's loading would
+        load_model_shape(str(tmp_path / "untyped.json"))
+    assert error.value.message == (
+        f"{tmp_path / 'untyped.json'}: transformers 4.51.3 cannot build this config.json (Unrecognized model in "
+        f"{tmp_path / 'untyped.json'}. Should have a `model_type` key in its config.json), so verl could not load the "
+        "model"
+    )
 
 
 # --------------------------------------------------------------------------- Qwen3 and Llama 3.2

@@ -212,7 +212,12 @@ def test_a_csv_header_naming_a_column_twice_and_rows_with_extra_fields_are_refus
 
 @pytest.mark.parametrize(
     "template, shown",
-    [("{question} The answer is {answer}.", "{answer}"), ("{question} {hint} {Answer}", "{Answer}, {hint}")],
+    [
+        ("{question} The answer is {answer}.", "{answer}"),
+        ("{question} {hint} {Answer}", "{Answer}, {hint}"),
+        ("{question} Show work {0}.", "{0}"),  # new-user trial: str.format's positional fields were written as text
+        ("{question} {}", "{}"),
+    ],
 )
 def test_a_template_placeholder_other_than_question_is_refused(tmp_path, template, shown):
     train = write_jsonl(tmp_path / "train.jsonl", ROWS)
@@ -354,3 +359,48 @@ def test_a_csv_quote_left_open_is_named_with_its_line(tmp_path):
         read_rows(path)
     assert error.value.message == f"{path} line 2: not valid CSV (unexpected end of data)"  # where the quote opens
     assert error.value.fix.startswith("close the quote that is left open")
+
+
+def test_repeated_rows_a_test_split_seen_in_training_and_a_test_split_larger_than_train_are_warned(tmp_path):
+    """New-user trial: every row duplicated 5 times, a test file identical to the training one (a copy, not the same
+    file) and a test split 100x the training split were all written without a word."""
+    rows = [{"q": f"Convert {i} km to m.", "a": str(1000 * i)} for i in range(1, 5)]
+    train = write_jsonl(tmp_path / "train.jsonl", [row for row in rows for _ in range(5)])
+    copy = write_jsonl(tmp_path / "copy.jsonl", [row for row in rows for _ in range(5)])
+    result, lines = run(tmp_path, train=train, test=copy)
+    assert [line for line in lines if line.startswith("warning:")] == [
+        "warning: train: 16 of 20 rows repeat an earlier row's question and answer (4 distinct): each copy is trained"
+        " on again, weighing those rows more; fix: drop the repeats from --train (or keep them if that is meant)",
+        "warning: test: 16 of 20 rows repeat an earlier row's question and answer (4 distinct): each copy is scored"
+        " again, weighing those rows more; fix: drop the repeats from --test (or keep them if that is meant)",
+        "warning: 20 of 20 test rows ask a question that a training row asks too: validation would score them on data"
+        " the model trained on, not held-out data; fix: remove them from --test, or pass --test-fraction F instead of"
+        " --test to hold out a share of --train's rows",
+    ]
+    assert result.rows == {"train": 20, "test": 20}  # written all the same: each can be meant
+    small = write_jsonl(tmp_path / "small.jsonl", rows[:1])
+    large = write_jsonl(tmp_path / "large.jsonl", [{"q": f"Convert {i} g to mg.", "a": str(1000 * i)} for i in range(100)])
+    _, lines = run(tmp_path, train=small, test=large, force=True)
+    assert [line for line in lines if line.startswith("warning:")] == [
+        "warning: test has 100 rows, 100x train's 1: verl scores every test row at each validation (--test-freq), so"
+        " validation would take longer than the training between; fix: swap --train and --test if they are the wrong"
+        " way round, or pass a smaller --test"
+    ]
+    distinct = write_jsonl(tmp_path / "distinct.jsonl", rows)
+    _, lines = run(tmp_path, train=distinct, test_fraction=0.5, force=True)
+    assert [line for line in lines if line.startswith("warning:")] == []
+
+
+def test_a_gzip_file_named_jsonl_is_said_to_be_compressed_not_asked_to_be_saved_as_utf8(tmp_path):
+    """New-user trial: a gzip file named .jsonl got "save the file as UTF-8"."""
+    import gzip
+
+    train = tmp_path / "rows.jsonl"
+    train.write_bytes(gzip.compress(b'{"q": "Convert 2 km to m.", "a": "2000"}\n'))
+    with pytest.raises(VerlfitError) as caught:
+        run(tmp_path, train=train, test_fraction=0.5)
+    assert (caught.value.message, caught.value.fix, caught.value.exit_code) == (
+        f"--train {train} is gzip-compressed (its first bytes are gzip's), not jsonl text",
+        f"decompress it first (gunzip -c {train} > rows.plain.jsonl) and pass that file",
+        2,
+    )

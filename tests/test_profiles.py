@@ -383,3 +383,22 @@ def test_auto_on_a_t4_says_why_at_launch_and_the_dry_run_prints_the_fp16_and_los
     assert "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides  # 64 KiB shared memory: no Triton
     v100 = prepare_launch(cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=V100)
     assert v100.profile_name == "v100" and "actor_rollout_ref.actor.use_torch_compile=False" not in v100.overrides
+
+
+def test_an_allocator_option_torch_does_not_know_is_refused_before_the_run():
+    """New-user trial: PYTORCH_CUDA_ALLOC_CONF=garbage:yes was accepted (the other two managed variables are checked);
+    torch stops on it with "Unrecognized CachingAllocator option" only when a worker first touches CUDA."""
+    with pytest.raises(VerlfitError) as caught:
+        resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,garbage:yes"})
+    assert (caught.value.message, caught.value.fix, caught.value.exit_code) == (
+        "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True,garbage:yes' names 'garbage', not an option of torch's CUDA"
+        ' allocator: torch stops with "Unrecognized CachingAllocator option" when a worker first touches CUDA, minutes'
+        " into the run",
+        "unset it (the p40 profile uses 'expandable_segments:True') or use torch's options: max_split_size_mb,"
+        " max_non_split_rounding_mb, garbage_collection_threshold, roundup_power2_divisions, backend,"
+        " expandable_segments, release_lock_on_cudamalloc, pinned_use_cuda_host_register, pinned_num_register_threads,"
+        " pinned_use_background_threads",
+        2,
+    )
+    known = "max_split_size_mb:256,roundup_power2_divisions:[256:1,512:2],garbage_collection_threshold:0.6"
+    assert resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": known})["PYTORCH_CUDA_ALLOC_CONF"] == known

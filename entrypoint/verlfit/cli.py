@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
+import re
 import sys
 
 from verlfit import __version__
-from verlfit.errors import VerlfitError
+from verlfit.errors import VerlfitError, os_error_words
 
 # subcommand name -> module that registers it (order is the order shown in --help)
 SUBCOMMANDS: dict[str, str] = {
@@ -31,9 +33,73 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+class StandardOutputFailed(Exception):
+    """Writing to standard output failed (``error``): the reader went away (``head`` closed the pipe: EPIPE) or the
+    place it goes cannot take more (``> /dev/full``, a full disk: ENOSPC). Raised by :class:`_GuardedOutput`, so
+    :func:`main` can tell it from an ``OSError`` of a file a command writes (those are bugs and keep a traceback)."""
+
+    def __init__(self, error: OSError):
+        super().__init__(error)
+        self.error = error
+
+
+class _GuardedOutput:
+    """``sys.stdout`` as :func:`main` hands it to a command: the same stream (every attribute is the stream's), whose
+    ``write`` and ``flush`` raise :class:`StandardOutputFailed` where the stream raises ``OSError``."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except OSError as error:
+            raise StandardOutputFailed(error) from error
+
+    def flush(self):
+        try:
+            return self._stream.flush()
+        except OSError as error:
+            raise StandardOutputFailed(error) from error
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def _silence_standard_output() -> None:
+    """Point file descriptor 1 at /dev/null, so the interpreter's last flush at exit has nowhere to fail (else it prints
+    "Exception ignored ... BrokenPipeError"): the recipe of Python's signal module documentation (note on SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.__stdout__.fileno())
+    except (OSError, AttributeError, ValueError):  # no file descriptor (a test's captured stream): nothing to flush
+        pass
+
+
+class VerlfitArgumentParser(argparse.ArgumentParser):
+    """argparse's parser (the class of the top parser and so of every subcommand's), whose "expected one argument"
+    says why when the value was there: argparse reads a value that starts with ``-`` (``--actor-lr -1e-6``,
+    ``--output -dash``) as the next option, and the fix is to join it with ``=``."""
+
+    words: list[str] | None = None  # the command line parsed (set by main), to show the joined form with its value
+
+    def error(self, message: str):
+        option = re.fullmatch(r"argument (?P<option>--[\w-]+)(?:/-\w)?: expected one argument", message)
+        if option:
+            words = self.words if self.words is not None else sys.argv[1:]
+            name = option["option"]
+            after = [words[i + 1] for i, word in enumerate(words[:-1]) if word == name]
+            if after and after[-1].startswith("-"):
+                message += (
+                    f" ({after[-1]} starts with '-', so it reads as an option here: join it to the option, "
+                    f"{name}={after[-1]})"
+                )
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = VerlfitArgumentParser(
         prog="verlfit",
         description=(
             "Run verl 0.4.1 PPO/GRPO on 24 GB-class GPUs (Tesla P40: compute capability 6.1; A10/L4: 8.6/8.9)."
@@ -60,23 +126,15 @@ def main(argv: list[str] | None = None) -> int:
 
     A :class:`VerlfitError` is printed as ``verlfit: error: <message>`` with its fix and
     turns into its exit code; other exceptions propagate with their traceback. Ctrl-C is one line and status 130,
-    also when it lands in a library object's ``__del__`` as the command finishes (then what it wrote is complete).
+    also while the subcommands' modules are imported and when it lands in a library object's ``__del__`` as the
+    command finishes (then what it wrote is complete). Standard output that fails is one line too: a reader that
+    closed the pipe (``verlfit profiles | head -2``) ends the command quietly with 141 (128 + SIGPIPE, what a shell
+    reports for a program killed by SIGPIPE); one that cannot take the text (``verlfit plan > /dev/full``) is said on
+    standard error with status 1.
     """
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
-    if unknown:
-        # said by the subcommand's parser, so the usage shown is that command's (argparse's top parser
-        # would print `usage: verlfit COMMAND ...`)
-        words = list(sys.argv[1:] if argv is None else argv)
-        command_at = words.index(args.command) if args.command in words else len(words)
-        before_command = any(word in unknown for word in words[:command_at])
-        owner = parser if before_command else parser.commands.get(args.command, parser)
-        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
     interrupts_in_cleanup: list[BaseException] = []
     default_hook = sys.unraisablehook
+    standard_output = sys.stdout
 
     def quiet_interrupt(unraisable):
         # Ctrl-C landing in a library object's __del__ (a datasets Dataset freed as the command returns): Python
@@ -87,21 +145,51 @@ def main(argv: list[str] | None = None) -> int:
             default_hook(unraisable)
 
     sys.unraisablehook = quiet_interrupt
+    sys.stdout = _GuardedOutput(standard_output)
     try:
-        status = int(args.func(args) or 0)
+        status = _parse_and_run(argv)
         gc.collect()  # the command's objects freed now, while a Ctrl-C in their __del__ is still heard
+        sys.stdout.flush()  # what print left in the buffer fails here, not in the interpreter's exit
     except VerlfitError as error:
         print(f"verlfit: error: {error}", file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         print("verlfit: interrupted", file=sys.stderr)
         return 130
+    except StandardOutputFailed as failed:
+        sys.stdout = standard_output
+        _silence_standard_output()
+        if isinstance(failed.error, BrokenPipeError):
+            return 141  # the reader has what it wanted (head): nothing to say
+        print(f"verlfit: error: cannot write to standard output: {os_error_words(failed.error)}", file=sys.stderr)
+        return 1
     finally:
         sys.unraisablehook = default_hook
+        sys.stdout = standard_output
     if interrupts_in_cleanup:
         print("verlfit: interrupted as it finished: what it wrote is complete", file=sys.stderr)
         return 130
     return status
+
+
+def _parse_and_run(argv: list[str] | None) -> int:
+    """Build the parser, parse ``argv`` and run the subcommand; its exit status (2 with help when none is given)."""
+    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    for each in (parser, *parser.commands.values()):
+        each.words = words
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # said by the subcommand's parser, so the usage shown is that command's (argparse's top parser
+        # would print `usage: verlfit COMMAND ...`)
+        command_at = words.index(args.command) if args.command in words else len(words)
+        before_command = any(word in unknown for word in words[:command_at])
+        owner = parser if before_command else parser.commands.get(args.command, parser)
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

@@ -430,15 +430,21 @@ class HFGenerator:
         return results
 
 
-def check_loadable(path: str, what: str, name: str) -> None:
+def check_loadable(
+    path: str, what: str, name: str, response_tokens: tuple[str, int] | None = None, rows: Sequence[dict] = ()
+) -> None:
     """Check a local model directory's files as ``verlfit doctor`` does (:func:`verlfit.model_files.inspect_model_dir`:
     config, weights whose safetensors headers read and cover each file, tokenizer), then load the tokenizer and
     config of the model at ``path`` (no weights: seconds), so that a model that will not load fails before any other
-    is scored.
+    is scored. With ``response_tokens`` (where the budget came from, the budget in tokens): the longest prompt of
+    ``rows`` (chat template and generation prompt, in the model's tokens) plus the budget must fit in the model's
+    context (``max_position_embeddings`` of its config); past it a model's positions are untrained, and generate
+    would run for as long as the budget allows.
 
     Raises:
         VerlfitError: a weights file cut short or missing, or the tokenizer or config does not load, naming
-            ``what name``.
+            ``what name``; a budget past the context (exit status 2), naming both numbers and the largest budget
+            that fits.
     """
     from transformers import AutoConfig, AutoTokenizer
 
@@ -456,15 +462,36 @@ def check_loadable(path: str, what: str, name: str) -> None:
             )
             raise VerlfitError(f"{what} {name}: {error.message}", fix=fix or None, exit_code=error.exit_code) from error
 
+    loaded = {}
     for part, load in (("config", AutoConfig.from_pretrained), ("tokenizer", AutoTokenizer.from_pretrained)):
         try:
-            load(path)
+            loaded[part] = load(path)
         except (OSError, ValueError) as error:
             raise VerlfitError(
                 f"{what} {name}: cannot load its {part} from {path}: {error}",
                 fix="pass a model directory with config.json, weights and tokenizer files (what verlfit export "
                 "writes), or a hub id",
             ) from error
+    context = getattr(loaded["config"], "max_position_embeddings", None)
+    if response_tokens is None or not isinstance(context, int):
+        return
+    budget, tokens = response_tokens
+    prompt = max(
+        (
+            len(loaded["tokenizer"].apply_chat_template(list(row["prompt"]), add_generation_prompt=True, tokenize=True))
+            for row in rows
+        ),
+        default=0,
+    )
+    if prompt + tokens > context:
+        raise VerlfitError(
+            f"{budget} {tokens:,} and the longest prompt's {prompt:,} tokens do not fit in {what} {name}'s context of "
+            f"{context:,} tokens (max_position_embeddings in its config.json): past it the model's positions are "
+            "untrained, and each batch would generate for as long as the budget allows",
+            fix=f"pass --max-new-tokens {max(context - prompt, 1)} or less (the run's validation used its "
+            "--max-response-length)",
+            exit_code=2,
+        )
 
 
 def same_model(model: str, other: str) -> bool:
@@ -566,6 +593,29 @@ def resolve_settings(model: ResolvedModel, profile_name: str | None, gpu_detect=
         profile = select_profile("auto", report.gpus[0])
         return profile.dtype, profile.attention, f"profile {profile.name} for {report.gpus[0].name}"
     return "float32", "sdpa", "no GPU: fp32 + SDPA on the CPU"
+
+
+def usable_attention(dtype: str, attention: str, why: str) -> tuple[str, str, str]:
+    """(dtype, attention, why) with FlashAttention-2 replaced by SDPA where it cannot run: without a CUDA GPU, or
+    without the ``flash_attn`` package (transformers raises ImportError for ``attn_implementation="flash_attention_2"``
+    then). SDPA computes the same attention (exact up to floating-point summation order), so the scores are
+    comparable; ``why`` says so."""
+    if attention != "flash_attention_2":
+        return dtype, attention, why
+    import importlib.util
+
+    import torch
+
+    missing = (
+        "no CUDA GPU here"
+        if not torch.cuda.is_available()
+        else "the flash_attn package is not installed"
+        if importlib.util.find_spec("flash_attn") is None
+        else None
+    )
+    if missing is None:
+        return dtype, attention, why
+    return dtype, "sdpa", f"{why}, with SDPA for its flash_attention_2 ({missing}; the same attention, another kernel)"
 
 
 def default_output(model: ResolvedModel, data: str | os.PathLike, split: str) -> Path:
@@ -717,14 +767,21 @@ def _run_eval(
                 source=source,
             )
         tokens = max_new_tokens or settings.get("max_response_length") or DEFAULT_MAX_NEW_TOKENS
-        dtype, attention, why = resolve_settings(resolved, profile)
+        dtype, attention, why = usable_attention(*resolve_settings(resolved, profile))
+        budget = (
+            "--max-new-tokens"
+            if max_new_tokens
+            else "the run's --max-response-length"
+            if settings.get("max_response_length")
+            else "the default --max-new-tokens"
+        )
         targets = [(resolved, Path("."))]
         if compare is not None:
             targets.append((resolve_model(compare, work / "compare"), Path("compare")))
         created = output_files.prepare_parent(target)
         if preflight:
             for (model_target, _where), (name, what) in zip(targets, named):
-                check_loadable(model_target.path, what, name)
+                check_loadable(model_target.path, what, name, response_tokens=(budget, tokens), rows=rows)
         written: list[tuple[Path, list[RowResult], dict]] = []  # (folder in the output, rows, summary)
         stopped = None
         for model_target, where in targets:

@@ -59,7 +59,7 @@ from typing import Iterator
 from verlfit import output_files
 from verlfit.checkpoints import TRACKER, read_marker, saved_steps
 from verlfit.errors import VerlfitError
-from verlfit.run_files import CHECKPOINTS_DIR, CONFIG_FILE, load_run
+from verlfit.run_files import CHECKPOINTS_DIR, CONFIG_FILE, is_run_directory, load_run
 
 EXPORT_DIR = "export"  # default output: RUN_DIR/export/global_step_N
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per parameter
@@ -236,12 +236,39 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
     steps = saved_steps(root)
     marker = read_marker(root)
     if not steps:
+        if not root.is_dir() and (run_dir / "config.json").is_file():
+            raise VerlfitError(
+                f"{run_dir} is a model folder (config.json), not a run directory: it is in Hugging Face's format "
+                "already, with nothing to export",
+                fix=f"use it as it is (verlfit eval {run_dir}, or verlfit train --model {run_dir}); verlfit export "
+                "takes a run directory made by verlfit train",
+                exit_code=2,
+            )
+        if not root.is_dir() and not is_run_directory(run_dir):
+            raise VerlfitError(
+                f"{run_dir} is not a run directory: it has no {CHECKPOINTS_DIR}/ folder and no run record",
+                fix="pass verlfit export the directory verlfit train created, e.g. verlfit export runs/<name>",
+                exit_code=2,
+            )
         raise VerlfitError(
             f"{run_dir} has no checkpoint ({root} holds no global_step_N directory)",
             fix="train with --save-freq N (verl saves every N steps and at the last step; -1 saves none)",
         )
     complete = complete_steps(root, steps, marker)
+    # verl's marker there but damaged (text that is no step): which save finished is unknown, so a step counts as
+    # complete when every file of it is there (a shard cut short is then named when it is read: load_shard)
+    damaged_marker = marker is None and (root / TRACKER).exists()
+    if damaged_marker:
+        complete = [s for s in steps if not _step_missing(root / f"global_step_{s}")[2]]
     if step == "latest":
+        if damaged_marker:
+            raise VerlfitError(
+                f"{root / TRACKER} (verl's marker, written after a checkpoint is saved) holds no step number, so "
+                f"which checkpoint is the latest is unknown; saved: {_step_names(steps)}"
+                + (f" ({_step_names(complete)} with every file)" if complete else " (none with every file)"),
+                fix=_choose_fix(complete, run_dir, marker),
+                exit_code=2,
+            )
         if marker is None:
             raise VerlfitError(
                 f"{run_dir} has no complete checkpoint: {root / TRACKER} (verl's marker, written after a "
@@ -258,7 +285,7 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
             exit_code=2,
         )
     path = root / f"global_step_{step}"
-    if marker is None or step > marker:
+    if (marker is None and not damaged_marker) or (marker is not None and step > marker):
         said = _marker_state(root) if marker is None else f"says step {marker}"
         raise VerlfitError(
             f"{path} is incomplete: verl's marker {root / TRACKER} {said}, so the save of step {step} did not finish",

@@ -682,7 +682,10 @@ def prepare(
     if max_prompt_length is not None and max_prompt_length < 1:
         raise VerlfitError(f"--max-prompt-length must be at least 1, not {max_prompt_length}", exit_code=2)
     output_dir = Path(output_dir)
-    if source is not None and output_dir.resolve() in (Path(source).resolve(), Path(source).resolve() / "main"):
+    # realpath, not Path.resolve: a symbolic link loop stays a path here (Path.resolve raises RuntimeError), and the
+    # reading or the output check below refuses it, naming it
+    source_path = os.path.realpath(source) if source is not None else None
+    if source_path is not None and os.path.realpath(output_dir) in (source_path, os.path.join(source_path, "main")):
         raise VerlfitError(
             f"--output {output_dir} is where --input's files are read from ({source}, or its main/ folder): verl's "
             "train.parquet/test.parquet would sit beside the raw files, and the next run would find two formats "

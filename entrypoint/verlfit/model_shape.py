@@ -67,6 +67,8 @@ class ModelShape:
         o_bias: bias on the attention output projection.
         mlp_bias: biases on the three MLP projections.
         qk_norm: a per-head RMSNorm on q and k (Qwen3).
+        context_length: ``max_position_embeddings``, the most positions (prompt and response together) the model was
+            trained for; None where the config gives none.
     """
 
     name: str
@@ -83,6 +85,7 @@ class ModelShape:
     o_bias: bool = False
     mlp_bias: bool = False
     qk_norm: bool = False
+    context_length: int | None = None
 
     @property
     def q_dim(self) -> int:
@@ -165,8 +168,10 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     missing = [key for key in required if key not in config]
     if missing:
         raise VerlfitError(
-            f"{name}: not a decoder-only transformer config: missing {', '.join(missing)}",
-            fix="pass --model a directory holding the model's config.json, or the config.json itself",
+            f"{name}: not a decoder-only transformer config: missing {', '.join(missing)} (transformers would fill "
+            "in its class's defaults, another model's sizes, and the weights would not load)",
+            fix="download config.json again from the model's repository (huggingface-cli download MODEL config.json "
+            "--local-dir DIR), or pass --model a Qwen2, Qwen3, Llama or Mistral model",
         )
     not_positive = [
         key
@@ -177,8 +182,10 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
     if not_positive:
         what = "must be a positive whole number" if len(not_positive) == 1 else "must be positive whole numbers"
         raise VerlfitError(
-            f"{name}: {', '.join(f'{key}={config[key]!r}' for key in not_positive)} {what}",
-            fix="check the model's config.json",
+            f"{name}: {', '.join(f'{key}={config[key]!r}' for key in not_positive)} {what} (counts of layers, "
+            "heads and widths)",
+            fix="download config.json again from the model's repository (huggingface-cli download MODEL config.json "
+            "--local-dir DIR): a config whose sizes are not whole numbers describes no model the weights fit",
         )
     model_type = str(config.get("model_type", "unknown"))
     heads = config["num_attention_heads"]
@@ -196,6 +203,7 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
             fix="check the model's config.json",
         )
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    context = config.get("max_position_embeddings")
     attention_bias = bool(config.get("attention_bias", False))
     return ModelShape(
         name=name,
@@ -213,6 +221,7 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
         o_bias=False if model_type == "qwen2" else attention_bias,
         mlp_bias=bool(config.get("mlp_bias", False)),
         qk_norm=model_type == "qwen3",
+        context_length=context if isinstance(context, int) and not isinstance(context, bool) and context > 0 else None,
     )
 
 
@@ -262,7 +271,12 @@ _QWEN25 = {
 BUILTIN_SHAPES: dict[str, dict] = {}
 for _size, _values in _QWEN25.items():
     for _suffix in ("", "-Instruct"):
-        BUILTIN_SHAPES[f"Qwen/Qwen2.5-{_size}{_suffix}"] = {"model_type": "qwen2", **_values}
+        # max_position_embeddings: the hub configs' 32768, as verlfit.synthetic_model's copies of them
+        BUILTIN_SHAPES[f"Qwen/Qwen2.5-{_size}{_suffix}"] = {
+            "model_type": "qwen2",
+            "max_position_embeddings": 32768,
+            **_values,
+        }
 # Qwen3 dense (model_type qwen3: q/k RMSNorm per head, head_dim 128 whatever hidden/heads, no attention bias, tied):
 # the hub's config.json of Qwen/Qwen3-0.6B and Qwen3-4B as public copies quote them (found with the code search,
 # e.g. a model card copy of Qwen3-4B's config.json, transformers_version 4.51.0), 1.7B from two independent
@@ -301,7 +315,12 @@ _QWEN3 = {
 }
 for _size, _values in _QWEN3.items():
     for _suffix in ("", "-Base"):
-        BUILTIN_SHAPES[f"Qwen/Qwen3-{_size}{_suffix}"] = {"model_type": "qwen3", "attention_bias": False, **_values}
+        BUILTIN_SHAPES[f"Qwen/Qwen3-{_size}{_suffix}"] = {
+            "model_type": "qwen3",
+            "attention_bias": False,
+            "max_position_embeddings": 40960,  # the hub configs', as verlfit.synthetic_model's copies of them
+            **_values,
+        }
 # Llama 3.2 text models (model_type llama, tied, no biases): meta-llama/Llama-3.2-1B(-Instruct) and -3B(-Instruct)
 # config.json as public copies quote them (the code search: a transformers LlamaConfig of Llama-3.2-1B-Instruct
 # with its hub commit hash, an sglang table of Llama-3.2-3B's config.json).
@@ -333,6 +352,7 @@ for _size, _values in _LLAMA32.items():
             "model_type": "llama",
             "attention_bias": False,
             "mlp_bias": False,
+            "max_position_embeddings": 131072,  # the hub configs', as verlfit.synthetic_model's copies of them
             **_values,
         }
 
@@ -413,7 +433,36 @@ def _read_config(path: Path, name: str) -> ModelShape:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise VerlfitError(f"{path}: cannot read a JSON config ({error})") from None
+    check_transformers_builds(path, name)
     return shape_from_config(config, name=name)
+
+
+def check_transformers_builds(config_path: Path, name: str) -> None:
+    """Refuse a ``config.json`` that transformers' ``AutoConfig`` cannot build, as verl's first step of loading the
+    actor and the critic does (``verl/utils/model.py``: ``AutoConfig.from_pretrained``): an unknown ``model_type``,
+    none at all, one that needs ``trust_remote_code``. Values it builds but the planner cannot count (a missing
+    ``hidden_size``, which transformers would default to another model's 4096; ``num_hidden_layers`` of -1 or
+    ``"two"``) are :func:`shape_from_config`'s refusals. Without transformers installed (a host that only plans)
+    nothing is checked here: the doctor's ``stack`` line says it is missing.
+
+    Raises:
+        VerlfitError: naming ``name``, with transformers' own words (its first sentence) and version.
+    """
+    try:
+        import transformers
+        from transformers import AutoConfig
+    except ImportError:
+        return
+    try:
+        AutoConfig.from_pretrained(str(config_path))
+    except (ValueError, KeyError, TypeError, OSError) as error:
+        words = str(error).strip().split("\n")[0].split(", or contain one of the following strings")[0]
+        raise VerlfitError(
+            f"{name}: transformers {transformers.__version__} cannot build this config.json ({words}), so verl "
+            "could not load the model",
+            fix="pass --model a model whose config.json transformers knows (model_type qwen2, qwen3, llama or "
+            "mistral: those verlfit plans for), downloaded whole from its repository",
+        ) from None
 
 
 def with_name(shape: ModelShape, name: str) -> ModelShape:

@@ -703,6 +703,17 @@ def folder_locked(folder: Path) -> Iterator[None]:
         os.close(handle)
 
 
+def blocking_parent(path: Path) -> str | None:
+    """``"PARENT is KIND, not a folder"`` for the outermost parent of ``path`` that is there but is no folder one can
+    go through (a file, a symbolic link loop, a dangling link: :func:`verlfit.input_files.kind_of`), else None."""
+    for parent in reversed(Path(os.path.abspath(path)).parents):
+        if os.path.lexists(parent):
+            kind = kind_of(parent)
+            if kind != "a folder":
+                return f"{parent} is {kind}, not a folder"
+    return None
+
+
 def write_error(output: Output, error: OSError, before: str = "; what was there before is unchanged") -> VerlfitError:
     """The error for an OSError while writing ``output``: permission (naming the nearest existing folder), a
     read-only file system or a full disk in the user's words, naming the output, then ``before`` (what is left as it
@@ -714,6 +725,9 @@ def write_error(output: Output, error: OSError, before: str = "; what was there 
         cause = f"{where} is on a read-only file system"
     elif error.errno == errno.ENOSPC:
         cause = f"no space left on the disk of {output.given}"
+    elif error.errno in (errno.EEXIST, errno.ENOTDIR, errno.ELOOP) and blocking_parent(output.path):
+        # a folder on the way is a file, a symbolic link loop or a dangling link: mkdir says only "File exists"
+        cause = blocking_parent(output.path)
     else:
         cause = (error.strerror or str(error)) + (f" ({error.filename})" if error.filename else "")
     if error.errno == errno.ENOSPC:

@@ -30,6 +30,19 @@ SWITCH_KEYS = {
 }
 
 
+def override_fix(text: str) -> str:
+    """The fix for an override Hydra's grammar refuses: a ``key=value`` whose value holds text Hydra reads only inside
+    quotes (non-ASCII letters such as ``café``, or spaces; Hydra's override grammar, "Quoted values") gets the value
+    quoted for Hydra and the whole for the shell; anything else (``key=[``, no ``=``) gets the ``section.key=value``
+    form."""
+    key, equals, value = text.partition("=")
+    quoted_already = value[:1] in ("'", '"') and value[-1:] == value[:1]
+    if equals and key and not quoted_already and any(not c.isascii() or c.isspace() for c in value):
+        quoted = "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return f'quote the value for Hydra, inside the shell\'s quotes: "{key}={quoted}"'
+    return "write overrides as section.key=value, e.g. actor_rollout_ref.actor.optim.lr=1e-6"
+
+
 @dataclass(frozen=True)
 class PatchSwitches:
     """Which of patches 0020-0023 a run turns on.
@@ -70,9 +83,7 @@ class PatchSwitches:
             try:
                 (override,) = parser.parse_overrides([text])
             except HydraException as err:
-                raise VerlfitError(
-                    f"override {text!r} does not parse: {err}", fix="write overrides as section.key=value"
-                ) from err
+                raise VerlfitError(f"override {text!r} does not parse: {err}", fix=override_fix(text)) from err
             key = override.key_or_group
             if key in SWITCH_KEYS:
                 state[SWITCH_KEYS[key]] = False if override.is_delete() else bool(override.value())

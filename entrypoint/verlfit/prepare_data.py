@@ -43,8 +43,9 @@ from verlfit.errors import VerlfitError
 DEFAULT_ABILITY = "custom"
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
 MAX_BAD_LINES = 20
-# a placeholder in --prompt-template: {name}; only {question} is filled in (str.replace, so other braces stay text)
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# a placeholder in --prompt-template: {name}, {0} or {} (str.format's fields); only {question} is filled in
+# (str.replace, so other braces stay text)
+PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*|[0-9]*)\}")
 EXACT_INTEGER_LIMIT = 2**53  # float64 holds every integer up to this exactly (IEEE 754: 53-bit significand)
 
 
@@ -126,6 +127,14 @@ def read_rows(path: str | os.PathLike, flag: str = "--train") -> list[SourceRow]
         else:
             rows = _parquet_rows(path)
     except UnicodeDecodeError as error:
+        compressed = compression_of(path)
+        if compressed is not None:
+            name, command = compressed
+            raise VerlfitError(
+                f"{flag} {path} is {name}-compressed (its first bytes are {name}'s), not {suffix[1:]} text",
+                fix=f"decompress it first ({command} {path} > {path.stem}.plain{suffix}) and pass that file",
+                exit_code=2,
+            ) from error
         raise VerlfitError(f"{path} is not UTF-8 text ({error})", fix="save the file as UTF-8", exit_code=2) from error
     except OSError as error:  # a file this user may not read (its mode, or a folder above it), a disk error
         from verlfit.errors import os_error_words
@@ -561,6 +570,8 @@ def prepare_data(
             "test"
         )
 
+    for line in split_warnings(good, test_given=test is not None):
+        log(line)
     rows = {
         split: [
             make_row(split, index, question, answer, data_source, ability, system_prompt, prompt_template)
@@ -608,10 +619,76 @@ def prepare_data(
     return result
 
 
+# The first bytes of compressed files (each format's magic number: RFC 1952 gzip, bzip2's "BZh", the xz file format,
+# RFC 8878 zstd, PKWARE's zip local file header) -> (name, the command that writes its content to stdout)
+COMPRESSED_MAGIC = (
+    (b"\x1f\x8b", ("gzip", "gunzip -c")),
+    (b"BZh", ("bzip2", "bunzip2 -c")),
+    (b"\xfd7zXZ\x00", ("xz", "xz -dc")),
+    (b"\x28\xb5\x2f\xfd", ("zstd", "zstd -dc")),
+    (b"PK\x03\x04", ("zip", "unzip -p")),
+)
+
+
+def compression_of(path: Path) -> tuple[str, str] | None:
+    """(format name, decompress-to-stdout command) when ``path`` starts with a compressed format's magic number
+    (:data:`COMPRESSED_MAGIC`), else None."""
+    with open(path, "rb") as handle:
+        start = handle.read(8)
+    return next((found for magic, found in COMPRESSED_MAGIC if start.startswith(magic)), None)
+
+
+def split_warnings(good: dict[str, list[tuple[int, str, str]]], test_given: bool = True) -> list[str]:
+    """``warning: ...`` lines, each with its fix, for splits that would train or validate other than a user expects
+    (written all the same: each can be meant). ``good``: split -> its (row index, question, answer) rows;
+    ``test_given``: the test rows came from ``--test`` (else ``--test-fraction`` held them out of ``--train``).
+
+    * a split with rows that repeat an earlier row's question and answer: each copy is trained on (or scored) again,
+      weighing those rows more;
+    * test rows whose question is also a training row's: validation would score data the model trained on;
+    * a test split larger than the training split: verl scores every test row at each validation.
+    """
+    lines = []
+    for split in ("train", "test"):
+        pairs = [(question, answer) for _, question, answer in good[split]]
+        repeats = len(pairs) - len(set(pairs))
+        if repeats:
+            lines.append(
+                f"warning: {split}: {repeats:,} of {len(pairs):,} rows repeat an earlier row's question and answer "
+                f"({len(set(pairs)):,} distinct): each copy is {'trained on' if split == 'train' else 'scored'} again, "
+                f"weighing those rows more; fix: drop the repeats from --{split} (or keep them if that is meant)"
+            )
+    questions = {question for _, question, _ in good["train"]}
+    seen = sum(question in questions for _, question, _ in good["test"])
+    if seen:
+        lines.append(
+            f"warning: {seen:,} of {len(good['test']):,} test rows ask a question that a training row asks too: "
+            "validation would score them on data the model trained on, not held-out data; fix: "
+            + (
+                "remove them from --test, or pass --test-fraction F instead of --test to hold out a share of --train's "
+                "rows"
+                if test_given
+                else "drop the repeated questions from --train, so that --test-fraction holds out questions the "
+                "training rows do not ask"
+            )
+        )
+    if len(good["test"]) > len(good["train"]):
+        ratio = len(good["test"]) / len(good["train"])
+        times = f"{ratio:,.0f}" if ratio >= 10 else f"{ratio:.1f}"
+        lines.append(
+            f"warning: test has {len(good['test']):,} rows, {times}x train's "
+            f"{len(good['train']):,}: verl scores every test row at each validation (--test-freq), so validation "
+            "would take longer than the training between; fix: swap --train and --test if they are the wrong way "
+            "round, or pass a smaller --test"
+        )
+    return lines
+
+
 def _same_file(first: str | os.PathLike, second: str | os.PathLike) -> bool:
     """Whether two paths name one file: the same inode where both exist (a link, ``./`` or another spelling), else
-    the same resolved path."""
+    the same resolved path (``os.path.realpath``, which leaves a symbolic link loop as it is where ``Path.resolve``
+    raises: reading the file refuses it later, naming it)."""
     try:
         return os.path.samefile(first, second)
     except OSError:
-        return Path(first).resolve() == Path(second).resolve()
+        return os.path.realpath(first) == os.path.realpath(second)

@@ -12,10 +12,14 @@ import shutil
 import stat
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+
+try:  # the images' Python is 3.10, whose pytest brings tomli, tomllib's packaged original
+    import tomllib
+except ModuleNotFoundError:
+    import tomli as tomllib
 
 from image_helpers import DOCKERFILES, REPO, parse_dockerfile
 
@@ -629,7 +633,8 @@ runpy.run_path(sys.argv[0], run_name="__main__")' "$@"
 def project_version(*args: str, blocked: tuple[str, ...] = (), tomli_installed: bool = False) -> subprocess.CompletedProcess:
     """docker/project-version.py ARGS with the modules ``blocked`` unimportable; ``tomli_installed``: a ``tomli`` module
     that is the standard library's parser (tomli is its packaged original), as on a 3.10 host with python3-tomli."""
-    code = ("import runpy, sys\n" + ("import tomllib\nsys.modules['tomli'] = tomllib\n" if tomli_installed else "") +
+    code = ("import runpy, sys\n" + ("try:\n    import tomllib as parser\nexcept ModuleNotFoundError:\n    import tomli as parser\nsys.modules['tomli'] = parser\n"
+                                          if tomli_installed else "") +
             "".join(f"sys.modules[{name!r}] = None\n" for name in blocked) +
             "sys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')")
     return subprocess.run([sys.executable, "-c", code, str(REPO / "docker" / "project-version.py"), *args], capture_output=True, text=True)

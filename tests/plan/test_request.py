@@ -124,3 +124,48 @@ def test_the_resolved_run_is_read_only_and_carries_the_flags_switches():
         run.switches.unwrap_fsdp,
     ) == (("actor", "ref", "critic"), True, False, True)
     assert run.gpu is None and run.time_switches is None
+
+
+def test_grpo_with_one_sample_is_refused_as_it_learns_nothing(capsys):
+    """New-user trial: --algo grpo --samples 1 was accepted; every GRPO advantage is then 0."""
+    assert cli.main(["plan", "--profile", "p40", "--algo", "grpo", "--samples", "1"]) == 2
+    assert capsys.readouterr().err == (
+        "verlfit: error: --samples 1 with --algo grpo: GRPO's advantage is each response's reward minus the mean of"
+        " its prompt's group (verl's compute_grpo_outcome_advantage), so in a group of one every advantage is 0 and"
+        " the actor learns nothing\n  fix: use --samples 2 or more (verlfit's default is 4), or --algo ppo, whose"
+        " critic gives the baseline for one response per prompt\n"
+    )
+    assert cli.main(["plan", "--profile", "p40", "--algo", "grpo", "--samples", "2"]) == 0
+
+
+def test_a_given_profile_without_a_gpu_is_no_driver_question():
+    """New-user trial: `plan --profile p40` on a machine without a GPU asked "is the NVIDIA driver installed ...?",
+    although the profile says which card to plan for."""
+
+    class NoNvml:
+        def nvmlInit(self):
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    args = cli.build_parser().parse_args(["plan", "--profile", "p40"])
+    request, source = request_from_options(plan_options(args), nvml=NoNvml())
+    assert request.gpu_memory_bytes == int(22.5 * GIB)
+    assert source == (
+        "no NVIDIA GPU visible here: planning for the p40 card (--profile p40: 22.5 GiB usable); pass --gpu-memory or"
+        " --emulate to choose"
+    )
+
+
+def test_lengths_past_the_models_context_are_refused_by_plan_and_the_dry_run(capsys):
+    """New-user trial: `--max-prompt-length 10000000` was accepted (a plan of 384,778 GiB, or a step of minutes);
+    the prompt and response must fit in max_position_embeddings (Qwen2.5's 32768)."""
+    message = (
+        "verlfit: error: --max-prompt-length 10,000,000 and --max-response-length 256 make sequences of up to"
+        " 10,000,256 tokens, more than Qwen/Qwen2.5-0.5B-Instruct (built-in shape)'s context of 32,768"
+        " (max_position_embeddings in its config.json): positions past it are untrained\n"
+        "  fix: keep the two within 32,768 tokens together, e.g. --max-prompt-length 32512\n"
+    )
+    assert cli.main(["plan", "--profile", "p40", "--max-prompt-length", "10000000"]) == 2
+    assert capsys.readouterr().err == message
+    assert cli.main(["train", "--dry-run", "--profile", "p40", "--max-prompt-length", "10000000"]) == 2
+    assert capsys.readouterr().err == message
+    assert cli.main(["plan", "--profile", "p40", "--max-prompt-length", "1024"]) == 0  # within the context

@@ -286,3 +286,22 @@ def test_a_reward_failing_only_on_a_test_row_stops_the_dry_run_naming_the_test_r
         f" test row 0 of {data / 'test.parquet'} (data_source 'arith', ground truth 'x') with the ground truth as the"
         " response\n"
     )
+
+
+def test_a_reward_file_that_is_not_there_is_refused_even_before_data_is_prepared(tmp_path, monkeypatch, capsys):
+    """New-user trial (issue 44): with no prepared data, `train --dry-run --reward-function MISSING.py` (or a symbolic
+    link loop) printed the command, exit 0: the check that calls the reward waits for the rows."""
+    from verlfit import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
+    for given, kind in (("nothere.py", "does not exist"), ("loop1", "is not reachable (Too many levels of symbolic links)")):
+        assert cli.main(["train", "--dry-run", "--profile", "p40", "--reward-function", given]) == 2
+        assert capsys.readouterr().err == (
+            f"verlfit: error: --reward-function {tmp_path / given} {kind}\n"
+            "  fix: pass the Python file that defines your reward function: --reward-function FILE.py[:FUNCTION]\n"
+        )
+    assert cli.main(["train", "--dry-run", "--profile", "p40", "--", f"custom_reward_function.path={tmp_path}/x.py"]) == 2
+    assert capsys.readouterr().err.startswith(f"verlfit: error: custom_reward_function.path {tmp_path / 'x.py'} does not exist")

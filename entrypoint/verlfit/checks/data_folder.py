@@ -23,6 +23,24 @@ def datasets_cache_folder(dataset_id: str) -> str | None:
     return str(folder) if folder.is_dir() and any(folder.iterdir()) else None
 
 
+def folder_unwritable(folder: Path) -> str | None:
+    """Why ``folder`` (created if missing, as ``verlfit train`` creates ``--data/verl``) cannot be written, in words
+    naming its nearest existing folder: ``"PARENT is on a read-only file system"`` (``statvfs``'s ``ST_RDONLY``),
+    ``"PARENT is not writable for this user"`` (``os.access``); None where it can."""
+    from verlfit.checks.disk import existing_parent
+
+    where = existing_parent(folder)
+    try:
+        read_only = bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False  # not measurable: os.access below still answers
+    if read_only:
+        return f"{where} is on a read-only file system"
+    if not os.access(where, os.W_OK | os.X_OK):
+        return f"{where} is not writable for this user"
+    return None
+
+
 def check_data_folder(
     data_dir: str | os.PathLike,
     environ: Mapping[str, str],
@@ -79,6 +97,16 @@ def check_data_folder(
         )
     missing = [name for name in SPLIT_FILES if not (prepared / name).is_file()]
     if missing and source is not None:
+        unwritable = folder_unwritable(prepared)
+        if unwritable:
+            return CheckResult(
+                "data",
+                FAIL,
+                f"{source} holds raw GSM8K files, not prepared yet, and verlfit train cannot prepare verl's files "
+                f"into {prepared}: {unwritable}",
+                f"verlfit prepare-gsm8k --input {source} --output A_FOLDER_YOU_CAN_WRITE (e.g. ~/data/gsm8k), then "
+                "pass --data that folder",
+            )
         return CheckResult(
             "data",
             WARN,

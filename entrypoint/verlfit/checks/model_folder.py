@@ -22,25 +22,15 @@ def hub_cache_file(repo_id: str, filename: str):
     return try_to_load_from_cache(repo_id, filename)
 
 
-def mixture_of_experts_refusal(config_path: Path) -> VerlfitError | None:
-    """The planner's refusal of a mixture-of-experts ``config.json`` (:func:`verlfit.model_shape.shape_from_config`:
-    it counts one dense MLP per layer), as an error to report; None for a dense model or a config that does not read
-    as a JSON object (the other checks name that)."""
-    import json
-
-    from verlfit.model_shape import expert_keys, shape_from_config
+def planner_refusal(model: str, hub_cache_lookup: Callable | None) -> VerlfitError | None:
+    """What :func:`verlfit.model_shape.load_model_shape` (the reader ``verlfit plan`` and the dry run size the model
+    with) says of ``model``'s ``config.json``, as an error to report: transformers cannot build it
+    (:func:`verlfit.model_shape.check_transformers_builds`), a key the count needs is missing or not a positive whole
+    number, a mixture of experts; None when it reads. So the doctor passes no model that the plan refuses."""
+    from verlfit.model_shape import load_model_shape
 
     try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    text_config = config.get("text_config") if isinstance(config, dict) else None
-    if not isinstance(config, dict) or not (
-        expert_keys(config) or (isinstance(text_config, dict) and expert_keys(text_config))
-    ):
-        return None
-    try:
-        shape_from_config(config, str(config_path))
+        load_model_shape(model, hub_cache_lookup=hub_cache_lookup)
     except VerlfitError as error:
         return error
     return None
@@ -56,7 +46,7 @@ def check_model_folder(
     """The ``model`` check of ``model`` (``--model``: a local directory or a hub id): PASS for a model directory
     with config, weights and tokenizer (:func:`verlfit.model_files.inspect_model_dir`), a hub id in the local cache,
     or one the hub answers for; FAIL with the fix otherwise (a file, a folder without weights, gated, missing,
-    unreachable, offline; a mixture-of-experts config, which the planner refuses: :func:`mixture_of_experts_refusal`).
+    unreachable, offline; a config.json the planner refuses: :func:`planner_refusal`).
 
     ``environ``: the environment (HF_ENDPOINT, HF_HUB_OFFLINE); ``timeout`` (s) and ``head``: the one hub HEAD
     request (:func:`verlfit.hub.probe`); ``hub_cache_lookup``: ``f(repo_id, filename) -> path | None`` (no network).
@@ -76,7 +66,7 @@ def check_model_folder(
             found = inspect_model_dir(path)
         except VerlfitError as error:
             return CheckResult("model", FAIL, error.message, error.fix)
-        refusal = mixture_of_experts_refusal(path / "config.json")
+        refusal = planner_refusal(str(path), hub_cache_lookup)
         if refusal is not None:
             return CheckResult("model", FAIL, refusal.message, refusal.fix)
         return CheckResult("model", PASS, f"{path} is a local model directory: {found.describe()}")
@@ -93,6 +83,9 @@ def check_model_folder(
         except Exception:
             cached = None
         if isinstance(cached, (str, os.PathLike)) and Path(cached).is_file():
+            refusal = planner_refusal(str(cached), hub_cache_lookup)
+            if refusal is not None:
+                return CheckResult("model", FAIL, refusal.message, refusal.fix)
             return CheckResult("model", PASS, f"{model} is in the local hub cache")
     if offline_variable(environ):
         return CheckResult(

@@ -745,7 +745,8 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
         return CheckResult(
             "disk",
             SKIP,
-            f"model {ctx.model!r} has no local config.json to size a checkpoint (free space at {where} not judged)",
+            f"model {ctx.model!r} has no local config.json that sizes a checkpoint (see the model line; free space "
+            f"at {where} not judged)",
         )
     profile = load_profile(
         ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0]

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from verlfit import export
+from verlfit.arguments import positive_number
 
 
 def checkpoint_step(text: str) -> int | str:
@@ -65,9 +66,10 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--lora-alpha",
-        type=float,
+        type=positive_number,
         metavar="A",
-        help="LoRA runs: lora_alpha when the run has no config.yaml (default: the run's)",
+        help="LoRA runs: lora_alpha when the run has no config.yaml (default: the run's; a positive number, as "
+        "verlfit train takes it)",
     )
     parser.add_argument("--critic", action="store_true", help="also export the critic (PPO) into OUTPUT/critic")
     parser.add_argument(

@@ -16,11 +16,12 @@ from pathlib import Path
 from verlfit.arguments import (
     SizingOptions,
     add_sizing_arguments,
+    MAX_LEARNING_RATE,
     checkpoints_to_keep,
     frequency,
+    learning_rate,
     memory_gib,
     parse_number,
-    positive_number,
     typed_options,
     whole_number,
 )
@@ -152,8 +153,18 @@ def register(subparsers) -> argparse.ArgumentParser:
         default=1,
         help="nodes of a running Ray cluster, --gpus each (trainer.nnodes; default: 1)",
     )
-    parser.add_argument("--actor-lr", type=positive_number, default=1e-6, help="actor learning rate (default: 1e-6)")
-    parser.add_argument("--critic-lr", type=positive_number, default=1e-5, help="critic learning rate (default: 1e-5)")
+    parser.add_argument(
+        "--actor-lr",
+        type=learning_rate,
+        default=1e-6,
+        help=f"actor learning rate (default: 1e-6, verl's; at most {MAX_LEARNING_RATE:g})",
+    )
+    parser.add_argument(
+        "--critic-lr",
+        type=learning_rate,
+        default=1e-5,
+        help=f"critic learning rate (default: 1e-5, verl's; at most {MAX_LEARNING_RATE:g})",
+    )
     parser.add_argument(
         "--save-freq",
         type=frequency,

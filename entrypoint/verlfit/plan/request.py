@@ -82,7 +82,8 @@ def check_sizing(sizing: SizingOptions) -> None:
     ``verlfit train`` and ``verlfit plan`` alike.
 
     Raises:
-        VerlfitError (exit status 2): ``--samples`` with ``--algo ppo``; ``--critic-lora-rank`` with ``--algo grpo``;
+        VerlfitError (exit status 2): ``--samples`` with ``--algo ppo``; ``--samples 1`` with ``--algo grpo`` (every
+            advantage 0); ``--critic-lora-rank`` with ``--algo grpo``;
             ``--lora-alpha`` or ``--lora-target-modules`` without an adapter to apply them to; ``--batch-size`` above
             :data:`MAX_BATCH_PROMPTS` (the message gives the driver's token tensors in GiB for the run's lengths).
     """
@@ -106,6 +107,15 @@ def check_sizing(sizing: SizingOptions) -> None:
             f"--samples {sizing.samples} with --algo ppo: PPO samples one response per prompt (its critic "
             "gives the baseline)",
             fix="use --algo grpo for several responses per prompt, or drop --samples",
+            exit_code=2,
+        )
+    if sizing.algo == "grpo" and sizing.samples == 1:
+        raise VerlfitError(
+            "--samples 1 with --algo grpo: GRPO's advantage is each response's reward minus the mean of its prompt's "
+            "group (verl's compute_grpo_outcome_advantage), so in a group of one every advantage is 0 and the actor "
+            "learns nothing",
+            fix="use --samples 2 or more (verlfit's default is 4), or --algo ppo, whose critic gives the baseline for "
+            "one response per prompt",
             exit_code=2,
         )
     if sizing.algo == "grpo" and sizing.critic_lora_rank is not None:
@@ -237,6 +247,10 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
     the padding-free path computes entropy with torch.compile), off for sdpa and eager, where verl's
     padded path computes entropy eagerly (``dp_actor.py:266-268``) whatever the image holds.
     Other ``fields`` override.
+
+    Raises:
+        VerlfitError (exit status 2): prompt and response lengths beyond the model's context
+            (:attr:`verlfit.model_shape.ModelShape.context_length`, where its config gives one).
     """
     attention = fields.get("attention", profile.attention)
     defaults = dict(
@@ -249,7 +263,19 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
         fused_kernels=attention == "flash_attention_2",
     )
     defaults.update(fields)
-    return PlanRequest(**defaults)
+    request = PlanRequest(**defaults)
+    context = shape.context_length
+    if context is not None and request.max_prompt_length + request.max_response_length > context:
+        raise VerlfitError(
+            f"--max-prompt-length {request.max_prompt_length:,} and --max-response-length "
+            f"{request.max_response_length:,} make sequences of up to "
+            f"{request.max_prompt_length + request.max_response_length:,} tokens, more than {shape.name}'s context of "
+            f"{context:,} (max_position_embeddings in its config.json): positions past it are untrained",
+            fix=f"keep the two within {context:,} tokens together, e.g. --max-prompt-length "
+            f"{max(context - request.max_response_length, 1)}",
+            exit_code=2,
+        )
+    return request
 
 
 def frozen_base_storage(settings, profile) -> str | None:
@@ -389,10 +415,14 @@ def _profile_and_memory(options: PlanOptions, report) -> tuple:
             f"({format_gib(gpu.free_memory_bytes)} free) less {format_gib(CUDA_CONTEXT_BYTES)} CUDA "
             f"context and {format_gib(FRAGMENTATION_RESERVE_BYTES)} fragmentation reserve",
         )
+    chosen = ""
+    if options.profile not in (None, "auto"):
+        # the card was chosen: NVML's diagnosis ("is the NVIDIA driver installed ...?") would read as a problem
+        source, chosen = "no NVIDIA GPU visible here", f"--profile {profile.name}: "
     return (
         profile,
         int(profile.gpu_memory_gib * GIB),
-        f"{source}: planning for the {profile.name} card ({profile.gpu_memory_gib:g} GiB usable); pass "
+        f"{source}: planning for the {profile.name} card ({chosen}{profile.gpu_memory_gib:g} GiB usable); pass "
         "--gpu-memory or --emulate to choose",
     )
 

@@ -401,7 +401,7 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
 
 # one option of PYTORCH_CUDA_ALLOC_CONF: name:value, where a value may be a bracketed list with commas
 # (roundup_power2_divisions:[256:1,512:2]); the option names themselves are torch's to check
-_ALLOCATOR_OPTION = re.compile(r"\s*[A-Za-z_]\w*\s*:\s*(?:\[[^\]]*\]|[^,\[\]\s:]+)\s*")
+_ALLOCATOR_OPTION = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*:\s*(?:\[[^\]]*\]|[^,\[\]\s:]+)\s*")
 
 
 def run_profile(
@@ -420,6 +420,22 @@ def run_profile(
     return profile, customize(profile, rollout=rollout, attention=attention)
 
 
+# The options torch 2.6.0 (the images' torch) reads from PYTORCH_CUDA_ALLOC_CONF: c10/cuda/CUDAAllocatorConfig.cpp,
+# CUDAAllocatorConfig::parseArgs, whose last branch is TORCH_CHECK(false, "Unrecognized CachingAllocator option: ").
+ALLOCATOR_OPTIONS = (
+    "max_split_size_mb",
+    "max_non_split_rounding_mb",
+    "garbage_collection_threshold",
+    "roundup_power2_divisions",
+    "backend",
+    "expandable_segments",
+    "release_lock_on_cudamalloc",
+    "pinned_use_cuda_host_register",
+    "pinned_num_register_threads",
+    "pinned_use_background_threads",
+)
+
+
 def allocator_config_is_well_formed(text: str) -> bool:
     """Whether ``text`` has the syntax torch's ``CUDAAllocatorConfig`` parses: ``option:value`` entries
     separated by commas. Option names are not checked (they differ between torch versions)."""
@@ -434,6 +450,20 @@ def allocator_config_is_well_formed(text: str) -> bool:
         if text[position] != ",":
             return False
         position += 1
+
+
+def allocator_option_names(text: str) -> list[str]:
+    """The option names of a well-formed ``PYTORCH_CUDA_ALLOC_CONF`` (:func:`allocator_config_is_well_formed`), in
+    order: ``["expandable_segments", "roundup_power2_divisions"]`` for
+    ``expandable_segments:True,roundup_power2_divisions:[256:1,512:2]``."""
+    names, position = [], 0
+    while position < len(text):
+        match = _ALLOCATOR_OPTION.match(text, position)
+        if match is None:
+            break
+        names.append(match["name"])
+        position = match.end() + 1  # past the comma
+    return names
 
 
 def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, str]:
@@ -474,6 +504,18 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
             "option:value",
             fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']}) or "
             "write e.g. expandable_segments:True,max_split_size_mb:256",
+            exit_code=2,
+        )
+    unknown = [
+        name for name in allocator_option_names(resolved["PYTORCH_CUDA_ALLOC_CONF"]) if name not in ALLOCATOR_OPTIONS
+    ]
+    if unknown:
+        raise VerlfitError(
+            f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} names {', '.join(map(repr, unknown))}, "
+            'not an option of torch\'s CUDA allocator: torch stops with "Unrecognized CachingAllocator option" when a '
+            "worker first touches CUDA, minutes into the run",
+            fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']!r}) or use "
+            f"torch's options: {', '.join(ALLOCATOR_OPTIONS)}",
             exit_code=2,
         )
     if not resolved["TRITON_MAX_SHARED_MEMORY"].isdigit():

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
+from verlfit.input_files import require_regular_file
 from verlfit.overrides import UserOverrides
 from verlfit.reward_function import RewardFunction, from_overrides, parse_reward_function
 
@@ -45,7 +46,8 @@ def run_reward_function(
 
     Raises:
         VerlfitError: exit status 2: both ``--reward-function`` and ``custom_reward_function.path`` given; a name
-            without a path; what :func:`verlfit.reward_function.parse_reward_function` raises.
+            without a path; what :func:`verlfit.reward_function.parse_reward_function` raises; a file that is not
+            there or is no regular file (:func:`verlfit.input_files.require_regular_file`).
     """
     path, name = overrides.values.get(PATH_KEY), overrides.values.get(NAME_KEY)
     rest = [word for word, key in zip(overrides.words, overrides.keys) if key not in (PATH_KEY, NAME_KEY)]
@@ -55,9 +57,16 @@ def run_reward_function(
             fix="give it once: --reward-function FILE.py:FUNCTION (the keys after -- mean the same)",
             exit_code=2,
         )
+    reward = parse_reward_function(spec, base) if spec is not None else from_overrides(path, name, base)
+    if reward is not None:
+        # at once, whatever else is missing: the check that calls it on the rows waits for prepared data
+        require_regular_file(
+            reward.path,
+            "--reward-function" if spec is not None else PATH_KEY,
+            fix="pass the Python file that defines your reward function: --reward-function FILE.py[:FUNCTION]",
+        )
     if spec is not None:
-        return parse_reward_function(spec, base), rest
-    reward = from_overrides(path, name, base)
+        return reward, rest
     if reward is None and name:
         raise VerlfitError(
             f"{NAME_KEY}={name} after -- without {PATH_KEY}: verl ignores the name and scores with its own "

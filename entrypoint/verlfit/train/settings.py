@@ -16,6 +16,7 @@ from pathlib import Path
 from verlfit import gsm8k
 from verlfit.arguments import SizingOptions
 from verlfit.errors import VerlfitError
+from verlfit.input_files import kind_of
 from verlfit.metrics import logger_overrides
 from verlfit.output_files import check_name_lengths
 from verlfit.overrides import (
@@ -208,6 +209,9 @@ def build_launch(
     ):
         if given:
             check_name_lengths(Path(given), option)  # before a stat fails with ENAMETOOLONG
+            kind = kind_of(given)
+            if kind.startswith("not reachable"):  # a symbolic link loop, a folder one may not search
+                raise VerlfitError(f"{option} {given} is {kind}", fix=f"pass a directory {what}", exit_code=2)
         if given and Path(given).exists() and not Path(given).is_dir():
             raise VerlfitError(
                 f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2
