@@ -23,8 +23,11 @@ REGISTRY ?=
 SAVE_DIR ?= dist
 # make save: BASES=no leaves the CUDA base images out (a bundle for hosts that only run the images)
 BASES ?= yes
-# make apt-lock: a PEM bundle the base containers' apt trusts (an intercepting proxy's authority in it)
+# a PEM bundle with an intercepting proxy's authority in it: make apt-lock's containers trust it, and the image builds
+# get it as the build secret ca-bundle (the same as BUILD_FLAGS='--secret id=ca-bundle,src=FILE')
 CA_BUNDLE ?=
+comma := ,
+CA_SECRET = $(if $(CA_BUNDLE),--secret $(call shell_quote,id=ca-bundle$(comma)src=$(CA_BUNDLE)))
 # make apt-lock: CUDA_SHA256=signed-index records NVIDIA's files as checked against NVIDIA's signed index instead of by
 # sha256 (for a lock resolved against a stand-in of NVIDIA's repository; docker/apt-lock.sh)
 CUDA_SHA256 ?=
@@ -91,7 +94,7 @@ build_command = $(if $(DOCKER_BUILD),echo $(call shell_quote,$(DOCKER_BUILD)),DO
 define build_image
 	@bash docker/write-env.sh .env $(VERLFIT_UID) $(VERLFIT_GID)
 	@build=$$($(build_command)) || exit 2; \
-	set -x; $$build --file Dockerfile.$(1) --tag $(IMAGE):$(1) $(BUILD_ARGS) $(BUILD_FLAGS) .
+	set -x; $$build --file Dockerfile.$(1) --tag $(IMAGE):$(1) $(BUILD_ARGS) $(CA_SECRET) $(BUILD_FLAGS) .
 endef
 # train, doctor, prepare-gsm8k, bench, export, eval and report go through `docker compose run --rm` (docker/compose-run.sh). Without the
 # Compose v2 plugin the docker CLI reads `compose` as an image name and fails with "unknown flag: --rm" (exit 125);
@@ -214,7 +217,7 @@ push: ## push verlfit:<profile> of each of PROFILES to REGISTRY=<registry>/<name
 	@# Provenance mode=min: mode=max publishes every build arg's value, and the proxy args may hold a password
 	@# (docs.docker.com, "Provenance attestations"); min keeps the materials (base images by digest), source and revision.
 	@why=$$(DOCKER=$(call shell_quote,$(DOCKER)) bash docker/attestations.sh); case $$? in \
-	0) set -ex; $(foreach profile,$(PROFILES),$(DOCKER) buildx build --sbom=true --provenance=mode=min --push --file Dockerfile.$(profile) --tag $(REGISTRY)/$(IMAGE):$(profile) $(BUILD_ARGS) $(BUILD_FLAGS) .;) ;; \
+	0) set -ex; $(foreach profile,$(PROFILES),$(DOCKER) buildx build --sbom=true --provenance=mode=min --push --file Dockerfile.$(profile) --tag $(REGISTRY)/$(IMAGE):$(profile) $(BUILD_ARGS) $(CA_SECRET) $(BUILD_FLAGS) .;) ;; \
 	1) set -ex; $(foreach profile,$(PROFILES),$(DOCKER) tag $(IMAGE):$(profile) $(REGISTRY)/$(IMAGE):$(profile); $(DOCKER) push $(REGISTRY)/$(IMAGE):$(profile);) \
 	   set +x; echo "make push: pushed WITHOUT SBOM and provenance attestations: $$why" >&2 ;; \
 	*) exit 2 ;; esac
@@ -243,7 +246,7 @@ wheelhouse: ## write dist/wheelhouse-PROFILE/: every locked wheel and sdist with
 	@mkdir -p $(SAVE_DIR) && rm -rf $(SAVE_DIR)/wheelhouse-$(PROFILE).partial; \
 	build=$$($(build_command)) || exit 2; \
 	set -x; $${build/ --load/} --target wheelhouse --output type=local,dest=$(SAVE_DIR)/wheelhouse-$(PROFILE).partial \
-	  --file Dockerfile.$(PROFILE) $(BUILD_ARGS) $(BUILD_FLAGS) . || { rm -rf $(SAVE_DIR)/wheelhouse-$(PROFILE).partial; exit 1; }
+	  --file Dockerfile.$(PROFILE) $(BUILD_ARGS) $(CA_SECRET) $(BUILD_FLAGS) . || { rm -rf $(SAVE_DIR)/wheelhouse-$(PROFILE).partial; exit 1; }
 	mv $(SAVE_DIR)/wheelhouse-$(PROFILE).partial $(SAVE_DIR)/wheelhouse-$(PROFILE)
 	@echo "make wheelhouse: $(SAVE_DIR)/wheelhouse-$(PROFILE)/simple is a PEP 503 index of every locked file; offline: python3 -m http.server --directory $(SAVE_DIR)/wheelhouse-$(PROFILE) 8000, then make image-$(PROFILE) PIP_INDEX_URL=http://127.0.0.1:8000/simple TORCH_INDEX_URL=http://127.0.0.1:8000/simple BUILD_FLAGS=--network=host (docs/images.md, 'Air-gapped hosts')"
 

@@ -410,6 +410,29 @@ def test_a_module_beside_the_reward_hiding_another_module_of_this_python_is_refu
     )
 
 
+
+def test_a_reward_file_named_like_another_module_is_refused_once_its_folder_goes_on_pythonpath(tmp_path):
+    """random.py importing a helper beside it: the run's copy of its folder first on verl's PYTHONPATH would be every
+    `import random` of verl's processes (torch's among them). Alone, with no helper, nothing goes on PYTHONPATH."""
+    (tmp_path / "helper.py").write_text("def pick():\n    return 1.0\n")
+    path = tmp_path / "random.py"
+    path.write_text("from helper import pick\n\n\ndef compute_score(data_source, solution_str, ground_truth,"
+                    " extra_info=None):\n    return pick()\n")
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"), count=1)
+    assert (str(caught.value), caught.value.exit_code) == (
+        f"reward function file {path} is named like another module of this Python (random), and the modules it imports"
+        " from beside it put its folder's copy first on verl's PYTHONPATH, where it would hide that module from verl\n"
+        "  fix: rename it (e.g. random_reward.py) and pass the new name to --reward-function",
+        2,
+    )
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "random.py").write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+                                     "    return 1.0\n")
+    checked = rewards.check_reward_function(rewards.RewardFunction(alone / "random.py"), write_train(tmp_path / "data2"), count=1)
+    assert checked.reward.modules == ()
+
 HANGS_AT_IMPORT = {
     "sleep": "import time\ntime.sleep(600)\n",
     "loop with SIGALRM ignored": "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n",

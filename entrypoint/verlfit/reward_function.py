@@ -246,6 +246,14 @@ def check_imported_modules(reward: RewardFunction, imported: ImportedModules) ->
             library's ``random``, an installed package): the run's copy of the folder, first on verl's PYTHONPATH,
             would hide that module from verl itself.
     """
+    if reward.path.stem in imported.shadowing:
+        raise VerlfitError(
+            f"reward function file {reward.path} is named like another module of this Python"
+            f" ({reward.path.stem}), and the modules it imports from beside it put its folder's copy first on verl's"
+            " PYTHONPATH, where it would hide that module from verl",
+            fix=f"rename it (e.g. {reward.path.stem}_reward.py) and pass the new name to --reward-function",
+            exit_code=2,
+        )
     if imported.shadowing:
         names = ", ".join(imported.shadowing)
         beside = [

@@ -361,7 +361,9 @@ def _load(path: Path, name: str):
 
 def _imported_modules(path: Path) -> ImportedModules:
     """The modules in ``sys.modules`` whose top-level module lives in ``path``'s folder (``NAME.py`` or ``NAME/``),
-    other than the reward file itself; and which of their top-level names another ``sys.path`` entry provides too."""
+    other than the reward file itself; and which of their top-level names another ``sys.path`` entry provides too. When
+    there are any, the folder goes on verl's PYTHONPATH, so the reward file's own name is checked too (a reward named
+    ``random.py`` would then be every ``import random`` of verl's processes)."""
     folder = path.parent
     files, tops = set(), set()
     for name, module in list(sys.modules.items()):
@@ -374,6 +376,8 @@ def _imported_modules(path: Path) -> ImportedModules:
             files.add(file)
             tops.add(top)
     others = [entry for entry in sys.path if entry and Path(entry).resolve() != folder.resolve()]
+    if files:
+        tops.add(path.stem)
     shadowing = sorted(
         top
         for top in tops

@@ -235,6 +235,17 @@ def test_build_flags_pass_a_netrc_secret(workdir):
     assert argvs(calls)[1][-4:] == ["VERLFIT_VERSION=0.1.0", "--secret", "id=netrc,src=/home/me/.netrc", "."]
 
 
+
+def test_ca_bundle_reaches_the_build_as_its_secret(workdir):
+    """CA_BUNDLE=FILE, which make apt-lock takes, means the same for a build: the ca-bundle secret (it was accepted
+    and ignored), before BUILD_FLAGS; no secret without it."""
+    result, calls = make(workdir, "image-p40", *IDS, "CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt", "BUILD_FLAGS=--progress plain")
+    assert result.returncode == 0, result.stderr
+    assert argvs(calls)[1][-6:] == ["VERLFIT_VERSION=0.1.0", "--secret", "id=ca-bundle,src=/etc/ssl/certs/ca-certificates.crt",
+                                    "--progress", "plain", "."]
+    result, calls = make(workdir, "image-p40", *IDS)
+    assert "--secret" not in argvs(calls)[1]
+
 PUSH_WITHOUT = [["tag", "verlfit:p40", "r.example/ml/verlfit:p40"], ["push", "r.example/ml/verlfit:p40"],
                 ["tag", "verlfit:a10", "r.example/ml/verlfit:a10"], ["push", "r.example/ml/verlfit:a10"]]
 
