@@ -493,6 +493,33 @@ def test_item9_ctrl_c_while_generating_keeps_the_finished_batches_and_exits_130(
     assert len((out / "rows.jsonl").read_text().splitlines()) == 3
 
 
+
+def test_a_stopped_eval_never_replaces_an_earlier_output(data_dir, tmp_path):
+    """A finished eval, then the same eval interrupted: the finished one stays as it was, nothing of the partial
+    one is written, and the message says so (it used to replace the finished result with the partial rows)."""
+    out = tmp_path / "out"
+    evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=_fixed_generator, preflight=False)
+    finished = {path.name: path.read_bytes() for path in out.iterdir()}
+
+    def interrupted_on_the_second_batch(path, **settings):
+        generate = _fixed_generator(path, **settings)
+
+        def call(prompts):
+            if generate.calls:
+                raise KeyboardInterrupt
+            return generate(prompts)
+
+        call.calls = generate.calls
+        return call
+
+    with pytest.raises(VerlfitError) as error:
+        evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=interrupted_on_the_second_batch, preflight=False)
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (
+        f"eval stopped at row 3 of {data_dir / 'test.parquet'}: interrupted (Ctrl-C); nothing written: the 3 rows scored"
+        f" before it do not replace what an earlier eval wrote to {out}, which is kept",
+        "run the eval again to score every row", 130)
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == finished
+
 def test_an_eval_of_a_run_is_refused_before_its_checkpoint_is_exported(tmp_path, data_dir, monkeypatch, capsys):
     from verl_checkpoint_maker import write_checkpoint_run
 

@@ -833,6 +833,9 @@ def _run_eval(
 
         if stopped is not None and not any(results for _where, results, _summary in written):
             raise _stopped_error(stopped, Path(data) / f"{split}.parquet", None)
+        if stopped is not None and target.replaces:
+            # a stopped eval's rows never replace what an earlier eval wrote there (it may be a finished one)
+            raise _stopped_error(stopped, Path(data) / f"{split}.parquet", None, kept=out)
         output_files.write_folder(target, build, created)
         if stopped is not None:
             raise _stopped_error(stopped, Path(data) / f"{split}.parquet", out)
@@ -852,22 +855,34 @@ def _run_eval(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _stopped_error(stopped: EvaluationStopped, data_file: Path, out: Path | None) -> VerlfitError:
+def _stopped_error(
+    stopped: EvaluationStopped, data_file: Path, out: Path | None, kept: Path | None = None
+) -> VerlfitError:
     """The error an eval stopped mid-way ends with: the row and why, where the rows scored before it went (``out``;
-    None: no row was scored, nothing written); exit status 130 for Ctrl-C, else 1."""
-    if out is None:
-        kept = "; nothing written (no row was scored)"
+    None: nothing written, because no row was scored or because ``kept``, an earlier eval's output at the same place,
+    is not replaced by a partial one); exit status 130 for Ctrl-C, else 1."""
+    if kept is not None:
+        kept_text = (
+            f"; nothing written: the {len(stopped.results)} rows scored before it do not replace what an earlier eval"
+            f" wrote to {kept}, which is kept"
+        )
+    elif out is None:
+        kept_text = "; nothing written (no row was scored)"
     else:
-        kept = (
+        kept_text = (
             f"; the {len(stopped.results)} rows scored before it are written to {out} "
             f'({SUMMARY_FILE} says "partial": true)'
         )
     if stopped.interrupted:
-        fix = "run the eval again to score every row (it replaces the partial output)"
+        fix = (
+            "run the eval again to score every row (it replaces the partial output)"
+            if out is not None
+            else "run the eval again to score every row"
+        )
     else:
         fix = "fix the reward function so that it returns a number for every row, then run the eval again"
     return VerlfitError(
-        f"eval stopped at row {stopped.row} of {data_file}: {stopped.reason}{kept}",
+        f"eval stopped at row {stopped.row} of {data_file}: {stopped.reason}{kept_text}",
         fix=fix,
         exit_code=130 if stopped.interrupted else 1,
     )
