@@ -305,3 +305,26 @@ def test_a_reward_file_that_is_not_there_is_refused_even_before_data_is_prepared
         )
     assert cli.main(["train", "--dry-run", "--profile", "p40", "--", f"custom_reward_function.path={tmp_path}/x.py"]) == 2
     assert capsys.readouterr().err.startswith(f"verlfit: error: custom_reward_function.path {tmp_path / 'x.py'} does not exist")
+
+
+def test_an_own_reward_with_a_mistyped_data_folder_is_refused_not_trained_on_gsm8k(tmp_path, monkeypatch, capsys):
+    """New-user trial: `--data data/shelff` (no such folder) with an own reward passed the dry run, and the launch
+    would have prepared GSM8K there and trained the shelf reward on it. The default folder and an existing one still
+    mean GSM8K prepared where missing."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VERLFIT_DATA_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    own_data(tmp_path / "data" / "shelf")
+    reward = reward_file(tmp_path / "task")
+    assert dry_run(tmp_path, "--data", "data/shelff", "--reward-function", f"{reward}:score") == 2
+    typo = tmp_path / "data" / "shelff"
+    assert capsys.readouterr().err == (
+        f"verlfit: error: --data {typo}: no such folder, and --reward-function {reward} is your own: verlfit would"
+        " prepare GSM8K into it and train your reward on GSM8K's rows\n"
+        f"  fix: check the path, or prepare your task into it first (verlfit prepare-data --train FILE --output"
+        f" {typo}); for GSM8K with your reward, verlfit prepare-gsm8k --output {typo}\n"
+    )
+    assert not (tmp_path / "data" / "shelff").exists()
+    # the default GSM8K folder, absent: GSM8K is what it means (the dry run says it would prepare it)
+    assert dry_run(tmp_path, "--reward-function", f"{reward}:score") == 0
+    assert "checked on the training and test rows once the data is prepared" in unwrapped(capsys.readouterr().out)

@@ -6,6 +6,7 @@ reward on every training and test row (the run's function, or verl's scorer for 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from verlfit import gsm8k
@@ -44,6 +45,7 @@ def check_run_data(
             file, the function, the split and the row), hangs, exits the process, or data sources verl cannot score
             (the fix: ``--reward-function``).
     """
+    refuse_missing_own_task_data(settings, reward)
     prepared = data_ready(settings, keys, prepare)
     if prepare or (Path(settings.data_dir) / "train.parquet").is_file():
         check_data_size(settings)
@@ -73,6 +75,28 @@ def check_run_data(
         f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (called on every row:"
         f" {describe_scores(scored)})"
     ), None
+
+
+def refuse_missing_own_task_data(settings: TrainSettings, reward: RewardFunction | None) -> None:
+    """Refuse an own reward function with a ``--data`` folder that does not exist (a mistyped path), other than the
+    GSM8K default: the launch would prepare GSM8K into it and train the user's reward on GSM8K's rows.
+
+    Raises:
+        VerlfitError: exit status 2, naming the folder and both fixes.
+    """
+    data = Path(settings.data_dir)
+    default = Path(os.environ.get("VERLFIT_DATA_DIR", gsm8k.DEFAULT_OUTPUT))  # train --data's default
+    if reward is None or data.exists() or data.absolute() == default.absolute():
+        return
+    if gsm8k.training_data(data)[1] is not None:
+        return  # --data/verl of a folder of raw GSM8K files: prepared from them
+    raise VerlfitError(
+        f"--data {data}: no such folder, and --reward-function {reward.path} is your own: verlfit would prepare GSM8K"
+        " into it and train your reward on GSM8K's rows",
+        fix=f"check the path, or prepare your task into it first (verlfit prepare-data --train FILE --output {data});"
+        f" for GSM8K with your reward, verlfit prepare-gsm8k --output {data}",
+        exit_code=2,
+    )
 
 
 def data_ready(settings: TrainSettings, keys: DataKeys, prepare: bool) -> bool:
