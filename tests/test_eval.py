@@ -472,21 +472,23 @@ def test_item9_a_reward_function_raising_on_a_row_keeps_the_rows_scored_before_a
         True, 5, 5, f"reward function {reward}:compute_score raised ValueError: cannot parse this answer")
 
 
+
+def _interrupted_on_the_second_batch(path, **settings):
+    """_fixed_generator until its second batch, which Ctrl-C interrupts."""
+    generate = _fixed_generator(path, **settings)
+
+    def call(prompts):
+        if generate.calls:
+            raise KeyboardInterrupt
+        return generate(prompts)
+
+    call.calls = generate.calls
+    return call
+
 def test_item9_ctrl_c_while_generating_keeps_the_finished_batches_and_exits_130(data_dir, tmp_path, capsys):
-    def interrupted_on_the_second_batch(path, **settings):
-        generate = _fixed_generator(path, **settings)
-
-        def call(prompts):
-            if generate.calls:
-                raise KeyboardInterrupt
-            return generate(prompts)
-
-        call.calls = generate.calls
-        return call
-
     out = tmp_path / "out"
     with pytest.raises(VerlfitError) as error:
-        evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=interrupted_on_the_second_batch, preflight=False)
+        evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=_interrupted_on_the_second_batch, preflight=False)
     assert error.value.exit_code == 130
     assert error.value.message.startswith(f"eval stopped at row 3 of {data_dir / 'test.parquet'}: interrupted (Ctrl-C); the 3 rows scored before it are written to {out}")
     assert json.loads((out / "summary.json").read_text())["partial"] is True
@@ -501,19 +503,8 @@ def test_a_stopped_eval_never_replaces_an_earlier_output(data_dir, tmp_path):
     evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=_fixed_generator, preflight=False)
     finished = {path.name: path.read_bytes() for path in out.iterdir()}
 
-    def interrupted_on_the_second_batch(path, **settings):
-        generate = _fixed_generator(path, **settings)
-
-        def call(prompts):
-            if generate.calls:
-                raise KeyboardInterrupt
-            return generate(prompts)
-
-        call.calls = generate.calls
-        return call
-
     with pytest.raises(VerlfitError) as error:
-        evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=interrupted_on_the_second_batch, preflight=False)
+        evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=_interrupted_on_the_second_batch, preflight=False)
     assert (error.value.message, error.value.fix, error.value.exit_code) == (
         f"eval stopped at row 3 of {data_dir / 'test.parquet'}: interrupted (Ctrl-C); nothing written: the 3 rows scored"
         f" before it do not replace what an earlier eval wrote to {out}, which is kept",

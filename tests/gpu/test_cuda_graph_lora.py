@@ -35,6 +35,8 @@ from verl.utils.frozen_base import store_frozen_base, upcast_for_compute  # noqa
 from verl.workers.rollout.hf_rollout import HFRollout  # noqa: E402
 from verl.workers.rollout.static_decode import StaticDecoder  # noqa: E402
 
+from test_cuda_graph_decode import prompts as left_padded_prompts  # noqa: E402
+
 PAD, EOS, VOCAB, STEPS, BATCH, WIDTH = 0, 499, 500, 48, 8, 24
 COMMON = dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.2, eos_token_id=EOS, pad_token_id=PAD, attn_implementation="sdpa")
 FAMILIES = {
@@ -71,14 +73,8 @@ def lora_model(family, base="float32", seed=0):
 
 
 def prompts(seed=0):
-    g = torch.Generator().manual_seed(seed)
-    lengths = torch.randint(4, WIDTH + 1, (BATCH,), generator=g)
-    ids = torch.full((BATCH, WIDTH), PAD, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, n in enumerate(lengths.tolist()):
-        ids[i, WIDTH - n :] = torch.randint(1, EOS, (n,), generator=g)
-        mask[i, WIDTH - n :] = 1
-    return ids.cuda(), mask.cuda()
+    """BATCH left-padded prompts of up to WIDTH tokens: test_cuda_graph_decode's, whose PAD and EOS are these."""
+    return left_padded_prompts(BATCH, WIDTH, seed)
 
 
 def rollout(module, dtype, cuda_graph):

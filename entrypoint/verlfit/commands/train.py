@@ -25,6 +25,7 @@ from verlfit.arguments import (
     typed_options,
     whole_number,
 )
+from verlfit import gsm8k
 from verlfit.errors import VerlfitError
 from verlfit.overrides import managed_keys_help, user_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
@@ -122,7 +123,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--data",
-        default=os.environ.get("VERLFIT_DATA_DIR", "data/gsm8k"),
+        default=os.environ.get("VERLFIT_DATA_DIR", gsm8k.DEFAULT_OUTPUT),
         help="directory with train.parquet and test.parquet, prepared from the hub first if missing; or with "
         "raw GSM8K files (train/test .jsonl/.parquet with question and answer, or the hub's main/ "
         "folder), prepared from them into DIR/verl (default: %(default)s)",

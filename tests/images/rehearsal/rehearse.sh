@@ -240,8 +240,18 @@ make -C "$context" --no-print-directory image-p40 IMAGE="$image" "${sources[@]}"
 build_seconds=$(($(date +%s) - build_started))
 grep -A40 'check-image.py' "$work/build.log" | grep -E '^#[0-9]+ [0-9.]+ (PASS|ok|check)' | head -30 || true
 check "make image-p40 built $image:p40 in ${build_seconds}s, $($docker image inspect --format '{{.Size}}' "$image:p40" | awk '{printf "%.2f GB", $1/1e9}')"
+# fetched_summary LOG: what the apt-packages stage's last line says it fetched from where (docker/fetch-apt-packages.sh)
+fetched_summary() { sed -n 's/^#[0-9]* [0-9.]* verlfit-build: apt packages fetched by sha256 for //p' "$1" | tail -n 1; }
+# apt_packages_stage LOG DOCKERFILE CONTEXT [BUILD FLAG...]: that stage alone, on the stand-in build base, into LOG
+apt_packages_stage() {
+  local log=$1 dockerfile=$2 context=$3
+  shift 3
+  DOCKER_BUILDKIT=1 $docker build --progress plain --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
+    --target apt-packages --build-arg BASE_REGISTRY="$registry/" --build-arg BUILD_BASE_DIGEST="$build_digest" "$@" \
+    --file "$dockerfile" "$context" >"$log" 2>&1
+}
 # the committed docker/apt.lock, as users get it: every file fetched by its sha256 (the apt-packages stage's last line)
-fetched=$(sed -n 's/^#[0-9]* [0-9.]* verlfit-build: apt packages fetched by sha256 for //p' "$work/build.log" | tail -n 1)
+fetched=$(fetched_summary "$work/build.log")
 [ -n "$fetched" ] || fail "the build log has no 'apt packages fetched by sha256' line (docker/fetch-apt-packages.sh)"
 check "committed lock: docker/apt.lock ($(sed -n 's/^# ubuntu archive: //p' docker/apt.lock), $(grep -vc '^#' docker/apt.lock) files) installed as committed; fetched for $fetched"
 # a committed lock line that names a file no place has: the build stops in the apt-packages stage with the package, the
@@ -251,9 +261,7 @@ mkdir -p "$broken" && cp -r Dockerfile.p40 .dockerignore docker "$broken/"
 sed -i -E 's|^git=[^ ]+ [0-9a-f]{64} ubuntu pool/main/g/git/git_[^ ]+_amd64.deb|git=1:2.34.1-1ubuntu1.99 '"$(printf '0%.0s' $(seq 64))"' ubuntu pool/main/g/git/git_2.34.1-1ubuntu1.99_amd64.deb|' "$broken/docker/apt.lock"
 grep -q '^git=1:2.34.1-1ubuntu1.99 ' "$broken/docker/apt.lock" || fail "could not edit git's line of the apt lock copy"
 broken_status=0
-DOCKER_BUILDKIT=1 $docker build --progress plain --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
-  --target apt-packages --build-arg BASE_REGISTRY="$registry/" --build-arg BUILD_BASE_DIGEST="$build_digest" \
-  --file "$broken/Dockerfile.p40" "$broken" >"$work/broken-lock.log" 2>&1 || broken_status=$?
+apt_packages_stage "$work/broken-lock.log" "$broken/Dockerfile.p40" "$broken" || broken_status=$?
 refusal=$(grep -o 'verlfit-build: error: git=1:2.34.1-1ubuntu1.99: no place has its file.*' "$work/broken-lock.log" || true)
 if [ "$broken_status" = 0 ] || [[ $refusal != *"fix: regenerate the lock on a networked host (make apt-lock)"* ]]; then
   tail -20 "$work/broken-lock.log" >&2
@@ -273,11 +281,9 @@ while read -r _ sha256 source path _; do
   echo "$sha256  $work/www/ubuntu/$path" | sha256sum --check --quiet || fail "the local apt mirror: $path is not the lock's file"
 done < <(grep -v '^#' docker/apt.lock)
 mirror_status=0
-DOCKER_BUILDKIT=1 $docker build --progress plain --network host --secret "id=ca-bundle,src=$ca_bundle" --label io.verlfit.rehearsal=1 \
-  --target apt-packages --build-arg BASE_REGISTRY="$registry/" --build-arg BUILD_BASE_DIGEST="$build_digest" \
-  --build-arg APT_MIRROR="http://127.0.0.1:$http_port/ubuntu" --build-arg CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo" \
-  --file Dockerfile.p40 . >"$work/mirror.log" 2>&1 || mirror_status=$?
-from_mirror=$(sed -n 's/^#[0-9]* [0-9.]* verlfit-build: apt packages fetched by sha256 for //p' "$work/mirror.log" | tail -n 1)
+apt_packages_stage "$work/mirror.log" Dockerfile.p40 . --build-arg APT_MIRROR="http://127.0.0.1:$http_port/ubuntu" \
+  --build-arg CUDA_APT_MIRROR="http://127.0.0.1:$http_port/cuda/repo" || mirror_status=$?
+from_mirror=$(fetched_summary "$work/mirror.log")
 ubuntu_files=$(awk '!/^#/ && $3 == "ubuntu" && ($5 ~ /build|runtime/)' docker/apt.lock | wc -l)
 # every Ubuntu file from the mirror (a file two steps share is taken from the build cache the second time), none from
 # the public archive or the snapshot service
