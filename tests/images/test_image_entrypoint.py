@@ -165,8 +165,13 @@ def test_a_hugging_face_cache_another_uid_made_is_named_with_the_fixes(tmp_path)
         if not as_nobody:
             hub.chmod(0o555)
         environment = {"PATH": os.environ["PATH"], "HF_HOME": str(home)}
-        result = subprocess.run([str(ENTRYPOINT), "bash", "-c", "echo ran"], env=environment, capture_output=True, text=True,
-                                user=65534 if as_nobody else None)
+        # the entrypoint where every uid can read it, as /opt/verlfit/entrypoint is in the image: a checkout cloned into
+        # a private folder (mktemp -d's 0700) cannot be entered by uid 65534
+        entrypoint_copy = home / "entrypoint.sh"
+        shutil.copy2(ENTRYPOINT, entrypoint_copy)
+        entrypoint_copy.chmod(0o755)
+        result = subprocess.run([str(entrypoint_copy), "bash", "-c", "echo ran"], env=environment, capture_output=True,
+                                text=True, user=65534 if as_nobody else None)
         uid = 65534 if as_nobody else os.getuid()
         assert (result.returncode, result.stdout) == (0, "ran\n")
         assert result.stderr == (
@@ -177,7 +182,7 @@ def test_a_hugging_face_cache_another_uid_made_is_named_with_the_fixes(tmp_path)
             f"verlfit-hf-cache-{uid}:/cache/huggingface) (docs/images.md, 'Running with compose')\n")
         # the owner itself: nothing to say
         hub.chmod(0o755)
-        result = subprocess.run([str(ENTRYPOINT), "bash", "-c", "echo ran"], env=environment, capture_output=True, text=True)
+        result = subprocess.run([str(entrypoint_copy), "bash", "-c", "echo ran"], env=environment, capture_output=True, text=True)
         assert (result.stdout, result.stderr) == ("ran\n", "")
     finally:
         shutil.rmtree(home)
