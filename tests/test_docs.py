@@ -69,7 +69,7 @@ def test_a_changed_profile_fails_the_check(tmp_path, capsys):
             text = text.replace("- +actor_rollout_ref.rollout.cuda_graph=True", "- +actor_rollout_ref.rollout.cuda_graph=False")
         (tmp_path / path.name).write_text(text, encoding="utf-8")
     changed = table.table(table.load_all(tmp_path))
-    assert "| `+actor_rollout_ref.rollout.cuda_graph` | `False` | - |" in changed
+    assert "| `+actor_rollout_ref.rollout.cuda_graph` | `False` | `True` with `--rollout hf` |" in changed
     doc = tmp_path / "architecture.md"
     doc.write_text("intro\n" + table.table() + "outro\n", encoding="utf-8")
     assert table.main(["--profiles", str(tmp_path), "--check", str(doc)]) == 1

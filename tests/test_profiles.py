@@ -138,8 +138,10 @@ def test_customize_a10_to_hf_rollout_and_sdpa_rewrites_exactly_the_overrides_tha
         "critic.model.use_remove_padding=False",
         "actor_rollout_ref.rollout.name=hf",
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
-        # the profile's fallbacks: the HF rollout's trimming, then the padded path's (patches 0021, 0020)
+        # the profile's fallbacks: the HF rollout's trimming and CUDA-graph decoding, then the padded path's
+        # (patches 0021, 0022, 0020)
         "+actor_rollout_ref.rollout.trim_padding=True",
+        "+actor_rollout_ref.rollout.cuda_graph=True",
         "+actor_rollout_ref.actor.trim_padding=True",
         "+actor_rollout_ref.ref.trim_padding=True",
         "+critic.trim_padding=True",
@@ -252,18 +254,16 @@ def test_a10_fallbacks_apply_one_at_a_time_and_p40_carries_the_speed_keys_itself
     trims = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True"]
     a10 = load_profile("a10")
     assert not any("trim_padding" in o or "cuda_graph" in o for o in a10.overrides)  # vLLM and packed FA2 sequences
-    assert customize(a10, rollout="hf").overrides[-1:] == ("+actor_rollout_ref.rollout.trim_padding=True",)
-    assert customize(a10, attention="sdpa").overrides[-3:] == tuple(trims[:3])
     graph = "+actor_rollout_ref.rollout.cuda_graph=True"
+    assert customize(a10, rollout="hf").overrides[-2:] == ("+actor_rollout_ref.rollout.trim_padding=True", graph)
+    assert customize(a10, attention="sdpa").overrides[-3:] == tuple(trims[:3])
     assert list(load_profile("p40").overrides[-5:]) == [*trims, graph]
     assert customize(load_profile("p40"), attention="eager").overrides[-5:] == (*trims, graph)  # no fallbacks to add: already there
-    # CUDA-graph decoding (patch 0022): on in the p40 profile (measured there, p40.yaml), and still opt-in in the
-    # a10's HF fallback: GPU-tested under bf16 autocast but not measured on that path (a10.yaml says why)
-    assert [o for o in load_profile("p40").overrides if "cuda_graph" in o] == ["+actor_rollout_ref.rollout.cuda_graph=True"]
-    assert not any("cuda_graph" in o for o in customize(a10, rollout="hf", attention="sdpa").overrides)
-    from importlib import resources
-
-    assert "but no run of this path has measured it" in resources.files("verlfit.profiles").joinpath("a10.yaml").read_text()
+    # CUDA-graph decoding (patch 0022): on in the p40 profile and in the a10's HF fallback (measured on the 7B GRPO LoRA
+    # A10 target, a10.yaml); never on the a10's own vLLM path, which has its own graphs
+    assert [o for o in load_profile("p40").overrides if "cuda_graph" in o] == [graph]
+    assert [o for o in customize(a10, rollout="hf", attention="sdpa").overrides if "cuda_graph" in o] == [graph]
+    assert not any("cuda_graph" in o for o in customize(a10, attention="sdpa").overrides)
 
 
 def test_fallbacks_must_be_lists_of_overrides():
@@ -283,7 +283,10 @@ def test_profiles_command_shows_the_a10_fallbacks(capsys):
 
     assert cli.main(["profiles", "a10"]) == 0
     out = capsys.readouterr().out
-    assert "  with --rollout hf also:\n    +actor_rollout_ref.rollout.trim_padding=True\n" in out
+    assert (
+        "  with --rollout hf also:\n    +actor_rollout_ref.rollout.trim_padding=True\n"
+        "    +actor_rollout_ref.rollout.cuda_graph=True\n" in out
+    )
     assert "  with --attention sdpa|eager also:\n    +actor_rollout_ref.actor.trim_padding=True\n    +actor_rollout_ref.ref.trim_padding=True\n    +critic.trim_padding=True\n" in out
     assert cli.main(["profiles", "p40"]) == 0
     assert "also:" not in capsys.readouterr().out

@@ -153,7 +153,7 @@ def run_plan(argv, capsys):
         (
             ["--model", "Qwen/Qwen2.5-7B-Instruct", "--algo", "grpo", "--emulate", "a10", "--rollout", "hf"],
             "fits",
-            19.56,
+            19.57,
         ),
     ],
 )
