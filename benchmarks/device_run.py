@@ -65,6 +65,7 @@ SPEED_CONFIGURATIONS = {
     "trims": TRIM_TRAIN + TRIM_ROLLOUT,  # the p40 profile's default since 2026-12-01
     "trims_unwrap": TRIM_TRAIN + TRIM_ROLLOUT + UNWRAP,  # LoRA's candidate default
     "all": TRIM_TRAIN + TRIM_ROLLOUT + CUDA_GRAPH + UNWRAP,
+    "shipped": (),  # the p40 profile as verlfit ships it: no key of the run's own
 }
 
 # issue 26 item 6: LoRA on the new families, --emulate p40, 3 steps each, all at once (each capped at 22.5 GiB), with
@@ -754,6 +755,48 @@ def stage_smoke_resume(device: Device) -> None:
     device.train("smoke-resume", *smoke_arguments(device, 2), *CHECKS_OFF, "--save-freq", "2")
     device.log(f"resume smoke-resume: verlfit train --resume {run} --steps 4")
     device.resume("smoke-resume", run, "--steps", "4", label="smoke-resume resume")
+
+
+# issue 44 item 4: a reward function split into two files, the scorer importing its helper from beside it
+REWARD_HELPER_FILES = {
+    "gsm8k_answer.py": '''"""The final answer of a GSM8K-style response: the number after its last '####'."""
+
+
+def final_answer(text):
+    marker = text.rfind("####")
+    if marker < 0:
+        return None
+    return text[marker + 4 :].strip().replace(",", "")
+''',
+    "reward.py": '''"""1.0 when the response's final answer is the ground truth, else 0.0 (the helper lies beside this file)."""
+
+from gsm8k_answer import final_answer
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    return 1.0 if final_answer(solution_str) == str(ground_truth).strip() else 0.0
+''',
+}
+
+
+def stage_reward_helper(device: Device) -> None:
+    # the files written each time (they are small); the run trains the tiny model 2 steps and validates at step 2, so
+    # verl imports the reward (and its helper) in its trainer and its validation alike
+    folder = device.work / "reward-helper"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in REWARD_HELPER_FILES.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    device.train(
+        "reward-helper",
+        *smoke_arguments(device, 2),
+        "--reward-function",
+        f"{folder / 'reward.py'}:compute_score",
+        "--skip-checks",
+        "--test-freq",
+        "2",
+        "--save-freq",
+        "-1",
+    )
 
 
 def stage_main(device: Device) -> None:
@@ -1473,7 +1516,8 @@ def stage_lora_graph(device: Device) -> None:
     on (verlfit's default with LoRA since), LORA_GRAPH_MODES (default "off on") one after the other, each with the GPU
     to itself, LORA_GRAPH_STEPS (default 3) steps, each planned first (NAME.plan)."""
     chosen = words(setting("LORA_GRAPH_TARGETS", "lora16-qwen3-4b-grpo-t4"))
-    modes = {"off": ("--", "+actor_rollout_ref.rollout.cuda_graph=False"), "on": ()}
+    # (train's words, plan's words): plan takes no verl overrides; its --no-cuda-graph is the same switch
+    modes = {"off": (("--", "+actor_rollout_ref.rollout.cuda_graph=False"), ("--no-cuda-graph",)), "on": ((), ())}
     for name, shape, arguments in LORA16_TARGETS:
         if name not in chosen:
             continue
@@ -1487,7 +1531,7 @@ def stage_lora_graph(device: Device) -> None:
                 continue
             run = f"{name}-graphs-{mode}"
             device.verlfit(
-                "plan", "--model", model, *words(arguments), *modes[mode], output=device.runs / f"{run}.plan"
+                "plan", "--model", model, *words(arguments), *modes[mode][1], output=device.runs / f"{run}.plan"
             )
             device.train(
                 run,
@@ -1499,7 +1543,7 @@ def stage_lora_graph(device: Device) -> None:
                 setting("LORA_GRAPH_STEPS", "3"),
                 *COMMON,
                 *words(arguments),
-                *modes[mode],
+                *modes[mode][0],
             )
 
 
@@ -2157,6 +2201,12 @@ STAGES = (
         "gputests",
         stage_gputests,
         "the pytest suite tests/gpu (3-step p40-emulated PPO and GRPO through verlfit train)",
+    ),
+    Stage(
+        "reward_helper",
+        stage_reward_helper,
+        "a reward function in two files ($WORK/reward-helper/reward.py importing gsm8k_answer.py beside it), "
+        "--reward-function FILE:compute_score: the tiny model's p40-emulated PPO, 2 steps, validation at step 2",
     ),
     Stage(
         "main",

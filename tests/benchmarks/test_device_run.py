@@ -42,8 +42,8 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
     stages = (
         "a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 "
         "gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora16 lora16_speed lora_1p5b_ppo "
-        "lora_3b_grpo lora_families lora_graph lora_speed main main_resume multigpu noeos own_task pack public setup smoke "
-        "smoke_resume soak_grpo soak_ppo speed tuned"
+        "lora_3b_grpo lora_families lora_graph lora_speed main main_resume multigpu noeos own_task pack public "
+        "reward_helper setup smoke smoke_resume soak_grpo soak_ppo speed tuned"
     )
     assert f"device_run.py: unknown stage 'bogus'; stages: {stages} (--help for what each does)" in bogus.stderr
     assert not any((tmp_path / name).exists() for name in ("work", "runs", "out"))  # setup did not start either
@@ -53,7 +53,7 @@ def test_speed_stage_passes_each_configurations_keys_after_the_train_arguments(t
     # a fake python3 records every command the stage runs (no GPU, no verl here)
     bin_dir = _fake_python(tmp_path)
     log = tmp_path / "calls"
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(tmp_path / "work"), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"), "SPEED_CONFIGS": "today trim_rollout trims all bogus"}
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(tmp_path / "work"), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"), "SPEED_CONFIGS": "today trim_rollout trims all shipped bogus"}
     result = subprocess.run([sys.executable, str(SCRIPT), "speed"], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     calls = log.read_text().splitlines()
@@ -69,6 +69,7 @@ def test_speed_stage_passes_each_configurations_keys_after_the_train_arguments(t
         "+critic.trim_padding=True +actor_rollout_ref.rollout.trim_padding=True",
         f"-m verlfit train --run-dir {tmp_path}/runs/speed-all {common} -- +actor_rollout_ref.actor.trim_padding=True +actor_rollout_ref.ref.trim_padding=True "
         "+critic.trim_padding=True +actor_rollout_ref.rollout.trim_padding=True +actor_rollout_ref.rollout.cuda_graph=True +actor_rollout_ref.rollout.unwrap_fsdp=True",
+        f"-m verlfit train --run-dir {tmp_path}/runs/speed-shipped {common}",  # the profile as shipped: no keys, no --
         f"benchmarks/decode_bench.py --model {work}/qwen2.5-0.5b-random --output {tmp_path}/runs/decode_bench.json",
     ]
     assert "stage speed: unknown configuration 'bogus'" in (tmp_path / "runs" / "stages.log").read_text()
@@ -133,7 +134,7 @@ def test_lora_graph_stage_plans_and_runs_the_4b_t4_target_with_graphs_off_then_o
     train = f"-m verlfit train --run-dir {runs}/lora16-qwen3-4b-grpo-t4-graphs-%s {model} --data {work}/gsm8k --steps %s --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1 {target}"
     off = " -- +actor_rollout_ref.rollout.cuda_graph=False"
     assert (tmp_path / "calls").read_text().splitlines() == [
-        f"-m verlfit plan {model} {target}{off}",
+        f"-m verlfit plan {model} {target} --no-cuda-graph",  # plan takes no verl overrides: its own switch
         train % ("off", 3) + off,
         f"-m verlfit plan {model} {target}",
         train % ("on", 3),
@@ -144,6 +145,28 @@ def test_lora_graph_stage_plans_and_runs_the_4b_t4_target_with_graphs_off_then_o
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "calls").read_text().splitlines() == [f"-m verlfit plan {model} {target}", train % ("on", 2)]
     assert "lora_graph: LORA_GRAPH_MODES has 'bogus'; write off, on or both" in (runs / "stages.log").read_text()
+
+
+def test_reward_helper_stage_trains_with_a_reward_that_imports_the_module_beside_it(tmp_path):
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "WORK": str(work), "RUNS": str(runs), "OUT": str(tmp_path / "out")}
+    result = subprocess.run([sys.executable, str(SCRIPT), "reward_helper"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    folder = work / "reward-helper"
+    assert sorted(path.name for path in folder.iterdir()) == ["gsm8k_answer.py", "reward.py"]
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"-m verlfit train --run-dir {runs}/reward-helper --emulate p40 --model {work}/tiny --data {work}/gsm8k --steps 2 "
+        f"--batch-size 8 --max-response-length 32 --reward-function {folder}/reward.py:compute_score --skip-checks "
+        "--test-freq 2 --save-freq -1"
+    ]
+    # the two files score as written: the helper's import resolves from the reward's folder, as verl imports it there
+    scored = subprocess.run(
+        [sys.executable, "-c", "import reward; print(reward.compute_score('gsm8k', 'so 3 + 4 = 7 #### 1,234', '1234'), "
+         "reward.compute_score('gsm8k', '#### 12', '1234'), reward.compute_score('gsm8k', 'no marker 1234', '1234'))"],
+        capture_output=True, text=True, cwd=folder, timeout=60,
+    )
+    assert scored.stdout.split() == ["1.0", "0.0", "0.0"], scored.stderr
 
 
 def test_setup_makes_the_1p5b_model_when_lora_speed_is_named(tmp_path):
