@@ -132,7 +132,13 @@ def shape_for(model: str):
     import make_model
 
     name = Path(model).name
-    for key, builtin in (("0.5b", "Qwen/Qwen2.5-0.5B-Instruct"), ("1.5b", "Qwen/Qwen2.5-1.5B-Instruct"), ("3b", "Qwen/Qwen2.5-3B-Instruct")):
+    for key, builtin in (
+        ("qwen3-4b", "Qwen/Qwen3-4B"),
+        ("qwen2.5-7b", "Qwen/Qwen2.5-7B-Instruct"),
+        ("0.5b", "Qwen/Qwen2.5-0.5B-Instruct"),
+        ("1.5b", "Qwen/Qwen2.5-1.5B-Instruct"),
+        ("3b", "Qwen/Qwen2.5-3B-Instruct"),
+    ):
         if key in name:  # benchmarks/make_model.py's exact Qwen2.5 shapes (random weights)
             return load_model_shape(builtin)
     for key, shape_name in (("small", "small"), ("tiny", "tiny")):
