@@ -48,11 +48,14 @@ def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lor
 
 def test_check_and_write_on_a_stale_table(tmp_path, capsys):
     stale = tmp_path / "README.md"
-    stale.write_text(f"intro\n{fits_table.START}\n| old |\n{fits_table.END}\noutro\n", encoding="utf-8")
+    stale.write_text(
+        f"intro\n{fits_table.START}\n| old |\n{fits_table.END}\nmiddle\n{fits_table.BIG_START}\n{fits_table.BIG_END}\noutro\n",
+        encoding="utf-8",
+    )
     assert fits_table.main(["--check", str(stale)]) == 1
     assert "table differs from the planner's" in capsys.readouterr().err
     assert fits_table.main(["--write", str(stale)]) == 0
-    assert stale.read_text(encoding="utf-8") == "intro\n" + fits_table.table() + "outro\n"
+    assert stale.read_text(encoding="utf-8") == "intro\n" + fits_table.table() + "middle\n" + fits_table.big_table() + "outro\n"
     (tmp_path / "empty.md").write_text("no table\n")
     assert fits_table.main(["--check", str(tmp_path / "empty.md")]) == 1
 
@@ -83,3 +86,43 @@ def test_measured_cells_come_from_the_records_table():
         f"fp32 base: {peak(grpo[:3]):.2f} GiB at 8 x 4; {peak(grpo[3:]):.2f} after a resume's checkpoint load with patch 0012",
         f"{sum(row['timing_s/step'] for row in grpo[1:]) / 4:.1f} at 8 x 4, shared GPU (section 4.3; 5 of 5 steps, resumed at step 3)"]
     assert fits_table.row("p40", "1.5B", "ppo", False)[6:] == ["not run", "not run"]
+
+
+def test_the_big_lora_rows_are_auto_fit_at_16_prompts_and_read_their_records():
+    # the 7B A10 row, recomputed: the a10 profile with the HF rollout and SDPA, GRPO 16 x 4, LoRA rank 32 at verlfit
+    # train's other defaults, auto-fit's speed pick on the A10; its measured cells are the two runs' records
+    import json
+
+    from verlfit.cards import get_card
+    from verlfit.overrides import TrainSettings
+    from verlfit.plan.request import inputs_for_train, request_from_settings
+    from verlfit.profiles import customize
+    from verlfit.resolved_run import run_switches
+
+    profile = customize(load_profile("a10"), rollout="hf", attention="sdpa")
+    settings = TrainSettings(model="Qwen/Qwen2.5-7B-Instruct", algorithm="grpo", lora_rank=32, train_batch_size=16)
+    settings.rollout, settings.attention = "hf", "sdpa"
+    shape = load_model_shape("Qwen/Qwen2.5-7B-Instruct")
+    request = request_from_settings(settings, profile, int(22.0 * GIB), shape)
+    decision = auto_fit(request, card=get_card("a10"), inputs=inputs_for_train(settings, run_switches(profile, settings)))
+    assert decision.fits and decision.request.frozen_base_dtype == "bfloat16"
+    folder = Path(fits_table.RESULTS) / "2026-12-04-h200-lora-graphs-7b-a10-3b-p40-side-by-side"
+    on, off = ([json.loads(line) for line in (folder / name / "metrics.jsonl").read_text().splitlines()] for name in (
+        "lora16-qwen2.5-7b-grpo-a10-graphs-on", "lora16-qwen2.5-7b-grpo-a10-graphs-off"))
+    assert fits_table.big_row(*fits_table.BIG_LORA[1]) == [
+        "A10 `--rollout hf --attention sdpa`", "Qwen2.5-7B", "GRPO 16 x 4",
+        f"fits (micro-batch {decision.request.actor_micro_batch_size}; bf16 base)", format_gib(decision.plan.peak.total),
+        "17.47 GiB",  # steps 1 and 2 peaked at 17.10 and 17.47 GiB allocated
+        "39.2", "52.2",  # step 2 of each run
+        f"{decision.speed[0][1]:.0f}",
+    ]
+    assert round(on[1]["perf/max_memory_allocated_gb"], 2) == 17.47
+    assert round(on[1]["timing_s/step"], 1) == 39.2 and round(off[1]["timing_s/step"], 1) == 52.2
+
+
+def test_a_record_without_a_timed_step_is_refused(tmp_path, monkeypatch):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 2}\n')
+    monkeypatch.setattr(fits_table, "RESULTS", tmp_path)
+    with pytest.raises(ValueError, match="metrics.jsonl: no timed step"):
+        fits_table.measured_run("run")
