@@ -960,7 +960,8 @@ def test_verl_data_with_its_own_prompt_key_passes_when_the_override_is_given(wor
     assert (
         lines["reward"].split(None, 2)[2]
         == f"verl's default_compute_score scores every data_source of {data}: 4 training and 4 test rows; the ground"
-        " truth scored 0 x8; an empty response scored 0 x8"
+        " truth scored 0 x8; an empty response scored 0 x8; 0 for the ground truth is expected: verl's scorers read"
+        " the answer in a response's own form (GSM8K's the number after '####'), which the bare ground truth lacks"
     )
     assert status == 0
 

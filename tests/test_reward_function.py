@@ -609,3 +609,18 @@ def test_the_child_dies_with_verlfit_even_when_verlfit_is_killed(tmp_path):
     else:
         os.kill(child, signal.SIGKILL)
         raise AssertionError(f"the reward's process {child} outlived verlfit")
+
+
+def test_the_ground_truth_note_explains_a_zero_only_when_every_ground_truth_scored_zero():
+    from verlfit.reward_function import ScoredRow, verl_ground_truth_note
+
+    # rows alternate: the ground truth as the response, then an empty response (call_on_rows' order)
+    zeros = [ScoredRow(0, "72", 0.0), ScoredRow(0, "", 0.0), ScoredRow(1, "3", 0.0), ScoredRow(1, "", 0.0)]
+    assert verl_ground_truth_note(zeros) == (
+        "; 0 for the ground truth is expected: verl's scorers read the answer in a response's own form (GSM8K's the"
+        " number after '####'), which the bare ground truth lacks"
+    )
+    one_scored = [ScoredRow(0, "72", 1.0), ScoredRow(0, "", 0.0), ScoredRow(1, "3", 0.0), ScoredRow(1, "", 0.0)]
+    assert verl_ground_truth_note(one_scored) == ""
+    # an empty response's reward does not count: only the ground truth's calls are read
+    assert verl_ground_truth_note([ScoredRow(0, "72", 0.0), ScoredRow(0, "", 1.0)]).startswith("; 0 for the ground")

@@ -418,6 +418,19 @@ def describe_scores(scored: Sequence[ScoredRow]) -> str:
     return "; ".join(parts)
 
 
+def verl_ground_truth_note(scored: Sequence[ScoredRow]) -> str:
+    """For verl's own scorers: why a ground truth that scored 0 on every row is no fault, as a clause to append to
+    :func:`describe_scores` (``""`` when some ground truth scored otherwise). verl 0.4.1's scorers read the answer in
+    the form a response gives it (``verl/utils/reward_score/gsm8k.py``: the number after ``####``, strict), which the
+    bare ground truth (``"72"``) lacks."""
+    if any(row.score != 0 for row in scored[::2]):
+        return ""
+    return (
+        "; 0 for the ground truth is expected: verl's scorers read the answer in a response's own form (GSM8K's the"
+        " number after '####'), which the bare ground truth lacks"
+    )
+
+
 def reward_rows(parquet: str | os.PathLike, keys: DataKeys = DataKeys(), count: int | None = None) -> list[dict]:
     """The rows of a parquet split (the first ``count``; all when None) as the reward manager sees them: each a dict
     with the ``data.reward_fn_key`` column, ``reward_model``, ``extra_info`` (when present), ``"_row"`` (the row's

@@ -123,7 +123,9 @@ def test_gsm8k_data_without_a_reward_function_says_verls_scorer_is_used(tmp_path
     assert dry_run(tmp_path, "--data", str(data)) == 0
     assert (
         "note: reward function: verl's default_compute_score for the data's data_source (called on every row: 40"
-        " training and 8 test rows; the ground truth scored 0 x48; an empty response scored 0 x48)"
+        " training and 8 test rows; the ground truth scored 0 x48; an empty response scored 0 x48; 0 for the ground"
+        " truth is expected: verl's scorers read the answer in a response's own form (GSM8K's the number after"
+        " '####'), which the bare ground truth lacks)"
         in unwrapped(capsys.readouterr().out)
     )
 

@@ -812,7 +812,12 @@ def check_reward(ctx: DoctorContext) -> CheckResult:
     is not prepared (the ``data`` line says why). A refusal (exit status 2 in train) is a FAIL with its fix."""
     from verlfit import gsm8k
     from verlfit.data_folder import data_folder_state
-    from verlfit.reward_function import check_reward_function, check_verl_scores, describe_scores
+    from verlfit.reward_function import (
+        check_reward_function,
+        check_verl_scores,
+        describe_scores,
+        verl_ground_truth_note,
+    )
 
     prepared, _ = gsm8k.training_data(Path(ctx.data_dir))
     if not data_folder_state(prepared, ctx.data_keys).prepared:
@@ -835,7 +840,7 @@ def check_reward(ctx: DoctorContext) -> CheckResult:
         "reward",
         PASS,
         f"verl's default_compute_score scores every {ctx.data_keys.reward_fn_key} of {prepared}:"
-        f" {describe_scores(scored)}",
+        f" {describe_scores(scored)}{verl_ground_truth_note(scored)}",
     )
 
 

@@ -13,7 +13,13 @@ from verlfit import gsm8k
 from verlfit.data_folder import DataKeys, data_folder_refusal, data_folder_state
 from verlfit.errors import VerlfitError
 from verlfit.overrides import TrainSettings
-from verlfit.reward_function import RewardFunction, check_reward_function, check_verl_scores, describe_scores
+from verlfit.reward_function import (
+    RewardFunction,
+    check_reward_function,
+    check_verl_scores,
+    describe_scores,
+    verl_ground_truth_note,
+)
 from verlfit.train.reward import REWARD_FOLDER
 
 
@@ -73,7 +79,7 @@ def check_run_data(
     scored = check_verl_scores(settings.data_dir, keys)
     return (
         f"reward function: verl's default_compute_score for the data's {keys.reward_fn_key} (called on every row:"
-        f" {describe_scores(scored)})"
+        f" {describe_scores(scored)}{verl_ground_truth_note(scored)})"
     ), None
 
 
