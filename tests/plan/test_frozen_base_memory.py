@@ -4,8 +4,11 @@ copy where the base is stored in the compute dtype (t4 fp16, a10 bf16), and the 
 ``verlfit plan``. The expected bytes are computed here from the models' config.json numbers, not read back from the
 planner."""
 
+import dataclasses
 import json
+from pathlib import Path
 
+import calibrate_time  # benchmarks/ is on sys.path (tests/conftest.py)
 import pytest
 
 from verlfit import cli
@@ -187,3 +190,32 @@ def test_the_7b_on_a_p40_does_not_fit_by_the_fp32_copies_of_its_untied_embedding
     adapter = 28 * 32 * ((3584 + 3584) + 2 * (3584 + 512) + (3584 + 3584) + 3 * (3584 + 18944))
     update = next(p for p in plan["phases"] if p["phase"] == "actor_update")
     assert update["weights_bytes"] == 2 * base + 4 * adapter + 4 * (root + 2 * layer)
+
+
+RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+
+
+@pytest.mark.parametrize(
+    "record, predicted_gib, measured_gib",
+    [
+        # the 3B PPO LoRA P40 target, graphs on and off (2026-12-04): step 2, its batch's longest prompt 187 tokens
+        ("2026-12-04-h200-lora-graphs-7b-a10-3b-p40-side-by-side/lora16-qwen2.5-3b-ppo-p40-graphs-on", 17.51, 16.46),
+        ("2026-12-04-h200-lora-graphs-7b-a10-3b-p40-side-by-side/lora16-qwen2.5-3b-ppo-p40-graphs-off", 17.51, 16.43),
+        # the 0.5B PPO LoRA with a bf16 base on the P40 (2026-12-02): step 2, longest prompt 232 tokens
+        ("2026-12-02-h200-lora16-speed-own-task-eval/lora16-speed-memory-first", 12.63, 12.02),
+    ],
+)
+def test_ppo_with_a_16_bit_lora_base_is_predicted_within_its_band_from_step_2(record, predicted_gib, measured_gib):
+    # The +10.5% once seen on the 3B PPO was step 1 at the data's longest prompt: in step 1 neither AdamW state
+    # exists yet when the critic update peaks (torch creates them in the first optimizer.step(); verl updates the
+    # critic before the actor), while the plan counts both as resident (0.9 GiB here); and the trims (patch 0020)
+    # train on the batch's longest prompt, not the data's. From step 2, at the batch's columns, the plan is within
+    # the planner's -5%..+10% band. Nothing is fitted on these runs.
+    folder = RESULTS / record
+    loaded = calibrate_time.load_record(folder, 2, 2, name=record)
+    step = [row for row in map(json.loads, (folder / "metrics.jsonl").read_text().splitlines()) if row.get("step") == 2]
+    request = dataclasses.replace(loaded.request, longest_prompt_length=int(step[0]["prompt_length/max"]))
+    predicted = predict(request).peak.total / GIB
+    measured = step[0]["perf/max_memory_allocated_gb"]
+    assert (round(predicted, 2), round(measured, 2)) == (predicted_gib, measured_gib)
+    assert -0.05 <= predicted / measured - 1 <= 0.10
