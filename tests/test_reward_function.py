@@ -624,3 +624,34 @@ def test_the_ground_truth_note_explains_a_zero_only_when_every_ground_truth_scor
     assert verl_ground_truth_note(one_scored) == ""
     # an empty response's reward does not count: only the ground truth's calls are read
     assert verl_ground_truth_note([ScoredRow(0, "72", 0.0), ScoredRow(0, "", 1.0)]).startswith("; 0 for the ground")
+
+
+def test_what_the_reward_prints_while_checked_is_counted_not_poured_onto_the_terminal(tmp_path, capfd):
+    """A reward printing on every call flooded the dry run (two lines per row: 17,584 on GSM8K): the check keeps what
+    it prints and the line about it says how much, with the first lines."""
+    path = reward_file(
+        tmp_path,
+        "print('loaded')\n\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    print(f'scoring {solution_str!r} against {ground_truth!r}')\n    return 0.0\n",
+    )
+    checked = rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"))
+    assert capfd.readouterr() == ("", "")
+    assert checked.printed == rewards.PrintedOutput(11, ("loaded", "scoring '0' against '0'", "scoring '' against '0'"))
+    assert rewards.describe_printed(checked.printed) == (
+        "; it printed 11 lines while checked (first 'loaded', \"scoring '0' against '0'\", \"scoring '' against"
+        " '0'\"), which verl's workers print too, at every call of every step"
+    )
+    assert rewards.describe_printed(rewards.PrintedOutput(0, ())) == ""
+
+
+def test_a_failed_check_passes_on_what_the_reward_printed(tmp_path, capfd):
+    # the reward's own prints are how its author finds the fault: a refused check shows them, as before
+    path = reward_file(
+        tmp_path,
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    print(f'row with {ground_truth}')\n    if ground_truth == '1':\n        raise ValueError('bad row')\n"
+        "    return 0.0\n",
+    )
+    with pytest.raises(VerlfitError, match="raised ValueError: bad row"):
+        rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"))
+    assert capfd.readouterr() == ("", "row with 0\nrow with 0\nrow with 1\n")

@@ -39,6 +39,7 @@ from verlfit.errors import VerlfitError
 from verlfit.reward_process import (
     CALL_KEYWORDS,
     ImportedModules,
+    PrintedOutput,
     Returned,
     RewardExited,
     RewardProcess,
@@ -141,6 +142,7 @@ def load_reward_function(
     reward: RewardFunction,
     call_time_limit_s: float = CALL_TIME_LIMIT_S,
     import_time_limit_s: float = IMPORT_TIME_LIMIT_S,
+    capture_output: bool = False,
 ) -> RewardProcess:
     """Import ``reward.path`` as verl's ``get_custom_reward_fn`` does, in a child process
     (:class:`verlfit.reward_process.RewardProcess`: a scratch directory, the file's folder first on ``sys.path``,
@@ -162,7 +164,7 @@ def load_reward_function(
         "reward function file",
         fix="pass --reward-function the .py file holding the function, e.g. reward.py:compute_score",
     )
-    process = RewardProcess(path, reward.name, call_time_limit_s)
+    process = RewardProcess(path, reward.name, call_time_limit_s, capture_output=capture_output)
     try:
         process.load(import_time_limit_s)
     except BaseException as error:
@@ -524,6 +526,7 @@ class RewardCheck:
 
     reward: RewardFunction
     scores: list[ScoredRow]
+    printed: PrintedOutput = PrintedOutput(0, ())
 
 
 def check_reward_function(
@@ -556,10 +559,24 @@ def check_reward_function(
             fix="prepare the data again (verlfit prepare-data)",
             exit_code=2,
         )
-    with load_reward_function(reward, time_limit_s, import_time_limit_s) as process:
+    with load_reward_function(reward, time_limit_s, import_time_limit_s, capture_output=True) as process:
         scores = call_on_rows(process, rows, keys, label=f"{reward.name} in {reward.path}", reward_kwargs=reward_kwargs)
         imported = process.imported_modules()
-    return RewardCheck(check_imported_modules(reward, imported), scores)
+        printed = process.printed()
+    return RewardCheck(check_imported_modules(reward, imported), scores, printed)
+
+
+def describe_printed(printed: PrintedOutput) -> str:
+    """A clause for the check's line about what the reward printed (``""`` when nothing), e.g.
+    ``"; it printed 96 lines while checked, the first 'scoring 72'"``: verl's workers print them too, on every call
+    of every step."""
+    if not printed.lines:
+        return ""
+    first = ", ".join(repr(line) for line in printed.first)
+    return (
+        f"; it printed {printed.lines} line{'' if printed.lines == 1 else 's'} while checked (first"
+        f" {first}), which verl's workers print too, at every call of every step"
+    )
 
 
 def check_verl_scores(

@@ -7,7 +7,9 @@ verlfit's own process, any of these hangs or ends the dry run, the doctor or eva
 ``sys.path``) that:
 
 * starts in a scratch directory (``tempfile.mkdtemp``, removed afterwards) with no standard input, its standard
-  output sent to verlfit's standard error (what the reward prints is seen, verlfit's own output stays clean);
+  output sent to verlfit's standard error (what the reward prints is seen, verlfit's own output stays clean), or with
+  ``capture_output`` kept in a temporary file and summarised (:meth:`RewardProcess.printed`): the checks call it on
+  every row, twice;
 * imports the file as verl 0.4.1's ``get_custom_reward_fn`` does (``spec_from_file_location`` then
   ``exec_module``), with the file's folder first on ``sys.path`` as ``python FILE`` has it, so a helper module beside
   it imports;
@@ -108,6 +110,19 @@ class Returned:
 
 
 @dataclass(frozen=True)
+class PrintedOutput:
+    """What the reward printed to its standard output while checked: the number of lines and the first few
+    (:data:`PRINTED_LINES_SHOWN`, each cut at :data:`PRINTED_LINE_CHARACTERS` characters)."""
+
+    lines: int
+    first: tuple[str, ...]
+
+
+PRINTED_LINES_SHOWN = 3
+PRINTED_LINE_CHARACTERS = 120
+
+
+@dataclass(frozen=True)
 class ImportedModules:
     """The modules the reward imported from its own folder (files, absolute; a package's ``__init__.py`` included),
     and the top-level names among them that another module of this Python also provides (which a copy first on
@@ -125,14 +140,21 @@ class RewardProcess:
         path: the reward file, absolute.
         name: the function's name in it.
         call_time_limit_s: seconds one call may take before the child is killed (:class:`RewardTimedOut`).
+        capture_output: keep what the reward prints in a temporary file instead of passing it to
+            verlfit's standard error (a check calls it twice per row: a print in it would flood the terminal);
+            :meth:`printed` summarises it, and :meth:`close` passes on what was never summarised (a failed check
+            shows the reward's own prints, as an uncaptured run would).
 
     Raises (from :meth:`load` and calls): :class:`RewardTimedOut`, :class:`RewardExited`, :class:`RewardRaised`,
     :class:`RewardRefused`; after any of them the child is gone and further calls raise the same kind again.
     ``VerlfitError`` when the child Python cannot start (exit status 1: verlfit's environment, not the reward).
     """
 
-    def __init__(self, path: Path, name: str, call_time_limit_s: float):
+    def __init__(self, path: Path, name: str, call_time_limit_s: float, capture_output: bool = False):
         self.path, self.name, self.call_time_limit_s = Path(path), name, call_time_limit_s
+        self.capture_output = capture_output
+        self._output = None  # the open file the child prints into, with capture_output
+        self._output_summarised = False
         self.scratch: Path | None = None
         self._process: subprocess.Popen | None = None
         self._connection: Connection | None = None
@@ -147,13 +169,16 @@ class RewardProcess:
     def start(self) -> None:
         """Start the child in a new scratch directory and wait for it to answer (:data:`START_TIME_LIMIT_S`)."""
         self.scratch = Path(tempfile.mkdtemp(prefix="verlfit-reward-check-"))
+        if self.capture_output:
+            # not in the scratch directory: the reward's own files there are its business
+            self._output = tempfile.TemporaryFile(prefix="verlfit-reward-printed-")
         parent_end, child_end = socket.socketpair()
         try:
             self._process = subprocess.Popen(
                 [sys.executable, "-c", _BOOTSTRAP, json.dumps(sys.path), str(child_end.fileno()), str(os.getpid())],
                 cwd=self.scratch,
                 stdin=subprocess.DEVNULL,
-                stdout=_error_stream(),
+                stdout=self._output if self._output is not None else _error_stream(),
                 pass_fds=[child_end.fileno()],
                 start_new_session=True,  # its own process group: killed whole, and the terminal's Ctrl-C is verlfit's
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -184,15 +209,33 @@ class RewardProcess:
         """The modules the reward imported so far from its own folder (:class:`ImportedModules`)."""
         return self._request(("modules",), START_TIME_LIMIT_S)
 
+    def printed(self) -> PrintedOutput:
+        """What the reward printed so far (with ``capture_output``; none without it)."""
+        self._output_summarised = True
+        if self._output is None:
+            return PrintedOutput(0, ())
+        self._output.seek(0)
+        lines = self._output.read().decode("utf-8", errors="replace").splitlines()
+        first = tuple(line[:PRINTED_LINE_CHARACTERS] for line in lines[:PRINTED_LINES_SHOWN])
+        return PrintedOutput(len(lines), first)
+
     def close(self) -> None:
-        """Kill the child's process group (whatever threads or processes the reward left), wait for it, and remove
-        the scratch directory with anything written there."""
+        """Kill the child's process group (whatever threads or processes the reward left), wait for it, pass on what
+        it printed if never summarised (:meth:`printed`), and remove the scratch directory with anything written
+        there."""
         if self._connection is not None:
             self._connection.close()
             self._connection = None
         if self._process is not None:
             _kill_group(self._process)
             self._process = None
+        if self._output is not None:
+            if not self._output_summarised:
+                self._output.seek(0)
+                sys.stderr.write(self._output.read().decode("utf-8", errors="replace"))
+                sys.stderr.flush()
+            self._output.close()
+            self._output = None
         if self.scratch is not None:
             # verlfit's own temporary folder: what the reward left there (even unreadable) is not the user's to keep
             shutil.rmtree(self.scratch, ignore_errors=True)

@@ -67,6 +67,22 @@ def test_dry_run_checks_and_prints_the_reward_function_and_points_verl_at_the_ru
     assert f"custom_reward_function.path={tmp_path.resolve() / 'run' / 'reward' / 'my_reward.py'} \\ custom_reward_function.name=score \\" in out
 
 
+def test_a_reward_printing_on_every_call_is_summarised_in_the_dry_run_not_poured_out(tmp_path, capfd):
+    data = own_data(tmp_path / "data")
+    reward = reward_file(tmp_path / "task", REWARD.replace("def score(", "def quiet(") + (
+        "\n\ndef score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    print('scored', ground_truth)\n    return quiet(data_source, solution_str, ground_truth)\n"
+    ))
+    assert dry_run(tmp_path, "--data", str(data), "--reward-function", f"{reward}:score") == 0
+    out, err = capfd.readouterr()
+    assert "scored" not in err  # 96 calls, none of their prints on the terminal
+    assert (
+        "the ground truth scored 1 x48; an empty response scored 0 x48; it printed 96 lines while checked (first"
+        " 'scored 0', 'scored 0', 'scored 2'), which verl's workers print too, at every call of every step)"
+        in unwrapped(out)
+    )
+
+
 def test_a_wrong_function_name_exits_2_naming_the_file_and_its_functions(tmp_path, capsys):
     data, reward = own_data(tmp_path / "data"), reward_file(tmp_path / "task")
     assert dry_run(tmp_path, "--data", str(data), "--reward-function", f"{reward}:compute_score") == 2

@@ -815,6 +815,7 @@ def check_reward(ctx: DoctorContext) -> CheckResult:
     from verlfit.reward_function import (
         check_reward_function,
         check_verl_scores,
+        describe_printed,
         describe_scores,
         verl_ground_truth_note,
     )
@@ -833,7 +834,7 @@ def check_reward(ctx: DoctorContext) -> CheckResult:
             "reward",
             PASS,
             f"{ctx.reward_function.name} in {ctx.reward_function.path} scores every row (called in a scratch"
-            f" directory): {describe_scores(checked.scores)}",
+            f" directory): {describe_scores(checked.scores)}{describe_printed(checked.printed)}",
         )
     scored = check_verl_scores(prepared, ctx.data_keys)
     return CheckResult(

@@ -17,6 +17,7 @@ from verlfit.reward_function import (
     RewardFunction,
     check_reward_function,
     check_verl_scores,
+    describe_printed,
     describe_scores,
     verl_ground_truth_note,
 )
@@ -74,7 +75,8 @@ def check_run_data(
             )
         return (
             f"reward function: {reward.name} in {reward.path} (called on every row as the ground truth, then as an"
-            f" empty response, in a scratch directory: {describe_scores(checked.scores)}{modules})"
+            f" empty response, in a scratch directory: {describe_scores(checked.scores)}{modules}"
+            f"{describe_printed(checked.printed)})"
         ), reward
     scored = check_verl_scores(settings.data_dir, keys)
     return (
