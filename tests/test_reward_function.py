@@ -655,3 +655,28 @@ def test_a_failed_check_passes_on_what_the_reward_printed(tmp_path, capfd):
     with pytest.raises(VerlfitError, match="raised ValueError: bad row"):
         rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"))
     assert capfd.readouterr() == ("", "row with 0\nrow with 0\nrow with 1\n")
+
+
+def test_a_long_check_says_how_far_it_got_on_standard_error():
+    """A reward taking 50 ms a call checked GSM8K for 15 minutes without a word: after 5 s, a line every 10 s."""
+    import io
+
+    now = [100.0]
+    stream = io.StringIO()
+    progress = rewards.CheckProgress("score in /abs/reward.py", 17584, stream=stream, clock=lambda: now[0])
+    for calls, at in ((1, 101.0), (99, 104.9), (100, 105.0), (150, 110.0), (300, 115.0), (17584, 999.0)):
+        now[0] = at
+        progress(calls)
+    assert stream.getvalue().splitlines() == [
+        # 100 calls in 5 s: 17,484 left at 20 calls a second
+        "verlfit: checking score in /abs/reward.py: 100 of 17,584 calls in 5 s, about 14m34s left",
+        "verlfit: checking score in /abs/reward.py: 300 of 17,584 calls in 15 s, about 14m24s left",
+    ]
+
+
+def test_the_check_reports_progress_after_each_call(tmp_path):
+    seen = []
+    path = reward_file(tmp_path)
+    with rewards.load_reward_function(rewards.RewardFunction(path)) as process:
+        rewards.call_on_rows(process, rewards.reward_rows(write_train(tmp_path / "data")), progress=seen.append)
+    assert seen == list(range(1, 11))  # 5 rows, twice each
