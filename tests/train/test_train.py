@@ -487,6 +487,37 @@ def test_a_data_or_run_directory_that_is_a_file_is_refused_by_the_dry_run(option
     assert out == "" and err == f"verlfit: error: {option} {existing} is a file: it must be a directory\n  fix: {fix}\n"
 
 
+def test_a_run_directory_in_a_folder_one_cannot_write_is_refused_by_the_dry_run(tmp_path, capsys, monkeypatch):
+    """new-user trial: `train --dry-run --run-dir` under a folder the user cannot write printed a plan and exited 0;
+    the launch then failed creating it. The tests run as root, who may write anywhere: os.access answers for a user
+    without the write bit, os.statvfs for a read-only mount."""
+    import os
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access, real_statvfs = os.access, os.statvfs
+    monkeypatch.setattr(os, "access", lambda path, mode: False if Path(path) == locked else real_access(path, mode))
+    argv = ["train", "--profile", "p40", "--plan", "off", "--dry-run", "--run-dir"]
+    fix = "pass --run-dir a folder under one you can write (e.g. ./runs/NAME; in the image, under the mounted /runs)"
+    assert cli.main([*argv, str(locked / "runs" / "a")]) == 2
+    assert capsys.readouterr() == ("", (
+        f"verlfit: error: --run-dir {locked / 'runs' / 'a'} cannot be written: {locked}, the folder it would be created"
+        f" in, is not writable by this user\n  fix: {fix}\n"
+    ))
+    assert cli.main([*argv, str(locked)]) == 2
+    assert f"--run-dir {locked} cannot be written: it is not writable by this user" in capsys.readouterr().err
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly() if Path(path) == tmp_path else real_statvfs(path))
+    assert cli.main([*argv, str(tmp_path / "run")]) == 2
+    assert f"cannot be written: {tmp_path}, the folder it would be created in, is on a read-only file system" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "run").exists() and not (locked / "runs").exists()
+
+
 def test_the_managed_keys_are_listed_in_the_help_by_option():
     text = cli.build_parser().commands["train"].format_help()
     assert "  --batch-size: data.train_batch_size\n" in text

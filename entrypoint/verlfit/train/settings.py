@@ -86,6 +86,31 @@ class TrainOptions:
     skip_checks: bool = False
 
 
+def refuse_unwritable_run_dir(run_dir: Path) -> None:
+    """Refuse (exit status 2) a ``--run-dir`` that verlfit could not create or write: its nearest existing folder
+    (itself, or the first parent that exists) lets this user neither write nor enter it, or lies on a read-only
+    file system (``os.statvfs``'s ``ST_RDONLY``). The dry run writes nothing, so it asks instead of trying.
+
+    Raises:
+        VerlfitError: naming the folder and why, with the fix.
+    """
+    existing = run_dir.absolute()
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if os.statvfs(existing).f_flag & os.ST_RDONLY:
+        why = "is on a read-only file system"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        why = "is not writable by this user"
+    else:
+        return
+    where = "it" if existing == run_dir.absolute() else f"{existing}, the folder it would be created in,"
+    raise VerlfitError(
+        f"--run-dir {run_dir} cannot be written: {where} {why}",
+        fix="pass --run-dir a folder under one you can write (e.g. ./runs/NAME; in the image, under the mounted /runs)",
+        exit_code=2,
+    )
+
+
 def train_settings(options: TrainOptions, run_dir: str, sizes: dict, user: UserOverrides) -> TrainSettings:
     """Map ``verlfit train``'s options onto :class:`TrainSettings` (pure). ``sizes``: the fields of the shared
     sizing options (:func:`verlfit.plan.request.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s);
@@ -216,6 +241,8 @@ def build_launch(
             raise VerlfitError(
                 f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2
             )
+    if options.run_dir:
+        refuse_unwritable_run_dir(Path(options.run_dir))
     # absolute paths, so the recorded command and --resume work from any directory
     run_dir = str(
         Path(
