@@ -532,7 +532,8 @@ def _mixed_formats(directory: Path) -> None:
         ),
         (
             lambda d: (d.mkdir(), [(d / f"{s}.jsonl").write_text("{not json\n") for s in ("train", "test")]),
-            r"^cannot read {d}/train.jsonl: ",
+            r"^cannot read {d}/train.jsonl line 1: not JSON \(Expecting property name enclosed in double quotes at"
+            r" character 2\)\n  fix: repair or remove that line",
         ),
     ],
 )
@@ -542,6 +543,32 @@ def test_input_errors(tmp_path, setup, message):
     with pytest.raises(VerlfitError, match=message.format(d=re.escape(str(directory)))):
         run_prepare(directory, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_line_in_the_middle_of_a_jsonl_is_named_by_its_line_and_datasets_logs_nothing(tmp_path, capfd):
+    """new-user trial: one cut line (the 5th) was reported as pyarrow's "Column(/answer) changed from string to object
+    in row 4", after a stray datasets log line, and prepare-gsm8k exited 1."""
+    directory = tmp_path / "in"
+    write_jsonl(directory)
+    lines = (directory / "train.jsonl").read_text().splitlines(keepends=True)
+    cut = '{"question": "cut", "answer": '
+    (directory / "train.jsonl").write_text("".join(lines[:4]) + cut + "\n" + "".join(lines[4:]))
+    (directory / "test.jsonl").write_text((directory / "test.jsonl").read_text() + "[1, 2]\n")
+    with pytest.raises(VerlfitError) as caught:
+        run_prepare(directory, tmp_path / "out")
+    assert caught.value.exit_code == 2
+    assert str(caught.value).splitlines()[0] == (
+        # the value is missing after the cut line's last character
+        f"cannot read {directory}/train.jsonl line 5: not JSON (Expecting value at character {len(cut) + 1})"
+    )
+    assert capfd.readouterr().err == ""  # datasets' own "Failed to load JSON from file" line is not printed
+    import datasets
+
+    assert datasets.logging.get_verbosity() == datasets.logging.WARNING  # its logger is put back
+    (directory / "train.jsonl").write_text("".join(lines))
+    with pytest.raises(VerlfitError, match=rf"^cannot read {re.escape(str(directory))}/test.jsonl line \d+: a JSON list,"
+                       " not an object"):
+        run_prepare(directory, tmp_path / "out")
 
 
 def test_input_that_is_not_a_directory(tmp_path):

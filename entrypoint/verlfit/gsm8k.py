@@ -37,6 +37,7 @@ GSM8K files is prepared from them into ``DIR/verl`` (:data:`PREPARED_FOLDER`), a
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -280,14 +281,45 @@ def _split_files(directory: Path, split: str) -> list[Path]:
     )
 
 
+def first_bad_json_line(files: list[Path]) -> str | None:
+    """Where the first line of ``files`` (JSON lines) that is not one JSON object is, as ``"FILE line N (1-based):
+    WHY"``, or None when every non-blank line parses (``json.loads``) to an object. Run only after datasets failed,
+    whose message names a row of pyarrow's block, not the file's line."""
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    value = json.loads(line.rstrip("\r\n"))
+                except json.JSONDecodeError as error:
+                    return f"{path} line {number}: not JSON ({error.msg} at character {error.pos + 1})"
+                if not isinstance(value, dict):
+                    return f"{path} line {number}: a JSON {type(value).__name__}, not an object"
+    return None
+
+
+@contextmanager
+def _restored(datasets_module, verbosity: int):
+    """Put datasets' logger back at ``verbosity`` on leaving the block."""
+    try:
+        yield
+    finally:
+        datasets_module.logging.set_verbosity(verbosity)
+
+
 def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dict[str, _RawSplit]:
     import datasets
     import pyarrow
 
     found = discover_files(directory)
     splits = {}
+    # datasets logs its own line for a file it cannot read ("Failed to load JSON from file ..."): verlfit's refusal
+    # below says it, with the line, so its logger is quiet here and restored after
+    verbosity = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)
     # a throwaway cache: reading local files must not fill (or depend on) HF_HOME
-    with tempfile.TemporaryDirectory(prefix="verlfit-gsm8k-") as cache_dir:
+    with tempfile.TemporaryDirectory(prefix="verlfit-gsm8k-") as cache_dir, _restored(datasets, verbosity):
         for split, files in found.items():
             names = ", ".join(str(path) for path in files)
             try:
@@ -304,11 +336,20 @@ def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dic
                     raise VerlfitError(
                         f"{', '.join(empty)}: the file is empty", fix=f"put the {split} rows in it, or remove it"
                     ) from error
+                bad_line = first_bad_json_line(files) if files[0].suffix == ".jsonl" else None
+                if bad_line:
+                    raise VerlfitError(
+                        f"cannot read {bad_line}",
+                        fix="repair or remove that line (each line of a .jsonl file is one JSON object; download the "
+                        "file again if it was cut), then run the command again",
+                        exit_code=2,
+                    ) from error
                 cause = f" ({error.__cause__})" if error.__cause__ else ""
                 raise VerlfitError(
                     f"cannot read {names}: {error}{cause}",
                     fix="the files must be parquet, JSON lines (one JSON object per line: a line that does not parse "
                     "stops the whole file) or a JSON array of objects with question and answer",
+                    exit_code=2,
                 ) from error
             splits[split] = _raw_split(dataset, split, names)
     log(
