@@ -16,11 +16,11 @@ import pytest
 
 from fakes import LFS_POINTER, FakeNvml, write_model_dir
 from verlfit import cli
-from verlfit.checks import readiness
+from verlfit import readiness
 from verlfit.commands import doctor
 from verlfit.errors import VerlfitError
 from verlfit.checks.patches import default_series
-from verlfit.checks.readiness import BLOCKING, CHECK_NAMES, DoctorContext, TorchInfo, arch_covers, blocking_checks, run_checks
+from verlfit.readiness import BLOCKING, CHECK_NAMES, DoctorContext, TorchInfo, arch_covers, blocking_checks, run_checks
 
 GIB = 1024**3
 
@@ -298,7 +298,7 @@ def test_train_refuses_a_small_dev_shm(world, monkeypatch):
 
 # the small model of fakes.write_model_dir, PPO: actor and critic, fp32 weights + AdamW, + 32 MiB of tokenizer files each
 def small_checkpoint(world, algorithm="ppo"):
-    from verlfit.failure import checkpoint_bytes
+    from verlfit.plan.time import checkpoint_disk_bytes
     from verlfit.model_shape import load_model_shape
 
     shape = load_model_shape(str(world.model))
@@ -307,7 +307,7 @@ def small_checkpoint(world, algorithm="ppo"):
     from verlfit.plan.memory import PlanRequest
 
     request = PlanRequest(shape=shape, gpu_memory_bytes=24 * GIB, algorithm=algorithm)
-    assert one == checkpoint_bytes(request)
+    assert one == checkpoint_disk_bytes(request)
     return one
 
 

@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from fakes import DIED_LOG, DISK_LOG, OOM_LOG
-from verlfit.failure import checkpoint_bytes, diagnose, disk_full_seen_by_verlfit, explain
+from verlfit.failure import diagnose, disk_full_seen_by_verlfit, explain
+from verlfit.plan.time import checkpoint_disk_bytes
 from verlfit.model_shape import load_model_shape
 from verlfit.plan.memory import GIB, PlanRequest
 
@@ -79,9 +80,9 @@ def test_checkpoint_bytes_of_the_qwen25_half_billion_shape():
     grpo = PlanRequest(shape=shape, gpu_memory_bytes=22 * GIB, algorithm="grpo")
     role = 32 * 1024**2
     # 4 bytes of fp32 weights + 8 bytes of AdamW state per parameter, plus the huggingface/ files
-    assert checkpoint_bytes(grpo) == 494_032_768 * 12 + role
-    assert checkpoint_bytes(ppo) == 494_032_768 * 12 + role + 494_033_665 * 12 + role
-    assert round(checkpoint_bytes(ppo) / GIB, 1) == 11.1
+    assert checkpoint_disk_bytes(grpo) == 494_032_768 * 12 + role
+    assert checkpoint_disk_bytes(ppo) == 494_032_768 * 12 + role + 494_033_665 * 12 + role
+    assert round(checkpoint_disk_bytes(ppo) / GIB, 1) == 11.1
 
 
 # LoRA rank 32, all-linear (verl's default targets), counted by hand from the Qwen2.5 configs (q, k, v, o, gate, up,
@@ -97,20 +98,20 @@ def test_checkpoint_bytes_of_a_lora_run_count_the_frozen_base_and_the_adapters_o
     actor = 4 * (1_543_714_304 + ADAPTER_1P5B) + 8 * ADAPTER_1P5B + role
     critic = 4 * (1_543_715_841 + ADAPTER_1P5B + 1537) + 8 * (ADAPTER_1P5B + 1537) + role
     adapter_file = 4 * ADAPTER_1P5B  # lora_adapter/adapter_model.safetensors, the actor's only
-    assert checkpoint_bytes(ppo) == actor + critic + adapter_file == 13_450_874_896
-    assert round(checkpoint_bytes(ppo) / GIB, 1) == 12.5  # the device record: "~12 GiB a checkpoint"
+    assert checkpoint_disk_bytes(ppo) == actor + critic + adapter_file == 13_450_874_896
+    assert round(checkpoint_disk_bytes(ppo) / GIB, 1) == 12.5  # the device record: "~12 GiB a checkpoint"
 
     grpo = PlanRequest(shape=load_model_shape("Qwen/Qwen2.5-3B-Instruct"), gpu_memory_bytes=22 * GIB, algorithm="grpo", lora_rank=32)
-    assert checkpoint_bytes(grpo) == 4 * (3_085_938_688 + ADAPTER_3B) + 8 * ADAPTER_3B + role + 4 * ADAPTER_3B == 13_335_183_360
+    assert checkpoint_disk_bytes(grpo) == 4 * (3_085_938_688 + ADAPTER_3B) + 8 * ADAPTER_3B + role + 4 * ADAPTER_3B == 13_335_183_360
 
 
 def test_checkpoint_bytes_of_a_fully_trained_run_are_unchanged_beside_lora():
     shape = load_model_shape("Qwen/Qwen2.5-1.5B-Instruct")
     full = PlanRequest(shape=shape, gpu_memory_bytes=22 * GIB, algorithm="ppo")
-    assert checkpoint_bytes(full) == 1_543_714_304 * 12 + 1_543_715_841 * 12 + 2 * 32 * 1024**2 == 37_116_270_604
+    assert checkpoint_disk_bytes(full) == 1_543_714_304 * 12 + 1_543_715_841 * 12 + 2 * 32 * 1024**2 == 37_116_270_604
     # a LoRA actor beside a fully trained critic (--critic-lora-rank 0): the critic keeps 12 bytes a parameter
     mixed = PlanRequest(shape=shape, gpu_memory_bytes=22 * GIB, algorithm="ppo", lora_rank=32, critic_lora_rank=0)
-    assert checkpoint_bytes(mixed) == 4 * (1_543_714_304 + ADAPTER_1P5B) + 8 * ADAPTER_1P5B + 1_543_715_841 * 12 + 2 * 32 * 1024**2 + 4 * ADAPTER_1P5B
+    assert checkpoint_disk_bytes(mixed) == 4 * (1_543_714_304 + ADAPTER_1P5B) + 8 * ADAPTER_1P5B + 1_543_715_841 * 12 + 2 * 32 * 1024**2 + 4 * ADAPTER_1P5B
 
 
 def test_an_oom_under_a_per_process_limit_names_the_limit_not_the_cards_free_memory():

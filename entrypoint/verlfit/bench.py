@@ -528,11 +528,11 @@ def run_bench(
 
     Raises:
         VerlfitError: a package the runs need is missing (:func:`check_engine_packages`), a blocking check FAILs
-            (:func:`verlfit.checks.readiness.blocking_checks`: driver, GPU, Triton shared memory, CUDA, patches),
+            (:func:`verlfit.readiness.blocking_checks`: driver, GPU, Triton shared memory, CUDA, patches),
             ``output`` is refused, ``work`` lies inside a run directory (exit status 2), or a run fails.
     """
     from verlfit.cards import card_for_gpu_name
-    from verlfit.checks.readiness import blocking_checks
+    from verlfit.readiness import blocking_checks
     from verlfit.gpu import cuda_visible_gpus, query_gpus
 
     # first, what needs only NVML and importlib (milliseconds): the profile's rollout and attention packages

@@ -27,6 +27,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from verlfit.plan.fit import auto_fit
+from verlfit.plan.memory import format_gib, predict
+from verlfit.plan.time import checkpoint_disk_bytes
+
 # Ray method of verl's colocated WorkerDict -> the planner's phase (verlfit.plan.PHASES) or "checkpoint"
 WORKER_METHOD_PHASES: dict[str, str] = {
     "actor_rollout_generate_sequences": "rollout",
@@ -196,40 +200,6 @@ def disk_full_seen_by_verlfit(lines: list[str], detail: str) -> Failure:
     )
 
 
-HF_FILES_BYTES = 32 * 1024**2  # a role's huggingface/ config + tokenizer files (under 20 MiB for Qwen2.5's), rounded up
-
-
-def checkpoint_bytes(request) -> int:
-    """Bytes one verl checkpoint (``global_step_N/``) takes on disk for ``request`` (a
-    :class:`verlfit.plan.PlanRequest`).
-
-    What verl 0.4.1 writes, per role (actor; critic for PPO): ``FSDPCheckpointManager.save_checkpoint``
-    (``verl/utils/checkpoint/fsdp_checkpoint_manager.py:198-215``) saves the role's whole model state dict and its
-    AdamW optimizer state dict, sized by :func:`verlfit.plan.time.checkpoint_bytes`: 4 bytes a parameter of fp32
-    weights (verl builds actor and critic in fp32 whatever the compute dtype, ``fsdp_workers.py:216, 905``; with LoRA
-    the frozen base is saved too, plus the adapters) and 8 bytes (``exp_avg`` + ``exp_avg_sq``, fp32) a parameter
-    that has a gradient (every parameter fully trained; with LoRA the adapters only, and for the critic its trained
-    value head, patch 0011: :func:`verlfit.plan.memory.adapter_parameters` of the request's ``lora_rank_of(role)``
-    and ``lora_target_modules``); a small extra state (scheduler, RNG: 15 KB recorded) and the config/tokenizer
-    files under ``huggingface/`` (:data:`HF_FILES_BYTES` a role). A LoRA actor also writes
-    ``lora_adapter/adapter_model.safetensors`` (``fsdp_workers.py:775-797``): its adapters once more, 4 bytes a
-    parameter (the critic's ``save_checkpoint`` writes no adapter file, ``fsdp_workers.py:1142-1152``).
-    Qwen2.5-0.5B, fully trained: 11.1 GiB with PPO (actor and critic 494 M parameters each: the critic keeps the
-    embedding), 5.6 GiB with GRPO. LoRA rank 32, all-linear: Qwen2.5-1.5B PPO 12.5 GiB, Qwen2.5-3B GRPO 12.4 GiB
-    (the device record: "~12 GiB a checkpoint", ``benchmarks/device_run.sh``).
-    """
-    from verlfit.plan.memory import adapter_parameters
-    from verlfit.plan.time import WEIGHT_BYTES_PER_PARAM
-    from verlfit.plan.time import checkpoint_bytes as role_state_bytes
-
-    roles = ("actor", "critic") if request.has_critic else ("actor",)
-    total = sum(role_state_bytes(request, role) + HF_FILES_BYTES for role in roles)
-    rank = request.lora_rank_of("actor")
-    if rank > 0:
-        total += WEIGHT_BYTES_PER_PARAM * adapter_parameters(request.shape, "actor", rank, request.lora_target_modules)
-    return total
-
-
 PHASE_WORDS = {
     "rollout": "the rollout (HF generate)",
     "old_log_prob": "the old log-prob pass",
@@ -271,9 +241,6 @@ def explain(
         checkpoint_step: the newest complete checkpoint (``latest_checkpointed_iteration.txt``), None if none.
         disk_free_bytes, disk_path: free space on the checkpoint folder's file system, and the folder.
     """
-    from verlfit.plan.fit import auto_fit
-    from verlfit.plan.memory import format_gib, predict
-
     where = PHASE_WORDS.get(failure.phase, "an unknown phase") + (
         f" (verl's {failure.worker_method})" if failure.worker_method else ""
     )
@@ -333,7 +300,7 @@ def explain(
         if disk_path is not None and disk_free_bytes is not None:
             message += f": {disk_path} has {format_gib(disk_free_bytes)} free"
         if request is not None:
-            message += f"; one checkpoint of this run needs about {format_gib(checkpoint_bytes(request))}"
+            message += f"; one checkpoint of this run needs about {format_gib(checkpoint_disk_bytes(request))}"
         kept = f"; the checkpoint of step {checkpoint_step} is complete and kept" if checkpoint_step else ""
         return message + kept, f"free space (or lower --keep-checkpoints, raise --save-freq), then {resume}"
     if failure.kind == "shared_memory":

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from verlfit.checks.readiness import IMAGE_DRIVER_REQUIREMENT
+from verlfit.readiness import IMAGE_DRIVER_REQUIREMENT
 
 from image_helpers import (
     DOCKERFILES,

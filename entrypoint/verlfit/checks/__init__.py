@@ -8,11 +8,8 @@ the environment, stand-ins for the network) that returns a :class:`verlfit.check
 * :mod:`verlfit.checks.engines`: the packages the run's rollout and attention import (vllm, flash_attn) are there.
 * :mod:`verlfit.checks.disk`: the checkpoints a run holds at once fit under its run directory.
 * :mod:`verlfit.checks.stack`: torch, transformers and verl importable, for the commands that need them.
-* :mod:`verlfit.checks.readiness`: the doctor's checks, one line each (data folder, model folder, patches,
-  engines and disk among them) run against a :class:`verlfit.checks.readiness.DoctorContext`; ``blocking_checks``:
-  the subset train runs before a launch.
-
 Further checks of the same kind go beside these (a reward function, the ownership of an own data folder), each in a
-module named for what it checks. ``verlfit doctor`` (:mod:`verlfit.commands.doctor`) lays them all out as
+module named for what it checks. The doctor's orchestrator, :mod:`verlfit.readiness`, runs them (and
+the machine's own checks) against one context; ``verlfit doctor`` (:mod:`verlfit.commands.doctor`) lays them out as
 PASS/WARN/FAIL; ``verlfit train`` runs them through the blocking checks and reports a FAIL as its error.
 """

@@ -15,7 +15,7 @@ class CheckResult:
     """One check's outcome.
 
     Attributes:
-        name: the check's name (one of :data:`verlfit.checks.readiness.CHECK_NAMES`).
+        name: the check's name (one of :data:`verlfit.readiness.CHECK_NAMES`).
         status: ``"PASS"``, ``"WARN"``, ``"FAIL"`` or ``"SKIP"``.
         message: one line: what was found.
         fix: one line: what to do (None for PASS and most SKIPs).

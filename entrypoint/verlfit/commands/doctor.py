@@ -1,4 +1,4 @@
-"""``verlfit doctor``: is this machine ready to train? One line per check (:mod:`verlfit.checks.readiness`), PASS /
+"""``verlfit doctor``: is this machine ready to train? One line per check (:mod:`verlfit.readiness`), PASS /
 WARN / FAIL / SKIP, each with a one-line fix; exit status 1 on any FAIL; ``--json`` for machines. This module lays
 every check out as that table; ``verlfit train`` reports only a blocking FAIL (its error) and the disk WARN (a note).
 """
@@ -10,7 +10,7 @@ import json
 import sys
 
 from verlfit.arguments import checkpoints_to_keep, rank, timeout_seconds
-from verlfit.checks.readiness import DoctorContext, run_checks
+from verlfit.readiness import DoctorContext, run_checks
 from verlfit.checks.result import FAIL, PASS, SKIP, WARN, CheckResult
 from verlfit.hub import NETWORK_TIMEOUT_S
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
@@ -134,7 +134,7 @@ def register(subparsers):
 
 
 def _run(args, context: DoctorContext | None = None, out=None) -> int:
-    """Run every check (:func:`verlfit.checks.readiness.run_checks`) against ``context`` (default: this machine) with
+    """Run every check (:func:`verlfit.readiness.run_checks`) against ``context`` (default: this machine) with
     the options laid over it; write the report (or ``--json``: ``{checks: [...], exit_status}``) to ``out`` (default
     stdout); return :func:`exit_status`.
 

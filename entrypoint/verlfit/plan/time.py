@@ -728,6 +728,36 @@ def checkpoint_bytes(request: PlanRequest, role: str, rank: int | None = None) -
     return _saved_bytes(params, rank, adapter)
 
 
+HF_FILES_BYTES = 32 * 1024**2  # a role's huggingface/ config + tokenizer files (under 20 MiB for Qwen2.5's), rounded up
+
+
+def checkpoint_disk_bytes(request) -> int:
+    """Bytes one verl checkpoint (``global_step_N/``) takes on disk for ``request`` (a
+    :class:`verlfit.plan.PlanRequest`).
+
+    What verl 0.4.1 writes, per role (actor; critic for PPO): ``FSDPCheckpointManager.save_checkpoint``
+    (``verl/utils/checkpoint/fsdp_checkpoint_manager.py:198-215``) saves the role's whole model state dict and its
+    AdamW optimizer state dict, sized by :func:`checkpoint_bytes`: 4 bytes a parameter of fp32
+    weights (verl builds actor and critic in fp32 whatever the compute dtype, ``fsdp_workers.py:216, 905``; with LoRA
+    the frozen base is saved too, plus the adapters) and 8 bytes (``exp_avg`` + ``exp_avg_sq``, fp32) a parameter
+    that has a gradient (every parameter fully trained; with LoRA the adapters only, and for the critic its trained
+    value head, patch 0011: :func:`verlfit.plan.memory.adapter_parameters` of the request's ``lora_rank_of(role)``
+    and ``lora_target_modules``); a small extra state (scheduler, RNG: 15 KB recorded) and the config/tokenizer
+    files under ``huggingface/`` (:data:`HF_FILES_BYTES` a role). A LoRA actor also writes
+    ``lora_adapter/adapter_model.safetensors`` (``fsdp_workers.py:775-797``): its adapters once more, 4 bytes a
+    parameter (the critic's ``save_checkpoint`` writes no adapter file, ``fsdp_workers.py:1142-1152``).
+    Qwen2.5-0.5B, fully trained: 11.1 GiB with PPO (actor and critic 494 M parameters each: the critic keeps the
+    embedding), 5.6 GiB with GRPO. LoRA rank 32, all-linear: Qwen2.5-1.5B PPO 12.5 GiB, Qwen2.5-3B GRPO 12.4 GiB
+    (the device record: "~12 GiB a checkpoint", ``benchmarks/device_run.sh``).
+    """
+    roles = ("actor", "critic") if request.has_critic else ("actor",)
+    total = sum(checkpoint_bytes(request, role) + HF_FILES_BYTES for role in roles)
+    rank = request.lora_rank_of("actor")
+    if rank > 0:
+        total += WEIGHT_BYTES_PER_PARAM * adapter_parameters(request.shape, "actor", rank, request.lora_target_modules)
+    return total
+
+
 def _saved_bytes(params: int, rank: int, adapter: int) -> int:
     """:func:`checkpoint_bytes` of a role of ``params`` parameters at LoRA ``rank`` (0: fully trained) whose adapters
     add ``adapter`` parameters."""

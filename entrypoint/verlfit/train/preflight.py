@@ -1,5 +1,5 @@
 """What ``verlfit train`` checks and prepares before it launches (:func:`start_run`, the run directory created or
-the resume recorded last): the doctor's blocking checks (:func:`verlfit.checks.readiness.blocking_checks`, any FAIL
+the resume recorded last): the doctor's blocking checks (:func:`verlfit.readiness.blocking_checks`, any FAIL
 the launch's error), the run's data and reward (:func:`verlfit.train.inputs.check_run_data`: prepared when missing,
 at least one batch, the reward on every row), and a warning when the disk cannot hold the checkpoints kept
 (:func:`checkpoint_space_warning`).
@@ -21,7 +21,7 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
     (:func:`verlfit.train.run_directory.record_resume`), the disk checked for the checkpoints it keeps. A new run, each
     step before the next so nothing is written for a run that cannot start: the Python stack
     (:func:`verlfit.checks.stack.require`), the run directory's place, the doctor's fast blocking checks (unless
-    ``skip_checks``; :func:`verlfit.checks.readiness.blocking_checks`, among them the engines check of the plan's
+    ``skip_checks``; :func:`verlfit.readiness.blocking_checks`, among them the engines check of the plan's
     rollout and attention, after ``--rollout`` / ``--attention``: a hopeless launch stops in seconds), the data
     prepared and sized, the reward checked on every row, the overrides validated against verl's config (``validate``;
     its composed ``config.yaml`` recorded), the disk checked, the notes printed, then the run directory created whole
@@ -40,7 +40,7 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
         if warning:
             print(f"verlfit: {warning}")
         return run_dir
-    from verlfit.checks.readiness import blocking_checks
+    from verlfit.readiness import blocking_checks
     from verlfit.checks.stack import require
     from verlfit.overrides import validate_overrides
     from verlfit.train.inputs import check_run_data
@@ -97,7 +97,7 @@ def checkpoint_space_warning(
     """A pre-launch warning when the run directory's file system cannot hold the checkpoints this run keeps at once;
     None when it can, when the run saves none, or when the model's shape cannot be read.
 
-    One checkpoint is :func:`verlfit.failure.checkpoint_bytes` of the run's plan request; the run holds
+    One checkpoint is :func:`verlfit.plan.time.checkpoint_disk_bytes` of the run's plan request; the run holds
     :func:`verlfit.checks.disk.checkpoints_held` of them (``--keep-checkpoints`` K: K at the peak, since verl deletes
     the oldest before writing the next; never more than the saves this session makes: one every ``--save-freq`` steps
     and one at the last step, ``ray_trainer.py:1158-1160``, of the plan's ``total_steps``). ``resumed_from``: the
@@ -111,13 +111,13 @@ def checkpoint_space_warning(
     """
     from verlfit.checks.disk import checkpoint_space, checkpoints_held
     from verlfit.checks.result import PASS
-    from verlfit.failure import checkpoint_bytes
+    from verlfit.plan.time import checkpoint_disk_bytes
 
     settings = plan.settings
     if settings.save_freq <= 0:
         return None
     try:
-        one = checkpoint_bytes(plan_request(plan))
+        one = checkpoint_disk_bytes(plan_request(plan))
     except (VerlfitError, OSError, ValueError):
         return None
     total, start = plan.total_steps, resumed_from or 0

@@ -33,8 +33,9 @@ Checks (name: what it looks at):
   ``_private/services.py:2136-2170``). Below that: FAIL (blocking: ``verlfit train`` refuses), with the size to
   give the container (compose ``shm_size``, ``docker run --shm-size``); Docker's default is 64 MiB.
 * ``disk``: free space where checkpoints go (``--run-dir``) against the checkpoints a run holds at once
-  (:func:`verlfit.checks.disk.checkpoint_space`): one checkpoint's size is :func:`verlfit.failure.checkpoint_bytes` of
-  ``--model``, ``--algo``, ``--lora-rank`` and ``--critic-lora-rank`` (all-linear targets) at train's defaults;
+  (:func:`verlfit.checks.disk.checkpoint_space`): one checkpoint's size is
+  :func:`verlfit.plan.time.checkpoint_disk_bytes` of ``--model``, ``--algo``, ``--lora-rank`` and
+  ``--critic-lora-rank`` (all-linear targets) at train's defaults;
   ``--keep-checkpoints`` of them (train's default 2) must fit: WARN below that, FAIL below one.
 * ``data``: ``train.parquet`` and ``test.parquet`` readable with verl's columns; raw GSM8K files in ``--data`` (a WARN:
   train prepares them into ``--data/verl``); neither: a WARN when the datasets cache or the hub has GSM8K, else a FAIL.
@@ -67,17 +68,39 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from verlfit import gsm8k
 from verlfit.checks.data_folder import check_data_folder, datasets_cache_folder
 from verlfit.checks.disk import GIB, checkpoint_space, checkpoints_held, existing_parent
 from verlfit.checks.engines import ENGINE_PACKAGES, missing_engine_packages
 from verlfit.checks.model_folder import check_model_folder, hub_cache_file
-from verlfit.checks.patches import check_patches as check_patch_series
-from verlfit.checks.patches import default_series, installed_verl_dir
-from verlfit.checks.result import FAIL, PASS, SKIP, WARN, CheckResult
-from verlfit.data_folder import DataKeys
+from verlfit.checks.patches import check_patches as check_patch_series, default_series, installed_verl_dir
+from verlfit.checks.result import CheckResult, FAIL, PASS, SKIP, WARN
+from verlfit.data_folder import DataKeys, data_folder_state
 from verlfit.errors import VerlfitError
+from verlfit.gpu import cuda_visible_gpus, links_among, nccl_environment, query_gpus, refuse_mixed_cards
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head
-from verlfit.reward_function import RewardFunction
+from verlfit.model_shape import load_model_shape
+from verlfit.overrides import TrainSettings
+from verlfit.plan.request import request_from_settings
+from verlfit.plan.time import checkpoint_disk_bytes
+from verlfit.profiles import (
+    PROFILE_NAMES,
+    check_rollout_dtype,
+    customize,
+    load_profile,
+    profile_choice_note,
+    profile_for_capability,
+    resolve_environment,
+)
+from verlfit.resolved_run import run_switches
+from verlfit.reward_function import (
+    RewardFunction,
+    check_reward_function,
+    check_verl_scores,
+    describe_printed,
+    describe_scores,
+    verl_ground_truth_note,
+)
 
 DRIVER_MINIMUM = (520, 61, 5)  # CUDA 11.8 release notes, table 3 (Linux)
 DRIVER_COMPAT_MINIMUM = (450, 80, 2)  # CUDA minor-version compatibility floor for 11.x
@@ -213,8 +236,6 @@ class DoctorContext:
 
     def gpu_report(self):
         if self._gpu_report is None:
-            from verlfit.gpu import query_gpus
-
             self._gpu_report = query_gpus(self.nvml)
         return self._gpu_report
 
@@ -300,7 +321,6 @@ def _left_unused(running, suited) -> str:
 
 
 def check_gpu(ctx: DoctorContext) -> CheckResult:
-    from verlfit.profiles import PROFILE_NAMES, load_profile, profile_choice_note, profile_for_capability
 
     report = ctx.gpu_report()
     if not report.gpus:
@@ -381,7 +401,6 @@ def nccl_in_force(environ: Mapping[str, str], added: Mapping[str, str]) -> str:
 
 
 def check_topology(ctx: DoctorContext) -> CheckResult:
-    from verlfit.gpu import cuda_visible_gpus, links_among, nccl_environment, refuse_mixed_cards
 
     report = ctx.gpu_report()
     if not report.gpus:
@@ -500,7 +519,6 @@ def check_torch_arch(ctx: DoctorContext) -> CheckResult:
 
 
 def check_triton_shared_memory(ctx: DoctorContext) -> CheckResult:
-    from verlfit.profiles import PROFILE_NAMES, load_profile
 
     report = ctx.gpu_report()
     if not report.gpus:
@@ -556,13 +574,6 @@ def check_triton_shared_memory(ctx: DoctorContext) -> CheckResult:
 
 
 def check_environment(ctx: DoctorContext) -> CheckResult:
-    from verlfit.profiles import (
-        PROFILE_NAMES,
-        check_rollout_dtype,
-        load_profile,
-        profile_for_capability,
-        resolve_environment,
-    )
 
     report = ctx.gpu_report()
     gpu = min(report.gpus, key=lambda g: g.compute_capability) if report.gpus else None
@@ -621,7 +632,6 @@ def check_engines(ctx: DoctorContext) -> CheckResult:
     """The profile's rollout and attention, after ``ctx.rollout`` / ``ctx.attention``, against the packages they
     import (:func:`verlfit.checks.engines.missing_engine_packages`). The profile: ``ctx.profile()``, else the GPU's
     (as train's ``auto``)."""
-    from verlfit.profiles import customize, load_profile, profile_for_capability
 
     name = ctx.profile()
     how = "given"
@@ -731,12 +741,6 @@ def check_shm(ctx: DoctorContext) -> CheckResult:
 
 
 def check_disk(ctx: DoctorContext) -> CheckResult:
-    from verlfit.failure import checkpoint_bytes
-    from verlfit.model_shape import load_model_shape
-    from verlfit.overrides import TrainSettings
-    from verlfit.plan.request import request_from_settings
-    from verlfit.profiles import PROFILE_NAMES, load_profile
-    from verlfit.resolved_run import run_switches
 
     try:
         shape = load_model_shape(ctx.model, hub_cache_lookup=ctx.hub_cache_lookup)
@@ -759,7 +763,7 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
     )
     request = request_from_settings(settings, profile, 24 * GIB, shape=shape, switches=run_switches(profile, settings))
     return checkpoint_space(
-        ctx.checkpoint_dir, checkpoint_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage
+        ctx.checkpoint_dir, checkpoint_disk_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage
     )
 
 
@@ -810,15 +814,6 @@ def check_reward(ctx: DoctorContext) -> CheckResult:
     ``test.parquet`` (:func:`verlfit.reward_function.check_reward_function` of ``ctx.reward_function``, or without
     one :func:`verlfit.reward_function.check_verl_scores`: every data_source scorable by verl); SKIP while the data
     is not prepared (the ``data`` line says why). A refusal (exit status 2 in train) is a FAIL with its fix."""
-    from verlfit import gsm8k
-    from verlfit.data_folder import data_folder_state
-    from verlfit.reward_function import (
-        check_reward_function,
-        check_verl_scores,
-        describe_printed,
-        describe_scores,
-        verl_ground_truth_note,
-    )
 
     prepared, _ = gsm8k.training_data(Path(ctx.data_dir))
     if not data_folder_state(prepared, ctx.data_keys).prepared:
