@@ -47,7 +47,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from verlfit import gsm8k as gsm8k_data, synthetic_gsm8k, synthetic_model
+from verlfit.cards import card_for_gpu_name
+from verlfit.checks.engines import missing_engine_packages
+from verlfit.checks.patches import installed_verl_dir
 from verlfit.errors import VerlfitError
+from verlfit.gpu import cuda_visible_gpus, query_gpus
+from verlfit.metrics import consolidate, read_metrics
+from verlfit.model_shape import load_model_shape
+from verlfit.output_files import build_new_folder, check_output, enclosing_run, resolved, write_output_file
+from verlfit.patch_switches import PatchSwitches
+from verlfit.plan.time import MeasuredLengths
+from verlfit.plan.train_estimate import train_step_estimate
+from verlfit.profiles import load_profile, run_profile
+from verlfit.readiness import blocking_checks
+from verlfit.run_files import RUN_FILE
+from verlfit.train.launch_plan import recorded_settings
 
 PUBLIC_RECIPE_ATTENTION = "eager"  # the blog posts' P40 recipe: no FlashAttention-2 below compute capability 8.0
 CONFIGS = {
@@ -136,7 +151,6 @@ def planned_code_paths(options: BenchOptions, gpu) -> tuple[str, dict[str, dict]
         VerlfitError: what run_profile raises: a profile the GPU cannot run, vLLM or
             FlashAttention-2 on the p40 profile (exit status 2).
     """
-    from verlfit.profiles import run_profile
 
     name = options.emulate or options.profile
     if name == "auto" and gpu is None:
@@ -170,7 +184,6 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
             the options are not wrong): naming the profile, each missing package, what needs it and which runs, and
             the options that run without them (``--rollout hf``, ``--attention sdpa``, or ``--emulate p40``).
     """
-    from verlfit.checks.engines import missing_engine_packages
 
     missing: dict[tuple[str, str, str], list[str]] = {}
     for run, path in paths.items():
@@ -198,9 +211,6 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
 
 def summarise_run(run_dir: Path, card_key: str | None) -> dict:
     """One configuration's row from its run directory (``run.json`` + ``metrics.jsonl``)."""
-    from verlfit.metrics import consolidate, read_metrics
-
-    from verlfit.run_files import RUN_FILE
 
     record = json.loads((run_dir / RUN_FILE).read_text())
     steps = [r for r in consolidate(read_metrics(run_dir)) if "timing_s/step" in r]
@@ -240,7 +250,6 @@ def measured_lengths(records: list[dict]):
     """The lengths the timed steps ran with (:class:`verlfit.plan.time.MeasuredLengths`, tokens): the mean over
     ``records`` of verl's ``prompt_length/mean``, ``prompt_length/max``, ``response_length/mean`` and
     ``response_length/max``; None when a record lacks one (the estimate then assumes GSM8K's lengths)."""
-    from verlfit.plan.time import MeasuredLengths
 
     keys = {
         "prompt_mean": "prompt_length/mean",
@@ -260,7 +269,6 @@ def ran_code_paths(record: dict) -> dict:
     ``actor_rollout_ref.model.attn_implementation``; the last one given wins, as in Hydra), else train's recorded
     settings, else the profile's own; dtype is the profile's (``dtype:`` in its YAML).
     """
-    from verlfit.profiles import load_profile
 
     profile = load_profile(record["profile"])
     given = {}
@@ -300,11 +308,6 @@ def _estimate(record: dict, card_key: str, lengths=None) -> float:
     (:class:`verlfit.plan.time.MeasuredLengths`, from the run's metrics: :func:`measured_lengths`) the prompts and
     responses the run actually had instead of GSM8K's (the generated problems' prompts are ~75 tokens). A model
     folder that is not on this machine is estimated as Qwen2.5-0.5B."""
-    from verlfit.model_shape import load_model_shape
-    from verlfit.patch_switches import PatchSwitches
-    from verlfit.plan.train_estimate import train_step_estimate
-    from verlfit.profiles import load_profile
-    from verlfit.train.launch_plan import recorded_settings
 
     ran = ran_code_paths(record)
     settings = recorded_settings(record, rollout=ran["rollout"], attention=ran["attention"])
@@ -322,7 +325,6 @@ def write_json(result: dict, output) -> None:
     Raises:
         VerlfitError: the file cannot be written (:func:`verlfit.output_files.write_error`).
     """
-    from verlfit.output_files import write_output_file
 
     write_output_file(output, json.dumps(result, indent=2) + "\n")
 
@@ -335,8 +337,6 @@ def write_json(result: dict, output) -> None:
 def machine_facts(nvml=None) -> dict:
     """Card, driver, CUDA, torch, verl and patch series of this machine (what is missing says so)."""
     from importlib import metadata
-
-    from verlfit.gpu import query_gpus
 
     report = query_gpus(nvml)
     gpu = report.gpus[0] if report.gpus else None
@@ -369,7 +369,6 @@ def patch_series(environ, verl_dir: Path | None | str = "auto") -> str:
     without a marker (what runs is stock verl, whatever series a checkout holds); "unknown" without verl.
     ``environ`` is unused (kept for callers).
     """
-    from verlfit.checks.patches import installed_verl_dir
 
     verl_dir = installed_verl_dir() if verl_dir == "auto" else verl_dir
     if not verl_dir:
@@ -412,8 +411,6 @@ def prepare_inputs(
         VerlfitError: a leftover incomplete model or raw-data folder in the way, or what
             :func:`verlfit.gsm8k.prepare` raises (no usable row, an unwritable folder).
     """
-    from verlfit import gsm8k as gsm8k_data
-    from verlfit import synthetic_gsm8k, synthetic_model
 
     work.mkdir(parents=True, exist_ok=True)
     model = work / f"{shape}-random"
@@ -441,7 +438,6 @@ def prepare_inputs(
 def _make_folder(target: Path, make: Callable[[Path], object]) -> None:
     """Run ``make(folder)`` on a fresh hidden folder beside ``target``, then rename it to ``target``
     (:func:`verlfit.output_files.build_new_folder`); on any error nothing is left."""
-    from verlfit.output_files import build_new_folder, check_output
 
     if target.exists():
         raise VerlfitError(
@@ -531,9 +527,6 @@ def run_bench(
             (:func:`verlfit.readiness.blocking_checks`: driver, GPU, Triton shared memory, CUDA, patches),
             ``output`` is refused, ``work`` lies inside a run directory (exit status 2), or a run fails.
     """
-    from verlfit.cards import card_for_gpu_name
-    from verlfit.readiness import blocking_checks
-    from verlfit.gpu import cuda_visible_gpus, query_gpus
 
     # first, what needs only NVML and importlib (milliseconds): the profile's rollout and attention packages
     report = query_gpus(nvml)
@@ -553,7 +546,6 @@ def run_bench(
     machine = machine_facts(nvml)
     card = card_for_gpu_name(machine["card"])
     work = options.work
-    from verlfit.output_files import check_output, enclosing_run, resolved
 
     # where the record goes, checked before the runs (minutes): never over a file verlfit did not write
     emulated = "-emulate-" + options.emulate if options.emulate else ""

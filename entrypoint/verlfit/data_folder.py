@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verlfit.errors import VerlfitError
+from verlfit.input_files import kind_of
 from verlfit.output_files import LEGACY_MARKER_NAME, MARKER_NAME, file_digest, read_marker, unchanged
 
 __all__ = ["file_digest", "MARKER_NAME"]  # file_digest: the one SHA-256 of a file (verlfit.output_files), used here too
@@ -206,8 +207,6 @@ def data_folder_state(path: str | os.PathLike, keys: DataKeys = DataKeys()) -> F
     if not path.exists() and not path.is_symlink():
         return FolderReport(path, FolderState.ABSENT, reason="it does not exist")
     if not path.is_dir():
-        from verlfit.input_files import kind_of
-
         # a file, a FIFO, a dangling link
         return FolderReport(path, FolderState.NOT_A_FOLDER, reason=f"it is {kind_of(path)}, not a folder")
     entries = tuple(

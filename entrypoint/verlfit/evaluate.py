@@ -53,8 +53,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from verlfit import export, hub, output_files, reward_function as rewards
 from verlfit.errors import VerlfitError
-from verlfit.export import EXPORT_DIR
+from verlfit.export import EXPORT_DIR, quiet_known_warnings
+from verlfit.gpu import query_gpus
+from verlfit.input_files import kind_of
+from verlfit.model_files import inspect_model_dir
+from verlfit.profiles import load_profile, select_profile
+from verlfit.reward_function import RewardFunction, call_refusal, score_value
 from verlfit.run_files import CHECKPOINTS_DIR
 
 ROWS_FILE = "rows.jsonl"
@@ -115,11 +121,7 @@ def score_response(
     from verl.utils.reward_score import default_compute_score
     from verl.utils.reward_score.gsm8k import extract_solution
 
-    from verlfit.reward_function import score_value
-
     if scorer.function is not None:
-        from verlfit.reward_function import call_refusal
-
         try:
             result = scorer.function(
                 data_source=data_source, solution_str=response, ground_truth=ground_truth, extra_info=extra_info
@@ -155,7 +157,6 @@ def make_scorer(
         VerlfitError: exit status 2: the reward function does not load or fails on a row; a data_source verl cannot
             score without one.
     """
-    from verlfit import reward_function as rewards
 
     if reward_function is not None:
         reward = (
@@ -199,8 +200,6 @@ def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | Non
     path = Path(data_dir) / f"{split}.parquet"
     prepare = "prepare it again (verlfit prepare-data from your own files, verlfit prepare-gsm8k for GSM8K)"
     if not path.is_file():
-        from verlfit.input_files import kind_of
-
         if not Path(data_dir).is_dir():
             raise VerlfitError(
                 f"--data {data_dir} is {kind_of(data_dir).replace('missing', 'not there')}, not a folder of prepared"
@@ -448,8 +447,6 @@ def check_loadable(
     """
     from transformers import AutoConfig, AutoTokenizer
 
-    from verlfit.model_files import inspect_model_dir
-
     if Path(path).is_dir():
         try:
             inspect_model_dir(path)
@@ -531,8 +528,6 @@ def resolve_model(model: str, workdir: Path, export_now: bool = True) -> Resolve
     """
     path = Path(model)
     if path.is_dir() and (path / CHECKPOINTS_DIR).is_dir() and not (path / "config.json").is_file():
-        from verlfit import export
-
         checkpoint = export.find_checkpoint(path, "latest")
         resolved = ResolvedModel("", f"global_step_{checkpoint.step}", path, checkpoint.step, export.recorded_run(path))
         return export_checkpoint(resolved, workdir) if export_now else resolved
@@ -549,7 +544,6 @@ def resolve_model(model: str, workdir: Path, export_now: bool = True) -> Resolve
         and path.name[12:].isdigit()
     ):
         # a checkpoint verlfit export wrote to its default place: the eval belongs to the run (RUN/eval/...)
-        from verlfit import export
 
         return ResolvedModel(model, path.name, run_dir, int(path.name[12:]), export.recorded_run(run_dir))
     if path.exists():
@@ -568,7 +562,6 @@ def export_checkpoint(model: ResolvedModel, workdir: Path) -> ResolvedModel:
     """
     if model.path or model.run_dir is None:
         return model
-    from verlfit import export
 
     result = export.export(model.run_dir, model.step, output=workdir / "model")
     return dataclasses.replace(model, path=str(result.output))
@@ -577,7 +570,6 @@ def export_checkpoint(model: ResolvedModel, workdir: Path) -> ResolvedModel:
 def resolve_settings(model: ResolvedModel, profile_name: str | None, gpu_detect=None) -> tuple[str, str, str]:
     """(dtype, attention, where they came from): the run's profile for a run directory, else ``--profile``, else
     the visible GPU's profile, else fp32 + SDPA on the CPU."""
-    from verlfit.profiles import load_profile, select_profile
 
     if profile_name is None and model.run_info and isinstance(model.run_info.get("profile"), str):
         profile = load_profile(model.run_info["profile"])
@@ -586,7 +578,6 @@ def resolve_settings(model: ResolvedModel, profile_name: str | None, gpu_detect=
     if profile_name is not None and profile_name != "auto":
         profile = load_profile(profile_name)
         return profile.dtype, profile.attention, f"--profile {profile.name}"
-    from verlfit.gpu import query_gpus
 
     report = (gpu_detect or query_gpus)()
     if report.gpus:
@@ -682,7 +673,6 @@ def run_eval(
             output as above; an eval stopped mid-way (a reward function raising on a row, Ctrl-C: exit status 130),
             after writing the rows scored so far, marked partial.
     """
-    from verlfit.export import quiet_known_warnings
 
     with quiet_known_warnings():
         return _run_eval(
@@ -719,8 +709,6 @@ def _run_eval(
 ) -> dict:
     import shutil
 
-    from verlfit import hub, output_files
-
     if compare is not None and same_model(model, compare):
         raise VerlfitError(
             f"--compare {compare} is the same model as MODEL {model} ({os.path.realpath(compare)}): the difference "
@@ -754,7 +742,6 @@ def _run_eval(
         settings = (resolved.run_info or {}).get("settings") or {}
         if scorer is None:
             recorded = (resolved.run_info or {}).get("reward_function") or {}
-            from verlfit.reward_function import RewardFunction
 
             scorer = make_scorer(
                 (

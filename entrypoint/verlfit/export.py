@@ -58,7 +58,8 @@ from typing import Iterator
 
 from verlfit import output_files
 from verlfit.checkpoints import TRACKER, read_marker, saved_steps
-from verlfit.errors import VerlfitError
+from verlfit.checks.stack import require
+from verlfit.errors import VerlfitError, os_error_words
 from verlfit.run_files import CHECKPOINTS_DIR, CONFIG_FILE, is_run_directory, load_run
 
 EXPORT_DIR = "export"  # default output: RUN_DIR/export/global_step_N
@@ -586,7 +587,6 @@ def export(
             for a run without LoRA (exit status 2); a damaged shard (named, with the other saved steps); any other
             OSError while writing (naming the path).
     """
-    from verlfit.checks.stack import require
 
     require("export")  # before torch is imported: the same words as train and eval
     with quiet_known_warnings():
@@ -596,7 +596,6 @@ def export(
 def _write_error(where: Path, error: OSError, needed: int | None = None) -> VerlfitError:
     if error.errno == errno.ENOSPC:
         return _disk_full(where, needed)
-    from verlfit.errors import os_error_words
 
     cause = os_error_words(error)
     return VerlfitError(

@@ -48,7 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from verlfit import hub
+from verlfit.data_folder import DataKeys, data_folder_state, schemas_match
 from verlfit.errors import VerlfitError
+from verlfit.output_files import check_output, replaced_text, write_folder
 
 HUB_DATASET = "openai/gsm8k"
 HUB_CONFIG = "main"
@@ -368,8 +371,6 @@ def _read_hub(
     import datasets
     import huggingface_hub
 
-    from verlfit import hub
-
     environ = os.environ if environ is None else environ
     endpoint = huggingface_hub.constants.ENDPOINT
     cache = datasets.config.HF_DATASETS_CACHE
@@ -460,7 +461,6 @@ def load_tokenizer(
         VerlfitError: a path that is not a directory or holds no tokenizer files; a hub id that is neither cached
             nor downloadable (offline, hub unreachable, gated, absent); a tokenizer that does not load.
     """
-    from verlfit import hub
 
     environ = os.environ if environ is None else environ
     # hub ids are "owner/name": anything else that is not a directory is a mistyped path, not a hub lookup
@@ -618,8 +618,6 @@ def is_prepared(output_dir: str | os.PathLike, keys=None) -> bool:
     import pyarrow
     import pyarrow.parquet as pq
 
-    from verlfit.data_folder import DataKeys, data_folder_state
-
     if not data_folder_state(output_dir, keys or DataKeys()).prepared:
         return False
     for path in output_paths(output_dir).values():
@@ -637,8 +635,6 @@ def has_gsm8k_schema(path: str | os.PathLike) -> bool:
     import pyarrow
     import pyarrow.parquet as pq
 
-    from verlfit.data_folder import schemas_match
-
     try:
         schema = pq.read_schema(path)
     except (OSError, pyarrow.ArrowException):
@@ -655,7 +651,6 @@ def write_tables(output, tables: dict[str, Any]) -> dict[str, Path]:
     Raises:
         VerlfitError: the folder cannot be written (permission, a full disk), the previous files unchanged.
     """
-    from verlfit.output_files import write_folder
 
     def build(folder: Path) -> None:
         for split, table in tables.items():
@@ -734,7 +729,6 @@ def prepare(
             fix="pass --output another directory, e.g. data/gsm8k",
             exit_code=2,
         )
-    from verlfit.output_files import check_output
 
     source_name = source if source is not None else f"hub {HUB_DATASET} {HUB_CONFIG}"
     output = check_output(output_dir, "verlfit prepare-gsm8k", force=force, inputs=[source_name])
@@ -808,8 +802,6 @@ def prepare(
         tables = {split: Dataset.from_list(rows[split], features=schema) for split in SPLITS}
         result.paths = write_tables(output, tables)
         if output.replaces:
-            from verlfit.output_files import replaced_text
-
             log(replaced_text(output))
 
     for split in SPLITS:

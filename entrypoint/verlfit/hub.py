@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from verlfit.errors import VerlfitError
+
 HUB_ENDPOINT = "https://huggingface.co"  # huggingface_hub.constants._HF_DEFAULT_ENDPOINT
 NETWORK_TIMEOUT_S = 3.0  # one HEAD answers in well under a second where the hub is reachable
 TRUE_VALUES = ("1", "true", "yes", "on")  # huggingface_hub.constants.ENV_VARS_TRUE_VALUES
@@ -130,8 +132,6 @@ def require_model_source(
     """
     import os
     from pathlib import Path
-
-    from verlfit.errors import VerlfitError
 
     path = Path(str(name)).expanduser()
     local_fix = (

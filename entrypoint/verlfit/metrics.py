@@ -61,6 +61,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from verlfit.errors import VerlfitError
+from verlfit.output_files import write_file
 from verlfit.run_files import METRICS_FILE, TENSORBOARD_DIR
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
@@ -377,7 +378,6 @@ def drop_after_checkpoint(run_dir: str | os.PathLike, checkpoint_step: int) -> i
     dropped = len(records) - len(kept)
     if not dropped and not unreadable and not any("finished" in r for r in records):
         return 0
-    from verlfit.output_files import write_file
 
     write_file(path, b"".join(json.dumps(record, separators=(",", ":")).encode() + b"\n" for record in kept))
     return dropped

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verlfit.errors import VerlfitError
+from verlfit.model_shape import KNOWN_MODEL_TYPES, load_model_shape
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"  # Git LFS specification, "The pointer"
 TOKENIZER_FILE_SETS = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",), ("vocab.txt",))
@@ -148,7 +149,6 @@ def _weight_files(directory: Path) -> list[Path]:
 def _counted_shape(directory: Path):
     """The :class:`verlfit.model_shape.ModelShape` of ``directory``'s config.json when its layout is one
     :mod:`verlfit.model_shape` counts exactly, else None (no count to hold the weights against)."""
-    from verlfit.model_shape import KNOWN_MODEL_TYPES, load_model_shape
 
     try:
         shape = load_model_shape(str(directory))

@@ -38,7 +38,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from verlfit.errors import VerlfitError
+from verlfit import gsm8k
+from verlfit.errors import VerlfitError, os_error_words
+from verlfit.input_files import require_regular_file
+from verlfit.output_files import check_output, replaced_text
 
 DEFAULT_ABILITY = "custom"
 SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")
@@ -99,7 +102,6 @@ def read_rows(path: str | os.PathLike, flag: str = "--train") -> list[SourceRow]
             not parse as a whole (a JSON array that does not parse, a parquet file that does not read, a csv without a
             header or with a column named twice).
     """
-    from verlfit.input_files import require_regular_file
 
     path = require_regular_file(
         Path(path), flag, fix="pass the file holding your questions and answers (.jsonl, .json, .csv or .parquet)"
@@ -137,8 +139,6 @@ def read_rows(path: str | os.PathLike, flag: str = "--train") -> list[SourceRow]
             ) from error
         raise VerlfitError(f"{path} is not UTF-8 text ({error})", fix="save the file as UTF-8", exit_code=2) from error
     except OSError as error:  # a file this user may not read (its mode, or a folder above it), a disk error
-        from verlfit.errors import os_error_words
-
         raise VerlfitError(
             f"cannot read {flag} {path}: {os_error_words(error)}",
             fix=f"give your user read access to {path} (or copy it somewhere you can read), then run again",
@@ -447,8 +447,6 @@ def prepare_data(
         VerlfitError: exit status 2 for bad arguments, a folder verlfit may not write (before anything is read), an
             unreadable file, bad rows with ``strict``, or a split with no row left; 1 for a write that fails.
     """
-    from verlfit import gsm8k
-    from verlfit.output_files import check_output
 
     if (test is None) == (test_fraction is None):
         raise VerlfitError(
@@ -607,8 +605,6 @@ def prepare_data(
         tables = {split: Dataset.from_list(rows[split], features=gsm8k.features()) for split in ("train", "test")}
         result.paths = gsm8k.write_tables(output, tables)
         if output.replaces:
-            from verlfit.output_files import replaced_text
-
             log(replaced_text(output))
     for split in ("train", "test"):
         result.rows[split] = len(rows[split])

@@ -27,10 +27,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verlfit import output_files
 from verlfit.errors import VerlfitError
+from verlfit.evaluate import COMPARISON_FILE, EVAL_DIR, SUMMARY_FILE as EVAL_SUMMARY
+from verlfit.input_files import kind_of
 from verlfit.metrics import consolidate, is_training_record, parse_log, read_metrics
 from verlfit.progress import REWARD_KEY, format_duration, tokens_per_second
-from verlfit.run_files import LOG_FILE, METRICS_FILE, RUN_FILE, NoRunRecord, load_run, process_alive
+from verlfit.run_files import LOG_FILE, METRICS_FILE, NoRunRecord, RUN_FILE, load_run, process_alive
 
 REPORT_DIR = "report"
 SUMMARY_FILE = "summary.txt"
@@ -137,8 +140,6 @@ def read_run_metrics(run_dir: str | os.PathLike) -> Run:
         raise VerlfitError(f"{run_dir} is not a directory; {what}", fix="verlfit report runs/<name>")
     metrics_path, log_path = run_dir / METRICS_FILE, run_dir / LOG_FILE
     if not metrics_path.is_file() and not log_path.is_file():
-        from verlfit.input_files import kind_of
-
         # what stands there instead of the files, in words (a folder named metrics.jsonl, a dangling link)
         found = [f"{path.name} is {kind_of(path)}" for path in (metrics_path, log_path) if os.path.lexists(path)]
         has = f"its {' and its '.join(found)}, not a file" if found else f"it has no {METRICS_FILE} and no {LOG_FILE}"
@@ -181,7 +182,6 @@ def read_run_metrics(run_dir: str | os.PathLike) -> Run:
 def read_evaluation(run_dir: Path) -> dict | None:
     """The summary ``verlfit eval`` wrote for this run's newest evaluated checkpoint (``RUN/eval/*/summary.json``
     whose ``step`` is set), with its ``comparison`` (``comparison.json`` beside it) when ``--compare`` was given."""
-    from verlfit.evaluate import COMPARISON_FILE, EVAL_DIR, SUMMARY_FILE as EVAL_SUMMARY
 
     found = []
     for path in sorted((run_dir / EVAL_DIR).glob(f"*/{EVAL_SUMMARY}")):
@@ -448,7 +448,6 @@ def write_report(
         VerlfitError: ``run_dir`` is not a run (see :func:`read_run_metrics`); an output the write policy refuses
             (:func:`verlfit.output_files.check_output`, exit status 2), or one that cannot be written.
     """
-    from verlfit import output_files
 
     run = read_run_metrics(run_dir)
     out = Path(output_dir) if output_dir is not None else run.run_dir / REPORT_DIR

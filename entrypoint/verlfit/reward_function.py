@@ -36,8 +36,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from verlfit.data_folder import DataKeys
+from verlfit.data_folder import DataKeys, missing_verl_columns
 from verlfit.errors import VerlfitError
+from verlfit.input_files import require_regular_file
 from verlfit.reward_process import (
     CALL_KEYWORDS,
     ImportedModules,
@@ -200,7 +201,6 @@ def load_reward_function(
             the functions it has); the attribute is not callable; its signature cannot take ``data_source,
             solution_str, ground_truth, extra_info`` as keywords.
     """
-    from verlfit.input_files import require_regular_file
 
     path = require_regular_file(
         reward.path,
@@ -490,8 +490,6 @@ def reward_rows(parquet: str | os.PathLike, keys: DataKeys = DataKeys(), count: 
     """
     import pyarrow
     import pyarrow.parquet as pq
-
-    from verlfit.data_folder import missing_verl_columns
 
     try:
         parquet_file = pq.ParquetFile(parquet)

@@ -21,6 +21,8 @@ import random
 import re
 from typing import Dict, Iterator, List
 
+from verlfit.output_files import write_file
+
 __all__ = [
     "NAMES",
     "ITEMS",
@@ -276,7 +278,6 @@ def write_jsonl(rows: List[Dict[str, str]], path: str) -> None:
     """Write ``rows`` to ``path`` as JSON lines (``question`` then ``answer``) with
     :func:`verlfit.output_files.write_file` (a temporary file in the same folder and a rename: an interrupted write
     leaves no half file; the file gets the umask's permissions, as a plain ``open`` gives)."""
-    from verlfit.output_files import write_file
 
     lines = (json.dumps({"question": r["question"], "answer": r["answer"]}, ensure_ascii=False) + "\n" for r in rows)
     write_file(path, "".join(lines))

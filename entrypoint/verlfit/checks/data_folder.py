@@ -9,9 +9,20 @@ import os
 from pathlib import Path
 from typing import Callable, Mapping
 
-from verlfit.checks.result import FAIL, PASS, WARN, CheckResult
-from verlfit.data_folder import DataKeys, data_folder_refusal
+from verlfit import gsm8k
+from verlfit.checks.disk import existing_parent
+from verlfit.checks.result import CheckResult, FAIL, PASS, WARN
+from verlfit.data_folder import (
+    DataKeys,
+    SPLIT_FILES,
+    data_folder_refusal,
+    data_folder_state,
+    missing_verl_columns,
+    written_by,
+)
+from verlfit.gsm8k import HUB_DATASET, HUB_TRAIN_FILE
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head, offline_variable, probe
+from verlfit.input_files import kind_of
 
 
 def datasets_cache_folder(dataset_id: str) -> str | None:
@@ -27,7 +38,6 @@ def folder_unwritable(folder: Path) -> str | None:
     """Why ``folder`` (created if missing, as ``verlfit train`` creates ``--data/verl``) cannot be written, in words
     naming its nearest existing folder: ``"PARENT is on a read-only file system"`` (``statvfs``'s ``ST_RDONLY``),
     ``"PARENT is not writable for this user"`` (``os.access``); None where it can."""
-    from verlfit.checks.disk import existing_parent
 
     where = existing_parent(folder)
     try:
@@ -64,13 +74,8 @@ def check_data_folder(
     import pyarrow
     import pyarrow.parquet as pq
 
-    from verlfit import gsm8k
-    from verlfit.data_folder import SPLIT_FILES, data_folder_state, missing_verl_columns, written_by
-
     data = Path(data_dir)
     if (data.exists() or data.is_symlink()) and not data.is_dir():
-        from verlfit.input_files import kind_of
-
         return CheckResult(
             "data",
             FAIL,
@@ -168,7 +173,6 @@ def _hub_data(
 ) -> CheckResult:
     """No verl files and no raw files in ``data``: train would prepare GSM8K from the hub. WARN when the datasets
     cache or the hub (one HEAD, ``timeout`` s) can give it; FAIL when neither can."""
-    from verlfit.gsm8k import HUB_DATASET, HUB_TRAIN_FILE
 
     absent = f"{data} has no {' or '.join(missing)} and no raw GSM8K files"
     local = (

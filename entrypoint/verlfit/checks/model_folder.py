@@ -9,9 +9,11 @@ import os
 from pathlib import Path
 from typing import Callable, Mapping
 
-from verlfit.checks.result import FAIL, PASS, CheckResult
+from verlfit.checks.result import CheckResult, FAIL, PASS
 from verlfit.errors import VerlfitError
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head, offline_variable, probe
+from verlfit.model_files import inspect_model_dir
+from verlfit.model_shape import load_model_shape
 
 
 def hub_cache_file(repo_id: str, filename: str):
@@ -27,7 +29,6 @@ def planner_refusal(model: str, hub_cache_lookup: Callable | None) -> VerlfitErr
     with) says of ``model``'s ``config.json``, as an error to report: transformers cannot build it
     (:func:`verlfit.model_shape.check_transformers_builds`), a key the count needs is missing or not a positive whole
     number, a mixture of experts; None when it reads. So the doctor passes no model that the plan refuses."""
-    from verlfit.model_shape import load_model_shape
 
     try:
         load_model_shape(model, hub_cache_lookup=hub_cache_lookup)
@@ -51,7 +52,6 @@ def check_model_folder(
     ``environ``: the environment (HF_ENDPOINT, HF_HUB_OFFLINE); ``timeout`` (s) and ``head``: the one hub HEAD
     request (:func:`verlfit.hub.probe`); ``hub_cache_lookup``: ``f(repo_id, filename) -> path | None`` (no network).
     """
-    from verlfit.model_files import inspect_model_dir
 
     path = Path(model).expanduser()
     if path.exists():

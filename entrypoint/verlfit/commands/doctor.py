@@ -10,10 +10,12 @@ import json
 import sys
 
 from verlfit.arguments import checkpoints_to_keep, rank, timeout_seconds
-from verlfit.readiness import DoctorContext, run_checks
-from verlfit.checks.result import FAIL, PASS, SKIP, WARN, CheckResult
+from verlfit.checks.result import CheckResult, FAIL, PASS, SKIP, WARN
 from verlfit.hub import NETWORK_TIMEOUT_S
+from verlfit.overrides import parse_user_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
+from verlfit.readiness import DoctorContext, run_checks
+from verlfit.train.reward import data_keys, run_reward_function
 
 
 def exit_status(results: list[CheckResult]) -> int:
@@ -148,8 +150,6 @@ def _run(args, context: DoctorContext | None = None, out=None) -> int:
     ctx.data_dir, ctx.model, ctx.checkpoint_dir, ctx.timeout = args.data, args.model, args.run_dir, args.timeout
     ctx.algorithm, ctx.keep_checkpoints = args.algo, args.keep_checkpoints
     ctx.lora_rank, ctx.critic_lora_rank = args.lora_rank, args.critic_lora_rank
-    from verlfit.overrides import parse_user_overrides
-    from verlfit.train.reward import data_keys, run_reward_function
 
     overrides = parse_user_overrides(getattr(args, "overrides", None) or [])
     ctx.data_keys = data_keys(overrides.values)

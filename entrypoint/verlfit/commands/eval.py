@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from verlfit import evaluate
+from verlfit.checks.stack import require
 from verlfit.profiles import PROFILE_NAMES
 
 
@@ -99,7 +100,6 @@ def run(args: argparse.Namespace) -> int:
         VerlfitError: a missing package (:func:`verlfit.checks.stack.require`, the same words as train and export);
             what :func:`verlfit.evaluate.run_eval` raises.
     """
-    from verlfit.checks.stack import require
 
     require("eval")
     summary = evaluate.run_eval(

@@ -16,15 +16,17 @@ from verlfit.plan.memory import (
     ALLOCATOR_HEADROOM_BYTES,
     DEFAULT_MARGIN,
     LORA_SUGGESTED_RANK,
-    lora_rank_bound,
     Plan,
     PlanRequest,
     format_gib,
+    lora_rank_bound,
     predict,
     unsupported_reason,
     validate_request,
 )
 from verlfit.plan.request import inputs_for_train, request_from_settings
+from verlfit.plan.time import estimate
+from verlfit.plan.train_estimate import step_time_lines
 
 
 @dataclass(frozen=True)
@@ -233,7 +235,6 @@ def auto_fit(
     first = fit_memory(request, margin, keep)
     if card is None or not first.fits:
         return first
-    from verlfit.plan.time import estimate
 
     # each configuration that fits, described once (the description tells two apart and names them in the lines)
     decisions = [first]
@@ -692,7 +693,6 @@ def plan_for_train(
         VerlfitError: sizes as given that verl 0.4.1 cannot run; the model's shape cannot be read; with ``auto``,
             nothing fits or verl cannot run the choice.
     """
-    from verlfit.plan.train_estimate import step_time_lines
 
     if not auto:
         reason = unsupported_reason(run.profile.rollout, settings.actor_param_offload)

@@ -14,13 +14,32 @@ import os
 from pathlib import Path
 
 from verlfit.arguments import DEFAULT_LORA_ALPHA, DEFAULT_LORA_TARGET_MODULES, DEFAULT_SAMPLES, SizingOptions
+from verlfit.cards import card_for_gpu_name, get_card
+from verlfit.checks.data_folder import check_data_folder
+from verlfit.checks.result import FAIL
 from verlfit.errors import VerlfitError
+from verlfit.gpu import query_gpus
 from verlfit.model_shape import ModelShape, load_model_shape
-from verlfit.patch_switches import TRAINING_ROLES, PatchSwitches
+from verlfit.overrides import TrainSettings
+from verlfit.patch_switches import PatchSwitches, TRAINING_ROLES
 from verlfit.plan.memory import DTYPE_BYTES, GIB, PlanRequest, format_gib
 from verlfit.plan.time import StepEstimate, TimeInputs, estimate, run_steps
-from verlfit.profiles import beyond_the_card_note, check_card_options
-from verlfit.resolved_run import CUDA_CONTEXT_BYTES, FRAGMENTATION_RESERVE_BYTES, ResolvedRun, usable_memory_bytes
+from verlfit.profiles import (
+    PROFILE_NAMES,
+    beyond_the_card_note,
+    check_card_options,
+    customize,
+    load_profile,
+    select_profile,
+)
+from verlfit.prompt_lengths import measure_for_train
+from verlfit.resolved_run import (
+    CUDA_CONTEXT_BYTES,
+    FRAGMENTATION_RESERVE_BYTES,
+    ResolvedRun,
+    run_switches,
+    usable_memory_bytes,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,8 +350,6 @@ def request_from_settings(
     s = settings
     shape = shape or load_model_shape(s.model)
     if switches is None:
-        from verlfit.resolved_run import run_switches
-
         switches = run_switches(profile, s)
     chosen = {key: value for key, value in (("rollout", s.rollout), ("attention", s.attention)) if value}
     mapped = dict(
@@ -372,7 +389,6 @@ def request_from_settings(
 def _profile_and_memory(options: PlanOptions, report) -> tuple:
     """(profile as loaded, usable bytes, a line saying where the number came from) for ``verlfit plan``'s options;
     ``report``: NVML's answer (:class:`verlfit.gpu.GpuReport`), or None where none was asked for."""
-    from verlfit.profiles import PROFILE_NAMES, load_profile, select_profile
 
     if options.emulate:
         profile = load_profile(options.emulate)
@@ -432,9 +448,6 @@ def _time_card(options: PlanOptions, report) -> tuple:
     GPU (``report``'s first; NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the profile's card."""
     import os
 
-    from verlfit.cards import card_for_gpu_name, get_card
-    from verlfit.profiles import PROFILE_NAMES
-
     if options.card:
         return get_card(options.card), f"--card {options.card}"
     if options.emulate:
@@ -463,8 +476,6 @@ def _plan_switches(options: PlanOptions, profile) -> PatchSwitches:
     before the user's ``--`` ones (the profile's overrides, then :func:`verlfit.overrides.forced_switches` for the
     options' LoRA rank and GPUs), each replaced by its flag when given (``--trim-padding`` / ``--no-trim-padding``,
     ``--rollout-trim-padding``, ``--cuda-graph``)."""
-    from verlfit.overrides import TrainSettings
-    from verlfit.resolved_run import run_switches
 
     switches = run_switches(
         profile, TrainSettings(model=options.model, lora_rank=options.sizing.lora_rank, gpus=options.sizing.gpus)
@@ -493,7 +504,6 @@ def resolve_plan_run(options: PlanOptions, nvml=None) -> ResolvedRun:
             ``VERLFIT_PROFILE`` that is not a profile, ``--profile auto`` without a GPU (exit 1), a profile the GPU
             cannot run, a rollout or attention the profile cannot run (:func:`verlfit.profiles.customize`).
     """
-    from verlfit.profiles import customize
 
     check_card_options(
         options.emulate, options.profile, options.gpu_memory, "--gpu-memory"
@@ -502,8 +512,6 @@ def resolve_plan_run(options: PlanOptions, nvml=None) -> ResolvedRun:
     if not options.emulate and (
         options.card is None or options.gpu_memory is None or options.profile in (None, "auto")
     ):
-        from verlfit.gpu import query_gpus
-
         report = query_gpus(nvml)
     loaded, memory, source = _profile_and_memory(options, report)
     # the same rules as `verlfit train --rollout/--attention` (and so the same fused-kernel assumption)
@@ -555,7 +563,6 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
             fix="drop it, or plan for --rollout vllm (a10 profile)",
             exit_code=2,
         )
-    from verlfit.overrides import TrainSettings
 
     # the sizes as verlfit train takes them (same defaults, same refusals), then plan's per-role what-ifs
     settings = TrainSettings(model=options.model, **sizing_fields(options.sizing))
@@ -675,10 +682,6 @@ def measure_data(options: PlanOptions, environ=None) -> tuple[PlanOptions, list[
             exit_code=2,
         )
     import pyarrow.parquet as pq
-
-    from verlfit.checks.data_folder import check_data_folder
-    from verlfit.checks.result import FAIL
-    from verlfit.prompt_lengths import measure_for_train
 
     check = check_data_folder(data, os.environ if environ is None else environ)  # both files are there: no network
     if check.status == FAIL:

@@ -3,6 +3,8 @@ Qwen2.5 shapes at one GPU and at N with the request's card, dtype, rollout, batc
 
 from __future__ import annotations
 
+from verlfit.arguments import DEFAULT_SAMPLES
+from verlfit.model_shape import load_model_shape
 from verlfit.plan.fit import auto_fit, offloaded_parts
 from verlfit.plan.memory import DEFAULT_MARGIN
 
@@ -22,9 +24,6 @@ def size_rows(request, margin: float = DEFAULT_MARGIN) -> list[dict]:
         ``"<N>"``) ``{"fits": bool, "required_bytes": peak + allocator headroom per GPU, "offload": [pieces]}``.
     """
     import dataclasses
-
-    from verlfit.arguments import DEFAULT_SAMPLES
-    from verlfit.model_shape import load_model_shape
 
     rows = []
     for model in SIZE_MODELS:

@@ -87,6 +87,7 @@ from dataclasses import dataclass, field
 from verlfit.cards import Card, Rates, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
+from verlfit.overrides import hf_rollout_only_note
 from verlfit.patch_switches import TRAINING_ROLES
 from verlfit.plan.memory import PlanRequest, adapter_parameters, role_lora
 
@@ -954,8 +955,6 @@ def length_notes(options, request: PlanRequest, inputs: TimeInputs) -> list[str]
                 f"note: {flag} {value} has no effect: {switch} is off (the profile's keys or --no-{switch[2:]})"
             )
     if request.rollout != "hf":
-        from verlfit.overrides import hf_rollout_only_note
-
         for name in ("rollout_trim_padding", "cuda_graph"):
             if getattr(options, name):
                 notes.append("note: " + hf_rollout_only_note("--" + name.replace("_", "-"), request.rollout))

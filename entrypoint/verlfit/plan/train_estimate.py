@@ -11,22 +11,23 @@ read once from its final override list (:meth:`verlfit.patch_switches.PatchSwitc
 from __future__ import annotations
 
 from verlfit.cards import CARDS, Card, get_card
+from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
 from verlfit.overrides import TrainSettings
 from verlfit.patch_switches import PatchSwitches
 from verlfit.plan.memory import PlanRequest
 from verlfit.plan.request import inputs_for_train, request_from_settings
 from verlfit.plan.time import (
-    VLLM_NOTE,
     MeasuredLengths,
     StepEstimate,
     TimeInputs,
+    VLLM_NOTE,
     estimate,
     format_run_seconds,
     lora_generation_note,
     measured_lengths,
 )
-from verlfit.profiles import Profile
+from verlfit.profiles import Profile, load_profile
 from verlfit.resolved_run import running_card
 
 
@@ -113,8 +114,6 @@ def recorded_step_seconds(record: dict, settings: TrainSettings, overrides: list
     seconds = record.get("estimated_step_seconds")
     if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
         return float(seconds)
-    from verlfit.errors import VerlfitError
-    from verlfit.profiles import load_profile
 
     try:
         profile = load_profile(record["profile"])

@@ -33,6 +33,7 @@ from importlib import resources
 import yaml
 
 from verlfit.errors import VerlfitError
+from verlfit.overrides import TRITON_MIN_SHARED_MEMORY
 
 # the per-worker GPU memory cap in GiB that the patched verl applies with torch.cuda.set_per_process_memory_fraction
 MEMORY_LIMIT_VARIABLE = "VERLFIT_GPU_MEMORY_LIMIT_GIB"
@@ -271,8 +272,6 @@ def profile_choice_note(profile_name: str, gpu) -> str | None:
         "built on"
     )
     if capability[0] == 7:
-        from verlfit.overrides import TRITON_MIN_SHARED_MEMORY
-
         shared = load_profile("p40").environment["TRITON_MAX_SHARED_MEMORY"]
         return why + (
             f"; this card could also run fp16 on its tensor cores (the {profile_for_capability(capability)} profile, "

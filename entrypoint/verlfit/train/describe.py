@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 
 from verlfit.overrides import TrainSettings
+from verlfit.progress import STARTUP_ALLOWANCE_S
 from verlfit.train.launch_plan import LaunchPlan, total_steps, training_rows
 
 
@@ -101,8 +102,6 @@ def describe(plan: LaunchPlan, stall_timeout: float | None = None) -> str:
         _lora_line(s),
     ]
     if stall_timeout:
-        from verlfit.progress import STARTUP_ALLOWANCE_S
-
         lines.append(
             f"stall timeout: stop verl after {stall_timeout:g} s without a finished step (--stall-timeout; "
             f"+ {STARTUP_ALLOWANCE_S / 60:g} min of startup before the first record)"

@@ -8,7 +8,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from verlfit.errors import VerlfitError
-from verlfit.gpu import GpuInfo, GpuReport
+from verlfit.gpu import (
+    GpuInfo,
+    GpuReport,
+    cuda_visible_gpus,
+    links_among,
+    nccl_environment,
+    query_gpus,
+    refuse_mixed_cards,
+    refuse_too_few,
+)
 
 
 @dataclass(frozen=True)
@@ -45,14 +54,6 @@ def find_gpu(
         VerlfitError: no GPU (when ``need``); visible cards of several kinds, or fewer than ``gpus``
             (:func:`verlfit.gpu.refuse_mixed_cards`, :func:`verlfit.gpu.refuse_too_few`).
     """
-    from verlfit.gpu import (
-        cuda_visible_gpus,
-        links_among,
-        nccl_environment,
-        query_gpus,
-        refuse_mixed_cards,
-        refuse_too_few,
-    )
 
     report = report if report is not None else query_gpus()
     if report.error:

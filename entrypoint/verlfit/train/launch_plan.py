@@ -11,7 +11,9 @@ import os
 from pathlib import Path
 
 from verlfit.data_folder import DataKeys
-from verlfit.overrides import TrainSettings
+from verlfit.overrides import TrainSettings, quote_value
+from verlfit.patch_switches import PatchSwitches
+from verlfit.plan.request import request_from_settings
 from verlfit.profiles import MEMORY_LIMIT_VARIABLE, load_profile
 from verlfit.reward_function import RewardFunction
 
@@ -44,7 +46,6 @@ class LaunchPlan:
 def hydra_run_dir_override(run_dir) -> str:
     """``hydra.run.dir=RUN_DIR/hydra``, quoted for Hydra's override grammar (a path with ``,`` ``=`` ``(`` ``'``
     or a space would otherwise be read as a sweep or fail to parse when verl starts)."""
-    from verlfit.overrides import quote_value
 
     return f"hydra.run.dir={quote_value(str(Path(run_dir) / 'hydra'))}"
 
@@ -92,8 +93,6 @@ def plan_request(plan: LaunchPlan):
     Raises:
         VerlfitError: the model's shape cannot be read; ValueError: a malformed memory limit.
     """
-    from verlfit.patch_switches import PatchSwitches
-    from verlfit.plan.request import request_from_settings
 
     profile = load_profile(plan.profile_name)
     limit = plan.environment.get(MEMORY_LIMIT_VARIABLE) or os.environ.get(MEMORY_LIMIT_VARIABLE)

@@ -11,9 +11,17 @@ import os
 import shutil
 from pathlib import Path
 
+from verlfit.checks.disk import checkpoint_space, checkpoints_held
+from verlfit.checks.result import PASS
+from verlfit.checks.stack import require
 from verlfit.errors import VerlfitError
+from verlfit.overrides import validate_overrides
+from verlfit.plan.time import checkpoint_disk_bytes
+from verlfit.readiness import blocking_checks
+from verlfit.train.inputs import check_run_data
 from verlfit.train.launch_plan import LaunchPlan, plan_request, total_steps
 from verlfit.train.reward import reward_python_path
+from verlfit.train.run_directory import check_run_directory, create_run_directory, record_resume
 
 
 def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True) -> Path:
@@ -31,7 +39,6 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
         VerlfitError: a check that fails, with its fix (nothing written then); the blocking checks' FAILs as one
             error, ``"pre-flight checks failed:"`` then ``"  FAIL name: message"`` and its fix under each.
     """
-    from verlfit.train.run_directory import check_run_directory, create_run_directory, record_resume
 
     if plan.settings.resume:
         run_dir = Path(plan.settings.run_dir)
@@ -40,10 +47,6 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
         if warning:
             print(f"verlfit: {warning}")
         return run_dir
-    from verlfit.readiness import blocking_checks
-    from verlfit.checks.stack import require
-    from verlfit.overrides import validate_overrides
-    from verlfit.train.inputs import check_run_data
 
     settings = plan.settings
     require("train")  # the same words as export and eval
@@ -109,9 +112,6 @@ def checkpoint_space_warning(
     Text: ``"WARN disk: 30.0 GiB free at /runs; this run holds 2 checkpoints of 11.1 GiB at once (22.2 GiB) ...;
     not blocking: the run starts anyway (fix: ...)"``.
     """
-    from verlfit.checks.disk import checkpoint_space, checkpoints_held
-    from verlfit.checks.result import PASS
-    from verlfit.plan.time import checkpoint_disk_bytes
 
     settings = plan.settings
     if settings.save_freq <= 0:

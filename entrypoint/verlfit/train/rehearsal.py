@@ -8,7 +8,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from verlfit.checks.data_folder import check_data_folder
+from verlfit.checks.engines import missing_engine_packages
+from verlfit.checks.model_folder import check_model_folder
+from verlfit.checks.result import FAIL, PASS
+from verlfit.errors import VerlfitError
+from verlfit.train.inputs import check_run_data
 from verlfit.train.launch_plan import LaunchPlan
+from verlfit.train.run_directory import check_run_directory
 
 
 def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
@@ -39,13 +46,6 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
         VerlfitError: exit status 2: a train.parquet that does not read or holds less than a batch, a reward that
             fails on a row (the refusals a real launch makes, as the dry run's failure).
     """
-    from verlfit.checks.data_folder import check_data_folder
-    from verlfit.checks.engines import missing_engine_packages
-    from verlfit.checks.model_folder import check_model_folder
-    from verlfit.checks.result import FAIL, PASS
-    from verlfit.errors import VerlfitError
-    from verlfit.train.inputs import check_run_data
-    from verlfit.train.run_directory import check_run_directory
 
     settings = plan.settings
     if settings.resume:  # its notes (the checkpoint it continues from, those it removes) are the resume plan's

@@ -15,7 +15,7 @@ from pathlib import Path
 from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
 from verlfit.input_files import require_regular_file
-from verlfit.overrides import UserOverrides
+from verlfit.overrides import UserOverrides, quote_value
 from verlfit.reward_function import RewardFunction, from_overrides, parse_reward_function
 
 REWARD_FOLDER = "reward"  # RUN_DIR/reward/<the file's name>: the copy verl loads
@@ -93,6 +93,5 @@ def reward_python_path(run_dir: str | os.PathLike, inherited: str | None = None)
 
 def reward_overrides(run_dir: str | os.PathLike, reward: RewardFunction) -> list[str]:
     """verl's overrides selecting the run directory's copy of ``reward`` (absolute, quoted for Hydra)."""
-    from verlfit.overrides import quote_value
 
     return [f"{PATH_KEY}={quote_value(str(reward_copy_path(run_dir, reward)))}", f"{NAME_KEY}={reward.name}"]

@@ -15,25 +15,26 @@ import time
 from pathlib import Path
 
 from verlfit.checkpoints import TRACKER, checkpoints_to_prune, latest_checkpoint
+from verlfit.data_folder import file_digest
 from verlfit.errors import VerlfitError
-from verlfit.output_files import write_file
-from verlfit.overrides import keep_checkpoints_overrides
+from verlfit.output_files import build_new_folder, check_output, write_file
+from verlfit.overrides import keep_checkpoints_overrides, merge_overrides, override_values, quote_value
 from verlfit.plan.train_estimate import recorded_step_seconds
 from verlfit.run_files import (
     CHECKPOINTS_DIR,
     COMMAND_FILE,
     CONFIG_FILE,
     NOT_A_RECORD_FIX,
+    NoRunRecord,
     RUN_FILE,
     TENSORBOARD_DIR,
-    NoRunRecord,
     load_run,
     process_alive,
     record_text,
 )
 from verlfit.train.describe import shell_command
 from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, recorded_settings, total_steps
-from verlfit.train.reward import data_keys
+from verlfit.train.reward import data_keys, reward_copy_path
 
 
 def check_run_directory(run_dir: str | os.PathLike):
@@ -43,7 +44,6 @@ def check_run_directory(run_dir: str | os.PathLike):
     Raises:
         VerlfitError: naming ``--run-dir`` and the fix (an existing run: ``--resume``).
     """
-    from verlfit.output_files import check_output
 
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
@@ -66,7 +66,6 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
         VerlfitError: when the directory already exists (use --resume), lies inside another run, or cannot be
             created (:func:`check_run_directory`, :func:`verlfit.output_files.write_error`).
     """
-    from verlfit.output_files import build_new_folder
 
     run_dir = Path(plan.settings.run_dir)
     output = check_run_directory(run_dir)
@@ -117,9 +116,6 @@ def copy_reward_function(reward, staging: Path, run_dir: Path) -> dict:
         VerlfitError: a file cannot be read (it was checked moments before: it moved or lost its permissions).
     """
     import shutil
-
-    from verlfit.data_folder import file_digest
-    from verlfit.train.reward import reward_copy_path
 
     copy = reward_copy_path(staging, reward)
     copy.parent.mkdir()
@@ -174,7 +170,6 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
     (or shortens) the run's total training steps. The step-time estimate is the one the run recorded when it
     started, else the time model's estimate of the record (:func:`verlfit.plan.train_estimate.recorded_step_seconds`).
     """
-    from verlfit.overrides import merge_overrides, override_values, quote_value
 
     run_dir = Path(run_dir).resolve()
     record = resumable_record(run_dir)

@@ -18,20 +18,24 @@ from verlfit.arguments import SizingOptions
 from verlfit.errors import VerlfitError
 from verlfit.input_files import kind_of
 from verlfit.metrics import logger_overrides
+from verlfit.model_shape import check_model_argument
 from verlfit.output_files import check_name_lengths
 from verlfit.overrides import (
-    merge_overrides,
     CUDA_GRAPH_SEVERAL_GPUS_NOTE,
     LORA_UNWRAP_NOTE,
-    UNWRAP_SEVERAL_GPUS_NOTE,
     TrainSettings,
+    UNWRAP_SEVERAL_GPUS_NOTE,
+    UserOverrides,
     build_overrides,
     hf_rollout_only_note,
+    merge_overrides,
     override_value,
-    UserOverrides,
     parse_user_overrides,
     validate_overrides,
 )
+from verlfit.patch_switches import CUDA_GRAPH_KEY, UNWRAP_KEY
+from verlfit.plan.fit import plan_for_train
+from verlfit.plan.request import sizing_fields, sizing_keep
 from verlfit.profiles import (
     MEMORY_LIMIT_VARIABLE,
     PROFILE_NAMES,
@@ -43,11 +47,11 @@ from verlfit.profiles import (
     resolve_environment,
     run_profile,
 )
-from verlfit.patch_switches import CUDA_GRAPH_KEY, UNWRAP_KEY
 from verlfit.prompt_lengths import measure_prompts
 from verlfit.resolved_run import train_run
 from verlfit.train.gpus import find_gpu
 from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, total_steps
+from verlfit.train.reward import data_keys, reward_overrides, run_reward_function
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,7 +154,6 @@ def build_launch(
     notes: list[str] = []
     nccl_notes: list[str] = []
     nccl_environment: dict[str, str] = {}
-    from verlfit.plan.request import sizing_fields, sizing_keep
 
     # the sizing options, checked and mapped before the GPU is looked for: the same refusals as verlfit plan's
     keep = sizing_keep(options.sizing)
@@ -253,7 +256,6 @@ def build_launch(
         environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
     user = parse_user_overrides(options.overrides)  # refuses a managed key after --
     settings = train_settings(options, run_dir, sizes, user)
-    from verlfit.train.reward import data_keys, reward_overrides, run_reward_function
 
     keys = data_keys(user.values)  # the columns verl reads: read once, for every later check
     # --reward-function, or verl's keys after --: one check, made absolute, and verl pointed at the run directory's copy
@@ -267,7 +269,6 @@ def build_launch(
     settings.data_dir = str(
         gsm8k.training_data(Path(settings.data_dir).resolve())[0]
     )  # raw GSM8K files in --data: verl's files go to --data/verl
-    from verlfit.model_shape import check_model_argument
 
     check_model_argument(options.model)  # a config.json file is not a model folder
     if Path(settings.model).exists():
@@ -276,7 +277,6 @@ def build_launch(
     run = train_run(profile, gpu, limit, settings, options.emulate)
     notes += measure_prompts(settings, run, keys.prompt_key)
     # the planner: sizes chosen (--plan auto, written into settings) or checked as given, and the run's step time
-    from verlfit.plan.fit import plan_for_train
 
     steps = total_steps(settings)
     plan_lines, step_seconds, request = plan_for_train(settings, run, keep, options.sizing.plan == "auto", steps)

@@ -15,8 +15,11 @@ import threading
 import time
 from pathlib import Path
 
+from verlfit import failure as failures
 from verlfit.checkpoints import CheckpointKeeper, how_to_continue, latest_checkpoint, remove_cut_short
 from verlfit.errors import VerlfitError
+from verlfit.metrics import MetricsWriter
+from verlfit.progress import StepWatcher
 from verlfit.run_files import CHECKPOINTS_DIR, LOG_FILE
 from verlfit.train.launch_plan import LaunchPlan, plan_request
 from verlfit.train.run_directory import record_outcome
@@ -52,9 +55,6 @@ def launch(
     """
     import queue
     import threading
-
-    from verlfit.metrics import MetricsWriter
-    from verlfit.progress import StepWatcher
 
     stream = stream or sys.stdout
     # VERLFIT_CONSOLE_FULL_PRECISION: patch 0008 prints exact metric values, so metrics.jsonl keeps them
@@ -224,8 +224,6 @@ def report_failure(
     (:func:`record_outcome`).
     """
     import shutil
-
-    from verlfit import failure as failures
 
     if log_lines is None:
         log = run_dir / LOG_FILE
