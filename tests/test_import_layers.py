@@ -15,8 +15,20 @@ LAYERS = (
     ("verlfit.patch_switches", "verlfit.resolved_run"),
     # the models: what a run needs in memory and in time; no I/O, no command
     ("verlfit.plan.memory", "verlfit.plan.time"),
+    # the checks several commands need: pure functions of paths and the environment, nothing of the plan
+    (
+        "verlfit.checks.result",
+        "verlfit.checks.data_folder",
+        "verlfit.checks.disk",
+        "verlfit.checks.engines",
+        "verlfit.checks.model_folder",
+        "verlfit.checks.patches",
+        "verlfit.checks.stack",
+    ),
     # requests built from settings and options, the fitting search, the estimate of a train run
     ("verlfit.plan.request", "verlfit.plan.fit", "verlfit.plan.render", "verlfit.plan.train_estimate"),
+    # what uses the plan to explain: why a run stopped (the planner's figures), is this machine ready (the disk line)
+    ("verlfit.failure", "verlfit.readiness"),
     # what resolves a train run, and bench (it resolves runs as train does)
     ("verlfit.train.settings", "verlfit.bench"),
     # the command layer: each subcommand's module resolves its run at its edge
@@ -133,3 +145,19 @@ def test_commands_import_no_command_and_nothing_imports_them():
         if target.startswith("verlfit.commands")
     )
     assert outside == []
+
+
+def test_verlfits_own_imports_stand_at_the_top_of_each_module():
+    # imports inside functions hide the house's structure; only third-party ones (torch, datasets, verl, ...) stay
+    # lazy there, so that commands without them start fast and work where they are missing
+    inside = []
+    for name, path in package_modules().items():
+        for function in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] == "verlfit"):
+                    inside.append(f"{name}:{node.lineno} {function.name}")
+                elif isinstance(node, ast.Import) and any(a.name.split(".")[0] == "verlfit" for a in node.names):
+                    inside.append(f"{name}:{node.lineno} {function.name}")
+    assert inside == []
