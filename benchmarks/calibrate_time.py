@@ -166,7 +166,7 @@ class Record:
 
 def load_record(run_dir: Path, first: int = 2, last: int | None = None, name: str | None = None) -> Record:
     """Read one run directory into a :class:`Record` (the used steps: ``first`` .. ``last``)."""
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.profiles import load_profile
 
     record = json.loads((run_dir / "run.json").read_text())

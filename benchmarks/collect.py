@@ -62,7 +62,7 @@ def predicted_peak_gib(record: dict, longest_prompt_length: int | None = None) -
     from verlfit.plan.memory import gib, predict
     from verlfit.plan.request import request_from_settings
     from verlfit.model_shape import load_model_shape
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.patch_switches import speed_switches
     from verlfit.profiles import load_profile
 

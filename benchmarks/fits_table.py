@@ -45,7 +45,7 @@ MEASURED: dict[tuple[str, str, str, str], tuple[str, str]] = {
 def row(card: str, size: str, algorithm: str, lora: bool) -> list[str]:
     """One table row: card, model, algorithm, training, verdict, predicted peak, measured peak, s/step."""
     from verlfit.model_shape import load_model_shape
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.cards import get_card
     from verlfit.plan.fit import auto_fit
     from verlfit.plan.memory import format_gib
@@ -146,7 +146,7 @@ def big_row(card: str, model: str, algorithm: str, fallback: tuple[str, str] | N
     H200's seconds per step with CUDA graphs on and off, and the card's estimated seconds per step (graphs on)."""
     from verlfit.cards import get_card
     from verlfit.model_shape import load_model_shape
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.plan.fit import auto_fit
     from verlfit.plan.memory import format_gib
     from verlfit.plan.request import inputs_for_train, request_from_settings

@@ -152,7 +152,7 @@ def fake_verl_plan(tmp_path, script):
     """A LaunchPlan whose command is a small Python script standing in for verl's main_ppo."""
     import sys
 
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.train.launch_plan import LaunchPlan
 
     settings = TrainSettings(run_dir=str(tmp_path / "run"), steps=3)

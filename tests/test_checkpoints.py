@@ -11,7 +11,7 @@ import pytest
 
 from stand_in_verl_saves import verl_alone
 from verlfit.checkpoints import CheckpointKeeper, checkpoints_to_prune, latest_checkpoint, prune, remove_cut_short
-from verlfit.overrides import TrainSettings
+from verlfit.run_settings import TrainSettings
 from verlfit.train.launch_plan import LaunchPlan
 from verlfit.train.supervise import launch
 

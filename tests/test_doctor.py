@@ -1010,7 +1010,7 @@ def test_empty_own_data_gets_a_fix_for_own_data_never_gsm8k(world):
     """new-user trial: an empty train.parquet in the user's verl-format folder got `verlfit prepare-gsm8k --output` as
     doctor's fix, and train's dry run `use --batch-size 0 or less`."""
     from verlfit.train.inputs import check_data_size
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
 
     data = write_own_task(world.tmp / "own")
     empty = pa.table({name: pa.array([], type=pq.read_schema(data / "train.parquet").field(name).type) for name in ("data_source", "prompt", "reward_model")})

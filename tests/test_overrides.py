@@ -3,7 +3,8 @@
 import pytest
 
 from verlfit.errors import VerlfitError
-from verlfit.overrides import TrainSettings, build_overrides, merge_overrides, triton_allowed, validate_overrides
+from verlfit.overrides import build_overrides, merge_overrides, triton_allowed, validate_overrides
+from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import forced_switches
 from verlfit.plan.request import frozen_base_storage
 from verlfit.profiles import load_profile, resolve_environment

@@ -6,7 +6,7 @@ import pytest
 
 from verlfit.errors import VerlfitError
 from verlfit.gpu import GpuInfo
-from verlfit.overrides import TrainSettings
+from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import PatchSwitches
 from verlfit.profiles import load_profile
 from verlfit.profiles import run_profile

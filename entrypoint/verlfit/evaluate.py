@@ -67,7 +67,7 @@ ROWS_FILE = "rows.jsonl"
 SUMMARY_FILE = "summary.json"
 COMPARISON_FILE = "comparison.json"
 EVAL_DIR = "eval"  # RUN/eval/global_step_N-SPLIT for a run directory
-DEFAULT_MAX_NEW_TOKENS = 256  # verlfit train's --max-response-length default (overrides.TrainSettings)
+DEFAULT_MAX_NEW_TOKENS = 256  # verlfit train's --max-response-length default (run_settings.TrainSettings)
 
 # A generator turns a batch of chat prompts (lists of {"role", "content"}) into (response text, response tokens).
 Generator = Callable[[Sequence[list]], list[tuple[str, int]]]

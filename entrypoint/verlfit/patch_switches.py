@@ -127,8 +127,8 @@ def unwraps_lora_generation(settings, profile) -> bool:
 
 def forced_switches(settings, profile) -> list[str]:
     """What verlfit sets over the patch switches of ``profile`` (a :class:`verlfit.profiles.Profile`) for a run of
-    ``settings`` (:class:`verlfit.overrides.TrainSettings`), in :func:`verlfit.overrides.build_overrides`' order (after
-    the profile's overrides, before the user's after ``--``, so the user's own value still wins):
+    ``settings`` (:class:`verlfit.run_settings.TrainSettings`), in :func:`verlfit.overrides.build_overrides`' order
+    (after the profile's overrides, before the user's after ``--``, so the user's own value still wins):
 
     * ``+actor_rollout_ref.rollout.cuda_graph=False`` when the profile turns patch 0022 on and the run has several
       GPUs (:data:`verlfit.overrides.CUDA_GRAPH_SEVERAL_GPUS_NOTE`; the patch is for FSDP1 on one GPU). A LoRA actor
@@ -151,7 +151,7 @@ def forced_switches(settings, profile) -> list[str]:
 
 
 def run_switches(profile, settings, forced: list[str] | None = None) -> PatchSwitches:
-    """The patch switches of a run of ``settings`` (:class:`verlfit.overrides.TrainSettings`: its LoRA rank, GPUs,
+    """The patch switches of a run of ``settings`` (:class:`verlfit.run_settings.TrainSettings`: its LoRA rank, GPUs,
     nodes and the user's ``extra_overrides``) with ``profile`` (a :class:`verlfit.profiles.Profile`): the profile's
     overrides, then what verlfit forces over them (``forced``, else :func:`forced_switches`), then the user's, in the
     order :func:`verlfit.overrides.build_overrides` writes them, read once (:meth:`PatchSwitches.from_overrides`).

@@ -80,7 +80,7 @@ from verlfit.errors import VerlfitError
 from verlfit.gpu import cuda_visible_gpus, links_among, nccl_environment, query_gpus, refuse_mixed_cards
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head
 from verlfit.model_shape import load_model_shape
-from verlfit.overrides import TrainSettings
+from verlfit.run_settings import TrainSettings
 from verlfit.plan.request import request_from_settings
 from verlfit.plan.time import checkpoint_disk_bytes
 from verlfit.profiles import (

@@ -116,7 +116,7 @@ def train_run(
     ``gpu`` NVML reported (None: none asked for or visible), the usable memory per GPU (bytes) and its source in
     words, read once here (:func:`plan_memory` of ``limit_gib``, the memory cap in GiB or None), the card the time
     is estimated on (:func:`card_for_train`; under ``emulate`` also the card the run goes at, :func:`running_card`)
-    and the patch switches of ``settings`` (:class:`verlfit.overrides.TrainSettings`, its user overrides included:
+    and the patch switches of ``settings`` (:class:`verlfit.run_settings.TrainSettings`, its user overrides included:
     :func:`verlfit.patch_switches.run_switches`) with what verlfit forces over the profile's.
 
     Raises:

@@ -24,7 +24,7 @@ def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lor
     # the speed pick on that card, with the run's patch switches (the profile's, and verlfit's for LoRA: unwrap_fsdp;
     # the profile's CUDA graphs stay on with LoRA, and the static cache they decode into counts in the rollout)
     from verlfit.cards import get_card
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.plan.request import inputs_for_train
     from verlfit.resolved_run import run_switches
 
@@ -94,7 +94,7 @@ def test_the_big_lora_rows_are_auto_fit_at_16_prompts_and_read_their_records():
     import json
 
     from verlfit.cards import get_card
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.plan.request import inputs_for_train, request_from_settings
     from verlfit.profiles import customize
     from verlfit.resolved_run import run_switches

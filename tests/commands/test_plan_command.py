@@ -218,7 +218,7 @@ def test_the_time_estimate_of_an_a10_fallback_has_the_fallbacks_switches(fallbac
     patches 0020-0021, verlfit.profiles.customize) and estimates 16.5 (14.3) s a step on an A10; plan estimated the
     same run without them, 18.1 (18.1) s, until it read the customized profile's overrides."""
     from verlfit import train
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.plan import time as plan_time
     from verlfit.profiles import customize, load_profile
 
@@ -240,7 +240,7 @@ def test_the_time_estimate_of_the_vllm_rollout_ignores_the_hf_rollouts_switches(
     """--cuda-graph (patch 0022) and --rollout-trim-padding (0021) change verl's HF rollout only: with the a10
     profile's vLLM the estimate took 13.4 instead of 17.7 s a step for a switch vLLM never reads (and verlfit train
     --profile a10 -- +actor_rollout_ref.rollout.cuda_graph=True the same)."""
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.plan import time as plan_time
     from verlfit.profiles import load_profile
 

@@ -144,7 +144,7 @@ def test_the_speed_keys_paragraph_matches_the_profile_and_train():
     profile = (REPO / "entrypoint" / "verlfit" / "profiles" / "p40.yaml").read_text()
     from verlfit.profiles import load_profile
 
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
 
     p40 = load_profile("p40").overrides
     for key in ("actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding",

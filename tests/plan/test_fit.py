@@ -70,9 +70,9 @@ def test_auto_fit_keeps_what_it_is_told_to():
 
 
 def Settings():
-    """verlfit train's settings with their defaults (verlfit.overrides.TrainSettings: the type fit_for_train reads and
+    """verlfit train's settings with their defaults (verlfit.run_settings.TrainSettings: the type fit_for_train reads and
     writes): Qwen2.5-0.5B, PPO, batch 32, mini-batch 16, micro-batches 4/8/4, 512 + 256 tokens."""
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
 
     return TrainSettings()
 

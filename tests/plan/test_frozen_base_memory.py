@@ -14,7 +14,8 @@ import pytest
 from verlfit import cli
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import load_model_shape
-from verlfit.overrides import TrainSettings, build_overrides
+from verlfit.overrides import build_overrides
+from verlfit.run_settings import TrainSettings
 from verlfit.plan.request import frozen_base_storage
 from verlfit.patch_switches import forced_switches
 from verlfit.plan.memory import GIB, predict, root_unit_parameters

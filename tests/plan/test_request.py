@@ -49,7 +49,7 @@ def test_cli_follows_the_images_profile_and_trains_micro_batch_rule(monkeypatch)
 def test_the_request_decodes_with_cuda_graphs_as_the_runs_override_list_says():
     # the profile's +actor_rollout_ref.rollout.cuda_graph=True (kept with LoRA since issue 43), verlfit's forcing off
     # (several GPUs), the user's value after -- last (verlfit.patch_switches.forced_switches, build_overrides' order)
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.plan.request import request_from_settings
     from verlfit.profiles import customize, load_profile
 

@@ -7,7 +7,8 @@ switches)."""
 import pytest
 
 from verlfit.cards import get_card
-from verlfit.overrides import TrainSettings, build_overrides
+from verlfit.overrides import build_overrides
+from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import forced_switches
 from verlfit.plan import fit
 from verlfit.plan.fit import SPEED_PICK_GAIN, auto_fit, describe_choice, fit_for_train, fit_memory, speed_candidates

@@ -396,7 +396,7 @@ def test_train_dry_run_estimate_follows_the_speed_keys(capsys, monkeypatch):
 
 
 def test_train_reads_speed_keys_from_the_profile_too():
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.profiles import load_profile
 
     shipped = load_profile("p40")  # carries the four trims and the CUDA graph
@@ -442,7 +442,7 @@ def test_train_estimate_with_lora_models_the_profiles_cuda_graph_and_the_unwrapp
     # a new-user trial found the estimate modelling CUDA graphs while build_overrides turned them off with LoRA; since
     # issue 43 LoRA keeps the profile's graphs, and the estimate models what the run gets: graphs on, unwrap_fsdp on.
     # The profile's switches are stated here (the five keys on), not read from the p40 profile's defaults
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.profiles import load_profile
 
     profile = dataclasses.replace(load_profile("p40"), overrides=tuple(FIVE_KEYS))

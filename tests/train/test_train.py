@@ -259,7 +259,7 @@ def test_training_set_smaller_than_a_batch_is_refused(tmp_path):
     import pyarrow.parquet as pq
 
     from verlfit.errors import VerlfitError
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.train.inputs import check_data_size
 
     pq.write_table(pa.table({"x": list(range(7))}), tmp_path / "train.parquet")

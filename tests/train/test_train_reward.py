@@ -242,7 +242,7 @@ def test_train_refuses_a_data_folder_with_only_the_users_train_parquet_and_write
 
 def test_train_refuses_a_folder_of_other_files_and_uses_verl_data_with_its_own_prompt_key(tmp_path, capsys):
     from verlfit.data_folder import DataKeys
-    from verlfit.overrides import TrainSettings
+    from verlfit.run_settings import TrainSettings
     from verlfit.train.inputs import data_ready
 
     notes = tmp_path / "notes"

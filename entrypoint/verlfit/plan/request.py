@@ -20,7 +20,7 @@ from verlfit.checks.result import FAIL
 from verlfit.errors import VerlfitError
 from verlfit.gpu import query_gpus
 from verlfit.model_shape import ModelShape, load_model_shape
-from verlfit.overrides import TrainSettings
+from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import PatchSwitches, TRAINING_ROLES
 from verlfit.plan.memory import DTYPE_BYTES, GIB, PlanRequest, format_gib
 from verlfit.plan.time import StepEstimate, TimeInputs, estimate, run_steps
@@ -174,7 +174,7 @@ def default_mini_batch(batch: int) -> int:
 
 
 def sizing_fields(sizing: SizingOptions) -> dict:
-    """The :class:`verlfit.overrides.TrainSettings` fields set by the shared sizing options
+    """The :class:`verlfit.run_settings.TrainSettings` fields set by the shared sizing options
     (:func:`verlfit.arguments.add_sizing_arguments`): the one place ``verlfit train`` and ``verlfit plan`` take
     their defaults from, so the plan is sized as the run will be.
 
@@ -301,8 +301,8 @@ def frozen_base_storage(settings, profile) -> str | None:
     """The dtype a run stores its LoRA base in (patch 0026): ``settings.frozen_base_dtype``, or the profile's
     ``frozen_base_dtype`` when it is None; None when the run has no LoRA role or asks for float32 (stock verl: 4 bytes
     a frozen parameter). The same value for the actor and a LoRA critic. ``settings``:
-    :class:`verlfit.overrides.TrainSettings`; ``profile``: a :class:`verlfit.profiles.Profile`. Decided once, when the
-    run's request is built (:func:`request_from_settings`): ``verlfit train`` hands the planned request's value to
+    :class:`verlfit.run_settings.TrainSettings`; ``profile``: a :class:`verlfit.profiles.Profile`. Decided once, when
+    the run's request is built (:func:`request_from_settings`): ``verlfit train`` hands the planned request's value to
     :func:`verlfit.overrides.build_overrides`.
 
     Raises:
@@ -334,7 +334,7 @@ def request_from_settings(
     switches: PatchSwitches | None = None,
     **fields,
 ) -> PlanRequest:
-    """Map ``verlfit.overrides.TrainSettings`` onto a :class:`PlanRequest`: the one mapping ``verlfit train``
+    """Map ``verlfit.run_settings.TrainSettings`` onto a :class:`PlanRequest`: the one mapping ``verlfit train``
     (through :func:`verlfit.plan.fit.fit_for_train`) and ``verlfit plan`` (:func:`request_from_options`) use.
     ``fields`` (what-if choices such as ``dtype`` or ``use_reference``) override the mapped ones.
 
@@ -600,7 +600,7 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
 
 def inputs_for_train(settings, switches: PatchSwitches) -> TimeInputs:
     """:class:`verlfit.plan.time.TimeInputs` of a ``verlfit train`` run (``settings``: its
-    :class:`verlfit.overrides.TrainSettings`): its checkpoint frequency (``settings.save_freq``, steps; None when it
+    :class:`verlfit.run_settings.TrainSettings`): its checkpoint frequency (``settings.save_freq``, steps; None when it
     never saves) and its patch switches; :func:`time_inputs_for_options` is ``verlfit plan``'s."""
     return TimeInputs(**_switch_fields(switches), save_freq=settings.save_freq if settings.save_freq > 0 else None)
 

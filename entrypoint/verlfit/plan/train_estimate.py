@@ -13,7 +13,7 @@ from __future__ import annotations
 from verlfit.cards import CARDS, Card, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
-from verlfit.overrides import TrainSettings
+from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import PatchSwitches
 from verlfit.plan.memory import PlanRequest
 from verlfit.plan.request import inputs_for_train, request_from_settings
@@ -107,8 +107,8 @@ def recorded_step_seconds(record: dict, settings: TrainSettings, overrides: list
     :attr:`verlfit.train.launch_plan.LaunchPlan.estimated_step_seconds`, which a resume's overrides do not change);
     for a record without that number (a run started by a verlfit that did not record it), the time model's estimate
     of what it records instead (:func:`train_step_estimate`, the figure :func:`for_train` gives): ``settings`` (the
-    recorded :class:`verlfit.overrides.TrainSettings`) with the record's ``profile`` (by name), on the card the run goes
-    at (the record's ``gpu`` description, its NVML name first, else the profile's card:
+    recorded :class:`verlfit.run_settings.TrainSettings`) with the record's ``profile`` (by name), on the card the run
+    goes at (the record's ``gpu`` description, its NVML name first, else the profile's card:
     :func:`verlfit.resolved_run.running_card`) and with the switches of the final ``overrides``, what verl gets. None
     when neither is known (the profile or the model's shape cannot be read: the ETA then waits for the first step)."""
     seconds = record.get("estimated_step_seconds")

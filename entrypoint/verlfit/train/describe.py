@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shlex
 
-from verlfit.overrides import TrainSettings
+from verlfit.run_settings import TrainSettings
 from verlfit.progress import STARTUP_ALLOWANCE_S
 from verlfit.train.launch_plan import LaunchPlan, total_steps, training_rows
 

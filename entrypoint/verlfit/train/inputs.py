@@ -12,7 +12,7 @@ from pathlib import Path
 from verlfit import gsm8k
 from verlfit.data_folder import DataKeys, data_folder_refusal, data_folder_state
 from verlfit.errors import VerlfitError
-from verlfit.overrides import TrainSettings
+from verlfit.run_settings import TrainSettings
 from verlfit.reward_function import (
     RewardFunction,
     check_reward_function,

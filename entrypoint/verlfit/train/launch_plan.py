@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 
 from verlfit.data_folder import DataKeys
-from verlfit.overrides import TrainSettings, quote_value
+from verlfit.overrides import quote_value
+from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import PatchSwitches
 from verlfit.plan.request import request_from_settings
 from verlfit.profiles import MEMORY_LIMIT_VARIABLE, load_profile

@@ -1,5 +1,5 @@
 """Building a ``verlfit train`` launch (no side effects): the profile against the GPU, the environment, the
-:class:`verlfit.overrides.TrainSettings` from the command's options, the planner's sizes (``--plan auto``) and the
+:class:`verlfit.run_settings.TrainSettings` from the command's options, the planner's sizes (``--plan auto``) and the
 validated override list, as one :class:`verlfit.train.launch_plan.LaunchPlan` (:func:`build_launch`).
 
 One concept, build_launch's many checks: each refusal stands before the next decision that depends on it.
@@ -23,7 +23,6 @@ from verlfit.output_files import check_name_lengths
 from verlfit.overrides import (
     CUDA_GRAPH_SEVERAL_GPUS_NOTE,
     LORA_UNWRAP_NOTE,
-    TrainSettings,
     UNWRAP_SEVERAL_GPUS_NOTE,
     UserOverrides,
     build_overrides,
@@ -33,6 +32,7 @@ from verlfit.overrides import (
     parse_user_overrides,
     validate_overrides,
 )
+from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import CUDA_GRAPH_KEY, UNWRAP_KEY
 from verlfit.plan.fit import plan_for_train
 from verlfit.plan.request import sizing_fields, sizing_keep
