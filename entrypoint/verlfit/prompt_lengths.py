@@ -198,8 +198,9 @@ def measure_prompts(settings, run, prompt_key: str = "prompt") -> list[str]:
     """Measure the data of ``verlfit train``'s ``settings`` (:class:`verlfit.run_settings.TrainSettings`) for the
     resolved ``run`` (:class:`verlfit.resolved_run.ResolvedRun`) with :func:`measure_for_train` (the run's
     ``data.prompt_key``: ``prompt_key``) and return the line saying what was measured or why not (nothing without data
-    yet). Where the run trims padding (patches 0020-0021: ``run.switches``), ``settings.longest_prompt_length`` is the longest prompt; where verl's
-    ``filter_overlong_prompts`` drops some, ``settings.train_prompts_kept`` is what it keeps.
+    yet). Where the run trims padding (patches 0020-0021: ``run.switches``), ``settings.longest_prompt_length`` is the
+    longest prompt; where verl's ``filter_overlong_prompts`` drops some, ``settings.train_prompts_kept`` is what it
+    keeps.
 
     Raises:
         VerlfitError (exit status 2): verl's ``filter_overlong_prompts`` would leave train.parquet no prompt, or fewer
