@@ -65,9 +65,8 @@ def test_summary_of_a_recorded_run():
 
 
 def test_bench_runs_both_configurations_and_writes_the_json(tmp_path, monkeypatch, capsys):
-    import verlfit.readiness
 
-    monkeypatch.setattr(verlfit.readiness, "blocking_checks", lambda **kw: [])
+    monkeypatch.setattr(bench, "blocking_checks", lambda **kw: [])
     prepared = []
     monkeypatch.setattr(bench, "prepare_inputs", lambda work, shape, gsm8k: prepared.append((work, shape, gsm8k)) or (Path("/m"), Path("/d")))
     monkeypatch.setattr(bench, "machine_facts", lambda nvml=None: {"card": "NVIDIA H200", "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0", "verl": "0.4.1", "patches": "0001-0008", "compute_capability": "9.0", "memory_gib": 140.4})
@@ -107,23 +106,21 @@ def test_bench_runs_both_configurations_and_writes_the_json(tmp_path, monkeypatc
 
 
 def test_bench_refuses_where_the_doctor_fails(monkeypatch, tmp_path):
-    import verlfit.readiness
     from verlfit.checks.result import CheckResult
 
-    monkeypatch.setattr(verlfit.readiness, "blocking_checks", lambda **kw: [CheckResult("driver", "FAIL", "no NVIDIA driver", "install the driver")])
+    monkeypatch.setattr(bench, "blocking_checks", lambda **kw: [CheckResult("driver", "FAIL", "no NVIDIA driver", "install the driver")])
     with pytest.raises(VerlfitError, match="this machine cannot run the bench: driver: no NVIDIA driver") as error:
         bench_command._run(parse(["--work", str(tmp_path)]), run=lambda argv: pytest.fail("launched"))
     assert error.value.fix == "install the driver"
 
 
 def test_bench_says_each_fix_once(monkeypatch, tmp_path):
-    import verlfit.readiness
     from verlfit.checks.result import CheckResult
 
     same = "install the NVIDIA driver and run the container with --gpus all"
     failures = [CheckResult("driver", "FAIL", "no NVIDIA driver", same), CheckResult("gpu", "FAIL", "no GPU", same),
                 CheckResult("cuda", "FAIL", "CUDA unavailable", same), CheckResult("patches", "FAIL", "verl not patched", "python3 patches/apply.py X")]
-    monkeypatch.setattr(verlfit.readiness, "blocking_checks", lambda **kw: failures)
+    monkeypatch.setattr(bench, "blocking_checks", lambda **kw: failures)
     with pytest.raises(VerlfitError) as error:
         bench_command._run(parse(["--work", str(tmp_path)]), run=lambda argv: pytest.fail("launched"))
     assert error.value.fix == f"{same}; python3 patches/apply.py X"
@@ -307,13 +304,12 @@ def _refused(monkeypatch, tmp_path, capsys, argv, packages=("vllm", "flash_attn"
     """Run ``verlfit bench ARGV`` on a fake H200 in a Python without ``packages``; nothing after the engine check may run."""
     import importlib.util
 
-    import verlfit.readiness
     import verlfit.gpu
 
     real_query = verlfit.gpu.query_gpus
-    monkeypatch.setattr(verlfit.gpu, "query_gpus", lambda nvml=None: real_query(H200_NVML))
+    monkeypatch.setattr(bench, "query_gpus", lambda nvml=None: real_query(H200_NVML))
     monkeypatch.setattr(importlib.util, "find_spec", without(*packages))
-    monkeypatch.setattr(verlfit.readiness, "blocking_checks", lambda **kw: pytest.fail("the doctor's checks ran"))
+    monkeypatch.setattr(bench, "blocking_checks", lambda **kw: pytest.fail("the doctor's checks ran"))
     monkeypatch.setattr(bench, "prepare_inputs", lambda *a, **kw: pytest.fail("the model and data were made"))
     monkeypatch.setattr(bench.subprocess, "run", lambda *a, **kw: pytest.fail("a run was launched"))
     monkeypatch.chdir(tmp_path)
@@ -355,12 +351,11 @@ def test_bench_refuses_vllm_on_the_p40_profile_before_anything_runs(monkeypatch,
 def test_bench_with_hf_and_sdpa_passes_the_engine_check_without_vllm_or_flash_attn(monkeypatch, tmp_path):
     import importlib.util
 
-    import verlfit.readiness
     from verlfit.checks.result import CheckResult
 
     reached = []
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
-    monkeypatch.setattr(verlfit.readiness, "blocking_checks", lambda **kw: reached.append(kw) or [CheckResult("cuda", "FAIL", "stop here", None)])
+    monkeypatch.setattr(bench, "blocking_checks", lambda **kw: reached.append(kw) or [CheckResult("cuda", "FAIL", "stop here", None)])
     for argv in (["--rollout", "hf", "--attention", "sdpa"], ["--emulate", "p40"]):
         with pytest.raises(VerlfitError, match="this machine cannot run the bench: cuda: stop here"):
             bench_command._run(parse(["--work", str(tmp_path / "work"), *argv]), nvml=H200_NVML, run=lambda argv: pytest.fail("launched"))
@@ -372,12 +367,11 @@ def test_bench_leaves_the_engine_packages_to_its_own_per_run_check(monkeypatch, 
     attention; bench's --rollout/--attention): bench checked them itself, so its FAIL is not bench's refusal."""
     import importlib.util
 
-    import verlfit.readiness
     from verlfit.checks.result import CheckResult
 
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
     failures = [CheckResult("engines", "FAIL", "profile a10 needs vllm", "pass --rollout hf"), CheckResult("cuda", "FAIL", "stop here", None)]
-    monkeypatch.setattr(verlfit.readiness, "blocking_checks", lambda **kw: failures)
+    monkeypatch.setattr(bench, "blocking_checks", lambda **kw: failures)
     with pytest.raises(VerlfitError) as raised:
         bench_command._run(parse(["--work", str(tmp_path / "work"), "--rollout", "hf", "--attention", "sdpa"]), nvml=H200_NVML, run=lambda argv: pytest.fail("launched"))
     assert (raised.value.message, raised.value.fix) == ("this machine cannot run the bench: cuda: stop here", "run verlfit doctor")
@@ -404,11 +398,10 @@ def test_bench_json_and_table_name_the_code_paths_that_ran(monkeypatch, tmp_path
     import dataclasses
     import importlib.util
 
-    import verlfit.readiness
     from verlfit.commands.train import prepare_launch
 
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
-    monkeypatch.setattr(verlfit.readiness, "blocking_checks", lambda **kw: [])
+    monkeypatch.setattr(bench, "blocking_checks", lambda **kw: [])
     monkeypatch.setattr(bench, "prepare_inputs", lambda work, shape, gsm8k: (Path("Qwen/Qwen2.5-0.5B-Instruct"), tmp_path / "data"))
     monkeypatch.setattr(bench, "machine_facts", lambda nvml=None: {"card": "NVIDIA H200", "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0", "verl": "0.4.1", "patches": "p", "compute_capability": "9.0", "memory_gib": 140.4})
     from verlfit.gpu import query_gpus
@@ -564,7 +557,6 @@ def plan_time_request(settings):
 
 def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, capsys):
     # bench exited 2 and train 1 for the same missing vllm on the a10 profile
-    import verlfit.readiness
     import verlfit.commands.train as train_command
     from fakes import H200
 
@@ -572,7 +564,7 @@ def test_train_and_bench_exit_alike_for_a_missing_engine(monkeypatch, tmp_path, 
     monkeypatch.undo()
     no_vllm = without("vllm")
     # train's pre-flight with the doctor's own engines check as its only blocking check (the machine's driver aside)
-    monkeypatch.setattr(verlfit.readiness, "blocking_checks", lambda **kw: [verlfit.readiness.check_engines(verlfit.readiness.DoctorContext(profile_name="a10", rollout=kw["rollout"], attention=kw["attention"], find_spec=no_vllm))])
+    monkeypatch.setattr(bench, "blocking_checks", lambda **kw: [verlfit.readiness.check_engines(verlfit.readiness.DoctorContext(profile_name="a10", rollout=kw["rollout"], attention=kw["attention"], find_spec=no_vllm))])
     real = train_command.build_launch
     monkeypatch.setattr(train_command, "build_launch", lambda options: real(options, environ={}, gpu=H200))
     train_status = cli.main(["train", "--emulate", "a10", "--attention", "sdpa", "--run-dir", str(tmp_path / "run")])

@@ -82,7 +82,6 @@ class WouldRun(Exception):
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_no_writing_command_loses_a_file_wherever_it_is_pointed(world, command, tiny_qwen2_dir, monkeypatch, capsys):
-    import verlfit.readiness
     from verlfit import bench
     from verlfit.commands import train as train_command
     from verlfit.train import inputs
@@ -96,7 +95,7 @@ def test_no_writing_command_loses_a_file_wherever_it_is_pointed(world, command, 
 
     monkeypatch.setattr(train_command, "launch", would_run("train launched"))
     monkeypatch.setattr(inputs, "data_ready", would_run("train prepared data"))
-    monkeypatch.setattr(verlfit.readiness, "blocking_checks", lambda **kwargs: [])
+    monkeypatch.setattr(bench, "blocking_checks", lambda **kwargs: [])
     facts = {"card": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2", "verl": "0.4.1", "patches": "-",
              "compute_capability": "9.0", "memory_gib": 140.4}
     monkeypatch.setattr(bench, "machine_facts", lambda nvml=None: facts)
