@@ -67,7 +67,7 @@ def test_plan_and_train_choose_the_same_micro_batches_for_a10_with_hf_rollout_an
 def test_a_plan_with_plan_off_always_says_the_planner_did_not_choose(capsys):
     """issue 16 item 3: the "add --auto-fit" hint appeared only when a plan did not fit; plan now sizes as train does
     by default, and every --plan off plan says so, whatever its verdict."""
-    from verlfit.commands.plan import PLAN_OFF_HINT
+    from verlfit.plan.render import PLAN_OFF_HINT
 
     assert PLAN_OFF_HINT == "--plan off: micro-batches, gradient checkpointing and offload as given (as verlfit train --plan off runs them); without --plan off the planner chooses them to fit, as verlfit train does by default"
     status, out = run_cli(["plan", "--emulate", "p40", "--micro-batch-size", "16", "--plan", "off"], capsys)

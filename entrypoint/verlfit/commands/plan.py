@@ -1,6 +1,6 @@
 """The ``verlfit plan`` subcommand: its arguments (:func:`register`), their typed form (:func:`plan_options`, the one
-place that reads the parsed namespace) and its run (:func:`_run`): the data measured, the run resolved once
-(:func:`verlfit.plan.request.resolve_plan_run`), the plan fitted and its time estimated, the result printed."""
+place that reads the parsed namespace) and its run (:func:`_run`): the use case
+(:func:`verlfit.plan.outcome.make_plan`) called, its outcome printed (:mod:`verlfit.plan.render`)."""
 
 from __future__ import annotations
 
@@ -17,31 +17,13 @@ from verlfit.arguments import (
     whole_number,
 )
 from verlfit.cards import CARDS
-from verlfit.errors import VerlfitError
 from verlfit.model_shape import BUILTIN_SHAPES, DEFAULT_MODEL
-from verlfit.plan import time as plan_time
-from verlfit.plan.fit import auto_fit
-from verlfit.plan.memory import DEFAULT_MARGIN, predict
-from verlfit.plan.render import chosen_line, plan_to_dict, render_sizes, render_table
-from verlfit.plan.request import (
-    PlanOptions,
-    measure_data,
-    plan_keep,
-    request_from_options,
-    resolve_plan_run,
-    time_inputs_for_options,
-    time_report,
-)
-from verlfit.plan.sizes import size_rows
+from verlfit.plan.memory import DEFAULT_MARGIN
+from verlfit.plan.outcome import make_plan
+from verlfit.plan.render import outcome_to_dict, render_outcome
+from verlfit.plan.request import PlanOptions
 from verlfit.plan.time import GSM8K_MEAN_PROMPT_TOKENS, GSM8K_ROLLOUT_PROMPT_TOKENS, GSM8K_WINDOW_PROMPT_TOKENS
 from verlfit.profiles import PROFILE_NAMES
-
-
-# printed after every plan made with --plan off, whatever its verdict: the planner did not choose
-PLAN_OFF_HINT = (
-    "--plan off: micro-batches, gradient checkpointing and offload as given (as verlfit train --plan off runs "
-    "them); without --plan off the planner chooses them to fit, as verlfit train does by default"
-)
 
 
 def register(subparsers):
@@ -270,80 +252,12 @@ def add_time_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, nvml=None, out=None) -> int:
-    out = out or sys.stdout
-    options = plan_options(args)
-    if not 0 < options.margin <= 1:
-        raise VerlfitError(f"--margin {options.margin} must be in (0, 1]", exit_code=2)
-    options, data_notes = measure_data(options)
-    run = resolve_plan_run(options, nvml)  # the profile, the card (NVML asked once) and the switches
-    request, source = request_from_options(options, run=run)
-    keep = plan_keep(options)  # what --plan auto keeps, as in verlfit train
-    decision = None
-    if options.sizing.plan == "auto":  # the fastest of what fits, by the estimate for the card the time is estimated on
-        decision = auto_fit(
-            request, margin=options.margin, keep=keep, card=run.card, inputs=time_inputs_for_options(options, run)
-        )
-    plan = decision.plan if decision else predict(request, margin=options.margin)
-    timing, steps, switches = time_report(options, plan.request, run)
-    card_line = run.card_source
-    length_notes = data_notes + plan_time.length_notes(options, plan.request, switches)
-    if options.steps is not None and options.epochs is not None:  # as verlfit train says it
-        length_notes.append(
-            f"note: --steps {options.steps} and --epochs {options.epochs}: --steps wins: the run's time is "
-            f"of {options.steps} steps (--epochs counts only without --steps)"
-        )
-    if options.json:
-        data = plan_to_dict(plan)
-        data["memory_source"] = source
-        if decision:
-            speed = [{"configuration": label, "step_s": round(seconds, 2)} for label, seconds in decision.speed]
-            data["auto_fit"] = {
-                "fits": decision.fits,
-                "reasons": list(decision.reasons),
-                "suggestion": decision.suggestion,
-                "kept": keep,
-                "speed": speed,
-            }
-        data["time"] = {
-            **plan_time.estimate_to_dict(timing, steps),
-            "card_source": card_line,
-            "notes": [line.removeprefix("note: ") for line in length_notes],
-        }
-        if plan.request.gpus > 1:
-            data["sizes"] = size_rows(plan.request, options.margin)
-        out.write(json.dumps(data, indent=2) + "\n")
-    else:
-        from rich.console import Console
+    from rich.console import Console  # third-party, only for the text output: --help and --json start without it
 
-        console = Console(file=out, width=120)
-        console.print(f"memory: {source}", highlight=False)
-        if decision:
-            console.print("auto-fit:" if decision.fits else "auto-fit: nothing fits", highlight=False)
-            for line in decision.reasons:
-                console.print(f"  {line}", highlight=False, soft_wrap=True)
-            if decision.suggestion:
-                console.print(f"  {decision.suggestion}", highlight=False, soft_wrap=True)
-            console.print(chosen_line(decision.request), highlight=False, soft_wrap=True)
-        render_table(plan, console)
-        console.print(f"card: {card_line}", highlight=False, soft_wrap=True)
-        for line in plan_time.estimate_lines(timing, steps, options.dataset_size, plan.request.train_batch_size):
-            console.print(line, highlight=False, soft_wrap=True)
-        if plan.request.lora_rank_of("actor") > 0:
-            console.print(
-                plan_time.lora_generation_note(plan.request.rollout, switches.unwrap_fsdp),
-                highlight=False,
-                soft_wrap=True,
-            )
-        if plan.request.rollout == "vllm":
-            console.print(plan_time.VLLM_NOTE, highlight=False, soft_wrap=True)
-        for line in length_notes:
-            console.print(line, highlight=False, soft_wrap=True)
-        if decision is None:
-            console.print(PLAN_OFF_HINT, highlight=False, soft_wrap=True)
-        if plan.request.gpus > 1:  # the question --gpus N asks: what N cards open up (12 auto-fits, ~50 ms)
-            render_sizes(size_rows(plan.request, options.margin), plan.request.gpus, plan.usable_bytes, console)
-    # one meaning for every verdict: 0 only for "fits" (within the margin, what verlfit train's planner accepts);
-    # "tight" (above the margin, within the card), "does not fit" and "unsupported" exit 1, with or without auto-fit
-    if decision is not None and not decision.fits:
-        return 1
-    return 0 if plan.verdict == "fits" else 1
+    out = out or sys.stdout
+    outcome = make_plan(plan_options(args), nvml)
+    if outcome.options.json:
+        out.write(json.dumps(outcome_to_dict(outcome), indent=2) + "\n")
+    else:
+        render_outcome(outcome, Console(file=out, width=120))
+    return outcome.exit_status

@@ -1,12 +1,14 @@
 """Output of ``verlfit plan``: a plan as JSON-ready data (:func:`plan_to_dict`) or as a ``rich`` table
-(:func:`render_table`), the auto-fit's choice in one line (:func:`chosen_line`), and the model sizes more GPUs open up
-(:func:`render_sizes` of :func:`verlfit.plan.sizes.size_rows`)."""
+(:func:`render_table`), the auto-fit's choice in one line (:func:`chosen_line`), the model sizes more GPUs open up
+(:func:`render_sizes` of :func:`verlfit.plan.sizes.size_rows`), and a whole :class:`verlfit.plan.outcome.PlanOutcome`
+as ``--json``'s data (:func:`outcome_to_dict`) or as text (:func:`render_outcome`)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from verlfit.model_shape import ModelShape, load_model_shape
+from verlfit.plan import time as plan_time
 from verlfit.plan.memory import (
     CALIBRATED_MODEL,
     CALIBRATION_NOTE,
@@ -17,6 +19,8 @@ from verlfit.plan.memory import (
     format_gib,
     gib,
 )
+from verlfit.plan.outcome import PlanOutcome
+from verlfit.plan.sizes import size_rows
 
 
 def calibration_note(shape: ModelShape) -> str:
@@ -166,3 +170,70 @@ def render_sizes(rows: list[dict], gpus: int, usable_bytes: int, console) -> Non
             _size_cell(row[str(gpus)]),
         )
     console.print(table)
+
+
+# printed after every plan made with --plan off, whatever its verdict: the planner did not choose
+PLAN_OFF_HINT = (
+    "--plan off: micro-batches, gradient checkpointing and offload as given (as verlfit train --plan off runs "
+    "them); without --plan off the planner chooses them to fit, as verlfit train does by default"
+)
+
+
+def outcome_to_dict(outcome: PlanOutcome) -> dict:
+    """``verlfit plan --json``'s data: :func:`plan_to_dict` with the memory source, auto-fit's decision, the time
+    estimate (seconds) with its card and notes, and with several GPUs the sizes they open up."""
+    plan, decision = outcome.plan, outcome.decision
+    data = plan_to_dict(plan)
+    data["memory_source"] = outcome.memory_source
+    if decision:
+        speed = [{"configuration": label, "step_s": round(seconds, 2)} for label, seconds in decision.speed]
+        data["auto_fit"] = {
+            "fits": decision.fits,
+            "reasons": list(decision.reasons),
+            "suggestion": decision.suggestion,
+            "kept": outcome.kept,
+            "speed": speed,
+        }
+    data["time"] = {
+        **plan_time.estimate_to_dict(outcome.timing, outcome.steps),
+        "card_source": outcome.card_source,
+        "notes": [line.removeprefix("note: ") for line in outcome.notes],
+    }
+    if plan.request.gpus > 1:
+        data["sizes"] = size_rows(plan.request, outcome.options.margin)
+    return data
+
+
+def render_outcome(outcome: PlanOutcome, console) -> None:
+    """``verlfit plan``'s text on a ``rich`` console: the memory source, auto-fit's reasons and choice, the table,
+    the card and the time estimate, the notes, and with several GPUs the sizes they open up."""
+    plan, decision = outcome.plan, outcome.decision
+
+    def say(line: str) -> None:
+        console.print(line, highlight=False, soft_wrap=True)
+
+    console.print(f"memory: {outcome.memory_source}", highlight=False)
+    if decision:
+        console.print("auto-fit:" if decision.fits else "auto-fit: nothing fits", highlight=False)
+        for line in decision.reasons:
+            say(f"  {line}")
+        if decision.suggestion:
+            say(f"  {decision.suggestion}")
+        say(chosen_line(decision.request))
+    render_table(plan, console)
+    say(f"card: {outcome.card_source}")
+    options = outcome.options
+    for line in plan_time.estimate_lines(
+        outcome.timing, outcome.steps, options.dataset_size, plan.request.train_batch_size
+    ):
+        say(line)
+    if plan.request.lora_rank_of("actor") > 0:
+        say(plan_time.lora_generation_note(plan.request.rollout, outcome.switches.unwrap_fsdp))
+    if plan.request.rollout == "vllm":
+        say(plan_time.VLLM_NOTE)
+    for line in outcome.notes:
+        say(line)
+    if decision is None:
+        say(PLAN_OFF_HINT)
+    if plan.request.gpus > 1:  # the question --gpus N asks: what N cards open up (12 auto-fits, ~50 ms)
+        render_sizes(size_rows(plan.request, options.margin), plan.request.gpus, plan.usable_bytes, console)
