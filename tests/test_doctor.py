@@ -881,7 +881,10 @@ def train_without_engines(monkeypatch, tmp_path, capsys, argv):
     from verlfit.train import inputs, supervise
 
     real_query = verlfit.gpu.query_gpus
-    monkeypatch.setattr(verlfit.gpu, "query_gpus", lambda nvml=None: real_query(H200_NVML))
+    from verlfit.train import gpus as train_gpus
+
+    for module in (train_gpus, readiness):  # the names train's GPU lookup and the doctor's checks call
+        monkeypatch.setattr(module, "query_gpus", lambda nvml=None: real_query(H200_NVML))
     monkeypatch.setattr(importlib.util, "find_spec", without("vllm", "flash_attn"))
     ran = []
     for name in BLOCKING:

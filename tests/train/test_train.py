@@ -747,7 +747,9 @@ def test_no_gpu_fix_names_what_is_missing(argv, fix, monkeypatch):
     from verlfit import gpu
     from verlfit.errors import VerlfitError
 
-    monkeypatch.setattr(gpu, "query_gpus", lambda nvml=None: gpu.GpuReport(gpus=[], driver_version=None, cuda_driver_version=None, error="no NVIDIA GPU visible: NVML could not start"))
+    from verlfit.train import gpus as train_gpus  # the name train's GPU lookup calls
+
+    monkeypatch.setattr(train_gpus, "query_gpus", lambda nvml=None: gpu.GpuReport(gpus=[], driver_version=None, cuda_driver_version=None, error="no NVIDIA GPU visible: NVML could not start"))
     with pytest.raises(VerlfitError) as caught:
         prepare_launch(parse(argv), environ={})
     assert (caught.value.message, caught.value.fix) == ("no NVIDIA GPU visible: NVML could not start", fix)

@@ -59,7 +59,9 @@ def test_dry_run_with_two_gpus_prints_the_gpu_count_and_per_gpu_micro_batches(ca
 
 def test_mixed_cards_are_refused_before_ray_naming_both_kinds_and_the_selection(monkeypatch, capsys):
     nvml = FakeNvml([P40, A10])
-    monkeypatch.setattr(gpu, "query_gpus", lambda nvml_module=None: _real_query(nvml))
+    from verlfit.train import gpus as train_gpus  # the name train's GPU lookup calls
+
+    monkeypatch.setattr(train_gpus, "query_gpus", lambda nvml_module=None: _real_query(nvml))
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert cli.main(["train", "--profile", "p40", "--gpus", "2"]) == 2
     err = capsys.readouterr().err

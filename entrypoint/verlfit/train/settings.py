@@ -155,6 +155,22 @@ def build_launch(
     nccl_notes: list[str] = []
     nccl_environment: dict[str, str] = {}
 
+    # the folders named, checked first: they depend on nothing else
+    for option, given, what in (
+        ("--data", options.data, "with train.parquet and test.parquet, or raw GSM8K files"),
+        ("--run-dir", options.run_dir, "that does not exist yet: verlfit creates it"),
+    ):
+        if given:
+            check_name_lengths(Path(given), option)  # before a stat fails with ENAMETOOLONG
+            kind = kind_of(given)
+            if kind.startswith("not reachable"):  # a symbolic link loop, a folder one may not search
+                raise VerlfitError(f"{option} {given} is {kind}", fix=f"pass a directory {what}", exit_code=2)
+        if given and Path(given).exists() and not Path(given).is_dir():
+            raise VerlfitError(
+                f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2
+            )
+    if options.run_dir:
+        refuse_unwritable_run_dir(Path(options.run_dir))
     # the sizing options, checked and mapped before the GPU is looked for: the same refusals as verlfit plan's
     keep = sizing_keep(options.sizing)
     sizes = sizing_fields(options.sizing)
@@ -231,21 +247,6 @@ def build_launch(
                 f"{'--gpu-memory-limit' if options.gpu_memory_limit is not None else MEMORY_LIMIT_VARIABLE} "
                 f"{limit:g} GiB is {beyond}"
             )
-    for option, given, what in (
-        ("--data", options.data, "with train.parquet and test.parquet, or raw GSM8K files"),
-        ("--run-dir", options.run_dir, "that does not exist yet: verlfit creates it"),
-    ):
-        if given:
-            check_name_lengths(Path(given), option)  # before a stat fails with ENAMETOOLONG
-            kind = kind_of(given)
-            if kind.startswith("not reachable"):  # a symbolic link loop, a folder one may not search
-                raise VerlfitError(f"{option} {given} is {kind}", fix=f"pass a directory {what}", exit_code=2)
-        if given and Path(given).exists() and not Path(given).is_dir():
-            raise VerlfitError(
-                f"{option} {given} is a file: it must be a directory", fix=f"pass a directory {what}", exit_code=2
-            )
-    if options.run_dir:
-        refuse_unwritable_run_dir(Path(options.run_dir))
     # absolute paths, so the recorded command and --resume work from any directory
     run_dir = str(
         Path(
