@@ -5,6 +5,7 @@
 """
 
 import os
+import shutil
 import sys
 
 import pytest
@@ -17,6 +18,13 @@ if _BENCHMARKS not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+def pytest_runtest_setup(item):
+    """``@pytest.mark.needs_gnu_patch``: skip where GNU patch is missing (patches/apply.py runs it), except in CI,
+    where .ci/run installs it and a missing one must fail rather than skip."""
+    if item.get_closest_marker("needs_gnu_patch") and shutil.which("patch") is None and not os.environ.get("CI"):
+        pytest.skip("GNU patch not installed")
 
 
 @pytest.fixture(scope="session")

@@ -7,12 +7,10 @@ without map_location (on a GPU: CUDA tensors next to the live model) and writes 
 The GPU half (peak memory during save and load) is tests/gpu/test_checkpoint_memory.py.
 """
 
-import os
-import shutil
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 FILES = ["extra_state_world_size_1_rank_0.pt", "model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt"]
 LOADS_CPU = [{"file": "model_world_size_1_rank_0.pt", "map_location": "cpu"}, {"file": "optim_world_size_1_rank_0.pt", "map_location": "cpu"}, {"file": "extra_state_world_size_1_rank_0.pt", "map_location": "cpu"}]

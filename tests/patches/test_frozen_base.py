@@ -12,8 +12,6 @@ rounding of the stored weights does to this model (bf16 keeps 8 significant bits
 weight), which the tests show is not zero, so the equal results above are not a vacuous comparison.
 """
 
-import os
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,9 +21,7 @@ import torch
 from speed_probes import run_speed_probe
 from verl_patch_helpers import copy_verl, load_module_from, partial_series, run_apply, series_names
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed"
-)
+pytestmark = pytest.mark.needs_gnu_patch
 
 PROBE = Path(__file__).resolve().parent / "frozen_base_probe.py"
 PATCH = "0026-lora-frozen-base-16-bit.patch"

@@ -8,15 +8,13 @@ checks it) and the batch of the trim-padding tests (4 rows, micro-batches of 2, 
 Tolerances are the measured differences with a margin, stated in docs/fp16.md.
 """
 
-import os
-import shutil
 
 import pytest
 
 from speed_probes import run_speed_probe
 from verl_patch_helpers import SERIES, copy_verl, partial_series, run_apply, series_names
 
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 PROBE = SERIES.parent.parent.parent / "tests" / "patches" / "loss_scaling_probe.py"
 ROLES = [(arch, role) for arch in ("qwen2", "qwen3") for role in ("actor", "critic")]

@@ -14,7 +14,6 @@ run for it, unchanged.
 import concurrent.futures
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -28,7 +27,7 @@ import test_trim_padding
 from speed_probes import run_speed_probe
 from verl_patch_helpers import PROBE
 
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 FAMILIES = ("qwen3", "llama")
 MODEL_PROBES = ("rollout", "lora", "checkpoint")  # the verl_probe.py probes that build a model

@@ -2,7 +2,6 @@
 
 import hashlib
 import re
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 from verl_patch_helpers import APPLY, SERIES, copy_verl, partial_series, run_apply, series_names, tree_digest
 
 # CI (.ci/run) installs GNU patch, so there a missing patch fails instead of skipping
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 
 def test_series_lists_every_patch_once_and_each_has_a_changelog_header():

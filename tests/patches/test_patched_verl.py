@@ -4,13 +4,11 @@ Each test also looks at an unpatched copy (pristine, or 0001-0003 only for the H
 the defect is visible there, so every test can fail.
 """
 
-import os
-import shutil
 
 import pytest
 
 # CI (.ci/run) installs GNU patch, so there a missing patch fails instead of skipping
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 FALLBACK = "verl.utils.bert_padding_fallback"
 

@@ -8,12 +8,10 @@ and the base model, both as they were before FSDP wrapped them. Each patch's tes
 series without that patch and asserts the defect is there.
 """
 
-import os
-import shutil
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 RANK = 8
 HIDDEN, INTERMEDIATE, LAYERS, HEADS, KV_HEADS = 64, 128, 2, 4, 2

@@ -6,14 +6,12 @@ The probe (speed_probe.py rollout) runs verl's HFRollout from the patched copy w
 a single prompt), 24 new tokens.
 """
 
-import os
-import shutil
 
 import pytest
 
 from speed_probes import run_speed_probe
 
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 TENSORS = {"prompts": True, "responses": True, "input_ids": True, "attention_mask": True, "position_ids": True}
 

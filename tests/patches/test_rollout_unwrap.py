@@ -10,15 +10,13 @@ same adapter merged with PEFT's merge_and_unload. The same probe on the series w
 defect: the key is ignored and every decode token runs the FSDP units' forwards.
 """
 
-import os
-import shutil
 
 import pytest
 
 from speed_probes import run_speed_probe
 from verl_patch_helpers import copy_verl, partial_series, run_apply, series_names
 
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 TENSORS = {"prompts": True, "responses": True, "input_ids": True, "attention_mask": True, "position_ids": True}
 LAYERS = 2

@@ -7,15 +7,13 @@ no_eos probe (issue 29, patches 0022 and 0025) covers the EOS and pad ids verl m
 without a pad id, an EOS list, and a checkpoint whose EOS is only in its tokenizer.
 """
 
-import os
-import shutil
 
 import pytest
 
 from speed_probes import run_speed_probe
 from verl_patch_helpers import copy_verl, partial_series, run_apply, series_names
 
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 TENSORS = {"prompts": True, "responses": True, "input_ids": True, "attention_mask": True, "position_ids": True}
 

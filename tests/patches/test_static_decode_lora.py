@@ -7,14 +7,12 @@ The probe (speed_probe.py lora_graph): a tiny random Qwen2, LoRA rank 8 all-line
 float32 (the p40 path: a 16-bit base is computed in fp32), greedy, prompts of 5, 10 and 7 tokens, 20 new tokens.
 """
 
-import os
-import shutil
 
 import pytest
 
 from speed_probes import run_speed_probe
 
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ random Qwen2 and a batch of 4 rows with prompt lengths 5, 9, 3, 7 of 12 and resp
 minus its accumulated gradient).
 """
 
-import os
-import shutil
 
 import pytest
 import torch
@@ -17,7 +15,7 @@ import torch
 from speed_probes import run_speed_probe
 from verl_patch_helpers import load_module_from
 
-pytestmark = pytest.mark.skipif(shutil.which("patch") is None and not os.environ.get("CI"), reason="GNU patch not installed")
+pytestmark = pytest.mark.needs_gnu_patch
 
 
 @pytest.fixture(scope="module")
