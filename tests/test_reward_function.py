@@ -680,3 +680,43 @@ def test_the_check_reports_progress_after_each_call(tmp_path):
     with rewards.load_reward_function(rewards.RewardFunction(path)) as process:
         rewards.call_on_rows(process, rewards.reward_rows(write_train(tmp_path / "data")), progress=seen.append)
     assert seen == list(range(1, 11))  # 5 rows, twice each
+
+
+def test_a_reward_returning_its_own_object_or_an_array_is_judged_by_the_value_not_by_a_transport_error(tmp_path):
+    """new-user trial: a reward returning an instance of its own class was reported as having raised
+    ModuleNotFoundError ('No module named ...'), one returning a torch tensor as AuthenticationError: the parent could
+    not unpickle them. Now the value is judged: a one-element array or tensor is its number (verl's reward_tensor
+    takes it), another object is refused by its repr and type."""
+    train = write_train(tmp_path / "data")
+    own = reward_file(
+        tmp_path,
+        "class Score:\n    def __repr__(self):\n        return 'Score()'\n\n\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return Score()\n",
+        name="own_object.py",
+    )
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(own), train)
+    assert str(caught.value).startswith(
+        f"compute_score in {own} returned Score() (Score) on training row 0 of {train} (data_source 'my/units', ground"
+        " truth '0') with the ground truth as the response: verl needs a number, or a dict with a numeric 'score'"
+    )
+    array = reward_file(
+        tmp_path,
+        "import numpy\n\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return {'score': numpy.array(0.5), 'parts': [numpy.float32(1.0), 2]}\n",
+        name="array.py",
+    )
+    checked = rewards.check_reward_function(rewards.RewardFunction(array), train)
+    assert {row.score for row in checked.scores} == {0.5}
+
+
+def test_what_the_reward_writes_to_standard_error_is_kept_with_its_prints(tmp_path, capfd):
+    # new-user trial: the prints were summarised while sys.stderr.write passed 10,000 characters a call to the terminal
+    path = reward_file(
+        tmp_path,
+        "import sys\n\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    sys.stderr.write('E' * 10000 + '\\n')\n    return 0.0\n",
+    )
+    checked = rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"))
+    assert capfd.readouterr() == ("", "")
+    assert checked.printed.lines == 10 and checked.printed.first == ("E" * 120,) * 3

@@ -28,8 +28,8 @@ import importlib.machinery
 import importlib.util
 import inspect
 import json
+import numbers
 import os
-import pickle
 import shutil
 import signal
 import socket
@@ -100,7 +100,8 @@ class RewardRefused(Exception):
 
 @dataclass(frozen=True)
 class Returned:
-    """A value the reward returned that does not pickle: its ``repr`` and its type's name, made in the child."""
+    """A value the reward returned that is not plain data (:func:`_plain`): its ``repr`` and its type's name, made in
+    the child."""
 
     text: str
     type_name: str
@@ -140,10 +141,10 @@ class RewardProcess:
         path: the reward file, absolute.
         name: the function's name in it.
         call_time_limit_s: seconds one call may take before the child is killed (:class:`RewardTimedOut`).
-        capture_output: keep what the reward prints in a temporary file instead of passing it to
-            verlfit's standard error (a check calls it twice per row: a print in it would flood the terminal);
-            :meth:`printed` summarises it, and :meth:`close` passes on what was never summarised (a failed check
-            shows the reward's own prints, as an uncaptured run would).
+        capture_output: keep what the reward prints (standard output and error) in a temporary file instead of
+            passing it to verlfit's standard error (a check calls it twice per row: a print in it would flood the
+            terminal); :meth:`printed` summarises it, and :meth:`close` passes on what was never summarised (a failed
+            check shows the reward's own prints, as an uncaptured run would).
 
     Raises (from :meth:`load` and calls): :class:`RewardTimedOut`, :class:`RewardExited`, :class:`RewardRaised`,
     :class:`RewardRefused`; after any of them the child is gone and further calls raise the same kind again.
@@ -179,6 +180,7 @@ class RewardProcess:
                 cwd=self.scratch,
                 stdin=subprocess.DEVNULL,
                 stdout=self._output if self._output is not None else _error_stream(),
+                stderr=subprocess.STDOUT if self._output is not None else None,  # captured: both streams, in order
                 pass_fds=[child_end.fileno()],
                 start_new_session=True,  # its own process group: killed whole, and the terminal's Ctrl-C is verlfit's
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -202,7 +204,8 @@ class RewardProcess:
         self._request(("load", str(self.path), self.name), import_time_limit_s)
 
     def __call__(self, **keywords) -> Any:
-        """The function's return value for ``keywords`` (a :class:`Returned` where it does not pickle)."""
+        """The function's return value for ``keywords`` as plain data (:func:`_plain`; a :class:`Returned` where it is
+        not)."""
         return self._request(("call", keywords), self.call_time_limit_s)
 
     def imported_modules(self) -> ImportedModules:
@@ -333,6 +336,35 @@ def _die_with_parent(parent: int | None) -> None:
         os._exit(1)
 
 
+def _plain(value: Any) -> Any:
+    """``value`` as the parent can read it without the reward's modules: None, bools, strings and bytes as they are,
+    real numbers as ``int``/``float``, dicts, lists and tuples element by element, a one-element array or tensor
+    (``.item()``: numpy, torch) as its number, as verl's ``reward_tensor[i, j] = reward`` takes it; anything else as a
+    :class:`Returned` (its ``repr`` and type name). Unpickling the reward's own objects in the parent needed the
+    reward's modules (a class of its own: ``ModuleNotFoundError``) or torch's shared-memory handshake (a tensor:
+    ``AuthenticationError``), which the check then reported as if the reward had raised them."""
+    if value is None or isinstance(value, (bool, str, bytes)):
+        return value
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, dict):
+        return {key if isinstance(key, (str, int)) else repr(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(item) for item in value) if type(value) in (list, tuple) else list(map(_plain, value))
+    item, size = getattr(value, "item", None), getattr(value, "size", None)
+    count = value.numel() if callable(getattr(value, "numel", None)) else size if isinstance(size, int) else None
+    if callable(item) and count == 1:
+        try:
+            number = item()
+        except Exception:  # noqa: BLE001 - an object whose item() fails is reported by its repr below
+            number = None
+        if isinstance(number, numbers.Real) and not isinstance(number, bool):
+            return float(number)
+    return Returned(repr(value)[:200], type(value).__name__)
+
+
 def _answer(request: tuple, state: dict) -> tuple:
     kind = request[0]
     try:
@@ -340,12 +372,7 @@ def _answer(request: tuple, state: dict) -> tuple:
             state["function"], state["path"] = _load(Path(request[1]), request[2]), Path(request[1])
             return ("ok", None)
         if kind == "call":
-            result = state["function"](**request[1])
-            try:
-                pickle.dumps(result)
-            except Exception:  # the reward's own object: its repr travels instead
-                result = Returned(repr(result), type(result).__name__)
-            return ("ok", result)
+            return ("ok", _plain(state["function"](**request[1])))
         if kind == "modules":
             return ("ok", _imported_modules(state["path"]))
         raise ValueError(f"unknown request {kind!r}")
