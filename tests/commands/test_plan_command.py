@@ -281,3 +281,33 @@ def test_an_absurd_batch_size_is_refused_with_the_host_memory_it_would_take(caps
     assert 1_000_000_000 * 768 * 8 * 3 / 1024**3 == pytest.approx(17166.1, abs=0.1)  # the figure above, by hand
     # the bound itself is planned
     assert cli.main(["plan", "--profile", "p40", "--batch-size", str(MAX_BATCH_PROMPTS)]) == 0
+
+
+@pytest.mark.parametrize(
+    "flag, value, error",
+    [
+        ("--mean-prompt-length", "-1000", "argument --mean-prompt-length: -1000 must be a positive, finite number"),
+        ("--mean-prompt-length", "nan", "argument --mean-prompt-length: nan must be a positive, finite number"),
+        ("--mean-response-length", "0", "argument --mean-response-length: 0 must be a positive, finite number"),
+        (
+            "--mean-prompt-length",
+            "1e9",
+            "--mean-prompt-length 1000000000.0 is more than --max-prompt-length 512: verl pads to 512 tokens, no window"
+            " is wider",
+        ),
+        (
+            "--mean-response-length",
+            "300",
+            "--mean-response-length 300.0 is more than --max-response-length 256: verl pads to 256 tokens, no window"
+            " is wider",
+        ),
+    ],
+)
+def test_packed_mean_lengths_are_positive_and_within_the_limits(flag, value, error, capsys):
+    """new-user trial: a negative, NaN or huge mean length gave a negative phase time, 'step nan s' or a run of a
+    billion hours, with exit 0."""
+    try:
+        status = cli.main(["plan", "--pack-sequences", flag, value, "--profile", "a10", "--steps", "10"])
+    except SystemExit as refused:  # argparse's refusal of the option's type
+        status = refused.code
+    assert status == 2 and error in capsys.readouterr().err

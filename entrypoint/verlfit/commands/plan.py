@@ -13,6 +13,7 @@ from verlfit.arguments import (
     add_sizing_arguments,
     frequency,
     memory_gib,
+    positive_number,
     typed_options,
     whole_number,
 )
@@ -240,13 +241,13 @@ def add_time_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--mean-prompt-length",
-        type=float,
+        type=positive_number,
         help=f"mean prompt tokens with --pack-sequences (default {GSM8K_MEAN_PROMPT_TOKENS}, GSM8K with Qwen's "
         "chat template)",
     )
     group.add_argument(
         "--mean-response-length",
-        type=float,
+        type=positive_number,
         help="mean response tokens with --pack-sequences (default: --max-response-length)",
     )
 

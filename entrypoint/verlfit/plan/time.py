@@ -924,8 +924,9 @@ def estimate_to_dict(est: StepEstimate, steps: int | None) -> dict:
 
 
 def length_notes(options, request: PlanRequest, inputs: TimeInputs) -> list[str]:
-    """Check ``--window-prompt-length``, ``--window-response-length`` and ``--rollout-prompt-length`` against the
-    request's ``max_prompt_length`` / ``max_response_length`` (a window cannot be wider than verl's padding);
+    """Check ``--window-prompt-length``, ``--window-response-length``, ``--rollout-prompt-length`` and
+    ``--mean-prompt-length`` / ``--mean-response-length`` against the request's ``max_prompt_length`` /
+    ``max_response_length`` (a window, or a mean, cannot be wider than verl's padding);
     return a note for each one given while its trim switch is off (``inputs``: no effect then), and for
     ``--rollout-trim-padding`` / ``--cuda-graph`` with the vLLM rollout (patches 0021-0022 are the HF rollout's).
 
@@ -936,6 +937,8 @@ def length_notes(options, request: PlanRequest, inputs: TimeInputs) -> list[str]
         ("window_prompt_length", "max_prompt_length", bool(inputs.trim_padding), "--trim-padding"),
         ("window_response_length", "max_response_length", bool(inputs.trim_padding), "--trim-padding"),
         ("rollout_prompt_length", "max_prompt_length", inputs.rollout_trim_padding, "--rollout-trim-padding"),
+        ("mean_prompt_length", "max_prompt_length", inputs.pack_sequences, "--pack-sequences"),
+        ("mean_response_length", "max_response_length", inputs.pack_sequences, "--pack-sequences"),
     )
     notes = []
     for name, limit_name, switched_on, switch in checks:
