@@ -601,3 +601,23 @@ def test_a_flash_attention_profile_on_a_cpu_falls_back_to_sdpa_and_says_so(data_
         "sdpa",
         "--profile a10, with SDPA for its flash_attention_2 (no CUDA GPU here; the same attention, another kernel)",
     )
+
+
+@pytest.mark.parametrize("split", ["../../elsewhere/test", "..", ".", "sub/test", ""])
+def test_a_split_that_is_a_path_is_refused_before_anything_is_read(split, capsys):
+    """new-user trial: --split ../../DIR/test read a file outside --data and wrote the eval folder outside eval/."""
+    from verlfit import cli
+
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["eval", "model", "--split", split])
+    assert refused.value.code == 2
+    assert (
+        f"argument --split: {split!r} is not a split name: pass the name of a SPLIT.parquet in --data (e.g. test,"
+        " train)" in capsys.readouterr().err
+    )
+
+
+def test_a_split_given_with_its_file_suffix_is_its_name():
+    from verlfit.commands.eval import split_name
+
+    assert (split_name("test.parquet"), split_name("dev")) == ("test", "dev")

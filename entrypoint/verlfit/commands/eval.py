@@ -19,6 +19,16 @@ def whole_number(text: str) -> int:
     return int(text)
 
 
+def split_name(text: str) -> str:
+    """``--split``: the name of a split file in ``--data`` (``test`` for test.parquet), not a path: a name with a
+    ``/`` or one of ``.``, ``..`` would read outside ``--data`` and name the eval folder outside ``eval/``."""
+    if not text or text in (".", "..") or "/" in text or "\\" in text or "\0" in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a split name: pass the name of a SPLIT.parquet in --data (e.g. test, train)"
+        )
+    return text.removesuffix(".parquet")
+
+
 def register(subparsers) -> argparse.ArgumentParser:
     """Add ``verlfit eval`` to ``subparsers``; return its parser."""
     parser = subparsers.add_parser(
@@ -50,7 +60,12 @@ def register(subparsers) -> argparse.ArgumentParser:
         metavar="DIR",
         help="prepared data: the folder verlfit prepare-gsm8k or verlfit prepare-data wrote (default data/gsm8k)",
     )
-    parser.add_argument("--split", default="test", help="which SPLIT.parquet (default test, what validation uses)")
+    parser.add_argument(
+        "--split",
+        default="test",
+        type=split_name,
+        help="which SPLIT.parquet of --data, by name (default test, what validation uses)",
+    )
     parser.add_argument("--limit", type=whole_number, metavar="N", help="only the first N rows")
     parser.add_argument(
         "--compare",
