@@ -518,6 +518,29 @@ def test_a_run_directory_in_a_folder_one_cannot_write_is_refused_by_the_dry_run(
     assert not (tmp_path / "run").exists() and not (locked / "runs").exists()
 
 
+def test_tensorboard_without_its_package_is_a_note_in_the_dry_run_and_a_refusal_at_launch(tmp_path, capsys, monkeypatch):
+    """new-user trial: the dry run stopped with exit 1 on a machine without tensorboard, where the README says what
+    depends on the machine is a note (the dry run exits 0); the launch still refuses it before verl starts."""
+    import importlib.util
+
+    from verlfit.errors import VerlfitError
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else real_find_spec(name, *a)
+    )
+    argv = ["train", "--profile", "p40", "--plan", "off", "--tensorboard", "--run-dir", str(tmp_path / "run")]
+    assert cli.main([*argv, "--dry-run"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        "note: a real run would refuse --tensorboard here: the tensorboard package is not installed (verl 0.4.1 writes"
+        " through torch.utils.tensorboard.SummaryWriter; pip install tensorboard)" in out
+    )
+    assert f"TENSORBOARD_DIR={tmp_path / 'run' / 'tensorboard'}" in out
+    with pytest.raises(VerlfitError, match="^--tensorboard needs the tensorboard package, which is not installed here"):
+        prepare_launch(parse([*argv[1:]]), detect_gpu=False)
+
+
 def test_the_managed_keys_are_listed_in_the_help_by_option():
     text = cli.build_parser().commands["train"].format_help()
     assert "  --batch-size: data.train_batch_size\n" in text

@@ -8,6 +8,7 @@ One concept, build_launch's many checks: each refusal stands before the next dec
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import sys
 import time
@@ -254,7 +255,13 @@ def build_launch(
         ).resolve()
     )
     if options.tensorboard:
-        environment.update(logger_overrides(True, run_dir)[1])  # TENSORBOARD_DIR under the run directory
+        # TENSORBOARD_DIR under the run directory; a dry run notes a missing package (this machine's, as for vLLM)
+        if options.dry_run and importlib.util.find_spec("tensorboard") is None:
+            notes.append(
+                "a real run would refuse --tensorboard here: the tensorboard package is not installed (verl 0.4.1 "
+                "writes through torch.utils.tensorboard.SummaryWriter; pip install tensorboard)"
+            )
+        environment.update(logger_overrides(True, run_dir, check=not options.dry_run)[1])
     user = parse_user_overrides(options.overrides)  # refuses a managed key after --
     settings = train_settings(options, run_dir, sizes, user)
 
