@@ -150,6 +150,11 @@ test: ## run the whole CPU test suite (creates .venv, or VENV=..., with pinned p
 	bash tests/bootstrap.sh
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
+.PHONY: test-fast
+test-fast: ## the inner loop: the suite without the slow modules (tests/conftest.py's SLOW_MODULES); make test runs them all
+	bash tests/bootstrap.sh
+	$(VENV)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
 .PHONY: dev
 dev: ## a working verlfit without a GPU or Docker: .venv (or VENV=...) with verl 0.4.1, CPU torch and verlfit (tests/bootstrap.sh)
 	bash tests/bootstrap.sh

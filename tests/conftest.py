@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from slow_modules import SLOW_MODULES
+
 _BENCHMARKS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks")
 if _BENCHMARKS not in sys.path:
     sys.path.insert(0, _BENCHMARKS)
@@ -18,6 +20,16 @@ if _BENCHMARKS not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test of :data:`SLOW_MODULES` ``slow``."""
+    for item in items:
+        if os.path.relpath(str(item.path), os.path.dirname(_TESTS)) in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_runtest_setup(item):

@@ -52,3 +52,12 @@ def test_the_walk_finds_a_namespace_parameter(tmp_path):
     source.write_text("import argparse\n\ndef sizes(args):\n    return args.batch_size\n\ndef other(parsed: argparse.Namespace, *args):\n    pass\n")
     assert namespace_parameters(source, tmp_path) == ["example.py:3 sizes(args)", "example.py:6 other(parsed)"]
 
+
+
+def test_the_slow_modules_exist_and_make_test_fast_leaves_only_them_out():
+    from slow_modules import SLOW_MODULES
+
+    root = Path(__file__).resolve().parents[1]
+    assert [name for name in sorted(SLOW_MODULES) if not (root / name).is_file()] == []
+    makefile = (root / "Makefile").read_text(encoding="utf-8")
+    assert '$(VENV)/bin/python -m pytest -m "not slow" $(PYTEST_ARGS)' in makefile

@@ -126,7 +126,7 @@ def test_plain_make_lists_every_target(workdir):
     result, calls = make(workdir)
     assert result.returncode == 0 and calls == []
     targets = [line.split()[0] for line in result.stdout.splitlines()]
-    assert targets == ["help", "test", "dev", "rehearse", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "wheelhouse", "load",
+    assert targets == ["help", "test", "test-fast", "dev", "rehearse", "lint", "image-p40", "image-a10", "images", "base-digests", "pull", "push", "save", "wheelhouse", "load",
                        "prepare-gsm8k", "train", "doctor", "bench", "export", "eval", "report", "apt-lock", "lock"]
 
 
