@@ -25,6 +25,14 @@ def parse_number(text: str, convert: Callable[[str], Number], what: str) -> Numb
         raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
 
 
+def path_text(text: str) -> str:
+    """A path or model name as given, refused when empty or blank: ``--run-dir ''`` fell back to the default folder
+    without a word, and ``--model ''`` was read as the current directory ("." has no config.json)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: it must name a folder, a file or a model")
+    return text
+
+
 def whole_number(text: str) -> int:
     """A whole number >= 1 (counts: steps, GPUs, prompts, tokens)."""
     value = parse_number(text, int, "a whole number")

@@ -1164,3 +1164,18 @@ def test_sigterm_stops_verl_like_ctrl_c_when_verlfit_runs_with_sigint_ignored(tm
     assert ignored_after is signal.SIG_IGN
     assert "verl got SIGINT" in (run_dir / "train.log").read_text()
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["train", "--dry-run", "--profile", "p40", "--run-dir", ""], "--run-dir"),
+    (["train", "--dry-run", "--profile", "p40", "--model", " "], "--model"),
+    (["train", "--dry-run", "--profile", "p40", "--data", ""], "--data"),
+    (["plan", "--model", ""], "--model"),
+])
+def test_an_empty_path_or_model_is_refused_by_name(argv, option, capsys):
+    """new-user trial: --run-dir '' fell back to runs/<name> without a word; plan --model '' said '. has no
+    config.json'."""
+    with pytest.raises(SystemExit) as refused:
+        cli.main(argv)
+    assert refused.value.code == 2
+    assert f"error: argument {option}: is empty: it must name a folder, a file or a model" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from verlfit.arguments import (
     add_sizing_arguments,
     frequency,
     memory_gib,
+    path_text,
     positive_number,
     typed_options,
     whole_number,
@@ -58,6 +59,7 @@ def register(subparsers):
     parser.add_argument(
         "--model",
         default=DEFAULT_MODEL,
+        type=path_text,
         help="model directory, its config.json, or a hub id found built in or in the local cache (default: "
         "%(default)s)",
     )

@@ -22,6 +22,7 @@ from verlfit.arguments import (
     learning_rate,
     memory_gib,
     parse_number,
+    path_text,
     typed_options,
     whole_number,
 )
@@ -119,11 +120,15 @@ def register(subparsers) -> argparse.ArgumentParser:
         "bf16 and compute capability >= 8.0)",
     )
     parser.add_argument(
-        "--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="HF model id or local directory (default: %(default)s)"
+        "--model",
+        default="Qwen/Qwen2.5-0.5B-Instruct",
+        type=path_text,
+        help="HF model id or local directory (default: %(default)s)",
     )
     parser.add_argument(
         "--data",
         default=os.environ.get("VERLFIT_DATA_DIR", gsm8k.DEFAULT_OUTPUT),
+        type=path_text,
         help="directory with train.parquet and test.parquet, prepared from the hub first if missing; or with "
         "raw GSM8K files (train/test .jsonl/.parquet with question and answer, or the hub's main/ "
         "folder), prepared from them into DIR/verl (default: %(default)s)",
@@ -191,7 +196,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--no-validate-before-train", action="store_true", help="skip verl's validation at step 0")
     parser.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard under RUN_DIR/tensorboard")
-    parser.add_argument("--run-dir", help="run directory (default: runs/<algo>-<profile>-<time>)")
+    parser.add_argument("--run-dir", type=path_text, help="run directory (default: runs/<algo>-<profile>-<time>)")
     parser.add_argument(
         "--resume",
         metavar="RUN_DIR",
