@@ -16,6 +16,7 @@ from pathlib import Path
 
 from verlfit import gsm8k
 from verlfit.arguments import SizingOptions
+from verlfit.checks.disk import existing_parent
 from verlfit.errors import VerlfitError
 from verlfit.input_files import kind_of
 from verlfit.metrics import logger_overrides
@@ -99,16 +100,14 @@ def refuse_unwritable_run_dir(run_dir: Path) -> None:
     Raises:
         VerlfitError: naming the folder and why, with the fix.
     """
-    existing = run_dir.absolute()
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = existing_parent(run_dir)
     if os.statvfs(existing).f_flag & os.ST_RDONLY:
         why = "is on a read-only file system"
     elif not os.access(existing, os.W_OK | os.X_OK):
         why = "is not writable by this user"
     else:
         return
-    where = "it" if existing == run_dir.absolute() else f"{existing}, the folder it would be created in,"
+    where = "it" if existing == run_dir.expanduser().absolute() else f"{existing}, the folder it would be created in,"
     raise VerlfitError(
         f"--run-dir {run_dir} cannot be written: {where} {why}",
         fix="pass --run-dir a folder under one you can write (e.g. ./runs/NAME; in the image, under the mounted /runs)",
