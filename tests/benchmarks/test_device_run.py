@@ -147,6 +147,30 @@ def test_lora_graph_stage_plans_and_runs_the_4b_t4_target_with_graphs_off_then_o
     assert "lora_graph: LORA_GRAPH_MODES has 'bogus'; write off, on or both" in (runs / "stages.log").read_text()
 
 
+def test_lora_graph_stage_runs_the_calibration_targets_by_name(tmp_path):
+    # issue 43 item 4: the Qwen3-4B shape on the a10 path (bf16) and the Qwen2.5-3B shape on the t4 path (fp16)
+    bin_dir = _fake_python(tmp_path)
+    work, runs = tmp_path / "work", tmp_path / "runs"
+    for shape in ("qwen3-4b", "qwen2.5-3b"):
+        (work / f"{shape}-random").mkdir(parents=True)
+        (work / f"{shape}-random" / "config.json").write_text("{}")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORA_GRAPH_")}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"))
+    env.update(LORA_GRAPH_TARGETS="lora16-qwen3-4b-grpo-a10 lora16-qwen2.5-3b-grpo-t4", LORA_GRAPH_MODES="on", LORA_GRAPH_STEPS="2")
+    result = subprocess.run([sys.executable, str(SCRIPT), "lora_graph"], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stderr
+    size = "--lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
+    a10 = f"--emulate a10 --rollout hf --attention sdpa --algo grpo {size}"
+    t4 = f"--emulate t4 --algo grpo {size}"
+    common = f"--data {work}/gsm8k --steps 2 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1"
+    assert (tmp_path / "calls").read_text().splitlines() == [
+        f"-m verlfit plan --model {work}/qwen3-4b-random {a10}",
+        f"-m verlfit train --run-dir {runs}/lora16-qwen3-4b-grpo-a10-graphs-on --model {work}/qwen3-4b-random {common} {a10}",
+        f"-m verlfit plan --model {work}/qwen2.5-3b-random {t4}",
+        f"-m verlfit train --run-dir {runs}/lora16-qwen2.5-3b-grpo-t4-graphs-on --model {work}/qwen2.5-3b-random {common} {t4}",
+    ]
+
+
 def test_reward_helper_stage_trains_with_a_reward_that_imports_the_module_beside_it(tmp_path):
     bin_dir = _fake_python(tmp_path)
     work, runs = tmp_path / "work", tmp_path / "runs"
@@ -614,7 +638,7 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
     (work / "synthetic-raw" / "train.jsonl").write_text("")
     (work / "synthetic").mkdir()
     (work / "synthetic" / "train.parquet").write_text("")
-    unset = ("LORA16_LEARN_BASES", "LEARN_TEST_FREQ", "LORA16_SPEED", "LORA16_SPEED_STEPS")
+    unset = ("LORA16_LEARN_BASES", "LEARN_TEST_FREQ", "LORA16_SPEED", "LORA16_SPEED_STEPS", "LORA16_PARTS")
     env = {key: value for key, value in os.environ.items() if key not in unset}
     env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", WORK=str(work), RUNS=str(runs), OUT=str(tmp_path / "out"))
     command = [sys.executable, str(SCRIPT), "lora16"]
@@ -664,6 +688,16 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
     assert "lora16: LORA16_LEARN_BASES has 'float16'; write bfloat16, float32 or both" in stages_log
     later = (tmp_path / "calls").read_text().splitlines()
     assert not any("lora16-learn" in call or "lora16-speed" in call for call in later)
+    # LORA16_PARTS=learn: the learning check alone (issue 43 item 6), nothing of (a) or (c)
+    (tmp_path / "calls").unlink()
+    env.update(LORA16_LEARN_BASES="bfloat16", LORA16_SPEED="1", LORA16_PARTS="learn")
+    subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
+    learn_bf16 = f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-bfloat16 " + learn.format(base="bfloat16")
+    assert (tmp_path / "calls").read_text().splitlines() == [learn_bf16]
+    env.update(LORA16_PARTS="learn bogus")
+    subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
+    assert "lora16: LORA16_PARTS has 'bogus'; write learn, targets or both: nothing run" in (runs / "stages.log").read_text()
+    assert (tmp_path / "calls").read_text().splitlines() == [learn_bf16]
 
 
 def test_lora16_speed_stage_runs_the_speed_pick_then_the_memory_first_choice_alone(tmp_path):
