@@ -62,6 +62,23 @@ def test_parse_defaults_the_name_and_makes_the_path_absolute(tmp_path):
         rewards.parse_reward_function("r.py:")
 
 
+def test_more_than_one_colon_after_the_py_file_is_refused_with_the_expected_form(tmp_path):
+    # "a.py:b:c" was read as the file "a.py:b" (then "does not exist") and the function c (new-user trial)
+    with pytest.raises(VerlfitError) as error:
+        rewards.parse_reward_function("a.py:b:c", base=tmp_path)
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (
+        "--reward-function 'a.py:b:c': more than one ':' after the file a.py: expected PATH.py:FUNCTION, one "
+        "function name after the file",
+        "pass --reward-function a.py:FUNCTION, e.g. a.py:b",
+        2,
+    )
+    with pytest.raises(VerlfitError, match=r"^--reward-function 'sub/r\.py::score': more than one ':' after the file sub/r\.py"):
+        rewards.parse_reward_function("sub/r.py::score", base=tmp_path)
+    # a ':' in a folder's name, before the file, is still part of the path
+    assert rewards.parse_reward_function("my:dir/r.py:score", base=tmp_path) == rewards.RewardFunction(tmp_path / "my:dir" / "r.py", "score")
+    assert rewards.parse_reward_function("my:dir/r.py", base=tmp_path) == rewards.RewardFunction(tmp_path / "my:dir" / "r.py", "compute_score")
+
+
 def test_a_good_function_is_called_on_real_rows_with_the_truth_and_an_empty_response(tmp_path):
     train = write_train(tmp_path / "data")
     scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path), "compute_score"), train).scores

@@ -105,12 +105,23 @@ class ScoredRow:
 def parse_reward_function(spec: str, base: str | os.PathLike | None = None) -> RewardFunction:
     """``FILE[:NAME]`` -> :class:`RewardFunction` (``NAME`` defaults to :data:`DEFAULT_FUNCTION_NAME`), the file made
     absolute against ``base`` (default: the current directory). A ``:`` followed by something that is not a Python
-    name is part of the file name.
+    name is part of the file name, and so is a ``:`` before the file's ``.py`` (``my:dir/r.py:score``).
 
     Raises:
-        VerlfitError: exit status 2 for an empty spec or an empty name after ``:``.
+        VerlfitError: exit status 2 for an empty spec, an empty name after ``:``, or more than one ``:`` after the
+            ``.py`` file (``a.py:b:c`` read as the file ``a.py:b`` and the function ``c`` named a file that does not
+            exist).
     """
     text = str(spec).strip()
+    python_end = text.rfind(".py:") + len(".py")
+    if python_end >= len(".py") and ":" in text[python_end + 1 :]:
+        python_file, first_name = text[:python_end], text[python_end + 1 :].split(":")[0] or DEFAULT_FUNCTION_NAME
+        raise VerlfitError(
+            f"--reward-function {spec!r}: more than one ':' after the file {python_file}: expected PATH.py:FUNCTION, "
+            "one function name after the file",
+            fix=f"pass --reward-function {python_file}:FUNCTION, e.g. {python_file}:{first_name}",
+            exit_code=2,
+        )
     file_part, separator, name = text.rpartition(":")
     if not separator or ("/" in name) or (name and not name.isidentifier()):
         file_part, name = text, DEFAULT_FUNCTION_NAME
