@@ -373,8 +373,11 @@ def test_offload_keeps_the_p40_profiles_cuda_graph_decoding_and_actor_param_offl
          "critic.ppo_epochs=0: it must be a whole number from 1; 0 passes over each batch: the critic never updates (dp_critic.py:206)",
          "set critic.ppo_epochs to a whole number from 1, or leave it to verl's default"),
         ("actor_rollout_ref.rollout.temperature=-0.5",
-         "actor_rollout_ref.rollout.temperature=-0.5: it must be a temperature from 0; sampling divides the logits by it: below 0 the least likely tokens win (transformers and vLLM refuse it mid-run)",
-         "set actor_rollout_ref.rollout.temperature to a temperature from 0, or leave it to verl's default"),
+         "actor_rollout_ref.rollout.temperature=-0.5: it must be a temperature above 0; the actor divides its logits by it (verl 0.4.1 dp_actor.py:264, on every rollout engine: 0 makes them infinite), and the HF rollout samples with it, which transformers' generate refuses at 0 or below (TemperatureLogitsWarper) at the first rollout",
+         "set actor_rollout_ref.rollout.temperature to a temperature above 0, or leave it to verl's default"),
+        ("actor_rollout_ref.rollout.temperature=0",
+         "actor_rollout_ref.rollout.temperature=0: it must be a temperature above 0; the actor divides its logits by it (verl 0.4.1 dp_actor.py:264, on every rollout engine: 0 makes them infinite), and the HF rollout samples with it, which transformers' generate refuses at 0 or below (TemperatureLogitsWarper) at the first rollout",
+         "set actor_rollout_ref.rollout.temperature to a temperature above 0, or leave it to verl's default"),
         ("actor_rollout_ref.rollout.top_p=0",
          "actor_rollout_ref.rollout.top_p=0: it must be a probability in (0, 1]; the share of probability mass sampled from",
          "set actor_rollout_ref.rollout.top_p to a probability in (0, 1], or leave it to verl's default"),
@@ -393,8 +396,49 @@ def test_ppo_epochs_of_the_actor_reaches_the_critic_through_verls_interpolation(
     # critic.ppo_epochs is ${actor_rollout_ref.actor.ppo_epochs}: 0 on the actor is caught on the actor first
     with pytest.raises(VerlfitError, match=r"^actor_rollout_ref\.actor\.ppo_epochs=0"):
         validate_overrides(["actor_rollout_ref.actor.ppo_epochs=0", "critic.ppo_epochs=2"])
-    config = validate_overrides(["actor_rollout_ref.actor.ppo_epochs=2", "actor_rollout_ref.rollout.temperature=0", "+actor_rollout_ref.rollout.cuda_graph=False"])
-    assert (config.critic.ppo_epochs, config.actor_rollout_ref.rollout.temperature) == (2, 0)
+    config = validate_overrides(["actor_rollout_ref.actor.ppo_epochs=2", "actor_rollout_ref.rollout.temperature=0.5", "+actor_rollout_ref.rollout.cuda_graph=False"])
+    assert (config.critic.ppo_epochs, config.actor_rollout_ref.rollout.temperature) == (2, 0.5)
+
+
+def test_sampled_validation_at_temperature_0_is_refused_on_the_hf_rollout_only():
+    # verl's default validation is greedy (val_kwargs.do_sample=False) at val_kwargs.temperature 0: fine everywhere
+    assert validate_overrides(["actor_rollout_ref.rollout.name=hf"]).actor_rollout_ref.rollout.val_kwargs.temperature == 0
+    sampled = ["actor_rollout_ref.rollout.val_kwargs.do_sample=True", "actor_rollout_ref.rollout.val_kwargs.temperature=0"]
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides(["actor_rollout_ref.rollout.name=hf", *sampled])
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (
+        "actor_rollout_ref.rollout.val_kwargs.temperature=0 with actor_rollout_ref.rollout.val_kwargs.do_sample=True on "
+        "the HF rollout: validation samples with it, which transformers' generate refuses at 0 or below "
+        "(TemperatureLogitsWarper), so the first validation would stop the run",
+        "set actor_rollout_ref.rollout.val_kwargs.temperature above 0 (e.g. 1.0), or "
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=False for greedy validation (verl's default)",
+        2,
+    )
+    # vLLM samples greedily at temperature 0 (vllm_rollout_spmd.py)
+    assert validate_overrides(["actor_rollout_ref.rollout.name=vllm", *sampled]).actor_rollout_ref.rollout.val_kwargs.do_sample is True
+
+
+def test_an_interpolation_in_a_checked_value_is_checked_as_it_resolves_or_refused_when_it_does_not():
+    # resolved: its value is checked, and the message shows where it came from
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides(["actor_rollout_ref.rollout.temperature=${actor_rollout_ref.rollout.val_kwargs.temperature}"])
+    assert error.value.message.startswith(
+        "actor_rollout_ref.rollout.temperature=0 (from ${actor_rollout_ref.rollout.val_kwargs.temperature}): it must be "
+        "a temperature above 0;"
+    )
+    config = validate_overrides(["actor_rollout_ref.rollout.temperature=${actor_rollout_ref.rollout.top_p}"])
+    assert config.actor_rollout_ref.rollout.temperature == 1.0
+    # not resolvable here: verlfit cannot check it, and verl would stop on it when it resolves its config
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides(["actor_rollout_ref.rollout.temperature=${something}"])
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (
+        "actor_rollout_ref.rollout.temperature=${something}: verlfit cannot check this value: the interpolation does "
+        "not resolve here (no key something in verl's config); verl resolves its whole config as it starts "
+        "(main_ppo.py:77, OmegaConf.resolve) and would stop on it",
+        "write the value itself, e.g. actor_rollout_ref.rollout.temperature=1.0 (verl's default), or interpolate a "
+        "key verl's config has",
+        2,
+    )
 
 
 def test_a_reward_model_is_refused_with_what_verlfit_scores_with():

@@ -809,12 +809,19 @@ VALUE_RULES = (
         "a negative learning rate climbs the loss",
     ),
     ("critic.optim.lr", lambda v: v >= 0, "a learning rate from 0", "a negative learning rate climbs the loss"),
+    # Above 0, not from 0: verl 0.4.1 hands rollout.temperature to the actor's log-probabilities on every engine
+    # (fsdp_workers.py:744, data.meta_info["temperature"] = self.config.rollout.temperature), which divide by it
+    # (dp_actor.py:264, logits.div_(temperature)); and its HF rollout samples with it (hf_rollout.py:83-87, the
+    # do_sample branch: "do_sample": True, ... "temperature": temperature), where transformers' generate builds
+    # TemperatureLogitsWarper(temperature), which raises ValueError for a temperature that is not > 0
+    # (logits_process.py: "`temperature` (=0) has to be a strictly positive float").
     (
         "actor_rollout_ref.rollout.temperature",
-        lambda v: v >= 0,
-        "a temperature from 0",
-        "sampling divides the logits by it: below 0 the least likely tokens win (transformers and vLLM "
-        "refuse it mid-run)",
+        lambda v: v > 0,
+        "a temperature above 0",
+        "the actor divides its logits by it (verl 0.4.1 dp_actor.py:264, on every rollout engine: 0 makes them "
+        "infinite), and the HF rollout samples with it, which transformers' generate refuses at 0 or below "
+        "(TemperatureLogitsWarper) at the first rollout",
     ),
     (
         "actor_rollout_ref.rollout.val_kwargs.temperature",
@@ -830,12 +837,18 @@ VALUE_RULES = (
     ),
 )
 REWARD_MODEL_KEY = "reward_model.enable"
+ROLLOUT_NAME_KEY = "actor_rollout_ref.rollout.name"
+VALIDATION_SAMPLING_KEYS = (
+    "actor_rollout_ref.rollout.val_kwargs.do_sample",
+    "actor_rollout_ref.rollout.val_kwargs.temperature",
+)
 
 
 def check_values(config) -> None:
     """Refuse values verl 0.4.1 accepts but that break a run or train nothing (:data:`VALUE_RULES`: ``ppo_epochs=0``,
-    a negative learning rate or temperature, ``top_p`` outside (0, 1]), and a reward model
-    (``reward_model.enable=True``):
+    a negative learning rate, a rollout temperature of 0 or below, ``top_p`` outside (0, 1], a sampled validation at
+    temperature 0 or below on the HF rollout, an interpolation in a checked value that does not resolve), and a reward
+    model (``reward_model.enable=True``):
     ``config`` is the composed verl config (OmegaConf).
 
     Raises:
@@ -845,13 +858,32 @@ def check_values(config) -> None:
     from omegaconf import OmegaConf
 
     for key, test, must, why in VALUE_RULES:
-        value = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
+        value, interpolation = _checked_value(config, key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not test(value):
             raise VerlfitError(
-                f"{key}={value}: it must be {must}; {why}",
+                f"{key}={value}{f' (from {interpolation})' if interpolation else ''}: it must be {must}; {why}",
                 fix=f"set {key} to {must}, or leave it to verl's default",
                 exit_code=2,
             )
+    do_sample_key, temperature_key = VALIDATION_SAMPLING_KEYS
+    do_sample, _ = _checked_value(config, do_sample_key)
+    temperature, _ = _checked_value(config, temperature_key)
+    if (
+        OmegaConf.select(config, ROLLOUT_NAME_KEY, default=None, throw_on_resolution_failure=False) == "hf"
+        and do_sample is True
+        and isinstance(temperature, (int, float))
+        and not temperature > 0
+    ):
+        # verl 0.4.1 hf_rollout.py:70-78, the validation branch: "do_sample": True, ... "temperature":
+        # self.config.val_kwargs.temperature, refused by transformers as above (vLLM samples greedily at 0)
+        raise VerlfitError(
+            f"{temperature_key}={temperature} with {do_sample_key}=True on the HF rollout: validation samples with it, "
+            "which transformers' generate refuses at 0 or below (TemperatureLogitsWarper), so the first validation "
+            "would stop the run",
+            fix=f"set {temperature_key} above 0 (e.g. 1.0), or {do_sample_key}=False for greedy validation (verl's "
+            "default)",
+            exit_code=2,
+        )
     if OmegaConf.select(config, REWARD_MODEL_KEY, default=False, throw_on_resolution_failure=False) is True:
         raise VerlfitError(
             f"{REWARD_MODEL_KEY}=True: verlfit does not run a reward model: the planner does not count its "
@@ -862,6 +894,56 @@ def check_values(config) -> None:
             "a reward function (verl's custom_reward_function.path and .name)",
             exit_code=2,
         )
+
+
+def _checked_value(config, key: str):
+    """The value of ``key`` in the composed ``config`` as verl will read it, and the ``${...}`` text it comes from
+    (None where the value is written out). A value verlfit checks must resolve here: verl resolves its whole config
+    as it starts (verl 0.4.1 ``main_ppo.py:77``, ``OmegaConf.resolve(config)``), so one that does not would stop the
+    run there, and verlfit cannot check what it would be.
+
+    Raises:
+        VerlfitError (exit status 2): an interpolation that does not resolve, naming the key, its text and why.
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationResolutionError
+
+    parent_key, _, leaf = key.rpartition(".")
+    parent = OmegaConf.select(config, parent_key, default=None, throw_on_resolution_failure=False)
+    if not (OmegaConf.is_config(parent) and leaf in parent and OmegaConf.is_interpolation(parent, leaf)):
+        return OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False), None
+    interpolation = parent._get_node(leaf)._value()
+    try:
+        return OmegaConf.select(config, key, default=None), interpolation
+    except InterpolationResolutionError as error:
+        default = OmegaConf.select(_verl_defaults(), key, default=None, throw_on_resolution_failure=False)
+        raise VerlfitError(
+            f"{key}={interpolation}: verlfit cannot check this value: the interpolation does not resolve here "
+            f"({_resolution_words(error)}); verl resolves its whole config as it starts (main_ppo.py:77, "
+            "OmegaConf.resolve) and would stop on it",
+            fix=f"write the value itself, e.g. {key}={default} (verl's default), or interpolate a key verl's "
+            "config has",
+            exit_code=2,
+        ) from error
+
+
+def _resolution_words(error: Exception) -> str:
+    """What OmegaConf said of an interpolation it could not resolve, in a message's words: ``"no key NAME in verl's
+    config"`` for a missing key, else its own first line."""
+    from omegaconf.errors import InterpolationKeyError
+
+    if isinstance(error, InterpolationKeyError):
+        missing = re.search(r"Interpolation key '([^']*)' not found", str(error))
+        if missing:
+            return f"no key {missing.group(1)} in verl's config"
+    return str(error).splitlines()[0]
+
+
+def _verl_defaults():
+    """verl's ``ppo_trainer.yaml`` as it ships (OmegaConf), for the defaults a message names."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.load(verl_config_dir() / "ppo_trainer.yaml")
 
 
 def _check_value_types(overrides: list[str], base, composed) -> None:
