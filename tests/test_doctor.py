@@ -16,6 +16,7 @@ import pytest
 
 from fakes import LFS_POINTER, FakeNvml, write_model_dir
 from verlfit import cli
+from verlfit import gsm8k
 from verlfit import readiness
 from verlfit.commands import doctor
 from verlfit.errors import VerlfitError
@@ -682,6 +683,30 @@ def test_raw_gsm8k_files_in_the_data_directory_are_what_train_prepares(world, la
     (raw / ("train.jsonl" if layout == "flat jsonl" else "main/train-00000-of-00001.parquet")).unlink()
     result = by_name(run_checks(context(world, data_dir=str(raw), head=unreachable), names=("data",)))["data"]
     assert (result.status, result.message) == ("FAIL", f"{raw if layout == 'flat jsonl' else raw / 'main'} has no train file (found test{'.jsonl' if layout == 'flat jsonl' else '-00000-of-00001.parquet'})")
+
+
+def test_a_broken_json_line_in_raw_gsm8k_files_fails_naming_the_file_and_line_as_prepare_gsm8k_does(world):
+    # new-user trial: the data check passed (WARN: train prepares them) while prepare-gsm8k --input refused the file
+    raw = world.tmp / "raw"
+    raw.mkdir()
+    (raw / "train.jsonl").write_text(json.dumps({"question": "q", "answer": "a #### 1"}) + '\n{"question": broken\n')
+    (raw / "test.jsonl").write_text(json.dumps({"question": "q", "answer": "a #### 1"}) + "\n")
+
+    def unreachable(url, timeout, headers):
+        raise AssertionError("the hub is not needed")
+
+    result = by_name(run_checks(context(world, data_dir=str(raw), head=unreachable), names=("data",)))["data"]
+    assert (result.status, result.message, result.fix) == (
+        "FAIL",
+        f"cannot read {raw / 'train.jsonl'} line 2: not JSON (Expecting value at character 14)",
+        "repair or remove that line (each line of a .jsonl file is one JSON object; download the file again if it was "
+        "cut), then run the command again",
+    )
+    # train's blocking checks (it reads --data/verl, prepared from the raw files above it) refuse it too
+    assert [f.name for f in blocking_checks(data_dir=str(raw / "verl"), context=context(world, head=unreachable))] == ["data"]
+    with pytest.raises(VerlfitError) as refused:
+        gsm8k.prepare(raw, world.tmp / "out", log=lambda line: None)
+    assert (refused.value.message, refused.value.fix) == (result.message, result.fix)
 
 
 def test_a_7x_card_is_told_why_it_gets_the_p40_profile_and_what_it_leaves_off(world):

@@ -132,6 +132,27 @@ def test_the_dry_run_says_what_the_real_run_would_refuse(tmp_path, capsys, monke
     assert f"note: a real run would first prepare its data: {raw} holds raw GSM8K files, not prepared yet: verlfit train prepares verl's files from them into {raw / 'verl'}" in out
 
 
+def test_the_dry_run_refuses_raw_gsm8k_files_with_a_broken_json_line_naming_the_file_and_line(tmp_path, capsys):
+    # new-user trial: the dry run passed where prepare-gsm8k --input refuses the file
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    row = json.dumps({"question": "1 + 1?", "answer": "1 + 1 = 2\n#### 2"}) + "\n"
+    (raw / "train.jsonl").write_text(row)
+    (raw / "test.jsonl").write_text(row + row + "{'question': 'single quotes'}\n")
+    assert cli.main(["train", "--profile", "p40", "--dry-run", "--data", str(raw), "--run-dir", str(tmp_path / "run")]) == 2
+    out, err = capsys.readouterr()
+    assert err == (
+        f"verlfit: error: a real launch would refuse this run: data {raw / 'verl'} (the notes above say why)\n"
+        "  fix: do what those notes say, then dry-run again\n"
+    )
+    assert (
+        f"note: a real run would refuse its data: FAIL data: cannot read {raw / 'test.jsonl'} line 3: not JSON (Expecting"
+        " property name enclosed in double quotes at character 2) (fix: repair or remove that line (each line of a"
+        " .jsonl file is one JSON object; download the file again if it was cut), then run the command again)"
+        in " ".join(out.split())
+    )
+
+
 def test_steps_with_epochs_says_steps_wins(capsys):
     plan = prepare_launch(train_parse(["--profile", "p40", "--steps", "5", "--epochs", "3", "--dry-run"]), environ={}, detect_gpu=False)
     assert "--steps 5 and --epochs 3: --steps wins: the run stops after 5 steps, however many epochs that is (--epochs counts only without --steps)" in plan.notes

@@ -63,7 +63,9 @@ def check_data_folder(
     there, readable, with the columns verl reads under ``keys`` (``data.prompt_key``, ``data.reward_fn_key``:
     :func:`verlfit.data_folder.missing_verl_columns`) and rows; WARN when they are not prepared yet but ``verlfit
     train`` can prepare them into an absent or empty folder (from raw GSM8K files in ``data_dir``
-    (:func:`verlfit.gsm8k.training_data`), the datasets cache or the hub); FAIL with the fix otherwise. A folder
+    (:func:`verlfit.gsm8k.training_data`), the datasets cache or the hub); FAIL with the fix otherwise, also for raw
+    JSON lines files with a line that is not one JSON object (:func:`verlfit.gsm8k.bad_json_line_refusal`: the file
+    and line, as ``prepare-gsm8k`` names them). A folder
     holding the user's files (:func:`verlfit.data_folder.data_folder_state`: neither prepared nor writable) is a FAIL
     whose fix never prepares data over them (:func:`verlfit.data_folder.data_folder_refusal`).
 
@@ -102,6 +104,11 @@ def check_data_folder(
         )
     missing = [name for name in SPLIT_FILES if not (prepared / name).is_file()]
     if missing and source is not None:
+        # what prepare-gsm8k --input refuses, refused here (naming the file and line), not when train prepares them
+        for files in (gsm8k.raw_files(source) or {}).values():
+            refusal = gsm8k.bad_json_line_refusal(files)
+            if refusal is not None:
+                return CheckResult("data", FAIL, refusal.message, refusal.fix)
         unwritable = folder_unwritable(prepared)
         if unwritable:
             return CheckResult(

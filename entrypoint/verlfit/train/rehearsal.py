@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from verlfit import gsm8k
 from verlfit.checks.data_folder import check_data_folder
 from verlfit.checks.engines import missing_engine_packages
 from verlfit.checks.model_folder import check_model_folder
@@ -34,8 +35,9 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
     * its data folder: nothing when verl's files are there (the run's data check below counts them); else the ``data``
       check a real launch runs (:func:`verlfit.checks.data_folder.check_data_folder` under the run's data keys, one
       HEAD request to the hub at most, none offline): its FAIL as the refusal the run would make, its WARN as the
-      preparing it would do. A FAIL of an absent or empty folder says only that GSM8K cannot be fetched from this
-      machine (no hub, no cache), so it stays a note, not a refusal;
+      preparing it would do (a FAIL of raw GSM8K files, a line that is not JSON, a refusal too). A FAIL of an absent
+      or empty folder otherwise says only that GSM8K cannot be fetched from this machine (no hub, no cache), so it
+      stays a note, not a refusal;
     * then, as the launch checks them, one batch of data and its reward on every row once the data is prepared
       (:func:`verlfit.train.inputs.check_run_data`).
 
@@ -84,7 +86,10 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
             + (f" (fix: {result.fix})" if result.fix else "")
         )
         folder = Path(settings.data_dir)
-        if folder.exists() and not (folder.is_dir() and not any(folder.iterdir())):  # not just GSM8K missing here
+        raw_source = gsm8k.training_data(folder)[1]  # --data/verl's raw GSM8K files: a broken line is in the input
+        if (raw_source is not None and raw_source.exists()) or (
+            folder.exists() and not (folder.is_dir() and not any(folder.iterdir()))
+        ):  # not just GSM8K missing here
             refusals.append(f"data {settings.data_dir}")
     elif result.status != PASS:
         plan.notes.append(f"a real run would first prepare its data: {result.message}")
