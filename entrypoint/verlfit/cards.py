@@ -33,6 +33,9 @@ Sources:
   Cross-check: 66.91 TFLOPS FP32 (hmc-tech.com H200 SXM page), ~989 TFLOPS BF16 dense and 4.8 TB/s
   (itkb.uw.cz H200 vs B300, dense figures).
 
+Memory (``memory_gb``), GB as the same datasheets give it: P40 24, T4 16, V100 (SXM2 and PCIe) 16 or 32 (32 here),
+RTX 2080 Ti 11, A10 24, L4 24, H200 141. NVML reports 143,771 MiB (140.4 GiB) for the H200 (docs/benchmarks.md).
+
 PCIe per direction: PCI-SIG rates x16 lanes, 128b/130b encoding: Gen3 8 GT/s -> 15.75 GB/s, Gen4 -> 31.5,
 Gen5 -> 63.0 (the datasheets' bidirectional 32/64/128 GB/s halved, rounded).
 
@@ -68,6 +71,10 @@ class Card:
         pcie: the link, e.g. ``"PCIe 3.0 x16"``.
         measured: a verlfit run on this very card calibrated the time model (see ``verlfit.plan.time.FACTORS``); False
             means the estimate for it is datasheet-based and unverified.
+        memory_gb: the card's memory as its datasheet gives it, GB (the larger size where there are two: V100 16 or
+            32). Card memory comes in powers of two, so NVML reports about as many GiB, a little less: the H200's
+            141 GB is 143,771 MiB = 140.4 GiB (docs/benchmarks.md's machine). Bounds ``--gpu-memory-limit``
+            (:func:`largest_memory_card`).
         sources: what each number rests on (module docstring has the full list).
     """
 
@@ -81,6 +88,7 @@ class Card:
     fp16_tflops: float | None = None
     measured: bool = False
     sources: dict = field(default_factory=dict)
+    memory_gb: float = 0.0
 
     def peak_flops(self, dtype: str) -> float:
         """Peak FLOP/s for the compute dtype (``"float32"``, ``"bfloat16"`` or ``"float16"``).
@@ -140,10 +148,12 @@ CARDS: dict[str, Card] = {
         346.0,
         15.75,
         "PCIe 3.0 x16",
+        memory_gb=24.0,
         sources={
             "fp32_tflops": "3840 cores x 2 x 1531 MHz (NVIDIA P40 datasheet: 12 TFLOPS with boost)",
             "memory_gbps": "NVIDIA P40 datasheet",
             "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b",
+            "memory_gb": "NVIDIA P40 datasheet: 24 GB GDDR5",
         },
     ),
     "t4": Card(
@@ -155,11 +165,13 @@ CARDS: dict[str, Card] = {
         15.75,
         "PCIe 3.0 x16",
         fp16_tflops=65.0,
+        memory_gb=16.0,
         sources={
             "fp32_tflops": "NVIDIA T4 datasheet",
             "fp16_tflops": "NVIDIA T4 datasheet (mixed precision FP16/FP32)",
             "memory_gbps": "NVIDIA T4 datasheet",
             "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b",
+            "memory_gb": "NVIDIA T4 datasheet: 16 GB GDDR6",
         },
     ),
     "v100": Card(
@@ -171,11 +183,13 @@ CARDS: dict[str, Card] = {
         15.75,
         "PCIe 3.0 x16 (NVLink between GPUs)",
         fp16_tflops=125.0,
+        memory_gb=32.0,
         sources={
             "fp32_tflops": "NVIDIA V100 datasheet, SXM2",
             "fp16_tflops": "NVIDIA V100 datasheet, SXM2, Tensor Performance",
             "memory_gbps": "NVIDIA V100 datasheet",
             "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b",
+            "memory_gb": "NVIDIA V100 datasheet: 16 or 32 GB HBM2",
         },
     ),
     "v100-pcie": Card(
@@ -187,11 +201,13 @@ CARDS: dict[str, Card] = {
         15.75,
         "PCIe 3.0 x16",
         fp16_tflops=112.0,
+        memory_gb=32.0,
         sources={
             "fp32_tflops": "NVIDIA V100 datasheet, PCIe",
             "fp16_tflops": "NVIDIA V100 datasheet, PCIe, Tensor Performance",
             "memory_gbps": "NVIDIA V100 datasheet",
             "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b",
+            "memory_gb": "NVIDIA V100 datasheet: 16 or 32 GB HBM2",
         },
     ),
     "rtx2080ti": Card(
@@ -203,11 +219,13 @@ CARDS: dict[str, Card] = {
         15.75,
         "PCIe 3.0 x16",
         fp16_tflops=53.8,
+        memory_gb=11.0,
         sources={
             "fp32_tflops": "NVIDIA Turing architecture whitepaper, RTX 2080 Ti reference",
             "fp16_tflops": "Turing whitepaper: FP16 Tensor with FP32 accumulate (107.6 with FP16 accumulate)",
             "memory_gbps": "Turing whitepaper",
             "pcie_gbps": "PCIe 3.0 x16, 8 GT/s, 128b/130b",
+            "memory_gb": "Turing whitepaper: 11 GB GDDR6",
         },
     ),
     "a10": Card(
@@ -219,11 +237,13 @@ CARDS: dict[str, Card] = {
         31.5,
         "PCIe 4.0 x16",
         fp16_tflops=125.0,
+        memory_gb=24.0,
         sources={
             "fp32_tflops": "NVIDIA A10 datasheet",
             "bf16_tflops": "NVIDIA A10 datasheet (250 with sparsity, halved)",
             "memory_gbps": "NVIDIA A10 datasheet",
             "pcie_gbps": "PCIe Gen4 64 GB/s bidirectional (datasheet)",
+            "memory_gb": "NVIDIA A10 datasheet: 24 GB GDDR6",
         },
     ),
     "l4": Card(
@@ -235,11 +255,13 @@ CARDS: dict[str, Card] = {
         31.5,
         "PCIe 4.0 x16",
         fp16_tflops=121.0,
+        memory_gb=24.0,
         sources={
             "fp32_tflops": "NVIDIA L4 datasheet",
             "bf16_tflops": "NVIDIA L4 datasheet (242 with sparsity, halved)",
             "memory_gbps": "NVIDIA L4 datasheet",
             "pcie_gbps": "PCIe Gen4 x16 64 GB/s bidirectional (datasheet)",
+            "memory_gb": "NVIDIA L4 datasheet: 24 GB GDDR6",
         },
     ),
     "h200": Card(
@@ -252,11 +274,13 @@ CARDS: dict[str, Card] = {
         "PCIe 5.0 x16",
         fp16_tflops=989.0,
         measured=True,
+        memory_gb=141.0,
         sources={
             "fp32_tflops": "NVIDIA H200 datasheet, SXM, FP32",
             "bf16_tflops": "NVIDIA H200 datasheet, SXM (1,979 with sparsity, halved)",
             "memory_gbps": "NVIDIA H200 datasheet, 4.8 TB/s",
             "pcie_gbps": "PCIe Gen5 128 GB/s bidirectional (datasheet)",
+            "memory_gb": "NVIDIA H200 datasheet: 141 GB HBM3e",
         },
     ),
 }
@@ -286,6 +310,12 @@ def card_for_gpu_name(name: str) -> Card | None:
         if fragment in upper:
             return CARDS[key] if key else None
     return None
+
+
+def largest_memory_card() -> Card:
+    """The card of :data:`CARDS` with the most memory (:attr:`Card.memory_gb`; the H200, 141 GB): no GPU verlfit knows
+    gives a worker more, so a ``--gpu-memory-limit`` above it is a unit mistake (bytes or MiB for GiB)."""
+    return max(CARDS.values(), key=lambda card: card.memory_gb)
 
 
 def get_card(key: str) -> Card:

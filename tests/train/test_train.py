@@ -632,6 +632,26 @@ def test_a_memory_limit_below_one_gib_is_refused_by_the_parser(capsys):
     assert "argument --gpu-memory-limit: 1e-9 GiB is less than 1 GiB" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "given, read_as",
+    [
+        ("1e9", "; read as bytes, 1e9 would be 0.93 GiB"),
+        ("24576", "; read as MiB, 24576 would be 24 GiB"),
+        ("142", ""),
+    ],
+)
+def test_a_memory_limit_above_every_known_card_is_refused_with_the_unit_and_the_range(capsys, given, read_as):
+    # new-user trial: --gpu-memory-limit 1e9 (bytes, most likely) passed the dry run with only a note
+    with pytest.raises(SystemExit):
+        parse(["--gpu-memory-limit", given])
+    assert (
+        f"argument --gpu-memory-limit: {given} GiB is more than any GPU verlfit knows has (the largest, H200, 141 GB):"
+        f" the value is in GiB (2**30 bytes) per GPU, from 1 to 141 (a P40 leaves 22.5){read_as}\n"
+    ) in capsys.readouterr().err
+    # the legal range still parses, its ends included
+    assert [parse(["--gpu-memory-limit", value]).gpu_memory_limit for value in ("1", "22.5", "141")] == [1.0, 22.5, 141.0]
+
+
 @pytest.mark.parametrize("batch, mini", [(32, 16), (2, 1), (1, 1), (5, 5), (9, 9)])
 def test_the_default_mini_batch_always_divides_the_batch(batch, mini):
     plan = prepare_launch(parse(["--profile", "p40", "--dry-run", "--batch-size", str(batch)]), environ={}, gpu=None)
@@ -701,6 +721,14 @@ def test_a_memory_limit_variable_below_one_gib_is_refused():
 
     with pytest.raises(VerlfitError, match="VERLFIT_GPU_MEMORY_LIMIT_GIB='1e-9' is not a number of GiB from 1 up"):
         prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run"]), environ={"VERLFIT_GPU_MEMORY_LIMIT_GIB": "1e-9"}, gpu=None)
+    # above every card verlfit knows: bytes for GiB, as --gpu-memory-limit says
+    with pytest.raises(VerlfitError) as error:
+        prepare_launch(parse(["--profile", "p40", "--plan", "off", "--dry-run"]), environ={"VERLFIT_GPU_MEMORY_LIMIT_GIB": "24e9"}, gpu=None)
+    assert (error.value.message, error.value.fix) == (
+        "VERLFIT_GPU_MEMORY_LIMIT_GIB='24e9' is more than any GPU verlfit knows has (the largest, H200, 141 GB): the "
+        "value is in GiB (2**30 bytes) per GPU, from 1 to 141 (a P40 leaves 22.5); read as bytes, 24e9 would be 22 GiB",
+        "unset it, or use --gpu-memory-limit GIB (e.g. VERLFIT_GPU_MEMORY_LIMIT_GIB=22.5)",
+    )
 
 
 def test_samples_without_grpo_is_refused(capsys):

@@ -32,6 +32,7 @@ from importlib import resources
 
 import yaml
 
+from verlfit.arguments import memory_above_every_card
 from verlfit.errors import VerlfitError
 from verlfit.overrides import TRITON_MIN_SHARED_MEMORY
 
@@ -576,7 +577,7 @@ def check_card_options(emulate: str | None, profile: str | None, memory_gib: flo
 
 def beyond_the_card_note(profile, memory_gib: float | None) -> str | None:
     """The label of a plan or run sized for more memory (GiB) than the profile's own card has (its
-    ``gpu_memory_gib``: ``--profile p40 --gpu-memory-limit 1000``): the profile's code paths, not its card; None
+    ``gpu_memory_gib``: ``--profile p40 --gpu-memory-limit 100``): the profile's code paths, not its card; None
     otherwise."""
     if memory_gib is None or memory_gib <= profile.gpu_memory_gib:
         return None
@@ -612,6 +613,13 @@ def memory_limit_gib(
         if not 1 <= value < float("inf"):  # also false for nan
             raise VerlfitError(
                 f"{MEMORY_LIMIT_VARIABLE}={text!r} is not a number of GiB from 1 up",
+                fix=f"unset it, or use --gpu-memory-limit GIB (e.g. {MEMORY_LIMIT_VARIABLE}=22.5)",
+                exit_code=2,
+            )
+        too_much = memory_above_every_card(text, value)
+        if too_much:
+            raise VerlfitError(
+                f"{MEMORY_LIMIT_VARIABLE}={text!r} {too_much}",
                 fix=f"unset it, or use --gpu-memory-limit GIB (e.g. {MEMORY_LIMIT_VARIABLE}=22.5)",
                 exit_code=2,
             )
