@@ -54,6 +54,39 @@ def test_a_closed_pipe_ends_the_command_quietly_with_141(tmp_path):
     assert (status, stderr) == (141, "")
 
 
+def test_a_closed_pipe_does_not_stop_a_prepare_command_from_writing_its_output_whole(tmp_path):
+    """New-user trial: `verlfit prepare-data ... | head -1` ended at the first line it could not print, before its
+    output was written. The reader gone before the first line (the read end closed): the folder is still written
+    whole, as without the pipe, and the command ends quietly with 141 once it is."""
+    import json
+    import os
+
+    rows = [{"question": f"What is {n} + {n}?", "answer": f"#### {2 * n}"} for n in range(4)]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for split in ("train", "test"):
+        (raw / f"{split}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    commands = {
+        "prepare-data": ["prepare-data", "--train", "rows.jsonl", "--test-fraction", "0.5", "--data-source", "my/x"],
+        "prepare-gsm8k": ["prepare-gsm8k", "--input", "raw"],
+    }
+    for name, argv in commands.items():
+        read_end, write_end = os.pipe()
+        os.close(read_end)
+        try:
+            status, stderr = _verlfit([*argv, "--output", f"{name}-piped"], tmp_path, write_end)
+        finally:
+            os.close(write_end)
+        assert (status, stderr) == (141, "")
+        with open(os.devnull, "w") as nowhere:
+            assert _verlfit([*argv, "--output", f"{name}-plain"], tmp_path, nowhere) == (0, "")
+        piped, plain = tmp_path / f"{name}-piped", tmp_path / f"{name}-plain"
+        assert sorted(path.name for path in piped.iterdir()) == [".verlfit-written.json", "test.parquet", "train.parquet"]
+        for split in ("train.parquet", "test.parquet"):
+            assert (piped / split).read_bytes() == (plain / split).read_bytes()
+
+
 def test_standard_output_that_takes_nothing_is_one_line_and_1(tmp_path):
     """New-user trial: `verlfit plan --profile p40 > /dev/full` printed rich's OSError traceback."""
     with open("/dev/full", "w") as full:

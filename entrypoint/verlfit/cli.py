@@ -16,7 +16,7 @@ import re
 import sys
 
 from verlfit import __version__
-from verlfit.errors import VerlfitError, os_error_words
+from verlfit.errors import StandardOutputFailed, VerlfitError, os_error_words
 
 # subcommand name -> module that registers it (order is the order shown in --help)
 SUBCOMMANDS: dict[str, str] = {
@@ -31,16 +31,6 @@ SUBCOMMANDS: dict[str, str] = {
     "profiles": "verlfit.commands.profiles",
     "bench": "verlfit.commands.bench",
 }
-
-
-class StandardOutputFailed(Exception):
-    """Writing to standard output failed (``error``): the reader went away (``head`` closed the pipe: EPIPE) or the
-    place it goes cannot take more (``> /dev/full``, a full disk: ENOSPC). Raised by :class:`_GuardedOutput`, so
-    :func:`main` can tell it from an ``OSError`` of a file a command writes (those are bugs and keep a traceback)."""
-
-    def __init__(self, error: OSError):
-        super().__init__(error)
-        self.error = error
 
 
 class _GuardedOutput:

@@ -1,4 +1,4 @@
-"""The one project error type.
+"""The one project error type, and the failure of standard output (:class:`StandardOutputFailed`).
 
 Every expected failure (bad input, a GPU that cannot run a profile, an unknown verl key)
 raises :class:`VerlfitError` with a message that says what failed and what to do next.
@@ -26,6 +26,18 @@ class VerlfitError(Exception):
         if self.fix:
             return f"{self.message}\n  fix: {self.fix}"
         return self.message
+
+
+class StandardOutputFailed(Exception):
+    """Writing to standard output failed (``error``): the reader went away (``head`` closed the pipe: EPIPE) or the
+    place it goes cannot take more (``> /dev/full``, a full disk: ENOSPC). Raised by ``verlfit.cli``'s guarded
+    standard output, so ``verlfit.cli.main`` can tell it from an ``OSError`` of a file a command writes (those are bugs
+    and keep a traceback), and a command that writes an output can print its progress without a failed print
+    stopping the write (:func:`verlfit.output_files.printed_while_writing`)."""
+
+    def __init__(self, error: OSError):
+        super().__init__(error)
+        self.error = error
 
 
 def os_error_words(error: OSError) -> str:

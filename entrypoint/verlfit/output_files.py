@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
-from verlfit.errors import VerlfitError
+from verlfit.errors import StandardOutputFailed, VerlfitError
 from verlfit.input_files import kind_of
 from verlfit.run_files import CHECKPOINTS_DIR, RUN_FILE, is_run_directory
 
@@ -712,6 +712,29 @@ def blocking_parent(path: Path) -> str | None:
             if kind != "a folder":
                 return f"{parent} is {kind}, not a folder"
     return None
+
+
+@contextmanager
+def printed_while_writing() -> Iterator[Callable[[str], None]]:
+    """A ``log`` for a command that writes an output (``prepare-gsm8k``, ``prepare-data``): each line printed, until
+    standard output fails (:class:`verlfit.errors.StandardOutputFailed`: ``| head -1`` closed the pipe,
+    ``> /dev/full``); then the lines after are dropped and the work goes on, so the output is written whole, and the
+    failure is raised when the block ends, for ``verlfit.cli.main`` to end with (141 for a closed pipe). An error of
+    the block itself (a refusal, Ctrl-C) goes first: nothing was written then. A process killed meanwhile leaves the
+    previous output, as :func:`write_folder` does (the new one is switched in whole or not at all)."""
+    failures: list[StandardOutputFailed] = []
+
+    def log(line: str) -> None:
+        if failures:
+            return
+        try:
+            print(line)
+        except StandardOutputFailed as failure:
+            failures.append(failure)
+
+    yield log
+    if failures:
+        raise failures[0]
 
 
 def write_error(output: Output, error: OSError, before: str = "; what was there before is unchanged") -> VerlfitError:

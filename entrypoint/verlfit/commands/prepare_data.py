@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+from verlfit.output_files import printed_while_writing
 from verlfit.prepare_data import DEFAULT_ABILITY, prepare_data
 
 _DESCRIPTION = """\
@@ -121,22 +122,23 @@ def _run(args) -> int:
         VerlfitError: what :func:`verlfit.prepare_data.prepare_data` raises (exit status 2 for a refused output or
             option, else 1).
     """
-    prepare_data(
-        train=args.train,
-        test=args.test,
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-        data_source=args.data_source,
-        question_column=args.question_column,
-        answer_column=args.answer_column,
-        system_prompt=args.system_prompt,
-        prompt_template=args.prompt_template,
-        ability=args.ability,
-        tokenizer=args.tokenizer,
-        max_prompt_length=args.max_prompt_length,
-        output_dir=args.output,
-        strict=args.strict,
-        force=args.force,
-        log=print,
-    )
+    with printed_while_writing() as log:  # a closed pipe (| head -1) stops the printing, never the write
+        prepare_data(
+            train=args.train,
+            test=args.test,
+            test_fraction=args.test_fraction,
+            seed=args.seed,
+            data_source=args.data_source,
+            question_column=args.question_column,
+            answer_column=args.answer_column,
+            system_prompt=args.system_prompt,
+            prompt_template=args.prompt_template,
+            ability=args.ability,
+            tokenizer=args.tokenizer,
+            max_prompt_length=args.max_prompt_length,
+            output_dir=args.output,
+            strict=args.strict,
+            force=args.force,
+            log=log,
+        )
     return 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from verlfit.gsm8k import DEFAULT_OUTPUT, HUB_CONFIG, HUB_DATASET, prepare
+from verlfit.output_files import printed_while_writing
 
 _DESCRIPTION = f"""\
 Write GSM8K as verl 0.4.1 reads it: <output>/train.parquet and <output>/test.parquet with the
@@ -85,13 +86,14 @@ def _run(args) -> int:
         VerlfitError: what :func:`verlfit.gsm8k.prepare` raises (its exit status: 2 for a refused output or
             ``--max-prompt-length`` without ``--tokenizer``, else 1).
     """
-    prepare(
-        source=args.input,
-        output_dir=args.output,
-        tokenizer=args.tokenizer,
-        max_prompt_length=args.max_prompt_length,
-        strict=args.strict,
-        force=args.force,
-        log=print,
-    )
+    with printed_while_writing() as log:  # a closed pipe (| head -1) stops the printing, never the write
+        prepare(
+            source=args.input,
+            output_dir=args.output,
+            tokenizer=args.tokenizer,
+            max_prompt_length=args.max_prompt_length,
+            strict=args.strict,
+            force=args.force,
+            log=log,
+        )
     return 0
