@@ -660,6 +660,28 @@ def test_output_into_the_input_folder_is_refused(tmp_path):
         gsm8k.prepare(source=tmp_path / "hub", output_dir=hub_layout)
 
 
+def test_output_inside_the_input_folder_is_refused_but_for_the_verl_folder_train_reads(tmp_path):
+    # new-user trial: --input data/raw --output data/raw/prepared was written inside the raw files' folder
+    raw = write_jsonl(tmp_path / "raw")
+    with pytest.raises(VerlfitError) as caught:
+        gsm8k.prepare(source=raw, output_dir=raw / "prepared")
+    assert (caught.value.message, caught.value.fix, caught.value.exit_code) == (
+        f"--output {raw / 'prepared'} lies inside --input {raw}: verl's files would sit among the raw files they are "
+        f"made from (moving, copying or cleaning {raw} takes them along), and verlfit train --data {raw} reads "
+        f"{raw / 'verl'}, not this folder",
+        f"pass --output a folder outside {raw} (e.g. data/gsm8k), or {raw / 'verl'}, where verlfit train --data {raw} "
+        "reads (and would prepare) them",
+        2,
+    )
+    assert sorted(path.name for path in raw.iterdir()) == ["test.jsonl", "train.jsonl"]
+    with pytest.raises(VerlfitError, match=r"lies inside --input"):
+        gsm8k.prepare(source=raw, output_dir=raw / "deeper" / "prepared")
+    # --input/verl: what the data check's fix says (verlfit prepare-gsm8k --input DIR --output DIR/verl), and where
+    # train prepares the same files itself
+    result, _ = run_prepare(raw, raw / "verl")
+    assert result.rows == {"train": 5, "test": 2}
+
+
 def test_a_file_verlfit_did_not_write_in_the_output_is_kept_even_with_force(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

@@ -741,6 +741,22 @@ def prepare(
             fix="pass --output another directory, e.g. data/gsm8k",
             exit_code=2,
         )
+    if (
+        source_path is not None
+        and Path(os.path.realpath(output_dir)).is_relative_to(source_path)
+        and os.path.realpath(output_dir) != os.path.join(source_path, PREPARED_FOLDER)
+    ):
+        # SOURCE/verl is allowed: verlfit train --data SOURCE prepares into it and reads it (training_data), and the
+        # data check's fix names it
+        prepared = Path(source) / PREPARED_FOLDER
+        raise VerlfitError(
+            f"--output {output_dir} lies inside --input {source}: verl's files would sit among the raw files they are "
+            f"made from (moving, copying or cleaning {source} takes them along), and verlfit train --data {source} "
+            f"reads {prepared}, not this folder",
+            fix=f"pass --output a folder outside {source} (e.g. data/gsm8k), or {prepared}, where verlfit train --data "
+            f"{source} reads (and would prepare) them",
+            exit_code=2,
+        )
 
     source_name = source if source is not None else f"hub {HUB_DATASET} {HUB_CONFIG}"
     output = check_output(output_dir, "verlfit prepare-gsm8k", force=force, inputs=[source_name])

@@ -38,7 +38,8 @@ error or Ctrl-C the previous folder stays as it was. The same input gives byte-i
 files. The output must be absent, empty, or what verlfit prepared there before: a re-run on the
 same input replaces it, --force replaces what another verlfit command or input wrote; a folder
 holding files verlfit did not write, an input, a run directory or the current directory is
-refused before anything is read (even with --force).
+refused before anything is read (even with --force), and so is a folder inside --input, but for
+<input>/verl, the folder `verlfit train --data <input>` reads (and prepares itself).
 """
 
 _EPILOG = """\
