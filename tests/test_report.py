@@ -156,7 +156,7 @@ def test_cli_report(finished_run, tmp_path, capsys):
 
 
 def test_cli_report_on_a_non_run(tmp_path, capsys):
-    assert cli.main(["report", str(tmp_path)]) == 1
+    assert cli.main(["report", str(tmp_path)]) == 2
     assert f"verlfit: error: {tmp_path} is not a run" in capsys.readouterr().err
 
 
@@ -261,18 +261,18 @@ def test_reports_of_recorded_runs_stay_out_of_git():
     assert subprocess.run(["git", "check-ignore", "-q", f"{record}/run.json"], cwd=repo).returncode == 1  # the record itself stays tracked
 
 
-def test_report_on_a_corrupt_run_exits_1_with_the_fix_resume_gives(interrupted_run, capsys):
+def test_report_on_a_corrupt_run_exits_2_with_the_fix_resume_gives(interrupted_run, capsys):
     # a new-user trial: the report of a damaged run.json exited 0, and --resume on it said no fix
     from verlfit import cli
     from verlfit.run_files import DAMAGED_RECORD_FIX
 
     (interrupted_run / "run.json").write_text('{"total_steps": 10, "pid":')
-    assert cli.main(["report", str(interrupted_run)]) == 1
+    assert cli.main(["report", str(interrupted_run)]) == 2
     captured = capsys.readouterr()
     assert (interrupted_run / "report" / "summary.txt").is_file() and "status: interrupted or still running: 3 of 10 steps done" in captured.out
     why = f"{interrupted_run / 'run.json'} is not valid JSON (Expecting value: line 1 column 27 (char 26))"
     assert captured.err == f"verlfit: error: {why}: the report above rests on the metrics alone (total steps and process id unknown)\n  fix: {DAMAGED_RECORD_FIX}\n"
-    assert cli.main(["train", "--resume", str(interrupted_run)]) == 1
+    assert cli.main(["train", "--resume", str(interrupted_run)]) == 2
     assert capsys.readouterr().err == f"verlfit: error: {why}\n  fix: {DAMAGED_RECORD_FIX}\n"
     # a readable run.json: exit 0
     (interrupted_run / "run.json").write_text('{"total_steps": 10}')
@@ -338,7 +338,7 @@ def test_a_metrics_jsonl_that_is_a_folder_is_said_as_such(tmp_path, capsys):
     """New-user trial: a folder named metrics.jsonl was reported as "it has no metrics.jsonl"."""
     run = tmp_path / "run"
     (run / "metrics.jsonl").mkdir(parents=True)
-    assert cli.main(["report", str(run)]) == 1
+    assert cli.main(["report", str(run)]) == 2
     assert f"verlfit: error: {run} is not a run: its metrics.jsonl is a folder, not a file; " in capsys.readouterr().err
 
 

@@ -137,7 +137,7 @@ def read_run_metrics(run_dir: str | os.PathLike) -> Run:
         f"{LOG_FILE} (verl's output) and {RUN_FILE}"
     )
     if not run_dir.is_dir():
-        raise VerlfitError(f"{run_dir} is not a directory; {what}", fix="verlfit report runs/<name>")
+        raise VerlfitError(f"{run_dir} is not a directory; {what}", fix="verlfit report runs/<name>", exit_code=2)
     metrics_path, log_path = run_dir / METRICS_FILE, run_dir / LOG_FILE
     if not metrics_path.is_file() and not log_path.is_file():
         # what stands there instead of the files, in words (a folder named metrics.jsonl, a dangling link)
@@ -146,6 +146,7 @@ def read_run_metrics(run_dir: str | os.PathLike) -> Run:
         raise VerlfitError(
             f"{run_dir} is not a run: {has}; {what}",
             fix="pass the directory verlfit train created, e.g. verlfit report runs/<name>",
+            exit_code=2,
         )
     info, info_error = {}, None
     try:

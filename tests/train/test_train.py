@@ -92,7 +92,7 @@ def test_run_directory_is_complete_and_resume_reuses_it(tmp_path):
 
 
 def test_resume_of_a_non_run_directory(tmp_path, capsys):
-    assert cli.main(["train", "--resume", str(tmp_path)]) == 1
+    assert cli.main(["train", "--resume", str(tmp_path)]) == 2
     assert f"{tmp_path} is not a verlfit run directory (no run.json)" in capsys.readouterr().err
 
 
@@ -190,7 +190,7 @@ def test_ctrl_c_after_a_checkpoint_names_its_step(tmp_path, capsys):
 @pytest.mark.parametrize("content, fragment", [("{}", "is not a verlfit run record (missing or wrong: overrides, settings, environment, profile, gpu)"), ("[]", "is not a verlfit run record"), ("{", "is not valid JSON")])
 def test_resume_of_a_bad_run_record(tmp_path, capsys, content, fragment):
     (tmp_path / "run.json").write_text(content)
-    assert cli.main(["train", "--resume", str(tmp_path)]) == 1
+    assert cli.main(["train", "--resume", str(tmp_path)]) == 2
     assert fragment in capsys.readouterr().err
 
 
