@@ -518,6 +518,20 @@ def test_a_run_directory_in_a_folder_one_cannot_write_is_refused_by_the_dry_run(
     assert not (tmp_path / "run").exists() and not (locked / "runs").exists()
 
 
+@pytest.mark.skipif(not Path("/proc/self/mountinfo").is_file(), reason="no /proc/self/mountinfo (not Linux)")
+def test_a_run_directory_on_a_pseudo_file_system_is_refused_by_the_dry_run(capsys):
+    """new-user trial: `train --dry-run --run-dir /proc/x` run as root printed a plan and exited 0: os.access lets
+    root write anywhere and /proc is not mounted read-only; the launch could not have created it."""
+    argv = ["train", "--profile", "p40", "--plan", "off", "--dry-run", "--run-dir", "/proc/x"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr() == ("", (
+        "verlfit: error: --run-dir /proc/x cannot be written: /proc, the folder it would be created in, is on proc, a"
+        " pseudo file system the kernel fills with its own state: it holds no run's files\n"
+        "  fix: pass --run-dir a folder under one you can write (e.g. ./runs/NAME; in the image, under the mounted"
+        " /runs)\n"
+    ))
+
+
 def test_tensorboard_without_its_package_is_a_note_in_the_dry_run_and_a_refusal_at_launch(tmp_path, capsys, monkeypatch):
     """new-user trial: the dry run stopped with exit 1 on a machine without tensorboard, where the README says what
     depends on the machine is a note (the dry run exits 0); the launch still refuses it before verl starts."""
