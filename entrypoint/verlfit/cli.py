@@ -132,16 +132,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run ``verlfit`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
-    A :class:`VerlfitError` is printed as ``verlfit: error: <message>`` with its fix and
-    turns into its exit code: 2 for a refusal of what the command line names (an option, a path, a file in it:
-    missing, unreadable, malformed), as argparse's own usage errors; 1 for a failure of the work or the machine
-    (training crashed, no usable GPU, a missing package, the hub unreachable, a full disk); ``build_parser``'s epilog
-    (``verlfit --help``) and the README say the same. Other exceptions propagate with their traceback. Ctrl-C is one
-    line and status 130, also while the subcommands' modules are imported and when it lands in a library object's
-    ``__del__`` as the command finishes (then what it wrote is complete). Standard output that fails is one line too: a reader that
-    closed the pipe (``verlfit profiles | head -2``) ends the command quietly with 141 (128 + SIGPIPE, what a shell
-    reports for a program killed by SIGPIPE); one that cannot take the text (``verlfit plan > /dev/full``) is said on
-    standard error with status 1.
+    A :class:`VerlfitError` is printed as ``verlfit: error: <message>`` with its fix and turns into its exit code: 2 for
+    a refusal of what the command line names (an option, a path, a file in it: missing, unreadable, malformed), as
+    argparse's own usage errors; 1 for a failure of the work or the machine (training crashed, no usable GPU, a missing
+    package, the hub unreachable, a full disk); ``build_parser``'s epilog (``verlfit --help``) and the README say the
+    same. Other exceptions propagate with their traceback. Ctrl-C is one line and status 130, also while the
+    subcommands' modules are imported and when it lands in a library object's ``__del__`` as the command finishes (then
+    what it wrote is complete). Standard output that fails is one line too: a reader that closed the pipe (``verlfit
+    profiles | head -2``) ends the command quietly with 141 (128 + SIGPIPE, what a shell reports for a program killed by
+    SIGPIPE); one that cannot take the text (``verlfit plan > /dev/full``) is said on standard error with status 1.
     """
     interrupts_in_cleanup: list[BaseException] = []
     default_hook = sys.unraisablehook
