@@ -279,6 +279,53 @@ def test_report_on_a_corrupt_run_exits_2_with_the_fix_resume_gives(interrupted_r
     assert cli.main(["report", str(interrupted_run)]) == 0
 
 
+@pytest.mark.parametrize("value", ["-3", "0", '"10"', "true", "2.5", "null"])
+def test_a_run_json_total_steps_that_is_no_step_count_is_named_with_its_file(interrupted_run, value, capsys):
+    """New-user trial: the report of a run.json with total_steps -3 said "0 of -3 steps done" and exited 0. The
+    value is refused as a damaged record is: the report rests on the metrics (the total from train.log), exit 2."""
+    from verlfit.run_files import DAMAGED_RECORD_FIX
+
+    (interrupted_run / "run.json").write_text(f'{{"total_steps": {value}, "pid": 1}}')
+    assert cli.main(["report", str(interrupted_run)]) == 2
+    captured = capsys.readouterr()
+    assert "status: interrupted or still running: 3 of 10 steps done" in captured.out
+    recorded = repr(json.loads(value))
+    assert captured.err == (
+        f"verlfit: error: {interrupted_run / 'run.json'} holds total_steps {recorded}, not a whole number of steps >= 1"
+        f": the report above rests on the metrics alone (total steps and process id unknown)\n"
+        f"  fix: {DAMAGED_RECORD_FIX}\n"
+    )
+
+
+@pytest.mark.parametrize("with_log", [True, False])
+def test_a_binary_metrics_jsonl_is_refused_naming_the_file(interrupted_run, with_log, capsys):
+    """New-user trial: a metrics.jsonl of random bytes gave a report of "warning: 12 line(s) ... skipped" and "no
+    training step has finished yet", exit 0. A file with no step record and lines that are not UTF-8 is not verl's
+    metrics: refused (exit 2), naming it; no report is written."""
+    (interrupted_run / "metrics.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe binary \x00\x01\n\xc3\x28\n")
+    if not with_log:
+        (interrupted_run / "train.log").unlink()
+    assert cli.main(["report", str(interrupted_run)]) == 2
+    also = "move it away: the report then reads train.log" if with_log else "pass the run directory verlfit train wrote"
+    assert capsys.readouterr() == ("", (
+        f"verlfit: error: {interrupted_run / 'metrics.jsonl'} is not text: line 1 holds bytes that are not UTF-8, and no"
+        " line is a step record (verlfit train writes one JSON object a line)\n"
+        f"  fix: restore metrics.jsonl from a copy of the run, or {also}\n"
+    ))
+    assert not (interrupted_run / "report").exists()
+
+
+def test_lines_that_are_not_text_among_step_records_are_skipped_as_cut_lines_are(interrupted_run, capsys):
+    """A metrics.jsonl that holds step records keeps its report: lines that are not UTF-8 among them (a disk that
+    garbled a block) are skipped and counted, as a line a killed run left cut, not refused."""
+    with open(interrupted_run / "metrics.jsonl", "ab") as handle:
+        handle.write(b"\n\xff\xfe\x00\n")
+    assert cli.main(["report", str(interrupted_run)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: 2 line(s) of metrics.jsonl are not step records and were skipped (line 5, 6)" in out
+    assert "status: interrupted or still running: 3 of 10 steps done" in out
+
+
 def test_null_and_text_metric_values_are_read_as_nan_and_named_not_a_traceback(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
