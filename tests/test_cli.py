@@ -1,5 +1,7 @@
 """verlfit.cli: how every command's end is said."""
 
+import pytest
+
 
 def test_ctrl_c_in_a_librarys_destructor_as_a_command_finishes_is_one_line_and_130(monkeypatch, capsys):
     """New-user trial: Ctrl-C landing in datasets' Dataset.__del__ as prepare-data finished printed "Exception ignored
@@ -178,7 +180,7 @@ def test_a_symbolic_link_loop_as_an_input_file_is_one_line(tmp_path, monkeypatch
         "verlfit: error: --test loop1 is not reachable (Too many levels of symbolic links)\n"
         "  fix: pass the file holding your questions and answers (.jsonl, .json, .csv or .parquet)\n"
     )
-    assert cli.main(["prepare-gsm8k", "--input", "loop1", "--output", "out"]) == 1
+    assert cli.main(["prepare-gsm8k", "--input", "loop1", "--output", "out"]) == 2
     assert capsys.readouterr().err == (
         "verlfit: error: --input loop1 is not a directory\n"
         "  fix: pass the directory holding train/test files (e.g. train.jsonl and test.jsonl)\n"
@@ -252,3 +254,53 @@ def test_an_output_below_a_symbolic_link_loop_names_the_loop_not_file_exists(tmp
         f"verlfit: error: cannot write to --output loop1/out: {tmp_path / 'loop1'} is not reachable (Too many levels of"
         " symbolic links), not a folder\n  fix: pass --output a folder you can write (it is created if missing)\n"
     )
+
+
+# (command line, its exit status, the first line it says): every refusal of what the command line names exits 2,
+# argparse's status for a usage error; a problem of the machine keeps 1. {tmp} is the test's folder, the working one.
+EXIT_STATUSES = [
+    (["prepare-gsm8k", "--tokenizer", "{tmp}/no-tokenizer", "--output", "out"], 2,
+     "verlfit: error: --tokenizer {tmp}/no-tokenizer: no such directory (and not a hub name, which is owner/name)"),
+    (["prepare-gsm8k", "--input", "{tmp}/no-input", "--output", "out"], 2,
+     "verlfit: error: --input {tmp}/no-input is not a directory"),
+    (["prepare-gsm8k", "--input", "{tmp}/empty-train", "--output", "out"], 2,
+     "verlfit: error: {tmp}/empty-train/train.jsonl: the file is empty"),
+    (["prepare-gsm8k", "--input", "{tmp}/binary-train", "--output", "out"], 2,
+     "verlfit: error: cannot read {tmp}/binary-train/train.jsonl line 1: not JSON (Expecting value at character 1)"),
+    (["train", "--dry-run", "--resume", "{tmp}/no-run"], 2,
+     "verlfit: error: {tmp}/no-run is not a verlfit run directory (no run.json)"),
+    (["report", "{tmp}/no-run"], 2,
+     "verlfit: error: {tmp}/no-run is not a directory; a run directory (made by verlfit train) holds metrics.jsonl "
+     "(metrics per step), train.log (verl's output) and run.json"),
+    (["export", "{tmp}/no-run"], 2,
+     "verlfit: error: {tmp}/no-run is not a directory; pass a run directory made by verlfit train"),
+    (["eval", "{tmp}/no-model", "--data", "{tmp}/no-data"], 2,
+     "verlfit: error: --data {tmp}/no-data is not there, not a folder of prepared data"),
+    (["plan", "--profile", "p40", "--model", "{tmp}/no-model"], 2,
+     "verlfit: error: model '{tmp}/no-model': no such file or directory"),
+    (["train", "--dry-run", "--profile", "p40", "--plan", "off", "--", "a.b=${"], 2,
+     "verlfit: error: override 'a.b=${' does not parse: Error parsing override 'a.b=${'"),
+    # not the command line's fault: this machine has no GPU to choose a profile by
+    (["plan", "--profile", "auto"], 1,
+     "verlfit: error: --profile auto needs a visible GPU"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "status", "first_line"), EXIT_STATUSES, ids=[" ".join(case[0]) for case in EXIT_STATUSES]
+)
+def test_a_refused_input_exits_2_and_a_machine_problem_1(argv, status, first_line, tmp_path, monkeypatch, capsys):
+    """New-user trial: most refusals of bad input exited 2, but a missing --tokenizer, missing paths given to
+    --resume, report, export and eval, missing or unreadable prepare-gsm8k inputs, plan --model at nothing and an
+    override Hydra's lexer refuses exited 1, the status of a run that failed."""
+    from verlfit import cli
+
+    (tmp_path / "empty-train").mkdir()
+    (tmp_path / "empty-train" / "train.jsonl").write_text("")
+    (tmp_path / "binary-train").mkdir()
+    (tmp_path / "binary-train" / "train.jsonl").write_bytes(b"\xff\xfe\x00binary")
+    for folder in ("empty-train", "binary-train"):
+        (tmp_path / folder / "test.jsonl").write_text('{"question": "1+1?", "answer": "#### 2"}\n')
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([word.replace("{tmp}", str(tmp_path)) for word in argv]) == status
+    assert capsys.readouterr().err.splitlines()[0] == first_line.replace("{tmp}", str(tmp_path))

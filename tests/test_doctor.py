@@ -1125,11 +1125,11 @@ def test_doctor_plan_and_dry_run_agree_on_a_config_transformers_cannot_build(
     result = model_check(world, world.model)
     assert (result.status, result.message, result.fix) == ("FAIL", f"{world.model}: {message}", fix)
     monkeypatch.chdir(world.tmp)
-    assert cli.main(["plan", "--profile", "p40", "--model", "model"]) == 1
+    assert cli.main(["plan", "--profile", "p40", "--model", "model"]) == 2
     assert capsys.readouterr().err == f"verlfit: error: model: {message}\n  fix: {fix}\n"
     status = cli.main(["train", "--dry-run", "--profile", "p40", "--model", "model", "--data", str(world.data)])
     err = capsys.readouterr().err
-    assert (status, err) == (1, f"verlfit: error: {world.model}: {message}\n  fix: {fix}\n")
+    assert (status, err) == (2, f"verlfit: error: {world.model}: {message}\n  fix: {fix}\n")
 
 
 @pytest.mark.parametrize("why", ["read-only file system", "not writable"])

@@ -168,7 +168,7 @@ def _never(path, **settings):
 
 
 def test_a_path_that_does_not_exist_is_named_without_a_traceback(data_dir, capsys):
-    assert cli.main(["eval", "/nonexistent", "--data", str(data_dir)]) == 1
+    assert cli.main(["eval", "/nonexistent", "--data", str(data_dir)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("verlfit: error: MODEL /nonexistent: no such directory (and not a hub id, which is owner/name)\n  fix: pass a model directory")
     assert "Traceback" not in err and "HFValidationError" not in err
@@ -374,7 +374,7 @@ def test_a_truncated_safetensors_file_is_the_clean_error_doctor_gives(data_dir, 
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     doctor = check_model_folder(str(model), {})
     assert doctor.status == "FAIL"
-    assert cli.main(["eval", str(model), "--data", str(data_dir), "--output", str(tmp_path / "out")]) == 1
+    assert cli.main(["eval", str(model), "--data", str(data_dir), "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err == f"verlfit: error: MODEL {model}: {doctor.message}\n  fix: {doctor.fix}\n"
     assert "Traceback" not in err and not (tmp_path / "out").exists()

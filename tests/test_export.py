@@ -292,7 +292,7 @@ def test_truncated_shard_is_named_with_the_older_steps_and_leaves_nothing(full_r
     run = _two_steps(full_run, tmp_path)
     shard = run / "checkpoints" / "global_step_2" / "actor" / "model_world_size_2_rank_1.pt"
     shard.write_bytes(shard.read_bytes()[:1000])
-    assert cli.main(["export", str(run)]) == 1
+    assert cli.main(["export", str(run)]) == 2
     err = capsys.readouterr().err
     assert f"verlfit: error: cannot read the shard {shard} (" in err and "the file is damaged (truncated or not a torch checkpoint)" in err
     assert "fix: export another complete checkpoint with --step: global_step_1" in err

@@ -216,7 +216,7 @@ def test_cli_strict_exit_status_and_message(tmp_path, capsys):
     source = write_jsonl(tmp_path / "in")
     status = cli.main(["prepare-gsm8k", "--input", str(source), "--output", str(tmp_path / "out"), "--strict"])
     captured = capsys.readouterr()
-    assert status == 1
+    assert status == 2
     assert captured.err.startswith("verlfit: error: 4 bad row(s) and --strict:\n  train row 3: answer has no \"####\"\n")
 
 

@@ -258,3 +258,13 @@ def test_a_writer_for_a_resumed_run_continues_from_its_checkpoint(tmp_path):
     with MetricsWriter(tmp_path, resume_step=2) as writer:
         writer.write(train(3, 0.5))
     assert read_metrics(tmp_path) == [train(1, 0.1), train(2, 0.2), train(3, 0.5)]
+
+
+def test_lines_that_are_not_utf8_are_unreadable_and_named_apart_from_cut_ones(tmp_path):
+    """read_metrics' ``not_text``: the lines whose bytes are not UTF-8 (verlfit report refuses a metrics.jsonl of
+    nothing else); a line of NUL bytes, what a crash can leave of a cut write, is UTF-8: only unreadable."""
+    (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 1, "a": 1.0}\n\xff\xfe\n\x00\x00\x00\n{"step": 2\n')
+    unreadable, not_text = [], []
+    records = read_metrics(tmp_path, unreadable, not_text=not_text)
+    assert [record["step"] for record in records] == [1]
+    assert (unreadable, not_text) == ([2, 3, 4], [2])

@@ -156,7 +156,7 @@ def test_cli_report(finished_run, tmp_path, capsys):
 
 
 def test_cli_report_on_a_non_run(tmp_path, capsys):
-    assert cli.main(["report", str(tmp_path)]) == 1
+    assert cli.main(["report", str(tmp_path)]) == 2
     assert f"verlfit: error: {tmp_path} is not a run" in capsys.readouterr().err
 
 
@@ -261,22 +261,69 @@ def test_reports_of_recorded_runs_stay_out_of_git():
     assert subprocess.run(["git", "check-ignore", "-q", f"{record}/run.json"], cwd=repo).returncode == 1  # the record itself stays tracked
 
 
-def test_report_on_a_corrupt_run_exits_1_with_the_fix_resume_gives(interrupted_run, capsys):
+def test_report_on_a_corrupt_run_exits_2_with_the_fix_resume_gives(interrupted_run, capsys):
     # a new-user trial: the report of a damaged run.json exited 0, and --resume on it said no fix
     from verlfit import cli
     from verlfit.run_files import DAMAGED_RECORD_FIX
 
     (interrupted_run / "run.json").write_text('{"total_steps": 10, "pid":')
-    assert cli.main(["report", str(interrupted_run)]) == 1
+    assert cli.main(["report", str(interrupted_run)]) == 2
     captured = capsys.readouterr()
     assert (interrupted_run / "report" / "summary.txt").is_file() and "status: interrupted or still running: 3 of 10 steps done" in captured.out
     why = f"{interrupted_run / 'run.json'} is not valid JSON (Expecting value: line 1 column 27 (char 26))"
     assert captured.err == f"verlfit: error: {why}: the report above rests on the metrics alone (total steps and process id unknown)\n  fix: {DAMAGED_RECORD_FIX}\n"
-    assert cli.main(["train", "--resume", str(interrupted_run)]) == 1
+    assert cli.main(["train", "--resume", str(interrupted_run)]) == 2
     assert capsys.readouterr().err == f"verlfit: error: {why}\n  fix: {DAMAGED_RECORD_FIX}\n"
     # a readable run.json: exit 0
     (interrupted_run / "run.json").write_text('{"total_steps": 10}')
     assert cli.main(["report", str(interrupted_run)]) == 0
+
+
+@pytest.mark.parametrize("value", ["-3", "0", '"10"', "true", "2.5", "null"])
+def test_a_run_json_total_steps_that_is_no_step_count_is_named_with_its_file(interrupted_run, value, capsys):
+    """New-user trial: the report of a run.json with total_steps -3 said "0 of -3 steps done" and exited 0. The
+    value is refused as a damaged record is: the report rests on the metrics (the total from train.log), exit 2."""
+    from verlfit.run_files import DAMAGED_RECORD_FIX
+
+    (interrupted_run / "run.json").write_text(f'{{"total_steps": {value}, "pid": 1}}')
+    assert cli.main(["report", str(interrupted_run)]) == 2
+    captured = capsys.readouterr()
+    assert "status: interrupted or still running: 3 of 10 steps done" in captured.out
+    recorded = repr(json.loads(value))
+    assert captured.err == (
+        f"verlfit: error: {interrupted_run / 'run.json'} holds total_steps {recorded}, not a whole number of steps >= 1"
+        f": the report above rests on the metrics alone (total steps and process id unknown)\n"
+        f"  fix: {DAMAGED_RECORD_FIX}\n"
+    )
+
+
+@pytest.mark.parametrize("with_log", [True, False])
+def test_a_binary_metrics_jsonl_is_refused_naming_the_file(interrupted_run, with_log, capsys):
+    """New-user trial: a metrics.jsonl of random bytes gave a report of "warning: 12 line(s) ... skipped" and "no
+    training step has finished yet", exit 0. A file with no step record and lines that are not UTF-8 is not verl's
+    metrics: refused (exit 2), naming it; no report is written."""
+    (interrupted_run / "metrics.jsonl").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe binary \x00\x01\n\xc3\x28\n")
+    if not with_log:
+        (interrupted_run / "train.log").unlink()
+    assert cli.main(["report", str(interrupted_run)]) == 2
+    also = "move it away: the report then reads train.log" if with_log else "pass the run directory verlfit train wrote"
+    assert capsys.readouterr() == ("", (
+        f"verlfit: error: {interrupted_run / 'metrics.jsonl'} is not text: line 1 holds bytes that are not UTF-8, and no"
+        " line is a step record (verlfit train writes one JSON object a line)\n"
+        f"  fix: restore metrics.jsonl from a copy of the run, or {also}\n"
+    ))
+    assert not (interrupted_run / "report").exists()
+
+
+def test_lines_that_are_not_text_among_step_records_are_skipped_as_cut_lines_are(interrupted_run, capsys):
+    """A metrics.jsonl that holds step records keeps its report: lines that are not UTF-8 among them (a disk that
+    garbled a block) are skipped and counted, as a line a killed run left cut, not refused."""
+    with open(interrupted_run / "metrics.jsonl", "ab") as handle:
+        handle.write(b"\n\xff\xfe\x00\n")
+    assert cli.main(["report", str(interrupted_run)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: 2 line(s) of metrics.jsonl are not step records and were skipped (line 5, 6)" in out
+    assert "status: interrupted or still running: 3 of 10 steps done" in out
 
 
 def test_null_and_text_metric_values_are_read_as_nan_and_named_not_a_traceback(tmp_path, capsys):
@@ -338,7 +385,7 @@ def test_a_metrics_jsonl_that_is_a_folder_is_said_as_such(tmp_path, capsys):
     """New-user trial: a folder named metrics.jsonl was reported as "it has no metrics.jsonl"."""
     run = tmp_path / "run"
     (run / "metrics.jsonl").mkdir(parents=True)
-    assert cli.main(["report", str(run)]) == 1
+    assert cli.main(["report", str(run)]) == 2
     assert f"verlfit: error: {run} is not a run: its metrics.jsonl is a folder, not a file; " in capsys.readouterr().err
 
 

@@ -103,12 +103,14 @@ class Card:
                 raise VerlfitError(
                     f"{self.name} has no fast fp16 (no tensor cores): no time estimate for --dtype float16",
                     fix="plan with --dtype float32",
+                    exit_code=2,
                 )
             return self.fp16_tflops * 1e12
         if self.bf16_tflops is None:
             raise VerlfitError(
                 f"{self.name} has no bf16 hardware: no time estimate for --dtype bfloat16",
                 fix="plan with --dtype float32",
+                exit_code=2,
             )
         return self.bf16_tflops * 1e12
 

@@ -100,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
             "  $ verlfit train --profile p40 --dry-run\n"
             "  $ verlfit train --emulate p40 --steps 50\n"
             "  $ verlfit doctor\n"
+            "\n"
+            "exit status:\n"
+            "  0  done\n"
+            "  1  the work failed, or this machine cannot do it: training crashed, no usable GPU, a package or the\n"
+            "     hub missing, a full disk (also plan's verdicts other than fits and doctor's FAIL lines)\n"
+            "  2  refused before anything ran: an option, or a path or file the command line names, is wrong\n"
+            "     (missing, unreadable, not what the command takes); the message names it and the fix\n"
+            "  130 interrupted (Ctrl-C); 141 the reader of standard output went away (| head)\n"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -114,13 +122,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run ``verlfit`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
-    A :class:`VerlfitError` is printed as ``verlfit: error: <message>`` with its fix and
-    turns into its exit code; other exceptions propagate with their traceback. Ctrl-C is one line and status 130,
-    also while the subcommands' modules are imported and when it lands in a library object's ``__del__`` as the
-    command finishes (then what it wrote is complete). Standard output that fails is one line too: a reader that
-    closed the pipe (``verlfit profiles | head -2``) ends the command quietly with 141 (128 + SIGPIPE, what a shell
-    reports for a program killed by SIGPIPE); one that cannot take the text (``verlfit plan > /dev/full``) is said on
-    standard error with status 1.
+    A :class:`VerlfitError` is printed as ``verlfit: error: <message>`` with its fix and turns into its exit code: 2 for
+    a refusal of what the command line names (an option, a path, a file in it: missing, unreadable, malformed), as
+    argparse's own usage errors; 1 for a failure of the work or the machine (training crashed, no usable GPU, a missing
+    package, the hub unreachable, a full disk); ``build_parser``'s epilog (``verlfit --help``) and the README say the
+    same. Other exceptions propagate with their traceback. Ctrl-C is one line and status 130, also while the
+    subcommands' modules are imported and when it lands in a library object's ``__del__`` as the command finishes (then
+    what it wrote is complete). Standard output that fails is one line too: a reader that closed the pipe (``verlfit
+    profiles | head -2``) ends the command quietly with 141 (128 + SIGPIPE, what a shell reports for a program killed by
+    SIGPIPE); one that cannot take the text (``verlfit plan > /dev/full``) is said on standard error with status 1.
     """
     interrupts_in_cleanup: list[BaseException] = []
     default_hook = sys.unraisablehook

@@ -13,7 +13,10 @@ class VerlfitError(Exception):
     Args:
         message: what failed, naming the input (a file, a key, a GPU).
         fix: the command or setting that fixes it; printed on its own line.
-        exit_code: the process exit status ``verlfit`` returns (2 for usage errors).
+        exit_code: the process exit status ``verlfit`` returns: 2 when the command line's input is refused (an
+            option, or a path or file it names: missing, unreadable, malformed; argparse's status for usage
+            errors), the default 1 when the work or the machine failed (a run that crashed, no usable GPU, a
+            missing package, the hub unreachable, a full disk). ``verlfit --help`` lists the statuses.
     """
 
     def __init__(self, message: str, fix: str | None = None, exit_code: int = 1):

@@ -134,6 +134,7 @@ def score_response(
                 f"reward function {scorer.reward} returned {result!r}: verl needs a number, or a dict with a "
                 "numeric 'score'",
                 fix="return a float, or {'score': float, ...}",
+                exit_code=2,
             )
         return value, None
     value = score_value(default_compute_score(data_source, response, ground_truth, extra_info))
@@ -205,6 +206,7 @@ def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | Non
                 f"--data {data_dir} is {kind_of(data_dir).replace('missing', 'not there')}, not a folder of prepared"
                 " data",
                 fix="pass --data the folder verlfit prepare-data (your own task) or verlfit prepare-gsm8k wrote",
+                exit_code=2,
             )
         splits = sorted(entry.stem for entry in Path(data_dir).glob("*.parquet"))
         if splits:
@@ -212,18 +214,22 @@ def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | Non
                 f"{path} does not exist: --split {split} names no file of {data_dir} (it has"
                 f" {', '.join(f'{name}.parquet' for name in splits)})",
                 fix=f"pass --split {' or --split '.join(splits)}",
+                exit_code=2,
             )
         raise VerlfitError(
             f"{path} does not exist: {data_dir} holds no .parquet file",
             fix=f"pass --data the folder verlfit prepare-data or verlfit prepare-gsm8k wrote, or {prepare}",
+            exit_code=2,
         )
     try:
         table = pq.read_table(path)
     except Exception as error:  # pyarrow raises ArrowInvalid / OSError for a damaged file
-        raise VerlfitError(f"{path} is not a readable parquet file ({error})", fix=prepare) from error
+        raise VerlfitError(f"{path} is not a readable parquet file ({error})", fix=prepare, exit_code=2) from error
     missing = {"data_source", "prompt", "reward_model"} - set(table.column_names)
     if missing:
-        raise VerlfitError(f"{path} lacks the column(s) {', '.join(sorted(missing))} of verl's schema", fix=prepare)
+        raise VerlfitError(
+            f"{path} lacks the column(s) {', '.join(sorted(missing))} of verl's schema", fix=prepare, exit_code=2
+        )
     if limit is not None:
         table = table.slice(0, limit)
     return table.to_pylist()
@@ -535,6 +541,7 @@ def resolve_model(model: str, workdir: Path, export_now: bool = True) -> Resolve
         raise VerlfitError(
             f"{model} is neither a model directory (no config.json) nor a run directory (no checkpoints/)",
             fix="pass a model directory, a hub id or a run directory made by verlfit train",
+            exit_code=2,
         )
     run_dir = path.parent.parent
     if (
@@ -718,7 +725,7 @@ def _run_eval(
         )
     rows = load_rows(data, split, limit)
     if not rows:
-        raise VerlfitError(f"{Path(data) / f'{split}.parquet'} has no rows", fix="prepare the data again")
+        raise VerlfitError(f"{Path(data) / f'{split}.parquet'} has no rows", fix="prepare the data again", exit_code=2)
     source = str(Path(data) / f"{split}.parquet")
     # checked on every row before anything else; the reward function's child process lives until the end (finally)
     scorer = make_scorer(reward_function, rows, split=split, source=source) if reward_function is not None else None

@@ -227,6 +227,7 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
         raise VerlfitError(
             f"{run_dir} is not a directory; pass a run directory made by verlfit train",
             fix="verlfit export runs/<name>",
+            exit_code=2,
         )
     if isinstance(step, str):
         try:
@@ -254,6 +255,7 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
         raise VerlfitError(
             f"{run_dir} has no checkpoint ({root} holds no global_step_N directory)",
             fix="train with --save-freq N (verl saves every N steps and at the last step; -1 saves none)",
+            exit_code=2,
         )
     complete = complete_steps(root, steps, marker)
     # verl's marker there but damaged (text that is no step): which save finished is unknown, so a step counts as
@@ -276,6 +278,7 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
                 f"checkpoint is saved) {_marker_state(root)}; {_step_names(steps)} "
                 f"{'was' if len(steps) == 1 else 'were'} cut off mid-save",
                 fix=_choose_fix([], run_dir, marker),
+                exit_code=2,
             )
         step = marker
     elif step not in steps:
@@ -301,6 +304,7 @@ def find_checkpoint(run_dir: str | os.PathLike, step: int | str = "latest") -> C
             fix=(_choose_fix(others, run_dir) + ", or resume the run to save a new checkpoint")
             if others
             else _choose_fix([], run_dir),
+            exit_code=2,
         )
     return Checkpoint(run_dir=run_dir, step=step, path=path, world_size=world_size, has_critic=has_critic)
 
@@ -321,6 +325,7 @@ def load_shard(path: Path, map_location="cpu", fix: str | None = None) -> dict:
             f"cannot read the shard {path} ({type(error).__name__}: {error}): the file is damaged (truncated or not "
             "a torch checkpoint)",
             fix=fix or "export another checkpoint of the run (--step N)",
+            exit_code=2,
         ) from error
 
 
@@ -370,6 +375,7 @@ def merged_state_dict(role_dir: Path, dtype=None, fix: str | None = None) -> dic
         raise VerlfitError(
             f"{role_dir}: a device mesh of {mesh_shape} ({mesh_dim_names}) is not a plain FSDP checkpoint",
             fix="merge it with python -m verl.model_merger merge --backend fsdp",
+            exit_code=2,
         )
     merged = {}
     for key in sorted(shards[0]):
@@ -425,9 +431,10 @@ def lora_alpha_of(run_dir: Path, role: str) -> float:
             f"the checkpoint holds a LoRA adapter but {path} (the run's verl config) cannot be read ({error}): "
             "lora_alpha is not in the checkpoint",
             fix="pass --lora-alpha (the run's actor_rollout_ref.model.lora_alpha)",
+            exit_code=2,
         ) from error
     if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise VerlfitError(f"{path} has no number at {key}", fix="pass --lora-alpha")
+        raise VerlfitError(f"{path} has no number at {key}", fix="pass --lora-alpha", exit_code=2)
     return float(value)
 
 
@@ -525,6 +532,7 @@ def _save_role(
             raise VerlfitError(
                 f"--adapter-only: {role_dir} holds no LoRA adapter (a full fine-tuning run)",
                 fix="leave out --adapter-only to export the full model",
+                exit_code=2,
             )
         model = _build_model(base, config, target)
     if model.can_generate() and (hf_dir / "generation_config.json").is_file():
@@ -612,7 +620,7 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
         raise VerlfitError(f"--dtype {dtype}: not one of {', '.join(DTYPES)}", exit_code=2)
     if critic and not checkpoint.has_critic:
         raise VerlfitError(
-            f"--critic: {checkpoint.path} has no critic (a GRPO run trains none)", fix="leave out --critic"
+            f"--critic: {checkpoint.path} has no critic (a GRPO run trains none)", fix="leave out --critic", exit_code=2
         )
     out = (
         Path(output)

@@ -235,6 +235,7 @@ def discover_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
         raise VerlfitError(
             f"--input {directory} is not a directory",
             fix="pass the directory holding train/test files (e.g. train.jsonl and test.jsonl)",
+            exit_code=2,
         )
     for candidate in (directory, directory / "main"):
         if not candidate.is_dir():
@@ -249,6 +250,7 @@ def discover_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
                     f"{candidate} has no {split} file (found {have})",
                     fix=f"add {split}.parquet, {split}.jsonl or {split}.json (or {split}-*.parquet shards) next to "
                     "them",
+                    exit_code=2,
                 )
             suffixes = sorted({path.suffix for path in found[split]})
             if len(suffixes) > 1:
@@ -256,6 +258,7 @@ def discover_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
                 raise VerlfitError(
                     f"{candidate} has {split} files in more than one format ({names})",
                     fix=f"keep one format of the {split} split in {candidate}",
+                    exit_code=2,
                 )
             whole = [path for path in found[split] if path.stem == split]
             shards = [path for path in found[split] if path.stem != split]
@@ -273,6 +276,7 @@ def discover_files(directory: str | os.PathLike) -> dict[str, list[Path]]:
         f"no GSM8K files in {directory}: expected train and test files named train.parquet/.jsonl/.json "
         f"or train-*.parquet shards (same for test), in {directory} or {directory / 'main'}",
         fix="point --input at the directory holding them, or leave --input out to download openai/gsm8k",
+        exit_code=2,
     )
 
 
@@ -354,7 +358,9 @@ def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dic
                 empty = [str(path) for path in files if not path.read_bytes().strip()]
                 if empty:
                     raise VerlfitError(
-                        f"{', '.join(empty)}: the file is empty", fix=f"put the {split} rows in it, or remove it"
+                        f"{', '.join(empty)}: the file is empty",
+                        fix=f"put the {split} rows in it, or remove it",
+                        exit_code=2,
                     ) from error
                 refusal = bad_json_line_refusal(files)
                 if refusal is not None:
@@ -435,16 +441,20 @@ def _raw_split(dataset, split: str, origin: str) -> _RawSplit:
         raise VerlfitError(
             f"{origin} is already in verl's format (columns: {', '.join(dataset.column_names)}), not raw GSM8K",
             fix="train on it directly (verlfit train --data DIR), or point --input at the raw question/answer files",
+            exit_code=2,
         )
     if missing:
         raise VerlfitError(
             f"{origin} has no {' or '.join(missing)} column (columns: {', '.join(dataset.column_names)})",
             fix="GSM8K rows need a question and an answer ending in '#### <number>'",
+            exit_code=2,
         )
     for column in ("question", "answer"):
         dtype = getattr(dataset.features[column], "dtype", None)
         if dtype not in ("string", "large_string", "null"):
-            raise VerlfitError(f"{origin}: column {column} holds {dtype or dataset.features[column]}, not text")
+            raise VerlfitError(
+                f"{origin}: column {column} holds {dtype or dataset.features[column]}, not text", exit_code=2
+            )
     return _RawSplit(split, origin, dataset["question"], dataset["answer"])
 
 
@@ -483,6 +493,7 @@ def load_tokenizer(
             f"--tokenizer {name_or_path}: no such directory (and not a hub name, which is owner/name)",
             fix="pass the model's local directory (holding tokenizer.json) or a hub name such as "
             "Qwen/Qwen2.5-0.5B-Instruct",
+            exit_code=2,
         )
     if local.is_dir() and not any(
         (local / name).is_file()
@@ -492,6 +503,7 @@ def load_tokenizer(
             f"--tokenizer {name_or_path}: the directory holds no tokenizer files (tokenizer.json, "
             "tokenizer_config.json)",
             fix="pass the model's directory as saved by save_pretrained, which includes its tokenizer",
+            exit_code=2,
         )
     local_dir_fix = (
         "pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or "
@@ -538,6 +550,7 @@ def load_tokenizer(
             raise VerlfitError(
                 f"--tokenizer {name_or_path} does not exist at {answer.endpoint} (HTTP 404)",
                 fix="check the model id, or " + local_dir_fix,
+                exit_code=2,
             )
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
@@ -772,6 +785,7 @@ def prepare(
             raise VerlfitError(
                 f"tokenizer {name} has no chat template; verl renders every prompt with it",
                 fix="pass the tokenizer of an instruct/chat model (e.g. Qwen/Qwen2.5-0.5B-Instruct)",
+                exit_code=2,
             )
     with _quiet_datasets():
         raw = _read_hub(log) if source is None else _read_local(source, log)
@@ -793,6 +807,7 @@ def prepare(
                 raise VerlfitError(
                     f"{len(result.bad)} bad row(s) and --strict:\n  " + "\n  ".join(lines),
                     fix="fix those rows in the source, or leave out --strict to skip them",
+                    exit_code=2,
                 )
             for split in SPLITS:
                 bad_here = [bad for bad in result.bad if bad.split == split]
@@ -822,6 +837,7 @@ def prepare(
                     f"no {split} rows left to write ({len(raw[split].questions)} read, {bad} bad, "
                     f"{result.dropped.get(split, 0)} over the prompt limit); nothing written to {output_dir}",
                     fix="check the source files, or raise --max-prompt-length",
+                    exit_code=2,
                 )
 
         from datasets import Dataset

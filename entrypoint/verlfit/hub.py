@@ -141,9 +141,11 @@ def require_model_source(
     if path.is_dir():
         return "local"
     if path.exists():
-        raise VerlfitError(f"{what} {name} is a file, not a model directory", fix=local_fix)
+        raise VerlfitError(f"{what} {name} is a file, not a model directory", fix=local_fix, exit_code=2)
     if not is_hub_id(name):
-        raise VerlfitError(f"{what} {name}: no such directory (and not a hub id, which is owner/name)", fix=local_fix)
+        raise VerlfitError(
+            f"{what} {name}: no such directory (and not a hub id, which is owner/name)", fix=local_fix, exit_code=2
+        )
     if cache_lookup is None:
         from huggingface_hub import try_to_load_from_cache as cache_lookup
     try:
@@ -177,5 +179,6 @@ def require_model_source(
         raise VerlfitError(
             f"{not_local} and not a model at {answer.endpoint} (HTTP 404)",
             fix=f"check the path (ls {path.parent}) or the model id",
+            exit_code=2,
         )
     return "hub"

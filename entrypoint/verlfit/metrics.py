@@ -273,17 +273,29 @@ class MetricsWriter:
 OWN_KEYS = ("step", "time", "finished")
 
 
+def _is_utf8(raw: bytes) -> bool:
+    """Whether ``raw`` decodes as UTF-8."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def read_metrics(
     run_dir: str | os.PathLike,
     unreadable: list[int] | None = None,
     not_numbers: list[tuple[int, str]] | None = None,
     keep: Callable[[str], bool] | None = None,
+    not_text: list[int] | None = None,
 ) -> list[dict]:
     """Read ``run_dir/metrics.jsonl`` in file order; ``[]`` when it does not exist.
 
     Lines that are not a complete JSON object with an integer ``step`` are skipped: the last line of a
     run being written or killed mid-write, and a line an earlier killed run left cut. Their line numbers
-    (from 1; blank lines aside) are appended to ``unreadable`` when it is given, so a caller can say so.
+    (from 1; blank lines aside) are appended to ``unreadable`` when it is given, so a caller can say so; those
+    whose bytes are not UTF-8 (a binary file, not lines verlfit wrote: it writes JSON, UTF-8) to ``not_text`` too,
+    when that is given. A line of NUL bytes (what a crash can leave where a write was cut) is UTF-8: only unreadable.
 
     A metric whose value is not a number (``null``, text, a list: a file edited by hand or written by another
     tool; verl logs only numbers) is read as NaN, as verl's console prints a missing value, so that every reader
@@ -316,8 +328,11 @@ def read_metrics(
                 if keep is not None:
                     record = {key: value for key, value in record.items() if key in OWN_KEYS or keep(key)}
                 records.append(record)
-            elif unreadable is not None and raw.strip():
-                unreadable.append(number)
+            elif raw.strip():
+                if unreadable is not None:
+                    unreadable.append(number)
+                if not_text is not None and not _is_utf8(raw):
+                    not_text.append(number)
     return records
 
 

@@ -76,6 +76,7 @@ def _lfs_error(directory: Path, files: list[Path]) -> VerlfitError:
         "text file), not the content: the clone was made without git lfs",
         fix=f"run `git lfs pull` in {directory} (install git-lfs first), or download the model with huggingface-cli "
         f"download MODEL --local-dir {directory}",
+        exit_code=2,
     )
 
 
@@ -90,6 +91,7 @@ def _safetensors_header(path: Path) -> tuple[int, int]:
         raise VerlfitError(
             f"{path} is not a readable safetensors file: {error}",
             fix=f"download {path.name} again (a copy that stopped early is cut short)",
+            exit_code=2,
         ) from None
     elements = 0
     for shape in shapes:
@@ -111,9 +113,10 @@ def _shards(directory: Path, index_name: str) -> list[Path]:
         raise VerlfitError(
             f"{index} is not a weight index (a JSON object with a weight_map): {type(error).__name__}: {error}",
             fix=f"download {index_name} again",
+            exit_code=2,
         ) from None
     if not shards or not all(isinstance(name, str) for name in shards):
-        raise VerlfitError(f"{index}: weight_map names no shard files", fix=f"download {index_name} again")
+        raise VerlfitError(f"{index}: weight_map names no shard files", fix=f"download {index_name} again", exit_code=2)
     missing = [name for name in shards if not (directory / name).is_file()]
     if missing:
         raise VerlfitError(
@@ -121,6 +124,7 @@ def _shards(directory: Path, index_name: str) -> list[Path]:
             f"missing: {', '.join(missing)}",
             fix="copy every shard listed in the index into the directory "
             "(huggingface-cli download MODEL --local-dir DIR)",
+            exit_code=2,
         )
     return [directory / name for name in shards]
 
@@ -143,6 +147,7 @@ def _weight_files(directory: Path) -> list[Path]:
         f"nor pytorch_model.bin{hint}",
         fix="copy the model's weight files next to config.json "
         f"(huggingface-cli download MODEL --local-dir {directory}), or pass --model a complete model directory",
+        exit_code=2,
     )
 
 
@@ -169,6 +174,7 @@ def _tokenizer_files(directory: Path) -> tuple[str, ...]:
         "tokenizer.model (or vocab.txt)",
         fix=f"copy the tokenizer files of the model's repository into {directory} "
         "(tokenizer.save_pretrained(DIR) writes them)",
+        exit_code=2,
     )
 
 
@@ -188,13 +194,16 @@ def inspect_model_dir(directory: str | Path) -> ModelFiles:
         raise VerlfitError(
             f"{directory} exists but has no config.json",
             fix="point --model at a Hugging Face model directory (config.json, weights, tokenizer)",
+            exit_code=2,
         )
     if is_lfs_pointer(config):
         raise _lfs_error(directory, [config])
     try:
         json.loads(config.read_text())
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise VerlfitError(f"{config} is not valid JSON: {error}", fix="download config.json again") from None
+        raise VerlfitError(
+            f"{config} is not valid JSON: {error}", fix="download config.json again", exit_code=2
+        ) from None
     weights = _weight_files(directory)
     pointers = [path for path in weights if is_lfs_pointer(path)]
     if pointers:
@@ -216,6 +225,7 @@ def inspect_model_dir(directory: str | Path) -> ModelFiles:
                     f"describes a {shape.model_type} of {expected:,}: the weights are incomplete or belong to another "
                     "model",
                     fix="download the model again so that config.json and the weights come from the same repository",
+                    exit_code=2,
                 )
     tokenizer = _tokenizer_files(directory)
     return ModelFiles(tuple(path.name for path in weights), tensors, parameters, expected, tokenizer)

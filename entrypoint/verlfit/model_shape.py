@@ -148,7 +148,7 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
             ``vocab_size``.
     """
     if not isinstance(config, dict):
-        raise VerlfitError(f"{name}: expected a JSON object, got {type(config).__name__}")
+        raise VerlfitError(f"{name}: expected a JSON object, got {type(config).__name__}", exit_code=2)
     if "text_config" in config and "num_hidden_layers" not in config:
         config = {
             **config["text_config"],
@@ -172,6 +172,7 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
             "in its class's defaults, another model's sizes, and the weights would not load)",
             fix="download config.json again from the model's repository (huggingface-cli download MODEL config.json "
             "--local-dir DIR), or pass --model a Qwen2, Qwen3, Llama or Mistral model",
+            exit_code=2,
         )
     not_positive = [
         key
@@ -186,6 +187,7 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
             "heads and widths)",
             fix="download config.json again from the model's repository (huggingface-cli download MODEL config.json "
             "--local-dir DIR): a config whose sizes are not whole numbers describes no model the weights fit",
+            exit_code=2,
         )
     model_type = str(config.get("model_type", "unknown"))
     heads = config["num_attention_heads"]
@@ -195,12 +197,14 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
             f"{name}: hidden_size={config['hidden_size']} is not a multiple of num_attention_heads={heads}, and no "
             "head_dim is given",
             fix="check the model's config.json",
+            exit_code=2,
         )
     if heads % kv_heads:
         raise VerlfitError(
             f"{name}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv_heads} "
             "(grouped-query attention shares each KV head among whole groups)",
             fix="check the model's config.json",
+            exit_code=2,
         )
     head_dim = config.get("head_dim") or config["hidden_size"] // heads
     context = config.get("max_position_embeddings")
@@ -397,7 +401,9 @@ def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> Model
         config = path / "config.json"
         if not config.is_file():
             raise VerlfitError(
-                f"{path} has no config.json", fix="pass the model directory (with config.json) or the config.json file"
+                f"{path} has no config.json",
+                fix="pass the model directory (with config.json) or the config.json file",
+                exit_code=2,
             )
         return _read_config(config, str(path))
     if model in BUILTIN_SHAPES:
@@ -419,12 +425,14 @@ def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> Model
         raise VerlfitError(
             f"model {model!r}: no such file or directory",
             fix=f"check the path, or pass a hub id such as Qwen/Qwen2.5-0.5B-Instruct (built in: {known})",
+            exit_code=2,
         )
     raise VerlfitError(
         f"no config.json for model {model!r}: not a file, not a directory, not in the local hub cache",
         fix=f"download it first (huggingface-cli download {model} --include config.json puts it in the cache), "
         "pass --model a local directory, or use --plan off with verlfit train to size micro-batches yourself "
         f"(built in: {known})",
+        exit_code=2,
     )
 
 
@@ -432,7 +440,7 @@ def _read_config(path: Path, name: str) -> ModelShape:
     try:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise VerlfitError(f"{path}: cannot read a JSON config ({error})") from None
+        raise VerlfitError(f"{path}: cannot read a JSON config ({error})", exit_code=2) from None
     check_transformers_builds(path, name)
     return shape_from_config(config, name=name)
 
@@ -462,6 +470,7 @@ def check_transformers_builds(config_path: Path, name: str) -> None:
             "could not load the model",
             fix="pass --model a model whose config.json transformers knows (model_type qwen2, qwen3, llama or "
             "mistral: those verlfit plans for), downloaded whole from its repository",
+            exit_code=2,
         ) from None
 
 

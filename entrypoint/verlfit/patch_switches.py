@@ -83,7 +83,9 @@ class PatchSwitches:
             try:
                 (override,) = parser.parse_overrides([text])
             except HydraException as err:
-                raise VerlfitError(f"override {text!r} does not parse: {err}", fix=override_fix(text)) from err
+                raise VerlfitError(
+                    f"override {text!r} does not parse: {err}", fix=override_fix(text), exit_code=2
+                ) from err
             key = override.key_or_group
             if key in SWITCH_KEYS:
                 state[SWITCH_KEYS[key]] = False if override.is_delete() else bool(override.value())

@@ -517,6 +517,7 @@ def prepare_data(
             raise VerlfitError(
                 f"tokenizer {name} has no chat template; verl renders every prompt with it",
                 fix="pass the tokenizer of an instruct/chat model",
+                exit_code=2,
             )
 
     result = PrepareDataResult(output_dir=output_dir)

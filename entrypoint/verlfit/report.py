@@ -11,12 +11,14 @@ elsewhere in it, or the current directory; its earlier report of the same run is
 
 (a plot whose metrics the run never logged is left out). The validation curve keeps its step-0 point (verl's
 validation before training) as a dotted baseline, and the summary says "step 0 (before training) X -> last Y".
-When ``verlfit eval`` scored an exported checkpoint of the run (``RUN_DIR/eval/*/summary.json``, its default
-output for a run directory), the summary adds that accuracy, as before -> after when it ran with ``--compare``.
-An unreadable ``run.json`` is named (as ``verlfit train --resume`` names it) and the status then rests on the
-metrics alone. Reports of the recorded runs under ``benchmarks/results`` are kept out of git by ``.gitignore``
-(``report/``, ``eval/`` and ``export/`` there), so the default output stays beside the run. The data behind each plot
-comes from :func:`plot_data`, which tests compare with the input; :func:`build_figure` draws exactly that data.
+When ``verlfit eval`` scored an exported checkpoint of the run (``RUN_DIR/eval/*/summary.json``, its default output for
+a run directory), the summary adds that accuracy, as before -> after when it ran with ``--compare``. An unreadable
+``run.json``, or one whose ``total_steps`` is not a whole number >= 1, is named (as ``verlfit train --resume`` names it)
+and the status then rests on the metrics alone; a ``metrics.jsonl`` with no step record and lines that are not UTF-8 (a
+binary file) is refused, naming it. Reports of the recorded runs under ``benchmarks/results`` are kept out of git by
+``.gitignore`` (``report/``, ``eval/`` and ``export/`` there), so the default output stays beside the run. The data
+behind each plot comes from :func:`plot_data`, which tests compare with the input; :func:`build_figure` draws exactly
+that data.
 """
 
 from __future__ import annotations
@@ -128,8 +130,15 @@ def read_run_metrics(run_dir: str | os.PathLike) -> Run:
     else ``train.log``'s "Total training steps"); the newest eval of an exported checkpoint
     (:func:`read_evaluation`).
 
+    ``run.json``'s ``total_steps`` must be a whole number >= 1 (what ``verlfit train`` records): another value
+    (``-3``, ``0``, ``"10"``, ``true``) makes the record untrusted, as an unreadable one (``info_error`` names the
+    key and the file). Lines of ``metrics.jsonl`` that are not step records are skipped and counted, as
+    :func:`verlfit.metrics.read_metrics` says.
+
     Raises:
-        VerlfitError: the directory does not exist, or has neither ``metrics.jsonl`` nor ``train.log``.
+        VerlfitError (exit status 2): the directory does not exist, or has neither ``metrics.jsonl`` nor
+            ``train.log``; its ``metrics.jsonl`` holds no step record and lines that are not UTF-8 (not the JSON
+            lines verlfit train writes), naming the file and the first such line.
     """
     run_dir = Path(run_dir)
     what = (
@@ -137,7 +146,7 @@ def read_run_metrics(run_dir: str | os.PathLike) -> Run:
         f"{LOG_FILE} (verl's output) and {RUN_FILE}"
     )
     if not run_dir.is_dir():
-        raise VerlfitError(f"{run_dir} is not a directory; {what}", fix="verlfit report runs/<name>")
+        raise VerlfitError(f"{run_dir} is not a directory; {what}", fix="verlfit report runs/<name>", exit_code=2)
     metrics_path, log_path = run_dir / METRICS_FILE, run_dir / LOG_FILE
     if not metrics_path.is_file() and not log_path.is_file():
         # what stands there instead of the files, in words (a folder named metrics.jsonl, a dangling link)
@@ -146,6 +155,7 @@ def read_run_metrics(run_dir: str | os.PathLike) -> Run:
         raise VerlfitError(
             f"{run_dir} is not a run: {has}; {what}",
             fix="pass the directory verlfit train created, e.g. verlfit report runs/<name>",
+            exit_code=2,
         )
     info, info_error = {}, None
     try:
@@ -154,10 +164,24 @@ def read_run_metrics(run_dir: str | os.PathLike) -> Run:
         pass  # a copied verl log: the metrics alone
     except VerlfitError as error:
         info_error = error.message
-    total = info.get("total_steps") if isinstance(info.get("total_steps"), int) else None
+    recorded = info.get("total_steps")
+    if "total_steps" in info and (not isinstance(recorded, int) or isinstance(recorded, bool) or recorded < 1):
+        info, info_error = {}, f"{run_dir / RUN_FILE} holds total_steps {recorded!r}, not a whole number of steps >= 1"
+    total = info.get("total_steps")
     unreadable: list[int] = []
     not_numbers: list[tuple[int, str]] = []
-    records = read_metrics(run_dir, unreadable, not_numbers, keep=shown_metric)
+    not_text: list[int] = []
+    records = read_metrics(run_dir, unreadable, not_numbers, keep=shown_metric, not_text=not_text)
+    if not records and not_text:
+        also = f"move it away: the report then reads {LOG_FILE}"
+        if not log_path.is_file():
+            also = "pass the run directory verlfit train wrote"
+        raise VerlfitError(
+            f"{metrics_path} is not text: line {not_text[0]} holds bytes that are not UTF-8, and no line is a step "
+            f"record (verlfit train writes one JSON object a line)",
+            fix=f"restore {METRICS_FILE} from a copy of the run, or {also}",
+            exit_code=2,
+        )
     source = METRICS_FILE
     log_total = None
     if log_path.is_file() and (not records or total is None):

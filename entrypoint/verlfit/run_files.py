@@ -72,20 +72,25 @@ def load_run(run_dir: str | os.PathLike) -> dict:
         raise NoRunRecord(
             f"{run_dir} is not a verlfit run directory (no {RUN_FILE})",
             fix="pass a directory created by `verlfit train`",
+            exit_code=2,
         ) from None
     except NotADirectoryError:
         raise VerlfitError(
-            f"{run_dir} is a file, not a verlfit run directory", fix="pass the directory created by `verlfit train`"
+            f"{run_dir} is a file, not a verlfit run directory",
+            fix="pass the directory created by `verlfit train`",
+            exit_code=2,
         ) from None
     except json.JSONDecodeError as error:
-        raise VerlfitError(f"{path} is not valid JSON ({error})", fix=DAMAGED_RECORD_FIX) from None
+        raise VerlfitError(f"{path} is not valid JSON ({error})", fix=DAMAGED_RECORD_FIX, exit_code=2) from None
     except (UnicodeDecodeError, OSError) as error:
         raise VerlfitError(
-            f"{path} is not a verlfit run record ({type(error).__name__})", fix=NOT_A_RECORD_FIX
+            f"{path} is not a verlfit run record ({type(error).__name__})", fix=NOT_A_RECORD_FIX, exit_code=2
         ) from None
     if not isinstance(record, dict):
         raise VerlfitError(
-            f"{path} is not a verlfit run record (a JSON {type(record).__name__}, not an object)", fix=NOT_A_RECORD_FIX
+            f"{path} is not a verlfit run record (a JSON {type(record).__name__}, not an object)",
+            fix=NOT_A_RECORD_FIX,
+            exit_code=2,
         )
     return record
 

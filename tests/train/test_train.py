@@ -92,7 +92,7 @@ def test_run_directory_is_complete_and_resume_reuses_it(tmp_path):
 
 
 def test_resume_of_a_non_run_directory(tmp_path, capsys):
-    assert cli.main(["train", "--resume", str(tmp_path)]) == 1
+    assert cli.main(["train", "--resume", str(tmp_path)]) == 2
     assert f"{tmp_path} is not a verlfit run directory (no run.json)" in capsys.readouterr().err
 
 
@@ -190,7 +190,7 @@ def test_ctrl_c_after_a_checkpoint_names_its_step(tmp_path, capsys):
 @pytest.mark.parametrize("content, fragment", [("{}", "is not a verlfit run record (missing or wrong: overrides, settings, environment, profile, gpu)"), ("[]", "is not a verlfit run record"), ("{", "is not valid JSON")])
 def test_resume_of_a_bad_run_record(tmp_path, capsys, content, fragment):
     (tmp_path / "run.json").write_text(content)
-    assert cli.main(["train", "--resume", str(tmp_path)]) == 1
+    assert cli.main(["train", "--resume", str(tmp_path)]) == 2
     assert fragment in capsys.readouterr().err
 
 
@@ -516,6 +516,20 @@ def test_a_run_directory_in_a_folder_one_cannot_write_is_refused_by_the_dry_run(
         capsys.readouterr().err
     )
     assert not (tmp_path / "run").exists() and not (locked / "runs").exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/mountinfo").is_file(), reason="no /proc/self/mountinfo (not Linux)")
+def test_a_run_directory_on_a_pseudo_file_system_is_refused_by_the_dry_run(capsys):
+    """new-user trial: `train --dry-run --run-dir /proc/x` run as root printed a plan and exited 0: os.access lets
+    root write anywhere and /proc is not mounted read-only; the launch could not have created it."""
+    argv = ["train", "--profile", "p40", "--plan", "off", "--dry-run", "--run-dir", "/proc/x"]
+    assert cli.main(argv) == 2
+    assert capsys.readouterr() == ("", (
+        "verlfit: error: --run-dir /proc/x cannot be written: /proc, the folder it would be created in, is on proc, a"
+        " pseudo file system the kernel fills with its own state: it holds no run's files\n"
+        "  fix: pass --run-dir a folder under one you can write (e.g. ./runs/NAME; in the image, under the mounted"
+        " /runs)\n"
+    ))
 
 
 def test_tensorboard_without_its_package_is_a_note_in_the_dry_run_and_a_refusal_at_launch(tmp_path, capsys, monkeypatch):

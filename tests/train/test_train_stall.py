@@ -121,7 +121,7 @@ def test_stall_timeout_argument(capsys):
 def test_stall_timeout_may_be_given_with_resume(tmp_path, capsys):
     status = cli.main(["train", "--resume", str(tmp_path), "--stall-timeout", "600", "--dry-run"])
     err = capsys.readouterr().err
-    assert status == 1 and "cannot be given with it" not in err and "is not a verlfit run directory" in err
+    assert status == 2 and "cannot be given with it" not in err and "is not a verlfit run directory" in err
 
 
 def test_dry_run_shows_the_stall_timeout_and_help_names_the_startup_allowance(capsys, tmp_path):

@@ -1,11 +1,13 @@
 """Will a run's checkpoints fit on the disk under its run directory: how many it holds at once
 (:func:`checkpoints_held`) and the ``disk`` verdict for them (:func:`checkpoint_space`). The doctor's ``disk`` line
-and ``verlfit train``'s warning before a launch both give it.
+and ``verlfit train``'s warning before a launch both give it. Which file system a path lies on
+(:func:`file_system_type`): ``verlfit train`` refuses a ``--run-dir`` on one of :data:`PSEUDO_FILE_SYSTEMS`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -14,6 +16,14 @@ from verlfit.checks.result import FAIL, PASS, WARN, CheckResult
 
 GIB = 1024**3
 
+MOUNT_TABLE = "/proc/self/mountinfo"  # the kernel's table of this process's mounts (proc(5): /proc/pid/mountinfo)
+# file systems the kernel makes up from its own state (proc(5), sysfs(5), cgroups(7), ...): a folder on one holds no
+# files a run could write, whatever the permission bits say (root passes os.access on /proc)
+PSEUDO_FILE_SYSTEMS = frozenset(
+    "binfmt_misc bpf cgroup cgroup2 configfs debugfs devpts devtmpfs efivarfs fusectl hugetlbfs mqueue nsfs proc "
+    "pstore rpc_pipefs securityfs selinuxfs sysfs tracefs".split()
+)
+
 
 def existing_parent(path: str | os.PathLike) -> Path:
     """``path`` or its nearest existing parent (a run directory is measured before it is created)."""
@@ -21,6 +31,30 @@ def existing_parent(path: str | os.PathLike) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
+
+
+def file_system_type(path: str | os.PathLike, mount_table: str | os.PathLike = MOUNT_TABLE) -> str | None:
+    """The type of the file system ``path`` lies on (``"ext4"``, ``"tmpfs"``, ``"proc"``): field 9 of the line of
+    ``mount_table`` (``/proc/self/mountinfo``, format in proc(5)) whose mount point is the longest one holding the
+    path with its symbolic links resolved; mount points there write a space as ``\\040``. None when the table cannot
+    be read (not Linux) or names no mount for the path. The standard library has no call for it (``os.statvfs`` gives
+    the flags, not the type) and psutil is not a dependency.
+    """
+    resolved = Path(os.path.realpath(path))
+    try:
+        lines = Path(mount_table).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    best, found = -1, None
+    for line in lines:
+        fields, _, after = line.partition(" - ")
+        fields, after = fields.split(), after.split()
+        if len(fields) < 5 or not after:
+            continue
+        mount_point = Path(re.sub(r"\\([0-7]{3})", lambda octal: chr(int(octal[1], 8)), fields[4]))
+        if (resolved == mount_point or mount_point in resolved.parents) and len(mount_point.parts) >= best:
+            best, found = len(mount_point.parts), after[0]  # a later mount over the same point hides the earlier
+    return found
 
 
 def checkpoints_held(keep: int, saves: int | None = None) -> int:

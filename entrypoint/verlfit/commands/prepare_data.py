@@ -119,8 +119,8 @@ def _run(args) -> int:
     """Prepare the user's files as the options say, printing each progress and summary line; 0 when written.
 
     Raises:
-        VerlfitError: what :func:`verlfit.prepare_data.prepare_data` raises (exit status 2 for a refused output or
-            option, else 1).
+        VerlfitError: what :func:`verlfit.prepare_data.prepare_data` raises (exit status 2 for a refused input, option
+            or output; 1 when the hub cannot be reached or the output cannot be written).
     """
     with printed_while_writing() as log:  # a closed pipe (| head -1) stops the printing, never the write
         prepare_data(

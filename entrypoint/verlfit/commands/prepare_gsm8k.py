@@ -84,8 +84,8 @@ def _run(args) -> int:
     """Prepare GSM8K as the options say, printing each progress and summary line; 0 when written.
 
     Raises:
-        VerlfitError: what :func:`verlfit.gsm8k.prepare` raises (its exit status: 2 for a refused output or
-            ``--max-prompt-length`` without ``--tokenizer``, else 1).
+        VerlfitError: what :func:`verlfit.gsm8k.prepare` raises (its exit status: 2 for a refused input, option or
+            output; 1 when the hub cannot be reached or the output cannot be written).
     """
     with printed_while_writing() as log:  # a closed pipe (| head -1) stops the printing, never the write
         prepare(

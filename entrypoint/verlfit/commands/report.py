@@ -43,7 +43,7 @@ def register(subparsers) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Write and print the report; return 0. A run whose run.json cannot be read still gets its report (from the
-    metrics), then exits 1 with the fix (:data:`verlfit.run_files.DAMAGED_RECORD_FIX`), as ``verlfit train --resume``
+    metrics), then exits 2 with the fix (:data:`verlfit.run_files.DAMAGED_RECORD_FIX`), as ``verlfit train --resume``
     refuses it.
 
     Raises:
@@ -59,5 +59,6 @@ def run(args: argparse.Namespace) -> int:
         raise VerlfitError(
             f"{result.info_error}: the report above rests on the metrics alone (total steps and process id unknown)",
             fix=DAMAGED_RECORD_FIX,
+            exit_code=2,
         )
     return 0

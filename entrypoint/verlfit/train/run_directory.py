@@ -48,12 +48,16 @@ def check_run_directory(run_dir: str | os.PathLike):
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise VerlfitError(
-            f"--run-dir {run_dir} is a file, not a directory", fix="pass a directory path that does not exist yet"
+            f"--run-dir {run_dir} is a file, not a directory",
+            fix="pass a directory path that does not exist yet",
+            exit_code=2,
         )
     if run_dir.exists():
         resume = f"verlfit train --resume {shlex.quote(str(run_dir))}"
         raise VerlfitError(
-            f"run directory {run_dir} already exists", fix=f"continue it with `{resume}`, or pass another --run-dir"
+            f"run directory {run_dir} already exists",
+            fix=f"continue it with `{resume}`, or pass another --run-dir",
+            exit_code=2,
         )
     return check_output(run_dir, "verlfit train", flag="--run-dir", kind="new-folder", force_flag=None)
 
@@ -155,6 +159,7 @@ def resumable_record(run_dir: Path) -> dict:
         raise VerlfitError(
             f"{Path(run_dir) / RUN_FILE} is not a verlfit run record (missing or wrong: {', '.join(missing)})",
             fix=NOT_A_RECORD_FIX,
+            exit_code=2,
         )
     return record
 
@@ -179,6 +184,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             f"{run_dir} is still being trained by process {pid} (verlfit train): a second run would write "
             "the same checkpoints and metrics",
             fix=f"stop it first (Ctrl-C in its terminal, or kill -INT {pid}), then resume",
+            exit_code=2,
         )
     settings = recorded_settings(record, resume=True, run_dir=str(run_dir))
     # the recorded settings' total: their --steps, else epochs x batches of train.parquet, as verl counts them
@@ -196,6 +202,7 @@ def resume_plan(run_dir: Path, steps: int | None = None, keep_checkpoints: int |
             f"{run_dir} has no complete checkpoint ({run_dir / CHECKPOINTS_DIR / TRACKER} is missing or "
             f"names no checkpoint; {when}): verl would start again from step 0",
             fix="start a new run with another --run-dir (or delete this one)",
+            exit_code=2,
         )
     if keep_checkpoints is not None:
         settings.keep_checkpoints = keep_checkpoints

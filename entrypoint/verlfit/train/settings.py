@@ -16,7 +16,7 @@ from pathlib import Path
 
 from verlfit import gsm8k
 from verlfit.arguments import SizingOptions
-from verlfit.checks.disk import existing_parent
+from verlfit.checks.disk import PSEUDO_FILE_SYSTEMS, existing_parent, file_system_type
 from verlfit.errors import VerlfitError
 from verlfit.input_files import kind_of
 from verlfit.metrics import logger_overrides
@@ -94,14 +94,20 @@ class TrainOptions:
 
 def refuse_unwritable_run_dir(run_dir: Path) -> None:
     """Refuse (exit status 2) a ``--run-dir`` that verlfit could not create or write: its nearest existing folder
-    (itself, or the first parent that exists) lets this user neither write nor enter it, or lies on a read-only
-    file system (``os.statvfs``'s ``ST_RDONLY``). The dry run writes nothing, so it asks instead of trying.
+    (itself, or the first parent that exists) lies on a pseudo file system of the kernel (proc, sysfs, devtmpfs,
+    cgroup, ...: :data:`verlfit.checks.disk.PSEUDO_FILE_SYSTEMS`, the type read from ``/proc/self/mountinfo``;
+    root passes ``os.access`` there and the mount is not read-only), lets this user neither write nor enter it, or
+    lies on a read-only file system (``os.statvfs``'s ``ST_RDONLY``). The dry run writes nothing, so it asks instead
+    of trying.
 
     Raises:
-        VerlfitError: naming the folder and why, with the fix.
+        VerlfitError: naming the folder and why (the file system's type for a pseudo one), with the fix.
     """
     existing = existing_parent(run_dir)
-    if os.statvfs(existing).f_flag & os.ST_RDONLY:
+    kind = file_system_type(existing)
+    if kind in PSEUDO_FILE_SYSTEMS:
+        why = f"is on {kind}, a pseudo file system the kernel fills with its own state: it holds no run's files"
+    elif os.statvfs(existing).f_flag & os.ST_RDONLY:
         why = "is on a read-only file system"
     elif not os.access(existing, os.W_OK | os.X_OK):
         why = "is not writable by this user"
