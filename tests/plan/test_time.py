@@ -238,15 +238,25 @@ def test_calibration_fit_reproduces_the_stored_factors():
     assert calibrate_time.window_prompt_tokens(records, card, plan_time.FACTORS) == plan_time.GSM8K_WINDOW_PROMPT_TOKENS
     assert calibrate_time.rollout_prompt_tokens(records) == plan_time.GSM8K_ROLLOUT_PROMPT_TOKENS
     _, results = calibrate_time.table(records, card, plan_time.FACTORS)
-    assert len(results) == 18
+    assert len(results) == 25
     session3 = "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/"
-    assert [r["record"] for r in results][-6:] == ["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today", "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all", *(session3 + n for n in ("speed-today", "speed-trims", "speed-all", "lora-speed-trims_unwrap"))]
-    assert all(abs(r["error"]) <= 0.25 for r in results), [(r["record"], r["error"]) for r in results]
-    # the LoRA record is the only row with adapted Linears: it alone sets the two adapter factors, and its
-    # generation (the only row of adapter_decode_overhead_s) is reproduced exactly, to the factor's 4 digits
-    lora = {r["record"]: r for r in results}[session3 + "lora-speed-trims_unwrap"]
-    assert lora["phases"]["gen"][0] == pytest.approx(lora["phases"]["gen"][1], rel=1e-3)
-    assert [rec.name for rec in records if any(plan_time.phase_work(rec.request, rec.inputs)[p].adapter_passes for p in rec.measured)] == [session3 + "lora-speed-trims_unwrap"]
+    assert [r["record"] for r in results][12:18] == ["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today", "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all", *(session3 + n for n in ("speed-today", "speed-trims", "speed-all", "lora-speed-trims_unwrap"))]
+    # every record within +-25% a step but one: the 4B T4 target with CUDA graphs off (not the default since issue
+    # 43) generates 1.8x slower than the model says (docs/benchmarks.md section 4.7)
+    t4_off = "2026-12-03-h200-t4-lora-graphs-side-by-side/lora16-qwen3-4b-grpo-t4-graphs-off"
+    assert [(r["record"], r["error"]) for r in results if abs(r["error"]) > 0.25] == [(t4_off, -0.4325)]
+    by_name = {r["record"]: r for r in results}
+    assert by_name[t4_off]["phases"]["gen"] == [70.572, 125.316]
+    # the one efficiency of fp32 and 16-bit passes (calibrate_time.fit ties them), below the datasheet peak
+    assert plan_time.FACTORS["train_efficiency_float32"] == plan_time.FACTORS["train_efficiency_bfloat16"] < 1
+    # a 16-bit LoRA pass costs each adapted Linear 3.9x an fp32 one's fixed cost
+    assert plan_time.FACTORS["adapter_pass_overhead_16bit_s"] / plan_time.FACTORS["adapter_pass_overhead_s"] == pytest.approx(3.86, abs=0.01)
+    # the record the fit never saw (the Qwen2.5 family in fp16): within +-25%, as computed from its metrics
+    _, checks = calibrate_time.table(calibrate_time.check_records(), card, plan_time.FACTORS)
+    assert [(r["record"], r["measured_step_s"], r["error"]) for r in checks] == [
+        ("2026-12-04-h200-lora16-time-calibration-learning-check/lora16-qwen2.5-3b-grpo-t4-graphs-on", 26.083, -0.1095)
+    ]
+    assert not {rel for rel, *_ in calibrate_time.CHECK_RECORDS} & {r.name for r in records}
     _, bench_results = calibrate_time.bench_table(benches, card, plan_time.FACTORS)
     assert [b["bench"] for b in bench_results] == ["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json batch 32", "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json batch 64"]
     assert all(abs(b["error"]) <= 0.25 for b in bench_results), bench_results
@@ -267,7 +277,7 @@ def test_calibration_reads_the_speed_keys_and_excludes_shared_runs():
     excluded = {rel for rel, _ in calibrate_time.EXCLUDED_RECORDS}
     assert {"2026-12-01-h200-p40-faster-path-lora-export/learn-speed-keys-export-eval/learn-grpo-lr1e-5-fast", "2026-12-01-h200-p40-faster-path-lora-export/lora-1p5b-ppo-3b-grpo-shared/lora-1p5b-ppo"} <= excluded
     assert not excluded & set(records)
-    assert "one record of a larger shape than 0.5B ran alone: 2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/lora-speed-trims_unwrap" in calibrate_time.notes()
+    assert "the fp32-compute ones set adapter_pass_overhead_s, the 16-bit ones adapter_pass_overhead_16bit_s" in calibrate_time.notes()
     # the third session's records: the switches from their overrides, the StaticCache sized to the trimmed width
     session3 = "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/"
     trims, new_all, lora = records[session3 + "speed-trims"], records[session3 + "speed-all"], records[session3 + "lora-speed-trims_unwrap"]

@@ -35,11 +35,13 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   FLOPs per token forward, 2x that backward (input and weight gradients of ``lora_A``, ``lora_B``), AdamW over the
   adapter parameters only. Its fixed cost: verl's LoRA wrap policy makes every ``lora_A`` and ``lora_B`` an FSDP unit
   of its own (``utils/fsdp_utils.py:98-104``), whose hooks run in every pass, and PEFT's forward adds its own small
-  kernels: a fitted ``adapter_pass_overhead_s`` per targeted Linear per pass; in the HF rollout loop (patch 0023's
-  ``unwrap_fsdp``: no FSDP hooks, PEFT's forward as it is) ``adapter_decode_overhead_s`` per targeted Linear per
-  decode step. Both rest on one record alone
-  (benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/lora-speed-trims_unwrap:
-  Qwen2.5-1.5B PPO, rank 32, all-linear, actor and critic): the decode term is set by that record's generation alone.
+  kernels: a fitted ``adapter_pass_overhead_s`` per targeted Linear per pass where the compute is fp32, and
+  ``adapter_pass_overhead_16bit_s`` where it is fp16/bf16 (3.9x the fp32 one: FSDP's mixed precision casts every
+  adapter unit's fp32 parameters to the compute dtype in every pass, the likely reason, not profiled; docs/benchmarks.md
+  section 4.7); in the HF rollout loop (patch 0023's ``unwrap_fsdp``: no FSDP hooks, PEFT's forward as it is)
+  ``adapter_decode_overhead_s`` per targeted Linear per decode step. Fitted on the LoRA records that ran alone
+  (calibrate_time.VALID_RECORDS: the Qwen2.5-1.5B PPO with an fp32 base; issue 43's Qwen3-4B t4/a10, Qwen2.5-7B a10
+  and Qwen2.5-3B p40 targets with 16-bit bases).
   No ref model: the ref log-prob is the actor with its adapter disabled (``fsdp_workers.py:694-695, 729-731``), a base
   forward without the adapters' work. LoRA generation without ``unwrap_fsdp`` (FSDP's hooks on every adapter unit per
   token) is not modelled (:data:`LORA_GENERATION_NOTE`).
@@ -67,8 +69,9 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
 * ``other``: the rest of ``timing_s/step`` (reward, advantages, Ray dispatch), a fitted constant.
 
 Time of a phase = (FLOPs / peak FLOP/s + bytes / peak bandwidth) / efficiency + a fitted fixed cost per
-micro-batch per layer (kernel launches: what dominates the tiny models), and with LoRA per adapted Linear. Efficiencies
-and fixed costs are fitted
+micro-batch per layer (kernel launches: what dominates the tiny models), and with LoRA per adapted Linear. One
+efficiency for fp32 and 16-bit passes (a fraction of the dtype's datasheet peak: fitted apart, the 16-bit one came out
+above 1 on the H200, whose 16-bit FLOP term is small beside the fixed costs). Efficiencies and fixed costs are fitted
 on the H200 and applied to every card: on P40/A10/L4 the result is a datasheet-based estimate, unverified on a
 real card (``verlfit bench`` on such a card measures it).
 
@@ -101,22 +104,24 @@ from verlfit.plan.memory import PlanRequest, adapter_parameters, role_lora
 # 2-25; main-ppo-resumed-to-50-gputests/main-ppo steps 37-50; calibration-check-bf16/cal-a10-grpo-m16-256) and
 # of 2026-12-01 call 2 (speed-today; speed-all's generation only), plus that call's decode_bench.json replays (the
 # two graph_* factors), and of 2026-12-01's third session, call 5 (speed-today, speed-trims, speed-all: the main
-# job alone, its trimmed records' generation only; lora-speed-trims_unwrap: Qwen2.5-1.5B LoRA PPO, steps 2-3, the
-# only shape above 0.5B that ran alone and the only record behind the two adapter_* factors).
+# job alone, its trimmed records' generation only; lora-speed-trims_unwrap: Qwen2.5-1.5B LoRA PPO, steps 2-3), and
+# issue 43's big LoRA targets alone with 16-bit bases (2026-12-03 and 2026-12-04: step 2 of each; calibrate_time's
+# CHECK_RECORDS holds the one kept out of the fit).
 # ======================================================================================
 FACTORS = {
-    "train_efficiency_float32": 0.7864,
-    "train_efficiency_bfloat16": 0.377,
-    "pass_overhead_s": 0.009004,
-    "pass_overhead_per_layer_s": 0.001337,
-    "decode_efficiency": 0.5824,
-    "decode_gpu_per_layer_s": 0.0003199,
-    "decode_overhead_s": 0.004256,
-    "decode_overhead_per_layer_s": 0.0005511,
+    "train_efficiency_float32": 0.8043,
+    "train_efficiency_bfloat16": 0.8043,
+    "pass_overhead_s": 0.008872,
+    "pass_overhead_per_layer_s": 0.001391,
+    "decode_efficiency": 0.4811,
+    "decode_gpu_per_layer_s": 0.0002911,
+    "decode_overhead_s": 0.004292,
+    "decode_overhead_per_layer_s": 0.0005469,
     "save_bytes_per_s": 647200000.0,
-    "other_s": 0.0192,
-    "adapter_pass_overhead_s": 0.0006096,
-    "adapter_decode_overhead_s": 9.766e-05,
+    "other_s": 0.01901,
+    "adapter_pass_overhead_s": 0.000446,
+    "adapter_pass_overhead_16bit_s": 0.001721,
+    "adapter_decode_overhead_s": 0.000104,
 }
 # ======================================================================================
 
@@ -204,7 +209,7 @@ GSM8K_ROLLOUT_PROMPT_TOKENS = 230
 # values 170 and critic update 167 (16), actor update 134 (4): the actor update saves more than the model's
 # columns account for. The brief's first guess, time proportional to columns (0.66 x 768 - 256 = 250), ignores
 # the attention square and the fixed per-pass costs.
-GSM8K_WINDOW_PROMPT_TOKENS = 156
+GSM8K_WINDOW_PROMPT_TOKENS = 151
 
 
 # Where the calibrated window (GSM8K_WINDOW_PROMPT_TOKENS, an effective width) sits between GSM8K's mean prompt
@@ -783,6 +788,7 @@ COEFFICIENTS = (
     "decode_overhead_s",
     "decode_overhead_per_layer_s",
     "adapter_pass_overhead_s",
+    "adapter_pass_overhead_16bit_s",
     "adapter_decode_overhead_s",
 )
 
@@ -809,7 +815,8 @@ def phase_features(work: PhaseWork, rates: Rates) -> tuple[tuple[float, ...], fl
         work.decode_layer_steps + work.graph_layer_steps,
         work.decode_steps,
         work.decode_layer_steps,
-        work.adapter_passes,
+        work.adapter_passes if rates.dtype == "float32" else 0.0,
+        work.adapter_passes if rates.dtype != "float32" else 0.0,
         work.adapter_decode_steps,
     )
     return features, work.pcie_bytes / rates.pcie
@@ -828,6 +835,7 @@ def coefficients(factors: dict) -> tuple[float, ...]:
         f["decode_overhead_s"],
         f["decode_overhead_per_layer_s"],
         f["adapter_pass_overhead_s"],
+        f["adapter_pass_overhead_16bit_s"],
         f["adapter_decode_overhead_s"],
     )
 
