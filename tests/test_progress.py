@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from verlfit.metrics import MetricsWriter, read_metrics
-from verlfit.progress import StepWatcher, format_duration, format_step_line
+from verlfit.durations import format_duration
+from verlfit.progress import StepWatcher, format_step_line
 
 LOGS = Path(__file__).parent / "data" / "verl_logs"
 

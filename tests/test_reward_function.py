@@ -686,8 +686,8 @@ def test_a_long_check_says_how_far_it_got_on_standard_error():
         progress(calls)
     assert stream.getvalue().splitlines() == [
         # 100 calls in 5 s: 17,484 left at 20 calls a second
-        "verlfit: checking score in /abs/reward.py: 100 of 17,584 calls in 5 s, about 14m34s left",
-        "verlfit: checking score in /abs/reward.py: 300 of 17,584 calls in 15 s, about 14m24s left",
+        "verlfit: checking score in /abs/reward.py: 100 of 17,584 calls in 5s, about 14m34s left",
+        "verlfit: checking score in /abs/reward.py: 300 of 17,584 calls in 15s, about 14m24s left",
     ]
 
 

@@ -68,6 +68,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, TextIO
 
+from verlfit.durations import format_duration
 from verlfit.failure import PHASE_WORDS, WORKER_METHOD_PHASES
 from verlfit.metrics import MetricsWriter, VerlConsoleParser, clean_line, is_training_record
 from verlfit.run_files import LOG_FILE
@@ -144,16 +145,6 @@ class Stall:
             if self.stopping
             else "; not stopped (verlfit train --stall-timeout SECONDS stops a stalled run)"
         )
-
-
-def format_duration(seconds: float) -> str:
-    """``34`` -> ``"34s"``, ``301`` -> ``"5m01s"``, ``7500`` -> ``"2h05m"``."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
 def validation_score(record: dict) -> float | None:

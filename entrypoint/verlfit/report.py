@@ -34,7 +34,8 @@ from verlfit.errors import VerlfitError
 from verlfit.evaluate import COMPARISON_FILE, EVAL_DIR, SUMMARY_FILE as EVAL_SUMMARY
 from verlfit.input_files import kind_of
 from verlfit.metrics import consolidate, is_training_record, parse_log, read_metrics
-from verlfit.progress import REWARD_KEY, format_duration, tokens_per_second
+from verlfit.durations import format_duration
+from verlfit.progress import REWARD_KEY, tokens_per_second
 from verlfit.run_files import LOG_FILE, METRICS_FILE, NoRunRecord, RUN_FILE, load_run, process_alive
 
 REPORT_DIR = "report"

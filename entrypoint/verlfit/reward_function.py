@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from verlfit.data_folder import DataKeys, missing_verl_columns
+from verlfit.durations import format_duration
 from verlfit.errors import VerlfitError
 from verlfit.input_files import require_regular_file
 from verlfit.reward_process import (
@@ -161,7 +162,8 @@ PROGRESS_EVERY_S = 10.0
 class CheckProgress:
     """Progress lines for a long check (:func:`call_on_rows`'s ``progress``): once ``after_s`` seconds have passed,
     one line every ``every_s`` seconds on ``stream``, e.g.
-    ``"verlfit: checking score in /abs/reward.py: 4,000 of 17,584 calls in 40 s, about 2m16s left"``; nothing for a
+    ``"verlfit: checking score in /abs/reward.py: 4,000 of 17,584 calls in 40s, about 2m16s left"`` (durations as
+    :func:`verlfit.durations.format_duration` writes them); nothing for a
     check that ends sooner. ``clock`` is :func:`time.monotonic` (a test passes its own)."""
 
     def __init__(
@@ -184,10 +186,9 @@ class CheckProgress:
             return
         elapsed = now - self.started
         left = elapsed / calls_done * (self.total - calls_done) if calls_done else 0.0
-        minutes, seconds = divmod(int(round(left)), 60)
         self.stream.write(
-            f"verlfit: checking {self.label}: {calls_done:,} of {self.total:,} calls in {elapsed:.0f} s, about "
-            f"{f'{minutes}m{seconds:02d}s' if minutes else f'{seconds} s'} left\n"
+            f"verlfit: checking {self.label}: {calls_done:,} of {self.total:,} calls in {format_duration(elapsed)}, "
+            f"about {format_duration(left)} left\n"
         )
         self.stream.flush()
         self.next_line = now + self.every_s
