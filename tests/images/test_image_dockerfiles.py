@@ -394,7 +394,7 @@ def test_runtime_user_entrypoint_and_environment(dockerfiles, profile):
         "VERLFIT_PROFILE": profile, "HOME": "/home/verlfit", "LOGNAME": "verlfit", "USER": "verlfit", "HF_HOME": "/cache/huggingface", "PIP_CONSTRAINT": constraint,
         # verlfit doctor compares the installed verl with the image's own patch series (issue 24: it WARNed)
         "VERLFIT_PATCHES_DIR": "/opt/verlfit/patches",
-        # the drivers the container toolkit starts the image on: those verlfit doctor does not FAIL (tests/test_doctor.py
+        # the drivers the container toolkit starts the image on: those verlfit doctor does not FAIL (tests/cli/test_doctor.py
         # evaluates both rules side by side); the base's own value refused a Tesla on R510/R515, where doctor WARNs
         "NVIDIA_REQUIRE_CUDA": "cuda>=11.8 driver>=450.80.2",
     }

@@ -10,7 +10,7 @@ flash_attn" (the machine the test runs on must not change the text). Paths that 
 ``<tmp>``, ``<tiny_model>`` and ``<python>``; a dry run's wrapped notes are joined onto one line each.
 
 To record the files again after a change that is meant to change the output (review the diff!):
-``VERLFIT_RECORD_GOLDEN=1 python -m pytest tests/commands/test_dry_run_and_plan_output.py``.
+``VERLFIT_RECORD_GOLDEN=1 python -m pytest tests/cli/test_dry_run_and_plan_output.py``.
 """
 
 import importlib.util

@@ -54,7 +54,7 @@ def world(tmp_path):
     for name in PATCHES:
         (series_dir / name).write_text(f"header of {name}\n--- a/verl/{name}.py\n+++ b/verl/{name}.py\n@@ -0,0 +1 @@\n+x = 1\n")
     (series_dir / "series").write_text("# comment\n" + "\n".join(PATCHES) + "\n")
-    shutil.copy(Path(__file__).resolve().parents[1] / "patches" / "apply.py", tmp_path / "patches" / "apply.py")  # the doctor reads through it
+    shutil.copy(Path(__file__).resolve().parents[2] / "patches" / "apply.py", tmp_path / "patches" / "apply.py")  # the doctor reads through it
     verl = tmp_path / "site-packages" / "verl"
     verl.mkdir(parents=True)
     marker = "# verl patch series applied by verlfit's patches/apply.py; do not edit.\n" + "".join(f"{hashlib.sha256((series_dir / n).read_bytes()).hexdigest()}  {n}\n" for n in PATCHES)
