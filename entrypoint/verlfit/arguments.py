@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, TypeVar
 
-from verlfit.cards import largest_memory_card
+from verlfit.profiles import memory_above_every_card
 
 Number = TypeVar("Number", int, float)
 
@@ -113,26 +113,6 @@ def memory_gib(text: str) -> float:
     if too_much:
         raise argparse.ArgumentTypeError(f"{text} GiB {too_much}")
     return value
-
-
-def memory_above_every_card(text: str, value: float) -> str | None:
-    """Why ``value`` GiB (``text`` as given) is no GPU memory: more than the largest card verlfit knows
-    (:func:`verlfit.cards.largest_memory_card`), with the unit the value takes, the range, and what it would be read as
-    bytes (from 2**20) or MiB (from 2**10); None within the range. For ``--gpu-memory-limit``, ``plan --gpu-memory``
-    and ``VERLFIT_GPU_MEMORY_LIMIT_GIB``."""
-    largest = largest_memory_card()
-    if value <= largest.memory_gb:
-        return None
-    if value >= 2**20:  # a mebibyte or more, read as bytes
-        read_as = f"; read as bytes, {text} would be {value / 2**30:.2g} GiB"
-    elif value >= 2**10:
-        read_as = f"; read as MiB, {text} would be {value / 2**10:g} GiB"
-    else:
-        read_as = ""
-    return (
-        f"is more than any GPU verlfit knows has (the largest, {largest.name}, {largest.memory_gb:g} GB): the value is "
-        f"in GiB (2**30 bytes) per GPU, from 1 to {largest.memory_gb:g} (a P40 leaves 22.5){read_as}"
-    )
 
 
 def timeout_seconds(text: str) -> float:

@@ -32,7 +32,7 @@ from importlib import resources
 
 import yaml
 
-from verlfit.arguments import memory_above_every_card
+from verlfit.cards import largest_memory_card
 from verlfit.errors import VerlfitError
 from verlfit.overrides import TRITON_MIN_SHARED_MEMORY
 
@@ -584,6 +584,26 @@ def beyond_the_card_note(profile, memory_gib: float | None) -> str | None:
     return (
         f"more than the {profile.name} profile's card has ({profile.gpu_memory_gib:g} GiB usable): the "
         f"{profile.name} profile's code paths with {memory_gib:g} GiB, no longer a {profile.name} card"
+    )
+
+
+def memory_above_every_card(text: str, value: float) -> str | None:
+    """Why ``value`` GiB (``text`` as given) is no GPU memory: more than the largest card verlfit knows
+    (:func:`verlfit.cards.largest_memory_card`), with the unit the value takes, the range, and what it would be read as
+    bytes (from 2**20) or MiB (from 2**10); None within the range. For ``--gpu-memory-limit``, ``plan --gpu-memory``
+    and ``VERLFIT_GPU_MEMORY_LIMIT_GIB``."""
+    largest = largest_memory_card()
+    if value <= largest.memory_gb:
+        return None
+    if value >= 2**20:  # a mebibyte or more, read as bytes
+        read_as = f"; read as bytes, {text} would be {value / 2**30:.2g} GiB"
+    elif value >= 2**10:
+        read_as = f"; read as MiB, {text} would be {value / 2**10:g} GiB"
+    else:
+        read_as = ""
+    return (
+        f"is more than any GPU verlfit knows has (the largest, {largest.name}, {largest.memory_gb:g} GB): the value is "
+        f"in GiB (2**30 bytes) per GPU, from 1 to {largest.memory_gb:g} (a P40 leaves 22.5){read_as}"
     )
 
 
