@@ -157,7 +157,7 @@ def test_a_damaged_marker_leaves_a_step_with_every_file_exportable_by_step(full_
     (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("garbage\n")
     assert export.find_checkpoint(run, 2).step == 2
     shutil.rmtree(run / "checkpoints" / "global_step_2" / "actor" / "huggingface")
-    with pytest.raises(VerlfitError, match=r"global_step_2 is incomplete: missing ") as error:
+    with pytest.raises(VerlfitError, match=r"global_step_2 is incomplete: missing "):
         export.find_checkpoint(run, 2)
 
 

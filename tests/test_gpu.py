@@ -1,7 +1,19 @@
 """GPU facts from NVML: a P40 and an A10 as NVML reports them, and no driver at all."""
 
+import pynvml
+import pytest
+
 from fakes import FakeNvml
-from verlfit.gpu import max_shared_memory_per_block, query_gpus
+from verlfit.errors import VerlfitError
+from verlfit.gpu import (
+    cuda_visible_gpus,
+    links_among,
+    max_shared_memory_per_block,
+    nccl_environment,
+    query_gpus,
+    refuse_mixed_cards,
+    refuse_too_few,
+)
 
 
 def test_p40_facts():
@@ -32,11 +44,6 @@ def test_driver_without_devices():
 
 # ---- several GPUs: PCI order, CUDA_VISIBLE_DEVICES, mixed cards, peer-to-peer (fake NVML with pynvml's constants)
 
-import pynvml
-import pytest
-
-from verlfit.errors import VerlfitError
-from verlfit.gpu import cuda_visible_gpus, links_among, nccl_environment, refuse_mixed_cards, refuse_too_few
 
 P40 = ("Tesla P40", (6, 1), 25_637_224_448)
 A10 = ("NVIDIA A10", (8, 6), 24_146_608_128)
