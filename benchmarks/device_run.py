@@ -8,7 +8,8 @@ Each stage is a row of :data:`STAGES` (name, what it runs, its help text); each 
 and every long one under the one time limit of :meth:`Device.run_limit` (coreutils ``timeout -s INT -k 20``: SIGINT
 to the run's process group, SIGKILL 20 s later). The runner itself needs only the standard library; everything that
 touches the ML stack (verl, torch, pyarrow, this checkout's benchmarks/*.py) runs in a child ``python3`` taken from
-PATH, the stack's interpreter on the device (the tests put a recording ``python3`` there).
+PATH, the stack's interpreter on the device (the tests put a recording ``python3`` there); of verlfit it imports
+only ``run_files.load_run``, the one reader of run.json (standard library only).
 
 Exit status: 0 when every stage ran to its end (a training run that fails is recorded in stages.log, not raised);
 1 when a stage raised (a setup step failed: patches, a model, the data), in sequence or with ``--parallel``;
@@ -37,6 +38,10 @@ from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "entrypoint"))  # this checkout's verlfit.run_files: run.json's one reader
+
+from verlfit.errors import VerlfitError  # noqa: E402 - both modules import nothing beyond the standard library
+from verlfit.run_files import load_run  # noqa: E402
 PYTHON = "python3"  # the stack's interpreter, looked up on PATH for every child
 # the verl runs' own arguments when a stage measures something else than validation or checkpoints
 CHECKS_OFF = ("--skip-checks", "--no-validate-before-train", "--test-freq", "-1")  # no doctor, no validation
@@ -394,10 +399,11 @@ class Device:
         return self.python(*arguments, output=output).returncode
 
     def run_outcome(self, run: Path) -> str:
-        """run.json's outcome as one JSON line (``null``: the run finished), or ``no RUN/run.json``."""
+        """run.json's outcome as one JSON line (``null``: the run finished), or ``no RUN/run.json`` when there is no
+        record to read (none, or one :func:`verlfit.run_files.load_run` refuses)."""
         try:
-            return json.dumps(json.loads((run / "run.json").read_text()).get("outcome"))
-        except (OSError, ValueError):
+            return json.dumps(load_run(run).get("outcome"))
+        except VerlfitError:
             return f"no {run}/run.json"
 
     def verlfit_diagnosis(self, name: str) -> None:
