@@ -4,12 +4,15 @@
     python3 benchmarks/device_run.py --parallel STAGE [STAGE ...]   # all at once (one GPU, one Ray instance each)
 
 Each stage is a row of :data:`STAGES` (name, what it runs, its help text); each writes run directories under
-``$RUNS`` and appends to ``$RUNS/stages.log``. Every process a stage starts goes through :meth:`Device.command`,
-and every long one under the one time limit of :meth:`Device.run_limit` (coreutils ``timeout -s INT -k 20``: SIGINT
-to the run's process group, SIGKILL 20 s later). The runner itself needs only the standard library; everything that
-touches the ML stack (verl, torch, pyarrow, this checkout's benchmarks/*.py) runs in a child ``python3`` taken from
-PATH, the stack's interpreter on the device (the tests put a recording ``python3`` there); of verlfit it imports
-only ``run_files.load_run``, the one reader of run.json (standard library only).
+``$RUNS`` and appends to ``$RUNS/stages.log``. A training run is a :class:`Run` (one row: its model, data, steps and
+words, its plan, what runs after it), which builds its own ``verlfit train`` and ``verlfit plan`` words; most stages
+are such rows, run by :func:`start` (:func:`rows`), and the few that do more stay code (see :data:`STAGES`). Every
+process a stage starts goes through :meth:`Device.command`, and every long one under the one time limit of
+:meth:`Device.run_limit` (coreutils ``timeout -s INT -k 20``: SIGINT to the run's process group, SIGKILL 20 s
+later). The runner itself needs only the standard library; everything that touches the ML stack (verl, torch,
+pyarrow, this checkout's benchmarks/*.py) runs in a child ``python3`` taken from PATH, the stack's interpreter on
+the device (the tests put a recording ``python3`` there); of verlfit it imports only ``run_files.load_run``, the one
+reader of run.json (standard library only).
 
 Exit status: 0 when every stage ran to its end (a training run that fails is recorded in stages.log, not raised);
 1 when a stage raised (a setup step failed: patches, a model, the data), in sequence or with ``--parallel``;
@@ -42,6 +45,7 @@ sys.path.insert(0, str(REPO / "entrypoint"))  # this checkout's verlfit.run_file
 
 from verlfit.errors import VerlfitError  # noqa: E402 - both modules import nothing beyond the standard library
 from verlfit.run_files import load_run  # noqa: E402
+
 PYTHON = "python3"  # the stack's interpreter, looked up on PATH for every child
 # the verl runs' own arguments when a stage measures something else than validation or checkpoints
 CHECKS_OFF = ("--skip-checks", "--no-validate-before-train", "--test-freq", "-1")  # no doctor, no validation
@@ -76,54 +80,35 @@ SPEED_CONFIGURATIONS = {
 
 # issue 26 item 6: LoRA on the new families, --emulate p40, 3 steps each, all at once (each capped at 22.5 GiB), with
 # the plan first: (run name, make_model.py shape, data: gsm8k or own, verlfit train words)
+FAMILY_512 = "--max-prompt-length 512 --max-response-length 256"  # GSM8K's lengths; the own task's are 256/128
+FAMILY_256 = "--max-prompt-length 256 --max-response-length 128"
 LORA_FAMILY_RUNS = (
-    (
-        "lora-qwen3-0p6b-ppo-gsm8k",
-        "qwen3-0.6b",
-        "gsm8k",
-        "--lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256",
-    ),
-    (
-        "lora-qwen3-1p7b-ppo-own",
-        "qwen3-1.7b",
-        "own",
-        "--lora-rank 16 --batch-size 16 --max-prompt-length 256 --max-response-length 128",
-    ),
-    (
-        "lora-qwen3-4b-grpo-own",
-        "qwen3-4b",
-        "own",
-        "--algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 256 --max-response-length 128",
-    ),
+    ("lora-qwen3-0p6b-ppo-gsm8k", "qwen3-0.6b", "gsm8k", f"--lora-rank 32 --batch-size 32 {FAMILY_512}"),
+    ("lora-qwen3-1p7b-ppo-own", "qwen3-1.7b", "own", f"--lora-rank 16 --batch-size 16 {FAMILY_256}"),
+    ("lora-qwen3-4b-grpo-own", "qwen3-4b", "own", f"--algo grpo --lora-rank 16 --batch-size 8 {FAMILY_256}"),
     (
         "lora-llama-3.2-1b-grpo-gsm8k",
         "llama-3.2-1b",
         "gsm8k",
-        "--algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256",
+        f"--algo grpo --lora-rank 32 --batch-size 16 {FAMILY_512}",
     ),
     (
         "lora-llama-3.2-3b-grpo-gsm8k",
         "llama-3.2-3b",
         "gsm8k",
-        "--algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 512 --max-response-length 256",
+        f"--algo grpo --lora-rank 16 --batch-size 8 {FAMILY_512}",
     ),
     # Llama 3.2 through PPO's whole path (actor, critic with its value head, GAE); full-parameter PPO of the 1B does
     # not fit a P40 (the planner: critic update 28.1 GiB of 22.5), so both roles carry adapters
-    (
-        "lora-llama-3.2-1b-ppo-gsm8k",
-        "llama-3.2-1b",
-        "gsm8k",
-        "--lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256",
-    ),
+    ("lora-llama-3.2-1b-ppo-gsm8k", "llama-3.2-1b", "gsm8k", f"--lora-rank 32 --batch-size 32 {FAMILY_512}"),
     # the same as the 1B run with the p40 profile's trims off (patches 0020-0021): the planner's full widths, so the
     # LoRA terms are checked apart from the trims' effect
     (
         "lora-llama-3.2-1b-grpo-gsm8k-untrimmed",
         "llama-3.2-1b",
         "gsm8k",
-        "--algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256 -- "
-        "+actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False "
-        "+actor_rollout_ref.rollout.trim_padding=False",
+        f"--algo grpo --lora-rank 32 --batch-size 16 {FAMILY_512} -- +actor_rollout_ref.actor.trim_padding=False "
+        "+actor_rollout_ref.ref.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False",
     ),
 )
 
@@ -815,15 +800,8 @@ def stage_speed(device: Device) -> None:
         return
     device.log("start decode_bench: batch 32 and 64, prompts 100-256 of 256 columns, 256 new tokens, fp32")
     result = device.runs / "decode_bench.json"
-    status = device.python(
-        "benchmarks/decode_bench.py",
-        "--model",
-        str(device.model),
-        "--output",
-        str(result),
-        output=device.runs / "decode_bench.console",
-        timed=True,
-    ).returncode
+    bench, console = ("--model", str(device.model), "--output", str(result)), device.runs / "decode_bench.console"
+    status = device.python("benchmarks/decode_bench.py", *bench, output=console, timed=True).returncode
     if status:
         device.log(f"decode_bench: status {status}")
     device.show(device.console_tail(device.runs / "decode_bench.console", 4), "  decode_bench| ")
@@ -897,15 +875,10 @@ def learn_fp16_runs(device: Device) -> tuple[Run, ...]:
     # T4's memory, with the profile's fp16 rollout and with an fp32 rollout; 200 steps x ~1.1 s + start-up, all at once
     learn_data(device)
     checks = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "20"), "--save-freq", "-1")
+    t4 = {"profile": ("--emulate", "t4"), "checks": checks}
     return tuple(
         learning_check(
-            device,
-            f"learn-fp16-{algo}-rollout-{rollout}",
-            algo,
-            "1e-5",
-            profile=("--emulate", "t4"),
-            checks=checks,
-            environment=(("VLLM_DTYPE", rollout),),
+            device, f"learn-fp16-{algo}-rollout-{rollout}", algo, "1e-5", **t4, environment=(("VLLM_DTYPE", rollout),)
         )
         for rollout in words(setting("LEARN_FP16_ROLLOUTS", "float16 float32"))
         for algo in ("ppo", "grpo")
@@ -931,18 +904,9 @@ def learn_lora_runs(device: Device) -> tuple[Run, ...]:
     # --save-freq 50: a run a deadline cuts is resumed the next time the stage runs (train_or_resume)
     checks = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "20"), "--save-freq", "50")
     adapter, extra = words("--lora-rank 32 --lora-alpha 32"), words(setting("LORA_EXTRA"))
+    lora = {"critic_lr": "5e-4", "adapter": adapter, "checks": checks, "extra": extra, "resume": True}
     return tuple(
-        learning_check(
-            device,
-            f"learn-lora-{algo}-lr{lr}",
-            algo,
-            lr,
-            critic_lr="5e-4",
-            adapter=adapter,
-            checks=checks,
-            extra=extra,
-            resume=True,
-        )
+        learning_check(device, f"learn-lora-{algo}-lr{lr}", algo, lr, **lora)
         for lr in words(setting("LEARN_LORA_LRS", "1e-4 3e-4"))
         for algo in ("ppo", "grpo")
         if algo in algos
@@ -1596,6 +1560,13 @@ def stage_pack(device: Device) -> None:
     device.show([f"{path.stat().st_size:>12} {path.name}" for path in sorted(device.out.iterdir())])
 
 
+# A stage whose training runs are rows of Run is rows(DESCRIBE): DESCRIBE(device) makes what they need and gives the
+# runs from the settings. Code stays where a stage is more than its runs: setup (patches, models, data), gputests,
+# main_resume (a resume alone), speed (its decode benchmark after), export_eval, graph_memory and bench (other
+# commands than train), lora_1p5b_ppo (a second plan, of full-parameter PPO, between its own and the run),
+# lora_families and lora16 (models made per row inside the threads; lora16's parts at once with (c) after the
+# targets), multigpu (topology, a Ray cluster started between runs), the soak and fault_worker stages
+# (benchmarks/soak_run.py's interruption plan), fault_disk (a tmpfs shrunk while the run trains) and pack.
 STAGES = (
     Stage(
         "setup",
@@ -1650,124 +1621,111 @@ STAGES = (
         "learn",
         rows(learn_runs, at_once=True),
         "SFT warm-up of a small model on synthetic problems, then PPO and GRPO learning checks (LEARN_LRS, "
-        "LEARN_ALGOS, "
-        "LEARN_TAG, LEARN_EXTRA, LEARN_TEST_FREQ: validation every N steps, default 20; also for learn_lora) (200 "
-        "steps each, at two actor "
-        "learning rates, all four at once; each ends on a checkpoint of step 200)",
+        "LEARN_ALGOS, LEARN_TAG, LEARN_EXTRA, LEARN_TEST_FREQ: validation every N steps, default 20; also for "
+        "learn_lora) (200 steps each, at two actor learning rates, all four at once; each ends on a checkpoint of "
+        "step 200)",
     ),
     Stage(
         "export_eval",
         stage_export_eval,
-        "verlfit export of the learning check's final checkpoint (EXPORT_RUN, default learn-grpo-lr1e-5), "
-        "then verlfit eval of it --compare the starting model on the 256 held-out problems (the rows its validation "
-        "used)",
+        "verlfit export of the learning check's final checkpoint (EXPORT_RUN, default learn-grpo-lr1e-5), then "
+        "verlfit eval of it --compare the starting model on the 256 held-out problems (the rows its validation used)",
     ),
     Stage(
         "bench",
         stage_bench,
         "verlfit bench on the card as it is (--rollout hf --attention sdpa: this stack has no vLLM/flash-attn) and "
-        "with "
-        '--emulate p40 (BENCH_MODES, default "card emulate_p40", one after the other); the JSON files go to $OUT',
+        'with --emulate p40 (BENCH_MODES, default "card emulate_p40", one after the other); the JSON files go to $OUT',
     ),
     Stage(
         "speed",
         stage_speed,
         "issue 13: the main job's configuration (PPO, 0.5B shape, --emulate p40, 512/256, batch 32), 10 steps per "
         "configuration of SPEED_CONFIGS (default \"today all\": today's path, then all of patches 0020-0023's keys "
-        "on, one after the other so "
-        'neither shares the GPU; "trim_train trim_rollout cuda_graph unwrap" are each one alone, "trims" the p40 '
-        "profile's default: both "
-        "trims, no graph; every configuration sets each key it leaves off to False, since the profile turns the "
-        "trims on), SPEED_PARALLEL=1 "
-        "runs them at once; then benchmarks/decode_bench.py (ms per decode step at batch 32 and 64, prefill, "
-        "generate vs graph) into "
+        'on, one after the other so neither shares the GPU; "trim_train trim_rollout cuda_graph unwrap" are each one '
+        'alone, "trims" the p40 profile\'s default: both trims, no graph; every configuration sets each key it '
+        "leaves off to False, since the profile turns the trims on), SPEED_PARALLEL=1 runs them at once; then "
+        "benchmarks/decode_bench.py (ms per decode step at batch 32 and 64, prefill, generate vs graph) into "
         "$OUT/decode_bench.json",
     ),
     Stage(
         "fp16",
         rows(fp16_runs),
         "issue 27: the main job's configuration (PPO, 0.5B shape, real GSM8K, 512/256, batch 32, as speed) for "
-        "FP16_STEPS "
-        "(default 10) steps under --emulate t4 (fp16 + loss scaling, 14 GiB), --emulate v100 (30.5 GiB), then the "
-        "fp32 p40 profile under the "
-        "T4's 14 GiB (--profile p40 --gpu-memory-limit 14: the same budget), one after the other (FP16_CONFIGS, "
-        'default "t4 v100 '
-        "p40_t4_budget\"); each run's `verlfit plan` verdict first (NAME.plan, for predicted vs measured peak)",
+        "FP16_STEPS (default 10) steps under --emulate t4 (fp16 + loss scaling, 14 GiB), --emulate v100 (30.5 GiB), "
+        "then the fp32 p40 profile under the T4's 14 GiB (--profile p40 --gpu-memory-limit 14: the same budget), one "
+        'after the other (FP16_CONFIGS, default "t4 v100 p40_t4_budget"); each run\'s `verlfit plan` verdict first '
+        "(NAME.plan, for predicted vs measured peak)",
     ),
     Stage(
         "learn_fp16",
         rows(learn_fp16_runs, at_once=True),
         "issue 27: the learning check of `learn` (its SFT-warmed small model and synthetic problems) in fp16: "
         "--emulate t4, PPO and GRPO, 200 steps, actor lr 1e-5, with the rollout in fp16 (the profile's) and in fp32 "
-        "(VLLM_DTYPE=float32: fp32 "
-        'rollout, fp16 training); LEARN_FP16_ROLLOUTS (default "float16 float32"), all four at once',
+        '(VLLM_DTYPE=float32: fp32 rollout, fp16 training); LEARN_FP16_ROLLOUTS (default "float16 float32"), all four '
+        "at once",
     ),
     Stage(
         "graph_memory",
         stage_graph_memory,
-        "issue 13: benchmarks/graph_memory_probe.py: allocated memory after each of GRAPH_MEMORY_CALLS "
-        "(default 8) CUDA-graph generate calls (0.5B shape, batch 32), a new side stream per capture vs patch 0022's "
-        "capture_stream; into "
-        "$OUT/graph_memory.json",
+        "issue 13: benchmarks/graph_memory_probe.py: allocated memory after each of GRAPH_MEMORY_CALLS (default 8) "
+        "CUDA-graph generate calls (0.5B shape, batch 32), a new side stream per capture vs patch 0022's "
+        "capture_stream; into $OUT/graph_memory.json",
     ),
     Stage(
         "lora_speed",
         rows(lora_speed_runs),
-        "the HF rollout with LoRA (patch 0023): lora_1p5b_ppo's run (1.5B shape, rank 32, --emulate p40, "
-        "512/256, batch 32) for LORA_SPEED_STEPS (default 4) steps per configuration of LORA_SPEED_CONFIGS (default "
-        '"unwrap all today": '
-        "rollout.unwrap_fsdp alone, every speed key, then none; the speed configurations' names), one after the "
-        "other; without the key "
-        'generation took ~63.5 s a step, so "today" alone is ~7-8 min',
+        "the HF rollout with LoRA (patch 0023): lora_1p5b_ppo's run (1.5B shape, rank 32, --emulate p40, 512/256, "
+        'batch 32) for LORA_SPEED_STEPS (default 4) steps per configuration of LORA_SPEED_CONFIGS (default "unwrap '
+        "all today\": rollout.unwrap_fsdp alone, every speed key, then none; the speed configurations' names), one "
+        'after the other; without the key generation took ~63.5 s a step, so "today" alone is ~7-8 min',
     ),
     Stage(
         "lora_1p5b_ppo",
         stage_lora_1p5b_ppo,
-        "PPO with LoRA actor and critic (rank 32), Qwen2.5-1.5B shape, real GSM8K, --emulate p40, "
-        "512/256, batch 32, 10 steps, checkpoints at steps 5 and 10; then benchmarks/adapter_norm.py on its "
-        "adapters; a run a deadline cut is "
-        "resumed (verlfit train --resume) when the stage runs again (also lora_3b_grpo and learn_lora)",
+        "PPO with LoRA actor and critic (rank 32), Qwen2.5-1.5B shape, real GSM8K, --emulate p40, 512/256, batch 32, "
+        "10 steps, checkpoints at steps 5 and 10; then benchmarks/adapter_norm.py on its adapters; a run a deadline "
+        "cut is resumed (verlfit train --resume) when the stage runs again (also lora_3b_grpo and learn_lora)",
     ),
     Stage(
         "lora_3b_grpo",
         rows(lora_3b_grpo_runs),
-        "GRPO with LoRA (rank 32), Qwen2.5-3B shape, same setup, 32 prompts x 4 samples (what `verlfit "
-        "plan` says fits), 5 steps, checkpoints at steps 3 and 5; then adapter_norm.py",
+        "GRPO with LoRA (rank 32), Qwen2.5-3B shape, same setup, 32 prompts x 4 samples (what `verlfit plan` says "
+        "fits), 5 steps, checkpoints at steps 3 and 5; then adapter_norm.py",
     ),
     Stage(
         "learn_data",
         stage_learn_data,
-        "the synthetic problems and the SFT-warmed small model of learn/learn_lora alone (run it before "
-        "stages started --parallel that need them)",
+        "the synthetic problems and the SFT-warmed small model of learn/learn_lora alone (run it before stages "
+        "started --parallel that need them)",
     ),
     Stage(
         "learn_lora",
         rows(learn_lora_runs, at_once=True),
-        "the learning check of `learn` with LoRA (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor "
-        "learning rates ten times the full-parameter ones (all four at once), checkpoints every 50 steps",
+        "the learning check of `learn` with LoRA (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor learning "
+        "rates ten times the full-parameter ones (all four at once), checkpoints every 50 steps",
     ),
     Stage(
         "lora16",
         stage_lora16,
         "issue 36: LoRA with the frozen base in 16 bits (patch 0026), all at once: the targets, each `verlfit plan` "
         "(NAME.plan) then 3 steps on random weights made here (Qwen3-4B GRPO --emulate t4, Qwen2.5-3B PPO --emulate "
-        "p40, Qwen2.5-7B GRPO "
-        "--emulate a10 --rollout hf --attention sdpa; batch 16, 512/256, rank 32), the 7B's plan on a P40; and "
-        "learn_lora's GRPO learning "
-        "check (lr 1e-4, 200 steps, validation every LEARN_TEST_FREQ, default 50) with the base in bf16 and in fp32 "
-        "(LORA16_LEARN_BASES); once the targets end, (c) the speed pick (lora16_speed). Needs setup first (the "
-        "0.5B's tokenizer, GSM8K); ~9 minutes on an H200 without (c) (LORA16_SPEED=0), (c) adds ~4",
+        "p40, Qwen2.5-7B GRPO --emulate a10 --rollout hf --attention sdpa; batch 16, 512/256, rank 32), the 7B's plan "
+        "on a P40; and learn_lora's GRPO learning check (lr 1e-4, 200 steps, validation every LEARN_TEST_FREQ, "
+        "default 50) with the base in bf16 and in fp32 (LORA16_LEARN_BASES); once the targets end, (c) the speed pick "
+        "(lora16_speed). Needs setup first (the 0.5B's tokenizer, GSM8K); ~9 minutes on an H200 without (c) "
+        "(LORA16_SPEED=0), (c) adds ~4",
     ),
     Stage(
         "lora_graph",
         rows(lora_graph_runs),
         "issue 43: LORA_GRAPH_TARGETS (default lora16-qwen3-4b-grpo-t4, names of stage lora16's targets) with "
-        'CUDA-graph decoding off, then on (LORA_GRAPH_MODES, default "off on"), one after the other, '
-        "LORA_GRAPH_STEPS (default 3) steps each, each planned first (NAME-graphs-MODE.plan); needs setup first",
+        'CUDA-graph decoding off, then on (LORA_GRAPH_MODES, default "off on"), one after the other, LORA_GRAPH_STEPS '
+        "(default 3) steps each, each planned first (NAME-graphs-MODE.plan); needs setup first",
     ),
     Stage(
         "lora16_speed",
-        rows(lora16_speed_runs),
+        rows(lora16_speed_runs),  # (c) of stage lora16 alone: the two runs with the GPU to themselves
         "issue 36 item 2: auto-fit's speed pick against the memory-first choice, one after the other, LoRA PPO of the "
         "0.5B shape, --emulate p40, batch 32, 512/256, LORA16_SPEED_STEPS (default 4) steps each, each with its plan: "
         "the chosen configuration (fp32 base, micro-batch 16), then --frozen-base-dtype bfloat16 "
@@ -1777,55 +1735,46 @@ STAGES = (
         "multigpu",
         stage_multigpu,
         "issue 18, on a kind with 2 or more GPUs: doctor's topology and `nvidia-smi topo -m`; the main job's "
-        "configuration (PPO, 0.5B shape, --emulate p40, 512/256) for MULTIGPU_STEPS (default 10) steps with --gpus "
-        "1, then --gpus 2, then "
-        "--gpus 2 with NCCL_P2P_DISABLE=1 forced; full-parameter PPO of the 1.5B shape on 2 emulated P40s (the "
-        "planner's verdict, then 10 "
-        "steps sized by hand: --plan off, micro-batch 1, optimizer offload); then a two-node Ray cluster on this "
-        "host (two `ray start`, one "
-        "GPU each, the workers' environment given at `ray start`) and `verlfit train --nodes 2 --gpus 1` on it",
+        "configuration (PPO, 0.5B shape, --emulate p40, 512/256) for MULTIGPU_STEPS (default 10) steps with --gpus 1, "
+        "then --gpus 2, then --gpus 2 with NCCL_P2P_DISABLE=1 forced; full-parameter PPO of the 1.5B shape on 2 "
+        "emulated P40s (the planner's verdict, then 10 steps sized by hand: --plan off, micro-batch 1, optimizer "
+        "offload); then a two-node Ray cluster on this host (two `ray start`, one GPU each, the workers' environment "
+        "given at `ray start`) and `verlfit train --nodes 2 --gpus 1` on it",
     ),
     Stage(
         "own_task",
         rows(own_task_runs),
-        "issue 26: a task that is not GSM8K end to end, --emulate p40: benchmarks/own_task.py's shelf-stock "
-        "problems (jsonl, problem/solution columns), prepared by verlfit prepare-data (data_source "
-        "verlfit/shelf-stock), scored by "
-        "benchmarks/own_task_reward.py (--reward-function FILE:compute_score): GRPO with LoRA rank 16 on the "
-        "Qwen3-1.7B shape and PPO "
-        "full-parameter on the Qwen3-0.6B shape (random weights, 4 steps each, a checkpoint of step 4), each with "
-        "its plan; then verlfit "
-        "export and verlfit eval --reward-function on 64 held-out problems (run setup with this stage named first: "
-        "it makes the models)",
+        "issue 26: a task that is not GSM8K end to end, --emulate p40: benchmarks/own_task.py's shelf-stock problems "
+        "(jsonl, problem/solution columns), prepared by verlfit prepare-data (data_source verlfit/shelf-stock), "
+        "scored by benchmarks/own_task_reward.py (--reward-function FILE:compute_score): GRPO with LoRA rank 16 on "
+        "the Qwen3-1.7B shape and PPO full-parameter on the Qwen3-0.6B shape (random weights, 4 steps each, a "
+        "checkpoint of step 4), each with its plan; then verlfit export and verlfit eval --reward-function on 64 "
+        "held-out problems (run setup with this stage named first: it makes the models)",
     ),
     Stage(
         "lora_families",
         stage_lora_families,
-        "issue 26 item 6: LoRA runs of the new families (Qwen3 0.6B/1.7B/4B, Llama 3.2 1B/3B shapes, "
-        "random weights made here), PPO and GRPO, GSM8K and the own task, 3 steps each, all at once, each with its "
-        "plan; one with the trims "
-        "off, and Llama 3.2 1B through PPO (LORA_FAMILY_NAMES: only these run names)",
+        "issue 26 item 6: LoRA runs of the new families (Qwen3 0.6B/1.7B/4B, Llama 3.2 1B/3B shapes, random weights "
+        "made here), PPO and GRPO, GSM8K and the own task, 3 steps each, all at once, each with its plan; one with "
+        "the trims off, and Llama 3.2 1B through PPO (LORA_FAMILY_NAMES: only these run names)",
     ),
     Stage(
         "learn_own",
         rows(learn_own_runs),
-        "the learning check's small model (learn's SFT warm-up, then warmed up on own-task problems) on the own "
-        "task with its reward function, GRPO, 200 steps, lr 1e-5, validation every 20 steps; then export and eval "
-        "--reward-function --compare "
-        "the starting model on the 256 held-out problems: the held-out score should rise by at least +0.10",
+        "the learning check's small model (learn's SFT warm-up, then warmed up on own-task problems) on the own task "
+        "with its reward function, GRPO, 200 steps, lr 1e-5, validation every 20 steps; then export and eval "
+        "--reward-function --compare the starting model on the 256 held-out problems: the held-out score should rise "
+        "by at least +0.10",
     ),
     Stage(
         "soak_ppo",
         stage_soak_ppo,
-        "issue 17: PPO of the learning check's small model (learn's SFT warm-up) on the real GSM8K, --emulate "
-        "p40, 512/256, batch 64, 500 steps, checkpoints every 50, validation every 100 on the first 256 test rows "
-        "($WORK/gsm8k-val256); "
-        'interrupted as SOAK_PPO_PLAN says (default "sigint@150 sigkill@300": Ctrl-C\'s SIGINT to verlfit at step '
-        "150, then --resume; "
-        "SIGKILL of every process of the run at step 300, then --resume; benchmarks/soak_run.py). Re-entrant: name "
-        "it again and it continues "
-        "(the events done are in $RUNS/soak-ppo.events; a DEADLINE cut is one too); a finished run is not "
-        "relaunched. Host memory (RSS of "
+        "issue 17: PPO of the learning check's small model (learn's SFT warm-up) on the real GSM8K, --emulate p40, "
+        "512/256, batch 64, 500 steps, checkpoints every 50, validation every 100 on the first 256 test rows "
+        '($WORK/gsm8k-val256); interrupted as SOAK_PPO_PLAN says (default "sigint@150 sigkill@300": Ctrl-C\'s SIGINT '
+        "to verlfit at step 150, then --resume; SIGKILL of every process of the run at step 300, then --resume; "
+        "benchmarks/soak_run.py). Re-entrant: name it again and it continues (the events done are in "
+        "$RUNS/soak-ppo.events; a DEADLINE cut is one too); a finished run is not relaunched. Host memory (RSS of "
         "verlfit, verl's driver, the Ray workers) every 10 s into $RUNS/soak-ppo.rss.csv",
     ),
     Stage(
@@ -1836,47 +1785,41 @@ STAGES = (
     Stage(
         "fault_oom",
         rows(fault_oom_runs),
-        "the 0.5B shape, --emulate p40 --plan off, batch, mini-batch and micro-batch 64 at 512/256 (the actor's "
-        "fp32 logits alone are 64 x 768 x 151936 x 4 B = 27.8 GiB of the 22.5), 2 steps: expected to fail; logs "
-        "verlfit's diagnosis "
-        "(verlfit/failure.py) and run.json's outcome",
+        "the 0.5B shape, --emulate p40 --plan off, batch, mini-batch and micro-batch 64 at 512/256 (the actor's fp32 "
+        "logits alone are 64 x 768 x 151936 x 4 B = 27.8 GiB of the 22.5), 2 steps: expected to fail; logs verlfit's "
+        "diagnosis (verlfit/failure.py) and run.json's outcome",
     ),
     Stage(
         "fault_worker",
         stage_fault_worker,
-        "the small model on the synthetic problems (as learn), batch 64, response 128, 12 steps, "
-        "checkpoints every 5: at step 7 SIGKILL one Ray WorkerDict process of the run (FAULT_WORKER_PLAN, default "
-        '"kill-worker@7"), the '
+        "the small model on the synthetic problems (as learn), batch 64, response 128, 12 steps, checkpoints every 5: "
+        'at step 7 SIGKILL one Ray WorkerDict process of the run (FAULT_WORKER_PLAN, default "kill-worker@7"), the '
         "seconds until verlfit exits and what it said into $RUNS/fault-worker.events, then --resume to 12",
     ),
     Stage(
         "fault_disk",
         stage_fault_disk,
         "the small model's PPO (as fault_worker, --save-freq 2, 6 steps) with its run directory in a tmpfs "
-        "($RUNS/fault-disk-mnt; needs root; a refused mount is logged and the stage ends): once the step-2 "
-        "checkpoint is complete the tmpfs "
-        "is shrunk to 1.5 x what it holds, so the step-4 checkpoint fills it; logs verlfit's full-disk message and "
-        "the checkpoints left, "
-        "remounts it 8 x bigger and resumes to step 6; the records are copied to $RUNS/fault-disk and the tmpfs "
-        "unmounted",
+        "($RUNS/fault-disk-mnt; needs root; a refused mount is logged and the stage ends): once the step-2 checkpoint "
+        "is complete the tmpfs is shrunk to 1.5 x what it holds, so the step-4 checkpoint fills it; logs verlfit's "
+        "full-disk message and the checkpoints left, remounts it 8 x bigger and resumes to step 6; the records are "
+        "copied to $RUNS/fault-disk and the tmpfs unmounted",
     ),
     Stage(
         "noeos",
         rows(noeos_runs),
         "issue 29: a random Qwen3-0.6B-shaped model whose config.json and generation_config.json have no eos_token_id "
         "(benchmarks/qwen3_no_eos_model.py, the 0.5B's tokenizer; made once, into $WORK/qwen3-0.6b-no-eos), then "
-        "`verlfit train --emulate "
-        "p40 --model DIR --steps 3` on setup's GSM8K (the p40 profile turns patch 0022's cuda_graph on; the rollout "
-        "gets no EOS id and "
-        "decodes every response to the full length); logs the run's outcome and the response lengths of its steps",
+        "`verlfit train --emulate p40 --model DIR --steps 3` on setup's GSM8K (the p40 profile turns patch 0022's "
+        "cuda_graph on; the rollout gets no EOS id and decodes every response to the full length); logs the run's "
+        "outcome and the response lengths of its steps",
     ),
     Stage(
         "pack",
         stage_pack,
         "tar the run records (run.json, metrics.jsonl, train.log tail, the soak stages' *.events, *.rss.csv) into "
         "$OUT/runs.tar.gz and write $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison "
-        "table); first "
-        "benchmarks/soak_check.py on soak-ppo and soak-grpo when present ($RUNS/NAME.soak.json)",
+        "table); first benchmarks/soak_check.py on soak-ppo and soak-grpo when present ($RUNS/NAME.soak.json)",
     ),
 )
 
@@ -1886,8 +1829,7 @@ VARIABLES = (
     (
         "GSM8K_DIR",
         'a folder with the real GSM8K as train.jsonl and test.jsonl, the rows of the hub\'s openai/gsm8k "main" '
-        "config, as "
-        "`verlfit prepare-gsm8k --input` reads them; default .device-stack/b/gsm8k",
+        "config, as `verlfit prepare-gsm8k --input` reads them; default .device-stack/b/gsm8k",
     ),
     ("WORK", "models and data; default ~/verlfit-bench/work"),
     ("RUNS", "run directories, their consoles and stages.log; default ~/verlfit-bench/runs"),
@@ -1917,20 +1859,19 @@ VARIABLES = (
     ("LEARN_FP16_ROLLOUTS", 'learn_fp16\'s rollout dtypes, default "float16 float32"'),
     (
         "LORA_3B_BATCH, LORA_3B_SAMPLES, LORA_3B_STEPS",
-        "default 32, 4 and 5: a lower LORA_3B_STEPS first and the default next checks a resume "
-        "from the step-3 checkpoint",
+        "default 32, 4 and 5: a lower LORA_3B_STEPS first and the default next checks a resume from the step-3 "
+        "checkpoint",
     ),
     (
         "LORA_EXTRA",
         'more verlfit train words for lora_1p5b_ppo, lora_3b_grpo and learn_lora, e.g. "-- '
-        "+actor_rollout_ref.rollout.unwrap_fsdp="
-        'False" to measure LoRA without patch 0023, which train turns on for LoRA',
+        '+actor_rollout_ref.rollout.unwrap_fsdp=False" to measure LoRA without patch 0023, which train turns on for '
+        "LoRA",
     ),
     (
         "KEEP_FULL_CHECKPOINTS",
         "set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO checkpoint, instead of deleting "
-        "them "
-        "once adapter_norm.py has read the adapters",
+        "them once adapter_norm.py has read the adapters",
     ),
     (
         "SPEED_CONFIGS, SPEED_STEPS, SPEED_PARALLEL, SKIP_DECODE_BENCH",
