@@ -62,6 +62,7 @@ from verlfit.patch_switches import speed_switches  # noqa: E402
 from verlfit.cards import get_card  # noqa: E402
 from verlfit.metrics import consolidate, read_metrics  # noqa: E402
 from verlfit.model_shape import load_model_shape, shape_from_config  # noqa: E402
+from verlfit.run_files import load_run  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 H200 = RESULTS / "2026-11-29-h200-p40-main-job-learning-planner"
@@ -182,7 +183,7 @@ def load_record(run_dir: Path, first: int = 2, last: int | None = None, name: st
     from verlfit.run_settings import TrainSettings
     from verlfit.profiles import load_profile
 
-    record = json.loads((run_dir / "run.json").read_text())
+    record = load_run(run_dir)
     steps = [r for r in consolidate(read_metrics(run_dir)) if "timing_s/step" in r and r["step"] >= first and (last is None or r["step"] <= last)]
     if not steps:
         raise SystemExit(f"{run_dir}: no steps in {first}..{last}")

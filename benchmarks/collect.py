@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "entrypoint"))
 
 from verlfit.metrics import consolidate, read_metrics  # noqa: E402
+from verlfit.run_files import load_run  # noqa: E402
 
 PHASES = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor")
 LOSSES = ("actor/pg_loss", "critic/vf_loss", "actor/kl_loss")
@@ -89,7 +90,7 @@ def predicted_peak_gib(record: dict, longest_prompt_length: int | None = None) -
 
 def summarise(run_dir: Path) -> dict:
     """One run's numbers (see the module docstring)."""
-    record = json.loads((run_dir / "run.json").read_text())
+    record = load_run(run_dir)
     records = consolidate(read_metrics(run_dir))
     steps = [r for r in records if "timing_s/step" in r]
     later = steps[1:] or steps

@@ -4,11 +4,15 @@
     python3 benchmarks/device_run.py --parallel STAGE [STAGE ...]   # all at once (one GPU, one Ray instance each)
 
 Each stage is a row of :data:`STAGES` (name, what it runs, its help text); each writes run directories under
-``$RUNS`` and appends to ``$RUNS/stages.log``. Every process a stage starts goes through :meth:`Device.command`,
-and every long one under the one time limit of :meth:`Device.run_limit` (coreutils ``timeout -s INT -k 20``: SIGINT
-to the run's process group, SIGKILL 20 s later). The runner itself needs only the standard library; everything that
-touches the ML stack (verl, torch, pyarrow, this checkout's benchmarks/*.py) runs in a child ``python3`` taken from
-PATH, the stack's interpreter on the device (the tests put a recording ``python3`` there).
+``$RUNS`` and appends to ``$RUNS/stages.log``. A training run is a :class:`Run` (one row: its model, data, steps and
+words, its plan, what runs after it), which builds its own ``verlfit train`` and ``verlfit plan`` words; most stages
+are such rows, run by :func:`start` (:func:`rows`), and the few that do more stay code (see :data:`STAGES`). Every
+process a stage starts goes through :meth:`Device.command`, and every long one under the one time limit of
+:meth:`Device.run_limit` (coreutils ``timeout -s INT -k 20``: SIGINT to the run's process group, SIGKILL 20 s
+later). The runner itself needs only the standard library; everything that touches the ML stack (verl, torch,
+pyarrow, this checkout's benchmarks/*.py) runs in a child ``python3`` taken from PATH, the stack's interpreter on
+the device (the tests put a recording ``python3`` there); of verlfit it imports only ``run_files.load_run``, the one
+reader of run.json (standard library only).
 
 Exit status: 0 when every stage ran to its end (a training run that fails is recorded in stages.log, not raised);
 1 when a stage raised (a setup step failed: patches, a model, the data), in sequence or with ``--parallel``;
@@ -29,13 +33,19 @@ import textwrap
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "entrypoint"))  # this checkout's verlfit.run_files: run.json's one reader
+
+from verlfit.errors import VerlfitError  # noqa: E402 - both modules import nothing beyond the standard library
+from verlfit.run_files import load_run  # noqa: E402
+
 PYTHON = "python3"  # the stack's interpreter, looked up on PATH for every child
 # the verl runs' own arguments when a stage measures something else than validation or checkpoints
 CHECKS_OFF = ("--skip-checks", "--no-validate-before-train", "--test-freq", "-1")  # no doctor, no validation
@@ -70,54 +80,35 @@ SPEED_CONFIGURATIONS = {
 
 # issue 26 item 6: LoRA on the new families, --emulate p40, 3 steps each, all at once (each capped at 22.5 GiB), with
 # the plan first: (run name, make_model.py shape, data: gsm8k or own, verlfit train words)
+FAMILY_512 = "--max-prompt-length 512 --max-response-length 256"  # GSM8K's lengths; the own task's are 256/128
+FAMILY_256 = "--max-prompt-length 256 --max-response-length 128"
 LORA_FAMILY_RUNS = (
-    (
-        "lora-qwen3-0p6b-ppo-gsm8k",
-        "qwen3-0.6b",
-        "gsm8k",
-        "--lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256",
-    ),
-    (
-        "lora-qwen3-1p7b-ppo-own",
-        "qwen3-1.7b",
-        "own",
-        "--lora-rank 16 --batch-size 16 --max-prompt-length 256 --max-response-length 128",
-    ),
-    (
-        "lora-qwen3-4b-grpo-own",
-        "qwen3-4b",
-        "own",
-        "--algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 256 --max-response-length 128",
-    ),
+    ("lora-qwen3-0p6b-ppo-gsm8k", "qwen3-0.6b", "gsm8k", f"--lora-rank 32 --batch-size 32 {FAMILY_512}"),
+    ("lora-qwen3-1p7b-ppo-own", "qwen3-1.7b", "own", f"--lora-rank 16 --batch-size 16 {FAMILY_256}"),
+    ("lora-qwen3-4b-grpo-own", "qwen3-4b", "own", f"--algo grpo --lora-rank 16 --batch-size 8 {FAMILY_256}"),
     (
         "lora-llama-3.2-1b-grpo-gsm8k",
         "llama-3.2-1b",
         "gsm8k",
-        "--algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256",
+        f"--algo grpo --lora-rank 32 --batch-size 16 {FAMILY_512}",
     ),
     (
         "lora-llama-3.2-3b-grpo-gsm8k",
         "llama-3.2-3b",
         "gsm8k",
-        "--algo grpo --lora-rank 16 --batch-size 8 --max-prompt-length 512 --max-response-length 256",
+        f"--algo grpo --lora-rank 16 --batch-size 8 {FAMILY_512}",
     ),
     # Llama 3.2 through PPO's whole path (actor, critic with its value head, GAE); full-parameter PPO of the 1B does
     # not fit a P40 (the planner: critic update 28.1 GiB of 22.5), so both roles carry adapters
-    (
-        "lora-llama-3.2-1b-ppo-gsm8k",
-        "llama-3.2-1b",
-        "gsm8k",
-        "--lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256",
-    ),
+    ("lora-llama-3.2-1b-ppo-gsm8k", "llama-3.2-1b", "gsm8k", f"--lora-rank 32 --batch-size 32 {FAMILY_512}"),
     # the same as the 1B run with the p40 profile's trims off (patches 0020-0021): the planner's full widths, so the
     # LoRA terms are checked apart from the trims' effect
     (
         "lora-llama-3.2-1b-grpo-gsm8k-untrimmed",
         "llama-3.2-1b",
         "gsm8k",
-        "--algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256 -- "
-        "+actor_rollout_ref.actor.trim_padding=False +actor_rollout_ref.ref.trim_padding=False "
-        "+actor_rollout_ref.rollout.trim_padding=False",
+        f"--algo grpo --lora-rank 32 --batch-size 16 {FAMILY_512} -- +actor_rollout_ref.actor.trim_padding=False "
+        "+actor_rollout_ref.ref.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False",
     ),
 )
 
@@ -173,9 +164,9 @@ def setting(name: str, default: str = "") -> str:
     return os.environ.get(name) or default
 
 
-def words(text: str) -> list[str]:
-    """A variable holding verlfit words separated by spaces (no quoting: the words hold no spaces), as a list."""
-    return text.split()
+def words(text: str) -> tuple[str, ...]:
+    """A variable holding verlfit words separated by spaces (no quoting: the words hold no spaces), as a tuple."""
+    return tuple(text.split())
 
 
 def last_lines(text: str, count: int) -> list[str]:
@@ -393,10 +384,11 @@ class Device:
         return self.python(*arguments, output=output).returncode
 
     def run_outcome(self, run: Path) -> str:
-        """run.json's outcome as one JSON line (``null``: the run finished), or ``no RUN/run.json``."""
+        """run.json's outcome as one JSON line (``null``: the run finished), or ``no RUN/run.json`` when there is no
+        record to read (none, or one :func:`verlfit.run_files.load_run` refuses)."""
         try:
-            return json.dumps(json.loads((run / "run.json").read_text()).get("outcome"))
-        except (OSError, ValueError):
+            return json.dumps(load_run(run).get("outcome"))
+        except VerlfitError:
             return f"no {run}/run.json"
 
     def verlfit_diagnosis(self, name: str) -> None:
@@ -409,6 +401,79 @@ class Device:
         self.record(lines[-8:], f"  {name}| ")
 
 
+# -- a stage's runs as data -----------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Run:
+    """One ``verlfit train`` run of a stage, as data; it builds its own command line, in one order for every stage::
+
+        verlfit train --run-dir $RUNS/NAME PROFILE --model MODEL --data DATA --steps STEPS SIZES CHECKS EXTRA
+
+    and, when ``plan`` is set, ``verlfit plan PLAN`` into ``$RUNS/NAME.plan`` before it (plan's words are its own: no
+    data, no steps, no verl overrides, sometimes ``--auto-fit``). :func:`start` runs it.
+    """
+
+    name: str  # the run directory under $RUNS, and NAME.console, NAME.plan beside it
+    model: Path
+    data: Path
+    steps: str  # --steps: the run's total (a resumed run is extended to it)
+    profile: tuple[str, ...] = ("--emulate", "p40")  # the words before --model: the card, the algorithm, ...
+    sizes: tuple[str, ...] = ()  # the words after --steps: batch sizes, lengths, adapter rank, learning rates
+    checks: tuple[str, ...] = COMMON  # the words after the sizes: doctor, validation, checkpoints
+    extra: tuple[str, ...] = ()  # the words after the checks: a reward function, more train words, verl overrides
+    plan: tuple[str, ...] | None = None  # verlfit plan's words, planned first (NAME.plan); None: not planned
+    resume: bool = False  # a run a deadline cut is resumed when its stage runs again (Device.train_or_resume)
+    environment: tuple[tuple[str, str], ...] = ()  # (variable, value) set for this run alone
+    after: Callable[[Device, str], None] | None = None  # what runs once it ended, given the run's name
+
+    def arguments(self) -> tuple[str, ...]:
+        """``verlfit train``'s words after ``--run-dir``."""
+        place = ("--model", str(self.model), "--data", str(self.data), "--steps", self.steps)
+        return (*self.profile, *place, *self.sizes, *self.checks, *self.extra)
+
+
+def start(device: Device, run: Run) -> None:
+    """One run: its plan (a failed plan is logged), its training (or the resume of a run a deadline cut), then
+    ``run.after``; a failed run is logged, never raised (:meth:`Device.train`)."""
+    if run.plan is not None:
+        status = device.verlfit("plan", *run.plan, output=device.runs / f"{run.name}.plan").returncode
+        if status:
+            device.log(f"plan {run.name}: status {status}")
+    if run.resume:
+        device.train_or_resume(run.name, *run.arguments())
+    else:
+        device.train(run.name, *run.arguments(), environment=dict(run.environment))
+    if run.after is not None:
+        run.after(device, run.name)
+
+
+def run_all(device: Device, runs: Iterable[Run], *, at_once: bool = False) -> None:
+    """Start ``runs`` one after the other, each as it comes (a generator's log lines stay between the runs), or all
+    at once (threads: each caps its own memory, each starts its own Ray instance)."""
+    if at_once:
+        together(*(partial(start, device, run) for run in runs))
+    else:
+        for run in runs:
+            start(device, run)
+
+
+def rows(describe: Callable[[Device], Iterable[Run]], *, at_once: bool = False) -> Callable[[Device], None]:
+    """A stage made of runs: ``describe(device)`` makes what they need and gives them (from the settings), and
+    :func:`run_all` runs them."""
+    return lambda device: run_all(device, describe(device), at_once=at_once)
+
+
+def overrides(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """verl overrides after ``--``, or no words at all when there is none."""
+    return ("--", *keys) if keys else ()
+
+
+# the main job's sequence lengths (prompt <= 512, response <= 256), and the learning check's sizes
+MAIN_LENGTHS = words("--max-prompt-length 512 --max-response-length 256")
+LEARN_SIZES = words("--batch-size 64 --max-prompt-length 256 --max-response-length 128")
+SMOKE_SIZES = words("--batch-size 8 --max-response-length 32")  # the tiny model: batch 8, responses <= 32 tokens
+P40_GRPO = words("--emulate p40 --algo grpo")
+
+
 # -- shared makers --------------------------------------------------------------------------------------------------
 def learn_data(device: Device) -> None:
     """The synthetic problems and the SFT-warmed small model of learn, learn_lora, the soak and fault stages.
@@ -417,47 +482,18 @@ def learn_data(device: Device) -> None:
     go beside the prepared folder, not inside it: verlfit writes prepared data only into a folder holding nothing else.
     """
     raw, synthetic, small = device.work / "synthetic-raw", device.work / "synthetic", device.work / "small-sft"
+    sizes = words("--train-size 4096 --test-size 256")
     with device.one_maker("learn_data"):
         if not (raw / "train.jsonl").is_file():
-            device.python(
-                "benchmarks/gsm8k_synthetic.py",
-                "--output",
-                str(raw),
-                "--train-size",
-                "4096",
-                "--test-size",
-                "256",
-                check=True,
-            )
+            device.python("benchmarks/gsm8k_synthetic.py", "--output", str(raw), *sizes, check=True)
         if not (synthetic / "train.parquet").is_file():
-            device.verlfit(
-                "prepare-gsm8k",
-                "--input",
-                str(raw),
-                "--output",
-                str(synthetic),
-                "--tokenizer",
-                str(device.model),
-                "--max-prompt-length",
-                "256",
-                check=True,
-            )
+            prepare = ("--input", str(raw), "--output", str(synthetic), "--tokenizer", str(device.model))
+            device.verlfit("prepare-gsm8k", *prepare, "--max-prompt-length", "256", check=True)
         # seed 2 stopped at step 450 with 0.340 on the dev split (the stop rule is >= 0.25), ~30 s on an H200; 0.315
         # greedy accuracy on 200 test problems (2026-11-29)
         if not (small / "config.json").is_file():
-            made = device.python(
-                "benchmarks/sft_warmup.py",
-                "--data-dir",
-                str(raw),
-                "--output",
-                str(small),
-                "--tokenizer-dir",
-                str(device.model),
-                "--seed",
-                "2",
-                capture=True,
-                check=True,
-            )
+            warmup = ("--data-dir", str(raw), "--output", str(small), "--tokenizer-dir", str(device.model))
+            made = device.python("benchmarks/sft_warmup.py", *warmup, "--seed", "2", capture=True, check=True)
             device.record(last_lines(made.stdout, 3))
 
 
@@ -466,41 +502,15 @@ def own_data(device: Device) -> None:
     own = device.own
     with device.one_maker("own_data"):
         if not (own / "raw" / "train.jsonl").is_file():
-            device.python(
-                "benchmarks/own_task.py",
-                "--output",
-                str(own / "raw"),
-                "--train-size",
-                "4096",
-                "--test-size",
-                "256",
-                check=True,
-            )
+            sizes = words("--train-size 4096 --test-size 256")
+            device.python("benchmarks/own_task.py", "--output", str(own / "raw"), *sizes, check=True)
         if not (own / "data" / "train.parquet").is_file():
             template = device.python("-c", OWN_TASK_PROMPT, capture=True).stdout or ""
-            prepared = device.verlfit(
-                "prepare-data",
-                "--train",
-                str(own / "raw" / "train.jsonl"),
-                "--test",
-                str(own / "raw" / "test.jsonl"),
-                "--question-column",
-                "problem",
-                "--answer-column",
-                "solution",
-                "--data-source",
-                "verlfit/shelf-stock",
-                "--prompt-template",
-                template.rstrip("\n"),
-                "--tokenizer",
-                str(device.model),
-                "--max-prompt-length",
-                "256",
-                "--output",
-                str(own / "data"),
-                capture=True,
-                check=True,
-            )
+            rows = ("--train", str(own / "raw" / "train.jsonl"), "--test", str(own / "raw" / "test.jsonl"))
+            columns = words("--question-column problem --answer-column solution --data-source verlfit/shelf-stock")
+            prompt = ("--prompt-template", template.rstrip("\n"), "--tokenizer", str(device.model))
+            output = ("--max-prompt-length", "256", "--output", str(own / "data"))
+            prepared = device.verlfit("prepare-data", *rows, *columns, *prompt, *output, capture=True, check=True)
             device.record(last_lines(prepared.stdout, 4))
 
 
@@ -515,37 +525,14 @@ def own_warmup(device: Device) -> None:
     small, own_small, warmup = device.work / "small-sft", device.work / "own-sft", device.own / "warmup"
     with device.one_maker("own_warmup"):
         if not (warmup / "train.jsonl").is_file():
-            device.python(
-                "benchmarks/own_task.py",
-                "--warmup",
-                "--output",
-                str(warmup),
-                "--train-size",
-                "4096",
-                "--test-size",
-                "256",
-                check=True,
-            )
+            sizes = words("--train-size 4096 --test-size 256")
+            device.python("benchmarks/own_task.py", "--warmup", "--output", str(warmup), *sizes, check=True)
         if not (own_small / "config.json").is_file():
             instruction = (device.python("-c", OWN_TASK_INSTRUCTION, capture=True).stdout or "").rstrip("\n")
+            folders = ("--init-model", str(small), "--data-dir", str(warmup), "--output", str(own_small))
+            schedule = words("--seed 2 --eval-every 10 --max-new-tokens 128")
             made = device.python(
-                "benchmarks/sft_warmup.py",
-                "--init-model",
-                str(small),
-                "--data-dir",
-                str(warmup),
-                "--output",
-                str(own_small),
-                "--instruction",
-                instruction,
-                "--seed",
-                "2",
-                "--eval-every",
-                "10",
-                "--max-new-tokens",
-                "128",
-                capture=True,
-                check=True,
+                "benchmarks/sft_warmup.py", *folders, "--instruction", instruction, *schedule, capture=True, check=True
             )
             device.record(last_lines(made.stdout, 3))
 
@@ -605,17 +592,9 @@ def export_and_eval(
     if status != 0:
         return None
     output = run / "eval" / f"global_step_{step}-test"
+    exported = (str(run / "export" / f"global_step_{step}"), "--data", str(data), *options)
     status = device.verlfit(
-        "eval",
-        str(run / "export" / f"global_step_{step}"),
-        "--data",
-        str(data),
-        *options,
-        "--output",
-        str(output),
-        *extra,
-        output=device.runs / f"{name}.eval.console",
-        timed=True,
+        "eval", *exported, "--output", str(output), *extra, output=device.runs / f"{name}.eval.console", timed=True
     ).returncode
     device.log(f"end eval {name}: status {status}")
     device.record(device.console_tail(device.runs / f"{name}.eval.console", 5), "  eval| ")
@@ -624,13 +603,8 @@ def export_and_eval(
 
 def own_export_eval(device: Device, name: str, *eval_arguments: str) -> None:
     """Export run NAME's last checkpoint and eval it with the own task's reward function (``$RUNS/NAME.eval.json``)."""
-    output = export_and_eval(
-        device,
-        name,
-        device.own / "data",
-        ("--batch-size", "64", "--reward-function", f"{device.own_reward_file}:compute_score"),
-        eval_arguments,
-    )
+    options = ("--batch-size", "64", "--reward-function", f"{device.own_reward_file}:compute_score")
+    output = export_and_eval(device, name, device.own / "data", options, eval_arguments)
     if output is None:
         return
     for summary in ("summary.json", "comparison.json"):  # the comparison, when there is one, wins
@@ -638,31 +612,19 @@ def own_export_eval(device: Device, name: str, *eval_arguments: str) -> None:
             shutil.copyfile(output / summary, device.runs / f"{name}.eval.json")
 
 
-def soak(device: Device, name: str, total: int, plan: str, *train_arguments: str) -> None:
+def soak(device: Device, run: Run, plan: str) -> None:
     """One run through its interruption plan (benchmarks/soak_run.py), re-entrant: the events done are kept."""
-    events = device.runs / f"{name}.events"
+    events = device.runs / f"{run.name}.events"
     done = ""
     if events.is_file():
         done = "; events so far: " + ",".join(
             line.split("\t")[1] for line in events.read_text().splitlines() if "\t" in line
         )
-    device.log(f"soak {name}: {total} steps, plan '{plan}'{done}")
+    device.log(f"soak {run.name}: {run.steps} steps, plan '{plan}'{done}")
     deadline = ("--deadline", setting("DEADLINE")) if setting("DEADLINE") else ()
-    status = device.python(
-        "benchmarks/soak_run.py",
-        "--runs",
-        str(device.runs),
-        "--name",
-        name,
-        "--total",
-        str(total),
-        "--plan",
-        plan,
-        *deadline,
-        "--",
-        *train_arguments,
-    ).returncode
-    device.log(f"soak {name}: status {status}")
+    soak_run = ("--runs", str(device.runs), "--name", run.name, "--total", run.steps, "--plan", plan, *deadline)
+    status = device.python("benchmarks/soak_run.py", *soak_run, "--", *run.arguments()).returncode
+    device.log(f"soak {run.name}: status {status}")
 
 
 # -- stages ---------------------------------------------------------------------------------------------------------
@@ -704,24 +666,10 @@ def stage_setup(device: Device) -> None:
         if device.make_model(shape, model):
             raise RuntimeError(f"setup: make_model.py --shape {shape} --output {model} failed")
     if not (device.data / "train.parquet").is_file():
-        device.verlfit(
-            "prepare-gsm8k",
-            "--input",
-            str(device.gsm8k_dir),
-            "--output",
-            str(device.data),
-            "--tokenizer",
-            str(device.model),
-            "--max-prompt-length",
-            "512",
-            check=True,
-        )
-    card = device.command(
-        ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-        capture=True,
-        check=True,
-    )
-    device.record(card.stdout.splitlines())
+        prepare = ("--input", str(device.gsm8k_dir), "--output", str(device.data), "--tokenizer", str(device.model))
+        device.verlfit("prepare-gsm8k", *prepare, "--max-prompt-length", "512", check=True)
+    query = ("--query-gpu=name,memory.total,driver_version", "--format=csv,noheader")
+    device.record(device.command(["nvidia-smi", *query], capture=True, check=True).stdout.splitlines())
 
 
 def stage_gputests(device: Device) -> None:
@@ -734,38 +682,24 @@ def stage_gputests(device: Device) -> None:
     device.record(device.console_tail(console, 15))
 
 
-def smoke_arguments(device: Device, steps: int, *algo: str) -> tuple[str, ...]:
-    """The smoke runs' ``verlfit train`` options: the tiny model on GSM8K under ``--emulate p40`` (``algo``: e.g.
-    ``--algo grpo``), ``steps`` steps of batch 8 with responses of at most 32 tokens."""
-    return (
-        "--emulate",
-        "p40",
-        *algo,
-        "--model",
-        str(device.tiny),
-        "--data",
-        str(device.data),
-        "--steps",
-        str(steps),
-        "--batch-size",
-        "8",
-        "--max-response-length",
-        "32",
-    )
+def smoke(device: Device, name: str, steps: str, *, sizes: tuple[str, ...] = SMOKE_SIZES, **fields) -> Run:
+    """A smoke run: the tiny model on GSM8K under ``--emulate p40``, ``steps`` steps of batch 8 with responses of at
+    most 32 tokens (``fields``: the rest of the row)."""
+    return Run(name, device.tiny, device.data, steps, sizes=sizes, **fields)
 
 
-def stage_smoke(device: Device) -> None:
-    for name, algo in (("smoke-ppo", ()), ("smoke-grpo", ("--algo", "grpo"))):
-        device.train(name, *smoke_arguments(device, 3, *algo), *COMMON)
+def smoke_runs(device: Device) -> tuple[Run, ...]:
+    return smoke(device, "smoke-ppo", "3"), smoke(device, "smoke-grpo", "3", profile=P40_GRPO)
 
 
-def stage_smoke_resume(device: Device) -> None:
+def smoke_resume_runs(device: Device) -> tuple[Run, ...]:
     # a run that checkpoints at its last step (2), continued to 4 by `verlfit train --resume`: the resume path end to
     # end (its record, its checkpoint, its ETA from the estimate run.json recorded) on the tiny model
-    run = device.runs / "smoke-resume"
-    device.train("smoke-resume", *smoke_arguments(device, 2), *CHECKS_OFF, "--save-freq", "2")
-    device.log(f"resume smoke-resume: verlfit train --resume {run} --steps 4")
-    device.resume("smoke-resume", run, "--steps", "4", label="smoke-resume resume")
+    def resumed(device: Device, name: str) -> None:
+        device.log(f"resume {name}: verlfit train --resume {device.runs / name} --steps 4")
+        device.resume(name, device.runs / name, "--steps", "4", label=f"{name} resume")
+
+    return (smoke(device, "smoke-resume", "2", checks=(*CHECKS_OFF, "--save-freq", "2"), after=resumed),)
 
 
 # issue 44 item 4: a reward function split into two files, the scorer importing its helper from beside it
@@ -790,51 +724,24 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
 }
 
 
-def stage_reward_helper(device: Device) -> None:
+def reward_helper_runs(device: Device) -> tuple[Run, ...]:
     # the files written each time (they are small); the run trains the tiny model 2 steps and validates at step 2, so
     # verl imports the reward (and its helper) in its trainer and its validation alike
     folder = device.work / "reward-helper"
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in REWARD_HELPER_FILES.items():
         (folder / name).write_text(text, encoding="utf-8")
-    device.train(
-        "reward-helper",
-        *smoke_arguments(device, 2),
-        "--reward-function",
-        f"{folder / 'reward.py'}:compute_score",
-        "--skip-checks",
-        "--test-freq",
-        "2",
-        "--save-freq",
-        "-1",
-    )
+    reward = ("--reward-function", f"{folder / 'reward.py'}:compute_score")
+    checks = words("--skip-checks --test-freq 2 --save-freq -1")
+    return (smoke(device, "reward-helper", "2", sizes=(*SMOKE_SIZES, *reward), checks=checks),)
 
 
-def stage_main(device: Device) -> None:
+def main_runs(device: Device) -> tuple[Run, ...]:
     # ~13.5 s a step alone on an H200 at prompt 512, ~18 s more for each checkpoint save (2026-11-29): the run is
     # planned as 25 steps ending on verl's checkpoint (~11 GiB), and main_resume extends it to 50 through verl's own
     # resume (--steps 50), so no step is trained twice and none is lost to a deadline
-    device.train(
-        "main-ppo",
-        "--emulate",
-        "p40",
-        "--model",
-        str(device.model),
-        "--data",
-        str(device.data),
-        "--steps",
-        "25",
-        "--max-prompt-length",
-        "512",
-        "--max-response-length",
-        "256",
-        "--skip-checks",
-        "--no-validate-before-train",
-        "--test-freq",
-        "-1",
-        "--save-freq",
-        "25",
-    )
+    checks = (*CHECKS_OFF, "--save-freq", "25")
+    return (Run("main-ppo", device.model, device.data, "25", sizes=MAIN_LENGTHS, checks=checks),)
 
 
 def stage_main_resume(device: Device) -> None:
@@ -843,100 +750,30 @@ def stage_main_resume(device: Device) -> None:
     device.resume("main-ppo", run, "--steps", "50", label="main-ppo resume")
 
 
-def stage_grpo(device: Device) -> None:
-    device.train(
-        "main-grpo",
-        "--emulate",
-        "p40",
-        "--algo",
-        "grpo",
-        "--model",
-        str(device.model),
-        "--data",
-        str(device.data),
-        "--steps",
-        setting("GRPO_STEPS", "10"),
-        "--batch-size",
-        setting("GRPO_BATCH", "32"),
-        "--max-prompt-length",
-        "512",
-        "--max-response-length",
-        "256",
-        *COMMON,
-    )
+def grpo_runs(device: Device) -> tuple[Run, ...]:
+    sizes = ("--batch-size", setting("GRPO_BATCH", "32"), *MAIN_LENGTHS)
+    return (Run("main-grpo", device.model, device.data, setting("GRPO_STEPS", "10"), profile=P40_GRPO, sizes=sizes),)
 
 
-def stage_public(device: Device) -> None:
+def public_runs(device: Device) -> tuple[Run, ...]:
     # the blog posts' P40 shape: batch 1, mini-batch 1, micro-batch 1, eager attention, fp32, 256/256
-    device.train(
-        "public-recipe",
-        "--emulate",
-        "p40",
-        "--plan",
-        "off",
-        "--attention",
-        "eager",
-        "--model",
-        str(device.model),
-        "--data",
-        str(device.data),
-        "--steps",
-        setting("PUBLIC_STEPS", "10"),
-        "--batch-size",
-        "1",
-        "--mini-batch-size",
-        "1",
-        "--micro-batch-size",
-        "1",
-        "--max-prompt-length",
-        "256",
-        "--max-response-length",
-        "256",
-        *COMMON,
-    )
+    profile = words("--emulate p40 --plan off --attention eager")
+    sizes = words("--batch-size 1 --mini-batch-size 1 --micro-batch-size 1 --max-prompt-length 256")
+    steps = setting("PUBLIC_STEPS", "10")
+    sizes = (*sizes, "--max-response-length", "256")
+    return (Run("public-recipe", device.model, device.data, steps, profile=profile, sizes=sizes),)
 
 
-def stage_tuned(device: Device) -> None:
-    device.train(
-        "tuned-p40",
-        "--emulate",
-        "p40",
-        "--model",
-        str(device.model),
-        "--data",
-        str(device.data),
-        "--steps",
-        setting("TUNED_STEPS", "10"),
-        "--max-prompt-length",
-        "256",
-        "--max-response-length",
-        "256",
-        *COMMON,
-    )
+def tuned_runs(device: Device) -> tuple[Run, ...]:
+    sizes = words("--max-prompt-length 256 --max-response-length 256")
+    return (Run("tuned-p40", device.model, device.data, setting("TUNED_STEPS", "10"), sizes=sizes),)
 
 
-def stage_a10(device: Device) -> None:
+def a10_runs(device: Device) -> tuple[Run, ...]:
     # bf16 + sdpa + HF rollout: flash-attn and vLLM are not on this machine (the real A10 image uses both)
-    device.train(
-        "a10-like",
-        "--profile",
-        "a10",
-        "--rollout",
-        "hf",
-        "--attention",
-        "sdpa",
-        "--gpu-memory-limit",
-        "24",
-        "--model",
-        str(device.model),
-        "--data",
-        str(device.data),
-        "--steps",
-        "20",
-        *COMMON,
-        "--",
-        "actor_rollout_ref.actor.use_torch_compile=False",
-    )
+    profile = words("--profile a10 --rollout hf --attention sdpa --gpu-memory-limit 24")
+    extra = ("--", "actor_rollout_ref.actor.use_torch_compile=False")
+    return (Run("a10-like", device.model, device.data, "20", profile=profile, extra=extra),)
 
 
 def speed_keys(device: Device, config: str, stage: str) -> tuple[str, ...] | None:
@@ -947,49 +784,24 @@ def speed_keys(device: Device, config: str, stage: str) -> tuple[str, ...] | Non
     return SPEED_CONFIGURATIONS[config]
 
 
+def speed_runs(device: Device) -> Iterator[Run]:
+    for config in words(setting("SPEED_CONFIGS", "today all")):
+        keys = speed_keys(device, config, "speed")
+        if keys is not None:
+            steps = setting("SPEED_STEPS", "10")
+            yield Run(f"speed-{config}", device.model, device.data, steps, sizes=MAIN_LENGTHS, extra=overrides(keys))
+
+
 def stage_speed(device: Device) -> None:
     # Sequential by default: 10 steps x ~14 s plus ~1-1.5 min of start-up per run. SPEED_PARALLEL=1 runs them at
     # once: then step times include the others' load (memory figures do not).
-    runs = []
-    for config in words(setting("SPEED_CONFIGS", "today all")):
-        keys = speed_keys(device, config, "speed")
-        if keys is None:
-            continue
-        arguments = (
-            "--emulate",
-            "p40",
-            "--model",
-            str(device.model),
-            "--data",
-            str(device.data),
-            "--steps",
-            setting("SPEED_STEPS", "10"),
-            "--max-prompt-length",
-            "512",
-            "--max-response-length",
-            "256",
-            *COMMON,
-            *(("--", *keys) if keys else ()),
-        )
-        runs.append(lambda name=f"speed-{config}", arguments=arguments: device.train(name, *arguments))
-    if setting("SPEED_PARALLEL"):
-        together(*runs)
-    else:
-        for run in runs:
-            run()
+    run_all(device, tuple(speed_runs(device)), at_once=bool(setting("SPEED_PARALLEL")))
     if setting("SKIP_DECODE_BENCH"):
         return
     device.log("start decode_bench: batch 32 and 64, prompts 100-256 of 256 columns, 256 new tokens, fp32")
     result = device.runs / "decode_bench.json"
-    status = device.python(
-        "benchmarks/decode_bench.py",
-        "--model",
-        str(device.model),
-        "--output",
-        str(result),
-        output=device.runs / "decode_bench.console",
-        timed=True,
-    ).returncode
+    bench, console = ("--model", str(device.model), "--output", str(result)), device.runs / "decode_bench.console"
+    status = device.python("benchmarks/decode_bench.py", *bench, output=console, timed=True).returncode
     if status:
         device.log(f"decode_bench: status {status}")
     device.show(device.console_tail(device.runs / "decode_bench.console", 4), "  decode_bench| ")
@@ -1004,138 +816,76 @@ FP16_CONFIGURATIONS = {
 }
 
 
-def stage_fp16(device: Device) -> None:
-    # ~1.5 min of start-up plus 10 steps per run; the fp32 run of the P40 profile took 6.6 s a step at 22.5 GiB
-    sizes = (
-        "--model",
-        str(device.model),
-        "--batch-size",
-        "32",
-        "--max-prompt-length",
-        "512",
-        "--max-response-length",
-        "256",
-    )
+def fp16_runs(device: Device) -> Iterator[Run]:
+    # ~1.5 min of start-up plus 10 steps per run; the fp32 run of the P40 profile took 6.6 s a step at 22.5 GiB; each
+    # planned first (plan calls the limit --gpu-memory)
+    sizes = ("--batch-size", "32", *MAIN_LENGTHS)
     for config in words(setting("FP16_CONFIGS", "t4 v100 p40_t4_budget")):
         if config not in FP16_CONFIGURATIONS:
             device.log(f"stage fp16: unknown configuration '{config}' ({' '.join(FP16_CONFIGURATIONS)})")
             continue
         selection = FP16_CONFIGURATIONS[config]
         plan_selection = tuple("--gpu-memory" if word == "--gpu-memory-limit" else word for word in selection)
-        status = device.verlfit("plan", *plan_selection, *sizes, output=device.runs / f"fp16-{config}.plan").returncode
-        if status:
-            device.log(f"plan fp16-{config}: status {status}")
-        device.train(
-            f"fp16-{config}",
-            *selection,
-            "--model",
-            str(device.model),
-            "--data",
-            str(device.data),
-            "--steps",
-            setting("FP16_STEPS", "10"),
-            *sizes[2:],
-            *COMMON,
-        )
+        plan = (*plan_selection, "--model", str(device.model), *sizes)
+        steps = setting("FP16_STEPS", "10")
+        yield Run(f"fp16-{config}", device.model, device.data, steps, profile=selection, sizes=sizes, plan=plan)
 
 
-def learn_run(
+def learning_check(
     device: Device,
     name: str,
     algo: str,
-    *,
-    model: Path,
-    data: Path,
     learning_rate: str,
-    extra: tuple[str, ...] = (),
+    *,
     profile: tuple[str, ...] = ("--emulate", "p40"),
     critic_lr: str = "5e-5",
-    save_freq: str = "200",
-    environment: dict[str, str] | None = None,
-    resume: bool = False,
-) -> Callable[[], None]:
-    """One run of the learning check (200 steps, batch 64, 256/128), ready to start: PPO gets ``critic_lr``."""
-    arguments = (
-        *profile,
-        *(("--algo", "grpo") if algo == "grpo" else ()),
-        "--model",
-        str(model),
-        "--data",
-        str(data),
-        "--steps",
-        "200",
-        "--batch-size",
-        "64",
-        "--max-prompt-length",
-        "256",
-        "--max-response-length",
-        "128",
-        "--actor-lr",
-        learning_rate,
-        *(("--critic-lr", critic_lr) if algo == "ppo" else ()),
-        *extra,
+    adapter: tuple[str, ...] = (),
+    model: Path | None = None,
+    data: Path | None = None,
+    **fields,
+) -> Run:
+    """One run of the learning check (200 steps, batch 64, 256/128) of learn's SFT-warmed small model on its
+    synthetic problems (``model``, ``data``: others): PPO gets ``critic_lr``; ``adapter``: LoRA's words after the
+    learning rates; ``fields``: the rest of the row (checks, extra, environment, resume, after)."""
+    algorithm = ("--algo", "grpo") if algo == "grpo" else ()
+    rates = ("--actor-lr", learning_rate, *(("--critic-lr", critic_lr) if algo == "ppo" else ()))
+    model, data = model or device.work / "small-sft", data or device.work / "synthetic"
+    return Run(
+        name, model, data, "200", profile=(*profile, *algorithm), sizes=(*LEARN_SIZES, *rates, *adapter), **fields
     )
-    if resume:
-        return lambda: device.train_or_resume(name, *arguments)
-    return lambda: device.train(name, *arguments, environment=environment)
 
 
-def stage_learn(device: Device) -> None:
+def learn_runs(device: Device) -> tuple[Run, ...]:
     # responses up to 128 tokens: the synthetic answers take 49-88 tokens (median 62) with the local tokenizer, so 64
     # would cut off the final "#### N" of about one in six. --save-freq 200: one checkpoint, of the last step, for
     # export_eval. LEARN_ALGOS, LEARN_TAG (a suffix for the run names) and LEARN_EXTRA (more verlfit train words)
     # run variants of the same check.
     learn_data(device)
-    tail = (
-        "--skip-checks",
-        "--test-freq",
-        setting("LEARN_TEST_FREQ", "20"),
-        "--save-freq",
-        "200",
-        *words(setting("LEARN_EXTRA")),
-    )
-    together(
-        *(
-            learn_run(
-                device,
-                f"learn-{algo}-lr{lr}{setting('LEARN_TAG')}",
-                algo,
-                model=device.work / "small-sft",
-                data=device.work / "synthetic",
-                learning_rate=lr,
-                extra=tail,
-            )
-            for lr in words(setting("LEARN_LRS", "1e-5 3e-5"))
-            for algo in words(setting("LEARN_ALGOS", "ppo grpo"))
-        )
+    checks = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "20"), "--save-freq", "200")
+    extra = words(setting("LEARN_EXTRA"))
+    return tuple(
+        learning_check(device, f"learn-{algo}-lr{lr}{setting('LEARN_TAG')}", algo, lr, checks=checks, extra=extra)
+        for lr in words(setting("LEARN_LRS", "1e-5 3e-5"))
+        for algo in words(setting("LEARN_ALGOS", "ppo grpo"))
     )
 
 
-def stage_learn_fp16(device: Device) -> None:
+def learn_fp16_runs(device: Device) -> tuple[Run, ...]:
     # learn's check at one learning rate (1e-5: 3e-5 made fp32 PPO fall in the learn stage), fp16 training under the
     # T4's memory, with the profile's fp16 rollout and with an fp32 rollout; 200 steps x ~1.1 s + start-up, all at once
     learn_data(device)
-    tail = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "20"), "--save-freq", "-1")
-    together(
-        *(
-            learn_run(
-                device,
-                f"learn-fp16-{algo}-rollout-{rollout}",
-                algo,
-                model=device.work / "small-sft",
-                data=device.work / "synthetic",
-                learning_rate="1e-5",
-                extra=tail,
-                profile=("--emulate", "t4"),
-                environment={"VLLM_DTYPE": rollout},
-            )
-            for rollout in words(setting("LEARN_FP16_ROLLOUTS", "float16 float32"))
-            for algo in ("ppo", "grpo")
+    checks = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "20"), "--save-freq", "-1")
+    t4 = {"profile": ("--emulate", "t4"), "checks": checks}
+    return tuple(
+        learning_check(
+            device, f"learn-fp16-{algo}-rollout-{rollout}", algo, "1e-5", **t4, environment=(("VLLM_DTYPE", rollout),)
         )
+        for rollout in words(setting("LEARN_FP16_ROLLOUTS", "float16 float32"))
+        for algo in ("ppo", "grpo")
     )
 
 
-def stage_learn_lora(device: Device) -> None:
+def learn_lora_runs(device: Device) -> tuple[Run, ...]:
     # The learning check of stage learn with LoRA. Rank 32 on the small model (hidden 256, 4 layers): an eighth of
     # the full rank of its square projections, enough room that capacity is not what is tested, and the adapter stays
     # small (720,896 parameters on the 4 layers). alpha 32 (scaling 1) and learning rates ten times the
@@ -1149,38 +899,17 @@ def stage_learn_lora(device: Device) -> None:
             device.log(
                 f"learn_lora: LEARN_LORA_ALGOS has '{algo}'; write ppo, grpo or both (\"ppo grpo\"): nothing run"
             )
-            return
+            return ()
     learn_data(device)
     # --save-freq 50: a run a deadline cuts is resumed the next time the stage runs (train_or_resume)
-    tail = (
-        "--lora-rank",
-        "32",
-        "--lora-alpha",
-        "32",
-        "--skip-checks",
-        "--test-freq",
-        setting("LEARN_TEST_FREQ", "20"),
-        "--save-freq",
-        "50",
-        *words(setting("LORA_EXTRA")),
-    )
-    together(
-        *(
-            learn_run(
-                device,
-                f"learn-lora-{algo}-lr{lr}",
-                algo,
-                model=device.work / "small-sft",
-                data=device.work / "synthetic",
-                learning_rate=lr,
-                critic_lr="5e-4",
-                extra=tail,
-                resume=True,
-            )
-            for lr in words(setting("LEARN_LORA_LRS", "1e-4 3e-4"))
-            for algo in ("ppo", "grpo")
-            if algo in algos
-        )
+    checks = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "20"), "--save-freq", "50")
+    adapter, extra = words("--lora-rank 32 --lora-alpha 32"), words(setting("LORA_EXTRA"))
+    lora = {"critic_lr": "5e-4", "adapter": adapter, "checks": checks, "extra": extra, "resume": True}
+    return tuple(
+        learning_check(device, f"learn-lora-{algo}-lr{lr}", algo, lr, **lora)
+        for lr in words(setting("LEARN_LORA_LRS", "1e-4 3e-4"))
+        for algo in ("ppo", "grpo")
+        if algo in algos
     )
 
 
@@ -1219,16 +948,9 @@ def stage_graph_memory(device: Device) -> None:
         "policy"
     )
     result = device.runs / "graph_memory.json"
+    probe = ("--model", str(device.model), "--calls", calls, "--output", str(result))
     status = device.python(
-        "benchmarks/graph_memory_probe.py",
-        "--model",
-        str(device.model),
-        "--calls",
-        calls,
-        "--output",
-        str(result),
-        output=device.runs / "graph_memory.console",
-        timed=True,
+        "benchmarks/graph_memory_probe.py", *probe, output=device.runs / "graph_memory.console", timed=True
     ).returncode
     if status:
         device.log(f"graph_memory: status {status}")
@@ -1237,178 +959,118 @@ def stage_graph_memory(device: Device) -> None:
         shutil.copyfile(result, device.out / "graph_memory.json")
 
 
-def stage_lora_speed(device: Device) -> None:
+def lora_speed_runs(device: Device) -> Iterator[Run]:
     # lora_1p5b_ppo (2026-12-01): 63.5 s of generation a step (~250 ms per decode step at batch 32) against 7.4 s for
     # the full-parameter 0.5B; the suspect is FSDP's hooks on every adapter unit per token (patch 0023). Unwrapped
     # first, so a run cut short by the deadline still measures the key.
     if not (device.model_1p5b / "config.json").is_file():
         device.log(f"lora_speed: no {device.model_1p5b} (run setup with this stage named)")
         return
+    sizes = ("--batch-size", "32", *MAIN_LENGTHS, "--lora-rank", "32")
     for config in words(setting("LORA_SPEED_CONFIGS", "unwrap all today")):
         keys = speed_keys(device, config, "lora_speed")
-        if keys is None:
-            continue
-        device.train(
-            f"lora-speed-{config}",
-            "--emulate",
-            "p40",
-            "--model",
-            str(device.model_1p5b),
-            "--data",
-            str(device.data),
-            "--steps",
-            setting("LORA_SPEED_STEPS", "4"),
-            "--batch-size",
-            "32",
-            "--max-prompt-length",
-            "512",
-            "--max-response-length",
-            "256",
-            "--lora-rank",
-            "32",
-            *COMMON,
-            *(("--", *keys) if keys else ()),
-        )
+        if keys is not None:
+            steps = setting("LORA_SPEED_STEPS", "4")
+            name = f"lora-speed-{config}"
+            yield Run(name, device.model_1p5b, device.data, steps, sizes=sizes, extra=overrides(keys))
 
 
-def calibrate(device: Device, profile: tuple[str, ...], runs: dict[str, str]) -> None:
+def calibration(profile: str, runs: dict[str, str]) -> Callable[[Device], Iterator[Run]]:
     """3 steps of each run (name -> verlfit train words) without a memory limit: allocated memory is the real need."""
-    for name, arguments in runs.items():
-        device.train(
-            name,
-            *profile,
-            "--plan",
-            "off",
-            *words(arguments),
-            "--model",
-            str(device.model),
-            "--data",
-            str(device.data),
-            "--steps",
-            "3",
-            *COMMON,
-        )
+
+    def describe(device: Device) -> Iterator[Run]:
+        for name, arguments in runs.items():
+            yield Run(
+                name, device.model, device.data, "3", profile=(*words(profile), "--plan", "off", *words(arguments))
+            )
+
+    return describe
 
 
-def stage_calibrate_p40(device: Device) -> None:
-    calibrate(
-        device,
-        ("--profile", "p40"),
-        {
-            "cal-p40-ppo-m4-512": "--micro-batch-size 4 --max-prompt-length 512 --max-response-length 256",
-            "cal-p40-ppo-m8-opt": "--micro-batch-size 8 --offload optimizer --max-prompt-length 256 "
-            "--max-response-length 128",
-            "cal-p40-grpo-m4": "--algo grpo --batch-size 8 --micro-batch-size 4 --offload optimizer "
-            "--max-prompt-length 512 --max-response-length 256",
-        },
-    )
+CALIBRATE_P40 = {
+    "cal-p40-ppo-m4-512": "--micro-batch-size 4 --max-prompt-length 512 --max-response-length 256",
+    "cal-p40-ppo-m8-opt": "--micro-batch-size 8 --offload optimizer --max-prompt-length 256 --max-response-length 128",
+    "cal-p40-grpo-m4": "--algo grpo --batch-size 8 --micro-batch-size 4 --offload optimizer "
+    "--max-prompt-length 512 --max-response-length 256",
+}
+CALIBRATE_A10 = {
+    "cal-a10-ppo-m8": "--micro-batch-size 8 --max-prompt-length 512 --max-response-length 256",
+    "cal-a10-ppo-m4-nockpt": "--micro-batch-size 4 --no-gradient-checkpointing --max-prompt-length 256 "
+    "--max-response-length 256",
+    "cal-a10-grpo-m8": "--algo grpo --batch-size 16 --micro-batch-size 8 --max-prompt-length 512 "
+    "--max-response-length 256",
+}
+# an independent check of the eager bf16 entropy coefficient that cal-a10-ppo-m8 / cal-a10-grpo-m8 fitted: another
+# micro-batch (log-prob 32) and sequence split (256/256); the planner puts its peak in the old log-prob
+CALIBRATE_CHECK = {
+    "cal-a10-grpo-m16-256": "--algo grpo --batch-size 8 --micro-batch-size 16 --max-prompt-length 256 "
+    "--max-response-length 256",
+}
+A10_HF = "--profile a10 --rollout hf --attention sdpa"  # the a10 profile without vLLM and flash-attn
 
 
-def stage_calibrate_a10(device: Device) -> None:
-    calibrate(
-        device,
-        ("--profile", "a10", "--rollout", "hf", "--attention", "sdpa"),
-        {
-            "cal-a10-ppo-m8": "--micro-batch-size 8 --max-prompt-length 512 --max-response-length 256",
-            "cal-a10-ppo-m4-nockpt": "--micro-batch-size 4 --no-gradient-checkpointing --max-prompt-length 256 "
-            "--max-response-length 256",
-            "cal-a10-grpo-m8": "--algo grpo --batch-size 16 --micro-batch-size 8 --max-prompt-length 512 "
-            "--max-response-length 256",
-        },
-    )
-
-
-def stage_calibrate_check(device: Device) -> None:
-    # an independent check of the eager bf16 entropy coefficient that cal-a10-ppo-m8 / cal-a10-grpo-m8 fitted: another
-    # micro-batch (log-prob 32) and sequence split (256/256); the planner puts its peak in the old log-prob
-    calibrate(
-        device,
-        ("--profile", "a10", "--rollout", "hf", "--attention", "sdpa"),
-        {
-            "cal-a10-grpo-m16-256": "--algo grpo --batch-size 8 --micro-batch-size 16 --max-prompt-length 256 "
-            "--max-response-length 256",
-        },
-    )
-
-
-def stage_own_task(device: Device) -> None:
+def own_task_runs(device: Device) -> Iterator[Run]:
     # GRPO with LoRA on the Qwen3-1.7B shape; PPO full-parameter on the Qwen3-0.6B shape: 4 steps each, no
     # validation, one checkpoint of the last step for export; the plan first (its predicted peak against the run's)
     own_data(device)
-    sizes = ("--batch-size", "16", "--max-prompt-length", "256", "--max-response-length", "128")
-    tail = ("--skip-checks", "--no-validate-before-train", "--test-freq", "-1", "--save-freq", "4", *device.own_reward)
+    sizes = words("--batch-size 16 --max-prompt-length 256 --max-response-length 128")
     for name, model, algo in (
-        ("own-grpo-lora-qwen3-1p7b", device.model_qwen3_1p7b, ("--algo", "grpo", "--lora-rank", "16")),
+        ("own-grpo-lora-qwen3-1p7b", device.model_qwen3_1p7b, words("--algo grpo --lora-rank 16")),
         ("own-ppo-qwen3-0p6b", device.model_qwen3_0p6b, ()),
     ):
         if not (model / "config.json").is_file():
             device.log(f"own_task: no {model} (run setup with this stage named)")
             continue
-        device.verlfit(
-            "plan", "--model", str(model), "--emulate", "p40", *algo, *sizes, output=device.runs / f"{name}.plan"
-        )
-        device.train(
+        yield Run(
             name,
-            "--emulate",
-            "p40",
-            *algo,
-            "--model",
-            str(model),
-            "--data",
-            str(device.own / "data"),
-            "--steps",
+            model,
+            device.own / "data",
             "4",
-            *sizes,
-            *tail,
+            profile=("--emulate", "p40", *algo),
+            sizes=sizes,
+            checks=(*CHECKS_OFF, "--save-freq", "4"),
+            extra=device.own_reward,
+            plan=("--model", str(model), "--emulate", "p40", *algo, *sizes),
+            after=lambda device, name: own_export_eval(device, name, "--limit", "64"),
         )
-        own_export_eval(device, name, "--limit", "64")
 
 
-def stage_learn_own(device: Device) -> None:
+def learn_own_runs(device: Device) -> tuple[Run, ...]:
     learn_data(device)
     own_data(device)
     own_warmup(device)
-    start, name = device.work / "own-sft", "learn-own-grpo"
+    start = device.work / "own-sft"
+
+    def validated_then_compared(device: Device, name: str) -> None:
+        key = "val-core/verlfit/shelf-stock/reward/mean@1"
+        metrics = device.runs / name / "metrics.jsonl"
+        scores = [
+            json.dumps({key: record[key]})[1:-1]
+            for record in map(json.loads, read_text(metrics, "").splitlines())
+            if key in record
+        ]
+        device.record(scores[:1] + scores[-1:], f"  {name} validation| ")
+        own_export_eval(device, name, "--compare", str(start))
+        device.log(
+            f"learn_own: expected a held-out difference (model - start) of at least +0.10 in "
+            f"{device.runs / name}.eval.json"
+        )
+
     # as learn's GRPO run at its first learning rate, on the own task and scored by its reward function (training and
     # validation: verl uses the custom reward for both); the 256 held-out problems are validated every 20 steps
-    device.train(
-        name,
-        "--emulate",
-        "p40",
-        "--algo",
-        "grpo",
-        "--model",
-        str(start),
-        "--data",
-        str(device.own / "data"),
-        "--steps",
-        "200",
-        "--batch-size",
-        "64",
-        "--max-prompt-length",
-        "256",
-        "--max-response-length",
-        "128",
-        "--actor-lr",
-        "1e-5",
-        "--skip-checks",
-        "--test-freq",
-        "20",
-        "--save-freq",
-        "200",
-        *device.own_reward,
-    )
-    key = "val-core/verlfit/shelf-stock/reward/mean@1"
-    metrics = device.runs / name / "metrics.jsonl"
-    scores = [
-        json.dumps({key: record[key]})[1:-1]
-        for record in map(json.loads, read_text(metrics, "").splitlines())
-        if key in record
-    ]
-    device.record(scores[:1] + scores[-1:], f"  {name} validation| ")
-    own_export_eval(device, name, "--compare", str(start))
-    device.log(
-        f"learn_own: expected a held-out difference (model - start) of at least +0.10 in {device.runs / name}.eval.json"
+    checks = words("--skip-checks --test-freq 20 --save-freq 200")
+    return (
+        learning_check(
+            device,
+            "learn-own-grpo",
+            "grpo",
+            "1e-5",
+            model=start,
+            data=device.own / "data",
+            checks=checks,
+            extra=device.own_reward,
+            after=validated_then_compared,
+        ),
     )
 
 
@@ -1426,29 +1088,8 @@ def lora_family_run(device: Device, name: str, shape: str, data: str, arguments:
         data_path, reward = device.own / "data", device.own_reward
     else:
         data_path = device.data
-    device.verlfit(
-        "plan",
-        "--model",
-        str(model),
-        "--emulate",
-        "p40",
-        *words(arguments.split(" -- ")[0]),
-        output=device.runs / f"{name}.plan",
-    )
-    device.train(
-        name,
-        "--emulate",
-        "p40",
-        "--model",
-        str(model),
-        "--data",
-        str(data_path),
-        "--steps",
-        "3",
-        *COMMON,
-        *reward,
-        *words(arguments),
-    )
+    plan = ("--model", str(model), "--emulate", "p40", *words(arguments.split(" -- ")[0]))
+    start(device, Run(name, model, data_path, "3", extra=(*reward, *words(arguments)), plan=plan))
 
 
 def stage_lora_families(device: Device) -> None:
@@ -1470,29 +1111,20 @@ def lora16_target(device: Device, name: str, shape: str, arguments: str) -> None
     if status:
         device.log(f"lora16: making {device.work}/{shape}-random failed: status {status}")
         return
-    model = str(device.work / f"{shape}-random")
-    device.verlfit("plan", "--model", model, "--auto-fit", *words(arguments), output=device.runs / f"{name}.plan")
-    device.train(name, "--model", model, "--data", str(device.data), "--steps", "3", *COMMON, *words(arguments))
+    model = device.work / f"{shape}-random"
+    plan = ("--model", str(model), "--auto-fit", *words(arguments))
+    start(device, Run(name, model, device.data, "3", profile=(), extra=words(arguments), plan=plan))
 
 
 def lora16_seven_b_plan(device: Device) -> None:
     """The 7B's plan on a P40 (no run: its verdict is "does not fit"; the plan shows the arithmetic per phase)."""
     if lora16_model(device, "qwen2.5-7b") == 0:
-        device.verlfit(
-            "plan",
-            "--model",
-            str(device.work / "qwen2.5-7b-random"),
-            "--emulate",
-            "p40",
-            "--algo",
-            "grpo",
-            *words(LORA16_SIZE),
-            "--auto-fit",
-            output=device.runs / "lora16-qwen2.5-7b-grpo-p40.plan",
-        )
+        model = ("--model", str(device.work / "qwen2.5-7b-random"))
+        plan = (*model, *P40_GRPO, *words(LORA16_SIZE), "--auto-fit")
+        device.verlfit("plan", *plan, output=device.runs / "lora16-qwen2.5-7b-grpo-p40.plan")
 
 
-def lora16_speed(device: Device) -> None:
+def lora16_speed_runs(device: Device) -> Iterator[Run]:
     """(c) of stage lora16: auto-fit's speed pick, then the memory-first choice, one after the other.
 
     Each is planned first (``$RUNS/lora16-speed-NAME.plan``, ``verlfit plan --auto-fit``) and trained
@@ -1501,27 +1133,12 @@ def lora16_speed(device: Device) -> None:
     """
     for name, kept in LORA16_SPEED_RUNS:
         arguments = (*words(LORA16_SPEED_SIZE), *words(kept))
-        plan = device.runs / f"lora16-speed-{name}.plan"
-        device.verlfit("plan", "--model", str(device.model), "--auto-fit", *arguments, output=plan)
-        device.train(
-            f"lora16-speed-{name}",
-            "--model",
-            str(device.model),
-            "--data",
-            str(device.data),
-            "--steps",
-            setting("LORA16_SPEED_STEPS", "4"),
-            *COMMON,
-            *arguments,
-        )
+        plan = ("--model", str(device.model), "--auto-fit", *arguments)
+        steps = setting("LORA16_SPEED_STEPS", "4")
+        yield Run(f"lora16-speed-{name}", device.model, device.data, steps, profile=(), extra=arguments, plan=plan)
 
 
-def stage_lora16_speed(device: Device) -> None:
-    # (c) of stage lora16 alone: the two runs with the GPU to themselves
-    lora16_speed(device)
-
-
-def stage_lora_graph(device: Device) -> None:
+def lora_graph_runs(device: Device) -> Iterator[Run]:
     """Issue 43's side by side: LORA_GRAPH_TARGETS (default the 4B GRPO LoRA T4 target; names of LORA16_TARGETS or
     LORA16_CALIBRATION_TARGETS) with
     CUDA-graph decoding off (``+actor_rollout_ref.rollout.cuda_graph=False``, verlfit's default before issue 43) and
@@ -1536,27 +1153,15 @@ def stage_lora_graph(device: Device) -> None:
         if lora16_model(device, shape):
             device.log(f"lora_graph: making {device.work}/{shape}-random failed")
             continue
-        model = str(device.work / f"{shape}-random")
+        model = device.work / f"{shape}-random"
         for mode in words(setting("LORA_GRAPH_MODES", "off on")):
             if mode not in modes:
                 device.log(f"lora_graph: LORA_GRAPH_MODES has '{mode}'; write off, on or both")
                 continue
-            run = f"{name}-graphs-{mode}"
-            device.verlfit(
-                "plan", "--model", model, *words(arguments), *modes[mode][1], output=device.runs / f"{run}.plan"
-            )
-            device.train(
-                run,
-                "--model",
-                model,
-                "--data",
-                str(device.data),
-                "--steps",
-                setting("LORA_GRAPH_STEPS", "3"),
-                *COMMON,
-                *words(arguments),
-                *modes[mode][0],
-            )
+            train, plan = modes[mode]
+            steps = setting("LORA_GRAPH_STEPS", "3")
+            extra, plan = (*words(arguments), *train), ("--model", str(model), *words(arguments), *plan)
+            yield Run(f"{name}-graphs-{mode}", model, device.data, steps, profile=(), extra=extra, plan=plan)
 
 
 def stage_lora16(device: Device) -> None:
@@ -1568,40 +1173,21 @@ def stage_lora16(device: Device) -> None:
     # adapter off) is that rounding, while the float32 run keeps the weights as saved.
     learn_data(device)
     jobs = []
+    checks = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "50"), "--save-freq", "-1")
     for base in words(setting("LORA16_LEARN_BASES", "bfloat16 float32")):
         if base not in ("bfloat16", "float32"):
             device.log(f"lora16: LORA16_LEARN_BASES has '{base}'; write bfloat16, float32 or both")
             continue
-        jobs.append(
-            learn_run(
-                device,
-                f"lora16-learn-grpo-{base}",
-                "grpo",
-                model=device.work / "small-sft",
-                data=device.work / "synthetic",
-                learning_rate="1e-4",
-                extra=(
-                    "--lora-rank",
-                    "32",
-                    "--lora-alpha",
-                    "32",
-                    "--frozen-base-dtype",
-                    base,
-                    "--skip-checks",
-                    "--test-freq",
-                    setting("LEARN_TEST_FREQ", "50"),
-                    "--save-freq",
-                    "-1",
-                ),
-            )
-        )
+        adapter = (*words("--lora-rank 32 --lora-alpha 32"), "--frozen-base-dtype", base)
+        run = learning_check(device, f"lora16-learn-grpo-{base}", "grpo", "1e-4", adapter=adapter, checks=checks)
+        jobs.append(partial(start, device, run))
 
     def targets_then_speed() -> None:
         # (c) once the targets are done (the learning check's small model still shares the GPU, with both runs
         # alike); LORA16_SPEED=0 leaves it out (stage lora16_speed runs it alone)
         together(*(lambda row=row: lora16_target(device, *row) for row in LORA16_TARGETS))
         if setting("LORA16_SPEED", "1") != "0":
-            lora16_speed(device)
+            run_all(device, lora16_speed_runs(device))
 
     # LORA16_PARTS (default "learn targets"): "learn" alone gives the learning check the GPU to itself
     parts = words(setting("LORA16_PARTS", "learn targets"))
@@ -1630,16 +1216,8 @@ def stage_bench(device: Device) -> None:
             device.log(f"stage bench: unknown mode '{mode}' (card emulate_p40)")
             continue
         selection, output, label = modes[mode]
-        bench = device.verlfit(
-            "bench",
-            *selection,
-            "--work",
-            str(device.work / "bench"),
-            "--output",
-            str(device.out / output),
-            *gsm8k,
-            capture=True,
-        )
+        places = ("--work", str(device.work / "bench"), "--output", str(device.out / output))
+        bench = device.verlfit("bench", *selection, *places, *gsm8k, capture=True)
         lines = (bench.stdout or "").splitlines()
         with open(device.runs / "stages.log", "a") as log:
             log.write("".join(line + "\n" for line in lines))
@@ -1653,135 +1231,43 @@ def stage_lora_1p5b_ppo(device: Device) -> None:
     if not (model / "config.json").is_file():
         device.log(f"lora_1p5b_ppo: no {model} (run setup with this stage named)")
         return
-    device.verlfit(
-        "plan",
-        "--model",
-        str(model),
-        "--emulate",
-        "p40",
-        "--lora-rank",
-        "32",
-        "--batch-size",
-        "32",
-        output=device.runs / "lora-1p5b-ppo.plan",
-    )
-    # the planner's verdict for full-parameter PPO of the same model, for the README table
-    device.verlfit(
-        "plan",
-        "--model",
-        str(model),
-        "--emulate",
-        "p40",
-        "--batch-size",
-        "32",
-        output=device.runs / "full-1p5b-ppo.plan",
-    )
-    device.train_or_resume(
-        "lora-1p5b-ppo",
-        "--emulate",
-        "p40",
-        "--model",
-        str(model),
-        "--data",
-        str(device.data),
-        "--steps",
-        "10",
-        "--batch-size",
-        "32",
-        "--max-prompt-length",
-        "512",
-        "--max-response-length",
-        "256",
-        "--lora-rank",
-        "32",
-        "--skip-checks",
-        "--no-validate-before-train",
-        "--test-freq",
-        "-1",
-        "--save-freq",
-        "5",
-        *words(setting("LORA_EXTRA")),
-    )
-    adapters(device, "lora-1p5b-ppo")
+    # the planner's verdict with LoRA, then for full-parameter PPO of the same model, for the README table
+    for name, adapter in (("lora-1p5b-ppo", ("--lora-rank", "32")), ("full-1p5b-ppo", ())):
+        plan = ("--model", str(model), "--emulate", "p40", *adapter, "--batch-size", "32")
+        device.verlfit("plan", *plan, output=device.runs / f"{name}.plan")
+    sizes = ("--batch-size", "32", *MAIN_LENGTHS, "--lora-rank", "32")
+    checks, extra = (*CHECKS_OFF, "--save-freq", "5"), words(setting("LORA_EXTRA"))
+    lora = Run("lora-1p5b-ppo", model, device.data, "10", sizes=sizes, checks=checks, extra=extra, resume=True)
+    start(device, replace(lora, after=adapters))
 
 
-def stage_lora_3b_grpo(device: Device) -> None:
+def lora_3b_grpo_runs(device: Device) -> Iterator[Run]:
     model = device.model_3b
     if not (model / "config.json").is_file():
         device.log(f"lora_3b_grpo: no {model} (run setup with this stage named)")
         return
-    batch, samples, steps = (
-        setting("LORA_3B_BATCH", "32"),
-        setting("LORA_3B_SAMPLES", "4"),
-        setting("LORA_3B_STEPS", "5"),
-    )
-    device.verlfit(
-        "plan",
-        "--model",
-        str(model),
-        "--emulate",
-        "p40",
-        "--algo",
-        "grpo",
-        "--samples",
-        samples,
-        "--lora-rank",
-        "32",
-        "--batch-size",
-        batch,
-        output=device.runs / "lora-3b-grpo.plan",
-    )
+    batch, samples = setting("LORA_3B_BATCH", "32"), setting("LORA_3B_SAMPLES", "4")
+    profile = (*P40_GRPO, "--samples", samples)
+    plan = ("--model", str(model), *profile, "--lora-rank", "32", "--batch-size", batch)
     # save at step 3 and at the last step (verl saves every --save-freq steps and at the end)
-    device.train_or_resume(
+    yield Run(
         "lora-3b-grpo",
-        "--emulate",
-        "p40",
-        "--algo",
-        "grpo",
-        "--samples",
-        samples,
-        "--model",
-        str(model),
-        "--data",
-        str(device.data),
-        "--steps",
-        steps,
-        "--batch-size",
-        batch,
-        "--max-prompt-length",
-        "512",
-        "--max-response-length",
-        "256",
-        "--lora-rank",
-        "32",
-        "--skip-checks",
-        "--no-validate-before-train",
-        "--test-freq",
-        "-1",
-        "--save-freq",
-        "3",
-        *words(setting("LORA_EXTRA")),
+        model,
+        device.data,
+        setting("LORA_3B_STEPS", "5"),
+        profile=profile,
+        sizes=("--batch-size", batch, *MAIN_LENGTHS, "--lora-rank", "32"),
+        checks=(*CHECKS_OFF, "--save-freq", "3"),
+        extra=words(setting("LORA_EXTRA")),
+        plan=plan,
+        resume=True,
+        after=adapters,
     )
-    adapters(device, "lora-3b-grpo")
 
 
 def stage_multigpu(device: Device) -> None:
     steps, big, port = setting("MULTIGPU_STEPS", "10"), device.model_1p5b, setting("MULTIGPU_RAY_PORT", "6390")
-    arguments = (
-        "--emulate",
-        "p40",
-        "--model",
-        str(device.model),
-        "--data",
-        str(device.data),
-        "--steps",
-        steps,
-        "--max-prompt-length",
-        "512",
-        "--max-response-length",
-        "256",
-        *COMMON,
-    )
+    one = Run("multigpu-gpus1", device.model, device.data, steps, sizes=MAIN_LENGTHS, extra=("--gpus", "1"))
     topology = device.runs / "multigpu-topology.console"
     device.verlfit(
         "doctor", "--profile", "p40", "--data", str(device.data), "--model", str(device.model), output=topology
@@ -1790,9 +1276,10 @@ def stage_multigpu(device: Device) -> None:
     lines = topology.read_text(errors="replace").splitlines()
     shown = next((lines[index : index + 13] for index, line in enumerate(lines) if " topology " in line), [])
     device.record(shown)
-    device.train("multigpu-gpus1", *arguments, "--gpus", "1")
-    device.train("multigpu-gpus2", *arguments, "--gpus", "2")
-    device.train("multigpu-gpus2-no-p2p", *arguments, "--gpus", "2", environment={"NCCL_P2P_DISABLE": "1"})
+    start(device, one)
+    start(device, replace(one, name="multigpu-gpus2", extra=("--gpus", "2")))
+    no_p2p = (("NCCL_P2P_DISABLE", "1"),)
+    start(device, replace(one, name="multigpu-gpus2-no-p2p", extra=("--gpus", "2"), environment=no_p2p))
     if device.make_model("qwen2.5-1.5b", big):
         raise RuntimeError(f"multigpu: make_model.py --shape qwen2.5-1.5b --output {big} failed")
     status = device.verlfit(
@@ -1800,30 +1287,8 @@ def stage_multigpu(device: Device) -> None:
     ).returncode
     if status:
         device.log(f"plan 1.5B on 2 emulated P40s: status {status} (the planner says it does not fit)")
-    device.train(
-        "multigpu-1.5b-gpus2",
-        "--emulate",
-        "p40",
-        "--model",
-        str(big),
-        "--data",
-        str(device.data),
-        "--steps",
-        "10",
-        "--max-prompt-length",
-        "512",
-        "--max-response-length",
-        "256",
-        *COMMON,
-        "--gpus",
-        "2",
-        "--plan",
-        "off",
-        "--micro-batch-size",
-        "1",
-        "--offload",
-        "optimizer",
-    )
+    by_hand = words("--gpus 2 --plan off --micro-batch-size 1 --offload optimizer")
+    start(device, Run("multigpu-1.5b-gpus2", big, device.data, "10", sizes=MAIN_LENGTHS, extra=by_hand))
     # two nodes on one host: each raylet sees one GPU; a pre-started cluster's workers take their environment from
     # `ray start` (verl's main_ppo.py:42-45), so the profile's knobs and the emulated card's limit go there: bash
     # evaluates the profile's export lines (verlfit profiles --env-shell) and starts the two raylets
@@ -1840,142 +1305,66 @@ def stage_multigpu(device: Device) -> None:
     ).returncode
     if status:
         device.log(f"ray start: status {status}")
-    device.train(
-        "multigpu-nodes2", *arguments, "--nodes", "2", "--gpus", "1", environment={"RAY_ADDRESS": f"127.0.0.1:{port}"}
-    )
+    cluster = (("RAY_ADDRESS", f"127.0.0.1:{port}"),)
+    start(device, replace(one, name="multigpu-nodes2", extra=("--nodes", "2", "--gpus", "1"), environment=cluster))
     device.python(
         "-m", "ray.scripts.scripts", "stop", "--force", output=device.runs / "multigpu-ray.console", append=True
     )
 
 
-SOAK_ARGUMENTS = (
-    "--emulate",
-    "p40",
-    "--max-prompt-length",
-    "512",
-    "--max-response-length",
-    "256",
-    "--batch-size",
-    "64",
-    "--save-freq",
-    "50",
-    "--test-freq",
-    "100",
-    "--skip-checks",
+# the soak runs' words after --steps (soak_run.py adds --run-dir, or --resume)
+SOAK_ARGUMENTS = words(
+    "--emulate p40 --max-prompt-length 512 --max-response-length 256 --batch-size 64 --save-freq 50 --test-freq 100 "
+    "--skip-checks"
 )
-FAULT_SMALL_ARGUMENTS = (
-    "--emulate",
-    "p40",
-    "--batch-size",
-    "64",
-    "--max-prompt-length",
-    "256",
-    "--max-response-length",
-    "128",
-    "--skip-checks",
-    "--no-validate-before-train",
-    "--test-freq",
-    "-1",
-)
+# the fault stages' small runs: learn's sizes without validation (their --save-freq comes before these words)
+FAULT_SMALL_ARGUMENTS = (*words("--emulate p40"), *LEARN_SIZES, *CHECKS_OFF)
+
+
+def soak_run(device: Device, name: str, steps: str, profile: tuple[str, ...] = ()) -> Run:
+    """A soak run's words: learn's small model on the real GSM8K's training set, validated on 256 of its test rows."""
+    model, data = device.work / "small-sft", device.work / "gsm8k-val256"
+    return Run(name, model, data, str(int(steps)), profile=profile, sizes=SOAK_ARGUMENTS, checks=())
 
 
 def stage_soak_ppo(device: Device) -> None:
     learn_data(device)
     soak_data(device)
-    steps = int(setting("SOAK_PPO_STEPS", "500"))
-    soak(
-        device,
-        "soak-ppo",
-        steps,
-        os.environ.get("SOAK_PPO_PLAN", "sigint@150 sigkill@300"),
-        "--model",
-        str(device.work / "small-sft"),
-        "--data",
-        str(device.work / "gsm8k-val256"),
-        "--steps",
-        str(steps),
-        *SOAK_ARGUMENTS,
-    )
+    run = soak_run(device, "soak-ppo", setting("SOAK_PPO_STEPS", "500"))
+    soak(device, run, os.environ.get("SOAK_PPO_PLAN", "sigint@150 sigkill@300"))
 
 
 def stage_soak_grpo(device: Device) -> None:
     learn_data(device)
     soak_data(device)
-    steps = int(setting("SOAK_GRPO_STEPS", "300"))
-    soak(
-        device,
-        "soak-grpo",
-        steps,
-        os.environ.get("SOAK_GRPO_PLAN", "sigint@120"),
-        "--algo",
-        "grpo",
-        "--samples",
-        "4",
-        "--model",
-        str(device.work / "small-sft"),
-        "--data",
-        str(device.work / "gsm8k-val256"),
-        "--steps",
-        str(steps),
-        *SOAK_ARGUMENTS,
-    )
+    run = soak_run(device, "soak-grpo", setting("SOAK_GRPO_STEPS", "300"), profile=words("--algo grpo --samples 4"))
+    soak(device, run, os.environ.get("SOAK_GRPO_PLAN", "sigint@120"))
 
 
-def stage_fault_oom(device: Device) -> None:
+def fault_oom_runs(device: Device) -> Iterator[Run]:
     run = device.runs / "fault-oom"
     if (run / "run.json").is_file():
         device.log(f"fault_oom: done in an earlier call ({run}): {device.run_outcome(run)}")
         return
-    device.train(
-        "fault-oom",
-        "--emulate",
-        "p40",
-        "--plan",
-        "off",
-        "--batch-size",
-        "64",
-        "--mini-batch-size",
-        "64",
-        "--micro-batch-size",
-        "64",
-        "--model",
-        str(device.model),
-        "--data",
-        str(device.data),
-        "--steps",
-        "2",
-        "--max-prompt-length",
-        "512",
-        "--max-response-length",
-        "256",
-        "--skip-checks",
-        "--no-validate-before-train",
-        "--test-freq",
-        "-1",
-        "--save-freq",
-        "-1",
-    )
-    device.verlfit_diagnosis("fault-oom")
-    device.log(f"fault_oom outcome: {device.run_outcome(run)}")
+
+    def diagnosed(device: Device, name: str) -> None:
+        device.verlfit_diagnosis(name)
+        device.log(f"fault_oom outcome: {device.run_outcome(device.runs / name)}")
+
+    profile = words("--emulate p40 --plan off --batch-size 64 --mini-batch-size 64 --micro-batch-size 64")
+    yield Run("fault-oom", device.model, device.data, "2", profile=profile, sizes=MAIN_LENGTHS, after=diagnosed)
+
+
+def fault_small(device: Device, name: str, steps: str, save_freq: str) -> Run:
+    """A fault stage's run: learn's small model on its synthetic problems, saving every ``save_freq`` steps."""
+    model, data = device.work / "small-sft", device.work / "synthetic"
+    sizes = ("--save-freq", save_freq)
+    return Run(name, model, data, steps, profile=(), sizes=sizes, checks=FAULT_SMALL_ARGUMENTS)
 
 
 def stage_fault_worker(device: Device) -> None:
     learn_data(device)
-    soak(
-        device,
-        "fault-worker",
-        12,
-        os.environ.get("FAULT_WORKER_PLAN", "kill-worker@7"),
-        "--model",
-        str(device.work / "small-sft"),
-        "--data",
-        str(device.work / "synthetic"),
-        "--steps",
-        "12",
-        "--save-freq",
-        "5",
-        *FAULT_SMALL_ARGUMENTS,
-    )
+    soak(device, fault_small(device, "fault-worker", "12", "5"), os.environ.get("FAULT_WORKER_PLAN", "kill-worker@7"))
 
 
 def checkpoints_in(run: Path) -> str:
@@ -2022,24 +1411,10 @@ def stage_fault_disk(device: Device) -> None:
 
     start = time.monotonic()
     result: dict[str, int] = {}
+    arguments = fault_small(device, "fault-disk", "6", "2").arguments()
     training = threading.Thread(
         target=lambda: result.update(
-            status=device.verlfit(
-                "train",
-                "--run-dir",
-                str(run),
-                "--model",
-                str(device.work / "small-sft"),
-                "--data",
-                str(device.work / "synthetic"),
-                "--steps",
-                "6",
-                "--save-freq",
-                "2",
-                *FAULT_SMALL_ARGUMENTS,
-                output=console,
-                timed=True,
-            ).returncode
+            status=device.verlfit("train", "--run-dir", str(run), *arguments, output=console, timed=True).returncode
         )
     )
     training.start()
@@ -2115,36 +1490,23 @@ def stage_fault_disk(device: Device) -> None:
         device.log(f"fault_disk: umount {mount_point}: status {status}")
 
 
-def stage_noeos(device: Device) -> None:
+def noeos_runs(device: Device) -> Iterator[Run]:
     # issue 29: the CUDA-graph decoder raised TypeError on eos_token_id=None at the first generation (and verl's HF
     # rollout itself died one line after generate: patch 0025); expected now: 3 steps, every response of full length
     if not (device.model / "tokenizer.json").is_file():
         device.log(f"noeos: no {device.model} (run setup first: it makes the tokenizer and GSM8K)")
         return
     if not (device.model_no_eos / "config.json").is_file():
-        status = device.python(
-            "benchmarks/qwen3_no_eos_model.py",
-            "--output",
-            str(device.model_no_eos),
-            "--tokenizer-dir",
-            str(device.model),
-        ).returncode
+        made = ("--output", str(device.model_no_eos), "--tokenizer-dir", str(device.model))
+        status = device.python("benchmarks/qwen3_no_eos_model.py", *made).returncode
         if status:
             device.log(f"noeos: making {device.model_no_eos} failed: status {status}")
             return
-    name = "noeos-qwen3-0.6b"
-    device.train(
-        name,
-        "--emulate",
-        "p40",
-        "--model",
-        str(device.model_no_eos),
-        "--data",
-        str(device.data),
-        "--steps",
-        "3",
-        *COMMON,
-    )
+    yield Run("noeos-qwen3-0.6b", device.model_no_eos, device.data, "3", after=noeos_lengths)
+
+
+def noeos_lengths(device: Device, name: str) -> None:
+    """The run's outcome, and the response lengths of its steps, into the log."""
     device.log(f"noeos outcome: {device.run_outcome(device.runs / name)}")
     # without an EOS every response is response_length tokens long: min = mean = max, clip_ratio 1.0
     records = map(json.loads, read_text(device.runs / name / "metrics.jsonl", "").splitlines())
@@ -2192,19 +1554,19 @@ def stage_pack(device: Device) -> None:
                 path = tail
             tar.add(path, arcname=f"./{path.relative_to(device.runs)}")
     partial.replace(archive)
-    device.python(
-        "benchmarks/collect.py",
-        str(device.runs),
-        "--json",
-        str(device.out / "results.json"),
-        "--markdown",
-        str(device.out / "results.md"),
-        check=True,
-    )
+    results = ("--json", str(device.out / "results.json"), "--markdown", str(device.out / "results.md"))
+    device.python("benchmarks/collect.py", str(device.runs), *results, check=True)
     device.show((device.out / "results.md").read_text().splitlines())
     device.show([f"{path.stat().st_size:>12} {path.name}" for path in sorted(device.out.iterdir())])
 
 
+# A stage whose training runs are rows of Run is rows(DESCRIBE): DESCRIBE(device) makes what they need and gives the
+# runs from the settings. Code stays where a stage is more than its runs: setup (patches, models, data), gputests,
+# main_resume (a resume alone), speed (its decode benchmark after), export_eval, graph_memory and bench (other
+# commands than train), lora_1p5b_ppo (a second plan, of full-parameter PPO, between its own and the run),
+# lora_families and lora16 (models made per row inside the threads; lora16's parts at once with (c) after the
+# targets), multigpu (topology, a Ray cluster started between runs), the soak and fault_worker stages
+# (benchmarks/soak_run.py's interruption plan), fault_disk (a tmpfs shrunk while the run trains) and pack.
 STAGES = (
     Stage(
         "setup",
@@ -2212,10 +1574,10 @@ STAGES = (
         "apply patches/verl-0.4.1 to the installed verl, make the models and prepare GSM8K (the bigger shapes only "
         "for the stages named in the same call or in SETUP_FOR)",
     ),
-    Stage("smoke", stage_smoke, "3 steps each of p40-emulated PPO and GRPO on a tiny random Qwen2"),
+    Stage("smoke", rows(smoke_runs), "3 steps each of p40-emulated PPO and GRPO on a tiny random Qwen2"),
     Stage(
         "smoke_resume",
-        stage_smoke_resume,
+        rows(smoke_resume_runs),
         "a 2-step p40-emulated PPO on the tiny Qwen2 that checkpoints at step 2, resumed to 4 steps (--resume)",
     ),
     Stage(
@@ -2225,158 +1587,145 @@ STAGES = (
     ),
     Stage(
         "reward_helper",
-        stage_reward_helper,
+        rows(reward_helper_runs),
         "a reward function in two files ($WORK/reward-helper/reward.py importing gsm8k_answer.py beside it), "
         "--reward-function FILE:compute_score: the tiny model's p40-emulated PPO, 2 steps, validation at step 2",
     ),
     Stage(
         "main",
-        stage_main,
+        rows(main_runs),
         "PPO, Qwen2.5-0.5B shape, real GSM8K, --emulate p40 (prompt <= 512, response <= 256): steps 1-25, ending on a "
         "checkpoint; main_resume extends it to 50 steps (verlfit train --resume --steps 50)",
     ),
     Stage("main_resume", stage_main_resume, "verlfit train --resume of main's run to 50 steps"),
-    Stage("grpo", stage_grpo, "10 GRPO steps, 32 prompts x 4 samples, same setup (GRPO_STEPS, GRPO_BATCH)"),
+    Stage("grpo", rows(grpo_runs), "10 GRPO steps, 32 prompts x 4 samples, same setup (GRPO_STEPS, GRPO_BATCH)"),
     Stage(
         "public",
-        stage_public,
+        rows(public_runs),
         "the public P40 recipe (batch 1, micro-batch 1, eager, fp32, 256/256) under the same limit, 10 steps",
     ),
-    Stage("tuned", stage_tuned, "verlfit's p40 configuration (planner) at 256/256 under the same limit, 10 steps"),
-    Stage("a10", stage_a10, "a10-like path (bf16, sdpa, HF rollout), 20 steps, 24 GiB limit"),
+    Stage("tuned", rows(tuned_runs), "verlfit's p40 configuration (planner) at 256/256 under the same limit, 10 steps"),
+    Stage("a10", rows(a10_runs), "a10-like path (bf16, sdpa, HF rollout), 20 steps, 24 GiB limit"),
     Stage(
         "calibrate_p40",
-        stage_calibrate_p40,
+        rows(calibration("--profile p40", CALIBRATE_P40)),
         "short runs without a memory limit for the planner's calibration table (fp32)",
     ),
-    Stage("calibrate_a10", stage_calibrate_a10, "the same in bf16"),
+    Stage("calibrate_a10", rows(calibration(A10_HF, CALIBRATE_A10)), "the same in bf16"),
     Stage(
         "calibrate_check",
-        stage_calibrate_check,
+        rows(calibration(A10_HF, CALIBRATE_CHECK)),
         "one more uncapped bf16 run, to check the coefficient fitted to calibrate_a10",
     ),
     Stage(
         "learn",
-        stage_learn,
+        rows(learn_runs, at_once=True),
         "SFT warm-up of a small model on synthetic problems, then PPO and GRPO learning checks (LEARN_LRS, "
-        "LEARN_ALGOS, "
-        "LEARN_TAG, LEARN_EXTRA, LEARN_TEST_FREQ: validation every N steps, default 20; also for learn_lora) (200 "
-        "steps each, at two actor "
-        "learning rates, all four at once; each ends on a checkpoint of step 200)",
+        "LEARN_ALGOS, LEARN_TAG, LEARN_EXTRA, LEARN_TEST_FREQ: validation every N steps, default 20; also for "
+        "learn_lora) (200 steps each, at two actor learning rates, all four at once; each ends on a checkpoint of "
+        "step 200)",
     ),
     Stage(
         "export_eval",
         stage_export_eval,
-        "verlfit export of the learning check's final checkpoint (EXPORT_RUN, default learn-grpo-lr1e-5), "
-        "then verlfit eval of it --compare the starting model on the 256 held-out problems (the rows its validation "
-        "used)",
+        "verlfit export of the learning check's final checkpoint (EXPORT_RUN, default learn-grpo-lr1e-5), then "
+        "verlfit eval of it --compare the starting model on the 256 held-out problems (the rows its validation used)",
     ),
     Stage(
         "bench",
         stage_bench,
         "verlfit bench on the card as it is (--rollout hf --attention sdpa: this stack has no vLLM/flash-attn) and "
-        "with "
-        '--emulate p40 (BENCH_MODES, default "card emulate_p40", one after the other); the JSON files go to $OUT',
+        'with --emulate p40 (BENCH_MODES, default "card emulate_p40", one after the other); the JSON files go to $OUT',
     ),
     Stage(
         "speed",
         stage_speed,
         "issue 13: the main job's configuration (PPO, 0.5B shape, --emulate p40, 512/256, batch 32), 10 steps per "
         "configuration of SPEED_CONFIGS (default \"today all\": today's path, then all of patches 0020-0023's keys "
-        "on, one after the other so "
-        'neither shares the GPU; "trim_train trim_rollout cuda_graph unwrap" are each one alone, "trims" the p40 '
-        "profile's default: both "
-        "trims, no graph; every configuration sets each key it leaves off to False, since the profile turns the "
-        "trims on), SPEED_PARALLEL=1 "
-        "runs them at once; then benchmarks/decode_bench.py (ms per decode step at batch 32 and 64, prefill, "
-        "generate vs graph) into "
+        'on, one after the other so neither shares the GPU; "trim_train trim_rollout cuda_graph unwrap" are each one '
+        'alone, "trims" the p40 profile\'s default: both trims, no graph; every configuration sets each key it '
+        "leaves off to False, since the profile turns the trims on), SPEED_PARALLEL=1 runs them at once; then "
+        "benchmarks/decode_bench.py (ms per decode step at batch 32 and 64, prefill, generate vs graph) into "
         "$OUT/decode_bench.json",
     ),
     Stage(
         "fp16",
-        stage_fp16,
+        rows(fp16_runs),
         "issue 27: the main job's configuration (PPO, 0.5B shape, real GSM8K, 512/256, batch 32, as speed) for "
-        "FP16_STEPS "
-        "(default 10) steps under --emulate t4 (fp16 + loss scaling, 14 GiB), --emulate v100 (30.5 GiB), then the "
-        "fp32 p40 profile under the "
-        "T4's 14 GiB (--profile p40 --gpu-memory-limit 14: the same budget), one after the other (FP16_CONFIGS, "
-        'default "t4 v100 '
-        "p40_t4_budget\"); each run's `verlfit plan` verdict first (NAME.plan, for predicted vs measured peak)",
+        "FP16_STEPS (default 10) steps under --emulate t4 (fp16 + loss scaling, 14 GiB), --emulate v100 (30.5 GiB), "
+        "then the fp32 p40 profile under the T4's 14 GiB (--profile p40 --gpu-memory-limit 14: the same budget), one "
+        'after the other (FP16_CONFIGS, default "t4 v100 p40_t4_budget"); each run\'s `verlfit plan` verdict first '
+        "(NAME.plan, for predicted vs measured peak)",
     ),
     Stage(
         "learn_fp16",
-        stage_learn_fp16,
+        rows(learn_fp16_runs, at_once=True),
         "issue 27: the learning check of `learn` (its SFT-warmed small model and synthetic problems) in fp16: "
         "--emulate t4, PPO and GRPO, 200 steps, actor lr 1e-5, with the rollout in fp16 (the profile's) and in fp32 "
-        "(VLLM_DTYPE=float32: fp32 "
-        'rollout, fp16 training); LEARN_FP16_ROLLOUTS (default "float16 float32"), all four at once',
+        '(VLLM_DTYPE=float32: fp32 rollout, fp16 training); LEARN_FP16_ROLLOUTS (default "float16 float32"), all four '
+        "at once",
     ),
     Stage(
         "graph_memory",
         stage_graph_memory,
-        "issue 13: benchmarks/graph_memory_probe.py: allocated memory after each of GRAPH_MEMORY_CALLS "
-        "(default 8) CUDA-graph generate calls (0.5B shape, batch 32), a new side stream per capture vs patch 0022's "
-        "capture_stream; into "
-        "$OUT/graph_memory.json",
+        "issue 13: benchmarks/graph_memory_probe.py: allocated memory after each of GRAPH_MEMORY_CALLS (default 8) "
+        "CUDA-graph generate calls (0.5B shape, batch 32), a new side stream per capture vs patch 0022's "
+        "capture_stream; into $OUT/graph_memory.json",
     ),
     Stage(
         "lora_speed",
-        stage_lora_speed,
-        "the HF rollout with LoRA (patch 0023): lora_1p5b_ppo's run (1.5B shape, rank 32, --emulate p40, "
-        "512/256, batch 32) for LORA_SPEED_STEPS (default 4) steps per configuration of LORA_SPEED_CONFIGS (default "
-        '"unwrap all today": '
-        "rollout.unwrap_fsdp alone, every speed key, then none; the speed configurations' names), one after the "
-        "other; without the key "
-        'generation took ~63.5 s a step, so "today" alone is ~7-8 min',
+        rows(lora_speed_runs),
+        "the HF rollout with LoRA (patch 0023): lora_1p5b_ppo's run (1.5B shape, rank 32, --emulate p40, 512/256, "
+        'batch 32) for LORA_SPEED_STEPS (default 4) steps per configuration of LORA_SPEED_CONFIGS (default "unwrap '
+        "all today\": rollout.unwrap_fsdp alone, every speed key, then none; the speed configurations' names), one "
+        'after the other; without the key generation took ~63.5 s a step, so "today" alone is ~7-8 min',
     ),
     Stage(
         "lora_1p5b_ppo",
         stage_lora_1p5b_ppo,
-        "PPO with LoRA actor and critic (rank 32), Qwen2.5-1.5B shape, real GSM8K, --emulate p40, "
-        "512/256, batch 32, 10 steps, checkpoints at steps 5 and 10; then benchmarks/adapter_norm.py on its "
-        "adapters; a run a deadline cut is "
-        "resumed (verlfit train --resume) when the stage runs again (also lora_3b_grpo and learn_lora)",
+        "PPO with LoRA actor and critic (rank 32), Qwen2.5-1.5B shape, real GSM8K, --emulate p40, 512/256, batch 32, "
+        "10 steps, checkpoints at steps 5 and 10; then benchmarks/adapter_norm.py on its adapters; a run a deadline "
+        "cut is resumed (verlfit train --resume) when the stage runs again (also lora_3b_grpo and learn_lora)",
     ),
     Stage(
         "lora_3b_grpo",
-        stage_lora_3b_grpo,
-        "GRPO with LoRA (rank 32), Qwen2.5-3B shape, same setup, 32 prompts x 4 samples (what `verlfit "
-        "plan` says fits), 5 steps, checkpoints at steps 3 and 5; then adapter_norm.py",
+        rows(lora_3b_grpo_runs),
+        "GRPO with LoRA (rank 32), Qwen2.5-3B shape, same setup, 32 prompts x 4 samples (what `verlfit plan` says "
+        "fits), 5 steps, checkpoints at steps 3 and 5; then adapter_norm.py",
     ),
     Stage(
         "learn_data",
         stage_learn_data,
-        "the synthetic problems and the SFT-warmed small model of learn/learn_lora alone (run it before "
-        "stages started --parallel that need them)",
+        "the synthetic problems and the SFT-warmed small model of learn/learn_lora alone (run it before stages "
+        "started --parallel that need them)",
     ),
     Stage(
         "learn_lora",
-        stage_learn_lora,
-        "the learning check of `learn` with LoRA (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor "
-        "learning rates ten times the full-parameter ones (all four at once), checkpoints every 50 steps",
+        rows(learn_lora_runs, at_once=True),
+        "the learning check of `learn` with LoRA (rank 32, alpha 32), PPO and GRPO, 200 steps, at two actor learning "
+        "rates ten times the full-parameter ones (all four at once), checkpoints every 50 steps",
     ),
     Stage(
         "lora16",
         stage_lora16,
         "issue 36: LoRA with the frozen base in 16 bits (patch 0026), all at once: the targets, each `verlfit plan` "
         "(NAME.plan) then 3 steps on random weights made here (Qwen3-4B GRPO --emulate t4, Qwen2.5-3B PPO --emulate "
-        "p40, Qwen2.5-7B GRPO "
-        "--emulate a10 --rollout hf --attention sdpa; batch 16, 512/256, rank 32), the 7B's plan on a P40; and "
-        "learn_lora's GRPO learning "
-        "check (lr 1e-4, 200 steps, validation every LEARN_TEST_FREQ, default 50) with the base in bf16 and in fp32 "
-        "(LORA16_LEARN_BASES); once the targets end, (c) the speed pick (lora16_speed). Needs setup first (the "
-        "0.5B's tokenizer, GSM8K); ~9 minutes on an H200 without (c) (LORA16_SPEED=0), (c) adds ~4",
+        "p40, Qwen2.5-7B GRPO --emulate a10 --rollout hf --attention sdpa; batch 16, 512/256, rank 32), the 7B's plan "
+        "on a P40; and learn_lora's GRPO learning check (lr 1e-4, 200 steps, validation every LEARN_TEST_FREQ, "
+        "default 50) with the base in bf16 and in fp32 (LORA16_LEARN_BASES); once the targets end, (c) the speed pick "
+        "(lora16_speed). Needs setup first (the 0.5B's tokenizer, GSM8K); ~9 minutes on an H200 without (c) "
+        "(LORA16_SPEED=0), (c) adds ~4",
     ),
     Stage(
         "lora_graph",
-        stage_lora_graph,
+        rows(lora_graph_runs),
         "issue 43: LORA_GRAPH_TARGETS (default lora16-qwen3-4b-grpo-t4, names of stage lora16's targets) with "
-        'CUDA-graph decoding off, then on (LORA_GRAPH_MODES, default "off on"), one after the other, '
-        "LORA_GRAPH_STEPS (default 3) steps each, each planned first (NAME-graphs-MODE.plan); needs setup first",
+        'CUDA-graph decoding off, then on (LORA_GRAPH_MODES, default "off on"), one after the other, LORA_GRAPH_STEPS '
+        "(default 3) steps each, each planned first (NAME-graphs-MODE.plan); needs setup first",
     ),
     Stage(
         "lora16_speed",
-        stage_lora16_speed,
+        rows(lora16_speed_runs),  # (c) of stage lora16 alone: the two runs with the GPU to themselves
         "issue 36 item 2: auto-fit's speed pick against the memory-first choice, one after the other, LoRA PPO of the "
         "0.5B shape, --emulate p40, batch 32, 512/256, LORA16_SPEED_STEPS (default 4) steps each, each with its plan: "
         "the chosen configuration (fp32 base, micro-batch 16), then --frozen-base-dtype bfloat16 "
@@ -2386,55 +1735,46 @@ STAGES = (
         "multigpu",
         stage_multigpu,
         "issue 18, on a kind with 2 or more GPUs: doctor's topology and `nvidia-smi topo -m`; the main job's "
-        "configuration (PPO, 0.5B shape, --emulate p40, 512/256) for MULTIGPU_STEPS (default 10) steps with --gpus "
-        "1, then --gpus 2, then "
-        "--gpus 2 with NCCL_P2P_DISABLE=1 forced; full-parameter PPO of the 1.5B shape on 2 emulated P40s (the "
-        "planner's verdict, then 10 "
-        "steps sized by hand: --plan off, micro-batch 1, optimizer offload); then a two-node Ray cluster on this "
-        "host (two `ray start`, one "
-        "GPU each, the workers' environment given at `ray start`) and `verlfit train --nodes 2 --gpus 1` on it",
+        "configuration (PPO, 0.5B shape, --emulate p40, 512/256) for MULTIGPU_STEPS (default 10) steps with --gpus 1, "
+        "then --gpus 2, then --gpus 2 with NCCL_P2P_DISABLE=1 forced; full-parameter PPO of the 1.5B shape on 2 "
+        "emulated P40s (the planner's verdict, then 10 steps sized by hand: --plan off, micro-batch 1, optimizer "
+        "offload); then a two-node Ray cluster on this host (two `ray start`, one GPU each, the workers' environment "
+        "given at `ray start`) and `verlfit train --nodes 2 --gpus 1` on it",
     ),
     Stage(
         "own_task",
-        stage_own_task,
-        "issue 26: a task that is not GSM8K end to end, --emulate p40: benchmarks/own_task.py's shelf-stock "
-        "problems (jsonl, problem/solution columns), prepared by verlfit prepare-data (data_source "
-        "verlfit/shelf-stock), scored by "
-        "benchmarks/own_task_reward.py (--reward-function FILE:compute_score): GRPO with LoRA rank 16 on the "
-        "Qwen3-1.7B shape and PPO "
-        "full-parameter on the Qwen3-0.6B shape (random weights, 4 steps each, a checkpoint of step 4), each with "
-        "its plan; then verlfit "
-        "export and verlfit eval --reward-function on 64 held-out problems (run setup with this stage named first: "
-        "it makes the models)",
+        rows(own_task_runs),
+        "issue 26: a task that is not GSM8K end to end, --emulate p40: benchmarks/own_task.py's shelf-stock problems "
+        "(jsonl, problem/solution columns), prepared by verlfit prepare-data (data_source verlfit/shelf-stock), "
+        "scored by benchmarks/own_task_reward.py (--reward-function FILE:compute_score): GRPO with LoRA rank 16 on "
+        "the Qwen3-1.7B shape and PPO full-parameter on the Qwen3-0.6B shape (random weights, 4 steps each, a "
+        "checkpoint of step 4), each with its plan; then verlfit export and verlfit eval --reward-function on 64 "
+        "held-out problems (run setup with this stage named first: it makes the models)",
     ),
     Stage(
         "lora_families",
         stage_lora_families,
-        "issue 26 item 6: LoRA runs of the new families (Qwen3 0.6B/1.7B/4B, Llama 3.2 1B/3B shapes, "
-        "random weights made here), PPO and GRPO, GSM8K and the own task, 3 steps each, all at once, each with its "
-        "plan; one with the trims "
-        "off, and Llama 3.2 1B through PPO (LORA_FAMILY_NAMES: only these run names)",
+        "issue 26 item 6: LoRA runs of the new families (Qwen3 0.6B/1.7B/4B, Llama 3.2 1B/3B shapes, random weights "
+        "made here), PPO and GRPO, GSM8K and the own task, 3 steps each, all at once, each with its plan; one with "
+        "the trims off, and Llama 3.2 1B through PPO (LORA_FAMILY_NAMES: only these run names)",
     ),
     Stage(
         "learn_own",
-        stage_learn_own,
-        "the learning check's small model (learn's SFT warm-up, then warmed up on own-task problems) on the own "
-        "task with its reward function, GRPO, 200 steps, lr 1e-5, validation every 20 steps; then export and eval "
-        "--reward-function --compare "
-        "the starting model on the 256 held-out problems: the held-out score should rise by at least +0.10",
+        rows(learn_own_runs),
+        "the learning check's small model (learn's SFT warm-up, then warmed up on own-task problems) on the own task "
+        "with its reward function, GRPO, 200 steps, lr 1e-5, validation every 20 steps; then export and eval "
+        "--reward-function --compare the starting model on the 256 held-out problems: the held-out score should rise "
+        "by at least +0.10",
     ),
     Stage(
         "soak_ppo",
         stage_soak_ppo,
-        "issue 17: PPO of the learning check's small model (learn's SFT warm-up) on the real GSM8K, --emulate "
-        "p40, 512/256, batch 64, 500 steps, checkpoints every 50, validation every 100 on the first 256 test rows "
-        "($WORK/gsm8k-val256); "
-        'interrupted as SOAK_PPO_PLAN says (default "sigint@150 sigkill@300": Ctrl-C\'s SIGINT to verlfit at step '
-        "150, then --resume; "
-        "SIGKILL of every process of the run at step 300, then --resume; benchmarks/soak_run.py). Re-entrant: name "
-        "it again and it continues "
-        "(the events done are in $RUNS/soak-ppo.events; a DEADLINE cut is one too); a finished run is not "
-        "relaunched. Host memory (RSS of "
+        "issue 17: PPO of the learning check's small model (learn's SFT warm-up) on the real GSM8K, --emulate p40, "
+        "512/256, batch 64, 500 steps, checkpoints every 50, validation every 100 on the first 256 test rows "
+        '($WORK/gsm8k-val256); interrupted as SOAK_PPO_PLAN says (default "sigint@150 sigkill@300": Ctrl-C\'s SIGINT '
+        "to verlfit at step 150, then --resume; SIGKILL of every process of the run at step 300, then --resume; "
+        "benchmarks/soak_run.py). Re-entrant: name it again and it continues (the events done are in "
+        "$RUNS/soak-ppo.events; a DEADLINE cut is one too); a finished run is not relaunched. Host memory (RSS of "
         "verlfit, verl's driver, the Ray workers) every 10 s into $RUNS/soak-ppo.rss.csv",
     ),
     Stage(
@@ -2444,48 +1784,42 @@ STAGES = (
     ),
     Stage(
         "fault_oom",
-        stage_fault_oom,
-        "the 0.5B shape, --emulate p40 --plan off, batch, mini-batch and micro-batch 64 at 512/256 (the actor's "
-        "fp32 logits alone are 64 x 768 x 151936 x 4 B = 27.8 GiB of the 22.5), 2 steps: expected to fail; logs "
-        "verlfit's diagnosis "
-        "(verlfit/failure.py) and run.json's outcome",
+        rows(fault_oom_runs),
+        "the 0.5B shape, --emulate p40 --plan off, batch, mini-batch and micro-batch 64 at 512/256 (the actor's fp32 "
+        "logits alone are 64 x 768 x 151936 x 4 B = 27.8 GiB of the 22.5), 2 steps: expected to fail; logs verlfit's "
+        "diagnosis (verlfit/failure.py) and run.json's outcome",
     ),
     Stage(
         "fault_worker",
         stage_fault_worker,
-        "the small model on the synthetic problems (as learn), batch 64, response 128, 12 steps, "
-        "checkpoints every 5: at step 7 SIGKILL one Ray WorkerDict process of the run (FAULT_WORKER_PLAN, default "
-        '"kill-worker@7"), the '
+        "the small model on the synthetic problems (as learn), batch 64, response 128, 12 steps, checkpoints every 5: "
+        'at step 7 SIGKILL one Ray WorkerDict process of the run (FAULT_WORKER_PLAN, default "kill-worker@7"), the '
         "seconds until verlfit exits and what it said into $RUNS/fault-worker.events, then --resume to 12",
     ),
     Stage(
         "fault_disk",
         stage_fault_disk,
         "the small model's PPO (as fault_worker, --save-freq 2, 6 steps) with its run directory in a tmpfs "
-        "($RUNS/fault-disk-mnt; needs root; a refused mount is logged and the stage ends): once the step-2 "
-        "checkpoint is complete the tmpfs "
-        "is shrunk to 1.5 x what it holds, so the step-4 checkpoint fills it; logs verlfit's full-disk message and "
-        "the checkpoints left, "
-        "remounts it 8 x bigger and resumes to step 6; the records are copied to $RUNS/fault-disk and the tmpfs "
-        "unmounted",
+        "($RUNS/fault-disk-mnt; needs root; a refused mount is logged and the stage ends): once the step-2 checkpoint "
+        "is complete the tmpfs is shrunk to 1.5 x what it holds, so the step-4 checkpoint fills it; logs verlfit's "
+        "full-disk message and the checkpoints left, remounts it 8 x bigger and resumes to step 6; the records are "
+        "copied to $RUNS/fault-disk and the tmpfs unmounted",
     ),
     Stage(
         "noeos",
-        stage_noeos,
+        rows(noeos_runs),
         "issue 29: a random Qwen3-0.6B-shaped model whose config.json and generation_config.json have no eos_token_id "
         "(benchmarks/qwen3_no_eos_model.py, the 0.5B's tokenizer; made once, into $WORK/qwen3-0.6b-no-eos), then "
-        "`verlfit train --emulate "
-        "p40 --model DIR --steps 3` on setup's GSM8K (the p40 profile turns patch 0022's cuda_graph on; the rollout "
-        "gets no EOS id and "
-        "decodes every response to the full length); logs the run's outcome and the response lengths of its steps",
+        "`verlfit train --emulate p40 --model DIR --steps 3` on setup's GSM8K (the p40 profile turns patch 0022's "
+        "cuda_graph on; the rollout gets no EOS id and decodes every response to the full length); logs the run's "
+        "outcome and the response lengths of its steps",
     ),
     Stage(
         "pack",
         stage_pack,
         "tar the run records (run.json, metrics.jsonl, train.log tail, the soak stages' *.events, *.rss.csv) into "
         "$OUT/runs.tar.gz and write $OUT/results.json and $OUT/results.md (benchmarks/collect.py: the comparison "
-        "table); first "
-        "benchmarks/soak_check.py on soak-ppo and soak-grpo when present ($RUNS/NAME.soak.json)",
+        "table); first benchmarks/soak_check.py on soak-ppo and soak-grpo when present ($RUNS/NAME.soak.json)",
     ),
 )
 
@@ -2495,8 +1829,7 @@ VARIABLES = (
     (
         "GSM8K_DIR",
         'a folder with the real GSM8K as train.jsonl and test.jsonl, the rows of the hub\'s openai/gsm8k "main" '
-        "config, as "
-        "`verlfit prepare-gsm8k --input` reads them; default .device-stack/b/gsm8k",
+        "config, as `verlfit prepare-gsm8k --input` reads them; default .device-stack/b/gsm8k",
     ),
     ("WORK", "models and data; default ~/verlfit-bench/work"),
     ("RUNS", "run directories, their consoles and stages.log; default ~/verlfit-bench/runs"),
@@ -2526,20 +1859,19 @@ VARIABLES = (
     ("LEARN_FP16_ROLLOUTS", 'learn_fp16\'s rollout dtypes, default "float16 float32"'),
     (
         "LORA_3B_BATCH, LORA_3B_SAMPLES, LORA_3B_STEPS",
-        "default 32, 4 and 5: a lower LORA_3B_STEPS first and the default next checks a resume "
-        "from the step-3 checkpoint",
+        "default 32, 4 and 5: a lower LORA_3B_STEPS first and the default next checks a resume from the step-3 "
+        "checkpoint",
     ),
     (
         "LORA_EXTRA",
         'more verlfit train words for lora_1p5b_ppo, lora_3b_grpo and learn_lora, e.g. "-- '
-        "+actor_rollout_ref.rollout.unwrap_fsdp="
-        'False" to measure LoRA without patch 0023, which train turns on for LoRA',
+        '+actor_rollout_ref.rollout.unwrap_fsdp=False" to measure LoRA without patch 0023, which train turns on for '
+        "LoRA",
     ),
     (
         "KEEP_FULL_CHECKPOINTS",
         "set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO checkpoint, instead of deleting "
-        "them "
-        "once adapter_norm.py has read the adapters",
+        "them once adapter_norm.py has read the adapters",
     ),
     (
         "SPEED_CONFIGS, SPEED_STEPS, SPEED_PARALLEL, SKIP_DECODE_BENCH",

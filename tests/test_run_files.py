@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from run_json_readers import run_json_reader_names
 
 from verlfit import run_files
 from verlfit.errors import VerlfitError
@@ -66,6 +67,25 @@ def test_one_load_run_in_the_package():
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "load_run"
     ]
     assert found == [f"run_files.py:{_def_line('load_run')}"]
+
+
+def test_run_json_is_read_by_load_run_alone():
+    """No function of the package or of benchmarks/*.py but load_run reads run.json, whatever its name: counting the
+    functions named load_run let ``json.loads((run_dir / "run.json").read_text())`` through in bench.py and three
+    scripts, where a damaged record was a traceback instead of load_run's words and fix (issue 45 item 2)."""
+    assert run_json_reader_names(PACKAGE.parents[1]) == ["run_files.load_run"]
+
+
+def test_the_one_reader_check_fails_on_a_bypass_in_any_function(tmp_path):
+    (tmp_path / "entrypoint" / "verlfit").mkdir(parents=True)
+    (tmp_path / "entrypoint" / "verlfit" / "run_files.py").write_text(
+        'RUN_FILE = "run.json"\n\ndef load_run(run_dir):\n    return json.loads((run_dir / RUN_FILE).read_text())\n'
+    )
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "script.py").write_text(
+        'def load_record(run_dir):\n    return json.loads((run_dir / "run.json").read_text())\n'
+    )
+    assert run_json_reader_names(tmp_path) == ["benchmarks/script.py::load_record", "run_files.load_run"]
 
 
 def _def_line(function: str) -> int:

@@ -61,7 +61,7 @@ from verlfit.plan.time import MeasuredLengths
 from verlfit.plan.train_estimate import train_step_estimate
 from verlfit.profiles import load_profile, run_profile
 from verlfit.readiness import blocking_checks
-from verlfit.run_files import RUN_FILE
+from verlfit.run_files import load_run
 from verlfit.train.launch_plan import recorded_settings
 
 PUBLIC_RECIPE_ATTENTION = "eager"  # the blog posts' P40 recipe: no FlashAttention-2 below compute capability 8.0
@@ -212,7 +212,7 @@ def check_engine_packages(chosen_by: str, paths: dict[str, dict], find_spec=None
 def summarise_run(run_dir: Path, card_key: str | None) -> dict:
     """One configuration's row from its run directory (``run.json`` + ``metrics.jsonl``)."""
 
-    record = json.loads((run_dir / RUN_FILE).read_text())
+    record = load_run(run_dir)
     steps = [r for r in consolidate(read_metrics(run_dir)) if "timing_s/step" in r]
     if not steps:
         raise VerlfitError(f"{run_dir}: verl recorded no step", fix=f"see {run_dir / 'train.log'}")
