@@ -534,7 +534,9 @@ def test_the_estimate_is_of_the_prompts_that_ran(tmp_path):
     settings = recorded_settings(record, rollout="hf", attention="sdpa")
     request = plan_time_request(settings)
     inputs = inputs_for_train(settings, PatchSwitches.from_overrides(record["overrides"]))
-    window = 77.0 + (156 - 133) / (230 - 133) * (90.0 - 77.0)
+    # the calibrated window sits between GSM8K's mean prompt and its rollout width; placed alike between these
+    gsm8k_mean, gsm8k_width = plan_time.GSM8K_MEAN_PROMPT_TOKENS, plan_time.GSM8K_ROLLOUT_PROMPT_TOKENS
+    window = 77.0 + (plan_time.GSM8K_WINDOW_PROMPT_TOKENS - gsm8k_mean) / (gsm8k_width - gsm8k_mean) * (90.0 - 77.0)
     expected = plan_time.estimate(request, "h200", plan_time.TimeInputs(**{**inputs.__dict__, "decode_steps": 256, "rollout_prompt_length": 90.0, "window_prompt_length": window,
                                                                           "window_response_length": 256.0, "mean_prompt_length": 77.0, "mean_response_length": 250.0}))
     assert row["estimate_step_s"] == round(expected.step_seconds, 3)

@@ -58,7 +58,7 @@ def test_the_plan_says_which_prompt_columns_it_counted_and_refuses_a_longest_pro
 
 
 def test_the_time_estimate_caps_gsm8ks_prompt_widths_at_the_datas_longest_prompt():
-    """new-user trial: the estimate took GSM8K's widths (156 training, 230 rollout) even for data whose longest prompt
+    """new-user trial: the estimate took GSM8K's widths (the calibrated training window, 230 rollout) even for data whose longest prompt
     was 20 tokens."""
     from verlfit.plan.time import GSM8K_ROLLOUT_PROMPT_TOKENS, GSM8K_WINDOW_PROMPT_TOKENS, TimeInputs, rollout_prompt_columns, training_columns
 
