@@ -165,13 +165,13 @@ rehearse: ## as root: build the p40 image for real with stand-ins for what the n
 	bash tests/images/rehearsal/rehearse.sh
 
 .PHONY: lint
-lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml against the Compose Specification, ruff the package
+lint: ## hadolint the Dockerfiles, shellcheck the scripts, check compose.yaml against the Compose Specification, ruff the package, tests and benchmarks
 	bash tests/bootstrap.sh
 	$(VENV)/bin/hadolint --config docker/hadolint.yaml Dockerfile.p40 Dockerfile.a10
 	$(VENV)/bin/shellcheck --external-sources docker/*.sh entrypoint/entrypoint.sh benchmarks/device_run.sh tests/bootstrap.sh .ci/run tests/images/rehearsal/*.sh
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.compose-spec compose.yaml
-	$(VENV)/bin/ruff check entrypoint/verlfit
-	$(VENV)/bin/ruff format --check entrypoint/verlfit
+	$(VENV)/bin/ruff check entrypoint/verlfit tests benchmarks
+	$(VENV)/bin/ruff format --check entrypoint/verlfit tests benchmarks
 
 .PHONY: image-p40
 image-p40: ## build verlfit:p40 (set any Dockerfile ARG: make image-p40 NAME=value)

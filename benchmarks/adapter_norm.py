@@ -76,7 +76,9 @@ def adapter_changes(run_dir: Path) -> list[dict]:
     """
     found = _checkpoints(Path(run_dir))
     if not found:
-        raise FileNotFoundError(f"{run_dir}: no checkpoints/global_step_*/actor/lora_adapter (a LoRA run saves one per --save-freq steps)")
+        raise FileNotFoundError(
+            f"{run_dir}: no checkpoints/global_step_*/actor/lora_adapter (a LoRA run saves one per --save-freq steps)"
+        )
     records, previous = [], None
     for step, adapter_dir in found:
         deltas, summary = _deltas(adapter_dir)
@@ -84,14 +86,18 @@ def adapter_changes(run_dir: Path) -> list[dict]:
         if previous is not None:
             if set(previous) != set(deltas):
                 raise ValueError(f"{adapter_dir}: adapts other modules than the checkpoint before it")
-            record["change_from_previous"] = math.sqrt(sum(float((deltas[name] - previous[name]).square().sum()) for name in deltas))
+            record["change_from_previous"] = math.sqrt(
+                sum(float((deltas[name] - previous[name]).square().sum()) for name in deltas)
+            )
         records.append(record)
         previous = deltas
     return records
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description="Norms of a LoRA run's saved actor adapters and their change between checkpoints.")
+    parser = argparse.ArgumentParser(
+        description="Norms of a LoRA run's saved actor adapters and their change between checkpoints."
+    )
     parser.add_argument("run_dir", type=Path, help="a verlfit run directory (with checkpoints/)")
     parser.add_argument("--json", type=Path, help="also write the records as a JSON list to this file")
     args = parser.parse_args(argv)
@@ -103,7 +109,9 @@ def main(argv=None) -> int:
     for record in records:
         print(json.dumps(record))
     if args.json:
-        with tempfile.NamedTemporaryFile("w", dir=args.json.parent, prefix=f".{args.json.name}.", delete=False) as handle:
+        with tempfile.NamedTemporaryFile(
+            "w", dir=args.json.parent, prefix=f".{args.json.name}.", delete=False
+        ) as handle:
             json.dump(records, handle, indent=2)
             handle.write("\n")
         os.replace(handle.name, args.json)

@@ -36,10 +36,17 @@ LOSSES = ("actor/pg_loss", "critic/vf_loss", "actor/kl_loss")
 QWEN05B = "Qwen/Qwen2.5-0.5B-Instruct"
 # device_run.py's random-weight models (MODEL, MODEL_1P5B, MODEL_3B: make_model.py --shape qwen2.5-*) have the
 # Instruct configs' shapes (verlfit.synthetic_model.SHAPES), which the planner has built in
-BUILT_IN_SHAPES = {"qwen2.5-0.5b-random": QWEN05B, "qwen2.5-1.5b-random": "Qwen/Qwen2.5-1.5B-Instruct", "qwen2.5-3b-random": "Qwen/Qwen2.5-3B-Instruct",
-                   # make_model.py's other families (tests/test_model_shape.py checks these shapes equal the built-in ones)
-                   "qwen3-0.6b-random": "Qwen/Qwen3-0.6B", "qwen3-1.7b-random": "Qwen/Qwen3-1.7B", "qwen3-4b-random": "Qwen/Qwen3-4B",
-                   "llama-3.2-1b-random": "meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-3b-random": "meta-llama/Llama-3.2-3B-Instruct"}
+BUILT_IN_SHAPES = {
+    "qwen2.5-0.5b-random": QWEN05B,
+    "qwen2.5-1.5b-random": "Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen2.5-3b-random": "Qwen/Qwen2.5-3B-Instruct",
+    # make_model.py's other families (tests/test_model_shape.py checks these shapes equal the built-in ones)
+    "qwen3-0.6b-random": "Qwen/Qwen3-0.6B",
+    "qwen3-1.7b-random": "Qwen/Qwen3-1.7B",
+    "qwen3-4b-random": "Qwen/Qwen3-4B",
+    "llama-3.2-1b-random": "meta-llama/Llama-3.2-1B-Instruct",
+    "llama-3.2-3b-random": "meta-llama/Llama-3.2-3B-Instruct",
+}
 
 
 def built_in_shape(model: str) -> str | None:
@@ -75,7 +82,11 @@ def predicted_peak_gib(record: dict, longest_prompt_length: int | None = None) -
         values["longest_prompt_length"] = longest_prompt_length
     settings = TrainSettings(**values)
     config = Path(settings.model) / "config.json"
-    shape = load_model_shape(str(config)) if config.is_file() else load_model_shape(built_in_shape(settings.model) or settings.model)
+    shape = (
+        load_model_shape(str(config))
+        if config.is_file()
+        else load_model_shape(built_in_shape(settings.model) or settings.model)
+    )
     limit = record["environment"].get("VERLFIT_GPU_MEMORY_LIMIT_GIB")
     memory = int(float(limit) * 1024**3) if limit else 140 * 1024**3
     request = request_from_settings(settings, load_profile(record["profile"]), memory, shape=shape)
@@ -83,8 +94,12 @@ def predicted_peak_gib(record: dict, longest_prompt_length: int | None = None) -
         request = dataclasses.replace(request, attention="eager")
     # the patch switches as the run had them (its override list), not as today's profile sets them
     switches = speed_switches(record["overrides"])
-    request = dataclasses.replace(request, trim_padding=switches.get("trim_padding", ()), rollout_trim_padding=switches.get("rollout_trim_padding", False),
-                                  cuda_graph=request.rollout == "hf" and switches.get("cuda_graph", False))
+    request = dataclasses.replace(
+        request,
+        trim_padding=switches.get("trim_padding", ()),
+        rollout_trim_padding=switches.get("rollout_trim_padding", False),
+        cuda_graph=request.rollout == "hf" and switches.get("cuda_graph", False),
+    )
     return gib(predict(request).peak.total)
 
 
@@ -99,21 +114,52 @@ def summarise(run_dir: Path) -> dict:
         "run": run_dir.name,
         "algorithm": settings["algorithm"],
         "profile": record["profile"],
-        "memory_limit_gib": float(record["environment"]["VERLFIT_GPU_MEMORY_LIMIT_GIB"]) if record["environment"].get("VERLFIT_GPU_MEMORY_LIMIT_GIB") else None,
+        "memory_limit_gib": (
+            float(record["environment"]["VERLFIT_GPU_MEMORY_LIMIT_GIB"])
+            if record["environment"].get("VERLFIT_GPU_MEMORY_LIMIT_GIB")
+            else None
+        ),
         "batch": settings["train_batch_size"],
         "mini_batch": settings["ppo_mini_batch_size"],
-        "micro_batch": {"actor": settings["actor_micro_batch_size"], "critic": settings["critic_micro_batch_size"] if settings["algorithm"] == "ppo" else None, "log_prob": settings["log_prob_micro_batch_size"], "rollout": settings["rollout_micro_batch_size"] or settings["train_batch_size"]},
+        "micro_batch": {
+            "actor": settings["actor_micro_batch_size"],
+            "critic": settings["critic_micro_batch_size"] if settings["algorithm"] == "ppo" else None,
+            "log_prob": settings["log_prob_micro_batch_size"],
+            "rollout": settings["rollout_micro_batch_size"] or settings["train_batch_size"],
+        },
         "samples": settings["rollout_n"] if settings["algorithm"] == "grpo" else 1,
         "lengths": [settings["max_prompt_length"], settings["max_response_length"]],
         "gradient_checkpointing": settings["gradient_checkpointing"],
-        "offload": {k: settings[k] for k in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload")},
-        "attention": "eager" if any(o.endswith("attn_implementation=eager") for o in record["overrides"]) else next((o.split("=", 1)[1] for o in record["overrides"] if o.startswith("+actor_rollout_ref.model.attn_implementation=")), None),
+        "offload": {
+            k: settings[k]
+            for k in (
+                "actor_param_offload",
+                "actor_optimizer_offload",
+                "critic_param_offload",
+                "critic_optimizer_offload",
+            )
+        },
+        "attention": (
+            "eager"
+            if any(o.endswith("attn_implementation=eager") for o in record["overrides"])
+            else next(
+                (
+                    o.split("=", 1)[1]
+                    for o in record["overrides"]
+                    if o.startswith("+actor_rollout_ref.model.attn_implementation=")
+                ),
+                None,
+            )
+        ),
         "steps": len(steps),
     }
     if not steps:
         return out
     # validation before training is a record of its own at step 0
-    out["validation"] = {key: [[r["step"], r[key]] for r in records if key in r] for key in sorted({k for r in records for k in r if k.startswith("val-core/")})}
+    out["validation"] = {
+        key: [[r["step"], r[key]] for r in records if key in r]
+        for key in sorted({k for r in records for k in r if k.startswith("val-core/")})
+    }
     out.update(
         step_time_s=statistics.mean(r["timing_s/step"] for r in later),
         tokens_per_step=statistics.mean(r["perf/total_num_tokens"] for r in later),
@@ -130,7 +176,9 @@ def summarise(run_dir: Path) -> dict:
     model = Path(settings["model"])
     if not (model / "config.json").is_file() and built_in_shape(str(model)) is None:
         # a model made on the device (tiny, small-sft): its config.json is only where the runs were made
-        out["predicted_peak_gib_error"] = f"model {model.name}: its config.json is not on this machine (run collect.py where the model is)"
+        out["predicted_peak_gib_error"] = (
+            f"model {model.name}: its config.json is not on this machine (run collect.py where the model is)"
+        )
         return out
     out["predicted_peak_gib"] = predicted_peak_gib(record)
     longest = max((r["prompt_length/max"] for r in steps if "prompt_length/max" in r), default=None)
@@ -143,7 +191,11 @@ def summarise(run_dir: Path) -> dict:
 
 def markdown(results: list[dict]) -> str:
     """A markdown table of ``results`` (one row per run)."""
-    head = "| run | algo | batch x n | micro (actor/critic/log-prob/rollout) | prompt/resp | ckpt | optimizer offload | steps | s/step | tokens/step | tokens/s | gen s | peak alloc GiB | predicted GiB | reserved GiB | limit GiB |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    head = (
+        "| run | algo | batch x n | micro (actor/critic/log-prob/rollout) | prompt/resp | ckpt | optimizer offload |"
+        " steps | s/step | tokens/step | tokens/s | gen s | peak alloc GiB | predicted GiB | reserved GiB | limit GiB"
+        " |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    )
     rows = []
     for r in results:
         if not r["steps"]:
@@ -153,24 +205,44 @@ def markdown(results: list[dict]) -> str:
         predicted = f"{r['predicted_peak_gib']:.1f}" if "predicted_peak_gib" in r else "n/a"
         limit = f"{r['memory_limit_gib']:g}" if r["memory_limit_gib"] else "none"
         rows.append(
-            f"| {r['run']} | {r['algorithm']} | {r['batch']} x {r['samples']} | {m['actor']}/{m['critic'] or '-'}/{m['log_prob']}/{m['rollout']} | {r['lengths'][0]}/{r['lengths'][1]} "
-            f"| {'on' if r['gradient_checkpointing'] else 'off'} | {'yes' if r['offload']['actor_optimizer_offload'] else 'no'} | {r['steps']} | {r['step_time_s']:.1f} | {r['tokens_per_step']:.0f} "
-            f"| {r['tokens_per_second']:.0f} | {r['phases_s']['gen']:.1f} | {r['peak_allocated_gib']:.2f} | {predicted} | {r['peak_reserved_gib']:.2f} | {limit} |"
+            f"| {r['run']} | {r['algorithm']} | {r['batch']} x {r['samples']} |"
+            f" {m['actor']}/{m['critic'] or '-'}/{m['log_prob']}/{m['rollout']} | {r['lengths'][0]}/{r['lengths'][1]} |"
+            f" {'on' if r['gradient_checkpointing'] else 'off'} |"
+            f" {'yes' if r['offload']['actor_optimizer_offload'] else 'no'} | {r['steps']} | {r['step_time_s']:.1f} |"
+            f" {r['tokens_per_step']:.0f} | {r['tokens_per_second']:.0f} | {r['phases_s']['gen']:.1f} |"
+            f" {r['peak_allocated_gib']:.2f} | {predicted} | {r['peak_reserved_gib']:.2f} | {limit} |"
         )
     return "\n".join([head, *rows]) + "\n" + validation_markdown(results)
 
 
 def validation_markdown(results: list[dict]) -> str:
     """A markdown table of validation scores: one row per validation step, one column per run that validated."""
-    curves = {r["run"]: dict((step, score) for key in r.get("validation", {}) for step, score in r["validation"][key]) for r in results}
+    curves = {
+        r["run"]: dict((step, score) for key in r.get("validation", {}) for step, score in r["validation"][key])
+        for r in results
+    }
     curves = {run: curve for run, curve in curves.items() if curve}
     if not curves:
         return ""
     runs = sorted(curves)
-    lines = ["", "Validation score (greedy, strict GSM8K reward) per step:", "", "| step | " + " | ".join(runs) + " |", "|---" * (len(runs) + 1) + "|"]
+    lines = [
+        "",
+        "Validation score (greedy, strict GSM8K reward) per step:",
+        "",
+        "| step | " + " | ".join(runs) + " |",
+        "|---" * (len(runs) + 1) + "|",
+    ]
     for step in sorted({step for curve in curves.values() for step in curve}):
-        lines.append(f"| {step} | " + " | ".join(f"{curves[run][step]:.3f}" if step in curves[run] else "" for run in runs) + " |")
-    first_last = [f"{run}: {curves[run][min(curves[run])]:.3f} -> {curves[run][max(curves[run])]:.3f} (best {max(curves[run].values()):.3f})" for run in runs]
+        lines.append(
+            f"| {step} | "
+            + " | ".join(f"{curves[run][step]:.3f}" if step in curves[run] else "" for run in runs)
+            + " |"
+        )
+    first_last = [
+        f"{run}: {curves[run][min(curves[run])]:.3f} -> {curves[run][max(curves[run])]:.3f} (best"
+        f" {max(curves[run].values()):.3f})"
+        for run in runs
+    ]
     return "\n".join(lines + ["", "; ".join(first_last)]) + "\n"
 
 

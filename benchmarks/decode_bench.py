@@ -10,7 +10,8 @@ SDPA, TF32 off (a P40 has no TF32), unless --dtype bf16 (autocast, the a10 rollo
 
 Needs a CUDA GPU and verl patched with patches/verl-0.4.1 (0022). Writes --output (JSON) via a temp file.
 
-  python3 benchmarks/decode_bench.py --model MODEL_DIR --output decode.json   # MODEL_DIR: benchmarks/make_model.py --shape qwen2.5-0.5b
+  python3 benchmarks/decode_bench.py --model MODEL_DIR --output decode.json   # MODEL_DIR: benchmarks/make_model.py
+--shape qwen2.5-0.5b
 """
 
 import argparse
@@ -49,22 +50,62 @@ def bench(model, batch: int, prompt_width: int, new_tokens: int, dtype: str, see
     ids, mask = ids.cuda(), mask.cuda()
     never = vocab  # an id no token has: nothing stops before new_tokens
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=dtype == "bf16")
-    cfg = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, eos_token_id=never, pad_token_id=0, repetition_penalty=1.0)
-    result = {"batch": batch, "prompt_width": prompt_width, "new_tokens": new_tokens, "mean_prompt_tokens": float(lengths.float().mean())}
+    cfg = GenerationConfig(
+        max_new_tokens=new_tokens, do_sample=False, eos_token_id=never, pad_token_id=0, repetition_penalty=1.0
+    )
+    result = {
+        "batch": batch,
+        "prompt_width": prompt_width,
+        "new_tokens": new_tokens,
+        "mean_prompt_tokens": float(lengths.float().mean()),
+    }
     with torch.no_grad(), autocast:
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)  # warm-up
         _, prefill = _timed(lambda: model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1))
-        model.generate(input_ids=ids[:, -8:], attention_mask=mask[:, -8:], generation_config=GenerationConfig(max_new_tokens=4, do_sample=False, pad_token_id=0), use_model_defaults=False)
-        ref, total = _timed(lambda: model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, use_model_defaults=False))
-        result["generate"] = {"prefill_ms": prefill * 1e3, "ms_per_decode_step": (total - prefill) * 1e3 / (new_tokens - 1), "total_s": total}
-        dec = StaticDecoder(model, batch, prompt_width + new_tokens, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=never, pad_token_id=0)
+        model.generate(
+            input_ids=ids[:, -8:],
+            attention_mask=mask[:, -8:],
+            generation_config=GenerationConfig(max_new_tokens=4, do_sample=False, pad_token_id=0),
+            use_model_defaults=False,
+        )
+        ref, total = _timed(
+            lambda: model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, use_model_defaults=False)
+        )
+        result["generate"] = {
+            "prefill_ms": prefill * 1e3,
+            "ms_per_decode_step": (total - prefill) * 1e3 / (new_tokens - 1),
+            "total_s": total,
+        }
+        dec = StaticDecoder(
+            model,
+            batch,
+            prompt_width + new_tokens,
+            do_sample=False,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            eos_token_id=never,
+            pad_token_id=0,
+        )
         dec.generate(ids, mask, 4)  # warm-up (cuBLAS handles, a first capture)
         got, total_static = _timed(lambda: dec.generate(ids, mask, new_tokens))
         # the static prefill: the eager forward over the prompts into the StaticCache
         dec.cache.reset()
-        _, prefill_static = _timed(lambda: dec._forward(ids, torch.ones(batch, prompt_width + new_tokens, dtype=torch.long, device="cuda"), pos, torch.arange(prompt_width, device="cuda")))
-        result["static_graph"] = {"prefill_ms": prefill_static * 1e3, "ms_per_decode_step": (total_static - prefill_static) * 1e3 / (new_tokens - 1), "total_s": total_static, "captures": dec.captures}
+        _, prefill_static = _timed(
+            lambda: dec._forward(
+                ids,
+                torch.ones(batch, prompt_width + new_tokens, dtype=torch.long, device="cuda"),
+                pos,
+                torch.arange(prompt_width, device="cuda"),
+            )
+        )
+        result["static_graph"] = {
+            "prefill_ms": prefill_static * 1e3,
+            "ms_per_decode_step": (total_static - prefill_static) * 1e3 / (new_tokens - 1),
+            "total_s": total_static,
+            "captures": dec.captures,
+        }
     result["identical_tokens"] = got.tolist() == ref.tolist()
     result["first_divergence"] = next((t for t in range(got.size(1)) if not torch.equal(got[:, t], ref[:, t])), None)
     result["speedup_per_step"] = result["generate"]["ms_per_decode_step"] / result["static_graph"]["ms_per_decode_step"]
@@ -72,8 +113,14 @@ def bench(model, batch: int, prompt_width: int, new_tokens: int, dtype: str, see
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--model", required=True, help="a Hugging Face model directory (e.g. make_model.py's qwen2.5-0.5b shape)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
+    ap.add_argument(
+        "--model", required=True, help="a Hugging Face model directory (e.g. make_model.py's qwen2.5-0.5b shape)"
+    )
     ap.add_argument("--output", required=True, help="JSON file to write")
     ap.add_argument("--batch", type=int, nargs="+", default=[32, 64], help="batch sizes (default 32 64)")
     ap.add_argument("--prompt-width", type=int, default=256, help="columns prompts are left-padded to (default 256)")
@@ -88,8 +135,18 @@ def main(argv=None) -> int:
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32, attn_implementation="sdpa").cuda().eval()
-    record = {"model": os.path.basename(os.path.normpath(args.model)), "device": torch.cuda.get_device_name(), "dtype": args.dtype, "torch": torch.__version__, "runs": []}
+    model = (
+        AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32, attn_implementation="sdpa")
+        .cuda()
+        .eval()
+    )
+    record = {
+        "model": os.path.basename(os.path.normpath(args.model)),
+        "device": torch.cuda.get_device_name(),
+        "dtype": args.dtype,
+        "torch": torch.__version__,
+        "runs": [],
+    }
     for batch in args.batch:
         run = bench(model, batch, args.prompt_width, args.new_tokens, args.dtype)
         record["runs"].append(run)

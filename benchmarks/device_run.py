@@ -107,8 +107,10 @@ LORA_FAMILY_RUNS = (
         "lora-llama-3.2-1b-grpo-gsm8k-untrimmed",
         "llama-3.2-1b",
         "gsm8k",
-        f"--algo grpo --lora-rank 32 --batch-size 16 {FAMILY_512} -- +actor_rollout_ref.actor.trim_padding=False "
-        "+actor_rollout_ref.ref.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False",
+        (
+            f"--algo grpo --lora-rank 32 --batch-size 16 {FAMILY_512} -- +actor_rollout_ref.actor.trim_padding=False "
+            "+actor_rollout_ref.ref.trim_padding=False +actor_rollout_ref.rollout.trim_padding=False"
+        ),
     ),
 )
 
@@ -704,7 +706,8 @@ def smoke_resume_runs(device: Device) -> tuple[Run, ...]:
 
 # issue 44 item 4: a reward function split into two files, the scorer importing its helper from beside it
 REWARD_HELPER_FILES = {
-    "gsm8k_answer.py": '''"""The final answer of a GSM8K-style response: the number after its last '####'."""
+    "gsm8k_answer.py": (
+        '''"""The final answer of a GSM8K-style response: the number after its last '####'."""
 
 
 def final_answer(text):
@@ -712,15 +715,18 @@ def final_answer(text):
     if marker < 0:
         return None
     return text[marker + 4 :].strip().replace(",", "")
-''',
-    "reward.py": '''"""1.0 when the response's final answer is the ground truth, else 0.0 (the helper lies beside this file)."""
+'''
+    ),
+    "reward.py": (
+        '''"""1.0 when the response's final answer is the ground truth, else 0.0 (the helper lies beside this file)."""
 
 from gsm8k_answer import final_answer
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None):
     return 1.0 if final_answer(solution_str) == str(ground_truth).strip() else 0.0
-''',
+'''
+    ),
 }
 
 
@@ -990,21 +996,26 @@ def calibration(profile: str, runs: dict[str, str]) -> Callable[[Device], Iterat
 CALIBRATE_P40 = {
     "cal-p40-ppo-m4-512": "--micro-batch-size 4 --max-prompt-length 512 --max-response-length 256",
     "cal-p40-ppo-m8-opt": "--micro-batch-size 8 --offload optimizer --max-prompt-length 256 --max-response-length 128",
-    "cal-p40-grpo-m4": "--algo grpo --batch-size 8 --micro-batch-size 4 --offload optimizer "
-    "--max-prompt-length 512 --max-response-length 256",
+    "cal-p40-grpo-m4": (
+        "--algo grpo --batch-size 8 --micro-batch-size 4 --offload optimizer "
+        "--max-prompt-length 512 --max-response-length 256"
+    ),
 }
 CALIBRATE_A10 = {
     "cal-a10-ppo-m8": "--micro-batch-size 8 --max-prompt-length 512 --max-response-length 256",
-    "cal-a10-ppo-m4-nockpt": "--micro-batch-size 4 --no-gradient-checkpointing --max-prompt-length 256 "
-    "--max-response-length 256",
-    "cal-a10-grpo-m8": "--algo grpo --batch-size 16 --micro-batch-size 8 --max-prompt-length 512 "
-    "--max-response-length 256",
+    "cal-a10-ppo-m4-nockpt": (
+        "--micro-batch-size 4 --no-gradient-checkpointing --max-prompt-length 256 --max-response-length 256"
+    ),
+    "cal-a10-grpo-m8": (
+        "--algo grpo --batch-size 16 --micro-batch-size 8 --max-prompt-length 512 --max-response-length 256"
+    ),
 }
 # an independent check of the eager bf16 entropy coefficient that cal-a10-ppo-m8 / cal-a10-grpo-m8 fitted: another
 # micro-batch (log-prob 32) and sequence split (256/256); the planner puts its peak in the old log-prob
 CALIBRATE_CHECK = {
-    "cal-a10-grpo-m16-256": "--algo grpo --batch-size 8 --micro-batch-size 16 --max-prompt-length 256 "
-    "--max-response-length 256",
+    "cal-a10-grpo-m16-256": (
+        "--algo grpo --batch-size 8 --micro-batch-size 16 --max-prompt-length 256 --max-response-length 256"
+    ),
 }
 A10_HF = "--profile a10 --rollout hf --attention sdpa"  # the a10 profile without vLLM and flash-attn
 
@@ -1052,7 +1063,7 @@ def learn_own_runs(device: Device) -> tuple[Run, ...]:
         device.record(scores[:1] + scores[-1:], f"  {name} validation| ")
         own_export_eval(device, name, "--compare", str(start))
         device.log(
-            f"learn_own: expected a held-out difference (model - start) of at least +0.10 in "
+            "learn_own: expected a held-out difference (model - start) of at least +0.10 in "
             f"{device.runs / name}.eval.json"
         )
 
@@ -1828,22 +1839,28 @@ VARIABLES = (
     ("VERLFIT_SITE", "the site-packages holding verl; default: where `python3` imports verl from"),
     (
         "GSM8K_DIR",
-        'a folder with the real GSM8K as train.jsonl and test.jsonl, the rows of the hub\'s openai/gsm8k "main" '
-        "config, as `verlfit prepare-gsm8k --input` reads them; default .device-stack/b/gsm8k",
+        (
+            'a folder with the real GSM8K as train.jsonl and test.jsonl, the rows of the hub\'s openai/gsm8k "main" '
+            "config, as `verlfit prepare-gsm8k --input` reads them; default .device-stack/b/gsm8k"
+        ),
     ),
     ("WORK", "models and data; default ~/verlfit-bench/work"),
     ("RUNS", "run directories, their consoles and stages.log; default ~/verlfit-bench/runs"),
     ("OUT", "results to bring back; default /tmp/out"),
     (
         "DEADLINE",
-        "epoch seconds: every run is stopped with SIGINT by then, so a time-limited machine still packs its results; "
-        "default: none",
+        (
+            "epoch seconds: every run is stopped with SIGINT by then, so a time-limited machine still packs its"
+            " results; default: none"
+        ),
     ),
     ("STAGE_TIMEOUT", "seconds per run, default 3000"),
     (
         "SETUP_FOR",
-        "stage names setup makes the bigger models for, as if they were named with it (for a setup run before a "
-        "--parallel start)",
+        (
+            "stage names setup makes the bigger models for, as if they were named with it (for a setup run before a "
+            "--parallel start)"
+        ),
     ),
     ("SKIP_TINY", "set: setup makes no tiny model"),
     ("LEARN_LRS", 'actor learning rates of the learning check, default "1e-5 3e-5"'),
@@ -1859,19 +1876,25 @@ VARIABLES = (
     ("LEARN_FP16_ROLLOUTS", 'learn_fp16\'s rollout dtypes, default "float16 float32"'),
     (
         "LORA_3B_BATCH, LORA_3B_SAMPLES, LORA_3B_STEPS",
-        "default 32, 4 and 5: a lower LORA_3B_STEPS first and the default next checks a resume from the step-3 "
-        "checkpoint",
+        (
+            "default 32, 4 and 5: a lower LORA_3B_STEPS first and the default next checks a resume from the step-3 "
+            "checkpoint"
+        ),
     ),
     (
         "LORA_EXTRA",
-        'more verlfit train words for lora_1p5b_ppo, lora_3b_grpo and learn_lora, e.g. "-- '
-        '+actor_rollout_ref.rollout.unwrap_fsdp=False" to measure LoRA without patch 0023, which train turns on for '
-        "LoRA",
+        (
+            'more verlfit train words for lora_1p5b_ppo, lora_3b_grpo and learn_lora, e.g. "--'
+            ' +actor_rollout_ref.rollout.unwrap_fsdp=False" to measure LoRA without patch 0023, which train turns on'
+            " for LoRA"
+        ),
     ),
     (
         "KEEP_FULL_CHECKPOINTS",
-        "set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO checkpoint, instead of deleting "
-        "them once adapter_norm.py has read the adapters",
+        (
+            "set: keep the LoRA runs' full FSDP shards, ~12 GiB per 1.5B PPO or 3B GRPO checkpoint, instead of deleting"
+            " them once adapter_norm.py has read the adapters"
+        ),
     ),
     (
         "SPEED_CONFIGS, SPEED_STEPS, SPEED_PARALLEL, SKIP_DECODE_BENCH",

@@ -34,11 +34,20 @@ LORA_RANK = 32
 # (docs/benchmarks.md); filled by the lead after the device runs
 MEASURED: dict[tuple[str, str, str, str], tuple[str, str]] = {
     # H200 in P40 emulation (22.5 GiB per worker); s/step is the H200's, not a P40's (docs/benchmarks.md)
-    ("p40", "0.5B", "ppo", "full"): ("16.90 GiB; 16.66 with trims + CUDA graphs, flat over 10 steps", "12.4 untrimmed; 11.7 trims; 6.6 trims + CUDA graphs (alone, docs/benchmarks.md section 1.4)"),
+    ("p40", "0.5B", "ppo", "full"): (
+        "16.90 GiB; 16.66 with trims + CUDA graphs, flat over 10 steps",
+        "12.4 untrimmed; 11.7 trims; 6.6 trims + CUDA graphs (alone, docs/benchmarks.md section 1.4)",
+    ),
     ("p40", "0.5B", "grpo", "full"): ("16.80 GiB", "not timed alone (docs/benchmarks.md section 1.2)"),
     # the LoRA rows were measured before patch 0026, with the frozen base in fp32 (the predictions now count bf16)
-    ("p40", "1.5B", "ppo", "LoRA r32"): ("fp32 base: 17.20 GiB (18.81 after a resume's checkpoint load)", "28.3 alone (section 4.3); 52.1 sharing the GPU (section 4.2; 10 of 10 steps)"),
-    ("p40", "3B", "grpo", "LoRA r32"): ("fp32 base: 16.48 GiB at 8 x 4; 16.52 after a resume's checkpoint load with patch 0012", "43.8 at 8 x 4, shared GPU (section 4.3; 5 of 5 steps, resumed at step 3)"),
+    ("p40", "1.5B", "ppo", "LoRA r32"): (
+        "fp32 base: 17.20 GiB (18.81 after a resume's checkpoint load)",
+        "28.3 alone (section 4.3); 52.1 sharing the GPU (section 4.2; 10 of 10 steps)",
+    ),
+    ("p40", "3B", "grpo", "LoRA r32"): (
+        "fp32 base: 16.48 GiB at 8 x 4; 16.52 after a resume's checkpoint load with patch 0012",
+        "43.8 at 8 x 4, shared GPU (section 4.3; 5 of 5 steps, resumed at step 3)",
+    ),
 }
 
 
@@ -64,7 +73,15 @@ def row(card: str, size: str, algorithm: str, lora: bool) -> list[str]:
     chosen = decision.request
     training = f"LoRA r{LORA_RANK}" if lora else "full"
     if decision.fits:
-        switches = [name for name, on in (("checkpointing", chosen.gradient_checkpointing), ("optimizer offload", chosen.actor_optimizer_offload or chosen.critic_optimizer_offload), ("critic param offload", chosen.critic_param_offload)) if on]
+        switches = [
+            name
+            for name, on in (
+                ("checkpointing", chosen.gradient_checkpointing),
+                ("optimizer offload", chosen.actor_optimizer_offload or chosen.critic_optimizer_offload),
+                ("critic param offload", chosen.critic_param_offload),
+            )
+            if on
+        ]
         if chosen.has_critic and chosen.checkpointing_of("critic") != chosen.gradient_checkpointing:
             switches.append(f"critic checkpointing {'on' if chosen.checkpointing_of('critic') else 'off'}")
         if lora:
@@ -76,12 +93,30 @@ def row(card: str, size: str, algorithm: str, lora: bool) -> list[str]:
         verdict = "does not fit"
         peak = f"> {format_gib(decision.plan.peak.total)}"
     measured, seconds = MEASURED.get((card, size, algorithm, training), ("not run", "not run"))
-    return [card.upper(), f"Qwen2.5-{size}", algorithm.upper() + (" 32 x 4" if algorithm == "grpo" else " 32"), training, verdict, peak, measured, seconds]
+    return [
+        card.upper(),
+        f"Qwen2.5-{size}",
+        algorithm.upper() + (" 32 x 4" if algorithm == "grpo" else " 32"),
+        training,
+        verdict,
+        peak,
+        measured,
+        seconds,
+    ]
 
 
 def table() -> str:
     """The whole table as markdown, between its markers."""
-    header = ["card", "model", "algorithm, batch", "training", "planner's verdict (auto-fit)", "predicted peak", "measured peak", "s/step"]
+    header = [
+        "card",
+        "model",
+        "algorithm, batch",
+        "training",
+        "planner's verdict (auto-fit)",
+        "predicted peak",
+        "measured peak",
+        "s/step",
+    ]
     lines = [START, "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for card in ("p40", "a10"):
         for size in MODELS:
@@ -159,7 +194,9 @@ def big_row(card: str, model: str, algorithm: str, fallback: tuple[str, str] | N
     settings = TrainSettings(model=model, algorithm=algorithm, rollout_n=4, lora_rank=LORA_RANK, train_batch_size=16)
     settings.rollout, settings.attention = profile.rollout, profile.attention
     request = request_from_settings(settings, profile, int(profile.gpu_memory_gib * 1024**3), load_model_shape(model))
-    decision = auto_fit(request, card=get_card(card), inputs=inputs_for_train(settings, run_switches(profile, settings)))
+    decision = auto_fit(
+        request, card=get_card(card), inputs=inputs_for_train(settings, run_switches(profile, settings))
+    )
     chosen = decision.request
     stored = {"bfloat16": "bf16", "float16": "fp16", None: "fp32"}[chosen.frozen_base_dtype]
     verdict = f"fits (micro-batch {chosen.actor_micro_batch_size}; {stored} base)" if decision.fits else "does not fit"
@@ -215,8 +252,15 @@ def readme_table(text: str, start: str = START, end: str = END) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="The README's 'What fits on a 24 GB card' table, from the planner.")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--check", type=Path, metavar="README", help="exit 1 when README's table differs from the planner's")
-    group.add_argument("--write", type=Path, metavar="README", help="replace README's table (written to a temporary file, then renamed)")
+    group.add_argument(
+        "--check", type=Path, metavar="README", help="exit 1 when README's table differs from the planner's"
+    )
+    group.add_argument(
+        "--write",
+        type=Path,
+        metavar="README",
+        help="replace README's table (written to a temporary file, then renamed)",
+    )
     args = parser.parse_args(argv)
     tables = ((START, END, table()), (BIG_START, BIG_END, big_table()))
     if not args.check and not args.write:
@@ -231,12 +275,18 @@ def main(argv=None) -> int:
             print(f"fits_table.py: {path}: {error}", file=sys.stderr)
             return 1
         if args.check and old != fresh:
-            print(f"fits_table.py: {path}'s table differs from the planner's: run python benchmarks/fits_table.py --write {path}", file=sys.stderr)
+            print(
+                f"fits_table.py: {path}'s table differs from the planner's: run python benchmarks/fits_table.py --write"
+                f" {path}",
+                file=sys.stderr,
+            )
             return 1
         text = text.replace(old, fresh)
     if args.check:
         return 0
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False, encoding="utf-8") as handle:
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, prefix=f".{path.name}.", delete=False, encoding="utf-8"
+    ) as handle:
         handle.write(text)
     os.replace(handle.name, path)
     return 0

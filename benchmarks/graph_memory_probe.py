@@ -2,7 +2,8 @@
 """Does patch 0022's CUDA-graph decoding leave allocated GPU memory behind, call after call? (issue 13)
 
 With every speed key on, the main job's allocated peak rose ~30 MB a step (16.69 -> 16.98 GiB over 10 steps,
-benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all) and stayed flat without cuda_graph. The suspect: each
+benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all) and stayed flat
+without cuda_graph. The suspect: each
 capture warmed up on a new ``torch.cuda.Stream``; cuBLAS keeps one workspace per (handle, stream) for the life of
 the process (allocated through torch's caching allocator, so it counts as allocated), and torch hands out
 streams from a round-robin pool of 32. Patch 0022 now warms up and captures on one stream per device
@@ -54,7 +55,17 @@ def run_policy(model, policy: str, calls: int, batch: int, prompt_width: int, ne
             lengths = torch.randint(prompt_width // 2, prompt_width + 1, (batch,), generator=generator)
             ids = torch.randint(0, model.config.vocab_size, (batch, prompt_width), generator=generator)
             mask = (torch.arange(prompt_width)[None, :] >= (prompt_width - lengths)[:, None]).long()
-            decoder = static_decode.StaticDecoder(model, batch_size=batch, cache_len=prompt_width + new_tokens, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=-1, pad_token_id=0)
+            decoder = static_decode.StaticDecoder(
+                model,
+                batch_size=batch,
+                cache_len=prompt_width + new_tokens,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                eos_token_id=-1,
+                pad_token_id=0,
+            )
             decoder.generate(ids.cuda() * mask.cuda(), mask.cuda(), new_tokens)
             del decoder
             gc.collect()
@@ -68,11 +79,17 @@ def run_policy(model, policy: str, calls: int, batch: int, prompt_width: int, ne
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="a model directory (benchmarks/make_model.py --shape qwen2.5-0.5b)")
+    parser.add_argument(
+        "--model", required=True, help="a model directory (benchmarks/make_model.py --shape qwen2.5-0.5b)"
+    )
     parser.add_argument("--calls", type=int, default=8, help="generate calls per policy (default 8)")
-    parser.add_argument("--batch", type=int, default=32, help="rows per call (default 32, the main job's rollout micro-batch)")
+    parser.add_argument(
+        "--batch", type=int, default=32, help="rows per call (default 32, the main job's rollout micro-batch)"
+    )
     parser.add_argument("--prompt-width", type=int, default=256, help="prompt columns, left-padded (default 256)")
-    parser.add_argument("--new-tokens", type=int, default=16, help="tokens per call (default 16: a capture and some replays)")
+    parser.add_argument(
+        "--new-tokens", type=int, default=16, help="tokens per call (default 16: a capture and some replays)"
+    )
     parser.add_argument("--output", required=True, help="JSON file to write")
     args = parser.parse_args(argv)
 
@@ -83,11 +100,29 @@ def main(argv: list[str] | None = None) -> int:
         print("graph_memory_probe.py: needs a CUDA GPU", file=sys.stderr)
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False
-    model = AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32, attn_implementation="sdpa").cuda().eval()
-    result = {"model": os.path.basename(os.path.normpath(args.model)), "device": torch.cuda.get_device_name(), "torch": torch.__version__, "batch": args.batch, "prompt_width": args.prompt_width, "new_tokens": args.new_tokens, "policies": {}}
+    model = (
+        AutoModelForCausalLM.from_pretrained(args.model, torch_dtype=torch.float32, attn_implementation="sdpa")
+        .cuda()
+        .eval()
+    )
+    result = {
+        "model": os.path.basename(os.path.normpath(args.model)),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "batch": args.batch,
+        "prompt_width": args.prompt_width,
+        "new_tokens": args.new_tokens,
+        "policies": {},
+    }
     for policy in ("one_stream", "new_stream_per_capture"):
-        result["policies"][policy] = run_policy(model, policy, args.calls, args.batch, args.prompt_width, args.new_tokens)
-        print(f"{policy}: allocated after each call (MiB): {[round(a / MIB, 1) for a in result['policies'][policy]['allocated_bytes']]}; growth {result['policies'][policy]['growth_mib_per_call']} MiB per call")
+        result["policies"][policy] = run_policy(
+            model, policy, args.calls, args.batch, args.prompt_width, args.new_tokens
+        )
+        print(
+            f"{policy}: allocated after each call (MiB):"
+            f" {[round(a / MIB, 1) for a in result['policies'][policy]['allocated_bytes']]}; growth"
+            f" {result['policies'][policy]['growth_mib_per_call']} MiB per call"
+        )
     folder = os.path.dirname(os.path.abspath(args.output))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".graph_memory.", suffix=".json")
     try:

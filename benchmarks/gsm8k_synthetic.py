@@ -29,8 +29,15 @@ def main(argv=None) -> int:
     ap.add_argument("--negative-rate", type=float, default=0.03)
     ap.add_argument("--thousands-rate", type=float, default=0.03)
     a = ap.parse_args(argv)
-    paths = synthetic_gsm8k.write_splits(a.output, n_train=a.train_size, n_test=a.test_size, seed=a.seed, max_value=a.max_value,
-                                         negative_rate=a.negative_rate, thousands_rate=a.thousands_rate)
+    paths = synthetic_gsm8k.write_splits(
+        a.output,
+        n_train=a.train_size,
+        n_test=a.test_size,
+        seed=a.seed,
+        max_value=a.max_value,
+        negative_rate=a.negative_rate,
+        thousands_rate=a.thousands_rate,
+    )
     for name, p in paths.items():
         print(f"{name}: {p}")
     return 0

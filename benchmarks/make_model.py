@@ -33,17 +33,30 @@ def main(argv=None) -> int:
     ap.add_argument("--tokenizer-dir", default=None, help="reuse this tokenizer instead of training one")
     ap.add_argument("--tokenizer-only", action="store_true", help="train and save only the tokenizer")
     ap.add_argument("--vocab-size", type=int, default=DEFAULT_VOCAB_SIZE, help="tokenizer size, specials included")
-    ap.add_argument("--corpus-jsonl", action="append", default=[],
-                    help="extra tokenizer training text: jsonl files with question/answer fields (repeatable); "
-                         "added to the built-in corpus")
+    ap.add_argument(
+        "--corpus-jsonl",
+        action="append",
+        default=[],
+        help=(
+            "extra tokenizer training text: jsonl files with question/answer fields (repeatable); "
+            "added to the built-in corpus"
+        ),
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
-    ap.add_argument("--generation-sampling-defaults", action="store_true",
-                    help="write Qwen2.5-Instruct's sampling fields into generation_config.json "
-                         f"({SAMPLING_DEFAULTS})")
-    ap.add_argument("--no-eos", action="store_true",
-                    help="write config.json and generation_config.json without eos_token_id and pad_token_id "
-                         "(the tokenizer keeps its EOS): verl's rollout then decodes without an EOS id (issue 29)")
+    ap.add_argument(
+        "--generation-sampling-defaults",
+        action="store_true",
+        help=f"write Qwen2.5-Instruct's sampling fields into generation_config.json ({SAMPLING_DEFAULTS})",
+    )
+    ap.add_argument(
+        "--no-eos",
+        action="store_true",
+        help=(
+            "write config.json and generation_config.json without eos_token_id and pad_token_id "
+            "(the tokenizer keeps its EOS): verl's rollout then decodes without an EOS id (issue 29)"
+        ),
+    )
     a = ap.parse_args(argv)
 
     tok_dir = a.tokenizer_dir
@@ -54,13 +67,22 @@ def main(argv=None) -> int:
         print(f"tokenizer: {a.output} ({len(tok)} tokens, specials {synthetic_model.special_ids(tok)})")
     if a.tokenizer_only:
         return 0
-    synthetic_model.make_model(a.output, shape=a.shape, tokenizer_dir=tok_dir, seed=a.seed, dtype=a.dtype,
-                               generation_sampling_defaults=a.generation_sampling_defaults, vocab_size=a.vocab_size,
-                               no_eos=a.no_eos)
+    synthetic_model.make_model(
+        a.output,
+        shape=a.shape,
+        tokenizer_dir=tok_dir,
+        seed=a.seed,
+        dtype=a.dtype,
+        generation_sampling_defaults=a.generation_sampling_defaults,
+        vocab_size=a.vocab_size,
+        no_eos=a.no_eos,
+    )
     with open(os.path.join(a.output, "config.json"), encoding="utf-8") as f:
         cfg = json.load(f)
-    print(f"model: {a.output} (shape {a.shape}, {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "
-          f"vocab {cfg['vocab_size']}, dtype {cfg['torch_dtype']})")
+    print(
+        f"model: {a.output} (shape {a.shape}, {cfg['num_hidden_layers']} layers, hidden {cfg['hidden_size']}, "
+        f"vocab {cfg['vocab_size']}, dtype {cfg['torch_dtype']})"
+    )
     return 0
 
 

@@ -30,7 +30,10 @@ def problem(rng: random.Random, max_value: int = 50) -> dict:
     item, place = rng.choice(_ITEMS), rng.choice(_PLACES)
     start, arrive = rng.randint(2, max_value), rng.randint(1, max_value)
     sold = rng.randint(1, start + arrive)
-    text = f"A {place} holds {start} {item}. {arrive} more {item} arrive, then {sold} are sold. How many {item} are on the {place} now?"
+    text = (
+        f"A {place} holds {start} {item}. {arrive} more {item} arrive, then {sold} are sold. How many {item} are on the"
+        f" {place} now?"
+    )
     return {"problem": text, "solution": str(start + arrive - sold)}
 
 
@@ -62,11 +65,19 @@ def worked_answer(row: dict) -> str:
     the problem's own fixed wording (``problem``'s sentence: words 3, 5 and 10)."""
     words = row["problem"].split()
     start, arrive, sold = int(words[3]), int(words[5]), int(words[10])
-    return f"{start} + {arrive} = {start + arrive}. {start + arrive} - {sold} = {row['solution']}.\n#### {row['solution']}"
+    return (
+        f"{start} + {arrive} = {start + arrive}. {start + arrive} - {sold} = {row['solution']}.\n#### {row['solution']}"
+    )
 
 
-def write_warmup_splits(output: str | Path, train_size: int = 4096, test_size: int = 256, seed: int = 0,
-                        warmup_size: int = 4096, dev_size: int = 200) -> dict[str, Path]:
+def write_warmup_splits(
+    output: str | Path,
+    train_size: int = 4096,
+    test_size: int = 256,
+    seed: int = 0,
+    warmup_size: int = 4096,
+    dev_size: int = 200,
+) -> dict[str, Path]:
     """Write the supervised warm-up's problems for the own task: ``train.jsonl``, ``test.jsonl`` and ``dev.jsonl``
     of ``{"question", "answer"}`` (``benchmarks/sft_warmup.py --data-dir``'s format; answers from ``worked_answer``).
 
@@ -77,14 +88,20 @@ def write_warmup_splits(output: str | Path, train_size: int = 4096, test_size: i
     seen: set[str] = set()
     _distinct_problems(rng, train_size + test_size, seen)  # the RL splits' problems, skipped
     rows = _distinct_problems(rng, warmup_size + 2 * dev_size, seen)
-    parts = {"train": rows[:warmup_size], "test": rows[warmup_size:warmup_size + dev_size], "dev": rows[warmup_size + dev_size:]}
+    parts = {
+        "train": rows[:warmup_size],
+        "test": rows[warmup_size : warmup_size + dev_size],
+        "dev": rows[warmup_size + dev_size :],
+    }
     output = Path(output)
     output.mkdir(parents=True, exist_ok=True)
     paths = {}
     for split, part in parts.items():
         paths[split] = output / f"{split}.jsonl"
-        paths[split].write_text("".join(json.dumps({"question": r["problem"], "answer": worked_answer(r)}) + "\n" for r in part),
-                                encoding="utf-8")
+        paths[split].write_text(
+            "".join(json.dumps({"question": r["problem"], "answer": worked_answer(r)}) + "\n" for r in part),
+            encoding="utf-8",
+        )
     return paths
 
 
@@ -100,9 +117,14 @@ def main(argv=None) -> int:
     parser.add_argument("--train-size", type=int, default=4096)
     parser.add_argument("--test-size", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--warmup", action="store_true",
-                        help="write the supervised warm-up's problems instead (sft_warmup.py --data-dir format: train, test, "
-                             "dev; worked answers; none of them in the splits the same sizes and seed write)")
+    parser.add_argument(
+        "--warmup",
+        action="store_true",
+        help=(
+            "write the supervised warm-up's problems instead (sft_warmup.py --data-dir format: train, test, "
+            "dev; worked answers; none of them in the splits the same sizes and seed write)"
+        ),
+    )
     args = parser.parse_args(argv)
     write = write_warmup_splits if args.warmup else write_splits
     for split, path in write(args.output, args.train_size, args.test_size, args.seed).items():

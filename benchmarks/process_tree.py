@@ -1,7 +1,8 @@
 """The processes of one verlfit run, found from the ``verlfit train`` PID (issue 17's soak and fault stages).
 
 A run is a process tree: ``verlfit train`` starts verl's driver (``python -m verl.trainer.main_ppo``, in its own
-session: ``verlfit/train/supervise.py`` ``launch``, ``start_new_session=True``); the driver's ``ray.init`` starts Ray's GCS server,
+session: ``verlfit/train/supervise.py`` ``launch``, ``start_new_session=True``); the driver's ``ray.init`` starts Ray's
+GCS server,
 raylet and dashboard, and the raylet starts the workers (``ray::WorkerDict`` once verl's worker group is made,
 ``ray::IDLE`` before). Other runs share the machine, so nothing here looks past the run's own tree and process
 group: no ``pgrep`` over the machine, no ``ray stop``. psutil (a Ray dependency, ``docker/common.lock``) walks
@@ -128,14 +129,19 @@ def worker_processes(pid: int) -> list[psutil.Process]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 2)[2])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 2)[2],
+    )
     parser.add_argument("action", choices=("tree", "kill", "kill-worker"))
     parser.add_argument("pid", type=int, help="the `verlfit train` process")
     args = parser.parse_args(argv)
     if args.action == "tree":
         for process in run_processes(args.pid):
             rss = rss_mib(process)
-            print(f"{process.pid}\t{role(process, args.pid)}\t{'-' if rss is None else f'{rss:.0f}'}\t{_command(process)[:200]}")
+            memory = "-" if rss is None else f"{rss:.0f}"
+            print(f"{process.pid}\t{role(process, args.pid)}\t{memory}\t{_command(process)[:200]}")
         return 0
     if args.action == "kill":
         killed = kill_run(args.pid)

@@ -31,10 +31,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "entrypoint"))
 from verlfit.synthetic_model import TOKENIZER_FILES  # noqa: E402
 
 QWEN3_0P6B_SHAPE = dict(
-    hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
-    head_dim=128, vocab_size=151936, max_position_embeddings=40960, max_window_layers=28, rope_theta=1000000.0,
-    rms_norm_eps=1e-6, tie_word_embeddings=True, attention_bias=False, hidden_act="silu", initializer_range=0.02,
-    use_sliding_window=False, sliding_window=None, use_cache=True,
+    hidden_size=1024,
+    intermediate_size=3072,
+    num_hidden_layers=28,
+    num_attention_heads=16,
+    num_key_value_heads=8,
+    head_dim=128,
+    vocab_size=151936,
+    max_position_embeddings=40960,
+    max_window_layers=28,
+    rope_theta=1000000.0,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=True,
+    attention_bias=False,
+    hidden_act="silu",
+    initializer_range=0.02,
+    use_sliding_window=False,
+    sliding_window=None,
+    use_cache=True,
 )
 
 
@@ -62,8 +76,10 @@ def make(output: str, tokenizer_dir: str, seed: int = 0, **overrides) -> str:
     if out.exists():
         raise FileExistsError(f"--output {out} exists; give a new folder (this script never writes into one)")
     if not (Path(tokenizer_dir) / "tokenizer.json").is_file():
-        raise FileNotFoundError(f"--tokenizer-dir {tokenizer_dir} has no tokenizer.json; make one with "
-                                f"python benchmarks/make_model.py --tokenizer-only --output DIR")
+        raise FileNotFoundError(
+            f"--tokenizer-dir {tokenizer_dir} has no tokenizer.json; make one with "
+            "python benchmarks/make_model.py --tokenizer-only --output DIR"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
@@ -82,10 +98,15 @@ def make(output: str, tokenizer_dir: str, seed: int = 0, **overrides) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description="Make a random Qwen3-0.6B-shaped model whose config and generation "
-                                             "config have no EOS id (issue 29).")
+    ap = argparse.ArgumentParser(
+        description=(
+            "Make a random Qwen3-0.6B-shaped model whose config and generation config have no EOS id (issue 29)."
+        )
+    )
     ap.add_argument("--output", required=True, help="new folder for the model (must not exist)")
-    ap.add_argument("--tokenizer-dir", required=True, help="folder with the project's tokenizer (benchmarks/make_model.py)")
+    ap.add_argument(
+        "--tokenizer-dir", required=True, help="folder with the project's tokenizer (benchmarks/make_model.py)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     try:
@@ -93,7 +114,10 @@ def main(argv=None) -> int:
     except (FileExistsError, FileNotFoundError) as exc:
         print(f"qwen3_no_eos_model.py: {exc}", file=sys.stderr)
         return 2
-    print(f"model: {a.output} (Qwen3-0.6B shape, random weights, no eos_token_id in config.json or generation_config.json)")
+    print(
+        f"model: {a.output} (Qwen3-0.6B shape, random weights, no eos_token_id in config.json or"
+        " generation_config.json)"
+    )
     return 0
 
 

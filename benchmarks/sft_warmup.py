@@ -1,7 +1,8 @@
 """A short supervised warm-up so that RL on GSM8K-format problems has something to reinforce.
 
 A random model earns no GSM8K reward, so GRPO advantages are all zero and PPO has nothing to learn from
-(an earlier device trial). This script fine-tunes a small Qwen2 (``make_model.py --shape small`` by default) on the synthetic
+(an earlier device trial). This script fine-tunes a small Qwen2 (``make_model.py --shape small`` by default) on the
+synthetic
 problems of ``gsm8k_synthetic.py``, rendered exactly as verl's RL loop will see them:
 
 * prompt = the chat template with ``add_generation_prompt=True`` over one user message, the question + " " +
@@ -74,6 +75,7 @@ __all__ = [
 
 # --- verl's strict GSM8K reward --------------------------------------------------------------------------------
 
+
 def _compute_score_fallback(solution_str, ground_truth, method="strict", format_score=0.0, score=1.0):
     """verl 0.4.1 ``verl/utils/reward_score/gsm8k.py`` compute_score, strict method, verbatim logic."""
     solutions = re.findall("#### (\\-?[0-9\\.\\,]+)", solution_str)
@@ -96,15 +98,20 @@ def ground_truth(answer: str) -> str:
 
 # --- data ------------------------------------------------------------------------------------------------------
 
+
 def user_message(question: str, instruction: str = INSTRUCTION) -> List[Dict[str, str]]:
     return [{"role": "user", "content": question + " " + instruction}]
 
 
 def prompt_text(tokenizer, question: str, instruction: str = INSTRUCTION) -> str:
-    return tokenizer.apply_chat_template(user_message(question, instruction), add_generation_prompt=True, tokenize=False)
+    return tokenizer.apply_chat_template(
+        user_message(question, instruction), add_generation_prompt=True, tokenize=False
+    )
 
 
-def encode_example(tokenizer, question: str, answer: str, max_len: int = 1024, instruction: str = INSTRUCTION) -> Dict[str, List[int]]:
+def encode_example(
+    tokenizer, question: str, answer: str, max_len: int = 1024, instruction: str = INSTRUCTION
+) -> Dict[str, List[int]]:
     """``input_ids`` = prompt ids + target ids; ``labels`` = -100 over the prompt, the target ids after it."""
     p = tokenizer(prompt_text(tokenizer, question, instruction), add_special_tokens=False)["input_ids"]
     t = tokenizer(answer + END_TOKEN, add_special_tokens=False)["input_ids"]
@@ -149,11 +156,26 @@ def _device(device: Optional[str]) -> str:
 
 # --- training --------------------------------------------------------------------------------------------------
 
-def train_sft(model_dir: str, output_dir: str, rows: Sequence[Dict[str, str]], steps: int = 250, batch: int = 64,
-              lr: float = 1e-3, seed: int = 0, device: Optional[str] = None, warmup: int = 10,
-              weight_decay: float = 0.0, log_every: int = 10, eval_rows: Optional[Sequence[Dict[str, str]]] = None,
-              eval_every: int = 0, eval_n: int = 100, stop_at_accuracy: Optional[float] = None,
-              log=print, instruction: str = INSTRUCTION) -> Dict:
+
+def train_sft(
+    model_dir: str,
+    output_dir: str,
+    rows: Sequence[Dict[str, str]],
+    steps: int = 250,
+    batch: int = 64,
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: Optional[str] = None,
+    warmup: int = 10,
+    weight_decay: float = 0.0,
+    log_every: int = 10,
+    eval_rows: Optional[Sequence[Dict[str, str]]] = None,
+    eval_every: int = 0,
+    eval_n: int = 100,
+    stop_at_accuracy: Optional[float] = None,
+    log=print,
+    instruction: str = INSTRUCTION,
+) -> Dict:
     """Fine-tune the model in ``model_dir`` on ``rows`` (question/answer) and save it to ``output_dir``.
 
     AdamW, linear warm-up over ``warmup`` steps then constant ``lr``, gradient clipping at 1.0, fp32. Batches are
@@ -230,8 +252,16 @@ def save_checkpoint(model, source_dir: str, output_dir: str) -> None:
 
 # --- evaluation ------------------------------------------------------------------------------------------------
 
-def evaluate(model, tokenizer, rows: Sequence[Dict[str, str]], batch_size: int = 64, max_new_tokens: int = 256,
-             device: Optional[str] = None, instruction: str = INSTRUCTION) -> Dict:
+
+def evaluate(
+    model,
+    tokenizer,
+    rows: Sequence[Dict[str, str]],
+    batch_size: int = 64,
+    max_new_tokens: int = 256,
+    device: Optional[str] = None,
+    instruction: str = INSTRUCTION,
+) -> Dict:
     """Greedy completions for ``rows`` scored with verl's strict GSM8K reward."""
     import torch
 
@@ -245,14 +275,22 @@ def evaluate(model, tokenizer, rows: Sequence[Dict[str, str]], batch_size: int =
     samples = []
     try:
         for i in range(0, len(rows), batch_size):
-            chunk = rows[i:i + batch_size]
+            chunk = rows[i : i + batch_size]
             texts = [prompt_text(tokenizer, r["question"], instruction) for r in chunk]
             enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(dev)
             with torch.no_grad():
-                out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, temperature=None,
-                                     top_p=None, top_k=None, repetition_penalty=None, eos_token_id=eos,
-                                     pad_token_id=tokenizer.pad_token_id)
-            gen = out[:, enc["input_ids"].shape[1]:]
+                out = model.generate(
+                    **enc,
+                    max_new_tokens=max_new_tokens,
+                    do_sample=False,
+                    temperature=None,
+                    top_p=None,
+                    top_k=None,
+                    repetition_penalty=None,
+                    eos_token_id=eos,
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+            gen = out[:, enc["input_ids"].shape[1] :]
             for r, g in zip(chunk, gen):
                 resp = tokenizer.decode(g, skip_special_tokens=True)
                 s = float(compute_score(resp, ground_truth(r["answer"])))
@@ -263,12 +301,23 @@ def evaluate(model, tokenizer, rows: Sequence[Dict[str, str]], batch_size: int =
     finally:
         tokenizer.padding_side = old_side
     n = len(scores)
-    return {"accuracy": sum(scores) / n if n else 0.0, "n": n, "format_rate": formatted / n if n else 0.0,
-            "samples": samples}
+    return {
+        "accuracy": sum(scores) / n if n else 0.0,
+        "n": n,
+        "format_rate": formatted / n if n else 0.0,
+        "samples": samples,
+    }
 
 
-def evaluate_greedy(model_dir: str, jsonl: str, n: int = 200, batch_size: int = 64, max_new_tokens: int = 256,
-                    device: Optional[str] = None, instruction: str = INSTRUCTION) -> Dict:
+def evaluate_greedy(
+    model_dir: str,
+    jsonl: str,
+    n: int = 200,
+    batch_size: int = 64,
+    max_new_tokens: int = 256,
+    device: Optional[str] = None,
+    instruction: str = INSTRUCTION,
+) -> Dict:
     """Load ``model_dir``, greedily answer the first ``n`` problems of ``jsonl`` (question/answer) and return
     ``{"accuracy", "n", "format_rate", "samples"}`` with verl's strict GSM8K score."""
     import torch
@@ -277,17 +326,26 @@ def evaluate_greedy(model_dir: str, jsonl: str, n: int = 200, batch_size: int = 
     dev = _device(device)
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32).to(dev)
-    return evaluate(model, tok, read_jsonl(jsonl, n), batch_size=batch_size, max_new_tokens=max_new_tokens,
-                    device=dev, instruction=instruction)
+    return evaluate(
+        model,
+        tok,
+        read_jsonl(jsonl, n),
+        batch_size=batch_size,
+        max_new_tokens=max_new_tokens,
+        device=dev,
+        instruction=instruction,
+    )
 
 
 # --- CLI -------------------------------------------------------------------------------------------------------
 
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Supervised warm-up of a small Qwen2 on synthetic GSM8K problems.")
     ap.add_argument("--output", required=True, help="checkpoint directory to write (usable as --model)")
-    ap.add_argument("--init-model", default=None,
-                    help="start from this model directory (default: a fresh random --shape model)")
+    ap.add_argument(
+        "--init-model", default=None, help="start from this model directory (default: a fresh random --shape model)"
+    )
     ap.add_argument("--shape", default="small", choices=sorted(make_model.SHAPES))
     ap.add_argument("--tokenizer-dir", default=None, help="tokenizer for the fresh model (default: train one)")
     ap.add_argument("--data-dir", default=None, help="directory with train.jsonl and test.jsonl (default: generate)")
@@ -301,34 +359,57 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default=None, help="cuda / cpu (default: cuda if available)")
     ap.add_argument("--eval-n", type=int, default=200, help="test problems scored at the end (0: skip)")
-    ap.add_argument("--eval-every", type=int, default=25,
-                    help="score --eval-n problems of a separate generated dev split every N steps (0: never, "
-                         "which makes --steps a fixed step count)")
-    ap.add_argument("--stop-at-accuracy", type=float, default=0.25,
-                    help="stop (and save) as soon as a periodic dev accuracy reaches this (default 0.25)")
+    ap.add_argument(
+        "--eval-every",
+        type=int,
+        default=25,
+        help=(
+            "score --eval-n problems of a separate generated dev split every N steps (0: never, "
+            "which makes --steps a fixed step count)"
+        ),
+    )
+    ap.add_argument(
+        "--stop-at-accuracy",
+        type=float,
+        default=0.25,
+        help="stop (and save) as soon as a periodic dev accuracy reaches this (default 0.25)",
+    )
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--log-every", type=int, default=10)
-    ap.add_argument("--instruction", default=INSTRUCTION,
-                    help="what follows the question in each prompt (default: verl's GSM8K instruction; the own task: "
-                         "own_task.instruction())")
+    ap.add_argument(
+        "--instruction",
+        default=INSTRUCTION,
+        help=(
+            "what follows the question in each prompt (default: verl's GSM8K instruction; the own task: "
+            "own_task.instruction())"
+        ),
+    )
     a = ap.parse_args(argv)
 
     os.makedirs(a.output, exist_ok=True)
     if a.data_dir:
         train_path, test_path = (os.path.join(a.data_dir, f"{s}.jsonl") for s in ("train", "test"))
     else:
-        paths = gsm8k_synthetic.write_splits(os.path.join(a.output, "data"), n_train=a.train_size,
-                                             n_test=a.test_size, seed=a.seed, max_value=a.max_value)
+        paths = gsm8k_synthetic.write_splits(
+            os.path.join(a.output, "data"), n_train=a.train_size, n_test=a.test_size, seed=a.seed, max_value=a.max_value
+        )
         train_path, test_path = paths["train"], paths["test"]
     train_rows = read_jsonl(train_path)
     test_rows = read_jsonl(test_path) if os.path.exists(test_path) else []
     dev_rows = []
     if a.eval_every:
         # periodic checks (and --stop-at-accuracy) use their own problems, so the test split stays untouched
-        dev_rows = read_jsonl(os.path.join(a.data_dir, "dev.jsonl")) if a.data_dir and os.path.exists(
-            os.path.join(a.data_dir, "dev.jsonl")) else gsm8k_synthetic.generate_split(
-            a.eval_n or 200, seed=a.seed, split="dev", max_value=a.max_value,
-            exclude={r["question"] for r in train_rows + test_rows})
+        dev_rows = (
+            read_jsonl(os.path.join(a.data_dir, "dev.jsonl"))
+            if a.data_dir and os.path.exists(os.path.join(a.data_dir, "dev.jsonl"))
+            else gsm8k_synthetic.generate_split(
+                a.eval_n or 200,
+                seed=a.seed,
+                split="dev",
+                max_value=a.max_value,
+                exclude={r["question"] for r in train_rows + test_rows},
+            )
+        )
 
     tmp = None
     init = a.init_model
@@ -337,22 +418,43 @@ def main(argv=None) -> int:
         make_model.make_model(tmp, shape=a.shape, tokenizer_dir=a.tokenizer_dir, seed=a.seed, dtype="float32")
         init = tmp
     try:
-        res = train_sft(init, a.output, train_rows, steps=a.steps, batch=a.batch, lr=a.lr, seed=a.seed,
-                        device=a.device, warmup=a.warmup, log_every=a.log_every, eval_rows=dev_rows,
-                        eval_every=a.eval_every, eval_n=a.eval_n or 200, stop_at_accuracy=a.stop_at_accuracy,
-                        instruction=a.instruction)
+        res = train_sft(
+            init,
+            a.output,
+            train_rows,
+            steps=a.steps,
+            batch=a.batch,
+            lr=a.lr,
+            seed=a.seed,
+            device=a.device,
+            warmup=a.warmup,
+            log_every=a.log_every,
+            eval_rows=dev_rows,
+            eval_every=a.eval_every,
+            eval_n=a.eval_n or 200,
+            stop_at_accuracy=a.stop_at_accuracy,
+            instruction=a.instruction,
+        )
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    summary = {"args": vars(a), "train": train_path, "test": test_path, "steps": res["stopped_at"],
-               "seconds": round(res["seconds"], 2), "device": res["device"],
-               "loss_first": res["losses"][0] if res["losses"] else None,
-               "loss_last": res["losses"][-1] if res["losses"] else None,
-               "losses": [round(x, 5) for x in res["losses"]], "dev_evals": res["evals"]}
+    summary = {
+        "args": vars(a),
+        "train": train_path,
+        "test": test_path,
+        "steps": res["stopped_at"],
+        "seconds": round(res["seconds"], 2),
+        "device": res["device"],
+        "loss_first": res["losses"][0] if res["losses"] else None,
+        "loss_last": res["losses"][-1] if res["losses"] else None,
+        "losses": [round(x, 5) for x in res["losses"]],
+        "dev_evals": res["evals"],
+    }
     if a.eval_n and test_rows:
-        ev = evaluate_greedy(a.output, test_path, a.eval_n, max_new_tokens=a.max_new_tokens, device=a.device,
-                             instruction=a.instruction)
+        ev = evaluate_greedy(
+            a.output, test_path, a.eval_n, max_new_tokens=a.max_new_tokens, device=a.device, instruction=a.instruction
+        )
         summary["accuracy"] = ev["accuracy"]
         summary["format_rate"] = ev["format_rate"]
         summary["eval_n"] = ev["n"]
@@ -362,8 +464,10 @@ def main(argv=None) -> int:
         f.write("\n")
     print(f"checkpoint: {a.output}")
     if "accuracy" in summary:
-        print(f"accuracy: {summary['accuracy']:.3f} (greedy, strict GSM8K reward, {summary['eval_n']} test problems; "
-              f"format rate {summary['format_rate']:.3f})")
+        print(
+            f"accuracy: {summary['accuracy']:.3f} (greedy, strict GSM8K reward, {summary['eval_n']} test problems; "
+            f"format rate {summary['format_rate']:.3f})"
+        )
     return 0
 
 

@@ -9,7 +9,8 @@ memory samples of benchmarks/soak_run.py) and ``NAME.events``. Reports:
   the duplicates and the missing steps;
 - the ``global_step_*`` checkpoints left against run.json's ``--keep-checkpoints`` K: more than K fails (verl prunes
   only its own session's saves; verlfit removes the rest, :mod:`verlfit.checkpoints`; K 0 keeps all);
-- peak allocated GPU memory (``perf/max_memory_allocated_gb``, GiB: the actor update's ``torch.cuda.max_memory_allocated``,
+- peak allocated GPU memory (``perf/max_memory_allocated_gb``, GiB: the actor update's
+``torch.cuda.max_memory_allocated``,
   verlfit/metrics.py) at step 50 (or the first step after it) against the last step: growth beyond 3 % fails;
 - host RSS per role (verlfit, verl's driver, the Ray workers' sum and largest) from the samples taken at step 50 and
   after: first, last, and a least-squares slope in MiB per 100 steps (reported, not judged);
@@ -49,7 +50,13 @@ def step_check(steps: list[int], total: int) -> dict:
     duplicates = sorted(step for step, count in counts.items() if count > 1)
     missing = [step for step in range(1, total + 1) if step not in counts]
     unexpected = sorted(step for step in counts if not 1 <= step <= total)
-    return {"recorded": len(steps), "duplicates": duplicates, "missing": missing, "unexpected": unexpected, "ok": not duplicates and not missing and not unexpected}
+    return {
+        "recorded": len(steps),
+        "duplicates": duplicates,
+        "missing": missing,
+        "unexpected": unexpected,
+        "ok": not duplicates and not missing and not unexpected,
+    }
 
 
 def memory_check(records: list[dict], from_step: int = FROM_STEP, limit: float = GROWTH_LIMIT) -> dict:
@@ -61,7 +68,14 @@ def memory_check(records: list[dict], from_step: int = FROM_STEP, limit: float =
         return {"step": None, "gib": None, "last_step": None, "last_gib": None, "ratio": None, "ok": False}
     (step, gib), (last_step, last_gib) = marked[0], marked[-1]
     ratio = last_gib / gib if gib else None
-    return {"step": step, "gib": gib, "last_step": last_step, "last_gib": last_gib, "ratio": ratio, "ok": ratio is not None and ratio <= 1 + limit}
+    return {
+        "step": step,
+        "gib": gib,
+        "last_step": last_step,
+        "last_gib": last_gib,
+        "ratio": ratio,
+        "ok": ratio is not None and ratio <= 1 + limit,
+    }
 
 
 def rss_trend(rows: list[dict], from_step: int = FROM_STEP) -> dict:
@@ -70,13 +84,22 @@ def rss_trend(rows: list[dict], from_step: int = FROM_STEP) -> dict:
     distinct steps); samples where the role's RSS is 0 (its process not there yet, or gone) are left out."""
     result = {}
     for role in RSS_ROLES:
-        points = [(int(row["step"]), float(row[role])) for row in rows if int(row["step"]) >= from_step and float(row[role]) > 0]
+        points = [
+            (int(row["step"]), float(row[role]))
+            for row in rows
+            if int(row["step"]) >= from_step and float(row[role]) > 0
+        ]
         if not points:
             result[role] = {"first": None, "last": None, "slope_mib_per_100_steps": None, "samples": 0}
             continue
         steps = [p[0] for p in points]
         slope = statistics.linear_regression(steps, [p[1] for p in points]).slope * 100 if len(set(steps)) > 1 else None
-        result[role] = {"first": points[0][1], "last": points[-1][1], "slope_mib_per_100_steps": slope, "samples": len(points)}
+        result[role] = {
+            "first": points[0][1],
+            "last": points[-1][1],
+            "slope_mib_per_100_steps": slope,
+            "samples": len(points),
+        }
     return result
 
 
@@ -149,12 +172,15 @@ def check_run(run_dir: Path, from_step: int = FROM_STEP) -> dict:
 
 
 def checkpoint_check(left: list[str], keep: int | None) -> dict:
-    """``{"left", "keep_checkpoints", "ok"}``: ok when ``keep`` is 0 or unset (keep all) or at most ``keep`` folders are left."""
+    """``{"left", "keep_checkpoints", "ok"}``: ok when ``keep`` is 0 or unset (keep all) or at most ``keep`` folders are
+    left."""
     return {"left": left, "keep_checkpoints": keep, "ok": not keep or len(left) <= keep}
 
 
 def _listing(values: list[int], most: int = 20) -> str:
-    return (" ".join(map(str, values[:most])) + (f" ... ({len(values)} in all)" if len(values) > most else "")) or "none"
+    return (
+        " ".join(map(str, values[:most])) + (f" ... ({len(values)} in all)" if len(values) > most else "")
+    ) or "none"
 
 
 def render(result: dict) -> str:
@@ -162,40 +188,67 @@ def render(result: dict) -> str:
     s, m, c = result["steps"], result["gpu_memory"], result["checkpoints"]
     lines = [
         f"run {result['run']}: {'PASS' if result['ok'] else 'FAIL'}",
-        f"steps: {s['recorded']} recorded of {result['total_steps']}: {'each once' if s['ok'] else ('some twice' if s['duplicates'] else 'NOT all recorded')}; duplicates {_listing(s['duplicates'])}; missing {_listing(s['missing'])}"
+        f"steps: {s['recorded']} recorded of {result['total_steps']}:"
+        f" {'each once' if s['ok'] else ('some twice' if s['duplicates'] else 'NOT all recorded')}; duplicates"
+        f" {_listing(s['duplicates'])}; missing {_listing(s['missing'])}"
         + (f"; outside 1..{result['total_steps']}: {_listing(s['unexpected'])}" if s["unexpected"] else ""),
-        f"checkpoints left: {len(c['left'])} ({' '.join(c['left']) or 'none'}); --keep-checkpoints {c['keep_checkpoints']}: {'PASS' if c['ok'] else 'FAIL'}",
+        (
+            f"checkpoints left: {len(c['left'])} ({' '.join(c['left']) or 'none'}); --keep-checkpoints"
+            f" {c['keep_checkpoints']}: {'PASS' if c['ok'] else 'FAIL'}"
+        ),
     ]
     if m["ratio"] is None:
         lines.append(f"GPU peak allocated: no {MEMORY_KEY} at or after step {result['from_step']}: FAIL")
     else:
-        lines.append(f"GPU peak allocated: {m['gib']:.3f} GiB at step {m['step']}, {m['last_gib']:.3f} GiB at step {m['last_step']}: ratio {m['ratio']:.4f} ({'PASS' if m['ok'] else 'FAIL'}, limit {1 + GROWTH_LIMIT:g})")
+        lines.append(
+            f"GPU peak allocated: {m['gib']:.3f} GiB at step {m['step']}, {m['last_gib']:.3f} GiB at step"
+            f" {m['last_step']}: ratio {m['ratio']:.4f} ({'PASS' if m['ok'] else 'FAIL'}, limit {1 + GROWTH_LIMIT:g})"
+        )
     lines.append(f"host RSS from step {result['from_step']} ({result['rss_samples']} samples in all):")
     for role, trend in result["rss"].items():
         if trend["first"] is None:
             lines.append(f"  {role}: no samples")
         else:
             slope = "-" if trend["slope_mib_per_100_steps"] is None else f"{trend['slope_mib_per_100_steps']:+.1f}"
-            lines.append(f"  {role}: {trend['first']:.1f} -> {trend['last']:.1f} MiB, slope {slope} MiB per 100 steps ({trend['samples']} samples)")
-    lines.append("validation: " + (", ".join(f"step {v['step']} {v['score']:.4f}" for v in result["validation"]) or "none") + (f" ({result['validation'][0]['key']})" if result["validation"] else ""))
+            lines.append(
+                f"  {role}: {trend['first']:.1f} -> {trend['last']:.1f} MiB, slope {slope} MiB per 100 steps"
+                f" ({trend['samples']} samples)"
+            )
+    lines.append(
+        "validation: "
+        + (", ".join(f"step {v['step']} {v['score']:.4f}" for v in result["validation"]) or "none")
+        + (f" ({result['validation'][0]['key']})" if result["validation"] else "")
+    )
     lines.append(f"events ({len(result['events'])}):")
     for e in result["events"]:
         seconds = "-" if e["exit_seconds"] is None else f"{e['exit_seconds']:.1f} s"
-        lines.append(f"  {e['time']} {e['event']} at step {e['step']}, exit {seconds}, status {e['status']}: {e['note']}")
+        lines.append(
+            f"  {e['time']} {e['event']} at step {e['step']}, exit {seconds}, status {e['status']}: {e['note']}"
+        )
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     parser.add_argument("run", type=Path, help="the soak run's directory (RUNS/NAME)")
     parser.add_argument("--json", type=Path, help="also write the result here (JSON)")
-    parser.add_argument("--plot", type=Path, help="also plot host RSS per role against the step from NAME.rss.csv into this PNG")
+    parser.add_argument(
+        "--plot", type=Path, help="also plot host RSS per role against the step from NAME.rss.csv into this PNG"
+    )
     args = parser.parse_args(argv)
     if args.plot:  # before the report and the JSON: a --plot that cannot be drawn writes nothing
         try:
             import matplotlib  # noqa: F401
         except ImportError as error:
-            print(f"soak_check.py: --plot needs matplotlib, which this Python cannot import ({error}): pip install matplotlib, or run soak_check.py with verlfit's environment's Python", file=sys.stderr)
+            print(
+                f"soak_check.py: --plot needs matplotlib, which this Python cannot import ({error}): pip install"
+                " matplotlib, or run soak_check.py with verlfit's environment's Python",
+                file=sys.stderr,
+            )
             return 2
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "entrypoint"))
     from verlfit.errors import VerlfitError
@@ -209,14 +262,21 @@ def main(argv=None) -> int:
     if args.plot:
         rss_path = args.run.parent / f"{args.run.name}.rss.csv"
         if not rss_path.is_file():
-            print(f"soak_check.py: --plot: no {rss_path} (benchmarks/soak_run.py writes it beside the run)", file=sys.stderr)
+            print(
+                f"soak_check.py: --plot: no {rss_path} (benchmarks/soak_run.py writes it beside the run)",
+                file=sys.stderr,
+            )
             return 2
         figure = rss_figure(list(csv.DictReader(rss_path.open())), f"Host memory of {args.run.name}")
-        with tempfile.NamedTemporaryFile(dir=args.plot.parent, prefix=f".{args.plot.name}.", suffix=".png", delete=False) as handle:
+        with tempfile.NamedTemporaryFile(
+            dir=args.plot.parent, prefix=f".{args.plot.name}.", suffix=".png", delete=False
+        ) as handle:
             figure.savefig(handle, format="png", dpi=100)
         os.replace(handle.name, args.plot)
     if args.json:
-        with tempfile.NamedTemporaryFile("w", dir=args.json.parent, prefix=f".{args.json.name}.", delete=False) as handle:
+        with tempfile.NamedTemporaryFile(
+            "w", dir=args.json.parent, prefix=f".{args.json.name}.", delete=False
+        ) as handle:
             json.dump(result, handle, indent=2)
             handle.write("\n")
         os.replace(handle.name, args.json)

@@ -51,7 +51,10 @@ def parse_plan(text: str) -> list[PlanItem]:
             continue
         action, at, step = word.partition("@")
         if not at or action not in ACTIONS or not step.isdigit() or int(step) < 1:
-            raise PlanError(f"plan word {word!r} is not ACTION@STEP with ACTION one of {', '.join(ACTIONS)} and STEP a whole number from 1 (e.g. sigint@150)")
+            raise PlanError(
+                f"plan word {word!r} is not ACTION@STEP with ACTION one of {', '.join(ACTIONS)} and STEP a whole number"
+                " from 1 (e.g. sigint@150)"
+            )
         items.append(PlanItem(action, int(step)))
     steps = [item.step for item in items]
     if len(set(steps)) != len(steps):
@@ -81,11 +84,25 @@ def read_events(path: str | Path) -> list[dict]:
     return events
 
 
-def format_event(event: str, step: int, exit_seconds: float | None, status: int | None, note: str | None, now: float | None = None) -> str:
+def format_event(
+    event: str, step: int, exit_seconds: float | None, status: int | None, note: str | None, now: float | None = None
+) -> str:
     """One events-file line (with its newline); tabs and newlines in ``note`` become spaces."""
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now))
     clean = " ".join((note or "").split()) or "-"
-    return "\t".join([stamp, event, str(step), "-" if exit_seconds is None else f"{exit_seconds:.1f}", "-" if status is None else str(status), clean]) + "\n"
+    return (
+        "\t".join(
+            [
+                stamp,
+                event,
+                str(step),
+                "-" if exit_seconds is None else f"{exit_seconds:.1f}",
+                "-" if status is None else str(status),
+                clean,
+            ]
+        )
+        + "\n"
+    )
 
 
 def next_item(plan: list[PlanItem], events: list[dict]) -> PlanItem | None:
@@ -94,7 +111,9 @@ def next_item(plan: list[PlanItem], events: list[dict]) -> PlanItem | None:
     return next((item for item in plan if item.label not in done), None)
 
 
-def next_step_action(plan: list[PlanItem], events: list[dict], highest_step: int, total: int, run_exists: bool) -> tuple[str, PlanItem | None]:
+def next_step_action(
+    plan: list[PlanItem], events: list[dict], highest_step: int, total: int, run_exists: bool
+) -> tuple[str, PlanItem | None]:
     """What a soak stage does next: ``("finished", None)`` when ``highest_step`` >= ``total``; ``("stopped", None)``
     when the last event is ``exit`` (the run ended by itself, not at an action: a failure a relaunch would repeat;
     the lead looks first); else ``("resume" if run_exists else "start", the pending item or None)``."""

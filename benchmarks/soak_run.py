@@ -31,12 +31,16 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "entrypoint"))  # this checkout's verlfit, as device_run.py's PYTHONPATH
+sys.path.insert(
+    1, str(Path(__file__).resolve().parents[1] / "entrypoint")
+)  # this checkout's verlfit, as device_run.py's PYTHONPATH
 import process_tree  # noqa: E402
 import soak_plan  # noqa: E402
 
 RSS_HEADER = "time,step,verlfit_mib,driver_mib,workers_sum_mib,workers_max_mib,workers\n"
-SIGINT_WAIT_S = 240  # verlfit's own stop: SIGINT to verl, 60 s, SIGTERM, 30 s, SIGKILL, 10 s, + 10 s drain (verlfit/train/supervise.py _stop)
+# verlfit's own stop: SIGINT to verl, 60 s, SIGTERM, 30 s, SIGKILL, 10 s, + 10 s drain
+# (verlfit/train/supervise.py _stop)
+SIGINT_WAIT_S = 240
 DEADLINE_GRACE_S = 20  # as device_run.py's `timeout -k 20`: then the whole run is killed (no Ray left on the GPU)
 WORKER_EXIT_WAIT_S = 600  # verl notices a dead actor at its next remote call (Ray's ActorDiedError)
 MIN_LAUNCH_S = 60  # no launch this close to the deadline: Ray's start and the model's loading take about a minute
@@ -61,10 +65,39 @@ def highest_step(run_dir: Path, since: float | None = None) -> int:
 
 
 class Driver:
-    def __init__(self, runs: Path, name: str, total: int, plan: list, train_args: list[str], deadline: float | None, verlfit: list[str],
-                 poll_s: float = 2.0, sample_s: float = 10.0, sigint_wait_s: float = SIGINT_WAIT_S, worker_wait_s: float = WORKER_EXIT_WAIT_S, grace_s: float = DEADLINE_GRACE_S, min_launch_s: float = MIN_LAUNCH_S):
-        self.runs, self.name, self.total, self.plan, self.train_args, self.deadline, self.verlfit = runs, name, total, plan, train_args, deadline, verlfit
-        self.poll_s, self.sample_s, self.sigint_wait_s, self.worker_wait_s, self.grace_s, self.min_launch_s = poll_s, sample_s, sigint_wait_s, worker_wait_s, grace_s, min_launch_s
+    def __init__(
+        self,
+        runs: Path,
+        name: str,
+        total: int,
+        plan: list,
+        train_args: list[str],
+        deadline: float | None,
+        verlfit: list[str],
+        poll_s: float = 2.0,
+        sample_s: float = 10.0,
+        sigint_wait_s: float = SIGINT_WAIT_S,
+        worker_wait_s: float = WORKER_EXIT_WAIT_S,
+        grace_s: float = DEADLINE_GRACE_S,
+        min_launch_s: float = MIN_LAUNCH_S,
+    ):
+        self.runs, self.name, self.total, self.plan, self.train_args, self.deadline, self.verlfit = (
+            runs,
+            name,
+            total,
+            plan,
+            train_args,
+            deadline,
+            verlfit,
+        )
+        self.poll_s, self.sample_s, self.sigint_wait_s, self.worker_wait_s, self.grace_s, self.min_launch_s = (
+            poll_s,
+            sample_s,
+            sigint_wait_s,
+            worker_wait_s,
+            grace_s,
+            min_launch_s,
+        )
         self.run_dir = runs / name
         self.events_path = runs / f"{name}.events"
         self.console = runs / f"{name}.console"
@@ -79,7 +112,10 @@ class Driver:
     def record(self, event: str, step: int, exit_seconds: float | None, status: int | None, note: str | None) -> None:
         with open(self.events_path, "a") as handle:
             handle.write(soak_plan.format_event(event, step, exit_seconds, status, note))
-        self.log(f"event {event} at step {step}: exit after {'-' if exit_seconds is None else f'{exit_seconds:.1f} s'}, status {status}; last: {note or '-'}")
+        self.log(
+            f"event {event} at step {step}: exit after {'-' if exit_seconds is None else f'{exit_seconds:.1f} s'},"
+            f" status {status}; last: {note or '-'}"
+        )
 
     def _console_tail(self, offset: int, lines: int = 5) -> list[str]:
         with open(self.console, "rb") as handle:
@@ -90,8 +126,14 @@ class Driver:
         with open(self.console, "rb") as handle:
             handle.seek(offset)
             text = handle.read().decode(errors="replace").splitlines()
-        # verlfit's diagnosis (verlfit/failure.py) comes before its closing "verl exited with status N; the full log is ..."
-        said = [line for line in text if line.startswith("verlfit:") and not line.startswith(("verlfit: verl exited with status", "verlfit: the last lines verl printed"))]
+        # verlfit's diagnosis (verlfit/failure.py) comes before its closing "verl exited with status N; the full log is
+        # ..."
+        said = [
+            line
+            for line in text
+            if line.startswith("verlfit:")
+            and not line.startswith(("verlfit: verl exited with status", "verlfit: the last lines verl printed"))
+        ]
         return said[-1] if said else None
 
     def _sample(self, pid: int, stop: threading.Event) -> None:
@@ -101,7 +143,9 @@ class Driver:
             with open(self.rss_path, "a") as handle:
                 if new:
                     handle.write(RSS_HEADER)
-                handle.write(f"{time.time():.0f},{highest_step(self.run_dir)},{rss['verlfit']:.1f},{rss['driver']:.1f},{rss['workers_sum']:.1f},{rss['workers_max']:.1f},{rss['workers']}\n")
+                handle.write(
+                    f"{time.time():.0f},{highest_step(self.run_dir)},{rss['verlfit']:.1f},{rss['driver']:.1f},{rss['workers_sum']:.1f},{rss['workers_max']:.1f},{rss['workers']}\n"
+                )
             if stop.wait(self.sample_s):
                 return
 
@@ -129,7 +173,9 @@ class Driver:
         while True:
             events = soak_plan.read_events(self.events_path)
             step = highest_step(self.run_dir)
-            what, item = soak_plan.next_step_action(self.plan, events, step, self.total, (self.run_dir / "run.json").is_file())
+            what, item = soak_plan.next_step_action(
+                self.plan, events, step, self.total, (self.run_dir / "run.json").is_file()
+            )
             if what == "finished":
                 if not any(event["event"] == "finished" for event in events):
                     self.record("finished", step, None, None, None)
@@ -139,7 +185,10 @@ class Driver:
                 self.log(f"not relaunched: the last launch ended by itself at step {step} (see {self.events_path})")
                 return 1
             if self.deadline is not None and self.deadline - time.time() < self.min_launch_s:
-                self.log(f"deadline in {self.deadline - time.time():.0f} s: not launching (step {step}; the next call continues)")
+                self.log(
+                    f"deadline in {self.deadline - time.time():.0f} s: not launching (step {step}; the next call"
+                    " continues)"
+                )
                 return 0
             if what == "resume" and latest_checkpoint(self.run_dir) is None:
                 # stopped before its first checkpoint: nothing to resume (verlfit refuses); start again beside it
@@ -153,7 +202,15 @@ class Driver:
 
     def launch(self, what: str, item) -> int | None:
         """One launch; None: go on with the next pass; an int: return it."""
-        command = [*self.verlfit, "train", *(["--resume", str(self.run_dir)] if what == "resume" else ["--run-dir", str(self.run_dir), *self.train_args])]
+        command = [
+            *self.verlfit,
+            "train",
+            *(
+                ["--resume", str(self.run_dir)]
+                if what == "resume"
+                else ["--run-dir", str(self.run_dir), *self.train_args]
+            ),
+        ]
         offset = self.console.stat().st_size if self.console.is_file() else 0
         with open(self.console, "a") as handle:
             handle.write(f"== soak_run.py {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: {shlex.join(command)}\n")
@@ -191,7 +248,13 @@ class Driver:
                 status = self._wait(process, self.grace_s)
                 if status is None:
                     status = self._kill(process)
-                self.record("deadline sigint", highest_step(self.run_dir), time.monotonic() - sent, status, self._last_verlfit_line(offset))
+                self.record(
+                    "deadline sigint",
+                    highest_step(self.run_dir),
+                    time.monotonic() - sent,
+                    status,
+                    self._last_verlfit_line(offset),
+                )
                 return 0
             if item is not None and highest_step(self.run_dir, since=started) >= item.step:
                 self.act(process, item, step, offset)
@@ -215,7 +278,10 @@ class Driver:
                 status = self._kill(process)
             else:
                 target = workers[0]
-                self.log(f"kill-worker: SIGKILL to {target.pid} ({' '.join(target.cmdline())[:160]}) of {len(workers)} WorkerDict processes")
+                self.log(
+                    f"kill-worker: SIGKILL to {target.pid} ({' '.join(target.cmdline())[:160]}) of"
+                    f" {len(workers)} WorkerDict processes"
+                )
                 sent = time.monotonic()
                 target.send_signal(signal.SIGKILL)
                 status = self._wait(process, self._budget(self.worker_wait_s))
@@ -229,11 +295,17 @@ class Driver:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     parser.add_argument("--runs", required=True, type=Path, help="the runs folder ($RUNS)")
     parser.add_argument("--name", required=True, help="the run's name: RUNS/NAME, RUNS/NAME.events, .console, .rss.csv")
     parser.add_argument("--total", required=True, type=int, help="the run's total steps (= --steps of the train words)")
-    parser.add_argument("--plan", default="", help="interruption plan, e.g. 'sigint@150 sigkill@300' (soak_plan.parse_plan)")
+    parser.add_argument(
+        "--plan", default="", help="interruption plan, e.g. 'sigint@150 sigkill@300' (soak_plan.parse_plan)"
+    )
     parser.add_argument("--deadline", type=float, help="epoch seconds: SIGINT the run then and return")
     parser.add_argument("--verlfit", default="python3 -m verlfit", help="the verlfit command (default: %(default)s)")
     parser.add_argument("--sample-seconds", type=float, default=10.0)
@@ -245,7 +317,17 @@ def main(argv=None) -> int:
     except soak_plan.PlanError as error:
         parser.error(f"--plan: {error}")
     train = args.train[1:] if args.train[:1] == ["--"] else args.train
-    driver = Driver(args.runs, args.name, args.total, plan, train, args.deadline, shlex.split(args.verlfit), poll_s=args.poll_seconds, sample_s=args.sample_seconds)
+    driver = Driver(
+        args.runs,
+        args.name,
+        args.total,
+        plan,
+        train,
+        args.deadline,
+        shlex.split(args.verlfit),
+        poll_s=args.poll_seconds,
+        sample_s=args.sample_seconds,
+    )
     return driver.run()
 
 

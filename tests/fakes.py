@@ -22,10 +22,26 @@ class FakeNvml:
     NVML_P2P_STATUS_OK = pynvml.NVML_P2P_STATUS_OK
     NVMLError = pynvml.NVMLError
 
-    def __init__(self, gpus=(), driver="535.183.01", cuda=12020, error=None, pci_buses=None, p2p=None, nvlink=(), levels=None, levels_error=False):
+    def __init__(
+        self,
+        gpus=(),
+        driver="535.183.01",
+        cuda=12020,
+        error=None,
+        pci_buses=None,
+        p2p=None,
+        nvlink=(),
+        levels=None,
+        levels_error=False,
+    ):
         self.gpus, self.driver, self.cuda, self.error = list(gpus), driver, cuda, error
         self.pci_buses = list(pci_buses) if pci_buses is not None else list(range(len(self.gpus)))
-        self.p2p, self.nvlink, self.levels, self.levels_error = dict(p2p or {}), {frozenset(pair) for pair in nvlink}, dict(levels or {}), levels_error
+        self.p2p, self.nvlink, self.levels, self.levels_error = (
+            dict(p2p or {}),
+            {frozenset(pair) for pair in nvlink},
+            dict(levels or {}),
+            levels_error,
+        )
 
     def nvmlInit(self):
         if self.error:
@@ -69,7 +85,9 @@ class FakeNvml:
         if not isinstance(index, int):  # what ctypes does with a tuple
             raise TypeError(f"Don't know how to convert parameter 3 ({index!r})")
         if index == pynvml.NVML_P2P_CAPS_INDEX_NVLINK:
-            return pynvml.NVML_P2P_STATUS_OK if frozenset((a, b)) in self.nvlink else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
+            return (
+                pynvml.NVML_P2P_STATUS_OK if frozenset((a, b)) in self.nvlink else pynvml.NVML_P2P_STATUS_NOT_SUPPORTED
+            )
         return self._pair(self.p2p, a, b, pynvml.NVML_P2P_STATUS_OK)
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a, b):
@@ -78,8 +96,19 @@ class FakeNvml:
         return self._pair(self.levels, a, b, pynvml.NVML_TOPOLOGY_HOSTBRIDGE)
 
 
-TINY_QWEN2_CONFIG = {"model_type": "qwen2", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000}
-LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 988097824\n"
+TINY_QWEN2_CONFIG = {
+    "model_type": "qwen2",
+    "num_hidden_layers": 2,
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": 1000,
+}
+LFS_POINTER = (
+    "version https://git-lfs.github.com/spec/v1\noid"
+    " sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\nsize 988097824\n"
+)
 
 
 def write_model_dir(directory, config=TINY_QWEN2_CONFIG, shards=1, extra_parameters=0, tokenizer=("tokenizer.json",)):
@@ -115,7 +144,9 @@ def write_model_dir(directory, config=TINY_QWEN2_CONFIG, shards=1, extra_paramet
             part = {name: tensors[name] for name in names[shard::shards]}
             save_file(part, str(directory / file))
             weight_map.update({name: file for name in part})
-        (directory / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+        (directory / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map})
+        )
     for name in tokenizer:
         (directory / name).write_text("{}\n")
     return directory
@@ -138,8 +169,20 @@ def write_raw_gsm8k(directory):
 
 
 # GPUs as verlfit.gpu.query_gpus reports them (for the functions that take a detected GpuInfo)
-H200 = GpuInfo(index=0, name="NVIDIA H200", compute_capability=(9, 0), total_memory_bytes=150_754_820_096, free_memory_bytes=150_000_000_000)
-P40 = GpuInfo(index=0, name="Tesla P40", compute_capability=(6, 1), total_memory_bytes=25_637_224_448, free_memory_bytes=25_000_000_000)
+H200 = GpuInfo(
+    index=0,
+    name="NVIDIA H200",
+    compute_capability=(9, 0),
+    total_memory_bytes=150_754_820_096,
+    free_memory_bytes=150_000_000_000,
+)
+P40 = GpuInfo(
+    index=0,
+    name="Tesla P40",
+    compute_capability=(6, 1),
+    total_memory_bytes=25_637_224_448,
+    free_memory_bytes=25_000_000_000,
+)
 
 
 def fake_checkpoint(run_dir, step):
@@ -157,12 +200,22 @@ def fake_verl_plan(tmp_path, script):
 
     settings = TrainSettings(run_dir=str(tmp_path / "run"), steps=3)
     return LaunchPlan(
-        settings, "p40", "fake", {"VLLM_DTYPE": "float32"}, [], [sys.executable, "-c", script], [], total_steps=settings.steps
+        settings,
+        "p40",
+        "fake",
+        {"VLLM_DTYPE": "float32"},
+        [],
+        [sys.executable, "-c", script],
+        [],
+        total_steps=settings.steps,
     )
 
 
 # verl 0.4.1's console line for step {n} (a stand-in verl script prints it with .format(n=...))
-STEP = "print('(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - actor/ppo_kl:2.5e-05 - timing_s/step:1.0 - perf/total_num_tokens:100 - perf/throughput:100.0', flush=True)"
+STEP = (
+    "print('(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - actor/ppo_kl:2.5e-05 - timing_s/step:1.0 -"
+    " perf/total_num_tokens:100 - perf/throughput:100.0', flush=True)"
+)
 
 # The shape of Ray's report when a worker task raises (ray 2.46 RayTaskError, verl 0.4.1 WorkerDict methods)
 OOM_LOG = """\
@@ -176,14 +229,14 @@ ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_upd
   File "/opt/verl/verl/workers/actor/dp_actor.py", line 391, in update_policy
     loss.backward()
 torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.32 GiB. GPU 0 has a total capacity of 22.50 GiB of which 1.05 GiB is free. Including non-PyTorch memory, this process has 21.40 GiB memory in use.
-""".splitlines()
+""".splitlines()  # noqa: E501 (data or a script written out as it runs)
 
 DISK_LOG = """\
 (WorkerDict pid=2402) [rank0]: saving checkpoint to runs/r/checkpoints/global_step_50/actor
 ray.exceptions.RayTaskError(RuntimeError): ray::WorkerDict.actor_rollout_save_checkpoint() (pid=2402, ip=10.0.0.2)
 RuntimeError: [enforce fail at inline_container.cc:603] . PytorchStreamWriter failed writing file data/12: file write failed
 OSError: [Errno 28] No space left on device
-""".splitlines()
+""".splitlines()  # noqa: E501 (data or a script written out as it runs)
 
 DIED_LOG = """\
 (TaskRunner pid=2211) step:7 - actor/pg_loss:0.01
@@ -193,4 +246,4 @@ ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this
 	pid: 2402
 The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.
 ray::WorkerDict.critic_compute_values() (pid=2402)
-""".splitlines()
+""".splitlines()  # noqa: E501 (data or a script written out as it runs)

@@ -24,11 +24,15 @@ import shutil
 import signal
 from pathlib import Path
 
-STEP_LINE = "(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - timing_s/step:1.0 - perf/total_num_tokens:100 - perf/throughput:100.0"
+STEP_LINE = (
+    "(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - timing_s/step:1.0 - perf/total_num_tokens:100 -"
+    " perf/throughput:100.0"
+)
 
 
 def save(checkpoints: Path, step: int, keep: int, previous: list[Path]) -> None:
-    """verl's save of ``step`` with its own pruning (``max_ckpt_to_keep`` = ``keep``); ``previous`` is this process's list."""
+    """verl's save of ``step`` with its own pruning (``max_ckpt_to_keep`` = ``keep``); ``previous`` is this process's
+    list."""
     for role in ("actor", "critic"):
         role_path = checkpoints / f"global_step_{step}" / role
         if keep and len(previous) >= keep:  # fsdp_checkpoint_manager.py:184-187, once per role's manager

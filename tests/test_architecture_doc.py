@@ -21,7 +21,8 @@ The names of each row's key-API cell (its third) are read by one rule. A backtic
 
 Two more rules cover the whole document and the rows' calls. A dotted span anywhere in it (``verlfit.`` left off)
 whose first parts name a module of the package names a top-level name of that module, as above (the prose's
-``train.preflight.checkpoint_space_warning``, the keys table's ``patch_switches.forced_switches``). A key-API span written as a
+``train.preflight.checkpoint_space_warning``, the keys table's ``patch_switches.forced_switches``). A key-API span
+written as a
 call, ``NAME(a, b=None)``, of a function or class its row's module defines lists the first parameters of that
 function (of a class: its ``__init__``'s, else its fields), in order; a call whose arguments are not all identifiers
 (``prepare(...)``, ``parse_reward_function("FILE[:NAME]")``) shows a value, not the parameters, and is skipped.
@@ -30,7 +31,8 @@ The other rules the document states: files are renamed into place only by output
 ``os.replace``, ``renameat2``); NVML is read only in gpu.py; only the command modules define ``register``; run_files
 imports nothing of the package but errors; run.json is read (a ``read_text``, ``read_bytes`` or ``open`` of a path
 that spells it) by exactly the functions the run_files rule names, in the package and in benchmarks/; the model_shape
-and synthetic_model rows name the model families of ``BUILTIN_SHAPES``. That the literal "run.json" (and each name of a run directory) is
+and synthetic_model rows name the model families of ``BUILTIN_SHAPES``. That the literal "run.json" (and each name of a
+run directory) is
 spelled only in run_files.py, that it holds the one ``load_run`` and that no other function reads run.json, is
 tests/test_run_files.py's (``test_each_name_of_a_run_directory_is_spelled_once_in_the_package``,
 ``test_one_load_run_in_the_package``, ``test_run_json_is_read_by_load_run_alone``); the scan is
@@ -497,8 +499,8 @@ def test_the_run_json_scan_finds_each_reader_and_only_readers(tmp_path):
 def test_the_family_scans_read_the_hub_ids_and_the_cells(tmp_path):
     shapes = tmp_path / "model_shape.py"
     shapes.write_text(
-        "BUILTIN_SHAPES = {}\nfor size in SIZES:\n    BUILTIN_SHAPES[f\"Qwen/Qwen2.5-{size}\"] = {}\n"
-        "BUILTIN_SHAPES[\"meta-llama/Llama-3.2-1B-Instruct\"] = {}\nOTHER[\"Qwen/Qwen3-4B\"] = {}\n"
+        'BUILTIN_SHAPES = {}\nfor size in SIZES:\n    BUILTIN_SHAPES[f"Qwen/Qwen2.5-{size}"] = {}\n'
+        'BUILTIN_SHAPES["meta-llama/Llama-3.2-1B-Instruct"] = {}\nOTHER["Qwen/Qwen3-4B"] = {}\n'
     )
     assert builtin_families(shapes) == {"Qwen2.5", "Llama 3.2"}
     assert families_named("| `model_shape.py` | shapes | built-in Qwen2.5 shapes |") == {"Qwen2.5"}

@@ -16,14 +16,19 @@ from verlfit.train.launch_plan import LaunchPlan
 from verlfit.train.supervise import launch
 
 HERE = Path(__file__).parent
-# The soak's sessions (benchmarks/results/2026-12-01-h200-p40-optimisations-alone-soak/soak-to-the-end/soak-ppo.events): Ctrl-C at step 150, a
+# The soak's sessions (benchmarks/results/2026-12-01-h200-p40-optimisations-alone-soak/soak-to-the-end/soak-ppo.events):
+# Ctrl-C at step 150, a
 # call deadline's Ctrl-C at 255 (resumed from 250), SIGKILL of the whole run at 301 (resumed from 300), then to 500.
 SOAK_SESSIONS = [(0, 150), (150, 255), (250, 301), (300, 500)]
 
 
 def layout(checkpoints: Path) -> dict[str, list[str]]:
     """global_step_N -> its entries, sorted (what is left of each checkpoint)."""
-    return {p.name: sorted(c.name for c in p.iterdir()) for p in sorted(checkpoints.iterdir(), key=lambda p: p.name) if p.is_dir()}
+    return {
+        p.name: sorted(c.name for c in p.iterdir())
+        for p in sorted(checkpoints.iterdir(), key=lambda p: p.name)
+        if p.is_dir()
+    }
 
 
 def steps_left(checkpoints: Path) -> list[int]:
@@ -62,7 +67,9 @@ def test_what_is_pruned(tmp_path):
     (checkpoints / "latest_checkpointed_iteration.txt").write_text("40")
     assert checkpoints_to_prune(checkpoints, 2) == [10]  # the marker's own step stays, whole or not
     (checkpoints / "latest_checkpointed_iteration.txt").write_text("35")
-    assert checkpoints_to_prune(checkpoints, 2) == []  # the marker's folder is gone: verl starts over, keep what is there
+    assert (
+        checkpoints_to_prune(checkpoints, 2) == []
+    )  # the marker's folder is gone: verl starts over, keep what is there
     (checkpoints / "latest_checkpointed_iteration.txt").unlink()
     assert checkpoints_to_prune(checkpoints, 2) == []  # no marker: nothing is settled
 
@@ -82,11 +89,21 @@ def test_prune_removes_and_an_interrupted_removal_is_finished_next_time(tmp_path
     with pytest.raises(KeyboardInterrupt):
         prune(run, 2)
     assert calls == [".removing-global_step_1"]
-    assert sorted(p.name for p in checkpoints.iterdir()) == [".removing-global_step_1", "global_step_2", "global_step_3", "global_step_4", "latest_checkpointed_iteration.txt"]
+    assert sorted(p.name for p in checkpoints.iterdir()) == [
+        ".removing-global_step_1",
+        "global_step_2",
+        "global_step_3",
+        "global_step_4",
+        "latest_checkpointed_iteration.txt",
+    ]
     assert latest_checkpoint(run) == 4
     monkeypatch.setattr(shutil, "rmtree", real_rmtree)
     assert prune(run, 2) == [checkpoints / "global_step_2"]
-    assert sorted(p.name for p in checkpoints.iterdir()) == ["global_step_3", "global_step_4", "latest_checkpointed_iteration.txt"]
+    assert sorted(p.name for p in checkpoints.iterdir()) == [
+        "global_step_3",
+        "global_step_4",
+        "latest_checkpointed_iteration.txt",
+    ]
 
 
 def test_remove_cut_short(tmp_path):
@@ -126,17 +143,42 @@ def test_keeper_says_a_failed_removal_once_and_stops(tmp_path, monkeypatch):
     assert keeper.check(force=True) == []
     make(run / "checkpoints", whole=[20], marker=20)
     assert keeper.check(force=True) == []
-    assert said == [f"verlfit: could not remove old checkpoints of {run} for --keep-checkpoints 2: [Errno 13] Permission denied: "
-                    f"'{run / 'checkpoints' / 'global_step_5'}'; they stay on disk (nothing is lost) and verlfit stops pruning for this session: "
-                    "delete the global_step_N folders you do not need"]
+    assert said == [
+        f"verlfit: could not remove old checkpoints of {run} for --keep-checkpoints 2: [Errno 13] Permission denied:"
+        f" '{run / 'checkpoints' / 'global_step_5'}'; they stay on disk (nothing is lost) and verlfit stops pruning for"
+        " this session: delete the global_step_N folders you do not need"
+    ]
     assert steps_left(run / "checkpoints") == [5, 10, 15, 20]
 
 
 def stand_in_plan(run_dir: Path, start: int, end: int, keep: int, kill: bool = False) -> LaunchPlan:
     settings = TrainSettings(run_dir=str(run_dir), steps=500, save_freq=50, keep_checkpoints=keep, resume=start > 0)
-    command = [sys.executable, str(HERE / "stand_in_verl_saves.py"), str(run_dir), "--start", str(start), "--end", str(end),
-               "--last", "500", "--save-freq", "50", "--keep", str(keep)] + (["--kill"] if kill else [])
-    return LaunchPlan(settings, "p40", "fake", {}, [], command, [], total_steps=settings.steps, resume_step=start if start > 0 else None)
+    command = [
+        sys.executable,
+        str(HERE / "stand_in_verl_saves.py"),
+        str(run_dir),
+        "--start",
+        str(start),
+        "--end",
+        str(end),
+        "--last",
+        "500",
+        "--save-freq",
+        "50",
+        "--keep",
+        str(keep),
+    ] + (["--kill"] if kill else [])
+    return LaunchPlan(
+        settings,
+        "p40",
+        "fake",
+        {},
+        [],
+        command,
+        [],
+        total_steps=settings.steps,
+        resume_step=start if start > 0 else None,
+    )
 
 
 def test_the_soak_through_launch_keeps_the_newest_two(tmp_path):
@@ -147,16 +189,29 @@ def test_the_soak_through_launch_keeps_the_newest_two(tmp_path):
     after, said = [], []
     for start, end in SOAK_SESSIONS:
         display = io.StringIO()
-        status = launch(stand_in_plan(run, start, end, keep=2, kill=(end == 301)), run, stream=display, poll_seconds=0.05)
+        status = launch(
+            stand_in_plan(run, start, end, keep=2, kill=(end == 301)), run, stream=display, poll_seconds=0.05
+        )
         after.append((status, steps_left(run / "checkpoints")))
         said += [line for line in display.getvalue().splitlines() if line.startswith("verlfit: removed")]
     assert after == [(0, [100, 150]), (0, [200, 250]), (-9, [250, 300]), (0, [450, 500])]
-    assert layout(run / "checkpoints") == {"global_step_450": ["actor", "critic", "data.pt"], "global_step_500": ["actor", "critic", "data.pt"]}
+    assert layout(run / "checkpoints") == {
+        "global_step_450": ["actor", "critic", "data.pt"],
+        "global_step_500": ["actor", "critic", "data.pt"],
+    }
     assert said == [
-        "verlfit: removed global_step_50 (--keep-checkpoints 2; kept: global_step_100, global_step_150)",  # verl's own husk
-        "verlfit: removed global_step_100, global_step_150 (--keep-checkpoints 2; kept: global_step_200, global_step_250)",
-        "verlfit: removed global_step_200 (--keep-checkpoints 2; kept: global_step_250, global_step_300)",  # verl killed: as verl exits
-        "verlfit: removed global_step_250, global_step_300, global_step_350, global_step_400 (--keep-checkpoints 2; kept: global_step_450, global_step_500)",
+        # verl's own husk
+        "verlfit: removed global_step_50 (--keep-checkpoints 2; kept: global_step_100, global_step_150)",
+        (
+            "verlfit: removed global_step_100, global_step_150 (--keep-checkpoints 2; kept: global_step_200,"
+            " global_step_250)"
+        ),
+        # verl killed: as verl exits
+        "verlfit: removed global_step_200 (--keep-checkpoints 2; kept: global_step_250, global_step_300)",
+        (
+            "verlfit: removed global_step_250, global_step_300, global_step_350, global_step_400"
+            " (--keep-checkpoints 2; kept: global_step_450, global_step_500)"
+        ),
     ]
 
 
@@ -166,7 +221,11 @@ def test_a_resume_after_a_power_cut_prunes_before_verl_starts(tmp_path):
     verl_alone(SOAK_SESSIONS[:2], save_freq=50, keep=2, root=run, last=500)
     display = io.StringIO()
     assert launch(stand_in_plan(run, 250, 252, keep=2), run, stream=display, poll_seconds=0.05) == 0
-    assert display.getvalue().splitlines()[0] == "verlfit: removed global_step_50, global_step_100, global_step_150 (--keep-checkpoints 2; kept: global_step_200, global_step_250)"
+    assert (
+        display.getvalue().splitlines()[0]
+        == "verlfit: removed global_step_50, global_step_100, global_step_150 (--keep-checkpoints 2; kept:"
+        " global_step_200, global_step_250)"
+    )
     assert steps_left(run / "checkpoints") == [200, 250]
 
 
@@ -179,6 +238,7 @@ def test_keep_all_removes_nothing(tmp_path):
 
 
 # new-user trial 4: odd run directories, made by hand or by other tools
+
 
 @pytest.mark.parametrize("content", ["²".encode(), b"\xff\xfe\x00", "١٢".encode()])
 def test_a_marker_that_is_not_an_ascii_whole_number_names_no_step(tmp_path, content):
@@ -204,7 +264,14 @@ def test_only_the_names_verl_writes_are_steps(tmp_path):
         (run / "checkpoints" / name / "actor").mkdir(parents=True)
     assert saved_steps(run / "checkpoints") == [2, 4, 6]
     assert prune(run, 2) == [run / "checkpoints" / "global_step_2"]
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["global_step_007", "global_step_4", "global_step_6", "global_step_²", "global_step_١", "latest_checkpointed_iteration.txt"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "global_step_007",
+        "global_step_4",
+        "global_step_6",
+        "global_step_²",
+        "global_step_١",
+        "latest_checkpointed_iteration.txt",
+    ]
 
 
 def test_a_marker_naming_no_folder_settles_nothing(tmp_path):
@@ -228,7 +295,11 @@ def test_a_leftover_that_is_a_file_or_a_link_is_removed_and_pruning_goes_on(tmp_
     target.mkdir()
     (run / "checkpoints" / ".removing-global_step_0").symlink_to(target)
     assert prune(run, 2) == [run / "checkpoints" / "global_step_2"]
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["global_step_4", "global_step_6", "latest_checkpointed_iteration.txt"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "global_step_4",
+        "global_step_6",
+        "latest_checkpointed_iteration.txt",
+    ]
     assert target.is_dir()  # a link is removed, not what it points to
 
 
@@ -243,10 +314,18 @@ def test_a_linked_checkpoint_is_not_removed_and_the_message_names_it(tmp_path):
     (run / "checkpoints" / "global_step_2").symlink_to(target)
     said = []
     assert CheckpointKeeper(run, 2, said.append).check(force=True) == []
-    assert said == [f"verlfit: could not remove old checkpoints of {run} for --keep-checkpoints 2: {run / 'checkpoints' / 'global_step_2'} is a "
-                    f"symbolic link to {target}, and verlfit does not delete through links: remove the link (and {target} if you no longer need it); "
-                    "they stay on disk (nothing is lost) and verlfit stops pruning for this session: delete the global_step_N folders you do not need"]
-    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["global_step_2", "global_step_4", "global_step_6", "latest_checkpointed_iteration.txt"]
+    assert said == [
+        f"verlfit: could not remove old checkpoints of {run} for --keep-checkpoints 2:"
+        f" {run / 'checkpoints' / 'global_step_2'} is a symbolic link to {target}, and verlfit does not delete through"
+        f" links: remove the link (and {target} if you no longer need it); they stay on disk (nothing is lost) and"
+        " verlfit stops pruning for this session: delete the global_step_N folders you do not need"
+    ]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "global_step_2",
+        "global_step_4",
+        "global_step_6",
+        "latest_checkpointed_iteration.txt",
+    ]
     assert (target / "actor").is_dir()
 
 
@@ -257,13 +336,19 @@ def test_a_resume_dry_run_says_what_the_resume_would_remove(tmp_path, capsys):
     from verlfit.train.run_directory import create_run_directory
     from verlfit.commands.train import prepare_launch
 
-    plan = prepare_launch(parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "500"]), environ={}, gpu=P40)
+    plan = prepare_launch(
+        parse(["--profile", "p40", "--plan", "off", "--run-dir", str(tmp_path / "r"), "--steps", "500"]),
+        environ={},
+        gpu=P40,
+    )
     run = create_run_directory(plan, "data: {}\n")
     verl_alone(SOAK_SESSIONS[:2], save_freq=50, keep=2, root=run, last=500)
     assert cli.main(["train", "--resume", str(run), "--dry-run"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # the dry run wraps its notes
-    assert ("note: the resume would first remove global_step_50, global_step_100, global_step_150 (--keep-checkpoints 2; "
-            "verl keeps only its own session's saves, so verlfit prunes the rest)") in out
+    assert (
+        "note: the resume would first remove global_step_50, global_step_100, global_step_150 (--keep-checkpoints 2; "
+        "verl keeps only its own session's saves, so verlfit prunes the rest)" in out
+    )
     assert steps_left(run / "checkpoints") == [50, 100, 150, 200, 250]  # a rehearsal removes nothing
     assert cli.main(["train", "--resume", str(run), "--dry-run", "--keep-checkpoints", "0"]) == 0
     assert "would first remove" not in capsys.readouterr().out

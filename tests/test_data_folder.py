@@ -61,7 +61,11 @@ def test_states(tmp_path):
     user.mkdir()
     pq.write_table(pa.table({"question": ["q"], "answer": ["a"]}), user / "train.parquet")
     report = data_folder_state(user)
-    assert (report.state, report.entries, report.reason) == (FolderState.FOREIGN, ("train.parquet",), "no verlfit marker")
+    assert (report.state, report.entries, report.reason) == (
+        FolderState.FOREIGN,
+        ("train.parquet",),
+        "no verlfit marker",
+    )
 
 
 def test_marker_lists_each_file_with_size_and_sha256(tmp_path):
@@ -71,7 +75,8 @@ def test_marker_lists_each_file_with_size_and_sha256(tmp_path):
     assert marker["format"] == 2 and marker["written_by"] == "verlfit prepare-gsm8k"
     assert marker["inputs"] == [str((tmp_path / "raw").resolve())]
     assert marker["files"] == {
-        name: {"bytes": (out / name).stat().st_size, "sha256": data_folder.file_digest(out / name)} for name in ("test.parquet", "train.parquet")
+        name: {"bytes": (out / name).stat().st_size, "sha256": data_folder.file_digest(out / name)}
+        for name in ("test.parquet", "train.parquet")
     }
     assert sorted(path.name for path in out.iterdir()) == [MARKER_NAME, "test.parquet", "train.parquet"]
 
@@ -81,11 +86,17 @@ def test_a_file_changed_or_added_after_verlfit_wrote_makes_the_folder_the_users(
     run_prepare(write_jsonl(tmp_path / "raw"), out)
     (out / "notes.txt").write_text("mine")
     report = data_folder_state(out)
-    assert (report.state, report.reason) == (FolderState.VERL_FORMAT, "it holds train.parquet and test.parquet in verl's format (notes.txt was not written by verlfit)")
+    assert (report.state, report.reason) == (
+        FolderState.VERL_FORMAT,
+        "it holds train.parquet and test.parquet in verl's format (notes.txt was not written by verlfit)",
+    )
     (out / "notes.txt").unlink()
     pq.write_table(pa.table({"question": ["q"], "answer": ["a"]}), out / "test.parquet")
     report = data_folder_state(out)
-    assert (report.state, report.reason) == (FolderState.FOREIGN, "test.parquet lacks data_source, prompt, reward_model")
+    assert (report.state, report.reason) == (
+        FolderState.FOREIGN,
+        "test.parquet lacks data_source, prompt, reward_model",
+    )
 
 
 def test_verl_made_data_with_pyarrow_20_field_order_is_prepared(tmp_path):
@@ -98,8 +109,18 @@ def test_verl_made_data_with_pyarrow_20_field_order_is_prepared(tmp_path):
 
 
 def test_schemas_match_by_content_not_order():
-    a = pa.schema([("x", pa.struct([("p", pa.string()), ("q", pa.int64())])), ("y", pa.list_(pa.struct([("r", pa.string()), ("s", pa.string())])))])
-    b = pa.schema([("y", pa.large_list(pa.struct([("s", pa.large_string()), ("r", pa.string())]))), ("x", pa.struct([("q", pa.int64()), ("p", pa.string())]))])
+    a = pa.schema(
+        [
+            ("x", pa.struct([("p", pa.string()), ("q", pa.int64())])),
+            ("y", pa.list_(pa.struct([("r", pa.string()), ("s", pa.string())]))),
+        ]
+    )
+    b = pa.schema(
+        [
+            ("y", pa.large_list(pa.struct([("s", pa.large_string()), ("r", pa.string())]))),
+            ("x", pa.struct([("q", pa.int64()), ("p", pa.string())])),
+        ]
+    )
     c = pa.schema([("x", pa.struct([("p", pa.string()), ("q", pa.int32())])), ("y", a.field("y").type)])
     assert data_folder.schemas_match(a, b)
     assert not data_folder.schemas_match(a, c)
@@ -108,15 +129,25 @@ def test_schemas_match_by_content_not_order():
 def test_data_keys_are_honoured(tmp_path):
     folder = tmp_path / "question-key"
     folder.mkdir()
-    table = pa.table({"data_source": ["mine"], "question": [[{"role": "user", "content": "2+2?"}]], "reward_model": [{"style": "rule", "ground_truth": "4"}]})
+    table = pa.table(
+        {
+            "data_source": ["mine"],
+            "question": [[{"role": "user", "content": "2+2?"}]],
+            "reward_model": [{"style": "rule", "ground_truth": "4"}],
+        }
+    )
     for split in ("train", "test"):
         pq.write_table(table, folder / f"{split}.parquet")
     assert data_folder_state(folder).state is FolderState.FOREIGN  # data.prompt_key=prompt: no prompt column
     assert data_folder_state(folder, DataKeys(prompt_key="question")).state is FolderState.VERL_FORMAT
     assert gsm8k.is_prepared(folder, DataKeys(prompt_key="question"))
-    assert data_folder.missing_verl_columns(table.schema, DataKeys(prompt_key="question", reward_fn_key="task")) == ["task"]
+    assert data_folder.missing_verl_columns(table.schema, DataKeys(prompt_key="question", reward_fn_key="task")) == [
+        "task"
+    ]
     messages = pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))
-    no_truth = pa.schema([("data_source", pa.string()), ("prompt", messages), ("reward_model", pa.struct([("style", pa.string())]))])
+    no_truth = pa.schema(
+        [("data_source", pa.string()), ("prompt", messages), ("reward_model", pa.struct([("style", pa.string())]))]
+    )
     assert data_folder.missing_verl_columns(no_truth) == ["reward_model.ground_truth"]
 
 
@@ -125,34 +156,58 @@ def test_a_prompt_column_of_plain_strings_is_not_verls_format(tmp_path):
     RLHFDataset then applied the chat template to no message at all: every prompt trained on was empty."""
     folder = tmp_path / "strings"
     folder.mkdir()
-    table = pa.table({"data_source": ["mine"], "prompt": ["What is 2 + 2?"], "reward_model": [{"style": "rule", "ground_truth": "4"}]})
+    table = pa.table(
+        {
+            "data_source": ["mine"],
+            "prompt": ["What is 2 + 2?"],
+            "reward_model": [{"style": "rule", "ground_truth": "4"}],
+        }
+    )
     for split in ("train", "test"):
         pq.write_table(table, folder / f"{split}.parquet")
-    assert data_folder.missing_verl_columns(table.schema) == ["prompt as chat messages (a list of {role, content}; it holds plain strings)"]
+    assert data_folder.missing_verl_columns(table.schema) == [
+        "prompt as chat messages (a list of {role, content}; it holds plain strings)"
+    ]
     report = data_folder_state(folder)
-    assert report.state is FolderState.FOREIGN and report.reason == (
-        "train.parquet lacks prompt as chat messages (a list of {role, content}; it holds plain strings); "
-        "test.parquet lacks prompt as chat messages (a list of {role, content}; it holds plain strings)")
-    for wrong in (pa.list_(pa.string()), pa.list_(pa.struct([("role", pa.string())])), pa.list_(pa.struct([("role", pa.string()), ("content", pa.int64())]))):
+    assert (
+        report.state is FolderState.FOREIGN
+        and report.reason
+        == "train.parquet lacks prompt as chat messages (a list of {role, content}; it holds plain strings); "
+        "test.parquet lacks prompt as chat messages (a list of {role, content}; it holds plain strings)"
+    )
+    for wrong in (
+        pa.list_(pa.string()),
+        pa.list_(pa.struct([("role", pa.string())])),
+        pa.list_(pa.struct([("role", pa.string()), ("content", pa.int64())])),
+    ):
         assert not data_folder.is_chat_messages(wrong)
-    assert data_folder.is_chat_messages(pa.large_list(pa.struct([("role", pa.large_string()), ("content", pa.string()), ("name", pa.string())])))
+    assert data_folder.is_chat_messages(
+        pa.large_list(pa.struct([("role", pa.large_string()), ("content", pa.string()), ("name", pa.string())]))
+    )
 
 
 def test_prepare_gsm8k_refuses_a_folder_with_the_users_verl_data_and_says_how(tmp_path):
     # issue 26 finding 1: doctor's fix `verlfit prepare-gsm8k --output DIR` silently overwrote the user's parquet
     user = tmp_path / "user"
     user.mkdir()
-    table = pa.table({"data_source": ["mine"], "question": [[{"role": "user", "content": "2+2?"}]], "reward_model": [{"style": "rule", "ground_truth": "4"}]})
+    table = pa.table(
+        {
+            "data_source": ["mine"],
+            "question": [[{"role": "user", "content": "2+2?"}]],
+            "reward_model": [{"style": "rule", "ground_truth": "4"}],
+        }
+    )
     for split in ("train", "test"):
         pq.write_table(table, user / f"{split}.parquet")
     before = {path.name: path.read_bytes() for path in user.iterdir()}
     with pytest.raises(VerlfitError) as caught:
         run_prepare(write_jsonl(tmp_path / "raw"), user)
     assert caught.value.exit_code == 2
-    assert str(caught.value) == (
-        f"--output {user} holds files verlfit did not write (no verlfit marker: verlfit did not write test.parquet, train.parquet): "
-        "verlfit never replaces or deletes them, even with --force\n"
-        f"  fix: pass --output a new folder (it is created), or move your files out of {user}"
+    assert (
+        str(caught.value)
+        == f"--output {user} holds files verlfit did not write (no verlfit marker: verlfit did not write test.parquet,"
+        " train.parquet): verlfit never replaces or deletes them, even with --force\n  fix: pass --output a new"
+        f" folder (it is created), or move your files out of {user}"
     )
     assert {path.name: path.read_bytes() for path in user.iterdir()} == before
 
@@ -162,10 +217,22 @@ def test_train_folder_with_only_the_users_train_parquet_is_never_filled_with_gsm
     # train.parquet and no test.parquet; prepare itself now refuses before reading anything
     user = tmp_path / "user"
     user.mkdir()
-    pq.write_table(pa.table({"data_source": ["mine"], "prompt": [[{"role": "user", "content": "2+2?"}]], "reward_model": [{"style": "rule", "ground_truth": "4"}]}), user / "train.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "data_source": ["mine"],
+                "prompt": [[{"role": "user", "content": "2+2?"}]],
+                "reward_model": [{"style": "rule", "ground_truth": "4"}],
+            }
+        ),
+        user / "train.parquet",
+    )
     before = (user / "train.parquet").read_bytes()
     assert not gsm8k.is_prepared(user)
-    with pytest.raises(VerlfitError, match=r"holds files verlfit did not write \(no verlfit marker: verlfit did not write train\.parquet\)"):
+    with pytest.raises(
+        VerlfitError,
+        match=r"holds files verlfit did not write \(no verlfit marker: verlfit did not write train\.parquet\)",
+    ):
         gsm8k.prepare(source=None, output_dir=user, log=lambda line: None)  # the hub is never asked: refused first
     assert sorted(path.name for path in user.iterdir()) == ["train.parquet"]
     assert (user / "train.parquet").read_bytes() == before
@@ -181,8 +248,11 @@ def test_verl_made_data_is_refused_even_with_force_and_kept(tmp_path, capsys):
     for force in ([], ["--force"]):
         assert cli.main(["prepare-gsm8k", "--input", str(raw), "--output", str(folder), *force]) == 2
         err = capsys.readouterr().err
-        assert (f"verlfit: error: --output {folder} holds files verlfit did not write (no verlfit marker: verlfit did not write README.md, "
-                "test.parquet, train.parquet): verlfit never replaces or deletes them, even with --force\n") in err
+        assert (
+            f"verlfit: error: --output {folder} holds files verlfit did not write (no verlfit marker: verlfit did not"
+            " write README.md, test.parquet, train.parquet): verlfit never replaces or deletes them, even with"
+            " --force\n" in err
+        )
         assert f"  fix: pass --output a new folder (it is created), or move your files out of {folder}\n" in err
     assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
     assert data_folder_state(folder).state is FolderState.VERL_FORMAT
@@ -195,10 +265,12 @@ def test_a_folder_verlfit_wrote_is_replaced_by_a_rerun_and_by_force_only(tmp_pat
     assert result.rows == {"train": 3, "test": 1}
     with pytest.raises(VerlfitError) as caught:  # another input: verlfit's earlier output is replaced only with --force
         run_prepare(write_jsonl(tmp_path / "b"), out)
-    assert str(caught.value) == (
-        f"--output {out} holds what verlfit prepare-gsm8k from {(tmp_path / 'a').resolve()} wrote (test.parquet, train.parquet); "
-        "verlfit prepare-gsm8k replaces it without --force only when re-run on the same inputs\n"
-        "  fix: pass --force to replace those files (only those), or pass --output a new folder")
+    assert (
+        str(caught.value)
+        == f"--output {out} holds what verlfit prepare-gsm8k from {(tmp_path / 'a').resolve()} wrote (test.parquet,"
+        " train.parquet); verlfit prepare-gsm8k replaces it without --force only when re-run on the same inputs\n "
+        " fix: pass --force to replace those files (only those), or pass --output a new folder"
+    )
     result, _ = run_prepare(tmp_path / "b", out, force=True)
     assert result.rows == {"train": 5, "test": 2}
     assert data_folder_state(out).state is FolderState.VERLFIT_PREPARED
@@ -208,8 +280,11 @@ def test_refusal_for_a_file_in_the_folders_place_even_with_force(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(VerlfitError) as caught:
         run_prepare(write_jsonl(tmp_path / "raw"), tmp_path / "file", force=True)
-    assert str(caught.value) == (f"--output {tmp_path / 'file'} is a file, not a folder: verlfit prepare-gsm8k writes a folder and never replaces a file\n"
-                                 "  fix: pass --output a folder path (it is created if missing)")
+    assert (
+        str(caught.value)
+        == f"--output {tmp_path / 'file'} is a file, not a folder: verlfit prepare-gsm8k writes a folder and never"
+        " replaces a file\n  fix: pass --output a folder path (it is created if missing)"
+    )
     assert (tmp_path / "file").read_text() == "x"
 
 
@@ -217,7 +292,8 @@ def test_a_link_to_a_missing_folder_is_followed_and_a_fifo_as_the_output_folder_
     """issue 32 item 18: a dangling symbolic link was "a file"."""
     import os
 
-    # a link to a folder not made yet is followed (the write policy resolves links first): the data lands where it points
+    # a link to a folder not made yet is followed (the write policy resolves links first): the data lands where it
+    # points
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
     run_prepare(write_jsonl(tmp_path / "raw"), tmp_path / "dangling")
     assert (tmp_path / "dangling").is_symlink() and (tmp_path / "gone" / "train.parquet").is_file()

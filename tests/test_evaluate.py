@@ -31,7 +31,10 @@ CASES = [
 def data_dir(tmp_path):
     from datasets import Dataset
 
-    rows = [make_row("test", 100 + i, question, f"... #### {truth}", truth) for i, (question, truth, *_rest) in enumerate(CASES)]
+    rows = [
+        make_row("test", 100 + i, question, f"... #### {truth}", truth)
+        for i, (question, truth, *_rest) in enumerate(CASES)
+    ]
     Dataset.from_list(rows, features=features()).to_parquet(str(tmp_path / "test.parquet"))
     return tmp_path
 
@@ -74,7 +77,9 @@ def test_same_function_as_training_validation():
     from verl.utils.reward_score import default_compute_score, gsm8k
 
     for _q, truth, response, expected, _e in CASES:
-        assert default_compute_score("openai/gsm8k", response, truth) == gsm8k.compute_score(response, truth) == expected
+        assert (
+            default_compute_score("openai/gsm8k", response, truth) == gsm8k.compute_score(response, truth) == expected
+        )
 
 
 def test_limit_and_missing_data(data_dir, tmp_path):
@@ -90,8 +95,7 @@ def test_limit_and_missing_data(data_dir, tmp_path):
     with pytest.raises(VerlfitError) as error:
         evaluate.load_rows(tmp_path / "none")
     assert (
-        str(error.value)
-        == f"--data {tmp_path / 'none'} is not there, not a folder of prepared data\n"
+        str(error.value) == f"--data {tmp_path / 'none'} is not there, not a folder of prepared data\n"
         "  fix: pass --data the folder verlfit prepare-data (your own task) or verlfit prepare-gsm8k wrote"
     )
 
@@ -118,10 +122,28 @@ def test_run_eval_writes_rows_summary_and_comparison(data_dir, tmp_path):
         return fixed(good if path == "after" else bad)
 
     out = tmp_path / "out"
-    summary = evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", profile="p40", max_new_tokens=64, batch_size=4, make_generator=make_generator, preflight=False)
+    summary = evaluate.run_eval(
+        "after",
+        str(data_dir),
+        output=str(out),
+        compare="before",
+        profile="p40",
+        max_new_tokens=64,
+        batch_size=4,
+        make_generator=make_generator,
+        preflight=False,
+    )
     lines = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
-    assert lines[1] == {"row": 1, "index": 101, "response": "The total is 1,234.\n#### 1,234", "extracted": "1234", "ground_truth": "1234", "score": 1.0, "response_tokens": 6,
-                        "scored_by": "verl default_compute_score, openai/gsm8k: gsm8k strict"}
+    assert lines[1] == {
+        "row": 1,
+        "index": 101,
+        "response": "The total is 1,234.\n#### 1,234",
+        "extracted": "1234",
+        "ground_truth": "1234",
+        "score": 1.0,
+        "response_tokens": 6,
+        "scored_by": "verl default_compute_score, openai/gsm8k: gsm8k strict",
+    }
     written = json.loads((out / "summary.json").read_text())
     assert (written["accuracy"], written["format_rate"], written["settings_from"]) == (0.5, 0.75, "--profile p40")
     other = json.loads((out / "compare" / "summary.json").read_text())
@@ -129,15 +151,28 @@ def test_run_eval_writes_rows_summary_and_comparison(data_dir, tmp_path):
     comparison = json.loads((out / "comparison.json").read_text())
     assert (comparison["difference"], comparison["only_model"], comparison["only_other"]) == (0.25, 2, 0)
     assert summary["comparison"]["difference"] == 0.25
-    assert sorted(p.name for p in out.iterdir()) == [".verlfit-written.json", "compare", "comparison.json", "rows.jsonl", "summary.json"]  # no temporary files
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".verlfit-written.json",
+        "compare",
+        "comparison.json",
+        "rows.jsonl",
+        "summary.json",
+    ]  # no temporary files
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "test.parquet"]  # nothing left beside it
     text = evaluate.describe(summary)
-    assert "after: accuracy 0.5000 (4/8), format 0.7500" in text and "difference (model - other, same 8 rows): +0.2500" in text
+    assert (
+        "after: accuracy 0.5000 (4/8), format 0.7500" in text
+        and "difference (model - other, same 8 rows): +0.2500" in text
+    )
 
 
 def test_hf_generate_batched_equals_one_by_one(tiny_family_dir):
     generator = evaluate.HFGenerator(tiny_family_dir, max_new_tokens=6, device="cpu")
-    prompts = [[{"role": "user", "content": "What is 2 + 3?"}], [{"role": "user", "content": "A much longer question about apples and pears that pads the others"}], [{"role": "user", "content": "Hi"}]]
+    prompts = [
+        [{"role": "user", "content": "What is 2 + 3?"}],
+        [{"role": "user", "content": "A much longer question about apples and pears that pads the others"}],
+        [{"role": "user", "content": "Hi"}],
+    ]
     batched = generator(prompts)
     single = [generator([p])[0] for p in prompts]
     assert batched == single
@@ -150,10 +185,23 @@ def test_cli_on_a_run_directory_exports_on_the_fly(tmp_path, data_dir):
     from verl_checkpoint_maker import write_checkpoint_run
 
     run = write_checkpoint_run(tmp_path / "run", "--step", "2")
-    assert cli.main(["eval", str(run), "--data", str(data_dir), "--limit", "3", "--max-new-tokens", "4", "--batch-size", "2"]) == 0
-    out = run / "eval" / f"global_step_2-{data_dir.name}-test"  # the data folder in the name: another data set never shares it
+    assert (
+        cli.main(
+            ["eval", str(run), "--data", str(data_dir), "--limit", "3", "--max-new-tokens", "4", "--batch-size", "2"]
+        )
+        == 0
+    )
+    out = (
+        run / "eval" / f"global_step_2-{data_dir.name}-test"
+    )  # the data folder in the name: another data set never shares it
     summary = json.loads((out / "summary.json").read_text())
-    assert (summary["rows"], summary["step"], summary["run_dir"], summary["settings_from"], summary["dtype"]) == (3, 2, str(run), "the run's profile p40", "float32")
+    assert (summary["rows"], summary["step"], summary["run_dir"], summary["settings_from"], summary["dtype"]) == (
+        3,
+        2,
+        str(run),
+        "the run's profile p40",
+        "float32",
+    )
     assert len((out / "rows.jsonl").read_text().splitlines()) == 3
     assert not (run / "export").exists()  # exported into a temporary directory, removed
 
@@ -170,12 +218,17 @@ def _never(path, **settings):
 def test_a_path_that_does_not_exist_is_named_without_a_traceback(data_dir, capsys):
     assert cli.main(["eval", "/nonexistent", "--data", str(data_dir)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("verlfit: error: MODEL /nonexistent: no such directory (and not a hub id, which is owner/name)\n  fix: pass a model directory")
+    assert err.startswith(
+        "verlfit: error: MODEL /nonexistent: no such directory (and not a hub id, which is owner/name)\n  fix: pass a"
+        " model directory"
+    )
     assert "Traceback" not in err and "HFValidationError" not in err
 
 
-@pytest.mark.parametrize("offline, reason", [("1", "(HF_HUB_OFFLINE=1 is set, and it is not in the local hub cache)"),
-                                             ("", "(http://127.0.0.1:9: ")])
+@pytest.mark.parametrize(
+    "offline, reason",
+    [("1", "(HF_HUB_OFFLINE=1 is set, and it is not in the local hub cache)"), ("", "(http://127.0.0.1:9: ")],
+)
 def test_a_hub_looking_path_that_is_no_directory_fails_in_seconds(data_dir, monkeypatch, offline, reason):
     """runs/typo is a valid hub id as well as a relative path: with no such directory and no hub (offline, or an
     endpoint that refuses the connection) it fails at once, saying both."""
@@ -187,21 +240,30 @@ def test_a_hub_looking_path_that_is_no_directory_fails_in_seconds(data_dir, monk
     with pytest.raises(VerlfitError) as error:
         evaluate.run_eval("runs/typo", str(data_dir), make_generator=_never)
     assert time.monotonic() - started < 10
-    assert error.value.message.startswith(f"MODEL runs/typo is not a local directory and the hub is unreachable {reason}")
+    assert error.value.message.startswith(
+        f"MODEL runs/typo is not a local directory and the hub is unreachable {reason}"
+    )
     assert "check the path (ls runs)" in error.value.fix
 
 
 def test_compare_is_checked_before_the_model_is_scored(data_dir, tiny_qwen2_dir, tmp_path):
     with pytest.raises(VerlfitError, match=r"^--compare \./nope: no such directory"):
-        evaluate.run_eval(tiny_qwen2_dir, str(data_dir), compare="./nope", output=str(tmp_path / "a"), make_generator=_never)
+        evaluate.run_eval(
+            tiny_qwen2_dir, str(data_dir), compare="./nope", output=str(tmp_path / "a"), make_generator=_never
+        )
     only_config = tmp_path / "only-config"
     only_config.mkdir()
     shutil.copy(Path(tiny_qwen2_dir) / "config.json", only_config / "config.json")
     with pytest.raises(
         VerlfitError, match=rf"^--compare {only_config}: {only_config} has no weights: "
     ):  # doctor's check (issue 32 item 10)
-        evaluate.run_eval(tiny_qwen2_dir, str(data_dir), compare=str(only_config), output=str(tmp_path / "b"), make_generator=_never)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["only-config", "test.parquet"]  # the outputs it created were removed
+        evaluate.run_eval(
+            tiny_qwen2_dir, str(data_dir), compare=str(only_config), output=str(tmp_path / "b"), make_generator=_never
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "only-config",
+        "test.parquet",
+    ]  # the outputs it created were removed
 
 
 def test_an_unwritable_output_fails_before_any_row_is_scored(data_dir, tiny_qwen2_dir, tmp_path, monkeypatch):
@@ -221,7 +283,11 @@ def test_an_unwritable_output_fails_before_any_row_is_scored(data_dir, tiny_qwen
     monkeypatch.setattr(Path, "mkdir", denied)
     with pytest.raises(VerlfitError) as error:
         evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ro" / "ev"), make_generator=_never)
-    assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: permission denied ({tmp_path / 'ro'} is not writable for this user)"
+    assert (
+        error.value.message
+        == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: permission denied ({tmp_path / 'ro'} is not writable"
+        " for this user)"
+    )
 
     def read_only(
         self, *args, **kwargs
@@ -233,12 +299,17 @@ def test_an_unwritable_output_fails_before_any_row_is_scored(data_dir, tiny_qwen
     monkeypatch.setattr(Path, "mkdir", read_only)
     with pytest.raises(VerlfitError) as error:
         evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ro" / "ev"), make_generator=_never)
-    assert error.value.message == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: {tmp_path / 'ro'} is on a read-only file system"
+    assert (
+        error.value.message
+        == f"cannot write to --output {tmp_path / 'ro' / 'ev'}: {tmp_path / 'ro'} is on a read-only file system"
+    )
 
 
 def test_a_failed_result_write_names_the_output_and_leaves_it_as_it_was(data_dir, tmp_path, monkeypatch):
     out = tmp_path / "out"
-    evaluate.run_eval("after", str(data_dir), output=str(out), limit=4, make_generator=_fixed_generator, preflight=False)
+    evaluate.run_eval(
+        "after", str(data_dir), output=str(out), limit=4, make_generator=_fixed_generator, preflight=False
+    )
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     def full(self, *args, **kwargs):
@@ -246,9 +317,14 @@ def test_a_failed_result_write_names_the_output_and_leaves_it_as_it_was(data_dir
 
     monkeypatch.setattr(Path, "write_text", full)
     with pytest.raises(VerlfitError) as error:
-        evaluate.run_eval("after", str(data_dir), output=str(out), limit=8, make_generator=_fixed_generator, preflight=False)
-    assert str(error.value) == (f"cannot write to --output {out}: no space left on the disk of {out}; what was there before is unchanged\n"
-                                f"  fix: free space on the disk of {out}, or pass --output on another disk")
+        evaluate.run_eval(
+            "after", str(data_dir), output=str(out), limit=8, make_generator=_fixed_generator, preflight=False
+        )
+    assert (
+        str(error.value)
+        == f"cannot write to --output {out}: no space left on the disk of {out}; what was there before is unchanged\n"
+        f"  fix: free space on the disk of {out}, or pass --output on another disk"
+    )
     monkeypatch.undo()
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "test.parquet"]
@@ -261,20 +337,41 @@ def _fixed_generator(path, **settings):
 
 def test_eval_without_compare_leaves_no_stale_comparison_and_never_a_users_file(data_dir, tmp_path):
     out = tmp_path / "out"
-    evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", limit=8, make_generator=_fixed_generator, preflight=False)
-    evaluate.run_eval("after", str(data_dir), output=str(out), limit=4, make_generator=_fixed_generator, preflight=False, force=True)
-    assert sorted(p.name for p in out.iterdir()) == [".verlfit-written.json", "rows.jsonl", "summary.json"]  # the folder is replaced whole
+    evaluate.run_eval(
+        "after",
+        str(data_dir),
+        output=str(out),
+        compare="before",
+        limit=8,
+        make_generator=_fixed_generator,
+        preflight=False,
+    )
+    evaluate.run_eval(
+        "after", str(data_dir), output=str(out), limit=4, make_generator=_fixed_generator, preflight=False, force=True
+    )
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".verlfit-written.json",
+        "rows.jsonl",
+        "summary.json",
+    ]  # the folder is replaced whole
     assert json.loads((out / "summary.json").read_text())["rows"] == 4
     (out / "notes.txt").write_text("mine")  # not eval's: must stay, and the eval is refused
     with pytest.raises(VerlfitError, match=r"holds files verlfit did not write \(verlfit did not write notes\.txt\)"):
-        evaluate.run_eval("after", str(data_dir), output=str(out), limit=4, make_generator=_never, preflight=False, force=True)
+        evaluate.run_eval(
+            "after", str(data_dir), output=str(out), limit=4, make_generator=_never, preflight=False, force=True
+        )
     assert (out / "notes.txt").read_text() == "mine"
 
 
 def test_compare_with_itself_is_refused(data_dir, tiny_qwen2_dir, tmp_path, capsys):
     link = tmp_path / "same"
     link.symlink_to(tiny_qwen2_dir)
-    assert cli.main(["eval", tiny_qwen2_dir, "--compare", str(link), "--data", str(data_dir), "--output", str(tmp_path / "o")]) == 2
+    assert (
+        cli.main(
+            ["eval", tiny_qwen2_dir, "--compare", str(link), "--data", str(data_dir), "--output", str(tmp_path / "o")]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"--compare {link} is the same model as MODEL {tiny_qwen2_dir}" in err
     assert not (tmp_path / "o").exists()
@@ -284,9 +381,18 @@ def test_compare_with_itself_is_refused(data_dir, tiny_qwen2_dir, tmp_path, caps
 
 
 def test_result_lines_are_labelled_model_and_other(data_dir, tmp_path):
-    summary = evaluate.run_eval("after", str(data_dir), output=str(tmp_path / "o"), compare="before", make_generator=_fixed_generator, preflight=False)
+    summary = evaluate.run_eval(
+        "after",
+        str(data_dir),
+        output=str(tmp_path / "o"),
+        compare="before",
+        make_generator=_fixed_generator,
+        preflight=False,
+    )
     lines = evaluate.describe(summary).splitlines()
-    assert lines[0].startswith("model after: accuracy 0.5000 (4/8)") and lines[1].startswith("other before: accuracy 0.2500 (2/8)")
+    assert lines[0].startswith("model after: accuracy 0.5000 (4/8)") and lines[1].startswith(
+        "other before: accuracy 0.2500 (2/8)"
+    )
 
 
 def test_outputs_get_the_umask_mode(data_dir, tmp_path):
@@ -295,12 +401,20 @@ def test_outputs_get_the_umask_mode(data_dir, tmp_path):
     old = os.umask(0o022)
     try:
         out = tmp_path / "o"
-        evaluate.run_eval("after", str(data_dir), output=str(out), compare="before", make_generator=_fixed_generator, preflight=False)
+        evaluate.run_eval(
+            "after", str(data_dir), output=str(out), compare="before", make_generator=_fixed_generator, preflight=False
+        )
     finally:
         os.umask(old)
     modes = {str(p.relative_to(out)): p.stat().st_mode & 0o777 for p in out.rglob("*") if p.is_file()}
-    assert modes == {"rows.jsonl": 0o644, "summary.json": 0o644, "comparison.json": 0o644, "compare/rows.jsonl": 0o644, "compare/summary.json": 0o644,
-                     ".verlfit-written.json": 0o644}
+    assert modes == {
+        "rows.jsonl": 0o644,
+        "summary.json": 0o644,
+        "comparison.json": 0o644,
+        "compare/rows.jsonl": 0o644,
+        "compare/summary.json": 0o644,
+        ".verlfit-written.json": 0o644,
+    }
 
 
 # --------------------------------------------------------------------------- any task
@@ -314,7 +428,10 @@ def _task_dir(tmp_path, data_source, rows):
 
     folder = tmp_path / data_source.replace("/", "_")
     folder.mkdir()
-    Dataset.from_list([task_row("test", i, q, t, data_source, "custom", None, None) for i, (q, t) in enumerate(rows)], features=features()).to_parquet(str(folder / "test.parquet"))
+    Dataset.from_list(
+        [task_row("test", i, q, t, data_source, "custom", None, None) for i, (q, t) in enumerate(rows)],
+        features=features(),
+    ).to_parquet(str(folder / "test.parquet"))
     return folder
 
 
@@ -323,8 +440,14 @@ def test_math_rows_are_scored_by_verls_math_scorer_and_labelled_so(tmp_path):
     # rate from GSM8K's extraction
     data = _task_dir(tmp_path, "lighteval/MATH", [("q0 sum", "4"), ("q1 frac", "\\frac{1}{2}")])
     generator = fixed({"q0": "so \\boxed{4}", "q1": "#### 0.5"})
-    summary = evaluate.run_eval("m", str(data), output=str(tmp_path / "out"), make_generator=lambda path, **settings: generator, preflight=False)
-    assert (summary["accuracy"], summary["format_rate"], summary["score"]) == (0.5, None, "verl default_compute_score, lighteval/MATH")
+    summary = evaluate.run_eval(
+        "m", str(data), output=str(tmp_path / "out"), make_generator=lambda path, **settings: generator, preflight=False
+    )
+    assert (summary["accuracy"], summary["format_rate"], summary["score"]) == (
+        0.5,
+        None,
+        "verl default_compute_score, lighteval/MATH",
+    )
     assert "format" not in evaluate.describe(summary).split("\n")[0]
     assert "scored by verl default_compute_score, lighteval/MATH" in evaluate.describe(summary)
 
@@ -333,7 +456,10 @@ def test_a_data_source_verl_cannot_score_is_refused_before_generating(tmp_path):
     data = _task_dir(tmp_path, "my/units", [("q0 km", "1000")])
     with pytest.raises(VerlfitError) as caught:
         evaluate.run_eval("m", str(data), output=str(tmp_path / "out"), make_generator=_never, preflight=False)
-    assert caught.value.message == "verl 0.4.1 has no scorer for data_source 'my/units': nothing to score the responses with"
+    assert (
+        caught.value.message
+        == "verl 0.4.1 has no scorer for data_source 'my/units': nothing to score the responses with"
+    )
     assert caught.value.fix == "pass --reward-function FILE.py[:FUNCTION], the reward the model was trained with"
     assert not (tmp_path / "out").exists()
 
@@ -341,17 +467,36 @@ def test_a_data_source_verl_cannot_score_is_refused_before_generating(tmp_path):
 def test_a_reward_function_scores_and_labels_the_rows(tmp_path, capsys):
     data = _task_dir(tmp_path, "my/units", [("q0 km", "1000"), ("q1 m", "0.001"), ("q2 cm", "10")])
     reward = tmp_path / "units_reward.py"
-    reward.write_text("def score(data_source, solution_str, ground_truth, extra_info=None):\n"
-                      "    return {'score': 1.0 if solution_str.strip().endswith('ANSWER: ' + ground_truth) else 0.0, 'source': data_source}\n")
+    reward.write_text(
+        "def score(data_source, solution_str, ground_truth, extra_info=None):\n    return {'score': 1.0 if"
+        " solution_str.strip().endswith('ANSWER: ' + ground_truth) else 0.0, 'source': data_source}\n"
+    )
     generator = fixed({"q0": "ANSWER: 1000", "q1": "ANSWER: 0.01", "q2": "10"})
-    summary = evaluate.run_eval("m", str(data), output=str(tmp_path / "out"), make_generator=lambda path, **settings: generator, preflight=False,
-                                reward_function=f"{reward}:score")
+    summary = evaluate.run_eval(
+        "m",
+        str(data),
+        output=str(tmp_path / "out"),
+        make_generator=lambda path, **settings: generator,
+        preflight=False,
+        reward_function=f"{reward}:score",
+    )
     assert (summary["accuracy"], summary["correct"], summary["format_rate"]) == (1 / 3, 1.0, None)
     assert summary["score"] == f"reward function {reward}:score"
     rows = [json.loads(line) for line in (tmp_path / "out" / "rows.jsonl").read_text().splitlines()]
-    assert [(r["score"], r["extracted"], r["scored_by"]) for r in rows] == [(1.0, None, f"reward function {reward}:score"), (0.0, None, f"reward function {reward}:score"), (0.0, None, f"reward function {reward}:score")]
-    with pytest.raises(VerlfitError, match=f"has no function 'compute_score' \\(its functions: score\\)"):
-        evaluate.run_eval("m", str(data), output=str(tmp_path / "out2"), make_generator=_never, preflight=False, reward_function=str(reward))
+    assert [(r["score"], r["extracted"], r["scored_by"]) for r in rows] == [
+        (1.0, None, f"reward function {reward}:score"),
+        (0.0, None, f"reward function {reward}:score"),
+        (0.0, None, f"reward function {reward}:score"),
+    ]
+    with pytest.raises(VerlfitError, match="has no function 'compute_score' \\(its functions: score\\)"):
+        evaluate.run_eval(
+            "m",
+            str(data),
+            output=str(tmp_path / "out2"),
+            make_generator=_never,
+            preflight=False,
+            reward_function=str(reward),
+        )
     assert cli.main(["eval", "m", "--data", str(data), "--reward-function", f"{reward}:nope"]) == 2
     assert "has no function 'nope' (its functions: score)" in capsys.readouterr().err
 
@@ -411,8 +556,7 @@ def test_eval_help_speaks_of_own_tasks_and_reward_functions(capsys):
     assert "prepared split (verlfit prepare-gsm8k, or verlfit prepare-data for your own task)" in text
     assert (
         "The score is your reward function (--reward-function FILE[:NAME]; a run directory brings the one it trained"
-        " with)"
-        in text
+        " with)" in text
     )
     assert "--data data/shelf --reward-function data/shelf_reward.py # your own task" in text
 
@@ -427,13 +571,20 @@ def test_item3_eval_into_a_folder_holding_the_users_results_is_refused_and_they_
     (mine / "rows.jsonl").write_text('{"row": 0}\n')
     with pytest.raises(VerlfitError) as error:
         evaluate.run_eval("after", str(data_dir), output=str(mine), make_generator=_never, preflight=False)
-    assert error.value.message == (f"--output {mine} holds files verlfit did not write (no verlfit marker: verlfit did not write rows.jsonl, summary.json): "
-                                   "verlfit never replaces or deletes them, even with --force")
+    assert (
+        error.value.message
+        == f"--output {mine} holds files verlfit did not write (no verlfit marker: verlfit did not write rows.jsonl,"
+        " summary.json): verlfit never replaces or deletes them, even with --force"
+    )
     assert error.value.exit_code == 2
-    assert (mine / "summary.json").read_text() == '{"mine": true}' and (mine / "rows.jsonl").read_text() == '{"row": 0}\n'
+    assert (mine / "summary.json").read_text() == '{"mine": true}' and (
+        mine / "rows.jsonl"
+    ).read_text() == '{"row": 0}\n'
 
 
-def test_item4_evals_of_two_runs_exports_or_two_data_folders_never_share_a_default_folder(data_dir, tmp_path, monkeypatch):
+def test_item4_evals_of_two_runs_exports_or_two_data_folders_never_share_a_default_folder(
+    data_dir, tmp_path, monkeypatch
+):
     work = tmp_path / "work"
     models = []
     for run in ("runA", "runB"):
@@ -446,31 +597,61 @@ def test_item4_evals_of_two_runs_exports_or_two_data_folders_never_share_a_defau
     monkeypatch.chdir(work)
     outputs = []
     for model, data in ((models[0], data_dir), (models[1], data_dir), (models[0], other_data)):
-        summary = evaluate.run_eval(str(model.relative_to(work)), str(data), limit=2, make_generator=_fixed_generator, preflight=False)
+        summary = evaluate.run_eval(
+            str(model.relative_to(work)), str(data), limit=2, make_generator=_fixed_generator, preflight=False
+        )
         outputs.append(summary["output"])
-    assert outputs == [f"eval/runA-global_step_50-{data_dir.name}-test", f"eval/runB-global_step_50-{data_dir.name}-test", "eval/runA-global_step_50-other-data-test"]
-    for output, model in zip(outputs, ("runA/export/global_step_50", "runB/export/global_step_50", "runA/export/global_step_50")):
+    assert outputs == [
+        f"eval/runA-global_step_50-{data_dir.name}-test",
+        f"eval/runB-global_step_50-{data_dir.name}-test",
+        "eval/runA-global_step_50-other-data-test",
+    ]
+    for output, model in zip(
+        outputs, ("runA/export/global_step_50", "runB/export/global_step_50", "runA/export/global_step_50")
+    ):
         assert json.loads((work / output / "summary.json").read_text())["model"] == model  # each kept, none replaced
 
 
 def test_item9_a_reward_function_raising_on_a_row_keeps_the_rows_scored_before_and_names_the_row(data_dir, tmp_path):
     reward = tmp_path / "reward.py"
-    reward.write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
-                      "    if 'first guess' in solution_str:\n"
-                      "        raise ValueError('cannot parse this answer')\n"
-                      "    return 1.0 if solution_str.strip().endswith(ground_truth) else 0.0\n")
+    reward.write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    if 'first guess' in solution_str:\n"
+        "        raise ValueError('cannot parse this answer')\n"
+        "    return 1.0 if solution_str.strip().endswith(ground_truth) else 0.0\n"
+    )
     out = tmp_path / "out"
     with pytest.raises(VerlfitError) as error:
-        evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=4, make_generator=_fixed_generator, preflight=False, reward_function=str(reward))
-    assert error.value.message == (f"eval stopped at row 5 of {data_dir / 'test.parquet'}: reward function {reward}:compute_score raised ValueError: cannot parse this answer; "
-                                   f"the 5 rows scored before it are written to {out} (summary.json says \"partial\": true)")
+        evaluate.run_eval(
+            "after",
+            str(data_dir),
+            output=str(out),
+            batch_size=4,
+            make_generator=_fixed_generator,
+            preflight=False,
+            reward_function=str(reward),
+        )
+    assert error.value.message == (
+        f"eval stopped at row 5 of {data_dir / 'test.parquet'}: reward function {reward}:compute_score raised"
+        " ValueError: cannot parse this answer; "
+        f'the 5 rows scored before it are written to {out} (summary.json says "partial": true)'
+    )
     assert error.value.exit_code == 1
     rows = [json.loads(line) for line in (out / "rows.jsonl").read_text().splitlines()]
-    assert [r["row"] for r in rows] == [0, 1, 2, 3, 4] and [r["score"] for r in rows] == [1.0, 0.0, 1.0, 0.0, 0.0]  # "1,234" is not "1234"
+    assert [r["row"] for r in rows] == [0, 1, 2, 3, 4] and [r["score"] for r in rows] == [
+        1.0,
+        0.0,
+        1.0,
+        0.0,
+        0.0,
+    ]  # "1,234" is not "1234"
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["partial"], summary["stopped_at_row"], summary["rows"], summary["stopped_because"]) == (
-        True, 5, 5, f"reward function {reward}:compute_score raised ValueError: cannot parse this answer")
-
+        True,
+        5,
+        5,
+        f"reward function {reward}:compute_score raised ValueError: cannot parse this answer",
+    )
 
 
 def _interrupted_on_the_second_batch(path, **settings):
@@ -485,31 +666,55 @@ def _interrupted_on_the_second_batch(path, **settings):
     call.calls = generate.calls
     return call
 
+
 def test_item9_ctrl_c_while_generating_keeps_the_finished_batches_and_exits_130(data_dir, tmp_path, capsys):
     out = tmp_path / "out"
     with pytest.raises(VerlfitError) as error:
-        evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=_interrupted_on_the_second_batch, preflight=False)
+        evaluate.run_eval(
+            "after",
+            str(data_dir),
+            output=str(out),
+            batch_size=3,
+            make_generator=_interrupted_on_the_second_batch,
+            preflight=False,
+        )
     assert error.value.exit_code == 130
-    assert error.value.message.startswith(f"eval stopped at row 3 of {data_dir / 'test.parquet'}: interrupted (Ctrl-C); the 3 rows scored before it are written to {out}")
+    assert error.value.message.startswith(
+        f"eval stopped at row 3 of {data_dir / 'test.parquet'}: interrupted (Ctrl-C); the 3 rows scored before it are"
+        f" written to {out}"
+    )
     assert json.loads((out / "summary.json").read_text())["partial"] is True
     assert len((out / "rows.jsonl").read_text().splitlines()) == 3
-
 
 
 def test_a_stopped_eval_never_replaces_an_earlier_output(data_dir, tmp_path):
     """A finished eval, then the same eval interrupted: the finished one stays as it was, nothing of the partial
     one is written, and the message says so (it used to replace the finished result with the partial rows)."""
     out = tmp_path / "out"
-    evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=_fixed_generator, preflight=False)
+    evaluate.run_eval(
+        "after", str(data_dir), output=str(out), batch_size=3, make_generator=_fixed_generator, preflight=False
+    )
     finished = {path.name: path.read_bytes() for path in out.iterdir()}
 
     with pytest.raises(VerlfitError) as error:
-        evaluate.run_eval("after", str(data_dir), output=str(out), batch_size=3, make_generator=_interrupted_on_the_second_batch, preflight=False)
+        evaluate.run_eval(
+            "after",
+            str(data_dir),
+            output=str(out),
+            batch_size=3,
+            make_generator=_interrupted_on_the_second_batch,
+            preflight=False,
+        )
     assert (error.value.message, error.value.fix, error.value.exit_code) == (
-        f"eval stopped at row 3 of {data_dir / 'test.parquet'}: interrupted (Ctrl-C); nothing written: the 3 rows scored"
-        f" before it do not replace what an earlier eval wrote to {out}, which is kept",
-        "run the eval again to score every row", 130)
+        (
+            f"eval stopped at row 3 of {data_dir / 'test.parquet'}: interrupted (Ctrl-C); nothing written: the 3 rows"
+            f" scored before it do not replace what an earlier eval wrote to {out}, which is kept"
+        ),
+        "run the eval again to score every row",
+        130,
+    )
     assert {path.name: path.read_bytes() for path in out.iterdir()} == finished
+
 
 def test_an_eval_of_a_run_is_refused_before_its_checkpoint_is_exported(tmp_path, data_dir, monkeypatch, capsys):
     from verl_checkpoint_maker import write_checkpoint_run
@@ -520,8 +725,14 @@ def test_an_eval_of_a_run_is_refused_before_its_checkpoint_is_exported(tmp_path,
     monkeypatch.setattr(export, "export", lambda *args, **kwargs: pytest.fail("exported before the output was checked"))
     assert cli.main(["eval", str(run), "--data", str(data_dir), "--output", str(run / "checkpoints")]) == 2
     err = capsys.readouterr().err
-    assert f"verlfit: error: --output {run / 'checkpoints'} lies inside the run directory {run}, outside this command's own place there\n" in err
-    assert f"  fix: pass --output a new folder outside the run, or leave it out for this command's own place in the run, {run / 'eval' / 'NAME'}\n" in err
+    assert (
+        f"verlfit: error: --output {run / 'checkpoints'} lies inside the run directory {run}, outside this command's"
+        " own place there\n" in err
+    )
+    assert (
+        "  fix: pass --output a new folder outside the run, or leave it out for this command's own place in the run,"
+        f" {run / 'eval' / 'NAME'}\n" in err
+    )
 
 
 def test_issue44_a_reward_exiting_at_import_or_on_a_response_is_named_and_exits_non_zero(tmp_path, capsys, monkeypatch):
@@ -530,9 +741,15 @@ def test_issue44_a_reward_exiting_at_import_or_on_a_response_is_named_and_exits_
     capsys.readouterr()  # the datasets library's progress bar while the data was written
     at_import = tmp_path / "exits.py"
     at_import.write_text("import sys\nsys.exit(0)\n")
-    assert cli.main(["eval", "m", "--data", str(data), "--reward-function", str(at_import), "--output", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == (
-        f"verlfit: error: the reward function exited the process while {at_import} was imported (SystemExit(0):"
+    assert (
+        cli.main(
+            ["eval", "m", "--data", str(data), "--reward-function", str(at_import), "--output", str(tmp_path / "out")]
+        )
+        == 2
+    )
+    assert (
+        capsys.readouterr().err
+        == f"verlfit: error: the reward function exited the process while {at_import} was imported (SystemExit(0):"
         " sys.exit() or exit()): verl would lose the worker that imports it\n  fix: remove the exit call from the file"
         " (raise an exception for an error)\n"
     )
@@ -546,17 +763,26 @@ def test_issue44_a_reward_exiting_at_import_or_on_a_response_is_named_and_exits_
     generator = fixed({"q0": "1000", "q1": "ANSWER?", "q2": "10"})
     out = tmp_path / "out2"
     with pytest.raises(VerlfitError) as caught:
-        evaluate.run_eval("m", str(data), output=str(out), make_generator=lambda path, **settings: generator, preflight=False, reward_function=str(on_answer))
+        evaluate.run_eval(
+            "m",
+            str(data),
+            output=str(out),
+            make_generator=lambda path, **settings: generator,
+            preflight=False,
+            reward_function=str(on_answer),
+        )
     assert (caught.value.message, caught.value.exit_code) == (
         f"eval stopped at row 1 of {data / 'test.parquet'}: the reward function exited the process: reward function"
         f" {on_answer}:compute_score (exit status 0 without SystemExit: os._exit()); verl would lose the worker scoring"
-        f" the batch; the 1 rows scored before it are written to {out} (summary.json says \"partial\": true)",
+        f' the batch; the 1 rows scored before it are written to {out} (summary.json says "partial": true)',
         1,
     )
     assert [json.loads(line)["score"] for line in (out / "rows.jsonl").read_text().splitlines()] == [1.0]
 
 
-def test_a_response_budget_past_the_models_context_is_refused_before_any_row(data_dir, tiny_qwen2_dir, tmp_path, capsys):
+def test_a_response_budget_past_the_models_context_is_refused_before_any_row(
+    data_dir, tiny_qwen2_dir, tmp_path, capsys
+):
     """New-user trial: `eval --max-new-tokens 100000` on a model with a 32768-token context was accepted, then
     printed nothing for 300 s. The longest prompt plus the budget must fit in max_position_embeddings."""
     from transformers import AutoConfig, AutoTokenizer
@@ -564,14 +790,24 @@ def test_a_response_budget_past_the_models_context_is_refused_before_any_row(dat
     context = AutoConfig.from_pretrained(tiny_qwen2_dir).max_position_embeddings
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen2_dir)
     rows = evaluate.load_rows(data_dir)
-    longest = max(len(tokenizer.apply_chat_template(list(row["prompt"]), add_generation_prompt=True, tokenize=True)) for row in rows)
+    longest = max(
+        len(tokenizer.apply_chat_template(list(row["prompt"]), add_generation_prompt=True, tokenize=True))
+        for row in rows
+    )
     out = tmp_path / "ev"
-    assert cli.main(["eval", tiny_qwen2_dir, "--data", str(data_dir), "--output", str(out), "--max-new-tokens", str(context)]) == 2
-    assert capsys.readouterr().err == (
-        f"verlfit: error: --max-new-tokens {context:,} and the longest prompt's {longest:,} tokens do not fit in MODEL"
-        f" {tiny_qwen2_dir}'s context of {context:,} tokens (max_position_embeddings in its config.json): past it the"
-        " model's positions are untrained, and each batch would generate for as long as the budget allows\n"
-        f"  fix: pass --max-new-tokens {context - longest} or less (the run's validation used its --max-response-length)\n"
+    assert (
+        cli.main(
+            ["eval", tiny_qwen2_dir, "--data", str(data_dir), "--output", str(out), "--max-new-tokens", str(context)]
+        )
+        == 2
+    )
+    assert (
+        capsys.readouterr().err
+        == f"verlfit: error: --max-new-tokens {context:,} and the longest prompt's {longest:,} tokens do not fit in"
+        f" MODEL {tiny_qwen2_dir}'s context of {context:,} tokens (max_position_embeddings in its config.json): past"
+        " it the model's positions are untrained, and each batch would generate for as long as the budget allows\n "
+        f" fix: pass --max-new-tokens {context - longest} or less (the run's validation used its"
+        " --max-response-length)\n"
     )
     assert not out.exists()
     seen = []
@@ -580,11 +816,15 @@ def test_a_response_budget_past_the_models_context_is_refused_before_any_row(dat
         seen.append(settings["max_new_tokens"])
         return fixed({case[0].split()[0]: case[2] for case in CASES})
 
-    evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(out), max_new_tokens=context - longest, make_generator=records)
+    evaluate.run_eval(
+        tiny_qwen2_dir, str(data_dir), output=str(out), max_new_tokens=context - longest, make_generator=records
+    )
     assert seen == [context - longest]
 
 
-def test_a_flash_attention_profile_on_a_cpu_falls_back_to_sdpa_and_says_so(data_dir, tiny_qwen2_dir, tmp_path, monkeypatch):
+def test_a_flash_attention_profile_on_a_cpu_falls_back_to_sdpa_and_says_so(
+    data_dir, tiny_qwen2_dir, tmp_path, monkeypatch
+):
     """New-user trial: `eval --profile a10` on a CPU tracebacked on flash_attn (transformers' ImportError)."""
     import torch
 
@@ -595,7 +835,9 @@ def test_a_flash_attention_profile_on_a_cpu_falls_back_to_sdpa_and_says_so(data_
         seen.append((settings["dtype"], settings["attention"]))
         return fixed({case[0].split()[0]: case[2] for case in CASES})
 
-    summary = evaluate.run_eval(tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ev"), profile="a10", make_generator=records)
+    summary = evaluate.run_eval(
+        tiny_qwen2_dir, str(data_dir), output=str(tmp_path / "ev"), profile="a10", make_generator=records
+    )
     assert seen == [("bfloat16", "sdpa")]
     assert (summary["attention"], summary["settings_from"]) == (
         "sdpa",

@@ -15,6 +15,7 @@ from verl_checkpoint_maker import write_checkpoint_run
 from verlfit import cli, export
 from verlfit.errors import VerlfitError
 
+
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory):
     """A PPO run with actor and critic checkpoints of step 2."""
@@ -30,7 +31,9 @@ def lora_run(tmp_path_factory):
 def _logits(model_dir, input_ids, cls=None):
     from transformers import AutoModelForCausalLM
 
-    model = (cls or AutoModelForCausalLM).from_pretrained(model_dir, attn_implementation="sdpa", torch_dtype="auto").eval()
+    model = (
+        (cls or AutoModelForCausalLM).from_pretrained(model_dir, attn_implementation="sdpa", torch_dtype="auto").eval()
+    )
     with torch.no_grad():
         return model(input_ids=input_ids).logits, model
 
@@ -46,8 +49,16 @@ def test_verl_layout_is_what_the_manager_wrote(full_run):
     assert (full_run / "checkpoints" / "latest_checkpointed_iteration.txt").read_text() == "2"
     assert json.loads((step / "actor" / "fsdp_config.json").read_text()) == {"FSDP_version": 1, "world_size": 2}
     names = sorted(p.name for p in (step / "actor").iterdir())
-    assert names == ["extra_state_world_size_2_rank_0.pt", "extra_state_world_size_2_rank_1.pt", "fsdp_config.json", "huggingface",
-                     "model_world_size_2_rank_0.pt", "model_world_size_2_rank_1.pt", "optim_world_size_2_rank_0.pt", "optim_world_size_2_rank_1.pt"]
+    assert names == [
+        "extra_state_world_size_2_rank_0.pt",
+        "extra_state_world_size_2_rank_1.pt",
+        "fsdp_config.json",
+        "huggingface",
+        "model_world_size_2_rank_0.pt",
+        "model_world_size_2_rank_1.pt",
+        "optim_world_size_2_rank_0.pt",
+        "optim_world_size_2_rank_1.pt",
+    ]
     shard = torch.load(step / "actor" / "model_world_size_2_rank_0.pt", weights_only=False)
     from torch.distributed.tensor import DTensor
 
@@ -58,7 +69,7 @@ def test_verl_layout_is_what_the_manager_wrote(full_run):
 def test_full_export_reloads_with_the_saved_logits(full_run):
     from transformers import AutoModelForTokenClassification, AutoTokenizer, GenerationConfig
 
-    assert cli.main([ "export", str(full_run), "--critic"]) == 0
+    assert cli.main(["export", str(full_run), "--critic"]) == 0
     out = full_run / "export" / "global_step_2"
     reference = torch.load(full_run / "reference_step_2.pt")
     logits, model = _logits(out, reference["input_ids"])
@@ -98,10 +109,19 @@ def test_lora_merged_and_adapter_only(lora_run):
     adapter = export.export(lora_run, adapter_only=True)
     assert adapter.output == lora_run / "export" / "global_step_3-adapter"
     config = json.loads((adapter.output / "adapter_config.json").read_text())
-    assert (config["r"], config["lora_alpha"], sorted(config["target_modules"]), config["base_model_name_or_path"]) == (4, 8.0, ["q_proj", "v_proj"], str(lora_run / "base"))
-    peft_model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(lora_run / "base", attn_implementation="sdpa"), adapter.output).eval()
+    assert (config["r"], config["lora_alpha"], sorted(config["target_modules"]), config["base_model_name_or_path"]) == (
+        4,
+        8.0,
+        ["q_proj", "v_proj"],
+        str(lora_run / "base"),
+    )
+    peft_model = PeftModel.from_pretrained(
+        AutoModelForCausalLM.from_pretrained(lora_run / "base", attn_implementation="sdpa"), adapter.output
+    ).eval()
     with torch.no_grad():
-        torch.testing.assert_close(peft_model(input_ids=reference["input_ids"]).logits, reference["actor_logits"], rtol=0, atol=1e-6)
+        torch.testing.assert_close(
+            peft_model(input_ids=reference["input_ids"]).logits, reference["actor_logits"], rtol=0, atol=1e-6
+        )
 
 
 def test_lora_without_config_yaml_needs_lora_alpha(lora_run, tmp_path):
@@ -125,26 +145,49 @@ def test_no_checkpoint(tmp_path):
 def test_marker_missing_is_incomplete(full_run, tmp_path, capsys):
     run = _copy_run(full_run, tmp_path)
     (run / "checkpoints" / "latest_checkpointed_iteration.txt").unlink()
-    with pytest.raises(VerlfitError, match=r"no complete checkpoint: .*latest_checkpointed_iteration.txt .*missing; global_step_2 was cut off mid-save"):
+    with pytest.raises(
+        VerlfitError,
+        match=(
+            r"no complete checkpoint: .*latest_checkpointed_iteration.txt .*missing; global_step_2 was cut off mid-save"
+        ),
+    ):
         export.find_checkpoint(run)
-    with pytest.raises(VerlfitError, match=r"global_step_2 is incomplete: verl's marker .*latest_checkpointed_iteration.txt is missing, so the save of step 2 did not finish") as error:
+    with pytest.raises(
+        VerlfitError,
+        match=(
+            r"global_step_2 is incomplete: verl's marker .*latest_checkpointed_iteration.txt is missing, so the save of"
+            r" step 2 did not finish"
+        ),
+    ) as error:
         export.find_checkpoint(run, 2)
     # not "resume the run": verlfit train --resume refuses a run without a marker (new-user trial 4)
-    assert error.value.fix == "no step is complete, and without verl's marker `verlfit train --resume` refuses the run too (verl would start again from step 0): start a new run with another --run-dir"
+    assert (
+        error.value.fix
+        == "no step is complete, and without verl's marker `verlfit train --resume` refuses the run too (verl would"
+        " start again from step 0): start a new run with another --run-dir"
+    )
     shutil.copytree(run / "checkpoints" / "global_step_2", run / "checkpoints" / "global_step_5")
     with pytest.raises(VerlfitError, match="global_step_2, global_step_5 were cut off mid-save"):
         export.find_checkpoint(run)
     assert cli.main(["export", str(run), "--step", "4"]) == 2  # no complete step to suggest: not "5, or latest"
     err = capsys.readouterr().err
     assert "has no checkpoint of step 4; saved: global_step_2, global_step_5 (none complete)" in err
-    assert "fix: no step is complete, and without verl's marker `verlfit train --resume` refuses the run too" in err and "latest" not in err.split("fix:")[1]
-    (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_bytes(b"\xff\xfe")  # there, but no step (trial 4: "is missing" before)
+    assert (
+        "fix: no step is complete, and without verl's marker `verlfit train --resume` refuses the run too" in err
+        and "latest" not in err.split("fix:")[1]
+    )
+    (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_bytes(
+        b"\xff\xfe"
+    )  # there, but no step (trial 4: "is missing" before)
     with pytest.raises(VerlfitError) as error:
         export.find_checkpoint(run)
     marker = run / "checkpoints" / "latest_checkpointed_iteration.txt"
     assert (error.value.message, error.value.fix, error.value.exit_code) == (
-        f"{marker} (verl's marker, written after a checkpoint is saved) holds no step number, so which checkpoint is"
-        " the latest is unknown; saved: global_step_2, global_step_5 (global_step_2, global_step_5 with every file)",
+        (
+            f"{marker} (verl's marker, written after a checkpoint is saved) holds no step number, so which checkpoint"
+            " is the latest is unknown; saved: global_step_2, global_step_5 (global_step_2, global_step_5 with every"
+            " file)"
+        ),
         "pass --step with one of the complete steps: global_step_2, global_step_5",
         2,
     )
@@ -164,16 +207,18 @@ def test_a_damaged_marker_leaves_a_step_with_every_file_exportable_by_step(full_
 def test_exporting_a_model_folder_or_another_folder_says_what_it_is(tiny_qwen2_dir, tmp_path, capsys):
     """New-user trial: `verlfit export MODEL_FOLDER` said "train with --save-freq N"."""
     assert cli.main(["export", str(tiny_qwen2_dir), "--output", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == (
-        f"verlfit: error: {tiny_qwen2_dir} is a model folder (config.json), not a run directory: it is in Hugging"
+    assert (
+        capsys.readouterr().err
+        == f"verlfit: error: {tiny_qwen2_dir} is a model folder (config.json), not a run directory: it is in Hugging"
         " Face's format already, with nothing to export\n"
         f"  fix: use it as it is (verlfit eval {tiny_qwen2_dir}, or verlfit train --model {tiny_qwen2_dir}); verlfit"
         " export takes a run directory made by verlfit train\n"
     )
     (tmp_path / "notes").mkdir()
     assert cli.main(["export", str(tmp_path / "notes"), "--output", str(tmp_path / "out")]) == 2
-    assert capsys.readouterr().err == (
-        f"verlfit: error: {tmp_path / 'notes'} is not a run directory: it has no checkpoints/ folder and no run"
+    assert (
+        capsys.readouterr().err
+        == f"verlfit: error: {tmp_path / 'notes'} is not a run directory: it has no checkpoints/ folder and no run"
         " record\n  fix: pass verlfit export the directory verlfit train created, e.g. verlfit export runs/<name>\n"
     )
     assert not (tmp_path / "out").exists()
@@ -182,10 +227,15 @@ def test_exporting_a_model_folder_or_another_folder_says_what_it_is(tiny_qwen2_d
 def test_step_above_marker_and_missing_step(full_run, tmp_path, capsys):
     run = _copy_run(full_run, tmp_path)
     shutil.copytree(run / "checkpoints" / "global_step_2", run / "checkpoints" / "global_step_4")
-    with pytest.raises(VerlfitError, match=r"global_step_4 is incomplete: verl's marker .* says step 2, so the save of step 4 did not finish") as error:
+    with pytest.raises(
+        VerlfitError,
+        match=r"global_step_4 is incomplete: verl's marker .* says step 2, so the save of step 4 did not finish",
+    ) as error:
         export.find_checkpoint(run, 4)
     assert error.value.exit_code == 2
-    with pytest.raises(VerlfitError, match=r"has no checkpoint of step 3; saved: global_step_2, global_step_4 \(complete: 2\)\n") as error:
+    with pytest.raises(
+        VerlfitError, match=r"has no checkpoint of step 3; saved: global_step_2, global_step_4 \(complete: 2\)\n"
+    ) as error:
         export.find_checkpoint(run, 3)
     assert (error.value.fix, error.value.exit_code) == ("pass --step with one of the complete steps: global_step_2", 2)
     assert export.find_checkpoint(run).step == 2
@@ -204,7 +254,10 @@ def test_newest_complete_skips_a_marked_step_with_missing_files(full_run, tmp_pa
     assert "fix: pass --step with one of the complete steps: global_step_2" in err
     with pytest.raises(VerlfitError, match="global_step_5 is incomplete: missing data.pt") as error:
         export.find_checkpoint(run)
-    assert error.value.fix == "pass --step with one of the complete steps: global_step_2, or resume the run to save a new checkpoint"
+    assert (
+        error.value.fix
+        == "pass --step with one of the complete steps: global_step_2, or resume the run to save a new checkpoint"
+    )
 
 
 @pytest.mark.parametrize("text, expected", [("7", 7), ("global_step_7", 7), ("latest", "latest")])
@@ -237,14 +290,19 @@ def test_an_earlier_export_is_replaced_by_a_rerun_and_a_users_folder_never(full_
     first = (out / "model.safetensors").stat().st_mtime_ns
     assert cli.main(["export", str(full_run), "--output", str(out)]) == 0  # the same export again: replaced
     printed = capsys.readouterr().out.splitlines()
-    assert printed[-1].startswith(f"replaced what verlfit wrote in {out} before: config.json, ")  # says what it replaced
+    assert printed[-1].startswith(
+        f"replaced what verlfit wrote in {out} before: config.json, "
+    )  # says what it replaced
     assert "model.safetensors" in printed[-1] and ".verlfit-written.json" not in printed[-1]
     assert (out / "model.safetensors").stat().st_mtime_ns != first
     (out / "old.txt").write_text("mine")
     for force in ([], ["--force"]):
         assert cli.main(["export", str(full_run), "--output", str(out), *force]) == 2
         err = capsys.readouterr().err
-        assert f"verlfit: error: --output {out} holds files verlfit did not write (verlfit did not write old.txt): verlfit never replaces or deletes them, even with --force\n" in err
+        assert (
+            f"verlfit: error: --output {out} holds files verlfit did not write (verlfit did not write old.txt): verlfit"
+            " never replaces or deletes them, even with --force\n" in err
+        )
     assert (out / "old.txt").read_text() == "mine" and (out / "model.safetensors").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
 
@@ -254,7 +312,9 @@ def test_full_disk_says_so_and_leaves_nothing(full_run, tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(export, "_save_role", full)
-    with pytest.raises(VerlfitError, match=r"not enough disk space at .*: [0-9.]+ GiB free; the model needs about 0.00 GiB") as error:
+    with pytest.raises(
+        VerlfitError, match=r"not enough disk space at .*: [0-9.]+ GiB free; the model needs about 0.00 GiB"
+    ) as error:
         export.export(full_run, output=tmp_path / "out")
     assert "--output on another disk" in str(error.value)
     assert list(tmp_path.iterdir()) == []
@@ -294,7 +354,10 @@ def test_truncated_shard_is_named_with_the_older_steps_and_leaves_nothing(full_r
     shard.write_bytes(shard.read_bytes()[:1000])
     assert cli.main(["export", str(run)]) == 2
     err = capsys.readouterr().err
-    assert f"verlfit: error: cannot read the shard {shard} (" in err and "the file is damaged (truncated or not a torch checkpoint)" in err
+    assert (
+        f"verlfit: error: cannot read the shard {shard} (" in err
+        and "the file is damaged (truncated or not a torch checkpoint)" in err
+    )
     assert "fix: export another complete checkpoint with --step: global_step_1" in err
     assert "Traceback" not in err
     assert not (run / "export").exists()  # the default output's parent was created by this run: removed again
@@ -304,9 +367,15 @@ def test_garbage_shard_is_named_and_the_output_parents_it_created_are_removed(fu
     run = _copy_run(full_run, tmp_path)
     shard = run / "checkpoints" / "global_step_2" / "actor" / "model_world_size_2_rank_0.pt"
     shard.write_bytes(b"this is not a checkpoint" * 100)
-    with pytest.raises(VerlfitError, match=r"cannot read the shard .*model_world_size_2_rank_0.pt \(UnpicklingError: ") as error:
+    with pytest.raises(
+        VerlfitError, match=r"cannot read the shard .*model_world_size_2_rank_0.pt \(UnpicklingError: "
+    ) as error:
         export.export(run, output=tmp_path / "new" / "deeper" / "out")
-    assert error.value.fix == f"no other checkpoint is saved (only global_step 2): resume the run (verlfit train --resume {run}) to save a new one"
+    assert (
+        error.value.fix
+        == f"no other checkpoint is saved (only global_step 2): resume the run (verlfit train --resume {run}) to save a"
+        " new one"
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
     assert not (run / "export").exists()
 
@@ -325,7 +394,11 @@ def test_unwritable_output_is_named_and_directories_it_created_are_removed(full_
     monkeypatch.setattr(Path, "mkdir", denied)
     with pytest.raises(VerlfitError) as error:
         export.export(full_run, output=kept / "sub" / "exp")
-    assert error.value.message == f"cannot write to --output {kept / 'sub' / 'exp'}: permission denied ({kept / 'sub'} is not writable for this user)"
+    assert (
+        error.value.message
+        == f"cannot write to --output {kept / 'sub' / 'exp'}: permission denied ({kept / 'sub'} is not writable for"
+        " this user)"
+    )
     assert error.value.fix == "pass --output a folder you can write (it is created if missing)"
     assert list(kept.iterdir()) == []  # sub/ (made by this run) removed, ro/ (there before) kept
     assert kept.is_dir()
@@ -338,14 +411,20 @@ def test_unwritable_output_is_named_and_directories_it_created_are_removed(full_
     monkeypatch.setattr(Path, "mkdir", read_only)
     with pytest.raises(VerlfitError) as error:
         export.export(full_run, output=kept / "sub" / "exp")
-    assert error.value.message == f"cannot write to --output {kept / 'sub' / 'exp'}: {kept / 'sub'} is on a read-only file system"
+    assert (
+        error.value.message
+        == f"cannot write to --output {kept / 'sub' / 'exp'}: {kept / 'sub'} is on a read-only file system"
+    )
     assert list(kept.iterdir()) == []
 
 
 def test_lora_alpha_on_a_full_run_is_refused(full_run, tmp_path, capsys):
     assert cli.main(["export", str(full_run), "--lora-alpha", "8", "--output", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert f"--lora-alpha 8: {full_run / 'checkpoints' / 'global_step_2'} holds no LoRA adapter (a full fine-tuning run), so there is no alpha to apply" in err
+    assert (
+        f"--lora-alpha 8: {full_run / 'checkpoints' / 'global_step_2'} holds no LoRA adapter (a full fine-tuning run),"
+        " so there is no alpha to apply" in err
+    )
     assert "fix: leave out --lora-alpha" in err
     assert list(tmp_path.iterdir()) == []
 
@@ -359,8 +438,13 @@ def test_export_output_has_none_of_the_known_warnings(full_run, tmp_path):
     import os
 
     env = dict(os.environ, PYTHONPATH=str(Path(export.__file__).resolve().parents[1]))
-    proc = subprocess.run([sys.executable, "-m", "verlfit", "export", str(full_run), "--output", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "verlfit", "export", str(full_run), "--output", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"exported step 2 of {full_run} (actor model) to {tmp_path / 'out'}\n"
     assert [line for line in proc.stderr.splitlines() if any(noise in line for noise in NOISE)] == []
@@ -375,9 +459,13 @@ def test_quiet_known_warnings_drops_only_those(caplog):
         with export.quiet_known_warnings():
             warnings.warn("pkg_resources is deprecated as an API. See ...", UserWarning)
             warnings.warn("another warning", UserWarning)
-            logging.getLogger("torch.distributed.device_mesh").warning("It seems like pickling/unpickling of the DeviceMesh occurred before the PGs were created. x")
+            logging.getLogger("torch.distributed.device_mesh").warning(
+                "It seems like pickling/unpickling of the DeviceMesh occurred before the PGs were created. x"
+            )
             logging.getLogger("torch.distributed.device_mesh").warning("something else")
-            logging.getLogger("transformers.models.qwen2.modeling_qwen2").warning("Sliding Window Attention is enabled but not implemented for `sdpa`; ...")
+            logging.getLogger("transformers.models.qwen2.modeling_qwen2").warning(
+                "Sliding Window Attention is enabled but not implemented for `sdpa`; ..."
+            )
         warnings.warn("pkg_resources is deprecated as an API, outside", UserWarning)
     assert [str(w.message) for w in caught] == ["another warning", "pkg_resources is deprecated as an API, outside"]
     assert [r.getMessage() for r in caplog.records] == ["something else"]
@@ -390,7 +478,10 @@ def test_force_onto_a_file_is_refused_and_the_file_kept(full_run, tmp_path, caps
     target.write_text("mine")
     assert cli.main(["export", str(full_run), "--output", str(target), "--force"]) == 2
     err = capsys.readouterr().err
-    assert f"verlfit: error: --output {target} is a file, not a folder: verlfit export writes a folder and never replaces a file" in err
+    assert (
+        f"verlfit: error: --output {target} is a file, not a folder: verlfit export writes a folder and never replaces"
+        " a file" in err
+    )
     assert "fix: pass --output a folder path (it is created if missing)" in err
     assert target.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
@@ -406,7 +497,9 @@ def test_every_exported_file_follows_the_umask(full_run, tmp_path, umask):
         result = export.export(full_run, output=tmp_path / "model", critic=True)
     finally:
         os.umask(old)
-    modes = {str(path.relative_to(result.output)): stat.S_IMODE(path.stat().st_mode) for path in result.output.rglob("*")}
+    modes = {
+        str(path.relative_to(result.output)): stat.S_IMODE(path.stat().st_mode) for path in result.output.rglob("*")
+    }
     assert modes["model.safetensors"] == modes["config.json"] == modes["critic/model.safetensors"] == 0o666 & ~umask
     assert all(mode == (0o777 if (result.output / name).is_dir() else 0o666) & ~umask for name, mode in modes.items())
     assert stat.S_IMODE(result.output.stat().st_mode) == 0o777 & ~umask
@@ -460,15 +553,24 @@ def test_a_16_bit_lora_base_exports_in_its_dtype_merged_in_fp32(lora_bf16_run, t
 def _checksums(folder: Path) -> dict:
     import hashlib
 
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
-@pytest.mark.parametrize("where, words", [
-    ("run", "is a run directory (it holds run.json): its checkpoints and records are never replaced"),
-    ("run/..", "holds the input {run} of this command: writing there would replace what it reads"),
-    ("run/checkpoints", "lies inside the run directory {run}, outside this command's own place there"),
-])
-def test_item1_export_onto_its_run_its_parent_or_its_checkpoints_is_refused_with_force_too(full_run, tmp_path, monkeypatch, capsys, where, words):
+@pytest.mark.parametrize(
+    "where, words",
+    [
+        ("run", "is a run directory (it holds run.json): its checkpoints and records are never replaced"),
+        ("run/..", "holds the input {run} of this command: writing there would replace what it reads"),
+        ("run/checkpoints", "lies inside the run directory {run}, outside this command's own place there"),
+    ],
+)
+def test_item1_export_onto_its_run_its_parent_or_its_checkpoints_is_refused_with_force_too(
+    full_run, tmp_path, monkeypatch, capsys, where, words
+):
     run = _copy_run(full_run, tmp_path)
     (tmp_path / "notes.txt").write_text("beside the run")
     before = _checksums(tmp_path)
@@ -487,10 +589,14 @@ def test_item2_export_force_onto_a_users_folder_keeps_it_and_says_the_fix(full_r
     (folder / "README.md").write_text("my notes")
     assert cli.main(["export", str(full_run), "--output", str(folder), "--force"]) == 2
     err = capsys.readouterr().err
-    assert (f"verlfit: error: --output {folder} holds files verlfit did not write (no verlfit marker: verlfit did not write README.md): "
-            "verlfit never replaces or deletes them, even with --force\n") in err
+    assert (
+        f"verlfit: error: --output {folder} holds files verlfit did not write (no verlfit marker: verlfit did not write"
+        " README.md): verlfit never replaces or deletes them, even with --force\n" in err
+    )
     assert f"  fix: pass --output a new folder (it is created), or move your files out of {folder}\n" in err
-    assert sorted(p.name for p in folder.iterdir()) == ["README.md"] and (folder / "README.md").read_text() == "my notes"
+    assert (
+        sorted(p.name for p in folder.iterdir()) == ["README.md"] and (folder / "README.md").read_text() == "my notes"
+    )
 
 
 def test_item8_export_into_the_current_directory_is_refused_and_leaves_nothing(full_run, tmp_path, monkeypatch, capsys):
@@ -499,6 +605,9 @@ def test_item8_export_into_the_current_directory_is_refused_and_leaves_nothing(f
     monkeypatch.chdir(work)
     assert cli.main(["export", str(full_run), "--output", ".", "--force"]) == 2
     err = capsys.readouterr().err
-    assert f"verlfit: error: --output . ({work}) is the current directory: verlfit writes its output as a folder of its own and never into the folder you work in\n" in err
+    assert (
+        f"verlfit: error: --output . ({work}) is the current directory: verlfit writes its output as a folder of its"
+        " own and never into the folder you work in\n" in err
+    )
     assert "  fix: pass --output a new folder, e.g. --output ./export-output\n" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["work"] and list(work.iterdir()) == []

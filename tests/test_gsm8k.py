@@ -96,7 +96,12 @@ def test_schema_is_verl_schema(tmp_path):
             ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
             ("ability", pa.string()),
             ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-            ("extra_info", pa.struct([("split", pa.string()), ("index", pa.int64()), ("answer", pa.string()), ("question", pa.string())])),
+            (
+                "extra_info",
+                pa.struct(
+                    [("split", pa.string()), ("index", pa.int64()), ("answer", pa.string()), ("question", pa.string())]
+                ),
+            ),
         ]
     )
 
@@ -134,7 +139,9 @@ def _verl_script(input_dir: Path, output_dir: Path, cache_dir: Path) -> None:
 
     output_dir.mkdir(parents=True)
     for split in ("train", "test"):
-        dataset[split].map(function=make_map_fn(split), with_indices=True).to_parquet(str(output_dir / f"{split}.parquet"))
+        dataset[split].map(function=make_map_fn(split), with_indices=True).to_parquet(
+            str(output_dir / f"{split}.parquet")
+        )
 
 
 def test_the_same_rows_and_schema_as_verls_own_script(tmp_path):
@@ -149,10 +156,15 @@ def test_the_same_rows_and_schema_as_verls_own_script(tmp_path):
     _verl_script(source, tmp_path / "verl", tmp_path / "verl-cache")
     run_prepare(source, tmp_path / "ours")
     for split in ("train", "test"):
-        ours, verls = pq.read_table(tmp_path / "ours" / f"{split}.parquet"), pq.read_table(tmp_path / "verl" / f"{split}.parquet")
+        ours, verls = (
+            pq.read_table(tmp_path / "ours" / f"{split}.parquet"),
+            pq.read_table(tmp_path / "verl" / f"{split}.parquet"),
+        )
         assert ours.to_pylist() == verls.to_pylist()
         assert len(ours.to_pylist()) == len(good if split == "train" else good_test)
-        assert gsm8k.has_gsm8k_schema(tmp_path / "ours" / f"{split}.parquet") and gsm8k.has_gsm8k_schema(tmp_path / "verl" / f"{split}.parquet")
+        assert gsm8k.has_gsm8k_schema(tmp_path / "ours" / f"{split}.parquet") and gsm8k.has_gsm8k_schema(
+            tmp_path / "verl" / f"{split}.parquet"
+        )
 
 
 def test_verl_reward_scores_each_reference_answer_1(tmp_path):
@@ -201,8 +213,8 @@ def test_strict_fails_listing_every_bad_row_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(VerlfitError) as caught:
         run_prepare(write_jsonl(tmp_path / "in"), out, strict=True)
-    assert str(caught.value) == (
-        "4 bad row(s) and --strict:\n"
+    assert (
+        str(caught.value) == "4 bad row(s) and --strict:\n"
         '  train row 3: answer has no "####"\n'
         '  train row 4: no number after "####"\n'
         "  train row 5: missing or blank question\n"
@@ -217,7 +229,7 @@ def test_cli_strict_exit_status_and_message(tmp_path, capsys):
     status = cli.main(["prepare-gsm8k", "--input", str(source), "--output", str(tmp_path / "out"), "--strict"])
     captured = capsys.readouterr()
     assert status == 2
-    assert captured.err.startswith("verlfit: error: 4 bad row(s) and --strict:\n  train row 3: answer has no \"####\"\n")
+    assert captured.err.startswith('verlfit: error: 4 bad row(s) and --strict:\n  train row 3: answer has no "####"\n')
 
 
 def test_cli_summary_and_paths(tmp_path, capsys):
@@ -273,7 +285,9 @@ def test_tokenizer_drops_exactly_the_long_prompts(tmp_path, qwen_style_tokenizer
     assert limit < length(TRAIN[7]) and limit < length(TEST[2]) and limit >= length(TEST[0])
 
     out = tmp_path / "out"
-    result, lines = run_prepare(write_jsonl(tmp_path / "in"), out, tokenizer=qwen_style_tokenizer_dir, max_prompt_length=limit)
+    result, lines = run_prepare(
+        write_jsonl(tmp_path / "in"), out, tokenizer=qwen_style_tokenizer_dir, max_prompt_length=limit
+    )
     assert read_rows(out / "train.parquet") == EXPECTED_TRAIN[:4]
     assert read_rows(out / "test.parquet") == EXPECTED_TEST[:1]
     assert result.dropped == {"train": 1, "test": 1}
@@ -283,9 +297,15 @@ def test_tokenizer_drops_exactly_the_long_prompts(tmp_path, qwen_style_tokenizer
     assert result.lengths == {"train": expected_train, "test": expected_test}
     assert expected_train.over_limit == 1 and expected_train.max == length(TRAIN[7])
     assert lines[-6:] == [
-        f"train prompt tokens ({qwen_style_tokenizer_dir}, chat template + generation prompt): {expected_train.describe()}",
+        (
+            f"train prompt tokens ({qwen_style_tokenizer_dir}, chat template + generation prompt):"
+            f" {expected_train.describe()}"
+        ),
         f"dropped 1 train rows over {limit} tokens",
-        f"test prompt tokens ({qwen_style_tokenizer_dir}, chat template + generation prompt): {expected_test.describe()}",
+        (
+            f"test prompt tokens ({qwen_style_tokenizer_dir}, chat template + generation prompt):"
+            f" {expected_test.describe()}"
+        ),
         f"dropped 1 test rows over {limit} tokens",
         f"train: 4 rows written (3 bad, 1 over {limit} tokens) -> {out / 'train.parquet'}",
         f"test: 1 rows written (1 bad, 1 over {limit} tokens) -> {out / 'test.parquet'}",
@@ -378,15 +398,20 @@ def test_disk_full_mid_write_leaves_previous_output_and_no_temp_file(tmp_path, m
     monkeypatch.setattr(datasets.Dataset, "to_parquet", full_on_second_file)
     with pytest.raises(VerlfitError) as caught:
         run_prepare(write_jsonl(tmp_path / "new"), out, force=True)
-    assert str(caught.value) == (
-        f"cannot write to --output {out}: no space left on the disk of {out}; what was there before is unchanged\n"
+    assert (
+        str(caught.value)
+        == f"cannot write to --output {out}: no space left on the disk of {out}; what was there before is unchanged\n"
         f"  fix: free space on the disk of {out}, or pass --output on another disk"
     )
     # both files went into one folder built beside the output (switched in whole, or not at all)
     assert len({Path(path).parent for path in written}) == 1 and Path(written[0]).parent.parent == tmp_path
     assert Path(written[0]).parent.name.startswith(".out.verlfit-building-")
     assert sorted(os.listdir(tmp_path)) == ["new", "old", "out"]  # the building folder removed
-    assert sorted(os.listdir(out)) == [".verlfit-written.json", "test.parquet", "train.parquet"]  # the first run's marker, unchanged
+    assert sorted(os.listdir(out)) == [
+        ".verlfit-written.json",
+        "test.parquet",
+        "train.parquet",
+    ]  # the first run's marker, unchanged
     for name, data in before.items():
         assert (out / name).read_bytes() == data
 
@@ -394,7 +419,10 @@ def test_disk_full_mid_write_leaves_previous_output_and_no_temp_file(tmp_path, m
 def test_output_directory_that_cannot_be_created(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    with pytest.raises(VerlfitError, match=f"^--output {re.escape(str(blocker / 'gsm8k'))}: {re.escape(str(blocker))} is a file, not a folder"):
+    with pytest.raises(
+        VerlfitError,
+        match=f"^--output {re.escape(str(blocker / 'gsm8k'))}: {re.escape(str(blocker))} is a file, not a folder",
+    ):
         run_prepare(write_jsonl(tmp_path / "in"), blocker / "gsm8k")
 
 
@@ -443,7 +471,9 @@ def _as_parquet_with_extra_column(directory: Path) -> Path:
     return directory
 
 
-@pytest.mark.parametrize("make_input", [_as_json_array, _as_hub_layout, _as_parquet_shards, _as_parquet_with_extra_column])
+@pytest.mark.parametrize(
+    "make_input", [_as_json_array, _as_hub_layout, _as_parquet_shards, _as_parquet_with_extra_column]
+)
 def test_every_input_format_gives_the_same_files(tmp_path, make_input):
     run_prepare(write_jsonl(tmp_path / "jsonl"), tmp_path / "reference")
     run_prepare(make_input(tmp_path / "input"), tmp_path / "out")
@@ -464,7 +494,8 @@ configs:
 
 
 def test_hub_code_path_on_a_local_copy_of_the_hub_repository(tmp_path, monkeypatch):
-    """The real datasets.load_dataset(HUB_DATASET, "main") call, pointed at a local repository laid out like the hub's."""
+    """The real datasets.load_dataset(HUB_DATASET, "main") call, pointed at a local repository laid out like the
+    hub's."""
     hub = _as_hub_layout(tmp_path / "openai-gsm8k")
     (hub / "README.md").write_text(HUB_README)
     monkeypatch.setattr(gsm8k, "HUB_DATASET", str(hub))
@@ -490,7 +521,10 @@ def test_hub_offline_without_cache_is_a_clear_error(tmp_path):
     out = tmp_path / "out"
     completed = subprocess.run(
         [sys.executable, "-m", "verlfit", "prepare-gsm8k", "--output", str(out)],
-        env=env, capture_output=True, text=True, timeout=120,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert completed.returncode == 1
     cache = tmp_path / "hf-home" / "datasets"
@@ -498,7 +532,10 @@ def test_hub_offline_without_cache_is_a_clear_error(tmp_path):
         f"loading openai/gsm8k (config main) through datasets: endpoint http://127.0.0.1:9, cache {cache}, offline"
     )
     assert "verlfit: error: cannot load openai/gsm8k (config main): " in completed.stderr
-    assert f"fix: offline mode (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) needs openai/gsm8k already in the cache under {cache}" in completed.stderr
+    assert (
+        "fix: offline mode (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE) needs openai/gsm8k already in the cache under"
+        f" {cache}" in completed.stderr
+    )
     assert "Traceback" not in completed.stderr
     assert not out.exists()
 
@@ -566,8 +603,10 @@ def test_a_bad_line_in_the_middle_of_a_jsonl_is_named_by_its_line_and_datasets_l
 
     assert datasets.logging.get_verbosity() == datasets.logging.WARNING  # its logger is put back
     (directory / "train.jsonl").write_text("".join(lines))
-    with pytest.raises(VerlfitError, match=rf"^cannot read {re.escape(str(directory))}/test.jsonl line \d+: a JSON list,"
-                       " not an object"):
+    with pytest.raises(
+        VerlfitError,
+        match=rf"^cannot read {re.escape(str(directory))}/test.jsonl line \d+: a JSON list," " not an object",
+    ):
         run_prepare(directory, tmp_path / "out")
 
 
@@ -580,7 +619,10 @@ def test_output_that_is_a_file_and_a_missing_tokenizer_directory(tmp_path):
     from verlfit.gsm8k import load_tokenizer
 
     (tmp_path / "afile").write_text("x")
-    with pytest.raises(VerlfitError, match="afile is a file, not a folder: verlfit prepare-gsm8k writes a folder and never replaces a file"):
+    with pytest.raises(
+        VerlfitError,
+        match="afile is a file, not a folder: verlfit prepare-gsm8k writes a folder and never replaces a file",
+    ):
         run_prepare(write_jsonl(tmp_path / "in"), tmp_path / "afile")
     assert (tmp_path / "afile").read_text() == "x"
     with pytest.raises(VerlfitError, match="--tokenizer /nonexistent/tok: no such directory"):
@@ -644,8 +686,14 @@ def test_a_folder_already_in_verls_format_is_recognised_as_such(tmp_path):
     run_prepare(write_jsonl(tmp_path / "raw"), prepared)
     with pytest.raises(VerlfitError) as caught:
         gsm8k.prepare(source=prepared, output_dir=tmp_path / "again")
-    assert caught.value.message.startswith(f"{prepared / 'train.parquet'} is already in verl's format (columns: data_source, prompt, ability, reward_model, extra_info)")
-    assert caught.value.fix == "train on it directly (verlfit train --data DIR), or point --input at the raw question/answer files"
+    assert caught.value.message.startswith(
+        f"{prepared / 'train.parquet'} is already in verl's format (columns: data_source, prompt, ability,"
+        " reward_model, extra_info)"
+    )
+    assert (
+        caught.value.fix
+        == "train on it directly (verlfit train --data DIR), or point --input at the raw question/answer files"
+    )
     assert not (tmp_path / "again").exists()
 
 
@@ -653,7 +701,9 @@ def test_output_into_the_input_folder_is_refused(tmp_path):
     raw = write_jsonl(tmp_path / "raw")
     with pytest.raises(VerlfitError) as caught:
         gsm8k.prepare(source=raw, output_dir=raw)
-    assert caught.value.message.startswith(f"--output {raw} is where --input's files are read from ({raw}, or its main/ folder): ")
+    assert caught.value.message.startswith(
+        f"--output {raw} is where --input's files are read from ({raw}, or its main/ folder): "
+    )
     assert sorted(path.name for path in raw.iterdir()) == ["test.jsonl", "train.jsonl"]
     hub_layout = write_jsonl(tmp_path / "hub" / "main")  # the hub's layout: --input hub reads hub/main
     with pytest.raises(VerlfitError, match="is where --input's files are read from"):
@@ -666,11 +716,15 @@ def test_output_inside_the_input_folder_is_refused_but_for_the_verl_folder_train
     with pytest.raises(VerlfitError) as caught:
         gsm8k.prepare(source=raw, output_dir=raw / "prepared")
     assert (caught.value.message, caught.value.fix, caught.value.exit_code) == (
-        f"--output {raw / 'prepared'} lies inside --input {raw}: verl's files would sit among the raw files they are "
-        f"made from (moving, copying or cleaning {raw} takes them along), and verlfit train --data {raw} reads "
-        f"{raw / 'verl'}, not this folder",
-        f"pass --output a folder outside {raw} (e.g. data/gsm8k), or {raw / 'verl'}, where verlfit train --data {raw} "
-        "reads (and would prepare) them",
+        (
+            f"--output {raw / 'prepared'} lies inside --input {raw}: verl's files would sit among the raw files they"
+            f" are made from (moving, copying or cleaning {raw} takes them along), and verlfit train --data {raw} reads"
+            f" {raw / 'verl'}, not this folder"
+        ),
+        (
+            f"pass --output a folder outside {raw} (e.g. data/gsm8k), or {raw / 'verl'}, where verlfit train --data"
+            f" {raw} reads (and would prepare) them"
+        ),
         2,
     )
     assert sorted(path.name for path in raw.iterdir()) == ["test.jsonl", "train.jsonl"]
@@ -690,7 +744,10 @@ def test_a_file_verlfit_did_not_write_in_the_output_is_kept_even_with_force(tmp_
     (out / ".train.parquet.notours.tmp").write_bytes(b"someone else's")
     # a file verlfit did not write: refused, with --force too, and kept
     for force in (False, True):
-        with pytest.raises(VerlfitError, match=r"holds files verlfit did not write \(verlfit did not write \.train\.parquet\.notours\.tmp\)"):
+        with pytest.raises(
+            VerlfitError,
+            match=r"holds files verlfit did not write \(verlfit did not write \.train\.parquet\.notours\.tmp\)",
+        ):
             run_prepare(write_jsonl(tmp_path / "raw"), out, force=force)
     assert (out / ".train.parquet.notours.tmp").read_bytes() == b"someone else's"
 
@@ -722,10 +779,31 @@ def test_a_hangup_while_writing_unwinds_the_same_way(tmp_path):
 @pytest.mark.parametrize(
     "offline, message, fix",
     [
-        ("1", "verlfit: error: --tokenizer Qwen/Qwen2.5-0.5B-Instruct is not in the local hub cache, and HF_HUB_OFFLINE=1 is set, so it is not downloaded",
-         "fix: pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or `huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it), or fill the cache where the hub is reachable (huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct) with the same HF_HOME"),
-        ("", "verlfit: error: --tokenizer Qwen/Qwen2.5-0.5B-Instruct is not in the local hub cache and http://127.0.0.1:9 is unreachable (",
-         "fix: pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or `huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it), or set HF_ENDPOINT to a reachable mirror"),
+        (
+            "1",
+            (
+                "verlfit: error: --tokenizer Qwen/Qwen2.5-0.5B-Instruct is not in the local hub cache, and"
+                " HF_HUB_OFFLINE=1 is set, so it is not downloaded"
+            ),
+            (
+                "fix: pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or"
+                " `huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it), or fill the cache"
+                " where the hub is reachable (huggingface-cli download Qwen/Qwen2.5-0.5B-Instruct) with the same"
+                " HF_HOME"
+            ),
+        ),
+        (
+            "",
+            (
+                "verlfit: error: --tokenizer Qwen/Qwen2.5-0.5B-Instruct is not in the local hub cache and"
+                " http://127.0.0.1:9 is unreachable ("
+            ),
+            (
+                "fix: pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or"
+                " `huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it), or set HF_ENDPOINT"
+                " to a reachable mirror"
+            ),
+        ),
     ],
 )
 def test_a_hub_tokenizer_without_the_hub_fails_fast_with_a_fix_for_the_case(tmp_path, offline, message, fix):
@@ -733,12 +811,32 @@ def test_a_hub_tokenizer_without_the_hub_fails_fast_with_a_fix_for_the_case(tmp_
     data is read, so nothing is written; the fix never says to set HF_HUB_OFFLINE (set or not, an uncached model
     stays unavailable)."""
     env = dict(os.environ)
-    env.update(HF_HOME=str(tmp_path / "hf-home"), HF_ENDPOINT="http://127.0.0.1:9", HF_HUB_OFFLINE=offline, TRANSFORMERS_OFFLINE=offline, HF_DATASETS_OFFLINE=offline)
+    env.update(
+        HF_HOME=str(tmp_path / "hf-home"),
+        HF_ENDPOINT="http://127.0.0.1:9",
+        HF_HUB_OFFLINE=offline,
+        TRANSFORMERS_OFFLINE=offline,
+        HF_DATASETS_OFFLINE=offline,
+    )
     env.pop("HF_HUB_CACHE", None)
     out = tmp_path / "out"
     completed = subprocess.run(
-        [sys.executable, "-m", "verlfit", "prepare-gsm8k", "--input", str(write_jsonl(tmp_path / "raw")), "--output", str(out), "--tokenizer", "Qwen/Qwen2.5-0.5B-Instruct"],
-        env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "verlfit",
+            "prepare-gsm8k",
+            "--input",
+            str(write_jsonl(tmp_path / "raw")),
+            "--output",
+            str(out),
+            "--tokenizer",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert completed.returncode == 1
     assert message in completed.stderr
@@ -759,13 +857,30 @@ def test_a_hub_tokenizer_is_probed_once_with_the_doctors_timeout(monkeypatch):
 
     started = time.monotonic()
     with pytest.raises(VerlfitError) as caught:
-        gsm8k.load_tokenizer("Qwen/Qwen2.5-0.5B-Instruct", environ={"HF_ENDPOINT": "https://mirror.example/"}, head=head, cache_lookup=lambda repo, name: None)
+        gsm8k.load_tokenizer(
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            environ={"HF_ENDPOINT": "https://mirror.example/"},
+            head=head,
+            cache_lookup=lambda repo, name: None,
+        )
     assert time.monotonic() - started < 3.0
     assert asked == [("https://mirror.example/Qwen/Qwen2.5-0.5B-Instruct/resolve/main/tokenizer_config.json", 3.0)]
-    assert caught.value.message == "--tokenizer Qwen/Qwen2.5-0.5B-Instruct is not in the local hub cache and https://mirror.example is unreachable (timed out)"
-    for status, fragment in ((404, "does not exist at https://mirror.example (HTTP 404)"), (401, "at https://mirror.example needs authorisation (HTTP 401): gated or private")):
+    assert (
+        caught.value.message
+        == "--tokenizer Qwen/Qwen2.5-0.5B-Instruct is not in the local hub cache and https://mirror.example is"
+        " unreachable (timed out)"
+    )
+    for status, fragment in (
+        (404, "does not exist at https://mirror.example (HTTP 404)"),
+        (401, "at https://mirror.example needs authorisation (HTTP 401): gated or private"),
+    ):
         with pytest.raises(VerlfitError) as caught:
-            gsm8k.load_tokenizer("Qwen/Qwen2.5-0.5B-Instruct", environ={"HF_ENDPOINT": "https://mirror.example/"}, head=lambda url, timeout, headers: status, cache_lookup=lambda repo, name: None)
+            gsm8k.load_tokenizer(
+                "Qwen/Qwen2.5-0.5B-Instruct",
+                environ={"HF_ENDPOINT": "https://mirror.example/"},
+                head=lambda url, timeout, headers: status,
+                cache_lookup=lambda repo, name: None,
+            )
         assert caught.value.message == f"--tokenizer Qwen/Qwen2.5-0.5B-Instruct {fragment}"
 
 
@@ -775,13 +890,19 @@ def test_a_cached_hub_tokenizer_loads_without_asking_the_hub(tmp_path, qwen_styl
 
     seen = []
     real = AutoTokenizer.from_pretrained
-    monkeypatch.setattr(AutoTokenizer, "from_pretrained", lambda name, **kwargs: seen.append((name, kwargs)) or real(qwen_style_tokenizer_dir))
+    monkeypatch.setattr(
+        AutoTokenizer,
+        "from_pretrained",
+        lambda name, **kwargs: seen.append((name, kwargs)) or real(qwen_style_tokenizer_dir),
+    )
     cached = Path(qwen_style_tokenizer_dir) / "tokenizer_config.json"
 
     def head(url, timeout, headers):
         raise AssertionError("the hub was asked")
 
-    tokenizer = gsm8k.load_tokenizer("Qwen/Qwen2.5-0.5B-Instruct", environ={}, head=head, cache_lookup=lambda repo, name: str(cached))
+    tokenizer = gsm8k.load_tokenizer(
+        "Qwen/Qwen2.5-0.5B-Instruct", environ={}, head=head, cache_lookup=lambda repo, name: str(cached)
+    )
     assert seen == [("Qwen/Qwen2.5-0.5B-Instruct", {"local_files_only": True})]
     assert tokenizer.chat_template
 
@@ -800,16 +921,36 @@ def test_train_prepares_raw_files_of_its_data_directory_not_the_hub(tmp_path, ti
         (raw / "main").mkdir(parents=True)
         for split, rows in (("train", TRAIN), ("test", TEST)):
             pq.write_table(pa.Table.from_pylist(rows), raw / "main" / f"{split}-00000-of-00001.parquet")
-    args = cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--data", str(raw), "--model", tiny_qwen2_dir, "--run-dir", str(tmp_path / "run")])
+    args = cli.build_parser().parse_args(
+        [
+            "train",
+            "--profile",
+            "p40",
+            "--plan",
+            "off",
+            "--dry-run",
+            "--data",
+            str(raw),
+            "--model",
+            tiny_qwen2_dir,
+            "--run-dir",
+            str(tmp_path / "run"),
+        ]
+    )
     plan = prepare_launch(args, environ={}, gpu=None)
     assert plan.settings.data_dir == str((raw / "verl").resolve())
     assert f"data.train_files={raw.resolve() / 'verl' / 'train.parquet'}" in plan.overrides
     data_ready(plan.settings, plan.data_keys, prepare=True)
-    assert capsys.readouterr().out.startswith(f"verlfit: {raw.resolve() / 'verl'} has no train.parquet/test.parquet: preparing GSM8K first, from the raw files in {raw.resolve()}\nread {raw.resolve()}: train ")
+    assert capsys.readouterr().out.startswith(
+        f"verlfit: {raw.resolve() / 'verl'} has no train.parquet/test.parquet: preparing GSM8K first, from the raw"
+        f" files in {raw.resolve()}\nread {raw.resolve()}: train "
+    )
     reference, _ = run_prepare(raw, tmp_path / "reference", tokenizer=tiny_qwen2_dir, max_prompt_length=512)
     for name in ("train.parquet", "test.parquet"):
         assert (raw / "verl" / name).read_bytes() == (tmp_path / "reference" / name).read_bytes()
-    assert [row["extra_info"]["question"] for row in read_rows(raw / "verl" / "train.parquet")] == [row["extra_info"]["question"] for row in read_rows(tmp_path / "reference" / "train.parquet")]
+    assert [row["extra_info"]["question"] for row in read_rows(raw / "verl" / "train.parquet")] == [
+        row["extra_info"]["question"] for row in read_rows(tmp_path / "reference" / "train.parquet")
+    ]
     # a second launch finds them prepared
     assert prepare_launch(args, environ={}, gpu=None).settings.data_dir == plan.settings.data_dir
     data_ready(plan.settings, plan.data_keys, prepare=True)
@@ -821,18 +962,34 @@ def test_hub_unreachable_fails_fast_before_datasets_retries(tmp_path):
     (before: datasets' retries and tracebacks, then its own error)."""
     import time
 
-    env = dict(os.environ, HF_HOME=str(tmp_path / "hf-home"), HF_ENDPOINT="http://127.0.0.1:9",
-               HF_HUB_OFFLINE="", HF_DATASETS_OFFLINE="", TRANSFORMERS_OFFLINE="")
+    env = dict(
+        os.environ,
+        HF_HOME=str(tmp_path / "hf-home"),
+        HF_ENDPOINT="http://127.0.0.1:9",
+        HF_HUB_OFFLINE="",
+        HF_DATASETS_OFFLINE="",
+        TRANSFORMERS_OFFLINE="",
+    )
     env.pop("HF_DATASETS_CACHE", None)
     out = tmp_path / "out"
     started = time.monotonic()
-    completed = subprocess.run([sys.executable, "-m", "verlfit", "prepare-gsm8k", "--output", str(out)],
-                               env=env, capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-m", "verlfit", "prepare-gsm8k", "--output", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert time.monotonic() - started < 30
     assert completed.returncode == 1
     cache = tmp_path / "hf-home" / "datasets"
-    assert completed.stderr.startswith("verlfit: error: cannot load openai/gsm8k (config main): http://127.0.0.1:9 is unreachable (")
-    assert f"and it is not in the datasets cache under {cache}\n  fix: set HF_ENDPOINT to a reachable mirror, or copy the hub's main/train-*.parquet and main/test-*.parquet here by hand and pass --input DIR" in completed.stderr
+    assert completed.stderr.startswith(
+        "verlfit: error: cannot load openai/gsm8k (config main): http://127.0.0.1:9 is unreachable ("
+    )
+    assert (
+        f"and it is not in the datasets cache under {cache}\n  fix: set HF_ENDPOINT to a reachable mirror, or copy the"
+        " hub's main/train-*.parquet and main/test-*.parquet here by hand and pass --input DIR" in completed.stderr
+    )
     assert "Traceback" not in completed.stderr and "Retrying" not in completed.stderr
     assert not out.exists()
 
@@ -866,5 +1023,9 @@ def test_permission_on_the_parent_is_named_as_such(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "mkdir", denied)
     with pytest.raises(VerlfitError) as caught:
         run_prepare(write_jsonl(tmp_path / "src"), readonly / "sub")
-    assert str(caught.value) == (f"cannot write to --output {readonly / 'sub'}: permission denied ({readonly} is not writable for this user)\n"
-                                 "  fix: pass --output a folder you can write (it is created if missing)")
+    assert (
+        str(caught.value)
+        == f"cannot write to --output {readonly / 'sub'}: permission denied ({readonly} is not writable for this"
+        " user)\n"
+        "  fix: pass --output a folder you can write (it is created if missing)"
+    )

@@ -14,7 +14,10 @@ PACKAGE = Path(importlib.import_module("verlfit").__file__).parent
 
 def command_modules() -> set[Path]:
     """The files that define a subcommand's ``register`` (``verlfit.commands.<name>``)."""
-    return {Path(importlib.import_module(importlib.import_module(name).register.__module__).__file__) for name in SUBCOMMANDS.values()}
+    return {
+        Path(importlib.import_module(importlib.import_module(name).register.__module__).__file__)
+        for name in SUBCOMMANDS.values()
+    }
 
 
 def namespace_parameters(path: Path, root: Path = PACKAGE) -> list[str]:
@@ -34,8 +37,15 @@ def namespace_parameters(path: Path, root: Path = PACKAGE) -> list[str]:
 
 def test_the_command_modules_are_the_registered_ones():
     assert sorted(str(path.relative_to(PACKAGE)) for path in command_modules()) == [
-        "commands/bench.py", "commands/doctor.py", "commands/eval.py", "commands/export.py", "commands/plan.py",
-        "commands/prepare_data.py", "commands/prepare_gsm8k.py", "commands/profiles.py", "commands/report.py",
+        "commands/bench.py",
+        "commands/doctor.py",
+        "commands/eval.py",
+        "commands/export.py",
+        "commands/plan.py",
+        "commands/prepare_data.py",
+        "commands/prepare_gsm8k.py",
+        "commands/profiles.py",
+        "commands/report.py",
         "commands/train.py",
     ]
 
@@ -49,9 +59,11 @@ def test_no_function_below_a_command_module_takes_an_argparse_namespace():
 def test_the_walk_finds_a_namespace_parameter(tmp_path):
     """The check above can fail: a function taking ``args``, or a namespace under another name, is reported."""
     source = tmp_path / "example.py"
-    source.write_text("import argparse\n\ndef sizes(args):\n    return args.batch_size\n\ndef other(parsed: argparse.Namespace, *args):\n    pass\n")
+    source.write_text(
+        "import argparse\n\ndef sizes(args):\n    return args.batch_size\n\ndef other(parsed: argparse.Namespace,"
+        " *args):\n    pass\n"
+    )
     assert namespace_parameters(source, tmp_path) == ["example.py:3 sizes(args)", "example.py:6 other(parsed)"]
-
 
 
 def test_the_slow_modules_exist_and_make_test_fast_leaves_only_them_out():

@@ -43,19 +43,58 @@ def test_grpo_step_line_values_exactly_as_printed():
     assert len(record) == 58  # step + the 57 "name:value" fields of the line
     assert list(record)[:3] == ["step", "global_seqlen/min", "global_seqlen/max"]
     assert list(record)[-3:] == ["perf/total_num_tokens", "perf/time_per_step", "perf/throughput"]
-    assert {k: record[k] for k in (
-        "step", "global_seqlen/min", "actor/entropy", "actor/kl_loss", "actor/kl_coef", "actor/pg_loss", "actor/ppo_kl",
-        "perf/max_memory_allocated_gb", "perf/max_memory_reserved_gb", "actor/lr", "training/global_step",
-        "critic/score/mean", "critic/advantages/min", "response_length/mean", "response_length/clip_ratio",
-        "timing_s/generate_sequences", "timing_s/reshard", "timing_s/gen", "timing_s/ref", "timing_s/update_actor",
-        "timing_s/step", "perf/total_num_tokens", "perf/throughput")} == {
-        "step": 1, "global_seqlen/min": 20619.0, "actor/entropy": 0.409, "actor/kl_loss": 0.001, "actor/kl_coef": 0.001,
-        "actor/pg_loss": -0.004, "actor/ppo_kl": -0.0, "perf/max_memory_allocated_gb": 18.752,
-        "perf/max_memory_reserved_gb": 20.562, "actor/lr": 0.0, "training/global_step": 1.0,
-        "critic/score/mean": 0.203, "critic/advantages/min": -1.789, "response_length/mean": 204.459,
-        "response_length/clip_ratio": 0.016, "timing_s/generate_sequences": 6.319, "timing_s/reshard": 0.883,
-        "timing_s/gen": 7.431, "timing_s/ref": 1.77, "timing_s/update_actor": 6.033, "timing_s/step": 17.567,
-        "perf/total_num_tokens": 20619.0, "perf/throughput": 1173.762}
+    assert {
+        k: record[k]
+        for k in (
+            "step",
+            "global_seqlen/min",
+            "actor/entropy",
+            "actor/kl_loss",
+            "actor/kl_coef",
+            "actor/pg_loss",
+            "actor/ppo_kl",
+            "perf/max_memory_allocated_gb",
+            "perf/max_memory_reserved_gb",
+            "actor/lr",
+            "training/global_step",
+            "critic/score/mean",
+            "critic/advantages/min",
+            "response_length/mean",
+            "response_length/clip_ratio",
+            "timing_s/generate_sequences",
+            "timing_s/reshard",
+            "timing_s/gen",
+            "timing_s/ref",
+            "timing_s/update_actor",
+            "timing_s/step",
+            "perf/total_num_tokens",
+            "perf/throughput",
+        )
+    } == {
+        "step": 1,
+        "global_seqlen/min": 20619.0,
+        "actor/entropy": 0.409,
+        "actor/kl_loss": 0.001,
+        "actor/kl_coef": 0.001,
+        "actor/pg_loss": -0.004,
+        "actor/ppo_kl": -0.0,
+        "perf/max_memory_allocated_gb": 18.752,
+        "perf/max_memory_reserved_gb": 20.562,
+        "actor/lr": 0.0,
+        "training/global_step": 1.0,
+        "critic/score/mean": 0.203,
+        "critic/advantages/min": -1.789,
+        "response_length/mean": 204.459,
+        "response_length/clip_ratio": 0.016,
+        "timing_s/generate_sequences": 6.319,
+        "timing_s/reshard": 0.883,
+        "timing_s/gen": 7.431,
+        "timing_s/ref": 1.77,
+        "timing_s/update_actor": 6.033,
+        "timing_s/step": 17.567,
+        "perf/total_num_tokens": 20619.0,
+        "perf/throughput": 1173.762,
+    }
     assert isinstance(record["step"], int)
 
 
@@ -63,25 +102,39 @@ def test_ppo_step_with_validation_and_checkpoint():
     record = parse_step_line(step_line("ppo_p40_finished.log", 4))
     assert record["step"] == 4
     assert record[VAL] == 0.105
-    assert (record["timing_s/testing"], record["timing_s/save_checkpoint"], record["timing_s/step"]) == (64.119, 18.604, 125.667)
-    assert (record["critic/vf_loss"], record["critic/vf_explained_var"], record["actor/pg_loss"]) == (0.021, 0.039, 0.012)
+    assert (record["timing_s/testing"], record["timing_s/save_checkpoint"], record["timing_s/step"]) == (
+        64.119,
+        18.604,
+        125.667,
+    )
+    assert (record["critic/vf_loss"], record["critic/vf_explained_var"], record["actor/pg_loss"]) == (
+        0.021,
+        0.039,
+        0.012,
+    )
 
 
 def test_validation_only_line():
-    assert parse_step_line("(TaskRunner pid=2841) step:0 - val-core/openai/gsm8k/reward/mean@1:0.005\n") == {"step": 0, VAL: 0.005}
+    assert parse_step_line("(TaskRunner pid=2841) step:0 - val-core/openai/gsm8k/reward/mean@1:0.005\n") == {
+        "step": 0,
+        VAL: 0.005,
+    }
 
 
-@pytest.mark.parametrize("decorate", [
-    lambda s: s,
-    lambda s: s + "\n",
-    lambda s: s + "\r\n",
-    lambda s: "(TaskRunner pid=2841) " + s,
-    lambda s: "(WorkerDict pid=3102, ip=10.0.0.2) " + s,
-    lambda s: "\x1b[36m(TaskRunner pid=5120)\x1b[0m " + s + "\n",
-    lambda s: "(TaskRunner pid=1) " + s + " [repeated 2x across cluster]",
-    lambda s: "(TaskRunner pid=1) \rTraining Progress:  25%|██▌       | 1/4 [00:44<02:13, 44.40s/it]\r" + s,
-    lambda s: (s + "\n").encode(),
-])
+@pytest.mark.parametrize(
+    "decorate",
+    [
+        lambda s: s,
+        lambda s: s + "\n",
+        lambda s: s + "\r\n",
+        lambda s: "(TaskRunner pid=2841) " + s,
+        lambda s: "(WorkerDict pid=3102, ip=10.0.0.2) " + s,
+        lambda s: "\x1b[36m(TaskRunner pid=5120)\x1b[0m " + s + "\n",
+        lambda s: "(TaskRunner pid=1) " + s + " [repeated 2x across cluster]",
+        lambda s: "(TaskRunner pid=1) \rTraining Progress:  25%|██▌       | 1/4 [00:44<02:13, 44.40s/it]\r" + s,
+        lambda s: (s + "\n").encode(),
+    ],
+)
 def test_prefixes_ansi_and_endings_do_not_change_the_record(decorate):
     bare = clean_line(step_line("ppo_p40_finished.log", 3))[1]
     assert bare.startswith("step:3 - ")
@@ -89,16 +142,19 @@ def test_prefixes_ansi_and_endings_do_not_change_the_record(decorate):
     assert parse_step_line(bare)["critic/score/mean"] == 0.188
 
 
-@pytest.mark.parametrize("line", [
-    "",
-    "(TaskRunner pid=2841) step:1 - eggs laid: 16",  # a model response echoed by the reward manager
-    "(TaskRunner pid=2841) step:2 - eggs left: 16 - 3 - 4 = 9",
-    "(TaskRunner pid=2841) Total training steps: 4",
-    "(TaskRunner pid=2841) Setting global step to 20",
-    "training/global_step:3.000 - perf/throughput:1.000",
-    "(TaskRunner pid=2841) step:3",
-    "(TaskRunner pid=2841) global step:3 - a:1.000 - perf/throughput:1.000",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "",
+        "(TaskRunner pid=2841) step:1 - eggs laid: 16",  # a model response echoed by the reward manager
+        "(TaskRunner pid=2841) step:2 - eggs left: 16 - 3 - 4 = 9",
+        "(TaskRunner pid=2841) Total training steps: 4",
+        "(TaskRunner pid=2841) Setting global step to 20",
+        "training/global_step:3.000 - perf/throughput:1.000",
+        "(TaskRunner pid=2841) step:3",
+        "(TaskRunner pid=2841) global step:3 - a:1.000 - perf/throughput:1.000",
+    ],
+)
 def test_other_lines_are_not_steps(line):
     assert parse_step_line(line) is None
 
@@ -155,7 +211,9 @@ def test_validation_dump_lines_from_another_process_do_not_break_it():
     assert parser.feed("(TaskRunner pid=1) (\"Initial validation metrics: {'val-core/a/reward/mean@1': \"") == []
     assert parser.feed("(WorkerDict pid=2) 'unrelated quoted text'") == []
     assert parser.feed("(TaskRunner pid=1)  'np.float64(0.12345)}')") == []
-    assert parser.feed("(TaskRunner pid=1) step:0 - val-core/a/reward/mean@1:0.123") == [{"step": 0, "val-core/a/reward/mean@1": 0.12345}]
+    assert parser.feed("(TaskRunner pid=1) step:0 - val-core/a/reward/mean@1:0.123") == [
+        {"step": 0, "val-core/a/reward/mean@1": 0.12345}
+    ]
 
 
 def test_writer_fsyncs_every_line(tmp_path, monkeypatch):
@@ -199,7 +257,11 @@ def test_consolidate_resume_redoes_steps_after_the_checkpoint():
     resumed = [{"step": 2, VAL: 0.25}, train(3, 0.35)]  # checkpoint at 2, killed during step 4
     merged = consolidate(first_session + resumed)
     assert [(r["step"], r.get("critic/score/mean"), r.get(VAL)) for r in merged] == [
-        (0, None, 0.1), (1, 0.1, None), (2, 0.2, 0.25), (3, 0.35, None)]
+        (0, None, 0.1),
+        (1, 0.1, None),
+        (2, 0.2, 0.25),
+        (3, 0.35, None),
+    ]
 
 
 def test_consolidate_merges_final_marker():
@@ -210,7 +272,9 @@ def test_consolidate_merges_final_marker():
 def test_logger_overrides(tmp_path, monkeypatch):
     assert logger_overrides(False, tmp_path) == (["trainer.logger=['console']"], {})
     assert logger_overrides(True, tmp_path, check=False) == (
-        ["trainer.logger=['console','tensorboard']"], {"TENSORBOARD_DIR": str(tmp_path.resolve() / "tensorboard")})
+        ["trainer.logger=['console','tensorboard']"],
+        {"TENSORBOARD_DIR": str(tmp_path.resolve() / "tensorboard")},
+    )
     monkeypatch.setattr(metrics.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(VerlfitError) as caught:
         logger_overrides(True, tmp_path)
@@ -226,7 +290,10 @@ def test_tensorboard_env_name_is_the_one_verl_reads():
 
 
 def test_full_precision_values_from_patch_0008_on_complete_lines():
-    line = "(TaskRunner pid=1) step:3 - actor/ppo_kl:2.5e-05 - critic/score/mean:nan - actor/pg_loss:-0.012345678901234 - perf/throughput:540.1\n"
+    line = (
+        "(TaskRunner pid=1) step:3 - actor/ppo_kl:2.5e-05 - critic/score/mean:nan - actor/pg_loss:-0.012345678901234 -"
+        " perf/throughput:540.1\n"
+    )
     record = parse_step_line(line)
     assert record["step"] == 3 and record["actor/ppo_kl"] == 2.5e-05 and record["actor/pg_loss"] == -0.012345678901234
     assert record["perf/throughput"] == 540.1 and math.isnan(record["critic/score/mean"])
@@ -241,14 +308,25 @@ def test_consolidate_forgets_a_finished_marker_once_training_goes_on():
 
 
 def test_drop_after_checkpoint_keeps_what_the_resumed_run_continues(tmp_path):
-    lines = [json.dumps(r) for r in ({"step": 0, VAL: 0.1}, train(1, 0.1), train(2, 0.2), {"step": 2, "finished": True, VAL: 0.2}, train(3, 0.3))]
+    lines = [
+        json.dumps(r)
+        for r in (
+            {"step": 0, VAL: 0.1},
+            train(1, 0.1),
+            train(2, 0.2),
+            {"step": 2, "finished": True, VAL: 0.2},
+            train(3, 0.3),
+        )
+    ]
     (tmp_path / "metrics.jsonl").write_text("\n".join(lines) + '\n{"step": 4, "critic/sc')  # a kill cut the last record
     assert metrics.drop_after_checkpoint(tmp_path, 2) == 1  # step 3 (the cut line is not a record)
     assert read_metrics(tmp_path) == [{"step": 0, VAL: 0.1}, train(1, 0.1), train(2, 0.2), {"step": 2, VAL: 0.2}]
     assert (tmp_path / "metrics.jsonl").read_text().endswith("}\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]  # the temporary file was renamed
     before = (tmp_path / "metrics.jsonl").stat().st_mtime_ns
-    assert metrics.drop_after_checkpoint(tmp_path, 2) == 0 and (tmp_path / "metrics.jsonl").stat().st_mtime_ns == before  # nothing to drop: untouched
+    assert (
+        metrics.drop_after_checkpoint(tmp_path, 2) == 0 and (tmp_path / "metrics.jsonl").stat().st_mtime_ns == before
+    )  # nothing to drop: untouched
     assert metrics.drop_after_checkpoint(tmp_path / "absent", 2) == 0 and not (tmp_path / "absent").exists()
 
 

@@ -51,19 +51,24 @@ def test_config_file_and_dir_and_missing(tmp_path):
     with pytest.raises(VerlfitError, match=r"hidden_size='64' must be a positive whole number"):
         load_model_shape(str(tmp_path / "string.json"))
     (tmp_path / "heads.json").write_text(json.dumps({**SMALL_CONFIG, "num_attention_heads": 3}))
-    with pytest.raises(VerlfitError, match="hidden_size=64 is not a multiple of num_attention_heads=3, and no head_dim is given"):
+    with pytest.raises(
+        VerlfitError, match="hidden_size=64 is not a multiple of num_attention_heads=3, and no head_dim is given"
+    ):
         load_model_shape(str(tmp_path / "heads.json"))
     (tmp_path / "kv.json").write_text(json.dumps({**SMALL_CONFIG, "num_key_value_heads": 3}))
     with pytest.raises(VerlfitError, match="num_attention_heads=4 is not a multiple of num_key_value_heads=3"):
         load_model_shape(str(tmp_path / "kv.json"))
     (tmp_path / "bad.json").write_text(json.dumps({"model_type": "qwen2", "hidden_size": 64}))
-    with pytest.raises(VerlfitError, match="missing num_hidden_layers, num_attention_heads, intermediate_size, vocab_size"):
+    with pytest.raises(
+        VerlfitError, match="missing num_hidden_layers, num_attention_heads, intermediate_size, vocab_size"
+    ):
         load_model_shape(str(tmp_path / "bad.json"))
     (tmp_path / "untyped.json").write_text(json.dumps({"hidden_size": 64}))
     with pytest.raises(VerlfitError) as error:  # transformers' AutoConfig decides, as verl's loading would
         load_model_shape(str(tmp_path / "untyped.json"))
-    assert error.value.message == (
-        f"{tmp_path / 'untyped.json'}: transformers 4.51.3 cannot build this config.json (Unrecognized model in "
+    assert (
+        error.value.message
+        == f"{tmp_path / 'untyped.json'}: transformers 4.51.3 cannot build this config.json (Unrecognized model in "
         f"{tmp_path / 'untyped.json'}. Should have a `model_type` key in its config.json), so verl could not load the "
         "model"
     )
@@ -72,7 +77,13 @@ def test_config_file_and_dir_and_missing(tmp_path):
 # --------------------------------------------------------------------------- Qwen3 and Llama 3.2
 
 
-FAMILY_BUILTINS = ["Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B", "Qwen/Qwen3-4B", "meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.2-3B-Instruct"]
+FAMILY_BUILTINS = [
+    "Qwen/Qwen3-0.6B",
+    "Qwen/Qwen3-1.7B",
+    "Qwen/Qwen3-4B",
+    "meta-llama/Llama-3.2-1B-Instruct",
+    "meta-llama/Llama-3.2-3B-Instruct",
+]
 
 
 @pytest.mark.parametrize("model", FAMILY_BUILTINS)
@@ -98,7 +109,9 @@ def test_family_counts_by_hand():
     # q/k/v/o with head_dim 128 (16 x 128 = 2048 wide queries on a 1024 hidden), q_norm and k_norm of 128 each
     layer = 1024 * 2048 + 2 * 1024 * 1024 + 2048 * 1024 + 2 * 128 + 3 * 1024 * 3072 + 2 * 1024
     assert qwen3.layer_parameters == layer
-    assert qwen3.actor_parameters == 151936 * 1024 + 28 * layer + 1024 == 596_049_920  # Qwen3-0.6B's reported 596M (tied)
+    assert (
+        qwen3.actor_parameters == 151936 * 1024 + 28 * layer + 1024 == 596_049_920
+    )  # Qwen3-0.6B's reported 596M (tied)
     llama = load_model_shape("meta-llama/Llama-3.2-1B")
     assert (llama.head_dim, llama.qkv_bias, llama.qk_norm, llama.tie_word_embeddings) == (64, False, False, True)
     assert llama.actor_parameters == 1_235_814_400  # Llama 3.2 1B: 1.24B
@@ -108,30 +121,70 @@ def test_untied_llama_and_a_head_dim_apart_from_hidden_over_heads():
     import torch
     import transformers
 
-    config = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24,
-              "intermediate_size": 96, "vocab_size": 300, "tie_word_embeddings": False, "attention_bias": True, "mlp_bias": True}
+    config = {
+        "model_type": "llama",
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 24,
+        "intermediate_size": 96,
+        "vocab_size": 300,
+        "tie_word_embeddings": False,
+        "attention_bias": True,
+        "mlp_bias": True,
+    }
     shape = shape_from_config(config)
     with torch.device("meta"):
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**{k: v for k, v in config.items() if k != "model_type"}))
+        model = transformers.LlamaForCausalLM(
+            transformers.LlamaConfig(**{k: v for k, v in config.items() if k != "model_type"})
+        )
     assert model.num_parameters() == shape.actor_parameters
 
 
 @pytest.mark.parametrize(
     "config, keys",
     [
-        ({"model_type": "qwen2_moe", "num_experts": 60, "num_experts_per_tok": 4, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632},
-         "num_experts=60, num_experts_per_tok=4, moe_intermediate_size=1408, shared_expert_intermediate_size=5632, model_type 'qwen2_moe'"),
-        ({"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2}, "num_local_experts=8, num_experts_per_tok=2, model_type 'mixtral'"),
-        ({"model_type": "deepseek_v3", "n_routed_experts": 256, "n_shared_experts": 1}, "n_routed_experts=256, n_shared_experts=1, model_type 'deepseek_v3'"),
+        (
+            {
+                "model_type": "qwen2_moe",
+                "num_experts": 60,
+                "num_experts_per_tok": 4,
+                "moe_intermediate_size": 1408,
+                "shared_expert_intermediate_size": 5632,
+            },
+            (
+                "num_experts=60, num_experts_per_tok=4, moe_intermediate_size=1408,"
+                " shared_expert_intermediate_size=5632, model_type 'qwen2_moe'"
+            ),
+        ),
+        (
+            {"model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2},
+            "num_local_experts=8, num_experts_per_tok=2, model_type 'mixtral'",
+        ),
+        (
+            {"model_type": "deepseek_v3", "n_routed_experts": 256, "n_shared_experts": 1},
+            "n_routed_experts=256, n_shared_experts=1, model_type 'deepseek_v3'",
+        ),
     ],
 )
 def test_mixture_of_experts_is_refused_naming_the_expert_keys(config, keys):
     # issue 26 finding 6: a Qwen2-MoE config planned as 1.9B dense parameters
-    base = {"num_hidden_layers": 24, "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632, "vocab_size": 151936}
+    base = {
+        "num_hidden_layers": 24,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "intermediate_size": 5632,
+        "vocab_size": 151936,
+    }
     with pytest.raises(VerlfitError) as caught:
         shape_from_config({**base, **config}, name="moe/config.json")
     assert caught.value.exit_code == 2
-    assert caught.value.message.startswith(f"moe/config.json: a mixture-of-experts model ({keys}): verlfit counts parameters and memory for dense models only")
+    assert caught.value.message.startswith(
+        f"moe/config.json: a mixture-of-experts model ({keys}): verlfit counts parameters and memory for dense models"
+        " only"
+    )
 
 
 def test_model_pointing_at_a_config_file_is_refused_with_its_folder(tmp_path):
@@ -140,19 +193,28 @@ def test_model_pointing_at_a_config_file_is_refused_with_its_folder(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(SMALL_CONFIG))
     with pytest.raises(VerlfitError) as caught:
         check_model_argument(str(tmp_path / "config.json"))
-    assert str(caught.value) == (
-        f"--model {tmp_path / 'config.json'} is a model's config.json, not a model folder: verl loads the weights and the tokenizer from the folder\n"
-        f"  fix: pass --model {tmp_path} (the folder holding config.json, the weights and the tokenizer)"
+    assert (
+        str(caught.value)
+        == f"--model {tmp_path / 'config.json'} is a model's config.json, not a model folder: verl loads the weights"
+        f" and the tokenizer from the folder\n  fix: pass --model {tmp_path} (the folder holding config.json, the"
+        " weights and the tokenizer)"
     )
     check_model_argument(str(tmp_path))  # the folder is fine
     check_model_argument("Qwen/Qwen3-1.7B")  # a hub id is fine
 
 
 # the random-weight models the device runs train (benchmarks/make_model.py --shape) have the built-in shapes exactly
-SYNTHETIC_OF_BUILTIN = {"qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct", "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
-                        "qwen2.5-3b": "Qwen/Qwen2.5-3B-Instruct", "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
-                        "qwen3-0.6b": "Qwen/Qwen3-0.6B", "qwen3-1.7b": "Qwen/Qwen3-1.7B", "qwen3-4b": "Qwen/Qwen3-4B",
-                        "llama-3.2-1b": "meta-llama/Llama-3.2-1B-Instruct", "llama-3.2-3b": "meta-llama/Llama-3.2-3B-Instruct"}
+SYNTHETIC_OF_BUILTIN = {
+    "qwen2.5-0.5b": "Qwen/Qwen2.5-0.5B-Instruct",
+    "qwen2.5-1.5b": "Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen2.5-3b": "Qwen/Qwen2.5-3B-Instruct",
+    "qwen2.5-7b": "Qwen/Qwen2.5-7B-Instruct",
+    "qwen3-0.6b": "Qwen/Qwen3-0.6B",
+    "qwen3-1.7b": "Qwen/Qwen3-1.7B",
+    "qwen3-4b": "Qwen/Qwen3-4B",
+    "llama-3.2-1b": "meta-llama/Llama-3.2-1B-Instruct",
+    "llama-3.2-3b": "meta-llama/Llama-3.2-3B-Instruct",
+}
 
 
 @pytest.mark.parametrize("synthetic", sorted(SYNTHETIC_OF_BUILTIN))

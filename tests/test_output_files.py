@@ -20,23 +20,39 @@ from verlfit.errors import VerlfitError
 
 def checksums(folder: Path) -> dict[str, str]:
     """relative path -> sha256 of every file under ``folder`` (hidden ones too)."""
-    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(folder.rglob("*")) if path.is_file()}
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
 
 
 def user_rows(folder: Path, count: int = 4, offset: int = 0) -> Path:
     """The user's own question/answer parquet files ``train.parquet`` and ``test.parquet`` in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     for split in ("train", "test"):
-        rows = [{"question": f"{split} {offset + i} km in m?", "answer": str(1000 * (offset + i))}
-                for i in range(count)]
+        rows = [
+            {"question": f"{split} {offset + i} km in m?", "answer": str(1000 * (offset + i))} for i in range(count)
+        ]
         pq.write_table(pa.Table.from_pylist(rows), folder / f"{split}.parquet")
     return folder
 
 
 def prepare(folder: Path, output: Path, *flags: str) -> int:
-    return cli.main(["prepare-data", "--train", str(folder / "train.parquet"), "--test", str(folder / "test.parquet"),
-                     "--data-source", "my/units", "--output", str(output), *flags])
+    return cli.main(
+        [
+            "prepare-data",
+            "--train",
+            str(folder / "train.parquet"),
+            "--test",
+            str(folder / "test.parquet"),
+            "--data-source",
+            "my/units",
+            "--output",
+            str(output),
+            *flags,
+        ]
+    )
 
 
 # --------------------------------------------------------------------------- issue 32, data loss items
@@ -47,8 +63,10 @@ def test_item6_prepare_data_into_its_inputs_folder_with_force_loses_nothing(tmp_
     before = checksums(data)
     assert prepare(data, data, "--force") == 2
     err = capsys.readouterr().err
-    assert (f"verlfit: error: --output {data} holds the input {data / 'train.parquet'} of this command: writing there "
-            "would replace what it reads\n") in err
+    assert (
+        f"verlfit: error: --output {data} holds the input {data / 'train.parquet'} of this command: writing there "
+        "would replace what it reads\n" in err
+    )
     assert f"  fix: pass --output a new folder outside {data / 'train.parquet'}\n" in err
     assert checksums(data) == before
 
@@ -70,6 +88,7 @@ def test_item7_a_ctrl_c_at_any_rename_leaves_the_old_folder_or_the_new_one(tmp_p
             if len(calls) == interrupt_at + 1:
                 os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C right after this rename
             return result
+
         return call
 
     monkeypatch.setattr(os, "replace", interrupting(os.replace))
@@ -91,6 +110,7 @@ def test_item7_the_new_folder_is_switched_in_with_one_exchange(tmp_path, monkeyp
     assert prepare(old_input, out) == 0
     renames = []
     real_rename = os.rename
+
     def rename(source, target):
         renames.append((Path(source).name, Path(target).name))
         return real_rename(source, target)
@@ -142,10 +162,14 @@ def test_a_symlink_is_judged_as_the_folder_it_names(tmp_path):
     link.symlink_to(run)
     with pytest.raises(VerlfitError) as caught:
         output_files.check_output(link, "verlfit report", own_place=("report",))
-    assert caught.value.message == (f"--output {link} ({run}) is a run directory (it holds checkpoints/): "
-                                    "its checkpoints and records are never replaced")
-    assert caught.value.fix == ("pass --output a new folder outside the run, or leave it out for this command's own "
-                                f"place in the run, {run / 'report'}")
+    assert (
+        caught.value.message == f"--output {link} ({run}) is a run directory (it holds checkpoints/): "
+        "its checkpoints and records are never replaced"
+    )
+    assert (
+        caught.value.fix == "pass --output a new folder outside the run, or leave it out for this command's own "
+        f"place in the run, {run / 'report'}"
+    )
     allowed = output_files.check_output(tmp_path / "link" / "report", "verlfit report", own_place=("report",))
     assert allowed.path == run / "report"
     with pytest.raises(VerlfitError, match=r"lies inside the run directory .*/run, outside this command's own place"):
@@ -222,9 +246,11 @@ def test_issue44_item5_a_write_racing_another_into_one_output_is_refused_and_kee
         write_marked(mine, "mine")
     inputs = f"{tmp_path / 'data' / 'train.parquet'}, {tmp_path / 'data' / 'test.parquet'}"
     assert (str(caught.value), caught.value.exit_code) == (
-        f"--output {out} changed while verlfit eval was writing it (verlfit prepare-data from {inputs} wrote it"
-        " meanwhile); nothing was replaced and this output is discarded\n  fix: run verlfit eval again (it checks"
-        " --output anew), or pass --output a new folder",
+        (
+            f"--output {out} changed while verlfit eval was writing it (verlfit prepare-data from {inputs} wrote it"
+            " meanwhile); nothing was replaced and this output is discarded\n  fix: run verlfit eval again (it checks"
+            " --output anew), or pass --output a new folder"
+        ),
         2,
     )
     assert checksums(out) == theirs and sorted(p.name for p in tmp_path.iterdir()) == ["data", "out"]
@@ -246,7 +272,10 @@ def test_issue44_item6_leftovers_of_killed_writes_are_removed_when_their_process
     """SIGKILL during export or report left hidden .NAME.verlfit-building-* folders (6 over 10 tries)."""
     host, dead = output_files.HOST_TAG, dead_pid()
     out = tmp_path / "out"
-    stale = [tmp_path / f".out.verlfit-building-{host}-{dead}-0badf00d", tmp_path / f".other.verlfit-building-{host}-{dead}-1badf00d"]
+    stale = [
+        tmp_path / f".out.verlfit-building-{host}-{dead}-0badf00d",
+        tmp_path / f".other.verlfit-building-{host}-{dead}-1badf00d",
+    ]
     for folder in stale:
         folder.mkdir()
         (folder / "model.safetensors").write_bytes(b"partial")
@@ -267,7 +296,9 @@ def test_issue44_item6_leftovers_of_killed_writes_are_removed_when_their_process
     assert all(folder.is_dir() for folder in kept)
 
 
-def test_issue44_item6_a_replaced_output_left_by_a_killed_exchange_is_removed_only_beside_its_successor(tmp_path, capsys):
+def test_issue44_item6_a_replaced_output_left_by_a_killed_exchange_is_removed_only_beside_its_successor(
+    tmp_path, capsys
+):
     host, dead = output_files.HOST_TAG, dead_pid()
     write_marked(output_files.check_output(tmp_path / "out", "verlfit eval"), "old")
     replaced = tmp_path / f".out.verlfit-replaced-{host}-{dead}-0badf00d"
@@ -276,7 +307,10 @@ def test_issue44_item6_a_replaced_output_left_by_a_killed_exchange_is_removed_on
     assert replaced.is_dir() and capsys.readouterr().err == ""  # the output it held is the only one: kept
     write_marked(output_files.check_output(tmp_path / "out", "verlfit eval"), "new")
     assert not replaced.exists() and (tmp_path / "out" / "result.txt").read_text() == "new"
-    assert capsys.readouterr().err == f"verlfit: removed {replaced}, left by an interrupted verlfit write (process {dead} is gone)\n"
+    assert (
+        capsys.readouterr().err
+        == f"verlfit: removed {replaced}, left by an interrupted verlfit write (process {dead} is gone)\n"
+    )
 
 
 def test_issue44_item7_long_output_names_are_written_and_too_long_ones_are_a_one_line_refusal(tmp_path, capsys):
@@ -290,16 +324,21 @@ def test_issue44_item7_long_output_names_are_written_and_too_long_ones_are_a_one
     assert len(output_files.hidden_name("é" * 200, output_files.BUILDING).encode()) < 100
     capsys.readouterr()
     assert prepare(data, tmp_path / ("x" * 300) / "inner") == 2
-    assert capsys.readouterr().err == (
-        f"verlfit: error: --output: the name {'x' * 40}... is 300 bytes, longer than the 255 bytes a file name may"
+    assert (
+        capsys.readouterr().err
+        == f"verlfit: error: --output: the name {'x' * 40}... is 300 bytes, longer than the 255 bytes a file name may"
         f" have on {tmp_path}'s file system\n  fix: pass --output a path whose every name is at most 255 bytes\n"
     )
 
 
 def test_issue44_item7_a_too_long_run_directory_name_is_refused_before_any_stat(tmp_path, capsys):
-    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--run-dir", str(tmp_path / ("r" * 300))]) == 2
-    assert capsys.readouterr().err == (
-        f"verlfit: error: --run-dir: the name {'r' * 40}... is 300 bytes, longer than the 255 bytes a file name may"
+    assert (
+        cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--run-dir", str(tmp_path / ("r" * 300))])
+        == 2
+    )
+    assert (
+        capsys.readouterr().err
+        == f"verlfit: error: --run-dir: the name {'r' * 40}... is 300 bytes, longer than the 255 bytes a file name may"
         f" have on {tmp_path}'s file system\n  fix: pass --run-dir a path whose every name is at most 255 bytes\n"
     )
 
@@ -307,14 +346,12 @@ def test_issue44_item7_a_too_long_run_directory_name_is_refused_before_any_stat(
 def test_issue44_item6_a_write_killed_with_sigkill_mid_build_is_cleaned_by_the_next_write_beside_it(tmp_path, capsys):
     import subprocess
     import sys
-    import time
 
     script = (
-        "import time\nfrom pathlib import Path\nfrom verlfit import output_files\n"
-        f"out = output_files.check_output({str(tmp_path / 'export')!r}, 'verlfit export')\n"
-        "def build(folder):\n    (folder / 'model.safetensors').write_bytes(b'partial')\n    print('building', flush=True)\n"
-        "    time.sleep(600)\n"
-        "output_files.write_folder(out, build)\n"
+        "import time\nfrom pathlib import Path\nfrom verlfit import output_files\nout ="
+        f" output_files.check_output({str(tmp_path / 'export')!r}, 'verlfit export')\ndef build(folder):\n    (folder /"
+        " 'model.safetensors').write_bytes(b'partial')\n    print('building', flush=True)\n   "
+        " time.sleep(600)\noutput_files.write_folder(out, build)\n"
     )
     writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert writer.stdout.readline() == "building\n"
@@ -323,5 +360,8 @@ def test_issue44_item6_a_write_killed_with_sigkill_mid_build_is_cleaned_by_the_n
     (left,) = [path for path in tmp_path.iterdir() if path.name.startswith(".export.verlfit-building-")]
     assert (left / "model.safetensors").read_bytes() == b"partial"
     assert prepare(user_rows(tmp_path / "data"), tmp_path / "out") == 0
-    assert f"verlfit: removed {left}, left by an interrupted verlfit write (process {writer.pid} is gone)\n" in capsys.readouterr().err
+    assert (
+        f"verlfit: removed {left}, left by an interrupted verlfit write (process {writer.pid} is gone)\n"
+        in capsys.readouterr().err
+    )
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "out"]

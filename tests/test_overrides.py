@@ -120,9 +120,18 @@ def trainer(name):
 
 def overrides_for(profile_name, algorithm, environ=None, compute_capability=None, **changes):
     profile = load_profile(profile_name)
-    settings = TrainSettings(algorithm=algorithm, steps=50, data_dir="/data/gsm8k", run_dir=f"/runs/{algorithm}-{profile_name}", **changes)
+    settings = TrainSettings(
+        algorithm=algorithm, steps=50, data_dir="/data/gsm8k", run_dir=f"/runs/{algorithm}-{profile_name}", **changes
+    )
     environment = resolve_environment(profile, environ or {})
-    return build_overrides(settings, profile, environment, compute_capability, forced=forced_switches(settings, profile), frozen_base=frozen_base_storage(settings, profile))
+    return build_overrides(
+        settings,
+        profile,
+        environment,
+        compute_capability,
+        forced=forced_switches(settings, profile),
+        frozen_base=frozen_base_storage(settings, profile),
+    )
 
 
 @pytest.mark.parametrize(
@@ -149,7 +158,11 @@ def test_vllm_dtype_knob_sets_rollout_dtype():
 
 def test_triton_knob_turns_triton_features_off_on_a10_when_small():
     overrides = overrides_for("a10", "ppo", {"TRITON_MAX_SHARED_MEMORY": "49152"}, compute_capability=(8, 6))
-    assert overrides[-18:-15] == ["actor_rollout_ref.actor.use_torch_compile=False", "actor_rollout_ref.model.use_liger=False", "actor_rollout_ref.model.use_fused_kernels=False"]
+    assert overrides[-18:-15] == [
+        "actor_rollout_ref.actor.use_torch_compile=False",
+        "actor_rollout_ref.model.use_liger=False",
+        "actor_rollout_ref.model.use_fused_kernels=False",
+    ]
     assert triton_allowed({"TRITON_MAX_SHARED_MEMORY": "101376"}, (8, 6)) is True
     assert triton_allowed({"TRITON_MAX_SHARED_MEMORY": "101376"}, (6, 1)) is False
     with pytest.raises(VerlfitError, match="TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes") as caught:
@@ -166,7 +179,11 @@ def test_expandable_segments_refused_with_vllm_and_allowed_with_hf():
 
 
 def test_user_overrides_win_and_keep_the_plus_of_the_first():
-    overrides = overrides_for("p40", "ppo", extra_overrides=["+critic.autocast_dtype=bf16", "trainer.save_freq=5", "trainer.val_before_train=False"])
+    overrides = overrides_for(
+        "p40",
+        "ppo",
+        extra_overrides=["+critic.autocast_dtype=bf16", "trainer.save_freq=5", "trainer.val_before_train=False"],
+    )
     assert "+critic.autocast_dtype=bf16" in overrides and "+critic.autocast_dtype=fp32" not in overrides
     assert overrides.count("trainer.save_freq=5") == 1 and "trainer.save_freq=25" not in overrides
     validate_overrides(overrides)
@@ -176,10 +193,35 @@ def test_user_overrides_win_and_keep_the_plus_of_the_first():
 @pytest.mark.parametrize(
     "override, fragments",
     [
-        ("actor_rollout_ref.actor.fsdp_config.cpu_offload=True", ["has no key 'actor_rollout_ref.actor.fsdp_config.cpu_offload'", "param_offload and fsdp_config.optimizer_offload", "did you mean: actor_rollout_ref.actor.fsdp_config.param_offload, actor_rollout_ref.actor.fsdp_config.optimizer_offload"]),
-        ("+actor_rollout_ref.actor.fsdp_config.offload_params=True", ["verl never reads 'actor_rollout_ref.actor.fsdp_config.offload_params'", "did you mean: actor_rollout_ref.actor.fsdp_config.param_offload"]),
-        ("actor_rollout_ref.actor.optim.lrr=1e-6", ["has no key 'actor_rollout_ref.actor.optim.lrr'", "did you mean: actor_rollout_ref.actor.optim.lr"]),
-        ("+actor_rollout_ref.actor.use_torch_compile=False", ["already has 'actor_rollout_ref.actor.use_torch_compile'", "drop the '+': actor_rollout_ref.actor.use_torch_compile=False"]),
+        (
+            "actor_rollout_ref.actor.fsdp_config.cpu_offload=True",
+            [
+                "has no key 'actor_rollout_ref.actor.fsdp_config.cpu_offload'",
+                "param_offload and fsdp_config.optimizer_offload",
+                (
+                    "did you mean: actor_rollout_ref.actor.fsdp_config.param_offload,"
+                    " actor_rollout_ref.actor.fsdp_config.optimizer_offload"
+                ),
+            ],
+        ),
+        (
+            "+actor_rollout_ref.actor.fsdp_config.offload_params=True",
+            [
+                "verl never reads 'actor_rollout_ref.actor.fsdp_config.offload_params'",
+                "did you mean: actor_rollout_ref.actor.fsdp_config.param_offload",
+            ],
+        ),
+        (
+            "actor_rollout_ref.actor.optim.lrr=1e-6",
+            ["has no key 'actor_rollout_ref.actor.optim.lrr'", "did you mean: actor_rollout_ref.actor.optim.lr"],
+        ),
+        (
+            "+actor_rollout_ref.actor.use_torch_compile=False",
+            [
+                "already has 'actor_rollout_ref.actor.use_torch_compile'",
+                "drop the '+': actor_rollout_ref.actor.use_torch_compile=False",
+            ],
+        ),
         ("critic.autocast_dtype=fp32", ["needs a leading '+'", "write +critic.autocast_dtype=fp32"]),
         ("trainer.total_training_steps", ["is not key=value"]),
     ],
@@ -193,22 +235,42 @@ def test_bad_keys_are_refused_with_a_suggestion(override, fragments):
 
 
 def test_micro_batch_must_divide_mini_batch():
-    with pytest.raises(VerlfitError, match="actor micro-batch 3 does not divide the per-GPU mini-batch of 16 responses"):
+    with pytest.raises(
+        VerlfitError, match="actor micro-batch 3 does not divide the per-GPU mini-batch of 16 responses"
+    ):
         overrides_for("p40", "ppo", actor_micro_batch_size=3)
 
 
 @pytest.mark.parametrize(
     "override, message, fix",
     [
-        ("actor_rollout_ref.actor.optim.lr=abc", "'actor_rollout_ref.actor.optim.lr=abc': verl expects a number for actor_rollout_ref.actor.optim.lr (its default is 1e-06)",
-         "write a number, e.g. actor_rollout_ref.actor.optim.lr=1e-06"),
-        ("trainer.val_before_train=yes", "'trainer.val_before_train=yes': verl expects true or false for trainer.val_before_train (its default is true)",
-         "write trainer.val_before_train=True or trainer.val_before_train=False"),
-        ("data.train_batch_size=true", "'data.train_batch_size=true': verl expects a number for data.train_batch_size (its default is 1024)",
-         "write a number, e.g. data.train_batch_size=1024"),
+        (
+            "actor_rollout_ref.actor.optim.lr=abc",
+            (
+                "'actor_rollout_ref.actor.optim.lr=abc': verl expects a number for actor_rollout_ref.actor.optim.lr"
+                " (its default is 1e-06)"
+            ),
+            "write a number, e.g. actor_rollout_ref.actor.optim.lr=1e-06",
+        ),
+        (
+            "trainer.val_before_train=yes",
+            (
+                "'trainer.val_before_train=yes': verl expects true or false for trainer.val_before_train (its default"
+                " is true)"
+            ),
+            "write trainer.val_before_train=True or trainer.val_before_train=False",
+        ),
+        (
+            "data.train_batch_size=true",
+            "'data.train_batch_size=true': verl expects a number for data.train_batch_size (its default is 1024)",
+            "write a number, e.g. data.train_batch_size=1024",
+        ),
         # a default that is an interpolation is judged by what it resolves to (${actor_rollout_ref.actor.shuffle})
-        ("critic.shuffle=yes", "'critic.shuffle=yes': verl expects true or false for critic.shuffle (its default is false)",
-         "write critic.shuffle=True or critic.shuffle=False"),
+        (
+            "critic.shuffle=yes",
+            "'critic.shuffle=yes': verl expects true or false for critic.shuffle (its default is false)",
+            "write critic.shuffle=True or critic.shuffle=False",
+        ),
     ],
 )
 def test_a_value_of_the_wrong_type_is_refused(override, message, fix):
@@ -218,8 +280,19 @@ def test_a_value_of_the_wrong_type_is_refused(override, message, fix):
 
 
 def test_values_of_the_right_type_pass_including_int_for_float_and_null_defaults():
-    config = validate_overrides(["actor_rollout_ref.actor.optim.lr=1", "trainer.val_before_train=False", "data.val_batch_size=64", "trainer.max_actor_ckpt_to_keep=null"])
-    assert (config.actor_rollout_ref.actor.optim.lr, config.trainer.val_before_train, config.data.val_batch_size) == (1, False, 64)
+    config = validate_overrides(
+        [
+            "actor_rollout_ref.actor.optim.lr=1",
+            "trainer.val_before_train=False",
+            "data.val_batch_size=64",
+            "trainer.max_actor_ckpt_to_keep=null",
+        ]
+    )
+    assert (config.actor_rollout_ref.actor.optim.lr, config.trainer.val_before_train, config.data.val_batch_size) == (
+        1,
+        False,
+        64,
+    )
 
 
 def test_every_managed_key_is_a_key_verl_reads():
@@ -232,26 +305,53 @@ def test_every_managed_key_is_a_key_verl_reads():
     assert sorted(key for key in MANAGED_KEYS if key not in valid) == []
 
 
-@pytest.mark.parametrize("key, option", [
-    ("data.train_batch_size", "--batch-size"),
-    ("critic.forward_micro_batch_size_per_gpu", "--micro-batch-size (or leave micro-batches to the planner: --plan auto)"),
-    ("actor_rollout_ref.rollout.n", "--samples (with --algo grpo)"),
-    # a section holding managed keys: their options, sorted, once each
-    ("critic.model", "--attention (packing is on only with flash_attention_2); --attention sdpa|eager|flash_attention_2; --critic-lora-rank; --frozen-base-dtype; --gradient-checkpointing / --no-gradient-checkpointing; --lora-alpha; --lora-target-modules; --model (the planner sizes the model it reads; actor, reference and critic start from it); --offload none|optimizer|all; --profile (the profile decides the dtype from the card)"),
-    # what the plan sizes and the run directory's layout (new-user trial: these were accepted after --)
-    ("actor_rollout_ref.model.path", "--model (the planner sizes the model it reads; actor, reference and critic start from it)"),
-    ("algorithm", "--algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies)"),
-    ("trainer.default_local_dir", "--run-dir (checkpoints go to RUN_DIR/checkpoints, where --resume, report and export look)"),
-    ("data.val_files", "--data (a directory with train.parquet and test.parquet; the step count and the batch check read it)"),
-    # LoRA: what trains, so what the planner counts
-    ("actor_rollout_ref.model.lora_rank", "--lora-rank"),
-    ("actor_rollout_ref.model.target_modules", "--lora-target-modules"),
-    ("critic.model.lora_alpha", "--lora-alpha"),
-    ("critic.model.lora_rank", "--critic-lora-rank"),
-    # left to the user: learning rates
-    ("actor_rollout_ref.actor.optim.lr", None),
-    ("data.train_batch", None),  # a prefix of a key's name, not a section holding it
-])
+@pytest.mark.parametrize(
+    "key, option",
+    [
+        ("data.train_batch_size", "--batch-size"),
+        (
+            "critic.forward_micro_batch_size_per_gpu",
+            "--micro-batch-size (or leave micro-batches to the planner: --plan auto)",
+        ),
+        ("actor_rollout_ref.rollout.n", "--samples (with --algo grpo)"),
+        # a section holding managed keys: their options, sorted, once each
+        (
+            "critic.model",
+            (
+                "--attention (packing is on only with flash_attention_2); --attention sdpa|eager|flash_attention_2;"
+                " --critic-lora-rank; --frozen-base-dtype; --gradient-checkpointing / --no-gradient-checkpointing;"
+                " --lora-alpha; --lora-target-modules; --model (the planner sizes the model it reads; actor, reference"
+                " and critic start from it); --offload none|optimizer|all; --profile (the profile decides the dtype"
+                " from the card)"
+            ),
+        ),
+        # what the plan sizes and the run directory's layout (new-user trial: these were accepted after --)
+        (
+            "actor_rollout_ref.model.path",
+            "--model (the planner sizes the model it reads; actor, reference and critic start from it)",
+        ),
+        (
+            "algorithm",
+            "--algo ppo|grpo (the planner counts the critic, the reference model and the samples it implies)",
+        ),
+        (
+            "trainer.default_local_dir",
+            "--run-dir (checkpoints go to RUN_DIR/checkpoints, where --resume, report and export look)",
+        ),
+        (
+            "data.val_files",
+            "--data (a directory with train.parquet and test.parquet; the step count and the batch check read it)",
+        ),
+        # LoRA: what trains, so what the planner counts
+        ("actor_rollout_ref.model.lora_rank", "--lora-rank"),
+        ("actor_rollout_ref.model.target_modules", "--lora-target-modules"),
+        ("critic.model.lora_alpha", "--lora-alpha"),
+        ("critic.model.lora_rank", "--critic-lora-rank"),
+        # left to the user: learning rates
+        ("actor_rollout_ref.actor.optim.lr", None),
+        ("data.train_batch", None),  # a prefix of a key's name, not a section holding it
+    ],
+)
 def test_managed_key_option(key, option):
     from verlfit.overrides import managed_key_option
 
@@ -264,13 +364,22 @@ def test_user_overrides_drop_the_separator_and_refuse_managed_keys():
     assert user_overrides(["--", "actor_rollout_ref.actor.optim.lr=5e-6"]) == ["actor_rollout_ref.actor.optim.lr=5e-6"]
     with pytest.raises(VerlfitError) as caught:
         user_overrides(["--", "actor_rollout_ref.actor.optim.lr=5e-6", "+data.max_prompt_length=128"])
-    assert caught.value.message.startswith("override '+data.max_prompt_length=128': verlfit sets data.max_prompt_length itself")
+    assert caught.value.message.startswith(
+        "override '+data.max_prompt_length=128': verlfit sets data.max_prompt_length itself"
+    )
     assert (caught.value.fix, caught.value.exit_code) == ("use --max-prompt-length instead", 2)
 
 
 def test_speed_patch_keys_are_accepted_with_plus_and_reach_the_config():
     # patches 0020-0023 read these with .get(key, False); verl's yaml lacks them, so they take a leading '+'
-    keys = ["actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding", "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph", "actor_rollout_ref.rollout.unwrap_fsdp"]
+    keys = [
+        "actor_rollout_ref.actor.trim_padding",
+        "actor_rollout_ref.ref.trim_padding",
+        "critic.trim_padding",
+        "actor_rollout_ref.rollout.trim_padding",
+        "actor_rollout_ref.rollout.cuda_graph",
+        "actor_rollout_ref.rollout.unwrap_fsdp",
+    ]
     config = validate_overrides([f"+{key}=True" for key in keys])
     from omegaconf import OmegaConf
 
@@ -297,12 +406,29 @@ def test_a_patch_switch_must_be_true_or_false():
     from verlfit.errors import VerlfitError
     from verlfit.overrides import SWITCH_ADDED_KEYS, validate_overrides
 
-    assert SWITCH_ADDED_KEYS == ("actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding",
-                                 "actor_rollout_ref.rollout.trim_padding", "actor_rollout_ref.rollout.cuda_graph", "actor_rollout_ref.rollout.unwrap_fsdp",
-                                 "actor_rollout_ref.actor.loss_scaling.enabled", "critic.loss_scaling.enabled")
-    with pytest.raises(VerlfitError, match=r"'\+actor_rollout_ref.rollout.unwrap_fsdp=maybe': actor_rollout_ref.rollout.unwrap_fsdp is a switch of verlfit's patch series, true or false \(the patched verl reads bool\(value\), so a word such as 'maybe' would turn it on\)") as error:
+    assert SWITCH_ADDED_KEYS == (
+        "actor_rollout_ref.actor.trim_padding",
+        "actor_rollout_ref.ref.trim_padding",
+        "critic.trim_padding",
+        "actor_rollout_ref.rollout.trim_padding",
+        "actor_rollout_ref.rollout.cuda_graph",
+        "actor_rollout_ref.rollout.unwrap_fsdp",
+        "actor_rollout_ref.actor.loss_scaling.enabled",
+        "critic.loss_scaling.enabled",
+    )
+    with pytest.raises(
+        VerlfitError,
+        match=(
+            r"'\+actor_rollout_ref.rollout.unwrap_fsdp=maybe': actor_rollout_ref.rollout.unwrap_fsdp is a switch of"
+            r" verlfit's patch series, true or false \(the patched verl reads bool\(value\), so a word such as 'maybe'"
+            r" would turn it on\)"
+        ),
+    ) as error:
         validate_overrides(["+actor_rollout_ref.rollout.unwrap_fsdp=maybe"])
-    assert error.value.fix == "write +actor_rollout_ref.rollout.unwrap_fsdp=True or +actor_rollout_ref.rollout.unwrap_fsdp=False"
+    assert (
+        error.value.fix
+        == "write +actor_rollout_ref.rollout.unwrap_fsdp=True or +actor_rollout_ref.rollout.unwrap_fsdp=False"
+    )
     with pytest.raises(VerlfitError, match="critic.trim_padding is a switch"):
         validate_overrides(["+critic.trim_padding=1"])
     validate_overrides(["+critic.trim_padding=False", "+actor_rollout_ref.rollout.cuda_graph=true"])
@@ -322,16 +448,28 @@ def test_several_gpus_turn_the_p40_profiles_cuda_graph_decoding_off_and_the_user
     assert graph() == ["+actor_rollout_ref.rollout.cuda_graph=True"]
     assert graph(gpus=2) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert graph(gpus=1, nodes=2) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
-    assert graph(gpus=2, extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=True"]) == ["+actor_rollout_ref.rollout.cuda_graph=True"]
+    assert graph(gpus=2, extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=True"]) == [
+        "+actor_rollout_ref.rollout.cuda_graph=True"
+    ]
     # LoRA keeps the graphs (tests/gpu/test_cuda_graph_lora.py) and on one GPU gets patch 0023 too; on several neither
-    assert graph(lora_rank=32) == ["+actor_rollout_ref.rollout.cuda_graph=True", "+actor_rollout_ref.rollout.unwrap_fsdp=True"]
-    assert graph(lora_rank=32, extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=False"]) == ["+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.rollout.unwrap_fsdp=True"]
-    assert forced_switches(TrainSettings(model="m", lora_rank=32), p40) == ["+actor_rollout_ref.rollout.unwrap_fsdp=True"]
+    assert graph(lora_rank=32) == [
+        "+actor_rollout_ref.rollout.cuda_graph=True",
+        "+actor_rollout_ref.rollout.unwrap_fsdp=True",
+    ]
+    assert graph(lora_rank=32, extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=False"]) == [
+        "+actor_rollout_ref.rollout.cuda_graph=False",
+        "+actor_rollout_ref.rollout.unwrap_fsdp=True",
+    ]
+    assert forced_switches(TrainSettings(model="m", lora_rank=32), p40) == [
+        "+actor_rollout_ref.rollout.unwrap_fsdp=True"
+    ]
     assert graph(lora_rank=32, gpus=2) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert forced_switches(TrainSettings(model="m", gpus=4), p40) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert forced_switches(TrainSettings(model="m", gpus=4), load_profile("a10")) == []  # nothing to turn off there
-    assert CUDA_GRAPH_SEVERAL_GPUS_NOTE == (
-        "CUDA-graph decoding (patch 0022) is off on several GPUs: it is written and tested for FSDP1 on one GPU only "
+    assert (
+        CUDA_GRAPH_SEVERAL_GPUS_NOTE
+        == "CUDA-graph decoding (patch 0022) is off on several GPUs: it is written and tested for FSDP1 on one GPU"
+        " only "
         "(NO_SHARD: the full parameters are in place; on several GPUs every rank would gather the whole model for "
         "generation, untested: the patch's header); `-- +actor_rollout_ref.rollout.cuda_graph=True` turns it on"
     )
@@ -340,7 +478,9 @@ def test_several_gpus_turn_the_p40_profiles_cuda_graph_decoding_off_and_the_user
 def test_offload_keeps_the_p40_profiles_cuda_graph_decoding_and_actor_param_offload_never_meets_it():
     # the critic's parameter offload (what auto-fit chooses with the HF rollout) and the optimizers' do not touch the
     # module generated with: the CUDA graph stays on
-    kept = overrides_for("p40", "ppo", critic_param_offload=True, actor_optimizer_offload=True, critic_optimizer_offload=True)
+    kept = overrides_for(
+        "p40", "ppo", critic_param_offload=True, actor_optimizer_offload=True, critic_optimizer_offload=True
+    )
     assert [o for o in kept if "cuda_graph" in o or "param_offload" in o] == [
         "actor_rollout_ref.actor.fsdp_config.param_offload=False",
         "actor_rollout_ref.ref.fsdp_config.param_offload=False",
@@ -352,7 +492,9 @@ def test_offload_keeps_the_p40_profiles_cuda_graph_decoding_and_actor_param_offl
     from verlfit.overrides import user_overrides
     from verlfit.plan.memory import unsupported_reason
 
-    assert unsupported_reason("hf", True).startswith("actor param offload with HF rollout: verl 0.4.1 generates without loading offloaded parameters back")
+    assert unsupported_reason("hf", True).startswith(
+        "actor param offload with HF rollout: verl 0.4.1 generates without loading offloaded parameters back"
+    )
     with pytest.raises(VerlfitError, match="verlfit sets actor_rollout_ref.actor.fsdp_config.param_offload itself"):
         user_overrides(["actor_rollout_ref.actor.fsdp_config.param_offload=True"])
 
@@ -363,27 +505,64 @@ def test_offload_keeps_the_p40_profiles_cuda_graph_decoding_and_actor_param_offl
 @pytest.mark.parametrize(
     "override, message, fix",
     [
-        ("~actor_rollout_ref.actor.optim.lr",
-         "'~actor_rollout_ref.actor.optim.lr' deletes actor_rollout_ref.actor.optim.lr, which verl 0.4.1 reads (every key of its ppo_trainer.yaml is read where its feature runs): the run would fail after Ray starts",
-         "set a value instead: actor_rollout_ref.actor.optim.lr=VALUE (verl's default: 1e-06)"),
-        ("actor_rollout_ref.actor.ppo_epochs=0",
-         "actor_rollout_ref.actor.ppo_epochs=0: it must be a whole number from 1; 0 passes over each batch: the actor never updates (verl 0.4.1 dp_actor.py:401 loops ppo_epochs times)",
-         "set actor_rollout_ref.actor.ppo_epochs to a whole number from 1, or leave it to verl's default"),
-        ("critic.ppo_epochs=0",
-         "critic.ppo_epochs=0: it must be a whole number from 1; 0 passes over each batch: the critic never updates (dp_critic.py:206)",
-         "set critic.ppo_epochs to a whole number from 1, or leave it to verl's default"),
-        ("actor_rollout_ref.rollout.temperature=-0.5",
-         "actor_rollout_ref.rollout.temperature=-0.5: it must be a temperature above 0; the actor divides its logits by it (verl 0.4.1 dp_actor.py:264, on every rollout engine: 0 makes them infinite), and the HF rollout samples with it, which transformers' generate refuses at 0 or below (TemperatureLogitsWarper) at the first rollout",
-         "set actor_rollout_ref.rollout.temperature to a temperature above 0, or leave it to verl's default"),
-        ("actor_rollout_ref.rollout.temperature=0",
-         "actor_rollout_ref.rollout.temperature=0: it must be a temperature above 0; the actor divides its logits by it (verl 0.4.1 dp_actor.py:264, on every rollout engine: 0 makes them infinite), and the HF rollout samples with it, which transformers' generate refuses at 0 or below (TemperatureLogitsWarper) at the first rollout",
-         "set actor_rollout_ref.rollout.temperature to a temperature above 0, or leave it to verl's default"),
-        ("actor_rollout_ref.rollout.top_p=0",
-         "actor_rollout_ref.rollout.top_p=0: it must be a probability in (0, 1]; the share of probability mass sampled from",
-         "set actor_rollout_ref.rollout.top_p to a probability in (0, 1], or leave it to verl's default"),
-        ("critic.optim.lr=-1e-5",
-         "critic.optim.lr=-1e-05: it must be a learning rate from 0; a negative learning rate climbs the loss",
-         "set critic.optim.lr to a learning rate from 0, or leave it to verl's default"),
+        (
+            "~actor_rollout_ref.actor.optim.lr",
+            (
+                "'~actor_rollout_ref.actor.optim.lr' deletes actor_rollout_ref.actor.optim.lr, which verl 0.4.1 reads"
+                " (every key of its ppo_trainer.yaml is read where its feature runs): the run would fail after Ray"
+                " starts"
+            ),
+            "set a value instead: actor_rollout_ref.actor.optim.lr=VALUE (verl's default: 1e-06)",
+        ),
+        (
+            "actor_rollout_ref.actor.ppo_epochs=0",
+            (
+                "actor_rollout_ref.actor.ppo_epochs=0: it must be a whole number from 1; 0 passes over each batch: the"
+                " actor never updates (verl 0.4.1 dp_actor.py:401 loops ppo_epochs times)"
+            ),
+            "set actor_rollout_ref.actor.ppo_epochs to a whole number from 1, or leave it to verl's default",
+        ),
+        (
+            "critic.ppo_epochs=0",
+            (
+                "critic.ppo_epochs=0: it must be a whole number from 1; 0 passes over each batch: the critic never"
+                " updates (dp_critic.py:206)"
+            ),
+            "set critic.ppo_epochs to a whole number from 1, or leave it to verl's default",
+        ),
+        (
+            "actor_rollout_ref.rollout.temperature=-0.5",
+            (
+                "actor_rollout_ref.rollout.temperature=-0.5: it must be a temperature above 0; the actor divides its"
+                " logits by it (verl 0.4.1 dp_actor.py:264, on every rollout engine: 0 makes them infinite), and the HF"
+                " rollout samples with it, which transformers' generate refuses at 0 or below (TemperatureLogitsWarper)"
+                " at the first rollout"
+            ),
+            "set actor_rollout_ref.rollout.temperature to a temperature above 0, or leave it to verl's default",
+        ),
+        (
+            "actor_rollout_ref.rollout.temperature=0",
+            (
+                "actor_rollout_ref.rollout.temperature=0: it must be a temperature above 0; the actor divides its"
+                " logits by it (verl 0.4.1 dp_actor.py:264, on every rollout engine: 0 makes them infinite), and the HF"
+                " rollout samples with it, which transformers' generate refuses at 0 or below (TemperatureLogitsWarper)"
+                " at the first rollout"
+            ),
+            "set actor_rollout_ref.rollout.temperature to a temperature above 0, or leave it to verl's default",
+        ),
+        (
+            "actor_rollout_ref.rollout.top_p=0",
+            (
+                "actor_rollout_ref.rollout.top_p=0: it must be a probability in (0, 1]; the share of probability mass"
+                " sampled from"
+            ),
+            "set actor_rollout_ref.rollout.top_p to a probability in (0, 1], or leave it to verl's default",
+        ),
+        (
+            "critic.optim.lr=-1e-5",
+            "critic.optim.lr=-1e-05: it must be a learning rate from 0; a negative learning rate climbs the loss",
+            "set critic.optim.lr to a learning rate from 0, or leave it to verl's default",
+        ),
     ],
 )
 def test_values_that_silently_break_a_run_are_refused(override, message, fix):
@@ -396,35 +575,58 @@ def test_ppo_epochs_of_the_actor_reaches_the_critic_through_verls_interpolation(
     # critic.ppo_epochs is ${actor_rollout_ref.actor.ppo_epochs}: 0 on the actor is caught on the actor first
     with pytest.raises(VerlfitError, match=r"^actor_rollout_ref\.actor\.ppo_epochs=0"):
         validate_overrides(["actor_rollout_ref.actor.ppo_epochs=0", "critic.ppo_epochs=2"])
-    config = validate_overrides(["actor_rollout_ref.actor.ppo_epochs=2", "actor_rollout_ref.rollout.temperature=0.5", "+actor_rollout_ref.rollout.cuda_graph=False"])
+    config = validate_overrides(
+        [
+            "actor_rollout_ref.actor.ppo_epochs=2",
+            "actor_rollout_ref.rollout.temperature=0.5",
+            "+actor_rollout_ref.rollout.cuda_graph=False",
+        ]
+    )
     assert (config.critic.ppo_epochs, config.actor_rollout_ref.rollout.temperature) == (2, 0.5)
 
 
 def test_sampled_validation_at_temperature_0_is_refused_on_the_hf_rollout_only():
     # verl's default validation is greedy (val_kwargs.do_sample=False) at val_kwargs.temperature 0: fine everywhere
-    assert validate_overrides(["actor_rollout_ref.rollout.name=hf"]).actor_rollout_ref.rollout.val_kwargs.temperature == 0
-    sampled = ["actor_rollout_ref.rollout.val_kwargs.do_sample=True", "actor_rollout_ref.rollout.val_kwargs.temperature=0"]
+    assert (
+        validate_overrides(["actor_rollout_ref.rollout.name=hf"]).actor_rollout_ref.rollout.val_kwargs.temperature == 0
+    )
+    sampled = [
+        "actor_rollout_ref.rollout.val_kwargs.do_sample=True",
+        "actor_rollout_ref.rollout.val_kwargs.temperature=0",
+    ]
     with pytest.raises(VerlfitError) as error:
         validate_overrides(["actor_rollout_ref.rollout.name=hf", *sampled])
     assert (error.value.message, error.value.fix, error.value.exit_code) == (
-        "actor_rollout_ref.rollout.val_kwargs.temperature=0 with actor_rollout_ref.rollout.val_kwargs.do_sample=True on "
-        "the HF rollout: validation samples with it, which transformers' generate refuses at 0 or below "
-        "(TemperatureLogitsWarper), so the first validation would stop the run",
-        "set actor_rollout_ref.rollout.val_kwargs.temperature above 0 (e.g. 1.0), or "
-        "actor_rollout_ref.rollout.val_kwargs.do_sample=False for greedy validation (verl's default)",
+        (
+            "actor_rollout_ref.rollout.val_kwargs.temperature=0 with"
+            " actor_rollout_ref.rollout.val_kwargs.do_sample=True on the HF rollout: validation samples with it, which"
+            " transformers' generate refuses at 0 or below (TemperatureLogitsWarper), so the first validation would"
+            " stop the run"
+        ),
+        (
+            "set actor_rollout_ref.rollout.val_kwargs.temperature above 0 (e.g. 1.0), or "
+            "actor_rollout_ref.rollout.val_kwargs.do_sample=False for greedy validation (verl's default)"
+        ),
         2,
     )
     # vLLM samples greedily at temperature 0 (vllm_rollout_spmd.py)
-    assert validate_overrides(["actor_rollout_ref.rollout.name=vllm", *sampled]).actor_rollout_ref.rollout.val_kwargs.do_sample is True
+    assert (
+        validate_overrides(
+            ["actor_rollout_ref.rollout.name=vllm", *sampled]
+        ).actor_rollout_ref.rollout.val_kwargs.do_sample
+        is True
+    )
 
 
 def test_an_interpolation_in_a_checked_value_is_checked_as_it_resolves_or_refused_when_it_does_not():
     # resolved: its value is checked, and the message shows where it came from
     with pytest.raises(VerlfitError) as error:
-        validate_overrides(["actor_rollout_ref.rollout.temperature=${actor_rollout_ref.rollout.val_kwargs.temperature}"])
+        validate_overrides(
+            ["actor_rollout_ref.rollout.temperature=${actor_rollout_ref.rollout.val_kwargs.temperature}"]
+        )
     assert error.value.message.startswith(
-        "actor_rollout_ref.rollout.temperature=0 (from ${actor_rollout_ref.rollout.val_kwargs.temperature}): it must be "
-        "a temperature above 0;"
+        "actor_rollout_ref.rollout.temperature=0 (from ${actor_rollout_ref.rollout.val_kwargs.temperature}): it must be"
+        " a temperature above 0;"
     )
     config = validate_overrides(["actor_rollout_ref.rollout.temperature=${actor_rollout_ref.rollout.top_p}"])
     assert config.actor_rollout_ref.rollout.temperature == 1.0
@@ -432,11 +634,15 @@ def test_an_interpolation_in_a_checked_value_is_checked_as_it_resolves_or_refuse
     with pytest.raises(VerlfitError) as error:
         validate_overrides(["actor_rollout_ref.rollout.temperature=${something}"])
     assert (error.value.message, error.value.fix, error.value.exit_code) == (
-        "actor_rollout_ref.rollout.temperature=${something}: verlfit cannot check this value: the interpolation does "
-        "not resolve here (no key something in verl's config); verl resolves its whole config as it starts "
-        "(main_ppo.py:77, OmegaConf.resolve) and would stop on it",
-        "write the value itself, e.g. actor_rollout_ref.rollout.temperature=1.0 (verl's default), or interpolate a "
-        "key verl's config has",
+        (
+            "actor_rollout_ref.rollout.temperature=${something}: verlfit cannot check this value: the interpolation"
+            " does not resolve here (no key something in verl's config); verl resolves its whole config as it starts"
+            " (main_ppo.py:77, OmegaConf.resolve) and would stop on it"
+        ),
+        (
+            "write the value itself, e.g. actor_rollout_ref.rollout.temperature=1.0 (verl's default), or interpolate a "
+            "key verl's config has"
+        ),
         2,
     )
 
@@ -444,11 +650,14 @@ def test_an_interpolation_in_a_checked_value_is_checked_as_it_resolves_or_refuse
 def test_a_reward_model_is_refused_with_what_verlfit_scores_with():
     with pytest.raises(VerlfitError) as error:
         validate_overrides(["reward_model.enable=True"])
-    assert error.value.message.startswith("reward_model.enable=True: verlfit does not run a reward model: the planner does not count its memory")
+    assert error.value.message.startswith(
+        "reward_model.enable=True: verlfit does not run a reward model: the planner does not count its memory"
+    )
     assert "fsdp_workers.py:1241" in error.value.message and error.value.exit_code == 2
-    assert error.value.fix.startswith("drop reward_model.enable=True: verlfit scores GSM8K with verl's rule-based reward (default_compute_score)")
+    assert error.value.fix.startswith(
+        "drop reward_model.enable=True: verlfit scores GSM8K with verl's rule-based reward (default_compute_score)"
+    )
     assert validate_overrides(["reward_model.enable=False"]).reward_model.enable is False
-
 
 
 def test_a_plus_on_a_key_verl_has_is_refused_also_where_verlfit_sets_that_key_itself(capsys):
@@ -473,8 +682,7 @@ def test_a_plus_on_a_key_verl_has_is_refused_also_where_verlfit_sets_that_key_it
         == 2
     )
     assert (
-        capsys.readouterr().err
-        == "verlfit: error: '+actor_rollout_ref.actor.optim.lr=1e-6': verl's yaml already has"
+        capsys.readouterr().err == "verlfit: error: '+actor_rollout_ref.actor.optim.lr=1e-6': verl's yaml already has"
         " 'actor_rollout_ref.actor.optim.lr', so '+' (add a new key) is refused by Hydra\n  fix: drop the '+':"
         " actor_rollout_ref.actor.optim.lr=1e-6\n"
     )
@@ -488,9 +696,14 @@ def test_a_users_hydra_run_dir_is_refused_as_verlfit_sets_it(capsys):
     """New-user trial: `-- hydra.run.dir=/` was printed in the command, then replaced by verlfit's own, silently."""
     from verlfit import cli
 
-    assert cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--skip-checks", "--", "hydra.run.dir=/"]) == 2
+    assert (
+        cli.main(["train", "--profile", "p40", "--plan", "off", "--dry-run", "--skip-checks", "--", "hydra.run.dir=/"])
+        == 2
+    )
     err = capsys.readouterr().err
-    assert err == (
-        "verlfit: error: 'hydra.run.dir=/': verlfit sets hydra.run.dir itself (Hydra's outputs go to RUN_DIR/hydra, beside "
-        "the run's records), so yours would be silently replaced\n  fix: drop it; choose where the run goes with --run-dir\n"
+    assert (
+        err
+        == "verlfit: error: 'hydra.run.dir=/': verlfit sets hydra.run.dir itself (Hydra's outputs go to RUN_DIR/hydra,"
+        " beside the run's records), so yours would be silently replaced\n  fix: drop it; choose where the run goes"
+        " with --run-dir\n"
     )

@@ -38,14 +38,29 @@ def write_jsonl(path: Path, rows, blank_after: int | None = None, garbage_at: in
 
 def run(tmp_path, **kwargs):
     lines: list[str] = []
-    arguments = dict(data_source="my/units", output_dir=tmp_path / "out", question_column="q", answer_column="a", log=lines.append) | kwargs
+    arguments = (
+        dict(
+            data_source="my/units",
+            output_dir=tmp_path / "out",
+            question_column="q",
+            answer_column="a",
+            log=lines.append,
+        )
+        | kwargs
+    )
     return prepare_data(**arguments), lines
 
 
 def test_exact_rows_from_two_files_with_bad_rows_named_by_line_and_column(tmp_path):
     train = write_jsonl(tmp_path / "in" / "train.jsonl", ROWS, blank_after=1, garbage_at=5)
     test = write_jsonl(tmp_path / "in" / "test.jsonl", [{"q": "Convert 4 l to ml.", "a": 4000.5}])
-    result, lines = run(tmp_path, train=train, test=test, system_prompt="Answer with a number.", prompt_template="{question} Put the answer after ####.")
+    result, lines = run(
+        tmp_path,
+        train=train,
+        test=test,
+        system_prompt="Answer with a number.",
+        prompt_template="{question} Put the answer after ####.",
+    )
     assert [str(bad) for bad in result.bad] == [
         f"{train} line 4, column q: blank",
         f"{train} line 6, column a: blank",
@@ -55,7 +70,10 @@ def test_exact_rows_from_two_files_with_bad_rows_named_by_line_and_column(tmp_pa
     written = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()
     assert written[1] == {
         "data_source": "my/units",
-        "prompt": [{"role": "system", "content": "Answer with a number."}, {"role": "user", "content": "Convert 3 m to cm. Put the answer after ####."}],
+        "prompt": [
+            {"role": "system", "content": "Answer with a number."},
+            {"role": "user", "content": "Convert 3 m to cm. Put the answer after ####."},
+        ],
         "ability": "custom",
         "reward_model": {"style": "rule", "ground_truth": "300"},
         "extra_info": {"split": "train", "index": 1, "answer": "300", "question": "Convert 3 m to cm."},
@@ -63,7 +81,10 @@ def test_exact_rows_from_two_files_with_bad_rows_named_by_line_and_column(tmp_pa
     assert [row["extra_info"]["index"] for row in written] == [0, 1, 3, 6]  # position among the file's rows
     assert pq.read_table(tmp_path / "out" / "test.parquet").to_pylist()[0]["reward_model"]["ground_truth"] == "4000.5"
     assert schemas_match(pq.read_schema(tmp_path / "out" / "train.parquet"), gsm8k.features().arrow_schema)
-    assert lines[-2:] == [f"train: 4 rows written -> {tmp_path / 'out' / 'train.parquet'}", f"test: 1 rows written -> {tmp_path / 'out' / 'test.parquet'}"]
+    assert lines[-2:] == [
+        f"train: 4 rows written -> {tmp_path / 'out' / 'train.parquet'}",
+        f"test: 1 rows written -> {tmp_path / 'out' / 'test.parquet'}",
+    ]
     assert data_folder_state(tmp_path / "out").state is FolderState.VERLFIT_PREPARED
     assert gsm8k.is_prepared(tmp_path / "out")
 
@@ -72,10 +93,14 @@ def test_csv_json_and_parquet_read_the_same_rows(tmp_path):
     good = [row for row in ROWS if row["q"] and row["a"] is not None]
     (tmp_path / "rows.csv").write_text("q,a\n" + "".join(f'"{row["q"]}",{row["a"]}\n' for row in good))
     (tmp_path / "rows.json").write_text(json.dumps(good))
-    pq.write_table(pa.Table.from_pylist([{"q": row["q"], "a": str(row["a"])} for row in good]), tmp_path / "rows.parquet")
+    pq.write_table(
+        pa.Table.from_pylist([{"q": row["q"], "a": str(row["a"])} for row in good]), tmp_path / "rows.parquet"
+    )
     outputs = []
     for suffix in ("csv", "json", "parquet"):
-        result, _ = run(tmp_path, train=tmp_path / f"rows.{suffix}", test_fraction=0.25, seed=3, output_dir=tmp_path / suffix)
+        result, _ = run(
+            tmp_path, train=tmp_path / f"rows.{suffix}", test_fraction=0.25, seed=3, output_dir=tmp_path / suffix
+        )
         assert result.rows == {"train": 3, "test": 1}
         outputs.append([(tmp_path / suffix / f"{split}.parquet").read_bytes() for split in ("train", "test")])
     assert outputs[0] == outputs[1] == outputs[2]
@@ -101,7 +126,10 @@ def test_strict_fails_listing_the_bad_rows_and_writes_nothing(tmp_path):
     train = write_jsonl(tmp_path / "train.jsonl", ROWS)
     with pytest.raises(VerlfitError) as caught:
         run(tmp_path, train=train, test_fraction=0.5, strict=True)
-    assert caught.value.message == f"2 bad row(s) and --strict:\n  {train} line 3, column q: blank\n  {train} line 5, column a: blank"
+    assert (
+        caught.value.message
+        == f"2 bad row(s) and --strict:\n  {train} line 3, column q: blank\n  {train} line 5, column a: blank"
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -143,7 +171,11 @@ def test_prompt_length_filter_uses_the_models_tokens(tmp_path, qwen_style_tokeni
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(qwen_style_tokenizer_dir)
-    rows = [{"q": "Convert 1 km to m.", "a": "1000"}, {"q": "Convert " + "many " * 80 + "km to m.", "a": "1"}, {"q": "Convert 2 km to m.", "a": "2000"}]
+    rows = [
+        {"q": "Convert 1 km to m.", "a": "1000"},
+        {"q": "Convert " + "many " * 80 + "km to m.", "a": "1"},
+        {"q": "Convert 2 km to m.", "a": "2000"},
+    ]
     train = write_jsonl(tmp_path / "train.jsonl", rows)
     test = write_jsonl(tmp_path / "test.jsonl", rows)  # the same rows in another file (one file for both is refused)
     lengths = [gsm8k.prompt_length(tokenizer, [{"role": "user", "content": row["q"]}]) for row in rows]
@@ -156,7 +188,22 @@ def test_prompt_length_filter_uses_the_models_tokens(tmp_path, qwen_style_tokeni
 
 def test_cli_registers_prepare_data(tmp_path, capsys):
     train = write_jsonl(tmp_path / "train.jsonl", [{"question": f"q{i}", "answer": str(i)} for i in range(10)])
-    assert cli.main(["prepare-data", "--train", str(train), "--test-fraction", "0.2", "--data-source", "my/task", "--output", str(tmp_path / "out")]) == 0
+    assert (
+        cli.main(
+            [
+                "prepare-data",
+                "--train",
+                str(train),
+                "--test-fraction",
+                "0.2",
+                "--data-source",
+                "my/task",
+                "--output",
+                str(tmp_path / "out"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "split 10 good rows with seed 0: 8 train, 2 test" in out
     with pytest.raises(SystemExit) as stopped:  # --test or --test-fraction
@@ -331,7 +378,9 @@ def test_an_input_the_user_may_not_read_is_a_clean_error(tmp_path, monkeypatch):
     with pytest.raises(VerlfitError) as error:
         read_rows(path, "--train")
     assert error.value.message == f"cannot read --train {path}: permission denied"
-    assert error.value.fix == f"give your user read access to {path} (or copy it somewhere you can read), then run again"
+    assert (
+        error.value.fix == f"give your user read access to {path} (or copy it somewhere you can read), then run again"
+    )
     assert error.value.exit_code == 2
 
 
@@ -340,12 +389,17 @@ def test_a_csv_separated_by_semicolons_as_excel_saves_it_in_german_reads_its_col
     from verlfit.prepare_data import read_rows
 
     path = tmp_path / "aufgaben.csv"
-    path.write_bytes(b"\xef\xbb\xbf" + "frage;antwort\nWie viel ist 2,5 + 1?;3,5\n\"Gr\u00fc\u00dfe; sagt er\";7\n".encode())
+    path.write_bytes(
+        b"\xef\xbb\xbf" + 'frage;antwort\nWie viel ist 2,5 + 1?;3,5\n"Gr\u00fc\u00dfe; sagt er";7\n'.encode()
+    )
     read = read_rows(path)
-    assert [row.values for row in read] == [{"frage": "Wie viel ist 2,5 + 1?", "antwort": "3,5"}, {"frage": "Grüße; sagt er", "antwort": "7"}]
+    assert [row.values for row in read] == [
+        {"frage": "Wie viel ist 2,5 + 1?", "antwort": "3,5"},
+        {"frage": "Grüße; sagt er", "antwort": "7"},
+    ]
     # a comma in the header keeps the comma as the separator, semicolons in the texts or not
     comma = tmp_path / "comma.csv"
-    comma.write_text("question,answer\n\"a; b\",1\n")
+    comma.write_text('question,answer\n"a; b",1\n')
     assert [row.values for row in read_rows(comma)] == [{"question": "a; b", "answer": "1"}]
 
 
@@ -369,17 +423,26 @@ def test_repeated_rows_a_test_split_seen_in_training_and_a_test_split_larger_tha
     copy = write_jsonl(tmp_path / "copy.jsonl", [row for row in rows for _ in range(5)])
     result, lines = run(tmp_path, train=train, test=copy)
     assert [line for line in lines if line.startswith("warning:")] == [
-        "warning: train: 16 of 20 rows repeat an earlier row's question and answer (4 distinct): each copy is trained"
-        " on again, weighing those rows more; fix: drop the repeats from --train (or keep them if that is meant)",
-        "warning: test: 16 of 20 rows repeat an earlier row's question and answer (4 distinct): each copy is scored"
-        " again, weighing those rows more; fix: drop the repeats from --test (or keep them if that is meant)",
-        "warning: 20 of 20 test rows ask a question that a training row asks too: validation would score them on data"
-        " the model trained on, not held-out data; fix: remove them from --test, or pass --test-fraction F instead of"
-        " --test to hold out a share of --train's rows",
+        (
+            "warning: train: 16 of 20 rows repeat an earlier row's question and answer (4 distinct): each copy is"
+            " trained on again, weighing those rows more; fix: drop the repeats from --train (or keep them if that is"
+            " meant)"
+        ),
+        (
+            "warning: test: 16 of 20 rows repeat an earlier row's question and answer (4 distinct): each copy is scored"
+            " again, weighing those rows more; fix: drop the repeats from --test (or keep them if that is meant)"
+        ),
+        (
+            "warning: 20 of 20 test rows ask a question that a training row asks too: validation would score them on"
+            " data the model trained on, not held-out data; fix: remove them from --test, or pass --test-fraction F"
+            " instead of --test to hold out a share of --train's rows"
+        ),
     ]
     assert result.rows == {"train": 20, "test": 20}  # written all the same: each can be meant
     small = write_jsonl(tmp_path / "small.jsonl", rows[:1])
-    large = write_jsonl(tmp_path / "large.jsonl", [{"q": f"Convert {i} g to mg.", "a": str(1000 * i)} for i in range(100)])
+    large = write_jsonl(
+        tmp_path / "large.jsonl", [{"q": f"Convert {i} g to mg.", "a": str(1000 * i)} for i in range(100)]
+    )
     _, lines = run(tmp_path, train=small, test=large, force=True)
     assert [line for line in lines if line.startswith("warning:")] == [
         "warning: test has 100 rows, 100x train's 1: verl scores every test row at each validation (--test-freq), so"

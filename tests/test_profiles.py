@@ -6,8 +6,20 @@ from verlfit.errors import VerlfitError
 from verlfit.gpu import GpuInfo
 from verlfit.profiles import environment_shell, load_profile, parse_profile, resolve_environment, select_profile
 
-P40 = GpuInfo(index=0, name="Tesla P40", compute_capability=(6, 1), total_memory_bytes=25_637_224_448, free_memory_bytes=25_000_000_000)
-A10 = GpuInfo(index=0, name="NVIDIA A10", compute_capability=(8, 6), total_memory_bytes=24_146_608_128, free_memory_bytes=23_000_000_000)
+P40 = GpuInfo(
+    index=0,
+    name="Tesla P40",
+    compute_capability=(6, 1),
+    total_memory_bytes=25_637_224_448,
+    free_memory_bytes=25_000_000_000,
+)
+A10 = GpuInfo(
+    index=0,
+    name="NVIDIA A10",
+    compute_capability=(8, 6),
+    total_memory_bytes=24_146_608_128,
+    free_memory_bytes=23_000_000_000,
+)
 
 
 def test_auto_picks_by_compute_capability():
@@ -26,7 +38,11 @@ def test_a10_on_p40_is_refused_naming_gpu_capability_and_fix():
 def test_p40_profile_values():
     profile = load_profile("p40")
     assert (profile.dtype, profile.attention, profile.rollout) == ("float32", "sdpa", "hf")
-    assert profile.environment == {"VLLM_DTYPE": "float32", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert profile.environment == {
+        "VLLM_DTYPE": "float32",
+        "TRITON_MAX_SHARED_MEMORY": "49152",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    }
     assert "actor_rollout_ref.rollout.name=hf" in profile.overrides
 
 
@@ -51,8 +67,14 @@ def test_environment_shell_lines():
     assert environment_shell(load_profile("a10")).splitlines() == [
         'VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS:-}"',
         '[ -n "${VLLM_DTYPE+set}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} VLLM_DTYPE=bfloat16"',
-        '[ -n "${TRITON_MAX_SHARED_MEMORY+set}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} TRITON_MAX_SHARED_MEMORY=101376"',
-        '[ -n "${PYTORCH_CUDA_ALLOC_CONF+set}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS} PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"',
+        (
+            '[ -n "${TRITON_MAX_SHARED_MEMORY+set}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS}'
+            ' TRITON_MAX_SHARED_MEMORY=101376"'
+        ),
+        (
+            '[ -n "${PYTORCH_CUDA_ALLOC_CONF+set}" ] || VERLFIT_PROFILE_DEFAULTS="${VERLFIT_PROFILE_DEFAULTS}'
+            ' PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"'
+        ),
         "export VERLFIT_PROFILE_DEFAULTS",
         'export VLLM_DTYPE="${VLLM_DTYPE-bfloat16}"',
         'export TRITON_MAX_SHARED_MEMORY="${TRITON_MAX_SHARED_MEMORY-101376}"',
@@ -72,18 +94,44 @@ def image_environment(profile_name, **user):
 
 def test_the_image_profiles_defaults_give_way_to_another_profile_but_user_values_win():
     environ = image_environment("a10", VLLM_DTYPE="float16")
-    assert environ["VERLFIT_PROFILE_DEFAULTS"].split() == ["TRITON_MAX_SHARED_MEMORY=101376", "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"]
-    assert resolve_environment(load_profile("p40"), environ) == {"VLLM_DTYPE": "float16", "TRITON_MAX_SHARED_MEMORY": "49152", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
-    assert resolve_environment(load_profile("a10"), environ) == {"VLLM_DTYPE": "float16", "TRITON_MAX_SHARED_MEMORY": "101376", "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:256"}
+    assert environ["VERLFIT_PROFILE_DEFAULTS"].split() == [
+        "TRITON_MAX_SHARED_MEMORY=101376",
+        "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256",
+    ]
+    assert resolve_environment(load_profile("p40"), environ) == {
+        "VLLM_DTYPE": "float16",
+        "TRITON_MAX_SHARED_MEMORY": "49152",
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    }
+    assert resolve_environment(load_profile("a10"), environ) == {
+        "VLLM_DTYPE": "float16",
+        "TRITON_MAX_SHARED_MEMORY": "101376",
+        "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:256",
+    }
     # an entrypoint run again inside the container keeps the first one's list
-    assert image_environment("a10", **environ)["VERLFIT_PROFILE_DEFAULTS"].split() == ["TRITON_MAX_SHARED_MEMORY=101376", "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256"]
+    assert image_environment("a10", **environ)["VERLFIT_PROFILE_DEFAULTS"].split() == [
+        "TRITON_MAX_SHARED_MEMORY=101376",
+        "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:256",
+    ]
     # a value the user exports after the entrypoint ran (docker compose run shell) is the user's
     later = {**environ, "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}
     assert resolve_environment(load_profile("p40"), later)["PYTORCH_CUDA_ALLOC_CONF"] == "max_split_size_mb:64"
 
 
 def test_invalid_profile_names_the_key():
-    data = {"name": "x", "description": "d", "image": "i", "compute_capability": {"min": "6.0"}, "gpu_memory_gib": 1, "environment": {"VLLM_DTYPE": "float32", "TRITON_MAX_SHARED_MEMORY": "lots", "PYTORCH_CUDA_ALLOC_CONF": ""}, "dtype": "float32", "attention": "sdpa", "rollout": "hf", "frozen_base_dtype": "bfloat16", "overrides": []}
+    data = {
+        "name": "x",
+        "description": "d",
+        "image": "i",
+        "compute_capability": {"min": "6.0"},
+        "gpu_memory_gib": 1,
+        "environment": {"VLLM_DTYPE": "float32", "TRITON_MAX_SHARED_MEMORY": "lots", "PYTORCH_CUDA_ALLOC_CONF": ""},
+        "dtype": "float32",
+        "attention": "sdpa",
+        "rollout": "hf",
+        "frozen_base_dtype": "bfloat16",
+        "overrides": [],
+    }
     with pytest.raises(VerlfitError, match="x.yaml: TRITON_MAX_SHARED_MEMORY must be a number of bytes, got 'lots'"):
         parse_profile(data, "x.yaml")
     data["environment"]["TRITON_MAX_SHARED_MEMORY"] = 1
@@ -92,11 +140,25 @@ def test_invalid_profile_names_the_key():
         parse_profile(data, "x.yaml")
 
 
-@pytest.mark.parametrize("variable, value, fragment", [
-    ("VLLM_DTYPE", "int8", "VLLM_DTYPE='int8' is not a rollout dtype\n  fix: unset it (the p40 profile uses float32) or set one of: float32, bfloat16, float16"),
-    ("TRITON_MAX_SHARED_MEMORY", "48k", "TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes"),
-    ("PYTORCH_CUDA_ALLOC_CONF", "garbage", "PYTORCH_CUDA_ALLOC_CONF='garbage' is not a comma-separated list of option:value"),
-])
+@pytest.mark.parametrize(
+    "variable, value, fragment",
+    [
+        (
+            "VLLM_DTYPE",
+            "int8",
+            (
+                "VLLM_DTYPE='int8' is not a rollout dtype\n  fix: unset it (the p40 profile uses float32) or set one"
+                " of: float32, bfloat16, float16"
+            ),
+        ),
+        ("TRITON_MAX_SHARED_MEMORY", "48k", "TRITON_MAX_SHARED_MEMORY='48k' is not a number of bytes"),
+        (
+            "PYTORCH_CUDA_ALLOC_CONF",
+            "garbage",
+            "PYTORCH_CUDA_ALLOC_CONF='garbage' is not a comma-separated list of option:value",
+        ),
+    ],
+)
 def test_bad_knob_values_are_refused(variable, value, fragment):
     with pytest.raises(VerlfitError) as caught:
         resolve_environment(load_profile("p40"), {variable: value})
@@ -104,10 +166,13 @@ def test_bad_knob_values_are_refused(variable, value, fragment):
     assert caught.value.exit_code == 2  # a usage error, as VLLM_DTYPE=bfloat16 on a P40 is
 
 
-@pytest.mark.parametrize("value, fragment", [
-    ("bfloat16", "VLLM_DTYPE=bfloat16 on the p40 profile's cards (compute capability below 8.0): bf16 needs 8.0"),
-    ("fp99", "VLLM_DTYPE='fp99' is not a rollout dtype"),
-])
+@pytest.mark.parametrize(
+    "value, fragment",
+    [
+        ("bfloat16", "VLLM_DTYPE=bfloat16 on the p40 profile's cards (compute capability below 8.0): bf16 needs 8.0"),
+        ("fp99", "VLLM_DTYPE='fp99' is not a rollout dtype"),
+    ],
+)
 def test_a_bad_rollout_dtype_is_a_usage_error_whatever_is_wrong_with_it(value, fragment, monkeypatch, capsys):
     """new-user trial: VLLM_DTYPE=bfloat16 on the p40 profile exited 2 and VLLM_DTYPE=fp99 exited 1, for the same
     kind of error (a bad environment value)."""
@@ -146,7 +211,9 @@ def test_customize_a10_to_hf_rollout_and_sdpa_rewrites_exactly_the_overrides_tha
         "+actor_rollout_ref.ref.trim_padding=True",
         "+critic.trim_padding=True",
     ]
-    assert a10.rollout == "vllm" and "actor_rollout_ref.rollout.enforce_eager=False" in a10.overrides  # the original is untouched
+    assert (
+        a10.rollout == "vllm" and "actor_rollout_ref.rollout.enforce_eager=False" in a10.overrides
+    )  # the original is untouched
 
 
 def test_customize_with_the_profiles_own_choices_returns_it_unchanged():
@@ -168,9 +235,21 @@ def test_customize_with_the_profiles_own_choices_returns_it_unchanged():
     "profile, changes, fragment",
     [
         ("p40", {"rollout": "vllm"}, "--rollout vllm with the p40 profile: vLLM needs compute capability 7.0"),
-        ("p40", {"attention": "flash_attention_2"}, "FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in float32)"),
-        ("t4", {"rollout": "vllm"}, "--rollout vllm with the t4 profile: it runs in the verlfit:p40 image, which has no vLLM"),
-        ("v100", {"attention": "flash_attention_2"}, "FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in float16)"),
+        (
+            "p40",
+            {"attention": "flash_attention_2"},
+            "FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in float32)",
+        ),
+        (
+            "t4",
+            {"rollout": "vllm"},
+            "--rollout vllm with the t4 profile: it runs in the verlfit:p40 image, which has no vLLM",
+        ),
+        (
+            "v100",
+            {"attention": "flash_attention_2"},
+            "FlashAttention-2 needs compute capability 8.0 and fp16/bf16 (the profile computes in float16)",
+        ),
         ("a10", {"rollout": "sglang"}, "rollout 'sglang' is not one of hf, vllm"),
         ("a10", {"attention": "flash"}, "attention 'flash' is not one of sdpa, eager, flash_attention_2"),
     ],
@@ -183,16 +262,19 @@ def test_customize_refuses_what_the_profiles_cards_cannot_run(profile, changes, 
     assert fragment in str(caught.value)
 
 
-@pytest.mark.parametrize("text, well_formed", [
-    ("expandable_segments:True", True),
-    ("expandable_segments:True,max_split_size_mb:256", True),
-    ("roundup_power2_divisions:[256:1,512:2],max_split_size_mb:128", True),  # commas inside a bracketed list
-    (" backend : cudaMallocAsync ", True),
-    ("garbage", False),
-    ("max_split_size_mb:", False),
-    ("max_split_size_mb:256,", False),
-    ("expandable_segments=True", False),
-])
+@pytest.mark.parametrize(
+    "text, well_formed",
+    [
+        ("expandable_segments:True", True),
+        ("expandable_segments:True,max_split_size_mb:256", True),
+        ("roundup_power2_divisions:[256:1,512:2],max_split_size_mb:128", True),  # commas inside a bracketed list
+        (" backend : cudaMallocAsync ", True),
+        ("garbage", False),
+        ("max_split_size_mb:", False),
+        ("max_split_size_mb:256,", False),
+        ("expandable_segments=True", False),
+    ],
+)
 def test_allocator_config_syntax(text, well_formed):
     from verlfit.profiles import allocator_config_is_well_formed
 
@@ -205,22 +287,66 @@ def test_a_malformed_allocator_config_is_refused_before_launch():
     with pytest.raises(VerlfitError) as error:
         resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": "garbage"})
     assert error.value.message == "PYTORCH_CUDA_ALLOC_CONF='garbage' is not a comma-separated list of option:value"
-    assert error.value.fix == "unset it (the p40 profile uses expandable_segments:True) or write e.g. expandable_segments:True,max_split_size_mb:256"
+    assert (
+        error.value.fix == "unset it (the p40 profile uses expandable_segments:True) or write e.g."
+        " expandable_segments:True,max_split_size_mb:256"
+    )
 
 
-T4 = GpuInfo(index=0, name="Tesla T4", compute_capability=(7, 5), total_memory_bytes=16_106_127_360, free_memory_bytes=15_000_000_000)
-V100 = GpuInfo(index=0, name="Tesla V100-SXM2-32GB", compute_capability=(7, 0), total_memory_bytes=34_089_730_048, free_memory_bytes=33_000_000_000)
-P100 = GpuInfo(index=0, name="Tesla P100-PCIE-16GB", compute_capability=(6, 0), total_memory_bytes=17_071_734_784, free_memory_bytes=16_000_000_000)
-SEVEN_X = "; this card could also run fp16 on its tensor cores (the {} profile, which auto picks), Triton (torch.compile, Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY=49152, under the 81920 B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
-FP16_NOTE = "fp16 tensor cores but no bf16 and no FlashAttention-2 (both need 8.0), so fp16 compute with fp32 master weights and dynamic loss scaling (an overflowing update is skipped and shows in the progress line); --profile p40 runs it in fp32"
+T4 = GpuInfo(
+    index=0,
+    name="Tesla T4",
+    compute_capability=(7, 5),
+    total_memory_bytes=16_106_127_360,
+    free_memory_bytes=15_000_000_000,
+)
+V100 = GpuInfo(
+    index=0,
+    name="Tesla V100-SXM2-32GB",
+    compute_capability=(7, 0),
+    total_memory_bytes=34_089_730_048,
+    free_memory_bytes=33_000_000_000,
+)
+P100 = GpuInfo(
+    index=0,
+    name="Tesla P100-PCIE-16GB",
+    compute_capability=(6, 0),
+    total_memory_bytes=17_071_734_784,
+    free_memory_bytes=16_000_000_000,
+)
+SEVEN_X = (
+    "; this card could also run fp16 on its tensor cores (the {} profile, which auto picks), Triton (torch.compile,"
+    " Triton kernels) and vLLM (both need 7.0), which the p40 profile leaves off (its TRITON_MAX_SHARED_MEMORY=49152,"
+    " under the 81920 B verlfit asks for Triton, keeps torch.compile, liger and fused kernels off; HF rollout)"
+)
+FP16_NOTE = (
+    "fp16 tensor cores but no bf16 and no FlashAttention-2 (both need 8.0), so fp16 compute with fp32 master weights"
+    " and dynamic loss scaling (an overflowing update is skipped and shows in the progress line); --profile p40 runs it"
+    " in fp32"
+)
 
 
 @pytest.mark.parametrize(
     "gpu, note",
     [
-        (T4, "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X.format("t4")),
-        (V100, "profile p40 for Tesla V100-SXM2-32GB (compute capability 7.0): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X.format("v100")),
-        (P100, "profile p40 for Tesla P100-PCIE-16GB (compute capability 6.0): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on; it has the P40's other limits too (Triton and vLLM need 7.0), so the profile leaves nothing off"),
+        (
+            T4,
+            "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2,"
+            " which the a10 profile is built on" + SEVEN_X.format("t4"),
+        ),
+        (
+            V100,
+            "profile p40 for Tesla V100-SXM2-32GB (compute capability 7.0): below 8.0 there is no bf16 and no"
+            " FlashAttention-2, which the a10 profile is built on" + SEVEN_X.format("v100"),
+        ),
+        (
+            P100,
+            (
+                "profile p40 for Tesla P100-PCIE-16GB (compute capability 6.0): below 8.0 there is no bf16 and no"
+                " FlashAttention-2, which the a10 profile is built on; it has the P40's other limits too (Triton and"
+                " vLLM need 7.0), so the profile leaves nothing off"
+            ),
+        ),
         (P40, None),
     ],
 )
@@ -240,25 +366,43 @@ def test_train_says_at_launch_which_profile_a_7x_card_got_and_why(capsys):
     args = cli.build_parser().parse_args(["train", "--profile", "p40", "--plan", "off", "--dry-run"])
     plan = prepare_launch(args, environ={}, gpu=T4)
     assert plan.profile_name == "p40"
-    expected = "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which the a10 profile is built on" + SEVEN_X.format("t4")
+    expected = (
+        "profile p40 for Tesla T4 (compute capability 7.5): below 8.0 there is no bf16 and no FlashAttention-2, which"
+        " the a10 profile is built on" + SEVEN_X.format("t4")
+    )
     # and the planner's warning: the p40 profile's default sizes, as given (--plan off), do not fit a T4's 15 GiB
     assert [note for note in plan.notes if not note.startswith("plan: WARN --plan off: ")] == [expected]
     assert f"note: {expected}" in " ".join(describe(plan).split())  # the dry run wraps its notes
-    assert "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides  # what the note says the profile leaves off
-    assert prepare_launch(cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=P40).notes == []
+    assert (
+        "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides
+    )  # what the note says the profile leaves off
+    assert (
+        prepare_launch(
+            cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=P40
+        ).notes
+        == []
+    )
 
 
 def test_a10_fallbacks_apply_one_at_a_time_and_p40_carries_the_speed_keys_itself():
     from verlfit.profiles import customize
 
-    trims = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True"]
+    trims = [
+        "+actor_rollout_ref.actor.trim_padding=True",
+        "+actor_rollout_ref.ref.trim_padding=True",
+        "+critic.trim_padding=True",
+        "+actor_rollout_ref.rollout.trim_padding=True",
+    ]
     a10 = load_profile("a10")
     assert not any("trim_padding" in o or "cuda_graph" in o for o in a10.overrides)  # vLLM and packed FA2 sequences
     graph = "+actor_rollout_ref.rollout.cuda_graph=True"
     assert customize(a10, rollout="hf").overrides[-2:] == ("+actor_rollout_ref.rollout.trim_padding=True", graph)
     assert customize(a10, attention="sdpa").overrides[-3:] == tuple(trims[:3])
     assert list(load_profile("p40").overrides[-5:]) == [*trims, graph]
-    assert customize(load_profile("p40"), attention="eager").overrides[-5:] == (*trims, graph)  # no fallbacks to add: already there
+    assert customize(load_profile("p40"), attention="eager").overrides[-5:] == (
+        *trims,
+        graph,
+    )  # no fallbacks to add: already there
     # CUDA-graph decoding (patch 0022): on in the p40 profile and in the a10's HF fallback (measured on the 7B GRPO LoRA
     # A10 target, a10.yaml); never on the a10's own vLLM path, which has its own graphs
     assert [o for o in load_profile("p40").overrides if "cuda_graph" in o] == [graph]
@@ -272,7 +416,10 @@ def test_fallbacks_must_be_lists_of_overrides():
     import yaml
 
     data = yaml.safe_load(resources.files("verlfit.profiles").joinpath("a10.yaml").read_text())
-    with pytest.raises(VerlfitError, match=r"fallbacks must be a mapping with the keys \['hf_rollout', 'padded_training'\], got \['vllm_rollout'\]"):
+    with pytest.raises(
+        VerlfitError,
+        match=r"fallbacks must be a mapping with the keys \['hf_rollout', 'padded_training'\], got \['vllm_rollout'\]",
+    ):
         parse_profile({**data, "fallbacks": {"vllm_rollout": []}}, "x.yaml")
     with pytest.raises(VerlfitError, match="fallbacks.hf_rollout must be a list of 'key=value' strings"):
         parse_profile({**data, "fallbacks": {"hf_rollout": ["cuda_graph"]}}, "x.yaml")
@@ -287,14 +434,29 @@ def test_profiles_command_shows_the_a10_fallbacks(capsys):
         "  with --rollout hf also:\n    +actor_rollout_ref.rollout.trim_padding=True\n"
         "    +actor_rollout_ref.rollout.cuda_graph=True\n" in out
     )
-    assert "  with --attention sdpa|eager also:\n    +actor_rollout_ref.actor.trim_padding=True\n    +actor_rollout_ref.ref.trim_padding=True\n    +critic.trim_padding=True\n" in out
+    assert (
+        "  with --attention sdpa|eager also:\n    +actor_rollout_ref.actor.trim_padding=True\n   "
+        " +actor_rollout_ref.ref.trim_padding=True\n    +critic.trim_padding=True\n" in out
+    )
     assert cli.main(["profiles", "p40"]) == 0
     assert "also:" not in capsys.readouterr().out
 
 
 # --- compute capability 7.x: the fp16 profiles (issue 27) -----------------------------------------------------------
-RTX2080TI = GpuInfo(index=0, name="NVIDIA GeForce RTX 2080 Ti", compute_capability=(7, 5), total_memory_bytes=11_546_394_624, free_memory_bytes=11_000_000_000)
-XAVIER = GpuInfo(index=0, name="Xavier", compute_capability=(7, 2), total_memory_bytes=16_000_000_000, free_memory_bytes=15_000_000_000)
+RTX2080TI = GpuInfo(
+    index=0,
+    name="NVIDIA GeForce RTX 2080 Ti",
+    compute_capability=(7, 5),
+    total_memory_bytes=11_546_394_624,
+    free_memory_bytes=11_000_000_000,
+)
+XAVIER = GpuInfo(
+    index=0,
+    name="Xavier",
+    compute_capability=(7, 2),
+    total_memory_bytes=16_000_000_000,
+    free_memory_bytes=15_000_000_000,
+)
 FP16_KEYS = [
     "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp16",
     "+actor_rollout_ref.actor.fsdp_config.mixed_precision.reduce_dtype=fp32",
@@ -324,7 +486,10 @@ FP16_KEYS = [
 ]
 
 
-@pytest.mark.parametrize("gpu, name", [(T4, "t4"), (RTX2080TI, "t4"), (V100, "v100"), (XAVIER, "v100"), (P100, "p40"), (P40, "p40"), (A10, "a10")])
+@pytest.mark.parametrize(
+    "gpu, name",
+    [(T4, "t4"), (RTX2080TI, "t4"), (V100, "v100"), (XAVIER, "v100"), (P100, "p40"), (P40, "p40"), (A10, "a10")],
+)
 def test_auto_gives_7x_cards_the_fp16_profiles(gpu, name):
     assert select_profile("auto", gpu).name == name
 
@@ -332,7 +497,13 @@ def test_auto_gives_7x_cards_the_fp16_profiles(gpu, name):
 def test_the_fp16_profiles_values_and_their_one_difference():
     t4, v100 = load_profile("t4"), load_profile("v100")
     for profile in (t4, v100):
-        assert (profile.dtype, profile.attention, profile.rollout, profile.image, profile.min_compute_capability) == ("float16", "sdpa", "hf", "verlfit:p40", (7, 0))
+        assert (profile.dtype, profile.attention, profile.rollout, profile.image, profile.min_compute_capability) == (
+            "float16",
+            "sdpa",
+            "hf",
+            "verlfit:p40",
+            (7, 0),
+        )
         assert list(profile.overrides) == FP16_KEYS
         assert profile.environment["VLLM_DTYPE"] == "float16"
     # the reference cards: usable memory (the --emulate cap) and shared memory per block (Triton's gate)
@@ -352,7 +523,14 @@ def test_triton_backed_features_stay_off_on_the_t4_and_on_for_the_v100():
     [
         ("t4", T4, "profile t4 for Tesla T4 (compute capability 7.5): " + FP16_NOTE),
         ("v100", V100, "profile v100 for Tesla V100-SXM2-32GB (compute capability 7.0): " + FP16_NOTE),
-        ("t4", V100, "profile t4 for Tesla V100-SXM2-32GB (compute capability 7.0): " + FP16_NOTE + "; the t4 profile is made for the T4 (16 GB) (compute capability 7.5): same code paths, its shared memory per block decides Triton"),
+        (
+            "t4",
+            V100,
+            "profile t4 for Tesla V100-SXM2-32GB (compute capability 7.0): "
+            + FP16_NOTE
+            + "; the t4 profile is made for the T4 (16 GB) (compute capability 7.5): same code paths, its shared memory"
+            " per block decides Triton",
+        ),
         ("t4", A10, None),
     ],
 )
@@ -365,7 +543,11 @@ def test_the_fp16_profiles_say_why_fp16(profile, gpu, note):
 def test_the_fp16_profiles_are_refused_on_a_pascal_card_naming_the_fix():
     with pytest.raises(VerlfitError) as caught:
         select_profile("t4", P40)
-    assert caught.value.message == "profile 't4' needs compute capability >= 7.0 (fp16 tensor cores), but GPU 0 is a Tesla P40 with compute capability 6.1"
+    assert (
+        caught.value.message
+        == "profile 't4' needs compute capability >= 7.0 (fp16 tensor cores), but GPU 0 is a Tesla P40 with compute"
+        " capability 6.1"
+    )
     assert caught.value.fix == "use --profile p40 (image verlfit:p40)"
 
 
@@ -377,10 +559,17 @@ def test_auto_on_a_t4_says_why_at_launch_and_the_dry_run_prints_the_fp16_and_los
     plan = prepare_launch(cli.build_parser().parse_args(["train", "--plan", "off", "--dry-run"]), environ={}, gpu=T4)
     assert plan.profile_name == "t4"
     # and the planner's warning (issue 28): the default sizes, given as they are (--plan off), do not fit a T4's memory
-    assert [note for note in plan.notes if not note.startswith("plan: WARN --plan off: ")] == ["profile t4 for Tesla T4 (compute capability 7.5): " + FP16_NOTE]
+    assert [note for note in plan.notes if not note.startswith("plan: WARN --plan off: ")] == [
+        "profile t4 for Tesla T4 (compute capability 7.5): " + FP16_NOTE
+    ]
     assert sum(note.startswith("plan: WARN --plan off: ") for note in plan.notes) == 1
     text = describe(plan).splitlines()
-    for key in ("+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp16", "+actor_rollout_ref.actor.autocast_dtype=fp16", "+actor_rollout_ref.actor.loss_scaling.enabled=True", "+critic.loss_scaling.enabled=True"):
+    for key in (
+        "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp16",
+        "+actor_rollout_ref.actor.autocast_dtype=fp16",
+        "+actor_rollout_ref.actor.loss_scaling.enabled=True",
+        "+critic.loss_scaling.enabled=True",
+    ):
         assert key in plan.overrides
         assert any(key in line for line in text), key
     assert "actor_rollout_ref.actor.use_torch_compile=False" in plan.overrides  # 64 KiB shared memory: no Triton
@@ -394,14 +583,20 @@ def test_an_allocator_option_torch_does_not_know_is_refused_before_the_run():
     with pytest.raises(VerlfitError) as caught:
         resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True,garbage:yes"})
     assert (caught.value.message, caught.value.fix, caught.value.exit_code) == (
-        "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True,garbage:yes' names 'garbage', not an option of torch's CUDA"
-        ' allocator: torch stops with "Unrecognized CachingAllocator option" when a worker first touches CUDA, minutes'
-        " into the run",
-        "unset it (the p40 profile uses 'expandable_segments:True') or use torch's options: max_split_size_mb,"
-        " max_non_split_rounding_mb, garbage_collection_threshold, roundup_power2_divisions, backend,"
-        " expandable_segments, release_lock_on_cudamalloc, pinned_use_cuda_host_register, pinned_num_register_threads,"
-        " pinned_use_background_threads",
+        (
+            "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:True,garbage:yes' names 'garbage', not an option of torch's"
+            ' CUDA allocator: torch stops with "Unrecognized CachingAllocator option" when a worker first touches'
+            " CUDA, minutes into the run"
+        ),
+        (
+            "unset it (the p40 profile uses 'expandable_segments:True') or use torch's options: max_split_size_mb,"
+            " max_non_split_rounding_mb, garbage_collection_threshold, roundup_power2_divisions, backend,"
+            " expandable_segments, release_lock_on_cudamalloc, pinned_use_cuda_host_register,"
+            " pinned_num_register_threads, pinned_use_background_threads"
+        ),
         2,
     )
     known = "max_split_size_mb:256,roundup_power2_divisions:[256:1,512:2],garbage_collection_threshold:0.6"
-    assert resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": known})["PYTORCH_CUDA_ALLOC_CONF"] == known
+    assert (
+        resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": known})["PYTORCH_CUDA_ALLOC_CONF"] == known
+    )

@@ -20,7 +20,9 @@ def log_lines(name):
 def watch(run_dir, name, **kwargs):
     out = io.StringIO()
     ticks = iter(range(1000, 2000))
-    with StepWatcher(run_dir, stream=out, clock=lambda: float(next(ticks)), metrics=MetricsWriter(run_dir), **kwargs) as watcher:
+    with StepWatcher(
+        run_dir, stream=out, clock=lambda: float(next(ticks)), metrics=MetricsWriter(run_dir), **kwargs
+    ) as watcher:
         for line in log_lines(name):
             watcher.feed(line)
     return watcher, out.getvalue()
@@ -31,9 +33,15 @@ def test_plain_lines_for_a_finished_ppo_run(tmp_path):
     assert out.splitlines() == [
         "step 0/4 | val 0.005",
         "step 1/4 | 44.0 s/step | 113 tok/s | ETA 2m12s | score 0.062 | ppo_kl 0.000 | mem 13.0 GiB (22.4 reserved)",
-        "step 2/4 | 107.8 s/step | 47 tok/s | ETA 2m32s | score 0.125 | ppo_kl 0.000 | val 0.066 | mem 13.0 GiB (22.4 reserved)",
+        (
+            "step 2/4 | 107.8 s/step | 47 tok/s | ETA 2m32s | score 0.125 | ppo_kl 0.000 | val 0.066 | mem 13.0 GiB"
+            " (22.4 reserved)"
+        ),
         "step 3/4 | 43.3 s/step | 121 tok/s | ETA 1m05s | score 0.188 | ppo_kl 0.000 | mem 13.0 GiB (22.4 reserved)",
-        "step 4/4 | 125.7 s/step | 43 tok/s | ETA 0s | score 0.250 | ppo_kl 0.000 | val 0.105 | mem 13.0 GiB (22.4 reserved)",
+        (
+            "step 4/4 | 125.7 s/step | 43 tok/s | ETA 0s | score 0.250 | ppo_kl 0.000 | val 0.105 | mem 13.0 GiB (22.4"
+            " reserved)"
+        ),
         "finished at step 4/4 | val 0.105",
     ]
     assert (watcher.total_steps, watcher.last_step, watcher.finished) == (4, 4, True)  # total from verl's line
@@ -83,9 +91,13 @@ def test_resumed_run_appends(tmp_path):
 
 def test_bytes_and_verbose_echo(tmp_path):
     out = io.StringIO()
-    with StepWatcher(tmp_path, total_steps=3, stream=out, tty=False, verbose=True, metrics=MetricsWriter(tmp_path)) as watcher:
+    with StepWatcher(
+        tmp_path, total_steps=3, stream=out, tty=False, verbose=True, metrics=MetricsWriter(tmp_path)
+    ) as watcher:
         watcher.feed(b"\x1b[36m(TaskRunner pid=1)\x1b[0m Training from scratch\n")
-        watcher.feed(b"(TaskRunner pid=1) step:1 - critic/score/mean:0.500 - timing_s/step:2.000 - perf/throughput:10.000\n")
+        watcher.feed(
+            b"(TaskRunner pid=1) step:1 - critic/score/mean:0.500 - timing_s/step:2.000 - perf/throughput:10.000\n"
+        )
     assert out.getvalue().splitlines() == [
         "Training from scratch",
         "step:1 - critic/score/mean:0.500 - timing_s/step:2.000 - perf/throughput:10.000",
@@ -110,7 +122,15 @@ def test_tty_detection_follows_the_stream(tmp_path):
 
 
 def test_format_duration():
-    assert [format_duration(s) for s in (0, 34.4, 59.6, 301, 3599, 7500, 90061)] == ["0s", "34s", "1m00s", "5m01s", "59m59s", "2h05m", "25h01m"]
+    assert [format_duration(s) for s in (0, 34.4, 59.6, 301, 3599, 7500, 90061)] == [
+        "0s",
+        "34s",
+        "1m00s",
+        "5m01s",
+        "59m59s",
+        "2h05m",
+        "25h01m",
+    ]
 
 
 def test_format_step_line_prefers_kl_loss_and_leaves_out_what_is_missing():
@@ -120,22 +140,49 @@ def test_format_step_line_prefers_kl_loss_and_leaves_out_what_is_missing():
 
 def test_the_step_line_shows_the_updates_fp16_loss_scaling_skipped_and_nothing_when_none():
     # patch 0024's metrics, as verl's console line carries them (one value per step)
-    record = {"step": 4, "timing_s/step": 2.0, "actor/skipped_updates": 1.0, "actor/loss_scale": 32768.0, "actor/skipped_updates_total": 3.0, "critic/skipped_updates": 0.0, "critic/loss_scale": 65536.0}
-    assert format_step_line(record, 10, None) == "step 4/10 | 2.0 s/step | skipped updates (fp16 overflow): actor 1; loss scale actor 32768"
+    record = {
+        "step": 4,
+        "timing_s/step": 2.0,
+        "actor/skipped_updates": 1.0,
+        "actor/loss_scale": 32768.0,
+        "actor/skipped_updates_total": 3.0,
+        "critic/skipped_updates": 0.0,
+        "critic/loss_scale": 65536.0,
+    }
+    assert (
+        format_step_line(record, 10, None)
+        == "step 4/10 | 2.0 s/step | skipped updates (fp16 overflow): actor 1; loss scale actor 32768"
+    )
     record["critic/skipped_updates"], record["critic/loss_scale"] = 2.0, 16384.0
-    assert format_step_line(record, 10, None) == "step 4/10 | 2.0 s/step | skipped updates (fp16 overflow): actor 1, critic 2; loss scale actor 32768, critic 16384"
+    assert (
+        format_step_line(record, 10, None)
+        == "step 4/10 | 2.0 s/step | skipped updates (fp16 overflow): actor 1, critic 2; loss scale actor 32768, critic"
+        " 16384"
+    )
     record["actor/skipped_updates"] = record["critic/skipped_updates"] = 0.0
     assert format_step_line(record, 10, None) == "step 4/10 | 2.0 s/step"
 
 
 def test_eta_starts_from_the_initial_estimate_until_a_step_is_done(tmp_path):
-    watcher = StepWatcher(tmp_path, total_steps=10, stream=io.StringIO(), tty=False, initial_step_seconds=12.5, metrics=MetricsWriter(tmp_path))
+    watcher = StepWatcher(
+        tmp_path,
+        total_steps=10,
+        stream=io.StringIO(),
+        tty=False,
+        initial_step_seconds=12.5,
+        metrics=MetricsWriter(tmp_path),
+    )
     assert watcher.eta_seconds() == 125.0
     watcher.step_times.append(20.0)
     watcher.last_step = 1
     assert watcher.eta_seconds() == 180.0
     watcher.close()
-    assert StepWatcher(tmp_path, total_steps=10, stream=io.StringIO(), tty=False, metrics=MetricsWriter(tmp_path)).eta_seconds() is None
+    assert (
+        StepWatcher(
+            tmp_path, total_steps=10, stream=io.StringIO(), tty=False, metrics=MetricsWriter(tmp_path)
+        ).eta_seconds()
+        is None
+    )
 
 
 def test_a_resumed_run_records_each_step_once(tmp_path):
@@ -145,19 +192,38 @@ def test_a_resumed_run_records_each_step_once(tmp_path):
     watch(tmp_path, "ppo_resumed_first_session.log", tty=False)
     assert [r["step"] for r in read_metrics(tmp_path)] == [0, 1, 2, 3, 4, 5]
     ticks = iter(range(2000, 3000))
-    with StepWatcher(tmp_path, stream=io.StringIO(), tty=False, clock=lambda: float(next(ticks)), resume_step=4, metrics=MetricsWriter(tmp_path, resume_step=4)) as watcher:
+    with StepWatcher(
+        tmp_path,
+        stream=io.StringIO(),
+        tty=False,
+        clock=lambda: float(next(ticks)),
+        resume_step=4,
+        metrics=MetricsWriter(tmp_path, resume_step=4),
+    ) as watcher:
         assert [r["step"] for r in read_metrics(tmp_path)] == [0, 1, 2, 3, 4]  # step 5 dropped before verl starts again
         for line in log_lines("ppo_resumed_second_session.log"):
             watcher.feed(line)
     records = read_metrics(tmp_path)
     assert [(r["step"], r["time"], is_training_record(r), bool(r.get("finished"))) for r in records] == [
-        (0, 1000.0, False, False), (1, 1001.0, True, False), (2, 1002.0, True, False), (3, 1003.0, True, False), (4, 1004.0, True, False),
-        (4, 2000.0, False, False), (5, 2001.0, True, False), (6, 2002.0, True, False), (6, 2003.0, False, True)]
+        (0, 1000.0, False, False),
+        (1, 1001.0, True, False),
+        (2, 1002.0, True, False),
+        (3, 1003.0, True, False),
+        (4, 1004.0, True, False),
+        (4, 2000.0, False, False),
+        (5, 2001.0, True, False),
+        (6, 2002.0, True, False),
+        (6, 2003.0, False, True),
+    ]
     training = [r["step"] for r in records if is_training_record(r)]
     assert training == [1, 2, 3, 4, 5, 6]  # each training step exactly once
-    assert records[6]["critic/score/mean"] == 0.188  # step 5 as the second session trained it (the first session: 0.062; 3 decimals)
+    assert (
+        records[6]["critic/score/mean"] == 0.188
+    )  # step 5 as the second session trained it (the first session: 0.062; 3 decimals)
     merged = consolidate(records)
-    assert [r["step"] for r in merged] == [0, 1, 2, 3, 4, 5, 6] and merged[4]["val-core/openai/gsm8k/reward/mean@1"] == 0.0712
+    assert [r["step"] for r in merged] == [0, 1, 2, 3, 4, 5, 6] and merged[4][
+        "val-core/openai/gsm8k/reward/mean@1"
+    ] == 0.0712
     # the full log keeps both sessions, step 5 twice
     assert sum(" step:5 - " in line for line in (tmp_path / "train.log").read_text().splitlines()) == 2
 
@@ -172,7 +238,16 @@ class FakeClock:
 
 def stall_watcher(tmp_path, **kwargs):
     clock, out = FakeClock(), io.StringIO()
-    watcher = StepWatcher(tmp_path, total_steps=6, stream=out, tty=False, clock=lambda: 0.0, monotonic=clock, metrics=MetricsWriter(tmp_path), **kwargs)
+    watcher = StepWatcher(
+        tmp_path,
+        total_steps=6,
+        stream=out,
+        tty=False,
+        clock=lambda: 0.0,
+        monotonic=clock,
+        metrics=MetricsWriter(tmp_path),
+        **kwargs,
+    )
     return watcher, clock, out
 
 
@@ -186,17 +261,28 @@ def test_a_stall_is_reported_once_with_the_phase_and_not_stopped(tmp_path):
     watcher, clock, out = stall_watcher(tmp_path, initial_step_seconds=100.0)
     feed_at(watcher, clock, 5, lines[0])  # Total training steps: 6
     # before the first record: max(10 min, 5 x 100 s) + 30 min of startup
-    assert watcher.stall_limit() == (2400.0, "5 x the estimated step, 1m40s, at least 10m00s, + 30m00s for startup before the first record")
+    assert watcher.stall_limit() == (
+        2400.0,
+        "5 x the estimated step, 1m40s, at least 10m00s, + 30m00s for startup before the first record",
+    )
     clock.now = 2399
     assert watcher.check_stall() is None
     clock.now = 2400
     stall = watcher.check_stall()
     assert (stall.seconds, stall.next_step, stall.phase, stall.phase_seconds, stall.last_line, stall.stopping) == (
-        2400, 1, "model loading (the Ray workers build the models)", 2395, "Total training steps: 6", False)
+        2400,
+        1,
+        "model loading (the Ray workers build the models)",
+        2395,
+        "Total training steps: 6",
+        False,
+    )
     assert out.getvalue().splitlines() == [
-        "verlfit: no step has finished for 40m00s (limit 40m00s: 5 x the estimated step, 1m40s, at least 10m00s, + 30m00s for startup "
-        "before the first record); step 1 is in progress; verl last entered model loading (the Ray workers build the models) 39m55s ago; "
-        "its last line, 39m55s ago: 'Total training steps: 6'; not stopped (verlfit train --stall-timeout SECONDS stops a stalled run)"]
+        "verlfit: no step has finished for 40m00s (limit 40m00s: 5 x the estimated step, 1m40s, at least 10m00s, +"
+        " 30m00s for startup before the first record); step 1 is in progress; verl last entered model loading (the Ray"
+        " workers build the models) 39m55s ago; its last line, 39m55s ago: 'Total training steps: 6'; not stopped"
+        " (verlfit train --stall-timeout SECONDS stops a stalled run)"
+    ]
     clock.now = 2500
     assert watcher.check_stall().seconds == 2500 and len(out.getvalue().splitlines()) == 1  # said once
     assert not watcher.stop_requested
@@ -212,20 +298,40 @@ def test_a_stall_is_reported_once_with_the_phase_and_not_stopped(tmp_path):
     clock.now = 3249  # 600 s after step 1
     assert watcher.check_stall() is None
     clock.now = 3250
-    assert (watcher.check_stall().phase, watcher.stall.phase_seconds, watcher.stall.next_step) == ("the checkpoint save of step 2", 550, 2)
+    assert (watcher.check_stall().phase, watcher.stall.phase_seconds, watcher.stall.next_step) == (
+        "the checkpoint save of step 2",
+        550,
+        2,
+    )
     watcher.close()
 
 
 def test_stall_timeout_asks_to_stop_and_names_a_worker_method(tmp_path):
     watcher, clock, out = stall_watcher(tmp_path, stall_timeout=120)
-    feed_at(watcher, clock, 10, "(TaskRunner pid=1) step:3 - critic/score/mean:0.500 - timing_s/step:2.000 - perf/throughput:10.000\n")
-    feed_at(watcher, clock, 20, "(TaskRunner pid=1)   File \"ray_trainer.py\", line 1129, in fit: ray::WorkerDict.actor_rollout_update_actor() (pid=9)\n")
+    feed_at(
+        watcher,
+        clock,
+        10,
+        "(TaskRunner pid=1) step:3 - critic/score/mean:0.500 - timing_s/step:2.000 - perf/throughput:10.000\n",
+    )
+    feed_at(
+        watcher,
+        clock,
+        20,
+        '(TaskRunner pid=1)   File "ray_trainer.py", line 1129, in fit: ray::WorkerDict.actor_rollout_update_actor()'
+        " (pid=9)\n",
+    )
     assert watcher.stall_limit() == (120, "--stall-timeout 120")
     clock.now = 129.9
     assert watcher.check_stall() is None and not watcher.stop_requested
     clock.now = 130
     stall = watcher.check_stall()
-    assert (stall.next_step, stall.phase, stall.stopping, watcher.stop_requested) == (4, "the actor update (verl's actor_rollout_update_actor)", True, True)
+    assert (stall.next_step, stall.phase, stall.stopping, watcher.stop_requested) == (
+        4,
+        "the actor update (verl's actor_rollout_update_actor)",
+        True,
+        True,
+    )
     assert out.getvalue().splitlines()[-1].endswith("; stopping verl (--stall-timeout)")
     watcher.close()
 
@@ -246,7 +352,12 @@ def test_stall_timeout_counts_from_the_first_record_with_the_startup_allowance_b
     assert watcher.stall_limit() == (1860.0, "--stall-timeout 60, + 30m00s for startup before the first record")
     clock.now = 1859
     assert watcher.check_stall() is None and not watcher.stop_requested
-    feed_at(watcher, clock, 1800, "(TaskRunner pid=1) step:1 - critic/score/mean:0.500 - timing_s/step:2.000 - perf/throughput:10.000\n")
+    feed_at(
+        watcher,
+        clock,
+        1800,
+        "(TaskRunner pid=1) step:1 - critic/score/mean:0.500 - timing_s/step:2.000 - perf/throughput:10.000\n",
+    )
     assert watcher.stall_limit() == (60, "--stall-timeout 60")
     clock.now = 1860
     assert watcher.check_stall().stopping and watcher.stop_requested
@@ -265,10 +376,16 @@ def test_a_metrics_file_that_cannot_be_written_is_said_once_and_the_steps_still_
     watcher = StepWatcher(tmp_path, total_steps=3, stream=out, tty=False, metrics=MetricsWriter(tmp_path))
     monkeypatch.setattr(MetricsWriter, "write", refused)
     for n in (1, 2):
-        watcher.feed(f"(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - timing_s/step:1.0 - perf/total_num_tokens:100 - perf/throughput:100.0\n")
+        watcher.feed(
+            f"(TaskRunner pid=1) step:{n} - actor/pg_loss:0.5 - timing_s/step:1.0 - perf/total_num_tokens:100 -"
+            " perf/throughput:100.0\n"
+        )
     watcher.close()
     assert out.getvalue().splitlines() == [
-        f"verlfit: {tmp_path / 'metrics.jsonl'} is incomplete from here on: writing it failed ([Errno 13] Permission denied); the records of step 1 on are not in it; the steps still show here",
+        (
+            f"verlfit: {tmp_path / 'metrics.jsonl'} is incomplete from here on: writing it failed ([Errno 13]"
+            " Permission denied); the records of step 1 on are not in it; the steps still show here"
+        ),
         "step 1/3 | 1.0 s/step | 100 tok/s | ETA 2s",
         "step 2/3 | 1.0 s/step | 100 tok/s | ETA 1s",
     ]

@@ -21,8 +21,10 @@ PNGS = ["reward.png", "kl.png", "entropy.png", "response_length.png", "memory.pn
 
 def make_run(run_dir, log_name, run_json=None):
     """A run directory as verlfit train leaves it: train.log and metrics.jsonl from the watcher, run.json."""
-    with open(LOGS / log_name, encoding="utf-8", newline="") as handle, \
-            StepWatcher(run_dir, stream=io.StringIO(), tty=False, metrics=MetricsWriter(run_dir)) as watcher:
+    with (
+        open(LOGS / log_name, encoding="utf-8", newline="") as handle,
+        StepWatcher(run_dir, stream=io.StringIO(), tty=False, metrics=MetricsWriter(run_dir)) as watcher,
+    ):
         for line in handle.read().splitlines(keepends=True):
             watcher.feed(line)
     if run_json is not None:
@@ -32,7 +34,11 @@ def make_run(run_dir, log_name, run_json=None):
 
 @pytest.fixture
 def finished_run(tmp_path):
-    return make_run(tmp_path / "ppo-p40", "ppo_p40_finished.log", {"total_steps": 4, "command": ["python", "-m", "verl.trainer.main_ppo"]})
+    return make_run(
+        tmp_path / "ppo-p40",
+        "ppo_p40_finished.log",
+        {"total_steps": 4, "command": ["python", "-m", "verl.trainer.main_ppo"]},
+    )
 
 
 @pytest.fixture
@@ -49,7 +55,9 @@ def test_report_files_exist_and_are_png(finished_run):
     assert sorted(p.name for p in result.files) == sorted(PNGS + ["summary.txt"])
     for name in PNGS:
         assert (finished_run / "report" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert [p.name for p in (finished_run / "report").iterdir() if p.name.startswith(".")] == [".verlfit-written.json"]  # no temp files left
+    assert [p.name for p in (finished_run / "report").iterdir() if p.name.startswith(".")] == [
+        ".verlfit-written.json"
+    ]  # no temp files left
     assert [p.name for p in finished_run.iterdir() if p.name.startswith(".")] == []
 
 
@@ -65,12 +73,24 @@ def test_plotted_values_equal_the_input(finished_run):
     assert data["kl"]["lines"] == {"actor/ppo_kl": (steps, [0.0, 0.0, 0.0, 0.0])}
     assert data["entropy"]["lines"] == {"actor/entropy": (steps, [0.575, 0.563, 0.551, 0.539])}
     assert data["response_length"]["lines"]["response_length/mean"] == (steps, [193.75, 201.25, 208.75, 216.25])
-    assert data["memory"]["lines"] == {"perf/max_memory_allocated_gb": (steps, [12.962, 13.002, 13.002, 13.002]),
-                                       "perf/max_memory_reserved_gb": (steps, [22.43] * 4)}
+    assert data["memory"]["lines"] == {
+        "perf/max_memory_allocated_gb": (steps, [12.962, 13.002, 13.002, 13.002]),
+        "perf/max_memory_reserved_gb": (steps, [22.43] * 4),
+    }
     timing = data["step_time"]
     assert timing["steps"] == steps
-    assert list(timing["phases"]) == ["gen", "reward", "old_log_prob", "values", "adv", "update_critic", "update_actor",
-                                      "testing", "save_checkpoint", "other"]
+    assert list(timing["phases"]) == [
+        "gen",
+        "reward",
+        "old_log_prob",
+        "values",
+        "adv",
+        "update_critic",
+        "update_actor",
+        "testing",
+        "save_checkpoint",
+        "other",
+    ]
     assert timing["phases"]["gen"] == [21.324, 20.914, 20.504, 20.094]
     assert timing["phases"]["testing"] == [0.0, 64.119, 0.0, 64.119]
     assert timing["phases"]["save_checkpoint"] == [0.0, 0.0, 0.0, 18.604]
@@ -82,7 +102,9 @@ def test_figures_draw_exactly_the_plot_data(finished_run):
     data = plot_data(consolidate(read_metrics(finished_run)))
     reward = build_figure(data["reward"])
     drawn = {line.get_label(): (list(line.get_xdata()), list(line.get_ydata())) for line in reward.axes[0].lines}
-    baselines = {f"step-0 baseline {v:.3f}": ([0, 1], [v, v]) for v in data["reward"]["baselines"].values()}  # axhline: x in axes units
+    baselines = {
+        f"step-0 baseline {v:.3f}": ([0, 1], [v, v]) for v in data["reward"]["baselines"].values()
+    }  # axhline: x in axes units
     assert baselines == {"step-0 baseline 0.005": ([0, 1], [data["reward"]["lines"][VAL][1][0]] * 2)}
     assert drawn == {name: (list(s), list(v)) for name, (s, v) in data["reward"]["lines"].items()} | baselines
     stacked = build_figure(data["step_time"])
@@ -102,7 +124,10 @@ def test_summary_of_a_finished_run(finished_run):
         "step time (timing_s/step): mean 80.2 s over 4 steps",
         "throughput: mean 81 tokens/s (perf/total_num_tokens / timing_s/step)",
         "peak GPU memory: 13.0 GiB allocated, 22.4 GiB reserved (perf/max_memory_*_gb)",
-        "note: values come from verl's console: exact for runs of `verlfit train` (patch 0008), 3 decimals for other verl logs",
+        (
+            "note: values come from verl's console: exact for runs of `verlfit train` (patch 0008), 3 decimals for"
+            " other verl logs"
+        ),
     ]
     assert (finished_run / "report" / "summary.txt").read_text() == text + "\n"
 
@@ -112,7 +137,10 @@ def test_interrupted_run_with_a_cut_last_metrics_line(interrupted_run):
     lines = result.summary.splitlines()
     assert "status: interrupted or still running: 3 of 10 steps done" in lines
     assert "step time (timing_s/step): mean 17.7 s over 3 steps; 7 steps left, about 2m04s" in lines
-    assert plot_data(read_run_metrics(interrupted_run).records)["entropy"]["lines"]["actor/entropy"] == ([1, 2, 3], [0.409, 0.4, 0.391])
+    assert plot_data(read_run_metrics(interrupted_run).records)["entropy"]["lines"]["actor/entropy"] == (
+        [1, 2, 3],
+        [0.409, 0.4, 0.391],
+    )
     assert "critic/values/mean" not in str(plot_data(read_run_metrics(interrupted_run).records))
 
 
@@ -170,22 +198,34 @@ def test_failed_plot_write_leaves_neither_partial_file_nor_temp(finished_run, mo
             def savefig(self, handle, format):
                 handle.write(b"\x89PNG partial")
                 raise OSError(28, "No space left on device")
+
         return Broken()
 
     monkeypatch.setattr(report, "build_figure", broken_figure)
-    with pytest.raises(VerlfitError, match=f"^cannot write to --output {out}: no space left on the disk of {out}; what was there before is unchanged\n  fix: "):
+    with pytest.raises(
+        VerlfitError,
+        match=(
+            f"^cannot write to --output {out}: no space left on the disk of {out}; what was there before is unchanged\n"
+            "  fix: "
+        ),
+    ):
         write_report(finished_run, out)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "ppo-p40"]  # no folder half-built beside it
 
 
 def test_unreadable_metrics_lines_are_named_not_passed_over(tmp_path):
-    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "timing_s/step": 2.0}\nnot json\n\n["a list"]\n{"no step": 1}\n{"step": true}\n{"step": -1}\n{"step": 2, "timing_s/st')
+    (tmp_path / "metrics.jsonl").write_text(
+        '{"step": 1, "timing_s/step": 2.0}\nnot json\n\n["a list"]\n{"no step": 1}\n{"step": true}\n{"step":'
+        ' -1}\n{"step": 2, "timing_s/st'
+    )
     run = read_run_metrics(tmp_path)
     assert run.unreadable_lines == [2, 4, 5, 6, 7, 8]  # the blank line 3 is not counted
     assert [r["step"] for r in run.training] == [1]
-    assert ("warning: 6 line(s) of metrics.jsonl are not step records and were skipped (line 2, 4, 5, 6, 7, 8); "
-            "a run stopped mid-write cuts only its last line") in summarize(run).splitlines()
+    assert (
+        "warning: 6 line(s) of metrics.jsonl are not step records and were skipped (line 2, 4, 5, 6, 7, 8); "
+        "a run stopped mid-write cuts only its last line" in summarize(run).splitlines()
+    )
 
 
 def test_corrupt_run_json_is_named_and_status_comes_from_metrics(interrupted_run):
@@ -193,14 +233,22 @@ def test_corrupt_run_json_is_named_and_status_comes_from_metrics(interrupted_run
     (interrupted_run / "run.json").write_text('{"total_steps": 10, "pid":')
     text = summarize(read_run_metrics(interrupted_run))
     lines = text.splitlines()
-    assert lines[1] == "status: interrupted or still running: 3 of 10 steps done"  # the total from train.log's "Total training steps"
-    assert lines[2] == (f"warning: {interrupted_run / 'run.json'} is not valid JSON (Expecting value: line 1 column 27 (char 26)): "
-                        "run.json's total steps and process id are unknown; the status above is what metrics.jsonl alone supports")
+    assert (
+        lines[1] == "status: interrupted or still running: 3 of 10 steps done"
+    )  # the total from train.log's "Total training steps"
+    assert (
+        lines[2]
+        == f"warning: {interrupted_run / 'run.json'} is not valid JSON (Expecting value: line 1 column 27 (char 26)): "
+        "run.json's total steps and process id are unknown; the status above is what metrics.jsonl alone supports"
+    )
 
 
 def test_run_json_that_is_not_an_object(finished_run):
     (finished_run / "run.json").write_text("[1, 2]")
-    assert f"warning: {finished_run / 'run.json'} is not a verlfit run record (a JSON list, not an object)" in summarize(read_run_metrics(finished_run))
+    assert (
+        f"warning: {finished_run / 'run.json'} is not a verlfit run record (a JSON list, not an object)"
+        in summarize(read_run_metrics(finished_run))
+    )
 
 
 def test_no_warning_without_run_json(finished_run):
@@ -211,8 +259,11 @@ def test_no_warning_without_run_json(finished_run):
 def _validated_run(tmp_path):
     run = tmp_path / "learn"
     run.mkdir()
-    records = [{"step": 0, VAL: 0.3203125}, {"step": 1, "timing_s/step": 2.0, "critic/score/mean": 0.1},
-               {"step": 2, "timing_s/step": 2.0, "critic/score/mean": 0.2, VAL: 0.51953125}]
+    records = [
+        {"step": 0, VAL: 0.3203125},
+        {"step": 1, "timing_s/step": 2.0, "critic/score/mean": 0.1},
+        {"step": 2, "timing_s/step": 2.0, "critic/score/mean": 0.2, VAL: 0.51953125},
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     (run / "run.json").write_text(json.dumps({"total_steps": 2, "command": []}))
     return run
@@ -224,7 +275,10 @@ def test_validation_curve_keeps_its_step_0_baseline(tmp_path):
     assert data["lines"][VAL] == ([0, 2], [0.3203125, 0.51953125])
     assert data["baselines"] == {VAL: 0.3203125}
     build_figure(data)
-    assert f"validation ({VAL}): step 0 (before training) 0.3203 -> last 0.5195 (step 2), best 0.5195 (step 2)" in summarize(read_run_metrics(run))
+    assert (
+        f"validation ({VAL}): step 0 (before training) 0.3203 -> last 0.5195 (step 2), best 0.5195 (step 2)"
+        in summarize(read_run_metrics(run))
+    )
 
 
 def test_eval_of_the_exported_checkpoint_before_after(tmp_path):
@@ -237,7 +291,9 @@ def test_eval_of_the_exported_checkpoint_before_after(tmp_path):
     evaluate.write_results(out, rows, evaluate.summarize(rows) | {"model": str(run), "step": 2, "split": "test"})
     other_summary = evaluate.summarize(other) | {"model": "start-model", "step": None, "split": "test"}
     evaluate.write_results(out / "compare", other, other_summary)
-    comparison = evaluate.paired_difference([r.score for r in rows], [r.score for r in other]) | {"other": other_summary}
+    comparison = evaluate.paired_difference([r.score for r in rows], [r.score for r in other]) | {
+        "other": other_summary
+    }
     (out / "comparison.json").write_text(json.dumps(comparison))
     line = [line for line in summarize(read_run_metrics(run)).splitlines() if line.startswith("eval ")]
     half = 1.959963984540054 * 0.5773502691896257 / 2  # stdev of the differences 1,0,0,1 over sqrt(4)
@@ -247,7 +303,7 @@ def test_eval_of_the_exported_checkpoint_before_after(tmp_path):
         f" {0.5 + half:+.4f}])"
     ]
     (out / "comparison.json").unlink()
-    assert f"exported step 2 accuracy 0.7500, format 1.0000" in summarize(read_run_metrics(run))
+    assert "exported step 2 accuracy 0.7500, format 1.0000" in summarize(read_run_metrics(run))
 
 
 def test_reports_of_recorded_runs_stay_out_of_git():
@@ -256,9 +312,18 @@ def test_reports_of_recorded_runs_stay_out_of_git():
     repo = Path(__file__).resolve().parents[1]
     record = "benchmarks/results/2026-11-29-h200-p40-main-job-learning-planner/learning-check/learn-grpo-lr1e-5"
     assert (repo / record / "run.json").is_file()
-    for generated in ("report/summary.txt", "report/reward.png", "eval/global_step_200-test/summary.json", "export/global_step_200/model.safetensors"):
-        assert subprocess.run(["git", "check-ignore", "-q", f"{record}/{generated}"], cwd=repo).returncode == 0, generated
-    assert subprocess.run(["git", "check-ignore", "-q", f"{record}/run.json"], cwd=repo).returncode == 1  # the record itself stays tracked
+    for generated in (
+        "report/summary.txt",
+        "report/reward.png",
+        "eval/global_step_200-test/summary.json",
+        "export/global_step_200/model.safetensors",
+    ):
+        assert subprocess.run(["git", "check-ignore", "-q", f"{record}/{generated}"], cwd=repo).returncode == 0, (
+            generated
+        )
+    assert (
+        subprocess.run(["git", "check-ignore", "-q", f"{record}/run.json"], cwd=repo).returncode == 1
+    )  # the record itself stays tracked
 
 
 def test_report_on_a_corrupt_run_exits_2_with_the_fix_resume_gives(interrupted_run, capsys):
@@ -269,9 +334,15 @@ def test_report_on_a_corrupt_run_exits_2_with_the_fix_resume_gives(interrupted_r
     (interrupted_run / "run.json").write_text('{"total_steps": 10, "pid":')
     assert cli.main(["report", str(interrupted_run)]) == 2
     captured = capsys.readouterr()
-    assert (interrupted_run / "report" / "summary.txt").is_file() and "status: interrupted or still running: 3 of 10 steps done" in captured.out
+    assert (
+        interrupted_run / "report" / "summary.txt"
+    ).is_file() and "status: interrupted or still running: 3 of 10 steps done" in captured.out
     why = f"{interrupted_run / 'run.json'} is not valid JSON (Expecting value: line 1 column 27 (char 26))"
-    assert captured.err == f"verlfit: error: {why}: the report above rests on the metrics alone (total steps and process id unknown)\n  fix: {DAMAGED_RECORD_FIX}\n"
+    assert (
+        captured.err
+        == f"verlfit: error: {why}: the report above rests on the metrics alone (total steps and process id unknown)\n "
+        f" fix: {DAMAGED_RECORD_FIX}\n"
+    )
     assert cli.main(["train", "--resume", str(interrupted_run)]) == 2
     assert capsys.readouterr().err == f"verlfit: error: {why}\n  fix: {DAMAGED_RECORD_FIX}\n"
     # a readable run.json: exit 0
@@ -290,9 +361,11 @@ def test_a_run_json_total_steps_that_is_no_step_count_is_named_with_its_file(int
     captured = capsys.readouterr()
     assert "status: interrupted or still running: 3 of 10 steps done" in captured.out
     recorded = repr(json.loads(value))
-    assert captured.err == (
-        f"verlfit: error: {interrupted_run / 'run.json'} holds total_steps {recorded}, not a whole number of steps >= 1"
-        f": the report above rests on the metrics alone (total steps and process id unknown)\n"
+    assert (
+        captured.err
+        == f"verlfit: error: {interrupted_run / 'run.json'} holds total_steps {recorded}, not a whole number of steps"
+        " >= 1"
+        ": the report above rests on the metrics alone (total steps and process id unknown)\n"
         f"  fix: {DAMAGED_RECORD_FIX}\n"
     )
 
@@ -307,11 +380,14 @@ def test_a_binary_metrics_jsonl_is_refused_naming_the_file(interrupted_run, with
         (interrupted_run / "train.log").unlink()
     assert cli.main(["report", str(interrupted_run)]) == 2
     also = "move it away: the report then reads train.log" if with_log else "pass the run directory verlfit train wrote"
-    assert capsys.readouterr() == ("", (
-        f"verlfit: error: {interrupted_run / 'metrics.jsonl'} is not text: line 1 holds bytes that are not UTF-8, and no"
-        " line is a step record (verlfit train writes one JSON object a line)\n"
-        f"  fix: restore metrics.jsonl from a copy of the run, or {also}\n"
-    ))
+    assert capsys.readouterr() == (
+        "",
+        (
+            f"verlfit: error: {interrupted_run / 'metrics.jsonl'} is not text: line 1 holds bytes that are not UTF-8,"
+            " and no line is a step record (verlfit train writes one JSON object a line)\n  fix: restore metrics.jsonl"
+            f" from a copy of the run, or {also}\n"
+        ),
+    )
     assert not (interrupted_run / "report").exists()
 
 
@@ -339,8 +415,7 @@ def test_null_and_text_metric_values_are_read_as_nan_and_named_not_a_traceback(t
     out = capsys.readouterr().out
     assert (
         "warning: 5 value(s) of metrics.jsonl are null or not numbers: timing_s/step (line 1), critic/score/mean (line"
-        " 1), timing_s/gen (line 1), perf/max_memory_allocated_gb (line 1), actor/entropy (line 1); read as NaN"
-        in out
+        " 1), timing_s/gen (line 1), perf/max_memory_allocated_gb (line 1), actor/entropy (line 1); read as NaN" in out
     )
     assert "step time (timing_s/step): mean 2.0 s over 1 steps" in out
     assert "throughput: mean 50 tokens/s" in out
@@ -353,7 +428,9 @@ def test_null_and_text_metric_values_are_read_as_nan_and_named_not_a_traceback(t
 # --------------------------------------------------------------------------- issue 32: report loses nothing
 
 
-def test_item5_report_into_a_folder_holding_the_users_summary_and_plot_is_refused_and_they_are_kept(finished_run, tmp_path, capsys):
+def test_item5_report_into_a_folder_holding_the_users_summary_and_plot_is_refused_and_they_are_kept(
+    finished_run, tmp_path, capsys
+):
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "summary.txt").write_text("my summary")
@@ -361,8 +438,10 @@ def test_item5_report_into_a_folder_holding_the_users_summary_and_plot_is_refuse
     for force in ([], ["--force"]):
         assert cli.main(["report", str(finished_run), "--output", str(mine), *force]) == 2
         err = capsys.readouterr().err
-        assert (f"verlfit: error: --output {mine} holds files verlfit did not write (no verlfit marker: verlfit did not write reward.png, summary.txt): "
-                "verlfit never replaces or deletes them, even with --force\n") in err
+        assert (
+            f"verlfit: error: --output {mine} holds files verlfit did not write (no verlfit marker: verlfit did not"
+            " write reward.png, summary.txt): verlfit never replaces or deletes them, even with --force\n" in err
+        )
     assert (mine / "summary.txt").read_text() == "my summary" and (mine / "reward.png").read_bytes() == b"my plot"
 
 
@@ -404,12 +483,16 @@ def test_nan_rewards_are_warned_about_naming_the_steps_not_dropped_silently(tmp_
     assert cli.main(["report", str(run)]) == 0
     warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
     assert warnings == [
-        "warning: critic/score/mean is NaN or infinite at 2 of 4 steps (step 2, 3): left out of best and the plots; "
-        "fix: make the reward function return a finite number for every response (verl averages the scores, so one "
-        "NaN makes the step's mean NaN)",
-        f"warning: {VAL} is NaN or infinite at 1 of 2 steps (step 2): left out of best and the plots; fix: make the "
-        "reward function return a finite number for every response (verl averages the scores, so one NaN makes the "
-        "step's mean NaN)",
+        (
+            "warning: critic/score/mean is NaN or infinite at 2 of 4 steps (step 2, 3): left out of best and the plots;"
+            " fix: make the reward function return a finite number for every response (verl averages the scores, so one"
+            " NaN makes the step's mean NaN)"
+        ),
+        (
+            f"warning: {VAL} is NaN or infinite at 1 of 2 steps (step 2): left out of best and the plots; fix: make the"
+            " reward function return a finite number for every response (verl averages the scores, so one NaN makes"
+            " the step's mean NaN)"
+        ),
     ]
 
 
@@ -462,8 +545,13 @@ def test_a_long_run_is_drawn_as_stacked_areas_with_the_legend_beside(tmp_path):
     """Past MAX_BARS steps a bar per step per phase (80,000 matplotlib patches for 10,000 steps) gives way to one
     filled area per phase; the legend goes beside the plot instead of matplotlib searching every point for a place."""
     steps = list(range(1, report.MAX_BARS + 2))
-    spec = {"title": "Step time by verl phase", "ylabel": "seconds", "kind": "stacked", "steps": steps,
-            "phases": {"gen": [2.0] * len(steps), "other": [1.0] * len(steps)}}
+    spec = {
+        "title": "Step time by verl phase",
+        "ylabel": "seconds",
+        "kind": "stacked",
+        "steps": steps,
+        "phases": {"gen": [2.0] * len(steps), "other": [1.0] * len(steps)},
+    }
     axes = build_figure(spec).axes[0]
     assert (len(axes.patches), [c.get_label() for c in axes.collections]) == (0, ["gen", "other"])
     tops = [max(vertex[1] for vertex in c.get_paths()[0].vertices) for c in axes.collections]

@@ -91,7 +91,9 @@ def test_an_override_value_hydra_reads_only_quoted_gets_quoting_as_its_fix():
     """New-user trial: `-- trainer.experiment_name=café` got "write overrides as section.key=value", which it was."""
     with pytest.raises(VerlfitError) as caught:
         PatchSwitches.from_overrides(["trainer.experiment_name=café"])
-    assert caught.value.fix == "quote the value for Hydra, inside the shell's quotes: \"trainer.experiment_name='café'\""
+    assert (
+        caught.value.fix == "quote the value for Hydra, inside the shell's quotes: \"trainer.experiment_name='café'\""
+    )
     with pytest.raises(VerlfitError) as caught:
         PatchSwitches.from_overrides(["critic.trim_padding=["])
     assert caught.value.fix == "write overrides as section.key=value, e.g. actor_rollout_ref.actor.optim.lr=1e-6"

@@ -17,7 +17,7 @@ from verlfit import reward_function as rewards
 from verlfit.data_folder import DataKeys
 from verlfit.errors import VerlfitError
 
-GOOD = '''
+GOOD = """
 import re
 
 
@@ -32,13 +32,18 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
 
 def score_dict(data_source, solution_str, ground_truth, extra_info=None, bonus=0.0):
     return {"score": float(solution_str == ground_truth) + bonus, "exact": solution_str == ground_truth}
-'''
+"""
 
 
 def write_train(folder: Path, rows=None) -> Path:
     rows = rows or [
-        {"data_source": "my/units", "prompt": [{"role": "user", "content": f"q{i}"}], "ability": "custom",
-         "reward_model": {"style": "rule", "ground_truth": str(i)}, "extra_info": {"split": "train", "index": i}}
+        {
+            "data_source": "my/units",
+            "prompt": [{"role": "user", "content": f"q{i}"}],
+            "ability": "custom",
+            "reward_model": {"style": "rule", "ground_truth": str(i)},
+            "extra_info": {"split": "train", "index": i},
+        }
         for i in range(5)
     ]
     folder.mkdir(parents=True, exist_ok=True)
@@ -53,10 +58,19 @@ def reward_file(tmp_path: Path, text: str = GOOD, name: str = "reward.py") -> Pa
 
 
 def test_parse_defaults_the_name_and_makes_the_path_absolute(tmp_path):
-    assert rewards.parse_reward_function("r.py", base=tmp_path) == rewards.RewardFunction(tmp_path / "r.py", "compute_score")
-    assert rewards.parse_reward_function("sub/r.py:score", base=tmp_path) == rewards.RewardFunction(tmp_path / "sub" / "r.py", "score")
-    assert rewards.parse_reward_function("/abs/r.py:score").overrides == ["custom_reward_function.path=/abs/r.py", "custom_reward_function.name=score"]
-    assert rewards.from_overrides("r.py", None, base=tmp_path) == rewards.RewardFunction(tmp_path / "r.py", "compute_score")
+    assert rewards.parse_reward_function("r.py", base=tmp_path) == rewards.RewardFunction(
+        tmp_path / "r.py", "compute_score"
+    )
+    assert rewards.parse_reward_function("sub/r.py:score", base=tmp_path) == rewards.RewardFunction(
+        tmp_path / "sub" / "r.py", "score"
+    )
+    assert rewards.parse_reward_function("/abs/r.py:score").overrides == [
+        "custom_reward_function.path=/abs/r.py",
+        "custom_reward_function.name=score",
+    ]
+    assert rewards.from_overrides("r.py", None, base=tmp_path) == rewards.RewardFunction(
+        tmp_path / "r.py", "compute_score"
+    )
     assert rewards.from_overrides("null", "x") is None
     with pytest.raises(VerlfitError, match="no function name after ':'"):
         rewards.parse_reward_function("r.py:")
@@ -67,16 +81,24 @@ def test_more_than_one_colon_after_the_py_file_is_refused_with_the_expected_form
     with pytest.raises(VerlfitError) as error:
         rewards.parse_reward_function("a.py:b:c", base=tmp_path)
     assert (error.value.message, error.value.fix, error.value.exit_code) == (
-        "--reward-function 'a.py:b:c': more than one ':' after the file a.py: expected PATH.py:FUNCTION, one "
-        "function name after the file",
+        (
+            "--reward-function 'a.py:b:c': more than one ':' after the file a.py: expected PATH.py:FUNCTION, one "
+            "function name after the file"
+        ),
         "pass --reward-function a.py:FUNCTION, e.g. a.py:b",
         2,
     )
-    with pytest.raises(VerlfitError, match=r"^--reward-function 'sub/r\.py::score': more than one ':' after the file sub/r\.py"):
+    with pytest.raises(
+        VerlfitError, match=r"^--reward-function 'sub/r\.py::score': more than one ':' after the file sub/r\.py"
+    ):
         rewards.parse_reward_function("sub/r.py::score", base=tmp_path)
     # a ':' in a folder's name, before the file, is still part of the path
-    assert rewards.parse_reward_function("my:dir/r.py:score", base=tmp_path) == rewards.RewardFunction(tmp_path / "my:dir" / "r.py", "score")
-    assert rewards.parse_reward_function("my:dir/r.py", base=tmp_path) == rewards.RewardFunction(tmp_path / "my:dir" / "r.py", "compute_score")
+    assert rewards.parse_reward_function("my:dir/r.py:score", base=tmp_path) == rewards.RewardFunction(
+        tmp_path / "my:dir" / "r.py", "score"
+    )
+    assert rewards.parse_reward_function("my:dir/r.py", base=tmp_path) == rewards.RewardFunction(
+        tmp_path / "my:dir" / "r.py", "compute_score"
+    )
 
 
 def test_a_good_function_is_called_on_real_rows_with_the_truth_and_an_empty_response(tmp_path):
@@ -91,7 +113,9 @@ def test_a_good_function_is_called_on_real_rows_with_the_truth_and_an_empty_resp
         rewards.describe_scores(scored)
         == "5 training rows; the ground truth scored 0 x5; an empty response scored 0 x5"
     )
-    scored = rewards.check_reward_function(rewards.RewardFunction(reward_file(tmp_path), "score_dict"), train, reward_kwargs={"bonus": 0.5}, count=1).scores
+    scored = rewards.check_reward_function(
+        rewards.RewardFunction(reward_file(tmp_path), "score_dict"), train, reward_kwargs={"bonus": 0.5}, count=1
+    ).scores
     assert [(s.solution, s.score) for s in scored] == [("0", 1.5), ("", 0.5)]
 
 
@@ -100,8 +124,9 @@ def test_a_wrong_name_lists_the_functions_the_file_has(tmp_path):
     with pytest.raises(VerlfitError) as caught:
         rewards.load_reward_function(rewards.RewardFunction(path, "score"))
     assert caught.value.exit_code == 2
-    assert str(caught.value) == (
-        f"reward function file {path} has no function 'score' (its functions: compute_score, helper, score_dict)\n"
+    assert (
+        str(caught.value)
+        == f"reward function file {path} has no function 'score' (its functions: compute_score, helper, score_dict)\n"
         f"  fix: pass --reward-function {path}:NAME with one of them, or rename the function"
     )
 
@@ -112,16 +137,24 @@ def test_missing_file_import_error_and_signature(tmp_path):
     broken = reward_file(tmp_path, "import os\n\nraise_here = 1 / 0\n", "broken.py")
     with pytest.raises(VerlfitError) as caught:
         rewards.load_reward_function(rewards.RewardFunction(broken))
-    assert caught.value.message == f"reward function file {broken} does not import: ZeroDivisionError: division by zero (line 3)"
+    assert (
+        caught.value.message
+        == f"reward function file {broken} does not import: ZeroDivisionError: division by zero (line 3)"
+    )
     syntax = reward_file(tmp_path, "def compute_score(:\n", "syntax.py")
     with pytest.raises(VerlfitError, match=r"does not import: SyntaxError: invalid syntax \(syntax\.py, line 1\)\n"):
         rewards.load_reward_function(rewards.RewardFunction(syntax))
     two_args = reward_file(tmp_path, "def compute_score(solution, truth):\n    return 0.0\n", "two.py")
     with pytest.raises(VerlfitError) as caught:
         rewards.load_reward_function(rewards.RewardFunction(two_args))
-    assert caught.value.message.startswith(f"compute_score in {two_args} cannot be called as verl 0.4.1 calls it, with the keywords data_source, solution_str, ground_truth, extra_info (")
+    assert caught.value.message.startswith(
+        f"compute_score in {two_args} cannot be called as verl 0.4.1 calls it, with the keywords data_source,"
+        " solution_str, ground_truth, extra_info ("
+    )
     # verl's keywords are passed by name, so **kwargs takes them all
-    with rewards.load_reward_function(rewards.RewardFunction(reward_file(tmp_path, "def compute_score(**kwargs):\n    return 1\n", "kw.py"))) as function:
+    with rewards.load_reward_function(
+        rewards.RewardFunction(reward_file(tmp_path, "def compute_score(**kwargs):\n    return 1\n", "kw.py"))
+    ) as function:
         assert function(data_source="d", solution_str="s", ground_truth="g", extra_info=None) == 1
 
 
@@ -168,7 +201,9 @@ def test_missing_file_import_error_and_signature(tmp_path):
     ],
 )
 def test_a_reward_that_cannot_be_computed_fails_naming_the_row(tmp_path, body, message):
-    path = reward_file(tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" + body)
+    path = reward_file(
+        tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" + body
+    )
     train = write_train(tmp_path / "data")
     with pytest.raises(VerlfitError) as caught:
         rewards.check_reward_function(rewards.RewardFunction(path), train)
@@ -176,21 +211,47 @@ def test_a_reward_that_cannot_be_computed_fails_naming_the_row(tmp_path, body, m
 
 
 def test_reward_fn_key_names_the_data_source_column(tmp_path):
-    rows = [{"task": "t", "prompt": [{"role": "user", "content": "p"}], "reward_model": {"style": "rule", "ground_truth": "7"}}]
+    rows = [
+        {
+            "task": "t",
+            "prompt": [{"role": "user", "content": "p"}],
+            "reward_model": {"style": "rule", "ground_truth": "7"},
+        }
+    ]
     train = write_train(tmp_path / "data", rows)
-    seen = reward_file(tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0 if (data_source, extra_info) == ('t', None) else 0.0\n")
-    scored = rewards.check_reward_function(rewards.RewardFunction(seen), train, keys=DataKeys(reward_fn_key="task")).scores
+    seen = reward_file(
+        tmp_path,
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0 if (data_source,"
+        " extra_info) == ('t', None) else 0.0\n",
+    )
+    scored = rewards.check_reward_function(
+        rewards.RewardFunction(seen), train, keys=DataKeys(reward_fn_key="task")
+    ).scores
     assert [s.score for s in scored] == [1.0, 1.0]
     with pytest.raises(VerlfitError, match="lacks data_source, which verl's reward manager reads"):
         rewards.reward_rows(train)
 
 
 def test_verl_scores_matches_verls_dispatch():
-    for source in ("openai/gsm8k", "lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "math_dapo", "aime2024", "numina_olympiads"):
+    for source in (
+        "openai/gsm8k",
+        "lighteval/MATH",
+        "DigitalLearningGmbH/MATH-lighteval",
+        "math_dapo",
+        "aime2024",
+        "numina_olympiads",
+    ):
         assert rewards.verl_scores(source), source
     assert rewards.verl_scores("searchR1_nq", {"target": ["Paris"]})  # its scorer reads this form of ground truth
-    # verl dispatches hiyouga/geometry3k to geo3k, whose scorer imports mathruler (not installed here, nor in the images)
-    with pytest.raises(VerlfitError, match="^verl's scorer for data_source 'hiyouga/geometry3k' fails on an empty response with ground truth '0': ModuleNotFoundError: No module named 'mathruler'"):
+    # verl dispatches hiyouga/geometry3k to geo3k, whose scorer imports mathruler (not installed here, nor in the
+    # images)
+    with pytest.raises(
+        VerlfitError,
+        match=(
+            "^verl's scorer for data_source 'hiyouga/geometry3k' fails on an empty response with ground truth '0':"
+            " ModuleNotFoundError: No module named 'mathruler'"
+        ),
+    ):
         rewards.verl_scores("hiyouga/geometry3k")
     for source in ("my/units", "gsm8k", "openai/gsm8k ", "MATH", "hendrycks_math"):
         assert not rewards.verl_scores(source), source
@@ -205,8 +266,20 @@ def test_a_data_source_verl_cannot_score_is_refused_with_the_fix(tmp_path):
         f"verl 0.4.1 has no scorer for data_source 'my/units' (in train.parquet) of {train} "
     )
     assert caught.value.fix.startswith("pass a reward function: --reward-function FILE.py:FUNCTION")
-    gsm = write_train(tmp_path / "gsm", [{"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "p"}], "reward_model": {"style": "rule", "ground_truth": "72"}}])
-    assert [(s.solution, s.score) for s in rewards.check_verl_scores(gsm)] == [("72", 0.0), ("", 0.0)]  # no "#### 72": 0, as verl scores it
+    gsm = write_train(
+        tmp_path / "gsm",
+        [
+            {
+                "data_source": "openai/gsm8k",
+                "prompt": [{"role": "user", "content": "p"}],
+                "reward_model": {"style": "rule", "ground_truth": "72"},
+            }
+        ],
+    )
+    assert [(s.solution, s.score) for s in rewards.check_verl_scores(gsm)] == [
+        ("72", 0.0),
+        ("", 0.0),
+    ]  # no "#### 72": 0, as verl scores it
 
 
 def write_split(folder: Path, name: str, sources: list[str]) -> Path:
@@ -233,11 +306,16 @@ def write_split(folder: Path, name: str, sources: list[str]) -> Path:
 def test_every_training_and_test_row_is_checked_naming_the_split_file_and_row(tmp_path):
     """issue 32 items 13-14: a reward failing on 1 row in 6 passed the 3-row check; test rows were never tried."""
     data = tmp_path / "data"
-    train, test = write_split(data, "train.parquet", ["my/units"] * 6), write_split(
-        data, "test.parquet", ["my/units"] * 2
+    train, test = (
+        write_split(data, "train.parquet", ["my/units"] * 6),
+        write_split(data, "test.parquet", ["my/units"] * 2),
     )
-    one_in_six = reward_file(tmp_path, "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
-                                       "    return 1.0 / (int(ground_truth) - 4)\n", "one_in_six.py")
+    one_in_six = reward_file(
+        tmp_path,
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return 1.0 / (int(ground_truth) - 4)\n",
+        "one_in_six.py",
+    )
     with pytest.raises(VerlfitError) as caught:
         rewards.check_reward_function(rewards.RewardFunction(one_in_six), data)
     assert caught.value.exit_code == 2
@@ -420,12 +498,14 @@ def test_a_module_beside_the_reward_hiding_another_module_of_this_python_is_refu
     with pytest.raises(VerlfitError) as caught:
         rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"), count=1)
     assert (str(caught.value), caught.value.exit_code) == (
-        f"reward function file {path} imports statistics from beside it ({tmp_path / 'statistics.py'}), and this"
-        " Python has another module of that name: the run's copy of the folder goes first on verl's PYTHONPATH, where"
-        " it would hide that module from verl\n  fix: rename statistics (e.g. statistics_reward) and the imports of it",
+        (
+            f"reward function file {path} imports statistics from beside it ({tmp_path / 'statistics.py'}), and this"
+            " Python has another module of that name: the run's copy of the folder goes first on verl's PYTHONPATH,"
+            " where it would hide that module from verl\n  fix: rename statistics (e.g. statistics_reward) and the"
+            " imports of it"
+        ),
         2,
     )
-
 
 
 def test_a_reward_file_named_like_another_module_is_refused_once_its_folder_goes_on_pythonpath(tmp_path):
@@ -433,26 +513,36 @@ def test_a_reward_file_named_like_another_module_is_refused_once_its_folder_goes
     `import random` of verl's processes (torch's among them). Alone, with no helper, nothing goes on PYTHONPATH."""
     (tmp_path / "helper.py").write_text("def pick():\n    return 1.0\n")
     path = tmp_path / "random.py"
-    path.write_text("from helper import pick\n\n\ndef compute_score(data_source, solution_str, ground_truth,"
-                    " extra_info=None):\n    return pick()\n")
+    path.write_text(
+        "from helper import pick\n\n\ndef compute_score(data_source, solution_str, ground_truth,"
+        " extra_info=None):\n    return pick()\n"
+    )
     with pytest.raises(VerlfitError) as caught:
         rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"), count=1)
     assert (str(caught.value), caught.value.exit_code) == (
-        f"reward function file {path} is named like another module of this Python (random), and the modules it imports"
-        " from beside it put its folder's copy first on verl's PYTHONPATH, where it would hide that module from verl\n"
-        "  fix: rename it (e.g. random_reward.py) and pass the new name to --reward-function",
+        (
+            f"reward function file {path} is named like another module of this Python (random), and the modules it"
+            " imports from beside it put its folder's copy first on verl's PYTHONPATH, where it would hide that module"
+            " from verl\n  fix: rename it (e.g. random_reward.py) and pass the new name to --reward-function"
+        ),
         2,
     )
     alone = tmp_path / "alone"
     alone.mkdir()
-    (alone / "random.py").write_text("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
-                                     "    return 1.0\n")
-    checked = rewards.check_reward_function(rewards.RewardFunction(alone / "random.py"), write_train(tmp_path / "data2"), count=1)
+    (alone / "random.py").write_text(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n"
+    )
+    checked = rewards.check_reward_function(
+        rewards.RewardFunction(alone / "random.py"), write_train(tmp_path / "data2"), count=1
+    )
     assert checked.reward.modules == ()
+
 
 HANGS_AT_IMPORT = {
     "sleep": "import time\ntime.sleep(600)\n",
-    "loop with SIGALRM ignored": "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n",
+    "loop with SIGALRM ignored": (
+        "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    ),
 }
 
 
@@ -462,12 +552,16 @@ def test_a_reward_hanging_at_import_is_stopped_at_the_limit_and_says_how_long(tm
     path = reward_file(tmp_path, top + GOOD)
     started = time.monotonic()
     with pytest.raises(VerlfitError) as caught:
-        rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"), import_time_limit_s=0.5)
+        rewards.check_reward_function(
+            rewards.RewardFunction(path), write_train(tmp_path / "data"), import_time_limit_s=0.5
+        )
     assert time.monotonic() - started < 10
     assert (str(caught.value), caught.value.exit_code) == (
-        f"reward function file {path} did not finish importing within 0.5 s (stopped there): verl imports it in every"
-        " worker before the first step, so the run would hang there\n  fix: move slow work (a sleep, a loop, a"
-        " download) out of the file's top level so that importing it takes seconds",
+        (
+            f"reward function file {path} did not finish importing within 0.5 s (stopped there): verl imports it in"
+            " every worker before the first step, so the run would hang there\n  fix: move slow work (a sleep, a loop,"
+            " a download) out of the file's top level so that importing it takes seconds"
+        ),
         2,
     )
     assert rewards.IMPORT_TIME_LIMIT_S == 60.0
@@ -485,8 +579,9 @@ def test_a_call_looping_with_sigalrm_ignored_is_stopped_at_the_limit_naming_the_
     with pytest.raises(VerlfitError) as caught:
         rewards.check_reward_function(rewards.RewardFunction(path), train, time_limit_s=0.3)
     assert time.monotonic() - started < 10
-    assert caught.value.message == (
-        f"compute_score in {path} did not return within 0.3 s on training row 1 of {train} (data_source 'my/units',"
+    assert (
+        caught.value.message
+        == f"compute_score in {path} did not return within 0.3 s on training row 1 of {train} (data_source 'my/units',"
         " ground truth '1') with an empty response as the response: verl calls it once per response with no time"
         " limit, so the run would hang there"
     )
@@ -517,15 +612,33 @@ def test_a_reward_starting_a_non_daemon_thread_lets_the_process_end(tmp_path):
         ("import sys\nsys.exit(0)\n", "    return 0.0\n", "SystemExit(0): sys.exit() or exit()", None),
         ("exit()\n", "    return 0.0\n", "SystemExit(None): sys.exit() or exit()", None),
         ("import os\nos._exit(0)\n", "    return 0.0\n", "exit status 0 without SystemExit: os._exit()", None),
-        ("import sys\n", "    if ground_truth == '2':\n        sys.exit(1)\n    return 0.0\n", "SystemExit(1): sys.exit() or exit()", (2, "the ground truth")),
-        ("import os\n", "    if not solution_str:\n        os._exit(0)\n    return 0.0\n", "exit status 0 without SystemExit: os._exit()", (0, "an empty response")),
+        (
+            "import sys\n",
+            "    if ground_truth == '2':\n        sys.exit(1)\n    return 0.0\n",
+            "SystemExit(1): sys.exit() or exit()",
+            (2, "the ground truth"),
+        ),
+        (
+            "import os\n",
+            "    if not solution_str:\n        os._exit(0)\n    return 0.0\n",
+            "exit status 0 without SystemExit: os._exit()",
+            (0, "an empty response"),
+        ),
     ],
-    ids=["sys.exit(0) at import", "exit() at import", "os._exit(0) at import", "sys.exit(1) in a call", "os._exit(0) in a call"],
+    ids=[
+        "sys.exit(0) at import",
+        "exit() at import",
+        "os._exit(0) at import",
+        "sys.exit(1) in a call",
+        "os._exit(0) in a call",
+    ],
 )
 def test_a_reward_exiting_the_process_is_refused_naming_where(tmp_path, top, body, how, place):
     """issue 44 item 2: the dry run and eval exited 0 (or 1), printing and writing nothing."""
     train = write_train(tmp_path / "data")
-    path = reward_file(tmp_path, top + "\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" + body)
+    path = reward_file(
+        tmp_path, top + "\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" + body
+    )
     with pytest.raises(VerlfitError) as caught:
         rewards.check_reward_function(rewards.RewardFunction(path), train)
     if place is None:
@@ -633,8 +746,9 @@ def test_the_ground_truth_note_explains_a_zero_only_when_every_ground_truth_scor
 
     # rows alternate: the ground truth as the response, then an empty response (call_on_rows' order)
     zeros = [ScoredRow(0, "72", 0.0), ScoredRow(0, "", 0.0), ScoredRow(1, "3", 0.0), ScoredRow(1, "", 0.0)]
-    assert verl_ground_truth_note(zeros) == (
-        "; 0 for the ground truth is expected: verl's scorers read the answer in a response's own form (GSM8K's the"
+    assert (
+        verl_ground_truth_note(zeros)
+        == "; 0 for the ground truth is expected: verl's scorers read the answer in a response's own form (GSM8K's the"
         " number after '####'), which the bare ground truth lacks"
     )
     one_scored = [ScoredRow(0, "72", 1.0), ScoredRow(0, "", 0.0), ScoredRow(1, "3", 0.0), ScoredRow(1, "", 0.0)]
@@ -654,8 +768,9 @@ def test_what_the_reward_prints_while_checked_is_counted_not_poured_onto_the_ter
     checked = rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"))
     assert capfd.readouterr() == ("", "")
     assert checked.printed == rewards.PrintedOutput(11, ("loaded", "scoring '0' against '0'", "scoring '' against '0'"))
-    assert rewards.describe_printed(checked.printed) == (
-        "; it printed 11 lines while checked (first 'loaded', \"scoring '0' against '0'\", \"scoring '' against"
+    assert (
+        rewards.describe_printed(checked.printed)
+        == "; it printed 11 lines while checked (first 'loaded', \"scoring '0' against '0'\", \"scoring '' against"
         " '0'\"), which verl's workers print too, at every call of every step"
     )
     assert rewards.describe_printed(rewards.PrintedOutput(0, ())) == ""

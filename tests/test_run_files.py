@@ -94,7 +94,9 @@ def _def_line(function: str) -> int:
 
 
 def test_the_walk_finds_a_spelling_and_skips_docstrings():
-    tree = ast.parse('"""run.json in a docstring"""\nNAME = "run.json"\n\ndef f():\n    """run.json"""\n    return "x"\n')
+    tree = ast.parse(
+        '"""run.json in a docstring"""\nNAME = "run.json"\n\ndef f():\n    """run.json"""\n    return "x"\n'
+    )
     assert string_constants(tree) == [(2, "run.json"), (6, "x")]
 
 
@@ -107,7 +109,11 @@ def test_load_run_reads_the_record(tmp_path):
 @pytest.mark.parametrize(
     "content, message, fix",
     [
-        ('{"total_steps": 10, "pid":', "is not valid JSON (Expecting value: line 1 column 27 (char 26))", DAMAGED_RECORD_FIX),
+        (
+            '{"total_steps": 10, "pid":',
+            "is not valid JSON (Expecting value: line 1 column 27 (char 26))",
+            DAMAGED_RECORD_FIX,
+        ),
         (b"\xff\xfe{}", "is not a verlfit run record (UnicodeDecodeError)", NOT_A_RECORD_FIX),
         ("[1, 2]", "is not a verlfit run record (a JSON list, not an object)", NOT_A_RECORD_FIX),
         ('"text"', "is not a verlfit run record (a JSON str, not an object)", NOT_A_RECORD_FIX),
@@ -136,8 +142,10 @@ def test_a_folder_named_run_json_and_a_file_for_the_run_directory(tmp_path):
 def test_no_run_json_is_its_own_error(tmp_path):
     with pytest.raises(NoRunRecord) as caught:
         load_run(tmp_path)
-    assert str(caught.value) == (
-        f"{tmp_path} is not a verlfit run directory (no run.json)\n  fix: pass a directory created by `verlfit train`"
+    assert (
+        str(caught.value)
+        == f"{tmp_path} is not a verlfit run directory (no run.json)\n  fix: pass a directory created by `verlfit"
+        " train`"
     )
 
 
@@ -169,9 +177,10 @@ def test_the_outcome_is_recorded_through_the_one_reader(tmp_path, capsys):
     # a damaged run.json: said on stderr and left as it is (the run's failure, already printed, is what matters)
     (tmp_path / "run.json").write_text('{"total_steps": 2,')
     assert record_outcome(tmp_path, {"status": "failed"}) is False
-    assert capsys.readouterr().err == (
-        f"verlfit: could not update {tmp_path / 'run.json'} with the outcome: {tmp_path / 'run.json'} is not valid JSON "
-        "(Expecting property name enclosed in double quotes: line 1 column 19 (char 18))\n"
+    assert (
+        capsys.readouterr().err
+        == f"verlfit: could not update {tmp_path / 'run.json'} with the outcome: {tmp_path / 'run.json'} is not valid"
+        " JSON (Expecting property name enclosed in double quotes: line 1 column 19 (char 18))\n"
     )
     assert (tmp_path / "run.json").read_text() == '{"total_steps": 2,'
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run.json"]

@@ -29,23 +29,51 @@ def main() -> int:
     else:
         steps, save = int(args[args.index("--steps") + 1]), int(args[args.index("--save-freq") + 1])
         (run / "checkpoints").mkdir(parents=True)
-        record = {"total_steps": steps, "settings": {"steps": steps, "save_freq": save, "keep_checkpoints": 2}, "overrides": [], "environment": {}, "profile": "p40", "gpu": "fake", "pid": os.getpid()}
+        record = {
+            "total_steps": steps,
+            "settings": {"steps": steps, "save_freq": save, "keep_checkpoints": 2},
+            "overrides": [],
+            "environment": {},
+            "profile": "p40",
+            "gpu": "fake",
+            "pid": os.getpid(),
+        }
         (run / "run.json").write_text(json.dumps(record))
         start = 0
     total, save = record["total_steps"], record["settings"]["save_freq"]
     # verl's driver (its own session), and its Ray worker: `exec -a` sets the command line Ray's setproctitle would
-    driver = subprocess.Popen(["bash", "-c", "bash -c 'exec -a ray::WorkerDict.actor_rollout_generate_sequences sleep 60' & exec -a 'python -m verl.trainer.main_ppo' sleep 60"], start_new_session=True)
+    driver = subprocess.Popen(
+        [
+            "bash",
+            "-c",
+            (
+                "bash -c 'exec -a ray::WorkerDict.actor_rollout_generate_sequences sleep 60' & exec -a 'python -m"
+                " verl.trainer.main_ppo' sleep 60"
+            ),
+        ],
+        start_new_session=True,
+    )
     time.sleep(0.3)
     print(f"verlfit: run directory {run}", flush=True)
     try:
         for step in range(start + 1, total + 1):
             time.sleep(float(os.environ.get("FAKE_STEP_SECONDS", "0.2")))
-            if not any(b"WorkerDict" in p.read_bytes() for p in Path("/proc").glob("[0-9]*/cmdline") if _readable(p) and _parent_chain(p.parent.name, driver.pid)):
-                print("verlfit: the actor/rollout worker died (ray::WorkerDict.actor_rollout_generate_sequences): ActorDiedError", flush=True)
+            if not any(
+                b"WorkerDict" in p.read_bytes()
+                for p in Path("/proc").glob("[0-9]*/cmdline")
+                if _readable(p) and _parent_chain(p.parent.name, driver.pid)
+            ):
+                print(
+                    "verlfit: the actor/rollout worker died (ray::WorkerDict.actor_rollout_generate_sequences):"
+                    " ActorDiedError",
+                    flush=True,
+                )
                 os.killpg(driver.pid, signal.SIGKILL)
                 return 1
             with open(run / "metrics.jsonl", "a") as handle:
-                handle.write(json.dumps({"step": step, "timing_s/step": 0.2, "perf/max_memory_allocated_gb": 10.0}) + "\n")
+                handle.write(
+                    json.dumps({"step": step, "timing_s/step": 0.2, "perf/max_memory_allocated_gb": 10.0}) + "\n"
+                )
             if step % save == 0 or step == total:
                 (run / "checkpoints" / f"global_step_{step}").mkdir()
                 (run / "checkpoints" / "latest_checkpointed_iteration.txt").write_text(str(step))

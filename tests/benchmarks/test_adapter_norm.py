@@ -17,7 +17,14 @@ def write_adapter(run_dir, step, a, b, alpha=16, r=2):
 
     folder = run_dir / "checkpoints" / f"global_step_{step}" / "actor" / "lora_adapter"
     folder.mkdir(parents=True)
-    tensors = {f"{PREFIX}.lora_A.weight": torch.tensor(a, dtype=torch.float32), f"{PREFIX}.lora_B.weight": torch.tensor(b, dtype=torch.float32)} if a is not None else {}
+    tensors = (
+        {
+            f"{PREFIX}.lora_A.weight": torch.tensor(a, dtype=torch.float32),
+            f"{PREFIX}.lora_B.weight": torch.tensor(b, dtype=torch.float32),
+        }
+        if a is not None
+        else {}
+    )
     save_file(tensors, str(folder / "adapter_model.safetensors"))
     (folder / "adapter_config.json").write_text(json.dumps({"r": r, "lora_alpha": alpha, "peft_type": "LORA"}))
 

@@ -8,7 +8,13 @@ import pytest
 
 import collect
 
-CALL_2 = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-11-29-h200-p40-main-job-learning-planner" / "public-recipe-tuned-grpo"
+CALL_2 = (
+    Path(__file__).resolve().parents[2]
+    / "benchmarks"
+    / "results"
+    / "2026-11-29-h200-p40-main-job-learning-planner"
+    / "public-recipe-tuned-grpo"
+)
 
 
 def steps_of(run):
@@ -20,9 +26,16 @@ def test_public_recipe_summary_equals_direct_computation():
     rows = steps_of("public-recipe")
     result = collect.summarise(CALL_2 / "public-recipe")
     assert result["steps"] == len(rows) == 8
-    assert result["tokens_per_second"] == statistics.mean(r["perf/total_num_tokens"] / r["timing_s/step"] for r in rows[1:])
+    assert result["tokens_per_second"] == statistics.mean(
+        r["perf/total_num_tokens"] / r["timing_s/step"] for r in rows[1:]
+    )
     assert result["peak_allocated_gib"] == max(r["perf/max_memory_allocated_gb"] for r in rows)
-    assert (result["batch"], result["micro_batch"]["actor"], result["attention"], result["memory_limit_gib"]) == (1, 1, "eager", 22.5)
+    assert (result["batch"], result["micro_batch"]["actor"], result["attention"], result["memory_limit_gib"]) == (
+        1,
+        1,
+        "eager",
+        22.5,
+    )
     assert result["losses_finite"] is True
 
 
@@ -88,7 +101,10 @@ CALIBRATION = [
 def test_planner_predicts_each_recorded_device_peak_within_15_percent(call, run, measured):
     directory = CALL_2.parent / call / run
     steps = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
-    assert round(max(r["perf/max_memory_allocated_gb"] for r in steps if "perf/max_memory_allocated_gb" in r), 2) == measured
+    assert (
+        round(max(r["perf/max_memory_allocated_gb"] for r in steps if "perf/max_memory_allocated_gb" in r), 2)
+        == measured
+    )
     predicted = collect.predicted_peak_gib(json.loads((directory / "run.json").read_text()))
     assert abs(predicted - measured) / measured <= 0.15, (predicted, measured)  # the issue's bound
     assert -0.035 <= (predicted - measured) / measured <= 0.06, (predicted, measured)  # what the model reaches today
@@ -101,9 +117,22 @@ def test_calibration_covers_what_issue_4_asks_without_a_memory_limit():
         record = json.loads((CALL_2.parent / call / run / "run.json").read_text())
         if "VERLFIT_GPU_MEMORY_LIMIT_GIB" not in record["environment"]:
             settings = record["settings"]
-            uncapped.append((record["profile"], settings["algorithm"], settings["actor_micro_batch_size"], settings["max_prompt_length"], settings["max_response_length"]))
+            uncapped.append(
+                (
+                    record["profile"],
+                    settings["algorithm"],
+                    settings["actor_micro_batch_size"],
+                    settings["max_prompt_length"],
+                    settings["max_response_length"],
+                )
+            )
     assert len(uncapped) == 7
-    assert {(profile, algorithm) for profile, algorithm, *_ in uncapped} == {("p40", "ppo"), ("p40", "grpo"), ("a10", "ppo"), ("a10", "grpo")}
+    assert {(profile, algorithm) for profile, algorithm, *_ in uncapped} == {
+        ("p40", "ppo"),
+        ("p40", "grpo"),
+        ("a10", "ppo"),
+        ("a10", "grpo"),
+    }
     assert {micro for _, _, micro, _, _ in uncapped} == {4, 8, 16}
     assert {(prompt, response) for *_, prompt, response in uncapped} == {(512, 256), (256, 128), (256, 256)}
 
@@ -111,20 +140,27 @@ def test_calibration_covers_what_issue_4_asks_without_a_memory_limit():
 SESSION_3_CALL_5 = CALL_2.parents[1] / "2026-12-01-h200-p40-lora-resume-faster-path-alone" / "speed-trims-alone"
 
 
-@pytest.mark.parametrize("run, predicted", [("lora-speed-trims_unwrap", 19.7), ("lora-3b-grpo", 19.1), ("speed-all", 17.3)])
+@pytest.mark.parametrize(
+    "run, predicted", [("lora-speed-trims_unwrap", 19.7), ("lora-3b-grpo", 19.1), ("speed-all", 17.3)]
+)
 def test_the_larger_random_weight_shapes_get_their_prediction_off_the_device(run, predicted):
     """The device's $WORK/qwen2.5-1.5b-random and -3b-random have the built-in Instruct shapes; collect.py knew only
     the 0.5B's, so run here its table said n/a where the device's results.md says 19.7 and 19.1."""
     result = collect.summarise(SESSION_3_CALL_5 / run)
     assert "predicted_peak_gib_error" not in result
     assert round(result["predicted_peak_gib"], 1) == predicted
-    row = next(line for line in (SESSION_3_CALL_5 / "results.md").read_text().splitlines() if line.startswith(f"| {run} |"))
+    row = next(
+        line for line in (SESSION_3_CALL_5 / "results.md").read_text().splitlines() if line.startswith(f"| {run} |")
+    )
     assert row in collect.markdown([result])
 
 
 def test_a_model_made_on_the_device_says_where_to_run_collect():
     result = collect.summarise(SESSION_3_CALL_5 / "learn-lora-ppo-lr1e-4")
-    assert result["predicted_peak_gib_error"] == "model small-sft: its config.json is not on this machine (run collect.py where the model is)"
+    assert (
+        result["predicted_peak_gib_error"]
+        == "model small-sft: its config.json is not on this machine (run collect.py where the model is)"
+    )
 
 
 # Runs with the p40 profile's trims (patches 0020-0021), predicted at the prompt columns they ran on (their steps'
@@ -133,12 +169,30 @@ def test_a_model_made_on_the_device_says_where_to_run_collect():
 # nor the 3B's step after a save made before patch 0012.
 TRIMMED = [
     ("2026-12-01-h200-p40-lora-graph-memory-faults/graph-memory-lora-fault-oom", "lora-1p5b-ppo", 17.20, 293, 17.76),
-    ("2026-12-01-h200-p40-lora-resume-faster-path-alone/gputests-learn-lora-lora-3b", "lora-3b-grpo", 16.48, 217, 17.30),
-    ("2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-today-all-lora-speed-alone", "lora-speed-trims_unwrap", 16.95, 239, 17.45),
+    (
+        "2026-12-01-h200-p40-lora-resume-faster-path-alone/gputests-learn-lora-lora-3b",
+        "lora-3b-grpo",
+        16.48,
+        217,
+        17.30,
+    ),
+    (
+        "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-today-all-lora-speed-alone",
+        "lora-speed-trims_unwrap",
+        16.95,
+        239,
+        17.45,
+    ),
     ("2026-12-01-h200-fp16-noeos-own-task/own-task", "own-grpo-lora-qwen3-1p7b", 15.49, 103, 16.33),
     ("2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench", "speed-all", 16.98, 293, 16.56),
     ("2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone", "speed-trims", 16.63, 293, 16.56),
-    ("2026-12-01-h200-p40-optimisations-alone-soak/speed-trim-train-alone-soak-faults", "speed-trim_train", 16.66, 293, 16.56),
+    (
+        "2026-12-01-h200-p40-optimisations-alone-soak/speed-trim-train-alone-soak-faults",
+        "speed-trim_train",
+        16.66,
+        293,
+        16.56,
+    ),
     ("2026-12-01-h200-fp16-noeos-own-task/fp16-noeos-learn-fp16", "fp16-t4", 11.14, 293, 11.35),
     ("2026-12-01-h200-fp16-noeos-own-task/fp16-noeos-learn-fp16", "fp16-v100", 20.58, 293, 20.62),
     ("2026-12-01-h200-fp16-noeos-own-task/own-task", "own-ppo-qwen3-0p6b", 13.42, 103, 13.32),
@@ -148,14 +202,26 @@ TRIMMED = [
 @pytest.mark.parametrize("directory, run, measured, longest, predicted", TRIMMED)
 def test_trimmed_runs_are_predicted_at_the_prompt_columns_they_ran_on(directory, run, measured, longest, predicted):
     result = collect.summarise(CALL_2.parents[1] / directory / run)
-    assert (round(result["peak_allocated_gib"], 2), result["longest_prompt_measured"], round(result["predicted_peak_gib_at_measured_prompts"], 2)) == (measured, longest, predicted)
+    assert (
+        round(result["peak_allocated_gib"], 2),
+        result["longest_prompt_measured"],
+        round(result["predicted_peak_gib_at_measured_prompts"], 2),
+    ) == (measured, longest, predicted)
     assert -0.03 <= (predicted - measured) / measured <= 0.06  # LoRA +2.9% to +5.5%, full-parameter -2.5% to +1.9%
-    assert result["predicted_peak_gib"] >= result["predicted_peak_gib_at_measured_prompts"]  # at the prompt limit: as much or more
+    assert (
+        result["predicted_peak_gib"] >= result["predicted_peak_gib_at_measured_prompts"]
+    )  # at the prompt limit: as much or more
 
 
 def test_the_one_trimmed_run_with_parameter_offload_is_under_predicted():
     """Known gap (docs/benchmarks.md section 2.2): the p40 profile on a 14 GiB budget (critic parameters and both
     optimizers offloaded) peaked at 12.98 GiB from its first step; the planner says 11.88 at the prompt limit and
     11.04 at the prompt columns it ran on (-14.9%)."""
-    result = collect.summarise(CALL_2.parents[1] / "2026-12-01-h200-fp16-noeos-own-task/fp16-noeos-learn-fp16/fp16-p40_t4_budget")
-    assert (round(result["peak_allocated_gib"], 2), round(result["predicted_peak_gib"], 2), round(result["predicted_peak_gib_at_measured_prompts"], 2)) == (12.98, 11.88, 11.04)
+    result = collect.summarise(
+        CALL_2.parents[1] / "2026-12-01-h200-fp16-noeos-own-task/fp16-noeos-learn-fp16/fp16-p40_t4_budget"
+    )
+    assert (
+        round(result["peak_allocated_gib"], 2),
+        round(result["predicted_peak_gib"], 2),
+        round(result["predicted_peak_gib_at_measured_prompts"], 2),
+    ) == (12.98, 11.88, 11.04)

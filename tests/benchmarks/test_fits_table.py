@@ -19,7 +19,10 @@ def test_the_readme_table_is_the_scripts_output():
     assert fits_table.main(["--check", str(README)]) == 0
 
 
-@pytest.mark.parametrize("card, size, algorithm, lora", [("p40", "3B", "grpo", True), ("p40", "1.5B", "ppo", False), ("a10", "1.5B", "ppo", True)])
+@pytest.mark.parametrize(
+    "card, size, algorithm, lora",
+    [("p40", "3B", "grpo", True), ("p40", "1.5B", "ppo", False), ("a10", "1.5B", "ppo", True)],
+)
 def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lora):
     # the speed pick on that card, with the run's patch switches (the profile's, and verlfit's for LoRA: unwrap_fsdp;
     # the profile's CUDA graphs stay on with LoRA, and the static cache they decode into counts in the rollout)
@@ -32,59 +35,118 @@ def test_a_row_is_auto_fit_at_verlfit_trains_defaults(card, size, algorithm, lor
     run = TrainSettings(model="m", algorithm=algorithm, lora_rank=32 if lora else 0)
     switches = run_switches(profile, run)
     request = request_for_profile(
-        profile, load_model_shape(f"Qwen/Qwen2.5-{size}-Instruct"), int(profile.gpu_memory_gib * GIB), algorithm=algorithm,
-        rollout_n=4 if algorithm == "grpo" else 1, train_batch_size=32, ppo_mini_batch_size=16, max_prompt_length=512, max_response_length=256,
-        gradient_checkpointing=True, lora_rank=32 if lora else 0, frozen_base_dtype=profile.frozen_base_dtype if lora else None,
+        profile,
+        load_model_shape(f"Qwen/Qwen2.5-{size}-Instruct"),
+        int(profile.gpu_memory_gib * GIB),
+        algorithm=algorithm,
+        rollout_n=4 if algorithm == "grpo" else 1,
+        train_batch_size=32,
+        ppo_mini_batch_size=16,
+        max_prompt_length=512,
+        max_response_length=256,
+        gradient_checkpointing=True,
+        lora_rank=32 if lora else 0,
+        frozen_base_dtype=profile.frozen_base_dtype if lora else None,
         cuda_graph=profile.rollout == "hf" and switches.cuda_graph,
     )
     inputs = inputs_for_train(run, switches)
     decision = auto_fit(request, card=get_card(card), inputs=inputs)
     cells = fits_table.row(card, size, algorithm, lora)
-    assert cells[:4] == [card.upper(), f"Qwen2.5-{size}", f"{algorithm.upper()} 32{' x 4' if algorithm == 'grpo' else ''}", "LoRA r32" if lora else "full"]
+    assert cells[:4] == [
+        card.upper(),
+        f"Qwen2.5-{size}",
+        f"{algorithm.upper()} 32{' x 4' if algorithm == 'grpo' else ''}",
+        "LoRA r32" if lora else "full",
+    ]
     assert cells[4].startswith("fits (micro-batch") == decision.fits
-    assert cells[5] == (format_gib(decision.plan.peak.total) if decision.fits else f"> {format_gib(decision.plan.peak.total)}")
-    assert cells[6:] == list(fits_table.MEASURED.get((card, size, algorithm, "LoRA r32" if lora else "full"), ("not run", "not run")))
+    assert cells[5] == (
+        format_gib(decision.plan.peak.total) if decision.fits else f"> {format_gib(decision.plan.peak.total)}"
+    )
+    assert cells[6:] == list(
+        fits_table.MEASURED.get((card, size, algorithm, "LoRA r32" if lora else "full"), ("not run", "not run"))
+    )
 
 
 def test_check_and_write_on_a_stale_table(tmp_path, capsys):
     stale = tmp_path / "README.md"
     stale.write_text(
-        f"intro\n{fits_table.START}\n| old |\n{fits_table.END}\nmiddle\n{fits_table.BIG_START}\n{fits_table.BIG_END}\noutro\n",
+        f"intro\n{fits_table.START}\n| old"
+        f" |\n{fits_table.END}\nmiddle\n{fits_table.BIG_START}\n{fits_table.BIG_END}\noutro\n",
         encoding="utf-8",
     )
     assert fits_table.main(["--check", str(stale)]) == 1
     assert "table differs from the planner's" in capsys.readouterr().err
     assert fits_table.main(["--write", str(stale)]) == 0
-    assert stale.read_text(encoding="utf-8") == "intro\n" + fits_table.table() + "middle\n" + fits_table.big_table() + "outro\n"
+    assert (
+        stale.read_text(encoding="utf-8")
+        == "intro\n" + fits_table.table() + "middle\n" + fits_table.big_table() + "outro\n"
+    )
     (tmp_path / "empty.md").write_text("no table\n")
     assert fits_table.main(["--check", str(tmp_path / "empty.md")]) == 1
 
 
 def test_measured_cells_come_from_the_records_table():
     # the 1.5B LoRA PPO cell is that run's record: the largest running peak of steps 1-5 (its first process) and of all
-    # ten steps (steps 6-10 ran in the process resumed from the step-5 checkpoint), and its mean s/step after step 1 (benchmarks/results/2026-12-01-h200-p40-lora-graph-memory-faults)
+    # ten steps (steps 6-10 ran in the process resumed from the step-5 checkpoint), and its mean s/step after step 1
+    # (benchmarks/results/2026-12-01-h200-p40-lora-graph-memory-faults)
     import json
 
-    records = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "2026-12-01-h200-p40-lora-graph-memory-faults" / "lora-resume-soak-faults-bench" / "lora-1p5b-ppo" / "metrics.jsonl"
-    steps = [row for row in map(json.loads, records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row]
+    records = (
+        Path(__file__).resolve().parents[2]
+        / "benchmarks"
+        / "results"
+        / "2026-12-01-h200-p40-lora-graph-memory-faults"
+        / "lora-resume-soak-faults-bench"
+        / "lora-1p5b-ppo"
+        / "metrics.jsonl"
+    )
+    steps = [
+        row for row in map(json.loads, records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row
+    ]
     peak = lambda rows: max(row["perf/max_memory_allocated_gb"] for row in rows)  # noqa: E731
-    mean_step = sum(row["timing_s/step"] for row in steps[1:]) / len(steps[1:])  # collect.py leaves out step 1 (start-up)
+    mean_step = sum(row["timing_s/step"] for row in steps[1:]) / len(
+        steps[1:]
+    )  # collect.py leaves out step 1 (start-up)
     assert [row["step"] for row in steps] == list(range(1, 11))
-    # its s/step alone: the same configuration (trims and unwrap_fsdp on) run alone for 3 steps (benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone)
-    alone_records = records.parents[3] / "2026-12-01-h200-p40-lora-resume-faster-path-alone" / "speed-trims-alone" / "lora-speed-trims_unwrap" / "metrics.jsonl"
-    alone = [row for row in map(json.loads, alone_records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row]
+    # its s/step alone: the same configuration (trims and unwrap_fsdp on) run alone for 3 steps
+    # (benchmarks/results/2026-12-01-h200-p40-lora-resume-faster-path-alone)
+    alone_records = (
+        records.parents[3]
+        / "2026-12-01-h200-p40-lora-resume-faster-path-alone"
+        / "speed-trims-alone"
+        / "lora-speed-trims_unwrap"
+        / "metrics.jsonl"
+    )
+    alone = [
+        row
+        for row in map(json.loads, alone_records.read_text().splitlines())
+        if row.get("step") and "timing_s/step" in row
+    ]
     assert [row["step"] for row in alone] == [1, 2, 3]
     alone_step = sum(row["timing_s/step"] for row in alone[1:]) / len(alone[1:])
     assert fits_table.row("p40", "1.5B", "ppo", True)[6:] == [
-        f"fp32 base: {peak(steps[:5]):.2f} GiB ({peak(steps):.2f} after a resume's checkpoint load)",  # before patch 0026
-        f"{alone_step:.1f} alone (section 4.3); {mean_step:.1f} sharing the GPU (section 4.2; 10 of 10 steps)"]
+        # before patch 0026
+        f"fp32 base: {peak(steps[:5]):.2f} GiB ({peak(steps):.2f} after a resume's checkpoint load)",
+        f"{alone_step:.1f} alone (section 4.3); {mean_step:.1f} sharing the GPU (section 4.2; 10 of 10 steps)",
+    ]
     # the 3B LoRA GRPO: steps 1-3 in one process, saved at step 3, then resumed (patch 0012's load) for steps 4-5
     grpo_records = alone_records.parents[1] / "lora-3b-grpo" / "metrics.jsonl"
-    grpo = [row for row in map(json.loads, grpo_records.read_text().splitlines()) if row.get("step") and "timing_s/step" in row]
+    grpo = [
+        row
+        for row in map(json.loads, grpo_records.read_text().splitlines())
+        if row.get("step") and "timing_s/step" in row
+    ]
     assert [row["step"] for row in grpo] == [1, 2, 3, 4, 5]
     assert fits_table.row("p40", "3B", "grpo", True)[6:] == [
-        f"fp32 base: {peak(grpo[:3]):.2f} GiB at 8 x 4; {peak(grpo[3:]):.2f} after a resume's checkpoint load with patch 0012",
-        f"{sum(row['timing_s/step'] for row in grpo[1:]) / 4:.1f} at 8 x 4, shared GPU (section 4.3; 5 of 5 steps, resumed at step 3)"]
+        (
+            f"fp32 base: {peak(grpo[:3]):.2f} GiB at 8 x 4; {peak(grpo[3:]):.2f} after a resume's checkpoint load with"
+            " patch 0012"
+        ),
+        (
+            f"{sum(row['timing_s/step'] for row in grpo[1:]) / 4:.1f} at 8 x 4, shared GPU (section 4.3; 5 of 5 steps,"
+            " resumed at step 3)"
+        ),
+    ]
     assert fits_table.row("p40", "1.5B", "ppo", False)[6:] == ["not run", "not run"]
 
 
@@ -104,16 +166,24 @@ def test_the_big_lora_rows_are_auto_fit_at_16_prompts_and_read_their_records():
     settings.rollout, settings.attention = "hf", "sdpa"
     shape = load_model_shape("Qwen/Qwen2.5-7B-Instruct")
     request = request_from_settings(settings, profile, int(22.0 * GIB), shape)
-    decision = auto_fit(request, card=get_card("a10"), inputs=inputs_for_train(settings, run_switches(profile, settings)))
+    decision = auto_fit(
+        request, card=get_card("a10"), inputs=inputs_for_train(settings, run_switches(profile, settings))
+    )
     assert decision.fits and decision.request.frozen_base_dtype == "bfloat16"
     folder = Path(fits_table.RESULTS) / "2026-12-04-h200-lora-graphs-7b-a10-3b-p40-side-by-side"
-    on, off = ([json.loads(line) for line in (folder / name / "metrics.jsonl").read_text().splitlines()] for name in (
-        "lora16-qwen2.5-7b-grpo-a10-graphs-on", "lora16-qwen2.5-7b-grpo-a10-graphs-off"))
+    on, off = (
+        [json.loads(line) for line in (folder / name / "metrics.jsonl").read_text().splitlines()]
+        for name in ("lora16-qwen2.5-7b-grpo-a10-graphs-on", "lora16-qwen2.5-7b-grpo-a10-graphs-off")
+    )
     assert fits_table.big_row(*fits_table.BIG_LORA[1]) == [
-        "A10 `--rollout hf --attention sdpa`", "Qwen2.5-7B", "GRPO 16 x 4",
-        f"fits (micro-batch {decision.request.actor_micro_batch_size}; bf16 base)", format_gib(decision.plan.peak.total),
+        "A10 `--rollout hf --attention sdpa`",
+        "Qwen2.5-7B",
+        "GRPO 16 x 4",
+        f"fits (micro-batch {decision.request.actor_micro_batch_size}; bf16 base)",
+        format_gib(decision.plan.peak.total),
         "17.47 GiB",  # steps 1 and 2 peaked at 17.10 and 17.47 GiB allocated
-        "39.2", "52.2",  # step 2 of each run
+        "39.2",
+        "52.2",  # step 2 of each run
         f"{decision.speed[0][1]:.0f}",
     ]
     assert round(on[1]["perf/max_memory_allocated_gb"], 2) == 17.47

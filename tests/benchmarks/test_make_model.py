@@ -1,4 +1,5 @@
-"""benchmarks/make_model.py and verlfit.synthetic_model (the code it wraps): the local Qwen2.5-style tokenizer and random Qwen2 checkpoints."""
+"""benchmarks/make_model.py and verlfit.synthetic_model (the code it wraps): the local Qwen2.5-style tokenizer and
+random Qwen2 checkpoints."""
 
 import json
 import os
@@ -50,8 +51,9 @@ def test_chat_template_system_and_assistant_turns(tok):
         {"role": "user", "content": "Hi"},
         {"role": "assistant", "content": "Hello"},
     ]
-    assert tok.apply_chat_template(msgs, tokenize=False) == (
-        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+    assert (
+        tok.apply_chat_template(msgs, tokenize=False)
+        == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
         "<|im_start|>assistant\nHello<|im_end|>\n"
     )
 
@@ -74,7 +76,7 @@ def test_digits_are_tokenized_individually(tok):
     pieces = tok.tokenize("He paid 1234567 dollars, then 1,600 more: #### 1,890")
     digit_pieces = [p for p in pieces if any(c.isdigit() for c in p)]
     assert digit_pieces and all(len(p) == 1 for p in digit_pieces), digit_pieces
-    assert "".join(p for p in digit_pieces) == "1234567" "1600" "1890"
+    assert "".join(p for p in digit_pieces) == "123456716001890"
     text = "Maria has 12 + 7 = <<12+7=19>>19 apples.\n#### 19"
     assert tok.decode(tok(text)["input_ids"]) == text
 
@@ -156,14 +158,29 @@ def test_no_eos_model_has_no_eos_or_pad_id_but_its_tokenizer_does(tiny_qwen2_no_
     assert GenerationConfig.from_pretrained(tiny_qwen2_no_eos_dir).eos_token_id is None  # what verl passes the rollout
     assert (tok.eos_token, tok.pad_token) == ("<|im_end|>", "<|endoftext|>")
     # the same weights as the model with EOS: only the ids differ
-    assert (Path(tiny_qwen2_no_eos_dir) / "model.safetensors").read_bytes() == (Path(tiny_qwen2_dir) / "model.safetensors").read_bytes()
+    assert (Path(tiny_qwen2_no_eos_dir) / "model.safetensors").read_bytes() == (
+        Path(tiny_qwen2_dir) / "model.safetensors"
+    ).read_bytes()
     with open(os.path.join(tiny_qwen2_dir, "config.json")) as f:
         with_eos = json.load(f)
     assert {k: v for k, v in with_eos.items() if k != "eos_token_id"} == cfg
 
 
 def test_cli_no_eos(tmp_path, qwen_style_tokenizer_dir):
-    assert make_model.main(["--shape", "tiny", "--output", str(tmp_path / "m"), "--tokenizer-dir", qwen_style_tokenizer_dir, "--no-eos"]) == 0
+    assert (
+        make_model.main(
+            [
+                "--shape",
+                "tiny",
+                "--output",
+                str(tmp_path / "m"),
+                "--tokenizer-dir",
+                qwen_style_tokenizer_dir,
+                "--no-eos",
+            ]
+        )
+        == 0
+    )
     with open(tmp_path / "m" / "generation_config.json") as f:
         assert "eos_token_id" not in json.load(f)
 
@@ -171,12 +188,31 @@ def test_cli_no_eos(tmp_path, qwen_style_tokenizer_dir):
 def test_cli_sampling_defaults_and_determinism(tmp_path, qwen_style_tokenizer_dir):
     a, b = tmp_path / "a", tmp_path / "b"
     for d in (a, b):
-        assert make_model.main(["--shape", "tiny", "--output", str(d), "--tokenizer-dir", qwen_style_tokenizer_dir,
-                                "--generation-sampling-defaults", "--seed", "3"]) == 0
+        assert (
+            make_model.main(
+                [
+                    "--shape",
+                    "tiny",
+                    "--output",
+                    str(d),
+                    "--tokenizer-dir",
+                    qwen_style_tokenizer_dir,
+                    "--generation-sampling-defaults",
+                    "--seed",
+                    "3",
+                ]
+            )
+            == 0
+        )
     with open(a / "generation_config.json") as f:
         gen = json.load(f)
     assert {k: gen[k] for k in make_model.SAMPLING_DEFAULTS} == {
-        "do_sample": True, "temperature": 0.7, "top_p": 0.8, "top_k": 20, "repetition_penalty": 1.05}
+        "do_sample": True,
+        "temperature": 0.7,
+        "top_p": 0.8,
+        "top_k": 20,
+        "repetition_penalty": 1.05,
+    }
     for name in ["model.safetensors", "config.json", "generation_config.json"] + make_model.TOKENIZER_FILES:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
@@ -202,8 +238,28 @@ def _qwen2_parameter_count(hidden, intermediate, layers, heads, kv_heads, vocab)
 @pytest.mark.parametrize(
     "shape,dims,params",
     [
-        ("qwen2.5-1.5b", dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12, num_key_value_heads=2), 1_543_714_304),
-        ("qwen2.5-3b", dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16, num_key_value_heads=2), 3_085_938_688),
+        (
+            "qwen2.5-1.5b",
+            dict(
+                hidden_size=1536,
+                intermediate_size=8960,
+                num_hidden_layers=28,
+                num_attention_heads=12,
+                num_key_value_heads=2,
+            ),
+            1_543_714_304,
+        ),
+        (
+            "qwen2.5-3b",
+            dict(
+                hidden_size=2048,
+                intermediate_size=11008,
+                num_hidden_layers=36,
+                num_attention_heads=16,
+                num_key_value_heads=2,
+            ),
+            3_085_938_688,
+        ),
     ],
 )
 def test_qwen25_larger_configs_are_exact_and_count_their_parameters(tok, shape, dims, params):
@@ -212,9 +268,27 @@ def test_qwen25_larger_configs_are_exact_and_count_their_parameters(tok, shape, 
 
     config = make_model.model_config(shape, tok)
     cfg = config.to_dict()
-    expected = dict(dims, vocab_size=151936, tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6, max_position_embeddings=32768, use_sliding_window=False, hidden_act="silu", torch_dtype="bfloat16", model_type="qwen2")
+    expected = dict(
+        dims,
+        vocab_size=151936,
+        tie_word_embeddings=True,
+        rope_theta=1000000.0,
+        rms_norm_eps=1e-6,
+        max_position_embeddings=32768,
+        use_sliding_window=False,
+        hidden_act="silu",
+        torch_dtype="bfloat16",
+        model_type="qwen2",
+    )
     assert {k: cfg[k] for k in expected} == expected
-    formula = _qwen2_parameter_count(dims["hidden_size"], dims["intermediate_size"], dims["num_hidden_layers"], dims["num_attention_heads"], dims["num_key_value_heads"], 151936)
+    formula = _qwen2_parameter_count(
+        dims["hidden_size"],
+        dims["intermediate_size"],
+        dims["num_hidden_layers"],
+        dims["num_attention_heads"],
+        dims["num_key_value_heads"],
+        151936,
+    )
     assert formula == params
     with torch.device("meta"):  # the shape only: no memory for 1.5B/3B random weights in a CPU test
         model = Qwen2ForCausalLM(config)
@@ -225,4 +299,6 @@ def test_the_script_is_a_thin_command_line_over_the_package():
     from verlfit import synthetic_model
 
     assert make_model.synthetic_model is synthetic_model
-    assert [getattr(make_model, name) is getattr(synthetic_model, name) for name in synthetic_model.__all__] == [True] * len(synthetic_model.__all__)
+    assert [getattr(make_model, name) is getattr(synthetic_model, name) for name in synthetic_model.__all__] == [
+        True
+    ] * len(synthetic_model.__all__)

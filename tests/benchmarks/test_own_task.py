@@ -39,13 +39,24 @@ def test_problems_are_deterministic_distinct_and_exact(tmp_path):
 )
 def test_reward(response, score):
     with rewards.load_reward_function(rewards.RewardFunction(REWARD)) as function:
-        assert function(data_source=own_task.DATA_SOURCE, solution_str=response, ground_truth="31", extra_info=None) == score
+        assert (
+            function(data_source=own_task.DATA_SOURCE, solution_str=response, ground_truth="31", extra_info=None)
+            == score
+        )
 
 
 def test_prepared_by_prepare_data_and_checked_with_its_reward(tmp_path):
     raw = own_task.write_splits(tmp_path / "raw", train_size=30, test_size=5)
-    result = prepare_data(train=raw["train"], test=raw["test"], question_column="problem", answer_column="solution", data_source=own_task.DATA_SOURCE,
-                          prompt_template=own_task.PROMPT_TEMPLATE, output_dir=tmp_path / "data", log=lambda line: None)
+    result = prepare_data(
+        train=raw["train"],
+        test=raw["test"],
+        question_column="problem",
+        answer_column="solution",
+        data_source=own_task.DATA_SOURCE,
+        prompt_template=own_task.PROMPT_TEMPLATE,
+        output_dir=tmp_path / "data",
+        log=lambda line: None,
+    )
     assert (result.rows, result.bad) == ({"train": 30, "test": 5}, [])
     with pytest.raises(Exception, match="verl 0.4.1 has no scorer for data_source 'verlfit/shelf-stock'"):
         rewards.check_verl_scores(tmp_path / "data")
@@ -54,10 +65,11 @@ def test_prepared_by_prepare_data_and_checked_with_its_reward(tmp_path):
     assert [s.score for s in scored] == [0.0] * 70
 
 
-
 def test_warmup_problems_are_worked_out_and_never_the_rl_splits_problems(tmp_path):
     rl = own_task.write_splits(tmp_path / "rl", train_size=300, test_size=40, seed=0)
-    warm = own_task.write_warmup_splits(tmp_path / "warm", train_size=300, test_size=40, seed=0, warmup_size=100, dev_size=20)
+    warm = own_task.write_warmup_splits(
+        tmp_path / "warm", train_size=300, test_size=40, seed=0, warmup_size=100, dev_size=20
+    )
     rl_problems = {json.loads(line)["problem"] for path in rl.values() for line in path.read_text().splitlines()}
     rows = {split: [json.loads(line) for line in path.read_text().splitlines()] for split, path in warm.items()}
     assert {split: len(part) for split, part in rows.items()} == {"train": 100, "test": 20, "dev": 20}
@@ -71,9 +83,20 @@ def test_warmup_problems_are_worked_out_and_never_the_rl_splits_problems(tmp_pat
 
 
 def test_worked_answer_scores_full_reward_and_the_instruction_is_the_templates_tail():
-    row = {"problem": "A shelf holds 23 jars. 17 more jars arrive, then 9 are sold. How many jars are on the shelf now?", "solution": "31"}
+    row = {
+        "problem": "A shelf holds 23 jars. 17 more jars arrive, then 9 are sold. How many jars are on the shelf now?",
+        "solution": "31",
+    }
     assert own_task.worked_answer(row) == "23 + 17 = 40. 40 - 9 = 31.\n#### 31"
     with rewards.load_reward_function(rewards.RewardFunction(REWARD)) as function:
-        assert function(data_source=own_task.DATA_SOURCE, solution_str=own_task.worked_answer(row), ground_truth="31", extra_info=None) == 1.0
+        assert (
+            function(
+                data_source=own_task.DATA_SOURCE,
+                solution_str=own_task.worked_answer(row),
+                ground_truth="31",
+                extra_info=None,
+            )
+            == 1.0
+        )
     assert own_task.instruction() == 'Think step by step, then give the final number on its own line as "Answer: N".'
     assert own_task.PROMPT_TEMPLATE.format(question="Q?") == "Q? " + own_task.instruction()

@@ -20,7 +20,9 @@ def test_encode_example_takes_another_instruction(qwen_style_tokenizer_dir):
 
     tok = AutoTokenizer.from_pretrained(qwen_style_tokenizer_dir)
     ex = sft_warmup.encode_example(tok, "Q?", "1 + 1 = 2.\n#### 2", instruction='Give "Answer: N".')
-    prompt = tok.apply_chat_template([{"role": "user", "content": 'Q? Give "Answer: N".'}], add_generation_prompt=True, tokenize=False)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": 'Q? Give "Answer: N".'}], add_generation_prompt=True, tokenize=False
+    )
     n_prompt = len(tok(prompt, add_special_tokens=False)["input_ids"])
     assert ex["input_ids"][:n_prompt] == tok(prompt, add_special_tokens=False)["input_ids"]
     assert ex["labels"][:n_prompt] == [-100] * n_prompt
@@ -31,12 +33,16 @@ def test_encode_example_masks_the_prompt(qwen_style_tokenizer_dir):
 
     tok = AutoTokenizer.from_pretrained(qwen_style_tokenizer_dir)
     q = "Leo has 3 cards. He buys 2 more cards and then gives 1 cards to Ben. How many cards does Leo have now?"
-    a = "After buying, Leo has 3 + 2 = <<3+2=5>>5 cards.\nAfter giving some to Ben, he has 5 - 1 = <<5-1=4>>4 cards.\n#### 4"
+    a = (
+        "After buying, Leo has 3 + 2 = <<3+2=5>>5 cards.\nAfter giving some to Ben, he has 5 - 1 = <<5-1=4>>4"
+        " cards.\n#### 4"
+    )
     ex = sft_warmup.encode_example(tok, q, a)
     prompt = (
         "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
-        "<|im_start|>user\n" + q + " Let's think step by step and output the final answer after \"####\".<|im_end|>\n"
-        "<|im_start|>assistant\n"
+        "<|im_start|>user\n"
+        + q
+        + ' Let\'s think step by step and output the final answer after "####".<|im_end|>\n<|im_start|>assistant\n'
     )
     n_prompt = len(tok(prompt, add_special_tokens=False)["input_ids"])
     assert tok.decode(ex["input_ids"][:n_prompt]) == prompt
@@ -47,15 +53,18 @@ def test_encode_example_masks_the_prompt(qwen_style_tokenizer_dir):
     assert tok.decode(target) == a + "<|im_end|>"
 
 
-@pytest.mark.parametrize("response,truth,score", [
-    ("so 3 + 4 = 7\n#### 7", "7", 1.0),
-    ("#### 1,600", "1600", 1.0),
-    ("#### $1,600", "1600", 0.0),  # the strict regex needs a digit right after '#### '
-    ("#### 5 then #### 7", "7", 1.0),  # the last one counts
-    ("#### 18.00", "18", 0.0),
-    ("#### -17", "-17", 1.0),
-    ("the answer is 7", "7", 0.0),
-])
+@pytest.mark.parametrize(
+    "response,truth,score",
+    [
+        ("so 3 + 4 = 7\n#### 7", "7", 1.0),
+        ("#### 1,600", "1600", 1.0),
+        ("#### $1,600", "1600", 0.0),  # the strict regex needs a digit right after '#### '
+        ("#### 5 then #### 7", "7", 1.0),  # the last one counts
+        ("#### 18.00", "18", 0.0),
+        ("#### -17", "-17", 1.0),
+        ("the answer is 7", "7", 0.0),
+    ],
+)
 def test_strict_score(response, truth, score):
     assert sft_warmup.compute_score(response, truth) == score
     assert sft_warmup._compute_score_fallback(response, truth) == score
@@ -66,8 +75,9 @@ def test_short_warmup_lowers_loss_and_checkpoint_reloads(tmp_path, tiny_qwen2_di
 
     rows = gsm8k_synthetic.generate_split(200, seed=0, split="train")
     out = tmp_path / "sft"
-    res = sft_warmup.train_sft(tiny_qwen2_dir, str(out), rows, steps=30, batch=8, lr=3e-3, seed=0, device="cpu",
-                               warmup=5, log=None)
+    res = sft_warmup.train_sft(
+        tiny_qwen2_dir, str(out), rows, steps=30, batch=8, lr=3e-3, seed=0, device="cpu", warmup=5, log=None
+    )
     losses = res["losses"]
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5, losses
@@ -85,9 +95,35 @@ def test_short_warmup_lowers_loss_and_checkpoint_reloads(tmp_path, tiny_qwen2_di
 
 def test_cli_end_to_end_on_cpu(tmp_path, qwen_style_tokenizer_dir):
     out = tmp_path / "ckpt"
-    assert sft_warmup.main(["--output", str(out), "--shape", "tiny", "--tokenizer-dir", qwen_style_tokenizer_dir,
-                            "--steps", "3", "--batch", "4", "--train-size", "50", "--test-size", "5",
-                            "--eval-n", "2", "--max-new-tokens", "8", "--device", "cpu", "--log-every", "0"]) == 0
+    assert (
+        sft_warmup.main(
+            [
+                "--output",
+                str(out),
+                "--shape",
+                "tiny",
+                "--tokenizer-dir",
+                qwen_style_tokenizer_dir,
+                "--steps",
+                "3",
+                "--batch",
+                "4",
+                "--train-size",
+                "50",
+                "--test-size",
+                "5",
+                "--eval-n",
+                "2",
+                "--max-new-tokens",
+                "8",
+                "--device",
+                "cpu",
+                "--log-every",
+                "0",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "sft_warmup.json").read_text())
     assert summary["steps"] == 3 and len(summary["losses"]) == 3 and summary["eval_n"] == 2
     assert (out / "data" / "train.jsonl").is_file() and (out / "model.safetensors").is_file()

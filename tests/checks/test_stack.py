@@ -8,8 +8,10 @@ import pytest
 from verlfit import cli
 from verlfit.checks.stack import missing_packages, require
 
-FIX = ("run verlfit in its image (docker compose run verlfit {command} ...), or install torch transformers into this Python "
-       "(the versions verlfit is tested with: tests/requirements-ci.txt; `make test` builds .venv with them)")
+FIX = (
+    "run verlfit in its image (docker compose run verlfit {command} ...), or install torch transformers into this"
+    " Python (the versions verlfit is tested with: tests/requirements-ci.txt; `make test` builds .venv with them)"
+)
 
 
 @pytest.fixture
@@ -40,7 +42,10 @@ def test_every_command_that_needs_the_stack_says_so_in_the_same_words(command, n
         argv = ["eval", str(tmp_path), "--data", str(tmp_path)]
     assert cli.main(argv) == 1
     err = capsys.readouterr().err
-    assert err == f"verlfit: error: verlfit {command} needs torch and transformers, which this Python ({sys.executable}) cannot import\n  fix: {FIX.format(command=command)}\n"
+    assert (
+        err == f"verlfit: error: verlfit {command} needs torch and transformers, which this Python ({sys.executable})"
+        f" cannot import\n  fix: {FIX.format(command=command)}\n"
+    )
     assert list(tmp_path.iterdir()) == []  # nothing made
 
 

@@ -36,7 +36,12 @@ def _verlfit(argv, cwd, stdout):
 
     env = dict(os.environ, PYTHONPATH=str(Path(cli.__file__).resolve().parents[1]), HF_HUB_OFFLINE="1")
     done = subprocess.run(
-        [sys.executable, "-m", "verlfit", *argv], cwd=cwd, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True,
+        [sys.executable, "-m", "verlfit", *argv],
+        cwd=cwd,
+        env=env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
         timeout=120,
     )
     return done.returncode, done.stderr
@@ -84,7 +89,11 @@ def test_a_closed_pipe_does_not_stop_a_prepare_command_from_writing_its_output_w
         with open(os.devnull, "w") as nowhere:
             assert _verlfit([*argv, "--output", f"{name}-plain"], tmp_path, nowhere) == (0, "")
         piped, plain = tmp_path / f"{name}-piped", tmp_path / f"{name}-plain"
-        assert sorted(path.name for path in piped.iterdir()) == [".verlfit-written.json", "test.parquet", "train.parquet"]
+        assert sorted(path.name for path in piped.iterdir()) == [
+            ".verlfit-written.json",
+            "test.parquet",
+            "train.parquet",
+        ]
         for split in ("train.parquet", "test.parquet"):
             assert (piped / split).read_bytes() == (plain / split).read_bytes()
 
@@ -154,13 +163,14 @@ def test_a_symbolic_link_loop_as_data_or_run_dir_is_one_line(tmp_path, monkeypat
     (tmp_path / "loop2").symlink_to("loop1")
     monkeypatch.chdir(tmp_path)
     assert cli.main(["train", "--dry-run", "--profile", "p40", "--data", "loop1"]) == 2
-    assert capsys.readouterr().err == (
-        "verlfit: error: --data loop1 is not reachable (Too many levels of symbolic links)\n"
+    assert (
+        capsys.readouterr().err == "verlfit: error: --data loop1 is not reachable (Too many levels of symbolic links)\n"
         "  fix: pass a directory with train.parquet and test.parquet, or raw GSM8K files\n"
     )
     assert cli.main(["train", "--dry-run", "--profile", "p40", "--run-dir", "loop1"]) == 2
-    assert capsys.readouterr().err == (
-        "verlfit: error: --run-dir loop1 is not reachable (Too many levels of symbolic links)\n"
+    assert (
+        capsys.readouterr().err
+        == "verlfit: error: --run-dir loop1 is not reachable (Too many levels of symbolic links)\n"
         "  fix: pass a directory that does not exist yet: verlfit creates it\n"
     )
 
@@ -173,16 +183,29 @@ def test_a_symbolic_link_loop_as_an_input_file_is_one_line(tmp_path, monkeypatch
     (tmp_path / "loop2").symlink_to("loop1")
     (tmp_path / "rows.jsonl").write_text('{"q": "1+1?", "a": "2"}\n')
     monkeypatch.chdir(tmp_path)
-    argv = ["prepare-data", "--train", "rows.jsonl", "--test", "loop1", "--data-source", "sums", "--output", "out",
-            "--question-column", "q", "--answer-column", "a"]
+    argv = [
+        "prepare-data",
+        "--train",
+        "rows.jsonl",
+        "--test",
+        "loop1",
+        "--data-source",
+        "sums",
+        "--output",
+        "out",
+        "--question-column",
+        "q",
+        "--answer-column",
+        "a",
+    ]
     assert cli.main(argv) == 2
-    assert capsys.readouterr().err == (
-        "verlfit: error: --test loop1 is not reachable (Too many levels of symbolic links)\n"
+    assert (
+        capsys.readouterr().err == "verlfit: error: --test loop1 is not reachable (Too many levels of symbolic links)\n"
         "  fix: pass the file holding your questions and answers (.jsonl, .json, .csv or .parquet)\n"
     )
     assert cli.main(["prepare-gsm8k", "--input", "loop1", "--output", "out"]) == 2
-    assert capsys.readouterr().err == (
-        "verlfit: error: --input loop1 is not a directory\n"
+    assert (
+        capsys.readouterr().err == "verlfit: error: --input loop1 is not a directory\n"
         "  fix: pass the directory holding train/test files (e.g. train.jsonl and test.jsonl)\n"
     )
     assert not (tmp_path / "out").exists()
@@ -198,8 +221,9 @@ def test_a_learning_rate_above_1e_2_and_a_negative_export_lora_alpha_are_refused
     with pytest.raises(SystemExit) as exited:
         cli.main(["train", "--dry-run", "--profile", "p40", "--actor-lr", "10"])
     assert exited.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        "verlfit train: error: argument --actor-lr: 10 is above 0.01: AdamW moves every weight by about the learning"
+    assert (
+        capsys.readouterr().err.splitlines()[-1]
+        == "verlfit train: error: argument --actor-lr: 10 is above 0.01: AdamW moves every weight by about the learning"
         " rate each step, so the pretrained model would be gone within a few steps (verl's defaults: actor 1e-6,"
         " critic 1e-5; LoRA runs use up to about 1e-4)"
     )
@@ -210,8 +234,9 @@ def test_a_learning_rate_above_1e_2_and_a_negative_export_lora_alpha_are_refused
     with pytest.raises(SystemExit) as exited:
         cli.main(["export", "runs/x", "--lora-alpha=-8"])
     assert exited.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        "verlfit export: error: argument --lora-alpha: -8 must be a positive, finite number"
+    assert (
+        capsys.readouterr().err.splitlines()[-1]
+        == "verlfit export: error: argument --lora-alpha: -8 must be a positive, finite number"
     )
 
 
@@ -224,19 +249,24 @@ def test_a_value_starting_with_a_dash_gets_the_joined_form_as_its_fix(capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(["train", "--dry-run", "--profile", "p40", "--actor-lr", "-1e-6"])
     assert exited.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        "verlfit train: error: argument --actor-lr: expected one argument (-1e-6 starts with '-', so it reads as an"
+    assert (
+        capsys.readouterr().err.splitlines()[-1]
+        == "verlfit train: error: argument --actor-lr: expected one argument (-1e-6 starts with '-', so it reads as an"
         " option here: join it to the option, --actor-lr=-1e-6)"
     )
     with pytest.raises(SystemExit):
         cli.main(["prepare-gsm8k", "--output", "-dash"])
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        "verlfit prepare-gsm8k: error: argument --output: expected one argument (-dash starts with '-', so it reads"
+    assert (
+        capsys.readouterr().err.splitlines()[-1]
+        == "verlfit prepare-gsm8k: error: argument --output: expected one argument (-dash starts with '-', so it reads"
         " as an option here: join it to the option, --output=-dash)"
     )
     with pytest.raises(SystemExit):
         cli.main(["prepare-gsm8k", "--output"])  # no value at all: nothing to join
-    assert capsys.readouterr().err.splitlines()[-1] == "verlfit prepare-gsm8k: error: argument --output: expected one argument"
+    assert (
+        capsys.readouterr().err.splitlines()[-1]
+        == "verlfit prepare-gsm8k: error: argument --output: expected one argument"
+    )
 
 
 def test_an_output_below_a_symbolic_link_loop_names_the_loop_not_file_exists(tmp_path, monkeypatch, capsys):
@@ -247,11 +277,26 @@ def test_an_output_below_a_symbolic_link_loop_names_the_loop_not_file_exists(tmp
     (tmp_path / "loop2").symlink_to("loop1")
     (tmp_path / "rows.jsonl").write_text('{"q": "1+1?", "a": "2"}\n{"q": "2+2?", "a": "4"}\n')
     monkeypatch.chdir(tmp_path)
-    argv = ["prepare-data", "--train", "rows.jsonl", "--test-fraction", "0.5", "--data-source", "sums", "--output",
-            "loop1/out", "--question-column", "q", "--answer-column", "a"]
+    argv = [
+        "prepare-data",
+        "--train",
+        "rows.jsonl",
+        "--test-fraction",
+        "0.5",
+        "--data-source",
+        "sums",
+        "--output",
+        "loop1/out",
+        "--question-column",
+        "q",
+        "--answer-column",
+        "a",
+    ]
     assert cli.main(argv) == 1
-    assert capsys.readouterr().err == (
-        f"verlfit: error: cannot write to --output loop1/out: {tmp_path / 'loop1'} is not reachable (Too many levels of"
+    assert (
+        capsys.readouterr().err
+        == f"verlfit: error: cannot write to --output loop1/out: {tmp_path / 'loop1'} is not reachable (Too many"
+        " levels of"
         " symbolic links), not a folder\n  fix: pass --output a folder you can write (it is created if missing)\n"
     )
 
@@ -259,30 +304,61 @@ def test_an_output_below_a_symbolic_link_loop_names_the_loop_not_file_exists(tmp
 # (command line, its exit status, the first line it says): every refusal of what the command line names exits 2,
 # argparse's status for a usage error; a problem of the machine keeps 1. {tmp} is the test's folder, the working one.
 EXIT_STATUSES = [
-    (["prepare-gsm8k", "--tokenizer", "{tmp}/no-tokenizer", "--output", "out"], 2,
-     "verlfit: error: --tokenizer {tmp}/no-tokenizer: no such directory (and not a hub name, which is owner/name)"),
-    (["prepare-gsm8k", "--input", "{tmp}/no-input", "--output", "out"], 2,
-     "verlfit: error: --input {tmp}/no-input is not a directory"),
-    (["prepare-gsm8k", "--input", "{tmp}/empty-train", "--output", "out"], 2,
-     "verlfit: error: {tmp}/empty-train/train.jsonl: the file is empty"),
-    (["prepare-gsm8k", "--input", "{tmp}/binary-train", "--output", "out"], 2,
-     "verlfit: error: cannot read {tmp}/binary-train/train.jsonl line 1: not JSON (Expecting value at character 1)"),
-    (["train", "--dry-run", "--resume", "{tmp}/no-run"], 2,
-     "verlfit: error: {tmp}/no-run is not a verlfit run directory (no run.json)"),
-    (["report", "{tmp}/no-run"], 2,
-     "verlfit: error: {tmp}/no-run is not a directory; a run directory (made by verlfit train) holds metrics.jsonl "
-     "(metrics per step), train.log (verl's output) and run.json"),
-    (["export", "{tmp}/no-run"], 2,
-     "verlfit: error: {tmp}/no-run is not a directory; pass a run directory made by verlfit train"),
-    (["eval", "{tmp}/no-model", "--data", "{tmp}/no-data"], 2,
-     "verlfit: error: --data {tmp}/no-data is not there, not a folder of prepared data"),
-    (["plan", "--profile", "p40", "--model", "{tmp}/no-model"], 2,
-     "verlfit: error: model '{tmp}/no-model': no such file or directory"),
-    (["train", "--dry-run", "--profile", "p40", "--plan", "off", "--", "a.b=${"], 2,
-     "verlfit: error: override 'a.b=${' does not parse: Error parsing override 'a.b=${'"),
+    (
+        ["prepare-gsm8k", "--tokenizer", "{tmp}/no-tokenizer", "--output", "out"],
+        2,
+        "verlfit: error: --tokenizer {tmp}/no-tokenizer: no such directory (and not a hub name, which is owner/name)",
+    ),
+    (
+        ["prepare-gsm8k", "--input", "{tmp}/no-input", "--output", "out"],
+        2,
+        "verlfit: error: --input {tmp}/no-input is not a directory",
+    ),
+    (
+        ["prepare-gsm8k", "--input", "{tmp}/empty-train", "--output", "out"],
+        2,
+        "verlfit: error: {tmp}/empty-train/train.jsonl: the file is empty",
+    ),
+    (
+        ["prepare-gsm8k", "--input", "{tmp}/binary-train", "--output", "out"],
+        2,
+        "verlfit: error: cannot read {tmp}/binary-train/train.jsonl line 1: not JSON (Expecting value at character 1)",
+    ),
+    (
+        ["train", "--dry-run", "--resume", "{tmp}/no-run"],
+        2,
+        "verlfit: error: {tmp}/no-run is not a verlfit run directory (no run.json)",
+    ),
+    (
+        ["report", "{tmp}/no-run"],
+        2,
+        (
+            "verlfit: error: {tmp}/no-run is not a directory; a run directory (made by verlfit train) holds"
+            " metrics.jsonl (metrics per step), train.log (verl's output) and run.json"
+        ),
+    ),
+    (
+        ["export", "{tmp}/no-run"],
+        2,
+        "verlfit: error: {tmp}/no-run is not a directory; pass a run directory made by verlfit train",
+    ),
+    (
+        ["eval", "{tmp}/no-model", "--data", "{tmp}/no-data"],
+        2,
+        "verlfit: error: --data {tmp}/no-data is not there, not a folder of prepared data",
+    ),
+    (
+        ["plan", "--profile", "p40", "--model", "{tmp}/no-model"],
+        2,
+        "verlfit: error: model '{tmp}/no-model': no such file or directory",
+    ),
+    (
+        ["train", "--dry-run", "--profile", "p40", "--plan", "off", "--", "a.b=${"],
+        2,
+        "verlfit: error: override 'a.b=${' does not parse: Error parsing override 'a.b=${'",
+    ),
     # not the command line's fault: this machine has no GPU to choose a profile by
-    (["plan", "--profile", "auto"], 1,
-     "verlfit: error: --profile auto needs a visible GPU"),
+    (["plan", "--profile", "auto"], 1, "verlfit: error: --profile auto needs a visible GPU"),
 ]
 
 

@@ -22,8 +22,11 @@ COMMANDS = ("prepare-gsm8k", "prepare-data", "train", "export", "eval", "report"
 
 def checksums(folder: Path) -> dict[str, str]:
     """relative path -> sha256 of every file under ``folder``, symlinks not followed."""
-    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(folder.rglob("*")) if path.is_file() and not path.is_symlink()}
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -53,20 +56,55 @@ def world(tmp_path_factory):
 
 def place(world: Path, command: str, where: str) -> Path:
     run = world / "run"
-    inputs = {"prepare-gsm8k": world / "raw", "prepare-data": world / "raw", "train": world / "data", "export": run,
-              "eval": world / "data", "report": run, "bench": world / "bench-work"}
-    return {"run": run, "parent": world, "checkpoints": run / "checkpoints", "new-child": run / "new-child",
-            "input": inputs[command], "user": world / "mine", "current": Path(".")}[where]
+    inputs = {
+        "prepare-gsm8k": world / "raw",
+        "prepare-data": world / "raw",
+        "train": world / "data",
+        "export": run,
+        "eval": world / "data",
+        "report": run,
+        "bench": world / "bench-work",
+    }
+    return {
+        "run": run,
+        "parent": world,
+        "checkpoints": run / "checkpoints",
+        "new-child": run / "new-child",
+        "input": inputs[command],
+        "user": world / "mine",
+        "current": Path("."),
+    }[where]
 
 
 def argv(world: Path, command: str, output: str, force: bool, model: str) -> list[str]:
     raw, data, run = world / "raw", world / "data", world / "run"
     words = {
         "prepare-gsm8k": ["prepare-gsm8k", "--input", str(raw), "--output", output],
-        "prepare-data": ["prepare-data", "--train", str(raw / "train.jsonl"), "--test", str(raw / "test.jsonl"),
-                         "--data-source", "my/task", "--output", output],
-        "train": ["train", "--run-dir", output, "--data", str(data), "--model", model, "--profile", "p40",
-                  "--skip-checks", "--steps", "1"],
+        "prepare-data": [
+            "prepare-data",
+            "--train",
+            str(raw / "train.jsonl"),
+            "--test",
+            str(raw / "test.jsonl"),
+            "--data-source",
+            "my/task",
+            "--output",
+            output,
+        ],
+        "train": [
+            "train",
+            "--run-dir",
+            output,
+            "--data",
+            str(data),
+            "--model",
+            model,
+            "--profile",
+            "p40",
+            "--skip-checks",
+            "--steps",
+            "1",
+        ],
         "export": ["export", str(run), "--output", output],
         "eval": ["eval", model, "--data", str(data), "--output", output, "--limit", "1", "--max-new-tokens", "2"],
         "report": ["report", str(run), "--output", output],
@@ -87,17 +125,27 @@ def test_no_writing_command_loses_a_file_wherever_it_is_pointed(world, command, 
     from verlfit.train import inputs
 
     monkeypatch.chdir(world / "cwd")
+
     # guards: no verl launch, no bench run, should an output ever be allowed through
     def would_run(what):
         def guard(*args, **kwargs):
             raise WouldRun(what)
+
         return guard
 
     monkeypatch.setattr(train_command, "launch", would_run("train launched"))
     monkeypatch.setattr(inputs, "data_ready", would_run("train prepared data"))
     monkeypatch.setattr(bench, "blocking_checks", lambda **kwargs: [])
-    facts = {"card": "NVIDIA H200", "driver": "580", "cuda": "13.0", "torch": "2", "verl": "0.4.1", "patches": "-",
-             "compute_capability": "9.0", "memory_gib": 140.4}
+    facts = {
+        "card": "NVIDIA H200",
+        "driver": "580",
+        "cuda": "13.0",
+        "torch": "2",
+        "verl": "0.4.1",
+        "patches": "-",
+        "compute_capability": "9.0",
+        "memory_gib": 140.4,
+    }
     monkeypatch.setattr(bench, "machine_facts", lambda nvml=None: facts)
     monkeypatch.setattr(bench, "check_engine_packages", lambda *args, **kwargs: None)
     monkeypatch.setattr(bench, "prepare_inputs", would_run("bench ran"))

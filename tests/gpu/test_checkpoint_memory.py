@@ -41,19 +41,41 @@ class Tokenizer:
 @pytest.fixture(scope="module", autouse=True)
 def process_group(tmp_path_factory):
     if not dist.is_initialized():
-        dist.init_process_group("nccl", init_method=f"file://{tmp_path_factory.mktemp('pg')}/store", rank=0, world_size=1)
+        dist.init_process_group(
+            "nccl", init_method=f"file://{tmp_path_factory.mktemp('pg')}/store", rank=0, world_size=1
+        )
     torch.cuda.set_device(0)
     yield
 
 
 def build():
-    config = Qwen2Config(vocab_size=VOCAB, hidden_size=512, intermediate_size=1408, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False, attn_implementation="sdpa")
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=512,
+        intermediate_size=1408,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(0)
     model = Qwen2ForCausalLM(config).float()
     fp32 = MixedPrecision(param_dtype=torch.float32, reduce_dtype=torch.float32, buffer_dtype=torch.float32)
-    fsdp = FSDP(model, auto_wrap_policy=get_fsdp_wrap_policy(model, config=None), device_id=torch.cuda.current_device(), sharding_strategy=ShardingStrategy.FULL_SHARD, mixed_precision=fp32, sync_module_states=True, use_orig_params=False)
+    fsdp = FSDP(
+        model,
+        auto_wrap_policy=get_fsdp_wrap_policy(model, config=None),
+        device_id=torch.cuda.current_device(),
+        sharding_strategy=ShardingStrategy.FULL_SHARD,
+        mixed_precision=fp32,
+        sync_module_states=True,
+        use_orig_params=False,
+    )
     optimizer = torch.optim.AdamW(fsdp.parameters(), lr=1e-3)
-    manager = checkpoint_manager.FSDPCheckpointManager(fsdp, optimizer, None, processing_class=Tokenizer(), checkpoint_config=None)
+    manager = checkpoint_manager.FSDPCheckpointManager(
+        fsdp, optimizer, None, processing_class=Tokenizer(), checkpoint_config=None
+    )
     return fsdp, optimizer, manager
 
 
@@ -90,7 +112,11 @@ def test_save_and_load_peak_within_live_footprint(tmp_path):
     assert save_peak <= live + MARGIN * nbytes, f"save peak {save_peak} B, live {live} B, parameters {nbytes} B"
     for name in ("model", "optim"):
         seen = []
-        torch.load(tmp_path / f"{name}_world_size_1_rank_0.pt", map_location=lambda storage, loc: (seen.append(loc), storage)[1], weights_only=False)
+        torch.load(
+            tmp_path / f"{name}_world_size_1_rank_0.pt",
+            map_location=lambda storage, loc: (seen.append(loc), storage)[1],
+            weights_only=False,
+        )
         assert set(seen) == {"cpu"}, f"{name} file holds storages on {sorted(set(seen))}"
 
     # a resume: a fresh process holds a fresh model and an optimizer without state
@@ -105,7 +131,9 @@ def test_save_and_load_peak_within_live_footprint(tmp_path):
     load_peak, after = torch.cuda.max_memory_allocated(), torch.cuda.memory_allocated()
     # what the load must add is AdamW's state (2 x parameter bytes); nothing else may show at the peak
     assert after - before >= 2 * nbytes
-    assert load_peak <= after + MARGIN * nbytes, f"load peak {load_peak} B, after load {after} B, before {before} B, parameters {nbytes} B"
+    assert load_peak <= after + MARGIN * nbytes, (
+        f"load peak {load_peak} B, after load {after} B, before {before} B, parameters {nbytes} B"
+    )
     loaded = full_params(fsdp)
     assert loaded.keys() == saved_params.keys() and all(torch.equal(loaded[k], saved_params[k]) for k in loaded)
     train_step(fsdp, optimizer)  # the loaded optimizer state lives on the GPU and trains on

@@ -24,7 +24,20 @@ PAD, EOS, VOCAB, STEPS = 0, 499, 500, 48
 
 
 def tiny_model(dtype=torch.float32):
-    config = Qwen2Config(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.2, tie_word_embeddings=False, eos_token_id=EOS, pad_token_id=PAD, attn_implementation="sdpa")
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        initializer_range=0.2,
+        tie_word_embeddings=False,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(0)
     return Qwen2ForCausalLM(config).to("cuda", dtype).eval()
 
@@ -41,7 +54,9 @@ def prompts(batch, width=24, seed=0):
 
 
 def hf_greedy(model, ids, mask, eos=EOS):
-    cfg = GenerationConfig(max_new_tokens=STEPS, do_sample=False, eos_token_id=eos, pad_token_id=PAD, repetition_penalty=1.0)
+    cfg = GenerationConfig(
+        max_new_tokens=STEPS, do_sample=False, eos_token_id=eos, pad_token_id=PAD, repetition_penalty=1.0
+    )
     with torch.no_grad():
         return model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, use_model_defaults=False)
 
@@ -79,7 +94,16 @@ def _generate_as_hf_rollout(model, ids, mask, eos, pad):
     """generate() as verl's HFRollout calls it: eos/pad as keywords (None allowed), next to a GenerationConfig."""
     cfg = GenerationConfig(do_sample=False, num_beams=1, repetition_penalty=1.0)
     with torch.no_grad():
-        return model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=STEPS, eos_token_id=eos, pad_token_id=pad, generation_config=cfg, use_model_defaults=False)
+        return model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=False,
+            max_new_tokens=STEPS,
+            eos_token_id=eos,
+            pad_token_id=pad,
+            generation_config=cfg,
+            use_model_defaults=False,
+        )
 
 
 def test_graph_replay_without_eos_or_pad_id_equals_generate():
@@ -87,13 +111,33 @@ def test_graph_replay_without_eos_or_pad_id_equals_generate():
     # STEPS tokens, and so does the replayed graph (no EOS handling captured); an EOS with pad None pads with it
     model = tiny_model()
     ids, mask = prompts(6)
-    dec = StaticDecoder(model, 6, ids.size(1) + STEPS, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=None, pad_token_id=None)
+    dec = StaticDecoder(
+        model,
+        6,
+        ids.size(1) + STEPS,
+        do_sample=False,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
     got = dec.generate(ids, mask, STEPS)
     assert dec.captures == 1
     assert got.size(1) == ids.size(1) + STEPS
     assert got.tolist() == _generate_as_hf_rollout(model, ids, mask, None, None).tolist()
     eos = [int(got[0, ids.size(1) + 4]), int(got[2, ids.size(1) + 9])]
-    early = StaticDecoder(model, 6, ids.size(1) + STEPS, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=None).generate(ids, mask, STEPS)
+    early = StaticDecoder(
+        model,
+        6,
+        ids.size(1) + STEPS,
+        do_sample=False,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        eos_token_id=eos,
+        pad_token_id=None,
+    ).generate(ids, mask, STEPS)
     assert early.tolist() == _generate_as_hf_rollout(model, ids, mask, eos, None).tolist()
     assert bool((early[0, ids.size(1) + 5 :] == eos[0]).all())  # row 0 ended by step 4: padded with the first EOS id
 
@@ -147,12 +191,32 @@ def test_fsdp_wrapped_module_through_hf_rollout():
         os.unlink(path)
         dist.init_process_group("nccl", init_method=f"file://{path}", rank=0, world_size=1)
     model = tiny_model()
-    wrapped = FSDP(tiny_model(), auto_wrap_policy=ModuleWrapPolicy({Qwen2DecoderLayer}), device_id=torch.cuda.current_device())
+    wrapped = FSDP(
+        tiny_model(), auto_wrap_policy=ModuleWrapPolicy({Qwen2DecoderLayer}), device_id=torch.cuda.current_device()
+    )
     ids, mask = prompts(8)
     pos = torch.clip(torch.cumsum(mask, -1) - 1, min=0)
-    cfg = {"name": "hf", "do_sample": False, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "n": 1, "response_length": STEPS, "dtype": "float32", "micro_batch_size": 8, "cuda_graph": True, "trim_padding": True, "val_kwargs": {"do_sample": False, "temperature": 0, "top_p": 1.0, "top_k": -1, "n": 1}}
+    cfg = {
+        "name": "hf",
+        "do_sample": False,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "n": 1,
+        "response_length": STEPS,
+        "dtype": "float32",
+        "micro_batch_size": 8,
+        "cuda_graph": True,
+        "trim_padding": True,
+        "val_kwargs": {"do_sample": False, "temperature": 0, "top_p": 1.0, "top_k": -1, "n": 1},
+    }
     rollout = HFRollout(wrapped, OmegaConf.create(cfg))
-    out = rollout.generate_sequences(DataProto.from_dict(tensors={"input_ids": ids, "attention_mask": mask, "position_ids": pos}, meta_info={"eos_token_id": EOS, "pad_token_id": PAD, "do_sample": False}))
+    out = rollout.generate_sequences(
+        DataProto.from_dict(
+            tensors={"input_ids": ids, "attention_mask": mask, "position_ids": pos},
+            meta_info={"eos_token_id": EOS, "pad_token_id": PAD, "do_sample": False},
+        )
+    )
     assert rollout.static_decode_captures == 1
     expected = hf_greedy(model, ids, mask)
     expected = torch.cat([expected, torch.full((8, ids.size(1) + STEPS - expected.size(1)), PAD, device="cuda")], dim=1)
@@ -163,7 +227,8 @@ def test_fsdp_wrapped_module_through_hf_rollout():
 def test_repeated_captures_leave_no_allocated_memory_behind():
     # HFRollout builds a fresh StaticDecoder for every micro-batch of every step. Before capture_stream, each
     # capture warmed up on a new stream and cuBLAS kept a workspace per stream (~30 MB a step in the main job,
-    # benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all): allocated memory after the second call must equal
+    # benchmarks/results/2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all): allocated
+    # memory after the second call must equal
     # the first's for the next calls.
     import gc
 

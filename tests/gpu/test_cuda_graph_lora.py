@@ -28,7 +28,14 @@ for module in ("verl.workers.rollout.static_decode", "verl.utils.frozen_base"):
 
 from omegaconf import OmegaConf  # noqa: E402
 from peft import LoraConfig, get_peft_model  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM  # noqa: E402
+from transformers import (  # noqa: E402
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)  # noqa: E402
 
 from verl import DataProto  # noqa: E402
 from verl.utils.frozen_base import store_frozen_base, upcast_for_compute  # noqa: E402
@@ -38,11 +45,38 @@ from verl.workers.rollout.static_decode import StaticDecoder  # noqa: E402
 from test_cuda_graph_decode import prompts as left_padded_prompts  # noqa: E402
 
 PAD, EOS, VOCAB, STEPS, BATCH, WIDTH = 0, 499, 500, 48, 8, 24
-COMMON = dict(vocab_size=VOCAB, hidden_size=128, intermediate_size=256, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.2, eos_token_id=EOS, pad_token_id=PAD, attn_implementation="sdpa")
+COMMON = dict(
+    vocab_size=VOCAB,
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    initializer_range=0.2,
+    eos_token_id=EOS,
+    pad_token_id=PAD,
+    attn_implementation="sdpa",
+)
 FAMILIES = {
     "qwen2.5": (Qwen2Config, Qwen2ForCausalLM, dict(tie_word_embeddings=True)),
     "qwen3": (Qwen3Config, Qwen3ForCausalLM, dict(head_dim=32, tie_word_embeddings=True)),
-    "llama3.2": (LlamaConfig, LlamaForCausalLM, dict(head_dim=32, tie_word_embeddings=True, rope_theta=500000.0, rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 128})),
+    "llama3.2": (
+        LlamaConfig,
+        LlamaForCausalLM,
+        dict(
+            head_dim=32,
+            tie_word_embeddings=True,
+            rope_theta=500000.0,
+            rope_scaling={
+                "rope_type": "llama3",
+                "factor": 32.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 128,
+            },
+        ),
+    ),
 }
 # (frozen base storage, rollout.dtype): each profile's pairs. p40: fp32 rollout over an fp32 or a 16-bit base (the
 # planner picks); t4/v100: fp16 autocast over an fp32 or fp16 base; a10 --rollout hf: bf16 autocast over fp32 or bf16
@@ -78,13 +112,30 @@ def prompts(seed=0):
 
 
 def rollout(module, dtype, cuda_graph):
-    cfg = {"name": "hf", "do_sample": False, "temperature": 1.0, "top_p": 1.0, "top_k": -1, "n": 1, "response_length": STEPS, "dtype": dtype, "micro_batch_size": BATCH, "cuda_graph": cuda_graph, "unwrap_fsdp": True, "trim_padding": False, "val_kwargs": {"do_sample": False, "temperature": 0, "top_p": 1.0, "top_k": -1, "n": 1}}
+    cfg = {
+        "name": "hf",
+        "do_sample": False,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": -1,
+        "n": 1,
+        "response_length": STEPS,
+        "dtype": dtype,
+        "micro_batch_size": BATCH,
+        "cuda_graph": cuda_graph,
+        "unwrap_fsdp": True,
+        "trim_padding": False,
+        "val_kwargs": {"do_sample": False, "temperature": 0, "top_p": 1.0, "top_k": -1, "n": 1},
+    }
     return HFRollout(module, OmegaConf.create(cfg))
 
 
 def generate(roll, ids, mask):
     pos = torch.clip(torch.cumsum(mask, -1) - 1, min=0)
-    data = DataProto.from_dict(tensors={"input_ids": ids, "attention_mask": mask, "position_ids": pos}, meta_info={"eos_token_id": EOS, "pad_token_id": PAD, "do_sample": False})
+    data = DataProto.from_dict(
+        tensors={"input_ids": ids, "attention_mask": mask, "position_ids": pos},
+        meta_info={"eos_token_id": EOS, "pad_token_id": PAD, "do_sample": False},
+    )
     return roll.generate_sequences(data).batch["input_ids"]
 
 
@@ -111,7 +162,19 @@ def compute_context(model, dtype):
 def eager_static(model, ids, mask, dtype):
     """The graph decoder's own steps run eagerly (use_cuda_graph=False), as HFRollout builds it."""
     with compute_context(model, dtype):
-        decoder = StaticDecoder(model, BATCH, WIDTH + STEPS, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=EOS, pad_token_id=PAD, use_cuda_graph=False, cache_dtype=torch.float32 if dtype == "float32" else None)
+        decoder = StaticDecoder(
+            model,
+            BATCH,
+            WIDTH + STEPS,
+            do_sample=False,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            eos_token_id=EOS,
+            pad_token_id=PAD,
+            use_cuda_graph=False,
+            cache_dtype=torch.float32 if dtype == "float32" else None,
+        )
         return decoder.generate(ids, mask, STEPS)
 
 
@@ -121,7 +184,19 @@ def generate_logits(model, ids, mask, dtype):
 
     cfg = GenerationConfig(do_sample=False, num_beams=1, repetition_penalty=1.0)
     with compute_context(model, dtype):
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=STEPS, eos_token_id=EOS, pad_token_id=PAD, generation_config=cfg, use_model_defaults=False, return_dict_in_generate=True, output_logits=True, use_cache=True)
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=False,
+            max_new_tokens=STEPS,
+            eos_token_id=EOS,
+            pad_token_id=PAD,
+            generation_config=cfg,
+            use_model_defaults=False,
+            return_dict_in_generate=True,
+            output_logits=True,
+            use_cache=True,
+        )
     return out.sequences, torch.stack(out.logits, dim=1).float()
 
 
@@ -131,7 +206,9 @@ def assert_greedy_as_generate(got, expected, model, ids, mask, dtype):
     place of the dtype at that magnitude (the rounding of a 16-bit logit), and the graph equals the eager decoder."""
     where = first_difference(got, expected)
     if dtype != "float32":
-        assert first_difference(got, eager_static(model, ids, mask, dtype)) is None, "graph replay differs from its eager steps"
+        assert first_difference(got, eager_static(model, ids, mask, dtype)) is None, (
+            "graph replay differs from its eager steps"
+        )
     if where is None:
         return
     assert dtype != "float32", f"fp32: the graph's tokens differ from generate's at (row, step) {where}"
@@ -142,7 +219,11 @@ def assert_greedy_as_generate(got, expected, model, ids, mask, dtype):
     row_logits = logits[row, step]
     gap = float(row_logits[chosen] - row_logits[other])
     ulp = torch.finfo(getattr(torch, dtype)).eps * 2.0 ** torch.floor(torch.log2(row_logits[chosen].abs())).item()
-    assert 0 <= gap <= 2 * ulp, f"{dtype}: the graph's token {other} and generate's {chosen} at (row, step) {where} are {gap} apart in generate's logits ({row_logits[chosen]:.6g}), more than 2 units in the last place ({ulp:g}): not a 16-bit tie"
+    assert 0 <= gap <= 2 * ulp, (
+        f"{dtype}: the graph's token {other} and generate's {chosen} at (row, step) {where} are {gap} apart in"
+        f" generate's logits ({row_logits[chosen]:.6g}), more than 2 units in the last place ({ulp:g}): not a"
+        " 16-bit tie"
+    )
 
 
 def update_adapter(model, seed):
@@ -179,7 +260,9 @@ def test_graph_decoding_with_lora_equals_generate_and_follows_adapter_updates(fa
     assert graph.static_decode_captures == 2
     assert first_difference(expected_after, expected) is not None  # the update changes the tokens ...
     assert first_difference(got_after, got) is not None
-    assert_greedy_as_generate(got_after, expected_after, model, ids, mask, dtype)  # ... and the graph decoder follows it
+    assert_greedy_as_generate(
+        got_after, expected_after, model, ids, mask, dtype
+    )  # ... and the graph decoder follows it
 
 
 @pytest.mark.parametrize("base", ["float32", "bfloat16"])
@@ -204,7 +287,14 @@ def test_fsdp_lora_actor_after_an_adamw_step_decodes_with_the_new_adapter(base):
     model = lora_model("qwen2.5", base)
     policy = get_fsdp_wrap_policy(model, config={}, is_lora=True)
     precision = MixedPrecision(param_dtype=torch.float32, reduce_dtype=torch.float32, buffer_dtype=torch.float32)
-    wrapped = FSDP(model, auto_wrap_policy=policy, mixed_precision=precision, sharding_strategy=ShardingStrategy.NO_SHARD, device_id=torch.cuda.current_device(), use_orig_params=False)
+    wrapped = FSDP(
+        model,
+        auto_wrap_policy=policy,
+        mixed_precision=precision,
+        sharding_strategy=ShardingStrategy.NO_SHARD,
+        device_id=torch.cuda.current_device(),
+        use_orig_params=False,
+    )
     ids, mask = prompts()
     graph, plain = rollout(wrapped, "float32", True), rollout(wrapped, "float32", False)
     before = generate(graph, ids, mask)
@@ -212,7 +302,9 @@ def test_fsdp_lora_actor_after_an_adamw_step_decodes_with_the_new_adapter(base):
     optimizer = torch.optim.AdamW([p for p in wrapped.parameters() if p.requires_grad], lr=0.02)
     wrapped.train()
     logits = wrapped(input_ids=ids, attention_mask=mask).logits.float()
-    torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1), reduction="mean").backward()
+    torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1), reduction="mean"
+    ).backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     after_plain = generate(plain, ids, mask)

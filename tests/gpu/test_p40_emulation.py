@@ -40,10 +40,35 @@ def prepared_data(tmp_path_factory, tiny_qwen2_dir):
 
 def run_train(tmp_path, model, data, *extra):
     run_dir = tmp_path / "run"
-    command = [sys.executable, "-m", "verlfit", "train", "--emulate", "p40", "--model", str(model), "--data", str(data),
-               "--run-dir", str(run_dir), "--steps", "3", "--batch-size", "8", "--max-prompt-length", "256",
-               "--max-response-length", "32", "--skip-checks", "--test-freq", "-1", "--save-freq", "-1",
-               "--no-validate-before-train", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "verlfit",
+        "train",
+        "--emulate",
+        "p40",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--run-dir",
+        str(run_dir),
+        "--steps",
+        "3",
+        "--batch-size",
+        "8",
+        "--max-prompt-length",
+        "256",
+        "--max-response-length",
+        "32",
+        "--skip-checks",
+        "--test-freq",
+        "-1",
+        "--save-freq",
+        "-1",
+        "--no-validate-before-train",
+        *extra,
+    ]
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     # one record per step: metrics.jsonl also holds the end-of-run marker ({"step": 3, "finished": true}),

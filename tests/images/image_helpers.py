@@ -51,7 +51,9 @@ class Instruction:
                 if not word.startswith("--"):
                     break
                 continue
-            found.append(dict(part.split("=", 1) if "=" in part else (part, "") for part in word[len("--mount="):].split(",")))
+            found.append(
+                dict(part.split("=", 1) if "=" in part else (part, "") for part in word[len("--mount=") :].split(","))
+            )
         return found
 
     def command(self) -> str:
@@ -118,7 +120,13 @@ def shell_expand(text: str, variables: dict[str, str]) -> str:
     """Expand ``${NAME}``, ``${NAME:+word}`` and the like in ``text`` the way bash does (BuildKit's
     expansion of ARGs follows the same rules for these forms)."""
     environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **variables}
-    result = subprocess.run(["bash", "-c", 'printf %s "' + text.replace('"', '\\"') + '"'], env=environment, capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        ["bash", "-c", 'printf %s "' + text.replace('"', '\\"') + '"'],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return result.stdout
 
 
@@ -139,7 +147,12 @@ def lock_pins(*names: str) -> dict[str, str]:
     """Union of the named locks as {canonical name: version}."""
     pins: dict[str, str] = {}
     for name in names:
-        pins.update({package: version for package, (_, version) in LOCK_TOOL.parse_pins((REPO / "docker" / name).read_text()).items()})
+        pins.update(
+            {
+                package: version
+                for package, (_, version) in LOCK_TOOL.parse_pins((REPO / "docker" / name).read_text()).items()
+            }
+        )
     return pins
 
 

@@ -78,12 +78,21 @@ def bootstrap(checkout: Path, **env: str) -> tuple[subprocess.CompletedProcess, 
     environment["PATH"] = f"{checkout.parent / 'bin'}:{environment['PATH']}"
     log = checkout.parent / "pip.log"
     log.unlink(missing_ok=True)
-    result = subprocess.run(["bash", "tests/bootstrap.sh"], cwd=checkout, capture_output=True, text=True,
-                            env={**environment, "VENV": str(checkout / "venv"), "PYTHON": "python3.11", **env})
+    result = subprocess.run(
+        ["bash", "tests/bootstrap.sh"],
+        cwd=checkout,
+        capture_output=True,
+        text=True,
+        env={**environment, "VENV": str(checkout / "venv"), "PYTHON": "python3.11", **env},
+    )
     return result, log.read_text().splitlines() if log.exists() else []
 
 
-REST = ["-m pip install -q -r tests/requirements-ci.txt", "-m pip install -q --no-deps verl==0.4.1", "-m pip install -q --no-deps -e ."]
+REST = [
+    "-m pip install -q -r tests/requirements-ci.txt",
+    "-m pip install -q --no-deps verl==0.4.1",
+    "-m pip install -q --no-deps -e .",
+]
 
 
 @pytest.fixture()
@@ -91,7 +100,9 @@ def cpu_index(tmp_path):
     """A simple index with a torch/ page, served on the loopback: its URL."""
     root = tmp_path / "index"
     (root / "whl" / "cpu" / "torch").mkdir(parents=True)
-    (root / "whl" / "cpu" / "torch" / "index.html").write_text("<a href='torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl'>torch</a>")
+    (root / "whl" / "cpu" / "torch" / "index.html").write_text(
+        "<a href='torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl'>torch</a>"
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), partial(SimpleHTTPRequestHandler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -104,7 +115,11 @@ def test_torch_comes_from_a_reachable_cpu_index_first(checkout, cpu_index):
     result, calls = bootstrap(checkout, TORCH_INDEX_URL=cpu_index)
     assert result.returncode == 0, result.stderr
     assert result.stderr == f"tests/bootstrap.sh: torch (torch==2.13.0) CPU build from {cpu_index}\n"
-    assert calls == ["-m pip install -q --upgrade pip", f"-m pip install -q --no-deps --index-url {cpu_index} torch==2.13.0", *REST]
+    assert calls == [
+        "-m pip install -q --upgrade pip",
+        f"-m pip install -q --no-deps --index-url {cpu_index} torch==2.13.0",
+        *REST,
+    ]
     assert (checkout / "venv" / ".verlfit-test-stamp").exists()
 
 
@@ -113,8 +128,10 @@ def test_an_unreachable_index_falls_back_to_pypi_and_says_so(checkout):
     result, calls = bootstrap(checkout, TORCH_INDEX_URL="http://127.0.0.1:9/whl/cpu")
     assert result.returncode == 0, result.stderr
     assert result.stderr.startswith("tests/bootstrap.sh: http://127.0.0.1:9/whl/cpu did not answer (URLError: ")
-    assert result.stderr.endswith("): torch (torch==2.13.0) from PyPI instead (on Linux x86_64 that can be the CUDA build; "
-                                  "set TORCH_INDEX_URL to a reachable CPU index)\n")
+    assert result.stderr.endswith(
+        "): torch (torch==2.13.0) from PyPI instead (on Linux x86_64 that can be the CUDA build; "
+        "set TORCH_INDEX_URL to a reachable CPU index)\n"
+    )
     assert calls == ["-m pip install -q --upgrade pip", *REST]
 
 
@@ -140,7 +157,10 @@ def test_another_python_recreates_the_venv_and_says_so(checkout):
     venv = checkout / "venv"
     result, calls = bootstrap(checkout, TORCH_INDEX_URL="", PYTHON="python3.12")
     assert result.returncode == 0, result.stderr
-    assert result.stderr.splitlines()[0] == f"tests/bootstrap.sh: {venv} has Python 3.11.9, PYTHON=python3.12 is 3.12.7: recreating {venv}"
+    assert (
+        result.stderr.splitlines()[0]
+        == f"tests/bootstrap.sh: {venv} has Python 3.11.9, PYTHON=python3.12 is 3.12.7: recreating {venv}"
+    )
     assert calls == [f"python3.12 -m venv --clear {venv}", "-m pip install -q --upgrade pip", *REST]
     assert stamp.read_text().endswith(" python 3.12.7\n")
     assert (venv / "bin" / "python").read_text().count("echo 3.12.7") == 1  # the new venv's python is 3.12
@@ -152,7 +172,9 @@ def test_another_python_recreates_the_venv_and_says_so(checkout):
 def test_a_new_patch_release_reinstalls_into_the_same_venv(checkout):
     bootstrap(checkout, TORCH_INDEX_URL="")
     write_interpreter(checkout.parent / "bin", "python3.11", "3.11.10", checkout.parent / "pip.log")
-    (checkout / "venv" / "bin" / "python").write_text((checkout / "venv" / "bin" / "python").read_text().replace("3.11.9", "3.11.10"))
+    (checkout / "venv" / "bin" / "python").write_text(
+        (checkout / "venv" / "bin" / "python").read_text().replace("3.11.9", "3.11.10")
+    )
     result, calls = bootstrap(checkout, TORCH_INDEX_URL="")
     assert result.returncode == 0 and "recreating" not in result.stderr
     assert calls == ["-m pip install -q --upgrade pip", *REST]
@@ -179,15 +201,20 @@ def test_the_python_version_is_checked_against_requires_python_before_anything_i
         assert calls == [f"{name} -m venv {checkout / 'venv'}", "-m pip install -q --upgrade pip", *REST]
     else:
         assert result.returncode == 2 and calls == [] and not (checkout / "venv").exists()
-        assert result.stderr == (f"tests/bootstrap.sh: PYTHON={name} is Python {version}; verlfit needs 3.10, 3.11 or 3.12 "
-                                 "(pyproject.toml: requires-python >=3.10,<3.13): set PYTHON to one, e.g. PYTHON=python3.12 make test\n")
+        assert (
+            result.stderr == f"tests/bootstrap.sh: PYTHON={name} is Python {version}; verlfit needs 3.10, 3.11 or 3.12 "
+            "(pyproject.toml: requires-python >=3.10,<3.13): set PYTHON to one, e.g. PYTHON=python3.12 make test\n"
+        )
 
 
 def test_a_missing_interpreter_is_named_with_the_fix(checkout):
     result, calls = bootstrap(checkout, TORCH_INDEX_URL="", PYTHON="python3.99")
     assert result.returncode == 2 and calls == []
-    assert result.stderr == ("tests/bootstrap.sh: PYTHON=python3.99: no such command; install Python 3.10, 3.11 or 3.12 (with its venv module) "
-                             "or set PYTHON to one, e.g. PYTHON=python3.12 make test\n")
+    assert (
+        result.stderr
+        == "tests/bootstrap.sh: PYTHON=python3.99: no such command; install Python 3.10, 3.11 or 3.12 (with its venv"
+        " module) or set PYTHON to one, e.g. PYTHON=python3.12 make test\n"
+    )
 
 
 def test_the_license_is_a_pep_639_string_and_the_build_takes_a_setuptools_that_reads_it():
@@ -201,6 +228,12 @@ def test_the_license_is_a_pep_639_string_and_the_build_takes_a_setuptools_that_r
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert project["project"]["license"] == "Apache-2.0"
     build = [Requirement(text) for text in project["build-system"]["requires"]]
-    pins = [Requirement(line) for line in (REPO / "tests" / "requirements-ci.txt").read_text().splitlines() if line.startswith("setuptools")]
+    pins = [
+        Requirement(line)
+        for line in (REPO / "tests" / "requirements-ci.txt").read_text().splitlines()
+        if line.startswith("setuptools")
+    ]
     for requirement in [*(r for r in build if r.name == "setuptools"), *pins]:
-        assert not requirement.specifier.contains("76.1.0") and requirement.specifier.contains("77.0.0"), requirement  # PEP 639: setuptools 77
+        assert not requirement.specifier.contains("76.1.0") and requirement.specifier.contains("77.0.0"), (
+            requirement
+        )  # PEP 639: setuptools 77

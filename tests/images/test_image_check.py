@@ -56,7 +56,10 @@ def test_arch_and_cuda_pass_for_the_p40_and_a10_entries(fake_torch):
 def test_there_is_no_sm_61_entry_for_the_p40(fake_torch):
     result = check("--arch", "sm_61", fakes=fake_torch)
     assert result.returncode == 1
-    assert result.stdout.splitlines()[0] == f"FAIL torch-arch: sm_61 is not among torch's CUDA architectures {ARCH_FLAGS.split()}"
+    assert (
+        result.stdout.splitlines()[0]
+        == f"FAIL torch-arch: sm_61 is not among torch's CUDA architectures {ARCH_FLAGS.split()}"
+    )
 
 
 def test_wrong_cuda_build_fails(fake_torch):
@@ -67,9 +70,13 @@ def test_wrong_cuda_build_fails(fake_torch):
 
 def test_a_cpu_torch_has_no_arch_flags(tmp_path):
     (tmp_path / "torch").mkdir()
-    (tmp_path / "torch" / "__init__.py").write_text("import types\n__version__ = '2.6.0+cpu'\n_C = types.SimpleNamespace()\n")
+    (tmp_path / "torch" / "__init__.py").write_text(
+        "import types\n__version__ = '2.6.0+cpu'\n_C = types.SimpleNamespace()\n"
+    )
     result = check("--arch", "sm_60", fakes=tmp_path)
-    assert result.stdout.splitlines()[0] == "FAIL torch-arch: torch 2.6.0+cpu reports no CUDA architectures (a CPU build?)"
+    assert (
+        result.stdout.splitlines()[0] == "FAIL torch-arch: torch 2.6.0+cpu reports no CUDA architectures (a CPU build?)"
+    )
 
 
 def test_lock_pins_and_expected_versions(tmp_path):
@@ -88,7 +95,6 @@ def test_lock_pins_and_expected_versions(tmp_path):
 
 
 def test_version_matching_rules():
-    import importlib.util
 
     spec = importlib.util.spec_from_file_location("check_image", CHECK)
     module = importlib.util.module_from_spec(spec)
@@ -103,32 +109,51 @@ def test_version_matching_rules():
 
 
 def test_absent_packages(tmp_path):
-    assert check("--absent", "vllm", "--absent", "flash-attn", "--absent", "liger-kernel").stdout.splitlines()[0] == \
-        "PASS absent: not installed: vllm, flash-attn, liger-kernel"
+    assert (
+        check("--absent", "vllm", "--absent", "flash-attn", "--absent", "liger-kernel").stdout.splitlines()[0]
+        == "PASS absent: not installed: vllm, flash-attn, liger-kernel"
+    )
     (tmp_path / "flash_attn").mkdir()
     (tmp_path / "flash_attn" / "__init__.py").write_text("")
     result = check("--absent", "flash-attn", "--absent", "pytest", fakes=tmp_path)
     import pytest as installed
 
-    assert result.stdout.splitlines()[0] == f"FAIL absent: module flash_attn is importable; pytest {installed.__version__} is installed"
+    assert (
+        result.stdout.splitlines()[0]
+        == f"FAIL absent: module flash_attn is importable; pytest {installed.__version__} is installed"
+    )
 
 
 def test_imports_report_every_failure():
     result = check("--import", "json", "--import", "no_such_module_here")
-    assert result.stdout.splitlines()[0] == "FAIL imports: no_such_module_here: ModuleNotFoundError: No module named 'no_such_module_here'"
+    assert (
+        result.stdout.splitlines()[0]
+        == "FAIL imports: no_such_module_here: ModuleNotFoundError: No module named 'no_such_module_here'"
+    )
     assert check("--import", "verlfit.cli").stdout.splitlines()[0] == "PASS imports: imported verlfit.cli"
 
 
-@pytest.mark.parametrize("cuda, line", [
-    (1108, "PASS xformers-cuda: xformers built for CUDA 1108, torch 2.6.0+cu118"),
-    (1204, "FAIL xformers-cuda: xformers was built for CUDA 1204 (torch 2.6.0+cu124), expected 1108: it came from PyPI, not from TORCH_INDEX_URL"),
-])
+@pytest.mark.parametrize(
+    "cuda, line",
+    [
+        (1108, "PASS xformers-cuda: xformers built for CUDA 1108, torch 2.6.0+cu118"),
+        (
+            1204,
+            (
+                "FAIL xformers-cuda: xformers was built for CUDA 1204 (torch 2.6.0+cu124), expected 1108: it came from"
+                " PyPI, not from TORCH_INDEX_URL"
+            ),
+        ),
+    ],
+)
 def test_xformers_must_be_the_cuda_11_8_build(tmp_path, cuda, line):
     package = tmp_path / "xformers"
     package.mkdir()
     (package / "__init__.py").write_text("")
     torch = "2.6.0+cu118" if cuda == 1108 else "2.6.0+cu124"
-    (package / "cpp_lib.json").write_text(json.dumps({"version": {"cuda": cuda, "torch": torch, "python": "3.10.16"}, "env": {}}))
+    (package / "cpp_lib.json").write_text(
+        json.dumps({"version": {"cuda": cuda, "torch": torch, "python": "3.10.16"}, "env": {}})
+    )
     assert check("--xformers-cuda", "1108", fakes=tmp_path).stdout.splitlines()[0] == line
 
 
@@ -149,14 +174,27 @@ def fake_pip(tmp_path):
 
 def test_pip_check_fails_on_unlisted_problems(fake_pip):
     result = check("--pip-check", "--pip-check-allow", r"^ray 2\.46\.0 requires bar,", fakes=fake_pip)
-    assert result.stdout.splitlines()[0] == "FAIL pip-check: pip check: vllm 0.8.5+cu118 has requirement foo>=1, but you have foo 0.9."
-    result = check("--pip-check", "--pip-check-allow", r"^ray 2\.46\.0 requires bar,", "--pip-check-allow", r"^vllm .* foo>=1", fakes=fake_pip)
+    assert (
+        result.stdout.splitlines()[0]
+        == "FAIL pip-check: pip check: vllm 0.8.5+cu118 has requirement foo>=1, but you have foo 0.9."
+    )
+    result = check(
+        "--pip-check",
+        "--pip-check-allow",
+        r"^ray 2\.46\.0 requires bar,",
+        "--pip-check-allow",
+        r"^vllm .* foo>=1",
+        fakes=fake_pip,
+    )
     assert result.stdout.splitlines()[0] == "PASS pip-check: pip check clean apart from 2 listed exception(s)"
 
 
 def test_verlfit_runs(monkeypatch):
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    assert check("--verlfit", "p40").stdout.splitlines()[0] == "PASS verlfit: verlfit --help and verlfit profiles p40 --env-shell run"
+    assert (
+        check("--verlfit", "p40").stdout.splitlines()[0]
+        == "PASS verlfit: verlfit --help and verlfit profiles p40 --env-shell run"
+    )
     monkeypatch.setenv("PATH", "/nonexistent")
     assert check("--verlfit", "p40").stdout.splitlines()[0] == "FAIL verlfit: verlfit is not on PATH"
 
@@ -166,7 +204,10 @@ def test_verl_must_come_from_the_patched_checkout(tmp_path):
     import verl
 
     location = Path(verl.__file__).resolve().parent
-    assert result.stdout.splitlines()[0] == f"FAIL verl: verl is imported from {location}, not from the patched checkout {tmp_path}"
+    assert (
+        result.stdout.splitlines()[0]
+        == f"FAIL verl: verl is imported from {location}, not from the patched checkout {tmp_path}"
+    )
 
 
 def test_no_checks_is_a_usage_error():
@@ -184,30 +225,42 @@ def test_extension_must_be_compiled_and_load_against_this_torch(fake_torch, tmp_
 
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     source = tmp_path / "mismatch.c"
-    source.write_text("extern void _ZN3c1015SmallVectorBaseIjE8grow_podEPvmm(void);\n"
-                      "void flash_attn_entry(void) { _ZN3c1015SmallVectorBaseIjE8grow_podEPvmm(); }\n")
+    source.write_text(
+        "extern void _ZN3c1015SmallVectorBaseIjE8grow_podEPvmm(void);\n"
+        "void flash_attn_entry(void) { _ZN3c1015SmallVectorBaseIjE8grow_podEPvmm(); }\n"
+    )
     assert shutil.which("gcc"), "the test needs gcc (.ci/run installs it)"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(fake_torch / f"flash_attn_2_cuda{suffix}"), str(source)], check=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-o", str(fake_torch / f"flash_attn_2_cuda{suffix}"), str(source)], check=True
+    )
     result = check("--extension", "flash_attn_2_cuda", fakes=fake_torch)
     line = result.stdout.splitlines()[0]
-    assert line.startswith(f"FAIL extensions: flash_attn_2_cuda: ImportError: {fake_torch / f'flash_attn_2_cuda{suffix}'}: undefined symbol: "
-                           "_ZN3c1015SmallVectorBaseIjE8grow_podEPvmm"), line
+    assert line.startswith(
+        f"FAIL extensions: flash_attn_2_cuda: ImportError: {fake_torch / f'flash_attn_2_cuda{suffix}'}: undefined"
+        " symbol: _ZN3c1015SmallVectorBaseIjE8grow_podEPvmm"
+    ), line
     assert line.endswith(" (built against another torch: an ABI mismatch)")
     assert result.returncode == 1
 
     # a Python module of that name (a stand-in that would hide the extension) is no extension
     (fake_torch / f"flash_attn_2_cuda{suffix}").unlink()
     (fake_torch / "flash_attn_2_cuda.py").write_text("")
-    assert check("--extension", "flash_attn_2_cuda", fakes=fake_torch).stdout.splitlines()[0] == \
-        f"FAIL extensions: flash_attn_2_cuda: {fake_torch / 'flash_attn_2_cuda.py'} is not a compiled extension"
-    assert check("--extension", "no_such_extension", fakes=fake_torch).stdout.splitlines()[0] == \
-        "FAIL extensions: no_such_extension: not found"
+    assert (
+        check("--extension", "flash_attn_2_cuda", fakes=fake_torch).stdout.splitlines()[0]
+        == f"FAIL extensions: flash_attn_2_cuda: {fake_torch / 'flash_attn_2_cuda.py'} is not a compiled extension"
+    )
+    assert (
+        check("--extension", "no_such_extension", fakes=fake_torch).stdout.splitlines()[0]
+        == "FAIL extensions: no_such_extension: not found"
+    )
 
     # a compiled extension that links passes (the interpreter's own _ctypes)
     origin = importlib.util.find_spec("_ctypes").origin
     assert isinstance(importlib.util.find_spec("_ctypes").loader, importlib.machinery.ExtensionFileLoader)
-    assert check("--extension", "_ctypes", fakes=fake_torch).stdout.splitlines()[0] == \
-        f"PASS extensions: loaded _ctypes ({os.path.basename(origin)})"
+    assert (
+        check("--extension", "_ctypes", fakes=fake_torch).stdout.splitlines()[0]
+        == f"PASS extensions: loaded _ctypes ({os.path.basename(origin)})"
+    )
 
 
 def test_libraries_resolve_with_ldd_the_drivers_aside(tmp_path):
@@ -221,17 +274,37 @@ def test_libraries_resolve_with_ldd_the_drivers_aside(tmp_path):
     stub = tmp_path / "stub.c"
     stub.write_text("int verlfit_stub(void) { return 0; }\n")
     for soname in ("libverlfitabsent.so.1", "libcuda.so.1"):
-        subprocess.run([gcc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(tmp_path / soname), str(stub)], check=True)
+        subprocess.run(
+            [gcc, "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(tmp_path / soname), str(stub)], check=True
+        )
     for name, needed in (("needs-absent.so", "libverlfitabsent.so.1"), ("needs-driver.so", "libcuda.so.1")):
         # --no-as-needed: record the library although the stub calls nothing in it
-        subprocess.run([gcc, "-shared", "-fPIC", "-o", str(tmp_path / name), str(stub), "-Wl,--no-as-needed", str(tmp_path / needed)], check=True)
+        subprocess.run(
+            [
+                gcc,
+                "-shared",
+                "-fPIC",
+                "-o",
+                str(tmp_path / name),
+                str(stub),
+                "-Wl,--no-as-needed",
+                str(tmp_path / needed),
+            ],
+            check=True,
+        )
     for soname in ("libverlfitabsent.so.1", "libcuda.so.1"):
         (tmp_path / soname).unlink()  # gone at run time, as a library the image lacks
     result = check("--libraries", str(tmp_path / "needs-driver.so"))
-    assert result.stdout.splitlines()[0] == (
-        "PASS libraries: 1 shared objects find every library they need (ldd; libcuda.so.1 is the driver's, mounted at run time)")
+    assert (
+        result.stdout.splitlines()[0]
+        == "PASS libraries: 1 shared objects find every library they need (ldd; libcuda.so.1 is the driver's, mounted"
+        " at run time)"
+    )
     result = check("--libraries", str(tmp_path / "needs-*.so"))
     assert result.returncode == 1
-    assert result.stdout.splitlines()[0] == f"FAIL libraries: {tmp_path / 'needs-absent.so'}: libverlfitabsent.so.1 not found"
+    assert (
+        result.stdout.splitlines()[0]
+        == f"FAIL libraries: {tmp_path / 'needs-absent.so'}: libverlfitabsent.so.1 not found"
+    )
     result = check("--libraries", str(tmp_path / "nothing-*.so"))
     assert result.stdout.splitlines()[0] == f"FAIL libraries: no file matches {tmp_path / 'nothing-*.so'}"

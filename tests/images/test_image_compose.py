@@ -5,7 +5,6 @@ run-time-only Hugging Face settings and the Ray cluster profile."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from importlib import resources
 
@@ -21,17 +20,47 @@ TINI = ["/usr/bin/tini", "-g", "--"]  # -g: the signal to the whole process grou
 GPU = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}}
 # ./data and ./runs in the long syntax without create_host_path: compose stops when one is missing instead of letting
 # Docker create it owned by root
-VOLUMES = [{"type": "bind", "source": "./data", "target": "/workspace/data", "bind": {"create_host_path": False}},
-           {"type": "bind", "source": "./runs", "target": "/workspace/runs", "bind": {"create_host_path": False}},
-           "hf-cache:/cache/huggingface",
-           # a CA bundle without editing this file: VERLFIT_CA_BUNDLE, else an empty file the entrypoint ignores
-           {"type": "bind", "source": "${VERLFIT_CA_BUNDLE:-./docker/no-ca-bundle.pem}", "target": "/etc/verlfit/ca-bundle.pem",
-            "read_only": True, "bind": {"create_host_path": False}}]
+VOLUMES = [
+    {"type": "bind", "source": "./data", "target": "/workspace/data", "bind": {"create_host_path": False}},
+    {"type": "bind", "source": "./runs", "target": "/workspace/runs", "bind": {"create_host_path": False}},
+    "hf-cache:/cache/huggingface",
+    # a CA bundle without editing this file: VERLFIT_CA_BUNDLE, else an empty file the entrypoint ignores
+    {
+        "type": "bind",
+        "source": "${VERLFIT_CA_BUNDLE:-./docker/no-ca-bundle.pem}",
+        "target": "/etc/verlfit/ca-bundle.pem",
+        "read_only": True,
+        "bind": {"create_host_path": False},
+    },
+]
 # the proxy and CA variables a restricted network needs at run time (model and dataset downloads)
-RESTRICTED_NETWORK = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE"]
-ENVIRONMENT = ["HF_ENDPOINT", "HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_DISABLE_XET", "VLLM_DTYPE", "TRITON_MAX_SHARED_MEMORY", "PYTORCH_CUDA_ALLOC_CONF",
-               "CUDA_VISIBLE_DEVICES", "WANDB_API_KEY", "CUDA_DEVICE_ORDER", "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SOCKET_IFNAME",
-               "VERLFIT_GPU_MEMORY_LIMIT_GIB", *RESTRICTED_NETWORK]
+RESTRICTED_NETWORK = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "REQUESTS_CA_BUNDLE",
+    "SSL_CERT_FILE",
+]
+ENVIRONMENT = [
+    "HF_ENDPOINT",
+    "HF_TOKEN",
+    "HF_HUB_OFFLINE",
+    "HF_HUB_DISABLE_XET",
+    "VLLM_DTYPE",
+    "TRITON_MAX_SHARED_MEMORY",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "CUDA_VISIBLE_DEVICES",
+    "WANDB_API_KEY",
+    "CUDA_DEVICE_ORDER",
+    "NCCL_P2P_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_SOCKET_IFNAME",
+    "VERLFIT_GPU_MEMORY_LIMIT_GIB",
+    *RESTRICTED_NETWORK,
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +69,18 @@ def compose():
 
 
 def compose_schema():
-    return json.loads(resources.files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text())
+    return json.loads(
+        resources.files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text()
+    )
 
 
 def interpolate(value: str, environ: dict[str, str]) -> str:
     """Compose's ${VAR:-default} and ${VAR} interpolation."""
+
     def replace(match):
         name, default = match.group(1), match.group(3)
         return environ.get(name) or (default if default is not None else "")
+
     return re.sub(r"\$\{(\w+)(:-([^}]*))?\}", replace, value)
 
 
@@ -69,15 +102,26 @@ def test_the_schema_rejects_a_misspelt_key(compose):
 
 def test_services_and_profiles(compose):
     assert {name: service.get("profiles") for name, service in compose["services"].items()} == {
-        "train": None, "prepare-gsm8k": None, "doctor": None, "bench": None, "export": None, "eval": None, "report": None, "shell": None,
-        "ray-head": ["cluster"], "ray-worker": ["cluster"],
+        "train": None,
+        "prepare-gsm8k": None,
+        "doctor": None,
+        "bench": None,
+        "export": None,
+        "eval": None,
+        "report": None,
+        "shell": None,
+        "ray-head": ["cluster"],
+        "ray-worker": ["cluster"],
     }
     assert compose["name"] == "verlfit"
     # the volume's name is the one the docs' `docker run -v verlfit-hf-cache:...` uses (not compose's verlfit_hf-cache)
     assert compose["volumes"] == {"hf-cache": {"name": "${VERLFIT_HF_CACHE_VOLUME:-verlfit-hf-cache}"}}
     assert interpolate(compose["volumes"]["hf-cache"]["name"], {}) == "verlfit-hf-cache"
     # a second uid's own cache (the entrypoint's warning names this fix)
-    assert interpolate(compose["volumes"]["hf-cache"]["name"], {"VERLFIT_HF_CACHE_VOLUME": "verlfit-hf-cache-1001"}) == "verlfit-hf-cache-1001"
+    assert (
+        interpolate(compose["volumes"]["hf-cache"]["name"], {"VERLFIT_HF_CACHE_VOLUME": "verlfit-hf-cache-1001"})
+        == "verlfit-hf-cache-1001"
+    )
 
 
 @pytest.mark.parametrize("environ, image", [({}, "verlfit:p40"), ({"VERLFIT_PROFILE": "a10"}, "verlfit:a10")])
@@ -118,9 +162,15 @@ def test_volume_targets_match_the_image(compose):
     targets = [volume["target"] if isinstance(volume, dict) else volume.split(":")[1] for volume in VOLUMES]
     assert targets == ["/workspace/data", "/workspace/runs", "/cache/huggingface", "/etc/verlfit/ca-bundle.pem"]
     # the entrypoint looks for the CA bundle where compose mounts it
-    assert "ca_bundle=${VERLFIT_CA_BUNDLE_MOUNT:-/etc/verlfit/ca-bundle.pem}" in (REPO / "entrypoint" / "entrypoint.sh").read_text()
+    assert (
+        "ca_bundle=${VERLFIT_CA_BUNDLE_MOUNT:-/etc/verlfit/ca-bundle.pem}"
+        in (REPO / "entrypoint" / "entrypoint.sh").read_text()
+    )
     assert interpolate(VOLUMES[3]["source"], {}) == "./docker/no-ca-bundle.pem"
-    assert interpolate(VOLUMES[3]["source"], {"VERLFIT_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt"}) == "/etc/ssl/certs/ca-certificates.crt"
+    assert (
+        interpolate(VOLUMES[3]["source"], {"VERLFIT_CA_BUNDLE": "/etc/ssl/certs/ca-certificates.crt"})
+        == "/etc/ssl/certs/ca-certificates.crt"
+    )
 
 
 def test_each_service_runs_its_subcommand(compose):

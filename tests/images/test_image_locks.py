@@ -13,16 +13,29 @@ from packaging.version import Version
 
 from image_helpers import LOCK_TOOL, LOCKS, P40_LOCKS, REPO, canonical, load_lock_tool, lock_pins, read_lock
 
-TARGET = {"python_version": "3.10", "python_full_version": "3.10.12", "sys_platform": "linux", "platform_system": "Linux",
-          "platform_machine": "x86_64", "os_name": "posix", "implementation_name": "cpython", "platform_python_implementation": "CPython"}
-CU11 = {
-    "nvidia-cuda-nvrtc-cu11": "11.8.89", "nvidia-cuda-runtime-cu11": "11.8.89", "nvidia-cuda-cupti-cu11": "11.8.87",
-    "nvidia-cudnn-cu11": "9.1.0.70", "nvidia-cublas-cu11": "11.11.3.6", "nvidia-cufft-cu11": "10.9.0.58",
-    "nvidia-curand-cu11": "10.3.0.86", "nvidia-cusolver-cu11": "11.4.1.48", "nvidia-cusparse-cu11": "11.7.5.86",
-    "nvidia-nccl-cu11": "2.21.5", "nvidia-nvtx-cu11": "11.8.86",
+TARGET = {
+    "python_version": "3.10",
+    "python_full_version": "3.10.12",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
 }
-
-
+CU11 = {
+    "nvidia-cuda-nvrtc-cu11": "11.8.89",
+    "nvidia-cuda-runtime-cu11": "11.8.89",
+    "nvidia-cuda-cupti-cu11": "11.8.87",
+    "nvidia-cudnn-cu11": "9.1.0.70",
+    "nvidia-cublas-cu11": "11.11.3.6",
+    "nvidia-cufft-cu11": "10.9.0.58",
+    "nvidia-curand-cu11": "10.3.0.86",
+    "nvidia-cusolver-cu11": "11.4.1.48",
+    "nvidia-cusparse-cu11": "11.7.5.86",
+    "nvidia-nccl-cu11": "2.21.5",
+    "nvidia-nvtx-cu11": "11.8.86",
+}
 
 
 def satisfied(requirements, pins: dict[str, str]) -> list[str]:
@@ -67,7 +80,9 @@ def test_every_pypi_pin_carries_its_sha256(name):
     assert pins and [pin.name for pin in pins.values() if not pin.hashes] == []
     # the sdist-only packages carry their sdist's hash (pip builds them from it); the rest their wheels'
     if name == "common.lock":
-        assert pins["antlr4-python3-runtime"].hashes == ("f224469b4168294902bb1efa80a8bf7855f24c99aef99cbefc1bcd3cce77881b",)
+        assert pins["antlr4-python3-runtime"].hashes == (
+            "f224469b4168294902bb1efa80a8bf7855f24c99aef99cbefc1bcd3cce77881b",
+        )
 
 
 @pytest.mark.parametrize("name", ["torch-cu118.lock", "a10-cu118.lock"])
@@ -79,8 +94,11 @@ def test_torch_index_locks_carry_the_published_hash_or_name_the_build_arg_that_g
     pins = LOCK_TOOL.parse_lock(text)
     expected = {
         "torch-cu118.lock": {"torch": ("715d3b039a629881f263c40d1fb65edac6786da13bfba221b353ef2371c4da86",)},
-        "a10-cu118.lock": {"torchaudio": ("${TORCHAUDIO_WHEEL_SHA256}",), "torchvision": ("${TORCHVISION_WHEEL_SHA256}",),
-                           "xformers": ("${XFORMERS_WHEEL_SHA256}",)},
+        "a10-cu118.lock": {
+            "torchaudio": ("${TORCHAUDIO_WHEEL_SHA256}",),
+            "torchvision": ("${TORCHVISION_WHEEL_SHA256}",),
+            "xformers": ("${XFORMERS_WHEEL_SHA256}",),
+        },
     }
     assert {key: pin.hashes for key, pin in pins.items()} == expected[name]
     assert "\n".join(LOCK_TOOL.HASH_EXEMPT_NOTE) in text
@@ -91,15 +109,27 @@ def test_torch_index_locks_carry_the_published_hash_or_name_the_build_arg_that_g
 
 def test_lock_reader_takes_hashes_on_continued_lines_and_refuses_anything_else():
     digest_a, digest_b = "a" * 64, "b" * 64
-    text = f"# header\n--no-binary x\nfoo==1.0 \\\n    --hash=sha256:{digest_a} \\\n    --hash=sha256:{digest_b}\nBar_Baz[extra]==2\n"
-    assert LOCK_TOOL.parse_lock(text) == {"foo": LOCK_TOOL.Pin("foo", "1.0", (digest_a, digest_b)), "bar-baz": LOCK_TOOL.Pin("Bar_Baz", "2", ())}
+    text = (
+        f"# header\n--no-binary x\nfoo==1.0 \\\n    --hash=sha256:{digest_a} \\\n   "
+        f" --hash=sha256:{digest_b}\nBar_Baz[extra]==2\n"
+    )
+    assert LOCK_TOOL.parse_lock(text) == {
+        "foo": LOCK_TOOL.Pin("foo", "1.0", (digest_a, digest_b)),
+        "bar-baz": LOCK_TOOL.Pin("Bar_Baz", "2", ()),
+    }
     assert LOCK_TOOL.parse_pins(text) == {"foo": ("foo", "1.0"), "bar-baz": ("Bar_Baz", "2")}
     assert LOCK_TOOL.no_binary_names(text) == ("x",)
     # a build argument's hash (pip's ${NAME}: capitals, digits, _), as the torch index's unpublished ones are written
     assert LOCK_TOOL.parse_lock("xformers==0.0.29.post2 \\\n    --hash=sha256:${XFORMERS_WHEEL_SHA256}\n") == {
-        "xformers": LOCK_TOOL.Pin("xformers", "0.0.29.post2", ("${XFORMERS_WHEEL_SHA256}",))}
-    for bad in ("foo==1.0 --hash=md5:abc", "foo==1.0 --hash=sha256:ABC", "foo>=1.0", "foo==1.0 --hash=sha256:${lower}",
-                "foo==1.0 --hash=sha256:$NAME"):
+        "xformers": LOCK_TOOL.Pin("xformers", "0.0.29.post2", ("${XFORMERS_WHEEL_SHA256}",))
+    }
+    for bad in (
+        "foo==1.0 --hash=md5:abc",
+        "foo==1.0 --hash=sha256:ABC",
+        "foo>=1.0",
+        "foo==1.0 --hash=sha256:${lower}",
+        "foo==1.0 --hash=sha256:$NAME",
+    ):
         with pytest.raises(ValueError, match="not an exact pin"):
             LOCK_TOOL.parse_lock(bad)
 
@@ -108,38 +138,64 @@ def test_lock_tool_picks_the_hashes_pip_can_install_on_the_image():
     """From a PEP 691 file list: the cp310 manylinux/linux x86_64 and pure-Python wheels of the pinned
     version only (not other versions, Pythons, platforms), or the sdist of a --no-binary package."""
     accepted = LOCK_TOOL.target_tags()
+
     def entry(filename, digest):
         return {"filename": filename, "hashes": {"sha256": digest * 64}}
-    files = [entry("pyzmq-27.0.0-cp310-cp310-manylinux_2_26_x86_64.manylinux_2_28_x86_64.whl", "1"),
-             entry("pyzmq-27.0.0-cp310-cp310-musllinux_1_1_x86_64.whl", "2"),
-             entry("pyzmq-27.0.0-cp311-cp311-manylinux_2_28_x86_64.whl", "3"),
-             entry("pyzmq-27.0.0-cp310-cp310-manylinux_2_36_x86_64.whl", "4"),  # newer glibc than Ubuntu 22.04's
-             entry("pyzmq-27.0.0-cp310-cp310-manylinux2014_aarch64.whl", "5"),
-             entry("pyzmq-27.0.0-cp310-cp310-manylinux2014_x86_64.whl", "6"),
-             entry("pyzmq-26.4.0-cp310-cp310-manylinux2014_x86_64.whl", "7"),
-             entry("pyzmq-27.0.0-cp38-abi3-linux_x86_64.whl", "8"),
-             entry("pyzmq-27.0.0-py3-none-any.whl", "9"),
-             entry("pyzmq-27.0.0.tar.gz", "a")]
-    assert LOCK_TOOL.select_hashes(files, "pyzmq", "27.0.0", False, accepted) == ("1" * 64, "6" * 64, "8" * 64, "9" * 64)
+
+    files = [
+        entry("pyzmq-27.0.0-cp310-cp310-manylinux_2_26_x86_64.manylinux_2_28_x86_64.whl", "1"),
+        entry("pyzmq-27.0.0-cp310-cp310-musllinux_1_1_x86_64.whl", "2"),
+        entry("pyzmq-27.0.0-cp311-cp311-manylinux_2_28_x86_64.whl", "3"),
+        entry("pyzmq-27.0.0-cp310-cp310-manylinux_2_36_x86_64.whl", "4"),  # newer glibc than Ubuntu 22.04's
+        entry("pyzmq-27.0.0-cp310-cp310-manylinux2014_aarch64.whl", "5"),
+        entry("pyzmq-27.0.0-cp310-cp310-manylinux2014_x86_64.whl", "6"),
+        entry("pyzmq-26.4.0-cp310-cp310-manylinux2014_x86_64.whl", "7"),
+        entry("pyzmq-27.0.0-cp38-abi3-linux_x86_64.whl", "8"),
+        entry("pyzmq-27.0.0-py3-none-any.whl", "9"),
+        entry("pyzmq-27.0.0.tar.gz", "a"),
+    ]
+    assert LOCK_TOOL.select_hashes(files, "pyzmq", "27.0.0", False, accepted) == (
+        "1" * 64,
+        "6" * 64,
+        "8" * 64,
+        "9" * 64,
+    )
     assert LOCK_TOOL.select_hashes(files, "pyzmq", "27.0.0", True, accepted) == ("a" * 64,)
-    with pytest.raises(SystemExit, match=r"no cp310 manylinux x86_64 wheel of pyzmq==25.0 on the index: cannot pin its hash"):
+    with pytest.raises(
+        SystemExit, match=r"no cp310 manylinux x86_64 wheel of pyzmq==25.0 on the index: cannot pin its hash"
+    ):
         LOCK_TOOL.select_hashes(files, "pyzmq", "25.0", False, accepted)
     pins = {"pyzmq": LOCK_TOOL.Pin("pyzmq", "27.0.0")}
-    hashed = LOCK_TOOL.hash_layers({"a10-extra.lock": pins, "a10-cu118.lock": {"xformers": ("xformers", "0.0.29.post2")}}, (), lambda name: files)
+    hashed = LOCK_TOOL.hash_layers(
+        {"a10-extra.lock": pins, "a10-cu118.lock": {"xformers": ("xformers", "0.0.29.post2")}}, (), lambda name: files
+    )
     assert hashed["a10-extra.lock"]["pyzmq"].hashes == ("1" * 64, "6" * 64, "8" * 64, "9" * 64)
     # the torch index's locks get the published hashes (PUBLISHED_HASHES), else their build argument's ${NAME}
     # (HASH_BUILD_ARGS), and nothing from the PyPI pages
-    assert hashed["a10-cu118.lock"] == {"xformers": LOCK_TOOL.Pin("xformers", "0.0.29.post2", ("${XFORMERS_WHEEL_SHA256}",))}
-    torch = LOCK_TOOL.hash_layers({"torch-cu118.lock": {"torch": ("torch", "2.6.0+cu118")}}, (), lambda name: files)["torch-cu118.lock"]["torch"]
+    assert hashed["a10-cu118.lock"] == {
+        "xformers": LOCK_TOOL.Pin("xformers", "0.0.29.post2", ("${XFORMERS_WHEEL_SHA256}",))
+    }
+    torch = LOCK_TOOL.hash_layers({"torch-cu118.lock": {"torch": ("torch", "2.6.0+cu118")}}, (), lambda name: files)[
+        "torch-cu118.lock"
+    ]["torch"]
     assert torch.hashes == ("715d3b039a629881f263c40d1fb65edac6786da13bfba221b353ef2371c4da86",)
     # a torch-index pin with neither is refused: no lock is written with a pin that has no hash
-    with pytest.raises(SystemExit, match=r"lock.py: torchvision==0.22.0\+cu118 from TORCH_INDEX_URL has no published sha256 "
-                                         r"\(PUBLISHED_HASHES\) and no build argument that gives one \(HASH_BUILD_ARGS\)"):
-        LOCK_TOOL.hash_layers({"a10-cu118.lock": {"torchvision": ("torchvision", "0.22.0+cu118")}}, (), lambda name: files)
+    with pytest.raises(
+        SystemExit,
+        match=r"lock.py: torchvision==0.22.0\+cu118 from TORCH_INDEX_URL has no published sha256 "
+        r"\(PUBLISHED_HASHES\) and no build argument that gives one \(HASH_BUILD_ARGS\)",
+    ):
+        LOCK_TOOL.hash_layers(
+            {"a10-cu118.lock": {"torchvision": ("torchvision", "0.22.0+cu118")}}, (), lambda name: files
+        )
     text = LOCK_TOOL.render("a10-cu118.lock", hashed["a10-cu118.lock"], (), "2025-07-01T00:00:00Z")
     assert text.splitlines()[-2:] == ["xformers==0.0.29.post2 \\", "    --hash=sha256:${XFORMERS_WHEEL_SHA256}"]
     text = LOCK_TOOL.render("a10-extra.lock", hashed["a10-extra.lock"], (), "2025-07-01T00:00:00Z")
-    assert text.splitlines()[3:] == ["pyzmq==27.0.0 \\", *[f"    --hash=sha256:{digit * 64} \\" for digit in "168"], "    --hash=sha256:" + "9" * 64]
+    assert text.splitlines()[3:] == [
+        "pyzmq==27.0.0 \\",
+        *[f"    --hash=sha256:{digit * 64} \\" for digit in "168"],
+        "    --hash=sha256:" + "9" * 64,
+    ]
     assert LOCK_TOOL.parse_lock(text)["pyzmq"] == hashed["a10-extra.lock"]["pyzmq"]
 
 
@@ -163,7 +219,11 @@ def test_small_layers_exactly():
     assert read_lock(REPO / "docker" / "torch-cu118.lock") == {"torch": "2.6.0+cu118"}
     # what vLLM 0.8.5 requires from the torch index (its Requires-Dist: torchaudio==2.6.0, torchvision==0.21.0,
     # xformers==0.0.29.post2), the CUDA 11.8 builds
-    assert read_lock(REPO / "docker" / "a10-cu118.lock") == {"torchaudio": "2.6.0+cu118", "torchvision": "0.21.0+cu118", "xformers": "0.0.29.post2"}
+    assert read_lock(REPO / "docker" / "a10-cu118.lock") == {
+        "torchaudio": "2.6.0+cu118",
+        "torchvision": "0.21.0+cu118",
+        "xformers": "0.0.29.post2",
+    }
 
 
 def test_torch_dependencies_are_the_cuda_11_8_set():
@@ -179,18 +239,46 @@ def test_torch_dependencies_are_the_cuda_11_8_set():
 
 def test_headline_pins():
     pins = lock_pins(*P40_LOCKS)
-    assert {name: pins[name] for name in ("transformers", "tokenizers", "tensordict", "hydra-core", "omegaconf", "ray", "datasets",
-                                          "pyarrow", "numpy", "huggingface-hub", "accelerate", "peft", "nvidia-ml-py")} == {
-        "transformers": "4.51.3", "tokenizers": "0.21.2", "tensordict": "0.6.2", "hydra-core": "1.3.2", "omegaconf": "2.3.0",
-        "ray": "2.46.0", "datasets": "3.6.0", "pyarrow": "20.0.0", "numpy": "2.2.6", "huggingface-hub": "0.33.1",
-        "accelerate": "1.8.1", "peft": "0.15.2", "nvidia-ml-py": "12.575.51",
+    assert {
+        name: pins[name]
+        for name in (
+            "transformers",
+            "tokenizers",
+            "tensordict",
+            "hydra-core",
+            "omegaconf",
+            "ray",
+            "datasets",
+            "pyarrow",
+            "numpy",
+            "huggingface-hub",
+            "accelerate",
+            "peft",
+            "nvidia-ml-py",
+        )
+    } == {
+        "transformers": "4.51.3",
+        "tokenizers": "0.21.2",
+        "tensordict": "0.6.2",
+        "hydra-core": "1.3.2",
+        "omegaconf": "2.3.0",
+        "ray": "2.46.0",
+        "datasets": "3.6.0",
+        "pyarrow": "20.0.0",
+        "numpy": "2.2.6",
+        "huggingface-hub": "0.33.1",
+        "accelerate": "1.8.1",
+        "peft": "0.15.2",
+        "nvidia-ml-py": "12.575.51",
     }
     assert Version(pins["setuptools"]) < Version("81")  # verl 0.4.1 imports pkg_resources
 
 
 def test_p40_layers_have_nothing_gpu_only():
     pins = lock_pins(*P40_LOCKS)
-    assert [name for name in ("vllm", "flash-attn", "liger-kernel", "xformers", "apex", "cupy-cuda12x") if name in pins] == []
+    assert [
+        name for name in ("vllm", "flash-attn", "liger-kernel", "xformers", "apex", "cupy-cuda12x") if name in pins
+    ] == []
 
 
 def test_p40_layers_have_no_torchvision_or_torchaudio():
@@ -235,15 +323,26 @@ def test_exact_pins_of_the_inputs_are_kept():
 def test_lock_tool_splits_layers_and_stands_in_for_the_cu118_index(tmp_path):
     lock = load_lock_tool()
     assert dict(requirement.split("==") for requirement in lock.CU11) == CU11
-    a10 = {"pip": ("pip", "1"), "torch": ("torch", "2.6.0+cu118"), "sympy": ("sympy", "1.13.1"), "ray": ("ray", "2"),
-           "vllm": ("vllm", "0.8.5"), "torchvision": ("torchvision", "0.21.0+cu118"), "xformers": ("xformers", "0.0.29.post2"),
-           "openai": ("openai", "1")}
+    a10 = {
+        "pip": ("pip", "1"),
+        "torch": ("torch", "2.6.0+cu118"),
+        "sympy": ("sympy", "1.13.1"),
+        "ray": ("ray", "2"),
+        "vllm": ("vllm", "0.8.5"),
+        "torchvision": ("torchvision", "0.21.0+cu118"),
+        "xformers": ("xformers", "0.0.29.post2"),
+        "openai": ("openai", "1"),
+    }
     p40 = {key: a10[key] for key in ("pip", "torch", "sympy", "ray")}
     torch_closure = {key: a10[key] for key in ("torch", "sympy")}
     layers = lock.split_layers(a10, p40, torch_closure)
     assert {name: sorted(layer) for name, layer in layers.items()} == {
-        "python.lock": ["pip"], "torch-cu118.lock": ["torch"], "torch-deps.lock": ["sympy"], "common.lock": ["ray"],
-        "a10-cu118.lock": ["torchvision", "xformers"], "a10-extra.lock": ["openai"],
+        "python.lock": ["pip"],
+        "torch-cu118.lock": ["torch"],
+        "torch-deps.lock": ["sympy"],
+        "common.lock": ["ray"],
+        "a10-cu118.lock": ["torchvision", "xformers"],
+        "a10-extra.lock": ["openai"],
     }
     with pytest.raises(SystemExit, match="P40 tree has"):
         lock.split_layers(a10, {**p40, "ray": ("ray", "3")}, torch_closure)
@@ -252,5 +351,8 @@ def test_lock_tool_splits_layers_and_stands_in_for_the_cu118_index(tmp_path):
 
     with zipfile.ZipFile(tmp_path / "torch-2.6.0+cu118-cp310-cp310-linux_x86_64.whl") as wheel:
         metadata = wheel.read("torch-2.6.0+cu118.dist-info/METADATA").decode()
-    assert "Requires-Dist: nvidia-cudnn-cu11==9.1.0.70; platform_system == \"Linux\" and platform_machine == \"x86_64\"" in metadata
-    assert "Requires-Dist: triton==3.2.0; platform_system == \"Linux\" and platform_machine == \"x86_64\"" in metadata
+    assert (
+        'Requires-Dist: nvidia-cudnn-cu11==9.1.0.70; platform_system == "Linux" and platform_machine == "x86_64"'
+        in metadata
+    )
+    assert 'Requires-Dist: triton==3.2.0; platform_system == "Linux" and platform_machine == "x86_64"' in metadata

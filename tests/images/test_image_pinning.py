@@ -24,8 +24,13 @@ WHEEL_HASHES = DOCKER / "wheel-hashes.py"
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # pins of the torch index with no sha256 found in public files: their hash is a build argument of Dockerfile.a10 with no
 # default (the user gives it), written in the lock as pip's ${NAME}
-BUILD_ARG_HASHES = {"a10-cu118.lock": {"torchaudio": "TORCHAUDIO_WHEEL_SHA256", "torchvision": "TORCHVISION_WHEEL_SHA256",
-                                       "xformers": "XFORMERS_WHEEL_SHA256"}}
+BUILD_ARG_HASHES = {
+    "a10-cu118.lock": {
+        "torchaudio": "TORCHAUDIO_WHEEL_SHA256",
+        "torchvision": "TORCHVISION_WHEEL_SHA256",
+        "xformers": "XFORMERS_WHEEL_SHA256",
+    }
+}
 
 
 @pytest.mark.parametrize("profile", sorted(DOCKERFILES))
@@ -44,8 +49,12 @@ def lock_pins(path: Path) -> dict[str, list[str]]:
         if not words or words[0].startswith("-"):
             continue
         name, separator, version = words[0].partition("==")
-        assert separator and version and not re.search(r"[<>~!*]", version), f"{path.name}: {line!r} is not an exact pin"
-        assert all(re.fullmatch(r"--hash=sha256:([0-9a-f]{64}|\$\{[A-Z0-9_]+\})", word) for word in words[1:]), f"{path.name}: {line!r}"
+        assert separator and version and not re.search(r"[<>~!*]", version), (
+            f"{path.name}: {line!r} is not an exact pin"
+        )
+        assert all(re.fullmatch(r"--hash=sha256:([0-9a-f]{64}|\$\{[A-Z0-9_]+\})", word) for word in words[1:]), (
+            f"{path.name}: {line!r}"
+        )
         pins[name] = [word.split(":", 1)[1] for word in words[1:]]
     return pins
 
@@ -74,7 +83,10 @@ def pip_commands(text: str) -> list[str]:
     for line in text.replace("\\\n", " ").splitlines():
         if line.lstrip().startswith("#"):
             continue
-        for match in re.finditer(r"(?:\bpip_install\b|-m pip (?:install|wheel|download)\b|(?<![\w/.-])pip (?:install|wheel|download)\b).*", line):
+        for match in re.finditer(
+            r"(?:\bpip_install\b|-m pip (?:install|wheel|download)\b|(?<![\w/.-])pip (?:install|wheel|download)\b).*",
+            line,
+        ):
             commands.append(match.group(0))
     return commands
 
@@ -90,13 +102,16 @@ def test_every_pip_install_requires_hashes():
     for path in files:
         relative = str(path.relative_to(REPO))
         for command in pip_commands(path.read_text()):
-            if relative == "docker/lib.sh" and (command.startswith("pip_install() {") or command.endswith('--no-deps "$@"')):
+            if relative == "docker/lib.sh" and (
+                command.startswith("pip_install() {") or command.endswith('--no-deps "$@"')
+            ):
                 continue  # the helper's definition and body: its callers pass --require-hashes
             seen += 1
             if NO_HASH_ALLOWED.get(relative) == command:
                 continue
             assert "--require-hashes" in command.split(), f"{relative}: {command}"
-    # install-python.sh 2, download-locked.sh 2 (wheel, download), install-wheels.sh, install-project.sh, Dockerfile.tests
+    # install-python.sh 2, download-locked.sh 2 (wheel, download), install-wheels.sh, install-project.sh,
+    # Dockerfile.tests
     assert seen == 7
     # the Python helpers run pip only to check (there was a trust-on-first-download path here: a wheel downloaded
     # without a hash, its sha256 recorded and trusted from then on; it is gone)
@@ -113,17 +128,25 @@ def test_no_install_path_accepts_a_hashless_wheel():
     download = (DOCKER / "download-locked.sh").read_text().replace("\\\n", " ")
     commands = [line.strip() for line in download.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     pip_lines = [line for line in commands if " -m pip " in line]
-    assert len(pip_lines) == 2 and all(line.endswith('-r "$hashed"') and "--require-hashes" in line.split() for line in pip_lines)
+    assert len(pip_lines) == 2 and all(
+        line.endswith('-r "$hashed"') and "--require-hashes" in line.split() for line in pip_lines
+    )
     hashed = [line for line in commands if "hashed" in line and "-m pip" not in line]
-    assert hashed == ['hashed=$dest/$(basename "$lock" .lock).hashes.lock',
-                      'run "$VENV/bin/python" "$DOCKER_DIR/wheel-hashes.py" hashed "$lock" "$hashed"']
+    assert hashed == [
+        'hashed=$dest/$(basename "$lock" .lock).hashes.lock',
+        'run "$VENV/bin/python" "$DOCKER_DIR/wheel-hashes.py" hashed "$lock" "$hashed"',
+    ]
     assert commands.index(hashed[1]) < commands.index(pip_lines[0])  # checked before pip runs
     fetch = (DOCKER / "fetch-wheel.sh").read_text()
     assert """[ -n "$sha256" ] || die "no sha256 given for $name""" in fetch and "^[0-9a-f]{64}$" in fetch
     # every wheel the Dockerfiles fetch by URL is checked against a sha256 build arg with no default
     for profile, dockerfile in DOCKERFILES.items():
         fetched = re.findall(r'fetch-wheel\.sh \S+ "\$\{(\w+)_URL\}" "\$\{(\w+)\}"', dockerfile.read_text())
-        assert fetched == ([("VLLM_WHEEL", "VLLM_WHEEL_SHA256"), ("FLASH_ATTN_WHEEL", "FLASH_ATTN_WHEEL_SHA256")] if profile == "a10" else [])
+        assert fetched == (
+            [("VLLM_WHEEL", "VLLM_WHEEL_SHA256"), ("FLASH_ATTN_WHEEL", "FLASH_ATTN_WHEEL_SHA256")]
+            if profile == "a10"
+            else []
+        )
         defaults = resolved_args(parse_dockerfile(dockerfile))
         assert [defaults[sha] for _, sha in fetched] == [""] * len(fetched)
     # the runtime stage's installs: no index, each wheel with its own sha256
@@ -133,12 +156,25 @@ def test_no_install_path_accepts_a_hashless_wheel():
 
 def test_proxy_and_ca_variables_reach_every_compose_service():
     compose = yaml.safe_load((REPO / "compose.yaml").read_text())
-    needed = {"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy", "REQUESTS_CA_BUNDLE",
-              "SSL_CERT_FILE", "HF_HUB_DISABLE_XET"}
+    needed = {
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "NO_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "no_proxy",
+        "REQUESTS_CA_BUNDLE",
+        "SSL_CERT_FILE",
+        "HF_HUB_DISABLE_XET",
+    }
     for name, service in compose["services"].items():
         assert needed <= set(service["environment"]), name
         # the CA bundle's mount is a variable, not a line to uncomment
-        mounts = [volume for volume in service["volumes"] if isinstance(volume, dict) and volume["target"] == "/etc/verlfit/ca-bundle.pem"]
+        mounts = [
+            volume
+            for volume in service["volumes"]
+            if isinstance(volume, dict) and volume["target"] == "/etc/verlfit/ca-bundle.pem"
+        ]
         assert [mount["source"] for mount in mounts] == ["${VERLFIT_CA_BUNDLE:-./docker/no-ca-bundle.pem}"], name
 
 
@@ -148,14 +184,20 @@ def make_wheel(folder: Path, name: str, version: str) -> Path:
     with zipfile.ZipFile(path, "w") as archive:
         info = f"{name}-{version}.dist-info"
         archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        archive.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         archive.writestr(f"{info}/RECORD", "")
     return path
 
 
 def helper(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     # pip without this machine's own configuration (find-links, extra indexes); env: the build args a RUN would see
-    environment = {key: value for key, value in os.environ.items() if not key.startswith("PIP_") and not key.endswith("_WHEEL_SHA256")}
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("PIP_") and not key.endswith("_WHEEL_SHA256")
+    }
     environment |= {"PIP_CONFIG_FILE": os.devnull, **(env or {})}
     return subprocess.run([sys.executable, str(WHEEL_HASHES), *args], capture_output=True, text=True, env=environment)
 
@@ -170,15 +212,21 @@ def test_wheel_hashes_folder_constraints_and_index(tmp_path):
     one, two = make_wheel(wheels, "torch", "2.6.0+cu118"), make_wheel(wheels, "antlr4_python3_runtime", "4.9.3")
     result = helper("folder", str(wheels))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [f"antlr4-python3-runtime==4.9.3 --hash=sha256:{sha256(two)}",
-                                          f"torch==2.6.0+cu118 --hash=sha256:{sha256(one)}"]
-    assert helper("constraints", str(DOCKER / "torch-cu118.lock"), str(DOCKER / "a10-cu118.lock")).stdout == (
-        "torch==2.6.0+cu118\ntorchaudio==2.6.0+cu118\ntorchvision==0.21.0+cu118\nxformers==0.0.29.post2\n")
+    assert result.stdout.splitlines() == [
+        f"antlr4-python3-runtime==4.9.3 --hash=sha256:{sha256(two)}",
+        f"torch==2.6.0+cu118 --hash=sha256:{sha256(one)}",
+    ]
+    assert (
+        helper("constraints", str(DOCKER / "torch-cu118.lock"), str(DOCKER / "a10-cu118.lock")).stdout
+        == "torch==2.6.0+cu118\ntorchaudio==2.6.0+cu118\ntorchvision==0.21.0+cu118\nxformers==0.0.29.post2\n"
+    )
     (wheels / "pylatexenc-2.10.tar.gz").write_bytes(b"sdist")
     assert helper("index", str(wheels)).returncode == 0
     assert sorted(str(path.relative_to(wheels)) for path in wheels.rglob("*") if path.is_file()) == [
         "simple/antlr4-python3-runtime/antlr4_python3_runtime-4.9.3-py3-none-any.whl",
-        "simple/pylatexenc/pylatexenc-2.10.tar.gz", "simple/torch/torch-2.6.0+cu118-py3-none-any.whl"]
+        "simple/pylatexenc/pylatexenc-2.10.tar.gz",
+        "simple/torch/torch-2.6.0+cu118-py3-none-any.whl",
+    ]
     empty = tmp_path / "empty"
     empty.mkdir()
     assert helper("folder", str(empty)).stderr == f"wheel-hashes.py: no wheels in {empty}\n"
@@ -198,30 +246,41 @@ def file_index(root: Path, *wheels: Path) -> Path:
 def test_hashed_fills_the_build_argument_hashes_and_refuses_what_it_cannot(tmp_path):
     lock = tmp_path / "x-cu118.lock"
     published = "a" * 64
-    lock.write_text(f"# a header\n--no-binary other\npublished==2.0 \\\n    --hash=sha256:{published}\n"
-                    "tinypkg==1.0 \\\n    --hash=sha256:${TINYPKG_WHEEL_SHA256}\n")
+    lock.write_text(
+        f"# a header\n--no-binary other\npublished==2.0 \\\n    --hash=sha256:{published}\n"
+        "tinypkg==1.0 \\\n    --hash=sha256:${TINYPKG_WHEEL_SHA256}\n"
+    )
     out = tmp_path / "x-cu118.hashes.lock"
     given = "b" * 64
     result = helper("hashed", str(lock), str(out), env={"TINYPKG_WHEEL_SHA256": given})
     assert (result.returncode, result.stderr) == (0, "")
     # the lock as it is, the build argument's value in place of its name
-    assert out.read_text() == (f"# a header\n--no-binary other\npublished==2.0 \\\n    --hash=sha256:{published}\n"
-                               f"tinypkg==1.0 \\\n    --hash=sha256:{given}\n")
+    assert (
+        out.read_text() == f"# a header\n--no-binary other\npublished==2.0 \\\n    --hash=sha256:{published}\n"
+        f"tinypkg==1.0 \\\n    --hash=sha256:{given}\n"
+    )
     out.unlink()
-    fix = ("No sha256 of these wheels is published: take it once from a download you trust and pass it, 64 lowercase hex "
-           "digits (make image-a10 TINYPKG_WHEEL_SHA256=<sha256>; docs/images.md, 'A10 wheels')\n")
+    fix = (
+        "No sha256 of these wheels is published: take it once from a download you trust and pass it, 64 lowercase hex "
+        "digits (make image-a10 TINYPKG_WHEEL_SHA256=<sha256>; docs/images.md, 'A10 wheels')\n"
+    )
     for value, said in (("", "it is not set"), ("B" * 64, f"got '{'B' * 64}'"), ("abc", "got 'abc'")):
         result = helper("hashed", str(lock), str(out), env={"TINYPKG_WHEEL_SHA256": value} if value else {})
         assert result.returncode == 1
-        assert result.stderr == (f"wheel-hashes.py: {lock}: tinypkg==1.0 takes its sha256 from the build argument "
-                                 f"TINYPKG_WHEEL_SHA256, and {said}. " + fix)
+        assert result.stderr == (
+            f"wheel-hashes.py: {lock}: tinypkg==1.0 takes its sha256 from the build argument "
+            f"TINYPKG_WHEEL_SHA256, and {said}. " + fix
+        )
         assert not out.exists() and list(tmp_path.glob("*.partial")) == []  # nothing written
     # a pin without any hash: refused whatever the environment
     lock.write_text(f"published==2.0 --hash=sha256:{published}\ntinypkg==1.0\n")
     result = helper("hashed", str(lock), str(out))
     assert result.returncode == 1 and not out.exists()
-    assert result.stderr == (f"wheel-hashes.py: {lock}: tinypkg==1.0 carries no --hash=sha256: no wheel is installed without a "
-                             "hash written in the lock or given as a build argument (docs/images.md, 'Hashes')\n")
+    assert (
+        result.stderr
+        == f"wheel-hashes.py: {lock}: tinypkg==1.0 carries no --hash=sha256: no wheel is installed without a "
+        "hash written in the lock or given as a build argument (docs/images.md, 'Hashes')\n"
+    )
 
 
 @pytest.mark.parametrize("lock", ["torch-cu118.lock", "a10-cu118.lock", "common.lock"])
@@ -233,22 +292,37 @@ def test_hashed_on_the_committed_locks(tmp_path, lock):
         assert (result.returncode, out.read_text()) == (0, (DOCKER / lock).read_text())
         return
     assert result.returncode == 1 and not out.exists()
-    assert ("torchaudio==2.6.0+cu118 takes its sha256 from the build argument TORCHAUDIO_WHEEL_SHA256, and it is not set; "
-            "torchvision==0.21.0+cu118 takes its sha256 from the build argument TORCHVISION_WHEEL_SHA256, and it is not set; "
-            "xformers==0.0.29.post2 takes its sha256 from the build argument XFORMERS_WHEEL_SHA256, and it is not set.") in result.stderr
-    digests = {"TORCHAUDIO_WHEEL_SHA256": "1" * 64, "TORCHVISION_WHEEL_SHA256": "2" * 64, "XFORMERS_WHEEL_SHA256": "3" * 64}
+    assert (
+        "torchaudio==2.6.0+cu118 takes its sha256 from the build argument TORCHAUDIO_WHEEL_SHA256, and it is not set;"
+        " torchvision==0.21.0+cu118 takes its sha256 from the build argument TORCHVISION_WHEEL_SHA256, and it is not"
+        " set; xformers==0.0.29.post2 takes its sha256 from the build argument XFORMERS_WHEEL_SHA256, and it is not"
+        " set." in result.stderr
+    )
+    digests = {
+        "TORCHAUDIO_WHEEL_SHA256": "1" * 64,
+        "TORCHVISION_WHEEL_SHA256": "2" * 64,
+        "XFORMERS_WHEEL_SHA256": "3" * 64,
+    }
     assert helper("hashed", str(DOCKER / lock), str(out), env=digests).returncode == 0
     assert LOCK_TOOL.parse_lock(out.read_text()) == {
         "torchaudio": LOCK_TOOL.Pin("torchaudio", "2.6.0+cu118", ("1" * 64,)),
         "torchvision": LOCK_TOOL.Pin("torchvision", "0.21.0+cu118", ("2" * 64,)),
-        "xformers": LOCK_TOOL.Pin("xformers", "0.0.29.post2", ("3" * 64,))}
+        "xformers": LOCK_TOOL.Pin("xformers", "0.0.29.post2", ("3" * 64,)),
+    }
 
 
 def download_locked(dest: Path, lock: Path, index: Path, **env: str) -> subprocess.CompletedProcess:
-    """docker/download-locked.sh for real: this interpreter's pip as the build's venv, a file:// index as TORCH_INDEX_URL."""
+    """docker/download-locked.sh for real: this interpreter's pip as the build's venv, a file:// index as
+    TORCH_INDEX_URL."""
     environment = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")} | {
-        "PIP_CONFIG_FILE": os.devnull, "VENV": sys.prefix, "TORCH_INDEX_URL": index.as_uri(), **env}
-    return subprocess.run([str(DOCKER / "download-locked.sh"), str(dest), str(lock)], capture_output=True, text=True, env=environment)
+        "PIP_CONFIG_FILE": os.devnull,
+        "VENV": sys.prefix,
+        "TORCH_INDEX_URL": index.as_uri(),
+        **env,
+    }
+    return subprocess.run(
+        [str(DOCKER / "download-locked.sh"), str(dest), str(lock)], capture_output=True, text=True, env=environment
+    )
 
 
 def test_download_locked_installs_nothing_without_the_hash(tmp_path):
@@ -260,15 +334,23 @@ def test_download_locked_installs_nothing_without_the_hash(tmp_path):
     lock.write_text("tinypkg==1.0 \\\n    --hash=sha256:${TINYPKG_WHEEL_SHA256}\n")
     missing = download_locked(tmp_path / "missing", lock, index)
     assert missing.returncode == 1
-    assert "tinypkg==1.0 takes its sha256 from the build argument TINYPKG_WHEEL_SHA256, and it is not set" in missing.stderr
+    assert (
+        "tinypkg==1.0 takes its sha256 from the build argument TINYPKG_WHEEL_SHA256, and it is not set"
+        in missing.stderr
+    )
     assert list((tmp_path / "missing").iterdir()) == []
     wrong = download_locked(tmp_path / "wrong", lock, index, TINYPKG_WHEEL_SHA256="0" * 64)
     assert wrong.returncode != 0 and "THESE PACKAGES DO NOT MATCH THE HASHES" in wrong.stderr
     assert list((tmp_path / "wrong").glob("*.whl")) == []
     right = download_locked(tmp_path / "right", lock, index, TINYPKG_WHEEL_SHA256=sha256(wheel))
     assert right.returncode == 0, right.stderr
-    assert sorted(path.name for path in (tmp_path / "right").iterdir()) == ["tinypkg-1.0-py3-none-any.whl", "x-cu118.hashes.lock"]
-    assert (tmp_path / "right" / "x-cu118.hashes.lock").read_text() == f"tinypkg==1.0 \\\n    --hash=sha256:{sha256(wheel)}\n"
+    assert sorted(path.name for path in (tmp_path / "right").iterdir()) == [
+        "tinypkg-1.0-py3-none-any.whl",
+        "x-cu118.hashes.lock",
+    ]
+    assert (
+        tmp_path / "right" / "x-cu118.hashes.lock"
+    ).read_text() == f"tinypkg==1.0 \\\n    --hash=sha256:{sha256(wheel)}\n"
 
 
 def test_lock_lines_that_are_not_exact_pins_are_refused(tmp_path):

@@ -15,8 +15,8 @@ IMAGES = (REPO / "docs" / "images.md").read_text()
 
 def section(text: str, heading: str) -> str:
     start = text.index(heading)
-    following = re.search(r"^#{1,3} ", text[start + len(heading):], re.MULTILINE)
-    return text[start: start + len(heading) + (following.start() if following else len(text))]
+    following = re.search(r"^#{1,3} ", text[start + len(heading) :], re.MULTILINE)
+    return text[start : start + len(heading) + (following.start() if following else len(text))]
 
 
 def flat(text: str) -> str:
@@ -28,7 +28,10 @@ def test_results_paragraph_says_what_the_benchmarks_record():
     machine = re.search(r"\*\*Machine:\*\* one NVIDIA (H200) .*?, torch (\S+),", flat(BENCHMARKS))
     assert machine.groups() == ("H200", "2.11.0+cu130")
     assert "on one H200 standing in for a P40 (`--emulate p40`" in results
-    assert "with torch 2.11.0+cu130 and verl 0.4.1 from PyPI with the patch series applied, not the image's torch 2.6.0+cu118" in results
+    assert (
+        "with torch 2.11.0+cu130 and verl 0.4.1 from PyPI with the patch series applied, not the image's torch"
+        " 2.6.0+cu118" in results
+    )
     assert "text it generates is noise, so every GSM8K reward is 0" in flat(BENCHMARKS)
     assert "The 0.5B runs use **random weights** with the exact Qwen2.5-0.5B-Instruct shape" in results
     assert "**every GSM8K reward is 0**" in results
@@ -37,19 +40,31 @@ def test_results_paragraph_says_what_the_benchmarks_record():
     # every number the paragraph quotes from the learning check and section 1 is in the record
     for number in ("21x", "+0.148", "+0.199", "0.320 -> 0.469", "0.320 -> 0.520", "13.5 s", "50 of 50"):
         assert number in results, number
-        assert number in flat(BENCHMARKS) or number.replace(" -> ", "") in BENCHMARKS or f"| {number.split()[0]}" in BENCHMARKS, number
+        assert (
+            number in flat(BENCHMARKS)
+            or number.replace(" -> ", "") in BENCHMARKS
+            or f"| {number.split()[0]}" in BENCHMARKS
+        ), number
 
 
 def test_readme_claims_of_images_md_hold():
     images_line = flat(section(README, "## Images"))
     assert "the A10 wheels' checksums, the full pin list" not in images_line
-    assert ("how to get and check the A10 image's five wheel checksums (no one publishes them, so none ships here and the "
-            "build refuses to start without them)") in images_line
+    assert (
+        "how to get and check the A10 image's five wheel checksums (no one publishes them, so none ships here and the "
+        "build refuses to start without them)" in images_line
+    )
     a10_wheels = section(IMAGES, "### A10 wheels")
     assert re.findall(r"\b[0-9a-f]{64}\b", a10_wheels) == []  # it tells how to get them; it has none
     assert "Take them once, from a machine you trust, and keep them" in a10_wheels
     # each build arg the build requires, in its table and in the make command it ends with
-    names = ("VLLM_WHEEL_SHA256", "FLASH_ATTN_WHEEL_SHA256", "TORCHVISION_WHEEL_SHA256", "TORCHAUDIO_WHEEL_SHA256", "XFORMERS_WHEEL_SHA256")
+    names = (
+        "VLLM_WHEEL_SHA256",
+        "FLASH_ATTN_WHEEL_SHA256",
+        "TORCHVISION_WHEEL_SHA256",
+        "TORCHAUDIO_WHEEL_SHA256",
+        "XFORMERS_WHEEL_SHA256",
+    )
     assert re.findall(r"\| `(\w+_WHEEL_SHA256)` \|", a10_wheels) == list(names)
     assert "make image-a10 " + " ".join(f"{name}=..." for name in names) in flat(a10_wheels)
     assert "### Hashes" in IMAGES and "### A second source for the base images: NVIDIA's registry" in IMAGES
@@ -57,8 +72,15 @@ def test_readme_claims_of_images_md_hold():
 
 def test_developer_prerequisites_are_named():
     developing = flat(section(README, "## Developing"))
-    for needed in ("Python 3.10–3.12 with its `venv` module", "`python3-venv`", "GNU `patch`", "`curl`", "`gcc`",
-                   "PYTHON=python3.12 make test", "`TORCH_INDEX_URL` (default `https://download.pytorch.org/whl/cpu`)"):
+    for needed in (
+        "Python 3.10–3.12 with its `venv` module",
+        "`python3-venv`",
+        "GNU `patch`",
+        "`curl`",
+        "`gcc`",
+        "PYTHON=python3.12 make test",
+        "`TORCH_INDEX_URL` (default `https://download.pytorch.org/whl/cpu`)",
+    ):
         assert needed in developing, needed
 
 
@@ -117,18 +139,26 @@ def test_the_developing_section_names_the_version_pairs_the_tests_and_images_dif
     from image_helpers import LOCKS, lock_pins
 
     images = lock_pins(*LOCKS)
-    tests = dict(line.split("==") for line in (REPO / "tests" / "requirements-ci.txt").read_text().splitlines()
-                 if "==" in line and not line.startswith("#"))
+    tests = dict(
+        line.split("==")
+        for line in (REPO / "tests" / "requirements-ci.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
     developing = flat(section(README, "## Developing"))
     assert f"torch {tests['torch']} (the CPU build) here, {images['torch']} in the images" in developing
     assert f"PEFT {tests['peft']} here, {images['peft']} in the images" in developing
     for name in ("accelerate", "pyarrow", "tokenizers"):
         assert tests[name] != images[name], name
         assert f"{name} {tests[name]} / {images[name]}" in developing, name
-    assert f"transformers {tests['transformers']} in both" in developing and tests["transformers"] == images["transformers"]
+    assert (
+        f"transformers {tests['transformers']} in both" in developing
+        and tests["transformers"] == images["transformers"]
+    )
     assert "third torch, 2.11.0+cu130" in developing
     # patch 0010's claim, as patches/README.md makes it
-    assert "PEFT 0.15, the images' pin, accepted them" in flat(PATCHES_README) and "loads back to the trained adapter with both versions" in flat(PATCHES_README)
+    assert "PEFT 0.15, the images' pin, accepted them" in flat(
+        PATCHES_README
+    ) and "loads back to the trained adapter with both versions" in flat(PATCHES_README)
     assert "with PEFT 0.15 and 0.21" in developing
 
 
@@ -147,33 +177,59 @@ def test_the_speed_keys_paragraph_matches_the_profile_and_train():
     from verlfit.run_settings import TrainSettings
 
     p40 = load_profile("p40").overrides
-    for key in ("actor_rollout_ref.actor.trim_padding", "actor_rollout_ref.ref.trim_padding", "critic.trim_padding",
-                "actor_rollout_ref.rollout.trim_padding"):
+    for key in (
+        "actor_rollout_ref.actor.trim_padding",
+        "actor_rollout_ref.ref.trim_padding",
+        "critic.trim_padding",
+        "actor_rollout_ref.rollout.trim_padding",
+    ):
         assert f"`+{key}`" in speed and f"+{key}=True" in p40, key
     # CUDA-graph decoding: on in the profile since section 10's run, off with LoRA and on several GPUs (forced_switches)
-    assert "it turns on CUDA-graph decoding without Triton too (patch 0022, `+actor_rollout_ref.rollout.cuda_graph`)" in speed
+    assert (
+        "it turns on CUDA-graph decoding without Triton too (patch 0022, `+actor_rollout_ref.rollout.cuda_graph`)"
+        in speed
+    )
     assert "+actor_rollout_ref.rollout.cuda_graph=True" in p40 and "(docs/benchmarks.md section 1.4;" in profile
     from verlfit.patch_switches import forced_switches
 
-    assert forced_switches(TrainSettings(model="m", lora_rank=32), load_profile("p40")) == ["+actor_rollout_ref.rollout.unwrap_fsdp=True"]
-    assert forced_switches(TrainSettings(model="m", gpus=2), load_profile("p40")) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
-    assert "The graphs stay on with `--lora-rank`" in speed and "`-- +actor_rollout_ref.rollout.cuda_graph=False` turns them off" in speed
+    assert forced_switches(TrainSettings(model="m", lora_rank=32), load_profile("p40")) == [
+        "+actor_rollout_ref.rollout.unwrap_fsdp=True"
+    ]
+    assert forced_switches(TrainSettings(model="m", gpus=2), load_profile("p40")) == [
+        "+actor_rollout_ref.rollout.cuda_graph=False"
+    ]
+    assert (
+        "The graphs stay on with `--lora-rank`" in speed
+        and "`-- +actor_rollout_ref.rollout.cuda_graph=False` turns them off" in speed
+    )
     assert "verlfit turns them off, with a note, on several GPUs (written and tested for one)" in speed
     # patch 0023: on by verlfit for LoRA on one GPU (patch_switches.unwraps_lora_generation), off after -- by the user
     from verlfit.patch_switches import unwraps_lora_generation
 
     assert unwraps_lora_generation(TrainSettings(model="m", lora_rank=32), load_profile("p40"))
     assert not unwraps_lora_generation(TrainSettings(model="m", lora_rank=32, gpus=2), load_profile("p40"))
-    assert "with `--lora-rank` on one GPU, verlfit turns on patch 0023 (`+actor_rollout_ref.rollout.unwrap_fsdp=True`" in speed
+    assert (
+        "with `--lora-rank` on one GPU, verlfit turns on patch 0023 (`+actor_rollout_ref.rollout.unwrap_fsdp=True`"
+        in speed
+    )
     assert "`-- +actor_rollout_ref.rollout.unwrap_fsdp=False` turns it off" in speed
     assert "`verlfit train -- actor_rollout_ref.rollout.trim_padding=False`" in speed
 
 
 def test_no_tracker_that_does_not_exist_and_no_internal_notes_cited():
     assert "the project's tracker" not in README
-    tracked = __import__("subprocess").run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
-    citing = [name for name in tracked if (REPO / name).is_file() and "FACTS.md" in (REPO / name).read_text(errors="replace")
-              and name != "tests/images/test_image_readme.py"]
+    tracked = (
+        __import__("subprocess")
+        .run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True)
+        .stdout.split()
+    )
+    citing = [
+        name
+        for name in tracked
+        if (REPO / name).is_file()
+        and "FACTS.md" in (REPO / name).read_text(errors="replace")
+        and name != "tests/images/test_image_readme.py"
+    ]
     assert citing == []
 
 
@@ -206,24 +262,42 @@ def test_the_try_it_without_a_gpu_lines_run_as_written(tmp_path):
     from pathlib import Path
 
     lines = fenced_block("## Try it without a GPU or Docker")
-    assert lines == ["make dev", ".venv/bin/verlfit plan --profile p40", ".venv/bin/verlfit train --dry-run --profile p40"]
+    assert lines == [
+        "make dev",
+        ".venv/bin/verlfit plan --profile p40",
+        ".venv/bin/verlfit train --dry-run --profile p40",
+    ]
     venv = Path(sys.prefix)
     environment = {**os.environ, "VENV": str(venv)}
     if (venv / ".verlfit-test-stamp").is_file():
         # bootstrap.sh's venv (the venv suite, CI): make dev finds it ready
-        made = subprocess.run(["make", "-C", str(REPO), "dev", f"VENV={venv}"], env=environment, capture_output=True, text=True)
+        made = subprocess.run(
+            ["make", "-C", str(REPO), "dev", f"VENV={venv}"], env=environment, capture_output=True, text=True
+        )
         assert made.returncode == 0, made.stderr
         assert f"make dev: {venv}/bin/verlfit is ready" in made.stdout
     else:
         # the image's /opt/venv (the in-image suite): not bootstrap's, and not the image user's to write (make dev would
         # install into it); what make dev runs is checked, without running it
-        planned = subprocess.run(["make", "-n", "-C", str(REPO), "dev", f"VENV={venv}"], env=environment, capture_output=True, text=True)
+        planned = subprocess.run(
+            ["make", "-n", "-C", str(REPO), "dev", f"VENV={venv}"], env=environment, capture_output=True, text=True
+        )
         assert planned.returncode == 0, planned.stderr
-        assert "\nbash tests/bootstrap.sh\n" in planned.stdout and f"make dev: {venv}/bin/verlfit is ready" in planned.stdout, planned.stdout
+        assert (
+            "\nbash tests/bootstrap.sh\n" in planned.stdout
+            and f"make dev: {venv}/bin/verlfit is ready" in planned.stdout
+        ), planned.stdout
     outputs = []
     for line in lines[1:]:
-        ran = subprocess.run(line.replace(".venv/bin/", f"{venv}/bin/"), shell=True, cwd=tmp_path, env=environment,
-                             capture_output=True, text=True, timeout=300)
+        ran = subprocess.run(
+            line.replace(".venv/bin/", f"{venv}/bin/"),
+            shell=True,
+            cwd=tmp_path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert ran.returncode == 0, (line, ran.stdout[-2000:], ran.stderr[-2000:])
         outputs.append(ran.stdout)
     assert "fits" in outputs[0]
@@ -243,24 +317,38 @@ def test_the_own_task_example_prepares_data_the_reward_function_scores(tmp_path)
 
     lines = fenced_block("## Your own task")
     assert lines[0] == "python3 benchmarks/own_task.py --output data/shelf-raw"
-    assert lines[1].startswith("verlfit prepare-data --train data/shelf-raw/train.jsonl --test data/shelf-raw/test.jsonl ")
+    assert lines[1].startswith(
+        "verlfit prepare-data --train data/shelf-raw/train.jsonl --test data/shelf-raw/test.jsonl "
+    )
     assert lines[2] == "cp benchmarks/own_task_reward.py data/shelf_reward.py"
-    assert lines[3] == ("verlfit train --data data/shelf --reward-function data/shelf_reward.py:compute_score --model Qwen/Qwen3-0.6B "
-                        "--algo grpo --steps 100")
+    assert (
+        lines[3] == "verlfit train --data data/shelf --reward-function data/shelf_reward.py:compute_score --model"
+        " Qwen/Qwen3-0.6B "
+        "--algo grpo --steps 100"
+    )
     assert lines[4] == "verlfit eval runs/RUN --data data/shelf --reward-function data/shelf_reward.py"
     (tmp_path / "benchmarks").symlink_to(REPO / "benchmarks")
     bin_dir = os.path.dirname(sys.executable)
     environment = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
     for line in lines[:3]:
-        ran = subprocess.run(line.replace("python3 ", f"{sys.executable} ", 1), shell=True, cwd=tmp_path, env=environment,
-                             capture_output=True, text=True, timeout=300)
+        ran = subprocess.run(
+            line.replace("python3 ", f"{sys.executable} ", 1),
+            shell=True,
+            cwd=tmp_path,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert ran.returncode == 0, (line, ran.stdout[-2000:], ran.stderr[-2000:])
     train = pq.read_table(tmp_path / "data" / "shelf" / "train.parquet").to_pylist()
     test = pq.read_table(tmp_path / "data" / "shelf" / "test.parquet").to_pylist()
     assert (len(train), len(test)) == (4096, 256)
     assert {row["data_source"] for row in train + test} == {"verlfit/shelf-stock"}
     first = train[0]
-    assert first["prompt"][-1]["content"].endswith('Think step by step, then give the final number on its own line as "Answer: N".')
+    assert first["prompt"][-1]["content"].endswith(
+        'Think step by step, then give the final number on its own line as "Answer: N".'
+    )
     spec = importlib.util.spec_from_file_location("shelf_reward", tmp_path / "data" / "shelf_reward.py")
     reward = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reward)

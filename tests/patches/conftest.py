@@ -9,7 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from verl_patch_helpers import BEFORE_CKPT, BEFORE_LORA, BEFORE_ROLLOUT_FIX, LORA_WRAP_ONLY, PROBE, copy_verl, partial_series, run_apply
+from verl_patch_helpers import (
+    BEFORE_CKPT,
+    BEFORE_LORA,
+    BEFORE_ROLLOUT_FIX,
+    LORA_WRAP_ONLY,
+    PROBE,
+    copy_verl,
+    partial_series,
+    run_apply,
+)
 
 
 @pytest.fixture
@@ -29,7 +38,11 @@ def trees(tmp_path_factory):
     run_apply("--series", partial_series(base / "series_partial", BEFORE_ROLLOUT_FIX), partial, check_rc=0)
     pristine = copy_verl(base / "pristine")
     trees = {"patched": patched, "partial": partial, "pristine": pristine}
-    for name, count in {"before_lora": BEFORE_LORA, "lora_wrap_only": LORA_WRAP_ONLY, "before_ckpt": BEFORE_CKPT}.items():
+    for name, count in {
+        "before_lora": BEFORE_LORA,
+        "lora_wrap_only": LORA_WRAP_ONLY,
+        "before_ckpt": BEFORE_CKPT,
+    }.items():
         trees[name] = copy_verl(base / name)
         run_apply("--series", partial_series(base / f"series_{name}", count), trees[name], check_rc=0)
     return trees
@@ -72,11 +85,30 @@ PROBES = {
 def _run_probe(root: Path, probe: str, args, timeout=300):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CUDA_VISIBLE_DEVICES="")
-    proc = subprocess.run([sys.executable, str(PROBE), probe, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=str(root))
+    env.update(
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        CUDA_VISIBLE_DEVICES="",
+    )
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), probe, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=str(root),
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("PROBE_RESULT ")]
     if proc.returncode != 0 or not lines:
-        return {"_error": f"probe {probe} on {root} exited {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"}
+        return {
+            "_error": (
+                f"probe {probe} on {root} exited"
+                f" {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+            )
+        }
     result = json.loads(lines[-1][len("PROBE_RESULT ") :])
     result["_stderr"] = proc.stderr[-2000:]
     return result
@@ -99,7 +131,9 @@ def probe(probe_results, trees):
     def get(tree, name):
         result = probe_results[(tree, name)]
         assert "_error" not in result, result["_error"]
-        assert result["verl_file"].startswith(str(trees[tree])), f"probe imported {result['verl_file']}, not the {tree} copy"
+        assert result["verl_file"].startswith(str(trees[tree])), (
+            f"probe imported {result['verl_file']}, not the {tree} copy"
+        )
         return result
 
     return get

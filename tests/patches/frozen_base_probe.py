@@ -221,15 +221,18 @@ def probe_run(profile, checkpoint, frozen):
     loaded = _full_params(fsdp)
     result["checkpoint"] = {
         "moved_after_save": _digest(moved) != _digest(saved),
-        "loaded_equal_saved": _digest(loaded) == _digest(saved)
-        and all(loaded[k].dtype == saved[k].dtype for k in saved),
+        "loaded_equal_saved": (
+            _digest(loaded) == _digest(saved) and all(loaded[k].dtype == saved[k].dtype for k in saved)
+        ),
         "stored_after_load": _stored(fsdp),
         "log_probs_after_load": _lists(
             worker.compute_log_prob(DataProto.from_dict(tensors=dict(tensors))).batch["old_log_probs"]
         ),
-        "adapter_dir": sorted(os.listdir(os.path.join(ckpt, "lora_adapter")))
-        if os.path.isdir(os.path.join(ckpt, "lora_adapter"))
-        else [],
+        "adapter_dir": (
+            sorted(os.listdir(os.path.join(ckpt, "lora_adapter")))
+            if os.path.isdir(os.path.join(ckpt, "lora_adapter"))
+            else []
+        ),
         "saved_files": sorted(f for f in os.listdir(ckpt) if f.endswith(".pt")),
     }
 

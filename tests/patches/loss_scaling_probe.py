@@ -29,7 +29,7 @@ import json
 import sys
 
 from verl_probe import EOS, PAD, VOCAB, actor_config, block_flash_attn, critic_config, init_dist, make_qwen2
-from speed_probe import PROMPT_LEN, RESPONSE_LEN, ROWS, cpu_memory_shim, verl_batch
+from speed_probe import PROMPT_LEN, cpu_memory_shim, verl_batch
 
 # the overflow probe starts lower than torch's 2**16, at which the tiny Qwen2 critic's first update overflows by itself
 # (the update probe shows it): so the first, clean update steps and AdamW has state to keep
@@ -42,8 +42,21 @@ def make_qwen3(seed=0, num_labels=None):
     from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3ForTokenClassification
 
     config = Qwen3Config(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
-        max_position_embeddings=256, rope_theta=10000.0, initializer_range=0.2, tie_word_embeddings=False, bos_token_id=1, eos_token_id=EOS, pad_token_id=PAD, attn_implementation="sdpa",
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        max_position_embeddings=256,
+        rope_theta=10000.0,
+        initializer_range=0.2,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+        attn_implementation="sdpa",
     )
     torch.manual_seed(seed)
     if num_labels is not None:
@@ -78,8 +91,19 @@ def _fsdp(model, fp16):
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
 
-    mixed = MixedPrecision(param_dtype=torch.float16, reduce_dtype=torch.float32, buffer_dtype=torch.float32) if fp16 else None
-    return FSDP(model, device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.NO_SHARD, mixed_precision=mixed, use_orig_params=False, sync_module_states=False)
+    mixed = (
+        MixedPrecision(param_dtype=torch.float16, reduce_dtype=torch.float32, buffer_dtype=torch.float32)
+        if fp16
+        else None
+    )
+    return FSDP(
+        model,
+        device_id=torch.device("cpu"),
+        sharding_strategy=ShardingStrategy.NO_SHARD,
+        mixed_precision=mixed,
+        use_orig_params=False,
+        sync_module_states=False,
+    )
 
 
 def _flat(fsdp_module):
@@ -90,10 +114,30 @@ def _flat(fsdp_module):
 
 
 ACTOR_UPDATE = dict(
-    ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2, ppo_epochs=1, clip_ratio=0.2, clip_ratio_low=None, clip_ratio_high=None, entropy_coeff=0.0,
-    loss_agg_mode="token-mean", policy_loss={"loss_mode": "vanilla"}, use_kl_loss=True, kl_loss_type="low_var_kl", kl_loss_coef=0.1, use_dynamic_bsz=False, trim_padding=True,
+    ppo_mini_batch_size=4,
+    ppo_micro_batch_size_per_gpu=2,
+    ppo_epochs=1,
+    clip_ratio=0.2,
+    clip_ratio_low=None,
+    clip_ratio_high=None,
+    entropy_coeff=0.0,
+    loss_agg_mode="token-mean",
+    policy_loss={"loss_mode": "vanilla"},
+    use_kl_loss=True,
+    kl_loss_type="low_var_kl",
+    kl_loss_coef=0.1,
+    use_dynamic_bsz=False,
+    trim_padding=True,
 )
-CRITIC_UPDATE = dict(ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2, ppo_epochs=1, cliprange_value=0.5, loss_agg_mode="token-mean", use_dynamic_bsz=False, trim_padding=True)
+CRITIC_UPDATE = dict(
+    ppo_mini_batch_size=4,
+    ppo_micro_batch_size_per_gpu=2,
+    ppo_epochs=1,
+    cliprange_value=0.5,
+    loss_agg_mode="token-mean",
+    use_dynamic_bsz=False,
+    trim_padding=True,
+)
 
 
 def _inputs():
@@ -117,7 +161,11 @@ def _actor(arch, fp16, scaling, grad_clip, optimizer="sgd", lr=1.0, **extra):
     from verl.workers.actor.dp_actor import DataParallelPPOActor
 
     module = _fsdp(_model(arch), fp16)
-    opt = torch.optim.SGD(module.parameters(), lr=lr) if optimizer == "sgd" else torch.optim.AdamW(module.parameters(), lr=lr)
+    opt = (
+        torch.optim.SGD(module.parameters(), lr=lr)
+        if optimizer == "sgd"
+        else torch.optim.AdamW(module.parameters(), lr=lr)
+    )
     cfg = dict(ACTOR_UPDATE, grad_clip=grad_clip, autocast_dtype="fp16" if fp16 else "fp32", **extra)
     if scaling is not None:
         cfg["loss_scaling"] = scaling
@@ -129,7 +177,11 @@ def _critic(arch, fp16, scaling, grad_clip, optimizer="sgd", lr=1.0, **extra):
     from verl.workers.critic.dp_critic import DataParallelPPOCritic
 
     module = _fsdp(_model(arch, critic=True), fp16)
-    opt = torch.optim.SGD(module.parameters(), lr=lr) if optimizer == "sgd" else torch.optim.AdamW(module.parameters(), lr=lr)
+    opt = (
+        torch.optim.SGD(module.parameters(), lr=lr)
+        if optimizer == "sgd"
+        else torch.optim.AdamW(module.parameters(), lr=lr)
+    )
     cfg = dict(CRITIC_UPDATE, grad_clip=grad_clip, autocast_dtype="fp16" if fp16 else "fp32", **extra)
     if scaling is not None:
         cfg["loss_scaling"] = scaling
@@ -139,13 +191,25 @@ def _critic(arch, fp16, scaling, grad_clip, optimizer="sgd", lr=1.0, **extra):
 def _actor_update(actor, base, extra):
     from verl import DataProto
 
-    return actor.update_policy(DataProto.from_dict(tensors={**base, "old_log_probs": extra["old_log_probs"], "advantages": extra["advantages"], "ref_log_prob": extra["ref_log_prob"]}, meta_info={"temperature": 0.7}))
+    return actor.update_policy(
+        DataProto.from_dict(
+            tensors={
+                **base,
+                "old_log_probs": extra["old_log_probs"],
+                "advantages": extra["advantages"],
+                "ref_log_prob": extra["ref_log_prob"],
+            },
+            meta_info={"temperature": 0.7},
+        )
+    )
 
 
 def _critic_update(critic, base, extra):
     from verl import DataProto
 
-    return critic.update_critic(DataProto.from_dict(tensors={**base, "values": extra["values"], "returns": extra["returns"]}))
+    return critic.update_critic(
+        DataProto.from_dict(tensors={**base, "values": extra["values"], "returns": extra["returns"]})
+    )
 
 
 def _step(role, arch, fp16, scaling, grad_clip):
@@ -164,7 +228,12 @@ def _step(role, arch, fp16, scaling, grad_clip):
 
 
 def _compare(a, b):
-    return {"max_abs_diff": float((a - b).abs().max()), "max_abs": float(a.abs().max()), "rel_l2": float((a - b).norm() / a.norm()), "cosine": float((a @ b) / (a.norm() * b.norm()))}
+    return {
+        "max_abs_diff": float((a - b).abs().max()),
+        "max_abs": float(a.abs().max()),
+        "rel_l2": float((a - b).norm() / a.norm()),
+        "cosine": float((a @ b) / (a.norm() * b.norm())),
+    }
 
 
 def probe_update():
@@ -182,7 +251,13 @@ def probe_update():
             for label, clip in (("unclipped", 1.0e9), ("clipped", 0.05)):
                 ref, ref_metrics, _ = _step(role, arch, False, None, clip)
                 half, half_metrics, skipped = _step(role, arch, True, on, clip)
-                res[label] = {**_compare(ref, half), "grad_norm": [ref_metrics[f"{role}/grad_norm"][0], half_metrics[f"{role}/grad_norm"][0]], "loss_scale": half_metrics[f"{role}/loss_scale"], "skipped_before": skipped, "skipped_total": half_metrics[f"{role}/skipped_updates_total"]}
+                res[label] = {
+                    **_compare(ref, half),
+                    "grad_norm": [ref_metrics[f"{role}/grad_norm"][0], half_metrics[f"{role}/grad_norm"][0]],
+                    "loss_scale": half_metrics[f"{role}/loss_scale"],
+                    "skipped_before": skipped,
+                    "skipped_total": half_metrics[f"{role}/skipped_updates_total"],
+                }
                 if label == "clipped":
                     res[label]["step_norm"] = [float(ref.norm()), float(half.norm())]
             # the scaler alone (fp32): scaling by 2**16 and unscaling are exact, so the update is bit-identical
@@ -194,7 +269,12 @@ def probe_update():
     actor, _, _ = _actor("qwen2", False, None, 1.0)
     critic, _, _ = _critic("qwen2", False, None, 1.0)
     loss = torch.tensor(1.5)
-    result["absent"] = {"actor": actor.loss_scaler.enabled, "critic": critic.loss_scaler.enabled, "scaler": actor.loss_scaler.scaler is None, "same_loss_object": actor.loss_scaler.scale(loss) is loss}
+    result["absent"] = {
+        "actor": actor.loss_scaler.enabled,
+        "critic": critic.loss_scaler.enabled,
+        "scaler": actor.loss_scaler.scaler is None,
+        "same_loss_object": actor.loss_scaler.scale(loss) is loss,
+    }
     metrics = _actor_update(actor, *_inputs())
     result["absent"]["metric_keys"] = sorted(k for k in metrics if "scale" in k or "skipped" in k)
     return result
@@ -252,7 +332,14 @@ def probe_overflow():
     for role in ("actor", "critic"):
         make, update = (_actor, _actor_update) if role == "actor" else (_critic, _critic_update)
         for value in ("inf", "nan"):
-            worker, module, opt = make("qwen2", True, {"enabled": True, "init_scale": OVERFLOW_INIT_SCALE, "max_consecutive_skips": 3}, 1.0, optimizer="adamw", lr=1e-3)
+            worker, module, opt = make(
+                "qwen2",
+                True,
+                {"enabled": True, "init_scale": OVERFLOW_INIT_SCALE, "max_consecutive_skips": 3},
+                1.0,
+                optimizer="adamw",
+                lr=1e-3,
+            )
             # micro-batches are counted per forward with gradients: 2 a clean update (then AdamW has state), 2 poisoned
             # (one of them overflows), 2 clean again
             _inject(module, float(value), calls={2})
@@ -260,19 +347,40 @@ def probe_overflow():
             weights, state = _flat(module), _optimizer_state(opt)
             skipped = update(worker, base, extra)
             res = {
-                "first": {k: first[k] for k in (f"{role}/loss_scale", f"{role}/skipped_updates", f"{role}/skipped_updates_total")},
-                "skipped": {k: skipped[k] for k in (f"{role}/loss_scale", f"{role}/skipped_updates", f"{role}/skipped_updates_total")},
-                "skipped_grad_norm": repr(float(skipped[f"{role}/grad_norm"] if not isinstance(skipped[f"{role}/grad_norm"], list) else skipped[f"{role}/grad_norm"][0])),
+                "first": {
+                    k: first[k]
+                    for k in (f"{role}/loss_scale", f"{role}/skipped_updates", f"{role}/skipped_updates_total")
+                },
+                "skipped": {
+                    k: skipped[k]
+                    for k in (f"{role}/loss_scale", f"{role}/skipped_updates", f"{role}/skipped_updates_total")
+                },
+                "skipped_grad_norm": repr(
+                    float(
+                        skipped[f"{role}/grad_norm"]
+                        if not isinstance(skipped[f"{role}/grad_norm"], list)
+                        else skipped[f"{role}/grad_norm"][0]
+                    )
+                ),
                 "weights_bit_identical": bool(torch.equal(weights, _flat(module))),
                 "optimizer_state_bit_identical": _same_state(state, _optimizer_state(opt)),
                 "adam_steps": [float(s["step"]) for s in opt.state.values()][:1],
             }
             after = update(worker, base, extra)
-            res["next"] = {k: after[k] for k in (f"{role}/loss_scale", f"{role}/skipped_updates", f"{role}/skipped_updates_total")}
+            res["next"] = {
+                k: after[k] for k in (f"{role}/loss_scale", f"{role}/skipped_updates", f"{role}/skipped_updates_total")
+            }
             res["next_moved"] = not bool(torch.equal(weights, _flat(module)))
             result[f"{role}_{value}"] = res
         # every update overflows: the third in a row stops the run
-        worker, module, opt = make("qwen2", True, {"enabled": True, "init_scale": OVERFLOW_INIT_SCALE, "max_consecutive_skips": 3}, 1.0, optimizer="adamw", lr=1e-3)
+        worker, module, opt = make(
+            "qwen2",
+            True,
+            {"enabled": True, "init_scale": OVERFLOW_INIT_SCALE, "max_consecutive_skips": 3},
+            1.0,
+            optimizer="adamw",
+            lr=1e-3,
+        )
         _inject(module, float("inf"), calls=set(range(100)))
         seen = []
         try:
@@ -280,7 +388,11 @@ def probe_overflow():
                 seen.append(update(worker, base, extra)[f"{role}/loss_scale"])
             result[f"{role}_stop"] = {"raised": None, "scales": seen}
         except RuntimeError as exc:
-            result[f"{role}_stop"] = {"raised": str(exc), "scales": seen, "weights_untouched": bool(torch.equal(_flat(module), _flat(make("qwen2", True, None, 1.0)[1])))}
+            result[f"{role}_stop"] = {
+                "raised": str(exc),
+                "scales": seen,
+                "weights_untouched": bool(torch.equal(_flat(module), _flat(make("qwen2", True, None, 1.0)[1]))),
+            }
     return result
 
 
@@ -295,7 +407,12 @@ def probe_stock():
     keys = set()
     for _ in range(5):
         keys |= {k for k in _actor_update(worker, base, extra) if "scale" in k or "skipped" in k}
-    return {"has_loss_scaler": hasattr(worker, "loss_scaler"), "updates": 5, "metric_keys": sorted(keys), "weights_untouched": bool(torch.equal(_flat(module), _flat(_actor("qwen2", True, None, 1.0)[1])))}
+    return {
+        "has_loss_scaler": hasattr(worker, "loss_scaler"),
+        "updates": 5,
+        "metric_keys": sorted(keys),
+        "weights_untouched": bool(torch.equal(_flat(module), _flat(_actor("qwen2", True, None, 1.0)[1]))),
+    }
 
 
 def probe_logprob():
@@ -320,17 +437,37 @@ def probe_logprob():
         torch.manual_seed(11)
         from verl_probe import data_proto
 
-        out = HFRollout(model, rollout_config(do_sample=True, response_length=steps, micro_batch_size=3, dtype="float16", cuda_graph=static, trim_padding=True)).generate_sequences(data_proto(ids, mask, pos, do_sample=True))
+        out = HFRollout(
+            model,
+            rollout_config(
+                do_sample=True,
+                response_length=steps,
+                micro_batch_size=3,
+                dtype="float16",
+                cuda_graph=static,
+                trim_padding=True,
+            ),
+        ).generate_sequences(data_proto(ids, mask, pos, do_sample=True))
         hook.remove()
         responses = out.batch["responses"]
         logits = torch.stack(captured[:steps], dim=1)  # (batch, steps, vocab)
         rollout_logp = torch.log_softmax(logits, -1).gather(-1, responses[..., None]).squeeze(-1)
         actor = DataParallelPPOActor(actor_config(autocast_dtype="fp32"), model)
         batch = {k: out.batch[k] for k in ("input_ids", "attention_mask", "position_ids", "responses")}
-        fp32_logp, _ = actor.compute_log_prob(DataProto.from_dict(tensors=batch, meta_info={"micro_batch_size": 3, "temperature": 1.0, "use_dynamic_bsz": False}))
+        fp32_logp, _ = actor.compute_log_prob(
+            DataProto.from_dict(
+                tensors=batch, meta_info={"micro_batch_size": 3, "temperature": 1.0, "use_dynamic_bsz": False}
+            )
+        )
         valid = out.batch["attention_mask"][:, -steps:].bool()
         diff = (rollout_logp - fp32_logp).abs()[valid]
-        result[label] = {"tokens": int(valid.sum()), "max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()), "mean_logp": float(fp32_logp[valid].mean()), "finite": bool(torch.isfinite(rollout_logp[valid]).all())}
+        result[label] = {
+            "tokens": int(valid.sum()),
+            "max_abs_diff": float(diff.max()),
+            "mean_abs_diff": float(diff.mean()),
+            "mean_logp": float(fp32_logp[valid].mean()),
+            "finite": bool(torch.isfinite(rollout_logp[valid]).all()),
+        }
     return result
 
 

@@ -115,34 +115,75 @@ def probe_trim():
         result["windows"].append(list(padding_window(base["attention_mask"][start : start + 2], RESPONSE_LEN)))
 
     update_cfg = dict(
-        ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2, ppo_epochs=1, clip_ratio=0.2, clip_ratio_low=None, clip_ratio_high=None, entropy_coeff=0.01,
-        loss_agg_mode="token-mean", policy_loss={"loss_mode": "vanilla"}, use_kl_loss=True, kl_loss_type="low_var_kl", kl_loss_coef=0.1, use_dynamic_bsz=False, grad_clip=1.0e9, autocast_dtype="fp32",
+        ppo_mini_batch_size=4,
+        ppo_micro_batch_size_per_gpu=2,
+        ppo_epochs=1,
+        clip_ratio=0.2,
+        clip_ratio_low=None,
+        clip_ratio_high=None,
+        entropy_coeff=0.01,
+        loss_agg_mode="token-mean",
+        policy_loss={"loss_mode": "vanilla"},
+        use_kl_loss=True,
+        kl_loss_type="low_var_kl",
+        kl_loss_coef=0.1,
+        use_dynamic_bsz=False,
+        grad_clip=1.0e9,
+        autocast_dtype="fp32",
     )
     for attn in ("eager", "sdpa"):
         res = {}
         outs = {}
         for trim in (False, True):
             model = make_qwen2(seed=0, attn=attn)
-            actor = DataParallelPPOActor(actor_config(trim_padding=trim, **update_cfg), model, torch.optim.SGD(model.parameters(), lr=1.0))
-            data = DataProto.from_dict(tensors=dict(base), meta_info={"micro_batch_size": 2, "temperature": 0.7, "use_dynamic_bsz": False})
+            actor = DataParallelPPOActor(
+                actor_config(trim_padding=trim, **update_cfg), model, torch.optim.SGD(model.parameters(), lr=1.0)
+            )
+            data = DataProto.from_dict(
+                tensors=dict(base), meta_info={"micro_batch_size": 2, "temperature": 0.7, "use_dynamic_bsz": False}
+            )
             logp, ent = actor.compute_log_prob(data, calculate_entropy=True)
             before = [p.detach().clone() for p in model.parameters()]
-            upd = DataProto.from_dict(tensors={**base, "old_log_probs": old_log_probs, "advantages": advantages, "ref_log_prob": ref_log_prob}, meta_info={"temperature": 0.7})
+            upd = DataProto.from_dict(
+                tensors={
+                    **base,
+                    "old_log_probs": old_log_probs,
+                    "advantages": advantages,
+                    "ref_log_prob": ref_log_prob,
+                },
+                meta_info={"temperature": 0.7},
+            )
             metrics = actor.update_policy(upd)
             step = [p.detach() - b for p, b in zip(model.parameters(), before)]  # = -grad (SGD, lr 1, no clipping)
 
             cmodel = make_qwen2(seed=0, attn=attn, num_labels=1)
             cmodel.dropout.p = 0.0  # verl builds the critic with classifier_dropout = 0.0 (fsdp_workers.py:929)
             critic = DataParallelPPOCritic(
-                critic_config(trim_padding=trim, autocast_dtype="fp32", ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2, ppo_epochs=1, cliprange_value=0.5, loss_agg_mode="token-mean", use_dynamic_bsz=False, grad_clip=1.0e9),
+                critic_config(
+                    trim_padding=trim,
+                    autocast_dtype="fp32",
+                    ppo_mini_batch_size=4,
+                    ppo_micro_batch_size_per_gpu=2,
+                    ppo_epochs=1,
+                    cliprange_value=0.5,
+                    loss_agg_mode="token-mean",
+                    use_dynamic_bsz=False,
+                    grad_clip=1.0e9,
+                ),
                 cmodel,
                 torch.optim.SGD(cmodel.parameters(), lr=1.0),
             )
-            values = critic.compute_values(DataProto.from_dict(tensors=dict(base), meta_info={"micro_batch_size": 2, "use_dynamic_bsz": False}))
+            values = critic.compute_values(
+                DataProto.from_dict(tensors=dict(base), meta_info={"micro_batch_size": 2, "use_dynamic_bsz": False})
+            )
             cbefore = [p.detach().clone() for p in cmodel.parameters()]
-            cmetrics = critic.update_critic(DataProto.from_dict(tensors={**base, "values": values_in, "returns": returns}))
+            cmetrics = critic.update_critic(
+                DataProto.from_dict(tensors={**base, "values": values_in, "returns": returns})
+            )
             cstep = [p.detach() - b for p, b in zip(cmodel.parameters(), cbefore)]
-            outs[trim] = dict(logp=logp, ent=ent, step=step, metrics=metrics, values=values, cstep=cstep, cmetrics=cmetrics)
+            outs[trim] = dict(
+                logp=logp, ent=ent, step=step, metrics=metrics, values=values, cstep=cstep, cmetrics=cmetrics
+            )
         a, b = outs[False], outs[True]
         res["logp_max_diff"] = _max_masked_diff(a["logp"], b["logp"], mask)
         res["entropy_max_diff"] = _max_masked_diff(a["ent"], b["ent"], mask)
@@ -153,12 +194,17 @@ def probe_trim():
         res["actor_step_max"] = max(float(x.abs().max()) for x in a["step"])
         res["critic_step_max_diff"] = max(float((x - y).abs().max()) for x, y in zip(a["cstep"], b["cstep"]))
         res["critic_step_max"] = max(float(x.abs().max()) for x in a["cstep"])
-        res["metrics"] = {k: [a["metrics"][k], b["metrics"][k]] for k in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm")}
+        res["metrics"] = {
+            k: [a["metrics"][k], b["metrics"][k]] for k in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm")
+        }
         res["cmetrics"] = {k: [a["cmetrics"][k], b["cmetrics"][k]] for k in ("critic/vf_loss", "critic/grad_norm")}
         # the untrimmed path really computes something else on padding right of the window
         res["untrimmed_outside_window_nonzero"] = not _outside_window_zero(a["logp"], mask)
         result[attn] = res
-    result["absent_key"] = {"actor": DataParallelPPOActor(actor_config(), make_qwen2()).trim_padding, "critic": DataParallelPPOCritic(critic_config(), make_qwen2(num_labels=1), None).trim_padding}
+    result["absent_key"] = {
+        "actor": DataParallelPPOActor(actor_config(), make_qwen2()).trim_padding,
+        "critic": DataParallelPPOCritic(critic_config(), make_qwen2(num_labels=1), None).trim_padding,
+    }
     try:
         DataParallelPPOActor(actor_config(trim_padding=True, use_fused_kernels=True), make_qwen2())
         result["fused_refused"] = "accepted"
@@ -221,12 +267,25 @@ def probe_rollout():
     greedy = {}
     for trim in (False, True):
         widths.clear()
-        greedy[trim] = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, trim_padding=trim), do_sample=False)
+        greedy[trim] = _run_rollout(
+            model,
+            rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, trim_padding=trim),
+            do_sample=False,
+        )
         result["generate_widths"][str(trim)] = list(widths)
     result["greedy_same"] = _same(greedy[False], greedy[True])
     ids, mask, _ = rollout_batch()
-    result["greedy_matches_manual"] = greedy[True]["responses"].tolist() == manual_greedy(model, ids, mask, steps).tolist()
-    sampled = {trim: _run_rollout(model, rollout_config(do_sample=True, n=2, response_length=steps, micro_batch_size=2, trim_padding=trim), seed=7) for trim in (False, True)}
+    result["greedy_matches_manual"] = (
+        greedy[True]["responses"].tolist() == manual_greedy(model, ids, mask, steps).tolist()
+    )
+    sampled = {
+        trim: _run_rollout(
+            model,
+            rollout_config(do_sample=True, n=2, response_length=steps, micro_batch_size=2, trim_padding=trim),
+            seed=7,
+        )
+        for trim in (False, True)
+    }
     result["sampled_same"] = _same(sampled[False], sampled[True])
     result["sampled_shape"] = list(sampled[True]["input_ids"].shape)
     result["sampled_prompts_restored"] = bool((sampled[True]["prompts"] == ids.repeat_interleave(2, dim=0)).all())
@@ -237,7 +296,15 @@ def _generate(model, ids, mask, steps, eos, **kwargs):
     from transformers import GenerationConfig
 
     cfg = GenerationConfig(max_new_tokens=steps, eos_token_id=eos, pad_token_id=PAD, repetition_penalty=1.0, **kwargs)
-    return model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg, use_model_defaults=False, return_dict_in_generate=True, output_scores=True, output_logits=True)
+    return model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        generation_config=cfg,
+        use_model_defaults=False,
+        return_dict_in_generate=True,
+        output_scores=True,
+        output_logits=True,
+    )
 
 
 def probe_static():
@@ -254,26 +321,65 @@ def probe_static():
         res = {}
         with torch.no_grad():
             ref = _generate(model, ids, mask, steps, EOS, do_sample=False).sequences
-            dec = StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=EOS, pad_token_id=PAD)
+            dec = StaticDecoder(
+                model,
+                ids.size(0),
+                ids.size(1) + steps,
+                do_sample=False,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                eos_token_id=EOS,
+                pad_token_id=PAD,
+            )
             res["greedy_equal"] = dec.generate(ids, mask, steps).tolist() == ref.tolist()
             res["greedy_len"] = ref.size(1)
             # early EOS: the token row 1 emits at step 3 and row 0 at step 5 end those rows there
             eos = [int(ref[1, ids.size(1) + 3]), int(ref[0, ids.size(1) + 5])]
             ref_eos = _generate(model, ids, mask, steps, eos, do_sample=False).sequences
-            dec = StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=PAD)
+            dec = StaticDecoder(
+                model,
+                ids.size(0),
+                ids.size(1) + steps,
+                do_sample=False,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                eos_token_id=eos,
+                pad_token_id=PAD,
+            )
             got = dec.generate(ids, mask, steps)
             res["eos_equal"] = got.tolist() == ref_eos.tolist()
-            res["eos_pad_after"] = int((got[:, ids.size(1):] == PAD).sum())
+            res["eos_pad_after"] = int((got[:, ids.size(1) :] == PAD).sum())
             res["eos_len"] = [got.size(1), ref_eos.size(1)]
             # every row ends early: decoding stops after the step where the last row finished
             all_eos = list({int(ref[i, ids.size(1) + 2]) for i in range(ids.size(0))})
-            res["all_eos_len"] = [StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=all_eos, pad_token_id=PAD).generate(ids, mask, steps).size(1), _generate(model, ids, mask, steps, all_eos, do_sample=False).sequences.size(1)]
+            res["all_eos_len"] = [
+                StaticDecoder(
+                    model,
+                    ids.size(0),
+                    ids.size(1) + steps,
+                    do_sample=False,
+                    temperature=1.0,
+                    top_k=0,
+                    top_p=1.0,
+                    eos_token_id=all_eos,
+                    pad_token_id=PAD,
+                )
+                .generate(ids, mask, steps)
+                .size(1),
+                _generate(model, ids, mask, steps, all_eos, do_sample=False).sequences.size(1),
+            ]
         result[attn] = res
 
     # the warped scores generate samples from (output_scores) equal sampling_processors applied to its raw logits
     model = make_qwen2(seed=0, attn="sdpa")
     warp = {}
-    for label, cfg in {"t0.7_k20_p0.8": dict(temperature=0.7, top_k=20, top_p=0.8), "t1_k0_p1": dict(temperature=1.0, top_k=0, top_p=1.0), "t1.3_k0_p0.9": dict(temperature=1.3, top_k=0, top_p=0.9)}.items():
+    for label, cfg in {
+        "t0.7_k20_p0.8": dict(temperature=0.7, top_k=20, top_p=0.8),
+        "t1_k0_p1": dict(temperature=1.0, top_k=0, top_p=1.0),
+        "t1.3_k0_p0.9": dict(temperature=1.3, top_k=0, top_p=0.9),
+    }.items():
         torch.manual_seed(3)
         with torch.no_grad():
             out = _generate(model, ids, mask, 8, EOS, do_sample=True, **cfg)
@@ -294,7 +400,11 @@ def probe_static():
     g = torch.Generator().manual_seed(0)
     draws = next_tokens(logits.expand(400000, -1), True, procs, generator=g)
     freq = torch.bincount(draws, minlength=12).float() / draws.numel()
-    result["gumbel"] = {"max_abs_freq_diff": float((freq - target).abs().max()), "filtered_drawn": int(freq[target == 0].sum() * draws.numel()), "kept": int((target > 0).sum())}
+    result["gumbel"] = {
+        "max_abs_freq_diff": float((freq - target).abs().max()),
+        "filtered_drawn": int(freq[target == 0].sum() * draws.numel()),
+        "kept": int((target > 0).sum()),
+    }
     try:
         sampling_processors(True, temperature=0.0)
         result["zero_temperature"] = "accepted"
@@ -313,20 +423,57 @@ def probe_static():
     calls = []
     original_generate = model.generate
     model.generate = lambda *a, **k: calls.append(1) or original_generate(*a, **k)
-    base = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2), do_sample=False)
+    base = _run_rollout(
+        model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2), do_sample=False
+    )
     for label, trim in (("static", False), ("static_trim", True)):
-        out = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=True, trim_padding=trim), do_sample=False)
+        out = _run_rollout(
+            model,
+            rollout_config(
+                do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=True, trim_padding=trim
+            ),
+            do_sample=False,
+        )
         roll[label] = _same(base, out)
     roll["generate_calls"] = len(calls)  # 2 micro-batches without cuda_graph, none with it
-    wrapped = FSDP(make_qwen2(seed=0, attn="sdpa"), auto_wrap_policy=ModuleWrapPolicy({Qwen2DecoderLayer}), device_id=torch.device("cpu"))
-    out = _run_rollout(wrapped, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=True), do_sample=False)
+    wrapped = FSDP(
+        make_qwen2(seed=0, attn="sdpa"),
+        auto_wrap_policy=ModuleWrapPolicy({Qwen2DecoderLayer}),
+        device_id=torch.device("cpu"),
+    )
+    out = _run_rollout(
+        wrapped,
+        rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=True),
+        do_sample=False,
+    )
     roll["fsdp_static"] = _same(base, out)
     roll["fsdp_restored"] = sum(isinstance(m, FSDP) for m in wrapped.modules())
-    sampled = _run_rollout(model, rollout_config(do_sample=True, n=2, temperature=0.9, top_k=30, top_p=0.9, response_length=steps, micro_batch_size=2, cuda_graph=True), seed=5)
+    sampled = _run_rollout(
+        model,
+        rollout_config(
+            do_sample=True,
+            n=2,
+            temperature=0.9,
+            top_k=30,
+            top_p=0.9,
+            response_length=steps,
+            micro_batch_size=2,
+            cuda_graph=True,
+        ),
+        seed=5,
+    )
     roll["sampled_shape"] = list(sampled["input_ids"].shape)
     # PPO's view of those samples: each sampled token must be allowed by top-k/top-p at its step
     with torch.no_grad():
-        logits = model(input_ids=sampled["input_ids"], attention_mask=sampled["attention_mask"], position_ids=sampled["position_ids"]).logits[:, ROLLOUT_WIDTH - 1 : -1].float()
+        logits = (
+            model(
+                input_ids=sampled["input_ids"],
+                attention_mask=sampled["attention_mask"],
+                position_ids=sampled["position_ids"],
+            )
+            .logits[:, ROLLOUT_WIDTH - 1 : -1]
+            .float()
+        )
     procs = sampling_processors(True, temperature=0.9, top_k=30, top_p=0.9)
     allowed = torch.stack([~torch.isinf(procs(None, logits[:, t].clone())) for t in range(steps)], dim=1)
     valid = sampled["attention_mask"][:, ROLLOUT_WIDTH:].bool()
@@ -344,7 +491,19 @@ def make_qwen3(seed=0, attn="sdpa"):
     from transformers import Qwen3Config, Qwen3ForCausalLM
     from verl_probe import VOCAB
 
-    config = Qwen3Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256, initializer_range=0.2, tie_word_embeddings=False, attn_implementation=attn)
+    config = Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=256,
+        initializer_range=0.2,
+        tie_word_embeddings=False,
+        attn_implementation=attn,
+    )
     torch.manual_seed(seed)
     return Qwen3ForCausalLM(config).float().eval()
 
@@ -355,14 +514,36 @@ def _generate_as_hf_rollout(model, ids, mask, steps, eos, pad):
     from transformers import GenerationConfig
 
     cfg = GenerationConfig(do_sample=False, num_beams=1, repetition_penalty=1.0)
-    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=steps, eos_token_id=eos, pad_token_id=pad, generation_config=cfg, output_scores=False, return_dict_in_generate=True, use_cache=True, use_model_defaults=False)
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        do_sample=False,
+        max_new_tokens=steps,
+        eos_token_id=eos,
+        pad_token_id=pad,
+        generation_config=cfg,
+        output_scores=False,
+        return_dict_in_generate=True,
+        use_cache=True,
+        use_model_defaults=False,
+    )
     return out.sequences
 
 
 def _static_greedy(model, ids, mask, steps, eos, pad):
     from verl.workers.rollout.static_decode import StaticDecoder
 
-    return StaticDecoder(model, ids.size(0), ids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=pad).generate(ids, mask, steps)
+    return StaticDecoder(
+        model,
+        ids.size(0),
+        ids.size(1) + steps,
+        do_sample=False,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        eos_token_id=eos,
+        pad_token_id=pad,
+    ).generate(ids, mask, steps)
 
 
 def _after_first_eos(responses, eos_ids):
@@ -386,9 +567,26 @@ def probe_no_eos(model_dir):
     ids, mask, _ = rollout_batch()
     steps = 32
     width = ids.size(1)
-    pairs = {"none_none": (None, None), "none_pad": (None, PAD), "empty_pad": ([], PAD), "int_none": (7, None), "list_none": ([9, 7], None), "list_pad": ([9, 7], PAD)}
-    result = {"special_tokens": {label: list(static_decode.special_tokens(eos, pad)) for label, (eos, pad) in pairs.items()} if hasattr(static_decode, "special_tokens") else "missing"}
-    models = {"qwen2_no_eos": make_qwen2(seed=0, attn="sdpa", eos_token_id=None, pad_token_id=None), "qwen3_no_eos": make_qwen3(seed=0), "qwen2_model_eos": make_qwen2(seed=0, attn="sdpa")}
+    pairs = {
+        "none_none": (None, None),
+        "none_pad": (None, PAD),
+        "empty_pad": ([], PAD),
+        "int_none": (7, None),
+        "list_none": ([9, 7], None),
+        "list_pad": ([9, 7], PAD),
+    }
+    result = {
+        "special_tokens": (
+            {label: list(static_decode.special_tokens(eos, pad)) for label, (eos, pad) in pairs.items()}
+            if hasattr(static_decode, "special_tokens")
+            else "missing"
+        )
+    }
+    models = {
+        "qwen2_no_eos": make_qwen2(seed=0, attn="sdpa", eos_token_id=None, pad_token_id=None),
+        "qwen3_no_eos": make_qwen3(seed=0),
+        "qwen2_model_eos": make_qwen2(seed=0, attn="sdpa"),
+    }
     cases = {}
     for name, model in models.items():
         res = {"model_generation_config_eos": model.generation_config.eos_token_id}
@@ -396,7 +594,12 @@ def probe_no_eos(model_dir):
             full = _generate_as_hf_rollout(model, ids, mask, steps, None, None)
             # EOS ids taken from the no-EOS decode: the token row 1 emits at step 3 and row 0 at step 5
             eos_list = [int(full[1, width + 3]), int(full[0, width + 5])]
-            for label, (eos, pad) in {"no_eos_no_pad": (None, None), "no_eos_pad": (None, PAD), "eos_list_no_pad": (eos_list, None), "eos_int_no_pad": (eos_list[0], None)}.items():
+            for label, (eos, pad) in {
+                "no_eos_no_pad": (None, None),
+                "no_eos_pad": (None, PAD),
+                "eos_list_no_pad": (eos_list, None),
+                "eos_int_no_pad": (eos_list[0], None),
+            }.items():
                 ref = _generate_as_hf_rollout(model, ids, mask, steps, eos, pad)
                 try:
                     got = _static_greedy(model, ids, mask, steps, eos, pad)
@@ -408,7 +611,8 @@ def probe_no_eos(model_dir):
                 res[label] = {
                     "equal": got.tolist() == ref.tolist(),
                     "len": [got.size(1), ref.size(1)],
-                    # tokens after a row's first EOS, and how many of them are the first EOS id (generate's pad without one)
+                    # tokens after a row's first EOS, and how many of them are the first EOS id (generate's pad without
+                    # one)
                     "after_eos": [len(after), after.count(eos_ids[0])] if eos_ids else None,
                 }
         cases[name] = res
@@ -427,13 +631,23 @@ def probe_no_eos(model_dir):
     early_out, rollout_eos = {}, {"eos": early}
     for cuda_graph in (False, True):
         try:
-            early_out[cuda_graph] = _run_rollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=3, cuda_graph=cuda_graph), do_sample=False, eos_token_id=early, pad_token_id=None)
+            early_out[cuda_graph] = _run_rollout(
+                model,
+                rollout_config(do_sample=False, response_length=steps, micro_batch_size=3, cuda_graph=cuda_graph),
+                do_sample=False,
+                eos_token_id=early,
+                pad_token_id=None,
+            )
         except Exception as exc:
             rollout_eos[f"cuda_graph_{cuda_graph}"] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
         responses = early_out[cuda_graph]["responses"]
         after = _after_first_eos(responses, early)
-        rollout_eos[f"cuda_graph_{cuda_graph}"] = {"responses_shape": list(responses.shape), "after_eos": [len(after), after.count(early[0])], "response_mask_ones": int(early_out[cuda_graph]["attention_mask"][:, width:].sum())}
+        rollout_eos[f"cuda_graph_{cuda_graph}"] = {
+            "responses_shape": list(responses.shape),
+            "after_eos": [len(after), after.count(early[0])],
+            "response_mask_ones": int(early_out[cuda_graph]["attention_mask"][:, width:].sum()),
+        }
     if len(early_out) == 2:
         rollout_eos["same"] = _same(early_out[False], early_out[True])
     result["rollout_eos_no_pad"] = rollout_eos
@@ -450,9 +664,14 @@ def probe_no_eos(model_dir):
 
     with open(os.path.join(model_dir, "generation_config.json")) as f:
         saved = json_module.load(f)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, attn_implementation="sdpa", torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, attn_implementation="sdpa", torch_dtype=torch.float32
+    ).eval()
     tokenizer = hf_tokenizer(model_dir)
-    worker_path = {"tokenizer_eos_pad": [tokenizer.eos_token, tokenizer.pad_token], "generation_config_json_keys": sorted(k for k in saved if k != "transformers_version")}
+    worker_path = {
+        "tokenizer_eos_pad": [tokenizer.eos_token, tokenizer.pad_token],
+        "generation_config_json_keys": sorted(k for k in saved if k != "transformers_version"),
+    }
     outputs = {}
     for cuda_graph in (False, True):
         worker = type("WorkerState", (), {})()  # the attributes generate_sequences reads
@@ -460,14 +679,20 @@ def probe_no_eos(model_dir):
         worker.generation_config = get_generation_config(model_dir)
         worker.tokenizer = tokenizer
         worker.rollout_sharding_manager = BaseShardingManager()
-        worker.rollout = HFRollout(model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=cuda_graph))
+        worker.rollout = HFRollout(
+            model, rollout_config(do_sample=False, response_length=steps, micro_batch_size=2, cuda_graph=cuda_graph)
+        )
         prompt_ids, prompt_mask, prompt_pos = rollout_batch()
         try:
-            out = fw.ActorRolloutRefWorker.generate_sequences(worker, data_proto(prompt_ids, prompt_mask, prompt_pos, do_sample=False))
+            out = fw.ActorRolloutRefWorker.generate_sequences(
+                worker, data_proto(prompt_ids, prompt_mask, prompt_pos, do_sample=False)
+            )
         except Exception as exc:
             worker_path[f"cuda_graph_{cuda_graph}"] = {"error": f"{type(exc).__name__}: {exc}"}
             continue
-        outputs[cuda_graph] = {k: out.batch[k] for k in ("prompts", "responses", "input_ids", "attention_mask", "position_ids")}
+        outputs[cuda_graph] = {
+            k: out.batch[k] for k in ("prompts", "responses", "input_ids", "attention_mask", "position_ids")
+        }
         worker_path[f"cuda_graph_{cuda_graph}"] = {
             "responses_shape": list(out.batch["responses"].shape),
             "response_mask_ones": int(out.batch["attention_mask"][:, width:].sum()),
@@ -475,7 +700,10 @@ def probe_no_eos(model_dir):
     if len(outputs) == 2:
         worker_path["same"] = _same(outputs[False], outputs[True])
         with torch.no_grad():
-            worker_path["generate_equal"] = outputs[True]["input_ids"].tolist() == _generate_as_hf_rollout(model, prompt_ids, prompt_mask, steps, None, None).tolist()
+            worker_path["generate_equal"] = (
+                outputs[True]["input_ids"].tolist()
+                == _generate_as_hf_rollout(model, prompt_ids, prompt_mask, steps, None, None).tolist()
+            )
     result["worker"] = worker_path
     return result
 
@@ -541,7 +769,18 @@ def probe_unwrap():
     import tempfile
 
     import torch
-    from verl_probe import LORA_RANK, PROMPT_LEN, RESPONSE_STEPS, _cpu_worker_shims, _full_params, data_proto, left_padded_batch, manual_greedy, save_checkpoint, single_process_worker_env
+    from verl_probe import (
+        LORA_RANK,
+        PROMPT_LEN,
+        RESPONSE_STEPS,
+        _cpu_worker_shims,
+        _full_params,
+        data_proto,
+        left_padded_batch,
+        manual_greedy,
+        save_checkpoint,
+        single_process_worker_env,
+    )
 
     model_dir = save_checkpoint(tempfile.mkdtemp(prefix="speed_probe_model_"))
     single_process_worker_env()
@@ -558,9 +797,13 @@ def probe_unwrap():
     unwrap = _lora_worker(fw, captured, model_dir, unwrap_fsdp=True)
     workers = {"plain": plain, "unwrap": unwrap}
     result = {
-        "key_read": {label: getattr(w.rollout, "unwrap_fsdp", None) for label, w in workers.items()},  # None: a tree without 0023
+        "key_read": {
+            label: getattr(w.rollout, "unwrap_fsdp", None) for label, w in workers.items()
+        },  # None: a tree without 0023
         "lora_rank": LORA_RANK,
-        "lora_b_nonzero": bool(all(float(p.abs().sum()) > 0 for n, p in peft_model.named_parameters() if "lora_B" in n)),
+        "lora_b_nonzero": bool(
+            all(float(p.abs().sum()) > 0 for n, p in peft_model.named_parameters() if "lora_B" in n)
+        ),
         "fsdp_units": sum(isinstance(m, FSDP) for m in unwrap.actor_module_fsdp.modules()),
     }
     counter = _FsdpForwardCounter()
@@ -584,10 +827,15 @@ def probe_unwrap():
     result["sampled_same"] = _same(sampled["plain"], sampled["unwrap"])
     result["sampled_shape"] = list(sampled["unwrap"]["input_ids"].shape)
     merged = copy.deepcopy(peft_model).merge_and_unload().eval()
-    expected = _pad_after_eos(manual_greedy(merged, ids, mask, RESPONSE_STEPS))  # rows that emit EOS get pad after it, as generate
+    expected = _pad_after_eos(
+        manual_greedy(merged, ids, mask, RESPONSE_STEPS)
+    )  # rows that emit EOS get pad after it, as generate
     result["greedy_equals_merged_manual"] = greedy["unwrap"]["responses"].tolist() == expected.tolist()
     result["greedy_rows_ended_by_eos"] = int((greedy["unwrap"]["responses"] == EOS).any(-1).sum())
-    result["greedy_differs_from_base"] = greedy["unwrap"]["responses"].tolist() != manual_greedy(captured[0]["base"].eval(), ids, mask, RESPONSE_STEPS).tolist()
+    result["greedy_differs_from_base"] = (
+        greedy["unwrap"]["responses"].tolist()
+        != manual_greedy(captured[0]["base"].eval(), ids, mask, RESPONSE_STEPS).tolist()
+    )
     # rollout.cuda_graph on the same worker (the static decoder, eager on CPU, on the unwrapped PEFT model)
     unwrap.rollout.cuda_graph = True
     counter.take()
@@ -600,7 +848,10 @@ def probe_unwrap():
     # after generating, the FSDP worker trains as before: log-probs, one update, log-probs and generation again
     batch = sampled["plain"]
     response_mask = batch["attention_mask"][:, PROMPT_LEN:]
-    old = {label: w.compute_log_prob(DataProto.from_dict(tensors=dict(batch))).batch["old_log_probs"] for label, w in workers.items()}
+    old = {
+        label: w.compute_log_prob(DataProto.from_dict(tensors=dict(batch))).batch["old_log_probs"]
+        for label, w in workers.items()
+    }
     result["old_log_probs_same"] = bool(torch.equal(old["plain"], old["unwrap"]))
     generator = torch.Generator().manual_seed(3)
     advantages = torch.randn(response_mask.shape, generator=generator) * response_mask
@@ -609,13 +860,22 @@ def probe_unwrap():
     for label, w in workers.items():
         ref = w.compute_ref_log_prob(DataProto.from_dict(tensors=dict(batch))).batch["ref_log_prob"]
         update = dict(batch, old_log_probs=old[label], ref_log_prob=ref, advantages=advantages)
-        metrics[label] = w.update_actor(DataProto.from_dict(tensors=update, meta_info={"temperature": 1.0, "global_token_num": n_tokens})).meta_info["metrics"]
+        metrics[label] = w.update_actor(
+            DataProto.from_dict(tensors=update, meta_info={"temperature": 1.0, "global_token_num": n_tokens})
+        ).meta_info["metrics"]
         params[label] = _full_params(w.actor_module_fsdp)
-    result["update_metrics_same"] = {k: metrics["plain"][k] == metrics["unwrap"][k] for k in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm")}
-    result["params_after_update_same"] = all(torch.equal(params["plain"][n], params["unwrap"][n]) for n in params["plain"])
+    result["update_metrics_same"] = {
+        k: metrics["plain"][k] == metrics["unwrap"][k] for k in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm")
+    }
+    result["params_after_update_same"] = all(
+        torch.equal(params["plain"][n], params["unwrap"][n]) for n in params["plain"]
+    )
     changed = sorted(n for n in before if not torch.equal(before[n], params["unwrap"][n]))
     result["changed_only_adapter"] = bool(changed) and all(".lora_A." in n or ".lora_B." in n for n in changed)
-    new = {label: w.compute_log_prob(DataProto.from_dict(tensors=dict(batch))).batch["old_log_probs"] for label, w in workers.items()}
+    new = {
+        label: w.compute_log_prob(DataProto.from_dict(tensors=dict(batch))).batch["old_log_probs"]
+        for label, w in workers.items()
+    }
     result["log_probs_after_update_same"] = bool(torch.equal(new["plain"], new["unwrap"]))
     result["log_probs_moved"] = float((new["unwrap"] - old["unwrap"]).abs()[response_mask.bool()].max())
     result["greedy_after_update_same"] = _same(generate(plain, do_sample=False), generate(unwrap, do_sample=False))
@@ -627,16 +887,40 @@ def probe_unwrap():
     static = {}
     with torch.no_grad():
         ref = _generate(merged, rids, rmask, steps, EOS, do_sample=False).sequences
-        dec = StaticDecoder(peft_model, rids.size(0), rids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=EOS, pad_token_id=PAD)
+        dec = StaticDecoder(
+            peft_model,
+            rids.size(0),
+            rids.size(1) + steps,
+            do_sample=False,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            eos_token_id=EOS,
+            pad_token_id=PAD,
+        )
         got = dec.generate(rids, rmask, steps)
         static["module"] = type(peft_model).__name__
         static["greedy_equal_merged"] = got.tolist() == ref.tolist()
         static["greedy_len"] = got.size(1)
-        static["greedy_equal_peft_generate"] = got.tolist() == _generate(peft_model, rids, rmask, steps, EOS, do_sample=False).sequences.tolist()
-        static["differs_from_base"] = got.tolist() != _generate(captured[0]["base"], rids, rmask, steps, EOS, do_sample=False).sequences.tolist()
+        static["greedy_equal_peft_generate"] = (
+            got.tolist() == _generate(peft_model, rids, rmask, steps, EOS, do_sample=False).sequences.tolist()
+        )
+        static["differs_from_base"] = (
+            got.tolist() != _generate(captured[0]["base"], rids, rmask, steps, EOS, do_sample=False).sequences.tolist()
+        )
         eos = [int(ref[1, rids.size(1) + 3]), int(ref[0, rids.size(1) + 5])]
         ref_eos = _generate(merged, rids, rmask, steps, eos, do_sample=False).sequences
-        dec_eos = StaticDecoder(peft_model, rids.size(0), rids.size(1) + steps, do_sample=False, temperature=1.0, top_k=0, top_p=1.0, eos_token_id=eos, pad_token_id=PAD)
+        dec_eos = StaticDecoder(
+            peft_model,
+            rids.size(0),
+            rids.size(1) + steps,
+            do_sample=False,
+            temperature=1.0,
+            top_k=0,
+            top_p=1.0,
+            eos_token_id=eos,
+            pad_token_id=PAD,
+        )
         got_eos = dec_eos.generate(rids, rmask, steps)
         static["eos_equal_merged"] = got_eos.tolist() == ref_eos.tolist()
         static["eos_pad_after"] = int((got_eos[:, rids.size(1) :] == PAD).sum())
@@ -667,7 +951,9 @@ def probe_lora_graph():
     hf_rollout.StaticDecoder = Recorded
     result = {}
     for base in ("float32", "bfloat16", "float16"):
-        model = get_peft_model(make_qwen2(seed=0, attn="sdpa"), LoraConfig(r=8, lora_alpha=16, target_modules="all-linear"))
+        model = get_peft_model(
+            make_qwen2(seed=0, attn="sdpa"), LoraConfig(r=8, lora_alpha=16, target_modules="all-linear")
+        )
         generator = torch.Generator().manual_seed(1)
         for name, param in model.named_parameters():
             if "lora_B" in name:
@@ -694,7 +980,9 @@ def probe_lora_graph():
         torch.optim.SGD(params, lr=0.05).step()
         res["updated_in_place"] = [p.data_ptr() for p in params] == pointers
         expected_after, got_after = tokens(plain), tokens(graph)
-        res["update_changes_tokens"] = expected_after.tolist() != expected.tolist() and got_after.tolist() != got.tolist()
+        res["update_changes_tokens"] = (
+            expected_after.tolist() != expected.tolist() and got_after.tolist() != got.tolist()
+        )
         res["equal_after_update"] = got_after.tolist() == expected_after.tolist()
         res["cache_dtypes"] = sorted(set(cache_dtypes))
         result[base] = res
@@ -702,7 +990,14 @@ def probe_lora_graph():
 
 
 def main(argv):
-    fn = {"trim": probe_trim, "rollout": probe_rollout, "static": probe_static, "no_eos": probe_no_eos, "unwrap": probe_unwrap, "lora_graph": probe_lora_graph}[argv[0]]
+    fn = {
+        "trim": probe_trim,
+        "rollout": probe_rollout,
+        "static": probe_static,
+        "no_eos": probe_no_eos,
+        "unwrap": probe_unwrap,
+        "lora_graph": probe_lora_graph,
+    }[argv[0]]
     result = fn(*argv[1:])
     import verl
 

@@ -1,4 +1,5 @@
-"""Patch 0012 on CPU: verl's FSDPCheckpointManager on FSDP1 with one rank (NO_SHARD), driven by verl_probe.py checkpoint.
+"""Patch 0012 on CPU: verl's FSDPCheckpointManager on FSDP1 with one rank (NO_SHARD), driven by verl_probe.py
+checkpoint.
 
 Two tiny random Qwen2s (2 layers, hidden 64): a full model with tied embeddings, and a LoRA model (rank 8,
 all-linear) under verl's LoRA wrap policy; AdamW and a LambdaLR scheduler. Each is trained one step, saved,
@@ -7,13 +8,16 @@ without map_location (on a GPU: CUDA tensors next to the live model) and writes 
 The GPU half (peak memory during save and load) is tests/gpu/test_checkpoint_memory.py.
 """
 
-
 import pytest
 
 pytestmark = pytest.mark.needs_gnu_patch
 
 FILES = ["extra_state_world_size_1_rank_0.pt", "model_world_size_1_rank_0.pt", "optim_world_size_1_rank_0.pt"]
-LOADS_CPU = [{"file": "model_world_size_1_rank_0.pt", "map_location": "cpu"}, {"file": "optim_world_size_1_rank_0.pt", "map_location": "cpu"}, {"file": "extra_state_world_size_1_rank_0.pt", "map_location": "cpu"}]
+LOADS_CPU = [
+    {"file": "model_world_size_1_rank_0.pt", "map_location": "cpu"},
+    {"file": "optim_world_size_1_rank_0.pt", "map_location": "cpu"},
+    {"file": "extra_state_world_size_1_rank_0.pt", "map_location": "cpu"},
+]
 
 
 @pytest.mark.parametrize("case", ["full", "lora"])

@@ -1,13 +1,13 @@
 """Patch 0024 (loss_scaling): fp16 actor and critic updates with dynamic loss scaling, against fp32, on CPU.
 
-The probes (loss_scaling_probe.py) run verl's own DataParallelPPOActor.update_policy / DataParallelPPOCritic.update_critic
+The probes (loss_scaling_probe.py) run verl's own DataParallelPPOActor.update_policy /
+DataParallelPPOCritic.update_critic
 from the patched copy of verl on FSDP1 modules (gloo, world size 1) of a tiny random Qwen2 and Qwen3 (2 layers,
 hidden 64, vocabulary 300), with the t4/v100 profiles' FSDP mixed precision (param fp16, reduce and buffers fp32: fp32
 masters, gradients and AdamW states), fp16 autocast (torch's CPU autocast runs Linear and matmul in fp16: the probe
 checks it) and the batch of the trim-padding tests (4 rows, micro-batches of 2, gradient accumulation over 2).
 Tolerances are the measured differences with a margin, stated in docs/fp16.md.
 """
-
 
 import pytest
 
@@ -40,7 +40,12 @@ def before_0024(tmp_path_factory):
     """The series up to 0023: verl without loss scaling."""
     base = tmp_path_factory.mktemp("before_0024")
     root = copy_verl(base / "verl")
-    run_apply("--series", partial_series(base / "series", series_names().index("0024-fp16-dynamic-loss-scaling.patch")), root, check_rc=0)
+    run_apply(
+        "--series",
+        partial_series(base / "series", series_names().index("0024-fp16-dynamic-loss-scaling.patch")),
+        root,
+        check_rc=0,
+    )
     return root
 
 
@@ -83,7 +88,13 @@ def test_the_scaler_alone_changes_nothing_in_fp32(update, arch, role):
 
 
 def test_without_the_key_verl_is_stock(update):
-    assert update["absent"] == {"actor": False, "critic": False, "scaler": True, "same_loss_object": True, "metric_keys": []}
+    assert update["absent"] == {
+        "actor": False,
+        "critic": False,
+        "scaler": True,
+        "same_loss_object": True,
+        "metric_keys": [],
+    }
 
 
 @pytest.mark.parametrize("role", ["actor", "critic"])
@@ -91,14 +102,26 @@ def test_without_the_key_verl_is_stock(update):
 def test_an_overflowing_update_is_skipped_and_leaves_weights_and_adam_state_bit_identical(overflow, role, value):
     res = overflow[f"{role}_{value}"]
     # the probe starts at scale 1024 (loss_scaling.init_scale), so the first, clean update steps
-    assert res["first"] == {f"{role}/loss_scale": 1024.0, f"{role}/skipped_updates": 0.0, f"{role}/skipped_updates_total": 0.0}
+    assert res["first"] == {
+        f"{role}/loss_scale": 1024.0,
+        f"{role}/skipped_updates": 0.0,
+        f"{role}/skipped_updates_total": 0.0,
+    }
     assert res["weights_bit_identical"] is True
     assert res["optimizer_state_bit_identical"] is True
     assert res["adam_steps"] == [1.0]  # AdamW stepped once, for the clean update only
-    assert res["skipped"] == {f"{role}/loss_scale": 512.0, f"{role}/skipped_updates": 1.0, f"{role}/skipped_updates_total": 1.0}
+    assert res["skipped"] == {
+        f"{role}/loss_scale": 512.0,
+        f"{role}/skipped_updates": 1.0,
+        f"{role}/skipped_updates_total": 1.0,
+    }
     assert res["skipped_grad_norm"] in ("inf", "nan")
     # the next clean update steps again at the lowered scale
-    assert res["next"] == {f"{role}/loss_scale": 512.0, f"{role}/skipped_updates": 0.0, f"{role}/skipped_updates_total": 1.0}
+    assert res["next"] == {
+        f"{role}/loss_scale": 512.0,
+        f"{role}/skipped_updates": 0.0,
+        f"{role}/skipped_updates_total": 1.0,
+    }
     assert res["next_moved"] is True
 
 
@@ -106,10 +129,12 @@ def test_an_overflowing_update_is_skipped_and_leaves_weights_and_adam_state_bit_
 def test_a_run_whose_every_update_overflows_stops_with_a_clear_message(overflow, role):
     res = overflow[f"{role}_stop"]
     assert res["scales"] == [512.0, 256.0]  # two skipped updates reported, the third in a row raises
-    assert res["raised"] == (
-        f"verlfit loss scaling: the last 3 {role} updates all overflowed in fp16 (inf/nan gradients at every loss scale from 1024 down to 256); "
-        f"stopping instead of training on nothing. fp16 cannot hold this model's activations or gradients: train in fp32 (verlfit --profile p40), "
-        f"or lower the learning rate ({role}.loss_scaling.max_consecutive_skips sets the limit)"
+    assert (
+        res["raised"]
+        == f"verlfit loss scaling: the last 3 {role} updates all overflowed in fp16 (inf/nan gradients at every loss"
+        " scale from 1024 down to 256); stopping instead of training on nothing. fp16 cannot hold this model's"
+        " activations or gradients: train in fp32 (verlfit --profile p40), or lower the learning rate"
+        f" ({role}.loss_scaling.max_consecutive_skips sets the limit)"
     )
     assert res["weights_untouched"] is True
 
@@ -117,7 +142,13 @@ def test_a_run_whose_every_update_overflows_stops_with_a_clear_message(overflow,
 def test_before_0024_an_always_overflowing_fp16_run_goes_on_without_a_word(before_0024):
     res = run_speed_probe(before_0024, "stock", script=PROBE)
     # no loss scaler, no metric, no stop: five updates skipped by verl's own non-finite grad-norm check, silently
-    assert res == {"has_loss_scaler": False, "updates": 5, "metric_keys": [], "weights_untouched": True, "verl_file": res["verl_file"]}
+    assert res == {
+        "has_loss_scaler": False,
+        "updates": 5,
+        "metric_keys": [],
+        "weights_untouched": True,
+        "verl_file": res["verl_file"],
+    }
 
 
 @pytest.mark.parametrize("decoder", ["generate", "static_decode"])

@@ -50,12 +50,30 @@ class _Family:
 
 def _run_family_probe(root, probe, family, timeout=600):
     """conftest._run_probe's subprocess with ``VERL_PROBE_FAMILY=family`` (the result, or ``{"_error": ...}``)."""
-    env = dict(os.environ, VERL_PROBE_FAMILY=family, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", CUDA_VISIBLE_DEVICES="")
-    env["PYTHONPATH"] = os.pathsep.join([str(root)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
-    proc = subprocess.run([sys.executable, str(PROBE), probe], capture_output=True, text=True, env=env, timeout=timeout, cwd=str(root))
+    env = dict(
+        os.environ,
+        VERL_PROBE_FAMILY=family,
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        CUDA_VISIBLE_DEVICES="",
+    )
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(root)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
+    )
+    proc = subprocess.run(
+        [sys.executable, str(PROBE), probe], capture_output=True, text=True, env=env, timeout=timeout, cwd=str(root)
+    )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("PROBE_RESULT ")]
     if proc.returncode != 0 or not lines:
-        return {"_error": f"probe {probe} ({family}) on {root} exited {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"}
+        return {
+            "_error": (
+                f"probe {probe} ({family}) on {root} exited"
+                f" {proc.returncode}\nstdout:\n{proc.stdout[-4000:]}\nstderr:\n{proc.stderr[-4000:]}"
+            )
+        }
     return json.loads(lines[-1][len("PROBE_RESULT ") :])
 
 
@@ -63,7 +81,11 @@ def _run_family_probe(root, probe, family, timeout=600):
 def family_probe_results(trees):
     """family -> {probe: result} of MODEL_PROBES on the patched tree, two probes at a time."""
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        jobs = {(family, name): pool.submit(_run_family_probe, trees["patched"], name, family) for family in FAMILIES for name in MODEL_PROBES}
+        jobs = {
+            (family, name): pool.submit(_run_family_probe, trees["patched"], name, family)
+            for family in FAMILIES
+            for name in MODEL_PROBES
+        }
         return {family: {name: jobs[(family, name)].result() for name in MODEL_PROBES} for family in FAMILIES}
 
 
@@ -80,7 +102,9 @@ def probe(probe_results, family_probe_results, trees, model_family):
         family_run = tree == "patched" and name in MODEL_PROBES
         result = family_probe_results[model_family][name] if family_run else probe_results[(tree, name)]
         assert "_error" not in result, result["_error"]
-        assert result["verl_file"].startswith(str(trees[tree])), f"probe imported {result['verl_file']}, not the {tree} copy"
+        assert result["verl_file"].startswith(str(trees[tree])), (
+            f"probe imported {result['verl_file']}, not the {tree} copy"
+        )
         return result
 
     return get
@@ -113,18 +137,28 @@ def trim(request, family_speed_results):
 
 
 # HF rollout (patch 0004)
-test_hf_rollout_greedy_equals_manual_decode_with_correct_positions = test_patched_verl.test_hf_rollout_greedy_equals_manual_decode_with_correct_positions
-test_hf_rollout_samples_exactly_the_configured_distribution = test_patched_verl.test_hf_rollout_samples_exactly_the_configured_distribution
+test_hf_rollout_greedy_equals_manual_decode_with_correct_positions = (
+    test_patched_verl.test_hf_rollout_greedy_equals_manual_decode_with_correct_positions
+)
+test_hf_rollout_samples_exactly_the_configured_distribution = (
+    test_patched_verl.test_hf_rollout_samples_exactly_the_configured_distribution
+)
 # LoRA actor and critic (patches 0009-0011)
 test_lora_actor_with_hf_rollout_builds = test_patched_verl_lora.test_lora_actor_with_hf_rollout_builds
 test_lora_hf_rollout_greedy_equals_merged_model = test_patched_verl_lora.test_lora_hf_rollout_greedy_equals_merged_model
-test_lora_old_logprobs_use_adapter_and_ref_logprobs_are_the_base_model = test_patched_verl_lora.test_lora_old_logprobs_use_adapter_and_ref_logprobs_are_the_base_model
+test_lora_old_logprobs_use_adapter_and_ref_logprobs_are_the_base_model = (
+    test_patched_verl_lora.test_lora_old_logprobs_use_adapter_and_ref_logprobs_are_the_base_model
+)
 test_lora_actor_update_trains_only_the_adapter = test_patched_verl_lora.test_lora_actor_update_trains_only_the_adapter
 test_lora_fp32_sdpa_end_to_end = test_patched_verl_lora.test_lora_fp32_sdpa_end_to_end
-test_lora_checkpoint_adapter_reloads_to_the_trained_adapter = test_patched_verl_lora.test_lora_checkpoint_adapter_reloads_to_the_trained_adapter
+test_lora_checkpoint_adapter_reloads_to_the_trained_adapter = (
+    test_patched_verl_lora.test_lora_checkpoint_adapter_reloads_to_the_trained_adapter
+)
 test_lora_critic_trains_adapter_and_value_head = test_patched_verl_lora.test_lora_critic_trains_adapter_and_value_head
 # checkpoints (patch 0012)
-test_save_then_load_round_trips_exactly_with_cpu_loads = test_checkpoint_cpu.test_save_then_load_round_trips_exactly_with_cpu_loads
+test_save_then_load_round_trips_exactly_with_cpu_loads = (
+    test_checkpoint_cpu.test_save_then_load_round_trips_exactly_with_cpu_loads
+)
 test_tied_embeddings_share_one_cpu_copy = test_checkpoint_cpu.test_tied_embeddings_share_one_cpu_copy
 # trimmed log-probs, values, PPO and value updates (patch 0020)
 test_probe_batch_really_has_padding_to_trim = test_trim_padding.test_probe_batch_really_has_padding_to_trim
@@ -132,11 +166,14 @@ test_log_probs_entropy_and_values_equal_untrimmed = test_trim_padding.test_log_p
 test_ppo_and_value_updates_equal_untrimmed = test_trim_padding.test_ppo_and_value_updates_equal_untrimmed
 # the static-cache decoder of the CUDA-graph rollout (patch 0022)
 test_greedy_tokens_equal_generate = test_static_decode.test_greedy_tokens_equal_generate
-test_hf_rollout_with_cuda_graph_key_returns_what_generate_returns = test_static_decode.test_hf_rollout_with_cuda_graph_key_returns_what_generate_returns
+test_hf_rollout_with_cuda_graph_key_returns_what_generate_returns = (
+    test_static_decode.test_hf_rollout_with_cuda_graph_key_returns_what_generate_returns
+)
 test_sampled_rollout_respects_top_k_top_p = test_static_decode.test_sampled_rollout_respects_top_k_top_p
 
 
-# state-dict keys of the tiny models (2 layers): embed_tokens, norm, lm_head (present even when tied) + per layer q/k/v/o
+# state-dict keys of the tiny models (2 layers): embed_tokens, norm, lm_head (present even when tied) + per layer
+# q/k/v/o
 # (+ q/k/v biases for Qwen2, + q_norm/k_norm for Qwen3), gate/up/down, 2 layer norms; LoRA adds lora_A/lora_B to the 7
 # Linear layers of each layer (28 keys). Qwen2: 3 + 2 * 12 = 27 (test_checkpoint_cpu's count), Qwen3 3 + 2 * 11 = 25,
 # Llama 3 + 2 * 9 = 21.

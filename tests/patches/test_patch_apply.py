@@ -129,7 +129,11 @@ def test_fuzz_is_refused_even_where_plain_patch_would_accept_it(pristine_root, t
     path.write_text("".join(lines))
     target_file = pristine_root / "verl" / "utils" / "torch_functional.py"
     # plain `patch` (default fuzz 2) would take it with fuzz: the refusal is apply.py's doing
-    plain = subprocess.run(["patch", "-p1", "--dry-run", "--batch", "-d", str(pristine_root), "-i", str(path)], capture_output=True, text=True)
+    plain = subprocess.run(
+        ["patch", "-p1", "--dry-run", "--batch", "-d", str(pristine_root), "-i", str(path)],
+        capture_output=True,
+        text=True,
+    )
     assert plain.returncode == 0 and "fuzz" in plain.stdout
     before = target_file.read_bytes()
     proc = run_apply("--series", series_dir / "series", pristine_root, check_rc=1)
@@ -181,7 +185,11 @@ def test_leftover_file_from_an_earlier_apply_is_named(pristine_root, tmp_path):
     run_apply(other, check_rc=0)
     shutil.copy2(other / "verl" / "utils" / "bert_padding_fallback.py", pristine_root / "verl" / "utils")
     proc = run_apply(pristine_root, check_rc=1)
-    assert "0001-" in proc.stderr and "verl/utils/bert_padding_fallback.py" in proc.stderr and "already exists" in proc.stderr
+    assert (
+        "0001-" in proc.stderr
+        and "verl/utils/bert_padding_fallback.py" in proc.stderr
+        and "already exists" in proc.stderr
+    )
 
 
 def test_missing_source_file_is_named(pristine_root):

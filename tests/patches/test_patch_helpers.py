@@ -12,7 +12,9 @@ from verl_patch_helpers import load_module_from
 
 @pytest.fixture(scope="module")
 def fallback(trees):
-    return load_module_from(trees["patched"] / "verl" / "utils" / "bert_padding_fallback.py", "verlfit_test_bert_padding_fallback")
+    return load_module_from(
+        trees["patched"] / "verl" / "utils" / "bert_padding_fallback.py", "verlfit_test_bert_padding_fallback"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +24,9 @@ def autocast(trees):
 
 @pytest.fixture(scope="module")
 def memlimit(trees):
-    return load_module_from(trees["patched"] / "verl" / "utils" / "gpu_memory_limit.py", "verlfit_test_gpu_memory_limit")
+    return load_module_from(
+        trees["patched"] / "verl" / "utils" / "gpu_memory_limit.py", "verlfit_test_gpu_memory_limit"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- 0001
@@ -94,7 +98,9 @@ def test_index_first_axis_and_gradients(fallback):
     flat = hidden.reshape(-1, *hidden.shape[2:]).clone().requires_grad_(True)
     indices = torch.nonzero(mask.reshape(-1)).squeeze(-1)
     picked = fallback.index_first_axis(flat, indices)
-    ref = torch.gather(flat.detach().reshape(flat.shape[0], -1), 0, indices[:, None].expand(-1, 6)).reshape(picked.shape)
+    ref = torch.gather(flat.detach().reshape(flat.shape[0], -1), 0, indices[:, None].expand(-1, 6)).reshape(
+        picked.shape
+    )
     assert torch.equal(picked.detach(), ref)
     picked.sum().backward()
     assert torch.equal(flat.grad, mask.reshape(-1, 1, 1).float().expand_as(flat))
@@ -122,7 +128,9 @@ def test_remove_padding_round_trip_as_dp_actor_does_it(fallback):
     ids_rmpad, indices, cu_seqlens, *_ = fallback.unpad_input(ids.unsqueeze(-1), mask)
     assert ids_rmpad.transpose(0, 1).tolist() == [[5, 6, 7, 8, 9, 10, 11, 12]]
     assert cu_seqlens.tolist() == [0, 3, 8]
-    pos_rmpad = fallback.index_first_axis(fallback.rearrange(pos.unsqueeze(-1), "b s ... -> (b s) ..."), indices).transpose(0, 1)
+    pos_rmpad = fallback.index_first_axis(
+        fallback.rearrange(pos.unsqueeze(-1), "b s ... -> (b s) ..."), indices
+    ).transpose(0, 1)
     assert pos_rmpad.tolist() == [[0, 1, 2, 0, 1, 2, 3, 4]]
     per_token = ids_rmpad.squeeze(-1).float()
     back = fallback.pad_input(per_token.unsqueeze(-1), indices=indices, batch=2, seqlen=5).squeeze(-1)
@@ -209,7 +217,9 @@ def test_apply_gpu_memory_limit(memlimit):
     cuda = FakeCuda(24 * 1024**3)
     assert memlimit.apply_gpu_memory_limit({}, cuda=cuda) is None and cuda.calls == []
     cuda = FakeCuda(24 * 1024**3, available=False)
-    assert memlimit.apply_gpu_memory_limit({"VERLFIT_GPU_MEMORY_LIMIT_GIB": "8"}, cuda=cuda) is None and cuda.calls == []
+    assert (
+        memlimit.apply_gpu_memory_limit({"VERLFIT_GPU_MEMORY_LIMIT_GIB": "8"}, cuda=cuda) is None and cuda.calls == []
+    )
     cuda = FakeCuda(16 * 1024**3)
     with pytest.raises(ValueError, match="exceeds"):
         memlimit.apply_gpu_memory_limit({"VERLFIT_GPU_MEMORY_LIMIT_GIB": "22.5"}, cuda=cuda)

@@ -4,7 +4,6 @@ Each test also looks at an unpatched copy (pristine, or 0001-0003 only for the H
 the defect is visible there, so every test can fail.
 """
 
-
 import pytest
 
 # CI (.ci/run) installs GNU patch, so there a missing patch fails instead of skipping
@@ -48,7 +47,14 @@ def test_attn_implementation_keys_reach_model_loading(probe):
 
 @pytest.mark.parametrize(
     "label,expected",
-    [("absent", [True, "bfloat16"]), ("bf16", [True, "bfloat16"]), ("fp16", [True, "float16"]), ("fp32", [False, "float32"]), ("float32", [False, "float32"]), ("32", [False, "float32"])],
+    [
+        ("absent", [True, "bfloat16"]),
+        ("bf16", [True, "bfloat16"]),
+        ("fp16", [True, "float16"]),
+        ("fp32", [False, "float32"]),
+        ("float32", [False, "float32"]),
+        ("32", [False, "float32"]),
+    ],
 )
 def test_actor_ref_and_critic_forward_autocast_follows_config(probe, label, expected):
     result = probe("patched", "autocast")

@@ -8,7 +8,6 @@ and the base model, both as they were before FSDP wrapped them. Each patch's tes
 series without that patch and asserts the defect is there.
 """
 
-
 import pytest
 
 pytestmark = pytest.mark.needs_gnu_patch
@@ -17,7 +16,15 @@ RANK = 8
 HIDDEN, INTERMEDIATE, LAYERS, HEADS, KV_HEADS = 64, 128, 2, 4, 2
 KV = HIDDEN // HEADS * KV_HEADS  # k_proj/v_proj output features: 2 KV heads x head_dim 16
 # LoRA on a Linear(in, out): lora_A is r x in, lora_B is out x r
-LINEARS = {"q_proj": (HIDDEN, HIDDEN), "k_proj": (HIDDEN, KV), "v_proj": (HIDDEN, KV), "o_proj": (HIDDEN, HIDDEN), "gate_proj": (HIDDEN, INTERMEDIATE), "up_proj": (HIDDEN, INTERMEDIATE), "down_proj": (INTERMEDIATE, HIDDEN)}
+LINEARS = {
+    "q_proj": (HIDDEN, HIDDEN),
+    "k_proj": (HIDDEN, KV),
+    "v_proj": (HIDDEN, KV),
+    "o_proj": (HIDDEN, HIDDEN),
+    "gate_proj": (HIDDEN, INTERMEDIATE),
+    "up_proj": (HIDDEN, INTERMEDIATE),
+    "down_proj": (INTERMEDIATE, HIDDEN),
+}
 ADAPTER_NUMEL = LAYERS * sum(RANK * i + o * RANK for i, o in LINEARS.values())  # 16384
 VALUE_HEAD_NUMEL = HIDDEN + 1  # score: Linear(hidden, 1) with bias
 VALUE_HEAD_LORA_NUMEL = RANK * HIDDEN + 1 * RANK  # all-linear puts a LoRA on the head when it is not trained
@@ -36,9 +43,20 @@ def test_lora_actor_with_hf_rollout_builds(probe):
     assert patched["actor"]["module"] == "PeftModelForCausalLM"
     assert patched["actor"]["lora_b_nonzero"] is True
     # all-linear: the 7 projections of each layer, not lm_head
-    assert patched["actor"]["target_modules"] == sorted(f"model.layers.{i}.{kind}.{name}" for i in range(LAYERS) for kind, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")), ("mlp", ("gate_proj", "up_proj", "down_proj"))) for name in names)
+    assert patched["actor"]["target_modules"] == sorted(
+        f"model.layers.{i}.{kind}.{name}"
+        for i in range(LAYERS)
+        for kind, names in (
+            ("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
+            ("mlp", ("gate_proj", "up_proj", "down_proj")),
+        )
+        for name in names
+    )
     before = probe("before_lora", "lora")
-    assert before["actor_init_error"] == "ValueError: Must flatten tensors with uniform `requires_grad` when `use_orig_params=False`"
+    assert (
+        before["actor_init_error"]
+        == "ValueError: Must flatten tensors with uniform `requires_grad` when `use_orig_params=False`"
+    )
 
 
 def test_lora_hf_rollout_greedy_equals_merged_model(probe):
@@ -70,7 +88,9 @@ def test_lora_actor_update_trains_only_the_adapter(probe):
     assert update["optimizer_params_numel"] == update["total_numel"] > ADAPTER_NUMEL
     assert update["optimizer_state_numel"] == ADAPTER_NUMEL
     assert update["optimizer_state_requires_grad"] == [True] and update["optimizer_state_dtypes"] == ["float32"]
-    assert len(update["changed"]) == 2 * 7 * LAYERS and all(".lora_A." in n or ".lora_B." in n for n in update["changed"])
+    assert len(update["changed"]) == 2 * 7 * LAYERS and all(
+        ".lora_A." in n or ".lora_B." in n for n in update["changed"]
+    )
     assert update["pg_loss_finite"] is True
     assert update["ref_after_vs_base"] < 1e-5  # base weights did not move (no weight decay on frozen ones)
     assert update["old_after_vs_old_before"] > 1e-3
@@ -107,7 +127,10 @@ def test_lora_critic_trains_adapter_and_value_head(probe):
     result = probe("patched", "lora")
     critic, update = result["critic"], result["critic_update"]
     assert critic["values_vs_adapted"] < 1e-5 and critic["values_vs_base"] > 0.1  # compute_values uses the adapter
-    head = ["base_model.model.score.modules_to_save.default.bias", "base_model.model.score.modules_to_save.default.weight"]
+    head = [
+        "base_model.model.score.modules_to_save.default.bias",
+        "base_model.model.score.modules_to_save.default.weight",
+    ]
     assert update["trainable_not_lora"] == head
     assert update["adapter_numel"] == update["optimizer_state_numel"] == ADAPTER_NUMEL + VALUE_HEAD_NUMEL
     assert update["with_grad_numel_per_step"] == [ADAPTER_NUMEL + VALUE_HEAD_NUMEL]

@@ -6,7 +6,6 @@ The probe (speed_probe.py rollout) runs verl's HFRollout from the patched copy w
 a single prompt), 24 new tokens.
 """
 
-
 import pytest
 
 from speed_probes import run_speed_probe

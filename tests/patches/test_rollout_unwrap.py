@@ -10,7 +10,6 @@ same adapter merged with PEFT's merge_and_unload. The same probe on the series w
 defect: the key is ignored and every decode token runs the FSDP units' forwards.
 """
 
-
 import pytest
 
 from speed_probes import run_speed_probe
@@ -35,7 +34,9 @@ def before(tmp_path_factory):
     names = series_names()
     base = tmp_path_factory.mktemp("before_unwrap")
     root = copy_verl(base / "tree")
-    run_apply("--series", partial_series(base / "series", names.index("0023-hf-rollout-unwrap-fsdp.patch")), root, check_rc=0)
+    run_apply(
+        "--series", partial_series(base / "series", names.index("0023-hf-rollout-unwrap-fsdp.patch")), root, check_rc=0
+    )
     return run_speed_probe(root, "unwrap")
 
 

@@ -7,7 +7,6 @@ no_eos probe (issue 29, patches 0022 and 0025) covers the EOS and pad ids verl m
 without a pad id, an EOS list, and a checkpoint whose EOS is only in its tokenizer.
 """
 
-
 import pytest
 
 from speed_probes import run_speed_probe
@@ -41,7 +40,10 @@ def test_eos_as_generate_pad_after_and_stop_when_all_finished(static, attn):
 
 def test_warped_scores_are_generates(static):
     warp = static["warpers"]
-    assert warp["t0.7_k20_p0.8"] == {"max_diff": 0.0, "processors": ["TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper"]}
+    assert warp["t0.7_k20_p0.8"] == {
+        "max_diff": 0.0,
+        "processors": ["TemperatureLogitsWarper", "TopKLogitsWarper", "TopPLogitsWarper"],
+    }
     assert warp["t1_k0_p1"] == {"max_diff": 0.0, "processors": []}
     assert warp["t1.3_k0_p0.9"] == {"max_diff": 0.0, "processors": ["TemperatureLogitsWarper", "TopPLogitsWarper"]}
 
@@ -51,7 +53,10 @@ def test_gumbel_max_samples_the_warped_distribution(static):
     # 400000 draws: a frequency's standard deviation is at most 0.0008; 0.004 is 5 of them
     assert gumbel["max_abs_freq_diff"] < 0.004
     assert gumbel["kept"] == 6 and gumbel["filtered_drawn"] == 0
-    assert static["zero_temperature"] == "ValueError: sampling needs a temperature > 0, got 0.0; use do_sample=False for greedy"
+    assert (
+        static["zero_temperature"]
+        == "ValueError: sampling needs a temperature > 0, got 0.0; use do_sample=False for greedy"
+    )
 
 
 def test_hf_rollout_with_cuda_graph_key_returns_what_generate_returns(static):
@@ -112,7 +117,11 @@ def test_no_eos_decodes_every_row_to_full_length_as_generate(no_eos, model, case
 def test_no_eos_models_have_no_eos_in_their_generation_config(no_eos):
     # the no-EOS variants really lack one; the third model has an EOS of its own (299) that the rollout's
     # eos_token_id=None overrides in generate as in StaticDecoder: it too decodes to full length above
-    assert {m: no_eos["cases"][m]["model_generation_config_eos"] for m in NO_EOS_MODELS} == {"qwen2_no_eos": None, "qwen3_no_eos": None, "qwen2_model_eos": 299}
+    assert {m: no_eos["cases"][m]["model_generation_config_eos"] for m in NO_EOS_MODELS} == {
+        "qwen2_no_eos": None,
+        "qwen3_no_eos": None,
+        "qwen2_model_eos": 299,
+    }
 
 
 @pytest.mark.parametrize("model", NO_EOS_MODELS)
@@ -144,7 +153,9 @@ def no_eos_before_0025(tmp_path_factory, tiny_qwen2_no_eos_dir):
     names = series_names()
     base = tmp_path_factory.mktemp("before_no_eos")
     root = copy_verl(base / "tree")
-    run_apply("--series", partial_series(base / "series", names.index("0025-hf-rollout-no-eos.patch")), root, check_rc=0)
+    run_apply(
+        "--series", partial_series(base / "series", names.index("0025-hf-rollout-no-eos.patch")), root, check_rc=0
+    )
     return run_speed_probe(root, "no_eos", tiny_qwen2_no_eos_dir)
 
 
@@ -163,8 +174,16 @@ def test_without_0025_verl_hf_rollout_itself_fails_without_eos_or_pad(no_eos_bef
     # stock verl: generate decodes to full length, then get_response_mask(eos_token=None) runs torch.tensor(None);
     # with an EOS and no pad id the columns after an early stop are None * tensor
     worker = no_eos_before_0025["worker"]
-    assert worker["cuda_graph_False"] == worker["cuda_graph_True"] == {"error": "RuntimeError: Could not infer dtype of NoneType"}
+    assert (
+        worker["cuda_graph_False"]
+        == worker["cuda_graph_True"]
+        == {"error": "RuntimeError: Could not infer dtype of NoneType"}
+    )
     roll = no_eos_before_0025["rollout_eos_no_pad"]
-    assert roll["cuda_graph_False"] == roll["cuda_graph_True"] == {"error": "TypeError: unsupported operand type(s) for *: 'NoneType' and 'Tensor'"}
+    assert (
+        roll["cuda_graph_False"]
+        == roll["cuda_graph_True"]
+        == {"error": "TypeError: unsupported operand type(s) for *: 'NoneType' and 'Tensor'"}
+    )
     # the decoder itself (patch 0022) equals generate there already
     assert no_eos_before_0025["cases"]["qwen3_no_eos"]["no_eos_no_pad"]["equal"] is True

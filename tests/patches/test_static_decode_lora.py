@@ -7,7 +7,6 @@ The probe (speed_probe.py lora_graph): a tiny random Qwen2, LoRA rank 8 all-line
 float32 (the p40 path: a 16-bit base is computed in fp32), greedy, prompts of 5, 10 and 7 tokens, 20 new tokens.
 """
 
-
 import pytest
 
 from speed_probes import run_speed_probe

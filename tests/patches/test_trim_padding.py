@@ -8,7 +8,6 @@ random Qwen2 and a batch of 4 rows with prompt lengths 5, 9, 3, 7 of 12 and resp
 minus its accumulated gradient).
 """
 
-
 import pytest
 import torch
 
@@ -81,4 +80,8 @@ def test_ppo_and_value_updates_equal_untrimmed(trim, attn):
 
 def test_key_absent_is_stock_and_fused_kernels_refused(trim):
     assert trim["absent_key"] == {"actor": False, "critic": False}
-    assert trim["fused_refused"] == "ValueError: trim_padding supports the padded path without fused kernels: set use_fused_kernels=False or trim_padding=False"
+    assert (
+        trim["fused_refused"]
+        == "ValueError: trim_padding supports the padded path without fused kernels: set use_fused_kernels=False or"
+        " trim_padding=False"
+    )

@@ -6,10 +6,8 @@ from a patched copy runs in subprocesses (tests/patches/verl_probe.py) with the 
 or, for the standalone helper modules the series adds, is loaded in-process by file path.
 """
 
-import concurrent.futures
 import hashlib
 import importlib.util
-import json
 import os
 import shutil
 import subprocess
@@ -58,7 +56,10 @@ def copy_verl(dest_root: Path) -> Path:
     if (installed_verl_dir() / ".verlfit-patches").exists():
         import pytest
 
-        pytest.skip("the installed verl is already patched; these tests need the pristine PyPI 0.4.1 wheel (or VERLFIT_PRISTINE_VERL)")
+        pytest.skip(
+            "the installed verl is already patched; these tests need the pristine PyPI 0.4.1 wheel (or"
+            " VERLFIT_PRISTINE_VERL)"
+        )
     dest_root.mkdir(parents=True, exist_ok=True)
     shutil.copytree(installed_verl_dir(), dest_root / "verl", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dest_root

@@ -83,7 +83,8 @@ BUILT = []  # the class names make_qwen2 built in this process (reported as the 
 def make_qwen2(seed=0, attn="eager", num_labels=None, tie_word_embeddings=False, eos_token_id=EOS, pad_token_id=PAD):
     """The tiny random model of the probes' family (:data:`FAMILY`; the name stays: Qwen2 is the default), causal LM or
     token classification with num_labels. eos_token_id=None and pad_token_id=None give the model without an EOS id
-    (config.json and generation_config.json without one, as transformers writes a config made without them: issue 29)."""
+    (config.json and generation_config.json without one, as transformers writes a config made without them: issue 29).
+    """
     import torch
     import transformers
 
@@ -122,7 +123,16 @@ def save_checkpoint(path):
     from transformers import GenerationConfig
 
     model = make_qwen2(seed=0)
-    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=EOS, pad_token_id=PAD, do_sample=True, temperature=0.7, top_p=0.8, top_k=20, repetition_penalty=1.05)
+    model.generation_config = GenerationConfig(
+        bos_token_id=1,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+        do_sample=True,
+        temperature=0.7,
+        top_p=0.8,
+        top_k=20,
+        repetition_penalty=1.05,
+    )
     model.save_pretrained(path)
     return path
 
@@ -162,7 +172,9 @@ def data_proto(ids, mask, position_ids, **meta):
     from verl import DataProto
 
     meta = {"eos_token_id": EOS, "pad_token_id": PAD, **meta}
-    return DataProto.from_dict(tensors={"input_ids": ids, "attention_mask": mask, "position_ids": position_ids}, meta_info=meta)
+    return DataProto.from_dict(
+        tensors={"input_ids": ids, "attention_mask": mask, "position_ids": position_ids}, meta_info=meta
+    )
 
 
 def manual_greedy(model, ids, mask, steps):
@@ -196,7 +208,10 @@ def probe_imports():
             continue
         result[mod] = {
             "ok": True,
-            "sources": {name: getattr(module, name).__module__ if hasattr(getattr(module, name), "__module__") else None for name in ("index_first_axis", "pad_input", "rearrange", "unpad_input")},
+            "sources": {
+                name: getattr(module, name).__module__ if hasattr(getattr(module, name), "__module__") else None
+                for name in ("index_first_axis", "pad_input", "rearrange", "unpad_input")
+            },
         }
     result["flash_attn_importable"] = _importable("flash_attn")
     return result
@@ -220,13 +235,20 @@ class _Spy:
         model.generate = self
 
     def __call__(self, *args, **kwargs):
-        self.calls.append({k: (v if isinstance(v, (int, float, str, bool, type(None))) else type(v).__name__) for k, v in kwargs.items()})
+        self.calls.append(
+            {
+                k: v if isinstance(v, (int, float, str, bool, type(None))) else type(v).__name__
+                for k, v in kwargs.items()
+            }
+        )
         kwargs["output_scores"] = True
         out = self.original(*args, **kwargs)
         self.scores = out.scores
         self.generation_config = kwargs.get("generation_config")
         # what generate() actually used after merging in the checkpoint's generation_config.json
-        self.effective, _ = self.model._prepare_generation_config(self.generation_config, use_model_defaults=kwargs.get("use_model_defaults"))
+        self.effective, _ = self.model._prepare_generation_config(
+            self.generation_config, use_model_defaults=kwargs.get("use_model_defaults")
+        )
         return out
 
 
@@ -240,7 +262,7 @@ def cpu_empty_cache_shim():
 
 
 def probe_rollout():
-    model_dir = save_checkpoint(tempfile.mkdtemp(prefix='verl_probe_model_'))
+    model_dir = save_checkpoint(tempfile.mkdtemp(prefix="verl_probe_model_"))
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -261,12 +283,19 @@ def probe_rollout():
     result["greedy"] = {"rollout": responses.tolist(), "manual": reference.tolist()}
     # positions verl returns for the response must continue the prompt's
     out_pos = out.batch["position_ids"]
-    result["greedy"]["position_ids_continue"] = bool(torch.equal(out_pos[:, PROMPT_LEN:], pos[:, -1:] + torch.arange(1, steps + 1)))
+    result["greedy"]["position_ids_continue"] = bool(
+        torch.equal(out_pos[:, PROMPT_LEN:], pos[:, -1:] + torch.arange(1, steps + 1))
+    )
 
     # 2. sampling: checkpoint whose generation_config.json carries sampling defaults
-    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32, attn_implementation="eager").eval()
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir, torch_dtype=torch.float32, attn_implementation="eager"
+    ).eval()
     gen_cfg = model.generation_config
-    result["checkpoint_generation_config"] = {k: getattr(gen_cfg, k) for k in ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample", "transformers_version")}
+    result["checkpoint_generation_config"] = {
+        k: getattr(gen_cfg, k)
+        for k in ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample", "transformers_version")
+    }
     spy = _Spy(model)
     torch.manual_seed(1234)
     steps = 16
@@ -283,18 +312,27 @@ def probe_rollout():
     sampled_logp = torch.log_softmax(spy_scores.float(), dim=-1)
 
     with torch.no_grad():
-        logits = model(input_ids=out.batch["input_ids"], attention_mask=out.batch["attention_mask"], position_ids=out.batch["position_ids"], use_cache=False).logits
+        logits = model(
+            input_ids=out.batch["input_ids"],
+            attention_mask=out.batch["attention_mask"],
+            position_ids=out.batch["position_ids"],
+            use_cache=False,
+        ).logits
     direct = torch.log_softmax(logits[:, PROMPT_LEN - 1 : -1, :].float() / temperature, dim=-1)[:, :steps_run]
     valid = response_mask[:, :steps_run].bool()
     tok = responses[:, :steps_run]
-    token_diff = (sampled_logp.gather(-1, tok[..., None]).squeeze(-1) - direct.gather(-1, tok[..., None]).squeeze(-1)).abs()[valid]
+    token_diff = (
+        sampled_logp.gather(-1, tok[..., None]).squeeze(-1) - direct.gather(-1, tok[..., None]).squeeze(-1)
+    ).abs()[valid]
     dist_diff = (sampled_logp.exp() - direct.exp()).abs().sum(-1)[valid]  # total variation x2 per step
     result["sampling"] = {
         "valid_tokens": int(valid.sum()),
         "max_token_logprob_diff": float(token_diff.max()),
         "max_l1_distribution_diff": float(dist_diff.max()),
         "generate_kwargs": spy.calls[-1],
-        "effective_generation_config": {k: getattr(spy.effective, k) for k in ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample")},
+        "effective_generation_config": {
+            k: getattr(spy.effective, k) for k in ("temperature", "top_p", "top_k", "repetition_penalty", "do_sample")
+        },
     }
 
     # 3. the same responses scored the way PPO scores them: the patched actor's forward micro-batch
@@ -349,7 +387,6 @@ class _AutocastRecorder:
 
 
 def probe_autocast():
-    model_dir = save_checkpoint(tempfile.mkdtemp(prefix='verl_probe_model_'))
     import torch
 
     from verl.workers.actor.dp_actor import DataParallelPPOActor
@@ -361,19 +398,33 @@ def probe_autocast():
     init_dist()
     ids, mask, pos = left_padded_batch()
     micro = {"responses": ids[:, -4:], "input_ids": ids, "attention_mask": mask, "position_ids": pos}
-    settings = {"absent": {}, "fp32": {"autocast_dtype": "fp32"}, "float32": {"autocast_dtype": "float32"}, "32": {"autocast_dtype": 32}, "bf16": {"autocast_dtype": "bf16"}, "fp16": {"autocast_dtype": "fp16"}}
+    settings = {
+        "absent": {},
+        "fp32": {"autocast_dtype": "fp32"},
+        "float32": {"autocast_dtype": "float32"},
+        "32": {"autocast_dtype": 32},
+        "bf16": {"autocast_dtype": "bf16"},
+        "fp16": {"autocast_dtype": "fp16"},
+    }
     result = {"actor": {}, "critic": {}, "rollout": {}}
 
     model = make_qwen2(seed=0)
     recorder = _AutocastRecorder(model)
     with torch.no_grad():
-        reference = torch.log_softmax(model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -5:-1].float(), -1).gather(-1, ids[:, -4:, None]).squeeze(-1)
+        reference = (
+            torch.log_softmax(model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -5:-1].float(), -1)
+            .gather(-1, ids[:, -4:, None])
+            .squeeze(-1)
+        )
     for label, extra in settings.items():
         actor = DataParallelPPOActor(actor_config(**extra), model)
         recorder.seen.clear()
         with torch.no_grad():
             _, logp = actor._forward_micro_batch(dict(micro), temperature=1.0)
-        result["actor"][label] = {"autocast": recorder.seen[-1], "max_diff_vs_fp32": float((logp.float() - reference).abs().max())}
+        result["actor"][label] = {
+            "autocast": recorder.seen[-1],
+            "max_diff_vs_fp32": float((logp.float() - reference).abs().max()),
+        }
 
     critic_model = make_qwen2(seed=0, num_labels=1)
     crecorder = _AutocastRecorder(critic_model)
@@ -402,7 +453,7 @@ def probe_autocast():
 
 
 def probe_wiring():
-    model_dir = save_checkpoint(tempfile.mkdtemp(prefix='verl_probe_model_'))
+    model_dir = save_checkpoint(tempfile.mkdtemp(prefix="verl_probe_model_"))
     import types
 
     import transformers
@@ -435,7 +486,13 @@ def probe_wiring():
         OmegaConf.set_struct(config, True)  # as Hydra hands it over
         fake = types.SimpleNamespace(config=config, _is_actor=True, rank=0)
         try:
-            fw.ActorRolloutRefWorker._build_model_optimizer(fake, model_path=model_dir, fsdp_config=OmegaConf.create({}), optim_config=None, override_model_config={})
+            fw.ActorRolloutRefWorker._build_model_optimizer(
+                fake,
+                model_path=model_dir,
+                fsdp_config=OmegaConf.create({}),
+                optim_config=None,
+                override_model_config={},
+            )
         except Stop:
             pass
         actor[label] = seen[-1] if seen else None
@@ -451,10 +508,12 @@ def probe_wiring():
 
     vmodel.load_valuehead_model = spy_loader
     for label, model_cfg in {"absent": {}, "eager": {"attn_implementation": "eager"}}.items():
-        config = OmegaConf.create({"model": {"path": model_dir, "tokenizer_path": model_dir, "fsdp_config": {}, **model_cfg}})
+        config = OmegaConf.create(
+            {"model": {"path": model_dir, "tokenizer_path": model_dir, "fsdp_config": {}, **model_cfg}}
+        )
         OmegaConf.set_struct(config, True)
         fake = types.SimpleNamespace(config=config, rank=0, device_mesh=None, ulysses_sequence_parallel_size=1)
-        fw.get_init_weight_context_manager = lambda **kw: (lambda: __import__("contextlib").nullcontext())
+        fw.get_init_weight_context_manager = lambda **kw: lambda: __import__("contextlib").nullcontext()
         seen.clear()
         real = transformers.AutoConfig.from_pretrained
 
@@ -479,7 +538,9 @@ def probe_wiring():
     cfg = transformers.AutoConfig.from_pretrained(model_dir)
     cfg.num_labels = 1
     try:
-        loaded = vmodel.load_valuehead_model(model_dir, __import__("torch").float32, cfg, False, attn_implementation="eager")
+        loaded = vmodel.load_valuehead_model(
+            model_dir, __import__("torch").float32, cfg, False, attn_implementation="eager"
+        )
         result["valuehead_eager"] = {"class": type(loaded).__name__, "attn": loaded.config._attn_implementation}
     except TypeError as exc:
         result["valuehead_eager"] = {"error": f"TypeError: {exc}"}
@@ -620,7 +681,11 @@ def lora_trainer_config(model_dir, target_modules="all-linear"):
         rollout.log_prob_micro_batch_size_per_gpu = 2
         critic = full.critic
         critic.model.path = critic.model.tokenizer_path = model_dir
-        critic.model.lora_rank, critic.model.lora_alpha, critic.model.target_modules = LORA_RANK, LORA_ALPHA, target_modules
+        critic.model.lora_rank, critic.model.lora_alpha, critic.model.target_modules = (
+            LORA_RANK,
+            LORA_ALPHA,
+            target_modules,
+        )
         critic.model.attn_implementation = "sdpa"
         critic.model.use_remove_padding = False
         critic.model.enable_gradient_checkpointing = True
@@ -641,7 +706,12 @@ def _sequence_logprobs(model, batch):
 
     responses = batch["responses"]
     with torch.no_grad():
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"], use_cache=False).logits
+        logits = model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            position_ids=batch["position_ids"],
+            use_cache=False,
+        ).logits
     logits = logits[:, -responses.shape[1] - 1 : -1, :].float()
     return torch.log_softmax(logits, dim=-1).gather(-1, responses[..., None]).squeeze(-1)
 
@@ -650,7 +720,12 @@ def _values(model, batch):
     import torch
 
     with torch.no_grad():
-        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], position_ids=batch["position_ids"], use_cache=False).logits
+        logits = model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            position_ids=batch["position_ids"],
+            use_cache=False,
+        ).logits
     return logits[:, -batch["responses"].shape[1] - 1 : -1].squeeze(-1).float()
 
 
@@ -663,7 +738,9 @@ def _full_params(fsdp_module):
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
     with FSDP.summon_full_params(fsdp_module, writeback=False):
-        return {name.replace("_fsdp_wrapped_module.", ""): p.detach().clone() for name, p in fsdp_module.named_parameters()}
+        return {
+            name.replace("_fsdp_wrapped_module.", ""): p.detach().clone() for name, p in fsdp_module.named_parameters()
+        }
 
 
 class _GradAtStep:
@@ -674,7 +751,9 @@ class _GradAtStep:
         real_step = optimizer.step
 
         def step(*args, **kwargs):
-            self.seen.append([(p.requires_grad, p.grad is not None, p.numel()) for _, p in fsdp_module.named_parameters()])
+            self.seen.append(
+                [(p.requires_grad, p.grad is not None, p.numel()) for _, p in fsdp_module.named_parameters()]
+            )
             return real_step(*args, **kwargs)
 
         optimizer.step = step
@@ -690,13 +769,17 @@ def _param_report(fsdp_module, optimizer, peft_model, grads):
         "optimizer_params_numel": sum(p.numel() for group in optimizer.param_groups for p in group["params"]),
         "optimizer_state_numel": sum(p.numel() for p in state),
         "optimizer_state_requires_grad": sorted({bool(p.requires_grad) for p in state}),
-        "optimizer_state_dtypes": sorted({str(t.dtype).replace("torch.", "") for p in state for t in optimizer.state[p].values() if t.dim() > 0}),
+        "optimizer_state_dtypes": sorted(
+            {str(t.dtype).replace("torch.", "") for p in state for t in optimizer.state[p].values() if t.dim() > 0}
+        ),
         "steps": len(grads.seen),
         "with_grad_numel_per_step": sorted({sum(n for _, has_grad, n in seen if has_grad) for seen in grads.seen}),
         "frozen_with_grad": sum(1 for requires_grad, has_grad, _ in at_step if has_grad and not requires_grad),
         "trainable_without_grad": sum(1 for requires_grad, has_grad, _ in at_step if requires_grad and not has_grad),
         "adapter_numel": sum(p.numel() for _, p in peft_model.named_parameters() if p.requires_grad),
-        "trainable_not_lora": sorted(n for n, p in peft_model.named_parameters() if p.requires_grad and "lora_" not in n),
+        "trainable_not_lora": sorted(
+            n for n, p in peft_model.named_parameters() if p.requires_grad and "lora_" not in n
+        ),
         "total_numel": sum(p.numel() for _, p in peft_model.named_parameters()),
     }
 
@@ -719,7 +802,13 @@ def single_process_worker_env():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    for key, value in {"WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}.items():
+    for key, value in {
+        "WORLD_SIZE": "1",
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }.items():
         os.environ.setdefault(key, value)
 
 
@@ -728,7 +817,6 @@ def probe_lora():
 
     model_dir = save_checkpoint(tempfile.mkdtemp(prefix="verl_probe_model_"))
     import torch
-    from tensordict import TensorDict
 
     single_process_worker_env()
 
@@ -756,7 +844,9 @@ def probe_lora():
         "attn_implementation": inner.config._attn_implementation,
         "mixed_precision_param_dtype": str(worker.actor_module_fsdp.mixed_precision.param_dtype).replace("torch.", ""),
         "target_modules": sorted(captured[0]["config"].target_modules),
-        "lora_b_nonzero": bool(all(float(p.abs().sum()) > 0 for n, p in peft_model.named_parameters() if "lora_B" in n)),
+        "lora_b_nonzero": bool(
+            all(float(p.abs().sum()) > 0 for n, p in peft_model.named_parameters() if "lora_B" in n)
+        ),
     }
 
     ids, mask, pos = left_padded_batch()
@@ -784,14 +874,23 @@ def probe_lora():
 
     before = _full_params(worker.actor_module_fsdp)
     generator = torch.Generator().manual_seed(3)
-    update = dict(tensors, old_log_probs=old_logp, ref_log_prob=ref_logp, advantages=torch.randn(response_mask.shape, generator=generator) * response_mask)
+    update = dict(
+        tensors,
+        old_log_probs=old_logp,
+        ref_log_prob=ref_logp,
+        advantages=torch.randn(response_mask.shape, generator=generator) * response_mask,
+    )
     n_tokens = batch["attention_mask"].sum(-1).tolist()
     actor_grads = _GradAtStep(worker.actor_module_fsdp, worker.actor_optimizer)
-    metrics = worker.update_actor(DataProto.from_dict(tensors=update, meta_info={"temperature": 1.0, "global_token_num": n_tokens})).meta_info["metrics"]
+    metrics = worker.update_actor(
+        DataProto.from_dict(tensors=update, meta_info={"temperature": 1.0, "global_token_num": n_tokens})
+    ).meta_info["metrics"]
     result["update"] = _param_report(worker.actor_module_fsdp, worker.actor_optimizer, peft_model, actor_grads)
     after = _full_params(worker.actor_module_fsdp)
     result["update"].update(_changed(before, after))
-    result["update"]["pg_loss_finite"] = bool(all(torch.isfinite(torch.tensor(v)).all() for k, v in metrics.items() if k.startswith("actor/pg_loss")))
+    result["update"]["pg_loss_finite"] = bool(
+        all(torch.isfinite(torch.tensor(v)).all() for k, v in metrics.items() if k.startswith("actor/pg_loss"))
+    )
     ref_after = worker.compute_ref_log_prob(DataProto.from_dict(tensors=dict(tensors))).batch["ref_log_prob"]
     old_after = worker.compute_log_prob(DataProto.from_dict(tensors=dict(tensors))).batch["old_log_probs"]
     result["update"]["ref_after_vs_base"] = _masked_max_diff(ref_after, base_logp, response_mask)
@@ -799,7 +898,9 @@ def probe_lora():
 
     # checkpoint: verl writes only the adapter under lora_adapter/ (fsdp_workers.py save_checkpoint)
     ckpt = tempfile.mkdtemp(prefix="verl_probe_ckpt_")
-    worker.checkpoint_manager = __import__("types").SimpleNamespace(save_checkpoint=lambda **kw: None)  # full FSDP state: not LoRA's concern
+    worker.checkpoint_manager = __import__("types").SimpleNamespace(
+        save_checkpoint=lambda **kw: None
+    )  # full FSDP state: not LoRA's concern
     worker.save_checkpoint(local_path=ckpt)
     adapter_dir = os.path.join(ckpt, "lora_adapter")
     result["checkpoint"] = {"files": sorted(os.listdir(adapter_dir)) if os.path.isdir(adapter_dir) else []}
@@ -807,8 +908,12 @@ def probe_lora():
         from peft import PeftModel
 
         reloaded = PeftModel.from_pretrained(copy.deepcopy(base), adapter_dir).eval()
-        result["checkpoint"]["reloaded_vs_trained_logprob"] = _masked_max_diff(_sequence_logprobs(reloaded, tensors), old_after, response_mask)
-        result["checkpoint"]["reloaded_vs_base_logprob"] = _masked_max_diff(_sequence_logprobs(reloaded, tensors), base_logp, response_mask)
+        result["checkpoint"]["reloaded_vs_trained_logprob"] = _masked_max_diff(
+            _sequence_logprobs(reloaded, tensors), old_after, response_mask
+        )
+        result["checkpoint"]["reloaded_vs_base_logprob"] = _masked_max_diff(
+            _sequence_logprobs(reloaded, tensors), base_logp, response_mask
+        )
 
     # ------------------------------------------------------------------ critic
     critic_worker = fw.CriticWorker(config.critic)
@@ -862,11 +967,21 @@ def _checkpoint_case(lora):
     if lora:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model, LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", task_type="CAUSAL_LM")
+        )
     model.train()
     fp32 = MixedPrecision(param_dtype=torch.float32, reduce_dtype=torch.float32, buffer_dtype=torch.float32)
     # as fsdp_workers.py:314-330 (FULL_SHARD on a world of one becomes NO_SHARD), on CPU as in _cpu_worker_shims
-    fsdp = FSDP(model, auto_wrap_policy=get_fsdp_wrap_policy(model, config=None, is_lora=lora), device_id=torch.device("cpu"), sharding_strategy=ShardingStrategy.FULL_SHARD, mixed_precision=fp32, sync_module_states=False, use_orig_params=False)
+    fsdp = FSDP(
+        model,
+        auto_wrap_policy=get_fsdp_wrap_policy(model, config=None, is_lora=lora),
+        device_id=torch.device("cpu"),
+        sharding_strategy=ShardingStrategy.FULL_SHARD,
+        mixed_precision=fp32,
+        sync_module_states=False,
+        use_orig_params=False,
+    )
     optimizer = torch.optim.AdamW(fsdp.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + step))
     generator = torch.Generator().manual_seed(3)
@@ -921,7 +1036,11 @@ def _checkpoint_case(lora):
     for name in sorted(os.listdir(ckpt)):
         if name.endswith(".pt"):
             seen = []
-            files[name] = real_load(os.path.join(ckpt, name), map_location=lambda storage, loc: (seen.append(loc), storage)[1], weights_only=False)
+            files[name] = real_load(
+                os.path.join(ckpt, name),
+                map_location=lambda storage, loc: (seen.append(loc), storage)[1],
+                weights_only=False,
+            )
             locations[name] = sorted(set(seen))
     saved_model = files["model_world_size_1_rank_0.pt"]
     result = {
@@ -939,7 +1058,10 @@ def _checkpoint_case(lora):
         "saved_tensor_devices": sorted({str(v.device) for v in saved_model.values() if isinstance(v, torch.Tensor)}),
     }
     if not lora:
-        result["tied_keys_share_storage"] = saved_model["lm_head.weight"].untyped_storage().data_ptr() == saved_model["model.embed_tokens.weight"].untyped_storage().data_ptr()
+        result["tied_keys_share_storage"] = (
+            saved_model["lm_head.weight"].untyped_storage().data_ptr()
+            == saved_model["model.embed_tokens.weight"].untyped_storage().data_ptr()
+        )
     return result
 
 
@@ -950,7 +1072,15 @@ def probe_checkpoint():
 
 def main(argv):
     probe, args = argv[0], argv[1:]
-    fn = {"imports": probe_imports, "rollout": probe_rollout, "autocast": probe_autocast, "wiring": probe_wiring, "triton": probe_triton, "lora": probe_lora, "checkpoint": probe_checkpoint}[probe]
+    fn = {
+        "imports": probe_imports,
+        "rollout": probe_rollout,
+        "autocast": probe_autocast,
+        "wiring": probe_wiring,
+        "triton": probe_triton,
+        "lora": probe_lora,
+        "checkpoint": probe_checkpoint,
+    }[probe]
     result = fn(*args)
     import verl
 

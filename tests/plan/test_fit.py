@@ -17,7 +17,13 @@ def _need(request, phase):
 
 
 def test_auto_fit_picks_the_largest_actor_micro_batch_that_fits():
-    base = qwen_request(train_batch_size=32, ppo_mini_batch_size=16, gradient_checkpointing=True, actor_optimizer_offload=True, critic_optimizer_offload=True)
+    base = qwen_request(
+        train_batch_size=32,
+        ppo_mini_batch_size=16,
+        gradient_checkpointing=True,
+        actor_optimizer_offload=True,
+        critic_optimizer_offload=True,
+    )
     need4 = _need(replace(base, actor_micro_batch_size=4), "actor_update")
     need8 = _need(replace(base, actor_micro_batch_size=8), "actor_update")
     assert need4 < need8
@@ -25,14 +31,19 @@ def test_auto_fit_picks_the_largest_actor_micro_batch_that_fits():
     decision = auto_fit(replace(base, gpu_memory_bytes=card), keep=("gradient_checkpointing", "offload"))
     assert decision.fits and decision.request.actor_micro_batch_size == 4
     budget = int(0.9 * card)
-    assert f"actor micro-batch 4: 8 would need {need8 / GIB:.1f} GiB of {budget / GIB:.1f} GiB (90% of {card / GIB:.1f} GiB) in actor update" in decision.reasons
+    assert (
+        f"actor micro-batch 4: 8 would need {need8 / GIB:.1f} GiB of {budget / GIB:.1f} GiB (90% of"
+        f" {card / GIB:.1f} GiB) in actor update" in decision.reasons
+    )
     # every phase of the chosen plan is within the budget
     assert decision.plan.required_bytes <= budget
 
 
 def test_auto_fit_turns_on_checkpointing_only_when_needed():
     base = qwen_request(max_prompt_length=512, max_response_length=1024)
-    ones = dict(actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1)
+    ones = dict(
+        actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1, rollout_micro_batch_size=1
+    )
     without = predict(replace(base, **ones)).required_bytes
     with_gc = predict(replace(base, gradient_checkpointing=True, **ones)).required_bytes
     assert with_gc < without
@@ -40,14 +51,18 @@ def test_auto_fit_turns_on_checkpointing_only_when_needed():
     decision = auto_fit(replace(base, gpu_memory_bytes=card))
     r = decision.request
     assert decision.fits and r.gradient_checkpointing
-    assert not (r.actor_optimizer_offload or r.critic_optimizer_offload or r.actor_param_offload or r.critic_param_offload)
+    assert not (
+        r.actor_optimizer_offload or r.critic_optimizer_offload or r.actor_param_offload or r.critic_param_offload
+    )
     assert decision.reasons[0].startswith("gradient checkpointing on: without it, ")
     roomy = auto_fit(replace(base, gpu_memory_bytes=4 * card))
     assert roomy.fits and not roomy.request.gradient_checkpointing
 
 
 def test_auto_fit_never_offloads_actor_params_with_hf_rollout():
-    decision = auto_fit(qwen_request(max_prompt_length=1024, max_response_length=8192, gpu_memory_bytes=int(22.5 * GIB)))
+    decision = auto_fit(
+        qwen_request(max_prompt_length=1024, max_response_length=8192, gpu_memory_bytes=int(22.5 * GIB))
+    )
     assert not decision.request.actor_param_offload
 
 
@@ -64,13 +79,21 @@ def test_auto_fit_refuses_with_the_smallest_change():
 
 
 def test_auto_fit_keeps_what_it_is_told_to():
-    request = qwen_request(actor_micro_batch_size=2, critic_micro_batch_size=2, log_prob_micro_batch_size=2, rollout_micro_batch_size=4, gradient_checkpointing=True, gpu_memory_bytes=int(22.5 * GIB))
+    request = qwen_request(
+        actor_micro_batch_size=2,
+        critic_micro_batch_size=2,
+        log_prob_micro_batch_size=2,
+        rollout_micro_batch_size=4,
+        gradient_checkpointing=True,
+        gpu_memory_bytes=int(22.5 * GIB),
+    )
     decision = auto_fit(request, keep=("micro_batches", "offload", "gradient_checkpointing"))
     assert decision.fits and decision.request == request
 
 
 def Settings():
-    """verlfit train's settings with their defaults (verlfit.run_settings.TrainSettings: the type fit_for_train reads and
+    """verlfit train's settings with their defaults (verlfit.run_settings.TrainSettings: the type fit_for_train reads
+    and
     writes): Qwen2.5-0.5B, PPO, batch 32, mini-batch 16, micro-batches 4/8/4, 512 + 256 tokens."""
     from verlfit.run_settings import TrainSettings
 
@@ -96,7 +119,10 @@ def test_auto_fit_reasons_for_a_batch_that_is_not_a_power_of_two():
     """issue 16 item 8: with --batch-size 3 auto-fit said "log-prob micro-batch 2: the largest possible (2 responses
     per GPU)" although there are 3. verl's log-prob split takes a last, smaller chunk (dp_actor.py:345), so the whole
     3 is a candidate; every choice names the real count."""
-    decision = auto_fit(qwen_request(train_batch_size=3, ppo_mini_batch_size=3, gradient_checkpointing=True, gpu_memory_bytes=80 * GIB), keep=("gradient_checkpointing", "offload"))
+    decision = auto_fit(
+        qwen_request(train_batch_size=3, ppo_mini_batch_size=3, gradient_checkpointing=True, gpu_memory_bytes=80 * GIB),
+        keep=("gradient_checkpointing", "offload"),
+    )
     assert decision.fits
     assert decision.reasons == (
         "actor micro-batch 3: the largest possible (3 responses per GPU)",
@@ -105,13 +131,32 @@ def test_auto_fit_reasons_for_a_batch_that_is_not_a_power_of_two():
         "rollout micro-batch 3: the largest possible (3 prompts per GPU)",
     )
     r = decision.request
-    assert (r.actor_micro_batch_size, r.log_prob_micro_batch_size, r.critic_micro_batch_size, r.rollout_micro_batch_size) == (3, 3, 3, 3)
+    assert (
+        r.actor_micro_batch_size,
+        r.log_prob_micro_batch_size,
+        r.critic_micro_batch_size,
+        r.rollout_micro_batch_size,
+    ) == (3, 3, 3, 3)
 
 
 def test_log_prob_candidates_end_with_the_whole_batch():
     assert fit._candidates(qwen_request(train_batch_size=3, ppo_mini_batch_size=3), "log_prob") == [1, 2, 3]
-    assert fit._candidates(qwen_request(train_batch_size=24, ppo_mini_batch_size=12), "log_prob") == [1, 2, 4, 8, 16, 24]
-    assert fit._candidates(qwen_request(train_batch_size=32, ppo_mini_batch_size=16), "log_prob") == [1, 2, 4, 8, 16, 32]
+    assert fit._candidates(qwen_request(train_batch_size=24, ppo_mini_batch_size=12), "log_prob") == [
+        1,
+        2,
+        4,
+        8,
+        16,
+        24,
+    ]
+    assert fit._candidates(qwen_request(train_batch_size=32, ppo_mini_batch_size=16), "log_prob") == [
+        1,
+        2,
+        4,
+        8,
+        16,
+        32,
+    ]
 
 
 def test_a_lora_rank_too_large_for_the_card_is_offered_the_largest_rank_that_fits():
@@ -122,7 +167,15 @@ def test_a_lora_rank_too_large_for_the_card_is_offered_the_largest_rank_that_fit
     from verlfit.profiles import load_profile
 
     # as train builds it: the critic at the actor's rank (--lora-rank alone sets both); 1536 = the 1.5B's bound
-    request = request_for_profile(load_profile("p40"), QWEN_1P5B, int(22.5 * GIB), algorithm="ppo", rollout_n=1, lora_rank=1536, critic_lora_rank=1536)
+    request = request_for_profile(
+        load_profile("p40"),
+        QWEN_1P5B,
+        int(22.5 * GIB),
+        algorithm="ppo",
+        rollout_n=1,
+        lora_rank=1536,
+        critic_lora_rank=1536,
+    )
     decision = auto_fit(request)
     assert not decision.fits
     prefix = "smallest changes that would fit, each on its own: --lora-rank "
@@ -130,10 +183,14 @@ def test_a_lora_rank_too_large_for_the_card_is_offered_the_largest_rank_that_fit
     rank = int(decision.suggestion.removeprefix(prefix).split()[0])
     assert decision.suggestion.startswith(f"{prefix}{rank} (from 1536; and --critic-lora-rank {rank} if you gave one)")
     assert _fits_fully_saved(replace(request, lora_rank=rank, critic_lora_rank=rank), DEFAULT_MARGIN, frozenset())
-    assert not _fits_fully_saved(replace(request, lora_rank=rank + 1, critic_lora_rank=rank + 1), DEFAULT_MARGIN, frozenset())
+    assert not _fits_fully_saved(
+        replace(request, lora_rank=rank + 1, critic_lora_rank=rank + 1), DEFAULT_MARGIN, frozenset()
+    )
     # a critic rank set apart is lowered on its own
     apart = auto_fit(replace(request, lora_rank=32)).suggestion
-    assert apart.startswith("smallest changes that would fit, each on its own: --critic-lora-rank ") and "--lora-rank" not in apart.replace("--critic-lora-rank", "")
+    assert apart.startswith(
+        "smallest changes that would fit, each on its own: --critic-lora-rank "
+    ) and "--lora-rank" not in apart.replace("--critic-lora-rank", "")
 
 
 def test_lora_rank_suggestions_stay_within_the_layers_rank():
@@ -142,18 +199,27 @@ def test_lora_rank_suggestions_stay_within_the_layers_rank():
     from verlfit.plan.request import request_for_profile
     from verlfit.profiles import load_profile
 
-    request = request_for_profile(load_profile("p40"), QWEN, int(22.5 * GIB), algorithm="ppo", rollout_n=1, lora_rank=896, critic_lora_rank=896)
+    request = request_for_profile(
+        load_profile("p40"), QWEN, int(22.5 * GIB), algorithm="ppo", rollout_n=1, lora_rank=896, critic_lora_rank=896
+    )
     assert memory.lora_rank_bound(QWEN, "actor") == (896, "q_proj")
     assert auto_fit(request).fits
     unvalidated = replace(request, lora_rank=100000, critic_lora_rank=100000)  # what the search sees, past validation
-    assert fit.smallest_change(unvalidated).startswith("smallest changes that would fit, each on its own: --lora-rank 896 (from 100000;")
+    assert fit.smallest_change(unvalidated).startswith(
+        "smallest changes that would fit, each on its own: --lora-rank 896 (from 100000;"
+    )
     with pytest.raises(VerlfitError) as error:
         auto_fit(unvalidated)
     assert error.value.exit_code == 2
-    assert str(error.value) == ("--lora-rank 100000: above 896, the largest rank a LoRA update of the actor's targeted layers can have on "
-                                f"{QWEN.name} (min(in, out features); the widest is q_proj, 896 -> 896): a larger rank adds memory and no capacity\n"
-                                "  fix: use --lora-rank 896 or less (e.g. 32)")
-    with pytest.raises(VerlfitError, match=r"^--critic-lora-rank 900: above 896, the largest rank a LoRA update of the critic's"):
+    assert (
+        str(error.value)
+        == "--lora-rank 100000: above 896, the largest rank a LoRA update of the actor's targeted layers can have on"
+        f" {QWEN.name} (min(in, out features); the widest is q_proj, 896 -> 896): a larger rank adds memory and no"
+        " capacity\n  fix: use --lora-rank 896 or less (e.g. 32)"
+    )
+    with pytest.raises(
+        VerlfitError, match=r"^--critic-lora-rank 900: above 896, the largest rank a LoRA update of the critic's"
+    ):
         memory.validate_request(replace(request, lora_rank=32, critic_lora_rank=900))
     memory.validate_request(replace(request, lora_rank=896, critic_lora_rank=896))
 
@@ -171,5 +237,11 @@ def test_nothing_fits_names_the_phase_the_peak_line_names():
     decision = auto_fit(request)
     phases = {p.phase: p.total for p in decision.plan.phases}
     assert phases["critic_update"] - phases["actor_update"] == 30_740 and decision.plan.peak.phase == "critic_update"
-    assert decision.reasons[0] == "nothing fits: even with every saving on, critic update at critic micro-batch 1 would need 35.0 GiB of 20.2 GiB (90% of 22.5 GiB)"
-    assert decision.plan.notes[0].startswith(f"peak: critic update 34.5 GiB + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = 35.0 GiB")
+    assert (
+        decision.reasons[0]
+        == "nothing fits: even with every saving on, critic update at critic micro-batch 1 would need 35.0 GiB of 20.2"
+        " GiB (90% of 22.5 GiB)"
+    )
+    assert decision.plan.notes[0].startswith(
+        f"peak: critic update 34.5 GiB + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = 35.0 GiB"
+    )

@@ -32,11 +32,23 @@ def _peft_trainable(model_class, target_modules, rank=8):
     model = model_class.from_config(config)
     model.enable_input_require_grads()
     modules_to_save = [name for name in ("score", "v_head") if hasattr(model, name)] or None  # patch 0011
-    lora = LoraConfig(task_type=TaskType.CAUSAL_LM, r=rank, lora_alpha=16, target_modules=target_modules, bias="none", modules_to_save=modules_to_save)
+    lora = LoraConfig(
+        task_type=TaskType.CAUSAL_LM,
+        r=rank,
+        lora_alpha=16,
+        target_modules=target_modules,
+        bias="none",
+        modules_to_save=modules_to_save,
+    )
     peft_model = get_peft_model(model, lora)
     trainable = [(name, p) for name, p in peft_model.named_parameters() if p.requires_grad]
     total = sum(p.numel() for p in peft_model.parameters())
-    return sum(p.numel() for _, p in trainable), total, sorted(name for name, _ in trainable if "lora_A" not in name and "lora_B" not in name), {str(p.dtype) for _, p in trainable}
+    return (
+        sum(p.numel() for _, p in trainable),
+        total,
+        sorted(name for name, _ in trainable if "lora_A" not in name and "lora_B" not in name),
+        {str(p.dtype) for _, p in trainable},
+    )
 
 
 @pytest.mark.parametrize(
@@ -52,8 +64,17 @@ def test_adapter_parameters_equal_peft(target_modules, actor_expected, critic_ex
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
     targets = target_modules if isinstance(target_modules, str) else tuple(target_modules)
-    heads = {"actor": [], "critic": ["base_model.model.score.modules_to_save.default.bias", "base_model.model.score.modules_to_save.default.weight"]}
-    for role, model_class, expected in (("actor", AutoModelForCausalLM, actor_expected), ("critic", AutoModelForTokenClassification, critic_expected)):
+    heads = {
+        "actor": [],
+        "critic": [
+            "base_model.model.score.modules_to_save.default.bias",
+            "base_model.model.score.modules_to_save.default.weight",
+        ],
+    }
+    for role, model_class, expected in (
+        ("actor", AutoModelForCausalLM, actor_expected),
+        ("critic", AutoModelForTokenClassification, critic_expected),
+    ):
         trained, total, other_trainable, dtypes = _peft_trainable(model_class, target_modules)
         assert adapter_parameters(SMALL, role, 8, targets) == trained == expected, role
         assert role_parameters(small_request(lora_rank=8, lora_target_modules=targets), role) == (total, trained)
@@ -75,16 +96,23 @@ def test_qwen25_adapter_sizes():
     assert adapter_parameters(QWEN, "critic", 32) == 17_596_416 + 897 == 17_597_313
     assert adapter_parameters(QWEN_1P5B, "actor", 32) == 28 * 32 * (3072 + 1792 + 1792 + 3072 + 3 * 10496) == 36_929_536
     assert adapter_parameters(QWEN_3B, "actor", 32) == 36 * 32 * (4096 + 2304 + 2304 + 4096 + 3 * 13056) == 59_867_136
-    assert QWEN_3B.actor_parameters == 3_085_938_688 and QWEN_1P5B.actor_parameters == 1_543_714_304  # the models' reported sizes
+    assert (
+        QWEN_3B.actor_parameters == 3_085_938_688 and QWEN_1P5B.actor_parameters == 1_543_714_304
+    )  # the models' reported sizes
     assert adapter_parameters(QWEN, "actor", 0) == 0
 
 
 def test_lora_state_bytes_ppo():
     r = small_request(lora_rank=8)
     assert role_parameters(r, "actor") == (ACTOR + SMALL_ADAPTER, SMALL_ADAPTER)
-    assert role_parameters(r, "critic") == (CRITIC + SMALL_CRITIC_ADAPTER, SMALL_CRITIC_ADAPTER)  # the critic follows the actor's rank
+    assert role_parameters(r, "critic") == (
+        CRITIC + SMALL_CRITIC_ADAPTER,
+        SMALL_CRITIC_ADAPTER,
+    )  # the critic follows the actor's rank
     rollout = predict(r).phase("rollout")
-    assert rollout.weights == 4 * (ACTOR + SMALL_ADAPTER) + 4 * (CRITIC + SMALL_CRITIC_ADAPTER)  # frozen base fp32 + fp32 adapter
+    assert rollout.weights == 4 * (ACTOR + SMALL_ADAPTER) + 4 * (
+        CRITIC + SMALL_CRITIC_ADAPTER
+    )  # frozen base fp32 + fp32 adapter
     assert rollout.optimizer == 8 * SMALL_ADAPTER + 8 * SMALL_CRITIC_ADAPTER  # AdamW states for the adapters only
     moments = memory.update_moments(r, "actor")
     step = moments["optimizer step"]
@@ -97,21 +125,29 @@ def test_lora_state_bytes_ppo():
     assert moments["backward through the layers"].gradients == 4 * SMALL_ADAPTER
     critic = memory.update_moments(r, "critic")
     assert critic["optimizer step"].gradients == 4 * SMALL_CRITIC_ADAPTER
-    assert critic["backward through the layers"].gradients == 4 * SMALL_CRITIC_ADAPTER + 4 * 65  # + the head's gradient, first
+    assert (
+        critic["backward through the layers"].gradients == 4 * SMALL_CRITIC_ADAPTER + 4 * 65
+    )  # + the head's gradient, first
 
 
 def test_lora_activations_add_the_adapter_rank_per_target():
     full = memory.training_activation_bytes(SMALL, 2, 64, "float32", "sdpa", checkpointing=False)
-    lora = memory.training_activation_bytes(SMALL, 2, 64, "float32", "sdpa", checkpointing=False, adapter_widths=(7 * 8, 0))
+    lora = memory.training_activation_bytes(
+        SMALL, 2, 64, "float32", "sdpa", checkpointing=False, adapter_widths=(7 * 8, 0)
+    )
     tokens = 2 * 64
     # per token per layer: lora_A's output (rank 8) for each of the 7 projections, fp32; 2 layers saved,
     # one more in the backward workspace
     assert lora[0] - full[0] == 2 * tokens * 56 * 4
     assert lora[1] - full[1] == 3 * tokens * 56 * 4
-    actor = memory.update_moments(small_request(lora_rank=8, gradient_checkpointing=False), "actor")["backward through the logits"]
+    actor = memory.update_moments(small_request(lora_rank=8, gradient_checkpointing=False), "actor")[
+        "backward through the logits"
+    ]
     assert actor.activations == lora[0]
     # the critic's head trains in full: no adapter output of its own
-    critic = memory.update_moments(small_request(lora_rank=8, gradient_checkpointing=False), "critic")["backward through the logits"]
+    critic = memory.update_moments(small_request(lora_rank=8, gradient_checkpointing=False), "critic")[
+        "backward through the logits"
+    ]
     assert critic.activations == lora[0]
 
 
@@ -121,7 +157,11 @@ def test_grpo_lora_has_no_reference_model():
     assert full.phase("rollout").weights == 4 * ACTOR + 4 * ACTOR  # fp32 actor + the ref's resident GPU copy
     assert lora.phase("rollout").weights == 4 * (ACTOR + SMALL_ADAPTER)  # the actor only
     ref, old = lora.phase("ref_log_prob"), lora.phase("old_log_prob")
-    assert (ref.weights, ref.activations, ref.logits) == (old.weights, old.activations, old.logits)  # the actor's compute_log_prob, entropy included
+    assert (ref.weights, ref.activations, ref.logits) == (
+        old.weights,
+        old.activations,
+        old.logits,
+    )  # the actor's compute_log_prob, entropy included
     assert "adapter disabled" in ref.detail[-1]
     assert [p.phase for p in lora.phases] == ["rollout", "old_log_prob", "ref_log_prob", "actor_update"]
 
@@ -137,14 +177,34 @@ def test_critic_lora_rank_apart():
 
 def test_lora_notes():
     notes = predict(small_request(lora_rank=8)).notes
-    assert notes[1] == "LoRA actor: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,384 parameters train (11.85% of 138,304: adapters); the base is frozen, with no gradients or AdamW states; its weights are stored in float32 (4 bytes a parameter, 0.0 GiB)"
-    assert notes[2] == "LoRA critic: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,449 parameters train (11.89% of 138,369: adapters + the value head score in full (65)); the base is frozen, with no gradients or AdamW states; its weights are stored in float32 (4 bytes a parameter, 0.0 GiB)"
+    assert (
+        notes[1]
+        == "LoRA actor: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,384 parameters"
+        " train (11.85% of 138,304: adapters); the base is frozen, with no gradients or AdamW states; its weights"
+        " are stored in float32 (4 bytes a parameter, 0.0 GiB)"
+    )
+    assert (
+        notes[2]
+        == "LoRA critic: rank 8 on q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj: 16,449 parameters"
+        " train (11.89% of 138,369: adapters + the value head score in full (65)); the base is frozen, with no"
+        " gradients or AdamW states; its weights are stored in float32 (4 bytes a parameter, 0.0 GiB)"
+    )
     sixteen = predict(small_request(lora_rank=8, frozen_base_dtype="bfloat16")).notes
-    assert sixteen[1].endswith("; its weights are stored in bfloat16 (patch 0026: 2 bytes a parameter, 0.0 GiB; computed in float32: FSDP upcasts one unit at a time), the trained ones in float32")
+    assert sixteen[1].endswith(
+        "; its weights are stored in bfloat16 (patch 0026: 2 bytes a parameter, 0.0 GiB; computed in float32: FSDP"
+        " upcasts one unit at a time), the trained ones in float32"
+    )
     half = predict(small_request(lora_rank=8, dtype="float16", frozen_base_dtype="float16")).notes
-    assert half[1].endswith("; its weights are stored in float16 (patch 0026: 2 bytes a parameter, 0.0 GiB; computed in float16: as stored), the trained ones in float32")
+    assert half[1].endswith(
+        "; its weights are stored in float16 (patch 0026: 2 bytes a parameter, 0.0 GiB; computed in float16: as"
+        " stored), the trained ones in float32"
+    )
     assert notes[-1] == memory.LORA_CALIBRATION_NOTE
-    assert predict(small_request(algorithm="grpo", rollout_n=2, lora_rank=8)).notes[1].endswith("; the reference is the actor with its adapter disabled (no second model)")
+    assert (
+        predict(small_request(algorithm="grpo", rollout_n=2, lora_rank=8))
+        .notes[1]
+        .endswith("; the reference is the actor with its adapter disabled (no second model)")
+    )
     assert not any("LoRA" in n for n in predict(small_request()).notes)
 
 
@@ -153,7 +213,10 @@ def test_lora_notes():
     [
         (dict(lora_rank=-1), "LoRA rank must be a whole number >= 0 (0 = full fine-tuning), got -1"),
         (dict(lora_rank=8, critic_lora_rank=-2), "critic LoRA rank must be a whole number >= 0"),
-        (dict(lora_rank=8, lora_target_modules=("q_proj", "qkv")), "LoRA target modules qkv: not a Linear layer of a qwen2 model"),
+        (
+            dict(lora_rank=8, lora_target_modules=("q_proj", "qkv")),
+            "LoRA target modules qkv: not a Linear layer of a qwen2 model",
+        ),
         (dict(lora_rank=8, lora_target_modules=()), "LoRA target modules (none)"),
         (dict(lora_rank=8, lora_target_modules=("lm_head",)), "none is in the critic's model"),
         (dict(lora_rank=8, lora_target_modules="all"), "LoRA target modules 'all': the planner models 'all-linear'"),
@@ -171,7 +234,15 @@ def test_lora_target_lm_head_on_grpo_is_accepted_without_a_critic():
 
 
 def _p40(shape, **fields):
-    base = dict(algorithm="grpo", rollout_n=4, train_batch_size=32, ppo_mini_batch_size=16, gradient_checkpointing=True, max_prompt_length=512, max_response_length=256)
+    base = dict(
+        algorithm="grpo",
+        rollout_n=4,
+        train_batch_size=32,
+        ppo_mini_batch_size=16,
+        gradient_checkpointing=True,
+        max_prompt_length=512,
+        max_response_length=256,
+    )
     base.update(fields)
     return request_for_profile(load_profile("p40"), shape, 22.5 * GIB, **base)
 
@@ -179,7 +250,11 @@ def _p40(shape, **fields):
 def test_3b_grpo_on_a_p40_fits_with_lora_only():
     full = auto_fit(_p40(QWEN_3B))
     assert not full.fits
-    assert full.suggestion == "smallest changes that would fit, each on its own: --lora-rank 32 (LoRA: the base weights freeze, only adapters train, with no gradients or AdamW states for the base and no separate reference model)"
+    assert (
+        full.suggestion
+        == "smallest changes that would fit, each on its own: --lora-rank 32 (LoRA: the base weights freeze, only"
+        " adapters train, with no gradients or AdamW states for the base and no separate reference model)"
+    )
     lora = auto_fit(_p40(QWEN_3B, lora_rank=32))
     assert lora.fits and lora.plan.verdict == "fits"
     # the frozen fp32 base + the adapter, nothing else resident: no reference model, no critic

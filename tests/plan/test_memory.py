@@ -24,7 +24,10 @@ def test_weights_gradients_optimizer_bytes_fp32():
     # on top of the earlier micro-batch's (4 B/param; 2 micro-batches per optimizer step)
     assert moments["end of backward"].gradients == 4 * actor + 8 * actor
     step = moments["optimizer step"]
-    assert (step.gradients, step.optimizer) == (4 * actor, 8 * actor + 8 * critic + 4 * actor)  # + foreach AdamW's sqrt temporary
+    assert (step.gradients, step.optimizer) == (
+        4 * actor,
+        8 * actor + 8 * critic + 4 * actor,
+    )  # + foreach AdamW's sqrt temporary
     assert p.phase("actor_update").total == max(m.total for m in moments.values())
 
 
@@ -32,7 +35,9 @@ def test_weights_gradients_optimizer_bytes_bf16():
     actor, critic = 138304, 138369
     p = predict(small_request(dtype="bfloat16"))
     assert p.phase("rollout").weights == 4 * actor + 4 * critic  # fp32 masters (fsdp_workers.py:216, 905)
-    assert p.phase("old_log_prob").weights == 4 * actor + 4 * critic + 2 * actor  # + FSDP's bf16 copy of the whole (unwrapped) actor
+    assert (
+        p.phase("old_log_prob").weights == 4 * actor + 4 * critic + 2 * actor
+    )  # + FSDP's bf16 copy of the whole (unwrapped) actor
     end = memory.update_moments(small_request(dtype="bfloat16"), "actor")["end of backward"]
     assert end.gradients == 4 * actor + 6 * actor  # bf16 concatenated 2 + its fp32 cast 4, per param
     assert end.optimizer == 8 * actor + 8 * critic
@@ -55,9 +60,15 @@ def test_activation_and_logits_by_hand():
     final_norm = tokens * 64 * 12
     mask = 2 * 64 * 64 * 4
     saved = 2 * layer + final_norm + mask
-    assert memory.training_activation_bytes(SMALL, 2, 64, "float32", "sdpa", checkpointing=False) == (saved, saved + layer)
+    assert memory.training_activation_bytes(SMALL, 2, 64, "float32", "sdpa", checkpointing=False) == (
+        saved,
+        saved + layer,
+    )
     checkpointed = 2 * tokens * 64 * 4 + final_norm + mask
-    assert memory.training_activation_bytes(SMALL, 2, 64, "float32", "sdpa", checkpointing=True) == (checkpointed, checkpointed + 2 * layer)
+    assert memory.training_activation_bytes(SMALL, 2, 64, "float32", "sdpa", checkpointing=True) == (
+        checkpointed,
+        checkpointed + 2 * layer,
+    )
     # old log-prob logits: (2, 64, 1000) fp32 + 2 fp32 tensors over (2, 32, 1000) for the eager entropy
     # (the softmax, and logsumexp's one temporary or the product pd * logits)
     assert predict(small_request()).phase("old_log_prob").logits == 2 * 1000 * (64 * 4 + 32 * 8) == 1_024_000
@@ -75,22 +86,62 @@ def test_bf16_logits_by_hand_without_fused_kernels():
 
 
 def test_phases_by_algorithm():
-    assert [p.phase for p in predict(small_request()).phases] == ["rollout", "old_log_prob", "values", "critic_update", "actor_update"]
+    assert [p.phase for p in predict(small_request()).phases] == [
+        "rollout",
+        "old_log_prob",
+        "values",
+        "critic_update",
+        "actor_update",
+    ]
     grpo = predict(small_request(algorithm="grpo", rollout_n=4))
     assert [p.phase for p in grpo.phases] == ["rollout", "old_log_prob", "ref_log_prob", "actor_update"]
-    assert grpo.phase("rollout").kv_cache == 2 * 2 * (8 * 4) * 64 * 32 * 4  # K,V x layers x sequences x tokens x kv_dim x fp32
+    assert (
+        grpo.phase("rollout").kv_cache == 2 * 2 * (8 * 4) * 64 * 32 * 4
+    )  # K,V x layers x sequences x tokens x kv_dim x fp32
 
 
 @pytest.mark.parametrize(
     "fields, measured_gib",
     [
-        (dict(train_batch_size=1, ppo_mini_batch_size=1, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1), 14.8),
-        (dict(train_batch_size=8, ppo_mini_batch_size=8, actor_micro_batch_size=2, critic_micro_batch_size=2, log_prob_micro_batch_size=2, gradient_checkpointing=True), 16.6),
-        (dict(train_batch_size=16, ppo_mini_batch_size=16, actor_micro_batch_size=4, critic_micro_batch_size=4, log_prob_micro_batch_size=4, gradient_checkpointing=True, actor_optimizer_offload=True, critic_optimizer_offload=True), 13.0),
+        (
+            dict(
+                train_batch_size=1,
+                ppo_mini_batch_size=1,
+                actor_micro_batch_size=1,
+                critic_micro_batch_size=1,
+                log_prob_micro_batch_size=1,
+            ),
+            14.8,
+        ),
+        (
+            dict(
+                train_batch_size=8,
+                ppo_mini_batch_size=8,
+                actor_micro_batch_size=2,
+                critic_micro_batch_size=2,
+                log_prob_micro_batch_size=2,
+                gradient_checkpointing=True,
+            ),
+            16.6,
+        ),
+        (
+            dict(
+                train_batch_size=16,
+                ppo_mini_batch_size=16,
+                actor_micro_batch_size=4,
+                critic_micro_batch_size=4,
+                log_prob_micro_batch_size=4,
+                gradient_checkpointing=True,
+                actor_optimizer_offload=True,
+                critic_optimizer_offload=True,
+            ),
+            13.0,
+        ),
     ],
 )
 def test_earlier_trial_fp32_ppo_measurements(fields, measured_gib):
-    """the earlier H200 trial's measurements (docs/plan.md section 5) (H200 under a P40 cap, Qwen2.5-0.5B shape, fp32, PPO): max allocated within 3%."""
+    """the earlier H200 trial's measurements (docs/plan.md section 5) (H200 under a P40 cap, Qwen2.5-0.5B shape, fp32,
+    PPO): max allocated within 3%."""
     predicted = predict(qwen_request(**fields)).peak.total / GIB
     assert abs(predicted - measured_gib) / measured_gib < 0.03, predicted
 
@@ -106,7 +157,9 @@ def test_reference_model_stays_on_one_gpu():
     assert p.phase("old_log_prob").weights == 4 * actor + ref
     assert p.phase("ref_log_prob").weights == ref + 4 * actor
     assert all(m.weights == 4 * actor + ref for m in memory.update_moments(grpo, "actor").values())
-    assert predict(replace(grpo, dtype="bfloat16")).phase("rollout").weights == 4 * actor + 2 * actor  # bf16 ref (verl's default model_dtype)
+    assert (
+        predict(replace(grpo, dtype="bfloat16")).phase("rollout").weights == 4 * actor + 2 * actor
+    )  # bf16 ref (verl's default model_dtype)
     assert predict(small_request()).phase("rollout").weights == 4 * actor + 4 * 138369  # PPO: no ref
     # several GPUs: FULL_SHARD frees the units after forward and verl reshards the root (fsdp_workers.py:756-758)
     two = replace(grpo, gpus=2)
@@ -116,20 +169,50 @@ def test_reference_model_stays_on_one_gpu():
 @pytest.mark.parametrize(
     "fields, measured_gib",
     [
-        # the earlier H200 trial (docs/plan.md section 5): GRPO 8 x 4, micro 4, checkpointing, optimizer offload, fp32 ref
-        (dict(max_prompt_length=256, train_batch_size=8, ppo_mini_batch_size=8, actor_micro_batch_size=4, log_prob_micro_batch_size=4, gradient_checkpointing=True, actor_optimizer_offload=True), 13.0),
-        # benchmarks/results/2026-11-29-h200-p40-main-job-learning-planner/public-recipe-tuned-grpo/main-grpo: 8 x 4, mini 4, micro 8/8, prompt 512 (docs/benchmarks.md section 2.1)
-        (dict(max_prompt_length=512, train_batch_size=8, ppo_mini_batch_size=4, actor_micro_batch_size=8, log_prob_micro_batch_size=8, gradient_checkpointing=True), 16.796),
+        # the earlier H200 trial (docs/plan.md section 5): GRPO 8 x 4, micro 4, checkpointing, optimizer offload, fp32
+        # ref
+        (
+            dict(
+                max_prompt_length=256,
+                train_batch_size=8,
+                ppo_mini_batch_size=8,
+                actor_micro_batch_size=4,
+                log_prob_micro_batch_size=4,
+                gradient_checkpointing=True,
+                actor_optimizer_offload=True,
+            ),
+            13.0,
+        ),
+        # benchmarks/results/2026-11-29-h200-p40-main-job-learning-planner/public-recipe-tuned-grpo/main-grpo: 8 x 4,
+        # mini 4, micro 8/8, prompt 512 (docs/benchmarks.md section 2.1)
+        (
+            dict(
+                max_prompt_length=512,
+                train_batch_size=8,
+                ppo_mini_batch_size=4,
+                actor_micro_batch_size=8,
+                log_prob_micro_batch_size=8,
+                gradient_checkpointing=True,
+            ),
+            16.796,
+        ),
     ],
 )
 def test_fp32_grpo_measurements(fields, measured_gib):
-    """fp32 GRPO with a KL loss and a separate fp32 ref on one GPU: max allocated within 3% (the resident ref is 1.84 GiB of it)."""
+    """fp32 GRPO with a KL loss and a separate fp32 ref on one GPU: max allocated within 3% (the resident ref is 1.84
+    GiB of it)."""
     predicted = predict(qwen_request(algorithm="grpo", rollout_n=4, **fields)).peak.total / GIB
     assert abs(predicted - measured_gib) / measured_gib < 0.03, predicted
 
 
 def test_verdicts():
-    request = qwen_request(train_batch_size=1, ppo_mini_batch_size=1, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1)
+    request = qwen_request(
+        train_batch_size=1,
+        ppo_mini_batch_size=1,
+        actor_micro_batch_size=1,
+        critic_micro_batch_size=1,
+        log_prob_micro_batch_size=1,
+    )
     peak = predict(request).peak.total
     need = peak + memory.ALLOCATOR_HEADROOM_BYTES
     assert predict(replace(request, gpu_memory_bytes=int(need / 0.9) + 1)).verdict == "fits"
@@ -147,7 +230,15 @@ def test_invalid_micro_batch_is_refused():
 
 def test_rollout_note_counts_one_prompt_in_the_singular():
     # a new-user trial read "1 prompts x 1 per generate call = 1 sequences" for the public recipe's batch 1
-    one = predict(small_request(train_batch_size=1, ppo_mini_batch_size=1, actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1))
+    one = predict(
+        small_request(
+            train_batch_size=1,
+            ppo_mini_batch_size=1,
+            actor_micro_batch_size=1,
+            critic_micro_batch_size=1,
+            log_prob_micro_batch_size=1,
+        )
+    )
     assert one.phase("rollout").detail[-1].startswith("1 prompt x 1 per generate call = 1 sequence of ")
     four = predict(small_request(algorithm="grpo", rollout_n=4))
     assert four.phase("rollout").detail[-1].startswith("8 prompts x 4 per generate call = 32 sequences of ")
@@ -163,22 +254,36 @@ def test_cuda_graph_rollout_counts_the_static_cache_in_fp32_and_the_decoders_buf
 
     config = Qwen2Config(**{key: value for key, value in SMALL_CONFIG.items() if key != "model_type"})
     sequences, cache_len = 8, 64  # the small request's 8 prompts in one generate call, 32 prompt + 32 response columns
-    cache = StaticCache(config=config, max_batch_size=sequences, max_cache_len=cache_len, device="cpu", dtype=torch.float32)
+    cache = StaticCache(
+        config=config, max_batch_size=sequences, max_cache_len=cache_len, device="cpu", dtype=torch.float32
+    )
     static = sum(t.numel() * t.element_size() for t in (*cache.key_cache, *cache.value_cache))
     assert static == 2 * 2 * 8 * 64 * 32 * 4 == 262_144  # K,V x layers x sequences x columns x kv_dim x fp32
     buffers = 8 * 64 * 8 + 8 * (3 * 8 + 1)  # mask (int64); tokens, positions, captured token (int64); finished (bool)
     for dtype in ("float32", "bfloat16"):
         graph = predict(small_request(dtype=dtype, cuda_graph=True)).phase("rollout")
         assert graph.kv_cache == static + buffers == 266_440, dtype
-        assert graph.logits == predict(small_request(dtype=dtype)).phase("rollout").logits == 8 * 1000 * 28  # one step's sampling, as generate
-        assert graph.detail[-2] == "CUDA-graph decoding (patch 0022): a static KV cache of 64 columns in fp32, 0.0 GiB with the decoder's buffers"
-    assert predict(small_request(dtype="bfloat16")).phase("rollout").kv_cache == static // 2  # generate's DynamicCache in bf16
+        assert (
+            graph.logits == predict(small_request(dtype=dtype)).phase("rollout").logits == 8 * 1000 * 28
+        )  # one step's sampling, as generate
+        assert (
+            graph.detail[-2]
+            == "CUDA-graph decoding (patch 0022): a static KV cache of 64 columns in fp32, 0.0 GiB with the decoder's"
+            " buffers"
+        )
+    assert (
+        predict(small_request(dtype="bfloat16")).phase("rollout").kv_cache == static // 2
+    )  # generate's DynamicCache in bf16
     # prefill over 8 x 32 tokens attends over all 64 cache columns: one layer's no-grad working set (fp32 20 h + 12 I),
     # K and V repeated to the 4 heads over 64 columns, the mask (8, 1, 32, 64); no torch.cat copy while decoding
     fp32 = predict(small_request(cuda_graph=True)).phase("rollout")
     prefill = 8 * 32 * (20 * 64 + 12 * 128) + 8 * 64 * 2 * 64 * 4 + 8 * 32 * 64 * 4
     assert fp32.activations == prefill == 1_048_576
-    assert predict(small_request()).phase("rollout").activations == 8 * 32 * (20 * 64 + 12 * 128 + 2 * 64 * 4) + 8 * 32 * 32 * 4 == 884_736
+    assert (
+        predict(small_request()).phase("rollout").activations
+        == 8 * 32 * (20 * 64 + 12 * 128 + 2 * 64 * 4) + 8 * 32 * 32 * 4
+        == 884_736
+    )
     # bf16: the fp32 cache repeated (4 B), then autocast's bf16 copies for SDPA (2 B)
     bf16 = predict(small_request(dtype="bfloat16", cuda_graph=True)).phase("rollout")
     assert bf16.activations == 8 * 32 * (14 * 64 + 6 * 128) + 8 * 64 * 2 * 64 * (4 + 2) + 8 * 32 * 64 * 2 == 851_968
@@ -198,7 +303,10 @@ def test_the_static_cache_is_in_the_dtype_the_rollout_computes_its_keys_in():
     sequences, columns = 8, 512
     buffers = sequences * columns * memory.STATIC_DECODE_MASK_BYTES + sequences * memory.STATIC_DECODE_ROW_BYTES
     cache = 2 * QWEN.num_layers * sequences * columns * QWEN.kv_dim
-    assert memory.static_decode_bytes(QWEN, sequences, columns, "float16", "sdpa", "float16") == (2 * cache + buffers, 2)
+    assert memory.static_decode_bytes(QWEN, sequences, columns, "float16", "sdpa", "float16") == (
+        2 * cache + buffers,
+        2,
+    )
     assert memory.static_decode_bytes(QWEN, sequences, columns, "float16", "sdpa") == (4 * cache + buffers, 4 + 2)
     assert memory.static_decode_bytes(QWEN, sequences, columns, "float32", "sdpa") == (4 * cache + buffers, 4)
     rollout = {phase.phase: phase for phase in predict(t4_lora).phases}["rollout"]

@@ -38,9 +38,15 @@ def test_cli_follows_the_images_profile_and_trains_micro_batch_rule(monkeypatch)
             raise RuntimeError("NVML Shared Library Not Found")
 
     monkeypatch.setenv("VERLFIT_PROFILE", "a10")
-    request, _ = request_from_options(plan_options(cli.build_parser().parse_args(["plan", "--micro-batch-size", "8"])), nvml=NoNvml())
+    request, _ = request_from_options(
+        plan_options(cli.build_parser().parse_args(["plan", "--micro-batch-size", "8"])), nvml=NoNvml()
+    )
     assert (request.dtype, request.rollout) == ("bfloat16", "vllm")
-    assert (request.actor_micro_batch_size, request.critic_micro_batch_size, request.log_prob_micro_batch_size) == (8, 8, 16)
+    assert (request.actor_micro_batch_size, request.critic_micro_batch_size, request.log_prob_micro_batch_size) == (
+        8,
+        8,
+        16,
+    )
     monkeypatch.setenv("VERLFIT_PROFILE", "p100")
     with pytest.raises(VerlfitError, match="VERLFIT_PROFILE=p100 is not a profile"):
         request_from_options(plan_options(cli.build_parser().parse_args(["plan"])), nvml=NoNvml())
@@ -67,8 +73,16 @@ def test_the_request_decodes_with_cuda_graphs_as_the_runs_override_list_says():
     assert graph(a10) is False  # vLLM, and its HF fallback keeps it opt-in
     assert graph(customize(a10, rollout="hf"), extra_overrides=["+actor_rollout_ref.rollout.cuda_graph=True"]) is True
     # verlfit plan: the profile's, or --cuda-graph / --no-cuda-graph (the flags the time model reads too)
-    assert request_from_options(plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40"])))[0].cuda_graph is True
-    assert request_from_options(plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40", "--no-cuda-graph"])))[0].cuda_graph is False
+    assert (
+        request_from_options(plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40"])))[0].cuda_graph
+        is True
+    )
+    assert (
+        request_from_options(
+            plan_options(cli.build_parser().parse_args(["plan", "--emulate", "p40", "--no-cuda-graph"]))
+        )[0].cuda_graph
+        is False
+    )
 
 
 @pytest.mark.parametrize(
@@ -129,8 +143,9 @@ def test_the_resolved_run_is_read_only_and_carries_the_flags_switches():
 def test_grpo_with_one_sample_is_refused_as_it_learns_nothing(capsys):
     """New-user trial: --algo grpo --samples 1 was accepted; every GRPO advantage is then 0."""
     assert cli.main(["plan", "--profile", "p40", "--algo", "grpo", "--samples", "1"]) == 2
-    assert capsys.readouterr().err == (
-        "verlfit: error: --samples 1 with --algo grpo: GRPO's advantage is each response's reward minus the mean of"
+    assert (
+        capsys.readouterr().err
+        == "verlfit: error: --samples 1 with --algo grpo: GRPO's advantage is each response's reward minus the mean of"
         " its prompt's group (verl's compute_grpo_outcome_advantage), so in a group of one every advantage is 0 and"
         " the actor learns nothing\n  fix: use --samples 2 or more (verlfit's default is 4), or --algo ppo, whose"
         " critic gives the baseline for one response per prompt\n"
@@ -149,8 +164,9 @@ def test_a_given_profile_without_a_gpu_is_no_driver_question():
     args = cli.build_parser().parse_args(["plan", "--profile", "p40"])
     request, source = request_from_options(plan_options(args), nvml=NoNvml())
     assert request.gpu_memory_bytes == int(22.5 * GIB)
-    assert source == (
-        "no NVIDIA GPU visible here: planning for the p40 card (--profile p40: 22.5 GiB usable); pass --gpu-memory or"
+    assert (
+        source == "no NVIDIA GPU visible here: planning for the p40 card (--profile p40: 22.5 GiB usable); pass"
+        " --gpu-memory or"
         " --emulate to choose"
     )
 

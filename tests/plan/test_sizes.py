@@ -18,8 +18,19 @@ H200 = FakeNvml(gpus=[("NVIDIA H200", (9, 0), 141 * 2**30)])  # --emulate p40 pl
 
 def _reference(model, algorithm, samples, gpus):
     """The same question asked without verlfit plan: the p40 profile at 22.5 GiB, train's default sizes."""
-    request = request_for_profile(load_profile("p40"), load_model_shape(model), int(22.5 * GIB), algorithm=algorithm, rollout_n=samples, gpus=gpus,
-                                  train_batch_size=32, ppo_mini_batch_size=16, max_prompt_length=512, max_response_length=256, gradient_checkpointing=True)
+    request = request_for_profile(
+        load_profile("p40"),
+        load_model_shape(model),
+        int(22.5 * GIB),
+        algorithm=algorithm,
+        rollout_n=samples,
+        gpus=gpus,
+        train_batch_size=32,
+        ppo_mini_batch_size=16,
+        max_prompt_length=512,
+        max_response_length=256,
+        gradient_checkpointing=True,
+    )
     return auto_fit(request)
 
 
@@ -30,7 +41,10 @@ def test_plan_with_two_gpus_prints_memory_per_gpu_sharded_over_both():
     shape = load_model_shape("Qwen/Qwen2.5-0.5B-Instruct")
     values = next(p for p in data["phases"] if p["phase"] == "values")
     # both roles' AdamW states, each sharded over the 2 GPUs by FSDP
-    assert values["optimizer_bytes"] == (math.ceil(shape.actor_parameters / 2) + math.ceil(shape.critic_parameters / 2)) * ADAM_STATE_BYTES
+    assert (
+        values["optimizer_bytes"]
+        == (math.ceil(shape.actor_parameters / 2) + math.ceil(shape.critic_parameters / 2)) * ADAM_STATE_BYTES
+    )
     _, table = run_plan(["--emulate", "p40", "--gpus", "2"], nvml=H200)
     assert "Qwen/Qwen2.5-0.5B-Instruct (built-in shape): PPO, float32, hf rollout, 2 GPUs, 22.5 GiB usable" in table
     assert "GiB per GPU; predicted allocated peak of each phase" in table
@@ -39,25 +53,41 @@ def test_plan_with_two_gpus_prints_memory_per_gpu_sharded_over_both():
 def test_two_gpus_show_which_sizes_they_open_up_against_one():
     status, text = run_plan(["--emulate", "p40", "--gpus", "2", "--json"], nvml=H200)
     rows = json.loads(text)["sizes"]
-    assert [(r["model"], r["algorithm"], r["samples"]) for r in rows] == [(m, a, n) for m in SIZE_MODELS for a, n in (("ppo", 1), ("grpo", 4))]
+    assert [(r["model"], r["algorithm"], r["samples"]) for r in rows] == [
+        (m, a, n) for m in SIZE_MODELS for a, n in (("ppo", 1), ("grpo", 4))
+    ]
     for row in rows:
         for gpus in (1, 2):
             expected = _reference(row["model"], row["algorithm"], row["samples"], gpus)
-            assert (row[str(gpus)]["fits"], row[str(gpus)]["required_bytes"]) == (expected.fits, expected.plan.required_bytes)
+            assert (row[str(gpus)]["fits"], row[str(gpus)]["required_bytes"]) == (
+                expected.fits,
+                expected.plan.required_bytes,
+            )
     # what the memory model says today: the 0.5B shape fits one P40 and two; 1.5B and 3B full-parameter fit neither
     assert [(r["1"]["fits"], r["2"]["fits"]) for r in rows] == [(True, True)] * 2 + [(False, False)] * 4
     assert all(r["2"]["required_bytes"] < r["1"]["required_bytes"] for r in rows if r["algorithm"] == "ppo")
     assert rows[2]["2"]["offload"] == ["actor optimizer", "critic param", "critic optimizer"]
     _, table = run_plan(["--emulate", "p40", "--gpus", "2"], nvml=H200)
-    assert "model sizes at 2 GPUs against 1: full-parameter, this batch and lengths, auto-fitted; predicted peak per GPU + allocator headroom, of 22.5 GiB usable\n" in table
+    assert (
+        "model sizes at 2 GPUs against 1: full-parameter, this batch and lengths, auto-fitted; predicted peak per GPU +"
+        " allocator headroom, of 22.5 GiB usable\n" in table
+    )
     small, large = _reference(SIZE_MODELS[0], "ppo", 1, 1), _reference(SIZE_MODELS[0], "ppo", 1, 2)
-    assert f"│ Qwen2.5-0.5B │ PPO       │ fits {small.plan.required_bytes / GIB:.1f} GiB │ fits {large.plan.required_bytes / GIB:.1f} GiB │" in table
+    assert (
+        f"│ Qwen2.5-0.5B │ PPO       │ fits {small.plan.required_bytes / GIB:.1f} GiB │ fits"
+        f" {large.plan.required_bytes / GIB:.1f} GiB │" in table
+    )
     three = _reference(SIZE_MODELS[2], "grpo", 4, 2)
-    assert f"│ Qwen2.5-3B   │ GRPO n=4  │ no: {_reference(SIZE_MODELS[2], 'grpo', 4, 1).plan.required_bytes / GIB:.1f} GiB  │ no: {three.plan.required_bytes / GIB:.1f} GiB  │" in table
+    assert (
+        f"│ Qwen2.5-3B   │ GRPO n=4  │ no: {_reference(SIZE_MODELS[2], 'grpo', 4, 1).plan.required_bytes / GIB:.1f} GiB"
+        f"  │ no: {three.plan.required_bytes / GIB:.1f} GiB  │" in table
+    )
 
 
 def test_grpo_rows_take_the_requests_samples_and_one_gpu_prints_no_sizes():
-    rows = json.loads(run_plan(["--emulate", "p40", "--gpus", "4", "--algo", "grpo", "--samples", "8", "--json"], nvml=H200)[1])["sizes"]
+    rows = json.loads(
+        run_plan(["--emulate", "p40", "--gpus", "4", "--algo", "grpo", "--samples", "8", "--json"], nvml=H200)[1]
+    )["sizes"]
     assert [r["samples"] for r in rows] == [1, 8] * 3 and set(rows[1]) == {"model", "algorithm", "samples", "1", "4"}
     assert "sizes" not in json.loads(run_plan(["--emulate", "p40", "--json"], nvml=H200)[1])
     assert "model sizes at" not in run_plan(["--emulate", "p40"], nvml=H200)[1]

@@ -19,7 +19,6 @@ from verlfit.plan.request import inputs_for_train
 from verlfit.resolved_run import run_switches
 from verlfit.profiles import customize, load_profile
 
-
 ROLLOUT_32 = "log-prob 8, critic 16, rollout 32 prompts; offload none"
 CRITIC_4 = "log-prob 8, critic 4, rollout 32 prompts; offload none"
 
@@ -60,13 +59,15 @@ def test_p40_lora_ppo_takes_the_fp32_base_when_it_fits_and_is_faster():
     assert chosen < (1 - SPEED_PICK_GAIN) * memory_first  # 80.7 against 91.0 s/step
     assert decision.speed[0] == (describe_choice(decision.request), chosen) and len(decision.speed) == 8
     assert all(seconds >= chosen for _, seconds in decision.speed)
-    assert decision.reasons[-2] == (
-        "speed: 8 configurations fit; by the time estimate on Tesla P40, chosen: checkpointing actor on, critic on; "
+    assert (
+        decision.reasons[-2]
+        == "speed: 8 configurations fit; by the time estimate on Tesla P40, chosen: checkpointing actor on, critic on; "
         "micro-batches actor 4, log-prob 8, critic 16, rollout 32 prompts; offload none; LoRA base in float32, "
         f"{chosen:.1f} s/step"
     )
-    assert decision.reasons[-1] == (
-        "speed: the memory-first choice (checkpointing actor on, critic on; micro-batches actor 8, log-prob 8, "
+    assert (
+        decision.reasons[-1]
+        == "speed: the memory-first choice (checkpointing actor on, critic on; micro-batches actor 8, log-prob 8, "
         f"critic 16, rollout 32 prompts; offload none; LoRA base in bfloat16) would take {memory_first:.1f} s/step"
     )
     assert decision.fits and decision.plan.verdict == "fits"
@@ -138,12 +139,24 @@ def test_train_gets_the_speed_pick_and_verl_its_keys():
         settings.frozen_base_dtype,
     ) == (4, True, None, "float32")
     assert any(line.startswith("plan: speed: 8 configurations fit") for line in lines)
-    overrides = build_overrides(settings, profile, profile.environment, forced=forced_switches(settings, profile), frozen_base=frozen_base_storage(settings, profile))
+    overrides = build_overrides(
+        settings,
+        profile,
+        profile.environment,
+        forced=forced_switches(settings, profile),
+        frozen_base=frozen_base_storage(settings, profile),
+    )
     assert not any("frozen_base_dtype" in o for o in overrides)  # the fp32 base: stock verl
     assert "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=4" in overrides
     # a critic whose checkpointing the planner turned off apart from the actor's gets its own key
     settings.critic_gradient_checkpointing = False
-    overrides = build_overrides(settings, profile, profile.environment, forced=forced_switches(settings, profile), frozen_base=frozen_base_storage(settings, profile))
+    overrides = build_overrides(
+        settings,
+        profile,
+        profile.environment,
+        forced=forced_switches(settings, profile),
+        frozen_base=frozen_base_storage(settings, profile),
+    )
     assert (
         "actor_rollout_ref.model.enable_gradient_checkpointing=True" in overrides
         and "critic.model.enable_gradient_checkpointing=False" in overrides

@@ -23,11 +23,33 @@ from verlfit.resolved_run import run_switches
 ROOT = Path(__file__).resolve().parents[2]
 
 # hidden 8, 2 heads of 4, 1 KV head, intermediate 16, 2 layers, vocab 32
-TINY = shape_from_config(dict(model_type="qwen2", num_hidden_layers=2, hidden_size=8, num_attention_heads=2, num_key_value_heads=1, intermediate_size=16, vocab_size=32, tie_word_embeddings=True))
+TINY = shape_from_config(
+    dict(
+        model_type="qwen2",
+        num_hidden_layers=2,
+        hidden_size=8,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        intermediate_size=16,
+        vocab_size=32,
+        tie_word_embeddings=True,
+    )
+)
 
 
 def tiny_request(**fields):
-    base = dict(shape=TINY, gpu_memory_bytes=2**30, train_batch_size=2, ppo_mini_batch_size=1, actor_micro_batch_size=1, log_prob_micro_batch_size=2, critic_micro_batch_size=1, max_prompt_length=3, max_response_length=2, gradient_checkpointing=False)
+    base = dict(
+        shape=TINY,
+        gpu_memory_bytes=2**30,
+        train_batch_size=2,
+        ppo_mini_batch_size=1,
+        actor_micro_batch_size=1,
+        log_prob_micro_batch_size=2,
+        critic_micro_batch_size=1,
+        max_prompt_length=3,
+        max_response_length=2,
+        gradient_checkpointing=False,
+    )
     base.update(fields)
     return plan_memory.PlanRequest(**base)
 
@@ -38,7 +60,8 @@ def test_layer_matmul_parameters_by_hand():
 
 
 def test_forward_flops_by_hand():
-    # 2 sequences x 5 columns = 10 tokens; layers: 2*10*2*576 = 23040; attention 4*10*5*8*2 = 3200; head 2*2*5*8*32 = 5120
+    # 2 sequences x 5 columns = 10 tokens; layers: 2*10*2*576 = 23040; attention 4*10*5*8*2 = 3200; head 2*2*5*8*32 =
+    # 5120
     assert plan_time.forward_flops(TINY, 2, 5, 32) == (26240.0, 5120.0)
 
 
@@ -68,13 +91,20 @@ def test_lora_rank_is_read_from_the_request():
     work = plan_time.phase_work(tiny_request(lora_rank=16))
     assert work["update_actor"].flops == 26240 * 2 + 5120 * 2 + 3 * 2 * 10 * 4096  # rank 16: 4096 adapter parameters
     # the critic takes the actor's rank unless its own is set (PlanRequest.lora_rank_of)
-    assert work["update_critic"].flops == plan_time.phase_work(tiny_request(), plan_time.TimeInputs(lora_rank=16, critic_lora_rank=16))["update_critic"].flops
+    assert (
+        work["update_critic"].flops
+        == plan_time.phase_work(tiny_request(), plan_time.TimeInputs(lora_rank=16, critic_lora_rank=16))[
+            "update_critic"
+        ].flops
+    )
     full_critic = plan_time.phase_work(tiny_request(lora_rank=16, critic_lora_rank=0))["update_critic"]
     assert full_critic.flops == plan_time.phase_work(tiny_request())["update_critic"].flops
 
 
 def test_packed_sequences_use_the_mean_lengths():
-    work = plan_time.phase_work(tiny_request(), plan_time.TimeInputs(pack_sequences=True, mean_prompt_length=1, mean_response_length=1))["old_log_prob"]
+    work = plan_time.phase_work(
+        tiny_request(), plan_time.TimeInputs(pack_sequences=True, mean_prompt_length=1, mean_response_length=1)
+    )["old_log_prob"]
     layers, head = plan_time.forward_flops(TINY, 2, 2, 32)
     assert work.flops == layers + head
 
@@ -85,7 +115,8 @@ def test_trimmed_training_passes_run_on_the_window_by_hand():
     work = plan_time.phase_work(request, plan_time.TimeInputs(trim_padding=True, window_prompt_length=2))
     # 2 sequences x 4 columns = 8 tokens; layers 2*8*2*576 = 18432; attention 4*8*4*8*2 = 2048; head 2*2*4*8*32 = 4096
     assert work["old_log_prob"].flops == 18432 + 2048 + 4096
-    # one micro-batch of 2: weights once; logits 2*4*32*4 (compute) + 2*2*2*32*4 (log-softmax over the 2 response columns)
+    # one micro-batch of 2: weights once; logits 2*4*32*4 (compute) + 2*2*2*32*4 (log-softmax over the 2 response
+    # columns)
     assert work["old_log_prob"].bytes == TINY.actor_parameters * 4 + 2 * 4 * 32 * 4 + 2 * 2 * 2 * 32 * 4
     assert work["update_actor"].flops == (18432 + 2048) * 3 + 4096 * 3
     # the critic's head is 1 wide: 2*2*4*8*1 = 128
@@ -93,7 +124,10 @@ def test_trimmed_training_passes_run_on_the_window_by_hand():
     # the default window: min(GSM8K_WINDOW_PROMPT_TOKENS, max_prompt_length) + max_response_length
     assert plan_time.training_columns(request, plan_time.TimeInputs(trim_padding=True), "actor") == (8.0, 2.0)
     big = tiny_request(max_prompt_length=512, max_response_length=256)
-    assert plan_time.training_columns(big, plan_time.TimeInputs(trim_padding=True), "critic") == (plan_time.GSM8K_WINDOW_PROMPT_TOKENS + 256.0, 256.0)
+    assert plan_time.training_columns(big, plan_time.TimeInputs(trim_padding=True), "critic") == (
+        plan_time.GSM8K_WINDOW_PROMPT_TOKENS + 256.0,
+        256.0,
+    )
     assert plan_time.training_columns(big, plan_time.TimeInputs(), "critic") == (768.0, 256.0)
 
 
@@ -101,7 +135,11 @@ def test_training_trim_is_per_role():
     request = tiny_request(max_prompt_length=6, use_reference=True)
     full = plan_time.phase_work(request)
     critic_only = plan_time.phase_work(request, plan_time.TimeInputs(trim_padding=("critic",), window_prompt_length=2))
-    assert critic_only["old_log_prob"] == full["old_log_prob"] and critic_only["update_actor"] == full["update_actor"] and critic_only["ref"] == full["ref"]
+    assert (
+        critic_only["old_log_prob"] == full["old_log_prob"]
+        and critic_only["update_actor"] == full["update_actor"]
+        and critic_only["ref"] == full["ref"]
+    )
     assert critic_only["values"].flops == 18432 + 2048 + 128
     ref_only = plan_time.phase_work(request, plan_time.TimeInputs(trim_padding=("ref",), window_prompt_length=2))
     assert ref_only["ref"].flops == 18432 + 2048 + 4096 and ref_only["old_log_prob"] == full["old_log_prob"]
@@ -126,7 +164,9 @@ def test_generation_work_by_hand():
 
 def test_rollout_trim_generates_from_the_longest_prompt_by_hand():
     request = tiny_request(max_prompt_length=6)
-    work = plan_time.phase_work(request, plan_time.TimeInputs(rollout_trim_padding=True, rollout_prompt_length=2))["gen"]
+    work = plan_time.phase_work(request, plan_time.TimeInputs(rollout_trim_padding=True, rollout_prompt_length=2))[
+        "gen"
+    ]
     # prefill over 2 columns: layers 2*4*2*576 = 9216, attention 4*4*2*8*2 = 512, head 2*2*1*8*32 = 1024
     assert work.flops == 9216 + 512 + 1024
     matmul = 2 * 576 + 32 * 8
@@ -136,7 +176,12 @@ def test_rollout_trim_generates_from_the_longest_prompt_by_hand():
     assert untrimmed.flops == 2 * 12 * 2 * 576 + 4 * 12 * 6 * 8 * 2 + 1024
     # the default width: GSM8K's measured longest prompt of a batch of 32, capped at max_prompt_length
     assert plan_time.rollout_prompt_columns(request, plan_time.TimeInputs(rollout_trim_padding=True)) == 6.0
-    assert plan_time.rollout_prompt_columns(tiny_request(max_prompt_length=512), plan_time.TimeInputs(rollout_trim_padding=True)) == plan_time.GSM8K_ROLLOUT_PROMPT_TOKENS
+    assert (
+        plan_time.rollout_prompt_columns(
+            tiny_request(max_prompt_length=512), plan_time.TimeInputs(rollout_trim_padding=True)
+        )
+        == plan_time.GSM8K_ROLLOUT_PROMPT_TOKENS
+    )
 
 
 def test_cuda_graph_decode_by_hand():
@@ -148,22 +193,46 @@ def test_cuda_graph_decode_by_hand():
     flops = 2 * 2 * matmul + 4 * 2 * 7 * 8 * 2
     bytes_ = matmul * 4 + 2 * 2 * 2 * 4 * 7 * 4 * 5 + 2 * 32 * 28
     assert (work.decode_steps, work.decode_layer_steps, work.graph_steps, work.graph_layer_steps) == (2, 4, 2, 4)
-    assert (work.decode_flops, work.decode_bytes, work.graph_flops, work.graph_bytes) == (2 * flops, 2 * bytes_, 2 * flops, 2 * bytes_)
+    assert (work.decode_flops, work.decode_bytes, work.graph_flops, work.graph_bytes) == (
+        2 * flops,
+        2 * bytes_,
+        2 * flops,
+        2 * bytes_,
+    )
     # replays pay the decode step's GPU side only; the HF loop's steps pay its CPU side too
     f = plan_time.FACTORS
     h200 = CARDS["h200"]
-    assert plan_time.phase_seconds(plan_time.PhaseWork(graph_steps=10, graph_layer_steps=20), h200.rates("float32")) == pytest.approx(20 * f["decode_gpu_per_layer_s"])
-    assert plan_time.phase_seconds(plan_time.PhaseWork(decode_steps=10, decode_layer_steps=20), h200.rates("float32")) == pytest.approx(20 * f["decode_gpu_per_layer_s"] + 10 * f["decode_overhead_s"] + 20 * f["decode_overhead_per_layer_s"])
+    assert plan_time.phase_seconds(
+        plan_time.PhaseWork(graph_steps=10, graph_layer_steps=20), h200.rates("float32")
+    ) == pytest.approx(20 * f["decode_gpu_per_layer_s"])
+    assert plan_time.phase_seconds(
+        plan_time.PhaseWork(decode_steps=10, decode_layer_steps=20), h200.rates("float32")
+    ) == pytest.approx(
+        20 * f["decode_gpu_per_layer_s"] + 10 * f["decode_overhead_s"] + 20 * f["decode_overhead_per_layer_s"]
+    )
     one = plan_time.PhaseWork(graph_steps=1, graph_flops=67e12)
     assert plan_time.phase_seconds(one, h200.rates("float32")) == pytest.approx(1 / f["decode_efficiency"])
 
 
 def test_speed_switches_from_overrides():
-    five = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True", "+actor_rollout_ref.rollout.cuda_graph=True"]
-    assert speed_switches(five) == {"trim_padding": ("actor", "ref", "critic"), "rollout_trim_padding": True, "cuda_graph": True}
+    five = [
+        "+actor_rollout_ref.actor.trim_padding=True",
+        "+actor_rollout_ref.ref.trim_padding=True",
+        "+critic.trim_padding=True",
+        "+actor_rollout_ref.rollout.trim_padding=True",
+        "+actor_rollout_ref.rollout.cuda_graph=True",
+    ]
+    assert speed_switches(five) == {
+        "trim_padding": ("actor", "ref", "critic"),
+        "rollout_trim_padding": True,
+        "cuda_graph": True,
+    }
     assert speed_switches(["data.max_prompt_length=512", "+critic.trim_padding=true"]) == {"trim_padding": ("critic",)}
     # the last one wins; ~key deletes it (verl then reads the absent key as False)
-    assert speed_switches([*five, "actor_rollout_ref.rollout.cuda_graph=False", "~critic.trim_padding"]) == {"trim_padding": ("actor", "ref"), "rollout_trim_padding": True}
+    assert speed_switches([*five, "actor_rollout_ref.rollout.cuda_graph=False", "~critic.trim_padding"]) == {
+        "trim_padding": ("actor", "ref"),
+        "rollout_trim_padding": True,
+    }
     assert speed_switches([]) == {}
     with pytest.raises(VerlfitError, match=r"override 'critic.trim_padding=\[' does not parse"):
         speed_switches(["critic.trim_padding=["])
@@ -218,8 +287,19 @@ def test_estimate_lines_label_and_run():
 
 def test_run_time_shows_seconds_or_minutes_below_an_hour():
     # a new-user trial read "2 steps = 0.00 h"
-    assert [plan_time.format_run_seconds(s) for s in (0.4, 69.2, 119.4, 120, 1830, 3599, 3600, 6840)] == ["0 s", "69 s", "119 s", "2 min", "30 min", "60 min", "1.0 h", "1.9 h"]
-    assert plan_time.estimate_lines(plan_time.estimate(tiny_request(), "h200"), None)[0].endswith("(estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py)):")
+    assert [plan_time.format_run_seconds(s) for s in (0.4, 69.2, 119.4, 120, 1830, 3599, 3600, 6840)] == [
+        "0 s",
+        "69 s",
+        "119 s",
+        "2 min",
+        "30 min",
+        "60 min",
+        "1.0 h",
+        "1.9 h",
+    ]
+    assert plan_time.estimate_lines(plan_time.estimate(tiny_request(), "h200"), None)[0].endswith(
+        "(estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py)):"
+    )
 
 
 def test_run_steps_from_dataset_size():
@@ -240,7 +320,11 @@ def test_calibration_fit_reproduces_the_stored_factors():
     _, results = calibrate_time.table(records, card, plan_time.FACTORS)
     assert len(results) == 25
     session3 = "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/"
-    assert [r["record"] for r in results][12:18] == ["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today", "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all", *(session3 + n for n in ("speed-today", "speed-trims", "speed-all", "lora-speed-trims_unwrap"))]
+    assert [r["record"] for r in results][12:18] == [
+        "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today",
+        "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all",
+        *(session3 + n for n in ("speed-today", "speed-trims", "speed-all", "lora-speed-trims_unwrap")),
+    ]
     # every record within +-25% a step but one: the 4B T4 target with CUDA graphs off (not the default since issue
     # 43) generates 1.8x slower than the model says (docs/benchmarks.md section 4.7)
     t4_off = "2026-12-03-h200-t4-lora-graphs-side-by-side/lora16-qwen3-4b-grpo-t4-graphs-off"
@@ -250,7 +334,9 @@ def test_calibration_fit_reproduces_the_stored_factors():
     # the one efficiency of fp32 and 16-bit passes (calibrate_time.fit ties them), below the datasheet peak
     assert plan_time.FACTORS["train_efficiency_float32"] == plan_time.FACTORS["train_efficiency_bfloat16"] < 1
     # a 16-bit LoRA pass costs each adapted Linear 3.9x an fp32 one's fixed cost
-    assert plan_time.FACTORS["adapter_pass_overhead_16bit_s"] / plan_time.FACTORS["adapter_pass_overhead_s"] == pytest.approx(3.86, abs=0.01)
+    assert plan_time.FACTORS["adapter_pass_overhead_16bit_s"] / plan_time.FACTORS[
+        "adapter_pass_overhead_s"
+    ] == pytest.approx(3.86, abs=0.01)
     # the record the fit never saw (the Qwen2.5 family in fp16): within +-25%, as computed from its metrics
     _, checks = calibrate_time.table(calibrate_time.check_records(), card, plan_time.FACTORS)
     assert [(r["record"], r["measured_step_s"], r["error"]) for r in checks] == [
@@ -258,7 +344,10 @@ def test_calibration_fit_reproduces_the_stored_factors():
     ]
     assert not {rel for rel, *_ in calibrate_time.CHECK_RECORDS} & {r.name for r in records}
     _, bench_results = calibrate_time.bench_table(benches, card, plan_time.FACTORS)
-    assert [b["bench"] for b in bench_results] == ["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json batch 32", "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json batch 64"]
+    assert [b["bench"] for b in bench_results] == [
+        "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json batch 32",
+        "2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/decode_bench.json batch 64",
+    ]
     assert all(abs(b["error"]) <= 0.25 for b in bench_results), bench_results
 
 
@@ -267,25 +356,59 @@ def test_calibration_reads_the_speed_keys_and_excludes_shared_runs():
 
     records = {r.name: r for r in calibrate_time.stored_records()}
     all_keys = records["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-all"]
-    assert (all_keys.inputs.trim_padding, all_keys.inputs.rollout_trim_padding, all_keys.inputs.cuda_graph) == (("actor", "ref", "critic"), True, True)
+    assert (all_keys.inputs.trim_padding, all_keys.inputs.rollout_trim_padding, all_keys.inputs.cuda_graph) == (
+        ("actor", "ref", "critic"),
+        True,
+        True,
+    )
     assert all_keys.fitted == ("gen",)
     # one rollout micro-batch of 32 per step: its width is the batch's longest prompt as verl recorded it (steps 2-10)
-    assert all_keys.inputs.rollout_prompt_length == pytest.approx((232 + 239 + 217 + 293 + 249 + 209 + 219 + 207 + 203) / 9)
+    assert all_keys.inputs.rollout_prompt_length == pytest.approx(
+        (232 + 239 + 217 + 293 + 249 + 209 + 219 + 207 + 203) / 9
+    )
     today = records["2026-12-01-h200-p40-faster-path-lora-export/speed-today-all-decode-bench/speed-today"]
     assert (today.inputs.trim_padding, today.inputs.rollout_trim_padding, today.inputs.cuda_graph) == ((), False, False)
-    assert today.measured["gen"] == pytest.approx(7.40, abs=0.005) and all_keys.measured["gen"] == pytest.approx(3.70, abs=0.005)
+    assert today.measured["gen"] == pytest.approx(7.40, abs=0.005) and all_keys.measured["gen"] == pytest.approx(
+        3.70, abs=0.005
+    )
     excluded = {rel for rel, _ in calibrate_time.EXCLUDED_RECORDS}
-    assert {"2026-12-01-h200-p40-faster-path-lora-export/learn-speed-keys-export-eval/learn-grpo-lr1e-5-fast", "2026-12-01-h200-p40-faster-path-lora-export/lora-1p5b-ppo-3b-grpo-shared/lora-1p5b-ppo"} <= excluded
+    assert {
+        "2026-12-01-h200-p40-faster-path-lora-export/learn-speed-keys-export-eval/learn-grpo-lr1e-5-fast",
+        "2026-12-01-h200-p40-faster-path-lora-export/lora-1p5b-ppo-3b-grpo-shared/lora-1p5b-ppo",
+    } <= excluded
     assert not excluded & set(records)
-    assert "the fp32-compute ones set adapter_pass_overhead_s, the 16-bit ones adapter_pass_overhead_16bit_s" in calibrate_time.notes()
+    assert (
+        "the fp32-compute ones set adapter_pass_overhead_s, the 16-bit ones adapter_pass_overhead_16bit_s"
+        in calibrate_time.notes()
+    )
     # the third session's records: the switches from their overrides, the StaticCache sized to the trimmed width
     session3 = "2026-12-01-h200-p40-lora-resume-faster-path-alone/speed-trims-alone/"
-    trims, new_all, lora = records[session3 + "speed-trims"], records[session3 + "speed-all"], records[session3 + "lora-speed-trims_unwrap"]
-    assert (trims.inputs.trim_padding, trims.inputs.rollout_trim_padding, trims.inputs.cuda_graph, trims.inputs.unwrap_fsdp) == (("actor", "ref", "critic"), True, False, False)
-    assert (new_all.inputs.cuda_graph, new_all.inputs.unwrap_fsdp, new_all.inputs.static_cache_untrimmed, all_keys.inputs.static_cache_untrimmed) == (True, True, False, True)
+    trims, new_all, lora = (
+        records[session3 + "speed-trims"],
+        records[session3 + "speed-all"],
+        records[session3 + "lora-speed-trims_unwrap"],
+    )
+    assert (
+        trims.inputs.trim_padding,
+        trims.inputs.rollout_trim_padding,
+        trims.inputs.cuda_graph,
+        trims.inputs.unwrap_fsdp,
+    ) == (("actor", "ref", "critic"), True, False, False)
+    assert (
+        new_all.inputs.cuda_graph,
+        new_all.inputs.unwrap_fsdp,
+        new_all.inputs.static_cache_untrimmed,
+        all_keys.inputs.static_cache_untrimmed,
+    ) == (True, True, False, True)
     assert trims.fitted == new_all.fitted == ("gen",) and lora.fitted == calibrate_time.MEASURED
     # the 3-step LoRA run: steps 2-3, the Qwen2.5-1.5B shape (make_model.py's), LoRA rank 32 on actor and critic
-    assert (lora.steps_used, lora.request.shape.num_layers, lora.request.shape.hidden_size, lora.request.lora_rank_of("actor"), lora.request.lora_rank_of("critic")) == (2, 28, 1536, 32, 32)
+    assert (
+        lora.steps_used,
+        lora.request.shape.num_layers,
+        lora.request.shape.hidden_size,
+        lora.request.lora_rank_of("actor"),
+        lora.request.lora_rank_of("critic"),
+    ) == (2, 28, 1536, 32, 32)
     assert (lora.inputs.unwrap_fsdp, lora.inputs.cuda_graph, lora.request.has_reference) == (True, False, False)
 
 
@@ -328,14 +451,24 @@ def test_plan_json_time_for_the_detected_gpu_and_dataset_epochs():
     from fakes import FakeNvml
 
     nvml = FakeNvml(gpus=[("NVIDIA H200", (9, 0), 141 * 2**30)])
-    status, out = run_plan(["--profile", "p40", "--gpu-memory", "22.5", "--dataset-size", "7473", "--epochs", "2", "--json"], nvml=nvml)
+    status, out = run_plan(
+        ["--profile", "p40", "--gpu-memory", "22.5", "--dataset-size", "7473", "--epochs", "2", "--json"], nvml=nvml
+    )
     data = json.loads(out)["time"]
     assert data["card"] == "h200" and data["card_source"] == "GPU 0: NVIDIA H200"
     assert data["label"] == "estimate calibrated on recorded H200 runs (benchmarks/calibrate_time.py)"
     assert data["steps"] == 2 * (7473 // 32)
     assert data["run_h"] == round(data["step_s"] * data["steps"] / 3600, 3)
     # --save-freq defaults to train's 25: the checkpoint save is a phase
-    assert list(data["phases_s"]) == ["gen", "old_log_prob", "values", "update_critic", "update_actor", "save_checkpoint", "other"]
+    assert list(data["phases_s"]) == [
+        "gen",
+        "old_log_prob",
+        "values",
+        "update_critic",
+        "update_actor",
+        "save_checkpoint",
+        "other",
+    ]
 
 
 def test_plan_unknown_gpu_falls_back_to_the_profile_card():
@@ -353,7 +486,13 @@ def _for_train(settings, profile):
     return for_train(settings, profile, None, 10, run_switches(profile, settings))
 
 
-FIVE_KEYS = ["+actor_rollout_ref.actor.trim_padding=True", "+actor_rollout_ref.ref.trim_padding=True", "+critic.trim_padding=True", "+actor_rollout_ref.rollout.trim_padding=True", "+actor_rollout_ref.rollout.cuda_graph=True"]
+FIVE_KEYS = [
+    "+actor_rollout_ref.actor.trim_padding=True",
+    "+actor_rollout_ref.ref.trim_padding=True",
+    "+critic.trim_padding=True",
+    "+actor_rollout_ref.rollout.trim_padding=True",
+    "+actor_rollout_ref.rollout.cuda_graph=True",
+]
 
 
 def _train_estimate(capsys, extra):
@@ -392,16 +531,29 @@ def test_train_dry_run_estimate_follows_the_speed_keys(capsys, monkeypatch):
     # the p40 profile turns the four trims and the CUDA graph on; `key=False` after -- turns each off again (today's
     # path); `+...cuda_graph=True` after -- repeats the profile's
     today, off = _train_estimate(capsys, ["--", *(key.replace("=True", "=False") for key in FIVE_KEYS)])
-    assert "+actor_rollout_ref.rollout.cuda_graph=False" in off and "+actor_rollout_ref.rollout.trim_padding=False" in off
+    assert (
+        "+actor_rollout_ref.rollout.cuda_graph=False" in off and "+actor_rollout_ref.rollout.trim_padding=False" in off
+    )
     with_keys, out = _train_estimate(capsys, ["--", FIVE_KEYS[-1]])
     assert "+actor_rollout_ref.rollout.cuda_graph=True" in out  # the keys do reach verl's command
     assert with_keys < today
     # the printed figures are the model's for the planned settings with and without the three switches
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
-    settings = prepare_launch(parser.parse_args(["train", "--emulate", "p40", "--dry-run", "--steps", "200", "--", *FIVE_KEYS]), environ={}).settings
+    settings = prepare_launch(
+        parser.parse_args(["train", "--emulate", "p40", "--dry-run", "--steps", "200", "--", *FIVE_KEYS]), environ={}
+    ).settings
     request = _train_request(settings, load_profile("p40"))
-    expected = {keys: plan_time.estimate(request, "p40", plan_time.TimeInputs(save_freq=25, trim_padding=keys, rollout_trim_padding=keys, cuda_graph=keys)).step_seconds for keys in (False, True)}
+    expected = {
+        keys: (
+            plan_time.estimate(
+                request,
+                "p40",
+                plan_time.TimeInputs(save_freq=25, trim_padding=keys, rollout_trim_padding=keys, cuda_graph=keys),
+            ).step_seconds
+        )
+        for keys in (False, True)
+    }
     assert (f"{today:.1f}", f"{with_keys:.1f}") == (f"{expected[False]:.1f}", f"{expected[True]:.1f}")
 
 
@@ -432,9 +584,27 @@ def test_train_reads_speed_keys_from_the_profile_too():
 
 
 def test_plan_flags_set_the_speed_switches():
-    options = _options(["--emulate", "p40", "--trim-padding", "--rollout-trim-padding", "--cuda-graph", "--window-prompt-length", "180", "--rollout-prompt-length", "300"])
+    options = _options(
+        [
+            "--emulate",
+            "p40",
+            "--trim-padding",
+            "--rollout-trim-padding",
+            "--cuda-graph",
+            "--window-prompt-length",
+            "180",
+            "--rollout-prompt-length",
+            "300",
+        ]
+    )
     inputs = time_inputs_for_options(options, resolve_plan_run(options))
-    assert (inputs.trim_padding, inputs.rollout_trim_padding, inputs.cuda_graph, inputs.window_prompt_length, inputs.rollout_prompt_length) == (("actor", "ref", "critic"), True, True, 180.0, 300.0)
+    assert (
+        inputs.trim_padding,
+        inputs.rollout_trim_padding,
+        inputs.cuda_graph,
+        inputs.window_prompt_length,
+        inputs.rollout_prompt_length,
+    ) == (("actor", "ref", "critic"), True, True, 180.0, 300.0)
     # unset flags follow the profile's overrides; --no-... turns a profile's switch off
     assert all(key in load_profile("p40").overrides for key in FIVE_KEYS)
     p40 = _options(["--emulate", "p40"])
@@ -442,8 +612,14 @@ def test_plan_flags_set_the_speed_switches():
     switched_off = _options(["--emulate", "p40", "--no-cuda-graph", "--no-trim-padding"])
     off = time_inputs_for_options(switched_off, resolve_plan_run(switched_off))
     assert (off.trim_padding, off.rollout_trim_padding, off.cuda_graph) == ((), True, False)
-    status, out = run_plan(["--emulate", "p40", "--steps", "200", "--trim-padding", "--rollout-trim-padding", "--cuda-graph"])
-    est = plan_time.estimate(plan_fit.auto_fit(plan_request.request_from_options(_options(["--emulate", "p40"]))[0]).request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
+    status, out = run_plan(
+        ["--emulate", "p40", "--steps", "200", "--trim-padding", "--rollout-trim-padding", "--cuda-graph"]
+    )
+    est = plan_time.estimate(
+        plan_fit.auto_fit(plan_request.request_from_options(_options(["--emulate", "p40"]))[0]).request,
+        "p40",
+        plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25),
+    )
     assert status == 0
     assert f"  {'step':<30} {est.step_seconds:8.2f} s\n" in out
 
@@ -467,15 +643,21 @@ def test_train_estimate_with_lora_models_the_profiles_cuda_graph_and_the_unwrapp
     graphs_on = model(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, unwrap_fsdp=True)
     assert seconds == graphs_on != graphs_off
     # LoRA on one GPU: build_overrides adds +...unwrap_fsdp=True, whose generation the estimate models
-    assert lines[-1] == ("plan: LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
-                         "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 1.6)")
+    assert (
+        lines[-1]
+        == "plan: LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest"
+        " on one record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 1.6)"
+    )
     # the user's unwrap_fsdp=False after -- : generation through FSDP's hooks, not modelled
     wrapped = _for_train(
         dataclasses.replace(settings, extra_overrides=["+actor_rollout_ref.rollout.unwrap_fsdp=False"]), profile
     )[0]
-    assert wrapped[-1] == ("plan: LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's figure on the H200 "
-                           "(docs/benchmarks.md section 4.1); with patch 0023's unwrap_fsdp, which verlfit turns on for LoRA on one GPU, "
-                           "2.5x faster than that, measured only while sharing the GPU (section 4.2)")
+    assert (
+        wrapped[-1]
+        == "plan: LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's"
+        " figure on the H200 (docs/benchmarks.md section 4.1); with patch 0023's unwrap_fsdp, which verlfit turns on"
+        " for LoRA on one GPU, 2.5x faster than that, measured only while sharing the GPU (section 4.2)"
+    )
     # the final override list, when given, is what is read: a later cuda_graph=True wins over an earlier False
     assert for_train(
         settings,
@@ -499,7 +681,9 @@ def test_lora_checkpoints_count_the_frozen_base_and_the_adapters_optimizer_state
     # optimizer.state_dict() (AdamW's two states of the trained adapters): Qwen2.5-0.5B, rank 32, all-linear
     from verlfit.model_shape import load_model_shape
 
-    request = plan_memory.PlanRequest(shape=load_model_shape("Qwen/Qwen2.5-0.5B-Instruct"), gpu_memory_bytes=24 * 2**30, lora_rank=32)
+    request = plan_memory.PlanRequest(
+        shape=load_model_shape("Qwen/Qwen2.5-0.5B-Instruct"), gpu_memory_bytes=24 * 2**30, lora_rank=32
+    )
     assert plan_time.checkpoint_bytes(request, "actor") == 4 * (494_032_768 + 17_596_416) + 8 * 17_596_416
     assert plan_time.checkpoint_bytes(request, "actor", rank=0) == 12 * 494_032_768
     work = plan_time.phase_work(request, plan_time.TimeInputs(save_freq=25))
@@ -560,8 +744,13 @@ def test_window_lengths_above_the_maximum_are_refused_and_without_their_switch_n
         run_plan(["--emulate", "p40", "--rollout-prompt-length", "513"])
     with pytest.raises(VerlfitError, match=r"--window-response-length 300 is more than --max-response-length 256"):
         run_plan(["--emulate", "p40", "--max-response-length", "256", "--window-response-length", "300"])
-    status, out = run_plan(["--emulate", "p40", "--no-trim-padding", "--window-prompt-length", "100", "--rollout-prompt-length", "100"])
-    assert "note: --window-prompt-length 100 has no effect: --trim-padding is off (the profile's keys or --no-trim-padding)\n" in out
+    status, out = run_plan(
+        ["--emulate", "p40", "--no-trim-padding", "--window-prompt-length", "100", "--rollout-prompt-length", "100"]
+    )
+    assert (
+        "note: --window-prompt-length 100 has no effect: --trim-padding is off (the profile's keys or"
+        " --no-trim-padding)\n" in out
+    )
     assert "rollout-prompt-length 100 has no effect" not in out  # the p40 profile turns the rollout trim on
     status, out = run_plan(["--emulate", "p40", "--window-prompt-length", "100"])
     assert "has no effect" not in out
@@ -588,7 +777,9 @@ def test_the_a10_profiles_vllm_path_is_said_to_be_unmodelled(capsys, tmp_path):
         )
         == 0
     )
-    assert f"note: plan: {plan_time.VLLM_NOTE}" in " ".join(capsys.readouterr().out.split())  # the dry run wraps its notes
+    assert f"note: plan: {plan_time.VLLM_NOTE}" in " ".join(
+        capsys.readouterr().out.split()
+    )  # the dry run wraps its notes
     assert (
         cli.main(
             [
@@ -620,10 +811,26 @@ def test_lora_update_counts_the_frozen_base_the_adapters_and_their_fixed_costs_o
 
     shape = load_model_shape("Qwen/Qwen2.5-1.5B-Instruct")
     adapter = 32 * (3072 + 1792 + 1792 + 3072 + 3 * 10496) * 28
-    assert plan_memory.lora_adapter_work(shape, "actor", 32) == plan_memory.lora_adapter_work(shape, "critic", 32) == (adapter, 7 * 28) == (36_929_536, 196)
+    assert (
+        plan_memory.lora_adapter_work(shape, "actor", 32)
+        == plan_memory.lora_adapter_work(shape, "critic", 32)
+        == (adapter, 7 * 28)
+        == (36_929_536, 196)
+    )
     assert plan_memory.lora_adapter_work(shape, "actor", 0) == (0, 0)
     # PPO, 32 responses of 512 + 256 columns (untrimmed), actor micro-batch 4, gradient checkpointing
-    full_request = plan_memory.PlanRequest(shape=shape, gpu_memory_bytes=24 * 2**30, train_batch_size=32, ppo_mini_batch_size=16, actor_micro_batch_size=4, log_prob_micro_batch_size=8, critic_micro_batch_size=16, max_prompt_length=512, max_response_length=256, gradient_checkpointing=True)
+    full_request = plan_memory.PlanRequest(
+        shape=shape,
+        gpu_memory_bytes=24 * 2**30,
+        train_batch_size=32,
+        ppo_mini_batch_size=16,
+        actor_micro_batch_size=4,
+        log_prob_micro_batch_size=8,
+        critic_micro_batch_size=16,
+        max_prompt_length=512,
+        max_response_length=256,
+        gradient_checkpointing=True,
+    )
     lora_request = dataclasses.replace(full_request, lora_rank=32)
     tokens, columns = 32 * 768, 768
     layer_params = 1536 * 1536 * 2 + 2 * 1536 * 256 + 3 * 1536 * 8960  # q, o; k, v; gate, up, down
@@ -647,7 +854,9 @@ def test_lora_update_counts_the_frozen_base_the_adapters_and_their_fixed_costs_o
     card = get_card("h200")
     f = plan_time.FACTORS
     bare = dataclasses.replace(lora, adapter_passes=0)
-    assert plan_time.phase_seconds(lora, card.rates("float32")) - plan_time.phase_seconds(bare, card.rates("float32")) == pytest.approx(8 * 3 * 196 * f["adapter_pass_overhead_s"])
+    assert plan_time.phase_seconds(lora, card.rates("float32")) - plan_time.phase_seconds(
+        bare, card.rates("float32")
+    ) == pytest.approx(8 * 3 * 196 * f["adapter_pass_overhead_s"])
     # no ref model: with LoRA the ref log-prob is the actor with its adapter disabled, a base forward
     grpo = dataclasses.replace(lora_request, algorithm="grpo", rollout_n=4, train_batch_size=8, ppo_mini_batch_size=4)
     work = plan_time.phase_work(grpo)
@@ -661,7 +870,10 @@ def test_lora_update_counts_the_frozen_base_the_adapters_and_their_fixed_costs_o
 
 def test_speed_switches_read_unwrap_fsdp():
     assert speed_switches(["+actor_rollout_ref.rollout.unwrap_fsdp=True"]) == {"unwrap_fsdp": True}
-    assert speed_switches(["+actor_rollout_ref.rollout.unwrap_fsdp=True", "+actor_rollout_ref.rollout.unwrap_fsdp=False"]) == {}
+    assert (
+        speed_switches(["+actor_rollout_ref.rollout.unwrap_fsdp=True", "+actor_rollout_ref.rollout.unwrap_fsdp=False"])
+        == {}
+    )
 
 
 def test_benchmarks_time_model_section_holds_the_scripts_table_and_the_p40_graph_figures():
@@ -669,7 +881,7 @@ def test_benchmarks_time_model_section_holds_the_scripts_table_and_the_p40_graph
     import calibrate_time  # benchmarks/ is on sys.path (tests/conftest.py)
 
     text = (ROOT / "docs" / "benchmarks.md").read_text()
-    section = text[text.index("### 1.6 Time-model calibration"):text.index("## 2. Memory and the planner")]
+    section = text[text.index("### 1.6 Time-model calibration") : text.index("## 2. Memory and the planner")]
     card = get_card("h200")
     table, _ = calibrate_time.table(calibrate_time.stored_records(), card, plan_time.FACTORS)
     assert table in section
@@ -677,7 +889,19 @@ def test_benchmarks_time_model_section_holds_the_scripts_table_and_the_p40_graph
     assert "factors: " + json.dumps(plan_time.FACTORS) in section
     # the P40 paragraph's figures: the main job (the p40 profile's request), switches stated, a save every 25 steps
     request = plan_fit.auto_fit(plan_request.request_from_options(_options(["--emulate", "p40"]))[0]).request
-    trims = plan_time.estimate(request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, save_freq=25))
-    graph = plan_time.estimate(request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25))
-    assert f"it gives {trims.step_seconds:.1f} s a step with the four trims and {graph.step_seconds:.1f} s with the trims + cuda_graph" in " ".join(section.split())
-    assert f"generation {trims.phases['gen']:.1f} -> {graph.phases['gen']:.1f} s ({graph.phases['gen'] / trims.phases['gen'] - 1:.0%})" in " ".join(section.split())
+    trims = plan_time.estimate(
+        request, "p40", plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, save_freq=25)
+    )
+    graph = plan_time.estimate(
+        request,
+        "p40",
+        plan_time.TimeInputs(trim_padding=True, rollout_trim_padding=True, cuda_graph=True, save_freq=25),
+    )
+    assert (
+        f"it gives {trims.step_seconds:.1f} s a step with the four trims and {graph.step_seconds:.1f} s with the trims"
+        " + cuda_graph" in " ".join(section.split())
+    )
+    assert (
+        f"generation {trims.phases['gen']:.1f} -> {graph.phases['gen']:.1f} s"
+        f" ({graph.phases['gen'] / trims.phases['gen'] - 1:.0%})" in " ".join(section.split())
+    )

@@ -17,7 +17,8 @@ docker/a10-cu118.lock pins it without a local label. The A10 image's three take 
 (TORCHVISION_WHEEL_SHA256, TORCHAUDIO_WHEEL_SHA256, XFORMERS_WHEEL_SHA256): the rehearsal passes these files' own.
 
 Usage: python stand_in_torch_index.py PYPI_WHEELS CU12_WHEELS TORCH_DEPS_LOCK OUT
-  PYPI_WHEELS  folder with PyPI's torch-2.6.0, torchvision-0.21.0, torchaudio-2.6.0 and xformers-0.0.29.post2 cp310 wheels
+  PYPI_WHEELS  folder with PyPI's torch-2.6.0, torchvision-0.21.0, torchaudio-2.6.0 and xformers-0.0.29.post2 cp310
+wheels
   CU12_WHEELS  folder with the nvidia-*-cu12 wheels named in CU12_LIBRARIES (torch 2.6.0's own pins)
   OUT          written: OUT/simple/<project>/index.html and OUT/files/*.whl
 """
@@ -41,8 +42,16 @@ LOCAL_LABEL = "cu118"
 # torch-deps.lock provides: libcudart.so.12, libcublas(Lt).so.12, libcufft.so.11, libcusparse.so.12 (and the
 # libnvJitLink.so.12 it needs), libcusparseLt.so.0, libcupti.so.12, libnvrtc.so.12. cuDNN 9, NCCL 2, cuRAND 10 and
 # cuSOLVER 11 have the same sonames in both (only libtorch_cuda_linalg.so links cuSOLVER, loaded on first GPU use).
-CU12_LIBRARIES = ("nvidia_cuda_runtime_cu12", "nvidia_cublas_cu12", "nvidia_cufft_cu12", "nvidia_cusparse_cu12",
-                  "nvidia_nvjitlink_cu12", "nvidia_cusparselt_cu12", "nvidia_cuda_cupti_cu12", "nvidia_cuda_nvrtc_cu12")
+CU12_LIBRARIES = (
+    "nvidia_cuda_runtime_cu12",
+    "nvidia_cublas_cu12",
+    "nvidia_cufft_cu12",
+    "nvidia_cusparse_cu12",
+    "nvidia_nvjitlink_cu12",
+    "nvidia_cusparselt_cu12",
+    "nvidia_cuda_cupti_cu12",
+    "nvidia_cuda_nvrtc_cu12",
+)
 
 
 def record_hash(data: bytes) -> str:
@@ -66,11 +75,17 @@ def relabel(wheel: Path, out_dir: Path, cu11: list[str], cu12_dir: Path | None) 
     with tempfile.TemporaryDirectory(dir=out_dir) as scratch:
         staging = Path(scratch)
         with zipfile.ZipFile(wheel) as source:
-            info_files = {item: source.read(item) for item in source.namelist() if item.startswith(old_info + "/") and not item.endswith("/")}
+            info_files = {
+                item: source.read(item)
+                for item in source.namelist()
+                if item.startswith(old_info + "/") and not item.endswith("/")
+            }
         metadata = info_files[f"{old_info}/METADATA"].decode()
         metadata = re.sub(r"^Version: .*$", f"Version: {new_version}", metadata, count=1, flags=re.MULTILINE)
         if name == "torch":
-            lines = [line for line in metadata.split("\n") if not re.match(r"Requires-Dist: nvidia-[a-z0-9-]+-cu12", line)]
+            lines = [
+                line for line in metadata.split("\n") if not re.match(r"Requires-Dist: nvidia-[a-z0-9-]+-cu12", line)
+            ]
             at = next(index for index, line in enumerate(lines) if line.startswith("Requires-Dist:"))
             lines[at:at] = [f"Requires-Dist: {requirement}" for requirement in cu11]
             metadata = "\n".join(lines)
@@ -88,7 +103,11 @@ def relabel(wheel: Path, out_dir: Path, cu11: list[str], cu12_dir: Path | None) 
                             added[item] = library.read(item)
         # the new .dist-info (RECORD rewritten: renamed folder, new METADATA hash, the added libraries)
         record_name = f"{new_info}/RECORD"
-        record = [line for line in info_files.pop(f"{old_info}/RECORD").decode().splitlines() if line and not line.startswith(old_info + "/")]
+        record = [
+            line
+            for line in info_files.pop(f"{old_info}/RECORD").decode().splitlines()
+            if line and not line.startswith(old_info + "/")
+        ]
         for item, data in info_files.items():
             path = staging / item.replace(old_info, new_info, 1)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,7 +159,10 @@ def main(argv: list[str]) -> int:
     for project, version in (("torch", "2.6.0"), ("torchvision", "0.21.0"), ("torchaudio", "2.6.0")):
         found = sorted(pypi.glob(f"{project}-{version}-cp310-*.whl"))
         if len(found) != 1:
-            print(f"{pypi}: expected one {project}-{version}-cp310-*.whl, found {[path.name for path in found]}", file=sys.stderr)
+            print(
+                f"{pypi}: expected one {project}-{version}-cp310-*.whl, found {[path.name for path in found]}",
+                file=sys.stderr,
+            )
             return 1
         made.append(relabel(found[0], files_dir, cu11, cu12 if project == "torch" else None))
     served = list(made)

@@ -13,8 +13,12 @@ def rows(count: int, start: int) -> list[dict[str, str]]:
     made = []
     for index in range(start, start + count):
         apples, more = 3 + index, 2 * index + 1
-        made.append({"question": f"Sam has {apples} apples and buys {more} more. How many apples does Sam have?",
-                     "answer": f"Sam has {apples} + {more} = {apples + more} apples.\n#### {apples + more}"})
+        made.append(
+            {
+                "question": f"Sam has {apples} apples and buys {more} more. How many apples does Sam have?",
+                "answer": f"Sam has {apples} + {more} = {apples + more} apples.\n#### {apples + more}",
+            }
+        )
     return made
 
 
