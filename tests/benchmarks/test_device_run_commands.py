@@ -59,6 +59,9 @@ def stage_calls(tmp_path: Path, stage: str) -> list[str]:
         OUT=str(out),
         VERLFIT_SITE=str(tmp_path / "site"),
         SETUP_FOR="lora_1p5b_ppo lora_3b_grpo own_task",
+        # not the default ({tmp}/gsm8k, which a checkout that staged the device stack has): bench passes
+        # --gsm8k only when that folder holds train.jsonl
+        GSM8K_DIR=str(tmp_path / "gsm8k"),
     )
     result = subprocess.run([sys.executable, str(SCRIPT), stage], capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
@@ -79,7 +82,7 @@ EXPECTED = {
         "benchmarks/make_model.py --shape qwen2.5-0.5b --output {work}/qwen2.5-0.5b-random",
         "benchmarks/make_model.py --shape tiny --output {work}/tiny --tokenizer-dir {work}/qwen2.5-0.5b-random",
         (
-            "-m verlfit prepare-gsm8k --input .device-stack/b/gsm8k --output {work}/gsm8k --tokenizer"
+            "-m verlfit prepare-gsm8k --input {tmp}/gsm8k --output {work}/gsm8k --tokenizer"
             " {work}/qwen2.5-0.5b-random --max-prompt-length 512"
         ),
         "nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader",
