@@ -282,13 +282,14 @@ def test_a_value_of_the_wrong_type_is_refused(override, message, fix):
 def test_values_of_the_right_type_pass_including_int_for_float_and_null_defaults():
     config = validate_overrides(
         [
-            "actor_rollout_ref.actor.optim.lr=1",
+            # an int where verl's default is a float (1.0); a learning rate of 1 is above --actor-lr's limit
+            "actor_rollout_ref.rollout.top_p=1",
             "trainer.val_before_train=False",
             "data.val_batch_size=64",
             "trainer.max_actor_ckpt_to_keep=null",
         ]
     )
-    assert (config.actor_rollout_ref.actor.optim.lr, config.trainer.val_before_train, config.data.val_batch_size) == (
+    assert (config.actor_rollout_ref.rollout.top_p, config.trainer.val_before_train, config.data.val_batch_size) == (
         1,
         False,
         64,
@@ -645,6 +646,43 @@ def test_an_interpolation_in_a_checked_value_is_checked_as_it_resolves_or_refuse
         ),
         2,
     )
+
+
+LR_LIMIT_WHY = (
+    "AdamW moves every weight by about the learning rate each step, so the pretrained model would be gone within a few"
+    " steps (verl's defaults: actor 1e-6, critic 1e-5; LoRA runs use up to about 1e-4)"
+)
+
+
+@pytest.mark.parametrize(
+    "override, message, fix",
+    [
+        (
+            "actor_rollout_ref.actor.optim.lr=10",
+            f"actor_rollout_ref.actor.optim.lr=10: it must be a learning rate at most 0.01 (--actor-lr's limit); "
+            f"{LR_LIMIT_WHY}",
+            "set actor_rollout_ref.actor.optim.lr to a learning rate at most 0.01 (--actor-lr's limit), or leave it to"
+            " verl's default",
+        ),
+        (
+            "critic.optim.lr=${actor_rollout_ref.rollout.temperature}",
+            "critic.optim.lr=1.0 (from ${actor_rollout_ref.rollout.temperature}): it must be a learning rate at most"
+            f" 0.01 (--critic-lr's limit); {LR_LIMIT_WHY}",
+            "set critic.optim.lr to a learning rate at most 0.01 (--critic-lr's limit), or leave it to verl's default",
+        ),
+    ],
+)
+def test_a_learning_rate_after_the_double_dash_has_the_options_limit(override, message, fix):
+    """New-user trial (finding 7): `-- actor_rollout_ref.actor.optim.lr=10` was taken, though --actor-lr 10 is refused
+    ("above 0.01"); so was a critic lr interpolated from the temperature (1.0)."""
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides([override])
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (message, fix, 2)
+    # the options' own limit is the same number, and 0.01 itself is taken as --actor-lr 0.01 is
+    from verlfit.arguments import MAX_LEARNING_RATE
+
+    assert MAX_LEARNING_RATE == 0.01
+    assert validate_overrides(["actor_rollout_ref.actor.optim.lr=0.01"]).actor_rollout_ref.actor.optim.lr == 0.01
 
 
 def test_a_reward_model_is_refused_with_what_verlfit_scores_with():

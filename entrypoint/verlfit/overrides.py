@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from verlfit.errors import VerlfitError
-from verlfit.run_settings import TrainSettings
+from verlfit.run_settings import LEARNING_RATE_LIMIT_WHY, MAX_LEARNING_RATE, TrainSettings
 
 # Keys absent from verl 0.4.1's ppo_trainer.yaml that verl (or our patch series) reads.
 # Source: fsdp_workers.py:214 (model_dtype), :292-296 / :964-968 (mixed_precision.*),
@@ -809,6 +809,19 @@ VALUE_RULES = (
         "a negative learning rate climbs the loss",
     ),
     ("critic.optim.lr", lambda v: v >= 0, "a learning rate from 0", "a negative learning rate climbs the loss"),
+    # the limit of --actor-lr / --critic-lr, for the same keys set after --
+    (
+        "actor_rollout_ref.actor.optim.lr",
+        lambda v: v <= MAX_LEARNING_RATE,
+        f"a learning rate at most {MAX_LEARNING_RATE:g} (--actor-lr's limit)",
+        LEARNING_RATE_LIMIT_WHY,
+    ),
+    (
+        "critic.optim.lr",
+        lambda v: v <= MAX_LEARNING_RATE,
+        f"a learning rate at most {MAX_LEARNING_RATE:g} (--critic-lr's limit)",
+        LEARNING_RATE_LIMIT_WHY,
+    ),
     # Above 0, not from 0: verl 0.4.1 hands rollout.temperature to the actor's log-probabilities on every engine
     # (fsdp_workers.py:744, data.meta_info["temperature"] = self.config.rollout.temperature), which divide by it
     # (dp_actor.py:264, logits.div_(temperature)); and its HF rollout samples with it (hf_rollout.py:83-87, the
