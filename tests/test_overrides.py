@@ -1,6 +1,7 @@
 """verl overrides: the complete lists per profile and algorithm, Hydra validation against verl 0.4.1's yaml."""
 
 import pytest
+from omegaconf import OmegaConf
 
 from verlfit.errors import VerlfitError
 from verlfit.overrides import build_overrides, merge_overrides, triton_allowed, validate_overrides
@@ -683,6 +684,36 @@ def test_a_learning_rate_after_the_double_dash_has_the_options_limit(override, m
 
     assert MAX_LEARNING_RATE == 0.01
     assert validate_overrides(["actor_rollout_ref.actor.optim.lr=0.01"]).actor_rollout_ref.actor.optim.lr == 0.01
+
+
+@pytest.mark.parametrize(
+    "key, default",
+    [("actor_rollout_ref.actor.optim.lr", "1e-06"), ("actor_rollout_ref.rollout.temperature", "1.0")],
+)
+def test_an_interpolation_that_resolves_to_a_word_is_refused_as_the_word_is(key, default, monkeypatch):
+    """New-user trial (finding 8): `-- 'actor_rollout_ref.rollout.temperature=${oc.env:HOME}'` was taken, though
+    `temperature="0"` is refused: the value it resolves to ("/root") was not checked for its type."""
+    monkeypatch.setenv("HOME", "/root")
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides([f"{key}=${{oc.env:HOME}}"])
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (
+        f"'{key}=${{oc.env:HOME}}': verl expects a number for {key} (its default is {float(default)}), and"
+        " ${oc.env:HOME} resolves to '/root' (str)",
+        f"write a number, e.g. {key}={float(default)}; an environment variable's text becomes a number through"
+        " '${oc.decode:${oc.env:NAME}}'",
+        2,
+    )
+    # the number an environment variable holds, decoded, is a number, checked like one
+    monkeypatch.setenv("VERLFIT_TEST_VALUE", "0.005")
+    config = validate_overrides([f"{key}='${{oc.decode:${{oc.env:VERLFIT_TEST_VALUE}}}}'"])
+    assert OmegaConf.select(config, key) == 0.005
+    # a true/false key whose interpolation resolves to a word is refused as the word is
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides(["actor_rollout_ref.rollout.do_sample=${oc.env:HOME}"])
+    assert error.value.message == (
+        "'actor_rollout_ref.rollout.do_sample=${oc.env:HOME}': verl expects true or false for"
+        " actor_rollout_ref.rollout.do_sample (its default is true), and ${oc.env:HOME} resolves to '/root' (str)"
+    )
 
 
 def test_a_reward_model_is_refused_with_what_verlfit_scores_with():

@@ -962,10 +962,12 @@ def _verl_defaults():
 def _check_value_types(overrides: list[str], base, composed) -> None:
     """Refuse an override whose value is not of the type of verl's default for that key (numbers may be
     int or float). ``base`` is verl's yaml, ``composed`` the config with the overrides (OmegaConf). A default
-    that is a ``${...}`` interpolation is judged by what it resolves to; a value that is one is not checked,
-    nor a key whose default is null or a string. The patch series' switches (:data:`SWITCH_ADDED_KEYS`, added with
+    or a value that is a ``${...}`` interpolation is judged by what it resolves to (a value that does not resolve here
+    is left to :func:`check_values`, which refuses it for the keys it checks); a key whose default is null or a
+    string is not checked. The patch series' switches (:data:`SWITCH_ADDED_KEYS`, added with
     ``+``) must be true or false."""
     from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationResolutionError
 
     for override in overrides:
         prefix, key, _ = split_override(override)
@@ -982,13 +984,27 @@ def _check_value_types(overrides: list[str], base, composed) -> None:
             continue
         parent_key, _, leaf = key.rpartition(".")
         parent = OmegaConf.select(composed, parent_key) if parent_key else composed
+        interpolation = None
         if OmegaConf.is_config(parent) and OmegaConf.is_interpolation(parent, leaf):
-            continue
+            # judged by what it resolves to, as verl reads it once main_ppo.py:77 has resolved the config (new-user
+            # trial: ${oc.env:HOME} became the temperature "/root"); one that does not resolve here is check_values'
+            interpolation = parent._get_node(leaf)._value()
+            try:
+                value = OmegaConf.select(composed, key, default=None)
+            except InterpolationResolutionError:
+                continue
+        else:
+            value = OmegaConf.select(composed, key, default=None)
         default = OmegaConf.select(base, key, default=None, throw_on_resolution_failure=False)
-        value = OmegaConf.select(composed, key, default=None)
+        resolved = f", and {interpolation} resolves to {value!r} ({type(value).__name__})" if interpolation else ""
+        decode = (
+            "; an environment variable's text becomes a number through '${oc.decode:${oc.env:NAME}}'"
+            if interpolation
+            else ""
+        )
         if isinstance(default, bool) and not isinstance(value, bool):
             raise VerlfitError(
-                f"{override!r}: verl expects true or false for {key} (its default is {str(default).lower()})",
+                f"{override!r}: verl expects true or false for {key} (its default is {str(default).lower()}){resolved}",
                 fix=f"write {key}=True or {key}=False",
                 exit_code=2,
             )
@@ -998,7 +1014,7 @@ def _check_value_types(overrides: list[str], base, composed) -> None:
             and (isinstance(value, bool) or not isinstance(value, (int, float)))
         ):
             raise VerlfitError(
-                f"{override!r}: verl expects a number for {key} (its default is {default})",
-                fix=f"write a number, e.g. {key}={default}",
+                f"{override!r}: verl expects a number for {key} (its default is {default}){resolved}",
+                fix=f"write a number, e.g. {key}={default}{decode}",
                 exit_code=2,
             )
