@@ -45,6 +45,7 @@ from verlfit.reward_process import (
     ImportedModules,
     PrintedOutput,
     Returned,
+    RewardClosedOutput,
     RewardExited,
     RewardProcess,
     RewardRaised,
@@ -65,6 +66,16 @@ IMPORT_TIME_LIMIT_S = 60.0
 # reward a million times that swamps the KL penalty (coefficient ~1e-3) and the critic's squared value loss, and
 # 1e300 overflows float32 (verl keeps rewards in a float32 tensor: naive.py reward_tensor). A bound verlfit sets.
 REWARD_MAGNITUDE_LIMIT = 1e6
+# Why a reward that closes standard output or error is refused (RewardClosedOutput), and the fix
+CLOSED_OUTPUT_WHY = (
+    ": verl's reward manager prints the first responses and their scores right after scoring them (verl 0.4.1"
+    ' naive.py, print("[prompt]", ...)), so the run would stop at its first step (ValueError: I/O operation on closed'
+    " file, or OSError: Bad file descriptor)"
+)
+CLOSED_OUTPUT_FIX = (
+    "leave standard output and error open in the reward (to silence what it prints, wrap the prints in"
+    " contextlib.redirect_stdout(io.StringIO()))"
+)
 SPLIT_WORDS = {"train": "training", "test": "test"}  # how a message names a row of train.parquet / test.parquet
 
 
@@ -224,7 +235,7 @@ def load_reward_function(
         process.load(import_time_limit_s)
     except BaseException as error:
         process.close()
-        if isinstance(error, (RewardTimedOut, RewardExited, RewardRaised, RewardRefused)):
+        if isinstance(error, (RewardTimedOut, RewardExited, RewardRaised, RewardRefused, RewardClosedOutput)):
             raise _load_refusal(error, path, reward.name) from error
         raise
     return process
@@ -239,6 +250,12 @@ def _load_refusal(error: Exception, path: Path, name: str) -> VerlfitError:
             " imports it in every worker before the first step, so the run would hang there",
             fix="move slow work (a sleep, a loop, a download) out of the file's top level so that importing it takes"
             " seconds",
+            exit_code=2,
+        )
+    if isinstance(error, RewardClosedOutput):
+        return VerlfitError(
+            f"reward function file {path} closes {error} when imported{CLOSED_OUTPUT_WHY}",
+            fix=CLOSED_OUTPUT_FIX,
             exit_code=2,
         )
     if isinstance(error, RewardExited):
@@ -425,7 +442,8 @@ def call_on_rows(
 def call_refusal(error: Exception, label: str, where: str | None = None, response: str | None = None) -> VerlfitError:
     """The refusal (exit status 2) for one call of ``label`` that failed on ``where`` (``"training row 3 of FILE
     (...)"``; None: the caller names the row) with ``response`` (``"the ground truth"``; None: not said): it ran past
-    its limit, exited the process, or raised (in the child, :class:`verlfit.reward_process.RewardRaised`, or here)."""
+    its limit, exited the process, left standard output or error closed, or raised (in the child,
+    :class:`verlfit.reward_process.RewardRaised`, or here)."""
     place = (f" on {where}" if where else "") + (f" with {response} as the response" if response else "")
     if isinstance(error, RewardTimedOut):
         return VerlfitError(
@@ -435,6 +453,8 @@ def call_refusal(error: Exception, label: str, where: str | None = None, respons
             " bound in a reward)",
             exit_code=2,
         )
+    if isinstance(error, RewardClosedOutput):
+        return VerlfitError(f"{label} closes {error}{place}{CLOSED_OUTPUT_WHY}", fix=CLOSED_OUTPUT_FIX, exit_code=2)
     if isinstance(error, RewardExited):
         return VerlfitError(
             f"the reward function exited the process: {label}{place} ({error.how}); verl would lose the worker"
