@@ -856,7 +856,7 @@ def test_what_the_reward_writes_to_standard_error_is_kept_with_its_prints(tmp_pa
 
 CLOSED_OUTPUT_WHY = (
     ": verl's reward manager prints the first responses and their scores right after scoring them (verl 0.4.1"
-    " naive.py, print(\"[prompt]\", ...)), so the run would stop at its first step (ValueError: I/O operation on closed"
+    ' naive.py, print("[prompt]", ...)), so the run would stop at its first step (ValueError: I/O operation on closed'
     " file, or OSError: Bad file descriptor)"
 )
 CLOSED_OUTPUT_FIX = (
@@ -904,3 +904,52 @@ def test_a_reward_closing_standard_output_is_refused_naming_where(tmp_path, top,
     assert (str(caught.value), caught.value.exit_code) == (expected, 2)
     print("verlfit still prints")  # the child's streams, not verlfit's
     assert capsys.readouterr().out == "verlfit still prints\n"
+
+
+KEYS_WHY = (
+    ": verl 0.4.1 collects each key of the dicts once per response, and its validation asserts that every key has a"
+    " value for every response (ray_trainer.py:696, assert len(lst) == 0 or len(lst) == len(sample_scores)), so the"
+    " first validation would stop the run\n  fix: return a dict with the same keys for every response (e.g. 'acc': 0.0"
+    " where it does not apply), or a number for every response"
+)
+
+
+@pytest.mark.parametrize(
+    "body, first, then, row, response",
+    [
+        (
+            "    if solution_str:\n        return {'score': 1.0, 'acc': 1.0}\n    return {'score': 0.0}\n",
+            "a dict with keys 'acc', 'score'",
+            "a dict with keys 'score'",
+            0,
+            "an empty response",
+        ),
+        (
+            "    if ground_truth == '3':\n        return 0.5\n    return {'score': 1.0}\n",
+            "a dict with keys 'score'",
+            "a number",
+            3,
+            "the ground truth",
+        ),
+    ],
+    ids=["a key missing on an empty response", "a number on one row"],
+)
+def test_a_reward_whose_dict_keys_vary_by_row_is_refused_naming_the_keys_and_rows(
+    tmp_path, body, first, then, row, response
+):
+    """New-user trial (finding 17): {"score", "acc"} for a non-empty response and {"score"} for an empty one passed
+    the check; verl's _validate asserts one value per response for every key, so validation would fail."""
+    train = write_train(tmp_path / "data")
+    head = "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+    path = reward_file(tmp_path, head + body)
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), train)
+    expected = (
+        f"compute_score in {path} returns {first} on training row 0 of {train} with the ground truth as the response,"
+        f" but {then} on training row {row} of {train} with {response} as the response{KEYS_WHY}"
+    )
+    assert (str(caught.value), caught.value.exit_code) == (expected, 2)
+    # the same keys on every row, or numbers only: taken
+    same = "    return {'score': float(bool(solution_str)), 'acc': 0.0}\n"
+    path = reward_file(tmp_path, head + same)
+    assert len(rewards.check_reward_function(rewards.RewardFunction(path), train).scores) == 10

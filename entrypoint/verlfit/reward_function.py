@@ -356,6 +356,14 @@ def score_value(result: Any) -> float | None:
     return None
 
 
+def result_shape(result: Any) -> str:
+    """What a scoring function returned, as far as verl's naive reward manager keeps it per response: ``"a number"``,
+    or ``"a dict with keys 'acc', 'score'"`` (each key goes into ``reward_extra_info``, naive.py)."""
+    if isinstance(result, Mapping):
+        return "a dict with keys " + ", ".join(repr(key) for key in sorted(result, key=str))
+    return "a number"
+
+
 def row_place(row: Mapping) -> str:
     """How messages name a row from :func:`reward_rows`: ``"training row 4 of /data/train.parquet"``, ``"test row 0 of
     /data/test.parquet"`` (``"row 4"`` for a row without its file)."""
@@ -391,10 +399,13 @@ def call_on_rows(
     Raises:
         VerlfitError (exit status 2): a call raises, runs past the process's time limit, exits the process, or returns
             neither a number nor a dict with a numeric ``"score"``, or a number that is not finite (NaN would poison
-            every advantage in its group) or larger in magnitude than :data:`REWARD_MAGNITUDE_LIMIT`; the message
-            names the function, the split, the file, the row and the response.
+            every advantage in its group) or larger in magnitude than :data:`REWARD_MAGNITUDE_LIMIT`, or dicts whose
+            keys differ from the first call's (or a dict on some calls and a number on others: verl's validation
+            asserts one value per response for each key, :func:`result_shape`); the message names the function, the
+            split, the file, the row and the response.
     """
     scored = []
+    first_shape: tuple[str, str] | None = None  # the first call's result_shape and where it was returned
     for row in rows:
         ground_truth = row["reward_model"]["ground_truth"]
         for solution in (ground_truth if isinstance(ground_truth, str) else str(ground_truth), ""):
@@ -431,6 +442,19 @@ def call_on_rows(
                     f" {REWARD_MAGNITUDE_LIMIT:g}, which swamps the KL penalty and the critic's value loss (verl's own"
                     " scorers return 0 to 1) and overflows float32 past 3.4e38",
                     fix="scale the reward to a few units (e.g. 1.0 for a correct answer, 0.0 otherwise)",
+                    exit_code=2,
+                )
+            shape, said = result_shape(result), f"{row_place(row)} with {shown} as the response"
+            if first_shape is None:
+                first_shape = (shape, said)
+            elif shape != first_shape[0]:
+                raise VerlfitError(
+                    f"{label} returns {first_shape[0]} on {first_shape[1]}, but {shape} on {said}: verl 0.4.1 collects"
+                    " each key of the dicts once per response, and its validation asserts that every key has a value"
+                    " for every response (ray_trainer.py:696, assert len(lst) == 0 or len(lst) =="
+                    " len(sample_scores)), so the first validation would stop the run",
+                    fix="return a dict with the same keys for every response (e.g. 'acc': 0.0 where it does not"
+                    " apply), or a number for every response",
                     exit_code=2,
                 )
             scored.append(ScoredRow(row["_row"], solution, value, row.get("_split", "train")))
