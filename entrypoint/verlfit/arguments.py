@@ -85,9 +85,7 @@ def learning_rate(text: str) -> float:
     """``--actor-lr`` / ``--critic-lr``: a positive, finite number at most :data:`MAX_LEARNING_RATE`."""
     value = positive_number(text)
     if value > MAX_LEARNING_RATE:
-        raise argparse.ArgumentTypeError(
-            f"{text} is above {MAX_LEARNING_RATE:g}: {LEARNING_RATE_LIMIT_WHY}"
-        )
+        raise argparse.ArgumentTypeError(f"{text} is above {MAX_LEARNING_RATE:g}: {LEARNING_RATE_LIMIT_WHY}")
     return value
 
 

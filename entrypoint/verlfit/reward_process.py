@@ -159,7 +159,8 @@ class RewardProcess:
             check shows the reward's own prints, as an uncaptured run would).
 
     Raises (from :meth:`load` and calls): :class:`RewardTimedOut`, :class:`RewardExited`, :class:`RewardRaised`,
-    :class:`RewardRefused`, :class:`RewardClosedOutput`; after any of them the child is gone and further calls raise the same kind again.
+    :class:`RewardRefused`, :class:`RewardClosedOutput`; after any of them the child is gone and further calls raise
+    the same kind again.
     ``VerlfitError`` when the child Python cannot start (exit status 1: verlfit's environment, not the reward).
     """
 

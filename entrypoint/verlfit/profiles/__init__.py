@@ -467,9 +467,9 @@ def allocator_option_names(text: str) -> list[str]:
 
 
 def allocator_options(text: str) -> list[tuple[str, str]]:
-    """The ``(name, value)`` pairs of a well-formed ``PYTORCH_CUDA_ALLOC_CONF`` (:func:`allocator_config_is_well_formed`),
-    in order, each value without the spaces torch's lexer drops: ``[("max_split_size_mb", "256"),
-    ("roundup_power2_divisions", "[256:1,512:2]")]``."""
+    """The ``(name, value)`` pairs of a well-formed ``PYTORCH_CUDA_ALLOC_CONF``
+    (:func:`allocator_config_is_well_formed`), in order, each value without the spaces torch's lexer drops:
+    ``[("max_split_size_mb", "256"), ("roundup_power2_divisions", "[256:1,512:2]")]``."""
     pairs, position = [], 0
     while position < len(text):
         match = _ALLOCATOR_OPTION.match(text, position)
@@ -633,8 +633,9 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
         name, value = refused[0]
         accepted, example = ALLOCATOR_VALUES[name]
         raise VerlfitError(
-            f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} sets {name} to {value!r}: torch 2.6 takes "
-            f"{accepted} there, and stops on any other value when a worker first touches CUDA, minutes into the run",
+            f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} sets {name} to {value!r}: torch 2.6 "
+            f"takes {accepted} there, and stops on any other value when a worker first touches CUDA, minutes into "
+            "the run",
             fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']!r}) or "
             f"write {name}:{example}",
             exit_code=2,
