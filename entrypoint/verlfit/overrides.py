@@ -859,9 +859,9 @@ VALIDATION_SAMPLING_KEYS = (
 
 def check_values(config) -> None:
     """Refuse values verl 0.4.1 accepts but that break a run or train nothing (:data:`VALUE_RULES`: ``ppo_epochs=0``,
-    a negative learning rate, a rollout temperature of 0 or below, ``top_p`` outside (0, 1], a sampled validation at
-    temperature 0 or below on the HF rollout, an interpolation in a checked value that does not resolve), and a reward
-    model (``reward_model.enable=True``):
+    a negative learning rate or one above --actor-lr's limit, a rollout temperature of 0 or below, ``top_p`` outside
+    (0, 1], a sampled validation at temperature 0 or below on the HF rollout, an interpolation in a checked value that
+    does not resolve), and a reward model (``reward_model.enable=True``):
     ``config`` is the composed verl config (OmegaConf).
 
     Raises:
