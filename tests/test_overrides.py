@@ -1,6 +1,7 @@
 """verl overrides: the complete lists per profile and algorithm, Hydra validation against verl 0.4.1's yaml."""
 
 import pytest
+from omegaconf import OmegaConf
 
 from verlfit.errors import VerlfitError
 from verlfit.overrides import build_overrides, merge_overrides, triton_allowed, validate_overrides
@@ -282,13 +283,14 @@ def test_a_value_of_the_wrong_type_is_refused(override, message, fix):
 def test_values_of_the_right_type_pass_including_int_for_float_and_null_defaults():
     config = validate_overrides(
         [
-            "actor_rollout_ref.actor.optim.lr=1",
+            # an int where verl's default is a float (1.0); a learning rate of 1 is above --actor-lr's limit
+            "actor_rollout_ref.rollout.top_p=1",
             "trainer.val_before_train=False",
             "data.val_batch_size=64",
             "trainer.max_actor_ckpt_to_keep=null",
         ]
     )
-    assert (config.actor_rollout_ref.actor.optim.lr, config.trainer.val_before_train, config.data.val_batch_size) == (
+    assert (config.actor_rollout_ref.rollout.top_p, config.trainer.val_before_train, config.data.val_batch_size) == (
         1,
         False,
         64,
@@ -644,6 +646,73 @@ def test_an_interpolation_in_a_checked_value_is_checked_as_it_resolves_or_refuse
             "key verl's config has"
         ),
         2,
+    )
+
+
+LR_LIMIT_WHY = (
+    "AdamW moves every weight by about the learning rate each step, so the pretrained model would be gone within a few"
+    " steps (verl's defaults: actor 1e-6, critic 1e-5; LoRA runs use up to about 1e-4)"
+)
+
+
+@pytest.mark.parametrize(
+    "override, message, fix",
+    [
+        (
+            "actor_rollout_ref.actor.optim.lr=10",
+            f"actor_rollout_ref.actor.optim.lr=10: it must be a learning rate at most 0.01 (--actor-lr's limit); "
+            f"{LR_LIMIT_WHY}",
+            "set actor_rollout_ref.actor.optim.lr to a learning rate at most 0.01 (--actor-lr's limit), or leave it to"
+            " verl's default",
+        ),
+        (
+            "critic.optim.lr=${actor_rollout_ref.rollout.temperature}",
+            "critic.optim.lr=1.0 (from ${actor_rollout_ref.rollout.temperature}): it must be a learning rate at most"
+            f" 0.01 (--critic-lr's limit); {LR_LIMIT_WHY}",
+            "set critic.optim.lr to a learning rate at most 0.01 (--critic-lr's limit), or leave it to verl's default",
+        ),
+    ],
+)
+def test_a_learning_rate_after_the_double_dash_has_the_options_limit(override, message, fix):
+    """New-user trial (finding 7): `-- actor_rollout_ref.actor.optim.lr=10` was taken, though --actor-lr 10 is refused
+    ("above 0.01"); so was a critic lr interpolated from the temperature (1.0)."""
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides([override])
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (message, fix, 2)
+    # the options' own limit is the same number, and 0.01 itself is taken as --actor-lr 0.01 is
+    from verlfit.arguments import MAX_LEARNING_RATE
+
+    assert MAX_LEARNING_RATE == 0.01
+    assert validate_overrides(["actor_rollout_ref.actor.optim.lr=0.01"]).actor_rollout_ref.actor.optim.lr == 0.01
+
+
+@pytest.mark.parametrize(
+    "key, default",
+    [("actor_rollout_ref.actor.optim.lr", "1e-06"), ("actor_rollout_ref.rollout.temperature", "1.0")],
+)
+def test_an_interpolation_that_resolves_to_a_word_is_refused_as_the_word_is(key, default, monkeypatch):
+    """New-user trial (finding 8): `-- 'actor_rollout_ref.rollout.temperature=${oc.env:HOME}'` was taken, though
+    `temperature="0"` is refused: the value it resolves to ("/root") was not checked for its type."""
+    monkeypatch.setenv("HOME", "/root")
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides([f"{key}=${{oc.env:HOME}}"])
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (
+        f"'{key}=${{oc.env:HOME}}': verl expects a number for {key} (its default is {float(default)}), and"
+        " ${oc.env:HOME} resolves to '/root' (str)",
+        f"write a number, e.g. {key}={float(default)}; an environment variable's text becomes a number through"
+        " '${oc.decode:${oc.env:NAME}}'",
+        2,
+    )
+    # the number an environment variable holds, decoded, is a number, checked like one
+    monkeypatch.setenv("VERLFIT_TEST_VALUE", "0.005")
+    config = validate_overrides([f"{key}='${{oc.decode:${{oc.env:VERLFIT_TEST_VALUE}}}}'"])
+    assert OmegaConf.select(config, key) == 0.005
+    # a true/false key whose interpolation resolves to a word is refused as the word is
+    with pytest.raises(VerlfitError) as error:
+        validate_overrides(["actor_rollout_ref.rollout.do_sample=${oc.env:HOME}"])
+    assert error.value.message == (
+        "'actor_rollout_ref.rollout.do_sample=${oc.env:HOME}': verl expects true or false for"
+        " actor_rollout_ref.rollout.do_sample (its default is true), and ${oc.env:HOME} resolves to '/root' (str)"
     )
 
 

@@ -600,3 +600,78 @@ def test_an_allocator_option_torch_does_not_know_is_refused_before_the_run():
     assert (
         resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": known})["PYTORCH_CUDA_ALLOC_CONF"] == known
     )
+
+
+@pytest.mark.parametrize(
+    "conf, message, fix",
+    [
+        (
+            "expandable_segments:maybe",
+            "PYTORCH_CUDA_ALLOC_CONF='expandable_segments:maybe' sets expandable_segments to 'maybe': torch 2.6 takes"
+            " True or False (capitalised) there, and stops on any other value when a worker first touches CUDA, minutes"
+            " into the run",
+            "unset it (the p40 profile uses 'expandable_segments:True') or write expandable_segments:True",
+        ),
+        (
+            "max_split_size_mb:256,garbage_collection_threshold:7",
+            "PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:256,garbage_collection_threshold:7' sets"
+            " garbage_collection_threshold to '7': torch 2.6 takes a number between 0 and 1, both excluded (e.g. 0.6)"
+            " there, and stops on any other value when a worker first touches CUDA, minutes into the run",
+            "unset it (the p40 profile uses 'expandable_segments:True') or write garbage_collection_threshold:0.6",
+        ),
+    ],
+)
+def test_an_allocator_value_torch_refuses_is_refused_before_the_run(conf, message, fix):
+    """New-user trial (finding 9): PYTORCH_CUDA_ALLOC_CONF=expandable_segments:maybe and garbage_collection_threshold:7
+    passed the dry run and the doctor: only the option names were checked, and torch refuses these values."""
+    with pytest.raises(VerlfitError) as caught:
+        resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": conf})
+    assert (caught.value.message, caught.value.fix, caught.value.exit_code) == (message, fix, 2)
+
+
+# Each value as torch 2.6.0's own parser took it (CUDAAllocatorConfig::parseArgs of the torch-2.6.0 wheel's
+# libc10_cuda.so, run on each string): True where it parsed, False where it stopped
+TORCH_2_6_ANSWERS = {
+    "expandable_segments:True": True,
+    "expandable_segments: True": True,
+    "expandable_segments:true": False,
+    "garbage_collection_threshold:0.6": True,
+    "garbage_collection_threshold:1": False,
+    "garbage_collection_threshold:0": False,
+    "garbage_collection_threshold:nan": False,
+    "garbage_collection_threshold:abc": False,
+    "max_split_size_mb:20": False,
+    "max_split_size_mb:21": True,
+    "max_split_size_mb:256.5": True,
+    "max_split_size_mb:abc": False,
+    "max_split_size_mb:1e3": False,
+    "max_non_split_rounding_mb:20": False,
+    "max_non_split_rounding_mb:64": True,
+    "roundup_power2_divisions:4": True,
+    "roundup_power2_divisions:3": False,
+    "roundup_power2_divisions:0": False,
+    "roundup_power2_divisions:[256:1,512:2,>:8]": True,
+    "roundup_power2_divisions:[256:0]": True,
+    "roundup_power2_divisions:[256:3]": False,
+    "roundup_power2_divisions:[300:4]": False,
+    "backend:native": True,
+    "backend:foo": False,
+    "release_lock_on_cudamalloc:True": True,
+    "release_lock_on_cudamalloc:yes": False,
+    "pinned_use_cuda_host_register:False": True,
+    "pinned_use_cuda_host_register:1": False,
+    "pinned_num_register_threads:8": True,
+    "pinned_num_register_threads:3": False,
+    "pinned_num_register_threads:256": False,
+    "pinned_use_background_threads:True": True,
+    "pinned_use_background_threads:x": False,
+}
+
+
+@pytest.mark.parametrize("conf, torch_takes", TORCH_2_6_ANSWERS.items())
+def test_allocator_values_are_judged_as_torch_2_6_judges_them(conf, torch_takes):
+    if torch_takes:
+        assert resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": conf})["PYTORCH_CUDA_ALLOC_CONF"]
+    else:
+        with pytest.raises(VerlfitError, match=r"^PYTORCH_CUDA_ALLOC_CONF=.* torch 2\.6 takes "):
+            resolve_environment(load_profile("p40"), {"PYTORCH_CUDA_ALLOC_CONF": conf})

@@ -658,15 +658,15 @@ def test_a_reward_exiting_the_process_is_refused_naming_where(tmp_path, top, bod
 
 
 def test_the_check_runs_in_a_scratch_directory_and_never_touches_the_users_files(tmp_path, monkeypatch, capsys):
-    """issue 44 item 3: a reward writing notes.txt overwrote the user's notes.txt during the dry run; item 4: one
-    closing stdout made verlfit's next print a traceback."""
+    """issue 44 item 3: a reward writing notes.txt overwrote the user's notes.txt during the dry run (item 4, a reward
+    closing stdout: test_a_reward_closing_standard_output_is_refused_naming_where)."""
     user = tmp_path / "user"
     user.mkdir()
     (user / "notes.txt").write_text("mine\n")
     monkeypatch.chdir(user)
     path = reward_file(
         tmp_path,
-        "import os, sys\nopen('notes.txt', 'w').write('at import')\nseen = os.getcwd()\nsys.stdout.close()\n"
+        "import os, sys\nopen('notes.txt', 'w').write('at import')\nseen = os.getcwd()\n"
         f"open({str(tmp_path / 'cwd.txt')!r}, 'w').write(seen)\n\n\n"
         "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
         "    open('notes.txt', 'a').write(solution_str)\n"
@@ -852,3 +852,104 @@ def test_what_the_reward_writes_to_standard_error_is_kept_with_its_prints(tmp_pa
     checked = rewards.check_reward_function(rewards.RewardFunction(path), write_train(tmp_path / "data"))
     assert capfd.readouterr() == ("", "")
     assert checked.printed.lines == 10 and checked.printed.first == ("E" * 120,) * 3
+
+
+CLOSED_OUTPUT_WHY = (
+    ": verl's reward manager prints the first responses and their scores right after scoring them (verl 0.4.1"
+    ' naive.py, print("[prompt]", ...)), so the run would stop at its first step (ValueError: I/O operation on closed'
+    " file, or OSError: Bad file descriptor)"
+)
+CLOSED_OUTPUT_FIX = (
+    "  fix: leave standard output and error open in the reward (to silence what it prints, wrap the prints in"
+    " contextlib.redirect_stdout(io.StringIO()))"
+)
+
+
+@pytest.mark.parametrize(
+    "top, body, closed, place",
+    [
+        (
+            "import os\nos.close(1); os.close(2)\n",
+            "    return 0.0\n",
+            "file descriptor 1 (standard output) and file descriptor 2 (standard error)",
+            None,
+        ),
+        ("import sys\n", "    sys.stdout.close()\n    return 0.0\n", "sys.stdout", (0, "the ground truth")),
+        (
+            "import sys\n",
+            "    if not solution_str:\n        sys.stderr.close()\n    return 0.0\n",
+            "sys.stderr",
+            (0, "an empty response"),
+        ),
+    ],
+    ids=["os.close(1) and (2) at import", "sys.stdout.close() in a call", "sys.stderr.close() in a call"],
+)
+def test_a_reward_closing_standard_output_is_refused_naming_where(tmp_path, top, body, closed, place, capsys):
+    """New-user trial (finding 16): a reward calling sys.stdout.close() (or os.close(1) at import) passed the check;
+    verl's NaiveRewardManager prints right after the first score, so the run stops at step 1."""
+    train = write_train(tmp_path / "data")
+    path = reward_file(
+        tmp_path, top + "\n\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" + body
+    )
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), train)
+    if place is None:
+        expected = f"reward function file {path} closes {closed} when imported{CLOSED_OUTPUT_WHY}\n{CLOSED_OUTPUT_FIX}"
+    else:
+        row, response = place
+        expected = (
+            f"compute_score in {path} closes {closed} on training row {row} of {train} (data_source 'my/units', ground"
+            f" truth '{row}') with {response} as the response{CLOSED_OUTPUT_WHY}\n{CLOSED_OUTPUT_FIX}"
+        )
+    assert (str(caught.value), caught.value.exit_code) == (expected, 2)
+    print("verlfit still prints")  # the child's streams, not verlfit's
+    assert capsys.readouterr().out == "verlfit still prints\n"
+
+
+KEYS_WHY = (
+    ": verl 0.4.1 collects each key of the dicts once per response, and its validation asserts that every key has a"
+    " value for every response (ray_trainer.py:696, assert len(lst) == 0 or len(lst) == len(sample_scores)), so the"
+    " first validation would stop the run\n  fix: return a dict with the same keys for every response (e.g. 'acc': 0.0"
+    " where it does not apply), or a number for every response"
+)
+
+
+@pytest.mark.parametrize(
+    "body, first, then, row, response",
+    [
+        (
+            "    if solution_str:\n        return {'score': 1.0, 'acc': 1.0}\n    return {'score': 0.0}\n",
+            "a dict with keys 'acc', 'score'",
+            "a dict with keys 'score'",
+            0,
+            "an empty response",
+        ),
+        (
+            "    if ground_truth == '3':\n        return 0.5\n    return {'score': 1.0}\n",
+            "a dict with keys 'score'",
+            "a number",
+            3,
+            "the ground truth",
+        ),
+    ],
+    ids=["a key missing on an empty response", "a number on one row"],
+)
+def test_a_reward_whose_dict_keys_vary_by_row_is_refused_naming_the_keys_and_rows(
+    tmp_path, body, first, then, row, response
+):
+    """New-user trial (finding 17): {"score", "acc"} for a non-empty response and {"score"} for an empty one passed
+    the check; verl's _validate asserts one value per response for every key, so validation would fail."""
+    train = write_train(tmp_path / "data")
+    head = "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+    path = reward_file(tmp_path, head + body)
+    with pytest.raises(VerlfitError) as caught:
+        rewards.check_reward_function(rewards.RewardFunction(path), train)
+    expected = (
+        f"compute_score in {path} returns {first} on training row 0 of {train} with the ground truth as the response,"
+        f" but {then} on training row {row} of {train} with {response} as the response{KEYS_WHY}"
+    )
+    assert (str(caught.value), caught.value.exit_code) == (expected, 2)
+    # the same keys on every row, or numbers only: taken
+    same = "    return {'score': float(bool(solution_str)), 'acc': 0.0}\n"
+    path = reward_file(tmp_path, head + same)
+    assert len(rewards.check_reward_function(rewards.RewardFunction(path), train).scores) == 10

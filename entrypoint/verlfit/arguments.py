@@ -15,6 +15,7 @@ import re
 from typing import Any, Callable, Mapping, TypeVar
 
 from verlfit.profiles import memory_above_every_card
+from verlfit.run_settings import LEARNING_RATE_LIMIT_WHY, MAX_LEARNING_RATE
 
 Number = TypeVar("Number", int, float)
 
@@ -80,22 +81,11 @@ def positive_number(text: str) -> float:
     return value
 
 
-# The highest learning rate verlfit takes: 10,000 times verl's actor default (1e-6, ppo_trainer.yaml actor.optim.lr)
-# and 1,000 times its critic default (1e-5). AdamW moves each weight by about the learning rate a step, whatever the
-# gradient's scale, so at 1e-2 and above every weight of a pretrained model moves by more than its typical size
-# (~1e-2) within a few steps; LoRA rates stay below 1e-3.
-MAX_LEARNING_RATE = 1e-2
-
-
 def learning_rate(text: str) -> float:
     """``--actor-lr`` / ``--critic-lr``: a positive, finite number at most :data:`MAX_LEARNING_RATE`."""
     value = positive_number(text)
     if value > MAX_LEARNING_RATE:
-        raise argparse.ArgumentTypeError(
-            f"{text} is above {MAX_LEARNING_RATE:g}: AdamW moves every weight by about the learning rate each step, "
-            f"so the pretrained model would be gone within a few steps (verl's defaults: actor 1e-6, critic 1e-5; "
-            "LoRA runs use up to about 1e-4)"
-        )
+        raise argparse.ArgumentTypeError(f"{text} is above {MAX_LEARNING_RATE:g}: {LEARNING_RATE_LIMIT_WHY}")
     return value
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from verlfit.errors import VerlfitError
-from verlfit.run_settings import TrainSettings
+from verlfit.run_settings import LEARNING_RATE_LIMIT_WHY, MAX_LEARNING_RATE, TrainSettings
 
 # Keys absent from verl 0.4.1's ppo_trainer.yaml that verl (or our patch series) reads.
 # Source: fsdp_workers.py:214 (model_dtype), :292-296 / :964-968 (mixed_precision.*),
@@ -809,6 +809,19 @@ VALUE_RULES = (
         "a negative learning rate climbs the loss",
     ),
     ("critic.optim.lr", lambda v: v >= 0, "a learning rate from 0", "a negative learning rate climbs the loss"),
+    # the limit of --actor-lr / --critic-lr, for the same keys set after --
+    (
+        "actor_rollout_ref.actor.optim.lr",
+        lambda v: v <= MAX_LEARNING_RATE,
+        f"a learning rate at most {MAX_LEARNING_RATE:g} (--actor-lr's limit)",
+        LEARNING_RATE_LIMIT_WHY,
+    ),
+    (
+        "critic.optim.lr",
+        lambda v: v <= MAX_LEARNING_RATE,
+        f"a learning rate at most {MAX_LEARNING_RATE:g} (--critic-lr's limit)",
+        LEARNING_RATE_LIMIT_WHY,
+    ),
     # Above 0, not from 0: verl 0.4.1 hands rollout.temperature to the actor's log-probabilities on every engine
     # (fsdp_workers.py:744, data.meta_info["temperature"] = self.config.rollout.temperature), which divide by it
     # (dp_actor.py:264, logits.div_(temperature)); and its HF rollout samples with it (hf_rollout.py:83-87, the
@@ -846,9 +859,9 @@ VALIDATION_SAMPLING_KEYS = (
 
 def check_values(config) -> None:
     """Refuse values verl 0.4.1 accepts but that break a run or train nothing (:data:`VALUE_RULES`: ``ppo_epochs=0``,
-    a negative learning rate, a rollout temperature of 0 or below, ``top_p`` outside (0, 1], a sampled validation at
-    temperature 0 or below on the HF rollout, an interpolation in a checked value that does not resolve), and a reward
-    model (``reward_model.enable=True``):
+    a negative learning rate or one above --actor-lr's limit, a rollout temperature of 0 or below, ``top_p`` outside
+    (0, 1], a sampled validation at temperature 0 or below on the HF rollout, an interpolation in a checked value that
+    does not resolve), and a reward model (``reward_model.enable=True``):
     ``config`` is the composed verl config (OmegaConf).
 
     Raises:
@@ -949,10 +962,12 @@ def _verl_defaults():
 def _check_value_types(overrides: list[str], base, composed) -> None:
     """Refuse an override whose value is not of the type of verl's default for that key (numbers may be
     int or float). ``base`` is verl's yaml, ``composed`` the config with the overrides (OmegaConf). A default
-    that is a ``${...}`` interpolation is judged by what it resolves to; a value that is one is not checked,
-    nor a key whose default is null or a string. The patch series' switches (:data:`SWITCH_ADDED_KEYS`, added with
+    or a value that is a ``${...}`` interpolation is judged by what it resolves to (a value that does not resolve here
+    is left to :func:`check_values`, which refuses it for the keys it checks); a key whose default is null or a
+    string is not checked. The patch series' switches (:data:`SWITCH_ADDED_KEYS`, added with
     ``+``) must be true or false."""
     from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationResolutionError
 
     for override in overrides:
         prefix, key, _ = split_override(override)
@@ -969,13 +984,27 @@ def _check_value_types(overrides: list[str], base, composed) -> None:
             continue
         parent_key, _, leaf = key.rpartition(".")
         parent = OmegaConf.select(composed, parent_key) if parent_key else composed
+        interpolation = None
         if OmegaConf.is_config(parent) and OmegaConf.is_interpolation(parent, leaf):
-            continue
+            # judged by what it resolves to, as verl reads it once main_ppo.py:77 has resolved the config (new-user
+            # trial: ${oc.env:HOME} became the temperature "/root"); one that does not resolve here is check_values'
+            interpolation = parent._get_node(leaf)._value()
+            try:
+                value = OmegaConf.select(composed, key, default=None)
+            except InterpolationResolutionError:
+                continue
+        else:
+            value = OmegaConf.select(composed, key, default=None)
         default = OmegaConf.select(base, key, default=None, throw_on_resolution_failure=False)
-        value = OmegaConf.select(composed, key, default=None)
+        resolved = f", and {interpolation} resolves to {value!r} ({type(value).__name__})" if interpolation else ""
+        decode = (
+            "; an environment variable's text becomes a number through '${oc.decode:${oc.env:NAME}}'"
+            if interpolation
+            else ""
+        )
         if isinstance(default, bool) and not isinstance(value, bool):
             raise VerlfitError(
-                f"{override!r}: verl expects true or false for {key} (its default is {str(default).lower()})",
+                f"{override!r}: verl expects true or false for {key} (its default is {str(default).lower()}){resolved}",
                 fix=f"write {key}=True or {key}=False",
                 exit_code=2,
             )
@@ -985,7 +1014,7 @@ def _check_value_types(overrides: list[str], base, composed) -> None:
             and (isinstance(value, bool) or not isinstance(value, (int, float)))
         ):
             raise VerlfitError(
-                f"{override!r}: verl expects a number for {key} (its default is {default})",
-                fix=f"write a number, e.g. {key}={default}",
+                f"{override!r}: verl expects a number for {key} (its default is {default}){resolved}",
+                fix=f"write a number, e.g. {key}={default}{decode}",
                 exit_code=2,
             )

@@ -45,6 +45,7 @@ from verlfit.reward_process import (
     ImportedModules,
     PrintedOutput,
     Returned,
+    RewardClosedOutput,
     RewardExited,
     RewardProcess,
     RewardRaised,
@@ -65,6 +66,16 @@ IMPORT_TIME_LIMIT_S = 60.0
 # reward a million times that swamps the KL penalty (coefficient ~1e-3) and the critic's squared value loss, and
 # 1e300 overflows float32 (verl keeps rewards in a float32 tensor: naive.py reward_tensor). A bound verlfit sets.
 REWARD_MAGNITUDE_LIMIT = 1e6
+# Why a reward that closes standard output or error is refused (RewardClosedOutput), and the fix
+CLOSED_OUTPUT_WHY = (
+    ": verl's reward manager prints the first responses and their scores right after scoring them (verl 0.4.1"
+    ' naive.py, print("[prompt]", ...)), so the run would stop at its first step (ValueError: I/O operation on closed'
+    " file, or OSError: Bad file descriptor)"
+)
+CLOSED_OUTPUT_FIX = (
+    "leave standard output and error open in the reward (to silence what it prints, wrap the prints in"
+    " contextlib.redirect_stdout(io.StringIO()))"
+)
 SPLIT_WORDS = {"train": "training", "test": "test"}  # how a message names a row of train.parquet / test.parquet
 
 
@@ -224,7 +235,7 @@ def load_reward_function(
         process.load(import_time_limit_s)
     except BaseException as error:
         process.close()
-        if isinstance(error, (RewardTimedOut, RewardExited, RewardRaised, RewardRefused)):
+        if isinstance(error, (RewardTimedOut, RewardExited, RewardRaised, RewardRefused, RewardClosedOutput)):
             raise _load_refusal(error, path, reward.name) from error
         raise
     return process
@@ -239,6 +250,12 @@ def _load_refusal(error: Exception, path: Path, name: str) -> VerlfitError:
             " imports it in every worker before the first step, so the run would hang there",
             fix="move slow work (a sleep, a loop, a download) out of the file's top level so that importing it takes"
             " seconds",
+            exit_code=2,
+        )
+    if isinstance(error, RewardClosedOutput):
+        return VerlfitError(
+            f"reward function file {path} closes {error} when imported{CLOSED_OUTPUT_WHY}",
+            fix=CLOSED_OUTPUT_FIX,
             exit_code=2,
         )
     if isinstance(error, RewardExited):
@@ -339,6 +356,14 @@ def score_value(result: Any) -> float | None:
     return None
 
 
+def result_shape(result: Any) -> str:
+    """What a scoring function returned, as far as verl's naive reward manager keeps it per response: ``"a number"``,
+    or ``"a dict with keys 'acc', 'score'"`` (each key goes into ``reward_extra_info``, naive.py)."""
+    if isinstance(result, Mapping):
+        return "a dict with keys " + ", ".join(repr(key) for key in sorted(result, key=str))
+    return "a number"
+
+
 def row_place(row: Mapping) -> str:
     """How messages name a row from :func:`reward_rows`: ``"training row 4 of /data/train.parquet"``, ``"test row 0 of
     /data/test.parquet"`` (``"row 4"`` for a row without its file)."""
@@ -374,10 +399,13 @@ def call_on_rows(
     Raises:
         VerlfitError (exit status 2): a call raises, runs past the process's time limit, exits the process, or returns
             neither a number nor a dict with a numeric ``"score"``, or a number that is not finite (NaN would poison
-            every advantage in its group) or larger in magnitude than :data:`REWARD_MAGNITUDE_LIMIT`; the message
-            names the function, the split, the file, the row and the response.
+            every advantage in its group) or larger in magnitude than :data:`REWARD_MAGNITUDE_LIMIT`, or dicts whose
+            keys differ from the first call's (or a dict on some calls and a number on others: verl's validation
+            asserts one value per response for each key, :func:`result_shape`); the message names the function, the
+            split, the file, the row and the response.
     """
     scored = []
+    first_shape: tuple[str, str] | None = None  # the first call's result_shape and where it was returned
     for row in rows:
         ground_truth = row["reward_model"]["ground_truth"]
         for solution in (ground_truth if isinstance(ground_truth, str) else str(ground_truth), ""):
@@ -416,6 +444,19 @@ def call_on_rows(
                     fix="scale the reward to a few units (e.g. 1.0 for a correct answer, 0.0 otherwise)",
                     exit_code=2,
                 )
+            shape, said = result_shape(result), f"{row_place(row)} with {shown} as the response"
+            if first_shape is None:
+                first_shape = (shape, said)
+            elif shape != first_shape[0]:
+                raise VerlfitError(
+                    f"{label} returns {first_shape[0]} on {first_shape[1]}, but {shape} on {said}: verl 0.4.1 collects"
+                    " each key of the dicts once per response, and its validation asserts that every key has a value"
+                    " for every response (ray_trainer.py:696, assert len(lst) == 0 or len(lst) =="
+                    " len(sample_scores)), so the first validation would stop the run",
+                    fix="return a dict with the same keys for every response (e.g. 'acc': 0.0 where it does not"
+                    " apply), or a number for every response",
+                    exit_code=2,
+                )
             scored.append(ScoredRow(row["_row"], solution, value, row.get("_split", "train")))
             if progress is not None:
                 progress(len(scored))
@@ -425,7 +466,8 @@ def call_on_rows(
 def call_refusal(error: Exception, label: str, where: str | None = None, response: str | None = None) -> VerlfitError:
     """The refusal (exit status 2) for one call of ``label`` that failed on ``where`` (``"training row 3 of FILE
     (...)"``; None: the caller names the row) with ``response`` (``"the ground truth"``; None: not said): it ran past
-    its limit, exited the process, or raised (in the child, :class:`verlfit.reward_process.RewardRaised`, or here)."""
+    its limit, exited the process, left standard output or error closed, or raised (in the child,
+    :class:`verlfit.reward_process.RewardRaised`, or here)."""
     place = (f" on {where}" if where else "") + (f" with {response} as the response" if response else "")
     if isinstance(error, RewardTimedOut):
         return VerlfitError(
@@ -435,6 +477,8 @@ def call_refusal(error: Exception, label: str, where: str | None = None, respons
             " bound in a reward)",
             exit_code=2,
         )
+    if isinstance(error, RewardClosedOutput):
+        return VerlfitError(f"{label} closes {error}{place}{CLOSED_OUTPUT_WHY}", fix=CLOSED_OUTPUT_FIX, exit_code=2)
     if isinstance(error, RewardExited):
         return VerlfitError(
             f"the reward function exited the process: {label}{place} ({error.how}); verl would lose the worker"

@@ -16,7 +16,9 @@ verlfit's own process, any of these hangs or ends the dry run, the doctor or eva
 * answers each request over a socket pair (``multiprocessing.connection``: pickled tuples); the parent waits for a
   reply at most the request's time limit, then kills the child's whole process group (``SIGKILL``: nothing the
   reward does can delay it) and raises :class:`RewardTimedOut`. A ``SystemExit`` in the reward becomes
-  :class:`RewardExited`; a child that vanishes (``os._exit``, a crash) too, with its exit status or signal.
+  :class:`RewardExited`; a child that vanishes (``os._exit``, a crash) too, with its exit status or signal. An import
+  or a call that leaves standard output or error closed (``sys.stdout.close()``, ``os.close(1)``) becomes
+  :class:`RewardClosedOutput`.
 
 The child side (:func:`serve`) imports only the standard library, so it starts in a tenth of a second. The messages
 users read are composed by :mod:`verlfit.reward_function` from the exceptions here.
@@ -98,6 +100,16 @@ class RewardRefused(Exception):
         self.reason, self.detail = reason, detail
 
 
+class RewardClosedOutput(Exception):
+    """The reward left its process's standard output or error closed, after its import or a call: ``closed`` names
+    what, e.g. ``("sys.stdout",)``, ``("file descriptor 1 (standard output)",)``. verl's reward manager prints right
+    after scoring (verl 0.4.1 ``naive.py``), which then fails."""
+
+    def __init__(self, closed: tuple[str, ...] | list[str]):
+        self.closed = tuple(closed)
+        super().__init__(" and ".join(self.closed))
+
+
 @dataclass(frozen=True)
 class Returned:
     """A value the reward returned that is not plain data (:func:`_plain`): its ``repr`` and its type's name, made in
@@ -147,7 +159,8 @@ class RewardProcess:
             check shows the reward's own prints, as an uncaptured run would).
 
     Raises (from :meth:`load` and calls): :class:`RewardTimedOut`, :class:`RewardExited`, :class:`RewardRaised`,
-    :class:`RewardRefused`; after any of them the child is gone and further calls raise the same kind again.
+    :class:`RewardRefused`, :class:`RewardClosedOutput`; after any of them the child is gone and further calls raise
+    the same kind again.
     ``VerlfitError`` when the child Python cannot start (exit status 1: verlfit's environment, not the reward).
     """
 
@@ -266,7 +279,12 @@ class RewardProcess:
             raise error from gone
         if kind == "ok":
             return value[0]
-        error = {"raised": RewardRaised, "refused": RewardRefused, "exited": RewardExited}[kind](*value)
+        error = {
+            "raised": RewardRaised,
+            "refused": RewardRefused,
+            "exited": RewardExited,
+            "closed_output": RewardClosedOutput,
+        }[kind](*value)
         if kind == "exited":
             self._end(error)
         raise error
@@ -365,14 +383,29 @@ def _plain(value: Any) -> Any:
     return Returned(repr(value)[:200], type(value).__name__)
 
 
+def _closed_output() -> list[str]:
+    """What of this process's standard output and error is closed: ``sys.stdout`` / ``sys.stderr`` (a stream whose
+    ``closed`` is true; None is not closed: print() then writes nothing), file descriptors 1 and 2."""
+    closed = [f"sys.{name}" for name in ("stdout", "stderr") if getattr(getattr(sys, name), "closed", False) is True]
+    for descriptor, stream in ((1, "standard output"), (2, "standard error")):
+        try:
+            os.fstat(descriptor)
+        except OSError:
+            closed.append(f"file descriptor {descriptor} ({stream})")
+    return closed
+
+
 def _answer(request: tuple, state: dict) -> tuple:
     kind = request[0]
     try:
         if kind == "load":
             state["function"], state["path"] = _load(Path(request[1]), request[2]), Path(request[1])
-            return ("ok", None)
+            closed = _closed_output()
+            return ("closed_output", closed) if closed else ("ok", None)
         if kind == "call":
-            return ("ok", _plain(state["function"](**request[1])))
+            value = _plain(state["function"](**request[1]))
+            closed = _closed_output()
+            return ("closed_output", closed) if closed else ("ok", value)
         if kind == "modules":
             return ("ok", _imported_modules(state["path"]))
         raise ValueError(f"unknown request {kind!r}")

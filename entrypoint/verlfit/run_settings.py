@@ -6,6 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+# The highest learning rate verlfit takes, from --actor-lr / --critic-lr (verlfit.arguments.learning_rate) and from
+# actor_rollout_ref.actor.optim.lr / critic.optim.lr after -- (verlfit.overrides.VALUE_RULES) alike: 10,000 times
+# verl's actor default (1e-6, ppo_trainer.yaml actor.optim.lr) and 1,000 times its critic default (1e-5). AdamW moves
+# each weight by about the learning rate a step, whatever the gradient's scale, so at 1e-2 and above every weight of a
+# pretrained model moves by more than its typical size (~1e-2) within a few steps; LoRA rates stay below 1e-3.
+MAX_LEARNING_RATE = 1e-2
+LEARNING_RATE_LIMIT_WHY = (
+    "AdamW moves every weight by about the learning rate each step, so the pretrained model would be gone within a few "
+    "steps (verl's defaults: actor 1e-6, critic 1e-5; LoRA runs use up to about 1e-4)"
+)
+
+
 @dataclass
 class TrainSettings:
     """What ``verlfit train`` was asked for, before it becomes verl overrides.

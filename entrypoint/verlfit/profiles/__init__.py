@@ -401,7 +401,7 @@ def customize(profile: Profile, rollout: str | None = None, attention: str | Non
 
 # one option of PYTORCH_CUDA_ALLOC_CONF: name:value, where a value may be a bracketed list with commas
 # (roundup_power2_divisions:[256:1,512:2]); the option names themselves are torch's to check
-_ALLOCATOR_OPTION = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*:\s*(?:\[[^\]]*\]|[^,\[\]\s:]+)\s*")
+_ALLOCATOR_OPTION = re.compile(r"\s*(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<value>\[[^\]]*\]|[^,\[\]\s:]+)\s*")
 
 
 def run_profile(
@@ -466,6 +466,110 @@ def allocator_option_names(text: str) -> list[str]:
     return names
 
 
+def allocator_options(text: str) -> list[tuple[str, str]]:
+    """The ``(name, value)`` pairs of a well-formed ``PYTORCH_CUDA_ALLOC_CONF``
+    (:func:`allocator_config_is_well_formed`), in order, each value without the spaces torch's lexer drops:
+    ``[("max_split_size_mb", "256"), ("roundup_power2_divisions", "[256:1,512:2]")]``."""
+    pairs, position = [], 0
+    while position < len(text):
+        match = _ALLOCATOR_OPTION.match(text, position)
+        if match is None:
+            break
+        pairs.append((match["name"], match["value"].replace(" ", "")))
+        position = match.end() + 1  # past the comma
+    return pairs
+
+
+# What torch 2.6.0 (the images' torch) takes as each option's value, and an example for the fix. Source:
+# c10/cuda/CUDAAllocatorConfig.cpp of torch 2.6.0, CUDAAllocatorConfig::parseArgs and its parse* functions, which
+# TORCH_CHECK each value (checked against that release's own parser: the torch-2.6.0 wheel's libc10_cuda.so, its
+# CUDAAllocatorConfig::parseArgs called on each value of tests/test_profiles.py's TORCH_2_6_ANSWERS):
+# * expandable_segments, release_lock_on_cudamalloc, pinned_use_cuda_host_register, pinned_use_background_threads:
+#   exactly "True" or "False" ("Expected a single True/False argument for ...");
+# * garbage_collection_threshold: std::stod, then 0 < value < 1 ("garbage_collect_threshold too small/too big");
+# * max_split_size_mb, max_non_split_rounding_mb: std::stoi (its leading whole number, an int), as a size_t above
+#   kLargeBuffer / 1 MiB = 20 ("CachingAllocator option ... too small, must be > 20");
+# * roundup_power2_divisions: std::stoi, a power of 2; or a bracketed list of SIZE:DIVISIONS, SIZE a power of 2
+#   (std::stoul) or ">", DIVISIONS 0 or a power of 2 ("For roundups, the divisons has to be power of 2 ...");
+# * backend: "native" or "cudaMallocAsync" ("Unknown allocator backend, options are native and cudaMallocAsync");
+# * pinned_num_register_threads: std::stoi, a power of 2 up to 128 (pinned_max_register_threads()).
+ALLOCATOR_VALUES = {
+    "expandable_segments": ("True or False (capitalised)", "True"),
+    "release_lock_on_cudamalloc": ("True or False (capitalised)", "False"),
+    "pinned_use_cuda_host_register": ("True or False (capitalised)", "False"),
+    "pinned_use_background_threads": ("True or False (capitalised)", "False"),
+    "garbage_collection_threshold": ("a number between 0 and 1, both excluded (e.g. 0.6)", "0.6"),
+    "max_split_size_mb": ("a whole number of MiB above 20", "256"),
+    "max_non_split_rounding_mb": ("a whole number of MiB above 20", "256"),
+    "roundup_power2_divisions": (
+        "a power of 2, or a bracketed list of SIZE:DIVISIONS with SIZE a power of 2 or > and DIVISIONS 0 or a power"
+        " of 2 (e.g. [256:1,512:2,>:4])",
+        "4",
+    ),
+    "backend": ("native or cudaMallocAsync", "native"),
+    "pinned_num_register_threads": ("a power of 2 from 1 to 128", "8"),
+}
+_SIZE_T = 2**64  # torch stores stoi's int in a size_t: a negative number wraps
+_INT_RANGE = range(-(2**31), 2**31)  # std::stoi's: beyond it, std::out_of_range
+
+
+def _leading_int(text: str, unsigned: bool = False) -> int | None:
+    """What ``std::stoi`` (``std::stoul``: ``unsigned``) reads from ``text``, as the ``size_t`` torch stores it; None
+    where it throws (no leading whole number, or one out of its range)."""
+    match = re.match(r"[+-]?\d+", text)
+    if match is None:
+        return None
+    number = int(match.group())
+    if not unsigned and number not in _INT_RANGE or unsigned and abs(number) >= _SIZE_T:
+        return None
+    return number % _SIZE_T
+
+
+def _leading_float(text: str) -> float | None:
+    """What ``std::stod`` reads from ``text`` (a leading decimal number, inf or nan); None where it throws."""
+    match = re.match(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan)", text, flags=re.I)
+    return float(match.group()) if match else None
+
+
+def _power_of_two(number: int | None) -> bool:
+    return number is not None and number > 0 and number & (number - 1) == 0
+
+
+def allocator_value_accepted(name: str, value: str) -> bool:
+    """Whether torch 2.6.0 takes ``value`` (spaces removed) for the allocator option ``name`` (:data:`ALLOCATOR_VALUES`
+    says what it takes); True for an option without a rule here."""
+    if name in (
+        "expandable_segments",
+        "release_lock_on_cudamalloc",
+        "pinned_use_cuda_host_register",
+        "pinned_use_background_threads",
+    ):
+        return value in ("True", "False")
+    if name == "garbage_collection_threshold":
+        threshold = _leading_float(value)
+        return threshold is not None and 0 < threshold < 1
+    if name in ("max_split_size_mb", "max_non_split_rounding_mb"):
+        size = _leading_int(value)
+        return size is not None and size > 20
+    if name == "backend":
+        return value in ("native", "cudaMallocAsync")
+    if name == "pinned_num_register_threads":
+        threads = _leading_int(value)
+        return _power_of_two(threads) and threads <= 128
+    if name == "roundup_power2_divisions":
+        if not value.startswith("["):
+            return _power_of_two(_leading_int(value))
+        for item in filter(None, value[1:-1].split(",")):
+            size, colon, divisions = item.partition(":")
+            number = _leading_int(divisions)
+            if not colon or number is None or number != 0 and not _power_of_two(number):
+                return False
+            if size != ">" and not _power_of_two(_leading_int(size, unsigned=True)):
+                return False
+        return True
+    return True
+
+
 def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, str]:
     """Return the three knobs' values: the user's where set (an empty value too), else the profile's.
 
@@ -480,8 +584,10 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
         VerlfitError (exit status 2, a usage error like every bad environment value): for a ``VLLM_DTYPE`` that is
             not a torch dtype name verl's rollout accepts,
             a ``TRITON_MAX_SHARED_MEMORY`` that is not a whole number of bytes, or a
-            ``PYTORCH_CUDA_ALLOC_CONF`` that is not a comma-separated list of ``option:value`` (torch reads it
-            only when a worker first touches CUDA, minutes into a run, and stops there on a malformed one).
+            ``PYTORCH_CUDA_ALLOC_CONF`` that is not a comma-separated list of ``option:value``, names an option torch
+            does not have (:data:`ALLOCATOR_OPTIONS`) or gives one a value torch 2.6 refuses
+            (:func:`allocator_value_accepted`): torch reads it only when a worker first touches CUDA, minutes into a
+            run, and stops there.
     """
     # knobs the image's entrypoint filled in from the image's own profile are defaults, not the user's choice:
     # with another profile (--emulate p40 in the a10 image) that profile's values apply
@@ -516,6 +622,22 @@ def resolve_environment(profile: Profile, environ: dict[str, str]) -> dict[str, 
             "worker first touches CUDA, minutes into the run",
             fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']!r}) or use "
             f"torch's options: {', '.join(ALLOCATOR_OPTIONS)}",
+            exit_code=2,
+        )
+    refused = [
+        (name, value)
+        for name, value in allocator_options(resolved["PYTORCH_CUDA_ALLOC_CONF"])
+        if not allocator_value_accepted(name, value)
+    ]
+    if refused:
+        name, value = refused[0]
+        accepted, example = ALLOCATOR_VALUES[name]
+        raise VerlfitError(
+            f"PYTORCH_CUDA_ALLOC_CONF={resolved['PYTORCH_CUDA_ALLOC_CONF']!r} sets {name} to {value!r}: torch 2.6 "
+            f"takes {accepted} there, and stops on any other value when a worker first touches CUDA, minutes into "
+            "the run",
+            fix=f"unset it (the {profile.name} profile uses {profile.environment['PYTORCH_CUDA_ALLOC_CONF']!r}) or "
+            f"write {name}:{example}",
             exit_code=2,
         )
     if not resolved["TRITON_MAX_SHARED_MEMORY"].isdigit():
