@@ -365,3 +365,45 @@ def test_issue44_item6_a_write_killed_with_sigkill_mid_build_is_cleaned_by_the_n
         in capsys.readouterr().err
     )
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "out"]
+
+
+def test_an_output_through_a_dangling_link_is_refused_naming_the_link_and_its_target(tmp_path):
+    """New-user trial (finding 13): `--output LINK` with LINK -> /nonexistent/dir exited 0 and created /nonexistent/dir,
+    its parent included, wherever the link pointed; so did a path below such a link."""
+    (tmp_path / "sl").mkdir()
+    gone = tmp_path / "nonexistent" / "dir"
+    dangling = tmp_path / "sl" / "dangling"
+    dangling.symlink_to(gone)
+    for given, words in (
+        (dangling, f"--output {dangling} is"),
+        (dangling / "sub", f"--output {dangling / 'sub'}: {dangling} is"),
+    ):
+        with pytest.raises(VerlfitError) as caught:
+            output_files.check_output(given, "verlfit prepare-data")
+        assert (str(caught.value), caught.value.exit_code) == (
+            f"{words} a symbolic link to {gone}, which does not exist: verlfit would create {gone} (and the folders"
+            f" missing above it) wherever the link points\n  fix: pass --output the folder you mean (not through the"
+            f" link), or create {gone} first if the link is meant",
+            2,
+        )
+    assert not (tmp_path / "nonexistent").exists()
+    # a link to an existing folder is followed, as before
+    gone.mkdir(parents=True)
+    assert output_files.check_output(dangling / "sub", "verlfit prepare-data").path == gone / "sub"
+
+
+def test_an_output_through_a_symbolic_link_loop_is_refused_up_front(tmp_path):
+    """New-user trial (finding 14): `--output LOOP/sub` read all the data, then exited 1 ("cannot write to --output
+    ... Too many levels of symbolic links"); `--output LOOP` was refused up front (exit 2), saying it "never replaces a
+    file"."""
+    (tmp_path / "loopB").symlink_to("loopA")
+    (tmp_path / "loopA").symlink_to("loopB")
+    loop = tmp_path / "loopA"
+    for given, words in ((loop, f"--output {loop} is"), (loop / "sub", f"--output {loop / 'sub'}: {loop} is")):
+        with pytest.raises(VerlfitError) as caught:
+            output_files.check_output(given, "verlfit prepare-data")
+        assert (str(caught.value), caught.value.exit_code) == (
+            f"{words} a symbolic link loop (Too many levels of symbolic links), not a folder\n  fix: pass --output a"
+            f" path that does not go through {loop}, or point that link at a folder",
+            2,
+        )

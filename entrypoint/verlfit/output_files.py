@@ -6,6 +6,9 @@ One policy for every writing command (``prepare-gsm8k``, ``prepare-data``, ``tra
 * **Where** (:func:`check_output`, before any work is done). Paths are resolved first (symlinks followed, ``..``
   removed), so a link to a folder is judged as that folder. Refused, with the fix, exit status 2:
 
+  - a path that is or lies below a dangling symbolic link (the write would create the link's target wherever it
+    points) or a symbolic link loop (:func:`check_links_on_the_way`);
+
   - the current directory or a folder above it (``--output .``, ``--output ..``);
   - a run directory (a folder holding ``run.json`` or ``checkpoints/``), a folder containing one, or a path inside
     one, except the command's own place in that run (``RUN/export/NAME``, ``RUN/eval/NAME``, ``RUN/report``);
@@ -354,6 +357,7 @@ def check_output(
     """
     given = Path(path)
     check_name_lengths(given, flag)
+    check_links_on_the_way(given, flag)
     target = resolved(given)
     shown = _shown(given, target)
     cwd = resolved(os.getcwd())
@@ -461,6 +465,40 @@ def check_name_lengths(given: Path, flag: str) -> None:
                 f" on {existing}'s file system",
                 fix=f"pass {flag} a path whose every name is at most {limit} bytes",
             )
+
+
+def check_links_on_the_way(given: Path, flag: str) -> None:
+    """Refuse an output (named by the option ``flag``) that is, or lies below, a symbolic link that leads nowhere: a
+    dangling link (the write would create its target, and the folders missing above it, wherever it points) or a
+    link loop (``ELOOP``: no write gets through). A link to an existing folder is followed, as :func:`resolved` does.
+
+    Raises:
+        VerlfitError: exit status 2, naming the link, its target (a dangling one) and the fix.
+    """
+    path = Path(os.path.abspath(os.path.expanduser(os.fspath(given))))
+    for candidate in (*reversed(path.parents), path):
+        if not os.path.islink(candidate):
+            if not os.path.lexists(candidate):
+                return  # nothing is there, so nothing below it either
+            continue
+        where = f"{flag} {given} is" if candidate == path else f"{flag} {given}: {candidate} is"
+        try:
+            os.stat(candidate)
+        except FileNotFoundError:
+            target = os.path.realpath(candidate)
+            raise _refuse(
+                f"{where} a symbolic link to {target}, which does not exist: verlfit would create {target} (and the"
+                " folders missing above it) wherever the link points",
+                fix=f"pass {flag} the folder you mean (not through the link), or create {target} first if the link is"
+                " meant",
+            ) from None
+        except OSError as error:
+            if error.errno != errno.ELOOP:
+                return  # not searchable, say: the checks and the write that follow name it
+            raise _refuse(
+                f"{where} a symbolic link loop ({error.strerror}), not a folder",
+                fix=f"pass {flag} a path that does not go through {candidate}, or point that link at a folder",
+            ) from None
 
 
 def _own_place_hint(run: Path, own_place: tuple[str, ...] | None) -> str:
