@@ -481,7 +481,9 @@ def test_a_lone_surrogate_escape_is_a_bad_row_named_by_line_and_column(tmp_path,
     train = write_jsonl(tmp_path / "train.jsonl", rows)
     assert "\\ud800" in train.read_text()  # json.dumps wrote the escape, as the trial's file has it
     result, lines = run(tmp_path, train=train, test_fraction=0.5)
-    reason = "holds the lone surrogate {} (half of a UTF-16 pair, from a \\u escape): it is not text and cannot be written"
+    reason = (
+        "holds the lone surrogate {} (half of a UTF-16 pair, from a \\u escape): it is not text and cannot be written"
+    )
     assert [str(bad) for bad in result.bad] == [
         f"{train} line 1, column q: " + reason.format("\\ud800"),
         f"{train} line 2, column a: " + reason.format("\\udc00"),
