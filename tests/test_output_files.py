@@ -407,3 +407,31 @@ def test_an_output_through_a_symbolic_link_loop_is_refused_up_front(tmp_path):
             f" path that does not go through {loop}, or point that link at a folder",
             2,
         )
+
+
+def test_an_output_inside_a_folder_the_command_reads_is_refused_naming_both(tmp_path):
+    """New-user trial (finding 12): `eval --output DATA/ev` and `train --run-dir MODEL/run` wrote into the command's own
+    input folders. A hub id and a folder in a run directory (the run rule places outputs there) are not refused."""
+    data, model = tmp_path / "data", tmp_path / "model"
+    data.mkdir()
+    model.mkdir()
+    reads = [("MODEL", str(model)), ("--data", str(data)), ("--compare", "Qwen/Qwen2.5-0.5B-Instruct")]
+    for read_flag, folder, given in (("--data", data, data / "ev"), ("MODEL", model, model / "a" / "b")):
+        with pytest.raises(VerlfitError) as caught:
+            output_files.check_output(given, "verlfit eval", reads=reads)
+        assert (str(caught.value), caught.value.exit_code) == (
+            f"--output {given} lies inside {read_flag} {folder}, which this command reads: verlfit never writes into"
+            f" its own input (the output would be taken for part of {folder}, and go with it when it is moved, copied"
+            f" or cleaned)\n  fix: pass --output a folder outside {folder}",
+            2,
+        )
+    with pytest.raises(VerlfitError, match=f"^--run-dir {data / 'run'} lies inside --data {data}, which"):
+        output_files.check_output(data / "run", "verlfit train", flag="--run-dir", kind="new-folder", reads=reads)
+    assert output_files.check_output(tmp_path / "ev", "verlfit eval", reads=reads).path == tmp_path / "ev"
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "export" / "global_step_1").mkdir(parents=True)
+    allowed = output_files.check_output(
+        run / "eval" / "x", "verlfit eval", own_place=("eval", "*"), reads=[("MODEL", run / "export" / "global_step_1")]
+    )
+    assert allowed.path == run / "eval" / "x"

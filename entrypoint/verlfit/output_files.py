@@ -12,7 +12,8 @@ One policy for every writing command (``prepare-gsm8k``, ``prepare-data``, ``tra
   - the current directory or a folder above it (``--output .``, ``--output ..``);
   - a run directory (a folder holding ``run.json`` or ``checkpoints/``), a folder containing one, or a path inside
     one, except the command's own place in that run (``RUN/export/NAME``, ``RUN/eval/NAME``, ``RUN/report``);
-  - an input of the same command, or a folder containing one;
+  - an input of the same command, or a folder containing one, or a path inside a folder it reads (``reads``:
+    eval's model and data folders, train's);
   - a file where a folder is written, or a folder where a file is written;
   - a folder holding anything verlfit did not write: any file its marker (:data:`MARKER_NAME`) does not list with
     the size and SHA-256 it wrote. Refused even with ``--force``: verlfit never deletes or overwrites such a file.
@@ -333,6 +334,7 @@ def check_output(
     own_place: tuple[str, ...] | None = None,
     kind: str = "folder",
     force_flag: str | None = "--force",
+    reads: Iterable[tuple[str, str | os.PathLike]] = (),
 ) -> Output:
     """Check that ``command`` may write ``path`` (the module docstring's rules) and say what it would replace.
 
@@ -348,6 +350,9 @@ def check_output(
         kind: ``"folder"``, ``"file"`` (a file output: bench's JSON) or ``"new-folder"`` (must not exist: a run
             directory).
         force_flag: the command's option for ``force`` (None: it has none).
+        reads: the folders the command reads, each with the option or argument that names it (``("--data",
+            "data/small")``, ``("MODEL", "models/tiny")``): an output inside one is refused. A hub id (no folder
+            there) and a folder that is or lies in a run directory are skipped: the run rule places outputs there.
 
     Returns:
         The :class:`Output` to pass to :func:`write_folder` / :func:`write_file`.
@@ -399,6 +404,16 @@ def check_output(
             raise _refuse(
                 f"{flag} {shown} {what} the input {text} of this command: writing there would replace what it reads",
                 fix=f"pass {flag} a new folder outside {text}",
+            )
+    for read_flag, folder in reads:
+        source = resolved(folder)
+        if _inside(target, source) and source.is_dir() and enclosing_run(source) is None:
+            where = "is" if source == target else "lies inside"
+            raise _refuse(
+                f"{flag} {shown} {where} {read_flag} {folder}, which this command reads: verlfit never writes into"
+                f" its own input (the output would be taken for part of {folder}, and go with it when it is moved,"
+                " copied or cleaned)",
+                fix=f"pass {flag} a folder outside {folder}",
             )
     if target.is_dir() and kind != "file":
         held = next((child for child in _children(target) if child.is_dir() and is_run_directory(child)), None)
