@@ -187,8 +187,11 @@ def test_a_replaced_folder_keeps_a_file_someone_added_after_the_check(tmp_path, 
         (folder / "a.txt").write_text("2")
         (out / "late.txt").write_text("the user's")  # written into the old folder while the new one is built
 
-    with pytest.raises(VerlfitError, match="changed while verlfit was writing: it now holds files verlfit did not"):
+    with pytest.raises(
+        VerlfitError, match="changed while verlfit was writing: it now holds files verlfit did not"
+    ) as caught:
         output_files.write_folder(second, build)
+    assert caught.value.exit_code == 1  # a collision with another writer, not a refused input (new-user trial, 20)
     assert (out / "a.txt").read_text() == "1" and (out / "late.txt").read_text() == "the user's"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
 
@@ -251,7 +254,7 @@ def test_issue44_item5_a_write_racing_another_into_one_output_is_refused_and_kee
             " meanwhile); nothing was replaced and this output is discarded\n  fix: run verlfit eval again (it checks"
             " --output anew), or pass --output a new folder"
         ),
-        2,
+        1,  # another process wrote there: no input of this command is wrong (new-user trial, finding 20: it was 2)
     )
     assert checksums(out) == theirs and sorted(p.name for p in tmp_path.iterdir()) == ["data", "out"]
     # unchanged since the check: written
@@ -435,3 +438,18 @@ def test_an_output_inside_a_folder_the_command_reads_is_refused_naming_both(tmp_
         run / "eval" / "x", "verlfit eval", own_place=("eval", "*"), reads=[("MODEL", run / "export" / "global_step_1")]
     )
     assert allowed.path == run / "eval" / "x"
+
+
+def test_a_folder_appearing_while_a_new_folder_is_built_is_a_failure_not_a_refused_input(tmp_path):
+    """New-user trial (finding 20): a collision with another process exited 2, the status of refused input."""
+    output = output_files.check_output(tmp_path / "run", "verlfit train", flag="--run-dir", kind="new-folder")
+
+    def build(folder):
+        (tmp_path / "run").mkdir()  # another run lands there meanwhile
+
+    with pytest.raises(VerlfitError) as caught:
+        output_files.build_new_folder(output, build)
+    assert (str(caught.value), caught.value.exit_code) == (
+        f"--run-dir {tmp_path / 'run'} appeared while verlfit was building it\n  fix: pass --run-dir a new path",
+        1,
+    )

@@ -26,8 +26,8 @@ One policy for every writing command (``prepare-gsm8k``, ``prepare-data``, ``tra
 * **How** (:func:`write_folder`, :func:`write_file`). A folder is built whole under a hidden name beside the target
   (``.NAME.verlfit-building-HOST-PID-TOKEN``, NAME cut to :data:`HIDDEN_NAME_BYTES`: :func:`hidden_name`), its files
   fsync-ed, its marker written last, and switched in, under a lock on the folder it goes in (:func:`folder_locked`)
-  and only while the target is what :func:`check_output` saw (a write racing another into one output is refused
-  instead of replacing it), with one
+  and only while the target is what :func:`check_output` saw (a write racing another into one output fails, exit
+  status 1, instead of replacing it), with one
   ``renameat2(RENAME_EXCHANGE)`` (Linux 3.15+; the old folder then lies under a hidden name and its listed files
   are removed), or where the file system lacks it with two renames; SIGINT, SIGTERM and SIGHUP are held back from
   the switch until the old folder is removed (:func:`signals_held`). After any interruption the target is the old
@@ -318,6 +318,12 @@ def replaced_text(output: Output) -> str:
 
 def _refuse(message: str, fix: str) -> VerlfitError:
     return VerlfitError(message, fix=fix, exit_code=2)
+
+
+def _collided(message: str, fix: str) -> VerlfitError:
+    """The failure of a write another process got to first (the target changed after :func:`check_output`): exit
+    status 1, since no input of this command is wrong and the same command may succeed run again."""
+    return VerlfitError(message, fix=fix, exit_code=1)
 
 
 def _shown(given: Path, target: Path) -> str:
@@ -902,7 +908,7 @@ def _switch(output: Output, staging: Path) -> None:
     with folder_locked(target.parent):
         owner = folder_owner(target)
         if owner.state == "foreign":
-            raise _refuse(
+            raise _collided(
                 f"{output.flag} {output.given} changed while verlfit was writing: it now holds files verlfit did "
                 f"not write ({owner.reason}); nothing was replaced",
                 fix=f"pass {output.flag} a new folder",
@@ -917,7 +923,7 @@ def _switch(output: Output, staging: Path) -> None:
                 if owner.marker is not None
                 else f"it is {owner.state.replace('-', ' ')} now"
             )
-            raise _refuse(
+            raise _collided(
                 f"{output.flag} {output.given} changed while {output.command} was writing it ({now}); nothing was"
                 " replaced and this output is discarded",
                 fix=f"run {output.command} again (it checks {output.flag} anew), or pass {output.flag} a new folder",
@@ -1018,7 +1024,7 @@ def build_new_folder(output: Output, build: Callable[[Path], T], marked: bool = 
     def rename_into_place(staging: Path) -> None:
         with folder_locked(output.path.parent):
             if output.path.exists() or output.path.is_symlink():
-                raise _refuse(
+                raise _collided(
                     f"{output.flag} {output.given} appeared while verlfit was building it",
                     fix=f"pass {output.flag} a new path",
                 )
