@@ -35,8 +35,10 @@ def data_dir(tmp_path):
         make_row("test", 100 + i, question, f"... #### {truth}", truth)
         for i, (question, truth, *_rest) in enumerate(CASES)
     ]
-    Dataset.from_list(rows, features=features()).to_parquet(str(tmp_path / "test.parquet"))
-    return tmp_path
+    # a folder of its own: the tests' outputs go beside it in tmp_path, as eval refuses an output inside its --data
+    (tmp_path / "data").mkdir()
+    Dataset.from_list(rows, features=features()).to_parquet(str(tmp_path / "data" / "test.parquet"))
+    return tmp_path / "data"
 
 
 def fixed(responses):
@@ -158,7 +160,7 @@ def test_run_eval_writes_rows_summary_and_comparison(data_dir, tmp_path):
         "rows.jsonl",
         "summary.json",
     ]  # no temporary files
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "test.parquet"]  # nothing left beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out"]  # nothing left beside it
     text = evaluate.describe(summary)
     assert (
         "after: accuracy 0.5000 (4/8), format 0.7500" in text
@@ -260,10 +262,7 @@ def test_compare_is_checked_before_the_model_is_scored(data_dir, tiny_qwen2_dir,
         evaluate.run_eval(
             tiny_qwen2_dir, str(data_dir), compare=str(only_config), output=str(tmp_path / "b"), make_generator=_never
         )
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "only-config",
-        "test.parquet",
-    ]  # the outputs it created were removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "only-config"]  # the outputs it created were removed
 
 
 def test_an_unwritable_output_fails_before_any_row_is_scored(data_dir, tiny_qwen2_dir, tmp_path, monkeypatch):
@@ -327,7 +326,7 @@ def test_a_failed_result_write_names_the_output_and_leaves_it_as_it_was(data_dir
     )
     monkeypatch.undo()
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "test.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "out"]
 
 
 def _fixed_generator(path, **settings):
@@ -863,3 +862,21 @@ def test_a_split_given_with_its_file_suffix_is_its_name():
     from verlfit.commands.eval import split_name
 
     assert (split_name("test.parquet"), split_name("dev")) == ("test", "dev")
+
+
+def test_an_output_inside_the_data_or_the_model_folder_is_refused_before_anything_is_scored(
+    data_dir, tiny_qwen2_dir, tmp_path, capsys
+):
+    """New-user trial (finding 12): `eval models/tiny --data data/small --output data/small/ev` (or models/tiny/ev)
+    exited 0, writing into the command's own input; a later prepare-data into data/small was then refused for ev/."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_qwen2_dir, model)
+    argv = ["eval", str(model), "--data", str(data_dir), "--limit", "1", "--max-new-tokens", "2", "--output"]
+    for named, folder in (("--data", data_dir), ("MODEL", model)):
+        assert cli.main([*argv, str(folder / "ev")]) == 2
+        assert capsys.readouterr().err == (
+            f"verlfit: error: --output {folder / 'ev'} lies inside {named} {folder}, which this command reads: verlfit"
+            f" never writes into its own input (the output would be taken for part of {folder}, and go with it when"
+            f" it is moved, copied or cleaned)\n  fix: pass --output a folder outside {folder}\n"
+        )
+        assert not (folder / "ev").exists()

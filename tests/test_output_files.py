@@ -187,8 +187,11 @@ def test_a_replaced_folder_keeps_a_file_someone_added_after_the_check(tmp_path, 
         (folder / "a.txt").write_text("2")
         (out / "late.txt").write_text("the user's")  # written into the old folder while the new one is built
 
-    with pytest.raises(VerlfitError, match="changed while verlfit was writing: it now holds files verlfit did not"):
+    with pytest.raises(
+        VerlfitError, match="changed while verlfit was writing: it now holds files verlfit did not"
+    ) as caught:
         output_files.write_folder(second, build)
+    assert caught.value.exit_code == 1  # a collision with another writer, not a refused input (new-user trial, 20)
     assert (out / "a.txt").read_text() == "1" and (out / "late.txt").read_text() == "the user's"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
 
@@ -251,7 +254,7 @@ def test_issue44_item5_a_write_racing_another_into_one_output_is_refused_and_kee
             " meanwhile); nothing was replaced and this output is discarded\n  fix: run verlfit eval again (it checks"
             " --output anew), or pass --output a new folder"
         ),
-        2,
+        1,  # another process wrote there: no input of this command is wrong (new-user trial, finding 20: it was 2)
     )
     assert checksums(out) == theirs and sorted(p.name for p in tmp_path.iterdir()) == ["data", "out"]
     # unchanged since the check: written
@@ -365,3 +368,88 @@ def test_issue44_item6_a_write_killed_with_sigkill_mid_build_is_cleaned_by_the_n
         in capsys.readouterr().err
     )
     assert sorted(path.name for path in tmp_path.iterdir()) == ["data", "out"]
+
+
+def test_an_output_through_a_dangling_link_is_refused_naming_the_link_and_its_target(tmp_path):
+    """New-user trial (finding 13): `--output LINK` with LINK -> /nonexistent/dir exited 0 and created /nonexistent/dir,
+    its parent included, wherever the link pointed; so did a path below such a link."""
+    (tmp_path / "sl").mkdir()
+    gone = tmp_path / "nonexistent" / "dir"
+    dangling = tmp_path / "sl" / "dangling"
+    dangling.symlink_to(gone)
+    for given, words in (
+        (dangling, f"--output {dangling} is"),
+        (dangling / "sub", f"--output {dangling / 'sub'}: {dangling} is"),
+    ):
+        with pytest.raises(VerlfitError) as caught:
+            output_files.check_output(given, "verlfit prepare-data")
+        assert (str(caught.value), caught.value.exit_code) == (
+            f"{words} a symbolic link to {gone}, which does not exist: verlfit would create {gone} (and the folders"
+            f" missing above it) wherever the link points\n  fix: pass --output the folder you mean (not through the"
+            f" link), or create {gone} first if the link is meant",
+            2,
+        )
+    assert not (tmp_path / "nonexistent").exists()
+    # a link to an existing folder is followed, as before
+    gone.mkdir(parents=True)
+    assert output_files.check_output(dangling / "sub", "verlfit prepare-data").path == gone / "sub"
+
+
+def test_an_output_through_a_symbolic_link_loop_is_refused_up_front(tmp_path):
+    """New-user trial (finding 14): `--output LOOP/sub` read all the data, then exited 1 ("cannot write to --output
+    ... Too many levels of symbolic links"); `--output LOOP` was refused up front (exit 2), saying it "never replaces a
+    file"."""
+    (tmp_path / "loopB").symlink_to("loopA")
+    (tmp_path / "loopA").symlink_to("loopB")
+    loop = tmp_path / "loopA"
+    for given, words in ((loop, f"--output {loop} is"), (loop / "sub", f"--output {loop / 'sub'}: {loop} is")):
+        with pytest.raises(VerlfitError) as caught:
+            output_files.check_output(given, "verlfit prepare-data")
+        assert (str(caught.value), caught.value.exit_code) == (
+            f"{words} a symbolic link loop (Too many levels of symbolic links), not a folder\n  fix: pass --output a"
+            f" path that does not go through {loop}, or point that link at a folder",
+            2,
+        )
+
+
+def test_an_output_inside_a_folder_the_command_reads_is_refused_naming_both(tmp_path):
+    """New-user trial (finding 12): `eval --output DATA/ev` and `train --run-dir MODEL/run` wrote into the command's own
+    input folders. A hub id and a folder in a run directory (the run rule places outputs there) are not refused."""
+    data, model = tmp_path / "data", tmp_path / "model"
+    data.mkdir()
+    model.mkdir()
+    reads = [("MODEL", str(model)), ("--data", str(data)), ("--compare", "Qwen/Qwen2.5-0.5B-Instruct")]
+    for read_flag, folder, given in (("--data", data, data / "ev"), ("MODEL", model, model / "a" / "b")):
+        with pytest.raises(VerlfitError) as caught:
+            output_files.check_output(given, "verlfit eval", reads=reads)
+        assert (str(caught.value), caught.value.exit_code) == (
+            f"--output {given} lies inside {read_flag} {folder}, which this command reads: verlfit never writes into"
+            f" its own input (the output would be taken for part of {folder}, and go with it when it is moved, copied"
+            f" or cleaned)\n  fix: pass --output a folder outside {folder}",
+            2,
+        )
+    with pytest.raises(VerlfitError, match=f"^--run-dir {data / 'run'} lies inside --data {data}, which"):
+        output_files.check_output(data / "run", "verlfit train", flag="--run-dir", kind="new-folder", reads=reads)
+    assert output_files.check_output(tmp_path / "ev", "verlfit eval", reads=reads).path == tmp_path / "ev"
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "export" / "global_step_1").mkdir(parents=True)
+    allowed = output_files.check_output(
+        run / "eval" / "x", "verlfit eval", own_place=("eval", "*"), reads=[("MODEL", run / "export" / "global_step_1")]
+    )
+    assert allowed.path == run / "eval" / "x"
+
+
+def test_a_folder_appearing_while_a_new_folder_is_built_is_a_failure_not_a_refused_input(tmp_path):
+    """New-user trial (finding 20): a collision with another process exited 2, the status of refused input."""
+    output = output_files.check_output(tmp_path / "run", "verlfit train", flag="--run-dir", kind="new-folder")
+
+    def build(folder):
+        (tmp_path / "run").mkdir()  # another run lands there meanwhile
+
+    with pytest.raises(VerlfitError) as caught:
+        output_files.build_new_folder(output, build)
+    assert (str(caught.value), caught.value.exit_code) == (
+        f"--run-dir {tmp_path / 'run'} appeared while verlfit was building it\n  fix: pass --run-dir a new path",
+        1,
+    )

@@ -467,3 +467,31 @@ def test_a_gzip_file_named_jsonl_is_said_to_be_compressed_not_asked_to_be_saved_
         f"decompress it first (gunzip -c {train} > rows.plain.jsonl) and pass that file",
         2,
     )
+
+
+def test_a_lone_surrogate_escape_is_a_bad_row_named_by_line_and_column(tmp_path, capsys):
+    """New-user trial (finding 5): a jsonl line with a lone surrogate escape (``"bad \\ud800 x"``) was counted good,
+    then pyarrow's UnicodeEncodeError ended the command with a traceback, exit 1."""
+    rows = [
+        {"q": "bad \ud800 x", "a": "3"},
+        {"q": "Convert 2 km to m.", "a": "x \udc00"},
+        {"q": "Convert 3 m to cm.", "a": "300"},
+        {"q": "Convert 5 kg to g.", "a": "5000"},
+    ]
+    train = write_jsonl(tmp_path / "train.jsonl", rows)
+    assert "\\ud800" in train.read_text()  # json.dumps wrote the escape, as the trial's file has it
+    result, lines = run(tmp_path, train=train, test_fraction=0.5)
+    reason = (
+        "holds the lone surrogate {} (half of a UTF-16 pair, from a \\u escape): it is not text and cannot be written"
+    )
+    assert [str(bad) for bad in result.bad] == [
+        f"{train} line 1, column q: " + reason.format("\\ud800"),
+        f"{train} line 2, column a: " + reason.format("\\udc00"),
+    ]
+    assert lines[0] == f"read {train}: 4 rows, 2 good"
+    assert result.rows == {"train": 1, "test": 1}
+    with pytest.raises(VerlfitError) as caught:
+        run(tmp_path, train=train, test_fraction=0.5, strict=True, output_dir=tmp_path / "strict")
+    assert caught.value.exit_code == 2
+    assert caught.value.message.startswith(f"2 bad row(s) and --strict:\n  {train} line 1, column q: holds the lone")
+    assert not (tmp_path / "strict").exists()

@@ -35,14 +35,22 @@ SUBCOMMANDS: dict[str, str] = {
 
 class _GuardedOutput:
     """``sys.stdout`` as :func:`main` hands it to a command: the same stream (every attribute is the stream's), whose
-    ``write`` and ``flush`` raise :class:`StandardOutputFailed` where the stream raises ``OSError``."""
+    ``write`` and ``flush`` raise :class:`StandardOutputFailed` where the stream raises ``OSError``. Text the stream's
+    encoding cannot hold (a path ``ünï`` under ``PYTHONIOENCODING=ascii``) is written with backslash escapes
+    (``\\xfc``), as Python writes standard error: never a traceback after the work is done."""
 
     def __init__(self, stream):
         self._stream = stream
 
     def write(self, text):
         try:
-            return self._stream.write(text)
+            try:
+                return self._stream.write(text)
+            except UnicodeEncodeError as unencodable:
+                # a text stream encodes the whole text before writing any of it: nothing was written
+                return self._stream.write(
+                    text.encode(unencodable.encoding, "backslashreplace").decode(unencodable.encoding)
+                )
         except OSError as error:
             raise StandardOutputFailed(error) from error
 

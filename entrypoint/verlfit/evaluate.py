@@ -744,7 +744,10 @@ def _run_eval(
         resolved = resolve_model(model, work / "model", export_now=False)
         out = Path(output) if output is not None else default_output(resolved, data, split)
         inputs = [Path(data) / f"{split}.parquet", model] + ([compare] if compare is not None else [])
-        target = output_files.check_output(out, "verlfit eval", force=force, inputs=inputs, own_place=(EVAL_DIR, "*"))
+        reads = [("MODEL", model), ("--data", data)] + ([("--compare", compare)] if compare is not None else [])
+        target = output_files.check_output(
+            out, "verlfit eval", force=force, inputs=inputs, own_place=(EVAL_DIR, "*"), reads=reads
+        )
         resolved = export_checkpoint(resolved, work / "model")  # a run's checkpoint, once the output may be written
         settings = (resolved.run_info or {}).get("settings") or {}
         if scorer is None:

@@ -6,10 +6,14 @@ One policy for every writing command (``prepare-gsm8k``, ``prepare-data``, ``tra
 * **Where** (:func:`check_output`, before any work is done). Paths are resolved first (symlinks followed, ``..``
   removed), so a link to a folder is judged as that folder. Refused, with the fix, exit status 2:
 
+  - a path that is or lies below a dangling symbolic link (the write would create the link's target wherever it
+    points) or a symbolic link loop (:func:`check_links_on_the_way`);
+
   - the current directory or a folder above it (``--output .``, ``--output ..``);
   - a run directory (a folder holding ``run.json`` or ``checkpoints/``), a folder containing one, or a path inside
     one, except the command's own place in that run (``RUN/export/NAME``, ``RUN/eval/NAME``, ``RUN/report``);
-  - an input of the same command, or a folder containing one;
+  - an input of the same command, or a folder containing one, or a path inside a folder it reads (``reads``:
+    eval's model and data folders, train's);
   - a file where a folder is written, or a folder where a file is written;
   - a folder holding anything verlfit did not write: any file its marker (:data:`MARKER_NAME`) does not list with
     the size and SHA-256 it wrote. Refused even with ``--force``: verlfit never deletes or overwrites such a file.
@@ -22,8 +26,8 @@ One policy for every writing command (``prepare-gsm8k``, ``prepare-data``, ``tra
 * **How** (:func:`write_folder`, :func:`write_file`). A folder is built whole under a hidden name beside the target
   (``.NAME.verlfit-building-HOST-PID-TOKEN``, NAME cut to :data:`HIDDEN_NAME_BYTES`: :func:`hidden_name`), its files
   fsync-ed, its marker written last, and switched in, under a lock on the folder it goes in (:func:`folder_locked`)
-  and only while the target is what :func:`check_output` saw (a write racing another into one output is refused
-  instead of replacing it), with one
+  and only while the target is what :func:`check_output` saw (a write racing another into one output fails, exit
+  status 1, instead of replacing it), with one
   ``renameat2(RENAME_EXCHANGE)`` (Linux 3.15+; the old folder then lies under a hidden name and its listed files
   are removed), or where the file system lacks it with two renames; SIGINT, SIGTERM and SIGHUP are held back from
   the switch until the old folder is removed (:func:`signals_held`). After any interruption the target is the old
@@ -316,6 +320,12 @@ def _refuse(message: str, fix: str) -> VerlfitError:
     return VerlfitError(message, fix=fix, exit_code=2)
 
 
+def _collided(message: str, fix: str) -> VerlfitError:
+    """The failure of a write another process got to first (the target changed after :func:`check_output`): exit
+    status 1, since no input of this command is wrong and the same command may succeed run again."""
+    return VerlfitError(message, fix=fix, exit_code=1)
+
+
 def _shown(given: Path, target: Path) -> str:
     return str(given) if resolved(given) == target and str(given) == str(target) else f"{given} ({target})"
 
@@ -330,6 +340,7 @@ def check_output(
     own_place: tuple[str, ...] | None = None,
     kind: str = "folder",
     force_flag: str | None = "--force",
+    reads: Iterable[tuple[str, str | os.PathLike]] = (),
 ) -> Output:
     """Check that ``command`` may write ``path`` (the module docstring's rules) and say what it would replace.
 
@@ -345,6 +356,9 @@ def check_output(
         kind: ``"folder"``, ``"file"`` (a file output: bench's JSON) or ``"new-folder"`` (must not exist: a run
             directory).
         force_flag: the command's option for ``force`` (None: it has none).
+        reads: the folders the command reads, each with the option or argument that names it (``("--data",
+            "data/small")``, ``("MODEL", "models/tiny")``): an output inside one is refused. A hub id (no folder
+            there) and a folder that is or lies in a run directory are skipped: the run rule places outputs there.
 
     Returns:
         The :class:`Output` to pass to :func:`write_folder` / :func:`write_file`.
@@ -354,6 +368,7 @@ def check_output(
     """
     given = Path(path)
     check_name_lengths(given, flag)
+    check_links_on_the_way(given, flag)
     target = resolved(given)
     shown = _shown(given, target)
     cwd = resolved(os.getcwd())
@@ -395,6 +410,16 @@ def check_output(
             raise _refuse(
                 f"{flag} {shown} {what} the input {text} of this command: writing there would replace what it reads",
                 fix=f"pass {flag} a new folder outside {text}",
+            )
+    for read_flag, folder in reads:
+        source = resolved(folder)
+        if _inside(target, source) and source.is_dir() and enclosing_run(source) is None:
+            where = "is" if source == target else "lies inside"
+            raise _refuse(
+                f"{flag} {shown} {where} {read_flag} {folder}, which this command reads: verlfit never writes into"
+                f" its own input (the output would be taken for part of {folder}, and go with it when it is moved,"
+                " copied or cleaned)",
+                fix=f"pass {flag} a folder outside {folder}",
             )
     if target.is_dir() and kind != "file":
         held = next((child for child in _children(target) if child.is_dir() and is_run_directory(child)), None)
@@ -461,6 +486,40 @@ def check_name_lengths(given: Path, flag: str) -> None:
                 f" on {existing}'s file system",
                 fix=f"pass {flag} a path whose every name is at most {limit} bytes",
             )
+
+
+def check_links_on_the_way(given: Path, flag: str) -> None:
+    """Refuse an output (named by the option ``flag``) that is, or lies below, a symbolic link that leads nowhere: a
+    dangling link (the write would create its target, and the folders missing above it, wherever it points) or a
+    link loop (``ELOOP``: no write gets through). A link to an existing folder is followed, as :func:`resolved` does.
+
+    Raises:
+        VerlfitError: exit status 2, naming the link, its target (a dangling one) and the fix.
+    """
+    path = Path(os.path.abspath(os.path.expanduser(os.fspath(given))))
+    for candidate in (*reversed(path.parents), path):
+        if not os.path.islink(candidate):
+            if not os.path.lexists(candidate):
+                return  # nothing is there, so nothing below it either
+            continue
+        where = f"{flag} {given} is" if candidate == path else f"{flag} {given}: {candidate} is"
+        try:
+            os.stat(candidate)
+        except FileNotFoundError:
+            target = os.path.realpath(candidate)
+            raise _refuse(
+                f"{where} a symbolic link to {target}, which does not exist: verlfit would create {target} (and the"
+                " folders missing above it) wherever the link points",
+                fix=f"pass {flag} the folder you mean (not through the link), or create {target} first if the link is"
+                " meant",
+            ) from None
+        except OSError as error:
+            if error.errno != errno.ELOOP:
+                return  # not searchable, say: the checks and the write that follow name it
+            raise _refuse(
+                f"{where} a symbolic link loop ({error.strerror}), not a folder",
+                fix=f"pass {flag} a path that does not go through {candidate}, or point that link at a folder",
+            ) from None
 
 
 def _own_place_hint(run: Path, own_place: tuple[str, ...] | None) -> str:
@@ -849,7 +908,7 @@ def _switch(output: Output, staging: Path) -> None:
     with folder_locked(target.parent):
         owner = folder_owner(target)
         if owner.state == "foreign":
-            raise _refuse(
+            raise _collided(
                 f"{output.flag} {output.given} changed while verlfit was writing: it now holds files verlfit did "
                 f"not write ({owner.reason}); nothing was replaced",
                 fix=f"pass {output.flag} a new folder",
@@ -864,7 +923,7 @@ def _switch(output: Output, staging: Path) -> None:
                 if owner.marker is not None
                 else f"it is {owner.state.replace('-', ' ')} now"
             )
-            raise _refuse(
+            raise _collided(
                 f"{output.flag} {output.given} changed while {output.command} was writing it ({now}); nothing was"
                 " replaced and this output is discarded",
                 fix=f"run {output.command} again (it checks {output.flag} anew), or pass {output.flag} a new folder",
@@ -965,7 +1024,7 @@ def build_new_folder(output: Output, build: Callable[[Path], T], marked: bool = 
     def rename_into_place(staging: Path) -> None:
         with folder_locked(output.path.parent):
             if output.path.exists() or output.path.is_symlink():
-                raise _refuse(
+                raise _collided(
                     f"{output.flag} {output.given} appeared while verlfit was building it",
                     fix=f"pass {output.flag} a new path",
                 )

@@ -15,7 +15,8 @@ line, then rows), ``.parquet``. The text formats are read with Python's ``json``
 a bad row is named by its line number (and no type is inferred across rows: an answer may be ``42`` in one row and
 ``"x"`` in the next); parquet with pyarrow, rows named by index. A row is bad (named with its file, line or row, and
 column; skipped, or fatal with ``--strict``) when its question is missing, not text or blank, or its answer is
-missing, blank, or neither text nor a number. A line that is not JSON, or not an object, is a bad row too.
+missing, blank, or neither text nor a number, or either holds a lone surrogate (JSON's ``\\ud800`` escape without its
+pair: not text UTF-8 can write). A line that is not JSON, or not an object, is a bad row too.
 
 Split: ``--test FILE``, or ``--test-fraction F`` of the good rows of ``--train`` chosen by ``random.Random(--seed)``
 (at least one row each side). Lengths: with ``--tokenizer`` (the model you train), each prompt is measured as verl's
@@ -50,6 +51,9 @@ MAX_BAD_LINES = 20
 # (str.replace, so other braces stay text)
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*|[0-9]*)\}")
 EXACT_INTEGER_LIMIT = 2**53  # float64 holds every integer up to this exactly (IEEE 754: 53-bit significand)
+# a UTF-16 surrogate code point: in a Python str only a lone one (JSON's "\ud800" escape without its pair; json joins a
+# pair into one character), which no UTF-8 writer (pyarrow's) encodes
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -322,6 +326,15 @@ def check_row(row: SourceRow, question_column: str, answer_column: str) -> tuple
         )
     if not answer.strip():
         return None, BadRow(row.where, answer_column, "blank")
+    for column, text in ((question_column, question), (answer_column, answer)):
+        surrogate = LONE_SURROGATE.search(text)
+        if surrogate:
+            return None, BadRow(
+                row.where,
+                column,
+                f"holds the lone surrogate \\u{ord(surrogate.group()):04x} (half of a UTF-16 pair, from a \\u escape):"
+                " it is not text and cannot be written",
+            )
     return (question, answer), None
 
 

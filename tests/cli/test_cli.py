@@ -292,12 +292,14 @@ def test_an_output_below_a_symbolic_link_loop_names_the_loop_not_file_exists(tmp
         "--answer-column",
         "a",
     ]
-    assert cli.main(argv) == 1
-    assert (
-        capsys.readouterr().err
-        == f"verlfit: error: cannot write to --output loop1/out: {tmp_path / 'loop1'} is not reachable (Too many"
-        " levels of"
-        " symbolic links), not a folder\n  fix: pass --output a folder you can write (it is created if missing)\n"
+    # refused up front, before any data is read, as refused input (exit 2; new-user trial, finding 14: it read the
+    # data, then exited 1)
+    assert cli.main(argv) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"verlfit: error: --output loop1/out: {tmp_path / 'loop1'} is a symbolic link loop (Too many levels of"
+        " symbolic links), not a folder\n  fix: pass --output a path that does not go through"
+        f" {tmp_path / 'loop1'}, or point that link at a folder\n",
     )
 
 
@@ -380,3 +382,31 @@ def test_a_refused_input_exits_2_and_a_machine_problem_1(argv, status, first_lin
     monkeypatch.chdir(tmp_path)
     assert cli.main([word.replace("{tmp}", str(tmp_path)) for word in argv]) == status
     assert capsys.readouterr().err.splitlines()[0] == first_line.replace("{tmp}", str(tmp_path))
+
+
+def test_a_standard_output_that_cannot_encode_a_path_prints_it_escaped_after_the_work(tmp_path, monkeypatch, capsys):
+    """New-user trial (finding 6): `PYTHONIOENCODING=ascii verlfit prepare-data ... --output ünï` wrote the data, then
+    ended with a UnicodeEncodeError traceback, exit 1, printing the path. Characters standard output cannot encode are
+    written as backslash escapes, as Python writes them on standard error (the error messages)."""
+    import io
+    import json
+    import sys
+
+    from verlfit import cli
+
+    (tmp_path / "rows.jsonl").write_text(
+        "".join(json.dumps({"q": f"{n}+{n}?", "a": str(2 * n)}) + "\n" for n in range(4))
+    )
+    monkeypatch.chdir(tmp_path)
+    ascii_only = io.TextIOWrapper(io.BytesIO(), encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", ascii_only)
+    argv = ["prepare-data", "--train", "rows.jsonl", "--test-fraction", "0.5", "--data-source", "sums"]
+    assert cli.main([*argv, "--question-column", "q", "--answer-column", "a", "--output", "ünï"]) == 0
+    ascii_only.flush()
+    printed = ascii_only.buffer.getvalue().decode("ascii").splitlines()
+    assert printed[-2:] == [
+        "train: 2 rows written -> \\xfcn\\xef/train.parquet",
+        "test: 2 rows written -> \\xfcn\\xef/test.parquet",
+    ]
+    assert capsys.readouterr().err == ""
+    assert (tmp_path / "ünï" / "train.parquet").is_file()

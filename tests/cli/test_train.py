@@ -1767,3 +1767,33 @@ def test_an_empty_path_or_model_is_refused_by_name(argv, option, capsys):
         cli.main(argv)
     assert refused.value.code == 2
     assert f"error: argument {option}: is empty: it must name a folder, a file or a model" in capsys.readouterr().err
+
+
+def test_a_run_directory_inside_the_data_or_the_model_folder_is_refused(tmp_path, tiny_qwen2_dir, capsys):
+    """New-user trial (finding 12): the dry run with `--run-dir data/small/run` (or models/tiny/run) exited 0; verlfit
+    never writes into the command's own input. The real launch refuses it before the GPU is looked for."""
+    import shutil
+
+    from fakes import write_raw_gsm8k
+
+    data = Path(write_raw_gsm8k(tmp_path / "raw"))
+    model = tmp_path / "model"
+    shutil.copytree(tiny_qwen2_dir, model)
+    argv = ["train", "--profile", "p40", "--plan", "off", "--skip-checks", "--data", str(data), "--model", str(model)]
+    for named, folder in (("--data", data), ("--model", model)):
+        refusal = (
+            f"--run-dir {folder / 'run'} lies inside {named} {folder}, which this command reads: verlfit never writes"
+            f" into its own input (the output would be taken for part of {folder}, and go with it when it is moved,"
+            " copied or cleaned)"
+        )
+        assert cli.main([*argv, "--dry-run", "--run-dir", str(folder / "run")]) == 2
+        assert capsys.readouterr().err == (
+            f"verlfit: error: a real launch would refuse this run: --run-dir {folder / 'run'}: {refusal} (the notes"
+            " above say why)\n  fix: do what those notes say, then dry-run again\n"
+        )
+        assert cli.main([*argv, "--run-dir", str(folder / "run")]) == 2
+        assert capsys.readouterr() == (
+            "",
+            f"verlfit: error: {refusal}\n  fix: pass --run-dir a folder outside {folder}\n",
+        )
+        assert not (folder / "run").exists()

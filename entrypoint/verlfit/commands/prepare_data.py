@@ -22,7 +22,8 @@ input: .jsonl (one JSON object a line), .json (an array of objects), .csv (heade
 column named once; UTF-8, with or without the byte-order mark Excel writes), .parquet. A column
 named by --question-column or --answer-column that no row has is refused once, listing the file's
 columns. A row with a missing or blank question or answer, an answer that is neither text nor a
-number, or a line that is not a JSON object is reported as '<file> line N, column C: reason'
+number, text holding a lone surrogate escape (\\ud800 without its pair), or a line that is not a JSON
+object is reported as '<file> line N, column C: reason'
 (parquet and .json: row/item N, counted from 0) and skipped (--strict: fatal).
 
 split: --test FILE (another file than --train), or --test-fraction F of --train's good rows drawn

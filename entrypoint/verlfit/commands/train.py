@@ -307,7 +307,8 @@ def run(args: argparse.Namespace) -> int:
         plan = resume_plan(Path(options.resume), steps=options.steps, keep_checkpoints=options.keep_checkpoints)
     else:
         if options.run_dir and not options.dry_run:
-            check_run_directory(options.run_dir)  # said before the GPU, model and data are looked at
+            # said before the GPU, model and data are looked at
+            check_run_directory(options.run_dir, options.model, options.data)
         plan = build_launch(options)
     if options.dry_run:
         refusals = rehearse(plan, skip_checks=options.skip_checks)

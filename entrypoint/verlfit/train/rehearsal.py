@@ -26,7 +26,7 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
     A resume: nothing more (:func:`verlfit.train.run_directory.resume_plan` says what it removes). A new run, each
     step said as a note in this order:
 
-    * its run directory: exists, or inside another run (a refusal);
+    * its run directory: exists, or inside another run, the model folder or the data folder (a refusal);
     * the engines a real launch's checks ask for (unless ``skip_checks``);
     * a local model folder (unless ``skip_checks``; a hub name is not checked: no network in a dry run, ``verlfit
       doctor`` checks it): the ``model`` check's FAIL
@@ -58,8 +58,8 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
         refusals.append(f"run directory {settings.run_dir} exists")
     else:
         try:
-            check_run_directory(settings.run_dir)
-        except VerlfitError as refusal:  # a run directory inside another run: a real run refuses it
+            check_run_directory(settings.run_dir, settings.model, settings.data_dir)
+        except VerlfitError as refusal:  # inside another run, the model or the data: a real run refuses it
             plan.notes.append(f"a real run would refuse --run-dir: {refusal.message} ({refusal.fix})")
             refusals.append(f"--run-dir {settings.run_dir}: {refusal.message}")
     missing = missing_engine_packages(settings.rollout, settings.attention)

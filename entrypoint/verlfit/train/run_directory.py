@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from verlfit import gsm8k
 from verlfit.checkpoints import TRACKER, checkpoints_to_prune, latest_checkpoint
 from verlfit.data_folder import file_digest
 from verlfit.errors import VerlfitError
@@ -37,9 +38,11 @@ from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, record
 from verlfit.train.reward import data_keys, reward_copy_path
 
 
-def check_run_directory(run_dir: str | os.PathLike):
-    """Check that ``--run-dir`` may be created: it does not exist, lies in no other run directory and has no file
-    among its parents (:func:`verlfit.output_files.check_output`); return the checked output.
+def check_run_directory(run_dir: str | os.PathLike, model: str | None = None, data_dir: str | None = None):
+    """Check that ``--run-dir`` may be created: it does not exist, lies in no other run directory, in neither the
+    ``model`` nor the ``data_dir`` folder the run reads (nor its raw GSM8K source; a hub id is no folder), and has no
+    file among its parents
+    (:func:`verlfit.output_files.check_output`); return the checked output.
 
     Raises:
         VerlfitError: naming ``--run-dir`` and the fix (an existing run: ``--resume``).
@@ -59,7 +62,10 @@ def check_run_directory(run_dir: str | os.PathLike):
             fix=f"continue it with `{resume}`, or pass another --run-dir",
             exit_code=2,
         )
-    return check_output(run_dir, "verlfit train", flag="--run-dir", kind="new-folder", force_flag=None)
+    # the data: the folder verl reads, and the raw GSM8K files it is prepared from (--data DIR reads DIR/verl)
+    raw = gsm8k.training_data(data_dir)[1] if data_dir else None
+    reads = [(flag, folder) for flag, folder in (("--model", model), ("--data", data_dir), ("--data", raw)) if folder]
+    return check_output(run_dir, "verlfit train", flag="--run-dir", kind="new-folder", force_flag=None, reads=reads)
 
 
 def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
@@ -72,7 +78,7 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
     """
 
     run_dir = Path(plan.settings.run_dir)
-    output = check_run_directory(run_dir)
+    output = check_run_directory(run_dir, plan.settings.model, plan.settings.data_dir)
 
     def build(staging: Path) -> None:
         record = {
