@@ -387,6 +387,9 @@ class _AutocastRecorder:
 
 
 def probe_autocast():
+    # the checkpoint is not read here, but making it imports transformers' Qwen2 modules before block_flash_attn()
+    # below hides flash_attn, as the other probes do (imported after the block, modeling_qwen2 fails to import)
+    save_checkpoint(tempfile.mkdtemp(prefix="verl_probe_model_"))
     import torch
 
     from verl.workers.actor.dp_actor import DataParallelPPOActor
