@@ -863,3 +863,37 @@ def test_a_split_given_with_its_file_suffix_is_its_name():
     from verlfit.commands.eval import split_name
 
     assert (split_name("test.parquet"), split_name("dev")) == ("test", "dev")
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        ({"num_hidden_layers": "two"}, "num_hidden_layers='two' must be a positive whole number"),
+        ({"num_hidden_layers": -1}, "num_hidden_layers=-1 must be a positive whole number"),
+        ({"hidden_size": None}, "not a decoder-only transformer config: missing hidden_size"),
+        ({"model_type": "zorblax"}, "cannot build this config.json (The checkpoint you are trying to load has model"),
+    ],
+    ids=["two", "neg", "nohidden", "unk"],
+)
+def test_new_user_trial_a_config_plan_refuses_is_refused_by_eval_with_plans_words(
+    edit, words, data_dir, tiny_qwen2_dir, tmp_path, capsys
+):
+    """New-user trial findings 1-4: eval of a model whose config.json says num_hidden_layers "two" (a TypeError
+    traceback), -1 (accepted: a model of no layers scored), no hidden_size (a state_dict traceback) or an unknown
+    model_type (exit 1) is refused before any row, exit 2, with the words plan and train give."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_qwen2_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config.update(edit)
+    config = {key: value for key, value in config.items() if value is not None}
+    (model / "config.json").write_text(json.dumps(config))
+    assert cli.main(["plan", "--model", str(model), "--profile", "p40"]) == 2
+    plan = capsys.readouterr().err
+    assert words in plan
+    out = tmp_path / "out"
+    assert cli.main(["eval", str(model), "--data", str(data_dir), "--output", str(out), "--max-new-tokens", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err == plan.replace("verlfit: error: ", f"verlfit: error: MODEL {model}: ", 1).replace(
+        f"{model}: {model}: ", f"{model}: "
+    ).replace("pass --model ", "pass MODEL ")
+    assert "Traceback" not in err and not out.exists()

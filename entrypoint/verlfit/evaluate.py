@@ -59,6 +59,7 @@ from verlfit.export import EXPORT_DIR, quiet_known_warnings
 from verlfit.gpu import query_gpus
 from verlfit.input_files import kind_of
 from verlfit.model_files import inspect_model_dir
+from verlfit.model_shape import check_model_config
 from verlfit.profiles import load_profile, select_profile
 from verlfit.reward_function import RewardFunction, call_refusal, score_value
 from verlfit.run_files import CHECKPOINTS_DIR
@@ -439,7 +440,8 @@ def check_loadable(
     path: str, what: str, name: str, response_tokens: tuple[str, int] | None = None, rows: Sequence[dict] = ()
 ) -> None:
     """Check a local model directory's files as ``verlfit doctor`` does (:func:`verlfit.model_files.inspect_model_dir`:
-    config, weights whose safetensors headers read and cover each file, tokenizer), then load the tokenizer and
+    config, weights whose safetensors headers read and cover each file, tokenizer) and its config.json as ``verlfit
+    plan`` does (:func:`verlfit.model_shape.check_model_config`: sizes, model_type), then load the tokenizer and
     config of the model at ``path`` (no weights: seconds), so that a model that will not load fails before any other
     is scored. With ``response_tokens`` (where the budget came from, the budget in tokens): the longest prompt of
     ``rows`` (chat template and generation prompt, in the model's tokens) plus the budget must fit in the model's
@@ -447,8 +449,8 @@ def check_loadable(
     would run for as long as the budget allows.
 
     Raises:
-        VerlfitError: a weights file cut short or missing, or the tokenizer or config does not load, naming
-            ``what name``; a budget past the context (exit status 2), naming both numbers and the largest budget
+        VerlfitError: a weights file cut short or missing, a config.json plan refuses (exit status 2), or the
+            tokenizer or config does not load, naming ``what name``; a budget past the context (exit status 2), naming both numbers and the largest budget
             that fits.
     """
     from transformers import AutoConfig, AutoTokenizer
@@ -464,6 +466,11 @@ def check_loadable(
                 .replace("point --model at", f"point {what} at")
             )
             raise VerlfitError(f"{what} {name}: {error.message}", fix=fix or None, exit_code=error.exit_code) from error
+        try:
+            check_model_config(path, f"{what} {name}")  # plan's and train's refusals: the sizes, the model_type
+        except VerlfitError as error:
+            fix = (error.fix or "").replace("pass --model ", f"pass {what} ")
+            raise VerlfitError(error.message, fix=fix or None, exit_code=error.exit_code) from error
 
     loaded = {}
     for part, load in (("config", AutoConfig.from_pretrained), ("tokenizer", AutoTokenizer.from_pretrained)):
