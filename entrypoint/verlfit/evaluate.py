@@ -450,8 +450,8 @@ def check_loadable(
 
     Raises:
         VerlfitError: a weights file cut short or missing, a config.json plan refuses (exit status 2), or the
-            tokenizer or config does not load, naming ``what name``; a budget past the context (exit status 2), naming both numbers and the largest budget
-            that fits.
+            tokenizer or config does not load, naming ``what name``; a budget past the context (exit status 2),
+            naming both numbers and the largest budget that fits.
     """
     from transformers import AutoConfig, AutoTokenizer
 
