@@ -897,3 +897,44 @@ def test_new_user_trial_a_config_plan_refuses_is_refused_by_eval_with_plans_word
         f"{model}: {model}: ", f"{model}: "
     ).replace("pass --model ", "pass MODEL ")
     assert "Traceback" not in err and not out.exists()
+
+
+def test_what_a_reward_function_prints_is_kept_in_the_output_and_summarised_not_flooded(tmp_path, capfd):
+    """New-user trial finding 18: a reward function printing a megabyte a call put 16 MB on the terminal during eval.
+    As train's reward check does, eval captures it and says how many lines with the first ones; the whole text goes
+    to the output folder (reward_printed.txt), named on the summary's line."""
+    data = _task_dir(tmp_path, "my/units", [("q0 km", "1000"), ("q1 m", "0.001")])
+    reward = tmp_path / "loud.py"
+    reward.write_text(
+        "print('imported ' + 'X' * 200_000)\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    print('scoring', ground_truth)\n    return 1.0\n"
+    )
+    generator = fixed({"q0": "1000", "q1": "1"})
+    out = tmp_path / "out"
+    summary = evaluate.run_eval(
+        "m",
+        str(data),
+        output=str(out),
+        make_generator=lambda path, **settings: generator,
+        preflight=False,
+        reward_function=str(reward),
+    )
+    # the check calls it twice a row (ground truth, empty response), then it scores each row once
+    assert summary["reward_printed"] == {
+        "lines": 7,
+        "first": ["imported " + "X" * 111, "scoring 1000", "scoring 1000"],
+        "file": str(out / evaluate.PRINTED_FILE),
+    }
+    text = (out / evaluate.PRINTED_FILE).read_text()
+    assert text.splitlines() == ["imported " + "X" * 200_000] + [
+        f"scoring {truth}" for truth in ("1000", "0.001") for _ in range(2)
+    ] + ["scoring 1000", "scoring 0.001"]
+    assert json.loads((out / evaluate.SUMMARY_FILE).read_text())["reward_printed"] == summary["reward_printed"]
+    lines = evaluate.describe(summary).splitlines()
+    assert lines[-2] == (
+        f"the reward function printed 7 lines while checked and scoring (first {'imported ' + 'X' * 111!r},"
+        f" 'scoring 1000', 'scoring 1000'); all of it in {out / evaluate.PRINTED_FILE}"
+    )
+    captured = capfd.readouterr()
+    assert len(captured.out) + len(captured.err) < 10_000
