@@ -880,3 +880,78 @@ def test_an_output_inside_the_data_or_the_model_folder_is_refused_before_anythin
             f" it is moved, copied or cleaned)\n  fix: pass --output a folder outside {folder}\n"
         )
         assert not (folder / "ev").exists()
+
+
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        ({"num_hidden_layers": "two"}, "num_hidden_layers='two' must be a positive whole number"),
+        ({"num_hidden_layers": -1}, "num_hidden_layers=-1 must be a positive whole number"),
+        ({"hidden_size": None}, "not a decoder-only transformer config: missing hidden_size"),
+        ({"model_type": "zorblax"}, "cannot build this config.json (The checkpoint you are trying to load has model"),
+    ],
+    ids=["two", "neg", "nohidden", "unk"],
+)
+def test_new_user_trial_a_config_plan_refuses_is_refused_by_eval_with_plans_words(
+    edit, words, data_dir, tiny_qwen2_dir, tmp_path, capsys
+):
+    """New-user trial findings 1-4: eval of a model whose config.json says num_hidden_layers "two" (a TypeError
+    traceback), -1 (accepted: a model of no layers scored), no hidden_size (a state_dict traceback) or an unknown
+    model_type (exit 1) is refused before any row, exit 2, with the words plan and train give."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_qwen2_dir, model)
+    config = json.loads((model / "config.json").read_text())
+    config.update(edit)
+    config = {key: value for key, value in config.items() if value is not None}
+    (model / "config.json").write_text(json.dumps(config))
+    assert cli.main(["plan", "--model", str(model), "--profile", "p40"]) == 2
+    plan = capsys.readouterr().err
+    assert words in plan
+    out = tmp_path / "out"
+    assert cli.main(["eval", str(model), "--data", str(data_dir), "--output", str(out), "--max-new-tokens", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err == plan.replace("verlfit: error: ", f"verlfit: error: MODEL {model}: ", 1).replace(
+        f"{model}: {model}: ", f"{model}: "
+    ).replace("pass --model ", "pass MODEL ")
+    assert "Traceback" not in err and not out.exists()
+
+
+def test_what_a_reward_function_prints_is_kept_in_the_output_and_summarised_not_flooded(tmp_path, capfd):
+    """New-user trial finding 18: a reward function printing a megabyte a call put 16 MB on the terminal during eval.
+    As train's reward check does, eval captures it and says how many lines with the first ones; the whole text goes
+    to the output folder (reward_printed.txt), named on the summary's line."""
+    data = _task_dir(tmp_path, "my/units", [("q0 km", "1000"), ("q1 m", "0.001")])
+    reward = tmp_path / "loud.py"
+    reward.write_text(
+        "print('imported ' + 'X' * 200_000)\n"
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    print('scoring', ground_truth)\n    return 1.0\n"
+    )
+    generator = fixed({"q0": "1000", "q1": "1"})
+    out = tmp_path / "out"
+    summary = evaluate.run_eval(
+        "m",
+        str(data),
+        output=str(out),
+        make_generator=lambda path, **settings: generator,
+        preflight=False,
+        reward_function=str(reward),
+    )
+    # the check calls it twice a row (ground truth, empty response), then it scores each row once
+    assert summary["reward_printed"] == {
+        "lines": 7,
+        "first": ["imported " + "X" * 111, "scoring 1000", "scoring 1000"],
+        "file": str(out / evaluate.PRINTED_FILE),
+    }
+    text = (out / evaluate.PRINTED_FILE).read_text()
+    assert text.splitlines() == ["imported " + "X" * 200_000] + [
+        f"scoring {truth}" for truth in ("1000", "0.001") for _ in range(2)
+    ] + ["scoring 1000", "scoring 0.001"]
+    assert json.loads((out / evaluate.SUMMARY_FILE).read_text())["reward_printed"] == summary["reward_printed"]
+    lines = evaluate.describe(summary).splitlines()
+    assert lines[-2] == (
+        f"the reward function printed 7 lines while checked and scoring (first {'imported ' + 'X' * 111!r},"
+        f" 'scoring 1000', 'scoring 1000'); all of it in {out / evaluate.PRINTED_FILE}"
+    )
+    captured = capfd.readouterr()
+    assert len(captured.out) + len(captured.err) < 10_000

@@ -135,6 +135,25 @@ def test_lora_without_config_yaml_needs_lora_alpha(lora_run, tmp_path):
     assert json.loads((tmp_path / "out" / "adapter_config.json").read_text())["lora_alpha"] == 8
 
 
+def test_lora_alpha_other_than_the_runs_own_is_refused_naming_both(lora_run, tmp_path, capsys):
+    """New-user trial finding 11: `export RUN --lora-alpha 16` (or 1e30: weights of 8.2e27) replaced the run's own
+    lora_alpha 8 from its config.yaml without a word, although the help says the option is for a run without one.
+    A differing value is refused naming both; the run's own value is taken as given."""
+    run = _copy_run(lora_run, tmp_path)
+    for alpha in ("16", "1e30"):
+        out = tmp_path / f"out-{alpha}"
+        assert cli.main(["export", str(run), "--lora-alpha", alpha, "--output", str(out)]) == 2
+        assert capsys.readouterr().err == (
+            f"verlfit: error: --lora-alpha {float(alpha):g} differs from the lora_alpha 8 the run trained its actor"
+            f" with ({run / 'config.yaml'}, actor_rollout_ref.model.lora_alpha): the adapter would be scaled by"
+            f" {float(alpha):g}/rank instead of 8/rank, a model the run never trained\n"
+            "  fix: leave out --lora-alpha (export reads the run's own; the option is for a run without config.yaml)\n"
+        )
+        assert not out.exists()
+    export.export(run, output=tmp_path / "same", adapter_only=True, lora_alpha=8)
+    assert json.loads((tmp_path / "same" / "adapter_config.json").read_text())["lora_alpha"] == 8
+
+
 def test_no_checkpoint(tmp_path):
     (tmp_path / "checkpoints").mkdir()
     with pytest.raises(VerlfitError, match=r"has no checkpoint .*holds no global_step_N") as error:

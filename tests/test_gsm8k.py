@@ -43,12 +43,18 @@ EXPECTED_TRAIN = [
     row("train", 7, TRAIN[7], "24"),
 ]
 EXPECTED_TEST = [row("test", 0, TEST[0], "360"), row("test", 2, TEST[2], "30")]
-EXPECTED_BAD_LINES = [
-    'skipped train row 3: answer has no "####"',
-    'skipped train row 4: no number after "####"',
-    "skipped train row 5: missing or blank question",
-    "skipped test row 1: missing or blank question",
-]
+
+
+def expected_bad_lines(source: Path) -> list[str]:
+    """What prepare-gsm8k says of the bad rows of ``write_jsonl(source)``: each row's index in its split (its
+    extra_info.index) and its file's line (new-user trial finding 19: the other messages name lines)."""
+    train, test = source / "train.jsonl", source / "test.jsonl"
+    return [
+        f'skipped train row 3 ({train} line 4): answer has no "####"',
+        f'skipped train row 4 ({train} line 5): no number after "####"',
+        f"skipped train row 5 ({train} line 6): missing or blank question",
+        f"skipped test row 1 ({test} line 2): missing or blank question",
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -73,13 +79,14 @@ def read_rows(path) -> list[dict]:
 def test_exact_rows_from_jsonl(tmp_path):
     out = tmp_path / "out"
     result, lines = run_prepare(write_jsonl(tmp_path / "in"), out)
+    expected_bad = expected_bad_lines(tmp_path / "in")
     assert read_rows(out / "train.parquet") == EXPECTED_TRAIN
     assert read_rows(out / "test.parquet") == EXPECTED_TEST
     assert result.rows == {"train": 5, "test": 2}
     assert result.paths == {"train": out / "train.parquet", "test": out / "test.parquet"}
     assert result.dropped == {} and result.lengths == {}
-    assert [str(bad) for bad in result.bad] == [line.removeprefix("skipped ") for line in EXPECTED_BAD_LINES]
-    assert [line for line in lines if line.startswith("skipped")] == EXPECTED_BAD_LINES
+    assert [str(bad) for bad in result.bad] == [line.removeprefix("skipped ") for line in expected_bad]
+    assert [line for line in lines if line.startswith("skipped")] == expected_bad
     assert lines[-2:] == [
         f"train: 5 rows written (3 bad) -> {out / 'train.parquet'}",
         f"test: 2 rows written (1 bad) -> {out / 'test.parquet'}",
@@ -213,13 +220,12 @@ def test_strict_fails_listing_every_bad_row_and_writes_nothing(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(VerlfitError) as caught:
         run_prepare(write_jsonl(tmp_path / "in"), out, strict=True)
+    rows = [line.removeprefix("skipped ") for line in expected_bad_lines(tmp_path / "in")]
     assert (
-        str(caught.value) == "4 bad row(s) and --strict:\n"
-        '  train row 3: answer has no "####"\n'
-        '  train row 4: no number after "####"\n'
-        "  train row 5: missing or blank question\n"
-        "  test row 1: missing or blank question\n"
-        "  fix: fix those rows in the source, or leave out --strict to skip them"
+        str(caught.value)
+        == "4 bad row(s) and --strict:\n  "
+        + "\n  ".join(rows)
+        + "\n  fix: fix those rows in the source, or leave out --strict to skip them"
     )
     assert not out.exists()
 
@@ -229,7 +235,10 @@ def test_cli_strict_exit_status_and_message(tmp_path, capsys):
     status = cli.main(["prepare-gsm8k", "--input", str(source), "--output", str(tmp_path / "out"), "--strict"])
     captured = capsys.readouterr()
     assert status == 2
-    assert captured.err.startswith('verlfit: error: 4 bad row(s) and --strict:\n  train row 3: answer has no "####"\n')
+    assert captured.err.startswith(
+        f"verlfit: error: 4 bad row(s) and --strict:\n  train row 3 ({source / 'train.jsonl'} line 4): answer has no"
+        ' "####"\n'
+    )
 
 
 def test_cli_summary_and_paths(tmp_path, capsys):
@@ -239,7 +248,7 @@ def test_cli_summary_and_paths(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
         f"read {source}: train 8 rows ({source / 'train.jsonl'}), test 3 rows ({source / 'test.jsonl'})",
-        *EXPECTED_BAD_LINES,
+        *expected_bad_lines(source),
         f"train: 5 rows written (3 bad) -> {out / 'train.parquet'}",
         f"test: 2 rows written (1 bad) -> {out / 'test.parquet'}",
     ]

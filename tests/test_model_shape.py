@@ -187,6 +187,23 @@ def test_mixture_of_experts_is_refused_naming_the_expert_keys(config, keys):
     )
 
 
+def test_check_model_config_refuses_plans_sizes_but_lets_a_mixture_of_experts_pass(tmp_path):
+    """New-user trial findings 1-4: eval checks a model folder's config.json with plan's words; it generates with a
+    mixture of experts as with any model transformers builds, so that one refusal of the planner's is not eval's."""
+    from verlfit.model_shape import check_model_config
+
+    moe = {**SMALL_CONFIG, "model_type": "qwen2_moe", "num_experts": 4, "num_experts_per_tok": 2}
+    (tmp_path / "config.json").write_text(json.dumps(moe))
+    check_model_config(tmp_path, "MODEL m")
+    (tmp_path / "config.json").write_text(json.dumps({**SMALL_CONFIG, "num_hidden_layers": -1}))
+    with pytest.raises(VerlfitError) as caught:
+        check_model_config(tmp_path, "MODEL m")
+    assert caught.value.exit_code == 2
+    assert caught.value.message == (
+        "MODEL m: num_hidden_layers=-1 must be a positive whole number (counts of layers, heads and widths)"
+    )
+
+
 def test_model_pointing_at_a_config_file_is_refused_with_its_folder(tmp_path):
     from verlfit.model_shape import check_model_argument
 

@@ -496,6 +496,30 @@ def test_nan_rewards_are_warned_about_naming_the_steps_not_dropped_silently(tmp_
     ]
 
 
+def test_an_infinite_reward_is_never_the_best_one(tmp_path, capsys):
+    """New-user trial finding 15: NaN rewards, then Infinity, printed the warning that non-finite values are left out
+    of best, then `best inf (step 3)`. Only a finite value is best; with none, the line says so."""
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [
+        '{"step": 1, "timing_s/step": 2.0, "critic/score/mean": NaN, "%s": 0.5}' % VAL,
+        '{"step": 2, "timing_s/step": 2.0, "critic/score/mean": 0.25}',
+        '{"step": 3, "timing_s/step": 2.0, "critic/score/mean": Infinity, "%s": Infinity}' % VAL,
+    ]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert cli.main(["report", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "reward (critic/score/mean): last inf (step 3), best 0.250 (step 2)\n" in out
+    assert f"validation ({VAL}): last inf (step 3), best 0.5000 (step 1)\n" in out
+    lines[1] = '{"step": 2, "timing_s/step": 2.0, "critic/score/mean": -Infinity}'
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert cli.main(["report", str(run), "--force"]) == 0
+    assert (
+        "reward (critic/score/mean): last inf (step 3), best: none (every value NaN or infinite)\n"
+        in capsys.readouterr().out
+    )
+
+
 def _consolidate_unoptimised(records):
     """consolidate as it was before it was made linear (issue 44, item 14): the reference for the test below."""
     from verlfit.metrics import is_training_record

@@ -32,7 +32,10 @@ id, DATA the data folder's name: two models, or one model on two data folders, n
 (``accuracy``: the mean score, an accuracy where every score is 0 or 1 (``binary``), else printed as the mean
 reward; ``format_rate`` = share of responses with a ``#### N``, ``mean_response_tokens``, ``rows``, the model and
 settings); with ``--compare OTHER`` also ``compare/`` (the same for OTHER) and ``comparison.json``
-(paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`). ``--compare``
+(paired difference MODEL - OTHER with its confidence interval, see :func:`paired_difference`); where the reward
+function printed anything (captured in its child, as train's reward check captures it), ``reward_printed.txt`` holds
+all of it and ``summary.json``'s ``reward_printed`` its line count and first lines, which the summary prints.
+``--compare``
 naming MODEL itself is refused. The folder is checked before anything is generated and written whole at the end
 under the write policy of :mod:`verlfit.output_files` (built beside the output and switched in: an earlier eval's
 files never mix with the new ones); an eval stopped by a reward function that raises, or by Ctrl-C, writes the rows
@@ -59,6 +62,7 @@ from verlfit.export import EXPORT_DIR, quiet_known_warnings
 from verlfit.gpu import query_gpus
 from verlfit.input_files import kind_of
 from verlfit.model_files import inspect_model_dir
+from verlfit.model_shape import check_model_config
 from verlfit.profiles import load_profile, select_profile
 from verlfit.reward_function import RewardFunction, call_refusal, score_value
 from verlfit.run_files import CHECKPOINTS_DIR
@@ -66,6 +70,7 @@ from verlfit.run_files import CHECKPOINTS_DIR
 ROWS_FILE = "rows.jsonl"
 SUMMARY_FILE = "summary.json"
 COMPARISON_FILE = "comparison.json"
+PRINTED_FILE = "reward_printed.txt"  # what the reward function printed, whole (summarised on the terminal)
 EVAL_DIR = "eval"  # RUN/eval/global_step_N-SPLIT for a run directory
 DEFAULT_MAX_NEW_TOKENS = 256  # verlfit train's --max-response-length default (run_settings.TrainSettings)
 
@@ -101,6 +106,20 @@ class Scorer:
         """Stop the reward function's child process, where there is one."""
         if self.function is not None and hasattr(self.function, "close"):
             self.function.close()
+
+    def printed(self) -> dict | None:
+        """What the reward function printed so far (its child captures it: a print per call would flood the
+        terminal), as ``{"lines", "first"}`` (the first lines, cut as the train check cuts them); None when nothing
+        or no reward function."""
+        if self.function is None or not hasattr(self.function, "printed"):
+            return None
+        printed = self.function.printed()
+        return {"lines": printed.lines, "first": list(printed.first)} if printed.lines else None
+
+    def save_printed(self, path: Path) -> None:
+        """Write all the reward function printed to ``path``."""
+        if self.function is not None and hasattr(self.function, "save_printed"):
+            self.function.save_printed(path)
 
     def label(self, data_source: str) -> str:
         """What scored a row of ``data_source`` (e.g. ``"verl default_compute_score, lighteval/MATH"``)."""
@@ -165,7 +184,7 @@ def make_scorer(
             if isinstance(reward_function, rewards.RewardFunction)
             else rewards.parse_reward_function(reward_function, base)
         )
-        process = rewards.load_reward_function(reward)
+        process = rewards.load_reward_function(reward, capture_output=True)  # what it prints: Scorer.printed
         try:
             rewards.call_on_rows(
                 process,
@@ -439,7 +458,8 @@ def check_loadable(
     path: str, what: str, name: str, response_tokens: tuple[str, int] | None = None, rows: Sequence[dict] = ()
 ) -> None:
     """Check a local model directory's files as ``verlfit doctor`` does (:func:`verlfit.model_files.inspect_model_dir`:
-    config, weights whose safetensors headers read and cover each file, tokenizer), then load the tokenizer and
+    config, weights whose safetensors headers read and cover each file, tokenizer) and its config.json as ``verlfit
+    plan`` does (:func:`verlfit.model_shape.check_model_config`: sizes, model_type), then load the tokenizer and
     config of the model at ``path`` (no weights: seconds), so that a model that will not load fails before any other
     is scored. With ``response_tokens`` (where the budget came from, the budget in tokens): the longest prompt of
     ``rows`` (chat template and generation prompt, in the model's tokens) plus the budget must fit in the model's
@@ -447,9 +467,9 @@ def check_loadable(
     would run for as long as the budget allows.
 
     Raises:
-        VerlfitError: a weights file cut short or missing, or the tokenizer or config does not load, naming
-            ``what name``; a budget past the context (exit status 2), naming both numbers and the largest budget
-            that fits.
+        VerlfitError: a weights file cut short or missing, a config.json plan refuses (exit status 2), or the
+            tokenizer or config does not load, naming ``what name``; a budget past the context (exit status 2),
+            naming both numbers and the largest budget that fits.
     """
     from transformers import AutoConfig, AutoTokenizer
 
@@ -464,6 +484,11 @@ def check_loadable(
                 .replace("point --model at", f"point {what} at")
             )
             raise VerlfitError(f"{what} {name}: {error.message}", fix=fix or None, exit_code=error.exit_code) from error
+        try:
+            check_model_config(path, f"{what} {name}")  # plan's and train's refusals: the sizes, the model_type
+        except VerlfitError as error:
+            fix = (error.fix or "").replace("pass --model ", f"pass {what} ")
+            raise VerlfitError(error.message, fix=fix or None, exit_code=error.exit_code) from error
 
     loaded = {}
     for part, load in (("config", AutoConfig.from_pretrained), ("tokenizer", AutoTokenizer.from_pretrained)):
@@ -822,9 +847,15 @@ def _run_eval(
             scores = [[result.score for result in results] for _where, results, _summary in written]
             comparison = paired_difference(*scores) | {"model": written[0][2], "other": written[1][2]}
 
+        printed = scorer.printed() if scorer is not None else None
+        if printed is not None:
+            written[0][2]["reward_printed"] = printed | {"file": str(out / PRINTED_FILE)}
+
         def build(folder: Path) -> None:
             for where, results, summary in written:
                 write_results(folder / where, results, summary)
+            if printed is not None:
+                scorer.save_printed(folder / PRINTED_FILE)
             if comparison is not None:
                 (folder / COMPARISON_FILE).write_text(json.dumps(comparison, indent=2) + "\n", encoding="utf-8")
 
@@ -919,6 +950,13 @@ def describe(summary: dict) -> str:
         )
     if summary.get("score"):
         lines.append(f"scored by {summary['score']}")
+    printed = summary.get("reward_printed")
+    if printed:
+        first = ", ".join(repr(line) for line in printed["first"])
+        lines.append(
+            f"the reward function printed {printed['lines']} line{'' if printed['lines'] == 1 else 's'} while checked"
+            f" and scoring (first {first}); all of it in {printed['file']}"
+        )
     lines.append(f"written to {summary['output']}")
     if summary.get("replaced"):
         lines.append(summary["replaced"])

@@ -30,8 +30,9 @@ because the merger as shipped does not do it:
   adapter written alone (``--adapter-only``) stays fp32;
 * LoRA: the merger writes ``lora_adapter/`` with ``lora_alpha: 0`` ("not set", ``base_model_merger.py``
   ``save_lora_adapter``) beside the *unmerged* base weights. verlfit takes ``lora_alpha`` from the run's
-  ``config.yaml`` and either merges the adapter into the base with PEFT (``merge_and_unload``, the default) or
-  writes a PEFT adapter directory (``--adapter-only``);
+  ``config.yaml`` (``--lora-alpha`` where it has none; a differing one is refused) and either merges the adapter
+  into the base with PEFT (``merge_and_unload``, the default) or writes a PEFT adapter directory
+  (``--adapter-only``);
 * the critic: its ``huggingface/config.json`` names the actor's ``*ForCausalLM`` architecture (verl saves the
   config it loaded, ``fsdp_workers.py:910``), so the merger would build the wrong class; verlfit builds
   ``AutoModelForTokenClassification`` (``num_labels=1``, verl's value model) when the weights have a ``score`` head;
@@ -438,6 +439,32 @@ def lora_alpha_of(run_dir: Path, role: str) -> float:
     return float(value)
 
 
+def _alpha(run_dir: Path, role: str, given: float | None) -> float:
+    """The ``lora_alpha`` to merge ``role``'s adapter with: the run's own (:func:`lora_alpha_of`), ``given``
+    (``--lora-alpha``) where the run's config.yaml does not say it.
+
+    Raises:
+        VerlfitError: exit status 2: ``given`` differs from the run's own, naming both; no alpha at all
+            (:func:`lora_alpha_of`).
+    """
+    if given is None:
+        return lora_alpha_of(run_dir, role)
+    try:
+        recorded = lora_alpha_of(run_dir, role)
+    except VerlfitError:  # no readable config.yaml with the key: what --lora-alpha is for
+        return given
+    if recorded != given:
+        key = "critic.model.lora_alpha" if role == "critic" else "actor_rollout_ref.model.lora_alpha"
+        raise VerlfitError(
+            f"--lora-alpha {given:g} differs from the lora_alpha {recorded:g} the run trained its {role} with "
+            f"({run_dir / CONFIG_FILE}, {key}): the adapter would be scaled by {given:g}/rank instead of "
+            f"{recorded:g}/rank, a model the run never trained",
+            fix="leave out --lora-alpha (export reads the run's own; the option is for a run without config.yaml)",
+            exit_code=2,
+        )
+    return given
+
+
 def _model_class(state_dict: dict, config):
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
@@ -592,8 +619,8 @@ def export(
             :func:`find_checkpoint`; an output the write policy refuses (:func:`verlfit.output_files.check_output`,
             exit status 2); ``critic`` for a run
             without one; the disk is full (with the free space); ``adapter_only`` for a full run; ``lora_alpha``
-            for a run without LoRA (exit status 2); a damaged shard (named, with the other saved steps); any other
-            OSError while writing (naming the path).
+            for a run without LoRA, or other than the run's config.yaml records (exit status 2); a damaged shard
+            (named, with the other saved steps); any other OSError while writing (naming the path).
     """
 
     require("export")  # before torch is imported: the same words as train and eval
@@ -640,12 +667,7 @@ def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alph
             fix="leave out --lora-alpha",
             exit_code=2,
         )
-    alphas = {
-        role: (lora_alpha if lora_alpha is not None else lora_alpha_of(checkpoint.run_dir, role))
-        if role in lora_roles
-        else None
-        for role in roles
-    }
+    alphas = {role: _alpha(checkpoint.run_dir, role, lora_alpha) if role in lora_roles else None for role in roles}
     created = output_files.prepare_parent(target)
     needed = _needed_bytes(checkpoint, roles, dtype)
     if shutil.disk_usage(target.path.parent).free < needed:

@@ -84,9 +84,11 @@ class BadRow:
     split: str
     index: int
     reason: str
+    line: str | None = None  # "FILE line N" (1-based) for a JSON lines source, as its other messages name lines
 
     def __str__(self) -> str:
-        return f"{self.split} row {self.index}: {self.reason}"
+        where = f" ({self.line})" if self.line else ""
+        return f"{self.split} row {self.index}{where}: {self.reason}"
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,7 @@ class _RawSplit:
     origin: str  # where the rows came from, for messages
     questions: list
     answers: list
+    lines: list | None = None  # "FILE line N" of each row of a JSON lines source, else None
 
 
 # --------------------------------------------------------------------------- conversion
@@ -373,11 +376,24 @@ def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dic
                     exit_code=2,
                 ) from error
             splits[split] = _raw_split(dataset, split, names)
+            splits[split].lines = _row_lines(files, len(splits[split].questions))
     log(
         f"read {directory}: "
         + ", ".join(f"{split} {len(raw.questions)} rows ({raw.origin})" for split, raw in splits.items())
     )
     return splits
+
+
+def _row_lines(files: list[Path], rows: int) -> list[str] | None:
+    """``"FILE line N"`` (1-based) of each row of ``files`` where they are JSON lines (``.jsonl``): its non-blank
+    lines in file order, as datasets reads them; None for other formats, or where the count is not ``rows``."""
+    if not files or files[0].suffix != ".jsonl":
+        return None
+    lines = []
+    for path in files:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines += [f"{path} line {number}" for number, line in enumerate(handle, 1) if line.strip()]
+    return lines if len(lines) == rows else None
 
 
 def _read_hub(
@@ -796,7 +812,8 @@ def prepare(
             for index, (question, answer) in enumerate(zip(raw[split].questions, raw[split].answers)):
                 ground_truth, reason = check_row(question, answer)
                 if reason is not None:
-                    result.bad.append(BadRow(split, index, reason))
+                    line = raw[split].lines[index] if raw[split].lines else None
+                    result.bad.append(BadRow(split, index, reason, line))
                     continue
                 rows[split].append(make_row(split, index, question, answer, ground_truth))
         if result.bad:

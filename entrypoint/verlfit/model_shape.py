@@ -139,8 +139,9 @@ def expert_keys(config: dict) -> list[str]:
     return [key for key in EXPERT_KEYS if config.get(key) not in (None, 0, False)]
 
 
-def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
-    """Build a :class:`ModelShape` from a parsed HF ``config.json``.
+def shape_from_config(config: dict, name: str = "config.json", experts: bool = False) -> ModelShape:
+    """Build a :class:`ModelShape` from a parsed HF ``config.json``. ``experts``: let a mixture of experts pass (its
+    shape counts one MLP per layer), for a caller that counts nothing with it (:func:`check_model_config`).
 
     Raises:
         VerlfitError: naming ``name`` and the missing key when the config lacks one of
@@ -154,8 +155,8 @@ def shape_from_config(config: dict, name: str = "config.json") -> ModelShape:
             **config["text_config"],
             "tie_word_embeddings": config.get("tie_word_embeddings", config["text_config"].get("tie_word_embeddings")),
         }
-    experts = expert_keys(config)
-    if experts:
+    if expert_keys(config) and not experts:
+        experts = expert_keys(config)
         raise VerlfitError(
             f"{name}: a mixture-of-experts model ({', '.join(f'{key}={config[key]!r}' for key in experts)}, "
             f"model_type {config.get('model_type', 'unknown')!r}): verlfit counts parameters and memory for dense "
@@ -436,13 +437,25 @@ def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> Model
     )
 
 
-def _read_config(path: Path, name: str) -> ModelShape:
+def check_model_config(model_dir: str | os.PathLike, name: str) -> None:
+    """Refuse a model folder's ``config.json`` with the words ``verlfit plan`` and ``train`` refuse it with
+    (:func:`load_model_shape`): not JSON, transformers cannot build it (:func:`check_transformers_builds`), a size
+    missing or not a positive whole number (:func:`shape_from_config`). A mixture of experts passes: the caller
+    (``verlfit eval``) loads and generates with it, it counts nothing. ``name`` leads each message.
+
+    Raises:
+        VerlfitError: exit status 2.
+    """
+    _read_config(Path(model_dir) / "config.json", name, experts=True)
+
+
+def _read_config(path: Path, name: str, experts: bool = False) -> ModelShape:
     try:
         config = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise VerlfitError(f"{path}: cannot read a JSON config ({error})", exit_code=2) from None
     check_transformers_builds(path, name)
-    return shape_from_config(config, name=name)
+    return shape_from_config(config, name=name, experts=experts)
 
 
 def check_transformers_builds(config_path: Path, name: str) -> None:

@@ -326,6 +326,17 @@ def build_figure(spec: dict):
     return fig
 
 
+def _best(points: list, spec: str) -> str:
+    """``"best 0.250 (step 2)"``: the highest finite value of ``points`` ((step, value) pairs) and its step; a NaN or
+    infinite value (warned about by :func:`not_a_number_warnings`) is never the best, and with no finite value the
+    text says so."""
+    finite = [point for point in points if _finite(point[1])]
+    if not finite:
+        return "best: none (every value NaN or infinite)"
+    step, value = max(finite, key=lambda point: point[1])
+    return f"best {value:{spec}} (step {step})"
+
+
 def not_a_number_warnings(run: Run) -> list[str]:
     """A ``warning:`` line for the reward (:data:`REWARD_KEY`) and each ``val-core/`` score that is NaN or infinite at
     some step (verl logs ``nan`` when a reward function returns NaN for a response; a null read as NaN counts too),
@@ -385,19 +396,15 @@ def summarize(run: Run) -> str:
     lines += not_a_number_warnings(run)
     rewards = [(r["step"], r[REWARD_KEY]) for r in training if REWARD_KEY in r]
     if rewards:
-        best = max(rewards, key=lambda p: -math.inf if math.isnan(p[1]) else p[1])  # a NaN step is never the best
         lines.append(
-            f"reward ({REWARD_KEY}): last {rewards[-1][1]:.3f} (step {rewards[-1][0]}), "
-            f"best {best[1]:.3f} (step {best[0]})"
+            f"reward ({REWARD_KEY}): last {rewards[-1][1]:.3f} (step {rewards[-1][0]}), {_best(rewards, '.3f')}"
         )
     val_keys = sorted({k for r in run.records for k in r if k.startswith("val-core/")})
     for key in val_keys:
         points = [(r["step"], r[key]) for r in run.records if key in r]
-        best = max(points, key=lambda p: -math.inf if math.isnan(p[1]) else p[1])
         start = f"step 0 (before training) {points[0][1]:.4f} -> " if points[0][0] == 0 and len(points) > 1 else ""
         lines.append(
-            f"validation ({key}): {start}last {points[-1][1]:.4f} (step {points[-1][0]}), "
-            f"best {best[1]:.4f} (step {best[0]})"
+            f"validation ({key}): {start}last {points[-1][1]:.4f} (step {points[-1][0]}), {_best(points, '.4f')}"
         )
     if run.evaluation:
         lines.append(describe_evaluation(run.evaluation))

@@ -235,6 +235,16 @@ class RewardProcess:
         first = tuple(line[:PRINTED_LINE_CHARACTERS] for line in lines[:PRINTED_LINES_SHOWN])
         return PrintedOutput(len(lines), first)
 
+    def save_printed(self, path: Path) -> None:
+        """Copy what the reward printed so far (with ``capture_output``) into the file ``path``, whole; it counts as
+        summarised (:meth:`close` does not pass it on)."""
+        self._output_summarised = True
+        if self._output is None:
+            return
+        self._output.seek(0)
+        with open(path, "wb") as handle:
+            shutil.copyfileobj(self._output, handle)
+
     def close(self) -> None:
         """Kill the child's process group (whatever threads or processes the reward left), wait for it, pass on what
         it printed if never summarised (:meth:`printed`), and remove the scratch directory with anything written

@@ -185,3 +185,27 @@ def test_lengths_past_the_models_context_are_refused_by_plan_and_the_dry_run(cap
     assert cli.main(["train", "--dry-run", "--profile", "p40", "--max-prompt-length", "10000000"]) == 2
     assert capsys.readouterr().err == message
     assert cli.main(["plan", "--profile", "p40", "--max-prompt-length", "1024"]) == 0  # within the context
+
+
+def test_a_response_length_past_the_context_is_fixed_by_a_shorter_response_not_a_prompt_of_one_token(capsys):
+    """New-user trial finding 10: `--max-response-length 40000` was refused with the fix `--max-prompt-length 1`,
+    which the data's prompts do not fit in (another refusal). The fix names a response length that fits beside the
+    prompt length; where both are past the context, lengths for both."""
+    assert cli.main(["plan", "--profile", "p40", "--max-response-length", "40000"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "  fix: keep the two within 32,768 tokens together, e.g. --max-response-length 32256 or less (beside"
+        " --max-prompt-length 512)\n"
+    )
+    # followed, the fix is no refusal (the plan says whether 32256-token responses fit a P40: they do not, exit 1)
+    assert cli.main(["plan", "--profile", "p40", "--max-response-length", "32256"]) == 1
+    assert "context" not in capsys.readouterr().err
+    assert cli.main(["plan", "--profile", "p40", "--max-prompt-length", "20000", "--max-response-length", "20000"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "  fix: keep the two within 32,768 tokens together, e.g. --max-response-length 12768 or less (beside"
+        " --max-prompt-length 20000), or --max-prompt-length 12768\n"
+    )
+    assert cli.main(["plan", "--profile", "p40", "--max-prompt-length", "40000", "--max-response-length", "40000"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "  fix: keep the two within 32,768 tokens together, e.g. --max-prompt-length 16384 and --max-response-length"
+        " 16384 or less\n"
+    )

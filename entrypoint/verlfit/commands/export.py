@@ -69,7 +69,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         type=positive_number,
         metavar="A",
         help="LoRA runs: lora_alpha when the run has no config.yaml (default: the run's; a positive number, as "
-        "verlfit train takes it)",
+        "verlfit train takes it; refused where it differs from the run's own)",
     )
     parser.add_argument("--critic", action="store_true", help="also export the critic (PPO) into OUTPUT/critic")
     parser.add_argument(

@@ -290,11 +290,29 @@ def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fie
             f"{request.max_response_length:,} make sequences of up to "
             f"{request.max_prompt_length + request.max_response_length:,} tokens, more than {shape.name}'s context of "
             f"{context:,} (max_position_embeddings in its config.json): positions past it are untrained",
-            fix=f"keep the two within {context:,} tokens together, e.g. --max-prompt-length "
-            f"{max(context - request.max_response_length, 1)}",
+            fix=f"keep the two within {context:,} tokens together, e.g. {_lengths_that_fit(request, context)}",
             exit_code=2,
         )
     return request
+
+
+def _lengths_that_fit(request: PlanRequest, context: int) -> str:
+    """The lengths to suggest when ``request``'s prompt and response lengths overrun ``context``: a shorter
+    ``--max-prompt-length`` beside the response length, where one holds the data's longest prompt (when measured,
+    else 1 token); a shorter ``--max-response-length`` beside the prompt length, where the prompt length leaves room;
+    both, where neither does (the prompt at the data's longest prompt, else half the context)."""
+    prompt, response, longest = request.max_prompt_length, request.max_response_length, request.longest_prompt_length
+    floor = longest or 1
+    data = f" (the data's longest prompt has {longest:,} tokens)" if longest else ""
+    options = []
+    if context - prompt >= 1:
+        options.append(f"--max-response-length {context - prompt} or less (beside --max-prompt-length {prompt})")
+    if context - response >= floor:
+        options.append(f"--max-prompt-length {context - response}{data}")
+    if options:
+        return ", or ".join(options)
+    prompt = longest if longest and longest < context else context // 2
+    return f"--max-prompt-length {prompt}{data} and --max-response-length {context - prompt} or less"
 
 
 def frozen_base_storage(settings, profile) -> str | None:
