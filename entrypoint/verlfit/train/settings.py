@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from verlfit import gsm8k
-from verlfit.arguments import SizingOptions
+from verlfit.arguments import SizingOptions, sizing_fields, sizing_keep
 from verlfit.checks.disk import PSEUDO_FILE_SYSTEMS, existing_parent, file_system_type
 from verlfit.errors import VerlfitError
 from verlfit.input_files import kind_of
@@ -37,7 +37,6 @@ from verlfit.overrides import (
 from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import CUDA_GRAPH_KEY, UNWRAP_KEY
 from verlfit.plan.fit import plan_for_train
-from verlfit.plan.request import sizing_fields, sizing_keep
 from verlfit.profiles import (
     MEMORY_LIMIT_VARIABLE,
     PROFILE_NAMES,
@@ -123,7 +122,7 @@ def refuse_unwritable_run_dir(run_dir: Path) -> None:
 
 def train_settings(options: TrainOptions, run_dir: str, sizes: dict, user: UserOverrides) -> TrainSettings:
     """Map ``verlfit train``'s options onto :class:`TrainSettings` (pure). ``sizes``: the fields of the shared
-    sizing options (:func:`verlfit.plan.request.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s);
+    sizing options (:func:`verlfit.arguments.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s);
     ``user``: the overrides after ``--``, parsed (:func:`verlfit.overrides.parse_user_overrides`)."""
     return TrainSettings(
         **sizes,
