@@ -19,7 +19,6 @@ from verlfit.arguments import SizingOptions, sizing_fields, sizing_keep
 from verlfit.checks.disk import PSEUDO_FILE_SYSTEMS, existing_parent, file_system_type
 from verlfit.errors import VerlfitError
 from verlfit.input_files import kind_of
-from verlfit.metrics import logger_overrides
 from verlfit.model_shape import check_model_argument
 from verlfit.output_files import check_name_lengths
 from verlfit.overrides import (
@@ -29,6 +28,7 @@ from verlfit.overrides import (
     UserOverrides,
     build_overrides,
     hf_rollout_only_note,
+    logger_overrides,
     merge_overrides,
     override_value,
     parse_user_overrides,
