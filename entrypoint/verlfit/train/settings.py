@@ -328,8 +328,11 @@ def build_launch(
         for key in (CUDA_GRAPH_KEY, UNWRAP_KEY, "actor_rollout_ref.rollout.trim_padding"):
             if override_value(overrides, key) in ("True", "true"):  # only the user can set them on a non-HF rollout
                 notes.append(hf_rollout_only_note(f"+{key}=True", profile.rollout))
-    if not options.no_validate:
-        validate_overrides(overrides, user=settings.extra_overrides)
+    config_yaml = None
+    if not options.no_validate:  # composed once: the run directory's config.yaml is the config validated here
+        from omegaconf import OmegaConf
+
+        config_yaml = OmegaConf.to_yaml(validate_overrides(overrides, user=settings.extra_overrides))
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
     gpu_text = (
         f"{gpu.name} (compute capability {gpu.compute_capability_text}, {gpu.total_memory_bytes / 1024**3:.1f} GiB)"
@@ -348,4 +351,5 @@ def build_launch(
         keys,
         total_steps=steps,
         estimated_step_seconds=step_seconds,
+        config_yaml=config_yaml,
     )
