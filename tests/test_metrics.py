@@ -1,4 +1,4 @@
-"""verl 0.4.1 console lines -> records; metrics.jsonl writing and reading; logger overrides.
+"""verl 0.4.1 console lines -> records; metrics.jsonl writing and reading.
 
 The logs under tests/data/verl_logs are constructed from verl 0.4.1's formatter (see make_logs.py there).
 """
@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 
 from verlfit import metrics
-from verlfit.errors import VerlfitError
 from verlfit.metrics import (
     MetricsWriter,
     VerlConsoleParser,
     clean_line,
     consolidate,
-    logger_overrides,
     parse_log,
     parse_step_line,
     read_metrics,
@@ -267,26 +265,6 @@ def test_consolidate_resume_redoes_steps_after_the_checkpoint():
 def test_consolidate_merges_final_marker():
     merged = consolidate([train(1, 0.5), {"step": 1, "finished": True, VAL: 0.123456}])
     assert merged == [{**train(1, 0.5), "finished": True, VAL: 0.123456}]
-
-
-def test_logger_overrides(tmp_path, monkeypatch):
-    assert logger_overrides(False, tmp_path) == (["trainer.logger=['console']"], {})
-    assert logger_overrides(True, tmp_path, check=False) == (
-        ["trainer.logger=['console','tensorboard']"],
-        {"TENSORBOARD_DIR": str(tmp_path.resolve() / "tensorboard")},
-    )
-    monkeypatch.setattr(metrics.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(VerlfitError) as caught:
-        logger_overrides(True, tmp_path)
-    assert "tensorboard package" in str(caught.value) and "pip install tensorboard" in str(caught.value)
-
-
-def test_tensorboard_env_name_is_the_one_verl_reads():
-    import importlib.util
-
-    source = (Path(importlib.util.find_spec("verl").origin).parent / "utils" / "tracking.py").read_text()
-    assert 'os.environ.get("TENSORBOARD_DIR"' in source
-    assert '"tensorboard", "console", "clearml"' in source  # both backends exist in supported_backend
 
 
 def test_full_precision_values_from_patch_0008_on_complete_lines():

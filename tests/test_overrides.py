@@ -1,10 +1,19 @@
-"""verl overrides: the complete lists per profile and algorithm, Hydra validation against verl 0.4.1's yaml."""
+"""verl overrides: the complete lists per profile and algorithm, Hydra validation against verl 0.4.1's yaml; the
+loggers' overrides and environment."""
+
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from verlfit.errors import VerlfitError
-from verlfit.overrides import build_overrides, merge_overrides, triton_allowed, validate_overrides
+from verlfit.overrides import (
+    build_overrides,
+    logger_overrides,
+    merge_overrides,
+    triton_allowed,
+    validate_overrides,
+)
 from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import forced_switches
 from verlfit.plan.request import frozen_base_storage
@@ -776,3 +785,23 @@ def test_a_users_hydra_run_dir_is_refused_as_verlfit_sets_it(capsys):
         " beside the run's records), so yours would be silently replaced\n  fix: drop it; choose where the run goes"
         " with --run-dir\n"
     )
+
+
+def test_logger_overrides(tmp_path, monkeypatch):
+    assert logger_overrides(False, tmp_path) == (["trainer.logger=['console']"], {})
+    assert logger_overrides(True, tmp_path, check=False) == (
+        ["trainer.logger=['console','tensorboard']"],
+        {"TENSORBOARD_DIR": str(tmp_path.resolve() / "tensorboard")},
+    )
+    monkeypatch.setattr("verlfit.overrides.importlib.util.find_spec", lambda name: None)
+    with pytest.raises(VerlfitError) as caught:
+        logger_overrides(True, tmp_path)
+    assert "tensorboard package" in str(caught.value) and "pip install tensorboard" in str(caught.value)
+
+
+def test_tensorboard_env_name_is_the_one_verl_reads():
+    import importlib.util
+
+    source = (Path(importlib.util.find_spec("verl").origin).parent / "utils" / "tracking.py").read_text()
+    assert 'os.environ.get("TENSORBOARD_DIR"' in source
+    assert '"tensorboard", "console", "clearml"' in source  # both backends exist in supported_backend

@@ -1,9 +1,10 @@
 """argparse ``type=`` functions for verlfit's numeric options: each returns the value or raises
 ``argparse.ArgumentTypeError``, which argparse prints as ``argument --OPTION: MESSAGE`` with exit status 2.
 
-Also the options shared by ``verlfit train`` and ``verlfit plan`` (:func:`add_sizing_arguments`) and their typed
-form (:class:`SizingOptions`), and :func:`typed_options`, with which a command module turns its parsed options into
-its one typed request: below the command modules no function reads an argparse namespace.
+Also the options shared by ``verlfit train`` and ``verlfit plan`` (:func:`add_sizing_arguments`), their typed
+form (:class:`SizingOptions`) with what both commands make of it (:func:`check_sizing`, :func:`sizing_fields`,
+:func:`sizing_keep`), and :func:`typed_options`, with which a command module turns its parsed options into its one
+typed request: below the command modules no function reads an argparse namespace.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 import re
 from typing import Any, Callable, Mapping, TypeVar
 
+from verlfit.errors import VerlfitError
 from verlfit.profiles import memory_above_every_card
 from verlfit.run_settings import LEARNING_RATE_LIMIT_WHY, MAX_LEARNING_RATE
 
@@ -150,7 +152,7 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     and what it is stored in, so what the planner counts).
 
     Both commands take them as :class:`SizingOptions` (:func:`typed_options`) and turn them into sizes through
-    :func:`verlfit.plan.request.sizing_fields` (same defaults, same refusals). Sizes count prompts (micro-batches:
+    :func:`sizing_fields` (same defaults, same refusals). Sizes count prompts (micro-batches:
     responses per GPU); lengths count tokens.
     """
     parser.add_argument(
@@ -267,7 +269,7 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
 @dataclasses.dataclass(frozen=True)
 class SizingOptions:
     """The options of :func:`add_sizing_arguments` as typed values, one field per option (its argparse dest); None:
-    not given (the default then comes from :func:`verlfit.plan.request.sizing_fields`). The defaults live in the
+    not given (the default then comes from :func:`sizing_fields`). The defaults live in the
     parser alone, so the fields have none. Sizes count prompts (micro-batch: responses per GPU); lengths count tokens.
     """
 
@@ -287,6 +289,165 @@ class SizingOptions:
     critic_lora_rank: int | None
     frozen_base_dtype: str | None
     plan: str
+
+
+# The most prompts a step verlfit plans or launches. verl 0.4.1 holds a step's whole batch in one DataProto in the
+# driver process (ray_trainer.py fit: batch = DataProto.from_single_dict(batch_dict), then union with the rollout's
+# output): at 2**20 prompts of 512 + 256 tokens its int64 token tensors alone (input_ids, attention_mask,
+# position_ids) take 2**20 x 768 x 8 bytes x 3 = 18 GiB of host memory before any score or advantage. A bound
+# verlfit sets, 140 times GSM8K's 7,473 training rows; verl itself sets none.
+MAX_BATCH_PROMPTS = 2**20
+DRIVER_TOKEN_TENSORS = 3  # input_ids, attention_mask, position_ids: int64, batch x (prompt + response) each
+
+
+def check_sizing(sizing: SizingOptions) -> None:
+    """Refuse sizing options (:func:`add_sizing_arguments`) that do not go together, for
+    ``verlfit train`` and ``verlfit plan`` alike.
+
+    Raises:
+        VerlfitError (exit status 2): ``--samples`` with ``--algo ppo``; ``--samples 1`` with ``--algo grpo`` (every
+            advantage 0); ``--critic-lora-rank`` with ``--algo grpo``;
+            ``--lora-alpha`` or ``--lora-target-modules`` without an adapter to apply them to; ``--batch-size`` above
+            :data:`MAX_BATCH_PROMPTS` (the message gives the driver's token tensors in GiB for the run's lengths).
+    """
+    if sizing.batch_size > MAX_BATCH_PROMPTS:
+        driver_bytes = (
+            sizing.batch_size * (sizing.max_prompt_length + sizing.max_response_length) * 8 * DRIVER_TOKEN_TENSORS
+        )
+        raise VerlfitError(
+            f"--batch-size {sizing.batch_size:,} prompts a step: verl holds a step's whole batch on its driver, whose"
+            f" token tensors alone (input_ids, attention_mask, position_ids: int64, {sizing.max_prompt_length} +"
+            f" {sizing.max_response_length} tokens a prompt) would take {driver_bytes / 1024**3:,.0f} GiB of host"
+            " memory;"
+            f" verlfit takes at most {MAX_BATCH_PROMPTS:,} prompts a step",
+            fix=(
+                "use a batch of at most your training rows (verlfit's default is 32; GSM8K has 7,473 training rows),"
+                f" at most {MAX_BATCH_PROMPTS:,}"
+            ),
+            exit_code=2,
+        )
+    if sizing.algo == "ppo" and sizing.samples is not None:
+        raise VerlfitError(
+            f"--samples {sizing.samples} with --algo ppo: PPO samples one response per prompt (its critic "
+            "gives the baseline)",
+            fix="use --algo grpo for several responses per prompt, or drop --samples",
+            exit_code=2,
+        )
+    if sizing.algo == "grpo" and sizing.samples == 1:
+        raise VerlfitError(
+            "--samples 1 with --algo grpo: GRPO's advantage is each response's reward minus the mean of its prompt's "
+            "group (verl's compute_grpo_outcome_advantage), so in a group of one every advantage is 0 and the actor "
+            "learns nothing",
+            fix="use --samples 2 or more (verlfit's default is 4), or --algo ppo, whose critic gives the baseline for "
+            "one response per prompt",
+            exit_code=2,
+        )
+    if sizing.algo == "grpo" and sizing.critic_lora_rank is not None:
+        raise VerlfitError(
+            f"--critic-lora-rank {sizing.critic_lora_rank} with --algo grpo: GRPO has no critic",
+            fix="drop --critic-lora-rank (--lora-rank sets the actor's), or use --algo ppo",
+            exit_code=2,
+        )
+    critic_rank = (
+        (sizing.lora_rank if sizing.critic_lora_rank is None else sizing.critic_lora_rank)
+        if sizing.algo == "ppo"
+        else 0
+    )
+    if sizing.lora_rank == 0 and critic_rank == 0:
+        unused = [
+            flag
+            for flag, value in (
+                ("--lora-alpha", sizing.lora_alpha),
+                ("--lora-target-modules", sizing.lora_target_modules),
+                ("--frozen-base-dtype", sizing.frozen_base_dtype),
+            )
+            if value is not None
+        ]
+        if unused:
+            raise VerlfitError(
+                f"{' and '.join(unused)} without LoRA: every parameter trains, so there is no adapter to "
+                f"apply {'them' if len(unused) > 1 else 'it'} to",
+                fix="add --lora-rank N (e.g. 32), or drop " + " and ".join(unused),
+                exit_code=2,
+            )
+
+
+def default_mini_batch(batch: int) -> int:
+    """Prompts per PPO update when the user gives none: half the batch (two updates a step, as verl's
+    GSM8K examples), or the whole batch when it is odd, so that it always divides the batch."""
+    return batch // 2 if batch % 2 == 0 else batch
+
+
+def sizing_fields(sizing: SizingOptions) -> dict:
+    """The :class:`verlfit.run_settings.TrainSettings` fields set by the shared sizing options
+    (:func:`add_sizing_arguments`): the one place ``verlfit train`` and ``verlfit plan`` take
+    their defaults from, so the plan is sized as the run will be.
+
+    Defaults: mini-batch half the batch (the whole batch when it is odd, :func:`default_mini_batch`);
+    micro-batches TrainSettings' (actor 4, log-prob 8, critic 4) or, with ``--micro-batch-size M``, M for actor and
+    critic and 2M for log-prob; gradient checkpointing on; offload none; responses per prompt (``rollout_n``) 1 for PPO,
+    for GRPO
+    ``--samples`` or :data:`DEFAULT_SAMPLES`;
+    LoRA off (rank 0); with LoRA alpha :data:`DEFAULT_LORA_ALPHA` and target modules
+    :data:`DEFAULT_LORA_TARGET_MODULES` (verl's own defaults), and for PPO the critic at the actor's rank.
+
+    Raises:
+        VerlfitError: from :func:`check_sizing`.
+    """
+    check_sizing(sizing)
+    fields = dict(
+        algorithm=sizing.algo,
+        # responses per prompt as the run samples them: PPO one (build_overrides sets rollout.n=1), GRPO --samples
+        rollout_n=1 if sizing.algo == "ppo" else sizing.samples if sizing.samples is not None else DEFAULT_SAMPLES,
+        gpus=sizing.gpus,
+        train_batch_size=sizing.batch_size,
+        ppo_mini_batch_size=sizing.mini_batch_size
+        if sizing.mini_batch_size is not None
+        else default_mini_batch(sizing.batch_size),
+        max_prompt_length=sizing.max_prompt_length,
+        max_response_length=sizing.max_response_length,
+        gradient_checkpointing=sizing.gradient_checkpointing is not False,
+        lora_rank=sizing.lora_rank,
+        critic_lora_rank=(sizing.lora_rank if sizing.critic_lora_rank is None else sizing.critic_lora_rank)
+        if sizing.algo == "ppo"
+        else None,
+        lora_alpha=sizing.lora_alpha if sizing.lora_alpha is not None else DEFAULT_LORA_ALPHA,
+        lora_target_modules=sizing.lora_target_modules
+        if sizing.lora_target_modules is not None
+        else DEFAULT_LORA_TARGET_MODULES,
+        frozen_base_dtype=sizing.frozen_base_dtype,
+    )
+    if sizing.micro_batch_size is not None:
+        fields.update(
+            actor_micro_batch_size=sizing.micro_batch_size,
+            critic_micro_batch_size=sizing.micro_batch_size,
+            log_prob_micro_batch_size=2 * sizing.micro_batch_size,
+        )
+    if sizing.offload:
+        optimizer, param = sizing.offload in ("optimizer", "all"), sizing.offload == "all"
+        fields.update(
+            actor_optimizer_offload=optimizer,
+            critic_optimizer_offload=optimizer,
+            actor_param_offload=param,
+            critic_param_offload=param,
+        )
+    return fields
+
+
+def sizing_keep(sizing: SizingOptions) -> set[str]:
+    """What ``--plan auto`` must not change (:data:`verlfit.plan.fit.KEEPABLE` names): the micro-batches, gradient
+    checkpointing, offload and LoRA base storage (``--frozen-base-dtype``) the user set with the shared sizing
+    options."""
+    keep = set()
+    if sizing.micro_batch_size is not None:
+        keep.add("micro_batches")
+    if sizing.gradient_checkpointing is not None:
+        keep.add("gradient_checkpointing")
+    if sizing.offload:
+        keep.add("offload")
+    if sizing.frozen_base_dtype is not None:
+        keep.add("frozen_base")
+    return keep
 
 
 Options = TypeVar("Options")

@@ -52,7 +52,6 @@ lines of their step; :func:`consolidate` merges them into that step's record.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import math
 import os
@@ -60,9 +59,8 @@ import re
 from pathlib import Path
 from typing import Callable, Iterable
 
-from verlfit.errors import VerlfitError
 from verlfit.output_files import write_file
-from verlfit.run_files import METRICS_FILE, TENSORBOARD_DIR
+from verlfit.run_files import METRICS_FILE
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 # "(TaskRunner pid=1234) ", "(WorkerDict pid=99, ip=10.0.0.2) ", "(pid=5) ", "(raylet) "
@@ -396,39 +394,3 @@ def drop_after_checkpoint(run_dir: str | os.PathLike, checkpoint_step: int) -> i
 
     write_file(path, b"".join(json.dumps(record, separators=(",", ":")).encode() + b"\n" for record in kept))
     return dropped
-
-
-def logger_overrides(
-    tensorboard: bool, run_dir: str | os.PathLike, check: bool = True
-) -> tuple[list[str], dict[str, str]]:
-    """The verl overrides and environment for verl's loggers in a run directory.
-
-    The console logger is always on (verlfit reads it). With ``tensorboard``, verl 0.4.1's
-    ``_TensorboardAdapter`` writes event files to ``$TENSORBOARD_DIR`` (its default would be
-    ``tensorboard_log/<project>/<experiment>`` under the working directory); the variable reaches the
-    Ray workers because ``ray.init()`` starts the local cluster from the driver's environment.
-
-    Args:
-        tensorboard: add the TensorBoard backend (full-precision scalars, unlike the console's 3 decimals).
-        run_dir: the run directory; event files go to ``run_dir/tensorboard``.
-        check: refuse when the ``tensorboard`` package is missing (torch's SummaryWriter needs it and
-            verl would fail only after the models loaded).
-
-    Returns:
-        (overrides, env): e.g.
-        ``(["trainer.logger=['console','tensorboard']"], {"TENSORBOARD_DIR": ".../tensorboard"})``.
-
-    Raises:
-        VerlfitError: ``tensorboard`` requested, ``check`` on, and the package is not importable.
-    """
-    if not tensorboard:
-        return ["trainer.logger=['console']"], {}
-    if check and importlib.util.find_spec("tensorboard") is None:
-        raise VerlfitError(
-            "--tensorboard needs the tensorboard package, which is not installed here "
-            "(verl 0.4.1 writes through torch.utils.tensorboard.SummaryWriter)",
-            fix="pip install tensorboard, or run without --tensorboard",
-        )
-    return ["trainer.logger=['console','tensorboard']"], {
-        "TENSORBOARD_DIR": str(Path(run_dir).resolve() / TENSORBOARD_DIR)
-    }

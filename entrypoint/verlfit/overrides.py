@@ -13,6 +13,8 @@ accepts any ``+key``, so such keys are checked against :data:`KNOWN_ADDED_KEYS` 
 from __future__ import annotations
 
 import difflib
+import importlib.util
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from verlfit.errors import VerlfitError
+from verlfit.run_files import TENSORBOARD_DIR
 from verlfit.run_settings import LEARNING_RATE_LIMIT_WHY, MAX_LEARNING_RATE, TrainSettings
 
 # Keys absent from verl 0.4.1's ppo_trainer.yaml that verl (or our patch series) reads.
@@ -91,6 +94,42 @@ GSM8K_DATA_SOURCE = "openai/gsm8k"
 def keep_checkpoints_overrides(keep: int) -> list[str]:
     """verl's checkpoint retention for ``--keep-checkpoints`` (0: verl's null, keep every checkpoint)."""
     return [f"trainer.max_actor_ckpt_to_keep={keep or 'null'}", f"trainer.max_critic_ckpt_to_keep={keep or 'null'}"]
+
+
+def logger_overrides(
+    tensorboard: bool, run_dir: str | os.PathLike, check: bool = True
+) -> tuple[list[str], dict[str, str]]:
+    """The verl overrides and environment for verl's loggers in a run directory.
+
+    The console logger is always on (verlfit reads it). With ``tensorboard``, verl 0.4.1's
+    ``_TensorboardAdapter`` writes event files to ``$TENSORBOARD_DIR`` (its default would be
+    ``tensorboard_log/<project>/<experiment>`` under the working directory); the variable reaches the
+    Ray workers because ``ray.init()`` starts the local cluster from the driver's environment.
+
+    Args:
+        tensorboard: add the TensorBoard backend (full-precision scalars, unlike the console's 3 decimals).
+        run_dir: the run directory; event files go to ``run_dir/tensorboard``.
+        check: refuse when the ``tensorboard`` package is missing (torch's SummaryWriter needs it and
+            verl would fail only after the models loaded).
+
+    Returns:
+        (overrides, env): e.g.
+        ``(["trainer.logger=['console','tensorboard']"], {"TENSORBOARD_DIR": ".../tensorboard"})``.
+
+    Raises:
+        VerlfitError: ``tensorboard`` requested, ``check`` on, and the package is not importable.
+    """
+    if not tensorboard:
+        return ["trainer.logger=['console']"], {}
+    if check and importlib.util.find_spec("tensorboard") is None:
+        raise VerlfitError(
+            "--tensorboard needs the tensorboard package, which is not installed here "
+            "(verl 0.4.1 writes through torch.utils.tensorboard.SummaryWriter)",
+            fix="pip install tensorboard, or run without --tensorboard",
+        )
+    return ["trainer.logger=['console','tensorboard']"], {
+        "TENSORBOARD_DIR": str(Path(run_dir).resolve() / TENSORBOARD_DIR)
+    }
 
 
 def lora_overrides(section: str, rank: int, alpha: float, target_modules: str | tuple[str, ...]) -> list[str]:

@@ -373,7 +373,7 @@ def test_the_time_estimate_of_the_vllm_rollout_ignores_the_hf_rollouts_switches(
 
 def test_an_absurd_batch_size_is_refused_with_the_host_memory_it_would_take(capsys):
     """issue 32 item 17: `plan --batch-size 1000000000` said "fits", 786 million s a step."""
-    from verlfit.plan.request import MAX_BATCH_PROMPTS
+    from verlfit.arguments import MAX_BATCH_PROMPTS
 
     assert MAX_BATCH_PROMPTS == 1_048_576
     for command in (["plan", "--profile", "p40"], ["train", "--profile", "p40", "--dry-run", "--skip-checks"]):

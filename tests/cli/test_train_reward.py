@@ -309,7 +309,7 @@ def test_a_reward_importing_a_module_beside_it_trains_with_a_copy_verl_finds_on_
         gpu=None,
         detect_gpu=False,
     )
-    run_dir = start_run(plan, skip_checks=True, validate=False)
+    run_dir = start_run(plan, skip_checks=True)
     folder = run_dir.resolve() / "reward"
     assert sorted(path.name for path in folder.iterdir()) == ["helper.py", "my_reward.py"]
     assert (folder / "helper.py").read_text() == (tmp_path / "task" / "helper.py").read_text()

@@ -320,5 +320,5 @@ def run(args: argparse.Namespace) -> int:
                 exit_code=2,
             )
         return 0
-    run_dir = start_run(plan, skip_checks=options.skip_checks, validate=not options.no_validate)
+    run_dir = start_run(plan, skip_checks=options.skip_checks)
     return launch(plan, run_dir, stall_timeout=options.stall_timeout)

@@ -580,7 +580,7 @@ def fit_request_for_train(
     settings, request: PlanRequest, keep: set[str], margin: float = DEFAULT_MARGIN, card=None, inputs=None
 ) -> tuple[list[str], PlanRequest]:
     """:func:`fit_for_train` of the run's planner ``request`` (:func:`request_from_settings` of ``settings``, sized
-    for the run's usable memory): :func:`auto_fit` keeping ``keep`` (:func:`verlfit.plan.request.sizing_keep`'s
+    for the run's usable memory): :func:`auto_fit` keeping ``keep`` (:func:`verlfit.arguments.sizing_keep`'s
     names), its choice written into ``settings``; returns (the lines to print, the chosen request: the request of
     ``settings`` as written).
 
@@ -679,7 +679,7 @@ def plan_for_train(
     """The planner's part of ``verlfit train`` for the resolved ``run`` (:class:`verlfit.resolved_run.ResolvedRun`:
     its profile, usable memory, card and patch switches, read as they are): the run's request built once
     (:func:`request_from_settings` of ``settings``); with ``auto`` (``--plan auto``) fitted
-    (:func:`fit_request_for_train`, keeping ``keep``: :func:`verlfit.plan.request.sizing_keep`'s names) and its
+    (:func:`fit_request_for_train`, keeping ``keep``: :func:`verlfit.arguments.sizing_keep`'s names) and its
     choice written into ``settings``, else the sizes as given checked (:func:`plan_off_lines`); then the
     step time of the request as run (:func:`verlfit.plan.train_estimate.step_time_lines`, over ``steps``) on the
     run's card, under ``--emulate`` first on the card the run goes at (``run.goes_at``).

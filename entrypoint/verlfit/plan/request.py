@@ -3,8 +3,9 @@ from ``verlfit train``'s settings (:func:`request_from_settings`, and the time m
 and from ``verlfit plan``'s options
 (:class:`PlanOptions`: :func:`resolve_plan_run` resolves the run once, card and switches included;
 :func:`request_from_options` builds on it; :func:`time_report` estimates its time).
-The sizing options both commands share come as :class:`verlfit.arguments.SizingOptions` (:func:`check_sizing`,
-:func:`sizing_fields`, :func:`sizing_keep`): typed values, never the command line's namespace.
+The sizing options both commands share come as :class:`verlfit.arguments.SizingOptions`, checked and mapped where
+they are defined (:func:`verlfit.arguments.sizing_fields`, :func:`verlfit.arguments.sizing_keep`): typed values, never
+the command line's namespace.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dataclasses
 import os
 from pathlib import Path
 
-from verlfit.arguments import DEFAULT_LORA_ALPHA, DEFAULT_LORA_TARGET_MODULES, DEFAULT_SAMPLES, SizingOptions
+from verlfit.arguments import SizingOptions, sizing_fields, sizing_keep
 from verlfit.cards import card_for_gpu_name, get_card
 from verlfit.checks.data_folder import check_data_folder
 from verlfit.checks.result import FAIL
@@ -87,151 +88,10 @@ class PlanOptions:
     mean_response_length: float | None
 
 
-# The most prompts a step verlfit plans or launches. verl 0.4.1 holds a step's whole batch in one DataProto in the
-# driver process (ray_trainer.py fit: batch = DataProto.from_single_dict(batch_dict), then union with the rollout's
-# output): at 2**20 prompts of 512 + 256 tokens its int64 token tensors alone (input_ids, attention_mask,
-# position_ids) take 2**20 x 768 x 8 bytes x 3 = 18 GiB of host memory before any score or advantage. A bound
-# verlfit sets, 140 times GSM8K's 7,473 training rows; verl itself sets none.
-MAX_BATCH_PROMPTS = 2**20
-DRIVER_TOKEN_TENSORS = 3  # input_ids, attention_mask, position_ids: int64, batch x (prompt + response) each
-
-
-def check_sizing(sizing: SizingOptions) -> None:
-    """Refuse sizing options (:func:`verlfit.arguments.add_sizing_arguments`) that do not go together, for
-    ``verlfit train`` and ``verlfit plan`` alike.
-
-    Raises:
-        VerlfitError (exit status 2): ``--samples`` with ``--algo ppo``; ``--samples 1`` with ``--algo grpo`` (every
-            advantage 0); ``--critic-lora-rank`` with ``--algo grpo``;
-            ``--lora-alpha`` or ``--lora-target-modules`` without an adapter to apply them to; ``--batch-size`` above
-            :data:`MAX_BATCH_PROMPTS` (the message gives the driver's token tensors in GiB for the run's lengths).
-    """
-    if sizing.batch_size > MAX_BATCH_PROMPTS:
-        driver_bytes = (
-            sizing.batch_size * (sizing.max_prompt_length + sizing.max_response_length) * 8 * DRIVER_TOKEN_TENSORS
-        )
-        raise VerlfitError(
-            f"--batch-size {sizing.batch_size:,} prompts a step: verl holds a step's whole batch on its driver, whose"
-            f" token tensors alone (input_ids, attention_mask, position_ids: int64, {sizing.max_prompt_length} +"
-            f" {sizing.max_response_length} tokens a prompt) would take {driver_bytes / GIB:,.0f} GiB of host memory;"
-            f" verlfit takes at most {MAX_BATCH_PROMPTS:,} prompts a step",
-            fix=(
-                "use a batch of at most your training rows (verlfit's default is 32; GSM8K has 7,473 training rows),"
-                f" at most {MAX_BATCH_PROMPTS:,}"
-            ),
-            exit_code=2,
-        )
-    if sizing.algo == "ppo" and sizing.samples is not None:
-        raise VerlfitError(
-            f"--samples {sizing.samples} with --algo ppo: PPO samples one response per prompt (its critic "
-            "gives the baseline)",
-            fix="use --algo grpo for several responses per prompt, or drop --samples",
-            exit_code=2,
-        )
-    if sizing.algo == "grpo" and sizing.samples == 1:
-        raise VerlfitError(
-            "--samples 1 with --algo grpo: GRPO's advantage is each response's reward minus the mean of its prompt's "
-            "group (verl's compute_grpo_outcome_advantage), so in a group of one every advantage is 0 and the actor "
-            "learns nothing",
-            fix="use --samples 2 or more (verlfit's default is 4), or --algo ppo, whose critic gives the baseline for "
-            "one response per prompt",
-            exit_code=2,
-        )
-    if sizing.algo == "grpo" and sizing.critic_lora_rank is not None:
-        raise VerlfitError(
-            f"--critic-lora-rank {sizing.critic_lora_rank} with --algo grpo: GRPO has no critic",
-            fix="drop --critic-lora-rank (--lora-rank sets the actor's), or use --algo ppo",
-            exit_code=2,
-        )
-    critic_rank = (
-        (sizing.lora_rank if sizing.critic_lora_rank is None else sizing.critic_lora_rank)
-        if sizing.algo == "ppo"
-        else 0
-    )
-    if sizing.lora_rank == 0 and critic_rank == 0:
-        unused = [
-            flag
-            for flag, value in (
-                ("--lora-alpha", sizing.lora_alpha),
-                ("--lora-target-modules", sizing.lora_target_modules),
-                ("--frozen-base-dtype", sizing.frozen_base_dtype),
-            )
-            if value is not None
-        ]
-        if unused:
-            raise VerlfitError(
-                f"{' and '.join(unused)} without LoRA: every parameter trains, so there is no adapter to "
-                f"apply {'them' if len(unused) > 1 else 'it'} to",
-                fix="add --lora-rank N (e.g. 32), or drop " + " and ".join(unused),
-                exit_code=2,
-            )
-
-
-def default_mini_batch(batch: int) -> int:
-    """Prompts per PPO update when the user gives none: half the batch (two updates a step, as verl's
-    GSM8K examples), or the whole batch when it is odd, so that it always divides the batch."""
-    return batch // 2 if batch % 2 == 0 else batch
-
-
-def sizing_fields(sizing: SizingOptions) -> dict:
-    """The :class:`verlfit.run_settings.TrainSettings` fields set by the shared sizing options
-    (:func:`verlfit.arguments.add_sizing_arguments`): the one place ``verlfit train`` and ``verlfit plan`` take
-    their defaults from, so the plan is sized as the run will be.
-
-    Defaults: mini-batch half the batch (the whole batch when it is odd, :func:`default_mini_batch`);
-    micro-batches TrainSettings' (actor 4, log-prob 8, critic 4) or, with ``--micro-batch-size M``, M for actor and
-    critic and 2M for log-prob; gradient checkpointing on; offload none; responses per prompt (``rollout_n``) 1 for PPO,
-    for GRPO
-    ``--samples`` or :data:`DEFAULT_SAMPLES`;
-    LoRA off (rank 0); with LoRA alpha :data:`DEFAULT_LORA_ALPHA` and target modules
-    :data:`DEFAULT_LORA_TARGET_MODULES` (verl's own defaults), and for PPO the critic at the actor's rank.
-
-    Raises:
-        VerlfitError: from :func:`check_sizing`.
-    """
-    check_sizing(sizing)
-    fields = dict(
-        algorithm=sizing.algo,
-        # responses per prompt as the run samples them: PPO one (build_overrides sets rollout.n=1), GRPO --samples
-        rollout_n=1 if sizing.algo == "ppo" else sizing.samples if sizing.samples is not None else DEFAULT_SAMPLES,
-        gpus=sizing.gpus,
-        train_batch_size=sizing.batch_size,
-        ppo_mini_batch_size=sizing.mini_batch_size
-        if sizing.mini_batch_size is not None
-        else default_mini_batch(sizing.batch_size),
-        max_prompt_length=sizing.max_prompt_length,
-        max_response_length=sizing.max_response_length,
-        gradient_checkpointing=sizing.gradient_checkpointing is not False,
-        lora_rank=sizing.lora_rank,
-        critic_lora_rank=(sizing.lora_rank if sizing.critic_lora_rank is None else sizing.critic_lora_rank)
-        if sizing.algo == "ppo"
-        else None,
-        lora_alpha=sizing.lora_alpha if sizing.lora_alpha is not None else DEFAULT_LORA_ALPHA,
-        lora_target_modules=sizing.lora_target_modules
-        if sizing.lora_target_modules is not None
-        else DEFAULT_LORA_TARGET_MODULES,
-        frozen_base_dtype=sizing.frozen_base_dtype,
-    )
-    if sizing.micro_batch_size is not None:
-        fields.update(
-            actor_micro_batch_size=sizing.micro_batch_size,
-            critic_micro_batch_size=sizing.micro_batch_size,
-            log_prob_micro_batch_size=2 * sizing.micro_batch_size,
-        )
-    if sizing.offload:
-        optimizer, param = sizing.offload in ("optimizer", "all"), sizing.offload == "all"
-        fields.update(
-            actor_optimizer_offload=optimizer,
-            critic_optimizer_offload=optimizer,
-            actor_param_offload=param,
-            critic_param_offload=param,
-        )
-    return fields
-
-
 def plan_keep(options: PlanOptions) -> list[str]:
-    """What ``verlfit plan --plan auto`` must not change, sorted: :func:`sizing_keep` of the shared sizing options, and
-    the micro-batches or offload when a per-role ``--*-micro-batch-size`` or ``--*-offload`` option sets them."""
+    """What ``verlfit plan --plan auto`` must not change, sorted: :func:`verlfit.arguments.sizing_keep` of the shared
+    sizing options, and the micro-batches or offload when a per-role ``--*-micro-batch-size`` or ``--*-offload``
+    option sets them."""
     keep = sizing_keep(options.sizing)
     if any(getattr(options, f"{role}_micro_batch_size") for role in ("actor", "log_prob", "critic")):
         keep.add("micro_batches")
@@ -240,22 +100,6 @@ def plan_keep(options: PlanOptions) -> list[str]:
     ):
         keep.add("offload")
     return sorted(keep)
-
-
-def sizing_keep(sizing: SizingOptions) -> set[str]:
-    """What ``--plan auto`` must not change (:data:`verlfit.plan.fit.KEEPABLE` names): the micro-batches, gradient
-    checkpointing, offload and LoRA base storage (``--frozen-base-dtype``) the user set with the shared sizing
-    options."""
-    keep = set()
-    if sizing.micro_batch_size is not None:
-        keep.add("micro_batches")
-    if sizing.gradient_checkpointing is not None:
-        keep.add("gradient_checkpointing")
-    if sizing.offload:
-        keep.add("offload")
-    if sizing.frozen_base_dtype is not None:
-        keep.add("frozen_base")
-    return keep
 
 
 def request_for_profile(profile, shape: ModelShape, gpu_memory_bytes: int, **fields) -> PlanRequest:
@@ -559,7 +403,7 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
     Raises:
         VerlfitError (exit status 2): what :func:`resolve_plan_run` raises; ``--dtype`` or
             ``--vllm-gpu-memory-utilization`` the profile cannot take; ``--longest-prompt-length`` above
-            ``--max-prompt-length``; sizes ``verlfit train`` refuses (:func:`sizing_fields`).
+            ``--max-prompt-length``; sizes ``verlfit train`` refuses (:func:`verlfit.arguments.sizing_fields`).
     """
     run = run or resolve_plan_run(options, nvml)
     profile, memory, source = run.profile, run.memory_bytes, run.memory_source

@@ -42,6 +42,10 @@ class LaunchPlan:
     estimated_step_seconds: float | None = None
     # a resume: the step of the checkpoint verl continues from (read once, by the resume's plan); None: a new run
     resume_step: int | None = None
+    # verl's config as the overrides compose it, in YAML: validated once, as the plan is built (Hydra against the
+    # installed verl's ppo_trainer.yaml), and recorded as the run directory's config.yaml; None: not validated
+    # (--no-validate) or a resume
+    config_yaml: str | None = None
 
 
 def hydra_run_dir_override(run_dir) -> str:

@@ -15,7 +15,6 @@ from verlfit.checks.disk import checkpoint_space, checkpoints_held
 from verlfit.checks.result import PASS
 from verlfit.checks.stack import require
 from verlfit.errors import VerlfitError
-from verlfit.overrides import validate_overrides
 from verlfit.plan.time import checkpoint_disk_bytes
 from verlfit.readiness import blocking_checks
 from verlfit.train.inputs import check_run_data
@@ -24,16 +23,16 @@ from verlfit.train.reward import reward_python_path
 from verlfit.train.run_directory import check_run_directory, create_run_directory, record_resume
 
 
-def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True) -> Path:
+def start_run(plan: LaunchPlan, skip_checks: bool = False) -> Path:
     """Make ``plan`` ready to launch and return its run directory. A resume: recorded in its ``run.json``
     (:func:`verlfit.train.run_directory.record_resume`), the disk checked for the checkpoints it keeps. A new run, each
     step before the next so nothing is written for a run that cannot start: the Python stack
     (:func:`verlfit.checks.stack.require`), the run directory's place, the doctor's fast blocking checks (unless
     ``skip_checks``; :func:`verlfit.readiness.blocking_checks`, among them the engines check of the plan's
     rollout and attention, after ``--rollout`` / ``--attention``: a hopeless launch stops in seconds), the data
-    prepared and sized, the reward checked on every row, the overrides validated against verl's config (``validate``;
-    its composed ``config.yaml`` recorded), the disk checked, the notes printed, then the run directory created whole
-    (:func:`verlfit.train.run_directory.create_run_directory`).
+    prepared and sized, the reward checked on every row, the disk checked, the notes printed, then the run directory
+    created whole (:func:`verlfit.train.run_directory.create_run_directory`), with the config the overrides composed
+    to when the plan was built (:attr:`verlfit.train.launch_plan.LaunchPlan.config_yaml`, validated once there).
 
     Raises:
         VerlfitError: a check that fails, with its fix (nothing written then); the blocking checks' FAILs as one
@@ -80,17 +79,12 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False, validate: bool = True
     # counted again now that the data is there (an --epochs run's train.parquet may have been prepared just now): the
     # total the disk check below and the launch's progress display read from the plan
     plan.total_steps = total_steps(settings)
-    config_yaml = None
-    if validate:
-        from omegaconf import OmegaConf
-
-        config_yaml = OmegaConf.to_yaml(validate_overrides(plan.overrides))
     warning = checkpoint_space_warning(plan)
     if warning:
         plan.notes.append(warning)
     for note in plan.notes:
         print(f"verlfit: {note}")
-    run_dir = create_run_directory(plan, config_yaml)
+    run_dir = create_run_directory(plan, plan.config_yaml)
     print(f"verlfit: run directory {run_dir}")
     return run_dir
 

@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 
 from verlfit import gsm8k
-from verlfit.arguments import SizingOptions
+from verlfit.arguments import SizingOptions, sizing_fields, sizing_keep
 from verlfit.checks.disk import PSEUDO_FILE_SYSTEMS, existing_parent, file_system_type
 from verlfit.errors import VerlfitError
 from verlfit.input_files import kind_of
-from verlfit.metrics import logger_overrides
 from verlfit.model_shape import check_model_argument
 from verlfit.output_files import check_name_lengths
 from verlfit.overrides import (
@@ -29,6 +28,7 @@ from verlfit.overrides import (
     UserOverrides,
     build_overrides,
     hf_rollout_only_note,
+    logger_overrides,
     merge_overrides,
     override_value,
     parse_user_overrides,
@@ -37,7 +37,6 @@ from verlfit.overrides import (
 from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import CUDA_GRAPH_KEY, UNWRAP_KEY
 from verlfit.plan.fit import plan_for_train
-from verlfit.plan.request import sizing_fields, sizing_keep
 from verlfit.profiles import (
     MEMORY_LIMIT_VARIABLE,
     PROFILE_NAMES,
@@ -123,7 +122,7 @@ def refuse_unwritable_run_dir(run_dir: Path) -> None:
 
 def train_settings(options: TrainOptions, run_dir: str, sizes: dict, user: UserOverrides) -> TrainSettings:
     """Map ``verlfit train``'s options onto :class:`TrainSettings` (pure). ``sizes``: the fields of the shared
-    sizing options (:func:`verlfit.plan.request.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s);
+    sizing options (:func:`verlfit.arguments.sizing_fields` of ``options.sizing``, as ``verlfit plan``'s);
     ``user``: the overrides after ``--``, parsed (:func:`verlfit.overrides.parse_user_overrides`)."""
     return TrainSettings(
         **sizes,
@@ -329,8 +328,11 @@ def build_launch(
         for key in (CUDA_GRAPH_KEY, UNWRAP_KEY, "actor_rollout_ref.rollout.trim_padding"):
             if override_value(overrides, key) in ("True", "true"):  # only the user can set them on a non-HF rollout
                 notes.append(hf_rollout_only_note(f"+{key}=True", profile.rollout))
-    if not options.no_validate:
-        validate_overrides(overrides, user=settings.extra_overrides)
+    config_yaml = None
+    if not options.no_validate:  # composed once: the run directory's config.yaml is the config validated here
+        from omegaconf import OmegaConf
+
+        config_yaml = OmegaConf.to_yaml(validate_overrides(overrides, user=settings.extra_overrides))
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]
     gpu_text = (
         f"{gpu.name} (compute capability {gpu.compute_capability_text}, {gpu.total_memory_bytes / 1024**3:.1f} GiB)"
@@ -349,4 +351,5 @@ def build_launch(
         keys,
         total_steps=steps,
         estimated_step_seconds=step_seconds,
+        config_yaml=config_yaml,
     )
