@@ -28,6 +28,9 @@ class TrainSettings:
 
     model: str = "Qwen/Qwen2.5-0.5B-Instruct"
     data_dir: str = "data/gsm8k"
+    # the folder of raw GSM8K files --data named, which verl's data (data_dir, its verl/ folder) is prepared from;
+    # None: --data is verl's folder itself (gsm8k.training_data decides); not a verl key
+    raw_data_dir: str | None = None
     run_dir: str = "runs/verlfit"
     algorithm: str = "ppo"  # "ppo" (GAE with a critic) or "grpo" (no critic, n samples, KL loss)
     steps: int | None = None

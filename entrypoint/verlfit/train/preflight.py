@@ -50,7 +50,7 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False) -> Path:
     settings = plan.settings
     require("train")  # the same words as export and eval
     # before anything is prepared: where the run may not go is said first
-    check_run_directory(settings.run_dir, settings.model, settings.data_dir)
+    check_run_directory(settings.run_dir, settings.model, settings.data_dir, settings.raw_data_dir)
     if not skip_checks:  # the doctor's fast blocking checks: a hopeless launch stops in seconds
         failures = blocking_checks(
             profile_name=plan.profile_name,

@@ -58,7 +58,7 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
         refusals.append(f"run directory {settings.run_dir} exists")
     else:
         try:
-            check_run_directory(settings.run_dir, settings.model, settings.data_dir)
+            check_run_directory(settings.run_dir, settings.model, settings.data_dir, settings.raw_data_dir)
         except VerlfitError as refusal:  # inside another run, the model or the data: a real run refuses it
             plan.notes.append(f"a real run would refuse --run-dir: {refusal.message} ({refusal.fix})")
             refusals.append(f"--run-dir {settings.run_dir}: {refusal.message}")

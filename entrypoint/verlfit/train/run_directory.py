@@ -14,7 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-from verlfit import gsm8k
 from verlfit.checkpoints import TRACKER, checkpoints_to_prune, latest_checkpoint
 from verlfit.data_folder import file_digest
 from verlfit.errors import VerlfitError
@@ -38,10 +37,13 @@ from verlfit.train.launch_plan import LaunchPlan, hydra_run_dir_override, record
 from verlfit.train.reward import data_keys, reward_copy_path
 
 
-def check_run_directory(run_dir: str | os.PathLike, model: str | None = None, data_dir: str | None = None):
+def check_run_directory(
+    run_dir: str | os.PathLike, model: str | None = None, data_dir: str | None = None, raw_data_dir: str | None = None
+):
     """Check that ``--run-dir`` may be created: it does not exist, lies in no other run directory, in neither the
-    ``model`` nor the ``data_dir`` folder the run reads (nor its raw GSM8K source; a hub id is no folder), and has no
-    file among its parents
+    ``model`` nor the ``data_dir`` folder the run reads, nor ``raw_data_dir``, the raw GSM8K files that data is
+    prepared from (:attr:`verlfit.run_settings.TrainSettings.raw_data_dir`; a hub id is no folder), and has no file
+    among its parents
     (:func:`verlfit.output_files.check_output`); return the checked output.
 
     Raises:
@@ -62,9 +64,9 @@ def check_run_directory(run_dir: str | os.PathLike, model: str | None = None, da
             fix=f"continue it with `{resume}`, or pass another --run-dir",
             exit_code=2,
         )
-    # the data: the folder verl reads, and the raw GSM8K files it is prepared from (--data DIR reads DIR/verl)
-    raw = gsm8k.training_data(data_dir)[1] if data_dir else None
-    reads = [(flag, folder) for flag, folder in (("--model", model), ("--data", data_dir), ("--data", raw)) if folder]
+    # the folders the run reads: the model, verl's data, and the raw GSM8K files --data DIR named (DIR/verl's source)
+    named = (("--model", model), ("--data", data_dir), ("--data", raw_data_dir))
+    reads = [(flag, folder) for flag, folder in named if folder]
     return check_output(run_dir, "verlfit train", flag="--run-dir", kind="new-folder", force_flag=None, reads=reads)
 
 
@@ -78,7 +80,9 @@ def create_run_directory(plan: LaunchPlan, config_yaml: str | None) -> Path:
     """
 
     run_dir = Path(plan.settings.run_dir)
-    output = check_run_directory(run_dir, plan.settings.model, plan.settings.data_dir)
+    # the folder's own state again (another process may have made it since the pre-launch checks); where it lies
+    # against --model and --data cannot change, and the pre-launch checks refused it there (train/preflight.py)
+    output = check_run_directory(run_dir)
 
     def build(staging: Path) -> None:
         record = {

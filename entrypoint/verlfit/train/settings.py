@@ -278,9 +278,9 @@ def build_launch(
             f"{options.steps} steps, however many epochs that is (--epochs counts only without --steps)"
         )
     settings.rollout, settings.attention = profile.rollout, profile.attention
-    settings.data_dir = str(
-        gsm8k.training_data(Path(settings.data_dir).resolve())[0]
-    )  # raw GSM8K files in --data: verl's files go to --data/verl
+    # raw GSM8K files in --data: verl's files go to --data/verl, prepared from them
+    prepared, raw = gsm8k.training_data(Path(settings.data_dir).resolve())
+    settings.data_dir, settings.raw_data_dir = str(prepared), (str(raw) if raw is not None else None)
 
     check_model_argument(options.model)  # a config.json file is not a model folder
     if Path(settings.model).exists():
