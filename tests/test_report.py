@@ -482,17 +482,15 @@ def test_nan_rewards_are_warned_about_naming_the_steps_not_dropped_silently(tmp_
     (run / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))
     assert cli.main(["report", str(run)]) == 0
     warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    fix = (
+        " fix: make the reward function return a finite number for every response (verl averages the scores, so one"
+        " NaN makes the step's mean NaN)"
+    )
     assert warnings == [
-        (
-            "warning: critic/score/mean is NaN or infinite at 2 of 4 steps (step 2, 3): left out of best and the plots;"
-            " fix: make the reward function return a finite number for every response (verl averages the scores, so one"
-            " NaN makes the step's mean NaN)"
-        ),
-        (
-            f"warning: {VAL} is NaN or infinite at 1 of 2 steps (step 2): left out of best and the plots; fix: make the"
-            " reward function return a finite number for every response (verl averages the scores, so one NaN makes"
-            " the step's mean NaN)"
-        ),
+        "warning: critic/score/mean is NaN, infinite or beyond 1e100 at 2 of 4 steps (step 2, 3): left out of best"
+        " and the plots;" + fix,
+        f"warning: {VAL} is NaN, infinite or beyond 1e100 at 1 of 2 steps (step 2): left out of best and the plots;"
+        + fix,
     ]
 
 
@@ -515,9 +513,27 @@ def test_an_infinite_reward_is_never_the_best_one(tmp_path, capsys):
     (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     assert cli.main(["report", str(run), "--force"]) == 0
     assert (
-        "reward (critic/score/mean): last inf (step 3), best: none (every value NaN or infinite)\n"
+        "reward (critic/score/mean): last inf (step 3), best: none (every value NaN, infinite or beyond 1e100)\n"
         in capsys.readouterr().out
     )
+
+
+def test_values_near_the_float_limit_are_left_out_as_nan_is_and_the_report_is_written(tmp_path, capsys):
+    """New-user trial (second): rewards of 1e308 then -1e308 ended report with matplotlib's "ValueError: arange: cannot
+    compute length" and no report; past 1e100 a value is left out of best and the plots, with the NaN warning."""
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [
+        '{"step": 1, "timing_s/step": 3.0, "critic/score/mean": 1e308}',
+        '{"step": 2, "timing_s/step": 4.0, "critic/score/mean": -1e308}',
+        '{"step": 3, "timing_s/step": 4.0, "critic/score/mean": 0.5}',
+    ]
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    assert cli.main(["report", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "reward (critic/score/mean): last 0.500 (step 3), best 0.500 (step 3)\n" in out
+    assert "warning: critic/score/mean is NaN, infinite or beyond 1e100 at 2 of 3 steps (step 1, 2)" in out
+    assert (run / "report" / "reward.png").is_file()
 
 
 def _consolidate_unoptimised(records):

@@ -230,9 +230,10 @@ def read_evaluation(run_dir: Path) -> dict | None:
 
 
 def series(records: list[dict], name: str) -> tuple[list[int], list[float]]:
-    """(steps, values) of one metric over the records that have it."""
+    """(steps, values) of one metric over the records that have it; a value that is not :func:`_finite` (NaN,
+    infinite, beyond +-:data:`LARGEST_SHOWN`) is NaN, which matplotlib leaves as a gap in the line."""
     points = [(r["step"], r[name]) for r in records if name in r]
-    return [s for s, _ in points], [v for _, v in points]
+    return [s for s, _ in points], [v if _finite(v) else math.nan for _, v in points]
 
 
 def plot_data(records: list[dict]) -> dict[str, dict]:
@@ -276,9 +277,15 @@ def plot_data(records: list[dict]) -> dict[str, dict]:
     return plots
 
 
+# No reward, score, time or memory figure a run logs comes near this; a value past it is a broken number, left out as
+# NaN is (matplotlib's axis arithmetic overflows near the float limit: 1e308 and -1e308 in one plot raised ValueError)
+LARGEST_SHOWN = 1e100
+
+
 def _finite(value) -> bool:
-    """True for a number that is not NaN or infinite (a metric read as NaN: :func:`verlfit.metrics.read_metrics`)."""
-    return isinstance(value, (int, float)) and math.isfinite(value)
+    """True for a number that is not NaN, infinite or beyond +-:data:`LARGEST_SHOWN` (a metric read as NaN:
+    :func:`verlfit.metrics.read_metrics`)."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and abs(value) <= LARGEST_SHOWN
 
 
 def build_figure(spec: dict):
@@ -332,13 +339,14 @@ def _best(points: list, spec: str) -> str:
     text says so."""
     finite = [point for point in points if _finite(point[1])]
     if not finite:
-        return "best: none (every value NaN or infinite)"
+        return "best: none (every value NaN, infinite or beyond 1e100)"
     step, value = max(finite, key=lambda point: point[1])
     return f"best {value:{spec}} (step {step})"
 
 
 def not_a_number_warnings(run: Run) -> list[str]:
-    """A ``warning:`` line for the reward (:data:`REWARD_KEY`) and each ``val-core/`` score that is NaN or infinite at
+    """A ``warning:`` line for the reward (:data:`REWARD_KEY`) and each ``val-core/`` score that is NaN, infinite or
+    beyond +-:data:`LARGEST_SHOWN` at
     some step (verl logs ``nan`` when a reward function returns NaN for a response; a null read as NaN counts too),
     naming the steps: those steps are left out of "best" and the plots, which would otherwise hide them."""
     lines = []
@@ -349,9 +357,9 @@ def not_a_number_warnings(run: Run) -> list[str]:
             total = sum(key in r for r in run.records)
             shown = ", ".join(map(str, steps[:10])) + (" ..." if len(steps) > 10 else "")
             lines.append(
-                f"warning: {key} is NaN or infinite at {len(steps)} of {total} steps (step {shown}): left out of "
-                "best and the plots; fix: make the reward function return a finite number for every response "
-                "(verl averages the scores, so one NaN makes the step's mean NaN)"
+                f"warning: {key} is NaN, infinite or beyond 1e100 at {len(steps)} of {total} steps (step {shown}):"
+                " left out of best and the plots; fix: make the reward function return a finite number for every"
+                " response (verl averages the scores, so one NaN makes the step's mean NaN)"
             )
     return lines
 
