@@ -694,6 +694,27 @@ def available_memory_bytes() -> int:
     return int(estimate_available_memory())
 
 
+def _ray_number(environ: Mapping[str, str], name: str, kind: type, default):
+    """``name``'s value read as Ray reads it (ray 2.46 ``_private/ray_constants.py``: ``env_float`` is ``float()``,
+    ``env_integer`` is ``int()`` of the text), or ``default`` when unset or empty.
+
+    Raises:
+        VerlfitError (exit status 2): a value Ray's own ``float()``/``int()`` refuses, which stops ``ray.init()``.
+    """
+    text = environ.get(name)
+    if not text:
+        return default
+    try:
+        return kind(text)
+    except ValueError:
+        unit = "a number (a fraction of the RAM, e.g. 0.3)" if kind is float else "a whole number of bytes"
+        raise VerlfitError(
+            f"{name}={text!r} is not {unit}: Ray reads it with {kind.__name__}() when it starts and fails on it",
+            fix=f"unset {name}, or set it to {unit}",
+            exit_code=2,
+        ) from None
+
+
 def ray_object_store_bytes(available_memory: int, shm_free: int, environ: Mapping[str, str] | None = None) -> int:
     """The object store size ``ray.init()`` picks by default on Linux (ray 2.46 ``_private/resource_spec.py:225-265``):
     ``RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION`` (0.3) x the available memory, capped at
@@ -701,10 +722,13 @@ def ray_object_store_bytes(available_memory: int, shm_free: int, environ: Mappin
     /dev/shm when /dev/shm has that many bytes free, else in /tmp (``_private/services.py:2136-2170``).
 
     With /dev/shm under 10 GB the store is min(30% of the RAM, 10 GB): 10 GB on any host with more than 33 GB free.
+
+    Raises:
+        VerlfitError (exit status 2): either variable holds what Ray cannot read (:func:`_ray_number`).
     """
     environ = os.environ if environ is None else environ
-    proportion = float(environ.get("RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION") or RAY_OBJECT_STORE_PROPORTION)
-    ceiling = int(environ.get("RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES") or RAY_OBJECT_STORE_MAX_BYTES)
+    proportion = _ray_number(environ, "RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION", float, RAY_OBJECT_STORE_PROPORTION)
+    ceiling = _ray_number(environ, "RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES", int, RAY_OBJECT_STORE_MAX_BYTES)
     cap = min(ceiling, max(RAY_SHM_CAP_FLOOR_BYTES, int(shm_free * 0.95)))
     return min(int(available_memory * proportion), cap)
 
@@ -721,7 +745,10 @@ def check_shm(ctx: DoctorContext) -> CheckResult:
             "--shm-size=11g)",
         )
     available = (ctx.available_memory or available_memory_bytes)()
-    store = ray_object_store_bytes(available, free, ctx.environ)
+    try:
+        store = ray_object_store_bytes(available, free, ctx.environ)
+    except VerlfitError as refused:  # a Ray variable Ray itself cannot read
+        return CheckResult("shm", FAIL, refused.message, refused.fix)
     need_gib = math.ceil(store * 1.1 / GIB)  # Ray's own advice: the store x 1.1 (services.py:2170)
     what = (
         f"Ray's object store here is {store / 1e9:.1f} GB (30% of the {available / GIB:.1f} GiB available RAM, at "

@@ -1,6 +1,7 @@
 """Doctor: every check against fakes of NVML (a P40, an A10, no GPU), torch, the filesystem and the network;
 exact verdicts and messages, --json, exit status, and the blocking subset train runs."""
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -365,6 +366,28 @@ def test_dockers_default_dev_shm_fails_with_the_size_to_give(world):
         " --ipc=host); or cap Ray's store to fit: export RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES=60397977"
     )
     assert "shm" in BLOCKING
+
+
+@pytest.mark.parametrize(
+    "variable, value, words",
+    [
+        ("RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION", "abc", "a number (a fraction of the RAM, e.g. 0.3)"),
+        ("RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES", "1e9", "a whole number of bytes"),
+    ],
+)
+def test_a_ray_variable_ray_cannot_read_fails_the_shm_check_by_name(world, variable, value, words):
+    """New-user re-trial: RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION=abc (or ..._MAX_MEMORY_BYTES=1e9) made the shm
+    check say "the check itself failed: ValueError ...; report this as a verlfit bug". Ray reads them with float() and
+    int() when it starts (ray_constants.env_float, env_integer), and fails on such values: a FAIL naming the variable."""
+    ctx = context(world, shm_size=lambda path: 64 * GIB, available_memory=lambda: 64 * GIB)
+    ctx = dataclasses.replace(ctx, environ={**ctx.environ, variable: value})
+    result = by_name(run_checks(ctx, names=("shm",)))["shm"]
+    kind = "float" if "PROPORTION" in variable else "int"
+    assert (result.status, result.message, result.fix) == (
+        "FAIL",
+        f"{variable}={value!r} is not {words}: Ray reads it with {kind}() when it starts and fails on it",
+        f"unset {variable}, or set it to {words}",
+    )
 
 
 @pytest.mark.parametrize(
