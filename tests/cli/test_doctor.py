@@ -377,8 +377,9 @@ def test_dockers_default_dev_shm_fails_with_the_size_to_give(world):
 )
 def test_a_ray_variable_ray_cannot_read_fails_the_shm_check_by_name(world, variable, value, words):
     """New-user re-trial: RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION=abc (or ..._MAX_MEMORY_BYTES=1e9) made the shm
-    check say "the check itself failed: ValueError ...; report this as a verlfit bug". Ray reads them with float() and
-    int() when it starts (ray_constants.env_float, env_integer), and fails on such values: a FAIL naming the variable."""
+    check say "the check itself failed: ValueError ...; report this as a verlfit bug". Ray reads them with float()
+    and int() when it starts (ray_constants.env_float, env_integer), and fails on such values: a FAIL naming the
+    variable."""
     ctx = context(world, shm_size=lambda path: 64 * GIB, available_memory=lambda: 64 * GIB)
     ctx = dataclasses.replace(ctx, environ={**ctx.environ, variable: value})
     result = by_name(run_checks(ctx, names=("shm",)))["shm"]
