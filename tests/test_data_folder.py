@@ -288,15 +288,17 @@ def test_refusal_for_a_file_in_the_folders_place_even_with_force(tmp_path):
     assert (tmp_path / "file").read_text() == "x"
 
 
-def test_a_link_to_a_missing_folder_is_followed_and_a_fifo_as_the_output_folder_is_said_as_such(tmp_path):
-    """issue 32 item 18: a dangling symbolic link was "a file"."""
+def test_a_link_to_a_missing_folder_is_refused_naming_its_target_and_a_fifo_as_the_output_folder_is_said_as_such(
+    tmp_path,
+):
+    """issue 32 item 18: a dangling symbolic link was "a file". Since the second new-user trial (its finding 13: such
+    a link made /nonexistent/dir, parents included, without a word) it is refused up front, naming where it points."""
     import os
 
-    # a link to a folder not made yet is followed (the write policy resolves links first): the data lands where it
-    # points
     (tmp_path / "dangling").symlink_to(tmp_path / "gone")
-    run_prepare(write_jsonl(tmp_path / "raw"), tmp_path / "dangling")
-    assert (tmp_path / "dangling").is_symlink() and (tmp_path / "gone" / "train.parquet").is_file()
+    with pytest.raises(VerlfitError, match=r"is a symbolic link to .*gone, which does not exist") as refused:
+        run_prepare(write_jsonl(tmp_path / "raw"), tmp_path / "dangling")
+    assert refused.value.exit_code == 2 and not (tmp_path / "gone").exists()
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(VerlfitError, match=r"is a named pipe \(FIFO\)"):
         run_prepare(write_jsonl(tmp_path / "raw2"), tmp_path / "pipe")
