@@ -33,6 +33,7 @@ Everything it runs is in the package: it works from an installed verlfit (the im
 
 from __future__ import annotations
 
+from importlib import metadata
 import dataclasses
 import json
 import os
@@ -336,12 +337,11 @@ def write_json(result: dict, output) -> None:
 
 def machine_facts(nvml=None) -> dict:
     """Card, driver, CUDA, torch, verl and patch series of this machine (what is missing says so)."""
-    from importlib import metadata
 
     report = query_gpus(nvml)
     gpu = report.gpus[0] if report.gpus else None
     try:
-        import torch
+        import torch  # lazy: seconds to import; only where tensors are made
 
         torch_text = f"{torch.__version__} (CUDA {torch.version.cuda})"
     except ImportError:

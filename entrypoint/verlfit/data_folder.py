@@ -108,7 +108,7 @@ def normalized_type(data_type):
     """``data_type`` (a ``pyarrow.DataType``) with struct fields sorted by name, at every depth; ``large_string`` read
     as ``string`` and ``large_list`` as ``list`` (same content, 64-bit offsets). Two schemas whose columns have equal
     normalized types hold the same data for verl, which reads struct fields by name."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: only where parquet is read or written
 
     if pa.types.is_struct(data_type):
         fields = sorted((data_type.field(index) for index in range(data_type.num_fields)), key=lambda f: f.name)
@@ -135,7 +135,7 @@ def is_chat_messages(data_type) -> bool:
     """True when a parquet column of ``data_type`` (a ``pyarrow.DataType``) holds chat messages as verl's
     ``RLHFDataset`` reads its prompt column: a list of structs with string ``role`` and ``content`` fields, the
     messages ``tokenizer.apply_chat_template`` takes (``rl_dataset.py`` ``_build_messages``)."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: only where parquet is read or written
 
     data_type = normalized_type(data_type)
     if not pa.types.is_list(data_type) or not pa.types.is_struct(data_type.value_type):
@@ -152,7 +152,7 @@ def missing_verl_columns(schema, keys: DataKeys = DataKeys()) -> list[str]:
     chat messages (:func:`is_chat_messages`), and ``reward_model.ground_truth`` (the naive reward manager reads
     ``non_tensor_batch["reward_model"]["ground_truth"]``, ``verl/workers/reward_manager/naive.py``). Empty when verl
     can read it."""
-    import pyarrow as pa
+    import pyarrow as pa  # lazy: only where parquet is read or written
 
     missing = [column for column in keys.required_columns if column not in schema.names]
     if keys.prompt_key in schema.names and not is_chat_messages(schema.field(keys.prompt_key).type):
@@ -171,8 +171,8 @@ def missing_verl_columns(schema, keys: DataKeys = DataKeys()) -> list[str]:
 
 def _read_schema(path: Path):
     """The schema and row count of a parquet file, or None when it does not read as parquet."""
-    import pyarrow
-    import pyarrow.parquet as pq
+    import pyarrow  # lazy: only where parquet is read or written
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     try:
         metadata = pq.read_metadata(path)

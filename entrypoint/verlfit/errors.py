@@ -6,6 +6,8 @@ raises :class:`VerlfitError` with a message that says what failed and what to do
 is a bug and keeps its traceback.
 """
 
+import errno
+
 
 class VerlfitError(Exception):
     """An expected failure with a user-facing message.
@@ -47,7 +49,6 @@ def os_error_words(error: OSError) -> str:
     """What the kernel said of a failed write, in the words a message uses: ``"read-only file system"`` (EROFS: no
     permission change helps, the mount is read-only), ``"permission denied"`` (EACCES, EPERM), ``"no space left on
     the disk"`` (ENOSPC), else the system's own text (``strerror``)."""
-    import errno
 
     if error.errno == errno.EROFS:
         return "read-only file system"

@@ -45,6 +45,9 @@ scored so far with ``"partial": true``, the row it stopped at and why in ``summa
 
 from __future__ import annotations
 
+import shutil
+import importlib.util
+import inspect
 import json
 import math
 import os
@@ -137,7 +140,10 @@ def score_response(
     Raises:
         VerlfitError: the reward function returns neither a number nor a dict with a numeric ``"score"``.
     """
+    # lazy: imports torch; only where verl's own config or scorers are read
     from verl.utils.reward_score import default_compute_score
+
+    # lazy: imports torch; only where verl's own config or scorers are read
     from verl.utils.reward_score.gsm8k import extract_solution
 
     if scorer.function is not None:
@@ -215,7 +221,7 @@ def load_rows(data_dir: str | os.PathLike, split: str = "test", limit: int | Non
     Raises:
         VerlfitError: the file is missing or unreadable, or lacks verl's columns.
     """
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     path = Path(data_dir) / f"{split}.parquet"
     prepare = "prepare it again (verlfit prepare-data from your own files, verlfit prepare-gsm8k for GSM8K)"
@@ -385,7 +391,9 @@ class HFGenerator:
         max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         device: str | None = None,
     ):
-        import torch
+        import torch  # lazy: seconds to import; only where tensors are made
+
+        # lazy: imports torch; only where a model or tokenizer is loaded
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -416,8 +424,8 @@ class HFGenerator:
         self.stop = set(self.eos_token_id if isinstance(self.eos_token_id, list) else [self.eos_token_id])
         self.max_new_tokens = max_new_tokens
         self.generation_config = GenerationConfig(do_sample=False, num_beams=1, repetition_penalty=1.0)
-        import inspect
 
+        # lazy: imports torch; only where a model or tokenizer is loaded
         from transformers.generation.utils import GenerationMixin
 
         self.extra = (
@@ -427,7 +435,7 @@ class HFGenerator:
         )
 
     def __call__(self, prompts: Sequence[list]) -> list[tuple[str, int]]:
-        import torch
+        import torch  # lazy: seconds to import; only where tensors are made
 
         texts = [
             self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
@@ -471,7 +479,7 @@ def check_loadable(
             tokenizer or config does not load, naming ``what name``; a budget past the context (exit status 2),
             naming both numbers and the largest budget that fits.
     """
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer  # lazy: imports torch; only where a model or tokenizer is loaded
 
     if Path(path).is_dir():
         try:
@@ -625,9 +633,8 @@ def usable_attention(dtype: str, attention: str, why: str) -> tuple[str, str, st
     comparable; ``why`` says so."""
     if attention != "flash_attention_2":
         return dtype, attention, why
-    import importlib.util
 
-    import torch
+    import torch  # lazy: seconds to import; only where tensors are made
 
     missing = (
         "no CUDA GPU here"
@@ -652,7 +659,7 @@ def default_output(model: ResolvedModel, data: str | os.PathLike, split: str) ->
 
 
 def _progress_bar(total: int, description: str):
-    from rich.progress import (
+    from rich.progress import (  # lazy: only for the live progress display on a terminal
         BarColumn,
         MofNCompleteColumn,
         Progress,
@@ -739,7 +746,6 @@ def _run_eval(
     reward_function=None,
     force=False,
 ) -> dict:
-    import shutil
 
     if compare is not None and same_model(model, compare):
         raise VerlfitError(

@@ -317,7 +317,7 @@ def load_shard(path: Path, map_location="cpu", fix: str | None = None) -> dict:
         VerlfitError: the file is truncated or not a torch checkpoint (torch raises OSError, RuntimeError,
             pickle.UnpicklingError or EOFError for those), naming ``path``; ``fix`` is the advice given.
     """
-    import torch
+    import torch  # lazy: seconds to import; only where tensors are made
 
     try:
         return torch.load(path, map_location=map_location, weights_only=False)
@@ -353,9 +353,13 @@ def merged_state_dict(role_dir: Path, dtype=None, fix: str | None = None) -> dic
     Raises:
         VerlfitError: a damaged shard (:func:`load_shard`, with ``fix``); a mesh that is not plain FSDP.
     """
-    import torch
-    from torch.distributed.tensor import DTensor
+    import torch  # lazy: seconds to import; only where tensors are made
+    from torch.distributed.tensor import DTensor  # lazy: seconds to import; only where tensors are made
+
+    # lazy: imports torch; only where verl's own config or scorers are read
     from verl.model_merger.base_model_merger import ModelMergerConfig
+
+    # lazy: imports torch; only where verl's own config or scorers are read
     from verl.model_merger.fsdp_model_merger import FSDPModelMerger
 
     config = ModelMergerConfig(
@@ -421,7 +425,7 @@ def lora_alpha_of(run_dir: Path, role: str) -> float:
     Raises:
         VerlfitError: no readable ``config.yaml`` with the key (pass ``--lora-alpha``).
     """
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # lazy: only where verl's config is composed
 
     key = "critic.model.lora_alpha" if role == "critic" else "actor_rollout_ref.model.lora_alpha"
     path = run_dir / CONFIG_FILE
@@ -466,6 +470,7 @@ def _alpha(run_dir: Path, role: str, given: float | None) -> float:
 
 
 def _model_class(state_dict: dict, config):
+    # lazy: imports torch; only where a model or tokenizer is loaded
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification
 
     if "score.weight" in state_dict:  # verl's value model (critic): AutoModelForTokenClassification, num_labels=1
@@ -479,7 +484,7 @@ def _model_class(state_dict: dict, config):
 
 def _build_model(state_dict: dict, config, dtype):
     """A transformers model holding exactly ``state_dict`` (strict: a missing or extra key raises)."""
-    from accelerate import init_empty_weights
+    from accelerate import init_empty_weights  # lazy: imports torch; only where a model is loaded
 
     cls = _model_class(state_dict, config)
     config.torch_dtype = dtype
@@ -511,7 +516,9 @@ def _save_role(
     fix: str | None = None,
 ) -> str:
     """Write one role (actor or critic) to ``out``; return what it wrote ("model" or "adapter")."""
-    import torch
+    import torch  # lazy: seconds to import; only where tensors are made
+
+    # lazy: imports torch; only where a model or tokenizer is loaded
     from transformers import AutoConfig, AutoTokenizer, GenerationConfig
 
     hf_dir = role_dir / "huggingface"
@@ -527,6 +534,7 @@ def _save_role(
     out.mkdir(parents=True, exist_ok=True)  # the actor: the folder being built itself
     AutoTokenizer.from_pretrained(hf_dir).save_pretrained(out)
     if adapter:
+        # lazy: imports torch; only where adapters are merged
         from peft import LoraConfig, TaskType, get_peft_model, set_peft_model_state_dict
 
         task = TaskType.TOKEN_CLS if "score.weight" in base else TaskType.CAUSAL_LM
@@ -540,7 +548,7 @@ def _save_role(
         )
         if adapter_only:
             lora.save_pretrained(out)
-            from safetensors.torch import save_file
+            from safetensors.torch import save_file  # lazy: only where weights are read or written
 
             save_file({k: v.contiguous() for k, v in adapter.items()}, str(out / "adapter_model.safetensors"))
             return "adapter"
@@ -640,7 +648,7 @@ def _write_error(where: Path, error: OSError, needed: int | None = None) -> Verl
 
 
 def _export(run_dir, step, output, dtype, adapter_only, critic, force, lora_alpha) -> ExportResult:
-    import torch
+    import torch  # lazy: seconds to import; only where tensors are made
 
     checkpoint = find_checkpoint(run_dir, step)
     if dtype is not None and dtype not in DTYPES:

@@ -192,7 +192,7 @@ def make_row(split: str, index: int, question: str, answer: str, ground_truth: s
 
 def features():
     """The ``datasets.Features`` verl's script ends up with (inferred there from its rows)."""
-    from datasets import Features, Value
+    from datasets import Features, Value  # lazy: imports pyarrow and pandas; only where GSM8K is read
 
     return Features(
         {
@@ -336,8 +336,8 @@ def _restored(datasets_module, verbosity: int):
 
 
 def _read_local(directory: str | os.PathLike, log: Callable[[str], None]) -> dict[str, _RawSplit]:
-    import datasets
-    import pyarrow
+    import datasets  # lazy: imports pyarrow and pandas; only where GSM8K is read
+    import pyarrow  # lazy: only where parquet is read or written
 
     found = discover_files(directory)
     splits = {}
@@ -402,8 +402,8 @@ def _read_hub(
     """GSM8K from the hub through ``datasets.load_dataset``. When it is not in the datasets cache and no offline
     switch is set, one HEAD of its train file (:func:`verlfit.hub.probe`, 3 s) first: an unreachable hub fails in
     seconds instead of after ``datasets``' retries (about 24 s of tracebacks, measured with no network)."""
-    import datasets
-    import huggingface_hub
+    import datasets  # lazy: imports pyarrow and pandas; only where GSM8K is read
+    import huggingface_hub  # lazy: only on the paths that reach the hub
 
     environ = os.environ if environ is None else environ
     endpoint = huggingface_hub.constants.ENDPOINT
@@ -525,10 +525,11 @@ def load_tokenizer(
         "pass --tokenizer the model's local directory (holding tokenizer.json, as save_pretrained or "
         "`huggingface-cli download MODEL --local-dir DIR` on a connected machine leave it)"
     )
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # lazy: imports torch; only where a model or tokenizer is loaded
 
     if not local.is_dir():
         if cache_lookup is None:
+            # lazy: only on the paths that reach the hub
             from huggingface_hub import try_to_load_from_cache as cache_lookup
         try:
             cached = cache_lookup(str(name_or_path), "tokenizer_config.json")
@@ -599,8 +600,8 @@ def _file_kind(path: Path) -> str:
     columns), else ``"other"`` (parquet with neither, or whose schema does not read: the data check reports it)."""
     if path.suffix != ".parquet":
         return "raw"
-    import pyarrow
-    import pyarrow.parquet as pq
+    import pyarrow  # lazy: only where parquet is read or written
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     try:
         names = set(pq.read_schema(path).names)
@@ -656,8 +657,8 @@ def is_prepared(output_dir: str | os.PathLike, keys=None) -> bool:
     Args:
         keys: the data keys verl runs with (:class:`verlfit.data_folder.DataKeys`; default ``prompt``/``data_source``).
     """
-    import pyarrow
-    import pyarrow.parquet as pq
+    import pyarrow  # lazy: only where parquet is read or written
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     if not data_folder_state(output_dir, keys or DataKeys()).prepared:
         return False
@@ -673,8 +674,8 @@ def is_prepared(output_dir: str | os.PathLike, keys=None) -> bool:
 def has_gsm8k_schema(path: str | os.PathLike) -> bool:
     """True when the parquet file ``path`` has exactly the columns and types of verl's GSM8K script's output
     (:func:`features`), struct fields in any order."""
-    import pyarrow
-    import pyarrow.parquet as pq
+    import pyarrow  # lazy: only where parquet is read or written
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     try:
         schema = pq.read_schema(path)
@@ -704,7 +705,7 @@ def write_tables(output, tables: dict[str, Any]) -> dict[str, Path]:
 @contextmanager
 def _quiet_datasets() -> Iterator[None]:
     """No datasets progress bars while preparing (restored afterwards)."""
-    import datasets
+    import datasets  # lazy: imports pyarrow and pandas; only where GSM8K is read
 
     was_enabled = datasets.is_progress_bar_enabled()
     datasets.disable_progress_bars()
@@ -857,7 +858,7 @@ def prepare(
                     exit_code=2,
                 )
 
-        from datasets import Dataset
+        from datasets import Dataset  # lazy: imports pyarrow and pandas; only where GSM8K is read
 
         schema = features()
         tables = {split: Dataset.from_list(rows[split], features=schema) for split in SPLITS}

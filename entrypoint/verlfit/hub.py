@@ -8,7 +8,11 @@ tokenizer or GSM8K from the hub, so that a host without hub access is told so in
 
 from __future__ import annotations
 
+import os
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Mapping
 
 from verlfit.errors import VerlfitError
@@ -32,8 +36,6 @@ def offline_variable(environ: Mapping[str, str], datasets: bool = False) -> str 
 
 def http_head(url: str, timeout: float, headers: Mapping[str, str] | None = None) -> int:
     """HEAD ``url`` (following redirects); return the HTTP status. Raises OSError when unreachable."""
-    import urllib.error
-    import urllib.request
 
     request = urllib.request.Request(url, method="HEAD", headers=dict(headers or {}))
     try:
@@ -93,7 +95,7 @@ def is_hub_id(name: str) -> bool:
     """True when ``name`` has the form of a hub model id, ``owner/name``: exactly one ``/``, not starting with
     ``.``, ``/`` or ``~``, and valid by ``huggingface_hub.utils.validate_repo_id`` (word characters, ``-``, ``.``;
     no ``--`` or ``..``). Anything else (``/abs``, ``./x``, ``../x``, ``a/b/c``, a bare ``name``) is a path."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
+    from huggingface_hub.utils import HFValidationError, validate_repo_id  # lazy: only on the paths that reach the hub
 
     text = str(name)
     if text.count("/") != 1 or text.startswith((".", "/", "~")) or "\\" in text:
@@ -130,8 +132,6 @@ def require_model_source(
         VerlfitError: a file instead of a directory; a path that does not exist; a hub id that is not a local
             directory and cannot be had (offline and not cached, hub unreachable, HTTP 401/403/404).
     """
-    import os
-    from pathlib import Path
 
     path = Path(str(name)).expanduser()
     local_fix = (
@@ -147,7 +147,7 @@ def require_model_source(
             f"{what} {name}: no such directory (and not a hub id, which is owner/name)", fix=local_fix, exit_code=2
         )
     if cache_lookup is None:
-        from huggingface_hub import try_to_load_from_cache as cache_lookup
+        from huggingface_hub import try_to_load_from_cache as cache_lookup  # lazy: only on the paths that reach the hub
     try:
         cached = cache_lookup(str(name), "config.json")
     except Exception:  # an unreadable cache: same as not cached

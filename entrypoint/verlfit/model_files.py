@@ -82,7 +82,7 @@ def _lfs_error(directory: Path, files: list[Path]) -> VerlfitError:
 
 def _safetensors_header(path: Path) -> tuple[int, int]:
     """(tensors, elements) of one safetensors file, from its header (the library checks the header covers the file)."""
-    from safetensors import SafetensorError, safe_open
+    from safetensors import SafetensorError, safe_open  # lazy: only where weights are read or written
 
     try:
         with safe_open(str(path), framework="np") as handle:

@@ -411,6 +411,7 @@ def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> Model
         return shape_from_config(BUILTIN_SHAPES[model], name=f"{model} (built-in shape)")
     if hub_cache_lookup is None:
         try:
+            # lazy: only on the paths that reach the hub
             from huggingface_hub import try_to_load_from_cache as hub_cache_lookup
         except ImportError:
             hub_cache_lookup = None
@@ -470,8 +471,8 @@ def check_transformers_builds(config_path: Path, name: str) -> None:
         VerlfitError: naming ``name``, with transformers' own words (its first sentence) and version.
     """
     try:
-        import transformers
-        from transformers import AutoConfig
+        import transformers  # lazy: imports torch; only where a model or tokenizer is loaded
+        from transformers import AutoConfig  # lazy: imports torch; only where a model or tokenizer is loaded
     except ImportError:
         return
     try:

@@ -963,8 +963,6 @@ def remove_listed(folder: Path, marker: Marker) -> list[str]:
             pass
     left = folder_files(folder) if folder.exists() else []
     if left:
-        import sys
-
         print(f"verlfit: warning: kept {folder}: it holds {_listed(left)}, not written by verlfit", file=sys.stderr)
     return left
 

@@ -662,7 +662,6 @@ def verl_config_dir() -> Path:
     Raises:
         VerlfitError: when verl is not importable.
     """
-    import importlib.util
 
     spec = importlib.util.find_spec("verl")
     if spec is None or not spec.submodule_search_locations:
@@ -678,7 +677,7 @@ def verl_config_dir() -> Path:
 
 def config_keys(config) -> list[str]:
     """All dotted key paths of an OmegaConf tree (leaves and sections), unresolved."""
-    from omegaconf import DictConfig
+    from omegaconf import DictConfig  # lazy: only where verl's config is composed
 
     keys: list[str] = []
 
@@ -755,10 +754,10 @@ def validate_overrides(overrides: list[str], config_dir: Path | None = None, use
             one verl's yaml gives the key (a word for a number, a number for true/false): verl's
             yaml is not typed, so Hydra takes ``optim.lr=abc`` and the run would fail minutes later.
     """
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
+    from hydra import compose, initialize_config_dir  # lazy: only where verl's config is composed
+    from hydra.core.global_hydra import GlobalHydra  # lazy: only where verl's config is composed
+    from hydra.errors import HydraException  # lazy: only where verl's config is composed
+    from omegaconf import OmegaConf  # lazy: only where verl's config is composed
 
     config_dir = config_dir or verl_config_dir()
     base = OmegaConf.load(config_dir / "ppo_trainer.yaml")
@@ -907,7 +906,7 @@ def check_values(config) -> None:
         VerlfitError (exit status 2): naming the key, its value, what it must be and why; for the reward model, what
             verlfit scores with instead.
     """
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # lazy: only where verl's config is composed
 
     for key, test, must, why in VALUE_RULES:
         value, interpolation = _checked_value(config, key)
@@ -957,8 +956,8 @@ def _checked_value(config, key: str):
     Raises:
         VerlfitError (exit status 2): an interpolation that does not resolve, naming the key, its text and why.
     """
-    from omegaconf import OmegaConf
-    from omegaconf.errors import InterpolationResolutionError
+    from omegaconf import OmegaConf  # lazy: only where verl's config is composed
+    from omegaconf.errors import InterpolationResolutionError  # lazy: only where verl's config is composed
 
     parent_key, _, leaf = key.rpartition(".")
     parent = OmegaConf.select(config, parent_key, default=None, throw_on_resolution_failure=False)
@@ -982,7 +981,7 @@ def _checked_value(config, key: str):
 def _resolution_words(error: Exception) -> str:
     """What OmegaConf said of an interpolation it could not resolve, in a message's words: ``"no key NAME in verl's
     config"`` for a missing key, else its own first line."""
-    from omegaconf.errors import InterpolationKeyError
+    from omegaconf.errors import InterpolationKeyError  # lazy: only where verl's config is composed
 
     if isinstance(error, InterpolationKeyError):
         missing = re.search(r"Interpolation key '([^']*)' not found", str(error))
@@ -993,7 +992,7 @@ def _resolution_words(error: Exception) -> str:
 
 def _verl_defaults():
     """verl's ``ppo_trainer.yaml`` as it ships (OmegaConf), for the defaults a message names."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf  # lazy: only where verl's config is composed
 
     return OmegaConf.load(verl_config_dir() / "ppo_trainer.yaml")
 
@@ -1005,8 +1004,8 @@ def _check_value_types(overrides: list[str], base, composed) -> None:
     is left to :func:`check_values`, which refuses it for the keys it checks); a key whose default is null or a
     string is not checked. The patch series' switches (:data:`SWITCH_ADDED_KEYS`, added with
     ``+``) must be true or false."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import InterpolationResolutionError
+    from omegaconf import OmegaConf  # lazy: only where verl's config is composed
+    from omegaconf.errors import InterpolationResolutionError  # lazy: only where verl's config is composed
 
     for override in overrides:
         prefix, key, _ = split_override(override)

@@ -74,8 +74,9 @@ class PatchSwitches:
         Raises:
             VerlfitError: an override Hydra cannot parse (naming it).
         """
+        # lazy: only where verl's config is composed
         from hydra.core.override_parser.overrides_parser import OverridesParser
-        from hydra.errors import HydraException
+        from hydra.errors import HydraException  # lazy: only where verl's config is composed
 
         parser = OverridesParser.create()
         state = {}

@@ -270,8 +270,8 @@ _EXTRA_FIELDS = "\0extra fields"  # DictReader's restkey: no header can name it
 
 
 def _parquet_rows(path: Path) -> list[SourceRow]:
-    import pyarrow
-    import pyarrow.parquet as pq
+    import pyarrow  # lazy: only where parquet is read or written
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     try:
         table = pq.read_table(path)
@@ -613,7 +613,7 @@ def prepare_data(
                 exit_code=2,
             )
 
-    from datasets import Dataset
+    from datasets import Dataset  # lazy: imports pyarrow and pandas; only where GSM8K is read
 
     with gsm8k._quiet_datasets():
         tables = {split: Dataset.from_list(rows[split], features=gsm8k.features()) for split in ("train", "test")}

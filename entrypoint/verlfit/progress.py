@@ -503,8 +503,8 @@ class StepWatcher:
             self.stream.flush()
 
     def _start_live(self) -> None:
-        from rich.console import Console
-        from rich.live import Live
+        from rich.console import Console  # lazy: only for the live progress display on a terminal
+        from rich.live import Live  # lazy: only for the live progress display on a terminal
 
         console = Console(file=self.stream, force_terminal=True)
         self._live = Live(
@@ -526,10 +526,10 @@ class _LiveView:
         self.started = time.monotonic()
 
     def __rich__(self):
-        from rich.console import Group
-        from rich.progress_bar import ProgressBar
-        from rich.table import Table
-        from rich.text import Text
+        from rich.console import Group  # lazy: only for the live progress display on a terminal
+        from rich.progress_bar import ProgressBar  # lazy: only for the live progress display on a terminal
+        from rich.table import Table  # lazy: only for the live progress display on a terminal
+        from rich.text import Text  # lazy: only for the live progress display on a terminal
 
         w = self.watcher
         done = w.last_step or 0

@@ -73,7 +73,7 @@ def prompt_lengths(
         ValueError: a row whose prompt is not a list of chat messages (naming the row).
         OSError, pyarrow.ArrowException: ``parquet`` cannot be read.
     """
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     path = Path(parquet)
     if prompt_key not in pq.read_schema(path).names:
@@ -113,8 +113,8 @@ def measure_for_train(
         VerlfitError (exit status 2): every prompt of train.parquet is longer than ``max_prompt_length``, so verl's
             ``filter_overlong_prompts`` would leave the run no data (the fix names the shortest prompt's length).
     """
-    import pyarrow
-    import pyarrow.parquet as pq
+    import pyarrow  # lazy: only where parquet is read or written
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     limit_note = f"the planner counts the prompt limit, {max_prompt_length} tokens"
     paths = [Path(data_dir) / name for name in SPLITS]
@@ -138,7 +138,7 @@ def measure_for_train(
             f"(verlfit measures up to {MEASURED_ROWS_LIMIT:,}); {limit_note}",
         )
     try:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # lazy: imports torch; only where a model or tokenizer is loaded
     except ImportError as error:  # the launcher installed alone (pyproject.toml): no tokenizer to count with
         return PromptMeasurement(
             None,

@@ -157,7 +157,7 @@ class TorchInfo:
 def probe_torch() -> TorchInfo | None:
     """Import torch and try a tiny allocation on the GPU; None when torch is not installed."""
     try:
-        import torch
+        import torch  # lazy: seconds to import; only where tensors are made
     except ImportError:
         return None
     arch = tuple(torch.cuda.get_arch_list()) if torch.version.cuda else ()
@@ -686,9 +686,9 @@ def available_memory_bytes() -> int:
     ``ray._private.utils.estimate_available_memory`` (total minus used, cgroup-aware); without ray, ``MemAvailable`` of
     ``/proc/meminfo`` read through psutil."""
     try:
-        from ray._private.utils import estimate_available_memory
+        from ray._private.utils import estimate_available_memory  # lazy: only where Ray is asked
     except ImportError:
-        import psutil
+        import psutil  # lazy: only where memory is measured
 
         return int(psutil.virtual_memory().available)
     return int(estimate_available_memory())

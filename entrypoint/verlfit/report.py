@@ -290,9 +290,9 @@ def _finite(value) -> bool:
 
 def build_figure(spec: dict):
     """A matplotlib Figure (Agg canvas, no pyplot state) drawing exactly ``spec`` from :func:`plot_data`."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: only where report draws
+    from matplotlib.figure import Figure  # lazy: only where report draws
+    from matplotlib.ticker import MaxNLocator  # lazy: only where report draws
 
     fig = Figure(figsize=(8, 4.5), dpi=100)
     FigureCanvasAgg(fig)

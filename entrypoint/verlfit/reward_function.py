@@ -544,8 +544,8 @@ def reward_rows(parquet: str | os.PathLike, keys: DataKeys = DataKeys(), count: 
     Raises:
         VerlfitError: the file does not read as parquet, or lacks the columns the reward manager reads.
     """
-    import pyarrow
-    import pyarrow.parquet as pq
+    import pyarrow  # lazy: only where parquet is read or written
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     try:
         parquet_file = pq.ParquetFile(parquet)
@@ -588,6 +588,7 @@ def verl_scores(data_source: str, ground_truth: Any = "0") -> bool:
             ``mathruler`` is not installed, or the ground truth is not in the form it reads), naming the data source
             and the error.
     """
+    # lazy: imports torch; only where verl's own config or scorers are read
     from verl.utils.reward_score import default_compute_score
 
     try:
@@ -695,6 +696,7 @@ def check_verl_scores(
             reward function); or verl missing from this Python.
     """
     try:
+        # lazy: imports torch; only where verl's own config or scorers are read
         from verl.utils.reward_score import default_compute_score
     except ImportError as error:
         raise VerlfitError(

@@ -26,6 +26,7 @@ users read are composed by :mod:`verlfit.reward_function` from the exceptions he
 
 from __future__ import annotations
 
+import ctypes
 import importlib.machinery
 import importlib.util
 import inspect
@@ -353,7 +354,6 @@ def serve(descriptor: int, parent: int | None = None) -> None:
 def _die_with_parent(parent: int | None) -> None:
     """Ask Linux to SIGKILL this process when its parent ends; end now if ``parent`` has ended already. Elsewhere (no
     ``prctl``) the child ends when its connection closes, once the reward returns."""
-    import ctypes
 
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl

@@ -29,6 +29,7 @@ Deterministic: the same arguments give the same files byte for byte.
 
 from __future__ import annotations
 
+import random
 import copy
 import json
 import os
@@ -348,7 +349,6 @@ def builtin_corpus(n_problems: int = 3000, seed: int = 1234) -> List[str]:
     """The tokenizer's training text: generated word problems (questions and answers with ``<<a+b=c>>`` and
     ``#### N``), verl's GSM8K instruction, the default system prompt, number lists and plain English word runs.
     Deterministic."""
-    import random
 
     rng = random.Random(f"verlfit-tokenizer-corpus:{seed}")
     lines: List[str] = list(synthetic_gsm8k.iter_corpus_lines(n_problems, seed=seed))
@@ -368,6 +368,7 @@ def builtin_corpus(n_problems: int = 3000, seed: int = 1234) -> List[str]:
 
 
 def _build_tokenizer(texts: Iterable[str], vocab_size: int):
+    # lazy: only where a tokenizer is trained or loaded
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
@@ -389,7 +390,7 @@ def _build_tokenizer(texts: Iterable[str], vocab_size: int):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(list(texts), trainer=trainer)
-    from tokenizers import AddedToken
+    from tokenizers import AddedToken  # lazy: only where a tokenizer is trained or loaded
 
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
     return tok
@@ -407,6 +408,7 @@ def train_tokenizer(
     ``vocab_size`` counts the three special tokens; the BPE vocabulary may end smaller when the corpus runs out
     of merges. Special ids: ``<|endoftext|>`` = n, ``<|im_start|>`` = n+1, ``<|im_end|>`` = n+2 (n = BPE size).
     """
+    # lazy: imports torch; only where a model or tokenizer is loaded
     from transformers import AutoTokenizer, Qwen2TokenizerFast
 
     if vocab_size > QWEN_VOCAB_ROWS:
@@ -485,7 +487,7 @@ def special_ids(tokenizer) -> dict:
 def model_config(shape: str, tokenizer, dtype: Optional[str] = None, no_eos: bool = False):
     """The config (``Qwen2Config``, or the ``Qwen3Config`` / ``LlamaConfig`` of those shapes) for ``shape`` with bos/eos
     ids taken from ``tokenizer``; ``no_eos``: without ``eos_token_id`` (None, as a config made without one)."""
-    import transformers
+    import transformers  # lazy: imports torch; only where a model or tokenizer is loaded
 
     if shape not in SHAPES:
         raise ValueError(f"unknown shape {shape!r}; choose from {sorted(SHAPES)}")
@@ -528,8 +530,10 @@ def make_model(
     ``<|im_end|>`` and ``<|endoftext|>``): what transformers 4.51.3 writes for a model made from a config without
     them, e.g. a random Qwen3 (issue 29); verl then gives the rollout no EOS id and no pad id. Returns output_dir.
     """
-    import torch
-    import transformers
+    import torch  # lazy: seconds to import; only where tensors are made
+    import transformers  # lazy: imports torch; only where a model or tokenizer is loaded
+
+    # lazy: imports torch; only where a model or tokenizer is loaded
     from transformers import AutoTokenizer, GenerationConfig
 
     os.makedirs(output_dir, exist_ok=True)
@@ -568,7 +572,7 @@ def make_model(
 def _strip_generation_config(output_dir: str, wanted: dict) -> None:
     """Rewrite generation_config.json with exactly ``wanted`` (plus transformers_version), so no default sampling
     field sneaks in."""
-    import transformers
+    import transformers  # lazy: imports torch; only where a model or tokenizer is loaded
 
     path = os.path.join(output_dir, "generation_config.json")
     out = dict(wanted)

@@ -28,7 +28,7 @@ from verlfit.input_files import kind_of
 def datasets_cache_folder(dataset_id: str) -> str | None:
     """The ``datasets`` cache folder of hub dataset ``dataset_id`` when a load left it there (``owner___name``
     under ``HF_DATASETS_CACHE``, the name datasets 3.6's ``load.py`` gives it; offline loads read it), else None."""
-    import datasets.config
+    import datasets.config  # lazy: imports pyarrow and pandas; only where GSM8K is read
 
     folder = Path(datasets.config.HF_DATASETS_CACHE) / dataset_id.replace("/", "___")
     return str(folder) if folder.is_dir() and any(folder.iterdir()) else None
@@ -73,8 +73,8 @@ def check_data_folder(
     HEAD request (:func:`verlfit.hub.probe`); ``dataset_cache_lookup``: where ``datasets`` keeps a loaded hub dataset
     (no network; tests pass fakes).
     """
-    import pyarrow
-    import pyarrow.parquet as pq
+    import pyarrow  # lazy: only where parquet is read or written
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     data = Path(data_dir)
     if (data.exists() or data.is_symlink()) and not data.is_dir():

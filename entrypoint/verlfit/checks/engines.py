@@ -5,6 +5,7 @@ bench`` (before it makes anything) and the doctor's ``engines`` line ask in mill
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Callable
 
 # The Python package an engine choice imports, what it is, and the option that runs without it. Sources: verl 0.4.1
@@ -26,7 +27,6 @@ def missing_engine_packages(
     all are there. Found with ``importlib.util.find_spec`` (``find_spec``: a stand-in for tests): nothing is
     imported, so it takes milliseconds where importing vLLM takes seconds. Facts: :data:`ENGINE_PACKAGES`.
     """
-    import importlib.util
 
     find_spec = find_spec or importlib.util.find_spec
     missing = []

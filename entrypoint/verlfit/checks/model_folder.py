@@ -19,7 +19,7 @@ from verlfit.model_shape import load_model_shape
 def hub_cache_file(repo_id: str, filename: str):
     """``filename`` of hub repo ``repo_id`` in the local hub cache (huggingface_hub's ``try_to_load_from_cache``: a
     path, None, or a marker that it is known to be missing); no network."""
-    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub import try_to_load_from_cache  # lazy: only on the paths that reach the hub
 
     return try_to_load_from_cache(repo_id, filename)
 

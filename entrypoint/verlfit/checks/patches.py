@@ -6,6 +6,7 @@ checks, and by ``verlfit bench`` (the verl it records).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from collections.abc import Mapping
@@ -16,7 +17,6 @@ from verlfit.checks.result import FAIL, PASS, SKIP, WARN, CheckResult
 
 def installed_verl_dir() -> Path | None:
     """The installed ``verl`` package directory, found without importing it (importing pulls torch)."""
-    import importlib.util
 
     try:
         spec = importlib.util.find_spec("verl")
@@ -43,7 +43,6 @@ def default_series(environ: Mapping[str, str]) -> Path | None:
 def _apply_tool(series: Path):
     """The ``patches/apply.py`` beside ``series`` (``patches/<name>/series``), loaded as a module, so the
     check reads the series and the marker exactly as the tool that wrote them. None when it is absent."""
-    import importlib.util
 
     path = Path(series).resolve().parent.parent / "apply.py"
     if not path.is_file():

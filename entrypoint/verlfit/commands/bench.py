@@ -182,9 +182,9 @@ def render(result: dict, console=None) -> None:
     On a console that is not a terminal (``| tee``, a log file, ``docker compose run`` without a TTY) rich would fit
     the table into 80 columns and cut every cell to ``…``; there the table is printed at its natural width instead,
     so each cell is whole in the log (the JSON holds the same values)."""
-    from rich.console import Console
-    from rich.measure import Measurement
-    from rich.table import Table
+    from rich.console import Console  # lazy: only for the live progress display on a terminal
+    from rich.measure import Measurement  # lazy: only for the live progress display on a terminal
+    from rich.table import Table  # lazy: only for the live progress display on a terminal
 
     console = console or Console()
     m = result["machine"]

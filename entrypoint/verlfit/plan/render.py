@@ -74,8 +74,8 @@ def _lora_title(r) -> str:
 
 def render_table(plan: Plan, console=None) -> None:
     """Print the per-phase table with ``rich`` (GiB and fraction of usable memory)."""
-    from rich.console import Console
-    from rich.table import Table
+    from rich.console import Console  # lazy: only for the live progress display on a terminal
+    from rich.table import Table  # lazy: only for the live progress display on a terminal
 
     console = console or Console()
     r = plan.request
@@ -150,7 +150,7 @@ def _size_cell(cell: dict) -> str:
 
 def render_sizes(rows: list[dict], gpus: int, usable_bytes: int, console) -> None:
     """Print :func:`size_rows` as a table: one row per model and algorithm, 1 GPU against ``gpus``."""
-    from rich.table import Table
+    from rich.table import Table  # lazy: only for the live progress display on a terminal
 
     console.print(
         f"model sizes at {gpus} GPUs against 1: full-parameter, this batch and lengths, auto-fitted; "

@@ -262,7 +262,6 @@ def _profile_and_memory(options: PlanOptions, report) -> tuple:
         gpu = report.gpus[0] if report.gpus else None
         if gpu is None:
             source = report.error or "no NVIDIA GPU visible"
-    import os
 
     # like verlfit train and doctor: the image's VERLFIT_PROFILE when no --profile is given
     name = options.profile or os.environ.get("VERLFIT_PROFILE") or ("auto" if gpu else "p40")
@@ -308,7 +307,6 @@ def _profile_and_memory(options: PlanOptions, report) -> tuple:
 def _time_card(options: PlanOptions, report) -> tuple:
     """The card ``verlfit plan`` estimates time on, and a line saying why: ``--card``, ``--emulate``, the detected
     GPU (``report``'s first; NVML name, :func:`verlfit.cards.card_for_gpu_name`), else the profile's card."""
-    import os
 
     if options.card:
         return get_card(options.card), f"--card {options.card}"
@@ -543,7 +541,7 @@ def measure_data(options: PlanOptions, environ=None) -> tuple[PlanOptions, list[
             f"prepare-gsm8k --output {data}",
             exit_code=2,
         )
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     check = check_data_folder(data, os.environ if environ is None else environ)  # both files are there: no network
     if check.status == FAIL:

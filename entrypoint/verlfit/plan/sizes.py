@@ -3,6 +3,7 @@ Qwen2.5 shapes at one GPU and at N with the request's card, dtype, rollout, batc
 
 from __future__ import annotations
 
+import dataclasses
 from verlfit.arguments import DEFAULT_SAMPLES
 from verlfit.model_shape import load_model_shape
 from verlfit.plan.fit import auto_fit, offloaded_parts
@@ -23,7 +24,6 @@ def size_rows(request, margin: float = DEFAULT_MARGIN) -> list[dict]:
         One dict per (model, algorithm): ``model``, ``algorithm``, ``samples``, and per GPU count (``"1"``,
         ``"<N>"``) ``{"fits": bool, "required_bytes": peak + allocator headroom per GPU, "offload": [pieces]}``.
     """
-    import dataclasses
 
     rows = []
     for model in SIZE_MODELS:

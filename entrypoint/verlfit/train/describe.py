@@ -5,6 +5,7 @@ matter, the environment and the exact command (:func:`describe`), and the comman
 
 from __future__ import annotations
 
+import textwrap
 import shlex
 
 from verlfit.run_settings import TrainSettings
@@ -53,7 +54,6 @@ def wrap_note(note: str) -> str:
     """One dry-run note as ``note: ...``, wrapped at spaces to :data:`NOTE_WIDTH` columns, continued under its
     first word (:data:`NOTE_INDENT`); words are never cut, so a path or an override longer than a line stays whole.
     ``" ".join(text.split())`` of the result gives ``"note: " + note`` back for a note without runs of spaces."""
-    import textwrap
 
     return textwrap.fill(
         note,

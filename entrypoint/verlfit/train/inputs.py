@@ -146,8 +146,8 @@ def check_data_size(settings: TrainSettings) -> None:
     Raises:
         VerlfitError: naming the file, its row count and the batch size; or the file that does not read as parquet.
     """
-    import pyarrow
-    import pyarrow.parquet as pq
+    import pyarrow  # lazy: only where parquet is read or written
+    import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
     path = Path(settings.data_dir) / "train.parquet"
     try:

@@ -58,8 +58,8 @@ def hydra_run_dir_override(run_dir) -> str:
 def training_rows(settings: TrainSettings) -> int | None:
     """Rows (prompts) of ``settings.data_dir/train.parquet`` from its metadata, or None when it cannot be read."""
     try:
-        import pyarrow
-        import pyarrow.parquet as pq
+        import pyarrow  # lazy: only where parquet is read or written
+        import pyarrow.parquet as pq  # lazy: only where parquet is read or written
 
         return pq.ParquetFile(Path(settings.data_dir) / "train.parquet").metadata.num_rows
     except ImportError:

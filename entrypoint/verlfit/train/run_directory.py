@@ -7,6 +7,7 @@ a temporary file and a rename (:func:`verlfit.output_files.write_file`).
 
 from __future__ import annotations
 
+import shutil
 import dataclasses
 import os
 import shlex
@@ -129,7 +130,6 @@ def copy_reward_function(reward, staging: Path, run_dir: Path) -> dict:
     Raises:
         VerlfitError: a file cannot be read (it was checked moments before: it moved or lost its permissions).
     """
-    import shutil
 
     copy = reward_copy_path(staging, reward)
     copy.parent.mkdir()

@@ -330,7 +330,7 @@ def build_launch(
                 notes.append(hf_rollout_only_note(f"+{key}=True", profile.rollout))
     config_yaml = None
     if not options.no_validate:  # composed once: the run directory's config.yaml is the config validated here
-        from omegaconf import OmegaConf
+        from omegaconf import OmegaConf  # lazy: only where verl's config is composed
 
         config_yaml = OmegaConf.to_yaml(validate_overrides(overrides, user=settings.extra_overrides))
     command = [sys.executable, "-m", "verl.trainer.main_ppo", *overrides, hydra_run_dir_override(run_dir)]

@@ -5,6 +5,8 @@ of why (:func:`report_failure`), recorded in ``run.json``.
 
 from __future__ import annotations
 
+import queue
+import shutil
 import errno
 import os
 import shlex
@@ -53,8 +55,6 @@ def launch(
     verl's output, :mod:`verlfit.progress`); the closing line then names the log as incomplete. An unexpected error in
     verlfit itself stops verl's process group before its traceback, so verl is never left running unwatched.
     """
-    import queue
-    import threading
 
     stream = stream or sys.stdout
     # VERLFIT_CONSOLE_FULL_PRECISION: patch 0008 prints exact metric values, so metrics.jsonl keeps them
@@ -223,7 +223,6 @@ def report_failure(
     torch's own save error does not always name ``ENOSPC``. A ``run.json`` that cannot be written is said on stderr
     (:func:`record_outcome`).
     """
-    import shutil
 
     if log_lines is None:
         log = run_dir / LOG_FILE
@@ -275,7 +274,6 @@ def _drain(lines, watcher, seconds: float) -> None:
     """Feed what is left in ``lines`` (launch's queue of verl's output, None at its end) to ``watcher`` for at most
     ``seconds`` (a Ray process that outlives verl's driver can hold the pipe open, so waiting for the end could
     block forever)."""
-    import queue
 
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
