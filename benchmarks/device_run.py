@@ -847,13 +847,21 @@ def lora16_speed_runs(device: Device) -> Iterator[Run]:
 
 def lora_graph_runs(device: Device) -> Iterator[Run]:
     """Issue 43's side by side: LORA_GRAPH_TARGETS (default the 4B GRPO LoRA T4 target; names of LORA16_TARGETS or
-    LORA16_CALIBRATION_TARGETS) with
-    CUDA-graph decoding off (``+actor_rollout_ref.rollout.cuda_graph=False``, verlfit's default before issue 43) and
-    on (verlfit's default with LoRA since), LORA_GRAPH_MODES (default "off on") one after the other, each with the GPU
-    to itself, LORA_GRAPH_STEPS (default 3) steps, each planned first (NAME.plan)."""
+    LORA16_CALIBRATION_TARGETS) in LORA_GRAPH_MODES (default "off on") one after the other, each with the GPU to
+    itself, LORA_GRAPH_STEPS (default 3) steps, each planned first (NAME.plan). Modes: ``on``, verlfit's default;
+    ``off``, CUDA-graph decoding off (``+actor_rollout_ref.rollout.cuda_graph=False``); ``units``, the adapters as
+    FSDP units again (``+actor_rollout_ref.model.adapters_outside_fsdp=False``, patch 0027's key; the default with
+    LoRA before it); ``before``, both (verlfit's default with LoRA before issue 43)."""
     chosen = words(setting("LORA_GRAPH_TARGETS", "lora16-qwen3-4b-grpo-t4"))
-    # (train's words, plan's words): plan takes no verl overrides; its --no-cuda-graph is the same switch
-    modes = {"off": (("--", "+actor_rollout_ref.rollout.cuda_graph=False"), ("--no-cuda-graph",)), "on": ((), ())}
+    graphs_off, units = "+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.model.adapters_outside_fsdp=False"
+    # (train's words, plan's words): plan takes no verl overrides; its --no-cuda-graph is the same switch (it has none
+    # for patch 0027's key: the plan of units and before estimates the adapters outside FSDP)
+    modes = {
+        "off": (("--", graphs_off), ("--no-cuda-graph",)),
+        "on": ((), ()),
+        "units": (("--", units), ()),
+        "before": (("--", graphs_off, units), ("--no-cuda-graph",)),
+    }
     for name, shape, arguments in (*LORA16_TARGETS, *LORA16_CALIBRATION_TARGETS):
         if name not in chosen:
             continue
@@ -863,7 +871,7 @@ def lora_graph_runs(device: Device) -> Iterator[Run]:
         model = device.work / f"{shape}-random"
         for mode in words(setting("LORA_GRAPH_MODES", "off on")):
             if mode not in modes:
-                device.log(f"lora_graph: LORA_GRAPH_MODES has '{mode}'; write off, on or both")
+                device.log(f"lora_graph: LORA_GRAPH_MODES has '{mode}'; write some of {', '.join(modes)}")
                 continue
             train, plan = modes[mode]
             steps = setting("LORA_GRAPH_STEPS", "3")
@@ -1607,7 +1615,7 @@ VARIABLES = (
     ("LORA16_SPEED", "0: stage lora16 leaves out (c), the speed pick's two runs; default 1 (other values run them)"),
     ("LORA16_SPEED_STEPS", "steps of each lora16_speed run (also (c) of stage lora16), default 4"),
     ("LORA_GRAPH_TARGETS", "stage lora_graph's targets, names of stage lora16's, default \"lora16-qwen3-4b-grpo-t4\""),
-    ("LORA_GRAPH_MODES", 'stage lora_graph\'s CUDA-graph settings in order, default "off on"'),
+    ("LORA_GRAPH_MODES", 'stage lora_graph\'s settings in order (off, on, units, before), default "off on"'),
     ("LORA_GRAPH_STEPS", "steps of each lora_graph run, default 3"),
     ("MULTIGPU_STEPS, MULTIGPU_RAY_PORT", "stage multigpu's steps (default 10) and Ray port (default 6390)"),
     (

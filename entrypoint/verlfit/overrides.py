@@ -59,6 +59,9 @@ KNOWN_ADDED_KEYS = (
     # patch 0026 (issue 36): a LoRA run's frozen base stored in 16 bits (verl/utils/frozen_base.py)
     "actor_rollout_ref.model.frozen_base_dtype",
     "critic.model.frozen_base_dtype",
+    # patch 0027: a LoRA run's adapters kept out of FSDP on one GPU (verl/utils/adapters_outside_fsdp.py)
+    "actor_rollout_ref.model.adapters_outside_fsdp",
+    "critic.model.adapters_outside_fsdp",
     # patch 0024 (issue 27): dynamic loss scaling of fp16 actor and critic updates (verl/utils/loss_scaling.py)
     *(
         f"{role}.loss_scaling.{name}"
@@ -66,12 +69,12 @@ KNOWN_ADDED_KEYS = (
         for name in ("enabled", "init_scale", "growth_interval", "max_consecutive_skips")
     ),
 )
-# The switches of patches 0020-0024, read as bool(config.get(key, False)) by the patched verl: any non-empty word
+# The switches of patches 0020-0024 and 0027, read as bool(config.get(key, False)) by the patched verl: any non-empty word
 # would turn one on, so their values are checked as true/false (_check_value_types)
 SWITCH_ADDED_KEYS = tuple(
     key
     for key in KNOWN_ADDED_KEYS
-    if key.endswith((".trim_padding", ".cuda_graph", ".unwrap_fsdp", ".loss_scaling.enabled"))
+    if key.endswith((".trim_padding", ".cuda_graph", ".unwrap_fsdp", ".adapters_outside_fsdp", ".loss_scaling.enabled"))
 )
 # Any key below these prefixes is passed to the HF config as-is (fsdp_workers.py:503, :895).
 KNOWN_ADDED_PREFIXES = ("actor_rollout_ref.model.override_config.", "critic.model.override_config.")

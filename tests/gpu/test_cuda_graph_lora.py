@@ -265,11 +265,23 @@ def test_graph_decoding_with_lora_equals_generate_and_follows_adapter_updates(fa
     )  # ... and the graph decoder follows it
 
 
-@pytest.mark.parametrize("base", ["float32", "bfloat16"])
-def test_fsdp_lora_actor_after_an_adamw_step_decodes_with_the_new_adapter(base):
+# (frozen base storage, compute dtype, adapters): the p40 profile's fp32 compute with an fp32 and a bf16 base, the
+# adapters FSDP units (verl's LoRA wrap policy); the a10 and t4 paths' 16-bit compute with the adapters outside FSDP
+# (patch 0027, as verlfit sets it there)
+FSDP_CASES = [
+    ("float32", "float32", "units"),
+    ("bfloat16", "float32", "units"),
+    ("bfloat16", "bfloat16", "outside"),
+    ("float16", "float16", "outside"),
+]
+
+
+@pytest.mark.parametrize("base,compute,adapters", FSDP_CASES)
+def test_fsdp_lora_actor_after_an_adamw_step_decodes_with_the_new_adapter(base, compute, adapters):
     # the run's arrangement on one GPU: the PEFT model in FSDP1 with verl's LoRA wrap policy (patch 0009; every
-    # adapter Linear a unit of its own), fp32 mixed precision as the p40 profile, the rollout on the same FSDP module
-    # (unwrapped for decoding, patches 0022-0023), the update a real backward and AdamW step of the FSDP module
+    # adapter Linear a unit of its own, or with patch 0027 left out of FSDP), the profile's mixed precision, the
+    # rollout on the same FSDP module (unwrapped for decoding, patches 0022-0023), the update a real backward and
+    # AdamW step of the FSDP module under the profile's autocast
     import os
     import tempfile
 
@@ -277,6 +289,7 @@ def test_fsdp_lora_actor_after_an_adamw_step_decodes_with_the_new_adapter(base):
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
 
+    from verl.utils.adapters_outside_fsdp import adapters_outside_fsdp, place_adapters
     from verl.utils.fsdp_utils import get_fsdp_wrap_policy
 
     if not dist.is_initialized():
@@ -286,7 +299,9 @@ def test_fsdp_lora_actor_after_an_adamw_step_decodes_with_the_new_adapter(base):
         dist.init_process_group("nccl", init_method=f"file://{path}", rank=0, world_size=1)
     model = lora_model("qwen2.5", base)
     policy = get_fsdp_wrap_policy(model, config={}, is_lora=True)
-    precision = MixedPrecision(param_dtype=torch.float32, reduce_dtype=torch.float32, buffer_dtype=torch.float32)
+    dtype = getattr(torch, compute)
+    precision = MixedPrecision(param_dtype=dtype, reduce_dtype=torch.float32, buffer_dtype=torch.float32)
+    outside = adapters_outside_fsdp(adapters == "outside", model, 1, "fsdp")
     wrapped = FSDP(
         model,
         auto_wrap_policy=policy,
@@ -294,14 +309,19 @@ def test_fsdp_lora_actor_after_an_adamw_step_decodes_with_the_new_adapter(base):
         sharding_strategy=ShardingStrategy.NO_SHARD,
         device_id=torch.cuda.current_device(),
         use_orig_params=False,
+        ignored_states=outside,
     )
+    place_adapters(outside, wrapped.compute_device)
+    trainable_units = [u for u in FSDP.fsdp_modules(wrapped) if u._handle and u._handle.flat_param.requires_grad]
+    assert (len(trainable_units) == 0) == (adapters == "outside")
     ids, mask = prompts()
-    graph, plain = rollout(wrapped, "float32", True), rollout(wrapped, "float32", False)
+    graph, plain = rollout(wrapped, compute, True), rollout(wrapped, compute, False)
     before = generate(graph, ids, mask)
-    assert first_difference(before, generate(plain, ids, mask)) is None
+    assert_graph_as_generate_through_fsdp(before, generate(plain, ids, mask), wrapped, ids, mask, compute)
     optimizer = torch.optim.AdamW([p for p in wrapped.parameters() if p.requires_grad], lr=0.02)
     wrapped.train()
-    logits = wrapped(input_ids=ids, attention_mask=mask).logits.float()
+    with torch.autocast("cuda", dtype=dtype, enabled=compute != "float32"):
+        logits = wrapped(input_ids=ids, attention_mask=mask).logits.float()
     torch.nn.functional.cross_entropy(
         logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1), reduction="mean"
     ).backward()
@@ -311,4 +331,16 @@ def test_fsdp_lora_actor_after_an_adamw_step_decodes_with_the_new_adapter(base):
     after_graph = generate(graph, ids, mask)
     assert graph.static_decode_captures == 2
     assert first_difference(after_plain, before) is not None
-    assert first_difference(after_graph, after_plain) is None
+    assert_graph_as_generate_through_fsdp(after_graph, after_plain, wrapped, ids, mask, compute)
+
+
+def assert_graph_as_generate_through_fsdp(got, expected, wrapped, ids, mask, dtype):
+    """:func:`assert_greedy_as_generate` for an FSDP-wrapped model: its 16-bit tie check runs the HF model's own
+    forward through the module as the rollout unwraps it (patch 0023's ``_unwrapped_module``)."""
+    from verl.workers.rollout.hf_rollout import _unwrapped_module
+
+    if dtype == "float32" or first_difference(got, expected) is None:
+        assert first_difference(got, expected) is None
+        return
+    with _unwrapped_module(wrapped) as module:
+        assert_greedy_as_generate(got, expected, module, ids, mask, dtype)

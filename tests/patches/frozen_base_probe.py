@@ -1,13 +1,15 @@
 """Probe for patch 0026 (a LoRA model's frozen base stored in 16 bits), run in a subprocess against one patched copy
 of verl.
 
-Usage: PYTHONPATH=<dir containing verl/> python frozen_base_probe.py run PROFILE CHECKPOINT FROZEN
+Usage: PYTHONPATH=<dir containing verl/> python frozen_base_probe.py run PROFILE CHECKPOINT FROZEN [ADAPTERS]
   PROFILE     p40 (FSDP param_dtype fp32, autocast off, rollout float32) or t4 (param_dtype fp16, fp16 autocast,
               loss scaling, rollout float16): the profiles' keys, as verl_probe.lora_trainer_config sets the P40's
   CHECKPOINT  original (verl_probe.save_checkpoint's tiny random Qwen2, fp32 on disk) or rounded (the same model
               with every weight rounded to the profile's storage dtype, bf16 for p40 and fp16 for t4, and saved
               back in fp32: the fp32 model whose base holds exactly the values a 16-bit base stores)
   FROZEN      the value of model.frozen_base_dtype for the actor and the critic: bf16, fp16 or fp32 (stock)
+  ADAPTERS    units (stock, the default: each adapter an FSDP unit) or outside (model.adapters_outside_fsdp, patch
+              0027, for the actor and the critic)
 
 It builds verl's ActorRolloutRefWorker (role actor_rollout, LoRA rank 8, all-linear, a nonzero adapter:
 verl_probe._cpu_worker_shims, the HF rollout with rollout.unwrap_fsdp as verlfit sets it with LoRA on one GPU) and
@@ -53,7 +55,7 @@ def _rounded_checkpoint(model_dir, dtype_name):
     return out
 
 
-def _config(model_dir, profile, frozen):
+def _config(model_dir, profile, frozen, adapters):
     from omegaconf import open_dict
 
     config = lora_trainer_config(model_dir)
@@ -61,6 +63,8 @@ def _config(model_dir, profile, frozen):
         for section in (config.actor_rollout_ref.model, config.critic.model):
             if frozen != "fp32":
                 section.frozen_base_dtype = frozen
+            if adapters == "outside":
+                section.adapters_outside_fsdp = True
         config.actor_rollout_ref.rollout.unwrap_fsdp = True
         if profile == "t4":
             fp16 = {"param_dtype": "fp16", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
@@ -138,7 +142,15 @@ def _lists(tensor):
     return tensor.float().tolist()
 
 
-def probe_run(profile, checkpoint, frozen):
+def _units(fsdp_module):
+    """The number of FSDP units (the root included) and how many hold trainable parameters."""
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+    units = [u for u in FSDP.fsdp_modules(fsdp_module) if u._handle is not None]
+    return {"units": len(units), "trainable": sum(u._handle.flat_param.requires_grad for u in units)}
+
+
+def probe_run(profile, checkpoint, frozen, adapters="units"):
     import torch
     from verl import DataProto
 
@@ -150,13 +162,15 @@ def probe_run(profile, checkpoint, frozen):
 
     captured = []
     _cpu_worker_shims(fw, captured)
-    config = _config(model_dir, profile, frozen)
-    result = {"profile": profile, "checkpoint": checkpoint, "frozen": frozen}
+    config = _config(model_dir, profile, frozen, adapters)
+    result = {"profile": profile, "checkpoint": checkpoint, "frozen": frozen, "adapters": adapters}
 
     worker = fw.ActorRolloutRefWorker(config.actor_rollout_ref, role="actor_rollout")
     worker.init_model()
     fsdp = worker.actor_module_fsdp
     result["actor_stored"] = _stored(fsdp)
+    result["actor_units"] = _units(fsdp)
+    result["adapter_devices"] = sorted({str(p.device) for n, p in fsdp.named_parameters() if "lora_" in n})
     result["actor_mixed_precision"] = str(fsdp.mixed_precision.param_dtype).replace("torch.", "")
 
     ids, mask, pos = left_padded_batch()
@@ -239,6 +253,7 @@ def probe_run(profile, checkpoint, frozen):
     critic = fw.CriticWorker(config.critic)
     critic.init_model()
     result["critic_stored"] = _stored(critic.critic_module)
+    result["critic_units"] = _units(critic.critic_module)
     values = critic.compute_values(DataProto.from_dict(tensors=dict(tensors))).batch["values"]
     result["values"] = _lists(values)
     returns = torch.randn(response_mask.shape, generator=generator) * response_mask

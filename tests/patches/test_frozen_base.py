@@ -33,12 +33,13 @@ BASE = ROOT + 2 * LAYER  # 112704
 ADAPTER = 16384  # test_patched_verl_lora.ADAPTER_NUMEL
 CRITIC_BASE = 300 * 64 + 64 + 2 * LAYER + 65  # no LM head; the frozen original value head (64 + bias)
 CRITIC_TRAINABLE = ADAPTER + 65  # adapters + the trained value head (modules_to_save)
-RUNS = {  # label: (profile, checkpoint, frozen_base_dtype)
+RUNS = {  # label: (profile, checkpoint, frozen_base_dtype[, adapters: units (stock) or outside (patch 0027)])
     "p40_bf16": ("p40", "original", "bf16"),
     "p40_rounded_fp32": ("p40", "rounded", "fp32"),
     "p40_fp32": ("p40", "original", "fp32"),
     "t4_fp16": ("t4", "original", "fp16"),
     "t4_rounded_fp32": ("t4", "rounded", "fp32"),
+    "t4_fp16_outside": ("t4", "original", "fp16", "outside"),
 }
 COMPUTED = (
     "rollout",
@@ -115,6 +116,25 @@ def test_16_bit_base_computes_exactly_what_the_rounded_fp32_base_computes(runs, 
     for key in COMPUTED:
         assert a[key] == b[key], key
     assert a["checkpoint"]["log_probs_after_load"] == b["checkpoint"]["log_probs_after_load"]
+
+
+def test_adapters_outside_fsdp_compute_exactly_what_the_adapter_units_compute(runs):
+    # patch 0027: the same t4 run (fp16 compute, fp16 base, loss scaling) with the adapters and the critic's value
+    # head left out of FSDP: every rollout token, log-prob, update, value and the checkpoint round trip bit-identical
+    units, outside = runs["t4_fp16"], runs["t4_fp16_outside"]
+    for key in (*COMPUTED, "checkpoint", "actor_stored", "critic_stored", "optimizer_state", "adapter_dtypes"):
+        assert outside[key] == units[key], key
+    assert outside["checkpoint"]["loaded_equal_saved"] is True
+    assert outside["checkpoint"]["adapter_dir"] == ["adapter_config.json", "adapter_model.safetensors"]
+    # FSDP units: the root and the two decoder layers only, none trainable; stock: one per adapter Linear as well
+    # (7 adapted Linears x 2 layers x lora_A, lora_B = 28; the critic's value head one more)
+    assert units["actor_units"] == {"units": 31, "trainable": 28}
+    assert outside["actor_units"] == {"units": 3, "trainable": 0}
+    assert units["critic_units"] == {"units": 32, "trainable": 29}
+    assert outside["critic_units"] == {"units": 3, "trainable": 0}
+    # no adapter unit is cast to fp16 by FSDP during the update (the units' casts are what the patch saves)
+    assert [kind for kind, _ in units["upcast_during_update"]["units"]].count("Linear") == 28
+    assert outside["upcast_during_update"]["units"] == []
 
 
 def test_rounding_the_base_is_visible_against_the_unrounded_fp32_checkpoint(runs):

@@ -473,6 +473,7 @@ def _switch_fields(switches: PatchSwitches) -> dict:
         rollout_trim_padding=switches.rollout_trim_padding,
         cuda_graph=switches.cuda_graph,
         unwrap_fsdp=switches.unwrap_fsdp,
+        adapters_outside_fsdp=switches.adapters_outside_fsdp,
     )
 
 

@@ -91,8 +91,16 @@ from verlfit.cards import Card, Rates, get_card
 from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
 from verlfit.overrides import hf_rollout_only_note
-from verlfit.patch_switches import TRAINING_ROLES
+from verlfit.patch_switches import ADAPTER_ROLES, TRAINING_ROLES
 from verlfit.plan.memory import PlanRequest, adapter_parameters, role_lora
+
+# the phases whose passes run a role's adapters through FSDP (the ref log-prob disables the adapter): (phase, role)
+OUTSIDE_FSDP_PHASES = (
+    ("old_log_prob", "actor"),
+    ("update_actor", "actor"),
+    ("values", "critic"),
+    ("update_critic", "critic"),
+)
 
 # ======================================================================================
 # Fitted factors: written by `python benchmarks/calibrate_time.py --fit --write-factors` (reproducible: the script
@@ -244,6 +252,11 @@ class TimeInputs:
         unwrap_fsdp: patch 0023 (``+actor_rollout_ref.rollout.unwrap_fsdp``): the HF rollout generates through
             the unwrapped module; with LoRA the generation's adapter terms are then modelled (without it they are
             not: :data:`LORA_GENERATION_NOTE`), without LoRA it changes nothing here (see the module's docstring).
+        adapters_outside_fsdp: the roles (``actor``, ``critic``) whose LoRA adapters patch 0027 keeps out of FSDP
+            (``+actor_rollout_ref.model.adapters_outside_fsdp``, ``+critic.model.adapters_outside_fsdp``): their
+            training-style passes pay no per-adapter fixed cost (``adapter_pass_overhead_s`` and
+            ``adapter_pass_overhead_16bit_s`` are the FSDP units' hooks and casts; outside FSDP an adapted Linear
+            cost -0.21 to +0.02 ms a pass over the adapter disabled: benchmarks/adapter_pass_probe.py, H200).
         static_cache_untrimmed: the StaticCache was ``max_prompt_length + max_response_length`` columns whatever
             the rollout trim (patch 0022 before 2026-12-01's second session; its records are calibrated with it).
         pack_sequences: training passes run over the used tokens only (verl's packed path,
@@ -268,6 +281,7 @@ class TimeInputs:
     rollout_prompt_length: float | None = None
     cuda_graph: bool = False
     unwrap_fsdp: bool = False
+    adapters_outside_fsdp: tuple[str, ...] = ()
     static_cache_untrimmed: bool = False
     pack_sequences: bool = False
     mean_prompt_length: float | None = None
@@ -290,6 +304,11 @@ class TimeInputs:
                 f"time estimate: trim_padding role(s) {unknown} unknown", fix=f"use some of {', '.join(TRAINING_ROLES)}"
             )
         object.__setattr__(self, "trim_padding", tuple(r for r in TRAINING_ROLES if r in roles))
+        unknown = [r for r in self.adapters_outside_fsdp if r not in ADAPTER_ROLES]
+        if unknown:
+            raise VerlfitError(
+                f"time estimate: adapters_outside_fsdp role(s) {unknown} unknown", fix=f"use some of {', '.join(ADAPTER_ROLES)}"
+            )
 
 
 @dataclass(frozen=True)
@@ -715,6 +734,10 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
             else 0
         )
         work["save_checkpoint"] = PhaseWork(save_bytes=saved / request.gpus / inputs.save_freq)
+    # patch 0027: adapters outside FSDP have no units, so no per-adapter fixed cost in the role's training passes
+    for phase, role in OUTSIDE_FSDP_PHASES:
+        if role in inputs.adapters_outside_fsdp and phase in work:
+            work[phase] = dataclasses.replace(work[phase], adapter_passes=0.0)
     return work
 
 
