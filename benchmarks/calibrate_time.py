@@ -185,6 +185,13 @@ VALID_RECORDS = (
         None,
         "2026-12-04: alone, Qwen3-4B GRPO LoRA on the a10 path (bf16): the 4B's family without fp16",
     ),
+    (
+        "2026-12-04-h200-lora-adapters-outside-fsdp-7b-a10/lora16-qwen2.5-7b-grpo-a10-graphs-on",
+        2,
+        None,
+        "2026-12-04: alone, Qwen2.5-7B GRPO LoRA, a10 with the HF rollout (bf16), verlfit's default since patch 0027:"
+        " CUDA graphs on, the adapters outside FSDP (the one record behind adapter_pass_overhead_outside_s)",
+    ),
 )
 # recorded alone and not fitted on: the check of the fitted factors on a configuration the fit did not see (the
 # Qwen2.5 family in fp16, where the fitted 16-bit records are Qwen3 in fp16 and bf16 and Qwen2.5 in bf16)
@@ -194,6 +201,12 @@ CHECK_RECORDS = (
         2,
         None,
         "2026-12-04: alone, Qwen2.5-3B GRPO LoRA, t4 (fp16), CUDA graphs on",
+    ),
+    (
+        "2026-12-04-h200-lora-adapters-outside-fsdp-7b-a10/lora16-qwen2.5-7b-grpo-a10-graphs-before",
+        2,
+        None,
+        "2026-12-04: alone, the same as verlfit ran it before: CUDA graphs off, the adapters FSDP units",
     ),
 )
 # a record with patch 0020 on -> its untrimmed twin (same job, same data order, the same session): the twin's
@@ -534,7 +547,12 @@ def fit(records: list[Record], card, benches: list[DecodeBench] = ()) -> dict:
     # the step's remainder outside the measured phases (reward, advantages, dispatch), as measured
     factors["other_s"] = _round(statistics.median(rec.step_s - sum(rec.measured.values()) for rec in records))
     # LoRA's fixed costs per adapted Linear: fitted when a LoRA record is among the rows, else as stored
-    for name in ("adapter_pass_overhead_s", "adapter_pass_overhead_16bit_s", "adapter_decode_overhead_s"):
+    for name in (
+        "adapter_pass_overhead_s",
+        "adapter_pass_overhead_16bit_s",
+        "adapter_decode_overhead_s",
+        "adapter_pass_overhead_outside_s",
+    ):
         factors[name] = _round(coef[name]) if name in coef else plan_time.FACTORS[name]
     return factors
 
@@ -620,8 +638,9 @@ def notes() -> str:
     lines.append(
         "- LoRA records alone: the 1.5B PPO (fp32 base), the 3B PPO on the p40 path (bf16 base, fp32 compute) and the"
         " big 16-bit targets (Qwen3-4B on t4 in fp16 and on a10 in bf16, Qwen2.5-7B on a10 in bf16); the fp32-compute"
-        " ones set adapter_pass_overhead_s, the 16-bit ones adapter_pass_overhead_16bit_s; no full-parameter shape"
-        " above 0.5B ran alone"
+        " ones set adapter_pass_overhead_s, the 16-bit ones adapter_pass_overhead_16bit_s (the adapters FSDP units),"
+        " the Qwen2.5-7B a10 target with the adapters outside FSDP (patch 0027) adapter_pass_overhead_outside_s, alone;"
+        " no full-parameter shape above 0.5B ran alone"
     )
     lines.append(
         "- the one miss: the Qwen3-4B t4 target with CUDA graphs off generates 1.8x slower than predicted (125 s"

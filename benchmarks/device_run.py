@@ -853,7 +853,10 @@ def lora_graph_runs(device: Device) -> Iterator[Run]:
     FSDP units again (``+actor_rollout_ref.model.adapters_outside_fsdp=False``, patch 0027's key; the default with
     LoRA before it); ``before``, both (verlfit's default with LoRA before issue 43)."""
     chosen = words(setting("LORA_GRAPH_TARGETS", "lora16-qwen3-4b-grpo-t4"))
-    graphs_off, units = "+actor_rollout_ref.rollout.cuda_graph=False", "+actor_rollout_ref.model.adapters_outside_fsdp=False"
+    graphs_off, units = (
+        "+actor_rollout_ref.rollout.cuda_graph=False",
+        "+actor_rollout_ref.model.adapters_outside_fsdp=False",
+    )
     # (train's words, plan's words): plan takes no verl overrides; its --no-cuda-graph is the same switch (it has none
     # for patch 0027's key: the plan of units and before estimates the adapters outside FSDP)
     modes = {

@@ -17,7 +17,7 @@ from verlfit.overrides import (
 from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import forced_switches
 from verlfit.plan.request import frozen_base_storage
-from verlfit.profiles import load_profile, resolve_environment
+from verlfit.profiles import customize, load_profile, resolve_environment
 
 COMMON_HEAD = [
     "data.train_files=/data/gsm8k/train.parquet",
@@ -424,6 +424,8 @@ def test_a_patch_switch_must_be_true_or_false():
         "actor_rollout_ref.rollout.trim_padding",
         "actor_rollout_ref.rollout.cuda_graph",
         "actor_rollout_ref.rollout.unwrap_fsdp",
+        "actor_rollout_ref.model.adapters_outside_fsdp",
+        "critic.model.adapters_outside_fsdp",
         "actor_rollout_ref.actor.loss_scaling.enabled",
         "critic.loss_scaling.enabled",
     )
@@ -477,6 +479,25 @@ def test_several_gpus_turn_the_p40_profiles_cuda_graph_decoding_off_and_the_user
     assert graph(lora_rank=32, gpus=2) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert forced_switches(TrainSettings(model="m", gpus=4), p40) == ["+actor_rollout_ref.rollout.cuda_graph=False"]
     assert forced_switches(TrainSettings(model="m", gpus=4), load_profile("a10")) == []  # nothing to turn off there
+    # patch 0027: the adapters outside FSDP where LoRA computes in 16 bits with the HF rollout on one GPU; the
+    # critic's too with a PPO critic adapter; never in fp32 (the p40 above), with vLLM, or on several GPUs
+    t4, a10_hf = load_profile("t4"), customize(load_profile("a10"), rollout="hf", attention="sdpa")
+    assert forced_switches(TrainSettings(model="m", lora_rank=32, algorithm="grpo"), t4) == [
+        "+actor_rollout_ref.rollout.unwrap_fsdp=True",
+        "+actor_rollout_ref.model.adapters_outside_fsdp=True",
+    ]
+    assert forced_switches(TrainSettings(model="m", lora_rank=32), a10_hf) == [
+        "+actor_rollout_ref.rollout.unwrap_fsdp=True",
+        "+actor_rollout_ref.model.adapters_outside_fsdp=True",
+        "+critic.model.adapters_outside_fsdp=True",
+    ]
+    assert forced_switches(TrainSettings(model="m", lora_rank=32, critic_lora_rank=0), t4)[-1] == (
+        "+actor_rollout_ref.model.adapters_outside_fsdp=True"
+    )
+    assert forced_switches(TrainSettings(model="m", lora_rank=32), load_profile("a10")) == []  # vLLM
+    assert forced_switches(TrainSettings(model="m", lora_rank=32, gpus=2), t4) == [
+        "+actor_rollout_ref.rollout.cuda_graph=False"
+    ]
     assert (
         CUDA_GRAPH_SEVERAL_GPUS_NOTE
         == "CUDA-graph decoding (patch 0022) is off on several GPUs: it is written and tested for FSDP1 on one GPU"

@@ -69,8 +69,8 @@ KNOWN_ADDED_KEYS = (
         for name in ("enabled", "init_scale", "growth_interval", "max_consecutive_skips")
     ),
 )
-# The switches of patches 0020-0024 and 0027, read as bool(config.get(key, False)) by the patched verl: any non-empty word
-# would turn one on, so their values are checked as true/false (_check_value_types)
+# The switches of patches 0020-0024 and 0027, read as bool(config.get(key, False)) by the patched verl: any non-empty
+# word would turn one on, so their values are checked as true/false (_check_value_types)
 SWITCH_ADDED_KEYS = tuple(
     key
     for key in KNOWN_ADDED_KEYS

@@ -1,5 +1,5 @@
-"""The patch switches of a run (patches 0020-0023 and 0027 of patches/verl-0.4.1), read once from an override list into typed
-fields: :class:`PatchSwitches`.
+"""The patch switches of a run (patches 0020-0023 and 0027 of patches/verl-0.4.1), read once from an override list
+into typed fields: :class:`PatchSwitches`.
 
 The patched verl reads each switch as ``bool(config.get(key, False))``; verlfit sets them in three layers, in the
 order of the run's override list (:func:`verlfit.overrides.build_overrides`): the profile's overrides, what verlfit
@@ -18,7 +18,10 @@ CUDA_GRAPH_KEY = "actor_rollout_ref.rollout.cuda_graph"  # patch 0022
 UNWRAP_KEY = "actor_rollout_ref.rollout.unwrap_fsdp"  # patch 0023
 TRAINING_ROLES = ("actor", "ref", "critic")  # the roles whose passes patch 0020 trims (one key each)
 # patch 0027: the LoRA roles whose adapters are kept out of FSDP (one key each)
-OUTSIDE_FSDP_KEYS = {"actor": "actor_rollout_ref.model.adapters_outside_fsdp", "critic": "critic.model.adapters_outside_fsdp"}
+OUTSIDE_FSDP_KEYS = {
+    "actor": "actor_rollout_ref.model.adapters_outside_fsdp",
+    "critic": "critic.model.adapters_outside_fsdp",
+}
 ADAPTER_ROLES = tuple(OUTSIDE_FSDP_KEYS)
 
 # patch keys -> the switch they set (patches/verl-0.4.1/0020-0023 headers; verlfit.overrides.KNOWN_ADDED_KEYS):

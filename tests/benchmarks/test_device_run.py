@@ -196,7 +196,10 @@ def test_lora_graph_stage_plans_and_runs_the_4b_t4_target_with_graphs_off_then_o
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "calls").read_text().splitlines() == [f"-m verlfit plan {model} {target}", train % ("on", 2)]
-    assert "lora_graph: LORA_GRAPH_MODES has 'bogus'; write off, on or both" in (runs / "stages.log").read_text()
+    assert (
+        "lora_graph: LORA_GRAPH_MODES has 'bogus'; write some of off, on, units, before"
+        in (runs / "stages.log").read_text()
+    )
 
 
 def test_lora_graph_stage_runs_the_calibration_targets_by_name(tmp_path):

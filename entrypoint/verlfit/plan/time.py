@@ -119,17 +119,18 @@ OUTSIDE_FSDP_PHASES = (
 FACTORS = {
     "train_efficiency_float32": 0.8043,
     "train_efficiency_bfloat16": 0.8043,
-    "pass_overhead_s": 0.008872,
-    "pass_overhead_per_layer_s": 0.001391,
-    "decode_efficiency": 0.4811,
-    "decode_gpu_per_layer_s": 0.0002911,
-    "decode_overhead_s": 0.004292,
-    "decode_overhead_per_layer_s": 0.0005469,
+    "pass_overhead_s": 0.008871,
+    "pass_overhead_per_layer_s": 0.001392,
+    "decode_efficiency": 0.5007,
+    "decode_gpu_per_layer_s": 0.0002976,
+    "decode_overhead_s": 0.004281,
+    "decode_overhead_per_layer_s": 0.0005481,
     "save_bytes_per_s": 647200000.0,
-    "other_s": 0.01901,
+    "other_s": 0.0192,
     "adapter_pass_overhead_s": 0.000446,
     "adapter_pass_overhead_16bit_s": 0.001721,
-    "adapter_decode_overhead_s": 0.000104,
+    "adapter_decode_overhead_s": 0.0001053,
+    "adapter_pass_overhead_outside_s": 0.0006637,
 }
 # ======================================================================================
 
@@ -254,9 +255,8 @@ class TimeInputs:
             not: :data:`LORA_GENERATION_NOTE`), without LoRA it changes nothing here (see the module's docstring).
         adapters_outside_fsdp: the roles (``actor``, ``critic``) whose LoRA adapters patch 0027 keeps out of FSDP
             (``+actor_rollout_ref.model.adapters_outside_fsdp``, ``+critic.model.adapters_outside_fsdp``): their
-            training-style passes pay no per-adapter fixed cost (``adapter_pass_overhead_s`` and
-            ``adapter_pass_overhead_16bit_s`` are the FSDP units' hooks and casts; outside FSDP an adapted Linear
-            cost -0.21 to +0.02 ms a pass over the adapter disabled: benchmarks/adapter_pass_probe.py, H200).
+            training-style passes pay ``adapter_pass_overhead_outside_s`` per adapted Linear instead of the FSDP
+            units' ``adapter_pass_overhead_s`` / ``adapter_pass_overhead_16bit_s``.
         static_cache_untrimmed: the StaticCache was ``max_prompt_length + max_response_length`` columns whatever
             the rollout trim (patch 0022 before 2026-12-01's second session; its records are calibrated with it).
         pack_sequences: training passes run over the used tokens only (verl's packed path,
@@ -307,7 +307,8 @@ class TimeInputs:
         unknown = [r for r in self.adapters_outside_fsdp if r not in ADAPTER_ROLES]
         if unknown:
             raise VerlfitError(
-                f"time estimate: adapters_outside_fsdp role(s) {unknown} unknown", fix=f"use some of {', '.join(ADAPTER_ROLES)}"
+                f"time estimate: adapters_outside_fsdp role(s) {unknown} unknown",
+                fix=f"use some of {', '.join(ADAPTER_ROLES)}",
             )
 
 
@@ -330,6 +331,8 @@ class PhaseWork:
         pcie_bytes: offload traffic over the host link.
         save_bytes: checkpoint bytes (save only, per save).
         adapter_passes: LoRA's micro-batch passes x adapted Linears (training-style passes and prefill).
+        adapter_passes_outside: the same for a role whose adapters patch 0027 keeps out of FSDP (then
+            ``adapter_passes`` is 0): their fixed cost is PEFT's own kernels and autocast's casts, without FSDP's.
         adapter_decode_steps: LoRA's decode steps through the HF loop x adapted Linears.
     """
 
@@ -348,6 +351,7 @@ class PhaseWork:
     pcie_bytes: float = 0.0
     save_bytes: float = 0.0
     adapter_passes: float = 0.0
+    adapter_passes_outside: float = 0.0
     adapter_decode_steps: float = 0.0
 
 
@@ -734,10 +738,11 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
             else 0
         )
         work["save_checkpoint"] = PhaseWork(save_bytes=saved / request.gpus / inputs.save_freq)
-    # patch 0027: adapters outside FSDP have no units, so no per-adapter fixed cost in the role's training passes
+    # patch 0027: adapters outside FSDP have no units: their passes' fixed cost is counted apart
     for phase, role in OUTSIDE_FSDP_PHASES:
         if role in inputs.adapters_outside_fsdp and phase in work:
-            work[phase] = dataclasses.replace(work[phase], adapter_passes=0.0)
+            passes = work[phase].adapter_passes
+            work[phase] = dataclasses.replace(work[phase], adapter_passes=0.0, adapter_passes_outside=passes)
     return work
 
 
@@ -813,6 +818,7 @@ COEFFICIENTS = (
     "adapter_pass_overhead_s",
     "adapter_pass_overhead_16bit_s",
     "adapter_decode_overhead_s",
+    "adapter_pass_overhead_outside_s",
 )
 
 
@@ -841,6 +847,7 @@ def phase_features(work: PhaseWork, rates: Rates) -> tuple[tuple[float, ...], fl
         work.adapter_passes if rates.dtype == "float32" else 0.0,
         work.adapter_passes if rates.dtype != "float32" else 0.0,
         work.adapter_decode_steps,
+        work.adapter_passes_outside,
     )
     return features, work.pcie_bytes / rates.pcie
 
@@ -860,6 +867,7 @@ def coefficients(factors: dict) -> tuple[float, ...]:
         f["adapter_pass_overhead_s"],
         f["adapter_pass_overhead_16bit_s"],
         f["adapter_decode_overhead_s"],
+        f["adapter_pass_overhead_outside_s"],
     )
 
 
