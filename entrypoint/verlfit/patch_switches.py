@@ -23,6 +23,7 @@ OUTSIDE_FSDP_KEYS = {
     "critic": "critic.model.adapters_outside_fsdp",
 }
 ADAPTER_ROLES = tuple(OUTSIDE_FSDP_KEYS)
+STRATEGY_KEYS = {"actor": "actor_rollout_ref.actor.strategy", "critic": "critic.strategy"}  # verl's fsdp / fsdp2
 
 # patch keys -> the switch they set (patches/verl-0.4.1/0020-0023 headers; verlfit.overrides.KNOWN_ADDED_KEYS):
 # a role of TRAINING_ROLES for patch 0020's trims, else a field of PatchSwitches
@@ -86,19 +87,8 @@ class PatchSwitches:
         Raises:
             VerlfitError: an override Hydra cannot parse (naming it).
         """
-        # lazy: only where verl's config is composed
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-        from hydra.errors import HydraException  # lazy: only where verl's config is composed
-
-        parser = OverridesParser.create()
         state = {}
-        for text in overrides:
-            try:
-                (override,) = parser.parse_overrides([text])
-            except HydraException as err:
-                raise VerlfitError(
-                    f"override {text!r} does not parse: {err}", fix=override_fix(text), exit_code=2
-                ) from err
+        for override in parse_overrides(overrides):
             key = override.key_or_group
             if key in SWITCH_KEYS:
                 state[SWITCH_KEYS[key]] = False if override.is_delete() else bool(override.value())
@@ -183,7 +173,43 @@ def adapters_outside_fsdp_roles(settings, profile) -> tuple[str, ...]:
     if profile.dtype == "float32" or not unwraps_lora_generation(settings, profile):
         return ()
     critic_rank = settings.lora_rank if settings.critic_lora_rank is None else settings.critic_lora_rank
-    return ("actor", "critic") if settings.algorithm == "ppo" and critic_rank > 0 else ("actor",)
+    roles = ("actor", "critic") if settings.algorithm == "ppo" and critic_rank > 0 else ("actor",)
+    # a role the user moved to FSDP2 after -- keeps its adapters as verl wraps them (the patch is for FSDP1)
+    return tuple(role for role in roles if _user_value(settings.extra_overrides, STRATEGY_KEYS[role]) != "fsdp2")
+
+
+def _user_value(overrides, key: str):
+    """The value the last of ``overrides`` that sets ``key`` gives it (``~key``: None), else None.
+
+    Raises:
+        VerlfitError: an override Hydra cannot parse (naming it).
+    """
+    value = None
+    for override in parse_overrides(overrides):
+        if override.key_or_group == key:
+            value = None if override.is_delete() else override.value()
+    return value
+
+
+def parse_overrides(overrides) -> list:
+    """``overrides`` parsed one by one by Hydra's own override parser.
+
+    Raises:
+        VerlfitError: an override Hydra cannot parse, naming it, with :func:`override_fix`'s fix.
+    """
+    # lazy: only where verl's config is composed
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException  # lazy: only where verl's config is composed
+
+    parser = OverridesParser.create()
+    parsed = []
+    for text in overrides:
+        try:
+            (override,) = parser.parse_overrides([text])
+        except HydraException as err:
+            raise VerlfitError(f"override {text!r} does not parse: {err}", fix=override_fix(text), exit_code=2) from err
+        parsed.append(override)
+    return parsed
 
 
 def run_switches(profile, settings, forced: list[str] | None = None) -> PatchSwitches:

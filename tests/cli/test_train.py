@@ -10,8 +10,11 @@ from command_lines import parse_train as parse
 from fakes import H200, P40, STEP, fake_checkpoint, fake_verl_plan
 from verlfit import cli
 from verlfit.commands.train import prepare_launch
+from verlfit.errors import VerlfitError
+from verlfit.run_settings import TrainSettings
 from verlfit.train.run_directory import create_run_directory, resume_plan
-from verlfit.patch_switches import speed_switches
+from verlfit.patch_switches import forced_switches, speed_switches
+from verlfit.profiles import load_profile
 
 
 @pytest.mark.parametrize(
@@ -1538,6 +1541,38 @@ def test_lora_on_one_gpu_generates_through_the_unwrapped_module_unless_the_user_
         gpu=P40,
     )
     assert unwrap(asked) == ["+actor_rollout_ref.rollout.unwrap_fsdp=True"] and UNWRAP_SEVERAL_GPUS_NOTE in asked.notes
+    # patch 0027's keys set by the user across GPUs are refused before anything starts (its workers would raise
+    # after Ray and the model load)
+    for key in ("actor_rollout_ref.model.adapters_outside_fsdp", "critic.model.adapters_outside_fsdp"):
+        with pytest.raises(VerlfitError) as err:
+            prepare_launch(
+                parse(["--profile", "t4", "--plan", "off", "--lora-rank", "32", "--gpus", "2", "--", f"+{key}=True"]),
+                environ={},
+                gpu=H200,
+            )
+        role = key.split(".")[0].replace("actor_rollout_ref", "actor")
+        assert str(err.value).startswith(
+            f"+{key}=True keeps the {role}'s LoRA adapters out of FSDP (patch 0027), which works on one GPU only: on 2"
+            " GPUs FSDP would not all-reduce their gradients"
+        )
+        assert err.value.fix == f"leave {key} unset on several GPUs (verlfit sets it where it applies)"
+        assert err.value.exit_code == 2
+
+
+def test_a_user_strategy_fsdp2_keeps_that_roles_adapters_as_verl_wraps_them():
+    # patch 0027 is for FSDP1: verlfit does not force its key on a role the user moves to FSDP2 after --
+    t4 = load_profile("t4")
+    ppo = TrainSettings(model="m", lora_rank=32, extra_overrides=["critic.strategy=fsdp2"])
+    assert forced_switches(ppo, t4) == [
+        "+actor_rollout_ref.rollout.unwrap_fsdp=True",
+        "+actor_rollout_ref.model.adapters_outside_fsdp=True",
+    ]
+    both = TrainSettings(
+        model="m", lora_rank=32, extra_overrides=["actor_rollout_ref.actor.strategy=fsdp2", "critic.strategy=fsdp2"]
+    )
+    assert forced_switches(both, t4) == ["+actor_rollout_ref.rollout.unwrap_fsdp=True"]
+    back = TrainSettings(model="m", lora_rank=32, extra_overrides=["critic.strategy=fsdp2", "critic.strategy=fsdp"])
+    assert forced_switches(back, t4)[-1] == "+critic.model.adapters_outside_fsdp=True"
 
 
 def test_a_dry_run_says_when_a_real_run_would_fail_the_engines_check(capsys, monkeypatch, tmp_path):

@@ -62,9 +62,14 @@ def test_fsdp2_and_a_model_without_adapters_are_refused(helper):
         ValueError, match=r"^model.adapters_outside_fsdp is for FSDP1 \(strategy fsdp\), got strategy fsdp2$"
     ):
         helper.adapters_outside_fsdp(True, peft_model(), 1, "fsdp2")
-    frozen = TwoLinears().requires_grad_(False)
-    with pytest.raises(ValueError, match=r"needs LoRA \(model.lora_rank > 0\): the model has no trainable leaf$"):
-        helper.adapters_outside_fsdp(True, frozen, 1, "fsdp")
+    # without LoRA: a plain model whose every leaf trains (full fine-tuning) and one whose every leaf is frozen
+    for plain in (TwoLinears(), TwoLinears().requires_grad_(False)):
+        with pytest.raises(ValueError) as err:
+            helper.adapters_outside_fsdp(True, plain, 1, "fsdp")
+        assert str(err.value) == (
+            "model.adapters_outside_fsdp needs LoRA (model.lora_rank > 0): the model is not a PEFT model with "
+            "trainable adapters"
+        )
 
 
 def test_place_adapters_moves_only_the_leaves(helper):

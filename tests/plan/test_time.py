@@ -650,7 +650,8 @@ def test_train_estimate_with_lora_models_the_profiles_cuda_graph_and_the_unwrapp
     assert (
         lines[-1]
         == "plan: LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest"
-        " on one record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 1.6)"
+        " on few records alone on the H200: Qwen2.5-1.5B PPO (fp32), the Qwen3-4B, Qwen2.5-7B and Qwen2.5-3B targets"
+        " (16-bit bases), the adapters outside FSDP on the 7B alone (docs/benchmarks.md sections 1.6 and 4.8)"
     )
     # the user's unwrap_fsdp=False after -- : generation through FSDP's hooks, not modelled
     wrapped = _for_train(

@@ -1292,8 +1292,9 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
     params = role_parameters(r, role)[1]  # parameters with gradients and AdamW states
     root = root_unit_parameters(s, critic=role == "critic")
     if rank > 0:
-        # frozen flat parameters get no gradient; each lora_A/lora_B is its own unit, and the head's own
-        # gradient is only its adapter's (if targeted)
+        # frozen flat parameters get no gradient; each lora_A/lora_B is its own unit (or, with patch 0027, a plain
+        # parameter beside FSDP whose gradient accumulates in place: the same size), and the head's own gradient is
+        # only its adapter's (if targeted)
         last_unit = _largest_adapter_module(s, role, rank, r.lora_target_modules)
         if role == "critic":
             head_grad = (s.hidden_size + 1) * r.compute_bytes  # the value head, trained in full (patch 0011)

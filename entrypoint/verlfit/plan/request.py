@@ -335,7 +335,8 @@ def _plan_switches(options: PlanOptions, profile) -> PatchSwitches:
     """The patch switches of a ``verlfit plan`` run with ``profile``: the override list ``verlfit train`` would build
     before the user's ``--`` ones (the profile's overrides, then :func:`verlfit.overrides.forced_switches` for the
     options' LoRA rank and GPUs), each replaced by its flag when given (``--trim-padding`` / ``--no-trim-padding``,
-    ``--rollout-trim-padding``, ``--cuda-graph``)."""
+    ``--rollout-trim-padding``, ``--cuda-graph``); ``--dtype float32`` keeps the adapters FSDP units (patch 0027 is
+    set for 16-bit compute only: :func:`verlfit.patch_switches.adapters_outside_fsdp_roles`)."""
 
     switches = run_switches(
         profile, TrainSettings(model=options.model, lora_rank=options.sizing.lora_rank, gpus=options.sizing.gpus)
@@ -347,6 +348,8 @@ def _plan_switches(options: PlanOptions, profile) -> PatchSwitches:
     }
     if options.trim_padding is not None:
         flags["trim_padding"] = TRAINING_ROLES if options.trim_padding else ()
+    if options.dtype == "float32":  # patch 0027 is for 16-bit compute: verlfit does not set it for an fp32 run
+        flags["adapters_outside_fsdp"] = ()
     return dataclasses.replace(switches, **flags)
 
 

@@ -36,12 +36,15 @@ card's datasheet rate (:mod:`verlfit.cards`) and by an achieved-efficiency facto
   adapter parameters only. Its fixed cost: verl's LoRA wrap policy makes every ``lora_A`` and ``lora_B`` an FSDP unit
   of its own (``utils/fsdp_utils.py:98-104``), whose hooks run in every pass, and PEFT's forward adds its own small
   kernels: a fitted ``adapter_pass_overhead_s`` per targeted Linear per pass where the compute is fp32, and
-  ``adapter_pass_overhead_16bit_s`` where it is fp16/bf16 (3.9x the fp32 one: FSDP's mixed precision casts every
-  adapter unit's fp32 parameters to the compute dtype in every pass, the likely reason, not profiled; docs/benchmarks.md
-  section 4.7); in the HF rollout loop (patch 0023's ``unwrap_fsdp``: no FSDP hooks, PEFT's forward as it is)
+  ``adapter_pass_overhead_16bit_s`` where it is fp16/bf16 (3.9x the fp32 one: FSDP's per-unit pre-forward, 466 us a
+  call in the torch profiler, and its mixed-precision cast of every adapter unit: benchmarks/adapter_pass_probe.py,
+  docs/benchmarks.md section 4.8). With patch 0027 (``TimeInputs.adapters_outside_fsdp``, verlfit's default for 16-bit
+  LoRA on the HF rollout and one GPU) the adapters are not FSDP units: ``adapter_pass_overhead_outside_s`` per targeted
+  Linear per pass (PEFT's own kernels and autocast's casts), fitted on one record, the Qwen2.5-7B a10 target. In the
+  HF rollout loop (patch 0023's ``unwrap_fsdp``: no FSDP hooks, PEFT's forward as it is)
   ``adapter_decode_overhead_s`` per targeted Linear per decode step. Fitted on the LoRA records that ran alone
-  (calibrate_time.VALID_RECORDS: the Qwen2.5-1.5B PPO with an fp32 base; issue 43's Qwen3-4B t4/a10, Qwen2.5-7B a10
-  and Qwen2.5-3B p40 targets with 16-bit bases).
+  (calibrate_time.VALID_RECORDS: the Qwen2.5-1.5B PPO with an fp32 base; the Qwen3-4B t4/a10, Qwen2.5-7B a10 and
+  Qwen2.5-3B p40 targets with 16-bit bases).
   No ref model: the ref log-prob is the actor with its adapter disabled (``fsdp_workers.py:694-695, 729-731``), a base
   forward without the adapters' work. LoRA generation without ``unwrap_fsdp`` (FSDP's hooks on every adapter unit per
   token) is not modelled (:data:`LORA_GENERATION_NOTE`).
@@ -151,8 +154,9 @@ LORA_GENERATION_NOTE = (  # LoRA without patch 0023's unwrap_fsdp
 )
 # with +actor_rollout_ref.rollout.unwrap_fsdp=True (TimeInputs.unwrap_fsdp) LoRA generation is modelled, on one record
 LORA_UNWRAPPED_GENERATION_NOTE = (
-    "LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on one "
-    "record alone on the H200: Qwen2.5-1.5B PPO, rank 32 (docs/benchmarks.md section 1.6)"
+    "LoRA terms of the time estimate (generation through patch 0023's unwrap_fsdp, training passes) rest on few "
+    "records alone on the H200: Qwen2.5-1.5B PPO (fp32), the Qwen3-4B, Qwen2.5-7B and Qwen2.5-3B targets (16-bit "
+    "bases), the adapters outside FSDP on the 7B alone (docs/benchmarks.md sections 1.6 and 4.8)"
 )
 # LoRA on the vLLM rollout (the a10 profile's own path): patch 0023 (unwrap_fsdp) is the HF rollout's, never on here
 LORA_VLLM_GENERATION_NOTE = (
@@ -310,6 +314,10 @@ class TimeInputs:
                 f"time estimate: adapters_outside_fsdp role(s) {unknown} unknown",
                 fix=f"use some of {', '.join(ADAPTER_ROLES)}",
             )
+        # in ADAPTER_ROLES' order, as trim_padding in TRAINING_ROLES': equal inputs compare equal
+        object.__setattr__(
+            self, "adapters_outside_fsdp", tuple(r for r in ADAPTER_ROLES if r in self.adapters_outside_fsdp)
+        )
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from verlfit.overrides import (
     validate_overrides,
 )
 from verlfit.run_settings import TrainSettings
-from verlfit.patch_switches import CUDA_GRAPH_KEY, UNWRAP_KEY
+from verlfit.patch_switches import CUDA_GRAPH_KEY, OUTSIDE_FSDP_KEYS, UNWRAP_KEY
 from verlfit.plan.fit import plan_for_train
 from verlfit.profiles import (
     MEMORY_LIMIT_VARIABLE,
@@ -324,6 +324,15 @@ def build_launch(
         notes.append(LORA_UNWRAP_NOTE)  # not when the user turned it off after --
     if settings.gpus * settings.nodes > 1 and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
         notes.append(UNWRAP_SEVERAL_GPUS_NOTE)  # only the user can set it there
+    if settings.gpus * settings.nodes > 1:  # only the user can set patch 0027's keys there; its workers refuse them
+        for role, key in OUTSIDE_FSDP_KEYS.items():
+            if override_value(overrides, key) in ("True", "true"):
+                raise VerlfitError(
+                    f"+{key}=True keeps the {role}'s LoRA adapters out of FSDP (patch 0027), which works on one GPU "
+                    f"only: on {settings.gpus * settings.nodes} GPUs FSDP would not all-reduce their gradients",
+                    fix=f"leave {key} unset on several GPUs (verlfit sets it where it applies)",
+                    exit_code=2,
+                )
     if profile.rollout != "hf":
         for key in (CUDA_GRAPH_KEY, UNWRAP_KEY, "actor_rollout_ref.rollout.trim_padding"):
             if override_value(overrides, key) in ("True", "true"):  # only the user can set them on a non-HF rollout
