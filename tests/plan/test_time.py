@@ -937,3 +937,15 @@ def test_benchmarks_time_model_section_holds_the_scripts_table_and_the_p40_graph
         f"generation {trims.phases['gen']:.1f} -> {graph.phases['gen']:.1f} s"
         f" ({graph.phases['gen'] / trims.phases['gen'] - 1:.0%})" in " ".join(section.split())
     )
+
+
+def test_plan_estimates_the_adapters_outside_fsdp_where_train_would_set_it():
+    # patch 0027: a 16-bit LoRA plan on the HF rollout, one GPU, counts the adapters outside FSDP (verlfit train sets
+    # the key there); --dtype float32 keeps them FSDP units (train sets it for 16-bit compute only), as does the p40
+    run = plan_request.resolve_plan_run(_options(["--emulate", "t4", "--lora-rank", "32"]))
+    assert run.switches.adapters_outside_fsdp == ("actor", "critic")
+    assert run.switches_for_time.adapters_outside_fsdp == ("actor", "critic")
+    fp32 = plan_request.resolve_plan_run(_options(["--emulate", "t4", "--lora-rank", "32", "--dtype", "float32"]))
+    assert fp32.switches_for_time.adapters_outside_fsdp == ()
+    p40 = plan_request.resolve_plan_run(_options(["--emulate", "p40", "--lora-rank", "32"]))
+    assert p40.switches_for_time.adapters_outside_fsdp == ()
