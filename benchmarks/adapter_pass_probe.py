@@ -27,7 +27,9 @@ import json
 import os
 import re
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -40,18 +42,15 @@ from torch.profiler import profile as torch_profile
 from transformers import Qwen2Config, Qwen2ForCausalLM
 from transformers.models.qwen2.modeling_qwen2 import Qwen2DecoderLayer
 
-# Qwen2.5-7B's config.json (hidden 3584, MLP 18944, 28 query heads, 4 key/value heads, vocabulary 152064)
-SHAPE = dict(
-    hidden_size=3584,
-    intermediate_size=18944,
-    num_attention_heads=28,
-    num_key_value_heads=4,
-    vocab_size=152064,
-    max_position_embeddings=4096,
-    rms_norm_eps=1e-6,
-    rope_theta=1e6,
-    tie_word_embeddings=False,
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "entrypoint"))
+from verlfit.synthetic_model import SHAPES as SYNTHETIC_SHAPES  # noqa: E402
+
+# the probed shapes' configs (the hub models' own, less the layer count --layers sets): Qwen2.5-7B's (hidden 3584, MLP
+# 18944, 28 query heads, 4 key/value heads, vocabulary 152064), and the learning check's small model for the CPU
+SHAPES = {
+    "qwen2.5-7b": SYNTHETIC_SHAPES["qwen2.5-7b"],
+    "small": {**SYNTHETIC_SHAPES["small"], "vocab_size": 1024},
+}
 ADAPTER_NAME = re.compile(r"lora_[AB]\.default$")
 VARIANTS = ("units", "units-no-cast", "outside", "disabled")
 
@@ -68,9 +67,12 @@ def is_adapter_leaf(module):
     )
 
 
-def build(layers, rank, variant, compute_dtype, base_dtype, seed=0):
+def build(shape, layers, rank, variant, compute_dtype, base_dtype, seed=0):
     torch.manual_seed(seed)
-    config = Qwen2Config(num_hidden_layers=layers, attn_implementation="sdpa", torch_dtype="float32", **SHAPE)
+    fields = {
+        k: v for k, v in SHAPES[shape].items() if k not in ("model_type", "num_hidden_layers", "max_window_layers")
+    }
+    config = Qwen2Config(num_hidden_layers=layers, attn_implementation="sdpa", torch_dtype="float32", **fields)
     with torch.device(DEVICE):
         model = Qwen2ForCausalLM(config)
     model = get_peft_model(
@@ -140,7 +142,7 @@ def adapter_grads(model):
         name = name.replace("_fsdp_wrapped_module.", "")
         if isinstance(module, FSDP) and ADAPTER_NAME.search(name):
             grads[name] = module._flat_param.grad.detach().float().clone()
-        elif not isinstance(module, FSDP) and is_adapter_leaf(module) and module.weight.grad is not None:
+        elif not isinstance(module, FSDP) and is_adapter_leaf(module) and module.weight.is_leaf:  # not a unit's view
             grads[name] = module.weight.grad.detach().float().flatten().clone()
     return grads
 
@@ -189,7 +191,9 @@ def main():
     )
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--small", action="store_true", help="a small shape (hidden 256), to check the probe on the CPU")
+    ap.add_argument(
+        "--small", action="store_true", help="the learning check's small shape, to check the probe on the CPU"
+    )
     ap.add_argument("--output", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -198,18 +202,15 @@ def main():
     if DEVICE == "cuda":
         torch.cuda.set_device(0)
     compute_dtype = getattr(torch, args.dtype)
-    if args.small:
-        SHAPE.update(
-            hidden_size=256, intermediate_size=512, num_attention_heads=4, num_key_value_heads=2, vocab_size=1024
-        )
+    shape = "small" if args.small else "qwen2.5-7b"
     generator = torch.Generator(device=DEVICE).manual_seed(1)
     input_ids = torch.randint(
-        0, SHAPE["vocab_size"], (args.micro_batch, args.sequence), device=DEVICE, generator=generator
+        0, SHAPES[shape]["vocab_size"], (args.micro_batch, args.sequence), device=DEVICE, generator=generator
     )
     rows, reference, reference_grads = [], None, None
     for variant in args.variants.split(","):
         model, adapters = build(
-            args.layers, args.rank, variant, compute_dtype, getattr(torch, args.base_dtype or args.dtype)
+            shape, args.layers, args.rank, variant, compute_dtype, getattr(torch, args.base_dtype or args.dtype)
         )
         disabled = variant == "disabled"
         forward = functools.partial(log_probs, model, input_ids, compute_dtype, disabled)

@@ -163,7 +163,7 @@ def frozen_base_overrides(settings: TrainSettings, storage: str | None) -> list[
         return []
     value = _FROZEN_BASE_VALUES[storage]
     out = [f"+{FROZEN_BASE_KEYS[0]}={value}"] if settings.lora_rank > 0 else []
-    critic_rank = settings.lora_rank if settings.critic_lora_rank is None else settings.critic_lora_rank
+    critic_rank = settings.effective_critic_lora_rank
     if settings.algorithm == "ppo" and critic_rank > 0:
         out.append(f"+{FROZEN_BASE_KEYS[1]}={value}")
     return out
@@ -365,7 +365,7 @@ def build_overrides(
             f"critic.model.enable_gradient_checkpointing={_bool(critic_checkpointing)}",
             *lora_overrides(
                 "critic.model",
-                s.lora_rank if s.critic_lora_rank is None else s.critic_lora_rank,
+                s.effective_critic_lora_rank,
                 s.lora_alpha,
                 s.lora_target_modules,
             ),

@@ -172,7 +172,7 @@ def adapters_outside_fsdp_roles(settings, profile) -> tuple[str, ...]:
     0.158 s, log-probs and adapter gradients bit-identical."""
     if profile.dtype == "float32" or not unwraps_lora_generation(settings, profile):
         return ()
-    critic_rank = settings.lora_rank if settings.critic_lora_rank is None else settings.critic_lora_rank
+    critic_rank = settings.effective_critic_lora_rank
     roles = ("actor", "critic") if settings.algorithm == "ppo" and critic_rank > 0 else ("actor",)
     # a role the user moved to FSDP2 after -- keeps its adapters as verl wraps them (the patch is for FSDP1)
     return tuple(role for role in roles if _user_value(settings.extra_overrides, STRATEGY_KEYS[role]) != "fsdp2")

@@ -80,3 +80,8 @@ class TrainSettings:
     resume: bool = False
     loggers: tuple[str, ...] = ("console",)
     extra_overrides: list[str] = field(default_factory=list)
+
+    @property
+    def effective_critic_lora_rank(self) -> int:
+        """The PPO critic's LoRA rank: ``critic_lora_rank``, or the actor's ``lora_rank`` when it is None."""
+        return self.lora_rank if self.critic_lora_rank is None else self.critic_lora_rank

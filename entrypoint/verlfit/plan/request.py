@@ -172,7 +172,7 @@ def frozen_base_storage(settings, profile) -> str | None:
             the t4 and v100 profiles fp16: a base in the other 16-bit type would mix bf16 and fp16 arithmetic in the
             rollout), naming the profile's.
     """
-    critic_rank = settings.lora_rank if settings.critic_lora_rank is None else settings.critic_lora_rank
+    critic_rank = settings.effective_critic_lora_rank
     if settings.lora_rank <= 0 and (settings.algorithm != "ppo" or critic_rank <= 0):
         return None
     wanted = settings.frozen_base_dtype or profile.frozen_base_dtype

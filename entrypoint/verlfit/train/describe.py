@@ -21,7 +21,7 @@ def shell_command(command: list[str], indent: str) -> str:
 
 def _lora_line(s: TrainSettings) -> str:
     """The dry run's LoRA line: each role's rank (0 = fully trained), alpha and target modules."""
-    critic = s.lora_rank if s.critic_lora_rank is None else s.critic_lora_rank
+    critic = s.effective_critic_lora_rank
     ranks = [f"actor rank {s.lora_rank}"] + ([f"critic rank {critic}"] if s.algorithm == "ppo" else [])
     if s.lora_rank == 0 and (s.algorithm != "ppo" or critic == 0):
         return "LoRA: off (every parameter trains)"
