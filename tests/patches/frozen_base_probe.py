@@ -4,10 +4,12 @@ of verl.
 Usage: PYTHONPATH=<dir containing verl/> python frozen_base_probe.py run PROFILE CHECKPOINT FROZEN [ADAPTERS]
   PROFILE     p40 (FSDP param_dtype fp32, autocast off, rollout float32) or t4 (param_dtype fp16, fp16 autocast,
               loss scaling, rollout float16): the profiles' keys, as verl_probe.lora_trainer_config sets the P40's
-  CHECKPOINT  original (verl_probe.save_checkpoint's tiny random Qwen2, fp32 on disk) or rounded (the same model
+  CHECKPOINT  original (verl_probe.save_checkpoint's tiny random Qwen2, fp32 on disk), rounded (the same model
               with every weight rounded to the profile's storage dtype, bf16 for p40 and fp16 for t4, and saved
-              back in fp32: the fp32 model whose base holds exactly the values a 16-bit base stores)
-  FROZEN      the value of model.frozen_base_dtype for the actor and the critic: bf16, fp16 or fp32 (stock)
+              back in fp32: the fp32 model whose base holds exactly the values a 16-bit base stores) or nf4-rounded
+              (the values an NF4 base computes with: _nf4_rounded_checkpoint)
+  FROZEN      the value of model.frozen_base_dtype for the actor and the critic: bf16, fp16, nf4 (patch 0028) or
+              fp32 (stock)
   ADAPTERS    units (stock, the default: each adapter an FSDP unit) or outside (model.adapters_outside_fsdp, patch
               0027, for the actor and the critic)
 
@@ -40,6 +42,8 @@ from verl_probe import (  # noqa: E402
 )
 
 STORAGE = {"p40": "bfloat16", "t4": "float16"}
+COMPUTE = {"p40": "float32", "t4": "float16"}  # FSDP param_dtype of each profile: what an NF4 base packs into
+ADAPTED = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")  # all-linear in a layer
 
 
 def _rounded_checkpoint(model_dir, dtype_name):
@@ -51,6 +55,35 @@ def _rounded_checkpoint(model_dir, dtype_name):
         for param in model.parameters():
             param.copy_(param.to(getattr(torch, dtype_name)).float())
     out = tempfile.mkdtemp(prefix="frozen_base_rounded_")
+    model.save_pretrained(out)
+    return out
+
+
+def _nf4_rounded_checkpoint(model_dir, profile):
+    """The checkpoint holding, in fp32, exactly the values an NF4 base (patch 0028) computes with: every adapted
+    Linear weight of the decoder layers cast to the profile's param_dtype and passed through bitsandbytes' own
+    quantize_4bit / dequantize_4bit (NF4, blocks of 64, double quantisation), the layers' other weights (norms,
+    biases) rounded to param_dtype, the rest (embeddings, LM head, final norm) to the 16-bit root dtype (bf16 on
+    the p40, fp16 on the t4)."""
+    import bitsandbytes.functional as bnbf
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    compute = getattr(torch, COMPUTE[profile])
+    root = getattr(torch, STORAGE[profile])
+    model = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if ".layers." in name and name.endswith(".weight") and name.split(".")[-2] in ADAPTED:
+                packed, state = bnbf.quantize_4bit(
+                    param.to(compute), blocksize=64, compress_statistics=True, quant_type="nf4", quant_storage=compute
+                )
+                param.copy_(bnbf.dequantize_4bit(packed, state).float())
+            elif ".layers." in name:
+                param.copy_(param.to(compute).float())
+            else:
+                param.copy_(param.to(root).float())
+    out = tempfile.mkdtemp(prefix="frozen_base_nf4_rounded_")
     model.save_pretrained(out)
     return out
 
@@ -129,12 +162,33 @@ class _UpcastSampler:
         }
 
 
+def _nf4_report(fsdp_module):
+    """The bitsandbytes Linear4bit modules (patch 0028): how many, their quantisation (type, block size, double
+    quantisation), packing dtype and the devices of their constants."""
+    linears = [m for m in fsdp_module.modules() if type(m).__name__ == "Linear4bit"]
+    states = [m.quant_state for m in linears]
+    return {
+        "linears": len(linears),
+        "quant": sorted({(s.quant_type, s.blocksize, s.nested, str(s.dtype).replace("torch.", "")) for s in states}),
+        "storage": sorted({str(m.quant_storage).replace("torch.", "") for m in linears}),
+        "devices": sorted({str(t.device) for s in states for t in (s.absmax, s.code, s.state2.absmax)}),
+    }
+
+
+def _raw_bytes(tensor):
+    import torch
+
+    return tensor.detach().contiguous().view(-1).view(torch.uint8)
+
+
 def _digest(params):
-    """sha256 over the named tensors' bytes (fp32 copies), names sorted."""
+    """sha256 over the named tensors' dtypes and bytes as stored (an NF4 base's packed weights, viewed as floats, may
+    hold NaN patterns, which a float comparison would call unequal), names sorted."""
     digest = hashlib.sha256()
     for name in sorted(params):
         digest.update(name.encode())
-        digest.update(params[name].detach().float().contiguous().numpy().tobytes())
+        digest.update(str(params[name].dtype).encode())
+        digest.update(_raw_bytes(params[name]).numpy().tobytes())
     return digest.hexdigest()
 
 
@@ -157,6 +211,8 @@ def probe_run(profile, checkpoint, frozen, adapters="units"):
     model_dir = save_checkpoint(tempfile.mkdtemp(prefix="frozen_base_model_"))
     if checkpoint == "rounded":
         model_dir = _rounded_checkpoint(model_dir, STORAGE[profile])
+    elif checkpoint == "nf4-rounded":
+        model_dir = _nf4_rounded_checkpoint(model_dir, profile)
     single_process_worker_env()
     import verl.workers.fsdp_workers as fw
 
@@ -172,6 +228,7 @@ def probe_run(profile, checkpoint, frozen, adapters="units"):
     result["actor_units"] = _units(fsdp)
     result["adapter_devices"] = sorted({str(p.device) for n, p in fsdp.named_parameters() if "lora_" in n})
     result["actor_mixed_precision"] = str(fsdp.mixed_precision.param_dtype).replace("torch.", "")
+    result["nf4"] = _nf4_report(fsdp)
 
     ids, mask, pos = left_padded_batch()
     out = worker.generate_sequences(data_proto(ids, mask, pos, do_sample=False))
@@ -212,7 +269,7 @@ def probe_run(profile, checkpoint, frozen, adapters="units"):
     adapter = {k: v for k, v in after.items() if "lora_" in k}
     result["adapter_after"] = {k: _lists(v.flatten()) for k, v in sorted(adapter.items())}
     result["adapter_dtypes"] = sorted({str(v.dtype).replace("torch.", "") for v in adapter.values()})
-    result["base_unchanged"] = all(torch.equal(before[k], after[k]) for k in before if "lora_" not in k)
+    result["base_unchanged"] = all(torch.equal(_raw_bytes(before[k]), _raw_bytes(after[k])) for k in before if "lora_" not in k)
     result["base_dtypes_after_update"] = sorted(
         {str(v.dtype).replace("torch.", "") for k, v in after.items() if "lora_" not in k}
     )
@@ -254,6 +311,7 @@ def probe_run(profile, checkpoint, frozen, adapters="units"):
     critic.init_model()
     result["critic_stored"] = _stored(critic.critic_module)
     result["critic_units"] = _units(critic.critic_module)
+    result["critic_nf4"] = _nf4_report(critic.critic_module)
     values = critic.compute_values(DataProto.from_dict(tensors=dict(tensors))).batch["values"]
     result["values"] = _lists(values)
     returns = torch.randn(response_mask.shape, generator=generator) * response_mask
@@ -272,13 +330,27 @@ def probe_run(profile, checkpoint, frozen, adapters="units"):
     return result
 
 
+def probe_refusal(world_size):
+    """What _store_frozen_base (patch 0028) raises for nf4 at a world size other than 1 (torch.distributed's answer
+    replaced), before touching the model."""
+    import torch
+    import verl.workers.fsdp_workers as fw
+
+    torch.distributed.get_world_size = lambda *args: int(world_size)
+    try:
+        fw._store_frozen_base(torch.nn.Linear(2, 2), "nf4", "actor", 0, {})
+    except ValueError as error:
+        return {"error": str(error)}
+    return {"error": None}
+
+
 def main(argv):
     import json
 
     import verl
 
     probe, args = argv[0], argv[1:]
-    result = {"run": probe_run}[probe](*args)
+    result = {"run": probe_run, "refusal": probe_refusal}[probe](*args)
     result["verl_file"] = verl.__file__
     print("PROBE_RESULT " + json.dumps(result, default=str))
 

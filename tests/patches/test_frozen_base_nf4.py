@@ -1,0 +1,212 @@
+"""Patch 0028: with LoRA, the frozen base of the actor and the critic stored in 4 bits, NF4 with double quantisation
+through bitsandbytes (+actor_rollout_ref.model.frozen_base_dtype=nf4, +critic.model.frozen_base_dtype=nf4).
+
+The probe (frozen_base_probe.py, as for patch 0026) drives verl's own workers on the tiny random Qwen2 on CPU. The
+sharp comparison: the NF4 base computes exactly what the stock fp32 base computes when that base holds the values
+the NF4 base computes with (the "nf4-rounded" checkpoint: bitsandbytes' own quantize_4bit / dequantize_4bit of each
+adapted weight cast to the profile's param_dtype, the other weights rounded to the dtype they are stored in), so
+every rollout token, log-prob, update, value and the checkpoint round trip is bit-identical; against the unrounded
+checkpoint they differ (the quantisation is visible, so the equality is not vacuous).
+"""
+
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+
+from speed_probes import run_speed_probe
+from test_frozen_base import ADAPTER, COMPUTED, CRITIC_TRAINABLE, ROOT, _max_diff
+from verl_patch_helpers import copy_verl, load_module_from, run_apply
+
+pytestmark = pytest.mark.needs_gnu_patch
+
+PROBE = Path(__file__).resolve().parent / "frozen_base_probe.py"
+# the tiny model (verl_probe.make_qwen2): per layer the 7 adapted Linears hold q/o 64x64, k/v 32x64, gate/up/down
+# 128x64 weights; the layer's other frozen parameters are the q/k/v biases (64 + 32 + 32) and two norms (2 x 64)
+NF4_WEIGHTS = 2 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 128 * 64)  # 73728, in 2 layers
+LAYER_OTHER = 2 * (64 + 32 + 32 + 2 * 64)  # 512
+PACKED_FP32 = NF4_WEIGHTS // 8  # two 4-bit weights a byte, four bytes a float32 element
+PACKED_FP16 = NF4_WEIGHTS // 4
+CRITIC_ROOT = 300 * 64 + 64 + 65  # embeddings, final norm, the frozen original value head (no LM head)
+RUNS = {  # label: (profile, checkpoint, frozen_base_dtype[, adapters])
+    "p40_nf4": ("p40", "original", "nf4"),
+    "p40_nf4_rounded_fp32": ("p40", "nf4-rounded", "fp32"),
+    "p40_fp32": ("p40", "original", "fp32"),
+    "t4_nf4": ("t4", "original", "nf4"),
+    "t4_nf4_rounded_fp32": ("t4", "nf4-rounded", "fp32"),
+    "t4_nf4_outside": ("t4", "original", "nf4", "outside"),
+}
+
+
+def test_size_formulas():
+    assert (NF4_WEIGHTS, LAYER_OTHER, PACKED_FP32, PACKED_FP16, CRITIC_ROOT) == (73728, 512, 9216, 18432, 19329)
+
+
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory):
+    root = copy_verl(tmp_path_factory.mktemp("frozen_base_nf4") / "patched")
+    run_apply(root, check_rc=0)
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(patched):
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {
+            label: pool.submit(run_speed_probe, patched, "run", *args, script=PROBE) for label, args in RUNS.items()
+        }
+        return {label: future.result() for label, future in futures.items()}
+
+
+def test_decoder_layers_stored_as_nf4_packed_in_param_dtype_the_root_in_16_bits(runs):
+    p40, t4 = runs["p40_nf4"], runs["t4_nf4"]
+    # p40: param_dtype fp32, so the packed weights and the layers' norms and biases are one fp32 flat parameter per
+    # layer; the root in bf16 (0026's rule where param_dtype is not 16-bit)
+    assert p40["actor_stored"] == {
+        "float32 frozen": PACKED_FP32 + LAYER_OTHER,
+        "bfloat16 frozen": ROOT,
+        "float32 trainable": ADAPTER,
+    }
+    assert p40["critic_stored"] == {
+        "float32 frozen": PACKED_FP32 + LAYER_OTHER,
+        "bfloat16 frozen": CRITIC_ROOT,
+        "float32 trainable": CRITIC_TRAINABLE,
+    }
+    # t4: everything frozen in fp16, the packed weights as fp16 elements
+    assert t4["actor_stored"] == {"float16 frozen": PACKED_FP16 + LAYER_OTHER + ROOT, "float32 trainable": ADAPTER}
+    assert t4["critic_stored"] == {"float16 frozen": PACKED_FP16 + LAYER_OTHER + CRITIC_ROOT, "float32 trainable": CRITIC_TRAINABLE}
+    for run, dtype in ((p40, "float32"), (t4, "float16")):
+        for report in (run["nf4"], run["critic_nf4"]):
+            assert report == {"linears": 14, "quant": [["nf4", 64, True, dtype]], "storage": [dtype], "devices": ["cpu"]}
+        assert run["adapter_dtypes"] == ["float32"] and run["value_head_dtypes"] == ["float32"]
+        assert run["optimizer_state"] == [["float32", True]] and run["optimizer_state_numel"] == ADAPTER
+        assert run["base_unchanged"] is True
+    # the p40's decoder layers are never cast by FSDP (already param_dtype): only the bf16 root is upcast
+    assert p40["upcast_during_update"]["units"] == [["root", ROOT]]
+
+
+@pytest.mark.parametrize("nf4, rounded", [("p40_nf4", "p40_nf4_rounded_fp32"), ("t4_nf4", "t4_nf4_rounded_fp32")])
+def test_nf4_base_computes_exactly_what_the_fp32_base_holding_its_values_computes(runs, nf4, rounded):
+    a, b = runs[nf4], runs[rounded]
+    for key in COMPUTED:
+        assert a[key] == b[key], key
+    assert a["checkpoint"]["log_probs_after_load"] == b["checkpoint"]["log_probs_after_load"]
+
+
+def test_the_quantisation_is_visible_against_the_unquantised_base(runs):
+    a, b = runs["p40_nf4"], runs["p40_fp32"]
+    assert _max_diff(a["old_log_probs"], b["old_log_probs"]) > 1e-3
+    assert _max_diff(a["ref_log_probs"], b["ref_log_probs"]) > 1e-3
+    assert _max_diff(a["values"], b["values"]) > 1e-3
+
+
+def test_checkpoint_round_trip_keeps_the_nf4_base(runs):
+    checkpoint = runs["p40_nf4"]["checkpoint"]
+    assert checkpoint["moved_after_save"] is True and checkpoint["loaded_equal_saved"] is True
+    assert checkpoint["stored_after_load"] == runs["p40_nf4"]["actor_stored"]
+    assert checkpoint["log_probs_after_load"] == runs["p40_nf4"]["log_probs_after_update"]
+    assert checkpoint["adapter_dir"] == ["adapter_config.json", "adapter_model.safetensors"]
+
+
+def test_rollout_through_the_fsdp_root_equals_the_unwrapped_one(runs):
+    for label in ("p40_nf4", "t4_nf4"):
+        rollout = runs[label]["rollout"]
+        assert rollout["unwrapped"] == rollout["through_root"]
+
+
+def test_with_the_adapters_outside_fsdp_the_same_results(runs):
+    units, outside = runs["t4_nf4"], runs["t4_nf4_outside"]
+    for key in (*COMPUTED, "checkpoint", "actor_stored", "critic_stored", "nf4"):
+        assert outside[key] == units[key], key
+    assert outside["actor_units"] == {"units": 3, "trainable": 0}
+
+
+@pytest.mark.parametrize("world_size, error", [
+    (2, "actor: model.frozen_base_dtype=nf4 needs one GPU (world size 1), got 2: the quantisation constants are not "
+        "sharded; use bf16 or fp16 on several GPUs"),
+    (1, "model.frozen_base_dtype=nf4: the model names no decoder layer class (_no_split_modules); set "
+        "fsdp_config.wrap_policy.transformer_layer_cls_to_wrap"),
+])
+def test_refusals_in_the_worker(patched, world_size, error):
+    assert run_speed_probe(patched, "refusal", world_size, script=PROBE)["error"] == error
+
+
+# ---------------------------------------------------------------------------------------------- the helpers
+
+
+@pytest.fixture(scope="module")
+def nf4_module(patched):
+    return load_module_from(patched / "verl" / "utils" / "frozen_base_nf4.py", "frozen_base_nf4_under_test")
+
+
+def _peft_model(seed=0):
+    from peft import LoraConfig, get_peft_model
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(64, 32)
+            self.norm = torch.nn.LayerNorm(64)
+
+    class Model(torch.nn.Module):
+        _no_split_modules = ["Layer"]
+
+        def __init__(self):
+            super().__init__()
+            self.embed = torch.nn.Embedding(10, 64)
+            self.layers = torch.nn.ModuleList([Layer(), Layer()])
+            self.head = torch.nn.Linear(64, 10)
+
+    torch.manual_seed(seed)
+    return get_peft_model(Model(), LoraConfig(r=4, target_modules=["proj", "head"]))
+
+
+def test_setting_values(nf4_module):
+    assert [nf4_module.is_nf4(v) for v in ("nf4", " NF4", "bf16", None, 4)] == [True, True, False, False, False]
+
+
+def test_layer_classes_follow_verls_wrap_policy(nf4_module):
+    model = _peft_model()
+    assert nf4_module.nf4_layer_class_names(model, None) == ["Layer"]
+    assert nf4_module.nf4_layer_class_names(model, {"transformer_layer_cls_to_wrap": ["Block"]}) == ["Block"]
+    with pytest.raises(ValueError, match="needs FSDP units per decoder layer: unset fsdp_config.wrap_policy.min_num_params"):
+        nf4_module.nf4_layer_class_names(model, {"min_num_params": 100})
+
+
+def test_quantise_only_the_layers_adapted_linears_without_touching_the_rng(nf4_module):
+    model = _peft_model()
+    torch.manual_seed(7)
+    counts = nf4_module.quantize_frozen_base(model, torch.float32, ["Layer"])
+    after = torch.rand(3)
+    torch.manual_seed(7)
+    assert torch.equal(after, torch.rand(3))  # no random initialisation ran
+    # 2 layers x proj 32 x 64; other layer parameters: proj bias 32, norm 64 + 64; root: embedding 640, head 650
+    assert counts == {"nf4": 4096, "layer": 320, "root": 1290, "trainable": 2 * 4 * (64 + 32) + 4 * (64 + 10)}
+    linears = nf4_module.nf4_linears(model)
+    assert len(linears) == 2 and all(type(m.weight).__name__ == "Params4bit" for m in linears)
+    head = model.base_model.model.head  # adapted but outside the layers: a 16-bit (bf16 for fp32 compute) Linear
+    assert type(head.base_layer) is torch.nn.Linear and head.base_layer.weight.dtype == torch.bfloat16
+    assert model.base_model.model.layers[0].norm.weight.dtype == torch.float32
+
+
+def test_a_model_without_adapted_layer_linears_is_refused(nf4_module):
+    model = _peft_model()
+    with pytest.raises(ValueError, match=r"no LoRA-adapted Linear inside a decoder layer \(Block\); set model.target_modules"):
+        nf4_module.quantize_frozen_base(model, torch.float16, ["Block"])
+
+
+def test_without_bitsandbytes_the_error_names_the_fix(nf4_module, monkeypatch):
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)
+    with pytest.raises(ImportError, match=r"model.frozen_base_dtype=nf4 needs bitsandbytes \(pip install bitsandbytes"):
+        nf4_module.quantize_frozen_base(_peft_model(), torch.float16, ["Layer"])
+
+
+def test_place_quant_states_moves_every_constant(nf4_module):
+    model = _peft_model()
+    nf4_module.quantize_frozen_base(model, torch.float16, ["Layer"])
+    assert nf4_module.place_quant_states(model, torch.device("meta")) == 2
+    for linear in nf4_module.nf4_linears(model):
+        state = linear.quant_state
+        assert {t.device.type for t in (state.absmax, state.code, state.state2.absmax, state.state2.code)} == {"meta"}
