@@ -16,8 +16,9 @@ with ``--no-deps`` and resolves nothing:
 
 The A10 tree is resolved first and the P40 tree is constrained by it, so the layers both images
 share (python, torch, common) are identical in both. Resolution is for CPython 3.10 on
-manylinux_2_35 x86_64 (Ubuntu 22.04) and only sees packages published before EXCLUDE_NEWER, so
-the same command gives the same locks later; move the date to take newer releases.
+manylinux_2_35 x86_64 (Ubuntu 22.04) and only sees packages published before EXCLUDE_NEWER (a package in
+EXCLUDE_NEWER_PACKAGES: before its own date), so the same command gives the same locks later; move the date to
+take newer releases.
 
 Nothing the P40 image runs imports torchvision or torchaudio (docs/images.md, "What each image contains"), so
 only the A10 image has them: vLLM 0.8.5 requires both.
@@ -60,6 +61,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 UV_VERSION = "0.13.9"
 EXCLUDE_NEWER = "2025-07-01T00:00:00Z"  # just after verl 0.4.1's release
+# packages pinned past EXCLUDE_NEWER in image.in, each seen only up to its own date (uv --exclude-newer-package).
+# bitsandbytes: 0.46.0, the newest before EXCLUDE_NEWER, refuses on the CPU an NF4 weight packed in a float
+# quant_storage ("Blockwise 4bit dequantization on CPU only supports uint8 storage"), which patch 0028 packs and the
+# test suite in the image runs; 0.48.2 (published 2025-10-29) dequantises it, and its CUDA 11.8 library carries
+# sm_60 (runs on the P40's 6.1), sm_75 and sm_86 kernels (docs/images.md, "bitsandbytes")
+EXCLUDE_NEWER_PACKAGES = {"bitsandbytes": "2025-10-30T00:00:00Z"}
 PYTHON_VERSION = "3.10"
 PLATFORM = "x86_64-manylinux_2_35"
 INDEX_URL = "https://pypi.org/simple"
@@ -284,6 +291,8 @@ class Resolver:
         command = [self.uv, "pip", "compile", str(requirements), "--python-version", PYTHON_VERSION, "--python-platform", PLATFORM,
                    "--find-links", str(self.standins), "--exclude-newer", self.exclude_newer,
                    "--no-header", "--no-annotate"]
+        for name, date in EXCLUDE_NEWER_PACKAGES.items():
+            command += ["--exclude-newer-package", f"{name}={date}"]
         if constraints:
             command += ["--constraint", str(constraints)]
         if only_binary:

@@ -269,7 +269,9 @@ def probe_run(profile, checkpoint, frozen, adapters="units"):
     adapter = {k: v for k, v in after.items() if "lora_" in k}
     result["adapter_after"] = {k: _lists(v.flatten()) for k, v in sorted(adapter.items())}
     result["adapter_dtypes"] = sorted({str(v.dtype).replace("torch.", "") for v in adapter.values()})
-    result["base_unchanged"] = all(torch.equal(_raw_bytes(before[k]), _raw_bytes(after[k])) for k in before if "lora_" not in k)
+    result["base_unchanged"] = all(
+        torch.equal(_raw_bytes(before[k]), _raw_bytes(after[k])) for k in before if "lora_" not in k
+    )
     result["base_dtypes_after_update"] = sorted(
         {str(v.dtype).replace("torch.", "") for k, v in after.items() if "lora_" not in k}
     )

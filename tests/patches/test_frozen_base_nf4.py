@@ -76,10 +76,18 @@ def test_decoder_layers_stored_as_nf4_packed_in_param_dtype_the_root_in_16_bits(
     }
     # t4: everything frozen in fp16, the packed weights as fp16 elements
     assert t4["actor_stored"] == {"float16 frozen": PACKED_FP16 + LAYER_OTHER + ROOT, "float32 trainable": ADAPTER}
-    assert t4["critic_stored"] == {"float16 frozen": PACKED_FP16 + LAYER_OTHER + CRITIC_ROOT, "float32 trainable": CRITIC_TRAINABLE}
+    assert t4["critic_stored"] == {
+        "float16 frozen": PACKED_FP16 + LAYER_OTHER + CRITIC_ROOT,
+        "float32 trainable": CRITIC_TRAINABLE,
+    }
     for run, dtype in ((p40, "float32"), (t4, "float16")):
         for report in (run["nf4"], run["critic_nf4"]):
-            assert report == {"linears": 14, "quant": [["nf4", 64, True, dtype]], "storage": [dtype], "devices": ["cpu"]}
+            assert report == {
+                "linears": 14,
+                "quant": [["nf4", 64, True, dtype]],
+                "storage": [dtype],
+                "devices": ["cpu"],
+            }
         assert run["adapter_dtypes"] == ["float32"] and run["value_head_dtypes"] == ["float32"]
         assert run["optimizer_state"] == [["float32", True]] and run["optimizer_state_numel"] == ADAPTER
         assert run["base_unchanged"] is True
@@ -123,12 +131,21 @@ def test_with_the_adapters_outside_fsdp_the_same_results(runs):
     assert outside["actor_units"] == {"units": 3, "trainable": 0}
 
 
-@pytest.mark.parametrize("world_size, error", [
-    (2, "actor: model.frozen_base_dtype=nf4 needs one GPU (world size 1), got 2: the quantisation constants are not "
-        "sharded; use bf16 or fp16 on several GPUs"),
-    (1, "model.frozen_base_dtype=nf4: the model names no decoder layer class (_no_split_modules); set "
-        "fsdp_config.wrap_policy.transformer_layer_cls_to_wrap"),
-])
+@pytest.mark.parametrize(
+    "world_size, error",
+    [
+        (
+            2,
+            "actor: model.frozen_base_dtype=nf4 needs one GPU (world size 1), got 2: the quantisation constants are "
+            "not sharded; use bf16 or fp16 on several GPUs",
+        ),
+        (
+            1,
+            "model.frozen_base_dtype=nf4: the model names no decoder layer class (_no_split_modules); set "
+            "fsdp_config.wrap_policy.transformer_layer_cls_to_wrap",
+        ),
+    ],
+)
 def test_refusals_in_the_worker(patched, world_size, error):
     assert run_speed_probe(patched, "refusal", world_size, script=PROBE)["error"] == error
 
@@ -171,7 +188,9 @@ def test_layer_classes_follow_verls_wrap_policy(nf4_module):
     model = _peft_model()
     assert nf4_module.nf4_layer_class_names(model, None) == ["Layer"]
     assert nf4_module.nf4_layer_class_names(model, {"transformer_layer_cls_to_wrap": ["Block"]}) == ["Block"]
-    with pytest.raises(ValueError, match="needs FSDP units per decoder layer: unset fsdp_config.wrap_policy.min_num_params"):
+    with pytest.raises(
+        ValueError, match="needs FSDP units per decoder layer: unset fsdp_config.wrap_policy.min_num_params"
+    ):
         nf4_module.nf4_layer_class_names(model, {"min_num_params": 100})
 
 
@@ -193,7 +212,9 @@ def test_quantise_only_the_layers_adapted_linears_without_touching_the_rng(nf4_m
 
 def test_a_model_without_adapted_layer_linears_is_refused(nf4_module):
     model = _peft_model()
-    with pytest.raises(ValueError, match=r"no LoRA-adapted Linear inside a decoder layer \(Block\); set model.target_modules"):
+    with pytest.raises(
+        ValueError, match=r"no LoRA-adapted Linear inside a decoder layer \(Block\); set model.target_modules"
+    ):
         nf4_module.quantize_frozen_base(model, torch.float16, ["Block"])
 
 
