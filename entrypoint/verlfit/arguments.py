@@ -119,7 +119,7 @@ DEFAULT_SAMPLES = 4  # GRPO responses per prompt when --samples is not given
 # LoRA defaults: verl 0.4.1's own (ppo_trainer.yaml:128 and :654 lora_alpha 16; :132 and :657 target_modules all-linear)
 DEFAULT_LORA_ALPHA = 16
 DEFAULT_LORA_TARGET_MODULES = "all-linear"
-FROZEN_BASE_CHOICES = ("float32", "bfloat16", "float16")  # --frozen-base-dtype (patch 0026)
+FROZEN_BASE_CHOICES = ("float32", "bfloat16", "float16", "nf4")  # --frozen-base-dtype (patches 0026, 0028)
 
 
 def rank(text: str) -> int:
@@ -253,9 +253,12 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
         choices=FROZEN_BASE_CHOICES,
         help="how actor and critic store their frozen base weights with LoRA (patch 0026): the profile's "
         "16-bit dtype (bfloat16 on p40 and a10, float16 on t4 and v100: 2 bytes a parameter; the run "
-        "still computes in the profile's dtype) or float32 (4 bytes, stock verl); refused without LoRA "
-        "(default: the profile's 16-bit dtype, or the fp32 base where --plan auto finds it fits and "
-        "is faster on the card)",
+        "still computes in the profile's dtype), float32 (4 bytes, stock verl), or nf4 (patch 0028, QLoRA: the "
+        "decoder layers' adapted Linears in 4 bits through bitsandbytes, about 0.52 bytes a weight, dequantised "
+        "to the profile's dtype for each matmul; one GPU, --rollout hf; the trained adapter then differs from one "
+        "trained on the 16-bit base by the quantisation); refused without LoRA "
+        "(default: the profile's 16-bit dtype; the fp32 base where --plan auto finds it fits and "
+        "is faster on the card; nf4 where --plan auto finds nothing else fits on one GPU with --rollout hf)",
     )
     parser.add_argument(
         "--plan",

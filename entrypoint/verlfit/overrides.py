@@ -150,15 +150,15 @@ def lora_overrides(section: str, rank: int, alpha: float, target_modules: str | 
 
 
 FROZEN_BASE_KEYS = ("actor_rollout_ref.model.frozen_base_dtype", "critic.model.frozen_base_dtype")
-_FROZEN_BASE_VALUES = {"bfloat16": "bf16", "float16": "fp16"}
+_FROZEN_BASE_VALUES = {"bfloat16": "bf16", "float16": "fp16", "nf4": "nf4"}
 
 
 def frozen_base_overrides(settings: TrainSettings, storage: str | None) -> list[str]:
     """Patch 0026's keys for the LoRA roles of a run whose base is stored in 16 bits (``storage``: ``"bfloat16"`` or
-    ``"float16"``, as the run's request was planned, :func:`verlfit.plan.request.frozen_base_storage`; None: the fp32
-    base of stock verl): ``+actor_rollout_ref.model.frozen_base_dtype=bf16`` with an actor adapter,
-    ``+critic.model.frozen_base_dtype=bf16`` with a PPO critic adapter (fp16 on the t4 and v100 profiles); none
-    otherwise."""
+    ``"float16"``; ``"nf4"``: patch 0028's value of the same keys), as the run's request was planned
+    (:func:`verlfit.plan.request.frozen_base_storage`; None: the fp32 base of stock verl):
+    ``+actor_rollout_ref.model.frozen_base_dtype=bf16`` with an actor adapter, ``+critic.model.frozen_base_dtype=bf16``
+    with a PPO critic adapter (fp16 on the t4 and v100 profiles); none otherwise."""
     if storage is None:
         return []
     value = _FROZEN_BASE_VALUES[storage]

@@ -180,6 +180,8 @@ class DoctorContext:
     Attributes:
         profile_name: ``"p40"``, ``"a10"`` or None (then ``VERLFIT_PROFILE``, else chosen by the GPU).
         rollout, attention: ``--rollout`` / ``--attention`` (None: the profile's), for the engines check.
+        frozen_base: a LoRA run's base storage as train planned it (``"nf4"`` needs bitsandbytes; None: none
+            asked), for the engines check.
         find_spec: ``importlib.util.find_spec``-like lookup of a package by name (None: the real one; tests pass fakes).
         environ: environment variables (default ``os.environ``).
         nvml: passed to :func:`verlfit.gpu.query_gpus` (a fake in tests).
@@ -208,6 +210,7 @@ class DoctorContext:
     profile_name: str | None = None
     rollout: str | None = None
     attention: str | None = None
+    frozen_base: str | None = None
     find_spec: Callable | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     nvml: object | None = None
@@ -649,7 +652,9 @@ def check_engines(ctx: DoctorContext) -> CheckResult:
     # an unknown profile, vLLM on p40, FlashAttention-2 in fp32 raise VerlfitError: run_checks reports its FAIL and fix
     profile = customize(load_profile(name), rollout=ctx.rollout, attention=ctx.attention)
     engines = f"profile {name} ({how}) with rollout {profile.rollout} and attention {profile.attention}"
-    missing = missing_engine_packages(profile.rollout, profile.attention, find_spec=ctx.find_spec)
+    missing = missing_engine_packages(
+        profile.rollout, profile.attention, find_spec=ctx.find_spec, frozen_base=ctx.frozen_base
+    )
     if missing:
         needs = " and ".join(f"{package} for {what}" for package, what, _ in missing)
         packages = [package for package, _, _ in missing]
@@ -660,11 +665,13 @@ def check_engines(ctx: DoctorContext) -> CheckResult:
             f"{engines} needs {needs}; this Python ({sys.executable}) has {has}: verl would fail a minute in, after "
             "Ray starts",
             f"pass {' '.join(option for _, _, option in missing)} to verlfit train (it then runs without "
-            f"{' and '.join(packages)}), or run in the verlfit:{profile.name} image (it has vLLM and flash-attn)",
+            f"{' and '.join(packages)}), or run in the verlfit:{profile.name} image ("
+            + ("both images have bitsandbytes" if "bitsandbytes" in packages else "it has vLLM and flash-attn")
+            + ")",
         )
     needed = [
         ENGINE_PACKAGES[choice][0]
-        for choice in (("rollout", profile.rollout), ("attention", profile.attention))
+        for choice in (("rollout", profile.rollout), ("attention", profile.attention), ("frozen_base", ctx.frozen_base))
         if choice in ENGINE_PACKAGES
     ]
     if not needed:
@@ -932,6 +939,7 @@ def blocking_checks(
     rollout: str | None = None,
     attention: str | None = None,
     data_keys: DataKeys | None = None,
+    frozen_base: str | None = None,
 ) -> list[CheckResult]:
     """Run the fast checks ``verlfit train`` needs to pass before it starts Ray, and return the
     FAILs only (an empty list means: launch).
@@ -945,6 +953,7 @@ def blocking_checks(
     Args:
         profile_name: the profile train resolved.
         rollout, attention: train's rollout and attention (``--rollout`` / ``--attention``; None: the profile's).
+        frozen_base: train's LoRA base storage as planned (``"nf4"``: bitsandbytes needed).
         data_dir, model: train's settings.
         data_keys: the data keys of train's overrides (``data.prompt_key``, ``data.reward_fn_key``).
         environment: the resolved knobs (e.g. ``TRITON_MAX_SHARED_MEMORY``); laid over ``os.environ``.
@@ -963,6 +972,8 @@ def blocking_checks(
         ctx.data_keys = data_keys
     if attention is not None:
         ctx.attention = attention
+    if frozen_base is not None:
+        ctx.frozen_base = frozen_base
     if environment:
         ctx.environ = {**ctx.environ, **environment}
     return [result for result in run_checks(ctx, BLOCKING) if result.status == FAIL]

@@ -16,6 +16,7 @@ from verlfit.plan.memory import (
     ALLOCATOR_HEADROOM_BYTES,
     DEFAULT_MARGIN,
     LORA_SUGGESTED_RANK,
+    NF4,
     Plan,
     PlanRequest,
     format_gib,
@@ -235,6 +236,9 @@ def auto_fit(
     first = fit_memory(request, margin, keep)
     if card is None or not first.fits:
         return first
+    if first.request.frozen_base_dtype != request.frozen_base_dtype:
+        # nothing fit without the NF4 base (fit_memory's last resort): the speed pick weighs NF4 configurations only
+        request, keep = replace(request, frozen_base_dtype=first.request.frozen_base_dtype), keep | {"frozen_base"}
 
     # each configuration that fits, described once (the description tells two apart and names them in the lines)
     decisions = [first]
@@ -324,12 +328,15 @@ def fit_memory(
     rollout is HF, which cannot run with it). At the first rung where every phase fits at
     micro-batch 1, each micro-batch is raised to the largest power of two dividing its batch that
     keeps its phases within ``margin`` x usable memory (peak + allocator headroom). Nothing the
-    request turned on is turned off.
+    request turned on is turned off. When no rung fits, a LoRA run whose base storage is not kept, on one GPU with
+    the HF rollout, climbs the ladder again with its base in NF4 (patch 0028; :func:`nf4_fallback_allowed`), the
+    first reason saying what did not fit without it.
 
     Args:
         request: the starting configuration (its micro-batches are ignored unless kept).
         margin: fraction of ``request.gpu_memory_bytes`` to stay under.
-        keep: knobs not to change: any of ``"micro_batches"``, ``"gradient_checkpointing"``, ``"offload"``.
+        keep: knobs not to change: any of ``"micro_batches"``, ``"gradient_checkpointing"``, ``"offload"``,
+            ``"frozen_base"``.
 
     Returns:
         A :class:`FitDecision`. When nothing fits even at the top rung with micro-batch 1,
@@ -342,6 +349,37 @@ def fit_memory(
     unknown = keep - set(KEEPABLE)
     if unknown:
         raise ValueError(f"unknown keep {sorted(unknown)}; allowed: {KEEPABLE}")
+    decision = _fit_ladder(request, margin, keep)
+    if decision.fits or not nf4_fallback_allowed(request, keep):
+        return decision
+    quantised = _fit_ladder(replace(request, frozen_base_dtype=NF4), margin, keep | {"frozen_base"})
+    if not quantised.fits:
+        return decision
+    stored = request.frozen_base_dtype or "float32"
+    failure = decision.reasons[-1].removeprefix("nothing fits: ")
+    return replace(
+        quantised,
+        reasons=(f"frozen base in NF4 (patch 0028): with the {stored} base, {failure}",) + quantised.reasons,
+    )
+
+
+def nf4_fallback_allowed(request: PlanRequest, keep: frozenset[str]) -> bool:
+    """Whether :func:`fit_memory` may store a LoRA base in NF4 (patch 0028) when nothing fits otherwise: the base's
+    storage not kept (no ``--frozen-base-dtype``), a LoRA role, one GPU, the HF rollout
+    (:func:`verlfit.plan.request.check_nf4_base`), and not NF4 already. Quantising changes what the model computes,
+    so it is the last resort, after gradient checkpointing and offload."""
+    lora = request.lora_rank > 0 or (request.has_critic and request.lora_rank_of("critic") > 0)
+    return (
+        "frozen_base" not in keep
+        and lora
+        and request.gpus == 1
+        and request.rollout == "hf"
+        and request.frozen_base_dtype != NF4
+    )
+
+
+def _fit_ladder(request: PlanRequest, margin: float, keep: frozenset[str]) -> FitDecision:
+    """:func:`fit_memory` at the request's base storage: the first rung of :func:`_levels` where every phase fits."""
     budget = int(margin * request.gpu_memory_bytes)
     reasons: list[str] = []
     start = (

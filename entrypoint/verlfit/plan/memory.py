@@ -41,6 +41,12 @@ GIB = 1024**3
 # ======================================================================================
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
+# patch 0028 (--frozen-base-dtype nf4): the adapted Linears of the decoder layers in NF4 through bitsandbytes'
+# quantize_4bit (functional.py): 4 bits a weight, blocks of 64 weights each with an absmax that double quantisation
+# stores as one byte, and an fp32 absmax per 256 of those blocks (quantize_blockwise, blocksize=256): derived
+NF4 = "nf4"
+NF4_BYTES_PER_WEIGHT = 0.5 + 1 / 64 + 4 / (64 * 256)
+NF4_ROOT_BYTES = 2  # derived: the root (embeddings, LM head, final norm) stays 16-bit (frozen_base_nf4.py)
 SHORT_DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}  # as the plan's notes write them
 MASTER_BYTES = 4  # derived: actor and critic are built in fp32 (fsdp_workers.py:216, 905)
 GRAD_BYTES = 4  # derived: gradients accumulate on the fp32 flat parameter (FSDP1 casts them back)
@@ -287,7 +293,9 @@ class PlanRequest:
             (``actor_rollout_ref.model.enable_gradient_checkpointing``); ``critic_gradient_checkpointing`` the critic's
             (``critic.model.enable_gradient_checkpointing``), None = the actor's (:meth:`checkpointing_of`).
         frozen_base_dtype: how the LoRA roles store their frozen base (patch 0026, ``+*.model.frozen_base_dtype``):
-            ``"bfloat16"`` or ``"float16"``, 2 bytes a parameter; None = fp32, 4 bytes (stock verl). Adapters and the
+            ``"bfloat16"`` or ``"float16"``, 2 bytes a parameter; ``"nf4"`` (patch 0028), the decoder layers' adapted
+            Linears in NF4 (:data:`NF4_BYTES_PER_WEIGHT`), the layers' norms and biases in the compute dtype and
+            the root in 16 bits (:func:`frozen_base_bytes`); None = fp32, 4 bytes (stock verl). Adapters and the
             critic's value head stay fp32 either way; a role without LoRA is all fp32 masters.
     """
 
@@ -398,14 +406,25 @@ class PlanRequest:
 
     @property
     def frozen_bytes(self) -> int:
-        """Bytes a frozen (LoRA base) parameter is stored in: 2 with :attr:`frozen_base_dtype`, else 4 (fp32)."""
+        """Bytes a frozen (LoRA base) parameter is stored in: 2 with a 16-bit :attr:`frozen_base_dtype` (and for an
+        NF4 base's 16-bit root), else 4 (fp32). An NF4 base as a whole: :func:`frozen_base_bytes`."""
+        if self.frozen_base_dtype == NF4:
+            return NF4_ROOT_BYTES
         return DTYPE_BYTES[self.frozen_base_dtype] if self.frozen_base_dtype else MASTER_BYTES
 
     def upcasts_frozen_base(self, role: str) -> bool:
-        """Whether ``role``'s frozen 16-bit base is cast to another dtype to compute (the P40: stored bf16, computed
-        fp32); False when it computes in the dtype it is stored in (t4/v100 fp16, a10 bf16) or is fp32."""
+        """Whether ``role``'s frozen 16-bit base (an NF4 base's 16-bit root) is cast to another dtype to compute (the
+        P40: stored bf16, computed fp32); False when it computes in the dtype it is stored in (t4/v100 fp16, a10
+        bf16) or is fp32."""
         stored = self.frozen_base_dtype
+        if stored == NF4:
+            stored = "bfloat16" if self.dtype == "float32" else self.dtype
         return self.lora_rank_of(role) > 0 and stored is not None and stored != self.dtype
+
+    def dequantises_frozen_base(self, role: str) -> bool:
+        """Whether ``role`` has a LoRA base stored in NF4 (patch 0028): each pass dequantises its layers' adapted
+        Linears to the compute dtype, one at a time."""
+        return self.lora_rank_of(role) > 0 and self.frozen_base_dtype == NF4
 
     def checkpointing_of(self, role: str) -> bool:
         """Whether ``role`` (``"actor"`` or ``"critic"``) recomputes its layers in backward (gradient checkpointing)."""
@@ -667,7 +686,16 @@ def lora_notes(request: PlanRequest) -> tuple[str, ...]:
             f"({trained / base:.2%} of {base:,}: adapters{head}); the base is frozen, with no gradients or "
             "AdamW states"
         )
-        if r.frozen_base_dtype:
+        if r.dequantises_frozen_base(role):
+            quantised = nf4_weights(r.shape, role, r.lora_target_modules)
+            root = "upcast to float32 by FSDP, " if r.upcasts_frozen_base(role) else ""
+            line += (
+                f"; its layers' adapted weights ({quantised:,}) are stored in NF4 (patch 0028: "
+                f"{NF4_BYTES_PER_WEIGHT:.4f} bytes a weight with the quantisation constants), the layers' norms and "
+                f"biases in {r.dtype}, embeddings and head in 16 bits ({root}{format_gib(frozen_base_bytes(r, role))} "
+                f"in all); each Linear dequantised to {r.dtype} for its matmul; the trained ones in float32"
+            )
+        elif r.frozen_base_dtype:
             upcast = r.upcasts_frozen_base(role)
             computed = f"computed in {r.dtype}: " + ("FSDP upcasts one unit at a time" if upcast else "as stored")
             line += (
@@ -825,7 +853,8 @@ def static_cache_dtype(request: PlanRequest) -> str:
     stored in 16 bits and generated under 16-bit autocast (t4/v100 fp16, a10 bf16) decodes into a 16-bit cache, as
     ``generate``'s keys are computed; the P40's fp32 rollout and fp32 masters into an fp32 one."""
     if request.dtype != "float32" and request.lora_rank_of("actor") > 0 and request.frozen_base_dtype:
-        return request.frozen_base_dtype
+        # an NF4 base's embedding is stored in the compute dtype (its root, patch 0028)
+        return request.dtype if request.frozen_base_dtype == NF4 else request.frozen_base_dtype
     return "float32"
 
 
@@ -897,6 +926,36 @@ def adapter_parameters(
     return adapters + (shape.hidden_size + 1 if role == "critic" else 0)
 
 
+def nf4_linear_shapes(shape: ModelShape, role: str, target_modules) -> list[tuple[int, int, int]]:
+    """(in features, out features, how many) of each Linear patch 0028 stores in NF4 in ``role``'s model: the LoRA
+    targets inside the decoder layers (an adapted ``lm_head`` stays in the 16-bit root: frozen_base_nf4.py)."""
+    linears = lora_linear_shapes(shape, role)
+    return [linears[n] for n in lora_targets(shape, role, target_modules) if n in LORA_LAYER_TARGETS]
+
+
+def nf4_weights(shape: ModelShape, role: str, target_modules) -> int:
+    """Weights patch 0028 stores in NF4 in ``role``'s model (:func:`nf4_linear_shapes`); Qwen2.5-7B all-linear:
+    6,525,288,448 (28 layers x 233,046,016)."""
+    return sum(n_in * n_out * count for n_in, n_out, count in nf4_linear_shapes(shape, role, target_modules))
+
+
+def frozen_base_bytes(request: PlanRequest, role: str) -> int:
+    """Bytes ``role``'s frozen base takes per GPU as stored (0 without one): its frozen parameters at
+    :attr:`PlanRequest.frozen_bytes` (fp32, or 16 bits with patch 0026), sharded over the GPUs; with an NF4 base
+    (patch 0028, one GPU) the layers' adapted Linears at :data:`NF4_BYTES_PER_WEIGHT`, the layers' other parameters
+    (norms, biases) in the compute dtype and the root (embeddings, LM head or value head, final norm) in 16 bits.
+    Qwen2.5-7B actor on the a10 profile (bf16): 16-bit 15,231,233,024 bytes (14.19 GiB), NF4 5,546,851,072
+    (5.17 GiB)."""
+    total, trained = role_parameters(request, role)
+    frozen = total - trained
+    if not request.dequantises_frozen_base(role):
+        return _shard(frozen, request.gpus) * request.frozen_bytes
+    quantised = nf4_weights(request.shape, role, request.lora_target_modules)
+    root = root_unit_parameters(request.shape, critic=role == "critic")
+    rest = frozen - quantised - root
+    return math.ceil(quantised * NF4_BYTES_PER_WEIGHT) + rest * request.compute_bytes + root * NF4_ROOT_BYTES
+
+
 def lora_adapter_work(shape: ModelShape, role: str, rank: int, target_modules="all-linear") -> tuple[int, int]:
     """(adapter matmul parameters, adapted Linears) of ``role``'s LoRA at ``rank`` (0: ``(0, 0)``): ``rank (in +
     out)`` per targeted Linear (lora_A rank x in, lora_B out x rank: a token's adapter forward is 2x that in
@@ -919,8 +978,9 @@ class RoleLora:
         rank: the LoRA rank (0: fully trained; every other field is then 0 or False but ``upcasts_base``).
         adapter: (adapter matmul parameters, adapted Linears): :func:`lora_adapter_work`.
         parameters: the parameters LoRA adds, all trained: :func:`adapter_parameters`.
-        upcasts_base: the role's frozen 16-bit base is cast to compute (:meth:`PlanRequest.upcasts_frozen_base`, at
-            the request's own rank).
+        upcasts_base: the role's frozen base is cast to compute: a 16-bit base upcast
+            (:meth:`PlanRequest.upcasts_frozen_base`) or an NF4 base dequantised
+            (:meth:`PlanRequest.dequantises_frozen_base`), at the request's own rank.
     """
 
     rank: int
@@ -940,7 +1000,7 @@ def role_lora(request: PlanRequest, role: str, rank: int) -> RoleLora:
         rank=rank,
         adapter=lora_adapter_work(request.shape, role, rank, targets),
         parameters=adapter_parameters(request.shape, role, rank, targets),
-        upcasts_base=request.upcasts_frozen_base(role),
+        upcasts_base=request.upcasts_frozen_base(role) or request.dequantises_frozen_base(role),
     )
 
 
@@ -1025,13 +1085,11 @@ def _state(request: PlanRequest) -> _State:
     critic_all, critic_trained = role_parameters(r, "critic")
     # masters: the trained parameters (all, or a LoRA adapter) in fp32, a LoRA base in its storage dtype (fp32, or
     # 16 bits with patch 0026); AdamW: the trained parameters only
-    aw = _shard(actor_all - actor_trained, r.gpus) * r.frozen_bytes + _shard(actor_trained, r.gpus) * MASTER_BYTES
+    aw = frozen_base_bytes(r, "actor") + _shard(actor_trained, r.gpus) * MASTER_BYTES
     ao = _shard(actor_trained, r.gpus) * ADAM_STATE_BYTES
     cw = 0
     if r.has_critic:
-        cw = (
-            _shard(critic_all - critic_trained, r.gpus) * r.frozen_bytes + _shard(critic_trained, r.gpus) * MASTER_BYTES
-        )
+        cw = frozen_base_bytes(r, "critic") + _shard(critic_trained, r.gpus) * MASTER_BYTES
     co = _shard(critic_trained, r.gpus) * ADAM_STATE_BYTES if r.has_critic else 0
     return _State(
         actor_weights=0 if r.actor_param_offload else aw,
@@ -1094,12 +1152,25 @@ def _compute_copy(request: PlanRequest, unit_params: int, role: str) -> int:
     the compute dtype otherwise: bf16/fp16 copies of fp32 masters, or the P40's fp32 upcast of a 16-bit LoRA base
     (FSDP frees each after its unit's forward and backward: at most the root and one layer at once in
     tests/patches/test_frozen_base.py; :data:`LAYERS_IN_FLIGHT` counts the prefetched layer too)."""
+    if request.gpus == 1 and request.dequantises_frozen_base(role):
+        # patch 0028: the layer units are stored in the compute dtype (packed NF4, norms, biases): FSDP casts only a
+        # 16-bit root to fp32 (the P40); each Linear dequantises its weight to the compute dtype, one at a time
+        root = root_unit_parameters(request.shape, critic=role == "critic") if request.upcasts_frozen_base(role) else 0
+        return (root + largest_nf4_linear(request, role)) * request.compute_bytes
     if request.gpus == 1:
         lora_16_bit = request.lora_rank_of(role) > 0 and request.frozen_base_dtype is not None
         stored = request.frozen_bytes if lora_16_bit else MASTER_BYTES
         if not request.upcasts_frozen_base(role) and stored == request.compute_bytes:
             return 0
     return unit_params * request.compute_bytes
+
+
+def largest_nf4_linear(request: PlanRequest, role: str) -> int:
+    """Weights of the largest Linear ``role`` stores in NF4 (0 without an NF4 base): the dequantised weight in
+    flight during its matmul (bnb.matmul_4bit dequantises, then F.linear; the backward dequantises again)."""
+    if not request.dequantises_frozen_base(role):
+        return 0
+    return max(n_in * n_out for n_in, n_out, _ in nf4_linear_shapes(request.shape, role, request.lora_target_modules))
 
 
 def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
@@ -1131,13 +1202,21 @@ def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
         # base in 16 bits with fp32 adapters (patch 0026)
         actor_all, actor_trained = role_parameters(r, "actor")
         weights += (actor_all - actor_trained) * r.frozen_bytes + actor_trained * MASTER_BYTES
+    if r.dequantises_frozen_base("actor"):
+        dequantised = largest_nf4_linear(r, "actor") * r.compute_bytes
+        weights += dequantised
+        notes.append(
+            f"frozen base in NF4: each Linear dequantised to {SHORT_DTYPE_NAMES[r.dtype]} for its matmul, one at a "
+            f"time, the largest {format_gib(dequantised)}"
+        )
     if r.upcasts_frozen_base("actor"):
         # patch 0026's upcast_for_compute: each module computes with an fp32 copy of its 16-bit parameters, one at a
         # time; the largest is the LM head (vocabulary x hidden)
         weights += s.vocab_size * s.hidden_size * MASTER_BYTES
         head = format_gib(s.vocab_size * s.hidden_size * MASTER_BYTES)
+        stored = "bfloat16 (the NF4 base's embeddings and head)" if r.frozen_base_dtype == NF4 else r.frozen_base_dtype
         notes.append(
-            f"frozen base stored in {r.frozen_base_dtype}, generated in fp32: one module's fp32 copy at a "
+            f"frozen base stored in {stored}, generated in fp32: one module's fp32 copy at a "
             f"time, the largest the LM head's {head}"
         )
     cb = r.compute_bytes

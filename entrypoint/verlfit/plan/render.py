@@ -228,7 +228,11 @@ def render_outcome(outcome: PlanOutcome, console) -> None:
     ):
         say(line)
     if plan.request.lora_rank_of("actor") > 0:
-        say(plan_time.lora_generation_note(plan.request.rollout, outcome.switches.unwrap_fsdp))
+        say(
+            plan_time.lora_generation_note(
+                plan.request.rollout, outcome.switches.unwrap_fsdp, plan.request.frozen_base_dtype
+            )
+        )
     if plan.request.rollout == "vllm":
         say(plan_time.VLLM_NOTE)
     for line in outcome.notes:

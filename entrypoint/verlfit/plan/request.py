@@ -23,7 +23,7 @@ from verlfit.gpu import query_gpus
 from verlfit.model_shape import ModelShape, load_model_shape
 from verlfit.run_settings import TrainSettings
 from verlfit.patch_switches import PatchSwitches, TRAINING_ROLES
-from verlfit.plan.memory import DTYPE_BYTES, GIB, PlanRequest, format_gib
+from verlfit.plan.memory import DTYPE_BYTES, GIB, NF4, PlanRequest, format_gib
 from verlfit.plan.time import StepEstimate, TimeInputs, estimate, run_steps
 from verlfit.profiles import (
     PROFILE_NAMES,
@@ -160,9 +160,9 @@ def _lengths_that_fit(request: PlanRequest, context: int) -> str:
 
 
 def frozen_base_storage(settings, profile) -> str | None:
-    """The dtype a run stores its LoRA base in (patch 0026): ``settings.frozen_base_dtype``, or the profile's
-    ``frozen_base_dtype`` when it is None; None when the run has no LoRA role or asks for float32 (stock verl: 4 bytes
-    a frozen parameter). The same value for the actor and a LoRA critic. ``settings``:
+    """The dtype a run stores its LoRA base in (patch 0026; ``"nf4"``: patch 0028): ``settings.frozen_base_dtype``, or
+    the profile's ``frozen_base_dtype`` when it is None; None when the run has no LoRA role or asks for float32 (stock
+    verl: 4 bytes a frozen parameter). The same value for the actor and a LoRA critic. ``settings``:
     :class:`verlfit.run_settings.TrainSettings`; ``profile``: a :class:`verlfit.profiles.Profile`. Decided once, when
     the run's request is built (:func:`request_from_settings`): ``verlfit train`` hands the planned request's value to
     :func:`verlfit.overrides.build_overrides`.
@@ -170,7 +170,8 @@ def frozen_base_storage(settings, profile) -> str | None:
     Raises:
         VerlfitError (exit status 2): a 16-bit dtype other than the profile's (the p40 and a10 profiles store bf16,
             the t4 and v100 profiles fp16: a base in the other 16-bit type would mix bf16 and fp16 arithmetic in the
-            rollout), naming the profile's.
+            rollout), naming the profile's; ``nf4`` on several GPUs or with the vLLM rollout
+            (:func:`check_nf4_base`).
     """
     critic_rank = settings.effective_critic_lora_rank
     if settings.lora_rank <= 0 and (settings.algorithm != "ppo" or critic_rank <= 0):
@@ -178,14 +179,41 @@ def frozen_base_storage(settings, profile) -> str | None:
     wanted = settings.frozen_base_dtype or profile.frozen_base_dtype
     if wanted == "float32":
         return None
+    if wanted == NF4:
+        check_nf4_base(settings.gpus * settings.nodes, settings.rollout or profile.rollout)
+        return wanted
     if wanted != profile.frozen_base_dtype:
         raise VerlfitError(
             f"--frozen-base-dtype {wanted} with the {profile.name} profile: it stores a LoRA base in "
             f"{profile.frozen_base_dtype} (its rollout computes with it)",
-            fix=f"use --frozen-base-dtype {profile.frozen_base_dtype}, or float32 (stock verl)",
+            fix=f"use --frozen-base-dtype {profile.frozen_base_dtype}, nf4, or float32 (stock verl)",
             exit_code=2,
         )
     return wanted
+
+
+def check_nf4_base(gpus: int, rollout: str) -> None:
+    """Refuse what patch 0028's NF4 base cannot run with (verl/utils/frozen_base_nf4.py).
+
+    Raises:
+        VerlfitError (exit status 2): ``gpus`` above 1 (the quantisation constants live beside FSDP's flat
+            parameters, neither sharded nor broadcast: the patch refuses a world size above 1); ``rollout`` vllm
+            (verl's vLLM sharding manager hands vLLM the FSDP state dict, whose packed 4-bit weights vLLM cannot load).
+    """
+    if gpus > 1:
+        raise VerlfitError(
+            f"--frozen-base-dtype nf4 on {gpus} GPUs: patch 0028 stores the quantisation constants beside FSDP's "
+            "parameters, so it runs on one GPU only",
+            fix="use --gpus 1, or the profile's 16-bit base on several GPUs",
+            exit_code=2,
+        )
+    if rollout != "hf":
+        raise VerlfitError(
+            f"--frozen-base-dtype nf4 with the {rollout} rollout: verl hands vLLM the FSDP model's weights, and vLLM "
+            "cannot load bitsandbytes' packed 4-bit ones",
+            fix="add --rollout hf",
+            exit_code=2,
+        )
 
 
 def request_from_settings(

@@ -95,7 +95,14 @@ from verlfit.errors import VerlfitError
 from verlfit.model_shape import ModelShape
 from verlfit.overrides import hf_rollout_only_note
 from verlfit.patch_switches import ADAPTER_ROLES, TRAINING_ROLES
-from verlfit.plan.memory import PlanRequest, adapter_parameters, role_lora
+from verlfit.plan.memory import (
+    NF4_BYTES_PER_WEIGHT,
+    PlanRequest,
+    adapter_parameters,
+    nf4_weights,
+    role_lora,
+    root_unit_parameters,
+)
 
 # the phases whose passes run a role's adapters through FSDP (the ref log-prob disables the adapter): (phase, role)
 OUTSIDE_FSDP_PHASES = (
@@ -165,14 +172,22 @@ LORA_VLLM_GENERATION_NOTE = (
 )
 
 
-def lora_generation_note(rollout: str, unwrap_fsdp: bool) -> str:
+def lora_generation_note(rollout: str, unwrap_fsdp: bool, frozen_base_dtype: str | None = None) -> str:
     """What the time estimate says of a LoRA actor's generation, for the rollout the run uses: on ``vllm``
     :data:`LORA_VLLM_GENERATION_NOTE`; on ``hf`` with patch 0023's ``unwrap_fsdp``
     :data:`LORA_UNWRAPPED_GENERATION_NOTE`,
-    without it :data:`LORA_GENERATION_NOTE`."""
+    without it :data:`LORA_GENERATION_NOTE`; with an NF4 base (``frozen_base_dtype`` ``"nf4"``) also
+    :data:`NF4_TIME_NOTE`."""
     if rollout == "vllm":
         return LORA_VLLM_GENERATION_NOTE
-    return LORA_UNWRAPPED_GENERATION_NOTE if unwrap_fsdp else LORA_GENERATION_NOTE
+    note = LORA_UNWRAPPED_GENERATION_NOTE if unwrap_fsdp else LORA_GENERATION_NOTE
+    return f"{note}; {NF4_TIME_NOTE}" if frozen_base_dtype == "nf4" else note
+
+
+NF4_TIME_NOTE = (
+    "the NF4 base's dequantisation (patch 0028) is counted from the bytes it reads and writes "
+    "(plan/time.py frozen_base_cast_bytes), not yet measured"
+)
 
 
 VLLM_NOTE = (
@@ -440,6 +455,35 @@ def _role_parameters(shape: ModelShape, critic: bool) -> int:
     return shape.critic_parameters if critic else shape.actor_parameters
 
 
+def frozen_base_cast_bytes(request: PlanRequest, role: str, generation: bool = False) -> float:
+    """Bytes moved per pass (a forward, a backward, a recompute; with ``generation`` the rollout's prefill or one
+    decode step) to give ``role``'s frozen LoRA base to compute, per GPU; 0 when it computes as stored.
+
+    - patch 0026 on the P40 (stored 16-bit, computed fp32): FSDP casts each unit as it unshards it, the 16-bit read and
+      the fp32 write of every weight; in generation every module of the base is cast for its forward (the layers'
+      matmul weights and the LM head; the embedding casts its rows).
+    - patch 0028 (NF4): each adapted Linear of the layers is dequantised for its matmul, the packed read
+      (:data:`verlfit.plan.memory.NF4_BYTES_PER_WEIGHT`) and the write in the compute dtype; on the P40 the 16-bit
+      root is cast as above (the whole root unit in a pass, the LM head in generation). Derived from the tensors'
+      sizes, not measured.
+    """
+    shape, cb = request.shape, request.compute_bytes
+    critic = role == "critic"
+    if request.dequantises_frozen_base(role):
+        cast = nf4_weights(shape, role, request.lora_target_modules) * (NF4_BYTES_PER_WEIGHT + cb)
+        if request.upcasts_frozen_base(role):
+            root = shape.vocab_size * shape.hidden_size if generation else root_unit_parameters(shape, critic=critic)
+            cast += root * (request.frozen_bytes + cb)
+        return cast
+    if not request.upcasts_frozen_base(role):
+        return 0.0
+    if generation:
+        return (shape.num_layers * layer_matmul_parameters(shape) + shape.vocab_size * shape.hidden_size) * (
+            request.frozen_bytes + cb
+        )
+    return _role_parameters(shape, critic) * (request.frozen_bytes + cb)
+
+
 def _pass_work(
     request: PlanRequest,
     critic: bool,
@@ -476,10 +520,8 @@ def _pass_work(
         if request.attention == "eager"
         else 0.0
     )
-    # patch 0026 on the P40: FSDP casts each 16-bit unit to fp32 whenever it unshards it (forward, backward, the
-    # recompute): the 16-bit read and the fp32 write of the role's weights per unshard
     role = "critic" if critic else "actor"
-    upcast = params * (request.frozen_bytes + cb) if lora and upcast_base else 0
+    upcast = frozen_base_cast_bytes(request, role) if lora and upcast_base else 0
     if not train:
         flops = layers + head + adapter_flops
         weight_reads = micro_batches * ((params + adapter_params) * cb + upcast)
@@ -611,12 +653,9 @@ def generation_work(request: PlanRequest, inputs: TimeInputs, adapter: tuple[int
     sequences = request.per_gpu_responses
     cb = request.compute_bytes
     layers, head = forward_flops(shape, sequences, prompt, shape.vocab_size, head_positions=1)
-    # patch 0026 with rollout.dtype float32 (the P40): every module of a 16-bit base is cast to fp32 for its forward,
-    # in the prefill and in every decode step (the matmul weights and the LM head; the embedding casts its rows)
     upcast = 0
     if upcast_base and request.rollout == "hf":
-        cast = shape.num_layers * layer_matmul_parameters(shape) + shape.vocab_size * shape.hidden_size
-        upcast = cast * (request.frozen_bytes + cb)
+        upcast = frozen_base_cast_bytes(request, "actor", generation=True)
     decode = decode_work(
         shape,
         batch,

@@ -95,7 +95,7 @@ def step_time_lines(
         run = f", {steps} steps = {format_run_seconds(est.step_seconds * steps)}" if steps else ""
         lines.append(f"plan: estimated time on {card.name}: {est.step_seconds:.1f} s/step{run} ({est.label})")
     if request.lora_rank_of("actor") > 0:
-        lines.append(f"plan: {lora_generation_note(request.rollout, switches.unwrap_fsdp)}")
+        lines.append(f"plan: {lora_generation_note(request.rollout, switches.unwrap_fsdp, request.frozen_base_dtype)}")
     if request.rollout == "vllm":
         lines.append(f"plan: {VLLM_NOTE}")
     return lines, eta

@@ -29,7 +29,8 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False) -> Path:
     step before the next so nothing is written for a run that cannot start: the Python stack
     (:func:`verlfit.checks.stack.require`), the run directory's place, the doctor's fast blocking checks (unless
     ``skip_checks``; :func:`verlfit.readiness.blocking_checks`, among them the engines check of the plan's
-    rollout and attention, after ``--rollout`` / ``--attention``: a hopeless launch stops in seconds), the data
+    rollout, attention and LoRA base storage, after ``--rollout`` / ``--attention`` / ``--frozen-base-dtype`` and the
+    planner's choice: a hopeless launch stops in seconds), the data
     prepared and sized, the reward checked on every row, the disk checked, the notes printed, then the run directory
     created whole (:func:`verlfit.train.run_directory.create_run_directory`), with the config the overrides composed
     to when the plan was built (:attr:`verlfit.train.launch_plan.LaunchPlan.config_yaml`, validated once there).
@@ -60,6 +61,7 @@ def start_run(plan: LaunchPlan, skip_checks: bool = False) -> Path:
             rollout=settings.rollout,
             attention=settings.attention,
             data_keys=plan.data_keys,
+            frozen_base=settings.frozen_base_dtype,
         )
         if failures:
             raise VerlfitError(

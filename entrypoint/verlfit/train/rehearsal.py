@@ -62,7 +62,7 @@ def rehearse(plan: LaunchPlan, skip_checks: bool = False) -> list[str]:
         except VerlfitError as refusal:  # inside another run, the model or the data: a real run refuses it
             plan.notes.append(f"a real run would refuse --run-dir: {refusal.message} ({refusal.fix})")
             refusals.append(f"--run-dir {settings.run_dir}: {refusal.message}")
-    missing = missing_engine_packages(settings.rollout, settings.attention)
+    missing = missing_engine_packages(settings.rollout, settings.attention, frozen_base=settings.frozen_base_dtype)
     if missing and not skip_checks:
         # the engines check a real launch makes (verlfit doctor's), said here so a rehearsal does not hide it
         plan.notes.append(

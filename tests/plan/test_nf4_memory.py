@@ -1,0 +1,203 @@
+"""A LoRA base stored in NF4 (patch 0028, ``--frozen-base-dtype nf4``) in the planner: the bytes the base takes
+(NF4 with double quantisation for the layers' adapted Linears, the layers' norms and biases in the compute dtype, the
+root in 16 bits), the transient dequantised Linear, the P40's fp32 copy of the 16-bit root, the time model's
+dequantisation traffic, auto-fit's last resort, and the refusals. The expected numbers are computed here from the
+models' config.json numbers and bitsandbytes' block sizes, not read back from the planner."""
+
+import json
+import math
+
+import pytest
+
+from verlfit import cli
+from verlfit.checks.engines import missing_engine_packages
+from verlfit.errors import VerlfitError
+from verlfit.model_shape import load_model_shape
+from verlfit.overrides import build_overrides
+from verlfit.patch_switches import forced_switches
+from verlfit.plan.fit import fit_memory
+from verlfit.plan.memory import GIB, frozen_base_bytes, nf4_weights, predict
+from verlfit.plan.request import frozen_base_storage, request_for_profile
+from verlfit.plan.time import frozen_base_cast_bytes
+from verlfit.profiles import load_profile
+from verlfit.run_settings import TrainSettings
+
+# bitsandbytes quantize_4bit(blocksize=64, compress_statistics=True): 4 bits a weight, a uint8 absmax per 64 weights,
+# an fp32 absmax per 256 of those
+NF4_BYTES = 0.5 + 1 / 64 + 4 / (64 * 256)
+QWEN_3B = load_model_shape("Qwen/Qwen2.5-3B-Instruct")
+QWEN_7B = load_model_shape("Qwen/Qwen2.5-7B-Instruct")
+# Qwen2.5-3B (36 layers, hidden 2048, 16 heads of 128, 2 KV heads, intermediate 11008, 151936 rows, tied)
+LINEARS_3B = 36 * (2048 * 2048 + 2 * 2048 * 256 + 2048 * 2048 + 3 * 2048 * 11008)  # q, k, v, o, gate, up, down
+LAYER_REST_3B = 36 * ((2048 + 2 * 256) + 2 * 2048)  # the q/k/v biases and two norms of each layer
+ROOT_3B = 151936 * 2048 + 2048  # embedding (the tied LM head) and the final norm
+ADAPTER_3B = 36 * 32 * ((2048 + 2048) + 2 * (2048 + 256) + (2048 + 2048) + 3 * (2048 + 11008))  # rank 32
+LARGEST_3B = 2048 * 11008  # gate/up/down: the largest Linear dequantised at once
+
+
+def _grpo(profile, shape=QWEN_3B, **fields):
+    base = dict(
+        algorithm="grpo",
+        rollout="hf",
+        rollout_n=4,
+        train_batch_size=32,
+        ppo_mini_batch_size=16,
+        gradient_checkpointing=True,
+        lora_rank=32,
+        actor_micro_batch_size=4,
+        log_prob_micro_batch_size=4,
+        frozen_base_dtype="nf4",
+    )
+    return request_for_profile(load_profile(profile), shape, int(22.5 * GIB), **{**base, **fields})
+
+
+def test_reference_counts_match_the_shape():
+    assert LINEARS_3B + LAYER_REST_3B + ROOT_3B == QWEN_3B.actor_parameters
+    assert nf4_weights(QWEN_3B, "actor", "all-linear") == LINEARS_3B == 2_774_532_096
+    # an adapted LM head stays in the 16-bit root: only the layers' Linears are quantised
+    assert nf4_weights(QWEN_3B, "actor", ("q_proj", "lm_head")) == 36 * 2048 * 2048
+
+
+@pytest.mark.parametrize("profile, compute_bytes", [("p40", 4), ("t4", 2), ("a10", 2)])
+def test_the_base_takes_nf4_for_the_layers_linears_the_compute_dtype_for_their_norms_16_bits_for_the_root(
+    profile, compute_bytes
+):
+    request = _grpo(profile)
+    expected = math.ceil(LINEARS_3B * NF4_BYTES) + LAYER_REST_3B * compute_bytes + ROOT_3B * 2
+    assert frozen_base_bytes(request, "actor") == expected
+    assert expected / GIB == pytest.approx({4: 1.9135, 2: 1.9130}[compute_bytes], abs=1e-4)
+    # the 16-bit base of the same model, for scale: 2 bytes a parameter
+    assert frozen_base_bytes(_grpo(profile, frozen_base_dtype="bfloat16"), "actor") == 2 * QWEN_3B.actor_parameters
+
+
+def test_in_a_pass_the_p40_holds_the_fp32_root_and_one_dequantised_linear_the_t4_only_the_linear():
+    base = {p: math.ceil(LINEARS_3B * NF4_BYTES) + LAYER_REST_3B * b + ROOT_3B * 2 for p, b in (("p40", 4), ("t4", 2))}
+    p40 = predict(_grpo("p40")).phase("old_log_prob")
+    assert p40.weights == base["p40"] + 4 * ADAPTER_3B + 4 * (ROOT_3B + LARGEST_3B)
+    t4 = predict(_grpo("t4")).phase("old_log_prob")
+    assert t4.weights == base["t4"] + 4 * ADAPTER_3B + 2 * LARGEST_3B
+
+
+def test_the_rollout_counts_the_dequantised_linear_and_on_the_p40_the_fp32_lm_head():
+    p40 = predict(_grpo("p40")).phase("rollout")
+    t4 = predict(_grpo("t4")).phase("rollout")
+    p40_base = math.ceil(LINEARS_3B * NF4_BYTES) + LAYER_REST_3B * 4 + ROOT_3B * 2
+    t4_base = math.ceil(LINEARS_3B * NF4_BYTES) + LAYER_REST_3B * 2 + ROOT_3B * 2
+    assert p40.weights == p40_base + 4 * ADAPTER_3B + 4 * LARGEST_3B + 4 * 151936 * 2048
+    assert t4.weights == t4_base + 4 * ADAPTER_3B + 2 * LARGEST_3B
+    assert (
+        "frozen base in NF4: each Linear dequantised to fp32 for its matmul, one at a time, the largest 0.1 GiB"
+        in p40.detail
+    )
+    assert any(
+        line.startswith("frozen base stored in bfloat16 (the NF4 base's embeddings and head)") for line in p40.detail
+    )
+
+
+def test_the_time_model_counts_the_dequantisation_traffic():
+    # each pass: the packed read and the compute-dtype write of every quantised weight; the P40 also casts its bf16
+    # root to fp32 (2 + 4 bytes an element); in generation the LM head instead of the whole root
+    assert frozen_base_cast_bytes(_grpo("t4"), "actor") == pytest.approx(LINEARS_3B * (NF4_BYTES + 2))
+    assert frozen_base_cast_bytes(_grpo("p40"), "actor") == pytest.approx(LINEARS_3B * (NF4_BYTES + 4) + ROOT_3B * 6)
+    assert frozen_base_cast_bytes(_grpo("p40"), "actor", generation=True) == pytest.approx(
+        LINEARS_3B * (NF4_BYTES + 4) + 151936 * 2048 * 6
+    )
+    # a 16-bit base computed as stored moves nothing; on the P40 every weight is upcast
+    assert frozen_base_cast_bytes(_grpo("t4", frozen_base_dtype="float16"), "actor") == 0
+    assert frozen_base_cast_bytes(_grpo("p40", frozen_base_dtype="bfloat16"), "actor") == QWEN_3B.actor_parameters * 6
+
+
+def _run_plan(argv, capsys):
+    status = cli.main(["plan", *argv, "--json"])
+    return status, json.loads(capsys.readouterr().out)
+
+
+def test_auto_fit_takes_the_nf4_base_for_a_7b_on_a_p40_only_when_nothing_else_fits(capsys):
+    argv = ["--model", "Qwen/Qwen2.5-7B-Instruct", "--algo", "grpo", "--emulate", "p40", "--lora-rank", "32"]
+    status, plan = _run_plan([*argv, "--auto-fit"], capsys)
+    assert status == 0 and plan["verdict"] == "fits"
+    reasons = plan["auto_fit"]["reasons"]
+    assert reasons[0] == (
+        "frozen base in NF4 (patch 0028): with the bfloat16 base, even with every saving on, actor update at actor "
+        "micro-batch 1 would need 22.9 GiB of 20.2 GiB (90% of 22.5 GiB)"
+    )
+    assert reasons[-1].endswith("; LoRA base in nf4, 1095.6 s/step")
+    assert plan["request"]["frozen_base_dtype"] == "nf4"
+    # the 3B fits with its bf16 base: no NF4
+    status, plan = _run_plan(
+        [
+            "--model",
+            "Qwen/Qwen2.5-3B-Instruct",
+            "--algo",
+            "grpo",
+            "--emulate",
+            "p40",
+            "--lora-rank",
+            "32",
+            "--auto-fit",
+        ],
+        capsys,
+    )
+    assert status == 0 and plan["request"]["frozen_base_dtype"] == "bfloat16"
+
+
+def test_no_nf4_fallback_with_the_base_kept_on_several_gpus_or_with_vllm():
+    request = _grpo("p40", QWEN_7B, frozen_base_dtype="bfloat16", train_batch_size=64)
+    assert fit_memory(request).request.frozen_base_dtype == "nf4"
+    assert not fit_memory(request, keep={"frozen_base"}).fits
+    assert fit_memory(_grpo("p40", QWEN_7B, frozen_base_dtype="bfloat16", gpus=2)).request.frozen_base_dtype != "nf4"
+    a10 = _grpo("a10", QWEN_7B, frozen_base_dtype="bfloat16", rollout="vllm")
+    assert fit_memory(a10).request.frozen_base_dtype == "bfloat16"
+
+
+@pytest.mark.parametrize(
+    "fields, message, fix",
+    [
+        (
+            dict(gpus=2),
+            "--frozen-base-dtype nf4 on 2 GPUs: patch 0028 stores the quantisation constants beside FSDP's parameters, "
+            "so it runs on one GPU only",
+            "use --gpus 1, or the profile's 16-bit base on several GPUs",
+        ),
+        (
+            dict(rollout="vllm"),
+            "--frozen-base-dtype nf4 with the vllm rollout: verl hands vLLM the FSDP model's weights, and vLLM cannot "
+            "load bitsandbytes' packed 4-bit ones",
+            "add --rollout hf",
+        ),
+    ],
+)
+def test_nf4_is_refused_on_several_gpus_and_with_vllm(fields, message, fix):
+    settings = TrainSettings(model="m", lora_rank=32, frozen_base_dtype="nf4", **fields)
+    with pytest.raises(VerlfitError) as error:
+        frozen_base_storage(settings, load_profile("a10"))
+    assert (error.value.message, error.value.fix, error.value.exit_code) == (message, fix, 2)
+
+
+def test_nf4_is_the_storage_on_every_profile_and_verl_gets_the_keys():
+    for name in ("p40", "t4", "v100", "a10"):
+        settings = TrainSettings(model="m", lora_rank=32, frozen_base_dtype="nf4", rollout="hf")
+        assert frozen_base_storage(settings, load_profile(name)) == "nf4"
+    settings = TrainSettings(model="m", data_dir="/d", algorithm="ppo", lora_rank=32, frozen_base_dtype="nf4")
+    profile = load_profile("p40")
+    out = build_overrides(
+        settings, profile, profile.environment, forced=forced_switches(settings, profile), frozen_base="nf4"
+    )
+    assert [o for o in out if "frozen_base_dtype" in o] == [
+        "+actor_rollout_ref.model.frozen_base_dtype=nf4",
+        "+critic.model.frozen_base_dtype=nf4",
+    ]
+
+
+def test_an_nf4_run_needs_bitsandbytes():
+    def find_spec(name):
+        return None if name == "bitsandbytes" else object()
+
+    assert missing_engine_packages("hf", "sdpa", find_spec=find_spec, frozen_base="nf4") == [
+        (
+            "bitsandbytes",
+            "the NF4 frozen base (patch 0028)",
+            "--frozen-base-dtype with the profile's 16-bit dtype (or pip install bitsandbytes)",
+        )
+    ]
+    assert missing_engine_packages("hf", "sdpa", find_spec=find_spec, frozen_base="bfloat16") == []
