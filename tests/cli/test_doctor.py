@@ -1488,6 +1488,34 @@ def test_engines_fail_names_the_packages_and_the_options_that_run_without_them(w
     ).message.startswith("profile a10 (given) with rollout vllm and attention sdpa needs vllm for the vLLM rollout;")
 
 
+def test_engines_fail_an_nf4_run_without_bitsandbytes_and_pass_it_with(world):
+    import sys
+
+    # train's blocking checks pass the planned base storage (blocking_checks(frozen_base=...), preflight.start_run)
+    result = engines(world, profile_name="p40", frozen_base="nf4", find_spec=without("bitsandbytes"))
+    assert (result.status, result.message, result.fix) == (
+        "FAIL",
+        (
+            "profile p40 (given) with rollout hf and attention sdpa needs bitsandbytes for the NF4 frozen base (patch"
+            f" 0028); this Python ({sys.executable}) has no bitsandbytes: verl would fail a minute in, after Ray"
+            " starts"
+        ),
+        (
+            "pass --frozen-base-dtype with the profile's 16-bit dtype (or pip install bitsandbytes) to verlfit train"
+            " (it then runs without bitsandbytes), or run in the verlfit:p40 image (both images have bitsandbytes)"
+        ),
+    )
+    result = engines(world, profile_name="p40", frozen_base="nf4", find_spec=only("bitsandbytes"))
+    assert (result.status, result.message) == (
+        "PASS",
+        "profile p40 (given) with rollout hf and attention sdpa: bitsandbytes importable",
+    )
+    # a 16-bit base needs nothing
+    assert (
+        engines(world, profile_name="p40", frozen_base="bfloat16", find_spec=without("bitsandbytes")).status == "PASS"
+    )
+
+
 def test_engines_pass_names_what_they_found_or_that_nothing_is_needed(world):
     looked = []
     result = engines(
