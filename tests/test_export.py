@@ -124,6 +124,35 @@ def test_lora_merged_and_adapter_only(lora_run):
         )
 
 
+def test_an_nf4_base_is_refused_for_a_merge_and_its_adapter_exported_alone(lora_run, tmp_path, monkeypatch):
+    # patch 0028's checkpoint holds each adapted Linear of the layers packed as a (n, 1) tensor, without bitsandbytes'
+    # quantisation constants: here the lora run's shards with q_proj's weights packed that way
+    real = export.merged_state_dict
+
+    def packed(role_dir, dtype=None, fix=None):
+        state = real(role_dir, dtype, fix)
+        for key in [k for k in state if k.endswith("q_proj.base_layer.weight")]:
+            state[key] = torch.zeros(state[key].numel() // 8, 1)  # fp32 elements holding 8 weights each
+        return state
+
+    monkeypatch.setattr(export, "merged_state_dict", packed)
+    run = _copy_run(lora_run, tmp_path)
+    with pytest.raises(VerlfitError) as error:
+        export.export(run, output=tmp_path / "merged")
+    assert error.value.message == (
+        f"{run}/checkpoints/global_step_3/actor: the base was stored in NF4 (--frozen-base-dtype nf4; 2 packed "
+        "weights such as base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight) and its checkpoint does "
+        "not hold the quantisation constants, so verlfit cannot rebuild the quantised base to merge the adapter into"
+    )
+    assert error.value.fix.startswith("export the adapter with --adapter-only") and error.value.exit_code == 2
+    assert not (tmp_path / "merged").exists()
+    adapter = export.export(run, output=tmp_path / "adapter", adapter_only=True)
+    expected = export.export(lora_run, adapter_only=True).output
+    assert adapter.written == {"actor": "adapter"}
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        assert (adapter.output / name).read_bytes() == (expected / name).read_bytes(), name
+
+
 def test_lora_without_config_yaml_needs_lora_alpha(lora_run, tmp_path):
     run = _copy_run(lora_run, tmp_path)
     (run / "config.yaml").unlink()

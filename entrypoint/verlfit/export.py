@@ -32,7 +32,8 @@ because the merger as shipped does not do it:
   ``save_lora_adapter``) beside the *unmerged* base weights. verlfit takes ``lora_alpha`` from the run's
   ``config.yaml`` (``--lora-alpha`` where it has none; a differing one is refused) and either merges the adapter
   into the base with PEFT (``merge_and_unload``, the default) or writes a PEFT adapter directory
-  (``--adapter-only``);
+  (``--adapter-only``); a base stored in NF4 (patch 0028) is written only as its adapter: the checkpoint holds the
+  packed weights without bitsandbytes' quantisation constants (:func:`packed_nf4_weights`);
 * the critic: its ``huggingface/config.json`` names the actor's ``*ForCausalLM`` architecture (verl saves the
   config it loaded, ``fsdp_workers.py:910``), so the merger would build the wrong class; verlfit builds
   ``AutoModelForTokenClassification`` (``num_labels=1``, verl's value model) when the weights have a ``score`` head;
@@ -495,6 +496,16 @@ def _build_model(state_dict: dict, config, dtype):
     return model
 
 
+def packed_nf4_weights(state_dict: dict) -> list[str]:
+    """The keys of ``state_dict`` that hold a LoRA base Linear's weight packed in NF4 (patch 0028): bitsandbytes packs
+    a weight into a ``(n, 1)`` tensor, a shape no real Linear weight has (``in_features`` 1)."""
+    return [
+        key
+        for key, tensor in state_dict.items()
+        if key.endswith(".base_layer.weight") and tensor.dim() == 2 and tensor.shape[1] == 1
+    ]
+
+
 def base_dtype(base: dict):
     """The dtype of most of a checkpoint's (base) weights, by elements: what the model was stored in (fp32 for full
     fine-tuning and stock LoRA; bf16 or fp16 for a LoRA base stored in 16 bits, patch 0026, whose few trained fp32
@@ -523,6 +534,18 @@ def _save_role(
 
     hf_dir = role_dir / "huggingface"
     state_dict = merged_state_dict(role_dir, fix=fix)
+    packed = packed_nf4_weights(state_dict)
+    if packed and not adapter_only:
+        # patch 0028's checkpoint holds the packed weights without bitsandbytes' quantisation constants (absmax per
+        # block), so the base the adapter was trained on cannot be rebuilt from it
+        raise VerlfitError(
+            f"{role_dir}: the base was stored in NF4 (--frozen-base-dtype nf4; {len(packed)} packed weights such as "
+            f"{packed[0]}) and its checkpoint does not hold the quantisation constants, so verlfit cannot rebuild "
+            "the quantised base to merge the adapter into",
+            fix="export the adapter with --adapter-only and apply it to the base model (PEFT), as QLoRA adapters are "
+            "used; its outputs differ from the trained model's by the base's quantisation",
+            exit_code=2,
+        )
     config = AutoConfig.from_pretrained(hf_dir)
     base, adapter, rank, targets = split_lora(state_dict)
     # the model's dtype: --dtype, else the base's (a LoRA base stored in 16 bits, patch 0026, keeps them; its fp32
