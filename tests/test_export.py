@@ -124,9 +124,12 @@ def test_lora_merged_and_adapter_only(lora_run):
         )
 
 
-def test_an_nf4_base_is_refused_for_a_merge_and_its_adapter_exported_alone(lora_run, tmp_path, monkeypatch):
-    # patch 0028's checkpoint holds each adapted Linear of the layers packed as a (n, 1) tensor, without bitsandbytes'
-    # quantisation constants: here the lora run's shards with q_proj's weights packed that way
+def test_an_nf4_base_without_its_constants_is_refused_for_a_merge_and_its_adapter_exported_alone(
+    lora_run, tmp_path, monkeypatch
+):
+    # patch 0028's checkpoint holds each adapted Linear of the layers packed as a (n, 1) tensor, the quantisation
+    # constants in a file beside it: here the lora run's shards with q_proj's weights packed that way and no such file
+    # (tests/patches/test_frozen_base_nf4.py exports a real one)
     real = export.merged_state_dict
 
     def packed(role_dir, dtype=None, fix=None):
@@ -141,8 +144,9 @@ def test_an_nf4_base_is_refused_for_a_merge_and_its_adapter_exported_alone(lora_
         export.export(run, output=tmp_path / "merged")
     assert error.value.message == (
         f"{run}/checkpoints/global_step_3/actor: the base was stored in NF4 (--frozen-base-dtype nf4; 2 packed "
-        "weights such as base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight) and its checkpoint does "
-        "not hold the quantisation constants, so verlfit cannot rebuild the quantised base to merge the adapter into"
+        "weights such as base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight) and the checkpoint has "
+        "no nf4_quant_state.safetensors (the quantisation constants patch 0028 saves beside the shards), so verlfit "
+        "cannot rebuild the base the adapter was trained on"
     )
     assert error.value.fix.startswith("export the adapter with --adapter-only") and error.value.exit_code == 2
     assert not (tmp_path / "merged").exists()

@@ -32,8 +32,9 @@ because the merger as shipped does not do it:
   ``save_lora_adapter``) beside the *unmerged* base weights. verlfit takes ``lora_alpha`` from the run's
   ``config.yaml`` (``--lora-alpha`` where it has none; a differing one is refused) and either merges the adapter
   into the base with PEFT (``merge_and_unload``, the default) or writes a PEFT adapter directory
-  (``--adapter-only``); a base stored in NF4 (patch 0028) is written only as its adapter: the checkpoint holds the
-  packed weights without bitsandbytes' quantisation constants (:func:`packed_nf4_weights`);
+  (``--adapter-only``); a base stored in NF4 (patch 0028) is dequantised first, from the packed weights and the
+  quantisation constants the patch saves beside the shards (:func:`dequantised_nf4`), so the adapter is merged into
+  the base it was trained on;
 * the critic: its ``huggingface/config.json`` names the actor's ``*ForCausalLM`` architecture (verl saves the
   config it loaded, ``fsdp_workers.py:910``), so the merger would build the wrong class; verlfit builds
   ``AutoModelForTokenClassification`` (``num_labels=1``, verl's value model) when the weights have a ``score`` head;
@@ -496,6 +497,9 @@ def _build_model(state_dict: dict, config, dtype):
     return model
 
 
+NF4_QUANT_STATE_FILE = "nf4_quant_state.safetensors"  # patch 0028's save_quant_states (verl/utils/frozen_base_nf4.py)
+
+
 def packed_nf4_weights(state_dict: dict) -> list[str]:
     """The keys of ``state_dict`` that hold a LoRA base Linear's weight packed in NF4 (patch 0028): bitsandbytes packs
     a weight into a ``(n, 1)`` tensor, a shape no real Linear weight has (``in_features`` 1)."""
@@ -504,6 +508,52 @@ def packed_nf4_weights(state_dict: dict) -> list[str]:
         for key, tensor in state_dict.items()
         if key.endswith(".base_layer.weight") and tensor.dim() == 2 and tensor.shape[1] == 1
     ]
+
+
+def dequantised_nf4(state_dict: dict, packed: list[str], role_dir: Path) -> dict:
+    """``state_dict`` with each packed NF4 weight (:func:`packed_nf4_weights`) replaced by its dequantised values
+    (``bitsandbytes.functional.dequantize_4bit``, in the dtype the run packed it as: FSDP's ``param_dtype``) from the
+    quantisation constants patch 0028 saves beside the shards (:data:`NF4_QUANT_STATE_FILE`): the base the adapter
+    was trained on, exactly.
+
+    Raises:
+        VerlfitError: exit status 2: the constants file is missing or lacks a packed weight's (a checkpoint not
+            written by patch 0028's save, or copied without it), or bitsandbytes is not installed.
+    """
+    path = role_dir / NF4_QUANT_STATE_FILE
+    if not path.is_file():
+        raise VerlfitError(
+            f"{role_dir}: the base was stored in NF4 (--frozen-base-dtype nf4; {len(packed)} packed weights such as "
+            f"{packed[0]}) and the checkpoint has no {NF4_QUANT_STATE_FILE} (the quantisation constants patch 0028 "
+            "saves beside the shards), so verlfit cannot rebuild the base the adapter was trained on",
+            fix="export the adapter with --adapter-only and apply it to the base model (PEFT), as QLoRA adapters are "
+            "used; its outputs then differ from the trained model's by the base's quantisation",
+            exit_code=2,
+        )
+    try:
+        import bitsandbytes.functional as nf4  # lazy: imports torch; only for an NF4 base
+    except ImportError as error:
+        raise VerlfitError(
+            f"{role_dir}: the base was stored in NF4 and dequantising it needs bitsandbytes: {error}",
+            fix="pip install bitsandbytes (the verlfit images have it), or export with --adapter-only",
+            exit_code=2,
+        ) from error
+    from safetensors.torch import load_file  # lazy: only where weights are read or written
+
+    constants = load_file(str(path))
+    out = dict(state_dict)
+    for key in packed:
+        prefix = key + "."
+        own = {name[len(prefix) :]: tensor for name, tensor in constants.items() if name.startswith(prefix)}
+        if not own:
+            raise VerlfitError(
+                f"{path} holds no quantisation constants for {key}",
+                fix="export the adapter with --adapter-only",
+                exit_code=2,
+            )
+        state = nf4.QuantState.from_dict(own, device="cpu")
+        out[key] = nf4.dequantize_4bit(state_dict[key], state)
+    return out
 
 
 def base_dtype(base: dict):
@@ -536,16 +586,7 @@ def _save_role(
     state_dict = merged_state_dict(role_dir, fix=fix)
     packed = packed_nf4_weights(state_dict)
     if packed and not adapter_only:
-        # patch 0028's checkpoint holds the packed weights without bitsandbytes' quantisation constants (absmax per
-        # block), so the base the adapter was trained on cannot be rebuilt from it
-        raise VerlfitError(
-            f"{role_dir}: the base was stored in NF4 (--frozen-base-dtype nf4; {len(packed)} packed weights such as "
-            f"{packed[0]}) and its checkpoint does not hold the quantisation constants, so verlfit cannot rebuild "
-            "the quantised base to merge the adapter into",
-            fix="export the adapter with --adapter-only and apply it to the base model (PEFT), as QLoRA adapters are "
-            "used; its outputs differ from the trained model's by the base's quantisation",
-            exit_code=2,
-        )
+        state_dict = dequantised_nf4(state_dict, packed, role_dir)
     config = AutoConfig.from_pretrained(hf_dir)
     base, adapter, rank, targets = split_lora(state_dict)
     # the model's dtype: --dtype, else the base's (a LoRA base stored in 16 bits, patch 0026, keeps them; its fp32

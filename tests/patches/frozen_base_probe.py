@@ -307,8 +307,11 @@ def probe_run(profile, checkpoint, frozen, adapters="units"):
             else []
         ),
         "saved_files": sorted(f for f in os.listdir(ckpt) if f.endswith(".pt")),
+        "quant_state_file": os.path.exists(os.path.join(ckpt, "nf4_quant_state.safetensors")),
     }
 
+    result["checkpoint_path"] = ckpt  # the saved step (before the second update), for an export of it
+    result["probe_ids"] = {k: tensors[k].tolist() for k in ("input_ids", "attention_mask", "position_ids")}
     critic = fw.CriticWorker(config.critic)
     critic.init_model()
     result["critic_stored"] = _stored(critic.critic_module)

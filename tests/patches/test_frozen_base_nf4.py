@@ -231,3 +231,91 @@ def test_place_quant_states_moves_every_constant(nf4_module):
     for linear in nf4_module.nf4_linears(model):
         state = linear.quant_state
         assert {t.device.type for t in (state.absmax, state.code, state.state2.absmax, state.state2.code)} == {"meta"}
+
+
+# ---------------------------------------------------------------------------------------------- the export
+
+
+def test_the_checkpoint_saves_the_quantisation_constants(runs):
+    assert runs["p40_nf4"]["checkpoint"]["quant_state_file"] is True
+    assert runs["p40_nf4_rounded_fp32"]["checkpoint"]["quant_state_file"] is False  # no NF4 base: no file
+
+
+def _as_run_directory(checkpoint_path, run_dir):
+    """The probe's saved step laid out as a verlfit run directory: checkpoints/global_step_1/actor with a tokenizer
+    (the probe saved with a stand-in one), the trainer's data.pt, verl's marker, and the config.yaml export reads
+    lora_alpha from. Returns the actor's folder."""
+    import shutil
+
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from verl_probe import LORA_ALPHA
+
+    actor = run_dir / "checkpoints" / "global_step_1" / "actor"
+    shutil.copytree(checkpoint_path, actor)
+    backend = Tokenizer(models.WordLevel({"<unk>": 0, "<eos>": 1, "a": 2}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<eos>", unk_token="<unk>").save_pretrained(
+        actor / "huggingface"
+    )
+    torch.save({}, actor.parent / "data.pt")
+    (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("1")
+    (run_dir / "config.yaml").write_text(f"actor_rollout_ref:\n  model:\n    lora_alpha: {LORA_ALPHA}\n")
+    return actor
+
+
+def test_export_merges_the_adapter_into_the_dequantised_base_the_run_trained_on(runs, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from verl_probe import PROMPT_LEN
+    from verlfit import export
+
+    run = runs["p40_nf4"]
+    run_dir = tmp_path / "run"
+    _as_run_directory(run["checkpoint_path"], run_dir)
+    result = export.export(run_dir, output=tmp_path / "model")
+    model = AutoModelForCausalLM.from_pretrained(result.output, torch_dtype=torch.float32).eval()
+    ids = {k: torch.tensor(v) for k, v in run["probe_ids"].items()}
+    with torch.no_grad():
+        logits = model(
+            input_ids=ids["input_ids"], attention_mask=ids["attention_mask"], position_ids=ids["position_ids"]
+        ).logits
+    responses = ids["input_ids"][:, PROMPT_LEN:]
+    log_probs = torch.log_softmax(logits[:, PROMPT_LEN - 1 : -1].float(), -1).gather(-1, responses[..., None])[..., 0]
+    # the saved weights' log-probs as verl's worker computed them (NF4 base, unmerged adapter): the merged model is
+    # that model, up to the merge's rounding (W + s B A against W x + s B (A x))
+    trained = torch.tensor(run["checkpoint"]["log_probs_after_load"])
+    mask = ids["attention_mask"][:, PROMPT_LEN:].bool()
+    assert (log_probs - trained)[mask].abs().max() < 1e-4
+    # against the unquantised base with the same adapter the difference is the quantisation's, far larger
+    assert (
+        torch.tensor(run["checkpoint"]["log_probs_after_load"])
+        - torch.tensor(runs["p40_fp32"]["checkpoint"]["log_probs_after_load"])
+    )[mask].abs().max() > 1e-3
+
+
+def test_export_without_the_constants_is_refused_and_the_adapter_exported_alone(runs, tmp_path):
+    from verlfit import export
+    from verlfit.errors import VerlfitError
+
+    run_dir = tmp_path / "run"
+    actor = _as_run_directory(runs["p40_nf4"]["checkpoint_path"], run_dir)
+    (actor / "nf4_quant_state.safetensors").unlink()
+    with pytest.raises(VerlfitError) as error:
+        export.export(run_dir, output=tmp_path / "model")
+    assert error.value.message == (
+        f"{actor}: the base was stored in NF4 (--frozen-base-dtype nf4; 14 packed weights such as "
+        "base_model.model.model.layers.0.mlp.down_proj.base_layer.weight) and the checkpoint has no "
+        "nf4_quant_state.safetensors (the quantisation constants patch 0028 saves beside the shards), so verlfit "
+        "cannot rebuild the base the adapter was trained on"
+    )
+    assert error.value.exit_code == 2 and not (tmp_path / "model").exists()
+    adapter = export.export(run_dir, output=tmp_path / "adapter", adapter_only=True)
+    assert sorted(p.name for p in adapter.output.iterdir() if not p.name.startswith(".")) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
