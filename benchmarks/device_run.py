@@ -143,6 +143,18 @@ LORA16_CALIBRATION_TARGETS = (
     ),
     ("lora16-qwen2.5-3b-grpo-t4", "qwen2.5-3b", f"--emulate t4 --algo grpo {LORA16_SIZE}"),
 )
+# issue 46: LoRA on a frozen base stored in NF4 (patch 0028, --frozen-base-dtype nf4): an 8B on the T4's budget, a 7B
+# on the P40's, a 14B on the A10's (HF rollout), each planned first (NAME.plan) and trained NF4_STEPS steps alone on
+# random weights (make_model.py saves these shapes in bf16, as the real checkpoints): (run name, shape, words)
+NF4_TARGETS = (
+    ("nf4-llama-3.1-8b-grpo-t4", "llama-3.1-8b", f"--emulate t4 --algo grpo --frozen-base-dtype nf4 {LORA16_SIZE}"),
+    ("nf4-qwen2.5-7b-grpo-p40", "qwen2.5-7b", f"--emulate p40 --algo grpo --frozen-base-dtype nf4 {LORA16_SIZE}"),
+    (
+        "nf4-qwen2.5-14b-grpo-a10",
+        "qwen2.5-14b",
+        f"--emulate a10 --rollout hf --attention sdpa --algo grpo --frozen-base-dtype nf4 {LORA16_SIZE}",
+    ),
+)
 # issue 36 item 2, (c) of stage lora16: LoRA PPO of the 0.5B shape on the P40 card (rank 32, batch 32, 512/256). The
 # speed pick takes the fp32 base at micro-batch 16 (the P40's time estimate: no upcast of the base per unit and decode
 # step); with --frozen-base-dtype bfloat16 and --gradient-checkpointing kept, auto-fit makes the memory-first choice
@@ -882,6 +894,23 @@ def lora_graph_runs(device: Device) -> Iterator[Run]:
             yield Run(f"{name}-graphs-{mode}", model, device.data, steps, profile=(), extra=extra, plan=plan)
 
 
+def nf4_runs(device: Device) -> Iterator[Run]:
+    """Issue 46's targets (NF4_TARGETS; NF4_NAMES: only these run names), one after the other, each with the GPU to
+    itself, NF4_STEPS (default 2) steps, each planned first (NAME.plan); the random model made once per shape
+    (``$WORK/SHAPE-random``, as stage lora16's)."""
+    chosen = words(setting("NF4_NAMES", " ".join(name for name, _, _ in NF4_TARGETS)))
+    for name, shape, arguments in NF4_TARGETS:
+        if name not in chosen:
+            continue
+        model = device.work / f"{shape}-random"
+        made = lora16_model(device, shape)
+        if made:
+            device.log(f"nf4: making {model} failed: status {made}")
+            continue
+        plan = ("--model", str(model), "--auto-fit", *words(arguments))
+        yield Run(name, model, device.data, setting("NF4_STEPS", "2"), profile=(), extra=words(arguments), plan=plan)
+
+
 def stage_lora16(device: Device) -> None:
     # (a) the targets, all at once (caps 14 + 22.5 + 22 GiB), and the 7B's plan on a P40; (c) once the targets end,
     # the speed pick's two runs (lora16_speed) unless LORA16_SPEED=0. (b) the learning check of
@@ -1442,6 +1471,14 @@ STAGES = (
         "(default 3) steps each, each planned first (NAME-graphs-MODE.plan); needs setup first",
     ),
     Stage(
+        "nf4",
+        rows(nf4_runs),
+        "issue 46: LoRA GRPO on an NF4 frozen base (--frozen-base-dtype nf4, patch 0028): Llama-3.1-8B --emulate "
+        "t4, Qwen2.5-7B --emulate p40, Qwen2.5-14B --emulate a10 --rollout hf --attention sdpa (batch 16, 512/256, "
+        "rank 32; random weights), one after the other, NF4_STEPS (default 2) steps each, each planned first "
+        "(NAME.plan); needs setup first and bitsandbytes on the stack",
+    ),
+    Stage(
         "lora16_speed",
         rows(lora16_speed_runs),  # (c) of stage lora16 alone: the two runs with the GPU to themselves
         "issue 36 item 2: auto-fit's speed pick against the memory-first choice, one after the other, LoRA PPO of the "
@@ -1620,6 +1657,8 @@ VARIABLES = (
     ("LORA_GRAPH_TARGETS", "stage lora_graph's targets, names of stage lora16's, default \"lora16-qwen3-4b-grpo-t4\""),
     ("LORA_GRAPH_MODES", 'stage lora_graph\'s settings in order (off, on, units, before), default "off on"'),
     ("LORA_GRAPH_STEPS", "steps of each lora_graph run, default 3"),
+    ("NF4_NAMES", "stage nf4 runs only these run names, default all three"),
+    ("NF4_STEPS", "steps of each nf4 run, default 2"),
     ("MULTIGPU_STEPS, MULTIGPU_RAY_PORT", "stage multigpu's steps (default 10) and Ray port (default 6390)"),
     (
         "SOAK_PPO_PLAN, SOAK_GRPO_PLAN, FAULT_WORKER_PLAN",

@@ -231,6 +231,8 @@ SYNTHETIC_OF_BUILTIN = {
     "qwen3-4b": "Qwen/Qwen3-4B",
     "llama-3.2-1b": "meta-llama/Llama-3.2-1B-Instruct",
     "llama-3.2-3b": "meta-llama/Llama-3.2-3B-Instruct",
+    "qwen2.5-14b": "Qwen/Qwen2.5-14B-Instruct",
+    "llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
 }
 
 

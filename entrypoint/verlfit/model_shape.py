@@ -272,6 +272,17 @@ _QWEN25 = {
         vocab_size=152064,
         tie_word_embeddings=False,
     ),
+    # 14B: untied like the 7B (Qwen/Qwen2.5-14B's config.json as a public copy quotes it, found with the code search:
+    # an sglang model-config table; the Instruct model shares the architecture)
+    "14B": dict(
+        num_hidden_layers=48,
+        hidden_size=5120,
+        num_attention_heads=40,
+        num_key_value_heads=8,
+        intermediate_size=13824,
+        vocab_size=152064,
+        tie_word_embeddings=False,
+    ),
 }
 BUILTIN_SHAPES: dict[str, dict] = {}
 for _size, _values in _QWEN25.items():
@@ -351,15 +362,29 @@ _LLAMA32 = {
         tie_word_embeddings=True,
     ),
 }
-for _size, _values in _LLAMA32.items():
-    for _suffix in ("", "-Instruct"):
-        BUILTIN_SHAPES[f"meta-llama/Llama-3.2-{_size}{_suffix}"] = {
-            "model_type": "llama",
-            "attention_bias": False,
-            "mlp_bias": False,
-            "max_position_embeddings": 131072,  # the hub configs', as verlfit.synthetic_model's copies of them
-            **_values,
-        }
+# Llama 3.1 8B (untied, no biases): meta-llama/Llama-3.1-8B's config.json as the same sglang table quotes it.
+_LLAMA31 = {
+    "8B": dict(
+        num_hidden_layers=32,
+        hidden_size=4096,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=14336,
+        vocab_size=128256,
+        tie_word_embeddings=False,
+    ),
+}
+for _version, _sizes in (("3.2", _LLAMA32), ("3.1", _LLAMA31)):
+    for _size, _values in _sizes.items():
+        for _suffix in ("", "-Instruct"):
+            BUILTIN_SHAPES[f"meta-llama/Llama-{_version}-{_size}{_suffix}"] = {
+                "model_type": "llama",
+                "attention_bias": False,
+                "mlp_bias": False,
+                "max_position_embeddings": 131072,  # the hub configs', as verlfit.synthetic_model's copies of them
+                **_values,
+            }
 
 
 def check_model_argument(model: str, option: str = "--model") -> None:

@@ -153,6 +153,8 @@ BUILT_IN_MODELS = {
     "qwen3-4b": "Qwen/Qwen3-4B",
     "llama-3.2-1b": "meta-llama/Llama-3.2-1B-Instruct",
     "llama-3.2-3b": "meta-llama/Llama-3.2-3B-Instruct",
+    "qwen2.5-14b": "Qwen/Qwen2.5-14B-Instruct",
+    "llama-3.1-8b": "meta-llama/Llama-3.1-8B-Instruct",
 }
 # Qwen/Qwen2.5-*-Instruct config.json: rope_theta 1e6, rms_norm_eps 1e-6, 32768 positions. max_window_layers (21, 21,
 # 70, 28 below) is not checked against the hub's files; it and sliding_window act only with use_sliding_window=True,
@@ -205,6 +207,10 @@ _REST = {
     "qwen3-4b": _QWEN3_REST,
     "llama-3.2-1b": _LLAMA32_REST,
     "llama-3.2-3b": _LLAMA32_REST,
+    # max_window_layers: Qwen/Qwen2.5-14B's config.json as quoted (model_shape.py); inactive, as above
+    "qwen2.5-14b": dict(_QWEN25_REST, max_window_layers=48),
+    # meta-llama/Llama-3.1-8B's config.json: the llama3 rope scaling with factor 8 (3.2's: 32)
+    "llama-3.1-8b": dict(_LLAMA32_REST, rope_scaling=dict(_LLAMA32_REST["rope_scaling"], factor=8.0)),
 }
 
 
@@ -308,6 +314,8 @@ DEFAULT_DTYPE = {
     "qwen3-4b": "bfloat16",
     "llama-3.2-1b": "bfloat16",
     "llama-3.2-3b": "bfloat16",
+    "qwen2.5-14b": "bfloat16",
+    "llama-3.1-8b": "bfloat16",
     "tiny-qwen3": "float32",
     "tiny-llama": "float32",
 }

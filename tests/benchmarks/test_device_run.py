@@ -46,7 +46,7 @@ def test_no_stage_and_an_unknown_stage_are_refused_before_anything_is_written(tm
     stages = (
         "a10 bench calibrate_a10 calibrate_check calibrate_p40 export_eval fault_disk fault_oom fault_worker fp16 "
         "gputests graph_memory grpo learn learn_data learn_fp16 learn_lora learn_own lora16 lora16_speed lora_1p5b_ppo "
-        "lora_3b_grpo lora_families lora_graph lora_speed main main_resume multigpu noeos own_task pack public "
+        "lora_3b_grpo lora_families lora_graph lora_speed main main_resume multigpu nf4 noeos own_task pack public "
         "reward_helper setup smoke smoke_resume soak_grpo soak_ppo speed tuned"
     )
     assert f"device_run.py: unknown stage 'bogus'; stages: {stages} (--help for what each does)" in bogus.stderr

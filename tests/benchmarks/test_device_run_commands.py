@@ -532,6 +532,52 @@ EXPECTED = {
             " t4 --algo grpo --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
         ),
     ],
+    # issue 46: each NF4 target made, planned, trained 2 steps, one after the other
+    "nf4": [
+        (
+            "benchmarks/make_model.py --shape llama-3.1-8b --output {work}/llama-3.1-8b-random --tokenizer-dir "
+            "{work}/qwen2.5-0.5b-random"
+        ),
+        (
+            "-m verlfit plan --model {work}/llama-3.1-8b-random --auto-fit --emulate t4 --algo grpo "
+            "--frozen-base-dtype nf4 --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
+        ),
+        (
+            "-m verlfit train --run-dir {runs}/nf4-llama-3.1-8b-grpo-t4 --model {work}/llama-3.1-8b-random --data "
+            "{work}/gsm8k --steps 2 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1 "
+            "--emulate t4 --algo grpo --frozen-base-dtype nf4 --lora-rank 32 --batch-size 16 --max-prompt-length 512 "
+            "--max-response-length 256"
+        ),
+        (
+            "benchmarks/make_model.py --shape qwen2.5-7b --output {work}/qwen2.5-7b-random --tokenizer-dir "
+            "{work}/qwen2.5-0.5b-random"
+        ),
+        (
+            "-m verlfit plan --model {work}/qwen2.5-7b-random --auto-fit --emulate p40 --algo grpo "
+            "--frozen-base-dtype nf4 --lora-rank 32 --batch-size 16 --max-prompt-length 512 --max-response-length 256"
+        ),
+        (
+            "-m verlfit train --run-dir {runs}/nf4-qwen2.5-7b-grpo-p40 --model {work}/qwen2.5-7b-random --data "
+            "{work}/gsm8k --steps 2 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1 "
+            "--emulate p40 --algo grpo --frozen-base-dtype nf4 --lora-rank 32 --batch-size 16 --max-prompt-length 512 "
+            "--max-response-length 256"
+        ),
+        (
+            "benchmarks/make_model.py --shape qwen2.5-14b --output {work}/qwen2.5-14b-random --tokenizer-dir "
+            "{work}/qwen2.5-0.5b-random"
+        ),
+        (
+            "-m verlfit plan --model {work}/qwen2.5-14b-random --auto-fit --emulate a10 --rollout hf --attention "
+            "sdpa --algo grpo --frozen-base-dtype nf4 --lora-rank 32 --batch-size 16 --max-prompt-length 512 "
+            "--max-response-length 256"
+        ),
+        (
+            "-m verlfit train --run-dir {runs}/nf4-qwen2.5-14b-grpo-a10 --model {work}/qwen2.5-14b-random --data "
+            "{work}/gsm8k --steps 2 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1 "
+            "--emulate a10 --rollout hf --attention sdpa --algo grpo --frozen-base-dtype nf4 --lora-rank 32 "
+            "--batch-size 16 --max-prompt-length 512 --max-response-length 256"
+        ),
+    ],
     "lora16_speed": [
         (
             "-m verlfit plan --model {work}/qwen2.5-0.5b-random --auto-fit --emulate p40 --lora-rank 32 --batch-size 32"
