@@ -576,7 +576,8 @@ def _save_role(
     role: str,
     fix: str | None = None,
 ) -> str:
-    """Write one role (actor or critic) to ``out``; return what it wrote ("model" or "adapter")."""
+    """Write one role (actor or critic) to ``out``; return what it wrote ("model", "adapter", or for an NF4 base
+    "model: the adapter merged into its NF4 base as dequantised in training (DTYPE), saved in DTYPE")."""
     import torch  # lazy: seconds to import; only where tensors are made
 
     # lazy: imports torch; only where a model or tokenizer is loaded
@@ -591,7 +592,8 @@ def _save_role(
     base, adapter, rank, targets = split_lora(state_dict)
     # the model's dtype: --dtype, else the base's (a LoRA base stored in 16 bits, patch 0026, keeps them; its fp32
     # adapter and value head follow the base); an adapter written alone keeps its own (fp32) unless --dtype
-    target = dtype if dtype is not None else base_dtype(base)
+    stored = base_dtype(base)
+    target = dtype if dtype is not None else stored
     base = {k: v.to(target) for k, v in base.items()}
     if dtype is not None:
         adapter = {k: v.to(dtype) for k, v in adapter.items()}
@@ -638,6 +640,13 @@ def _save_role(
         model.generation_config = GenerationConfig.from_pretrained(hf_dir)
     with torch.no_grad():
         model.save_pretrained(out, safe_serialization=True)
+    if packed:
+        # the adapter met the dequantised values in training too: the merged model is the trained one, not the
+        # original model's weights plus the adapter
+        names = [str(d).replace("torch.", "") for d in (stored, target)]
+        return (
+            f"model: the adapter merged into its NF4 base as dequantised in training ({names[0]}), saved in {names[1]}"
+        )
     return "model"
 
 

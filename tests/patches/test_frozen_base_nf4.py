@@ -275,6 +275,10 @@ def test_export_merges_the_adapter_into_the_dequantised_base_the_run_trained_on(
     run_dir = tmp_path / "run"
     _as_run_directory(run["checkpoint_path"], run_dir)
     result = export.export(run_dir, output=tmp_path / "model")
+    # the p40 packs the layers as fp32 (FSDP's param_dtype), its bf16 root counting fewer elements
+    assert result.written == {
+        "actor": "model: the adapter merged into its NF4 base as dequantised in training (float32), saved in float32"
+    }
     model = AutoModelForCausalLM.from_pretrained(result.output, torch_dtype=torch.float32).eval()
     ids = {k: torch.tensor(v) for k, v in run["probe_ids"].items()}
     with torch.no_grad():
