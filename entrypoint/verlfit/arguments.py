@@ -251,14 +251,13 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     lora.add_argument(
         "--frozen-base-dtype",
         choices=FROZEN_BASE_CHOICES,
-        help="how actor and critic store their frozen base weights with LoRA (patch 0026): the profile's "
-        "16-bit dtype (bfloat16 on p40 and a10, float16 on t4 and v100: 2 bytes a parameter; the run "
-        "still computes in the profile's dtype), float32 (4 bytes, stock verl), or nf4 (patch 0028, QLoRA: the "
-        "decoder layers' adapted Linears in 4 bits through bitsandbytes, about 0.52 bytes a weight, dequantised "
-        "to the profile's dtype for each matmul; one GPU, --rollout hf; the trained adapter then differs from one "
-        "trained on the 16-bit base by the quantisation); refused without LoRA "
-        "(default: the profile's 16-bit dtype; the fp32 base where --plan auto finds it fits and "
-        "is faster on the card; nf4 where --plan auto finds nothing else fits on one GPU with --rollout hf)",
+        help="how actor and critic store their frozen base weights with LoRA: the profile's 16-bit dtype (bfloat16 "
+        "on p40 and a10, float16 on t4 and v100: 2 bytes a parameter; patch 0026), float32 (4 bytes, stock verl), "
+        "or nf4 (QLoRA, patch 0028: every Linear of the decoder layers in 4 bits through bitsandbytes, about 0.52 "
+        "bytes a weight, dequantised to the profile's dtype for each matmul; one GPU and --rollout hf; the adapter "
+        "learns against the quantised base); the run computes in the profile's dtype either way; refused without "
+        "LoRA (default: the profile's 16-bit dtype; float32 where --plan auto finds it fits and is faster on the "
+        "card; nf4 where --plan auto finds nothing else fits on one GPU with --rollout hf)",
     )
     parser.add_argument(
         "--plan",

@@ -87,7 +87,11 @@ NOISY_LOGS = (
         for name in ("qwen2", "qwen3", "qwen2_vl", "qwen2_5_vl")
     ),
 )
-NOISY_WARNINGS = ((UserWarning, r"pkg_resources is deprecated as an API"),)
+NOISY_WARNINGS = (
+    (UserWarning, r"pkg_resources is deprecated as an API"),
+    # bitsandbytes 0.48's CPU dequantisation (an NF4 base, patch 0028) on torch >= 2.7
+    (FutureWarning, r"_check_is_size will be removed"),
+)
 
 
 class _DropMessage(logging.Filter):
@@ -540,19 +544,27 @@ def dequantised_nf4(state_dict: dict, packed: list[str], role_dir: Path) -> dict
         ) from error
     from safetensors.torch import load_file  # lazy: only where weights are read or written
 
-    constants = load_file(str(path))
+    from safetensors import SafetensorError  # lazy: only where weights are read or written
+
+    unusable = f"{path} cannot dequantise this checkpoint's NF4 base"
+    fix = "export the adapter with --adapter-only (apply it to the base model with PEFT)"
+    try:
+        constants = load_file(str(path))
+    except (SafetensorError, OSError) as error:
+        raise VerlfitError(f"{unusable}: it does not read ({error})", fix=fix, exit_code=2) from error
     out = dict(state_dict)
     for key in packed:
         prefix = key + "."
         own = {name[len(prefix) :]: tensor for name, tensor in constants.items() if name.startswith(prefix)}
         if not own:
+            raise VerlfitError(f"{unusable}: it holds no quantisation constants for {key}", fix=fix, exit_code=2)
+        try:
+            state = nf4.QuantState.from_dict(own, device="cpu")
+            out[key] = nf4.dequantize_4bit(state_dict[key], state)
+        except (ValueError, KeyError, RuntimeError) as error:  # constants of another weight, or damaged
             raise VerlfitError(
-                f"{path} holds no quantisation constants for {key}",
-                fix="export the adapter with --adapter-only",
-                exit_code=2,
-            )
-        state = nf4.QuantState.from_dict(own, device="cpu")
-        out[key] = nf4.dequantize_4bit(state_dict[key], state)
+                f"{unusable}: its constants for {key} do not match the packed weight ({error})", fix=fix, exit_code=2
+            ) from error
     return out
 
 

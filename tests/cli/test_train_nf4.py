@@ -7,6 +7,7 @@ import pytest
 
 from verlfit.commands.train import prepare_launch, register
 from verlfit.errors import VerlfitError
+from verlfit.train.describe import _lora_line
 
 SEVEN_B_ON_A_P40 = ["--emulate", "p40", "--model", "Qwen/Qwen2.5-7B-Instruct", "--algo", "grpo", "--lora-rank", "32"]
 
@@ -25,10 +26,32 @@ def test_a_7b_on_a_p40_is_planned_with_the_nf4_base_and_verl_is_told():
     plan = launch(SEVEN_B_ON_A_P40)
     assert _frozen_base_keys(plan) == ["+actor_rollout_ref.model.frozen_base_dtype=nf4"]
     assert plan.settings.frozen_base_dtype == "nf4"
+    assert _lora_line(plan.settings).endswith(
+        "; frozen base in NF4 (4 bits, patch 0028: the adapter learns against the quantised base)"
+    )
     assert (
         "plan: frozen base in NF4 (patch 0028): with the bfloat16 base, even with every saving on, actor update at "
         "actor micro-batch 1 would need 22.9 GiB of 20.2 GiB (90% of 22.5 GiB)" in plan.notes
     )
+
+
+def test_a_critic_only_nf4_base_runs_with_vllm():
+    # the rollout generates with the actor; only the critic's base is in NF4
+    plan = launch(
+        [
+            "--profile",
+            "a10",
+            "--algo",
+            "ppo",
+            "--lora-rank",
+            "0",
+            "--critic-lora-rank",
+            "16",
+            "--frozen-base-dtype",
+            "nf4",
+        ]
+    )
+    assert _frozen_base_keys(plan) == ["+critic.model.frozen_base_dtype=nf4"]
 
 
 def test_asked_for_the_nf4_base_is_kept_and_the_3b_is_not_quantised_unasked():

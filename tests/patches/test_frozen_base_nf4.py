@@ -165,6 +165,7 @@ def _peft_model(seed=0):
         def __init__(self):
             super().__init__()
             self.proj = torch.nn.Linear(64, 32)
+            self.other = torch.nn.Linear(64, 64, bias=False)  # not adapted: quantised all the same
             self.norm = torch.nn.LayerNorm(64)
 
     class Model(torch.nn.Module):
@@ -194,27 +195,28 @@ def test_layer_classes_follow_verls_wrap_policy(nf4_module):
         nf4_module.nf4_layer_class_names(model, {"min_num_params": 100})
 
 
-def test_quantise_only_the_layers_adapted_linears_without_touching_the_rng(nf4_module):
+def test_quantise_every_linear_of_the_layers_without_touching_the_rng(nf4_module):
     model = _peft_model()
     torch.manual_seed(7)
     counts = nf4_module.quantize_frozen_base(model, torch.float32, ["Layer"])
     after = torch.rand(3)
     torch.manual_seed(7)
     assert torch.equal(after, torch.rand(3))  # no random initialisation ran
-    # 2 layers x proj 32 x 64; other layer parameters: proj bias 32, norm 64 + 64; root: embedding 640, head 650
-    assert counts == {"nf4": 4096, "layer": 320, "root": 1290, "trainable": 2 * 4 * (64 + 32) + 4 * (64 + 10)}
+    # 2 layers x (proj 32 x 64 + other 64 x 64); other layer parameters: proj bias 32, norm 64 + 64; root: embedding
+    # 640, head 650
+    assert counts == {"nf4": 12288, "layer": 320, "root": 1290, "trainable": 2 * 4 * (64 + 32) + 4 * (64 + 10)}
     linears = nf4_module.nf4_linears(model)
-    assert len(linears) == 2 and all(type(m.weight).__name__ == "Params4bit" for m in linears)
+    assert len(linears) == 4 and all(type(m.weight).__name__ == "Params4bit" for m in linears)
+    layer = model.base_model.model.layers[0]
+    assert type(layer.other).__name__ == "Linear4bit" and type(layer.proj.base_layer).__name__ == "Linear4bit"
     head = model.base_model.model.head  # adapted but outside the layers: a 16-bit (bf16 for fp32 compute) Linear
     assert type(head.base_layer) is torch.nn.Linear and head.base_layer.weight.dtype == torch.bfloat16
     assert model.base_model.model.layers[0].norm.weight.dtype == torch.float32
 
 
-def test_a_model_without_adapted_layer_linears_is_refused(nf4_module):
+def test_a_model_without_layer_linears_is_refused(nf4_module):
     model = _peft_model()
-    with pytest.raises(
-        ValueError, match=r"no LoRA-adapted Linear inside a decoder layer \(Block\); set model.target_modules"
-    ):
+    with pytest.raises(ValueError, match=r"no Linear inside a decoder layer \(Block\) to quantise"):
         nf4_module.quantize_frozen_base(model, torch.float16, ["Block"])
 
 
@@ -227,7 +229,7 @@ def test_without_bitsandbytes_the_error_names_the_fix(nf4_module, monkeypatch):
 def test_place_quant_states_moves_every_constant(nf4_module):
     model = _peft_model()
     nf4_module.quantize_frozen_base(model, torch.float16, ["Layer"])
-    assert nf4_module.place_quant_states(model, torch.device("meta")) == 2
+    assert nf4_module.place_quant_states(model, torch.device("meta")) == 4
     for linear in nf4_module.nf4_linears(model):
         state = linear.quant_state
         assert {t.device.type for t in (state.absmax, state.code, state.state2.absmax, state.state2.code)} == {"meta"}
@@ -300,12 +302,15 @@ def test_export_merges_the_adapter_into_the_dequantised_base_the_run_trained_on(
 
 
 def test_export_without_the_constants_is_refused_and_the_adapter_exported_alone(runs, tmp_path):
+    from safetensors.torch import load_file, save_file
+
     from verlfit import export
     from verlfit.errors import VerlfitError
 
     run_dir = tmp_path / "run"
     actor = _as_run_directory(runs["p40_nf4"]["checkpoint_path"], run_dir)
-    (actor / "nf4_quant_state.safetensors").unlink()
+    original = tmp_path / "constants.safetensors"
+    (actor / "nf4_quant_state.safetensors").rename(original)
     with pytest.raises(VerlfitError) as error:
         export.export(run_dir, output=tmp_path / "model")
     assert error.value.message == (
@@ -315,6 +320,29 @@ def test_export_without_the_constants_is_refused_and_the_adapter_exported_alone(
         "cannot rebuild the base the adapter was trained on"
     )
     assert error.value.exit_code == 2 and not (tmp_path / "model").exists()
+    # a damaged constants file, and one whose constants belong to other weights: refused, nothing written
+    (actor / "nf4_quant_state.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(
+        VerlfitError,
+        match=r"nf4_quant_state.safetensors cannot dequantise this checkpoint's NF4 base: "
+        r"it does not read",
+    ) as error:
+        export.export(run_dir, output=tmp_path / "model")
+    assert error.value.fix.startswith("export the adapter with --adapter-only") and error.value.exit_code == 2
+    swapped = {
+        name.replace("mlp.down_proj", "SWAP")
+        .replace("self_attn.q_proj", "mlp.down_proj")
+        .replace("SWAP", "self_attn.q_proj"): tensor
+        for name, tensor in load_file(str(original)).items()
+    }
+    save_file(swapped, str(actor / "nf4_quant_state.safetensors"))
+    with pytest.raises(
+        VerlfitError,
+        match=r"its constants for base_model.model.model.layers.0.mlp.down_proj.base_layer"
+        r".weight do not match the packed weight",
+    ):
+        export.export(run_dir, output=tmp_path / "model")
+    assert not (tmp_path / "model").exists()
     adapter = export.export(run_dir, output=tmp_path / "adapter", adapter_only=True)
     assert sorted(p.name for p in adapter.output.iterdir() if not p.name.startswith(".")) == [
         "adapter_config.json",

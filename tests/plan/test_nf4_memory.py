@@ -53,9 +53,14 @@ def _grpo(profile, shape=QWEN_3B, **fields):
 
 def test_reference_counts_match_the_shape():
     assert LINEARS_3B + LAYER_REST_3B + ROOT_3B == QWEN_3B.actor_parameters
-    assert nf4_weights(QWEN_3B, "actor", "all-linear") == LINEARS_3B == 2_774_532_096
-    # an adapted LM head stays in the 16-bit root: only the layers' Linears are quantised
-    assert nf4_weights(QWEN_3B, "actor", ("q_proj", "lm_head")) == 36 * 2048 * 2048
+    assert nf4_weights(QWEN_3B, "actor") == LINEARS_3B == 2_774_532_096
+
+
+def test_every_linear_of_the_layers_is_quantised_whatever_lora_adapts():
+    # patch 0028 quantises the layers' Linears adapted or not; an adapted LM head stays in the 16-bit root. Before,
+    # only the adapted ones were, and a P40 plan with q_proj,v_proj adapters kept the rest in fp32 (30.5 GiB)
+    some = _grpo("p40", lora_target_modules=("q_proj", "v_proj", "lm_head"))
+    assert frozen_base_bytes(some, "actor") == frozen_base_bytes(_grpo("p40"), "actor")
 
 
 @pytest.mark.parametrize("profile, compute_bytes", [("p40", 4), ("t4", 2), ("a10", 2)])
@@ -201,3 +206,15 @@ def test_an_nf4_run_needs_bitsandbytes():
         )
     ]
     assert missing_engine_packages("hf", "sdpa", find_spec=find_spec, frozen_base="bfloat16") == []
+
+
+def test_what_does_not_fit_is_told_the_nf4_base_where_it_would():
+    kept = fit_memory(_grpo("p40", QWEN_7B, frozen_base_dtype="bfloat16"), keep={"frozen_base"})
+    assert not kept.fits
+    assert kept.suggestion.startswith(
+        "smallest changes that would fit, each on its own: --frozen-base-dtype nf4 (QLoRA: the layers' Linears in 4 "
+        "bits; the adapter learns against the quantised base)"
+    )
+    qwen_14b = load_model_shape("Qwen/Qwen2.5-14B-Instruct")
+    vllm = fit_memory(_grpo("a10", qwen_14b, frozen_base_dtype="bfloat16", rollout="vllm"))
+    assert not vllm.fits and "--frozen-base-dtype nf4 --rollout hf (QLoRA" in vllm.suggestion

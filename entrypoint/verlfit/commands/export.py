@@ -62,7 +62,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--adapter-only",
         action="store_true",
-        help="LoRA runs: write the PEFT adapter directory instead of the merged model",
+        help="LoRA runs: write the PEFT adapter directory instead of the merged model (a run with an NF4 base, "
+        "--frozen-base-dtype nf4, is otherwise merged into that base as dequantised in training, from the "
+        "checkpoint's nf4_quant_state.safetensors)",
     )
     parser.add_argument(
         "--lora-alpha",

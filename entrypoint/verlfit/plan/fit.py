@@ -569,6 +569,16 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
         replace(r, algorithm="grpo", rollout_n=1, use_reference=False), margin, keep
     ):
         options.append((1.0, "--algo grpo (no critic model)"))
+    # a LoRA base in NF4 (patch 0028; one GPU, the HF rollout): what fit_memory itself takes last where the base's
+    # storage was not given, offered where it was (or where the run's rollout is vLLM: with --rollout hf)
+    lora = r.lora_rank > 0 or critic_rank > 0
+    if lora and r.gpus == 1 and r.frozen_base_dtype != NF4:
+        hf = replace(r, rollout="hf") if r.rollout != "hf" else r
+        if _fits_fully_saved(replace(hf, frozen_base_dtype=NF4), margin, keep):
+            flag = "--frozen-base-dtype nf4" + (" --rollout hf" if r.rollout != "hf" else "")
+            options.append(
+                (1.0, f"{flag} (QLoRA: the layers' Linears in 4 bits; the adapter learns against the quantised base)")
+            )
     if not options:
         lora = r.lora_rank > 0 or critic_rank > 0
         return (

@@ -41,7 +41,7 @@ GIB = 1024**3
 # ======================================================================================
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2}
-# patch 0028 (--frozen-base-dtype nf4): the adapted Linears of the decoder layers in NF4 through bitsandbytes'
+# patch 0028 (--frozen-base-dtype nf4): the Linears of the decoder layers in NF4 through bitsandbytes'
 # quantize_4bit (functional.py): 4 bits a weight, blocks of 64 weights each with an absmax that double quantisation
 # stores as one byte, and an fp32 absmax per 256 of those blocks (quantize_blockwise, blocksize=256): derived
 NF4 = "nf4"
@@ -293,7 +293,7 @@ class PlanRequest:
             (``actor_rollout_ref.model.enable_gradient_checkpointing``); ``critic_gradient_checkpointing`` the critic's
             (``critic.model.enable_gradient_checkpointing``), None = the actor's (:meth:`checkpointing_of`).
         frozen_base_dtype: how the LoRA roles store their frozen base (patch 0026, ``+*.model.frozen_base_dtype``):
-            ``"bfloat16"`` or ``"float16"``, 2 bytes a parameter; ``"nf4"`` (patch 0028), the decoder layers' adapted
+            ``"bfloat16"`` or ``"float16"``, 2 bytes a parameter; ``"nf4"`` (patch 0028), the decoder layers'
             Linears in NF4 (:data:`NF4_BYTES_PER_WEIGHT`), the layers' norms and biases in the compute dtype and
             the root in 16 bits (:func:`frozen_base_bytes`); None = fp32, 4 bytes (stock verl). Adapters and the
             critic's value head stay fp32 either way; a role without LoRA is all fp32 masters.
@@ -422,7 +422,7 @@ class PlanRequest:
         return self.lora_rank_of(role) > 0 and stored is not None and stored != self.dtype
 
     def dequantises_frozen_base(self, role: str) -> bool:
-        """Whether ``role`` has a LoRA base stored in NF4 (patch 0028): each pass dequantises its layers' adapted
+        """Whether ``role`` has a LoRA base stored in NF4 (patch 0028): each pass dequantises its layers'
         Linears to the compute dtype, one at a time."""
         return self.lora_rank_of(role) > 0 and self.frozen_base_dtype == NF4
 
@@ -687,10 +687,10 @@ def lora_notes(request: PlanRequest) -> tuple[str, ...]:
             "AdamW states"
         )
         if r.dequantises_frozen_base(role):
-            quantised = nf4_weights(r.shape, role, r.lora_target_modules)
+            quantised = nf4_weights(r.shape, role)
             root = "upcast to float32 by FSDP, " if r.upcasts_frozen_base(role) else ""
             line += (
-                f"; its layers' adapted weights ({quantised:,}) are stored in NF4 (patch 0028: "
+                f"; its layers' Linear weights ({quantised:,}) are stored in NF4 (patch 0028: "
                 f"{NF4_BYTES_PER_WEIGHT:.4f} bytes a weight with the quantisation constants), the layers' norms and "
                 f"biases in {r.dtype}, embeddings and head in 16 bits ({root}{format_gib(frozen_base_bytes(r, role))} "
                 f"in all); each Linear dequantised to {r.dtype} for its matmul; the trained ones in float32"
@@ -926,23 +926,23 @@ def adapter_parameters(
     return adapters + (shape.hidden_size + 1 if role == "critic" else 0)
 
 
-def nf4_linear_shapes(shape: ModelShape, role: str, target_modules) -> list[tuple[int, int, int]]:
-    """(in features, out features, how many) of each Linear patch 0028 stores in NF4 in ``role``'s model: the LoRA
-    targets inside the decoder layers (an adapted ``lm_head`` stays in the 16-bit root: frozen_base_nf4.py)."""
+def nf4_linear_shapes(shape: ModelShape, role: str) -> list[tuple[int, int, int]]:
+    """(in features, out features, how many) of each Linear patch 0028 stores in NF4 in ``role``'s model: every
+    Linear of the decoder layers, adapted or not (frozen_base_nf4.py); the ``lm_head`` stays in the 16-bit root."""
     linears = lora_linear_shapes(shape, role)
-    return [linears[n] for n in lora_targets(shape, role, target_modules) if n in LORA_LAYER_TARGETS]
+    return [linears[n] for n in LORA_LAYER_TARGETS]
 
 
-def nf4_weights(shape: ModelShape, role: str, target_modules) -> int:
-    """Weights patch 0028 stores in NF4 in ``role``'s model (:func:`nf4_linear_shapes`); Qwen2.5-7B all-linear:
-    6,525,288,448 (28 layers x 233,046,016)."""
-    return sum(n_in * n_out * count for n_in, n_out, count in nf4_linear_shapes(shape, role, target_modules))
+def nf4_weights(shape: ModelShape, role: str) -> int:
+    """Weights patch 0028 stores in NF4 in ``role``'s model (:func:`nf4_linear_shapes`); Qwen2.5-7B: 6,525,288,448
+    (28 layers x 233,046,016)."""
+    return sum(n_in * n_out * count for n_in, n_out, count in nf4_linear_shapes(shape, role))
 
 
 def frozen_base_bytes(request: PlanRequest, role: str) -> int:
     """Bytes ``role``'s frozen base takes per GPU as stored (0 without one): its frozen parameters at
     :attr:`PlanRequest.frozen_bytes` (fp32, or 16 bits with patch 0026), sharded over the GPUs; with an NF4 base
-    (patch 0028, one GPU) the layers' adapted Linears at :data:`NF4_BYTES_PER_WEIGHT`, the layers' other parameters
+    (patch 0028, one GPU) the layers' Linears at :data:`NF4_BYTES_PER_WEIGHT`, the layers' other parameters
     (norms, biases) in the compute dtype and the root (embeddings, LM head or value head, final norm) in 16 bits.
     Qwen2.5-7B actor on the a10 profile (bf16): 16-bit 15,231,233,024 bytes (14.19 GiB), NF4 5,546,851,072
     (5.17 GiB)."""
@@ -950,7 +950,7 @@ def frozen_base_bytes(request: PlanRequest, role: str) -> int:
     frozen = total - trained
     if not request.dequantises_frozen_base(role):
         return _shard(frozen, request.gpus) * request.frozen_bytes
-    quantised = nf4_weights(request.shape, role, request.lora_target_modules)
+    quantised = nf4_weights(request.shape, role)
     root = root_unit_parameters(request.shape, critic=role == "critic")
     rest = frozen - quantised - root
     return math.ceil(quantised * NF4_BYTES_PER_WEIGHT) + rest * request.compute_bytes + root * NF4_ROOT_BYTES
@@ -1170,7 +1170,7 @@ def largest_nf4_linear(request: PlanRequest, role: str) -> int:
     flight during its matmul (bnb.matmul_4bit dequantises, then F.linear; the backward dequantises again)."""
     if not request.dequantises_frozen_base(role):
         return 0
-    return max(n_in * n_out for n_in, n_out, _ in nf4_linear_shapes(request.shape, role, request.lora_target_modules))
+    return max(n_in * n_out for n_in, n_out, _ in nf4_linear_shapes(request.shape, role))
 
 
 def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:

@@ -180,7 +180,9 @@ def frozen_base_storage(settings, profile) -> str | None:
     if wanted == "float32":
         return None
     if wanted == NF4:
-        check_nf4_base(settings.gpus * settings.nodes, settings.rollout or profile.rollout)
+        # the rollout generates with the actor: a critic-only NF4 base never reaches vLLM
+        rollout = (settings.rollout or profile.rollout) if settings.lora_rank > 0 else "hf"
+        check_nf4_base(settings.gpus * settings.nodes, rollout)
         return wanted
     if wanted != profile.frozen_base_dtype:
         raise VerlfitError(
@@ -197,8 +199,9 @@ def check_nf4_base(gpus: int, rollout: str) -> None:
 
     Raises:
         VerlfitError (exit status 2): ``gpus`` above 1 (the quantisation constants live beside FSDP's flat
-            parameters, neither sharded nor broadcast: the patch refuses a world size above 1); ``rollout`` vllm
-            (verl's vLLM sharding manager hands vLLM the FSDP state dict, whose packed 4-bit weights vLLM cannot load).
+            parameters, neither sharded nor broadcast: the patch refuses a world size above 1); ``rollout`` vllm for an
+            actor with LoRA (verl's vLLM sharding manager hands vLLM the FSDP state dict, whose packed 4-bit weights
+            vLLM cannot load; pass "hf" for a critic-only NF4 base).
     """
     if gpus > 1:
         raise VerlfitError(

@@ -462,7 +462,7 @@ def frozen_base_cast_bytes(request: PlanRequest, role: str, generation: bool = F
     - patch 0026 on the P40 (stored 16-bit, computed fp32): FSDP casts each unit as it unshards it, the 16-bit read and
       the fp32 write of every weight; in generation every module of the base is cast for its forward (the layers'
       matmul weights and the LM head; the embedding casts its rows).
-    - patch 0028 (NF4): each adapted Linear of the layers is dequantised for its matmul, the packed read
+    - patch 0028 (NF4): each Linear of the layers is dequantised for its matmul, the packed read
       (:data:`verlfit.plan.memory.NF4_BYTES_PER_WEIGHT`) and the write in the compute dtype; on the P40 the 16-bit
       root is cast as above (the whole root unit in a pass, the LM head in generation). Derived from the tensors'
       sizes, not measured.
@@ -470,7 +470,7 @@ def frozen_base_cast_bytes(request: PlanRequest, role: str, generation: bool = F
     shape, cb = request.shape, request.compute_bytes
     critic = role == "critic"
     if request.dequantises_frozen_base(role):
-        cast = nf4_weights(shape, role, request.lora_target_modules) * (NF4_BYTES_PER_WEIGHT + cb)
+        cast = nf4_weights(shape, role) * (NF4_BYTES_PER_WEIGHT + cb)
         if request.upcasts_frozen_base(role):
             root = shape.vocab_size * shape.hidden_size if generation else root_unit_parameters(shape, critic=critic)
             cast += root * (request.frozen_bytes + cb)

@@ -20,13 +20,16 @@ def shell_command(command: list[str], indent: str) -> str:
 
 
 def _lora_line(s: TrainSettings) -> str:
-    """The dry run's LoRA line: each role's rank (0 = fully trained), alpha and target modules."""
+    """The dry run's LoRA line: each role's rank (0 = fully trained), alpha and target modules; an NF4 base."""
     critic = s.effective_critic_lora_rank
     ranks = [f"actor rank {s.lora_rank}"] + ([f"critic rank {critic}"] if s.algorithm == "ppo" else [])
     if s.lora_rank == 0 and (s.algorithm != "ppo" or critic == 0):
         return "LoRA: off (every parameter trains)"
     targets = s.lora_target_modules if isinstance(s.lora_target_modules, str) else ",".join(s.lora_target_modules)
-    return f"LoRA: {', '.join(ranks)} (0 = fully trained), alpha {s.lora_alpha:g}, target modules {targets}"
+    line = f"LoRA: {', '.join(ranks)} (0 = fully trained), alpha {s.lora_alpha:g}, target modules {targets}"
+    if s.frozen_base_dtype == "nf4":  # asked for, or --plan auto's last resort: said where the run is summed up
+        line += "; frozen base in NF4 (4 bits, patch 0028: the adapter learns against the quantised base)"
+    return line
 
 
 def _steps_text(s: TrainSettings) -> str:
