@@ -344,7 +344,7 @@ def test_run_files_imports_only_errors():
 
 def test_the_model_shape_rows_name_the_built_in_families():
     families = builtin_families(PACKAGE / "model_shape.py")
-    assert families == {"Qwen2.5", "Qwen3", "Llama 3.2"}
+    assert families == {"Qwen2.5", "Qwen3", "Llama 3.2", "Llama 3.1"}
     lines = ARCHITECTURE.read_text(encoding="utf-8").splitlines()
     rows = {match["module"]: line for line in lines if (match := ROW.match(line))}
     assert families_named(rows["model_shape.py"]) == families

@@ -375,16 +375,18 @@ _LLAMA31 = {
         tie_word_embeddings=False,
     ),
 }
-for _version, _sizes in (("3.2", _LLAMA32), ("3.1", _LLAMA31)):
-    for _size, _values in _sizes.items():
-        for _suffix in ("", "-Instruct"):
-            BUILTIN_SHAPES[f"meta-llama/Llama-{_version}-{_size}{_suffix}"] = {
-                "model_type": "llama",
-                "attention_bias": False,
-                "mlp_bias": False,
-                "max_position_embeddings": 131072,  # the hub configs', as verlfit.synthetic_model's copies of them
-                **_values,
-            }
+_LLAMA_REST = {
+    "model_type": "llama",
+    "attention_bias": False,
+    "mlp_bias": False,
+    "max_position_embeddings": 131072,  # the hub configs', as verlfit.synthetic_model's copies of them
+}
+for _size, _values in _LLAMA32.items():
+    for _suffix in ("", "-Instruct"):
+        BUILTIN_SHAPES[f"meta-llama/Llama-3.2-{_size}{_suffix}"] = {**_LLAMA_REST, **_values}
+for _size, _values in _LLAMA31.items():
+    for _suffix in ("", "-Instruct"):
+        BUILTIN_SHAPES[f"meta-llama/Llama-3.1-{_size}{_suffix}"] = {**_LLAMA_REST, **_values}
 
 
 def check_model_argument(model: str, option: str = "--model") -> None:

@@ -269,10 +269,11 @@ def test_plan_help_lists_every_built_in_shape(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert (
         "(built in: Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-0.5B-Instruct, Qwen/Qwen2.5-1.5B, Qwen/Qwen2.5-1.5B-Instruct,"
-        " Qwen/Qwen2.5-3B, Qwen/Qwen2.5-3B-Instruct, Qwen/Qwen2.5-7B, Qwen/Qwen2.5-7B-Instruct, Qwen/Qwen3-0.6B,"
+        " Qwen/Qwen2.5-14B, Qwen/Qwen2.5-14B-Instruct, Qwen/Qwen2.5-3B, Qwen/Qwen2.5-3B-Instruct, Qwen/Qwen2.5-7B,"
+        " Qwen/Qwen2.5-7B-Instruct, Qwen/Qwen3-0.6B,"
         " Qwen/Qwen3-0.6B-Base, Qwen/Qwen3-1.7B, Qwen/Qwen3-1.7B-Base, Qwen/Qwen3-4B, Qwen/Qwen3-4B-Base,"
-        " meta-llama/Llama-3.2-1B, meta-llama/Llama-3.2-1B-Instruct, meta-llama/Llama-3.2-3B,"
-        " meta-llama/Llama-3.2-3B-Instruct)." in out
+        " meta-llama/Llama-3.1-8B, meta-llama/Llama-3.1-8B-Instruct, meta-llama/Llama-3.2-1B,"
+        " meta-llama/Llama-3.2-1B-Instruct, meta-llama/Llama-3.2-3B, meta-llama/Llama-3.2-3B-Instruct)." in out
     )
 
 
