@@ -287,8 +287,7 @@ def speed_candidates(request: PlanRequest, keep: frozenset[str] = frozenset()) -
         critics = (True, False) if r.has_critic else (None,)
         checkpointing = [(actor, None if critic == actor else critic) for actor in (True, False) for critic in critics]
     bases = [r.frozen_base_dtype]
-    lora = r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0)
-    if "frozen_base" not in keep and lora and r.frozen_base_dtype is not None:
+    if "frozen_base" not in keep and r.has_lora and r.frozen_base_dtype is not None:
         bases.append(None)
     return [
         dict(gradient_checkpointing=actor, critic_gradient_checkpointing=critic, frozen_base_dtype=base)
@@ -313,7 +312,7 @@ def describe_choice(request: PlanRequest) -> str:
     switches = ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload")
     offload = [name.replace("_offload", "").replace("_", " ") for name in switches if getattr(r, name)]
     text = f"{checkpointing}; {micro}; offload {', '.join(offload) or 'none'}"
-    if r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0):
+    if r.has_lora:
         text += f"; LoRA base in {r.frozen_base_dtype or 'float32'}"
     return text
 
@@ -368,10 +367,9 @@ def nf4_fallback_allowed(request: PlanRequest, keep: frozenset[str]) -> bool:
     storage not kept (no ``--frozen-base-dtype``), a LoRA role, one GPU, the HF rollout
     (:func:`verlfit.plan.request.check_nf4_base`), and not NF4 already. Quantising changes what the model computes,
     so it is the last resort, after gradient checkpointing and offload."""
-    lora = request.lora_rank > 0 or (request.has_critic and request.lora_rank_of("critic") > 0)
     return (
         "frozen_base" not in keep
-        and lora
+        and request.has_lora
         and request.gpus == 1
         and request.rollout == "hf"
         and request.frozen_base_dtype != NF4
@@ -571,8 +569,7 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
         options.append((1.0, "--algo grpo (no critic model)"))
     # a LoRA base in NF4 (patch 0028; one GPU, the HF rollout): what fit_memory itself takes last where the base's
     # storage was not given, offered where it was (or where the run's rollout is vLLM: with --rollout hf)
-    lora = r.lora_rank > 0 or critic_rank > 0
-    if lora and r.gpus == 1 and r.frozen_base_dtype != NF4:
+    if r.has_lora and r.gpus == 1 and r.frozen_base_dtype != NF4:
         hf = replace(r, rollout="hf") if r.rollout != "hf" else r
         if _fits_fully_saved(replace(hf, frozen_base_dtype=NF4), margin, keep):
             flag = "--frozen-base-dtype nf4" + (" --rollout hf" if r.rollout != "hf" else "")
@@ -580,10 +577,9 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
                 (1.0, f"{flag} (QLoRA: the layers' Linears in 4 bits; the adapter learns against the quantised base)")
             )
     if not options:
-        lora = r.lora_rank > 0 or critic_rank > 0
         return (
             "no single change found that fits"
-            + (" (not even LoRA rank 1)" if lora else "")
+            + (" (not even LoRA rank 1)" if r.has_lora else "")
             + ": use a smaller model or a card with more memory"
         )
     options.sort(key=lambda item: item[0])

@@ -421,6 +421,11 @@ class PlanRequest:
             stored = "bfloat16" if self.dtype == "float32" else self.dtype
         return self.lora_rank_of(role) > 0 and stored is not None and stored != self.dtype
 
+    @property
+    def has_lora(self) -> bool:
+        """Whether a role trains a LoRA adapter: the actor, or a PPO critic (at its own rank or the actor's)."""
+        return self.lora_rank > 0 or (self.has_critic and self.lora_rank_of("critic") > 0)
+
     def dequantises_frozen_base(self, role: str) -> bool:
         """Whether ``role`` has a LoRA base stored in NF4 (patch 0028): each pass dequantises its layers'
         Linears to the compute dtype, one at a time."""

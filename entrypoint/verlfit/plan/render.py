@@ -132,11 +132,7 @@ def chosen_line(request) -> str:
         )
         + "; offload: "
         + (", ".join(n.replace("_offload", "").replace("_", " ") for n in OFFLOAD_FIELDS if getattr(r, n)) or "none")
-        + (
-            f"; LoRA base in {r.frozen_base_dtype or 'float32'}"
-            if r.lora_rank > 0 or (r.has_critic and r.lora_rank_of("critic") > 0)
-            else ""
-        )
+        + (f"; LoRA base in {r.frozen_base_dtype or 'float32'}" if r.has_lora else "")
     )
 
 
