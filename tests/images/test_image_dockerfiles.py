@@ -785,6 +785,7 @@ item = RLHFDataset(data_files=[folder + "/train.parquet"], tokenizer=tokenizer, 
 generated = []
 for family in ("Qwen2", "Qwen3", "Llama"):
     model = getattr(transformers, family + "ForCausalLM")(getattr(transformers, family + "Config")(**shape, attn_implementation="sdpa"))
+    model.generation_config.eos_token_id = None  # random weights: an EOS by chance (Llama's 2) would end it early
     generated.append(model.generate(torch.tensor([[3, 4, 5]]), max_new_tokens=2, do_sample=False, pad_token_id=0).shape[1])
 loaded = sorted(name for name in sys.modules if sys.modules[name] is not None and name.split(".")[0] in ("torchvision", "torchaudio"))
 loaded += [name for name in sys.modules if name.endswith("vision_utils")]
