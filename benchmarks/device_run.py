@@ -1472,10 +1472,11 @@ STAGES = (
     ),
     Stage(
         "nf4",
-        rows(nf4_runs),
+        lambda device: run_all(device, nf4_runs(device), at_once=setting("NF4_AT_ONCE") == "1"),
         "issue 46: LoRA GRPO on an NF4 frozen base (--frozen-base-dtype nf4, patch 0028): Llama-3.1-8B --emulate "
         "t4, Qwen2.5-7B --emulate p40, Qwen2.5-14B --emulate a10 --rollout hf --attention sdpa (batch 16, 512/256, "
-        "rank 32; random weights), one after the other, NF4_STEPS (default 2) steps each, each planned first "
+        "rank 32; random weights), one after the other (all at once with NF4_AT_ONCE=1), NF4_STEPS (default 2) "
+        "steps each, each planned first "
         "(NAME.plan); needs setup first and bitsandbytes on the stack",
     ),
     Stage(
@@ -1659,6 +1660,12 @@ VARIABLES = (
     ("LORA_GRAPH_STEPS", "steps of each lora_graph run, default 3"),
     ("NF4_NAMES", "stage nf4 runs only these run names, default all three"),
     ("NF4_STEPS", "steps of each nf4 run, default 2"),
+    (
+        "NF4_AT_ONCE",
+        "1: stage nf4 runs its targets all at once (each capped at its card's memory: peaks as alone, step times "
+        "shared)",
+    ),
+    ("MODEL_DEVICE", "draw the random models' weights on this torch device (make_model.py --device cuda); default CPU"),
     ("MULTIGPU_STEPS, MULTIGPU_RAY_PORT", "stage multigpu's steps (default 10) and Ray port (default 6390)"),
     (
         "SOAK_PPO_PLAN, SOAK_GRPO_PLAN, FAULT_WORKER_PLAN",

@@ -45,6 +45,11 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"])
     ap.add_argument(
+        "--device",
+        default=None,
+        help="draw the random weights on this torch device (e.g. cuda: seconds for a 14B; other values); default CPU",
+    )
+    ap.add_argument(
         "--generation-sampling-defaults",
         action="store_true",
         help=f"write Qwen2.5-Instruct's sampling fields into generation_config.json ({SAMPLING_DEFAULTS})",
@@ -76,6 +81,7 @@ def main(argv=None) -> int:
         generation_sampling_defaults=a.generation_sampling_defaults,
         vocab_size=a.vocab_size,
         no_eos=a.no_eos,
+        device=a.device,
     )
     with open(os.path.join(a.output, "config.json"), encoding="utf-8") as f:
         cfg = json.load(f)

@@ -256,6 +256,8 @@ class Device:
         arguments = ["benchmarks/make_model.py", "--shape", shape, "--output", str(model)]
         if tokenizer:
             arguments += ["--tokenizer-dir", str(self.model)]
+        if setting("MODEL_DEVICE"):
+            arguments += ["--device", setting("MODEL_DEVICE")]
         return self.python(*arguments, output=output).returncode
 
     def run_outcome(self, run: Path) -> str:
