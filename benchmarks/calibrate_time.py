@@ -208,6 +208,18 @@ CHECK_RECORDS = (
         None,
         "2026-12-04: alone, the same as verlfit ran it before: CUDA graphs off, the adapters FSDP units",
     ),
+    (
+        "2026-12-05-h200-t4-4b-lora-graphs-before-after/lora16-qwen3-4b-grpo-t4-graphs-on",
+        2,
+        None,
+        "2026-12-05: alone, Qwen3-4B GRPO LoRA, t4 (fp16), verlfit's default: CUDA graphs on, adapters outside FSDP",
+    ),
+    (
+        "2026-12-05-h200-t4-4b-lora-graphs-before-after/lora16-qwen3-4b-grpo-t4-graphs-before",
+        2,
+        None,
+        "2026-12-05: alone, the same as verlfit ran it before: CUDA graphs off, the adapters FSDP units",
+    ),
 )
 # a record with patch 0020 on -> its untrimmed twin (same job, same data order, the same session): the twin's
 # measured/predicted ratio per phase cancels the model's own error on that phase when the window is derived

@@ -141,8 +141,8 @@ BIG_LORA = (
         "Qwen/Qwen3-4B",
         "grpo",
         None,
-        "2026-12-03-h200-t4-lora-graphs-side-by-side/lora16-qwen3-4b-grpo-t4-graphs-on",
-        "2026-12-03-h200-t4-lora-graphs-side-by-side/lora16-qwen3-4b-grpo-t4-graphs-off",
+        "2026-12-05-h200-t4-4b-lora-graphs-before-after/lora16-qwen3-4b-grpo-t4-graphs-on",
+        "2026-12-05-h200-t4-4b-lora-graphs-before-after/lora16-qwen3-4b-grpo-t4-graphs-before",
     ),
     (
         "a10",
