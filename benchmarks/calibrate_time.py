@@ -220,6 +220,12 @@ CHECK_RECORDS = (
         None,
         "2026-12-05: alone, the same as verlfit ran it before: CUDA graphs off, the adapters FSDP units",
     ),
+    (
+        "2026-12-05-h200-t4-nf4-llama-8b/nf4-llama-3.1-8b-grpo-t4",
+        2,
+        None,
+        "2026-12-05: alone, Llama-3.1-8B GRPO LoRA, t4 (fp16), the frozen base in NF4 (patch 0028), CUDA graphs on",
+    ),
 )
 # a record with patch 0020 on -> its untrimmed twin (same job, same data order, the same session): the twin's
 # measured/predicted ratio per phase cancels the model's own error on that phase when the window is derived
@@ -290,6 +296,8 @@ def shape_for(model: str):
 
     name = Path(model).name
     for key, builtin in (
+        ("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct"),
+        ("qwen2.5-14b", "Qwen/Qwen2.5-14B-Instruct"),
         ("qwen3-4b", "Qwen/Qwen3-4B"),
         ("qwen2.5-7b", "Qwen/Qwen2.5-7B-Instruct"),
         ("0.5b", "Qwen/Qwen2.5-0.5B-Instruct"),
