@@ -62,6 +62,10 @@ def test_cli_refusal_exit_status(capsys):
             ["--profile", "p40", "--dtype", "bfloat16"],
             "--dtype bfloat16 with the p40 profile: bf16 needs compute capability 8.0",
         ),
+        (  # the fix names the profile's own dtype: fp16 on the T4
+            ["--emulate", "t4", "--dtype", "bfloat16"],
+            "bf16 needs compute capability 8.0\n  fix: leave --dtype to the profile (float16)",
+        ),
         (
             ["--profile", "p40", "--rollout", "vllm"],
             "--rollout vllm with the p40 profile: vLLM needs compute capability 7.0",
@@ -424,3 +428,14 @@ def test_packed_mean_lengths_are_positive_and_within_the_limits(flag, value, err
     except SystemExit as refused:  # argparse's refusal of the option's type
         status = refused.code
     assert status == 2 and error in capsys.readouterr().err
+
+
+def test_a_rollout_micro_batch_given_to_plan_is_kept_by_auto_fit(capsys):
+    # auto-fit alone on the p40 profile generates the whole batch in one call (32 prompts); a --rollout-micro-batch-size
+    # is the user's, kept as the other per-pass micro-batches are
+    status, out = run_cli(["plan", "--emulate", "p40", "--auto-fit"], capsys)
+    assert status == 0 and "rollout 32 prompts; gradient checkpointing" in out.out
+    status, out = run_cli(["plan", "--emulate", "p40", "--rollout-micro-batch-size", "4", "--auto-fit"], capsys)
+    assert status == 0
+    assert "chosen: actor micro-batch 4, log-prob 8, critic 4, rollout 4 prompts; gradient checkpointing on" in out.out
+    assert "rollout: 4 prompts x 1 per generate call = 4 sequences of 768 tokens" in out.out

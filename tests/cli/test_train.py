@@ -1071,6 +1071,23 @@ def test_a_kept_micro_batch_that_cannot_fit_is_named_as_the_first_fix():
     assert chosen.actor_micro_batch_size == 4
 
 
+def test_a_kept_micro_batch_whose_log_prob_pass_cannot_fit_names_that_pass_not_the_same_value():
+    # GRPO at 1024 response tokens on the P40: the actor's micro-batch 4 fits, the log-prob pass at twice it does not;
+    # auto-fit would keep 4 for the actor and run the log-prob at 4, so "--micro-batch-size 4 (from 4)" would be no fix
+    argv = ["--emulate", "p40", "--algo", "grpo", "--micro-batch-size", "4", "--max-response-length", "1024"]
+    with pytest.raises(VerlfitError) as error:
+        prepare_launch(parse(argv), environ={}, gpu=H200)
+    assert error.value.message.endswith(
+        "old log-prob at log-prob micro-batch 8 (kept) would need 21.4 GiB of 20.2 GiB (90% of 22.5 GiB)"
+    )
+    assert error.value.fix.startswith(
+        "smallest changes that would fit, each on its own: leave --micro-batch-size out for the planner to choose (it"
+        " keeps the actor's 4 and lowers the log-prob's to 4 (from 8)); --max-response-length 928 (from 1024); "
+    )
+    chosen = prepare_launch(parse([*argv[:4], *argv[6:]]), environ={}, gpu=H200).settings
+    assert (chosen.actor_micro_batch_size, chosen.log_prob_micro_batch_size) == (4, 4)
+
+
 def test_resume_with_an_empty_path_is_refused_not_taken_for_a_new_run(capsys):
     status = cli.main(["train", "--resume", "", "--dry-run"])
     assert status == 2

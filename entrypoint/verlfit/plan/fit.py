@@ -466,12 +466,27 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     if "micro_batches" in keep:
         # the user's micro-batch is the first thing to give up: what auto-fit would choose instead
         free = fit_memory(r, margin, keep - {"micro_batches"})
-        if free.fits:
+        if free.fits and free.request.actor_micro_batch_size != r.actor_micro_batch_size:
             options.append(
                 (
                     0.0,
                     f"--micro-batch-size {free.request.actor_micro_batch_size} (from "
                     f"{r.actor_micro_batch_size}), or leave it out for the planner to choose",
+                )
+            )
+        elif free.fits:  # the same actor micro-batch: what fits is a smaller one of the passes it sets with it
+            passes = [("log-prob", "log_prob_micro_batch_size"), ("rollout", "rollout_micro_batch_size")]
+            passes += [("critic", "critic_micro_batch_size")] if r.has_critic else []
+            lowered = [
+                f"the {name}'s to {getattr(free.request, field)} (from {getattr(r, field)})"
+                for name, field in passes
+                if getattr(r, field) is not None and getattr(free.request, field) < getattr(r, field)
+            ]
+            options.append(
+                (
+                    0.0,
+                    f"leave --micro-batch-size out for the planner to choose (it keeps the actor's "
+                    f"{r.actor_micro_batch_size}" + (f" and lowers {', '.join(lowered)})" if lowered else ")"),
                 )
             )
     step = 32

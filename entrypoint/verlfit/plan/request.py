@@ -93,7 +93,7 @@ def plan_keep(options: PlanOptions) -> list[str]:
     sizing options, and the micro-batches or offload when a per-role ``--*-micro-batch-size`` or ``--*-offload``
     option sets them."""
     keep = sizing_keep(options.sizing)
-    if any(getattr(options, f"{role}_micro_batch_size") for role in ("actor", "log_prob", "critic")):
+    if any(getattr(options, f"{role}_micro_batch_size") for role in ("actor", "log_prob", "critic", "rollout")):
         keep.add("micro_batches")
     if any(
         getattr(options, f"{role}_{kind}_offload") for role in ("actor", "critic") for kind in ("param", "optimizer")
@@ -442,7 +442,7 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
     if options.dtype == "bfloat16" and profile.min_compute_capability < (8, 0):
         raise VerlfitError(
             f"--dtype bfloat16 with the {profile.name} profile: bf16 needs compute capability 8.0",
-            fix="leave --dtype to the profile (float32)",
+            fix=f"leave --dtype to the profile ({profile.dtype})",
             exit_code=2,
         )
     if options.dtype == "float32" and profile.attention == "flash_attention_2" and options.attention:
