@@ -922,8 +922,8 @@ def stage_lora16(device: Device) -> None:
     jobs = []
     checks = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "50"), "--save-freq", "-1")
     for base in words(setting("LORA16_LEARN_BASES", "bfloat16 float32")):
-        if base not in ("bfloat16", "float32"):
-            device.log(f"lora16: LORA16_LEARN_BASES has '{base}'; write bfloat16, float32 or both")
+        if base not in ("bfloat16", "float32", "nf4"):  # nf4: issue 46's learning check (patch 0028)
+            device.log(f"lora16: LORA16_LEARN_BASES has '{base}'; write some of bfloat16, float32 and nf4")
             continue
         adapter = (*words("--lora-rank 32 --lora-alpha 32"), "--frozen-base-dtype", base)
         run = learning_check(device, f"lora16-learn-grpo-{base}", "grpo", "1e-4", adapter=adapter, checks=checks)
@@ -1652,7 +1652,10 @@ VARIABLES = (
     ("EXPORT_RUN", "stage export_eval's run, default learn-grpo-lr1e-5"),
     ("BENCH_MODES", 'stage bench\'s modes, default "card emulate_p40"'),
     ("LORA_FAMILY_NAMES", "stage lora_families runs only these run names"),
-    ("LORA16_LEARN_BASES", 'stage lora16\'s frozen-base dtypes of the learning check, default "bfloat16 float32"'),
+    (
+        "LORA16_LEARN_BASES",
+        'stage lora16\'s frozen-base dtypes of the learning check (bfloat16, float32, nf4), default "bfloat16 float32"',
+    ),
     ("LORA16_SPEED", "0: stage lora16 leaves out (c), the speed pick's two runs; default 1 (other values run them)"),
     ("LORA16_SPEED_STEPS", "steps of each lora16_speed run (also (c) of stage lora16), default 4"),
     ("LORA_GRAPH_TARGETS", "stage lora_graph's targets, names of stage lora16's, default \"lora16-qwen3-4b-grpo-t4\""),

@@ -1110,7 +1110,7 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
     env.update(LORA16_LEARN_BASES="float16", LORA16_SPEED="0")
     subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
     stages_log = (runs / "stages.log").read_text()
-    assert "lora16: LORA16_LEARN_BASES has 'float16'; write bfloat16, float32 or both" in stages_log
+    assert "lora16: LORA16_LEARN_BASES has 'float16'; write some of bfloat16, float32 and nf4" in stages_log
     later = (tmp_path / "calls").read_text().splitlines()
     assert not any("lora16-learn" in call or "lora16-speed" in call for call in later)
     # LORA16_PARTS=learn: the learning check alone (issue 43 item 6), nothing of (a) or (c)
@@ -1119,6 +1119,15 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
     subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
     learn_bf16 = f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-bfloat16 " + learn.format(base="bfloat16")
     assert (tmp_path / "calls").read_text().splitlines() == [learn_bf16]
+    # the NF4 base's learning check (patch 0028) beside the 16-bit one
+    (tmp_path / "calls").unlink()
+    env.update(LORA16_LEARN_BASES="nf4")
+    subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
+    learn_nf4 = f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-nf4 " + learn.format(base="nf4")
+    assert (tmp_path / "calls").read_text().splitlines() == [learn_nf4]
+    (tmp_path / "calls").unlink()
+    env.update(LORA16_LEARN_BASES="bfloat16")
+    subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
     env.update(LORA16_PARTS="learn bogus")
     subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
     assert (
