@@ -480,7 +480,8 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
             lowered = [
                 f"the {name}'s to {getattr(free.request, field)} (from {getattr(r, field)})"
                 for name, field in passes
-                if getattr(r, field) is not None and getattr(free.request, field) < getattr(r, field)
+                if None not in (getattr(r, field), getattr(free.request, field))
+                and getattr(free.request, field) < getattr(r, field)
             ]
             options.append(
                 (
