@@ -432,10 +432,10 @@ def test_packed_mean_lengths_are_positive_and_within_the_limits(flag, value, err
 
 def test_a_rollout_micro_batch_given_to_plan_is_kept_by_auto_fit(capsys):
     # auto-fit alone on the p40 profile generates the whole batch in one call (32 prompts); a --rollout-micro-batch-size
-    # is the user's, kept as the other per-pass micro-batches are
+    # is the user's, kept, and only it: the other micro-batches are still the planner's (critic 16, not the default 4)
     status, out = run_cli(["plan", "--emulate", "p40", "--auto-fit"], capsys)
-    assert status == 0 and "rollout 32 prompts; gradient checkpointing" in out.out
+    assert status == 0 and "  chosen: actor micro-batch 4, log-prob 8, critic 16, rollout 32 prompts;" in out.out
     status, out = run_cli(["plan", "--emulate", "p40", "--rollout-micro-batch-size", "4", "--auto-fit"], capsys)
     assert status == 0
-    assert "chosen: actor micro-batch 4, log-prob 8, critic 4, rollout 4 prompts; gradient checkpointing on" in out.out
+    assert "  chosen: actor micro-batch 4, log-prob 8, critic 16, rollout 4 prompts; gradient checkpointing" in out.out
     assert "rollout: 4 prompts x 1 per generate call = 4 sequences of 768 tokens" in out.out

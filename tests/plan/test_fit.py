@@ -87,8 +87,12 @@ def test_auto_fit_keeps_what_it_is_told_to():
         gradient_checkpointing=True,
         gpu_memory_bytes=int(22.5 * GIB),
     )
-    decision = auto_fit(request, keep=("micro_batches", "offload", "gradient_checkpointing"))
+    kept = ("micro_batches", "rollout_micro_batch", "offload", "gradient_checkpointing")
+    decision = auto_fit(request, keep=kept)
     assert decision.fits and decision.request == request
+    # the rollout's micro-batch is kept apart: --micro-batch-size alone leaves it to the planner (the whole batch here)
+    decision = auto_fit(request, keep=("micro_batches", "offload", "gradient_checkpointing"))
+    assert decision.fits and decision.request == replace(request, rollout_micro_batch_size=32)
 
 
 def Settings():

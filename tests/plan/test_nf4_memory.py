@@ -162,7 +162,7 @@ def test_no_nf4_fallback_with_the_base_kept_on_several_gpus_or_with_vllm():
             dict(gpus=2),
             "--frozen-base-dtype nf4 on 2 GPUs: patch 0028 stores the quantisation constants beside FSDP's parameters, "
             "so it runs on one GPU only",
-            "use --gpus 1, or the profile's 16-bit base on several GPUs",
+            "run on one GPU (--gpus 1, and --nodes 1 if you set --nodes), or the profile's 16-bit base on several GPUs",
         ),
         (
             dict(rollout="vllm"),

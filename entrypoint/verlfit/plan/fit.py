@@ -65,7 +65,26 @@ _MICRO_KNOBS = {
     "critic": ("critic_micro_batch_size", "critic micro-batch", ("values", "critic_update")),
     "rollout": ("rollout_micro_batch_size", "rollout micro-batch", ("rollout",)),
 }
-KEEPABLE = ("micro_batches", "gradient_checkpointing", "offload", "frozen_base")
+# "micro_batches": the actor's, log-prob's and critic's (verlfit's --micro-batch-size sets them together);
+# "rollout_micro_batch": the HF rollout's prompts per generate call, kept apart (plan's --rollout-micro-batch-size)
+KEEPABLE = ("micro_batches", "rollout_micro_batch", "gradient_checkpointing", "offload", "frozen_base")
+
+
+def _kept_knob(knob: str, keep: frozenset[str]) -> bool:
+    """Whether the micro-batch ``knob`` (a key of :data:`_MICRO_KNOBS`) is the user's, not the planner's."""
+    return ("rollout_micro_batch" if knob == "rollout" else "micro_batches") in keep
+
+
+def _sizing_start(request: PlanRequest, keep: frozenset[str]) -> PlanRequest:
+    """The request the micro-batch search starts from: the kept micro-batches as given, the others at 1."""
+    changes = {}
+    if "micro_batches" not in keep:
+        changes.update(actor_micro_batch_size=1, critic_micro_batch_size=1, log_prob_micro_batch_size=1)
+    if "rollout_micro_batch" not in keep and request.rollout == "hf":
+        changes["rollout_micro_batch_size"] = 1
+    return replace(request, **changes)
+
+
 # The speed pick leaves the memory-first choice only for a configuration estimated this much faster (a fraction of
 # its seconds per step): the time model's fitted terms rest on H200 records (plan/time.py FACTORS), and it put the main
 # job's checkpointing-off run at 9.7 s against 7.2 (+35%) where the H200 measured 8.7 against 6.9 (+26%): ranking two
@@ -151,7 +170,7 @@ def _size_micro_batches(
     margin = budget / usable
     for knob in knobs:
         attr, title, names = _MICRO_KNOBS[knob]
-        if "micro_batches" in keep:
+        if _kept_knob(knob, keep):
             need, where = _phase_total(chosen, names)
             if need + ALLOCATOR_HEADROOM_BYTES > budget:
                 return (
@@ -200,7 +219,7 @@ def _peak_failure(plan: Plan, budget: int, keep: frozenset[str]) -> str | None:
     request, peak = plan.request, plan.peak
     for knob, (attr, title, names) in _MICRO_KNOBS.items():
         if peak.phase in names and (knob != "rollout" or request.rollout == "hf"):
-            kept = " (kept)" if "micro_batches" in keep else ""
+            kept = " (kept)" if _kept_knob(knob, keep) else ""
             return (
                 f"{peak.title} at {title} {getattr(request, attr) or request.per_gpu_prompts}{kept} would need "
                 f"{format_gib(peak.total + ALLOCATOR_HEADROOM_BYTES)} of "
@@ -380,17 +399,7 @@ def _fit_ladder(request: PlanRequest, margin: float, keep: frozenset[str]) -> Fi
     """:func:`fit_memory` at the request's base storage: the first rung of :func:`_levels` where every phase fits."""
     budget = int(margin * request.gpu_memory_bytes)
     reasons: list[str] = []
-    start = (
-        request
-        if "micro_batches" in keep
-        else replace(
-            request,
-            actor_micro_batch_size=1,
-            critic_micro_batch_size=1,
-            log_prob_micro_batch_size=1,
-            rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size,
-        )
-    )
+    start = _sizing_start(request, keep)
     # micro-batches the planner will choose are not the user's: validate from micro-batch 1 (batch 1 is valid)
     validate_request(start)
     failures: list[tuple[str, str]] = []
@@ -412,7 +421,7 @@ def _fit_ladder(request: PlanRequest, margin: float, keep: frozenset[str]) -> Fi
         failures.append((name, failure))
         last_trial = trial
     plan = predict(last_trial, margin)
-    others = " other" if "micro_batches" in keep else ""
+    others = " other" if keep & {"micro_batches", "rollout_micro_batch"} else ""
     reasons.append(
         f"nothing fits: even with every{others} saving on, {_peak_failure(plan, budget, keep) or failures[-1][1]}"
     )
@@ -422,17 +431,7 @@ def _fit_ladder(request: PlanRequest, margin: float, keep: frozenset[str]) -> Fi
 def _fits_fully_saved(request: PlanRequest, margin: float, keep: frozenset[str]) -> bool:
     budget = int(margin * request.gpu_memory_bytes)
     levels = _levels(request, keep)
-    start = (
-        request
-        if "micro_batches" in keep
-        else replace(
-            request,
-            actor_micro_batch_size=1,
-            critic_micro_batch_size=1,
-            log_prob_micro_batch_size=1,
-            rollout_micro_batch_size=1 if request.rollout == "hf" else request.rollout_micro_batch_size,
-        )
-    )
+    start = _sizing_start(request, keep)
     trial = replace(start, **levels[-1][1])
     try:
         plan = predict(trial, margin)
@@ -466,30 +465,23 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     if "micro_batches" in keep:
         # the user's micro-batch is the first thing to give up: what auto-fit would choose instead
         free = fit_memory(r, margin, keep - {"micro_batches"})
-        if free.fits and free.request.actor_micro_batch_size != r.actor_micro_batch_size:
-            options.append(
-                (
-                    0.0,
-                    f"--micro-batch-size {free.request.actor_micro_batch_size} (from "
-                    f"{r.actor_micro_batch_size}), or leave it out for the planner to choose",
-                )
+        if free.fits:
+            chosen = free.request
+            # --micro-batch-size N sets actor and critic to N and the log-prob to 2N (verlfit.arguments): offer an N
+            # only when that whole setting fits, else say what the planner would choose
+            size = chosen.actor_micro_batch_size
+            as_option = replace(
+                r, actor_micro_batch_size=size, critic_micro_batch_size=size, log_prob_micro_batch_size=2 * size
             )
-        elif free.fits:  # the same actor micro-batch: what fits is a smaller one of the passes it sets with it
-            passes = [("log-prob", "log_prob_micro_batch_size"), ("rollout", "rollout_micro_batch_size")]
-            passes += [("critic", "critic_micro_batch_size")] if r.has_critic else []
-            lowered = [
-                f"the {name}'s to {getattr(free.request, field)} (from {getattr(r, field)})"
-                for name, field in passes
-                if None not in (getattr(r, field), getattr(free.request, field))
-                and getattr(free.request, field) < getattr(r, field)
-            ]
-            options.append(
-                (
-                    0.0,
-                    f"leave --micro-batch-size out for the planner to choose (it keeps the actor's "
-                    f"{r.actor_micro_batch_size}" + (f" and lowers {', '.join(lowered)})" if lowered else ")"),
+            if size != r.actor_micro_batch_size and fit_memory(as_option, margin, keep).fits:
+                change = f"--micro-batch-size {size} (from {r.actor_micro_batch_size}), or leave it out for the planner"
+                options.append((0.0, change + " to choose"))
+            else:
+                picks = [f"actor {size}", f"log-prob {chosen.log_prob_micro_batch_size}"]
+                picks += [f"critic {chosen.critic_micro_batch_size}"] if r.has_critic else []
+                options.append(
+                    (0.0, f"leave --micro-batch-size out for the planner to choose (its choice: {', '.join(picks)})")
                 )
-            )
     step = 32
     best = _largest_fitting(
         1, (r.max_response_length - 1) // step, lambda k: replace(r, max_response_length=k * step), margin, keep

@@ -91,10 +91,12 @@ class PlanOptions:
 def plan_keep(options: PlanOptions) -> list[str]:
     """What ``verlfit plan --plan auto`` must not change, sorted: :func:`verlfit.arguments.sizing_keep` of the shared
     sizing options, and the micro-batches or offload when a per-role ``--*-micro-batch-size`` or ``--*-offload``
-    option sets them."""
+    option sets them (the rollout's apart: ``--rollout-micro-batch-size`` keeps only it)."""
     keep = sizing_keep(options.sizing)
-    if any(getattr(options, f"{role}_micro_batch_size") for role in ("actor", "log_prob", "critic", "rollout")):
+    if any(getattr(options, f"{role}_micro_batch_size") for role in ("actor", "log_prob", "critic")):
         keep.add("micro_batches")
+    if options.rollout_micro_batch_size:
+        keep.add("rollout_micro_batch")
     if any(
         getattr(options, f"{role}_{kind}_offload") for role in ("actor", "critic") for kind in ("param", "optimizer")
     ):
@@ -207,7 +209,10 @@ def check_nf4_base(gpus: int, rollout: str) -> None:
         raise VerlfitError(
             f"--frozen-base-dtype nf4 on {gpus} GPUs: patch 0028 stores the quantisation constants beside FSDP's "
             "parameters, so it runs on one GPU only",
-            fix="use --gpus 1, or the profile's 16-bit base on several GPUs",
+            fix=(
+                "run on one GPU (--gpus 1, and --nodes 1 if you set --nodes), or the profile's 16-bit base on several "
+                "GPUs"
+            ),
             exit_code=2,
         )
     if rollout != "hf":

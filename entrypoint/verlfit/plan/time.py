@@ -186,7 +186,8 @@ def lora_generation_note(rollout: str, unwrap_fsdp: bool, frozen_base_dtype: str
 
 NF4_TIME_NOTE = (
     "the NF4 base's dequantisation (patch 0028) is counted from the bytes it reads and writes "
-    "(plan/time.py frozen_base_cast_bytes), not yet measured"
+    "(plan/time.py frozen_base_cast_bytes), not fitted: one NF4 record alone, a Llama-3.1-8B on the t4 path, "
+    "predicted -5% (docs/benchmarks.md section 4.10)"
 )
 
 
