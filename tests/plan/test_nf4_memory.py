@@ -218,3 +218,17 @@ def test_what_does_not_fit_is_told_the_nf4_base_where_it_would():
     qwen_14b = load_model_shape("Qwen/Qwen2.5-14B-Instruct")
     vllm = fit_memory(_grpo("a10", qwen_14b, frozen_base_dtype="bfloat16", rollout="vllm"))
     assert not vllm.fits and "--frozen-base-dtype nf4 --rollout hf (QLoRA" in vllm.suggestion
+
+
+def test_on_several_gpus_the_nf4_base_is_offered_with_one_gpu():
+    # the Llama-3.1-8B GRPO LoRA on two T4s: the 16-bit base does not fit (FSDP shards the base, but the rollout's
+    # unsharded copy and the logits do not shrink); patch 0028's NF4 base fits one T4 (12.6 of 14 GiB), never two
+    sizes = dict(algorithm="grpo", rollout_n=4, train_batch_size=32, ppo_mini_batch_size=16, lora_rank=32)
+    t4, llama_8b = load_profile("t4"), load_model_shape("meta-llama/Llama-3.1-8B-Instruct")
+    two = fit_memory(request_for_profile(t4, llama_8b, int(14 * GIB), gpus=2, **sizes))
+    assert not two.fits
+    assert two.suggestion == (
+        "smallest changes that would fit, each on its own: --frozen-base-dtype nf4 --gpus 1 (QLoRA, which runs on one "
+        "GPU: the layers' Linears in 4 bits; the adapter learns against the quantised base)"
+    )
+    assert fit_memory(request_for_profile(t4, llama_8b, int(14 * GIB), **sizes)).request.frozen_base_dtype == "nf4"

@@ -93,3 +93,14 @@ def test_grpo_rows_take_the_requests_samples_and_one_gpu_prints_no_sizes():
     assert "model sizes at" not in run_plan(["--emulate", "p40"], nvml=H200)[1]
     direct = size_rows(_reference(SIZE_MODELS[0], "grpo", 8, 4).request)
     assert [r["4"]["fits"] for r in direct] == [r["4"]["fits"] for r in rows]
+
+
+def test_the_sizes_of_a_lora_request_are_full_parameter_as_the_table_says():
+    # the table's rows are full fine-tunes whatever the request trains: a LoRA request (rank 32, an NF4 base) gives
+    # the same rows as the full-parameter request of the same card and sizes
+    full = _reference(SIZE_MODELS[0], "ppo", 1, 2).request
+    lora = full.__class__(**{**full.__dict__, "lora_rank": 32, "frozen_base_dtype": "nf4"})
+    assert size_rows(lora) == size_rows(full)
+    big = [row for row in size_rows(full) if row["model"] == SIZE_MODELS[-1] and row["algorithm"] == "ppo"][0]
+    # the largest model's full PPO does not fit one P40 (LoRA's would: the rows must not say it does)
+    assert big["1"]["fits"] is False

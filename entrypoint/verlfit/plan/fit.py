@@ -577,12 +577,22 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
         options.append((1.0, "--algo grpo (no critic model)"))
     # a LoRA base in NF4 (patch 0028; one GPU, the HF rollout): what fit_memory itself takes last where the base's
     # storage was not given, offered where it was (or where the run's rollout is vLLM: with --rollout hf)
-    if r.has_lora and r.gpus == 1 and r.frozen_base_dtype != NF4:
-        hf = replace(r, rollout="hf") if r.rollout != "hf" else r
+    # on several GPUs the NF4 base means one GPU (--gpus 1): offered when one GPU then holds the run
+    if r.has_lora and r.frozen_base_dtype != NF4:
+        hf = replace(r, rollout="hf", gpus=1)
         if _fits_fully_saved(replace(hf, frozen_base_dtype=NF4), margin, keep):
-            flag = "--frozen-base-dtype nf4" + (" --rollout hf" if r.rollout != "hf" else "")
+            flag = (
+                "--frozen-base-dtype nf4"
+                + (" --rollout hf" if r.rollout != "hf" else "")
+                + (" --gpus 1" if r.gpus > 1 else "")
+            )
+            where = ", which runs on one GPU" if r.gpus > 1 else ""
             options.append(
-                (1.0, f"{flag} (QLoRA: the layers' Linears in 4 bits; the adapter learns against the quantised base)")
+                (
+                    1.0,
+                    f"{flag} (QLoRA{where}: the layers' Linears in 4 bits; the adapter learns against the quantised "
+                    "base)",
+                )
             )
     if not options:
         return (

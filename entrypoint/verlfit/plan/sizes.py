@@ -39,6 +39,10 @@ def size_rows(request, margin: float = DEFAULT_MARGIN) -> list[dict]:
                     rollout_n=samples,
                     use_reference=request.use_reference if same else None,
                     gpus=gpus,
+                    # full-parameter, as the table says: a LoRA request's adapters and base storage are not carried
+                    lora_rank=0,
+                    critic_lora_rank=None,
+                    frozen_base_dtype=None,
                 )
                 decision = auto_fit(trial, margin=margin)
                 chosen = decision.request
