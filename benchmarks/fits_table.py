@@ -183,6 +183,7 @@ def big_row(card: str, model: str, algorithm: str, fallback: tuple[str, str] | N
     H200's seconds per step as verlfit runs it (CUDA graphs on; on the 16-bit paths the adapters outside FSDP, patch
     0027) and as it ran before (graphs off; the adapters FSDP units), and the card's estimated seconds per step (as
     verlfit runs it)."""
+    from verlfit.arguments import default_mini_batch
     from verlfit.cards import get_card
     from verlfit.model_shape import load_model_shape
     from verlfit.run_settings import TrainSettings
@@ -195,7 +196,14 @@ def big_row(card: str, model: str, algorithm: str, fallback: tuple[str, str] | N
     profile = load_profile(card)
     if fallback:
         profile = customize(profile, rollout=fallback[0], attention=fallback[1])
-    settings = TrainSettings(model=model, algorithm=algorithm, rollout_n=4, lora_rank=LORA_RANK, train_batch_size=16)
+    settings = TrainSettings(
+        model=model,
+        algorithm=algorithm,
+        rollout_n=4,
+        lora_rank=LORA_RANK,
+        train_batch_size=16,
+        ppo_mini_batch_size=default_mini_batch(16),  # as `verlfit train --batch-size 16` sets it (the runs' 8)
+    )
     settings.rollout, settings.attention = profile.rollout, profile.attention
     request = request_from_settings(settings, profile, int(profile.gpu_memory_gib * 1024**3), load_model_shape(model))
     decision = auto_fit(

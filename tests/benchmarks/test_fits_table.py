@@ -162,7 +162,9 @@ def test_the_big_lora_rows_are_auto_fit_at_16_prompts_and_read_their_records():
     from verlfit.resolved_run import run_switches
 
     profile = customize(load_profile("a10"), rollout="hf", attention="sdpa")
-    settings = TrainSettings(model="Qwen/Qwen2.5-7B-Instruct", algorithm="grpo", lora_rank=32, train_batch_size=16)
+    settings = TrainSettings(
+        model="Qwen/Qwen2.5-7B-Instruct", algorithm="grpo", lora_rank=32, train_batch_size=16, ppo_mini_batch_size=8
+    )
     settings.rollout, settings.attention = "hf", "sdpa"
     shape = load_model_shape("Qwen/Qwen2.5-7B-Instruct")
     request = request_from_settings(settings, profile, int(22.0 * GIB), shape)
