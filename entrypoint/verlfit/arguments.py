@@ -420,11 +420,7 @@ def sizing_fields(sizing: SizingOptions) -> dict:
         frozen_base_dtype=sizing.frozen_base_dtype,
     )
     if sizing.micro_batch_size is not None:
-        fields.update(
-            actor_micro_batch_size=sizing.micro_batch_size,
-            critic_micro_batch_size=sizing.micro_batch_size,
-            log_prob_micro_batch_size=2 * sizing.micro_batch_size,
-        )
+        fields.update(micro_batch_fields(sizing.micro_batch_size))
     if sizing.offload:
         optimizer, param = sizing.offload in ("optimizer", "all"), sizing.offload == "all"
         fields.update(
@@ -434,6 +430,16 @@ def sizing_fields(sizing: SizingOptions) -> dict:
             critic_param_offload=param,
         )
     return fields
+
+
+def micro_batch_fields(micro_batch_size: int) -> dict[str, int]:
+    """The micro-batches ``--micro-batch-size M`` sets: M responses for the actor and the critic, 2M for the log-prob
+    passes (forward only, no activations kept for a backward)."""
+    return dict(
+        actor_micro_batch_size=micro_batch_size,
+        critic_micro_batch_size=micro_batch_size,
+        log_prob_micro_batch_size=2 * micro_batch_size,
+    )
 
 
 def sizing_keep(sizing: SizingOptions) -> set[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from verlfit.arguments import micro_batch_fields
 from verlfit.errors import VerlfitError
 from verlfit.plan.memory import (
     ALLOCATOR_HEADROOM_BYTES,
@@ -467,12 +468,9 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
         free = fit_memory(r, margin, keep - {"micro_batches"})
         if free.fits:
             chosen = free.request
-            # --micro-batch-size N sets actor and critic to N and the log-prob to 2N (verlfit.arguments): offer an N
-            # only when that whole setting fits, else say what the planner would choose
+            # offer --micro-batch-size N only when all it sets (micro_batch_fields) fits, else the planner's choice
             size = chosen.actor_micro_batch_size
-            as_option = replace(
-                r, actor_micro_batch_size=size, critic_micro_batch_size=size, log_prob_micro_batch_size=2 * size
-            )
+            as_option = replace(r, **micro_batch_fields(size))
             if size != r.actor_micro_batch_size and fit_memory(as_option, margin, keep).fits:
                 change = f"--micro-batch-size {size} (from {r.actor_micro_batch_size}), or leave it out for the planner"
                 options.append((0.0, change + " to choose"))
