@@ -149,6 +149,12 @@ LORA16_CALIBRATION_TARGETS = (
 NF4_TARGETS = (
     ("nf4-llama-3.1-8b-grpo-t4", "llama-3.1-8b", f"--emulate t4 --algo grpo --frozen-base-dtype nf4 {LORA16_SIZE}"),
     ("nf4-qwen2.5-7b-grpo-p40", "qwen2.5-7b", f"--emulate p40 --algo grpo --frozen-base-dtype nf4 {LORA16_SIZE}"),
+    # the step time against the 16-bit base where both fit: lora16-qwen2.5-7b-grpo-a10 with the base in NF4
+    (
+        "nf4-qwen2.5-7b-grpo-a10",
+        "qwen2.5-7b",
+        f"--emulate a10 --rollout hf --attention sdpa --algo grpo --frozen-base-dtype nf4 {LORA16_SIZE}",
+    ),
     (
         "nf4-qwen2.5-14b-grpo-a10",
         "qwen2.5-14b",
@@ -1661,7 +1667,7 @@ VARIABLES = (
     ("LORA_GRAPH_TARGETS", "stage lora_graph's targets, names of stage lora16's, default \"lora16-qwen3-4b-grpo-t4\""),
     ("LORA_GRAPH_MODES", 'stage lora_graph\'s settings in order (off, on, units, before), default "off on"'),
     ("LORA_GRAPH_STEPS", "steps of each lora_graph run, default 3"),
-    ("NF4_NAMES", "stage nf4 runs only these run names, default all three"),
+    ("NF4_NAMES", "stage nf4 runs only these run names, default all four"),
     ("NF4_STEPS", "steps of each nf4 run, default 2"),
     (
         "NF4_AT_ONCE",

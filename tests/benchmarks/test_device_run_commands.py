@@ -563,6 +563,21 @@ EXPECTED = {
             "--max-response-length 256"
         ),
         (
+            "benchmarks/make_model.py --shape qwen2.5-7b --output {work}/qwen2.5-7b-random --tokenizer-dir "
+            "{work}/qwen2.5-0.5b-random"
+        ),
+        (
+            "-m verlfit plan --model {work}/qwen2.5-7b-random --auto-fit --emulate a10 --rollout hf --attention "
+            "sdpa --algo grpo --frozen-base-dtype nf4 --lora-rank 32 --batch-size 16 --max-prompt-length 512 "
+            "--max-response-length 256"
+        ),
+        (
+            "-m verlfit train --run-dir {runs}/nf4-qwen2.5-7b-grpo-a10 --model {work}/qwen2.5-7b-random --data "
+            "{work}/gsm8k --steps 2 --skip-checks --no-validate-before-train --test-freq -1 --save-freq -1 "
+            "--emulate a10 --rollout hf --attention sdpa --algo grpo --frozen-base-dtype nf4 --lora-rank 32 "
+            "--batch-size 16 --max-prompt-length 512 --max-response-length 256"
+        ),
+        (
             "benchmarks/make_model.py --shape qwen2.5-14b --output {work}/qwen2.5-14b-random --tokenizer-dir "
             "{work}/qwen2.5-0.5b-random"
         ),
