@@ -30,31 +30,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "entrypoint"))
 
 from verlfit.metrics import consolidate, read_metrics  # noqa: E402
 from verlfit.run_files import load_run  # noqa: E402
+from verlfit.synthetic_model import BUILT_IN_MODELS  # noqa: E402
 
 PHASES = ("gen", "old_log_prob", "ref", "values", "update_critic", "update_actor")
 LOSSES = ("actor/pg_loss", "critic/vf_loss", "actor/kl_loss")
 QWEN05B = "Qwen/Qwen2.5-0.5B-Instruct"
-# device_run.py's random-weight models (MODEL, MODEL_1P5B, MODEL_3B: make_model.py --shape qwen2.5-*) have the
-# Instruct configs' shapes (verlfit.synthetic_model.SHAPES), which the planner has built in
-BUILT_IN_SHAPES = {
-    "qwen2.5-0.5b-random": QWEN05B,
-    "qwen2.5-1.5b-random": "Qwen/Qwen2.5-1.5B-Instruct",
-    "qwen2.5-3b-random": "Qwen/Qwen2.5-3B-Instruct",
-    # make_model.py's other families (tests/test_model_shape.py checks these shapes equal the built-in ones)
-    "qwen3-0.6b-random": "Qwen/Qwen3-0.6B",
-    "qwen3-1.7b-random": "Qwen/Qwen3-1.7B",
-    "qwen3-4b-random": "Qwen/Qwen3-4B",
-    "llama-3.2-1b-random": "meta-llama/Llama-3.2-1B-Instruct",
-    "llama-3.2-3b-random": "meta-llama/Llama-3.2-3B-Instruct",
-}
+# device_run.py's random-weight models (``$WORK/SHAPE-random``, made by make_model.py --shape SHAPE) have the shapes
+# of the hub models verlfit.synthetic_model.BUILT_IN_MODELS names, which the planner has built in
+RANDOM_MODEL_SUFFIX = "-random"
 
 
 def built_in_shape(model: str) -> str | None:
-    """The built-in shape (hub id) of a run's model path: a 0.5B-named model or one of device_run.py's
-    random-weight models (:data:`BUILT_IN_SHAPES`, by the directory's name); None for any other."""
+    """The built-in shape (hub id) of a run's model path: one of device_run.py's random-weight models
+    (``SHAPE-random``, by the directory's name: ``BUILT_IN_MODELS[SHAPE]``, e.g. ``qwen2.5-7b-random`` is
+    ``Qwen/Qwen2.5-7B-Instruct``) or another 0.5B-named model; None for any other."""
     name = Path(model).name
-    if name in BUILT_IN_SHAPES:
-        return BUILT_IN_SHAPES[name]
+    if name.endswith(RANDOM_MODEL_SUFFIX) and name.removesuffix(RANDOM_MODEL_SUFFIX) in BUILT_IN_MODELS:
+        return BUILT_IN_MODELS[name.removesuffix(RANDOM_MODEL_SUFFIX)]
     return QWEN05B if "0.5b" in model else None
 
 

@@ -22,7 +22,9 @@ runs: the 16-bit base on the original checkpoint against the fp32 base on the ro
 fp32 base on the original (differs by the rounding).
 """
 
+import contextlib
 import hashlib
+import importlib
 import os
 import sys
 import tempfile
@@ -136,19 +138,47 @@ class _UpcastSampler:
                 kind = "root" if unit is fsdp_module else type(unit._fsdp_wrapped_module).__name__
                 self.units.append((kind, handle.flat_param))
         self.samples = []
-        for module in fsdp_module.modules():
+        # the units live at two moments of the logits' lives: when verl's log-probs read them (after the model's
+        # forward returned) and when the LM head's backward starts (their gradient has arrived)
+        self.moments = {"log_probs": [], "lm_head_backward": []}
+        for name, module in fsdp_module.named_modules():
             if not module._modules:
                 module.register_forward_pre_hook(self._sample)
+                if name.endswith("lm_head"):
+                    module.register_forward_hook(self._watch_gradient)
 
-    def _sample(self, module, args):
-        live = tuple(
+    def _live(self):
+        return tuple(
             sorted(
                 (kind, flat._mp_shard.numel())
                 for kind, flat in self.units
                 if flat._mp_shard.untyped_storage().size() > 0
             )
         )
-        self.samples.append(live)
+
+    def _watch_gradient(self, module, args, output):
+        # the LM head's input gradient: its backward has run (from the logits' gradient, with its weight)
+        if args[0].requires_grad:
+            args[0].register_hook(lambda gradient: self.moments["lm_head_backward"].append(self._live()))
+
+    def _sample(self, module, args):
+        self.samples.append(self._live())
+
+    @contextlib.contextmanager
+    def watching_log_probs(self, actor_module):
+        """Sample the live units each time ``actor_module``'s ``logprobs_from_logits`` runs (verl's dp_actor.py
+        reads the logits with it once the model's forward has returned)."""
+        original = actor_module.logprobs_from_logits
+
+        def sampled(*args, **kwargs):
+            self.moments["log_probs"].append(self._live())
+            return original(*args, **kwargs)
+
+        actor_module.logprobs_from_logits = sampled
+        try:
+            yield
+        finally:
+            actor_module.logprobs_from_logits = original
 
     def report(self):
         """{"units": [[kind, elements], ...] every unit with an upcast copy, "largest_live": the sample with the most
@@ -159,6 +189,12 @@ class _UpcastSampler:
             "largest_live": [list(x) for x in largest],
             "max_live_units": max((len(live) for live in self.samples), default=0),
             "samples": len(self.samples),
+            # per moment, the unit kinds live at each sample (the root's copy: freed after the forward, cast again
+            # for the backward)
+            "live_at": {
+                moment: sorted({tuple(kind for kind, _ in live) for live in lives})
+                for moment, lives in self.moments.items()
+            },
         }
 
 
@@ -263,7 +299,8 @@ def probe_run(profile, checkpoint, frozen, adapters="units"):
         }
 
     sampler = _UpcastSampler(fsdp)
-    result["update_metrics"] = update_actor()
+    with sampler.watching_log_probs(importlib.import_module("verl.workers.actor.dp_actor")):
+        result["update_metrics"] = update_actor()
     result["upcast_during_update"] = sampler.report()
     after = _full_params(fsdp)
     adapter = {k: v for k, v in after.items() if "lora_" in k}

@@ -169,6 +169,11 @@ def test_the_p40_upcast_holds_the_root_unit_and_one_decoder_layer_at_a_time(runs
     assert upcast["units"] == [["Qwen2DecoderLayer", LAYER], ["Qwen2DecoderLayer", LAYER], ["root", ROOT]]
     assert sorted(map(tuple, upcast["largest_live"])) == [("Qwen2DecoderLayer", LAYER), ("root", ROOT)]
     assert upcast["max_live_units"] == 2 and upcast["samples"] > 0
+    # the root's copy is freed when the model's forward returns, before verl's log-probs read the logits (and make
+    # their temporaries), and cast again (with the last layer's, prefetched) for the LM head's backward, once the
+    # logits' gradient has arrived: the planner counts it beside one logits-sized tensor, not beside the log-prob
+    # temporaries (plan/memory.py _root_copy_meets_logits)
+    assert upcast["live_at"] == {"log_probs": [[]], "lm_head_backward": [["Qwen2DecoderLayer", "root"]]}
     # fp16 stored and computed: no copy of a frozen unit; only the 28 fp32 adapter Linears get fp16 copies, as before
     t4_units = runs["t4_fp16"]["upcast_during_update"]["units"]
     assert (

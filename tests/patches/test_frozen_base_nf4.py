@@ -93,6 +93,9 @@ def test_decoder_layers_stored_as_nf4_packed_in_param_dtype_the_root_in_16_bits(
         assert run["base_unchanged"] is True
     # the p40's decoder layers are never cast by FSDP (already param_dtype): only the bf16 root is upcast
     assert p40["upcast_during_update"]["units"] == [["root", ROOT]]
+    # and freed before verl's log-probs read the logits, cast again for the LM head's backward (plan/memory.py
+    # _root_compute_copy: the 7B P40 NF4 target's 4.06 GiB copy never meets the log-prob temporaries)
+    assert p40["upcast_during_update"]["live_at"] == {"log_probs": [[]], "lm_head_backward": [["root"]]}
 
 
 @pytest.mark.parametrize("nf4, rounded", [("p40_nf4", "p40_nf4_rounded_fp32"), ("t4_nf4", "t4_nf4_rounded_fp32")])

@@ -1178,6 +1178,35 @@ def largest_nf4_linear(request: PlanRequest, role: str) -> int:
     return max(n_in * n_out for n_in, n_out, _ in nf4_linear_shapes(request.shape, role))
 
 
+def _root_compute_copy(request: PlanRequest, role: str) -> int:
+    """Bytes of ``role``'s root unit (embeddings, final norm, LM head or value head) in the compute dtype among what
+    :func:`_compute_copy` counts: on one GPU, FSDP1 runs NO_SHARD and frees a unit's mixed-precision copy in
+    ``post_reshard``, which the root runs when the model's forward returns (torch/distributed/fsdp/_flat_param.py
+    ``FlatParamHandle.post_reshard``), and casts it again for the LM head's backward once the logits' gradient has
+    arrived (tests/patches/test_frozen_base.py samples both moments). So it meets one logits-sized tensor (the LM
+    head's output, then its gradient), never the log-prob and entropy temporaries verl makes from the logits after
+    the forward (:func:`_root_copy_meets_logits`). Counted so only where a 16-bit LoRA or NF4 base's root is upcast
+    to fp32 (:meth:`PlanRequest.upcasts_frozen_base`, the p40 profile), where the copy is largest and was measured
+    (docs/benchmarks.md section 4.10); the bf16/fp16 copies of fp32 masters on the other profiles free the same
+    way, but the logit terms of those dtypes were calibrated with the copy counted beside them
+    (:data:`LOGPROB_LOGIT_BYTES`), so they keep it. 0 on several GPUs (the root stays gathered from its forward to
+    its backward) and otherwise. Qwen2.5-7B actor on the p40 profile with a 16-bit or NF4 base (the fp32 copy of
+    its bf16 root, embeddings and LM head untied): 4,359,958,528 bytes (4.06 GiB)."""
+    if request.gpus != 1 or not request.upcasts_frozen_base(role):
+        return 0
+    return root_unit_parameters(request.shape, critic=role == "critic") * request.compute_bytes
+
+
+def _root_copy_meets_logits(weights: int, logits: int, one_copy: int, root_copy: int) -> tuple[int, int, str]:
+    """(weights, logits, which moment) of a pass's peak around its logits: the root's compute copy (``root_copy``
+    bytes, counted in ``weights``) lives beside one logits-sized tensor (``one_copy`` bytes: the LM head's output or
+    its gradient), and is freed while the log-prob and entropy temporaries (``logits`` bytes, the LM head's output
+    among them) live (:func:`_root_compute_copy`); the larger of the two moments. Without a root copy: unchanged."""
+    if root_copy == 0 or logits >= root_copy + one_copy:
+        return weights - root_copy, logits, "log-probs"
+    return weights, one_copy, "LM head"
+
+
 def _rollout(request: PlanRequest, st: _State) -> PhaseMemory:
     r, s = request, request.shape
     weights = st.actor_weights_full + st.critic_weights + st.ref_weights
@@ -1270,6 +1299,19 @@ def _old_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
     )
     row = ROW_LOOP_COPIES * r.max_response_length * s.vocab_size * 4 if not r.fused_kernels else 0
     logits = max(_logit_bytes(LOGPROB_LOGIT_BYTES, r, b, "actor"), _logit_bytes(REF_LOGIT_BYTES, r, b, "actor") + row)
+    one_copy = b * s.vocab_size * r.seq_len_of("actor") * LOGPROB_LOGIT_BYTES[(r.dtype, r.fused_kernels)][0]
+    root_copy = _root_compute_copy(r, "actor")
+    weights, logits, moment = _root_copy_meets_logits(weights, logits, one_copy, root_copy)
+    root_note = (
+        f"the root unit's fp32 copy ({format_gib(root_copy)}) is freed when the forward returns: "
+        + (
+            "peak at the log-probs and entropy, without it"
+            if moment == "log-probs"
+            else "peak at the LM head's forward, with it and the logits"
+        )
+        if root_copy
+        else None
+    )
     return PhaseMemory(
         "old_log_prob",
         weights=weights,
@@ -1281,6 +1323,7 @@ def _old_log_prob(request: PlanRequest, st: _State) -> PhaseMemory:
             for n in (
                 _resident_note(r, st, "actor"),
                 f"micro-batch {b}: logits ({b}, {r.seq_len_of('actor')}, {s.vocab_size}) + entropy over the response",
+                root_note,
             )
             if n
         ),
@@ -1405,16 +1448,22 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
         r.checkpointing_of(role),
         _adapter_widths(s, role, rank, r.lora_target_modules),
     )
-    logits = 0
+    logits, at_logits_weights, logits_moment = 0, weights, "backward through the logits"
     if role == "actor":
         (full_a, resp_a), (full_b, resp_b) = UPDATE_LOGIT_BYTES[(r.dtype, r.fused_kernels)]
         v = s.vocab_size
         extra = ENTROPY_LOSS_BYTES if r.entropy_in_loss else 0
         width = r.seq_len_of(role)
         logits = max(b * v * (width * full_a + r.max_response_length * (resp_a + extra)), b * v * width * full_b)
+        # the root's copy is cast again at the logits' gradient (one logits-sized tensor), after these temporaries
+        at_logits_weights, logits, moment = _root_copy_meets_logits(
+            weights, logits, b * v * width * full_a, _root_compute_copy(r, role)
+        )
+        if moment == "LM head":
+            logits_moment = "LM head's backward (its root unit cast again)"
     carried = shard_grads if accumulation > 1 else 0  # gradients of the earlier micro-batches
     moments = {
-        "backward through the logits": dict(gradients=carried, activations=at_logits, logits=logits),
+        logits_moment: dict(gradients=carried, activations=at_logits, logits=logits, weights=at_logits_weights),
         "backward through the layers": dict(gradients=carried + head_grad, activations=in_layers),
         "end of backward": dict(gradients=earlier_grads + last_unit * GRAD_UNIT_TRANSIENT_BYTES[r.dtype]),
         "optimizer step": dict(gradients=shard_grads, optimizer=_shard(params, r.gpus) * ADAM_STEP_TEMP_BYTES),
@@ -1422,7 +1471,7 @@ def _moments(request: PlanRequest, st: _State, role: str) -> dict[str, PhaseMemo
     return {
         name: PhaseMemory(
             f"{role}_update",
-            weights=weights,
+            weights=parts.get("weights", weights),
             optimizer=optimizer + parts.get("optimizer", 0),
             gradients=parts.get("gradients", 0),
             activations=parts.get("activations", 0),
