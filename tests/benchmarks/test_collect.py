@@ -141,18 +141,22 @@ SESSION_3_CALL_5 = CALL_2.parents[1] / "2026-12-01-h200-p40-lora-resume-faster-p
 
 
 @pytest.mark.parametrize(
-    "run, predicted", [("lora-speed-trims_unwrap", 19.7), ("lora-3b-grpo", 19.1), ("speed-all", 17.3)]
+    "run, predicted, predicted_then",
+    [("lora-speed-trims_unwrap", 19.0, 19.7), ("lora-3b-grpo", 19.1, 19.1), ("speed-all", 17.3, 17.3)],
 )
-def test_the_larger_random_weight_shapes_get_their_prediction_off_the_device(run, predicted):
+def test_the_larger_random_weight_shapes_get_their_prediction_off_the_device(run, predicted, predicted_then):
     """The device's $WORK/qwen2.5-1.5b-random and -3b-random have the built-in Instruct shapes; collect.py knew only
-    the 0.5B's, so run here its table said n/a where the device's results.md says 19.7 and 19.1."""
+    the 0.5B's, so run here its table said n/a where the device's results.md says 19.7 and 19.1. The 1.5B PPO's
+    19.7 was its critic's backward through the layers, which the planner counts lower since the backward workspace
+    was measured (0.16 of a layer, not 1.0: plan/memory.py BACKWARD_WORKSPACE_LAYERS): its old log-prob's 19.0 is
+    the peak now."""
     result = collect.summarise(SESSION_3_CALL_5 / run)
     assert "predicted_peak_gib_error" not in result
     assert round(result["predicted_peak_gib"], 1) == predicted
     row = next(
         line for line in (SESSION_3_CALL_5 / "results.md").read_text().splitlines() if line.startswith(f"| {run} |")
     )
-    assert row in collect.markdown([result])
+    assert row.replace(f"| {predicted_then} |", f"| {predicted} |") in collect.markdown([result])
 
 
 def test_a_model_made_on_the_device_says_where_to_run_collect():
@@ -215,7 +219,7 @@ def test_trimmed_runs_are_predicted_at_the_prompt_columns_they_ran_on(directory,
 
 def test_the_one_trimmed_run_with_parameter_offload_is_under_predicted():
     """Known gap (docs/benchmarks.md section 2.2): the p40 profile on a 14 GiB budget (critic parameters and both
-    optimizers offloaded) peaked at 12.98 GiB from its first step; the planner says 11.88 at the prompt limit and
+    optimizers offloaded) peaked at 12.98 GiB from its first step; the planner says 11.12 at the prompt limit and
     11.04 at the prompt columns it ran on (-14.9%)."""
     result = collect.summarise(
         CALL_2.parents[1] / "2026-12-01-h200-fp16-noeos-own-task/fp16-noeos-learn-fp16/fp16-p40_t4_budget"
@@ -224,4 +228,4 @@ def test_the_one_trimmed_run_with_parameter_offload_is_under_predicted():
         round(result["peak_allocated_gib"], 2),
         round(result["predicted_peak_gib"], 2),
         round(result["predicted_peak_gib_at_measured_prompts"], 2),
-    ) == (12.98, 11.88, 11.04)
+    ) == (12.98, 11.12, 11.04)

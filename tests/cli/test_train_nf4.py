@@ -31,7 +31,7 @@ def test_a_7b_on_a_p40_is_planned_with_the_nf4_base_and_verl_is_told():
     )
     assert (
         "plan: frozen base in NF4 (patch 0028): with the bfloat16 base, even with every saving on, actor update at "
-        "actor micro-batch 1 would need 22.7 GiB of 20.2 GiB (90% of 22.5 GiB)" in plan.notes
+        "actor micro-batch 1 would need 22.4 GiB of 20.2 GiB (90% of 22.5 GiB)" in plan.notes
     )
 
 

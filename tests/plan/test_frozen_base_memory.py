@@ -194,8 +194,9 @@ def test_the_7b_on_a_p40_does_not_fit_by_the_fp32_copies_of_its_untied_embedding
         ],
         capsys,
     )
-    # with the bf16 base kept (without --frozen-base-dtype the planner takes the NF4 base: test_nf4_memory.py)
-    assert status == 1 and plan["verdict"] == "does not fit"
+    # with the bf16 base kept (without --frozen-base-dtype the planner takes the NF4 base: test_nf4_memory.py): 22.4
+    # GiB at micro-batch 1 with every saving on, over the 90% budget (20.2 GiB) though under the card's 22.5: refused
+    assert status == 1 and plan["verdict"] == "tight"
     # 7B: 152064 x 3584 embedding and as much again in the untied LM head, both in the root unit FSDP upcasts
     root = 2 * 152064 * 3584 + 3584
     layer = (3584 * 3584 + 3584) + 2 * (3584 * 512 + 512) + 3584 * 3584 + 3 * 3584 * 18944 + 2 * 3584
@@ -212,8 +213,8 @@ RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
     "record, predicted_gib, measured_gib",
     [
         # the 3B PPO LoRA P40 target, graphs on and off (2026-12-04): step 2, its batch's longest prompt 187 tokens
-        ("2026-12-04-h200-lora-graphs-7b-a10-3b-p40-side-by-side/lora16-qwen2.5-3b-ppo-p40-graphs-on", 17.51, 16.46),
-        ("2026-12-04-h200-lora-graphs-7b-a10-3b-p40-side-by-side/lora16-qwen2.5-3b-ppo-p40-graphs-off", 17.51, 16.43),
+        ("2026-12-04-h200-lora-graphs-7b-a10-3b-p40-side-by-side/lora16-qwen2.5-3b-ppo-p40-graphs-on", 16.72, 16.46),
+        ("2026-12-04-h200-lora-graphs-7b-a10-3b-p40-side-by-side/lora16-qwen2.5-3b-ppo-p40-graphs-off", 16.72, 16.43),
         # the 0.5B PPO LoRA with a bf16 base on the P40 (2026-12-02): step 2, longest prompt 232 tokens
         ("2026-12-02-h200-lora16-speed-own-task-eval/lora16-speed-memory-first", 12.12, 12.02),
     ],

@@ -79,7 +79,11 @@ LAYER_ACTIVATION_BYTES = {
 # eager also saves the softmax probabilities: heads * seq_len per token, fp32 (+ the cast back in bf16).
 EAGER_SCORE_BYTES = {"float32": 4, "bfloat16": 6}
 FINAL_NORM_BYTES = {"float32": 12, "bfloat16": 8}  # per token per hidden unit: the final RMSNorm (3 tensors)
-BACKWARD_WORKSPACE_LAYERS = 1.0  # calibrated: not yet (gradients of one layer's activations while it runs backward)
+# measured: one decoder layer with LoRA (rank 32, base frozen), fp32, checkpointed, holds while it runs backward its
+# recomputed activations and 0.151 (Qwen2.5-7B), 0.156 (3B), 0.154 (0.5B) layers more at 512 tokens on the CPU
+# (benchmarks/layer_backward_memory.py, 2026-12-05); the largest, rounded up. It was 1.0, a guess, which put the 7B
+# P40 NF4 target's actor update 1.4 GiB (+10%) over its measured peak (docs/benchmarks.md section 4.10)
+BACKWARD_WORKSPACE_LAYERS = 0.16
 
 # Bytes alive per token in a forward without gradients (log-prob, values, prefill): one layer's
 # working set (residual, normalised input, attention output; gate, up, act) plus the stream.
