@@ -226,6 +226,25 @@ CHECK_RECORDS = (
         None,
         "2026-12-05: alone, Llama-3.1-8B GRPO LoRA, t4 (fp16), the frozen base in NF4 (patch 0028), CUDA graphs on",
     ),
+    (
+        "2026-12-05-h200-nf4-7b-p40-14b-a10-learning-check/p40-7b-alone/nf4-qwen2.5-7b-grpo-p40",
+        2,
+        None,
+        "2026-12-05: alone, Qwen2.5-7B GRPO LoRA, p40 (fp32), the frozen base in NF4, CUDA graphs on",
+    ),
+    (
+        "2026-12-05-h200-nf4-7b-p40-14b-a10-learning-check/a10-7b-nf4-beside-bfloat16/nf4-qwen2.5-7b-grpo-a10",
+        2,
+        None,
+        "2026-12-05: alone, Qwen2.5-7B GRPO LoRA, a10 path (bf16, HF rollout, SDPA), the frozen base in NF4",
+    ),
+    (
+        "2026-12-05-h200-nf4-7b-p40-14b-a10-learning-check/a10-7b-nf4-beside-bfloat16/"
+        "lora16-qwen2.5-7b-grpo-a10-graphs-on",
+        2,
+        None,
+        "2026-12-05: alone, the same with its base in bf16 (verlfit's default there), right after it",
+    ),
 )
 # a record with patch 0020 on -> its untrimmed twin (same job, same data order, the same session): the twin's
 # measured/predicted ratio per phase cancels the model's own error on that phase when the window is derived

@@ -339,16 +339,21 @@ def test_calibration_fit_reproduces_the_stored_factors():
     ] == pytest.approx(3.86, abs=0.01)
     # the records the fit never saw (the Qwen2.5 family in fp16; the 7B A10 target as verlfit ran it before patch
     # 0027, on another machine than its fitted twins; the 4B T4 target as verlfit runs it and as before, on a third
-    # machine; the Llama-3.1-8B on an NF4 base): as computed from their metrics, within +-25% but the 4B as before
-    # (graphs off, the adapters FSDP units: the fitted 4B graphs-off run's miss, milder)
+    # machine; the Llama-3.1-8B on an NF4 base; the Qwen2.5-7B on an NF4 base on the p40 and a10 paths, and its bf16
+    # twin): as computed from their metrics, within +-25% but the 4B as before (graphs off, the adapters FSDP units:
+    # the fitted 4B graphs-off run's miss, milder)
     _, checks = calibrate_time.table(calibrate_time.check_records(), card, plan_time.FACTORS)
     t4_4b = "2026-12-05-h200-t4-4b-lora-graphs-before-after/lora16-qwen3-4b-grpo-t4-graphs-"
+    nf4_7b = "2026-12-05-h200-nf4-7b-p40-14b-a10-learning-check/"
     assert [(r["record"], r["measured_step_s"], r["error"]) for r in checks] == [
         ("2026-12-04-h200-lora16-time-calibration-learning-check/lora16-qwen2.5-3b-grpo-t4-graphs-on", 26.083, -0.1115),
         ("2026-12-04-h200-lora-adapters-outside-fsdp-7b-a10/lora16-qwen2.5-7b-grpo-a10-graphs-before", 68.017, -0.1284),
         (t4_4b + "on", 39.311, -0.0602),
         (t4_4b + "before", 142.56, -0.2641),
         ("2026-12-05-h200-t4-nf4-llama-8b/nf4-llama-3.1-8b-grpo-t4", 27.945, -0.0468),
+        (nf4_7b + "p40-7b-alone/nf4-qwen2.5-7b-grpo-p40", 72.053, 0.0265),
+        (nf4_7b + "a10-7b-nf4-beside-bfloat16/nf4-qwen2.5-7b-grpo-a10", 16.782, -0.14),
+        (nf4_7b + "a10-7b-nf4-beside-bfloat16/lora16-qwen2.5-7b-grpo-a10-graphs-on", 25.002, 0.0414),
     ]
     # the adapters outside FSDP (patch 0027) cost less per adapted Linear than the 16-bit FSDP units did
     assert plan_time.FACTORS["adapter_pass_overhead_outside_s"] < plan_time.FACTORS["adapter_pass_overhead_16bit_s"]
