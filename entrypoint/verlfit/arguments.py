@@ -250,6 +250,7 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     )
     lora.add_argument(
         "--frozen-base-dtype",
+        type=str.lower,  # NF4 as the papers write it
         choices=FROZEN_BASE_CHOICES,
         help="how actor and critic store their frozen base weights with LoRA: the profile's 16-bit dtype (bfloat16 "
         "on p40 and a10, float16 on t4 and v100: 2 bytes a parameter; patch 0026), float32 (4 bytes, stock verl), "

@@ -82,6 +82,11 @@ def test_cli_refusal_exit_status(capsys):
             ["--profile", "a10", "--rollout", "hf", "--vllm-gpu-memory-utilization", "0.5"],
             "--vllm-gpu-memory-utilization with the hf rollout",
         ),
+        (
+            ["--emulate", "a10", "--rollout-micro-batch-size", "4"],
+            "--rollout-micro-batch-size 4 with the vllm rollout: it sizes HF generate's calls, and vLLM schedules "
+            "the whole batch itself\n  fix: drop it, or plan for --rollout hf",
+        ),
     ],
 )
 def test_cli_refuses_what_train_refuses(argv, fragment, capsys):

@@ -60,6 +60,10 @@ def test_asked_for_the_nf4_base_is_kept_and_the_3b_is_not_quantised_unasked():
     assert _frozen_base_keys(launch([*three_b, "--frozen-base-dtype", "nf4"])) == [
         "+actor_rollout_ref.model.frozen_base_dtype=nf4"
     ]
+    # written as the papers write it
+    assert _frozen_base_keys(launch([*three_b, "--frozen-base-dtype", "NF4"])) == [
+        "+actor_rollout_ref.model.frozen_base_dtype=nf4"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -462,6 +462,13 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
             fix="drop it, or plan for --rollout vllm (a10 profile)",
             exit_code=2,
         )
+    if options.rollout_micro_batch_size and profile.rollout == "vllm":
+        raise VerlfitError(
+            f"--rollout-micro-batch-size {options.rollout_micro_batch_size} with the vllm rollout: it sizes HF "
+            "generate's calls, and vLLM schedules the whole batch itself",
+            fix="drop it, or plan for --rollout hf",
+            exit_code=2,
+        )
 
     # the sizes as verlfit train takes them (same defaults, same refusals), then plan's per-role what-ifs
     settings = TrainSettings(model=options.model, **sizing_fields(options.sizing))
