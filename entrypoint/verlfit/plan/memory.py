@@ -1397,9 +1397,11 @@ def _values(request: PlanRequest, st: _State) -> PhaseMemory:
 
 
 def update_moments(request: PlanRequest, role: str) -> dict[str, PhaseMemory]:
-    """The four candidate peaks of a training phase (``role`` ``"actor"`` or ``"critic"``):
+    """The four candidate peaks of a training phase (``role`` ``"actor"`` or ``"critic"``), by name:
     backward through the logits, backward through the layers, end of backward (the last FSDP
-    unit's gradients materialised), optimizer step (docs/plan.md §2)."""
+    unit's gradients materialised), optimizer step (docs/plan.md §2). Where the actor's root unit is upcast on one
+    GPU (:func:`_root_compute_copy`) and its copy beside the logits' gradient outweighs the log-prob temporaries,
+    the first is named "LM head's backward (its root unit cast again)" instead."""
     return _moments(request, _state(request), role)
 
 
