@@ -1,15 +1,20 @@
 """The fitting search (verlfit.plan.fit): auto-fit's choices on constructed cards, refusal with the smallest
 change, and what it writes into verlfit train's settings."""
 
+import json
 from dataclasses import replace
 
 import pytest
 
 from plan_inputs import QWEN, QWEN_1P5B, qwen_request
+from verlfit import cli
 from verlfit.errors import VerlfitError
 from verlfit.plan import fit, memory
-from verlfit.plan.fit import auto_fit
+from verlfit.model_shape import load_model_shape
+from verlfit.plan.fit import auto_fit, fit_memory
 from verlfit.plan.memory import GIB, predict
+from verlfit.plan.request import request_for_profile
+from verlfit.profiles import load_profile
 
 
 def _need(request, phase):
@@ -249,3 +254,57 @@ def test_nothing_fits_names_the_phase_the_peak_line_names():
     assert decision.plan.notes[0].startswith(
         f"peak: critic update 34.5 GiB + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator headroom = 35.0 GiB"
     )
+
+
+def _a10_request(model, algorithm="grpo"):
+    """A LoRA r32 request on the a10 profile (vLLM, 35% of the card) at train's sizes (batch 32, 512/256)."""
+    return request_for_profile(
+        load_profile("a10"),
+        load_model_shape(model),
+        int(22 * GIB),
+        algorithm=algorithm,
+        lora_rank=32,
+        frozen_base_dtype="bfloat16",
+        train_batch_size=32,
+        ppo_mini_batch_size=16,
+        rollout_n=4 if algorithm == "grpo" else 1,
+        max_prompt_length=512,
+        max_response_length=256,
+    )
+
+
+def test_a_model_larger_than_vllms_share_is_refused_and_sent_to_the_hf_rollout(capsys):
+    # the a10 profile gives vLLM 35% of the card; a 7B's bf16 weights (14.2 GiB) do not fit its 7.9 GiB, so vLLM
+    # would stop at start: no rung of offload helps, and the fixes are the rollouts that need no second copy
+    argv = ["plan", "--model", "Qwen/Qwen2.5-7B-Instruct", "--algo", "grpo", "--emulate", "a10", "--lora-rank", "32"]
+    assert cli.main([*argv, "--auto-fit", "--json"]) == 1
+    plan = json.loads(capsys.readouterr().out)
+    share = (
+        "vLLM's share of the card (35%, 7.9 GiB) is smaller than the weights it loads (14.2 GiB): it would stop at "
+        "start with no memory for its KV cache; --rollout hf generates from the training weights instead"
+    )
+    assert plan["verdict"] == "does not fit"
+    assert plan["auto_fit"]["reasons"] == ["nothing fits: even with every saving on, " + share]
+    assert plan["auto_fit"]["suggestion"] == (
+        "smallest changes that would fit, each on its own: --rollout hf (HF generate from the training weights: no "
+        "second copy of the model in vLLM's share of the card; slower generation); --frozen-base-dtype nf4 --rollout "
+        "hf (QLoRA: the layers' Linears in 4 bits; the adapter learns against the quantised base)"
+    )
+    assert share in plan["notes"]
+    # the 3B's 5.8 GiB fit the share: no such refusal
+    assert memory.vllm_share_shortfall(_a10_request("Qwen/Qwen2.5-3B-Instruct")) is None
+
+
+def test_a_phase_no_micro_batch_sizes_over_the_budget_climbs_the_ladder():
+    # the 3B PPO LoRA on the a10 profile: its vLLM rollout (the FSDP weights and vLLM's share beside them) is over
+    # the 90% budget at the first rung, which auto-fit once took anyway (a 20.7 GiB "fit" in 19.8): now offload
+    # brings it under, and every phase then fits
+    decision = fit_memory(_a10_request("Qwen/Qwen2.5-3B-Instruct", algorithm="ppo"))
+    assert decision.fits and decision.plan.required_bytes <= 0.9 * decision.request.gpu_memory_bytes
+    assert decision.reasons[:3] == (
+        "gradient checkpointing on: without it, rollout would need 21.2 GiB of 19.8 GiB (90% of 22.0 GiB)",
+        "optimizer offload on: without it, rollout would need 21.2 GiB of 19.8 GiB (90% of 22.0 GiB)",
+        "param offload on: without it, rollout would need 20.3 GiB of 19.8 GiB (90% of 22.0 GiB)",
+    )
+    # with vLLM the actor's parameters may leave the GPU too (verl moves them back to the CPU once synced)
+    assert decision.request.critic_param_offload and decision.request.actor_param_offload

@@ -25,6 +25,7 @@ from verlfit.plan.memory import (
     predict,
     unsupported_reason,
     validate_request,
+    vllm_share_shortfall,
 )
 from verlfit.plan.request import inputs_for_train, request_from_settings
 from verlfit.plan.time import estimate
@@ -409,6 +410,21 @@ def _fit_ladder(request: PlanRequest, margin: float, keep: frozenset[str]) -> Fi
         trial = replace(start, **changes)
         sized, sized_reasons, failure = _size_micro_batches(trial, budget, keep)
         if sized is not None:
+            plan = predict(sized, margin)
+            short = vllm_share_shortfall(sized)
+            if short:
+                sized, failure = None, short
+            elif plan.required_bytes > budget:
+                # a phase no micro-batch sizes (the vLLM rollout: the model's second copy in vLLM's share of the
+                # card, and the FSDP weights beside it) is over the budget at this rung
+                sized, failure = (
+                    None,
+                    (
+                        f"{plan.peak.title} would need {format_gib(plan.required_bytes)} of "
+                        f"{_budget_text(budget, plan.usable_bytes, plan.margin)}"
+                    ),
+                )
+        if sized is not None:
             # each switch turned on, with what failed on the rung below it
             for (_, below), (switch, _) in zip(failures, failures[1:] + [(name, None)]):
                 reasons.append(f"{switch} on: without it, {below}")
@@ -417,15 +433,13 @@ def _fit_ladder(request: PlanRequest, margin: float, keep: frozenset[str]) -> Fi
                 reasons.append(
                     "actor parameters stay on the GPU: HF rollout cannot run with actor param offload in verl 0.4.1"
                 )
-            plan = predict(sized, margin)
             return FitDecision(True, sized, plan, tuple(reasons), None)
         failures.append((name, failure))
         last_trial = trial
     plan = predict(last_trial, margin)
     others = " other" if keep & {"micro_batches", "rollout_micro_batch"} else ""
-    reasons.append(
-        f"nothing fits: even with every{others} saving on, {_peak_failure(plan, budget, keep) or failures[-1][1]}"
-    )
+    failure = vllm_share_shortfall(last_trial) or _peak_failure(plan, budget, keep) or failures[-1][1]
+    reasons.append(f"nothing fits: even with every{others} saving on, {failure}")
     return FitDecision(False, last_trial, plan, tuple(reasons), smallest_change(request, margin, keep))
 
 
@@ -438,7 +452,7 @@ def _fits_fully_saved(request: PlanRequest, margin: float, keep: frozenset[str])
         plan = predict(trial, margin)
     except VerlfitError:
         return False
-    return plan.verdict != "unsupported" and plan.required_bytes <= budget
+    return plan.verdict != "unsupported" and plan.required_bytes <= budget and not vllm_share_shortfall(trial)
 
 
 def _largest_fitting(lo: int, hi: int, make, margin: float, keep: frozenset[str]) -> int | None:
@@ -573,6 +587,15 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
         replace(r, algorithm="grpo", rollout_n=1, use_reference=False), margin, keep
     ):
         options.append((1.0, "--algo grpo (no critic model)"))
+    if r.rollout == "vllm" and _fits_fully_saved(replace(r, rollout="hf"), margin, keep):
+        # vLLM holds a second copy of the model in its share of the card; HF generate uses the training weights
+        options.append(
+            (
+                0.5,
+                "--rollout hf (HF generate from the training weights: no second copy of the model in vLLM's share "
+                "of the card; slower generation)",
+            )
+        )
     # a LoRA base in NF4 (patch 0028; one GPU, the HF rollout): what fit_memory itself takes last where the base's
     # storage was not given, offered where it was (or where the run's rollout is vLLM: with --rollout hf)
     # on several GPUs the NF4 base means one GPU (--gpus 1): offered when one GPU then holds the run
