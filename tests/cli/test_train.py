@@ -1081,8 +1081,8 @@ def test_a_kept_micro_batch_whose_log_prob_pass_cannot_fit_names_that_pass_not_t
         "old log-prob at log-prob micro-batch 8 (kept) would need 21.4 GiB of 20.2 GiB (90% of 22.5 GiB)"
     )
     assert error.value.fix.startswith(
-        "smallest changes that would fit, each on its own: leave --micro-batch-size out for the planner to choose (its"
-        " choice: actor 4, log-prob 4); --max-response-length 928 (from 1024); "
+        "smallest changes that would fit, each on its own: leave the micro-batch sizes you gave out for the planner"
+        " to choose (its choice: actor 4, log-prob 4); --max-response-length 928 (from 1024); "
     )
     chosen = prepare_launch(parse([*argv[:4], *argv[6:]]), environ={}, gpu=H200).settings
     assert (chosen.actor_micro_batch_size, chosen.log_prob_micro_batch_size) == (4, 4)

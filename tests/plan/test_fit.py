@@ -308,3 +308,15 @@ def test_a_phase_no_micro_batch_sizes_over_the_budget_climbs_the_ladder():
     )
     # with vLLM the actor's parameters may leave the GPU too (verl moves them back to the CPU once synced)
     assert decision.request.critic_param_offload and decision.request.actor_param_offload
+
+
+def test_a_kept_rollout_micro_batch_that_fits_nowhere_is_offered_to_the_planner(capsys):
+    # plan's --rollout-micro-batch-size 16 for the 7B GRPO LoRA on a P40: 16 prompts x 4 samples in one generate call
+    # fit no rung; without it auto-fit fits (8 prompts a call, with the NF4 base): that is the fix, not "no change"
+    argv = ["plan", "--model", "Qwen/Qwen2.5-7B-Instruct", "--emulate", "p40", "--algo", "grpo", "--lora-rank", "32"]
+    assert cli.main([*argv, "--rollout-micro-batch-size", "16", "--json"]) == 1
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["auto_fit"]["suggestion"] == (
+        "smallest changes that would fit, each on its own: leave --rollout-micro-batch-size out for the planner to "
+        "choose (its choice: 8 prompts a generate call, the base in nf4)"
+    )

@@ -492,8 +492,28 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
                 picks = [f"actor {size}", f"log-prob {chosen.log_prob_micro_batch_size}"]
                 picks += [f"critic {chosen.critic_micro_batch_size}"] if r.has_critic else []
                 options.append(
-                    (0.0, f"leave --micro-batch-size out for the planner to choose (its choice: {', '.join(picks)})")
+                    (
+                        0.0,
+                        f"leave the micro-batch sizes you gave out for the planner to choose (its choice: "
+                        f"{', '.join(picks)})",
+                    )
                 )
+    if "rollout_micro_batch" in keep:
+        # plan's --rollout-micro-batch-size, kept apart: what auto-fit would choose without it
+        free = fit_memory(r, margin, keep - {"rollout_micro_batch"})
+        if free.fits:
+            base = (
+                f", the base in {free.request.frozen_base_dtype}"
+                if free.request.frozen_base_dtype != r.frozen_base_dtype
+                else ""
+            )
+            options.append(
+                (
+                    0.0,
+                    "leave --rollout-micro-batch-size out for the planner to choose (its choice: "
+                    f"{free.request.rollout_prompts_per_call} prompts a generate call{base})",
+                )
+            )
     step = 32
     best = _largest_fitting(
         1, (r.max_response_length - 1) // step, lambda k: replace(r, max_response_length=k * step), margin, keep
