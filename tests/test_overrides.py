@@ -379,6 +379,13 @@ def test_user_overrides_drop_the_separator_and_refuse_managed_keys():
         "override '+data.max_prompt_length=128': verlfit sets data.max_prompt_length itself"
     )
     assert (caught.value.fix, caught.value.exit_code) == ("use --max-prompt-length instead", 2)
+    # the HF rollout's prompts per call: a user's 32 or 5 would run unplanned (5 does not divide a batch of 32)
+    with pytest.raises(VerlfitError) as caught:
+        user_overrides(["--", "+actor_rollout_ref.rollout.micro_batch_size=5"])
+    assert caught.value.fix == (
+        "use --plan auto (it sizes the HF rollout's prompts per generate call: the largest that fits; verlfit plan "
+        "shows what another size would need) instead"
+    )
 
 
 def test_speed_patch_keys_are_accepted_with_plus_and_reach_the_config():

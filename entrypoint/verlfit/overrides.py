@@ -433,8 +433,8 @@ def build_overrides(
 # managed too, so the interpolation cannot be cut. LoRA's keys are managed (--lora-rank ...): the planner counts
 # what trains. So are the keys that decide what the plan sizes and what the run directory records (the model, the
 # algorithm, the data files), and the run directory's own layout (checkpoints in RUN_DIR/checkpoints, where --resume,
-# report and export look; resume_mode, which --resume sets). Not here: the HF rollout's
-# `+actor_rollout_ref.rollout.micro_batch_size` (no option of its own: --plan auto sizes it).
+# report and export look; resume_mode, which --resume sets), and the HF rollout's prompts per generate call
+# (`+actor_rollout_ref.rollout.micro_batch_size`, no option of its own: --plan auto sizes it).
 # ---------------------------------------------------------------------------------------------------------------
 _MICRO_BATCH = "--micro-batch-size (or leave micro-batches to the planner: --plan auto)"
 _OFFLOAD = "--offload none|optimizer|all"
@@ -470,6 +470,10 @@ MANAGED_KEYS: dict[str, str] = {
     "critic.ppo_micro_batch_size_per_gpu": _MICRO_BATCH,
     "critic.forward_micro_batch_size": _MICRO_BATCH,
     "critic.forward_micro_batch_size_per_gpu": _MICRO_BATCH,
+    # the HF rollout's prompts per generate call (hf_rollout.py:46): the planner sizes it and checks that it divides
+    # the per-GPU batch (DataProto.chunk); a value given after -- would run unplanned
+    "actor_rollout_ref.rollout.micro_batch_size": "--plan auto (it sizes the HF rollout's prompts per generate "
+    "call: the largest that fits; verlfit plan shows what another size would need)",
     # lengths (tokens)
     "data.max_prompt_length": "--max-prompt-length",
     "data.max_response_length": "--max-response-length",

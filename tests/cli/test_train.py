@@ -507,7 +507,9 @@ def test_emulating_p40_inside_the_a10_image_uses_p40_values_not_the_images_defau
             "actor_rollout_ref.rollout={name:vllm}",
             (
                 "use --max-prompt-length; --max-response-length; --micro-batch-size (or leave micro-batches to the"
-                " planner: --plan auto); --rollout hf|vllm; --samples (with --algo grpo); the VLLM_DTYPE environment"
+                " planner: --plan auto); --plan auto (it sizes the HF rollout's prompts per generate call: the largest"
+                " that fits; verlfit plan shows what another size would need); --rollout hf|vllm; --samples (with"
+                " --algo grpo); the VLLM_DTYPE environment"
                 " variable (checked against the GPU); the profile (its vLLM share of the card, which the planner"
                 " counts; --gpu-memory-limit scales it) instead"
             ),
