@@ -88,27 +88,31 @@ def register(subparsers):
         action="store_const",
         const="auto",
         default="auto",
-        help="the same as --plan auto (the default)",
+        help="plan only: the same as --plan auto (the default; verlfit train takes --plan auto)",
     )
     parser.add_argument(
         "--actor-micro-batch-size",
         type=whole_number,
-        help="actor update only (default: --micro-batch-size, else as verlfit train)",
+        help="plan only, a what-if: the actor update's micro-batch (default: --micro-batch-size, else as verlfit train "
+        "chooses)",
     )
     parser.add_argument(
         "--log-prob-micro-batch-size",
         type=whole_number,
-        help="old and ref log-prob only (default: twice --micro-batch-size, else as verlfit train)",
+        help="plan only, a what-if: the old and ref log-prob's micro-batch (default: twice --micro-batch-size, else as "
+        "verlfit train chooses)",
     )
     parser.add_argument(
         "--critic-micro-batch-size",
         type=whole_number,
-        help="values and critic update only (default: --micro-batch-size, else as verlfit train)",
+        help="plan only, a what-if: the values' and critic update's micro-batch (default: --micro-batch-size, else as "
+        "verlfit train chooses)",
     )
     parser.add_argument(
         "--rollout-micro-batch-size",
         type=whole_number,
-        help="prompts per HF generate call per GPU (default: the whole batch)",
+        help="plan only, a what-if: prompts per HF generate call per GPU, kept as given (default: as verlfit train "
+        "chooses: auto-fit's, else the whole batch)",
     )
     for role in ("actor", "critic"):
         for kind in ("param", "optimizer"):
