@@ -247,6 +247,14 @@ LORA_UNWRAP_NOTE = (
 )
 
 
+ACTOR_LR_KEY = "actor_rollout_ref.actor.optim.lr"
+LORA_LEARNING_RATE_NOTE = (
+    "LoRA at the actor learning rate 1e-06 (verl's default, set for training every parameter): an adapter barely "
+    "moves at it; verlfit's LoRA learning checks trained at --actor-lr 1e-4 with --lora-alpha 32 (and --critic-lr "
+    "5e-4 for a LoRA critic): docs/benchmarks.md sections 4.2 and 4.7"
+)
+
+
 CUDA_GRAPH_SEVERAL_GPUS_NOTE = (
     "CUDA-graph decoding (patch 0022) is off on several GPUs: it is written and tested for FSDP1 on one GPU only "
     "(NO_SHARD: the full parameters are in place; on several GPUs every rank would gather the whole model for "

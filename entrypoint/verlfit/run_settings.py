@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 # each weight by about the learning rate a step, whatever the gradient's scale, so at 1e-2 and above every weight of a
 # pretrained model moves by more than its typical size (~1e-2) within a few steps; LoRA rates stay below 1e-3.
 MAX_LEARNING_RATE = 1e-2
+DEFAULT_ACTOR_LR = 1e-6  # verl's (ppo_trainer.yaml actor.optim.lr): --actor-lr's default
 LEARNING_RATE_LIMIT_WHY = (
     "AdamW moves every weight by about the learning rate each step, so the pretrained model would be gone within a few "
     "steps (verl's defaults: actor 1e-6, critic 1e-5; LoRA runs use up to about 1e-4)"
@@ -54,7 +55,7 @@ class TrainSettings:
     # verlfit train with the prompt lengths); None: all rows. Steps are counted from it; not a verl key
     train_prompts_kept: int | None = None
     rollout_n: int = 4  # used by grpo only
-    actor_lr: float = 1e-6
+    actor_lr: float = DEFAULT_ACTOR_LR
     critic_lr: float = 1e-5
     kl_loss_coef: float = 0.001
     gradient_checkpointing: bool = True

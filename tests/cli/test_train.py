@@ -1851,3 +1851,17 @@ def test_a_run_directory_inside_the_data_or_the_model_folder_is_refused(tmp_path
             f"verlfit: error: {refusal}\n  fix: pass --run-dir a folder outside {folder}\n",
         )
         assert not (folder / "run").exists()
+
+
+def test_lora_at_verls_default_learning_rate_is_told_what_the_learning_checks_used():
+    from verlfit.overrides import LORA_LEARNING_RATE_NOTE
+
+    def notes(*argv):
+        return prepare_launch(parse(["--profile", "p40", "--plan", "off", *argv]), environ={}, gpu=P40).notes
+
+    assert LORA_LEARNING_RATE_NOTE in notes("--lora-rank", "32")
+    assert LORA_LEARNING_RATE_NOTE.startswith("LoRA at the actor learning rate 1e-06 (verl's default")
+    # a rate given either way, or no adapter: no note
+    assert LORA_LEARNING_RATE_NOTE not in notes("--lora-rank", "32", "--actor-lr", "1e-4")
+    assert LORA_LEARNING_RATE_NOTE not in notes("--lora-rank", "32", "--", "actor_rollout_ref.actor.optim.lr=1e-6")
+    assert LORA_LEARNING_RATE_NOTE not in notes()

@@ -30,6 +30,7 @@ from verlfit import gsm8k
 from verlfit.errors import VerlfitError
 from verlfit.overrides import managed_keys_help, user_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
+from verlfit.run_settings import DEFAULT_ACTOR_LR
 from verlfit.train.describe import describe
 from verlfit.train.rehearsal import rehearse
 from verlfit.train.launch_plan import MEMORY_LIMIT_VARIABLE, LaunchPlan
@@ -162,8 +163,9 @@ def register(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--actor-lr",
         type=learning_rate,
-        default=1e-6,
-        help=f"actor learning rate (default: 1e-6, verl's; at most {MAX_LEARNING_RATE:g})",
+        default=DEFAULT_ACTOR_LR,
+        help=f"actor learning rate (default: 1e-6, verl's, set for training every parameter; LoRA's learning checks "
+        f"used 1e-4 with --lora-alpha 32; at most {MAX_LEARNING_RATE:g})",
     )
     parser.add_argument(
         "--critic-lr",

@@ -22,7 +22,9 @@ from verlfit.input_files import kind_of
 from verlfit.model_shape import check_model_argument
 from verlfit.output_files import check_name_lengths
 from verlfit.overrides import (
+    ACTOR_LR_KEY,
     CUDA_GRAPH_SEVERAL_GPUS_NOTE,
+    LORA_LEARNING_RATE_NOTE,
     LORA_UNWRAP_NOTE,
     UNWRAP_SEVERAL_GPUS_NOTE,
     UserOverrides,
@@ -34,7 +36,7 @@ from verlfit.overrides import (
     parse_user_overrides,
     validate_overrides,
 )
-from verlfit.run_settings import TrainSettings
+from verlfit.run_settings import DEFAULT_ACTOR_LR, TrainSettings
 from verlfit.patch_switches import CUDA_GRAPH_KEY, OUTSIDE_FSDP_KEYS, UNWRAP_KEY
 from verlfit.plan.fit import plan_for_train
 from verlfit.profiles import (
@@ -320,6 +322,8 @@ def build_launch(
         and settings.gpus * settings.nodes > 1
     ):
         notes.append(CUDA_GRAPH_SEVERAL_GPUS_NOTE)
+    if settings.lora_rank > 0 and settings.actor_lr == DEFAULT_ACTOR_LR and ACTOR_LR_KEY not in user.values:
+        notes.append(LORA_LEARNING_RATE_NOTE)  # the default left (by --actor-lr and after --) with an adapter to train
     if f"+{UNWRAP_KEY}=True" in run.forced_overrides and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
         notes.append(LORA_UNWRAP_NOTE)  # not when the user turned it off after --
     if settings.gpus * settings.nodes > 1 and override_value(overrides, UNWRAP_KEY) in ("True", "true"):
