@@ -25,7 +25,7 @@ from verlfit.plan.outcome import make_plan
 from verlfit.plan.render import outcome_to_dict, render_outcome
 from verlfit.plan.request import PlanOptions
 from verlfit.plan.time import GSM8K_MEAN_PROMPT_TOKENS, GSM8K_ROLLOUT_PROMPT_TOKENS, GSM8K_WINDOW_PROMPT_TOKENS
-from verlfit.profiles import PROFILE_NAMES
+from verlfit.profiles import PROFILE_NAMES, load_profile
 
 
 def register(subparsers):
@@ -71,7 +71,9 @@ def register(subparsers):
     parser.add_argument(
         "--emulate",
         choices=PROFILE_NAMES,
-        help="plan for that profile's card: its usable memory (p40 22.5, t4 14, v100 30.5 GiB) and datasheet rates",
+        help="plan for that profile's card: its usable memory ("
+        + ", ".join(f"{name} {load_profile(name).gpu_memory_gib:g}" for name in PROFILE_NAMES)
+        + " GiB) and datasheet rates",
     )
     parser.add_argument(
         "--gpu-memory",
