@@ -158,6 +158,7 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--algo",
         default="ppo",
+        type=str.lower,
         choices=("ppo", "grpo"),
         help="ppo: GAE with a critic; grpo: no critic, --samples responses per prompt, KL loss with a "
         "reference model (default: ppo)",
@@ -211,6 +212,7 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--offload",
+        type=str.lower,
         choices=("none", "optimizer", "all"),
         help="FSDP offload for actor and critic (default: the planner decides; none with --plan off)",
     )
@@ -262,6 +264,7 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--plan",
+        type=str.lower,
         choices=("auto", "off"),
         default="auto",
         help="auto: the planner picks micro-batches, gradient checkpointing and offload to fit the card, "

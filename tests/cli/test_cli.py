@@ -410,3 +410,26 @@ def test_a_standard_output_that_cannot_encode_a_path_prints_it_escaped_after_the
     ]
     assert capsys.readouterr().err == ""
     assert (tmp_path / "ünï" / "train.parquet").is_file()
+
+
+def test_every_named_choice_takes_any_case():
+    """New-user trial: `--emulate P40` and `--algo GRPO` were refused as invalid choices while `--frozen-base-dtype
+    NF4` was taken. Every option of every command that picks from names (all lower case) now takes them in any
+    case and holds the lower-case name."""
+    from verlfit import cli
+
+    parser = cli.build_parser()
+    named = [
+        (command, action)
+        for command, subparser in parser.commands.items()
+        for action in subparser._actions
+        if action.choices and all(isinstance(choice, str) for choice in action.choices)
+    ]
+    assert len(named) >= 30
+    for command, action in named:
+        for choice in action.choices:
+            given = choice.upper()
+            assert action.type is not None, (command, action.dest)
+            assert action.type(given) == choice, (command, action.dest, given)
+    plan = parser.parse_args(["plan", "--emulate", "P40", "--algo", "GRPO", "--rollout", "HF", "--dtype", "Float32"])
+    assert (plan.emulate, plan.algo, plan.rollout, plan.dtype) == ("p40", "grpo", "hf", "float32")

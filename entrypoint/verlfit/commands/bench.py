@@ -51,6 +51,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--shape",
+        type=str.lower,
         choices=MODEL_SHAPES,
         default="qwen2.5-0.5b",
         help="the random-weight model's shape, a Qwen2.5-Instruct configuration (default %(default)s); from 1.5B on, "
@@ -63,17 +64,20 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--emulate",
+        type=str.lower,
         choices=PROFILE_NAMES,
         help="emulate that card (its code paths and memory cap) instead of running the card as it is",
     )
     parser.add_argument(
         "--profile",
+        type=str.lower,
         choices=(*PROFILE_NAMES, "auto"),
         default="auto",
         help="profile when not emulating (default: by the GPU)",
     )
     parser.add_argument(
         "--rollout",
+        type=str.lower,
         choices=ROLLOUTS,
         help="rollout engine of both runs instead of the profile's (verlfit train --rollout): hf (transformers "
         "generate; any card) or vllm (a10 profile only); "
@@ -81,6 +85,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--attention",
+        type=str.lower,
         choices=ATTENTION,
         help="attention of the verlfit run instead of the profile's (verlfit train --attention): sdpa, eager or "
         "flash_attention_2 (a10 profile only); "

@@ -58,16 +58,19 @@ def register(subparsers):
     )
     parser.add_argument(
         "--profile",
+        type=str.lower,
         choices=(*PROFILE_NAMES, "auto"),
         help="profile to check the GPU against (default: VERLFIT_PROFILE, else chosen by the GPU)",
     )
     parser.add_argument(
         "--rollout",
+        type=str.lower,
         choices=ROLLOUTS,
         help="rollout engine instead of the profile's, as verlfit train --rollout (hf needs no vllm)",
     )
     parser.add_argument(
         "--attention",
+        type=str.lower,
         choices=ATTENTION,
         help="attention instead of the profile's, as verlfit train --attention (sdpa and eager need no flash_attn)",
     )
@@ -82,6 +85,7 @@ def register(subparsers):
     )
     parser.add_argument(
         "--algo",
+        type=str.lower,
         choices=("ppo", "grpo"),
         default="ppo",
         help="the algorithm whose checkpoints the disk check sizes (PPO: actor and critic; default: %(default)s, as "

@@ -82,6 +82,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--profile",
+        type=str.lower,
         choices=(*PROFILE_NAMES, "auto"),
         help="dtype and attention (default: the run's profile, else the GPU's, else fp32 + SDPA on CPU)",
     )

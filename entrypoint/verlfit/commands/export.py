@@ -55,6 +55,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--dtype",
+        type=str.lower,
         choices=tuple(export.DTYPES),
         help="dtype of the written weights (default: the checkpoint's, fp32 for verl's FSDP master weights; "
         "bfloat16 halves the size and rounds)",

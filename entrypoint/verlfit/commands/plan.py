@@ -25,7 +25,7 @@ from verlfit.plan.outcome import make_plan
 from verlfit.plan.render import outcome_to_dict, render_outcome
 from verlfit.plan.request import PlanOptions
 from verlfit.plan.time import GSM8K_MEAN_PROMPT_TOKENS, GSM8K_ROLLOUT_PROMPT_TOKENS, GSM8K_WINDOW_PROMPT_TOKENS
-from verlfit.profiles import PROFILE_NAMES, load_profile
+from verlfit.profiles import ATTENTION, DTYPES, PROFILE_NAMES, ROLLOUTS, load_profile
 
 
 def register(subparsers):
@@ -65,11 +65,13 @@ def register(subparsers):
     )
     parser.add_argument(
         "--profile",
+        type=str.lower,
         choices=(*PROFILE_NAMES, "auto"),
         help="hardware profile: dtype, attention and rollout (default: by the visible GPU; p40 without one)",
     )
     parser.add_argument(
         "--emulate",
+        type=str.lower,
         choices=PROFILE_NAMES,
         help="plan for that profile's card: its usable memory ("
         + ", ".join(f"{name} {load_profile(name).gpu_memory_gib:g}" for name in PROFILE_NAMES)
@@ -119,16 +121,15 @@ def register(subparsers):
     for role in ("actor", "critic"):
         for kind in ("param", "optimizer"):
             parser.add_argument(f"--{role}-{kind}-offload", action="store_true", help=f"{role} {kind} offload")
-    parser.add_argument(
-        "--dtype", choices=("float32", "bfloat16", "float16"), help="compute dtype (default: the profile's)"
-    )
-    parser.add_argument("--rollout", choices=("hf", "vllm"), help="rollout engine (default: the profile's)")
+    parser.add_argument("--dtype", type=str.lower, choices=DTYPES, help="compute dtype (default: the profile's)")
+    parser.add_argument("--rollout", type=str.lower, choices=ROLLOUTS, help="rollout engine (default: the profile's)")
     parser.add_argument(
         "--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)"
     )
     parser.add_argument(
         "--attention",
-        choices=("sdpa", "eager", "flash_attention_2"),
+        type=str.lower,
+        choices=ATTENTION,
         help="attention implementation (default: the profile's)",
     )
     parser.add_argument(
@@ -175,6 +176,7 @@ def add_time_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("time estimate")
     group.add_argument(
         "--card",
+        type=str.lower,
         choices=list(CARDS),
         help="estimate time on this card (default: --emulate's card, else the detected GPU, else the profile's card)",
     )

@@ -19,7 +19,7 @@ def register(subparsers) -> argparse.ArgumentParser:
         '--env-shell)"',
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("name", nargs="?", choices=PROFILE_NAMES, help="profile to show")
+    parser.add_argument("name", nargs="?", type=str.lower, choices=PROFILE_NAMES, help="profile to show")
     parser.add_argument(
         "--env-shell",
         action="store_true",

@@ -91,11 +91,13 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--profile",
+        type=str.lower,
         choices=(*PROFILE_NAMES, "auto"),
         help="hardware profile (default: $VERLFIT_PROFILE, else auto by compute capability)",
     )
     parser.add_argument(
         "--emulate",
+        type=str.lower,
         choices=PROFILE_NAMES,
         help="run that profile's code paths and cap each worker at its card's usable memory (p40: 22.5 GiB), "
         "to rehearse on a bigger GPU",
@@ -110,12 +112,14 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--rollout",
+        type=str.lower,
         choices=ROLLOUTS,
         help="rollout engine instead of the profile's: hf (transformers generate; any card) or vllm (a10 "
         "profile only; compute capability >= 7.0)",
     )
     parser.add_argument(
         "--attention",
+        type=str.lower,
         choices=ATTENTION,
         help="attention instead of the profile's: sdpa, eager, or flash_attention_2 (a10 profile only: needs "
         "bf16 and compute capability >= 8.0)",
