@@ -44,6 +44,32 @@ def test_auto_fit_picks_the_largest_actor_micro_batch_that_fits():
     assert decision.plan.required_bytes <= budget
 
 
+def test_a_need_just_over_the_budget_is_told_with_the_decimals_that_tell_them_apart():
+    """New-user trial: a refusal read "would need 12.6 GiB of 12.6 GiB". A need 0.01 GiB over the budget is printed
+    with two decimals (both numbers), and the peak note's required-of-usable the same way."""
+    base = qwen_request(
+        train_batch_size=32,
+        ppo_mini_batch_size=16,
+        gradient_checkpointing=True,
+        actor_optimizer_offload=True,
+        critic_optimizer_offload=True,
+    )
+    need8 = _need(replace(base, actor_micro_batch_size=8), "actor_update")
+    budget = need8 - GIB // 100
+    assert f"{need8 / GIB:.1f}" == f"{budget / GIB:.1f}"  # the case: alike at one decimal
+    card = int(budget / 0.9) + 1
+    decision = auto_fit(replace(base, gpu_memory_bytes=card), keep=("gradient_checkpointing", "offload"))
+    assert decision.fits and decision.request.actor_micro_batch_size == 4
+    assert (
+        f"actor micro-batch 4: 8 would need {need8 / GIB:.2f} GiB of {int(0.9 * card) / GIB:.2f} GiB (90% of"
+        f" {card / GIB:.1f} GiB) in actor update" in decision.reasons
+    )
+    assert memory.format_gib_against(int(12.64 * GIB), int(12.63 * GIB)) == ("12.64 GiB", "12.63 GiB")
+    assert memory.format_gib_against(int(12.6401 * GIB), int(12.6399 * GIB)) == ("12.640 GiB", "12.640 GiB")
+    assert memory.format_gib_against(12 * GIB, 12 * GIB) == ("12.0 GiB", "12.0 GiB")
+    assert memory.format_gib_against(int(12.64 * GIB), int(20.2 * GIB)) == ("12.6 GiB", "20.2 GiB")
+
+
 def test_auto_fit_turns_on_checkpointing_only_when_needed():
     base = qwen_request(max_prompt_length=512, max_response_length=1024)
     ones = dict(

@@ -21,6 +21,7 @@ from verlfit.plan.memory import (
     Plan,
     PlanRequest,
     format_gib,
+    format_gib_against,
     lora_rank_bound,
     predict,
     unsupported_reason,
@@ -152,8 +153,10 @@ def _levels(request: PlanRequest, keep: frozenset[str]) -> list[tuple[str, dict]
     return out
 
 
-def _budget_text(budget: int, usable: int, margin: float) -> str:
-    return f"{format_gib(budget)} ({margin:.0%} of {format_gib(usable)})"
+def _need_text(need: int, budget: int, usable: int, margin: float) -> str:
+    """``"21.3 GiB of 20.2 GiB (90% of 22.5 GiB)"``: the need against the budget, told apart when they round alike."""
+    need_text, budget_text = format_gib_against(need, budget)
+    return f"{need_text} of {budget_text} ({margin:.0%} of {format_gib(usable)})"
 
 
 def _size_micro_batches(
@@ -179,8 +182,7 @@ def _size_micro_batches(
                     None,
                     reasons,
                     f"{where} at {title} {getattr(chosen, attr) or chosen.per_gpu_prompts} (kept) would "
-                    f"need {format_gib(need + ALLOCATOR_HEADROOM_BYTES)} of "
-                    f"{_budget_text(budget, usable, margin)}",
+                    f"need {_need_text(need + ALLOCATOR_HEADROOM_BYTES, budget, usable, margin)}",
                 )
             continue
         best, refused = None, None
@@ -197,16 +199,13 @@ def _size_micro_batches(
             return (
                 None,
                 reasons,
-                f"{where} at {title} 1 would need {format_gib(need)} of {_budget_text(budget, usable, margin)}",
+                f"{where} at {title} 1 would need {_need_text(need, budget, usable, margin)}",
             )
         chosen = best
         value = getattr(best, attr) or best.per_gpu_prompts
         if refused:
             size, need, where = refused
-            reasons.append(
-                f"{title} {value}: {size} would need {format_gib(need)} of "
-                f"{_budget_text(budget, usable, margin)} in {where}"
-            )
+            reasons.append(f"{title} {value}: {size} would need {_need_text(need, budget, usable, margin)} in {where}")
         else:
             unit = "prompts per GPU" if knob == "rollout" else "responses per GPU"
             reasons.append(f"{title} {value}: the largest possible ({value} {unit})")
@@ -224,8 +223,7 @@ def _peak_failure(plan: Plan, budget: int, keep: frozenset[str]) -> str | None:
             kept = " (kept)" if _kept_knob(knob, keep) else ""
             return (
                 f"{peak.title} at {title} {getattr(request, attr) or request.per_gpu_prompts}{kept} would need "
-                f"{format_gib(peak.total + ALLOCATOR_HEADROOM_BYTES)} of "
-                f"{_budget_text(budget, plan.usable_bytes, plan.margin)}"
+                f"{_need_text(peak.total + ALLOCATOR_HEADROOM_BYTES, budget, plan.usable_bytes, plan.margin)}"
             )
     return None
 
@@ -420,8 +418,8 @@ def _fit_ladder(request: PlanRequest, margin: float, keep: frozenset[str]) -> Fi
                 sized, failure = (
                     None,
                     (
-                        f"{plan.peak.title} would need {format_gib(plan.required_bytes)} of "
-                        f"{_budget_text(budget, plan.usable_bytes, plan.margin)}"
+                        f"{plan.peak.title} would need "
+                        f"{_need_text(plan.required_bytes, budget, plan.usable_bytes, plan.margin)}"
                     ),
                 )
         if sized is not None:

@@ -528,6 +528,16 @@ def format_gib(value: int | float) -> str:
     return f"{value / GIB:.1f} GiB"
 
 
+def format_gib_against(value: int | float, limit: int | float) -> tuple[str, str]:
+    """``value`` and ``limit`` bytes as :func:`format_gib` texts, with as many more decimals (up to three) as it
+    takes for two different amounts not to read alike: ``("12.64 GiB", "12.63 GiB")``, not 12.6 of 12.6 GiB."""
+    for decimals in (1, 2, 3):
+        texts = f"{value / GIB:.{decimals}f} GiB", f"{limit / GIB:.{decimals}f} GiB"
+        if texts[0] != texts[1] or value == limit:
+            break
+    return texts
+
+
 # --------------------------------------------------------------------------------------
 # building blocks (each returns bytes per GPU)
 # --------------------------------------------------------------------------------------
@@ -1612,10 +1622,11 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
     window = window_note(request)
     if window:
         notes.append(window)
+    required_text, usable_text = format_gib_against(required, usable)
     notes.insert(
         0,
         f"peak: {peak.title} {format_gib(peak.total)} + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator "
-        f"headroom = {format_gib(required)} of {format_gib(usable)} usable ({required / usable:.0%}); "
+        f"headroom = {required_text} of {usable_text} usable ({required / usable:.0%}); "
         f"budget at {margin:.0%}: {format_gib(margin * usable)}",
     )
     return Plan(
