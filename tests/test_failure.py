@@ -154,6 +154,41 @@ def test_checkpoint_bytes_of_a_fully_trained_run_are_unchanged_beside_lora():
     )
 
 
+ADAPTER_7B = 32 * 28 * ((3584 + 3584) + 2 * (3584 + 512) + (3584 + 3584) + 2 * (3584 + 18944) + (18944 + 3584))
+
+
+def test_checkpoint_bytes_count_the_frozen_base_as_stored():
+    """Patch 0026 keeps a LoRA base in 16 bits and 0028 in NF4, and FSDP's state dict saves it so (measured on the
+    tiny model: tests/patches/test_frozen_base.py, test_frozen_base_nf4.py): 2 bytes a frozen parameter, or the
+    NF4 base's bytes as the planner counts it (verlfit.plan.memory.frozen_base_bytes), not stock verl's 4."""
+    role = 32 * 1024**2
+    ppo = PlanRequest(
+        shape=load_model_shape("Qwen/Qwen2.5-1.5B-Instruct"),
+        gpu_memory_bytes=22 * GIB,
+        algorithm="ppo",
+        lora_rank=32,
+        frozen_base_dtype="bfloat16",
+    )
+    actor = 2 * 1_543_714_304 + 12 * ADAPTER_1P5B + role
+    critic = 2 * 1_543_715_841 + 12 * (ADAPTER_1P5B + 1537) + role
+    assert checkpoint_disk_bytes(ppo) == actor + critic + 4 * ADAPTER_1P5B == 7_276_014_606
+    assert round(checkpoint_disk_bytes(ppo) / GIB, 1) == 6.8  # stock verl's fp32 base: 12.5 (above)
+
+    assert ADAPTER_7B == 80_740_352
+    nf4 = PlanRequest(
+        shape=load_model_shape("Qwen/Qwen2.5-7B-Instruct"),
+        gpu_memory_bytes=22 * GIB,
+        dtype="bfloat16",
+        algorithm="grpo",
+        lora_rank=32,
+        frozen_base_dtype="nf4",
+    )
+    # the base: 5,546,851,072 bytes (frozen_base_bytes' docstring: the a10 profile's 7B actor), then the adapters
+    # (fp32 weights and AdamW states) and the adapter file
+    assert checkpoint_disk_bytes(nf4) == 5_546_851_072 + 12 * ADAPTER_7B + role + 4 * ADAPTER_7B == 6_872_251_136
+    assert round(checkpoint_disk_bytes(nf4) / GIB, 1) == 6.4  # stock: 29.6
+
+
 def test_an_oom_under_a_per_process_limit_names_the_limit_not_the_cards_free_memory():
     # the device's fault_oom, recorded in
     # benchmarks/results/2026-12-01-h200-p40-lora-graph-memory-faults/graph-memory-lora-fault-oom/fault-oom.console.gz:

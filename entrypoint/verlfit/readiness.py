@@ -180,8 +180,8 @@ class DoctorContext:
     Attributes:
         profile_name: ``"p40"``, ``"a10"`` or None (then ``VERLFIT_PROFILE``, else chosen by the GPU).
         rollout, attention: ``--rollout`` / ``--attention`` (None: the profile's), for the engines check.
-        frozen_base: a LoRA run's base storage as train planned it (``"nf4"`` needs bitsandbytes; None: none
-            asked), for the engines check.
+        frozen_base: a LoRA run's base storage as train planned it (``--frozen-base-dtype``; ``"nf4"`` needs
+            bitsandbytes; None: the profile's), for the engines check and the disk check's checkpoint size.
         find_spec: ``importlib.util.find_spec``-like lookup of a package by name (None: the real one; tests pass fakes).
         environ: environment variables (default ``os.environ``).
         nvml: passed to :func:`verlfit.gpu.query_gpus` (a fake in tests).
@@ -786,14 +786,14 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
             f"model {ctx.model!r} has no local config.json that sizes a checkpoint (see the model line; free space "
             f"at {where} not judged)",
         )
-    profile = load_profile(
-        ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0]
-    )  # the size does not depend on it
+    # the size depends on the profile only through its 16-bit base dtype: 2 bytes a parameter in every profile
+    profile = load_profile(ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0])
     settings = TrainSettings(
         model=ctx.model,
         algorithm=ctx.algorithm,
         lora_rank=ctx.lora_rank,
         critic_lora_rank=ctx.critic_lora_rank if ctx.algorithm == "ppo" else None,
+        frozen_base_dtype=ctx.frozen_base,
     )
     request = request_from_settings(settings, profile, 24 * GIB, shape=shape, switches=run_switches(profile, settings))
     return checkpoint_space(

@@ -584,7 +584,10 @@ def test_doctor_sizes_a_lora_run_with_lora_rank(world, monkeypatch):
     free = 20 * GIB
     usage = lambda path: SimpleNamespace(total=0, used=0, free=free)  # noqa: E731
     lora = by_name(
-        run_checks(context(world, model="Qwen/Qwen2.5-1.5B-Instruct", lora_rank=32, disk_usage=usage), names=("disk",))
+        run_checks(
+            context(world, model="Qwen/Qwen2.5-1.5B-Instruct", lora_rank=32, frozen_base="float32", disk_usage=usage),
+            names=("disk",),
+        )
     )["disk"]
     assert (lora.status, lora.message) == (
         "WARN",
@@ -592,6 +595,14 @@ def test_doctor_sizes_a_lora_run_with_lora_rank(world, monkeypatch):
             f"20.0 GiB free at {world.tmp}; this run holds 2 checkpoints of 12.5 GiB at once (25.1 GiB): only 1 fits,"
             " the save after that fails with a full disk"
         ),
+    )
+    # the profile's 16-bit base (patch 0026, train's default) is saved in 16 bits: 6.8 GiB (tests/test_failure.py)
+    sixteen_bit = by_name(
+        run_checks(context(world, model="Qwen/Qwen2.5-1.5B-Instruct", lora_rank=32, disk_usage=usage), names=("disk",))
+    )["disk"]
+    assert (sixteen_bit.status, sixteen_bit.message) == (
+        "PASS",
+        f"20.0 GiB free at {world.tmp}; this run holds 2 checkpoints of 6.8 GiB at once (13.6 GiB)",
     )
     full = by_name(run_checks(context(world, model="Qwen/Qwen2.5-1.5B-Instruct", disk_usage=usage), names=("disk",)))[
         "disk"
@@ -609,9 +620,9 @@ def test_doctor_sizes_a_lora_run_with_lora_rank(world, monkeypatch):
             names=("disk",),
         )
     )["disk"]
-    assert (
-        "checkpoints of 23.6 GiB at once" in critic_full.message
-    )  # (6,651,566,080 + 18,558,144,524 + 147,718,144) B: tests/test_failure.py
+    # the LoRA actor's 16-bit base, the critic's 12 bytes a parameter and the adapter file: (3,564,137,472 +
+    # 18,558,144,524 + 147,718,144) B, tests/test_failure.py
+    assert "checkpoints of 20.7 GiB at once" in critic_full.message
 
 
 @pytest.mark.parametrize("command", ["doctor", "train"])
@@ -1513,6 +1524,28 @@ def test_engines_fail_an_nf4_run_without_bitsandbytes_and_pass_it_with(world):
     # a 16-bit base needs nothing
     assert (
         engines(world, profile_name="p40", frozen_base="bfloat16", find_spec=without("bitsandbytes")).status == "PASS"
+    )
+
+
+def test_doctor_takes_the_runs_frozen_base_dtype_for_the_engines_and_disk_checks(world):
+    """New-user trial: doctor had no --frozen-base-dtype, so only train's own checks found a missing bitsandbytes,
+    and the disk check sized an NF4 7B's checkpoint with a 16-bit base. The option as train takes it (any case)."""
+    import json
+
+    args = cli.build_parser().parse_args(
+        ["doctor", "--profile", "p40", "--frozen-base-dtype", "NF4", "--lora-rank", "32", "--algo", "grpo"]
+        + ["--model", "Qwen/Qwen2.5-7B-Instruct", "--run-dir", str(world.tmp / "runs"), "--json"]
+    )
+    out = io.StringIO()
+    usage = lambda path: SimpleNamespace(total=0, used=0, free=20 * GIB)  # noqa: E731
+    doctor._run(args, context=context(world, find_spec=without("bitsandbytes"), disk_usage=usage), out=out)
+    checks = {check["name"]: check for check in json.loads(out.getvalue())["checks"]}
+    assert checks["engines"]["status"] == "FAIL"
+    assert "needs bitsandbytes for the NF4 frozen base (patch 0028)" in checks["engines"]["message"]
+    # 6,872,910,592 bytes a checkpoint: the NF4 base as the p40 profile stores it, the adapters (tests/test_failure.py)
+    assert (checks["disk"]["status"], checks["disk"]["message"]) == (
+        "PASS",
+        f"20.0 GiB free at {world.tmp}; this run holds 2 checkpoints of 6.4 GiB at once (12.8 GiB)",
     )
 
 

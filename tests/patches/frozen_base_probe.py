@@ -217,6 +217,30 @@ def _raw_bytes(tensor):
     return tensor.detach().contiguous().view(-1).view(torch.uint8)
 
 
+def _saved_tensor_bytes(path):
+    """Bytes of the tensors a saved checkpoint file holds (``.pt``: verl's torch.save of the state dicts, FSDP's
+    sharded tensors counted by their local shards; ``.safetensors``: every tensor), the file's pickling left out."""
+    import torch
+
+    if path.endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        return sum(t.numel() * t.element_size() for t in load_file(path).values())
+
+    def count(value):
+        if torch.is_tensor(value):
+            return value.numel() * value.element_size()
+        if hasattr(value, "local_shards"):  # torch.distributed ShardedTensor
+            return sum(count(shard.tensor) for shard in value.local_shards())
+        if isinstance(value, dict):
+            return sum(count(v) for v in value.values())
+        if isinstance(value, (list, tuple)):
+            return sum(count(v) for v in value)
+        return 0
+
+    return count(torch.load(path, map_location="cpu", weights_only=False))
+
+
 def _digest(params):
     """sha256 over the named tensors' dtypes and bytes as stored (an NF4 base's packed weights, viewed as floats, may
     hold NaN patterns, which a float comparison would call unequal), names sorted."""
@@ -344,6 +368,11 @@ def probe_run(profile, checkpoint, frozen, adapters="units"):
             else []
         ),
         "saved_files": sorted(f for f in os.listdir(ckpt) if f.endswith(".pt")),
+        "saved_tensor_bytes": {
+            f: _saved_tensor_bytes(os.path.join(ckpt, f))
+            for f in sorted(os.listdir(ckpt))
+            if f.endswith((".pt", ".safetensors"))
+        },
         "quant_state_file": os.path.exists(os.path.join(ckpt, "nf4_quant_state.safetensors")),
     }
 

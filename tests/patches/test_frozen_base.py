@@ -164,6 +164,42 @@ def test_checkpoint_save_and_load_keep_the_16_bit_base(runs):
     ]
 
 
+ADAPTER_TENSORS = 2 * 7 * 2  # lora_A and lora_B of the 7 Linears of each of the 2 layers: AdamW's step is one each
+
+
+def planned_checkpoint_bytes(frozen_base_dtype, dtype="float32"):
+    """What verlfit's disk check and save-time estimate count for one actor checkpoint of the probe's run
+    (:func:`verlfit.plan.time.checkpoint_bytes`: the base as stored, the adapters' fp32 weights and AdamW states)."""
+    from verl_probe import LORA_RANK, make_qwen2
+    from verlfit.model_shape import shape_from_config
+    from verlfit.plan.memory import GIB, PlanRequest
+    from verlfit.plan.time import checkpoint_bytes
+
+    shape = shape_from_config(make_qwen2().config.to_dict())
+    assert shape.actor_parameters == BASE
+    request = PlanRequest(
+        shape=shape,
+        gpu_memory_bytes=GIB,
+        dtype=dtype,
+        algorithm="grpo",
+        lora_rank=LORA_RANK,
+        frozen_base_dtype=frozen_base_dtype,
+    )
+    return checkpoint_bytes(request, "actor")
+
+
+def test_the_checkpoint_holds_what_the_disk_check_counts(runs):
+    """verl's save_checkpoint writes the base as FSDP stores it (2 bytes a frozen parameter in 16 bits, 4 in fp32) and
+    AdamW's states of the adapters only: the tensors of the model and optimizer shards are exactly what
+    verlfit.plan.time.checkpoint_bytes counts, plus AdamW's step (one fp32 scalar per adapter tensor)."""
+    for label, frozen, base_bytes in (("p40_bf16", "bfloat16", 2), ("t4_fp16", "bfloat16", 2), ("p40_fp32", None, 4)):
+        saved = runs[label]["checkpoint"]["saved_tensor_bytes"]
+        model, optimizer = saved["model_world_size_1_rank_0.pt"], saved["optim_world_size_1_rank_0.pt"]
+        assert model == base_bytes * BASE + 4 * ADAPTER, label
+        assert optimizer == 8 * ADAPTER + 4 * ADAPTER_TENSORS, label
+        assert model + optimizer == planned_checkpoint_bytes(frozen) + 4 * ADAPTER_TENSORS, label
+
+
 def test_the_p40_upcast_holds_the_root_unit_and_one_decoder_layer_at_a_time(runs):
     upcast = runs["p40_bf16"]["upcast_during_update"]
     assert upcast["units"] == [["Qwen2DecoderLayer", LAYER], ["Qwen2DecoderLayer", LAYER], ["root", ROOT]]

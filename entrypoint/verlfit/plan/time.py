@@ -99,6 +99,7 @@ from verlfit.plan.memory import (
     NF4_BYTES_PER_WEIGHT,
     PlanRequest,
     adapter_parameters,
+    frozen_base_bytes,
     nf4_weights,
     role_lora,
     root_unit_parameters,
@@ -150,9 +151,6 @@ SAVE_BYTES_PER_PARAM = (
     12  # derived: fp32 weights (4) + AdamW exp_avg, exp_avg_sq (8) per parameter of each trained role
 )
 WEIGHT_BYTES_PER_PARAM = 4  # fp32 weights in the checkpoint's model shard
-ADAM_STATE_BYTES_PER_PARAM = (
-    SAVE_BYTES_PER_PARAM - WEIGHT_BYTES_PER_PARAM
-)  # exp_avg, exp_avg_sq of each trained parameter
 LORA_GENERATION_NOTE = (  # LoRA without patch 0023's unwrap_fsdp
     "LoRA generation is not modelled: through FSDP's hooks it measured 7-9x slower than this model's "
     "figure on the H200 "
@@ -780,10 +778,8 @@ def phase_work(request: PlanRequest, inputs: TimeInputs | None = None) -> dict:
         actor_move + optimizer,
     )
     if inputs.save_freq and inputs.save_freq > 0:
-        saved = _saved_bytes(shape.actor_parameters, actor_lora.rank, actor_lora.parameters) + (
-            _saved_bytes(shape.critic_parameters, critic_lora_geometry.rank, critic_lora_geometry.parameters)
-            if request.has_critic
-            else 0
+        saved = checkpoint_bytes(request, "actor", actor_lora.rank) + (
+            checkpoint_bytes(request, "critic", critic_lora_geometry.rank) if request.has_critic else 0
         )
         work["save_checkpoint"] = PhaseWork(save_bytes=saved / request.gpus / inputs.save_freq)
     # patch 0027: adapters outside FSDP have no units: their passes' fixed cost is counted apart
@@ -798,16 +794,26 @@ def checkpoint_bytes(request: PlanRequest, role: str, rank: int | None = None) -
     """Bytes one checkpoint of ``role`` (``"actor"`` or ``"critic"``) writes, all GPUs together.
 
     verl 0.4.1's ``FSDPCheckpointManager.save_checkpoint`` (``verl/utils/checkpoint/fsdp_checkpoint_manager.py``
-    :203-215) saves ``self.model.state_dict()`` and ``self.optimizer.state_dict()``: the whole model's fp32 weights
-    (with LoRA the frozen base too, plus the adapters) and AdamW's two states of each trained parameter (with LoRA
-    only the adapters'). Fully trained: 12 B per parameter; LoRA: 4 B x (base + adapter) + 8 B x adapter
-    (:func:`verlfit.plan.memory.adapter_parameters`). ``rank``: the role's LoRA rank, None = the request's.
+    :203-215) saves ``self.model.state_dict()`` and ``self.optimizer.state_dict()``: the whole model's weights as
+    FSDP stores them and AdamW's two fp32 states of each trained parameter (with LoRA only the adapters'). Fully
+    trained: 12 B per parameter (fp32 weights). LoRA: the frozen base as stored
+    (:func:`verlfit.plan.memory.frozen_base_bytes` on one GPU: 4 B a parameter in fp32, 2 B in 16 bits with patch
+    0026, the layers' Linears packed at :data:`verlfit.plan.memory.NF4_BYTES_PER_WEIGHT` with patch 0028, whose
+    ``nf4_quant_state.safetensors`` holds the constants that figure counts) + 12 B x adapter
+    (:func:`verlfit.plan.memory.adapter_parameters`: fp32 weights and AdamW states). ``rank``: the role's LoRA rank,
+    None = the request's; a rank given for a role the request fully trains counts an fp32 base.
     """
     shape = request.shape
     params = shape.actor_parameters if role == "actor" else shape.critic_parameters
     rank = request.lora_rank_of(role) if rank is None else rank
-    adapter = adapter_parameters(shape, role, rank, request.lora_target_modules) if rank > 0 else 0
-    return _saved_bytes(params, rank, adapter)
+    if rank <= 0:
+        return SAVE_BYTES_PER_PARAM * params
+    adapter = adapter_parameters(shape, role, rank, request.lora_target_modules)
+    if request.lora_rank_of(role) > 0:
+        base = frozen_base_bytes(dataclasses.replace(request, gpus=1), role)
+    else:
+        base = WEIGHT_BYTES_PER_PARAM * params
+    return base + SAVE_BYTES_PER_PARAM * adapter
 
 
 HF_FILES_BYTES = 32 * 1024**2  # a role's huggingface/ config + tokenizer files (under 20 MiB for Qwen2.5's), rounded up
@@ -819,18 +825,22 @@ def checkpoint_disk_bytes(request) -> int:
 
     What verl 0.4.1 writes, per role (actor; critic for PPO): ``FSDPCheckpointManager.save_checkpoint``
     (``verl/utils/checkpoint/fsdp_checkpoint_manager.py:198-215``) saves the role's whole model state dict and its
-    AdamW optimizer state dict, sized by :func:`checkpoint_bytes`: 4 bytes a parameter of fp32
-    weights (verl builds actor and critic in fp32 whatever the compute dtype, ``fsdp_workers.py:216, 905``; with LoRA
-    the frozen base is saved too, plus the adapters) and 8 bytes (``exp_avg`` + ``exp_avg_sq``, fp32) a parameter
-    that has a gradient (every parameter fully trained; with LoRA the adapters only, and for the critic its trained
-    value head, patch 0011: :func:`verlfit.plan.memory.adapter_parameters` of the request's ``lora_rank_of(role)``
-    and ``lora_target_modules``); a small extra state (scheduler, RNG: 15 KB recorded) and the config/tokenizer
-    files under ``huggingface/`` (:data:`HF_FILES_BYTES` a role). A LoRA actor also writes
+    AdamW optimizer state dict, sized by :func:`checkpoint_bytes`: the weights as FSDP stores them (fp32 when fully
+    trained: verl builds actor and critic in fp32 whatever the compute dtype, ``fsdp_workers.py:216, 905``; with
+    LoRA the frozen base as stored, 4, 2 or about 0.52 bytes a parameter, plus the adapters in fp32) and 8 bytes
+    (``exp_avg`` + ``exp_avg_sq``, fp32) a parameter that has a gradient (every parameter fully trained; with LoRA
+    the adapters only, and for the critic its trained value head, patch 0011:
+    :func:`verlfit.plan.memory.adapter_parameters` of the request's ``lora_rank_of(role)`` and
+    ``lora_target_modules``); a small extra state (scheduler, RNG: 15 KB recorded) and the config/tokenizer files
+    under ``huggingface/`` (:data:`HF_FILES_BYTES` a role). A LoRA actor also writes
     ``lora_adapter/adapter_model.safetensors`` (``fsdp_workers.py:775-797``): its adapters once more, 4 bytes a
     parameter (the critic's ``save_checkpoint`` writes no adapter file, ``fsdp_workers.py:1142-1152``).
     Qwen2.5-0.5B, fully trained: 11.1 GiB with PPO (actor and critic 494 M parameters each: the critic keeps the
-    embedding), 5.6 GiB with GRPO. LoRA rank 32, all-linear: Qwen2.5-1.5B PPO 12.5 GiB, Qwen2.5-3B GRPO 12.4 GiB
-    (the device record: "~12 GiB a checkpoint", ``benchmarks/device_run.sh``).
+    embedding), 5.6 GiB with GRPO. LoRA rank 32, all-linear, fp32 base (stock verl, ``--frozen-base-dtype
+    float32``): Qwen2.5-1.5B PPO 12.5 GiB, Qwen2.5-3B GRPO 12.4 GiB (the device record: "~12 GiB a checkpoint",
+    ``benchmarks/device_run.sh``); the profiles' 16-bit base (patch 0026): 6.8 and 6.7 GiB; Qwen2.5-7B GRPO 15.4
+    GiB in 16 bits, 6.4 GiB in NF4 (patch 0028). The tiny model's saved shards hold exactly these bytes
+    (``tests/patches/test_frozen_base.py``, ``test_frozen_base_nf4.py``).
     """
     roles = ("actor", "critic") if request.has_critic else ("actor",)
     total = sum(checkpoint_bytes(request, role) + HF_FILES_BYTES for role in roles)
@@ -838,14 +848,6 @@ def checkpoint_disk_bytes(request) -> int:
     if rank > 0:
         total += WEIGHT_BYTES_PER_PARAM * adapter_parameters(request.shape, "actor", rank, request.lora_target_modules)
     return total
-
-
-def _saved_bytes(params: int, rank: int, adapter: int) -> int:
-    """:func:`checkpoint_bytes` of a role of ``params`` parameters at LoRA ``rank`` (0: fully trained) whose adapters
-    add ``adapter`` parameters."""
-    if rank <= 0:
-        return SAVE_BYTES_PER_PARAM * params
-    return WEIGHT_BYTES_PER_PARAM * (params + adapter) + ADAM_STATE_BYTES_PER_PARAM * adapter
 
 
 # --------------------------------------------------------------------------------------
