@@ -146,6 +146,30 @@ def test_auto_fit_takes_the_nf4_base_for_a_7b_on_a_p40_only_when_nothing_else_fi
     assert status == 0 and plan["request"]["frozen_base_dtype"] == "bfloat16"
 
 
+def test_an_nf4_base_asked_for_where_16_bits_fit_says_so_with_the_16_bit_peak_and_time(capsys):
+    """New-user trial: --frozen-base-dtype nf4 on a model whose 16-bit base fits said nothing of it. The line gives the
+    16-bit plan's peak and step time (as that plan itself reports them) and that NF4 trains a quantisation."""
+    argv = ["--model", "Qwen/Qwen2.5-1.5B-Instruct", "--algo", "grpo", "--emulate", "t4", "--lora-rank", "32"]
+    status, sixteen_bit = _run_plan([*argv, "--frozen-base-dtype", "float16"], capsys)
+    assert status == 0 and sixteen_bit["verdict"] == "fits"
+    status, plan = _run_plan([*argv, "--frozen-base-dtype", "NF4"], capsys)
+    assert status == 0 and plan["request"]["frozen_base_dtype"] == "nf4"
+    peak = sixteen_bit["required_bytes"] / GIB
+    seconds = sixteen_bit["auto_fit"]["speed"][0]["step_s"]
+    assert plan["auto_fit"]["reasons"][-1] == (
+        f"float16 base: fits too (peak {peak:.1f} GiB, {seconds:.1f} s/step on T4) and trains the model's own weights, "
+        "nf4 a 4-bit quantisation of them: leave --frozen-base-dtype nf4 out to use it"
+    )
+    assert (f"{peak:.1f}", f"{seconds:.1f}") == ("12.2", "75.4")
+    # the 7B on the P40 needs it: no such line
+    status, plan = _run_plan(
+        ["--model", "Qwen/Qwen2.5-7B-Instruct", "--algo", "grpo", "--emulate", "p40", "--lora-rank", "32"]
+        + ["--frozen-base-dtype", "nf4"],
+        capsys,
+    )
+    assert status == 0 and not any("fits too" in reason for reason in plan["auto_fit"]["reasons"])
+
+
 def test_no_nf4_fallback_with_the_base_kept_on_several_gpus_or_with_vllm():
     request = _grpo("p40", QWEN_7B, frozen_base_dtype="bfloat16", train_batch_size=64)
     assert fit_memory(request).request.frozen_base_dtype == "nf4"

@@ -16,6 +16,7 @@ from verlfit.errors import VerlfitError
 from verlfit.plan.memory import (
     ALLOCATOR_HEADROOM_BYTES,
     DEFAULT_MARGIN,
+    HALF_PRECISION,
     LORA_SUGGESTED_RANK,
     NF4,
     Plan,
@@ -254,7 +255,7 @@ def auto_fit(
     keep = frozenset(keep)
     first = fit_memory(request, margin, keep)
     if card is None or not first.fits:
-        return first
+        return _with_the_16_bit_base_line(first, request, margin, keep, card, inputs)
     if first.request.frozen_base_dtype != request.frozen_base_dtype:
         # nothing fit without the NF4 base (fit_memory's last resort): the speed pick weighs NF4 configurations only
         request, keep = replace(request, frozen_base_dtype=first.request.frozen_base_dtype), keep | {"frozen_base"}
@@ -288,7 +289,31 @@ def auto_fit(
         gain = 1 - runner[0] / seconds
         why = f" (kept: not {SPEED_PICK_GAIN:.0%} faster, within the estimate's error)" if gain > 0 else ""
         lines.append(f"speed: next, {described[runner[1]]}: {runner[0]:.1f} s/step{why}")
-    return replace(best, reasons=best.reasons + tuple(lines), speed=speed)
+    return _with_the_16_bit_base_line(
+        replace(best, reasons=best.reasons + tuple(lines), speed=speed), request, margin, keep, card, inputs
+    )
+
+
+def _with_the_16_bit_base_line(
+    decision: FitDecision, request: PlanRequest, margin: float, keep: frozenset[str], card, inputs
+) -> FitDecision:
+    """``decision`` with one more reason where the run asked for an NF4 base (``--frozen-base-dtype nf4``, kept) that
+    fits and the profile's 16-bit base (bfloat16; float16 where the run computes in it) fits the same run too: its
+    peak and, with ``card``, its step time as :func:`auto_fit` would choose it, since NF4 trains on a 4-bit
+    quantisation of the model (export merges the adapter into the dequantised base) and is only needed where 16 bits
+    do not fit."""
+    if not decision.fits or request.frozen_base_dtype != NF4 or "frozen_base" not in keep or not request.has_lora:
+        return decision
+    stored = request.dtype if request.dtype in HALF_PRECISION else "bfloat16"
+    sixteen_bit = auto_fit(replace(request, frozen_base_dtype=stored), margin, keep, card, inputs)
+    if not sixteen_bit.fits:
+        return decision
+    speed = f", {sixteen_bit.speed[0][1]:.1f} s/step on {card.name}" if card else ""
+    line = (
+        f"{stored} base: fits too (peak {format_gib(sixteen_bit.plan.required_bytes)}{speed}) and trains the model's "
+        "own weights, nf4 a 4-bit quantisation of them: leave --frozen-base-dtype nf4 out to use it"
+    )
+    return replace(decision, reasons=decision.reasons + (line,))
 
 
 def speed_candidates(request: PlanRequest, keep: frozenset[str] = frozenset()) -> list[dict]:
