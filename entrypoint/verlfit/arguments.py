@@ -144,6 +144,17 @@ def target_modules(text: str) -> str | tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def add_frozen_base_dtype(parser, help_text: str) -> None:
+    """Add ``--frozen-base-dtype`` (one of :data:`FROZEN_BASE_CHOICES`, any case) to ``parser`` (a parser or an
+    argument group) with ``help_text``: train and plan size and run it, doctor checks for it."""
+    parser.add_argument(
+        "--frozen-base-dtype",
+        type=str.lower,  # NF4 as the papers write it
+        choices=FROZEN_BASE_CHOICES,
+        help=help_text,
+    )
+
+
 def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options that size a run, shared by ``verlfit train`` and ``verlfit plan`` so they cannot drift:
     ``--algo --samples --gpus --batch-size --mini-batch-size --micro-batch-size --max-prompt-length
@@ -250,11 +261,9 @@ def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:
         help="the PPO critic's LoRA rank; 0 = a fully trained critic (default: --lora-rank's; refused with "
         "--algo grpo, which has no critic)",
     )
-    lora.add_argument(
-        "--frozen-base-dtype",
-        type=str.lower,  # NF4 as the papers write it
-        choices=FROZEN_BASE_CHOICES,
-        help="how actor and critic store their frozen base weights with LoRA: the profile's 16-bit dtype (bfloat16 "
+    add_frozen_base_dtype(
+        lora,
+        "how actor and critic store their frozen base weights with LoRA: the profile's 16-bit dtype (bfloat16 "
         "on p40 and a10, float16 on t4 and v100: 2 bytes a parameter; patch 0026), float32 (4 bytes, stock verl), "
         "or nf4 (QLoRA, patch 0028: every Linear of the decoder layers in 4 bits through bitsandbytes, about 0.52 "
         "bytes a weight, dequantised to the profile's dtype for each matmul; one GPU and --rollout hf; the adapter "

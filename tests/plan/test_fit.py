@@ -21,14 +21,19 @@ def _need(request, phase):
     return predict(request).phase(phase).total + memory.ALLOCATOR_HEADROOM_BYTES
 
 
-def test_auto_fit_picks_the_largest_actor_micro_batch_that_fits():
-    base = qwen_request(
+def _checkpointed_offloaded_request():
+    """Batch 32, mini-batch 16, checkpointing and both optimizers offloaded: the actor micro-batch is what fits."""
+    return qwen_request(
         train_batch_size=32,
         ppo_mini_batch_size=16,
         gradient_checkpointing=True,
         actor_optimizer_offload=True,
         critic_optimizer_offload=True,
     )
+
+
+def test_auto_fit_picks_the_largest_actor_micro_batch_that_fits():
+    base = _checkpointed_offloaded_request()
     need4 = _need(replace(base, actor_micro_batch_size=4), "actor_update")
     need8 = _need(replace(base, actor_micro_batch_size=8), "actor_update")
     assert need4 < need8
@@ -47,13 +52,7 @@ def test_auto_fit_picks_the_largest_actor_micro_batch_that_fits():
 def test_a_need_just_over_the_budget_is_told_with_the_decimals_that_tell_them_apart():
     """New-user trial: a refusal read "would need 12.6 GiB of 12.6 GiB". A need 0.01 GiB over the budget is printed
     with two decimals (both numbers), and the peak note's required-of-usable the same way."""
-    base = qwen_request(
-        train_batch_size=32,
-        ppo_mini_batch_size=16,
-        gradient_checkpointing=True,
-        actor_optimizer_offload=True,
-        critic_optimizer_offload=True,
-    )
+    base = _checkpointed_offloaded_request()
     need8 = _need(replace(base, actor_micro_batch_size=8), "actor_update")
     budget = need8 - GIB // 100
     assert f"{need8 / GIB:.1f}" == f"{budget / GIB:.1f}"  # the case: alike at one decimal

@@ -9,7 +9,7 @@ import argparse
 import json
 import sys
 
-from verlfit.arguments import FROZEN_BASE_CHOICES, checkpoints_to_keep, rank, timeout_seconds
+from verlfit.arguments import add_frozen_base_dtype, checkpoints_to_keep, rank, timeout_seconds
 from verlfit.checks.result import CheckResult, FAIL, PASS, SKIP, WARN
 from verlfit.hub import NETWORK_TIMEOUT_S
 from verlfit.overrides import parse_user_overrides
@@ -114,11 +114,9 @@ def register(subparsers):
         help="the PPO critic's LoRA rank, for the disk check (default: --lora-rank's, as train; ignored with --algo "
         "grpo)",
     )
-    parser.add_argument(
-        "--frozen-base-dtype",
-        type=str.lower,  # NF4 as the papers write it
-        choices=FROZEN_BASE_CHOICES,
-        help="the LoRA run's frozen base storage, as verlfit train --frozen-base-dtype: nf4 needs bitsandbytes (the "
+    add_frozen_base_dtype(
+        parser,
+        "the LoRA run's frozen base storage, as verlfit train --frozen-base-dtype: nf4 needs bitsandbytes (the "
         "engines check), and the disk check sizes the checkpoint's base as stored: 4 bytes a parameter in float32, 2 "
         "in 16 bits, about 0.52 in nf4 (default: the profile's 16-bit dtype, as train)",
     )
