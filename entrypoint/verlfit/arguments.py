@@ -120,6 +120,8 @@ DEFAULT_SAMPLES = 4  # GRPO responses per prompt when --samples is not given
 DEFAULT_LORA_ALPHA = 16
 DEFAULT_LORA_TARGET_MODULES = "all-linear"
 FROZEN_BASE_CHOICES = ("float32", "bfloat16", "float16", "nf4")  # --frozen-base-dtype (patches 0026, 0028)
+# the short names the README, the patches' verl keys and the papers use, taken for the long ones
+DTYPE_SHORT_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def rank(text: str) -> int:
@@ -144,15 +146,18 @@ def target_modules(text: str) -> str | tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+def dtype_name(text: str) -> str:
+    """``text`` as a dtype choice: lower case (``NF4`` as the papers write it), a short name (:data:`DTYPE_SHORT_NAMES`:
+    ``bf16``) as its long one; argparse's ``choices`` then refuses what is neither."""
+    lowered = text.lower()
+    return DTYPE_SHORT_NAMES.get(lowered, lowered)
+
+
 def add_frozen_base_dtype(parser, help_text: str) -> None:
-    """Add ``--frozen-base-dtype`` (one of :data:`FROZEN_BASE_CHOICES`, any case) to ``parser`` (a parser or an
-    argument group) with ``help_text``: train and plan size and run it, doctor checks for it."""
-    parser.add_argument(
-        "--frozen-base-dtype",
-        type=str.lower,  # NF4 as the papers write it
-        choices=FROZEN_BASE_CHOICES,
-        help=help_text,
-    )
+    """Add ``--frozen-base-dtype`` (one of :data:`FROZEN_BASE_CHOICES`, any case, or a short name: ``bf16``) to
+    ``parser`` (a parser or an argument group) with ``help_text``: train and plan size and run it, doctor checks for
+    it."""
+    parser.add_argument("--frozen-base-dtype", type=dtype_name, choices=FROZEN_BASE_CHOICES, help=help_text)
 
 
 def add_sizing_arguments(parser: argparse.ArgumentParser) -> None:

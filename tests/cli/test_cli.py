@@ -433,3 +433,20 @@ def test_every_named_choice_takes_any_case():
             assert action.type(given) == choice, (command, action.dest, given)
     plan = parser.parse_args(["plan", "--emulate", "P40", "--algo", "GRPO", "--rollout", "HF", "--dtype", "Float32"])
     assert (plan.emulate, plan.algo, plan.rollout, plan.dtype) == ("p40", "grpo", "hf", "float32")
+    # the short dtype names the README and verl's keys write (new-user trial: "bf16 base" in the README, refused)
+    for command in ("plan", "train", "doctor"):
+        for given, taken in (("bf16", "bfloat16"), ("FP16", "float16"), ("fp32", "float32"), ("nf4", "nf4")):
+            assert parser.parse_args([command, "--frozen-base-dtype", given]).frozen_base_dtype == taken
+    assert parser.parse_args(["plan", "--dtype", "BF16"]).dtype == "bfloat16"
+    assert parser.parse_args(["export", "run", "--dtype", "fp16"]).dtype == "float16"
+
+
+def test_a_margin_outside_zero_to_one_says_what_it_is_and_the_fix(capsys):
+    """New-user trial: `plan --margin 2` said only "--margin 2.0 must be in (0, 1]"."""
+    from verlfit import cli
+
+    assert cli.main(["plan", "--emulate", "p40", "--margin", "2"]) == 2
+    assert capsys.readouterr().err.splitlines()[-2:] == [
+        "verlfit: error: --margin 2 must be in (0, 1]: it is the fraction of the usable memory a plan may fill",
+        "  fix: pass a fraction such as --margin 0.9 (the default) or leave it out",
+    ]

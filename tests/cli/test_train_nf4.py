@@ -30,8 +30,9 @@ def test_a_7b_on_a_p40_is_planned_with_the_nf4_base_and_verl_is_told():
         "; frozen base in NF4 (4 bits, patch 0028: the adapter learns against the quantised base)"
     )
     assert (
-        "plan: frozen base in NF4 (patch 0028): with the bfloat16 base, even with every saving on, actor update at "
-        "actor micro-batch 1 would need 22.4 GiB of 20.2 GiB (90% of 22.5 GiB)" in plan.notes
+        "plan: frozen base in NF4 (patch 0028), chosen because the bfloat16 base does not fit: even with every "
+        "saving on, actor update at actor micro-batch 1 would need 22.4 GiB of 20.2 GiB (90% of 22.5 GiB); the adapter "
+        "then learns against a 4-bit quantisation of the model" in plan.notes
     )
 
 

@@ -67,6 +67,19 @@ def test_a_need_just_over_the_budget_is_told_with_the_decimals_that_tell_them_ap
     assert memory.format_gib_against(int(12.6401 * GIB), int(12.6399 * GIB)) == ("12.640 GiB", "12.640 GiB")
     assert memory.format_gib_against(12 * GIB, 12 * GIB) == ("12.0 GiB", "12.0 GiB")
     assert memory.format_gib_against(int(12.64 * GIB), int(20.2 * GIB)) == ("12.6 GiB", "20.2 GiB")
+    assert memory.format_gib_against(int(12.56 * GIB), 14 * GIB, int(12.6 * GIB)) == (
+        "12.56 GiB",
+        "14.00 GiB",
+        "12.60 GiB",
+    )
+    # the peak note: required against the budget (new-user trial: "= 12.6 GiB of 14.0 GiB usable (90%); budget at
+    # 90%: 12.6 GiB" with the verdict tight)
+    plan = predict(replace(base, actor_micro_batch_size=8, gpu_memory_bytes=card))
+    assert plan.verdict == "tight" and f"{plan.required_bytes / GIB:.1f}" == f"{0.9 * card / GIB:.1f}"
+    assert plan.notes[0].endswith(
+        f"= {plan.required_bytes / GIB:.2f} GiB of {card / GIB:.2f} GiB usable (90%); budget at 90%: "
+        f"{0.9 * card / GIB:.2f} GiB"
+    )
 
 
 def test_auto_fit_turns_on_checkpointing_only_when_needed():

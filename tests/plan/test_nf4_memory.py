@@ -123,8 +123,9 @@ def test_auto_fit_takes_the_nf4_base_for_a_7b_on_a_p40_only_when_nothing_else_fi
     assert status == 0 and plan["verdict"] == "fits"
     reasons = plan["auto_fit"]["reasons"]
     assert reasons[0] == (
-        "frozen base in NF4 (patch 0028): with the bfloat16 base, even with every saving on, actor update at actor "
-        "micro-batch 1 would need 22.4 GiB of 20.2 GiB (90% of 22.5 GiB)"
+        "frozen base in NF4 (patch 0028), chosen because the bfloat16 base does not fit: even with every saving on, "
+        "actor update at actor micro-batch 1 would need 22.4 GiB of 20.2 GiB (90% of 22.5 GiB); the adapter then "
+        "learns against a 4-bit quantisation of the model"
     )
     assert reasons[-1].endswith("; LoRA base in nf4, 1076.0 s/step")
     assert plan["request"]["frozen_base_dtype"] == "nf4"

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from verlfit import export
-from verlfit.arguments import positive_number
+from verlfit.arguments import dtype_name, positive_number
 
 
 def checkpoint_step(text: str) -> int | str:
@@ -55,7 +55,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--dtype",
-        type=str.lower,
+        type=dtype_name,
         choices=tuple(export.DTYPES),
         help="dtype of the written weights (default: the checkpoint's, fp32 for verl's FSDP master weights; "
         "bfloat16 halves the size and rounds)",

@@ -11,6 +11,7 @@ import sys
 from verlfit.arguments import (
     SizingOptions,
     add_sizing_arguments,
+    dtype_name,
     frequency,
     memory_gib,
     path_text,
@@ -121,7 +122,7 @@ def register(subparsers):
     for role in ("actor", "critic"):
         for kind in ("param", "optimizer"):
             parser.add_argument(f"--{role}-{kind}-offload", action="store_true", help=f"{role} {kind} offload")
-    parser.add_argument("--dtype", type=str.lower, choices=DTYPES, help="compute dtype (default: the profile's)")
+    parser.add_argument("--dtype", type=dtype_name, choices=DTYPES, help="compute dtype (default: the profile's)")
     parser.add_argument("--rollout", type=str.lower, choices=ROLLOUTS, help="rollout engine (default: the profile's)")
     parser.add_argument(
         "--vllm-gpu-memory-utilization", type=float, help="vLLM's share of the card (default: the profile's)"

@@ -402,7 +402,11 @@ def fit_memory(
     failure = decision.reasons[-1].removeprefix("nothing fits: ")
     return replace(
         quantised,
-        reasons=(f"frozen base in NF4 (patch 0028): with the {stored} base, {failure}",) + quantised.reasons,
+        reasons=(
+            f"frozen base in NF4 (patch 0028), chosen because the {stored} base does not fit: {failure}; the adapter "
+            "then learns against a 4-bit quantisation of the model",
+        )
+        + quantised.reasons,
     )
 
 

@@ -528,12 +528,14 @@ def format_gib(value: int | float) -> str:
     return f"{value / GIB:.1f} GiB"
 
 
-def format_gib_against(value: int | float, limit: int | float) -> tuple[str, str]:
-    """``value`` and ``limit`` bytes as :func:`format_gib` texts, with as many more decimals (up to three) as it
-    takes for two different amounts not to read alike: ``("12.64 GiB", "12.63 GiB")``, not 12.6 of 12.6 GiB."""
+def format_gib_against(value: int | float, *limits: int | float) -> tuple[str, ...]:
+    """``value`` and each of ``limits`` in bytes as :func:`format_gib` texts, all with as many more decimals (up to
+    three) as it takes for ``value`` not to read like a limit it differs from: ``("12.64 GiB", "12.63 GiB")``, not 12.6
+    of 12.6 GiB."""
+    amounts = (value, *limits)
     for decimals in (1, 2, 3):
-        texts = f"{value / GIB:.{decimals}f} GiB", f"{limit / GIB:.{decimals}f} GiB"
-        if texts[0] != texts[1] or value == limit:
+        texts = tuple(f"{amount / GIB:.{decimals}f} GiB" for amount in amounts)
+        if all(text != texts[0] or limit == value for text, limit in zip(texts[1:], limits)):
             break
     return texts
 
@@ -1622,12 +1624,12 @@ def predict(request: PlanRequest, margin: float = DEFAULT_MARGIN) -> Plan:
     window = window_note(request)
     if window:
         notes.append(window)
-    required_text, usable_text = format_gib_against(required, usable)
+    required_text, usable_text, budget_text = format_gib_against(required, usable, margin * usable)
     notes.insert(
         0,
         f"peak: {peak.title} {format_gib(peak.total)} + {format_gib(ALLOCATOR_HEADROOM_BYTES)} allocator "
         f"headroom = {required_text} of {usable_text} usable ({required / usable:.0%}); "
-        f"budget at {margin:.0%}: {format_gib(margin * usable)}",
+        f"budget at {margin:.0%}: {budget_text}",
     )
     return Plan(
         request, tuple(phases), peak, ALLOCATOR_HEADROOM_BYTES, usable, margin, verdict, tuple(notes), reason, lora

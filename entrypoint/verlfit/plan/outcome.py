@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from verlfit.errors import VerlfitError
 from verlfit.plan import time as plan_time
 from verlfit.plan.fit import FitDecision, auto_fit
-from verlfit.plan.memory import Plan, predict
+from verlfit.plan.memory import DEFAULT_MARGIN, Plan, predict
 from verlfit.plan.request import (
     PlanOptions,
     measure_data,
@@ -68,7 +68,11 @@ def make_plan(options: PlanOptions, nvml=None) -> PlanOutcome:
             :func:`resolve_plan_run` and :func:`request_from_options` refuse.
     """
     if not 0 < options.margin <= 1:
-        raise VerlfitError(f"--margin {options.margin} must be in (0, 1]", exit_code=2)
+        raise VerlfitError(
+            f"--margin {options.margin:g} must be in (0, 1]: it is the fraction of the usable memory a plan may fill",
+            fix=f"pass a fraction such as --margin {DEFAULT_MARGIN:g} (the default) or leave it out",
+            exit_code=2,
+        )
     options, data_notes = measure_data(options)
     run = resolve_plan_run(options, nvml)  # the profile, the card (NVML asked once) and the switches
     request, source = request_from_options(options, run=run)
