@@ -374,22 +374,30 @@ def check_sizing(sizing: SizingOptions) -> None:
         else 0
     )
     if sizing.lora_rank == 0 and critic_rank == 0:
-        unused = [
-            flag
-            for flag, value in (
-                ("--lora-alpha", sizing.lora_alpha),
-                ("--lora-target-modules", sizing.lora_target_modules),
-                ("--frozen-base-dtype", sizing.frozen_base_dtype),
-            )
-            if value is not None
-        ]
-        if unused:
-            raise VerlfitError(
-                f"{' and '.join(unused)} without LoRA: every parameter trains, so there is no adapter to "
-                f"apply {'them' if len(unused) > 1 else 'it'} to",
-                fix="add --lora-rank N (e.g. 32), or drop " + " and ".join(unused),
-                exit_code=2,
-            )
+        refuse_lora_options_without_lora(
+            {
+                "--lora-alpha": sizing.lora_alpha,
+                "--lora-target-modules": sizing.lora_target_modules,
+                "--frozen-base-dtype": sizing.frozen_base_dtype,
+            }
+        )
+
+
+def refuse_lora_options_without_lora(options: Mapping[str, Any]) -> None:
+    """Refuse the LoRA ``options`` (flag -> value; None: not given) of a run without LoRA (no rank above 0 on any
+    role), as train, plan and doctor do.
+
+    Raises:
+        VerlfitError (exit status 2): one or more given, named with the fix.
+    """
+    unused = [flag for flag, value in options.items() if value is not None]
+    if unused:
+        raise VerlfitError(
+            f"{' and '.join(unused)} without LoRA: every parameter trains, so there is no adapter to "
+            f"apply {'them' if len(unused) > 1 else 'it'} to",
+            fix="add --lora-rank N (e.g. 32), or drop " + " and ".join(unused),
+            exit_code=2,
+        )
 
 
 def default_mini_batch(batch: int) -> int:

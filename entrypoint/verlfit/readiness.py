@@ -81,7 +81,9 @@ from verlfit.gpu import cuda_visible_gpus, links_among, nccl_environment, query_
 from verlfit.hub import NETWORK_TIMEOUT_S, http_head
 from verlfit.model_shape import load_model_shape
 from verlfit.run_settings import TrainSettings
-from verlfit.plan.request import request_from_settings
+from verlfit.plan.fit import fit_memory
+from verlfit.plan.memory import NF4
+from verlfit.plan.request import frozen_base_storage, request_from_settings
 from verlfit.plan.time import checkpoint_disk_bytes
 from verlfit.profiles import (
     PROFILE_NAMES,
@@ -182,6 +184,8 @@ class DoctorContext:
         rollout, attention: ``--rollout`` / ``--attention`` (None: the profile's), for the engines check.
         frozen_base: a LoRA run's base storage as train planned it (``--frozen-base-dtype``; ``"nf4"`` needs
             bitsandbytes; None: the profile's), for the engines check and the disk check's checkpoint size.
+        frozen_base_planned: ``frozen_base`` is what train's planner would choose (:func:`planned_frozen_base`), not
+            given: the engines line says so.
         find_spec: ``importlib.util.find_spec``-like lookup of a package by name (None: the real one; tests pass fakes).
         environ: environment variables (default ``os.environ``).
         nvml: passed to :func:`verlfit.gpu.query_gpus` (a fake in tests).
@@ -211,6 +215,7 @@ class DoctorContext:
     rollout: str | None = None
     attention: str | None = None
     frozen_base: str | None = None
+    frozen_base_planned: bool = False
     find_spec: Callable | None = None
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     nvml: object | None = None
@@ -631,27 +636,86 @@ def check_environment(ctx: DoctorContext) -> CheckResult:
     return CheckResult("environment", PASS, f"profile {chosen} ({how}); {values}")
 
 
+def run_profile_name(ctx: DoctorContext) -> tuple[str | None, str]:
+    """(the run's profile name, how it was found): ``ctx.profile()`` (``"given"``), else the one train's ``auto`` takes
+    for the GPU of the lowest compute capability (``"chosen by <GPU>"``); (None, "") with neither."""
+    name = ctx.profile()
+    if name and name != "auto":
+        return name, "given"
+    report = ctx.gpu_report()
+    if not report.gpus:
+        return None, ""
+    gpu = min(report.gpus, key=lambda g: g.compute_capability)
+    return profile_for_capability(gpu.compute_capability), f"chosen by {gpu.name}"
+
+
+def _run_settings(ctx: DoctorContext, frozen_base: str | None, rollout: str | None = None) -> TrainSettings:
+    """The run the checks size, as verlfit train's defaults with the doctor's options."""
+    return TrainSettings(
+        model=ctx.model,
+        algorithm=ctx.algorithm,
+        lora_rank=ctx.lora_rank,
+        critic_lora_rank=ctx.critic_lora_rank if ctx.algorithm == "ppo" else None,
+        frozen_base_dtype=frozen_base,
+        rollout=rollout,
+    )
+
+
+def planned_frozen_base(ctx: DoctorContext) -> tuple[str | None, bool]:
+    """(the LoRA base storage the checks should assume, whether verlfit train's planner chose it): ``ctx.frozen_base``
+    as given, checked as train checks it; else, for a LoRA run whose profile and model shape are known, the storage
+    :func:`verlfit.plan.fit.fit_memory` gives the run at train's default sizes on the profile's usable memory (nf4
+    where nothing else fits one GPU with the HF rollout, patch 0028), None for the profile's 16-bit base.
+
+    Raises:
+        VerlfitError (exit status 2): a given storage train refuses (another 16-bit dtype than the profile's; nf4
+            with the vLLM rollout): :func:`verlfit.plan.request.frozen_base_storage`.
+    """
+    name, _ = run_profile_name(ctx)
+    has_lora = ctx.lora_rank > 0 or (ctx.algorithm == "ppo" and (ctx.critic_lora_rank or 0) > 0)
+    if name not in PROFILE_NAMES or not has_lora:
+        return ctx.frozen_base, False
+    try:
+        profile = customize(load_profile(name), rollout=ctx.rollout, attention=ctx.attention)
+    except VerlfitError:  # vLLM on the p40 and the like: the engines check reports it
+        return ctx.frozen_base, False
+    if ctx.frozen_base is not None:
+        frozen_base_storage(_run_settings(ctx, ctx.frozen_base, profile.rollout), profile)
+        return ctx.frozen_base, False
+    try:
+        shape = load_model_shape(ctx.model, hub_cache_lookup=ctx.hub_cache_lookup)
+    except VerlfitError:  # no local config.json: the model check says so
+        return None, False
+    settings = _run_settings(ctx, None, profile.rollout)
+    request = request_from_settings(
+        settings,
+        profile,
+        int(profile.gpu_memory_gib * GIB),
+        shape=shape,
+        switches=run_switches(profile, settings),
+    )
+    chosen = fit_memory(request).request.frozen_base_dtype
+    return (NF4, True) if chosen == NF4 else (None, False)
+
+
 def check_engines(ctx: DoctorContext) -> CheckResult:
     """The profile's rollout and attention, after ``ctx.rollout`` / ``ctx.attention``, against the packages they
     import (:func:`verlfit.checks.engines.missing_engine_packages`). The profile: ``ctx.profile()``, else the GPU's
     (as train's ``auto``)."""
 
-    name = ctx.profile()
-    how = "given"
-    if not name or name == "auto":
-        report = ctx.gpu_report()
-        if not report.gpus:
-            return CheckResult(
-                "engines",
-                SKIP,
-                "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by: the rollout's and "
-                "attention's packages not checked",
-            )
-        gpu = min(report.gpus, key=lambda g: g.compute_capability)
-        name, how = profile_for_capability(gpu.compute_capability), f"chosen by {gpu.name}"
+    name, how = run_profile_name(ctx)
+    if name is None:
+        return CheckResult(
+            "engines",
+            SKIP,
+            "no profile given (VERLFIT_PROFILE, --profile) and no GPU to choose one by: the rollout's and "
+            "attention's packages not checked",
+        )
     # an unknown profile, vLLM on p40, FlashAttention-2 in fp32 raise VerlfitError: run_checks reports its FAIL and fix
     profile = customize(load_profile(name), rollout=ctx.rollout, attention=ctx.attention)
     engines = f"profile {name} ({how}) with rollout {profile.rollout} and attention {profile.attention}"
+    if ctx.frozen_base_planned:
+        engines += f", the LoRA base in {ctx.frozen_base} as verlfit train plans it with its default sizes"
     missing = missing_engine_packages(
         profile.rollout, profile.attention, find_spec=ctx.find_spec, frozen_base=ctx.frozen_base
     )
@@ -788,13 +852,11 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
         )
     # the size depends on the profile only through its 16-bit base dtype: 2 bytes a parameter in every profile
     profile = load_profile(ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0])
-    settings = TrainSettings(
-        model=ctx.model,
-        algorithm=ctx.algorithm,
-        lora_rank=ctx.lora_rank,
-        critic_lora_rank=ctx.critic_lora_rank if ctx.algorithm == "ppo" else None,
-        frozen_base_dtype=ctx.frozen_base,
-    )
+    settings = _run_settings(ctx, ctx.frozen_base)
+    try:
+        frozen_base_storage(settings, profile)
+    except VerlfitError:  # a 16-bit dtype of another profile than the stand-in one: the same 2 bytes a parameter
+        settings = _run_settings(ctx, None)
     request = request_from_settings(settings, profile, 24 * GIB, shape=shape, switches=run_switches(profile, settings))
     return checkpoint_space(
         ctx.checkpoint_dir, checkpoint_disk_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage

@@ -1530,16 +1530,11 @@ def test_engines_fail_an_nf4_run_without_bitsandbytes_and_pass_it_with(world):
 def test_doctor_takes_the_runs_frozen_base_dtype_for_the_engines_and_disk_checks(world):
     """New-user trial: doctor had no --frozen-base-dtype, so only train's own checks found a missing bitsandbytes,
     and the disk check sized an NF4 7B's checkpoint with a 16-bit base. The option as train takes it (any case)."""
-    import json
-
-    args = cli.build_parser().parse_args(
-        ["doctor", "--profile", "p40", "--frozen-base-dtype", "NF4", "--lora-rank", "32", "--algo", "grpo"]
-        + ["--model", "Qwen/Qwen2.5-7B-Instruct", "--run-dir", str(world.tmp / "runs"), "--json"]
-    )
-    out = io.StringIO()
     usage = lambda path: SimpleNamespace(total=0, used=0, free=20 * GIB)  # noqa: E731
-    doctor._run(args, context=context(world, find_spec=without("bitsandbytes"), disk_usage=usage), out=out)
-    checks = {check["name"]: check for check in json.loads(out.getvalue())["checks"]}
+    argv = ["--profile", "p40", "--frozen-base-dtype", "NF4", "--lora-rank", "32", "--algo", "grpo"]
+    checks = _doctor_json(
+        world, [*argv, "--model", "Qwen/Qwen2.5-7B-Instruct"], find_spec=without("bitsandbytes"), disk_usage=usage
+    )
     assert checks["engines"]["status"] == "FAIL"
     assert "needs bitsandbytes for the NF4 frozen base (patch 0028)" in checks["engines"]["message"]
     # 6,872,910,592 bytes a checkpoint: the NF4 base as the p40 profile stores it, the adapters (tests/test_failure.py)
@@ -1547,6 +1542,67 @@ def test_doctor_takes_the_runs_frozen_base_dtype_for_the_engines_and_disk_checks
         "PASS",
         f"20.0 GiB free at {world.tmp}; this run holds 2 checkpoints of 6.4 GiB at once (12.8 GiB)",
     )
+
+
+def _doctor_json(world, argv, **fields):
+    """``verlfit doctor ARGV --json`` against ``context(world, **fields)``: the checks by name."""
+    import json
+
+    args = cli.build_parser().parse_args(["doctor", *argv, "--run-dir", str(world.tmp / "runs"), "--json"])
+    out = io.StringIO()
+    doctor._run(args, context=context(world, **fields), out=out)
+    return {check["name"]: check for check in json.loads(out.getvalue())["checks"]}
+
+
+def test_doctor_checks_the_nf4_base_train_would_plan_for_a_7b_on_a_p40(world):
+    """New-user trial: for a 7B LoRA on the p40 profile train's planner stores the base in NF4 by itself, while doctor
+    checked no bitsandbytes and sized a 16-bit base's checkpoint (15.4 GiB). Now the doctor plans the base as train
+    does at its default sizes; the 3B, whose bf16 base fits, keeps it."""
+    usage = lambda path: SimpleNamespace(total=0, used=0, free=20 * GIB)  # noqa: E731
+    seven_b = ["--profile", "p40", "--lora-rank", "32", "--algo", "grpo", "--model", "Qwen/Qwen2.5-7B-Instruct"]
+    checks = _doctor_json(world, seven_b, find_spec=without("bitsandbytes"), disk_usage=usage)
+    assert checks["engines"]["status"] == "FAIL"
+    assert checks["engines"]["message"].startswith(
+        "profile p40 (given) with rollout hf and attention sdpa, the LoRA base in nf4 as verlfit train plans it with "
+        "its default sizes needs bitsandbytes for the NF4 frozen base (patch 0028);"
+    )
+    assert checks["disk"]["message"].endswith("this run holds 2 checkpoints of 6.4 GiB at once (12.8 GiB)")
+    three_b = [*seven_b[:-1], "Qwen/Qwen2.5-3B-Instruct"]
+    checks = _doctor_json(world, three_b, find_spec=without("bitsandbytes"), disk_usage=usage)
+    assert (checks["engines"]["status"], checks["engines"]["message"]) == (
+        "PASS",
+        "profile p40 (given) with rollout hf and attention sdpa: no vllm or flash_attn needed",
+    )
+    assert checks["disk"]["message"].endswith("this run holds 2 checkpoints of 6.7 GiB at once (13.3 GiB)")
+
+
+@pytest.mark.parametrize(
+    "argv, message, fix",
+    [
+        (
+            ["--frozen-base-dtype", "nf4", "--model", "Qwen/Qwen2.5-7B-Instruct", "--profile", "p40"],
+            "--frozen-base-dtype without LoRA: every parameter trains, so there is no adapter to apply it to",
+            "add --lora-rank N (e.g. 32), or drop --frozen-base-dtype",
+        ),
+        (
+            ["--frozen-base-dtype", "float16", "--profile", "p40", "--lora-rank", "32"],
+            "--frozen-base-dtype float16 with the p40 profile: it stores a LoRA base in bfloat16 (its rollout computes "
+            "with it)",
+            "use --frozen-base-dtype bfloat16, nf4, or float32 (stock verl)",
+        ),
+        (
+            ["--frozen-base-dtype", "nf4", "--profile", "a10", "--lora-rank", "32"],
+            "--frozen-base-dtype nf4 with the vllm rollout: verl hands vLLM the FSDP model's weights, and vLLM cannot "
+            "load bitsandbytes' packed 4-bit ones",
+            "add --rollout hf",
+        ),
+    ],
+)
+def test_doctor_refuses_the_frozen_base_dtypes_train_refuses_with_exit_2(argv, message, fix, capsys):
+    """New-user trial: these were FAILs on the disk line (and the free space went unjudged); train and plan refuse
+    them with exit status 2, and so does doctor now, before any check."""
+    assert cli.main(["doctor", *argv]) == 2
+    assert capsys.readouterr().err.splitlines()[-2:] == [f"verlfit: error: {message}", f"  fix: {fix}"]
 
 
 def test_engines_pass_names_what_they_found_or_that_nothing_is_needed(world):

@@ -9,12 +9,18 @@ import argparse
 import json
 import sys
 
-from verlfit.arguments import add_frozen_base_dtype, checkpoints_to_keep, rank, timeout_seconds
+from verlfit.arguments import (
+    add_frozen_base_dtype,
+    checkpoints_to_keep,
+    rank,
+    refuse_lora_options_without_lora,
+    timeout_seconds,
+)
 from verlfit.checks.result import CheckResult, FAIL, PASS, SKIP, WARN
 from verlfit.hub import NETWORK_TIMEOUT_S
 from verlfit.overrides import parse_user_overrides
 from verlfit.profiles import ATTENTION, PROFILE_NAMES, ROLLOUTS
-from verlfit.readiness import DoctorContext, run_checks
+from verlfit.readiness import DoctorContext, planned_frozen_base, run_checks
 from verlfit.train.reward import data_keys, run_reward_function
 
 
@@ -118,7 +124,8 @@ def register(subparsers):
         parser,
         "the LoRA run's frozen base storage, as verlfit train --frozen-base-dtype: nf4 needs bitsandbytes (the "
         "engines check), and the disk check sizes the checkpoint's base as stored: 4 bytes a parameter in float32, 2 "
-        "in 16 bits, about 0.52 in nf4 (default: the profile's 16-bit dtype, as train)",
+        "in 16 bits, about 0.52 in nf4 (default: what verlfit train's planner chooses at its default sizes on the "
+        "profile's usable memory: the profile's 16-bit dtype, nf4 where nothing else fits one GPU with --rollout hf)",
     )
     parser.add_argument(
         "--timeout",
@@ -151,7 +158,9 @@ def _run(args, context: DoctorContext | None = None, out=None) -> int:
     stdout); return :func:`exit_status`.
 
     Raises:
-        VerlfitError: a malformed override after ``--`` or an unusable ``--reward-function`` (exit status 2).
+        VerlfitError: a malformed override after ``--``, an unusable ``--reward-function``, ``--frozen-base-dtype``
+            without LoRA or one train refuses for the profile (:func:`verlfit.readiness.planned_frozen_base`) (exit
+            status 2).
     """
     out = out or sys.stdout
     ctx = context or DoctorContext()
@@ -161,6 +170,10 @@ def _run(args, context: DoctorContext | None = None, out=None) -> int:
     ctx.algorithm, ctx.keep_checkpoints = args.algo, args.keep_checkpoints
     ctx.lora_rank, ctx.critic_lora_rank = args.lora_rank, args.critic_lora_rank
     ctx.frozen_base = args.frozen_base_dtype or ctx.frozen_base
+    critic_rank = args.lora_rank if args.critic_lora_rank is None else args.critic_lora_rank
+    if args.lora_rank == 0 and (args.algo != "ppo" or critic_rank == 0):
+        refuse_lora_options_without_lora({"--frozen-base-dtype": args.frozen_base_dtype})
+    ctx.frozen_base, ctx.frozen_base_planned = planned_frozen_base(ctx)
 
     overrides = parse_user_overrides(getattr(args, "overrides", None) or [])
     ctx.data_keys = data_keys(overrides.values)
