@@ -171,6 +171,24 @@ def test_an_nf4_base_asked_for_where_16_bits_fit_says_so_with_the_16_bit_peak_an
     assert status == 0 and not any("fits too" in reason for reason in plan["auto_fit"]["reasons"])
 
 
+def test_where_no_single_change_fits_the_nf4_base_is_offered_with_the_changes_that_fit_beside_it(capsys):
+    """New-user trial: a Qwen2.5-14B GRPO LoRA on the T4 got "no single change found that fits (not even LoRA rank
+    1)", yet with --frozen-base-dtype nf4 the refusal offered three changes that fit: now offered as pairs."""
+    argv = ["--model", "Qwen/Qwen2.5-14B-Instruct", "--algo", "grpo", "--emulate", "t4", "--lora-rank", "32"]
+    status, plan = _run_plan(argv, capsys)
+    assert status == 1 and plan["auto_fit"]["fits"] is False
+    status, quantised = _run_plan([*argv, "--frozen-base-dtype", "nf4"], capsys)
+    assert quantised["auto_fit"]["suggestion"] == (
+        "smallest changes that would fit, each on its own: --lora-rank 29 (from 32); --max-prompt-length 352 (from "
+        "512); --max-response-length 96 (from 256)"
+    )
+    assert plan["auto_fit"]["suggestion"] == (
+        "no single change fits; --frozen-base-dtype nf4 (QLoRA: the layers' Linears in 4 bits; the adapter learns "
+        "against the quantised base) fits together with one of: --lora-rank 29 (from 32); --max-prompt-length 352 "
+        "(from 512); --max-response-length 96 (from 256)"
+    )
+
+
 def test_no_nf4_fallback_with_the_base_kept_on_several_gpus_or_with_vllm():
     request = _grpo("p40", QWEN_7B, frozen_base_dtype="bfloat16", train_batch_size=64)
     assert fit_memory(request).request.frozen_base_dtype == "nf4"

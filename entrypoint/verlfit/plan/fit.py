@@ -501,7 +501,42 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     A fully trained actor (or PPO critic) is offered LoRA at rank :data:`LORA_SUGGESTED_RANK` (the adapter's
     size barely depends on the rank: what LoRA saves is the base's gradients, AdamW states and the reference model);
     a LoRA rank too large for the card is offered the largest smaller rank that fits (``--lora-rank``, and
-    ``--critic-lora-rank`` for a critic rank set apart)."""
+    ``--critic-lora-rank`` for a critic rank set apart). Where no single change fits a LoRA run whose base is not in
+    NF4, the changes that fit with the NF4 base (one GPU, the HF rollout) are offered beside it, as pairs."""
+    options = _single_changes(request, margin, keep)
+    if options:
+        options.sort(key=lambda item: item[0])
+        return "smallest changes that would fit, each on its own: " + "; ".join(text for _, text in options)
+    r = request
+    if r.has_lora and r.frozen_base_dtype != NF4:
+        quantised = replace(r, rollout="hf", gpus=1, frozen_base_dtype=NF4)
+        paired = sorted(_single_changes(quantised, margin, frozenset(keep) | {"frozen_base"}), key=lambda i: i[0])
+        if paired:
+            flag = _nf4_flag(r)
+            return (
+                f"no single change fits; {flag} (QLoRA: the layers' Linears in 4 bits; the adapter learns against "
+                "the quantised base) fits together with one of: " + "; ".join(text for _, text in paired)
+            )
+    return (
+        "no single change found that fits"
+        + (" (not even LoRA rank 1)" if r.has_lora else "")
+        + ": use a smaller model or a card with more memory"
+    )
+
+
+def _nf4_flag(request: PlanRequest) -> str:
+    """The options that put ``request``'s LoRA base in NF4: ``--frozen-base-dtype nf4``, with ``--rollout hf`` and
+    ``--gpus 1`` where the run has vLLM or several GPUs (patch 0028 runs on neither)."""
+    return (
+        "--frozen-base-dtype nf4"
+        + (" --rollout hf" if request.rollout != "hf" else "")
+        + (" --gpus 1" if request.gpus > 1 else "")
+    )
+
+
+def _single_changes(request: PlanRequest, margin: float, keep: frozenset[str]) -> list[tuple[float, str]]:
+    """:func:`smallest_change`'s search: (relative size of the change, the change as options) for each single
+    setting change that makes ``request`` fit fully saved, unsorted."""
     r = request
     options: list[tuple[float, str]] = []
     if "micro_batches" in keep:
@@ -649,11 +684,7 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     if r.has_lora and r.frozen_base_dtype != NF4:
         hf = replace(r, rollout="hf", gpus=1)
         if _fits_fully_saved(replace(hf, frozen_base_dtype=NF4), margin, keep):
-            flag = (
-                "--frozen-base-dtype nf4"
-                + (" --rollout hf" if r.rollout != "hf" else "")
-                + (" --gpus 1" if r.gpus > 1 else "")
-            )
+            flag = _nf4_flag(r)
             where = ", which runs on one GPU" if r.gpus > 1 else ""
             options.append(
                 (
@@ -662,14 +693,7 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
                     "base)",
                 )
             )
-    if not options:
-        return (
-            "no single change found that fits"
-            + (" (not even LoRA rank 1)" if r.has_lora else "")
-            + ": use a smaller model or a card with more memory"
-        )
-    options.sort(key=lambda item: item[0])
-    return "smallest changes that would fit, each on its own: " + "; ".join(text for _, text in options)
+    return options
 
 
 def fit_for_train(
