@@ -444,3 +444,21 @@ def test_a_rollout_micro_batch_given_to_plan_is_kept_by_auto_fit(capsys):
     assert status == 0
     assert "  chosen: actor micro-batch 4, log-prob 8, critic 16, rollout 4 prompts; gradient checkpointing" in out.out
     assert "rollout: 4 prompts x 1 per generate call = 4 sequences of 768 tokens" in out.out
+
+
+def test_where_nothing_fits_the_configuration_shown_is_not_called_chosen(capsys):
+    """New-user trial: "auto-fit: nothing fits" was followed by "chosen: actor micro-batch 1, ...": the table shows
+    the most saving configuration tried, and the line now says so."""
+    from verlfit import cli
+
+    argv = ["plan", "--emulate", "p40", "--model", "Qwen/Qwen2.5-3B-Instruct", "--lora-rank", "32"]
+    assert cli.main([*argv, "--critic-lora-rank", "0"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "auto-fit: nothing fits"
+    assert [line for line in lines if "chosen" in line] == [
+        "  nothing chosen; the most saving configuration tried, in the table below: actor micro-batch 1, log-prob 1, "
+        "critic 1, rollout 1 prompt; gradient checkpointing on; offload: actor optimizer, critic param, critic "
+        "optimizer; LoRA base in bfloat16"
+    ]
+    assert cli.main(argv) == 0
+    assert any(line.startswith("  chosen: actor micro-batch ") for line in capsys.readouterr().out.splitlines())

@@ -112,12 +112,14 @@ def render_table(plan: Plan, console=None) -> None:
 OFFLOAD_FIELDS = ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload")
 
 
-def chosen_line(request) -> str:
+def chosen_line(request, fits: bool = True) -> str:
     """The auto-fit's choice for ``request`` (a :class:`verlfit.plan.memory.PlanRequest`) in one line: micro-batches,
-    rollout prompts per call (HF), gradient checkpointing, offload and the LoRA base's storage dtype."""
+    rollout prompts per call (HF), gradient checkpointing, offload and the LoRA base's storage dtype; where nothing
+    fits (``fits`` False) the most saving configuration tried, which the table then shows, said as such."""
     r = request
+    label = "chosen" if fits else "nothing chosen; the most saving configuration tried, in the table below"
     return (
-        f"  chosen: actor micro-batch {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
+        f"  {label}: actor micro-batch {r.actor_micro_batch_size}, log-prob {r.log_prob_micro_batch_size}"
         + (f", critic {r.critic_micro_batch_size}" if r.has_critic else "")
         + (
             f", rollout {r.rollout_prompts_per_call} prompt{'' if r.rollout_prompts_per_call == 1 else 's'}"
@@ -215,7 +217,7 @@ def render_outcome(outcome: PlanOutcome, console) -> None:
             say(f"  {line}")
         if decision.suggestion:
             say(f"  {decision.suggestion}")
-        say(chosen_line(decision.request))
+        say(chosen_line(decision.request, decision.fits))
     render_table(plan, console)
     say(f"card: {outcome.card_source}")
     options = outcome.options
