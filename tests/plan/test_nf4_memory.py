@@ -171,22 +171,67 @@ def test_an_nf4_base_asked_for_where_16_bits_fit_says_so_with_the_16_bit_peak_an
     assert status == 0 and not any("fits too" in reason for reason in plan["auto_fit"]["reasons"])
 
 
-def test_where_no_single_change_fits_the_nf4_base_is_offered_with_the_changes_that_fit_beside_it(capsys):
-    """New-user trial: a Qwen2.5-14B GRPO LoRA on the T4 got "no single change found that fits (not even LoRA rank
-    1)", yet with --frozen-base-dtype nf4 the refusal offered three changes that fit: now offered as pairs."""
+def test_where_no_single_change_fits_the_16_bit_base_the_changes_that_fit_with_nf4_are_offered(capsys):
+    """New-user trials: a Qwen2.5-14B GRPO LoRA on the T4 got "no single change found that fits (not even LoRA rank
+    1)", yet --lora-rank 29 alone fits, the planner then taking NF4 itself: offered as single changes, saying so.
+    With the base's storage given (fp16), NF4 is a second change: offered as pairs."""
     argv = ["--model", "Qwen/Qwen2.5-14B-Instruct", "--algo", "grpo", "--emulate", "t4", "--lora-rank", "32"]
+    changes = "--lora-rank 29 (from 32); --max-prompt-length 352 (from 512); --max-response-length 96 (from 256)"
     status, plan = _run_plan(argv, capsys)
     assert status == 1 and plan["auto_fit"]["fits"] is False
-    status, quantised = _run_plan([*argv, "--frozen-base-dtype", "nf4"], capsys)
-    assert quantised["auto_fit"]["suggestion"] == (
-        "smallest changes that would fit, each on its own: --lora-rank 29 (from 32); --max-prompt-length 352 (from "
-        "512); --max-response-length 96 (from 256)"
-    )
     assert plan["auto_fit"]["suggestion"] == (
-        "no single change fits; --frozen-base-dtype nf4 (QLoRA: the layers' Linears in 4 bits; the adapter learns "
-        "against the quantised base) fits together with one of: --lora-rank 29 (from 32); --max-prompt-length 352 "
-        "(from 512); --max-response-length 96 (from 256)"
+        "smallest changes that would fit, each on its own, with the base then in nf4 (the planner's last resort; the "
+        f"adapter learns against a 4-bit quantisation of the model): {changes}"
     )
+    status, kept = _run_plan([*argv, "--frozen-base-dtype", "fp16"], capsys)
+    assert kept["auto_fit"]["suggestion"] == (
+        "no single change fits; --frozen-base-dtype nf4 (QLoRA: the layers' Linears in 4 bits; the adapter learns "
+        f"against the quantised base) fits together with one of: {changes}"
+    )
+    # each offered change fits as offered
+    for change in (["--lora-rank", "29"], ["--max-prompt-length", "352"], ["--max-response-length", "96"]):
+        status, changed = _run_plan([*argv, *change], capsys)
+        assert (status, changed["request"]["frozen_base_dtype"]) == (0, "nf4"), change
+        status, changed = _run_plan([*argv, *change, "--frozen-base-dtype", "nf4"], capsys)
+        assert status == 0, change
+
+
+@pytest.mark.parametrize(
+    "argv, offered, then",
+    [
+        (
+            ["--model", "Qwen/Qwen2.5-7B-Instruct", "--emulate", "p40", "--algo", "grpo"],
+            "--lora-rank 32 (LoRA: the base weights freeze, only adapters train, with no gradients or AdamW states for "
+            "the base and no separate reference model; the planner then stores the base in nf4 itself: the adapter "
+            "learns against a 4-bit quantisation)",
+            ["--lora-rank", "32"],
+        ),
+        (
+            ["--model", "Qwen/Qwen2.5-7B-Instruct", "--emulate", "a10", "--algo", "grpo"],
+            "--lora-rank 32 --rollout hf (LoRA: the base weights freeze, only adapters train, with no gradients or "
+            "AdamW states for the base and no separate reference model)",
+            ["--lora-rank", "32", "--rollout", "hf"],
+        ),
+        (
+            ["--model", "Qwen/Qwen2.5-1.5B-Instruct", "--emulate", "t4", "--algo", "ppo"],
+            "--lora-rank 32 (LoRA: the base weights freeze, only adapters train, with no gradients or AdamW states for "
+            "the base)",
+            ["--lora-rank", "32"],
+        ),
+    ],
+)
+def test_full_fine_tuning_that_does_not_fit_is_offered_lora_with_the_base_train_would_store(
+    argv, offered, then, capsys
+):
+    """New-user trial: a full fine-tuning that does not fit was told to use a smaller model where LoRA fits: the
+    LoRA trial kept an fp32 base, where train stores the profile's 16 bits (or NF4, its last resort), and never
+    tried the HF rollout beside vLLM's second copy. The offered change fits as offered."""
+    status, plan = _run_plan(argv, capsys)
+    assert (
+        status == 1 and plan["auto_fit"]["suggestion"] == f"smallest changes that would fit, each on its own: {offered}"
+    )
+    status, changed = _run_plan([*argv, *then], capsys)
+    assert status == 0 and changed["auto_fit"]["fits"] is True
 
 
 def test_no_nf4_fallback_with_the_base_kept_on_several_gpus_or_with_vllm():

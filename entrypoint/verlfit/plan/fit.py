@@ -304,7 +304,7 @@ def _with_the_16_bit_base_line(
     do not fit."""
     if not decision.fits or request.frozen_base_dtype != NF4 or "frozen_base" not in keep or not request.has_lora:
         return decision
-    stored = request.dtype if request.dtype in HALF_PRECISION else "bfloat16"
+    stored = sixteen_bit_base(request)
     sixteen_bit = auto_fit(replace(request, frozen_base_dtype=stored), margin, keep, card, inputs)
     if not sixteen_bit.fits:
         return decision
@@ -499,10 +499,13 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     """Search single-setting changes that make ``request`` fit fully saved; return them as a
     message, the smallest relative change first. Lengths are searched in steps of 32 tokens.
     A fully trained actor (or PPO critic) is offered LoRA at rank :data:`LORA_SUGGESTED_RANK` (the adapter's
-    size barely depends on the rank: what LoRA saves is the base's gradients, AdamW states and the reference model);
+    size barely depends on the rank: what LoRA saves is the base's gradients, AdamW states and the reference model),
+    tried with the base train would store (:func:`sixteen_bit_base`, then beside ``--rollout hf``, then NF4 where
+    :func:`fit_memory` falls back to it);
     a LoRA rank too large for the card is offered the largest smaller rank that fits (``--lora-rank``, and
     ``--critic-lora-rank`` for a critic rank set apart). Where no single change fits a LoRA run whose base is not in
-    NF4, the changes that fit with the NF4 base (one GPU, the HF rollout) are offered beside it, as pairs."""
+    NF4, the changes that fit with the NF4 base (one GPU, the HF rollout) are offered: as single changes where the
+    planner would take NF4 itself (:func:`nf4_fallback_allowed`), else as pairs with ``--frozen-base-dtype nf4``."""
     options = _single_changes(request, margin, keep)
     if options:
         options.sort(key=lambda item: item[0])
@@ -511,17 +514,29 @@ def smallest_change(request: PlanRequest, margin: float = DEFAULT_MARGIN, keep: 
     if r.has_lora and r.frozen_base_dtype != NF4:
         quantised = replace(r, rollout="hf", gpus=1, frozen_base_dtype=NF4)
         paired = sorted(_single_changes(quantised, margin, frozenset(keep) | {"frozen_base"}), key=lambda i: i[0])
-        if paired:
-            flag = _nf4_flag(r)
+        changes = "; ".join(text for _, text in paired)
+        if paired and nf4_fallback_allowed(r, frozenset(keep)):
+            # the planner takes NF4 itself once one of these makes it fit: each is a single change
             return (
-                f"no single change fits; {flag} (QLoRA: the layers' Linears in 4 bits; the adapter learns against "
-                "the quantised base) fits together with one of: " + "; ".join(text for _, text in paired)
+                f"smallest changes that would fit, each on its own, with the base then in nf4 (the planner's last "
+                f"resort; the adapter learns against a 4-bit quantisation of the model): {changes}"
+            )
+        if paired:
+            return (
+                f"no single change fits; {_nf4_flag(r)} (QLoRA: the layers' Linears in 4 bits; the adapter learns "
+                f"against the quantised base) fits together with one of: {changes}"
             )
     return (
         "no single change found that fits"
         + (" (not even LoRA rank 1)" if r.has_lora else "")
         + ": use a smaller model or a card with more memory"
     )
+
+
+def sixteen_bit_base(request: PlanRequest) -> str:
+    """The profile's 16-bit dtype for a LoRA base (patch 0026), read from the run's compute dtype: float16 where the
+    run computes in it (the t4 and v100 profiles), else bfloat16 (p40, a10), as the profiles' ``frozen_base_dtype``."""
+    return request.dtype if request.dtype in HALF_PRECISION else "bfloat16"
 
 
 def _nf4_flag(request: PlanRequest) -> str:
@@ -615,21 +630,31 @@ def _single_changes(request: PlanRequest, margin: float, keep: frozenset[str]) -
                 break
     if r.lora_rank == 0 or (r.has_critic and r.lora_rank_of("critic") == 0):
         # LoRA on every role that trains fully (the critic follows the actor's rank unless it was set apart)
+        # the base as train stores a LoRA base it was not told about: the profile's 16 bits, else NF4 where nothing
+        # else fits one GPU with the HF rollout (fit_memory's last resort), with --rollout hf where that is the rest
         lora = replace(
             r,
             lora_rank=r.lora_rank or LORA_SUGGESTED_RANK,
             critic_lora_rank=None if r.critic_lora_rank is None or r.critic_lora_rank == 0 else r.critic_lora_rank,
+            frozen_base_dtype=r.frozen_base_dtype if r.has_lora else sixteen_bit_base(r),
         )
-        if _fits_fully_saved(lora, margin, keep):
-            flag = f"--lora-rank {LORA_SUGGESTED_RANK}" if r.lora_rank == 0 else f"--critic-lora-rank {r.lora_rank}"
-            options.append(
-                (
-                    1.0,
-                    f"{flag} (LoRA: the base weights freeze, only adapters train, with no gradients or "
-                    "AdamW states for the "
-                    f"base{' and no separate reference model' if r.has_reference and r.lora_rank == 0 else ''})",
-                )
-            )
+        flag = f"--lora-rank {LORA_SUGGESTED_RANK}" if r.lora_rank == 0 else f"--critic-lora-rank {r.lora_rank}"
+        why = (
+            "LoRA: the base weights freeze, only adapters train, with no gradients or AdamW states for the "
+            f"base{' and no separate reference model' if r.has_reference and r.lora_rank == 0 else ''}"
+        )
+        storage_kept = "frozen_base" in keep and r.has_lora
+        hf_flag = " --rollout hf" if r.rollout != "hf" else ""
+        trials = [(lora, "", "")]
+        if hf_flag:
+            trials.append((replace(lora, rollout="hf"), hf_flag, ""))
+        if not storage_kept and r.gpus == 1:
+            nf4 = "; the planner then stores the base in nf4 itself: the adapter learns against a 4-bit quantisation"
+            trials.append((replace(lora, rollout="hf", frozen_base_dtype=NF4), hf_flag, nf4))
+        for trial, extra, base in trials:
+            if _fits_fully_saved(trial, margin, keep):
+                options.append((1.0, f"{flag}{extra} ({why}{base})"))
+                break
     # a LoRA rank too large for the card (an adapter grows with the rank: rank x (inputs + outputs) per Linear):
     # the largest smaller rank that fits, for the actor (with the critic when it follows) and for a critic set apart
     # (a critic at the actor's rank follows it: train's --lora-rank alone sets both)
