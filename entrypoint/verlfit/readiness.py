@@ -69,6 +69,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from verlfit import gsm8k
+from verlfit.arguments import refuse_lora_options_without_lora
 from verlfit.checks.data_folder import check_data_folder, datasets_cache_folder
 from verlfit.checks.disk import GIB, checkpoint_space, checkpoints_held, existing_parent
 from verlfit.checks.engines import ENGINE_PACKAGES, missing_engine_packages
@@ -668,12 +669,15 @@ def planned_frozen_base(ctx: DoctorContext) -> tuple[str | None, bool]:
     where nothing else fits one GPU with the HF rollout, patch 0028), None for the profile's 16-bit base.
 
     Raises:
-        VerlfitError (exit status 2): a given storage train refuses (another 16-bit dtype than the profile's; nf4
-            with the vLLM rollout): :func:`verlfit.plan.request.frozen_base_storage`.
+        VerlfitError (exit status 2): a given storage train refuses: without LoRA
+            (:func:`verlfit.arguments.refuse_lora_options_without_lora`), another 16-bit dtype than the profile's, nf4
+            with the vLLM rollout (:func:`verlfit.plan.request.frozen_base_storage`).
     """
+    if not _run_settings(ctx, ctx.frozen_base).has_lora:
+        refuse_lora_options_without_lora({"--frozen-base-dtype": ctx.frozen_base})
+        return ctx.frozen_base, False
     name, _ = run_profile_name(ctx)
-    has_lora = ctx.lora_rank > 0 or (ctx.algorithm == "ppo" and (ctx.critic_lora_rank or 0) > 0)
-    if name not in PROFILE_NAMES or not has_lora:
+    if name not in PROFILE_NAMES:
         return ctx.frozen_base, False
     try:
         profile = customize(load_profile(name), rollout=ctx.rollout, attention=ctx.attention)

@@ -86,3 +86,8 @@ class TrainSettings:
     def effective_critic_lora_rank(self) -> int:
         """The PPO critic's LoRA rank: ``critic_lora_rank``, or the actor's ``lora_rank`` when it is None."""
         return self.lora_rank if self.critic_lora_rank is None else self.critic_lora_rank
+
+    @property
+    def has_lora(self) -> bool:
+        """Whether a role trains adapters: the actor (``lora_rank`` above 0), or the PPO critic at its rank."""
+        return self.lora_rank > 0 or (self.algorithm == "ppo" and self.effective_critic_lora_rank > 0)

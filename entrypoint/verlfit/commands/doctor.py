@@ -13,7 +13,6 @@ from verlfit.arguments import (
     add_frozen_base_dtype,
     checkpoints_to_keep,
     rank,
-    refuse_lora_options_without_lora,
     timeout_seconds,
 )
 from verlfit.checks.result import CheckResult, FAIL, PASS, SKIP, WARN
@@ -170,9 +169,6 @@ def _run(args, context: DoctorContext | None = None, out=None) -> int:
     ctx.algorithm, ctx.keep_checkpoints = args.algo, args.keep_checkpoints
     ctx.lora_rank, ctx.critic_lora_rank = args.lora_rank, args.critic_lora_rank
     ctx.frozen_base = args.frozen_base_dtype or ctx.frozen_base
-    critic_rank = args.lora_rank if args.critic_lora_rank is None else args.critic_lora_rank
-    if args.lora_rank == 0 and (args.algo != "ppo" or critic_rank == 0):
-        refuse_lora_options_without_lora({"--frozen-base-dtype": args.frozen_base_dtype})
     ctx.frozen_base, ctx.frozen_base_planned = planned_frozen_base(ctx)
 
     overrides = parse_user_overrides(getattr(args, "overrides", None) or [])

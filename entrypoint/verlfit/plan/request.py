@@ -175,8 +175,7 @@ def frozen_base_storage(settings, profile) -> str | None:
             rollout), naming the profile's; ``nf4`` on several GPUs or with the vLLM rollout
             (:func:`check_nf4_base`).
     """
-    critic_rank = settings.effective_critic_lora_rank
-    if settings.lora_rank <= 0 and (settings.algorithm != "ppo" or critic_rank <= 0):
+    if not settings.has_lora:
         return None
     wanted = settings.frozen_base_dtype or profile.frozen_base_dtype
     if wanted == "float32":
