@@ -637,12 +637,12 @@ def stage_learn_data(device: Device) -> None:
     learn_data(device)
 
 
-def stage_export_eval(device: Device) -> None:
-    # The learning check's final checkpoint as a Hugging Face model, scored against the model it started from on the
-    # 256 held-out problems its validation used (same greedy decoding, same strict score, fp32 + SDPA from the run's
-    # p40 profile, responses <= 128 tokens from the run's settings). On 2026-11-29 learn-grpo-lr1e-5 validated at 0.320
-    # (step 0) and 0.520 (step 200): eval should agree within noise (about +-0.03 for one accuracy on 256 rows).
-    name = setting("EXPORT_RUN", "learn-grpo-lr1e-5")
+def export_against_validation(device: Device, name: str) -> None:
+    """Learning-check run NAME's last checkpoint as a Hugging Face model (``verlfit export``), scored by ``verlfit
+    eval`` against learn's SFT-warmed small model it started from (``--compare``) on the 256 held-out problems the
+    run's validation used (same greedy decoding, same strict score, the run's profile, its response length): the
+    comparison in ``$RUNS/NAME.eval.json``, the report's validation and eval lines in the log. The run must save its
+    last step (``--save-freq 200``). Agreement is within noise: about +-0.03 for one accuracy on 256 rows."""
     small, run = device.work / "small-sft", device.runs / name
     step = read_text(run / "checkpoints" / "latest_checkpointed_iteration.txt", "none")
     device.log(f"export_eval {name}: verlfit export (checkpoint of step {step}), then verlfit eval --compare {small}")
@@ -656,6 +656,12 @@ def stage_export_eval(device: Device) -> None:
     if device.verlfit("report", str(run), output=Path(os.devnull)).returncode == 0:
         summary = read_text(run / "report" / "summary.txt", "").splitlines()
         device.record([line for line in summary if line.startswith(("validation ", "eval "))])
+
+
+def stage_export_eval(device: Device) -> None:
+    # stage learn's run EXPORT_RUN (default learn-grpo-lr1e-5; fp32 + SDPA from the run's p40 profile, responses <= 128
+    # tokens). On 2026-11-29 learn-grpo-lr1e-5 validated at 0.320 (step 0) and 0.520 (step 200).
+    export_against_validation(device, setting("EXPORT_RUN", "learn-grpo-lr1e-5"))
 
 
 def stage_graph_memory(device: Device) -> None:
@@ -926,13 +932,23 @@ def stage_lora16(device: Device) -> None:
     # adapter off) is that rounding, while the float32 run keeps the weights as saved.
     learn_data(device)
     jobs = []
-    checks = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "50"), "--save-freq", "-1")
+    # each run saves its last step, exported and scored against its own validation once it ends (issue 46 item 4:
+    # the merged model differs from the trained one by the base's rounding, bf16's or NF4's)
+    checks = ("--skip-checks", "--test-freq", setting("LEARN_TEST_FREQ", "50"), "--save-freq", "200")
     for base in words(setting("LORA16_LEARN_BASES", "bfloat16 float32")):
         if base not in ("bfloat16", "float32", "nf4"):  # nf4: issue 46's learning check (patch 0028)
             device.log(f"lora16: LORA16_LEARN_BASES has '{base}'; write some of bfloat16, float32 and nf4")
             continue
         adapter = (*words("--lora-rank 32 --lora-alpha 32"), "--frozen-base-dtype", base)
-        run = learning_check(device, f"lora16-learn-grpo-{base}", "grpo", "1e-4", adapter=adapter, checks=checks)
+        run = learning_check(
+            device,
+            f"lora16-learn-grpo-{base}",
+            "grpo",
+            "1e-4",
+            adapter=adapter,
+            checks=checks,
+            after=export_against_validation,
+        )
         jobs.append(partial(start, device, run))
 
     def targets_then_speed() -> None:
@@ -1465,7 +1481,8 @@ STAGES = (
         "(NAME.plan) then 3 steps on random weights made here (Qwen3-4B GRPO --emulate t4, Qwen2.5-3B PPO --emulate "
         "p40, Qwen2.5-7B GRPO --emulate a10 --rollout hf --attention sdpa; batch 16, 512/256, rank 32), the 7B's plan "
         "on a P40; and learn_lora's GRPO learning check (lr 1e-4, 200 steps, validation every LEARN_TEST_FREQ, "
-        "default 50) with the base in bf16 and in fp32 (LORA16_LEARN_BASES); once the targets end, (c) the speed pick "
+        "default 50) with the base in bf16 and in fp32 (LORA16_LEARN_BASES), each exported and scored against its "
+        "validation as export_eval does; once the targets end, (c) the speed pick "
         "(lora16_speed). Needs setup first (the 0.5B's tokenizer, GSM8K); ~9 minutes on an H200 without (c) "
         "(LORA16_SPEED=0), (c) adds ~4",
     ),

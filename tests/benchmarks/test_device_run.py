@@ -1075,8 +1075,21 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
     learn = (
         f"--emulate p40 --algo grpo --model {work}/small-sft --data {work}/synthetic --steps 200 --batch-size 64 "
         "--max-prompt-length 256 --max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 "
-        "--frozen-base-dtype {base} --skip-checks --test-freq 50 --save-freq -1"
+        "--frozen-base-dtype {base} --skip-checks --test-freq 50 --save-freq 200"
     )
+
+    def learned(base):
+        # the run, then its last checkpoint exported and scored against the model it started from on the rows its
+        # validation used (no checkpoint is saved here: the step reads "none"), then its report
+        run = f"{runs}/lora16-learn-grpo-{base}"
+        return [
+            f"-m verlfit train --run-dir {run} " + learn.format(base=base),
+            f"-m verlfit export {run} --force",
+            f"-m verlfit eval {run}/export/global_step_none --data {work}/synthetic --limit 256 --batch-size 64 "
+            f"--compare {work}/small-sft --output {run}/eval/global_step_none-test",
+            f"-m verlfit report {run}",
+        ]
+
     gsm8k = f"--data {work}/gsm8k"
     expected = [
         *(f"-m verlfit plan --model {work}/{shape}-random --auto-fit {words}" for shape, words in targets.values()),
@@ -1085,10 +1098,8 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
             for name, (shape, words) in targets.items()
         ),
         f"-m verlfit plan --model {work}/qwen2.5-7b-random --emulate p40 --algo grpo {size} --auto-fit",
-        *(
-            f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-{base} " + learn.format(base=base)
-            for base in ("bfloat16", "float32")
-        ),
+        *learned("bfloat16"),
+        *learned("float32"),
     ]
     # (c) after the targets, one after the other: the speed pick's choice, then the memory-first one
     speed = "--emulate p40 --lora-rank 32 --batch-size 32 --max-prompt-length 512 --max-response-length 256"
@@ -1117,14 +1128,12 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
     (tmp_path / "calls").unlink()
     env.update(LORA16_LEARN_BASES="bfloat16", LORA16_SPEED="1", LORA16_PARTS="learn")
     subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
-    learn_bf16 = f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-bfloat16 " + learn.format(base="bfloat16")
-    assert (tmp_path / "calls").read_text().splitlines() == [learn_bf16]
+    assert (tmp_path / "calls").read_text().splitlines() == learned("bfloat16")
     # the NF4 base's learning check (patch 0028) beside the 16-bit one
     (tmp_path / "calls").unlink()
     env.update(LORA16_LEARN_BASES="nf4")
     subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
-    learn_nf4 = f"-m verlfit train --run-dir {runs}/lora16-learn-grpo-nf4 " + learn.format(base="nf4")
-    assert (tmp_path / "calls").read_text().splitlines() == [learn_nf4]
+    assert (tmp_path / "calls").read_text().splitlines() == learned("nf4")
     (tmp_path / "calls").unlink()
     env.update(LORA16_LEARN_BASES="bfloat16")
     subprocess.run(command, capture_output=True, text=True, env=env, timeout=60, check=True)
@@ -1134,7 +1143,7 @@ def test_lora16_stage_plans_and_trains_the_targets_and_runs_the_learning_check_w
         "lora16: LORA16_PARTS has 'bogus'; write learn, targets or both: nothing run"
         in (runs / "stages.log").read_text()
     )
-    assert (tmp_path / "calls").read_text().splitlines() == [learn_bf16]
+    assert (tmp_path / "calls").read_text().splitlines() == learned("bfloat16")
 
 
 def test_lora16_speed_stage_runs_the_speed_pick_then_the_memory_first_choice_alone(tmp_path):

@@ -423,6 +423,18 @@ EXPECTED = {
     ],
     "lora16": [
         (
+            "-m verlfit eval {runs}/lora16-learn-grpo-bfloat16/export/global_step_none --data {work}/synthetic"
+            " --limit 256 --batch-size 64 --compare {work}/small-sft --output"
+            " {runs}/lora16-learn-grpo-bfloat16/eval/global_step_none-test"
+        ),
+        (
+            "-m verlfit eval {runs}/lora16-learn-grpo-float32/export/global_step_none --data {work}/synthetic"
+            " --limit 256 --batch-size 64 --compare {work}/small-sft --output"
+            " {runs}/lora16-learn-grpo-float32/eval/global_step_none-test"
+        ),
+        "-m verlfit export {runs}/lora16-learn-grpo-bfloat16 --force",
+        "-m verlfit export {runs}/lora16-learn-grpo-float32 --force",
+        (
             "-m verlfit plan --model {work}/qwen2.5-0.5b-random --auto-fit --emulate p40 --lora-rank 32 --batch-size 32"
             " --max-prompt-length 512 --max-response-length 256"
         ),
@@ -450,17 +462,19 @@ EXPECTED = {
             "-m verlfit prepare-gsm8k --input {work}/synthetic-raw --output {work}/synthetic --tokenizer"
             " {work}/qwen2.5-0.5b-random --max-prompt-length 256"
         ),
+        "-m verlfit report {runs}/lora16-learn-grpo-bfloat16",
+        "-m verlfit report {runs}/lora16-learn-grpo-float32",
         (
             "-m verlfit train --run-dir {runs}/lora16-learn-grpo-bfloat16 --emulate p40 --algo grpo --model"
             " {work}/small-sft --data {work}/synthetic --steps 200 --batch-size 64 --max-prompt-length 256"
             " --max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 --frozen-base-dtype bfloat16"
-            " --skip-checks --test-freq 50 --save-freq -1"
+            " --skip-checks --test-freq 50 --save-freq 200"
         ),
         (
             "-m verlfit train --run-dir {runs}/lora16-learn-grpo-float32 --emulate p40 --algo grpo --model"
             " {work}/small-sft --data {work}/synthetic --steps 200 --batch-size 64 --max-prompt-length 256"
             " --max-response-length 128 --actor-lr 1e-4 --lora-rank 32 --lora-alpha 32 --frozen-base-dtype float32"
-            " --skip-checks --test-freq 50 --save-freq -1"
+            " --skip-checks --test-freq 50 --save-freq 200"
         ),
         (
             "-m verlfit train --run-dir {runs}/lora16-qwen2.5-3b-ppo-p40 --model {work}/qwen2.5-3b-random --data"
