@@ -1586,8 +1586,8 @@ def test_doctor_checks_the_nf4_base_train_would_plan_for_a_7b_on_a_p40(world):
         ),
         (
             ["--frozen-base-dtype", "float16", "--profile", "p40", "--lora-rank", "32"],
-            "--frozen-base-dtype float16 with the p40 profile: it stores a LoRA base in bfloat16 (its rollout computes "
-            "with it)",
+            "--frozen-base-dtype float16 with the p40 profile: it stores a LoRA base in bfloat16 (as the checkpoints "
+            "hold it, computed in float32)",
             "use --frozen-base-dtype bfloat16, nf4, or float32 (stock verl)",
         ),
         (

@@ -121,13 +121,21 @@ def test_profiles_store_the_base_in_their_16_bit_type_and_verl_gets_the_keys():
         frozen_base_storage(TrainSettings(model="m", lora_rank=32, frozen_base_dtype="float32"), load_profile("p40"))
         is None
     )
-    with pytest.raises(
-        VerlfitError, match="--frozen-base-dtype float16 with the p40 profile: it stores a LoRA base in bfloat16"
-    ) as error:
+    with pytest.raises(VerlfitError) as error:
         frozen_base_storage(TrainSettings(model="m", lora_rank=32, frozen_base_dtype="float16"), load_profile("p40"))
+    assert error.value.message == (
+        "--frozen-base-dtype float16 with the p40 profile: it stores a LoRA base in bfloat16 (as the checkpoints hold "
+        "it, computed in float32)"
+    )
     assert (
         error.value.fix == "use --frozen-base-dtype bfloat16, nf4, or float32 (stock verl)"
         and error.value.exit_code == 2
+    )
+    # the t4 profile computes in its storage type
+    with pytest.raises(VerlfitError) as error:
+        frozen_base_storage(TrainSettings(model="m", lora_rank=32, frozen_base_dtype="bfloat16"), load_profile("t4"))
+    assert error.value.message == (
+        "--frozen-base-dtype bfloat16 with the t4 profile: it stores a LoRA base in float16 (the dtype it computes in)"
     )
 
     def keys(profile, **fields):

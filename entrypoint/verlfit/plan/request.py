@@ -186,9 +186,14 @@ def frozen_base_storage(settings, profile) -> str | None:
         check_nf4_base(settings.gpus * settings.nodes, rollout)
         return wanted
     if wanted != profile.frozen_base_dtype:
+        why = (
+            "the dtype it computes in"
+            if profile.dtype == profile.frozen_base_dtype
+            else f"as the checkpoints hold it, computed in {profile.dtype}"
+        )
         raise VerlfitError(
             f"--frozen-base-dtype {wanted} with the {profile.name} profile: it stores a LoRA base in "
-            f"{profile.frozen_base_dtype} (its rollout computes with it)",
+            f"{profile.frozen_base_dtype} ({why})",
             fix=f"use --frozen-base-dtype {profile.frozen_base_dtype}, nf4, or float32 (stock verl)",
             exit_code=2,
         )
