@@ -191,7 +191,8 @@ def test_docs_readme_and_records_speak_of_the_project_not_of_how_the_work_was_or
 def test_results_folders_are_named_by_date_machine_and_what_ran():
     records = ROOT / "benchmarks" / "results"
     folders = sorted(path.name for path in records.iterdir() if path.is_dir())
-    assert folders and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}-h200-[a-z0-9-]+", name) for name in folders), folders
+    named = re.compile(r"\d{4}-\d{2}-\d{2}-(?:h100|h200)-[a-z0-9-]+")  # date, the GPU it ran on, what ran
+    assert folders and all(named.fullmatch(name) for name in folders), folders
     inner = [
         path.relative_to(records).as_posix()
         for path in records.glob("*/*")

@@ -616,13 +616,16 @@ def _save_role(
         from peft import LoraConfig, TaskType, get_peft_model, set_peft_model_state_dict
 
         task = TaskType.TOKEN_CLS if "score.weight" in base else TaskType.CAUSAL_LM
+        # the base's name only in an adapter written alone (adapter_config.json tells PEFT what to load it on); a
+        # merge builds its base from this checkpoint's huggingface/ folder, and a config naming the run's --model
+        # there made PEFT warn that base_model_name_or_path "was renamed"
         lora = LoraConfig(
             r=rank,
             lora_alpha=lora_alpha,
             target_modules=targets,
             task_type=task,
             bias="none",
-            base_model_name_or_path=base_model,
+            base_model_name_or_path=base_model if adapter_only else None,
         )
         if adapter_only:
             lora.save_pretrained(out)
