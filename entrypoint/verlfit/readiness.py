@@ -854,13 +854,20 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
             f"model {ctx.model!r} has no local config.json that sizes a checkpoint (see the model line; free space "
             f"at {where} not judged)",
         )
-    # the size depends on the profile only through its 16-bit base dtype: 2 bytes a parameter in every profile
-    profile = load_profile(ctx.profile() if ctx.profile() in PROFILE_NAMES else PROFILE_NAMES[0])
-    settings = _run_settings(ctx, ctx.frozen_base)
+    # the size depends on the profile through its 16-bit base dtype (2 bytes a parameter in every profile) and its
+    # rollout (nf4 only with the HF one: sized with the a10 profile's vLLM default, an NF4 base was refused and counted
+    # at 16 bits); with no profile known, the first stands in
+    name, _ = run_profile_name(ctx)
+    profile = load_profile(name if name in PROFILE_NAMES else PROFILE_NAMES[0])
+    try:
+        profile = customize(profile, rollout=ctx.rollout, attention=ctx.attention)
+    except VerlfitError:  # vLLM on the p40 and the like: the engines check reports it
+        pass
+    settings = _run_settings(ctx, ctx.frozen_base, profile.rollout)
     try:
         frozen_base_storage(settings, profile)
     except VerlfitError:  # a 16-bit dtype of another profile than the stand-in one: the same 2 bytes a parameter
-        settings = _run_settings(ctx, None)
+        settings = _run_settings(ctx, None, profile.rollout)
     request = request_from_settings(settings, profile, 24 * GIB, shape=shape, switches=run_switches(profile, settings))
     return checkpoint_space(
         ctx.checkpoint_dir, checkpoint_disk_bytes(request), checkpoints_held(ctx.keep_checkpoints), ctx.disk_usage

@@ -1544,6 +1544,24 @@ def test_doctor_takes_the_runs_frozen_base_dtype_for_the_engines_and_disk_checks
     )
 
 
+@pytest.mark.parametrize("frozen_base", [["--frozen-base-dtype", "nf4"], []])
+def test_doctor_sizes_an_nf4_checkpoint_on_the_a10_profile_with_the_hf_rollout(world, frozen_base):
+    """New-user trial: on the a10 profile the disk check sized the run with the profile's vLLM rollout, with which an
+    NF4 base is refused, and fell back to the bf16 base: a 14B NF4 GRPO LoRA read 2 checkpoints of 29.6 GiB each and
+    FAILed on 23.6 GiB free. With --rollout hf, as train runs it, the NF4 base (given, or the one train plans) is
+    sized: 11.3 GiB, as on the p40 profile."""
+    usage = lambda path: SimpleNamespace(total=0, used=0, free=int(23.6 * GIB))  # noqa: E731
+    run = ["--lora-rank", "32", "--algo", "grpo", "--model", "Qwen/Qwen2.5-14B-Instruct", *frozen_base]
+    on_a10 = ["--profile", "a10", "--rollout", "hf", "--attention", "sdpa", *run]
+    checks = _doctor_json(world, on_a10, disk_usage=usage)
+    on_p40 = _doctor_json(world, ["--profile", "p40", *run], disk_usage=usage)
+    assert (checks["disk"]["status"], checks["disk"]["message"]) == (
+        "PASS",
+        f"23.6 GiB free at {world.tmp}; this run holds 2 checkpoints of 11.3 GiB at once (22.7 GiB)",
+    )
+    assert on_p40["disk"]["message"] == checks["disk"]["message"]
+
+
 def _doctor_json(world, argv, **fields):
     """``verlfit doctor ARGV --json`` against ``context(world, **fields)``: the checks by name."""
     import json
