@@ -147,6 +147,24 @@ def test_auto_fit_takes_the_nf4_base_for_a_7b_on_a_p40_only_when_nothing_else_fi
     assert status == 0 and plan["request"]["frozen_base_dtype"] == "bfloat16"
 
 
+def test_the_speed_pick_of_an_nf4_configuration_says_why_the_base_is_quantised(capsys):
+    """New-user trial: a 7B PPO LoRA on a T4 was planned with the NF4 base and no line saying why, because the speed
+    pick took another configuration than the memory-first one, which alone carried the line. The fp16 base needs
+    more than the T4's budget there (its own plan says so)."""
+    argv = ["--model", "Qwen/Qwen2.5-7B-Instruct", "--algo", "ppo", "--emulate", "t4", "--lora-rank", "16"]
+    status, plan = _run_plan(argv, capsys)
+    assert status == 0 and plan["request"]["frozen_base_dtype"] == "nf4"
+    reasons = plan["auto_fit"]["reasons"]
+    assert any(line.startswith("speed: the memory-first choice (") for line in reasons)  # the speed pick moved
+    status, sixteen_bit = _run_plan([*argv, "--frozen-base-dtype", "float16"], capsys)
+    assert status != 0 and sixteen_bit["verdict"] == "does not fit"
+    failure = sixteen_bit["auto_fit"]["reasons"][-1].removeprefix("nothing fits: ")
+    assert [line for line in reasons if "NF4" in line] == [
+        f"frozen base in NF4 (patch 0028), chosen because the float16 base does not fit: {failure}; the adapter then "
+        "learns against a 4-bit quantisation of the model"
+    ]
+
+
 def test_an_nf4_base_asked_for_where_16_bits_fit_says_so_with_the_16_bit_peak_and_time(capsys):
     """New-user trial: --frozen-base-dtype nf4 on a model whose 16-bit base fits said nothing of it. The line gives the
     16-bit plan's peak and step time (as that plan itself reports them) and that NF4 trains a quantisation."""

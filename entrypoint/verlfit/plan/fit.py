@@ -256,9 +256,12 @@ def auto_fit(
     first = fit_memory(request, margin, keep)
     if card is None or not first.fits:
         return _with_the_16_bit_base_line(first, request, margin, keep, card, inputs)
+    why_nf4 = ()
     if first.request.frozen_base_dtype != request.frozen_base_dtype:
-        # nothing fit without the NF4 base (fit_memory's last resort): the speed pick weighs NF4 configurations only
+        # nothing fit without the NF4 base (fit_memory's last resort): the speed pick weighs NF4 configurations only,
+        # and the one it picks carries the memory-first choice's line saying why the base is quantised
         request, keep = replace(request, frozen_base_dtype=first.request.frozen_base_dtype), keep | {"frozen_base"}
+        why_nf4 = first.reasons[:1]
 
     # each configuration that fits, described once (the description tells two apart and names them in the lines)
     decisions = [first]
@@ -289,8 +292,9 @@ def auto_fit(
         gain = 1 - runner[0] / seconds
         why = f" (kept: not {SPEED_PICK_GAIN:.0%} faster, within the estimate's error)" if gain > 0 else ""
         lines.append(f"speed: next, {described[runner[1]]}: {runner[0]:.1f} s/step{why}")
+    reasons = best.reasons if best is first else why_nf4 + best.reasons
     return _with_the_16_bit_base_line(
-        replace(best, reasons=best.reasons + tuple(lines), speed=speed), request, margin, keep, card, inputs
+        replace(best, reasons=reasons + tuple(lines), speed=speed), request, margin, keep, card, inputs
     )
 
 
