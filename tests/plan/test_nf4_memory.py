@@ -165,6 +165,32 @@ def test_the_speed_pick_of_an_nf4_configuration_says_why_the_base_is_quantised(c
     ]
 
 
+def test_where_nf4_does_not_fit_either_the_refusal_gives_both_needs(capsys):
+    """New-user trial: a 14B GRPO LoRA on a T4 was told it "would need 30.9 GiB of 12.6 GiB" (the fp16 base) and then
+    offered --lora-rank 29, which fits with the NF4 base the planner falls back to: beside 30.9 GiB it read as
+    absurd. The last line, which train's refusal quotes, gives the NF4 base's need too, each as its own plan says."""
+    argv = ["--model", "Qwen/Qwen2.5-14B-Instruct", "--algo", "grpo", "--emulate", "t4", "--lora-rank", "32"]
+
+    def failure(plan):
+        return plan["auto_fit"]["reasons"][-1].partition(" saving on, ")[2]
+
+    needs = {}
+    for base in ("float16", "nf4"):
+        status, plan = _run_plan([*argv, "--frozen-base-dtype", base], capsys)
+        assert status != 0 and plan["verdict"] != "fits"
+        needs[base] = failure(plan)
+    status, plan = _run_plan(argv, capsys)
+    assert status != 0
+    assert plan["auto_fit"]["reasons"][-1] == (
+        f"nothing fits: even with every saving on, {needs['float16']} with the float16 base; with the base in NF4 "
+        f"(the last resort), {needs['nf4']}"
+    )
+    assert needs["nf4"] == "actor update at actor micro-batch 1 would need 12.7 GiB of 12.6 GiB (90% of 14.0 GiB)"
+    assert plan["auto_fit"]["suggestion"].startswith(
+        "smallest changes that would fit, each on its own, with the base then in nf4"
+    )
+
+
 def test_an_nf4_base_asked_for_where_16_bits_fit_says_so_with_the_16_bit_peak_and_time(capsys):
     """New-user trial: --frozen-base-dtype nf4 on a model whose 16-bit base fits said nothing of it. The line gives the
     16-bit plan's peak and step time (as that plan itself reports them) and that NF4 trains a quantisation."""

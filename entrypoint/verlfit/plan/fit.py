@@ -400,9 +400,13 @@ def fit_memory(
     if decision.fits or not nf4_fallback_allowed(request, keep):
         return decision
     quantised = _fit_ladder(replace(request, frozen_base_dtype=NF4), margin, keep | {"frozen_base"})
-    if not quantised.fits:
-        return decision
     stored = request.frozen_base_dtype or "float32"
+    if not quantised.fits:
+        # both needs in the last line, the one train's refusal quotes: the smallest changes offered assume the NF4
+        # base, and beside the 16-bit base's need alone they read as too small
+        nf4_failure = quantised.reasons[-1].partition(" saving on, ")[2]
+        last = f"{decision.reasons[-1]} with the {stored} base; with the base in NF4 (the last resort), {nf4_failure}"
+        return replace(decision, reasons=(*decision.reasons[:-1], last))
     failure = decision.reasons[-1].removeprefix("nothing fits: ")
     return replace(
         quantised,
