@@ -114,16 +114,34 @@ def test_the_time_estimate_caps_gsm8ks_prompt_widths_at_the_datas_longest_prompt
     assert rollout_prompt_columns(short, replace(inputs, rollout_prompt_length=100)) == 100  # given: as given
 
 
-def test_plan_refuses_a_longest_prompt_above_the_prompt_limit(capsys):
+def test_plan_takes_a_longest_prompt_above_the_prompt_limit_as_verl_drops_it(capsys):
+    """New-user trial: plan suggested --max-prompt-length 352 for a 14B on a T4 planned with --longest-prompt-length
+    451, and then refused the suggestion (the longest prompt above the limit). verl drops the longer prompts
+    (filter_overlong_prompts), as it drops --data's: the plan is the plan at the limit, with a note."""
+    import json
+
     from verlfit import cli
 
-    assert cli.main(["plan", "--emulate", "p40", "--max-prompt-length", "256", "--longest-prompt-length", "300"]) == 2
-    assert (
-        capsys.readouterr().err
-        == "verlfit: error: --longest-prompt-length 300 is above --max-prompt-length 256: verl drops the longer prompts"
-        " (filter_overlong_prompts), so no micro-batch has them\n  fix: give at most 256, or raise"
-        " --max-prompt-length to 300\n"
+    argv = ["plan", "--emulate", "p40", "--max-prompt-length", "256", "--json"]
+    assert cli.main([*argv, "--longest-prompt-length", "300"]) == 0
+    above = json.loads(capsys.readouterr().out)
+    dropped = (
+        "--longest-prompt-length 300 is above --max-prompt-length 256: verl drops the longer prompts "
+        "(filter_overlong_prompts), so the longest prompt a micro-batch holds is 256 tokens"
     )
+    assert cli.main([*argv, "--longest-prompt-length", "256"]) == 0
+    at_limit = json.loads(capsys.readouterr().out)
+    assert above["time"]["notes"] == [dropped, *at_limit["time"]["notes"]]
+    assert above["request"] == at_limit["request"]
+    assert above["required_bytes"] == at_limit["required_bytes"]
+    # the new user's case: the suggested length, with the longest prompt kept as typed, fits
+    t4 = ["plan", "--emulate", "t4", "--model", "Qwen/Qwen2.5-14B-Instruct", "--algo", "grpo", "--lora-rank", "32"]
+    t4 += ["--frozen-base-dtype", "nf4", "--longest-prompt-length", "451", "--json"]
+    assert cli.main(t4) == 1
+    suggestion = json.loads(capsys.readouterr().out)["auto_fit"]["suggestion"]
+    assert "--max-prompt-length 352 (from 512)" in suggestion
+    assert cli.main([*t4, "--max-prompt-length", "352"]) == 0
+    assert json.loads(capsys.readouterr().out)["verdict"] == "fits"
 
 
 def test_plan_with_data_measures_its_longest_prompt_and_rows_as_train_does(tmp_path, tiny_qwen2_dir, capsys):

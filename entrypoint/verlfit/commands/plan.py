@@ -151,7 +151,8 @@ def register(subparsers):
         metavar="TOKENS",
         help="the longest prompt of your training data, in tokens with the model's chat template (verlfit "
         "train measures it from --data): with the profile's trims (patches 0020-0021) memory is counted "
-        "for it instead of --max-prompt-length (default: not known, the prompt limit is counted)",
+        "for it instead of --max-prompt-length; above --max-prompt-length, the limit is counted (verl drops the "
+        "longer prompts) (default: not known, the prompt limit is counted)",
     )
     parser.add_argument(
         "--margin",

@@ -443,8 +443,8 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
 
     Raises:
         VerlfitError (exit status 2): what :func:`resolve_plan_run` raises; ``--dtype`` or
-            ``--vllm-gpu-memory-utilization`` the profile cannot take; ``--longest-prompt-length`` above
-            ``--max-prompt-length``; sizes ``verlfit train`` refuses (:func:`verlfit.arguments.sizing_fields`).
+            ``--vllm-gpu-memory-utilization`` the profile cannot take; sizes ``verlfit train`` refuses
+            (:func:`verlfit.arguments.sizing_fields`).
     """
     run = run or resolve_plan_run(options, nvml)
     profile, memory, source = run.profile, run.memory_bytes, run.memory_source
@@ -482,15 +482,6 @@ def request_from_options(options: PlanOptions, nvml=None, run: ResolvedRun | Non
     for name in ("actor_param_offload", "actor_optimizer_offload", "critic_param_offload", "critic_optimizer_offload"):
         if getattr(options, name):
             setattr(settings, name, True)
-    if options.longest_prompt_length is not None and options.longest_prompt_length > settings.max_prompt_length:
-        raise VerlfitError(
-            f"--longest-prompt-length {options.longest_prompt_length} is above --max-prompt-length "
-            f"{settings.max_prompt_length}: verl drops the longer prompts (filter_overlong_prompts), so no "
-            "micro-batch has them",
-            fix=f"give at most {settings.max_prompt_length}, or raise --max-prompt-length to "
-            f"{options.longest_prompt_length}",
-            exit_code=2,
-        )
     settings.longest_prompt_length = options.longest_prompt_length
     # the switches (with --trim-padding, --rollout-trim-padding, --cuda-graph) count for memory as for time
     fields = dict(use_reference=options.reference)
@@ -559,7 +550,10 @@ def measure_data(options: PlanOptions, environ=None) -> tuple[PlanOptions, list[
     """``options`` with ``--data``'s measurements filled in: its longest prompt
     (:func:`verlfit.prompt_lengths.measure_for_train`
     with ``--model``'s local tokenizer, prompt key ``prompt``) as ``longest_prompt_length`` and the training rows verl
-    keeps as ``dataset_size``; and the note lines saying what was measured. Without ``--data``: as given, no note.
+    keeps as ``dataset_size``; and the note lines saying what was measured. Without ``--data``: as given, except a
+    ``--longest-prompt-length`` above ``--max-prompt-length``, which becomes the limit with a note (verl drops the
+    longer prompts, filter_overlong_prompts, as it drops ``--data``'s: a suggested shorter ``--max-prompt-length``
+    then plans as offered).
 
     Raises:
         VerlfitError (exit status 2): ``--data`` with ``--longest-prompt-length`` or ``--dataset-size`` (``--data``
@@ -568,7 +562,13 @@ def measure_data(options: PlanOptions, environ=None) -> tuple[PlanOptions, list[
             every training prompt longer than ``--max-prompt-length`` (verl would drop them all).
     """
     if options.data is None:
-        return options, []
+        longest, limit = options.longest_prompt_length, options.sizing.max_prompt_length
+        if longest is None or longest <= limit:
+            return options, []
+        return dataclasses.replace(options, longest_prompt_length=limit), [
+            f"note: --longest-prompt-length {longest} is above --max-prompt-length {limit}: verl drops the longer "
+            f"prompts (filter_overlong_prompts), so the longest prompt a micro-batch holds is {limit} tokens"
+        ]
     for flag, value in (
         ("--longest-prompt-length", options.longest_prompt_length),
         ("--dataset-size", options.dataset_size),
