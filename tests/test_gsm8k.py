@@ -261,6 +261,23 @@ def test_max_prompt_length_without_tokenizer_is_a_usage_error(tmp_path, capsys):
     assert "--max-prompt-length needs --tokenizer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["prepare-gsm8k", "prepare-data"])
+def test_a_prompt_limit_below_one_says_what_to_give(tmp_path, capsys, command):
+    """New-user trial: --max-prompt-length 0 was refused with no fix line."""
+    source = write_jsonl(tmp_path / "in")
+    inputs = ["--input", str(source)]
+    if command == "prepare-data":
+        inputs = ["--train", str(source / "train.jsonl"), "--test", str(source / "test.jsonl"), "--data-source", "t"]
+    out = tmp_path / "out"
+    argv = [command, *inputs, "--output", str(out), "--tokenizer", "Qwen/Qwen2.5-0.5B-Instruct"]
+    assert cli.main([*argv, "--max-prompt-length", "0"]) == 2
+    assert capsys.readouterr().err == (
+        "verlfit: error: --max-prompt-length must be at least 1, not 0\n  fix: give the prompt limit verlfit train "
+        "will run with, in tokens (its default: 512), or leave it out to keep every row\n"
+    )
+    assert not out.exists()
+
+
 def test_help_documents_discovery_and_index(capsys):
     with pytest.raises(SystemExit):
         cli.main(["prepare-gsm8k", "--help"])

@@ -253,3 +253,15 @@ def test_every_real_synthetic_shape_is_one_of_the_builtin_shapes():
     from verlfit.synthetic_model import BUILT_IN_MODELS
 
     assert BUILT_IN_MODELS == SYNTHETIC_OF_BUILTIN
+
+
+def test_a_built_in_shape_in_another_case_is_named_with_its_spelling():
+    """New-user trial: --model qwen/qwen2.5-7b-instruct was refused as not cached, with the 22 built-in ids listed
+    and no word that one of them was meant."""
+    with pytest.raises(VerlfitError) as error:
+        load_model_shape("qwen/qwen2.5-7b-instruct", hub_cache_lookup=lambda repo, name: None)
+    assert error.value.message == (
+        "no config.json for model 'qwen/qwen2.5-7b-instruct': not a file, not a directory, not in the local hub "
+        "cache; the built-in shape Qwen/Qwen2.5-7B-Instruct is spelled in another case"
+    )
+    assert (error.value.fix, error.value.exit_code) == ("pass --model Qwen/Qwen2.5-7B-Instruct", 2)

@@ -758,7 +758,12 @@ def prepare(
             exit_code=2,
         )
     if max_prompt_length is not None and max_prompt_length < 1:
-        raise VerlfitError(f"--max-prompt-length must be at least 1, not {max_prompt_length}", exit_code=2)
+        raise VerlfitError(
+            f"--max-prompt-length must be at least 1, not {max_prompt_length}",
+            fix="give the prompt limit verlfit train will run with, in tokens (its default: 512), or leave it out to "
+            "keep every row",
+            exit_code=2,
+        )
     output_dir = Path(output_dir)
     # realpath, not Path.resolve: a symbolic link loop stays a path here (Path.resolve raises RuntimeError), and the
     # reading or the output check below refuses it, naming it

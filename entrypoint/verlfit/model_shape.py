@@ -456,6 +456,14 @@ def load_model_shape(model: str = DEFAULT_MODEL, hub_cache_lookup=None) -> Model
             fix=f"check the path, or pass a hub id such as Qwen/Qwen2.5-0.5B-Instruct (built in: {known})",
             exit_code=2,
         )
+    spelled = [name for name in BUILTIN_SHAPES if name.lower() == model.lower()]
+    if spelled:  # the built-in table and the hub cache's folders match the case as typed
+        raise VerlfitError(
+            f"no config.json for model {model!r}: not a file, not a directory, not in the local hub cache; the "
+            f"built-in shape {spelled[0]} is spelled in another case",
+            fix=f"pass --model {spelled[0]}",
+            exit_code=2,
+        )
     raise VerlfitError(
         f"no config.json for model {model!r}: not a file, not a directory, not in the local hub cache",
         fix=f"download it first (huggingface-cli download {model} --include config.json puts it in the cache), "
