@@ -454,7 +454,7 @@ def test_where_nothing_fits_the_configuration_shown_is_not_called_chosen(capsys)
     argv = ["plan", "--emulate", "p40", "--model", "Qwen/Qwen2.5-3B-Instruct", "--lora-rank", "32"]
     assert cli.main([*argv, "--critic-lora-rank", "0"]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert lines[1] == "auto-fit: nothing fits"
+    assert lines[1] == "auto-fit: nothing fits within the 90% budget"
     assert [line for line in lines if "chosen" in line] == [
         "  nothing chosen; the most saving configuration tried, in the table below: actor micro-batch 1, log-prob 1, "
         "critic 1, rollout 1 prompt; gradient checkpointing on; offload: actor optimizer, critic param, critic "
@@ -462,3 +462,9 @@ def test_where_nothing_fits_the_configuration_shown_is_not_called_chosen(capsys)
     ]
     assert cli.main(argv) == 0
     assert any(line.startswith("  chosen: actor micro-batch ") for line in capsys.readouterr().out.splitlines())
+    # new-user trial: "nothing fits" then "verdict: tight" read as a contradiction; the budget is the margin's
+    tight = ["plan", "--emulate", "t4", "--model", "Qwen/Qwen2.5-14B-Instruct", "--algo", "grpo", "--lora-rank", "32"]
+    assert cli.main([*tight, "--frozen-base-dtype", "nf4"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == "auto-fit: nothing fits within the 90% budget" and lines[-1] != "verdict: fits"
+    assert "verdict: tight" in lines

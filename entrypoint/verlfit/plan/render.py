@@ -212,7 +212,9 @@ def render_outcome(outcome: PlanOutcome, console) -> None:
 
     console.print(f"memory: {outcome.memory_source}", highlight=False)
     if decision:
-        console.print("auto-fit:" if decision.fits else "auto-fit: nothing fits", highlight=False)
+        # "within the budget": the configuration shown may still be "tight" (above the margin, within the card)
+        budget = f"auto-fit: nothing fits within the {outcome.options.margin:.0%} budget"
+        console.print("auto-fit:" if decision.fits else budget, highlight=False)
         for line in decision.reasons:
             say(f"  {line}")
         if decision.suggestion:
