@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import json
 import os
 import re
 import sys
@@ -92,7 +93,21 @@ class VerlfitArgumentParser(argparse.ArgumentParser):
                     f" ({after[-1]} starts with '-', so it reads as an option here: join it to the option, "
                     f"{name}={after[-1]})"
                 )
+        if asks_for_json(self.words if self.words is not None else sys.argv[1:]):
+            print_json_error(message, f"{self.prog} --help lists its options", 2)
         super().error(message)
+
+
+def asks_for_json(words: list[str]) -> bool:
+    """Whether the command line asks for JSON output (``--json`` before any ``--``, after which verl's overrides
+    come)."""
+    return "--json" in (words[: words.index("--")] if "--" in words else words)
+
+
+def print_json_error(message: str, fix: str | None, exit_status: int) -> None:
+    """A refusal or failure as the one JSON object a ``--json`` reader parses from standard output:
+    ``{"error": message, "fix": fix or null, "exit_status": n}`` (the text goes to standard error as always)."""
+    print(json.dumps({"error": message, "fix": fix, "exit_status": exit_status}))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,11 +149,13 @@ def main(argv: list[str] | None = None) -> int:
     a refusal of what the command line names (an option, a path, a file in it: missing, unreadable, malformed), as
     argparse's own usage errors; 1 for a failure of the work or the machine (training crashed, no usable GPU, a missing
     package, the hub unreachable, a full disk); ``build_parser``'s epilog (``verlfit --help``) and the README say the
-    same. Other exceptions propagate with their traceback. Ctrl-C is one line and status 130, also while the
-    subcommands' modules are imported and when it lands in a library object's ``__del__`` as the command finishes (then
-    what it wrote is complete). Standard output that fails is one line too: a reader that closed the pipe (``verlfit
-    profiles | head -2``) ends the command quietly with 141 (128 + SIGPIPE, what a shell reports for a program killed by
-    SIGPIPE); one that cannot take the text (``verlfit plan > /dev/full``) is said on standard error with status 1.
+    same. With ``--json`` on the command line, a refusal or failure (a usage error too) is also one JSON object on
+    standard output (:func:`print_json_error`). Other exceptions propagate with their traceback. Ctrl-C is one line
+    and status 130, also while the subcommands' modules are imported and when it lands in a library object's
+    ``__del__`` as the command finishes (then what it wrote is complete). Standard output that fails is one line too:
+    a reader that closed the pipe (``verlfit profiles | head -2``) ends the command quietly with 141 (128 + SIGPIPE,
+    what a shell reports for a program killed by SIGPIPE); one that cannot take the text (``verlfit plan >
+    /dev/full``) is said on standard error with status 1.
     """
     interrupts_in_cleanup: list[BaseException] = []
     default_hook = sys.unraisablehook
@@ -154,13 +171,17 @@ def main(argv: list[str] | None = None) -> int:
 
     sys.unraisablehook = quiet_interrupt
     sys.stdout = _GuardedOutput(standard_output)
+    words = list(sys.argv[1:] if argv is None else argv)
     try:
-        status = _parse_and_run(argv)
-        gc.collect()  # the command's objects freed now, while a Ctrl-C in their __del__ is still heard
+        try:
+            status = _parse_and_run(argv)
+            gc.collect()  # the command's objects freed now, while a Ctrl-C in their __del__ is still heard
+        except VerlfitError as error:
+            print(f"verlfit: error: {error}", file=sys.stderr)
+            if asks_for_json(words):  # a --json reader gets an object on standard output, not nothing
+                print_json_error(error.message, error.fix, error.exit_code)
+            status = error.exit_code
         sys.stdout.flush()  # what print left in the buffer fails here, not in the interpreter's exit
-    except VerlfitError as error:
-        print(f"verlfit: error: {error}", file=sys.stderr)
-        return error.exit_code
     except KeyboardInterrupt:
         print("verlfit: interrupted", file=sys.stderr)
         return 130

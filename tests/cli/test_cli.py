@@ -450,3 +450,38 @@ def test_a_margin_outside_zero_to_one_says_what_it_is_and_the_fix(capsys):
         "verlfit: error: --margin 2 must be in (0, 1]: it is the fraction of the usable memory a plan may fill",
         "  fix: pass a fraction such as --margin 0.9 (the default) or leave it out",
     ]
+
+
+def test_with_json_a_refusal_and_a_usage_error_are_one_json_object_on_standard_output(capsys):
+    """New-user trial: with --json a refusal printed text to standard error and nothing to standard output, which a
+    JSON reader cannot parse. The text stays on standard error; the object names the error, the fix, the status."""
+    import json
+
+    from verlfit import cli
+
+    assert cli.main(["plan", "--model", "nobody/nothing", "--emulate", "p40", "--json"]) == 2
+    out, err = capsys.readouterr()
+    refusal = json.loads(out)
+    assert refusal["exit_status"] == 2
+    assert (
+        refusal["error"] == "no config.json for model 'nobody/nothing': not a file, not a directory, not in the "
+        "local hub cache"
+    )
+    assert refusal["fix"].startswith("download it first (huggingface-cli download nobody/nothing")
+    assert err == f"verlfit: error: {refusal['error']}\n  fix: {refusal['fix']}\n"
+    # argparse's usage error (exit status 2 as SystemExit), after the subcommand's usage on standard error
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["doctor", "--json", "--lora-rank", "many"])
+    out, err = capsys.readouterr()
+    assert usage.value.code == 2
+    assert json.loads(out) == {
+        "error": "argument --lora-rank: 'many' is not a whole number",
+        "fix": "verlfit doctor --help lists its options",
+        "exit_status": 2,
+    }
+    assert err.endswith("verlfit doctor: error: argument --lora-rank: 'many' is not a whole number\n")
+    # without --json, or with it only among verl's overrides after --, standard output stays empty
+    assert cli.main(["plan", "--model", "nobody/nothing", "--emulate", "p40"]) == 2
+    assert capsys.readouterr().out == ""
+    assert not cli.asks_for_json(["train", "--dry-run", "--", "+trainer.note=--json"])
+    assert not cli.asks_for_json(["train", "--", "--json"]) and cli.asks_for_json(["plan", "--json", "--"])
