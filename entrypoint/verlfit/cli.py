@@ -83,9 +83,9 @@ class VerlfitArgumentParser(argparse.ArgumentParser):
     words: list[str] | None = None  # the command line parsed (set by main), to show the joined form with its value
 
     def error(self, message: str):
+        words = self.words if self.words is not None else sys.argv[1:]
         option = re.fullmatch(r"argument (?P<option>--[\w-]+)(?:/-\w)?: expected one argument", message)
         if option:
-            words = self.words if self.words is not None else sys.argv[1:]
             name = option["option"]
             after = [words[i + 1] for i, word in enumerate(words[:-1]) if word == name]
             if after and after[-1].startswith("-"):
@@ -93,7 +93,7 @@ class VerlfitArgumentParser(argparse.ArgumentParser):
                     f" ({after[-1]} starts with '-', so it reads as an option here: join it to the option, "
                     f"{name}={after[-1]})"
                 )
-        if asks_for_json(self.words if self.words is not None else sys.argv[1:]):
+        if asks_for_json(words):
             print_json_error(message, f"{self.prog} --help lists its options", 2)
         super().error(message)
 
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     try:
         try:
-            status = _parse_and_run(argv)
+            status = _parse_and_run(words)
             gc.collect()  # the command's objects freed now, while a Ctrl-C in their __del__ is still heard
         except VerlfitError as error:
             print(f"verlfit: error: {error}", file=sys.stderr)
@@ -201,13 +201,13 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
-def _parse_and_run(argv: list[str] | None) -> int:
-    """Build the parser, parse ``argv`` and run the subcommand; its exit status (2 with help when none is given)."""
+def _parse_and_run(words: list[str]) -> int:
+    """Build the parser, parse ``words`` (the command line after ``verlfit``) and run the subcommand; its exit status
+    (2 with help when none is given)."""
     parser = build_parser()
-    words = list(sys.argv[1:] if argv is None else argv)
     for each in (parser, *parser.commands.values()):
         each.words = words
-    args, unknown = parser.parse_known_args(argv)
+    args, unknown = parser.parse_known_args(words)
     if unknown:
         # said by the subcommand's parser, so the usage shown is that command's (argparse's top parser
         # would print `usage: verlfit COMMAND ...`)

@@ -662,6 +662,15 @@ def _run_settings(ctx: DoctorContext, frozen_base: str | None, rollout: str | No
     )
 
 
+def _customized_profile(ctx: DoctorContext, name: str):
+    """Profile ``name`` (a known one) with the doctor's ``--rollout`` and ``--attention``; None where the profile
+    refuses them (vLLM on the p40 and the like: the engines check reports it)."""
+    try:
+        return customize(load_profile(name), rollout=ctx.rollout, attention=ctx.attention)
+    except VerlfitError:
+        return None
+
+
 def planned_frozen_base(ctx: DoctorContext) -> tuple[str | None, bool]:
     """(the LoRA base storage the checks should assume, whether verlfit train's planner chose it): ``ctx.frozen_base``
     as given, checked as train checks it; else, for a LoRA run whose profile and model shape are known, the storage
@@ -677,11 +686,8 @@ def planned_frozen_base(ctx: DoctorContext) -> tuple[str | None, bool]:
         refuse_lora_options_without_lora({"--frozen-base-dtype": ctx.frozen_base})
         return ctx.frozen_base, False
     name, _ = run_profile_name(ctx)
-    if name not in PROFILE_NAMES:
-        return ctx.frozen_base, False
-    try:
-        profile = customize(load_profile(name), rollout=ctx.rollout, attention=ctx.attention)
-    except VerlfitError:  # vLLM on the p40 and the like: the engines check reports it
+    profile = _customized_profile(ctx, name) if name in PROFILE_NAMES else None
+    if profile is None:
         return ctx.frozen_base, False
     if ctx.frozen_base is not None:
         frozen_base_storage(_run_settings(ctx, ctx.frozen_base, profile.rollout), profile)
@@ -858,11 +864,8 @@ def check_disk(ctx: DoctorContext) -> CheckResult:
     # rollout (nf4 only with the HF one: sized with the a10 profile's vLLM default, an NF4 base was refused and counted
     # at 16 bits); with no profile known, the first stands in
     name, _ = run_profile_name(ctx)
-    profile = load_profile(name if name in PROFILE_NAMES else PROFILE_NAMES[0])
-    try:
-        profile = customize(profile, rollout=ctx.rollout, attention=ctx.attention)
-    except VerlfitError:  # vLLM on the p40 and the like: the engines check reports it
-        pass
+    name = name if name in PROFILE_NAMES else PROFILE_NAMES[0]
+    profile = _customized_profile(ctx, name) or load_profile(name)
     settings = _run_settings(ctx, ctx.frozen_base, profile.rollout)
     try:
         frozen_base_storage(settings, profile)
